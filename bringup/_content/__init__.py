@@ -1,0 +1,1 @@
+"""Installed copy of the project's roles/ and templates/ (see bringup.project)."""

@@ -1,0 +1,197 @@
+"""The tasks behind ``invoke ...`` and the ``bringup`` console script."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from invoke import Collection, Exit, Program, task
+from rich.console import Console
+from rich.table import Table
+
+from . import __version__
+from .connection import connect
+from .errors import BringupError, Unreachable
+from .facts import ALL_FACTS
+from .facts.gather import gather
+from .inventory import load_inventory, parse_set
+from .project import content_root
+from .report import print_results, progress_display, write_report
+from .roles import load_roles, select_roles
+from .runner import Options, exit_code, prepare, run_hosts
+from .templates import Templates
+
+__all__ = ["ns", "program", "main"]
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _fail(e: Exception) -> Exit:
+    return Exit(f"error: {e}", code=1)
+
+
+def _selected(inventory, set_, host, hosts, group):
+    inv = load_inventory(inventory, overrides=parse_set(list(set_ or [])))
+    return inv, inv.select(host=host, hosts=hosts, group=group)
+
+
+def _forks(forks) -> int:
+    try:
+        n = int(forks)
+    except (TypeError, ValueError):
+        n = 0
+    if n < 1:
+        raise BringupError(f"--forks {forks!r}: must be a whole number >= 1")
+    return n
+
+
+_SELECT_HELP = {
+    "host": "one host of the inventory",
+    "hosts": "several hosts, comma separated",
+    "group": "every host of an inventory group",
+    "inventory": "inventory file (Ansible YAML), default ./hosts",
+    "set": "KEY=VALUE variable override (highest precedence); repeatable",
+}
+
+
+@task(
+    iterable=["set_"],
+    help={
+        **_SELECT_HELP,
+        "roles": "a subset of roles, comma separated (run in the standard order)",
+        "check": "plan only: change nothing on the host",
+        "diff": "show unified diffs of changed files",
+        "forks": "hosts handled in parallel (default 10)",
+        "accept-new-host-keys": "record unknown host keys (a changed key is still refused)",
+        "verbose": "also list resources with nothing to do, and why",
+    },
+)
+def provision(c, host=None, hosts=None, group=None, roles=None, check=False, diff=False,
+              inventory="hosts", set_=None, forks=10, accept_new_host_keys=False, verbose=False):
+    """Converge hosts to the inventory's state: invoke provision --host trt-l40s-01"""
+    code = _provision(host=host, hosts=hosts, group=group, roles=roles, check=check, diff=diff,
+                      inventory=inventory, set_=set_, forks=forks,
+                      accept_new_host_keys=accept_new_host_keys, verbose=verbose)
+    if code:
+        raise Exit(code=code)
+
+
+def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, diff=False, inventory="hosts",
+               set_=None, forks=10, accept_new_host_keys=False, verbose=False, console=None,
+               command="provision") -> int:
+    console = console or _console()
+    try:
+        opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys)
+        inv, chosen = _selected(inventory, set_, host, hosts, group)
+        root = content_root()
+        order, all_roles = load_roles(root)
+        selected = select_roles(order, all_roles, roles)
+        role_vars = prepare(chosen, selected)
+    except BringupError as e:
+        raise _fail(e) from None
+    with progress_display(console, [h.name for h in chosen]) as progress:
+        results = run_hosts(chosen, selected, role_vars, opts, Templates(root / "templates"), progress)
+    print_results(results, console, check=check, diff=diff, verbose=verbose)
+    path = write_report(results, Path("reports"), command=command, args={
+        "hosts": [h.name for h in chosen], "roles": [r.name for r in selected], "check": check,
+        "inventory": str(inv.path)})
+    console.print(f"report: {path}", style="dim")
+    return exit_code(results)
+
+
+@task(iterable=["set_"], help={**_SELECT_HELP, "roles": "a subset of roles, comma separated",
+                               "forks": "hosts handled in parallel", "verbose": "list no-op resources too",
+                               "accept-new-host-keys": "record unknown host keys"})
+def plan(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks=10,
+         accept_new_host_keys=False, verbose=False):
+    """Show what provision would change, with diffs (provision --check --diff)."""
+    code = _provision(host=host, hosts=hosts, group=group, roles=roles, check=True, diff=True,
+                      inventory=inventory, set_=set_, forks=forks, accept_new_host_keys=accept_new_host_keys,
+                      verbose=verbose, command="plan")
+    if code:
+        raise Exit(code=code)
+
+
+@task(iterable=["set_"], help={**_SELECT_HELP, "accept-new-host-keys": "record unknown host keys"})
+def facts(c, host=None, inventory="hosts", set_=None, accept_new_host_keys=False):
+    """Print a host's facts as JSON (gathered in one round trip)."""
+    try:
+        _, chosen = _selected(inventory, set_, host, None, None)
+        if len(chosen) != 1:
+            raise BringupError("facts takes one --host")
+        t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys)
+    except Unreachable as e:
+        raise Exit(f"unreachable: {e}", code=4) from None
+    except BringupError as e:
+        raise _fail(e) from None
+    try:
+        values, errors = gather(t, ALL_FACTS)
+    finally:
+        t.close()
+    doc = {"host": chosen[0].name, "facts": values}
+    if errors:
+        doc["errors"] = errors
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+@task(iterable=["set_"], help={"inventory": _SELECT_HELP["inventory"], "set": _SELECT_HELP["set"]})
+def hosts(c, inventory="hosts", set_=None):
+    """List the inventory: hosts, groups, address and GPU profile."""
+    try:
+        inv = load_inventory(inventory, overrides=parse_set(list(set_ or [])))
+    except BringupError as e:
+        raise _fail(e) from None
+    t = Table("host", "groups", "address", "connection", "gpu_profile", box=None)
+    for h in inv.hosts.values():
+        conn = h.connection
+        addr = f"{conn.ansible_user or 'root'}@{h.address}:{conn.ansible_port}" if conn.ansible_connection != "local" \
+            else "(local)"
+        t.add_row(h.name, ",".join(h.vars["group_names"]), addr, conn.ansible_connection,
+                  str(h.vars.get("gpu_profile", "-")))
+    _console().print(t)
+
+
+@task(help={"keep": "leave the sandbox host running afterwards"})
+def sandbox(c, keep=False):
+    """Start a sandbox host (a systemd container) and provision it: plan, apply, re-run."""
+    from .sandbox import SandboxError, ensure_docker, build_image, start_host, write_inventory
+
+    console = _console()
+    workdir = Path(".sandbox").resolve()
+    try:
+        ensure_docker()
+        build_image()
+        host = start_host("sandbox-01", workdir=workdir)
+    except SandboxError as e:
+        raise _fail(e) from None
+    inv = workdir / "hosts"
+    write_inventory(inv, [host], extra_vars=SANDBOX_VARS)
+    try:
+        codes = []
+        for title, check in (("plan", True), ("apply", False), ("re-run (expect changed=0)", False)):
+            console.rule(f"[bold]sandbox: {title}")
+            codes.append(_provision(host="sandbox-01", inventory=str(inv), check=check, diff=check,
+                                    console=console, command=f"sandbox-{title.split()[0]}"))
+    finally:
+        if not keep:
+            host.remove()
+    if keep:
+        console.print(f"sandbox host kept: ssh -i {host.key_file} -p {host.port} root@127.0.0.1 "
+                      f"(inventory {inv})")
+    if any(codes):
+        raise Exit(code=max(codes))
+
+
+#: Variables of sandbox hosts.  vm.* and kernel.* sysctls are not namespaced:
+#: in a container they are the machine's own, so the sandbox leaves them alone.
+SANDBOX_VARS = {"sysctl": {"vm.swappiness": None, "kernel.numa_balancing": None}}
+
+ns = Collection(provision, plan, facts, hosts, sandbox)
+program = Program(namespace=ns, version=__version__, name="bringup", binary="bringup")
+
+
+def main() -> None:
+    """Entry point of the ``bringup`` console script."""
+    program.run()

@@ -1,0 +1,42 @@
+"""Gather every fact of a host in one round trip."""
+from __future__ import annotations
+
+from typing import Any
+
+from ..command import sh
+from ..script import batch, split
+from .base import Fact
+
+
+def fact_snippet(fact: type[Fact]) -> str:
+    """The snippet for one fact; a missing ``requires_command`` prints nothing."""
+    if fact.requires_command:
+        return sh("command -v %s >/dev/null 2>&1 || exit 0\n", fact.requires_command) + fact.command
+    return fact.command
+
+
+def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run all ``facts`` on the host at once; returns ``(values, errors)``.
+
+    A parser that fails on a host's output yields the fact's default and an
+    entry in ``errors``: one odd fact must not stop a run.
+    """
+    script, token = batch([(f.name, fact_snippet(f)) for f in facts])
+    res = transport.run_script(script)
+    sections = split(res.stdout, token, [f.name for f in facts])
+    values: dict[str, Any] = {}
+    errors: dict[str, str] = {}
+    for fact, sec in zip(facts, sections):
+        if sec.rc is None:
+            errors[fact.name] = "no output (the fact script stopped early)"
+            values[fact.name] = fact.default
+            continue
+        if not sec.output.strip():
+            values[fact.name] = fact.default
+            continue
+        try:
+            values[fact.name] = fact.process(sec.output)
+        except Exception as e:  # noqa: BLE001 - reported, the run goes on
+            errors[fact.name] = f"{type(e).__name__}: {e}"
+            values[fact.name] = fact.default
+    return values, errors

@@ -1,0 +1,86 @@
+"""What a run prints and records: details, diffs, Ansible's recap, JSON report."""
+from __future__ import annotations
+
+import json
+import time
+from contextlib import contextmanager
+from dataclasses import asdict
+from pathlib import Path
+from typing import Iterator
+
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+from .runner import HostResult
+
+__all__ = ["recap_line", "print_results", "write_report", "progress_display"]
+
+_COLOURS = {"ok": "green", "changed": "yellow", "failed": "red", "skipped": "cyan", "unreachable": "red"}
+
+
+def recap_line(r: HostResult, width: int = 0) -> str:
+    """``trt-l40s-01 : ok=7 changed=2 failed=0 skipped=1 unreachable=0``"""
+    c = r.recap
+    return (f"{r.host.ljust(width)} : ok={c['ok']} changed={c['changed']} failed={c['failed']} "
+            f"skipped={c['skipped']} unreachable={c['unreachable']}")
+
+
+def print_results(results: list[HostResult], console: Console, *, check: bool, diff: bool,
+                  verbose: bool = False) -> None:
+    """Per host: what changed (or would), what was skipped and why, failures; then the recap."""
+    for r in results:
+        console.rule(f"[bold]{r.host}[/]" + (" (check mode)" if check else ""), style="dim")
+        if r.message:
+            console.print(f"[{_COLOURS.get(r.status, 'red')}]{r.status.upper()}[/]: {r.message}", markup=True,
+                          highlight=False)
+        for e_name, e in r.fact_errors.items():
+            console.print(f"[yellow]fact {e_name} could not be parsed[/]: {e}", highlight=False)
+        for res in r.resources:
+            if res.status == "ok" and not verbose:
+                continue
+            colour = _COLOURS[res.status]
+            label = "would change" if check and res.status == "changed" else res.status
+            detail = res.error or ", ".join(f"{k}: {v[0]} → {v[1]}" if isinstance(v, list) and len(v) == 2
+                                            else f"{k}: {v}" for k, v in res.changes.items()) or res.reason or ""
+            console.print(f"  [{colour}]{label:>12}[/] [{res.role}] {res.id}  {detail}", highlight=False,
+                          soft_wrap=True)
+            if diff and res.diff:
+                console.print(res.diff.rstrip("\n"), markup=False, highlight=False, style="dim")
+        console.print(f"  {r.round_trips} round trip(s), {r.seconds:.2f} s", style="dim", highlight=False)
+    console.print()
+    console.print("[bold]PLAY RECAP[/] " + "*" * 60, highlight=False)
+    width = max((len(r.host) for r in results), default=0)
+    for r in results:
+        console.print(recap_line(r, width), markup=False, highlight=False)
+
+
+def write_report(results: list[HostResult], directory: Path, *, command: str, args: dict) -> Path:
+    """Write the run as JSON under ``directory`` (``reports/``); returns the path."""
+    directory.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    path = directory / f"{stamp}-{command}.json"
+    n = 1
+    while path.exists():
+        n += 1
+        path = directory / f"{stamp}-{command}-{n}.json"
+    doc = {
+        "command": command,
+        "args": args,
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "hosts": [dict(asdict(r), recap=r.recap) for r in results],
+    }
+    path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+    return path
+
+
+@contextmanager
+def progress_display(console: Console, hosts: list[str]) -> Iterator:
+    """A live line per host while the run goes on; yields a ``progress(host, text)`` callback."""
+    prog = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[host]}[/]"), TextColumn("{task.description}"),
+                    TimeElapsedColumn(), console=console, transient=True,
+                    disable=not console.is_terminal)
+    tasks = {h: prog.add_task("waiting", host=h, total=None) for h in hosts}
+    with prog:
+        def update(host: str, text: str) -> None:
+            prog.update(tasks[host], description=text)
+        yield update

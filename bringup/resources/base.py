@@ -1,0 +1,90 @@
+"""The resource contract: read → plan (check, diff) → apply → re-read.
+
+A resource declares one piece of desired state.  The engine batches the
+``read()`` snippets of many resources into one round trip, hands each its own
+output, and asks for a :class:`Plan`: the commands that would converge it,
+the changes they make (``{what: (old, new)}``), and when there is nothing to
+do, the reason why (Salt's ``comment``, pyinfra's ``noop``).  The engine runs
+the commands of a whole role as one script, then reads again and plans again:
+a resource that still has changes after applying did not converge.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Plan:
+    """What a resource needs to do, as a value.
+
+    ``commands`` empty means nothing to do and ``reason`` says why;
+    ``skipped`` means the resource cannot apply on this host (``reason`` says
+    why) and counts as skipped, not ok.
+    """
+
+    commands: list[str] = field(default_factory=list)
+    changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    reason: str | None = None
+    diff: str | None = None
+    skipped: bool = False
+    #: The resource cannot be planned (a unit that does not exist, say).
+    error: str | None = None
+    #: Facts this change makes stale (re-gathered after the role).
+    invalidates: tuple[str, ...] = ()
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.commands)
+
+    @classmethod
+    def noop(cls, reason: str) -> "Plan":
+        return cls(reason=reason)
+
+    @classmethod
+    def skip(cls, reason: str) -> "Plan":
+        return cls(reason=reason, skipped=True)
+
+    @classmethod
+    def fail(cls, error: str) -> "Plan":
+        return cls(error=error)
+
+
+class Resource:
+    """Base class; subclasses implement :meth:`read` and :meth:`plan`.
+
+    ``notify`` names handlers of the role to run once after it when this
+    resource changed.
+    """
+
+    kind: str = "resource"
+
+    def __init__(self, name: str, *, notify: list[str] | tuple[str, ...] = ()):
+        self.name = name
+        self.notify = tuple(notify)
+
+    @property
+    def id(self) -> str:
+        """Stable id, ``kind:name`` (reports, errors)."""
+        return f"{self.kind}:{self.name}"
+
+    def read(self) -> str:
+        """A shell snippet whose stdout tells the current state."""
+        raise NotImplementedError
+
+    def plan(self, current: str) -> Plan:
+        """Compare the state read from the host with the desired state."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+def kv_lines(text: str) -> dict[str, str]:
+    """Parse ``key=value`` lines (what read snippets print)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        k, sep, v = line.partition("=")
+        if sep:
+            out[k.strip()] = v
+    return out

@@ -1,0 +1,177 @@
+"""Files and directories: content, mode, owner; written atomically."""
+from __future__ import annotations
+
+import base64
+import difflib
+import hashlib
+import posixpath
+
+from ..command import sh
+from ..errors import InputError
+from .base import Plan, Resource, kv_lines
+
+__all__ = ["File", "Directory"]
+
+#: Files up to this size are read back whole, for --diff.
+DIFF_LIMIT = 256 * 1024
+
+
+def _check_path(path: str) -> None:
+    if not path.startswith("/") or "\n" in path or "/../" in path + "/":
+        raise InputError(f"file path {path!r} must be absolute, without '..' or newlines")
+
+
+def _check_mode(mode: str | int | None, path: str) -> str | None:
+    if mode is None:
+        return None
+    m = format(mode, "o") if isinstance(mode, int) else str(mode)
+    if not (m.isdigit() and set(m) <= set("01234567") and len(m) <= 4):
+        raise InputError(f"{path}: mode {mode!r} must be octal like '0644'")
+    return format(int(m, 8), "o")
+
+
+class File(Resource):
+    """A regular file with exact content, and optionally mode and owner.
+
+    Written atomically: a temporary file in the same folder, fsync, rename;
+    the file it replaces is kept as ``<path>.<timestamp>.bak`` unless
+    ``backup=False``.
+
+        File("/etc/sysctl.d/90-trt-latency.conf", content=text, mode="0644")
+    """
+
+    kind = "file"
+
+    def __init__(self, path: str, *, content: str | bytes, mode: str | int | None = "0644",
+                 owner: str | None = "root", group: str | None = "root", backup: bool = True,
+                 notify=()):
+        super().__init__(path, notify=notify)
+        _check_path(path)
+        self.path = path
+        self.content = content.encode() if isinstance(content, str) else content
+        self.mode = _check_mode(mode, path)
+        self.owner, self.group, self.backup = owner, group, backup
+
+    def read(self) -> str:
+        return sh(
+            "p=%s\n"
+            "if [ -L \"$p\" ]; then echo type=link\n"
+            "elif [ -f \"$p\" ]; then echo type=file\n"
+            "  stat --printf 'mode=%%a\\nowner=%%U\\ngroup=%%G\\nsize=%%s\\n' -- \"$p\"\n"
+            "  printf 'sha256='; sha256sum -- \"$p\" | cut -d' ' -f1\n"
+            "  if [ \"$(stat -c %%s -- \"$p\")\" -le %s ]; then printf 'content='; base64 -w0 -- \"$p\"; echo; fi\n"
+            "elif [ -e \"$p\" ]; then echo type=other\n"
+            "else echo type=absent; fi",
+            self.path, DIFF_LIMIT,
+        )
+
+    def plan(self, current: str) -> Plan:
+        st = kv_lines(current)
+        kind = st.get("type")
+        if kind in ("link", "other"):
+            return Plan.fail(f"{self.path} exists and is not a regular file ({kind}); move it away first")
+        want_sha = hashlib.sha256(self.content).hexdigest()
+        changes: dict = {}
+        cmds: list[str] = []
+        diff = None
+        if kind != "file" or st.get("sha256") != want_sha:
+            old = base64.b64decode(st["content"]) if "content" in st else None
+            changes["content"] = ("absent" if kind != "file" else st.get("sha256", "?")[:12], want_sha[:12])
+            diff = self._diff(old if kind == "file" else b"", kind == "file" and old is None)
+            cmds.append(self._write())
+        else:
+            if self.mode and st.get("mode") != self.mode:
+                changes["mode"] = (st.get("mode"), self.mode)
+                cmds.append(sh("chmod %s -- %s", self.mode, self.path))
+            own = self._owner_spec()
+            if own and (self.owner and st.get("owner") != self.owner or self.group and st.get("group") != self.group):
+                changes["owner"] = (f"{st.get('owner')}:{st.get('group')}", own)
+                cmds.append(sh("chown %s -- %s", own, self.path))
+        if not cmds:
+            return Plan.noop(f"{self.path} already has this content, mode and owner")
+        return Plan(commands=cmds, changes=changes, diff=diff)
+
+    def _owner_spec(self) -> str | None:
+        if self.owner and self.group:
+            return f"{self.owner}:{self.group}"
+        if self.owner:
+            return self.owner
+        if self.group:
+            return f":{self.group}"
+        return None
+
+    def _diff(self, old: bytes, too_big: bool) -> str:
+        if too_big:
+            return f"--- {self.path}\n+++ {self.path}\n(old file larger than {DIFF_LIMIT} bytes; not shown)\n"
+        try:
+            a = old.decode().splitlines(keepends=True)
+            b = self.content.decode().splitlines(keepends=True)
+        except UnicodeDecodeError:
+            return f"Binary files {self.path} differ\n"
+        return "".join(difflib.unified_diff(a, b, f"{self.path} (host)", f"{self.path} (wanted)"))
+
+    def _write(self) -> str:
+        d = posixpath.dirname(self.path) or "/"
+        base = posixpath.basename(self.path)
+        b64 = base64.b64encode(self.content).decode()
+        steps = [
+            "set -e",
+            sh("p=%s; d=%s", self.path, d),
+            'mkdir -p -- "$d"',
+            sh('tmp=$(mktemp -- "$d"/.%s.bringup.XXXXXX)', base),
+            "trap 'rm -f -- \"$tmp\"' EXIT",
+            sh('printf %%s %s | base64 -d > "$tmp"', b64),
+        ]
+        if self.mode:
+            steps.append(sh('chmod %s -- "$tmp"', self.mode))
+        own = self._owner_spec()
+        if own:
+            steps.append(sh('chown %s -- "$tmp"', own))
+        steps.append('sync -- "$tmp"')
+        if self.backup:
+            steps.append('if [ -f "$p" ]; then cp -p -- "$p" "$p.$(date +%Y%m%dT%H%M%S).bak"; fi')
+        steps += ['mv -f -- "$tmp" "$p"', 'trap - EXIT', 'sync -- "$d" 2>/dev/null || true']
+        return "\n".join(steps)
+
+
+class Directory(Resource):
+    """A directory with optional mode and owner (parents are created)."""
+
+    kind = "directory"
+
+    def __init__(self, path: str, *, mode: str | int | None = "0755", owner: str | None = "root",
+                 group: str | None = "root", notify=()):
+        super().__init__(path, notify=notify)
+        _check_path(path)
+        self.path, self.mode = path, _check_mode(mode, path)
+        self.owner, self.group = owner, group
+
+    def read(self) -> str:
+        return sh(
+            "p=%s\n"
+            "if [ -L \"$p\" ]; then echo type=link\n"
+            "elif [ -d \"$p\" ]; then echo type=dir; stat --printf 'mode=%%a\\nowner=%%U\\ngroup=%%G\\n' -- \"$p\"\n"
+            "elif [ -e \"$p\" ]; then echo type=other\n"
+            "else echo type=absent; fi",
+            self.path,
+        )
+
+    def plan(self, current: str) -> Plan:
+        st = kv_lines(current)
+        kind = st.get("type")
+        if kind in ("link", "other"):
+            return Plan.fail(f"{self.path} exists and is not a directory ({kind})")
+        cmds, changes = [], {}
+        if kind != "dir":
+            changes["state"] = ("absent", "directory")
+            cmds.append(sh("mkdir -p -- %s", self.path))
+        if self.mode and st.get("mode") != self.mode:
+            changes["mode"] = (st.get("mode"), self.mode)
+            cmds.append(sh("chmod %s -- %s", self.mode, self.path))
+        own = f"{self.owner or ''}:{self.group or ''}".strip(":")
+        if own and ((self.owner and st.get("owner") != self.owner) or (self.group and st.get("group") != self.group)):
+            changes["owner"] = (f"{st.get('owner')}:{st.get('group')}" if kind == "dir" else None, own)
+            cmds.append(sh("chown %s -- %s", f"{self.owner or ''}:{self.group or ''}".rstrip(":"), self.path))
+        if not cmds:
+            return Plan.noop(f"{self.path} is already a directory with this mode and owner")
+        return Plan(commands=cmds, changes=changes)

@@ -1,0 +1,94 @@
+"""Packages through apt or dnf, with optional version pins.
+
+Like pyinfra's ``ensure_packages``: the difference is computed once and one
+install command covers every missing package.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+
+from ..command import join, sh
+from ..errors import InputError
+from .base import Plan, Resource
+
+__all__ = ["Packages"]
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._-]*$")
+_VERSION = re.compile(r"^[A-Za-z0-9.+~:*_-]+$")
+
+#: apt waits for a held dpkg lock this long before failing (seconds).
+APT_LOCK_TIMEOUT = 300
+
+
+class Packages(Resource):
+    """Packages present (optionally at pinned versions) or absent.
+
+        Packages({"docker.io": None, "nvidia-utils-550-server": "550.*"}, manager="apt")
+
+    A version may be exact (``24.0.7-0ubuntu4``) or a glob (``550.*``).
+    """
+
+    kind = "packages"
+
+    def __init__(self, packages: dict[str, str | None] | list[str], *, manager: str = "apt",
+                 present: bool = True, notify=()):
+        pkgs = dict.fromkeys(packages) if isinstance(packages, (list, tuple)) else dict(packages)
+        if not pkgs:
+            raise InputError("packages: the list is empty")
+        for n, v in pkgs.items():
+            if not isinstance(n, str) or not _NAME.match(n):
+                raise InputError(f"package name {n!r} is malformed")
+            if v is not None and (not isinstance(v, str) or not _VERSION.match(v)):
+                raise InputError(f"package {n}: version {v!r} is malformed")
+        if manager not in ("apt", "dnf"):
+            raise InputError(f"package manager {manager!r} is not supported (apt or dnf)")
+        super().__init__(",".join(pkgs), notify=notify)
+        self.packages, self.manager, self.present = pkgs, manager, present
+
+    def read(self) -> str:
+        names = list(self.packages)
+        if self.manager == "apt":
+            return "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' -- " + join(names) + " || true"
+        return "rpm -q --qf '%{NAME} %{VERSION}-%{RELEASE} ii\\n' -- " + join(names) + " | grep -v 'not installed' || true"
+
+    def _installed(self, current: str) -> dict[str, str]:
+        have = {}
+        for line in current.splitlines():
+            parts = line.split()
+            if len(parts) >= 3 and parts[2].startswith("ii"):
+                have[parts[0].split(":")[0]] = parts[1]
+        return have
+
+    def plan(self, current: str) -> Plan:
+        have = self._installed(current)
+        changes: dict = {}
+        if not self.present:
+            gone = [n for n in self.packages if n in have]
+            if not gone:
+                return Plan.noop(f"{', '.join(self.packages)} not installed")
+            for n in gone:
+                changes[n] = (have[n], "absent")
+            if self.manager == "apt":
+                cmd = "DEBIAN_FRONTEND=noninteractive apt-get -q -y " + sh(
+                    "-o DPkg::Lock::Timeout=%s", APT_LOCK_TIMEOUT) + " remove -- " + join(gone)
+            else:
+                cmd = "dnf -y -q remove -- " + join(gone)
+            return Plan(commands=[cmd], changes=changes)
+        want: list[str] = []
+        for n, v in self.packages.items():
+            cur = have.get(n)
+            if cur is not None and (v is None or fnmatch.fnmatchcase(cur, v)):
+                continue
+            changes[n] = (cur or "absent", v or "latest")
+            want.append(n if v is None else (f"{n}={v}" if self.manager == "apt" else f"{n}-{v}"))
+        if not want:
+            return Plan.noop("all installed: " + ", ".join(f"{n} {have[n]}" for n in self.packages))
+        if self.manager == "apt":
+            cmd = ("DEBIAN_FRONTEND=noninteractive apt-get -q -y --no-install-recommends --allow-downgrades "
+                   + sh("-o DPkg::Lock::Timeout=%s", APT_LOCK_TIMEOUT)
+                   + " -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install -- "
+                   + join(want))
+        else:
+            cmd = "dnf -y -q install -- " + join(want)
+        return Plan(commands=[cmd], changes=changes)

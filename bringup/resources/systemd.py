@@ -1,0 +1,71 @@
+"""systemd units: running or stopped, enabled or disabled."""
+from __future__ import annotations
+
+import re
+
+from ..command import sh
+from ..errors import InputError
+from .base import Plan, Resource, kv_lines
+
+__all__ = ["Service"]
+
+_UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+$")
+
+
+class Service(Resource):
+    """A systemd unit in the wanted state.
+
+        Service("irqbalance", running=True, enabled=True)
+
+    ``None`` leaves that aspect alone; ``daemon_reload`` reloads unit files
+    first (after a unit file changed).
+    """
+
+    kind = "service"
+
+    def __init__(self, unit: str, *, running: bool | None = None, enabled: bool | None = None,
+                 daemon_reload: bool = False, notify=()):
+        if not _UNIT.match(unit):
+            raise InputError(f"unit name {unit!r} is malformed")
+        super().__init__(unit, notify=notify)
+        self.unit, self.running, self.enabled, self.daemon_reload = unit, running, enabled, daemon_reload
+
+    def read(self) -> str:
+        return sh(
+            "if [ ! -d /run/systemd/system ]; then echo systemd=no; exit 0; fi\n"
+            "printf 'load='; systemctl show -p LoadState --value -- %s\n"
+            "printf 'active='; systemctl is-active -- %s\n"
+            "printf 'enabled='; systemctl is-enabled -- %s 2>/dev/null || echo",
+            self.unit, self.unit, self.unit,
+        )
+
+    def plan(self, current: str) -> Plan:
+        st = kv_lines(current)
+        if st.get("systemd") == "no":
+            return Plan.fail(f"{self.unit}: systemd is not running on this host")
+        if st.get("load") == "not-found":
+            return Plan.fail(f"{self.unit}: no such unit (is its package installed?)")
+        cmds: list[str] = []
+        changes: dict = {}
+        active = st.get("active", "")
+        enabled = st.get("enabled", "")
+        if self.enabled is True and enabled not in ("enabled", "static", "alias", "indirect", "generated"):
+            if enabled == "masked":
+                cmds.append(sh("systemctl unmask -- %s", self.unit))
+            cmds.append(sh("systemctl enable -- %s", self.unit))
+            changes["enabled"] = (enabled or "unknown", "enabled")
+        elif self.enabled is False and enabled == "enabled":
+            cmds.append(sh("systemctl disable -- %s", self.unit))
+            changes["enabled"] = ("enabled", "disabled")
+        if self.running is True and active != "active":
+            cmds.append(sh("systemctl start -- %s", self.unit))
+            changes["running"] = (active or "unknown", "active")
+        elif self.running is False and active in ("active", "activating", "reloading"):
+            cmds.append(sh("systemctl stop -- %s", self.unit))
+            changes["running"] = (active, "inactive")
+        if not cmds:
+            bits = [f"{self.unit} is {active}"] + ([f"and {enabled}"] if enabled else [])
+            return Plan.noop(" ".join(bits))
+        if self.daemon_reload:
+            cmds.insert(0, "systemctl daemon-reload")
+        return Plan(commands=cmds, changes=changes)

@@ -1,0 +1,274 @@
+"""Run roles on hosts: facts, batched reads, plans, one write script per role.
+
+Round trips per host: one for the facts, one reading every resource of every
+role; then, per role that changes something, one write script, one re-read to
+confirm, and one for its handlers.  A no-op run is two round trips whatever
+the number of resources.
+"""
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .connection import Transport, connect
+from .errors import BringupError, Unreachable
+from .facts import ALL_FACTS
+from .facts.gather import gather
+from .inventory import Host
+from .resources.base import Plan, Resource
+from .roles import HostContext, Role
+from .script import batch, split
+from .templates import Templates
+
+__all__ = ["Options", "ResourceResult", "HostResult", "run_hosts", "run_host", "prepare"]
+
+
+@dataclass
+class Options:
+    """How to run: check mode, diffs, parallelism, host keys."""
+
+    check: bool = False
+    diff: bool = False
+    forks: int = 10
+    accept_new_host_keys: bool = False
+
+
+@dataclass
+class ResourceResult:
+    """The outcome of one resource on one host."""
+
+    role: str
+    id: str
+    status: str  # ok | changed | failed | skipped
+    changes: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    diff: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class HostResult:
+    """The outcome on one host, with Ansible's recap counters."""
+
+    host: str
+    status: str = "ok"  # ok | failed | unreachable
+    message: str | None = None
+    resources: list[ResourceResult] = field(default_factory=list)
+    handlers: list[str] = field(default_factory=list)
+    round_trips: int = 0
+    seconds: float = 0.0
+    fact_errors: dict[str, str] = field(default_factory=dict)
+    reboot_required: bool = False
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.resources if r.status == status)
+
+    @property
+    def recap(self) -> dict[str, int]:
+        ok = self.count("ok") + self.count("changed")
+        return {
+            "ok": ok,
+            "changed": self.count("changed"),
+            "failed": self.count("failed") + (1 if self.status == "failed" and not self.count("failed") else 0),
+            "skipped": self.count("skipped"),
+            "unreachable": 1 if self.status == "unreachable" else 0,
+        }
+
+
+Progress = Callable[[str, str], None]
+
+
+def prepare(hosts: list[Host], roles: list[Role]) -> dict[str, dict[str, dict[str, Any]]]:
+    """Merge and validate every role's variables for every host, before any connection.
+
+    Bad input is refused here, so nothing is half-written on any host.
+    """
+    merged: dict[str, dict[str, dict[str, Any]]] = {}
+    for h in hosts:
+        merged[h.name] = {}
+        for role in roles:
+            v = role.merged_vars(h.vars)
+            try:
+                role.validate(v)
+            except BringupError as e:
+                raise type(e)(f"host {h.name}, role {role.name}: {e}") from None
+            merged[h.name][role.name] = v
+    return merged
+
+
+def _read(t: Transport, resources: list[Resource]) -> list[str | None]:
+    """Read the current state of ``resources`` in one round trip."""
+    if not resources:
+        return []
+    script, token = batch([(r.id, r.read()) for r in resources])
+    res = t.run_script(script)
+    secs = split(res.stdout, token, [r.id for r in resources])
+    return [s.output if s.rc is not None else None for s in secs]
+
+
+def _plan(r: Resource, out: str | None) -> Plan:
+    if out is None:
+        return Plan.fail("its state could not be read (the read script stopped early)")
+    try:
+        return r.plan(out)
+    except BringupError as e:
+        return Plan.fail(str(e))
+
+
+def run_host(host: Host, roles: list[Role], role_vars: dict[str, dict[str, Any]], opts: Options,
+             templates: Templates, progress: Progress = lambda h, s: None,
+             transport: Transport | None = None) -> HostResult:
+    """Converge (or, in check mode, plan) ``roles`` on one host."""
+    started = time.monotonic()
+    result = HostResult(host.name)
+    t = transport
+    try:
+        if t is None:
+            progress(host.name, "connecting")
+            t = connect(host, accept_new_host_keys=opts.accept_new_host_keys)
+        progress(host.name, "gathering facts")
+        facts, result.fact_errors = gather(t, ALL_FACTS)
+        _converge(host, roles, role_vars, opts, templates, progress, t, facts, result)
+    except Unreachable as e:
+        result.status, result.message = "unreachable", str(e)
+    except BringupError as e:
+        result.status, result.message = "failed", str(e)
+    finally:
+        if t is not None:
+            result.round_trips = t.round_trips
+            if transport is None:
+                t.close()
+        result.seconds = round(time.monotonic() - started, 3)
+    if result.status == "ok" and result.count("failed"):
+        result.status = "failed"
+    progress(host.name, result.status)
+    return result
+
+
+def _converge(host, roles, role_vars, opts, templates, progress, t, facts, result) -> None:
+    plans_of: list[tuple[Role, HostContext, list[Resource]]] = []
+    for role in roles:
+        ctx = HostContext(host.name, role_vars[role.name], facts, templates.render)
+        try:
+            plans_of.append((role, ctx, role.resources(ctx)))
+        except BringupError as e:
+            raise BringupError(f"role {role.name}: {e}") from None
+    progress(host.name, "reading state")
+    everything = [r for _, _, rs in plans_of for r in rs]
+    outputs = iter(_read(t, everything))
+    reads = [[next(outputs) for _ in rs] for _, _, rs in plans_of]
+    stale = False
+    for (role, ctx, resources), current in zip(plans_of, reads):
+        if stale:  # an earlier role changed the host: read this role afresh
+            current = _read(t, resources)
+        plans = [_plan(r, out) for r, out in zip(resources, current)]
+        failed = False
+        for r, p in zip(resources, plans):
+            if p.error:
+                result.resources.append(ResourceResult(role.name, r.id, "failed", error=p.error))
+                failed = True
+        if failed:
+            # Nothing of a role with an unplannable resource is applied.
+            for r, p in zip(resources, plans):
+                if not p.error:
+                    result.resources.append(ResourceResult(role.name, r.id, "skipped",
+                                                           reason="not run: another resource of the role failed"))
+            result.status = "failed"
+            return
+        todo = [(r, p) for r, p in zip(resources, plans) if p.changed and not p.skipped]
+        for r, p in zip(resources, plans):
+            if not (p.changed and not p.skipped):
+                result.resources.append(ResourceResult(role.name, r.id, "skipped" if p.skipped else "ok",
+                                                       reason=p.reason))
+        if opts.check or not todo:
+            for r, p in todo:
+                result.resources.append(ResourceResult(role.name, r.id, "changed", changes=_jsonable(p.changes),
+                                                       diff=p.diff, reason="check mode: would change"))
+            continue
+        progress(host.name, f"{role.name}: applying {len(todo)} change(s)")
+        script, token = batch([(r.id, "\n".join(p.commands)) for r, p in todo], stop_on_error=True, stderr="merge")
+        res = t.run_script(script)
+        secs = split(res.stdout, token, [r.id for r, _ in todo])
+        applied: list[tuple[Resource, Plan]] = []
+        for (r, p), s in zip(todo, secs):
+            if s.rc == 0:
+                applied.append((r, p))
+            elif s.rc is None:
+                err = "not run: an earlier step of the role failed" if any(x.rc not in (0, None) for x in secs) \
+                    else f"the write script stopped (exit {res.rc}): {res.stderr.strip()[-300:]}"
+                result.resources.append(ResourceResult(role.name, r.id, "failed" if "stopped" in err else "skipped",
+                                                       error=err if "stopped" in err else None,
+                                                       reason=None if "stopped" in err else err))
+            else:
+                result.resources.append(ResourceResult(role.name, r.id, "failed", changes=_jsonable(p.changes),
+                                                       error=f"exit {s.rc}: {s.output.strip()[-500:]}"))
+        stale = True
+        # Re-read what was applied: a resource that still wants changes did not converge.
+        progress(host.name, f"{role.name}: verifying")
+        after = _read(t, [r for r, _ in applied])
+        notified: list[str] = []
+        for (r, p), out in zip(applied, after):
+            again = _plan(r, out)
+            if again.error or (again.changed and not again.skipped):
+                result.resources.append(ResourceResult(
+                    role.name, r.id, "failed", changes=_jsonable(p.changes),
+                    error=again.error or f"did not converge: still wants {_jsonable(again.changes)}"))
+                continue
+            result.resources.append(ResourceResult(role.name, r.id, "changed", changes=_jsonable(p.changes),
+                                                   diff=p.diff))
+            notified.extend(n for n in r.notify if n not in notified)
+        if notified:
+            _run_handlers(role, ctx, notified, t, result)
+        if any(x.status == "failed" for x in result.resources):
+            result.status = "failed"
+            return
+
+
+def _run_handlers(role: Role, ctx: HostContext, names: list[str], t: Transport, result: HostResult) -> None:
+    """Run each notified handler of ``role`` once, in the order the role declares them."""
+    handlers = role.handlers(ctx)
+    unknown = [n for n in names if n not in handlers]
+    if unknown:
+        raise BringupError(f"role {role.name}: notify names unknown handler(s) {', '.join(unknown)}")
+    ordered = [n for n in handlers if n in names]
+    script, token = batch([(n, "\n".join(handlers[n])) for n in ordered], stop_on_error=True, stderr="merge")
+    res = t.run_script(script)
+    for n, s in zip(ordered, split(res.stdout, token, ordered)):
+        rid = f"handler:{n}"
+        if s.rc == 0:
+            result.handlers.append(n)
+            result.resources.append(ResourceResult(role.name, rid, "changed", reason="notified"))
+        else:
+            result.resources.append(ResourceResult(role.name, rid, "failed",
+                                                   error=f"exit {s.rc}: {s.output.strip()[-500:]}"))
+
+
+def _jsonable(changes: dict) -> dict:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in changes.items()}
+
+
+def run_hosts(hosts: list[Host], roles: list[Role], role_vars, opts: Options, templates: Templates,
+              progress: Progress = lambda h, s: None) -> list[HostResult]:
+    """Run on every host in parallel (``opts.forks`` at a time); one host's failure spares the others."""
+    if not hosts:
+        return []
+    with ThreadPoolExecutor(max_workers=max(1, min(opts.forks, len(hosts)))) as pool:
+        futures = [pool.submit(run_host, h, roles, role_vars[h.name], opts, templates, progress) for h in hosts]
+        results = []
+        for h, f in zip(hosts, futures):
+            try:
+                results.append(f.result())
+            except Exception as e:  # noqa: BLE001 - a bug on one host must not hide the others' results
+                results.append(HostResult(h.name, status="failed", message=f"internal error: {type(e).__name__}: {e}"))
+    return results
+
+
+def exit_code(results: list[HostResult]) -> int:
+    """Ansible's codes: 4 if any host was unreachable, else 2 if any failed, else 0."""
+    if any(r.status == "unreachable" for r in results):
+        return 4
+    if any(r.status == "failed" for r in results):
+        return 2
+    return 0

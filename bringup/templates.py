@@ -1,0 +1,36 @@
+"""Jinja2 templates of roles: ``templates/<role>/``, StrictUndefined."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from .errors import InputError
+
+__all__ = ["Templates"]
+
+
+class Templates:
+    """Renders the project's templates; an undefined variable is an error."""
+
+    def __init__(self, root: Path):
+        self.root = root
+        self.env = jinja2.Environment(
+            loader=jinja2.FileSystemLoader(str(root)),
+            undefined=jinja2.StrictUndefined,
+            keep_trailing_newline=True,
+            trim_blocks=True,
+            lstrip_blocks=True,
+            autoescape=False,
+        )
+
+    def render(self, name: str, **context) -> str:
+        """Render ``templates/<name>`` with ``context``; errors name the template."""
+        try:
+            return self.env.get_template(name).render(**context)
+        except jinja2.TemplateNotFound:
+            raise InputError(f"template {name!r} not found under {self.root}") from None
+        except jinja2.UndefinedError as e:
+            raise InputError(f"template {name}: {e.message}; define it in the role defaults or inventory") from None
+        except jinja2.TemplateSyntaxError as e:
+            raise InputError(f"template {e.filename or name}:{e.lineno}: {e.message}") from None

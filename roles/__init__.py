@@ -1,0 +1,5 @@
+"""bringup's roles, one module each; ORDER is the standard order of a provision."""
+
+ORDER = [
+    "sysctl",
+]
