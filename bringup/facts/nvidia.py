@@ -1,0 +1,406 @@
+"""NVIDIA GPUs: ``nvidia.smi`` (query CSV), ``nvidia.query`` (``-q``), ``nvidia.topo`` (``topo -m``).
+
+Conventions: ``N/A``, ``[N/A]``, ``[Not Supported]`` and other bracketed
+notices become None; ``Enabled``/``Disabled`` become True/False; values with a
+unit (``143771 MiB``, ``700.00 W``, ``16x``) become numbers and the unit moves
+into the key (``memory_total_mib``).  Bus ids are also given in sysfs form
+(``pci_address``: ``0000:00:06.0``) to join with ``pci.devices``.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from typing import Any
+
+from ._util import cpulist
+from .base import Fact
+from .pci import normalize_pci_address
+
+__all__ = [
+    "NvidiaSmi",
+    "NvidiaQuery",
+    "NvidiaTopo",
+    "parse_query_gpu_csv",
+    "parse_nvidia_smi_q",
+    "parse_nvidia_smi_q_tree",
+    "parse_topo_matrix",
+]
+
+_QUERY_FIELDS = (
+    "index,name,uuid,pci.bus_id,driver_version,memory.total,persistence_mode,"
+    "power.limit,clocks.max.sm,compute_cap"
+)
+
+
+def _none_if_na(value: str) -> str | None:
+    v = value.strip()
+    if v in ("", "N/A", "n/a") or (v.startswith("[") and v.endswith("]")):
+        return None
+    return v
+
+
+def _number(text: str) -> int | float | None:
+    m = re.match(r"^\s*(-?\d+(?:\.\d+)?)", text)
+    if not m:
+        return None
+    s = m.group(1)
+    return float(s) if "." in s else int(s)
+
+
+def _mode(value: str | None) -> bool | str | None:
+    if value is None:
+        return None
+    if value == "Enabled":
+        return True
+    if value == "Disabled":
+        return False
+    return value
+
+
+# --------------------------------------------------------------------------
+# --query-gpu CSV
+# --------------------------------------------------------------------------
+
+#: Unit-less columns that are integers (other unit-less values stay strings:
+#: serials such as ``0000000000000`` or ``0x0000`` must not become numbers).
+_INT_COLUMNS = {"index", "count", "accounting.buffer_size", "temperature.gpu", "temperature.memory",
+                "temperature.gpu.tlimit", "encoder.stats.sessioncount", "encoder.stats.averagefps",
+                "encoder.stats.averagelatency"}
+_INT_PREFIXES = ("pcie.link.", "ecc.errors.", "remapped_rows.histogram.", "remapped_rows.correctable",
+                 "remapped_rows.uncorrectable", "platform.slot_number", "platform.tray_index",
+                 "platform.host_id", "platform.module_id")
+
+
+def _csv_key(header: str) -> tuple[str, str | None]:
+    """``memory.total [MiB]`` → (``memory_total_mib``, ``MiB``); ``pci.bus_id`` → (``pci_bus_id``, None)."""
+    m = re.match(r"^(.*?)\s*\[([^\]]+)\]\s*$", header)
+    base, unit = (m.group(1), m.group(2)) if m else (header.strip(), None)
+    key = re.sub(r"[^0-9a-z]+", "_", base.lower()).strip("_")
+    if unit:
+        key += "_" + {"%": "pct"}.get(unit, re.sub(r"[^0-9a-z]+", "_", unit.lower()).strip("_"))
+    return key, unit
+
+
+def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
+    """``nvidia-smi --query-gpu=... --format=csv`` → one dict per GPU, header-driven.
+
+    Lines before the header (shell prompts, ``lspci`` output in a capture) are
+    skipped: the header is the first line whose fields look like query field
+    names.  Error text (no driver, unknown field) gives ``[]``.
+    """
+    lines = [l for l in output.splitlines() if l.strip() and not l.startswith("#")]
+    start = None
+    for i, line in enumerate(lines):
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) >= 1 and all(re.fullmatch(r"[A-Za-z_][\w.]*(\s*\[[^\]]+\])?", c) for c in cells):
+            if any(c.split(" ")[0] in ("index", "name", "uuid", "pci.bus_id", "driver_version",
+                                       "timestamp", "memory.total") for c in cells):
+                start = i
+                break
+    if start is None:
+        return []
+    reader = csv.reader(lines[start:], skipinitialspace=True)
+    header = next(reader)
+    keys = [_csv_key(h) for h in header]
+    gpus: list[dict[str, Any]] = []
+    for row in reader:
+        if len(row) != len(header):
+            continue
+        gpu: dict[str, Any] = {}
+        for (key, unit), field, raw in zip(keys, header, row):
+            field_name = re.sub(r"\s*\[.*$", "", field).strip().lower()
+            value = _none_if_na(raw)
+            if value is None:
+                gpu[key] = None
+            elif unit:
+                gpu[key] = _number(value)
+            elif field_name in _INT_COLUMNS or field_name.startswith(_INT_PREFIXES):
+                n = _number(value)
+                gpu[key] = n if isinstance(n, int) and re.fullmatch(r"-?\d+", value) else value
+            else:
+                gpu[key] = _mode(value)
+        if gpu.get("pci_bus_id"):
+            gpu["pci_address"] = normalize_pci_address(str(gpu["pci_bus_id"]))
+        gpus.append(gpu)
+    return gpus
+
+
+class NvidiaSmi(Fact):
+    name = "nvidia.smi"
+    requires_command = "nvidia-smi"
+    command = "nvidia-smi --query-gpu=" + _QUERY_FIELDS + " --format=csv"
+    default = []
+
+    @staticmethod
+    def process(output: str) -> list[dict[str, Any]]:
+        return parse_query_gpu_csv(output)
+
+
+# --------------------------------------------------------------------------
+# nvidia-smi -q
+# --------------------------------------------------------------------------
+
+def parse_nvidia_smi_q_tree(output: str) -> dict[str, Any]:
+    """Indentation tree of ``nvidia-smi -q``: sections are dicts, leaves strings.
+
+    A key repeated within one section (e.g. per-process entries) becomes a list.
+    Tabs are expanded; blank lines and the ``====`` banner are ignored.
+    """
+    root: dict[str, Any] = {}
+    stack: list[tuple[int, dict[str, Any]]] = [(-1, root)]
+
+    def put(d: dict[str, Any], key: str, value: Any) -> None:
+        if key in d:
+            if isinstance(d[key], list) and d.get(f"\0{key}"):
+                d[key].append(value)
+            else:
+                d[key] = [d[key], value]
+                d[f"\0{key}"] = True
+        else:
+            d[key] = value
+
+    for raw in output.expandtabs(4).splitlines():
+        if not raw.strip() or raw.lstrip().startswith("=") or raw.startswith("#"):
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        m = re.match(r"^\s*(.+?)\s+:\s?(.*)$", raw)
+        if m:
+            put(parent, m.group(1).strip(), m.group(2).strip())
+        else:
+            section: dict[str, Any] = {}
+            put(parent, raw.strip(), section)
+            stack.append((indent, section))
+
+    def clean(d: Any) -> Any:
+        if isinstance(d, dict):
+            return {k: clean(v) for k, v in d.items() if not k.startswith("\0")}
+        if isinstance(d, list):
+            return [clean(v) for v in d]
+        return d
+
+    return clean(root)
+
+
+def _get(tree: dict[str, Any], *path: str) -> Any:
+    cur: Any = tree
+    for p in path:
+        if not isinstance(cur, dict) or p not in cur:
+            return None
+        cur = cur[p]
+    return cur
+
+
+def _sval(tree: dict[str, Any], *path: str) -> str | None:
+    v = _get(tree, *path)
+    return _none_if_na(v) if isinstance(v, str) else None
+
+
+def _nval(tree: dict[str, Any], *path: str) -> int | float | None:
+    v = _sval(tree, *path)
+    return _number(v) if v is not None else None
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
+    """``nvidia-smi -q`` → ``{driver_version, cuda_version, attached_gpus, gpus: [...]}``.
+
+    Per GPU: ``bus_id, pci_address, product_name, uuid, vbios_version,
+    persistence_mode, mig_mode_current, ecc_mode_current, virtualization_mode,
+    addressing_mode, bar1_total_mib, fb_total_mib, fb_reserved_mib,
+    pcie_gen_current, pcie_gen_max, pcie_gen_device_max, pcie_gen_host_max,
+    pcie_width_current, pcie_width_max, performance_state, power_limit_w,
+    max_power_limit_w, max_clocks_sm_mhz, max_clocks_memory_mhz``.
+    """
+    tree = parse_nvidia_smi_q_tree(output)
+    gpus: list[dict[str, Any]] = []
+    for key, sec in tree.items():
+        m = re.match(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$", key)
+        if not m or not isinstance(sec, dict):
+            continue
+        link = ("PCI", "GPU Link Info")
+        power = "GPU Power Readings" if "GPU Power Readings" in sec else "Power Readings"
+        gpus.append(
+            {
+                "bus_id": m.group(1),
+                "pci_address": normalize_pci_address(m.group(1)),
+                "product_name": _sval(sec, "Product Name"),
+                "product_architecture": _sval(sec, "Product Architecture"),
+                "uuid": _sval(sec, "GPU UUID"),
+                "vbios_version": _sval(sec, "VBIOS Version"),
+                "persistence_mode": _mode(_sval(sec, "Persistence Mode")),
+                "mig_mode_current": _mode(_sval(sec, "MIG Mode", "Current")),
+                "ecc_mode_current": _mode(_sval(sec, "ECC Mode", "Current")),
+                "virtualization_mode": _sval(sec, "GPU Virtualization Mode", "Virtualization Mode"),
+                "addressing_mode": _sval(sec, "Addressing Mode"),
+                "compute_mode": _sval(sec, "Compute Mode"),
+                "bar1_total_mib": _nval(sec, "BAR1 Memory Usage", "Total"),
+                "fb_total_mib": _nval(sec, "FB Memory Usage", "Total"),
+                "fb_reserved_mib": _nval(sec, "FB Memory Usage", "Reserved"),
+                "pcie_gen_current": _nval(sec, *link, "PCIe Generation", "Current"),
+                "pcie_gen_max": _nval(sec, *link, "PCIe Generation", "Max"),
+                "pcie_gen_device_max": _nval(sec, *link, "PCIe Generation", "Device Max"),
+                "pcie_gen_host_max": _nval(sec, *link, "PCIe Generation", "Host Max"),
+                "pcie_width_current": _nval(sec, *link, "Link Width", "Current"),
+                "pcie_width_max": _nval(sec, *link, "Link Width", "Max"),
+                "performance_state": _sval(sec, "Performance State"),
+                "power_limit_w": _first(_nval(sec, power, "Current Power Limit"),
+                                        _nval(sec, power, "Power Limit")),
+                "max_power_limit_w": _nval(sec, power, "Max Power Limit"),
+                "max_clocks_sm_mhz": _nval(sec, "Max Clocks", "SM"),
+                "max_clocks_memory_mhz": _nval(sec, "Max Clocks", "Memory"),
+            }
+        )
+    if not gpus and "Driver Version" not in tree:
+        return {}
+    attached = _sval(tree, "Attached GPUs")
+    return {
+        "driver_version": _sval(tree, "Driver Version"),
+        "cuda_version": _sval(tree, "CUDA Version"),
+        "attached_gpus": int(attached) if attached and attached.isdigit() else None,
+        "gpus": gpus,
+    }
+
+
+class NvidiaQuery(Fact):
+    name = "nvidia.query"
+    requires_command = "nvidia-smi"
+    command = "nvidia-smi -q"
+    default = {}
+
+    @staticmethod
+    def process(output: str) -> dict[str, Any]:
+        return parse_nvidia_smi_q(output)
+
+
+# --------------------------------------------------------------------------
+# nvidia-smi topo -m
+# --------------------------------------------------------------------------
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_ATTR_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+
+
+def _cells(line: str, tabbed: bool) -> list[str]:
+    if tabbed:
+        return [c.strip() for c in line.split("\t")]
+    return [c.strip() for c in re.split(r"\s{2,}", line.strip())]
+
+
+def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None) -> dict[str, Any]:
+    """``nvidia-smi topo -m`` → ``{columns, matrix, gpus, nics, has_gpu_numa_id}``.
+
+    Tab-separated (as printed) or space-aligned (copied) text.  ``matrix`` is
+    ``{"GPU0": {"GPU1": "NODE", ...}}``.  Each GPU: ``{name, index,
+    cpu_affinity (text as printed), cpus, numa_affinity (list), numa_node,
+    gpu_numa_id, cpu_affinity_truncated}``.
+
+    nvidia-smi may truncate a long CPU Affinity (interleaved lists such as
+    ``0,2,4,...``): there is no marker in the text, so the list is checked
+    against the NUMA nodes' CPU lists, from ``numa_cpus`` or from ``node N
+    cpulist`` lines after the table (the fact's command appends them).  When
+    the shown list is a strict subset of its NUMA node(s), it is truncated:
+    ``cpus`` is then None and ``cpus_shown`` keeps what was printed.
+    ``cpu_affinity_truncated`` is None when there was nothing to check against.
+    """
+    text = _ANSI.sub("", output)
+    lines = [l.rstrip("\r\n") for l in text.splitlines()]
+    nodes: dict[str, list[int]] = dict(numa_cpus or {})
+    for l in lines:
+        m = re.match(r"^node\s+(\d+)\s*([\d,\-]*)\s*$", l.strip())
+        if m:
+            nodes.setdefault(m.group(1), cpulist(m.group(2)))
+
+    header_idx = None
+    for i, l in enumerate(lines):
+        if l.startswith("#"):
+            continue
+        if re.search(r"(^|\s)GPU0(\s|$)", l) and ("CPU Affinity" in l or "NUMA Affinity" in l):
+            header_idx = i
+            break
+    if header_idx is None:
+        return {}
+    tabbed = "\t" in lines[header_idx]
+    head = [c for c in _cells(lines[header_idx], tabbed) if c]
+    devices = [c for c in head if c not in _ATTR_COLUMNS]
+    attrs = [c for c in head if c in _ATTR_COLUMNS]
+
+    matrix: dict[str, dict[str, str]] = {}
+    rows: dict[str, list[str]] = {}
+    for l in lines[header_idx + 1:]:
+        if not l.strip():
+            break
+        cells = _cells(l, "\t" in l if tabbed else False)
+        if not cells or cells[0] in ("Legend:",):
+            break
+        name, rest = cells[0], cells[1:]
+        matrix[name] = {dev: rest[j] for j, dev in enumerate(devices) if j < len(rest)}
+        # Attribute cells follow the matrix; nvidia-smi puts an empty field
+        # before "GPU NUMA ID", and NIC rows have empty or no attribute cells.
+        rows[name] = [c for c in rest[len(devices):] if c != ""]
+
+    nic_legend: dict[str, str] = {}
+    for l in lines:
+        m = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", l)
+        if m:
+            nic_legend[m.group(1)] = m.group(2)
+
+    gpus: list[dict[str, Any]] = []
+    nics: list[dict[str, Any]] = []
+    for name in matrix:
+        gm = re.fullmatch(r"GPU(\d+)", name)
+        if not gm:
+            nics.append({"name": name, "device": nic_legend.get(name, name)})
+            continue
+        vals = dict(zip(attrs, rows[name]))
+        cpu_text = vals.get("CPU Affinity")
+        numa_text = vals.get("NUMA Affinity")
+        shown = cpulist(cpu_text) if cpu_text and _none_if_na(cpu_text) and re.fullmatch(r"[\d,\-]+", cpu_text) else []
+        numa_aff = cpulist(numa_text) if numa_text and re.fullmatch(r"[\d,\-]+", numa_text) else []
+        gpu_numa = vals.get("GPU NUMA ID")
+        truncated: bool | None = None
+        if numa_aff and all(str(n) in nodes for n in numa_aff):
+            node_cpus = {c for n in numa_aff for c in nodes[str(n)]}
+            truncated = bool(shown) and set(shown) < node_cpus
+        entry: dict[str, Any] = {
+            "name": name,
+            "index": int(gm.group(1)),
+            "cpu_affinity": cpu_text,
+            "cpus": None if truncated else shown,
+            "numa_affinity": numa_aff,
+            "numa_node": numa_aff[0] if len(numa_aff) == 1 else None,
+            "gpu_numa_id": _number(gpu_numa) if gpu_numa and _none_if_na(gpu_numa) else None,
+            "cpu_affinity_truncated": truncated,
+        }
+        if truncated:
+            entry["cpus_shown"] = shown
+        gpus.append(entry)
+    return {
+        "columns": devices,
+        "matrix": matrix,
+        "gpus": gpus,
+        "nics": nics,
+        "has_gpu_numa_id": "GPU NUMA ID" in attrs,
+    }
+
+
+class NvidiaTopo(Fact):
+    name = "nvidia.topo"
+    requires_command = "nvidia-smi"
+    command = (
+        "nvidia-smi topo -m\n"
+        "echo ---\n"
+        "for n in /sys/devices/system/node/node[0-9]*; do\n"
+        "  if [ -d \"$n\" ]; then echo \"node ${n##*/node} $(cat \"$n/cpulist\")\"; fi\n"
+        "done"
+    )
+    default = {}
+
+    @staticmethod
+    def process(output: str) -> dict[str, Any]:
+        return parse_topo_matrix(output)

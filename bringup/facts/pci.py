@@ -1,0 +1,112 @@
+"""PCI devices from sysfs: ``pci.devices``."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ._util import cpulist
+from .base import Fact
+
+__all__ = ["PciDevices", "parse_pci_devices", "pci_kind", "normalize_pci_address"]
+
+#: A PCI address as sysfs names it (domain may be wider than 4 digits: VMD).
+PCI_ADDRESS_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
+
+
+def normalize_pci_address(text: str) -> str | None:
+    """``00000000:00:06.0`` (nvidia-smi) or ``0000:00:06.0`` → ``0000:00:06.0``."""
+    m = re.match(r"^\s*(?:([0-9a-fA-F]+):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s*$", text)
+    if not m:
+        return None
+    domain = int(m.group(1) or "0", 16)
+    return f"{domain:04x}:{m.group(2).lower()}:{m.group(3).lower()}.{m.group(4)}"
+
+
+def pci_kind(vendor: str | None, pci_class: str | None) -> str:
+    """Classify: ``gpu`` (NVIDIA display/3D), ``nic`` (Ethernet), ``nvme``, else ``other``."""
+    cls = (pci_class or "").lower().replace("0x", "")
+    ven = (vendor or "").lower().replace("0x", "")
+    if ven == "10de" and cls.startswith("03"):
+        return "gpu"
+    if cls.startswith("0200"):
+        return "nic"
+    if cls == "010802":
+        return "nvme"
+    return "other"
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return int(text) if re.fullmatch(r"-?\d+", text) else None
+
+
+def parse_pci_devices(output: str) -> list[dict[str, Any]]:
+    """Parse lines ``ADDR class=.. vendor=.. device=.. numa=.. cpus=.. [driver=..] [irq=..] [irqs=a,b]``.
+
+    ``numa_node`` is an int and -1 stays -1 (also when the kernel has no
+    ``numa_node`` file).  ``irqs`` are the MSI/MSI-X vectors, or the legacy
+    ``irq`` when the device has no MSI vectors and a driver is bound.
+    """
+    devices: list[dict[str, Any]] = []
+    for raw in output.splitlines():
+        toks = raw.split()
+        if not toks or not PCI_ADDRESS_RE.match(toks[0]):
+            continue
+        kv: dict[str, str] = {}
+        for tok in toks[1:]:
+            k, sep, v = tok.partition("=")
+            if sep:
+                kv[k] = v
+        numa = _int(kv.get("numa"))
+        msi = sorted({int(x) for x in kv.get("irqs", "").split(",") if x.strip().isdigit()})
+        legacy = _int(kv.get("irq"))
+        driver = kv.get("driver") or None
+        irqs = msi if msi else ([legacy] if legacy and driver else [])
+        cls = kv.get("class", "").lower() or None
+        vendor = kv.get("vendor", "").lower() or None
+        devices.append(
+            {
+                "address": toks[0].lower(),
+                "class": cls,
+                "vendor": vendor,
+                "device": kv.get("device", "").lower() or None,
+                "kind": pci_kind(vendor, cls),
+                "numa_node": -1 if numa is None else numa,
+                "local_cpus": cpulist(kv.get("cpus", "")),
+                "driver": driver,
+                "irq": legacy if legacy else None,
+                "msi_irqs": msi,
+                "irqs": irqs,
+            }
+        )
+    devices.sort(key=lambda d: d["address"])
+    return devices
+
+
+class PciDevices(Fact):
+    name = "pci.devices"
+    # Reads with the `read` builtin (no fork per file): a host has hundreds of functions.
+    command = (
+        "for d in /sys/bus/pci/devices/*; do\n"
+        "  [ -r \"$d/class\" ] || continue\n"
+        "  cls=; ven=; dev=; numa=; cpus=; irq=; drv=; msi=\n"
+        "  read -r cls < \"$d/class\"\n"
+        "  read -r ven < \"$d/vendor\"\n"
+        "  read -r dev < \"$d/device\"\n"
+        "  if [ -r \"$d/numa_node\" ]; then read -r numa < \"$d/numa_node\"; fi\n"
+        "  if [ -r \"$d/local_cpulist\" ]; then read -r cpus < \"$d/local_cpulist\"; fi\n"
+        "  if [ -r \"$d/irq\" ]; then read -r irq < \"$d/irq\"; fi\n"
+        "  if [ -r \"$d/uevent\" ]; then\n"
+        "    while read -r l; do case $l in (DRIVER=*) drv=${l#DRIVER=};; esac; done < \"$d/uevent\"\n"
+        "  fi\n"
+        "  for i in \"$d\"/msi_irqs/[0-9]*; do if [ -e \"$i\" ]; then msi=\"$msi${msi:+,}${i##*/}\"; fi; done\n"
+        "  echo \"${d##*/} class=$cls vendor=$ven device=$dev numa=$numa cpus=$cpus driver=$drv irq=$irq irqs=$msi\"\n"
+        "done"
+    )
+    default = []
+
+    @staticmethod
+    def process(output: str) -> list[dict[str, Any]]:
+        return parse_pci_devices(output)

@@ -1,0 +1,445 @@
+"""System facts: systemd, docker, sysctl, kernel cmdline, cpufreq, cpuidle, THP."""
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from .base import Fact
+
+__all__ = [
+    "SystemSystemd",
+    "SystemDocker",
+    "SystemDockerDaemon",
+    "SystemSysctl",
+    "SystemCmdline",
+    "SystemCpufreq",
+    "SystemCpuidle",
+    "SystemThp",
+    "SystemThpDefrag",
+    "parse_systemd",
+    "parse_docker_info_json",
+    "parse_docker_info_text",
+    "parse_docker_daemon_json",
+    "parse_sysctl",
+    "parse_cmdline",
+    "parse_cpufreq",
+    "parse_cpuidle",
+    "parse_bracket_choice",
+]
+
+
+def _kv_lines(output: str) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for line in output.splitlines():
+        k, sep, v = line.strip().partition("=")
+        if sep and re.fullmatch(r"[a-z_0-9]+", k):
+            out[k] = v.strip()
+    return out
+
+
+def _int(text: str | None) -> int | None:
+    if text is None:
+        return None
+    text = text.strip()
+    return int(text) if re.fullmatch(r"-?\d+", text) else None
+
+
+# --------------------------------------------------------------------------
+# systemd
+# --------------------------------------------------------------------------
+
+def parse_systemd(output: str) -> dict[str, Any]:
+    """``booted=yes|no``, ``pid1=COMM``, ``version=<systemctl --version line 1>`` →
+    ``{booted, pid1, version, version_text}``; ``version`` is the int (252)."""
+    kv = _kv_lines(output)
+    if not kv:
+        return {}
+    text = kv.get("version") or None
+    m = re.match(r"^systemd\s+(\d+)", text or "")
+    return {
+        "booted": kv.get("booted") == "yes",
+        "pid1": kv.get("pid1") or None,
+        "version": int(m.group(1)) if m else None,
+        "version_text": text,
+    }
+
+
+class SystemSystemd(Fact):
+    name = "system.systemd"
+    command = (
+        "if [ -d /run/systemd/system ]; then echo booted=yes; else echo booted=no; fi\n"
+        "c=; read -r c < /proc/1/comm; echo \"pid1=$c\"\n"
+        "echo \"version=$(systemctl --version 2>/dev/null | head -n 1)\""
+    )
+    default = {}
+
+    @staticmethod
+    def process(output: str) -> dict[str, Any]:
+        return parse_systemd(output)
+
+
+# --------------------------------------------------------------------------
+# docker
+# --------------------------------------------------------------------------
+
+def _docker_shape(server_version: Any, runtimes: dict[str, str | None], default_runtime: Any,
+                  cgroup_driver: Any, cgroup_version: Any, errors: list[str]) -> dict[str, Any]:
+    return {
+        "server_version": server_version or None,
+        "runtimes": sorted(runtimes),
+        "runtime_paths": {k: runtimes[k] for k in sorted(runtimes)},
+        "default_runtime": default_runtime or None,
+        "nvidia_runtime": "nvidia" in runtimes,
+        "cgroup_driver": cgroup_driver or None,
+        "cgroup_version": str(cgroup_version) if cgroup_version else None,
+        "errors": errors,
+    }
+
+
+def parse_docker_info_json(output: str) -> dict[str, Any]:
+    """``docker info --format '{{json .}}'`` → ``{server_version, runtimes (sorted),
+    runtime_paths, default_runtime, nvidia_runtime, cgroup_driver, cgroup_version,
+    errors}``.  A daemon that cannot be reached gives ``server_version: None``
+    and its message in ``errors``."""
+    data = None
+    errors: list[str] = []
+    for line in output.splitlines():
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                data = json.loads(line)
+                break
+            except ValueError:
+                continue
+        elif line:
+            errors.append(line)
+    if data is None:
+        start = output.find("{")
+        if start >= 0:
+            try:
+                data = json.loads(output[start:])
+            except ValueError:
+                data = None
+    if not isinstance(data, dict):
+        return _docker_shape(None, {}, None, None, None, errors) if errors else {}
+    runtimes: dict[str, str | None] = {}
+    for rname, spec in (data.get("Runtimes") or {}).items():
+        runtimes[rname] = spec.get("path") if isinstance(spec, dict) else None
+    errors += [str(e) for e in (data.get("ServerErrors") or [])]
+    return _docker_shape(data.get("ServerVersion"), runtimes, data.get("DefaultRuntime"),
+                         data.get("CgroupDriver"), data.get("CgroupVersion"), errors)
+
+
+def parse_docker_info_text(output: str) -> dict[str, Any]:
+    """Plain ``docker info`` text (the ``Server:`` part) → the same shape as the JSON parser;
+    ``runtime_paths`` values are None (the text does not print them)."""
+    fields: dict[str, str] = {}
+    in_server = False
+    for line in output.splitlines():
+        if line.startswith("#"):
+            continue
+        if re.match(r"^Server:\s*$", line):
+            in_server = True
+            continue
+        if re.match(r"^\S", line):
+            in_server = line.startswith("Server")
+        if not in_server:
+            continue
+        m = re.match(r"^ (\S[^:]*):\s*(.*)$", line)  # one-space indent: top-level server keys
+        if m:
+            fields.setdefault(m.group(1), m.group(2).strip())
+    if not fields:
+        return {}
+    runtimes = {r: None for r in fields.get("Runtimes", "").split()}
+    return _docker_shape(fields.get("Server Version"), runtimes, fields.get("Default Runtime"),
+                         fields.get("Cgroup Driver"), fields.get("Cgroup Version"), [])
+
+
+class SystemDocker(Fact):
+    name = "system.docker"
+    requires_command = "docker"
+    command = (
+        "if command -v timeout >/dev/null 2>&1; then\n"
+        "  timeout 10 docker info --format '{{json .}}'\n"
+        "else\n"
+        "  docker info --format '{{json .}}'\n"
+        "fi"
+    )
+    default = {}
+
+    @staticmethod
+    def process(output: str) -> dict[str, Any]:
+        return parse_docker_info_json(output)
+
+
+def parse_docker_daemon_json(output: str) -> dict[str, Any] | None:
+    """``/etc/docker/daemon.json`` → ``{config, error, runtimes, default_runtime}``;
+    None when the file is absent or empty.  Invalid JSON gives ``config: None``
+    and the parser's message in ``error`` (dockerd would refuse to start)."""
+    text = output.strip()
+    if not text:
+        return None
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        return {"config": None, "error": str(exc), "runtimes": [], "default_runtime": None}
+    if not isinstance(config, dict):
+        return {"config": None, "error": "not a JSON object", "runtimes": [], "default_runtime": None}
+    runtimes = config.get("runtimes")
+    return {
+        "config": config,
+        "error": None,
+        "runtimes": sorted(runtimes) if isinstance(runtimes, dict) else [],
+        "default_runtime": config.get("default-runtime"),
+    }
+
+
+class SystemDockerDaemon(Fact):
+    name = "system.docker_daemon"
+    command = "cat /etc/docker/daemon.json"
+    default = None
+
+    @staticmethod
+    def process(output: str) -> dict[str, Any] | None:
+        return parse_docker_daemon_json(output)
+
+
+# --------------------------------------------------------------------------
+# sysctl
+# --------------------------------------------------------------------------
+
+def parse_sysctl(output: str) -> dict[str, str]:
+    """``sysctl -a`` → ``{key: value}``, runs of whitespace (tabs) → one space.
+
+    A key printed on several lines (multi-line values) is joined by spaces.
+    """
+    out: dict[str, str] = {}
+    for line in output.splitlines():
+        m = re.match(r"^\s*([A-Za-z0-9_][^\s=]*)\s*=\s?(.*)$", line)
+        if not m:
+            continue
+        key, value = m.group(1), " ".join(m.group(2).split())
+        if key in out and out[key] and value:
+            out[key] = out[key] + " " + value
+        elif key not in out or value:
+            out[key] = value
+    return out
+
+
+class SystemSysctl(Fact):
+    name = "system.sysctl"
+    requires_command = "sysctl"
+    command = "sysctl -a"
+    default = {}
+
+    @staticmethod
+    def process(output: str) -> dict[str, str]:
+        return parse_sysctl(output)
+
+
+class SystemSysctlWritable(Fact):
+    """The sysctl keys this host lets root change (a network namespace shows
+    some of the machine's keys read-only, mode 0444)."""
+
+    name = "system.sysctl_writable"
+    command = "cd /proc/sys && find . -type f -perm -u+w | sed 's|^\\./||; s|/|.|g' | sort"
+    default: list[str] = []
+
+    @staticmethod
+    def process(output: str) -> list[str]:
+        return [line.strip() for line in output.splitlines() if line.strip()]
+
+
+# --------------------------------------------------------------------------
+# /proc/cmdline
+# --------------------------------------------------------------------------
+
+def parse_cmdline(output: str) -> dict[str, Any]:
+    """``/proc/cmdline`` → ``{raw, args, params, init_args}``.
+
+    ``args`` are the kernel's words (double quotes honoured, as the kernel
+    does), ``params`` maps ``key`` → value (None for a bare flag; the last
+    occurrence wins), ``init_args`` are the words after ``--`` (for init).
+    """
+    raw = " ".join(output.split())
+    if not raw:
+        return {}
+    words = [w.replace('"', "") for w in re.findall(r'(?:[^\s"]+|"[^"]*")+', raw)]
+    init_args: list[str] = []
+    if "--" in words:
+        i = words.index("--")
+        words, init_args = words[:i], words[i + 1:]
+    params: dict[str, str | None] = {}
+    for w in words:
+        k, sep, v = w.partition("=")
+        params[k] = v if sep else None
+    return {"raw": raw, "args": words, "params": params, "init_args": init_args}
+
+
+class SystemCmdline(Fact):
+    name = "system.cmdline"
+    command = "cat /proc/cmdline"
+    default = {}
+
+    @staticmethod
+    def process(output: str) -> dict[str, Any]:
+        return parse_cmdline(output)
+
+
+# --------------------------------------------------------------------------
+# cpufreq / cpuidle
+# --------------------------------------------------------------------------
+
+def parse_cpufreq(output: str) -> dict[str, Any] | None:
+    """``cpu=N governor=.. driver=.. min=.. max=.. hwmax=.. epp=..`` lines (+ ``no_turbo=``,
+    ``boost=``) → ``{governor, governors, driver, cpus: {"0": {...}}, no_turbo, boost}``;
+    None when no CPU has cpufreq (VMs).  ``governor`` is None when CPUs differ."""
+    cpus: dict[int, dict[str, Any]] = {}
+    glob: dict[str, str] = {}
+    for line in output.splitlines():
+        toks = line.split()
+        if not toks:
+            continue
+        kv = {k: v for k, s, v in (t.partition("=") for t in toks) if s}
+        if "cpu" in kv and kv["cpu"].isdigit():
+            cpus[int(kv["cpu"])] = {
+                "governor": kv.get("governor") or None,
+                "driver": kv.get("driver") or None,
+                "min_khz": _int(kv.get("min")),
+                "max_khz": _int(kv.get("max")),
+                "cpuinfo_max_khz": _int(kv.get("hwmax")),
+                "epp": kv.get("epp") or None,
+            }
+        else:
+            glob.update(kv)
+    if not cpus:
+        return None
+    governors = sorted({c["governor"] for c in cpus.values() if c["governor"]})
+    drivers = sorted({c["driver"] for c in cpus.values() if c["driver"]})
+
+    def flag(key: str) -> bool | None:
+        v = _int(glob.get(key))
+        return None if v is None else bool(v)
+
+    return {
+        "governor": governors[0] if len(governors) == 1 else None,
+        "governors": governors,
+        "driver": drivers[0] if len(drivers) == 1 else None,
+        "cpus": {str(k): cpus[k] for k in sorted(cpus)},
+        "no_turbo": flag("no_turbo"),
+        "boost": flag("boost"),
+    }
+
+
+class SystemCpufreq(Fact):
+    name = "system.cpufreq"
+    command = (
+        "for c in /sys/devices/system/cpu/cpu[0-9]*; do\n"
+        "  f=$c/cpufreq\n"
+        "  if [ -r \"$f/scaling_governor\" ]; then\n"
+        "    g=; d=; lo=; hi=; hw=; epp=\n"
+        "    read -r g < \"$f/scaling_governor\"\n"
+        "    if [ -r \"$f/scaling_driver\" ]; then read -r d < \"$f/scaling_driver\"; fi\n"
+        "    if [ -r \"$f/scaling_min_freq\" ]; then read -r lo < \"$f/scaling_min_freq\"; fi\n"
+        "    if [ -r \"$f/scaling_max_freq\" ]; then read -r hi < \"$f/scaling_max_freq\"; fi\n"
+        "    if [ -r \"$f/cpuinfo_max_freq\" ]; then read -r hw < \"$f/cpuinfo_max_freq\"; fi\n"
+        "    if [ -r \"$f/energy_performance_preference\" ]; then read -r epp < \"$f/energy_performance_preference\"; fi\n"
+        "    echo \"cpu=${c##*/cpu} governor=$g driver=$d min=$lo max=$hi hwmax=$hw epp=$epp\"\n"
+        "  fi\n"
+        "done\n"
+        "if [ -r /sys/devices/system/cpu/intel_pstate/no_turbo ]; then\n"
+        "  v=; read -r v < /sys/devices/system/cpu/intel_pstate/no_turbo; echo \"no_turbo=$v\"\n"
+        "fi\n"
+        "if [ -r /sys/devices/system/cpu/cpufreq/boost ]; then\n"
+        "  v=; read -r v < /sys/devices/system/cpu/cpufreq/boost; echo \"boost=$v\"\n"
+        "fi"
+    )
+    default = None
+
+    @staticmethod
+    def process(output: str) -> dict[str, Any] | None:
+        return parse_cpufreq(output)
+
+
+def parse_cpuidle(output: str) -> dict[str, Any] | None:
+    """``driver=``, ``governor=`` and ``state I latency=.. residency=.. disable=.. name=NAME``
+    lines (cpu0's states) → ``{driver, governor, states: [{index, name,
+    latency_us, residency_us, disabled}]}``; None when there are no idle states
+    (no cpuidle, or a VM whose cpuidle driver is ``none``)."""
+    driver = governor = None
+    states: list[dict[str, Any]] = []
+    for line in output.splitlines():
+        line = line.strip()
+        m = re.match(r"^state\s+(\d+)\s+latency=(\S*)\s+residency=(\S*)\s+disable=(\S*)\s+name=(.*)$", line)
+        if m:
+            states.append(
+                {
+                    "index": int(m.group(1)),
+                    "name": m.group(5).strip(),
+                    "latency_us": _int(m.group(2)),
+                    "residency_us": _int(m.group(3)),
+                    "disabled": _int(m.group(4)) == 1 if _int(m.group(4)) is not None else None,
+                }
+            )
+        elif line.startswith("driver="):
+            driver = line.partition("=")[2].strip() or None
+        elif line.startswith("governor="):
+            governor = line.partition("=")[2].strip() or None
+    if not states:  # no idle states (VMs: driver "none", or no cpuidle at all)
+        return None
+    states.sort(key=lambda s: s["index"])
+    return {"driver": driver, "governor": governor, "states": states}
+
+
+class SystemCpuidle(Fact):
+    name = "system.cpuidle"
+    command = (
+        "d=/sys/devices/system/cpu/cpuidle\n"
+        "if [ -r \"$d/current_driver\" ]; then v=; read -r v < \"$d/current_driver\"; echo \"driver=$v\"; fi\n"
+        "if [ -r \"$d/current_governor_ro\" ]; then v=; read -r v < \"$d/current_governor_ro\"; echo \"governor=$v\";\n"
+        "elif [ -r \"$d/current_governor\" ]; then v=; read -r v < \"$d/current_governor\"; echo \"governor=$v\"; fi\n"
+        "for s in /sys/devices/system/cpu/cpu0/cpuidle/state[0-9]*; do\n"
+        "  if [ -d \"$s\" ]; then\n"
+        "    nm=; lat=; res=; dis=\n"
+        "    read -r nm < \"$s/name\"; read -r lat < \"$s/latency\"; read -r res < \"$s/residency\"\n"
+        "    if [ -r \"$s/disable\" ]; then read -r dis < \"$s/disable\"; fi\n"
+        "    echo \"state ${s##*/state} latency=$lat residency=$res disable=$dis name=$nm\"\n"
+        "  fi\n"
+        "done"
+    )
+    default = None
+
+    @staticmethod
+    def process(output: str) -> dict[str, Any] | None:
+        return parse_cpuidle(output)
+
+
+# --------------------------------------------------------------------------
+# transparent hugepages
+# --------------------------------------------------------------------------
+
+def parse_bracket_choice(output: str) -> str | None:
+    """``always [madvise] never`` → ``madvise``; no brackets → None."""
+    m = re.search(r"\[([^\]]+)\]", output)
+    return m.group(1).strip() if m else None
+
+
+class SystemThp(Fact):
+    name = "system.thp"
+    command = "cat /sys/kernel/mm/transparent_hugepage/enabled"
+    default = None
+
+    @staticmethod
+    def process(output: str) -> str | None:
+        return parse_bracket_choice(output)
+
+
+class SystemThpDefrag(Fact):
+    name = "system.thp_defrag"
+    command = "cat /sys/kernel/mm/transparent_hugepage/defrag"
+    default = None
+
+    @staticmethod
+    def process(output: str) -> str | None:
+        return parse_bracket_choice(output)

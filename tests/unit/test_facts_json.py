@@ -1,0 +1,75 @@
+"""Every parser's value on every matching fixture survives a JSON round trip unchanged
+(no tuples, sets or int dict keys), and parsers never raise on any fixture."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bringup.facts import ALL_FACTS
+from bringup.facts.cpu import parse_lscpu_json, parse_lscpu_parse, parse_lscpu_plain, parse_numactl_hardware
+from bringup.facts.irq import parse_interrupts, parse_irq_affinity
+from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv, parse_topo_matrix
+from bringup.facts.os_ import parse_os_release, parse_uname
+from bringup.facts.pci import parse_pci_devices
+from bringup.facts.system import parse_cmdline, parse_docker_daemon_json, parse_docker_info_text, parse_sysctl
+
+REPO = Path(__file__).resolve().parents[2]
+FIX = REPO.parent / "shared" / "fixtures" / "hosts"
+
+CASES = [
+    (parse_os_release, "h200-vm/os.txt"),
+    (parse_uname, "h200-vm/os.txt"),
+    (parse_lscpu_parse, "h200-vm/lscpu.txt"),
+    (parse_lscpu_plain, "h200-vm/lscpu.txt"),
+    (parse_lscpu_parse, "public/lscpu-p-2s-2numa-dell-r710.txt"),
+    (parse_lscpu_plain, "public/lscpu-2s-xeon8562y-l40s.txt"),
+    (parse_numactl_hardware, "public/numactl-H-2node-c5n18xlarge.txt"),
+    (parse_numactl_hardware, "public/numactl-H-sparse-nodes-0-8-252-255.txt"),
+    (parse_pci_devices, "h200-vm/pci.txt"),
+    (parse_interrupts, "h200-vm/interrupts.txt"),
+    (parse_interrupts, "h200-vm/sys.txt"),
+    (parse_interrupts, "public/proc-interrupts-ice-e810-16cpu.txt"),
+    (parse_interrupts, "public/proc-interrupts-mlx5-12cpu.txt"),
+    (parse_interrupts, "public/proc-interrupts-nvme-16cpu.txt"),
+    (parse_irq_affinity, "h200-vm/irq_affinity.txt"),
+    (parse_query_gpu_csv, "h200-vm/nvidia-smi-query.csv"),
+    (parse_query_gpu_csv, "public/nvsmi-query-gpu-csv-2xl40s-sr665v3.txt"),
+    (parse_query_gpu_csv, "public/nvsmi-query-gpu-csv-l40s-drv595.txt"),
+    (parse_nvidia_smi_q, "h200-vm/nvidia-smi-q.txt"),
+    (parse_nvidia_smi_q, "h200-vm/nvidia-smi-perf.txt"),
+    (parse_nvidia_smi_q, "public/nvsmi-q-a10g.txt"),
+    (parse_nvidia_smi_q, "public/nvsmi-q-l4.txt"),
+    (parse_nvidia_smi_q, "public/nvsmi-q-l40s.txt"),
+    (parse_nvidia_smi_q, "public/nvsmi-q-l40s-drv595.txt"),
+    (parse_topo_matrix, "h200-vm/nvidia-smi-topo.txt"),
+    (parse_topo_matrix, "public/topo-2xa100pcie-2nic-2numa.txt"),
+    (parse_topo_matrix, "public/topo-2xl40s-2nic-xeon8562y.txt"),
+    (parse_topo_matrix, "public/topo-4xl40s-2nic-2numa.txt"),
+    (parse_sysctl, "h200-vm/sysctl.txt"),
+    (parse_cmdline, "h200-vm/sys.txt"),
+    (parse_docker_info_text, "public/docker-info-nvidia-runtime-nct1.17.6.txt"),
+    (parse_docker_daemon_json, "public/docker-daemon-json-nvidia-ctk.txt"),
+]
+
+
+@pytest.mark.parametrize("parser,rel", CASES, ids=[f"{p.__name__}:{r}" for p, r in CASES])
+def test_fixture_value_is_json_stable(parser, rel):
+    text = (FIX / rel).read_text()
+    if parser is parse_docker_daemon_json:
+        text = "\n".join(l for l in text.splitlines() if not l.startswith("#"))
+    value = parser(text)
+    assert value, f"{parser.__name__} found nothing in {rel}"
+    assert json.loads(json.dumps(value)) == value
+
+
+ALL_FILES = sorted(p for p in FIX.rglob("*") if p.is_file() and p.suffix in (".txt", ".csv", ".xml"))
+
+
+@pytest.mark.parametrize("fact", ALL_FACTS, ids=lambda f: f.name)
+def test_no_parser_raises_on_any_fixture(fact):
+    assert ALL_FILES
+    for path in ALL_FILES:
+        value = fact.process(path.read_text())
+        assert json.loads(json.dumps(value)) == value, (fact.name, path.name)
