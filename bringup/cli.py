@@ -114,7 +114,8 @@ def plan(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", se
         raise Exit(code=code)
 
 
-@task(iterable=["set_"], help={**_SELECT_HELP, "accept-new-host-keys": "record unknown host keys"})
+@task(iterable=["set_"], help={k: _SELECT_HELP[k] for k in ("host", "inventory", "set")}
+      | {"accept-new-host-keys": "record unknown host keys"})
 def facts(c, host=None, inventory="hosts", set_=None, accept_new_host_keys=False):
     """Print a host's facts as JSON (gathered in one round trip)."""
     try:

@@ -164,66 +164,65 @@ def _converge(host, roles, role_vars, opts, templates, progress, t, facts, resul
         if stale:  # an earlier role changed the host: read this role afresh
             current = _read(t, resources)
         plans = [_plan(r, out) for r, out in zip(resources, current)]
-        failed = False
-        for r, p in zip(resources, plans):
-            if p.error:
-                result.resources.append(ResourceResult(role.name, r.id, "failed", error=p.error))
-                failed = True
-        if failed:
+        done: dict[int, ResourceResult] = {}  # by resource index: reported in the role's order
+        if any(p.error for p in plans):
             # Nothing of a role with an unplannable resource is applied.
-            for r, p in zip(resources, plans):
-                if not p.error:
-                    result.resources.append(ResourceResult(role.name, r.id, "skipped",
-                                                           reason="not run: another resource of the role failed"))
-            result.status = "failed"
+            for i, (r, p) in enumerate(zip(resources, plans)):
+                done[i] = ResourceResult(role.name, r.id, "failed", error=p.error) if p.error else \
+                    ResourceResult(role.name, r.id, "skipped", reason="not run: another resource of the role failed")
+            _record(result, done)
             return
-        todo = [(r, p) for r, p in zip(resources, plans) if p.changed and not p.skipped]
-        for r, p in zip(resources, plans):
-            if not (p.changed and not p.skipped):
-                result.resources.append(ResourceResult(role.name, r.id, "skipped" if p.skipped else "ok",
-                                                       reason=p.reason))
+        todo = [i for i, p in enumerate(plans) if p.changed and not p.skipped]
+        for i, (r, p) in enumerate(zip(resources, plans)):
+            if i not in todo:
+                done[i] = ResourceResult(role.name, r.id, "skipped" if p.skipped else "ok", reason=p.reason)
         if opts.check or not todo:
-            for r, p in todo:
-                result.resources.append(ResourceResult(role.name, r.id, "changed", changes=_jsonable(p.changes),
-                                                       diff=p.diff, reason="check mode: would change"))
+            for i in todo:
+                done[i] = ResourceResult(role.name, resources[i].id, "changed", changes=_jsonable(plans[i].changes),
+                                         diff=plans[i].diff, reason="check mode: would change")
+            _record(result, done)
             continue
         progress(host.name, f"{role.name}: applying {len(todo)} change(s)")
-        script, token = batch([(r.id, "\n".join(p.commands)) for r, p in todo], stop_on_error=True, stderr="merge")
+        script, token = batch([(resources[i].id, "\n".join(plans[i].commands)) for i in todo],
+                              stop_on_error=True, stderr="merge")
         res = t.run_script(script)
-        secs = split(res.stdout, token, [r.id for r, _ in todo])
-        applied: list[tuple[Resource, Plan]] = []
-        for (r, p), s in zip(todo, secs):
-            if s.rc == 0:
-                applied.append((r, p))
-            elif s.rc is None:
-                err = "not run: an earlier step of the role failed" if any(x.rc not in (0, None) for x in secs) \
-                    else f"the write script stopped (exit {res.rc}): {res.stderr.strip()[-300:]}"
-                result.resources.append(ResourceResult(role.name, r.id, "failed" if "stopped" in err else "skipped",
-                                                       error=err if "stopped" in err else None,
-                                                       reason=None if "stopped" in err else err))
+        secs = split(res.stdout, token, [resources[i].id for i in todo])
+        step_failed = any(sec.rc not in (0, None) for sec in secs)
+        applied: list[int] = []
+        for i, sec in zip(todo, secs):
+            r, p = resources[i], plans[i]
+            if sec.rc == 0:
+                applied.append(i)
+            elif sec.rc is None and step_failed:
+                done[i] = ResourceResult(role.name, r.id, "skipped", reason="not run: an earlier step of the role failed")
+            elif sec.rc is None:
+                done[i] = ResourceResult(role.name, r.id, "failed",
+                                         error=f"the write script stopped (exit {res.rc}): {res.stderr.strip()[-300:]}")
             else:
-                result.resources.append(ResourceResult(role.name, r.id, "failed", changes=_jsonable(p.changes),
-                                                       error=f"exit {s.rc}: {s.output.strip()[-500:]}"))
+                done[i] = ResourceResult(role.name, r.id, "failed", changes=_jsonable(p.changes),
+                                         error=f"exit {sec.rc}: {sec.output.strip()[-500:]}")
         stale = True
         # Re-read what was applied: a resource that still wants changes did not converge.
         progress(host.name, f"{role.name}: verifying")
-        after = _read(t, [r for r, _ in applied])
         notified: list[str] = []
-        for (r, p), out in zip(applied, after):
+        for i, out in zip(applied, _read(t, [resources[i] for i in applied])):
+            r, p = resources[i], plans[i]
             again = _plan(r, out)
             if again.error or (again.changed and not again.skipped):
-                result.resources.append(ResourceResult(
-                    role.name, r.id, "failed", changes=_jsonable(p.changes),
-                    error=again.error or f"did not converge: still wants {_jsonable(again.changes)}"))
+                done[i] = ResourceResult(role.name, r.id, "failed", changes=_jsonable(p.changes),
+                                         error=again.error or f"did not converge: still wants {_jsonable(again.changes)}")
                 continue
-            result.resources.append(ResourceResult(role.name, r.id, "changed", changes=_jsonable(p.changes),
-                                                   diff=p.diff))
+            done[i] = ResourceResult(role.name, r.id, "changed", changes=_jsonable(p.changes), diff=p.diff)
             notified.extend(n for n in r.notify if n not in notified)
+        _record(result, done)
         if notified:
             _run_handlers(role, ctx, notified, t, result)
         if any(x.status == "failed" for x in result.resources):
-            result.status = "failed"
             return
+
+
+def _record(result: HostResult, done: dict[int, ResourceResult]) -> None:
+    result.resources.extend(done[i] for i in sorted(done))
 
 
 def _run_handlers(role: Role, ctx: HostContext, names: list[str], t: Transport, result: HostResult) -> None:

@@ -75,9 +75,10 @@ def validate(vars: dict) -> None:
 
 def resources(host):
     wanted = table(host.vars)
-    known = host.facts.get("system.sysctl")
-    # Persist only what this kernel has: a missing key would make systemd-sysctl fail at boot.
-    present = {k: v for k, v in wanted.items() if known is None or k in known}
+    writable = set(host.facts.get("system.sysctl_writable") or ())
+    # Persist only what this kernel lets us set: a missing or read-only key
+    # would make systemd-sysctl fail at boot.  No fact at all: persist everything.
+    present = {k: v for k, v in wanted.items() if not writable or k in writable}
     missing = sorted(set(wanted) - set(present))
     content = host.render("sysctl/90-trt-latency.conf.j2",
                           profile=host.vars.get("sysctl_profile", "network-latency"),

@@ -58,9 +58,13 @@ class Sysctl(Resource):
         self.proc = "/proc/sys/" + key.replace(".", "/")
 
     def read(self) -> str:
-        return sh("if [ -f %s ]; then printf 'value='; cat -- %s; else echo absent; fi", self.proc, self.proc)
+        return sh("p=%s; if [ ! -f \"$p\" ]; then echo absent; elif [ -w \"$p\" ]; then printf 'value='; "
+                  "cat -- \"$p\"; else printf 'readonly='; cat -- \"$p\"; fi", self.proc)
 
     def plan(self, current: str) -> Plan:
+        if current.startswith("readonly="):
+            return Plan.skip(f"{self.key}: read-only here (a network namespace shows the machine's value, "
+                             "{}, but cannot change it)".format(" ".join(current[9:].split())))
         if not current.startswith("value="):
             return Plan.skip(f"{self.key}: this kernel has no such key (hidden inside a network namespace, "
                              "or its module is not loaded)")

@@ -1,0 +1,29 @@
+"""Run the tool as an operator would: a subprocess of `invoke` (or `bringup`)."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+RECAP = re.compile(r"^(?P<host>\S+)\s+: ok=(?P<ok>\d+) changed=(?P<changed>\d+) failed=(?P<failed>\d+) "
+                   r"skipped=(?P<skipped>\d+) unreachable=(?P<unreachable>\d+)$", re.M)
+
+
+def invoke(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+    """``invoke <args>`` with the repo's tasks.py, from ``cwd`` (where reports/ lands)."""
+    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), *args],
+                          cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def recap(out: str) -> dict[str, dict[str, int]]:
+    """The PLAY RECAP lines, by host."""
+    return {m["host"]: {k: int(v) for k, v in m.groupdict().items() if k != "host"} for m in RECAP.finditer(out)}
+
+
+def last_report(cwd: Path) -> dict:
+    reports = sorted((cwd / "reports").glob("*.json"), key=lambda p: p.stat().st_mtime)
+    return json.loads(reports[-1].read_text())

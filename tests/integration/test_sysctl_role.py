@@ -1,0 +1,112 @@
+"""The sysctl role on a real sandbox host, over SSH, checked through `docker exec`."""
+from __future__ import annotations
+
+import pytest
+
+from bringup.cli import SANDBOX_VARS
+from bringup.sandbox import write_inventory
+from roles.sysctl import PERSIST_FILE, PROFILES
+
+from .helpers import invoke, last_report, recap
+
+pytestmark = pytest.mark.integration
+
+#: net.* keys are per network namespace, so a container has its own copy.
+NAMESPACED = {k: v for k, (v, _) in PROFILES["network-latency"].items() if k.startswith("net.")}
+
+
+def live(host, key):
+    r = host.exec(["sh", "-c", f"cat /proc/sys/{key.replace('.', '/')} 2>/dev/null || echo ABSENT"])
+    return " ".join(r.stdout.split())
+
+
+@pytest.fixture(scope="module")
+def project(sandbox_host, tmp_path_factory):
+    d = tmp_path_factory.mktemp("proj")
+    write_inventory(d / "hosts", [sandbox_host], extra_vars=SANDBOX_VARS)
+    return d
+
+
+@pytest.fixture(scope="module")
+def host_keys(sandbox_host):
+    """The keys root may set in this container (a netns hides some net.core keys, shows others read-only)."""
+    return {k for k in NAMESPACED
+            if sandbox_host.exec(["test", "-w", "/proc/sys/" + k.replace(".", "/")], check=False).returncode == 0}
+
+
+def test_check_mode_changes_nothing(sandbox_host, project):
+    before = {k: live(sandbox_host, k) for k in NAMESPACED}
+    r = invoke("plan", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "would change" in r.stdout and f"+++ {PERSIST_FILE} (wanted)" in r.stdout
+    assert recap(r.stdout)[sandbox_host.name]["changed"] >= 2
+    assert {k: live(sandbox_host, k) for k in NAMESPACED} == before
+    assert sandbox_host.exec(["test", "-e", PERSIST_FILE], check=False).returncode == 1
+
+
+def test_apply_persists_and_sets_live_values(sandbox_host, project, host_keys):
+    swappiness = live(sandbox_host, "vm.swappiness")
+    r = invoke("provision", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rc = recap(r.stdout)[sandbox_host.name]
+    assert rc["failed"] == 0 and rc["unreachable"] == 0 and rc["changed"] >= 2
+    assert rc["skipped"] == len(NAMESPACED) - len(host_keys)  # one per key this kernel lacks
+    assert 0 < len(host_keys) < len(NAMESPACED)  # the container really exercises both paths
+    conf = sandbox_host.exec(["cat", PERSIST_FILE]).stdout
+    for key in host_keys:
+        want = " ".join(str(NAMESPACED[key]).split())
+        assert live(sandbox_host, key) == want, key
+        assert f"\n{key} = {want}\n" in conf
+    for key in set(NAMESPACED) - host_keys:
+        assert f"\n{key} = " not in conf and key in conf.splitlines()[-1]  # listed as not persisted
+        absent = live(sandbox_host, key) == "ABSENT"
+        assert f"{key}: " + ("this kernel has no such key" if absent else "read-only here") in r.stdout
+    # vm.* is the machine's own inside a container: the sandbox drops it (null).
+    assert "vm.swappiness" not in conf and live(sandbox_host, "vm.swappiness") == swappiness
+    mode = sandbox_host.exec(["stat", "-c", "%a %U", PERSIST_FILE]).stdout.split()
+    assert mode == ["644", "root"]
+
+
+def test_rerun_is_a_noop_in_two_round_trips(sandbox_host, project):
+    r = invoke("provision", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert recap(r.stdout)[sandbox_host.name]["changed"] == 0
+    host = last_report(project)["hosts"][0]
+    assert host["round_trips"] == 2  # facts, then every resource's read
+    assert all(res["reason"] for res in host["resources"] if res["status"] == "ok")
+
+
+def test_drift_is_repaired(sandbox_host, project):
+    sandbox_host.exec(["sh", "-c", "echo 1 > /proc/sys/net/ipv4/tcp_fastopen; "
+                                   f"sed -i 's/^net.ipv4.tcp_fastopen = 3/net.ipv4.tcp_fastopen = 1/' {PERSIST_FILE}"])
+    assert live(sandbox_host, "net.ipv4.tcp_fastopen") == "1"
+    r = invoke("provision", "--host", sandbox_host.name, "--inventory", "hosts", "--diff", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert recap(r.stdout)[sandbox_host.name]["changed"] == 2
+    assert "-net.ipv4.tcp_fastopen = 1" in r.stdout and "net.ipv4.tcp_fastopen: 1 → 3" in r.stdout
+    assert live(sandbox_host, "net.ipv4.tcp_fastopen") == "3"
+    assert "net.ipv4.tcp_fastopen = 3" in sandbox_host.exec(["cat", PERSIST_FILE]).stdout
+    backups = sandbox_host.exec(["sh", "-c", f"ls {PERSIST_FILE}.*.bak"]).stdout.split()
+    assert backups  # the replaced file was kept
+
+
+def test_inventory_override_and_null_drop(sandbox_host, project):
+    r = invoke("provision", "--host", sandbox_host.name, "--inventory", "hosts",
+               "--set", "sysctl={net.core.somaxconn: 8192, net.ipv4.tcp_tw_reuse: null, "
+                        "vm.swappiness: null, kernel.numa_balancing: null}", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    conf = sandbox_host.exec(["cat", PERSIST_FILE]).stdout
+    assert "net.core.somaxconn = 8192" in conf and "tcp_tw_reuse" not in conf
+    assert live(sandbox_host, "net.core.somaxconn") == "8192"
+
+
+@pytest.mark.parametrize("value", ["sysctl={net.core.somaxconn: '$(touch /tmp/pwned)'}",
+                                   "sysctl={'net.core.bad key': 1}", "sysctl_profile=fast"])
+def test_bad_input_is_one_line_and_touches_nothing(sandbox_host, project, value):
+    before = sandbox_host.exec(["sha256sum", PERSIST_FILE]).stdout
+    r = invoke("provision", "--host", sandbox_host.name, "--inventory", "hosts", "--set", value, cwd=project)
+    assert r.returncode == 1
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: host ") and "Traceback" not in r.stderr + r.stdout
+    assert sandbox_host.exec(["sha256sum", PERSIST_FILE]).stdout == before
+    assert sandbox_host.exec(["test", "-e", "/tmp/pwned"], check=False).returncode == 1
