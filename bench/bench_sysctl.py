@@ -51,23 +51,22 @@ def main() -> None:
         restore = "; ".join(f"echo '{l.split('=', 1)[1]}' > /proc/sys/{l.split('=', 1)[0].replace('.', '/')}"
                             for l in original) + f"; rm -f {PERSIST_FILE} {PERSIST_FILE}.*.bak"
 
-        def timed() -> tuple[float, int, int]:
+        def timed() -> tuple[float, int, int, int]:
             t0 = time.perf_counter()
             r = run_hosts(hosts, selected, role_vars, Options(), templates)[0]
             assert r.status == "ok", r
-            return time.perf_counter() - t0, r.round_trips, r.recap["changed"]
+            return time.perf_counter() - t0, r.round_trips, r.recap["changed"], len(r.resources)
 
         apply_, noop = [], []
         for _ in range(args.runs):
             host.exec(["sh", "-c", restore])
             apply_.append(timed())
             noop.append(timed())
-        n_res = len(apply_[0]) and sum(1 for _ in keys) + 1
         for name, rows in (("apply", apply_), ("no-op", noop)):
             secs = [r[0] for r in rows]
             print(f"{name:6} median {statistics.median(secs) * 1000:7.1f} ms  "
                   f"(min {min(secs) * 1000:.1f}, max {max(secs) * 1000:.1f}, n={len(secs)})  "
-                  f"round trips {rows[0][1]}  changed {rows[0][2]}  resources {n_res}")
+                  f"round trips {rows[0][1]}  changed {rows[0][2]}  resources {rows[0][3]}")
     finally:
         host.remove()
 

@@ -1,6 +1,7 @@
 """Gather every fact of a host in one round trip."""
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 from ..command import sh
@@ -29,14 +30,14 @@ def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str
     for fact, sec in zip(facts, sections):
         if sec.rc is None:
             errors[fact.name] = "no output (the fact script stopped early)"
-            values[fact.name] = fact.default
+            values[fact.name] = copy.deepcopy(fact.default)
             continue
         if not sec.output.strip():
-            values[fact.name] = fact.default
+            values[fact.name] = copy.deepcopy(fact.default)
             continue
         try:
             values[fact.name] = fact.process(sec.output)
         except Exception as e:  # noqa: BLE001 - reported, the run goes on
             errors[fact.name] = f"{type(e).__name__}: {e}"
-            values[fact.name] = fact.default
+            values[fact.name] = copy.deepcopy(fact.default)
     return values, errors

@@ -43,10 +43,17 @@ class Service(Resource):
         st = kv_lines(current)
         if st.get("systemd") == "no":
             return Plan.fail(f"{self.unit}: systemd is not running on this host")
-        if st.get("load") == "not-found":
-            return Plan.fail(f"{self.unit}: no such unit (is its package installed?)")
         cmds: list[str] = []
         changes: dict = {}
+        if st.get("load") == "not-found":
+            if self.running is None and self.enabled is None:
+                return Plan.noop(f"{self.unit} is not installed")
+            # All reads of a role happen before its writes: the unit file or
+            # package may come from an earlier resource of the same role.  If
+            # it does not, systemctl fails on apply, attributed to this unit.
+            changes["unit"] = ("not found yet", "loaded")
+            st = {"active": "inactive", "enabled": "not-found"}
+            cmds.append("systemctl daemon-reload")
         active = st.get("active", "")
         enabled = st.get("enabled", "")
         if self.enabled is True and enabled not in ("enabled", "static", "alias", "indirect", "generated"):
@@ -66,6 +73,6 @@ class Service(Resource):
         if not cmds:
             bits = [f"{self.unit} is {active}"] + ([f"and {enabled}"] if enabled else [])
             return Plan.noop(" ".join(bits))
-        if self.daemon_reload:
+        if self.daemon_reload and "systemctl daemon-reload" not in cmds:
             cmds.insert(0, "systemctl daemon-reload")
         return Plan(commands=cmds, changes=changes)
