@@ -185,11 +185,25 @@ def sandbox(c, keep=False):
         raise Exit(code=max(codes))
 
 
+@task(iterable=["set_"], help={**_SELECT_HELP, "roles": "audit only these roles, comma separated"})
+def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None):
+    """Verify hosts against the inventory with testinfra (tests/audit); JUnit + JSON in reports/."""
+    from .audit import run_audit
+
+    try:
+        _, chosen = _selected(inventory, set_, host, hosts, group)
+        code = run_audit(chosen, roles, Path("reports"))
+    except BringupError as e:
+        raise _fail(e) from None
+    if code:
+        raise Exit(code=code)
+
+
 #: Variables of sandbox hosts.  vm.* and kernel.* sysctls are not namespaced:
 #: in a container they are the machine's own, so the sandbox leaves them alone.
 SANDBOX_VARS = {"sysctl": {"vm.swappiness": None, "kernel.numa_balancing": None}}
 
-ns = Collection(provision, plan, facts, hosts, sandbox)
+ns = Collection(provision, plan, facts, hosts, sandbox, audit)
 program = Program(namespace=ns, version=__version__, name="bringup", binary="bringup")
 
 
