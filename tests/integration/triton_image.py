@@ -1,0 +1,143 @@
+"""TEST DOUBLE of nvcr.io/nvidia/tritonserver: a CPU-only Triton image built here.
+
+No registry is reachable where the tests run, so NGC's image cannot be
+pulled.  PyPI's ``nvidia-pytriton`` 0.7.0 wheel carries a real
+``tritonserver`` (2.51) with the Python backend and its bundled libraries;
+this module lays them out on a debootstrap Debian bookworm root the way the
+NGC image does (``/opt/tritonserver/{bin,backends,caches}``) and imports it
+as ``bringup-triton-cpu-testdouble:<recipe hash>``::
+
+    tag = build_triton_image()       # cached: a second call takes a second
+
+The root holds ``libpython3.11`` and ``python3-numpy`` (what the Python
+backend's stub for 3.11 links and imports).  NVML/DCGM warnings at start are
+expected: there is no GPU.  The tag is a hash of the recipe and the wheel's
+sha256, so the image is rebuilt only when either changes.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import time
+import zipfile
+from pathlib import Path
+
+from bringup import sandbox
+from bringup.sandbox import SandboxError
+
+IMAGE_REPO = "bringup-triton-cpu-testdouble"
+WHEEL = "nvidia-pytriton==0.7.0"
+WHEEL_FILE = "nvidia_pytriton-0.7.0-py3-none-manylinux_2_35_x86_64.whl"
+PYTHON = "3.11"  # bookworm's python3; picks the backend stub
+PACKAGES: tuple[str, ...] = ("libpython3.11", "python3-numpy")
+#: Where the wheel's tree lies in the image; its RPATHs ($ORIGIN/../../..) need the two folders side by side.
+PREFIX = "/opt/pytriton"
+
+CONFIGURE_SCRIPT = rf"""
+set -eu
+ln -sfn {PREFIX}/pytriton/tritonserver /opt/tritonserver
+cp {PREFIX}/pytriton/tritonserver/python_backend_stubs/{PYTHON}/triton_python_backend_stub \
+   {PREFIX}/pytriton/tritonserver/backends/python/
+rm -rf {PREFIX}/pytriton/tritonserver/python_backend_stubs
+chmod 0755 {PREFIX}/pytriton/tritonserver/bin/tritonserver \
+   {PREFIX}/pytriton/tritonserver/backends/python/triton_python_backend_stub
+apt-get clean
+rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man/* /usr/share/locale/* \
+    /var/log/*.log
+"""
+
+CHANGES: tuple[str, ...] = (
+    f"LABEL {sandbox.LABEL}.testdouble=tritonserver",
+    f"ENV PATH=/opt/tritonserver/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    f"ENV LD_LIBRARY_PATH={PREFIX}/nvidia_pytriton.libs",
+    "WORKDIR /opt/tritonserver",
+)
+
+
+def wheel_path() -> Path:
+    """The nvidia-pytriton wheel, downloaded once into ``.sandbox/wheels`` by pip."""
+    d = sandbox.state_dir() / "wheels"
+    d.mkdir(exist_ok=True)
+    path = d / WHEEL_FILE
+    if not path.exists():
+        cp = subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:",
+                             "--platform", "manylinux_2_35_x86_64", "--python-version", PYTHON,
+                             "-d", str(d), WHEEL], capture_output=True, text=True, timeout=600)
+        if cp.returncode != 0 or not path.exists():
+            raise SandboxError(f"pip download {WHEEL} failed: {sandbox._last_line(cp.stderr or cp.stdout)}")
+    return path
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def recipe(wheel: Path) -> sandbox.ImageRecipe:
+    # The wheel's hash rides in the script: a different wheel is a different image.
+    return sandbox.ImageRecipe(sandbox.SUITE, "minbase", PACKAGES,
+                               f"# wheel sha256 {_sha256(wheel)}\n" + CONFIGURE_SCRIPT, CHANGES)
+
+
+def build_triton_image(force: bool = False) -> str:
+    """Build (or reuse) the CPU Triton test-double image; return its tag."""
+    wheel = wheel_path()
+    r = recipe(wheel)
+    tag = f"{IMAGE_REPO}:{r.digest}"
+    if not force and sandbox._image_exists(tag):
+        return tag
+    state = sandbox.state_dir()
+    with sandbox._lock(state / "build.lock"):
+        if not force and sandbox._image_exists(tag):
+            return tag
+        work = state / f"build-triton-{r.digest}"
+        log = state / f"build-triton-{r.digest}.log"
+        root = work / "root"
+        sandbox._remove_tree(work)
+        root.mkdir(parents=True)
+        t0 = time.monotonic()
+        try:
+            sandbox._log(f"building {tag} (TEST DOUBLE of the NGC tritonserver image) from {wheel.name}")
+            sandbox._debootstrap(r, root, sandbox.debian_mirror(), log)
+            dest = root / PREFIX.lstrip("/")
+            dest.mkdir(parents=True)
+            with zipfile.ZipFile(wheel) as z:
+                members = [m for m in z.namelist()
+                           if m.startswith(("pytriton/tritonserver/", "nvidia_pytriton.libs/"))]
+                z.extractall(dest, members)
+            cp = sandbox._run(["chroot", str(root), "/bin/sh", "-s"], input=r.script, check=False, timeout=300)
+            if cp.returncode != 0:
+                raise SandboxError(f"triton image configuration failed: {sandbox._last_line(cp.stderr or cp.stdout)}")
+            sandbox._import(root, tag, r)
+            for ref in sandbox._docker("images", IMAGE_REPO, "--format", "{{.Repository}}:{{.Tag}}",
+                                       check=False).stdout.split():
+                if ref != tag:
+                    sandbox._docker("image", "rm", ref, check=False)
+            size = int(sandbox._docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip())
+            sandbox._log(f"imported {tag} ({size / 1e6:.0f} MB) in {time.monotonic() - t0:.0f}s")
+        finally:
+            sandbox._remove_tree(work)
+    return tag
+
+
+def load_into(host: sandbox.SandboxHost, tag: str, *, as_tag: str | None = None) -> None:
+    """``docker save | docker exec -i <host> docker load``, then tag it as ``as_tag`` inside."""
+    save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE)
+    assert save.stdout is not None
+    load = subprocess.run(["docker", "exec", "-i", host.container, "docker", "load", "-q"],
+                          stdin=save.stdout, capture_output=True, text=True, timeout=600)
+    save.stdout.close()
+    if save.wait() != 0 or load.returncode != 0:
+        raise SandboxError(f"loading {tag} into {host.name} failed: {sandbox._last_line(load.stderr)}")
+    if as_tag:
+        host.exec(["docker", "tag", tag, as_tag])
+
+
+if __name__ == "__main__":
+    t = time.monotonic()
+    print(build_triton_image(force="--force" in sys.argv), f"{time.monotonic() - t:.1f}s")
