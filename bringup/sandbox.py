@@ -92,6 +92,8 @@ PACKAGES: tuple[str, ...] = (
     "python3",
     "iptables",
     "docker.io",
+    # The irq_affinity role configures it (its unit skips itself in containers).
+    "irqbalance",
 )
 
 #: What a systemd container needs short of --privileged (which fails on our
