@@ -94,6 +94,8 @@ PACKAGES: tuple[str, ...] = (
     "docker.io",
     # The irq_affinity role configures it (its unit skips itself in containers).
     "irqbalance",
+    # Compose v1 (Debian bookworm's 1.29): the triton role's stack needs a compose.
+    "docker-compose",
 )
 
 #: What a systemd container needs short of --privileged (which fails on our
