@@ -199,11 +199,39 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
         raise Exit(code=code)
 
 
+@task(iterable=["set_"], help={**_SELECT_HELP, "roles": "roles whose drift is checked (default all)",
+                               "out": "folder for the Markdown and HTML pages (default reports/checklist)",
+                               "accept-new-host-keys": "record unknown host keys"})
+def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None,
+              out="reports/checklist", accept_new_host_keys=False):
+    """Rack bring-up checklist: PASS/WARN/FAIL per host, Markdown + HTML with a topology picture."""
+    from .checklist import render_group_html, render_markdown, run_checklist, verdict
+
+    console = _console()
+    try:
+        _, chosen = _selected(inventory, set_, host, hosts, group)
+        root = content_root()
+        order, all_roles = load_roles(root)
+        selected = select_roles(order, all_roles, roles)
+        role_vars = prepare(chosen, selected)
+    except BringupError as e:
+        raise _fail(e) from None
+    pages = run_checklist(chosen, selected, role_vars, Templates(root / "templates"), out,
+                          accept_new_host_keys=accept_new_host_keys)
+    for name, checks in pages.items():
+        console.print(render_markdown(name, checks), markup=False, highlight=False)
+    if group:
+        (Path(out) / "index.html").write_text(render_group_html(group, pages))
+    console.print(f"checklist pages: {out}/", style="dim")
+    if any(verdict(cs) == "FAIL" for cs in pages.values()):
+        raise Exit(code=2)
+
+
 #: Variables of sandbox hosts.  vm.* and kernel.* sysctls are not namespaced:
 #: in a container they are the machine's own, so the sandbox leaves them alone.
 SANDBOX_VARS = {"sysctl": {"vm.swappiness": None, "kernel.numa_balancing": None}}
 
-ns = Collection(provision, plan, facts, hosts, sandbox, audit)
+ns = Collection(provision, plan, facts, hosts, sandbox, audit, checklist)
 program = Program(namespace=ns, version=__version__, name="bringup", binary="bringup")
 
 

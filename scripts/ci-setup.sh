@@ -7,7 +7,7 @@
 #   sudo scripts/ci-setup.sh
 set -eu
 
-PACKAGES="docker.io debootstrap debian-archive-keyring openssh-client"
+PACKAGES="chromium docker.io debootstrap debian-archive-keyring openssh-client"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$(id -u)" -ne 0 ]; then

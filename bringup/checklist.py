@@ -1,0 +1,330 @@
+"""The rack bring-up checklist: is this host fit for low-latency inference?
+
+Each line is a :class:`Check`: PASS / WARN / FAIL, what was seen, and a
+one-line fix.  The lines come from the host's facts (gathered in one round
+trip), the version matrix in ``bringup/data/version_matrix.yaml``, the
+platform rules of :mod:`bringup.platform` when present, and a check-mode plan
+of the roles (pending changes mean the host has drifted from the inventory).
+"""
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import asdict, dataclass
+from importlib import resources as ilr
+from typing import Any, Iterable
+
+import yaml
+
+__all__ = ["Check", "load_matrix", "gpu_checks", "software_checks", "tuning_checks", "collect",
+           "render_markdown", "render_html", "render_group_html", "summary_counts"]
+
+STATUSES = ("PASS", "WARN", "FAIL")
+
+#: gpu_profile -> the product name a GPU of that class reports.
+PROFILE_GPU = {"l40s": "L40S", "a10": "A10"}
+
+
+@dataclass
+class Check:
+    """One checklist line."""
+
+    area: str
+    name: str
+    status: str  # PASS | WARN | FAIL
+    seen: str
+    fix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"status {self.status!r} not in {STATUSES}")
+
+
+def load_matrix() -> dict[str, Any]:
+    """The version matrix shipped with bringup."""
+    return yaml.safe_load(ilr.files("bringup").joinpath("data/version_matrix.yaml").read_text())
+
+
+def _gpus(facts: dict) -> list[dict]:
+    return [d for d in (facts.get("pci.devices") or []) if d.get("kind") == "gpu"]
+
+
+def _driver(facts: dict) -> str | None:
+    smi = facts.get("nvidia.smi") or []
+    if smi and smi[0].get("driver_version"):
+        return str(smi[0]["driver_version"])
+    q = facts.get("nvidia.query") or {}
+    return q.get("driver_version")
+
+
+def gpu_checks(facts: dict, vars: dict) -> list[Check]:
+    """GPUs present, of the inventory's class and count, and seen by the driver."""
+    profile = vars.get("gpu_profile", "cpu")
+    smi = facts.get("nvidia.smi") or []
+    # Without a PCI listing, the driver's list is all there is to count.
+    gpus = _gpus(facts) if "pci.devices" in facts else [
+        {"address": g.get("pci_address", "?")} for g in smi]
+    out: list[Check] = []
+    if profile == "cpu":
+        status = "PASS" if not gpus else "WARN"
+        out.append(Check("gpu", "GPUs for the cpu profile", status, f"{len(gpus)} NVIDIA GPU(s) on the PCI bus",
+                         "" if not gpus else "set gpu_profile to the GPU class in the inventory"))
+        return out
+    if not gpus:
+        return [Check("gpu", "GPUs present", "FAIL", "no NVIDIA device (vendor 0x10de) on the PCI bus",
+                      f"seat the GPUs or fix gpu_profile ({profile}) in the inventory")]
+    want = vars.get("gpu_count")
+    seen = f"{len(gpus)} on the PCI bus: " + ", ".join(g["address"] for g in gpus)
+    if want is not None and int(want) != len(gpus):
+        out.append(Check("gpu", "GPU count", "FAIL", f"{seen}; inventory says gpu_count={want}",
+                         "reseat or replace the missing GPU, or correct gpu_count"))
+    else:
+        out.append(Check("gpu", "GPU count", "PASS", seen))
+    if not smi:
+        out.append(Check("gpu", "driver sees the GPUs", "FAIL", "nvidia-smi absent or printed nothing",
+                         "install the driver: invoke provision --roles nvidia_driver"))
+        return out
+    names = sorted({g.get("name", "?") for g in smi})
+    if len(smi) != len(gpus):
+        out.append(Check("gpu", "driver sees the GPUs", "FAIL", f"nvidia-smi lists {len(smi)} of {len(gpus)}",
+                         "check dmesg for NVRM/Xid errors; reseat the card"))
+    else:
+        out.append(Check("gpu", "driver sees the GPUs", "PASS", f"{len(smi)} × {', '.join(names)}"))
+    model = PROFILE_GPU.get(profile)
+    if model:
+        ok = all(re.search(rf"\b{model}\b", n) for n in names)
+        out.append(Check("gpu", f"GPU class matches gpu_profile {profile}", "PASS" if ok else "WARN",
+                         ", ".join(names), "" if ok else f"move the host to the group of its GPU class"))
+    return out
+
+
+def _branch(version: str) -> int | None:
+    m = re.match(r"(\d+)", version or "")
+    return int(m.group(1)) if m else None
+
+
+def _ver(v: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", v))
+
+
+def software_checks(facts: dict, vars: dict, matrix: dict) -> list[Check]:
+    """Driver branch against the guide, and against the Triton container in use."""
+    drv = _driver(facts)
+    if not drv:
+        return [] if vars.get("gpu_profile", "cpu") == "cpu" else [
+            Check("software", "driver version", "FAIL", "no driver version", "install the pinned driver branch")]
+    out: list[Check] = []
+    branch = _branch(drv)
+    guide = matrix["guide"]["driver_branches"]
+    pinned = vars.get("nvidia_driver_branch")
+    if pinned is not None and branch != int(pinned):
+        out.append(Check("software", "driver branch pinned", "FAIL", f"{drv}, inventory pins {pinned}",
+                         f"invoke provision --roles nvidia_driver (branch {pinned})"))
+    elif branch in guide:
+        out.append(Check("software", "driver branch in the guide's matrix", "PASS", f"{drv} (guide: {guide})"))
+    else:
+        out.append(Check("software", "driver branch in the guide's matrix", "WARN",
+                         f"{drv}; the guide ran {'/'.join(map(str, guide))}",
+                         "pin nvidia_driver_branch to a tested branch, or accept after a latency run"))
+    image = str(vars.get("triton_image", "nvcr.io/nvidia/tritonserver:24.06-py3"))
+    m = re.search(r":(\d\d\.\d\d)", image)
+    rel = matrix["triton"].get(m.group(1)) if m else None
+    if rel is None:
+        out.append(Check("software", "Triton container vs driver", "WARN", f"{image}: not in the version matrix",
+                         "add its release notes' driver requirement to bringup/data/version_matrix.yaml"))
+        return out
+    need = int(rel["min_driver"])
+    compat = {int(k): v for k, v in (rel.get("datacenter_compat") or {}).items()}
+    label = f"Triton {m.group(1)} (CUDA {rel['cuda']}) needs R{need}+"
+    if branch is not None and branch >= need:
+        out.append(Check("software", "Triton container vs driver", "PASS", f"{label}; driver {drv}"))
+    elif branch in compat and _ver(drv) >= _ver(compat[branch]):
+        out.append(Check("software", "Triton container vs driver", "PASS",
+                         f"{label}; driver {drv} through data-center forward compatibility (R{branch} ≥ {compat[branch]})"))
+    else:
+        out.append(Check("software", "Triton container vs driver", "FAIL", f"{label}; driver {drv}",
+                         f"upgrade to R{need}+ or pick an older triton_image"))
+    cc = rel.get("min_compute_capability")
+    caps = [g.get("compute_cap") for g in (facts.get("nvidia.smi") or []) if g.get("compute_cap")]
+    if cc and caps and any(_ver(str(c)) < _ver(cc) for c in caps):
+        out.append(Check("software", "GPU compute capability", "FAIL", f"{caps} < {cc} for Triton {m.group(1)}",
+                         "use an older triton_image"))
+    return out
+
+
+def tuning_checks(host_result) -> list[Check]:
+    """From a check-mode plan of the roles: pending changes mean drift from the inventory."""
+    out: list[Check] = []
+    if host_result is None:
+        return out
+    if host_result.status == "unreachable":
+        return [Check("tuning", "roles converged", "FAIL", host_result.message or "unreachable", "fix SSH access")]
+    by_role: dict[str, list] = {}
+    for r in host_result.resources:
+        by_role.setdefault(r.role, []).append(r)
+    for role, rs in by_role.items():
+        pending = [r.id for r in rs if r.status == "changed"]
+        failed = [f"{r.id}: {r.error}" for r in rs if r.status == "failed"]
+        skipped = [r for r in rs if r.status == "skipped"]
+        if failed:
+            out.append(Check("tuning", f"role {role}", "FAIL", "; ".join(failed)[:300],
+                             f"invoke plan --roles {role} and fix the first error"))
+        elif pending:
+            out.append(Check("tuning", f"role {role}", "WARN", f"{len(pending)} pending change(s): "
+                             + ", ".join(pending[:5]) + ("…" if len(pending) > 5 else ""),
+                             f"invoke provision --roles {role}"))
+        else:
+            note = f", {len(skipped)} not applicable here" if skipped else ""
+            out.append(Check("tuning", f"role {role}", "PASS", f"{len(rs)} resources converged{note}"))
+    if host_result.message and host_result.status == "failed" and not out:
+        out.append(Check("tuning", "roles converged", "FAIL", host_result.message, "invoke plan to see why"))
+    return out
+
+
+def latency_checks(vars: dict) -> list[Check]:
+    """The latency acceptance result: a placeholder until the benchmark exists."""
+    slo = vars.get("latency_slo_p95_ms")
+    return [Check("latency", "latency acceptance (p95)", "WARN",
+                  "not measured: no latency benchmark has run on this host"
+                  + (f" (SLO {slo} ms)" if slo else ""), "run the latency acceptance benchmark once it exists")]
+
+
+def platform_checks(facts: dict, host_vars: dict) -> list[Check]:
+    """Firmware and platform rules of :mod:`bringup.platform`, where that module exists."""
+    try:
+        from . import platform as plat  # noqa: PLC0415 - optional until the host-tuning work lands
+    except ImportError:
+        return []
+    fn = getattr(plat, "checks", None)
+    if fn is None:
+        return []
+    out = []
+    for c in fn(facts, host_vars) if fn.__code__.co_argcount >= 2 else fn(facts):
+        d = c if isinstance(c, dict) else asdict(c) if hasattr(c, "__dataclass_fields__") else vars(c)
+        out.append(Check(d.get("area", "platform"), d["name"], str(d["status"]).upper(), str(d.get("seen", "")),
+                         str(d.get("fix", ""))))
+    return out
+
+
+def collect(facts: dict, vars: dict, host_result=None, matrix: dict | None = None) -> list[Check]:
+    """Every checklist line for one host."""
+    matrix = matrix or load_matrix()
+    return (platform_checks(facts, vars) + gpu_checks(facts, vars) + software_checks(facts, vars, matrix)
+            + tuning_checks(host_result) + latency_checks(vars))
+
+
+def summary_counts(checks: Iterable[Check]) -> dict[str, int]:
+    counts = {s: 0 for s in STATUSES}
+    for c in checks:
+        counts[c.status] += 1
+    return counts
+
+
+def verdict(checks: list[Check]) -> str:
+    counts = summary_counts(checks)
+    return "FAIL" if counts["FAIL"] else "WARN" if counts["WARN"] else "PASS"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(host: str, checks: list[Check]) -> str:
+    """The checklist as Markdown (terminal, tickets)."""
+    c = summary_counts(checks)
+    lines = [f"# Bring-up checklist: {host} — {verdict(checks)}", "",
+             f"{c['PASS']} pass, {c['WARN']} warn, {c['FAIL']} fail", "",
+             "| status | area | check | seen | fix |", "| --- | --- | --- | --- | --- |"]
+    for k in checks:
+        lines.append(f"| {k.status} | {k.area} | {_md(k.name)} | {_md(k.seen)} | {_md(k.fix)} |")
+    return "\n".join(lines) + "\n"
+
+
+_CSS = """
+body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}
+h1{font-size:20px} table{border-collapse:collapse;width:100%;margin:12px 0}
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+th{background:#f4f4f4} .PASS{background:#dff5e1} .WARN{background:#fff4cc} .FAIL{background:#fbd5d5}
+.badge{font-weight:bold;padding:2px 6px;border-radius:3px}
+"""
+
+
+def render_html(host: str, checks: list[Check], svg: str) -> str:
+    """A self-contained HTML page: verdict, the checklist table, the topology picture."""
+    rows = "\n".join(
+        f"<tr class='{k.status}'><td><span class='badge'>{k.status}</span></td><td>{html.escape(k.area)}</td>"
+        f"<td>{html.escape(k.name)}</td><td>{html.escape(k.seen)}</td><td>{html.escape(k.fix)}</td></tr>"
+        for k in checks)
+    c = summary_counts(checks)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Checklist {html.escape(host)}</title>"
+            f"<style>{_CSS}</style></head><body>"
+            f"<h1>Bring-up checklist: {html.escape(host)} — <span class='badge {verdict(checks)}'>"
+            f"{verdict(checks)}</span></h1><p>{c['PASS']} pass, {c['WARN']} warn, {c['FAIL']} fail</p>"
+            f"<h2>Topology</h2>{svg}"
+            f"<h2>Checks</h2><table><tr><th>status</th><th>area</th><th>check</th><th>seen</th><th>fix</th></tr>"
+            f"{rows}</table></body></html>\n")
+
+
+def render_group_html(group: str, pages: dict[str, list[Check]]) -> str:
+    """One summary table across the hosts of a group, linking each host's page."""
+    rows = []
+    for host, checks in pages.items():
+        c = summary_counts(checks)
+        fails = "; ".join(k.name for k in checks if k.status == "FAIL") or "-"
+        rows.append(f"<tr class='{verdict(checks)}'><td><a href='{html.escape(host)}.html'>{html.escape(host)}</a>"
+                    f"</td><td>{verdict(checks)}</td><td>{c['PASS']}</td><td>{c['WARN']}</td><td>{c['FAIL']}</td>"
+                    f"<td>{html.escape(fails)}</td></tr>")
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Checklist {html.escape(group)}</title>"
+            f"<style>{_CSS}</style></head><body><h1>Rack checklist: {html.escape(group)}</h1>"
+            f"<table><tr><th>host</th><th>verdict</th><th>pass</th><th>warn</th><th>fail</th><th>failing checks</th>"
+            f"</tr>{''.join(rows)}</table></body></html>\n")
+
+
+def cpu_plan(facts: dict, host_vars: dict) -> tuple[dict[int, str], list[str]]:
+    """CPU roles and misplacement warnings from the topology planner, where it exists."""
+    try:
+        from . import topology  # noqa: PLC0415 - optional until the host-tuning work lands
+    except ImportError:
+        return {}, []
+    fn = getattr(topology, "cpu_roles", None)
+    if fn is None:
+        return {}, []
+    try:
+        return fn(facts, host_vars)
+    except Exception as e:  # noqa: BLE001 - a plan that cannot fit is itself a finding
+        return {}, [f"topology plan: {e}"]
+
+
+def run_checklist(hosts, roles, role_vars, templates, out_dir, accept_new_host_keys=False):
+    """Gather, plan (check mode) and render each host's checklist; returns ``{host: checks}``."""
+    from pathlib import Path
+
+    from .connection import connect
+    from .errors import Unreachable
+    from .facts import ALL_FACTS
+    from .facts.gather import gather
+    from .runner import HostResult, Options, run_host
+    from .topology_svg import topology_svg
+
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pages: dict[str, list[Check]] = {}
+    for h in hosts:
+        facts: dict = {}
+        try:
+            t = connect(h, accept_new_host_keys=accept_new_host_keys)
+        except Unreachable as e:
+            result = HostResult(h.name, status="unreachable", message=str(e))
+        else:
+            try:
+                facts, _ = gather(t, ALL_FACTS)
+                result = run_host(h, roles, role_vars[h.name], Options(check=True), templates, transport=t)
+            finally:
+                t.close()
+        checks = collect(facts, h.vars, result) if facts else tuning_checks(result)
+        roles_of_cpus, warnings = cpu_plan(facts, h.vars) if facts else ({}, [])
+        svg = topology_svg(facts, roles_of_cpus, warnings, title=h.name) if facts else "<p>unreachable</p>"
+        (out_dir / f"{h.name}.md").write_text(render_markdown(h.name, checks))
+        (out_dir / f"{h.name}.html").write_text(render_html(h.name, checks, svg))
+        pages[h.name] = checks
+    return pages

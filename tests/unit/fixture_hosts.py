@@ -1,0 +1,32 @@
+"""Facts of the fixture hosts in ../shared/fixtures/hosts, through the real parsers."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bringup.facts.cpu import parse_lscpu_parse, parse_lscpu_plain
+from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv
+from bringup.facts.pci import parse_pci_devices
+
+REPO = Path(__file__).resolve().parents[2]
+FIX = REPO.parent / "shared" / "fixtures" / "hosts"
+
+
+def h200_facts() -> dict:
+    """The real H200 VM: one socket, 16 vCPUs, one H200, every numa_node -1."""
+    d = FIX / "h200-vm"
+    return {
+        "cpu.topology": parse_lscpu_parse((d / "lscpu.txt").read_text()),
+        "pci.devices": parse_pci_devices((d / "pci.txt").read_text()),
+        "nvidia.smi": parse_query_gpu_csv((d / "nvidia-smi-query.csv").read_text()),
+        "nvidia.query": parse_nvidia_smi_q((d / "nvidia-smi-q.txt").read_text()),
+    }
+
+
+def l40s_pair_facts() -> dict:
+    """A public dual-socket Xeon 8562Y host with 2× L40S (lscpu and query-gpu CSV)."""
+    d = FIX / "public"
+    smi = parse_query_gpu_csv((d / "nvsmi-query-gpu-csv-2xl40s-sr665v3.txt").read_text())
+    # No PCI listing was published for this host: pci.devices is left out.
+    return {"cpu.topology": parse_lscpu_plain((d / "lscpu-2s-xeon8562y-l40s.txt").read_text()),
+            "nvidia.smi": smi,
+            "nvidia.query": parse_nvidia_smi_q((d / "nvsmi-q-l40s.txt").read_text())}

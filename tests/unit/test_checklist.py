@@ -1,0 +1,85 @@
+"""Checklist rules on the real fixture hosts, and the rendered report."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from bringup.checklist import Check, collect, gpu_checks, load_matrix, render_html, render_markdown, \
+    software_checks, verdict
+from bringup.topology_svg import topology_svg
+
+from .fixture_hosts import h200_facts, l40s_pair_facts
+
+
+def by_name(checks):
+    return {c.name: c for c in checks}
+
+
+def test_h200_gpu_and_driver_lines():
+    facts = h200_facts()
+    checks = by_name(gpu_checks(facts, {"gpu_profile": "h200", "gpu_count": 1}) +
+                     software_checks(facts, {"gpu_profile": "h200"}, load_matrix()))
+    assert checks["GPU count"].status == "PASS" and "0000:00:06.0" in checks["GPU count"].seen
+    assert checks["driver sees the GPUs"].seen == "1 × NVIDIA H200"
+    # 580 is newer than the guide's 535/550: a warning, not a failure.
+    assert checks["driver branch in the guide's matrix"].status == "WARN"
+    assert "580.159.04" in checks["driver branch in the guide's matrix"].seen
+    assert checks["Triton container vs driver"].status == "PASS"  # 24.06 needs R545+
+
+
+def test_missing_gpu_fails_on_a_gpu_profile():
+    facts = h200_facts()
+    c = by_name(gpu_checks(facts, {"gpu_profile": "l40s", "gpu_count": 2}))
+    assert c["GPU count"].status == "FAIL" and "gpu_count=2" in c["GPU count"].seen
+    assert c["GPU class matches gpu_profile l40s"].status == "WARN"
+    no_gpu = dict(facts, **{"pci.devices": [d for d in facts["pci.devices"] if d["kind"] != "gpu"]})
+    assert gpu_checks(no_gpu, {"gpu_profile": "l40s"})[0].status == "FAIL"
+    assert gpu_checks(no_gpu, {"gpu_profile": "cpu"})[0].status == "PASS"
+
+
+def test_l40s_pair_matches_its_profile():
+    c = by_name(gpu_checks(l40s_pair_facts(), {"gpu_profile": "l40s", "gpu_count": 2}))
+    assert c["GPU count"].status == "PASS" and c["GPU class matches gpu_profile l40s"].status == "PASS"
+
+
+@pytest.mark.parametrize("driver,image,status", [
+    ("535.161.08", "nvcr.io/nvidia/tritonserver:24.06-py3", "PASS"),   # data-center forward compatibility
+    ("535.54.03", "nvcr.io/nvidia/tritonserver:24.06-py3", "FAIL"),    # below R535.86
+    ("550.90.07", "nvcr.io/nvidia/tritonserver:24.10-py3", "FAIL"),    # 24.10 needs R560; R550 has no compat
+    ("575.51.03", "nvcr.io/nvidia/tritonserver:25.06-py3", "PASS"),
+    ("550.90.07", "nvcr.io/nvidia/tritonserver:23.01-py3", "WARN"),    # not in the matrix
+])
+def test_triton_container_against_driver(driver, image, status):
+    facts = {"nvidia.smi": [{"driver_version": driver, "name": "NVIDIA L40S"}]}
+    c = by_name(software_checks(facts, {"gpu_profile": "l40s", "triton_image": image}, load_matrix()))
+    assert c["Triton container vs driver"].status == status
+
+
+def test_pinned_branch_mismatch_fails():
+    facts = {"nvidia.smi": [{"driver_version": "535.161.08"}]}
+    c = by_name(software_checks(facts, {"gpu_profile": "a10", "nvidia_driver_branch": 550}, load_matrix()))
+    assert c["driver branch pinned"].status == "FAIL" and "pins 550" in c["driver branch pinned"].seen
+
+
+def test_reports_render_every_line():
+    checks = collect(h200_facts(), {"gpu_profile": "h200", "gpu_count": 1})
+    md = render_markdown("h200", checks)
+    assert md.splitlines()[0] == f"# Bring-up checklist: h200 — {verdict(checks)}"
+    assert len([l for l in md.splitlines() if re.match(r"\| (PASS|WARN|FAIL) \|", l)]) == len(checks)
+    svg = topology_svg(h200_facts(), {0: "irq", 1: "irq", 4: "triton:0"}, ["GPU 0 and its NIC on different nodes"])
+    page = render_html("h200", checks, svg)
+    assert page.count("<tr class=") == len(checks)
+    assert "numa_node -1, the firmware does not say" in svg and svg.count("class='cpu ") == 16
+    assert svg.count("class='cpu cpu-irq'") == 2 and svg.count("class='cpu cpu-triton'") == 1
+    assert "class='dev dev-gpu'" in svg and "⚠ GPU 0 and its NIC on different nodes" in svg
+
+
+def test_two_node_topology_draws_two_nodes():
+    svg = topology_svg(l40s_pair_facts())
+    assert "NUMA node 0" in svg and "NUMA node 1" in svg and svg.count("class='cpu ") == 128
+
+
+def test_check_refuses_unknown_status():
+    with pytest.raises(ValueError):
+        Check("x", "y", "OK", "")
