@@ -1,0 +1,515 @@
+"""The topology planner: host facts in, a CPU and IRQ plan out (pure, no host).
+
+Each NUMA node's CPUs are split three ways:
+
+- **housekeeping** (``irq_cpus``): the first ``irq_cpus_per_node`` cores of
+  the node (one thread each); they take the IRQs of the node's NICs and
+  storage controllers (NVMe and others), round-robin one CPU per IRQ;
+- **Triton** CPUs, ``triton_cpus_per_gpu`` per GPU on the GPU's own node,
+  taken as whole cores from one L3 group when one has room (L3 groups without
+  housekeeping CPUs first), never an IRQ CPU or its SMT sibling;
+- the **rest** (the IRQ CPUs' siblings included): the OS and everything else.
+
+``numa_node = -1`` (VMs, some boards) means unknown: on a one-node host the
+device is planned on that node, on a multi-node host the device's local CPUs
+decide when they fall in one node, else the whole host is planned as a single
+node; each case is a warning.  What the planner cannot fix (a GPU without a
+NIC on its node, all GPUs on one socket and the NICs on the other) is a
+warning too.  A plan that cannot fit raises :class:`InputError` naming the
+numbers.
+
+    plan = plan_topology(facts, {"irq_cpus_per_node": 2, "triton_cpus_per_gpu": 4})
+    plan.triton_cpus            # [4, 5, 6, 7]
+    plan.to_dict()              # JSON-able
+
+Facts read: ``cpu.topology``, ``pci.devices``, ``net.interfaces``,
+``irq.interrupts``, ``nvidia.smi`` and ``nvidia.topo`` (all optional but the
+CPU topology).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from .errors import InputError
+from .facts.base import format_cpulist
+
+__all__ = [
+    "DEFAULTS",
+    "DeviceIrqs",
+    "GpuPlacement",
+    "IrqPin",
+    "NodePlan",
+    "TopologyPlan",
+    "validate_vars",
+    "plan_topology",
+    "topology_from_numa",
+    "topology_from_lscpu_summary",
+]
+
+#: Planner variables and their defaults (every role that plans includes them).
+DEFAULTS: dict[str, Any] = {
+    "irq_cpus_per_node": 2,
+    "triton_cpus_per_gpu": 4,
+    # PCI device kinds whose IRQs go to the housekeeping CPUs.
+    "irq_device_kinds": ["nic", "nvme", "storage"],
+}
+
+_KINDS = ("nic", "nvme", "storage")
+#: nvidia-smi topo relations that stay on one NUMA node (closest first).
+_SAME_NODE = ("PIX", "PXB", "PHB", "NODE")
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def validate_vars(vars: dict[str, Any]) -> None:
+    """Refuse malformed planner variables (before any host is touched)."""
+    n = vars.get("irq_cpus_per_node", DEFAULTS["irq_cpus_per_node"])
+    if not _is_count(n) or n < 1:
+        raise InputError(f"irq_cpus_per_node {n!r}: must be a whole number >= 1 (CPUs per NUMA node for IRQs)")
+    t = vars.get("triton_cpus_per_gpu", DEFAULTS["triton_cpus_per_gpu"])
+    if t != "auto" and (not _is_count(t) or t < 1):
+        raise InputError(f"triton_cpus_per_gpu {t!r}: must be a whole number >= 1 or 'auto'")
+    kinds = vars.get("irq_device_kinds", DEFAULTS["irq_device_kinds"])
+    if not isinstance(kinds, list) or any(k not in _KINDS for k in kinds):
+        raise InputError(f"irq_device_kinds {kinds!r}: must be a list of {', '.join(_KINDS)}")
+
+
+# --------------------------------------------------------------------------
+# The plan, as values
+
+
+@dataclass
+class IrqPin:
+    """One IRQ pinned to housekeeping CPUs."""
+
+    irq: int
+    cpus: list[int]
+    device: str
+    name: str = ""
+
+
+@dataclass
+class DeviceIrqs:
+    """A NIC or storage controller whose IRQs the plan pins."""
+
+    name: str
+    kind: str
+    pci_address: str | None
+    numa_node: int  # as the host reported it (-1: unknown)
+    node: int  # where it is planned
+    irqs: list[int] = field(default_factory=list)
+
+
+@dataclass
+class GpuPlacement:
+    """A GPU and the Triton CPUs planned for it."""
+
+    index: int
+    name: str
+    pci_address: str | None
+    numa_node: int
+    node: int
+    cpus: list[int] = field(default_factory=list)
+    l3_groups: list[str] = field(default_factory=list)
+
+
+@dataclass
+class NodePlan:
+    """How one NUMA node's CPUs are used."""
+
+    node: int  # -1: the whole host planned as one node (NUMA unknown)
+    cpus: list[int]
+    irq_cpus: list[int]
+    irq_siblings: list[int]
+    triton: dict[str, list[int]]
+    rest: list[int]
+
+
+@dataclass
+class TopologyPlan:
+    """The whole plan: nodes, GPUs, pinned IRQs, and what could not be fixed."""
+
+    numa_known: bool
+    irq_cpus_per_node: int
+    triton_cpus_per_gpu: int | str
+    nodes: list[NodePlan]
+    gpus: list[GpuPlacement]
+    devices: list[DeviceIrqs]
+    irqs: list[IrqPin]
+    warnings: list[str]
+
+    @property
+    def triton_cpus(self) -> list[int]:
+        """Every Triton CPU (the compose ``cpuset:``; irqbalance bans them)."""
+        return sorted({c for g in self.gpus for c in g.cpus})
+
+    @property
+    def irq_cpus(self) -> list[int]:
+        return sorted({c for n in self.nodes for c in n.irq_cpus})
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["triton_cpus"] = self.triton_cpus
+        d["triton_cpuset"] = format_cpulist(self.triton_cpus)
+        d["irq_cpus"] = self.irq_cpus
+        return d
+
+
+# --------------------------------------------------------------------------
+# Inputs
+
+
+def topology_from_numa(cpu_nodes: dict[str, list[int]], *, threads_per_core: int | None = None,
+                       l3_per_node: bool = False) -> dict[str, Any]:
+    """A ``cpu.topology``-shaped dict from NUMA node CPU lists alone.
+
+    For hosts known only from ``numactl -H``, plain ``lscpu`` or the CPU
+    affinity of ``nvidia-smi topo -m``: SMT siblings are unknown (each CPU
+    its own core: ``smt_known`` False), and L3 groups are the nodes when
+    ``l3_per_node`` (one L3 per socket and node), else unknown.
+    """
+    nodes = {str(k): sorted(v) for k, v in sorted(cpu_nodes.items(), key=lambda kv: int(kv[0]))}
+    cpus = sorted({c for v in nodes.values() for c in v})
+    return {
+        "source": "numa",
+        "cpu_count": len(cpus),
+        "online": cpus,
+        "numa_known": True,
+        "numa_nodes": nodes,
+        "l3_groups": {k: v for k, v in nodes.items() if v} if l3_per_node else {},
+        "smt_siblings": [],
+        "smt_known": False,
+        "threads_per_core": threads_per_core,
+    }
+
+
+def topology_from_lscpu_summary(summary: dict[str, Any]) -> dict[str, Any]:
+    """A ``cpu.topology``-shaped dict from plain ``lscpu`` (``parse_lscpu_plain``).
+
+    L3 groups are taken as the NUMA nodes when lscpu counts as many L3
+    instances as sockets as nodes (one L3 per socket, one node per socket).
+    """
+    nodes = summary.get("numa_nodes") or {}
+    l3 = (summary.get("l3") or {}).get("instances")
+    one_per = bool(nodes) and l3 is not None and l3 == summary.get("sockets") == len(nodes)
+    return topology_from_numa(nodes, threads_per_core=summary.get("threads_per_core"), l3_per_node=one_per)
+
+
+def _cores(topo: dict[str, Any]) -> dict[int, list[int]]:
+    """CPU → the CPUs of its core (itself alone when siblings are unknown)."""
+    core_of: dict[int, list[int]] = {}
+    for group in topo.get("smt_siblings") or []:
+        for c in group:
+            core_of[c] = sorted(group)
+    for c in topo.get("online") or [c for v in (topo.get("numa_nodes") or {}).values() for c in v]:
+        core_of.setdefault(c, [c])
+    return core_of
+
+
+def _l3_of(topo: dict[str, Any]) -> dict[int, str]:
+    return {c: gid for gid, cpus in (topo.get("l3_groups") or {}).items() for c in cpus}
+
+
+def _device_kind(dev: dict[str, Any]) -> str:
+    kind = dev.get("kind") or "other"
+    if kind == "other" and (dev.get("class") or "").lower().replace("0x", "").startswith("01"):
+        return "storage"  # SAS/SATA HBAs, virtio-blk: IRQs of the node's I/O too
+    return kind
+
+
+def _irqs_by_address(facts: dict[str, Any]) -> dict[str, list[tuple[int, str]]]:
+    out: dict[str, list[tuple[int, str]]] = {}
+    for rec in ((facts.get("irq.interrupts") or {}).get("irqs") or {}).values():
+        addr = rec.get("pci_address")
+        if addr:
+            out.setdefault(addr, []).append((int(rec["irq"]), rec.get("name") or ""))
+    return out
+
+
+def _irq_names(facts: dict[str, Any]) -> dict[int, str]:
+    return {int(k): (v.get("name") or "") for k, v in ((facts.get("irq.interrupts") or {}).get("irqs") or {}).items()}
+
+
+# --------------------------------------------------------------------------
+# Planning
+
+
+class _Resolver:
+    """Maps a reported numa_node (maybe -1) to a planning node, collecting warnings."""
+
+    def __init__(self, cpu_nodes: dict[int, list[int]], warnings: list[str]):
+        self.cpu_nodes = cpu_nodes
+        self.warnings = warnings
+        self.collapse: list[str] = []
+
+    def node(self, what: str, numa: int | None, local_cpus: list[int] | None) -> int:
+        if numa is not None and numa in self.cpu_nodes:
+            return numa
+        if len(self.cpu_nodes) == 1:
+            only = next(iter(self.cpu_nodes))
+            self.warnings.append(f"{what}: numa_node {numa} (unknown); planned on the only NUMA node {only}")
+            return only
+        if local_cpus:
+            hits = [n for n, cpus in self.cpu_nodes.items() if set(local_cpus) <= set(cpus)]
+            if len(hits) == 1:
+                self.warnings.append(f"{what}: numa_node {numa} (unknown); its local CPUs "
+                                     f"{format_cpulist(local_cpus)} are node {hits[0]}'s")
+                return hits[0]
+        self.collapse.append(what)
+        return -1
+
+
+def _gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """GPUs from nvidia.smi (joined with pci.devices, nvidia.topo), else pci.devices, else nvidia.topo."""
+    pci = {d["address"]: d for d in facts.get("pci.devices") or []}
+    topo = {g["index"]: g for g in (facts.get("nvidia.topo") or {}).get("gpus") or []}
+    smi = facts.get("nvidia.smi") or []
+    out: list[dict[str, Any]] = []
+    if smi:
+        for g in smi:
+            idx = g.get("index") if isinstance(g.get("index"), int) else len(out)
+            addr = g.get("pci_address")
+            dev = pci.get(addr or "", {})
+            out.append({"index": idx, "name": f"GPU{idx}", "model": g.get("name"), "pci_address": addr,
+                        "numa_node": dev.get("numa_node", -1), "local_cpus": dev.get("local_cpus") or [],
+                        "topo": topo.get(idx)})
+    elif any(d.get("kind") == "gpu" for d in pci.values()):
+        for i, d in enumerate(sorted((d for d in pci.values() if d.get("kind") == "gpu"), key=lambda d: d["address"])):
+            out.append({"index": i, "name": f"GPU{i}", "model": None, "pci_address": d["address"],
+                        "numa_node": d.get("numa_node", -1), "local_cpus": d.get("local_cpus") or [],
+                        "topo": topo.get(i)})
+    else:
+        for idx, t in sorted(topo.items()):
+            out.append({"index": idx, "name": f"GPU{idx}", "model": None, "pci_address": None,
+                        "numa_node": -1, "local_cpus": [], "topo": t})
+    for g in out:
+        t = g["topo"] or {}
+        # nvidia-smi's NUMA Affinity when sysfs said nothing useful.
+        if g["numa_node"] in (-1, None) and t.get("numa_node") is not None:
+            g["numa_node"] = t["numa_node"]
+        if not g["local_cpus"] and t.get("cpus"):
+            g["local_cpus"] = t["cpus"]
+    return out
+
+
+def _io_devices(facts: dict[str, Any], kinds: list[str]) -> list[dict[str, Any]]:
+    """NICs and storage controllers with their IRQs (sysfs MSI vectors + /proc/interrupts rows)."""
+    by_addr = _irqs_by_address(facts)
+    names = _irq_names(facts)
+    ifaces = {i["pci_address"]: i for i in facts.get("net.interfaces") or [] if i.get("pci_address")}
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    for d in facts.get("pci.devices") or []:
+        kind = _device_kind(d)
+        if kind not in kinds:
+            continue
+        addr = d["address"]
+        seen.add(addr)
+        iface = ifaces.get(addr)
+        irqs = set(d.get("irqs") or []) | {i for i, _ in by_addr.get(addr, [])} | set((iface or {}).get("irqs") or [])
+        out.append({"name": iface["name"] if iface else addr, "kind": kind, "pci_address": addr,
+                    "numa_node": d.get("numa_node", -1), "local_cpus": d.get("local_cpus") or [],
+                    "irqs": sorted(irqs), "irq_names": {i: names.get(i, "") for i in irqs}})
+    if "nic" in kinds:
+        for addr, iface in ifaces.items():
+            if addr in seen:
+                continue
+            irqs = set(iface.get("irqs") or []) | {i for i, _ in by_addr.get(addr, [])}
+            out.append({"name": iface["name"], "kind": "nic", "pci_address": addr,
+                        "numa_node": iface.get("numa_node", -1), "local_cpus": iface.get("local_cpus") or [],
+                        "irqs": sorted(irqs), "irq_names": {i: names.get(i, "") for i in irqs}})
+    return out
+
+
+def _topo_nics(facts: dict[str, Any], gpu_node: dict[int, int], cpu_nodes: list[int]) -> list[dict[str, Any]]:
+    """NICs known only from ``nvidia-smi topo -m`` (RDMA names): node from their relation to the GPUs."""
+    topo = facts.get("nvidia.topo") or {}
+    out = []
+    for nic in topo.get("nics") or []:
+        row = (topo.get("matrix") or {}).get(nic["name"], {})
+        near = sorted({gpu_node[int(k[3:])] for k, rel in row.items()
+                       if re.fullmatch(r"GPU\d+", k) and rel in _SAME_NODE and int(k[3:]) in gpu_node})
+        node = near[0] if len(near) == 1 else -1
+        if node == -1 and len(cpu_nodes) == 2 and row and all(
+                rel == "SYS" for k, rel in row.items() if re.fullmatch(r"GPU\d+", k)):
+            gnodes = {gpu_node[int(k[3:])] for k in row if re.fullmatch(r"GPU\d+", k) and int(k[3:]) in gpu_node}
+            if len(gnodes) == 1:  # SYS to every GPU, all on one of two nodes: the other one
+                node = next(n for n in cpu_nodes if n not in gnodes)
+        out.append({"name": nic["device"], "kind": "nic", "pci_address": None, "numa_node": -1,
+                    "inferred": node, "local_cpus": [], "irqs": [], "irq_names": {}})
+    return out
+
+
+def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> TopologyPlan:
+    """Plan CPUs and IRQs from a host's facts; see the module docstring."""
+    v = {**DEFAULTS, **(vars or {})}
+    validate_vars(v)
+    per_node_irq: int = v["irq_cpus_per_node"]
+    per_gpu: int | str = v["triton_cpus_per_gpu"]
+    topo = facts.get("cpu.topology") or {}
+    nodes_all = {int(k): list(c) for k, c in (topo.get("numa_nodes") or {}).items()}
+    cpu_nodes = {n: c for n, c in sorted(nodes_all.items()) if c}
+    if not cpu_nodes:
+        raise InputError("no CPU topology in the facts (cpu.topology is empty): cannot plan")
+    warnings: list[str] = []
+    numa_known = bool(topo.get("numa_known", True))
+    if not numa_known:
+        warnings.append("the kernel reports no NUMA nodes: planned as a single node")
+    if topo.get("smt_known") is False and (topo.get("threads_per_core") or 1) > 1:
+        warnings.append(f"SMT siblings unknown ({topo.get('threads_per_core')} threads per core): "
+                        "Triton CPUs may share cores with IRQ CPUs")
+    if not topo.get("l3_groups"):
+        warnings.append("L3 groups unknown: each NUMA node is taken as one L3 group")
+
+    res = _Resolver(cpu_nodes, warnings)
+    gpus = _gpus(facts)
+    for g in gpus:
+        g["node"] = res.node(g["name"], g["numa_node"], g["local_cpus"])
+    devices = _io_devices(facts, v["irq_device_kinds"])
+    for d in devices:
+        d["node"] = res.node(f"{d['kind']} {d['name']}", d["numa_node"], d["local_cpus"])
+    gpu_node = {g["index"]: g["node"] for g in gpus}
+    topo_nics = [] if any(d["kind"] == "nic" for d in devices) else \
+        _topo_nics(facts, gpu_node, list(cpu_nodes)) if "nic" in v["irq_device_kinds"] else []
+    for d in topo_nics:
+        if d["inferred"] in cpu_nodes:
+            d["node"] = d["inferred"]
+            warnings.append(f"nic {d['name']}: known from nvidia-smi topo -m only; NUMA node {d['node']} "
+                            "inferred from its links to the GPUs")
+        else:
+            d["node"] = res.node(f"nic {d['name']}", -1, [])
+    if res.collapse:
+        warnings.append(f"NUMA node unknown for {', '.join(res.collapse)}: the whole host is planned as a "
+                        "single node")
+        cpu_nodes = {-1: sorted(c for cs in cpu_nodes.values() for c in cs)}
+        for x in gpus + devices + topo_nics:
+            x["node"] = -1
+
+    core_of = _cores(topo)
+    l3_of = _l3_of(topo)
+    node_plans: list[NodePlan] = []
+    placements: list[GpuPlacement] = []
+    for node, cpus in cpu_nodes.items():
+        node_set = set(cpus)
+        cores: list[list[int]] = []
+        seen: set[int] = set()
+        for c in sorted(cpus):
+            if c in seen:
+                continue
+            core = [x for x in core_of.get(c, [c]) if x in node_set]
+            seen.update(core)
+            cores.append(core)
+        where = "the host" if node == -1 else f"NUMA node {node}"
+        if per_node_irq >= len(cores):
+            raise InputError(f"{where} has {len(cores)} core(s) ({len(cpus)} CPUs): irq_cpus_per_node "
+                             f"{per_node_irq} leaves none for anything else; lower irq_cpus_per_node")
+        irq_cores = cores[:per_node_irq]
+        irq_cpus = [core[0] for core in irq_cores]
+        siblings = [c for core in irq_cores for c in core[1:]]
+        free_cores = cores[per_node_irq:]
+        free = sum(len(c) for c in free_cores)
+        node_gpus = [g for g in gpus if g["node"] == node]
+        tpc = max(len(c) for c in cores)
+        if per_gpu == "auto":
+            want = free // len(node_gpus) if node_gpus else 0
+            if want >= tpc:
+                want -= want % tpc  # whole cores
+        else:
+            want = per_gpu
+        need = want * len(node_gpus)
+        if node_gpus and (want < 1 or need > free):
+            raise InputError(
+                f"{where} has {len(cpus)} CPUs: {len(irq_cpus)} IRQ CPU(s) (irq_cpus_per_node) + {len(siblings)} "
+                f"SMT sibling(s) leave {free}, but {len(node_gpus)} GPU(s) x {want} Triton CPUs "
+                f"(triton_cpus_per_gpu {per_gpu}) need {need}; lower triton_cpus_per_gpu or irq_cpus_per_node")
+        # L3 group -> its free cores, in CPU order.
+        groups: dict[str, list[list[int]]] = {}
+        for core in free_cores:
+            groups.setdefault(l3_of.get(core[0], f"node{node}"), []).append(core)
+        dirty = {l3_of.get(c, f"node{node}") for c in irq_cpus + siblings}
+        triton: dict[str, list[int]] = {}
+        shared_warned = False
+        for g in node_gpus:
+            avail = {gid: sum(len(c) for c in cs) for gid, cs in groups.items()}
+            fits = [gid for gid, n in avail.items() if n >= want]
+            if fits:
+                # Clean L3 groups first; then the tightest fit, keeping big groups whole for others.
+                order = [sorted(fits, key=lambda gid: (gid in dirty, avail[gid], _natural(gid)))[0]]
+            else:
+                order = sorted((gid for gid in avail if avail[gid]), key=lambda gid: (gid in dirty, -avail[gid]))
+            taken: list[int] = []
+            used: list[str] = []
+            for gid in order:
+                while groups[gid] and len(taken) < want:
+                    core = groups[gid].pop(0)
+                    take = core[: want - len(taken)]
+                    taken += take
+                    if gid not in used:
+                        used.append(gid)
+                if len(taken) >= want:
+                    break
+            if len(used) > 1:
+                warnings.append(f"{g['name']}: its {want} Triton CPUs span L3 groups {', '.join(used)} "
+                                "(no single L3 group on its node has room)")
+            if any(gid in dirty for gid in used) and not shared_warned and topo.get("l3_groups"):
+                shared_warned = True
+                warnings.append(f"{where}: Triton CPUs share an L3 group with the IRQ CPUs "
+                                f"{format_cpulist(irq_cpus)} (no L3 group of the node is free of them)")
+            triton[g["name"]] = sorted(taken)
+            placements.append(GpuPlacement(g["index"], g["name"], g["pci_address"], g["numa_node"]
+                                           if g["numa_node"] is not None else -1, node, sorted(taken),
+                                           [gid for gid in used if not gid.startswith("node")]))
+        used_cpus = set(irq_cpus) | {c for cs in triton.values() for c in cs}
+        node_plans.append(NodePlan(node, sorted(cpus), irq_cpus, sorted(siblings), triton,
+                                   sorted(node_set - used_cpus)))
+
+    # IRQs: round-robin over the node's IRQ CPUs, continuing across devices.
+    by_node = {n.node: n.irq_cpus for n in node_plans}
+    turn = {n: 0 for n in by_node}
+    pins: list[IrqPin] = []
+    dev_plans: list[DeviceIrqs] = []
+    for d in sorted(devices + topo_nics, key=lambda d: (d["node"], d["kind"] != "nic", d["name"])):
+        dev_plans.append(DeviceIrqs(d["name"], d["kind"], d["pci_address"], d["numa_node"], d["node"], d["irqs"]))
+        for irq in d["irqs"]:
+            cpus = by_node[d["node"]]
+            pins.append(IrqPin(irq, [cpus[turn[d["node"]] % len(cpus)]], d["name"], d["irq_names"].get(irq, "")))
+            turn[d["node"]] += 1
+        if not d["irqs"]:
+            warnings.append(f"{d['kind']} {d['name']}: no IRQs known (not in the facts): none pinned")
+    pins.sort(key=lambda p: p.irq)
+
+    warnings += _misplacements(placements, dev_plans, len(cpu_nodes))
+    placements.sort(key=lambda g: g.index)
+    return TopologyPlan(numa_known and not res.collapse, per_node_irq, per_gpu, node_plans, placements,
+                        dev_plans, pins, warnings)
+
+
+def _natural(gid: str) -> tuple:
+    return (0, int(gid)) if gid.isdigit() else (1, gid)
+
+
+def _misplacements(gpus: list[GpuPlacement], devices: list[DeviceIrqs], n_nodes: int) -> list[str]:
+    """What the planner cannot fix: GPUs and NICs on different nodes."""
+    if n_nodes < 2:
+        return []
+    nics = [d for d in devices if d.kind == "nic" and d.node != -1]
+    if not gpus or not nics:
+        return []
+    out = []
+    gpu_nodes = sorted({g.node for g in gpus})
+    nic_nodes = sorted({d.node for d in nics})
+    if len(gpu_nodes) == 1 and gpu_nodes[0] not in nic_nodes:
+        out.append(f"all GPUs are on NUMA node {gpu_nodes[0]} and every NIC on node "
+                   f"{', '.join(map(str, nic_nodes))}: requests cross the socket interconnect; move the NICs "
+                   "(or the GPUs) to slots of one socket")
+        return out
+    for g in gpus:
+        if g.node not in nic_nodes:
+            where = ", ".join(f"{d.name} on node {d.node}" for d in nics)
+            out.append(f"{g.name} is on NUMA node {g.node} but no NIC is ({where}): its traffic crosses "
+                       "the socket interconnect")
+    return out
