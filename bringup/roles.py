@@ -7,6 +7,8 @@ A role module declares its desired state as data::
 
     def validate(vars: dict) -> None: ...   # refuse bad input before any host is touched
     def resources(host: HostContext) -> list[Resource]: ...
+    def verify(host, transport) -> str | None: ...   # optional: after the role wrote something
+    def rollback(host, transport) -> str: ...        # optional: when verify raised
 
 ``roles/__init__.py`` holds ``ORDER``, the standard order of the roles.  The
 engine imports whatever is there and knows no role by name.
@@ -61,6 +63,25 @@ class Role:
     def handlers(self, ctx: HostContext) -> dict[str, list[str]]:
         h = getattr(self.module, "HANDLERS", {})
         return dict(h(ctx) if callable(h) else h)
+
+    # Optional post-apply hooks, called by the runner only after the role wrote
+    # something: ``verify(host, transport)`` raises BringupError when the new
+    # state does not work (it may return a line saying what it checked);
+    # ``rollback(host, transport)`` then restores the previous state and
+    # returns a line saying what it restored.
+    @property
+    def has_verify(self) -> bool:
+        return callable(getattr(self.module, "verify", None))
+
+    @property
+    def has_rollback(self) -> bool:
+        return callable(getattr(self.module, "rollback", None))
+
+    def verify(self, ctx: HostContext, transport) -> str | None:
+        return self.module.verify(ctx, transport)
+
+    def rollback(self, ctx: HostContext, transport) -> str:
+        return self.module.rollback(ctx, transport)
 
 
 def _import(path: Path, name: str) -> ModuleType:

@@ -217,6 +217,8 @@ def _converge(host, roles, role_vars, opts, templates, progress, t, facts, resul
         _record(result, done)
         if notified:
             _run_handlers(role, ctx, notified, t, result)
+        if role.has_verify:
+            _verify(role, ctx, t, result)
         if any(x.status == "failed" for x in result.resources):
             return
 
@@ -242,6 +244,27 @@ def _run_handlers(role: Role, ctx: HostContext, names: list[str], t: Transport, 
         else:
             result.resources.append(ResourceResult(role.name, rid, "failed",
                                                    error=f"exit {s.rc}: {s.output.strip()[-500:]}"))
+
+
+def _verify(role: Role, ctx: HostContext, t: Transport, result: HostResult) -> None:
+    """After a role wrote something: its ``verify``; on failure its ``rollback``, then report both.
+
+    Runs even when a write step failed: a half-applied revision is what a
+    rollback is for.  One result, ``verify:<role>``, says what happened.
+    """
+    rid = f"verify:{role.name}"
+    try:
+        note = role.verify(ctx, t)
+    except BringupError as e:
+        error = str(e)
+        if role.has_rollback:
+            try:
+                error += f"; rolled back: {role.rollback(ctx, t)}"
+            except BringupError as e2:
+                error += f"; rollback failed: {e2}"
+        result.resources.append(ResourceResult(role.name, rid, "failed", error=error))
+    else:
+        result.resources.append(ResourceResult(role.name, rid, "ok", reason=note or "verified"))
 
 
 def _jsonable(changes: dict) -> dict:
