@@ -227,11 +227,41 @@ def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts
         raise Exit(code=2)
 
 
+@task(iterable=["set_"], help={k: _SELECT_HELP[k] for k in ("host", "inventory", "set")}
+      | {"json": "print the plan as JSON", "accept-new-host-keys": "record unknown host keys"})
+def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new_host_keys=False):
+    """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
+    from .topology import format_plan, plan_topology, validate_vars
+
+    try:
+        _, chosen = _selected(inventory, set_, host, None, None)
+        if len(chosen) != 1:
+            raise BringupError("topology takes one --host")
+        validate_vars(chosen[0].vars)
+        t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys)
+    except Unreachable as e:
+        raise Exit(f"unreachable: {e}", code=4) from None
+    except BringupError as e:
+        raise _fail(e) from None
+    try:
+        values, _ = gather(t, ALL_FACTS)
+    finally:
+        t.close()
+    try:
+        result = plan_topology(values, chosen[0].vars)
+    except BringupError as e:
+        raise _fail(f"host {chosen[0].name}: {e}") from None
+    if json_:
+        sys.stdout.write(json.dumps({"host": chosen[0].name, "plan": result.to_dict()}, indent=2) + "\n")
+        return
+    format_plan(result, _console(), title=chosen[0].name)
+
+
 #: Variables of sandbox hosts.  vm.* and kernel.* sysctls are not namespaced:
 #: in a container they are the machine's own, so the sandbox leaves them alone.
 SANDBOX_VARS = {"sysctl": {"vm.swappiness": None, "kernel.numa_balancing": None}}
 
-ns = Collection(provision, plan, facts, hosts, sandbox, audit, checklist)
+ns = Collection(provision, plan, facts, hosts, sandbox, audit, checklist, topology)
 program = Program(namespace=ns, version=__version__, name="bringup", binary="bringup")
 
 

@@ -46,6 +46,8 @@ __all__ = [
     "plan_topology",
     "topology_from_numa",
     "topology_from_lscpu_summary",
+    "cpu_roles",
+    "format_plan",
 ]
 
 #: Planner variables and their defaults (every role that plans includes them).
@@ -404,9 +406,9 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
             seen.update(core)
             cores.append(core)
         where = "the host" if node == -1 else f"NUMA node {node}"
-        if per_node_irq >= len(cores):
+        if per_node_irq > len(cores):
             raise InputError(f"{where} has {len(cores)} core(s) ({len(cpus)} CPUs): irq_cpus_per_node "
-                             f"{per_node_irq} leaves none for anything else; lower irq_cpus_per_node")
+                             f"{per_node_irq} does not fit; lower irq_cpus_per_node")
         irq_cores = cores[:per_node_irq]
         irq_cpus = [core[0] for core in irq_cores]
         siblings = [c for core in irq_cores for c in core[1:]]
@@ -513,3 +515,58 @@ def _misplacements(gpus: list[GpuPlacement], devices: list[DeviceIrqs], n_nodes:
             out.append(f"{g.name} is on NUMA node {g.node} but no NIC is ({where}): its traffic crosses "
                        "the socket interconnect")
     return out
+
+
+def cpu_roles(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> tuple[dict[int, str], list[str]]:
+    """``({cpu: "irq" | "triton:GPU0" | "reserved" | "other"}, warnings)`` for the checklist picture.
+
+    ``reserved`` are the IRQ CPUs' SMT siblings (kept off Triton).
+    """
+    plan = plan_topology(facts, {k: v for k, v in (vars or {}).items() if k in DEFAULTS})
+    roles: dict[int, str] = {}
+    for n in plan.nodes:
+        for c in n.rest:
+            roles[c] = "other"
+        for c in n.irq_siblings:
+            roles[c] = "reserved"
+        for c in n.irq_cpus:
+            roles[c] = "irq"
+        for gpu, cpus in n.triton.items():
+            for c in cpus:
+                roles[c] = f"triton:{gpu}"
+    return roles, plan.warnings
+
+
+def format_plan(plan: TopologyPlan, console, title: str = "") -> None:
+    """Print the plan as rich tables: one row per NUMA node, then GPUs, pinned IRQs, warnings."""
+    from rich.table import Table  # noqa: PLC0415 - only the CLI prints
+
+    t = Table(title=f"{title}: CPU plan (irq_cpus_per_node={plan.irq_cpus_per_node}, "
+                    f"triton_cpus_per_gpu={plan.triton_cpus_per_gpu})", title_justify="left")
+    for col in ("node", "CPUs", "IRQ CPUs", "their SMT siblings", "Triton CPUs", "other"):
+        t.add_column(col)
+    for n in plan.nodes:
+        triton = "; ".join(f"{g}: {format_cpulist(c)}" for g, c in n.triton.items()) or "-"
+        t.add_row("all" if n.node == -1 else str(n.node), format_cpulist(n.cpus), format_cpulist(n.irq_cpus),
+                  format_cpulist(n.irq_siblings) or "-", triton, format_cpulist(n.rest) or "-")
+    console.print(t)
+    if plan.gpus:
+        g = Table(title="GPUs", title_justify="left")
+        for col in ("GPU", "PCI", "numa_node (reported)", "planned node", "Triton CPUs", "L3 groups"):
+            g.add_column(col)
+        for x in plan.gpus:
+            g.add_row(x.name, x.pci_address or "-", str(x.numa_node), "all" if x.node == -1 else str(x.node),
+                      format_cpulist(x.cpus), ",".join(x.l3_groups) or "-")
+        console.print(g)
+    if plan.devices:
+        d = Table(title="IRQs pinned to housekeeping CPUs", title_justify="left")
+        for col in ("device", "kind", "PCI", "numa_node (reported)", "planned node", "IRQ → CPU"):
+            d.add_column(col)
+        pins = {p.irq: p for p in plan.irqs}
+        for x in plan.devices:
+            d.add_row(x.name, x.kind, x.pci_address or "-", str(x.numa_node), "all" if x.node == -1 else str(x.node),
+                      " ".join(f"{i}→{format_cpulist(pins[i].cpus)}" for i in x.irqs) or "-")
+        console.print(d)
+    for w in plan.warnings:
+        console.print(f"[yellow]warning[/]: {w}", highlight=False)
+    console.print(f"Triton cpuset: {format_cpulist(plan.triton_cpus) or '(none: no GPU)'}", highlight=False)

@@ -18,7 +18,7 @@ from bringup.facts.irq import parse_interrupts
 from bringup.facts.net import parse_net_interfaces
 from bringup.facts.nvidia import parse_query_gpu_csv, parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
-from bringup.topology import plan_topology, topology_from_lscpu_summary, topology_from_numa, validate_vars
+from bringup.topology import cpu_roles, plan_topology, topology_from_lscpu_summary, topology_from_numa, validate_vars
 
 FIX = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "hosts"
 H200 = FIX / "h200-vm"
@@ -92,8 +92,13 @@ def test_plan_that_cannot_fit_names_the_numbers():
         plan_topology(h200_facts(), {"triton_cpus_per_gpu": 15})
     msg = str(e.value)
     assert "NUMA node 0 has 16 CPUs" in msg and "leave 14" in msg and "1 GPU(s) x 15" in msg and "need 15" in msg
-    with pytest.raises(InputError, match=r"16 core\(s\).*irq_cpus_per_node 16"):
+    with pytest.raises(InputError, match=r"16 core\(s\).*irq_cpus_per_node 17 does not fit"):
+        plan_topology(h200_facts(), {"irq_cpus_per_node": 17})
+    with pytest.raises(InputError, match=r"16 IRQ CPU\(s\).*leave 0, but 1 GPU\(s\) x 4"):
         plan_topology(h200_facts(), {"irq_cpus_per_node": 16})
+    # Without a GPU every core may take IRQs.
+    plan = plan_topology({"cpu.topology": h200_facts()["cpu.topology"]}, {"irq_cpus_per_node": 16})
+    assert plan.nodes[0].irq_cpus == list(range(16)) and plan.nodes[0].rest == []
 
 
 @pytest.mark.parametrize("bad", [{"irq_cpus_per_node": 0}, {"irq_cpus_per_node": True},
@@ -195,3 +200,12 @@ def test_ice_irqs_of_a_netdev_through_net_interfaces():
     (dev,) = plan.devices
     assert (dev.name, dev.kind, dev.node) == ("lan1", "nic", 0)
     assert dev.irqs == [77, 78, 79, 80]  # misc (by address) + the three TxRx queues (by name)
+
+
+def test_cpu_roles_for_the_checklist_picture():
+    roles, warnings = cpu_roles({"cpu.topology": parse_lscpu_parse(pub("lscpu-p-2s-2numa-dell-r710.txt"))},
+                                {"irq_cpus_per_node": 1, "gpu_profile": "cpu"})
+    assert roles[0] == "irq" and roles[8] == "reserved" and roles[1] == "irq" and roles[2] == "other"
+    assert len(roles) == 16
+    roles, _ = cpu_roles(h200_facts())
+    assert [c for c, r in roles.items() if r == "triton:GPU0"] == [2, 3, 4, 5]
