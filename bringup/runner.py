@@ -212,6 +212,9 @@ def _converge(host, roles, role_vars, opts, templates, progress, t, facts, resul
                 done[i] = ResourceResult(role.name, r.id, "failed", changes=_jsonable(p.changes),
                                          error=again.error or f"did not converge: still wants {_jsonable(again.changes)}")
                 continue
+            if again.skipped:  # applying showed it cannot apply here (a refusal the write recorded)
+                done[i] = ResourceResult(role.name, r.id, "skipped", reason=again.reason)
+                continue
             done[i] = ResourceResult(role.name, r.id, "changed", changes=_jsonable(p.changes), diff=p.diff)
             notified.extend(n for n in r.notify if n not in notified)
         _record(result, done)

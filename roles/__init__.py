@@ -2,4 +2,6 @@
 
 ORDER = [
     "sysctl",
+    "irq_affinity",
+    "cpu_tuning",
 ]

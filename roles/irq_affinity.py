@@ -1,0 +1,90 @@
+"""NIC and storage IRQs on housekeeping CPUs of their NUMA node, kept across reboots.
+
+The topology planner (:mod:`bringup.topology`) decides which IRQ goes to which
+CPU; this role writes ``/proc/irq/N/smp_affinity_list`` where it differs (an
+IRQ the kernel refuses to move is skipped, per IRQ), configures irqbalance
+to keep off the Triton CPUs and off the pinned IRQs, and installs a oneshot
+unit that re-applies the plan at boot from a rendered file.
+
+Variables:
+    irq_cpus_per_node, triton_cpus_per_gpu, irq_device_kinds: the planner's.
+    irqbalance: ``keep`` (default: installed, running, banned from the Triton
+        CPUs and the pinned IRQs), ``disabled`` (stopped and disabled), or
+        ``unmanaged`` (left alone).
+    irq_affinity_persist: install the boot-time unit (default true).
+"""
+from __future__ import annotations
+
+from bringup import topology
+from bringup.command import sh
+from bringup.errors import InputError
+from bringup.facts.base import format_cpulist
+from bringup.resources import Directory, File, Packages, Service
+from bringup.resources.conditioned import ConditionedService
+from bringup.resources.irq import IrqAffinity
+
+PLAN_FILE = "/etc/bringup/irq-affinity.conf"
+SCRIPT = "/usr/local/sbin/bringup-irq-affinity"
+UNIT = "bringup-irq-affinity.service"
+UNIT_FILE = f"/etc/systemd/system/{UNIT}"
+
+DEFAULTS = {
+    **topology.DEFAULTS,
+    "irqbalance": "keep",
+    "irq_affinity_persist": True,
+}
+
+HANDLERS = {
+    "reload systemd": ["systemctl daemon-reload"],
+    "restart irqbalance": [sh("systemctl restart -- %s", "irqbalance.service")],
+}
+
+_MODES = ("keep", "disabled", "unmanaged")
+
+
+def validate(vars: dict) -> None:
+    topology.validate_vars(vars)
+    if vars.get("irqbalance") not in _MODES:
+        raise InputError(f"irqbalance {vars.get('irqbalance')!r}: use one of {', '.join(_MODES)}")
+    if not isinstance(vars.get("irq_affinity_persist"), bool):
+        raise InputError(f"irq_affinity_persist {vars.get('irq_affinity_persist')!r}: must be true or false")
+
+
+def _redhat(facts: dict) -> bool:
+    rel = facts.get("os.release") or {}
+    words = f"{rel.get('id', '')} {rel.get('ID_LIKE', '')}".split()
+    return any(w in ("rhel", "fedora", "centos", "rocky", "almalinux") for w in words)
+
+
+def resources(host):
+    plan = topology.plan_topology(host.facts, host.vars)
+    out = []
+    mode = host.vars["irqbalance"]
+    if mode == "keep":
+        redhat = _redhat(host.facts)
+        env = "/etc/sysconfig/irqbalance" if redhat else "/etc/default/irqbalance"
+        args = [f"--banirq={p.irq}" for p in plan.irqs]
+        out += [
+            Packages(["irqbalance"], manager="dnf" if redhat else "apt"),
+            File(env, content=host.render("irq_affinity/irqbalance.env.j2", banned=format_cpulist(plan.triton_cpus),
+                                          args=args), notify=["restart irqbalance"]),
+            ConditionedService("irqbalance.service", running=True, enabled=True),
+        ]
+    elif mode == "disabled":
+        # Stopped before the IRQs are written, so that it cannot move them back.
+        out.append(Service("irqbalance.service", running=False, enabled=False))
+    out += [IrqAffinity(p.irq, p.cpus, label=p.name) for p in plan.irqs]
+    if host.vars["irq_affinity_persist"]:
+        pins = [{"irq": p.irq, "name": p.name if p.name and " " not in p.name else "",
+                 "cpus": format_cpulist(p.cpus), "device": p.device} for p in plan.irqs]
+        out += [
+            Directory("/etc/bringup", mode="0755"),
+            File(PLAN_FILE, content=host.render("irq_affinity/irq-affinity.conf.j2", pins=pins, script=SCRIPT,
+                                                unit=UNIT)),
+            File(SCRIPT, content=host.render("irq_affinity/bringup-irq-affinity.sh.j2", conf=PLAN_FILE),
+                 mode="0755"),
+            File(UNIT_FILE, content=host.render("irq_affinity/bringup-irq-affinity.service.j2", conf=PLAN_FILE,
+                                                script=SCRIPT), notify=["reload systemd"]),
+            Service(UNIT, enabled=True),
+        ]
+    return out
