@@ -4,4 +4,6 @@ ORDER = [
     "sysctl",
     "irq_affinity",
     "cpu_tuning",
+    "triton",
+    "monitoring",
 ]

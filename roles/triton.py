@@ -1,0 +1,366 @@
+"""Triton Inference Server under Docker Compose, with per-GPU-class model configs.
+
+The model repository (``triton_model_repository``, the guide's /data/models)
+mirrors the control machine's ``models_dir`` by checksum; each model of
+``triton_models`` gets a ``config.pbtxt`` rendered from the inventory and the
+host's GPU profile, parsed with Triton's own protobuf schema before anything is
+shipped.  ``docker compose up -d`` runs only when the compose file, a config
+or a model file changed (the container carries the revision as a label).
+After a change the role waits (bounded) for ``/v2/health/ready`` and every
+model's ready endpoint; if the new revision does not come up, the previous
+compose file and repository are restored and started again, and the run
+fails with Triton's own error lines.
+
+Variables:
+    gpu_profile: ``l40s`` | ``a10`` | ``cpu`` (KIND_CPU, no GPU reservation).
+    triton_models: ``{name: {platform|backend, max_batch_size, input, output,
+        instance_count, preferred_batch_size, max_queue_delay_microseconds,
+        response_cache, extra}}``; ``input``/``output`` are lists of
+        ``{name, data_type, dims}``.
+    models_dir: folder on the control machine mirrored into the repository
+        (model version folders; a model missing from triton_models may bring
+        its own config.pbtxt, which is validated too).  Empty: nothing mirrored.
+    triton_max_queue_delay_microseconds: the batching window (800; 200-1500).
+    triton_image, triton_shm_size, triton_cpuset, triton_ports,
+    triton_cache_size, triton_ready_timeout, triton_stack_dir.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+
+from bringup.command import sh
+from bringup.errors import BringupError, InputError
+from bringup.resources import Directory, File
+from bringup.resources.compose import ComposeUp
+from bringup.resources.tree import Tree, local_tree
+
+#: Per GPU class: preferred batch sizes and instances per GPU (the guide's measurements).
+PROFILES: dict[str, dict] = {
+    "l40s": {"kind": "KIND_GPU", "preferred_batch_size": [2, 4, 8, 16], "instance_count": 2},
+    "a10": {"kind": "KIND_GPU", "preferred_batch_size": [1, 2, 4], "instance_count": 3},
+    "cpu": {"kind": "KIND_CPU", "preferred_batch_size": [1, 2, 4], "instance_count": 1},
+}
+DELAY_MIN, DELAY_MAX = 200, 1500
+
+DEFAULTS = {
+    "gpu_profile": "cpu",
+    "triton_model_repository": "/data/models",
+    "models_dir": "",
+    "triton_models": {},
+    "triton_max_queue_delay_microseconds": 800,
+    "triton_image": "nvcr.io/nvidia/tritonserver:24.06-py3",
+    "triton_shm_size": "1g",
+    "triton_cpuset": "",
+    "triton_ports": {"http": 8000, "grpc": 8001, "metrics": 8002},
+    "triton_cache_size": 268435456,
+    "triton_ready_timeout": 180,
+    "triton_stack_dir": "/opt/triton",
+    "triton_container": "triton",
+    "triton_extra_args": [],
+}
+
+_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+_WORD = re.compile(r"^[A-Za-z0-9_]+$")
+_CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+
+
+def _int(v, what: str, lo: int | None = None, hi: int | None = None) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise InputError(f"{what} {v!r}: must be a whole number")
+    if (lo is not None and v < lo) or (hi is not None and v > hi):
+        raise InputError(f"{what} {v}: must be within {lo}-{hi}" if hi is not None else f"{what} {v}: must be >= {lo}")
+    return v
+
+
+def _tensors(spec: dict, key: str, model: str) -> list[dict]:
+    ts = spec.get(key)
+    if not isinstance(ts, list) or not ts:
+        raise InputError(f"triton_models.{model}.{key}: a list of {{name, data_type, dims}} is required")
+    out = []
+    for i, t in enumerate(ts):
+        where = f"triton_models.{model}.{key}[{i}]"
+        if not isinstance(t, dict) or not _NAME.match(str(t.get("name", ""))):
+            raise InputError(f"{where}: needs a name of letters, digits, '_', '.', '-'")
+        if not _WORD.match(str(t.get("data_type", ""))):
+            raise InputError(f"{where}.data_type {t.get('data_type')!r}: must be a Triton type like TYPE_FP16")
+        dims = t.get("dims")
+        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and not isinstance(d, bool)
+                                                             and (d > 0 or d == -1) for d in dims):
+            raise InputError(f"{where}.dims {dims!r}: a list of sizes (-1 for variable)")
+        out.append({"name": t["name"], "data_type": t["data_type"], "dims": dims})
+    return out
+
+
+def _gpus(vars: dict, facts: dict) -> list[int]:
+    """GPU indexes: nvidia-smi's from the facts, else 0..gpu_count-1."""
+    listed = [g.get("index") for g in facts.get("nvidia.smi") or [] if isinstance(g.get("index"), int)]
+    if listed:
+        return sorted(listed)
+    n = vars.get("gpu_count")
+    return list(range(n)) if isinstance(n, int) and n > 0 else []
+
+
+def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
+    """``{model: config.pbtxt text}`` for every model of ``triton_models``, rendered and validated."""
+    profile_name = vars.get("gpu_profile", "cpu")
+    if profile_name not in PROFILES:
+        raise InputError(f"gpu_profile {profile_name!r} is unknown; use one of {', '.join(PROFILES)}")
+    profile = PROFILES[profile_name]
+    models = vars.get("triton_models") or {}
+    if not isinstance(models, dict):
+        raise InputError("triton_models must be a mapping of model name to its settings")
+    delay_all = _int(vars.get("triton_max_queue_delay_microseconds"), "triton_max_queue_delay_microseconds",
+                     DELAY_MIN, DELAY_MAX)
+    gpus = _gpus(vars, facts) if profile["kind"] == "KIND_GPU" else []
+    out = {}
+    for name, spec in models.items():
+        if not _NAME.match(str(name)):
+            raise InputError(f"triton_models: model name {name!r} must be letters, digits, '_', '.', '-'")
+        if not isinstance(spec, dict):
+            raise InputError(f"triton_models.{name}: must be a mapping of settings")
+        if not (spec.get("platform") or spec.get("backend")):
+            raise InputError(f"triton_models.{name}: set platform (tensorrt_plan, onnxruntime_onnx, ...) or backend")
+        for k in ("platform", "backend"):
+            if spec.get(k) is not None and not _WORD.match(str(spec[k])):
+                raise InputError(f"triton_models.{name}.{k} {spec[k]!r}: letters, digits and '_' only")
+        mbs = _int(spec.get("max_batch_size", 8), f"triton_models.{name}.max_batch_size", 1)
+        if "max_queue_delay_microseconds" in spec:
+            delay = _int(spec["max_queue_delay_microseconds"], f"triton_models.{name}.max_queue_delay_microseconds",
+                         DELAY_MIN, DELAY_MAX)
+            source = "triton_models." + name
+        else:
+            delay, source = delay_all, "triton_max_queue_delay_microseconds"
+        preferred = spec.get("preferred_batch_size", profile["preferred_batch_size"])
+        if not isinstance(preferred, list) or not all(isinstance(p, int) and p >= 1 for p in preferred):
+            raise InputError(f"triton_models.{name}.preferred_batch_size {preferred!r}: a list of sizes >= 1")
+        # Triton refuses a preferred size above max_batch_size: the profile's list is cut to fit.
+        fitted = [p for p in preferred if p <= mbs] or [mbs]
+        count = _int(spec.get("instance_count", profile["instance_count"]), f"triton_models.{name}.instance_count", 1)
+        if profile["kind"] == "KIND_GPU" and not gpus:
+            raise InputError(f"gpu_profile {profile_name}: no GPU found (nvidia-smi lists none and gpu_count is unset)")
+        extra = spec.get("extra") or ""
+        if not isinstance(extra, str):
+            raise InputError(f"triton_models.{name}.extra: protobuf text to append, as a string")
+        text = render("triton/config.pbtxt.j2", model=name, profile=profile_name, platform=spec.get("platform"),
+                      backend=spec.get("backend"), max_batch_size=mbs, inputs=_tensors(spec, "input", name),
+                      outputs=_tensors(spec, "output", name), kind=profile["kind"], count=count, gpus=gpus,
+                      preferred=fitted, delay=delay, delay_source=source,
+                      response_cache=bool(spec.get("response_cache")), extra=extra)
+        check_config(name, text)
+        out[name] = text
+    return out
+
+
+def check_config(model: str, text: str, where: str = "config.pbtxt") -> None:
+    """Parse ``text`` with Triton's ModelConfig schema; a bad one is one line naming model, line and field."""
+    from google.protobuf import text_format
+    from tritonclient.grpc import model_config_pb2
+
+    cfg = model_config_pb2.ModelConfig()
+    try:
+        text_format.Parse(text, cfg)
+    except text_format.ParseError as e:
+        line = e.GetLine() if e.GetLine() is not None else 0
+        msg = re.sub(r"^\d+:\d+ : ('.*?': )?", "", str(e))
+        src = text.splitlines()[line - 1].strip() if 0 < line <= len(text.splitlines()) else ""
+        raise InputError(f"model {model}: {where} line {line}: {msg}" + (f" (in: {src})" if src else "")) from None
+    if cfg.name and cfg.name != model:
+        raise InputError(f"model {model}: {where} says name {cfg.name!r}; it must match its folder")
+
+
+def _local_files(vars: dict, configs: dict[str, str]) -> dict[str, tuple[bytes, bool]]:
+    src = vars.get("models_dir") or ""
+    if not src:
+        return {}
+    files = local_tree(Path(src).expanduser())
+    for rel, (content, _x) in files.items():
+        model, _, rest = rel.partition("/")
+        if rest == "config.pbtxt":
+            if model in configs:
+                raise InputError(f"{Path(src) / rel}: model {model} is also in triton_models; "
+                                 "keep one (the inventory renders its config)")
+            check_config(model, content.decode("utf-8", "replace"), where=str(Path(src) / rel))
+    return files
+
+
+def _static(vars: dict) -> None:
+    for k in ("triton_model_repository", "triton_stack_dir"):
+        v = vars.get(k)
+        if not isinstance(v, str) or not v.startswith("/") or "\n" in v:
+            raise InputError(f"{k} {v!r}: must be an absolute path")
+    if not _NAME.match(str(vars.get("triton_container"))):
+        raise InputError(f"triton_container {vars.get('triton_container')!r}: letters, digits, '_', '.', '-'")
+    if not isinstance(vars.get("triton_image"), str) or not re.match(r"^[\w.\-/:@]+$", vars["triton_image"]):
+        raise InputError(f"triton_image {vars.get('triton_image')!r}: an image reference like "
+                         "nvcr.io/nvidia/tritonserver:24.06-py3")
+    if not re.match(r"^\d+[kmg]?$", str(vars.get("triton_shm_size")), re.I):
+        raise InputError(f"triton_shm_size {vars.get('triton_shm_size')!r}: a size like 1g or 512m")
+    cpuset = vars.get("triton_cpuset") or ""
+    if cpuset and not _CPUSET.match(str(cpuset)):
+        raise InputError(f"triton_cpuset {cpuset!r}: a CPU list like 4-7,20-23")
+    ports = vars.get("triton_ports")
+    if not isinstance(ports, dict) or set(ports) != {"http", "grpc", "metrics"}:
+        raise InputError("triton_ports: a mapping with http, grpc and metrics")
+    for k, p in ports.items():
+        _int(p, f"triton_ports.{k}", 1, 65535)
+    _int(vars.get("triton_ready_timeout"), "triton_ready_timeout", 1, 3600)
+    _int(vars.get("triton_cache_size"), "triton_cache_size", 1)
+    extra = vars.get("triton_extra_args")
+    if not isinstance(extra, list) or not all(isinstance(a, str) and a.startswith("--") for a in extra):
+        raise InputError("triton_extra_args: a list of tritonserver flags like --log-verbose=1")
+
+
+def validate(vars: dict) -> None:
+    from bringup.project import content_root
+    from bringup.templates import Templates
+
+    _static(vars)
+    # Facts are not known yet: GPU profiles assume gpu_count GPUs (or one) to render and parse.
+    facts = {} if vars.get("gpu_count") else {"nvidia.smi": [{"index": 0}]}
+    configs = model_configs(vars, facts, Templates(content_root() / "templates").render)
+    _local_files(vars, configs)
+
+
+class _Desired:
+    """Everything the role wants on one host, and the revision hash of it."""
+
+    def __init__(self, host):
+        v = host.vars
+        _static(v)
+        self.vars = v
+        self.repo = v["triton_model_repository"].rstrip("/")
+        self.stack = v["triton_stack_dir"].rstrip("/")
+        self.compose_file = f"{self.stack}/docker-compose.yml"
+        self.snapshot = f"{self.stack}/last-good"
+        self.container = v["triton_container"]
+        self.configs = model_configs(v, host.facts, host.render)
+        self.files = _local_files(v, self.configs)
+        self.models = sorted(set(self.configs) | {rel.split("/", 1)[0] for rel in self.files if "/" in rel})
+        profile = PROFILES[v.get("gpu_profile", "cpu")]
+        gpus = _gpus(v, host.facts) if profile["kind"] == "KIND_GPU" else []
+        cache = any((s or {}).get("response_cache") for s in (v.get("triton_models") or {}).values())
+        ctx = dict(image=v["triton_image"], container=self.container, shm_size=str(v["triton_shm_size"]),
+                   cpuset=str(v.get("triton_cpuset") or ""), gpus=gpus, ports=v["triton_ports"],
+                   repository=self.repo, cache_size=v["triton_cache_size"] if cache else 0,
+                   extra_args=v["triton_extra_args"])
+        h = hashlib.sha256(host.render("triton/docker-compose.yml.j2", revision="", **ctx).encode())
+        for name, text in sorted(self.configs.items()):
+            h.update(f"\0config {name}\0".encode() + text.encode())
+        for rel, (content, x) in sorted(self.files.items()):
+            h.update(f"\0file {rel} {x}\0".encode() + hashlib.sha256(content).digest())
+        self.revision = h.hexdigest()[:12]
+        self.compose = host.render("triton/docker-compose.yml.j2", revision=self.revision, **ctx)
+
+
+def resources(host):
+    d = _Desired(host)
+    keep = {f"{m}/config.pbtxt" for m in d.configs}
+    return [
+        Directory(d.stack, mode="0755"),
+        Directory(d.repo, mode="0755"),
+        Tree(d.repo, d.files, keep=keep),
+        *[File(f"{d.repo}/{m}/config.pbtxt", content=text, mode="0644", backup=False)
+          for m, text in sorted(d.configs.items())],
+        File(d.compose_file, content=d.compose, mode="0644", backup=False),
+        ComposeUp(d.compose_file, project="triton", container=d.container, revision=d.revision),
+    ]
+
+
+# --------------------------------------------------------------------------
+# Readiness gate and rollback
+
+
+def _wait_script(port: int, container: str, revision: str | None, models: list[str], timeout: int) -> str:
+    """Poll Triton on the host until ready, a model fails to load, or ``timeout`` s pass; print key=value."""
+    base = f"http://127.0.0.1:{port}"
+    lines = [
+        sh("c=%s; base=%s; want=%s; deadline=$(( $(date +%%s) + %s ))", container, base, revision or "", timeout),
+        'got=$(docker inspect --format \'{{index .Config.Labels "bringup.revision"}}\' -- "$c" 2>/dev/null)',
+        'if [ -n "$want" ] && [ "$got" != "$want" ]; then echo "fail=container $c runs revision ${got:-none}, '
+        'not $want"; else',
+        '  while :; do',
+        '    st=$(docker inspect --format "{{.State.Status}}" -- "$c" 2>/dev/null)',
+        '    idx=$(curl -s -m 5 -X POST -d "{}" "$base/v2/repository/index" 2>/dev/null)',
+        '    if printf %s "$idx" | grep -q \'"state":"UNAVAILABLE"\'; then '
+        'echo "fail=a model failed to load: $(printf %s "$idx" | head -c 600)"; break; fi',
+        '    if curl -sf -m 5 -o /dev/null "$base/v2/health/ready"; then echo ready=server; break; fi',
+        '    if [ "$(date +%s)" -ge "$deadline" ]; then echo "fail=not ready after ' + str(timeout) +
+        ' s (container $st)"; break; fi',
+        '    sleep 1',
+        '  done',
+        'fi',
+    ]
+    for m in models:
+        lines.append(sh('if curl -sf -m 5 -o /dev/null "$base/v2/models/"%s/ready; then echo ready=%s; '
+                        'else echo notready=%s; fi', m, m, m))
+    return "\n".join(lines)
+
+
+def _triton_errors(t, container: str) -> str:
+    """Triton's own error lines (E... from its log), or its last lines."""
+    out = t.run_script(sh("docker logs --tail 400 -- %s 2>&1", container)).stdout
+    lines = [l.strip() for l in out.splitlines() if l.strip()]
+    errors = [l for l in lines if re.match(r"^E\d{4} ", l)] or lines[-3:]
+    return " | ".join(errors[-4:])[:1500] or "(no log)"
+
+
+def _parse_wait(out: str, models: list[str]) -> str | None:
+    fail = next((l[5:] for l in out.splitlines() if l.startswith("fail=")), None)
+    notready = [l[9:] for l in out.splitlines() if l.startswith("notready=")]
+    if fail:
+        return fail
+    if "ready=server" not in out:
+        return f"the readiness check stopped early: {out.strip()[-300:]}"
+    if notready:
+        return f"model(s) not ready: {', '.join(notready)}"
+    return None
+
+
+def verify(host, t) -> str:
+    d = _Desired(host)
+    port = int(d.vars["triton_ports"]["http"])
+    res = t.run_script(_wait_script(port, d.container, d.revision, d.models, int(d.vars["triton_ready_timeout"])))
+    problem = _parse_wait(res.stdout, d.models)
+    if problem:
+        raise BringupError(f"Triton revision {d.revision} is not ready: {problem}; "
+                           f"Triton says: {_triton_errors(t, d.container)}")
+    # This revision serves: it is what a later failed deploy falls back to.
+    # Hard links: the repository's files are replaced by rename, never in place.
+    snap = t.run_script(sh(
+        "set -e; s=%s; r=%s; f=%s; rm -rf -- \"$s.new\"; mkdir -p -- \"$s.new\"\n"
+        "cp -al -- \"$r\" \"$s.new/models\" 2>/dev/null || cp -a -- \"$r\" \"$s.new/models\"\n"
+        "cp -p -- \"$f\" \"$s.new/docker-compose.yml\"; rm -rf -- \"$s\"; mv -- \"$s.new\" \"$s\"",
+        d.snapshot, d.repo, d.compose_file))
+    if snap.rc != 0:
+        raise BringupError(f"revision {d.revision} is ready but saving it as last-good failed: "
+                           f"{(snap.stdout + snap.stderr).strip()[-300:]}")
+    return f"revision {d.revision} ready: server and {len(d.models)} model(s) ({', '.join(d.models) or 'none'})"
+
+
+def rollback(host, t) -> str:
+    d = _Desired(host)
+    have = t.run_script(sh("[ -f %s/docker-compose.yml ] && [ -d %s/models ] && echo yes", d.snapshot, d.snapshot))
+    if "yes" not in have.stdout:
+        return "nothing: no earlier revision was ever ready on this host (first deploy)"
+    res = t.run_script("\n".join([
+        "set -e",
+        sh("s=%s; r=%s; f=%s", d.snapshot, d.repo, d.compose_file),
+        # In place: the repository may be a mount point; the container mounts the folder.
+        'find "$r" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +',
+        'cp -al -- "$s/models/." "$r/" 2>/dev/null || cp -a -- "$s/models/." "$r/"',
+        'cp -p -- "$s/docker-compose.yml" "$f"',
+        ComposeUp(d.compose_file, project="triton", container=d.container, revision="").plan("").commands[0],
+    ]))
+    if res.rc != 0:
+        raise BringupError(f"restoring the last good revision failed: {(res.stdout + res.stderr).strip()[-400:]}")
+    old = t.run_script(sh("sed -n 's/^# Revision \\([0-9a-f]*\\):.*/\\1/p' -- %s", d.compose_file)).stdout.strip()
+    models = t.run_script(sh("cd -- %s && for m in */; do [ -d \"$m\" ] && echo \"${m%%/}\"; done", d.repo)).stdout.split()
+    port = int(d.vars["triton_ports"]["http"])
+    res = t.run_script(_wait_script(port, d.container, old or None, models, int(d.vars["triton_ready_timeout"])))
+    problem = _parse_wait(res.stdout, models)
+    if problem:
+        raise BringupError(f"restored revision {old or '?'} but it is not ready either: {problem}")
+    return f"revision {old or '?'} restored and ready ({', '.join(models) or 'no models'})"

@@ -1,0 +1,207 @@
+"""The triton role against a real (CPU) Triton on a sandbox host, over SSH.
+
+The server is the TEST DOUBLE image of ``triton_image.py`` (tritonserver 2.51
+from the nvidia-pytriton wheel), loaded into the host's own Docker; the role
+deploys a Python-backend model on the ``cpu`` profile with the host's
+docker-compose.  Checks go through ``docker exec`` and Triton's own HTTP API
+on the host container's address.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from bringup.sandbox import write_inventory
+
+from .helpers import invoke, last_report, recap
+from .triton_image import build_triton_image, load_into
+
+pytestmark = pytest.mark.integration
+
+MODELS = Path(__file__).parent / "triton_models"
+REPO = "/data/models"
+ADD = {"backend": "python", "max_batch_size": 16, "instance_count": 1, "preferred_batch_size": [4, 8, 16],
+       "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+       "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}]}
+
+
+@pytest.fixture(scope="module")
+def triton_host(sandbox_host):
+    tag = build_triton_image()
+    sandbox_host.exec("systemctl enable --now docker.service && "
+                      "for i in $(seq 60); do docker info >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1")
+    load_into(sandbox_host, tag)
+    return sandbox_host, tag
+
+
+@pytest.fixture(scope="module")
+def project(triton_host, tmp_path_factory):
+    host, tag = triton_host
+    d = tmp_path_factory.mktemp("triton")
+    shutil.copytree(MODELS / "add", d / "models" / "add")
+    write_inventory(d / "hosts", [host], extra_vars={
+        "triton_image": tag, "triton_shm_size": "256m", "models_dir": "models",
+        "triton_models": {"add": ADD}, "triton_ready_timeout": 90,
+    })
+    return d
+
+
+@pytest.fixture(scope="module")
+def address(triton_host):
+    host, _ = triton_host
+    import subprocess
+    ip = subprocess.run(["docker", "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                         host.container], capture_output=True, text=True, check=True).stdout.strip()
+    assert re.match(r"^\d+\.\d+\.\d+\.\d+$", ip), ip
+    return ip
+
+
+def provision(project, host, *extra):
+    return invoke("provision", "--host", host.name, "--inventory", "hosts", "--roles", "triton", *extra,
+                  cwd=project, timeout=400)
+
+
+def started(host) -> str:
+    return host.exec(["docker", "inspect", "--format", "{{.Id}} {{.State.StartedAt}}", "triton"]).stdout.strip()
+
+
+def get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+
+
+def infer(address: str, values: list[float]) -> list[float]:
+    body = json.dumps({"inputs": [{"name": "INPUT0", "shape": [1, 4], "datatype": "FP32", "data": values}]})
+    req = urllib.request.Request(f"http://{address}:8000/v2/models/add/infer", data=body.encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=10) as r:
+        return json.loads(r.read())["outputs"][0]["data"]
+
+
+def metric(address: str, name: str, model: str = "add") -> float:
+    _, text = get(f"http://{address}:8002/metrics")
+    m = re.search(rf'^{name}{{model="{model}",version="1"}} (\S+)$', text, re.M)
+    assert m, f"{name} not exported"
+    return float(m.group(1))
+
+
+def test_deploy_gates_on_readiness_and_serves(triton_host, project, address):
+    host, _ = triton_host
+    r = provision(project, host)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rep = {x["id"]: x for x in last_report(project)["hosts"][0]["resources"]}
+    assert rep["verify:triton"]["status"] == "ok" and "ready" in rep["verify:triton"]["reason"]
+    assert rep["compose:triton:triton"]["status"] == "changed"
+    cfg = host.exec(["cat", f"{REPO}/add/config.pbtxt"]).stdout
+    assert "kind: KIND_CPU count: 1 }" in cfg and "max_queue_delay_microseconds: 800" in cfg
+    assert "preferred_batch_size: [ 4, 8, 16 ]" in cfg
+    compose = yaml.safe_load(host.exec(["cat", "/opt/triton/docker-compose.yml"]).stdout)["services"]["triton"]
+    assert compose["restart"] == "always" and "deploy" not in compose  # no GPU reservation on cpu
+    assert "--metrics-config=summary_latencies=true" in compose["command"]
+    assert "--rate-limit=execution_count" in compose["command"]
+    assert get(f"http://{address}:8000/v2/health/ready")[0] == 200
+    assert get(f"http://{address}:8000/v2/models/add/ready")[0] == 200
+    assert infer(address, [1, 2, 3, 4.5]) == [3.0, 5.0, 7.0, 10.0]
+    assert 'quantile="0.95"' in get(f"http://{address}:8002/metrics")[1]  # the summaries the alerts use
+
+
+def test_concurrent_load_is_batched(triton_host, project, address):
+    import tritonclient.http.aio as httpclient
+
+    before_req, before_exec = metric(address, "nv_inference_count"), metric(address, "nv_inference_exec_count")
+    n = 96
+
+    async def load():
+        client = httpclient.InferenceServerClient(f"{address}:8000", conn_limit=n)
+        try:
+            async def one(i):
+                inp = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+                x = np.full((1, 4), i, dtype=np.float32)
+                inp.set_data_from_numpy(x)
+                res = await client.infer("add", [inp])
+                return np.array_equal(res.as_numpy("OUTPUT0"), x * 2 + 1)
+            return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(n))), timeout=60)
+        finally:
+            await client.close()
+
+    assert all(asyncio.run(load()))
+    reqs = metric(address, "nv_inference_count") - before_req
+    execs = metric(address, "nv_inference_exec_count") - before_exec
+    assert reqs == n
+    assert execs < reqs / 2, f"{execs} executions for {reqs} requests: the dynamic batcher did not batch"
+
+
+def test_second_run_is_a_noop_and_keeps_the_container(triton_host, project):
+    host, _ = triton_host
+    before = started(host)
+    r = provision(project, host)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert recap(r.stdout)[host.name]["changed"] == 0
+    ids = [x["id"] for x in last_report(project)["hosts"][0]["resources"]]
+    assert "verify:triton" not in ids  # nothing changed: no readiness gate, no restart
+    assert started(host) == before
+
+
+def test_broken_config_is_caught_before_shipping(triton_host, project):
+    host, _ = triton_host
+    before = host.exec(["sh", "-c", f"find {REPO} -type f | sort | xargs sha256sum"]).stdout
+    bad = project / "models" / "typo"
+    (bad / "1").mkdir(parents=True)
+    (bad / "config.pbtxt").write_text('name: "typo"\nbackend: "python"\nmax_batch_sise: 4\n')
+    try:
+        r = provision(project, host)
+    finally:
+        shutil.rmtree(bad)
+    assert r.returncode == 1, r.stdout + r.stderr
+    err = r.stderr.strip().splitlines()
+    assert len(err) == 1 and "Traceback" not in r.stdout + r.stderr
+    assert "typo" in err[0] and "line 3" in err[0] and "max_batch_sise" in err[0]
+    # A typo in an inventory value too: one line naming model, line and field.
+    r = provision(project, host, "--set", "triton_models={add: {backend: python, max_batch_size: 16, "
+                  "input: [{name: INPUT0, data_type: TYPE_FP23, dims: [4]}], "
+                  "output: [{name: OUTPUT0, data_type: TYPE_FP32, dims: [4]}]}}")
+    assert r.returncode == 1 and "model add: config.pbtxt line 6" in r.stderr and "TYPE_FP23" in r.stderr
+    assert host.exec(["sh", "-c", f"find {REPO} -type f | sort | xargs sha256sum"]).stdout == before
+
+
+def test_window_outside_bounds_is_refused(triton_host, project):
+    host, _ = triton_host
+    r = provision(project, host, "--set", "triton_max_queue_delay_microseconds=5000")
+    assert r.returncode == 1 and "within 200-1500" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_model_that_fails_to_load_is_rolled_back(triton_host, project, address):
+    host, _ = triton_host
+    good = host.exec(["cat", "/opt/triton/docker-compose.yml"]).stdout
+    shutil.copytree(MODELS / "broken", project / "models" / "broken")
+    try:
+        t0 = time.monotonic()
+        r = provision(project, host)
+        took = time.monotonic() - t0
+    finally:
+        shutil.rmtree(project / "models" / "broken")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "a model failed to load" in r.stdout
+    assert "weights file is corrupt" in r.stdout  # Triton's own log line
+    assert "rolled back: revision" in r.stdout and "restored and ready" in r.stdout
+    assert took < 200
+    # The old revision is back and keeps answering.
+    assert host.exec(["cat", "/opt/triton/docker-compose.yml"]).stdout == good
+    assert host.exec(["test", "-e", f"{REPO}/broken"], check=False).returncode == 1
+    assert get(f"http://{address}:8000/v2/health/ready")[0] == 200
+    assert infer(address, [0, 1, 2, 3]) == [1.0, 3.0, 5.0, 7.0]
+    # And the inventory's state is a no-op again.
+    r = provision(project, host)
+    assert r.returncode == 0 and recap(r.stdout)[host.name]["changed"] == 0, r.stdout
