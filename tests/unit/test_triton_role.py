@@ -1,0 +1,163 @@
+"""The triton role's rendering: per-GPU-class configs, schema validation, compose file, tree sync plans."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bringup.errors import InputError
+from bringup.inventory import load_inventory
+from bringup.resources.compose import ComposeUp
+from bringup.resources.tree import Tree
+from bringup.roles import HostContext
+from bringup.templates import Templates
+
+import roles.triton as T
+
+REPO = Path(__file__).resolve().parents[2]
+render = Templates(REPO / "templates").render
+
+
+def host_vars(name: str) -> dict:
+    h = load_inventory(REPO / "hosts").select(host=name)[0]
+    return {**T.DEFAULTS, **h.vars}
+
+
+def ctx(vars: dict, facts: dict | None = None) -> HostContext:
+    return HostContext("h", vars, facts or {}, render)
+
+
+def test_l40s_and_a10_get_their_batch_sizes_and_instances():
+    smi = {"nvidia.smi": [{"index": 0}, {"index": 1}]}
+    l40s = T.model_configs(host_vars("trt-l40s-01"), smi, render)["resnet_trt"]
+    a10 = T.model_configs(host_vars("trt-a10-01"), {"nvidia.smi": [{"index": i} for i in range(4)]}, render)["resnet_trt"]
+    # l40s's [2,4,8,16] is cut to max_batch_size 8, which Triton would otherwise refuse.
+    assert "preferred_batch_size: [ 2, 4, 8 ]" in l40s and "{ kind: KIND_GPU count: 2 gpus: [ 0, 1 ] }" in l40s
+    assert "preferred_batch_size: [ 1, 2, 4 ]" in a10 and "{ kind: KIND_GPU count: 3 gpus: [ 0, 1, 2, 3 ] }" in a10
+    for text in (l40s, a10):
+        assert 'platform: "tensorrt_plan"' in text and "max_batch_size: 8" in text
+        assert "max_queue_delay_microseconds: 800" in text and "response_cache { enable: true }" in text
+        assert 'dims: [ 3, 224, 224 ]' in text and 'name: "logits" data_type: TYPE_FP16 dims: [ 1000 ]' in text
+
+
+def test_gpus_come_from_the_facts_then_gpu_count():
+    v = host_vars("trt-l40s-01")
+    assert "gpus: [ 1, 3 ]" in T.model_configs(v, {"nvidia.smi": [{"index": 3}, {"index": 1}]}, render)["resnet_trt"]
+    assert "gpus: [ 0, 1 ]" in T.model_configs(v, {}, render)["resnet_trt"]  # gpu_count: 2
+    with pytest.raises(InputError, match="no GPU found"):
+        T.model_configs({**v, "gpu_count": None}, {}, render)
+
+
+def test_cpu_profile_is_kind_cpu_without_gpus():
+    v = {**host_vars("trt-l40s-01"), "gpu_profile": "cpu"}
+    text = T.model_configs(v, {"nvidia.smi": [{"index": 0}]}, render)["resnet_trt"]
+    assert "{ kind: KIND_CPU count: 1 }" in text and "gpus" not in text
+
+
+@pytest.mark.parametrize("delay,ok", [(199, False), (200, True), (1500, True), (1501, False), ("800", False)])
+def test_window_is_kept_within_bounds(delay, ok):
+    v = {**host_vars("trt-a10-01"), "triton_max_queue_delay_microseconds": delay}
+    if ok:
+        T.validate(v)
+    else:
+        with pytest.raises(InputError, match="triton_max_queue_delay_microseconds"):
+            T.validate(v)
+
+
+def test_per_model_window_overrides_and_is_checked():
+    v = host_vars("trt-a10-01")
+    v["triton_models"] = {"resnet_trt": {**v["triton_models"]["resnet_trt"], "max_queue_delay_microseconds": 300}}
+    assert "max_queue_delay_microseconds: 300" in T.model_configs(v, {}, render)["resnet_trt"]
+    v["triton_models"]["resnet_trt"]["max_queue_delay_microseconds"] = 2000
+    with pytest.raises(InputError, match=r"triton_models.resnet_trt.max_queue_delay_microseconds 2000: must be within 200-1500"):
+        T.validate(v)
+
+
+def test_a_typo_names_model_line_and_field():
+    v = host_vars("trt-a10-01")
+    spec = v["triton_models"]["resnet_trt"]
+    v["triton_models"] = {"resnet_trt": {**spec, "output": [{"name": "logits", "data_type": "TYPE_FP61", "dims": [1000]}]}}
+    with pytest.raises(InputError) as e:
+        T.validate(v)
+    msg = str(e.value)
+    assert msg.startswith("model resnet_trt: config.pbtxt line 9: ") and "TYPE_FP61" in msg and "\n" not in msg
+    v["triton_models"] = {"resnet_trt": {**spec, "extra": "model_warmup [ { nme: \"w\" } ]"}}
+    with pytest.raises(InputError, match=r'line \d+: Message type "inference.ModelWarmup" has no field named "nme"'):
+        T.validate(v)
+
+
+def test_hand_written_config_in_models_dir_is_validated(tmp_path):
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    (tmp_path / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\ninstance_grup [ ]\n')
+    with pytest.raises(InputError, match=r"model m: .*config.pbtxt line 3: .*instance_grup"):
+        T.validate({**T.DEFAULTS, "models_dir": str(tmp_path)})
+    (tmp_path / "m" / "config.pbtxt").write_text('name: "other"\nbackend: "python"\n')
+    with pytest.raises(InputError, match="must match its folder"):
+        T.validate({**T.DEFAULTS, "models_dir": str(tmp_path)})
+
+
+def test_compose_file_per_profile():
+    v = {**host_vars("trt-l40s-01"), "triton_cpuset": "4-7,20-23"}
+    res = T.resources(ctx(v, {"nvidia.smi": [{"index": 0}, {"index": 1}]}))
+    compose_file = next(r for r in res if r.id == "file:/opt/triton/docker-compose.yml")
+    svc = yaml.safe_load(compose_file.content)["services"]["triton"]
+    assert svc["image"] == "nvcr.io/nvidia/tritonserver:24.06-py3" and svc["restart"] == "always"
+    assert svc["cpuset"] == "4-7,20-23" and svc["shm_size"] == "1g"
+    dev = svc["deploy"]["resources"]["reservations"]["devices"][0]
+    assert dev["capabilities"] == ["gpu"] and dev["device_ids"] == ["0", "1"]
+    cmd = svc["command"]
+    for flag in ("--model-repository=/models", "--exit-on-error=false", "--rate-limit=execution_count",
+                 "--metrics-config=summary_latencies=true", "--cache-config=local,size=268435456"):
+        assert flag in cmd
+    assert svc["ports"] == ["8000:8000", "8001:8001", "8002:8002"] and svc["volumes"] == ["/data/models:/models:ro"]
+    rev = svc["labels"]["bringup.revision"]
+    up = next(r for r in res if isinstance(r, ComposeUp))
+    assert up.revision == rev
+    # No response cache, no GPU: no --cache-config, no reservation; and a new revision.
+    v2 = {**v, "gpu_profile": "cpu", "triton_models": {"resnet_trt": {**v["triton_models"]["resnet_trt"],
+                                                                       "response_cache": False}}}
+    svc2 = yaml.safe_load(next(r for r in T.resources(ctx(v2)) if r.id.endswith("docker-compose.yml")).content)
+    svc2 = svc2["services"]["triton"]
+    assert "deploy" not in svc2 and not any(a.startswith("--cache-config") for a in svc2["command"])
+    assert svc2["labels"]["bringup.revision"] != rev
+
+
+@pytest.mark.parametrize("key,value", [("triton_image", "x; rm -rf /"), ("triton_cpuset", "0-3;x"),
+                                       ("triton_shm_size", "lots"), ("triton_model_repository", "data"),
+                                       ("gpu_profile", "h100"), ("triton_extra_args", ["-v"])])
+def test_bad_values_are_refused(key, value):
+    with pytest.raises(InputError):
+        T.validate({**host_vars("trt-l40s-01"), key: value})
+
+
+def _sha(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()
+
+
+def test_tree_ships_only_changed_files_and_removes_extras():
+    files = {"add/1/model.py": (b"new\n", False), "add/1/same.bin": (b"same", False)}
+    t = Tree("/data/models", files, keep={"add/config.pbtxt"})
+    current = "\n".join(["type=dir", f"f={_sha(b'old')}  ./add/1/model.py", f"f={_sha(b'same')}  ./add/1/same.bin",
+                         f"f={_sha(b'cfg')}  ./add/config.pbtxt", f"f={_sha(b'x')}  ./gone/1/model.py"])
+    p = t.plan(current)
+    assert set(p.changes) == {"add/1/model.py", "gone/1/model.py"}
+    assert p.changes["gone/1/model.py"][1] == "absent"
+    script = "\n".join(p.commands)
+    assert "rm -f -- /data/models/gone/1/model.py" in script and "same.bin" not in script
+    assert "config.pbtxt" not in script  # kept: another resource renders it
+    assert "-empty -delete" in script
+    same = "\n".join(["type=dir", f"f={_sha(b'new' + bytes([10]))}  ./add/1/model.py",
+                      f"f={_sha(b'same')}  ./add/1/same.bin"])
+    noop = t.plan(same)
+    assert not noop.changed and "all 2 files have the same sha256" in noop.reason
+
+
+def test_compose_up_plans_by_revision_label():
+    up = ComposeUp("/opt/triton/docker-compose.yml", project="triton", container="triton", revision="abc")
+    assert not up.plan("compose=docker-compose\nstate=running\nrevision=abc\n").changed
+    p = up.plan("compose=docker-compose\nstate=running\nrevision=old\n")
+    assert p.changes == {"container": ("running old", "running abc")} and "up -d" in p.commands[0]
+    assert up.plan("compose=none\nstate=absent\n").changes["container"][0] == "absent"
+    assert up.plan("compose=docker-compose\nstate=restarting\nrevision=abc\n").changed
