@@ -1,0 +1,114 @@
+"""CPU power and memory settings for low latency, and the Triton cpuset from the topology plan.
+
+- Governor ``performance`` and EPP where cpufreq exists (VMs: skipped, with why).
+- C-state depth limited through PM QoS the way tuned's ``force_latency`` does:
+  a service holds ``/dev/cpu_dma_latency`` open at ``cpu_dma_latency_us``.
+- Transparent huge pages mode (live; ``transparent_hugepage=`` on the kernel
+  command line keeps it across boots when ``kernel_cmdline`` asks).
+- Optional kernel command line additions (``kernel_cmdline``, and
+  ``nohz_full``/``rcu_nocbs`` for the Triton CPUs with ``isolate_triton_cpus``)
+  through ``/etc/default/grub.d/90-bringup.cfg`` and ``update-grub``; they
+  need a reboot, which this role reports and never does.
+- ``/etc/bringup/triton-cpuset`` and ``/etc/bringup/topology.json``: the plan,
+  for the Triton role's compose ``cpuset:``.
+
+``kernel.numa_balancing`` is the sysctl role's (profile network-latency sets 0).
+
+Variables:
+    cpu_governor (``performance``), cpu_epp (``performance``, null: leave),
+    cpu_dma_latency_us (10; null: no PM QoS service), thp (``never``; null: leave),
+    kernel_cmdline (list of extra words), isolate_triton_cpus (false),
+    sysfs_root ("": tests point it at a fixture tree), and the planner's variables.
+"""
+from __future__ import annotations
+
+import json
+import re
+import struct
+
+from bringup import topology
+from bringup.command import sh
+from bringup.errors import InputError
+from bringup.facts.base import format_cpulist
+from bringup.resources import Directory, File, Service
+from bringup.resources.conditioned import ConditionedService
+from bringup.resources.cpu import CpuFreq, SysfsChoice
+
+CPUSET_FILE = "/etc/bringup/triton-cpuset"
+PLAN_FILE = "/etc/bringup/topology.json"
+LATENCY_SCRIPT = "/usr/local/sbin/bringup-cpu-dma-latency"
+LATENCY_UNIT = "bringup-cpu-dma-latency.service"
+GRUB_FILE = "/etc/default/grub.d/90-bringup.cfg"
+THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+
+DEFAULTS = {
+    **topology.DEFAULTS,
+    "cpu_governor": "performance",
+    "cpu_epp": "performance",
+    # The guide: "C-States: limit their depth" (适当限制深度).  10 us keeps C1/C1E
+    # (exit latency <= 10 us on current Xeon/EPYC) and forbids C6 and deeper.
+    "cpu_dma_latency_us": 10,
+    # tuned's network-latency profile: no khugepaged compaction stalls.
+    "thp": "never",
+    "kernel_cmdline": [],
+    "isolate_triton_cpus": False,
+    "sysfs_root": "",
+}
+
+HANDLERS = {
+    "reload systemd": ["systemctl daemon-reload"],
+    "restart cpu-dma-latency": [sh("systemctl try-restart -- %s", LATENCY_UNIT)],
+    "update grub": ["if command -v update-grub >/dev/null 2>&1; then update-grub; "
+                    "else grub2-mkconfig -o /boot/grub2/grub.cfg; fi",
+                    "echo 'reboot required: the kernel command line changes at the next boot'"],
+}
+
+_CMDLINE_WORD = re.compile(r"^[A-Za-z0-9_.,:=/-]+$")
+
+
+def validate(vars: dict) -> None:
+    topology.validate_vars(vars)
+    us = vars.get("cpu_dma_latency_us")
+    if us is not None and (not isinstance(us, int) or isinstance(us, bool) or not 0 <= us <= 2_000_000_000):
+        raise InputError(f"cpu_dma_latency_us {us!r}: a whole number of microseconds (0 = C0 only), or null")
+    words = vars.get("kernel_cmdline")
+    if not isinstance(words, list) or any(not isinstance(w, str) or not _CMDLINE_WORD.match(w) for w in words):
+        raise InputError(f"kernel_cmdline {words!r}: a list of words like intel_idle.max_cstate=1")
+    if not isinstance(vars.get("isolate_triton_cpus"), bool):
+        raise InputError("isolate_triton_cpus: must be true or false")
+    root = vars.get("sysfs_root")
+    if not isinstance(root, str) or (root and not root.startswith("/")):
+        raise InputError(f"sysfs_root {root!r}: an absolute path, or empty for the real /sys")
+
+
+def resources(host):
+    v = host.vars
+    plan = topology.plan_topology(host.facts, v)
+    root = v["sysfs_root"]
+    out = [CpuFreq(v["cpu_governor"], epp=v["cpu_epp"], root=root)]
+    if v["thp"] is not None:
+        out.append(SysfsChoice(THP, v["thp"], root=root))
+    if v["cpu_dma_latency_us"] is not None:
+        us = v["cpu_dma_latency_us"]
+        octal = "".join(f"\\{b:03o}" for b in struct.pack("=i", us))
+        out += [
+            File(LATENCY_SCRIPT, content=host.render("cpu_tuning/bringup-cpu-dma-latency.sh.j2", us=us, octal=octal),
+                 mode="0755", notify=["restart cpu-dma-latency"]),
+            File(f"/etc/systemd/system/{LATENCY_UNIT}", content=host.render(
+                "cpu_tuning/bringup-cpu-dma-latency.service.j2", us=us, script=LATENCY_SCRIPT),
+                notify=["reload systemd", "restart cpu-dma-latency"]),
+            ConditionedService(LATENCY_UNIT, running=True, enabled=True),
+        ]
+    args = list(v["kernel_cmdline"])
+    if v["isolate_triton_cpus"] and plan.triton_cpus:
+        cs = format_cpulist(plan.triton_cpus)
+        args += [f"nohz_full={cs}", f"rcu_nocbs={cs}"]
+    if args:
+        out.append(File(GRUB_FILE, content=host.render("cpu_tuning/grub.cfg.j2", args=args), notify=["update grub"]))
+    doc = json.dumps(plan.to_dict(), indent=2, sort_keys=True) + "\n"
+    out += [
+        Directory("/etc/bringup", mode="0755"),
+        File(CPUSET_FILE, content=format_cpulist(plan.triton_cpus) + "\n"),
+        File(PLAN_FILE, content=doc),
+    ]
+    return out
