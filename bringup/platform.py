@@ -1,0 +1,131 @@
+"""Firmware and platform rules for the bring-up checklist: facts in, ``Check`` values out (pure).
+
+Each rule gives PASS / WARN / FAIL, what was seen, and a one-line fix:
+BAR1 vs GPU memory (large BAR = Above 4G decoding + Resizable BAR on), PCIe
+link generation and width current vs max per GPU, C-state exposure,
+kernel command line, NUMA alignment from the topology planner, persistence
+mode, ECC and MIG mode.  :func:`parse_lspci_rebar` reads the Resizable BAR
+capability from ``lspci -vvv`` where it is readable.
+
+    for c in checks(facts, host_vars): print(c.status, c.name, c.seen)
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["Check", "checks", "parse_lspci_rebar"]
+
+
+@dataclass
+class Check:
+    """One checklist line."""
+
+    name: str
+    status: str  # PASS | WARN | FAIL
+    seen: str
+    fix: str = ""
+    area: str = "platform"
+
+
+_SIZE = {"MB": 1, "GB": 1024, "TB": 1024 * 1024}
+
+
+def parse_lspci_rebar(output: str) -> dict[str, dict[str, Any]]:
+    """``lspci -vvv`` → ``{"01:00.0": {"bar1_current_mib", "bar1_max_mib", "lnk_cap", "lnk_sta"}}``."""
+    out: dict[str, dict[str, Any]] = {}
+    dev: dict[str, Any] | None = None
+    for line in output.splitlines():
+        m = re.match(r"^([0-9a-fA-F:]+:[0-9a-fA-F]{2}\.[0-7])\s", line)
+        if m:
+            dev = out.setdefault(m.group(1).lower(), {})
+            continue
+        if dev is None:
+            continue
+        m = re.search(r"BAR 1: current size: (\d+)(MB|GB|TB), supported: (.*)$", line)
+        if m:
+            sizes = [int(n) * _SIZE[u] for n, u in re.findall(r"(\d+)(MB|GB|TB)", m.group(3))]
+            dev["bar1_current_mib"] = int(m.group(1)) * _SIZE[m.group(2)]
+            dev["bar1_max_mib"] = max(sizes) if sizes else None
+        m = re.search(r"LnkCap:.*Speed ([\d.]+)GT/s, Width x(\d+)", line)
+        if m:
+            dev["lnk_cap"] = (float(m.group(1)), int(m.group(2)))
+        m = re.search(r"LnkSta:\s+Speed ([\d.]+)GT/s[^,]*, Width x(\d+)", line)
+        if m:
+            dev["lnk_sta"] = (float(m.group(1)), int(m.group(2)))
+    return out
+
+
+def _gpu_checks(g: dict[str, Any]) -> list[Check]:
+    name = f"GPU {g.get('bus_id') or g.get('pci_address')}"
+    out: list[Check] = []
+    bar1, fb = g.get("bar1_total_mib"), g.get("fb_total_mib")
+    if bar1 is not None and fb:
+        if bar1 >= fb:
+            out.append(Check(f"{name} BAR1 covers GPU memory", "PASS", f"BAR1 {bar1} MiB, memory {fb} MiB"))
+        else:
+            out.append(Check(f"{name} BAR1 covers GPU memory", "WARN", f"BAR1 {bar1} MiB < memory {fb} MiB",
+                             "enable Above 4G Decoding and Resizable BAR in the firmware setup"))
+    cur, mx = g.get("pcie_gen_current"), g.get("pcie_gen_max")
+    wc, wm = g.get("pcie_width_current"), g.get("pcie_width_max")
+    if wc is not None and wm is not None:
+        if wc < wm:
+            out.append(Check(f"{name} PCIe link width", "FAIL", f"x{wc} of x{wm}",
+                             "reseat the card or move it to a full-width slot; check the riser"))
+        else:
+            out.append(Check(f"{name} PCIe link width", "PASS", f"x{wc}"))
+    if cur is not None and mx is not None:
+        # GPUs drop the link generation at idle: lower is a warning, not a failure.
+        st = "PASS" if cur >= mx else "WARN"
+        out.append(Check(f"{name} PCIe generation", st, f"Gen{cur} of Gen{mx}",
+                         "" if st == "PASS" else "re-check under load (idle GPUs downshift); else check slot/BIOS"))
+    pm = g.get("persistence_mode")
+    if pm is not None:
+        out.append(Check(f"{name} persistence mode", "PASS" if pm is True else "WARN", f"{pm}",
+                         "" if pm is True else "enable nvidia-persistenced (nvidia-smi -pm 1)"))
+    ecc = g.get("ecc_mode_current")
+    if ecc is not None:
+        out.append(Check(f"{name} ECC", "PASS" if ecc is True else "WARN", f"{ecc}",
+                         "" if ecc is True else "nvidia-smi -e 1 and reboot (datacenter GPUs ship with ECC on)"))
+    mig = g.get("mig_mode_current")
+    if mig is not None:
+        out.append(Check(f"{name} MIG mode", "PASS" if mig is False else "WARN", f"{mig}",
+                         "" if mig is False else "nvidia-smi -mig 0 unless the inventory plans MIG slices"))
+    return out
+
+
+def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None) -> list[Check]:
+    """Every platform rule that the facts allow."""
+    host_vars = host_vars or {}
+    out: list[Check] = []
+    for g in (facts.get("nvidia.query") or {}).get("gpus") or []:
+        out += _gpu_checks(g)
+    idle = facts.get("system.cpuidle")
+    if idle:
+        deep = [s for s in idle["states"] if (s.get("latency_us") or 0) > 10 and not s.get("disabled")]
+        out.append(Check("C-states", "WARN" if deep else "PASS",
+                         ", ".join(f"{s['name']} {s['latency_us']}us" for s in idle["states"]),
+                         "role cpu_tuning holds cpu_dma_latency (PM QoS) below the deep states" if deep else ""))
+    else:
+        out.append(Check("C-states", "PASS", "no cpuidle states exposed (a VM, or idle=poll)"))
+    args = (facts.get("system.cmdline") or {}).get("args") or []
+    if args:
+        # nomodeset keeps the NVIDIA driver from loading; iommu=off breaks GPUDirect/P2P setups.
+        bad = [w for w in ("nomodeset", "iommu=off", "pci=nommconf") if w in args]
+        out.append(Check("kernel command line", "WARN" if bad else "PASS",
+                         ", ".join(bad) if bad else f"{len(args)} words, none known to hurt",
+                         f"remove {', '.join(bad)} from GRUB_CMDLINE_LINUX" if bad else ""))
+    if facts.get("cpu.topology"):
+        from .topology import plan_topology  # noqa: PLC0415 - the planner's warnings are the alignment rule
+        try:
+            plan = plan_topology(facts, {k: v for k, v in host_vars.items()
+                                         if k in ("irq_cpus_per_node", "triton_cpus_per_gpu", "irq_device_kinds")})
+        except Exception as e:  # noqa: BLE001 - a plan that cannot fit is itself the finding
+            out.append(Check("NUMA alignment", "FAIL", str(e), "adjust irq_cpus_per_node / triton_cpus_per_gpu"))
+        else:
+            bad = [w for w in plan.warnings if "interconnect" in w]
+            out.append(Check("NUMA alignment", "WARN" if bad else "PASS", "; ".join(bad) or
+                             f"{len(plan.gpus)} GPU(s), {len(plan.devices)} I/O device(s) on their nodes",
+                             "move NICs and GPUs to slots of one socket" if bad else ""))
+    return out

@@ -1,0 +1,67 @@
+"""Firmware and platform rules on real outputs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from bringup.facts.base import strip_comments
+from bringup.facts.nvidia import parse_nvidia_smi_q
+from bringup.facts.system import parse_cmdline, parse_cpuidle
+from bringup.platform import checks, parse_lspci_rebar
+
+from .test_topology import h200_facts
+
+FIX = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "hosts"
+
+
+def by_name(cs):
+    return {c.name: c for c in cs}
+
+
+def test_h200_vm_large_bar_full_link_and_single_node():
+    facts = h200_facts()
+    facts["nvidia.query"] = parse_nvidia_smi_q((FIX / "h200-vm" / "nvidia-smi-q.txt").read_text())
+    facts["system.cmdline"] = parse_cmdline((FIX / "h200-vm" / "sys.txt").read_text().split("\n---\n")[0])
+    cs = by_name(checks(facts))
+    bar = next(c for n, c in cs.items() if n.endswith("BAR1 covers GPU memory"))
+    assert bar.status == "PASS" and bar.seen.startswith("BAR1 262144 MiB")
+    width = next(c for n, c in cs.items() if n.endswith("PCIe link width"))
+    assert width.status in ("PASS", "FAIL") and width.seen.startswith("x")
+    assert cs["C-states"].status == "PASS" and "no cpuidle" in cs["C-states"].seen
+    assert cs["kernel command line"].status == "PASS"
+    assert cs["NUMA alignment"].status == "PASS"
+    assert all(c.status in ("PASS", "WARN", "FAIL") for c in cs.values())
+
+
+def test_public_gpus_persistence_ecc_mig_rules():
+    for name in ("nvsmi-q-l40s.txt", "nvsmi-q-a10g.txt", "nvsmi-q-l4.txt", "nvsmi-q-l40s-drv595.txt"):
+        q = parse_nvidia_smi_q(strip_comments((FIX / "public" / name).read_text()))
+        cs = checks({"nvidia.query": q})
+        assert cs, name
+        for c in cs:
+            assert (c.status == "PASS") == (c.fix == ""), (name, c)
+            if c.name.endswith("persistence mode"):
+                assert c.status == ("PASS" if q["gpus"][0]["persistence_mode"] is True else "WARN")
+
+
+def test_small_bar_and_narrow_link_are_flagged():
+    g = {"bus_id": "00000000:01:00.0", "bar1_total_mib": 256, "fb_total_mib": 46068, "pcie_width_current": 8,
+         "pcie_width_max": 16, "pcie_gen_current": 1, "pcie_gen_max": 4}
+    cs = by_name(checks({"nvidia.query": {"gpus": [g]}}))
+    assert cs["GPU 00000000:01:00.0 BAR1 covers GPU memory"].status == "WARN"
+    assert cs["GPU 00000000:01:00.0 PCIe link width"].status == "FAIL"
+    assert cs["GPU 00000000:01:00.0 PCIe generation"].status == "WARN"
+
+
+def test_lspci_resizable_bar_and_link_state():
+    dev = parse_lspci_rebar(strip_comments((FIX / "public" / "lspci-vvv-rtxa6000-rebar.txt").read_text()))
+    first = dev[next(iter(dev))]
+    assert first["bar1_current_mib"] == 256 and first["bar1_max_mib"] == 64 * 1024
+    assert first["lnk_cap"] == (16.0, 16) and first["lnk_sta"] == (2.5, 16)
+
+
+def test_deep_cstates_warn():
+    idle = parse_cpuidle("driver=intel_idle\nstate 0 latency=0 residency=0 disable=0 name=POLL\n"
+                         "state 1 latency=2 residency=2 disable=0 name=C1\n"
+                         "state 2 latency=170 residency=600 disable=0 name=C6\n")
+    (c,) = [c for c in checks({"system.cpuidle": idle}) if c.name == "C-states"]
+    assert c.status == "WARN" and "C6 170us" in c.seen and "cpu_dma_latency" in c.fix
