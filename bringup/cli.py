@@ -66,24 +66,27 @@ _SELECT_HELP = {
         "forks": "hosts handled in parallel (default 10)",
         "accept-new-host-keys": "record unknown host keys (a changed key is still refused)",
         "verbose": "also list resources with nothing to do, and why",
+        "allow-reboot": "reboot a host whose new state needs it (a driver), wait for SSH, verify, go on",
     },
 )
 def provision(c, host=None, hosts=None, group=None, roles=None, check=False, diff=False,
-              inventory="hosts", set_=None, forks=10, accept_new_host_keys=False, verbose=False):
+              inventory="hosts", set_=None, forks=10, accept_new_host_keys=False, verbose=False,
+              allow_reboot=False):
     """Converge hosts to the inventory's state: invoke provision --host trt-l40s-01"""
     code = _provision(host=host, hosts=hosts, group=group, roles=roles, check=check, diff=diff,
                       inventory=inventory, set_=set_, forks=forks,
-                      accept_new_host_keys=accept_new_host_keys, verbose=verbose)
+                      accept_new_host_keys=accept_new_host_keys, verbose=verbose, allow_reboot=allow_reboot)
     if code:
         raise Exit(code=code)
 
 
 def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, diff=False, inventory="hosts",
                set_=None, forks=10, accept_new_host_keys=False, verbose=False, console=None,
-               command="provision") -> int:
+               command="provision", allow_reboot=False) -> int:
     console = console or _console()
     try:
-        opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys)
+        opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
+                       allow_reboot=allow_reboot)
         inv, chosen = _selected(inventory, set_, host, hosts, group)
         root = content_root()
         order, all_roles = load_roles(root)

@@ -73,6 +73,40 @@ class Transport:
     def _run(self, cmd: str, stdin: str) -> RunResult:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def _stream_entry(self, command: str) -> tuple[str, str]:
+        """The command line (and stdin prefix) running ``command`` with become applied."""
+        c = self.host.connection
+        inner = "sh -c " + quote(command)
+        if not c.ansible_become:
+            return inner, ""
+        user = quote(c.ansible_become_user)
+        if c.ansible_become_password:
+            return f"sudo -S -p '' -H -u {user} -- {inner}", c.ansible_become_password + "\n"
+        return f"sudo -n -H -u {user} -- {inner}", ""
+
+    def run_stream(self, command: str, local: list[str]) -> RunResult:
+        """Run ``command`` on the host with the stdout of ``local`` (run here) as its stdin.
+
+        One round trip; for bulk data (``docker save`` into ``docker load``).
+        A failing local command fails the result, whatever the host said.
+        """
+        cmd, prefix = self._stream_entry(command)
+        with self._lock:
+            self.round_trips += 1
+        try:
+            proc = subprocess.Popen(local, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as e:
+            return RunResult(127, "", f"{local[0]}: {e.strerror or e}")
+        assert proc.stdout is not None and proc.stderr is not None
+        res = self._run_stream(cmd, prefix.encode(), proc.stdout)
+        err = proc.stderr.read().decode("utf-8", "replace")
+        if proc.wait() != 0:
+            return RunResult(proc.returncode or 1, res.stdout, f"{' '.join(local)} failed: {err.strip()[-300:]}")
+        return res
+
+    def _run_stream(self, cmd: str, prefix: bytes, data) -> RunResult:  # pragma: no cover - abstract
+        raise NotImplementedError
+
     def open(self) -> None:
         """Connect; raises :class:`Unreachable` with one line on failure."""
 
@@ -87,6 +121,31 @@ class LocalTransport(Transport):
         # Not invoke's Context.run: its in_stream is copied a byte per 10 ms.
         r = subprocess.run(["/bin/sh", "-c", cmd], input=stdin.encode(), capture_output=True)
         return RunResult(r.returncode, _text(r.stdout), _text(r.stderr))
+
+    def _run_stream(self, cmd: str, prefix: bytes, data) -> RunResult:
+        p = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        out: list[bytes] = []
+        err: list[bytes] = []
+        readers = [threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True),
+                   threading.Thread(target=lambda: err.append(p.stderr.read()), daemon=True)]
+        for th in readers:
+            th.start()
+        try:
+            p.stdin.write(prefix)
+            while chunk := data.read(1 << 20):
+                p.stdin.write(chunk)
+        except BrokenPipeError:
+            pass
+        finally:
+            try:
+                p.stdin.close()
+            except BrokenPipeError:
+                pass
+        rc = p.wait()
+        for th in readers:
+            th.join()
+        return RunResult(rc, _text(b"".join(out)), _text(b"".join(err)))
 
 
 class AcceptNew(paramiko.MissingHostKeyPolicy):
@@ -180,6 +239,28 @@ class SSHTransport(Transport):
         except (paramiko.SSHException, OSError, EOFError) as e:
             raise Unreachable(f"connection to {self.host.address} lost: {e}") from None
         return RunResult(rc if rc >= 0 else 255, _text(out), _text(b"".join(err)))
+
+    def _run_stream(self, cmd: str, prefix: bytes, data) -> RunResult:
+        try:
+            chan = self.conn.create_session()
+            chan.exec_command(cmd)
+            out: list[bytes] = []
+            err: list[bytes] = []
+            readers = [threading.Thread(target=lambda: out.append(chan.makefile("rb").read()), daemon=True),
+                       threading.Thread(target=lambda: err.append(chan.makefile_stderr("rb").read()), daemon=True)]
+            for th in readers:
+                th.start()
+            chan.sendall(prefix)
+            while chunk := data.read(1 << 20):
+                chan.sendall(chunk)
+            chan.shutdown_write()
+            rc = chan.recv_exit_status()
+            for th in readers:
+                th.join()
+            chan.close()
+        except (paramiko.SSHException, OSError, EOFError) as e:
+            raise Unreachable(f"connection to {self.host.address} lost: {e}") from None
+        return RunResult(rc if rc >= 0 else 255, _text(b"".join(out)), _text(b"".join(err)))
 
     def close(self) -> None:
         self.conn.close()

@@ -46,6 +46,11 @@ def print_results(results: list[HostResult], console: Console, *, check: bool, d
                           soft_wrap=True)
             if diff and res.diff:
                 console.print(res.diff.rstrip("\n"), markup=False, highlight=False, style="dim")
+        if r.rebooted:
+            console.print(f"  [yellow]rebooted[/]: {r.reboot_reason}", highlight=False)
+        elif r.reboot_required:
+            console.print(f"  [yellow]reboot required[/]: {r.reboot_reason}"
+                          + ("" if check else " (rerun with --allow-reboot, or reboot and rerun)"), highlight=False)
         console.print(f"  {r.round_trips} round trip(s), {r.seconds:.2f} s", style="dim", highlight=False)
     console.print()
     console.print("[bold]PLAY RECAP[/] " + "*" * 60, highlight=False)

@@ -4,6 +4,7 @@ A role module declares its desired state as data::
 
     DEFAULTS = {"sysctl_profile": "network-latency"}     # lowest precedence
     HANDLERS = {"restart x": [sh("systemctl restart -- %s", "x")]}
+    WAITS_FOR_REBOOT = True   # skip while a reboot an earlier role needs is pending
 
     def validate(vars: dict) -> None: ...   # refuse bad input before any host is touched
     def resources(host: HostContext) -> list[Resource]: ...
@@ -51,6 +52,11 @@ class Role:
     def merged_vars(self, host_vars: dict[str, Any]) -> dict[str, Any]:
         """Role defaults under the host's inventory variables."""
         return {**self.defaults, **host_vars}
+
+    @property
+    def waits_for_reboot(self) -> bool:
+        """``WAITS_FOR_REBOOT = True``: not run while an earlier role's reboot is pending."""
+        return bool(getattr(self.module, "WAITS_FOR_REBOOT", False))
 
     def validate(self, vars: dict[str, Any]) -> None:
         fn = getattr(self.module, "validate", None)

@@ -7,19 +7,21 @@ the number of resources.
 """
 from __future__ import annotations
 
+import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .connection import Transport, connect
+from .command import sh
+from .connection import RunResult, Transport, connect, wait_for_ssh
 from .errors import BringupError, Unreachable
 from .facts import ALL_FACTS
 from .facts.gather import gather
 from .inventory import Host
 from .resources.base import Plan, Resource
 from .roles import HostContext, Role
-from .script import batch, split
+from .script import Section, batch, split
 from .templates import Templates
 
 __all__ = ["Options", "ResourceResult", "HostResult", "run_hosts", "run_host", "prepare"]
@@ -33,6 +35,8 @@ class Options:
     diff: bool = False
     forks: int = 10
     accept_new_host_keys: bool = False
+    #: Reboot a host when a role's state needs it (``--allow-reboot``), then carry on.
+    allow_reboot: bool = False
 
 
 @dataclass
@@ -61,6 +65,9 @@ class HostResult:
     seconds: float = 0.0
     fact_errors: dict[str, str] = field(default_factory=dict)
     reboot_required: bool = False
+    #: Why the host must reboot (when it did not), or why it rebooted.
+    reboot_reason: str | None = None
+    rebooted: bool = False
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.resources if r.status == status)
@@ -130,7 +137,11 @@ def run_host(host: Host, roles: list[Role], role_vars: dict[str, dict[str, Any]]
             t = connect(host, accept_new_host_keys=opts.accept_new_host_keys)
         progress(host.name, "gathering facts")
         facts, result.fact_errors = gather(t, ALL_FACTS)
-        _converge(host, roles, role_vars, opts, templates, progress, t, facts, result)
+        box = [t]
+        try:
+            _converge(host, roles, role_vars, opts, templates, progress, box, facts, result)
+        finally:
+            t = box[0]  # a reboot replaced the transport
     except Unreachable as e:
         result.status, result.message = "unreachable", str(e)
     except BringupError as e:
@@ -147,83 +158,211 @@ def run_host(host: Host, roles: list[Role], role_vars: dict[str, dict[str, Any]]
     return result
 
 
-def _converge(host, roles, role_vars, opts, templates, progress, t, facts, result) -> None:
+def _converge(host, roles, role_vars, opts, templates, progress, box, facts, result) -> None:
+    t = box[0]
     plans_of: list[tuple[Role, HostContext, list[Resource]]] = []
     for role in roles:
-        ctx = HostContext(host.name, role_vars[role.name], facts, templates.render)
-        try:
-            plans_of.append((role, ctx, role.resources(ctx)))
-        except BringupError as e:
-            raise BringupError(f"role {role.name}: {e}") from None
+        plans_of.append(_declare(host, role, role_vars, facts, templates))
     progress(host.name, "reading state")
     everything = [r for _, _, rs in plans_of for r in rs]
     outputs = iter(_read(t, everything))
-    reads = [[next(outputs) for _ in rs] for _, _, rs in plans_of]
+    reads: list[list[str | None] | None] = [[next(outputs) for _ in rs] for _, _, rs in plans_of]
     stale = False
-    for (role, ctx, resources), current in zip(plans_of, reads):
-        if stale:  # an earlier role changed the host: read this role afresh
-            current = _read(t, resources)
-        plans = [_plan(r, out) for r, out in zip(resources, current)]
-        done: dict[int, ResourceResult] = {}  # by resource index: reported in the role's order
-        if any(p.error for p in plans):
-            # Nothing of a role with an unplannable resource is applied.
-            for i, (r, p) in enumerate(zip(resources, plans)):
-                done[i] = ResourceResult(role.name, r.id, "failed", error=p.error) if p.error else \
-                    ResourceResult(role.name, r.id, "skipped", reason="not run: another resource of the role failed")
-            _record(result, done)
-            return
-        todo = [i for i, p in enumerate(plans) if p.changed and not p.skipped]
-        for i, (r, p) in enumerate(zip(resources, plans)):
-            if i not in todo:
-                done[i] = ResourceResult(role.name, r.id, "skipped" if p.skipped else "ok", reason=p.reason)
-        if opts.check or not todo:
-            for i in todo:
-                done[i] = ResourceResult(role.name, resources[i].id, "changed", changes=_jsonable(plans[i].changes),
-                                         diff=plans[i].diff, reason="check mode: would change")
-            _record(result, done)
+    pending: str | None = None  # a reboot this run did not make
+    rebooted_for: dict[str, list[ResourceResult]] = {}  # role -> its results before the reboot
+    i = 0
+    while i < len(plans_of):
+        role, ctx, resources = plans_of[i]
+        if pending and role.waits_for_reboot:
+            for r in resources:
+                result.resources.append(ResourceResult(
+                    role.name, r.id, "skipped",
+                    reason=f"not run: the host must reboot first ({pending}); rerun with --allow-reboot"))
+            i += 1
             continue
-        progress(host.name, f"{role.name}: applying {len(todo)} change(s)")
-        script, token = batch([(resources[i].id, "\n".join(plans[i].commands)) for i in todo],
-                              stop_on_error=True, stderr="merge")
-        res = t.run_script(script)
-        secs = split(res.stdout, token, [resources[i].id for i in todo])
-        step_failed = any(sec.rc not in (0, None) for sec in secs)
-        applied: list[int] = []
-        for i, sec in zip(todo, secs):
-            r, p = resources[i], plans[i]
-            if sec.rc == 0:
-                applied.append(i)
-            elif sec.rc is None and step_failed:
-                done[i] = ResourceResult(role.name, r.id, "skipped", reason="not run: an earlier step of the role failed")
-            elif sec.rc is None:
-                done[i] = ResourceResult(role.name, r.id, "failed",
-                                         error=f"the write script stopped (exit {res.rc}): {res.stderr.strip()[-300:]}")
-            else:
-                done[i] = ResourceResult(role.name, r.id, "failed", changes=_jsonable(p.changes),
-                                         error=f"exit {sec.rc}: {sec.output.strip()[-500:]}")
-        stale = True
-        # Re-read what was applied: a resource that still wants changes did not converge.
-        progress(host.name, f"{role.name}: verifying")
-        notified: list[str] = []
-        for i, out in zip(applied, _read(t, [resources[i] for i in applied])):
-            r, p = resources[i], plans[i]
-            again = _plan(r, out)
-            if again.error or (again.changed and not again.skipped):
-                done[i] = ResourceResult(role.name, r.id, "failed", changes=_jsonable(p.changes),
-                                         error=again.error or f"did not converge: still wants {_jsonable(again.changes)}")
-                continue
-            if again.skipped:  # applying showed it cannot apply here (a refusal the write recorded)
-                done[i] = ResourceResult(role.name, r.id, "skipped", reason=again.reason)
-                continue
-            done[i] = ResourceResult(role.name, r.id, "changed", changes=_jsonable(p.changes), diff=p.diff)
-            notified.extend(n for n in r.notify if n not in notified)
-        _record(result, done)
-        if notified:
-            _run_handlers(role, ctx, notified, t, result)
-        if role.has_verify:
-            _verify(role, ctx, t, result)
-        if any(x.status == "failed" for x in result.resources):
+        current = reads[i] if not stale and reads[i] is not None else _read(t, resources)
+        start = len(result.resources)
+        stop, plans, changed = _run_role(host, role, ctx, resources, current, opts, progress, t, result)
+        stale = stale or changed
+        if role.name in rebooted_for:
+            _merge_passes(result, start, rebooted_for[role.name])
+        if stop:
             return
+        reasons = list(dict.fromkeys(p.reboot for p in plans if p.reboot))
+        if not reasons:
+            i += 1
+            continue
+        reason = "; ".join(reasons)
+        if role.name in rebooted_for:
+            result.resources.append(ResourceResult(role.name, "reboot:verify", "failed",
+                                                   error=f"still after the reboot: {reason}"))
+            return
+        if opts.check or not opts.allow_reboot:
+            result.reboot_required, result.reboot_reason = True, reason
+            if not opts.check:
+                pending = reason
+            i += 1
+            continue
+        progress(host.name, f"{role.name}: rebooting ({reason})")
+        box[0] = t = _reboot(host, t, progress)
+        result.rebooted, result.reboot_reason = True, reason
+        rebooted_for[role.name] = result.resources[start:] + [
+            ResourceResult(role.name, f"reboot:{host.name}", "changed", reason=f"rebooted: {reason}")]
+        del result.resources[start:]
+        progress(host.name, "gathering facts after the reboot")
+        facts, result.fact_errors = gather(t, ALL_FACTS)
+        # This role and the ones after it are declared and read afresh, from the new boot's facts.
+        for j in range(i, len(plans_of)):
+            plans_of[j] = _declare(host, plans_of[j][0], role_vars, facts, templates)
+            reads[j] = None
+        stale = True
+
+
+def _declare(host, role, role_vars, facts, templates) -> tuple[Role, HostContext, list[Resource]]:
+    ctx = HostContext(host.name, role_vars[role.name], facts, templates.render)
+    try:
+        return role, ctx, role.resources(ctx)
+    except BringupError as e:
+        raise BringupError(f"role {role.name}: {e}") from None
+
+
+def _merge_passes(result: HostResult, start: int, first: list[ResourceResult]) -> None:
+    """After a reboot a role ran twice: what the first pass changed stays reported as changed."""
+    second = result.resources[start:]
+    del result.resources[start:]
+    before = {r.id: r for r in first}
+    merged = [before[r.id] if r.status == "ok" and r.id in before and before[r.id].status == "changed" else r
+              for r in second]
+    seen = {r.id for r in merged}
+    merged += [r for r in first if r.id not in seen]
+    result.resources.extend(merged)
+
+
+def _reboot(host: Host, t: Transport, progress: Progress) -> Transport:
+    """Reboot the host, wait for SSH to come back from a new boot, return the new transport.
+
+    The new boot is told apart by a marker file in /run (a tmpfs), not by
+    the boot id: containers share their machine's.
+    """
+    if host.connection.ansible_connection == "local":
+        raise BringupError("a reboot is needed but this host is the control machine itself "
+                           "(ansible_connection: local); reboot it by hand and run again")
+    marker = f"/run/bringup-reboot-{secrets.token_hex(6)}"
+    res = t.run_script(sh("touch -- %s && (sleep 1; systemctl reboot || reboot) >/dev/null 2>&1 </dev/null &",
+                          marker))
+    if res.rc != 0:
+        raise BringupError(f"reboot failed (exit {res.rc}): {res.stderr.strip()[-300:]}")
+    t.close()
+    timeout = float(host.vars.get("reboot_timeout", 600))
+    deadline = time.monotonic() + timeout
+    time.sleep(2)
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Unreachable(f"{host.name} did not come back from the reboot within {timeout:g} s")
+        t = wait_for_ssh(host, timeout=left)
+        if t.run_script(sh("[ -e %s ] && echo old-boot || echo new-boot", marker)).stdout.strip() == "new-boot":
+            return t
+        t.close()  # still the old boot, on its way down
+        time.sleep(1)
+
+
+def _apply(t: Transport, keys: list[str], plans: list[Plan]) -> tuple[list[Section], RunResult]:
+    """Run the plans' commands in order as one script, cut where a plan streams data (its own round trip).
+
+    The first failing step stops the rest (their sections have ``rc`` None).
+    """
+    secs: list[Section | None] = [None] * len(plans)
+    last = RunResult(0, "", "")
+    j = 0
+    while j < len(plans):
+        if plans[j].upload is None:
+            k = j
+            while k < len(plans) and plans[k].upload is None:
+                k += 1
+            idx = list(range(j, k))
+            script, token = batch([(keys[x], "\n".join(plans[x].commands)) for x in idx],
+                                  stop_on_error=True, stderr="merge")
+            last = t.run_script(script)
+            for x, sec in zip(idx, split(last.stdout, token, [keys[x] for x in idx])):
+                secs[x] = sec
+            ok = all(secs[x].rc == 0 for x in idx)  # type: ignore[union-attr]
+            j = k
+        else:
+            p = plans[j]
+            res = t.run_stream(p.upload.remote, p.upload.local)
+            rc, out = res.rc, (res.stdout + res.stderr).strip()
+            if rc == 0 and p.commands:
+                script, token = batch([(keys[j], "\n".join(p.commands))], stop_on_error=True, stderr="merge")
+                last = t.run_script(script)
+                sec = split(last.stdout, token, [keys[j]])[0]
+                rc, out = sec.rc, out + "\n" + sec.output
+            secs[j] = Section(keys[j], rc, out)
+            ok = rc == 0
+            j += 1
+        if not ok:
+            break
+    return [s or Section(keys[x], None, "") for x, s in enumerate(secs)], last
+
+
+def _run_role(host, role, ctx, resources, current, opts, progress, t, result) -> tuple[bool, list[Plan], bool]:
+    """Plan and apply one role; returns (stop the host, the plans, whether anything was applied)."""
+    plans = [_plan(r, out) for r, out in zip(resources, current)]
+    done: dict[int, ResourceResult] = {}  # by resource index: reported in the role's order
+    if any(p.error for p in plans):
+        # Nothing of a role with an unplannable resource is applied.
+        for i, (r, p) in enumerate(zip(resources, plans)):
+            done[i] = ResourceResult(role.name, r.id, "failed", error=p.error) if p.error else \
+                ResourceResult(role.name, r.id, "skipped", reason="not run: another resource of the role failed")
+        _record(result, done)
+        return True, plans, False
+    todo = [i for i, p in enumerate(plans) if p.changed and not p.skipped]
+    for i, (r, p) in enumerate(zip(resources, plans)):
+        if i not in todo:
+            done[i] = ResourceResult(role.name, r.id, "skipped" if p.skipped else "ok", reason=p.reason)
+    if opts.check or not todo:
+        for i in todo:
+            done[i] = ResourceResult(role.name, resources[i].id, "changed", changes=_jsonable(plans[i].changes),
+                                     diff=plans[i].diff, reason="check mode: would change")
+        _record(result, done)
+        return False, plans, False
+    progress(host.name, f"{role.name}: applying {len(todo)} change(s)")
+    secs, res = _apply(t, [resources[i].id for i in todo], [plans[i] for i in todo])
+    step_failed = any(sec.rc not in (0, None) for sec in secs)
+    applied: list[int] = []
+    for i, sec in zip(todo, secs):
+        r, p = resources[i], plans[i]
+        if sec.rc == 0:
+            applied.append(i)
+        elif sec.rc is None and step_failed:
+            done[i] = ResourceResult(role.name, r.id, "skipped", reason="not run: an earlier step of the role failed")
+        elif sec.rc is None:
+            done[i] = ResourceResult(role.name, r.id, "failed",
+                                     error=f"the write script stopped (exit {res.rc}): {res.stderr.strip()[-300:]}")
+        else:
+            done[i] = ResourceResult(role.name, r.id, "failed", changes=_jsonable(p.changes),
+                                     error=f"exit {sec.rc}: {sec.output.strip()[-500:]}")
+    # Re-read what was applied: a resource that still wants changes did not converge.
+    progress(host.name, f"{role.name}: verifying")
+    notified: list[str] = []
+    for i, out in zip(applied, _read(t, [resources[i] for i in applied])):
+        r, p = resources[i], plans[i]
+        again = _plan(r, out)
+        if again.error or (again.changed and not again.skipped):
+            done[i] = ResourceResult(role.name, r.id, "failed", changes=_jsonable(p.changes),
+                                     error=again.error or f"did not converge: still wants {_jsonable(again.changes)}")
+            continue
+        if again.skipped:  # applying showed it cannot apply here (a refusal the write recorded)
+            done[i] = ResourceResult(role.name, r.id, "skipped", reason=again.reason)
+            continue
+        done[i] = ResourceResult(role.name, r.id, "changed", changes=_jsonable(p.changes), diff=p.diff)
+        notified.extend(n for n in r.notify if n not in notified)
+    _record(result, done)
+    if notified:
+        _run_handlers(role, ctx, notified, t, result)
+    if role.has_verify:
+        _verify(role, ctx, t, result)
+    return any(x.status == "failed" for x in result.resources), plans, True
 
 
 def _record(result: HostResult, done: dict[int, ResourceResult]) -> None:

@@ -710,7 +710,7 @@ def _ssh_banner(port: int) -> bool:
 
 
 def start_host(name: str, *, restart: str = "unless-stopped", workdir: Path,
-               image: str | None = None, timeout: float = 120) -> SandboxHost:
+               image: str | None = None, timeout: float = 120, port: int | None = None) -> SandboxHost:
     """Start a sandbox host named ``name`` and wait until SSH is ready.
 
     ``workdir`` holds the run's key pair (made once per workdir) and the
@@ -729,7 +729,8 @@ def start_host(name: str, *, restart: str = "unless-stopped", workdir: Path,
         "run", "--detach", "--name", cname, "--hostname", name,
         "--label", f"{LABEL}=1", "--label", f"{NAME_LABEL}={name}",
         "--label", f"{SESSION_LABEL}={SESSION}",
-        "--publish", "127.0.0.1::22", "--restart", restart,
+        # A fixed port survives the container restarting itself (a reboot); a random one is re-drawn.
+        "--publish", f"127.0.0.1:{port or ''}:22", "--restart", restart,
         *RUN_FLAGS, image,
     ).stdout.strip()
     host = SandboxHost(name=name, container=cid[:12], port=0, key_file=key,

@@ -4,6 +4,10 @@ ORDER = [
     "sysctl",
     "irq_affinity",
     "cpu_tuning",
+    "nvidia_driver",
+    "docker",
+    "container_toolkit",
+    "dcgm_exporter",
     "triton",
     "monitoring",
 ]

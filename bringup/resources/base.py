@@ -15,6 +15,20 @@ from typing import Any
 
 
 @dataclass
+class Upload:
+    """Data streamed from the control machine into a command on the host.
+
+    ``local`` (an argv run on the control machine, ``docker save img``) writes
+    the data on its stdout; ``remote`` (a shell command, ``docker load``)
+    reads it on stdin.  Such a step runs in its own round trip.
+    """
+
+    local: list[str]
+    remote: str
+    what: str = ""
+
+
+@dataclass
 class Plan:
     """What a resource needs to do, as a value.
 
@@ -32,10 +46,15 @@ class Plan:
     error: str | None = None
     #: Facts this change makes stale (re-gathered after the role).
     invalidates: tuple[str, ...] = ()
+    #: Why the host must reboot before this state takes effect (a kernel
+    #: module replaced on disk, say); None when it need not.
+    reboot: str | None = None
+    #: Data to stream from the control machine (an image), applied in order.
+    upload: Upload | None = None
 
     @property
     def changed(self) -> bool:
-        return bool(self.commands)
+        return bool(self.commands) or self.upload is not None
 
     @classmethod
     def noop(cls, reason: str) -> "Plan":

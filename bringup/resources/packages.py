@@ -32,7 +32,8 @@ class Packages(Resource):
     kind = "packages"
 
     def __init__(self, packages: dict[str, str | None] | list[str], *, manager: str = "apt",
-                 present: bool = True, notify=()):
+                 present: bool = True, allow_change_held: bool = False, lock_timeout: int = APT_LOCK_TIMEOUT,
+                 notify=()):
         pkgs = dict.fromkeys(packages) if isinstance(packages, (list, tuple)) else dict(packages)
         if not pkgs:
             raise InputError("packages: the list is empty")
@@ -45,6 +46,10 @@ class Packages(Resource):
             raise InputError(f"package manager {manager!r} is not supported (apt or dnf)")
         super().__init__(",".join(pkgs), notify=notify)
         self.packages, self.manager, self.present = pkgs, manager, present
+        #: Packages this resource pins may be held (apt-mark hold): changing the pin is deliberate.
+        self.allow_change_held = allow_change_held
+        #: Seconds apt waits for a dpkg lock held by another process before failing.
+        self.lock_timeout = int(lock_timeout)
 
     def read(self) -> str:
         names = list(self.packages)
@@ -56,7 +61,8 @@ class Packages(Resource):
         have = {}
         for line in current.splitlines():
             parts = line.split()
-            if len(parts) >= 3 and parts[2].startswith("ii"):
+            # Status-Abbrev: wanted action, then state; "hi" is installed and held.
+            if len(parts) >= 3 and parts[2][1:2] == "i":
                 have[parts[0].split(":")[0]] = parts[1]
         return have
 
@@ -71,7 +77,7 @@ class Packages(Resource):
                 changes[n] = (have[n], "absent")
             if self.manager == "apt":
                 cmd = "DEBIAN_FRONTEND=noninteractive apt-get -q -y " + sh(
-                    "-o DPkg::Lock::Timeout=%s", APT_LOCK_TIMEOUT) + " remove -- " + join(gone)
+                    "-o DPkg::Lock::Timeout=%s", self.lock_timeout) + self._held_flag() + " remove -- " + join(gone)
             else:
                 cmd = "dnf -y -q remove -- " + join(gone)
             return Plan(commands=[cmd], changes=changes)
@@ -86,9 +92,12 @@ class Packages(Resource):
             return Plan.noop("all installed: " + ", ".join(f"{n} {have[n]}" for n in self.packages))
         if self.manager == "apt":
             cmd = ("DEBIAN_FRONTEND=noninteractive apt-get -q -y --no-install-recommends --allow-downgrades "
-                   + sh("-o DPkg::Lock::Timeout=%s", APT_LOCK_TIMEOUT)
+                   + sh("-o DPkg::Lock::Timeout=%s", self.lock_timeout) + " -o Acquire::Retries=3" + self._held_flag()
                    + " -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install -- "
                    + join(want))
         else:
             cmd = "dnf -y -q install -- " + join(want)
         return Plan(commands=[cmd], changes=changes)
+
+    def _held_flag(self) -> str:
+        return " --allow-change-held-packages" if self.allow_change_held else ""

@@ -1,0 +1,49 @@
+"""Whether a host has an NVIDIA GPU, for roles that need one.
+
+Detection is sysfs: a PCI display-class device of vendor 0x10de
+(``pci.devices``), which works before any driver is installed.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import InputError
+from .resources.guard import Fail, Skip
+
+__all__ = ["nvidia_gpus", "gpu_gate", "validate_without_gpu", "CPU_PROFILES"]
+
+#: gpu_profile values meaning "this host has no GPU".
+CPU_PROFILES = (None, "", "cpu", "none")
+WITHOUT_GPU = ("skip", "install")
+
+
+def nvidia_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The NVIDIA GPUs on the PCI bus (vendor 0x10de, display class)."""
+    return [d for d in facts.get("pci.devices") or [] if d.get("kind") == "gpu"]
+
+
+def validate_without_gpu(vars: dict[str, Any]) -> None:
+    v = vars.get("nvidia_without_gpu", "skip")
+    if v not in WITHOUT_GPU:
+        raise InputError(f"nvidia_without_gpu {v!r} must be skip or install "
+                         "(install: set the NVIDIA stack up on a host without a GPU, e.g. an image builder)")
+
+
+def gpu_gate(host, what: str) -> list | None:
+    """None when a GPU role may go on; else the one resource that skips it or fails it, with why.
+
+    No GPU on a ``cpu`` profile: skipped.  No GPU on a GPU profile: failed
+    (the card is missing, unseated or not passed through).  The variable
+    ``nvidia_without_gpu: install`` goes on anyway.
+    """
+    if nvidia_gpus(host.facts):
+        return None
+    if host.vars.get("nvidia_without_gpu", "skip") == "install":
+        return None
+    profile = host.vars.get("gpu_profile")
+    if profile in CPU_PROFILES:
+        return [Skip(what, f"no NVIDIA GPU on this host (no PCI display device of vendor 0x10de) "
+                           f"and gpu_profile is {profile or 'unset'}")]
+    return [Fail(what, f"gpu_profile is {profile} but this host has no NVIDIA GPU (no PCI display device of "
+                       "vendor 0x10de under /sys/bus/pci/devices): check the card is seated and passed through, "
+                       "or set gpu_profile: cpu")]

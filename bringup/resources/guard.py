@@ -1,0 +1,75 @@
+"""Resources that only report: a reason to skip, a reason to fail, a check that must pass."""
+from __future__ import annotations
+
+from ..command import sh
+from .base import Plan, Resource
+
+__all__ = ["Skip", "Fail", "Probe"]
+
+
+class Skip(Resource):
+    """Nothing to do on this host, and why (a GPU role on a host without a GPU)."""
+
+    kind = "skip"
+
+    def __init__(self, name: str, reason: str):
+        super().__init__(name)
+        self.reason = reason
+
+    def read(self) -> str:
+        return "true"
+
+    def plan(self, current: str) -> Plan:
+        return Plan.skip(self.reason)
+
+
+class Fail(Resource):
+    """The role cannot run on this host; ``error`` says why and what to do."""
+
+    kind = "precondition"
+
+    def __init__(self, name: str, error: str):
+        super().__init__(name)
+        self.error = error
+
+    def read(self) -> str:
+        return "true"
+
+    def plan(self, current: str) -> Plan:
+        return Plan.fail(self.error)
+
+
+class Probe(Resource):
+    """A check that must pass once the role applied (``docker info`` lists a runtime, say).
+
+        Probe("nvidia runtime", "docker info --format '{{json .Runtimes}}' | grep -q nvidia",
+              fix="systemctl restart docker", wait=30)
+
+    When the check fails the plan runs ``fix`` (if any), then retries the
+    check for up to ``wait`` seconds; still failing, the step fails with
+    ``hint``.  The re-read confirms.
+    """
+
+    kind = "probe"
+
+    def __init__(self, name: str, check: str, *, fix: str | None = None, wait: float = 0, hint: str = "",
+                 notify=()):
+        super().__init__(name, notify=notify)
+        self.check, self.fix, self.wait, self.hint = check, fix, wait, hint
+
+    def read(self) -> str:
+        return "if ( " + self.check + " ) >/dev/null 2>&1; then echo probe=ok; else echo probe=no; fi"
+
+    def plan(self, current: str) -> Plan:
+        if "probe=ok" in current:
+            return Plan.noop(f"check passed: {self.name}")
+        steps = [self.fix] if self.fix else []
+        steps.append("\n".join([
+            sh("end=$(( $(date +%%s) + %s ))", int(self.wait)),
+            "until ( " + self.check + " ) >/dev/null 2>&1; do",
+            sh("  if [ \"$(date +%%s)\" -ge \"$end\" ]; then echo %s; exit 1; fi",
+               f"check failed: {self.name}" + (f" ({self.hint})" if self.hint else "")),
+            "  sleep 1",
+            "done",
+        ]))
+        return Plan(commands=steps, changes={self.name: ("failing", (self.fix or "wait") + " until it passes")})

@@ -1,0 +1,225 @@
+"""The NVIDIA driver, pinned to a branch, held, and loaded after a reboot only when it changed.
+
+Packages by source (``nvidia_driver_source``):
+    ``ubuntu-server``: Canonical's server packages, ``nvidia-headless-<br>-server``
+    (``-open`` with ``nvidia_driver_modules: open``) and ``nvidia-utils-<br>-server``,
+    from the distribution (or a mirror given as ``nvidia_driver_repo``).
+    ``cuda``: NVIDIA's CUDA repository (``cuda-drivers-<br>``, or ``nvidia-open-<br>``),
+    for Ubuntu and Debian 12.
+    ``dnf-module``: RHEL-family ``dnf module install nvidia-driver:<br>-dkms``.
+    ``auto`` (default): ubuntu-server on Ubuntu, cuda on Debian, dnf-module on RHEL.
+
+Kernel headers for the running kernel go in before the driver (DKMS builds
+against them); nouveau is blacklisted and the initramfs rebuilt only when the
+blacklist changed; the driver packages are held (``apt-mark hold`` /
+``dnf versionlock``) and listed in unattended-upgrades' blacklist.  The
+loaded driver is checked through ``nvidia-smi``: not the wanted branch means
+"reboot required" (``--allow-reboot`` reboots, waits and checks again).
+
+Variables:
+    nvidia_driver_branch: ``550`` (the guide's 535/550 matrix).
+    nvidia_driver_version: exact package version or glob (``550.144.03-*``); default any of the branch.
+    nvidia_driver_source, nvidia_driver_modules (``proprietary`` | ``open``).
+    nvidia_driver_repo: ``{url, suite, components, key | key_url, key_sha256}``; ``key`` is a
+        path on the control machine (air gap), ``key_url`` is fetched by the host.
+    nvidia_driver_hold: true.  nvidia_driver_blacklist_nouveau: true.
+    nvidia_driver_expected_gpus: GPUs nvidia-smi must see (default: the PCI count).
+    nvidia_without_gpu: ``skip`` (default) or ``install`` on a host without a GPU.
+    apt_lock_timeout: seconds to wait for a dpkg lock held by another process (300).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from bringup.command import sh
+from bringup.errors import InputError
+from bringup.gpu import gpu_gate, nvidia_gpus, validate_without_gpu
+from bringup.resources import Command, File, Packages, Service
+from bringup.resources.apt import AptRepository
+from bringup.resources.guard import Fail, Skip
+from bringup.resources.hold import Hold
+from bringup.resources.nvidia import NvidiaDriverLoaded
+
+DEFAULTS = {
+    "nvidia_driver_branch": "550",
+    "nvidia_driver_version": None,
+    "nvidia_driver_source": "auto",
+    "nvidia_driver_modules": "proprietary",
+    "nvidia_driver_repo": None,
+    "nvidia_driver_hold": True,
+    "nvidia_driver_blacklist_nouveau": True,
+    "nvidia_driver_expected_gpus": None,
+    "nvidia_without_gpu": "skip",
+    "apt_lock_timeout": 300,
+}
+
+SOURCES = ("auto", "ubuntu-server", "cuda", "dnf-module")
+NOUVEAU_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
+UNATTENDED_FILE = "/etc/apt/apt.conf.d/51bringup-nvidia-no-unattended-upgrade"
+PREFERENCES_FILE = "/etc/apt/preferences.d/bringup-nvidia-driver"
+CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
+_RHEL = ("rhel", "rocky", "almalinux", "centos", "ol", "fedora")
+
+HANDLERS = {
+    "rebuild initramfs": [
+        "if command -v update-initramfs >/dev/null 2>&1; then update-initramfs -u; "
+        "elif command -v dracut >/dev/null 2>&1; then dracut -f; "
+        "else echo 'neither update-initramfs nor dracut: initramfs not rebuilt'; fi",
+    ],
+}
+
+
+def validate(vars: dict) -> None:
+    br = str(vars.get("nvidia_driver_branch"))
+    if not re.fullmatch(r"\d{3}", br):
+        raise InputError(f"nvidia_driver_branch {vars.get('nvidia_driver_branch')!r} must be a driver branch "
+                         "like 550 or 535")
+    ver = vars.get("nvidia_driver_version")
+    if ver is not None:
+        if not isinstance(ver, str) or not re.fullmatch(r"[0-9A-Za-z.+~:*_-]+", ver):
+            raise InputError(f"nvidia_driver_version {ver!r} is malformed (e.g. 550.144.03-0ubuntu0.24.04.1)")
+        if not ver.split(":", 1)[-1].startswith(br + "."):
+            raise InputError(f"nvidia_driver_version {ver} is not on nvidia_driver_branch {br}")
+    if vars.get("nvidia_driver_source") not in SOURCES:
+        raise InputError(f"nvidia_driver_source {vars.get('nvidia_driver_source')!r} must be one of {', '.join(SOURCES)}")
+    if vars.get("nvidia_driver_modules") not in ("proprietary", "open"):
+        raise InputError("nvidia_driver_modules must be proprietary or open")
+    exp = vars.get("nvidia_driver_expected_gpus")
+    if exp is not None and (not isinstance(exp, int) or isinstance(exp, bool) or exp < 0):
+        raise InputError(f"nvidia_driver_expected_gpus {exp!r} must be a whole number")
+    validate_without_gpu(vars)
+    repo_spec(vars.get("nvidia_driver_repo"), "nvidia_driver_repo")
+    if not isinstance(vars.get("apt_lock_timeout"), int) or vars["apt_lock_timeout"] < 0:
+        raise InputError("apt_lock_timeout must be a whole number of seconds")
+
+
+def repo_spec(spec, var: str) -> dict | None:
+    """Check a repository variable: ``{url, suite, components, key | key_url, key_sha256}``."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or "url" not in spec:
+        raise InputError(f"{var} must be a mapping with url, suite, and key (control-machine path) or key_url")
+    unknown = set(spec) - {"url", "suite", "components", "key", "key_url", "key_sha256"}
+    if unknown:
+        raise InputError(f"{var}: unknown key(s) {', '.join(sorted(unknown))}")
+    if ("key" in spec) == ("key_url" in spec):
+        raise InputError(f"{var}: give key (a file on the control machine) or key_url (fetched by the host), one")
+    if "key" in spec and not Path(str(spec["key"])).expanduser().is_file():
+        raise InputError(f"{var}: key file {spec['key']} does not exist on the control machine")
+    return spec
+
+
+def apt_repository(name: str, spec: dict, *, lock_timeout: int, subst: dict | None = None) -> AptRepository:
+    """An AptRepository from a repository variable (``{distro}``-style placeholders filled from ``subst``)."""
+    def fill(v):
+        return v.format(**subst) if subst and isinstance(v, str) else v
+    key = Path(str(spec["key"])).expanduser().read_bytes() if "key" in spec else None
+    return AptRepository(name, url=fill(spec["url"]), suite=fill(spec.get("suite", "./")),
+                         components=spec.get("components") or (), key=key, key_url=fill(spec.get("key_url")),
+                         key_sha256=spec.get("key_sha256"), lock_timeout=lock_timeout)
+
+
+def family(facts: dict) -> tuple[str, str, str]:
+    """(``apt`` | ``dnf`` | ``?``, os id, version id)."""
+    rel = facts.get("os.release") or {}
+    osid, ver = rel.get("id", ""), rel.get("version_id", "")
+    like = (rel.get("ID_LIKE") or "").split()
+    if osid in ("ubuntu", "debian") or "debian" in like:
+        return "apt", osid, ver
+    if osid in _RHEL or "rhel" in like or "fedora" in like:
+        return "dnf", osid, ver
+    return "?", osid, ver
+
+
+def driver_packages(source: str, branch: str, modules: str) -> list[str]:
+    if source == "ubuntu-server":
+        suffix = "-open" if modules == "open" else ""
+        return [f"nvidia-headless-{branch}-server{suffix}", f"nvidia-utils-{branch}-server"]
+    if source == "cuda":
+        return [f"nvidia-open-{branch}" if modules == "open" else f"cuda-drivers-{branch}"]
+    return []
+
+
+def resources(host):
+    v = host.vars
+    gate = gpu_gate(host, "nvidia driver")
+    if gate:
+        return gate
+    branch, version = str(v["nvidia_driver_branch"]), v.get("nvidia_driver_version")
+    fam, osid, osver = family(host.facts)
+    if fam == "?":
+        return [Fail("nvidia driver", f"OS {osid or 'unknown'} {osver} is not supported: Ubuntu, Debian or "
+                                      "RHEL-family only")]
+    if osid == "centos" and osver.split(".")[0] == "7":
+        return [Fail("nvidia driver", "CentOS 7 (yum) is not supported by this role: install the driver "
+                                      "from NVIDIA's .run or CUDA yum repo by hand, then rerun to hold it")]
+    source = v["nvidia_driver_source"]
+    if source == "auto":
+        source = {"ubuntu": "ubuntu-server", "debian": "cuda"}.get(osid, "dnf-module" if fam == "dnf" else "cuda")
+    if (source == "dnf-module") != (fam == "dnf"):
+        return [Fail("nvidia driver", f"nvidia_driver_source {source} does not fit {osid} {osver}")]
+    kernel = (host.facts.get("os.kernel") or {}).get("release")
+    if not kernel:
+        return [Fail("nvidia driver", "the running kernel's release is unknown (fact os.kernel failed)")]
+    lock = int(v["apt_lock_timeout"])
+    out: list = []
+    pkgs = driver_packages(source, branch, v["nvidia_driver_modules"])
+    pin = version or f"{branch}.*"
+    if fam == "apt":
+        spec = v.get("nvidia_driver_repo")
+        if spec is None and source == "cuda":
+            distro = f"{osid}{osver.replace('.', '')}"
+            url = CUDA_REPO.format(distro=distro)
+            spec = {"url": url, "suite": "/", "key_url": url + "3bf863cc.pub"}
+        if spec is not None:
+            out.append(apt_repository("nvidia-driver", spec, lock_timeout=lock))
+        # DKMS builds the module against the running kernel's headers: first.
+        out.append(Packages({f"linux-headers-{kernel}": None}, lock_timeout=lock))
+    else:
+        out.append(Packages({f"kernel-devel-{kernel}": None}, manager="dnf"))
+    if v["nvidia_driver_blacklist_nouveau"]:
+        out.append(File(NOUVEAU_FILE, content="# Written by bringup: nouveau and the NVIDIA driver exclude each "
+                                              "other.\nblacklist nouveau\noptions nouveau modeset=0\n",
+                        notify=["rebuild initramfs"]))
+    if fam == "apt":
+        # unattended-upgrades matches these as regular expressions from the name's start (a "." matching
+        # any character is harmless here; apt.conf has no escape for a backslash).
+        names = "".join(f'    "{p}";\n' for p in pkgs)
+        out.append(File(UNATTENDED_FILE, content=(
+            "// Written by bringup: a driver moved by an unattended upgrade breaks running CUDA programs\n"
+            "// (\"driver/library version mismatch\") until a reboot.  Upgrade it deliberately.\n"
+            "Unattended-Upgrade::Package-Blacklist {\n" + names
+            + '    "nvidia-.*-' + branch + '(-server)?(-open)?$";\n'
+            + '    "libnvidia-.*-' + branch + '(-server)?$";\n};\n')))
+        # The whole branch family follows the pin, dependencies included: pinning only the
+        # top-level packages leaves apt unable to move their exact-version dependencies.
+        out.append(File(PREFERENCES_FILE, content=(
+            "# Written by bringup: the NVIDIA driver packages follow nvidia_driver_branch/_version.\n"
+            f"Package: /^(lib)?nvidia-.*-{branch}(-server)?(-open)?$/ /^cuda-drivers(-{branch})?$/\n"
+            f"Pin: version {pin}\nPin-Priority: 1001\n")))
+        out.append(Packages({p: pin for p in pkgs}, allow_change_held=True, lock_timeout=lock))
+        if v["nvidia_driver_hold"]:
+            out.append(Hold(pkgs))
+    else:
+        stream = f"nvidia-driver:{branch}-dkms" if v["nvidia_driver_modules"] == "proprietary" \
+            else f"nvidia-driver:{branch}-open"
+        out.append(Command(f"dnf module {stream}", sh("dnf -y module install %s", stream),
+                           unless=sh("rpm -q --qf '%%{VERSION}\\n' nvidia-driver | grep -q %s", f"^{branch}\\.")))
+        if v["nvidia_driver_hold"]:
+            out.append(Hold(["nvidia-driver", "kmod-nvidia-latest-dkms"], manager="dnf"))
+    loaded = any(str(g.get("driver_version") or "").startswith(branch + ".")
+                 for g in host.facts.get("nvidia.smi") or [])
+    systemd = (host.facts.get("system.systemd") or {}).get("booted")
+    if not systemd:
+        pid1 = (host.facts.get("system.systemd") or {}).get("pid1") or "unknown"
+        out.append(Skip("nvidia-persistenced", f"systemd is not running (PID 1 is {pid1}): enable "
+                                               "nvidia-persistenced with this host's init system"))
+    else:
+        # It can only start once the driver is loaded: after the reboot, on the next pass.
+        out.append(Service("nvidia-persistenced", enabled=True, running=True if loaded else None))
+    expected = v.get("nvidia_driver_expected_gpus")
+    if expected is None:
+        expected = len(nvidia_gpus(host.facts)) or None
+    out.append(NvidiaDriverLoaded(branch, version=version, expected_gpus=expected))
+    return out
