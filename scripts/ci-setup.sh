@@ -7,7 +7,8 @@
 #   sudo scripts/ci-setup.sh
 set -eu
 
-PACKAGES="chromium docker.io debootstrap debian-archive-keyring openssh-client"
+# prometheus: its promtool unit-tests the monitoring role's alert rules.
+PACKAGES="chromium docker.io debootstrap debian-archive-keyring openssh-client prometheus"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$(id -u)" -ne 0 ]; then

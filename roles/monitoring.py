@@ -1,0 +1,158 @@
+"""Prometheus, its Triton/DCGM alert rules and Grafana, beside Triton.
+
+Prometheus scrapes Triton (:8002), the DCGM exporter (:9400) and the node
+exporter (:9100) of ``monitoring_targets``.  The alert rules are the guide's
+(p95 above ``latency_slo_p95_ms`` for 5 minutes while queue time rises), Triton
+down, DCGM XID errors and GPU temperature, written against the summaries and
+counters Triton really exports; they are unit-tested with ``promtool test
+rules``.  Grafana is provisioned with a Prometheus data source and a Triton
+dashboard (p50/p95, queue vs compute time, average batch size, GPU and memory
+copy utilization).  With ``monitoring_stack: true`` (default) the three run as
+pinned compose services in host networking; ``false`` writes the files only.
+
+Variables:
+    latency_slo_p95_ms: the p95 SLO in ms (50: the guide's result was 48).
+    monitoring_targets: hosts to scrape (default: this host, 127.0.0.1).
+    monitoring_stack, monitoring_node_exporter, monitoring_images, monitoring_dir,
+    monitoring_gpu_temp_c, monitoring_scrape_interval, monitoring_retention.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+
+from bringup.errors import InputError
+from bringup.resources import Directory, File
+from bringup.resources.compose import ComposeUp
+
+DEFAULTS = {
+    "latency_slo_p95_ms": 50,
+    "monitoring_targets": ["127.0.0.1"],
+    "monitoring_stack": True,
+    "monitoring_node_exporter": True,
+    "monitoring_dir": "/opt/monitoring",
+    "monitoring_gpu_temp_c": 85,
+    "monitoring_scrape_interval": "5s",
+    "monitoring_retention": "15d",
+    "monitoring_images": {
+        "prometheus": "prom/prometheus:v2.53.0",
+        "grafana": "grafana/grafana:11.1.0",
+        "node_exporter": "prom/node-exporter:v1.8.1",
+    },
+    "monitoring_ports": {"triton": 8002, "dcgm": 9400, "node": 9100, "prometheus": 9090, "grafana": 3000},
+}
+
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$|^\[[0-9a-fA-F:]+\]$")
+_DURATION = re.compile(r"^\d+[smhdwy]$")
+_IMAGE = re.compile(r"^[\w.\-/:@]+$")
+
+
+def _number(v, what: str, lo: float, hi: float) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
+        raise InputError(f"{what} {v!r}: must be a number within {lo:g}-{hi:g}")
+    return v
+
+
+def validate(vars: dict) -> None:
+    _number(vars.get("latency_slo_p95_ms"), "latency_slo_p95_ms", 1, 60000)
+    _number(vars.get("monitoring_gpu_temp_c"), "monitoring_gpu_temp_c", 30, 120)
+    targets = vars.get("monitoring_targets")
+    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) and _HOST.match(t) for t in targets):
+        raise InputError(f"monitoring_targets {targets!r}: a list of host names or addresses")
+    for k in ("monitoring_scrape_interval", "monitoring_retention"):
+        if not _DURATION.match(str(vars.get(k))):
+            raise InputError(f"{k} {vars.get(k)!r}: a Prometheus duration like 15s or 15d")
+    images = vars.get("monitoring_images")
+    if not isinstance(images, dict) or set(images) != {"prometheus", "grafana", "node_exporter"} or \
+            not all(isinstance(i, str) and _IMAGE.match(i) for i in images.values()):
+        raise InputError("monitoring_images: prometheus, grafana and node_exporter image references")
+    ports = vars.get("monitoring_ports")
+    if not isinstance(ports, dict) or set(ports) != set(DEFAULTS["monitoring_ports"]):
+        raise InputError(f"monitoring_ports: a mapping with {', '.join(DEFAULTS['monitoring_ports'])}")
+    for k, p in ports.items():
+        _number(p, f"monitoring_ports.{k}", 1, 65535)
+    d = vars.get("monitoring_dir")
+    if not isinstance(d, str) or not d.startswith("/") or "\n" in d:
+        raise InputError(f"monitoring_dir {d!r}: must be an absolute path")
+
+
+def _panel(pid: int, title: str, targets: list[tuple[str, str]], unit: str, x: int, y: int) -> dict:
+    return {
+        "id": pid, "type": "timeseries", "title": title,
+        "datasource": {"type": "prometheus", "uid": "prometheus"},
+        "gridPos": {"h": 8, "w": 12, "x": x, "y": y},
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "targets": [{"refId": chr(65 + i), "expr": e, "legendFormat": legend,
+                     "datasource": {"type": "prometheus", "uid": "prometheus"}}
+                    for i, (e, legend) in enumerate(targets)],
+    }
+
+
+def dashboard(slo_ms: float) -> dict:
+    """The Triton dashboard; every expression is PromQL over Triton's and DCGM's real metric names."""
+    per_req = "sum by (model) (rate({m}[1m])) / sum by (model) (rate(nv_inference_request_success[1m]))"
+    panels = [
+        _panel(1, f"Request latency p50 / p95 (SLO {slo_ms:g} ms)", [
+            ('max by (model) (nv_inference_request_summary_us{quantile="0.5"}) / 1000', "{{model}} p50"),
+            ('max by (model) (nv_inference_request_summary_us{quantile="0.95"}) / 1000', "{{model}} p95"),
+        ], "ms", 0, 0),
+        _panel(2, "Queue vs compute time per request", [
+            (per_req.format(m="nv_inference_queue_duration_us"), "{{model}} queue"),
+            (per_req.format(m="nv_inference_compute_infer_duration_us"), "{{model}} compute"),
+        ], "µs", 12, 0),
+        _panel(3, "Average batch size (inferences per execution: >1 = the window works)", [
+            ("sum by (model) (rate(nv_inference_count[1m])) / sum by (model) (rate(nv_inference_exec_count[1m]))",
+             "{{model}}"),
+        ], "none", 0, 8),
+        _panel(4, "Requests per second", [
+            ("sum by (model) (rate(nv_inference_request_success[1m]))", "{{model}} ok"),
+            ("sum by (model) (rate(nv_inference_request_failure[1m]))", "{{model}} failed"),
+        ], "reqps", 12, 8),
+        _panel(5, "GPU utilization", [("DCGM_FI_DEV_GPU_UTIL", "{{instance}} GPU {{gpu}}")], "percent", 0, 16),
+        _panel(6, "GPU memory copy utilization", [("DCGM_FI_DEV_MEM_COPY_UTIL", "{{instance}} GPU {{gpu}}")],
+               "percent", 12, 16),
+    ]
+    return {"uid": "bringup-triton", "title": "Triton inference (bringup)", "schemaVersion": 39, "version": 1,
+            "time": {"from": "now-1h", "to": "now"}, "refresh": "10s", "tags": ["triton", "bringup"],
+            "panels": panels}
+
+
+def files(host) -> tuple[dict[str, str], str]:
+    """``({path: content}, revision)``: every file the role writes (the compose file included)."""
+    v = host.vars
+    d = v["monitoring_dir"].rstrip("/")
+    ports = v["monitoring_ports"]
+    out = {
+        f"{d}/prometheus/prometheus.yml": host.render(
+            "monitoring/prometheus.yml.j2", interval=v["monitoring_scrape_interval"],
+            targets=v["monitoring_targets"], ports=ports),
+        f"{d}/prometheus/rules/triton.rules.yml": host.render(
+            "monitoring/triton.rules.yml.j2", slo_ms=v["latency_slo_p95_ms"], gpu_temp_c=v["monitoring_gpu_temp_c"]),
+        f"{d}/grafana/provisioning/datasources/prometheus.yml": host.render(
+            "monitoring/grafana-datasource.yml.j2", url=f"http://127.0.0.1:{int(ports['prometheus'])}"),
+        f"{d}/grafana/provisioning/dashboards/bringup.yml": host.render("monitoring/grafana-dashboards.yml.j2"),
+        f"{d}/grafana/dashboards/triton.json": json.dumps(dashboard(v["latency_slo_p95_ms"]), indent=2) + "\n",
+    }
+    ctx = dict(images=v["monitoring_images"], ports=ports, dir=d, retention=v["monitoring_retention"],
+               node_exporter=bool(v["monitoring_node_exporter"]))
+    h = hashlib.sha256(host.render("monitoring/docker-compose.yml.j2", revision="", **ctx).encode())
+    for path, text in sorted(out.items()):
+        h.update(f"\0{path}\0{text}".encode())
+    rev = h.hexdigest()[:12]
+    out[f"{d}/docker-compose.yml"] = host.render("monitoring/docker-compose.yml.j2", revision=rev, **ctx)
+    return out, rev
+
+
+def resources(host):
+    validate(host.vars)
+    d = host.vars["monitoring_dir"].rstrip("/")
+    wanted, rev = files(host)
+    dirs = [d, f"{d}/prometheus", f"{d}/prometheus/rules", f"{d}/grafana", f"{d}/grafana/provisioning",
+            f"{d}/grafana/provisioning/datasources", f"{d}/grafana/provisioning/dashboards", f"{d}/grafana/dashboards"]
+    out = [Directory(p, mode="0755") for p in dirs]
+    out += [File(p, content=c, mode="0644", backup=False) for p, c in wanted.items()]
+    if host.vars["monitoring_stack"]:
+        # Prometheus and Grafana read their files at start: the revision label recreates them on change.
+        out.append(ComposeUp(f"{d}/docker-compose.yml", project="monitoring", container="prometheus", revision=rev))
+    return out
