@@ -30,13 +30,12 @@ Variables:
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from bringup.command import sh
 from bringup.errors import InputError
 from bringup.gpu import gpu_gate, nvidia_gpus, validate_without_gpu
 from bringup.resources import Command, File, Packages, Service
-from bringup.resources.apt import AptRepository
+from bringup.resources.apt import check_repo_var, os_family, repo_from_var
 from bringup.resources.guard import Fail, Skip
 from bringup.resources.hold import Hold
 from bringup.resources.nvidia import NvidiaDriverLoaded
@@ -59,7 +58,6 @@ NOUVEAU_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
 UNATTENDED_FILE = "/etc/apt/apt.conf.d/51bringup-nvidia-no-unattended-upgrade"
 PREFERENCES_FILE = "/etc/apt/preferences.d/bringup-nvidia-driver"
 CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
-_RHEL = ("rhel", "rocky", "almalinux", "centos", "ol", "fedora")
 
 HANDLERS = {
     "rebuild initramfs": [
@@ -89,47 +87,9 @@ def validate(vars: dict) -> None:
     if exp is not None and (not isinstance(exp, int) or isinstance(exp, bool) or exp < 0):
         raise InputError(f"nvidia_driver_expected_gpus {exp!r} must be a whole number")
     validate_without_gpu(vars)
-    repo_spec(vars.get("nvidia_driver_repo"), "nvidia_driver_repo")
+    check_repo_var(vars.get("nvidia_driver_repo"), "nvidia_driver_repo")
     if not isinstance(vars.get("apt_lock_timeout"), int) or vars["apt_lock_timeout"] < 0:
         raise InputError("apt_lock_timeout must be a whole number of seconds")
-
-
-def repo_spec(spec, var: str) -> dict | None:
-    """Check a repository variable: ``{url, suite, components, key | key_url, key_sha256}``."""
-    if spec is None:
-        return None
-    if not isinstance(spec, dict) or "url" not in spec:
-        raise InputError(f"{var} must be a mapping with url, suite, and key (control-machine path) or key_url")
-    unknown = set(spec) - {"url", "suite", "components", "key", "key_url", "key_sha256"}
-    if unknown:
-        raise InputError(f"{var}: unknown key(s) {', '.join(sorted(unknown))}")
-    if ("key" in spec) == ("key_url" in spec):
-        raise InputError(f"{var}: give key (a file on the control machine) or key_url (fetched by the host), one")
-    if "key" in spec and not Path(str(spec["key"])).expanduser().is_file():
-        raise InputError(f"{var}: key file {spec['key']} does not exist on the control machine")
-    return spec
-
-
-def apt_repository(name: str, spec: dict, *, lock_timeout: int, subst: dict | None = None) -> AptRepository:
-    """An AptRepository from a repository variable (``{distro}``-style placeholders filled from ``subst``)."""
-    def fill(v):
-        return v.format(**subst) if subst and isinstance(v, str) else v
-    key = Path(str(spec["key"])).expanduser().read_bytes() if "key" in spec else None
-    return AptRepository(name, url=fill(spec["url"]), suite=fill(spec.get("suite", "./")),
-                         components=spec.get("components") or (), key=key, key_url=fill(spec.get("key_url")),
-                         key_sha256=spec.get("key_sha256"), lock_timeout=lock_timeout)
-
-
-def family(facts: dict) -> tuple[str, str, str]:
-    """(``apt`` | ``dnf`` | ``?``, os id, version id)."""
-    rel = facts.get("os.release") or {}
-    osid, ver = rel.get("id", ""), rel.get("version_id", "")
-    like = (rel.get("ID_LIKE") or "").split()
-    if osid in ("ubuntu", "debian") or "debian" in like:
-        return "apt", osid, ver
-    if osid in _RHEL or "rhel" in like or "fedora" in like:
-        return "dnf", osid, ver
-    return "?", osid, ver
 
 
 def driver_packages(source: str, branch: str, modules: str) -> list[str]:
@@ -147,7 +107,7 @@ def resources(host):
     if gate:
         return gate
     branch, version = str(v["nvidia_driver_branch"]), v.get("nvidia_driver_version")
-    fam, osid, osver = family(host.facts)
+    fam, osid, osver = os_family(host.facts)
     if fam == "?":
         return [Fail("nvidia driver", f"OS {osid or 'unknown'} {osver} is not supported: Ubuntu, Debian or "
                                       "RHEL-family only")]
@@ -173,7 +133,7 @@ def resources(host):
             url = CUDA_REPO.format(distro=distro)
             spec = {"url": url, "suite": "/", "key_url": url + "3bf863cc.pub"}
         if spec is not None:
-            out.append(apt_repository("nvidia-driver", spec, lock_timeout=lock))
+            out.append(repo_from_var("nvidia-driver", spec, lock_timeout=lock))
         # DKMS builds the module against the running kernel's headers: first.
         out.append(Packages({f"linux-headers-{kernel}": None}, lock_timeout=lock))
     else:

@@ -191,3 +191,53 @@ class AptRepository(Resource):
             sh("l=$(sha256sum -- %s | cut -d' ' -f1); k=$(sha256sum -- %s | cut -d' ' -f1); "
                "printf '%%s %%s' \"$l\" \"$k\" > %s", self.list_path, self.keyring, self.stamp),
         ])
+
+
+# ---------------------------------------------------------------------------
+# Repository variables of roles: ``{url, suite, components, key | key_url, key_sha256}``
+
+_RHEL = ("rhel", "rocky", "almalinux", "centos", "ol", "fedora")
+_SPEC_KEYS = {"url", "suite", "components", "key", "key_url", "key_sha256"}
+
+
+def check_repo_var(spec, var: str) -> dict | None:
+    """Check a repository variable (None: no repository); ``key`` is a file on the control machine."""
+    from pathlib import Path
+
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or "url" not in spec:
+        raise InputError(f"{var} must be a mapping with url, suite, and key (control-machine path) or key_url")
+    unknown = set(spec) - _SPEC_KEYS
+    if unknown:
+        raise InputError(f"{var}: unknown key(s) {', '.join(sorted(unknown))}")
+    if ("key" in spec) == ("key_url" in spec):
+        raise InputError(f"{var}: give key (a file on the control machine) or key_url (fetched by the host), one")
+    if "key" in spec and not Path(str(spec["key"])).expanduser().is_file():
+        raise InputError(f"{var}: key file {spec['key']} does not exist on the control machine")
+    return spec
+
+
+def repo_from_var(name: str, spec: dict, *, lock_timeout: int = 300, subst: dict | None = None) -> AptRepository:
+    """An :class:`AptRepository` from a repository variable; ``{id}``-style fields filled from ``subst``."""
+    from pathlib import Path
+
+    def fill(v):
+        return v.format(**subst) if subst and isinstance(v, str) else v
+
+    key = Path(str(spec["key"])).expanduser().read_bytes() if "key" in spec else None
+    return AptRepository(name, url=fill(spec["url"]), suite=fill(spec.get("suite", "./")),
+                         components=spec.get("components") or (), key=key, key_url=fill(spec.get("key_url")),
+                         key_sha256=spec.get("key_sha256"), lock_timeout=lock_timeout)
+
+
+def os_family(facts: dict) -> tuple[str, str, str]:
+    """The package family of a host from ``os.release``: (``apt`` | ``dnf`` | ``?``, os id, version id)."""
+    rel = facts.get("os.release") or {}
+    osid, ver = rel.get("id", ""), rel.get("version_id", "")
+    like = (rel.get("ID_LIKE") or "").split()
+    if osid in ("ubuntu", "debian") or "debian" in like:
+        return "apt", osid, ver
+    if osid in _RHEL or "rhel" in like or "fedora" in like:
+        return "dnf", osid, ver
+    return "?", osid, ver
