@@ -12,6 +12,7 @@ Variables:
         CPUs and the pinned IRQs), ``disabled`` (stopped and disabled), or
         ``unmanaged`` (left alone).
     irq_affinity_persist: install the boot-time unit (default true).
+    irq_affinity_in_containers: write IRQs even from inside a container (default false).
 """
 from __future__ import annotations
 
@@ -32,6 +33,8 @@ DEFAULTS = {
     **topology.DEFAULTS,
     "irqbalance": "keep",
     "irq_affinity_persist": True,
+    # A container's /proc/irq is the machine's: not moved unless asked.
+    "irq_affinity_in_containers": False,
 }
 
 HANDLERS = {
@@ -73,7 +76,8 @@ def resources(host):
     elif mode == "disabled":
         # Stopped before the IRQs are written, so that it cannot move them back.
         out.append(Service("irqbalance.service", running=False, enabled=False))
-    out += [IrqAffinity(p.irq, p.cpus, label=p.name) for p in plan.irqs]
+    out += [IrqAffinity(p.irq, p.cpus, label=p.name, in_container=bool(host.vars["irq_affinity_in_containers"]))
+            for p in plan.irqs]
     if host.vars["irq_affinity_persist"]:
         pins = [{"irq": p.irq, "name": p.name if p.name and " " not in p.name else "",
                  "cpus": format_cpulist(p.cpus), "device": p.device} for p in plan.irqs]

@@ -114,8 +114,18 @@ def test_local_rerun_is_a_noop(local):
 @pytest.fixture(scope="module")
 def project(sandbox_host, tmp_path_factory):
     d = tmp_path_factory.mktemp("irq-proj")
-    write_inventory(d / "hosts", [sandbox_host], extra_vars=SANDBOX_VARS)
+    # Opt in: this module saves and restores the machine's IRQs around it.
+    write_inventory(d / "hosts", [sandbox_host], extra_vars={**SANDBOX_VARS, "irq_affinity_in_containers": True})
     return d
+
+
+def test_containers_leave_the_machines_irqs_alone_by_default(sandbox_host, tmp_path):
+    write_inventory(tmp_path / "hosts", [sandbox_host], extra_vars=SANDBOX_VARS)
+    r = invoke("plan", "--host", sandbox_host.name, "--inventory", "hosts", "--roles", "irq_affinity",
+               "--verbose", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "this host is a container; its /proc/irq is the machine's" in r.stdout
+    assert not any(l.strip().startswith("would change  irq:") for l in r.stdout.splitlines())
 
 
 def condition_ts(host) -> str:
