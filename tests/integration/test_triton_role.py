@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 import time
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -80,6 +81,8 @@ def get(url: str) -> tuple[int, str]:
             return r.status, r.read().decode()
     except urllib.error.HTTPError as e:
         return e.code, e.read().decode()
+    except urllib.error.URLError as e:  # not listening (yet)
+        return 0, str(e)
 
 
 def infer(address: str, values: list[float]) -> list[float]:
@@ -205,3 +208,80 @@ def test_model_that_fails_to_load_is_rolled_back(triton_host, project, address):
     # And the inventory's state is a no-op again.
     r = provision(project, host)
     assert r.returncode == 0 and recap(r.stdout)[host.name]["changed"] == 0, r.stdout
+
+
+async def _load(address: str, n: int) -> list[bool]:
+    import tritonclient.http.aio as httpclient
+
+    client = httpclient.InferenceServerClient(f"{address}:8000", conn_limit=n)
+    try:
+        async def one(i):
+            inp = httpclient.InferInput("INPUT0", [1, 4], "FP32")
+            x = np.full((1, 4), i, dtype=np.float32)
+            inp.set_data_from_numpy(x)
+            return np.array_equal((await client.infer("add", [inp])).as_numpy("OUTPUT0"), x * 2 + 1)
+        return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(n))), timeout=60)
+    finally:
+        await client.close()
+
+
+def test_monitoring_rules_evaluate_on_the_real_triton_metrics(triton_host, project, address, tmp_path):
+    """Debian's Prometheus runs the role's own config and rules against this Triton."""
+    import socket
+    import subprocess
+
+    host, _ = triton_host
+    r = invoke("provision", "--host", host.name, "--inventory", "hosts", "--roles", "triton,monitoring",
+               "--set", "monitoring_stack=false", "--set", f"monitoring_targets=[{address}]",
+               "--set", "monitoring_scrape_interval=1s", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    rc = recap(r.stdout)[host.name]
+    assert rc["failed"] == 0 and rc["changed"] >= 5
+    assert not [x for x in last_report(project)["hosts"][0]["resources"]
+                if x["role"] == "triton" and x["status"] == "changed"]  # triton untouched
+    # The compose file is valid for this host's docker-compose; the files are where the services read them.
+    host.exec(["docker-compose", "-f", "/opt/monitoring/docker-compose.yml", "config", "-q"])
+    cfg = yaml.safe_load(host.exec(["cat", "/opt/monitoring/prometheus/prometheus.yml"]).stdout)
+    rules = host.exec(["cat", "/opt/monitoring/prometheus/rules/triton.rules.yml"]).stdout
+    r = invoke("provision", "--host", host.name, "--inventory", "hosts", "--roles", "triton,monitoring",
+               "--set", "monitoring_stack=false", "--set", f"monitoring_targets=[{address}]",
+               "--set", "monitoring_scrape_interval=1s", cwd=project)
+    assert r.returncode == 0 and recap(r.stdout)[host.name]["changed"] == 0, r.stdout
+
+    (tmp_path / "triton.rules.yml").write_text(rules)
+    cfg["rule_files"] = [str(tmp_path / "triton.rules.yml")]
+    (tmp_path / "prometheus.yml").write_text(yaml.safe_dump(cfg))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    prom = subprocess.Popen([shutil.which("prometheus") or "/usr/bin/prometheus",
+                             f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+                             f"--web.listen-address=127.0.0.1:{port}"],
+                            stdout=subprocess.DEVNULL, stderr=open(tmp_path / "prometheus.log", "w"))
+
+    def query(q: str) -> list:
+        url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+        code, body = get(url)
+        return json.loads(body)["data"]["result"] if code == 200 else []
+
+    try:
+        deadline = time.monotonic() + 30
+        while not query('up{job="triton"} == 1'):
+            assert time.monotonic() < deadline, (tmp_path / "prometheus.log").read_text()[-1000:]
+            time.sleep(0.5)
+        for _ in range(3):  # load across a few scrapes
+            assert all(asyncio.run(_load(address, 48)))
+            time.sleep(1.2)
+        deadline = time.monotonic() + 20
+        while True:
+            batch = query('triton:avg_batch_size:rate1m{model="add"}')
+            p95 = query('triton:request_p95_ms{model="add"}')
+            if batch and p95:
+                break
+            assert time.monotonic() < deadline, "recording rules produced nothing from Triton's metrics"
+            time.sleep(1)
+        assert float(batch[0]["value"][1]) > 1.5  # the window batches: more inferences than executions
+        assert float(p95[0]["value"][1]) > 0
+    finally:
+        prom.terminate()
+        prom.wait(timeout=30)
