@@ -1,0 +1,143 @@
+"""NVIDIA's DCGM exporter: a pinned image run under systemd, counters from the inventory, /metrics checked.
+
+The container runs ``--gpus all --cap-add SYS_ADMIN`` with port 9400 published
+and the counters CSV rendered from the inventory mounted as its collectors
+file.  It carries a revision label (hash of image, CSV and port): it is
+restarted only when that revision changes, and the run waits (bounded) for
+``/metrics`` to carry the first counter (``DCGM_FI_DEV_GPU_UTIL`` by default).
+
+Images: ``image_transfer: pull`` (the host pulls ``dcgm_exporter_image`` from
+its registry or mirror) or ``push`` (the control machine's copy is streamed
+over SSH into ``docker load``; skipped when the host has the same image ID).
+
+Variables:
+    dcgm_exporter_image: ``nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04``.
+    dcgm_exporter_image_id: optional ``sha256:...`` pin of the image's content.
+    image_transfer: ``pull`` (default) or ``push``.
+    dcgm_exporter_port: 9400.
+    dcgm_exporter_counters: ``[[field, gauge|counter, help], ...]`` (default: the guide's list:
+        utilization, memory copy utilization, SM clock, power, temperature, XID errors,
+        PCIe replays, framebuffer used).
+    dcgm_exporter_extra_counters: more of the same, appended.
+    dcgm_exporter_wait: seconds to wait for /metrics after a (re)start (60).
+    nvidia_without_gpu: as nvidia_driver.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+
+from bringup.command import sh
+from bringup.errors import InputError
+from bringup.gpu import gpu_gate, validate_without_gpu
+from bringup.resources import Directory, File, Service
+from bringup.resources.guard import Probe, Skip
+from bringup.resources.image import DockerImage
+
+#: Not run while a reboot (a new driver) is pending: the exporter needs the loaded driver.
+WAITS_FOR_REBOOT = True
+
+NAME = "dcgm-exporter"
+CONF_DIR = "/etc/dcgm-exporter"
+CSV = f"{CONF_DIR}/bringup-counters.csv"
+UNIT = "/etc/systemd/system/dcgm-exporter.service"
+
+#: The guide's monitoring list; help texts as in dcgm-exporter's default-counters.csv.
+DEFAULT_COUNTERS = [
+    ["DCGM_FI_DEV_GPU_UTIL", "gauge", "GPU utilization (in %)."],
+    ["DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", "Memory utilization (in %)."],
+    ["DCGM_FI_DEV_SM_CLOCK", "gauge", "SM clock frequency (in MHz)."],
+    ["DCGM_FI_DEV_POWER_USAGE", "gauge", "Power draw (in W)."],
+    ["DCGM_FI_DEV_GPU_TEMP", "gauge", "GPU temperature (in C)."],
+    ["DCGM_FI_DEV_XID_ERRORS", "gauge", "Value of the last XID error encountered."],
+    ["DCGM_FI_DEV_PCIE_REPLAY_COUNTER", "counter", "Total number of PCIe retries."],
+    ["DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."],
+]
+
+DEFAULTS = {
+    "dcgm_exporter_image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04",
+    "dcgm_exporter_image_id": None,
+    "image_transfer": "pull",
+    "dcgm_exporter_port": 9400,
+    "dcgm_exporter_counters": DEFAULT_COUNTERS,
+    "dcgm_exporter_extra_counters": [],
+    "dcgm_exporter_wait": 60,
+    "nvidia_without_gpu": "skip",
+}
+
+_FIELD = re.compile(r"^DCGM_(FI|EXP)_[A-Z0-9_]+$")
+
+
+def counters(vars: dict) -> list[list[str]]:
+    """The counters, checked: ``[field, type, help]`` each, no duplicates."""
+    out: list[list[str]] = []
+    seen = set()
+    for var in ("dcgm_exporter_counters", "dcgm_exporter_extra_counters"):
+        rows = vars.get(var) or []
+        if not isinstance(rows, list):
+            raise InputError(f"{var} must be a list of [field, type, help]")
+        for row in rows:
+            if not (isinstance(row, (list, tuple)) and len(row) == 3 and all(isinstance(x, str) for x in row)):
+                raise InputError(f"{var}: {row!r} must be [field, gauge|counter|label, help]")
+            name, typ, help_ = (x.strip() for x in row)
+            if not _FIELD.match(name):
+                raise InputError(f"{var}: {name!r} is not a DCGM field name (DCGM_FI_...)")
+            if typ not in ("gauge", "counter", "label"):
+                raise InputError(f"{var}: {name}: type {typ!r} must be gauge, counter or label")
+            if any(c in help_ for c in ",\n"):
+                raise InputError(f"{var}: {name}: the help text may not hold a comma or newline")
+            if name not in seen:
+                seen.add(name)
+                out.append([name, typ, help_])
+    if not out:
+        raise InputError("dcgm_exporter_counters: no counters left; the exporter would serve nothing")
+    return out
+
+
+def validate(vars: dict) -> None:
+    counters(vars)
+    port = vars.get("dcgm_exporter_port")
+    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
+        raise InputError(f"dcgm_exporter_port {port!r} must be a TCP port number")
+    if vars.get("image_transfer") not in ("pull", "push"):
+        raise InputError(f"image_transfer {vars.get('image_transfer')!r} must be pull or push")
+    # The reference and id are checked by DockerImage itself; build one to refuse bad input now.
+    DockerImage(str(vars.get("dcgm_exporter_image")), source=vars["image_transfer"],
+                image_id=vars.get("dcgm_exporter_image_id"))
+    validate_without_gpu(vars)
+
+
+def resources(host):
+    v = host.vars
+    gate = gpu_gate(host, "dcgm exporter")
+    if gate:
+        return gate
+    if not (host.facts.get("system.systemd") or {}).get("booted"):
+        pid1 = (host.facts.get("system.systemd") or {}).get("pid1") or "unknown"
+        return [Skip("dcgm exporter", f"systemd is not running (PID 1 is {pid1}): the exporter is a systemd "
+                                      "unit here; run the container with this host's init system")]
+    rows = counters(v)
+    image = DockerImage(v["dcgm_exporter_image"], source=v["image_transfer"], image_id=v.get("dcgm_exporter_image_id"))
+    csv = host.render("dcgm_exporter/counters.csv.j2", counters=rows)
+    pin = v.get("dcgm_exporter_image_id") or (image.local_id() if v["image_transfer"] == "push" else None) or ""
+    revision = hashlib.sha256(f"{image.ref}\n{pin}\n{v['dcgm_exporter_port']}\n{csv}".encode()).hexdigest()[:16]
+    unit = host.render("dcgm_exporter/dcgm-exporter.service.j2", image=image.ref, container=NAME, revision=revision,
+                       port=v["dcgm_exporter_port"], csv=CSV)
+    first = rows[0][0]
+    check = " && ".join([
+        sh("[ \"$(docker inspect --format '{{index .Config.Labels \"bringup.revision\"}}' -- %s 2>/dev/null)\" = %s ]",
+           NAME, revision),
+        sh("curl -fsS --max-time 3 %s | grep -q %s", f"http://127.0.0.1:{v['dcgm_exporter_port']}/metrics",
+           f"^{first}"),
+    ])
+    return [
+        Directory(CONF_DIR, mode="0755"),
+        File(CSV, content=csv, mode="0644"),
+        image,
+        File(UNIT, content=unit, mode="0644"),
+        Service(NAME, enabled=True, daemon_reload=True),
+        # (Re)started only when the running container is not this revision, or not serving.
+        Probe(f"{NAME} revision {revision} serves {first}", check,
+              fix=sh("systemctl daemon-reload && systemctl restart -- %s", NAME), wait=int(v["dcgm_exporter_wait"]),
+              hint=f"see journalctl -u {NAME} and docker logs {NAME}"),
+    ]
