@@ -7,8 +7,10 @@ down, DCGM XID errors and GPU temperature, written against the summaries and
 counters Triton really exports; they are unit-tested with ``promtool test
 rules``.  Grafana is provisioned with a Prometheus data source and a Triton
 dashboard (p50/p95, queue vs compute time, average batch size, GPU and memory
-copy utilization).  With ``monitoring_stack: true`` (default) the three run as
-pinned compose services in host networking; ``false`` writes the files only.
+copy utilization).  With ``monitoring_stack: true`` (the shipped inventory's
+gpu hosts) the three run as pinned compose services in host networking, their
+images pulled or pushed (``image_transfer``); ``false`` (default) writes the
+files only.
 
 Variables:
     latency_slo_p95_ms: the p95 SLO in ms (50: the guide's result was 48).
@@ -25,11 +27,13 @@ import re
 from bringup.errors import InputError
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp
+from bringup.resources.image import DockerImage
 
 DEFAULTS = {
     "latency_slo_p95_ms": 50,
     "monitoring_targets": ["127.0.0.1"],
-    "monitoring_stack": True,
+    "monitoring_stack": False,
+    "image_transfer": "pull",
     "monitoring_node_exporter": True,
     "monitoring_dir": "/opt/monitoring",
     "monitoring_gpu_temp_c": 85,
@@ -72,6 +76,11 @@ def validate(vars: dict) -> None:
         raise InputError(f"monitoring_ports: a mapping with {', '.join(DEFAULTS['monitoring_ports'])}")
     for k, p in ports.items():
         _number(p, f"monitoring_ports.{k}", 1, 65535)
+    if vars.get("image_transfer") not in ("pull", "push"):
+        raise InputError(f"image_transfer {vars.get('image_transfer')!r} must be pull or push")
+    for k in ("monitoring_stack", "monitoring_node_exporter"):
+        if not isinstance(vars.get(k), bool):
+            raise InputError(f"{k} {vars.get(k)!r}: true or false")
     d = vars.get("monitoring_dir")
     if not isinstance(d, str) or not d.startswith("/") or "\n" in d:
         raise InputError(f"monitoring_dir {d!r}: must be an absolute path")
@@ -153,6 +162,10 @@ def resources(host):
     out = [Directory(p, mode="0755") for p in dirs]
     out += [File(p, content=c, mode="0644", backup=False) for p, c in wanted.items()]
     if host.vars["monitoring_stack"]:
+        images = host.vars["monitoring_images"]
+        out += [DockerImage(images[k], source=host.vars["image_transfer"])
+                for k in ("prometheus", "grafana", "node_exporter")
+                if k != "node_exporter" or host.vars["monitoring_node_exporter"]]
         # Prometheus and Grafana read their files at start: the revision label recreates them on change.
         out.append(ComposeUp(f"{d}/docker-compose.yml", project="monitoring", container="prometheus", revision=rev))
     return out

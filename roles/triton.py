@@ -21,7 +21,9 @@ Variables:
         (model version folders; a model missing from triton_models may bring
         its own config.pbtxt, which is validated too).  Empty: nothing mirrored.
     triton_max_queue_delay_microseconds: the batching window (800; 200-1500).
-    triton_image, triton_shm_size, triton_cpuset, triton_ports,
+    image_transfer: ``pull`` (the host pulls triton_image) or ``push`` (the
+        control machine's copy is streamed over SSH into ``docker load``).
+    triton_image, triton_image_id, triton_shm_size, triton_cpuset, triton_ports,
     triton_cache_size, triton_ready_timeout, triton_stack_dir.
 """
 from __future__ import annotations
@@ -35,6 +37,8 @@ from bringup.command import sh
 from bringup.errors import BringupError, InputError
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp
+from bringup.resources.guard import Skip
+from bringup.resources.image import DockerImage
 from bringup.resources.tree import Tree, local_tree
 
 #: Per GPU class: preferred batch sizes and instances per GPU (the guide's measurements).
@@ -52,6 +56,8 @@ DEFAULTS = {
     "triton_models": {},
     "triton_max_queue_delay_microseconds": 800,
     "triton_image": "nvcr.io/nvidia/tritonserver:24.06-py3",
+    "triton_image_id": None,
+    "image_transfer": "pull",
     "triton_shm_size": "1g",
     "triton_cpuset": "",
     "triton_ports": {"http": 8000, "grpc": 8001, "metrics": 8002},
@@ -208,6 +214,8 @@ def _static(vars: dict) -> None:
         _int(p, f"triton_ports.{k}", 1, 65535)
     _int(vars.get("triton_ready_timeout"), "triton_ready_timeout", 1, 3600)
     _int(vars.get("triton_cache_size"), "triton_cache_size", 1)
+    if vars.get("image_transfer") not in ("pull", "push"):
+        raise InputError(f"image_transfer {vars.get('image_transfer')!r} must be pull or push")
     extra = vars.get("triton_extra_args")
     if not isinstance(extra, list) or not all(isinstance(a, str) and a.startswith("--") for a in extra):
         raise InputError("triton_extra_args: a list of tritonserver flags like --log-verbose=1")
@@ -256,6 +264,8 @@ class _Desired:
 
 
 def resources(host):
+    if not (host.vars.get("triton_models") or host.vars.get("models_dir")):
+        return [Skip("triton", "nothing to serve: triton_models is empty and models_dir is unset")]
     d = _Desired(host)
     keep = {f"{m}/config.pbtxt" for m in d.configs}
     return [
@@ -265,6 +275,7 @@ def resources(host):
         *[File(f"{d.repo}/{m}/config.pbtxt", content=text, mode="0644", backup=False)
           for m, text in sorted(d.configs.items())],
         File(d.compose_file, content=d.compose, mode="0644", backup=False),
+        DockerImage(d.vars["triton_image"], source=d.vars["image_transfer"], image_id=d.vars.get("triton_image_id")),
         ComposeUp(d.compose_file, project="triton", container=d.container, revision=d.revision),
     ]
 

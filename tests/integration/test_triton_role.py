@@ -24,7 +24,7 @@ import yaml
 from bringup.sandbox import write_inventory
 
 from .helpers import invoke, last_report, recap
-from .triton_image import build_triton_image, load_into
+from .triton_image import build_triton_image
 
 pytestmark = pytest.mark.integration
 
@@ -40,7 +40,6 @@ def triton_host(sandbox_host):
     tag = build_triton_image()
     sandbox_host.exec("systemctl enable --now docker.service && "
                       "for i in $(seq 60); do docker info >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1")
-    load_into(sandbox_host, tag)
     return sandbox_host, tag
 
 
@@ -50,7 +49,8 @@ def project(triton_host, tmp_path_factory):
     d = tmp_path_factory.mktemp("triton")
     shutil.copytree(MODELS / "add", d / "models" / "add")
     write_inventory(d / "hosts", [host], extra_vars={
-        "triton_image": tag, "triton_shm_size": "256m", "models_dir": "models",
+        # Streamed from this machine's Docker (no registry here): the NVIDIA stack's image transfer.
+        "triton_image": tag, "image_transfer": "push", "triton_shm_size": "256m", "models_dir": "models",
         "triton_models": {"add": ADD}, "triton_ready_timeout": 90,
     })
     return d
@@ -101,12 +101,14 @@ def metric(address: str, name: str, model: str = "add") -> float:
 
 
 def test_deploy_gates_on_readiness_and_serves(triton_host, project, address):
-    host, _ = triton_host
+    host, tag = triton_host
     r = provision(project, host)
     assert r.returncode == 0, r.stdout + r.stderr
     rep = {x["id"]: x for x in last_report(project)["hosts"][0]["resources"]}
     assert rep["verify:triton"]["status"] == "ok" and "ready" in rep["verify:triton"]["reason"]
     assert rep["compose:triton:triton"]["status"] == "changed"
+    assert rep[f"image:{tag}"]["status"] == "changed"
+    assert host.exec(["docker", "image", "inspect", tag], check=False).returncode == 0
     cfg = host.exec(["cat", f"{REPO}/add/config.pbtxt"]).stdout
     assert "kind: KIND_CPU count: 1 }" in cfg and "max_queue_delay_microseconds: 800" in cfg
     assert "preferred_batch_size: [ 4, 8, 16 ]" in cfg

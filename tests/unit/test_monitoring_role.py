@@ -102,8 +102,12 @@ def test_compose_services_are_pinned_and_optional():
         assert ":" in s["image"] and tag not in ("latest", "") and s["labels"]["bringup.revision"] == rev
     files2, rev2 = rendered(monitoring_node_exporter=False, latency_slo_p95_ms=40)
     assert "node-exporter" not in yaml.safe_load(files2[f"{D}/docker-compose.yml"])["services"] and rev2 != rev
-    host = HostContext("h", {**M.DEFAULTS, "monitoring_stack": False}, {}, Templates(REPO / "templates").render)
-    assert not any(r.kind == "compose" for r in M.resources(host))
+    host = HostContext("h", dict(M.DEFAULTS), {}, Templates(REPO / "templates").render)
+    assert not any(r.kind in ("compose", "image") for r in M.resources(host))  # default: files only
+    host = HostContext("h", {**M.DEFAULTS, "monitoring_stack": True}, {}, Templates(REPO / "templates").render)
+    kinds = [r.id for r in M.resources(host) if r.kind in ("compose", "image")]
+    assert kinds == [f"image:{svc[k]['image']}" for k in ("prometheus", "grafana", "node-exporter")] + \
+        ["compose:monitoring:prometheus"]
 
 
 @pytest.mark.parametrize("key,value", [("latency_slo_p95_ms", "fast"), ("monitoring_targets", ["a b"]),

@@ -161,3 +161,11 @@ def test_compose_up_plans_by_revision_label():
     assert p.changes == {"container": ("running old", "running abc")} and "up -d" in p.commands[0]
     assert up.plan("compose=none\nstate=absent\n").changes["container"][0] == "absent"
     assert up.plan("compose=docker-compose\nstate=restarting\nrevision=abc\n").changed
+
+
+def test_nothing_to_serve_skips_and_images_come_before_the_launch():
+    (only,) = T.resources(ctx(dict(T.DEFAULTS)))
+    assert only.plan("").skipped and "nothing to serve" in only.plan("").reason
+    res = T.resources(ctx({**host_vars("trt-l40s-01"), "image_transfer": "push"}, {}))
+    kinds = [r.kind for r in res]
+    assert kinds.index("image") == kinds.index("compose") - 1 and res[kinds.index("image")].source == "push"
