@@ -125,19 +125,6 @@ def build_triton_image(force: bool = False) -> str:
     return tag
 
 
-def load_into(host: sandbox.SandboxHost, tag: str, *, as_tag: str | None = None) -> None:
-    """``docker save | docker exec -i <host> docker load``, then tag it as ``as_tag`` inside."""
-    save = subprocess.Popen(["docker", "save", tag], stdout=subprocess.PIPE)
-    assert save.stdout is not None
-    load = subprocess.run(["docker", "exec", "-i", host.container, "docker", "load", "-q"],
-                          stdin=save.stdout, capture_output=True, text=True, timeout=600)
-    save.stdout.close()
-    if save.wait() != 0 or load.returncode != 0:
-        raise SandboxError(f"loading {tag} into {host.name} failed: {sandbox._last_line(load.stderr)}")
-    if as_tag:
-        host.exec(["docker", "tag", tag, as_tag])
-
-
 if __name__ == "__main__":
     t = time.monotonic()
     print(build_triton_image(force="--force" in sys.argv), f"{time.monotonic() - t:.1f}s")
