@@ -129,3 +129,41 @@ def test_toolkit_skips_without_gpu_on_cpu_profile(host, project):
     r = run(project, "--set", "nvidia_without_gpu=skip")
     assert r.returncode == 0, r.stdout + r.stderr
     assert "skip:container toolkit  no NVIDIA GPU on this host" in r.stdout
+
+
+FLAKY_SERVER = r'''
+import http.server, os, sys
+seen = set()
+class H(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        # Every file fails once with 503 (a mirror restarting): clients must retry.
+        if self.path not in seen:
+            seen.add(self.path)
+            self.send_error(503, "flaky TEST DOUBLE mirror")
+            return
+        super().do_GET()
+    def log_message(self, fmt, *args):
+        sys.stderr.write((fmt % args) + "\n"); sys.stderr.flush()
+os.chdir("/srv/mirror")
+http.server.ThreadingHTTPServer(("127.0.0.1", 8089), H).serve_forever()
+'''
+
+
+def test_http_mirror_with_transient_failures_is_retried(host, project):
+    host.exec("cat > /root/flaky.py", input=FLAKY_SERVER)
+    host.exec("systemd-run --unit flaky-mirror --property StandardError=file:/root/flaky.log python3 /root/flaky.py")
+    host.exec("for i in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:8089/ && break; sleep 0.1; done")
+    host.exec("rm /usr/share/keyrings/nvidia-container-toolkit.gpg")  # fetched again, through the flaky server
+    try:
+        r = run(project, "--set", "container_toolkit_repo={url: 'http://127.0.0.1:8089/toolkit', suite: ./, "
+                                  "key_url: 'http://127.0.0.1:8089/toolkit/gpgkey'}",
+                "--set", "container_toolkit_version=1.16.2-1")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert [host.exec(["dpkg-query", "-W", "-f=${Version}", p]).stdout for p in PACKAGES] == ["1.16.2-1"] * 4
+        log = host.exec(["cat", "/root/flaky.log"]).stdout
+        for path in ("/toolkit/gpgkey", "/toolkit/./InRelease", "/toolkit/./nvidia-container-toolkit_1.16.2-1_all.deb"):
+            assert f'"GET {path} HTTP/1.1" 503' in log and f'"GET {path} HTTP/1.1" 200' in log, log
+        assert "http://127.0.0.1:8089/toolkit ./" in host.exec(
+            ["cat", "/etc/apt/sources.list.d/nvidia-container-toolkit.list"]).stdout
+    finally:
+        host.exec("systemctl stop flaky-mirror", check=False)
