@@ -5,5 +5,11 @@ from .files import Directory, File
 from .packages import Packages
 from .sysctl import Sysctl
 from .systemd import Service
+from .apt import AptRepository
+from .guard import Fail, Probe, Skip
+from .hold import Hold
+from .image import DockerImage
+from .jsonfile import JsonFile
 
-__all__ = ["Plan", "Resource", "File", "Directory", "Sysctl", "Packages", "Service", "Command"]
+__all__ = ["Plan", "Resource", "File", "Directory", "Sysctl", "Packages", "Service", "Command",
+           "AptRepository", "Hold", "JsonFile", "DockerImage", "Skip", "Fail", "Probe"]
