@@ -544,12 +544,27 @@ def _import(root: Path, tag: str, recipe: ImageRecipe) -> None:
 # Containers
 
 
+def _session_alive(session: str) -> bool:
+    """Whether the process that started a container (label ``<pid>-<token>``) still runs."""
+    pid = session.split("-", 1)[0]
+    if not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def remove_leftovers(*, include_current: bool = False) -> list[str]:
     """Remove sandbox containers (running or not) left by earlier sessions.
 
     Every container labelled ``bringup.sandbox=1`` goes, except those this
     process started (unless ``include_current``), so a test can call it while
-    its own hosts run.  Images are kept: they are the cache.  Returns the
+    its own hosts run, and those of other sessions still running (parallel
+    test runs in one checkout).  Images are kept: they are the cache.  Returns the
     removed container ids.
     """
     cp = _docker("ps", "-a", "--no-trunc", "--filter", f"label={LABEL}=1", "--format",
@@ -557,7 +572,9 @@ def remove_leftovers(*, include_current: bool = False) -> list[str]:
     ids = []
     for line in cp.stdout.splitlines():
         cid, _, session = line.partition(" ")
-        if cid and (include_current or session.strip() != SESSION):
+        session = session.strip()
+        # A session whose process still runs is a concurrent test run, not a leftover.
+        if cid and (include_current or (session != SESSION and not _session_alive(session))):
             ids.append(cid)
     if ids:
         # -v: the anonymous /var/lib/docker volumes go with them.
