@@ -14,7 +14,9 @@ __all__ = ["content_root"]
 def content_root(start: Path | None = None) -> Path:
     """The folder holding ``roles/`` and ``templates/``."""
     here = (start or Path.cwd()).resolve()
-    if (here / "roles").is_dir() and (here / "templates").is_dir():
+    # A folder with roles/ is a project of its own, templates/ or not: never
+    # fall through to the shipped roles from there.
+    if (here / "roles").is_dir():
         return here
     repo = Path(__file__).resolve().parent.parent
     if (repo / "roles").is_dir() and (repo / "templates").is_dir():

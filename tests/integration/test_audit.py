@@ -57,7 +57,12 @@ def test_audit_names_what_drifted_and_where(sandbox_host, project):
 
 def test_audit_over_local_connection(tmp_path):
     (tmp_path / "hosts").write_text("all:\n  hosts:\n    me: {ansible_connection: local}\n")
-    r = invoke("audit", "--host", "me", "--roles", "sysctl", cwd=tmp_path)
-    # This machine was never provisioned: the audit runs over `local://` and reports the gaps.
+    live = open("/proc/sys/net/core/somaxconn").read().strip()
+    want = 12345 if live != "12345" else 12346
+    r = invoke("audit", "--host", "me", "--roles", "sysctl", "--set", f"sysctl={{net.core.somaxconn: {want}}}",
+               cwd=tmp_path)
+    # Nothing here was provisioned to that value: the audit runs over `local://` and names the gap.
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "me: /etc/sysctl.d/90-trt-latency.conf is missing" in r.stdout
+    assert f"me: net.core.somaxconn is {live}, want {want}" in r.stdout
+    summary = json.loads(sorted((tmp_path / "reports").glob("*-audit.json"))[-1].read_text())
+    assert summary["hosts"] == ["me"] and summary["failed"] >= 1
