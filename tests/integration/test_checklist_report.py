@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 def pages(sandbox_host, tmp_path_factory):
     d = tmp_path_factory.mktemp("checklist")
     write_inventory(d / "hosts", [sandbox_host], extra_vars=SANDBOX_VARS)
-    r = invoke("checklist", "--group", "sandbox", "--out", "pages", cwd=d)
+    r = invoke("checklist", "--group", "sandbox", "--roles", "sysctl", "--out", "pages", cwd=d)
     return d / "pages", r
 
 

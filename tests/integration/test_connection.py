@@ -33,7 +33,7 @@ def test_unknown_host_key_is_refused_then_accepted_new(sandbox_host, tmp_path):
     assert recap(r.stdout)["h"]["unreachable"] == 1
     assert not known.exists()
 
-    r = invoke("provision", "--host", "h", "--accept-new-host-keys", cwd=tmp_path)
+    r = invoke("provision", "--roles", "sysctl", "--host", "h", "--accept-new-host-keys", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     line = known.read_text().split()
     assert line[0] == f"[127.0.0.1]:{sandbox_host.port}"
@@ -51,14 +51,14 @@ def test_changed_host_key_is_refused_even_with_accept_new(sandbox_host, tmp_path
     fake = (tmp_path / "k.pub").read_text().split()
     known.write_text(f"[127.0.0.1]:{sandbox_host.port} {fake[0]} {fake[1]}\n")
     inventory(tmp_path / "hosts", {"h": dict(sandbox_host.inventory_vars(), ssh_known_hosts=str(known))})
-    r = invoke("provision", "--host", "h", "--accept-new-host-keys", cwd=tmp_path)
+    r = invoke("provision", "--roles", "sysctl", "--host", "h", "--accept-new-host-keys", cwd=tmp_path)
     assert r.returncode == 4 and "CHANGED" in r.stdout, r.stdout + r.stderr
 
 
 def test_become_through_sudo(sandbox_host, tmp_path):
     hv = dict(sandbox_host.inventory_vars(), ansible_user="deploy", ansible_become=True)
     inventory(tmp_path / "hosts", {"h": hv})
-    r = invoke("provision", "--host", "h", "--set", "sysctl={net.ipv4.tcp_fastopen: 2}", cwd=tmp_path)
+    r = invoke("provision", "--roles", "sysctl", "--host", "h", "--set", "sysctl={net.ipv4.tcp_fastopen: 2}", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert sandbox_host.exec(["cat", "/proc/sys/net/ipv4/tcp_fastopen"]).stdout.strip() == "2"
     owner = sandbox_host.exec(["stat", "-c", "%U", "/etc/sysctl.d/90-trt-latency.conf"]).stdout.strip()
@@ -69,7 +69,7 @@ def test_one_unreachable_host_does_not_stop_the_others(sandbox_host, tmp_path):
     good = sandbox_host.inventory_vars()
     dead = dict(good, ansible_port=1, ssh_connect_timeout=3)  # nothing listens on port 1
     inventory(tmp_path / "hosts", {"good": good, "dead": dead})
-    r = invoke("provision", "--hosts", "good,dead", "--forks", "2", cwd=tmp_path)
+    r = invoke("provision", "--roles", "sysctl", "--hosts", "good,dead", "--forks", "2", cwd=tmp_path)
     assert r.returncode == 4, r.stdout + r.stderr
     rc = recap(r.stdout)
     assert rc["dead"]["unreachable"] == 1 and rc["good"]["unreachable"] == 0 and rc["good"]["failed"] == 0
@@ -95,6 +95,6 @@ def test_console_script_from_any_folder(sandbox_host, tmp_path):
     r = subprocess.run([exe, "hosts"], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert sandbox_host.name in r.stdout and f"127.0.0.1:{sandbox_host.port}" in r.stdout
-    r = subprocess.run([exe, "plan", "--host", sandbox_host.name], cwd=tmp_path, capture_output=True, text=True)
+    r = subprocess.run([exe, "plan", "--roles", "sysctl", "--host", sandbox_host.name], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert sandbox_host.name in recap(r.stdout)

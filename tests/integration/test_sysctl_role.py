@@ -36,7 +36,7 @@ def host_keys(sandbox_host):
 
 def test_check_mode_changes_nothing(sandbox_host, project):
     before = {k: live(sandbox_host, k) for k in NAMESPACED}
-    r = invoke("plan", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
+    r = invoke("plan", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "would change" in r.stdout and f"+++ {PERSIST_FILE} (wanted)" in r.stdout
     assert recap(r.stdout)[sandbox_host.name]["changed"] >= 2
@@ -46,7 +46,7 @@ def test_check_mode_changes_nothing(sandbox_host, project):
 
 def test_apply_persists_and_sets_live_values(sandbox_host, project, host_keys):
     swappiness = live(sandbox_host, "vm.swappiness")
-    r = invoke("provision", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
+    r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
     assert r.returncode == 0, r.stdout + r.stderr
     rc = recap(r.stdout)[sandbox_host.name]
     assert rc["failed"] == 0 and rc["unreachable"] == 0 and rc["changed"] >= 2
@@ -68,7 +68,7 @@ def test_apply_persists_and_sets_live_values(sandbox_host, project, host_keys):
 
 
 def test_rerun_is_a_noop_in_two_round_trips(sandbox_host, project):
-    r = invoke("provision", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
+    r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
     assert r.returncode == 0, r.stdout + r.stderr
     assert recap(r.stdout)[sandbox_host.name]["changed"] == 0
     host = last_report(project)["hosts"][0]
@@ -80,7 +80,7 @@ def test_drift_is_repaired(sandbox_host, project):
     sandbox_host.exec(["sh", "-c", "echo 1 > /proc/sys/net/ipv4/tcp_fastopen; "
                                    f"sed -i 's/^net.ipv4.tcp_fastopen = 3/net.ipv4.tcp_fastopen = 1/' {PERSIST_FILE}"])
     assert live(sandbox_host, "net.ipv4.tcp_fastopen") == "1"
-    r = invoke("provision", "--host", sandbox_host.name, "--inventory", "hosts", "--diff", cwd=project)
+    r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", "--diff", cwd=project)
     assert r.returncode == 0, r.stdout + r.stderr
     assert recap(r.stdout)[sandbox_host.name]["changed"] == 2
     assert "-net.ipv4.tcp_fastopen = 1" in r.stdout and "net.ipv4.tcp_fastopen: 1 → 3" in r.stdout
@@ -91,7 +91,7 @@ def test_drift_is_repaired(sandbox_host, project):
 
 
 def test_inventory_override_and_null_drop(sandbox_host, project):
-    r = invoke("provision", "--host", sandbox_host.name, "--inventory", "hosts",
+    r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts",
                "--set", "sysctl={net.core.somaxconn: 8192, net.ipv4.tcp_tw_reuse: null, "
                         "vm.swappiness: null, kernel.numa_balancing: null}", cwd=project)
     assert r.returncode == 0, r.stdout + r.stderr
@@ -104,7 +104,7 @@ def test_inventory_override_and_null_drop(sandbox_host, project):
                                    "sysctl={'net.core.bad key': 1}", "sysctl_profile=fast"])
 def test_bad_input_is_one_line_and_touches_nothing(sandbox_host, project, value):
     before = sandbox_host.exec(["sha256sum", PERSIST_FILE]).stdout
-    r = invoke("provision", "--host", sandbox_host.name, "--inventory", "hosts", "--set", value, cwd=project)
+    r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", "--set", value, cwd=project)
     assert r.returncode == 1
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: host ") and "Traceback" not in r.stderr + r.stdout
