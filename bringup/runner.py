@@ -315,7 +315,8 @@ def _run_role(host, role, ctx, resources, current, opts, progress, t, result) ->
             done[i] = ResourceResult(role.name, r.id, "failed", error=p.error) if p.error else \
                 ResourceResult(role.name, r.id, "skipped", reason="not run: another resource of the role failed")
         _record(result, done)
-        return True, plans, False
+        # Check mode writes nothing, so later roles cannot depend on this one: plan them too.
+        return not opts.check, plans, False
     todo = [i for i, p in enumerate(plans) if p.changed and not p.skipped]
     for i, (r, p) in enumerate(zip(resources, plans)):
         if i not in todo:

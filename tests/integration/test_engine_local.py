@@ -97,3 +97,17 @@ def test_unknown_host_one_line(project):
     r = invoke("provision", "--host", "mee", cwd=project)
     assert r.returncode == 1
     assert r.stderr.strip() == f"error: hosts: unknown host 'mee'; did you mean me? (`invoke hosts` lists them)"
+
+
+def test_check_mode_plans_every_role_past_a_failing_one(project):
+    (project / "roles" / "__init__.py").write_text("ORDER = ['broken', 'demo']\n")
+    (project / "roles" / "broken.py").write_text(
+        "from bringup.resources import File\n"
+        f"def resources(host):\n    return [File({str(project)!r}, content='x')]\n")  # a folder: unplannable
+    r = invoke("provision", "--host", "me", "--check", cwd=project)
+    assert r.returncode == 2
+    roles = {x["role"] for x in last_report(project)["hosts"][0]["resources"]}
+    assert roles == {"broken", "demo"}  # demo was still planned
+    r = invoke("provision", "--host", "me", cwd=project)
+    assert {x["role"] for x in last_report(project)["hosts"][0]["resources"]} == {"broken"}
+    assert not (project / "out").exists()  # a real run stops at the failed role
