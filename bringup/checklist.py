@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import asdict, dataclass
 from importlib import resources as ilr
 from typing import Any, Iterable
 
 import yaml
+
+from .platform import Check
 
 __all__ = ["Check", "load_matrix", "gpu_checks", "software_checks", "tuning_checks", "collect",
            "render_markdown", "render_html", "render_group_html", "summary_counts"]
@@ -25,19 +26,8 @@ STATUSES = ("PASS", "WARN", "FAIL")
 PROFILE_GPU = {"l40s": "L40S", "a10": "A10"}
 
 
-@dataclass
-class Check:
-    """One checklist line."""
-
-    area: str
-    name: str
-    status: str  # PASS | WARN | FAIL
-    seen: str
-    fix: str = ""
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"status {self.status!r} not in {STATUSES}")
+def _line(area: str, name: str, status: str, seen: str, fix: str = "") -> Check:
+    return Check(name, status, seen, fix, area)
 
 
 def load_matrix() -> dict[str, Any]:
@@ -67,33 +57,33 @@ def gpu_checks(facts: dict, vars: dict) -> list[Check]:
     out: list[Check] = []
     if profile == "cpu":
         status = "PASS" if not gpus else "WARN"
-        out.append(Check("gpu", "GPUs for the cpu profile", status, f"{len(gpus)} NVIDIA GPU(s) on the PCI bus",
+        out.append(_line("gpu", "GPUs for the cpu profile", status, f"{len(gpus)} NVIDIA GPU(s) on the PCI bus",
                          "" if not gpus else "set gpu_profile to the GPU class in the inventory"))
         return out
     if not gpus:
-        return [Check("gpu", "GPUs present", "FAIL", "no NVIDIA device (vendor 0x10de) on the PCI bus",
+        return [_line("gpu", "GPUs present", "FAIL", "no NVIDIA device (vendor 0x10de) on the PCI bus",
                       f"seat the GPUs or fix gpu_profile ({profile}) in the inventory")]
     want = vars.get("gpu_count")
     seen = f"{len(gpus)} on the PCI bus: " + ", ".join(g["address"] for g in gpus)
     if want is not None and int(want) != len(gpus):
-        out.append(Check("gpu", "GPU count", "FAIL", f"{seen}; inventory says gpu_count={want}",
+        out.append(_line("gpu", "GPU count", "FAIL", f"{seen}; inventory says gpu_count={want}",
                          "reseat or replace the missing GPU, or correct gpu_count"))
     else:
-        out.append(Check("gpu", "GPU count", "PASS", seen))
+        out.append(_line("gpu", "GPU count", "PASS", seen))
     if not smi:
-        out.append(Check("gpu", "driver sees the GPUs", "FAIL", "nvidia-smi absent or printed nothing",
+        out.append(_line("gpu", "driver sees the GPUs", "FAIL", "nvidia-smi absent or printed nothing",
                          "install the driver: invoke provision --roles nvidia_driver"))
         return out
     names = sorted({g.get("name", "?") for g in smi})
     if len(smi) != len(gpus):
-        out.append(Check("gpu", "driver sees the GPUs", "FAIL", f"nvidia-smi lists {len(smi)} of {len(gpus)}",
+        out.append(_line("gpu", "driver sees the GPUs", "FAIL", f"nvidia-smi lists {len(smi)} of {len(gpus)}",
                          "check dmesg for NVRM/Xid errors; reseat the card"))
     else:
-        out.append(Check("gpu", "driver sees the GPUs", "PASS", f"{len(smi)} × {', '.join(names)}"))
+        out.append(_line("gpu", "driver sees the GPUs", "PASS", f"{len(smi)} × {', '.join(names)}"))
     model = PROFILE_GPU.get(profile)
     if model:
         ok = all(re.search(rf"\b{model}\b", n) for n in names)
-        out.append(Check("gpu", f"GPU class matches gpu_profile {profile}", "PASS" if ok else "WARN",
+        out.append(_line("gpu", f"GPU class matches gpu_profile {profile}", "PASS" if ok else "WARN",
                          ", ".join(names), "" if ok else f"move the host to the group of its GPU class"))
     return out
 
@@ -112,42 +102,42 @@ def software_checks(facts: dict, vars: dict, matrix: dict) -> list[Check]:
     drv = _driver(facts)
     if not drv:
         return [] if vars.get("gpu_profile", "cpu") == "cpu" else [
-            Check("software", "driver version", "FAIL", "no driver version", "install the pinned driver branch")]
+            _line("software", "driver version", "FAIL", "no driver version", "install the pinned driver branch")]
     out: list[Check] = []
     branch = _branch(drv)
     guide = matrix["guide"]["driver_branches"]
     pinned = vars.get("nvidia_driver_branch")
     if pinned is not None and branch != int(pinned):
-        out.append(Check("software", "driver branch pinned", "FAIL", f"{drv}, inventory pins {pinned}",
+        out.append(_line("software", "driver branch pinned", "FAIL", f"{drv}, inventory pins {pinned}",
                          f"invoke provision --roles nvidia_driver (branch {pinned})"))
     elif branch in guide:
-        out.append(Check("software", "driver branch in the guide's matrix", "PASS", f"{drv} (guide: {guide})"))
+        out.append(_line("software", "driver branch in the guide's matrix", "PASS", f"{drv} (guide: {guide})"))
     else:
-        out.append(Check("software", "driver branch in the guide's matrix", "WARN",
+        out.append(_line("software", "driver branch in the guide's matrix", "WARN",
                          f"{drv}; the guide ran {'/'.join(map(str, guide))}",
                          "pin nvidia_driver_branch to a tested branch, or accept after a latency run"))
     image = str(vars.get("triton_image", "nvcr.io/nvidia/tritonserver:24.06-py3"))
     m = re.search(r":(\d\d\.\d\d)", image)
     rel = matrix["triton"].get(m.group(1)) if m else None
     if rel is None:
-        out.append(Check("software", "Triton container vs driver", "WARN", f"{image}: not in the version matrix",
+        out.append(_line("software", "Triton container vs driver", "WARN", f"{image}: not in the version matrix",
                          "add its release notes' driver requirement to bringup/data/version_matrix.yaml"))
         return out
     need = int(rel["min_driver"])
     compat = {int(k): v for k, v in (rel.get("datacenter_compat") or {}).items()}
     label = f"Triton {m.group(1)} (CUDA {rel['cuda']}) needs R{need}+"
     if branch is not None and branch >= need:
-        out.append(Check("software", "Triton container vs driver", "PASS", f"{label}; driver {drv}"))
+        out.append(_line("software", "Triton container vs driver", "PASS", f"{label}; driver {drv}"))
     elif branch in compat and _ver(drv) >= _ver(compat[branch]):
-        out.append(Check("software", "Triton container vs driver", "PASS",
+        out.append(_line("software", "Triton container vs driver", "PASS",
                          f"{label}; driver {drv} through data-center forward compatibility (R{branch} ≥ {compat[branch]})"))
     else:
-        out.append(Check("software", "Triton container vs driver", "FAIL", f"{label}; driver {drv}",
+        out.append(_line("software", "Triton container vs driver", "FAIL", f"{label}; driver {drv}",
                          f"upgrade to R{need}+ or pick an older triton_image"))
     cc = rel.get("min_compute_capability")
     caps = [g.get("compute_cap") for g in (facts.get("nvidia.smi") or []) if g.get("compute_cap")]
     if cc and caps and any(_ver(str(c)) < _ver(cc) for c in caps):
-        out.append(Check("software", "GPU compute capability", "FAIL", f"{caps} < {cc} for Triton {m.group(1)}",
+        out.append(_line("software", "GPU compute capability", "FAIL", f"{caps} < {cc} for Triton {m.group(1)}",
                          "use an older triton_image"))
     return out
 
@@ -158,7 +148,7 @@ def tuning_checks(host_result) -> list[Check]:
     if host_result is None:
         return out
     if host_result.status == "unreachable":
-        return [Check("tuning", "roles converged", "FAIL", host_result.message or "unreachable", "fix SSH access")]
+        return [_line("tuning", "roles converged", "FAIL", host_result.message or "unreachable", "fix SSH access")]
     by_role: dict[str, list] = {}
     for r in host_result.resources:
         by_role.setdefault(r.role, []).append(r)
@@ -167,43 +157,33 @@ def tuning_checks(host_result) -> list[Check]:
         failed = [f"{r.id}: {r.error}" for r in rs if r.status == "failed"]
         skipped = [r for r in rs if r.status == "skipped"]
         if failed:
-            out.append(Check("tuning", f"role {role}", "FAIL", "; ".join(failed)[:300],
+            out.append(_line("tuning", f"role {role}", "FAIL", "; ".join(failed)[:300],
                              f"invoke plan --roles {role} and fix the first error"))
         elif pending:
-            out.append(Check("tuning", f"role {role}", "WARN", f"{len(pending)} pending change(s): "
+            out.append(_line("tuning", f"role {role}", "WARN", f"{len(pending)} pending change(s): "
                              + ", ".join(pending[:5]) + ("…" if len(pending) > 5 else ""),
                              f"invoke provision --roles {role}"))
         else:
             note = f", {len(skipped)} not applicable here" if skipped else ""
-            out.append(Check("tuning", f"role {role}", "PASS", f"{len(rs)} resources converged{note}"))
+            out.append(_line("tuning", f"role {role}", "PASS", f"{len(rs)} resources converged{note}"))
     if host_result.message and host_result.status == "failed" and not out:
-        out.append(Check("tuning", "roles converged", "FAIL", host_result.message, "invoke plan to see why"))
+        out.append(_line("tuning", "roles converged", "FAIL", host_result.message, "invoke plan to see why"))
     return out
 
 
 def latency_checks(vars: dict) -> list[Check]:
     """The latency acceptance result: a placeholder until the benchmark exists."""
     slo = vars.get("latency_slo_p95_ms")
-    return [Check("latency", "latency acceptance (p95)", "WARN",
+    return [_line("latency", "latency acceptance (p95)", "WARN",
                   "not measured: no latency benchmark has run on this host"
                   + (f" (SLO {slo} ms)" if slo else ""), "run the latency acceptance benchmark once it exists")]
 
 
 def platform_checks(facts: dict, host_vars: dict) -> list[Check]:
-    """Firmware and platform rules of :mod:`bringup.platform`, where that module exists."""
-    try:
-        from . import platform as plat  # noqa: PLC0415 - optional until the host-tuning work lands
-    except ImportError:
-        return []
-    fn = getattr(plat, "checks", None)
-    if fn is None:
-        return []
-    out = []
-    for c in fn(facts, host_vars) if fn.__code__.co_argcount >= 2 else fn(facts):
-        d = c if isinstance(c, dict) else asdict(c) if hasattr(c, "__dataclass_fields__") else vars(c)
-        out.append(Check(d.get("area", "platform"), d["name"], str(d["status"]).upper(), str(d.get("seen", "")),
-                         str(d.get("fix", ""))))
-    return out
+    """Firmware and platform rules of :mod:`bringup.platform`."""
+    from .platform import checks
+
+    return list(checks(facts, host_vars))
 
 
 def collect(facts: dict, vars: dict, host_result=None, matrix: dict | None = None) -> list[Check]:
@@ -281,16 +261,11 @@ def render_group_html(group: str, pages: dict[str, list[Check]]) -> str:
 
 
 def cpu_plan(facts: dict, host_vars: dict) -> tuple[dict[int, str], list[str]]:
-    """CPU roles and misplacement warnings from the topology planner, where it exists."""
+    """CPU roles and misplacement warnings from the topology planner."""
+    from .topology import cpu_roles
+
     try:
-        from . import topology  # noqa: PLC0415 - optional until the host-tuning work lands
-    except ImportError:
-        return {}, []
-    fn = getattr(topology, "cpu_roles", None)
-    if fn is None:
-        return {}, []
-    try:
-        return fn(facts, host_vars)
+        return cpu_roles(facts, host_vars)
     except Exception as e:  # noqa: BLE001 - a plan that cannot fit is itself a finding
         return {}, [f"topology plan: {e}"]
 

@@ -20,13 +20,17 @@ __all__ = ["Check", "checks", "parse_lspci_rebar"]
 
 @dataclass
 class Check:
-    """One checklist line."""
+    """One checklist line: PASS / WARN / FAIL, what was seen, a one-line fix."""
 
     name: str
     status: str  # PASS | WARN | FAIL
     seen: str
     fix: str = ""
     area: str = "platform"
+
+    def __post_init__(self) -> None:
+        if self.status not in ("PASS", "WARN", "FAIL"):
+            raise ValueError(f"status {self.status!r} not in PASS, WARN, FAIL")
 
 
 _SIZE = {"MB": 1, "GB": 1024, "TB": 1024 * 1024}
@@ -125,7 +129,15 @@ def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None) -> li
             out.append(Check("NUMA alignment", "FAIL", str(e), "adjust irq_cpus_per_node / triton_cpus_per_gpu"))
         else:
             bad = [w for w in plan.warnings if "interconnect" in w]
-            out.append(Check("NUMA alignment", "WARN" if bad else "PASS", "; ".join(bad) or
-                             f"{len(plan.gpus)} GPU(s), {len(plan.devices)} I/O device(s) on their nodes",
-                             "move NICs and GPUs to slots of one socket" if bad else ""))
+            unknown = [w.split(": numa_node")[0] for w in plan.warnings if "numa_node -1" in w]
+            if bad:
+                out.append(Check("NUMA alignment", "WARN", "; ".join(bad), "move NICs and GPUs to slots of one socket"))
+            elif unknown:
+                # The planner fell back to one node: alignment could not be verified.
+                out.append(Check("NUMA alignment", "WARN", f"numa_node -1 (unknown) on {len(unknown)} device(s): "
+                                 + ", ".join(unknown), "bare metal: enable NUMA/SRAT (ACPI _PXM) in the BIOS; "
+                                 "in a VM the hypervisor decides, nothing to fix here"))
+            else:
+                out.append(Check("NUMA alignment", "PASS",
+                                 f"{len(plan.gpus)} GPU(s), {len(plan.devices)} I/O device(s) on their nodes"))
     return out

@@ -82,4 +82,4 @@ def test_two_node_topology_draws_two_nodes():
 
 def test_check_refuses_unknown_status():
     with pytest.raises(ValueError):
-        Check("x", "y", "OK", "")
+        Check("y", "OK", "")
