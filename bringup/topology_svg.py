@@ -99,7 +99,9 @@ def topology_svg(facts: dict, cpu_roles: dict[int, str] | None = None, warnings:
     for w in warnings or []:
         parts.append(f"<text class='warning' x='10' y='{y}' font-size='12' fill='#c00'>⚠ {escape(w)}</text>")
         y += 18
-    width = max(x, 480)
+    # Wide enough for the longest line of text too (about 6.6 px a character at 11-12 px).
+    texts = [w for w in warnings or []] + ([" " * 110] if unknown_devs else [])
+    width = max([x, 480] + [int(len(t) * 6.6) + 40 for t in texts])
     head = f"<text x='10' y='24' font-size='14' font-weight='bold'>{escape(title)}</text>" if title else ""
     return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{y + 10}' "
             f"viewBox='0 0 {width} {y + 10}' font-family='sans-serif'>{head}{''.join(parts)}</svg>")
