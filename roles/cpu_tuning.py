@@ -31,6 +31,7 @@ from bringup.command import sh
 from bringup.errors import InputError
 from bringup.facts.base import format_cpulist
 from bringup.resources import Directory, File, Service
+from bringup.resources.boot import KernelCmdline
 from bringup.resources.conditioned import ConditionedService
 from bringup.resources.cpu import CpuFreq, SysfsChoice
 
@@ -58,9 +59,12 @@ DEFAULTS = {
 HANDLERS = {
     "reload systemd": ["systemctl daemon-reload"],
     "restart cpu-dma-latency": [sh("systemctl try-restart -- %s", LATENCY_UNIT)],
-    "update grub": ["if command -v update-grub >/dev/null 2>&1; then update-grub; "
-                    "else grub2-mkconfig -o /boot/grub2/grub.cfg; fi",
-                    "echo 'reboot required: the kernel command line changes at the next boot'"],
+    # Debian/Ubuntu regenerate grub.cfg from the drop-in; RHEL-family hosts
+    # (BLS entries) take the same words through grubby.
+    "update grub": [sh("if command -v update-grub >/dev/null 2>&1; then update-grub; "
+                       "elif command -v grubby >/dev/null 2>&1; then "
+                       "grubby --update-kernel=ALL --args=\"$(sed -n 's/^# bringup-args: //p' %s)\"; "
+                       "else echo 'neither update-grub nor grubby on this host' >&2; exit 1; fi", GRUB_FILE)],
 }
 
 _CMDLINE_WORD = re.compile(r"^[A-Za-z0-9_.,:=/-]+$")
@@ -105,6 +109,7 @@ def resources(host):
         args += [f"nohz_full={cs}", f"rcu_nocbs={cs}"]
     if args:
         out.append(File(GRUB_FILE, content=host.render("cpu_tuning/grub.cfg.j2", args=args), notify=["update grub"]))
+        out.append(KernelCmdline(args))  # "reboot required" until the kernel runs with them
     doc = json.dumps(plan.to_dict(), indent=2, sort_keys=True) + "\n"
     out += [
         Directory("/etc/bringup", mode="0755"),

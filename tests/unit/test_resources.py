@@ -149,3 +149,14 @@ def test_command_guards(tmp_path):
     o = Command("x", "true", onlyif="false")
     assert "condition not met" in o.plan(sh(o.read()).stdout).reason
     assert "runs every time" in Command("x", "true").plan("").changes["run"][0]
+
+
+def test_kernel_cmdline_reports_a_pending_reboot_until_booted_with_the_words():
+    from bringup.resources.boot import KernelCmdline
+    k = KernelCmdline(["skew_tick=1", "nohz_full=2-5"])
+    pending = k.plan("BOOT_IMAGE=/vmlinuz ro quiet skew_tick=1\n")
+    assert not pending.commands and pending.reboot == "kernel command line lacks nohz_full=2-5 (boot loader updated)"
+    done = k.plan("ro quiet skew_tick=1 nohz_full=2-5\n")
+    assert done.reboot is None and "booted with" in done.reason
+    with pytest.raises(InputError):
+        KernelCmdline(["two words"])
