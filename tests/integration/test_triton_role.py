@@ -287,3 +287,33 @@ def test_monitoring_rules_evaluate_on_the_real_triton_metrics(triton_host, proje
     finally:
         prom.terminate()
         prom.wait(timeout=30)
+
+
+def test_audit_passes_then_names_a_stopped_triton_and_drifted_rules(triton_host, project):
+    """`invoke audit --roles triton,monitoring` on this host: green as provisioned, red (host and item) on drift."""
+    host, _ = triton_host
+    addr = host.exec(["hostname", "-I"]).stdout.split()[0]  # any address: the audit compares what the role renders
+    mon = ["--set", "monitoring_stack=false", "--set", f"monitoring_targets=[{addr}]",
+           "--set", "monitoring_scrape_interval=1s"]
+    r = invoke("provision", "--host", host.name, "--inventory", "hosts", "--roles", "triton,monitoring", *mon,
+               cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = invoke("audit", "--host", host.name, "--roles", "triton,monitoring", *mon, cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "monitoring_stack is false: the role writes files only" in r.stdout
+    rules = "/opt/monitoring/prometheus/rules/triton.rules.yml"
+    host.exec(["sh", "-c", f"docker stop -t 5 triton >/dev/null && sed -i 's/TritonP95AboveSLO/Renamed/' {rules}"])
+    try:
+        r = invoke("audit", "--host", host.name, "--roles", "triton,monitoring", *mon, cwd=project)
+        assert r.returncode != 0, r.stdout
+        assert f"{host.name}: container triton is exited" in r.stdout
+        assert f"{host.name}: triton: nothing listens on TCP port(s) http 8000, grpc 8001, metrics 8002" in r.stdout
+        assert f"{host.name}: triton /v2/health/ready answers 000, want 200" in r.stdout
+        assert f"{host.name}: triton model(s) not ready: add (000)" in r.stdout
+        assert f"{host.name}: {rules} differs from the role's render" in r.stdout
+    finally:
+        r = invoke("provision", "--host", host.name, "--inventory", "hosts", "--roles", "triton,monitoring", *mon,
+                   cwd=project, timeout=400)
+        assert r.returncode == 0, r.stdout + r.stderr
+    r = invoke("audit", "--host", host.name, "--roles", "triton,monitoring", *mon, cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
