@@ -147,3 +147,18 @@ def test_latency_holder_really_sets_pm_qos(tmp_path):
     finally:
         p.terminate()
         p.wait(5)
+
+
+def test_audit_passes_then_names_drift(sandbox_host, project):
+    audit = ["audit", "--host", sandbox_host.name, "--roles", "cpu_tuning"]
+    r = invoke(*audit, cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    sandbox_host.exec(f"echo 0-3 > {CPUSET_FILE} && systemctl disable --quiet {LATENCY_UNIT}")
+    try:
+        r = invoke(*audit, cwd=project)
+        assert r.returncode != 0
+        assert f"{sandbox_host.name}: {CPUSET_FILE} has 0-3, which the role does not write" in r.stdout, r.stdout
+        assert f"{sandbox_host.name}: service:{LATENCY_UNIT}: enabled is disabled, want enabled" in r.stdout, r.stdout
+    finally:
+        run(sandbox_host, project)
+    assert invoke(*audit, cwd=project).returncode == 0
