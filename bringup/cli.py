@@ -47,6 +47,26 @@ def _forks(forks) -> int:
     return n
 
 
+def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate=None):
+    """One ``--host``'s facts, gathered in one round trip; errors become one line and an exit code."""
+    try:
+        _, chosen = _selected(inventory, set_, host, None, None)
+        if len(chosen) != 1:
+            raise BringupError(f"{task_name} takes one --host")
+        if validate:
+            validate(chosen[0].vars)
+        t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys)
+    except Unreachable as e:
+        raise Exit(f"unreachable: {e}", code=4) from None
+    except BringupError as e:
+        raise _fail(e) from None
+    try:
+        values, errors = gather(t, ALL_FACTS)
+    finally:
+        t.close()
+    return chosen[0], values, errors
+
+
 _SELECT_HELP = {
     "host": "one host of the inventory",
     "hosts": "several hosts, comma separated",
@@ -121,20 +141,8 @@ def plan(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", se
       | {"accept-new-host-keys": "record unknown host keys"})
 def facts(c, host=None, inventory="hosts", set_=None, accept_new_host_keys=False):
     """Print a host's facts as JSON (gathered in one round trip)."""
-    try:
-        _, chosen = _selected(inventory, set_, host, None, None)
-        if len(chosen) != 1:
-            raise BringupError("facts takes one --host")
-        t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys)
-    except Unreachable as e:
-        raise Exit(f"unreachable: {e}", code=4) from None
-    except BringupError as e:
-        raise _fail(e) from None
-    try:
-        values, errors = gather(t, ALL_FACTS)
-    finally:
-        t.close()
-    doc = {"host": chosen[0].name, "facts": values}
+    target, values, errors = _host_facts("facts", inventory, set_, host, accept_new_host_keys)
+    doc = {"host": target.name, "facts": values}
     if errors:
         doc["errors"] = errors
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
@@ -236,28 +244,16 @@ def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new
     """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
     from .topology import format_plan, plan_topology, validate_vars
 
+    target, values, _ = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
+                                    validate=validate_vars)
     try:
-        _, chosen = _selected(inventory, set_, host, None, None)
-        if len(chosen) != 1:
-            raise BringupError("topology takes one --host")
-        validate_vars(chosen[0].vars)
-        t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys)
-    except Unreachable as e:
-        raise Exit(f"unreachable: {e}", code=4) from None
+        result = plan_topology(values, target.vars)
     except BringupError as e:
-        raise _fail(e) from None
-    try:
-        values, _ = gather(t, ALL_FACTS)
-    finally:
-        t.close()
-    try:
-        result = plan_topology(values, chosen[0].vars)
-    except BringupError as e:
-        raise _fail(f"host {chosen[0].name}: {e}") from None
+        raise _fail(f"host {target.name}: {e}") from None
     if json_:
-        sys.stdout.write(json.dumps({"host": chosen[0].name, "plan": result.to_dict()}, indent=2) + "\n")
+        sys.stdout.write(json.dumps({"host": target.name, "plan": result.to_dict()}, indent=2) + "\n")
         return
-    format_plan(result, _console(), title=chosen[0].name)
+    format_plan(result, _console(), title=target.name)
 
 
 #: Variables of sandbox hosts.  vm.* and kernel.* sysctls are not namespaced:

@@ -53,15 +53,19 @@ class Transport:
         self.round_trips = 0
         self._lock = threading.Lock()
 
-    def _entry(self) -> tuple[str, str]:
-        """The command line and a stdin prefix (a sudo password) for a script."""
+    def _become(self, inner: str) -> tuple[str, str]:
+        """``inner`` wrapped in sudo when ``ansible_become``, and a stdin prefix (the sudo password)."""
         c = self.host.connection
         if not c.ansible_become:
-            return _ENTRY, ""
+            return inner, ""
         user = quote(c.ansible_become_user)
         if c.ansible_become_password:
-            return f"sudo -S -p '' -H -u {user} -- {_ENTRY}", c.ansible_become_password + "\n"
-        return f"sudo -n -H -u {user} -- {_ENTRY}", ""
+            return f"sudo -S -p '' -H -u {user} -- {inner}", c.ansible_become_password + "\n"
+        return f"sudo -n -H -u {user} -- {inner}", ""
+
+    def _entry(self) -> tuple[str, str]:
+        """The command line and a stdin prefix for a script."""
+        return self._become(_ENTRY)
 
     def run_script(self, script: str) -> RunResult:
         """Run ``script`` (POSIX sh) on the host in one round trip."""
@@ -75,14 +79,7 @@ class Transport:
 
     def _stream_entry(self, command: str) -> tuple[str, str]:
         """The command line (and stdin prefix) running ``command`` with become applied."""
-        c = self.host.connection
-        inner = "sh -c " + quote(command)
-        if not c.ansible_become:
-            return inner, ""
-        user = quote(c.ansible_become_user)
-        if c.ansible_become_password:
-            return f"sudo -S -p '' -H -u {user} -- {inner}", c.ansible_become_password + "\n"
-        return f"sudo -n -H -u {user} -- {inner}", ""
+        return self._become("sh -c " + quote(command))
 
     def run_stream(self, command: str, local: list[str]) -> RunResult:
         """Run ``command`` on the host with the stdout of ``local`` (run here) as its stdin.
