@@ -219,3 +219,18 @@ def test_bad_input_is_one_line(sandbox_host, project, value):
     assert r.returncode == 1
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: host ") and "Traceback" not in r.stdout + r.stderr
+
+
+def test_audit_passes_then_names_drift(sandbox_host, project):
+    run(sandbox_host, project)  # back to irqbalance: keep after the test above
+    audit = ["audit", "--host", sandbox_host.name, "--roles", "irq_affinity"]
+    r = invoke(*audit, cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    sandbox_host.exec(f"echo 'IRQBALANCE_ONESHOT=1' >> {ENV_FILE} && rm {PLAN_FILE}")
+    try:
+        r = invoke(*audit, cwd=project)
+        assert r.returncode != 0
+        assert f"{sandbox_host.name}: {ENV_FILE} has IRQBALANCE_ONESHOT=1, which the role does not write" in r.stdout
+        assert f"{sandbox_host.name}: {PLAN_FILE} is missing" in r.stdout, r.stdout
+    finally:
+        run(sandbox_host, project)
