@@ -167,3 +167,19 @@ def test_http_mirror_with_transient_failures_is_retried(host, project):
             ["cat", "/etc/apt/sources.list.d/nvidia-container-toolkit.list"]).stdout
     finally:
         host.exec("systemctl stop flaky-mirror", check=False)
+
+
+def test_audit_passes_then_names_drift(host, project):
+    r = run(project)  # back to the inventory's toolkit (the test above moved it)
+    assert r.returncode == 0, r.stdout + r.stderr
+    audit = ["audit", "--host", H, "--roles", "docker,container_toolkit"]
+    r = invoke(*audit, cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    host.exec("apt-mark unhold libnvidia-container1 >/dev/null && systemctl disable --quiet docker")
+    try:
+        r = invoke(*audit, cwd=project)
+        assert r.returncode != 0
+        assert f"{H}: hold:" in r.stdout and "libnvidia-container1" in r.stdout, r.stdout
+        assert f"{H}: service:docker: enabled is disabled, want enabled" in r.stdout, r.stdout
+    finally:
+        assert run(project).returncode == 0
