@@ -132,3 +132,30 @@ def test_bad_input_is_one_line(host, project, value):
     assert r.returncode == 1
     err = r.stderr.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"error: host {H}, role dcgm_exporter:"), r.stderr
+
+
+def test_audit_passes_then_names_a_stopped_exporter(host, project):
+    """`invoke audit --roles dcgm_exporter`: green as provisioned, red (host and item) once the exporter stops."""
+    # The inventory's own state (earlier tests left extra counters and a pending driver change behind).
+    r = invoke("provision", "--host", H, "--roles", "dcgm_exporter", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = invoke("audit", "--host", H, "--roles", "dcgm_exporter", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    # On a cpu profile without a GPU the role skips: its promise is no exporter, which this host breaks.
+    r = invoke("audit", "--host", H, "--roles", "dcgm_exporter", "--set", "nvidia_without_gpu=skip",
+               "--set", "gpu_profile=cpu", cwd=project)
+    assert r.returncode != 0, r.stdout
+    assert f"{H}: /etc/systemd/system/dcgm-exporter.service exists but the role skips this host (no NVIDIA GPU" \
+        in r.stdout
+    assert f"{H}: container dcgm-exporter exists but the role skips this host" in r.stdout
+    host.exec(["systemctl", "stop", "dcgm-exporter"])
+    try:
+        r = invoke("audit", "--host", H, "--roles", "dcgm_exporter", cwd=project)
+        assert r.returncode != 0, r.stdout
+        assert f"{H}: unit dcgm-exporter is inactive, want active" in r.stdout
+        assert f"{H}: nothing listens on TCP port 9400 (dcgm exporter)" in r.stdout
+        assert f"{H}: http://127.0.0.1:9400/metrics carries no DCGM_FI_DEV_GPU_UTIL sample" in r.stdout
+    finally:
+        r = invoke("provision", "--host", H, "--roles", "dcgm_exporter", cwd=project)
+        assert r.returncode == 0, r.stdout + r.stderr
+    assert invoke("audit", "--host", H, "--roles", "dcgm_exporter", cwd=project).returncode == 0
