@@ -18,7 +18,7 @@ from .resources.base import Plan, Resource
 from .roles import HostContext, load_roles
 from .templates import Templates
 
-__all__ = ["Declared", "facts", "declared"]
+__all__ = ["Declared", "facts", "context", "declared", "find", "listening", "listening_snippets"]
 
 _facts: dict[int, dict[str, Any]] = {}
 
@@ -68,12 +68,16 @@ class Declared:
         return f"{self.resource.id}: {what or p.reason or 'not as the role wants it'}"
 
 
+def context(target, role: str) -> HostContext:
+    """``role``'s view of ``target``: merged vars, the host's facts, the project's templates,
+    exactly as ``invoke provision`` builds it."""
+    return HostContext(target.name, target.vars[role], facts(target), Templates(content_root() / "templates").render)
+
+
 def declared(target, role: str) -> list[Declared]:
     """The role's resources on this host, each planned against what one batched read found."""
-    root = content_root()
-    _order, roles = load_roles(root)
-    ctx = HostContext(target.name, target.vars[role], facts(target), Templates(root / "templates").render)
-    res = roles[role].module.resources(ctx)
+    _order, roles = load_roles(content_root())
+    res = roles[role].module.resources(context(target, role))
     outs = target.read_many({f"{i}": r.read() for i, r in enumerate(res)}) if res else {}
     out = []
     for i, r in enumerate(res):
@@ -84,6 +88,21 @@ def declared(target, role: str) -> list[Declared]:
             plan = Plan.fail(str(e))
         out.append(Declared(r, plan))
     return out
+
+
+def listening_snippets() -> dict[str, str]:
+    """read_many snippets for the host's TCP sockets (IPv4 and IPv6)."""
+    return {"@tcp": "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"}
+
+
+def listening(text: str | None) -> set[int]:
+    """TCP ports in LISTEN state (``0A``), from /proc/net/tcp{,6}."""
+    ports = set()
+    for line in (text or "").splitlines():
+        f = line.split()
+        if len(f) > 3 and f[3] == "0A" and ":" in f[1]:
+            ports.add(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
 
 
 def find(items: list[Declared], kind: str, name: str | None = None) -> list[Declared]:

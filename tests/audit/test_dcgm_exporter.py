@@ -14,7 +14,7 @@ from bringup.resources import File
 from bringup.resources.guard import Fail, Skip
 from roles.dcgm_exporter import NAME, UNIT, counters, resources
 
-from audit_context import context, listening, listening_snippets
+from bringup.auditkit import context, listening, listening_snippets
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import yaml
 from bringup.command import sh
 from roles.monitoring import files
 
-from audit_context import context
+from bringup.auditkit import context
 
 
 def _rule_names(text: str) -> dict[str, list[str]]:

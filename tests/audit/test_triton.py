@@ -6,7 +6,7 @@ import pytest
 from bringup.command import sh
 from roles.triton import _Desired, resources
 
-from audit_context import context, listening, listening_snippets
+from bringup.auditkit import context, listening, listening_snippets
 
 
 @pytest.fixture(scope="module")
