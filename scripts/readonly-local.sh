@@ -36,7 +36,7 @@ inv topology --host "$name" > topology.txt 2>&1; echo "topology: exit $?"
 inv topology --host "$name" --json > topology.json 2>&1
 inv plan --host "$name" --roles "$roles" > plan.txt 2>&1; echo "plan (check mode): exit $?"
 inv checklist --host "$name" --roles "$roles" --out checklist > checklist.txt 2>&1; echo "checklist: exit $?"
-inv audit --host "$name" --roles sysctl > audit.txt 2>&1; echo "audit (read-only): exit $?"
+inv audit --host "$name" --roles "$roles" > audit.txt 2>&1; echo "audit (read-only): exit $?"
 snapshot after.txt
 if diff before.txt after.txt > unchanged.diff; then echo "host unchanged: before/after snapshots identical"
 else echo "SNAPSHOTS DIFFER (see unchanged.diff)"; fi
