@@ -126,6 +126,21 @@ def test_converged_rerun_is_a_noop_in_two_round_trips(host, project):
     assert last_report(project)["hosts"][0]["round_trips"] == 2
 
 
+def test_audit_passes_converged_and_names_an_unheld_package(host, project):
+    audit = lambda: invoke("audit", "--host", H, "--roles", "nvidia_driver", cwd=project, timeout=120)  # noqa: E731
+    r = audit()
+    assert r.returncode == 0, r.stdout + r.stderr
+    host.exec(["apt-mark", "unhold", PKGS[1]])
+    host.exec(["rm", "-f", UNATTENDED_FILE])
+    r = audit()
+    assert r.returncode == 1
+    assert f"{H}: " in r.stdout and f"{PKGS[1]} is not held, want held" in r.stdout
+    assert f"{UNATTENDED_FILE} is missing" in r.stdout
+    r = run(project)  # repair, for the tests after this one
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert audit().returncode == 0
+
+
 def test_exact_version_through_the_hold_and_a_held_apt_lock(host, project):
     # Another process holds dpkg's frontend lock (an fcntl lock, what apt takes) for 6 s: apt waits.
     hold = threading.Thread(target=host.exec, args=(
