@@ -99,12 +99,33 @@ def _gpu_checks(g: dict[str, Any]) -> list[Check]:
     return out
 
 
+def _nic_link_checks(devices: list[dict[str, Any]]) -> list[Check]:
+    """PCIe link of each physical NIC (sysfs current vs max); virtual NICs have none and get no line."""
+    out: list[Check] = []
+    for d in devices:
+        if d.get("kind") != "nic" or d.get("link_width") is None or d.get("link_width_max") is None:
+            continue
+        name = f"NIC {d['address']} PCIe link"
+        wc, wm = d["link_width"], d["link_width_max"]
+        sc, sm = d.get("link_speed_gts"), d.get("link_speed_max_gts")
+        seen = f"x{wc} of x{wm}" + (f", {sc:g} of {sm:g} GT/s" if sc and sm else "")
+        if wc < wm:
+            out.append(Check(name, "FAIL", seen, "reseat the NIC or move it to a full-width slot"))
+        elif sc and sm and sc < sm:
+            # NICs do not downshift at idle the way GPUs do: a slower link is a slot or BIOS setting.
+            out.append(Check(name, "WARN", seen, "check the slot's PCIe generation in the BIOS, or move the NIC"))
+        else:
+            out.append(Check(name, "PASS", seen))
+    return out
+
+
 def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None) -> list[Check]:
     """Every platform rule that the facts allow."""
     host_vars = host_vars or {}
     out: list[Check] = []
     for g in (facts.get("nvidia.query") or {}).get("gpus") or []:
         out += _gpu_checks(g)
+    out += _nic_link_checks(facts.get("pci.devices") or [])
     idle = facts.get("system.cpuidle")
     if idle:
         deep = [s for s in idle["states"] if (s.get("latency_us") or 0) > 10 and not s.get("disabled")]

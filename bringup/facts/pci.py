@@ -42,6 +42,13 @@ def _int(text: str | None) -> int | None:
     return int(text) if re.fullmatch(r"-?\d+", text) else None
 
 
+def _float(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:  # "Unknown" on links that never trained
+        return None
+
+
 def parse_pci_devices(output: str) -> list[dict[str, Any]]:
     """Parse lines ``ADDR class=.. vendor=.. device=.. numa=.. cpus=.. [driver=..] [irq=..] [irqs=a,b]``.
 
@@ -79,6 +86,10 @@ def parse_pci_devices(output: str) -> list[dict[str, Any]]:
                 "irq": legacy if legacy else None,
                 "msi_irqs": msi,
                 "irqs": irqs,
+                "link_speed_gts": _float(kv.get("lsc")),
+                "link_speed_max_gts": _float(kv.get("lsm")),
+                "link_width": _int(kv.get("lwc")),
+                "link_width_max": _int(kv.get("lwm")),
             }
         )
     devices.sort(key=lambda d: d["address"])
@@ -102,7 +113,14 @@ class PciDevices(Fact):
         "    while read -r l; do case $l in (DRIVER=*) drv=${l#DRIVER=};; esac; done < \"$d/uevent\"\n"
         "  fi\n"
         "  for i in \"$d\"/msi_irqs/[0-9]*; do if [ -e \"$i\" ]; then msi=\"$msi${msi:+,}${i##*/}\"; fi; done\n"
-        "  echo \"${d##*/} class=$cls vendor=$ven device=$dev numa=$numa cpus=$cpus driver=$drv irq=$irq irqs=$msi\"\n"
+        # PCIe link (absent on virtual devices): speed's first word (GT/s) and width, current and max.
+        "  lsc=; lsm=; lwc=; lwm=\n"
+        "  if [ -r \"$d/current_link_speed\" ]; then read -r lsc _ < \"$d/current_link_speed\"; fi\n"
+        "  if [ -r \"$d/max_link_speed\" ]; then read -r lsm _ < \"$d/max_link_speed\"; fi\n"
+        "  if [ -r \"$d/current_link_width\" ]; then read -r lwc < \"$d/current_link_width\"; fi\n"
+        "  if [ -r \"$d/max_link_width\" ]; then read -r lwm < \"$d/max_link_width\"; fi\n"
+        "  echo \"${d##*/} class=$cls vendor=$ven device=$dev numa=$numa cpus=$cpus driver=$drv irq=$irq irqs=$msi\" \\\n"
+        "    \"lsc=$lsc lsm=$lsm lwc=$lwc lwm=$lwm\"\n"
         "done"
     )
     default = []

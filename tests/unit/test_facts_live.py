@@ -246,7 +246,7 @@ def test_pci_command_prints_fixture_format(tmp_path):
         assert len(out) == len(fixture)
         for got, want in zip(out, fixture):
             assert got.startswith(want + " driver="), (shell, got)
-        assert out[6] == (fixture[6] + " driver=nvidia irq=0 irqs=42,43,44,45,46,47,48,49")
+        assert out[6] == (fixture[6] + " driver=nvidia irq=0 irqs=42,43,44,45,46,47,48,49 lsc= lsm= lwc= lwm=")
     devs = PciDevices.process("\n".join(out))
     gpu = devs[6]
     assert (gpu["address"], gpu["kind"], gpu["numa_node"], gpu["driver"]) == ("0000:00:06.0", "gpu", -1, "nvidia")
@@ -292,3 +292,18 @@ def test_net_command_walks_virtio_to_pci(tmp_path):
         assert nic["msi_irqs"] == [34, 35, 36]
         assert nic["irqs"] == [34, 35, 36]
         assert nic["irq_names"] == {"34": "virtio2-config", "35": "virtio2-input.0", "36": "virtio2-output.0"}
+
+
+def test_pci_command_reads_the_pcie_link_files(tmp_path):
+    # The files a bare-metal device has (the H200 VM's virtual bus has none), as the kernel formats them.
+    d = tmp_path.resolve() / "sys/bus/pci/devices/0000:17:00.0"
+    for name, text in {"class": "0x020000", "vendor": "0x15b3", "device": "0x101d", "numa_node": "0",
+                       "local_cpulist": "0-31", "irq": "0", "uevent": "DRIVER=mlx5_core",
+                       "current_link_speed": "8.0 GT/s PCIe", "max_link_speed": "16.0 GT/s PCIe",
+                       "current_link_width": "16", "max_link_width": "16"}.items():
+        _write(d / name, text)
+    for shell in SHELLS:
+        out = run(_rooted(PciDevices.command, tmp_path.resolve()), shell)
+        nic = PciDevices.process(out)[0]
+        assert (nic["kind"], nic["link_speed_gts"], nic["link_speed_max_gts"], nic["link_width"],
+                nic["link_width_max"]) == ("nic", 8.0, 16.0, 16, 16), shell

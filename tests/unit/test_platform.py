@@ -68,3 +68,27 @@ def test_deep_cstates_warn():
                          "state 2 latency=170 residency=600 disable=0 name=C6\n")
     (c,) = [c for c in checks({"system.cpuidle": idle}) if c.name == "C-states"]
     assert c.status == "WARN" and "C6 170us" in c.seen and "cpu_dma_latency" in c.fix
+
+
+def test_nic_pcie_link_current_vs_max():
+    from bringup.facts.pci import parse_pci_devices
+    from bringup.platform import checks
+    # The pci.devices fact's line format with the sysfs link fields a bare-metal NIC reports.
+    lines = "\n".join([
+        "0000:17:00.0 class=0x020000 vendor=0x15b3 device=0x101d numa=0 cpus=0-31 driver=mlx5_core irq=0 irqs=40,41 "
+        "lsc=16.0 lsm=16.0 lwc=16 lwm=16",
+        "0000:17:00.1 class=0x020000 vendor=0x15b3 device=0x101d numa=0 cpus=0-31 driver=mlx5_core irq=0 irqs=42 "
+        "lsc=16.0 lsm=16.0 lwc=8 lwm=16",
+        "0000:31:00.0 class=0x020000 vendor=0x8086 device=0x1593 numa=1 cpus=32-63 driver=ice irq=0 irqs=50 "
+        "lsc=8.0 lsm=16.0 lwc=8 lwm=8",
+        "0000:00:03.0 class=0x020000 vendor=0x1af4 device=0x1041 numa=-1 cpus=0-15 driver=virtio-pci irq=0 irqs=34 "
+        "lsc= lsm= lwc= lwm=",
+    ])
+    devs = parse_pci_devices(lines)
+    nic = next(d for d in devs if d["address"] == "0000:17:00.0")
+    assert nic["link_width"] == 16 and nic["link_speed_max_gts"] == 16.0
+    cs = {c.name: c for c in checks({"pci.devices": devs})}
+    assert cs["NIC 0000:17:00.0 PCIe link"].status == "PASS"
+    assert cs["NIC 0000:17:00.1 PCIe link"].status == "FAIL" and cs["NIC 0000:17:00.1 PCIe link"].seen.startswith("x8 of x16")
+    assert cs["NIC 0000:31:00.0 PCIe link"].status == "WARN" and "8 of 16 GT/s" in cs["NIC 0000:31:00.0 PCIe link"].seen
+    assert "NIC 0000:00:03.0 PCIe link" not in cs  # virtio: no link to judge
