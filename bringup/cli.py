@@ -37,6 +37,15 @@ def _selected(inventory, set_, host, hosts, group):
     return inv, inv.select(host=host, hosts=hosts, group=group)
 
 
+def _prepared(inventory, set_, host, hosts, group, roles):
+    """The selected hosts and roles, with every role's variables merged and validated (nothing connects)."""
+    inv, chosen = _selected(inventory, set_, host, hosts, group)
+    root = content_root()
+    order, all_roles = load_roles(root)
+    selected = select_roles(order, all_roles, roles)
+    return inv, chosen, root, selected, prepare(chosen, selected)
+
+
 def _forks(forks) -> int:
     try:
         n = int(forks)
@@ -107,11 +116,7 @@ def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, di
     try:
         opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
                        allow_reboot=allow_reboot)
-        inv, chosen = _selected(inventory, set_, host, hosts, group)
-        root = content_root()
-        order, all_roles = load_roles(root)
-        selected = select_roles(order, all_roles, roles)
-        role_vars = prepare(chosen, selected)
+        inv, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
     except BringupError as e:
         raise _fail(e) from None
     with progress_display(console, [h.name for h in chosen]) as progress:
@@ -220,11 +225,7 @@ def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts
 
     console = _console()
     try:
-        _, chosen = _selected(inventory, set_, host, hosts, group)
-        root = content_root()
-        order, all_roles = load_roles(root)
-        selected = select_roles(order, all_roles, roles)
-        role_vars = prepare(chosen, selected)
+        _, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
     except BringupError as e:
         raise _fail(e) from None
     pages = run_checklist(chosen, selected, role_vars, Templates(root / "templates"), out,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -27,3 +28,10 @@ def recap(out: str) -> dict[str, dict[str, int]]:
 def last_report(cwd: Path) -> dict:
     reports = sorted((cwd / "reports").glob("*.json"), key=lambda p: p.stat().st_mtime)
     return json.loads(reports[-1].read_text())
+
+
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1: a fixed SSH port survives a host's reboot (container restart)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]

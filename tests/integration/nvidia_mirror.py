@@ -41,6 +41,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .debrepo import write_index
+
 FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "hosts" / "h200-vm"
 FIXTURE_DRIVER = "580.159.04"
 DOUBLE = "TEST DOUBLE"
@@ -288,14 +290,8 @@ def make_key(workdir: Path, name: str) -> Key:
 
 def sign_flat_repo(repo: Path, key: Key, label: str) -> None:
     """Write Packages(.gz), Release with sizes and SHA-256 sums, InRelease and Release.gpg."""
-    stanzas = []
-    for deb in sorted(repo.glob("*.deb")):
-        control = subprocess.run(["dpkg-deb", "-f", str(deb)], check=True, capture_output=True, text=True).stdout
-        data = deb.read_bytes()
-        stanzas.append(control.rstrip("\n") + f"\nFilename: ./{deb.name}\nSize: {len(data)}\n"
-                       f"SHA256: {hashlib.sha256(data).hexdigest()}\n")
-    packages = "\n".join(stanzas).encode()
-    (repo / "Packages").write_bytes(packages)
+    write_index(repo)
+    packages = (repo / "Packages").read_bytes()
     (repo / "Packages.gz").write_bytes(gzip.compress(packages, mtime=0))
     lines = [f"Origin: bringup tests", f"Label: {label} ({DOUBLE})", "Architectures: all amd64",
              "Date: " + time.strftime("%a, %d %b %Y %H:%M:%S UTC", time.gmtime()), "SHA256:"]

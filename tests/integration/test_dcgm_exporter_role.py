@@ -5,7 +5,6 @@ TEST DOUBLE exporter image pushed from this machine (docker save | ssh | docker 
 from __future__ import annotations
 
 import json
-import socket
 
 import pytest
 
@@ -13,19 +12,13 @@ from bringup.sandbox import write_inventory
 from roles.dcgm_exporter import CSV, DEFAULT_COUNTERS
 
 from .dcgm_double import TAG, build_image
-from .helpers import invoke, last_report, recap
+from .helpers import invoke, last_report, recap, free_port
 from .nvidia_mirror import build_mirror, running_kernel
 
 pytestmark = pytest.mark.integration
 
 H = "gpu-stack-01"
 ROLES = "nvidia_driver,docker,container_toolkit,dcgm_exporter"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ through `docker exec`.
 """
 from __future__ import annotations
 
-import socket
 import threading
 import time
 
@@ -16,7 +15,7 @@ import pytest
 from bringup.sandbox import write_inventory
 from roles.nvidia_driver import NOUVEAU_FILE, UNATTENDED_FILE
 
-from .helpers import invoke, last_report, recap
+from .helpers import invoke, last_report, recap, free_port
 from .nvidia_mirror import build_mirror, running_kernel
 
 pytestmark = pytest.mark.integration
@@ -24,12 +23,6 @@ pytestmark = pytest.mark.integration
 PKGS = ["nvidia-headless-550-server", "nvidia-utils-550-server"]
 NEW, OLD = "550.144.03-0ubuntu0.24.04.1", "550.127.05-0ubuntu0.24.04.1"
 H = "gpu-double-01"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
