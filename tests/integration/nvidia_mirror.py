@@ -18,7 +18,7 @@ doubles do, so the roles' real work can be checked:
   kernel's headers are missing, and records the installed driver version;
   a boot-time unit "loads" it (a file in /run, a tmpfs: gone at reboot, like
   a loaded module), so a new driver takes effect only after a reboot.
-- ``nvidia-smi`` prints the real H200 outputs of ``../shared/fixtures/hosts/``
+- ``nvidia-smi`` prints the real H200 outputs of ``tests/fixtures/hosts/h200-vm/``
   with the driver version replaced by the loaded double's, and NVIDIA's real
   messages when no driver is loaded or the loaded one differs from the
   installed one ("Driver/library version mismatch").
@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .debrepo import write_index
 
-FIXTURES = Path(__file__).resolve().parents[3] / "shared" / "fixtures" / "hosts" / "h200-vm"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h200-vm"
 FIXTURE_DRIVER = "580.159.04"
 DOUBLE = "TEST DOUBLE"
 
@@ -100,7 +100,7 @@ class Deb:
 
 NVIDIA_SMI = r'''#!/bin/sh
 # TEST DOUBLE of nvidia-smi: replays real outputs captured on an H200 host
-# (../shared/fixtures/hosts/h200-vm), the driver version set to the loaded double's.
+# (tests/fixtures/hosts/h200-vm), the driver version set to the loaded double's.
 d=/usr/share/nvidia-test-double
 loaded=$(cat /run/nvidia-test-double/loaded 2>/dev/null || true)
 installed=$(cat /var/lib/nvidia-test-double/installed 2>/dev/null || true)

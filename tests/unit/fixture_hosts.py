@@ -1,4 +1,5 @@
-"""Facts of the fixture hosts in ../shared/fixtures/hosts, through the real parsers."""
+"""The fixture hosts: real outputs in tests/fixtures/hosts/ (sources in its README.md and
+public/INDEX.tsv), and their facts through the real parsers."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -8,7 +9,8 @@ from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv
 from bringup.facts.pci import parse_pci_devices
 
 REPO = Path(__file__).resolve().parents[2]
-FIX = REPO.parent / "shared" / "fixtures" / "hosts"
+#: Real command outputs, copied into the repository so that a clone runs its own tests.
+FIX = REPO / "tests" / "fixtures" / "hosts"
 
 
 def h200_facts() -> dict:

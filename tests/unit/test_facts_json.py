@@ -16,7 +16,7 @@ from bringup.facts.pci import parse_pci_devices
 from bringup.facts.system import parse_cmdline, parse_docker_daemon_json, parse_docker_info_text, parse_sysctl
 
 REPO = Path(__file__).resolve().parents[2]
-FIX = REPO.parent / "shared" / "fixtures" / "hosts"
+from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
 
 CASES = [
     (parse_os_release, "h200-vm/os.txt"),

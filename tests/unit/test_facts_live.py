@@ -23,7 +23,7 @@ from bringup.facts.net import NetInterfaces
 from bringup.facts.pci import PciDevices
 
 REPO = Path(__file__).resolve().parents[2]
-FIX = REPO.parent / "shared" / "fixtures" / "hosts"
+from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
 H200 = FIX / "h200-vm"
 
 SHELLS = [s for s in ("sh", "dash", "bash") if shutil.which(s)]

@@ -13,7 +13,7 @@ from bringup.facts.cpu import (
 from bringup.facts.os_ import OsBootId, parse_os_release, parse_uname
 
 REPO = Path(__file__).resolve().parents[2]
-FIX = REPO.parent / "shared" / "fixtures" / "hosts"
+from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
 H200 = FIX / "h200-vm"
 PUB = FIX / "public"
 

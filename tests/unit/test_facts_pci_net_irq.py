@@ -9,7 +9,7 @@ from bringup.facts.net import parse_net_interfaces
 from bringup.facts.pci import normalize_pci_address, parse_pci_devices, pci_kind
 
 REPO = Path(__file__).resolve().parents[2]
-FIX = REPO.parent / "shared" / "fixtures" / "hosts"
+from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
 H200 = FIX / "h200-vm"
 PUB = FIX / "public"
 

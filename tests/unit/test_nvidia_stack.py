@@ -1,4 +1,4 @@
-"""The NVIDIA stack's resources and roles planned on real outputs (../shared/fixtures/hosts/)."""
+"""The NVIDIA stack's resources and roles planned on real outputs (tests/fixtures/hosts/)."""
 from __future__ import annotations
 
 import base64
@@ -25,7 +25,7 @@ from bringup.roles import HostContext, load_roles
 from bringup.templates import Templates
 
 ROOT = Path(__file__).resolve().parents[2]
-FIX = ROOT.parent / "shared" / "fixtures" / "hosts"
+from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
 H200 = FIX / "h200-vm"
 
 

@@ -10,7 +10,7 @@ from bringup.platform import checks, parse_lspci_rebar
 
 from .test_topology import h200_facts
 
-FIX = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "hosts"
+from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
 
 
 def by_name(cs):

@@ -20,7 +20,7 @@ from bringup.facts.nvidia import parse_query_gpu_csv, parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
 from bringup.topology import cpu_roles, plan_topology, topology_from_lscpu_summary, topology_from_numa, validate_vars
 
-FIX = Path(__file__).resolve().parents[2].parent / "shared" / "fixtures" / "hosts"
+from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
 H200 = FIX / "h200-vm"
 PUB = FIX / "public"
 
