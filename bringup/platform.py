@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Check", "checks", "parse_lspci_rebar"]
+__all__ = ["Check", "checks", "fact_error_checks", "parse_lspci_rebar"]
 
 
 @dataclass
@@ -119,10 +119,20 @@ def _nic_link_checks(devices: list[dict[str, Any]]) -> list[Check]:
     return out
 
 
-def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None) -> list[Check]:
-    """Every platform rule that the facts allow."""
+def fact_error_checks(fact_errors: dict[str, str] | None) -> list[Check]:
+    """One FAIL per fact that could not be read or trusted (``gather``'s errors): what it would
+    have said is unknown, so the lines that depend on it are missing or unverified."""
+    return [Check(f"fact {name}", "FAIL", msg,
+                  f"run `invoke facts --host HOST` and compare the command's own output; the checks "
+                  f"that read {name} are left out", area="facts")
+            for name, msg in sorted((fact_errors or {}).items())]
+
+
+def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None,
+           fact_errors: dict[str, str] | None = None) -> list[Check]:
+    """Every platform rule that the facts allow; ``fact_errors`` (from ``gather``) each give a FAIL."""
     host_vars = host_vars or {}
-    out: list[Check] = []
+    out: list[Check] = fact_error_checks(fact_errors)
     for g in (facts.get("nvidia.query") or {}).get("gpus") or []:
         out += _gpu_checks(g)
     out += _nic_link_checks(facts.get("pci.devices") or [])

@@ -5,7 +5,7 @@ maps a fact's ``name`` to its class.
 """
 from __future__ import annotations
 
-from .base import Fact, format_cpulist, parse_cpulist, strip_comments
+from .base import Fact, UntrustedOutput, format_cpulist, parse_cpulist, strip_comments
 from .cpu import CpuTopology
 from .irq import IrqAffinity, IrqInterrupts
 from .net import NetInterfaces
@@ -55,6 +55,7 @@ __all__ = [
     "ALL_FACTS",
     "FACTS_BY_NAME",
     "Fact",
+    "UntrustedOutput",
     "format_cpulist",
     "parse_cpulist",
     "strip_comments",

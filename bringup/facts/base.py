@@ -39,21 +39,33 @@ class Fact:
         raise NotImplementedError
 
 
+class UntrustedOutput(ValueError):
+    """A command output that cannot be trusted: cut short, or malformed in a way that would
+    silently shift or drop values.  A parser raises it; :func:`bringup.facts.gather.gather`
+    turns it into a fact error (its message is the one line shown) and the fact's default."""
+
+
 def strip_comments(text: str) -> str:
     """Drop ``#`` comment lines (fixture headers) from recorded output."""
     return "\n".join(l for l in text.splitlines() if not l.startswith("#"))
 
 
 def parse_cpulist(text: str) -> list[int]:
-    """Parse a kernel CPU list (``0-3,8,10-11``) into sorted ints; empty → []."""
+    """Parse a kernel CPU list (``0-3,8,10-11``) into sorted ints; empty → [].
+
+    A range that runs backwards (``5-3``) is no CPU list the kernel prints (a cut or garbled
+    output): :class:`UntrustedOutput`, not ``[]``.
+    """
     cpus: set[int] = set()
     for part in text.strip().split(","):
         part = part.strip()
         if not part:
             continue
         if "-" in part:
-            lo, hi = part.split("-", 1)
-            cpus.update(range(int(lo), int(hi) + 1))
+            lo, hi = (int(x) for x in part.split("-", 1))
+            if hi < lo:
+                raise UntrustedOutput(f"CPU list {text.strip()!r}: range {part} runs backwards")
+            cpus.update(range(lo, hi + 1))
         else:
             cpus.add(int(part))
     return sorted(cpus)

@@ -55,7 +55,9 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
     columns after an empty one (``CPU,Core,Socket,Node,,L1d,L1i,L2,L3``).  With
     no header, the last cache field is taken as L3.  An empty Node column
     means a kernel without NUMA: every CPU gets node 0 and ``numa_known`` is
-    False (unless sysfs ``node`` lines say otherwise).
+    False (unless sysfs ``node`` lines say otherwise).  A row with every field
+    but the CPU number empty is an offline CPU: listed in ``offline``, in no
+    node and not ``online``.
     """
     columns: list[list[str]] | None = None
     rows: list[list[str]] = []
@@ -82,8 +84,15 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
         return {}
 
     cpus: list[dict[str, Any]] = []
+    offline: list[int] = []
     node_column_known = True
     for fields in rows:
+        if all(f.strip() == "" for f in fields[1:]):
+            # lscpu -p prints an offline CPU (lscpu -p -a, some versions) with every field but
+            # the number empty: not online, on no node.
+            if _int_or_none(fields[0]) is not None:
+                offline.append(int(fields[0]))
+            continue
         rec: dict[str, str] = {}
         if columns:
             for names, value in zip(columns, fields):
@@ -115,6 +124,8 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
                 "l3": _int_or_none(rec.get("l3", "")),
             }
         )
+    if not cpus:
+        return {}
     cpus.sort(key=lambda c: c["cpu"])
 
     # sysfs node lists are authoritative when present (and show CPU-less nodes).
@@ -146,6 +157,7 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
         "source": source,
         "cpu_count": len(cpus),
         "online": [c["cpu"] for c in cpus],
+        "offline": sorted(offline),
         "cpus": cpus,
         "socket_count": len(sockets),
         "sockets": _str_keyed(sockets),

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..command import sh
 from ..script import batch, split
-from .base import Fact
+from .base import Fact, UntrustedOutput
 
 
 def fact_snippet(fact: type[Fact]) -> str:
@@ -20,7 +20,9 @@ def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str
     """Run all ``facts`` on the host at once; returns ``(values, errors)``.
 
     A parser that fails on a host's output yields the fact's default and an
-    entry in ``errors``: one odd fact must not stop a run.
+    entry in ``errors``: one odd fact must not stop a run.  An output the parser
+    refuses as untrusted (cut short, shifted columns) gives its own one-line
+    message; any other failure is named by its exception type.
     """
     script, token = batch([(f.name, fact_snippet(f)) for f in facts])
     res = transport.run_script(script)
@@ -37,7 +39,10 @@ def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str
             continue
         try:
             values[fact.name] = fact.process(sec.output)
+        except UntrustedOutput as e:
+            errors[fact.name] = " ".join(str(e).split())
+            values[fact.name] = copy.deepcopy(fact.default)
         except Exception as e:  # noqa: BLE001 - reported, the run goes on
-            errors[fact.name] = f"{type(e).__name__}: {e}"
+            errors[fact.name] = " ".join(f"{type(e).__name__}: {e}".split())
             values[fact.name] = copy.deepcopy(fact.default)
     return values, errors

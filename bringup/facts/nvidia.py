@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ._util import cpulist
-from .base import Fact
+from .base import Fact, UntrustedOutput
 from .pci import normalize_pci_address
 
 __all__ = [
@@ -216,6 +216,9 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     pcie_gen_current, pcie_gen_max, pcie_gen_device_max, pcie_gen_host_max,
     pcie_width_current, pcie_width_max, performance_state, power_limit_w,
     max_power_limit_w, max_clocks_sm_mhz, max_clocks_memory_mhz``.
+
+    An output cut short (a GPU section of a full report without its closing "Processes", fewer
+    GPU sections than "Attached GPUs") raises :class:`UntrustedOutput`.
     """
     tree = parse_nvidia_smi_q_tree(output)
     gpus: list[dict[str, Any]] = []
@@ -259,6 +262,17 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     if not gpus and "Driver Version" not in tree:
         return {}
     attached = _sval(tree, "Attached GPUs")
+    # A cut output must not pass for a GPU without BAR1, ECC or link values.  "Processes" is
+    # printed in every GPU section of a full report (all drivers seen); a ``-d`` subset report
+    # (no "Product Name") has no such section and is not checked.
+    for sec_key, sec in tree.items():
+        if re.match(r"^GPU\s+[0-9A-Fa-f]+:", sec_key) and isinstance(sec, dict) and "Product Name" in sec \
+                and "Processes" not in sec:
+            raise UntrustedOutput(f"nvidia-smi -q: the section of {sec_key} ends before 'Processes' "
+                                  "(output cut short?)")
+    if attached and attached.isdigit() and len(gpus) < int(attached):
+        raise UntrustedOutput(f"nvidia-smi -q: Attached GPUs {attached} but {len(gpus)} GPU section(s) "
+                              "(output cut short?)")
     return {
         "driver_version": _sval(tree, "Driver Version"),
         "cuda_version": _sval(tree, "CUDA Version"),
@@ -283,7 +297,8 @@ class NvidiaQuery(Fact):
 # --------------------------------------------------------------------------
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_ATTR_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
+#: A link cell of the matrix (``SOC``: old drivers' name for SYS).
+_LINK = re.compile(r"X|SYS|SOC|NODE|PHB|PXB|PIX|NV\d+")
 
 
 def _cells(line: str, tabbed: bool) -> list[str]:
@@ -307,6 +322,12 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
     the shown list is a strict subset of its NUMA node(s), it is truncated:
     ``cpus`` is then None and ``cpus_shown`` keeps what was printed.
     ``cpu_affinity_truncated`` is None when there was nothing to check against.
+
+    Columns are read by the header: the leading link cells (``X``, ``SYS``, ``NODE``, ``NV#``,
+    ...) are the device columns, every header name after them an attribute, known or not, so an
+    extra column shifts nothing.  Output that cannot be trusted raises
+    :class:`UntrustedOutput`: a device column without its row, a row with fewer link cells
+    than the widest (both: cut short), a GPU row with more or fewer values than attributes.
     """
     text = _ANSI.sub("", output)
     lines = [l.rstrip("\r\n") for l in text.splitlines()]
@@ -327,22 +348,50 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
         return {}
     tabbed = "\t" in lines[header_idx]
     head = [c for c in _cells(lines[header_idx], tabbed) if c]
-    devices = [c for c in head if c not in _ATTR_COLUMNS]
-    attrs = [c for c in head if c in _ATTR_COLUMNS]
-
-    matrix: dict[str, dict[str, str]] = {}
-    rows: dict[str, list[str]] = {}
+    row_cells: dict[str, list[str]] = {}
     for l in lines[header_idx + 1:]:
         if not l.strip():
             break
         cells = _cells(l, "\t" in l if tabbed else False)
         if not cells or cells[0] in ("Legend:",):
             break
-        name, rest = cells[0], cells[1:]
-        matrix[name] = {dev: rest[j] for j, dev in enumerate(devices) if j < len(rest)}
-        # Attribute cells follow the matrix; nvidia-smi puts an empty field
-        # before "GPU NUMA ID", and NIC rows have empty or no attribute cells.
-        rows[name] = [c for c in rest[len(devices):] if c != ""]
+        row_cells[cells[0]] = cells[1:]
+
+    # By header: the link cells come first (X, SYS, NODE, PIX, ..., NV#), then attribute
+    # columns, each named by the header, known or not.  The widest run of link cells in a GPU
+    # row is the number of device columns; a row with fewer was cut.
+    def links(rest: list[str]) -> int:
+        n = 0
+        while n < len(rest) and _LINK.fullmatch(rest[n]):
+            n += 1
+        return n
+
+    gpu_rows = [n for n in row_cells if re.fullmatch(r"GPU\d+", n)]
+    if not gpu_rows:
+        raise UntrustedOutput("nvidia-smi topo -m: a header but no GPU row (output cut short?)")
+    width = max(links(row_cells[n]) for n in gpu_rows)
+    devices, attrs = head[:width], head[width:]
+    for name, rest in row_cells.items():
+        if links(rest) < width:
+            raise UntrustedOutput(f"nvidia-smi topo -m: row {name} has {links(rest)} of {width} link cells "
+                                  "(output cut short?)")
+    missing = [d for d in devices if d not in row_cells]
+    if missing:
+        raise UntrustedOutput(f"nvidia-smi topo -m: column(s) {', '.join(missing)} have no row "
+                              "(output cut short?)")
+
+    matrix: dict[str, dict[str, str]] = {}
+    rows: dict[str, list[str]] = {}
+    for name, rest in row_cells.items():
+        matrix[name] = {dev: rest[j] for j, dev in enumerate(devices)}
+        values = rest[width:]
+        if len(values) != len(attrs):
+            # nvidia-smi pads with empty tab fields (one before "GPU NUMA ID"); NIC rows have none.
+            values = [c for c in values if c != ""]
+        if name in gpu_rows and len(values) != len(attrs):
+            raise UntrustedOutput(f"nvidia-smi topo -m: row {name} has {len(values)} value(s) for the "
+                                  f"{len(attrs)} column(s) {', '.join(attrs)}")
+        rows[name] = values
 
     nic_legend: dict[str, str] = {}
     for l in lines:
