@@ -171,12 +171,29 @@ def tuning_checks(host_result) -> list[Check]:
     return out
 
 
-def latency_checks(vars: dict) -> list[Check]:
-    """The latency acceptance result: a placeholder until the benchmark exists."""
+def latency_checks(vars: dict, reports=None) -> list[Check]:
+    """The latency acceptance line: the host's newest ``invoke bench`` result against ``latency_slo_p95_ms``.
+
+    PASS/FAIL with the measured p95, the load it was measured at and when
+    (:func:`bringup.latency.results.acceptance`); WARN when nothing was measured,
+    when every point was client-bound, or when no SLO is set.
+    """
+    from .latency.results import REPORT_DIR, acceptance, latest
+
     slo = vars.get("latency_slo_p95_ms")
-    return [_line("latency", "latency acceptance (p95)", "WARN",
-                  "not measured: no latency benchmark has run on this host"
-                  + (f" (SLO {slo} ms)" if slo else ""), "run the latency acceptance benchmark once it exists")]
+    host = vars.get("inventory_hostname", "")
+    found = latest(host, reports or REPORT_DIR) if host else None
+    name = "latency acceptance (p95)"
+    if found is None:
+        return [_line("latency", name, "WARN", "not measured: no latency benchmark has run on this host"
+                      + (f" (SLO {slo} ms)" if slo else ""), f"invoke bench --host {host}")]
+    doc, path = found
+    load = vars.get("latency_acceptance_load")
+    acc = acceptance(doc, float(slo) if slo is not None else None, load if isinstance(load, dict) else None)
+    fix = {"PASS": "", "FAIL": "tune the batching window (invoke bench --window-us ...) or lower the load; "
+                   "see the sweep in " + str(path.with_suffix(".png")),
+           "WARN": f"set latency_slo_p95_ms, or re-run invoke bench --host {host} with more client processes"}
+    return [_line("latency", name, acc["status"], f"{acc['seen']} ({path})", fix[acc["status"]])]
 
 
 def platform_checks(facts: dict, host_vars: dict) -> list[Check]:

@@ -1,0 +1,137 @@
+"""``invoke bench``: the acceptance sweep against one host's Triton."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from ..errors import BringupError, InputError
+from .target import ModelInput, Target
+
+__all__ = ["BenchSettings", "TritonUnreachable", "check_server", "run_sweep"]
+
+
+class TritonUnreachable(Exception):
+    """Triton did not answer at the target's gRPC address."""
+
+
+@dataclass
+class BenchSettings:
+    batches: list[int] = field(default_factory=lambda: [1, 2, 4, 8])
+    concurrency: list[int] = field(default_factory=lambda: [1, 4, 16, 64])
+    windows: list = field(default_factory=lambda: ["deployed"])   # "deployed", None or µs
+    warmup_s: float = 2.0
+    duration_s: float = 5.0
+    processes: int = 0            # 0: min(8, CPUs)
+    client_cpus: list[int] | None = None
+    cpu_limit: float = 0.85
+    microbatch_us: int | None = None
+    microbatch_max: int = 8
+
+    def resolved_processes(self) -> int:
+        if self.processes:
+            return self.processes
+        n = len(self.client_cpus) if self.client_cpus else len(os.sched_getaffinity(0))
+        return max(1, min(8, n))
+
+
+def _exc_text(e) -> str:
+    return str(e.message() if hasattr(e, "message") and callable(e.message) else e).strip().splitlines()[0]
+
+
+def check_server(target: Target) -> tuple[object, dict]:
+    """A sync client of a live Triton that serves the model, and the model's config."""
+    import tritonclient.grpc as grpcclient
+    from tritonclient.utils import InferenceServerException
+
+    client = grpcclient.InferenceServerClient(target.url)
+    try:
+        live = client.is_server_live(client_timeout=10)
+    except InferenceServerException as e:
+        client.close()
+        raise TritonUnreachable(f"Triton at {target.url} (host {target.host}): {_exc_text(e)}") from None
+    if not live:
+        client.close()
+        raise TritonUnreachable(f"Triton at {target.url} (host {target.host}) is not live")
+    try:
+        ready = client.is_model_ready(target.model)
+    except InferenceServerException:
+        ready = False
+    if not ready:
+        try:
+            names = sorted(m["name"] for m in client.get_model_repository_index(as_json=True).get("models", []))
+        except InferenceServerException:
+            names = []
+        client.close()
+        raise InputError(f"model {target.model!r} is not ready on {target.host} ({target.url}); "
+                         f"Triton has: {', '.join(names) or 'no models'}")
+    config = client.get_model_config(target.model, as_json=True)["config"]
+    if target.input is None:
+        meta = client.get_model_metadata(target.model, as_json=True)
+        first = meta["inputs"][0]
+        dims = [int(d) for d in first["shape"]]
+        if int(config.get("max_batch_size", 0) or 0) > 0:
+            dims = dims[1:]
+        if any(d < 0 for d in dims):
+            client.close()
+            raise InputError(f"model {target.model}: input {first['name']} has variable dims {dims}; "
+                             "give --input-shape")
+        target.input = ModelInput(first["name"], first["datatype"], dims)
+        target.input.numpy_dtype  # noqa: B018 - validates
+    if target.max_batch_size is None:
+        target.max_batch_size = int(config.get("max_batch_size", 0) or 0)
+    return client, config
+
+
+def run_sweep(target: Target, s: BenchSettings, on_point=None) -> dict:
+    """Every (window, batch, concurrency) point; the model's own config is restored afterwards."""
+    from .loadgen import LoadGenerator, Point
+    from .results import build_doc, point_row
+    from .window import load_config, window_of, with_window
+
+    client, config = check_server(target)
+    mbs = target.max_batch_size or 0
+    biggest = max(s.batches) if not s.microbatch_us else max(max(s.batches), s.microbatch_max)
+    if mbs and biggest > mbs:
+        client.close()
+        raise InputError(f"request batch {biggest} is above {target.model}'s max_batch_size {mbs}")
+    if not mbs and biggest > 1:
+        client.close()
+        raise InputError(f"{target.model} does not batch (max_batch_size 0): use --batch 1")
+    if s.microbatch_us and s.microbatch_max < max(s.batches):
+        client.close()
+        raise InputError(f"--microbatch-max {s.microbatch_max} is below the request batch {max(s.batches)}")
+    deployed_window = window_of(config)
+    started = datetime.now(timezone.utc)
+    rows: list[dict] = []
+    swapped = False
+    inp = target.input
+    try:
+        with LoadGenerator(target.url, target.model, inp.name, inp.datatype, inp.dims, inp.numpy_dtype,
+                           processes=s.resolved_processes(), warmup_s=s.warmup_s, duration_s=s.duration_s,
+                           cpus=s.client_cpus, cpu_limit=s.cpu_limit) as lg:
+            for w in s.windows:
+                deployed = w == "deployed"
+                if not deployed:
+                    load_config(client, target.model, with_window(config, w))
+                    swapped = True
+                window_us = deployed_window if deployed else w
+                for b in s.batches:
+                    for c in s.concurrency:
+                        res = lg.run(Point(b, c, w, s.microbatch_us, s.microbatch_max))
+                        row = point_row(res, window_us=window_us, deployed=deployed)
+                        rows.append(row)
+                        if on_point:
+                            on_point(row)
+    except RuntimeError as e:
+        raise BringupError(f"benchmark of {target.host}: {e}") from None
+    finally:
+        if swapped:
+            load_config(client, target.model, config)
+        client.close()
+    settings = {"batches": s.batches, "concurrency": s.concurrency,
+                "windows": [("deployed" if w == "deployed" else w) for w in s.windows],
+                "deployed_window_us": deployed_window, "warmup_s": s.warmup_s, "duration_s": s.duration_s,
+                "processes": s.resolved_processes(), "client_cpus": s.client_cpus, "cpu_limit": s.cpu_limit,
+                "microbatch_us": s.microbatch_us, "microbatch_max": s.microbatch_max if s.microbatch_us else None}
+    return build_doc(target, settings, rows, started, datetime.now(timezone.utc))

@@ -1,0 +1,104 @@
+"""The latency tasks: ``invoke bench`` (also ``bringup bench``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from invoke import Exit, task
+
+__all__ = ["bench"]
+
+_HELP = {
+    "host": "one host of the inventory (its ansible_host and triton_ports.grpc are used)",
+    "inventory": "inventory file (Ansible YAML), default ./hosts",
+    "set": "KEY=VALUE variable override (highest precedence); repeatable",
+    "model": "model to load (default: the only one of triton_models)",
+    "batch": "request batch sizes, comma separated (default the guide's 1,2,4,8)",
+    "concurrency": "requests in flight, comma separated (default 1,4,16,64)",
+    "window-us": "batching windows to sweep by reloading the model: 'deployed', 'none' (no dynamic "
+                 "batching) or µs, comma separated; needs Triton in explicit model-control mode",
+    "warmup": "seconds of warm-up per point (default 2)",
+    "duration": "seconds of the steady window per point (default 5)",
+    "processes": "client processes (default: min(8, CPUs))",
+    "client-cpus": "CPUs the client processes may run on, e.g. 0,1 (default: all)",
+    "cpu-limit": "share of a core at which a client event loop counts as saturated (default 0.85)",
+    "microbatch-us": "client micro-batching window in µs (1..1000); off by default",
+    "microbatch-max": "client micro-batch rows at most (default 8)",
+    "address": "Triton's address instead of the host's ansible_host",
+    "grpc-port": "Triton's gRPC port instead of triton_ports.grpc",
+    "input-name": "input tensor name (for a model outside triton_models)",
+    "input-shape": "one item's dims, e.g. 3,224,224",
+    "dtype": "input data type (FP16, FP32, TYPE_FP16, ...)",
+    "out": "folder for JSON, CSV and PNG (default reports/bench)",
+    "no-plot": "skip the PNG",
+}
+
+
+def _windows(text) -> list:
+    from .target import parse_windows
+
+    out: list = []
+    rest = []
+    for t in str(text).split(","):
+        if t.strip().lower() == "deployed":
+            out.append("deployed")
+        elif t.strip():
+            rest.append(t.strip())
+            out.append(None if t.strip().lower() in ("none", "off") else parse_windows(t.strip())[0])
+    if rest:
+        parse_windows(",".join(rest))
+    return out or ["deployed"]
+
+
+@task(iterable=["set_"], help=_HELP)
+def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", window_us=None, warmup=2.0,
+          duration=5.0, processes=0, client_cpus=None, cpu_limit=0.85, microbatch_us=None, microbatch_max=8,
+          address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory="hosts",
+          set_=None, out="reports/bench", no_plot=False):
+    """Closed-loop latency sweep against a host's Triton: p50/p95/p99, QPS, Triton's view; reports/bench/."""
+    from ..cli import _console, _prepared
+    from ..errors import BringupError, InputError
+    from .bench import BenchSettings, TritonUnreachable, run_sweep
+    from .results import render_table, write_all
+    from .target import parse_int_list, resolve
+
+    console = _console()
+    try:
+        if not host:
+            raise InputError("bench takes one --host")
+        _, chosen, _, _, role_vars = _prepared(inventory, set_, host, None, None, "triton")
+        target = resolve(chosen[0], role_vars[chosen[0].name]["triton"], model=model, address=address,
+                         grpc_port=grpc_port, input_name=input_name, input_shape=input_shape, dtype=dtype)
+        try:
+            warm, dur, lim = float(warmup), float(duration), float(cpu_limit)
+        except (TypeError, ValueError):
+            raise InputError("--warmup, --duration and --cpu-limit are numbers") from None
+        if warm < 0 or dur <= 0 or not 0 < lim <= 1:
+            raise InputError("--warmup >= 0, --duration > 0 and 0 < --cpu-limit <= 1")
+        mb = parse_int_list(microbatch_us, "microbatch-us")[0] if microbatch_us not in (None, "") else None
+        if mb is not None and mb > 1000:
+            raise InputError(f"--microbatch-us {mb}: the client window is at most 1000 µs")
+        s = BenchSettings(batches=parse_int_list(batch, "batch"), concurrency=parse_int_list(concurrency,
+                          "concurrency"), windows=_windows(window_us) if window_us else ["deployed"],
+                          warmup_s=warm, duration_s=dur, processes=parse_int_list(processes, "processes", 0)[0],
+                          client_cpus=parse_int_list(client_cpus, "client-cpus", 0) if client_cpus else None,
+                          cpu_limit=lim, microbatch_us=mb,
+                          microbatch_max=parse_int_list(microbatch_max, "microbatch-max")[0])
+        n_points = len(s.windows) * len(s.batches) * len(s.concurrency)
+        console.print(f"bench {target.host}: {target.model} at {target.url}, {n_points} point(s) of "
+                      f"{s.warmup_s:g}+{s.duration_s:g} s, {s.resolved_processes()} client process(es)",
+                      style="dim")
+
+        def progress(row):
+            flag = " client-bound" if row["client_bound"] else ""
+            p95 = "-" if row["p95_ms"] is None else f"{row['p95_ms']:.1f} ms"
+            console.print(f"  {row['window']} batch {row['batch']} conc {row['concurrency']}: p95 {p95}, "
+                          f"{row['items_per_s']:.0f} items/s{flag}", style="dim")
+
+        doc = run_sweep(target, s, on_point=progress)
+    except TritonUnreachable as e:
+        raise Exit(f"unreachable: {e}", code=4) from None
+    except BringupError as e:
+        raise Exit(f"error: {e}", code=1) from None
+    paths = write_all(doc, Path(out), plot=not no_plot)
+    render_table(doc, console)
+    console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")

@@ -1,0 +1,63 @@
+"""Triton's own view of a window: its statistics API, read before and after."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+__all__ = ["ModelStats", "read_stats"]
+
+
+@dataclass
+class ModelStats:
+    """Cumulative counters of one model (all versions summed); subtract two for a window."""
+
+    success: int = 0           # requests that succeeded
+    fail: int = 0
+    inference_count: int = 0   # items (a batch-8 request counts 8)
+    execution_count: int = 0   # model executions: batches Triton formed
+    queue_ns: int = 0
+    compute_input_ns: int = 0
+    compute_infer_ns: int = 0
+    compute_output_ns: int = 0
+    request_ns: int = 0        # success.ns: request time inside Triton
+
+    def __sub__(self, other: "ModelStats") -> "ModelStats":
+        return ModelStats(**{k: v - getattr(other, k) for k, v in asdict(self).items()})
+
+    def view(self) -> dict:
+        """Per-window derived numbers: the batch Triton formed, queue and compute per request."""
+        req = self.success or 0
+        per = (lambda ns: round(ns / req / 1e3, 1) if req else None)
+        return {
+            "requests": self.success, "failed": self.fail, "items": self.inference_count,
+            "executions": self.execution_count,
+            "avg_batch": round(self.inference_count / self.execution_count, 2) if self.execution_count else None,
+            "queue_us": per(self.queue_ns),
+            "compute_us": per(self.compute_input_ns + self.compute_infer_ns + self.compute_output_ns),
+            "server_us": per(self.request_ns),
+        }
+
+
+def _n(d: dict, *path) -> int:
+    for p in path:
+        d = (d or {}).get(p, {})
+    return int(d or 0)
+
+
+def read_stats(client, model: str) -> ModelStats:
+    """The model's counters now, through a sync ``tritonclient.grpc`` client."""
+    doc = client.get_inference_statistics(model_name=model, as_json=True)
+    s = ModelStats()
+    for m in doc.get("model_stats", []):
+        if m.get("name") != model:
+            continue
+        st = m.get("inference_stats", {})
+        s.success += _n(st, "success", "count")
+        s.fail += _n(st, "fail", "count")
+        s.request_ns += _n(st, "success", "ns")
+        s.queue_ns += _n(st, "queue", "ns")
+        s.compute_input_ns += _n(st, "compute_input", "ns")
+        s.compute_infer_ns += _n(st, "compute_infer", "ns")
+        s.compute_output_ns += _n(st, "compute_output", "ns")
+        s.inference_count += int(m.get("inference_count", 0) or 0)
+        s.execution_count += int(m.get("execution_count", 0) or 0)
+    return s

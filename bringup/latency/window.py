@@ -1,0 +1,61 @@
+"""The batching window of a running Triton: read it, and reload the model with another.
+
+Triton's model control API (``load`` with a config override) swaps the model's
+configuration in place: the new version is loaded beside the old one, which
+serves until the swap, so no request is dropped.  Triton allows it only when
+started with ``--model-control-mode=explicit``.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import time
+
+from ..errors import BringupError
+
+__all__ = ["current_config", "window_of", "with_window", "load_config", "WindowError"]
+
+
+class WindowError(BringupError):
+    """Triton refused the config override (not in explicit mode, or a bad config)."""
+
+
+def current_config(client, model: str) -> dict:
+    """The model's configuration as Triton serves it (JSON form)."""
+    return client.get_model_config(model, as_json=True)["config"]
+
+
+def window_of(config: dict) -> int | None:
+    """The dynamic batching window in µs; None when the model has no dynamic batching."""
+    db = config.get("dynamic_batching")
+    if db is None:
+        return None
+    return int(db.get("max_queue_delay_microseconds", 0) or 0)
+
+
+def with_window(config: dict, window_us: int | None) -> dict:
+    """A copy of ``config`` with the window set (None: dynamic batching off)."""
+    cfg = copy.deepcopy(config)
+    if window_us is None:
+        cfg.pop("dynamic_batching", None)
+    else:
+        cfg.setdefault("dynamic_batching", {})["max_queue_delay_microseconds"] = int(window_us)
+    return cfg
+
+
+def load_config(client, model: str, config: dict, timeout: float = 120.0) -> None:
+    """Reload ``model`` with ``config`` and wait until it is ready."""
+    from tritonclient.utils import InferenceServerException
+
+    try:
+        client.load_model(model, config=json.dumps(config))
+    except InferenceServerException as e:
+        msg = str(e.message() if hasattr(e, "message") else e).strip()
+        hint = " (start Triton with --model-control-mode=explicit)" if "explicit" in msg or "not allowed" in msg \
+            else ""
+        raise WindowError(f"Triton refused to reload {model} with a new batching window: {msg}{hint}") from None
+    deadline = time.monotonic() + timeout
+    while not client.is_model_ready(model):
+        if time.monotonic() > deadline:
+            raise WindowError(f"{model} not ready {timeout:.0f} s after reloading it")
+        time.sleep(0.2)
