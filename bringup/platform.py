@@ -119,6 +119,28 @@ def _nic_link_checks(devices: list[dict[str, Any]]) -> list[Check]:
     return out
 
 
+def _cstates(facts: dict[str, Any], args: list[str], fact_errors: dict[str, str]) -> Check:
+    """C-states from cpu0's cpuidle states.  No data is never a PASS: only ``idle=poll`` on the
+    kernel command line says there are no C-states without reading any."""
+    idle = facts.get("system.cpuidle")
+    if idle:
+        deep = [s for s in idle["states"] if (s.get("latency_us") or 0) > 10 and not s.get("disabled")]
+        return Check("C-states", "WARN" if deep else "PASS",
+                     ", ".join(f"{s['name']} {s['latency_us']}us" for s in idle["states"]),
+                     "role cpu_tuning holds cpu_dma_latency (PM QoS) below the deep states" if deep else "")
+    if "system.cpuidle" in fact_errors:
+        return Check("C-states", "WARN", f"not read: {fact_errors['system.cpuidle']}",
+                     "read /sys/devices/system/cpu/cpu0/cpuidle on the host")
+    if "idle=poll" in args:
+        return Check("C-states", "PASS", "idle=poll on the kernel command line: no C-states")
+    if "system.cpuidle" not in facts:
+        return Check("C-states", "WARN", "not read (no system.cpuidle fact)",
+                     "gather the facts again (invoke facts); the C-state exposure is unknown")
+    return Check("C-states", "WARN", "no cpuidle states exposed: C-states are not visible from this kernel",
+                 "in a VM the hypervisor's host decides (ask for halt-polling / no deep C-states there); "
+                 "on bare metal check the BIOS C-state settings or boot with idle=poll")
+
+
 def fact_error_checks(fact_errors: dict[str, str] | None) -> list[Check]:
     """One FAIL per fact that could not be read or trusted (``gather``'s errors): what it would
     have said is unknown, so the lines that depend on it are missing or unverified."""
@@ -136,15 +158,8 @@ def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None,
     for g in (facts.get("nvidia.query") or {}).get("gpus") or []:
         out += _gpu_checks(g)
     out += _nic_link_checks(facts.get("pci.devices") or [])
-    idle = facts.get("system.cpuidle")
-    if idle:
-        deep = [s for s in idle["states"] if (s.get("latency_us") or 0) > 10 and not s.get("disabled")]
-        out.append(Check("C-states", "WARN" if deep else "PASS",
-                         ", ".join(f"{s['name']} {s['latency_us']}us" for s in idle["states"]),
-                         "role cpu_tuning holds cpu_dma_latency (PM QoS) below the deep states" if deep else ""))
-    else:
-        out.append(Check("C-states", "PASS", "no cpuidle states exposed (a VM, or idle=poll)"))
     args = (facts.get("system.cmdline") or {}).get("args") or []
+    out.append(_cstates(facts, args, fact_errors or {}))
     if args:
         # nomodeset keeps the NVIDIA driver from loading; iommu=off breaks GPUDirect/P2P setups.
         bad = [w for w in ("nomodeset", "iommu=off", "pci=nommconf") if w in args]
@@ -159,12 +174,14 @@ def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None,
         except Exception as e:  # noqa: BLE001 - a plan that cannot fit is itself the finding
             out.append(Check("NUMA alignment", "FAIL", str(e), "adjust irq_cpus_per_node / triton_cpus_per_gpu"))
         else:
-            bad = [w for w in plan.warnings if "interconnect" in w]
-            unknown = [w.split(": numa_node")[0] for w in plan.warnings if "numa_node -1" in w]
+            bad = [w for w in plan.warnings if w.kind in ("interconnect", "numa_distance")]
+            unknown = [w.subject for w in plan.warnings if w.kind == "numa_unknown"]
             if bad:
-                out.append(Check("NUMA alignment", "WARN", "; ".join(bad), "move NICs and GPUs to slots of one socket"))
+                fix = "move NICs and GPUs to slots of one socket" if any(w.kind == "interconnect" for w in bad) \
+                    else "move NICs and GPUs to slots of one NUMA node"
+                out.append(Check("NUMA alignment", "WARN", "; ".join(w.text for w in bad), fix))
             elif unknown:
-                # The planner fell back to one node: alignment could not be verified.
+                # Devices whose node nothing tells: their alignment could not be verified.
                 out.append(Check("NUMA alignment", "WARN", f"numa_node -1 (unknown) on {len(unknown)} device(s): "
                                  + ", ".join(unknown), "bare metal: enable NUMA/SRAT (ACPI _PXM) in the BIOS; "
                                  "in a VM the hypervisor decides, nothing to fix here"))

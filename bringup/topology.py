@@ -10,13 +10,19 @@ Each NUMA node's CPUs are split three ways:
   housekeeping CPUs first), never an IRQ CPU or its SMT sibling;
 - the **rest** (the IRQ CPUs' siblings included): the OS and everything else.
 
-``numa_node = -1`` (VMs, some boards) means unknown: on a one-node host the
-device is planned on that node, on a multi-node host the device's local CPUs
-decide when they fall in one node, else the whole host is planned as a single
-node; each case is a warning.  What the planner cannot fix (a GPU without a
-NIC on its node, all GPUs on one socket and the NICs on the other) is a
-warning too.  A plan that cannot fit raises :class:`InputError` naming the
-numbers.
+``numa_node = -1`` (VMs, some boards) means unknown, and each such device is
+resolved on its own, never moving the others: on a one-node host it is planned
+on that node; on a multi-node host its local CPUs decide when they fall in one
+node (a GPU's NUMA Affinity from ``nvidia-smi topo -m`` first).  A device still
+unresolved keeps node -1: its IRQs go to every node's housekeeping CPUs, and a
+GPU is planned on the node with the fewest GPUs.  Each case is a warning about
+that device.  What the planner cannot fix (a GPU without a NIC on its node, all
+GPUs on one node and the NICs on another, every NIC ``SYS`` to every GPU) is a
+warning too, worded by sockets (lscpu's socket column): between sockets it
+crosses the socket interconnect, between NUMA nodes of one socket (EPYC NPS2/4,
+Intel SNC) it is a shorter, in-socket hop.  Warnings are values
+(:class:`PlanWarning`: kind, subject, text).  A plan that cannot fit raises
+:class:`InputError` naming the numbers.
 
     plan = plan_topology(facts, {"irq_cpus_per_node": 2, "triton_cpus_per_gpu": 4})
     plan.triton_cpus            # [4, 5, 6, 7]
@@ -41,6 +47,7 @@ __all__ = [
     "GpuPlacement",
     "IrqPin",
     "NodePlan",
+    "PlanWarning",
     "TopologyPlan",
     "validate_vars",
     "plan_topology",
@@ -84,6 +91,27 @@ def validate_vars(vars: dict[str, Any]) -> None:
 # The plan, as values
 
 
+#: PlanWarning kinds: ``numa_unknown`` (a device's node unknown and not resolved from
+#: evidence), ``numa_inferred`` (resolved from local CPUs or nvidia-smi topo -m),
+#: ``interconnect`` (GPU traffic crosses sockets, or NUMA nodes of unknown sockets),
+#: ``numa_distance`` (crosses NUMA nodes of one socket), ``topology`` (SMT, L3 or NUMA
+#: unknown), ``l3`` (Triton CPUs span or share L3 groups), ``irqs`` (a device without IRQs).
+WARNING_KINDS = ("numa_unknown", "numa_inferred", "interconnect", "numa_distance", "topology", "l3", "irqs")
+
+
+@dataclass(frozen=True)
+class PlanWarning:
+    """What the planner could not fix or had to guess: a kind (:data:`WARNING_KINDS`), the
+    device or node it is about, and one line for people."""
+
+    kind: str
+    subject: str
+    text: str
+
+    def __str__(self) -> str:
+        return self.text
+
+
 @dataclass
 class IrqPin:
     """One IRQ pinned to housekeeping CPUs."""
@@ -102,7 +130,7 @@ class DeviceIrqs:
     kind: str
     pci_address: str | None
     numa_node: int  # as the host reported it (-1: unknown)
-    node: int  # where it is planned
+    node: int  # where it is planned (-1: unknown, IRQs on every node's housekeeping CPUs)
     irqs: list[int] = field(default_factory=list)
 
 
@@ -123,7 +151,7 @@ class GpuPlacement:
 class NodePlan:
     """How one NUMA node's CPUs are used."""
 
-    node: int  # -1: the whole host planned as one node (NUMA unknown)
+    node: int
     cpus: list[int]
     irq_cpus: list[int]
     irq_siblings: list[int]
@@ -142,7 +170,7 @@ class TopologyPlan:
     gpus: list[GpuPlacement]
     devices: list[DeviceIrqs]
     irqs: list[IrqPin]
-    warnings: list[str]
+    warnings: list[PlanWarning]
 
     @property
     def triton_cpus(self) -> list[int]:
@@ -166,17 +194,18 @@ class TopologyPlan:
 
 
 def topology_from_numa(cpu_nodes: dict[str, list[int]], *, threads_per_core: int | None = None,
-                       l3_per_node: bool = False) -> dict[str, Any]:
+                       l3_per_node: bool = False, socket_per_node: bool = False) -> dict[str, Any]:
     """A ``cpu.topology``-shaped dict from NUMA node CPU lists alone.
 
     For hosts known only from ``numactl -H``, plain ``lscpu`` or the CPU
     affinity of ``nvidia-smi topo -m``: SMT siblings are unknown (each CPU
     its own core: ``smt_known`` False), and L3 groups are the nodes when
-    ``l3_per_node`` (one L3 per socket and node), else unknown.
+    ``l3_per_node`` (one L3 per socket and node), else unknown.  Sockets are the
+    nodes when ``socket_per_node``, else unknown (no ``sockets`` key).
     """
     nodes = {str(k): sorted(v) for k, v in sorted(cpu_nodes.items(), key=lambda kv: int(kv[0]))}
     cpus = sorted({c for v in nodes.values() for c in v})
-    return {
+    out: dict[str, Any] = {
         "source": "numa",
         "cpu_count": len(cpus),
         "online": cpus,
@@ -187,18 +216,23 @@ def topology_from_numa(cpu_nodes: dict[str, list[int]], *, threads_per_core: int
         "smt_known": False,
         "threads_per_core": threads_per_core,
     }
+    if socket_per_node:
+        out["sockets"] = {k: v for k, v in nodes.items() if v}
+    return out
 
 
 def topology_from_lscpu_summary(summary: dict[str, Any]) -> dict[str, Any]:
     """A ``cpu.topology``-shaped dict from plain ``lscpu`` (``parse_lscpu_plain``).
 
     L3 groups are taken as the NUMA nodes when lscpu counts as many L3
-    instances as sockets as nodes (one L3 per socket, one node per socket).
+    instances as sockets as nodes (one L3 per socket, one node per socket);
+    sockets are the nodes when lscpu counts as many sockets as nodes.
     """
     nodes = summary.get("numa_nodes") or {}
     l3 = (summary.get("l3") or {}).get("instances")
     one_per = bool(nodes) and l3 is not None and l3 == summary.get("sockets") == len(nodes)
-    return topology_from_numa(nodes, threads_per_core=summary.get("threads_per_core"), l3_per_node=one_per)
+    return topology_from_numa(nodes, threads_per_core=summary.get("threads_per_core"), l3_per_node=one_per,
+                              socket_per_node=bool(nodes) and summary.get("sockets") == len(nodes))
 
 
 def _cores(topo: dict[str, Any]) -> dict[int, list[int]]:
@@ -241,28 +275,34 @@ def _irq_names(facts: dict[str, Any]) -> dict[int, str]:
 
 
 class _Resolver:
-    """Maps a reported numa_node (maybe -1) to a planning node, collecting warnings."""
+    """Maps a reported numa_node (maybe -1) to a planning node, one device at a time, warning
+    about that device; -1 when nothing tells its node."""
 
-    def __init__(self, cpu_nodes: dict[int, list[int]], warnings: list[str]):
+    def __init__(self, cpu_nodes: dict[int, list[int]], warnings: list[PlanWarning]):
         self.cpu_nodes = cpu_nodes
         self.warnings = warnings
-        self.collapse: list[str] = []
 
     def node(self, what: str, numa: int | None, local_cpus: list[int] | None) -> int:
         if numa is not None and numa in self.cpu_nodes:
             return numa
         if len(self.cpu_nodes) == 1:
             only = next(iter(self.cpu_nodes))
-            self.warnings.append(f"{what}: numa_node {numa} (unknown); planned on the only NUMA node {only}")
+            self.warnings.append(PlanWarning("numa_unknown", what, f"{what}: numa_node {numa} (unknown); "
+                                             f"planned on the only NUMA node {only}"))
             return only
         if local_cpus:
             hits = [n for n, cpus in self.cpu_nodes.items() if set(local_cpus) <= set(cpus)]
             if len(hits) == 1:
-                self.warnings.append(f"{what}: numa_node {numa} (unknown); its local CPUs "
-                                     f"{format_cpulist(local_cpus)} are node {hits[0]}'s")
+                self.warnings.append(PlanWarning("numa_inferred", what, f"{what}: numa_node {numa} (unknown); "
+                                                 f"its local CPUs {format_cpulist(local_cpus)} are node {hits[0]}'s"))
                 return hits[0]
-        self.collapse.append(what)
         return -1
+
+    @staticmethod
+    def why(local_cpus: list[int] | None) -> str:
+        if not local_cpus:
+            return "no local CPU list"
+        return f"its local CPUs {format_cpulist(local_cpus)} span NUMA nodes"
 
 
 def _gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -293,6 +333,7 @@ def _gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
         # nvidia-smi's NUMA Affinity when sysfs said nothing useful.
         if g["numa_node"] in (-1, None) and t.get("numa_node") is not None:
             g["numa_node"] = t["numa_node"]
+            g["numa_from_topo"] = True
         if not g["local_cpus"] and t.get("cpus"):
             g["local_cpus"] = t["cpus"]
     return out
@@ -357,39 +398,55 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
     cpu_nodes = {n: c for n, c in sorted(nodes_all.items()) if c}
     if not cpu_nodes:
         raise InputError("no CPU topology in the facts (cpu.topology is empty): cannot plan")
-    warnings: list[str] = []
+    warnings: list[PlanWarning] = []
     numa_known = bool(topo.get("numa_known", True))
     if not numa_known:
-        warnings.append("the kernel reports no NUMA nodes: planned as a single node")
+        warnings.append(PlanWarning("topology", "host", "the kernel reports no NUMA nodes: planned as a single node"))
     if topo.get("smt_known") is False and (topo.get("threads_per_core") or 1) > 1:
-        warnings.append(f"SMT siblings unknown ({topo.get('threads_per_core')} threads per core): "
-                        "Triton CPUs may share cores with IRQ CPUs")
+        warnings.append(PlanWarning("topology", "host",
+                                    f"SMT siblings unknown ({topo.get('threads_per_core')} threads per core): "
+                                    "Triton CPUs may share cores with IRQ CPUs"))
     if not topo.get("l3_groups"):
-        warnings.append("L3 groups unknown: each NUMA node is taken as one L3 group")
+        warnings.append(PlanWarning("topology", "host", "L3 groups unknown: each NUMA node is taken as one L3 group"))
 
     res = _Resolver(cpu_nodes, warnings)
     gpus = _gpus(facts)
     for g in gpus:
-        g["node"] = res.node(g["name"], g["numa_node"], g["local_cpus"])
+        if g.get("numa_from_topo") and g["pci_address"] and len(cpu_nodes) > 1 and g["numa_node"] in cpu_nodes:
+            warnings.append(PlanWarning("numa_inferred", g["name"], f"{g['name']}: numa_node -1 (unknown) in sysfs; "
+                                        f"NUMA node {g['numa_node']} from nvidia-smi topo -m"))
+        node = res.node(g["name"], g["numa_node"], g["local_cpus"])
+        if node == -1:
+            # Triton needs CPUs of some node: the one with the fewest GPUs so far.
+            load = {n: sum(1 for x in gpus if x.get("node") == n) for n in cpu_nodes}
+            node = min(cpu_nodes, key=lambda n: (load[n], n))
+            warnings.append(PlanWarning("numa_unknown", g["name"], f"{g['name']}: numa_node -1 (unknown) and "
+                                        f"{res.why(g['local_cpus'])}: planned on NUMA node {node}, the one with "
+                                        "the fewest GPUs; check which socket its slot is on"))
+        g["node"] = node
     devices = _io_devices(facts, v["irq_device_kinds"])
     for d in devices:
-        d["node"] = res.node(f"{d['kind']} {d['name']}", d["numa_node"], d["local_cpus"])
+        what = f"{d['kind']} {d['name']}"
+        d["node"] = res.node(what, d["numa_node"], d["local_cpus"])
+        if d["node"] == -1:
+            warnings.append(PlanWarning("numa_unknown", what, f"{what}: numa_node -1 (unknown) and "
+                                        f"{res.why(d['local_cpus'])}: its IRQs go to the housekeeping CPUs of "
+                                        "every node"))
     gpu_node = {g["index"]: g["node"] for g in gpus}
     topo_nics = [] if any(d["kind"] == "nic" for d in devices) else \
         _topo_nics(facts, gpu_node, list(cpu_nodes)) if "nic" in v["irq_device_kinds"] else []
     for d in topo_nics:
+        what = f"nic {d['name']}"
         if d["inferred"] in cpu_nodes:
             d["node"] = d["inferred"]
-            warnings.append(f"nic {d['name']}: known from nvidia-smi topo -m only; NUMA node {d['node']} "
-                            "inferred from its links to the GPUs")
+            warnings.append(PlanWarning("numa_inferred", what, f"{what}: known from nvidia-smi topo -m only; NUMA "
+                                        f"node {d['node']} inferred from its links to the GPUs"))
+        elif len(cpu_nodes) == 1:
+            d["node"] = res.node(what, -1, [])
         else:
-            d["node"] = res.node(f"nic {d['name']}", -1, [])
-    if res.collapse:
-        warnings.append(f"NUMA node unknown for {', '.join(res.collapse)}: the whole host is planned as a "
-                        "single node")
-        cpu_nodes = {-1: sorted(c for cs in cpu_nodes.values() for c in cs)}
-        for x in gpus + devices + topo_nics:
-            x["node"] = -1
+            d["node"] = -1
+            warnings.append(PlanWarning("numa_unknown", what, f"{what}: known from nvidia-smi topo -m only, and "
+                                        "its links to the GPUs name no single NUMA node"))
 
     core_of = _cores(topo)
     l3_of = _l3_of(topo)
@@ -405,7 +462,7 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
             core = [x for x in core_of.get(c, [c]) if x in node_set]
             seen.update(core)
             cores.append(core)
-        where = "the host" if node == -1 else f"NUMA node {node}"
+        where = f"NUMA node {node}"
         if per_node_irq > len(cores):
             raise InputError(f"{where} has {len(cores)} core(s) ({len(cpus)} CPUs): irq_cpus_per_node "
                              f"{per_node_irq} does not fit; lower irq_cpus_per_node")
@@ -455,12 +512,12 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
                 if len(taken) >= want:
                     break
             if len(used) > 1:
-                warnings.append(f"{g['name']}: its {want} Triton CPUs span L3 groups {', '.join(used)} "
-                                "(no single L3 group on its node has room)")
+                warnings.append(PlanWarning("l3", g["name"], f"{g['name']}: its {want} Triton CPUs span L3 groups "
+                                            f"{', '.join(used)} (no single L3 group on its node has room)"))
             if any(gid in dirty for gid in used) and not shared_warned and topo.get("l3_groups"):
                 shared_warned = True
-                warnings.append(f"{where}: Triton CPUs share an L3 group with the IRQ CPUs "
-                                f"{format_cpulist(irq_cpus)} (no L3 group of the node is free of them)")
+                warnings.append(PlanWarning("l3", where, f"{where}: Triton CPUs share an L3 group with the IRQ CPUs "
+                                            f"{format_cpulist(irq_cpus)} (no L3 group of the node is free of them)"))
             triton[g["name"]] = sorted(taken)
             placements.append(GpuPlacement(g["index"], g["name"], g["pci_address"], g["numa_node"]
                                            if g["numa_node"] is not None else -1, node, sorted(taken),
@@ -471,30 +528,63 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
 
     # IRQs: round-robin over the node's IRQ CPUs, continuing across devices.
     by_node = {n.node: n.irq_cpus for n in node_plans}
+    every = sorted({c for cs in by_node.values() for c in cs})
     turn = {n: 0 for n in by_node}
     pins: list[IrqPin] = []
     dev_plans: list[DeviceIrqs] = []
     for d in sorted(devices + topo_nics, key=lambda d: (d["node"], d["kind"] != "nic", d["name"])):
         dev_plans.append(DeviceIrqs(d["name"], d["kind"], d["pci_address"], d["numa_node"], d["node"], d["irqs"]))
         for irq in d["irqs"]:
+            if d["node"] == -1:  # node unknown: any node's housekeeping CPUs, none of the Triton ones
+                pins.append(IrqPin(irq, every, d["name"], d["irq_names"].get(irq, "")))
+                continue
             cpus = by_node[d["node"]]
             pins.append(IrqPin(irq, [cpus[turn[d["node"]] % len(cpus)]], d["name"], d["irq_names"].get(irq, "")))
             turn[d["node"]] += 1
         if not d["irqs"]:
-            warnings.append(f"{d['kind']} {d['name']}: no IRQs known (not in the facts): none pinned")
+            what = f"{d['kind']} {d['name']}"
+            warnings.append(PlanWarning("irqs", what, f"{what}: no IRQs known (not in the facts): none pinned"))
     pins.sort(key=lambda p: p.irq)
 
-    warnings += _misplacements(placements, dev_plans, len(cpu_nodes))
+    sockets = _node_sockets(topo, cpu_nodes)
+    warnings += _misplacements(placements, dev_plans, len(cpu_nodes), sockets)
+    warnings += _all_nics_sys(facts, placements, sockets)
     placements.sort(key=lambda g: g.index)
-    return TopologyPlan(numa_known and not res.collapse, per_node_irq, per_gpu, node_plans, placements,
-                        dev_plans, pins, warnings)
+    return TopologyPlan(numa_known, per_node_irq, per_gpu, node_plans, placements, dev_plans, pins, warnings)
 
 
 def _natural(gid: str) -> tuple:
     return (0, int(gid)) if gid.isdigit() else (1, gid)
 
 
-def _misplacements(gpus: list[GpuPlacement], devices: list[DeviceIrqs], n_nodes: int) -> list[str]:
+def _node_sockets(topo: dict[str, Any], cpu_nodes: dict[int, list[int]]) -> dict[int, int]:
+    """NUMA node → socket, from the topology's ``sockets`` (lscpu's socket column); a node
+    whose CPUs are not all on one socket, or unknown sockets, are left out."""
+    cpu_sock = {c: int(k) for k, cpus in (topo.get("sockets") or {}).items() for c in cpus}
+    out: dict[int, int] = {}
+    for node, cpus in cpu_nodes.items():
+        socks = {cpu_sock.get(c) for c in cpus}
+        if len(socks) == 1 and None not in socks:
+            out[node] = socks.pop()
+    return out
+
+
+def _hop(a: int, others: list[int], sockets: dict[int, int]) -> tuple[str, str]:
+    """``(kind, words)`` for traffic from NUMA node ``a`` to the nodes ``others``; ``words``
+    continue a sentence that names the nodes."""
+    if a in sockets and all(o in sockets for o in others):
+        if all(sockets[o] == sockets[a] for o in others):
+            return "numa_distance", (f", NUMA nodes of the same socket {sockets[a]}: requests cross NUMA nodes "
+                                     "inside the socket (a shorter hop than between sockets, still remote memory "
+                                     "and I/O)")
+        far = sorted({sockets[o] for o in others if sockets[o] != sockets[a]})
+        return "interconnect", (f": requests cross the socket interconnect (socket {sockets[a]} to socket "
+                                f"{', '.join(map(str, far))})")
+    return "interconnect", ": requests cross NUMA nodes (sockets unknown: likely the socket interconnect)"
+
+
+def _misplacements(gpus: list[GpuPlacement], devices: list[DeviceIrqs], n_nodes: int,
+                   sockets: dict[int, int]) -> list[PlanWarning]:
     """What the planner cannot fix: GPUs and NICs on different nodes."""
     if n_nodes < 2:
         return []
@@ -505,20 +595,49 @@ def _misplacements(gpus: list[GpuPlacement], devices: list[DeviceIrqs], n_nodes:
     gpu_nodes = sorted({g.node for g in gpus})
     nic_nodes = sorted({d.node for d in nics})
     if len(gpu_nodes) == 1 and gpu_nodes[0] not in nic_nodes:
-        out.append(f"all GPUs are on NUMA node {gpu_nodes[0]} and every NIC on node "
-                   f"{', '.join(map(str, nic_nodes))}: requests cross the socket interconnect; move the NICs "
-                   "(or the GPUs) to slots of one socket")
+        kind, words = _hop(gpu_nodes[0], nic_nodes, sockets)
+        fix = "move the NICs (or the GPUs) to slots of one socket" if kind == "interconnect" else \
+            "move the NICs (or the GPUs) to slots of one NUMA node"
+        out.append(PlanWarning(kind, "GPUs", f"all GPUs are on NUMA node {gpu_nodes[0]} and every NIC on node "
+                               f"{', '.join(map(str, nic_nodes))}{words}; {fix}"))
         return out
     for g in gpus:
         if g.node not in nic_nodes:
             where = ", ".join(f"{d.name} on node {d.node}" for d in nics)
-            out.append(f"{g.name} is on NUMA node {g.node} but no NIC is ({where}): its traffic crosses "
-                       "the socket interconnect")
+            kind, words = _hop(g.node, nic_nodes, sockets)
+            if kind == "interconnect" and g.node in sockets and any(sockets.get(n) == sockets[g.node]
+                                                                     for n in nic_nodes):
+                kind = "numa_distance"  # a NIC on its socket, another node: the nearest one is in-socket
+                words = f": its nearest NIC is on another NUMA node of the same socket {sockets[g.node]}"
+            out.append(PlanWarning(kind, g.name, f"{g.name} is on NUMA node {g.node} but no NIC is ({where})"
+                                   f"{words.replace('requests cross', 'its traffic crosses', 1)}"))
     return out
 
 
+def _all_nics_sys(facts: dict[str, Any], gpus: list[GpuPlacement], sockets: dict[int, int]) -> list[PlanWarning]:
+    """Every NIC ``SYS`` to every GPU in ``nvidia-smi topo -m`` while the GPUs span NUMA nodes:
+    GPUDirect RDMA of every GPU crosses the interconnect (one node: the NIC-node rule says it)."""
+    t = facts.get("nvidia.topo") or {}
+    matrix = t.get("matrix") or {}
+    nics = [n for n in t.get("nics") or [] if n["name"] in matrix]
+    rows = [g for g in matrix if re.fullmatch(r"GPU\d+", g)]
+    if not nics or not rows or any(matrix[g].get(n["name"]) not in ("SYS", "SOC") for g in rows for n in nics):
+        return []
+    nodes = sorted({g.node for g in gpus if g.node != -1})
+    if len(nodes) < 2:
+        return []
+    socks = sorted({sockets[n] for n in nodes if n in sockets})
+    span = f"sockets {', '.join(map(str, socks))}" if len(socks) > 1 and len(socks) == len({*nodes} & {*sockets}) \
+        and all(n in sockets for n in nodes) else f"NUMA nodes {', '.join(map(str, nodes))}"
+    names = ", ".join(n["device"] for n in nics)
+    return [PlanWarning("interconnect", "NICs", f"every NIC ({names}) is SYS to every GPU in nvidia-smi topo -m "
+                        f"and the GPUs span {span}: GPUDirect RDMA and network traffic of every GPU cross the "
+                        "socket interconnect; put a NIC on each GPU socket's PCIe root (or behind the GPUs' "
+                        "switches)")]
+
+
 def cpu_roles(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> tuple[dict[int, str], list[str]]:
-    """``({cpu: "irq" | "triton:GPU0" | "reserved" | "other"}, warnings)`` for the checklist picture.
+    """``({cpu: "irq" | "triton:GPU0" | "reserved" | "other"}, warning texts)`` for the checklist picture.
 
     ``reserved`` are the IRQ CPUs' SMT siblings (kept off Triton).
     """
@@ -534,7 +653,7 @@ def cpu_roles(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> tupl
         for gpu, cpus in n.triton.items():
             for c in cpus:
                 roles[c] = f"triton:{gpu}"
-    return roles, plan.warnings
+    return roles, [w.text for w in plan.warnings]
 
 
 def format_plan(plan: TopologyPlan, console, title: str = "") -> None:
@@ -568,5 +687,5 @@ def format_plan(plan: TopologyPlan, console, title: str = "") -> None:
                       " ".join(f"{i}→{format_cpulist(pins[i].cpus)}" for i in x.irqs) or "-")
         console.print(d)
     for w in plan.warnings:
-        console.print(f"[yellow]warning[/]: {w}", highlight=False)
+        console.print(f"[yellow]warning[/]: {w.text}", highlight=False)
     console.print(f"Triton cpuset: {format_cpulist(plan.triton_cpus) or '(none: no GPU)'}", highlight=False)

@@ -20,13 +20,16 @@ def by_name(cs):
 def test_h200_vm_large_bar_full_link_and_single_node():
     facts = h200_facts()
     facts["nvidia.query"] = parse_nvidia_smi_q((FIX / "h200-vm" / "nvidia-smi-q.txt").read_text())
-    facts["system.cmdline"] = parse_cmdline((FIX / "h200-vm" / "sys.txt").read_text().split("\n---\n")[0])
+    sys_txt = (FIX / "h200-vm" / "sys.txt").read_text().split("\n---\n")
+    facts["system.cmdline"] = parse_cmdline(sys_txt[0])
+    facts["system.cpuidle"] = parse_cpuidle(sys_txt[3])  # "ls: cannot access .../cpuidle/": no states
     cs = by_name(checks(facts))
     bar = next(c for n, c in cs.items() if n.endswith("BAR1 covers GPU memory"))
     assert bar.status == "PASS" and bar.seen.startswith("BAR1 262144 MiB")
     width = next(c for n, c in cs.items() if n.endswith("PCIe link width"))
     assert width.status in ("PASS", "FAIL") and width.seen.startswith("x")
-    assert cs["C-states"].status == "PASS" and "no cpuidle" in cs["C-states"].seen
+    # The VM exposes no cpuidle states: what the host's CPUs do when idle is not visible, not a PASS.
+    assert cs["C-states"].status == "WARN" and "no cpuidle states exposed" in cs["C-states"].seen
     assert cs["kernel command line"].status == "PASS"
     # Every device reports numa_node -1: alignment is unknown, planned as one node, and said so.
     assert cs["NUMA alignment"].status == "WARN"
@@ -92,3 +95,20 @@ def test_nic_pcie_link_current_vs_max():
     assert cs["NIC 0000:17:00.1 PCIe link"].status == "FAIL" and cs["NIC 0000:17:00.1 PCIe link"].seen.startswith("x8 of x16")
     assert cs["NIC 0000:31:00.0 PCIe link"].status == "WARN" and "8 of 16 GT/s" in cs["NIC 0000:31:00.0 PCIe link"].seen
     assert "NIC 0000:00:03.0 PCIe link" not in cs  # virtio: no link to judge
+
+
+def test_cstates_without_data_are_never_a_pass():
+    # No system.cpuidle fact read at all (facts of another source, or not gathered).
+    (c,) = [c for c in checks({}) if c.name == "C-states"]
+    assert c.status == "WARN" and c.seen.startswith("not read")
+    # The fact failed: its error is what was seen.
+    (c,) = [c for c in checks({"system.cpuidle": None}, fact_errors={"system.cpuidle": "no output"})
+            if c.name == "C-states"]
+    assert c.status == "WARN" and "no output" in c.seen
+    # Read, and the kernel shows none (the H200 VM's sys.txt: no cpuidle directory).
+    (c,) = [c for c in checks({"system.cpuidle": None}) if c.name == "C-states"]
+    assert c.status == "WARN" and c.fix
+    # idle=poll says there are no C-states without any cpuidle data.
+    cmdline = parse_cmdline("BOOT_IMAGE=/vmlinuz root=/dev/sda1 idle=poll")
+    (c,) = [c for c in checks({"system.cpuidle": None, "system.cmdline": cmdline}) if c.name == "C-states"]
+    assert c.status == "PASS" and "idle=poll" in c.seen
