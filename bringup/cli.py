@@ -261,9 +261,9 @@ def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new
 #: in a container they are the machine's own, so the sandbox leaves them alone.
 SANDBOX_VARS = {"sysctl": {"vm.swappiness": None, "kernel.numa_balancing": None}}
 
-from .latency.tasks import bench  # noqa: E402 - the latency tasks use the helpers above
+from .latency.tasks import bench, tune_window  # noqa: E402 - the latency tasks use the helpers above
 
-ns = Collection(provision, plan, facts, hosts, sandbox, audit, checklist, topology, bench)
+ns = Collection(provision, plan, facts, hosts, sandbox, audit, checklist, topology, bench, tune_window)
 program = Program(namespace=ns, version=__version__, name="bringup", binary="bringup")
 
 

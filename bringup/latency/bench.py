@@ -115,6 +115,9 @@ def run_sweep(target: Target, s: BenchSettings, on_point=None) -> dict:
                 if not deployed:
                     load_config(client, target.model, with_window(config, w))
                     swapped = True
+                elif swapped:
+                    load_config(client, target.model, config)
+                    swapped = False
                 window_us = deployed_window if deployed else w
                 for b in s.batches:
                     for c in s.concurrency:

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from invoke import Exit, task
 
-__all__ = ["bench"]
+__all__ = ["bench", "tune_window"]
 
 _HELP = {
     "host": "one host of the inventory (its ansible_host and triton_ports.grpc are used)",
@@ -102,3 +102,75 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
     paths = write_all(doc, Path(out), plot=not no_plot)
     render_table(doc, console)
     console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
+
+
+@task(name="tune-window", iterable=["set_"], help={
+    **{k: _HELP[k] for k in ("host", "inventory", "set", "model", "warmup", "duration", "processes",
+                             "client-cpus", "address", "grpc-port", "out")},
+    "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
+    "windows": "windows to try in µs, comma separated (default 200,400,600,800,1000,1500)",
+    "batch": "request batch of the fixed load (default 1)",
+    "concurrency": "requests in flight of the fixed load (default 64)"})
+def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,1500", batch="1",
+                concurrency="64", model=None, warmup=2.0, duration=5.0, processes=0, client_cpus=None,
+                address=None, grpc_port=None, inventory="hosts", set_=None, out="reports/bench"):
+    """One-shot window sweep under a fixed load: the window that meets the p95 target at the most QPS."""
+    import json
+    from datetime import datetime
+
+    from ..cli import _console, _prepared
+    from ..errors import BringupError, InputError
+    from .bench import BenchSettings, TritonUnreachable, run_sweep
+    from .results import plot_doc
+    from .target import parse_int_list, parse_windows, resolve
+    from .tune import pick
+
+    console = _console()
+    try:
+        if not host:
+            raise InputError("tune-window takes one --host")
+        _, chosen, _, _, role_vars = _prepared(inventory, set_, host, None, None, "triton")
+        target = resolve(chosen[0], role_vars[chosen[0].name]["triton"], model=model, address=address,
+                         grpc_port=grpc_port)
+        goal = target_p95_ms if target_p95_ms is not None else target.slo_p95_ms
+        try:
+            goal = float(goal)
+        except (TypeError, ValueError):
+            raise InputError("give --target-p95-ms or set latency_slo_p95_ms in the inventory") from None
+        ws = [w for w in parse_windows(windows) if w is not None]
+        if not ws:
+            raise InputError("--windows: give windows in µs")
+        s = BenchSettings(batches=parse_int_list(batch, "batch"), concurrency=parse_int_list(concurrency,
+                          "concurrency"), windows=ws, warmup_s=float(warmup), duration_s=float(duration),
+                          processes=parse_int_list(processes, "processes", 0)[0],
+                          client_cpus=parse_int_list(client_cpus, "client-cpus", 0) if client_cpus else None)
+        console.print(f"tune-window {target.host}: {target.model}, windows {ws} µs at batch {s.batches} "
+                      f"× concurrency {s.concurrency}, target p95 {goal:g} ms", style="dim")
+
+        def progress(row):
+            console.print(f"  window {row['window_us']} µs: p95 {row['p95_ms']} ms, {row['items_per_s']:.0f} "
+                          f"items/s, Triton batch {(row.get('triton') or {}).get('avg_batch')}"
+                          + (" client-bound" if row["client_bound"] else ""), style="dim")
+
+        doc = run_sweep(target, s, on_point=progress)
+    except TritonUnreachable as e:
+        raise Exit(f"unreachable: {e}", code=4) from None
+    except BringupError as e:
+        raise Exit(f"error: {e}", code=1) from None
+    doc["kind"] = "bringup-tune-window"
+    doc["slo_p95_ms"] = goal
+    doc["tune"] = pick(doc, goal)
+    out_dir = Path(out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
+    path = out_dir / f"{target.host}-tune-{stamp}.json"
+    path.write_text(json.dumps(doc, indent=2) + "\n")
+    plot_doc(doc, path.with_suffix(".png"))
+    for t in doc["tune"]["windows"]:
+        console.print(f"window {t['window_us']:>5} µs: p95 {t['p95_ms']} ms, {t['items_per_s']:.0f} items/s, "
+                      f"Triton batch {t['avg_batch']}{'  meets' if t['meets'] else ''}"
+                      f"{'  client-bound: no verdict' if t['client_bound'] else ''}")
+    console.print(f"[bold]{doc['tune']['why']}[/]")
+    console.print(f"report: {path}, {path.with_suffix('.png')}", style="dim")
+    if doc["tune"]["chosen_window_us"] is None:
+        raise Exit(code=2)
