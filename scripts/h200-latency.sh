@@ -67,6 +67,22 @@ all:
           output: [{name: logits, data_type: TYPE_FP16, dims: [1000]}]
 INV
 
+if [ "$KIND" = KIND_GPU ]; then
+  log "for scale: the same model in-process in PyTorch (FP16, channels_last)"
+  python3 - <<'PY'
+import time, torch, torchvision
+torch.backends.cudnn.benchmark = True
+m = torchvision.models.resnet50(weights=None).eval().half().cuda().to(memory_format=torch.channels_last)
+with torch.inference_mode():
+    for b in (1, 16):
+        x = torch.randn(b, 3, 224, 224, device="cuda", dtype=torch.float16).contiguous(memory_format=torch.channels_last)
+        for _ in range(20): m(x)
+        torch.cuda.synchronize(); t = time.perf_counter()
+        for _ in range(100): m(x)
+        torch.cuda.synchronize(); dt = (time.perf_counter() - t) / 100
+        print(f"in-process batch {b}: {dt*1e3:.2f} ms, {b/dt:.0f} images/s")
+PY
+fi
 log "starting tritonserver"
 LD_LIBRARY_PATH=$W/nvidia_pytriton.libs PYTHONPATH=$STUB_SITE setsid $TS/bin/tritonserver \
   --model-repository=$W/models --backend-directory=$TS/backends --model-control-mode=explicit --load-model='*' \

@@ -43,6 +43,7 @@ def point_row(res, *, window_us: int | None, deployed: bool) -> dict[str, Any]:
         "rps": res.rps, "items_per_s": res.items_per_s, "duration_s": res.duration_s,
         "processes": res.processes, "client_cpus": res.client_cpus,
         "client_loop_cpu": res.loop_cpu, "client_cpu": res.proc_cpu, "client_loop_lag_ms": res.loop_lag_ms,
+        "client_idle_lag_ms": res.idle_lag_ms,
         "client_bound": res.client_bound, "client_bound_why": res.client_bound_why,
         "triton": tri, "client_batches": res.client_batches,
         "sent_total": res.sent_total, "sent_items_total": res.sent_items_total,
