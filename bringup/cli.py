@@ -16,9 +16,9 @@ from .facts import ALL_FACTS
 from .facts.gather import gather
 from .inventory import load_inventory, parse_set
 from .project import content_root
-from .report import print_results, progress_display, write_report
+from .report import Report, print_host, print_recap, progress_display
 from .roles import load_roles, select_roles
-from .runner import Options, exit_code, prepare, run_hosts
+from .runner import HostResult, Options, exit_code, prepare, run_hosts
 from .templates import Templates
 
 __all__ = ["ns", "program", "main"]
@@ -119,12 +119,19 @@ def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, di
         inv, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
     except BringupError as e:
         raise _fail(e) from None
-    with progress_display(console, [h.name for h in chosen]) as progress:
-        results = run_hosts(chosen, selected, role_vars, opts, Templates(root / "templates"), progress)
-    print_results(results, console, check=check, diff=diff, verbose=verbose)
-    path = write_report(results, Path("reports"), command=command, args={
+    report = Report(Path("reports"), command=command, hosts=[h.name for h in chosen], args={
         "hosts": [h.name for h in chosen], "roles": [r.name for r in selected], "check": check,
         "inventory": str(inv.path)})
+
+    def finished(r: HostResult) -> None:
+        # Printed and recorded as each host ends: a slow or silent host holds back no one's result.
+        print_host(r, console, check=check, diff=diff, verbose=verbose)
+        report.add(r)
+
+    with progress_display(console, [h.name for h in chosen]) as progress:
+        results = run_hosts(chosen, selected, role_vars, opts, Templates(root / "templates"), progress, finished)
+    print_recap(results, console)
+    path = report.write(finished=True)
     console.print(f"report: {path}", style="dim")
     return exit_code(results)
 

@@ -10,22 +10,26 @@ any key is replaced by paramiko's ``RejectPolicy``, or by :class:`AcceptNew`
 """
 from __future__ import annotations
 
+import io
 import os
+import secrets
+import signal
 import socket
 import subprocess
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO, Callable
 
 import paramiko
 from fabric import Config, Connection
 
 from .command import quote
-from .errors import Unreachable
+from .errors import BringupError, Unreachable
 from .inventory import Host
 
-__all__ = ["Transport", "SSHTransport", "LocalTransport", "RunResult", "connect", "AcceptNew"]
+__all__ = ["Transport", "SSHTransport", "LocalTransport", "RunResult", "connect", "AcceptNew", "BecomeError"]
 
 #: The remote entry point: read the whole script from stdin, then run it.
 _ENTRY = "sh -c 'eval \"$(cat)\"'"
@@ -53,32 +57,50 @@ class Transport:
         self.round_trips = 0
         self._lock = threading.Lock()
 
-    def _become(self, inner: str) -> tuple[str, str]:
-        """``inner`` wrapped in sudo when ``ansible_become``, and a stdin prefix (the sudo password)."""
+    def _become(self, inner: str) -> tuple[str, "_Sudo | None"]:
+        """``inner`` wrapped in sudo when ``ansible_become``, and the prompt handshake when a password is set.
+
+        With a password, sudo reads it (``-S``) only after writing a prompt unique
+        to this call; the wrapped command first writes a ready line of its own.
+        The password is sent when, and only when, that prompt appears, so a
+        sudo that does not ask (NOPASSWD, a cached timestamp) never passes it
+        on to the command: the script's stdin carries the script alone.
+        """
         c = self.host.connection
         if not c.ansible_become:
-            return inner, ""
+            return inner, None
         user = quote(c.ansible_become_user)
         if c.ansible_become_password:
-            return f"sudo -S -p '' -H -u {user} -- {inner}", c.ansible_become_password + "\n"
-        return f"sudo -n -H -u {user} -- {inner}", ""
+            token = secrets.token_hex(8)
+            sudo = _Sudo(prompt=f"[bringup-sudo-{token}]", ready=f"bringup-ready-{token}",
+                         password=c.ansible_become_password, user=c.ansible_become_user)
+            wrapped = "sh -c " + quote(f"echo {sudo.ready} >&2; exec {inner}")
+            return f"sudo -S -p {quote(sudo.prompt)} -H -u {user} -- {wrapped}", sudo
+        return f"sudo -n -H -u {user} -- {inner}", None
 
-    def _entry(self) -> tuple[str, str]:
-        """The command line and a stdin prefix for a script."""
+    def _entry(self) -> tuple[str, "_Sudo | None"]:
+        """The command line and the sudo handshake (if any) for a script."""
         return self._become(_ENTRY)
 
+    def _timeout(self) -> float:
+        return float(self.host.connection.command_timeout)
+
     def run_script(self, script: str) -> RunResult:
-        """Run ``script`` (POSIX sh) on the host in one round trip."""
-        cmd, prefix = self._entry()
+        """Run ``script`` (POSIX sh) on the host in one round trip.
+
+        A round trip that takes longer than ``command_timeout`` raises
+        :class:`Unreachable`: a host that stops answering never hangs the run.
+        """
+        cmd, sudo = self._entry()
         with self._lock:
             self.round_trips += 1
-        return self._run(cmd, prefix + script)
+        return self._run(cmd, sudo, script)
 
-    def _run(self, cmd: str, stdin: str) -> RunResult:  # pragma: no cover - abstract
-        raise NotImplementedError
+    def _run(self, cmd: str, sudo: "_Sudo | None", stdin: str) -> RunResult:
+        return self._exchange(cmd, sudo, io.BytesIO(stdin.encode()))
 
-    def _stream_entry(self, command: str) -> tuple[str, str]:
-        """The command line (and stdin prefix) running ``command`` with become applied."""
+    def _stream_entry(self, command: str) -> tuple[str, "_Sudo | None"]:
+        """The command line (and sudo handshake) running ``command`` with become applied."""
         return self._become("sh -c " + quote(command))
 
     def run_stream(self, command: str, local: list[str]) -> RunResult:
@@ -87,7 +109,7 @@ class Transport:
         One round trip; for bulk data (``docker save`` into ``docker load``).
         A failing local command fails the result, whatever the host said.
         """
-        cmd, prefix = self._stream_entry(command)
+        cmd, sudo = self._stream_entry(command)
         with self._lock:
             self.round_trips += 1
         try:
@@ -95,14 +117,24 @@ class Transport:
         except OSError as e:
             return RunResult(127, "", f"{local[0]}: {e.strerror or e}")
         assert proc.stdout is not None and proc.stderr is not None
-        res = self._run_stream(cmd, prefix.encode(), proc.stdout)
+        try:
+            res = self._exchange(cmd, sudo, proc.stdout)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
         err = proc.stderr.read().decode("utf-8", "replace")
         if proc.wait() != 0:
             return RunResult(proc.returncode or 1, res.stdout, f"{' '.join(local)} failed: {err.strip()[-300:]}")
         return res
 
-    def _run_stream(self, cmd: str, prefix: bytes, data) -> RunResult:  # pragma: no cover - abstract
+    def _exchange(self, cmd: str, sudo: "_Sudo | None", data: BinaryIO) -> RunResult:  # pragma: no cover
+        """Run ``cmd`` with ``data`` as its stdin (after sudo's handshake), within ``command_timeout``."""
         raise NotImplementedError
+
+    def _timed_out(self) -> Unreachable:
+        return Unreachable(f"{self.host.name} stopped answering: no result within "
+                           f"{self.host.connection.command_timeout:g} s (command_timeout)")
 
     def open(self) -> None:
         """Connect; raises :class:`Unreachable` with one line on failure."""
@@ -111,37 +143,124 @@ class Transport:
         """Disconnect."""
 
 
+class BecomeError(BringupError):
+    """sudo refused: a wrong ``ansible_become_password``, or the user may not sudo."""
+
+
+@dataclass
+class _Sudo:
+    """One sudo call's handshake: its unique prompt, the command's ready line, the password."""
+
+    prompt: str
+    ready: str
+    password: str
+    user: str
+
+    def handshake(self, recv: Callable[[int], bytes], send: Callable[[bytes], object], host: str) -> bytes:
+        """Answer sudo's prompt (once) with the password; return stderr that followed the ready line.
+
+        The ready line comes from the command sudo started: once it is seen,
+        sudo reads nothing more, and stdin belongs to the command.
+        """
+        prompt, ready = self.prompt.encode(), self.ready.encode() + b"\n"
+        buf, answered = b"", False
+        while True:
+            if ready in buf:
+                return buf.split(ready, 1)[1]
+            if prompt in buf:
+                if answered:
+                    said = _said(buf.replace(prompt, b" "))
+                    raise BecomeError(f"{host}: sudo -u {self.user} refused ansible_become_password "
+                                      f"(sudo says: {said or 'it asked again'}); fix the password or the sudoers entry")
+                send(self.password.encode() + b"\n")
+                answered = True
+                buf = buf.replace(prompt, b" ", 1)
+                continue
+            chunk = recv(4096)
+            if not chunk:
+                raise BecomeError(f"{host}: sudo -u {self.user} failed before running anything "
+                                  f"(sudo says: {_said(buf) or 'nothing'})")
+            buf += chunk
+
+
+def _said(data: bytes) -> str:
+    """What a program wrote, as one line."""
+    return " ".join(_text(data).split())[-300:]
+
+
+class _Deadline:
+    """Calls ``abort`` once ``seconds`` have passed, unless left before; ``fired`` says whether it did."""
+
+    def __init__(self, seconds: float, abort: Callable[[], None]):
+        self.fired = False
+        self._abort = abort
+        self._timer = threading.Timer(seconds, self._fire)
+        self._timer.daemon = True
+
+    def _fire(self) -> None:
+        self.fired = True
+        try:
+            self._abort()
+        except Exception:  # noqa: BLE001 - aborting a dead channel may fail; the flag is what counts
+            pass
+
+    def __enter__(self) -> "_Deadline":
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._timer.cancel()
+
+
+def _pump(data: BinaryIO, write: Callable[[bytes], object]) -> None:
+    while chunk := data.read(1 << 20):
+        write(chunk)
+
+
 class LocalTransport(Transport):
     """``ansible_connection: local``: run on the control machine itself."""
 
-    def _run(self, cmd: str, stdin: str) -> RunResult:
+    def _exchange(self, cmd: str, sudo: "_Sudo | None", data: BinaryIO) -> RunResult:
         # Not invoke's Context.run: its in_stream is copied a byte per 10 ms.
-        r = subprocess.run(["/bin/sh", "-c", cmd], input=stdin.encode(), capture_output=True)
-        return RunResult(r.returncode, _text(r.stdout), _text(r.stderr))
-
-    def _run_stream(self, cmd: str, prefix: bytes, data) -> RunResult:
         p = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
+                             stderr=subprocess.PIPE, start_new_session=True)
+        assert p.stdin is not None and p.stdout is not None and p.stderr is not None
+
+        def kill() -> None:
+            os.killpg(p.pid, signal.SIGKILL)
+
         out: list[bytes] = []
         err: list[bytes] = []
-        readers = [threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True),
-                   threading.Thread(target=lambda: err.append(p.stderr.read()), daemon=True)]
-        for th in readers:
-            th.start()
-        try:
-            p.stdin.write(prefix)
-            while chunk := data.read(1 << 20):
-                p.stdin.write(chunk)
-        except BrokenPipeError:
-            pass
-        finally:
+        with _Deadline(self._timeout(), kill) as dl:
             try:
-                p.stdin.close()
-            except BrokenPipeError:
-                pass
-        rc = p.wait()
-        for th in readers:
-            th.join()
+                if sudo:
+                    def send(b: bytes) -> None:
+                        p.stdin.write(b)
+                        p.stdin.flush()
+                    err.append(sudo.handshake(lambda n: os.read(p.stderr.fileno(), n), send, self.host.name))
+                readers = [threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True),
+                           threading.Thread(target=lambda: err.append(p.stderr.read()), daemon=True)]
+                for th in readers:
+                    th.start()
+                try:
+                    _pump(data, p.stdin.write)
+                except BrokenPipeError:
+                    pass
+                finally:
+                    try:
+                        p.stdin.close()
+                    except BrokenPipeError:
+                        pass
+                rc = p.wait()
+                for th in readers:
+                    th.join()
+            except BaseException:
+                if p.poll() is None:
+                    kill()
+                p.wait()
+                raise
+        if dl.fired:
+            raise self._timed_out()
         return RunResult(rc, _text(b"".join(out)), _text(b"".join(err)))
 
 
@@ -198,6 +317,9 @@ class SSHTransport(Transport):
         where = f"{self.host.address}:{c.ansible_port}"
         try:
             self.conn.open()
+            if c.ssh_keepalive_interval:
+                # OpenSSH's ServerAliveInterval: idle sessions survive firewalls and NAT.
+                self.conn.transport.set_keepalive(int(c.ssh_keepalive_interval))
         except paramiko.BadHostKeyException as e:
             raise Unreachable(
                 f"host key for {where} CHANGED (got {e.key.get_name()} {e.key.get_fingerprint().hex()}); "
@@ -218,45 +340,39 @@ class SSHTransport(Transport):
         except OSError as e:
             raise Unreachable(f"ssh to {where} failed: {e.strerror or e}") from None
 
-    def _run(self, cmd: str, stdin: str) -> RunResult:
+    def _exchange(self, cmd: str, sudo: "_Sudo | None", data: BinaryIO) -> RunResult:
         # A raw session of Fabric's connection rather than Connection.run: Invoke
         # copies an in_stream one byte per 10 ms, too slow for a whole script.
-        try:
-            chan = self.conn.create_session()
-            chan.exec_command(cmd)
-            err: list[bytes] = []
-            reader = threading.Thread(target=lambda: err.append(chan.makefile_stderr("rb").read()), daemon=True)
-            reader.start()
-            chan.sendall(stdin.encode())
-            chan.shutdown_write()
-            out = chan.makefile("rb").read()
-            rc = chan.recv_exit_status()
-            reader.join()
-            chan.close()
-        except (paramiko.SSHException, OSError, EOFError) as e:
-            raise Unreachable(f"connection to {self.host.address} lost: {e}") from None
-        return RunResult(rc if rc >= 0 else 255, _text(out), _text(b"".join(err)))
-
-    def _run_stream(self, cmd: str, prefix: bytes, data) -> RunResult:
-        try:
-            chan = self.conn.create_session()
-            chan.exec_command(cmd)
-            out: list[bytes] = []
-            err: list[bytes] = []
-            readers = [threading.Thread(target=lambda: out.append(chan.makefile("rb").read()), daemon=True),
-                       threading.Thread(target=lambda: err.append(chan.makefile_stderr("rb").read()), daemon=True)]
-            for th in readers:
-                th.start()
-            chan.sendall(prefix)
-            while chunk := data.read(1 << 20):
-                chan.sendall(chunk)
-            chan.shutdown_write()
-            rc = chan.recv_exit_status()
-            for th in readers:
-                th.join()
-            chan.close()
-        except (paramiko.SSHException, OSError, EOFError) as e:
-            raise Unreachable(f"connection to {self.host.address} lost: {e}") from None
+        # A host that stops answering is cut off after command_timeout: the
+        # whole connection is closed, which wakes every blocked read and write.
+        out: list[bytes] = []
+        err: list[bytes] = []
+        with _Deadline(self._timeout(), self.conn.close) as dl:
+            chan = None
+            try:
+                chan = self.conn.create_session()
+                chan.exec_command(cmd)
+                if sudo:
+                    err.append(sudo.handshake(chan.recv_stderr, chan.sendall, self.host.name))
+                readers = [threading.Thread(target=lambda: out.append(chan.makefile("rb").read()), daemon=True),
+                           threading.Thread(target=lambda: err.append(chan.makefile_stderr("rb").read()),
+                                            daemon=True)]
+                for th in readers:
+                    th.start()
+                _pump(data, chan.sendall)
+                chan.shutdown_write()
+                rc = chan.recv_exit_status()
+                for th in readers:
+                    th.join()
+            except (paramiko.SSHException, OSError, EOFError) as e:
+                if dl.fired:
+                    raise self._timed_out() from None
+                raise Unreachable(f"connection to {self.host.address} lost: {str(e) or type(e).__name__}") from None
+            finally:
+                if chan is not None:
+                    chan.close()
+        if dl.fired:
+            raise self._timed_out()
         return RunResult(rc if rc >= 0 else 255, _text(b"".join(out)), _text(b"".join(err)))
 
     def close(self) -> None:

@@ -46,6 +46,17 @@ class ConnectionVars(BaseModel):
     ansible_become_password: str | None = None
     ssh_known_hosts: str = "~/.ssh/known_hosts"
     ssh_connect_timeout: float = Field(10, gt=0)
+    #: Seconds between SSH keepalives on an idle session (0: none).
+    ssh_keepalive_interval: int = Field(15, ge=0)
+    #: Longest one round trip may take before the host counts as unreachable.
+    command_timeout: float = Field(1800, gt=0)
+
+    @field_validator("ansible_become_password", "ansible_password")
+    @classmethod
+    def _one_line(cls, v: Any) -> Any:
+        if isinstance(v, str) and ("\n" in v or "\r" in v):
+            raise ValueError("must be one line")
+        return v
 
     @field_validator("ansible_port", mode="before")
     @classmethod
@@ -63,7 +74,14 @@ _FIXES = {
     "ansible_connection": "one of ssh, local",
     "ansible_become": "true or false",
     "ssh_connect_timeout": "a number of seconds > 0",
+    "ssh_keepalive_interval": "a whole number of seconds >= 0 (0: no keepalives)",
+    "command_timeout": "a number of seconds > 0",
+    "ansible_password": "one line of text",
+    "ansible_become_password": "one line of text",
 }
+
+#: Never printed, not even in an error about themselves.
+_SECRETS = {"ansible_password", "ansible_become_password"}
 
 
 @dataclass
@@ -255,9 +273,9 @@ def load_inventory(path: str | Path, overrides: dict[str, Any] | None = None) ->
             err = e.errors()[0]
             var = str(err["loc"][0]) if err["loc"] else "?"
             fix = _FIXES.get(var, "a valid value")
-            got = merged.get(var)
+            got = "a value, not shown" if var in _SECRETS else repr(merged.get(var))
             raise InventoryError(
-                f"{path}: host {hname!r}: {var} must be {fix} (got {got!r})"
+                f"{path}: host {hname!r}: {var} must be {fix} (got {got})"
             ) from None
         hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn)
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -13,7 +14,8 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .runner import HostResult
 
-__all__ = ["recap_line", "print_results", "write_report", "progress_display"]
+__all__ = ["recap_line", "print_host", "print_recap", "print_results", "Report", "write_report",
+           "progress_display"]
 
 _COLOURS = {"ok": "green", "changed": "yellow", "failed": "red", "skipped": "cyan", "unreachable": "red"}
 
@@ -25,33 +27,35 @@ def recap_line(r: HostResult, width: int = 0) -> str:
             f"skipped={c['skipped']} unreachable={c['unreachable']}")
 
 
-def print_results(results: list[HostResult], console: Console, *, check: bool, diff: bool,
-                  verbose: bool = False) -> None:
-    """Per host: what changed (or would), what was skipped and why, failures; then the recap."""
-    for r in results:
-        console.rule(f"[bold]{r.host}[/]" + (" (check mode)" if check else ""), style="dim")
-        if r.message:
-            console.print(f"[{_COLOURS.get(r.status, 'red')}]{r.status.upper()}[/]: {r.message}", markup=True,
-                          highlight=False)
-        for e_name, e in r.fact_errors.items():
-            console.print(f"[yellow]fact {e_name} could not be parsed[/]: {e}", highlight=False)
-        for res in r.resources:
-            if res.status == "ok" and not verbose:
-                continue
-            colour = _COLOURS[res.status]
-            label = "would change" if check and res.status == "changed" else res.status
-            detail = res.error or ", ".join(f"{k}: {v[0]} → {v[1]}" if isinstance(v, list) and len(v) == 2
-                                            else f"{k}: {v}" for k, v in res.changes.items()) or res.reason or ""
-            console.print(f"  [{colour}]{label:>12}[/] [{res.role}] {res.id}  {detail}", highlight=False,
-                          soft_wrap=True)
-            if diff and res.diff:
-                console.print(res.diff.rstrip("\n"), markup=False, highlight=False, style="dim")
-        if r.rebooted:
-            console.print(f"  [yellow]rebooted[/]: {r.reboot_reason}", highlight=False)
-        elif r.reboot_required:
-            console.print(f"  [yellow]reboot required[/]: {r.reboot_reason}"
-                          + ("" if check else " (rerun with --allow-reboot, or reboot and rerun)"), highlight=False)
-        console.print(f"  {r.round_trips} round trip(s), {r.seconds:.2f} s", style="dim", highlight=False)
+def print_host(r: HostResult, console: Console, *, check: bool, diff: bool, verbose: bool = False) -> None:
+    """One host's details: what changed (or would), what was skipped and why, failures."""
+    console.rule(f"[bold]{r.host}[/]" + (" (check mode)" if check else ""), style="dim")
+    if r.message:
+        console.print(f"[{_COLOURS.get(r.status, 'red')}]{r.status.upper()}[/]: {r.message}", markup=True,
+                      highlight=False)
+    for e_name, e in r.fact_errors.items():
+        console.print(f"[yellow]fact {e_name} could not be parsed[/]: {e}", highlight=False)
+    for res in r.resources:
+        if res.status == "ok" and not verbose:
+            continue
+        colour = _COLOURS[res.status]
+        label = "would change" if check and res.status == "changed" else res.status
+        detail = res.error or ", ".join(f"{k}: {v[0]} → {v[1]}" if isinstance(v, list) and len(v) == 2
+                                        else f"{k}: {v}" for k, v in res.changes.items()) or res.reason or ""
+        console.print(f"  [{colour}]{label:>12}[/] [{res.role}] {res.id}  {detail}", highlight=False,
+                      soft_wrap=True)
+        if diff and res.diff:
+            console.print(res.diff.rstrip("\n"), markup=False, highlight=False, style="dim")
+    if r.rebooted:
+        console.print(f"  [yellow]rebooted[/]: {r.reboot_reason}", highlight=False)
+    elif r.reboot_required:
+        console.print(f"  [yellow]reboot required[/]: {r.reboot_reason}"
+                      + ("" if check else " (rerun with --allow-reboot, or reboot and rerun)"), highlight=False)
+    console.print(f"  {r.round_trips} round trip(s), {r.seconds:.2f} s", style="dim", highlight=False)
+
+
+def print_recap(results: list[HostResult], console: Console) -> None:
+    """Ansible's PLAY RECAP: one line per host."""
     console.print()
     console.print("[bold]PLAY RECAP[/] " + "*" * 60, highlight=False)
     width = max((len(r.host) for r in results), default=0)
@@ -59,23 +63,58 @@ def print_results(results: list[HostResult], console: Console, *, check: bool, d
         console.print(recap_line(r, width), markup=False, highlight=False)
 
 
+def print_results(results: list[HostResult], console: Console, *, check: bool, diff: bool,
+                  verbose: bool = False) -> None:
+    """Every host's details, then the recap."""
+    for r in results:
+        print_host(r, console, check=check, diff=diff, verbose=verbose)
+    print_recap(results, console)
+
+
+class Report:
+    """The run's JSON report under ``directory`` (``reports/``), rewritten whole as each host finishes.
+
+    Hosts not finished yet are listed as ``pending``: a run cut short (a
+    signal, a crash of the control machine) still leaves what was done.
+    """
+
+    def __init__(self, directory: Path, *, command: str, args: dict, hosts: list[str]):
+        directory.mkdir(parents=True, exist_ok=True)
+        stamp = time.strftime("%Y%m%dT%H%M%S")
+        path = directory / f"{stamp}-{command}.json"
+        n = 1
+        while path.exists():
+            n += 1
+            path = directory / f"{stamp}-{command}-{n}.json"
+        self.path, self.command, self.args = path, command, args
+        self.started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        self.order = list(hosts)
+        self.done: dict[str, HostResult] = {}
+        self.write()
+
+    def add(self, result: HostResult) -> None:
+        self.done[result.host] = result
+        self.write()
+
+    def write(self, finished: bool = False, interrupted: str | None = None) -> Path:
+        doc: dict = {"command": self.command, "args": self.args, "started": self.started,
+                     "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z") if finished else None}
+        if interrupted:
+            doc["interrupted"] = interrupted
+        doc["hosts"] = [dict(asdict(self.done[h]), recap=self.done[h].recap) if h in self.done
+                        else {"host": h, "status": "pending"} for h in self.order]
+        tmp = self.path.with_name(f".{self.path.name}.tmp")
+        tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        os.replace(tmp, self.path)
+        return self.path
+
+
 def write_report(results: list[HostResult], directory: Path, *, command: str, args: dict) -> Path:
-    """Write the run as JSON under ``directory`` (``reports/``); returns the path."""
-    directory.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%dT%H%M%S")
-    path = directory / f"{stamp}-{command}.json"
-    n = 1
-    while path.exists():
-        n += 1
-        path = directory / f"{stamp}-{command}-{n}.json"
-    doc = {
-        "command": command,
-        "args": args,
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "hosts": [dict(asdict(r), recap=r.recap) for r in results],
-    }
-    path.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
-    return path
+    """Write a finished run as JSON under ``directory`` (``reports/``); returns the path."""
+    report = Report(directory, command=command, args=args, hosts=[r.host for r in results])
+    for r in results:
+        report.done[r.host] = r
+    return report.write(finished=True)
 
 
 @contextmanager

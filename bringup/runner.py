@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -415,19 +415,29 @@ def _jsonable(changes: dict) -> dict:
 
 
 def run_hosts(hosts: list[Host], roles: list[Role], role_vars, opts: Options, templates: Templates,
-              progress: Progress = lambda h, s: None) -> list[HostResult]:
-    """Run on every host in parallel (``opts.forks`` at a time); one host's failure spares the others."""
+              progress: Progress = lambda h, s: None,
+              on_result: Callable[[HostResult], None] = lambda r: None) -> list[HostResult]:
+    """Run on every host in parallel (``opts.forks`` at a time); one host's failure spares the others.
+
+    ``on_result`` gets each host's result as soon as that host is done (to print
+    and record it while slower hosts go on); the list returned is in host order.
+    """
     if not hosts:
         return []
+    by_future = {}
+    results: dict[str, HostResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(opts.forks, len(hosts)))) as pool:
-        futures = [pool.submit(run_host, h, roles, role_vars[h.name], opts, templates, progress) for h in hosts]
-        results = []
-        for h, f in zip(hosts, futures):
+        for h in hosts:
+            by_future[pool.submit(run_host, h, roles, role_vars[h.name], opts, templates, progress)] = h
+        for f in as_completed(by_future):
+            h = by_future[f]
             try:
-                results.append(f.result())
+                r = f.result()
             except Exception as e:  # noqa: BLE001 - a bug on one host must not hide the others' results
-                results.append(HostResult(h.name, status="failed", message=f"internal error: {type(e).__name__}: {e}"))
-    return results
+                r = HostResult(h.name, status="failed", message=f"internal error: {type(e).__name__}: {e}")
+            results[h.name] = r
+            on_result(r)
+    return [results[h.name] for h in hosts]
 
 
 def exit_code(results: list[HostResult]) -> int:

@@ -98,3 +98,101 @@ def test_console_script_from_any_folder(sandbox_host, tmp_path):
     r = subprocess.run([exe, "plan", "--roles", "sysctl", "--host", sandbox_host.name], cwd=tmp_path, capture_output=True, text=True)
     assert r.returncode == 0, r.stdout + r.stderr
     assert sandbox_host.name in recap(r.stdout)
+
+
+def _sudo_user(host, name: str, password: str, *, nopasswd: bool) -> None:
+    """A login ``name`` with ``password`` whose sudo asks for it (or not), reached with the run's key."""
+    rule = "NOPASSWD:ALL" if nopasswd else "ALL"
+    host.exec(f"id {name} >/dev/null 2>&1 || useradd --create-home --shell /bin/bash {name}; "
+              f"echo '{name}:{password}' | chpasswd; "
+              f"echo '{name} ALL=(ALL) {rule}' > /etc/sudoers.d/{name}; chmod 0440 /etc/sudoers.d/{name}; "
+              f"install -d -m 0700 -o {name} -g {name} /home/{name}/.ssh; "
+              f"install -m 0600 -o {name} -g {name} /root/.ssh/authorized_keys /home/{name}/.ssh/authorized_keys")
+
+
+def _provision_as(host, tmp_path, user: str, password: str, fastopen: int):
+    hv = dict(host.inventory_vars(), ansible_user=user, ansible_become=True, ansible_become_password=password)
+    inventory(tmp_path / "hosts", {"h": hv})
+    return invoke("provision", "--roles", "sysctl", "--host", "h", "--set",
+                  f"sysctl={{net.ipv4.tcp_fastopen: {fastopen}}}", cwd=tmp_path)
+
+
+def test_become_password_is_never_run_as_a_command(sandbox_host, tmp_path):
+    """NOPASSWD sudo does not read a password: it must not reach the script's stdin (it ran as root)."""
+    _sudo_user(sandbox_host, "nopw", "unused-pw", nopasswd=True)
+    sandbox_host.exec("rm -f /tmp/pwned-by-password")
+    r = _provision_as(sandbox_host, tmp_path, "nopw", "touch /tmp/pwned-by-password; true", 1)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sandbox_host.exec("test -e /tmp/pwned-by-password", check=False).returncode == 1
+    assert sandbox_host.exec(["cat", "/proc/sys/net/ipv4/tcp_fastopen"]).stdout.strip() == "1"
+
+
+def test_become_password_answers_sudos_prompt_and_a_wrong_one_says_so(sandbox_host, tmp_path):
+    _sudo_user(sandbox_host, "pwuser", "Right-pw-42", nopasswd=False)
+    r = _provision_as(sandbox_host, tmp_path, "pwuser", "Right-pw-42", 3)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sandbox_host.exec(["cat", "/proc/sys/net/ipv4/tcp_fastopen"]).stdout.strip() == "3"
+    assert sandbox_host.exec(["stat", "-c", "%U", "/etc/sysctl.d/90-trt-latency.conf"]).stdout.strip() == "root"
+
+    r = _provision_as(sandbox_host, tmp_path, "pwuser", "Wrong-pw-13", 3)
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    # sudo's own words, once; not a fact error per fact, and never the password.
+    assert "refused ansible_become_password" in out and "try again" in out, out
+    assert "could not be parsed" not in out and "Wrong-pw-13" not in out
+    assert "Wrong-pw-13" not in json.dumps(last_report(tmp_path))
+
+
+def _silent_run(hosts, pause: tuple[str, str, str]):
+    """Run the sysctl role in-process; ``docker pause`` a host's container when its progress hits a step."""
+    from bringup.inventory import load_inventory
+    from bringup.project import content_root
+    from bringup.roles import load_roles, select_roles
+    from bringup.runner import Options, prepare, run_hosts
+    from bringup.templates import Templates
+
+    inv = load_inventory(hosts)
+    chosen = list(inv.hosts.values())
+    order, every = load_roles(content_root())
+    roles = select_roles(order, every, "sysctl")
+    name, step, container = pause
+    finished: list[str] = []
+
+    def progress(host: str, text: str) -> None:
+        if host == name and text.startswith(step):
+            subprocess.run(["docker", "pause", container], check=True, capture_output=True)
+
+    results = run_hosts(chosen, roles, prepare(chosen, roles), Options(forks=2),
+                        Templates(content_root() / "templates"), progress, lambda r: finished.append(r.host))
+    return {r.host: r for r in results}, finished
+
+
+def test_a_host_that_stops_answering_mid_write_is_cut_off(sandbox_host, sandbox_host_factory, tmp_path):
+    import time
+
+    silent = sandbox_host_factory("silent-host")
+    conf = {"sysctl_profile": "none", "sysctl": {"net.ipv4.tcp_fastopen": 3}, "command_timeout": 8}
+    inventory(tmp_path / "hosts", {"good": dict(sandbox_host.inventory_vars(), **conf),
+                                   "silent": dict(silent.inventory_vars(), **conf)})
+    sandbox_host.exec("rm -f /etc/sysctl.d/90-trt-latency.conf")
+    silent.exec("rm -f /etc/sysctl.d/90-trt-latency.conf")
+    started = time.monotonic()
+    try:
+        results, finished = _silent_run(tmp_path / "hosts", ("silent", "sysctl: applying", silent.container))
+    finally:
+        subprocess.run(["docker", "unpause", silent.container], capture_output=True)
+    took = time.monotonic() - started
+    assert took < 60, took
+    assert results["good"].status == "ok" and results["good"].count("changed") == 1
+    assert results["silent"].status == "unreachable"
+    assert "stopped answering: no result within 8 s (command_timeout)" in results["silent"].message
+    # The finished host was handed over first, while the silent one was still waited for.
+    assert finished == ["good", "silent"]
+    # Nothing half-written on the silent host, and the next run converges.
+    leftovers = silent.exec("ls -a /etc/sysctl.d", check=False).stdout
+    assert ".bringup" not in leftovers, leftovers
+    r = invoke("provision", "--roles", "sysctl", "--hosts", "good,silent", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert silent.exec(["cat", "/proc/sys/net/ipv4/tcp_fastopen"]).stdout.strip() == "3"
+    r = invoke("provision", "--roles", "sysctl", "--hosts", "good,silent", cwd=tmp_path)
+    assert recap(r.stdout)["silent"]["changed"] == 0, r.stdout

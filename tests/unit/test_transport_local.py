@@ -1,0 +1,83 @@
+"""The local transport for real: round trips that hang are cut off; become's prompt handshake."""
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from bringup.connection import BecomeError, LocalTransport, _Sudo
+from bringup.errors import Unreachable
+from bringup.inventory import ConnectionVars, Host
+
+
+def local_host(**conn) -> Host:
+    c = ConnectionVars(ansible_connection="local", **conn)
+    return Host(name="ctl", groups=["all"], vars={}, connection=c)
+
+
+def test_a_round_trip_past_command_timeout_is_unreachable_and_killed(tmp_path):
+    t = LocalTransport(local_host(command_timeout=1))
+    marker = tmp_path / "after"
+    started = time.monotonic()
+    with pytest.raises(Unreachable, match=r"ctl stopped answering: no result within 1 s \(command_timeout\)"):
+        t.run_script(f"sleep 30; touch {marker}")
+    assert time.monotonic() - started < 10
+    time.sleep(0.2)
+    assert not marker.exists()  # the whole process group was killed, not left behind
+    # The transport still works for the next round trip.
+    assert t.run_script("echo fine").stdout.strip() == "fine"
+
+
+def test_round_trip_within_timeout_returns_output():
+    t = LocalTransport(local_host(command_timeout=30))
+    r = t.run_script("echo out; echo err >&2; exit 3")
+    assert (r.rc, r.stdout, r.stderr) == (3, "out\n", "err\n")
+
+
+class _Pipe:
+    """Scripted stderr of a sudo: chunks handed out one by one; what is sent is kept."""
+
+    def __init__(self, chunks: list[bytes]):
+        self.chunks, self.sent = list(chunks), []
+
+    def recv(self, n: int) -> bytes:
+        return self.chunks.pop(0) if self.chunks else b""
+
+    def send(self, data: bytes) -> None:
+        self.sent.append(data)
+
+
+SUDO = _Sudo(prompt="[bringup-sudo-ab12]", ready="bringup-ready-ab12", password="s3cret", user="root")
+
+
+def test_handshake_sends_the_password_only_at_the_prompt():
+    p = _Pipe([b"[bringup-sudo-", b"ab12]", b"bringup-ready-ab12\nwarn: x\n"])
+    assert SUDO.handshake(p.recv, p.send, "h") == b"warn: x\n"
+    assert p.sent == [b"s3cret\n"]
+
+
+def test_handshake_without_a_prompt_never_sends_the_password():
+    p = _Pipe([b"bringup-ready-ab12\n"])
+    assert SUDO.handshake(p.recv, p.send, "h") == b""
+    assert p.sent == []
+
+
+def test_handshake_second_prompt_is_a_wrong_password_with_sudos_words():
+    p = _Pipe([b"[bringup-sudo-ab12]", b"Sorry, try again.\n[bringup-sudo-ab12]"])
+    with pytest.raises(BecomeError, match=r"refused ansible_become_password \(sudo says: Sorry, try again\.\)") as e:
+        SUDO.handshake(p.recv, p.send, "h")
+    assert "s3cret" not in str(e.value)
+    assert p.sent == [b"s3cret\n"]
+
+
+def test_handshake_sudo_exits_first():
+    p = _Pipe([b"deploy is not in the sudoers file.\n"])
+    with pytest.raises(BecomeError, match="not in the sudoers file"):
+        SUDO.handshake(p.recv, p.send, "h")
+
+
+def test_stream_through_local_transport():
+    t = LocalTransport(local_host())
+    r = t._exchange("wc -c", None, io.BytesIO(b"x" * 5000))
+    assert r.stdout.strip() == "5000"
