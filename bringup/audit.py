@@ -100,7 +100,7 @@ def run_audit(hosts: list[Host], roles_wanted: str | None, reports: Path, extra_
     root = content_root()
     order, all_roles = load_roles(root)
     selected = select_roles(order, all_roles, roles_wanted)
-    role_vars = prepare(hosts, selected)
+    role_vars = prepare(hosts, selected, [all_roles[r] for r in order])
     reports.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     with tempfile.TemporaryDirectory(prefix="bringup-audit-") as tmp:

@@ -71,7 +71,7 @@ class Declared:
 def context(target, role: str) -> HostContext:
     """``role``'s view of ``target``: merged vars, the host's facts, the project's templates,
     exactly as ``invoke provision`` builds it."""
-    return HostContext(target.name, target.vars[role], facts(target), Templates(content_root() / "templates").render)
+    return HostContext(target.name, target.vars, facts(target), Templates(content_root() / "templates").render)
 
 
 def declared(target, role: str) -> list[Declared]:

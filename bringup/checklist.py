@@ -116,8 +116,10 @@ def software_checks(facts: dict, vars: dict, matrix: dict) -> list[Check]:
         out.append(_line("software", "driver branch in the guide's matrix", "WARN",
                          f"{drv}; the guide ran {'/'.join(map(str, guide))}",
                          "pin nvidia_driver_branch to a tested branch, or accept after a latency run"))
-    image = str(vars.get("triton_image", "nvcr.io/nvidia/tritonserver:24.06-py3"))
-    m = re.search(r":(\d\d\.\d\d)", image)
+    image = vars.get("triton_image")
+    if not image:
+        return out
+    m = re.search(r":(\d\d\.\d\d)", str(image))
     rel = matrix["triton"].get(m.group(1)) if m else None
     if rel is None:
         out.append(_line("software", "Triton container vs driver", "WARN", f"{image}: not in the version matrix",
@@ -163,9 +165,17 @@ def tuning_checks(host_result) -> list[Check]:
             out.append(_line("tuning", f"role {role}", "WARN", f"{len(pending)} pending change(s): "
                              + ", ".join(pending[:5]) + ("…" if len(pending) > 5 else ""),
                              f"invoke provision --roles {role}"))
+        elif skipped:
+            # Not applicable is not a pass: the role's state is not there, and the reason says why.
+            why = "; ".join(dict.fromkeys(r.reason or "skipped" for r in skipped))
+            done = len(rs) - len(skipped)
+            out.append(_line("tuning", f"role {role}", "WARN",
+                             (f"{done} resource(s) converged, " if done else "")
+                             + f"{len(skipped)} not applied here: {why}"[:300],
+                             f"if {role} should run on this host, fix what the reason names; "
+                             f"else leave {role} out of its --roles"))
         else:
-            note = f", {len(skipped)} not applicable here" if skipped else ""
-            out.append(_line("tuning", f"role {role}", "PASS", f"{len(rs)} resources converged{note}"))
+            out.append(_line("tuning", f"role {role}", "PASS", f"{len(rs)} resources converged"))
     if host_result.message and host_result.status == "failed" and not out:
         out.append(_line("tuning", "roles converged", "FAIL", host_result.message, "invoke plan to see why"))
     return out
@@ -196,17 +206,18 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
     return [_line("latency", name, acc["status"], f"{acc['seen']} ({path})", fix[acc["status"]])]
 
 
-def platform_checks(facts: dict, host_vars: dict) -> list[Check]:
-    """Firmware and platform rules of :mod:`bringup.platform`."""
+def platform_checks(facts: dict, host_vars: dict, fact_errors: dict | None = None) -> list[Check]:
+    """Firmware and platform rules of :mod:`bringup.platform`; a fact that could not be trusted is a FAIL."""
     from .platform import checks
 
-    return list(checks(facts, host_vars))
+    return list(checks(facts, host_vars, fact_errors))
 
 
-def collect(facts: dict, vars: dict, host_result=None, matrix: dict | None = None) -> list[Check]:
-    """Every checklist line for one host."""
+def collect(facts: dict, vars: dict, host_result=None, matrix: dict | None = None,
+            fact_errors: dict | None = None) -> list[Check]:
+    """Every checklist line for one host; ``vars`` are the run's merged variables (role defaults included)."""
     matrix = matrix or load_matrix()
-    return (platform_checks(facts, vars) + gpu_checks(facts, vars) + software_checks(facts, vars, matrix)
+    return (platform_checks(facts, vars, fact_errors) + gpu_checks(facts, vars) + software_checks(facts, vars, matrix)
             + tuning_checks(host_result) + latency_checks(vars))
 
 
@@ -287,36 +298,76 @@ def cpu_plan(facts: dict, host_vars: dict) -> tuple[dict[int, str], list[str]]:
         return {}, [f"topology plan: {e}"]
 
 
-def run_checklist(hosts, roles, role_vars, templates, out_dir, accept_new_host_keys=False):
-    """Gather, plan (check mode) and render each host's checklist; returns ``{host: checks}``."""
+#: The facts the checklist itself reads (the platform rules, GPU lines, the topology picture),
+#: gathered in the same round trip as the facts of the roles it plans.
+FACTS = ("pci.devices", "nvidia.smi", "nvidia.query", "cpu.topology", "system.cmdline", "system.cpuidle")
+
+_SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
+
+
+def page_name(host: str) -> str:
+    """``host`` as a file name under ``--out``; a name that could leave the folder is refused."""
+    if not _SAFE_NAME.match(host) or ".." in host:
+        from .errors import InputError
+        raise InputError(f"host name {host!r} cannot name a checklist page (letters, digits, '_', '.', '-'; "
+                         "no '..'); rename the host in the inventory")
+    return host
+
+
+def load_facts(path, host: str) -> tuple[dict, dict]:
+    """A saved ``invoke facts`` JSON: ``(facts, fact errors)``; a bad file is one line."""
+    import json
     from pathlib import Path
 
-    from .connection import connect
-    from .errors import Unreachable
-    from .facts import ALL_FACTS
-    from .facts.gather import gather
-    from .runner import HostResult, Options, run_host
+    from .errors import InputError
+
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"--facts {p}: {e.strerror or e}") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise InputError(f"--facts {p}: not JSON ({e}); save it with: invoke facts --host {host} > FILE") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("facts"), dict):
+        raise InputError(f"--facts {p}: no \"facts\" mapping; save it with: invoke facts --host {host} > FILE")
+    errors = doc.get("errors") if isinstance(doc.get("errors"), dict) else {}
+    return doc["facts"], {str(k): str(v) for k, v in errors.items()}
+
+
+def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_host_keys=False, facts_file=None):
+    """Gather, plan (check mode) and render each host's checklist; returns ``{host: checks}``.
+
+    Each host is one :class:`bringup.runner.HostRun`: one connection, one
+    gathering of the roles' facts and the checklist's own, the variables as
+    ``provision`` merges them.  With ``facts_file`` (a saved ``invoke facts``)
+    nothing connects: the hardware lines come from the file, and the roles'
+    drift is not checked.
+    """
+    from pathlib import Path
+
+    from .runner import HostRun, Options
     from .topology_svg import topology_svg
 
     out_dir = Path(out_dir)
+    names = {h.name: page_name(h.name) for h in hosts}
     out_dir.mkdir(parents=True, exist_ok=True)
     pages: dict[str, list[Check]] = {}
     for h in hosts:
-        facts: dict = {}
-        try:
-            t = connect(h, accept_new_host_keys=accept_new_host_keys)
-        except Unreachable as e:
-            result = HostResult(h.name, status="unreachable", message=str(e))
+        vars = vars_by_host[h.name]
+        if facts_file:
+            facts, errors = load_facts(facts_file, h.name)
+            result = None
+            extra = [_line("tuning", "roles converged", "WARN", f"not checked: planned offline from {facts_file}",
+                           f"invoke checklist --host {h.name} once it is reachable")]
         else:
-            try:
-                facts, _ = gather(t, ALL_FACTS)
-                result = run_host(h, roles, role_vars[h.name], Options(check=True), templates, transport=t)
-            finally:
-                t.close()
-        checks = collect(facts, h.vars, result) if facts else tuning_checks(result)
-        roles_of_cpus, warnings = cpu_plan(facts, h.vars) if facts else ({}, [])
+            run = HostRun(h, roles, vars, Options(check=True, accept_new_host_keys=accept_new_host_keys),
+                          templates, extra_facts=FACTS)
+            result = run.converge()
+            facts, errors, extra = run.facts, run.fact_errors, []
+        checks = (collect(facts, vars, result, fact_errors=errors) + extra) if facts else tuning_checks(result)
+        roles_of_cpus, warnings = cpu_plan(facts, vars) if facts else ({}, [])
         svg = topology_svg(facts, roles_of_cpus, warnings, title=h.name) if facts else "<p>unreachable</p>"
-        (out_dir / f"{h.name}.md").write_text(render_markdown(h.name, checks))
-        (out_dir / f"{h.name}.html").write_text(render_html(h.name, checks, svg))
+        (out_dir / f"{names[h.name]}.md").write_text(render_markdown(h.name, checks))
+        (out_dir / f"{names[h.name]}.html").write_text(render_html(h.name, checks, svg))
         pages[h.name] = checks
     return pages

@@ -43,7 +43,7 @@ def _prepared(inventory, set_, host, hosts, group, roles):
     root = content_root()
     order, all_roles = load_roles(root)
     selected = select_roles(order, all_roles, roles)
-    return inv, chosen, root, selected, prepare(chosen, selected)
+    return inv, chosen, root, selected, prepare(chosen, selected, [all_roles[r] for r in order])
 
 
 def _forks(forks) -> int:
@@ -224,19 +224,22 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
 
 @task(iterable=["set_"], help={**_SELECT_HELP, "roles": "roles whose drift is checked (default all)",
                                "out": "folder for the Markdown and HTML pages (default reports/checklist)",
-                               "accept-new-host-keys": "record unknown host keys"})
+                               "accept-new-host-keys": "record unknown host keys",
+                               "facts": "a saved `invoke facts` JSON: plan the host's checklist without connecting"})
 def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None,
-              out="reports/checklist", accept_new_host_keys=False):
+              out="reports/checklist", accept_new_host_keys=False, facts=None):
     """Rack bring-up checklist: PASS/WARN/FAIL per host, Markdown + HTML with a topology picture."""
     from .checklist import render_group_html, render_markdown, run_checklist, verdict
 
     console = _console()
     try:
         _, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
+        if facts and len(chosen) != 1:
+            raise BringupError("--facts FILE holds one host's facts: pass one --host")
+        pages = run_checklist(chosen, selected, role_vars, Templates(root / "templates"), out,
+                              accept_new_host_keys=accept_new_host_keys, facts_file=facts)
     except BringupError as e:
         raise _fail(e) from None
-    pages = run_checklist(chosen, selected, role_vars, Templates(root / "templates"), out,
-                          accept_new_host_keys=accept_new_host_keys)
     for name, checks in pages.items():
         console.print(render_markdown(name, checks), markup=False, highlight=False)
     if group:
@@ -247,13 +250,26 @@ def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts
 
 
 @task(iterable=["set_"], help={k: _SELECT_HELP[k] for k in ("host", "inventory", "set")}
-      | {"json": "print the plan as JSON", "accept-new-host-keys": "record unknown host keys"})
-def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new_host_keys=False):
+      | {"json": "print the plan as JSON", "accept-new-host-keys": "record unknown host keys",
+         "facts": "a saved `invoke facts` JSON: plan without connecting"})
+def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new_host_keys=False, facts=None):
     """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
+    from .checklist import load_facts
     from .topology import format_plan, plan_topology, validate_vars
 
-    target, values, _ = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
-                                    validate=validate_vars)
+    if facts:
+        try:
+            _, chosen = _selected(inventory, set_, host, None, None)
+            if len(chosen) != 1:
+                raise BringupError("topology takes one --host")
+            target = chosen[0]
+            validate_vars(target.vars)
+            values, _ = load_facts(facts, target.name)
+        except BringupError as e:
+            raise _fail(e) from None
+    else:
+        target, values, _ = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
+                                        validate=validate_vars)
     try:
         result = plan_topology(values, target.vars)
     except BringupError as e:

@@ -22,6 +22,12 @@ def nvidia_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
     return [d for d in facts.get("pci.devices") or [] if d.get("kind") == "gpu"]
 
 
+#: The GPU roles' shared variable: what to do on a host without an NVIDIA GPU.
+DEFAULTS = {"nvidia_without_gpu": "skip"}
+
+#: What :func:`gpu_gate` reads: a role that gates on a GPU includes it in its FACTS.
+FACTS = ("pci.devices",)
+
 def validate_without_gpu(vars: dict[str, Any]) -> None:
     v = vars.get("nvidia_without_gpu", "skip")
     if v not in WITHOUT_GPU:
@@ -29,16 +35,18 @@ def validate_without_gpu(vars: dict[str, Any]) -> None:
                          "(install: set the NVIDIA stack up on a host without a GPU, e.g. an image builder)")
 
 
-def gpu_gate(host, what: str) -> list | None:
+def gpu_gate(host, what: str, *, without_gpu_install: bool = True) -> list | None:
     """None when a GPU role may go on; else the one resource that skips it or fails it, with why.
 
     No GPU on a ``cpu`` profile: skipped.  No GPU on a GPU profile: failed
     (the card is missing, unseated or not passed through).  The variable
-    ``nvidia_without_gpu: install`` goes on anyway.
+    ``nvidia_without_gpu: install`` goes on anyway, for roles that install
+    (``without_gpu_install``); one that needs the GPU itself (a container
+    reserving it) fails all the same.
     """
     if nvidia_gpus(host.facts):
         return None
-    if host.vars.get("nvidia_without_gpu", "skip") == "install":
+    if without_gpu_install and host.vars.get("nvidia_without_gpu", "skip") == "install":
         return None
     profile = host.vars.get("gpu_profile")
     if profile in CPU_PROFILES:

@@ -3,6 +3,7 @@
 A role module declares its desired state as data::
 
     DEFAULTS = {"sysctl_profile": "network-latency"}     # lowest precedence
+    FACTS = ("system.sysctl_writable",)  # the facts it reads (all of them when absent)
     HANDLERS = {"restart x": [sh("systemctl restart -- %s", "x")]}
     WAITS_FOR_REBOOT = True   # skip while a reboot an earlier role needs is pending
 
@@ -25,12 +26,41 @@ from typing import Any, Callable
 
 from .errors import InputError
 
-__all__ = ["Role", "HostContext", "load_roles", "select_roles"]
+__all__ = ["Role", "HostContext", "FactView", "load_roles", "select_roles", "merged_defaults", "wanted_facts"]
+
+
+class FactView(dict):
+    """The facts one reader declared: reading any other is a bug in the reader, named at once.
+
+    Without the check, a fact nobody gathered would read as absent and a role
+    would quietly plan as if the host lacked it.
+    """
+
+    def __init__(self, facts: dict[str, Any], declared: tuple[str, ...] | None, reader: str):
+        super().__init__(facts if declared is None else {k: facts[k] for k in declared if k in facts})
+        self.declared = None if declared is None else set(declared)
+        self.reader = reader
+
+    def _check(self, key: str) -> None:
+        if self.declared is not None and key not in self.declared:
+            raise InputError(f"{self.reader} reads the fact {key!r} without declaring it: add it to its FACTS")
+
+    def __getitem__(self, key: str) -> Any:
+        self._check(key)
+        return super().__getitem__(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        self._check(key)
+        return super().get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        self._check(str(key))
+        return super().__contains__(key)
 
 
 @dataclass
 class HostContext:
-    """What a role sees of one host: its name, merged variables and facts."""
+    """What a role sees of one host: its name, the run's merged variables and its declared facts."""
 
     name: str
     vars: dict[str, Any]
@@ -52,6 +82,12 @@ class Role:
     def merged_vars(self, host_vars: dict[str, Any]) -> dict[str, Any]:
         """Role defaults under the host's inventory variables."""
         return {**self.defaults, **host_vars}
+
+    @property
+    def facts(self) -> tuple[str, ...] | None:
+        """The fact names the role reads (``FACTS``); None: it did not say, so it gets every fact."""
+        f = getattr(self.module, "FACTS", None)
+        return None if f is None else tuple(f)
 
     @property
     def waits_for_reboot(self) -> bool:
@@ -133,3 +169,40 @@ def select_roles(order: list[str], roles: dict[str, Role], wanted: str | None) -
             hints.append(f"{u!r}" + (f" (did you mean {close[0]}?)" if close else ""))
         raise InputError(f"--roles: unknown role {', '.join(hints)}; known: {', '.join(order)}")
     return [roles[r] for r in order if r in names]
+
+
+def merged_defaults(roles: list[Role]) -> dict[str, Any]:
+    """Every role's defaults in one mapping; two roles giving one variable two defaults is refused.
+
+    A variable several roles read (``apt_lock_timeout``, the planner's) is
+    declared once, in the module that owns it, and each role includes it.
+    """
+    out: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    for role in roles:
+        for k, v in role.defaults.items():
+            if k in out and out[k] != v:
+                raise InputError(f"roles {owner[k]} and {role.name} give {k} different defaults "
+                                 f"({out[k]!r}, {v!r}); declare it once and include it in both")
+            out.setdefault(k, v)
+            owner.setdefault(k, role.name)
+    return out
+
+
+def wanted_facts(roles: list[Role], extra: tuple[str, ...] = ()) -> list:
+    """The fact classes to gather for ``roles`` (and ``extra`` names), in gathering order."""
+    from .facts import ALL_FACTS, FACTS_BY_NAME
+
+    names: set[str] = set(extra)
+    for role in roles:
+        if role.facts is None:
+            return list(ALL_FACTS)
+        unknown = [f for f in role.facts if f not in FACTS_BY_NAME]
+        if unknown:
+            raise InputError(f"role {role.name}: FACTS names unknown fact(s) {', '.join(unknown)}; "
+                             f"known: {', '.join(FACTS_BY_NAME)}")
+        names.update(role.facts)
+    unknown = sorted(n for n in names if n not in FACTS_BY_NAME)
+    if unknown:
+        raise InputError(f"unknown fact(s) {', '.join(unknown)}")
+    return [f for f in ALL_FACTS if f.name in names]

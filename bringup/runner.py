@@ -16,15 +16,14 @@ from typing import Any, Callable
 from .command import sh
 from .connection import RunResult, Transport, connect, wait_for_ssh
 from .errors import BringupError, Unreachable
-from .facts import ALL_FACTS
 from .facts.gather import gather
 from .inventory import Host
 from .resources.base import Plan, Resource
-from .roles import HostContext, Role
+from .roles import FactView, HostContext, Role, merged_defaults, wanted_facts
 from .script import Section, batch, split
 from .templates import Templates
 
-__all__ = ["Options", "ResourceResult", "HostResult", "run_hosts", "run_host", "prepare"]
+__all__ = ["Options", "ResourceResult", "HostResult", "HostRun", "run_hosts", "run_host", "prepare"]
 
 
 @dataclass
@@ -87,21 +86,26 @@ class HostResult:
 Progress = Callable[[str, str], None]
 
 
-def prepare(hosts: list[Host], roles: list[Role]) -> dict[str, dict[str, dict[str, Any]]]:
-    """Merge and validate every role's variables for every host, before any connection.
+def prepare(hosts: list[Host], roles: list[Role], every_role: list[Role] | None = None
+            ) -> dict[str, dict[str, Any]]:
+    """Each host's variables, merged once for the whole run, and validated by every selected role.
 
-    Bad input is refused here, so nothing is half-written on any host.
+    Precedence, lowest first: the defaults of every role (``every_role``; the
+    selected ones when not given) < the inventory < ``--set`` (already in the
+    host's variables).  Every role sees the same values, so a role run alone
+    reads what a full run gives it.  Bad input is refused here, before any
+    connection, so nothing is half-written on any host.
     """
-    merged: dict[str, dict[str, dict[str, Any]]] = {}
+    defaults = merged_defaults(every_role or roles)
+    merged: dict[str, dict[str, Any]] = {}
     for h in hosts:
-        merged[h.name] = {}
+        v = {**defaults, **h.vars}
         for role in roles:
-            v = role.merged_vars(h.vars)
             try:
                 role.validate(v)
             except BringupError as e:
                 raise type(e)(f"host {h.name}, role {role.name}: {e}") from None
-            merged[h.name][role.name] = v
+        merged[h.name] = v
     return merged
 
 
@@ -124,106 +128,179 @@ def _plan(r: Resource, out: str | None) -> Plan:
         return Plan.fail(str(e))
 
 
-def run_host(host: Host, roles: list[Role], role_vars: dict[str, dict[str, Any]], opts: Options,
-             templates: Templates, progress: Progress = lambda h, s: None,
-             transport: Transport | None = None) -> HostResult:
-    """Converge (or, in check mode, plan) ``roles`` on one host."""
-    started = time.monotonic()
-    result = HostResult(host.name)
-    t = transport
-    try:
-        if t is None:
-            progress(host.name, "connecting")
-            t = connect(host, accept_new_host_keys=opts.accept_new_host_keys)
-        progress(host.name, "gathering facts")
-        facts, result.fact_errors = gather(t, ALL_FACTS)
-        box = [t]
+class HostRun:
+    """One host in one run: its connection, its facts, its variables, and the roles' plans.
+
+    ``provision``, ``plan``, ``checklist`` and ``audit`` all go through it: the
+    facts are gathered once, and only those the selected roles declare
+    (``FACTS`` of a role module; a role without it gets them all) plus what
+    the caller asks for (``extra_facts``: the checklist's own).
+
+        run = HostRun(host, roles, vars, Options(check=True), templates)
+        result = run.converge()        # the check-mode plan, with run.facts and run.vars kept
+    """
+
+    def __init__(self, host: Host, roles: list[Role], vars: dict[str, Any], opts: Options, templates: Templates,
+                 progress: Progress = lambda h, s: None, transport: Transport | None = None,
+                 extra_facts: tuple[str, ...] = ()):
+        self.host, self.roles, self.vars, self.opts, self.templates = host, roles, vars, opts, templates
+        self.progress = progress
+        self.transport = transport
+        self._own_transport = transport is None
+        self.facts_wanted = wanted_facts(roles, extra_facts)
+        self.facts: dict[str, Any] = {}
+        self.fact_errors: dict[str, str] = {}
+        self.result = HostResult(host.name)
+
+    # -- connection and facts ---------------------------------------------------------------
+
+    def open(self) -> Transport:
+        if self.transport is None:
+            self.progress(self.host.name, "connecting")
+            self.transport = connect(self.host, accept_new_host_keys=self.opts.accept_new_host_keys)
+        return self.transport
+
+    def gather(self) -> dict[str, Any]:
+        """Gather the wanted facts in one round trip (again after a reboot)."""
+        self.progress(self.host.name, "gathering facts")
+        self.facts, self.fact_errors = gather(self.open(), self.facts_wanted)
+        self.result.fact_errors = self.fact_errors
+        return self.facts
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.result.round_trips = self.transport.round_trips
+            if self._own_transport:
+                self.transport.close()
+
+    def context(self, role: Role) -> HostContext:
+        """What ``role`` sees of this host: the run's variables, and the facts it declared."""
+        return HostContext(self.host.name, self.vars, FactView(self.facts, role.facts, role.name),
+                           self.templates.render)
+
+    def declare(self, role: Role) -> tuple[Role, HostContext, list[Resource]]:
+        ctx = self.context(role)
         try:
-            _converge(host, roles, role_vars, opts, templates, progress, box, facts, result)
+            return role, ctx, role.resources(ctx)
+        except BringupError as e:
+            raise BringupError(f"role {role.name}: {e}") from None
+
+    # -- the run ----------------------------------------------------------------------------
+
+    def converge(self) -> HostResult:
+        """Converge (or, in check mode, plan) the roles; the result also stays on ``self.result``."""
+        started = time.monotonic()
+        result = self.result
+        try:
+            self.gather()
+            self._roles()
+        except Unreachable as e:
+            result.status, result.message = "unreachable", str(e)
+        except BringupError as e:
+            result.status, result.message = "failed", str(e)
         finally:
-            t = box[0]  # a reboot replaced the transport
-    except Unreachable as e:
-        result.status, result.message = "unreachable", str(e)
-    except BringupError as e:
-        result.status, result.message = "failed", str(e)
-    finally:
-        if t is not None:
-            result.round_trips = t.round_trips
-            if transport is None:
-                t.close()
-        result.seconds = round(time.monotonic() - started, 3)
-    if result.status == "ok" and result.count("failed"):
-        result.status = "failed"
-    progress(host.name, result.status)
-    return result
+            self.close()
+            result.seconds = round(time.monotonic() - started, 3)
+        if result.status == "ok" and result.count("failed"):
+            result.status = "failed"
+        self.progress(self.host.name, result.status)
+        return result
+
+    def _roles(self) -> None:
+        host, opts, result = self.host, self.opts, self.result
+        plans_of = [self.declare(role) for role in self.roles]
+        self.progress(host.name, "reading state")
+        everything = [r for _, _, rs in plans_of for r in rs]
+        outputs = iter(_read(self.transport, everything))
+        reads: list[list[str | None] | None] = [[next(outputs) for _ in rs] for _, _, rs in plans_of]
+        stale = False
+        pending: str | None = None  # a reboot this run did not make
+        rebooted_for: dict[str, list[ResourceResult]] = {}  # role -> its results before the reboot
+        i = 0
+        while i < len(plans_of):
+            role, ctx, resources = plans_of[i]
+            if pending and role.waits_for_reboot:
+                for r in resources:
+                    result.resources.append(ResourceResult(
+                        role.name, r.id, "skipped",
+                        reason=f"not run: the host must reboot first ({pending}); rerun with --allow-reboot"))
+                i += 1
+                continue
+            t = self.transport
+            current = reads[i] if not stale and reads[i] is not None else _read(t, resources)
+            start = len(result.resources)
+            stop, plans, changed = _run_role(host, role, ctx, resources, current, opts, self.progress, t, result)
+            stale = stale or changed
+            if role.name in rebooted_for:
+                _merge_passes(result, start, rebooted_for[role.name])
+            if stop:
+                return
+            reasons = list(dict.fromkeys(p.reboot for p in plans if p.reboot))
+            if not reasons:
+                i += 1
+                continue
+            reason = "; ".join(reasons)
+            if role.name in rebooted_for:
+                result.resources.append(ResourceResult(role.name, "reboot:verify", "failed",
+                                                       error=f"still after the reboot: {reason}"))
+                return
+            if opts.check or not opts.allow_reboot:
+                result.reboot_required, result.reboot_reason = True, reason
+                if not opts.check:
+                    pending = reason
+                i += 1
+                continue
+            self.progress(host.name, f"{role.name}: rebooting ({reason})")
+            self.reboot()
+            result.rebooted, result.reboot_reason = True, reason
+            rebooted_for[role.name] = result.resources[start:] + [
+                ResourceResult(role.name, f"reboot:{host.name}", "changed", reason=f"rebooted: {reason}")]
+            del result.resources[start:]
+            self.progress(host.name, "gathering facts after the reboot")
+            self.gather()
+            # This role and the ones after it are declared and read afresh, from the new boot's facts.
+            for j in range(i, len(plans_of)):
+                plans_of[j] = self.declare(plans_of[j][0])
+                reads[j] = None
+            stale = True
+
+    def reboot(self) -> None:
+        """Reboot the host, wait for SSH to come back from a new boot; the run goes on with the new connection.
+
+        The new boot is told apart by a marker file in /run (a tmpfs), not by
+        the boot id: containers share their machine's.
+        """
+        host, t = self.host, self.open()
+        if host.connection.ansible_connection == "local":
+            raise BringupError("a reboot is needed but this host is the control machine itself "
+                               "(ansible_connection: local); reboot it by hand and run again")
+        marker = f"/run/bringup-reboot-{secrets.token_hex(6)}"
+        res = t.run_script(sh("touch -- %s && (sleep 1; systemctl reboot || reboot) >/dev/null 2>&1 </dev/null &",
+                              marker))
+        if res.rc != 0:
+            raise BringupError(f"reboot failed (exit {res.rc}): {res.stderr.strip()[-300:]}")
+        trips = t.round_trips
+        t.close()
+        timeout = float(host.vars.get("reboot_timeout", 600))
+        deadline = time.monotonic() + timeout
+        time.sleep(2)
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise Unreachable(f"{host.name} did not come back from the reboot within {timeout:g} s")
+            t = wait_for_ssh(host, timeout=left)
+            if t.run_script(sh("[ -e %s ] && echo old-boot || echo new-boot", marker)).stdout.strip() == "new-boot":
+                t.round_trips += trips
+                self.transport, self._own_transport = t, True
+                return
+            t.close()  # still the old boot, on its way down
+            time.sleep(1)
 
 
-def _converge(host, roles, role_vars, opts, templates, progress, box, facts, result) -> None:
-    t = box[0]
-    plans_of: list[tuple[Role, HostContext, list[Resource]]] = []
-    for role in roles:
-        plans_of.append(_declare(host, role, role_vars, facts, templates))
-    progress(host.name, "reading state")
-    everything = [r for _, _, rs in plans_of for r in rs]
-    outputs = iter(_read(t, everything))
-    reads: list[list[str | None] | None] = [[next(outputs) for _ in rs] for _, _, rs in plans_of]
-    stale = False
-    pending: str | None = None  # a reboot this run did not make
-    rebooted_for: dict[str, list[ResourceResult]] = {}  # role -> its results before the reboot
-    i = 0
-    while i < len(plans_of):
-        role, ctx, resources = plans_of[i]
-        if pending and role.waits_for_reboot:
-            for r in resources:
-                result.resources.append(ResourceResult(
-                    role.name, r.id, "skipped",
-                    reason=f"not run: the host must reboot first ({pending}); rerun with --allow-reboot"))
-            i += 1
-            continue
-        current = reads[i] if not stale and reads[i] is not None else _read(t, resources)
-        start = len(result.resources)
-        stop, plans, changed = _run_role(host, role, ctx, resources, current, opts, progress, t, result)
-        stale = stale or changed
-        if role.name in rebooted_for:
-            _merge_passes(result, start, rebooted_for[role.name])
-        if stop:
-            return
-        reasons = list(dict.fromkeys(p.reboot for p in plans if p.reboot))
-        if not reasons:
-            i += 1
-            continue
-        reason = "; ".join(reasons)
-        if role.name in rebooted_for:
-            result.resources.append(ResourceResult(role.name, "reboot:verify", "failed",
-                                                   error=f"still after the reboot: {reason}"))
-            return
-        if opts.check or not opts.allow_reboot:
-            result.reboot_required, result.reboot_reason = True, reason
-            if not opts.check:
-                pending = reason
-            i += 1
-            continue
-        progress(host.name, f"{role.name}: rebooting ({reason})")
-        box[0] = t = _reboot(host, t, progress)
-        result.rebooted, result.reboot_reason = True, reason
-        rebooted_for[role.name] = result.resources[start:] + [
-            ResourceResult(role.name, f"reboot:{host.name}", "changed", reason=f"rebooted: {reason}")]
-        del result.resources[start:]
-        progress(host.name, "gathering facts after the reboot")
-        facts, result.fact_errors = gather(t, ALL_FACTS)
-        # This role and the ones after it are declared and read afresh, from the new boot's facts.
-        for j in range(i, len(plans_of)):
-            plans_of[j] = _declare(host, plans_of[j][0], role_vars, facts, templates)
-            reads[j] = None
-        stale = True
-
-
-def _declare(host, role, role_vars, facts, templates) -> tuple[Role, HostContext, list[Resource]]:
-    ctx = HostContext(host.name, role_vars[role.name], facts, templates.render)
-    try:
-        return role, ctx, role.resources(ctx)
-    except BringupError as e:
-        raise BringupError(f"role {role.name}: {e}") from None
+def run_host(host: Host, roles: list[Role], vars: dict[str, Any], opts: Options, templates: Templates,
+             progress: Progress = lambda h, s: None, transport: Transport | None = None) -> HostResult:
+    """Converge (or, in check mode, plan) ``roles`` on one host."""
+    return HostRun(host, roles, vars, opts, templates, progress, transport).converge()
 
 
 def _merge_passes(result: HostResult, start: int, first: list[ResourceResult]) -> None:
@@ -236,35 +313,6 @@ def _merge_passes(result: HostResult, start: int, first: list[ResourceResult]) -
     seen = {r.id for r in merged}
     merged += [r for r in first if r.id not in seen]
     result.resources.extend(merged)
-
-
-def _reboot(host: Host, t: Transport, progress: Progress) -> Transport:
-    """Reboot the host, wait for SSH to come back from a new boot, return the new transport.
-
-    The new boot is told apart by a marker file in /run (a tmpfs), not by
-    the boot id: containers share their machine's.
-    """
-    if host.connection.ansible_connection == "local":
-        raise BringupError("a reboot is needed but this host is the control machine itself "
-                           "(ansible_connection: local); reboot it by hand and run again")
-    marker = f"/run/bringup-reboot-{secrets.token_hex(6)}"
-    res = t.run_script(sh("touch -- %s && (sleep 1; systemctl reboot || reboot) >/dev/null 2>&1 </dev/null &",
-                          marker))
-    if res.rc != 0:
-        raise BringupError(f"reboot failed (exit {res.rc}): {res.stderr.strip()[-300:]}")
-    t.close()
-    timeout = float(host.vars.get("reboot_timeout", 600))
-    deadline = time.monotonic() + timeout
-    time.sleep(2)
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise Unreachable(f"{host.name} did not come back from the reboot within {timeout:g} s")
-        t = wait_for_ssh(host, timeout=left)
-        if t.run_script(sh("[ -e %s ] && echo old-boot || echo new-boot", marker)).stdout.strip() == "new-boot":
-            return t
-        t.close()  # still the old boot, on its way down
-        time.sleep(1)
 
 
 def _apply(t: Transport, keys: list[str], plans: list[Plan]) -> tuple[list[Section], RunResult]:

@@ -43,6 +43,7 @@ from .facts.base import format_cpulist
 
 __all__ = [
     "DEFAULTS",
+    "FACTS",
     "DeviceIrqs",
     "GpuPlacement",
     "IrqPin",
@@ -58,6 +59,9 @@ __all__ = [
 ]
 
 #: Planner variables and their defaults (every role that plans includes them).
+#: The facts the planner reads: a role that plans with it includes them in its FACTS.
+FACTS = ("cpu.topology", "pci.devices", "net.interfaces", "irq.interrupts", "nvidia.smi", "nvidia.topo")
+
 DEFAULTS: dict[str, Any] = {
     "irq_cpus_per_node": 2,
     "triton_cpus_per_gpu": 4,

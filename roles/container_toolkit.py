@@ -24,9 +24,14 @@ from bringup.resources.guard import Fail, Probe
 from bringup.resources.hold import Hold
 from bringup.resources.jsonfile import JsonFile
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
+from bringup import gpu
+from bringup.resources import apt
 
 PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",
             "libnvidia-container1")
+
+#: The facts this role reads (only these are gathered for it).
+FACTS = (*gpu.FACTS, *apt.OS_FACTS)
 
 DEFAULTS = {
     "container_toolkit_version": "1.17.6-1",
@@ -37,8 +42,8 @@ DEFAULTS = {
     },
     "container_toolkit_default_runtime": False,
     "container_toolkit_hold": True,
-    "nvidia_without_gpu": "skip",
-    "apt_lock_timeout": 300,
+    **gpu.DEFAULTS,
+    **apt.DEFAULTS,
 }
 
 DAEMON_JSON = "/etc/docker/daemon.json"

@@ -42,6 +42,9 @@ LATENCY_UNIT = "bringup-cpu-dma-latency.service"
 GRUB_FILE = "/etc/default/grub.d/90-bringup.cfg"
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 
+#: The facts this role reads (only these are gathered for it).
+FACTS = topology.FACTS
+
 DEFAULTS = {
     **topology.DEFAULTS,
     "cpu_governor": "performance",

@@ -33,6 +33,8 @@ from bringup.gpu import gpu_gate, validate_without_gpu
 from bringup.resources import Directory, File, Service
 from bringup.resources.guard import Probe, Skip
 from bringup.resources.image import DockerImage
+from bringup import gpu
+from bringup.resources import image
 
 #: Not run while a reboot (a new driver) is pending: the exporter needs the loaded driver.
 WAITS_FOR_REBOOT = True
@@ -54,15 +56,18 @@ DEFAULT_COUNTERS = [
     ["DCGM_FI_DEV_FB_USED", "gauge", "Framebuffer memory used (in MiB)."],
 ]
 
+#: The facts this role reads (only these are gathered for it).
+FACTS = (*gpu.FACTS, "system.systemd")
+
 DEFAULTS = {
     "dcgm_exporter_image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04",
     "dcgm_exporter_image_id": None,
-    "image_transfer": "pull",
+    **image.DEFAULTS,
     "dcgm_exporter_port": 9400,
     "dcgm_exporter_counters": DEFAULT_COUNTERS,
     "dcgm_exporter_extra_counters": [],
     "dcgm_exporter_wait": 60,
-    "nvidia_without_gpu": "skip",
+    **gpu.DEFAULTS,
 }
 
 _FIELD = re.compile(r"^DCGM_(FI|EXP)_[A-Z0-9_]+$")

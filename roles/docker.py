@@ -26,6 +26,10 @@ from bringup.resources.guard import Fail, Skip
 from bringup.resources.hold import Hold
 from bringup.resources.jsonfile import JsonFile
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
+from bringup.resources import apt
+
+#: The facts this role reads (only these are gathered for it).
+FACTS = (*apt.OS_FACTS, "system.docker", "system.systemd")
 
 DEFAULTS = {
     "docker_source": "distro",
@@ -40,7 +44,7 @@ DEFAULTS = {
     "docker_compose_package": None,
     "docker_daemon_config": {},
     "docker_hold": True,
-    "apt_lock_timeout": 300,
+    **apt.DEFAULTS,
 }
 
 DAEMON_JSON = "/etc/docker/daemon.json"

@@ -29,6 +29,9 @@ SCRIPT = "/usr/local/sbin/bringup-irq-affinity"
 UNIT = "bringup-irq-affinity.service"
 UNIT_FILE = f"/etc/systemd/system/{UNIT}"
 
+#: The facts this role reads (only these are gathered for it).
+FACTS = (*topology.FACTS, "os.release")
+
 DEFAULTS = {
     **topology.DEFAULTS,
     "irqbalance": "keep",

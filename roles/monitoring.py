@@ -28,12 +28,16 @@ from bringup.errors import InputError
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp
 from bringup.resources.image import DockerImage
+from bringup.resources import image
+
+#: The facts this role reads (only these are gathered for it).
+FACTS = ()
 
 DEFAULTS = {
     "latency_slo_p95_ms": 50,
     "monitoring_targets": ["127.0.0.1"],
     "monitoring_stack": False,
-    "image_transfer": "pull",
+    **image.DEFAULTS,
     "monitoring_node_exporter": True,
     "monitoring_dir": "/opt/monitoring",
     "monitoring_gpu_temp_c": 85,

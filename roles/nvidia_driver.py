@@ -39,6 +39,11 @@ from bringup.resources.apt import check_repo_var, os_family, repo_from_var
 from bringup.resources.guard import Fail, Skip
 from bringup.resources.hold import Hold
 from bringup.resources.nvidia import NvidiaDriverLoaded
+from bringup import gpu
+from bringup.resources import apt
+
+#: The facts this role reads (only these are gathered for it).
+FACTS = (*gpu.FACTS, *apt.OS_FACTS, "os.kernel", "nvidia.smi", "system.systemd")
 
 DEFAULTS = {
     "nvidia_driver_branch": "550",
@@ -49,8 +54,8 @@ DEFAULTS = {
     "nvidia_driver_hold": True,
     "nvidia_driver_blacklist_nouveau": True,
     "nvidia_driver_expected_gpus": None,
-    "nvidia_without_gpu": "skip",
-    "apt_lock_timeout": 300,
+    **gpu.DEFAULTS,
+    **apt.DEFAULTS,
 }
 
 SOURCES = ("auto", "ubuntu-server", "cuda", "dnf-module")

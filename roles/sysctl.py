@@ -66,6 +66,9 @@ def table(vars: dict) -> dict[str, tuple[str, str]]:
     return wanted
 
 
+#: The facts this role reads (only these are gathered for it).
+FACTS = ("system.sysctl_writable",)
+
 DEFAULTS = {"sysctl_profile": "network-latency", "sysctl": {}}
 
 

@@ -38,6 +38,7 @@ from bringup.errors import BringupError, InputError
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp
 from bringup.resources.guard import Skip
+from bringup.resources import image
 from bringup.resources.image import DockerImage
 from bringup.resources.tree import Tree, local_tree
 
@@ -49,6 +50,9 @@ PROFILES: dict[str, dict] = {
 }
 DELAY_MIN, DELAY_MAX = 200, 1500
 
+#: The facts this role reads (only these are gathered for it).
+FACTS = ("nvidia.smi", "pci.devices")
+
 DEFAULTS = {
     "gpu_profile": "cpu",
     "triton_model_repository": "/data/models",
@@ -57,7 +61,7 @@ DEFAULTS = {
     "triton_max_queue_delay_microseconds": 800,
     "triton_image": "nvcr.io/nvidia/tritonserver:24.06-py3",
     "triton_image_id": None,
-    "image_transfer": "pull",
+    **image.DEFAULTS,
     "triton_shm_size": "1g",
     "triton_cpuset": "",
     "triton_ports": {"http": 8000, "grpc": 8001, "metrics": 8002},

@@ -66,7 +66,7 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
         if not host:
             raise InputError("bench takes one --host")
         _, chosen, _, _, role_vars = _prepared(inventory, set_, host, None, None, "triton")
-        target = resolve(chosen[0], role_vars[chosen[0].name]["triton"], model=model, address=address,
+        target = resolve(chosen[0], role_vars[chosen[0].name], model=model, address=address,
                          grpc_port=grpc_port, input_name=input_name, input_shape=input_shape, dtype=dtype)
         try:
             warm, dur, lim = float(warmup), float(duration), float(cpu_limit)
@@ -130,7 +130,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         if not host:
             raise InputError("tune-window takes one --host")
         _, chosen, _, _, role_vars = _prepared(inventory, set_, host, None, None, "triton")
-        target = resolve(chosen[0], role_vars[chosen[0].name]["triton"], model=model, address=address,
+        target = resolve(chosen[0], role_vars[chosen[0].name], model=model, address=address,
                          grpc_port=grpc_port)
         goal = target_p95_ms if target_p95_ms is not None else target.slo_p95_ms
         try:

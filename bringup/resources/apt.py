@@ -231,6 +231,13 @@ def repo_from_var(name: str, spec: dict, *, lock_timeout: int = 300, subst: dict
                          key_sha256=spec.get("key_sha256"), lock_timeout=lock_timeout)
 
 
+#: Shared by the roles that install packages: seconds to wait for a held dpkg/apt lock.
+DEFAULTS = {"apt_lock_timeout": 300}
+
+#: What :func:`os_family` reads.
+OS_FACTS = ("os.release",)
+
+
 def os_family(facts: dict) -> tuple[str, str, str]:
     """The package family of a host from ``os.release``: (``apt`` | ``dnf`` | ``?``, os id, version id)."""
     rel = facts.get("os.release") or {}

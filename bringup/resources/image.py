@@ -20,6 +20,10 @@ _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
+
+#: Shared by the roles that run images: ``pull`` on the host, or ``push`` from the control machine.
+DEFAULTS = {"image_transfer": "pull"}
+
 def local_image_id(ref: str) -> str | None:
     """The image ID of ``ref`` on the control machine, None when it has no such image (or no docker)."""
     try:

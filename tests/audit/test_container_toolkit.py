@@ -30,9 +30,9 @@ def test_packages_pinned_and_held(target, state):
     _gated(target, state)
     pkgs = find(state, "packages")
     assert pkgs and set(PACKAGES) <= set(pkgs[0].resource.packages), f"{target.name}: the role declares no toolkit packages"
-    items = pkgs + (find(state, "hold") if target.vars["container_toolkit"]["container_toolkit_hold"] else [])
+    items = pkgs + (find(state, "hold") if target.vars["container_toolkit_hold"] else [])
     _drift(target, items)
-    ver = target.vars["container_toolkit"]["container_toolkit_version"]
+    ver = target.vars["container_toolkit_version"]
     got = target.read_many({p: sh("dpkg-query -W -f='${Version}' -- %s", p) for p in PACKAGES})
     wrong = [f"{p} is {got[p] or 'absent'}, want {ver}" for p in PACKAGES if (got[p] or "").strip() != ver]
     assert not wrong, f"{target.name}: " + "; ".join(wrong)

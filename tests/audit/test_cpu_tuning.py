@@ -19,7 +19,7 @@ def _drift(target, items):
 
 
 def test_latency_holder_and_pm_qos(target, state):
-    us = target.vars["cpu_tuning"]["cpu_dma_latency_us"]
+    us = target.vars["cpu_dma_latency_us"]
     files = [d for d in find(state, "file") if d.resource.name in (LATENCY_SCRIPT, f"/etc/systemd/system/{LATENCY_UNIT}")]
     svc = find(state, "service", LATENCY_UNIT)
     if us is None:
@@ -37,7 +37,7 @@ def test_latency_holder_and_pm_qos(target, state):
 
 
 def test_thp_mode(target, state):
-    want = target.vars["cpu_tuning"]["thp"]
+    want = target.vars["thp"]
     items = [d for d in find(state, "sysfs") if d.resource.name.endswith(THP)]
     if want is None:
         assert not items, f"{target.name}: thp is null, yet the role declares {THP}"

@@ -35,7 +35,7 @@ def test_service_running_and_enabled(target, state):
 
 
 def test_compose_available(target, state):
-    if target.vars["docker"]["docker_compose"] == "none":
+    if target.vars["docker_compose"] == "none":
         return
     r = target.host.run("docker compose version || docker-compose version")
     assert r.rc == 0, f"{target.name}: neither `docker compose` nor `docker-compose` works ({r.stderr.strip()[:120]})"

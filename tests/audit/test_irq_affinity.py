@@ -18,7 +18,7 @@ def _drift(target, items):
 
 
 def test_irqbalance(target, state):
-    mode = target.vars["irq_affinity"]["irqbalance"]
+    mode = target.vars["irqbalance"]
     files = [d for d in find(state, "file") if d.resource.name.endswith("/irqbalance")]
     svc = find(state, "service", "irqbalance.service")
     if mode == "unmanaged":
@@ -34,7 +34,7 @@ def test_irqbalance(target, state):
 def test_boot_unit_and_plan_file(target, state):
     paths = [PLAN_FILE, SCRIPT, UNIT_FILE]
     items = [d for d in find(state, "file") if d.resource.name in paths] + find(state, "service", UNIT)
-    if not target.vars["irq_affinity"]["irq_affinity_persist"]:
+    if not target.vars["irq_affinity_persist"]:
         assert not items, f"{target.name}: irq_affinity_persist is false, yet the role declares {UNIT}"
         return
     assert len(items) == 4, f"{target.name}: the role declares {[d.resource.id for d in items]}, want 3 files + {UNIT}"

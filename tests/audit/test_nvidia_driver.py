@@ -28,7 +28,7 @@ def test_branch_packages_installed_and_held(target, state):
                                                          for p in d.resource.packages)]
     assert pkgs or find(state, "command"), f"{target.name}: the role declares no driver packages"
     holds = find(state, "hold")
-    if target.vars["nvidia_driver"]["nvidia_driver_hold"]:
+    if target.vars["nvidia_driver_hold"]:
         assert holds, f"{target.name}: nvidia_driver_hold is true, yet the role declares no hold"
     _drift(target, pkgs + find(state, "command") + holds
            + [d for d in find(state, "file") if d.resource.name == PREFERENCES_FILE])
@@ -36,7 +36,7 @@ def test_branch_packages_installed_and_held(target, state):
 
 def test_nouveau_blacklisted(target, state):
     items = [d for d in find(state, "file") if d.resource.name == NOUVEAU_FILE]
-    if target.vars["nvidia_driver"]["nvidia_driver_blacklist_nouveau"]:
+    if target.vars["nvidia_driver_blacklist_nouveau"]:
         assert items, f"{target.name}: the role declares no {NOUVEAU_FILE}"
     _drift(target, items)
 

@@ -6,7 +6,7 @@ from roles.sysctl import PERSIST_FILE, table
 
 
 def _state(target):
-    wanted = table(target.vars["sysctl"])
+    wanted = table(target.vars)
     snippets = {k: sh("p=/proc/sys/%s; if [ ! -f \"$p\" ]; then echo absent; elif [ -w \"$p\" ]; then "
                       "printf 'value='; cat \"$p\"; else echo readonly; fi", k.replace(".", "/"))
                 for k in wanted}

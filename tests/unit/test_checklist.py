@@ -12,6 +12,9 @@ from bringup.topology_svg import topology_svg
 from .fixture_hosts import h200_facts, l40s_pair_facts
 
 
+IMAGE = "nvcr.io/nvidia/tritonserver:24.06-py3"
+
+
 def by_name(checks):
     return {c.name: c for c in checks}
 
@@ -19,7 +22,7 @@ def by_name(checks):
 def test_h200_gpu_and_driver_lines():
     facts = h200_facts()
     checks = by_name(gpu_checks(facts, {"gpu_profile": "h200", "gpu_count": 1}) +
-                     software_checks(facts, {"gpu_profile": "h200"}, load_matrix()))
+                     software_checks(facts, {"gpu_profile": "h200", "triton_image": IMAGE}, load_matrix()))
     assert checks["GPU count"].status == "PASS" and "0000:00:06.0" in checks["GPU count"].seen
     assert checks["driver sees the GPUs"].seen == "1 × NVIDIA H200"
     # 580 is newer than the guide's 535/550: a warning, not a failure.
@@ -83,3 +86,90 @@ def test_two_node_topology_draws_two_nodes():
 def test_check_refuses_unknown_status():
     with pytest.raises(ValueError):
         Check("y", "OK", "")
+
+
+def _result(*resources):
+    from bringup.runner import HostResult, ResourceResult
+    return HostResult("h", resources=[ResourceResult(*r[:3], reason=r[3] if len(r) > 3 else None) for r in resources])
+
+
+def test_a_role_not_applicable_here_is_not_a_pass():
+    from bringup.checklist import tuning_checks
+
+    # The real H200 run: one exporter resource converged, the exporter itself skipped (no systemd as PID 1).
+    c = by_name(tuning_checks(_result(("dcgm_exporter", "dir:/etc/dcgm-exporter", "ok"),
+                                      ("dcgm_exporter", "dcgm-exporter", "skipped", "systemd is not PID 1"))))
+    line = c["role dcgm_exporter"]
+    assert line.status == "WARN", line
+    assert "1 resource(s) converged, 1 not applied here: systemd is not PID 1" == line.seen
+    assert by_name(tuning_checks(_result(("sysctl", "a", "ok"), ("sysctl", "b", "ok"))))["role sysctl"].status == "PASS"
+
+
+def test_page_names_cannot_leave_the_output_folder():
+    from bringup.checklist import page_name
+    from bringup.errors import InputError
+
+    assert page_name("trt-l40s-01") == "trt-l40s-01"
+    for bad in ("../../x", "a/b", "..", ".hidden", "x\ny", ""):
+        with pytest.raises(InputError, match="cannot name a checklist page"):
+            page_name(bad)
+
+
+def _invoke(*args, cwd):
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(repo), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_offline_checklist_sees_the_role_defaults(tmp_path):
+    """--facts: no connection; the driver pin comes from the nvidia_driver role's default (550), as provision merges it."""
+    import json
+
+    import yaml
+
+    (tmp_path / "h200.json").write_text(json.dumps({"host": "h200", "facts": h200_facts()}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200": {
+        "ansible_host": "192.0.2.1", "gpu_profile": "l40s", "gpu_count": 1}}}}))
+    r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "pages", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr  # FAIL lines: exit 2
+    md = (tmp_path / "pages" / "h200.md").read_text()
+    assert "| FAIL | software | driver branch pinned | 580.159.04, inventory pins 550 |" in md, md
+    assert "| WARN | tuning | roles converged | not checked: planned offline from h200.json |" in md
+    assert "| PASS | software | Triton container vs driver |" in md  # the triton role's image default
+
+
+def test_checklist_refuses_a_host_name_that_leaves_out(tmp_path):
+    import yaml
+
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"../../escaped": {
+        "ansible_host": "192.0.2.1"}}}}))
+    (tmp_path / "f.json").write_text('{"facts": {}}')
+    r = _invoke("checklist", "--host", "../../escaped", "--facts", "f.json", "--out", "a/b", cwd=tmp_path)
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "cannot name a checklist page" in r.stderr and "Traceback" not in r.stderr
+    assert not (tmp_path / "escaped.md").exists() and not (tmp_path / "a").exists()
+
+
+def test_offline_checklist_bad_facts_file_is_one_line(tmp_path):
+    import yaml
+
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {"ansible_host": "192.0.2.1"}}}}))
+    (tmp_path / "f.json").write_text("not json")
+    r = _invoke("checklist", "--host", "h", "--facts", "f.json", cwd=tmp_path)
+    assert r.returncode == 1 and "--facts f.json: not JSON" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_offline_topology_from_saved_facts(tmp_path):
+    import json
+
+    import yaml
+
+    (tmp_path / "h200.json").write_text(json.dumps({"host": "h200", "facts": h200_facts()}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200": {"ansible_host": "192.0.2.1"}}}}))
+    r = _invoke("topology", "--host", "h200", "--facts", "h200.json", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    plan = json.loads(r.stdout)["plan"]
+    assert plan["gpus"][0]["cpus"] == [2, 3, 4, 5] and plan["nodes"][0]["irq_cpus"] == [0, 1], plan

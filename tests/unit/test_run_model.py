@@ -1,0 +1,78 @@
+"""The run model: one HostRun per host, the variables merged once, only declared facts gathered."""
+from __future__ import annotations
+
+import types
+
+import pytest
+
+from bringup.errors import InputError
+from bringup.facts import ALL_FACTS
+from bringup.inventory import ConnectionVars, Host
+from bringup.project import content_root
+from bringup.roles import FactView, HostContext, Role, load_roles, merged_defaults, wanted_facts
+from bringup.runner import HostRun, Options, prepare
+from bringup.templates import Templates
+
+from .fixture_hosts import h200_facts
+
+ORDER, ROLES = load_roles(content_root())
+EVERY = [ROLES[r] for r in ORDER]
+
+
+def test_every_shipped_role_declares_its_facts():
+    missing = [r.name for r in EVERY if r.facts is None]
+    assert not missing, f"roles without FACTS (every fact gathered for them): {missing}"
+    # Fewer facts than all: the facts nobody reads are not gathered on a provision.
+    assert len(wanted_facts(EVERY)) < len(ALL_FACTS)
+    assert [f.name for f in wanted_facts([ROLES["sysctl"]])] == ["system.sysctl_writable"]
+
+
+@pytest.mark.parametrize("name", ORDER)
+def test_a_role_reads_only_the_facts_it_declares(name):
+    role = ROLES[name]
+    facts = {f.name: f.default for f in ALL_FACTS} | h200_facts() | {
+        "os.release": {"id": "debian", "version_id": "12", "id_like": ""}, "os.kernel": {"release": "6.1.0-18-amd64"},
+        "system.systemd": {"booted": True, "pid1": "systemd"}}
+    vars = prepare([Host("h", ["all"], {"gpu_profile": "cpu", "inventory_hostname": "h"}, ConnectionVars())],
+                   [role], EVERY)["h"]
+    ctx = HostContext("h", vars, FactView(facts, role.facts, role.name), Templates(content_root() / "templates").render)
+    try:
+        role.resources(ctx)
+    except InputError as e:
+        assert "without declaring it" not in str(e), e
+
+
+def test_reading_an_undeclared_fact_names_the_reader():
+    view = FactView({"a.b": 1, "c.d": 2}, ("a.b",), "role x")
+    assert view.get("a.b") == 1 and dict(view) == {"a.b": 1}
+    with pytest.raises(InputError, match="role x reads the fact 'c.d' without declaring it"):
+        view.get("c.d")
+
+
+def _role(name, **attrs) -> Role:
+    return Role(name, types.SimpleNamespace(resources=lambda ctx: [], **attrs))
+
+
+def test_one_variable_two_defaults_is_refused():
+    with pytest.raises(InputError, match="roles a and b give x different defaults"):
+        merged_defaults([_role("a", DEFAULTS={"x": 1}), _role("b", DEFAULTS={"x": 2})])
+    assert merged_defaults([_role("a", DEFAULTS={"x": 1}), _role("b", DEFAULTS={"x": 1, "y": 0})]) == {"x": 1, "y": 0}
+
+
+def test_a_role_run_alone_sees_every_roles_defaults():
+    """The planner's and the shared variables are merged once: triton alone reads what a full run gives it."""
+    h = Host("h", ["all"], {"apt_lock_timeout": 60}, ConnectionVars())
+    v = prepare([h], [ROLES["triton"]], EVERY)["h"]
+    assert v["apt_lock_timeout"] == 60 and v["irq_cpus_per_node"] == 2 and str(v["nvidia_driver_branch"]) == "550"
+    assert v["triton_image"].startswith("nvcr.io/nvidia/tritonserver:")
+
+
+def test_hostrun_gathers_only_the_declared_facts_in_one_round_trip():
+    host = Host("ctl", ["all"], {}, ConnectionVars(ansible_connection="local"))
+    vars = prepare([host], [ROLES["sysctl"]], EVERY)["ctl"]
+    run = HostRun(host, [ROLES["sysctl"]], vars, Options(check=True), Templates(content_root() / "templates"))
+    run.open()
+    facts = run.gather()
+    assert list(facts) == ["system.sysctl_writable"] and facts["system.sysctl_writable"]
+    assert run.transport.round_trips == 1
+    run.close()
