@@ -24,7 +24,7 @@ from bringup.errors import InputError
 from bringup.resources import Command, Packages, Service
 from bringup.resources.guard import Fail, Skip
 from bringup.resources.hold import Hold
-from bringup.resources.jsonfile import JsonFile
+from bringup.resources.jsonfile import JsonFile, check_json
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
 from bringup.resources import apt
 
@@ -63,6 +63,7 @@ def validate(vars: dict) -> None:
         raise InputError("docker_compose must be auto, install or none")
     if not isinstance(vars.get("docker_daemon_config"), dict):
         raise InputError("docker_daemon_config must be a mapping of daemon.json keys")
+    check_json(vars["docker_daemon_config"], "docker_daemon_config")
     if vars.get("docker_source") == "docker":
         check_repo_var(vars.get("docker_repo"), "docker_repo")
 

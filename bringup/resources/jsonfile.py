@@ -42,6 +42,16 @@ def contains(have: Any, want: Any) -> bool:
     return have == want
 
 
+def check_json(value: Any, what: str) -> None:
+    """Refuse what cannot be written as strict JSON: NaN and Infinity (Docker will not start on them), objects."""
+    try:
+        json.dumps(value, allow_nan=False)
+    except ValueError as e:
+        raise InputError(f"{what}: NaN and Infinity are not JSON ({e}); write a finite number") from None
+    except TypeError as e:
+        raise InputError(f"{what}: not JSON ({e})") from None
+
+
 class JsonFile(Resource):
     """A JSON object file holding ``keys`` (deep-merged; a None value removes a key).
 
@@ -62,10 +72,7 @@ class JsonFile(Resource):
             raise InputError(f"json file path {path!r} must be absolute")
         if not isinstance(keys, dict) or not keys:
             raise InputError(f"{path}: the keys to merge must be a non-empty mapping")
-        try:
-            json.dumps(keys)
-        except (TypeError, ValueError) as e:
-            raise InputError(f"{path}: the keys to merge are not JSON: {e}") from None
+        check_json(keys, f"{path}: the keys to merge")
         super().__init__(path, notify=notify)
         self.path, self.keys, self.command, self.indent, self.mode = path, keys, command, indent, mode
 
@@ -107,7 +114,8 @@ class JsonFile(Resource):
         if self.command:
             return Plan(commands=[backup, self.command], changes=changes)
         merged = merge(have, self.keys)
-        data = (json.dumps(merged, indent=self.indent, sort_keys=False) + "\n").encode()
+        check_json(merged, f"{self.path} merged with what the host has")
+        data = (json.dumps(merged, indent=self.indent, sort_keys=False, allow_nan=False) + "\n").encode()
         d = posixpath.dirname(self.path)
         write = "\n".join([
             "set -e",

@@ -160,3 +160,28 @@ def test_kernel_cmdline_reports_a_pending_reboot_until_booted_with_the_words():
     assert done.reboot is None and "booted with" in done.reason
     with pytest.raises(InputError):
         KernelCmdline(["two words"])
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_json_file_refuses_non_finite_numbers(bad):
+    from bringup.resources.jsonfile import JsonFile
+
+    with pytest.raises(InputError, match="NaN and Infinity are not JSON"):
+        JsonFile("/etc/docker/daemon.json", {"default-shm-size": bad})
+
+
+def test_non_finite_daemon_config_is_refused_before_connecting(tmp_path):
+    import subprocess
+    import sys
+
+    from pathlib import Path
+
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {"ansible_host": "192.0.2.1"}}}}))
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(repo), "provision", "--host", "h",
+                        "--roles", "docker", "--set", "docker_daemon_config={mtu: .nan}"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr  # bad input, nothing contacted (192.0.2.1 would be exit 4)
+    assert "docker_daemon_config: NaN and Infinity are not JSON" in r.stderr and "Traceback" not in r.stderr
