@@ -86,6 +86,7 @@ def resources(host):
     content = host.render("sysctl/90-trt-latency.conf.j2",
                           profile=host.vars.get("sysctl_profile", "network-latency"),
                           entries=sorted(present.items()), missing=missing)
-    return [File(PERSIST_FILE, content=content, mode="0644")] + [
-        Sysctl(key, value) for key, (value, _src) in sorted(wanted.items())
-    ]
+    # Live values first, the file last: a value the kernel rejects stops the role before it is
+    # persisted, so the next boot never applies what failed now.
+    return [Sysctl(key, value) for key, (value, _src) in sorted(wanted.items())] + [
+        File(PERSIST_FILE, content=content, mode="0644")]

@@ -15,6 +15,8 @@ from .base import Plan, Resource
 __all__ = ["Sysctl", "validate_key", "normalize_value"]
 
 _KEY = re.compile(r"^[a-z][a-z0-9_]*(\.[A-Za-z0-9_-]+)+$")
+#: Longer values are cut or refused by the kernel's proc handlers.
+MAX_VALUE = 1024
 _VALUE = re.compile(r"^[A-Za-z0-9_.:,+/ -]+$")
 
 
@@ -40,6 +42,11 @@ def normalize_value(key: str, value: object) -> str:
     text = " ".join(str(value).split())
     if not text or not _VALUE.match(text):
         raise InputError(f"sysctl {key}: value {value!r} is malformed (letters, digits and spaces only)")
+    if len(text) > MAX_VALUE:
+        raise InputError(f"sysctl {key}: value is {len(text)} characters; the kernel takes at most {MAX_VALUE}")
+    for field in text.split(" "):
+        if re.fullmatch(r"-?\d+", field) and not -(2 ** 63) <= int(field) < 2 ** 63:
+            raise InputError(f"sysctl {key}: {field} is out of the kernel's range (a signed 64-bit number)")
     return text
 
 

@@ -110,3 +110,30 @@ def test_bad_input_is_one_line_and_touches_nothing(sandbox_host, project, value)
     assert len(err) == 1 and err[0].startswith("error: host ") and "Traceback" not in r.stderr + r.stdout
     assert sandbox_host.exec(["sha256sum", PERSIST_FILE]).stdout == before
     assert sandbox_host.exec(["test", "-e", "/tmp/pwned"], check=False).returncode == 1
+
+
+def test_a_value_the_kernel_rejects_is_not_persisted(sandbox_host, project):
+    """min > max: the kernel refuses the write (EINVAL); the file must not carry it to the next boot."""
+    sandbox_host.exec(["rm", "-f", PERSIST_FILE])
+    before = live(sandbox_host, "net.ipv4.ip_local_port_range")
+    r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts",
+               "--set", "sysctl={net.ipv4.ip_local_port_range: '60000 1000'}", cwd=project)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "net.ipv4.ip_local_port_range" in r.stdout
+    assert live(sandbox_host, "net.ipv4.ip_local_port_range") == before
+    persisted = sandbox_host.exec(["sh", "-c", f"cat {PERSIST_FILE} 2>/dev/null || true"]).stdout
+    assert "60000 1000" not in persisted, persisted
+    leftovers = sandbox_host.exec(["ls", "-a", "/etc/sysctl.d"]).stdout
+    assert ".bringup" not in leftovers, leftovers
+    # The corrected inventory converges.
+    r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sandbox_host.exec(["test", "-s", PERSIST_FILE], check=False).returncode == 0
+
+
+def test_out_of_range_and_overlong_values_are_refused_before_connecting(sandbox_host, project):
+    for bad in ("sysctl={net.core.somaxconn: 99999999999999999999}", "sysctl={net.core.somaxconn: '%s'}" % ("1 " * 600)):
+        r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts",
+                   "--set", bad, cwd=project)
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert ("out of the kernel's range" in r.stderr or "the kernel takes at most" in r.stderr), r.stderr
