@@ -18,13 +18,12 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bringup import sandbox  # noqa: E402
-from bringup.cli import SANDBOX_VARS  # noqa: E402
 from bringup.inventory import load_inventory  # noqa: E402
 from bringup.project import content_root  # noqa: E402
 from bringup.roles import load_roles, select_roles  # noqa: E402
 from bringup.runner import Options, prepare, run_hosts  # noqa: E402
 from bringup.templates import Templates  # noqa: E402
+from harness import build_image, ensure_docker, start_host, SANDBOX_VARS, write_inventory  # noqa: E402
 from roles.sysctl import PERSIST_FILE, PROFILES  # noqa: E402
 
 
@@ -33,11 +32,11 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     args = ap.parse_args()
     work = REPO / ".sandbox" / "bench"
-    sandbox.ensure_docker()
-    sandbox.build_image()
-    host = sandbox.start_host("bench-sysctl", workdir=work, restart="no")
+    ensure_docker()
+    build_image()
+    host = start_host("bench-sysctl", workdir=work, restart="no")
     try:
-        sandbox.write_inventory(work / "hosts", [host], extra_vars=SANDBOX_VARS)
+        write_inventory(work / "hosts", [host], extra_vars=SANDBOX_VARS)
         inv = load_inventory(work / "hosts")
         hosts = inv.select(host=host.name)
         root = content_root(REPO)

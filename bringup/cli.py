@@ -180,7 +180,18 @@ def hosts(c, inventory="hosts", set_=None):
 @task(help={"keep": "leave the sandbox host running afterwards"})
 def sandbox(c, keep=False):
     """Start a sandbox host (a systemd container) and provision it: plan, apply, re-run."""
-    from .sandbox import SandboxError, ensure_docker, build_image, start_host, write_inventory
+    # The test harness lives in the checkout, next to bringup/ (an editable install finds it there);
+    # it does not ship.
+    checkout = Path(__file__).resolve().parents[1]
+    if (checkout / "harness" / "__init__.py").is_file() and str(checkout) not in sys.path:
+        sys.path.append(str(checkout))
+    try:
+        from harness import SANDBOX_VARS, SandboxError, build_image, ensure_docker, start_host, write_inventory
+    except ModuleNotFoundError as e:
+        if e.name != "harness":
+            raise
+        raise Exit("error: `invoke sandbox` runs from a checkout of bringup (its harness/ package is not here)",
+                   code=1) from None
 
     console = _console()
     workdir = Path(".sandbox").resolve()
@@ -280,9 +291,6 @@ def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new
     format_plan(result, _console(), title=target.name)
 
 
-#: Variables of sandbox hosts.  vm.* and kernel.* sysctls are not namespaced:
-#: in a container they are the machine's own, so the sandbox leaves them alone.
-SANDBOX_VARS = {"sysctl": {"vm.swappiness": None, "kernel.numa_balancing": None}}
 
 from .latency.tasks import bench, tune_window  # noqa: E402 - the latency tasks use the helpers above
 

@@ -4,18 +4,16 @@ Each rule gives PASS / WARN / FAIL, what was seen, and a one-line fix:
 BAR1 vs GPU memory (large BAR = Above 4G decoding + Resizable BAR on), PCIe
 link generation and width current vs max per GPU, C-state exposure,
 kernel command line, NUMA alignment from the topology planner, persistence
-mode, ECC and MIG mode.  :func:`parse_lspci_rebar` reads the Resizable BAR
-capability from ``lspci -vvv`` where it is readable.
+mode, ECC and MIG mode.
 
     for c in checks(facts, host_vars): print(c.status, c.name, c.seen)
 """
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["Check", "checks", "fact_error_checks", "parse_lspci_rebar"]
+__all__ = ["Check", "checks", "fact_error_checks"]
 
 
 @dataclass
@@ -31,34 +29,6 @@ class Check:
     def __post_init__(self) -> None:
         if self.status not in ("PASS", "WARN", "FAIL"):
             raise ValueError(f"status {self.status!r} not in PASS, WARN, FAIL")
-
-
-_SIZE = {"MB": 1, "GB": 1024, "TB": 1024 * 1024}
-
-
-def parse_lspci_rebar(output: str) -> dict[str, dict[str, Any]]:
-    """``lspci -vvv`` → ``{"01:00.0": {"bar1_current_mib", "bar1_max_mib", "lnk_cap", "lnk_sta"}}``."""
-    out: dict[str, dict[str, Any]] = {}
-    dev: dict[str, Any] | None = None
-    for line in output.splitlines():
-        m = re.match(r"^([0-9a-fA-F:]+:[0-9a-fA-F]{2}\.[0-7])\s", line)
-        if m:
-            dev = out.setdefault(m.group(1).lower(), {})
-            continue
-        if dev is None:
-            continue
-        m = re.search(r"BAR 1: current size: (\d+)(MB|GB|TB), supported: (.*)$", line)
-        if m:
-            sizes = [int(n) * _SIZE[u] for n, u in re.findall(r"(\d+)(MB|GB|TB)", m.group(3))]
-            dev["bar1_current_mib"] = int(m.group(1)) * _SIZE[m.group(2)]
-            dev["bar1_max_mib"] = max(sizes) if sizes else None
-        m = re.search(r"LnkCap:.*Speed ([\d.]+)GT/s, Width x(\d+)", line)
-        if m:
-            dev["lnk_cap"] = (float(m.group(1)), int(m.group(2)))
-        m = re.search(r"LnkSta:\s+Speed ([\d.]+)GT/s[^,]*, Width x(\d+)", line)
-        if m:
-            dev["lnk_sta"] = (float(m.group(1)), int(m.group(2)))
-    return out
 
 
 def _gpu_checks(g: dict[str, Any]) -> list[Check]:

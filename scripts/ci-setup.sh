@@ -38,11 +38,11 @@ if docker info >/dev/null 2>&1; then
     exit 0
 fi
 
-# Same logic as the test fixtures when the package is importable from here
+# Same logic as the test fixtures when the harness (harness/, next to bringup/) imports
 # (it logs to .sandbox/dockerd.log and reports a daemon that dies).
-if (cd "$ROOT" && python3 -c 'import bringup.sandbox') >/dev/null 2>&1; then
+if (cd "$ROOT" && python3 -c 'import harness') >/dev/null 2>&1; then
     cd "$ROOT"
-    exec python3 -c 'from bringup.sandbox import ensure_docker; ensure_docker()'
+    exec python3 -c 'from harness import ensure_docker; ensure_docker()'
 fi
 
 # No CI container init starts services: run the daemon in the background.

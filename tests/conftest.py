@@ -2,7 +2,7 @@
 
 The sandbox fixtures never skip: an integration run without Docker is a
 broken machine, and a skipped suite would look green.  They fail with the
-:class:`bringup.sandbox.SandboxError` line saying what to install.
+:class:`harness.SandboxError` line saying what to install.
 """
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Callable, Iterator
 
 import pytest
 
-from bringup import sandbox
+import harness
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -29,24 +29,24 @@ def sandbox_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def sandbox_image() -> str:
     """Tag of the sandbox host image, built (or reused from cache) once a session."""
-    sandbox.ensure_docker()
+    harness.ensure_docker()
     # Containers of an interrupted earlier run would hold ports and memory.
-    sandbox.remove_leftovers()
-    return sandbox.build_image()
+    harness.remove_leftovers()
+    return harness.build_image()
 
 
-StartHost = Callable[..., sandbox.SandboxHost]
+StartHost = Callable[..., harness.SandboxHost]
 
 
 @pytest.fixture(scope="session")
 def sandbox_host_factory(sandbox_image: str, sandbox_dir: Path) -> Iterator[StartHost]:
     """Start named sandbox hosts: ``start("web1", restart="no")``; all removed at session end."""
-    started: list[sandbox.SandboxHost] = []
+    started: list[harness.SandboxHost] = []
 
-    def start(name: str, **kwargs) -> sandbox.SandboxHost:
+    def start(name: str, **kwargs) -> harness.SandboxHost:
         kwargs.setdefault("workdir", sandbox_dir)
         kwargs.setdefault("image", sandbox_image)
-        host = sandbox.start_host(name, **kwargs)
+        host = harness.start_host(name, **kwargs)
         started.append(host)
         return host
 
@@ -58,7 +58,7 @@ def sandbox_host_factory(sandbox_image: str, sandbox_dir: Path) -> Iterator[Star
 
 @pytest.fixture(scope="module")
 def sandbox_host(sandbox_host_factory: StartHost, request: pytest.FixtureRequest
-                 ) -> Iterator[sandbox.SandboxHost]:
+                 ) -> Iterator[harness.SandboxHost]:
     """One fresh sandbox host for the whole test module, named after it."""
     base = request.module.__name__.rsplit(".", 1)[-1]
     name = re.sub(r"[^a-z0-9-]+", "-", base.lower()).strip("-")[:40] or "host"

@@ -1,4 +1,4 @@
-"""CPU topology: ``cpu.topology``, and parsers of ``lscpu`` / ``numactl -H``.
+"""CPU topology: ``cpu.topology``, and its parser of ``lscpu -p``.
 
 The fact runs ``lscpu -p=CPU,CORE,SOCKET,NODE,CACHE`` (or, without lscpu, an
 equivalent sysfs walk printing the same columns), then lists the NUMA nodes of
@@ -9,7 +9,6 @@ Mappings keyed by a number (``numa_nodes``, ``sockets``, ``l3_groups``) use
 """
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
@@ -19,10 +18,6 @@ from .base import Fact
 __all__ = [
     "CpuTopology",
     "parse_lscpu_parse",
-    "parse_lscpu_plain",
-    "parse_lscpu_json",
-    "parse_numactl_hardware",
-    "parse_size_kib",
 ]
 
 
@@ -209,158 +204,3 @@ class CpuTopology(Fact):
     @staticmethod
     def process(output: str) -> dict[str, Any]:
         return parse_lscpu_parse(output)
-
-
-# --------------------------------------------------------------------------
-# plain lscpu / lscpu -J
-# --------------------------------------------------------------------------
-
-_UNIT_KIB = {
-    "": 1 / 1024, "b": 1 / 1024,
-    "k": 1, "kb": 1, "kib": 1,
-    "m": 1024, "mb": 1024, "mib": 1024,
-    "g": 1024 ** 2, "gb": 1024 ** 2, "gib": 1024 ** 2,
-    "t": 1024 ** 3, "tb": 1024 ** 3, "tib": 1024 ** 3,
-}
-
-
-def parse_size_kib(text: str) -> int | None:
-    """``"120 MiB (2 instances)"`` → 122880; ``"8192K"`` → 8192; junk → None."""
-    m = re.match(r"^\s*([\d.]+)\s*([KMGT]?i?B?)\b", text, re.IGNORECASE)
-    if not m:
-        return None
-    factor = _UNIT_KIB.get(m.group(2).lower())
-    if factor is None:
-        return None
-    return int(round(float(m.group(1)) * factor))
-
-
-def _lscpu_summary(fields: dict[str, str]) -> dict[str, Any]:
-    def num(key: str) -> int | None:
-        return _int_or_none(fields.get(key, ""))
-
-    nodes: dict[int, list[int]] = {}
-    for key, value in fields.items():
-        m = re.fullmatch(r"NUMA node(\d+) CPU\(s\)", key)
-        if m:
-            nodes[int(m.group(1))] = cpulist(value)
-
-    def cache(key: str) -> dict[str, Any] | None:
-        text = fields.get(key)
-        if not text:
-            return None
-        inst = re.search(r"\((\d+) instances?\)", text)
-        return {
-            "text": text,
-            "kib": parse_size_kib(text),
-            # New lscpu prints the total over all instances and their count;
-            # old lscpu (e.g. "8192K") printed one instance's size, no count.
-            "instances": int(inst.group(1)) if inst else None,
-        }
-
-    online = fields.get("On-line CPU(s) list")
-    return {
-        "cpu_count": num("CPU(s)"),
-        "online": cpulist(online) if online else None,
-        "sockets": num("Socket(s)"),
-        "cores_per_socket": num("Core(s) per socket"),
-        "threads_per_core": num("Thread(s) per core"),
-        "numa_node_count": num("NUMA node(s)"),
-        "numa_nodes": _str_keyed(nodes),
-        "model_name": fields.get("Model name"),
-        "vendor_id": fields.get("Vendor ID"),
-        "hypervisor_vendor": fields.get("Hypervisor vendor"),
-        "l2": cache("L2 cache"),
-        "l3": cache("L3 cache"),
-        "fields": fields,
-    }
-
-
-def parse_lscpu_plain(output: str) -> dict[str, Any]:
-    """Plain ``lscpu`` (``Field:   value`` lines, indented or not) → summary dict."""
-    fields: dict[str, str] = {}
-    for line in output.splitlines():
-        if line.startswith("#"):
-            continue
-        m = re.match(r"^\s*([^:]+?):\s+(.*?)\s*$", line)
-        if m and not re.match(r"^\d", m.group(1)):
-            fields.setdefault(m.group(1), m.group(2))
-    if not fields:
-        return {}
-    return _lscpu_summary(fields)
-
-
-def parse_lscpu_json(output: str) -> dict[str, Any]:
-    """``lscpu -J`` (flat or nested ``children``) → the same summary as plain."""
-    try:
-        data = json.loads(output)
-    except ValueError:
-        return {}
-    fields: dict[str, str] = {}
-
-    def walk(items: list[dict[str, Any]]) -> None:
-        for item in items:
-            key = str(item.get("field", "")).strip().rstrip(":")
-            if key and item.get("data") is not None:
-                fields.setdefault(key, str(item["data"]))
-            walk(item.get("children") or [])
-
-    walk(data.get("lscpu") or [])
-    if not fields:
-        return {}
-    return _lscpu_summary(fields)
-
-
-# --------------------------------------------------------------------------
-# numactl -H
-# --------------------------------------------------------------------------
-
-def parse_numactl_hardware(output: str) -> dict[str, Any]:
-    """``numactl -H`` → ``{node_ids, nodes: {"0": {cpus, size_mb, free_mb}}, distances}``.
-
-    Node ids may be sparse (``0,8,252-255``); CPU-less nodes have ``cpus: []``.
-    ``distances`` is ``{"0": {"0": 10, "8": 40, ...}}``.
-    """
-    nodes: dict[int, dict[str, Any]] = {}
-    available: int | None = None
-    dist_cols: list[int] | None = None
-    distances: dict[int, dict[str, int]] = {}
-    for raw in output.splitlines():
-        line = raw.strip()
-        if not line or line.startswith("#"):
-            continue
-        m = re.match(r"^available:\s*(\d+)\s+nodes?", line)
-        if m:
-            available = int(m.group(1))
-            continue
-        m = re.match(r"^node\s+(\d+)\s+(cpus|size|free):\s*(.*)$", line)
-        if m:
-            node = nodes.setdefault(int(m.group(1)), {"cpus": [], "size_mb": None, "free_mb": None})
-            what, rest = m.group(2), m.group(3)
-            if what == "cpus":
-                node["cpus"] = sorted(int(x) for x in rest.split() if x.isdigit())
-            else:
-                sm = re.match(r"(\d+)\s*MB", rest)
-                node[f"{what}_mb"] = int(sm.group(1)) if sm else None
-            continue
-        if re.match(r"^node\s+distances:", line):
-            dist_cols = []
-            continue
-        if dist_cols is not None:
-            m = re.match(r"^node((?:\s+\d+)+)$", line)
-            if m:
-                dist_cols = [int(x) for x in m.group(1).split()]
-                continue
-            m = re.match(r"^(\d+):((?:\s+\d+)+)$", line)
-            if m and dist_cols:
-                vals = [int(x) for x in m.group(2).split()]
-                distances[int(m.group(1))] = {str(c): v for c, v in zip(dist_cols, vals)}
-    if not nodes:
-        return {}
-    return {
-        "available": available,
-        "node_ids": sorted(nodes),
-        "nodes": {str(n): nodes[n] for n in sorted(nodes)},
-        "cpu_nodes": {str(n): nodes[n]["cpus"] for n in sorted(nodes)},
-        "distances": {str(n): distances[n] for n in sorted(distances)},
-    }

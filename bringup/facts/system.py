@@ -19,7 +19,6 @@ __all__ = [
     "SystemThpDefrag",
     "parse_systemd",
     "parse_docker_info_json",
-    "parse_docker_info_text",
     "parse_docker_daemon_json",
     "parse_sysctl",
     "parse_cmdline",
@@ -129,31 +128,6 @@ def parse_docker_info_json(output: str) -> dict[str, Any]:
     errors += [str(e) for e in (data.get("ServerErrors") or [])]
     return _docker_shape(data.get("ServerVersion"), runtimes, data.get("DefaultRuntime"),
                          data.get("CgroupDriver"), data.get("CgroupVersion"), errors)
-
-
-def parse_docker_info_text(output: str) -> dict[str, Any]:
-    """Plain ``docker info`` text (the ``Server:`` part) → the same shape as the JSON parser;
-    ``runtime_paths`` values are None (the text does not print them)."""
-    fields: dict[str, str] = {}
-    in_server = False
-    for line in output.splitlines():
-        if line.startswith("#"):
-            continue
-        if re.match(r"^Server:\s*$", line):
-            in_server = True
-            continue
-        if re.match(r"^\S", line):
-            in_server = line.startswith("Server")
-        if not in_server:
-            continue
-        m = re.match(r"^ (\S[^:]*):\s*(.*)$", line)  # one-space indent: top-level server keys
-        if m:
-            fields.setdefault(m.group(1), m.group(2).strip())
-    if not fields:
-        return {}
-    runtimes = {r: None for r in fields.get("Runtimes", "").split()}
-    return _docker_shape(fields.get("Server Version"), runtimes, fields.get("Default Runtime"),
-                         fields.get("Cgroup Driver"), fields.get("Cgroup Version"), [])
 
 
 class SystemDocker(Fact):

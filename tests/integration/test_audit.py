@@ -6,8 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from bringup.cli import SANDBOX_VARS
-from bringup.sandbox import write_inventory
+from harness import SANDBOX_VARS, write_inventory
 
 from .helpers import invoke
 

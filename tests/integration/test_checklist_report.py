@@ -7,8 +7,7 @@ import subprocess
 import pytest
 from PIL import Image
 
-from bringup.cli import SANDBOX_VARS
-from bringup.sandbox import write_inventory
+from harness import SANDBOX_VARS, write_inventory
 
 from .helpers import invoke
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bringup.sandbox import write_inventory
+from harness import write_inventory
 
 from .helpers import REPO, invoke, last_report, recap
 

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.cli import SANDBOX_VARS
-from bringup.sandbox import write_inventory
+from harness import SANDBOX_VARS, write_inventory
 
 from .helpers import invoke, last_report, recap
 

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bringup.cli import SANDBOX_VARS
-from bringup.sandbox import write_inventory
+from harness import SANDBOX_VARS, write_inventory
 from roles.cpu_tuning import CPUSET_FILE, LATENCY_SCRIPT, LATENCY_UNIT, PLAN_FILE
 
 from .helpers import invoke, last_report, recap

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bringup.sandbox import write_inventory
+from harness import write_inventory
 from roles.dcgm_exporter import CSV, DEFAULT_COUNTERS
 
 from .dcgm_double import TAG, build_image

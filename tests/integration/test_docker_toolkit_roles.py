@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from bringup.sandbox import write_inventory
+from harness import write_inventory
 from roles.container_toolkit import PACKAGES
 
 from .helpers import invoke, recap

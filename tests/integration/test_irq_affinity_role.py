@@ -14,10 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bringup.cli import SANDBOX_VARS
 from bringup.facts.base import parse_cpulist
 from bringup.resources.irq import REFUSED_FILE
-from bringup.sandbox import write_inventory
+from harness import SANDBOX_VARS, write_inventory
 from roles.irq_affinity import PLAN_FILE, SCRIPT, UNIT, UNIT_FILE
 
 from .helpers import invoke, last_report, recap

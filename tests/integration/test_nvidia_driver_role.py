@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from bringup.sandbox import write_inventory
+from harness import write_inventory
 from roles.nvidia_driver import NOUVEAU_FILE, UNATTENDED_FILE
 
 from .helpers import invoke, last_report, recap, free_port

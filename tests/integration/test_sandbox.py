@@ -10,12 +10,13 @@ import yaml
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from bringup import sandbox
+import harness
+from harness import docker as harness_docker
 
 pytestmark = pytest.mark.integration
 
 
-def ssh(host: sandbox.SandboxHost, *cmd: str, user: str = "root",
+def ssh(host: harness.SandboxHost, *cmd: str, user: str = "root",
         known_hosts: Path | None = None) -> subprocess.CompletedProcess:
     """Run ``cmd`` on ``host`` with the system ssh client, strict host key checking."""
     argv = host.ssh_argv(user)
@@ -95,16 +96,16 @@ def test_docker_is_installed_but_not_running(sandbox_host):
 
 def test_remove_leftovers(sandbox_image, sandbox_host):
     # As an interrupted earlier session leaves them: one running, one never started.
-    running = docker("run", "-d", "--label", f"{sandbox.LABEL}=1", sandbox_image,
+    running = docker("run", "-d", "--label", f"{harness.LABEL}=1", sandbox_image,
                      "sleep", "infinity")
-    created = docker("create", "--label", f"{sandbox.LABEL}=1", sandbox_image, "true")
+    created = docker("create", "--label", f"{harness.LABEL}=1", sandbox_image, "true")
     assert running.returncode == 0 and created.returncode == 0, running.stderr + created.stderr
     ids = {running.stdout.strip(), created.stdout.strip()}
 
-    removed = sandbox.remove_leftovers()
+    removed = harness.remove_leftovers()
 
     assert ids <= set(removed)
-    left = docker("ps", "-a", "--no-trunc", "--filter", f"label={sandbox.LABEL}=1",
+    left = docker("ps", "-a", "--no-trunc", "--filter", f"label={harness.LABEL}=1",
                   "--format", "{{.ID}}").stdout.split()
     assert not ids & set(left)
     # This session's own hosts are not leftovers.
@@ -124,7 +125,7 @@ def test_second_build_reuses_the_cache(sandbox_image, monkeypatch):
 
     monkeypatch.setattr(subprocess, "Popen", spy)
     t0 = time.monotonic()
-    tag = sandbox.build_image()
+    tag = harness.build_image()
     elapsed = time.monotonic() - t0
 
     assert tag == sandbox_image
@@ -152,7 +153,7 @@ def test_restart_brings_ssh_back(sandbox_host_factory):
 
 
 def test_inventory(sandbox_host, sandbox_dir):
-    path = sandbox.write_inventory(sandbox_dir / "inventory.yml", [sandbox_host],
+    path = harness.write_inventory(sandbox_dir / "inventory.yml", [sandbox_host],
                                    extra_vars={"role": "test"})
     data = yaml.safe_load(path.read_text())
     group = data["all"]["children"]["sandbox"]
@@ -169,12 +170,12 @@ def test_inventory(sandbox_host, sandbox_dir):
 
 
 def test_ensure_docker_without_dockerd_says_what_to_install(monkeypatch):
-    monkeypatch.setattr(sandbox, "_docker_ok", lambda: False)
-    monkeypatch.setattr(sandbox, "_dockerd_pid", lambda: None)
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: "/usr/bin/docker" if name == "docker" else None)
-    monkeypatch.setattr(sandbox.os.path, "exists", lambda p: False)
-    with pytest.raises(sandbox.SandboxError, match=r"^docker is not installed: apt-get install docker.io$"):
-        sandbox.ensure_docker()
+    monkeypatch.setattr(harness_docker, "_docker_ok", lambda: False)
+    monkeypatch.setattr(harness_docker, "_dockerd_pid", lambda: None)
+    monkeypatch.setattr(harness_docker.shutil, "which", lambda name: "/usr/bin/docker" if name == "docker" else None)
+    monkeypatch.setattr(harness_docker.os.path, "exists", lambda p: False)
+    with pytest.raises(harness.SandboxError, match=r"^docker is not installed: apt-get install docker.io$"):
+        harness.ensure_docker()
 
 
 def test_ensure_docker_starts_dockerd_and_waits(monkeypatch, tmp_path):
@@ -183,9 +184,9 @@ def test_ensure_docker_starts_dockerd_and_waits(monkeypatch, tmp_path):
     fake.write_text("#!/bin/sh\necho fake dockerd up\nexec sleep 30\n")
     fake.chmod(0o755)
     answers = iter([False, False, False, True])
-    monkeypatch.setattr(sandbox, "_docker_ok", lambda: next(answers))
-    monkeypatch.setattr(sandbox, "_dockerd_pid", lambda: None)
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(fake) if name == "dockerd" else "/usr/bin/docker")
+    monkeypatch.setattr(harness_docker, "_docker_ok", lambda: next(answers))
+    monkeypatch.setattr(harness_docker, "_dockerd_pid", lambda: None)
+    monkeypatch.setattr(harness_docker.shutil, "which", lambda name: str(fake) if name == "dockerd" else "/usr/bin/docker")
     monkeypatch.setenv("BRINGUP_SANDBOX_DIR", str(tmp_path / "state"))
     started: list[subprocess.Popen] = []
     real_popen = subprocess.Popen
@@ -196,7 +197,7 @@ def test_ensure_docker_starts_dockerd_and_waits(monkeypatch, tmp_path):
 
     monkeypatch.setattr(subprocess, "Popen", spy)
     try:
-        sandbox.ensure_docker(timeout=10)
+        harness.ensure_docker(timeout=10)
         assert [p.args for p in started] == [[str(fake)]]
         time.sleep(0.2)
         assert "fake dockerd up" in (tmp_path / "state" / "dockerd.log").read_text()
@@ -210,9 +211,9 @@ def test_ensure_docker_reports_a_dockerd_that_dies(monkeypatch, tmp_path):
     fake = tmp_path / "dockerd"
     fake.write_text("#!/bin/sh\necho 'failed to start daemon: boom' >&2\nexit 1\n")
     fake.chmod(0o755)
-    monkeypatch.setattr(sandbox, "_docker_ok", lambda: False)
-    monkeypatch.setattr(sandbox, "_dockerd_pid", lambda: None)
-    monkeypatch.setattr(sandbox.shutil, "which", lambda name: str(fake) if name == "dockerd" else "/usr/bin/docker")
+    monkeypatch.setattr(harness_docker, "_docker_ok", lambda: False)
+    monkeypatch.setattr(harness_docker, "_dockerd_pid", lambda: None)
+    monkeypatch.setattr(harness_docker.shutil, "which", lambda name: str(fake) if name == "dockerd" else "/usr/bin/docker")
     monkeypatch.setenv("BRINGUP_SANDBOX_DIR", str(tmp_path / "state"))
-    with pytest.raises(sandbox.SandboxError, match=r"dockerd exited with 1: failed to start daemon: boom"):
-        sandbox.ensure_docker(timeout=10)
+    with pytest.raises(harness.SandboxError, match=r"dockerd exited with 1: failed to start daemon: boom"):
+        harness.ensure_docker(timeout=10)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import yaml
 
-from bringup.sandbox import write_inventory
+from harness import write_inventory
 
 from .helpers import invoke, last_report, recap
 from .triton_image import build_triton_image

@@ -24,8 +24,15 @@ import time
 import zipfile
 from pathlib import Path
 
-from bringup import sandbox
-from bringup.sandbox import SandboxError
+if __name__ == "__main__":  # run as a script: the harness is at the top of the checkout, not installed
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from harness import SandboxError, debian_mirror, state_dir  # noqa: E402
+from harness.common import LABEL, _last_line, _log, _run  # noqa: E402
+from harness.docker import _docker  # noqa: E402
+from harness.image import _debootstrap, _image_exists, _import, _remove_tree  # noqa: E402
+from harness.lock import _lock  # noqa: E402
+from harness.recipe import SUITE, ImageRecipe  # noqa: E402
 
 IMAGE_REPO = "bringup-triton-cpu-testdouble"
 WHEEL = "nvidia-pytriton==0.7.0"
@@ -49,7 +56,7 @@ rm -rf /var/lib/apt/lists/* /var/cache/apt/*.bin /usr/share/doc/* /usr/share/man
 """
 
 CHANGES: tuple[str, ...] = (
-    f"LABEL {sandbox.LABEL}.testdouble=tritonserver",
+    f"LABEL {LABEL}.testdouble=tritonserver",
     f"ENV PATH=/opt/tritonserver/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     f"ENV LD_LIBRARY_PATH={PREFIX}/nvidia_pytriton.libs",
     "WORKDIR /opt/tritonserver",
@@ -58,7 +65,7 @@ CHANGES: tuple[str, ...] = (
 
 def wheel_path() -> Path:
     """The nvidia-pytriton wheel, downloaded once into ``.sandbox/wheels`` by pip."""
-    d = sandbox.state_dir() / "wheels"
+    d = state_dir() / "wheels"
     d.mkdir(exist_ok=True)
     path = d / WHEEL_FILE
     if not path.exists():
@@ -66,7 +73,7 @@ def wheel_path() -> Path:
                              "--platform", "manylinux_2_35_x86_64", "--python-version", PYTHON,
                              "-d", str(d), WHEEL], capture_output=True, text=True, timeout=600)
         if cp.returncode != 0 or not path.exists():
-            raise SandboxError(f"pip download {WHEEL} failed: {sandbox._last_line(cp.stderr or cp.stdout)}")
+            raise SandboxError(f"pip download {WHEEL} failed: {_last_line(cp.stderr or cp.stdout)}")
     return path
 
 
@@ -78,10 +85,10 @@ def _sha256(path: Path) -> str:
     return h.hexdigest()
 
 
-def recipe(wheel: Path) -> sandbox.ImageRecipe:
+def recipe(wheel: Path) -> ImageRecipe:
     # The wheel's hash rides in the script: a different wheel is a different image.
-    return sandbox.ImageRecipe(sandbox.SUITE, "minbase", PACKAGES,
-                               f"# wheel sha256 {_sha256(wheel)}\n" + CONFIGURE_SCRIPT, CHANGES)
+    return ImageRecipe(SUITE, "minbase", PACKAGES,
+                       f"# wheel sha256 {_sha256(wheel)}\n" + CONFIGURE_SCRIPT, CHANGES)
 
 
 def build_triton_image(force: bool = False) -> str:
@@ -89,39 +96,39 @@ def build_triton_image(force: bool = False) -> str:
     wheel = wheel_path()
     r = recipe(wheel)
     tag = f"{IMAGE_REPO}:{r.digest}"
-    if not force and sandbox._image_exists(tag):
+    if not force and _image_exists(tag):
         return tag
-    state = sandbox.state_dir()
-    with sandbox._lock(state / "build.lock"):
-        if not force and sandbox._image_exists(tag):
+    state = state_dir()
+    with _lock(state / "build.lock"):
+        if not force and _image_exists(tag):
             return tag
         work = state / f"build-triton-{r.digest}"
         log = state / f"build-triton-{r.digest}.log"
         root = work / "root"
-        sandbox._remove_tree(work)
+        _remove_tree(work)
         root.mkdir(parents=True)
         t0 = time.monotonic()
         try:
-            sandbox._log(f"building {tag} (TEST DOUBLE of the NGC tritonserver image) from {wheel.name}")
-            sandbox._debootstrap(r, root, sandbox.debian_mirror(), log)
+            _log(f"building {tag} (TEST DOUBLE of the NGC tritonserver image) from {wheel.name}")
+            _debootstrap(r, root, debian_mirror(), log)
             dest = root / PREFIX.lstrip("/")
             dest.mkdir(parents=True)
             with zipfile.ZipFile(wheel) as z:
                 members = [m for m in z.namelist()
                            if m.startswith(("pytriton/tritonserver/", "nvidia_pytriton.libs/"))]
                 z.extractall(dest, members)
-            cp = sandbox._run(["chroot", str(root), "/bin/sh", "-s"], input=r.script, check=False, timeout=300)
+            cp = _run(["chroot", str(root), "/bin/sh", "-s"], input=r.script, check=False, timeout=300)
             if cp.returncode != 0:
-                raise SandboxError(f"triton image configuration failed: {sandbox._last_line(cp.stderr or cp.stdout)}")
-            sandbox._import(root, tag, r)
-            for ref in sandbox._docker("images", IMAGE_REPO, "--format", "{{.Repository}}:{{.Tag}}",
-                                       check=False).stdout.split():
+                raise SandboxError(f"triton image configuration failed: {_last_line(cp.stderr or cp.stdout)}")
+            _import(root, tag, r)
+            for ref in _docker("images", IMAGE_REPO, "--format", "{{.Repository}}:{{.Tag}}",
+                               check=False).stdout.split():
                 if ref != tag:
-                    sandbox._docker("image", "rm", ref, check=False)
-            size = int(sandbox._docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip())
-            sandbox._log(f"imported {tag} ({size / 1e6:.0f} MB) in {time.monotonic() - t0:.0f}s")
+                    _docker("image", "rm", ref, check=False)
+            size = int(_docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip())
+            _log(f"imported {tag} ({size / 1e6:.0f} MB) in {time.monotonic() - t0:.0f}s")
         finally:
-            sandbox._remove_tree(work)
+            _remove_tree(work)
     return tag
 
 

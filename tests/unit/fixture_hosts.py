@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bringup.facts.cpu import parse_lscpu_parse, parse_lscpu_plain
+from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv
 from bringup.facts.pci import parse_pci_devices
+from harness.captures import parse_lscpu_plain
 
 REPO = Path(__file__).resolve().parents[2]
 #: Real command outputs, copied into the repository so that a clone runs its own tests.

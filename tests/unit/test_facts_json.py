@@ -8,12 +8,13 @@ from pathlib import Path
 import pytest
 
 from bringup.facts import ALL_FACTS
-from bringup.facts.cpu import parse_lscpu_json, parse_lscpu_parse, parse_lscpu_plain, parse_numactl_hardware
+from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.irq import parse_interrupts, parse_irq_affinity
 from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv, parse_topo_matrix
 from bringup.facts.os_ import parse_os_release, parse_uname
 from bringup.facts.pci import parse_pci_devices
-from bringup.facts.system import parse_cmdline, parse_docker_daemon_json, parse_docker_info_text, parse_sysctl
+from bringup.facts.system import parse_cmdline, parse_docker_daemon_json, parse_sysctl
+from harness.captures import parse_docker_info_text, parse_lscpu_json, parse_lscpu_plain, parse_numactl_hardware
 
 REPO = Path(__file__).resolve().parents[2]
 from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)

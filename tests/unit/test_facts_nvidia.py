@@ -3,7 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bringup.facts.cpu import parse_lscpu_plain
 from bringup.facts.nvidia import (
     NvidiaSmi,
     parse_nvidia_smi_q,
@@ -11,6 +10,7 @@ from bringup.facts.nvidia import (
     parse_query_gpu_csv,
     parse_topo_matrix,
 )
+from harness.captures import parse_lscpu_plain
 
 REPO = Path(__file__).resolve().parents[2]
 from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)

@@ -3,14 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bringup.facts.cpu import (
-    parse_lscpu_json,
-    parse_lscpu_parse,
-    parse_lscpu_plain,
-    parse_numactl_hardware,
-    parse_size_kib,
-)
+from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.os_ import OsBootId, parse_os_release, parse_uname
+from harness.captures import parse_lscpu_json, parse_lscpu_plain, parse_numactl_hardware, parse_size_kib
 
 REPO = Path(__file__).resolve().parents[2]
 from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)

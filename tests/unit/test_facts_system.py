@@ -12,10 +12,10 @@ from bringup.facts.system import (
     parse_cpuidle,
     parse_docker_daemon_json,
     parse_docker_info_json,
-    parse_docker_info_text,
     parse_sysctl,
     parse_systemd,
 )
+from harness.captures import parse_docker_info_text
 
 REPO = Path(__file__).resolve().parents[2]
 from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
