@@ -11,6 +11,13 @@ model's ready endpoint; if the new revision does not come up, the previous
 compose file and repository are restored and started again, and the run
 fails with Triton's own error lines.
 
+Only files bringup shipped are ever removed from the repository: a manifest
+in the stack folder lists them (path and sha256).  A shipped file that is no
+longer wanted is held in ``<stack>/held/<revision>`` (outside the repository,
+so Triton does not serve it) and deleted once the new revision is ready; a
+rollback puts the last ready revision's shipped files back from
+``<stack>/last-good`` (hard links) and leaves every other file alone.
+
 Variables:
     gpu_profile: ``l40s`` | ``a10`` | ``cpu`` (KIND_CPU, no GPU reservation).
     triton_models: ``{name: {platform|backend, max_batch_size, input, output,
@@ -25,22 +32,26 @@ Variables:
         control machine's copy is streamed over SSH into ``docker load``).
     triton_image, triton_image_id, triton_shm_size, triton_cpuset, triton_ports,
     triton_cache_size, triton_ready_timeout, triton_stack_dir.
+    triton_model_repository and triton_stack_dir: folders of their own; a
+        system folder (/, /etc, /usr, /var/lib, a home, a top-level folder) is
+        refused, as is one inside the other.
 """
 from __future__ import annotations
 
 import hashlib
-import json
+import posixpath
 import re
 from pathlib import Path
 
 from bringup.command import sh
 from bringup.errors import BringupError, InputError
+from bringup.gpu import gpu_gate
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp
 from bringup.resources.guard import Skip
 from bringup.resources import image
 from bringup.resources.image import DockerImage
-from bringup.resources.tree import Tree, local_tree
+from bringup.resources.tree import Tree, local_tree, parse_manifest
 
 #: Per GPU class: preferred batch sizes and instances per GPU (the guide's measurements).
 PROFILES: dict[str, dict] = {
@@ -196,11 +207,47 @@ def _local_files(vars: dict, configs: dict[str, str]) -> dict[str, tuple[bytes, 
     return files
 
 
+#: System folders: never a model repository or a stack folder, nor (first list) anything under them.
+_SYSTEM_TREES = ("/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/run", "/sbin",
+                 "/sys", "/usr")
+_SYSTEM = {"/", "/home", "/lost+found", "/media", "/mnt", "/opt", "/root", "/snap", "/srv", "/tmp", "/var"}
+#: Under these a folder needs a level of its own: /var/lib or /home/ann are not Triton's.
+_SHARED_PARENTS = ("/var", "/home")
+_EXAMPLE = {"triton_model_repository": "/data/models", "triton_stack_dir": "/opt/triton"}
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
+
+
+def _folder(vars: dict, key: str) -> str:
+    """``key``'s folder, normalized; a system folder (or one too shallow to be Triton's own) is refused."""
+    v = vars.get(key)
+    if not isinstance(v, str) or not v.startswith("/") or "\n" in v:
+        raise InputError(f"{key} {v!r}: must be an absolute path")
+    p = posixpath.normpath(v)
+    p = "/" + p.lstrip("/")
+    parent = posixpath.dirname(p)
+    fix = f"set {key} to a folder of its own, like {_EXAMPLE[key]}"
+    if p in _SYSTEM or any(_inside(p, t) for t in _SYSTEM_TREES) or parent in _SHARED_PARENTS:
+        raise InputError(f"{key} {v!r}" + (f" (that is {p})" if p != (v.rstrip("/") or "/") else "")
+                         + f" is a system directory (like /, /etc, /usr, /var/lib or a home): other software keeps "
+                         f"files there; {fix}")
+    if parent == "/":
+        raise InputError(f"{key} {v!r} is a system directory or too shallow (a top-level folder "
+                         f"may hold anything); {fix}")
+    return p
+
+
 def _static(vars: dict) -> None:
-    for k in ("triton_model_repository", "triton_stack_dir"):
-        v = vars.get(k)
-        if not isinstance(v, str) or not v.startswith("/") or "\n" in v:
-            raise InputError(f"{k} {v!r}: must be an absolute path")
+    repo, stack = _folder(vars, "triton_model_repository"), _folder(vars, "triton_stack_dir")
+    if _inside(repo, stack):
+        raise InputError(f"triton_model_repository {vars['triton_model_repository']!r} lies in triton_stack_dir "
+                         f"{stack}, where bringup keeps the last good revision; set it to a folder of its own, "
+                         "like /data/models")
+    if _inside(stack, repo):
+        raise InputError(f"triton_stack_dir {vars['triton_stack_dir']!r} lies in the model repository {repo}, "
+                         "which Triton serves; set it to a folder of its own, like /opt/triton")
     if not _NAME.match(str(vars.get("triton_container"))):
         raise InputError(f"triton_container {vars.get('triton_container')!r}: letters, digits, '_', '.', '-'")
     if not isinstance(vars.get("triton_image"), str) or not re.match(r"^[\w.\-/:@]+$", vars["triton_image"]):
@@ -243,10 +290,12 @@ class _Desired:
         v = host.vars
         _static(v)
         self.vars = v
-        self.repo = v["triton_model_repository"].rstrip("/")
-        self.stack = v["triton_stack_dir"].rstrip("/")
+        self.repo = _folder(v, "triton_model_repository")
+        self.stack = _folder(v, "triton_stack_dir")
         self.compose_file = f"{self.stack}/docker-compose.yml"
         self.snapshot = f"{self.stack}/last-good"
+        #: What bringup shipped into the repository (sha256sum's format): nothing else there is ever removed.
+        self.manifest = f"{self.stack}/models.manifest"
         self.container = v["triton_container"]
         self.configs = model_configs(v, host.facts, host.render)
         self.files = _local_files(v, self.configs)
@@ -265,22 +314,36 @@ class _Desired:
             h.update(f"\0file {rel} {x}\0".encode() + hashlib.sha256(content).digest())
         self.revision = h.hexdigest()[:12]
         self.compose = host.render("triton/docker-compose.yml.j2", revision=self.revision, **ctx)
+        self.gpu_profile = profile["kind"] == "KIND_GPU"
+
+    def tree(self) -> Tree:
+        """The repository as bringup ships it; files no longer wanted are held (outside it) until ready."""
+        keep = {f"{m}/config.pbtxt": hashlib.sha256(text.encode()).hexdigest() for m, text in self.configs.items()}
+        return Tree(self.repo, self.files, keep=keep, manifest=self.manifest,
+                    holding=f"{self.stack}/held/{self.revision}")
+
+    def compose_up(self) -> ComposeUp:
+        return ComposeUp(self.compose_file, project="triton", container=self.container, revision=self.revision)
 
 
 def resources(host):
     if not (host.vars.get("triton_models") or host.vars.get("models_dir")):
         return [Skip("triton", "nothing to serve: triton_models is empty and models_dir is unset")]
     d = _Desired(host)
-    keep = {f"{m}/config.pbtxt" for m in d.configs}
+    if d.gpu_profile and not [g for g in host.facts.get("nvidia.smi") or [] if isinstance(g.get("index"), int)]:
+        # As the GPU roles check (the PCI bus, not gpu_count); a GPU reservation cannot be met without one.
+        gate = gpu_gate(host, "triton", without_gpu_install=False)
+        if gate:
+            return gate
     return [
         Directory(d.stack, mode="0755"),
         Directory(d.repo, mode="0755"),
-        Tree(d.repo, d.files, keep=keep),
+        d.tree(),
         *[File(f"{d.repo}/{m}/config.pbtxt", content=text, mode="0644", backup=False)
           for m, text in sorted(d.configs.items())],
         File(d.compose_file, content=d.compose, mode="0644", backup=False),
         DockerImage(d.vars["triton_image"], source=d.vars["image_transfer"], image_id=d.vars.get("triton_image_id")),
-        ComposeUp(d.compose_file, project="triton", container=d.container, revision=d.revision),
+        d.compose_up(),
     ]
 
 
@@ -298,6 +361,10 @@ def _wait_script(port: int, container: str, revision: str | None, models: list[s
         'not $want"; else',
         '  while :; do',
         '    st=$(docker inspect --format "{{.State.Status}}" -- "$c" 2>/dev/null)',
+        # Not started (compose failed half-way), stopped, or gone: no use waiting for it.
+        '    case "$st" in created|exited|dead|"") echo "fail=container $c is ${st:-gone}'
+        ' (exit code $(docker inspect --format "{{.State.ExitCode}}" -- "$c" 2>/dev/null))'
+        ' $(docker inspect --format "{{.State.Error}}" -- "$c" 2>/dev/null | head -c 400)"; break;; esac',
         '    idx=$(curl -s -m 5 -X POST -d "{}" "$base/v2/repository/index" 2>/dev/null)',
         '    if printf %s "$idx" | grep -q \'"state":"UNAVAILABLE"\'; then '
         'echo "fail=a model failed to load: $(printf %s "$idx" | head -c 600)"; break; fi',
@@ -342,13 +409,11 @@ def verify(host, t) -> str:
     if problem:
         raise BringupError(f"Triton revision {d.revision} is not ready: {problem}; "
                            f"Triton says: {_triton_errors(t, d.container)}")
-    # This revision serves: it is what a later failed deploy falls back to.
-    # Hard links: the repository's files are replaced by rename, never in place.
-    snap = t.run_script(sh(
-        "set -e; s=%s; r=%s; f=%s; rm -rf -- \"$s.new\"; mkdir -p -- \"$s.new\"\n"
-        "cp -al -- \"$r\" \"$s.new/models\" 2>/dev/null || cp -a -- \"$r\" \"$s.new/models\"\n"
-        "cp -p -- \"$f\" \"$s.new/docker-compose.yml\"; rm -rf -- \"$s\"; mv -- \"$s.new\" \"$s\"",
-        d.snapshot, d.repo, d.compose_file))
+    # This revision serves: it is what a later failed deploy falls back to (the files bringup shipped, as
+    # hard links: the repository's files are replaced by rename, never in place), and what it no longer
+    # ships, held until now, can go.
+    tree = d.tree()
+    snap = t.run_script(tree.snapshot(d.snapshot, also=(d.compose_file,)) + "\n" + tree.release())
     if snap.rc != 0:
         raise BringupError(f"revision {d.revision} is ready but saving it as last-good failed: "
                            f"{(snap.stdout + snap.stderr).strip()[-300:]}")
@@ -356,23 +421,48 @@ def verify(host, t) -> str:
 
 
 def rollback(host, t) -> str:
+    """Back to the last ready revision: the files bringup shipped then, its compose file, its container.
+
+    Files bringup did not ship are left alone; what the failed run shipped
+    goes, what it held comes back.  Whatever stage compose (v1 or v2) stopped
+    at, the project's containers are sorted out first: one still running the
+    old revision is kept under its own name, the others are removed.
+    """
     d = _Desired(host)
-    have = t.run_script(sh("[ -f %s/docker-compose.yml ] && [ -d %s/models ] && echo yes", d.snapshot, d.snapshot))
-    if "yes" not in have.stdout:
+    s = d.snapshot
+    have = t.run_script("\n".join([
+        sh("s=%s; m=%s", s, d.manifest),
+        '[ -f "$s/docker-compose.yml" ] || exit 0',
+        "sed -n 's/^# Revision \\([0-9a-f]*\\):.*/rev=\\1/p' -- \"$s/docker-compose.yml\"",
+        'if [ -f "$s/manifest" ]; then echo format=manifest; sed "s/^/g=/" -- "$s/manifest"',
+        'elif [ -d "$s/models" ]; then echo format=copy; '
+        '(cd -- "$s/models" && find . -type f -exec sha256sum -- {} +) | sed "s/^/g=/"; fi',
+        '[ ! -f "$m" ] || sed "s/^/c=/" -- "$m"',
+    ]))
+    lines = have.stdout.splitlines()
+    fmt = next((l[7:] for l in lines if l.startswith("format=")), None)
+    if fmt is None:
         return "nothing: no earlier revision was ever ready on this host (first deploy)"
+    old = next((l[4:] for l in lines if l.startswith("rev=")), "")
+    good = "\n".join(l[2:] for l in lines if l.startswith("g="))
+    current = "\n".join(l[2:] for l in lines if l.startswith("c="))
+    record = None
+    if fmt == "copy":
+        # A snapshot of an earlier bringup: a copy of the whole folder, hand-placed files included.  All come
+        # back, but only what the manifest says bringup shipped is recorded as its own (never removed later).
+        now = parse_manifest(current)
+        record = {rel: sha for rel, sha in parse_manifest(good).items() if rel in now}
+    tree = d.tree()
+    files = f"{s}/files" if fmt == "manifest" else f"{s}/models"
     res = t.run_script("\n".join([
         "set -e",
-        sh("s=%s; r=%s; f=%s", d.snapshot, d.repo, d.compose_file),
-        # In place: the repository may be a mount point; the container mounts the folder.
-        'find "$r" -mindepth 1 -maxdepth 1 -exec rm -rf -- {} +',
-        'cp -al -- "$s/models/." "$r/" 2>/dev/null || cp -a -- "$s/models/." "$r/"',
-        'cp -p -- "$s/docker-compose.yml" "$f"',
-        ComposeUp(d.compose_file, project="triton", container=d.container, revision="").plan("").commands[0],
+        "(", tree.restore(files, good, current, record), ")",
+        sh("cp -p -- %s %s", f"{s}/docker-compose.yml", d.compose_file),
+        "(", d.compose_up().restore(old or None), ")",
     ]))
     if res.rc != 0:
         raise BringupError(f"restoring the last good revision failed: {(res.stdout + res.stderr).strip()[-400:]}")
-    old = t.run_script(sh("sed -n 's/^# Revision \\([0-9a-f]*\\):.*/\\1/p' -- %s", d.compose_file)).stdout.strip()
-    models = t.run_script(sh("cd -- %s && for m in */; do [ -d \"$m\" ] && echo \"${m%%/}\"; done", d.repo)).stdout.split()
+    models = sorted({rel.split("/", 1)[0] for rel in parse_manifest(good) if "/" in rel})
     port = int(d.vars["triton_ports"]["http"])
     res = t.run_script(_wait_script(port, d.container, old or None, models, int(d.vars["triton_ready_timeout"])))
     problem = _parse_wait(res.stdout, models)

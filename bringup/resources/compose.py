@@ -4,14 +4,26 @@ from __future__ import annotations
 from ..command import sh
 from .base import Plan, Resource, kv_lines
 
-__all__ = ["ComposeUp", "COMPOSE", "REVISION_LABEL"]
+__all__ = ["ComposeUp", "COMPOSE", "REVISION_LABEL", "PROJECT_LABEL"]
 
 #: The label a managed compose file puts on its containers; its value names the revision of the files.
 REVISION_LABEL = "bringup.revision"
+#: The label both compose v1 and v2 put on a project's containers.
+PROJECT_LABEL = "com.docker.compose.project"
 
 #: Picks Compose v2 (the docker CLI plugin) or v1 (docker-compose), in $dc.
 COMPOSE = ('if docker compose version >/dev/null 2>&1; then dc="docker compose"; '
            'elif command -v docker-compose >/dev/null 2>&1; then dc=docker-compose; else dc=; fi')
+
+
+def _leftover_pattern(container: str) -> str:
+    """ERE of the names compose gives a container it renamed while recreating it: ``<12 hex>_<name>``.
+
+    Compose v1 renames the old container first and leaves it so (still
+    running) when creating the new one fails; v2 does the same when stopping,
+    creating or starting fails half-way.
+    """
+    return "^[0-9a-f]{12}_" + "".join(f"[{c}]" if c == "." else c for c in container) + "$"
 
 
 class ComposeUp(Resource):
@@ -19,7 +31,10 @@ class ComposeUp(Resource):
 
     The compose file labels the container with :data:`REVISION_LABEL`, a hash
     of everything it serves; a new revision changes the label, so compose
-    recreates the container, and an unchanged one is left running.
+    recreates the container, and an unchanged one is left running.  Renamed
+    leftovers of the container (``<id>_<container>``, what a recreate that
+    failed half-way leaves) are removed first: compose would otherwise keep
+    finding them and never converge.
 
         ComposeUp("/opt/triton/docker-compose.yml", project="triton", container="triton", revision=rev)
     """
@@ -33,19 +48,63 @@ class ComposeUp(Resource):
     def read(self) -> str:
         fmt = "state={{.State.Status}}\nrevision={{index .Config.Labels \"%s\"}}" % REVISION_LABEL
         return COMPOSE + "\necho \"compose=${dc:-none}\"\n" + sh(
-            "docker inspect --format %s -- %s 2>/dev/null || echo state=absent", fmt, self.container)
+            "docker inspect --format %s -- %s 2>/dev/null || echo state=absent\n"
+            "docker ps -a --format '{{.Names}}' 2>/dev/null | grep -E -- %s | sed 's/^/leftover=/' || true",
+            fmt, self.container, _leftover_pattern(self.container))
 
     def plan(self, current: str) -> Plan:
         st = kv_lines(current)
         state, rev = st.get("state", "absent"), st.get("revision", "")
+        leftovers = [l[9:] for l in current.splitlines() if l.startswith("leftover=")]
         if rev == "<no value>":
             rev = ""
-        if state == "running" and rev == self.revision:
+        if state == "running" and rev == self.revision and not leftovers:
             return Plan.noop(f"{self.container} runs revision {rev} ({st.get('compose')})")
-        up = "\n".join([
+        cmds, changes = [], {}
+        if leftovers:
+            cmds.append(sh("docker rm -f -- " + " ".join(["%s"] * len(leftovers)), *leftovers))
+            changes["leftovers"] = (leftovers, "removed")
+        if not (state == "running" and rev == self.revision):
+            cmds.append(self._up())
+            old = f"{state} {rev}".strip() if state != "absent" else "absent"
+            changes["container"] = (old, f"running {self.revision}")
+        return Plan(commands=cmds, changes=changes)
+
+    def _up(self) -> str:
+        return "\n".join([
             COMPOSE,
             '[ -n "$dc" ] || { echo "neither docker compose (v2) nor docker-compose (v1) is installed" >&2; exit 1; }',
             sh("$dc -f %s -p %s up -d --remove-orphans", self.file, self.project),
         ])
-        old = f"{state} {rev}".strip() if state != "absent" else "absent"
-        return Plan(commands=[up], changes={"container": (old, f"running {self.revision}")})
+
+    def restore(self, revision: str | None) -> str:
+        """Shell: bring the compose file up again after a failed deploy, whatever stage compose stopped at.
+
+        Of the project's containers (and any named ``container`` or a renamed
+        leftover of it), one that still runs ``revision`` is kept, under its
+        own name again; every other one is removed; then ``up -d``.  Compose v1
+        leaves the old container running under a temporary name when creating
+        the new one fails, v2 leaves it stopped and renamed, or a new one
+        created but not started: each of these ends with ``container`` running
+        the file's revision.
+        """
+        return "\n".join([
+            "set -e",
+            sh("p=%s; c=%s; want=%s; pat=%s", self.project, self.container, revision or "",
+               _leftover_pattern(self.container)),
+            "keep=",
+            "list=$(docker ps -a --format '{{.ID}}\t{{.Names}}\t{{.State}}\t{{.Label \"%s\"}}\t"
+            "{{.Label \"%s\"}}')" % (REVISION_LABEL, PROJECT_LABEL),
+            "tab=$(printf '\\t')",
+            'while IFS="$tab" read -r id name state rev proj; do',
+            '  [ -n "$id" ] || continue',
+            '  if [ "$proj" != "$p" ] && [ "$name" != "$c" ] && ! printf %s "$name" | grep -Eq -- "$pat"; then continue; fi',
+            '  if [ -z "$keep" ] && [ -n "$want" ] && [ "$state" = running ] && [ "$rev" = "$want" ]; then',
+            '    keep=$id; keepname=$name',
+            '  else docker rm -f -- "$id" >/dev/null; fi',
+            'done <<EOF',
+            '$list',
+            'EOF',
+            'if [ -n "$keep" ] && [ "$keepname" != "$c" ]; then docker rename -- "$keep" "$c"; fi',
+            self._up(),
+        ])

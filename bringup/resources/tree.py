@@ -4,6 +4,7 @@ from __future__ import annotations
 import hashlib
 import os
 import posixpath
+import re
 from pathlib import Path
 
 from ..command import sh
@@ -11,7 +12,7 @@ from ..errors import InputError
 from .base import Plan, Resource
 from .files import File, _check_path
 
-__all__ = ["Tree", "local_tree"]
+__all__ = ["Tree", "local_tree", "parse_manifest", "format_manifest"]
 
 #: Never shipped: caches and editor droppings of the control machine.
 IGNORED_DIRS = {"__pycache__", ".git"}
@@ -39,30 +40,55 @@ def local_tree(source: Path, exclude: set[str] = frozenset()) -> dict[str, tuple
 
 
 class Tree(Resource):
-    """The files under ``path`` are exactly ``files`` (``{relative path: (content, executable)}``).
+    """The files under ``path`` include ``files`` (``{relative path: (content, executable)}``).
 
-    Only files whose sha256 differs are written (atomically, one by one);
-    files the tree does not hold are removed, then empty folders.  Paths in
-    ``keep`` are left alone (other resources manage them).
+    Only files whose sha256 differs are written (atomically, one by one).
+    Paths in ``keep`` are left alone (other resources write them); given as
+    ``{relative path: sha256}`` they are recorded as shipped too.
 
-        Tree("/data/models", local_tree(Path("models")), keep={"resnet_trt/config.pbtxt"})
+    With ``manifest`` (a file outside ``path``) the tree records what it
+    shipped (sha256 and path, ``sha256sum``'s format) and only ever removes
+    such files: a file it did not ship is never touched, nor is a shipped file
+    changed since (both counted in the plan, ``kept``).  With ``holding`` (a
+    folder outside ``path``) a shipped file no longer wanted is moved there
+    instead of removed, as is a file of someone else's that a shipped one
+    replaces; :meth:`release` deletes the holding folder once the new state is
+    known good, :meth:`restore` puts a :meth:`snapshot` back.  Without
+    ``manifest`` the tree owns ``path`` wholly: every file it does not hold is
+    removed.
+
+        Tree("/data/models", local_tree(Path("models")), keep={"resnet_trt/config.pbtxt": sha},
+             manifest="/opt/triton/models.manifest", holding="/opt/triton/held/<revision>")
     """
 
     kind = "tree"
 
-    def __init__(self, path: str, files: dict[str, tuple[bytes, bool]], *, keep: set[str] = frozenset(),
-                 notify=()):
+    def __init__(self, path: str, files: dict[str, tuple[bytes, bool]], *,
+                 keep: set[str] | dict[str, str] = frozenset(), manifest: str | None = None,
+                 holding: str | None = None, notify=()):
         super().__init__(path, notify=notify)
         _check_path(path)
         self.path = path.rstrip("/") or "/"
         self.files = dict(files)
         self.keep = set(keep)
         self.sha = {rel: hashlib.sha256(c).hexdigest() for rel, (c, _x) in self.files.items()}
+        for p in (manifest, holding):
+            if p is not None:
+                _check_path(p)
+                if _inside(p, self.path):
+                    raise InputError(f"{p} is inside {self.path}: the tree's manifest and holding folder "
+                                     "must lie outside it")
+        self.manifest = manifest
+        self.holding = holding.rstrip("/") if holding else None
+        #: What the tree ships, recorded in the manifest: its files and the kept paths with a sha256.
+        self.shipped = dict(self.sha)
+        if isinstance(keep, dict):
+            self.shipped.update({rel: sha for rel, sha in keep.items() if sha})
 
     def read(self) -> str:
         # sha256sum prefixes a line with "\" when it escaped the name: such
         # files cannot be ours, and are removed by their literal find name below.
-        return sh(
+        out = sh(
             "d=%s\n"
             "if [ -L \"$d\" ] || { [ -e \"$d\" ] && [ ! -d \"$d\" ]; }; then echo type=other\n"
             "elif [ -d \"$d\" ]; then echo type=dir; cd -- \"$d\" && find . -type f -exec sha256sum -- {} + "
@@ -70,6 +96,10 @@ class Tree(Resource):
             "else echo type=absent; fi",
             self.path,
         )
+        if self.manifest:
+            out += "\n" + sh("if [ -f %s ]; then echo manifest=yes; sed 's/^/m=/' -- %s; fi",
+                             self.manifest, self.manifest)
+        return out
 
     def plan(self, current: str) -> Plan:
         lines = current.splitlines()
@@ -87,6 +117,56 @@ class Tree(Resource):
                     have[posixpath.normpath(name)] = sha
             elif line.startswith("x="):
                 odd.append(posixpath.normpath(line[2:]))
+        if self.manifest is None:
+            return self._plan_owned(kind, have, odd)
+        text = "\n".join(l[2:] for l in lines if l.startswith("m="))
+        # A manifest written for another folder (the repository moved) says nothing about this one.
+        before = parse_manifest(text) if manifest_folder(text) in (None, self.path) else {}
+        changes: dict = {}
+        cmds: list[str] = []
+        aside: list[str] = []  # moved into the holding folder (or removed without one)
+        for rel, (content, executable) in sorted(self.files.items()):
+            if have.get(rel) != self.sha[rel]:
+                old = have[rel][:12] if rel in have else "absent"
+                if rel in have and before.get(rel) != have[rel] and self.holding:
+                    # Someone else's file where ours goes: held until the new state is known good.
+                    old += " (not shipped by bringup: held)"
+                    cmds.append(self._aside(rel))
+                changes[rel] = (old, self.sha[rel][:12])
+                f = File(posixpath.join(self.path, rel), content=content, mode="0755" if executable else "0644",
+                         backup=False)
+                cmds.append(f._write())
+        stale = sorted(rel for rel, sha in before.items()
+                       if rel not in self.files and rel not in self.keep and have.get(rel) == sha)
+        for rel in stale:
+            changes[rel] = (have[rel][:12], f"absent (held in {self.holding} until ready)" if self.holding
+                            else "absent")
+            cmds.append(self._aside(rel) if self.holding else sh("rm -f -- %s", posixpath.join(self.path, rel)))
+            aside.append(rel)
+        if aside:
+            cmds.append(self._prune(aside))
+        mine = set(self.files) | self.keep
+        edited = sorted(rel for rel, sha in before.items() if rel not in mine and rel in have and have[rel] != sha)
+        others = sorted(r for r in set(have) | set(odd) if r not in mine and r not in before)
+        kept = []
+        if others:
+            kept.append(f"{len(others)} file(s) bringup did not ship (e.g. {others[0]})")
+        if edited:
+            kept.append(f"{len(edited)} file(s) changed since bringup shipped them (e.g. {edited[0]})")
+        if before != self.shipped:
+            changes[self.manifest] = (f"{len(before)} file(s) shipped" if before else "absent",
+                                      f"{len(self.shipped)} file(s) shipped")
+            cmds.append(self._write_manifest())
+        if not cmds:
+            return Plan.noop(f"{self.path}: all {len(self.files)} files have the same sha256"
+                             + (f"; left as they are: {'; '.join(kept)}" if kept else ""))
+        if kept:
+            changes["kept"] = "; ".join(kept)
+        if kind == "absent":
+            cmds.insert(0, sh("mkdir -p -- %s", self.path))
+        return Plan(commands=cmds, changes=changes)
+
+    def _plan_owned(self, kind: str, have: dict[str, str], odd: list[str]) -> Plan:
         changes: dict = {}
         cmds: list[str] = []
         for rel, (content, executable) in sorted(self.files.items()):
@@ -106,3 +186,128 @@ class Tree(Resource):
         if kind == "absent":
             cmds.insert(0, sh("mkdir -p -- %s", self.path))
         return Plan(commands=cmds, changes=changes)
+
+    def _aside(self, rel: str) -> str:
+        src, dst = posixpath.join(self.path, rel), posixpath.join(self.holding, rel)
+        return sh("mkdir -p -- %s && mv -f -- %s %s", posixpath.dirname(dst), src, dst)
+
+    def _prune(self, rels: list[str]) -> str:
+        """Remove the folders that moving ``rels`` away left empty (never ``path`` itself, nor others)."""
+        dirs = sorted({posixpath.dirname(r) for r in rels if posixpath.dirname(r)}, key=lambda d: -d.count("/"))
+        return "\n".join([sh("d=%s", self.path), _PRUNE] + [sh("prune %s", d) for d in dirs])
+
+    def _write_manifest(self) -> str:
+        text = format_manifest(self.shipped, self.path)
+        d = posixpath.dirname(self.manifest) or "/"
+        return "\n".join([
+            "set -e", sh("m=%s", self.manifest), sh("mkdir -p -- %s", d),
+            sh('printf %%s %s > "$m.tmp"', text), 'mv -f -- "$m.tmp" "$m"'])
+
+    # ----------------------------------------------------------------------
+    # The good state, kept and put back (manifest mode)
+
+    def snapshot(self, dest: str, also: tuple[str, ...] = ()) -> str:
+        """Shell: the shipped files (hard links) in ``dest``/files, the manifest in ``dest``/manifest.
+
+        Replaces an older snapshot at once (a rename); ``also`` are files copied
+        in beside them, by name.
+        """
+        _check_path(dest)
+        return "\n".join([
+            "set -e",
+            sh("s=%s; d=%s; m=%s", dest.rstrip("/"), self.path, self.manifest),
+            'rm -rf -- "$s.new"; mkdir -p -- "$s.new/files"',
+            *[sh('cp -p -- %s "$s.new/"', f) for f in also],
+            'if [ -f "$m" ]; then cp -p -- "$m" "$s.new/manifest"',
+            "  grep -v '^#' -- \"$m\" | cut -c67- | while IFS= read -r f; do",
+            '    [ -n "$f" ] && [ -f "$d/$f" ] || continue',
+            '    mkdir -p -- "$(dirname -- "$s.new/files/$f")"',
+            '    ln -- "$d/$f" "$s.new/files/$f" 2>/dev/null || cp -p -- "$d/$f" "$s.new/files/$f"',
+            "  done",
+            "else : > \"$s.new/manifest\"; fi",
+            'rm -rf -- "$s"; mv -- "$s.new" "$s"',
+        ])
+
+    def restore(self, files: str, last_good: str, current: str, record: dict[str, str] | None = None) -> str:
+        """Shell: put the good tree back (its files under ``files``, manifest text ``last_good``).
+
+        Files the ``current`` manifest lists and the good one does not are
+        removed when still as shipped; held files go back where nothing took
+        their place; the good files are put back where they differ; the
+        manifest becomes the good one (or ``record``).  Nothing else under
+        ``path`` is touched.
+        """
+        good, now = parse_manifest(last_good), parse_manifest(current)
+        steps = ["set -e", sh("s=%s; d=%s; m=%s; h=%s", files.rstrip("/"), self.path, self.manifest,
+                              self.holding or ""),
+                 _PRUNE,
+                 'sha() { sha256sum < "$1" | cut -c1-64; }',
+                 # Shipped by the failed state only, and still as shipped: removed.
+                 'gone() { if [ -f "$d/$1" ] && [ ! -L "$d/$1" ] && [ "$(sha "$d/$1")" = "$2" ]; then '
+                 'rm -f -- "$d/$1"; fi; }',
+                 # A good file, back where it differs (by rename: the snapshot's hard link stays intact).
+                 'put() { if [ -f "$d/$1" ] && [ ! -L "$d/$1" ] && [ "$(sha "$d/$1")" = "$2" ]; then return 0; fi',
+                 '  [ -f "$s/$1" ] || { echo "missing from the snapshot: $1" >&2; return 1; }',
+                 '  mkdir -p -- "$(dirname -- "$d/$1")"; t="$(dirname -- "$d/$1")/.bringup.restore.$$"',
+                 '  ln -- "$s/$1" "$t" 2>/dev/null || cp -p -- "$s/$1" "$t"; mv -f -- "$t" "$d/$1"; }']
+        gone = sorted(rel for rel in now if rel not in good)
+        steps += [sh("gone %s %s", rel, now[rel]) for rel in gone]
+        if self.holding:
+            steps += [
+                'if [ -d "$h" ]; then (cd -- "$h" && find . -type f) | sed \'s|^\\./||\' > "$h.list"',
+                '  while IFS= read -r f; do',
+                '    if [ ! -e "$d/$f" ] && [ ! -L "$d/$f" ]; then mkdir -p -- "$(dirname -- "$d/$f")"; '
+                'mv -f -- "$h/$f" "$d/$f"',
+                '    elif cmp -s -- "$h/$f" "$d/$f"; then rm -f -- "$h/$f"; fi',
+                '  done < "$h.list"; rm -f -- "$h.list"',
+                '  find "$h" -depth -type d -empty -delete 2>/dev/null || true; fi',
+            ]
+        steps += [sh("put %s %s", rel, sha) for rel, sha in sorted(good.items())]
+        if self.holding:
+            # What was held and is the good file again: no longer needed.
+            steps.append('if [ -d "$h" ]; then (cd -- "$h" && find . -type f) | sed \'s|^\\./||\' | '
+                         'while IFS= read -r f; do if cmp -s -- "$h/$f" "$d/$f"; then rm -f -- "$h/$f"; fi; done; '
+                         'find "$h" -depth -type d -empty -delete 2>/dev/null || true; fi')
+        dirs = sorted({posixpath.dirname(r) for r in gone if posixpath.dirname(r)}, key=lambda x: -x.count("/"))
+        steps += [sh("prune %s", x) for x in dirs]
+        steps += [sh('printf %%s %s > "$m.tmp"', format_manifest(good if record is None else record, self.path)),
+                  'mv -f -- "$m.tmp" "$m"']
+        return "\n".join(steps)
+
+    def release(self) -> str:
+        """Shell: the new state is good; delete what was held for it."""
+        return sh("rm -rf -- %s", self.holding) if self.holding else "true"
+
+
+#: prune DIR: remove DIR (relative to $d) and its parents while empty, never $d itself.
+_PRUNE = ('prune() { p=$1; while [ -n "$p" ] && [ "$p" != . ] && [ "$p" != / ]; do '
+          'rmdir -- "$d/$p" 2>/dev/null || break; p=$(dirname -- "$p"); done; }')
+
+
+def _inside(p: str, root: str) -> bool:
+    p, root = posixpath.normpath(p), posixpath.normpath(root)
+    return p == root or p.startswith(root.rstrip("/") + "/")
+
+
+def format_manifest(shipped: dict[str, str], path: str) -> str:
+    """The manifest's text: a comment, then ``sha256  relative path`` per file, sorted."""
+    head = f"# bringup: the files it shipped into {path} (sha256, path); it removes no other file there\n"
+    return head + "".join(f"{sha}  {rel}\n" for rel, sha in sorted(shipped.items()))
+
+
+def manifest_folder(text: str) -> str | None:
+    """The folder a manifest's comment names (None without one)."""
+    m = re.match(r"^# bringup: the files it shipped into (/.*?) \(sha256, path\)", text)
+    return m.group(1) if m else None
+
+
+def parse_manifest(text: str) -> dict[str, str]:
+    """``{relative path: sha256}`` from a manifest's text (comments and malformed lines skipped)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        sha, sep, rel = line.partition("  ")
+        if sep and len(sha) == 64 and all(c in "0123456789abcdef" for c in sha) and rel and not rel.startswith("/"):
+            rel = posixpath.normpath(rel)
+            if not rel.startswith("../") and rel != "..":
+                out[rel] = sha
+    return out

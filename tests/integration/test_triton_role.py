@@ -302,3 +302,130 @@ def test_audit_passes_then_names_a_stopped_triton_and_drifted_rules(triton_host,
         assert r.returncode == 0, r.stdout + r.stderr
     r = invoke("audit", "--host", host.name, "--roles", "triton,monitoring", *mon, cwd=project)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def _sha(host, path: str) -> str:
+    return host.exec(["sha256sum", "--", path]).stdout.split()[0]
+
+
+def test_files_bringup_did_not_ship_are_kept_and_stale_ones_go_only_once_ready(triton_host, project, address):
+    """Item 5: a hand-placed engine survives every run, a failed one included; a file bringup shipped and
+    no longer wants is gone only after the new revision is ready (a failed run's rollback brings it back)."""
+    host, _ = triton_host
+    r = provision(project, host)
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = f"{REPO}/add/1/model.plan"  # put there by hand: never in models_dir
+    host.exec(["sh", "-c", f"head -c 1048576 /dev/urandom > {plan} && echo notes > {REPO}/README.txt"])
+    hand = _sha(host, plan)
+    helper = project / "models" / "add" / "1" / "helper.txt"
+    helper.write_text("shipped by bringup\n")
+    try:
+        r = provision(project, host)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert host.exec(["cat", f"{REPO}/add/1/helper.txt"]).stdout == "shipped by bringup\n"
+        assert _sha(host, plan) == hand and host.exec(["test", "-f", f"{REPO}/README.txt"], check=False).returncode == 0
+    finally:
+        helper.unlink()
+    # helper.txt is no longer wanted and a model that fails to load comes in: the run fails, rolls back,
+    # and nothing that was there before is lost.
+    shutil.copytree(MODELS / "broken", project / "models" / "broken")
+    try:
+        r = provision(project, host)
+    finally:
+        shutil.rmtree(project / "models" / "broken")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "rolled back: revision" in r.stdout and "restored and ready" in r.stdout, r.stdout
+    assert host.exec(["cat", f"{REPO}/add/1/helper.txt"]).stdout == "shipped by bringup\n"
+    assert _sha(host, plan) == hand and host.exec(["test", "-f", f"{REPO}/README.txt"], check=False).returncode == 0
+    assert host.exec(["test", "-e", f"{REPO}/broken"], check=False).returncode == 1
+    assert infer(address, [0, 1, 2, 3]) == [1.0, 3.0, 5.0, 7.0]
+    # The correct run: the stale file goes now that the new revision is up; the hand-placed ones stay.
+    r = provision(project, host)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert host.exec(["test", "-e", f"{REPO}/add/1/helper.txt"], check=False).returncode == 1
+    assert _sha(host, plan) == hand and host.exec(["test", "-f", f"{REPO}/README.txt"], check=False).returncode == 0
+    assert host.exec(["sh", "-c", "ls -A /opt/triton/held 2>/dev/null"], check=False).stdout.strip() == ""
+    r = provision(project, host)
+    assert r.returncode == 0 and recap(r.stdout)[host.name]["changed"] == 0, r.stdout
+    tree = {x["id"]: x for x in last_report(project)["hosts"][0]["resources"]}[f"tree:{REPO}"]
+    assert "2 file(s) bringup did not ship" in tree["reason"], tree
+    host.exec(["rm", "-f", "--", plan, f"{REPO}/README.txt"])
+
+
+@pytest.mark.parametrize("key,path", [("triton_model_repository", "/etc"), ("triton_model_repository", "/"),
+                                      ("triton_model_repository", "/var/lib"), ("triton_stack_dir", "/usr")])
+def test_a_system_directory_is_refused_before_connecting(triton_host, project, key, path):
+    host, _ = triton_host
+    r = provision(project, host, "--check", "--set", f"{key}={path}")
+    err = r.stderr.strip().splitlines()
+    assert r.returncode == 1 and len(err) == 1, r.stdout + r.stderr
+    assert key in err[0] and repr(path) in err[0] and "system directory" in err[0], err
+
+
+def test_a_repository_with_files_of_others_plans_no_removal(triton_host, project):
+    host, _ = triton_host
+    host.exec(["sh", "-c", "mkdir -p /srv/shared/other && for i in 1 2 3; do echo $i > /srv/shared/other/f$i; done"])
+    r = provision(project, host, "--check", "--set", "triton_model_repository=/srv/shared")
+    assert r.returncode == 0, r.stdout + r.stderr
+    tree = {x["id"]: x for x in last_report(project)["hosts"][0]["resources"]}["tree:/srv/shared"]
+    assert not [k for k, v in tree["changes"].items() if isinstance(v, list) and v[1] == "absent"], tree
+    assert "3 file(s) bringup did not ship" in tree["changes"]["kept"], tree
+    host.exec(["rm", "-rf", "/srv/shared"])
+
+
+def _containers(host) -> list[str]:
+    return host.exec(["docker", "ps", "-a", "--format", "{{.Names}} {{.State}}"]).stdout.split("\n")
+
+
+def test_a_revision_compose_cannot_create_is_rolled_back_and_the_next_run_converges(triton_host, project, address):
+    """Item 8: with the host's docker-compose (v1), a cpuset naming CPUs the host lacks fails the run fast,
+    the old revision is back under its own name, and the next correct run converges."""
+    host, _ = triton_host
+    r = provision(project, host)
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = f"{REPO}/add/1/model.plan"
+    host.exec(["sh", "-c", f"head -c 1048576 /dev/urandom > {plan}"])
+    hand = _sha(host, plan)
+    good = host.exec(["cat", "/opt/triton/docker-compose.yml"]).stdout
+    t0 = time.monotonic()
+    r = provision(project, host, "--set", "triton_cpuset=900-901")
+    took = time.monotonic() - t0
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "rolled back: revision" in r.stdout and "restored and ready" in r.stdout, r.stdout
+    assert took < 60, f"{took:.0f} s: the readiness wait did not stop when compose failed"
+    assert host.exec(["cat", "/opt/triton/docker-compose.yml"]).stdout == good
+    names = _containers(host)
+    assert "triton running" in names, names
+    assert not [n for n in names if n.split(" ")[0].endswith("_triton")], names
+    assert get(f"http://{address}:8000/v2/health/ready")[0] == 200
+    assert infer(address, [0, 1, 2, 3]) == [1.0, 3.0, 5.0, 7.0]
+    assert _sha(host, plan) == hand
+    r = provision(project, host)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = provision(project, host)
+    assert r.returncode == 0 and recap(r.stdout)[host.name]["changed"] == 0, r.stdout
+    assert _sha(host, plan) == hand
+    host.exec(["rm", "-f", "--", plan])
+
+
+def test_compose_leftovers_of_a_wedged_host_are_cleared_by_the_next_run(triton_host, project, address):
+    """A host wedged by an earlier version (the old revision serving as <id>_triton, no `triton`) converges."""
+    host, _ = triton_host
+    cid = host.exec(["docker", "inspect", "--format", "{{.Id}}", "triton"]).stdout.strip()
+    host.exec(["docker", "rename", "triton", f"{cid[:12]}_triton"])
+    r = provision(project, host)
+    assert r.returncode == 0, r.stdout + r.stderr
+    names = _containers(host)
+    assert "triton running" in names and not [n for n in names if n.split(" ")[0].endswith("_triton")], names
+    assert infer(address, [0, 1, 2, 3]) == [1.0, 3.0, 5.0, 7.0]
+    r = provision(project, host)
+    assert r.returncode == 0 and recap(r.stdout)[host.name]["changed"] == 0, r.stdout
+
+
+def test_a_gpu_profile_on_a_host_without_gpu_fails_like_the_gpu_roles(triton_host, project):
+    host, _ = triton_host
+    before = started(host)
+    r = provision(project, host, "--set", "gpu_profile=l40s", "--set", "gpu_count=2")
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "gpu_profile is l40s but this host has no NVIDIA GPU" in r.stdout, r.stdout
+    assert started(host) == before  # nothing written, nothing restarted

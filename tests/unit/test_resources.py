@@ -162,6 +162,146 @@ def test_kernel_cmdline_reports_a_pending_reboot_until_booted_with_the_words():
         KernelCmdline(["two words"])
 
 
+def _h(b: bytes) -> str:
+    import hashlib
+    return hashlib.sha256(b).hexdigest()
+
+
+def _apply(res):
+    p = res.plan(sh(res.read()).stdout)
+    for cmd in p.commands:
+        r = sh(cmd)
+        assert r.returncode == 0, r.stdout + r.stderr
+    return p
+
+
+def test_tree_with_a_manifest_touches_only_what_it_shipped_and_rolls_back(tmp_path):
+    """Files bringup did not ship are never touched; a stale shipped file is held (not removed) until the
+    new revision is ready, and a restore puts the last good tree back without touching the others."""
+    from bringup.resources.tree import Tree, parse_manifest
+
+    repo, stack = tmp_path / "models", tmp_path / "stack"
+    (repo / "m" / "1").mkdir(parents=True)
+    (repo / "m" / "1" / "model.plan").write_bytes(b"put there by hand")
+    (repo / "notes.txt").write_text("mine")
+
+    def tree(files, rev):
+        return Tree(str(repo), files, keep={"m/config.pbtxt": _h(b"cfg")}, manifest=str(stack / "manifest"),
+                    holding=str(stack / "held" / rev))
+
+    t1 = tree({"m/1/model.py": (b"v1", False), "m/1/old.bin": (b"old", False)}, "r1")
+    p1, p2 = converge(t1)
+    assert p1.changed and "m/1/model.plan" not in p1.changes and "notes.txt" not in p1.changes
+    assert not p2.changed and "2 file(s) bringup did not ship" in p2.reason
+    shipped = parse_manifest((stack / "manifest").read_text())
+    assert shipped == {"m/1/model.py": _h(b"v1"), "m/1/old.bin": _h(b"old"), "m/config.pbtxt": _h(b"cfg")}
+    (repo / "m" / "config.pbtxt").write_bytes(b"cfg")  # what the File resource writes
+    assert sh(t1.snapshot(str(stack / "last-good"))).returncode == 0
+
+    # The next revision: old.bin no longer wanted, model.py changed, a new model.
+    t2 = tree({"m/1/model.py": (b"v2", False), "n/1/x": (b"x", False)}, "r2")
+    p1, p2 = converge(t2)
+    assert "held" in p1.changes["m/1/old.bin"][1] and not p2.changed
+    assert not (repo / "m" / "1" / "old.bin").exists()
+    assert (stack / "held" / "r2" / "m" / "1" / "old.bin").read_bytes() == b"old"  # not deleted yet
+    assert (repo / "m" / "1" / "model.plan").read_bytes() == b"put there by hand"
+
+    # The new revision failed: restore the last good one.
+    r = sh(t2.restore(str(stack / "last-good" / "files"), (stack / "last-good" / "manifest").read_text(),
+                      (stack / "manifest").read_text()))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (repo / "m" / "1" / "model.py").read_bytes() == b"v1"
+    assert (repo / "m" / "1" / "old.bin").read_bytes() == b"old"
+    assert not (repo / "n").exists()  # shipped by the failed run only: gone, folder too
+    assert (repo / "m" / "1" / "model.plan").read_bytes() == b"put there by hand"
+    assert (repo / "notes.txt").read_text() == "mine"
+    assert not (stack / "held" / "r2").exists()
+    assert not t1.plan(sh(t1.read()).stdout).changed  # the last good state, manifest included
+
+    # The new revision again, this time ready: only then is the held copy deleted.
+    converge(t2)
+    assert (stack / "held" / "r2" / "m" / "1" / "old.bin").exists()
+    assert sh(t2.release()).returncode == 0
+    assert not (stack / "held" / "r2").exists()
+    assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()) == [
+        "m/1/model.plan", "m/1/model.py", "m/config.pbtxt", "n/1/x", "notes.txt"]
+
+
+def test_tree_keeps_a_shipped_file_changed_by_hand_and_sets_aside_one_it_replaces(tmp_path):
+    from bringup.resources.tree import Tree
+
+    repo, stack = tmp_path / "models", tmp_path / "stack"
+    stack.mkdir()
+    (repo / "m").mkdir(parents=True)
+    (repo / "m" / "edited").write_bytes(b"edited by hand")
+    (repo / "m" / "taken").write_bytes(b"someone's")
+    (stack / "manifest").write_text(f"{_h(b'as shipped')}  m/edited\n")
+    t = Tree(str(repo), {"m/taken": (b"ours", False)}, manifest=str(stack / "manifest"),
+             holding=str(stack / "held" / "r"))
+    p = _apply(t)
+    assert "m/edited" not in p.changes and "1 file(s) changed since bringup shipped them" in p.changes["kept"]
+    assert (repo / "m" / "edited").read_bytes() == b"edited by hand"
+    assert (repo / "m" / "taken").read_bytes() == b"ours"
+    assert (stack / "held" / "r" / "m" / "taken").read_bytes() == b"someone's"  # until the new revision is ready
+
+
+def test_tree_without_a_manifest_refuses_nothing_and_plans_no_removal_of_unknown_files(tmp_path):
+    """A first run into a folder full of others' files (an /etc by mistake) removes none of them."""
+    from bringup.resources.tree import Tree
+
+    (tmp_path / "a").mkdir()
+    for i in range(5):
+        (tmp_path / "a" / f"f{i}").write_text(str(i))
+    t = Tree(str(tmp_path), {"m/x": (b"x", False)}, manifest=str(tmp_path.parent / f"{tmp_path.name}.manifest"))
+    p = t.plan(sh(t.read()).stdout)
+    assert not [k for k, v in p.changes.items() if isinstance(v, tuple) and v[1] == "absent"]
+    assert "5 file(s) bringup did not ship" in p.changes["kept"]
+    # A manifest of another folder (the repository was moved) claims nothing here.
+    from bringup.resources.tree import format_manifest
+    (tmp_path.parent / f"{tmp_path.name}.manifest").write_text(format_manifest({"a/f0": _h(b"0")}, "/data/models"))
+    p = t.plan(sh(t.read()).stdout)
+    assert "a/f0" not in p.changes and "5 file(s) bringup did not ship" in p.changes["kept"]
+    (tmp_path.parent / f"{tmp_path.name}.manifest").write_text(format_manifest({"a/f0": _h(b"0")}, str(tmp_path)))
+    assert "held" not in str(t.plan(sh(t.read()).stdout).changes["a/f0"]) and \
+        t.plan(sh(t.read()).stdout).changes["a/f0"][1] == "absent"  # its own, and no holding folder: removed
+
+
+@pytest.mark.parametrize("containers,kept,removed", [
+    # compose v1, creating the new container failed: the old one still runs, renamed.
+    ([("a1", "0123456789ab_triton", "running", "old", "triton")], "a1", []),
+    # compose v1/v2, starting the new one failed: the old one stopped and renamed, the new one created.
+    ([("a1", "0123456789ab_triton", "exited", "old", "triton"), ("b2", "triton", "created", "new", "triton")],
+     None, ["a1", "b2"]),
+    # compose v2, creating under a temporary name failed: the old one untouched.
+    ([("a1", "triton", "running", "old", "triton"), ("b2", "a1a1a1a1a1a1_triton", "created", "new", "triton")],
+     "a1", ["b2"]),
+])
+def test_compose_restore_keeps_a_running_old_revision_and_removes_the_rest(tmp_path, containers, kept, removed):
+    from bringup.resources.compose import ComposeUp
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    log = tmp_path / "log"
+    rows = containers + [("z9", "prometheus", "running", "", "monitoring")]  # another project: untouched
+    (tmp_path / "ps").write_text("".join("\t".join(r) + "\n" for r in rows))
+    (bin_ / "docker").write_text(f"#!/bin/sh\necho \"docker $*\" >> {log}\n"
+                                 f"case \"$1\" in ps) cat {tmp_path / 'ps'};; compose) exit 1;; esac\n")
+    (bin_ / "docker-compose").write_text(f"#!/bin/sh\necho \"docker-compose $*\" >> {log}\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    script = ComposeUp("/opt/triton/docker-compose.yml", project="triton", container="triton",
+                       revision="").restore("old")
+    r = subprocess.run(["sh", "-c", script], capture_output=True, text=True,
+                       env={**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = log.read_text().splitlines()
+    assert [c for c in calls if c.startswith("docker rm")] == [f"docker rm -f -- {i}" for i in removed]
+    renames = [c for c in calls if c.startswith("docker rename")]
+    name = {r[0]: r[1] for r in rows}
+    assert renames == ([f"docker rename -- {kept} triton"] if kept and name[kept] != "triton" else [])
+    assert calls[-1] == "docker-compose -f /opt/triton/docker-compose.yml -p triton up -d --remove-orphans"
+
+
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_json_file_refuses_non_finite_numbers(bad):
     from bringup.resources.jsonfile import JsonFile

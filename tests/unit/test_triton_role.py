@@ -166,6 +166,60 @@ def test_compose_up_plans_by_revision_label():
 def test_nothing_to_serve_skips_and_images_come_before_the_launch():
     (only,) = T.resources(ctx(dict(T.DEFAULTS)))
     assert only.plan("").skipped and "nothing to serve" in only.plan("").reason
-    res = T.resources(ctx({**host_vars("trt-l40s-01"), "image_transfer": "push"}, {}))
+    res = T.resources(ctx({**host_vars("trt-l40s-01"), "image_transfer": "push"}, PCI_GPU))
     kinds = [r.kind for r in res]
     assert kinds.index("image") == kinds.index("compose") - 1 and res[kinds.index("image")].source == "push"
+
+
+@pytest.mark.parametrize("key,path,ok", [
+    ("triton_model_repository", "/", False), ("triton_model_repository", "/etc", False),
+    ("triton_model_repository", "/etc/", False), ("triton_model_repository", "/etc/triton", False),
+    ("triton_model_repository", "/var", False), ("triton_model_repository", "/var/lib", False),
+    ("triton_model_repository", "/usr/share/models", False), ("triton_model_repository", "/lib64", False),
+    ("triton_model_repository", "/home", False), ("triton_model_repository", "/home/ann", False),
+    ("triton_model_repository", "/root", False), ("triton_model_repository", "/opt", False),
+    ("triton_model_repository", "/data", False), ("triton_model_repository", "/proc/x/y", False),
+    ("triton_model_repository", "/data/models", True), ("triton_model_repository", "/var/lib/triton/models", True),
+    ("triton_model_repository", "/srv/models", True), ("triton_model_repository", "/home/ann/models", True),
+    ("triton_model_repository", "/opt/triton/models", False),  # inside the stack folder
+    ("triton_model_repository", "/data/../etc", False),
+    ("triton_stack_dir", "/opt", False), ("triton_stack_dir", "/usr", False), ("triton_stack_dir", "/", False),
+    ("triton_stack_dir", "/data/models/stack", False),  # inside the repository: Triton would serve it
+    ("triton_stack_dir", "/opt/triton", True), ("triton_stack_dir", "/srv/triton", True),
+])
+def test_a_system_or_shared_directory_is_refused(key, path, ok):
+    v = {**host_vars("trt-l40s-01"), key: path}
+    if ok:
+        T.validate(v)
+        return
+    with pytest.raises(InputError) as e:
+        T.validate(v)
+    msg = str(e.value)
+    assert "\n" not in msg and msg.startswith(f"{key} {path!r}") and "set " in msg, msg
+
+
+PCI_GPU = {"pci.devices": [{"address": "0000:41:00.0", "vendor": "0x10de", "kind": "gpu"}]}
+
+
+def test_a_gpu_profile_needs_a_gpu_on_the_bus_not_just_gpu_count():
+    v = host_vars("trt-l40s-01")  # gpu_count: 2
+    (only,) = T.resources(ctx(v, {"pci.devices": []}))
+    err = only.plan("").error
+    assert err and "gpu_profile is l40s but this host has no NVIDIA GPU" in err
+    # nvidia_without_gpu: install (image builders) sets the stack up, but Triton cannot reserve a GPU.
+    (only,) = T.resources(ctx({**v, "nvidia_without_gpu": "install"}, {"pci.devices": []}))
+    assert only.plan("").error
+    res = T.resources(ctx(v, PCI_GPU))
+    assert any(isinstance(r, ComposeUp) for r in res)
+    assert T.resources(ctx({**v, "gpu_profile": "cpu"}, {"pci.devices": []}))[-1].kind == "compose"
+
+
+def test_compose_up_clears_renamed_leftovers_of_its_container():
+    up = ComposeUp("/opt/triton/docker-compose.yml", project="triton", container="triton", revision="abc")
+    wedged = up.plan("compose=docker-compose\nstate=absent\nleftover=0123456789ab_triton\n")
+    script = "\n".join(wedged.commands)
+    assert "docker rm -f -- 0123456789ab_triton" in script and "up -d" in script
+    assert wedged.changes["leftovers"] == (["0123456789ab_triton"], "removed")
+    both = up.plan("compose=docker-compose\nstate=running\nrevision=abc\nleftover=0123456789ab_triton\n")
+    assert both.changed and "up -d" not in "\n".join(both.commands)
+    assert "[0-9a-f]{12}_triton" in up.read()
