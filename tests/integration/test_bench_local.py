@@ -9,6 +9,7 @@ window bound of an idle micro-batcher, and one-line errors.
 from __future__ import annotations
 
 import asyncio
+import time
 import json
 import os
 import subprocess
@@ -246,16 +247,23 @@ def test_microbatcher_full_batch_leaves_at_once_and_idle_adds_at_most_its_window
         # Alone, one after another: each waits its window, and no more.
         for _ in range(20):
             await mb.infer(np.ones((1, 4), np.float32))
-        return full, list(mb.batches)
+        # The same loop's own lateness on a bare sleep of the window, measured now: a shared
+        # 2-core machine adds timer slack that is the loop's, not the batcher's.
+        slept = []
+        for _ in range(20):
+            t0 = time.perf_counter()
+            await asyncio.sleep(window_us / 1e6)
+            slept.append(time.perf_counter() - t0)
+        return full, list(mb.batches), sorted(slept)
 
-    full, idle = asyncio.run(_with_client(triton.grpc_port, go))
+    full, idle, slept = asyncio.run(_with_client(triton.grpc_port, go))
     assert [b.rows for b in full] == [8]
     assert full[0].wait_s < window_us / 1e6
     assert [b.rows for b in idle] == [1] * 20
     waits = sorted(b.wait_s for b in idle)
     assert waits[0] >= window_us / 1e6 * 0.95
     # The median wait is the window plus the event loop's timer slack, not a second window.
-    assert waits[len(waits) // 2] <= 2 * window_us / 1e6
+    assert waits[len(waits) // 2] <= slept[len(slept) // 2] + 0.5 * window_us / 1e6, (waits, slept)
 
 
 def test_microbatcher_refuses_a_window_over_1ms():
