@@ -314,26 +314,6 @@ def page_name(host: str) -> str:
     return host
 
 
-def load_facts(path, host: str) -> tuple[dict, dict]:
-    """A saved ``invoke facts`` JSON: ``(facts, fact errors)``; a bad file is one line."""
-    import json
-    from pathlib import Path
-
-    from .errors import InputError
-
-    p = Path(path)
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise InputError(f"--facts {p}: {e.strerror or e}") from None
-    except (UnicodeDecodeError, ValueError) as e:
-        raise InputError(f"--facts {p}: not JSON ({e}); save it with: invoke facts --host {host} > FILE") from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("facts"), dict):
-        raise InputError(f"--facts {p}: no \"facts\" mapping; save it with: invoke facts --host {host} > FILE")
-    errors = doc.get("errors") if isinstance(doc.get("errors"), dict) else {}
-    return doc["facts"], {str(k): str(v) for k, v in errors.items()}
-
-
 def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_host_keys=False, facts_file=None):
     """Gather, plan (check mode) and render each host's checklist; returns ``{host: checks}``.
 
@@ -345,6 +325,7 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
     """
     from pathlib import Path
 
+    from .facts.gather import load_facts
     from .runner import HostRun, Options
     from .topology_svg import topology_svg
 

@@ -13,7 +13,7 @@ from . import __version__
 from .connection import connect
 from .errors import BringupError, Unreachable
 from .facts import ALL_FACTS
-from .facts.gather import gather
+from .facts.gather import gather, load_facts
 from .inventory import load_inventory, parse_set
 from .project import content_root
 from .report import Report, print_host, print_recap, progress_display
@@ -56,14 +56,17 @@ def _forks(forks) -> int:
     return n
 
 
-def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate=None):
-    """One ``--host``'s facts, gathered in one round trip; errors become one line and an exit code."""
+def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate=None, facts_file=None):
+    """One ``--host``'s facts, gathered in one round trip (or read from a saved ``invoke facts``, without
+    connecting); errors become one line and an exit code."""
     try:
         _, chosen = _selected(inventory, set_, host, None, None)
         if len(chosen) != 1:
             raise BringupError(f"{task_name} takes one --host")
         if validate:
             validate(chosen[0].vars)
+        if facts_file:
+            return (chosen[0], *load_facts(facts_file, chosen[0].name))
         t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys)
     except Unreachable as e:
         raise Exit(f"unreachable: {e}", code=4) from None
@@ -265,22 +268,10 @@ def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts
          "facts": "a saved `invoke facts` JSON: plan without connecting"})
 def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new_host_keys=False, facts=None):
     """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
-    from .checklist import load_facts
     from .topology import format_plan, plan_topology, validate_vars
 
-    if facts:
-        try:
-            _, chosen = _selected(inventory, set_, host, None, None)
-            if len(chosen) != 1:
-                raise BringupError("topology takes one --host")
-            target = chosen[0]
-            validate_vars(target.vars)
-            values, _ = load_facts(facts, target.name)
-        except BringupError as e:
-            raise _fail(e) from None
-    else:
-        target, values, _ = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
-                                        validate=validate_vars)
+    target, values, _ = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
+                                    validate=validate_vars, facts_file=facts)
     try:
         result = plan_topology(values, target.vars)
     except BringupError as e:

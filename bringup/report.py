@@ -14,8 +14,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .runner import HostResult
 
-__all__ = ["recap_line", "print_host", "print_recap", "print_results", "Report", "write_report",
-           "progress_display"]
+__all__ = ["recap_line", "print_host", "print_recap", "Report", "progress_display"]
 
 _COLOURS = {"ok": "green", "changed": "yellow", "failed": "red", "skipped": "cyan", "unreachable": "red"}
 
@@ -63,14 +62,6 @@ def print_recap(results: list[HostResult], console: Console) -> None:
         console.print(recap_line(r, width), markup=False, highlight=False)
 
 
-def print_results(results: list[HostResult], console: Console, *, check: bool, diff: bool,
-                  verbose: bool = False) -> None:
-    """Every host's details, then the recap."""
-    for r in results:
-        print_host(r, console, check=check, diff=diff, verbose=verbose)
-    print_recap(results, console)
-
-
 class Report:
     """The run's JSON report under ``directory`` (``reports/``), rewritten whole as each host finishes.
 
@@ -96,25 +87,15 @@ class Report:
         self.done[result.host] = result
         self.write()
 
-    def write(self, finished: bool = False, interrupted: str | None = None) -> Path:
+    def write(self, finished: bool = False) -> Path:
         doc: dict = {"command": self.command, "args": self.args, "started": self.started,
                      "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z") if finished else None}
-        if interrupted:
-            doc["interrupted"] = interrupted
         doc["hosts"] = [dict(asdict(self.done[h]), recap=self.done[h].recap) if h in self.done
                         else {"host": h, "status": "pending"} for h in self.order]
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
         os.replace(tmp, self.path)
         return self.path
-
-
-def write_report(results: list[HostResult], directory: Path, *, command: str, args: dict) -> Path:
-    """Write a finished run as JSON under ``directory`` (``reports/``); returns the path."""
-    report = Report(directory, command=command, args=args, hosts=[r.host for r in results])
-    for r in results:
-        report.done[r.host] = r
-    return report.write(finished=True)
 
 
 @contextmanager

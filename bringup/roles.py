@@ -79,10 +79,6 @@ class Role:
     def defaults(self) -> dict[str, Any]:
         return dict(getattr(self.module, "DEFAULTS", {}))
 
-    def merged_vars(self, host_vars: dict[str, Any]) -> dict[str, Any]:
-        """Role defaults under the host's inventory variables."""
-        return {**self.defaults, **host_vars}
-
     @property
     def facts(self) -> tuple[str, ...] | None:
         """The fact names the role reads (``FACTS``); None: it did not say, so it gets every fact."""
@@ -202,7 +198,7 @@ def wanted_facts(roles: list[Role], extra: tuple[str, ...] = ()) -> list:
             raise InputError(f"role {role.name}: FACTS names unknown fact(s) {', '.join(unknown)}; "
                              f"known: {', '.join(FACTS_BY_NAME)}")
         names.update(role.facts)
-    unknown = sorted(n for n in names if n not in FACTS_BY_NAME)
+    unknown = sorted(n for n in extra if n not in FACTS_BY_NAME)
     if unknown:
         raise InputError(f"unknown fact(s) {', '.join(unknown)}")
     return [f for f in ALL_FACTS if f.name in names]

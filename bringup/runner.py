@@ -141,12 +141,10 @@ class HostRun:
     """
 
     def __init__(self, host: Host, roles: list[Role], vars: dict[str, Any], opts: Options, templates: Templates,
-                 progress: Progress = lambda h, s: None, transport: Transport | None = None,
-                 extra_facts: tuple[str, ...] = ()):
+                 progress: Progress = lambda h, s: None, extra_facts: tuple[str, ...] = ()):
         self.host, self.roles, self.vars, self.opts, self.templates = host, roles, vars, opts, templates
         self.progress = progress
-        self.transport = transport
-        self._own_transport = transport is None
+        self.transport: Transport | None = None
         self.facts_wanted = wanted_facts(roles, extra_facts)
         self.facts: dict[str, Any] = {}
         self.fact_errors: dict[str, str] = {}
@@ -170,8 +168,7 @@ class HostRun:
     def close(self) -> None:
         if self.transport is not None:
             self.result.round_trips = self.transport.round_trips
-            if self._own_transport:
-                self.transport.close()
+            self.transport.close()
 
     def context(self, role: Role) -> HostContext:
         """What ``role`` sees of this host: the run's variables, and the facts it declared."""
@@ -291,16 +288,16 @@ class HostRun:
             t = wait_for_ssh(host, timeout=left)
             if t.run_script(sh("[ -e %s ] && echo old-boot || echo new-boot", marker)).stdout.strip() == "new-boot":
                 t.round_trips += trips
-                self.transport, self._own_transport = t, True
+                self.transport = t
                 return
             t.close()  # still the old boot, on its way down
             time.sleep(1)
 
 
 def run_host(host: Host, roles: list[Role], vars: dict[str, Any], opts: Options, templates: Templates,
-             progress: Progress = lambda h, s: None, transport: Transport | None = None) -> HostResult:
+             progress: Progress = lambda h, s: None) -> HostResult:
     """Converge (or, in check mode, plan) ``roles`` on one host."""
-    return HostRun(host, roles, vars, opts, templates, progress, transport).converge()
+    return HostRun(host, roles, vars, opts, templates, progress).converge()
 
 
 def _merge_passes(result: HostResult, start: int, first: list[ResourceResult]) -> None:

@@ -7,7 +7,9 @@ import shlex
 import shutil
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from .common import IMAGE_REPO, LABEL, SandboxError, _last_line, _log, _run, state_dir
 from .docker import _docker
@@ -47,6 +49,23 @@ def _remove_tree(path: Path) -> None:
 _STAGE = re.compile(r"^(I: (Retrieving (In)?Release|Resolving dependencies|Installing core|"
                     r"Unpacking required|Configuring required|Unpacking the base|"
                     r"Configuring the base|Base system installed)|[WE]: )")
+
+
+@contextmanager
+def build_root(name: str) -> Iterator[tuple[Path, Path]]:
+    """A fresh, empty root folder to build an image ``name`` in, and its build log; the folder goes afterwards.
+
+    Hold the build lock around it: two builds share the state folder.
+    """
+    state = state_dir()
+    work = state / f"build-{name}"
+    _remove_tree(work)
+    root = work / "root"
+    root.mkdir(parents=True)
+    try:
+        yield root, state / f"build-{name}.log"
+    finally:
+        _remove_tree(work)
 
 
 def _debootstrap(recipe: ImageRecipe, root: Path, mirror: str, log: Path) -> None:
@@ -99,13 +118,8 @@ def build_image(force: bool = False) -> str:
             _log(f"using cached image {tag}")
             return tag
         mirror = debian_mirror()
-        work = state / f"build-{recipe.digest}"
-        log = state / f"build-{recipe.digest}.log"
-        root = work / "root"
-        _remove_tree(work)
-        root.mkdir(parents=True)
         t0 = time.monotonic()
-        try:
+        with build_root(recipe.digest) as (root, log):
             _log(f"building {tag}: debootstrap {recipe.suite} ({recipe.variant} + "
                  f"{len(recipe.packages)} packages) from {mirror}; log {log}")
             _debootstrap(recipe, root, mirror, log)
@@ -127,8 +141,6 @@ def build_image(force: bool = False) -> str:
             size = int(_docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip())
             _log(f"imported {tag} ({size / 1e6:.0f} MB) in {time.monotonic() - t1:.0f}s; "
                  f"total {time.monotonic() - t0:.0f}s")
-        finally:
-            _remove_tree(work)
     return tag
 
 

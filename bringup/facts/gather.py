@@ -1,10 +1,13 @@
-"""Gather every fact of a host in one round trip."""
+"""A host's facts: gathered in one round trip, or read back from a saved `invoke facts`."""
 from __future__ import annotations
 
 import copy
+import json
+from pathlib import Path
 from typing import Any
 
 from ..command import sh
+from ..errors import InputError
 from ..script import batch, split
 from .base import Fact, UntrustedOutput
 
@@ -46,3 +49,18 @@ def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str
             errors[fact.name] = " ".join(f"{type(e).__name__}: {e}".split())
             values[fact.name] = copy.deepcopy(fact.default)
     return values, errors
+
+
+def load_facts(path, host: str) -> tuple[dict, dict]:
+    """A saved ``invoke facts`` JSON: ``(facts, fact errors)``; a bad file is one line."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"--facts {p}: {e.strerror or e}") from None
+    except (UnicodeDecodeError, ValueError) as e:
+        raise InputError(f"--facts {p}: not JSON ({e}); save it with: invoke facts --host {host} > FILE") from None
+    if not isinstance(doc, dict) or not isinstance(doc.get("facts"), dict):
+        raise InputError(f"--facts {p}: no \"facts\" mapping; save it with: invoke facts --host {host} > FILE")
+    errors = doc.get("errors") if isinstance(doc.get("errors"), dict) else {}
+    return doc["facts"], {str(k): str(v) for k, v in errors.items()}

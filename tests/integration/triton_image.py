@@ -30,7 +30,7 @@ if __name__ == "__main__":  # run as a script: the harness is at the top of the 
 from harness import SandboxError, debian_mirror, state_dir  # noqa: E402
 from harness.common import LABEL, _last_line, _log, _run  # noqa: E402
 from harness.docker import _docker  # noqa: E402
-from harness.image import _debootstrap, _image_exists, _import, _remove_tree  # noqa: E402
+from harness.image import _debootstrap, _image_exists, _import, build_root  # noqa: E402
 from harness.lock import _lock  # noqa: E402
 from harness.recipe import SUITE, ImageRecipe  # noqa: E402
 
@@ -102,13 +102,8 @@ def build_triton_image(force: bool = False) -> str:
     with _lock(state / "build.lock"):
         if not force and _image_exists(tag):
             return tag
-        work = state / f"build-triton-{r.digest}"
-        log = state / f"build-triton-{r.digest}.log"
-        root = work / "root"
-        _remove_tree(work)
-        root.mkdir(parents=True)
         t0 = time.monotonic()
-        try:
+        with build_root(f"triton-{r.digest}") as (root, log):
             _log(f"building {tag} (TEST DOUBLE of the NGC tritonserver image) from {wheel.name}")
             _debootstrap(r, root, debian_mirror(), log)
             dest = root / PREFIX.lstrip("/")
@@ -127,8 +122,6 @@ def build_triton_image(force: bool = False) -> str:
                     _docker("image", "rm", ref, check=False)
             size = int(_docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip())
             _log(f"imported {tag} ({size / 1e6:.0f} MB) in {time.monotonic() - t0:.0f}s")
-        finally:
-            _remove_tree(work)
     return tag
 
 

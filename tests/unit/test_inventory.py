@@ -45,10 +45,13 @@ def test_precedence_all_parent_child_host_set(tmp_path):
 
 
 def test_role_defaults_are_lowest():
+    from bringup.inventory import ConnectionVars, Host
     from bringup.roles import Role
+    from bringup.runner import prepare
     import types
     mod = types.SimpleNamespace(DEFAULTS={"x": 1, "y": 1})
-    assert Role("r", mod).merged_vars({"y": 2}) == {"x": 1, "y": 2}
+    h = Host("h", ["all"], {"y": 2}, ConnectionVars())
+    assert prepare([h], [Role("r", mod)]) == {"h": {"x": 1, "y": 2}}
 
 
 def test_shipped_inventory_has_the_guide_cluster():
