@@ -49,8 +49,11 @@ class ComposeUp(Resource):
         fmt = "state={{.State.Status}}\nrevision={{index .Config.Labels \"%s\"}}" % REVISION_LABEL
         return COMPOSE + "\necho \"compose=${dc:-none}\"\n" + sh(
             "docker inspect --format %s -- %s 2>/dev/null || echo state=absent\n"
-            "docker ps -a --format '{{.Names}}' 2>/dev/null | grep -E -- %s | sed 's/^/leftover=/' || true",
-            fmt, self.container, _leftover_pattern(self.container))
+            # Only containers a bringup compose file made (they carry its revision label): a
+            # container of the same shape of name that someone else made is not ours to remove.
+            "docker ps -a --filter label=%s --format '{{.Names}}' 2>/dev/null | grep -E -- %s "
+            "| sed 's/^/leftover=/' || true",
+            fmt, self.container, REVISION_LABEL, _leftover_pattern(self.container))
 
     def plan(self, current: str) -> Plan:
         st = kv_lines(current)
@@ -80,9 +83,11 @@ class ComposeUp(Resource):
     def restore(self, revision: str | None) -> str:
         """Shell: bring the compose file up again after a failed deploy, whatever stage compose stopped at.
 
-        Of the project's containers (and any named ``container`` or a renamed
-        leftover of it), one that still runs ``revision`` is kept, under its
-        own name again; every other one is removed; then ``up -d``.  Compose v1
+        Of the containers a bringup compose file made (they carry
+        :data:`REVISION_LABEL`) that belong to the project or are named
+        ``container`` or a renamed leftover of it, one that still runs
+        ``revision`` is kept, under its own name again; every other one is
+        removed; then ``up -d``.  A container without the label is never touched.  Compose v1
         leaves the old container running under a temporary name when creating
         the new one fails, v2 leaves it stopped and renamed, or a new one
         created but not started: each of these ends with ``container`` running
@@ -98,6 +103,8 @@ class ComposeUp(Resource):
             "tab=$(printf '\\t')",
             'while IFS="$tab" read -r id name state rev proj; do',
             '  [ -n "$id" ] || continue',
+            # Only what a bringup compose file made: its revision label. Anyone else's container stays.
+            '  [ -n "$rev" ] || continue',
             '  if [ "$proj" != "$p" ] && [ "$name" != "$c" ] && ! printf %s "$name" | grep -Eq -- "$pat"; then continue; fi',
             '  if [ -z "$keep" ] && [ -n "$want" ] && [ "$state" = running ] && [ "$rev" = "$want" ]; then',
             '    keep=$id; keepname=$name',

@@ -282,7 +282,8 @@ def test_compose_restore_keeps_a_running_old_revision_and_removes_the_rest(tmp_p
     bin_ = tmp_path / "bin"
     bin_.mkdir()
     log = tmp_path / "log"
-    rows = containers + [("z9", "prometheus", "running", "", "monitoring")]  # another project: untouched
+    rows = containers + [("z9", "prometheus", "running", "", "monitoring"),  # another project: untouched
+                         ("y8", "0123456789ff_triton", "exited", "", "")]  # not made by bringup: untouched
     (tmp_path / "ps").write_text("".join("\t".join(r) + "\n" for r in rows))
     (bin_ / "docker").write_text(f"#!/bin/sh\necho \"docker $*\" >> {log}\n"
                                  f"case \"$1\" in ps) cat {tmp_path / 'ps'};; compose) exit 1;; esac\n")
