@@ -30,7 +30,10 @@ Variables:
     triton_max_queue_delay_microseconds: the batching window (800; 200-1500).
     image_transfer: ``pull`` (the host pulls triton_image) or ``push`` (the
         control machine's copy is streamed over SSH into ``docker load``).
-    triton_image, triton_image_id, triton_shm_size, triton_cpuset, triton_ports,
+    triton_cpuset: Triton's CPUs; empty (default): on a GPU profile, the topology
+        planner's Triton CPUs (``triton_cpus_per_gpu`` on each GPU's own node, the
+        same plan cpu_tuning exports to /etc/bringup/triton-cpuset).
+    triton_image, triton_image_id, triton_shm_size, triton_ports,
     triton_cache_size, triton_ready_timeout, triton_stack_dir.
     triton_model_repository and triton_stack_dir: folders of their own; a
         system folder (/, /etc, /usr, /var/lib, a home, a top-level folder) is
@@ -43,6 +46,7 @@ import posixpath
 import re
 from pathlib import Path
 
+from bringup import topology
 from bringup.command import sh
 from bringup.errors import BringupError, InputError
 from bringup.gpu import gpu_gate
@@ -51,6 +55,7 @@ from bringup.resources.compose import ComposeUp
 from bringup.resources.guard import Skip
 from bringup.resources import image
 from bringup.resources.image import DockerImage
+from bringup.facts.base import format_cpulist
 from bringup.resources.tree import Tree, local_tree, parse_manifest
 
 #: Per GPU class: preferred batch sizes and instances per GPU (the guide's measurements).
@@ -61,8 +66,8 @@ PROFILES: dict[str, dict] = {
 }
 DELAY_MIN, DELAY_MAX = 200, 1500
 
-#: The facts this role reads (only these are gathered for it).
-FACTS = ("nvidia.smi", "pci.devices")
+#: The facts this role reads (only these are gathered for it): the planner's, for the cpuset.
+FACTS = tuple(dict.fromkeys(("nvidia.smi", "pci.devices", *topology.FACTS)))
 
 DEFAULTS = {
     "gpu_profile": "cpu",
@@ -74,6 +79,7 @@ DEFAULTS = {
     "triton_image_id": None,
     **image.DEFAULTS,
     "triton_shm_size": "1g",
+    **topology.DEFAULTS,
     "triton_cpuset": "",
     "triton_ports": {"http": 8000, "grpc": 8001, "metrics": 8002},
     "triton_cache_size": 268435456,
@@ -272,6 +278,18 @@ def _static(vars: dict) -> None:
         raise InputError("triton_extra_args: a list of tritonserver flags like --log-verbose=1")
 
 
+def cpuset(vars: dict, facts: dict) -> str:
+    """Triton's CPUs: ``triton_cpuset`` when the inventory sets it, else the topology plan's Triton CPUs
+    (``triton_cpus_per_gpu`` on each GPU's own node, as cpu_tuning exports them); "" when the plan has none."""
+    if vars.get("triton_cpuset"):
+        return str(vars["triton_cpuset"])
+    try:
+        return format_cpulist(topology.plan_topology(facts, vars).triton_cpus)
+    except InputError as e:
+        raise InputError(f"triton: cannot place Triton on the planner's CPUs ({e}); set triton_cpuset "
+                         "to a CPU list, or fix the facts") from None
+
+
 def validate(vars: dict) -> None:
     from bringup.project import content_root
     from bringup.templates import Templates
@@ -302,9 +320,10 @@ class _Desired:
         self.models = sorted(set(self.configs) | {rel.split("/", 1)[0] for rel in self.files if "/" in rel})
         profile = PROFILES[v.get("gpu_profile", "cpu")]
         gpus = _gpus(v, host.facts) if profile["kind"] == "KIND_GPU" else []
+        self.cpuset = cpuset(v, host.facts) if gpus else str(v.get("triton_cpuset") or "")
         cache = any((s or {}).get("response_cache") for s in (v.get("triton_models") or {}).values())
         ctx = dict(image=v["triton_image"], container=self.container, shm_size=str(v["triton_shm_size"]),
-                   cpuset=str(v.get("triton_cpuset") or ""), gpus=gpus, ports=v["triton_ports"],
+                   cpuset=self.cpuset, gpus=gpus, ports=v["triton_ports"],
                    repository=self.repo, cache_size=v["triton_cache_size"] if cache else 0,
                    extra_args=v["triton_extra_args"])
         h = hashlib.sha256(host.render("triton/docker-compose.yml.j2", revision="", **ctx).encode())
@@ -329,12 +348,13 @@ class _Desired:
 def resources(host):
     if not (host.vars.get("triton_models") or host.vars.get("models_dir")):
         return [Skip("triton", "nothing to serve: triton_models is empty and models_dir is unset")]
-    d = _Desired(host)
-    if d.gpu_profile and not [g for g in host.facts.get("nvidia.smi") or [] if isinstance(g.get("index"), int)]:
+    gpu_profile = PROFILES.get(host.vars.get("gpu_profile"), PROFILES["cpu"])["kind"] == "KIND_GPU"
+    if gpu_profile and not [g for g in host.facts.get("nvidia.smi") or [] if isinstance(g.get("index"), int)]:
         # As the GPU roles check (the PCI bus, not gpu_count); a GPU reservation cannot be met without one.
         gate = gpu_gate(host, "triton", without_gpu_install=False)
         if gate:
             return gate
+    d = _Desired(host)
     return [
         Directory(d.stack, mode="0755"),
         Directory(d.repo, mode="0755"),

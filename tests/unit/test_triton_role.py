@@ -9,10 +9,12 @@ import yaml
 
 from bringup.errors import InputError
 from bringup.inventory import load_inventory
+from bringup.resources import File
 from bringup.resources.compose import ComposeUp
 from bringup.resources.tree import Tree
 from bringup.roles import HostContext
 from bringup.templates import Templates
+from bringup.topology import topology_from_numa
 
 import roles.triton as T
 
@@ -198,7 +200,8 @@ def test_a_system_or_shared_directory_is_refused(key, path, ok):
     assert "\n" not in msg and msg.startswith(f"{key} {path!r}") and "set " in msg, msg
 
 
-PCI_GPU = {"pci.devices": [{"address": "0000:41:00.0", "vendor": "0x10de", "kind": "gpu"}]}
+PCI_GPU = {"pci.devices": [{"address": "0000:41:00.0", "vendor": "0x10de", "kind": "gpu"}],
+           "cpu.topology": topology_from_numa({"0": list(range(8))})}
 
 
 def test_a_gpu_profile_needs_a_gpu_on_the_bus_not_just_gpu_count():
@@ -223,3 +226,29 @@ def test_compose_up_clears_renamed_leftovers_of_its_container():
     both = up.plan("compose=docker-compose\nstate=running\nrevision=abc\nleftover=0123456789ab_triton\n")
     assert both.changed and "up -d" not in "\n".join(both.commands)
     assert "[0-9a-f]{12}_triton" in up.read()
+
+
+def test_triton_runs_on_the_planners_cpus_unless_the_inventory_sets_them():
+    """Issue 9, defect 1: the topology plan reaches Triton's compose cpuset (GPU-local cores on each node)."""
+    from bringup.roles import FactView
+
+    from .test_multinuma import A100_PCI, a100_host
+
+    facts = {**a100_host(pci=A100_PCI), "nvidia.smi": [{"index": 0}, {"index": 1}]}  # 2×A100, 2 nodes
+    v = {**host_vars("trt-l40s-01"), "gpu_count": None}
+    planned = T.cpuset(v, facts)
+    assert planned == "2-5,66-69"  # 4 per GPU after 2 IRQ CPUs, on each GPU's own node
+    compose = next(r for r in T.resources(ctx(v, FactView(facts, T.FACTS, "triton")))
+                   if isinstance(r, File) and r.path.endswith("docker-compose.yml"))
+    assert 'cpuset: "2-5,66-69"' in compose.content.decode()
+    pinned = next(r for r in T.resources(ctx({**v, "triton_cpuset": "8-11"}, facts))
+                  if isinstance(r, File) and r.path.endswith("docker-compose.yml"))
+    assert 'cpuset: "8-11"' in pinned.content.decode()
+    # The planner's knobs move it, as they move cpu_tuning's exported cpuset.
+    assert T.cpuset({**v, "triton_cpus_per_gpu": 2}, facts) == "2-3,66-67"
+    # A CPU-only host has no Triton CPUs to plan: no cpuset.
+    cpu = next(r for r in T.resources(ctx({**v, "gpu_profile": "cpu"}, facts))
+               if isinstance(r, File) and r.path.endswith("docker-compose.yml"))
+    assert b"cpuset" not in cpu.content
+    with pytest.raises(InputError, match="set triton_cpuset"):
+        T.cpuset(v, {"nvidia.smi": [{"index": 0}]})
