@@ -18,7 +18,7 @@ import socket
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, Callable
 
@@ -73,7 +73,7 @@ class Transport:
         if c.ansible_become_password:
             token = secrets.token_hex(8)
             sudo = _Sudo(prompt=f"[bringup-sudo-{token}]", ready=f"bringup-ready-{token}",
-                         password=c.ansible_become_password, user=c.ansible_become_user)
+                         password=c.ansible_become_password.get_secret_value(), user=c.ansible_become_user)
             wrapped = "sh -c " + quote(f"echo {sudo.ready} >&2; exec {inner}")
             return f"sudo -S -p {quote(sudo.prompt)} -H -u {user} -- {wrapped}", sudo
         return f"sudo -n -H -u {user} -- {inner}", None
@@ -153,8 +153,8 @@ class _Sudo:
 
     prompt: str
     ready: str
-    password: str
-    user: str
+    password: str = field(repr=False)
+    user: str = "root"
 
     def handshake(self, recv: Callable[[int], bytes], send: Callable[[bytes], object], host: str) -> bytes:
         """Answer sudo's prompt (once) with the password; return stderr that followed the ready line.
@@ -296,7 +296,7 @@ class SSHTransport(Transport):
             connect_kwargs["look_for_keys"] = False
             connect_kwargs["allow_agent"] = False
         if c.ansible_password:
-            connect_kwargs["password"] = c.ansible_password
+            connect_kwargs["password"] = c.ansible_password.get_secret_value()
         self.conn = Connection(
             host.address,
             user=c.ansible_user or "root",

@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .errors import InventoryError, InputError
+from .secrets import MASK, resolve_refs
 
 __all__ = ["Inventory", "Host", "ConnectionVars", "load_inventory", "parse_set"]
 
@@ -39,11 +40,12 @@ class ConnectionVars(BaseModel):
     ansible_port: int = Field(22, ge=1, le=65535)
     ansible_user: str | None = None
     ansible_ssh_private_key_file: str | None = None
-    ansible_password: str | None = None
+    #: Text, ``{env: NAME}`` or ``{file: PATH}`` (see :mod:`bringup.secrets`); never shown.
+    ansible_password: SecretStr | None = None
     ansible_connection: Literal["ssh", "local", "paramiko", "smart"] = "ssh"
     ansible_become: bool = False
     ansible_become_user: str = "root"
-    ansible_become_password: str | None = None
+    ansible_become_password: SecretStr | None = None
     ssh_known_hosts: str = "~/.ssh/known_hosts"
     ssh_connect_timeout: float = Field(10, gt=0)
     #: Seconds between SSH keepalives on an idle session (0: none).
@@ -51,11 +53,13 @@ class ConnectionVars(BaseModel):
     #: Longest one round trip may take before the host counts as unreachable.
     command_timeout: float = Field(1800, gt=0)
 
-    @field_validator("ansible_become_password", "ansible_password")
+    @field_validator("ansible_become_password", "ansible_password", mode="before")
     @classmethod
     def _one_line(cls, v: Any) -> Any:
-        if isinstance(v, str) and ("\n" in v or "\r" in v):
-            raise ValueError("must be one line")
+        # Only text (or a resolved reference): pydantic's own error would name the value's type and more.
+        text = v.get_secret_value() if isinstance(v, SecretStr) else v
+        if v is not None and (not isinstance(text, str) or "\n" in text or "\r" in text):
+            raise ValueError("must be one line of text")
         return v
 
     @field_validator("ansible_port", mode="before")
@@ -76,8 +80,8 @@ _FIXES = {
     "ssh_connect_timeout": "a number of seconds > 0",
     "ssh_keepalive_interval": "a whole number of seconds >= 0 (0: no keepalives)",
     "command_timeout": "a number of seconds > 0",
-    "ansible_password": "one line of text",
-    "ansible_become_password": "one line of text",
+    "ansible_password": "one line of text, {env: NAME} or {file: PATH}",
+    "ansible_become_password": "one line of text, {env: NAME} or {file: PATH}",
 }
 
 #: Never printed, not even in an error about themselves.
@@ -267,6 +271,12 @@ def load_inventory(path: str | Path, overrides: dict[str, Any] | None = None) ->
         merged.update(overrides or {})
         merged["inventory_hostname"] = hname
         merged["group_names"] = [g for g in order if g != "all"]
+        # Secret references ({env: X}, {file: P}) become SecretStr here, before anything connects.
+        merged = resolve_refs(merged, f"{path}: host {hname!r}")
+        for var in _SECRETS:
+            if isinstance(merged.get(var), str):
+                merged[var] = SecretStr(merged[var])
+            MASK.add(merged.get(var))
         try:
             conn = ConnectionVars.model_validate(merged)
         except ValidationError as e:

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .runner import HostResult
+from .secrets import MASK
 
 __all__ = ["recap_line", "print_host", "print_recap", "Report", "progress_display"]
 
@@ -93,7 +94,8 @@ class Report:
         doc["hosts"] = [dict(asdict(self.done[h]), recap=self.done[h].recap) if h in self.done
                         else {"host": h, "status": "pending"} for h in self.order]
         tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        # Secrets of the inventory (and URL passwords) never reach the file.
+        tmp.write_text(json.dumps(MASK.mask_obj(doc), indent=2, sort_keys=False) + "\n")
         os.replace(tmp, self.path)
         return self.path
 

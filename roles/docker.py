@@ -14,6 +14,15 @@ Variables:
     docker_daemon_config: keys merged into /etc/docker/daemon.json (others kept; the old file
         backed up; docker restarted only when the file changed).
     docker_hold: hold the engine packages when docker_version pins them (default true).
+    registry_auths: ``{registry: {username, password}}`` written to root's
+        /root/.docker/config.json (0600 root; other registries and keys kept) so that the
+        host's ``docker pull`` of triton_image / dcgm_exporter_image logs in. The password
+        is a secret reference, ``{env: NGC_API_KEY}`` or ``{file: ~/.config/bringup/ngc.key}``
+        (never text in the inventory); NGC: ``nvcr.io: {username: $oauthtoken, password: ...}``.
+
+A value of docker_daemon_config may be a secret reference too (a token in a
+registry mirror's URL): daemon.json is then kept 0600 root, and the value is
+masked in everything bringup prints.
 """
 from __future__ import annotations
 
@@ -25,6 +34,8 @@ from bringup.resources import Command, Packages, Service
 from bringup.resources.guard import Fail, Skip
 from bringup.resources.hold import Hold
 from bringup.resources.jsonfile import JsonFile, check_json
+from bringup.resources.privatejson import PrivateJsonFile, docker_auth
+from bringup.secrets import SecretStr, holds_secret, reveal
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
 from bringup.resources import apt
 
@@ -44,10 +55,14 @@ DEFAULTS = {
     "docker_compose_package": None,
     "docker_daemon_config": {},
     "docker_hold": True,
+    "registry_auths": {},
     **apt.DEFAULTS,
 }
 
 DAEMON_JSON = "/etc/docker/daemon.json"
+#: Root's Docker client config: the host's `docker pull` (and compose) run as root.
+CLIENT_CONFIG = "/root/.docker/config.json"
+_REGISTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?$|^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[\w./-]*)?$")
 
 HANDLERS = {"restart docker": ["systemctl restart docker"]}
 
@@ -63,9 +78,28 @@ def validate(vars: dict) -> None:
         raise InputError("docker_compose must be auto, install or none")
     if not isinstance(vars.get("docker_daemon_config"), dict):
         raise InputError("docker_daemon_config must be a mapping of daemon.json keys")
-    check_json(vars["docker_daemon_config"], "docker_daemon_config")
+    check_json(reveal(vars["docker_daemon_config"]), "docker_daemon_config")
+    _check_auths(vars.get("registry_auths"))
     if vars.get("docker_source") == "docker":
         check_repo_var(vars.get("docker_repo"), "docker_repo")
+
+
+def _check_auths(auths) -> None:
+    if not isinstance(auths, dict):
+        raise InputError("registry_auths must be a mapping {registry: {username, password}}, e.g. "
+                         "{nvcr.io: {username: $oauthtoken, password: {env: NGC_API_KEY}}}")
+    for reg, cred in auths.items():
+        where = f"registry_auths.{reg}"
+        if not isinstance(reg, str) or not _REGISTRY.match(reg):
+            raise InputError(f"{where}: {reg!r} is not a registry host (nvcr.io, registry.local:5000)")
+        if not isinstance(cred, dict) or set(cred) != {"username", "password"}:
+            raise InputError(f"{where} must hold exactly username and password")
+        user, pw = cred["username"], cred["password"]
+        if not isinstance(user, (str, SecretStr)) or not reveal(user) or ":" in reveal(user):
+            raise InputError(f"{where}.username must be non-empty text without ':'")
+        if not isinstance(pw, SecretStr):
+            raise InputError(f"{where}.password must be a secret reference, {{env: NAME}} or {{file: PATH}} "
+                             "(a file of mode 0600), not text in the inventory")
 
 
 def resources(host):
@@ -102,7 +136,14 @@ def resources(host):
     if v["docker_daemon_config"]:
         # A daemon not running yet reads the new file when the service below starts it: no restart.
         running = bool((host.facts.get("system.docker") or {}).get("server_version"))
-        out.append(JsonFile(DAEMON_JSON, v["docker_daemon_config"], notify=["restart docker"] if running else ()))
+        cfg, notify = v["docker_daemon_config"], ["restart docker"] if running else ()
+        # A token in it (a mirror's URL): the file is root's alone.
+        out.append(PrivateJsonFile(DAEMON_JSON, reveal(cfg), notify=notify) if holds_secret(cfg)
+                   else JsonFile(DAEMON_JSON, cfg, notify=notify))
+    if v["registry_auths"]:
+        out.append(PrivateJsonFile(CLIENT_CONFIG, {"auths": {
+            reg: {"auth": docker_auth(reveal(c["username"]), reveal(c["password"]))}
+            for reg, c in v["registry_auths"].items()}}))
     if not (host.facts.get("system.systemd") or {}).get("booted"):
         pid1 = (host.facts.get("system.systemd") or {}).get("pid1") or "unknown"
         out.append(Skip("docker service", f"systemd is not running (PID 1 is {pid1}): start dockerd with "

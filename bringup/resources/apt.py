@@ -15,6 +15,7 @@ import re
 
 from ..command import sh
 from ..errors import InputError
+from ..secrets import reveal
 from .base import Plan, Resource, kv_lines
 
 __all__ = ["AptRepository", "dearmor"]
@@ -224,6 +225,8 @@ def repo_from_var(name: str, spec: dict, *, lock_timeout: int = 300, subst: dict
 
     def fill(v):
         return v.format(**subst) if subst and isinstance(v, str) else v
+
+    spec = reveal(spec)  # a url given as {env: ...}: its text goes to the host (auth.conf.d), masked in output
 
     key = Path(str(spec["key"])).expanduser().read_bytes() if "key" in spec else None
     return AptRepository(name, url=fill(spec["url"]), suite=fill(spec.get("suite", "./")),

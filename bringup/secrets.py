@@ -1,0 +1,195 @@
+"""Secrets in the inventory: read from the environment or a private file, never shown.
+
+Any variable may take a secret reference instead of its text::
+
+    ansible_become_password: {env: DEPLOY_SUDO_PW}
+    registry_auths:
+      nvcr.io: {username: $oauthtoken, password: {file: ~/.config/bringup/ngc.key}}
+
+A reference is a mapping of exactly one key, ``env`` (a variable of the
+control machine's environment) or ``file`` (a regular file of the user, mode
+0600 or stricter; one trailing newline is dropped).  It is resolved when the
+inventory is loaded, into a pydantic :class:`~pydantic.SecretStr`, so that
+``repr``, ``str`` and JSON show ``**********``; a role that needs the text
+asks for it with :func:`reveal`.
+
+Every secret resolved, and the Ansible passwords given as text, are added to
+:data:`MASK`.  What the run prints (``sys.stdout``/``sys.stderr`` once
+:func:`mask_output` ran) and the JSON reports go through it: each secret's
+text becomes ``********``, and so does the password of any URL
+(``https://user:TOKEN@host/`` → ``https://user:********@host/``).
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import SecretStr
+
+from .errors import InventoryError
+
+__all__ = ["MASK", "Masker", "mask_output", "is_ref", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
+
+#: What a secret's text becomes in output.
+HIDDEN = "********"
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+#: The password part of a URL's userinfo: ``scheme://user:PASSWORD@``.
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)([^/\s@'\"]+)(@)")
+
+
+class Masker:
+    """Replaces known secrets, and URL passwords, in text and in JSON-like values."""
+
+    def __init__(self) -> None:
+        self._texts: set[str] = set()
+        self._lock = threading.Lock()
+
+    def add(self, secret: str | SecretStr | None) -> None:
+        """Mask ``secret`` from now on (and its URL-encoded form, as it appears inside URLs)."""
+        text = secret.get_secret_value() if isinstance(secret, SecretStr) else secret
+        if not isinstance(text, str) or not text:
+            return
+        with self._lock:
+            self._texts.update({text, quote(text, safe="")})
+
+    def mask(self, text: str) -> str:
+        # Longest first: a secret that contains another is replaced whole.
+        for secret in sorted(self._texts, key=len, reverse=True):
+            if secret in text:
+                text = text.replace(secret, HIDDEN)
+        return _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}\g<3>", text)
+
+    def mask_obj(self, value: Any) -> Any:
+        """``value`` with every string masked (dict keys too); a SecretStr becomes ``********``."""
+        if isinstance(value, str):
+            return self.mask(value)
+        if isinstance(value, SecretStr):
+            return HIDDEN
+        if isinstance(value, dict):
+            return {self.mask_obj(k): self.mask_obj(v) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return [self.mask_obj(v) for v in value]
+        return value
+
+
+#: The run's masker: the inventory adds the secrets it resolves, output and reports go through it.
+MASK = Masker()
+
+
+class _MaskedStream:
+    """A text stream whose writes go through a :class:`Masker` (everything else: the stream's own)."""
+
+    def __init__(self, raw, masker: Masker):
+        self._raw, self._masker = raw, masker
+
+    def write(self, s: str) -> int:
+        self._raw.write(self._masker.mask(s))
+        return len(s)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
+
+
+def mask_output(masker: Masker = MASK) -> None:
+    """Route ``sys.stdout`` and ``sys.stderr`` through ``masker`` (once; rich consoles and invoke's
+    error line write there)."""
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, _MaskedStream):
+            setattr(sys, name, _MaskedStream(stream, masker))
+
+
+def is_ref(value: Any) -> bool:
+    """``{env: NAME}`` or ``{file: PATH}``."""
+    return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("env", "file")
+
+
+def _from_env(name: Any, where: str) -> str:
+    if not isinstance(name, str) or not _ENV_NAME.match(name):
+        raise InventoryError(f"{where}: {{env: {name!r}}} must name an environment variable (letters, digits, _)")
+    value = os.environ.get(name)
+    if not value:
+        raise InventoryError(f"{where}: environment variable {name} is not set on the control machine; "
+                             f"export {name}=... before the run (its value is never printed)")
+    return value
+
+
+def _from_file(name: Any, where: str) -> str:
+    if not isinstance(name, str) or not name.strip():
+        raise InventoryError(f"{where}: {{file: ...}} must be the path of a file on the control machine")
+    path = Path(name).expanduser()
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        raise InventoryError(f"{where}: secret file {path} does not exist on the control machine") from None
+    except OSError as e:
+        raise InventoryError(f"{where}: secret file {path}: {e.strerror}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InventoryError(f"{where}: secret file {path} is not a regular file (a link or a device); "
+                             "point at the file itself")
+    if st.st_uid != os.getuid():
+        raise InventoryError(f"{where}: secret file {path} belongs to uid {st.st_uid}, not to you "
+                             f"(uid {os.getuid()}); chown it to yourself")
+    if st.st_mode & 0o077:
+        raise InventoryError(f"{where}: secret file {path} is mode {stat.S_IMODE(st.st_mode):04o}, readable by "
+                             f"others; chmod 600 {path}")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        raise InventoryError(f"{where}: secret file {path} cannot be read as UTF-8 text "
+                             f"({getattr(e, 'strerror', None) or type(e).__name__})") from None
+    text = text[:-2] if text.endswith("\r\n") else text[:-1] if text.endswith("\n") else text
+    if not text:
+        raise InventoryError(f"{where}: secret file {path} is empty")
+    if "\n" in text or "\r" in text:
+        raise InventoryError(f"{where}: secret file {path} holds more than one line; keep the secret alone in it")
+    return text
+
+
+def resolve_refs(value: Any, where: str, masker: Masker = MASK, trail: str = "") -> Any:
+    """``value`` with each secret reference replaced by a :class:`SecretStr` (added to ``masker``).
+
+    Errors read ``<where>: <variable.path>: ...``.
+    """
+    if is_ref(value):
+        (kind, name), = value.items()
+        at = f"{where}: {trail or 'value'}"
+        text = _from_env(name, at) if kind == "env" else _from_file(name, at)
+        masker.add(text)
+        return SecretStr(text)
+    if isinstance(value, dict):
+        return {k: resolve_refs(v, where, masker, f"{trail}.{k}" if trail else str(k)) for k, v in value.items()}
+    if isinstance(value, list):
+        return [resolve_refs(v, where, masker, f"{trail}[{i}]") for i, v in enumerate(value)]
+    return value
+
+
+def reveal(value: Any) -> Any:
+    """``value`` with every :class:`SecretStr` replaced by its text: for what goes to the host, only."""
+    if isinstance(value, SecretStr):
+        return value.get_secret_value()
+    if isinstance(value, dict):
+        return {k: reveal(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [reveal(v) for v in value]
+    return value
+
+
+def holds_secret(value: Any) -> bool:
+    """``value`` holds a resolved secret, or a URL with a password in it."""
+    if isinstance(value, SecretStr):
+        return True
+    if isinstance(value, str):
+        return bool(_URL_PASSWORD.search(value))
+    if isinstance(value, dict):
+        return any(holds_secret(v) for v in value.values())
+    if isinstance(value, list):
+        return any(holds_secret(v) for v in value)
+    return False

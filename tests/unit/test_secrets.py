@@ -1,0 +1,229 @@
+"""Secrets: {env}/{file} references, the masker, the Ansible passwords, registry_auths, report files."""
+from __future__ import annotations
+
+import base64
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from bringup.errors import InputError, InventoryError
+from bringup.inventory import load_inventory
+from bringup.resources.privatejson import PrivateJsonFile, docker_auth
+from bringup.roles import HostContext, Role
+from bringup.secrets import HIDDEN, MASK, Masker, SecretStr, _MaskedStream, holds_secret, resolve_refs, reveal
+
+TOKEN = "nvapi-Zq7tT0k3n-for-tests-9d1"
+
+
+def inv(tmp_path, text):
+    p = tmp_path / "hosts"
+    p.write_text(text)
+    return load_inventory(p)
+
+
+def secret_file(tmp_path, text=TOKEN + "\n", mode=0o600) -> Path:
+    p = tmp_path / "ngc.key"
+    p.write_text(text)
+    p.chmod(mode)
+    return p
+
+
+# -- references ------------------------------------------------------------------------------
+
+def test_env_and_file_references_resolve_to_secretstr_anywhere(tmp_path, monkeypatch):
+    monkeypatch.setenv("NGC_API_KEY", TOKEN)
+    key = secret_file(tmp_path, "sudo-pw\n")
+    h = inv(tmp_path, f"""
+all:
+  hosts:
+    h:
+      ansible_become_password: {{file: {key}}}
+      registry_auths: {{nvcr.io: {{username: $oauthtoken, password: {{env: NGC_API_KEY}}}}}}
+""").host("h")
+    pw = h.vars["registry_auths"]["nvcr.io"]["password"]
+    assert isinstance(pw, SecretStr) and pw.get_secret_value() == TOKEN
+    assert h.connection.ansible_become_password.get_secret_value() == "sudo-pw"  # trailing newline dropped
+    assert TOKEN not in repr(h) and "sudo-pw" not in repr(h) and "sudo-pw" not in str(h.connection)
+    assert reveal(h.vars["registry_auths"]) == {"nvcr.io": {"username": "$oauthtoken", "password": TOKEN}}
+
+
+def test_unset_env_is_one_line_naming_host_and_variable(tmp_path, monkeypatch):
+    monkeypatch.delenv("NGC_API_KEY", raising=False)
+    with pytest.raises(InventoryError) as e:
+        inv(tmp_path, "all: {hosts: {h: {registry_auths: {nvcr.io: {username: u, password: {env: NGC_API_KEY}}}}}}")
+    msg = str(e.value)
+    assert "\n" not in msg
+    assert "host 'h': registry_auths.nvcr.io.password: environment variable NGC_API_KEY is not set" in msg
+    assert "export NGC_API_KEY=" in msg
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
+def test_secret_file_readable_by_others_is_refused_with_the_fix(tmp_path, mode):
+    key = secret_file(tmp_path, mode=mode)
+    with pytest.raises(InventoryError) as e:
+        inv(tmp_path, f"all: {{hosts: {{h: {{ansible_password: {{file: {key}}}}}}}}}")
+    msg = str(e.value)
+    assert f"is mode {mode:04o}" in msg and f"chmod 600 {key}" in msg and TOKEN not in msg
+
+
+def test_secret_file_must_be_a_regular_file_and_exist(tmp_path):
+    key = secret_file(tmp_path)
+    link = tmp_path / "link.key"
+    link.symlink_to(key)
+    with pytest.raises(InventoryError, match="not a regular file"):
+        resolve_refs({"file": str(link)}, "hosts", Masker())
+    with pytest.raises(InventoryError, match="does not exist"):
+        resolve_refs({"file": str(tmp_path / "nope")}, "hosts", Masker())
+    with pytest.raises(InventoryError, match="more than one line"):
+        resolve_refs({"file": str(secret_file(tmp_path, "a\nb\n"))}, "hosts", Masker())
+    with pytest.raises(InventoryError, match="must name an environment variable"):
+        resolve_refs({"env": "NO-SUCH NAME"}, "hosts", Masker())
+
+
+def test_a_mapping_with_other_keys_is_not_a_reference(tmp_path):
+    assert resolve_refs({"env": "X", "other": 1}, "w", Masker()) == {"env": "X", "other": 1}
+
+
+# -- the Ansible passwords -------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["123456789", "[hunter2x, b]", "{pw: hunter2x}", "true"])
+def test_non_text_password_error_never_shows_the_value(tmp_path, value):
+    for var in ("ansible_password", "ansible_become_password"):
+        with pytest.raises(InventoryError) as e:
+            inv(tmp_path, f"all: {{hosts: {{h: {{{var}: {value}}}}}}}")
+        msg = str(e.value)
+        assert f"{var} must be one line of text, {{env: NAME}} or {{file: PATH}} (got a value, not shown)" in msg
+        assert "123456789" not in msg and "hunter2x" not in msg and "int" not in msg
+
+
+def test_plain_text_passwords_are_masked_and_wrapped(tmp_path):
+    h = inv(tmp_path, "all: {hosts: {h: {ansible_password: Plain-pw-77, ansible_become_password: Other-pw-88}}}"
+            ).host("h")
+    assert isinstance(h.vars["ansible_password"], SecretStr) and "Plain-pw-77" not in repr(h)
+    assert MASK.mask("ssh said Plain-pw-77 / Other-pw-88") == f"ssh said {HIDDEN} / {HIDDEN}"
+
+
+# -- masking ---------------------------------------------------------------------------------
+
+def test_masker_hides_secrets_url_passwords_and_encoded_forms():
+    m = Masker()
+    m.add(SecretStr("t/k+n"))
+    m.add("")  # nothing to mask, and no empty pattern
+    assert m.mask("a t/k+n b") == f"a {HIDDEN} b"
+    assert m.mask("https://me:t%2Fk%2Bn@mirror/x") == f"https://me:{HIDDEN}@mirror/x"
+    assert m.mask("deb https://u:plain-TOKEN@repo.example/apt ./") == f"deb https://u:{HIDDEN}@repo.example/apt ./"
+    assert m.mask("http://host:8080/path and user@host") == "http://host:8080/path and user@host"
+    assert m.mask_obj({"k t/k+n": ["x t/k+n", SecretStr("q"), 3]}) == {f"k {HIDDEN}": [f"x {HIDDEN}", HIDDEN, 3]}
+
+
+def test_masked_stream_filters_every_write():
+    m = Masker()
+    m.add("s3cr3t-value")
+    raw = io.StringIO()
+    s = _MaskedStream(raw, m)
+    print("error: s3cr3t-value rejected", file=s)
+    assert raw.getvalue() == f"error: {HIDDEN} rejected\n"
+    assert s.getvalue() == raw.getvalue()  # the rest is the stream's own
+
+
+def test_rich_console_and_report_go_through_the_mask(tmp_path, monkeypatch):
+    from rich.console import Console
+
+    from bringup.report import Report, print_host
+    from bringup.runner import HostResult, ResourceResult
+    from bringup.secrets import mask_output
+
+    MASK.add(TOKEN)
+    out = io.StringIO()
+    monkeypatch.setattr(sys, "stdout", out)
+    mask_output()
+    r = HostResult("h", status="failed", message=f"login with {TOKEN} refused", resources=[
+        ResourceResult("docker", "json:/etc/docker/daemon.json", "changed",
+                       changes={"registry-mirrors": ["absent", [f"https://u:{TOKEN}@m"]]},
+                       diff=f"+ \"https://u:{TOKEN}@m\"\n")])
+    print_host(r, Console(), check=True, diff=True)
+    assert TOKEN not in out.getvalue() and HIDDEN in out.getvalue()
+    rep = Report(tmp_path / "reports", command="provision", args={}, hosts=["h"])
+    rep.add(r)
+    text = rep.write(finished=True).read_text()
+    assert TOKEN not in text and json.loads(text)["hosts"][0]["message"] == f"login with {HIDDEN} refused"
+
+
+def test_holds_secret():
+    assert holds_secret({"a": [SecretStr("x")]}) and holds_secret({"m": ["https://u:p@h"]})
+    assert not holds_secret({"m": ["https://h:443/x"], "n": 1})
+
+
+# -- registry_auths and the files that hold secrets ------------------------------------------
+
+def _docker_role():
+    from bringup.project import content_root
+    from bringup.roles import load_roles
+
+    return load_roles(content_root())[1]["docker"]
+
+
+def _ctx(role: Role, **vars):
+    facts = {"os.release": {"id": "debian", "version_id": "12", "codename": "bookworm"},
+             "system.docker": {}, "system.systemd": {"booted": True}}
+    return HostContext("h", {**role.defaults, **vars}, facts, lambda *a, **k: "")
+
+
+def test_registry_auths_password_must_be_a_reference():
+    role = _docker_role()
+    with pytest.raises(InputError, match=r"registry_auths.nvcr.io.password must be a secret reference"):
+        role.validate({**role.defaults, "registry_auths": {"nvcr.io": {"username": "u", "password": "text"}}})
+    with pytest.raises(InputError, match="exactly username and password"):
+        role.validate({**role.defaults, "registry_auths": {"nvcr.io": {"password": SecretStr("x")}}})
+    with pytest.raises(InputError, match="not a registry host"):
+        role.validate({**role.defaults, "registry_auths": {"nv cr": {"username": "u", "password": SecretStr("x")}}})
+
+
+def test_registry_auths_become_root_only_docker_config():
+    role = _docker_role()
+    v = {"registry_auths": {"nvcr.io": {"username": "$oauthtoken", "password": SecretStr(TOKEN)}}}
+    role.validate({**role.defaults, **v})
+    res = [r for r in role.resources(_ctx(role, **v)) if isinstance(r, PrivateJsonFile)]
+    assert [r.path for r in res] == ["/root/.docker/config.json"]
+    auth = res[0].keys["auths"]["nvcr.io"]["auth"]
+    assert base64.b64decode(auth).decode() == f"$oauthtoken:{TOKEN}" == base64.b64decode(
+        docker_auth("$oauthtoken", TOKEN)).decode()
+
+
+def test_daemon_config_with_a_secret_is_private():
+    role = _docker_role()
+    cfg = {"registry-mirrors": [SecretStr("https://u:tok@mirror.local")], "log-driver": "json-file"}
+    files = [r for r in role.resources(_ctx(role, docker_daemon_config=cfg)) if r.kind == "json"]
+    assert isinstance(files[0], PrivateJsonFile) and files[0].keys["registry-mirrors"] == ["https://u:tok@mirror.local"]
+    files = [r for r in role.resources(_ctx(role, docker_daemon_config={"log-driver": "json-file"})) if r.kind == "json"]
+    assert not isinstance(files[0], PrivateJsonFile)
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def test_private_json_file_plan_hides_values_and_fixes_mode():
+    f = PrivateJsonFile("/root/.docker/config.json", {"auths": {"nvcr.io": {"auth": docker_auth("u", TOKEN)}}})
+    other = {"auths": {"other.io": {"auth": "b3RoZXI6c2VjcmV0"}}, "detachKeys": "ctrl-x"}
+    p = f.plan(f"type=file\ncontent={_b64(json.dumps(other))}\nperm=644 root:root\n")
+    assert p.changes == {"auths.nvcr.io.auth": ("absent", HIDDEN)}
+    blob = json.dumps(p.changes) + p.diff
+    assert docker_auth("u", TOKEN) not in blob and "b3RoZXI6c2VjcmV0" not in blob
+    assert '"other.io": {' in p.diff and '+        "nvcr.io": {' in p.diff
+    assert p.commands[-1] == "chown root:root -- /root/.docker/config.json && chmod 0600 -- /root/.docker/config.json"
+    assert "mkdir -p -m 0700 -- /root/.docker" in p.commands[0]
+    have = json.dumps({"auths": {"nvcr.io": {"auth": docker_auth("u", TOKEN)}}})
+    assert not f.plan(f"type=file\ncontent={_b64(have)}\nperm=600 root:root\n").changed
+    fix = f.plan(f"type=file\ncontent={_b64(have)}\nperm=644 deploy:deploy\n")
+    assert fix.changes == {"mode": ("644 deploy:deploy", "600 root:root")} and len(fix.commands) == 1
+
+
+def test_secret_files_on_disk_have_no_group_or_other_bits(tmp_path):
+    key = secret_file(tmp_path, mode=0o400)  # stricter than 0600 is fine
+    assert resolve_refs({"file": str(key)}, "w", Masker()).get_secret_value() == TOKEN
+    assert os.stat(key).st_mode & 0o077 == 0
