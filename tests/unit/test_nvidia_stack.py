@@ -179,12 +179,13 @@ def test_dearmor_matches_gpg(tmp_path):
 
 
 def test_apt_repository_moves_conflicting_lists_and_refreshes_only_on_change():
-    r = AptRepository("tk", url="file:/srv/m", suite="./", key=b"\x99key")
+    key = Path("/usr/share/keyrings/debian-archive-keyring.gpg").read_bytes()  # a real key: fakes are refused
+    r = AptRepository("tk", url="file:/srv/m", suite="./", key=key)
     p = r.plan("conflict=/etc/apt/sources.list.d/old.list\n")
     assert any("mv -f -- /etc/apt/sources.list.d/old.list /var/backups/bringup-apt/old.list" in c for c in p.commands)
     assert "apt-get -q update -o Dir::Etc::sourcelist=/etc/apt/sources.list.d/tk.list" in p.commands[-1]
     import hashlib
-    ls, ks = hashlib.sha256(r.content).hexdigest(), hashlib.sha256(b"\x99key").hexdigest()
+    ls, ks = hashlib.sha256(r.content).hexdigest(), hashlib.sha256(key).hexdigest()
     assert not r.plan(f"list={ls}\nkey={ks}\nstamp={ls} {ks}\n").changed
     assert r.plan(f"list={ls}\nkey={ks}\nstamp=old\n").changes == {
         "indexes": ("not updated since the list or key changed", "updated")}
