@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -26,7 +27,8 @@ __all__ = ["ns", "program", "main"]
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    # Piped into a log or CI, rich would assume 80 columns and cut the tables' headers: give them room.
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
 
 
 def _fail(e: Exception) -> Exit:
@@ -189,7 +191,7 @@ def hosts(c, inventory="hosts", set_=None):
 
 @task(help={"keep": "leave the sandbox host running afterwards"})
 def sandbox(c, keep=False):
-    """Start a sandbox host (a systemd container) and provision it: plan, apply, re-run."""
+    """Start a sandbox host (a systemd container), provision it (plan, apply, re-run), serve a model, prove latency."""
     # The test harness lives in the checkout, next to bringup/ (an editable install finds it there);
     # it does not ship.
     checkout = Path(__file__).resolve().parents[1]
@@ -197,6 +199,8 @@ def sandbox(c, keep=False):
         sys.path.append(str(checkout))
     try:
         from harness import SANDBOX_VARS, SandboxError, build_image, ensure_docker, start_host, write_inventory
+        from harness.example import BENCH, cpu_split, example_vars
+        from harness.triton_image import build_triton_image
     except ModuleNotFoundError as e:
         if e.name != "harness":
             raise
@@ -204,21 +208,33 @@ def sandbox(c, keep=False):
                    code=1) from None
 
     console = _console()
+    name = "sandbox-01"
     workdir = Path(".sandbox").resolve()
     try:
         ensure_docker()
         build_image()
-        host = start_host("sandbox-01", workdir=workdir)
+        triton_image = build_triton_image()  # a TEST DOUBLE of NGC's image: no registry is reachable here
+        host = start_host(name, workdir=workdir)
     except SandboxError as e:
         raise _fail(e) from None
     inv = workdir / "hosts"
-    write_inventory(inv, [host], extra_vars=SANDBOX_VARS)
+    triton_cpus, client_cpus = cpu_split()
+    write_inventory(inv, [host], extra_vars={**SANDBOX_VARS, **example_vars(triton_image, workdir, triton_cpus)})
     try:
         codes = []
         for title, check in (("plan", True), ("apply", False), ("re-run (expect changed=0)", False)):
             console.rule(f"[bold]sandbox: {title}")
-            codes.append(_provision(host="sandbox-01", inventory=str(inv), check=check, diff=check,
+            codes.append(_provision(host=name, inventory=str(inv), check=check, diff=check,
                                     console=console, command=f"sandbox-{title.split()[0]}"))
+        latency = None
+        if not any(codes):
+            console.rule("[bold]sandbox: latency (a short benchmark of the example model)")
+            bench(c, host=name, inventory=str(inv), address=host.address(), client_cpus=client_cpus or None, **BENCH)
+            console.rule("[bold]sandbox: checklist")
+            pages = _checklist(host=name, inventory=str(inv), out="reports/checklist")
+            latency = next((k for k in pages[name] if k.area == "latency"), None)
+    except SandboxError as e:
+        raise _fail(e) from None
     finally:
         if not keep:
             host.remove()
@@ -227,6 +243,10 @@ def sandbox(c, keep=False):
                       f"(inventory {inv})")
     if any(codes):
         raise Exit(code=max(codes))
+    console.print(f"[bold]sandbox: {latency.status}[/] {latency.name}: {latency.seen}" if latency
+                  else "[bold]sandbox: no latency line")
+    if latency is None or latency.status != "PASS":
+        raise Exit(code=2)
 
 
 @task(iterable=["set_"], help={**_SELECT_HELP, "roles": "audit only these roles, comma separated"})
@@ -250,7 +270,18 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
 def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None,
               out="reports/checklist", accept_new_host_keys=False, facts=None):
     """Rack bring-up checklist: PASS/WARN/FAIL per host, Markdown + HTML with a topology picture."""
-    from .checklist import render_group_html, render_markdown, run_checklist, verdict
+    from .checklist import verdict
+
+    pages = _checklist(host=host, hosts=hosts, group=group, roles=roles, inventory=inventory, set_=set_, out=out,
+                       accept_new_host_keys=accept_new_host_keys, facts=facts)
+    if any(verdict(cs) == "FAIL" for cs in pages.values()):
+        raise Exit(code=2)
+
+
+def _checklist(*, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None,
+               out="reports/checklist", accept_new_host_keys=False, facts=None) -> dict:
+    """Run, print and write the checklist pages; return ``{host: checks}``."""
+    from .checklist import render_group_html, render_markdown, run_checklist
 
     console = _console()
     try:
@@ -266,8 +297,7 @@ def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts
     if group:
         (Path(out) / "index.html").write_text(render_group_html(group, pages))
     console.print(f"checklist pages: {out}/", style="dim")
-    if any(verdict(cs) == "FAIL" for cs in pages.values()):
-        raise Exit(code=2)
+    return pages
 
 
 @task(iterable=["set_"], help={k: _SELECT_HELP[k] for k in ("host", "inventory", "set")}

@@ -38,6 +38,8 @@ Modules, by concern:
 - :mod:`harness.keys`: the client key pair, host keys pinned in known_hosts
 - :mod:`harness.host`: :class:`SandboxHost`, :func:`start_host`, :func:`remove_leftovers`
 - :mod:`harness.inventory`: :func:`write_inventory`
+- :mod:`harness.triton_image`: the CPU Triton TEST DOUBLE image (tritonserver from PyPI's nvidia-pytriton wheel)
+- :mod:`harness.example`: the sandbox's example model and its inventory variables
 - :mod:`harness.captures`: parsers of captured command output that only the tests read
 """
 from __future__ import annotations

@@ -120,6 +120,14 @@ class SandboxHost:
         """Remove the container and its volumes; a missing container is fine."""
         _docker("rm", "-f", "-v", self.container, check=False)
 
+    def address(self) -> str:
+        """The container's address on Docker's bridge: services the host runs (Triton) answer there."""
+        ip = _docker("inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
+                     self.container).stdout.strip()
+        if not re.fullmatch(r"\d+\.\d+\.\d+\.\d+", ip):
+            raise SandboxError(f"{self.name}: no bridge address for container {self.container} ({ip!r})")
+        return ip
+
     def inventory_vars(self) -> dict[str, Any]:
         """Return the Ansible connection variables of this host."""
         return {

@@ -155,7 +155,15 @@ def render_table(doc: dict, console) -> None:
         t = Table(title=f"{doc['host']} · {doc['model']} · window {window}", box=None, title_justify="left")
         for col in ("batch", "conc", "p50 ms", "p95 ms", "p99 ms", "req/s", "items/s", "Triton batch",
                     "queue µs", "compute µs", "client CPU", "note"):
-            t.add_column(col, justify="left" if col == "note" else "right")
+            t.add_column(col, justify="left" if col == "note" else "right", no_wrap=col != "note")
+        # Long reasons go under the table as numbered notes: a cell too narrow for them is unreadable.
+        footnotes: list[str] = []
+
+        def ref(text: str) -> str:
+            if text not in footnotes:
+                footnotes.append(text)
+            return f"[{footnotes.index(text) + 1}]"
+
         for r in rows:
             tri = r.get("triton") or {}
             notes = []
@@ -163,17 +171,19 @@ def render_table(doc: dict, console) -> None:
                 notes.append(f"client micro-batch {r['microbatch_us']} µs → "
                              f"{_f((r.get('client_batches') or {}).get('avg_rows'), '{:.2f}')} rows")
             if r["client_bound"]:
-                notes.append("[bold red]client-bound[/] (" + r["client_bound_why"] + ")")
+                notes.append("[bold red]client-bound[/] " + ref(r["client_bound_why"]))
             if r["errors"]:
-                notes.append(f"[red]{r['errors']} errors[/]: {r['error_sample']}")
+                notes.append(f"[red]{r['errors']} errors[/] " + ref(str(r["error_sample"])))
             if r["counts_agree"] is False:
-                notes.append("[yellow]counts differ from Triton's (another client?)[/]")
+                notes.append("[yellow]counts differ from Triton's[/] " + ref("Triton counted other requests too: another client may have been sending"))
             cpu = f"{max(r['client_loop_cpu'] or [0]):.0%} max loop"
             t.add_row(str(r["batch"]), str(r["concurrency"]), _f(r["p50_ms"]), _f(r["p95_ms"]), _f(r["p99_ms"]),
                       _f(r["rps"], "{:.0f}"), _f(r["items_per_s"], "{:.0f}"), _f(tri.get("avg_batch"), "{:.2f}"),
                       _f(tri.get("queue_us"), "{:.0f}"), _f(tri.get("compute_us"), "{:.0f}"), cpu,
                       "; ".join(notes))
         console.print(t)
+        for i, text in enumerate(footnotes, 1):
+            console.print(f"  [{i}] {text}", markup=False, highlight=False)
     acc = doc.get("acceptance") or {}
     if acc:
         style = {"PASS": "green", "FAIL": "red", "WARN": "yellow"}.get(acc["status"], "")

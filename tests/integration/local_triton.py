@@ -1,6 +1,6 @@
 """A real Triton on this machine, from PyPI's nvidia-pytriton wheel, for the latency tests.
 
-The wheel (fetched once into ``.sandbox/wheels/`` by :mod:`triton_image`) holds
+The wheel (fetched once into ``.sandbox/wheels/`` by :mod:`harness.triton_image`) holds
 ``tritonserver`` 2.51 and the Python backend.  It is unzipped under
 ``.sandbox/pytriton-local/`` and run directly: ``LD_LIBRARY_PATH`` points at its
 bundled libraries and the backend stub of this Python's version is copied into
@@ -22,7 +22,7 @@ import zipfile
 from pathlib import Path
 
 from .helpers import REPO, free_port
-from .triton_image import wheel_path
+from harness.triton_image import wheel_path
 
 ROOT = REPO / ".sandbox" / "pytriton-local"
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"

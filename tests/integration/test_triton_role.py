@@ -1,6 +1,6 @@
 """The triton role against a real (CPU) Triton on a sandbox host, over SSH.
 
-The server is the TEST DOUBLE image of ``triton_image.py`` (tritonserver 2.51
+The server is the TEST DOUBLE image of ``harness/triton_image.py`` (tritonserver 2.51
 from the nvidia-pytriton wheel), loaded into the host's own Docker; the role
 deploys a Python-backend model on the ``cpu`` profile with the host's
 docker-compose.  Checks go through ``docker exec`` and Triton's own HTTP API
@@ -24,7 +24,7 @@ import yaml
 from harness import write_inventory
 
 from .helpers import invoke, last_report, recap
-from .triton_image import build_triton_image
+from harness.triton_image import build_triton_image
 
 pytestmark = pytest.mark.integration
 
@@ -59,11 +59,7 @@ def project(triton_host, tmp_path_factory):
 @pytest.fixture(scope="module")
 def address(triton_host):
     host, _ = triton_host
-    import subprocess
-    ip = subprocess.run(["docker", "inspect", "--format", "{{range .NetworkSettings.Networks}}{{.IPAddress}}{{end}}",
-                         host.container], capture_output=True, text=True, check=True).stdout.strip()
-    assert re.match(r"^\d+\.\d+\.\d+\.\d+$", ip), ip
-    return ip
+    return host.address()
 
 
 def provision(project, host, *extra):

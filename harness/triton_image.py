@@ -17,22 +17,18 @@ sha256, so the image is rebuilt only when either changes.
 from __future__ import annotations
 
 import hashlib
-import shutil
 import subprocess
 import sys
 import time
 import zipfile
 from pathlib import Path
 
-if __name__ == "__main__":  # run as a script: the harness is at the top of the checkout, not installed
-    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-
-from harness import SandboxError, debian_mirror, state_dir  # noqa: E402
-from harness.common import LABEL, _last_line, _log, _run  # noqa: E402
-from harness.docker import _docker  # noqa: E402
-from harness.image import _debootstrap, _image_exists, _import, build_root  # noqa: E402
-from harness.lock import _lock  # noqa: E402
-from harness.recipe import SUITE, ImageRecipe  # noqa: E402
+from .common import LABEL, SandboxError, _last_line, _log, _run, state_dir
+from .docker import _docker
+from .image import _debootstrap, _image_exists, _import, build_root
+from .lock import _lock
+from .mirror import debian_mirror
+from .recipe import SUITE, ImageRecipe
 
 IMAGE_REPO = "bringup-triton-cpu-testdouble"
 WHEEL = "nvidia-pytriton==0.7.0"
@@ -126,5 +122,5 @@ def build_triton_image(force: bool = False) -> str:
 
 
 if __name__ == "__main__":
-    t = time.monotonic()
+    t = time.monotonic()  # python -m harness.triton_image [--force]
     print(build_triton_image(force="--force" in sys.argv), f"{time.monotonic() - t:.1f}s")
