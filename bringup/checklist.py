@@ -15,19 +15,18 @@ from typing import Any, Iterable
 
 import yaml
 
+from .gpu import PROFILE_MODELS
 from .platform import Check
 
-__all__ = ["Check", "load_matrix", "gpu_checks", "software_checks", "tuning_checks", "collect",
+__all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
            "render_markdown", "render_html", "render_group_html", "summary_counts"]
 
 STATUSES = ("PASS", "WARN", "FAIL")
 
-#: gpu_profile -> the product name a GPU of that class reports.
-PROFILE_GPU = {"l40s": "L40S", "a10": "A10"}
-
-
-def _line(area: str, name: str, status: str, seen: str, fix: str = "") -> Check:
+def line(area: str, name: str, status: str, seen: str, fix: str = "") -> Check:
+    """One checklist line: ``area`` groups it (platform, gpu, software, tuning, latency)."""
     return Check(name, status, seen, fix, area)
+
 
 
 def load_matrix() -> dict[str, Any]:
@@ -37,14 +36,6 @@ def load_matrix() -> dict[str, Any]:
 
 def _gpus(facts: dict) -> list[dict]:
     return [d for d in (facts.get("pci.devices") or []) if d.get("kind") == "gpu"]
-
-
-def _driver(facts: dict) -> str | None:
-    smi = facts.get("nvidia.smi") or []
-    if smi and smi[0].get("driver_version"):
-        return str(smi[0]["driver_version"])
-    q = facts.get("nvidia.query") or {}
-    return q.get("driver_version")
 
 
 def gpu_checks(facts: dict, vars: dict) -> list[Check]:
@@ -57,90 +48,34 @@ def gpu_checks(facts: dict, vars: dict) -> list[Check]:
     out: list[Check] = []
     if profile == "cpu":
         status = "PASS" if not gpus else "WARN"
-        out.append(_line("gpu", "GPUs for the cpu profile", status, f"{len(gpus)} NVIDIA GPU(s) on the PCI bus",
+        out.append(line("gpu", "GPUs for the cpu profile", status, f"{len(gpus)} NVIDIA GPU(s) on the PCI bus",
                          "" if not gpus else "set gpu_profile to the GPU class in the inventory"))
         return out
     if not gpus:
-        return [_line("gpu", "GPUs present", "FAIL", "no NVIDIA device (vendor 0x10de) on the PCI bus",
+        return [line("gpu", "GPUs present", "FAIL", "no NVIDIA device (vendor 0x10de) on the PCI bus",
                       f"seat the GPUs or fix gpu_profile ({profile}) in the inventory")]
     want = vars.get("gpu_count")
     seen = f"{len(gpus)} on the PCI bus: " + ", ".join(g["address"] for g in gpus)
     if want is not None and int(want) != len(gpus):
-        out.append(_line("gpu", "GPU count", "FAIL", f"{seen}; inventory says gpu_count={want}",
+        out.append(line("gpu", "GPU count", "FAIL", f"{seen}; inventory says gpu_count={want}",
                          "reseat or replace the missing GPU, or correct gpu_count"))
     else:
-        out.append(_line("gpu", "GPU count", "PASS", seen))
+        out.append(line("gpu", "GPU count", "PASS", seen))
     if not smi:
-        out.append(_line("gpu", "driver sees the GPUs", "FAIL", "nvidia-smi absent or printed nothing",
+        out.append(line("gpu", "driver sees the GPUs", "FAIL", "nvidia-smi absent or printed nothing",
                          "install the driver: invoke provision --roles nvidia_driver"))
         return out
     names = sorted({g.get("name", "?") for g in smi})
     if len(smi) != len(gpus):
-        out.append(_line("gpu", "driver sees the GPUs", "FAIL", f"nvidia-smi lists {len(smi)} of {len(gpus)}",
+        out.append(line("gpu", "driver sees the GPUs", "FAIL", f"nvidia-smi lists {len(smi)} of {len(gpus)}",
                          "check dmesg for NVRM/Xid errors; reseat the card"))
     else:
-        out.append(_line("gpu", "driver sees the GPUs", "PASS", f"{len(smi)} × {', '.join(names)}"))
-    model = PROFILE_GPU.get(profile)
+        out.append(line("gpu", "driver sees the GPUs", "PASS", f"{len(smi)} × {', '.join(names)}"))
+    model = PROFILE_MODELS.get(profile)
     if model:
         ok = all(re.search(rf"\b{model}\b", n) for n in names)
-        out.append(_line("gpu", f"GPU class matches gpu_profile {profile}", "PASS" if ok else "WARN",
+        out.append(line("gpu", f"GPU class matches gpu_profile {profile}", "PASS" if ok else "WARN",
                          ", ".join(names), "" if ok else f"move the host to the group of its GPU class"))
-    return out
-
-
-def _branch(version: str) -> int | None:
-    m = re.match(r"(\d+)", version or "")
-    return int(m.group(1)) if m else None
-
-
-def _ver(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v))
-
-
-def software_checks(facts: dict, vars: dict, matrix: dict) -> list[Check]:
-    """Driver branch against the guide, and against the Triton container in use."""
-    drv = _driver(facts)
-    if not drv:
-        return [] if vars.get("gpu_profile", "cpu") == "cpu" else [
-            _line("software", "driver version", "FAIL", "no driver version", "install the pinned driver branch")]
-    out: list[Check] = []
-    branch = _branch(drv)
-    guide = matrix["guide"]["driver_branches"]
-    pinned = vars.get("nvidia_driver_branch")
-    if pinned is not None and branch != int(pinned):
-        out.append(_line("software", "driver branch pinned", "FAIL", f"{drv}, inventory pins {pinned}",
-                         f"invoke provision --roles nvidia_driver (branch {pinned})"))
-    elif branch in guide:
-        out.append(_line("software", "driver branch in the guide's matrix", "PASS", f"{drv} (guide: {guide})"))
-    else:
-        out.append(_line("software", "driver branch in the guide's matrix", "WARN",
-                         f"{drv}; the guide ran {'/'.join(map(str, guide))}",
-                         "pin nvidia_driver_branch to a tested branch, or accept after a latency run"))
-    image = vars.get("triton_image")
-    if not image:
-        return out
-    m = re.search(r":(\d\d\.\d\d)", str(image))
-    rel = matrix["triton"].get(m.group(1)) if m else None
-    if rel is None:
-        out.append(_line("software", "Triton container vs driver", "WARN", f"{image}: not in the version matrix",
-                         "add its release notes' driver requirement to bringup/data/version_matrix.yaml"))
-        return out
-    need = int(rel["min_driver"])
-    compat = {int(k): v for k, v in (rel.get("datacenter_compat") or {}).items()}
-    label = f"Triton {m.group(1)} (CUDA {rel['cuda']}) needs R{need}+"
-    if branch is not None and branch >= need:
-        out.append(_line("software", "Triton container vs driver", "PASS", f"{label}; driver {drv}"))
-    elif branch in compat and _ver(drv) >= _ver(compat[branch]):
-        out.append(_line("software", "Triton container vs driver", "PASS",
-                         f"{label}; driver {drv} through data-center forward compatibility (R{branch} ≥ {compat[branch]})"))
-    else:
-        out.append(_line("software", "Triton container vs driver", "FAIL", f"{label}; driver {drv}",
-                         f"upgrade to R{need}+ or pick an older triton_image"))
-    cc = rel.get("min_compute_capability")
-    caps = [g.get("compute_cap") for g in (facts.get("nvidia.smi") or []) if g.get("compute_cap")]
-    if cc and caps and any(_ver(str(c)) < _ver(cc) for c in caps):
-        out.append(_line("software", "GPU compute capability", "FAIL", f"{caps} < {cc} for Triton {m.group(1)}",
-                         "use an older triton_image"))
     return out
 
 
@@ -150,7 +85,7 @@ def tuning_checks(host_result) -> list[Check]:
     if host_result is None:
         return out
     if host_result.status == "unreachable":
-        return [_line("tuning", "roles converged", "FAIL", host_result.message or "unreachable", "fix SSH access")]
+        return [line("tuning", "roles converged", "FAIL", host_result.message or "unreachable", "fix SSH access")]
     by_role: dict[str, list] = {}
     for r in host_result.resources:
         by_role.setdefault(r.role, []).append(r)
@@ -159,25 +94,25 @@ def tuning_checks(host_result) -> list[Check]:
         failed = [f"{r.id}: {r.error}" for r in rs if r.status == "failed"]
         skipped = [r for r in rs if r.status == "skipped"]
         if failed:
-            out.append(_line("tuning", f"role {role}", "FAIL", "; ".join(failed)[:300],
+            out.append(line("tuning", f"role {role}", "FAIL", "; ".join(failed)[:300],
                              f"invoke plan --roles {role} and fix the first error"))
         elif pending:
-            out.append(_line("tuning", f"role {role}", "WARN", f"{len(pending)} pending change(s): "
+            out.append(line("tuning", f"role {role}", "WARN", f"{len(pending)} pending change(s): "
                              + ", ".join(pending[:5]) + ("…" if len(pending) > 5 else ""),
                              f"invoke provision --roles {role}"))
         elif skipped:
             # Not applicable is not a pass: the role's state is not there, and the reason says why.
             why = "; ".join(dict.fromkeys(r.reason or "skipped" for r in skipped))
             done = len(rs) - len(skipped)
-            out.append(_line("tuning", f"role {role}", "WARN",
+            out.append(line("tuning", f"role {role}", "WARN",
                              (f"{done} resource(s) converged, " if done else "")
                              + f"{len(skipped)} not applied here: {why}"[:300],
                              f"if {role} should run on this host, fix what the reason names; "
                              f"else leave {role} out of its --roles"))
         else:
-            out.append(_line("tuning", f"role {role}", "PASS", f"{len(rs)} resources converged"))
+            out.append(line("tuning", f"role {role}", "PASS", f"{len(rs)} resources converged"))
     if host_result.message and host_result.status == "failed" and not out:
-        out.append(_line("tuning", "roles converged", "FAIL", host_result.message, "invoke plan to see why"))
+        out.append(line("tuning", "roles converged", "FAIL", host_result.message, "invoke plan to see why"))
     return out
 
 
@@ -195,7 +130,7 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
     found = latest(host, reports or REPORT_DIR) if host else None
     name = "latency acceptance (p95)"
     if found is None:
-        return [_line("latency", name, "WARN", "not measured: no latency benchmark has run on this host"
+        return [line("latency", name, "WARN", "not measured: no latency benchmark has run on this host"
                       + (f" (SLO {slo} ms)" if slo else ""), f"invoke bench --host {host}")]
     doc, path = found
     load = vars.get("latency_acceptance_load")
@@ -203,7 +138,7 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
     fix = {"PASS": "", "FAIL": "tune the batching window (invoke bench --window-us ...) or lower the load; "
                    "see the sweep in " + str(path.with_suffix(".png")),
            "WARN": f"set latency_slo_p95_ms, or re-run invoke bench --host {host} with more client processes"}
-    return [_line("latency", name, acc["status"], f"{acc['seen']} ({path})", fix[acc["status"]])]
+    return [line("latency", name, acc["status"], f"{acc['seen']} ({path})", fix[acc["status"]])]
 
 
 def platform_checks(facts: dict, host_vars: dict, fact_errors: dict | None = None) -> list[Check]:
@@ -213,11 +148,21 @@ def platform_checks(facts: dict, host_vars: dict, fact_errors: dict | None = Non
     return list(checks(facts, host_vars, fact_errors))
 
 
-def collect(facts: dict, vars: dict, host_result=None, matrix: dict | None = None,
-            fact_errors: dict | None = None) -> list[Check]:
-    """Every checklist line for one host; ``vars`` are the run's merged variables (role defaults included)."""
-    matrix = matrix or load_matrix()
-    return (platform_checks(facts, vars, fact_errors) + gpu_checks(facts, vars) + software_checks(facts, vars, matrix)
+def role_checks(roles, name: str, facts: dict, vars: dict, render=None) -> list[Check]:
+    """The lines the roles contribute (a role's optional ``checks(host)``), each reading its declared facts."""
+    from .roles import FactView, HostContext
+
+    out: list[Check] = []
+    for role in roles:
+        out += role.checks(HostContext(name, vars, FactView(facts, role.facts, role.name), render))
+    return out
+
+
+def collect(facts: dict, vars: dict, host_result=None, fact_errors: dict | None = None,
+            roles_lines: list[Check] = ()) -> list[Check]:
+    """Every checklist line for one host; ``vars`` are the run's merged variables (role defaults included),
+    ``roles_lines`` what the selected roles contribute (:func:`role_checks`)."""
+    return (platform_checks(facts, vars, fact_errors) + gpu_checks(facts, vars) + list(roles_lines)
             + tuning_checks(host_result) + latency_checks(vars))
 
 
@@ -338,14 +283,15 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
         if facts_file:
             facts, errors = load_facts(facts_file, h.name)
             result = None
-            extra = [_line("tuning", "roles converged", "WARN", f"not checked: planned offline from {facts_file}",
+            extra = [line("tuning", "roles converged", "WARN", f"not checked: planned offline from {facts_file}",
                            f"invoke checklist --host {h.name} once it is reachable")]
         else:
             run = HostRun(h, roles, vars, Options(check=True, accept_new_host_keys=accept_new_host_keys),
                           templates, extra_facts=FACTS)
             result = run.converge()
             facts, errors, extra = run.facts, run.fact_errors, []
-        checks = (collect(facts, vars, result, fact_errors=errors) + extra) if facts else tuning_checks(result)
+        lines = role_checks(roles, h.name, facts, vars, templates.render) if facts else []
+        checks = (collect(facts, vars, result, errors, lines) + extra) if facts else tuning_checks(result)
         roles_of_cpus, warnings = cpu_plan(facts, vars) if facts else ({}, [])
         svg = topology_svg(facts, roles_of_cpus, warnings, title=h.name) if facts else "<p>unreachable</p>"
         (out_dir / f"{names[h.name]}.md").write_text(render_markdown(h.name, checks))

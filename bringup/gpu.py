@@ -10,10 +10,12 @@ from typing import Any
 from .errors import InputError
 from .resources.guard import Fail, Skip
 
-__all__ = ["nvidia_gpus", "gpu_gate", "validate_without_gpu", "CPU_PROFILES"]
+__all__ = ["nvidia_gpus", "gpu_gate", "validate_without_gpu", "driver_version", "CPU_PROFILES", "PROFILE_MODELS"]
 
 #: gpu_profile values meaning "this host has no GPU".
 CPU_PROFILES = (None, "", "cpu", "none")
+#: GPU classes (``gpu_profile``) and the product name a GPU of that class reports (nvidia-smi's name).
+PROFILE_MODELS = {"l40s": "L40S", "a10": "A10"}
 WITHOUT_GPU = ("skip", "install")
 
 
@@ -27,6 +29,20 @@ DEFAULTS = {"nvidia_without_gpu": "skip"}
 
 #: What :func:`gpu_gate` reads: a role that gates on a GPU includes it in its FACTS.
 FACTS = ("pci.devices",)
+
+def driver_version(facts: dict[str, Any]) -> str | None:
+    """The loaded NVIDIA driver's version, from ``nvidia.smi`` (None: no driver answering)."""
+    smi = facts.get("nvidia.smi") or []
+    return str(smi[0]["driver_version"]) if smi and smi[0].get("driver_version") else None
+
+
+def branch_of(version: str | None) -> int | None:
+    """550 of ``550.90.07``."""
+    import re
+
+    m = re.match(r"(\d+)", version or "")
+    return int(m.group(1)) if m else None
+
 
 def validate_without_gpu(vars: dict[str, Any]) -> None:
     v = vars.get("nvidia_without_gpu", "skip")

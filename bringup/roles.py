@@ -11,6 +11,7 @@ A role module declares its desired state as data::
     def resources(host: HostContext) -> list[Resource]: ...
     def verify(host, transport) -> str | None: ...   # optional: after the role wrote something
     def rollback(host, transport) -> str: ...        # optional: when verify raised
+    def checks(host: HostContext) -> list[Check]: ...  # optional: the role's lines in the rack checklist
 
 ``roles/__init__.py`` holds ``ORDER``, the standard order of the roles.  The
 engine imports whatever is there and knows no role by name.
@@ -97,6 +98,11 @@ class Role:
 
     def resources(self, ctx: HostContext) -> list:
         return list(self.module.resources(ctx))
+
+    def checks(self, ctx: HostContext) -> list:
+        """The role's own lines in the rack checklist (``checks(host)``; none when the role has no such hook)."""
+        fn = getattr(self.module, "checks", None)
+        return list(fn(ctx)) if fn else []
 
     def handlers(self, ctx: HostContext) -> dict[str, list[str]]:
         h = getattr(self.module, "HANDLERS", {})

@@ -8,6 +8,7 @@ ORDER = [
     "docker",
     "container_toolkit",
     "dcgm_exporter",
+    "trt_engines",
     "triton",
     "monitoring",
 ]

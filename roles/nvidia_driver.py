@@ -188,3 +188,26 @@ def resources(host):
         expected = len(nvidia_gpus(host.facts)) or None
     out.append(NvidiaDriverLoaded(branch, version=version, expected_gpus=expected))
     return out
+
+
+def checks(host) -> list:
+    """The rack checklist's driver lines: the loaded branch against the pin and the guide's matrix."""
+    from bringup.checklist import line, load_matrix
+
+    v = host.vars
+    drv = gpu.driver_version(host.facts)
+    if not drv:
+        return [] if v.get("gpu_profile") in gpu.CPU_PROFILES else [
+            line("software", "driver version", "FAIL", "no driver answers (nvidia-smi lists no GPU)",
+                 "install the pinned driver branch: invoke provision --roles nvidia_driver")]
+    branch = gpu.branch_of(drv)
+    guide = load_matrix()["guide"]["driver_branches"]
+    pinned = v.get("nvidia_driver_branch")
+    if pinned is not None and branch != int(pinned):
+        return [line("software", "driver branch pinned", "FAIL", f"{drv}, inventory pins {pinned}",
+                     f"invoke provision --roles nvidia_driver (branch {pinned})")]
+    if branch in guide:
+        return [line("software", "driver branch in the guide's matrix", "PASS", f"{drv} (guide: {guide})")]
+    return [line("software", "driver branch in the guide's matrix", "WARN",
+                 f"{drv}; the guide ran {'/'.join(map(str, guide))}",
+                 "pin nvidia_driver_branch to a tested branch, or accept after a latency run")]

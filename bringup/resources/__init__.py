@@ -10,6 +10,9 @@ from .guard import Fail, Probe, Skip
 from .hold import Hold
 from .image import DockerImage
 from .jsonfile import JsonFile
+from .trt import TrtEngine
+from .upload import UploadedFile
 
 __all__ = ["Plan", "Resource", "File", "Directory", "Sysctl", "Packages", "Service", "Command",
-           "AptRepository", "Hold", "JsonFile", "DockerImage", "Skip", "Fail", "Probe"]
+           "AptRepository", "Hold", "JsonFile", "DockerImage", "Skip", "Fail", "Probe",
+           "TrtEngine", "UploadedFile"]

@@ -5,14 +5,21 @@ import re
 
 import pytest
 
-from bringup.checklist import Check, collect, gpu_checks, load_matrix, render_html, render_markdown, \
-    software_checks, verdict
+from bringup.checklist import Check, collect, gpu_checks, render_html, render_markdown, role_checks, verdict
+from bringup.project import content_root
+from bringup.roles import load_roles
 from bringup.topology_svg import topology_svg
 
 from .fixture_hosts import h200_facts, l40s_pair_facts
 
 
 IMAGE = "nvcr.io/nvidia/tritonserver:24.06-py3"
+ROLES = load_roles(content_root())[1]
+
+
+def software_checks(facts, vars):
+    """The driver and Triton lines, as the nvidia_driver and triton roles contribute them."""
+    return role_checks([ROLES["nvidia_driver"], ROLES["triton"]], "h", facts, vars)
 
 
 def by_name(checks):
@@ -22,7 +29,7 @@ def by_name(checks):
 def test_h200_gpu_and_driver_lines():
     facts = h200_facts()
     checks = by_name(gpu_checks(facts, {"gpu_profile": "h200", "gpu_count": 1}) +
-                     software_checks(facts, {"gpu_profile": "h200", "triton_image": IMAGE}, load_matrix()))
+                     software_checks(facts, {"gpu_profile": "h200", "triton_image": IMAGE}))
     assert checks["GPU count"].status == "PASS" and "0000:00:06.0" in checks["GPU count"].seen
     assert checks["driver sees the GPUs"].seen == "1 × NVIDIA H200"
     # 580 is newer than the guide's 535/550: a warning, not a failure.
@@ -55,13 +62,13 @@ def test_l40s_pair_matches_its_profile():
 ])
 def test_triton_container_against_driver(driver, image, status):
     facts = {"nvidia.smi": [{"driver_version": driver, "name": "NVIDIA L40S"}]}
-    c = by_name(software_checks(facts, {"gpu_profile": "l40s", "triton_image": image}, load_matrix()))
+    c = by_name(software_checks(facts, {"gpu_profile": "l40s", "triton_image": image}))
     assert c["Triton container vs driver"].status == status
 
 
 def test_pinned_branch_mismatch_fails():
     facts = {"nvidia.smi": [{"driver_version": "535.161.08"}]}
-    c = by_name(software_checks(facts, {"gpu_profile": "a10", "nvidia_driver_branch": 550}, load_matrix()))
+    c = by_name(software_checks(facts, {"gpu_profile": "a10", "nvidia_driver_branch": 550}))
     assert c["driver branch pinned"].status == "FAIL" and "pins 550" in c["driver branch pinned"].seen
 
 
@@ -139,6 +146,40 @@ def test_offline_checklist_sees_the_role_defaults(tmp_path):
     assert "| FAIL | software | driver branch pinned | 580.159.04, inventory pins 550 |" in md, md
     assert "| WARN | tuning | roles converged | not checked: planned offline from h200.json |" in md
     assert "| PASS | software | Triton container vs driver |" in md  # the triton role's image default
+
+
+def test_checklist_lines_come_from_the_selected_roles(tmp_path):
+    """Issue 9, defect 3: the engine names no role; each role contributes its own lines (``checks``).
+
+    A project of its own with one made-up role: its line appears; the shipped roles' driver and Triton
+    lines do not, because those roles are not in this project."""
+    import json
+    import shutil
+
+    import yaml
+
+    (tmp_path / "h200.json").write_text(json.dumps({"host": "h200", "facts": h200_facts()}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200": {
+        "ansible_host": "192.0.2.1", "gpu_profile": "cpu"}}}}))
+    shutil.copytree(content_root() / "templates", tmp_path / "templates")
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "roles" / "__init__.py").write_text('ORDER = ["fans"]\n')
+    (tmp_path / "roles" / "fans.py").write_text(
+        'from bringup.checklist import line\n'
+        'FACTS = ("nvidia.smi",)\n'
+        'DEFAULTS = {"fans_min_gpus": 2}\n'
+        'def resources(host):\n    return []\n'
+        'def checks(host):\n'
+        '    n = len(host.facts.get("nvidia.smi") or [])\n'
+        '    ok = n >= host.vars["fans_min_gpus"]\n'
+        '    return [line("gpu", "enough GPUs for the fans", "PASS" if ok else "WARN", f"{n} GPU(s)")]\n')
+    r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "pages", cwd=tmp_path)
+    md = (tmp_path / "pages" / "h200.md").read_text()
+    assert "| WARN | gpu | enough GPUs for the fans | 1 GPU(s) |" in md, r.stdout + r.stderr
+    assert "driver branch" not in md and "Triton container" not in md
+    r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "pages", "--set", "fans_min_gpus=1",
+                cwd=tmp_path)
+    assert "| PASS | gpu | enough GPUs for the fans | 1 GPU(s) |" in (tmp_path / "pages" / "h200.md").read_text()
 
 
 def test_checklist_refuses_a_host_name_that_leaves_out(tmp_path):
