@@ -24,6 +24,7 @@ from .system import (
     SystemThp,
     SystemThpDefrag,
 )
+from .triton import TritonWindow
 
 ALL_FACTS: list[type[Fact]] = [
     OsRelease,
@@ -47,6 +48,7 @@ ALL_FACTS: list[type[Fact]] = [
     SystemCpuidle,
     SystemThp,
     SystemThpDefrag,
+    TritonWindow,
 ]
 
 FACTS_BY_NAME: dict[str, type[Fact]] = {f.name: f for f in ALL_FACTS}
@@ -80,4 +82,5 @@ __all__ = [
     "SystemCpuidle",
     "SystemThp",
     "SystemThpDefrag",
+    "TritonWindow",
 ]

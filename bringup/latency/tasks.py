@@ -110,11 +110,21 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
     "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
     "windows": "windows to try in µs, comma separated (default 200,400,600,800,1000,1500)",
     "batch": "request batch of the fixed load (default 1)",
-    "concurrency": "requests in flight of the fixed load (default 64)"})
+    "concurrency": "requests in flight of the fixed load (default 64)",
+    "follow": "continuous mode: every --interval read Triton's p95 and queue time under the traffic it has "
+              "(no load generated) and step the window by the guide's rule; Ctrl-C stops",
+    "interval": "--follow: seconds between steps (default 10)",
+    "steps": "--follow: stop after this many intervals",
+    "for": "--follow: stop after this many seconds",
+    "record": "--follow: the file on the host recording the window in force (default "
+              "/etc/bringup/triton-window.json, which provision reads)",
+    "http-port": "--follow: Triton's HTTP port instead of triton_ports.http",
+    "metrics-port": "--follow: Triton's metrics port instead of triton_ports.metrics"})
 def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,1500", batch="1",
                 concurrency="64", model=None, warmup=2.0, duration=5.0, processes=0, client_cpus=None,
-                address=None, grpc_port=None, inventory="hosts", set_=None, out="reports/bench"):
-    """One-shot window sweep under a fixed load: the window that meets the p95 target at the most QPS."""
+                address=None, grpc_port=None, inventory="hosts", set_=None, out="reports/bench", follow=False,
+                interval=10.0, steps=None, for_=None, record=None, http_port=None, metrics_port=None):
+    """Window tuning: one-shot sweep under a fixed load, or --follow: the guide's controller on live traffic."""
     import json
     from datetime import datetime
 
@@ -130,13 +140,20 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         if not host:
             raise InputError("tune-window takes one --host")
         _, chosen, _, _, role_vars = _prepared(inventory, set_, host, None, None, "triton")
-        target = resolve(chosen[0], role_vars[chosen[0].name], model=model, address=address,
+        hv = role_vars[chosen[0].name]
+        target = resolve(chosen[0], hv, model=model if model or not follow else "", address=address,
                          grpc_port=grpc_port)
         goal = target_p95_ms if target_p95_ms is not None else target.slo_p95_ms
         try:
             goal = float(goal)
         except (TypeError, ValueError):
             raise InputError("give --target-p95-ms or set latency_slo_p95_ms in the inventory") from None
+        if goal <= 0:
+            raise InputError(f"--target-p95-ms {goal:g}: must be above 0")
+        if follow:
+            _follow(console, chosen[0], hv, target.address, [model] if model else [], goal, interval, steps, for_,
+                    record, http_port, metrics_port, Path(out))
+            return
         ws = [w for w in parse_windows(windows) if w is not None]
         if not ws:
             raise InputError("--windows: give windows in µs")
@@ -174,3 +191,49 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
     console.print(f"report: {path}, {path.with_suffix('.png')}", style="dim")
     if doc["tune"]["chosen_window_us"] is None:
         raise Exit(code=2)
+
+
+def _follow(console, host, hv: dict, address: str, models: list, goal: float, interval, steps, seconds, record,
+            http_port, metrics_port, out: Path) -> None:
+    """``tune-window --follow``: the host's controller from here, until --steps, --for or Ctrl-C."""
+    from datetime import datetime, timezone
+
+    from ..connection import connect
+    from ..errors import BringupError, InputError, Unreachable
+    from .follow import follow, remote_record
+    from .window_tuner import RECORD, TritonHTTP, TunerError
+    from .window_tuner import Unreachable as TritonDown
+
+    try:
+        ivl = float(interval)
+        n = int(steps) if steps not in (None, "") else None
+        secs = float(seconds) if seconds not in (None, "") else None
+    except (TypeError, ValueError):
+        raise InputError("--interval and --for are seconds, --steps a whole number") from None
+    if ivl <= 0 or (n is not None and n < 1) or (secs is not None and secs <= 0):
+        raise InputError("--interval and --for must be above 0, --steps at least 1")
+    ports = hv.get("triton_ports") or {}
+    hp, mp = http_port or ports.get("http", 8000), metrics_port or ports.get("metrics", 8002)
+    api = TritonHTTP(f"http://{address}:{int(hp)}", f"http://{address}:{int(mp)}/metrics")
+    path = record or RECORD
+    if not str(path).startswith("/"):
+        raise InputError(f"--record {path!r}: an absolute path on the host")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    log = out / f"{host.name}-window-{stamp}.jsonl"
+    try:
+        t = connect(host)
+    except Unreachable as e:
+        raise Exit(f"unreachable: {e}", code=4) from None
+    ran = 0
+    try:
+        ran = follow(api, models, goal, ivl, record=remote_record(t, path), log_path=log, steps=n, seconds=secs,
+                     say=lambda text: console.print(text, markup=False, highlight=False))
+    except KeyboardInterrupt:
+        console.print("stopped (Ctrl-C)", style="dim")
+    except TritonDown as e:
+        raise Exit(f"unreachable: {e}", code=4) from None
+    except (BringupError, TunerError) as e:
+        raise Exit(f"error: {e}", code=1) from None
+    finally:
+        t.close()
+    console.print(f"{ran} interval(s); log: {log}; window recorded in {path} on {host.name}", style="dim")

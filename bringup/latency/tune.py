@@ -3,29 +3,15 @@
 The guide's rule (every interval, default 10 s): p95 below the target -> window
 +50 µs, above -> -50 µs, clamped to 200..1500 µs; a breach while Triton's queue
 time per request rises tightens by 150 µs at once.  :func:`next_window` is that
-step.  :func:`pick` is the one-shot mode: of a sweep of windows under a fixed
+step; it lives in :mod:`.window_tuner`, the stdlib-only controller shipped to
+hosts.  :func:`pick` is the one-shot mode: of a sweep of windows under a fixed
 load, the window that meets the target at the highest throughput.
 """
 from __future__ import annotations
 
-__all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "next_window", "pick"]
+from .window_tuner import STEP, TIGHTEN, WINDOW_MAX, WINDOW_MIN, next_window
 
-WINDOW_MIN, WINDOW_MAX = 200, 1500
-STEP = 50
-TIGHTEN = 150
-
-
-def next_window(window_us: int, p95_ms: float, target_ms: float, queue_rising: bool = False) -> tuple[int, str]:
-    """The window for the next interval, and why."""
-    if p95_ms > target_ms:
-        step = TIGHTEN if queue_rising else STEP
-        why = f"p95 {p95_ms:.1f} ms > {target_ms:g} ms" + (", queue time rising" if queue_rising else "")
-        new = window_us - step
-    else:
-        why = f"p95 {p95_ms:.1f} ms <= {target_ms:g} ms"
-        new = window_us + STEP
-    new = max(WINDOW_MIN, min(WINDOW_MAX, new))
-    return new, why
+__all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "TIGHTEN", "next_window", "pick"]
 
 
 def pick(doc: dict, target_ms: float) -> dict:

@@ -7,11 +7,11 @@ started with ``--model-control-mode=explicit``.
 """
 from __future__ import annotations
 
-import copy
 import json
 import time
 
 from ..errors import BringupError
+from .window_tuner import window_of, with_window
 
 __all__ = ["current_config", "window_of", "with_window", "load_config", "WindowError"]
 
@@ -23,24 +23,6 @@ class WindowError(BringupError):
 def current_config(client, model: str) -> dict:
     """The model's configuration as Triton serves it (JSON form)."""
     return client.get_model_config(model, as_json=True)["config"]
-
-
-def window_of(config: dict) -> int | None:
-    """The dynamic batching window in µs; None when the model has no dynamic batching."""
-    db = config.get("dynamic_batching")
-    if db is None:
-        return None
-    return int(db.get("max_queue_delay_microseconds", 0) or 0)
-
-
-def with_window(config: dict, window_us: int | None) -> dict:
-    """A copy of ``config`` with the window set (None: dynamic batching off)."""
-    cfg = copy.deepcopy(config)
-    if window_us is None:
-        cfg.pop("dynamic_batching", None)
-    else:
-        cfg.setdefault("dynamic_batching", {})["max_queue_delay_microseconds"] = int(window_us)
-    return cfg
 
 
 def load_config(client, model: str, config: dict, timeout: float = 120.0) -> None:

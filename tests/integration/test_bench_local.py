@@ -21,27 +21,15 @@ import pytest
 import yaml
 
 from .helpers import REPO, free_port
+from .local_triton_fixture import CPUS, local_server
 
 pytestmark = pytest.mark.integration
-
-CPUS = sorted(os.sched_getaffinity(0))
 
 
 @pytest.fixture(scope="module")
 def triton(tmp_path_factory):
-    from . import local_triton as lt
-
-    try:
-        why = lt.usable()
-    except Exception as e:  # noqa: BLE001 - no wheel (pip offline): nothing to run against
-        pytest.skip(f"local Triton unavailable: {e}")
-    if why:
-        pytest.skip(why)
-    d = tmp_path_factory.mktemp("bench-triton")
-    lt.write_model(d / "repo", "add", sleep_s=0.005, window_us=800)
-    lt.write_model(d / "repo", "fast", sleep_s=0.0, window_us=100)
-    server_cpus = CPUS[-1:] if len(CPUS) > 1 else None
-    with lt.LocalTriton(d / "repo", d / "triton.log", cpus=server_cpus) as t:
+    with local_server(tmp_path_factory.mktemp("bench-triton"), {"add": {"sleep_s": 0.005, "window_us": 800},
+                                                               "fast": {"sleep_s": 0.0, "window_us": 100}}) as t:
         yield t
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +98,134 @@ def test_config_override():
     assert with_window(cfg, 300)["dynamic_batching"] == {"max_queue_delay_microseconds": 300,
                                                          "preferred_batch_size": [2]}
     assert window_of(with_window({"name": "m"}, 0)) == 0
+
+
+# --------------------------------------------------------------------------- the continuous controller
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "triton"
+
+
+def test_summary_parsing_on_real_triton_metrics():
+    from bringup.latency.window_tuner import TunerError, parse_summary
+
+    text = (FIXTURES / "metrics-2.51-summary.txt").read_text()
+    # 50 requests of the 5 ms model: p95 as Triton's summary says it, and its cumulative count.
+    assert parse_summary(text, "add") == (11790.0, 50)
+    assert parse_summary(text, "add", quantile="0.5") == (7896.0, 50)
+    # A model nobody called: Triton prints Nan for its quantiles.
+    assert parse_summary(text, "idle") == (None, 0)
+    assert parse_summary(text, "absent") == (None, 0)
+    # Two versions: the worse p95, the summed count.
+    extra = text.replace('model="add",version="1"', 'model="add",version="2"').replace("11790", "20000")
+    assert parse_summary(text + extra, "add") == (20000.0, 100)
+    # Triton without --metrics-config=summary_latencies=true exports no summary: one line saying so.
+    counters_only = "\n".join(ln for ln in text.splitlines() if "summary" not in ln)
+    with pytest.raises(TunerError, match="summary_latencies=true"):
+        parse_summary(counters_only, "add")
+
+
+def test_stats_counters_on_real_triton_statistics():
+    from bringup.latency.window_tuner import stats_counters
+
+    doc = json.loads((FIXTURES / "stats-2.51-add.json").read_text())
+    assert stats_counters(doc, "add") == (50, 50502775)
+    assert stats_counters(doc, "other") == (0, 0)
+
+
+def test_queue_rising_needs_a_sustained_breach_and_more_queue_time():
+    from bringup.latency.window_tuner import queue_rising
+
+    prev = {"p95_ms": 70.0, "queue_us": 1000.0}
+    assert queue_rising(prev, 72.0, 1200.0, 50)
+    assert not queue_rising(prev, 72.0, 1030.0, 50)                       # within 5 %: not rising
+    assert not queue_rising(prev, 72.0, 900.0, 50)                        # falling
+    assert not queue_rising({"p95_ms": 40.0, "queue_us": 1000.0}, 72.0, 2000.0, 50)   # first breach only
+    assert not queue_rising(prev, 45.0, 2000.0, 50)                       # no breach now
+    assert not queue_rising(None, 72.0, 2000.0, 50)
+    assert not queue_rising(prev, 72.0, None, 50)
+
+
+class _Triton:
+    """Triton's answers, from the captured texts, moved by what a test says happened in an interval."""
+
+    def __init__(self, window=800):
+        self.text = (FIXTURES / "metrics-2.51-summary.txt").read_text()
+        self.count, self.p95_us, self.ok, self.queue_ns = 50, 11790, 50, 50502775
+        self.config = {"name": "add", "dynamic_batching": {"max_queue_delay_microseconds": window}}
+        self.loads = []
+
+    def interval(self, requests, p95_ms=None, queue_us=0.0):
+        self.count += requests
+        self.ok += requests
+        self.queue_ns += int(requests * queue_us * 1000)
+        if p95_ms is not None:
+            self.p95_us = int(p95_ms * 1000)
+
+    def metrics(self):
+        count = 'nv_inference_request_summary_us_count{model="add",version="1"} '
+        return self.text.replace(count + "50\n", f"{count}{self.count}\n").replace("} 11790", f"}} {self.p95_us}")
+
+    def stats(self, model):
+        return self.ok, self.queue_ns
+
+    def config_of(self, model):
+        return json.loads(json.dumps(self.config))
+
+    def load(self, model, config):
+        self.loads.append(config["dynamic_batching"]["max_queue_delay_microseconds"])
+        self.config = config
+        self.ok = self.queue_ns = 0          # Triton's statistics restart with the reloaded model
+
+
+def _controller(t, target=50, window=800):
+    from bringup.latency.window_tuner import Controller
+
+    api = type("Api", (), {"metrics": lambda s: t.metrics(), "stats": lambda s, m: t.stats(m),
+                           "config": lambda s, m: t.config_of(m), "load": lambda s, m, c: t.load(m, c)})()
+    records = []
+    c = Controller(api, "add", target, record=lambda *a: records.append(a))
+    assert c.prime() == window
+    return c, records
+
+
+def test_controller_steps_skips_quiet_intervals_and_tightens_on_a_rising_queue():
+    t = _Triton()
+    c, records = _controller(t)
+    # No request in the interval: no step, whatever the (sliding) p95 still says.
+    e = c.step()
+    assert e["action"] == "none" and "no traffic" in e["why"] and t.loads == [] and e["new_window_us"] == 800
+    t.interval(100, p95_ms=20, queue_us=300)
+    e = c.step()
+    assert (e["old_window_us"], e["new_window_us"], e["requests"], e["queue_us"]) == (800, 850, 100, 300.0)
+    assert "p95 20.0 ms" in e["why"] and t.loads == [850] and records[-1][:2] == ("add", 850)
+    # After the reload Triton's statistics restart: the next interval's queue time is its own.
+    t.interval(100, p95_ms=70, queue_us=1000)
+    e = c.step()
+    assert (e["new_window_us"], e["queue_us"], e["action"]) == (800, 1000.0, "narrowed")
+    # A second breach with queue time up by more than 5 %: 150 µs at once.
+    t.interval(100, p95_ms=75, queue_us=1500)
+    e = c.step()
+    assert (e["new_window_us"], e["action"]) == (650, "tightened") and "queue time rising" in e["why"]
+    assert t.loads == [850, 800, 650] and [r[1] for r in records] == [850, 800, 650]
+
+
+def test_controller_keeps_the_bounds_and_does_not_reload_there():
+    from bringup.latency.window_tuner import WINDOW_MAX, WINDOW_MIN
+
+    for start, p95, bound in ((WINDOW_MIN, 90, WINDOW_MIN), (WINDOW_MAX, 5, WINDOW_MAX)):
+        t = _Triton(window=start)
+        c, records = _controller(t, window=start)
+        for _ in range(3):
+            t.interval(50, p95_ms=p95, queue_us=500 if p95 < 50 else 5000)
+            e = c.step()
+            assert e["new_window_us"] == bound and e["action"] == "kept" and "bound" in e["why"]
+        assert t.loads == [] and records == []
+
+
+def test_log_line_names_the_p95_and_the_move():
+    from bringup.latency.window_tuner import line
+
+    e = {"time": "2026-01-01T00:00:00+00:00", "model": "add", "p95_ms": 61.25, "queue_us": 812.4, "requests": 40,
+         "old_window_us": 800, "new_window_us": 750, "why": "p95 61.2 ms > 50 ms"}
+    assert line(e) == ("2026-01-01T00:00:00+00:00 add: p95 61.2 ms, queue 812 µs/request, 40 requests: "
+                       "window 800 -> 750 µs (p95 61.2 ms > 50 ms)")

@@ -1,0 +1,49 @@
+"""Triton facts: the batching window the host's window tuner recorded."""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..latency.window_tuner import RECORD as WINDOW_RECORD
+from .base import Fact
+
+__all__ = ["TritonWindow", "parse_triton_window", "WINDOW_RECORD"]
+
+# WINDOW_RECORD is written by the window tuner (on the host, or through ``tune-window --follow``) and read
+# here by the triton role, so that a provision keeps the tuned window.
+
+
+def parse_triton_window(output: str) -> dict[str, Any] | None:
+    """The record ``{model: {window_us, when, why}}`` → ``{"windows": {model: window_us}, "error": None}``.
+
+    No file (empty output) is None: nothing was tuned.  A file that is not
+    such a record gives no windows and ``error``, one line saying what is
+    wrong; the triton role refuses to guess from it (parsers never raise: one
+    odd file must not cost the other facts).
+    """
+    text = output.strip()
+    if not text:
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        return {"windows": {}, "error": f"{WINDOW_RECORD} is not JSON ({e})"}
+    if not isinstance(doc, dict):
+        return {"windows": {}, "error": f"{WINDOW_RECORD} is not a JSON object of model -> {{window_us, ...}}"}
+    out: dict[str, int] = {}
+    for model, rec in doc.items():
+        w = rec.get("window_us") if isinstance(rec, dict) else None
+        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+            return {"windows": {}, "error": f"{WINDOW_RECORD}: model {model!r} has no whole window_us ({w!r})"}
+        out[str(model)] = w
+    return {"windows": out, "error": None}
+
+
+class TritonWindow(Fact):
+    name = "triton.window"
+    command = f"cat {WINDOW_RECORD}"
+    default = None
+
+    @staticmethod
+    def process(output: str) -> Any:
+        return parse_triton_window(output)

@@ -1,0 +1,60 @@
+"""``invoke tune-window --follow``: the host's window controller, run from the control machine.
+
+The controller is :mod:`.window_tuner`'s, the same code the host's
+``bringup-window-tuner`` service runs; here it talks to the host's Triton HTTP
+and metrics ports, and records the window in force on the host through the
+inventory's connection (temporary file + rename, as on the host).
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..command import sh
+from ..errors import BringupError
+from .window_tuner import RECORD, Controller, TritonHTTP, TunerError, line, record_text, run, tunable
+
+__all__ = ["remote_record", "follow"]
+
+
+def remote_record(transport, path: str = RECORD):
+    """A ``record(model, window_us, why, when)`` writing ``path`` on the host, atomically."""
+
+    def write(model: str, window_us: int, why: str, when: str) -> None:
+        old = transport.run_script(sh("cat -- %s 2>/dev/null || true", path)).stdout
+        text = record_text(old, model, window_us, why, when)
+        res = transport.run_script(sh(
+            "set -e; umask 022; mkdir -p -- \"$(dirname -- %s)\"; t=$(mktemp -- %s)\n"
+            "printf '%%s' %s > \"$t\" && chmod 0644 -- \"$t\" && mv -f -- \"$t\" %s || { rm -f -- \"$t\"; exit 1; }",
+            path, path + ".XXXXXX", text, path))
+        if res.rc != 0:
+            raise TunerError(f"recording the window in {path} on the host failed: "
+                             f"{(res.stderr or res.stdout).strip()[-300:]}")
+
+    return write
+
+
+def follow(api: TritonHTTP, models: list[str], target_ms: float, interval_s: float, *, record, log_path: Path,
+           steps: int | None, seconds: float | None, say) -> int:
+    """Run the controller on ``models`` (empty: every ready model with dynamic batching); returns intervals run.
+
+    Ctrl-C stops it between reads (the caller catches KeyboardInterrupt); a
+    step that cannot reach Triton is said and skipped.
+    """
+    models = tunable(api, models)
+    if not models:
+        raise BringupError("Triton serves no model with dynamic batching: nothing to tune")
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+
+    def emit(entry: dict) -> None:
+        say(line(entry))
+        with log_path.open("a", encoding="utf-8") as f:
+            f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+    controllers = [Controller(api, m, target_ms, record=record, emit=emit) for m in models]
+    for c in controllers:
+        say(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {c.model}: window {c.prime()} µs, "
+            f"target p95 {target_ms:g} ms, every {interval_s:g} s")
+    return run(controllers, interval_s, steps=steps, seconds=seconds,
+               on_error=lambda model, e: say(f"{model}: interval skipped: {e}"))

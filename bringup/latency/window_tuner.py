@@ -1,0 +1,449 @@
+"""The adaptive batching window: the guide's controller, run against production traffic.
+
+Python's standard library only: this one file is shipped to a host
+(``/usr/local/lib/bringup/window_tuner.py``) and run there by ``python3`` as the
+``bringup-window-tuner`` systemd service; ``invoke tune-window --follow`` runs the
+very same :class:`Controller` from the control machine against the host's ports.
+
+Every interval (default 10 s) it reads Triton's own numbers for each model and
+generates no load:
+
+* p95 of request latency: ``nv_inference_request_summary_us{quantile="0.95"}``
+  from the metrics endpoint (Triton started with
+  ``--metrics-config=summary_latencies=true``).  Triton 2.51's summary
+  quantiles are over a sliding window (prometheus-cpp's default: 60 s in 5 age
+  buckets; a quantile reads ``Nan`` once a minute passes without requests),
+  while ``_count``/``_sum`` are cumulative.  The quantile is used as it is: no
+  other p95 exists in Triton (the statistics API and the counters give sums,
+  i.e. means), and a delta of cumulative sums would be a mean, not a p95.  The
+  ``_count`` delta tells whether the interval had traffic at all (it survives a
+  model reload; the statistics API's counters restart from zero on one).
+* queue time per request: the statistics API (``GET /v2/models/<m>/stats``),
+  the delta of ``queue.ns`` over the delta of ``success.count`` since the
+  previous interval; a counter lower than before means the model was reloaded
+  and the new counters are the delta.
+
+Then :func:`next_window` (p95 below target: +50 µs, above: -50 µs, 200..1500 µs;
+a breach in this and the previous interval while queue time per request rises:
+-150 µs at once).  A change is applied with Triton's model control API (``POST
+/v2/repository/models/<m>/load`` with a config override; Triton must run with
+``--model-control-mode=explicit``): the new configuration is loaded beside the
+old one, which serves until the swap, so no request is dropped.  Each interval
+is one log line and one JSON line; the window in force is recorded atomically
+in ``/etc/bringup/triton-window.json`` (``{model: {window_us, when, why}}``),
+which the triton role reads so that a later provision keeps it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import signal
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from datetime import datetime, timezone
+
+__all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "TIGHTEN", "RECORD", "next_window", "queue_rising",
+           "parse_summary", "window_of", "with_window", "record_text", "read_record", "TritonHTTP", "Controller",
+           "TunerError", "main"]
+
+WINDOW_MIN, WINDOW_MAX = 200, 1500
+STEP = 50
+TIGHTEN = 150
+#: Queue time per request "rises" when it grows by more than this share over the previous interval.
+QUEUE_RISE = 0.05
+RECORD = "/etc/bringup/triton-window.json"
+LOG = "/var/log/bringup/window-tuner.jsonl"
+P95_METRIC = "nv_inference_request_summary_us"
+
+
+class TunerError(Exception):
+    """Triton refused or could not be read; one line."""
+
+
+class Unreachable(TunerError):
+    """Triton's HTTP or metrics port does not answer."""
+
+
+# --------------------------------------------------------------------------- the rule
+
+
+def next_window(window_us: int, p95_ms: float, target_ms: float, queue_rising: bool = False) -> tuple[int, str]:
+    """The window for the next interval, and why."""
+    if p95_ms > target_ms:
+        step = TIGHTEN if queue_rising else STEP
+        why = f"p95 {p95_ms:.1f} ms > {target_ms:g} ms" + (", queue time rising" if queue_rising else "")
+        new = window_us - step
+    else:
+        why = f"p95 {p95_ms:.1f} ms <= {target_ms:g} ms"
+        new = window_us + STEP
+    new = max(WINDOW_MIN, min(WINDOW_MAX, new))
+    return new, why
+
+
+def queue_rising(prev: dict | None, p95_ms: float, queue_us: float | None, target_ms: float) -> bool:
+    """A sustained breach with rising queue time: this and the previous interval with traffic both above
+    the target, and queue time per request up by more than :data:`QUEUE_RISE` since then."""
+    if prev is None or queue_us is None or prev.get("queue_us") is None or prev.get("p95_ms") is None:
+        return False
+    return prev["p95_ms"] > target_ms and p95_ms > target_ms and queue_us > prev["queue_us"] * (1 + QUEUE_RISE)
+
+
+# --------------------------------------------------------------------------- Triton's numbers
+
+_SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
+_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_summary(text: str, model: str, quantile: str = "0.95", metric: str = P95_METRIC
+                  ) -> tuple[float | None, int]:
+    """``(quantile in µs, request count)`` of ``model`` from Prometheus text.
+
+    Versions are combined: the highest quantile (the conservative one) and the
+    summed ``_count``.  The quantile is None when Triton reports ``Nan`` (no
+    request within its sliding window).  A model Triton reports nothing for
+    has count 0; no summary at all is a :class:`TunerError` (Triton was started
+    without ``--metrics-config=summary_latencies=true``).
+    """
+    q: float | None = None
+    count = 0
+    family = False
+    for line in text.splitlines():
+        if line.startswith(f"# TYPE {metric} "):
+            family = True
+        m = _SAMPLE.match(line)
+        if not m or not m.group(1).startswith(metric):
+            continue
+        labels = dict(_LABEL.findall(m.group(2) or ""))
+        if labels.get("model") != model:
+            continue
+        name, value = m.group(1), m.group(3)
+        if name == metric + "_count":
+            count += int(float(value))
+        elif name == metric and labels.get("quantile") == quantile:
+            v = float(value)          # "Nan" parses as nan
+            if not math.isnan(v):
+                q = v if q is None else max(q, v)
+    if not family:
+        raise TunerError(f"Triton's metrics have no {metric}: start Triton with "
+                         "--metrics-config=summary_latencies=true")
+    return q, count
+
+
+def stats_counters(doc: dict, model: str) -> tuple[int, int]:
+    """``(successful requests, queue ns)`` of ``model`` from a statistics API answer, versions summed."""
+    ok = queue = 0
+    for m in doc.get("model_stats") or []:
+        if m.get("name") != model:
+            continue
+        st = m.get("inference_stats") or {}
+        ok += int((st.get("success") or {}).get("count") or 0)
+        queue += int((st.get("queue") or {}).get("ns") or 0)
+    return ok, queue
+
+
+def window_of(config: dict) -> int | None:
+    """The dynamic batching window in µs; None when the model has no dynamic batching."""
+    db = config.get("dynamic_batching")
+    if db is None:
+        return None
+    return int(db.get("max_queue_delay_microseconds", 0) or 0)
+
+
+def with_window(config: dict, window_us: int | None) -> dict:
+    """A copy of ``config`` with the window set (None: dynamic batching off)."""
+    cfg = json.loads(json.dumps(config))
+    if window_us is None:
+        cfg.pop("dynamic_batching", None)
+    else:
+        cfg.setdefault("dynamic_batching", {})["max_queue_delay_microseconds"] = int(window_us)
+    return cfg
+
+
+class TritonHTTP:
+    """Triton's HTTP API and metrics endpoint, through urllib."""
+
+    def __init__(self, http_url: str, metrics_url: str, timeout: float = 10.0):
+        self.http_url, self.metrics_url, self.timeout = http_url.rstrip("/"), metrics_url, timeout
+
+    def _call(self, path: str, body: dict | None = None, timeout: float | None = None) -> bytes:
+        url = self.http_url + path
+        req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
+                                     method="GET" if body is None else "POST",
+                                     headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as r:
+                return r.read()
+        except urllib.error.HTTPError as e:
+            try:
+                msg = json.loads(e.read() or b"{}").get("error") or e.reason
+            except ValueError:
+                msg = e.reason
+            raise TunerError(f"Triton answered {e.code} to {path}: {msg}") from None
+        except (OSError, urllib.error.URLError) as e:
+            raise Unreachable(f"Triton at {self.http_url} does not answer: "
+                              f"{getattr(e, 'reason', None) or e}") from None
+
+    def config(self, model: str) -> dict:
+        return json.loads(self._call(f"/v2/models/{model}/config"))
+
+    def stats(self, model: str) -> tuple[int, int]:
+        return stats_counters(json.loads(self._call(f"/v2/models/{model}/stats")), model)
+
+    def ready_models(self) -> list[str]:
+        idx = json.loads(self._call("/v2/repository/index", {}))
+        return sorted({m["name"] for m in idx if m.get("state") == "READY"})
+
+    def load(self, model: str, config: dict, timeout: float = 120.0) -> None:
+        """Reload ``model`` with ``config`` (Triton answers once the new one serves)."""
+        try:
+            self._call(f"/v2/repository/models/{model}/load", {"parameters": {"config": json.dumps(config)}},
+                       timeout=timeout)
+        except Unreachable:
+            raise
+        except TunerError as e:
+            hint = " (start Triton with --model-control-mode=explicit)" if "explicit" in str(e) or \
+                "not allowed" in str(e) else ""
+            raise TunerError(f"Triton refused to reload {model} with a new batching window: {e}{hint}") from None
+
+    def metrics(self) -> str:
+        try:
+            with urllib.request.urlopen(self.metrics_url, timeout=self.timeout) as r:
+                return r.read().decode("utf-8", "replace")
+        except (OSError, urllib.error.URLError) as e:
+            raise Unreachable(f"Triton's metrics at {self.metrics_url} do not answer: "
+                              f"{getattr(e, 'reason', None) or e}") from None
+
+
+# --------------------------------------------------------------------------- the record
+
+
+def read_record(text: str) -> dict:
+    """The record file's ``{model: {window_us, when, why}}``; empty text is an empty record."""
+    if not text.strip():
+        return {}
+    doc = json.loads(text)
+    if not isinstance(doc, dict):
+        raise ValueError("not a JSON object")
+    return doc
+
+
+def record_text(old: str, model: str, window_us: int, why: str, when: str) -> str:
+    """The record with ``model``'s window set (other models kept; an unreadable old record is replaced)."""
+    try:
+        doc = read_record(old)
+    except ValueError:
+        doc = {}
+    doc[model] = {"window_us": int(window_us), "when": when, "why": why}
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+
+
+def write_local_record(path: str, model: str, window_us: int, why: str, when: str) -> None:
+    """Record ``model``'s window in ``path`` on this machine: a temporary file, fsync, rename."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            old = f.read()
+    except FileNotFoundError:
+        old = ""
+    d = os.path.dirname(path) or "."
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".triton-window.", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(record_text(old, model, window_us, why, when))
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+# --------------------------------------------------------------------------- the controller
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+class Controller:
+    """One model's window under a p95 target; :meth:`step` is one interval.
+
+    ``record(model, window_us, why, when)`` stores the window in force (on the
+    host, or through the control machine's connection to it); ``emit(entry)``
+    receives each interval's entry (printed and appended as a JSON line by the
+    callers).
+    """
+
+    def __init__(self, api: TritonHTTP, model: str, target_ms: float, record=None, emit=None):
+        self.api, self.model, self.target_ms = api, model, float(target_ms)
+        self.record, self.emit = record, emit or (lambda entry: None)
+        self.count: int | None = None
+        self.stats: tuple[int, int] | None = None
+        self.prev: dict | None = None   # the last interval with traffic: p95_ms, queue_us
+
+    def prime(self) -> int | None:
+        """Baselines for the first interval; the window Triton serves now."""
+        _, self.count = parse_summary(self.api.metrics(), self.model)
+        self.stats = self.api.stats(self.model)
+        return window_of(self.api.config(self.model))
+
+    def step(self) -> dict:
+        """Read the interval's numbers, decide, apply; the entry says what and why."""
+        if self.count is None:
+            self.prime()
+        p95_us, count = parse_summary(self.api.metrics(), self.model)
+        ok, queue_ns = self.api.stats(self.model)
+        requests = count - self.count if count >= self.count else count   # lower: Triton restarted
+        b_ok, b_q = self.stats
+        if ok < b_ok or queue_ns < b_q:                                    # lower: the model was reloaded
+            b_ok = b_q = 0
+        d_ok, d_q = ok - b_ok, queue_ns - b_q
+        self.count, self.stats = count, (ok, queue_ns)
+        config = self.api.config(self.model)
+        old = window_of(config)
+        entry = {"time": _now(), "model": self.model, "target_p95_ms": self.target_ms, "requests": requests,
+                 "p95_ms": None if p95_us is None else round(p95_us / 1000, 3),
+                 "queue_us": round(d_q / d_ok / 1000, 1) if d_ok else None,
+                 "old_window_us": old, "new_window_us": old, "action": "none"}
+        if old is None:
+            entry["why"] = "the model has no dynamic batching: nothing to tune"
+        elif requests <= 0:
+            entry["why"] = "no traffic in the interval: no step"
+        elif p95_us is None:
+            entry["why"] = "Triton has no p95 yet (Nan): no step"
+        else:
+            rising = queue_rising(self.prev, entry["p95_ms"], entry["queue_us"], self.target_ms)
+            new, why = next_window(old, entry["p95_ms"], self.target_ms, rising)
+            self.prev = {"p95_ms": entry["p95_ms"], "queue_us": entry["queue_us"]}
+            if new == old:
+                entry["why"] = why + f": kept at the bound ({WINDOW_MIN}-{WINDOW_MAX} µs)"
+                entry["action"] = "kept"
+            else:
+                self.api.load(self.model, with_window(config, new))
+                # The reload restarts the statistics API's counters: the next interval counts from here.
+                self.stats = self.api.stats(self.model)
+                entry.update(new_window_us=new, why=why, action="tightened" if old - new > STEP else
+                             ("widened" if new > old else "narrowed"))
+                if self.record:
+                    self.record(self.model, new, why, entry["time"])
+        self.emit(entry)
+        return entry
+
+
+def line(entry: dict) -> str:
+    """One log line: time, p95, queue µs, old -> new window, why."""
+    p95 = "-" if entry.get("p95_ms") is None else f"{entry['p95_ms']:.1f} ms"
+    q = "-" if entry.get("queue_us") is None else f"{entry['queue_us']:.0f} µs"
+    old, new = entry.get("old_window_us"), entry.get("new_window_us")
+    move = f"{old} -> {new} µs" if old != new else f"{old} µs"
+    return (f"{entry['time']} {entry['model']}: p95 {p95}, queue {q}/request, {entry.get('requests', 0)} "
+            f"requests: window {move} ({entry['why']})")
+
+
+def run(controllers: list[Controller], interval_s: float, *, steps: int | None = None,
+        seconds: float | None = None, on_error=None, sleep=time.sleep) -> int:
+    """Step every controller each ``interval_s`` until ``steps`` intervals or ``seconds`` pass (or forever).
+
+    A Triton that stops answering mid-run (a restart) is reported to
+    ``on_error`` and the interval skipped; the baselines are taken afresh.
+    Returns the number of intervals run.
+    """
+    start = time.monotonic()
+    tick = start + interval_s
+    n = 0
+    while (steps is None or n < steps) and (seconds is None or tick - start <= seconds):
+        sleep(max(0.0, tick - time.monotonic()))
+        n += 1
+        for c in controllers:
+            try:
+                c.step()
+            except TunerError as e:
+                c.count = None
+                if on_error is None:
+                    raise
+                on_error(c.model, e)
+        # A step that ran past the next tick (a reload takes seconds) still gives the next interval its
+        # full length: an interval is a span of traffic, not a slot on a clock.
+        tick = max(tick + interval_s, time.monotonic() + interval_s)
+    return n
+
+
+# --------------------------------------------------------------------------- on the host
+
+
+def _append(path: str, entry: dict) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(json.dumps(entry, sort_keys=True) + "\n")
+
+
+def tunable(api: TritonHTTP, wanted: list[str]) -> list[str]:
+    """The models to tune: those named, else every ready model with dynamic batching."""
+    if wanted:
+        return wanted
+    return [m for m in api.ready_models() if window_of(api.config(m)) is not None]
+
+
+def _stop(*_):
+    raise KeyboardInterrupt   # systemctl stop: the same clean stop as Ctrl-C
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="window_tuner", description=__doc__.split("\n\n")[0])
+    p.add_argument("--target-p95-ms", type=float, required=True)
+    p.add_argument("--interval", type=float, default=10.0, help="seconds between steps (default 10)")
+    p.add_argument("--model", action="append", default=[], help="model to tune (repeatable; default: every "
+                   "ready model with dynamic batching)")
+    p.add_argument("--http", default="http://127.0.0.1:8000", help="Triton's HTTP API")
+    p.add_argument("--metrics", default="http://127.0.0.1:8002/metrics", help="Triton's metrics endpoint")
+    p.add_argument("--record", default=RECORD, help=f"the window in force, per model (default {RECORD})")
+    p.add_argument("--log", default=LOG, help=f"JSON lines, one per model and interval (default {LOG})")
+    p.add_argument("--steps", type=int, default=None, help="stop after this many intervals")
+    p.add_argument("--for", dest="seconds", type=float, default=None, help="stop after this many seconds")
+    a = p.parse_args(argv)
+    if a.target_p95_ms <= 0 or a.interval <= 0:
+        p.error("--target-p95-ms and --interval must be above 0")
+    signal.signal(signal.SIGTERM, _stop)
+    api = TritonHTTP(a.http, a.metrics)
+
+    def emit(entry):
+        print(line(entry), flush=True)
+        _append(a.log, entry)
+
+    def record(model, window_us, why, when):
+        write_local_record(a.record, model, window_us, why, when)
+
+    def err(model, e):
+        print(f"{_now()} {model}: skipped: {e}", file=sys.stderr, flush=True)
+
+    try:
+        while True:   # Triton may still be starting (boot, a provision's restart): wait for it
+            try:
+                models = tunable(api, a.model)
+                controllers = [Controller(api, m, a.target_p95_ms, record, emit) for m in models]
+                for c in controllers:
+                    print(f"{_now()} {c.model}: window {c.prime()} µs, target p95 {a.target_p95_ms:g} ms, "
+                          f"every {a.interval:g} s", flush=True)
+                break
+            except TunerError as e:
+                err(",".join(a.model) or "triton", e)
+                time.sleep(a.interval)
+        if not controllers:
+            print("no model with dynamic batching to tune", file=sys.stderr)
+            return 1
+        run(controllers, a.interval, steps=a.steps, seconds=a.seconds, on_error=err)
+    except KeyboardInterrupt:
+        print(f"{_now()} stopped", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
