@@ -8,9 +8,11 @@ the number of resources.
 from __future__ import annotations
 
 import secrets
+import signal
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from .command import sh
@@ -18,12 +20,13 @@ from .connection import RunResult, Transport, connect, wait_for_ssh
 from .errors import BringupError, Unreachable
 from .facts.gather import gather
 from .inventory import Host
+from .pending import PendingHandlers
 from .resources.base import Plan, Resource
 from .roles import FactView, HostContext, Role, merged_defaults, wanted_facts
 from .script import Section, batch, split
 from .templates import Templates
 
-__all__ = ["Options", "ResourceResult", "HostResult", "HostRun", "run_hosts", "run_host", "prepare"]
+__all__ = ["Options", "ResourceResult", "HostResult", "HostRun", "Stop", "run_hosts", "run_host", "prepare"]
 
 
 @dataclass
@@ -56,7 +59,7 @@ class HostResult:
     """The outcome on one host, with Ansible's recap counters."""
 
     host: str
-    status: str = "ok"  # ok | failed | unreachable
+    status: str = "ok"  # ok | failed | unreachable | interrupted | not started
     message: str | None = None
     resources: list[ResourceResult] = field(default_factory=list)
     handlers: list[str] = field(default_factory=list)
@@ -84,6 +87,75 @@ class HostResult:
 
 
 Progress = Callable[[str, str], None]
+
+
+class Interrupted(Exception):
+    """The run was asked to stop (a signal) before this host's next step."""
+
+
+class Stop:
+    """A run asked to stop by a signal, shared by every host of the run.
+
+    After the first :meth:`request` no host starts and no role starts (the
+    role in progress finishes: its writes, handlers and checks); after a
+    second, the connections are closed, which wakes every round trip in
+    flight, and the hosts end at once (:attr:`abandoned`).  Handlers a cut-off
+    role owed stay recorded on the host for the next run.
+    """
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self.abandoned = False
+        self._lock = threading.Lock()
+        self._open: set[Transport] = set()
+
+    @property
+    def requested(self) -> bool:
+        return self.signum is not None
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else ""
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's code for a death by this signal: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + (self.signum or 0)
+
+    def request(self, signum: int) -> bool:
+        """Stop starting work (True), or, asked again, abandon what is in flight (False)."""
+        if self.signum is None:
+            self.signum = signum
+            return True
+        self.abandoned = True
+        # Not in the signal handler itself: closing takes locks a worker may hold.
+        threading.Thread(target=self._close_all, daemon=True).start()
+        return False
+
+    def check(self, where: str) -> None:
+        """Raise :class:`Interrupted` when a stop was requested (called before a host's next step)."""
+        if self.signum is not None:
+            raise Interrupted(f"interrupted by {self.name} {where}")
+
+    def track(self, t: Transport | None) -> None:
+        if t is not None:
+            with self._lock:
+                self._open.add(t)
+            if self.abandoned:
+                self._close_all()
+
+    def untrack(self, t: Transport | None) -> None:
+        with self._lock:
+            self._open.discard(t)
+
+    def _close_all(self) -> None:
+        with self._lock:
+            open_ = list(self._open)
+        for t in open_:
+            try:
+                t.close()
+            except Exception:  # noqa: BLE001 - a connection already gone is what we want
+                pass
 
 
 def prepare(hosts: list[Host], roles: list[Role], every_role: list[Role] | None = None
@@ -141,9 +213,10 @@ class HostRun:
     """
 
     def __init__(self, host: Host, roles: list[Role], vars: dict[str, Any], opts: Options, templates: Templates,
-                 progress: Progress = lambda h, s: None, extra_facts: tuple[str, ...] = ()):
+                 progress: Progress = lambda h, s: None, extra_facts: tuple[str, ...] = (), stop: Stop | None = None):
         self.host, self.roles, self.vars, self.opts, self.templates = host, roles, vars, opts, templates
         self.progress = progress
+        self.stop = stop or Stop()
         self.transport: Transport | None = None
         self.facts_wanted = wanted_facts(roles, extra_facts)
         self.facts: dict[str, Any] = {}
@@ -156,6 +229,7 @@ class HostRun:
         if self.transport is None:
             self.progress(self.host.name, "connecting")
             self.transport = connect(self.host, accept_new_host_keys=self.opts.accept_new_host_keys)
+            self.stop.track(self.transport)
         return self.transport
 
     def gather(self) -> dict[str, Any]:
@@ -168,6 +242,7 @@ class HostRun:
     def close(self) -> None:
         if self.transport is not None:
             self.result.round_trips = self.transport.round_trips
+            self.stop.untrack(self.transport)
             self.transport.close()
 
     def context(self, role: Role) -> HostContext:
@@ -189,10 +264,15 @@ class HostRun:
         started = time.monotonic()
         result = self.result
         try:
+            self.stop.check("before connecting")
             self.gather()
             self._roles()
+        except Interrupted as e:
+            result.status, result.message = "interrupted", str(e)
         except Unreachable as e:
             result.status, result.message = "unreachable", str(e)
+            if self.stop.abandoned:
+                result.status, result.message = "interrupted", f"abandoned by a second {self.stop.name}: {e}"
         except BringupError as e:
             result.status, result.message = "failed", str(e)
         finally:
@@ -208,14 +288,19 @@ class HostRun:
         plans_of = [self.declare(role) for role in self.roles]
         self.progress(host.name, "reading state")
         everything = [r for _, _, rs in plans_of for r in rs]
-        outputs = iter(_read(self.transport, everything))
+        # Handlers an earlier run owed are read with the state, in the same round trip.
+        owed = PendingHandlers()
+        outputs = iter(_read(self.transport, [*everything, owed]))
         reads: list[list[str | None] | None] = [[next(outputs) for _ in rs] for _, _, rs in plans_of]
+        owed.load(next(outputs))
         stale = False
         pending: str | None = None  # a reboot this run did not make
         rebooted_for: dict[str, list[ResourceResult]] = {}  # role -> its results before the reboot
         i = 0
         while i < len(plans_of):
             role, ctx, resources = plans_of[i]
+            self.stop.check(f"before role {role.name} (not run: "
+                            f"{', '.join(dict.fromkeys(r.name for r, _, _ in plans_of[i:]))})")
             if pending and role.waits_for_reboot:
                 for r in resources:
                     result.resources.append(ResourceResult(
@@ -226,7 +311,8 @@ class HostRun:
             t = self.transport
             current = reads[i] if not stale and reads[i] is not None else _read(t, resources)
             start = len(result.resources)
-            stop, plans, changed = _run_role(host, role, ctx, resources, current, opts, self.progress, t, result)
+            stop, plans, changed = _run_role(host, role, ctx, resources, current, opts, self.progress, t, result,
+                                             owed)
             stale = stale or changed
             if role.name in rebooted_for:
                 _merge_passes(result, start, rebooted_for[role.name])
@@ -285,19 +371,24 @@ class HostRun:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Unreachable(f"{host.name} did not come back from the reboot within {timeout:g} s")
+            self.stop.check("while waiting for the host to come back from its reboot")
             t = wait_for_ssh(host, timeout=left)
             if t.run_script(sh("[ -e %s ] && echo old-boot || echo new-boot", marker)).stdout.strip() == "new-boot":
                 t.round_trips += trips
                 self.transport = t
+                self.stop.track(t)
                 return
             t.close()  # still the old boot, on its way down
             time.sleep(1)
 
 
 def run_host(host: Host, roles: list[Role], vars: dict[str, Any], opts: Options, templates: Templates,
-             progress: Progress = lambda h, s: None) -> HostResult:
-    """Converge (or, in check mode, plan) ``roles`` on one host."""
-    return HostRun(host, roles, vars, opts, templates, progress).converge()
+             progress: Progress = lambda h, s: None, stop: Stop | None = None) -> HostResult:
+    """Converge (or, in check mode, plan) ``roles`` on one host; after a stop request it does not start."""
+    if stop is not None and stop.requested:
+        return HostResult(host.name, status="not started",
+                          message=f"not started: the run was interrupted by {stop.name}")
+    return HostRun(host, roles, vars, opts, templates, progress, stop=stop).converge()
 
 
 def _merge_passes(result: HostResult, start: int, first: list[ResourceResult]) -> None:
@@ -350,8 +441,13 @@ def _apply(t: Transport, keys: list[str], plans: list[Plan]) -> tuple[list[Secti
     return [s or Section(keys[x], None, "") for x, s in enumerate(secs)], last
 
 
-def _run_role(host, role, ctx, resources, current, opts, progress, t, result) -> tuple[bool, list[Plan], bool]:
-    """Plan and apply one role; returns (stop the host, the plans, whether anything was applied)."""
+def _run_role(host, role, ctx, resources, current, opts, progress, t, result, owed: PendingHandlers
+              ) -> tuple[bool, list[Plan], bool]:
+    """Plan and apply one role; returns (stop the host, the plans, whether anything was applied).
+
+    Handlers an earlier run owed (``owed``) run even when nothing changes;
+    before writing, the handlers the writes will owe are recorded on the host.
+    """
     plans = [_plan(r, out) for r, out in zip(resources, current)]
     done: dict[int, ResourceResult] = {}  # by resource index: reported in the role's order
     if any(p.error for p in plans):
@@ -371,9 +467,17 @@ def _run_role(host, role, ctx, resources, current, opts, progress, t, result) ->
             done[i] = ResourceResult(role.name, resources[i].id, "changed", changes=_jsonable(plans[i].changes),
                                      diff=plans[i].diff, reason="check mode: would change")
         _record(result, done)
+        if owed.earlier(role.name):
+            if opts.check:
+                result.resources.extend(ResourceResult(role.name, f"handler:{n}", "changed",
+                                                       reason=f"check mode: would run, {_OWED}")
+                                        for n in owed.earlier(role.name))
+            else:
+                _run_handlers(role, ctx, [], t, result, owed)
         return False, plans, False
     progress(host.name, f"{role.name}: applying {len(todo)} change(s)")
-    secs, res = _apply(t, [resources[i].id for i in todo], [plans[i] for i in todo])
+    secs, res = _apply(t, [resources[i].id for i in todo], _owing(role, [resources[i] for i in todo],
+                                                                   [plans[i] for i in todo], owed))
     step_failed = any(sec.rc not in (0, None) for sec in secs)
     applied: list[int] = []
     for i, sec in zip(todo, secs):
@@ -404,8 +508,8 @@ def _run_role(host, role, ctx, resources, current, opts, progress, t, result) ->
         done[i] = ResourceResult(role.name, r.id, "changed", changes=_jsonable(p.changes), diff=p.diff)
         notified.extend(n for n in r.notify if n not in notified)
     _record(result, done)
-    if notified:
-        _run_handlers(role, ctx, notified, t, result)
+    if notified or owed.earlier(role.name):
+        _run_handlers(role, ctx, notified, t, result, owed)
     if role.has_verify:
         _verify(role, ctx, t, result)
     return any(x.status == "failed" for x in result.resources), plans, True
@@ -415,23 +519,59 @@ def _record(result: HostResult, done: dict[int, ResourceResult]) -> None:
     result.resources.extend(done[i] for i in sorted(done))
 
 
-def _run_handlers(role: Role, ctx: HostContext, names: list[str], t: Transport, result: HostResult) -> None:
-    """Run each notified handler of ``role`` once, in the order the role declares them."""
+#: Why a handler runs that nothing in this run notified.
+_OWED = "pending from an interrupted run"
+
+
+def _owing(role: Role, resources: list[Resource], plans: list[Plan], owed: PendingHandlers) -> list[Plan]:
+    """``plans`` with the handlers they will owe recorded on the host before the first write that notifies."""
+    names = list(dict.fromkeys(n for r in resources for n in r.notify))
+    first = next((i for i, r in enumerate(resources) if r.notify), None)
+    record = owed.owe(role.name, names) if names else ""
+    if not record or first is None:
+        return plans
+    out = list(plans)
+    out[first] = replace(plans[first], commands=[record, *plans[first].commands])
+    return out
+
+
+def _run_handlers(role: Role, ctx: HostContext, names: list[str], t: Transport, result: HostResult,
+                  owed: PendingHandlers) -> None:
+    """Run each notified handler of ``role``, and those an earlier run owed, once, in the role's order.
+
+    When they all ran, the same script removes them from the host's pending file.
+    """
     handlers = role.handlers(ctx)
     unknown = [n for n in names if n not in handlers]
     if unknown:
         raise BringupError(f"role {role.name}: notify names unknown handler(s) {', '.join(unknown)}")
-    ordered = [n for n in handlers if n in names]
-    script, token = batch([(n, "\n".join(handlers[n])) for n in ordered], stop_on_error=True, stderr="merge")
+    earlier = owed.earlier(role.name)
+    for n in earlier:
+        if n not in handlers:
+            result.resources.append(ResourceResult(role.name, f"handler:{n}", "skipped",
+                                                   reason=f"{_OWED}, but the role no longer declares it: dropped"))
+    ordered = [n for n in handlers if n in names or n in earlier]
+    settle = owed.settled(role.name, earlier + ordered)
+    keys = ordered + (["pending-handlers"] if settle else [])
+    script, token = batch([(n, "\n".join(handlers[n])) for n in ordered] + ([(keys[-1], settle)] if settle else []),
+                          stop_on_error=True, stderr="merge")
     res = t.run_script(script)
-    for n, s in zip(ordered, split(res.stdout, token, ordered)):
+    secs = split(res.stdout, token, keys)
+    for n, s in zip(ordered, secs):
         rid = f"handler:{n}"
         if s.rc == 0:
             result.handlers.append(n)
-            result.resources.append(ResourceResult(role.name, rid, "changed", reason="notified"))
+            result.resources.append(ResourceResult(role.name, rid, "changed",
+                                                   reason="notified" if n in names else _OWED))
         else:
             result.resources.append(ResourceResult(role.name, rid, "failed",
                                                    error=f"exit {s.rc}: {s.output.strip()[-500:]}"))
+    if settle and secs[-1].rc == 0:
+        owed.forget(role.name, earlier + ordered)
+    elif settle and all(s.rc == 0 for s in secs[:-1]):
+        result.resources.append(ResourceResult(role.name, "pending-handlers", "failed",
+                                               error=f"the handlers ran, but {owed.path} could not be updated "
+                                                     f"(they run again next time): {secs[-1].output.strip()[-300:]}"))
 
 
 def _verify(role: Role, ctx: HostContext, t: Transport, result: HostResult) -> None:
@@ -461,11 +601,13 @@ def _jsonable(changes: dict) -> dict:
 
 def run_hosts(hosts: list[Host], roles: list[Role], role_vars, opts: Options, templates: Templates,
               progress: Progress = lambda h, s: None,
-              on_result: Callable[[HostResult], None] = lambda r: None) -> list[HostResult]:
+              on_result: Callable[[HostResult], None] = lambda r: None, stop: Stop | None = None
+              ) -> list[HostResult]:
     """Run on every host in parallel (``opts.forks`` at a time); one host's failure spares the others.
 
     ``on_result`` gets each host's result as soon as that host is done (to print
     and record it while slower hosts go on); the list returned is in host order.
+    Once ``stop`` is requested, the hosts still queued end at once as ``not started``.
     """
     if not hosts:
         return []
@@ -473,7 +615,7 @@ def run_hosts(hosts: list[Host], roles: list[Role], role_vars, opts: Options, te
     results: dict[str, HostResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(opts.forks, len(hosts)))) as pool:
         for h in hosts:
-            by_future[pool.submit(run_host, h, roles, role_vars[h.name], opts, templates, progress)] = h
+            by_future[pool.submit(run_host, h, roles, role_vars[h.name], opts, templates, progress, stop)] = h
         for f in as_completed(by_future):
             h = by_future[f]
             try:

@@ -17,6 +17,7 @@ from ..command import sh
 from ..errors import InputError
 from ..secrets import reveal
 from .base import Plan, Resource, kv_lines
+from .files import write_file
 
 __all__ = ["AptRepository", "dearmor", "openpgp_problem"]
 
@@ -273,15 +274,7 @@ class AptRepository(Resource):
         return Plan(commands=cmds, changes=changes)
 
     def _write(self, path: str, data: bytes) -> str:
-        d = posixpath.dirname(path)
-        return "\n".join([
-            "set -e",
-            sh("p=%s; mkdir -p -- %s", path, d),
-            sh("tmp=$(mktemp -- %s/.bringup.XXXXXX)", d),
-            sh("printf %%s %s | base64 -d > \"$tmp\"", base64.b64encode(data).decode()),
-            "chmod 0644 -- \"$tmp\"",
-            "mv -f -- \"$tmp\" \"$p\"",
-        ])
+        return write_file(path, data, mode="0644")
 
     def _fetch_key(self) -> str:
         steps = [

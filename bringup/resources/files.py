@@ -10,10 +10,96 @@ from ..command import sh
 from ..errors import InputError
 from .base import Plan, Resource, kv_lines
 
-__all__ = ["File", "Directory"]
+__all__ = ["File", "Directory", "write_file", "backup", "prune_backups", "BACKUP_KEEP"]
 
 #: Files up to this size are read back whole, for --diff.
 DIFF_LIMIT = 256 * 1024
+
+#: Backups bringup keeps of each file it replaces (the newest); older ones it made are removed.
+BACKUP_KEEP = 5
+
+#: The longest file name (bytes) Linux file systems take.
+NAME_MAX = 255
+
+#: The timestamp of a backup's name, ``<name>.20240131T235959.bak``, as a glob: only files named
+#: like this are ever pruned (bringup's own backups; never a file someone else made).
+_STAMP_GLOB = "[0-9]" * 8 + "T" + "[0-9]" * 6
+_STAMP_LEN = len(".20240131T235959.bak")
+
+#: A script that dies (a failed step, a signal, the connection gone) removes its temporary file and a
+#: backup it had not finished; once the new file is in place both names are cleared and nothing is removed.
+_CLEANUP = ("tmp=; bak=\n"
+            "trap 'rm -f -- ${tmp:+\"$tmp\"} ${bak:+\"$bak\"}' EXIT\n"
+            "trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM; trap 'exit 141' PIPE")
+_KEPT = "tmp=; bak=\ntrap - EXIT HUP INT TERM PIPE"
+
+
+def _cut(name: str, limit: int) -> str:
+    """``name`` cut to at most ``limit`` bytes of UTF-8, at a character boundary."""
+    return name.encode("utf-8", "surrogateescape")[:limit].decode("utf-8", "ignore")
+
+
+def _temp_template(base: str) -> str:
+    """The ``mktemp`` template beside a file: ``.<name>.bringup.XXXXXX`` while that fits NAME_MAX."""
+    named = f".{base}.bringup.XXXXXX"
+    return named if len(named.encode("utf-8", "surrogateescape")) <= NAME_MAX else ".bringup.XXXXXXXX"
+
+
+def _backup_prefix(path: str) -> str:
+    d, base = posixpath.split(path)
+    return posixpath.join(d, _cut(base, NAME_MAX - _STAMP_LEN))
+
+
+def backup(path: str) -> str:
+    """Shell: copy ``path``, when it is a file, to a new ``<path>.<timestamp>.bak`` (``$bak`` names it).
+
+    A copy that fails (a full disk) leaves nothing behind.  Two backups in the
+    same second never share a name: the second waits for the next one.  A
+    name too long for the suffix is cut (NAME_MAX).
+    """
+    return sh('if [ -f %s ]; then\n'
+              '  while :; do bak=%s.$(date +%%Y%%m%%dT%%H%%M%%S).bak; [ -e "$bak" ] || break; sleep 1; done\n'
+              '  cp -p -- %s "$bak" || { rm -f -- "$bak"; bak=; exit 1; }\n'
+              'fi', path, _backup_prefix(path), path)
+
+
+def prune_backups(path: str, keep: int = BACKUP_KEEP) -> str:
+    """Shell: remove all but the newest ``keep`` backups of ``path`` named as :func:`backup` names them."""
+    return sh("set -- %s." + _STAMP_GLOB + ".bak\n"
+              'while [ "$#" -gt %s ]; do if [ -f "$1" ]; then rm -f -- "$1"; fi; shift; done',
+              _backup_prefix(path), int(keep))
+
+
+def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | None = None,
+               keep_backup: bool = False) -> str:
+    """Shell: replace ``path`` with ``data`` atomically, leaving nothing behind when any step fails.
+
+    A temporary file in the same folder (a name within NAME_MAX whatever the
+    file's), mode and owner set, fsync, the old file backed up
+    (``keep_backup``; older backups pruned to :data:`BACKUP_KEEP`), rename.
+
+        write_file("/etc/docker/daemon.json", b"{}\\n", mode="644", keep_backup=True)
+    """
+    d = posixpath.dirname(path) or "/"
+    steps = [
+        "set -e",
+        _CLEANUP,
+        sh("p=%s; d=%s", path, d),
+        'mkdir -p -- "$d"',
+        sh('tmp=$(mktemp -- "$d"/%s)', _temp_template(posixpath.basename(path))),
+        sh('printf %%s %s | base64 -d > "$tmp"', base64.b64encode(data).decode()),
+    ]
+    if mode:
+        steps.append(sh('chmod %s -- "$tmp"', mode))
+    if owner:
+        steps.append(sh('chown %s -- "$tmp"', owner))
+    steps.append('sync -- "$tmp"')
+    if keep_backup:
+        steps.append(backup(path))
+    steps += ['mv -f -- "$tmp" "$p"', _KEPT, 'sync -- "$d" 2>/dev/null || true']
+    if keep_backup:
+        steps.append(prune_backups(path))
+    return "\n".join(steps)
 
 
 def _check_path(path: str) -> None:
@@ -33,9 +119,10 @@ def _check_mode(mode: str | int | None, path: str) -> str | None:
 class File(Resource):
     """A regular file with exact content, and optionally mode and owner.
 
-    Written atomically: a temporary file in the same folder, fsync, rename;
-    the file it replaces is kept as ``<path>.<timestamp>.bak`` unless
-    ``backup=False``.
+    Written atomically (:func:`write_file`): a temporary file in the same
+    folder, fsync, rename; the file it replaces is kept as
+    ``<path>.<timestamp>.bak`` unless ``backup=False`` (the newest
+    :data:`BACKUP_KEEP` of them).  A failed write leaves no temporary file.
 
         File("/etc/sysctl.d/90-trt-latency.conf", content=text, mode="0644")
     """
@@ -111,27 +198,8 @@ class File(Resource):
         return "".join(difflib.unified_diff(a, b, f"{self.path} (host)", f"{self.path} (wanted)"))
 
     def _write(self) -> str:
-        d = posixpath.dirname(self.path) or "/"
-        base = posixpath.basename(self.path)
-        b64 = base64.b64encode(self.content).decode()
-        steps = [
-            "set -e",
-            sh("p=%s; d=%s", self.path, d),
-            'mkdir -p -- "$d"',
-            sh('tmp=$(mktemp -- "$d"/.%s.bringup.XXXXXX)', base),
-            "trap 'rm -f -- \"$tmp\"' EXIT",
-            sh('printf %%s %s | base64 -d > "$tmp"', b64),
-        ]
-        if self.mode:
-            steps.append(sh('chmod %s -- "$tmp"', self.mode))
-        own = self._owner_spec()
-        if own:
-            steps.append(sh('chown %s -- "$tmp"', own))
-        steps.append('sync -- "$tmp"')
-        if self.backup:
-            steps.append('if [ -f "$p" ]; then cp -p -- "$p" "$p.$(date +%Y%m%dT%H%M%S).bak"; fi')
-        steps += ['mv -f -- "$tmp" "$p"', 'trap - EXIT', 'sync -- "$d" 2>/dev/null || true']
-        return "\n".join(steps)
+        return write_file(self.path, self.content, mode=self.mode, owner=self._owner_spec(),
+                          keep_backup=self.backup)
 
 
 class Directory(Resource):

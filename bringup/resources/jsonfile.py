@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import base64
 import json
-import posixpath
 from typing import Any
 
 from ..command import sh
 from ..errors import InputError
 from .base import Plan, Resource, kv_lines
+from .files import backup, prune_backups, write_file
 
 __all__ = ["JsonFile", "merge", "contains"]
 
@@ -60,7 +60,8 @@ class JsonFile(Resource):
     ``command``: a shell command that makes the change instead of bringup
     writing the merge itself (``nvidia-ctk runtime configure``); it runs only
     when the file lacks the keys, and the re-read checks that it added them.
-    The replaced file is kept as ``<path>.<timestamp>.bak`` either way.
+    The replaced file is kept as ``<path>.<timestamp>.bak`` either way (the newest
+    ``files.BACKUP_KEEP``); a failed write leaves no temporary file.
     Invalid JSON on the host is an error, never overwritten.
     """
 
@@ -107,25 +108,16 @@ class JsonFile(Resource):
                     return Plan.fail(f"{self.path} holds JSON but not an object; fix or move it away")
         if contains(have, self.keys):
             return Plan.noop(f"{self.path} already has " + ", ".join(_paths(self.keys)))
-        backup = sh('p=%s; if [ -f "$p" ]; then cp -p -- "$p" "$p.$(date +%%Y%%m%%dT%%H%%M%%S).bak"; fi',
-                    self.path)
         changes = {k: (_get(have, k), _get(self.keys, k)) for k in _paths(self.keys)
                    if not contains(_at(have, k), _at(self.keys, k))}
         if self.command:
-            return Plan(commands=[backup, self.command], changes=changes)
+            # The backup first (a failed copy stops the script), pruned to the newest, then the command.
+            return Plan(commands=["\n".join(["set -e", backup(self.path), prune_backups(self.path)]), self.command],
+                        changes=changes)
         merged = merge(have, self.keys)
         check_json(merged, f"{self.path} merged with what the host has")
         data = (json.dumps(merged, indent=self.indent, sort_keys=False, allow_nan=False) + "\n").encode()
-        d = posixpath.dirname(self.path)
-        write = "\n".join([
-            "set -e",
-            sh("p=%s; mkdir -p -- %s", self.path, d),
-            sh("tmp=$(mktemp -- %s/.bringup.XXXXXX)", d),
-            sh("printf %%s %s | base64 -d > \"$tmp\"", base64.b64encode(data).decode()),
-            sh("chmod %s -- \"$tmp\"", self.mode),
-            backup,
-            "mv -f -- \"$tmp\" \"$p\"",
-        ])
+        write = write_file(self.path, data, mode=self.mode, keep_backup=True)
         return Plan(commands=[write], changes=changes)
 
 
