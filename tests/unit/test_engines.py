@@ -431,3 +431,36 @@ def test_the_triton_role_keeps_the_built_plan_and_counts_no_drift(site, tmp_path
     assert not again.changed, again.changes
     assert "left as they are: 2 file(s) bringup did not ship" in again.reason
     assert (out / "model.plan").read_bytes() == b"plan built by the double"
+
+
+UPLOAD_ROLE = '''
+from pathlib import Path
+from bringup.resources import UploadedFile
+
+def resources(host):
+    return [UploadedFile("{dest}", Path("{source}"))]
+'''
+
+
+def test_the_onnx_travels_by_stream_and_only_when_its_sha256_differs(tmp_path):
+    """Through the tool on ``ansible_connection: local``: the file is streamed, renamed into place, then left."""
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "roles" / "__init__.py").write_text("ORDER = ['up']\n")
+    source, dest = tmp_path / "big.onnx", tmp_path / "host" / "trt" / "m" / "model.onnx"
+    source.write_bytes(os.urandom(3 << 20))
+    (tmp_path / "roles" / "up.py").write_text(UPLOAD_ROLE.format(dest=dest, source=source))
+    (tmp_path / "hosts").write_text(json.dumps({"all": {"hosts": {"me": {"ansible_connection": "local"}}}}))
+
+    def provision() -> subprocess.CompletedProcess:
+        # roles/ and templates/ in cwd: this project's one role runs, not the repository's.
+        return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "provision", "--host", "me",
+                               "--verbose"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+
+    first = provision()
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "me : ok=1 changed=1" in first.stdout.replace("  ", " ")
+    assert dest.read_bytes() == source.read_bytes() and stat.S_IMODE(dest.stat().st_mode) == 0o644
+    assert sorted(p.name for p in dest.parent.iterdir()) == ["model.onnx"]  # no temporary file left
+    again = provision()
+    assert "changed=0" in again.stdout and f"{dest} has the sha256 of {source}" in again.stdout
