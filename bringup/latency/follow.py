@@ -13,24 +13,33 @@ from pathlib import Path
 
 from ..command import sh
 from ..errors import BringupError
-from .window_tuner import RECORD, Controller, TritonHTTP, TunerError, line, record_text, run, tunable
+from .window_tuner import RECORD, Controller, TritonHTTP, TunerError, config_text, line, record_text, run, tunable
 
 __all__ = ["remote_record", "follow"]
 
 
-def remote_record(transport, path: str = RECORD):
-    """A ``record(model, window_us, why, when)`` writing ``path`` on the host, atomically."""
+def _replace(transport, path: str, text: str) -> None:
+    """Write ``path`` on the host by a temporary file beside it and a rename (never in place)."""
+    res = transport.run_script(sh(
+        "set -e; umask 022; mkdir -p -- \"$(dirname -- %s)\"; t=$(mktemp -- %s)\n"
+        "printf '%%s' %s > \"$t\" && chmod 0644 -- \"$t\" && mv -f -- \"$t\" %s || { rm -f -- \"$t\"; exit 1; }",
+        path, path + ".XXXXXX", text, path))
+    if res.rc != 0:
+        raise TunerError(f"writing {path} on the host failed: {(res.stderr or res.stdout).strip()[-300:]}")
+
+
+def remote_record(transport, path: str = RECORD, repository: str | None = None):
+    """A ``record(model, window_us, why, when)`` writing ``path`` on the host, and the window into
+    ``<repository>/<model>/config.pbtxt`` when that is a config the triton role rendered."""
 
     def write(model: str, window_us: int, why: str, when: str) -> None:
         old = transport.run_script(sh("cat -- %s 2>/dev/null || true", path)).stdout
-        text = record_text(old, model, window_us, why, when)
-        res = transport.run_script(sh(
-            "set -e; umask 022; mkdir -p -- \"$(dirname -- %s)\"; t=$(mktemp -- %s)\n"
-            "printf '%%s' %s > \"$t\" && chmod 0644 -- \"$t\" && mv -f -- \"$t\" %s || { rm -f -- \"$t\"; exit 1; }",
-            path, path + ".XXXXXX", text, path))
-        if res.rc != 0:
-            raise TunerError(f"recording the window in {path} on the host failed: "
-                             f"{(res.stderr or res.stdout).strip()[-300:]}")
+        _replace(transport, path, record_text(old, model, window_us, why, when))
+        if repository:
+            cfg = f"{repository.rstrip('/')}/{model}/config.pbtxt"
+            new = config_text(transport.run_script(sh("cat -- %s 2>/dev/null || true", cfg)).stdout, window_us)
+            if new is not None:
+                _replace(transport, cfg, new)
 
     return write
 

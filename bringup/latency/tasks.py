@@ -226,7 +226,8 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, in
         raise Exit(f"unreachable: {e}", code=4) from None
     ran = 0
     try:
-        ran = follow(api, models, goal, ivl, record=remote_record(t, path), log_path=log, steps=n, seconds=secs,
+        ran = follow(api, models, goal, ivl, record=remote_record(t, path, hv.get("triton_model_repository")),
+                     log_path=log, steps=n, seconds=secs,
                      say=lambda text: console.print(text, markup=False, highlight=False))
     except KeyboardInterrupt:
         console.print("stopped (Ctrl-C)", style="dim")

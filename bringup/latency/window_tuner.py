@@ -58,6 +58,9 @@ TIGHTEN = 150
 #: Queue time per request "rises" when it grows by more than this share over the previous interval.
 QUEUE_RISE = 0.05
 RECORD = "/etc/bringup/triton-window.json"
+#: What the triton role's config.pbtxt says of a tuned window (the tuner writes the same, so that a
+#: provision right after a step changes nothing).
+TUNED_SOURCE = f"tuned on this host ({RECORD}); pin it with triton_max_queue_delay_microseconds"
 LOG = "/var/log/bringup/window-tuner.jsonl"
 P95_METRIC = "nv_inference_request_summary_us"
 
@@ -243,6 +246,51 @@ def record_text(old: str, model: str, window_us: int, why: str, when: str) -> st
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
+_DELAY = re.compile(r"(?m)^(\s*)max_queue_delay_microseconds:\s*\d+\s*$")
+_SOURCE = re.compile(r"(?m)^(\s*)# The batching window: .*$")
+
+
+def config_text(text: str, window_us: int) -> str | None:
+    """A config.pbtxt the triton role rendered, with the window set; None when it has no window line."""
+    if len(_DELAY.findall(text)) != 1:
+        return None
+    text = _DELAY.sub(lambda m: f"{m.group(1)}max_queue_delay_microseconds: {int(window_us)}", text)
+    return _SOURCE.sub(lambda m: f"{m.group(1)}# The batching window: {TUNED_SOURCE}.", text)
+
+
+def _replace_local(path: str, text: str, mode: int = 0o644) -> None:
+    """Write ``path`` by a temporary file in its folder, fsync and rename (never in place)."""
+    d = os.path.dirname(path) or "."
+    os.makedirs(d, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_local_config(repository: str, model: str, window_us: int) -> bool:
+    """Set the window in ``<repository>/<model>/config.pbtxt`` (renamed into place: the triton role's
+    last-good snapshot holds hard links); False when there is no such file or window line."""
+    path = os.path.join(repository, model, "config.pbtxt")
+    try:
+        with open(path, encoding="utf-8") as f:
+            new = config_text(f.read(), window_us)
+    except FileNotFoundError:
+        return False
+    if new is None:
+        return False
+    _replace_local(path, new, os.stat(path).st_mode & 0o7777)
+    return True
+
+
 def write_local_record(path: str, model: str, window_us: int, why: str, when: str) -> None:
     """Record ``model``'s window in ``path`` on this machine: a temporary file, fsync, rename."""
     try:
@@ -250,20 +298,7 @@ def write_local_record(path: str, model: str, window_us: int, why: str, when: st
             old = f.read()
     except FileNotFoundError:
         old = ""
-    d = os.path.dirname(path) or "."
-    os.makedirs(d, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".triton-window.", dir=d)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(record_text(old, model, window_us, why, when))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    _replace_local(path, record_text(old, model, window_us, why, when))
 
 
 # --------------------------------------------------------------------------- the controller
@@ -405,6 +440,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--http", default="http://127.0.0.1:8000", help="Triton's HTTP API")
     p.add_argument("--metrics", default="http://127.0.0.1:8002/metrics", help="Triton's metrics endpoint")
     p.add_argument("--record", default=RECORD, help=f"the window in force, per model (default {RECORD})")
+    p.add_argument("--repository", default=None, help="the model repository on this host: each model's "
+                   "config.pbtxt gets the window too, so a later provision changes nothing")
     p.add_argument("--log", default=LOG, help=f"JSON lines, one per model and interval (default {LOG})")
     p.add_argument("--steps", type=int, default=None, help="stop after this many intervals")
     p.add_argument("--for", dest="seconds", type=float, default=None, help="stop after this many seconds")
@@ -420,6 +457,8 @@ def main(argv: list[str] | None = None) -> int:
 
     def record(model, window_us, why, when):
         write_local_record(a.record, model, window_us, why, when)
+        if a.repository:
+            write_local_config(a.repository, model, window_us)
 
     def err(model, e):
         print(f"{_now()} {model}: skipped: {e}", file=sys.stderr, flush=True)

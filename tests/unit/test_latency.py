@@ -229,3 +229,40 @@ def test_log_line_names_the_p95_and_the_move():
          "old_window_us": 800, "new_window_us": 750, "why": "p95 61.2 ms > 50 ms"}
     assert line(e) == ("2026-01-01T00:00:00+00:00 add: p95 61.2 ms, queue 812 µs/request, 40 requests: "
                        "window 800 -> 750 µs (p95 61.2 ms > 50 ms)")
+
+
+def test_tuned_window_is_what_provision_renders_and_a_pin_wins():
+    import roles.triton as T
+    from bringup.errors import BringupError
+    from bringup.facts.triton import parse_triton_window
+    from bringup.latency.window_tuner import config_text, record_text
+    from bringup.templates import Templates
+
+    render = Templates(Path(__file__).resolve().parents[2] / "templates").render
+    spec = {"backend": "python", "max_batch_size": 8,
+            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+            "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}]}
+    v = {**T.DEFAULTS, "triton_models": {"add": spec, "other": spec}}
+    deployed = T.model_configs(v, {}, render)["add"]
+    assert "max_queue_delay_microseconds: 800" in deployed                   # nothing tuned: 800
+    # The tuner steps to 1150: its record (through the fact's parser) and its rewrite of the file on disk ...
+    fact = parse_triton_window(record_text("", "add", 1150, "p95 20.0 ms <= 50 ms", "2026-01-01T00:00:00+00:00"))
+    assert fact == {"windows": {"add": 1150}, "error": None}
+    on_disk = config_text(deployed, 1150)
+    # ... are exactly what the role renders from that fact: the next provision changes nothing.
+    tuned = T.model_configs(v, {"triton.window": fact}, render)
+    assert tuned["add"] == on_disk and "max_queue_delay_microseconds: 800" in tuned["other"]
+    # An inventory value pins the window over the record.
+    pinned = T.model_configs({**v, "triton_max_queue_delay_microseconds": 400}, {"triton.window": fact}, render)
+    assert "max_queue_delay_microseconds: 400" in pinned["add"]
+    # A corrupt record is one line, unless a pin makes it irrelevant.
+    bad = parse_triton_window("{not json")
+    assert bad["windows"] == {} and "not JSON" in bad["error"]
+    with pytest.raises(BringupError, match="triton-window.json is not JSON.*pin triton_max_queue_delay"):
+        T.model_configs(v, {"triton.window": bad}, render)
+    assert "400" in T.model_configs({**v, "triton_max_queue_delay_microseconds": 400},
+                                    {"triton.window": bad}, render)["add"]
+    assert parse_triton_window("") is None
+    assert "window_us" in parse_triton_window('{"add": {"window_us": "x"}}')["error"]
+    # A file the role did not render (no window line) is left alone.
+    assert config_text('name: "m"\n', 900) is None
