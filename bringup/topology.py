@@ -52,8 +52,6 @@ __all__ = [
     "TopologyPlan",
     "validate_vars",
     "plan_topology",
-    "topology_from_numa",
-    "topology_from_lscpu_summary",
     "cpu_roles",
     "format_plan",
 ]
@@ -191,52 +189,6 @@ class TopologyPlan:
         d["triton_cpuset"] = format_cpulist(self.triton_cpus)
         d["irq_cpus"] = self.irq_cpus
         return d
-
-
-# --------------------------------------------------------------------------
-# Inputs
-
-
-def topology_from_numa(cpu_nodes: dict[str, list[int]], *, threads_per_core: int | None = None,
-                       l3_per_node: bool = False, socket_per_node: bool = False) -> dict[str, Any]:
-    """A ``cpu.topology``-shaped dict from NUMA node CPU lists alone.
-
-    For hosts known only from ``numactl -H``, plain ``lscpu`` or the CPU
-    affinity of ``nvidia-smi topo -m``: SMT siblings are unknown (each CPU
-    its own core: ``smt_known`` False), and L3 groups are the nodes when
-    ``l3_per_node`` (one L3 per socket and node), else unknown.  Sockets are the
-    nodes when ``socket_per_node``, else unknown (no ``sockets`` key).
-    """
-    nodes = {str(k): sorted(v) for k, v in sorted(cpu_nodes.items(), key=lambda kv: int(kv[0]))}
-    cpus = sorted({c for v in nodes.values() for c in v})
-    out: dict[str, Any] = {
-        "source": "numa",
-        "cpu_count": len(cpus),
-        "online": cpus,
-        "numa_known": True,
-        "numa_nodes": nodes,
-        "l3_groups": {k: v for k, v in nodes.items() if v} if l3_per_node else {},
-        "smt_siblings": [],
-        "smt_known": False,
-        "threads_per_core": threads_per_core,
-    }
-    if socket_per_node:
-        out["sockets"] = {k: v for k, v in nodes.items() if v}
-    return out
-
-
-def topology_from_lscpu_summary(summary: dict[str, Any]) -> dict[str, Any]:
-    """A ``cpu.topology``-shaped dict from plain ``lscpu`` (``parse_lscpu_plain``).
-
-    L3 groups are taken as the NUMA nodes when lscpu counts as many L3
-    instances as sockets as nodes (one L3 per socket, one node per socket);
-    sockets are the nodes when lscpu counts as many sockets as nodes.
-    """
-    nodes = summary.get("numa_nodes") or {}
-    l3 = (summary.get("l3") or {}).get("instances")
-    one_per = bool(nodes) and l3 is not None and l3 == summary.get("sockets") == len(nodes)
-    return topology_from_numa(nodes, threads_per_core=summary.get("threads_per_core"), l3_per_node=one_per,
-                              socket_per_node=bool(nodes) and summary.get("sockets") == len(nodes))
 
 
 def _cores(topo: dict[str, Any]) -> dict[int, list[int]]:

@@ -7,7 +7,7 @@ from pathlib import Path
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv
 from bringup.facts.pci import parse_pci_devices
-from harness.captures import parse_lscpu_plain
+from harness.captures import parse_lscpu_plain, topology_from_lscpu_summary
 
 REPO = Path(__file__).resolve().parents[2]
 #: Real command outputs, copied into the repository so that a clone runs its own tests.
@@ -30,6 +30,7 @@ def l40s_pair_facts() -> dict:
     d = FIX / "public"
     smi = parse_query_gpu_csv((d / "nvsmi-query-gpu-csv-2xl40s-sr665v3.txt").read_text())
     # No PCI listing was published for this host: pci.devices is left out.
-    return {"cpu.topology": parse_lscpu_plain((d / "lscpu-2s-xeon8562y-l40s.txt").read_text()),
+    summary = parse_lscpu_plain((d / "lscpu-2s-xeon8562y-l40s.txt").read_text())
+    return {"cpu.topology": topology_from_lscpu_summary(summary),
             "nvidia.smi": smi,
             "nvidia.query": parse_nvidia_smi_q((d / "nvsmi-q-l40s.txt").read_text())}

@@ -14,7 +14,8 @@ from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.nvidia import parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
 from bringup.platform import checks
-from bringup.topology import PlanWarning, plan_topology, topology_from_numa
+from bringup.topology import PlanWarning, plan_topology
+from harness.captures import topology_from_numa
 
 from .fixture_hosts import FIX
 

@@ -18,7 +18,8 @@ from bringup.facts.irq import parse_interrupts
 from bringup.facts.net import parse_net_interfaces
 from bringup.facts.nvidia import parse_query_gpu_csv, parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
-from bringup.topology import cpu_roles, plan_topology, topology_from_lscpu_summary, topology_from_numa, validate_vars
+from bringup.topology import cpu_roles, plan_topology, validate_vars
+from harness.captures import topology_from_lscpu_summary, topology_from_numa
 from harness.captures import parse_lscpu_plain, parse_numactl_hardware
 
 from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)

@@ -14,7 +14,7 @@ from bringup.resources.compose import ComposeUp
 from bringup.resources.tree import Tree
 from bringup.roles import HostContext
 from bringup.templates import Templates
-from bringup.topology import topology_from_numa
+from harness.captures import topology_from_numa
 
 import roles.triton as T
 
