@@ -3,8 +3,12 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from invoke import Collection, Exit, Program, task
 from rich.console import Console
@@ -20,7 +24,7 @@ from .project import content_root
 from .report import Report, print_host, print_recap, progress_display
 from .roles import load_roles, select_roles
 from .secrets import mask_output
-from .runner import HostResult, Options, exit_code, prepare, run_hosts
+from .runner import HostResult, Options, Stop, exit_code, prepare, run_hosts
 from .templates import Templates
 
 __all__ = ["ns", "program", "main"]
@@ -137,15 +141,59 @@ def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, di
 
     def finished(r: HostResult) -> None:
         # Printed and recorded as each host ends: a slow or silent host holds back no one's result.
-        print_host(r, console, check=check, diff=diff, verbose=verbose)
+        if r.status != "not started":
+            print_host(r, console, check=check, diff=diff, verbose=verbose)
         report.add(r)
 
-    with progress_display(console, [h.name for h in chosen]) as progress:
-        results = run_hosts(chosen, selected, role_vars, opts, Templates(root / "templates"), progress, finished)
-    print_recap(results, console)
+    with _interruptible(console) as stop, progress_display(console, [h.name for h in chosen]) as progress:
+        results = run_hosts(chosen, selected, role_vars, opts, Templates(root / "templates"), progress, finished,
+                            stop=stop)
+    print_recap([r for r in results if r.status != "not started"], console)
+    if stop.requested:
+        _print_interrupted(stop, results, console)
     path = report.write(finished=True)
     console.print(f"report: {path}", style="dim")
-    return exit_code(results)
+    return stop.exit_code if stop.requested else exit_code(results)
+
+
+@contextmanager
+def _interruptible(console: Console) -> Iterator[Stop]:
+    """SIGINT/SIGTERM stop the run in order (:class:`Stop`) instead of killing it; yields the Stop.
+
+    The first signal starts no new host or role, the second abandons the steps
+    in flight; either way the recap is printed, the report written, and the
+    exit code is the signal's (130, 143).
+    """
+    stop = Stop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signal handlers live in the main thread only
+        return
+
+    def handle(signum, _frame) -> None:
+        name = signal.Signals(signum).name
+        if stop.request(signum):
+            console.print(f"{name}: stopping: no new host or role starts, the roles in progress finish "
+                          f"({name} again abandons them)", style="yellow", highlight=False)
+        else:
+            console.print(f"{name} again: abandoning the steps in flight", style="yellow", highlight=False)
+
+    before = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+def _print_interrupted(stop: Stop, results: list[HostResult], console: Console) -> None:
+    """After the recap: which hosts the signal cut short, and which never started."""
+    cut = [r for r in results if r.status == "interrupted"]
+    never = [r.host for r in results if r.status == "not started"]
+    console.print(f"[bold yellow]INTERRUPTED[/] by {stop.name}", highlight=False)
+    for r in cut:
+        console.print(f"  {r.host}: {r.message}", markup=False, highlight=False)
+    if never:
+        console.print(f"  not started: {', '.join(never)}", markup=False, highlight=False)
 
 
 @task(iterable=["set_"], help={**_SELECT_HELP, "roles": "a subset of roles, comma separated",

@@ -271,8 +271,6 @@ class HostRun:
             result.status, result.message = "interrupted", str(e)
         except Unreachable as e:
             result.status, result.message = "unreachable", str(e)
-            if self.stop.abandoned:
-                result.status, result.message = "interrupted", f"abandoned by a second {self.stop.name}: {e}"
         except BringupError as e:
             result.status, result.message = "failed", str(e)
         finally:
@@ -280,6 +278,10 @@ class HostRun:
             result.seconds = round(time.monotonic() - started, 3)
         if result.status == "ok" and result.count("failed"):
             result.status = "failed"
+        if self.stop.abandoned and result.status != "interrupted":
+            # Its connection was closed under it: whatever failed then failed for that reason.
+            result.status, result.message = "interrupted", f"abandoned by a second {self.stop.name} " + (
+                f"({result.message})" if result.message else "in the middle of a step")
         self.progress(self.host.name, result.status)
         return result
 

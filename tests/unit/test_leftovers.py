@@ -114,3 +114,28 @@ def test_the_command_variant_backs_up_and_a_failed_copy_stops_the_command(tmp_pa
     assert r.returncode != 0 and not marker.exists() and names(d) == ["daemon.json"]
     r = run(apply_script(JsonFile(str(d / "daemon.json"), {"debug": True}, command=cmd)))
     assert r.returncode == 0 and marker.exists() and len(names(d)) == 2
+
+
+def test_pending_handlers_are_recorded_atomically_and_settled(tmp_path):
+    from bringup.pending import PendingHandlers
+
+    f = tmp_path / "state" / "pending-handlers"
+    first = PendingHandlers(str(f))
+    first.load(run(first.read()).stdout)
+    assert first.earlier("docker") == []
+    assert run(first.owe("docker", ["restart docker"])).returncode == 0
+    assert first.owe("docker", ["restart docker"]) == ""  # recorded already: no round trip of its own
+    assert run(first.owe("irq_affinity", ["restart irqbalance"])).returncode == 0
+    assert f.read_text() == "docker:restart docker\nirq_affinity:restart irqbalance\n"
+    assert names(f.parent) == ["pending-handlers"]
+
+    # The next run (the first was cut off before its handlers) sees both, and settles one role's.
+    second = PendingHandlers(str(f))
+    second.load(run(second.read()).stdout)
+    assert second.earlier("docker") == ["restart docker"]
+    assert run(second.settled("docker", ["restart docker"])).returncode == 0
+    second.forget("docker", ["restart docker"])
+    assert second.earlier("docker") == [] and f.read_text() == "irq_affinity:restart irqbalance\n"
+    assert run(second.settled("irq_affinity", ["restart irqbalance"])).returncode == 0
+    assert not f.exists()
+    assert second.settled("docker", ["restart docker"]) == ""

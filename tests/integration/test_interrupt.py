@@ -1,0 +1,133 @@
+"""SIGINT/SIGTERM during a run on real sandbox hosts, `--forks 1`: the host in progress finishes its
+role, no later role or host starts, the recap and the report say who was done, cut short and never
+started, and the exit code is the signal's (130, 143).  A second signal abandons the step in flight.
+
+Whether a host was touched is checked through `docker exec`: its files, and its sshd's own log of
+logins.
+"""
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .helpers import REPO, last_report, recap
+
+pytestmark = pytest.mark.integration
+
+SLOW = '''
+from bringup.command import sh
+from bringup.resources import Command
+
+DEFAULTS = {"slow_seconds": 3}
+
+def resources(host):
+    return [Command("slow step", sh("mkdir -p /srv/h4-sig && touch /srv/h4-sig/started && sleep %s && "
+                                    "touch /srv/h4-sig/finished", host.vars["slow_seconds"]),
+                    unless="test -e /srv/h4-sig/finished")]
+'''
+
+AFTER = '''
+from bringup.resources import Command
+
+def resources(host):
+    return [Command("after step", "touch /srv/h4-sig/after", unless="test -e /srv/h4-sig/after")]
+'''
+
+
+@pytest.fixture(scope="module")
+def hosts(sandbox_host, sandbox_host_factory):
+    return {"a": sandbox_host, "b": sandbox_host_factory("interrupt-b")}
+
+
+@pytest.fixture()
+def project(hosts, tmp_path) -> Path:
+    (tmp_path / "roles").mkdir()
+    (tmp_path / "roles" / "__init__.py").write_text("ORDER = ['slow', 'after']\n")
+    (tmp_path / "roles" / "slow.py").write_text(SLOW)
+    (tmp_path / "roles" / "after.py").write_text(AFTER)
+    (tmp_path / "templates").mkdir()
+    (tmp_path / "hosts").write_text(yaml.safe_dump(
+        {"all": {"hosts": {name: h.inventory_vars() for name, h in hosts.items()}}}))
+    for h in hosts.values():
+        h.exec("rm -rf /srv/h4-sig")
+    return tmp_path
+
+
+def logins(host) -> int:
+    """SSH logins the host's sshd has accepted so far (its journal)."""
+    out = host.exec("journalctl -u ssh.service -o cat --no-pager | grep -c '^Accepted ' || true").stdout
+    return int(out.strip() or 0)
+
+
+def exists(host, path: str) -> bool:
+    return host.exec(["test", "-e", path], check=False).returncode == 0
+
+
+def provision(*args: str) -> list[str]:
+    return [sys.executable, "-m", "invoke", "--search-root", str(REPO), "provision", "--hosts", "a,b",
+            "--forks", "1", *args]
+
+
+def start(project: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(provision(*args), cwd=project, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+
+
+def wait_for(host, path: str, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not exists(host, path):
+        assert time.monotonic() < deadline, f"{host.name}: {path} never appeared"
+        time.sleep(0.1)
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_during_host_one_stops_the_run_in_order(hosts, project, sig, code):
+    a, b = hosts["a"], hosts["b"]
+    b_logins = logins(b)
+    proc = start(project)
+    wait_for(a, "/srv/h4-sig/started")
+    proc.send_signal(sig)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == code, out
+
+    # Host a finished the role it was in, and started no other; host b was never connected to.
+    assert exists(a, "/srv/h4-sig/finished") and not exists(a, "/srv/h4-sig/after")
+    assert not exists(b, "/srv/h4-sig")
+    assert logins(b) == b_logins
+
+    name = sig.name
+    assert recap(out)["a"]["changed"] == 1 and "b" not in recap(out), out
+    assert f"a: interrupted by {name} before role after (not run: after)" in out
+    assert "not started: b" in out
+    report = last_report(project)
+    assert {h["host"]: h["status"] for h in report["hosts"]} == {"a": "interrupted", "b": "not started"}
+    assert report["finished"] is not None
+
+    # The next run finishes the job.
+    r = subprocess.run(provision(), cwd=project, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout
+    assert exists(a, "/srv/h4-sig/after") and exists(b, "/srv/h4-sig/after")
+
+
+def test_a_second_signal_abandons_the_step_in_flight(hosts, project):
+    a = hosts["a"]
+    proc = start(project, "--set", "slow_seconds=20")
+    wait_for(a, "/srv/h4-sig/started")
+    began = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    out, _ = proc.communicate(timeout=60)
+    took = time.monotonic() - began
+    assert proc.returncode == 130, out
+    assert took < 15, (took, out)  # not the 20 s of the step
+    assert "SIGINT again: abandoning" in out
+    host_a = {h["host"]: h for h in last_report(project)["hosts"]}["a"]
+    assert host_a["status"] == "interrupted" and "abandoned by a second SIGINT" in host_a["message"], host_a
+    assert not exists(a, "/srv/h4-sig/after")
