@@ -17,6 +17,7 @@ import yaml
 
 from .gpu import PROFILE_MODELS
 from .platform import Check
+from .resources.guard import Unused
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
            "render_markdown", "render_html", "render_group_html", "summary_counts"]
@@ -92,7 +93,8 @@ def tuning_checks(host_result) -> list[Check]:
     for role, rs in by_role.items():
         pending = [r.id for r in rs if r.status == "changed"]
         failed = [f"{r.id}: {r.error}" for r in rs if r.status == "failed"]
-        skipped = [r for r in rs if r.status == "skipped"]
+        unused = [r for r in rs if r.status == "skipped" and r.id.startswith(f"{Unused.kind}:")]
+        skipped = [r for r in rs if r.status == "skipped" and r not in unused]
         if failed:
             out.append(line("tuning", f"role {role}", "FAIL", "; ".join(failed)[:300],
                              f"invoke plan --roles {role} and fix the first error"))
@@ -109,8 +111,12 @@ def tuning_checks(host_result) -> list[Check]:
                              + f"{len(skipped)} not applied here: {why}"[:300],
                              f"if {role} should run on this host, fix what the reason names; "
                              f"else leave {role} out of its --roles"))
+        elif unused and len(unused) == len(rs):
+            # The inventory asks this role for nothing here: a choice, not a gap.
+            out.append(line("tuning", f"role {role}", "PASS",
+                            "not asked for: " + "; ".join(dict.fromkeys(r.reason or "" for r in unused))))
         else:
-            out.append(line("tuning", f"role {role}", "PASS", f"{len(rs)} resources converged"))
+            out.append(line("tuning", f"role {role}", "PASS", f"{len(rs) - len(unused)} resources converged"))
     if host_result.message and host_result.status == "failed" and not out:
         out.append(line("tuning", "roles converged", "FAIL", host_result.message, "invoke plan to see why"))
     return out

@@ -42,7 +42,7 @@ from bringup.command import sh
 from bringup.errors import BringupError, InputError
 from bringup.gpu import gpu_gate
 from bringup.resources import image
-from bringup.resources.guard import Fail, Skip
+from bringup.resources.guard import Fail, Unused
 from bringup.resources.image import DockerImage
 from bringup.resources.files import Directory
 from bringup.resources.trt import PLAN, CALIBRATION, ONNX, EngineBuild, GpuClass, TrtEngine, engine_key
@@ -277,7 +277,7 @@ def resources(host):
     v = host.vars
     specs = engines(v)
     if not specs:
-        return [Skip("trt_engines", "no engines declared: trt_engines is empty")]
+        return [Unused("trt_engines", "no engines declared: trt_engines is empty")]
     gate = gpu_gate(host, "trt_engines", without_gpu_install=False)
     if gate:
         return gate

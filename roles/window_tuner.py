@@ -28,7 +28,7 @@ from bringup.errors import InputError
 from bringup.latency import window_tuner
 from bringup.latency.window_tuner import LOG, RECORD
 from bringup.resources import Directory, File, Service
-from bringup.resources.guard import Skip
+from bringup.resources.guard import Skip, Unused
 from bringup.resources.packages import Packages
 
 UNIT_NAME = "bringup-window-tuner"
@@ -67,7 +67,7 @@ def validate(vars: dict) -> None:
 def resources(host):
     s = settings(host.vars)
     if s is None:
-        return [Skip("window tuner", "triton_window_tuner is unset: no tuner on this host")]
+        return [Unused("window tuner", "triton_window_tuner is unset: no tuner on this host")]
     systemd = host.facts.get("system.systemd") or {}
     if not systemd.get("booted"):
         return [Skip("window tuner", f"systemd is not running (PID 1 is {systemd.get('pid1') or 'unknown'}): "

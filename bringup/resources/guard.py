@@ -4,7 +4,7 @@ from __future__ import annotations
 from ..command import sh
 from .base import Plan, Resource
 
-__all__ = ["Skip", "Fail", "Probe"]
+__all__ = ["Skip", "Unused", "Fail", "Probe"]
 
 
 class Skip(Resource):
@@ -21,6 +21,16 @@ class Skip(Resource):
 
     def plan(self, current: str) -> Plan:
         return Plan.skip(self.reason)
+
+
+class Unused(Skip):
+    """Nothing to do because the inventory asks this role for nothing here (no engines, no models, no tuner).
+
+    Unlike :class:`Skip` (the host cannot take the role's state), this is a choice, not a gap: the
+    checklist passes it, saying what was not asked for.
+    """
+
+    kind = "unused"
 
 
 class Fail(Resource):

@@ -112,6 +112,20 @@ def test_a_role_not_applicable_here_is_not_a_pass():
     assert by_name(tuning_checks(_result(("sysctl", "a", "ok"), ("sysctl", "b", "ok"))))["role sysctl"].status == "PASS"
 
 
+def test_a_role_the_inventory_asks_nothing_of_passes_and_says_so():
+    from bringup.checklist import tuning_checks
+    from bringup.resources.guard import Skip, Unused
+
+    unused = Unused("trt_engines", "no engines declared: trt_engines is empty")
+    c = by_name(tuning_checks(_result(("trt_engines", unused.id, "skipped", unused.reason))))["role trt_engines"]
+    assert (c.status, c.seen) == ("PASS", "not asked for: no engines declared: trt_engines is empty")
+    # The host lacking what the role needs stays a WARN, even beside an unused resource.
+    gap = Skip("trt_engines", "no NVIDIA GPU")
+    c = by_name(tuning_checks(_result(("trt_engines", unused.id, "skipped", unused.reason),
+                                      ("trt_engines", gap.id, "skipped", gap.reason))))["role trt_engines"]
+    assert c.status == "WARN" and "no NVIDIA GPU" in c.seen
+
+
 def test_page_names_cannot_leave_the_output_folder():
     from bringup.checklist import page_name
     from bringup.errors import InputError

@@ -22,6 +22,7 @@ from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv
 from bringup.inventory import ConnectionVars, Host, load_inventory
 from bringup.project import content_root
 from bringup.resources import Directory, DockerImage, Fail, Skip, TrtEngine, UploadedFile
+from bringup.resources.guard import Unused
 from bringup.resources.tree import Tree
 from bringup.resources.trt import KEY_LABELS, EngineBuild, engine_key, key_digest, trtexec_argv
 from bringup.roles import FactView, HostContext, load_roles
@@ -295,7 +296,7 @@ def test_the_cli_refuses_bad_input_in_one_line_before_connecting(tmp_path):
 def test_nothing_declared_or_no_gpu_skips_with_the_reason(onnx):
     v = engine_vars(onnx)
     empty = declare({**v, "trt_engines": {}}, l40s_facts())
-    assert [type(r) for r in empty] == [Skip] and empty[0].reason == "no engines declared: trt_engines is empty"
+    assert [type(r) for r in empty] == [Unused] and empty[0].reason == "no engines declared: trt_engines is empty"
     cpu = declare({**v, "gpu_profile": "cpu"}, {"nvidia.smi": [], "pci.devices": []})
     assert [type(r) for r in cpu] == [Skip] and "no NVIDIA GPU" in cpu[0].reason
 
