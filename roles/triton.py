@@ -27,7 +27,10 @@ Variables:
     models_dir: folder on the control machine mirrored into the repository
         (model version folders; a model missing from triton_models may bring
         its own config.pbtxt, which is validated too).  Empty: nothing mirrored.
-    triton_max_queue_delay_microseconds: the batching window (800; 200-1500).
+    triton_max_queue_delay_microseconds: the batching window, 200-1500 µs.  Unset (null, the default):
+        the window the host's tuner recorded per model (``/etc/bringup/triton-window.json``, the fact
+        ``triton.window``) if any, else 800; a value here pins it (and a provision restores the pin).
+        A change of the window alone never restarts Triton: the models are reloaded in place.
     image_transfer: ``pull`` (the host pulls triton_image) or ``push`` (the
         control machine's copy is streamed over SSH into ``docker load``).
     triton_cpuset: Triton's CPUs; empty (default): on a GPU profile, the topology
@@ -49,6 +52,8 @@ from pathlib import Path
 from bringup import topology
 from bringup.command import sh
 from bringup.errors import BringupError, InputError
+from bringup.facts.triton import WINDOW_RECORD
+from bringup.latency.window_tuner import TUNED_SOURCE
 from bringup.gpu import gpu_gate
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp
@@ -65,16 +70,20 @@ PROFILES: dict[str, dict] = {
     "cpu": {"kind": "KIND_CPU", "preferred_batch_size": [1, 2, 4], "instance_count": 1},
 }
 DELAY_MIN, DELAY_MAX = 200, 1500
+DEFAULT_DELAY = 800
+#: A window-only change of a config.pbtxt: reload the models in place instead of recreating the container.
+RELOAD = "reload triton models"
+_WINDOW_LINE = re.compile(r"(?m)^(\s*max_queue_delay_microseconds:\s*)\d+\s*$|^\s*# The batching window: .*$")
 
 #: The facts this role reads (only these are gathered for it): the planner's, for the cpuset.
-FACTS = tuple(dict.fromkeys(("nvidia.smi", "pci.devices", *topology.FACTS)))
+FACTS = tuple(dict.fromkeys(("nvidia.smi", "pci.devices", "triton.window", *topology.FACTS)))
 
 DEFAULTS = {
     "gpu_profile": "cpu",
     "triton_model_repository": "/data/models",
     "models_dir": "",
     "triton_models": {},
-    "triton_max_queue_delay_microseconds": 800,
+    "triton_max_queue_delay_microseconds": None,
     "triton_image": "nvcr.io/nvidia/tritonserver:24.06-py3",
     "triton_image_id": None,
     **image.DEFAULTS,
@@ -139,8 +148,10 @@ def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
     models = vars.get("triton_models") or {}
     if not isinstance(models, dict):
         raise InputError("triton_models must be a mapping of model name to its settings")
-    delay_all = _int(vars.get("triton_max_queue_delay_microseconds"), "triton_max_queue_delay_microseconds",
-                     DELAY_MIN, DELAY_MAX)
+    pinned = vars.get("triton_max_queue_delay_microseconds")
+    if pinned is not None:
+        pinned = _int(pinned, "triton_max_queue_delay_microseconds", DELAY_MIN, DELAY_MAX)
+    tuned = _tuned_windows(facts) if pinned is None else {}
     gpus = _gpus(vars, facts) if profile["kind"] == "KIND_GPU" else []
     out = {}
     for name, spec in models.items():
@@ -158,8 +169,13 @@ def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
             delay = _int(spec["max_queue_delay_microseconds"], f"triton_models.{name}.max_queue_delay_microseconds",
                          DELAY_MIN, DELAY_MAX)
             source = "triton_models." + name
+        elif pinned is not None:
+            delay, source = pinned, "triton_max_queue_delay_microseconds"
+        elif name in tuned:
+            delay = _int(tuned[name], f"{WINDOW_RECORD}: model {name}'s window_us", DELAY_MIN, DELAY_MAX)
+            source = TUNED_SOURCE
         else:
-            delay, source = delay_all, "triton_max_queue_delay_microseconds"
+            delay, source = DEFAULT_DELAY, "the default (triton_max_queue_delay_microseconds unset, none tuned)"
         preferred = spec.get("preferred_batch_size", profile["preferred_batch_size"])
         if not isinstance(preferred, list) or not all(isinstance(p, int) and p >= 1 for p in preferred):
             raise InputError(f"triton_models.{name}.preferred_batch_size {preferred!r}: a list of sizes >= 1")
@@ -179,6 +195,16 @@ def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
         check_config(name, text)
         out[name] = text
     return out
+
+
+def _tuned_windows(facts) -> dict[str, int]:
+    """The windows the host's tuner recorded (fact ``triton.window``); an unreadable record is refused."""
+    rec = facts.get("triton.window") if "triton.window" in facts else None
+    if not rec:
+        return {}
+    if rec.get("error"):
+        raise BringupError(f"{rec['error']}: fix or remove it, or pin triton_max_queue_delay_microseconds")
+    return dict(rec.get("windows") or {})
 
 
 def check_config(model: str, text: str, where: str = "config.pbtxt") -> None:
@@ -328,7 +354,9 @@ class _Desired:
                    extra_args=v["triton_extra_args"])
         h = hashlib.sha256(host.render("triton/docker-compose.yml.j2", revision="", **ctx).encode())
         for name, text in sorted(self.configs.items()):
-            h.update(f"\0config {name}\0".encode() + text.encode())
+            # The window is not part of the revision: a new window is a reload in place (RELOAD), never a
+            # new container (the tuner changes it on the running Triton and records it).
+            h.update(f"\0config {name}\0".encode() + _WINDOW_LINE.sub("", text).encode())
         for rel, (content, x) in sorted(self.files.items()):
             h.update(f"\0file {rel} {x}\0".encode() + hashlib.sha256(content).digest())
         self.revision = h.hexdigest()[:12]
@@ -359,12 +387,29 @@ def resources(host):
         Directory(d.stack, mode="0755"),
         Directory(d.repo, mode="0755"),
         d.tree(),
-        *[File(f"{d.repo}/{m}/config.pbtxt", content=text, mode="0644", backup=False)
+        *[File(f"{d.repo}/{m}/config.pbtxt", content=text, mode="0644", backup=False, notify=[RELOAD])
           for m, text in sorted(d.configs.items())],
         File(d.compose_file, content=d.compose, mode="0644", backup=False),
         DockerImage(d.vars["triton_image"], source=d.vars["image_transfer"], image_id=d.vars.get("triton_image_id")),
         d.compose_up(),
     ]
+
+
+def HANDLERS(host) -> dict[str, list[str]]:
+    """A changed config.pbtxt is loaded in place by Triton's model control API (explicit mode; a load
+    without an override re-reads the repository): the old model serves until the new one is ready."""
+    if not (host.vars.get("triton_models") or host.vars.get("models_dir")):
+        return {}
+    base = f"http://127.0.0.1:{int(host.vars['triton_ports']['http'])}"
+    lines = [sh("base=%s; deadline=$(( $(date +%%s) + %s ))", base, int(host.vars["triton_ready_timeout"])),
+             # A container that is (re)starting loads the new files itself; verify judges its readiness.
+             'until curl -sf -m 5 -o /dev/null "$base/v2/health/ready"; do '
+             '[ "$(date +%s)" -lt "$deadline" ] || exit 0; sleep 1; done']
+    for m in sorted(host.vars.get("triton_models") or {}):
+        lines.append(sh('out=$(curl -sS -m 300 -X POST -d "{}" "$base/v2/repository/models/"%s/load 2>&1) '
+                        '&& ! printf %%s "$out" | grep -q \'"error"\' || { echo "reload of "%s" failed: $out" >&2; '
+                        'exit 1; }', m, m))
+    return {RELOAD: ["\n".join(lines)]}
 
 
 # --------------------------------------------------------------------------

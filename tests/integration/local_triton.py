@@ -111,8 +111,8 @@ def usable() -> str | None:
 class LocalTriton:
     """``tritonserver`` on free 127.0.0.1 ports in explicit model-control mode, every model loaded."""
 
-    def __init__(self, repo: Path, log: Path, cpus: list[int] | None = None):
-        self.repo, self.log_path, self.cpus = repo, log, cpus
+    def __init__(self, repo: Path, log: Path, cpus: list[int] | None = None, args: tuple[str, ...] = ()):
+        self.repo, self.log_path, self.cpus, self.args = repo, log, cpus, tuple(args)
         self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
         self.proc: subprocess.Popen | None = None
 
@@ -123,7 +123,7 @@ class LocalTriton:
                f"--backend-directory={tree / 'backends'}", f"--http-port={self.http_port}",
                f"--grpc-port={self.grpc_port}", f"--metrics-port={self.metrics_port}",
                "--http-address=127.0.0.1", "--grpc-address=127.0.0.1", "--metrics-address=127.0.0.1",
-               "--model-control-mode=explicit", "--load-model=*", "--exit-timeout-secs=5"]
+               "--model-control-mode=explicit", "--load-model=*", "--exit-timeout-secs=5", *self.args]
         self._log = open(self.log_path, "wb")
         cpus = self.cpus
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env(),
