@@ -10,5 +10,6 @@ ORDER = [
     "dcgm_exporter",
     "trt_engines",
     "triton",
+    "window_tuner",
     "monitoring",
 ]

@@ -57,7 +57,7 @@ from bringup.latency.window_tuner import TUNED_SOURCE
 from bringup.gpu import gpu_gate
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp
-from bringup.resources.guard import Skip
+from bringup.resources.guard import Unused
 from bringup.resources import image
 from bringup.resources.image import DockerImage
 from bringup.facts.base import format_cpulist
@@ -375,7 +375,7 @@ class _Desired:
 
 def resources(host):
     if not (host.vars.get("triton_models") or host.vars.get("models_dir")):
-        return [Skip("triton", "nothing to serve: triton_models is empty and models_dir is unset")]
+        return [Unused("triton", "nothing to serve: triton_models is empty and models_dir is unset")]
     gpu_profile = PROFILES.get(host.vars.get("gpu_profile"), PROFILES["cpu"])["kind"] == "KIND_GPU"
     if gpu_profile and not [g for g in host.facts.get("nvidia.smi") or [] if isinstance(g.get("index"), int)]:
         # As the GPU roles check (the PCI bus, not gpu_count); a GPU reservation cannot be met without one.
