@@ -425,3 +425,50 @@ def test_a_gpu_profile_on_a_host_without_gpu_fails_like_the_gpu_roles(triton_hos
     assert r.returncode == 2, r.stdout + r.stderr
     assert "gpu_profile is l40s but this host has no NVIDIA GPU" in r.stdout, r.stdout
     assert started(host) == before  # nothing written, nothing restarted
+
+
+def test_the_window_tuner_service_moves_the_window_live_and_provision_keeps_it(triton_host, project, address):
+    """Issue 10: the tuner installed as a service (role window_tuner) steps the window under live traffic,
+    records it on the host, a later provision keeps it (changed=0), and an inventory pin restores it."""
+    host, _ = triton_host
+    r = invoke("provision", "--host", host.name, "--inventory", "hosts", "--roles", "triton,window_tuner",
+               "--set", "triton_window_tuner={target_p95_ms: 5000, interval_s: 1}", cwd=project, timeout=400)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert host.exec(["systemctl", "is-active", "bringup-window-tuner"], check=False).stdout.strip() == "active"
+    served = lambda: json.loads(get(f"http://{address}:8000/v2/models/add/config")[1])[  # noqa: E731
+        "dynamic_batching"]["max_queue_delay_microseconds"]
+    assert served() == 800
+    record, deadline, sent = {}, time.monotonic() + 90, 0
+    while time.monotonic() < deadline:  # live traffic: a p95 far under the target widens the window
+        assert infer(address, [1, 1, 1, 1]) == [3.0, 3.0, 3.0, 3.0]
+        sent += 1
+        text = host.exec(["cat", "/etc/bringup/triton-window.json"], check=False).stdout
+        record = json.loads(text) if text.strip() else {}
+        if (record.get("add") or {}).get("window_us", 800) >= 900:
+            break
+    host.exec(["systemctl", "stop", "bringup-window-tuner"])
+    record = json.loads(host.exec(["cat", "/etc/bringup/triton-window.json"]).stdout)
+    window = record["add"]["window_us"]
+    assert window >= 900 and served() == window, (window, served(), sent)
+    assert f"max_queue_delay_microseconds: {window}" in host.exec(["cat", f"{REPO}/add/config.pbtxt"]).stdout
+    # The recorded window is what provision wants now: the config stays, Triton is not restarted. Only
+    # bringup's own record of what it shipped (the manifest's sha of config.pbtxt) catches up, once.
+    before = started(host)
+    r = provision(project, host)
+    assert r.returncode == 0, r.stdout + r.stderr
+    changed = [x["id"] for x in last_report(project)["hosts"][0]["resources"] if x["status"] == "changed"]
+    assert changed in ([], ["tree:/data/models"]), r.stdout
+    assert f"max_queue_delay_microseconds: {window}" in host.exec(["cat", f"{REPO}/add/config.pbtxt"]).stdout
+    r = provision(project, host)
+    assert r.returncode == 0 and recap(r.stdout)[host.name]["changed"] == 0, r.stdout
+    assert started(host) == before
+    # A window in the inventory pins it: provision puts it back, by reloading the model (no restart).
+    r = provision(project, host, "--set", "triton_max_queue_delay_microseconds=800")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "max_queue_delay_microseconds: 800" in host.exec(["cat", f"{REPO}/add/config.pbtxt"]).stdout
+    deadline = time.monotonic() + 30
+    while served() != 800 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert served() == 800 and started(host) == before
+    host.exec(["systemctl", "disable", "--now", "bringup-window-tuner"])
+    host.exec(["rm", "-f", "/etc/bringup/triton-window.json"])
