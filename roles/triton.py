@@ -53,7 +53,7 @@ from bringup import topology
 from bringup.command import sh
 from bringup.errors import BringupError, InputError
 from bringup.facts.triton import WINDOW_RECORD
-from bringup.latency.window_tuner import TUNED_SOURCE
+from bringup.latency.window_tuner import TUNED_SOURCE, manifest_of
 from bringup.gpu import gpu_gate
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp
@@ -339,7 +339,7 @@ class _Desired:
         self.compose_file = f"{self.stack}/docker-compose.yml"
         self.snapshot = f"{self.stack}/last-good"
         #: What bringup shipped into the repository (sha256sum's format): nothing else there is ever removed.
-        self.manifest = f"{self.stack}/models.manifest"
+        self.manifest = manifest_of(self.stack)
         self.container = v["triton_container"]
         self.configs = model_configs(v, host.facts, host.render)
         self.files = _local_files(v, self.configs)

@@ -26,7 +26,7 @@ import re
 from bringup.command import sh
 from bringup.errors import InputError
 from bringup.latency import window_tuner
-from bringup.latency.window_tuner import LOG, RECORD
+from bringup.latency.window_tuner import LOG, RECORD, manifest_of
 from bringup.resources import Directory, File, Service
 from bringup.resources.guard import Skip, Unused
 from bringup.resources.packages import Packages
@@ -79,7 +79,8 @@ def resources(host):
     unit = host.render("window_tuner/bringup-window-tuner.service.j2", module=MODULE, target=s["target"],
                        interval=s["interval"], http_port=ports.get("http", 8000),
                        metrics_port=ports.get("metrics", 8002), record=RECORD, log=LOG,
-                       repository=v.get("triton_model_repository", "/data/models"), models=s["models"])
+                       repository=v.get("triton_model_repository", "/data/models"),
+                       manifest=manifest_of(v.get("triton_stack_dir", "/opt/triton")), models=s["models"])
     return [
         Packages(["python3"], lock_timeout=int(v.get("apt_lock_timeout", 300))),
         Directory("/usr/local/lib/bringup", mode="0755"),

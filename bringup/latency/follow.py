@@ -7,13 +7,15 @@ inventory's connection (temporary file + rename, as on the host).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 from datetime import datetime, timezone
 from pathlib import Path
 
 from ..command import sh
 from ..errors import BringupError
-from .window_tuner import RECORD, Controller, TritonHTTP, TunerError, config_text, line, record_text, run, tunable
+from .window_tuner import (RECORD, Controller, TritonHTTP, TunerError, config_text, line, manifest_text, record_text,
+                           run, tunable)
 
 __all__ = ["remote_record", "follow"]
 
@@ -28,9 +30,10 @@ def _replace(transport, path: str, text: str) -> None:
         raise TunerError(f"writing {path} on the host failed: {(res.stderr or res.stdout).strip()[-300:]}")
 
 
-def remote_record(transport, path: str = RECORD, repository: str | None = None):
+def remote_record(transport, path: str = RECORD, repository: str | None = None, manifest: str | None = None):
     """A ``record(model, window_us, why, when)`` writing ``path`` on the host, and the window into
-    ``<repository>/<model>/config.pbtxt`` when that is a config the triton role rendered."""
+    ``<repository>/<model>/config.pbtxt`` when that is a config the triton role rendered (its sha256 into
+    the role's ``manifest`` too, so the config stays one bringup shipped)."""
 
     def write(model: str, window_us: int, why: str, when: str) -> None:
         old = transport.run_script(sh("cat -- %s 2>/dev/null || true", path)).stdout
@@ -40,6 +43,11 @@ def remote_record(transport, path: str = RECORD, repository: str | None = None):
             new = config_text(transport.run_script(sh("cat -- %s 2>/dev/null || true", cfg)).stdout, window_us)
             if new is not None:
                 _replace(transport, cfg, new)
+                listed = manifest and manifest_text(transport.run_script(sh("cat -- %s 2>/dev/null || true",
+                                                                            manifest)).stdout,
+                                                    f"./{model}/config.pbtxt", hashlib.sha256(new.encode()).hexdigest())
+                if listed:
+                    _replace(transport, manifest, listed)
 
     return write
 

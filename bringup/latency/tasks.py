@@ -201,7 +201,7 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, in
     from ..connection import connect
     from ..errors import BringupError, InputError, Unreachable
     from .follow import follow, remote_record
-    from .window_tuner import RECORD, TritonHTTP, TunerError
+    from .window_tuner import RECORD, TritonHTTP, TunerError, manifest_of
     from .window_tuner import Unreachable as TritonDown
 
     try:
@@ -226,7 +226,8 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, in
         raise Exit(f"unreachable: {e}", code=4) from None
     ran = 0
     try:
-        ran = follow(api, models, goal, ivl, record=remote_record(t, path, hv.get("triton_model_repository")),
+        ran = follow(api, models, goal, ivl, record=remote_record(t, path, hv.get("triton_model_repository"),
+                                                                 manifest_of(hv.get("triton_stack_dir") or "/opt/triton")),
                      log_path=log, steps=n, seconds=secs,
                      say=lambda text: console.print(text, markup=False, highlight=False))
     except KeyboardInterrupt:

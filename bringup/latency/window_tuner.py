@@ -36,6 +36,7 @@ which the triton role reads so that a later provision keeps it.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import math
 import os
@@ -258,6 +259,22 @@ def config_text(text: str, window_us: int) -> str | None:
     return _SOURCE.sub(lambda m: f"{m.group(1)}# The batching window: {TUNED_SOURCE}.", text)
 
 
+def manifest_of(stack_dir: str) -> str:
+    """Where the triton role keeps its manifest of the files it shipped (one name, for it and the tuner)."""
+    return stack_dir.rstrip("/") + "/models.manifest"
+
+
+def manifest_text(text: str, rel: str, sha: str) -> str | None:
+    """The triton role's manifest (``sha256  ./rel`` lines) with ``rel``'s sha256 set; None when ``rel`` is
+    not listed.  A config the tuner rewrote stays bringup's own: the role removes it with its model later."""
+    lines, found = text.splitlines(keepends=True), False
+    for i, ln in enumerate(lines):
+        sha0, sep, name = ln.rstrip("\n").partition("  ")
+        if sep and len(sha0) == 64 and os.path.normpath(name) == os.path.normpath(rel):
+            lines[i], found = f"{sha}  {name}\n", True
+    return "".join(lines) if found else None
+
+
 def _replace_local(path: str, text: str, mode: int = 0o644) -> None:
     """Write ``path`` by a temporary file in its folder, fsync and rename (never in place)."""
     d = os.path.dirname(path) or "."
@@ -276,9 +293,10 @@ def _replace_local(path: str, text: str, mode: int = 0o644) -> None:
         raise
 
 
-def write_local_config(repository: str, model: str, window_us: int) -> bool:
+def write_local_config(repository: str, model: str, window_us: int, manifest: str | None = None) -> bool:
     """Set the window in ``<repository>/<model>/config.pbtxt`` (renamed into place: the triton role's
-    last-good snapshot holds hard links); False when there is no such file or window line."""
+    last-good snapshot holds hard links), and its sha256 in the role's ``manifest`` when it lists it;
+    False when there is no such file or window line."""
     path = os.path.join(repository, model, "config.pbtxt")
     try:
         with open(path, encoding="utf-8") as f:
@@ -288,6 +306,15 @@ def write_local_config(repository: str, model: str, window_us: int) -> bool:
     if new is None:
         return False
     _replace_local(path, new, os.stat(path).st_mode & 0o7777)
+    if manifest:
+        try:
+            with open(manifest, encoding="utf-8") as f:
+                listed = manifest_text(f.read(), f"./{model}/config.pbtxt",
+                                       hashlib.sha256(new.encode()).hexdigest())
+        except FileNotFoundError:
+            listed = None
+        if listed is not None:
+            _replace_local(manifest, listed)
     return True
 
 
@@ -442,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--record", default=RECORD, help=f"the window in force, per model (default {RECORD})")
     p.add_argument("--repository", default=None, help="the model repository on this host: each model's "
                    "config.pbtxt gets the window too, so a later provision changes nothing")
+    p.add_argument("--manifest", default=None, help="the triton role's manifest of what it shipped: a rewritten "
+                   "config.pbtxt's sha256 is updated there too")
     p.add_argument("--log", default=LOG, help=f"JSON lines, one per model and interval (default {LOG})")
     p.add_argument("--steps", type=int, default=None, help="stop after this many intervals")
     p.add_argument("--for", dest="seconds", type=float, default=None, help="stop after this many seconds")
@@ -458,7 +487,7 @@ def main(argv: list[str] | None = None) -> int:
     def record(model, window_us, why, when):
         write_local_record(a.record, model, window_us, why, when)
         if a.repository:
-            write_local_config(a.repository, model, window_us)
+            write_local_config(a.repository, model, window_us, a.manifest)
 
     def err(model, e):
         print(f"{_now()} {model}: skipped: {e}", file=sys.stderr, flush=True)

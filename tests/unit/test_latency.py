@@ -266,3 +266,41 @@ def test_tuned_window_is_what_provision_renders_and_a_pin_wins():
     assert "window_us" in parse_triton_window('{"add": {"window_us": "x"}}')["error"]
     # A file the role did not render (no window line) is left alone.
     assert config_text('name: "m"\n', 900) is None
+
+
+def test_a_tuned_config_stays_one_the_triton_role_shipped(tmp_path):
+    """The tuner rewrites config.pbtxt and its sha256 in the role's manifest, so the next provision's tree
+    plan is a no-op, and a config of a model later removed is still bringup's to remove (not "edited")."""
+    import hashlib
+
+    from bringup.latency.window_tuner import manifest_of, write_local_config
+    from bringup.resources.tree import Tree, format_manifest
+
+    repo, stack = tmp_path / "models", tmp_path / "stack"
+    (repo / "add" / "1").mkdir(parents=True)
+    stack.mkdir()
+    cfg = ('name: "add"\ndynamic_batching {\n  # The batching window: the role default.\n'
+           '  max_queue_delay_microseconds: 800\n}\n')
+    (repo / "add" / "config.pbtxt").write_text(cfg)
+    model = b"print('model')\n"
+    (repo / "add" / "1" / "model.py").write_bytes(model)
+    sha = lambda b: hashlib.sha256(b).hexdigest()  # noqa: E731
+    manifest = manifest_of(str(stack))
+    Path(manifest).write_text(format_manifest({"add/config.pbtxt": sha(cfg.encode()), "add/1/model.py": sha(model)},
+                                              str(repo)))
+    assert write_local_config(str(repo), "add", 950, manifest)
+    tuned = (repo / "add" / "config.pbtxt").read_bytes()
+    assert b"max_queue_delay_microseconds: 950" in tuned and sha(tuned) in Path(manifest).read_text()
+    # What the tree reads on the host, and its plan when the role now wants the tuned config: nothing to do.
+    listing = "\n".join(["type=dir", f"f={sha(tuned)}  ./add/config.pbtxt", f"f={sha(model)}  ./add/1/model.py",
+                         "manifest=yes"] + [f"m={ln}" for ln in Path(manifest).read_text().splitlines()])
+    tree = Tree(str(repo), {"add/1/model.py": (model, False)}, keep={"add/config.pbtxt": sha(tuned)},
+                manifest=manifest)
+    assert not tree.plan(listing).changed
+    # The model goes away: its tuned config is bringup's, so it goes too (not kept as someone's edit).
+    gone = Tree(str(repo), {}, manifest=manifest).plan(listing)
+    assert "add/config.pbtxt" in gone.changes and "add/1/model.py" in gone.changes
+    # A manifest that does not list the file (someone else's config) is left as it was.
+    Path(manifest).write_text(format_manifest({}, str(repo)))
+    before = Path(manifest).read_text()
+    assert write_local_config(str(repo), "add", 1000, manifest) and Path(manifest).read_text() == before
