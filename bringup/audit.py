@@ -1,121 +1,139 @@
-"""`invoke audit`: the testinfra suite under tests/audit, parametrized from the inventory.
+"""`invoke audit`: is each host in the state its roles declare?  Check mode only.
 
-The expected state comes from the same roles and inventory as provisioning:
-each audit module asks its role for what it wants (``roles.sysctl.table``),
-so there is no second list of expected values to drift.  Hosts are reached
-through testinfra's OpenSSH backend with strict host-key checking against the
-inventory's ``ssh_known_hosts`` and a shared control connection (ControlPersist).
+The audit of a role is (a) its declared resources planned in check mode
+against the host: each plan already knows what is and what the role wants;
+and (b) the runtime promises its files do not show, the items of the role's
+optional ``audit(host)`` hook (:class:`bringup.auditkit.Expect`).  Both run
+through :class:`bringup.runner.HostRun` in check mode: one connection per
+host (the inventory's, host keys checked), the declared facts gathered once,
+every read in one batched round trip, nothing written.
+
+Output: one line per failed item, ``host: what is, what is wanted``, then a
+summary line per host; JUnit XML and a JSON summary under ``reports/``.
+Exit 0 when every item holds, 2 on drift or a failed item, 4 when a host is
+unreachable (one line).
 """
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import time
-from dataclasses import dataclass, field
+import xml.etree.ElementTree as ET
+from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Callable
 
-import pytest
-
-from .command import quote
+from .auditkit import finding
 from .inventory import Host
-from .project import content_root
-from .roles import load_roles, select_roles
-from .runner import prepare
-from .script import batch, split
+from .resources.guard import Unused
+from .roles import HostContext, Role
+from .runner import HostResult, Options, ResourceResult, run_hosts
+from .templates import Templates
 
-__all__ = ["AuditTarget", "run_audit"]
+__all__ = ["AuditedRole", "Item", "items", "run_audit", "exit_code"]
+
+
+class AuditedRole(Role):
+    """A role whose resources include its audit items (``audit(host)``, optional)."""
+
+    def resources(self, ctx: HostContext) -> list:
+        hook = getattr(self.module, "audit", None)
+        return super().resources(ctx) + (list(hook(ctx)) if hook else [])
 
 
 @dataclass
-class AuditTarget:
-    """One host under audit: its testinfra host and each role's merged variables."""
+class Item:
+    """One audited item of one host: ``passed``, ``failed`` or ``skipped``, and one line saying why."""
 
-    name: str
-    host: Any  # testinfra.host.Host
-    vars: dict[str, dict[str, Any]]
-    inventory: Host = field(repr=False)
-
-    def read_many(self, snippets: dict[str, str]) -> dict[str, str | None]:
-        """Run many read snippets in one command (one round trip); output by key."""
-        keys = list(snippets)
-        script, token = batch([(k, snippets[k]) for k in keys])
-        res = self.host.run("sh -c %s", script)
-        return {s.key: (s.output if s.rc is not None else None) for s in split(res.stdout, token, keys)}
+    host: str
+    role: str
+    item: str
+    outcome: str
+    message: str = ""
 
 
-def testinfra_host(h: Host, workdir: Path):
-    """A testinfra host with the inventory's connection settings, host keys checked."""
-    import testinfra
-
-    c = h.connection
-    sudo = {"sudo": True, "sudo_user": c.ansible_become_user} if c.ansible_become else {}
-    if c.ansible_connection == "local":
-        return testinfra.get_host("local://", **sudo)
-    cfg = workdir / f"{h.name}.ssh_config"
-    known = os.path.expanduser(c.ssh_known_hosts)
-    cfg.write_text(
-        "Host *\n"
-        "  StrictHostKeyChecking yes\n"
-        f"  UserKnownHostsFile {quote(known)}\n"
-        "  BatchMode yes\n"
-        "  IdentitiesOnly yes\n"
-        f"  ControlPath {workdir}/cm-%C\n"
-    )
-    spec = f"ssh://{c.ansible_user or 'root'}@{h.address}:{c.ansible_port}"
-    kw: dict[str, Any] = {"ssh_config": str(cfg), "timeout": int(c.ssh_connect_timeout), "controlpersist": 60}
-    if c.ansible_ssh_private_key_file:
-        kw["ssh_identity_file"] = os.path.expanduser(c.ansible_ssh_private_key_file)
-    return testinfra.get_host(spec, **kw, **sudo)
+def _item(host: str, r: ResourceResult) -> Item:
+    if r.status == "ok":
+        return Item(host, r.role, r.id, "passed", r.reason or "")
+    if r.status == "skipped" and r.reason:
+        return Item(host, r.role, r.id, "skipped", r.reason)
+    if r.status == "skipped":
+        return Item(host, r.role, r.id, "failed", f"{r.id}: skipped without a reason")
+    if r.status == "failed":
+        return Item(host, r.role, r.id, "failed", f"{r.id}: {r.error}")
+    return Item(host, r.role, r.id, "failed", finding(r.id, r.changes, r.diff, r.reason))
 
 
-class _Plugin:
-    """Gives the audit suite its ``target`` parameter and records outcomes."""
-
-    def __init__(self, targets: list[AuditTarget], roles: list[str]):
-        self.targets = targets
-        self.roles = roles
-        self.results: list[dict[str, Any]] = []
-
-    def pytest_generate_tests(self, metafunc):
-        if "target" in metafunc.fixturenames:
-            metafunc.parametrize("target", self.targets, ids=[t.name for t in self.targets], scope="module")
-
-    def pytest_collection_modifyitems(self, config, items):
-        # Audit only the roles asked for: tests/audit/test_<role>.py.
-        keep = [i for i in items if Path(str(i.fspath)).stem.removeprefix("test_") in self.roles]
-        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
-        items[:] = keep
-
-    def pytest_runtest_logreport(self, report):
-        if report.when == "call" or report.outcome != "passed":
-            self.results.append({"test": report.nodeid, "outcome": report.outcome, "when": report.when,
-                                 "message": str(report.longrepr.reprcrash.message)
-                                 if report.failed and hasattr(report.longrepr, "reprcrash") else None})
+def items(result: HostResult) -> list[Item]:
+    """The audit's items of one host's check-mode result; a host that could not be audited is one item."""
+    out = [_item(result.host, r) for r in result.resources]
+    if result.status in ("unreachable", "failed", "interrupted") and result.message:
+        out.append(Item(result.host, "", result.status, "unreachable" if result.status == "unreachable"
+                        else "failed", f"{result.status}: {result.message}"))
+    return out
 
 
-def run_audit(hosts: list[Host], roles_wanted: str | None, reports: Path, extra_args: list[str] = ()) -> int:
-    """Run tests/audit against ``hosts``; JUnit XML and a JSON summary land in ``reports``."""
-    root = content_root()
-    order, all_roles = load_roles(root)
-    selected = select_roles(order, all_roles, roles_wanted)
-    role_vars = prepare(hosts, selected, [all_roles[r] for r in order])
+def exit_code(found: list[Item]) -> int:
+    """4 when a host was unreachable, else 2 when any item failed, else 0."""
+    if any(i.outcome == "unreachable" for i in found):
+        return 4
+    return 2 if any(i.outcome == "failed" for i in found) else 0
+
+
+def summary_line(host: str, found: list[Item]) -> str:
+    """``sandbox-01 : passed=17 failed=2 skipped=3 unreachable=0``"""
+    n = {k: sum(i.outcome == k for i in found) for k in ("passed", "failed", "skipped", "unreachable")}
+    return f"{host} : passed={n['passed']} failed={n['failed']} skipped={n['skipped']} unreachable={n['unreachable']}"
+
+
+def _junit(by_host: dict[str, list[Item]]) -> ET.ElementTree:
+    """JUnit XML (what CI systems read): a test suite per host, a test case per item."""
+    root = ET.Element("testsuites", name="bringup audit")
+    for host, found in by_host.items():
+        suite = ET.SubElement(root, "testsuite", name=host, tests=str(len(found)),
+                              failures=str(sum(i.outcome == "failed" for i in found)),
+                              errors=str(sum(i.outcome == "unreachable" for i in found)),
+                              skipped=str(sum(i.outcome == "skipped" for i in found)))
+        for i in found:
+            case = ET.SubElement(suite, "testcase", classname=f"{host}.{i.role or 'host'}", name=i.item)
+            tag = {"failed": "failure", "unreachable": "error", "skipped": "skipped"}.get(i.outcome)
+            if tag:
+                ET.SubElement(case, tag, message=f"{host}: {i.message}")
+    return ET.ElementTree(root)
+
+
+def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], templates: Templates,
+              reports: Path, *, forks: int = 10, accept_new_host_keys: bool = False,
+              say: Callable[[str], None] = print) -> int:
+    """Audit ``roles`` on ``hosts`` in check mode; print the findings; JUnit XML + JSON land in ``reports``.
+
+    Each host's lines are printed as soon as that host is done.
+    """
+    audited = [AuditedRole(r.name, r.module) for r in roles]
+    by_host: dict[str, list[Item]] = {}
+
+    def done(result: HostResult) -> None:
+        found = items(result)
+        by_host[result.host] = found
+        for i in found:
+            if i.outcome in ("failed", "unreachable"):
+                say(f"{result.host}: {i.message}")
+            elif i.item.startswith(f"{Unused.kind}:"):
+                say(f"{result.host}: not audited: {i.message}")
+        say(summary_line(result.host, found))
+
+    opts = Options(check=True, forks=forks, accept_new_host_keys=accept_new_host_keys)
+    run_hosts(hosts, audited, role_vars, opts, templates, on_result=done)
+    by_host = {h.name: by_host[h.name] for h in hosts}
+    found = [i for f in by_host.values() for i in f]
+    code = exit_code(found)
     reports.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
-    with tempfile.TemporaryDirectory(prefix="bringup-audit-") as tmp:
-        targets = [AuditTarget(h.name, testinfra_host(h, Path(tmp)), role_vars[h.name], h) for h in hosts]
-        plugin = _Plugin(targets, [r.name for r in selected])
-        junit = reports / f"{stamp}-audit.xml"
-        args = [str(root / "tests" / "audit"), "-q", "-p", "no:cacheprovider", "-p", "no:testinfra",
-                f"--junitxml={junit}", f"--rootdir={root}", "-o", "junit_family=xunit2", *extra_args]
-        code = pytest.main(args, plugins=[plugin])
+    junit = reports / f"{stamp}-audit.xml"
+    _junit(by_host).write(junit, encoding="utf-8", xml_declaration=True)
     summary = {
-        "hosts": [h.name for h in hosts], "roles": [r.name for r in selected], "exit": int(code),
-        "passed": sum(r["outcome"] == "passed" for r in plugin.results),
-        "failed": sum(r["outcome"] == "failed" for r in plugin.results),
-        "skipped": sum(r["outcome"] == "skipped" for r in plugin.results),
-        "results": plugin.results, "junit": str(junit),
+        "hosts": list(by_host), "roles": [r.name for r in roles], "exit": code,
+        **{k: sum(i.outcome == k for i in found) for k in ("passed", "failed", "skipped", "unreachable")},
+        "results": [asdict(i) for i in found], "junit": str(junit),
     }
     (reports / f"{stamp}-audit.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return int(code)
+    return code

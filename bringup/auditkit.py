@@ -1,98 +1,75 @@
-"""Helpers for audit modules: a role's own declared state, read and planned on the audited host.
+"""What a role promises beyond its files, and how an audit finding reads.
 
-An audit module asks the role what it wants (``declared``) instead of keeping
-a second list of expected values: the role's ``resources()`` are built from the
-target's merged variables and freshly gathered facts, every resource's read
-snippet runs in one round trip, and each resource plans against what it read.
-A plan with commands is drift; a skipped plan carries the role's reason.
+A role's declared resources already say, planned in check mode, what differs
+from what the role writes.  A role's runtime promises (a service answering, a
+port listening, a model ready) are items of its optional ``audit(host)`` hook:
+an :class:`Expect` is a read snippet and a judge that turns the snippet's
+output into one line, ``what is, what is wanted``, or None when the promise
+holds.  An Expect is a resource, so the audit reads it in the same batched
+round trip as every other resource of the host.
+
+    def audit(host):
+        return [http_ok("triton /v2/health/ready", "http://127.0.0.1:8000/v2/health/ready"),
+                tcp_listening("dcgm exporter", {"metrics": 9400})]
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Callable
 
-from .facts import ALL_FACTS
-from .facts.gather import gather
-from .project import content_root
+from .command import sh
 from .resources.base import Plan, Resource
-from .roles import HostContext, load_roles
-from .templates import Templates
 
-__all__ = ["Declared", "facts", "context", "declared", "find", "listening", "listening_snippets"]
+__all__ = ["Expect", "http_ok", "tcp_listening", "listening", "finding"]
 
-_facts: dict[int, dict[str, Any]] = {}
-
-
-class _Transport:
-    """What :func:`bringup.facts.gather.gather` needs: one script, one round trip."""
-
-    def __init__(self, target):
-        self.target = target
-
-    def run_script(self, script: str):
-        return self.target.host.run("sh -c %s", script)
+#: A judge: the read snippet's output -> None (as promised) or one line, ``what is, what is wanted``.
+Judge = Callable[[str], "str | None"]
 
 
-def facts(target) -> dict[str, Any]:
-    """Every fact of the target, gathered once per audit run (one round trip)."""
-    key = id(target)
-    if key not in _facts:
-        _facts[key], _errors = gather(_Transport(target), ALL_FACTS)
-    return _facts[key]
+class Expect(Resource):
+    """A runtime promise of a role, checked by ``invoke audit`` (never applied: nothing writes it).
+
+        Expect("unit dcgm-exporter", sh("systemctl is-active -- %s", "dcgm-exporter"),
+               lambda out: None if out.strip() == "active" else f"unit dcgm-exporter is {out.strip()}, want active")
+
+    A broken promise plans a step that fails naming it: only provisioning the
+    role can make it true, so the audit (check mode) reports it as drift.
+    """
+
+    kind = "expect"
+
+    def __init__(self, name: str, read: str, judge: Judge):
+        super().__init__(name)
+        self.snippet, self.judge = read, judge
+
+    def read(self) -> str:
+        return self.snippet
+
+    def plan(self, current: str) -> Plan:
+        line = self.judge(current)
+        if line is None:
+            return Plan.noop(f"as promised: {self.name}")
+        return Plan(commands=[sh("echo %s >&2; exit 1", line)], changes={self.name: (line, "as the role promises")})
 
 
-@dataclass
-class Declared:
-    """One resource of the role and its plan against the host's current state."""
+def http_ok(name: str, url: str) -> Expect:
+    """``url`` answers HTTP 200 (from the host itself): ``<name> answers 503, want 200``."""
+    def judge(out: str) -> str | None:
+        code = out.strip() or "no answer"
+        return None if code == "200" else f"{name} answers {code}, want 200"
 
-    resource: Resource
-    plan: Plan
-
-    @property
-    def drift(self) -> str | None:
-        """What differs, in words; None when the resource is as the role wants it (or skipped)."""
-        p = self.plan
-        if p.error:
-            return f"{self.resource.id}: {p.error}"
-        if p.skipped or not p.changed:
-            return None
-        if p.diff and "content" in p.changes:
-            lines = p.diff.splitlines()[2:]
-            lacks = [l[1:] for l in lines if l.startswith("+") and l[1:].strip()]
-            extra = [l[1:] for l in lines if l.startswith("-") and l[1:].strip()]
-            if p.changes["content"][0] == "absent":
-                return f"{self.resource.name} is missing"
-            words = [f"lacks {l}" for l in lacks[:3]] + [f"has {l}, which the role does not write" for l in extra[:3]]
-            return f"{self.resource.name} " + ("; ".join(words) or "differs from what the role writes")
-        what = "; ".join(f"{k} is {old}, want {new}" for k, (old, new) in p.changes.items())
-        return f"{self.resource.id}: {what or p.reason or 'not as the role wants it'}"
+    return Expect(name, sh("curl -s -o /dev/null -w '%%{http_code}' --max-time 5 %s || true", url), judge)
 
 
-def context(target, role: str) -> HostContext:
-    """``role``'s view of ``target``: merged vars, the host's facts, the project's templates,
-    exactly as ``invoke provision`` builds it."""
-    return HostContext(target.name, target.vars, facts(target), Templates(content_root() / "templates").render)
+def tcp_listening(what: str, ports: dict[str, int] | int) -> Expect:
+    """Each port (``{label: port}``, or one port) has a TCP listener on the host."""
+    def judge(out: str) -> str | None:
+        up = listening(out)
+        if isinstance(ports, int):
+            return None if ports in up else f"nothing listens on TCP port {ports} ({what})"
+        missing = [f"{k} {int(p)}" for k, p in ports.items() if int(p) not in up]
+        return f"{what}: nothing listens on TCP port(s) {', '.join(missing)}" if missing else None
 
-
-def declared(target, role: str) -> list[Declared]:
-    """The role's resources on this host, each planned against what one batched read found."""
-    _order, roles = load_roles(content_root())
-    res = roles[role].module.resources(context(target, role))
-    outs = target.read_many({f"{i}": r.read() for i, r in enumerate(res)}) if res else {}
-    out = []
-    for i, r in enumerate(res):
-        got = outs.get(f"{i}")
-        try:
-            plan = Plan.fail("its state could not be read") if got is None else r.plan(got)
-        except Exception as e:  # noqa: BLE001 - a plan that cannot be made is a finding
-            plan = Plan.fail(str(e))
-        out.append(Declared(r, plan))
-    return out
-
-
-def listening_snippets() -> dict[str, str]:
-    """read_many snippets for the host's TCP sockets (IPv4 and IPv6)."""
-    return {"@tcp": "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null"}
+    return Expect(f"{what} listening", "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", judge)
 
 
 def listening(text: str | None) -> set[int]:
@@ -105,6 +82,35 @@ def listening(text: str | None) -> set[int]:
     return ports
 
 
-def find(items: list[Declared], kind: str, name: str | None = None) -> list[Declared]:
-    """The declared resources of ``kind`` (and ``name``, when given)."""
-    return [d for d in items if d.resource.kind == kind and (name is None or d.resource.name == name)]
+def finding(rid: str, changes: dict, diff: str | None = None, reason: str | None = None) -> str:
+    """A resource ``rid`` (``kind:name``) that would change, as one line: what is, what the role wants.
+
+    ``changes`` is ``{what: (is, want)}`` as a plan records it; a file's
+    content is told from its diff (the lines it lacks and those it has that the
+    role does not write); an :class:`Expect` carries its judge's line.
+    """
+    kind, _, name = rid.partition(":")
+    if kind == Expect.kind and name in changes:
+        return str(changes[name][0])
+    if any(k in changes and _pair(changes[k])[0] == "absent" for k in ("content", "state")):
+        return f"{name} is missing"
+    if "content" in changes and diff:
+        lines = diff.splitlines()[2:]
+        lacks = [l[1:] for l in lines if l.startswith("+") and l[1:].strip()]
+        extra = [l[1:] for l in lines if l.startswith("-") and l[1:].strip()]
+        words = [f"lacks {l}" for l in lacks[:3]] + [f"has {l}, which the role does not write" for l in extra[:3]]
+        return f"{name} " + ("; ".join(words) or "differs from what the role writes")
+    if list(changes) == [name]:
+        old, new = _pair(changes[name])
+        return f"{name} is {_words(old)}, want {_words(new)}"
+    what = "; ".join("{} is {}, want {}".format(k, *map(_words, _pair(v))) for k, v in changes.items())
+    return f"{rid}: {what or reason or 'not as the role wants it'}"
+
+
+def _words(v) -> str:
+    return ", ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)
+
+
+def _pair(v) -> tuple:
+    """A change as ``(is, want)``; a plan's tuples arrive as lists from the run's results."""
+    return tuple(v) if isinstance(v, (list, tuple)) and len(v) == 2 else (v, "?")

@@ -297,14 +297,21 @@ def sandbox(c, keep=False):
         raise Exit(code=2)
 
 
-@task(iterable=["set_"], help={**_SELECT_HELP, "roles": "audit only these roles, comma separated"})
-def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None):
-    """Verify hosts against the inventory with testinfra (tests/audit); JUnit + JSON in reports/."""
+@task(iterable=["set_"], help={**_SELECT_HELP, "roles": "audit only these roles, comma separated",
+                               "forks": "hosts audited in parallel (default 10)",
+                               "accept-new-host-keys": "record unknown host keys (a changed key is still refused)"})
+def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks=10,
+          accept_new_host_keys=False):
+    """Is each host in the state its roles declare? Check mode only; one line per failed item; JUnit + JSON in
+    reports/. Exit 0 all good, 2 drift, 4 unreachable."""
     from .audit import run_audit
 
+    console = _console()
     try:
-        _, chosen = _selected(inventory, set_, host, hosts, group)
-        code = run_audit(chosen, roles, Path("reports"))
+        _, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
+        code = run_audit(chosen, selected, role_vars, Templates(root / "templates"), Path("reports"),
+                         forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
+                         say=lambda line: console.print(line, markup=False, highlight=False))
     except BringupError as e:
         raise _fail(e) from None
     if code:

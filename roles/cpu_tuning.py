@@ -27,6 +27,7 @@ import re
 import struct
 
 from bringup import topology
+from bringup.auditkit import Expect
 from bringup.command import sh
 from bringup.errors import InputError
 from bringup.facts.base import format_cpulist
@@ -41,6 +42,7 @@ LATENCY_SCRIPT = "/usr/local/sbin/bringup-cpu-dma-latency"
 LATENCY_UNIT = "bringup-cpu-dma-latency.service"
 GRUB_FILE = "/etc/default/grub.d/90-bringup.cfg"
 THP = "/sys/kernel/mm/transparent_hugepage/enabled"
+PM_QOS = "/dev/cpu_dma_latency"
 
 #: The facts this role reads (only these are gathered for it).
 FACTS = topology.FACTS
@@ -120,3 +122,27 @@ def resources(host):
         File(PLAN_FILE, content=doc),
     ]
     return out
+
+
+def audit(host):
+    """What the files do not show: the PM QoS request in force is at most ``cpu_dma_latency_us``.
+
+    PM QoS keeps the smallest request of all holders, so ours caps it.  Without
+    ``/dev/cpu_dma_latency`` the unit's ConditionPathExists skips it (the
+    service resource says so) and nothing is held.
+    """
+    us = host.vars["cpu_dma_latency_us"]
+    if us is None:
+        return []
+
+    def judge(out: str) -> str | None:
+        got = out.split()
+        if got == ["absent"]:
+            return None
+        if not got or not got[0].lstrip("-").isdigit():
+            return f"{PM_QOS} could not be read ({out.strip()[:80] or 'no output'}), want at most {us} us"
+        value = int(got[0])
+        return None if value <= us else f"{PM_QOS} is {value}, want at most {us} us ({LATENCY_UNIT} holds it)"
+
+    return [Expect("PM QoS request", sh("if [ -e %s ]; then od -An -td4 -N4 -- %s 2>&1; else echo absent; fi",
+                                        PM_QOS, PM_QOS), judge)]

@@ -27,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 
+from bringup.auditkit import Expect, tcp_listening
 from bringup.command import sh
 from bringup.errors import InputError
 from bringup.gpu import gpu_gate, validate_without_gpu
@@ -112,8 +113,8 @@ def validate(vars: dict) -> None:
     validate_without_gpu(vars)
 
 
-def resources(host):
-    v = host.vars
+def _gate(host) -> list | None:
+    """Why the role does not deploy here (a Skip or a Fail), or None."""
     gate = gpu_gate(host, "dcgm exporter")
     if gate:
         return gate
@@ -121,6 +122,14 @@ def resources(host):
         pid1 = (host.facts.get("system.systemd") or {}).get("pid1") or "unknown"
         return [Skip("dcgm exporter", f"systemd is not running (PID 1 is {pid1}): the exporter is a systemd "
                                       "unit here; run the container with this host's init system")]
+    return None
+
+
+def resources(host):
+    v = host.vars
+    gate = _gate(host)
+    if gate:
+        return gate
     rows = counters(v)
     image = DockerImage(v["dcgm_exporter_image"], source=v["image_transfer"], image_id=v.get("dcgm_exporter_image_id"))
     csv = host.render("dcgm_exporter/counters.csv.j2", counters=rows)
@@ -145,4 +154,44 @@ def resources(host):
         Probe(f"{NAME} revision {revision} serves {first}", check,
               fix=sh("systemctl daemon-reload && systemctl restart -- %s", NAME), wait=int(v["dcgm_exporter_wait"]),
               hint=f"see journalctl -u {NAME} and docker logs {NAME}"),
+    ]
+
+
+def audit(host):
+    """What the files do not show: the unit active, port listening, /metrics carrying every counter.
+
+    Where the role skips (no GPU on a cpu profile, no systemd), its promise is
+    that no exporter is deployed: neither its unit file nor its container.
+    """
+    v = host.vars
+    gate = _gate(host)
+    if gate and isinstance(gate[0], Skip):
+        why = f"exists but the role skips this host ({gate[0].reason})"
+        return [
+            Expect(f"no {UNIT}", sh("[ -e %s ] && echo present || echo absent", UNIT),
+                   lambda out: None if out.strip() == "absent" else f"{UNIT} {why}"),
+            Expect(f"no container {NAME}", sh("docker inspect --format '{{.State.Status}}' -- %s 2>/dev/null "
+                                              "|| echo absent", NAME),
+                   lambda out: None if out.strip() in ("", "absent") else f"container {NAME} {why}"),
+        ]
+    if gate:
+        return []  # a Fail: the role's own resource fails the audit, saying why
+    port = int(v["dcgm_exporter_port"])
+    url = f"http://127.0.0.1:{port}/metrics"
+    rows = counters(v)
+
+    def metrics(body: str) -> str | None:
+        first = rows[0][0]
+        if not re.search(rf"^{first}\{{", body, re.M):
+            return f"{url} carries no {first} sample"
+        missing = [n for n, typ, _ in rows if f"# TYPE {n} {typ}" not in body]
+        return f"{url} lacks counter(s) {', '.join(missing)}" if missing else None
+
+    return [
+        Expect(f"unit {NAME}", sh("systemctl is-active -- %s 2>/dev/null || true", NAME),
+               lambda out: None if out.strip() == "active" else
+               f"unit {NAME} is {out.strip() or 'unknown'}, want active"),
+        tcp_listening("dcgm exporter", port),
+        Expect(f"{url} counters", sh("curl -fsS --max-time 5 %s 2>&1 | grep -E '^(# TYPE )?DCGM_' | head -400", url),
+               metrics),
     ]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import re
 
+from bringup.auditkit import Expect
 from bringup.command import join, sh
 from bringup.errors import InputError
 from bringup.resources import Command, Packages, Service
@@ -152,3 +153,13 @@ def resources(host):
         out += [Service("containerd", enabled=True, running=True),
                 Service("docker", enabled=True, running=True)]
     return out
+
+
+def audit(host):
+    """What the packages do not show: a compose that works (v2 plugin or v1), unless ``docker_compose: none``."""
+    if host.vars["docker_compose"] == "none":
+        return []
+    check = ("if docker compose version >/dev/null 2>&1 || docker-compose version >/dev/null 2>&1; "
+             "then echo works; else echo broken; fi")
+    return [Expect("compose", check, lambda out: None if out.strip() == "works" else
+                   "neither `docker compose` nor `docker-compose` works, want one of them")]

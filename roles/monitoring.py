@@ -24,9 +24,14 @@ import hashlib
 import json
 import re
 
+import yaml
+
+from bringup.auditkit import Expect
+from bringup.command import sh
 from bringup.errors import InputError
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp
+from bringup.resources.guard import Unused
 from bringup.resources.image import DockerImage
 from bringup.resources import image
 
@@ -173,3 +178,34 @@ def resources(host):
         # Prometheus and Grafana read their files at start: the revision label recreates them on change.
         out.append(ComposeUp(f"{d}/docker-compose.yml", project="monitoring", container="prometheus", revision=rev))
     return out
+
+def rule_names(text: str) -> dict[str, list[str]]:
+    """``{group: [record/alert names]}`` of a rendered rules file."""
+    doc = yaml.safe_load(text) or {}
+    return {g["name"]: [r.get("record") or r.get("alert") for r in g.get("rules") or []]
+            for g in doc.get("groups") or []}
+
+
+def audit(host):
+    """What the files do not show: Prometheus (this revision: the compose resource) has loaded every rule.
+
+    With ``monitoring_stack: false`` the role writes files only: they are audited, the loaded rules are not.
+    """
+    if not host.vars["monitoring_stack"]:
+        return [Unused("prometheus rules", "monitoring_stack is false: the role writes files only, so only the "
+                                           "files are audited, not Prometheus' loaded rules")]
+    wanted, _ = files(host)
+    expected = rule_names(next(text for path, text in wanted.items() if path.endswith(".rules.yml")))
+    url = f"http://127.0.0.1:{int(host.vars['monitoring_ports']['prometheus'])}/api/v1/rules"
+
+    def judge(out: str) -> str | None:
+        try:
+            groups = json.loads(out)["data"]["groups"]
+        except (ValueError, KeyError, TypeError):
+            return f"Prometheus {url} answers {out.strip()[:200] or 'nothing'}, want its loaded rules"
+        loaded = {g["name"]: [r["name"] for r in g.get("rules") or []] for g in groups}
+        missing = [f"{g}/{n}" for g, names in expected.items() for n in names if n not in loaded.get(g, [])]
+        return f"Prometheus has not loaded rule(s) {', '.join(missing)}, want every rule the role renders" \
+            if missing else None
+
+    return [Expect("prometheus rules loaded", sh("curl -fsS --max-time 5 %s 2>&1", url), judge)]

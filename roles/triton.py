@@ -50,6 +50,7 @@ import re
 from pathlib import Path
 
 from bringup import topology
+from bringup.auditkit import Expect, http_ok, tcp_listening
 from bringup.command import sh
 from bringup.errors import BringupError, InputError
 from bringup.facts.triton import WINDOW_RECORD
@@ -373,15 +374,21 @@ class _Desired:
         return ComposeUp(self.compose_file, project="triton", container=self.container, revision=self.revision)
 
 
-def resources(host):
+def _gate(host) -> list | None:
+    """Why the role deploys nothing here (nothing to serve, a GPU profile without a GPU), or None."""
     if not (host.vars.get("triton_models") or host.vars.get("models_dir")):
         return [Unused("triton", "nothing to serve: triton_models is empty and models_dir is unset")]
     gpu_profile = PROFILES.get(host.vars.get("gpu_profile"), PROFILES["cpu"])["kind"] == "KIND_GPU"
     if gpu_profile and not [g for g in host.facts.get("nvidia.smi") or [] if isinstance(g.get("index"), int)]:
         # As the GPU roles check (the PCI bus, not gpu_count); a GPU reservation cannot be met without one.
-        gate = gpu_gate(host, "triton", without_gpu_install=False)
-        if gate:
-            return gate
+        return gpu_gate(host, "triton", without_gpu_install=False)
+    return None
+
+
+def resources(host):
+    gate = _gate(host)
+    if gate:
+        return gate
     d = _Desired(host)
     return [
         Directory(d.stack, mode="0755"),
@@ -392,6 +399,42 @@ def resources(host):
         File(d.compose_file, content=d.compose, mode="0644", backup=False),
         DockerImage(d.vars["triton_image"], source=d.vars["image_transfer"], image_id=d.vars.get("triton_image_id")),
         d.compose_up(),
+    ]
+
+
+def audit(host):
+    """What the files do not show: the container of compose project triton up at this revision, the ports
+    listening, the server and every model ready."""
+    if _gate(host):
+        return []  # the role's own Unused, Skip or Fail says why
+    d = _Desired(host)
+    base = f"http://127.0.0.1:{int(d.vars['triton_ports']['http'])}"
+
+    def container(out: str) -> str | None:
+        got = out.split() or ["absent"]
+        if got[:1] != ["running"]:
+            return f"container {d.container} is {' '.join(got)}, want running"
+        if got[2:] != ["triton"]:
+            return f"container {d.container} is of compose project {' '.join(got[2:]) or 'none'}, want triton"
+        if got[1:2] != [d.revision]:
+            return f"container {d.container} runs revision {''.join(got[1:2]) or 'none'}, want {d.revision}"
+        return None
+
+    def models(out: str) -> str | None:
+        codes = dict(line.split(None, 1) for line in out.splitlines() if len(line.split()) == 2)
+        bad = [f"{m} ({codes.get(m, 'no answer')})" for m in d.models if codes.get(m) != "200"]
+        return f"triton model(s) not ready: {', '.join(bad)}, want 200 from each" if bad else None
+
+    code = "curl -s -o /dev/null -w '%%{http_code}' --max-time 5 %s || true; echo"
+    return [
+        Expect(f"container {d.container}", sh(
+            "docker inspect --format '{{.State.Status}} {{index .Config.Labels \"bringup.revision\"}} "
+            "{{index .Config.Labels \"com.docker.compose.project\"}}' -- %s 2>/dev/null || echo absent",
+            d.container), container),
+        tcp_listening("triton", {k: int(p) for k, p in d.vars["triton_ports"].items()}),
+        http_ok("triton /v2/health/ready", f"{base}/v2/health/ready"),
+        Expect("triton models ready", "\n".join(sh("printf '%%s ' %s; " + code, m, f"{base}/v2/models/{m}/ready")
+                                                for m in d.models) or "true", models),
     ]
 
 

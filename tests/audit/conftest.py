@@ -1,1 +1,0 @@
-"""The audit suite runs through `invoke audit`, which gives each test its `target`."""
