@@ -147,6 +147,18 @@ class Inventory:
             seen.setdefault(h.name, h)
         return list(seen.values())
 
+    def limit(self, pattern: str, within: list[Host] | None = None) -> list[Host]:
+        """``--limit PATTERN`` (Ansible's pattern syntax or ``@retry-file``, :mod:`bringup.patterns`):
+        the hosts it names, among ``within`` (what ``--host``/``--group`` chose) or the whole inventory."""
+        from .patterns import expand_limit
+
+        names = set(expand_limit(pattern, list(self.hosts), self.groups))
+        pool = within if within is not None else list(self.hosts.values())
+        chosen = [h for h in pool if h.name in names]
+        if not chosen:
+            raise InputError(f"--limit {pattern!r} leaves no host of those selected; nothing to run")
+        return chosen
+
 
 class _Loader(yaml.SafeLoader):
     """SafeLoader that refuses duplicate keys (a silent override is a trap)."""

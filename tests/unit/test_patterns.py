@@ -1,0 +1,133 @@
+"""Host patterns (--limit) against Ansible's documented semantics, and the inventory's limit entry point."""
+import pytest
+
+from bringup.errors import InputError
+from bringup.inventory import load_inventory
+from bringup.patterns import expand_limit, match_pattern, order_terms, read_limit_file, split_pattern
+
+HOSTS = ["trt-a10-01", "trt-a10-02", "trt-a10-03", "trt-l40s-01", "trt-l40s-02", "trt-l40s-03", "trt-l40s-04",
+         "lab-cpu-01"]
+GROUPS = {
+    "all": HOSTS,
+    "gpu": HOSTS[:7],
+    "a10": HOSTS[:3],
+    "l40s": HOSTS[3:7],
+    "rack1": ["trt-a10-01", "trt-l40s-01", "trt-l40s-02"],
+    "rack2": ["trt-a10-02", "trt-a10-03", "trt-l40s-03", "trt-l40s-04"],
+    "cpu": ["lab-cpu-01"],
+    "ungrouped": [],
+}
+
+
+def m(pattern):
+    return match_pattern(pattern, HOSTS, GROUPS)
+
+
+def test_split_on_colon_and_comma():
+    assert split_pattern("l40s:&rack2, !trt-l40s-03") == ["l40s", "&rack2", "!trt-l40s-03"]
+
+
+def test_order_of_operations_union_then_intersection_then_exclusion():
+    assert order_terms(["!x", "&y", "a", "b"]) == ["a", "b", "&y", "!x"]
+    assert order_terms(["!x"]) == ["all", "!x"]  # only exclusions: start from all
+
+
+def test_issue_example_intersection_and_exclusion():
+    assert m("l40s:&rack2:!trt-l40s-03") == ["trt-l40s-04"]
+
+
+def test_term_order_does_not_matter():
+    # Ansible evaluates unions first: '!x' before 'l40s' still excludes x.
+    assert m("!trt-l40s-03:&rack2:l40s") == m("l40s:&rack2:!trt-l40s-03") == ["trt-l40s-04"]
+
+
+def test_union_of_groups_and_hosts_in_inventory_order():
+    assert m("lab-cpu-01:a10") == ["trt-a10-01", "trt-a10-02", "trt-a10-03", "lab-cpu-01"]
+    assert m("a10,trt-l40s-02") == ["trt-a10-01", "trt-a10-02", "trt-a10-03", "trt-l40s-02"]
+
+
+def test_wildcards_on_hosts_and_groups():
+    assert m("trt-a10-*") == HOSTS[:3]
+    assert m("trt-l40s-0[12]") == ["trt-l40s-01", "trt-l40s-02"]
+    assert m("rack*:&a10") == HOSTS[:3]  # rack1 and rack2 matched as groups
+
+
+def test_all_and_star():
+    assert m("all") == HOSTS
+    assert m("*") == HOSTS
+    assert m("all:!gpu") == ["lab-cpu-01"]
+
+
+def test_only_exclusion_starts_from_all():
+    assert m("!gpu") == ["lab-cpu-01"]
+    assert m("&rack1") == ["trt-a10-01", "trt-l40s-01", "trt-l40s-02"]
+
+
+def test_regular_expression_term():
+    assert m("~trt-(a10|l40s)-01") == ["trt-a10-01", "trt-l40s-01"]
+
+
+def test_empty_group_is_known_and_selects_nothing():
+    assert m("ungrouped") == []
+
+
+@pytest.mark.parametrize("pattern, words", [
+    ("l40:&rack2", ["'l40'", "did you mean", "l40s"]),
+    ("l40s:!trt-l40s-09", ["'trt-l40s-09'", "matches no host or group"]),
+    ("trt-h100-*", ["'trt-h100-*'", "matches no host or group"]),
+    ("", ["empty host pattern"]),
+    ("l40s:&", ["needs a name after it"]),
+    ("~trt-(", ["not a valid regular expression"]),
+])
+def test_bad_patterns_are_one_line(pattern, words):
+    with pytest.raises(InputError) as e:
+        m(pattern)
+    text = str(e.value)
+    assert "\n" not in text and text.startswith("--limit")
+    for w in words:
+        assert w in text
+
+
+def test_retry_file_lines_are_united(tmp_path):
+    f = tmp_path / "last.retry"
+    f.write_text("# failed in run X\ntrt-l40s-03\n\ntrt-a10-02\n")
+    assert read_limit_file(f) == ["trt-l40s-03", "trt-a10-02"]
+    assert expand_limit(f"@{f}", HOSTS, GROUPS) == ["trt-a10-02", "trt-l40s-03"]
+
+
+def test_retry_file_missing_or_empty_is_one_line(tmp_path):
+    with pytest.raises(InputError, match="no such file"):
+        expand_limit(f"@{tmp_path}/nope.retry", HOSTS, GROUPS)
+    (tmp_path / "empty.retry").write_text("\n# nothing\n")
+    with pytest.raises(InputError, match="names no host"):
+        expand_limit(f"@{tmp_path}/empty.retry", HOSTS, GROUPS)
+
+
+def test_retry_file_naming_a_host_no_longer_in_the_inventory(tmp_path):
+    (tmp_path / "last.retry").write_text("trt-l40s-09\n")
+    with pytest.raises(InputError, match="'trt-l40s-09' matches no host or group"):
+        expand_limit(f"@{tmp_path}/last.retry", HOSTS, GROUPS)
+
+
+INVENTORY = """
+all:
+  children:
+    l40s:
+      hosts: {trt-l40s-01: {}, trt-l40s-02: {}, trt-l40s-03: {}}
+    a10:
+      hosts: {trt-a10-01: {}, trt-a10-02: {}}
+    rack2:
+      hosts: {trt-l40s-02: {}, trt-l40s-03: {}, trt-a10-02: {}}
+"""
+
+
+def test_inventory_limit_on_a_real_inventory(tmp_path):
+    (tmp_path / "hosts").write_text(INVENTORY)
+    inv = load_inventory(tmp_path / "hosts")
+    assert [h.name for h in inv.limit("l40s:&rack2:!trt-l40s-03")] == ["trt-l40s-02"]
+    assert [h.name for h in inv.limit("trt-a10-*")] == ["trt-a10-01", "trt-a10-02"]
+    # Within what --group chose: the limit narrows it, keeping that order.
+    within = inv.select(group="l40s")
+    assert [h.name for h in inv.limit("rack2", within)] == ["trt-l40s-02", "trt-l40s-03"]
+    with pytest.raises(InputError, match="leaves no host"):
+        inv.limit("a10", within)
