@@ -96,8 +96,8 @@ def finding(rid: str, changes: dict, diff: str | None = None, reason: str | None
         return f"{name} is missing"
     if "content" in changes and diff:
         lines = diff.splitlines()[2:]
-        lacks = [l[1:] for l in lines if l.startswith("+") and l[1:].strip()]
-        extra = [l[1:] for l in lines if l.startswith("-") and l[1:].strip()]
+        lacks = [l[1:].strip() for l in lines if l.startswith("+") and l[1:].strip()]
+        extra = [l[1:].strip() for l in lines if l.startswith("-") and l[1:].strip()]
         words = [f"lacks {l}" for l in lacks[:3]] + [f"has {l}, which the role does not write" for l in extra[:3]]
         return f"{name} " + ("; ".join(words) or "differs from what the role writes")
     if list(changes) == [name]:

@@ -291,7 +291,7 @@ def test_audit_passes_then_names_a_stopped_triton_and_drifted_rules(triton_host,
         assert f"{host.name}: triton: nothing listens on TCP port(s) http 8000, grpc 8001, metrics 8002" in r.stdout
         assert f"{host.name}: triton /v2/health/ready answers 000, want 200" in r.stdout
         assert f"{host.name}: triton model(s) not ready: add (000)" in r.stdout
-        assert f"{host.name}: {rules} differs from the role's render" in r.stdout
+        assert f"{host.name}: {rules} lacks - alert: TritonP95AboveSLO; has - alert: Renamed" in r.stdout
     finally:
         r = invoke("provision", "--host", host.name, "--inventory", "hosts", "--roles", "triton,monitoring", *mon,
                    cwd=project, timeout=400)
