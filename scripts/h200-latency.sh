@@ -6,12 +6,16 @@
 #   invoke bench (no dynamic batching vs the deployed 800 µs window, batch 1/2/4/8),
 #   invoke bench with client micro-batching, invoke tune-window for a p95 target,
 #   and the checklist's latency line.  Results (<= 8 files) go to $OUT.
+#   MODE=follow instead runs the continuous window tuner (invoke tune-window --follow) on live load:
+#   a steady closed-loop load (invoke bench, one long point) while the tuner steps the window, first
+#   for a target the load meets, then for one it cannot.
 # Usage: OUT=/some/dir bash scripts/h200-latency.sh   (run from the repository root)
 set -uo pipefail
 OUT=${OUT:?set OUT}
 QUICK=${QUICK:-0}           # 1: a short smoke run
 STUB_PY=${STUB_PY:-3.12}   # the backend stub's Python (the device's python3)
 MODEL_PY=${MODEL_PY:-scripts/h200/resnet50_model.py}
+MODE=${MODE:-sweep}         # sweep | follow
 KIND=${KIND:-KIND_GPU}
 REPO=$PWD
 T0=$(date +%s)
@@ -86,7 +90,7 @@ fi
 log "starting tritonserver"
 LD_LIBRARY_PATH=$W/nvidia_pytriton.libs PYTHONPATH=$STUB_SITE setsid $TS/bin/tritonserver \
   --model-repository=$W/models --backend-directory=$TS/backends --model-control-mode=explicit --load-model='*' \
-  --backend-config=python,shm-default-byte-size=33554432 --http-port=8000 --grpc-port=8001 --metrics-port=8002 \
+  --backend-config=python,shm-default-byte-size=33554432 --metrics-config=summary_latencies=true --http-port=8000 --grpc-port=8001 --metrics-port=8002 \
   > $W/tritonserver.log 2>&1 &
 TPID=$!
 for i in $(seq 1 240); do
@@ -100,6 +104,28 @@ fi
 log "tritonserver ready"
 
 B="python3 -m invoke --search-root $REPO"
+if [ "$MODE" = follow ]; then
+  FT1=${FT1:-50}; FT2=${FT2:-12}; FSEC=${FSEC:-100}
+  log "follow: steady load (batch 1, concurrency 64, 8 client processes) for $((2 * FSEC + 40)) s"
+  $B bench --host h200-01 --batch 1 --concurrency 64 --warmup 2 --duration $((2 * FSEC + 30)) --processes 8 \
+    --no-plot --out $W/load > $W/load.log 2>&1 &
+  LPID=$!
+  sleep 12
+  log "tune-window --follow: target p95 $FT1 ms for $FSEC s"
+  $B tune-window --host h200-01 --follow --target-p95-ms $FT1 --interval 10 --for $FSEC --record $W/triton-window.json
+  log "tune-window --follow: target p95 $FT2 ms for $FSEC s"
+  $B tune-window --host h200-01 --follow --target-p95-ms $FT2 --interval 10 --for $FSEC --record $W/triton-window.json
+  wait $LPID; tail -25 $W/load.log
+  kill $TPID; wait $TPID 2>/dev/null
+  grep -E "^E|error" $W/tritonserver.log | grep -v "NVML\|DCGM\|CudaDriverHelper" | tail -5
+  L=($(ls -tr reports/bench/h200-01-window-*.jsonl))
+  cp ${L[0]} $OUT/follow-1.jsonl; cp ${L[0]%.jsonl}.png $OUT/follow-1.png
+  cp ${L[1]} $OUT/follow-2.jsonl; cp ${L[1]%.jsonl}.png $OUT/follow-2.png
+  cp $(ls -t $W/load/h200-01-*.json | head -1) $OUT/follow-load.json
+  cp $W/triton-window.json $OUT/
+  log "done"
+  exit 0
+fi
 if [ "$QUICK" = 1 ]; then
   SWEEP="--batch 1,8 --concurrency 1,16"; D="--warmup 1 --duration 2"; CONC_T=16
 else

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["point_row", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
+           "plot_window_log",
            "REPORT_DIR"]
 
 REPORT_DIR = Path("reports") / "bench"
@@ -134,6 +135,39 @@ def plot_doc(doc: dict, path: Path) -> Path:
         ax.grid(True, alpha=0.3)
     ax1.legend(fontsize=7)
     fig.suptitle(f"{doc['host']}: {doc['model']} ({doc['finished']}; red rings: client-bound points)", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_window_log(entries: list[dict], path: Path, title: str = "") -> Path:
+    """The window tuner's intervals over time: Triton's p95 against the target, and the window it set."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from datetime import datetime
+
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 6), sharex=True)
+    for model in dict.fromkeys(e["model"] for e in entries):
+        rows = [e for e in entries if e["model"] == model]
+        t0 = datetime.fromisoformat(entries[0]["time"])
+        xs = [(datetime.fromisoformat(e["time"]) - t0).total_seconds() for e in rows]
+        line, = ax1.plot(xs, [e["p95_ms"] for e in rows], marker="o", label=f"{model} p95")
+        ax1.step(xs, [e["target_p95_ms"] for e in rows], where="post", linestyle="--", color=line.get_color(),
+                 alpha=0.6, label=f"{model} target")
+        ax2.step(xs, [e["new_window_us"] for e in rows], where="post", marker="o", color=line.get_color(),
+                 label=model)
+    ax1.set_ylabel("ms")
+    ax1.set_title("Triton's p95 (metrics summary) per interval")
+    ax2.set_ylabel("µs")
+    ax2.set_title("batching window after the interval's step (200-1500 µs)")
+    ax2.set_xlabel("seconds")
+    for ax in (ax1, ax2):
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

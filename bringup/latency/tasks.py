@@ -1,6 +1,7 @@
 """The latency tasks: ``invoke bench`` (also ``bringup bench``)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from invoke import Exit, task
@@ -238,4 +239,12 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, in
         raise Exit(f"error: {e}", code=1) from None
     finally:
         t.close()
-    console.print(f"{ran} interval(s); log: {log}; window recorded in {path} on {host.name}", style="dim")
+    png = None
+    if log.exists():
+        from .results import plot_window_log
+
+        entries = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
+        png = plot_window_log(entries, log.with_suffix(".png"), f"{host.name}: tune-window --follow") if entries \
+            else None
+    console.print(f"{ran} interval(s); log: {log}{f', {png}' if png else ''}; window recorded in {path} on "
+                  f"{host.name}", style="dim")

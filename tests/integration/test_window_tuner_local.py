@@ -128,6 +128,8 @@ def _follow(cwd: Path, *args: str, timeout: float = 180) -> subprocess.Completed
 def _entries(cwd: Path) -> list[dict]:
     logs = sorted((cwd / "reports").glob("local-01-window-*.jsonl"))
     assert len(logs) == 1, logs
+    png = logs[0].with_suffix(".png")  # the intervals as a picture beside the log
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     return [json.loads(ln) for ln in logs[0].read_text().splitlines()]
 
 
@@ -169,7 +171,9 @@ def test_unreachable_target_narrows_to_200_and_stays(work, triton):
     assert all(b <= a for a, b in zip([800] + windows, windows)), windows      # never widens
     assert windows[-4:] == [200] * 4 and es[-1]["action"] == "kept"
     for e in es:
-        assert e["old_window_us"] - e["new_window_us"] in (0, 50, 150), e
+        step = e["old_window_us"] - e["new_window_us"]
+        # 50 or 150 (a tightening), or less where the bound cuts the step short (300 - 150 stops at 200).
+        assert step in (0, 50, 150) or (e["new_window_us"] == 200 and 0 < step < 150), e
         assert e["p95_ms"] > 0.01 and f"p95 {e['p95_ms']:.1f} ms > 0.01 ms" in e["why"]
         # 150 at once only on a sustained breach with queue time rising (and the log says so).
         if e["old_window_us"] - e["new_window_us"] == 150:
