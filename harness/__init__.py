@@ -5,8 +5,8 @@ package: the integration tests, ``bench/`` and ``invoke sandbox`` (run from a
 checkout) use it.
 
 The sandbox is what the integration tests and ``invoke sandbox`` provision
-against: each host is a Debian bookworm container booted with systemd as
-PID 1 and sshd published on a random port of 127.0.0.1::
+against: each host is a Debian bookworm (or, with ``BRINGUP_SANDBOX_SUITE=trixie``,
+Debian 13 trixie) container booted with systemd as PID 1 and sshd published on a random port of 127.0.0.1::
 
     ensure_docker()
     remove_leftovers()
@@ -50,7 +50,7 @@ from .host import SandboxHost, remove_leftovers, start_host
 from .image import build_image
 from .inventory import SANDBOX_VARS, write_inventory
 from .mirror import debian_mirror
-from .recipe import ImageRecipe, image_recipe
+from .recipe import SUITE_ENV, SUITES, ImageRecipe, image_recipe, sandbox_suite
 
 __all__ = [
     "SandboxError",
@@ -64,6 +64,9 @@ __all__ = [
     "debian_mirror",
     "ensure_docker",
     "image_recipe",
+    "sandbox_suite",
+    "SUITES",
+    "SUITE_ENV",
     "build_image",
     "remove_leftovers",
     "start_host",

@@ -100,9 +100,10 @@ def _debootstrap(recipe: ImageRecipe, root: Path, mirror: str, log: Path) -> Non
         raise SandboxError(f"debootstrap failed (exit {rc}): {last} (log {log})")
 
 
-def build_image(force: bool = False) -> str:
-    """Build the sandbox host image unless cached; return its tag."""
-    recipe = image_recipe()
+def build_image(force: bool = False, suite: str | None = None) -> str:
+    """Build the sandbox host image of ``suite`` (default ``$BRINGUP_SANDBOX_SUITE``, else bookworm) unless
+    cached; return its tag."""
+    recipe = image_recipe(suite)
     tag = recipe.tag
     if not force and _image_exists(tag):
         _log(f"using cached image {tag}")
@@ -137,26 +138,37 @@ def build_image(force: bool = False) -> str:
             if old and old != _docker("image", "inspect", "--format", "{{.Id}}", tag).stdout.strip():
                 # The forced rebuild replaced the tag; drop the old image if unused.
                 _docker("image", "rm", old, check=False)
-            _remove_stale_images(tag)
+            _remove_stale_images(tag, recipe.suite)
             size = int(_docker("image", "inspect", "--format", "{{.Size}}", tag).stdout.strip())
             _log(f"imported {tag} ({size / 1e6:.0f} MB) in {time.monotonic() - t1:.0f}s; "
                  f"total {time.monotonic() - t0:.0f}s")
     return tag
 
 
-def _remove_stale_images(keep: str) -> None:
-    """Remove sandbox images of older recipes; ones still used by a container stay."""
+def _import_message(recipe: ImageRecipe) -> str:
+    return f"bringup sandbox {recipe.suite} {recipe.digest}"
+
+
+def _remove_stale_images(keep: str, suite: str) -> None:
+    """Remove sandbox images of older recipes of ``suite``; ones still used by a container stay.
+
+    Another suite's image is not stale: the tests use both.  The suite is read
+    from the image's import message (``bringup sandbox <suite> <digest>``).
+    """
     # Each is ~400 MB and no recipe hash comes back once the recipe changed.
     out = _docker("images", "--filter", f"label={LABEL}=1",
                   "--format", "{{.Repository}}:{{.Tag}}", check=False).stdout.split()
     for ref in out:
-        if ref != keep and ref.startswith(f"{IMAGE_REPO}:"):
+        if ref == keep or not ref.startswith(f"{IMAGE_REPO}:"):
+            continue
+        comment = _docker("image", "inspect", "--format", "{{.Comment}}", ref, check=False).stdout.split()
+        if comment[2:3] == [suite]:
             if _docker("image", "rm", ref, check=False).returncode == 0:
                 _log(f"removed stale image {ref}")
 
 
 def _import(root: Path, tag: str, recipe: ImageRecipe) -> None:
-    argv = ["docker", "import", "--message", f"bringup sandbox {recipe.suite} {recipe.digest}"]
+    argv = ["docker", "import", "--message", _import_message(recipe)]
     for change in recipe.changes:
         argv += ["--change", change]
     argv += ["-", tag]

@@ -5,13 +5,16 @@ import os
 import re
 from pathlib import Path
 
-from .recipe import SUITE
+from .recipe import SUITES
 
 FALLBACK_MIRROR = "http://deb.debian.org/debian"
 
 
 def debian_mirror() -> str:
-    """Return this machine's Debian mirror for bookworm, from its apt sources."""
+    """Return this machine's Debian mirror, from its apt sources (a line for any sandbox suite).
+
+    One Debian archive serves every suite: a mirror listed for bookworm builds trixie too.
+    """
     if os.environ.get("BRINGUP_SANDBOX_MIRROR"):
         return os.environ["BRINGUP_SANDBOX_MIRROR"].rstrip("/")
     found: list[str] = []
@@ -27,7 +30,7 @@ def debian_mirror() -> str:
                 fields[k.strip().lower()] = v.strip()
             if fields.get("enabled", "yes").lower() == "no":
                 continue
-            if "deb" in fields.get("types", "").split() and SUITE in fields.get("suites", "").split():
+            if "deb" in fields.get("types", "").split() and set(SUITES) & set(fields.get("suites", "").split()):
                 found += fields.get("uris", "").split()
     # One-line format: deb [options] URI suite components...
     lists = [Path("/etc/apt/sources.list"), *(sorted(d.glob("*.list")) if d.is_dir() else [])]
@@ -36,7 +39,7 @@ def debian_mirror() -> str:
             continue
         for line in path.read_text(errors="replace").splitlines():
             line = re.sub(r"\[[^]]*\]", " ", line.split("#", 1)[0]).split()
-            if len(line) >= 3 and line[0] == "deb" and line[2] == SUITE:
+            if len(line) >= 3 and line[0] == "deb" and line[2] in SUITES:
                 found.append(line[1])
     for uri in found:
         if uri.startswith(("http://", "https://")):

@@ -6,11 +6,17 @@ recipe reuses the cached image, an edited one rebuilds it.
 from __future__ import annotations
 
 import hashlib
+import os
 from dataclasses import dataclass
 
-from .common import IMAGE_REPO, LABEL
+from .common import IMAGE_REPO, LABEL, SandboxError
 
+#: Debian 12, the default suite of the sandbox hosts (and of the Triton test double's root).
 SUITE = "bookworm"
+#: The suites a sandbox host can be built from (Debian 12 and 13), both by debootstrap from the same mirror.
+SUITES: tuple[str, ...] = ("bookworm", "trixie")
+#: Picks the suite of the sandbox hosts (``pytest --sandbox-suite`` sets it too).
+SUITE_ENV = "BRINGUP_SANDBOX_SUITE"
 VARIANT = "minbase"
 
 #: Installed on top of minbase.  docker.io is there for later roles that run
@@ -35,6 +41,11 @@ PACKAGES: tuple[str, ...] = (
     # Compose v1 (Debian bookworm's 1.29): the triton role's stack needs a compose.
     "docker-compose",
 )
+
+#: Per suite, what a host of that release has on top of :data:`PACKAGES`.  Debian 13 moved the docker
+#: client out of docker.io into docker-cli, only Recommended (debootstrap installs no Recommends,
+#: apt install does): a trixie host with docker.io has it.
+SUITE_PACKAGES: dict[str, tuple[str, ...]] = {"trixie": ("docker-cli",)}
 
 #: Units masked in the image.  With the run flags (``host.RUN_FLAGS``) nothing fails at
 #: boot (``systemctl --failed`` is empty, the state is "running"; udev and
@@ -120,6 +131,15 @@ IMAGE_CHANGES: tuple[str, ...] = (
 )
 
 
+def sandbox_suite(suite: str | None = None) -> str:
+    """The suite asked for (``suite``, else ``$BRINGUP_SANDBOX_SUITE``, else bookworm), checked."""
+    chosen = suite or os.environ.get(SUITE_ENV) or SUITE
+    if chosen not in SUITES:
+        raise SandboxError(f"sandbox suite {chosen!r} (from {'the caller' if suite else SUITE_ENV}) is not one of "
+                           f"{', '.join(SUITES)}: set {SUITE_ENV} to one of them")
+    return chosen
+
+
 @dataclass(frozen=True)
 class ImageRecipe:
     """What the sandbox image is made of; its hash is the image's cache key."""
@@ -145,6 +165,12 @@ class ImageRecipe:
         return f"{IMAGE_REPO}:{self.digest}"
 
 
-def image_recipe() -> ImageRecipe:
-    """Return the recipe of the sandbox host image."""
-    return ImageRecipe(SUITE, VARIANT, PACKAGES, CONFIGURE_SCRIPT, IMAGE_CHANGES)
+def image_recipe(suite: str | None = None) -> ImageRecipe:
+    """Return the recipe of the sandbox host image of ``suite`` (default: :func:`sandbox_suite`).
+
+    The configuration script is the same for every suite, and so are the
+    packages but for :data:`SUITE_PACKAGES`: what differs between releases is
+    what the tests are there to find.
+    """
+    suite = sandbox_suite(suite)
+    return ImageRecipe(suite, VARIANT, PACKAGES + SUITE_PACKAGES.get(suite, ()), CONFIGURE_SCRIPT, IMAGE_CHANGES)

@@ -3,9 +3,16 @@
 The sandbox fixtures never skip: an integration run without Docker is a
 broken machine, and a skipped suite would look green.  They fail with the
 :class:`harness.SandboxError` line saying what to install.
+
+The hosts are Debian 12 (bookworm) unless ``--sandbox-suite trixie`` (or
+``BRINGUP_SANDBOX_SUITE=trixie``) picks Debian 13 for the whole run;
+``sandbox_suite_host_factory`` starts a host of a given suite whatever the
+run's (``tests/integration/test_releases.py`` runs a smoke of the roles on
+both in every run).
 """
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Callable, Iterator
@@ -15,9 +22,24 @@ import pytest
 import harness
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--sandbox-suite", choices=harness.SUITES, default=None,
+                     help=f"Debian suite of the sandbox hosts (default ${harness.SUITE_ENV}, else bookworm)")
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
         "markers", "integration: needs Docker and real sandbox hosts (slow, root)")
+    suite = config.getoption("--sandbox-suite")
+    if suite:
+        # The tool's own subprocesses (invoke sandbox, bench) build hosts of the same suite.
+        os.environ[harness.SUITE_ENV] = suite
+
+
+@pytest.fixture(scope="session")
+def sandbox_suite() -> str:
+    """The suite of this run's sandbox hosts (``--sandbox-suite``, ``$BRINGUP_SANDBOX_SUITE``, bookworm)."""
+    return harness.sandbox_suite()
 
 
 @pytest.fixture(scope="session")
@@ -27,12 +49,25 @@ def sandbox_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def sandbox_image() -> str:
-    """Tag of the sandbox host image, built (or reused from cache) once a session."""
+def sandbox_images() -> Callable[[str], str]:
+    """``image(suite)``: the tag of a suite's sandbox image, built (or reused from cache) once a session."""
     harness.ensure_docker()
     # Containers of an interrupted earlier run would hold ports and memory.
     harness.remove_leftovers()
-    return harness.build_image()
+    tags: dict[str, str] = {}
+
+    def image(suite: str) -> str:
+        if suite not in tags:
+            tags[suite] = harness.build_image(suite=suite)
+        return tags[suite]
+
+    return image
+
+
+@pytest.fixture(scope="session")
+def sandbox_image(sandbox_images: Callable[[str], str], sandbox_suite: str) -> str:
+    """Tag of this run's sandbox host image, built (or reused from cache) once a session."""
+    return sandbox_images(sandbox_suite)
 
 
 StartHost = Callable[..., harness.SandboxHost]
@@ -54,6 +89,16 @@ def sandbox_host_factory(sandbox_image: str, sandbox_dir: Path) -> Iterator[Star
     yield start
     for host in started:
         host.remove()
+
+
+@pytest.fixture(scope="session")
+def sandbox_suite_host_factory(sandbox_host_factory: StartHost, sandbox_images: Callable[[str], str]
+                               ) -> StartHost:
+    """Start a sandbox host of a given Debian suite: ``start("web1", "trixie")``; removed at session end."""
+    def start(name: str, suite: str, **kwargs) -> harness.SandboxHost:
+        return sandbox_host_factory(name, image=sandbox_images(suite), **kwargs)
+
+    return start
 
 
 @pytest.fixture(scope="module")
