@@ -17,7 +17,6 @@ import yaml
 
 from .gpu import PROFILE_MODELS
 from .platform import Check
-from .resources.guard import Unused
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
            "render_markdown", "render_html", "render_group_html", "summary_counts"]
@@ -87,36 +86,31 @@ def tuning_checks(host_result) -> list[Check]:
         return out
     if host_result.status == "unreachable":
         return [line("tuning", "roles converged", "FAIL", host_result.message or "unreachable", "fix SSH access")]
-    by_role: dict[str, list] = {}
-    for r in host_result.resources:
-        by_role.setdefault(r.role, []).append(r)
-    for role, rs in by_role.items():
-        pending = [r.id for r in rs if r.status == "changed"]
-        failed = [f"{r.id}: {r.error}" for r in rs if r.status == "failed"]
-        unused = [r for r in rs if r.status == "skipped" and r.id.startswith(f"{Unused.kind}:")]
-        skipped = [r for r in rs if r.status == "skipped" and r not in unused]
-        if failed:
-            out.append(line("tuning", f"role {role}", "FAIL", "; ".join(failed)[:300],
+    from .drift import role_states
+
+    for role, s in role_states(host_result).items():
+        if s.failed:
+            out.append(line("tuning", f"role {role}", "FAIL", "; ".join(s.failed)[:300],
                              f"invoke plan --roles {role} and fix the first error"))
-        elif pending:
-            out.append(line("tuning", f"role {role}", "WARN", f"{len(pending)} pending change(s): "
-                             + ", ".join(pending[:5]) + ("…" if len(pending) > 5 else ""),
+        elif s.pending:
+            out.append(line("tuning", f"role {role}", "WARN", f"{len(s.pending)} pending change(s): "
+                             + ", ".join(s.pending[:5]) + ("…" if len(s.pending) > 5 else ""),
                              f"invoke provision --roles {role}"))
-        elif skipped:
+        elif s.skipped:
             # Not applicable is not a pass: the role's state is not there, and the reason says why.
-            why = "; ".join(dict.fromkeys(r.reason or "skipped" for r in skipped))
-            done = len(rs) - len(skipped)
+            why = "; ".join(dict.fromkeys(s.skipped))
+            done = s.total - len(s.skipped)
             out.append(line("tuning", f"role {role}", "WARN",
                              (f"{done} resource(s) converged, " if done else "")
-                             + f"{len(skipped)} not applied here: {why}"[:300],
+                             + f"{len(s.skipped)} not applied here: {why}"[:300],
                              f"if {role} should run on this host, fix what the reason names; "
                              f"else leave {role} out of its --roles"))
-        elif unused and len(unused) == len(rs):
+        elif s.unused and len(s.unused) == s.total:
             # The inventory asks this role for nothing here: a choice, not a gap.
             out.append(line("tuning", f"role {role}", "PASS",
-                            "not asked for: " + "; ".join(dict.fromkeys(r.reason or "" for r in unused))))
+                            "not asked for: " + "; ".join(dict.fromkeys(s.unused))))
         else:
-            out.append(line("tuning", f"role {role}", "PASS", f"{len(rs) - len(unused)} resources converged"))
+            out.append(line("tuning", f"role {role}", "PASS", f"{s.total - len(s.unused)} resources converged"))
     if host_result.message and host_result.status == "failed" and not out:
         out.append(line("tuning", "roles converged", "FAIL", host_result.message, "invoke plan to see why"))
     return out

@@ -378,8 +378,9 @@ def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new
 from .latency.tasks import bench, tune_window  # noqa: E402 - the latency tasks use the helpers above
 
 from .engines_task import engines  # noqa: E402 - a thin task over _provision above
+from .drift import drift  # noqa: E402 - the drift report plans through _prepared above
 
-ns = Collection(provision, plan, facts, hosts, sandbox, audit, checklist, topology, bench, tune_window, engines)
+ns = Collection(provision, plan, facts, hosts, sandbox, audit, checklist, topology, bench, tune_window, engines, drift)
 program = Program(namespace=ns, version=__version__, name="bringup", binary="bringup")
 
 

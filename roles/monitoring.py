@@ -3,7 +3,8 @@
 Prometheus scrapes Triton (:8002), the DCGM exporter (:9400) and the node
 exporter (:9100) of ``monitoring_targets``.  The alert rules are the guide's
 (p95 above ``latency_slo_p95_ms`` for 5 minutes while queue time rises), Triton
-down, DCGM XID errors and GPU temperature, written against the summaries and
+down, DCGM XID errors and GPU temperature, and the drift report's (``invoke drift
+--prometheus``: drift, unreachable hosts, a nightly check that stopped), written against the summaries and
 counters Triton really exports; they are unit-tested with ``promtool test
 rules``.  Grafana is provisioned with a Prometheus data source and a Triton
 dashboard (p50/p95, queue vs compute time, average batch size, GPU and memory
@@ -16,7 +17,8 @@ Variables:
     latency_slo_p95_ms: the p95 SLO in ms (50: the guide's result was 48).
     monitoring_targets: hosts to scrape (default: this host, 127.0.0.1).
     monitoring_stack, monitoring_node_exporter, monitoring_images, monitoring_dir,
-    monitoring_gpu_temp_c, monitoring_scrape_interval, monitoring_retention.
+    monitoring_gpu_temp_c, monitoring_scrape_interval, monitoring_retention,
+    monitoring_drift_stale_hours (26: the nightly drift check plus slack).
 """
 from __future__ import annotations
 
@@ -48,6 +50,8 @@ DEFAULTS = {
     "monitoring_gpu_temp_c": 85,
     "monitoring_scrape_interval": "5s",
     "monitoring_retention": "15d",
+    # invoke drift runs nightly: a host whose last check is older than this is alerted on.
+    "monitoring_drift_stale_hours": 26,
     "monitoring_images": {
         "prometheus": "prom/prometheus:v2.53.0",
         "grafana": "grafana/grafana:11.1.0",
@@ -70,6 +74,7 @@ def _number(v, what: str, lo: float, hi: float) -> float:
 def validate(vars: dict) -> None:
     _number(vars.get("latency_slo_p95_ms"), "latency_slo_p95_ms", 1, 60000)
     _number(vars.get("monitoring_gpu_temp_c"), "monitoring_gpu_temp_c", 30, 120)
+    _number(vars.get("monitoring_drift_stale_hours"), "monitoring_drift_stale_hours", 1, 24 * 31)
     targets = vars.get("monitoring_targets")
     if not isinstance(targets, list) or not targets or not all(isinstance(t, str) and _HOST.match(t) for t in targets):
         raise InputError(f"monitoring_targets {targets!r}: a list of host names or addresses")
@@ -146,7 +151,8 @@ def files(host) -> tuple[dict[str, str], str]:
             "monitoring/prometheus.yml.j2", interval=v["monitoring_scrape_interval"],
             targets=v["monitoring_targets"], ports=ports),
         f"{d}/prometheus/rules/triton.rules.yml": host.render(
-            "monitoring/triton.rules.yml.j2", slo_ms=v["latency_slo_p95_ms"], gpu_temp_c=v["monitoring_gpu_temp_c"]),
+            "monitoring/triton.rules.yml.j2", slo_ms=v["latency_slo_p95_ms"], gpu_temp_c=v["monitoring_gpu_temp_c"],
+            drift_stale_hours=v["monitoring_drift_stale_hours"]),
         f"{d}/grafana/provisioning/datasources/prometheus.yml": host.render(
             "monitoring/grafana-datasource.yml.j2", url=f"http://127.0.0.1:{int(ports['prometheus'])}"),
         f"{d}/grafana/provisioning/dashboards/bringup.yml": host.render("monitoring/grafana-dashboards.yml.j2"),
@@ -178,6 +184,7 @@ def resources(host):
         # Prometheus and Grafana read their files at start: the revision label recreates them on change.
         out.append(ComposeUp(f"{d}/docker-compose.yml", project="monitoring", container="prometheus", revision=rev))
     return out
+
 
 def rule_names(text: str) -> dict[str, list[str]]:
     """``{group: [record/alert names]}`` of a rendered rules file."""

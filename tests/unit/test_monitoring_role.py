@@ -32,11 +32,12 @@ def rendered(**over) -> tuple[dict[str, str], str]:
     return M.files(host)
 
 
-def run_rule_tests(tmp_path: Path, **over) -> subprocess.CompletedProcess:
+def run_rule_tests(tmp_path: Path, tests: Path = TESTS, **over) -> subprocess.CompletedProcess:
+    """``promtool test rules`` of ``tests`` against the rules rendered with ``over``."""
     files, _ = rendered(**over)
     (tmp_path / "triton.rules.yml").write_text(files[f"{D}/prometheus/rules/triton.rules.yml"])
-    shutil.copy(TESTS, tmp_path / TESTS.name)
-    return subprocess.run([promtool(), "test", "rules", TESTS.name], cwd=tmp_path, capture_output=True, text=True)
+    shutil.copy(tests, tmp_path / tests.name)
+    return subprocess.run([promtool(), "test", "rules", tests.name], cwd=tmp_path, capture_output=True, text=True)
 
 
 def test_alert_rules_pass_promtool_unit_tests(tmp_path):
@@ -111,7 +112,36 @@ def test_compose_services_are_pinned_and_optional():
 
 
 @pytest.mark.parametrize("key,value", [("latency_slo_p95_ms", "fast"), ("monitoring_targets", ["a b"]),
-                                       ("monitoring_retention", "forever"), ("monitoring_gpu_temp_c", 500)])
+                                       ("monitoring_retention", "forever"), ("monitoring_gpu_temp_c", 500),
+                                       ("monitoring_drift_stale_hours", 0)])
 def test_bad_values_are_refused(key, value):
     with pytest.raises(InputError, match=key):
         M.validate({**M.DEFAULTS, key: value})
+
+
+DRIFT_TESTS = Path(__file__).parent / "promtool" / "drift_rules_test.yml"
+
+
+def test_drift_alert_rules_pass_promtool_unit_tests(tmp_path):
+    r = run_rule_tests(tmp_path, DRIFT_TESTS)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "SUCCESS" in r.stdout
+
+
+def test_the_drift_unit_tests_notice_a_different_staleness_limit(tmp_path):
+    # With 28 h the host checked 27 h ago is not stale yet: the test really exercises the limit.
+    r = run_rule_tests(tmp_path, DRIFT_TESTS, monitoring_drift_stale_hours=28)
+    assert r.returncode != 0 and "BringupDriftCheckStale" in r.stdout + r.stderr
+
+
+def test_drift_rules_read_the_metrics_invoke_drift_writes():
+    from bringup.drift import METRICS
+
+    files, _ = rendered()
+    rules = yaml.safe_load(files[f"{D}/prometheus/rules/triton.rules.yml"])
+    group = next(g for g in rules["groups"] if g["name"] == "bringup-drift")
+    exprs = " ".join(r["expr"] for r in group["rules"])
+    assert {r["alert"] for r in group["rules"]} == {"BringupDrift", "BringupDriftCheckFailed", "BringupUnreachable",
+                                                     "BringupDriftCheckStale"}
+    assert all(name in exprs for name in METRICS)
+    assert "> 26 * 3600" in exprs

@@ -1,0 +1,258 @@
+"""``invoke drift``: which hosts drifted from the inventory, for people (a table) and for alerting (Prometheus).
+
+Every selected host is planned in check mode (:class:`bringup.runner.HostRun`
+through :func:`bringup.runner.run_hosts`, in parallel), nothing is written on
+any host, and the plans are summed up per host and role: the resources that
+would change (drift), those whose state could not be planned (errors), or the
+host unreachable.  The same summary reads as a table, as JSON (``--json``),
+and as the Prometheus text the node exporter's textfile collector serves
+(``--prometheus FILE``)::
+
+    invoke drift --group all --prometheus /var/lib/node_exporter/textfile_collector/bringup.prom
+
+Exit codes follow the run's: 0 nothing drifted, 2 something drifted (or a
+role could not be planned), 4 a host was unreachable (4 wins over 2, as in
+Ansible), 1 bad input.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from invoke import Exit, task
+from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+from rich.table import Table
+
+from .errors import InputError
+from .resources.guard import Unused
+from .runner import HostResult
+
+__all__ = ["RoleState", "HostDrift", "DriftReport", "role_states", "summarize", "render_table", "to_json",
+           "registry", "write_prometheus", "check_prometheus_path", "drift", "METRICS"]
+
+#: The metrics of ``--prometheus``, with their HELP text (the monitoring role's alert rules read them).
+METRICS = {
+    "bringup_drift_resources": "Resources of a role that a check-mode plan would change (drift from the inventory)",
+    "bringup_drift_errors": "Resources of a role whose state could not be read or planned",
+    "bringup_last_check_timestamp_seconds": "When invoke drift last planned the host (Unix time)",
+    "bringup_unreachable": "1 when the host could not be reached by the last invoke drift, else 0",
+}
+
+
+@dataclass
+class RoleState:
+    """One role's resources on one host, as a check-mode plan left them."""
+
+    role: str
+    total: int = 0
+    #: Ids of the resources that would change.
+    pending: list[str] = field(default_factory=list)
+    #: ``id: error`` of the resources that could not be planned.
+    failed: list[str] = field(default_factory=list)
+    #: Reasons of the resources not applicable here (not a drift, not a pass either).
+    skipped: list[str] = field(default_factory=list)
+    #: Reasons of the resources the inventory does not ask for (``Unused``).
+    unused: list[str] = field(default_factory=list)
+
+
+def role_states(result: HostResult) -> dict[str, RoleState]:
+    """``{role: RoleState}`` of one host's plan, in the roles' order (the checklist reads it too)."""
+    out: dict[str, RoleState] = {}
+    for r in result.resources:
+        s = out.setdefault(r.role, RoleState(r.role))
+        s.total += 1
+        if r.status == "changed":
+            s.pending.append(r.id)
+        elif r.status == "failed":
+            s.failed.append(f"{r.id}: {r.error}")
+        elif r.status == "skipped" and r.id.startswith(f"{Unused.kind}:"):
+            s.unused.append(r.reason or "")
+        elif r.status == "skipped":
+            s.skipped.append(r.reason or "skipped")
+    return out
+
+
+@dataclass
+class HostDrift:
+    """One host's line of the report."""
+
+    host: str
+    #: converged | drifted | failed | unreachable | interrupted | not started
+    status: str
+    roles: dict[str, RoleState]
+    message: str | None = None
+
+
+@dataclass
+class DriftReport:
+    """Every host's drift, the roles planned, and when."""
+
+    hosts: list[HostDrift]
+    roles: list[str]
+    checked_at: float
+
+    @property
+    def exit_code(self) -> int:
+        """4 when a host was unreachable, else 2 when one drifted (or could not be planned), else 0."""
+        statuses = {h.status for h in self.hosts}
+        if "unreachable" in statuses:
+            return 4
+        return 2 if statuses - {"converged"} else 0
+
+
+def _host_status(result: HostResult, roles: dict[str, RoleState]) -> str:
+    if result.status in ("unreachable", "interrupted", "not started"):
+        return result.status
+    if result.status == "failed" or any(s.failed for s in roles.values()):
+        return "failed"
+    return "drifted" if any(s.pending for s in roles.values()) else "converged"
+
+
+def summarize(results: list[HostResult], roles: list[str], checked_at: float | None = None) -> DriftReport:
+    """The report of check-mode ``results`` (one per host) of ``roles``."""
+    hosts = []
+    for r in results:
+        states = role_states(r)
+        hosts.append(HostDrift(r.host, _host_status(r, states), states, r.message))
+    return DriftReport(hosts, list(roles), time.time() if checked_at is None else checked_at)
+
+
+_STYLE = {"converged": "green", "drifted": "yellow", "failed": "red", "unreachable": "red"}
+
+
+def _cell(s: RoleState | None) -> str:
+    if s is None:
+        return "-"
+    if s.failed:
+        return f"[red]error ({len(s.failed)})[/]"
+    if s.pending:
+        return f"[yellow]{len(s.pending)} pending[/]"
+    if s.skipped and len(s.skipped) == s.total:
+        return "[dim]not applicable[/]"
+    return "[green]ok[/]"
+
+
+def render_table(report: DriftReport) -> Table:
+    """One row per host, one column per role: ``N pending``, ``ok``, ``error (N)``, or the row unreachable."""
+    t = Table("host", "status", *report.roles, title="drift (check mode: nothing was changed)", box=None)
+    for h in report.hosts:
+        status = f"[{_STYLE.get(h.status, 'dim')}]{h.status}[/]"
+        if h.status in ("unreachable", "interrupted", "not started") or (h.status == "failed" and not h.roles):
+            t.add_row(h.host, status, *([h.message or h.status] + [""] * (len(report.roles) - 1)))
+            continue
+        t.add_row(h.host, status, *(_cell(h.roles.get(role)) for role in report.roles))
+    return t
+
+
+def to_json(report: DriftReport) -> dict:
+    """The report as a JSON-able document (``--json``)."""
+    return {
+        "checked_at": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(report.checked_at)),
+        "roles": report.roles,
+        "hosts": {h.host: {"status": h.status, "message": h.message,
+                           "roles": {role: {"pending": s.pending, "errors": s.failed,
+                                            "not_applicable": s.skipped} for role, s in h.roles.items()}}
+                  for h in report.hosts},
+        "drifted": [h.host for h in report.hosts if h.status == "drifted"],
+        "unreachable": [h.host for h in report.hosts if h.status == "unreachable"],
+        "exit_code": report.exit_code,
+    }
+
+
+def registry(report: DriftReport) -> CollectorRegistry:
+    """The report as Prometheus metrics (:data:`METRICS`); a host that was not planned has no drift series."""
+    reg = CollectorRegistry(auto_describe=True)
+    g = {name: Gauge(name, help_, ["host", "role"] if name.startswith("bringup_drift_") else ["host"],
+                     registry=reg)
+         for name, help_ in METRICS.items()}
+    for h in report.hosts:
+        if h.status in ("interrupted", "not started"):
+            continue  # not checked this time: its last check stays what it was (and may go stale)
+        g["bringup_last_check_timestamp_seconds"].labels(h.host).set(report.checked_at)
+        g["bringup_unreachable"].labels(h.host).set(1 if h.status == "unreachable" else 0)
+        for role, s in h.roles.items():
+            g["bringup_drift_resources"].labels(h.host, role).set(len(s.pending))
+            g["bringup_drift_errors"].labels(h.host, role).set(len(s.failed))
+    return reg
+
+
+def check_prometheus_path(path: str) -> Path:
+    """``--prometheus FILE`` checked before anything connects: a ``.prom`` file in an existing folder."""
+    p = Path(path)
+    if p.suffix != ".prom":
+        raise InputError(f"--prometheus {path}: the node exporter's textfile collector reads only *.prom files; "
+                         "name it like bringup.prom")
+    if not p.parent.is_dir():
+        raise InputError(f"--prometheus {path}: folder {p.parent} does not exist; create it (the node exporter's "
+                         "--collector.textfile.directory)")
+    if p.is_dir():
+        raise InputError(f"--prometheus {path} is a folder: give a file name in it, like {p / 'bringup.prom'}")
+    return p
+
+
+def write_prometheus(report: DriftReport, path: Path) -> None:
+    """Write the metrics to ``path`` atomically (a temporary file in the same folder, renamed over it).
+
+    The collector never reads a half-written file; a failed write leaves the
+    previous file as it was and no temporary file behind.
+    """
+    write_to_textfile(str(path), registry(report))
+    os.chmod(path, 0o644)  # the node exporter usually runs as its own user
+
+
+@task(iterable=["set_"], help={
+    "host": "one host of the inventory",
+    "hosts": "several hosts, comma separated",
+    "group": "every host of an inventory group (all: the whole inventory)",
+    "roles": "a subset of roles, comma separated (default all)",
+    "inventory": "inventory file (Ansible YAML), default ./hosts",
+    "set": "KEY=VALUE variable override (highest precedence); repeatable",
+    "forks": "hosts planned in parallel (default 10)",
+    "json": "print the report as JSON instead of the table",
+    "prometheus": "also write the report as Prometheus text to FILE (*.prom, for the textfile collector)",
+    "accept-new-host-keys": "record unknown host keys (a changed key is still refused)",
+})
+def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks=10, json_=False,
+          prometheus=None, accept_new_host_keys=False):
+    """Which hosts drifted from the inventory: every host planned in check mode, one table host x role."""
+    import json
+
+    from .cli import _console, _fail, _forks, _interruptible, _prepared
+    from .errors import BringupError
+    from .report import Report
+    from .runner import Options, run_hosts
+    from .templates import Templates
+
+    console = _console()
+    try:
+        prom = check_prometheus_path(prometheus) if prometheus else None
+        opts = Options(check=True, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys)
+        inv, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
+    except BringupError as e:
+        raise _fail(e) from None
+    report_file = Report(Path("reports"), command="drift", hosts=[h.name for h in chosen], args={
+        "hosts": [h.name for h in chosen], "roles": [r.name for r in selected], "inventory": str(inv.path)})
+    with _interruptible(console) as stop:
+        results = run_hosts(chosen, selected, role_vars, opts, Templates(root / "templates"),
+                            on_result=report_file.add, stop=stop)
+    report_file.write(finished=True)
+    report = summarize(results, [r.name for r in selected])
+    if json_:
+        print(json.dumps(to_json(report), indent=2))
+    else:
+        console.print(render_table(report))
+        for h in report.hosts:
+            for role, s in h.roles.items():
+                for line in s.failed:
+                    console.print(f"{h.host}: {role}: {line}", markup=False, highlight=False, style="red")
+    if prom is not None:
+        try:
+            write_prometheus(report, prom)
+        except OSError as e:
+            raise Exit(f"error: --prometheus {prom}: {e.strerror or e}", code=1) from None
+    if stop.requested:
+        raise Exit(code=stop.exit_code)
+    if report.exit_code:
+        raise Exit(code=report.exit_code)

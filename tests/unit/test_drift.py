@@ -1,0 +1,161 @@
+"""invoke drift's report: the summary per host and role, its exit code, the table, JSON and Prometheus text
+(parsed by Debian's promtool and by prometheus_client's parser), the atomic write, bad input."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+from rich.console import Console
+
+from bringup import drift as D
+from bringup.errors import InputError
+from bringup.runner import HostResult, ResourceResult
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def res(role, id_, status, **kw) -> ResourceResult:
+    return ResourceResult(role, id_, status, **kw)
+
+
+def converged() -> HostResult:
+    return HostResult("conv-01", resources=[res("sysctl", "file:/etc/sysctl.d/90-trt-latency.conf", "ok"),
+                                            res("docker", "service:docker", "ok")])
+
+
+def drifted() -> HostResult:
+    return HostResult("drift-01", resources=[
+        res("sysctl", "sysctl:net.core.busy_read", "changed"), res("sysctl", "sysctl:net.core.busy_poll", "changed"),
+        res("sysctl", "file:/etc/sysctl.d/90-trt-latency.conf", "ok"), res("docker", "service:docker", "ok"),
+        res("docker", "guard:unused", "skipped", reason="no registry_auths")])
+
+
+def unreachable() -> HostResult:
+    return HostResult("gone-01", status="unreachable", message="127.0.0.1:1: connection refused")
+
+
+def failed() -> HostResult:
+    return HostResult("err-01", status="failed", resources=[
+        res("sysctl", "sysctl:net.core.busy_read", "failed", error="its state could not be read"),
+        res("docker", "service:docker", "changed")])
+
+
+def report(*results) -> D.DriftReport:
+    return D.summarize(list(results), ["sysctl", "docker"], checked_at=1_700_000_000.0)
+
+
+def test_summary_per_host_and_role():
+    r = report(converged(), drifted(), failed())
+    by = {h.host: h for h in r.hosts}
+    assert [by[h].status for h in ("conv-01", "drift-01", "err-01")] == ["converged", "drifted", "failed"]
+    assert by["drift-01"].roles["sysctl"].pending == ["sysctl:net.core.busy_read", "sysctl:net.core.busy_poll"]
+    assert by["drift-01"].roles["docker"].pending == [] and by["drift-01"].roles["docker"].total == 2
+    assert by["err-01"].roles["sysctl"].failed == ["sysctl:net.core.busy_read: its state could not be read"]
+
+
+@pytest.mark.parametrize("results,code", [
+    ((converged,), 0), ((converged, drifted), 2), ((converged, failed), 2),
+    ((converged, unreachable), 4), ((drifted, unreachable, failed), 4)])
+def test_exit_codes_follow_the_run_4_wins_over_2(results, code):
+    assert report(*(f() for f in results)).exit_code == code
+
+
+def test_table_names_pending_changes_and_unreachable_hosts():
+    console = Console(width=200, record=True, color_system=None)
+    console.print(D.render_table(report(converged(), drifted(), unreachable())))
+    text = console.export_text()
+    rows = {line.split()[0]: line for line in text.splitlines() if line.strip() and line.split()[0].endswith("-01")}
+    assert rows["drift-01"].split()[1:] == ["drifted", "2", "pending", "ok"]
+    assert rows["conv-01"].split()[1:] == ["converged", "ok", "ok"]
+    assert "unreachable" in rows["gone-01"] and "connection refused" in rows["gone-01"]
+
+
+def test_json_lists_drifted_and_unreachable():
+    doc = json.loads(json.dumps(D.to_json(report(converged(), drifted(), unreachable()))))
+    assert doc["drifted"] == ["drift-01"] and doc["unreachable"] == ["gone-01"] and doc["exit_code"] == 4
+    assert doc["hosts"]["drift-01"]["roles"]["sysctl"]["pending"] == ["sysctl:net.core.busy_read",
+                                                                      "sysctl:net.core.busy_poll"]
+    assert doc["hosts"]["gone-01"]["status"] == "unreachable" and doc["hosts"]["gone-01"]["roles"] == {}
+
+
+def samples(text: str) -> dict[tuple, float]:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(text) for s in fam.samples}
+
+
+def test_prometheus_text_has_the_issue_metrics(tmp_path):
+    path = tmp_path / "bringup.prom"
+    D.write_prometheus(report(converged(), drifted(), unreachable()), path)
+    got = samples(path.read_text())
+    assert got[("bringup_drift_resources", (("host", "drift-01"), ("role", "sysctl")))] == 2
+    assert got[("bringup_drift_resources", (("host", "drift-01"), ("role", "docker")))] == 0
+    assert got[("bringup_drift_resources", (("host", "conv-01"), ("role", "sysctl")))] == 0
+    assert got[("bringup_last_check_timestamp_seconds", (("host", "gone-01"),))] == 1_700_000_000.0
+    assert got[("bringup_unreachable", (("host", "gone-01"),))] == 1
+    assert got[("bringup_unreachable", (("host", "drift-01"),))] == 0
+    # An unreachable host's roles are unknown: no drift series rather than a false 0.
+    assert not any(k[0] == "bringup_drift_resources" and ("host", "gone-01") in k[1] for k in got)
+    assert oct(path.stat().st_mode & 0o777) == "0o644"
+
+
+def test_prometheus_text_passes_promtool_check_metrics(tmp_path):
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is not installed: apt-get install prometheus (scripts/ci-setup.sh does)"
+    path = tmp_path / "bringup.prom"
+    D.write_prometheus(report(converged(), drifted(), unreachable(), failed()), path)
+    text = path.read_text()
+    r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for name in D.METRICS:
+        assert f"# HELP {name} " in text and f"# TYPE {name} gauge" in text
+
+
+def test_label_values_are_escaped(tmp_path):
+    odd = HostResult('we"ird\\host\nx', resources=[res("sysctl", "a", "changed")])
+    path = tmp_path / "bringup.prom"
+    D.write_prometheus(D.summarize([odd], ["sysctl"], 1.0), path)
+    text = path.read_text()
+    assert 'host="we\\"ird\\\\host\\nx"' in text
+    got = samples(text)
+    assert got[("bringup_drift_resources", (("host", 'we"ird\\host\nx'), ("role", "sysctl")))] == 1
+
+
+def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary(tmp_path, monkeypatch):
+    path = tmp_path / "bringup.prom"
+    D.write_prometheus(report(converged()), path)
+    before = path.read_text()
+
+    def broken_rename(src, dst):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "rename", broken_rename)
+    with pytest.raises(OSError):
+        D.write_prometheus(report(drifted()), path)
+    assert path.read_text() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bringup.prom"]
+
+
+@pytest.mark.parametrize("name,match", [("bringup.txt", r"\*\.prom"), ("missing/bringup.prom", "does not exist")])
+def test_prometheus_path_checked_before_anything(tmp_path, name, match):
+    with pytest.raises(InputError, match=match):
+        D.check_prometheus_path(str(tmp_path / name))
+
+
+def test_bad_prometheus_path_is_one_line_and_connects_to_nothing(tmp_path):
+    # The inventory's host is a closed port: had drift connected, it would say unreachable (exit 4).
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h1": {
+        "ansible_host": "127.0.0.1", "ansible_port": 1}}}}))
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "drift", "--group", "all",
+                        "--prometheus", str(tmp_path / "nowhere" / "bringup.prom")],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    assert len(lines) == 1 and "does not exist" in lines[0] and "Traceback" not in r.stderr
+    assert not (tmp_path / "reports").exists() and not (tmp_path / "nowhere").exists()
