@@ -21,10 +21,11 @@ from .facts import ALL_FACTS
 from .facts.gather import gather, load_facts
 from .inventory import load_inventory, parse_set
 from .project import content_root
-from .report import Report, print_host, print_recap, progress_display
+from .report import Report, print_host, print_recap, print_rollout_stopped, progress_display
 from .roles import load_roles, select_roles
 from .secrets import mask_output
-from .runner import HostResult, Options, Stop, exit_code, prepare, run_hosts
+from .rollout import parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
+from .runner import HostResult, Options, Stop, exit_code, prepare
 from .templates import Templates
 
 __all__ = ["ns", "program", "main"]
@@ -45,14 +46,17 @@ def _load(inventory, set_):
     return load_inventory(inventory, overrides=parse_set(list(set_ or [])))
 
 
-def _selected(inventory, set_, host, hosts, group):
+def _selected(inventory, set_, host, hosts, group, limit=None):
     inv = _load(inventory, set_)
-    return inv, inv.select(host=host, hosts=hosts, group=group)
+    if limit and not (host or hosts or group):
+        return inv, inv.limit(limit)  # --limit alone picks from the whole inventory
+    chosen = inv.select(host=host, hosts=hosts, group=group)
+    return inv, inv.limit(limit, chosen) if limit else chosen
 
 
-def _prepared(inventory, set_, host, hosts, group, roles):
+def _prepared(inventory, set_, host, hosts, group, roles, limit=None):
     """The selected hosts and roles, with every role's variables merged and validated (nothing connects)."""
-    inv, chosen = _selected(inventory, set_, host, hosts, group)
+    inv, chosen = _selected(inventory, set_, host, hosts, group, limit)
     root = content_root()
     order, all_roles = load_roles(root)
     selected = select_roles(order, all_roles, roles)
@@ -99,6 +103,8 @@ _SELECT_HELP = {
     "inventory": "inventory file (Ansible YAML), default ./hosts",
     "set": "KEY=VALUE variable override (highest precedence); repeatable",
 }
+_LIMIT_HELP = ("Ansible host pattern narrowing the selection ('l40s:&rack2:!trt-l40s-03', 'trt-a10-*'), "
+               "or @reports/last.retry")
 
 
 @task(
@@ -112,27 +118,34 @@ _SELECT_HELP = {
         "accept-new-host-keys": "record unknown host keys (a changed key is still refused)",
         "verbose": "also list resources with nothing to do, and why",
         "allow-reboot": "reboot a host whose new state needs it (a driver), wait for SSH, verify, go on",
+        "limit": _LIMIT_HELP,
+        "serial": "rolling batches, Ansible's serial: sizes or percentages, the last repeating (1,25%)",
+        "max-fail-percentage": "stop the rollout when more than N% of a batch failed (0: at the first failure)",
     },
 )
 def provision(c, host=None, hosts=None, group=None, roles=None, check=False, diff=False,
               inventory="hosts", set_=None, forks=10, accept_new_host_keys=False, verbose=False,
-              allow_reboot=False):
+              allow_reboot=False, limit=None, serial=None, max_fail_percentage=None):
     """Converge hosts to the inventory's state: invoke provision --host trt-l40s-01"""
     code = _provision(host=host, hosts=hosts, group=group, roles=roles, check=check, diff=diff,
                       inventory=inventory, set_=set_, forks=forks,
-                      accept_new_host_keys=accept_new_host_keys, verbose=verbose, allow_reboot=allow_reboot)
+                      accept_new_host_keys=accept_new_host_keys, verbose=verbose, allow_reboot=allow_reboot,
+                      limit=limit, serial=serial, max_fail_percentage=max_fail_percentage)
     if code:
         raise Exit(code=code)
 
 
 def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, diff=False, inventory="hosts",
                set_=None, forks=10, accept_new_host_keys=False, verbose=False, console=None,
-               command="provision", allow_reboot=False) -> int:
+               command="provision", allow_reboot=False, limit=None, serial=None, max_fail_percentage=None) -> int:
     console = console or _console()
     try:
         opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
                        allow_reboot=allow_reboot)
-        inv, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
+        batches, max_fail = parse_serial(serial), parse_max_fail(max_fail_percentage)
+        inv, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles, limit)
+        if not check:
+            validate_hooks(chosen)
     except BringupError as e:
         raise _fail(e) from None
     report = Report(Path("reports"), command=command, hosts=[h.name for h in chosen], args={
@@ -146,13 +159,19 @@ def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, di
         report.add(r)
 
     with _interruptible(console) as stop, progress_display(console, [h.name for h in chosen]) as progress:
-        results = run_hosts(chosen, selected, role_vars, opts, Templates(root / "templates"), progress, finished,
-                            stop=stop)
+        run = rollout(chosen, selected, role_vars, opts, Templates(root / "templates"), progress, finished,
+                      stop=stop, serial=batches, max_fail_percentage=max_fail)
+    results = run.results
     print_recap([r for r in results if r.status != "not started"], console)
     if stop.requested:
         _print_interrupted(stop, results, console)
+    elif run.stopped:
+        print_rollout_stopped(run.stopped, run.never_started, console)
     path = report.write(finished=True)
     console.print(f"report: {path}", style="dim")
+    retry = None if check else write_retry(path.parent, results, path.stem)
+    if retry:
+        console.print(f"retry: --limit @{retry}", style="dim", highlight=False)
     return stop.exit_code if stop.requested else exit_code(results)
 
 
@@ -198,13 +217,13 @@ def _print_interrupted(stop: Stop, results: list[HostResult], console: Console) 
 
 @task(iterable=["set_"], help={**_SELECT_HELP, "roles": "a subset of roles, comma separated",
                                "forks": "hosts handled in parallel", "verbose": "list no-op resources too",
-                               "accept-new-host-keys": "record unknown host keys"})
+                               "accept-new-host-keys": "record unknown host keys", "limit": _LIMIT_HELP})
 def plan(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks=10,
-         accept_new_host_keys=False, verbose=False):
+         accept_new_host_keys=False, verbose=False, limit=None):
     """Show what provision would change, with diffs (provision --check --diff)."""
     code = _provision(host=host, hosts=hosts, group=group, roles=roles, check=True, diff=True,
                       inventory=inventory, set_=set_, forks=forks, accept_new_host_keys=accept_new_host_keys,
-                      verbose=verbose, command="plan")
+                      verbose=verbose, command="plan", limit=limit)
     if code:
         raise Exit(code=code)
 

@@ -15,7 +15,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from .runner import HostResult
 from .secrets import MASK
 
-__all__ = ["recap_line", "print_host", "print_recap", "Report", "progress_display"]
+__all__ = ["recap_line", "print_host", "print_recap", "print_rollout_stopped", "Report", "progress_display"]
 
 _COLOURS = {"ok": "green", "changed": "yellow", "failed": "red", "skipped": "cyan", "unreachable": "red"}
 
@@ -111,3 +111,10 @@ def progress_display(console: Console, hosts: list[str]) -> Iterator:
         def update(host: str, text: str) -> None:
             prog.update(tasks[host], description=text)
         yield update
+
+
+def print_rollout_stopped(why: str, never_started: list[str], console: Console) -> None:
+    """After the recap: why a rolling run stopped, and the hosts it never started."""
+    console.print(f"[bold red]ROLLOUT STOPPED[/] {why}", highlight=False)
+    if never_started:
+        console.print(f"  not started: {', '.join(never_started)}", markup=False, highlight=False)

@@ -12,6 +12,7 @@ A role module declares its desired state as data::
     def verify(host, transport) -> str | None: ...   # optional: after the role wrote something
     def rollback(host, transport) -> str: ...        # optional: when verify raised
     def checks(host: HostContext) -> list[Check]: ...  # optional: the role's lines in the rack checklist
+    def health(host, transport) -> str | None: ...   # optional: a rolling run's gate after each host
 
 ``roles/__init__.py`` holds ``ORDER``, the standard order of the roles.  The
 engine imports whatever is there and knows no role by name.
@@ -126,6 +127,16 @@ class Role:
 
     def rollback(self, ctx: HostContext, transport) -> str:
         return self.module.rollback(ctx, transport)
+
+    # Optional health gate of a rolling run (``provision --serial``, hosts with drain hooks), called after a
+    # host converged: ``health(host, transport)`` raises BringupError when what the role runs does not serve,
+    # returns a line saying what it checked, or None when the host runs nothing of the role.
+    @property
+    def has_health(self) -> bool:
+        return callable(getattr(self.module, "health", None))
+
+    def health(self, ctx: HostContext, transport) -> str | None:
+        return self.module.health(ctx, transport)
 
 
 def _import(path: Path, name: str) -> ModuleType:

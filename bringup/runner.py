@@ -39,6 +39,8 @@ class Options:
     accept_new_host_keys: bool = False
     #: Reboot a host when a role's state needs it (``--allow-reboot``), then carry on.
     allow_reboot: bool = False
+    #: After a host converged, each selected role's ``health`` hook must pass (a rolling run's gate).
+    health_gate: bool = False
 
 
 @dataclass
@@ -267,6 +269,8 @@ class HostRun:
             self.stop.check("before connecting")
             self.gather()
             self._roles()
+            if self.opts.health_gate and not self.opts.check and not result.count("failed"):
+                self._health()
         except Interrupted as e:
             result.status, result.message = "interrupted", str(e)
         except Unreachable as e:
@@ -348,6 +352,25 @@ class HostRun:
                 plans_of[j] = self.declare(plans_of[j][0])
                 reads[j] = None
             stale = True
+
+    def _health(self) -> None:
+        """The health gate: each selected role's ``health(host, transport)`` hook, over this connection.
+
+        A hook returns a line (recorded as ``health:<role>``, ok), None when the
+        host runs nothing of the role to check, or raises: the host failed.
+        """
+        for role in self.roles:
+            if not role.has_health:
+                continue
+            self.progress(self.host.name, f"{role.name}: health gate")
+            try:
+                note = role.health(self.context(role), self.transport)
+            except BringupError as e:
+                self.result.resources.append(ResourceResult(role.name, f"health:{role.name}", "failed",
+                                                            error=f"health gate: {e}"))
+                continue
+            if note:
+                self.result.resources.append(ResourceResult(role.name, f"health:{role.name}", "ok", reason=note))
 
     def reboot(self) -> None:
         """Reboot the host, wait for SSH to come back from a new boot; the run goes on with the new connection.
@@ -603,13 +626,14 @@ def _jsonable(changes: dict) -> dict:
 
 def run_hosts(hosts: list[Host], roles: list[Role], role_vars, opts: Options, templates: Templates,
               progress: Progress = lambda h, s: None,
-              on_result: Callable[[HostResult], None] = lambda r: None, stop: Stop | None = None
-              ) -> list[HostResult]:
+              on_result: Callable[[HostResult], None] = lambda r: None, stop: Stop | None = None,
+              run: Callable[..., HostResult] = run_host) -> list[HostResult]:
     """Run on every host in parallel (``opts.forks`` at a time); one host's failure spares the others.
 
     ``on_result`` gets each host's result as soon as that host is done (to print
     and record it while slower hosts go on); the list returned is in host order.
     Once ``stop`` is requested, the hosts still queued end at once as ``not started``.
+    ``run`` runs one host (:func:`run_host`'s arguments; a rollout wraps it in its hooks).
     """
     if not hosts:
         return []
@@ -617,7 +641,7 @@ def run_hosts(hosts: list[Host], roles: list[Role], role_vars, opts: Options, te
     results: dict[str, HostResult] = {}
     with ThreadPoolExecutor(max_workers=max(1, min(opts.forks, len(hosts)))) as pool:
         for h in hosts:
-            by_future[pool.submit(run_host, h, roles, role_vars[h.name], opts, templates, progress, stop)] = h
+            by_future[pool.submit(run, h, roles, role_vars[h.name], opts, templates, progress, stop)] = h
         for f in as_completed(by_future):
             h = by_future[f]
             try:

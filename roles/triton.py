@@ -94,6 +94,8 @@ DEFAULTS = {
     "triton_ports": {"http": 8000, "grpc": 8001, "metrics": 8002},
     "triton_cache_size": 268435456,
     "triton_ready_timeout": 180,
+    #: A rolling run's health gate after each host (``health``): seconds for Triton and every model to be ready.
+    "rollout_health_timeout": 120,
     "triton_stack_dir": "/opt/triton",
     "triton_container": "triton",
     "triton_extra_args": [],
@@ -322,6 +324,7 @@ def validate(vars: dict) -> None:
     from bringup.templates import Templates
 
     _static(vars)
+    _int(vars.get("rollout_health_timeout"), "rollout_health_timeout", 1, 3600)
     # Facts are not known yet: GPU profiles assume gpu_count GPUs (or one) to render and parse.
     facts = {} if vars.get("gpu_count") else {"nvidia.smi": [{"index": 0}]}
     configs = model_configs(vars, facts, Templates(content_root() / "templates").render)
@@ -526,6 +529,21 @@ def verify(host, t) -> str:
         raise BringupError(f"revision {d.revision} is ready but saving it as last-good failed: "
                            f"{(snap.stdout + snap.stderr).strip()[-300:]}")
     return f"revision {d.revision} ready: server and {len(d.models)} model(s) ({', '.join(d.models) or 'none'})"
+
+
+def health(host, t) -> str | None:
+    """A rolling run's gate after each host (``provision --serial``, drain hooks): the server and every
+    model ready, on the host itself (verify's readiness wait, bounded by ``rollout_health_timeout``), the
+    container at the revision this run wants.  None when the host serves nothing."""
+    if _gate(host):
+        return None  # nothing to serve (or no GPU: then the run itself failed)
+    d = _Desired(host)
+    timeout = int(d.vars["rollout_health_timeout"])
+    res = t.run_script(_wait_script(int(d.vars["triton_ports"]["http"]), d.container, d.revision, d.models, timeout))
+    problem = _parse_wait(res.stdout, d.models)
+    if problem:
+        raise BringupError(f"Triton is not serving (waited up to {timeout} s, rollout_health_timeout): {problem}")
+    return f"Triton ready at revision {d.revision}, model(s) ready: {', '.join(d.models) or 'none'}"
 
 
 def rollback(host, t) -> str:

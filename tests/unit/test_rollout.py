@@ -1,0 +1,239 @@
+"""Rolling runs: serial spec, failure threshold, hooks, health gate, retry files.
+
+The rollout runs through the real engine on control-machine hosts (``ansible_connection: local``) with a
+small role: a host whose variable ``fail`` is set runs a command that fails, and the role's health hook
+checks, on the host, a file the test controls.  Hooks are a Python script appending its argv to a file.
+"""
+import stat
+import sys
+import types
+from pathlib import Path
+
+import pytest
+
+from bringup.command import sh
+from bringup.errors import InputError
+from bringup.inventory import ConnectionVars, Host
+from bringup.patterns import read_limit_file
+from bringup.resources import Command
+from bringup.roles import Role
+from bringup.rollout import (batch_sizes, exceeds, parse_max_fail, parse_serial, rollout, validate_hooks,
+                             write_retry)
+from bringup.runner import HostResult, Options, Stop, exit_code
+from bringup.templates import Templates
+
+
+# -- serial spec ------------------------------------------------------------------------------------
+
+
+def sizes(spec, n):
+    return batch_sizes(parse_serial(spec), n)
+
+
+def test_serial_list_with_percentage_rounds_down_and_the_last_repeats():
+    # Ansible's pct_to_int: int(25 / 100 * 10) = 2; the remainder is the last batch.
+    assert sizes("1,25%", 10) == [1, 2, 2, 2, 2, 1]
+    assert sizes("1,30%", 10) == [1, 3, 3, 3]
+    assert sizes("2", 6) == [2, 2, 2]
+    assert sizes("1,5,10", 20) == [1, 5, 10, 4]  # Ansible's documented list example
+
+
+def test_percentage_at_least_one_host():
+    assert sizes("10%", 3) == [1, 1, 1]
+    assert sizes("100%", 7) == [7]
+
+
+def test_batch_larger_than_the_hosts_and_no_serial():
+    assert sizes("50", 6) == [6]
+    assert batch_sizes(None, 6) == [6]
+    assert batch_sizes(None, 0) == []
+
+
+@pytest.mark.parametrize("spec", ["0", "-1", "x", "1,,2", "150%", "0%", "2.5", "25 %%"])
+def test_bad_serial_is_one_line(spec):
+    with pytest.raises(InputError, match=r"^--serial .*: '.*' is not a batch size"):
+        parse_serial(spec)
+
+
+# -- max fail percentage ----------------------------------------------------------------------------
+
+
+def test_max_fail_is_strictly_above_the_threshold_as_ansible():
+    assert exceeds(1, 2, 0) and not exceeds(0, 2, 0)
+    assert not exceeds(1, 2, 50) and exceeds(2, 3, 50)
+    assert not exceeds(1, 4, 25) and exceeds(2, 4, 25)
+    assert not exceeds(3, 3, 100)
+
+
+def test_without_a_threshold_only_a_wholly_failed_batch_stops():
+    assert exceeds(2, 2, None) and not exceeds(1, 2, None)
+
+
+@pytest.mark.parametrize("value", ["-1", "101", "lots"])
+def test_bad_max_fail_is_one_line(value):
+    with pytest.raises(InputError, match="--max-fail-percentage"):
+        parse_max_fail(value)
+    assert parse_max_fail(None) is None and parse_max_fail("12.5") == 12.5
+
+
+# -- the rollout through the engine -----------------------------------------------------------------
+
+HOOK = """import sys
+with open(sys.argv[1], "a") as f:
+    f.write(" ".join(sys.argv[2:]) + "\\n")
+sys.exit(int(sys.argv[2] == "exit-1"))
+"""
+
+
+def _role(tmp_path: Path) -> Role:
+    def resources(ctx):
+        if ctx.vars.get("fail"):
+            return [Command("made to fail", "echo refused >&2; false", unless="false")]
+        return [Command("mark", sh("touch %s", str(tmp_path / f"ran-{ctx.name}")),
+                        creates=str(tmp_path / f"ran-{ctx.name}"))]
+
+    def health(ctx, t):
+        res = t.run_script(sh("cat %s 2>/dev/null || echo missing", str(tmp_path / f"health-{ctx.name}")))
+        if res.stdout.strip() != "ready":
+            from bringup.errors import BringupError
+            raise BringupError(f"not ready ({res.stdout.strip()})")
+        return "ready"
+
+    return Role("fake", types.SimpleNamespace(FACTS=(), resources=resources, health=health))
+
+
+def _hosts(tmp_path: Path, n: int, log: Path, **per_host) -> list[Host]:
+    hook = tmp_path / "hook.py"
+    hook.write_text(HOOK)
+    out = []
+    for i in range(1, n + 1):
+        name = f"h{i}"
+        v = {"drain_command": [sys.executable, str(hook), str(log), "drain"],
+             "undrain_command": [sys.executable, str(hook), str(log), "undrain"],
+             **per_host.get(name, {})}
+        out.append(Host(name, ["all"], v, ConnectionVars(ansible_connection="local", ansible_host=f"10.0.0.{i}")))
+        (tmp_path / f"health-{name}").write_text("ready\n")
+    return out
+
+
+def _run(tmp_path, hosts, **kw):
+    role = _role(tmp_path)
+    seen = []
+    run = rollout(hosts, [role], {h.name: h.vars for h in hosts}, Options(forks=2),
+                  Templates(tmp_path), on_result=seen.append, **kw)
+    return run, seen
+
+
+def test_rollout_stops_after_a_failed_batch_hooks_in_order(tmp_path):
+    log = tmp_path / "hooks.log"
+    hosts = _hosts(tmp_path, 6, log, h4={"fail": True})
+    run, seen = _run(tmp_path, hosts, serial=parse_serial("2"), max_fail_percentage=0)
+    status = {r.host: r.status for r in run.results}
+    assert status == {"h1": "ok", "h2": "ok", "h3": "ok", "h4": "failed", "h5": "not started",
+                      "h6": "not started"}
+    assert run.batches == [["h1", "h2"], ["h3", "h4"], ["h5", "h6"]]
+    assert run.stopped == "after batch 2 of 3: 1 of 2 host(s) failed, above --max-fail-percentage 0"
+    assert run.never_started == ["h5", "h6"] and exit_code(run.results) == 2
+    assert {r.host for r in seen} == set(status)  # every host reported, the never-started too
+    # The second channel: what ran on the "hosts", and the hooks' own log.
+    assert sorted(p.name for p in tmp_path.glob("ran-*")) == ["ran-h1", "ran-h2", "ran-h3"]
+    lines = log.read_text().splitlines()
+    for name, addr in (("h1", "10.0.0.1"), ("h2", "10.0.0.2"), ("h3", "10.0.0.3")):
+        assert lines.index(f"drain {name} {addr}") < lines.index(f"undrain {name} {addr}")
+    # Batch 1 was back in service before batch 2 was drained.
+    assert max(lines.index("undrain h1 10.0.0.1"), lines.index("undrain h2 10.0.0.2")) < \
+        min(lines.index("drain h3 10.0.0.3"), lines.index("drain h4 10.0.0.4"))
+    assert "drain h4 10.0.0.4" in lines and "undrain h4 10.0.0.4" not in lines  # a failed host stays drained
+    assert not any(" h5 " in ln or " h6 " in ln for ln in lines)
+    h4 = run.results[3]
+    assert "stays drained" in h4.message and [r.id for r in h4.resources if r.status == "failed"] == ["command:made to fail"]
+
+
+def test_failed_drain_leaves_the_host_untouched(tmp_path):
+    log = tmp_path / "hooks.log"
+    hosts = _hosts(tmp_path, 2, log)
+    hosts[1].vars["drain_command"] = [sys.executable, str(tmp_path / "hook.py"), str(log), "exit-1"]
+    run, _ = _run(tmp_path, hosts, serial=parse_serial("1"))
+    assert [r.status for r in run.results] == ["ok", "failed"]
+    assert "drain_command exited 1" in run.results[1].message and "not touched" in run.results[1].message
+    assert not (tmp_path / "ran-h2").exists()
+    assert run.results[1].round_trips == 0
+
+
+def test_health_gate_failure_fails_the_host_and_stops_the_rollout(tmp_path):
+    log = tmp_path / "hooks.log"
+    hosts = _hosts(tmp_path, 3, log)
+    (tmp_path / "health-h1").write_text("loading\n")
+    run, _ = _run(tmp_path, hosts, serial=parse_serial("1"), max_fail_percentage=0)
+    assert [r.status for r in run.results] == ["failed", "not started", "not started"]
+    gate = [r for r in run.results[0].resources if r.id == "health:fake"]
+    assert gate[0].status == "failed" and "not ready (loading)" in gate[0].error
+    assert (tmp_path / "ran-h1").exists()  # converged, but not serving: never undrained
+    assert log.read_text().splitlines() == ["drain h1 10.0.0.1"]
+
+
+def test_no_serial_no_threshold_runs_everything(tmp_path):
+    log = tmp_path / "hooks.log"
+    hosts = _hosts(tmp_path, 3, log, h1={"fail": True})
+    run, _ = _run(tmp_path, hosts)
+    assert [r.status for r in run.results] == ["failed", "ok", "ok"] and run.stopped is None
+
+
+def test_a_signal_between_batches_starts_no_later_batch(tmp_path):
+    log = tmp_path / "hooks.log"
+    hosts = _hosts(tmp_path, 4, log)
+    stop = Stop()
+    stop.signum = 2  # as after a SIGINT in the first batch
+    run, _ = _run(tmp_path, hosts, serial=parse_serial("2"), stop=stop)
+    assert {r.status for r in run.results} == {"not started"}
+    assert not log.exists()
+
+
+# -- hooks validated before connecting --------------------------------------------------------------
+
+
+def _host(**v):
+    return Host("h", ["all"], v, ConnectionVars(ansible_connection="local"))
+
+
+@pytest.mark.parametrize("value, words", [
+    ("lb drain", "must be a list of strings"),
+    ([], "must be a list of strings"),
+    (["lb", 3], "must be a list of strings"),
+    (["/nonexistent/lb-ctl"], "is not found or not executable"),
+])
+def test_bad_hooks_are_one_line(value, words):
+    with pytest.raises(InputError, match=words) as e:
+        validate_hooks([_host(drain_command=value)])
+    assert "host h: drain_command" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_bad_hook_timeout():
+    with pytest.raises(InputError, match="hook_timeout must be a number of seconds > 0"):
+        validate_hooks([_host(undrain_command=[sys.executable], hook_timeout="soon")])
+    validate_hooks([_host(undrain_command=[sys.executable], hook_timeout=5)])
+
+
+# -- retry files ------------------------------------------------------------------------------------
+
+
+def test_retry_file_written_read_back_and_cleared(tmp_path):
+    reports = tmp_path / "reports"
+    results = [HostResult("a"), HostResult("b", status="failed"), HostResult("c", status="unreachable"),
+               HostResult("d", status="not started")]
+    last = write_retry(reports, results, "20250101T000000-provision")
+    assert last == reports / "last.retry"
+    assert read_limit_file(last) == ["b", "c", "d"]
+    assert read_limit_file(reports / "20250101T000000-provision.retry") == ["b", "c", "d"]
+    assert not list(reports.glob(".*.tmp"))
+    # A later run where b and c succeeded takes them out; d stays to retry.
+    assert write_retry(reports, [HostResult("b"), HostResult("c")], "x") is None
+    assert read_limit_file(last) == ["d"]
+    # Once every host in it succeeded, the file bringup wrote goes.
+    write_retry(reports, [HostResult("d")], "y")
+    assert not last.exists()
+    assert (reports / "20250101T000000-provision.retry").exists()  # the run's own record stays
+
+
+def test_all_ok_run_writes_no_retry(tmp_path):
+    assert write_retry(tmp_path, [HostResult("a")], "z") is None and not list(tmp_path.iterdir())
