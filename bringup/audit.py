@@ -110,10 +110,12 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
     """
     audited = [AuditedRole(r.name, r.module) for r in roles]
     by_host: dict[str, list[Item]] = {}
+    trips: dict[str, int] = {}
 
     def done(result: HostResult) -> None:
         found = items(result)
         by_host[result.host] = found
+        trips[result.host] = result.round_trips
         for i in found:
             if i.outcome in ("failed", "unreachable"):
                 say(f"{result.host}: {i.message}")
@@ -133,7 +135,7 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
     summary = {
         "hosts": list(by_host), "roles": [r.name for r in roles], "exit": code,
         **{k: sum(i.outcome == k for i in found) for k in ("passed", "failed", "skipped", "unreachable")},
-        "results": [asdict(i) for i in found], "junit": str(junit),
+        "round_trips": {h: trips[h] for h in by_host}, "results": [asdict(i) for i in found], "junit": str(junit),
     }
     (reports / f"{stamp}-audit.json").write_text(json.dumps(summary, indent=2) + "\n")
     return code

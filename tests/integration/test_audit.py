@@ -48,6 +48,8 @@ def test_audit_passes_on_a_provisioned_host(sandbox_host, project):
     # Every sysctl key the sandbox lets a container set, plus the persisted file; the hidden ones skip with why.
     assert summary["failed"] == 0 and summary["passed"] >= 5 and summary["exit"] == 0
     assert all(i["message"] for i in summary["results"] if i["outcome"] == "skipped")
+    # One connection: the declared facts in one round trip, every resource and promise read in another.
+    assert summary["round_trips"] == {sandbox_host.name: 2}
     assert f"{sandbox_host.name} : passed={summary['passed']} failed=0 skipped={summary['skipped']} unreachable=0" \
         in r.stdout
     suite = ET.parse(latest(project, "xml")).getroot().find("testsuite")
