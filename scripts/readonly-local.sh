@@ -5,6 +5,8 @@
 # of sysctls, IRQ affinities and GPU settings taken before and after prove it.
 #
 #   scripts/readonly-local.sh OUTDIR [HOSTNAME] [GPU_PROFILE] [ROLES]
+#   DRIVER_BRANCH=580 pins nvidia_driver_branch in the inventory (as an operator would for a host whose
+#   driver branch is chosen), else the role's default (550) is the pin.
 set -u
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 name=${2:-$(hostname)}
@@ -19,6 +21,7 @@ for d in /sys/bus/pci/devices/*; do
 done
 printf 'all:\n  hosts:\n    %s:\n      ansible_connection: local\n      gpu_profile: %s\n      gpu_count: %s\n' \
   "$name" "$profile" "$gpus" > hosts
+[ -n "${DRIVER_BRANCH:-}" ] && printf '      nvidia_driver_branch: "%s"\n' "$DRIVER_BRANCH" >> hosts
 snapshot() {
   { sysctl -a 2>/dev/null | grep -v -e '^fs\.' -e random -e ns_last_pid -e nf_conntrack_count -e 'pty\.nr' \
       -e '^vm\.nr_' -e 'stat_refresh'
@@ -36,7 +39,7 @@ inv topology --host "$name" > topology.txt 2>&1; echo "topology: exit $?"
 inv topology --host "$name" --json > topology.json 2>&1
 inv plan --host "$name" --roles "$roles" > plan.txt 2>&1; echo "plan (check mode): exit $?"
 inv checklist --host "$name" --roles "$roles" --out checklist > checklist.txt 2>&1; echo "checklist: exit $?"
-inv audit --host "$name" --roles "$roles" > audit.txt 2>&1; echo "audit (read-only): exit $?"
+inv audit --host "$name" --roles "$roles" > audit.txt 2>&1; echo "audit (check mode): exit $?"
 snapshot after.txt
 if diff before.txt after.txt > unchanged.diff; then echo "host unchanged: before/after snapshots identical"
 else echo "SNAPSHOTS DIFFER (see unchanged.diff)"; fi
