@@ -103,6 +103,14 @@ def _check_auths(auths) -> None:
                              "(a file of mode 0600), not text in the inventory")
 
 
+def _cli_split(osid: str, rel: dict) -> bool:
+    """Whether the distribution ships the docker client apart from docker.io (Debian 13 on, and sid)."""
+    if osid != "debian":
+        return False
+    major = str(rel.get("version_id") or "").split(".")[0]
+    return not major.isdigit() or int(major) >= 13
+
+
 def resources(host):
     v = host.vars
     fam, osid, _ = os_family(host.facts)
@@ -119,6 +127,9 @@ def resources(host):
         compose_pkg = v.get("docker_compose_package") or "docker-compose-plugin"
     else:
         engine = {"docker.io": ver}
+        if _cli_split(osid, rel):
+            # Debian 13 moved the client out of docker.io (only Recommended): the same source, the same version.
+            engine["docker-cli"] = ver
         compose_pkg = v.get("docker_compose_package") or ("docker-compose-v2" if osid == "ubuntu"
                                                           else "docker-compose")
     out.append(Packages(engine, allow_change_held=True, lock_timeout=lock))
