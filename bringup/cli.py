@@ -63,13 +63,19 @@ def _prepared(inventory, set_, host, hosts, group, roles, limit=None):
     return inv, chosen, root, selected, prepare(chosen, selected, [all_roles[r] for r in order])
 
 
+MAX_FORKS = 256
+
+
 def _forks(forks) -> int:
+    """``--forks``: a whole number 1..MAX_FORKS (the tasks take it as text, so Invoke's parser never
+    tracebacks on ``--forks many``)."""
     try:
-        n = int(forks)
-    except (TypeError, ValueError):
+        n = int(str(forks).strip()) if not isinstance(forks, bool) else 0
+    except ValueError:
         n = 0
-    if n < 1:
-        raise BringupError(f"--forks {forks!r}: must be a whole number >= 1")
+    if not 1 <= n <= MAX_FORKS:
+        raise BringupError(f"--forks {forks!r}: must be a whole number from 1 to {MAX_FORKS} "
+                           "(hosts handled at once), e.g. --forks 10")
     return n
 
 
@@ -124,7 +130,7 @@ _LIMIT_HELP = ("Ansible host pattern narrowing the selection ('l40s:&rack2:!trt-
     },
 )
 def provision(c, host=None, hosts=None, group=None, roles=None, check=False, diff=False,
-              inventory="hosts", set_=None, forks=10, accept_new_host_keys=False, verbose=False,
+              inventory="hosts", set_=None, forks="10", accept_new_host_keys=False, verbose=False,
               allow_reboot=False, limit=None, serial=None, max_fail_percentage=None):
     """Converge hosts to the inventory's state: invoke provision --host trt-l40s-01"""
     code = _provision(host=host, hosts=hosts, group=group, roles=roles, check=check, diff=diff,
@@ -218,7 +224,7 @@ def _print_interrupted(stop: Stop, results: list[HostResult], console: Console) 
 @task(iterable=["set_"], help={**_SELECT_HELP, "roles": "a subset of roles, comma separated",
                                "forks": "hosts handled in parallel", "verbose": "list no-op resources too",
                                "accept-new-host-keys": "record unknown host keys", "limit": _LIMIT_HELP})
-def plan(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks=10,
+def plan(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks="10",
          accept_new_host_keys=False, verbose=False, limit=None):
     """Show what provision would change, with diffs (provision --check --diff)."""
     code = _provision(host=host, hosts=hosts, group=group, roles=roles, check=True, diff=True,
@@ -319,7 +325,7 @@ def sandbox(c, keep=False):
 @task(iterable=["set_"], help={**_SELECT_HELP, "roles": "audit only these roles, comma separated",
                                "forks": "hosts audited in parallel (default 10)",
                                "accept-new-host-keys": "record unknown host keys (a changed key is still refused)"})
-def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks=10,
+def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks="10",
           accept_new_host_keys=False):
     """Is each host in the state its roles declare? Check mode only; one line per failed item; JUnit + JSON in
     reports/. Exit 0 all good, 2 drift, 4 unreachable."""

@@ -11,6 +11,7 @@ any key is replaced by paramiko's ``RejectPolicy``, or by :class:`AcceptNew`
 from __future__ import annotations
 
 import io
+import logging
 import os
 import secrets
 import signal
@@ -28,6 +29,10 @@ from fabric import Config, Connection
 from .command import quote
 from .errors import BringupError, Unreachable
 from .inventory import Host
+
+# paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
+# raises afterwards is worded below, once.  (A NullHandler keeps logging's last-resort stderr handler away.)
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 __all__ = ["Transport", "SSHTransport", "LocalTransport", "RunResult", "connect", "AcceptNew", "BecomeError"]
 
@@ -332,6 +337,11 @@ class SSHTransport(Transport):
                     f"unknown host key for {where}: not in {self.known_hosts}; "
                     "verify it and add it, or pass --accept-new-host-keys"
                 ) from None
+            if "protocol banner" in msg:
+                detail = msg.partition("banner")[2].strip()  # paramiko glues the cause on: "banner[Errno 104] ..."
+                raise Unreachable(f"host {self.host.name}: port {c.ansible_port} of {self.host.address} answers "
+                                  f"but is not SSH (no SSH banner{': ' + detail if detail else ''}); check "
+                                  "ansible_port and that sshd runs") from None
             if isinstance(e, paramiko.AuthenticationException):
                 raise Unreachable(f"authentication to {c.ansible_user or 'root'}@{where} failed: {msg}") from None
             raise Unreachable(f"ssh to {where} failed: {msg}") from None

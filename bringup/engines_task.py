@@ -19,7 +19,7 @@ ROLE = "trt_engines"
     "forks": "hosts handled in parallel (default 10)",
     "accept-new-host-keys": "record unknown host keys (a changed key is still refused)",
 })
-def engines(c, host=None, hosts=None, group=None, check=False, inventory="hosts", set_=None, forks=10,
+def engines(c, host=None, hosts=None, group=None, check=False, inventory="hosts", set_=None, forks="10",
             accept_new_host_keys=False):
     """TensorRT engines per GPU class (trtexec in NVIDIA's TensorRT container): invoke engines --host trt-l40s-01"""
     from .cli import _provision

@@ -160,19 +160,68 @@ class Inventory:
         return chosen
 
 
+#: Bounds on what an inventory may be: a bigger or deeper one is a mistake (``/dev/zero``, an alias bomb).
+MAX_BYTES = 16 * 1024 * 1024
+MAX_NODES = 1_000_000  # YAML nodes once every alias is expanded
+MAX_GROUP_DEPTH = 64
+
+
 class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate keys (a silent override is a trap)."""
+    """SafeLoader that refuses duplicate and unhashable keys (a silent override is a trap) and documents
+    that would expand past :data:`MAX_NODES` nodes; YAML 1.1 merge keys (``<<: *base``) work."""
+
+    def construct_document(self, node):
+        _expanded_size(node)
+        return super().construct_document(node)
+
+
+def _where(mark) -> str:
+    return f"{mark.name}:{mark.line + 1}:{mark.column + 1}"
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """Nodes of the document with every alias expanded (shared nodes count each time they are used)."""
+    sizes: dict[int, int] = {}
+    busy: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in busy:
+            raise InventoryError(f"{_where(node.start_mark)}: an alias refers to the node that contains it; "
+                                 "a recursive structure is not an inventory")
+        busy.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            n = 1 + sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            n = 1 + sum(size(v) for v in node.value)
+        else:
+            n = 1
+        busy.discard(id(node))
+        if n > MAX_NODES:
+            raise InventoryError(
+                f"{_where(node.start_mark)}: this value expands to more than {MAX_NODES:,} YAML nodes "
+                "(aliases within aliases); write it out or use fewer nested aliases")
+        sizes[id(node)] = n
+        return n
+
+    return size(root)
 
 
 def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False):
     seen: set = set()
     for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *base`: its keys are defaults that the mapping's own keys override (YAML 1.1)
         key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            m = key_node.start_mark
+        try:
+            hash(key)
+        except TypeError:
             raise InventoryError(
-                f"{m.name}:{m.line + 1}:{m.column + 1}: duplicate key {key!r}; keep one of them"
-            )
+                f"{_where(key_node.start_mark)}: a {type(key).__name__} cannot be a key; use a name "
+                "(a `? [a, b]` or `? {...}` key is not one)") from None
+        if key in seen:
+            raise InventoryError(f"{_where(key_node.start_mark)}: duplicate key {key!r}; keep one of them")
         seen.add(key)
     return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
 
@@ -180,22 +229,44 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def load_yaml(path: Path) -> Any:
-    """Parse a YAML file; a syntax error names file, line and column."""
+def _read_text(path: Path) -> str:
+    """The file's text: at most :data:`MAX_BYTES` bytes, strict UTF-8 (an error names the line)."""
     try:
-        text = path.read_text()
+        with path.open("rb") as f:
+            data = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
         raise InventoryError(f"{path}: no such inventory file (pass --inventory PATH)") from None
     except OSError as e:
-        raise InventoryError(f"{path}: cannot read inventory: {e.strerror}") from None
+        raise InventoryError(f"{path}: cannot read inventory: {e.strerror or e}") from None
+    if len(data) > MAX_BYTES:
+        raise InventoryError(f"{path}: larger than {MAX_BYTES // 2**20} MiB; is it the inventory? "
+                             "(pass --inventory PATH of the YAML file)")
     try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise InventoryError(f"{path}:{line}:{column}: byte 0x{data[e.start]:02x} (offset {e.start}) is not "
+                             "UTF-8; save the file as UTF-8") from None
+
+
+def load_yaml(path: Path) -> Any:
+    """Parse a YAML file; a syntax error names file, line and column."""
+    text = _read_text(path)
+    loader = _Loader(text)
+    loader.name = str(path)  # marks name the file, not "<unicode string>"
+    try:
+        return loader.get_single_data()
     except yaml.MarkedYAMLError as e:
         m = e.problem_mark or e.context_mark
         where = f"{path}:{m.line + 1}:{m.column + 1}" if m else str(path)
         raise InventoryError(f"{where}: YAML error: {e.problem or e.context}; fix the syntax there") from None
     except yaml.YAMLError as e:  # pragma: no cover - unmarked errors are rare
         raise InventoryError(f"{path}: YAML error: {e}") from None
+    except RecursionError:
+        raise InventoryError(f"{path}: YAML nested too deeply to read; flatten it") from None
+    finally:
+        loader.dispose()
 
 
 def _mapping(value: Any, where: str, path: Path) -> dict:
@@ -231,6 +302,9 @@ def load_inventory(path: str | Path, overrides: dict[str, Any] | None = None) ->
     def walk(name: str, node: Any, depth: int, parent: str | None, trail: tuple[str, ...]) -> None:
         if name in trail:
             raise InventoryError(f"{path}: group {name!r} contains itself ({' > '.join(trail + (name,))})")
+        if depth > MAX_GROUP_DEPTH:
+            raise InventoryError(f"{path}: group {name!r} is nested {depth} groups deep (under "
+                                 f"{' > '.join(trail[:3])} > ...); at most {MAX_GROUP_DEPTH} levels")
         node = _mapping(node, f"group {name!r}", path)
         unknown = set(node) - {"hosts", "vars", "children"}
         if unknown:

@@ -1,0 +1,159 @@
+"""Issue 12 items 13, 15, 16, 17: bad input is one line on stderr, exit 1, no host touched, never a traceback.
+
+Through the CLI in a subprocess, from a temporary folder.  Inventories point at 192.0.2.x (TEST-NET,
+never reached: validation fails before anything connects) or at ``ansible_connection: local`` in check
+mode.  The second channel: no report is written (a run that reached a host writes one), and stderr
+holds no traceback.
+"""
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _invoke(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def _provision(tmp_path, inventory, *args):
+    return _invoke("provision", "--host", "h1", "--inventory", str(inventory), "--check", *args, cwd=tmp_path)
+
+
+def _refused(r, tmp_path, *words):
+    """Exit 1, one `error:` line naming ``words``, no traceback, no report (nothing ran)."""
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "Traceback" not in out, out
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), out
+    for w in words:
+        assert w in lines[0], lines[0]
+    assert not (tmp_path / "reports").exists(), "a report was written: something ran"
+    return lines[0]
+
+
+def _write(tmp_path, text: str | bytes) -> Path:
+    p = tmp_path / "hosts"
+    p.write_bytes(text if isinstance(text, bytes) else text.encode())
+    return p
+
+
+# --- item 13: tracebacks -----------------------------------------------------------------------------
+
+def test_non_utf8_inventory_names_line_and_byte(tmp_path):
+    inv = _write(tmp_path, b"all:\n  hosts:\n    h1: {ansible_host: \"\xff\xfe\"}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "hosts:3:25", "0xff", "not UTF-8")
+
+
+def test_dev_zero_as_inventory_is_refused_without_reading_it_whole(tmp_path):
+    _refused(_provision(tmp_path, "/dev/zero"), tmp_path, "/dev/zero", "larger than 16 MiB")
+
+
+def test_unhashable_key_names_its_line(tmp_path):
+    inv = _write(tmp_path, "all:\n  hosts:\n    ? [a, b]\n    : {}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "hosts:3:7", "a list cannot be a key")
+
+
+def _nested_groups(levels: int) -> str:
+    text, ind = "all:\n  children:\n", "    "
+    for i in range(levels):
+        text += f"{ind}g{i}:\n{ind}  children:\n"
+        ind += "    "
+    return text + f"{ind}last:\n{ind}  hosts:\n{ind}    h1: {{ansible_host: 192.0.2.1}}\n"
+
+
+@pytest.mark.parametrize("levels, words", [(70, ("nested 65 groups deep", "at most 64")),
+                                            (400, ("nested too deeply",))])
+def test_deep_group_nesting(tmp_path, levels, words):
+    _refused(_provision(tmp_path, _write(tmp_path, _nested_groups(levels))), tmp_path, *words)
+
+
+def test_yaml_alias_bomb_is_refused_quickly(tmp_path):
+    lines = ["all:", "  vars:", "    a0: &a0 [x, x, x, x, x, x, x, x, x]"]
+    lines += [f"    a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
+    lines += ["  hosts:", "    h1: {ansible_host: 192.0.2.1, v: *a9}"]
+    _refused(_provision(tmp_path, _write(tmp_path, "\n".join(lines) + "\n")), tmp_path,
+             "hosts:9:9", "expands to more than 1,000,000 YAML nodes")
+
+
+def test_recursive_alias_is_refused(tmp_path):
+    inv = _write(tmp_path, "all:\n  vars:\n    r: &r [1, *r]\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "hosts:3:", "recursive")
+
+
+@pytest.mark.parametrize("forks", ["many", "0", "3.5", "100000"])
+def test_forks_must_be_a_whole_number_in_range(tmp_path, forks):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    _refused(_provision(tmp_path, inv, "--forks", forks), tmp_path, f"--forks '{forks}'", "whole number from 1 to")
+
+
+def test_duplicate_key_still_refused_with_file_name(tmp_path):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1, ansible_port: 22, ansible_port: 23}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "hosts:3:53", "duplicate key 'ansible_port'")
+
+
+@pytest.fixture
+def not_ssh_port():
+    """A port on 127.0.0.1 that answers with an HTTP line and closes: not sshd."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    srv.settimeout(60)
+
+    def serve():
+        try:
+            conn, _ = srv.accept()
+            conn.sendall(b"HTTP/1.0 400 Bad Request\r\n\r\n")
+            conn.close()
+        except OSError:
+            pass
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    yield srv.getsockname()[1]
+    srv.close()
+    t.join(5)
+
+
+def test_port_that_is_not_ssh_is_one_unreachable_line(tmp_path, not_ssh_port):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: %d, "
+                           "ssh_connect_timeout: 5}\n" % not_ssh_port)
+    r = _provision(tmp_path, inv)
+    out = r.stdout + r.stderr
+    assert r.returncode == 4, out  # unreachable, not bad input
+    assert "Traceback" not in out and "Exception (client)" not in out, out
+    assert f"host h1: port {not_ssh_port} of 127.0.0.1 answers but is not SSH (no SSH banner" in out, out
+    assert "unreachable=1" in out, out
+
+
+# --- item 17: merge keys -----------------------------------------------------------------------------
+
+def test_merge_keys_resolve_as_yaml_says(tmp_path):
+    """`<<: *base` and `<<: [*a, *b]` work; the mapping's own keys win over merged ones; real duplicates are
+    still refused.  Checked through `invoke hosts` (the merged address and connection)."""
+    inv = _write(tmp_path, """\
+all:
+  vars:
+    base: &base {ansible_host: 192.0.2.7, ansible_port: 2201}
+    more: &more {ansible_user: ops, ansible_port: 2202}
+  hosts:
+    h1:
+      <<: *base
+      ansible_port: 2222
+    h2:
+      <<: [*more, *base]
+""")
+    r = _invoke("hosts", "--inventory", str(inv), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "root@192.0.2.7:2222" in r.stdout, r.stdout  # own key overrides the merged one
+    assert "ops@192.0.2.7:2202" in r.stdout, r.stdout  # the first of a merge list wins
+    dup = _write(tmp_path, "all:\n  vars:\n    b: &b {x: 1}\n  hosts:\n    h1: {<<: *b, y: 1, y: 2}\n")
+    _refused(_provision(tmp_path, dup), tmp_path, "duplicate key 'y'")
