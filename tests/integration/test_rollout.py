@@ -113,3 +113,60 @@ def test_rollout_stops_after_the_failed_batch_and_the_retry_file_runs_the_rest(h
     assert all(has_file(hosts[n]) for n in NAMES)
     assert {n: logins(hosts[n]) for n in NAMES[:3]} == first  # the hosts already done were left alone
     assert not retry.exists()  # every host in it converged
+
+
+# -- the health gate on a real (CPU) Triton --------------------------------------------------------
+
+MODELS = Path(__file__).parent / "triton_models"
+ADD = {"backend": "python", "max_batch_size": 16, "instance_count": 1,
+       "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+       "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}]}
+
+
+@pytest.fixture(scope="module")
+def triton_project(sandbox_host_factory, tmp_path_factory):
+    import shutil
+
+    from harness import write_inventory
+    from harness.triton_image import build_triton_image
+
+    tag = build_triton_image()  # the TEST DOUBLE of NGC's image (tritonserver from the pytriton wheel)
+    host = sandbox_host_factory("rollout-triton")
+    host.exec("systemctl enable --now docker.service && "
+              "for i in $(seq 60); do docker info >/dev/null 2>&1 && exit 0; sleep 0.5; done; exit 1")
+    d = tmp_path_factory.mktemp("rollout-triton")
+    shutil.copytree(MODELS / "add", d / "models" / "add")
+    (d / "hook.py").write_text(HOOK)
+    write_inventory(d / "hosts", [host], extra_vars={
+        "triton_image": tag, "image_transfer": "push", "triton_shm_size": "256m", "models_dir": "models",
+        "triton_models": {"add": ADD}, "triton_ready_timeout": 90, "rollout_health_timeout": 30,
+        "drain_command": [sys.executable, str(d / "hook.py"), str(d / "hooks.log"), "drain"],
+        "undrain_command": [sys.executable, str(d / "hook.py"), str(d / "hooks.log"), "undrain"]})
+    return host, d
+
+
+def test_health_gate_passes_on_a_serving_triton_and_fails_a_model_not_ready(triton_project):
+    host, d = triton_project
+    r = invoke("provision", "--host", host.name, "--roles", "triton", "--serial", "1", cwd=d, timeout=500)
+    assert r.returncode == 0, r.stdout + r.stderr
+    gate = {x["id"]: x for x in last_report(d)["hosts"][0]["resources"]}["health:triton"]
+    assert gate["status"] == "ok" and gate["reason"].endswith("model(s) ready: add"), gate
+    assert (d / "hooks.log").read_text().splitlines() == [f"drain {host.name} 127.0.0.1",
+                                                          f"undrain {host.name} 127.0.0.1"]
+
+    # The model unloaded behind bringup's back (Triton's repository API, on the host): nothing to change,
+    # but the gate finds the model not ready and fails the host, which stays drained.
+    unload = "curl -sf -X POST -d '{}' http://127.0.0.1:8000/v2/repository/models/add/%s"
+    host.exec(unload % "unload")
+    try:
+        r = invoke("provision", "--host", host.name, "--roles", "triton", "--serial", "1", cwd=d, timeout=300)
+    finally:
+        host.exec(unload % "load")
+    out = r.stdout + r.stderr
+    assert r.returncode == 2, out
+    res = last_report(d)["hosts"][0]
+    gate = {x["id"]: x for x in res["resources"]}["health:triton"]
+    assert gate["status"] == "failed" and '"name":"add"' in gate["error"] and "UNAVAILABLE" in gate["error"], gate
+    assert res["status"] == "failed" and "stays drained" in res["message"]
+    assert recap(out)[host.name]["changed"] == 0, out
+    assert (d / "hooks.log").read_text().splitlines()[2:] == [f"drain {host.name} 127.0.0.1"]
