@@ -18,6 +18,7 @@ from __future__ import annotations
 import re
 
 from bringup.errors import InputError
+from bringup.vars import check_bools
 from bringup.gpu import gpu_gate, validate_without_gpu
 from bringup.resources import Packages
 from bringup.resources.guard import Fail, Probe
@@ -50,6 +51,7 @@ DAEMON_JSON = "/etc/docker/daemon.json"
 
 
 def validate(vars: dict) -> None:
+    check_bools(vars, DEFAULTS)
     ver = vars.get("container_toolkit_version")
     if not isinstance(ver, str) or not re.fullmatch(r"\d+\.\d+\.\d+[0-9A-Za-z.+~*_-]*", ver):
         raise InputError(f"container_toolkit_version {ver!r} must be a version like 1.17.6-1")

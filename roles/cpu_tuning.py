@@ -30,6 +30,7 @@ from bringup import topology
 from bringup.auditkit import Expect
 from bringup.command import sh
 from bringup.errors import InputError
+from bringup.vars import check_bools
 from bringup.facts.base import format_cpulist
 from bringup.resources import Directory, File, Service
 from bringup.resources.boot import KernelCmdline
@@ -76,6 +77,7 @@ _CMDLINE_WORD = re.compile(r"^[A-Za-z0-9_.,:=/-]+$")
 
 
 def validate(vars: dict) -> None:
+    check_bools(vars, DEFAULTS)
     topology.validate_vars(vars)
     us = vars.get("cpu_dma_latency_us")
     if us is not None and (not isinstance(us, int) or isinstance(us, bool) or not 0 <= us <= 2_000_000_000):

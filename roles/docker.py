@@ -31,6 +31,7 @@ import re
 from bringup.auditkit import Expect
 from bringup.command import join, sh
 from bringup.errors import InputError
+from bringup.vars import check_bools, check_keys
 from bringup.resources import Command, Packages, Service
 from bringup.resources.guard import Fail, Skip
 from bringup.resources.hold import Hold
@@ -69,6 +70,7 @@ HANDLERS = {"restart docker": ["systemctl restart docker"]}
 
 
 def validate(vars: dict) -> None:
+    check_bools(vars, DEFAULTS)
     if vars.get("docker_source") not in ("distro", "docker"):
         raise InputError(f"docker_source {vars.get('docker_source')!r} must be distro (docker.io) or docker "
                          "(Docker's repository)")
@@ -93,6 +95,8 @@ def _check_auths(auths) -> None:
         where = f"registry_auths.{reg}"
         if not isinstance(reg, str) or not _REGISTRY.match(reg):
             raise InputError(f"{where}: {reg!r} is not a registry host (nvcr.io, registry.local:5000)")
+        if isinstance(cred, dict):
+            check_keys(cred, ("username", "password"), where)
         if not isinstance(cred, dict) or set(cred) != {"username", "password"}:
             raise InputError(f"{where} must hold exactly username and password")
         user, pw = cred["username"], cred["password"]

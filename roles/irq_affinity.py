@@ -19,6 +19,7 @@ from __future__ import annotations
 from bringup import topology
 from bringup.command import sh
 from bringup.errors import InputError
+from bringup.vars import check_bools
 from bringup.facts.base import format_cpulist
 from bringup.resources import Directory, File, Packages, Service
 from bringup.resources.conditioned import ConditionedService
@@ -49,6 +50,7 @@ _MODES = ("keep", "disabled", "unmanaged")
 
 
 def validate(vars: dict) -> None:
+    check_bools(vars, DEFAULTS)
     topology.validate_vars(vars)
     if vars.get("irqbalance") not in _MODES:
         raise InputError(f"irqbalance {vars.get('irqbalance')!r}: use one of {', '.join(_MODES)}")

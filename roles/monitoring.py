@@ -31,6 +31,7 @@ import yaml
 from bringup.auditkit import Expect
 from bringup.command import sh
 from bringup.errors import InputError
+from bringup.vars import check_bools
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp
 from bringup.resources.guard import Unused
@@ -72,6 +73,7 @@ def _number(v, what: str, lo: float, hi: float) -> float:
 
 
 def validate(vars: dict) -> None:
+    check_bools(vars, DEFAULTS)
     _number(vars.get("latency_slo_p95_ms"), "latency_slo_p95_ms", 1, 60000)
     _number(vars.get("monitoring_gpu_temp_c"), "monitoring_gpu_temp_c", 30, 120)
     _number(vars.get("monitoring_drift_stale_hours"), "monitoring_drift_stale_hours", 1, 24 * 31)

@@ -33,6 +33,7 @@ import re
 
 from bringup.command import sh
 from bringup.errors import InputError
+from bringup.vars import check_bools
 from bringup.gpu import gpu_gate, nvidia_gpus, validate_without_gpu
 from bringup.resources import Command, File, Packages, Service
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
@@ -74,6 +75,7 @@ HANDLERS = {
 
 
 def validate(vars: dict) -> None:
+    check_bools(vars, DEFAULTS)
     br = str(vars.get("nvidia_driver_branch"))
     if not re.fullmatch(r"\d{3}", br):
         raise InputError(f"nvidia_driver_branch {vars.get('nvidia_driver_branch')!r} must be a driver branch "

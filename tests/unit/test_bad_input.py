@@ -157,3 +157,49 @@ all:
     assert "ops@192.0.2.7:2202" in r.stdout, r.stdout  # the first of a merge list wins
     dup = _write(tmp_path, "all:\n  vars:\n    b: &b {x: 1}\n  hosts:\n    h1: {<<: *b, y: 1, y: 2}\n")
     _refused(_provision(tmp_path, dup), tmp_path, "duplicate key 'y'")
+
+
+# --- item 15: booleans are booleans ------------------------------------------------------------------
+
+_BOOLS = ["irq_affinity_in_containers", "irq_affinity_persist", "docker_hold", "container_toolkit_hold",
+          "container_toolkit_default_runtime", "isolate_triton_cpus", "monitoring_stack",
+          "monitoring_node_exporter", "nvidia_driver_hold", "nvidia_driver_blacklist_nouveau"]
+
+
+@pytest.mark.parametrize("var", _BOOLS)
+def test_quoted_false_is_refused_for_every_boolean(tmp_path, var):
+    """`irq_affinity_in_containers: "false"` (a string, true in Python) used to move the IRQs anyway."""
+    inv = _write(tmp_path, f'all:\n  hosts:\n    h1: {{ansible_host: 192.0.2.1, {var}: "false"}}\n')
+    _refused(_provision(tmp_path, inv), tmp_path, "host h1", var, "'false'", "must be true or false")
+
+
+def test_set_no_is_a_boolean_and_quoted_no_is_not(tmp_path):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_connection: local}\n")
+    _refused(_provision(tmp_path, inv, "--set", "docker_hold='no'"), tmp_path, "docker_hold 'no'")
+    from bringup.vars import check_bools
+    check_bools({"docker_hold": False}, {"docker_hold": True})  # yes/no/on/off load as bool: accepted
+    import yaml
+    assert yaml.safe_load("no") is False and yaml.safe_load("on") is True
+
+
+# --- item 16: a misspelt key in a mapping variable names the closest known key -----------------------
+
+def test_misspelt_registry_auth_key_suggests_the_known_one(tmp_path, monkeypatch):
+    monkeypatch.setenv("NGC_API_KEY", "not-a-real-key")  # the reference resolves; the key's name is wrong
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n      registry_auths:\n"
+                           "        nvcr.io: {username: $oauthtoken, pasword: {env: NGC_API_KEY}}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "registry_auths.nvcr.io: unknown key 'pasword'",
+             "did you mean 'password'?")
+
+
+def test_check_keys_helper_for_triton_models():
+    """The helper roles/triton.py can call for each triton_models entry."""
+    from bringup.errors import InputError
+    from bringup.vars import check_keys
+
+    with pytest.raises(InputError, match=r"triton_models\.resnet: unknown key 'max_batch_sise'; "
+                                         r"did you mean 'max_batch_size'\?"):
+        check_keys({"max_batch_sise": 8}, ["platform", "max_batch_size"], "triton_models.resnet")
+    with pytest.raises(InputError, match="known keys: max_batch_size, platform"):
+        check_keys({"zzz": 1}, ["platform", "max_batch_size"], "triton_models.resnet")
+    check_keys({"platform": "x"}, ["platform", "max_batch_size"], "triton_models.resnet")
