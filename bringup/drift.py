@@ -214,7 +214,7 @@ def write_prometheus(report: DriftReport, path: Path) -> None:
     "prometheus": "also write the report as Prometheus text to FILE (*.prom, for the textfile collector)",
     "accept-new-host-keys": "record unknown host keys (a changed key is still refused)",
 })
-def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks=10, json_=False,
+def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks="10", json_=False,
           prometheus=None, accept_new_host_keys=False):
     """Which hosts drifted from the inventory: every host planned in check mode, one table host x role."""
     import json

@@ -62,7 +62,8 @@ from bringup.resources.guard import Unused
 from bringup.resources import image
 from bringup.resources.image import DockerImage
 from bringup.facts.base import format_cpulist
-from bringup.resources.tree import Tree, local_tree, parse_manifest
+from bringup.resources.tree import LocalFile, Tree, local_tree, parse_manifest
+from bringup.vars import check_keys
 
 #: Per GPU class: preferred batch sizes and instances per GPU (the guide's measurements).
 PROFILES: dict[str, dict] = {
@@ -71,6 +72,9 @@ PROFILES: dict[str, dict] = {
     "cpu": {"kind": "KIND_CPU", "preferred_batch_size": [1, 2, 4], "instance_count": 1},
 }
 DELAY_MIN, DELAY_MAX = 200, 1500
+#: What an entry of ``triton_models`` may say.
+MODEL_KEYS = ("platform", "backend", "max_batch_size", "input", "output", "instance_count", "preferred_batch_size",
+              "max_queue_delay_microseconds", "response_cache", "extra")
 DEFAULT_DELAY = 800
 #: A window-only change of a config.pbtxt: reload the models in place instead of recreating the container.
 RELOAD = "reload triton models"
@@ -162,6 +166,7 @@ def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
             raise InputError(f"triton_models: model name {name!r} must be letters, digits, '_', '.', '-'")
         if not isinstance(spec, dict):
             raise InputError(f"triton_models.{name}: must be a mapping of settings")
+        check_keys(spec, MODEL_KEYS, f"triton_models.{name}")  # a misspelt key is not silently ignored
         if not (spec.get("platform") or spec.get("backend")):
             raise InputError(f"triton_models.{name}: set platform (tensorrt_plan, onnxruntime_onnx, ...) or backend")
         for k in ("platform", "backend"):
@@ -227,18 +232,18 @@ def check_config(model: str, text: str, where: str = "config.pbtxt") -> None:
         raise InputError(f"model {model}: {where} says name {cfg.name!r}; it must match its folder")
 
 
-def _local_files(vars: dict, configs: dict[str, str]) -> dict[str, tuple[bytes, bool]]:
+def _local_files(vars: dict, configs: dict[str, str]) -> dict[str, LocalFile]:
     src = vars.get("models_dir") or ""
     if not src:
         return {}
     files = local_tree(Path(src).expanduser())
-    for rel, (content, _x) in files.items():
+    for rel, f in files.items():
         model, _, rest = rel.partition("/")
         if rest == "config.pbtxt":
             if model in configs:
                 raise InputError(f"{Path(src) / rel}: model {model} is also in triton_models; "
                                  "keep one (the inventory renders its config)")
-            check_config(model, content.decode("utf-8", "replace"), where=str(Path(src) / rel))
+            check_config(model, f.read_bytes().decode("utf-8", "replace"), where=str(Path(src) / rel))
     return files
 
 
@@ -361,8 +366,8 @@ class _Desired:
             # The window is not part of the revision: a new window is a reload in place (RELOAD), never a
             # new container (the tuner changes it on the running Triton and records it).
             h.update(f"\0config {name}\0".encode() + _WINDOW_LINE.sub("", text).encode())
-        for rel, (content, x) in sorted(self.files.items()):
-            h.update(f"\0file {rel} {x}\0".encode() + hashlib.sha256(content).digest())
+        for rel, f in sorted(self.files.items()):
+            h.update(f"\0file {rel} {f.executable}\0".encode() + bytes.fromhex(f.sha256))
         self.revision = h.hexdigest()[:12]
         self.compose = host.render("triton/docker-compose.yml.j2", revision=self.revision, **ctx)
         self.gpu_profile = profile["kind"] == "KIND_GPU"

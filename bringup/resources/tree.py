@@ -5,25 +5,50 @@ import hashlib
 import os
 import posixpath
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..command import sh
 from ..errors import InputError
-from .base import Plan, Resource
+from .base import Plan, Resource, Upload
 from .files import File, _check_path
+from .upload import file_sha256
 
-__all__ = ["Tree", "local_tree", "parse_manifest", "format_manifest"]
+__all__ = ["Tree", "LocalFile", "local_tree", "parse_manifest", "format_manifest"]
+
+
+@dataclass(frozen=True)
+class LocalFile:
+    """A file of the control machine to ship, hashed once (streamed) and never held in memory:
+    ``root``/``rel`` is its path; the tree streams it to the host (tar over the connection)."""
+
+    root: Path
+    rel: str
+    sha256: str
+    executable: bool
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.rel
+
+    def read_bytes(self) -> bytes:
+        """Its content, for the few readers that need it whole (a config.pbtxt to validate)."""
+        return self.path.read_bytes()
 
 #: Never shipped: caches and editor droppings of the control machine.
 IGNORED_DIRS = {"__pycache__", ".git"}
 
 
-def local_tree(source: Path, exclude: set[str] = frozenset()) -> dict[str, tuple[bytes, bool]]:
-    """The files under ``source``: ``{relative path: (content, executable)}``, sorted."""
+#: sha256 by (path, size, mtime): a run hashes each model file once, however often it lists the folder.
+_HASHED: dict[tuple[str, int, int], str] = {}
+
+
+def local_tree(source: Path, exclude: set[str] = frozenset()) -> dict[str, LocalFile]:
+    """The files under ``source``: ``{relative path: LocalFile}``, sorted; each hashed once, in chunks."""
     source = Path(source)
     if not source.is_dir():
         raise InputError(f"{source}: no such directory (models_dir)")
-    out: dict[str, tuple[bytes, bool]] = {}
+    out: dict[str, LocalFile] = {}
     for dirpath, dirnames, filenames in os.walk(source):
         dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS and not d.startswith("."))
         for fn in sorted(filenames):
@@ -35,14 +60,22 @@ def local_tree(source: Path, exclude: set[str] = frozenset()) -> dict[str, tuple
                 raise InputError(f"{p}: file names with newlines or backslashes cannot be shipped")
             if rel in exclude or p.is_symlink():
                 continue
-            out[rel] = (p.read_bytes(), os.access(p, os.X_OK))
+            st = p.stat()
+            key = (str(p), st.st_size, st.st_mtime_ns)
+            if key not in _HASHED:  # validation and the plan read one run's files: hashed once
+                _HASHED[key] = file_sha256(p)
+            out[rel] = LocalFile(source, rel, _HASHED[key], os.access(p, os.X_OK))
     return out
 
 
 class Tree(Resource):
-    """The files under ``path`` include ``files`` (``{relative path: (content, executable)}``).
+    """The files under ``path`` include ``files`` (``{relative path: LocalFile | (content, executable)}``).
 
-    Only files whose sha256 differs are written (atomically, one by one).
+    Only files whose sha256 differs are written, atomically.  A :class:`LocalFile`
+    (a model file, gigabytes for a TensorRT plan) is streamed: the changed ones
+    travel as one tar over the connection into a staging folder beside them,
+    are checked against the sha256 planned, and renamed into place; content
+    given as bytes (small files) travels inside the script.
     Paths in ``keep`` are left alone (other resources write them); given as
     ``{relative path: sha256}`` they are recorded as shipped too.
 
@@ -71,7 +104,10 @@ class Tree(Resource):
         self.path = path.rstrip("/") or "/"
         self.files = dict(files)
         self.keep = set(keep)
-        self.sha = {rel: hashlib.sha256(c).hexdigest() for rel, (c, _x) in self.files.items()}
+        self.sha = {rel: f.sha256 if isinstance(f, LocalFile) else hashlib.sha256(f[0]).hexdigest()
+                    for rel, f in self.files.items()}
+        if len({f.root for f in self.files.values() if isinstance(f, LocalFile)}) > 1:
+            raise InputError(f"{path}: the files to stream come from several folders; one tree takes one")
         for p in (manifest, holding):
             if p is not None:
                 _check_path(p)
@@ -125,17 +161,24 @@ class Tree(Resource):
         changes: dict = {}
         cmds: list[str] = []
         aside: list[str] = []  # moved into the holding folder (or removed without one)
-        for rel, (content, executable) in sorted(self.files.items()):
+        streamed: list[str] = []
+        stream_asides: list[str] = []
+        for rel, f in sorted(self.files.items()):
             if have.get(rel) != self.sha[rel]:
                 old = have[rel][:12] if rel in have else "absent"
+                held = None
                 if rel in have and before.get(rel) != have[rel] and self.holding:
                     # Someone else's file where ours goes: held until the new state is known good.
                     old += " (not shipped by bringup: held)"
-                    cmds.append(self._aside(rel))
+                    held = self._aside(rel)
                 changes[rel] = (old, self.sha[rel][:12])
-                f = File(posixpath.join(self.path, rel), content=content, mode="0755" if executable else "0644",
-                         backup=False)
-                cmds.append(f._write())
+                if isinstance(f, LocalFile):
+                    streamed.append(rel)
+                    stream_asides += [held] if held else []
+                    continue
+                cmds += [held] if held else []
+                w = File(posixpath.join(self.path, rel), content=f[0], mode="0755" if f[1] else "0644", backup=False)
+                cmds.append(w._write())
         stale = sorted(rel for rel, sha in before.items()
                        if rel not in self.files and rel not in self.keep and have.get(rel) == sha)
         for rel in stale:
@@ -157,35 +200,64 @@ class Tree(Resource):
             changes[self.manifest] = (f"{len(before)} file(s) shipped" if before else "absent",
                                       f"{len(self.shipped)} file(s) shipped")
             cmds.append(self._write_manifest())
-        if not cmds:
+        if not cmds and not streamed:
             return Plan.noop(f"{self.path}: all {len(self.files)} files have the same sha256"
                              + (f"; left as they are: {'; '.join(kept)}" if kept else ""))
         if kept:
             changes["kept"] = "; ".join(kept)
         if kind == "absent":
             cmds.insert(0, sh("mkdir -p -- %s", self.path))
-        return Plan(commands=cmds, changes=changes)
+        return Plan(commands=cmds, changes=changes,
+                    upload=self._stream(streamed, stream_asides) if streamed else None)
+
+    def _stream(self, rels: list[str], asides: list[str]) -> Upload:
+        """The changed local files as one tar, received beside their place, checked, renamed in."""
+        root = next(f.root for f in self.files.values() if isinstance(f, LocalFile))
+        receive = [
+            "set -e",
+            sh("d=%s", self.path),
+            'mkdir -p -- "$d"',
+            # Beside the files (one filesystem: the renames are atomic), hidden, gone whatever happens.
+            'st=$(mktemp -d -- "$d/.bringup-incoming.XXXXXX")',
+            "trap 'rm -rf -- \"$st\"' EXIT",
+            'tar -xf - -C "$st" --no-same-owner --no-same-permissions',
+            'check() { got=$(sha256sum < "$st/$1" | cut -c1-64); [ "$got" = "$2" ] || '
+            '{ echo "received $1 with sha256 $got, not $2: it changed on the control machine while it was sent"; '
+            'exit 1; }; }',
+            *[sh("check %s %s", rel, self.sha[rel]) for rel in rels],
+            *asides,
+        ]
+        for rel in rels:
+            mode = "0755" if self.files[rel].executable else "0644"
+            receive.append(sh('mkdir -p -- "$d/$(dirname -- %s)" && chmod %s -- "$st/"%s && mv -f -- "$st/"%s "$d/"%s',
+                              rel, mode, rel, rel, rel))
+        size = sum(self.files[r].path.stat().st_size for r in rels)
+        return Upload(["tar", "-C", str(root), "-cf", "-", "--", *rels], "\n".join(receive),
+                      what=f"{len(rels)} file(s), {size / 1e6:.1f} MB, streamed from {root}")
 
     def _plan_owned(self, kind: str, have: dict[str, str], odd: list[str]) -> Plan:
         changes: dict = {}
         cmds: list[str] = []
-        for rel, (content, executable) in sorted(self.files.items()):
+        streamed = []
+        for rel, f in sorted(self.files.items()):
             if have.get(rel) != self.sha[rel]:
                 changes[rel] = (have[rel][:12] if rel in have else "absent", self.sha[rel][:12])
-                f = File(posixpath.join(self.path, rel), content=content, mode="0755" if executable else "0644",
-                         backup=False)
-                cmds.append(f._write())
+                if isinstance(f, LocalFile):
+                    streamed.append(rel)
+                    continue
+                w = File(posixpath.join(self.path, rel), content=f[0], mode="0755" if f[1] else "0644", backup=False)
+                cmds.append(w._write())
         extra = sorted(r for r in set(have) | set(odd) if r not in self.files and r not in self.keep)
         for rel in extra:
             changes[rel] = (have.get(rel, "?")[:12], "absent")
             cmds.append(sh("rm -f -- %s", posixpath.join(self.path, rel)))
         if extra:
             cmds.append(sh("find %s -mindepth 1 -type d -empty -delete", self.path))
-        if not cmds:
+        if not cmds and not streamed:
             return Plan.noop(f"{self.path}: all {len(self.files)} files have the same sha256")
         if kind == "absent":
             cmds.insert(0, sh("mkdir -p -- %s", self.path))
-        return Plan(commands=cmds, changes=changes)
+        return Plan(commands=cmds, changes=changes, upload=self._stream(streamed, []) if streamed else None)
 
     def _aside(self, rel: str) -> str:
         src, dst = posixpath.join(self.path, rel), posixpath.join(self.holding, rel)

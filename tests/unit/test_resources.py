@@ -326,3 +326,54 @@ def test_non_finite_daemon_config_is_refused_before_connecting(tmp_path):
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 1, r.stdout + r.stderr  # bad input, nothing contacted (192.0.2.1 would be exit 4)
     assert "docker_daemon_config: NaN and Infinity are not JSON" in r.stderr and "Traceback" not in r.stderr
+
+
+def _stream(plan) -> subprocess.CompletedProcess:
+    """Run a plan's upload as the engine does: the local argv's stdout into the remote script's stdin."""
+    local = subprocess.Popen(plan.upload.local, stdout=subprocess.PIPE)
+    remote = subprocess.run(["sh", "-c", plan.upload.remote], stdin=local.stdout, capture_output=True, text=True)
+    local.stdout.close()
+    local.wait()
+    return remote
+
+
+def test_model_files_are_streamed_not_embedded_and_hashed_once(tmp_path, monkeypatch):
+    """Issue 9 defect 5: model files travel as a stream (tar over the connection), not base64 in a script;
+    each local file is hashed once per run however often the folder is listed; a file that changes while
+    it is sent is refused and the one in place stays whole."""
+    import bringup.resources.tree as tree_mod
+    from bringup.resources.tree import LocalFile, Tree, local_tree
+
+    src, repo, stack = tmp_path / "models", tmp_path / "repo", tmp_path / "stack"
+    (src / "m" / "1").mkdir(parents=True)
+    big = os.urandom(3 << 20)
+    (src / "m" / "1" / "model.plan").write_bytes(big)
+    (src / "m" / "1" / "model.py").write_text("print(1)\n")
+    os.chmod(src / "m" / "1" / "model.py", 0o755)
+    calls = []
+    real = tree_mod.file_sha256
+    monkeypatch.setattr(tree_mod, "file_sha256", lambda p: calls.append(p) or real(p))
+    files = local_tree(src)
+    assert local_tree(src) == files and len(calls) == 2  # listed twice, hashed once
+    assert all(isinstance(f, LocalFile) for f in files.values()) and files["m/1/model.plan"].sha256 == _h(big)
+
+    t = Tree(str(repo), files, manifest=str(stack / "manifest"), holding=str(stack / "held" / "r1"))
+    p = t.plan(sh(t.read()).stdout)
+    assert p.upload is not None and p.upload.local[:2] == ["tar", "-C"] and "m/1/model.plan" in p.upload.local
+    assert len(p.upload.remote) < 4000 and big[:64].hex() not in p.upload.remote  # no content in the script
+    r = _stream(p)
+    assert r.returncode == 0, r.stdout + r.stderr
+    for cmd in p.commands:
+        assert sh(cmd).returncode == 0
+    assert (repo / "m" / "1" / "model.plan").read_bytes() == big
+    assert os.stat(repo / "m" / "1" / "model.py").st_mode & 0o777 == 0o755
+    assert [x.name for x in repo.iterdir()] == ["m"]  # the staging folder is gone
+    assert not t.plan(sh(t.read()).stdout).changed
+
+    # Changed on the control machine after it was planned (hashed): refused, the file in place untouched.
+    (src / "m" / "1" / "model.plan").write_bytes(b"new" + big[3:])
+    files2 = dict(files, **{"m/1/model.plan": LocalFile(src, "m/1/model.plan", _h(b"other"), False)})
+    t2 = Tree(str(repo), files2, manifest=str(stack / "manifest"), holding=str(stack / "held" / "r2"))
+    r = _stream(t2.plan(sh(t2.read()).stdout))
+    assert r.returncode != 0 and "changed on the control machine while it was sent" in r.stdout + r.stderr
+    assert (repo / "m" / "1" / "model.plan").read_bytes() == big and [x.name for x in repo.iterdir()] == ["m"]

@@ -252,3 +252,13 @@ def test_triton_runs_on_the_planners_cpus_unless_the_inventory_sets_them():
     assert b"cpuset" not in cpu.content
     with pytest.raises(InputError, match="set triton_cpuset"):
         T.cpuset(v, {"nvidia.smi": [{"index": 0}]})
+
+
+def test_a_misspelt_model_setting_is_refused_with_the_closest_key():
+    """Issue 12 item 16: `max_batch_sise` was ignored silently (the model got the default 8)."""
+    v = host_vars("trt-l40s-01")
+    spec = dict(v["triton_models"]["resnet_trt"])
+    spec["max_batch_sise"] = spec.pop("max_batch_size")
+    with pytest.raises(InputError, match=r"triton_models.resnet_trt: unknown key 'max_batch_sise'; "
+                                         r"did you mean 'max_batch_size'\?"):
+        T.validate({**v, "triton_models": {"resnet_trt": spec}})
