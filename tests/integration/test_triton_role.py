@@ -468,3 +468,22 @@ def test_the_window_tuner_service_moves_the_window_live_and_provision_keeps_it(t
     assert served() == 800 and started(host) == before
     host.exec(["systemctl", "disable", "--now", "bringup-window-tuner"])
     host.exec(["rm", "-f", "/etc/bringup/triton-window.json"])
+
+
+def test_bench_and_tune_window_against_the_sandbox_hosts_triton(triton_host, project, address):
+    """Issue 10 against a sandbox host: the one-shot tune-window sweeps windows on the host's Triton (by
+    Triton's model control API, which the role's compose allows), picks one, and leaves the deployed
+    config served; every point's count agrees with Triton's statistics."""
+    host, _ = triton_host
+    before = json.loads(get(f"http://{address}:8000/v2/models/add/config")[1])
+    r = invoke("tune-window", "--host", host.name, "--inventory", "hosts", "--address", address,
+               "--target-p95-ms", "5000", "--windows", "200,1000", "--concurrency", "4", "--warmup", "0.5",
+               "--duration", "1.5", "--processes", "1", cwd=project, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    (doc_path,) = (project / "reports" / "bench").glob(f"{host.name}-tune-*.json")
+    doc = json.loads(doc_path.read_text())
+    assert sorted(p["window_us"] for p in doc["points"]) == [200, 1000]
+    assert all(p["errors"] == 0 and p["counts_agree"] for p in doc["points"]), doc["points"]
+    assert doc["tune"]["chosen_window_us"] in (200, 1000) and "meets p95 5000 ms" in doc["tune"]["why"]
+    after = json.loads(get(f"http://{address}:8000/v2/models/add/config")[1])
+    assert after["dynamic_batching"] == before["dynamic_batching"]  # the deployed window is served again
