@@ -1,0 +1,432 @@
+"""Whole-process benchmark of bringup against pyinfra, Ansible and the SSH floor (issue 11).
+
+    python3 bench/compare.py [--runs 5] [--scale 1,4,16] [--parts a,b,c,d]
+
+Builds its own sandbox hosts (harness: systemd containers reached over real
+SSH on 127.0.0.1) and its own virtual environment with pyinfra and
+ansible-core from PyPI (.sandbox/bench-venv, made once and reused), then
+times whole processes from outside (``subprocess``, start-up included), the
+tools alternated run by run, and writes bench/RESULTS.md:
+
+(a) the sysctl role's file and keys, no-op, over 1..N hosts: bringup, a pyinfra
+    deploy and an Ansible playbook doing the same, and the floor;
+(b) a six-operation mix (bench/mix, bench/peers): apply from scratch and no-op;
+(c) the full cpu-profile ``provision`` no-op, against its own floor;
+(d) ``bringup audit`` (= ``invoke audit``) of the provisioned host, against its floor.
+
+The floor is bench/floor.py: a fresh Python process, paramiko, one connection
+per host (a thread each), one command reading everything the no-op checks.
+Remote commands are counted by making root's login shell a logging wrapper
+for one extra run of each tool (sshd runs every exec request and the sftp
+subsystem through it); timed runs go through the plain shell.
+
+A benchmark, not a test: nothing here asserts a speed.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import shlex
+import statistics
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "bench"
+sys.path.insert(0, str(REPO))
+
+import harness  # noqa: E402
+
+WORK = REPO / ".sandbox" / "bench"
+VENV = REPO / ".sandbox" / "bench-venv"
+PEER_PACKAGES = ("pyinfra", "ansible-core", "paramiko")
+BRINGUP = [str(Path(sys.executable).with_name("bringup"))]
+PYTHON = sys.executable
+LOGSH = "/usr/local/sbin/bench-logsh"
+LOGDIR = "/var/log/bench-cmds"
+# sshd runs `$SHELL -c CMD` for every exec request and for the sftp subsystem:
+# log each one (and, when asked, its stdin) with the sshd process that serves the connection.
+LOGSH_TEXT = f"""#!/bin/bash
+d={LOGDIR}; n=$(date +%s%N)-$$
+if [ "$1" = -c ]; then
+  printf '%s\\n%s' "$PPID" "$2" > "$d/$n.cmd"
+  if [ -e "$d/stdin" ]; then tee "$d/$n.in" | /bin/bash -c "$2"; exit "${{PIPESTATUS[1]}}"; fi
+  exec /bin/bash -c "$2"
+fi
+exec /bin/bash "$@"
+"""
+MIX_RESET = ("rm -rf /etc/sysctl.d/91-bench-mix.conf* /opt/bench-mix /etc/default/bench-mix*; "
+             "sysctl -qw net.ipv4.tcp_fin_timeout=60; systemctl disable -q --now containerd")
+MIX_FLOOR = ("for f in /etc/sysctl.d/91-bench-mix.conf /etc/default/bench-mix /opt/bench-mix/motd; do "
+             "stat -c '%a %U %G' $f; sha256sum $f; done; stat -c '%a %U %G' /opt/bench-mix; "
+             "dpkg-query -W -f='${Package} ${Version} ${db:Status-Abbrev}\\n' curl procps; "
+             "systemctl is-active containerd; systemctl is-enabled containerd")
+
+
+def log(msg: str) -> None:
+    print(f"bench: {msg}", file=sys.stderr, flush=True)
+
+
+# -- environment -------------------------------------------------------------
+
+def peer_venv() -> Path:
+    """.sandbox/bench-venv with pyinfra and ansible-core (made once; reused while it imports)."""
+    py = VENV / "bin" / "python"
+    ok = py.exists() and subprocess.run([str(py), "-c", "import pyinfra, ansible, paramiko"],
+                                        capture_output=True).returncode == 0
+    if not ok:
+        log(f"making {VENV} with {', '.join(PEER_PACKAGES)} from PyPI")
+        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
+        subprocess.run([str(py), "-m", "pip", "install", "-q", *PEER_PACKAGES], check=True)
+    return VENV / "bin"
+
+
+def versions(venv: Path) -> dict[str, str]:
+    def out(argv: list[str]) -> str:
+        return subprocess.run(argv, capture_output=True, text=True).stdout.strip().splitlines()[0]
+    return {
+        "bringup": out([PYTHON, "-c", "import bringup; print(bringup.__version__)"]),
+        "python (bringup)": platform.python_version(),
+        "paramiko (bringup, floor)": out([PYTHON, "-c", "import paramiko; print(paramiko.__version__)"]),
+        "pyinfra": out([str(venv / "pyinfra"), "--version"]),
+        "ansible-core": out([str(venv / "ansible-playbook"), "--version"]),
+        "OpenSSH (client, Ansible)": subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip(),
+    }
+
+
+def start_hosts(n: int) -> list[harness.SandboxHost]:
+    harness.ensure_docker()
+    harness.build_image()
+    first = harness.start_host("bench-001", workdir=WORK, restart="no")  # makes the key pair once
+    with ThreadPoolExecutor(4) as ex:
+        rest = list(ex.map(lambda i: harness.start_host(f"bench-{i:03d}", workdir=WORK, restart="no"),
+                           range(2, n + 1)))
+    return [first, *rest]
+
+
+def write_peer_inventories(hosts: list[harness.SandboxHost], d: Path) -> None:
+    """pyinfra's inventory.py, Ansible's inventory and ansible.cfg (pipelining, ControlPersist), one known_hosts."""
+    kh = d / "known_hosts"
+    kh.write_text("".join(h.known_hosts.read_text() for h in hosts))
+    key = hosts[0].key_file
+    (d / "pyinfra_inventory.py").write_text("hosts = [\n" + "".join(
+        f"    ({h.name!r}, {{'ssh_hostname': '127.0.0.1', 'ssh_port': {h.port}, 'ssh_user': 'root', "
+        f"'ssh_key': {str(key)!r}, 'ssh_known_hosts_file': {str(kh)!r}, "
+        f"'ssh_strict_host_key_checking': 'yes'}}),\n" for h in hosts) + "]\n")
+    (d / "ansible_hosts").write_text("[all]\n" + "".join(
+        f"{h.name} ansible_host=127.0.0.1 ansible_port={h.port} ansible_user=root\n" for h in hosts))
+    (d / "ansible.cfg").write_text(
+        "[defaults]\nhost_key_checking = True\ninterpreter_python = /usr/bin/python3\n"
+        f"private_key_file = {key}\nforks = 64\nretry_files_enabled = False\n"
+        "[ssh_connection]\npipelining = True\n"
+        f"ssh_args = -o ControlMaster=auto -o ControlPersist=60s -o UserKnownHostsFile={kh} "
+        "-o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes -o IdentitiesOnly=yes\n"
+        f"control_path_dir = {d / 'cp'}\n")
+    (d / "floor_hosts.json").write_text(json.dumps(
+        [{"port": h.port, "key": str(key), "known_hosts": str(h.known_hosts)} for h in hosts]))
+
+
+def bringup_inventory(hosts: list[harness.SandboxHost], path: Path) -> Path:
+    return harness.write_inventory(path, hosts, extra_vars=harness.SANDBOX_VARS)
+
+
+# -- running -----------------------------------------------------------------
+
+class Tool:
+    """One way of doing a piece of work: a command line run as a whole process."""
+
+    def __init__(self, name: str, argv: list[str], cwd: Path, env: dict | None = None, ok=(0,)):
+        self.name, self.argv, self.cwd, self.env, self.ok = name, argv, cwd, env, ok
+
+    def run(self) -> float:
+        env = {**os.environ, **(self.env or {})}
+        t0 = time.perf_counter()
+        cp = subprocess.run(self.argv, cwd=self.cwd, env=env, capture_output=True, text=True)
+        dt = time.perf_counter() - t0
+        if cp.returncode not in self.ok:
+            raise SystemExit(f"bench: {self.name} failed (exit {cp.returncode}): {shlex.join(self.argv)}\n"
+                             f"{(cp.stdout + cp.stderr)[-3000:]}")
+        return dt
+
+
+def alternate(tools: list[Tool], runs: int, before=None) -> dict[str, dict]:
+    """Each tool ``runs`` times, the order rotated run by run; ``before(tool)`` resets the host first."""
+    times: dict[str, list[float]] = {t.name: [] for t in tools}
+    loads: list[float] = []
+    for i in range(runs):
+        for t in tools[i % len(tools):] + tools[:i % len(tools)]:
+            if before:
+                before(t)
+            loads.append(os.getloadavg()[0])
+            times[t.name].append(t.run())
+    return {n: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v),
+                "load": statistics.median(loads)} for n, v in times.items()}
+
+
+def count_commands(host: harness.SandboxHost, tool: Tool, stdin: bool = False) -> dict:
+    """Run ``tool`` once with root's shell logging each command sshd runs; count commands and connections."""
+    host.exec(f"mkdir -p {LOGDIR} && rm -f {LOGDIR}/* && install -m 0755 /dev/stdin {LOGSH} && "
+              f"usermod -s {LOGSH} root" + (f" && touch {LOGDIR}/stdin" if stdin else ""), input=LOGSH_TEXT)
+    # A fresh ControlPath dir: Ansible's persisted master would carry the plain shell it logged in with.
+    fresh = Tool(tool.name, tool.argv, tool.cwd,
+                 {**(tool.env or {}), "ANSIBLE_SSH_CONTROL_PATH_DIR": str(WORK / f"cp-{time.time_ns()}")}, tool.ok)
+    try:
+        fresh.run()
+        listing = host.exec(f"cd {LOGDIR} && head -qn1 -- *.cmd 2>/dev/null; true").stdout.split()
+        cmds = host.exec(f"cd {LOGDIR} && for f in $(ls *.cmd 2>/dev/null | sort); do tail -n +2 \"$f\"; "
+                         "printf '\\0'; done").stdout.split("\0")[:-1]
+        scripts = []
+        if stdin:
+            scripts = host.exec(f"cd {LOGDIR} && for f in $(ls *.in 2>/dev/null | sort); do cat \"$f\"; "
+                                "printf '\\0'; done").stdout.split("\0")[:-1]
+    finally:
+        host.exec(f"usermod -s /bin/bash root && rm -rf {LOGDIR}")
+    sftp = sum("sftp-server" in c for c in cmds)
+    return {"commands": len(cmds), "sftp": sftp, "connections": len(set(listing)), "scripts": scripts,
+            "sample": [c.splitlines()[0][:90] if c else "" for c in cmds[:3]]}
+
+
+def floor_tool(name: str, d: Path, cmd: str, stdin: str = "", hosts: str = "floor_hosts.json") -> Tool:
+    (d / f"{name}.cmd").write_text(cmd)
+    argv = [PYTHON, str(BENCH / "floor.py"), str(d / hosts), str(d / f"{name}.cmd")]
+    if stdin:
+        (d / f"{name}.in").write_text(stdin)
+        argv.append(str(d / f"{name}.in"))
+    return Tool("floor", argv, d)
+
+
+def replay_floor(name: str, d: Path, scripts: list[str]) -> Tool:
+    """The floor of a bringup run: every script it ran, in one command over one connection."""
+    body = "".join(f"(\n{s}\n) >/dev/null 2>&1\n" for s in scripts) + "exit 0\n"
+    return floor_tool(name, d, "sh -c 'eval \"$(cat)\"'", body, hosts="floor_one.json")
+
+
+# -- the parts ---------------------------------------------------------------
+
+def sysctl_spec(host: harness.SandboxHost, d: Path) -> Path:
+    """The file and live keys bringup's sysctl role manages here, for the peers (read after bringup applied)."""
+    from roles.sysctl import PERSIST_FILE
+    content = host.exec(["cat", PERSIST_FILE]).stdout
+    keys = {}
+    for line in content.splitlines():
+        if line and not line.startswith("#") and "=" in line:
+            k, v = (x.strip() for x in line.split("=", 1))
+            keys[k] = v
+    spec = d / "sysctl.json"
+    spec.write_text(json.dumps({"path": PERSIST_FILE, "content": content, "keys": keys}))
+    return spec
+
+
+def part_a(hosts, d: Path, venv: Path, runs: int, scale: list[int]) -> dict:
+    inv = bringup_inventory(hosts, d / "hosts")
+    Tool("bringup apply", BRINGUP + ["provision", "-i", str(inv), "--roles", "sysctl", "--forks", "64",
+                                     "--group", "sandbox"], d).run()
+    spec = sysctl_spec(hosts[0], d)
+    keys = json.loads(spec.read_text())["keys"]
+    floor_cmd = (f"stat -c '%a %U %G' {json.loads(spec.read_text())['path']}; "
+                 f"sha256sum {json.loads(spec.read_text())['path']}; "
+                 + "; ".join(f"cat /proc/sys/{k.replace('.', '/')}" for k in keys))
+    out = {"keys": len(keys), "scale": {}}
+    for n in scale:
+        sub = hosts[:n]
+        sd = d / f"n{n}"
+        sd.mkdir(exist_ok=True)
+        write_peer_inventories(sub, sd)
+        binv = bringup_inventory(sub, sd / "hosts")
+        forks = str(max(n, 1))
+        tools = [
+            Tool("bringup", BRINGUP + ["provision", "-i", str(binv), "--roles", "sysctl", "--forks", forks,
+                                       "--group", "sandbox"], sd),
+            Tool("pyinfra", [str(venv / "pyinfra"), "-y", "--parallel", forks, "pyinfra_inventory.py",
+                             str(BENCH / "peers" / "sysctl_deploy.py")], sd, {"BENCH_SYSCTL_JSON": str(spec)}),
+            Tool("ansible", [str(venv / "ansible-playbook"), "-i", "ansible_hosts", "-f", forks,
+                             "-e", f"@{spec}", str(BENCH / "peers" / "sysctl_playbook.yml")], sd,
+                 {"ANSIBLE_CONFIG": str(sd / "ansible.cfg")}),
+            floor_tool("floor_a", sd, floor_cmd),
+        ]
+        for t in tools[:3]:
+            t.run()  # converge every tool's view once (pyinfra's file mode, Ansible's first connection)
+        log(f"(a) sysctl no-op, {n} host(s)")
+        out["scale"][n] = alternate(tools, runs)
+        if n == 1:
+            out["commands"] = {t.name: count_commands(hosts[0], t) for t in tools}
+    return out
+
+
+def part_b(hosts, d: Path, venv: Path, runs: int) -> dict:
+    h = hosts[:1]
+    sd = d / "mix"
+    sd.mkdir(exist_ok=True)
+    write_peer_inventories(h, sd)
+    binv = bringup_inventory(h, sd / "hosts")
+    tools = [
+        Tool("bringup", BRINGUP + ["provision", "-i", str(binv), "--host", h[0].name], BENCH / "mix"),
+        Tool("pyinfra", [str(venv / "pyinfra"), "-y", "pyinfra_inventory.py", str(BENCH / "peers" / "mix_deploy.py")],
+             sd),
+        Tool("ansible", [str(venv / "ansible-playbook"), "-i", "ansible_hosts",
+                         str(BENCH / "peers" / "mix_playbook.yml")], sd, {"ANSIBLE_CONFIG": str(sd / "ansible.cfg")}),
+    ]
+    log("(b) mix: apply from scratch")
+    apply_ = alternate(tools, runs, before=lambda t: h[0].exec(MIX_RESET))
+    for t in tools:
+        t.run()
+    log("(b) mix: no-op")
+    noop = alternate(tools + [floor_tool("floor_b", sd, MIX_FLOOR)], runs)
+    return {"apply": apply_, "noop": noop, "commands": {t.name: count_commands(h[0], t) for t in tools}}
+
+
+def part_cd(hosts, d: Path, runs: int) -> dict:
+    h = hosts[:1]
+    sd = d / "full"
+    sd.mkdir(exist_ok=True)
+    write_peer_inventories(h, sd)
+    (sd / "floor_one.json").write_text((sd / "floor_hosts.json").read_text())
+    binv = bringup_inventory(h, sd / "hosts")
+    prov = Tool("bringup provision", BRINGUP + ["provision", "-i", str(binv), "--host", h[0].name], sd)
+    audit = Tool("bringup audit", BRINGUP + ["audit", "-i", str(binv), "--host", h[0].name], sd)
+    log("(c) full provision: first apply (not timed)")
+    try:
+        prov.run()
+    except SystemExit as e:
+        log(f"first apply did not converge; re-running once: {str(e).splitlines()[0]}")
+        prov.run()
+    out = {}
+    for key, tool in (("c", prov), ("d", audit)):
+        counted = count_commands(h[0], tool, stdin=True)
+        floor = replay_floor(f"floor_{key}", sd, counted.pop("scripts"))
+        log(f"({key}) {tool.name}, no-op, against its floor")
+        out[key] = {"times": alternate([tool, floor], runs), "commands": counted}
+    return out
+
+
+# -- the report --------------------------------------------------------------
+
+def fmt(r: dict) -> str:
+    return f"{r['median']:.2f} s ({r['min']:.2f}–{r['max']:.2f})"
+
+
+def ratio(a: dict, b: dict) -> str:
+    return f"{a['median'] / b['median']:.2f}×"
+
+
+def report(res: dict, meta: dict) -> str:
+    L = [f"# bringup benchmark: whole processes against pyinfra, Ansible and the SSH floor", "",
+         f"Written by `python3 bench/compare.py {meta['args']}` on {meta['date']}.", "",
+         f"- machine: {meta['machine']}, {meta['cores']} cores, {meta['mem']}",
+         "- " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items()),
+         "- hosts: sandbox containers (Debian, systemd, sshd) on 127.0.0.1, the control node the same machine",
+         f"- each cell: median (min–max) of {meta['runs']} runs, wall time of the whole process from outside "
+         "(start-up included), tools alternated run by run; `load` is the median 1-minute load average "
+         "at the start of the runs", ""]
+    a = res.get("a")
+    if a:
+        L += ["## (a) sysctl role, no-op: file and " + str(a["keys"]) + " live keys", "",
+              "| hosts | bringup | pyinfra | ansible | floor | bringup/pyinfra | bringup/ansible | bringup/floor | load |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        for n, r in a["scale"].items():
+            L.append(f"| {n} | {fmt(r['bringup'])} | {fmt(r['pyinfra'])} | {fmt(r['ansible'])} | {fmt(r['floor'])} | "
+                     f"{ratio(r['bringup'], r['pyinfra'])} | {ratio(r['bringup'], r['ansible'])} | "
+                     f"{ratio(r['bringup'], r['floor'])} | {r['bringup']['load']:.2f} |")
+        if len(a["scale"]) > 1:
+            L += ["", "Cost per added host (median, from the smallest to the largest size): " + ", ".join(
+                f"{t} {per_host(a['scale'], t) * 1000:.0f} ms" for t in ("bringup", "pyinfra", "ansible", "floor"))]
+        L += ["", commands_table(a.get("commands", {}))]
+    b = res.get("b")
+    if b:
+        L += ["## (b) six-operation mix, one host", "",
+              "| run | bringup | pyinfra | ansible | floor | bringup/pyinfra | bringup/ansible | bringup/floor | load |",
+              "|---|---|---|---|---|---|---|---|---|"]
+        for what, r in (("apply from scratch", b["apply"]), ("no-op", b["noop"])):
+            fl = r.get("floor")
+            L.append(f"| {what} | {fmt(r['bringup'])} | {fmt(r['pyinfra'])} | {fmt(r['ansible'])} | "
+                     f"{fmt(fl) if fl else '—'} | {ratio(r['bringup'], r['pyinfra'])} | "
+                     f"{ratio(r['bringup'], r['ansible'])} | {ratio(r['bringup'], fl) if fl else '—'} | "
+                     f"{r['bringup']['load']:.2f} |")
+        L += ["", commands_table(b["commands"])]
+    for key, title in (("c", "(c) full `provision`, cpu profile, no-op, one host"),
+                       ("d", "(d) `bringup audit` (= `invoke audit`) of the provisioned host")):
+        r = res.get("cd", {}).get(key)
+        if not r:
+            continue
+        t = r["times"]
+        name = next(n for n in t if n != "floor")
+        c = r["commands"]
+        L += [f"## {title}", "", "| bringup | its floor | bringup/floor | remote commands | connections | load |",
+              "|---|---|---|---|---|---|",
+              f"| {fmt(t[name])} | {fmt(t['floor'])} | {ratio(t[name], t['floor'])} | {c['commands']} | "
+              f"{c['connections']} | {t[name]['load']:.2f} |", "",
+              "Its floor: every script this run sent, captured on the host, replayed from a fresh paramiko "
+              "process in one command over one connection.", ""]
+    L += [meta["notes"]]
+    return "\n".join(L) + "\n"
+
+
+def per_host(scale: dict, tool: str) -> float:
+    ns = sorted(scale)
+    lo, hi = ns[0], ns[-1]
+    return (scale[hi][tool]["median"] - scale[lo][tool]["median"]) / (hi - lo)
+
+
+def commands_table(cmds: dict) -> str:
+    if not cmds:
+        return ""
+    rows = ["Remote commands of one no-op run on one host (exec requests and sftp sessions, logged by a "
+            "wrapper login shell on the host; connections = distinct sshd session processes):", "",
+            "| tool | commands | of which sftp | connections | first commands |", "|---|---|---|---|---|"]
+    for n, c in cmds.items():
+        rows.append(f"| {n} | {c['commands']} | {c['sftp']} | {c['connections']} | "
+                    + "<br>".join(f"`{s.replace('|', '¦')}`" for s in c["sample"]) + " |")
+    return "\n".join(rows) + "\n"
+
+
+NOTES = (BENCH / "NOTES.md")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--scale", default="1,4,16", help="host counts for (a), e.g. 1,4,16,64")
+    ap.add_argument("--parts", default="a,b,c,d")
+    ap.add_argument("--out", default=str(BENCH / "RESULTS.md"))
+    args = ap.parse_args()
+    scale = sorted({int(x) for x in args.scale.split(",")})
+    parts = set(args.parts.split(","))
+    venv = peer_venv()
+    WORK.mkdir(parents=True, exist_ok=True)
+    harness.remove_leftovers()
+    n = max(scale) if "a" in parts else 1
+    log(f"starting {n} sandbox host(s)")
+    t0 = time.monotonic()
+    hosts = start_hosts(n)
+    log(f"{n} host(s) up in {time.monotonic() - t0:.0f} s")
+    res: dict = {}
+    try:
+        if "a" in parts:
+            res["a"] = part_a(hosts, WORK, venv, args.runs, scale)
+        if "b" in parts:
+            res["b"] = part_b(hosts, WORK, venv, args.runs)
+        if parts & {"c", "d"}:
+            res["cd"] = part_cd(hosts, WORK, args.runs)
+    finally:
+        for h in hosts:
+            h.remove()
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    meta = {"args": " ".join(sys.argv[1:]), "date": datetime.datetime.now().astimezone().isoformat(timespec="minutes"),
+            "machine": f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
+            "cores": os.cpu_count(), "mem": f"{mem:.0f} GiB", "runs": args.runs,
+            "versions": versions(venv),
+            "notes": NOTES.read_text() if NOTES.exists() else ""}
+    text = report(res, meta)
+    Path(args.out).write_text(text)
+    (WORK / "results.json").write_text(json.dumps(res, indent=1, default=str))
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,39 @@
+"""The floor: a fresh Python process, paramiko, one connection per host, one command, exit.
+
+    python3 bench/floor.py HOSTS.json COMMAND_FILE
+
+HOSTS.json is a list of {"port", "key", "known_hosts"} on 127.0.0.1 (user root);
+each host is handled in its own thread.  The command's output is read and dropped.
+"""
+import json
+import sys
+import threading
+
+import paramiko
+
+
+def one(h: dict, cmd: str, stdin: bytes, errors: list) -> None:
+    c = paramiko.SSHClient()
+    c.load_host_keys(h["known_hosts"])
+    c.set_missing_host_key_policy(paramiko.RejectPolicy())
+    c.connect("127.0.0.1", port=h["port"], username="root", key_filename=h["key"],
+              look_for_keys=False, allow_agent=False)
+    i, o, _ = c.exec_command(cmd)
+    i.write(stdin)
+    i.channel.shutdown_write()
+    o.read()
+    if o.channel.recv_exit_status() != 0:
+        errors.append(h["port"])
+    c.close()
+
+
+hosts = json.load(open(sys.argv[1]))
+cmd = open(sys.argv[2]).read()
+stdin = open(sys.argv[3], "rb").read() if len(sys.argv) > 3 else b""
+errors: list = []
+threads = [threading.Thread(target=one, args=(h, cmd, stdin, errors)) for h in hosts]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+sys.exit(1 if errors else 0)
