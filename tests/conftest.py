@@ -20,11 +20,14 @@ from typing import Callable, Iterator
 import pytest
 
 import harness
+from tests import reliability
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--sandbox-suite", choices=harness.SUITES, default=None,
                      help=f"Debian suite of the sandbox hosts (default ${harness.SUITE_ENV}, else bookworm)")
+    parser.addoption("--reliability-out", default=None, metavar="PATH",
+                     help="where the reliability table goes (default docs/RELIABILITY.md; see tests/reliability.py)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -34,6 +37,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if suite:
         # The tool's own subprocesses (invoke sandbox, bench) build hosts of the same suite.
         os.environ[harness.SUITE_ENV] = suite
+    reliability.configure(config)
 
 
 @pytest.fixture(scope="session")

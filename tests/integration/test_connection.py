@@ -117,6 +117,8 @@ def _provision_as(host, tmp_path, user: str, password: str, fastopen: int):
                   f"sysctl={{net.ipv4.tcp_fastopen: {fastopen}}}", cwd=tmp_path)
 
 
+@pytest.mark.reliability(item=1, fault='become password with NOPASSWD sudo (a password that is a shell command)',
+                         checks=('nothing executed',))
 def test_become_password_is_never_run_as_a_command(sandbox_host, tmp_path):
     """NOPASSWD sudo does not read a password: it must not reach the script's stdin (it ran as root)."""
     _sudo_user(sandbox_host, "nopw", "unused-pw", nopasswd=True)
@@ -127,6 +129,8 @@ def test_become_password_is_never_run_as_a_command(sandbox_host, tmp_path):
     assert sandbox_host.exec(["cat", "/proc/sys/net/ipv4/tcp_fastopen"]).stdout.strip() == "1"
 
 
+@pytest.mark.reliability(item=18, fault='wrong become password on a real sudo',
+                         checks=('secret never shown', 'exit code'))
 def test_become_password_answers_sudos_prompt_and_a_wrong_one_says_so(sandbox_host, tmp_path):
     _sudo_user(sandbox_host, "pwuser", "Right-pw-42", nopasswd=False)
     r = _provision_as(sandbox_host, tmp_path, "pwuser", "Right-pw-42", 3)
@@ -167,6 +171,8 @@ def _silent_run(hosts, pause: tuple[str, str, str]):
     return {r.host: r for r in results}, finished
 
 
+@pytest.mark.reliability(item=9, fault='host stops answering mid-write (docker pause), 2 hosts',
+                         checks=('whole old or new file', 'no leftovers', 'next run converges', 'no hang'))
 def test_a_host_that_stops_answering_mid_write_is_cut_off(sandbox_host, sandbox_host_factory, tmp_path):
     import time
 
@@ -191,6 +197,10 @@ def test_a_host_that_stops_answering_mid_write_is_cut_off(sandbox_host, sandbox_
     # Nothing half-written on the silent host, and the next run converges.
     leftovers = silent.exec("ls -a /etc/sysctl.d", check=False).stdout
     assert ".bringup" not in leftovers, leftovers
+    # The persisted file is the whole old one (none: removed above) or the whole new one (the good host's).
+    conf = "/etc/sysctl.d/90-trt-latency.conf"
+    cut = silent.exec(["cat", conf], check=False)
+    assert cut.returncode != 0 or cut.stdout == sandbox_host.exec(["cat", conf]).stdout, cut.stdout
     r = invoke("provision", "--roles", "sysctl", "--hosts", "good,silent", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert silent.exec(["cat", "/proc/sys/net/ipv4/tcp_fastopen"]).stdout.strip() == "3"

@@ -76,6 +76,8 @@ def _run_cut_off_after_write(hosts: Path, container: str):
         subprocess.run(["docker", "unpause", container], capture_output=True)
 
 
+@pytest.mark.reliability(item=10, fault='connection dropped between the daemon.json write and restart docker',
+                         checks=('whole old or new file', 'no leftovers', 'next run converges'))
 def test_a_handler_lost_to_a_dropped_connection_runs_on_the_next_run(sandbox_host, tmp_path):
     host = sandbox_host
     host.exec("rm -f /etc/docker/daemon.json; systemctl enable --now docker")
@@ -87,6 +89,7 @@ def test_a_handler_lost_to_a_dropped_connection_runs_on_the_next_run(sandbox_hos
     assert cut.status == "unreachable", (cut.status, cut.message)
     # The file is new, the daemon still runs the old config, and the debt is recorded on the host.
     assert daemon_json(host) == {"debug": True}
+    assert not [n for n in ls(host, "/etc/docker") if ".bringup" in n]
     assert docker_debug(host) == "false"
     assert host.exec(["cat", PENDING]).stdout == "docker:restart docker\n"
 
@@ -113,6 +116,8 @@ def full_docker_dir(sandbox_host):
         host.exec("umount /etc/docker", check=False)
 
 
+@pytest.mark.reliability(item=12, fault='daemon.json write on a full disk: the temp file, then the backup copy', variants=2,
+                         checks=('whole old or new file', 'no leftovers', 'next run converges'))
 def test_a_daemon_json_write_failing_on_a_full_disk_leaves_nothing(full_docker_dir, tmp_path):
     host = full_docker_dir
     # 6 KB of a key someone else set: the merged file and its backup need two pages each.
@@ -162,6 +167,8 @@ def project(sandbox_host, tmp_path) -> Path:
     return tmp_path
 
 
+@pytest.mark.reliability(item=12, fault="a 250-character file name; backups pruned to bringup's own",
+                         checks=('no leftovers', "others' files kept", 'next run converges'))
 def test_a_250_character_name_ships_and_backups_are_pruned_to_bringups_own(sandbox_host, project):
     host = sandbox_host
     long = "n" * 250

@@ -86,6 +86,8 @@ def wait_for(host, path: str, timeout: float = 60) -> None:
         time.sleep(0.1)
 
 
+@pytest.mark.reliability(item=11, fault='SIGINT / SIGTERM during host 1 of 2 (--forks 1)',
+                         checks=('exit code', 'recap and report', 'next run converges'))
 @pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_a_signal_during_host_one_stops_the_run_in_order(hosts, project, sig, code):
     a, b = hosts["a"], hosts["b"]
@@ -115,6 +117,8 @@ def test_a_signal_during_host_one_stops_the_run_in_order(hosts, project, sig, co
     assert exists(a, "/srv/h4-sig/after") and exists(b, "/srv/h4-sig/after")
 
 
+@pytest.mark.reliability(item=11, fault='a second SIGINT during a 20 s step',
+                         checks=('exit code', 'recap and report', 'no hang'))
 def test_a_second_signal_abandons_the_step_in_flight(hosts, project):
     a = hosts["a"]
     proc = start(project, "--set", "slow_seconds=20")

@@ -63,6 +63,8 @@ def outputs(r, project) -> str:
     return r.stdout + r.stderr + reports
 
 
+@pytest.mark.reliability(item=2, fault='registry credentials from env: --check --diff, apply, report, docker pull',
+                         checks=('secret never shown', 'files root-only', "others' files kept", 'next run converges'))
 def test_registry_auths_land_root_only_and_never_show(sandbox_host, project, monkeypatch):
     h = sandbox_host
     monkeypatch.setenv("NGC_API_KEY", NGC)
@@ -101,6 +103,8 @@ def test_registry_auths_land_root_only_and_never_show(sandbox_host, project, mon
         h.exec("systemctl stop fake-registry", check=False)
 
 
+@pytest.mark.reliability(item=2, fault='a secret from an unset environment variable',
+                         checks=('one clear line', 'exit code', 'nothing touched', 'secret never shown'))
 def test_unset_env_fails_before_connecting_with_one_line(sandbox_host, project, monkeypatch):
     monkeypatch.delenv("NGC_API_KEY", raising=False)
     before = sandbox_host.exec(["sha256sum", CONFIG], check=False).stdout
@@ -113,6 +117,8 @@ def test_unset_env_fails_before_connecting_with_one_line(sandbox_host, project, 
     assert sandbox_host.exec(["sha256sum", CONFIG], check=False).stdout == before
 
 
+@pytest.mark.reliability(item=2, fault='become password from a 0600 file, a wrong one from env, a 0644 file', variants=3,
+                         checks=('secret never shown', 'exit code'))
 def test_become_password_from_a_file_and_a_wrong_one_from_env(sandbox_host, tmp_path, monkeypatch):
     _sudo_user(sandbox_host, "pwfile", "File-pw-31", nopasswd=False)
     pw = tmp_path / "sudo.pw"
@@ -141,6 +147,8 @@ def test_become_password_from_a_file_and_a_wrong_one_from_env(sandbox_host, tmp_
     assert r.returncode == 1 and f"chmod 600 {pw}" in r.stderr and "File-pw-31" not in r.stdout + r.stderr
 
 
+@pytest.mark.reliability(item=3, fault='repository key that is not OpenPGP (a passwd file), real host',
+                         checks=('one clear line', 'exit code', 'nothing sent'))
 def test_a_key_that_is_not_openpgp_is_refused_before_anything_is_sent(sandbox_host, tmp_path):
     passwd = tmp_path / "passwd"
     passwd.write_text("root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1:daemon:/usr/sbin:/usr/sbin/nologin\n")

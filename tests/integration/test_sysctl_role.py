@@ -99,6 +99,8 @@ def test_inventory_override_and_null_drop(sandbox_host, project):
     assert live(sandbox_host, "net.core.somaxconn") == "8192"
 
 
+@pytest.mark.reliability(item=14, fault='sysctl input: a shell command in a value, a bad key, an unknown profile',
+                         checks=('one clear line', 'exit code', 'nothing touched', 'nothing executed'))
 @pytest.mark.parametrize("value", ["sysctl={net.core.somaxconn: '$(touch /tmp/pwned)'}",
                                    "sysctl={'net.core.bad key': 1}", "sysctl_profile=fast"])
 def test_bad_input_is_one_line_and_touches_nothing(sandbox_host, project, value):
@@ -111,6 +113,8 @@ def test_bad_input_is_one_line_and_touches_nothing(sandbox_host, project, value)
     assert sandbox_host.exec(["test", "-e", "/tmp/pwned"], check=False).returncode == 1
 
 
+@pytest.mark.reliability(item=6, fault='a sysctl value the kernel rejects (ip_local_port_range min > max)',
+                         checks=('rejected value not persisted', 'no leftovers', 'next run converges'))
 def test_a_value_the_kernel_rejects_is_not_persisted(sandbox_host, project):
     """min > max: the kernel refuses the write (EINVAL); the file must not carry it to the next boot."""
     sandbox_host.exec(["rm", "-f", PERSIST_FILE])
@@ -130,9 +134,13 @@ def test_a_value_the_kernel_rejects_is_not_persisted(sandbox_host, project):
     assert sandbox_host.exec(["test", "-s", PERSIST_FILE], check=False).returncode == 0
 
 
+@pytest.mark.reliability(item=6, fault="sysctl values out of the kernel's range or over its length", variants=2,
+                         checks=('exit code', 'nothing touched'))
 def test_out_of_range_and_overlong_values_are_refused_before_connecting(sandbox_host, project):
+    before = sandbox_host.exec(["sh", "-c", f"sha256sum {PERSIST_FILE} 2>&1; ls -a /etc/sysctl.d"]).stdout
     for bad in ("sysctl={net.core.somaxconn: 99999999999999999999}", "sysctl={net.core.somaxconn: '%s'}" % ("1 " * 600)):
         r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts",
                    "--set", bad, cwd=project)
         assert r.returncode == 1, r.stdout + r.stderr
         assert ("out of the kernel's range" in r.stderr or "the kernel takes at most" in r.stderr), r.stderr
+    assert sandbox_host.exec(["sh", "-c", f"sha256sum {PERSIST_FILE} 2>&1; ls -a /etc/sysctl.d"]).stdout == before

@@ -304,6 +304,8 @@ def _sha(host, path: str) -> str:
     return host.exec(["sha256sum", "--", path]).stdout.split()[0]
 
 
+@pytest.mark.reliability(item=5, fault='model files bringup did not ship, through a good, a failed and a correct run',
+                         checks=("others' files kept", 'old revision serving', 'next run converges'))
 def test_files_bringup_did_not_ship_are_kept_and_stale_ones_go_only_once_ready(triton_host, project, address):
     """Item 5: a hand-placed engine survives every run, a failed one included; a file bringup shipped and
     no longer wants is gone only after the new revision is ready (a failed run's rollback brings it back)."""
@@ -348,6 +350,8 @@ def test_files_bringup_did_not_ship_are_kept_and_stale_ones_go_only_once_ready(t
     host.exec(["rm", "-f", "--", plan, f"{REPO}/README.txt"])
 
 
+@pytest.mark.reliability(item=5, fault='a system directory as model repository or stack folder',
+                         checks=('one clear line', 'exit code'))
 @pytest.mark.parametrize("key,path", [("triton_model_repository", "/etc"), ("triton_model_repository", "/"),
                                       ("triton_model_repository", "/var/lib"), ("triton_stack_dir", "/usr")])
 def test_a_system_directory_is_refused_before_connecting(triton_host, project, key, path):
@@ -358,6 +362,7 @@ def test_a_system_directory_is_refused_before_connecting(triton_host, project, k
     assert key in err[0] and repr(path) in err[0] and "system directory" in err[0], err
 
 
+@pytest.mark.reliability(item=5, fault="a shared folder of others' files as model repository (--check plans no removal)")
 def test_a_repository_with_files_of_others_plans_no_removal(triton_host, project):
     host, _ = triton_host
     host.exec(["sh", "-c", "mkdir -p /srv/shared/other && for i in 1 2 3; do echo $i > /srv/shared/other/f$i; done"])
@@ -373,6 +378,8 @@ def _containers(host) -> list[str]:
     return host.exec(["docker", "ps", "-a", "--format", "{{.Names}} {{.State}}"]).stdout.split("\n")
 
 
+@pytest.mark.reliability(item=8, fault='a revision compose cannot create (cpuset of absent CPUs, compose v1)',
+                         checks=('whole old or new file', 'next run converges', 'old revision serving', "others' files kept", 'no hang'))
 def test_a_revision_compose_cannot_create_is_rolled_back_and_the_next_run_converges(triton_host, project, address):
     """Item 8: with the host's docker-compose (v1), a cpuset naming CPUs the host lacks fails the run fast,
     the old revision is back under its own name, and the next correct run converges."""
@@ -404,6 +411,8 @@ def test_a_revision_compose_cannot_create_is_rolled_back_and_the_next_run_conver
     host.exec(["rm", "-f", "--", plan])
 
 
+@pytest.mark.reliability(item=8, fault='a host wedged by an earlier version (old revision serving as <id>_triton)',
+                         checks=('next run converges',))
 def test_compose_leftovers_of_a_wedged_host_are_cleared_by_the_next_run(triton_host, project, address):
     """A host wedged by an earlier version (the old revision serving as <id>_triton, no `triton`) converges."""
     host, _ = triton_host
@@ -418,6 +427,8 @@ def test_compose_leftovers_of_a_wedged_host_are_cleared_by_the_next_run(triton_h
     assert r.returncode == 0 and recap(r.stdout)[host.name]["changed"] == 0, r.stdout
 
 
+@pytest.mark.reliability(item=8, fault='a GPU profile on a host without a GPU',
+                         checks=('exit code', 'old revision serving'))
 def test_a_gpu_profile_on_a_host_without_gpu_fails_like_the_gpu_roles(triton_host, project):
     host, _ = triton_host
     before = started(host)

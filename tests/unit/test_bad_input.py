@@ -48,15 +48,21 @@ def _write(tmp_path, text: str | bytes) -> Path:
 
 # --- item 13: tracebacks -----------------------------------------------------------------------------
 
+@pytest.mark.reliability(item=13, fault='non-UTF-8 inventory bytes',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 def test_non_utf8_inventory_names_line_and_byte(tmp_path):
     inv = _write(tmp_path, b"all:\n  hosts:\n    h1: {ansible_host: \"\xff\xfe\"}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "hosts:3:25", "0xff", "not UTF-8")
 
 
+@pytest.mark.reliability(item=13, fault='/dev/zero as inventory',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 def test_dev_zero_as_inventory_is_refused_without_reading_it_whole(tmp_path):
     _refused(_provision(tmp_path, "/dev/zero"), tmp_path, "/dev/zero", "larger than 16 MiB")
 
 
+@pytest.mark.reliability(item=13, fault='an unhashable YAML key',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 def test_unhashable_key_names_its_line(tmp_path):
     inv = _write(tmp_path, "all:\n  hosts:\n    ? [a, b]\n    : {}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "hosts:3:7", "a list cannot be a key")
@@ -70,12 +76,16 @@ def _nested_groups(levels: int) -> str:
     return text + f"{ind}last:\n{ind}  hosts:\n{ind}    h1: {{ansible_host: 192.0.2.1}}\n"
 
 
+@pytest.mark.reliability(item=13, fault='group nesting too deep (70 and 400 levels)',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 @pytest.mark.parametrize("levels, words", [(70, ("nested 65 groups deep", "at most 64")),
                                             (400, ("nested too deeply",))])
 def test_deep_group_nesting(tmp_path, levels, words):
     _refused(_provision(tmp_path, _write(tmp_path, _nested_groups(levels))), tmp_path, *words)
 
 
+@pytest.mark.reliability(item=13, fault='a YAML alias bomb / recursive alias',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 def test_yaml_alias_bomb_is_refused_quickly(tmp_path):
     lines = ["all:", "  vars:", "    a0: &a0 [x, x, x, x, x, x, x, x, x]"]
     lines += [f"    a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
@@ -84,17 +94,23 @@ def test_yaml_alias_bomb_is_refused_quickly(tmp_path):
              "hosts:9:9", "expands to more than 1,000,000 YAML nodes")
 
 
+@pytest.mark.reliability(item=13, fault='a YAML alias bomb / recursive alias',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 def test_recursive_alias_is_refused(tmp_path):
     inv = _write(tmp_path, "all:\n  vars:\n    r: &r [1, *r]\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "hosts:3:", "recursive")
 
 
+@pytest.mark.reliability(item=13, fault='--forks not a whole number in 1..256',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 @pytest.mark.parametrize("forks", ["many", "0", "3.5", "100000"])
 def test_forks_must_be_a_whole_number_in_range(tmp_path, forks):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
     _refused(_provision(tmp_path, inv, "--forks", forks), tmp_path, f"--forks '{forks}'", "whole number from 1 to")
 
 
+@pytest.mark.reliability(item=17, fault='YAML merge keys, and duplicate keys still refused',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 def test_duplicate_key_still_refused_with_file_name(tmp_path):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1, ansible_port: 22, ansible_port: 23}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "hosts:3:53", "duplicate key 'ansible_port'")
@@ -123,6 +139,8 @@ def not_ssh_port():
     t.join(5)
 
 
+@pytest.mark.reliability(item=13, fault="a port that answers but is not SSH (paramiko's banner traceback)",
+                         checks=('exit code',))
 def test_port_that_is_not_ssh_is_one_unreachable_line(tmp_path, not_ssh_port):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: %d, "
                            "ssh_connect_timeout: 5}\n" % not_ssh_port)
@@ -136,6 +154,7 @@ def test_port_that_is_not_ssh_is_one_unreachable_line(tmp_path, not_ssh_port):
 
 # --- item 17: merge keys -----------------------------------------------------------------------------
 
+@pytest.mark.reliability(item=17, fault='YAML merge keys, and duplicate keys still refused')
 def test_merge_keys_resolve_as_yaml_says(tmp_path):
     """`<<: *base` and `<<: [*a, *b]` work; the mapping's own keys win over merged ones; real duplicates are
     still refused.  Checked through `invoke hosts` (the merged address and connection)."""
@@ -166,6 +185,8 @@ _BOOLS = ["irq_affinity_in_containers", "irq_affinity_persist", "docker_hold", "
           "monitoring_node_exporter", "nvidia_driver_hold", "nvidia_driver_blacklist_nouveau"]
 
 
+@pytest.mark.reliability(item=15, fault='a quoted "false" for every boolean variable',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 @pytest.mark.parametrize("var", _BOOLS)
 def test_quoted_false_is_refused_for_every_boolean(tmp_path, var):
     """`irq_affinity_in_containers: "false"` (a string, true in Python) used to move the IRQs anyway."""
@@ -173,6 +194,8 @@ def test_quoted_false_is_refused_for_every_boolean(tmp_path, var):
     _refused(_provision(tmp_path, inv), tmp_path, "host h1", var, "'false'", "must be true or false")
 
 
+@pytest.mark.reliability(item=15, fault="--set docker_hold='no' (quoted) against YAML's own no",
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 def test_set_no_is_a_boolean_and_quoted_no_is_not(tmp_path):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_connection: local}\n")
     _refused(_provision(tmp_path, inv, "--set", "docker_hold='no'"), tmp_path, "docker_hold 'no'")
@@ -184,6 +207,8 @@ def test_set_no_is_a_boolean_and_quoted_no_is_not(tmp_path):
 
 # --- item 16: a misspelt key in a mapping variable names the closest known key -----------------------
 
+@pytest.mark.reliability(item=16, fault='a misspelt key in a mapping variable',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 def test_misspelt_registry_auth_key_suggests_the_known_one(tmp_path, monkeypatch):
     monkeypatch.setenv("NGC_API_KEY", "not-a-real-key")  # the reference resolves; the key's name is wrong
     inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n      registry_auths:\n"
@@ -192,6 +217,7 @@ def test_misspelt_registry_auth_key_suggests_the_known_one(tmp_path, monkeypatch
              "did you mean 'password'?")
 
 
+@pytest.mark.reliability(item=16, fault='a misspelt key in a mapping variable', variants=3)
 def test_check_keys_helper_for_triton_models():
     """The helper roles/triton.py can call for each triton_models entry."""
     from bringup.errors import InputError

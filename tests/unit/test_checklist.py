@@ -126,6 +126,7 @@ def test_a_role_the_inventory_asks_nothing_of_passes_and_says_so():
     assert c.status == "WARN" and "no NVIDIA GPU" in c.seen
 
 
+@pytest.mark.reliability(item=4, fault='host names as checklist page names (../../x, a/b, .., .hidden, newline, empty)', variants=6)
 def test_page_names_cannot_leave_the_output_folder():
     from bringup.checklist import page_name
     from bringup.errors import InputError
@@ -196,6 +197,8 @@ def test_checklist_lines_come_from_the_selected_roles(tmp_path):
     assert "| PASS | gpu | enough GPUs for the fans | 1 GPU(s) |" in (tmp_path / "pages" / "h200.md").read_text()
 
 
+@pytest.mark.reliability(item=4, fault='a host named ../../escaped through invoke checklist',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 def test_checklist_refuses_a_host_name_that_leaves_out(tmp_path):
     import yaml
 

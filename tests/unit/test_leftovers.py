@@ -10,6 +10,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from bringup.resources.files import BACKUP_KEEP, NAME_MAX, File, write_file
 from bringup.resources.jsonfile import JsonFile
 
@@ -40,6 +42,8 @@ def names(d: Path) -> list[str]:
     return sorted(p.name for p in d.iterdir())
 
 
+@pytest.mark.reliability(item=12, fault='a 250-character file name (write script on the local file system)',
+                         checks=('whole old or new file', 'no leftovers'))
 def test_a_file_name_of_250_characters_ships_and_is_backed_up(tmp_path):
     name = "m" * 250
     target = tmp_path / "repo" / name
@@ -54,6 +58,8 @@ def test_a_file_name_of_250_characters_ships_and_is_backed_up(tmp_path):
     assert (target.parent / backups[0]).read_text() == "one\n"
 
 
+@pytest.mark.reliability(item=12, fault='a write failing after its temp file (write script on the local file system)',
+                         checks=('whole old or new file', 'no leftovers'))
 def test_a_failed_write_leaves_no_temporary_file(tmp_path):
     d = tmp_path / "etc"
     d.mkdir()
@@ -64,6 +70,8 @@ def test_a_failed_write_leaves_no_temporary_file(tmp_path):
     assert names(d) == ["app.conf"] and (d / "app.conf").read_text() == "old\n"
 
 
+@pytest.mark.reliability(item=12, fault='a backup copy failing half-way (write script on the local file system)',
+                         checks=('whole old or new file', 'no leftovers'))
 def test_a_backup_copy_that_fails_leaves_nothing(tmp_path):
     d = tmp_path / "docker"
     d.mkdir()
@@ -76,6 +84,8 @@ def test_a_backup_copy_that_fails_leaves_nothing(tmp_path):
     assert json.loads((d / "daemon.json").read_text()) == {"debug": False}
 
 
+@pytest.mark.reliability(item=12, fault="backups pruned to the newest five, others' files kept (local file system)",
+                         checks=("others' files kept",))
 def test_backups_are_pruned_to_the_newest_and_only_bringups_own(tmp_path):
     d = tmp_path / "docker"
     d.mkdir()
@@ -103,6 +113,8 @@ def test_two_backups_in_one_second_do_not_share_a_name(tmp_path):
     assert baks == ["a\n", "b\n"]
 
 
+@pytest.mark.reliability(item=12, fault='a failed backup copy stops the command that follows the write (local file system)',
+                         checks=('no leftovers', 'next run converges'))
 def test_the_command_variant_backs_up_and_a_failed_copy_stops_the_command(tmp_path):
     d = tmp_path / "docker"
     d.mkdir()
@@ -116,6 +128,8 @@ def test_the_command_variant_backs_up_and_a_failed_copy_stops_the_command(tmp_pa
     assert r.returncode == 0 and marker.exists() and len(names(d)) == 2
 
 
+@pytest.mark.reliability(item=10, fault='pending handlers recorded before the write, settled after (local file system)',
+                         checks=('no leftovers',))
 def test_pending_handlers_are_recorded_atomically_and_settled(tmp_path):
     from bringup.pending import PendingHandlers
 

@@ -10,6 +10,8 @@ import pytest
 from bringup.errors import InputError
 from bringup.resources.apt import AptRepository, check_repo_var, dearmor, openpgp_problem
 
+pytestmark = pytest.mark.reliability(item=3, fault='repository key content: OpenPGP public key or named refusal (unit)')
+
 DEBIAN = Path("/usr/share/keyrings/debian-archive-bookworm-stable.gpg")
 
 

@@ -175,6 +175,8 @@ def _apply(res):
     return p
 
 
+@pytest.mark.reliability(item=5, fault='model files bringup did not ship (tree resource on the local file system)',
+                         checks=("others' files kept",))
 def test_tree_with_a_manifest_touches_only_what_it_shipped_and_rolls_back(tmp_path):
     """Files bringup did not ship are never touched; a stale shipped file is held (not removed) until the
     new revision is ready, and a restore puts the last good tree back without touching the others."""
@@ -245,6 +247,7 @@ def test_tree_keeps_a_shipped_file_changed_by_hand_and_sets_aside_one_it_replace
     assert (stack / "held" / "r" / "m" / "taken").read_bytes() == b"someone's"  # until the new revision is ready
 
 
+@pytest.mark.reliability(item=5, fault="a first run into a folder of others' files (tree plan, no manifest)")
 def test_tree_without_a_manifest_refuses_nothing_and_plans_no_removal_of_unknown_files(tmp_path):
     """A first run into a folder full of others' files (an /etc by mistake) removes none of them."""
     from bringup.resources.tree import Tree
@@ -276,6 +279,7 @@ def test_tree_without_a_manifest_refuses_nothing_and_plans_no_removal_of_unknown
     ([("a1", "triton", "running", "old", "triton"), ("b2", "a1a1a1a1a1a1_triton", "created", "new", "triton")],
      "a1", ["b2"]),
 ])
+@pytest.mark.reliability(item=8, fault='compose restore after a failed revision (role plan, fake containers)')
 def test_compose_restore_keeps_a_running_old_revision_and_removes_the_rest(tmp_path, containers, kept, removed):
     from bringup.resources.compose import ComposeUp
 
@@ -303,6 +307,7 @@ def test_compose_restore_keeps_a_running_old_revision_and_removes_the_rest(tmp_p
     assert calls[-1] == "docker-compose -f /opt/triton/docker-compose.yml -p triton up -d --remove-orphans"
 
 
+@pytest.mark.reliability(item=7, fault='NaN / Infinity in a JSON file a role writes')
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
 def test_json_file_refuses_non_finite_numbers(bad):
     from bringup.resources.jsonfile import JsonFile
@@ -311,6 +316,8 @@ def test_json_file_refuses_non_finite_numbers(bad):
         JsonFile("/etc/docker/daemon.json", {"default-shm-size": bad})
 
 
+@pytest.mark.reliability(item=7, fault='NaN / Infinity in docker_daemon_config',
+                         checks=('exit code', 'nothing touched'))
 def test_non_finite_daemon_config_is_refused_before_connecting(tmp_path):
     import subprocess
     import sys

@@ -16,6 +16,8 @@ from bringup.resources.privatejson import PrivateJsonFile, docker_auth
 from bringup.roles import HostContext, Role
 from bringup.secrets import HIDDEN, MASK, Masker, SecretStr, _MaskedStream, holds_secret, resolve_refs, reveal
 
+pytestmark = pytest.mark.reliability(item=2, fault='secrets: env and 0600 file references, masked in output, diff, reports and errors (unit)')
+
 TOKEN = "nvapi-Zq7tT0k3n-for-tests-9d1"
 
 

@@ -16,6 +16,8 @@ def local_host(**conn) -> Host:
     return Host(name="ctl", groups=["all"], vars={}, connection=c)
 
 
+@pytest.mark.reliability(item=9, fault='a round trip past command_timeout (local transport)',
+                         checks=('no hang',))
 def test_a_round_trip_past_command_timeout_is_unreachable_and_killed(tmp_path):
     t = LocalTransport(local_host(command_timeout=1))
     marker = tmp_path / "after"
@@ -51,18 +53,23 @@ class _Pipe:
 SUDO = _Sudo(prompt="[bringup-sudo-ab12]", ready="bringup-ready-ab12", password="s3cret", user="root")
 
 
+@pytest.mark.reliability(item=1, fault="become password: sent only at sudo's own prompt (scripted sudo)",
+                         checks=('nothing executed',))
 def test_handshake_sends_the_password_only_at_the_prompt():
     p = _Pipe([b"[bringup-sudo-", b"ab12]", b"bringup-ready-ab12\nwarn: x\n"])
     assert SUDO.handshake(p.recv, p.send, "h") == b"warn: x\n"
     assert p.sent == [b"s3cret\n"]
 
 
+@pytest.mark.reliability(item=1, fault="become password: sent only at sudo's own prompt (scripted sudo)",
+                         checks=('nothing executed',))
 def test_handshake_without_a_prompt_never_sends_the_password():
     p = _Pipe([b"bringup-ready-ab12\n"])
     assert SUDO.handshake(p.recv, p.send, "h") == b""
     assert p.sent == []
 
 
+@pytest.mark.reliability(item=18, fault='sudo refuses (wrong password, not in sudoers): its own words')
 def test_handshake_second_prompt_is_a_wrong_password_with_sudos_words():
     p = _Pipe([b"[bringup-sudo-ab12]", b"Sorry, try again.\n[bringup-sudo-ab12]"])
     with pytest.raises(BecomeError, match=r"refused ansible_become_password \(sudo says: Sorry, try again\.\)") as e:
@@ -71,6 +78,7 @@ def test_handshake_second_prompt_is_a_wrong_password_with_sudos_words():
     assert p.sent == [b"s3cret\n"]
 
 
+@pytest.mark.reliability(item=18, fault='sudo refuses (wrong password, not in sudoers): its own words')
 def test_handshake_sudo_exits_first():
     p = _Pipe([b"deploy is not in the sudoers file.\n"])
     with pytest.raises(BecomeError, match="not in the sudoers file"):

@@ -189,6 +189,7 @@ def test_nothing_to_serve_skips_and_images_come_before_the_launch():
     ("triton_stack_dir", "/data/models/stack", False),  # inside the repository: Triton would serve it
     ("triton_stack_dir", "/opt/triton", True), ("triton_stack_dir", "/srv/triton", True),
 ])
+@pytest.mark.reliability(item=5, fault='a system or shared directory as model repository (role validation)')
 def test_a_system_or_shared_directory_is_refused(key, path, ok):
     v = {**host_vars("trt-l40s-01"), key: path}
     if ok:
@@ -204,6 +205,7 @@ PCI_GPU = {"pci.devices": [{"address": "0000:41:00.0", "vendor": "0x10de", "kind
            "cpu.topology": topology_from_numa({"0": list(range(8))})}
 
 
+@pytest.mark.reliability(item=8, fault='a GPU profile on a host without a GPU (role plan)')
 def test_a_gpu_profile_needs_a_gpu_on_the_bus_not_just_gpu_count():
     v = host_vars("trt-l40s-01")  # gpu_count: 2
     (only,) = T.resources(ctx(v, {"pci.devices": []}))
@@ -217,6 +219,7 @@ def test_a_gpu_profile_needs_a_gpu_on_the_bus_not_just_gpu_count():
     assert T.resources(ctx({**v, "gpu_profile": "cpu"}, {"pci.devices": []}))[-1].kind == "compose"
 
 
+@pytest.mark.reliability(item=8, fault='a host wedged by an earlier version (role plan)')
 def test_compose_up_clears_renamed_leftovers_of_its_container():
     up = ComposeUp("/opt/triton/docker-compose.yml", project="triton", container="triton", revision="abc")
     wedged = up.plan("compose=docker-compose\nstate=absent\nleftover=0123456789ab_triton\n")
@@ -254,6 +257,7 @@ def test_triton_runs_on_the_planners_cpus_unless_the_inventory_sets_them():
         T.cpuset(v, {"nvidia.smi": [{"index": 0}]})
 
 
+@pytest.mark.reliability(item=16, fault='a misspelt key in a mapping variable')
 def test_a_misspelt_model_setting_is_refused_with_the_closest_key():
     """Issue 12 item 16: `max_batch_sise` was ignored silently (the model got the default 8)."""
     v = host_vars("trt-l40s-01")
