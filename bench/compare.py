@@ -47,6 +47,8 @@ WORK = REPO / ".sandbox" / "bench"
 VENV = REPO / ".sandbox" / "bench-venv"
 PEER_PACKAGES = ("pyinfra", "ansible-core", "paramiko")
 BRINGUP = [str(Path(sys.executable).with_name("bringup"))]
+# This checkout's bringup, whatever checkout an editable install of the console script points at.
+BRINGUP_ENV = {"PYTHONPATH": str(REPO)}
 PYTHON = sys.executable
 LOGSH = "/usr/local/sbin/bench-logsh"
 LOGDIR = "/var/log/bench-cmds"
@@ -145,7 +147,7 @@ class Tool:
         self.name, self.argv, self.cwd, self.env, self.ok = name, argv, cwd, env, ok
 
     def run(self) -> float:
-        env = {**os.environ, **(self.env or {})}
+        env = {**os.environ, **(BRINGUP_ENV if self.argv[:1] == BRINGUP else {}), **(self.env or {})}
         t0 = time.perf_counter()
         cp = subprocess.run(self.argv, cwd=self.cwd, env=env, capture_output=True, text=True)
         dt = time.perf_counter() - t0

@@ -8,30 +8,27 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from invoke import Collection, Exit, Program, task
-from rich.console import Console
-from rich.table import Table
 
 from . import __version__
-from .connection import connect
 from .errors import BringupError, Unreachable
-from .facts import ALL_FACTS
-from .facts.gather import gather, load_facts
-from .inventory import load_inventory, parse_set
-from .project import content_root
-from .report import Report, print_host, print_recap, print_rollout_stopped, progress_display
-from .roles import load_roles, select_roles
-from .secrets import mask_output
-from .rollout import parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
-from .runner import HostResult, Options, Stop, exit_code, prepare
-from .templates import Templates
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from .runner import HostResult, Stop
+
+# Heavy modules (pydantic models, rich, Fabric/paramiko, Jinja2, YAML) are imported by the tasks
+# that use them, so `bringup --help` and `invoke --list` pay for none of them.
 
 __all__ = ["ns", "program", "main"]
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     # Piped into a log or CI, rich would assume 80 columns and cut the tables' headers: give them room.
     return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
 
@@ -41,6 +38,9 @@ def _fail(e: Exception) -> Exit:
 
 
 def _load(inventory, set_):
+    from .inventory import load_inventory, parse_set
+    from .secrets import mask_output
+
     # From here on, whatever is printed (rich, invoke's error line) has the inventory's secrets masked.
     mask_output()
     return load_inventory(inventory, overrides=parse_set(list(set_ or [])))
@@ -56,6 +56,10 @@ def _selected(inventory, set_, host, hosts, group, limit=None):
 
 def _prepared(inventory, set_, host, hosts, group, roles, limit=None):
     """The selected hosts and roles, with every role's variables merged and validated (nothing connects)."""
+    from .project import content_root
+    from .roles import load_roles, select_roles
+    from .runner import prepare
+
     inv, chosen = _selected(inventory, set_, host, hosts, group, limit)
     root = content_root()
     order, all_roles = load_roles(root)
@@ -82,6 +86,10 @@ def _forks(forks) -> int:
 def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate=None, facts_file=None):
     """One ``--host``'s facts, gathered in one round trip (or read from a saved ``invoke facts``, without
     connecting); errors become one line and an exit code."""
+    from .connection import connect
+    from .facts import ALL_FACTS
+    from .facts.gather import gather, load_facts
+
     try:
         _, chosen = _selected(inventory, set_, host, None, None)
         if len(chosen) != 1:
@@ -144,6 +152,11 @@ def provision(c, host=None, hosts=None, group=None, roles=None, check=False, dif
 def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, diff=False, inventory="hosts",
                set_=None, forks=10, accept_new_host_keys=False, verbose=False, console=None,
                command="provision", allow_reboot=False, limit=None, serial=None, max_fail_percentage=None) -> int:
+    from .report import Report, print_host, print_recap, print_rollout_stopped, progress_display
+    from .rollout import parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
+    from .runner import Options, exit_code
+    from .templates import Templates
+
     console = console or _console()
     try:
         opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
@@ -189,6 +202,8 @@ def _interruptible(console: Console) -> Iterator[Stop]:
     in flight; either way the recap is printed, the report written, and the
     exit code is the signal's (130, 143).
     """
+    from .runner import Stop
+
     stop = Stop()
     if threading.current_thread() is not threading.main_thread():
         yield stop  # signal handlers live in the main thread only
@@ -248,6 +263,8 @@ def facts(c, host=None, inventory="hosts", set_=None, accept_new_host_keys=False
 @task(iterable=["set_"], help={"inventory": _SELECT_HELP["inventory"], "set": _SELECT_HELP["set"]})
 def hosts(c, inventory="hosts", set_=None):
     """List the inventory: hosts, groups, address and GPU profile."""
+    from rich.table import Table
+
     try:
         inv = _load(inventory, set_)
     except BringupError as e:
@@ -330,6 +347,7 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
     """Is each host in the state its roles declare? Check mode only; one line per failed item; JUnit + JSON in
     reports/. Exit 0 all good, 2 drift, 4 unreachable."""
     from .audit import run_audit
+    from .templates import Templates
 
     console = _console()
     try:
@@ -362,6 +380,7 @@ def _checklist(*, host=None, hosts=None, group=None, roles=None, inventory="host
                out="reports/checklist", accept_new_host_keys=False, facts=None) -> dict:
     """Run, print and write the checklist pages; return ``{host: checks}``."""
     from .checklist import render_group_html, render_markdown, run_checklist
+    from .templates import Templates
 
     console = _console()
     try:

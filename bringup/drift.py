@@ -20,14 +20,17 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from invoke import Exit, task
-from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
-from rich.table import Table
 
 from .errors import InputError
-from .resources.guard import Unused
-from .runner import HostResult
+
+if TYPE_CHECKING:  # imported where used: `bringup --help` loads this module for the task alone
+    from prometheus_client import CollectorRegistry
+    from rich.table import Table
+
+    from .runner import HostResult
 
 __all__ = ["RoleState", "HostDrift", "DriftReport", "role_states", "summarize", "render_table", "to_json",
            "registry", "write_prometheus", "check_prometheus_path", "drift", "METRICS"]
@@ -59,6 +62,8 @@ class RoleState:
 
 def role_states(result: HostResult) -> dict[str, RoleState]:
     """``{role: RoleState}`` of one host's plan, in the roles' order (the checklist reads it too)."""
+    from .resources.guard import Unused
+
     out: dict[str, RoleState] = {}
     for r in result.resources:
         s = out.setdefault(r.role, RoleState(r.role))
@@ -136,6 +141,8 @@ def _cell(s: RoleState | None) -> str:
 
 def render_table(report: DriftReport) -> Table:
     """One row per host, one column per role: ``N pending``, ``ok``, ``error (N)``, or the row unreachable."""
+    from rich.table import Table
+
     t = Table("host", "status", *report.roles, title="drift (check mode: nothing was changed)", box=None)
     for h in report.hosts:
         status = f"[{_STYLE.get(h.status, 'dim')}]{h.status}[/]"
@@ -163,6 +170,8 @@ def to_json(report: DriftReport) -> dict:
 
 def registry(report: DriftReport) -> CollectorRegistry:
     """The report as Prometheus metrics (:data:`METRICS`); a host that was not planned has no drift series."""
+    from prometheus_client import CollectorRegistry, Gauge
+
     reg = CollectorRegistry(auto_describe=True)
     g = {name: Gauge(name, help_, ["host", "role"] if name.startswith("bringup_drift_") else ["host"],
                      registry=reg)
@@ -198,6 +207,8 @@ def write_prometheus(report: DriftReport, path: Path) -> None:
     The collector never reads a half-written file; a failed write leaves the
     previous file as it was and no temporary file behind.
     """
+    from prometheus_client import write_to_textfile
+
     write_to_textfile(str(path), registry(report))
     os.chmod(path, 0o644)  # the node exporter usually runs as its own user
 
