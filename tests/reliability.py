@@ -28,6 +28,7 @@ import datetime as _dt
 import json
 import os
 import tempfile
+import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterable
@@ -53,6 +54,8 @@ CHECKS = DATA_LOSS_CHECKS + (
     "no hang",                  # the run ends within its bound
 )
 
+ISSUE_ITEMS = 18                 # issue 12 has items 1..18
+
 DATA_START = "<!-- reliability-records"
 DATA_END = "-->"
 
@@ -70,6 +73,7 @@ class Record:
     checks: list[str]
     outcome: str = "not run"      # passed | failed | error | skipped | not run
     date: str = ""                # when the session that gave the outcome started, UTC ("" when never run)
+    session: str = ""             # that session's id (two sessions can start within one second)
 
     @property
     def file(self) -> str:
@@ -97,7 +101,8 @@ def record_of(item: pytest.Item) -> Record | None:
     if kw:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.reliability: unknown {', '.join(sorted(kw))}")
     if not isinstance(num, int) or not isinstance(variants, int) or variants < 1 or not fault:
-        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.reliability: item and variants are whole numbers, fault a text")
+        raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.reliability: item and variants are whole numbers, "
+                                "fault a text")
     unknown = [c for c in checks if c not in CHECKS]
     if unknown:
         raise pytest.UsageError(f"{item.nodeid}: @pytest.mark.reliability: unknown check {unknown[0]!r}; "
@@ -146,10 +151,10 @@ def outcome_words(row: Row) -> str:
 
 def last_run_words(row: Row, session: str) -> str:
     """``this session``, or ``not run in this session`` with the date(s) its results are from."""
-    dates = sorted({r.date for r in row.records if r.date and r.date != session})
-    if not dates and all(r.date == session for r in row.records):
+    dates = sorted({r.date for r in row.records if r.date and r.session != session})
+    if all(r.session == session for r in row.records):
         return "this session"
-    now = sum(r.variants for r in row.records if r.date == session)
+    now = sum(r.variants for r in row.records if r.session == session)
     if now:
         return f"this session ({now}); not run in this session: " + (", ".join(dates) or "never run")
     return "not run in this session; last run " + (", ".join(dates) or "never")
@@ -183,13 +188,14 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def render(records: list[Record], *, generated: str, command: str) -> str:
+def render(records: list[Record], *, generated: str, command: str, session: str) -> str:
     """The whole Markdown file: header, one row per (item, fault), the records as JSON for the next merge."""
     rows = rows_of(records)
     files = sorted({r.file for r in records})
     total = sum(row.variants for row in rows)
     passed = sum(row.count("passed") for row in rows)
-    ran_now = sum(r.variants for r in records if r.date == generated)
+    ran_now = sum(r.variants for r in records if r.session == session)
+    missing = sorted(set(range(1, ISSUE_ITEMS + 1)) - {r.item for r in records})
     lines = [
         "# Reliability results (issue 12)",
         "",
@@ -205,18 +211,21 @@ def render(records: list[Record], *, generated: str, command: str) -> str:
         f"- Variants in the table: {total}, passed at their last run: {passed}, run in this session: {ran_now}",
         "- Partial runs merge: a test this session did not run (its file not collected, or deselected by",
         "  `-k`/`-m`) keeps its last result and date, and its row says \"not run in this session\"; rows never",
-        "  vanish because one file was run.  Regenerate all of it with `python -m pytest tests/unit -m reliability`",
-        "  and then each integration file in turn (`python -m pytest tests/integration/test_X.py -m reliability`).",
+        "  vanish because one file was run.  Regenerate all of it with `python -m pytest tests/unit` and then each",
+        "  integration file of the list below in turn (`python -m pytest tests/integration/test_X.py`; whole files:",
+        "  some tests build on the state an earlier test of their file left, so `-m reliability` alone is not enough).",
         f"- From: {', '.join(f'`{f}`' for f in files)}",
+        f"- Items of issue 12 with no row: {', '.join(map(str, missing)) or 'none'}",
         "",
-        "| Item | Fault point / input class | Variants | Passed | Outcome | Last run | Checked on the host (data loss as asserted) | Tests |",
+        "| Item | Fault point / input class | Variants | Passed | Outcome | Last run "
+        "| Checked on the host (data loss as asserted) | Tests |",
         "|---:|---|---:|---:|---|---|---|---|",
     ]
     for row in rows:
         tests = sorted({f"{Path(r.file).name}::{r.test}" for r in row.records})
         lines.append("| " + " | ".join(_cell(c) for c in (
             str(row.item), row.fault, str(row.variants), str(row.count("passed")),
-            outcome_words(row), last_run_words(row, generated), data_loss_words(row), "<br>".join(tests))) + " |")
+            outcome_words(row), last_run_words(row, session), data_loss_words(row), "<br>".join(tests))) + " |")
     data = json.dumps([asdict(r) for r in sorted(records, key=lambda r: r.nodeid)], indent=0)
     lines += ["", DATA_START, data.replace("--", "-\\u002d"), DATA_END, ""]
     return "\n".join(lines)
@@ -243,7 +252,7 @@ def merge(old: list[Record], session: list[Record], collected_files: set[str]) -
         before = previous.get(r.nodeid)
         if r.outcome == "not run" and before is not None and before.outcome != "not run":
             # Deselected here: keep the last result, with its marks as they are now.
-            r = Record(r.nodeid, r.item, r.fault, r.variants, r.checks, before.outcome, before.date)
+            r = Record(r.nodeid, r.item, r.fault, r.variants, r.checks, before.outcome, before.date, before.session)
         out[r.nodeid] = r
     return list(out.values())
 
@@ -276,6 +285,7 @@ class ReliabilityPlugin:
         self.ran = False
         self.written: int | None = None
         self.started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+        self.session = uuid.uuid4().hex[:12]
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
@@ -291,7 +301,7 @@ class ReliabilityPlugin:
         if rec is None:
             return
         self.ran = True
-        rec.date = self.started
+        rec.date, rec.session = self.started, self.session
         if report.failed:
             rec.outcome = "failed" if report.when == "call" else "error"
         elif report.skipped and rec.outcome not in ("failed", "error"):
@@ -305,8 +315,9 @@ class ReliabilityPlugin:
         old = read_records(self.out.read_text(encoding="utf-8")) if self.out.exists() else []
         records = merge(old, list(self.records.values()), self.collected_files)
         args = " ".join(self.config.invocation_params.args) or "(no arguments)"
-        write_atomically(self.out, render(records, generated=self.started, command=f"python -m pytest {args}"))
-        self.written = sum(r.variants for r in self.records.values() if r.date == self.started)
+        write_atomically(self.out, render(records, generated=self.started, command=f"python -m pytest {args}",
+                                          session=self.session))
+        self.written = sum(r.variants for r in self.records.values() if r.session == self.session)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
         if self.written is not None:

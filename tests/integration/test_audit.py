@@ -113,6 +113,8 @@ def test_an_audit_of_every_role_leaves_every_file_as_it_was(sandbox_host, projec
         assert invoke("provision", "--host", sandbox_host.name, "--roles", "sysctl", cwd=project).returncode == 0
 
 
+@pytest.mark.reliability(item=18, fault="invoke audit of an unreachable host",
+                         checks=("one clear line", "exit code", "recap and report"))
 def test_an_unreachable_host_is_one_line_and_exit_4(tmp_path):
     port = free_port()
     (tmp_path / "hosts").write_text("all:\n  hosts:\n    gone: {ansible_host: 127.0.0.1, ansible_port: %d, "

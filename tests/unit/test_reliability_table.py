@@ -21,7 +21,8 @@ EARLIER = "2026-12-02 08:00:00 UTC"
 
 def rec(nodeid, item=9, fault="host stops answering", variants=1, checks=DATA_LOSS_CHECKS, outcome="passed",
         date=NOW) -> Record:
-    return Record(nodeid, item, fault, variants, list(checks), outcome, date)
+    session = {NOW: "now", EARLIER: "before"}.get(date, "")
+    return Record(nodeid, item, fault, variants, list(checks), outcome, date, session)
 
 
 def row(text: str, fault: str) -> list[str]:
@@ -34,7 +35,7 @@ def test_rows_group_by_item_and_fault_and_count_variants():
     text = render([rec("tests/integration/t.py::test_a[x]"), rec("tests/integration/t.py::test_a[y]"),
                    rec("tests/unit/u.py::test_b", variants=3, checks=DATA_LOSS_CHECKS + ("no hang",)),
                    rec("tests/unit/u.py::test_c", item=13, fault="alias bomb", checks=("exit code",))],
-                  generated=NOW, command="python -m pytest tests")
+                  generated=NOW, command="python -m pytest tests", session="now")
     item, fault, variants, passed, outcome, last, checked, tests = row(text, "host stops answering")
     assert (item, variants, passed, outcome, last) == ("9", "5", "5", "all 5 passed", "this session")
     # "data lost: none" only for the checks every test of the row asserts, and only with all three of them.
@@ -43,11 +44,12 @@ def test_rows_group_by_item_and_fault_and_count_variants():
     assert row(text, "alias bomb")[6] == "exit code (asserted)"
     assert text.index("| 9 |") < text.index("| 13 |")
     assert "`tests/integration/t.py`, `tests/unit/u.py`" in text and "python -m pytest tests" in text
+    assert "- Items of issue 12 with no row: 1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 14, 15, 16, 17, 18\n" in text
 
 
 def test_a_failure_is_counted_and_no_data_loss_claim_is_made():
     text = render([rec("t.py::a", variants=2), rec("t.py::b", outcome="failed"), rec("t.py::c", outcome="skipped"),
-                   rec("t.py::d", fault="no checks", checks=())], generated=NOW, command="pytest")
+                   rec("t.py::d", fault="no checks", checks=())], generated=NOW, command="pytest", session="now")
     cells = row(text, "host stops answering")
     assert cells[2:5] == ["4", "2", "2 of 4 passed, 1 failed, 1 skipped"]
     assert cells[6].startswith("NOT shown: a test asserting whole old or new file")
@@ -64,7 +66,7 @@ def test_a_row_not_run_in_this_session_keeps_its_last_result_and_says_so():
                rec("tests/unit/u.py::test_never", fault="never", outcome="not run", date="")]
     # This session collected u.py only (t.py and gone.py were not collected at all).
     merged = merge(old, session, {"tests/unit/u.py"})
-    text = render(merged, generated=NOW, command="pytest tests/unit/u.py -k new")
+    text = render(merged, generated=NOW, command="pytest tests/unit/u.py -k new", session="now")
     assert {r.nodeid for r in merged} == {
         "tests/integration/t.py::test_a", "tests/integration/gone.py::test_old", "tests/unit/u.py::test_deselected",
         "tests/unit/u.py::test_new", "tests/unit/u.py::test_never"}  # test_renamed: its file ran without it
@@ -76,7 +78,7 @@ def test_a_row_not_run_in_this_session_keeps_its_last_result_and_says_so():
 
 def test_the_records_survive_the_file_whatever_the_fault_says():
     records = [rec("t.py::a", fault="a -- b | c <!-- x -->", checks=("no hang",))]
-    text = render(records, generated=NOW, command="pytest")
+    text = render(records, generated=NOW, command="pytest", session="now")
     assert read_records(text) == records
     assert "a -- b \\| c" in text  # the pipe cannot split the table row
     assert read_records("# a hand-made file\n") == []
