@@ -55,6 +55,20 @@ def _session_alive(session: str) -> bool:
     return True
 
 
+#: A container of a dead session is a leftover only once it is this old (seconds).
+LEFTOVER_AGE_S = 3600
+
+
+def _age_s(created: str) -> float:
+    """Seconds since Docker's CreatedAt (``2026-12-03 10:01:02 +0000 UTC``); unknown: very old."""
+    from datetime import datetime
+
+    try:
+        return time.time() - datetime.strptime(" ".join(created.split()[:3]), "%Y-%m-%d %H:%M:%S %z").timestamp()
+    except ValueError:
+        return float("inf")
+
+
 def remove_leftovers(*, include_current: bool = False) -> list[str]:
     """Remove sandbox containers (running or not) left by earlier sessions.
 
@@ -65,13 +79,17 @@ def remove_leftovers(*, include_current: bool = False) -> list[str]:
     removed container ids.
     """
     cp = _docker("ps", "-a", "--no-trunc", "--filter", f"label={LABEL}=1", "--format",
-                 f'{{{{.ID}}}} {{{{.Label "{SESSION_LABEL}"}}}}')
+                 f'{{{{.ID}}}}\t{{{{.Label "{SESSION_LABEL}"}}}}\t{{{{.CreatedAt}}}}')
     ids = []
     for line in cp.stdout.splitlines():
-        cid, _, session = line.partition(" ")
+        cid, _, rest = line.partition("\t")
+        session, _, created = rest.partition("\t")
         session = session.strip()
-        # A session whose process still runs is a concurrent test run, not a leftover.
-        if cid and (include_current or (session != SESSION and not _session_alive(session))):
+        # A session whose process still runs is a concurrent test run, not a leftover; nor is a session's
+        # container younger than LEFTOVER_AGE_S (a run whose process this one cannot see: a kept
+        # `invoke sandbox` host a test still inspects, or a run in another PID namespace).
+        if cid and (include_current or (session != SESSION and not _session_alive(session)
+                                        and (not session or _age_s(created) > LEFTOVER_AGE_S))):
             ids.append(cid)
     if ids:
         # -v: the anonymous /var/lib/docker volumes go with them.
