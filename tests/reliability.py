@@ -185,7 +185,8 @@ def data_loss_words(row: Row) -> str:
 
 
 def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text as one table cell: no pipe to split the row, no ``<id>`` read as an HTML tag."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace("|", "\\|").replace("\n", " ")
 
 
 def render(records: list[Record], *, generated: str, command: str, session: str) -> str:
@@ -223,9 +224,10 @@ def render(records: list[Record], *, generated: str, command: str, session: str)
     ]
     for row in rows:
         tests = sorted({f"{Path(r.file).name}::{r.test}" for r in row.records})
-        lines.append("| " + " | ".join(_cell(c) for c in (
+        lines.append("| " + " | ".join([_cell(c) for c in (
             str(row.item), row.fault, str(row.variants), str(row.count("passed")),
-            outcome_words(row), last_run_words(row, session), data_loss_words(row), "<br>".join(tests))) + " |")
+            outcome_words(row), last_run_words(row, session), data_loss_words(row))]
+            + ["<br>".join(_cell(t) for t in tests)]) + " |")
     data = json.dumps([asdict(r) for r in sorted(records, key=lambda r: r.nodeid)], indent=0)
     lines += ["", DATA_START, data.replace("--", "-\\u002d"), DATA_END, ""]
     return "\n".join(lines)
