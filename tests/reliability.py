@@ -11,7 +11,9 @@ a parametrized test counts once per parameter set on top of that), ``checks`` wh
 asserts on the host (words from :data:`CHECKS`, refused otherwise at collection).
 
 At the end of a session in which at least one marked test ran, the plugin writes the table
-atomically (temporary file in ``docs/``, then rename).
+atomically (temporary file in ``docs/``, then rename), holding a lock on ``docs/`` while it reads,
+merges and renames, since several sessions may end in one checkout.  ``--reliability-out PATH``
+writes elsewhere (a run that must not touch the committed file).
 
 Partial runs merge, they never shrink the table: the file carries its per-test records as JSON in
 an HTML comment; a test of this session replaces its record, a test deselected here (``-k``, ``-m``)
@@ -25,6 +27,7 @@ this machine: the committed table is the union of those runs, each row dated.
 from __future__ import annotations
 
 import datetime as _dt
+import fcntl
 import json
 import os
 import tempfile
@@ -228,7 +231,8 @@ def render(records: list[Record], *, generated: str, command: str, session: str)
             str(row.item), row.fault, str(row.variants), str(row.count("passed")),
             outcome_words(row), last_run_words(row, session), data_loss_words(row))]
             + ["<br>".join(_cell(t) for t in tests)]) + " |")
-    data = json.dumps([asdict(r) for r in sorted(records, key=lambda r: r.nodeid)], indent=0)
+    # One record a line: a rerun's diff shows which tests changed.
+    data = "[\n" + ",\n".join(json.dumps(asdict(r)) for r in sorted(records, key=lambda r: r.nodeid)) + "\n]"
     lines += ["", DATA_START, data.replace("--", "-\\u002d"), DATA_END, ""]
     return "\n".join(lines)
 
@@ -260,7 +264,6 @@ def merge(old: list[Record], session: list[Record], collected_files: set[str]) -
 
 
 def write_atomically(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -314,11 +317,19 @@ class ReliabilityPlugin:
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         if not self.ran or self.config.getoption("collectonly"):
             return
-        old = read_records(self.out.read_text(encoding="utf-8")) if self.out.exists() else []
-        records = merge(old, list(self.records.values()), self.collected_files)
         args = " ".join(self.config.invocation_params.args) or "(no arguments)"
-        write_atomically(self.out, render(records, generated=self.started, command=f"python -m pytest {args}",
-                                          session=self.session))
+        self.out.parent.mkdir(parents=True, exist_ok=True)
+        # Sessions of several engineers end in one checkout: read, merge and rename under a lock on the
+        # folder, so that no session's rows are lost to another's write in between.
+        folder = os.open(self.out.parent, os.O_RDONLY)
+        try:
+            fcntl.flock(folder, fcntl.LOCK_EX)
+            old = read_records(self.out.read_text(encoding="utf-8")) if self.out.exists() else []
+            records = merge(old, list(self.records.values()), self.collected_files)
+            write_atomically(self.out, render(records, generated=self.started, command=f"python -m pytest {args}",
+                                              session=self.session))
+        finally:
+            os.close(folder)
         self.written = sum(r.variants for r in self.records.values() if r.session == self.session)
 
     def pytest_terminal_summary(self, terminalreporter) -> None:
