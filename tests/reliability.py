@@ -54,6 +54,7 @@ CHECKS = DATA_LOSS_CHECKS + (
     "one clear line",           # one line naming what, where, how to fix; no traceback
     "exit code",                # the documented exit code
     "recap and report",         # recap printed and report written
+    "report written",           # the run's report says what happened (no recap checked)
     "no hang",                  # the run ends within its bound
 )
 

@@ -429,13 +429,14 @@ def test_compose_leftovers_of_a_wedged_host_are_cleared_by_the_next_run(triton_h
 
 @pytest.mark.reliability(item=8, fault='a GPU profile on a host without a GPU',
                          checks=('exit code', 'old revision serving'))
-def test_a_gpu_profile_on_a_host_without_gpu_fails_like_the_gpu_roles(triton_host, project):
+def test_a_gpu_profile_on_a_host_without_gpu_fails_like_the_gpu_roles(triton_host, project, address):
     host, _ = triton_host
     before = started(host)
     r = provision(project, host, "--set", "gpu_profile=l40s", "--set", "gpu_count=2")
     assert r.returncode == 2, r.stdout + r.stderr
     assert "gpu_profile is l40s but this host has no NVIDIA GPU" in r.stdout, r.stdout
     assert started(host) == before  # nothing written, nothing restarted
+    assert get(f"http://{address}:8000/v2/health/ready")[0] == 200  # the old revision still serves
 
 
 def test_the_window_tuner_service_moves_the_window_live_and_provision_keeps_it(triton_host, project, address):

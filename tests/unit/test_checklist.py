@@ -198,7 +198,7 @@ def test_checklist_lines_come_from_the_selected_roles(tmp_path):
 
 
 @pytest.mark.reliability(item=4, fault='a host named ../../escaped through invoke checklist',
-                         checks=('one clear line', 'exit code', 'nothing touched'))
+                         checks=('exit code', 'nothing touched'))
 def test_checklist_refuses_a_host_name_that_leaves_out(tmp_path):
     import yaml
 
