@@ -23,6 +23,10 @@ class Templates:
             lstrip_blocks=True,
             autoescape=False,
         )
+        # The label a managed container carries its revision in: one name for templates and resources.
+        from .resources.compose import REVISION_LABEL
+
+        self.env.globals["revision_label"] = REVISION_LABEL
 
     def render(self, name: str, **context) -> str:
         """Render ``templates/<name>`` with ``context``; errors name the template."""

@@ -32,7 +32,9 @@ from bringup.command import sh
 from bringup.errors import InputError
 from bringup.gpu import gpu_gate, validate_without_gpu
 from bringup.resources import Directory, File, Service
+from bringup.resources.compose import REVISION_LABEL, label_format
 from bringup.resources.guard import Probe, Skip
+from bringup.resources.systemd import without_systemd
 from bringup.resources.image import DockerImage
 from bringup import gpu
 from bringup.resources import image
@@ -118,11 +120,9 @@ def _gate(host) -> list | None:
     gate = gpu_gate(host, "dcgm exporter")
     if gate:
         return gate
-    if not (host.facts.get("system.systemd") or {}).get("booted"):
-        pid1 = (host.facts.get("system.systemd") or {}).get("pid1") or "unknown"
-        return [Skip("dcgm exporter", f"systemd is not running (PID 1 is {pid1}): the exporter is a systemd "
-                                      "unit here; run the container with this host's init system")]
-    return None
+    skip = without_systemd(host, "dcgm exporter", "the exporter is a systemd unit here; run the container with "
+                                                  "this host's init system")
+    return [skip] if skip else None
 
 
 def resources(host):
@@ -139,8 +139,7 @@ def resources(host):
                        port=v["dcgm_exporter_port"], csv=CSV)
     first = rows[0][0]
     check = " && ".join([
-        sh("[ \"$(docker inspect --format '{{index .Config.Labels \"bringup.revision\"}}' -- %s 2>/dev/null)\" = %s ]",
-           NAME, revision),
+        sh("[ \"$(docker inspect --format %s -- %s 2>/dev/null)\" = %s ]", label_format(REVISION_LABEL), NAME, revision),
         sh("curl -fsS --max-time 3 %s | grep -q %s", f"http://127.0.0.1:{v['dcgm_exporter_port']}/metrics",
            f"^{first}"),
     ])

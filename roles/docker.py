@@ -33,7 +33,8 @@ from bringup.command import join, sh
 from bringup.errors import InputError
 from bringup.vars import check_bools, check_keys
 from bringup.resources import Command, Packages, Service
-from bringup.resources.guard import Fail, Skip
+from bringup.resources.guard import Fail
+from bringup.resources.systemd import without_systemd
 from bringup.resources.hold import Hold
 from bringup.resources.jsonfile import JsonFile, check_json
 from bringup.resources.privatejson import PrivateJsonFile, docker_auth
@@ -160,10 +161,9 @@ def resources(host):
         out.append(PrivateJsonFile(CLIENT_CONFIG, {"auths": {
             reg: {"auth": docker_auth(reveal(c["username"]), reveal(c["password"]))}
             for reg, c in v["registry_auths"].items()}}))
-    if not (host.facts.get("system.systemd") or {}).get("booted"):
-        pid1 = (host.facts.get("system.systemd") or {}).get("pid1") or "unknown"
-        out.append(Skip("docker service", f"systemd is not running (PID 1 is {pid1}): start dockerd with "
-                                          "this host's init system"))
+    skip = without_systemd(host, "docker service", "start dockerd with this host's init system")
+    if skip:
+        out.append(skip)
     else:
         out += [Service("containerd", enabled=True, running=True),
                 Service("docker", enabled=True, running=True)]

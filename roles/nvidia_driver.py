@@ -37,7 +37,8 @@ from bringup.vars import check_bools
 from bringup.gpu import gpu_gate, nvidia_gpus, validate_without_gpu
 from bringup.resources import Command, File, Packages, Service
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
-from bringup.resources.guard import Fail, Skip
+from bringup.resources.guard import Fail
+from bringup.resources.systemd import without_systemd
 from bringup.resources.hold import Hold
 from bringup.resources.nvidia import NvidiaDriverLoaded
 from bringup import gpu
@@ -177,11 +178,9 @@ def resources(host):
             out.append(Hold(["nvidia-driver", "kmod-nvidia-latest-dkms"], manager="dnf"))
     loaded = any(str(g.get("driver_version") or "").startswith(branch + ".")
                  for g in host.facts.get("nvidia.smi") or [])
-    systemd = (host.facts.get("system.systemd") or {}).get("booted")
-    if not systemd:
-        pid1 = (host.facts.get("system.systemd") or {}).get("pid1") or "unknown"
-        out.append(Skip("nvidia-persistenced", f"systemd is not running (PID 1 is {pid1}): enable "
-                                               "nvidia-persistenced with this host's init system"))
+    skip = without_systemd(host, "nvidia-persistenced", "enable nvidia-persistenced with this host's init system")
+    if skip:
+        out.append(skip)
     else:
         # It can only start once the driver is loaded: after the reboot, on the next pass.
         out.append(Service("nvidia-persistenced", enabled=True, running=True if loaded else None))

@@ -57,7 +57,7 @@ from bringup.facts.triton import WINDOW_RECORD
 from bringup.latency.window_tuner import TUNED_SOURCE, manifest_of
 from bringup.gpu import gpu_gate
 from bringup.resources import Directory, File
-from bringup.resources.compose import ComposeUp
+from bringup.resources.compose import PROJECT_LABEL, REVISION_LABEL, ComposeUp, label_format
 from bringup.resources.guard import Unused
 from bringup.resources import image
 from bringup.resources.image import DockerImage
@@ -436,9 +436,9 @@ def audit(host):
     code = "curl -s -o /dev/null -w '%%{http_code}' --max-time 5 %s || true; echo"
     return [
         Expect(f"container {d.container}", sh(
-            "docker inspect --format '{{.State.Status}} {{index .Config.Labels \"bringup.revision\"}} "
-            "{{index .Config.Labels \"com.docker.compose.project\"}}' -- %s 2>/dev/null || echo absent",
-            d.container), container),
+            "docker inspect --format %s -- %s 2>/dev/null || echo absent",
+            f"{{{{.State.Status}}}} {label_format(REVISION_LABEL)} {label_format(PROJECT_LABEL)}", d.container),
+            container),
         tcp_listening("triton", {k: int(p) for k, p in d.vars["triton_ports"].items()}),
         http_ok("triton /v2/health/ready", f"{base}/v2/health/ready"),
         Expect("triton models ready", "\n".join(sh("printf '%%s ' %s; " + code, m, f"{base}/v2/models/{m}/ready")
@@ -472,7 +472,7 @@ def _wait_script(port: int, container: str, revision: str | None, models: list[s
     base = f"http://127.0.0.1:{port}"
     lines = [
         sh("c=%s; base=%s; want=%s; deadline=$(( $(date +%%s) + %s ))", container, base, revision or "", timeout),
-        'got=$(docker inspect --format \'{{index .Config.Labels "bringup.revision"}}\' -- "$c" 2>/dev/null)',
+        sh('got=$(docker inspect --format %s -- "$c" 2>/dev/null)', label_format(REVISION_LABEL)),
         'if [ -n "$want" ] && [ "$got" != "$want" ]; then echo "fail=container $c runs revision ${got:-none}, '
         'not $want"; else',
         '  while :; do',

@@ -28,7 +28,8 @@ from bringup.errors import InputError
 from bringup.latency import window_tuner
 from bringup.latency.window_tuner import LOG, RECORD, manifest_of
 from bringup.resources import Directory, File, Service
-from bringup.resources.guard import Skip, Unused
+from bringup.resources.guard import Unused
+from bringup.resources.systemd import without_systemd
 from bringup.resources.packages import Packages
 
 UNIT_NAME = "bringup-window-tuner"
@@ -68,10 +69,9 @@ def resources(host):
     s = settings(host.vars)
     if s is None:
         return [Unused("window tuner", "triton_window_tuner is unset: no tuner on this host")]
-    systemd = host.facts.get("system.systemd") or {}
-    if not systemd.get("booted"):
-        return [Skip("window tuner", f"systemd is not running (PID 1 is {systemd.get('pid1') or 'unknown'}): "
-                                     "run bringup/latency/window_tuner.py with this host's init system")]
+    skip = without_systemd(host, "window tuner", "run bringup/latency/window_tuner.py with this host's init system")
+    if skip:
+        return [skip]
     v = host.vars
     ports = v.get("triton_ports") or {}
     with open(window_tuner.__file__, encoding="utf-8") as f:

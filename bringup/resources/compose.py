@@ -4,12 +4,19 @@ from __future__ import annotations
 from ..command import sh
 from .base import Plan, Resource, kv_lines
 
-__all__ = ["ComposeUp", "COMPOSE", "REVISION_LABEL", "PROJECT_LABEL"]
+__all__ = ["ComposeUp", "COMPOSE", "REVISION_LABEL", "PROJECT_LABEL", "label_format"]
 
 #: The label a managed compose file puts on its containers; its value names the revision of the files.
 REVISION_LABEL = "bringup.revision"
 #: The label both compose v1 and v2 put on a project's containers.
 PROJECT_LABEL = "com.docker.compose.project"
+
+
+
+def label_format(label: str) -> str:
+    """``docker inspect --format`` text printing a container's ``label``."""
+    return '{{index .Config.Labels "%s"}}' % label
+
 
 #: Picks Compose v2 (the docker CLI plugin) or v1 (docker-compose), in $dc.
 COMPOSE = ('if docker compose version >/dev/null 2>&1; then dc="docker compose"; '

@@ -7,7 +7,24 @@ from ..command import sh
 from ..errors import InputError
 from .base import Plan, Resource, kv_lines
 
-__all__ = ["Service"]
+__all__ = ["Service", "SYSTEMD_FACT", "without_systemd"]
+
+#: The fact a role that manages units declares (in its FACTS) to use :func:`without_systemd`.
+SYSTEMD_FACT = "system.systemd"
+
+
+def without_systemd(host, what: str, instead: str):
+    """A :class:`~bringup.resources.guard.Skip` saying why ``what`` is left to the host's init system when
+    systemd is not PID 1 there (a container, a VM whose PID 1 is something else); None when systemd runs.
+
+    ``instead`` says what the operator does then ("start dockerd with this host's init system").
+    """
+    from .guard import Skip
+
+    state = host.facts.get(SYSTEMD_FACT) or {}
+    if state.get("booted"):
+        return None
+    return Skip(what, f"systemd is not running (PID 1 is {state.get('pid1') or 'unknown'}): {instead}")
 
 _UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+$")
 
