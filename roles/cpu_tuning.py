@@ -76,9 +76,21 @@ HANDLERS = {
 _CMDLINE_WORD = re.compile(r"^[A-Za-z0-9_.,:=/-]+$")
 
 
+#: cpufreq's governors and EPP values (the kernel's cpu-freq documentation) and the THP modes.
+GOVERNORS = ("performance", "powersave", "schedutil", "ondemand", "conservative", "userspace")
+EPP = ("default", "performance", "balance_performance", "balance_power", "power")
+THP_MODES = ("always", "madvise", "never")
+
+
 def validate(vars: dict) -> None:
     check_bools(vars, DEFAULTS)
     topology.validate_vars(vars)
+    if vars.get("cpu_governor") not in GOVERNORS:
+        raise InputError(f"cpu_governor {vars.get('cpu_governor')!r}: one of {', '.join(GOVERNORS)}")
+    if vars.get("cpu_epp") is not None and vars.get("cpu_epp") not in EPP:
+        raise InputError(f"cpu_epp {vars.get('cpu_epp')!r}: one of {', '.join(EPP)}, or null to leave it")
+    if vars.get("thp") is not None and vars.get("thp") not in THP_MODES:
+        raise InputError(f"thp {vars.get('thp')!r}: one of {', '.join(THP_MODES)}, or null to leave it")
     us = vars.get("cpu_dma_latency_us")
     if us is not None and (not isinstance(us, int) or isinstance(us, bool) or not 0 <= us <= 2_000_000_000):
         raise InputError(f"cpu_dma_latency_us {us!r}: a whole number of microseconds (0 = C0 only), or null")

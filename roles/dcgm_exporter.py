@@ -107,6 +107,9 @@ def validate(vars: dict) -> None:
     port = vars.get("dcgm_exporter_port")
     if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
         raise InputError(f"dcgm_exporter_port {port!r} must be a TCP port number")
+    wait = vars.get("dcgm_exporter_wait")
+    if not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= 3600:
+        raise InputError(f"dcgm_exporter_wait {wait!r}: whole seconds to wait for /metrics, 0-3600")
     if vars.get("image_transfer") not in ("pull", "push"):
         raise InputError(f"image_transfer {vars.get('image_transfer')!r} must be pull or push")
     # The reference and id are checked by DockerImage itself; build one to refuse bad input now.

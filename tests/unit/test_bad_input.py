@@ -229,3 +229,18 @@ def test_check_keys_helper_for_triton_models():
     with pytest.raises(InputError, match="known keys: max_batch_size, platform"):
         check_keys({"zzz": 1}, ["platform", "max_batch_size"], "triton_models.resnet")
     check_keys({"platform": "x"}, ["platform", "max_batch_size"], "triton_models.resnet")
+
+
+# --- item 14: refused before connecting, not an error after ------------------------------------------
+
+@pytest.mark.reliability(item=14, fault='role variables of the wrong kind (wait, governor, THP mode, EPP)',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
+@pytest.mark.parametrize("setting,words", [
+    ("dcgm_exporter_wait=soon", ["dcgm_exporter_wait 'soon'", "whole seconds"]),
+    ("cpu_governor=turbo;reboot", ["cpu_governor 'turbo;reboot'", "performance"]),
+    ("thp=sometimes", ["thp 'sometimes'", "madvise"]),
+    ("cpu_epp=fast", ["cpu_epp 'fast'", "balance_performance"]),
+])
+def test_role_variables_are_refused_before_connecting(tmp_path, setting, words):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    _refused(_provision(tmp_path, inv, "--set", setting), tmp_path, *words)
