@@ -27,7 +27,7 @@ import paramiko
 from fabric import Config, Connection
 
 from .command import quote
-from .errors import BringupError, Unreachable
+from .errors import BringupError, Unreachable, said
 from .inventory import Host
 
 # paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
@@ -130,7 +130,7 @@ class Transport:
             raise
         err = proc.stderr.read().decode("utf-8", "replace")
         if proc.wait() != 0:
-            return RunResult(proc.returncode or 1, res.stdout, f"{' '.join(local)} failed: {err.strip()[-300:]}")
+            return RunResult(proc.returncode or 1, res.stdout, f"{' '.join(local)} failed: {said(err, 300)}")
         return res
 
     def _exchange(self, cmd: str, sudo: "_Sudo | None", data: BinaryIO) -> RunResult:  # pragma: no cover

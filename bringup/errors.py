@@ -19,3 +19,35 @@ class InputError(BringupError):
 
 class Unreachable(Exception):
     """The host could not be connected to (network, auth, host key)."""
+
+
+#: Lines that carry a program's own verdict (apt's ``E:``, ``error:``, ``fatal:``): kept before any other line.
+_VERDICT = ("e: ", "error", "fatal", "failed", "cannot", "could not")
+
+
+def said(output: str, limit: int = 500) -> str:
+    """What a failed command said, within ``limit`` characters, cut only between lines.
+
+    The program's verdict lines (apt's ``E: Could not get lock ...``) come first, then the last other
+    lines that fit; a single line longer than the limit keeps its end, marked with ``…``.  Progress
+    chatter (apt's ``Waiting for cache lock`` repeated) never pushes the verdict out.
+    """
+    lines: list[str] = []
+    for l in output.replace("\r", "\n").splitlines():
+        l = " ".join(l.split())
+        if l and l not in lines:
+            lines.append(l)
+    verdict = [l for l in lines if l.lower().startswith(_VERDICT)]
+    rest = [l for l in lines if l not in verdict]
+    chosen: list[str] = []
+    used = 0
+    for l in verdict + rest[::-1]:
+        if used + len(l) + 3 > limit:
+            if not chosen:
+                return "…" + l[-(limit - 1):]
+            if l in verdict:
+                continue
+            break
+        chosen.append(l)
+        used += len(l) + 3
+    return " | ".join([l for l in verdict if l in chosen] + [l for l in rest if l in chosen])

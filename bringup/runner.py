@@ -17,7 +17,7 @@ from typing import Any, Callable
 
 from .command import sh
 from .connection import RunResult, Transport, connect, wait_for_ssh
-from .errors import BringupError, Unreachable
+from .errors import BringupError, Unreachable, said
 from .facts.gather import gather
 from .inventory import Host
 from .pending import PendingHandlers
@@ -386,7 +386,7 @@ class HostRun:
         res = t.run_script(sh("touch -- %s && (sleep 1; systemctl reboot || reboot) >/dev/null 2>&1 </dev/null &",
                               marker))
         if res.rc != 0:
-            raise BringupError(f"reboot failed (exit {res.rc}): {res.stderr.strip()[-300:]}")
+            raise BringupError(f"reboot failed (exit {res.rc}): {said(res.stderr, 300)}")
         trips = t.round_trips
         t.close()
         timeout = float(host.vars.get("reboot_timeout", 600))
@@ -513,10 +513,10 @@ def _run_role(host, role, ctx, resources, current, opts, progress, t, result, ow
             done[i] = ResourceResult(role.name, r.id, "skipped", reason="not run: an earlier step of the role failed")
         elif sec.rc is None:
             done[i] = ResourceResult(role.name, r.id, "failed",
-                                     error=f"the write script stopped (exit {res.rc}): {res.stderr.strip()[-300:]}")
+                                     error=f"the write script stopped (exit {res.rc}): {said(res.stderr, 300)}")
         else:
             done[i] = ResourceResult(role.name, r.id, "failed", changes=_jsonable(p.changes),
-                                     error=f"exit {sec.rc}: {sec.output.strip()[-500:]}")
+                                     error=f"exit {sec.rc}: {said(sec.output)}")
     # Re-read what was applied: a resource that still wants changes did not converge.
     progress(host.name, f"{role.name}: verifying")
     notified: list[str] = []
@@ -590,13 +590,13 @@ def _run_handlers(role: Role, ctx: HostContext, names: list[str], t: Transport, 
                                                    reason="notified" if n in names else _OWED))
         else:
             result.resources.append(ResourceResult(role.name, rid, "failed",
-                                                   error=f"exit {s.rc}: {s.output.strip()[-500:]}"))
+                                                   error=f"exit {s.rc}: {said(s.output)}"))
     if settle and secs[-1].rc == 0:
         owed.forget(role.name, earlier + ordered)
     elif settle and all(s.rc == 0 for s in secs[:-1]):
         result.resources.append(ResourceResult(role.name, "pending-handlers", "failed",
                                                error=f"the handlers ran, but {owed.path} could not be updated "
-                                                     f"(they run again next time): {secs[-1].output.strip()[-300:]}"))
+                                                     f"(they run again next time): {said(secs[-1].output, 300)}"))
 
 
 def _verify(role: Role, ctx: HostContext, t: Transport, result: HostResult) -> None:
