@@ -342,6 +342,12 @@ class SSHTransport(Transport):
                 raise Unreachable(f"host {self.host.name}: port {c.ansible_port} of {self.host.address} answers "
                                   f"but is not SSH (no SSH banner{': ' + detail if detail else ''}); check "
                                   "ansible_port and that sshd runs") from None
+            if msg == "No existing session":
+                # paramiko's words when the handshake did not finish before the timeout: the TCP connection was
+                # accepted (by the kernel) but sshd never completed the exchange.
+                raise Unreachable(f"ssh to {where}: the port accepted the connection but no SSH handshake finished "
+                                  f"within {c.ssh_connect_timeout:g} s (sshd frozen or overloaded, or traffic dropped "
+                                  "after connect); check the host and ssh_connect_timeout") from None
             if isinstance(e, paramiko.AuthenticationException):
                 raise Unreachable(f"authentication to {c.ansible_user or 'root'}@{where} failed: {msg}") from None
             raise Unreachable(f"ssh to {where} failed: {msg}") from None

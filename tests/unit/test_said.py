@@ -1,4 +1,6 @@
 """What a failed command said, in the one line an operator reads: cut between lines, the verdict kept."""
+import pytest
+
 from bringup.errors import said
 
 WAIT = "Waiting for cache lock: Could not get lock /var/lib/dpkg/lock-frontend. It is held by process 77 (python3)... {}s"
@@ -6,6 +8,8 @@ VERDICT = ["E: Could not get lock /var/lib/dpkg/lock-frontend. It is held by pro
            "E: Unable to acquire the dpkg frontend lock (/var/lib/dpkg/lock-frontend), is another process using it?"]
 
 
+@pytest.mark.reliability(item=18, fault="apt errors cut mid-word: the E: verdict behind its lock-wait chatter",
+                         checks=("one clear line",))
 def test_apt_verdict_survives_its_progress_chatter():
     out = "\n".join([WAIT.format(i) for i in range(60)] + VERDICT + [f"Reading state information... {i}%" for i in range(80)])
     line = said(out)
