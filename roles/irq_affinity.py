@@ -31,7 +31,7 @@ UNIT = "bringup-irq-affinity.service"
 UNIT_FILE = f"/etc/systemd/system/{UNIT}"
 
 #: The facts this role reads (only these are gathered for it).
-FACTS = (*topology.FACTS, "os.release")
+FACTS = (*topology.FACTS, "os.release", "system.container")
 
 DEFAULTS = {
     **topology.DEFAULTS,
@@ -81,7 +81,8 @@ def resources(host):
     elif mode == "disabled":
         # Stopped before the IRQs are written, so that it cannot move them back.
         out.append(Service("irqbalance.service", running=False, enabled=False))
-    out += [IrqAffinity(p.irq, p.cpus, label=p.name, in_container=bool(host.vars["irq_affinity_in_containers"]))
+    out += [IrqAffinity(p.irq, p.cpus, label=p.name, container=host.facts["system.container"],
+                        in_container=bool(host.vars["irq_affinity_in_containers"]))
             for p in plan.irqs]
     if host.vars["irq_affinity_persist"]:
         pins = [{"irq": p.irq, "name": p.name if p.name and " " not in p.name else "",

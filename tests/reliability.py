@@ -45,6 +45,7 @@ DATA_LOSS_CHECKS = ("whole old or new file", "no leftovers", "next run converges
 CHECKS = DATA_LOSS_CHECKS + (
     "nothing touched",          # refused before connecting / exit 1: the host is as it was
     "nothing executed",         # the hostile value never ran as a command
+    "machine left alone",       # a container changed nothing of the machine it runs on (IRQs)
     "secret never shown",       # not in output, diff, report or error
     "files root-only",          # mode 0600 root on the host
     "nothing sent",             # no file reached the host

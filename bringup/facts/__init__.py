@@ -14,6 +14,7 @@ from .os_ import OsBootId, OsKernel, OsRelease
 from .pci import PciDevices
 from .system import (
     SystemCmdline,
+    SystemContainer,
     SystemCpufreq,
     SystemCpuidle,
     SystemDocker,
@@ -48,6 +49,7 @@ ALL_FACTS: list[type[Fact]] = [
     SystemCpuidle,
     SystemThp,
     SystemThpDefrag,
+    SystemContainer,
     TritonWindow,
 ]
 
@@ -82,5 +84,6 @@ __all__ = [
     "SystemCpuidle",
     "SystemThp",
     "SystemThpDefrag",
+    "SystemContainer",
     "TritonWindow",
 ]

@@ -17,6 +17,8 @@ __all__ = [
     "SystemCpuidle",
     "SystemThp",
     "SystemThpDefrag",
+    "SystemContainer",
+    "parse_container",
     "parse_systemd",
     "parse_docker_info_json",
     "parse_docker_daemon_json",
@@ -417,3 +419,43 @@ class SystemThpDefrag(Fact):
     @staticmethod
     def process(output: str) -> str | None:
         return parse_bracket_choice(output)
+
+
+# --------------------------------------------------------------------------
+# container
+# --------------------------------------------------------------------------
+
+#: Prints ``container=<what says so>`` inside a container, nothing elsewhere: systemd's record, its
+#: detector, then the markers that engines leave (Docker, Podman, PID 1's environment).  A false "container"
+#: costs a skip that names its opt-in; a missed one lets a role change the machine from inside a container.
+_CONTAINER_PROBE = (
+    "if [ -s /run/systemd/container ]; then echo \"container=/run/systemd/container says $(cat /run/systemd/container)\"\n"
+    "elif v=$(systemd-detect-virt --container 2>/dev/null) && [ -n \"$v\" ] && [ \"$v\" != none ]; then "
+    "echo \"container=systemd-detect-virt --container says $v\"\n"
+    "elif [ -e /.dockerenv ]; then echo 'container=/.dockerenv exists'\n"
+    "elif [ -e /run/.containerenv ]; then echo 'container=/run/.containerenv exists'\n"
+    "elif tr '\\0' '\\n' < /proc/1/environ 2>/dev/null | grep -q '^container='; then "
+    "echo 'container=PID 1 has container= in its environment'\n"
+    "fi"
+)
+
+
+def parse_container(output: str) -> str | None:
+    """``container=<what says so>`` → that text; no such line (not a container) → None."""
+    for line in output.splitlines():
+        key, sep, value = line.strip().partition("=")
+        if sep and key == "container" and value.strip():
+            return value.strip()
+    return None
+
+
+class SystemContainer(Fact):
+    """What says this host is a container (``/run/systemd/container says docker``), or None."""
+
+    name = "system.container"
+    command = _CONTAINER_PROBE
+    default = None
+
+    @staticmethod
+    def process(output: str) -> str | None:
+        return parse_container(output)

@@ -32,7 +32,7 @@ class IrqAffinity(Resource):
     kind = "irq"
 
     def __init__(self, irq: int, cpus: list[int], *, label: str = "", refused_file: str = REFUSED_FILE,
-                 in_container: bool = False, notify=()):
+                 container: str | None = None, in_container: bool = False, notify=()):
         if not isinstance(irq, int) or isinstance(irq, bool) or irq < 0:
             raise InputError(f"IRQ {irq!r} must be a whole number")
         if not cpus:
@@ -42,15 +42,14 @@ class IrqAffinity(Resource):
         self.want = format_cpulist(self.cpus)
         self.path = f"/proc/irq/{irq}/smp_affinity_list"
         self.refused_file = refused_file
-        #: A container sees the machine's /proc/irq: moving IRQs there is opt-in.
-        self.in_container = in_container
+        #: What says this host is a container (the fact ``system.container``), or None.  A container sees the
+        #: machine's /proc/irq: moving IRQs there is opt-in (``in_container``).
+        self.container, self.in_container = container, in_container
 
     def read(self) -> str:
         return sh(
             "p=%s\n"
             "if [ -e \"$p\" ]; then printf 'value='; cat -- \"$p\"; else echo state=absent; fi\n"
-            # systemd's own detection; /.dockerenv is no proof (this CI VM was built from an image and has one).
-            "if [ -s /run/systemd/container ]; then echo container=yes; fi\n"
             "if [ -r %s ]; then awk -v n=%s '$1 == n { sub(/^[^ ]+ /, \"\"); m = $0 } END { if (m != \"\") "
             "print \"refused=\" m }' %s; fi",
             self.path, self.refused_file, self.irq, self.refused_file,
@@ -63,8 +62,9 @@ class IrqAffinity(Resource):
             return Plan.skip(f"{what}: no such IRQ on this host now (device gone, or IRQs renumbered since "
                              "the facts were gathered)")
         have = st.get("value", "").strip()
-        if st.get("container") == "yes" and not self.in_container:
-            return Plan.skip(f"{what}: this host is a container; its /proc/irq is the machine's, left at {have} "
+        if self.container and not self.in_container:
+            return Plan.skip(f"{what}: this host is a container ({self.container}); its /proc/irq is the "
+                             f"machine's, left at {have} "
                              "(irq_affinity_in_containers: true moves it anyway)")
         if "refused" in st:
             return Plan.skip(f"{what}: the kernel refuses to move it ({st['refused'].rsplit(': ', 1)[-1]}: a "

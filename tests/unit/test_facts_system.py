@@ -189,3 +189,27 @@ def test_thp_h200():
     assert parse_bracket_choice("[always] madvise never") == "always"
     assert parse_bracket_choice("always defer defer+madvise [madvise] never") == "madvise"
     assert parse_bracket_choice("") is None
+
+
+# --- system.container: what says this host is a container -------------------------------------------
+
+def test_container_probe_outputs():
+    from bringup.facts.system import parse_container
+    # This CI VM (no systemd; Docker's marker and systemd-detect-virt say docker), a sandbox host (systemd in
+    # Docker writes its record), a bare-metal or VM host (nothing printed).
+    assert parse_container("container=systemd-detect-virt --container says docker\n") == \
+        "systemd-detect-virt --container says docker"
+    assert parse_container("container=/run/systemd/container says docker\n") == "/run/systemd/container says docker"
+    assert parse_container("") is None
+    assert parse_container("container=\n") is None
+
+
+def test_container_probe_runs_here():
+    """The probe itself, on this machine: whatever it finds is named, and a container's own marker counts."""
+    import os
+    import subprocess
+    from bringup.facts import FACTS_BY_NAME
+    fact = FACTS_BY_NAME["system.container"]
+    said = fact.process(subprocess.run(["sh", "-c", fact.command], capture_output=True, text=True).stdout)
+    if os.path.exists("/run/systemd/container") or os.path.exists("/.dockerenv"):
+        assert said is not None
