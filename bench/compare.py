@@ -32,7 +32,9 @@ import platform
 import shlex
 import statistics
 import subprocess
+import signal
 import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -48,7 +50,8 @@ VENV = REPO / ".sandbox" / "bench-venv"
 PEER_PACKAGES = ("pyinfra", "ansible-core", "paramiko")
 BRINGUP = [str(Path(sys.executable).with_name("bringup"))]
 # This checkout's bringup, whatever checkout an editable install of the console script points at.
-BRINGUP_ENV = {"PYTHONPATH": str(REPO)}
+# Its bytecode cached under .sandbox (as an installed package has it, without __pycache__ in the checkout).
+BRINGUP_ENV = {"PYTHONPATH": str(REPO), "PYTHONPYCACHEPREFIX": str(REPO / ".sandbox" / "bench-pycache")}
 PYTHON = sys.executable
 LOGSH = "/usr/local/sbin/bench-logsh"
 LOGDIR = "/var/log/bench-cmds"
@@ -102,21 +105,75 @@ def versions(venv: Path) -> dict[str, str]:
     }
 
 
-def start_hosts(n: int) -> list[harness.SandboxHost]:
-    harness.ensure_docker()
-    harness.build_image()
-    first = harness.start_host("bench-001", workdir=WORK, restart="no")  # makes the key pair once
-    started = [first]
+#: Hosts booted at once: a wave's containers start together and each wave waits for its hosts' systemd and
+#: sshd before the next starts (64 at once on this 2-core machine left systemd booting past any timeout).
+WAVE = 8
+#: Seconds one host may take to boot inside its wave (its systemd, then its sshd's banner).
+BOOT_TIMEOUT = 300
+#: Set when the run is stopping (a failure, Ctrl-C): a host that fails to boot is not started again.
+STOP = threading.Event()
+
+
+def boot(name: str, light: bool, image: str) -> harness.SandboxHost:
+    """One sandbox host, started once more if it did not finish booting (a loaded moment, not a broken image)."""
     try:
-        with ThreadPoolExecutor(4) as ex:
-            for f in [ex.submit(harness.start_host, f"bench-{i:03d}", workdir=WORK, restart="no")
-                      for i in range(2, n + 1)]:
-                started.append(f.result())
-    except BaseException:
-        # A host that never finished booting (this 2-core machine, loaded) leaves none behind.
-        for h in started:
-            h.remove()
-        raise
+        return harness.start_host(name, workdir=WORK, restart="no", light=light, image=image, timeout=BOOT_TIMEOUT)
+    except harness.SandboxError as e:  # start_host removed the container
+        if STOP.is_set():
+            raise
+        log(f"{name}: {e}; starting it once more")
+        return harness.start_host(name, workdir=WORK, restart="no", light=light, image=image, timeout=BOOT_TIMEOUT)
+
+
+#: inotify instances one booted sandbox host holds (systemd, journald, logind, dbus, path units: 6-7 counted here).
+INOTIFY_PER_HOST = 8
+INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
+
+
+def inotify_room(hosts: int) -> None:
+    """Make room for ``hosts`` systemd containers under the machine's per-user inotify limit.
+
+    Every container's root is this machine's root, so their inotify instances count against one limit
+    (Debian's default 128): at about the 18th host systemd cannot start and the container exits. Raised
+    (root) to what the hosts need on top of what runs now, never lowered; otherwise one line saying how.
+    """
+    limit = int(INOTIFY_LIMIT.read_text())
+    used = sum(1 for fd in Path("/proc").glob("[0-9]*/fd/*") if _is_inotify(fd))
+    need = used + INOTIFY_PER_HOST * hosts + 64
+    if limit >= need:
+        return
+    if os.geteuid() != 0:
+        raise SystemExit(f"bench: {hosts} hosts need about {need} inotify instances, the limit is {limit}: "
+                         f"sudo sysctl fs.inotify.max_user_instances={need}")
+    log(f"raising fs.inotify.max_user_instances from {limit} to {need} ({used} in use, ~{INOTIFY_PER_HOST} per host)")
+    INOTIFY_LIMIT.write_text(str(need))
+
+
+def _is_inotify(fd: Path) -> bool:
+    try:
+        return os.readlink(fd) == "anon_inode:inotify"
+    except OSError:
+        return False
+
+
+def start_hosts(prefix: str, n: int, light: bool, image: str) -> list[harness.SandboxHost]:
+    """``n`` hosts named ``<prefix>-001``..., booted in waves of :data:`WAVE`; light: sshd and systemd, no Docker."""
+    started = [boot(f"{prefix}-001", light, image)]  # makes the key pair once
+    for lo in range(2, n + 1, WAVE):
+        names = [f"{prefix}-{i:03d}" for i in range(lo, min(n, lo + WAVE - 1) + 1)]
+        ex = ThreadPoolExecutor(len(names))
+        try:
+            futures = [ex.submit(boot, nm, light, image) for nm in names]
+            started += [f.result() for f in futures]
+        except BaseException:
+            # Failure or Ctrl-C: hosts still booting in the wave fail at once without their containers;
+            # main() removes whatever this session started once the workers are done.
+            STOP.set()
+            harness.remove_session_hosts()
+            raise
+        finally:
+            ex.shutdown(wait=True, cancel_futures=True)
+        log(f"{len(started)}/{n} {'light ' if light else ''}host(s) up, load {os.getloadavg()[0]:.1f}")
     return started
 
 
@@ -154,29 +211,36 @@ class Tool:
     def __init__(self, name: str, argv: list[str], cwd: Path, env: dict | None = None, ok=(0,)):
         self.name, self.argv, self.cwd, self.env, self.ok = name, argv, cwd, env, ok
 
-    def run(self) -> float:
+    def run(self, prefix: tuple[str, ...] = ()) -> float:
+        return self.run_capture(prefix)[0]
+
+    def run_capture(self, prefix: tuple[str, ...] = ()) -> tuple[float, subprocess.CompletedProcess]:
+        """Wall time and the finished process; ``prefix`` goes before the command (``python -X importtime``)."""
         env = {**os.environ, **(BRINGUP_ENV if self.argv[:1] == BRINGUP else {}), **(self.env or {})}
+        # Every tool may cache its bytecode, as on a user's machine (a test shell's PYTHONDONTWRITEBYTECODE
+        # made bringup, run from this checkout, compile its 70 modules in every process).
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
         t0 = time.perf_counter()
-        cp = subprocess.run(self.argv, cwd=self.cwd, env=env, capture_output=True, text=True)
+        cp = subprocess.run([*prefix, *self.argv], cwd=self.cwd, env=env, capture_output=True, text=True)
         dt = time.perf_counter() - t0
         if cp.returncode not in self.ok:
             raise SystemExit(f"bench: {self.name} failed (exit {cp.returncode}): {shlex.join(self.argv)}\n"
                              f"{(cp.stdout + cp.stderr)[-3000:]}")
-        return dt
+        return dt, cp
 
 
 def alternate(tools: list[Tool], runs: int, before=None) -> dict[str, dict]:
     """Each tool ``runs`` times, the order rotated run by run; ``before(tool)`` resets the host first."""
     times: dict[str, list[float]] = {t.name: [] for t in tools}
-    loads: list[float] = []
+    loads: dict[str, list[float]] = {t.name: [] for t in tools}
     for i in range(runs):
         for t in tools[i % len(tools):] + tools[:i % len(tools)]:
             if before:
                 before(t)
-            loads.append(os.getloadavg()[0])
+            loads[t.name].append(os.getloadavg()[0])
             times[t.name].append(t.run())
     return {n: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v),
-                "load": statistics.median(loads)} for n, v in times.items()}
+                "load": statistics.median(loads[n])} for n, v in times.items()}
 
 
 def count_commands(host: harness.SandboxHost, tool: Tool, stdin: bool = False) -> dict:
@@ -217,6 +281,52 @@ def replay_floor(name: str, d: Path, scripts: list[str]) -> Tool:
     return floor_tool(name, d, "sh -c 'eval \"$(cat)\"'", body, hosts="floor_one.json")
 
 
+# -- where the time goes -------------------------------------------------------
+
+#: Import time by top-level package, in this order; the rest is Python's standard library and small packages.
+IMPORT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("invoke", ("invoke",)),
+    ("fabric", ("fabric", "decorator", "deprecated", "wrapt")),
+    ("paramiko + cryptography", ("paramiko", "cryptography", "bcrypt", "nacl", "cffi", "_cffi_backend")),
+    ("pydantic", ("pydantic", "pydantic_core", "annotated_types", "typing_extensions", "typing_inspection")),
+    ("jinja2", ("jinja2", "markupsafe")),
+    ("rich", ("rich", "pygments", "markdown_it", "mdurl")),
+    ("yaml", ("yaml", "_yaml")),
+    ("bringup engine", ("bringup",)),
+    ("roles", ("roles",)),
+)
+
+
+def import_breakdown(tool: Tool, runs: int) -> dict:
+    """Median seconds of imports per group over ``runs`` runs of ``tool`` under ``python -X importtime``
+    (the sum of each module's own time; importtime's bookkeeping makes it a little longer than without)."""
+    per: dict[str, list[float]] = {}
+    for _ in range(runs):
+        _, cp = tool.run_capture((PYTHON, "-X", "importtime"))
+        got: dict[str, float] = {}
+        for line in cp.stderr.splitlines():
+            if not line.startswith("import time:") or "self [us]" in line:
+                continue
+            own, _, name = line[len("import time:"):].split("|")
+            top = name.strip().split(".")[0]
+            group = next((g for g, tops in IMPORT_GROUPS if top in tops), "standard library and the rest")
+            got[group] = got.get(group, 0.0) + int(own) / 1e6
+        got["all"] = sum(got.values())
+        for k, v in got.items():
+            per.setdefault(k, []).append(v)
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
+def where(tool: Tool, host: harness.SandboxHost, scripts: list[str], runs: int, d: Path) -> dict:
+    """Imports of ``tool`` by package, and its remote part replayed (bench/where.py): handshake, each trip."""
+    (d / "where_host.json").write_text(json.dumps(
+        {"port": host.port, "key": str(host.key_file), "known_hosts": str(host.known_hosts)}))
+    (d / "where_scripts.json").write_text(json.dumps(scripts))
+    cp = subprocess.run([PYTHON, str(BENCH / "where.py"), str(d / "where_host.json"), str(d / "where_scripts.json"),
+                         str(runs)], capture_output=True, text=True, check=True)
+    return {"imports": import_breakdown(tool, runs), **json.loads(cp.stdout), "load": os.getloadavg()[0]}
+
+
 # -- the parts ---------------------------------------------------------------
 
 def sysctl_spec(host: harness.SandboxHost, d: Path) -> Path:
@@ -233,7 +343,7 @@ def sysctl_spec(host: harness.SandboxHost, d: Path) -> Path:
     return spec
 
 
-def part_a(hosts, d: Path, venv: Path, runs: int, scale: list[int]) -> dict:
+def part_a(hosts, d: Path, venv: Path, runs: int, scale: list[int], ansible_max: int) -> dict:
     inv = bringup_inventory(hosts, d / "hosts")
     Tool("bringup apply", BRINGUP + ["provision", "-i", str(inv), "--roles", "sysctl", "--forks", "64",
                                      "--group", "sandbox"], d).run()
@@ -260,12 +370,16 @@ def part_a(hosts, d: Path, venv: Path, runs: int, scale: list[int]) -> dict:
                  {"ANSIBLE_CONFIG": str(sd / "ansible.cfg")}),
             floor_tool("floor_a", sd, floor_cmd),
         ]
-        for t in tools[:3]:
+        if n > ansible_max:  # ~3 s per added host: past the cap one size would take longer than the rest
+            tools = [t for t in tools if t.name != "ansible"]
+        for t in tools[:-1]:
             t.run()  # converge every tool's view once (pyinfra's file mode, Ansible's first connection)
         log(f"(a) sysctl no-op, {n} host(s)")
         out["scale"][n] = alternate(tools, runs)
         if n == 1:
-            out["commands"] = {t.name: count_commands(hosts[0], t) for t in tools}
+            out["commands"] = {t.name: count_commands(hosts[0], t, stdin=t.name == "bringup") for t in tools}
+            log("(a) where bringup's time goes, 1 host")
+            out["where"] = where(tools[0], hosts[0], out["commands"]["bringup"].pop("scripts"), runs, sd)
     return out
 
 
@@ -288,7 +402,10 @@ def part_b(hosts, d: Path, venv: Path, runs: int) -> dict:
         t.run()
     log("(b) mix: no-op")
     noop = alternate(tools + [floor_tool("floor_b", sd, MIX_FLOOR)], runs)
-    return {"apply": apply_, "noop": noop, "commands": {t.name: count_commands(h[0], t) for t in tools}}
+    commands = {t.name: count_commands(h[0], t, stdin=t.name == "bringup") for t in tools}
+    log("(b) where bringup's time goes")
+    return {"apply": apply_, "noop": noop, "commands": commands,
+            "where": where(tools[0], h[0], commands["bringup"].pop("scripts"), runs, sd)}
 
 
 def part_cd(hosts, d: Path, runs: int) -> dict:
@@ -309,9 +426,11 @@ def part_cd(hosts, d: Path, runs: int) -> dict:
     out = {}
     for key, tool in (("c", prov), ("d", audit)):
         counted = count_commands(h[0], tool, stdin=True)
-        floor = replay_floor(f"floor_{key}", sd, counted.pop("scripts"))
+        scripts = counted.pop("scripts")
+        floor = replay_floor(f"floor_{key}", sd, scripts)
         log(f"({key}) {tool.name}, no-op, against its floor")
-        out[key] = {"times": alternate([tool, floor], runs), "commands": counted}
+        out[key] = {"times": alternate([tool, floor], runs), "commands": counted,
+                    "where": where(tool, h[0], scripts, runs, sd)}
     return out
 
 
@@ -326,12 +445,15 @@ def part_s(runs: int) -> dict:
 
 # -- the report --------------------------------------------------------------
 
-def fmt(r: dict) -> str:
-    return f"{r['median']:.2f} s ({r['min']:.2f}–{r['max']:.2f})"
+def fmt(r: dict | None) -> str:
+    """Median (min–max) and the median 1-minute load average when this tool's runs started; — when not run."""
+    if not r:
+        return "—"
+    return f"{r['median']:.2f} s ({r['min']:.2f}–{r['max']:.2f}) ·{r['load']:.1f}"
 
 
-def ratio(a: dict, b: dict) -> str:
-    return f"{a['median'] / b['median']:.2f}×"
+def ratio(a: dict | None, b: dict | None) -> str:
+    return f"{a['median'] / b['median']:.2f}×" if a and b else "—"
 
 
 def report(res: dict, meta: dict) -> str:
@@ -341,38 +463,38 @@ def report(res: dict, meta: dict) -> str:
          "- " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items()),
          "- hosts: sandbox containers (Debian, systemd, sshd) on 127.0.0.1, the control node the same machine",
          f"- each cell: median (min–max) of {meta['runs']} runs, wall time of the whole process from outside "
-         "(start-up included), tools alternated run by run; `load` is the median 1-minute load average "
-         "at the start of the runs", ""]
+         "(start-up included), tools alternated run by run; `·N` after a cell is the median 1-minute load "
+         "average (`os.getloadavg`) when that tool's runs started, on 2 cores a load above 2 means waiting for a core", ""]
     st = res.get("s")
     if st:
-        L += ["## Start-up (target under 0.15 s)", "", "| command | wall time | load |", "|---|---|---|"]
-        L += [f"| `{n}` | {fmt(r)} | {r['load']:.2f} |" for n, r in st.items()]
-        L += ["", "The rest of `import bringup.cli` is Invoke's own import (`invoke.collection`: `unittest.mock`, "
-              "`asyncio`, its vendored YAML: about 0.1 s on a quiet core); everything heavy is deferred to the task.", ""]
+        L += ["## Start-up (target under 0.15 s)", "", "| command | wall time ·load |", "|---|---|"]
+        L += [f"| `{n}` | {fmt(r)} |" for n, r in st.items()] + [""]
     a = res.get("a")
     if a:
         L += ["## (a) sysctl role, no-op: file and " + str(a["keys"]) + " live keys", "",
-              "| hosts | bringup | pyinfra | ansible | floor | bringup/pyinfra | bringup/ansible | bringup/floor | load |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "Light sandbox hosts (sshd and systemd, no Docker inside), booted in waves of "
+              f"{WAVE}; `--forks`/`--parallel`/`-f` = the host count. Ansible runs up to "
+              f"{a.get('ansible_max', '?')} hosts (`--ansible-max`): about 3 s per added host.", "",
+              "| hosts | bringup | pyinfra | ansible | floor | bringup/pyinfra | bringup/ansible | bringup/floor |",
+              "|---|---|---|---|---|---|---|---|"]
         for n, r in a["scale"].items():
-            L.append(f"| {n} | {fmt(r['bringup'])} | {fmt(r['pyinfra'])} | {fmt(r['ansible'])} | {fmt(r['floor'])} | "
-                     f"{ratio(r['bringup'], r['pyinfra'])} | {ratio(r['bringup'], r['ansible'])} | "
-                     f"{ratio(r['bringup'], r['floor'])} | {r['bringup']['load']:.2f} |")
+            L.append(f"| {n} | {fmt(r['bringup'])} | {fmt(r['pyinfra'])} | {fmt(r.get('ansible'))} | "
+                     f"{fmt(r['floor'])} | {ratio(r['bringup'], r['pyinfra'])} | "
+                     f"{ratio(r['bringup'], r.get('ansible'))} | {ratio(r['bringup'], r['floor'])} |")
         if len(a["scale"]) > 1:
-            L += ["", "Cost per added host (median, from the smallest to the largest size): " + ", ".join(
-                f"{t} {per_host(a['scale'], t) * 1000:.0f} ms" for t in ("bringup", "pyinfra", "ansible", "floor"))]
+            L += ["", "Cost per added host (median, from the smallest to the largest size each ran at): " + ", ".join(
+                per_host(a["scale"], t) for t in ("bringup", "pyinfra", "ansible", "floor"))]
         L += ["", commands_table(a.get("commands", {}))]
     b = res.get("b")
     if b:
         L += ["## (b) six-operation mix, one host", "",
-              "| run | bringup | pyinfra | ansible | floor | bringup/pyinfra | bringup/ansible | bringup/floor | load |",
-              "|---|---|---|---|---|---|---|---|---|"]
+              "| run | bringup | pyinfra | ansible | floor | bringup/pyinfra | bringup/ansible | bringup/floor |",
+              "|---|---|---|---|---|---|---|---|"]
         for what, r in (("apply from scratch", b["apply"]), ("no-op", b["noop"])):
             fl = r.get("floor")
             L.append(f"| {what} | {fmt(r['bringup'])} | {fmt(r['pyinfra'])} | {fmt(r['ansible'])} | "
-                     f"{fmt(fl) if fl else '—'} | {ratio(r['bringup'], r['pyinfra'])} | "
-                     f"{ratio(r['bringup'], r['ansible'])} | {ratio(r['bringup'], fl) if fl else '—'} | "
-                     f"{r['bringup']['load']:.2f} |")
+                     f"{fmt(fl)} | {ratio(r['bringup'], r['pyinfra'])} | "
+                     f"{ratio(r['bringup'], r['ansible'])} | {ratio(r['bringup'], fl)} |")
         L += ["", commands_table(b["commands"])]
     for key, title in (("c", "(c) full `provision`, cpu profile, no-op, one host"),
                        ("d", "(d) `bringup audit` (= `invoke audit`) of the provisioned host")):
@@ -382,20 +504,57 @@ def report(res: dict, meta: dict) -> str:
         t = r["times"]
         name = next(n for n in t if n != "floor")
         c = r["commands"]
-        L += [f"## {title}", "", "| bringup | its floor | bringup/floor | remote commands | connections | load |",
-              "|---|---|---|---|---|---|",
+        L += [f"## {title}", "", "| bringup | its floor | bringup/floor | remote commands | connections |",
+              "|---|---|---|---|---|",
               f"| {fmt(t[name])} | {fmt(t['floor'])} | {ratio(t[name], t['floor'])} | {c['commands']} | "
-              f"{c['connections']} | {t[name]['load']:.2f} |", "",
+              f"{c['connections']} |", "",
               "Its floor: every script this run sent, captured on the host, replayed from a fresh paramiko "
               "process in one command over one connection.", ""]
+    L += where_table(res)
     L += [meta["notes"]]
     return "\n".join(L) + "\n"
 
 
-def per_host(scale: dict, tool: str) -> float:
-    ns = sorted(scale)
+def where_table(res: dict) -> list[str]:
+    """Whole run = imports + SSH handshake + round trips + the rest, per one-host no-op, medians."""
+    rows = []
+    for label, whole, w in (
+            ("(a) sysctl", res.get("a", {}).get("scale", {}).get(1, {}).get("bringup"), res.get("a", {}).get("where")),
+            ("(b) mix", res.get("b", {}).get("noop", {}).get("bringup"), res.get("b", {}).get("where")),
+            ("(c) provision", (res.get("cd", {}).get("c") or {}).get("times", {}).get("bringup provision"),
+             (res.get("cd", {}).get("c") or {}).get("where")),
+            ("(d) audit", (res.get("cd", {}).get("d") or {}).get("times", {}).get("bringup audit"),
+             (res.get("cd", {}).get("d") or {}).get("where"))):
+        if not whole or not w:
+            continue
+        imp = w["imports"]
+        groups = sorted(((k, v) for k, v in imp.items() if k != "all"), key=lambda kv: -kv[1])
+        trips = w["trips"]
+        rest = whole["median"] - imp["all"] - w["connect"] - sum(trips)
+        rows.append(f"| {label} | {whole['median']:.2f} s | {imp['all']:.2f} s: "
+                    + ", ".join(f"{k} {v * 1000:.0f}" for k, v in groups if v >= 0.005)
+                    + f" ms | {w['connect'] * 1000:.0f} ms | {len(trips)}: "
+                    + " + ".join(f"{t * 1000:.0f}" for t in trips) + f" ms | {rest:.2f} s | {w['load']:.1f} |")
+    if not rows:
+        return []
+    return ["## Where bringup's time goes (one host, no-op, medians)", "",
+            "Whole run: the timed cell above. Imports: `python -X importtime` of the same command, each module's own "
+            "time summed by top-level package (ms). Handshake and round trips: bench/where.py replays the scripts "
+            "this run sent (captured on the host) over a fresh paramiko connection: TCP, key exchange and "
+            "authentication, then each script on a new channel. The rest: whole run minus those three, that is "
+            "interpreter start-up and exit, reading the inventory, merging and validating variables, declaring and "
+            "planning resources, printing and writing the report.", "",
+            "| run | whole run | imports, by package | SSH handshake | round trips | the rest | load |",
+            "|---|---|---|---|---|---|---|", *rows, ""]
+
+
+def per_host(scale: dict, tool: str) -> str:
+    """Median cost of one added host, from the smallest to the largest size this tool ran at."""
+    ns = sorted(n for n in scale if tool in scale[n])
     lo, hi = ns[0], ns[-1]
-    return (scale[hi][tool]["median"] - scale[lo][tool]["median"]) / (hi - lo)
+    if hi == lo:
+        return f"{tool} —"
+    return f"{tool} {(scale[hi][tool]['median'] - scale[lo][tool]['median']) / (hi - lo) * 1000:.0f} ms ({lo}→{hi})"
 
 
 def commands_table(cmds: dict) -> str:
@@ -418,6 +577,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--scale", default="1,4,16", help="host counts for (a), e.g. 1,4,16,64")
     ap.add_argument("--parts", default="s,a,b,c,d", help="s start-up, a sysctl, b mix, c provision, d audit")
+    ap.add_argument("--ansible-max", type=int, default=16, help="largest host count (a) runs Ansible at")
     ap.add_argument("--out", default=str(BENCH / "RESULTS.md"))
     args = ap.parse_args()
     scale = sorted({int(x) for x in args.scale.split(",")})
@@ -425,22 +585,31 @@ def main() -> None:
     venv = peer_venv()
     WORK.mkdir(parents=True, exist_ok=True)
     harness.remove_leftovers()
-    n = max(scale) if "a" in parts else 1
-    log(f"starting {n} sandbox host(s)")
-    t0 = time.monotonic()
-    hosts = start_hosts(n)
-    log(f"{n} host(s) up in {time.monotonic() - t0:.0f} s")
+    # A kill runs the clean-up below as Ctrl-C does.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     res: dict = {"s": part_s(args.runs)} if "s" in parts else {}
+    boot: dict = {}
     try:
+        harness.ensure_docker()
+        image = harness.build_image()
+        inotify_room((max(scale) if "a" in parts else 0) + 1)
+        # (a) on a fleet of light hosts (sshd and systemd, no Docker inside), every size alike;
+        # (b), (c), (d) on one full sandbox host (the provision's roles run Docker there).
+        for key, prefix, n, light in (("a", "fleet", max(scale), True), ("bcd", "bench", 1, False)):
+            if parts & set(key):
+                t0 = time.monotonic()
+                boot[prefix] = start_hosts(prefix, n, light, image)
+                log(f"{n} {prefix} host(s) up in {time.monotonic() - t0:.0f} s")
         if "a" in parts:
-            res["a"] = part_a(hosts, WORK, venv, args.runs, scale)
+            res["a"] = part_a(boot["fleet"], WORK, venv, args.runs, scale, args.ansible_max)
+            res["a"]["ansible_max"] = args.ansible_max
         if "b" in parts:
-            res["b"] = part_b(hosts, WORK, venv, args.runs)
+            res["b"] = part_b(boot["bench"], WORK, venv, args.runs)
         if parts & {"c", "d"}:
-            res["cd"] = part_cd(hosts, WORK, args.runs)
+            res["cd"] = part_cd(boot["bench"], WORK, args.runs)
     finally:
-        for h in hosts:
-            h.remove()
+        STOP.set()
+        log(f"removed {len(harness.remove_session_hosts())} sandbox container(s) this run started")
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     meta = {"args": " ".join(sys.argv[1:]), "date": datetime.datetime.now().astimezone().isoformat(timespec="minutes"),
             "machine": f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),

@@ -46,7 +46,7 @@ from __future__ import annotations
 
 from .common import LABEL, NAME_LABEL, SESSION, SESSION_LABEL, SandboxError, state_dir
 from .docker import ensure_docker
-from .host import SandboxHost, remove_leftovers, start_host
+from .host import SandboxHost, remove_leftovers, remove_session_hosts, start_host
 from .image import build_image
 from .inventory import SANDBOX_VARS, write_inventory
 from .mirror import debian_mirror
@@ -69,6 +69,7 @@ __all__ = [
     "SUITE_ENV",
     "build_image",
     "remove_leftovers",
+    "remove_session_hosts",
     "start_host",
     "write_inventory",
     "SANDBOX_VARS",

@@ -1,0 +1,39 @@
+"""Where a bringup run's time goes: its remote part, replayed (bench/compare.py runs this).
+
+    python3 bench/where.py HOST.json SCRIPTS.json RUNS
+
+HOST.json: {"port", "key", "known_hosts"} of one host on 127.0.0.1 (user root); SCRIPTS.json: the scripts
+a bringup run sent (captured on the host), in order.  Prints JSON: the median of RUNS fresh connections'
+handshake (TCP, key exchange, auth) and of each script's round trip over it (a new channel, ``sh -c 'eval
+"$(cat)"'`` as bringup runs it, the script on stdin, its output read to the end), in seconds.
+"""
+import json
+import statistics
+import sys
+import time
+
+import paramiko
+
+host = json.load(open(sys.argv[1]))
+scripts = json.load(open(sys.argv[2]))
+runs = int(sys.argv[3])
+connect: list = []
+trips: list = [[] for _ in scripts]
+for _ in range(runs):
+    t0 = time.perf_counter()
+    c = paramiko.SSHClient()
+    c.load_host_keys(host["known_hosts"])
+    c.set_missing_host_key_policy(paramiko.RejectPolicy())
+    c.connect("127.0.0.1", port=host["port"], username="root", key_filename=host["key"],
+              look_for_keys=False, allow_agent=False)
+    connect.append(time.perf_counter() - t0)
+    for i, s in enumerate(scripts):
+        t1 = time.perf_counter()
+        i_, o, _ = c.exec_command("sh -c 'eval \"$(cat)\"'")
+        i_.write(s.encode())
+        i_.channel.shutdown_write()
+        o.read()
+        o.channel.recv_exit_status()
+        trips[i].append(time.perf_counter() - t1)
+    c.close()
+print(json.dumps({"connect": statistics.median(connect), "trips": [statistics.median(t) for t in trips]}))
