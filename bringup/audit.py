@@ -26,7 +26,7 @@ from .auditkit import finding
 from .inventory import Host
 from .resources.guard import Unused
 from .roles import HostContext, Role
-from .runner import HostResult, Options, ResourceResult, run_hosts
+from .runner import HostResult, Options, ResourceResult, Stop, run_hosts
 from .templates import Templates
 
 __all__ = ["AuditedRole", "Item", "items", "run_audit", "exit_code"]
@@ -103,16 +103,20 @@ def _junit(by_host: dict[str, list[Item]]) -> ET.ElementTree:
 
 def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], templates: Templates,
               reports: Path, *, forks: int = 10, accept_new_host_keys: bool = False,
-              say: Callable[[str], None] = print) -> int:
+              say: Callable[[str], None] = print, stop: Stop | None = None) -> tuple[int, list[HostResult]]:
     """Audit ``roles`` on ``hosts`` in check mode; print the findings; JUnit XML + JSON land in ``reports``.
 
-    Each host's lines are printed as soon as that host is done.
+    Each host's lines are printed as soon as that host is done.  Returns the exit code and the hosts'
+    results; after ``stop`` was requested (a signal) the hosts not yet started are left out of the reports'
+    items and listed as ``not_started``.
     """
     audited = [AuditedRole(r.name, r.module) for r in roles]
     by_host: dict[str, list[Item]] = {}
     trips: dict[str, int] = {}
 
     def done(result: HostResult) -> None:
+        if result.status == "not started":
+            return
         found = items(result)
         by_host[result.host] = found
         trips[result.host] = result.round_trips
@@ -124,8 +128,8 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
         say(summary_line(result.host, found))
 
     opts = Options(check=True, forks=forks, accept_new_host_keys=accept_new_host_keys)
-    run_hosts(hosts, audited, role_vars, opts, templates, on_result=done)
-    by_host = {h.name: by_host[h.name] for h in hosts}
+    results = run_hosts(hosts, audited, role_vars, opts, templates, on_result=done, stop=stop)
+    by_host = {h.name: by_host[h.name] for h in hosts if h.name in by_host}
     found = [i for f in by_host.values() for i in f]
     code = exit_code(found)
     reports.mkdir(parents=True, exist_ok=True)
@@ -136,6 +140,8 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
         "hosts": list(by_host), "roles": [r.name for r in roles], "exit": code,
         **{k: sum(i.outcome == k for i in found) for k in ("passed", "failed", "skipped", "unreachable")},
         "round_trips": {h: trips[h] for h in by_host}, "results": [asdict(i) for i in found], "junit": str(junit),
+        "not_started": [r.host for r in results if r.status == "not started"],
+        "interrupted": stop.name if stop is not None and stop.requested else None,
     }
     (reports / f"{stamp}-audit.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return code
+    return code, results

@@ -259,14 +259,16 @@ def page_name(host: str) -> str:
     return host
 
 
-def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_host_keys=False, facts_file=None):
+def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_host_keys=False, facts_file=None,
+                  stop=None):
     """Gather, plan (check mode) and render each host's checklist; returns ``{host: checks}``.
 
     Each host is one :class:`bringup.runner.HostRun`: one connection, one
     gathering of the roles' facts and the checklist's own, the variables as
     ``provision`` merges them.  With ``facts_file`` (a saved ``invoke facts``)
     nothing connects: the hardware lines come from the file, and the roles'
-    drift is not checked.
+    drift is not checked.  Once ``stop`` is requested (a signal) no further host starts: the pages of the
+    hosts done are written, the others are left out.
     """
     from pathlib import Path
 
@@ -279,6 +281,8 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
     out_dir.mkdir(parents=True, exist_ok=True)
     pages: dict[str, list[Check]] = {}
     for h in hosts:
+        if stop is not None and stop.requested:
+            break
         vars = vars_by_host[h.name]
         if facts_file:
             facts, errors = load_facts(facts_file, h.name)
@@ -287,8 +291,10 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
                            f"invoke checklist --host {h.name} once it is reachable")]
         else:
             run = HostRun(h, roles, vars, Options(check=True, accept_new_host_keys=accept_new_host_keys),
-                          templates, extra_facts=FACTS)
+                          templates, extra_facts=FACTS, stop=stop)
             result = run.converge()
+            if result.status == "interrupted":
+                break  # a host cut short by the signal gets no page that would read as its verdict
             facts, errors, extra = run.facts, run.fact_errors, []
         lines = role_checks(roles, h.name, facts, vars, templates.render) if facts else []
         checks = (collect(facts, vars, result, errors, lines) + extra) if facts else tuning_checks(result)

@@ -210,12 +210,16 @@ def _interruptible(console: Console) -> Iterator[Stop]:
         return
 
     def handle(signum, _frame) -> None:
+        # Plain text, no rich rendering: a handler runs between any two bytecodes of the main thread,
+        # even in the middle of an import that rich's rendering would need.
         name = signal.Signals(signum).name
         if stop.request(signum):
-            console.print(f"{name}: stopping: no new host or role starts, the roles in progress finish "
-                          f"({name} again abandons them)", style="yellow", highlight=False)
+            said = (f"{name}: stopping: no new host or role starts, the roles in progress finish "
+                    f"({name} again abandons them)")
         else:
-            console.print(f"{name} again: abandoning the steps in flight", style="yellow", highlight=False)
+            said = f"{name} again: abandoning the steps in flight"
+        console.file.write(said + "\n")
+        console.file.flush()
 
     before = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
@@ -321,8 +325,10 @@ def sandbox(c, keep=False):
             console.rule("[bold]sandbox: latency (a short benchmark of the example model)")
             bench(c, host=name, inventory=str(inv), address=host.address(), client_cpus=client_cpus or None, **BENCH)
             console.rule("[bold]sandbox: checklist")
-            pages = _checklist(host=name, inventory=str(inv), out="reports/checklist")
-            latency = next((k for k in pages[name] if k.area == "latency"), None)
+            pages, stop = _checklist(host=name, inventory=str(inv), out="reports/checklist")
+            if stop.requested:
+                codes.append(stop.exit_code)
+            latency = next((k for k in pages.get(name, []) if k.area == "latency"), None)
     except SandboxError as e:
         raise _fail(e) from None
     finally:
@@ -352,11 +358,16 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
     console = _console()
     try:
         _, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
-        code = run_audit(chosen, selected, role_vars, Templates(root / "templates"), Path("reports"),
-                         forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
-                         say=lambda line: console.print(line, markup=False, highlight=False))
+        with _interruptible(console) as stop:
+            code, results = run_audit(chosen, selected, role_vars, Templates(root / "templates"), Path("reports"),
+                                      forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
+                                      say=lambda line: console.print(line, markup=False, highlight=False),
+                                      stop=stop)
     except BringupError as e:
         raise _fail(e) from None
+    if stop.requested:
+        _print_interrupted(stop, results, console)
+        code = stop.exit_code
     if code:
         raise Exit(code=code)
 
@@ -370,15 +381,21 @@ def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts
     """Rack bring-up checklist: PASS/WARN/FAIL per host, Markdown + HTML with a topology picture."""
     from .checklist import verdict
 
-    pages = _checklist(host=host, hosts=hosts, group=group, roles=roles, inventory=inventory, set_=set_, out=out,
-                       accept_new_host_keys=accept_new_host_keys, facts=facts)
+    pages, stop = _checklist(host=host, hosts=hosts, group=group, roles=roles, inventory=inventory, set_=set_,
+                             out=out, accept_new_host_keys=accept_new_host_keys, facts=facts)
+    if stop.requested:
+        raise Exit(code=stop.exit_code)
     if any(verdict(cs) == "FAIL" for cs in pages.values()):
         raise Exit(code=2)
 
 
 def _checklist(*, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None,
-               out="reports/checklist", accept_new_host_keys=False, facts=None) -> dict:
-    """Run, print and write the checklist pages; return ``{host: checks}``."""
+               out="reports/checklist", accept_new_host_keys=False, facts=None) -> tuple[dict, Stop]:
+    """Run, print and write the checklist pages; return ``({host: checks}, the run's Stop)``.
+
+    A signal (SIGINT, SIGTERM) starts no further host; the pages of the hosts done are printed and
+    written, then the hosts left out are named.
+    """
     from .checklist import render_group_html, render_markdown, run_checklist
     from .templates import Templates
 
@@ -387,8 +404,13 @@ def _checklist(*, host=None, hosts=None, group=None, roles=None, inventory="host
         _, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
         if facts and len(chosen) != 1:
             raise BringupError("--facts FILE holds one host's facts: pass one --host")
-        pages = run_checklist(chosen, selected, role_vars, Templates(root / "templates"), out,
-                              accept_new_host_keys=accept_new_host_keys, facts_file=facts)
+        # The hosts are checked in a worker thread: the main thread only waits, so a signal's handler
+        # never runs in the middle of a host's work.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with _interruptible(console) as stop, ThreadPoolExecutor(1) as pool:
+            pages = pool.submit(run_checklist, chosen, selected, role_vars, Templates(root / "templates"), out,
+                                accept_new_host_keys=accept_new_host_keys, facts_file=facts, stop=stop).result()
     except BringupError as e:
         raise _fail(e) from None
     for name, checks in pages.items():
@@ -396,7 +418,12 @@ def _checklist(*, host=None, hosts=None, group=None, roles=None, inventory="host
     if group:
         (Path(out) / "index.html").write_text(render_group_html(group, pages))
     console.print(f"checklist pages: {out}/", style="dim")
-    return pages
+    if stop.requested:
+        left = [h.name for h in chosen if h.name not in pages]
+        console.print(f"[bold yellow]INTERRUPTED[/] by {stop.name}", highlight=False)
+        if left:
+            console.print(f"  no checklist: {', '.join(left)}", markup=False, highlight=False)
+    return pages, stop
 
 
 @task(iterable=["set_"], help={k: _SELECT_HELP[k] for k in ("host", "inventory", "set")}
