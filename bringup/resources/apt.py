@@ -214,8 +214,12 @@ class AptRepository(Resource):
         if key_sha256 is not None and not re.fullmatch(r"[0-9a-f]{64}", str(key_sha256)):
             raise InputError(f"{where}: key_sha256 must be 64 lower-case hex digits")
         super().__init__(name, notify=notify)
+        url, self.auth = _split_credentials(url, where)
         self.url, self.suite, self.components = url, suite, comps
         self.list_path = f"/etc/apt/sources.list.d/{name}.list"
+        #: Credentials in the URL go to apt's auth.conf.d, root-only; the list (world-readable) names the URL
+        #: without them.  A file of this name that bringup did not write is never removed.
+        self.auth_path = f"/etc/apt/auth.conf.d/{name}.conf"
         self.keyring = f"/usr/share/keyrings/{name}.gpg"
         self.key = dearmor(key.encode() if isinstance(key, str) else key) if key is not None else None
         self.key_url, self.key_sha256 = key_url, key_sha256
@@ -227,8 +231,10 @@ class AptRepository(Resource):
     def read(self) -> str:
         needle = self.url.rstrip("/")
         return sh(
-            "l=%s; k=%s; s=%s; u=%s\n"
+            "l=%s; k=%s; s=%s; u=%s; a=%s\n"
             "if [ -f \"$l\" ]; then printf 'list='; sha256sum -- \"$l\" | cut -d' ' -f1; fi\n"
+            "if [ -f \"$a\" ]; then printf 'auth='; sha256sum -- \"$a\" | cut -d' ' -f1; "
+            "head -n1 -- \"$a\" | grep -qF -- %s && echo auth_ours=yes; fi\n"
             "if [ -f \"$k\" ]; then printf 'key='; sha256sum -- \"$k\" | cut -d' ' -f1; fi\n"
             "if [ -f \"$s\" ]; then printf 'stamp='; cat -- \"$s\"; echo; fi\n"
             "for f in /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do\n"
@@ -236,7 +242,7 @@ class AptRepository(Resource):
             "  if grep -v '^[[:space:]]*#' -- \"$f\" | grep -qF -- \"$u\"; then echo \"conflict=$f\"; fi\n"
             "done\n"
             "command -v apt-get >/dev/null 2>&1 || echo apt=missing",
-            self.list_path, self.keyring, self.stamp, needle,
+            self.list_path, self.keyring, self.stamp, needle, self.auth_path, _AUTH_HEADER.strip(),
         )
 
     def plan(self, current: str) -> Plan:
@@ -250,6 +256,17 @@ class AptRepository(Resource):
         if st.get("list") != want_list:
             changes["list"] = (st.get("list", "absent")[:12], want_list[:12])
             cmds.append(self._write(self.list_path, self.content))
+        if self.auth is not None:
+            want_auth = hashlib.sha256(self.auth).hexdigest()
+            if "auth" in st and st.get("auth_ours") != "yes":
+                return Plan.fail(f"{self.name}: {self.auth_path} exists and was not written by bringup; move it "
+                                 "away, or drop the credentials from the url and keep yours")
+            if st.get("auth") != want_auth:
+                changes["credentials"] = ("absent" if "auth" not in st else "other", f"{self.auth_path} (0600 root)")
+                cmds.append(write_file(self.auth_path, self.auth, mode="0600", owner="root:root"))
+        elif st.get("auth_ours") == "yes":
+            changes["credentials"] = (self.auth_path, "removed (the url has none now)")
+            cmds.append(sh("rm -f -- %s", self.auth_path))
         have_key = st.get("key")
         if self.key is not None:
             want_key = hashlib.sha256(self.key).hexdigest()
@@ -304,6 +321,31 @@ class AptRepository(Resource):
             sh("l=$(sha256sum -- %s | cut -d' ' -f1); k=$(sha256sum -- %s | cut -d' ' -f1); "
                "printf '%%s %%s' \"$l\" \"$k\" > %s", self.list_path, self.keyring, self.stamp),
         ])
+
+
+_AUTH_HEADER = "# Written by bringup: credentials of an apt repository (apt_auth.conf(5)).\n"
+
+
+def _split_credentials(url: str, where: str) -> tuple[str, bytes | None]:
+    """``scheme://user:password@host/path`` → (the URL without them, apt_auth.conf lines); else (url, None).
+
+    apt reads auth.conf.d entries for https only unless the machine names its scheme, so the scheme is kept.
+    """
+    from urllib.parse import unquote, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if "@" not in parts.netloc:
+        return url, None
+    userinfo, _, hostport = parts.netloc.rpartition("@")
+    user, sep, password = userinfo.partition(":")
+    if not user or not sep or not password or not hostport:
+        raise InputError(f"{where}: the url's credentials must be user:password@host (both given)")
+    if any(c in unquote(user) + unquote(password) for c in " \t\n\"'#"):
+        raise InputError(f"{where}: the url's user or password holds a space, quote or #, which "
+                         "apt_auth.conf cannot carry; use another token")
+    clean = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
+    machine = f"{parts.scheme}://{hostport}{parts.path}".rstrip("/")
+    return clean, (_AUTH_HEADER + f"machine {machine} login {unquote(user)} password {unquote(password)}\n").encode()
 
 
 # ---------------------------------------------------------------------------

@@ -169,6 +169,65 @@ def test_http_mirror_with_transient_failures_is_retried(host, project):
         host.exec("systemctl stop flaky-mirror", check=False)
 
 
+AUTH_SERVER = r'''
+import base64, http.server, os, sys
+WANT = "Basic " + base64.b64encode(b"bob:Apt-S3cret-77").decode()
+class H(http.server.SimpleHTTPRequestHandler):
+    def do_GET(self):
+        got = self.headers.get("Authorization")
+        sys.stderr.write("AUTH %s %s\n" % (self.path, "right" if got == WANT else got)); sys.stderr.flush()
+        if got != WANT:
+            self.send_response(401); self.send_header("WWW-Authenticate", 'Basic realm="TEST DOUBLE mirror"')
+            self.send_header("Content-Length", "0"); self.end_headers(); return
+        super().do_GET()
+    def log_message(self, fmt, *args):
+        pass
+os.chdir("/srv/mirror")
+http.server.ThreadingHTTPServer(("127.0.0.1", 8090), H).serve_forever()
+'''
+AUTH_FILE = "/etc/apt/auth.conf.d/nvidia-container-toolkit.conf"
+TK_LIST = "/etc/apt/sources.list.d/nvidia-container-toolkit.list"
+
+
+def _toolkit_repo(url: str) -> str:
+    return f"container_toolkit_repo={{url: '{url}', suite: ./, key_url: 'file:///srv/mirror/toolkit/gpgkey'}}"
+
+
+@pytest.mark.reliability(item=2, fault="apt repository url with user:password (a private mirror)",
+                         checks=("secret never shown", "files root-only", "others' files kept"))
+def test_repository_credentials_go_to_a_root_only_auth_file(host, project):
+    host.exec("cat > /root/auth.py", input=AUTH_SERVER)
+    host.exec("systemd-run --unit auth-mirror --property StandardError=file:/root/auth.log python3 /root/auth.py")
+    host.exec("for i in $(seq 50); do curl -s -o /dev/null http://127.0.0.1:8090/ && break; sleep 0.1; done")
+    try:
+        r = run(project, "--set", _toolkit_repo("http://bob:Apt-S3cret-77@127.0.0.1:8090/toolkit"), "--diff")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "Apt-S3cret-77" not in r.stdout + r.stderr
+        assert "AUTH /toolkit/./InRelease right" in host.exec(["cat", "/root/auth.log"]).stdout  # apt sent them
+        # The world-readable list names the mirror without them; the auth file is root's alone.
+        assert host.exec(["stat", "-c", "%a %U", TK_LIST]).stdout.split() == ["644", "root"]
+        assert "Apt-S3cret-77" not in host.exec(["cat", TK_LIST]).stdout
+        assert "deb [signed-by=/usr/share/keyrings/nvidia-container-toolkit.gpg] http://127.0.0.1:8090/toolkit ./" \
+            in host.exec(["cat", TK_LIST]).stdout
+        assert host.exec(["stat", "-c", "%a %U %G", AUTH_FILE]).stdout.split() == ["600", "root", "root"]
+        assert "machine http://127.0.0.1:8090/toolkit login bob password Apt-S3cret-77" in host.exec(
+            ["cat", AUTH_FILE]).stdout
+        assert not host.exec("ls -A /etc/apt/auth.conf.d | grep -v '^nvidia-container-toolkit.conf$' || true").stdout
+        # Back to the credential-free mirror: bringup's auth file goes, an operator's is never touched.
+        r = run(project)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert host.exec(["test", "-e", AUTH_FILE], check=False).returncode == 1
+        host.exec(f"printf 'machine example.invalid login me password mine\\n' > {AUTH_FILE}")
+        r = run(project, "--set", _toolkit_repo("http://bob:Apt-S3cret-77@127.0.0.1:8090/toolkit"))
+        assert r.returncode == 2
+        assert f"{AUTH_FILE} exists and was not written by bringup" in r.stdout
+        assert host.exec(["cat", AUTH_FILE]).stdout == "machine example.invalid login me password mine\n"
+        assert run(project).returncode == 0  # the operator's file stays when the url has no credentials
+        assert host.exec(["cat", AUTH_FILE]).stdout == "machine example.invalid login me password mine\n"
+    finally:
+        host.exec(f"rm -f {AUTH_FILE}; systemctl stop auth-mirror", check=False)
+
+
 def test_audit_passes_then_names_drift(host, project):
     r = run(project)  # back to the inventory's toolkit (the test above moved it)
     assert r.returncode == 0, r.stdout + r.stderr
