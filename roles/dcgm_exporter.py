@@ -24,7 +24,6 @@ Variables:
 """
 from __future__ import annotations
 
-import hashlib
 import re
 
 from bringup.auditkit import Expect, tcp_listening
@@ -32,7 +31,7 @@ from bringup.command import sh
 from bringup.errors import InputError
 from bringup.gpu import gpu_gate, validate_without_gpu
 from bringup.resources import Directory, File, Service
-from bringup.resources.compose import REVISION_LABEL, label_format
+from bringup.resources.compose import REVISION_LABEL, label_format, revision_hash
 from bringup.resources.guard import Probe, Skip
 from bringup.resources.systemd import without_systemd
 from bringup.resources.image import DockerImage
@@ -137,7 +136,7 @@ def resources(host):
     image = DockerImage(v["dcgm_exporter_image"], source=v["image_transfer"], image_id=v.get("dcgm_exporter_image_id"))
     csv = host.render("dcgm_exporter/counters.csv.j2", counters=rows)
     pin = v.get("dcgm_exporter_image_id") or (image.local_id() if v["image_transfer"] == "push" else None) or ""
-    revision = hashlib.sha256(f"{image.ref}\n{pin}\n{v['dcgm_exporter_port']}\n{csv}".encode()).hexdigest()[:16]
+    revision = revision_hash(f"{image.ref}\n{pin}\n{v['dcgm_exporter_port']}\n{csv}", length=16)
     unit = host.render("dcgm_exporter/dcgm-exporter.service.j2", image=image.ref, container=NAME, revision=revision,
                        port=v["dcgm_exporter_port"], csv=CSV)
     first = rows[0][0]

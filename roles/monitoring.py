@@ -22,7 +22,6 @@ Variables:
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 
@@ -33,7 +32,7 @@ from bringup.command import sh
 from bringup.errors import InputError
 from bringup.vars import check_bools
 from bringup.resources import Directory, File
-from bringup.resources.compose import ComposeUp
+from bringup.resources.compose import ComposeUp, revision_hash
 from bringup.resources.guard import Unused
 from bringup.resources.image import DockerImage
 from bringup.resources import image
@@ -162,10 +161,7 @@ def files(host) -> tuple[dict[str, str], str]:
     }
     ctx = dict(images=v["monitoring_images"], ports=ports, dir=d, retention=v["monitoring_retention"],
                node_exporter=bool(v["monitoring_node_exporter"]))
-    h = hashlib.sha256(host.render("monitoring/docker-compose.yml.j2", revision="", **ctx).encode())
-    for path, text in sorted(out.items()):
-        h.update(f"\0{path}\0{text}".encode())
-    rev = h.hexdigest()[:12]
+    rev = revision_hash(host.render("monitoring/docker-compose.yml.j2", revision="", **ctx), sorted(out.items()))
     out[f"{d}/docker-compose.yml"] = host.render("monitoring/docker-compose.yml.j2", revision=rev, **ctx)
     return out, rev
 

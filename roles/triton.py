@@ -57,7 +57,7 @@ from bringup.facts.triton import WINDOW_RECORD
 from bringup.latency.window_tuner import TUNED_SOURCE, manifest_of
 from bringup.gpu import gpu_gate
 from bringup.resources import Directory, File
-from bringup.resources.compose import PROJECT_LABEL, REVISION_LABEL, ComposeUp, label_format
+from bringup.resources.compose import PROJECT_LABEL, REVISION_LABEL, ComposeUp, label_format, revision_hash
 from bringup.resources.guard import Unused
 from bringup.resources import image
 from bringup.resources.image import DockerImage
@@ -361,14 +361,12 @@ class _Desired:
                    cpuset=self.cpuset, gpus=gpus, ports=v["triton_ports"],
                    repository=self.repo, cache_size=v["triton_cache_size"] if cache else 0,
                    extra_args=v["triton_extra_args"])
-        h = hashlib.sha256(host.render("triton/docker-compose.yml.j2", revision="", **ctx).encode())
-        for name, text in sorted(self.configs.items()):
-            # The window is not part of the revision: a new window is a reload in place (RELOAD), never a
-            # new container (the tuner changes it on the running Triton and records it).
-            h.update(f"\0config {name}\0".encode() + _WINDOW_LINE.sub("", text).encode())
-        for rel, f in sorted(self.files.items()):
-            h.update(f"\0file {rel} {f.executable}\0".encode() + bytes.fromhex(f.sha256))
-        self.revision = h.hexdigest()[:12]
+        # The window is not part of the revision: a new window is a reload in place (RELOAD), never a
+        # new container (the tuner changes it on the running Triton and records it).
+        self.revision = revision_hash(
+            host.render("triton/docker-compose.yml.j2", revision="", **ctx),
+            [(f"config {name}", _WINDOW_LINE.sub("", text)) for name, text in sorted(self.configs.items())]
+            + [(f"file {rel} {f.executable}", bytes.fromhex(f.sha256)) for rel, f in sorted(self.files.items())])
         self.compose = host.render("triton/docker-compose.yml.j2", revision=self.revision, **ctx)
         self.gpu_profile = profile["kind"] == "KIND_GPU"
 

@@ -4,13 +4,27 @@ from __future__ import annotations
 from ..command import sh
 from .base import Plan, Resource, kv_lines
 
-__all__ = ["ComposeUp", "COMPOSE", "REVISION_LABEL", "PROJECT_LABEL", "label_format"]
+__all__ = ["ComposeUp", "COMPOSE", "REVISION_LABEL", "PROJECT_LABEL", "label_format", "revision_hash"]
 
 #: The label a managed compose file puts on its containers; its value names the revision of the files.
 REVISION_LABEL = "bringup.revision"
 #: The label both compose v1 and v2 put on a project's containers.
 PROJECT_LABEL = "com.docker.compose.project"
 
+
+
+def revision_hash(base: str, parts=(), length: int = 12) -> str:
+    """The revision a managed container is labelled with: SHA-256 of ``base`` (the unit or compose text
+    rendered with an empty revision), then of each ``(label, data)`` part (``\\0label\\0data``: files shipped
+    with it, their text or raw digest), cut to ``length`` hex digits.  One formula for every role, so that
+    a revision changes exactly when what the container runs from does.
+    """
+    import hashlib
+
+    h = hashlib.sha256(base.encode())
+    for label, data in parts:
+        h.update(b"\0" + label.encode() + b"\0" + (data if isinstance(data, bytes) else data.encode()))
+    return h.hexdigest()[:length]
 
 
 def label_format(label: str) -> str:
