@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Iterator
 
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 from .runner import HostResult
 from .secrets import MASK
@@ -102,7 +101,16 @@ class Report:
 
 @contextmanager
 def progress_display(console: Console, hosts: list[str]) -> Iterator:
-    """A live line per host while the run goes on; yields a ``progress(host, text)`` callback."""
+    """A live line per host while the run goes on; yields a ``progress(host, text)`` callback.
+
+    Not on a terminal (a pipe, cron, the benchmark) nothing is drawn, and rich's progress module
+    (live display, tables, spinners) is not even imported.
+    """
+    if not console.is_terminal:
+        yield lambda host, text: None
+        return
+    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
     prog = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[host]}[/]"), TextColumn("{task.description}"),
                     TimeElapsedColumn(), console=console, transient=True,
                     disable=not console.is_terminal)
