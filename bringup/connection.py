@@ -389,6 +389,13 @@ class SSHTransport(Transport):
                     chan.close()
         if dl.fired:
             raise self._timed_out()
+        if rc < 0:  # paramiko's "no exit status": the session ended before the command did
+            transport = self.conn.transport
+            if transport is None or not transport.is_active():
+                raise Unreachable(f"connection to {self.host.address} lost during a command: the SSH session "
+                                  "closed without its exit status (sshd or its session killed, the host "
+                                  "rebooting or its network gone); what ran before it is in the results")
+            err.append(b"\nthe command ended without an exit status (killed by a signal on the host?)")
         return RunResult(rc if rc >= 0 else 255, _text(b"".join(out)), _text(b"".join(err)))
 
     def close(self) -> None:
