@@ -3,7 +3,7 @@
 Round trips per host: one for the facts, one reading every resource of every
 role; then, per role that changes something, one write script, one re-read to
 confirm, and one for its handlers.  A no-op run is two round trips whatever
-the number of resources.
+the number of resources (one when the roles declare no facts: ``FACTS = ()``).
 """
 from __future__ import annotations
 

@@ -25,8 +25,11 @@ def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str
     A parser that fails on a host's output yields the fact's default and an
     entry in ``errors``: one odd fact must not stop a run.  An output the parser
     refuses as untrusted (cut short, shifted columns) gives its own one-line
-    message; any other failure is named by its exception type.
+    message; any other failure is named by its exception type.  No facts wanted (roles that declare
+    ``FACTS = ()``): no round trip.
     """
+    if not facts:
+        return {}, {}
     script, token = batch([(f.name, fact_snippet(f)) for f in facts])
     res = transport.run_script(script)
     sections = split(res.stdout, token, [f.name for f in facts])

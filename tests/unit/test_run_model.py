@@ -76,3 +76,14 @@ def test_hostrun_gathers_only_the_declared_facts_in_one_round_trip():
     assert list(facts) == ["system.sysctl_writable"] and facts["system.sysctl_writable"]
     assert run.transport.round_trips == 1
     run.close()
+
+
+def test_roles_that_declare_no_facts_cost_no_facts_round_trip():
+    """FACTS = () (bench/mix, monitoring): the run goes straight to the state read, one round trip fewer."""
+    role = _role("nofacts", FACTS=())
+    host = Host("ctl", ["all"], {}, ConnectionVars(ansible_connection="local"))
+    run = HostRun(host, [role], {}, Options(check=True), Templates(content_root() / "templates"))
+    run.open()
+    assert run.gather() == {} and run.fact_errors == {}
+    assert run.transport.round_trips == 0
+    run.close()
