@@ -91,13 +91,38 @@ class Packages(Resource):
         if not want:
             return Plan.noop("all installed: " + ", ".join(f"{n} {have[n]}" for n in self.packages))
         if self.manager == "apt":
-            cmd = ("DEBIAN_FRONTEND=noninteractive apt-get -q -y --no-install-recommends --allow-downgrades "
-                   + sh("-o DPkg::Lock::Timeout=%s", self.lock_timeout) + " -o Acquire::Retries=3" + self._held_flag()
-                   + " -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install -- "
-                   + join(want))
+            install = ("DEBIAN_FRONTEND=noninteractive apt-get -q -y --no-install-recommends --allow-downgrades "
+                       + sh("-o DPkg::Lock::Timeout=%s", self.lock_timeout) + " -o Acquire::Retries=3"
+                       + self._held_flag()
+                       + " -o Dpkg::Options::=--force-confdef -o Dpkg::Options::=--force-confold install -- "
+                       + join(want))
+            cmd = _with_fresh_lists(install, self.lock_timeout)
         else:
             cmd = "dnf -y -q install -- " + join(want)
         return Plan(commands=[cmd], changes=changes)
 
     def _held_flag(self) -> str:
         return " --allow-change-held-packages" if self.allow_change_held else ""
+
+
+#: What apt says when its package lists are missing (a fresh cloud image) or older than the mirror.
+_STALE_LISTS = ("Unable to locate package", "has no installation candidate", "was not found",
+                "Failed to fetch", "404  Not Found")
+
+
+def _with_fresh_lists(install: str, lock_timeout: int) -> str:
+    """``install``; when it fails because the lists are missing or stale, ``apt-get update`` and once more.
+
+    No update on the common path (a no-op or an install from current lists costs nothing extra); the
+    retry is said in the output, so a failure after it is apt's own word on the refreshed lists.
+    """
+    stale = "|".join(_STALE_LISTS)
+    return "(\n" + "\n".join([
+        f"out=$({install} 2>&1); rc=$?; printf '%s\\n' \"$out\"",
+        "[ \"$rc\" -eq 0 ] && exit 0",
+        sh("printf '%%s' \"$out\" | grep -qE %s || exit \"$rc\"", stale),
+        "echo 'bringup: the package lists are missing or stale: apt-get update, then the install once more'",
+        "DEBIAN_FRONTEND=noninteractive apt-get -q update " + sh("-o DPkg::Lock::Timeout=%s", lock_timeout)
+        + " -o Acquire::Retries=3 || exit $?",
+        install,
+    ]) + "\n)"

@@ -106,7 +106,8 @@ def test_packages_plan_one_install_for_all_missing():
     out = "curl 7.88.1-10 ii \ndocker.io 20.10.24+dfsg1-1 ii \njq 1.6-2.1 rc \n"
     plan = p.plan(out)
     assert len(plan.commands) == 1
-    assert plan.commands[0].endswith("install -- 'docker.io=24.*' jq=1.6-2.1")
+    assert plan.commands[0].endswith("install -- 'docker.io=24.*' jq=1.6-2.1\n)")
+    assert plan.commands[0].count("install -- 'docker.io=24.*' jq=1.6-2.1") == 2  # again after an update
     assert plan.changes == {"docker.io": ("20.10.24+dfsg1-1", "24.*"), "jq": ("absent", "1.6-2.1")}
     ok = p.plan("curl 7.88.1-10 ii \ndocker.io 24.0.5-0 ii \njq 1.6-2.1 ii \n")
     assert not ok.changed and "docker.io 24.0.5-0" in ok.reason
