@@ -3,9 +3,11 @@
     python3 bench/floor.py HOSTS.json COMMAND_FILE
 
 HOSTS.json is a list of {"port", "key", "known_hosts"} on 127.0.0.1 (user root);
-each host is handled in its own thread.  The command's output is read and dropped.
+each host is handled in its own thread.  The command's output is read and dropped.  TCP_NODELAY is set
+as bringup and OpenSSH set it.
 """
 import json
+import socket
 import sys
 import threading
 
@@ -18,6 +20,8 @@ def one(h: dict, cmd: str, stdin: bytes, errors: list) -> None:
     c.set_missing_host_key_policy(paramiko.RejectPolicy())
     c.connect("127.0.0.1", port=h["port"], username="root", key_filename=h["key"],
               look_for_keys=False, allow_agent=False)
+    # As bringup (and OpenSSH) does: without it every command waits out a delayed ACK (40+ ms).
+    c.get_transport().sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     i, o, _ = c.exec_command(cmd)
     i.write(stdin)
     i.channel.shutdown_write()

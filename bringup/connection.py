@@ -287,6 +287,17 @@ class AcceptNew(paramiko.MissingHostKeyPolicy):
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 
+def _no_delay(sock: object) -> None:
+    """TCP_NODELAY on the connection's socket, as OpenSSH sets it.
+
+    A round trip writes the script, then EOF, as two small packets: with Nagle's algorithm the second waits for
+    the host's ACK of the first, which Linux delays up to 40 ms, so every round trip cost 40-80 ms of
+    waiting (an empty script: ~90 ms on 127.0.0.1, ~9 ms with this).  Not a plain socket (a proxy): left alone.
+    """
+    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class SSHTransport(Transport):
     """SSH through a Fabric ``Connection`` with verified host keys."""
 
@@ -322,6 +333,7 @@ class SSHTransport(Transport):
         where = f"{self.host.address}:{c.ansible_port}"
         try:
             self.conn.open()
+            _no_delay(self.conn.transport.sock)
             if c.ssh_keepalive_interval:
                 # OpenSSH's ServerAliveInterval: idle sessions survive firewalls and NAT.
                 self.conn.transport.set_keepalive(int(c.ssh_keepalive_interval))
