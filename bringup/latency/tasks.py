@@ -50,7 +50,7 @@ def _windows(text) -> list:
     return out or ["deployed"]
 
 
-@task(iterable=["set_"], help=_HELP)
+@task(iterable=["set_"], auto_shortflags=False, help=_HELP)
 def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", window_us=None, warmup=2.0,
           duration=5.0, processes=0, client_cpus=None, cpu_limit=0.85, microbatch_us=None, microbatch_max=8,
           address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory="hosts",
@@ -105,7 +105,7 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
     console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
 
 
-@task(name="tune-window", iterable=["set_"], help={
+@task(name="tune-window", iterable=["set_"], auto_shortflags=False, help={
     **{k: _HELP[k] for k in ("host", "inventory", "set", "model", "warmup", "duration", "processes",
                              "client-cpus", "address", "grpc-port", "out")},
     "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",

@@ -1,0 +1,25 @@
+"""Every task's --help lists well-formed flags: Invoke's automatic short flags once gave tune-window a
+flag spelt ``--=STRING`` for --http-port (every letter of it was taken)."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _invoke(*args):
+    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_every_task_has_well_formed_flags():
+    import json
+    names = [t["name"] for t in json.loads(_invoke("--list", "--list-format", "json").stdout)["tasks"]]
+    assert "tune-window" in names and "provision" in names
+    for name in names:
+        out = _invoke(name, "--help").stdout
+        flags = [f for line in out.splitlines() if line.startswith("  -") for f in re.findall(r"(?<!\S)-[-\w]*=?", line)]
+        assert flags, name
+        bad = [f for f in flags if re.fullmatch(r"-\w|--\w[\w-]*=?", f) is None]
+        assert not bad, (name, bad)
