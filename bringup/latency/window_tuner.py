@@ -45,8 +45,6 @@ import signal
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 from datetime import datetime, timezone
 
 __all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "TIGHTEN", "RECORD", "next_window", "queue_rising",
@@ -176,6 +174,11 @@ class TritonHTTP:
         self.http_url, self.metrics_url, self.timeout = http_url.rstrip("/"), metrics_url, timeout
 
     def _call(self, path: str, body: dict | None = None, timeout: float | None = None) -> bytes:
+        # urllib here, not at the top: a provision imports this module for RECORD (the triton.window fact)
+        # and would pay for urllib.request, http.client and email (~30 ms) without one request.
+        import urllib.error
+        import urllib.request
+
         url = self.http_url + path
         req = urllib.request.Request(url, data=None if body is None else json.dumps(body).encode(),
                                      method="GET" if body is None else "POST",
@@ -216,6 +219,9 @@ class TritonHTTP:
             raise TunerError(f"Triton refused to reload {model} with a new batching window: {e}{hint}") from None
 
     def metrics(self) -> str:
+        import urllib.error
+        import urllib.request
+
         try:
             with urllib.request.urlopen(self.metrics_url, timeout=self.timeout) as r:
                 return r.read().decode("utf-8", "replace")
