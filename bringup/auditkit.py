@@ -33,34 +33,42 @@ class Expect(Resource):
 
     A broken promise plans a step that fails naming it: only provisioning the
     role can make it true, so the audit (check mode) reports it as drift.
+    ``needs``: an earlier Expect this one follows from (a port from its container
+    running); when that one is broken this one is not judged, so one cause is one
+    finding, and it is skipped naming the cause.  List it after what it needs.
     """
 
     kind = "expect"
 
-    def __init__(self, name: str, read: str, judge: Judge):
+    def __init__(self, name: str, read: str, judge: Judge, *, needs: "Expect | None" = None):
         super().__init__(name)
-        self.snippet, self.judge = read, judge
+        self.snippet, self.judge, self.needs = read, judge, needs
+        #: The judge's line of the last plan (None: as promised, or not judged yet).
+        self.broken: str | None = None
 
     def read(self) -> str:
         return self.snippet
 
     def plan(self, current: str) -> Plan:
-        line = self.judge(current)
+        if self.needs is not None and self.needs.broken:
+            self.broken = self.needs.broken  # what follows from this one is not judged either
+            return Plan.skip(f"not checked: {self.broken}")
+        line = self.broken = self.judge(current)
         if line is None:
             return Plan.noop(f"as promised: {self.name}")
         return Plan(commands=[sh("echo %s >&2; exit 1", line)], changes={self.name: (line, "as the role promises")})
 
 
-def http_ok(name: str, url: str) -> Expect:
+def http_ok(name: str, url: str, *, needs: Expect | None = None) -> Expect:
     """``url`` answers HTTP 200 (from the host itself): ``<name> answers 503, want 200``."""
     def judge(out: str) -> str | None:
         code = out.strip() or "no answer"
         return None if code == "200" else f"{name} answers {code}, want 200"
 
-    return Expect(name, sh("curl -s -o /dev/null -w '%%{http_code}' --max-time 5 %s || true", url), judge)
+    return Expect(name, sh("curl -s -o /dev/null -w '%%{http_code}' --max-time 5 %s || true", url), judge, needs=needs)
 
 
-def tcp_listening(what: str, ports: dict[str, int] | int) -> Expect:
+def tcp_listening(what: str, ports: dict[str, int] | int, *, needs: Expect | None = None) -> Expect:
     """Each port (``{label: port}``, or one port) has a TCP listener on the host."""
     def judge(out: str) -> str | None:
         up = listening(out)
@@ -69,7 +77,7 @@ def tcp_listening(what: str, ports: dict[str, int] | int) -> Expect:
         missing = [f"{k} {int(p)}" for k, p in ports.items() if int(p) not in up]
         return f"{what}: nothing listens on TCP port(s) {', '.join(missing)}" if missing else None
 
-    return Expect(f"{what} listening", "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", judge)
+    return Expect(f"{what} listening", "cat /proc/net/tcp /proc/net/tcp6 2>/dev/null", judge, needs=needs)
 
 
 def listening(text: str | None) -> set[int]:

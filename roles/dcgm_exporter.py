@@ -188,11 +188,10 @@ def audit(host):
         missing = [n for n, typ, _ in rows if f"# TYPE {n} {typ}" not in body]
         return f"{url} lacks counter(s) {', '.join(missing)}" if missing else None
 
-    return [
-        Expect(f"unit {NAME}", sh("systemctl is-active -- %s 2>/dev/null || true", NAME),
-               lambda out: None if out.strip() == "active" else
-               f"unit {NAME} is {out.strip() or 'unknown'}, want active"),
-        tcp_listening("dcgm exporter", port),
-        Expect(f"{url} counters", sh("curl -fsS --max-time 5 %s 2>&1 | grep -E '^(# TYPE )?DCGM_' | head -400", url),
-               metrics),
-    ]
+    unit = Expect(f"unit {NAME}", sh("systemctl is-active -- %s 2>/dev/null || true", NAME),
+                  lambda out: None if out.strip() == "active" else
+                  f"unit {NAME} is {out.strip() or 'unknown'}, want active")
+    port_up = tcp_listening("dcgm exporter", port, needs=unit)
+    return [unit, port_up,
+            Expect(f"{url} counters", sh("curl -fsS --max-time 5 %s 2>&1 | grep -E '^(# TYPE )?DCGM_' | head -400",
+                                         url), metrics, needs=port_up)]

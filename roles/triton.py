@@ -432,16 +432,16 @@ def audit(host):
         return f"triton model(s) not ready: {', '.join(bad)}, want 200 from each" if bad else None
 
     code = "curl -s -o /dev/null -w '%%{http_code}' --max-time 5 %s || true; echo"
-    return [
-        Expect(f"container {d.container}", sh(
-            "docker inspect --format %s -- %s 2>/dev/null || echo absent",
-            f"{{{{.State.Status}}}} {label_format(REVISION_LABEL)} {label_format(PROJECT_LABEL)}", d.container),
-            container),
-        tcp_listening("triton", {k: int(p) for k, p in d.vars["triton_ports"].items()}),
-        http_ok("triton /v2/health/ready", f"{base}/v2/health/ready"),
-        Expect("triton models ready", "\n".join(sh("printf '%%s ' %s; " + code, m, f"{base}/v2/models/{m}/ready")
-                                                for m in d.models) or "true", models),
-    ]
+    # One cause, one finding: a stopped container is not also four ports and a server that do not answer.
+    up = Expect(f"container {d.container}", sh(
+        "docker inspect --format %s -- %s 2>/dev/null || echo absent",
+        f"{{{{.State.Status}}}} {label_format(REVISION_LABEL)} {label_format(PROJECT_LABEL)}", d.container),
+        container)
+    ports = tcp_listening("triton", {k: int(p) for k, p in d.vars["triton_ports"].items()}, needs=up)
+    ready = http_ok("triton /v2/health/ready", f"{base}/v2/health/ready", needs=ports)
+    return [up, ports, ready,
+            Expect("triton models ready", "\n".join(sh("printf '%%s ' %s; " + code, m, f"{base}/v2/models/{m}/ready")
+                                                    for m in d.models) or "true", models, needs=ready)]
 
 
 def HANDLERS(host) -> dict[str, list[str]]:

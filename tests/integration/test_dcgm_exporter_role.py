@@ -146,8 +146,8 @@ def test_audit_passes_then_names_a_stopped_exporter(host, project):
         r = invoke("audit", "--host", H, "--roles", "dcgm_exporter", cwd=project)
         assert r.returncode != 0, r.stdout
         assert f"{H}: unit dcgm-exporter is inactive, want active" in r.stdout
-        assert f"{H}: nothing listens on TCP port 9400 (dcgm exporter)" in r.stdout
-        assert f"{H}: http://127.0.0.1:9400/metrics carries no DCGM_FI_DEV_GPU_UTIL sample" in r.stdout
+        # One cause, one line: the port and the counters follow from the unit and are not judged.
+        assert "nothing listens on TCP port 9400" not in r.stdout and "carries no" not in r.stdout, r.stdout
     finally:
         r = invoke("provision", "--host", H, "--roles", "dcgm_exporter", cwd=project)
         assert r.returncode == 0, r.stdout + r.stderr

@@ -288,9 +288,9 @@ def test_audit_passes_then_names_a_stopped_triton_and_drifted_rules(triton_host,
         r = invoke("audit", "--host", host.name, "--roles", "triton,monitoring", *mon, cwd=project)
         assert r.returncode != 0, r.stdout
         assert f"{host.name}: container triton is exited" in r.stdout
-        assert f"{host.name}: triton: nothing listens on TCP port(s) http 8000, grpc 8001, metrics 8002" in r.stdout
-        assert f"{host.name}: triton /v2/health/ready answers 000, want 200" in r.stdout
-        assert f"{host.name}: triton model(s) not ready: add (000)" in r.stdout
+        # One cause, one line: the ports, the server and the models follow from it and are not judged.
+        assert "nothing listens" not in r.stdout and "answers 000" not in r.stdout, r.stdout
+        assert "not ready" not in r.stdout, r.stdout
         assert f"{host.name}: {rules} lacks - alert: TritonP95AboveSLO; has - alert: Renamed" in r.stdout
     finally:
         r = invoke("provision", "--host", host.name, "--inventory", "hosts", "--roles", "triton,monitoring", *mon,

@@ -210,3 +210,21 @@ def test_cpu_tuning_promises_the_pm_qos_cap():
     assert judge("  2000000000\n") == ("/dev/cpu_dma_latency is 2000000000, want at most 10 us "
                                        "(bringup-cpu-dma-latency.service holds it)")
     assert ROLES["cpu_tuning"].module.audit(_ctx("cpu_tuning", cpu_dma_latency_us=None)) == []
+
+
+def test_a_finding_that_follows_from_another_is_not_judged():
+    """One cause, one finding: ports after their container, the server after its ports."""
+    from bringup.auditkit import Expect, http_ok, tcp_listening
+
+    up = Expect("container triton", "x", lambda out: None if out == "running" else f"container triton is {out}")
+    ports = tcp_listening("triton", {"http": 8000}, needs=up)
+    ready = http_ok("triton ready", "http://127.0.0.1:8000/v2/health/ready", needs=ports)
+    # Stopped: one failing step, the rest skipped naming the cause.
+    assert up.plan("exited").commands
+    assert ports.plan("").reason == "not checked: container triton is exited" and not ports.plan("").commands
+    assert ready.plan("000").reason == "not checked: container triton is exited"
+    # Running but its port closed: the port is the finding, the server follows from it.
+    assert not up.plan("running").commands
+    assert ports.plan("").changes == {"triton listening": ("triton: nothing listens on TCP port(s) http 8000",
+                                                            "as the role promises")}
+    assert ready.plan("000").reason == "not checked: triton: nothing listens on TCP port(s) http 8000"
