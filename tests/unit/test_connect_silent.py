@@ -3,44 +3,22 @@
 paramiko gives up with "No existing session", which names nothing the operator can act on; the run says
 what happened, where, and exits 4 (unreachable) with the recap.
 """
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+
+import tests.silent
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def silent_port():
-    """127.0.0.1 port that accepts connections (with and without an SSH banner) and then says nothing."""
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen()
-    held: list[socket.socket] = []
-    stop = threading.Event()
-
-    def serve():
-        srv.settimeout(0.2)
-        while not stop.is_set():
-            try:
-                conn, _ = srv.accept()
-            except OSError:
-                continue
-            held.append(conn)
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield srv.getsockname()[1]
-    stop.set()
-    t.join(5)
-    for c in held:
-        c.close()
-    srv.close()
+    with tests.silent.silent_port() as (port, _):
+        yield port
 
 
 @pytest.mark.reliability(item=18, fault="a host that accepts TCP but never answers SSH ('No existing session')",

@@ -9,44 +9,22 @@ from __future__ import annotations
 
 import json
 import signal
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
+
+import tests.silent
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def silent_port():
-    srv = socket.socket()
-    srv.bind(("127.0.0.1", 0))
-    srv.listen()
-    srv.settimeout(0.2)
-    held: list[socket.socket] = []
-    accepted = threading.Event()
-    stop = threading.Event()
-
-    def serve():
-        while not stop.is_set():
-            try:
-                held.append(srv.accept()[0])
-                accepted.set()
-            except OSError:
-                continue
-
-    t = threading.Thread(target=serve, daemon=True)
-    t.start()
-    yield srv.getsockname()[1], accepted
-    stop.set()
-    t.join(5)
-    for c in held:
-        c.close()
-    srv.close()
+    with tests.silent.silent_port() as port_and_accepted:
+        yield port_and_accepted
 
 
 def _interrupted(tmp_path, silent_port, *task):
