@@ -293,28 +293,49 @@ IMPORT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("rich", ("rich", "pygments", "markdown_it", "mdurl")),
     ("yaml", ("yaml", "_yaml")),
     ("bringup engine", ("bringup",)),
-    ("roles", ("roles",)),
+    ("roles", ("roles", "bringup_roles")),
 )
 
 
 def import_breakdown(tool: Tool, runs: int) -> dict:
-    """Median seconds of imports per group over ``runs`` runs of ``tool`` under ``python -X importtime``
-    (the sum of each module's own time; importtime's bookkeeping makes it a little longer than without)."""
+    """Imports of ``tool``'s run: ``all``, the median wall time a fresh process takes to import every module
+    the run loaded (in its order; role modules, loaded from their files, are not among them) less ``python -c
+    pass``; and per group, the median of ``python -X importtime``'s own times summed by top-level package,
+    scaled to ``all`` (importtime's bookkeeping inflates every module's time, so only its shares are used)."""
     per: dict[str, list[float]] = {}
+    names: list[str] = []
     for _ in range(runs):
         _, cp = tool.run_capture((PYTHON, "-X", "importtime"))
         got: dict[str, float] = {}
+        names = []
         for line in cp.stderr.splitlines():
             if not line.startswith("import time:") or "self [us]" in line:
                 continue
             own, _, name = line[len("import time:"):].split("|")
-            top = name.strip().split(".")[0]
+            name = name.strip()
+            names.append(name)
+            top = name.split(".")[0]
             group = next((g for g, tops in IMPORT_GROUPS if top in tops), "standard library and the rest")
             got[group] = got.get(group, 0.0) + int(own) / 1e6
-        got["all"] = sum(got.values())
+        total = sum(got.values())
         for k, v in got.items():
-            per.setdefault(k, []).append(v)
-    return {k: statistics.median(v) for k, v in per.items()}
+            per.setdefault(k, []).append(v / total)
+    loader = ("import importlib, sys\nfor n in sys.argv[1:]:\n    try:\n        importlib.import_module(n)\n"
+              "    except Exception:\n        pass\n")
+    wanted = [n for n in names if not n.startswith("bringup_roles")]
+    env = {**os.environ, **BRINGUP_ENV}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    walls = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run([PYTHON, "-c", "pass"], env=env, check=True)
+        t1 = time.perf_counter()
+        subprocess.run([PYTHON, "-c", loader, *wanted], env=env, cwd=tool.cwd, check=True)
+        walls.append((time.perf_counter() - t1) - (t1 - t0))
+    total = statistics.median(walls)
+    out = {k: statistics.median(v) * total for k, v in per.items()}
+    out["all"] = total
+    return out
 
 
 def where(tool: Tool, host: harness.SandboxHost, scripts: list[str], runs: int, d: Path) -> dict:
@@ -440,7 +461,11 @@ def part_s(runs: int) -> dict:
     invoke = str(Path(sys.executable).with_name("invoke"))
     return alternate([Tool("bringup --help", BRINGUP + ["--help"], REPO),
                       Tool("invoke --list", [invoke, "--list"], REPO, BRINGUP_ENV),
-                      Tool("python -c pass", [PYTHON, "-c", "pass"], REPO)], runs * 2)
+                      Tool("python -c pass", [PYTHON, "-c", "pass"], REPO),
+                      # What the start-up cannot go under: Invoke's own import (the CLI is an Invoke program),
+                      # and the floor's import for comparison.
+                      Tool("python -c 'import invoke'", [PYTHON, "-c", "import invoke"], REPO),
+                      Tool("python -c 'import paramiko'", [PYTHON, "-c", "import paramiko"], REPO)], runs * 2)
 
 
 # -- the report --------------------------------------------------------------
@@ -458,7 +483,7 @@ def ratio(a: dict | None, b: dict | None) -> str:
 
 def report(res: dict, meta: dict) -> str:
     L = [f"# bringup benchmark: whole processes against pyinfra, Ansible and the SSH floor", "",
-         f"Written by `python3 bench/compare.py {meta['args']}` on {meta['date']}.", "",
+         f"Written by `python3 bench/compare.py {meta['args']}` on {meta['date']}, at commit {meta['commit']}.", "",
          f"- machine: {meta['machine']}, {meta['cores']} cores, {meta['mem']}",
          "- " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items()),
          "- hosts: sandbox containers (Debian, systemd, sshd) on 127.0.0.1, the control node the same machine",
@@ -510,9 +535,53 @@ def report(res: dict, meta: dict) -> str:
               f"{c['connections']} |", "",
               "Its floor: every script this run sent, captured on the host, replayed from a fresh paramiko "
               "process in one command over one connection.", ""]
+    L += targets_table(res)
     L += where_table(res)
     L += [meta["notes"]]
     return "\n".join(L) + "\n"
+
+
+def targets_table(res: dict) -> list[str]:
+    """Issue 11's targets against this run's medians: holds, or not, with the number."""
+    rows = []
+
+    def row(target: str, value: str, holds: bool | None) -> None:
+        rows.append(f"| {target} | {value} | {'holds' if holds else 'not measured' if holds is None else '**does not hold**'} |")
+
+    def vs_floor(target: str, a: dict | None, b: dict | None, limit: float) -> None:
+        if a and b:
+            r = a["median"] / b["median"]
+            row(target, f"{r:.2f}× ({a['median']:.2f} s against {b['median']:.2f} s)", r <= limit)
+
+    scale = res.get("a", {}).get("scale", {})
+    one = scale.get(1, {})
+    vs_floor("(a) sysctl no-op, one host: ≤ 1.3× floor", one.get("bringup"), one.get("floor"), 1.3)
+    b = res.get("b")
+    if b:
+        vs_floor("(b) mix no-op, one host: ≤ 1.3× floor", b["noop"]["bringup"], b["noop"].get("floor"), 1.3)
+        ap = b["apply"]
+        r = ap["pyinfra"]["median"] / ap["bringup"]["median"]
+        row("(b) mix apply from scratch: ≥ 2× faster than pyinfra", f"{r:.2f}× faster "
+            f"({ap['bringup']['median']:.2f} s against {ap['pyinfra']['median']:.2f} s)", r >= 2)
+    c = (res.get("cd") or {}).get("c")
+    if c:
+        vs_floor("(c) full provision no-op, one host: ≤ 1.5× its floor", c["times"]["bringup provision"],
+                 c["times"]["floor"], 1.5)
+    for n in sorted(scale):
+        if n >= 16:
+            vs_floor(f"(a) sysctl no-op, {n} hosts: ≤ 1.3× the fleet floor", scale[n].get("bringup"),
+                     scale[n].get("floor"), 1.3)
+    d = (res.get("cd") or {}).get("d")
+    if d:
+        t = d["times"]["bringup audit"]["median"]
+        row("(d) audit of a provisioned host: under 1 s", f"{t:.2f} s", t < 1)
+        row("(d) audit faster than testinfra's paramiko backend", "testinfra is not in this benchmark", None)
+    for name, r in (res.get("s") or {}).items():
+        if name.startswith(("bringup", "invoke")):
+            row(f"`{name}`: under 0.15 s", f"{r['median']:.2f} s", r["median"] < 0.15)
+    if not rows:
+        return []
+    return ["## The issue's targets in this run", "", "| target | this run (medians) | |", "|---|---|---|", *rows, ""]
 
 
 def where_table(res: dict) -> list[str]:
@@ -538,8 +607,9 @@ def where_table(res: dict) -> list[str]:
     if not rows:
         return []
     return ["## Where bringup's time goes (one host, no-op, medians)", "",
-            "Whole run: the timed cell above. Imports: `python -X importtime` of the same command, each module's own "
-            "time summed by top-level package (ms). Handshake and round trips: bench/where.py replays the scripts "
+            "Whole run: the timed cell above. Imports: the wall time a fresh process takes to import every module "
+            "the same command loaded, less `python -c pass` (role modules, loaded from their files, are in the "
+            "rest); split by top-level package in the shares `python -X importtime` gives them (ms). Handshake and round trips: bench/where.py replays the scripts "
             "this run sent (captured on the host) over a fresh paramiko connection: TCP, key exchange and "
             "authentication, then each script on a new channel. The rest: whole run minus those three, that is "
             "interpreter start-up and exit, reading the inventory, merging and validating variables, declaring and "
@@ -611,7 +681,12 @@ def main() -> None:
         STOP.set()
         log(f"removed {len(harness.remove_session_hosts())} sandbox container(s) this run started")
     mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "bringup", "roles", "templates",
+                            "bench"], capture_output=True, text=True).stdout.strip()
     meta = {"args": " ".join(sys.argv[1:]), "date": datetime.datetime.now().astimezone().isoformat(timespec="minutes"),
+            "commit": (git.stdout.strip() or "?") + (" with uncommitted changes in bringup/, roles/, templates/ or "
+                                                      "bench/" if dirty else ""),
             "machine": f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
             "cores": os.cpu_count(), "mem": f"{mem:.0f} GiB", "runs": args.runs,
             "versions": versions(venv),
