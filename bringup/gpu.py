@@ -5,18 +5,17 @@ Detection is sysfs: a PCI display-class device of vendor 0x10de
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from .errors import InputError
 from .resources.guard import Fail, Skip
+from .vars import RoleVars, want
 
-__all__ = ["nvidia_gpus", "gpu_gate", "validate_without_gpu", "driver_version", "CPU_PROFILES", "PROFILE_MODELS"]
+__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "CPU_PROFILES", "PROFILE_MODELS"]
 
 #: gpu_profile values meaning "this host has no GPU".
 CPU_PROFILES = (None, "", "cpu", "none")
 #: GPU classes (``gpu_profile``) and the product name a GPU of that class reports (nvidia-smi's name).
 PROFILE_MODELS = {"l40s": "L40S", "a10": "A10"}
-WITHOUT_GPU = ("skip", "install")
 
 
 def nvidia_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -24,8 +23,13 @@ def nvidia_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
     return [d for d in facts.get("pci.devices") or [] if d.get("kind") == "gpu"]
 
 
-#: The GPU roles' shared variable: what to do on a host without an NVIDIA GPU.
-DEFAULTS = {"nvidia_without_gpu": "skip"}
+class GpuVars(RoleVars):
+    """The GPU roles' shared variable: what to do on a host without an NVIDIA GPU."""
+
+    nvidia_without_gpu: Literal["skip", "install"] = want(
+        "skip", "must be skip or install (install: set the NVIDIA stack up on a host without a GPU, "
+                "e.g. an image builder)")
+
 
 #: What :func:`gpu_gate` reads: a role that gates on a GPU includes it in its FACTS.
 FACTS = ("pci.devices",)
@@ -42,13 +46,6 @@ def branch_of(version: str | None) -> int | None:
 
     m = re.match(r"(\d+)", version or "")
     return int(m.group(1)) if m else None
-
-
-def validate_without_gpu(vars: dict[str, Any]) -> None:
-    v = vars.get("nvidia_without_gpu", "skip")
-    if v not in WITHOUT_GPU:
-        raise InputError(f"nvidia_without_gpu {v!r} must be skip or install "
-                         "(install: set the NVIDIA stack up on a host without a GPU, e.g. an image builder)")
 
 
 def gpu_gate(host, what: str, *, without_gpu_install: bool = True) -> list | None:

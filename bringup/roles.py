@@ -2,17 +2,25 @@
 
 A role module declares its desired state as data::
 
-    DEFAULTS = {"sysctl_profile": "network-latency"}     # lowest precedence
+    class Vars(apt.AptVars, RoleVars):   # its variables: types, constraints, defaults (bringup.vars)
+        sysctl_profile: Literal["network-latency", "none"] = want("network-latency", "one of ...")
+    DEFAULTS = defaults_of(Vars)         # lowest precedence; derived, never a second table
     FACTS = ("system.sysctl_writable",)  # the facts it reads (all of them when absent)
     HANDLERS = {"restart x": [sh("systemctl restart -- %s", "x")]}
     WAITS_FOR_REBOOT = True   # skip while a reboot an earlier role needs is pending
 
-    def validate(vars: dict) -> None: ...   # refuse bad input before any host is touched
+    def validate(vars: dict) -> None: ...   # optional: what the types cannot say (files, rendered configs)
     def resources(host: HostContext) -> list[Resource]: ...
     def verify(host, transport) -> str | None: ...   # optional: after the role wrote something
     def rollback(host, transport) -> str: ...        # optional: when verify raised
     def checks(host: HostContext) -> list[Check]: ...  # optional: the role's lines in the rack checklist
     def health(host, transport) -> str | None: ...   # optional: a rolling run's gate after each host
+
+Every selected role's ``Vars`` checks each host's merged variables before any host is touched; a
+mapping variable's value is a ``Spec`` model (unknown keys refused, the closest known one named); a
+variable several roles read is declared once in its owner's model and inherited (``apt.AptVars``,
+``image.ImageVars``, ``gpu.GpuVars``, ``topology.PlannerVars``).  A role without ``Vars`` gives plain
+``DEFAULTS`` and checks everything in ``validate``.
 
 ``roles/__init__.py`` holds ``ORDER``, the standard order of the roles.  The
 engine imports whatever is there and knows no role by name.
@@ -78,7 +86,17 @@ class Role:
     module: ModuleType
 
     @property
+    def model(self) -> type | None:
+        """The role's variables model (``Vars``, a :class:`bringup.vars.RoleVars`), or None."""
+        return getattr(self.module, "Vars", None)
+
+    @property
     def defaults(self) -> dict[str, Any]:
+        """The role's defaults: its model's (one source), else a module's plain ``DEFAULTS``."""
+        if self.model is not None:
+            from .vars import defaults_of
+
+            return defaults_of(self.model)
         return dict(getattr(self.module, "DEFAULTS", {}))
 
     @property
@@ -93,6 +111,11 @@ class Role:
         return bool(getattr(self.module, "WAITS_FOR_REBOOT", False))
 
     def validate(self, vars: dict[str, Any]) -> None:
+        """Refuse bad input (one line): the model's types and constraints, then the ``validate`` hook."""
+        if self.model is not None:
+            from .vars import check
+
+            check(self.model, vars)
         fn = getattr(self.module, "validate", None)
         if fn:
             fn(vars)

@@ -36,14 +36,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Literal
+
+from pydantic import field_validator
 
 from .errors import InputError
 from .facts.base import format_cpulist
+from .vars import RoleVars, check, defaults_of, want
 
 __all__ = [
     "DEFAULTS",
     "FACTS",
+    "PlannerVars",
     "DeviceIrqs",
     "GpuPlacement",
     "IrqPin",
@@ -56,16 +60,8 @@ __all__ = [
     "format_plan",
 ]
 
-#: Planner variables and their defaults (every role that plans includes them).
 #: The facts the planner reads: a role that plans with it includes them in its FACTS.
 FACTS = ("cpu.topology", "pci.devices", "net.interfaces", "irq.interrupts", "nvidia.smi", "nvidia.topo")
-
-DEFAULTS: dict[str, Any] = {
-    "irq_cpus_per_node": 2,
-    "triton_cpus_per_gpu": 4,
-    # PCI device kinds whose IRQs go to the housekeeping CPUs.
-    "irq_device_kinds": ["nic", "nvme", "storage"],
-}
 
 _KINDS = ("nic", "nvme", "storage")
 #: nvidia-smi topo relations that stay on one NUMA node (closest first).
@@ -76,17 +72,30 @@ def _is_count(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool)
 
 
+class PlannerVars(RoleVars):
+    """The planner's variables: every role that plans includes them."""
+
+    irq_cpus_per_node: int = want(2, "must be a whole number >= 1 (CPUs per NUMA node for IRQs)", ge=1)
+    triton_cpus_per_gpu: Any = want(4, "must be a whole number >= 1 or 'auto'")
+    #: PCI device kinds whose IRQs go to the housekeeping CPUs.
+    irq_device_kinds: list[Literal["nic", "nvme", "storage"]] = want(
+        ["nic", "nvme", "storage"], f"must be a list of {', '.join(_KINDS)}")
+
+    @field_validator("triton_cpus_per_gpu")
+    @classmethod
+    def _per_gpu(cls, v: Any) -> Any:
+        if v != "auto" and (not _is_count(v) or v < 1):
+            raise ValueError("must be a whole number >= 1 or 'auto'")
+        return v
+
+
+#: Planner variables and their defaults (every role that plans includes them).
+DEFAULTS: dict[str, Any] = defaults_of(PlannerVars)
+
+
 def validate_vars(vars: dict[str, Any]) -> None:
     """Refuse malformed planner variables (before any host is touched)."""
-    n = vars.get("irq_cpus_per_node", DEFAULTS["irq_cpus_per_node"])
-    if not _is_count(n) or n < 1:
-        raise InputError(f"irq_cpus_per_node {n!r}: must be a whole number >= 1 (CPUs per NUMA node for IRQs)")
-    t = vars.get("triton_cpus_per_gpu", DEFAULTS["triton_cpus_per_gpu"])
-    if t != "auto" and (not _is_count(t) or t < 1):
-        raise InputError(f"triton_cpus_per_gpu {t!r}: must be a whole number >= 1 or 'auto'")
-    kinds = vars.get("irq_device_kinds", DEFAULTS["irq_device_kinds"])
-    if not isinstance(kinds, list) or any(k not in _KINDS for k in kinds):
-        raise InputError(f"irq_device_kinds {kinds!r}: must be a list of {', '.join(_KINDS)}")
+    check(PlannerVars, vars)
 
 
 # --------------------------------------------------------------------------

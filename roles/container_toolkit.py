@@ -15,11 +15,8 @@ Variables:
 """
 from __future__ import annotations
 
-import re
-
-from bringup.errors import InputError
-from bringup.vars import check_bools
-from bringup.gpu import gpu_gate, validate_without_gpu
+from bringup.vars import RoleVars, defaults_of, want
+from bringup.gpu import gpu_gate
 from bringup.resources import Packages
 from bringup.resources.guard import Fail, Probe
 from bringup.resources.hold import Hold
@@ -34,31 +31,26 @@ PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvi
 #: The facts this role reads (only these are gathered for it).
 FACTS = (*gpu.FACTS, *apt.OS_FACTS)
 
-DEFAULTS = {
-    "container_toolkit_version": "1.17.6-1",
-    "container_toolkit_repo": {
+class Vars(gpu.GpuVars, apt.AptVars, RoleVars):
+    container_toolkit_version: str = want("1.17.6-1", "must be a version like 1.17.6-1",
+                                          pattern=r"^\d+\.\d+\.\d+[0-9A-Za-z.+~*_-]*$")
+    container_toolkit_repo: apt.RepoSpec | None = want({
         "url": "https://nvidia.github.io/libnvidia-container/stable/deb/$(ARCH)",
         "suite": "/",
         "key_url": "https://nvidia.github.io/libnvidia-container/gpgkey",
-    },
-    "container_toolkit_default_runtime": False,
-    "container_toolkit_hold": True,
-    **gpu.DEFAULTS,
-    **apt.DEFAULTS,
-}
+    }, "must be a mapping with url, suite, and key (control-machine path) or key_url")
+    container_toolkit_default_runtime: bool = False
+    container_toolkit_hold: bool = True
+
+
+DEFAULTS = defaults_of(Vars)
 
 DAEMON_JSON = "/etc/docker/daemon.json"
 
 
 def validate(vars: dict) -> None:
-    check_bools(vars, DEFAULTS)
-    ver = vars.get("container_toolkit_version")
-    if not isinstance(ver, str) or not re.fullmatch(r"\d+\.\d+\.\d+[0-9A-Za-z.+~*_-]*", ver):
-        raise InputError(f"container_toolkit_version {ver!r} must be a version like 1.17.6-1")
-    if not isinstance(vars.get("container_toolkit_default_runtime"), bool):
-        raise InputError("container_toolkit_default_runtime must be true or false")
+    """The repository's key file, on the control machine (what a type cannot say)."""
     check_repo_var(vars.get("container_toolkit_repo"), "container_toolkit_repo")
-    validate_without_gpu(vars)
 
 
 def resources(host):

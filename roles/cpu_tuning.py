@@ -23,14 +23,15 @@ Variables:
 from __future__ import annotations
 
 import json
-import re
 import struct
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
 
 from bringup import topology
 from bringup.auditkit import Expect
 from bringup.command import sh
-from bringup.errors import InputError
-from bringup.vars import check_bools
+from bringup.vars import RoleVars, defaults_of, want
 from bringup.facts.base import format_cpulist
 from bringup.resources import Directory, File, Service
 from bringup.resources.boot import KernelCmdline
@@ -48,20 +49,6 @@ PM_QOS = "/dev/cpu_dma_latency"
 #: The facts this role reads (only these are gathered for it).
 FACTS = topology.FACTS
 
-DEFAULTS = {
-    **topology.DEFAULTS,
-    "cpu_governor": "performance",
-    "cpu_epp": "performance",
-    # The guide: "C-States: limit their depth" (适当限制深度).  10 us keeps C1/C1E
-    # (exit latency <= 10 us on current Xeon/EPYC) and forbids C6 and deeper.
-    "cpu_dma_latency_us": 10,
-    # tuned's network-latency profile: no khugepaged compaction stalls.
-    "thp": "never",
-    "kernel_cmdline": [],
-    "isolate_triton_cpus": False,
-    "sysfs_root": "",
-}
-
 HANDLERS = {
     "reload systemd": ["systemctl daemon-reload"],
     "restart cpu-dma-latency": [sh("systemctl try-restart -- %s", LATENCY_UNIT)],
@@ -73,35 +60,36 @@ HANDLERS = {
                        "else echo 'neither update-grub nor grubby on this host' >&2; exit 1; fi", GRUB_FILE)],
 }
 
-_CMDLINE_WORD = re.compile(r"^[A-Za-z0-9_.,:=/-]+$")
-
-
 #: cpufreq's governors and EPP values (the kernel's cpu-freq documentation) and the THP modes.
 GOVERNORS = ("performance", "powersave", "schedutil", "ondemand", "conservative", "userspace")
 EPP = ("default", "performance", "balance_performance", "balance_power", "power")
 THP_MODES = ("always", "madvise", "never")
 
 
-def validate(vars: dict) -> None:
-    check_bools(vars, DEFAULTS)
-    topology.validate_vars(vars)
-    if vars.get("cpu_governor") not in GOVERNORS:
-        raise InputError(f"cpu_governor {vars.get('cpu_governor')!r}: one of {', '.join(GOVERNORS)}")
-    if vars.get("cpu_epp") is not None and vars.get("cpu_epp") not in EPP:
-        raise InputError(f"cpu_epp {vars.get('cpu_epp')!r}: one of {', '.join(EPP)}, or null to leave it")
-    if vars.get("thp") is not None and vars.get("thp") not in THP_MODES:
-        raise InputError(f"thp {vars.get('thp')!r}: one of {', '.join(THP_MODES)}, or null to leave it")
-    us = vars.get("cpu_dma_latency_us")
-    if us is not None and (not isinstance(us, int) or isinstance(us, bool) or not 0 <= us <= 2_000_000_000):
-        raise InputError(f"cpu_dma_latency_us {us!r}: a whole number of microseconds (0 = C0 only), or null")
-    words = vars.get("kernel_cmdline")
-    if not isinstance(words, list) or any(not isinstance(w, str) or not _CMDLINE_WORD.match(w) for w in words):
-        raise InputError(f"kernel_cmdline {words!r}: a list of words like intel_idle.max_cstate=1")
-    if not isinstance(vars.get("isolate_triton_cpus"), bool):
-        raise InputError("isolate_triton_cpus: must be true or false")
-    root = vars.get("sysfs_root")
-    if not isinstance(root, str) or (root and not root.startswith("/")):
-        raise InputError(f"sysfs_root {root!r}: an absolute path, or empty for the real /sys")
+class Vars(topology.PlannerVars, RoleVars):
+    cpu_governor: Literal[GOVERNORS] = want("performance", f"one of {', '.join(GOVERNORS)}")
+    cpu_epp: Literal[EPP] | None = want("performance", f"one of {', '.join(EPP)}, or null to leave it")
+    #: The guide: "C-States: limit their depth" (适当限制深度).  10 us keeps C1/C1E
+    #: (exit latency <= 10 us on current Xeon/EPYC) and forbids C6 and deeper.
+    cpu_dma_latency_us: int | None = want(10, "a whole number of microseconds (0 = C0 only), or null",
+                                          ge=0, le=2_000_000_000)
+    #: tuned's network-latency profile: no khugepaged compaction stalls.
+    thp: Literal[THP_MODES] | None = want("never", f"one of {', '.join(THP_MODES)}, or null to leave it")
+    kernel_cmdline: list[Annotated[str, Field(pattern=r"^[A-Za-z0-9_.,:=/-]+$")]] = want(
+        [], "a list of words like intel_idle.max_cstate=1")
+    isolate_triton_cpus: bool = False
+    #: Tests point it at a fixture tree.
+    sysfs_root: str = want("", "an absolute path, or empty for the real /sys")
+
+    @field_validator("sysfs_root")
+    @classmethod
+    def _root(cls, v: str) -> str:
+        if v and (not v.startswith("/") or ".." in v.split("/") or "\n" in v):
+            raise ValueError("an absolute path without '..', or empty for the real /sys")
+        return v
+
+
+DEFAULTS = defaults_of(Vars)
 
 
 def resources(host):

@@ -25,11 +25,14 @@ Variables:
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import Field
 
 from bringup.auditkit import Expect, tcp_listening
 from bringup.command import sh
 from bringup.errors import InputError
-from bringup.gpu import gpu_gate, validate_without_gpu
+from bringup.gpu import gpu_gate
 from bringup.resources import Directory, File, Service
 from bringup.resources.compose import REVISION_LABEL, label_format, revision_hash
 from bringup.resources.guard import Probe, Skip
@@ -37,6 +40,7 @@ from bringup.resources.systemd import without_systemd
 from bringup.resources.image import DockerImage
 from bringup import gpu
 from bringup.resources import image
+from bringup.vars import RoleVars, defaults_of, want
 
 #: Not run while a reboot (a new driver) is pending: the exporter needs the loaded driver.
 WAITS_FOR_REBOOT = True
@@ -61,16 +65,21 @@ DEFAULT_COUNTERS = [
 #: The facts this role reads (only these are gathered for it).
 FACTS = (*gpu.FACTS, "system.systemd")
 
-DEFAULTS = {
-    "dcgm_exporter_image": "nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04",
-    "dcgm_exporter_image_id": None,
-    **image.DEFAULTS,
-    "dcgm_exporter_port": 9400,
-    "dcgm_exporter_counters": DEFAULT_COUNTERS,
-    "dcgm_exporter_extra_counters": [],
-    "dcgm_exporter_wait": 60,
-    **gpu.DEFAULTS,
-}
+_COUNTERS = "must be a list of [field, gauge|counter|label, help]"
+_ROW = Annotated[list[str], Field(min_length=3, max_length=3)]
+
+
+class Vars(image.ImageVars, gpu.GpuVars, RoleVars):
+    dcgm_exporter_image: str = want("nvcr.io/nvidia/k8s/dcgm-exporter:3.3.9-3.6.1-ubuntu22.04",
+                                    "must be an image reference")
+    dcgm_exporter_image_id: str | None = want(None, "must be sha256:<64 hex digits>", pattern=r"^sha256:[0-9a-f]{64}$")
+    dcgm_exporter_port: int = want(9400, "must be a TCP port number", ge=1, le=65535)
+    dcgm_exporter_counters: list[_ROW] = want(DEFAULT_COUNTERS, _COUNTERS)
+    dcgm_exporter_extra_counters: list[_ROW] = want([], _COUNTERS)
+    dcgm_exporter_wait: int = want(60, "whole seconds to wait for /metrics, 0-3600", ge=0, le=3600)
+
+
+DEFAULTS = defaults_of(Vars)
 
 _FIELD = re.compile(r"^DCGM_(FI|EXP)_[A-Z0-9_]+$")
 
@@ -80,12 +89,7 @@ def counters(vars: dict) -> list[list[str]]:
     out: list[list[str]] = []
     seen = set()
     for var in ("dcgm_exporter_counters", "dcgm_exporter_extra_counters"):
-        rows = vars.get(var) or []
-        if not isinstance(rows, list):
-            raise InputError(f"{var} must be a list of [field, type, help]")
-        for row in rows:
-            if not (isinstance(row, (list, tuple)) and len(row) == 3 and all(isinstance(x, str) for x in row)):
-                raise InputError(f"{var}: {row!r} must be [field, gauge|counter|label, help]")
+        for row in vars.get(var) or []:
             name, typ, help_ = (x.strip() for x in row)
             if not _FIELD.match(name):
                 raise InputError(f"{var}: {name!r} is not a DCGM field name (DCGM_FI_...)")
@@ -102,19 +106,9 @@ def counters(vars: dict) -> list[list[str]]:
 
 
 def validate(vars: dict) -> None:
+    """The counters' names and kinds, and the image as DockerImage reads it (what a type cannot say)."""
     counters(vars)
-    port = vars.get("dcgm_exporter_port")
-    if not isinstance(port, int) or isinstance(port, bool) or not 1 <= port <= 65535:
-        raise InputError(f"dcgm_exporter_port {port!r} must be a TCP port number")
-    wait = vars.get("dcgm_exporter_wait")
-    if not isinstance(wait, int) or isinstance(wait, bool) or not 0 <= wait <= 3600:
-        raise InputError(f"dcgm_exporter_wait {wait!r}: whole seconds to wait for /metrics, 0-3600")
-    if vars.get("image_transfer") not in ("pull", "push"):
-        raise InputError(f"image_transfer {vars.get('image_transfer')!r} must be pull or push")
-    # The reference and id are checked by DockerImage itself; build one to refuse bad input now.
-    DockerImage(str(vars.get("dcgm_exporter_image")), source=vars["image_transfer"],
-                image_id=vars.get("dcgm_exporter_image_id"))
-    validate_without_gpu(vars)
+    DockerImage(vars["dcgm_exporter_image"], source=vars["image_transfer"], image_id=vars["dcgm_exporter_image_id"])
 
 
 def _gate(host) -> list | None:

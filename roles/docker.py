@@ -27,11 +27,13 @@ masked in everything bringup prints.
 from __future__ import annotations
 
 import re
+from typing import Annotated, Any, Literal
+
+from pydantic import PlainValidator, field_validator
 
 from bringup.auditkit import Expect
 from bringup.command import join, sh
-from bringup.errors import InputError
-from bringup.vars import check_bools, check_keys
+from bringup.vars import RoleVars, Spec, Text, defaults_of, want
 from bringup.resources import Command, Packages, Service
 from bringup.resources.guard import Fail
 from bringup.resources.systemd import without_systemd
@@ -45,67 +47,77 @@ from bringup.resources import apt
 #: The facts this role reads (only these are gathered for it).
 FACTS = (*apt.OS_FACTS, "system.docker", "system.systemd")
 
-DEFAULTS = {
-    "docker_source": "distro",
-    "docker_version": None,
-    "docker_repo": {
+_REGISTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?$|^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[\w./-]*)?$")
+
+
+class RegistryAuth(Spec):
+    """One registry's login in ``registry_auths``."""
+
+    username: Text = want(..., "must be non-empty text without ':'")
+    password: Any = want(..., "must be a secret reference, {env: NAME} or {file: PATH} (a file of mode 0600), "
+                              "not text in the inventory", secret=True)
+
+    @field_validator("username")
+    @classmethod
+    def _user(cls, v: Any) -> Any:
+        if not reveal(v) or ":" in reveal(v):
+            raise ValueError("must be non-empty text without ':'")
+        return v
+
+    @field_validator("password")
+    @classmethod
+    def _password(cls, v: Any) -> Any:
+        if not isinstance(v, SecretStr):
+            raise ValueError("must be a secret reference, {env: NAME} or {file: PATH} (a file of mode 0600), "
+                             "not text in the inventory")
+        return v
+
+
+def _registry(v: Any) -> str:
+    if not isinstance(v, str) or not _REGISTRY.match(v):
+        raise ValueError("is not a registry host (nvcr.io, registry.local:5000)")
+    return v
+
+
+class Vars(apt.AptVars, RoleVars):
+    docker_source: Literal["distro", "docker"] = want(
+        "distro", "must be distro (docker.io) or docker (Docker's repository)")
+    docker_version: str | None = want(None, "is malformed (e.g. 24.0.* or 5:24.0.9-1~ubuntu.22.04~jammy)",
+                                      pattern=r"^[0-9A-Za-z.+~:*_-]+$")
+    docker_repo: apt.RepoSpec | None = want({
         "url": "https://download.docker.com/linux/{id}",
         "suite": "{codename}",
         "components": ["stable"],
         "key_url": "https://download.docker.com/linux/{id}/gpg",
-    },
-    "docker_compose": "auto",
-    "docker_compose_package": None,
-    "docker_daemon_config": {},
-    "docker_hold": True,
-    "registry_auths": {},
-    **apt.DEFAULTS,
-}
+    }, "must be a mapping with url, suite, and key (control-machine path) or key_url")
+    docker_compose: Literal["auto", "install", "none"] = want("auto", "must be auto, install or none")
+    docker_compose_package: str | None = want(None, "must be a package name", pattern=r"^[a-z0-9][a-z0-9.+-]*$")
+    docker_daemon_config: dict[str, Any] = want({}, "must be a mapping of daemon.json keys")
+    docker_hold: bool = True
+    registry_auths: dict[Annotated[str, PlainValidator(_registry)], RegistryAuth] = want(
+        {}, "must be a mapping {registry: {username, password}}, e.g. "
+            "{nvcr.io: {username: $oauthtoken, password: {env: NGC_API_KEY}}}")
+
+    @field_validator("docker_daemon_config")
+    @classmethod
+    def _json(cls, v: dict) -> dict:
+        check_json(reveal(v), "docker_daemon_config")  # NaN, Infinity, a date: Docker would not start
+        return v
+
+
+DEFAULTS = defaults_of(Vars)
 
 DAEMON_JSON = "/etc/docker/daemon.json"
 #: Root's Docker client config: the host's `docker pull` (and compose) run as root.
 CLIENT_CONFIG = "/root/.docker/config.json"
-_REGISTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?$|^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[\w./-]*)?$")
 
 HANDLERS = {"restart docker": ["systemctl restart docker"]}
 
 
 def validate(vars: dict) -> None:
-    check_bools(vars, DEFAULTS)
-    if vars.get("docker_source") not in ("distro", "docker"):
-        raise InputError(f"docker_source {vars.get('docker_source')!r} must be distro (docker.io) or docker "
-                         "(Docker's repository)")
-    ver = vars.get("docker_version")
-    if ver is not None and (not isinstance(ver, str) or not re.fullmatch(r"[0-9A-Za-z.+~:*_-]+", ver)):
-        raise InputError(f"docker_version {ver!r} is malformed (e.g. 24.0.* or 5:24.0.9-1~ubuntu.22.04~jammy)")
-    if vars.get("docker_compose") not in ("auto", "install", "none"):
-        raise InputError("docker_compose must be auto, install or none")
-    if not isinstance(vars.get("docker_daemon_config"), dict):
-        raise InputError("docker_daemon_config must be a mapping of daemon.json keys")
-    check_json(reveal(vars["docker_daemon_config"]), "docker_daemon_config")
-    _check_auths(vars.get("registry_auths"))
-    if vars.get("docker_source") == "docker":
-        check_repo_var(vars.get("docker_repo"), "docker_repo")
-
-
-def _check_auths(auths) -> None:
-    if not isinstance(auths, dict):
-        raise InputError("registry_auths must be a mapping {registry: {username, password}}, e.g. "
-                         "{nvcr.io: {username: $oauthtoken, password: {env: NGC_API_KEY}}}")
-    for reg, cred in auths.items():
-        where = f"registry_auths.{reg}"
-        if not isinstance(reg, str) or not _REGISTRY.match(reg):
-            raise InputError(f"{where}: {reg!r} is not a registry host (nvcr.io, registry.local:5000)")
-        if isinstance(cred, dict):
-            check_keys(cred, ("username", "password"), where)
-        if not isinstance(cred, dict) or set(cred) != {"username", "password"}:
-            raise InputError(f"{where} must hold exactly username and password")
-        user, pw = cred["username"], cred["password"]
-        if not isinstance(user, (str, SecretStr)) or not reveal(user) or ":" in reveal(user):
-            raise InputError(f"{where}.username must be non-empty text without ':'")
-        if not isinstance(pw, SecretStr):
-            raise InputError(f"{where}.password must be a secret reference, {{env: NAME}} or {{file: PATH}} "
-                             "(a file of mode 0600), not text in the inventory")
+    """Docker's repository key file, on the control machine (what a type cannot say)."""
+    if vars["docker_source"] == "docker":
+        check_repo_var(vars["docker_repo"], "docker_repo")
 
 
 def _cli_split(osid: str, rel: dict) -> bool:

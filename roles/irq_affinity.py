@@ -16,10 +16,11 @@ Variables:
 """
 from __future__ import annotations
 
+from typing import Literal
+
 from bringup import topology
 from bringup.command import sh
-from bringup.errors import InputError
-from bringup.vars import check_bools
+from bringup.vars import RoleVars, defaults_of, want
 from bringup.facts.base import format_cpulist
 from bringup.resources import Directory, File, Packages, Service
 from bringup.resources.conditioned import ConditionedService
@@ -33,29 +34,22 @@ UNIT_FILE = f"/etc/systemd/system/{UNIT}"
 #: The facts this role reads (only these are gathered for it).
 FACTS = (*topology.FACTS, "os.release", "system.container")
 
-DEFAULTS = {
-    **topology.DEFAULTS,
-    "irqbalance": "keep",
-    "irq_affinity_persist": True,
-    # A container's /proc/irq is the machine's: not moved unless asked.
-    "irq_affinity_in_containers": False,
-}
+_MODES = ("keep", "disabled", "unmanaged")
+
+
+class Vars(topology.PlannerVars, RoleVars):
+    irqbalance: Literal[_MODES] = want("keep", f"use one of {', '.join(_MODES)}")
+    irq_affinity_persist: bool = True
+    #: A container's /proc/irq is the machine's: not moved unless asked.
+    irq_affinity_in_containers: bool = False
+
+
+DEFAULTS = defaults_of(Vars)
 
 HANDLERS = {
     "reload systemd": ["systemctl daemon-reload"],
     "restart irqbalance": [sh("systemctl restart -- %s", "irqbalance.service")],
 }
-
-_MODES = ("keep", "disabled", "unmanaged")
-
-
-def validate(vars: dict) -> None:
-    check_bools(vars, DEFAULTS)
-    topology.validate_vars(vars)
-    if vars.get("irqbalance") not in _MODES:
-        raise InputError(f"irqbalance {vars.get('irqbalance')!r}: use one of {', '.join(_MODES)}")
-    if not isinstance(vars.get("irq_affinity_persist"), bool):
-        raise InputError(f"irq_affinity_persist {vars.get('irq_affinity_persist')!r}: must be true or false")
 
 
 def _redhat(facts: dict) -> bool:

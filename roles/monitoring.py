@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import json
 import re
+from typing import Annotated
 
 import yaml
+from pydantic import Field
 
 from bringup.auditkit import Expect
 from bringup.command import sh
-from bringup.errors import InputError
-from bringup.vars import check_bools
+from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, want
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp, revision_hash
 from bringup.resources.guard import Unused
@@ -40,65 +41,48 @@ from bringup.resources import image
 #: The facts this role reads (only these are gathered for it).
 FACTS = ()
 
-DEFAULTS = {
-    "latency_slo_p95_ms": 50,
-    "monitoring_targets": ["127.0.0.1"],
-    "monitoring_stack": False,
-    **image.DEFAULTS,
-    "monitoring_node_exporter": True,
-    "monitoring_dir": "/opt/monitoring",
-    "monitoring_gpu_temp_c": 85,
-    "monitoring_scrape_interval": "5s",
-    "monitoring_retention": "15d",
-    # invoke drift runs nightly: a host whose last check is older than this is alerted on.
-    "monitoring_drift_stale_hours": 26,
-    "monitoring_images": {
+_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$|^\[[0-9a-fA-F:]+\]$")
+_DURATION = r"^\d+[smhdwy]$"
+_IMAGE = Annotated[str, Field(pattern=r"^[\w.\-/:@]+$")]
+_PORT = Annotated[int, Field(ge=1, le=65535)]
+
+
+class Images(Spec):
+    prometheus: _IMAGE
+    grafana: _IMAGE
+    node_exporter: _IMAGE
+
+
+class Ports(Spec):
+    triton: _PORT
+    dcgm: _PORT
+    node: _PORT
+    prometheus: _PORT
+    grafana: _PORT
+
+
+class Vars(image.ImageVars, RoleVars):
+    latency_slo_p95_ms: float = want(50, "must be a number within 1-60000", ge=1, le=60000)
+    monitoring_targets: list[Annotated[str, Field(pattern=_HOST.pattern)]] = want(
+        ["127.0.0.1"], "a list of host names or addresses", min_length=1)
+    monitoring_stack: bool = False
+    monitoring_node_exporter: bool = True
+    monitoring_dir: AbsPath = "/opt/monitoring"
+    monitoring_gpu_temp_c: float = want(85, "must be a number within 30-120", ge=30, le=120)
+    monitoring_scrape_interval: str = want("5s", "a Prometheus duration like 15s or 15d", pattern=_DURATION)
+    monitoring_retention: str = want("15d", "a Prometheus duration like 15s or 15d", pattern=_DURATION)
+    #: invoke drift runs nightly: a host whose last check is older than this is alerted on.
+    monitoring_drift_stale_hours: float = want(26, "must be a number within 1-744", ge=1, le=24 * 31)
+    monitoring_images: Images = want({
         "prometheus": "prom/prometheus:v2.53.0",
         "grafana": "grafana/grafana:11.1.0",
         "node_exporter": "prom/node-exporter:v1.8.1",
-    },
-    "monitoring_ports": {"triton": 8002, "dcgm": 9400, "node": 9100, "prometheus": 9090, "grafana": 3000},
-}
-
-_HOST = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$|^\[[0-9a-fA-F:]+\]$")
-_DURATION = re.compile(r"^\d+[smhdwy]$")
-_IMAGE = re.compile(r"^[\w.\-/:@]+$")
+    }, "prometheus, grafana and node_exporter image references")
+    monitoring_ports: Ports = want({"triton": 8002, "dcgm": 9400, "node": 9100, "prometheus": 9090, "grafana": 3000},
+                                   "a mapping with triton, dcgm, node, prometheus and grafana ports")
 
 
-def _number(v, what: str, lo: float, hi: float) -> float:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:
-        raise InputError(f"{what} {v!r}: must be a number within {lo:g}-{hi:g}")
-    return v
-
-
-def validate(vars: dict) -> None:
-    check_bools(vars, DEFAULTS)
-    _number(vars.get("latency_slo_p95_ms"), "latency_slo_p95_ms", 1, 60000)
-    _number(vars.get("monitoring_gpu_temp_c"), "monitoring_gpu_temp_c", 30, 120)
-    _number(vars.get("monitoring_drift_stale_hours"), "monitoring_drift_stale_hours", 1, 24 * 31)
-    targets = vars.get("monitoring_targets")
-    if not isinstance(targets, list) or not targets or not all(isinstance(t, str) and _HOST.match(t) for t in targets):
-        raise InputError(f"monitoring_targets {targets!r}: a list of host names or addresses")
-    for k in ("monitoring_scrape_interval", "monitoring_retention"):
-        if not _DURATION.match(str(vars.get(k))):
-            raise InputError(f"{k} {vars.get(k)!r}: a Prometheus duration like 15s or 15d")
-    images = vars.get("monitoring_images")
-    if not isinstance(images, dict) or set(images) != {"prometheus", "grafana", "node_exporter"} or \
-            not all(isinstance(i, str) and _IMAGE.match(i) for i in images.values()):
-        raise InputError("monitoring_images: prometheus, grafana and node_exporter image references")
-    ports = vars.get("monitoring_ports")
-    if not isinstance(ports, dict) or set(ports) != set(DEFAULTS["monitoring_ports"]):
-        raise InputError(f"monitoring_ports: a mapping with {', '.join(DEFAULTS['monitoring_ports'])}")
-    for k, p in ports.items():
-        _number(p, f"monitoring_ports.{k}", 1, 65535)
-    if vars.get("image_transfer") not in ("pull", "push"):
-        raise InputError(f"image_transfer {vars.get('image_transfer')!r} must be pull or push")
-    for k in ("monitoring_stack", "monitoring_node_exporter"):
-        if not isinstance(vars.get(k), bool):
-            raise InputError(f"{k} {vars.get(k)!r}: true or false")
-    d = vars.get("monitoring_dir")
-    if not isinstance(d, str) or not d.startswith("/") or "\n" in d:
-        raise InputError(f"monitoring_dir {d!r}: must be an absolute path")
+DEFAULTS = defaults_of(Vars)
 
 
 def _panel(pid: int, title: str, targets: list[tuple[str, str]], unit: str, x: int, y: int) -> dict:
@@ -167,7 +151,6 @@ def files(host) -> tuple[dict[str, str], str]:
 
 
 def resources(host):
-    validate(host.vars)
     d = host.vars["monitoring_dir"].rstrip("/")
     wanted, rev = files(host)
     dirs = [d, f"{d}/prometheus", f"{d}/prometheus/rules", f"{d}/grafana", f"{d}/grafana/provisioning",

@@ -30,11 +30,13 @@ Variables:
 from __future__ import annotations
 
 import re
+from typing import Any, Literal
+
+from pydantic import field_validator, model_validator
 
 from bringup.command import sh
-from bringup.errors import InputError
-from bringup.vars import check_bools
-from bringup.gpu import gpu_gate, nvidia_gpus, validate_without_gpu
+from bringup.vars import RoleVars, defaults_of, want
+from bringup.gpu import gpu_gate, nvidia_gpus
 from bringup.resources import Command, File, Packages, Service
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
 from bringup.resources.guard import Fail
@@ -46,19 +48,6 @@ from bringup.resources import apt
 
 #: The facts this role reads (only these are gathered for it).
 FACTS = (*gpu.FACTS, *apt.OS_FACTS, "os.kernel", "nvidia.smi", "system.systemd")
-
-DEFAULTS = {
-    "nvidia_driver_branch": "550",
-    "nvidia_driver_version": None,
-    "nvidia_driver_source": "auto",
-    "nvidia_driver_modules": "proprietary",
-    "nvidia_driver_repo": None,
-    "nvidia_driver_hold": True,
-    "nvidia_driver_blacklist_nouveau": True,
-    "nvidia_driver_expected_gpus": None,
-    **gpu.DEFAULTS,
-    **apt.DEFAULTS,
-}
 
 SOURCES = ("auto", "ubuntu-server", "cuda", "dnf-module")
 NOUVEAU_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
@@ -75,29 +64,39 @@ HANDLERS = {
 }
 
 
+class Vars(gpu.GpuVars, apt.AptVars, RoleVars):
+    nvidia_driver_branch: Any = want("550", "must be a driver branch like 550 or 535")
+    nvidia_driver_version: str | None = want(None, "is malformed (e.g. 550.144.03-0ubuntu0.24.04.1)",
+                                             pattern=r"^[0-9A-Za-z.+~:*_-]+$")
+    nvidia_driver_source: Literal[SOURCES] = want("auto", f"must be one of {', '.join(SOURCES)}")
+    nvidia_driver_modules: Literal["proprietary", "open"] = want("proprietary", "must be proprietary or open")
+    nvidia_driver_repo: apt.RepoSpec | None = want(
+        None, "must be a mapping with url, suite, and key (control-machine path) or key_url")
+    nvidia_driver_hold: bool = True
+    nvidia_driver_blacklist_nouveau: bool = True
+    nvidia_driver_expected_gpus: int | None = want(None, "must be a whole number", ge=0)
+
+    @field_validator("nvidia_driver_branch")
+    @classmethod
+    def _branch(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or not re.fullmatch(r"\d{3}", str(v)):
+            raise ValueError("must be a driver branch like 550 or 535")
+        return v
+
+    @model_validator(mode="after")
+    def _on_branch(self) -> "Vars":
+        ver, br = self.nvidia_driver_version, str(self.nvidia_driver_branch)
+        if ver is not None and not ver.split(":", 1)[-1].startswith(br + "."):
+            raise ValueError(f"nvidia_driver_version {ver} is not on nvidia_driver_branch {br}")
+        return self
+
+
+DEFAULTS = defaults_of(Vars)
+
+
 def validate(vars: dict) -> None:
-    check_bools(vars, DEFAULTS)
-    br = str(vars.get("nvidia_driver_branch"))
-    if not re.fullmatch(r"\d{3}", br):
-        raise InputError(f"nvidia_driver_branch {vars.get('nvidia_driver_branch')!r} must be a driver branch "
-                         "like 550 or 535")
-    ver = vars.get("nvidia_driver_version")
-    if ver is not None:
-        if not isinstance(ver, str) or not re.fullmatch(r"[0-9A-Za-z.+~:*_-]+", ver):
-            raise InputError(f"nvidia_driver_version {ver!r} is malformed (e.g. 550.144.03-0ubuntu0.24.04.1)")
-        if not ver.split(":", 1)[-1].startswith(br + "."):
-            raise InputError(f"nvidia_driver_version {ver} is not on nvidia_driver_branch {br}")
-    if vars.get("nvidia_driver_source") not in SOURCES:
-        raise InputError(f"nvidia_driver_source {vars.get('nvidia_driver_source')!r} must be one of {', '.join(SOURCES)}")
-    if vars.get("nvidia_driver_modules") not in ("proprietary", "open"):
-        raise InputError("nvidia_driver_modules must be proprietary or open")
-    exp = vars.get("nvidia_driver_expected_gpus")
-    if exp is not None and (not isinstance(exp, int) or isinstance(exp, bool) or exp < 0):
-        raise InputError(f"nvidia_driver_expected_gpus {exp!r} must be a whole number")
-    validate_without_gpu(vars)
+    """The repository's key file, on the control machine (what a type cannot say)."""
     check_repo_var(vars.get("nvidia_driver_repo"), "nvidia_driver_repo")
-    if not isinstance(vars.get("apt_lock_timeout"), int) or vars["apt_lock_timeout"] < 0:
-        raise InputError("apt_lock_timeout must be a whole number of seconds")
 
 
 def driver_packages(source: str, branch: str, modules: str) -> list[str]:

@@ -12,9 +12,11 @@ Variables:
 """
 from __future__ import annotations
 
-from bringup.errors import InputError
+from typing import Any, Literal
+
 from bringup.resources import File, Sysctl
 from bringup.resources.sysctl import normalize_value, validate_key
+from bringup.vars import RoleVars, defaults_of, want
 
 PERSIST_FILE = "/etc/sysctl.d/90-trt-latency.conf"
 
@@ -49,15 +51,10 @@ PROFILES: dict[str, dict[str, tuple[object, str]]] = {
 
 
 def table(vars: dict) -> dict[str, tuple[str, str]]:
-    """The wanted keys: profile defaults, then the ``sysctl`` mapping; validated."""
+    """The wanted keys: profile defaults, then the ``sysctl`` mapping (each key and value checked)."""
     profile = vars.get("sysctl_profile", "network-latency")
-    if profile not in PROFILES:
-        raise InputError(f"sysctl_profile {profile!r} is unknown; use one of {', '.join(PROFILES)}")
     wanted = {k: (normalize_value(k, v), src) for k, (v, src) in PROFILES[profile].items()}
-    extra = vars.get("sysctl") or {}
-    if not isinstance(extra, dict):
-        raise InputError(f"variable sysctl must be a mapping of key: value, got {type(extra).__name__}")
-    for key, value in extra.items():
+    for key, value in (vars.get("sysctl") or {}).items():
         validate_key(key)
         if value is None:
             wanted.pop(key, None)
@@ -69,10 +66,16 @@ def table(vars: dict) -> dict[str, tuple[str, str]]:
 #: The facts this role reads (only these are gathered for it).
 FACTS = ("system.sysctl_writable",)
 
-DEFAULTS = {"sysctl_profile": "network-latency", "sysctl": {}}
+class Vars(RoleVars):
+    sysctl_profile: Literal[tuple(PROFILES)] = want("network-latency", f"is unknown; use one of {', '.join(PROFILES)}")
+    sysctl: dict[str, Any] = want({}, "must be a mapping of key: value (null drops a key)")
+
+
+DEFAULTS = defaults_of(Vars)
 
 
 def validate(vars: dict) -> None:
+    """Each key and value of ``sysctl`` (the kernel's names and ranges: what a type cannot say)."""
     table(vars)
 
 

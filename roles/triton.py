@@ -48,6 +48,9 @@ import hashlib
 import posixpath
 import re
 from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field, PlainValidator, field_validator, model_validator
 
 from bringup import topology
 from bringup.auditkit import Expect, http_ok, tcp_listening
@@ -63,7 +66,7 @@ from bringup.resources import image
 from bringup.resources.image import DockerImage
 from bringup.facts.base import format_cpulist
 from bringup.resources.tree import LocalFile, Tree, local_tree, parse_manifest
-from bringup.vars import check_keys
+from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, want
 
 #: Per GPU class: preferred batch sizes and instances per GPU (the guide's measurements).
 PROFILES: dict[str, dict] = {
@@ -72,9 +75,6 @@ PROFILES: dict[str, dict] = {
     "cpu": {"kind": "KIND_CPU", "preferred_batch_size": [1, 2, 4], "instance_count": 1},
 }
 DELAY_MIN, DELAY_MAX = 200, 1500
-#: What an entry of ``triton_models`` may say.
-MODEL_KEYS = ("platform", "backend", "max_batch_size", "input", "output", "instance_count", "preferred_batch_size",
-              "max_queue_delay_microseconds", "response_cache", "extra")
 DEFAULT_DELAY = 800
 #: A window-only change of a config.pbtxt: reload the models in place instead of recreating the container.
 RELOAD = "reload triton models"
@@ -83,58 +83,113 @@ _WINDOW_LINE = re.compile(r"(?m)^(\s*max_queue_delay_microseconds:\s*)\d+\s*$|^\
 #: The facts this role reads (only these are gathered for it): the planner's, for the cpuset.
 FACTS = tuple(dict.fromkeys(("nvidia.smi", "pci.devices", "triton.window", *topology.FACTS)))
 
-DEFAULTS = {
-    "gpu_profile": "cpu",
-    "triton_model_repository": "/data/models",
-    "models_dir": "",
-    "triton_models": {},
-    "triton_max_queue_delay_microseconds": None,
-    "triton_image": "nvcr.io/nvidia/tritonserver:24.06-py3",
-    "triton_image_id": None,
-    **image.DEFAULTS,
-    "triton_shm_size": "1g",
-    **topology.DEFAULTS,
-    "triton_cpuset": "",
-    "triton_ports": {"http": 8000, "grpc": 8001, "metrics": 8002},
-    "triton_cache_size": 268435456,
-    "triton_ready_timeout": 180,
-    #: A rolling run's health gate after each host (``health``): seconds for Triton and every model to be ready.
-    "rollout_health_timeout": 120,
-    "triton_stack_dir": "/opt/triton",
-    "triton_container": "triton",
-    "triton_extra_args": [],
-}
-
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
-_WORD = re.compile(r"^[A-Za-z0-9_]+$")
+_WORD = r"^[A-Za-z0-9_]+$"
 _CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
+_PORT = Annotated[int, Field(ge=1, le=65535)]
 
 
-def _int(v, what: str, lo: int | None = None, hi: int | None = None) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise InputError(f"{what} {v!r}: must be a whole number")
-    if (lo is not None and v < lo) or (hi is not None and v > hi):
-        raise InputError(f"{what} {v}: must be within {lo}-{hi}" if hi is not None else f"{what} {v}: must be >= {lo}")
+def _model_name(v: Any) -> str:
+    if not isinstance(v, str) or not _NAME.match(v):
+        raise ValueError("model name must be letters, digits, '_', '.', '-'")
     return v
 
 
-def _tensors(spec: dict, key: str, model: str) -> list[dict]:
-    ts = spec.get(key)
-    if not isinstance(ts, list) or not ts:
-        raise InputError(f"triton_models.{model}.{key}: a list of {{name, data_type, dims}} is required")
-    out = []
-    for i, t in enumerate(ts):
-        where = f"triton_models.{model}.{key}[{i}]"
-        if not isinstance(t, dict) or not _NAME.match(str(t.get("name", ""))):
-            raise InputError(f"{where}: needs a name of letters, digits, '_', '.', '-'")
-        if not _WORD.match(str(t.get("data_type", ""))):
-            raise InputError(f"{where}.data_type {t.get('data_type')!r}: must be a Triton type like TYPE_FP16")
-        dims = t.get("dims")
-        if not isinstance(dims, list) or not dims or not all(isinstance(d, int) and not isinstance(d, bool)
-                                                             and (d > 0 or d == -1) for d in dims):
-            raise InputError(f"{where}.dims {dims!r}: a list of sizes (-1 for variable)")
-        out.append({"name": t["name"], "data_type": t["data_type"], "dims": dims})
-    return out
+class Tensor(Spec):
+    """An ``input`` or ``output`` of a model."""
+
+    name: str = want(..., "needs a name of letters, digits, '_', '.', '-'", pattern=_NAME.pattern)
+    data_type: str = want(..., "must be a Triton type like TYPE_FP16", pattern=_WORD)
+    dims: list[int] = want(..., "a list of sizes (-1 for variable)", min_length=1)
+
+    @field_validator("dims")
+    @classmethod
+    def _dims(cls, v: list[int]) -> list[int]:
+        if not all(d > 0 or d == -1 for d in v):
+            raise ValueError("a list of sizes (-1 for variable)")
+        return v
+
+
+_TENSORS = "a list of {name, data_type, dims} is required"
+
+
+class Model(Spec):
+    """An entry of ``triton_models``."""
+
+    platform: str | None = want(None, "letters, digits and '_' only", pattern=_WORD)
+    backend: str | None = want(None, "letters, digits and '_' only", pattern=_WORD)
+    max_batch_size: int = want(8, "must be a whole number >= 1", ge=1)
+    input: list[Tensor] = want(..., _TENSORS, min_length=1)
+    output: list[Tensor] = want(..., _TENSORS, min_length=1)
+    instance_count: int | None = want(None, "must be a whole number >= 1", ge=1)
+    preferred_batch_size: list[Annotated[int, Field(ge=1)]] | None = want(None, "a list of sizes >= 1")
+    max_queue_delay_microseconds: int | None = want(None, f"must be within {DELAY_MIN}-{DELAY_MAX}",
+                                                    ge=DELAY_MIN, le=DELAY_MAX)
+    response_cache: bool = False
+    extra: str = want("", "protobuf text to append, as a string")
+
+    @model_validator(mode="after")
+    def _served(self) -> "Model":
+        if not (self.platform or self.backend):
+            raise ValueError("set platform (tensorrt_plan, onnxruntime_onnx, ...) or backend")
+        return self
+
+
+class Ports(Spec):
+    http: _PORT
+    grpc: _PORT
+    metrics: _PORT
+
+
+class Vars(image.ImageVars, topology.PlannerVars, RoleVars):
+    gpu_profile: Literal[tuple(PROFILES)] = want("cpu", f"is unknown; use one of {', '.join(PROFILES)}")
+    triton_model_repository: AbsPath = "/data/models"
+    models_dir: str = ""
+    triton_models: dict[Annotated[str, PlainValidator(_model_name)], Model] = want(
+        {}, "must be a mapping of model name to its settings")
+    triton_max_queue_delay_microseconds: int | None = want(
+        None, f"must be within {DELAY_MIN}-{DELAY_MAX}", ge=DELAY_MIN, le=DELAY_MAX)
+    triton_image: str = want("nvcr.io/nvidia/tritonserver:24.06-py3",
+                             "an image reference like nvcr.io/nvidia/tritonserver:24.06-py3", pattern=r"^[\w.\-/:@]+$")
+    triton_image_id: str | None = want(None, "sha256:<64 hex digits>", pattern=r"^sha256:[0-9a-f]{64}$")
+    triton_shm_size: Any = want("1g", "a size like 1g or 512m")
+    triton_cpuset: Any = want("", "a CPU list like 4-7,20-23")
+    triton_ports: Ports = want({"http": 8000, "grpc": 8001, "metrics": 8002}, "a mapping with http, grpc and metrics")
+    triton_cache_size: int = want(268435456, "must be a whole number >= 1", ge=1)
+    triton_ready_timeout: int = want(180, "must be within 1-3600", ge=1, le=3600)
+    #: A rolling run's health gate after each host (``health``): seconds for Triton and every model to be ready.
+    rollout_health_timeout: int = want(120, "must be within 1-3600", ge=1, le=3600)
+    triton_stack_dir: AbsPath = "/opt/triton"
+    triton_container: str = want("triton", "letters, digits, '_', '.', '-'", pattern=_NAME.pattern)
+    triton_extra_args: list[Annotated[str, Field(pattern=r"^--")]] = want(
+        [], "a list of tritonserver flags like --log-verbose=1")
+
+    @field_validator("triton_shm_size")
+    @classmethod
+    def _shm(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or not re.match(r"^\d+[kmg]?$", str(v), re.I):
+            raise ValueError("a size like 1g or 512m")
+        return v
+
+    @field_validator("triton_cpuset")
+    @classmethod
+    def _cpuset(cls, v: Any) -> Any:
+        if v and (isinstance(v, bool) or not isinstance(v, (int, str)) or not _CPUSET.match(str(v))):
+            raise ValueError("a CPU list like 4-7,20-23")
+        return v
+
+
+DEFAULTS = defaults_of(Vars)
+
+
+def _int(v, what: str, lo: int, hi: int) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise InputError(f"{what} {v!r}: must be a whole number within {lo}-{hi}")
+    return v
+
+
+def _tensors(spec: dict, key: str) -> list[dict]:
+    return [{"name": t["name"], "data_type": t["data_type"], "dims": t["dims"]} for t in spec[key]]
 
 
 def _gpus(vars: dict, facts: dict) -> list[int]:
@@ -147,36 +202,18 @@ def _gpus(vars: dict, facts: dict) -> list[int]:
 
 
 def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
-    """``{model: config.pbtxt text}`` for every model of ``triton_models``, rendered and validated."""
+    """``{model: config.pbtxt text}`` for every model of ``triton_models`` (checked by ``Vars``), rendered
+    and parsed with Triton's schema."""
     profile_name = vars.get("gpu_profile", "cpu")
-    if profile_name not in PROFILES:
-        raise InputError(f"gpu_profile {profile_name!r} is unknown; use one of {', '.join(PROFILES)}")
     profile = PROFILES[profile_name]
-    models = vars.get("triton_models") or {}
-    if not isinstance(models, dict):
-        raise InputError("triton_models must be a mapping of model name to its settings")
     pinned = vars.get("triton_max_queue_delay_microseconds")
-    if pinned is not None:
-        pinned = _int(pinned, "triton_max_queue_delay_microseconds", DELAY_MIN, DELAY_MAX)
     tuned = _tuned_windows(facts) if pinned is None else {}
     gpus = _gpus(vars, facts) if profile["kind"] == "KIND_GPU" else []
     out = {}
-    for name, spec in models.items():
-        if not _NAME.match(str(name)):
-            raise InputError(f"triton_models: model name {name!r} must be letters, digits, '_', '.', '-'")
-        if not isinstance(spec, dict):
-            raise InputError(f"triton_models.{name}: must be a mapping of settings")
-        check_keys(spec, MODEL_KEYS, f"triton_models.{name}")  # a misspelt key is not silently ignored
-        if not (spec.get("platform") or spec.get("backend")):
-            raise InputError(f"triton_models.{name}: set platform (tensorrt_plan, onnxruntime_onnx, ...) or backend")
-        for k in ("platform", "backend"):
-            if spec.get(k) is not None and not _WORD.match(str(spec[k])):
-                raise InputError(f"triton_models.{name}.{k} {spec[k]!r}: letters, digits and '_' only")
-        mbs = _int(spec.get("max_batch_size", 8), f"triton_models.{name}.max_batch_size", 1)
-        if "max_queue_delay_microseconds" in spec:
-            delay = _int(spec["max_queue_delay_microseconds"], f"triton_models.{name}.max_queue_delay_microseconds",
-                         DELAY_MIN, DELAY_MAX)
-            source = "triton_models." + name
+    for name, spec in (vars.get("triton_models") or {}).items():
+        mbs = spec.get("max_batch_size", 8)
+        if spec.get("max_queue_delay_microseconds") is not None:
+            delay, source = spec["max_queue_delay_microseconds"], "triton_models." + name
         elif pinned is not None:
             delay, source = pinned, "triton_max_queue_delay_microseconds"
         elif name in tuned:
@@ -184,22 +221,18 @@ def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
             source = TUNED_SOURCE
         else:
             delay, source = DEFAULT_DELAY, "the default (triton_max_queue_delay_microseconds unset, none tuned)"
-        preferred = spec.get("preferred_batch_size", profile["preferred_batch_size"])
-        if not isinstance(preferred, list) or not all(isinstance(p, int) and p >= 1 for p in preferred):
-            raise InputError(f"triton_models.{name}.preferred_batch_size {preferred!r}: a list of sizes >= 1")
+        preferred = spec.get("preferred_batch_size")
+        preferred = profile["preferred_batch_size"] if preferred is None else preferred
         # Triton refuses a preferred size above max_batch_size: the profile's list is cut to fit.
         fitted = [p for p in preferred if p <= mbs] or [mbs]
-        count = _int(spec.get("instance_count", profile["instance_count"]), f"triton_models.{name}.instance_count", 1)
+        count = spec.get("instance_count") or profile["instance_count"]  # None: the profile's
         if profile["kind"] == "KIND_GPU" and not gpus:
             raise InputError(f"gpu_profile {profile_name}: no GPU found (nvidia-smi lists none and gpu_count is unset)")
-        extra = spec.get("extra") or ""
-        if not isinstance(extra, str):
-            raise InputError(f"triton_models.{name}.extra: protobuf text to append, as a string")
         text = render("triton/config.pbtxt.j2", model=name, profile=profile_name, platform=spec.get("platform"),
-                      backend=spec.get("backend"), max_batch_size=mbs, inputs=_tensors(spec, "input", name),
-                      outputs=_tensors(spec, "output", name), kind=profile["kind"], count=count, gpus=gpus,
+                      backend=spec.get("backend"), max_batch_size=mbs, inputs=_tensors(spec, "input"),
+                      outputs=_tensors(spec, "output"), kind=profile["kind"], count=count, gpus=gpus,
                       preferred=fitted, delay=delay, delay_source=source,
-                      response_cache=bool(spec.get("response_cache")), extra=extra)
+                      response_cache=bool(spec.get("response_cache")), extra=spec.get("extra") or "")
         check_config(name, text)
         out[name] = text
     return out
@@ -288,28 +321,19 @@ def _static(vars: dict) -> None:
     if _inside(stack, repo):
         raise InputError(f"triton_stack_dir {vars['triton_stack_dir']!r} lies in the model repository {repo}, "
                          "which Triton serves; set it to a folder of its own, like /opt/triton")
-    if not _NAME.match(str(vars.get("triton_container"))):
-        raise InputError(f"triton_container {vars.get('triton_container')!r}: letters, digits, '_', '.', '-'")
-    if not isinstance(vars.get("triton_image"), str) or not re.match(r"^[\w.\-/:@]+$", vars["triton_image"]):
-        raise InputError(f"triton_image {vars.get('triton_image')!r}: an image reference like "
-                         "nvcr.io/nvidia/tritonserver:24.06-py3")
-    if not re.match(r"^\d+[kmg]?$", str(vars.get("triton_shm_size")), re.I):
-        raise InputError(f"triton_shm_size {vars.get('triton_shm_size')!r}: a size like 1g or 512m")
-    cpuset = vars.get("triton_cpuset") or ""
-    if cpuset and not _CPUSET.match(str(cpuset)):
-        raise InputError(f"triton_cpuset {cpuset!r}: a CPU list like 4-7,20-23")
-    ports = vars.get("triton_ports")
-    if not isinstance(ports, dict) or set(ports) != {"http", "grpc", "metrics"}:
-        raise InputError("triton_ports: a mapping with http, grpc and metrics")
-    for k, p in ports.items():
-        _int(p, f"triton_ports.{k}", 1, 65535)
-    _int(vars.get("triton_ready_timeout"), "triton_ready_timeout", 1, 3600)
-    _int(vars.get("triton_cache_size"), "triton_cache_size", 1)
-    if vars.get("image_transfer") not in ("pull", "push"):
-        raise InputError(f"image_transfer {vars.get('image_transfer')!r} must be pull or push")
-    extra = vars.get("triton_extra_args")
-    if not isinstance(extra, list) or not all(isinstance(a, str) and a.startswith("--") for a in extra):
-        raise InputError("triton_extra_args: a list of tritonserver flags like --log-verbose=1")
+
+
+def validate(vars: dict) -> None:
+    """What the types cannot say: the folders are Triton's own, the configs render and parse, models_dir's
+    configs parse and do not clash with the inventory's."""
+    from bringup.project import content_root
+    from bringup.templates import Templates
+
+    _static(vars)
+    # Facts are not known yet: GPU profiles assume gpu_count GPUs (or one) to render and parse.
+    facts = {} if vars.get("gpu_count") else {"nvidia.smi": [{"index": 0}]}
+    configs = model_configs(vars, facts, Templates(content_root() / "templates").render)
+    _local_files(vars, configs)
 
 
 def cpuset(vars: dict, facts: dict) -> str:
@@ -322,18 +346,6 @@ def cpuset(vars: dict, facts: dict) -> str:
     except InputError as e:
         raise InputError(f"triton: cannot place Triton on the planner's CPUs ({e}); set triton_cpuset "
                          "to a CPU list, or fix the facts") from None
-
-
-def validate(vars: dict) -> None:
-    from bringup.project import content_root
-    from bringup.templates import Templates
-
-    _static(vars)
-    _int(vars.get("rollout_health_timeout"), "rollout_health_timeout", 1, 3600)
-    # Facts are not known yet: GPU profiles assume gpu_count GPUs (or one) to render and parse.
-    facts = {} if vars.get("gpu_count") else {"nvidia.smi": [{"index": 0}]}
-    configs = model_configs(vars, facts, Templates(content_root() / "templates").render)
-    _local_files(vars, configs)
 
 
 class _Desired:

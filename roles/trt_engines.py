@@ -29,13 +29,12 @@ Variables:
 """
 from __future__ import annotations
 
-import difflib
 import posixpath
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import PlainValidator, field_validator, model_validator
 
 from bringup import gpu
 from bringup.command import sh
@@ -47,18 +46,10 @@ from bringup.resources.image import DockerImage
 from bringup.resources.files import Directory
 from bringup.resources.trt import PLAN, CALIBRATION, ONNX, EngineBuild, GpuClass, TrtEngine, engine_key
 from bringup.resources.upload import UploadedFile, file_sha256
+from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, want
 
 #: nvidia-smi's GPUs and driver (``nvidia.smi``: name, compute_cap), CUDA (``nvidia.query``), the PCI gate's.
 FACTS = tuple(dict.fromkeys(("nvidia.smi", "nvidia.query", *gpu.FACTS)))
-
-DEFAULTS = {
-    "trt_engines": {},
-    "tensorrt_image": "nvcr.io/nvidia/tensorrt:24.06-py3",
-    "tensorrt_image_id": None,
-    "tensorrt_version": None,
-    "trt_engine_dir": "/opt/trt-engines",
-    **image.DEFAULTS,
-}
 
 #: Engines are built on the GPU: not while the driver the nvidia_driver role installed waits for a reboot.
 WAITS_FOR_REBOOT = True
@@ -77,18 +68,16 @@ _SYSTEM = ("/", "/bin", "/boot", "/dev", "/etc", "/home", "/lib", "/opt", "/proc
            "/tmp", "/usr", "/var", "/var/lib")
 
 
-class EngineVars(BaseModel):
+class EngineVars(Spec):
     """One engine of ``trt_engines``, as the inventory declares it."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
-
     onnx: str
-    input: str = Field(pattern=r"^[A-Za-z0-9_.:/-]+$")
+    input: str = want(..., "must be an input name (letters, digits, _ . : / -)", pattern=r"^[A-Za-z0-9_.:/-]+$")
     shapes: dict[Literal["min", "opt", "max"], list[int]]
     precision: Literal["fp16", "int8"] = "fp16"
     calibration_cache: str | None = None
-    version: int = Field(1, ge=1)
-    workspace_mib: int = Field(4096, ge=1, le=1 << 20)
+    version: int = want(1, "must be a whole number >= 1", ge=1)
+    workspace_mib: int = want(4096, "must be MiB within 1-1048576", ge=1, le=1 << 20)
     trtexec_args: list[str] = []
 
     @field_validator("trtexec_args")
@@ -119,38 +108,34 @@ class EngineVars(BaseModel):
         return self
 
 
-def _one_line(e: ValidationError, where: str) -> InputError:
-    err = e.errors()[0]
-    loc = ".".join(str(p) for p in err["loc"])
-    msg = str(err["msg"]).removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
-        close = difflib.get_close_matches(str(err["loc"][-1]), list(EngineVars.model_fields), n=1)
-        msg = "unknown key" + (f" (did you mean {close[0]}?)" if close else f"; known: {', '.join(EngineVars.model_fields)}")
-    return InputError(f"{where}{'.' + loc if loc else ''}: {msg}")
+def _engine_name(v: Any) -> str:
+    if not isinstance(v, str) or not _NAME.match(v):
+        raise ValueError("must be letters, digits, '_', '.', '-' (it is the model's folder in the repository)")
+    return v
+
+
+class Vars(image.ImageVars, RoleVars):
+    trt_engines: dict[Annotated[str, PlainValidator(_engine_name)], EngineVars] = want(
+        {}, "must be a mapping of model name to {onnx, input, shapes, precision, ...}")
+    tensorrt_image: str = want("nvcr.io/nvidia/tensorrt:24.06-py3",
+                               "an image reference like nvcr.io/nvidia/tensorrt:24.06-py3", pattern=_IMAGE.pattern)
+    tensorrt_image_id: str | None = want(None, "sha256:<64 hex digits>", pattern=r"^sha256:[0-9a-f]{64}$")
+    tensorrt_version: str | None = want(None, "a version like 10.1.0", pattern=r"^\d+\.\d+(\.\d+){0,2}$")
+    trt_engine_dir: AbsPath = "/opt/trt-engines"
+
+
+DEFAULTS = defaults_of(Vars)
 
 
 def engines(vars: dict) -> dict[str, EngineVars]:
-    """``trt_engines`` parsed and checked; the files it names must exist on the control machine."""
-    raw = vars.get("trt_engines") or {}
-    if not isinstance(raw, dict):
-        raise InputError("trt_engines must be a mapping of model name to {onnx, input, shapes, precision, ...}")
+    """``trt_engines`` parsed (checked by ``Vars``); the files it names must exist on the control machine."""
     out = {}
-    for name, spec in raw.items():
-        where = f"trt_engines.{name}"
-        if not _NAME.match(str(name)):
-            raise InputError(f"trt_engines: model name {name!r} must be letters, digits, '_', '.', '-' "
-                             "(it is the model's folder in the repository)")
-        if not isinstance(spec, dict):
-            raise InputError(f"{where}: must be a mapping like {{onnx: models/{name}.onnx, input: input, "
-                             "shapes: {min: [1,3,224,224], opt: [4,3,224,224], max: [8,3,224,224]}}")
-        try:
-            ev = EngineVars.model_validate(spec)
-        except ValidationError as e:
-            raise _one_line(e, where) from None
+    for name, spec in (vars.get("trt_engines") or {}).items():
+        ev = EngineVars.model_validate(spec)
         for key in ("onnx", "calibration_cache"):
             p = getattr(ev, key)
             if p is not None and not Path(p).expanduser().is_file():
-                raise InputError(f"{where}.{key} {p!r}: no such file on the control machine "
+                raise InputError(f"trt_engines.{name}.{key} {p!r}: no such file on the control machine "
                                  f"(relative paths are read from {Path.cwd()})")
         out[str(name)] = ev
     return out
@@ -176,8 +161,6 @@ def tensorrt_version(vars: dict) -> str:
     ref = str(vars.get("tensorrt_image"))
     explicit = vars.get("tensorrt_version")
     if explicit is not None:
-        if not re.fullmatch(r"\d+\.\d+(\.\d+){0,2}", str(explicit)):
-            raise InputError(f"tensorrt_version {explicit!r}: a version like 10.1.0")
         return str(explicit)
     found = _matrix_tensorrt(_release(ref))
     if found is None:
@@ -231,14 +214,6 @@ def validate(vars: dict) -> None:
     specs = engines(vars)
     if not specs:
         return
-    ref = vars.get("tensorrt_image")
-    if not isinstance(ref, str) or not _IMAGE.match(ref):
-        raise InputError(f"tensorrt_image {ref!r}: an image reference like nvcr.io/nvidia/tensorrt:24.06-py3")
-    iid = vars.get("tensorrt_image_id")
-    if iid is not None and not re.fullmatch(r"sha256:[0-9a-f]{64}", str(iid)):
-        raise InputError(f"tensorrt_image_id {iid!r}: sha256:<64 hex digits>")
-    if vars.get("image_transfer") not in ("pull", "push"):
-        raise InputError(f"image_transfer {vars.get('image_transfer')!r} must be pull or push")
     work, repo = _folder(vars, "trt_engine_dir"), _folder(vars, "triton_model_repository")
     if work in _SYSTEM:
         raise InputError(f"trt_engine_dir {vars['trt_engine_dir']!r} is a system folder; set a folder of its own, "

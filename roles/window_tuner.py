@@ -22,15 +22,18 @@ Variables:
 from __future__ import annotations
 
 import re
+from typing import Annotated
+
+from pydantic import Field
 
 from bringup.command import sh
-from bringup.errors import InputError
 from bringup.latency import window_tuner
 from bringup.latency.window_tuner import LOG, RECORD, manifest_of
 from bringup.resources import Directory, File, Service
 from bringup.resources.guard import Unused
 from bringup.resources.systemd import without_systemd
 from bringup.resources.packages import Packages
+from bringup.vars import RoleVars, Spec, defaults_of, want
 
 UNIT_NAME = "bringup-window-tuner"
 UNIT = f"/etc/systemd/system/{UNIT_NAME}.service"
@@ -38,31 +41,33 @@ MODULE = "/usr/local/lib/bringup/window_tuner.py"
 RESTART = "restart window tuner"
 
 FACTS = ("system.systemd",)
-DEFAULTS = {"triton_window_tuner": None}
 HANDLERS = {RESTART: [sh("systemctl daemon-reload && systemctl restart -- %s", UNIT_NAME)]}
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 
 
+class Tuner(Spec):
+    """``triton_window_tuner``'s value."""
+
+    target_p95_ms: float = want(..., "a number above 0", gt=0)
+    interval_s: float = want(10, "a number above 0", gt=0)
+    models: list[Annotated[str, Field(pattern=_NAME.pattern)]] = want([], "a list of model names")
+
+
+class Vars(RoleVars):
+    triton_window_tuner: Tuner | None = want(
+        None, "a mapping {target_p95_ms, interval_s, models}, or null for none")
+
+
+DEFAULTS = defaults_of(Vars)
+
+
 def settings(vars: dict) -> dict | None:
-    """``triton_window_tuner`` checked, with its defaults; None when not wanted."""
+    """``triton_window_tuner`` with its defaults (checked by ``Vars``); None when not wanted."""
     t = vars.get("triton_window_tuner")
     if t is None:
         return None
-    where = "triton_window_tuner"
-    if not isinstance(t, dict) or set(t) - {"target_p95_ms", "interval_s", "models"}:
-        raise InputError(f"{where}: a mapping {{target_p95_ms, interval_s, models}}, or null for none")
-    target, interval, models = t.get("target_p95_ms"), t.get("interval_s", 10), t.get("models") or []
-    for k, v in (("target_p95_ms", target), ("interval_s", interval)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-            raise InputError(f"{where}.{k} {v!r}: a number above 0")
-    if not isinstance(models, list) or not all(isinstance(m, str) and _NAME.match(m) for m in models):
-        raise InputError(f"{where}.models {models!r}: a list of model names")
-    return {"target": target, "interval": interval, "models": models}
-
-
-def validate(vars: dict) -> None:
-    settings(vars)
+    return {"target": t["target_p95_ms"], "interval": t.get("interval_s", 10), "models": t.get("models") or []}
 
 
 def resources(host):

@@ -16,6 +16,7 @@ import re
 from ..command import sh
 from ..errors import InputError
 from ..secrets import reveal
+from ..vars import RoleVars, Spec, Text, defaults_of, want
 from .base import Plan, Resource, kv_lines
 from .files import write_file
 
@@ -398,8 +399,25 @@ def repo_from_var(name: str, spec: dict, *, lock_timeout: int = 300, subst: dict
                          key_sha256=spec.get("key_sha256"), lock_timeout=lock_timeout)
 
 
-#: Shared by the roles that install packages: seconds to wait for a held dpkg/apt lock.
-DEFAULTS = {"apt_lock_timeout": 300}
+class RepoSpec(Spec):
+    """A repository variable's value (``docker_repo``, ...); the key file is checked by :func:`check_repo_var`."""
+
+    url: Text = want(..., "must be the repository's URL")
+    suite: str = "./"
+    components: list[str] = []
+    key: str | None = None
+    key_url: Text | None = None
+    key_sha256: str | None = want(None, "must be 64 lower-case hex digits", pattern=r"^[0-9a-f]{64}$")
+
+
+class AptVars(RoleVars):
+    """Shared by the roles that install packages (each includes it in its ``Vars``)."""
+
+    #: Seconds to wait for a dpkg/apt lock held by another process.
+    apt_lock_timeout: int = want(300, "must be a whole number of seconds (0 to 86400)", ge=0, le=86400)
+
+
+DEFAULTS = defaults_of(AptVars)
 
 #: What :func:`os_family` reads.
 OS_FACTS = ("os.release",)

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import re
 import subprocess
+from typing import Literal
 
 from ..command import sh
 from ..errors import InputError
+from ..vars import RoleVars, defaults_of, want
 from .base import Plan, Resource, Upload, kv_lines
 
 __all__ = ["DockerImage", "local_image_id"]
@@ -20,9 +22,14 @@ _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/:@-]*$")
 _ID = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 
+class ImageVars(RoleVars):
+    """Shared by the roles that run images (each includes it in its ``Vars``): ``pull`` on the host,
+    or ``push`` from the control machine."""
 
-#: Shared by the roles that run images: ``pull`` on the host, or ``push`` from the control machine.
-DEFAULTS = {"image_transfer": "pull"}
+    image_transfer: Literal["pull", "push"] = want("pull", "must be pull or push")
+
+
+DEFAULTS = defaults_of(ImageVars)
 
 def local_image_id(ref: str) -> str | None:
     """The image ID of ``ref`` on the control machine, None when it has no such image (or no docker)."""

@@ -25,11 +25,14 @@ from bringup.resources import Directory, DockerImage, Fail, Skip, TrtEngine, Upl
 from bringup.resources.guard import Unused
 from bringup.resources.tree import Tree
 from bringup.resources.trt import KEY_LABELS, EngineBuild, engine_key, key_digest, trtexec_argv
-from bringup.roles import FactView, HostContext, load_roles
+from bringup.roles import FactView, HostContext, Role, load_roles
 from bringup.runner import prepare
 from bringup.templates import Templates
 
 import roles.trt_engines as R
+
+#: The role as the engine checks it: its Vars model, then its validate hook.
+CHECK = Role('trt_engines', R).validate
 
 from .fixture_hosts import FIX, REPO, h200_facts, l40s_pair_facts
 
@@ -215,17 +218,17 @@ def _bad(onnx: Path, tmp_path: Path):
     return [
         ({"precision": "int8"}, "trt_engines.resnet_trt: precision int8 needs calibration_cache"),
         ({"calibration_cache": str(cache)}, "calibration_cache is only read with precision int8"),
-        ({"precision": "bf16"}, "trt_engines.resnet_trt.precision: Input should be 'fp16' or 'int8'"),
+        ({"precision": "bf16"}, "trt_engines.resnet_trt.precision 'bf16': must be fp16 or int8"),
         ({"shapes": {"min": [4, 3, 224, 224], "opt": [1, 3, 224, 224], "max": [8, 3, 224, 224]}},
          "min [4, 3, 224, 224] <= opt [1, 3, 224, 224] <= max [8, 3, 224, 224] must hold"),
         ({"shapes": {"min": [1, 3, 224, 224], "opt": [4, 3, 224], "max": [8, 3, 224, 224]}}, "of one rank"),
         ({"shapes": {"min": [1, 3, 224, 224], "max": [8, 3, 224, 224]}}, "shapes needs min, opt and max"),
-        ({"precison": "fp16"}, "trt_engines.resnet_trt.precison: unknown key (did you mean precision?)"),
+        ({"precison": "fp16"}, "trt_engines.resnet_trt: unknown key 'precison'; did you mean 'precision'?"),
         ({"onnx": str(tmp_path / "nope.onnx")}, "nope.onnx': no such file on the control machine"),
         ({"trtexec_args": ["--fp16"]}, "--fp16 is set by bringup from the engine's other keys"),
         ({"trtexec_args": ["verbose"]}, "'verbose' is not a trtexec flag"),
-        ({"version": 0}, "trt_engines.resnet_trt.version: Input should be greater than or equal to 1"),
-        ({"input": "in put"}, "trt_engines.resnet_trt.input: String should match pattern"),
+        ({"version": 0}, "trt_engines.resnet_trt.version 0: must be a whole number >= 1"),
+        ({"input": "in put"}, "trt_engines.resnet_trt.input 'in put': must be an input name"),
         ({"input": "images"}, "trt_engines.resnet_trt.input 'images' is not an input of triton_models.resnet_trt"),
         ({"shapes": {"min": [1, 3, 224, 224], "opt": [2, 3, 224, 224], "max": [4, 3, 224, 224]}},
          "shapes.max batch 4 is below triton_models.resnet_trt.max_batch_size 8: Triton refuses the plan"),
@@ -235,7 +238,7 @@ def _bad(onnx: Path, tmp_path: Path):
 def test_every_bad_engine_is_one_line_naming_where(onnx, tmp_path):
     for spec, want in _bad(onnx, tmp_path):
         with pytest.raises(InputError) as e:
-            R.validate(engine_vars(onnx, **spec))
+            CHECK(engine_vars(onnx, **spec))
         assert want in str(e.value), (spec, str(e.value))
         assert "\n" not in str(e.value)
 
@@ -251,19 +254,19 @@ def test_every_bad_engine_is_one_line_naming_where(onnx, tmp_path):
     ({"trt_engine_dir": "/data/models/src"}, "trt_engine_dir /data/models/src lies in the model repository"),
     ({"trt_engine_dir": "/etc"}, "trt_engine_dir '/etc' is a system folder"),
     ({"trt_engine_dir": "relative"}, "trt_engine_dir 'relative': must be an absolute path"),
-    ({"trt_engines": ["resnet"]}, "trt_engines must be a mapping"),
+    ({"trt_engines": ["resnet"]}, "trt_engines ['resnet']: must be a mapping"),
     ({"triton_models": {"resnet_trt": {"platform": "onnxruntime_onnx"}}}, "served by onnxruntime_onnx"),
 ])
 def test_images_folders_and_triton_agreement_are_checked(onnx, override, want):
     with pytest.raises(InputError, match=None) as e:
-        R.validate({**engine_vars(onnx), **override})
+        CHECK({**engine_vars(onnx), **override})
     assert want in str(e.value) and "\n" not in str(e.value)
 
 
 def test_an_explicit_tensorrt_version_serves_an_unknown_release(onnx):
     v = {**engine_vars(onnx), "tensorrt_image": "nvcr.io/nvidia/tensorrt:24.09-py3", "tensorrt_version": "10.4.0",
          "triton_image": "nvcr.io/nvidia/tritonserver:24.09-py3"}
-    R.validate(v)
+    CHECK(v)
     assert engine_of(declare(v, l40s_facts())).key["tensorrt_version"] == "10.4.0"
 
 
@@ -272,7 +275,7 @@ def test_a_plan_also_shipped_from_models_dir_is_refused(onnx, tmp_path):
     plan.parent.mkdir(parents=True)
     plan.write_bytes(b"plan")
     with pytest.raises(InputError, match="is also shipped from models_dir by the triton role; keep one"):
-        R.validate({**engine_vars(onnx), "models_dir": str(tmp_path / "models")})
+        CHECK({**engine_vars(onnx), "models_dir": str(tmp_path / "models")})
 
 
 def test_the_cli_refuses_bad_input_in_one_line_before_connecting(tmp_path):

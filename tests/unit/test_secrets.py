@@ -177,9 +177,9 @@ def _ctx(role: Role, **vars):
 
 def test_registry_auths_password_must_be_a_reference():
     role = _docker_role()
-    with pytest.raises(InputError, match=r"registry_auths.nvcr.io.password must be a secret reference"):
+    with pytest.raises(InputError, match=r"registry_auths.nvcr.io.password '\*{8}': must be a secret reference"):
         role.validate({**role.defaults, "registry_auths": {"nvcr.io": {"username": "u", "password": "text"}}})
-    with pytest.raises(InputError, match="exactly username and password"):
+    with pytest.raises(InputError, match="registry_auths.nvcr.io.username: is required"):
         role.validate({**role.defaults, "registry_auths": {"nvcr.io": {"password": SecretStr("x")}}})
     with pytest.raises(InputError, match="not a registry host"):
         role.validate({**role.defaults, "registry_auths": {"nv cr": {"username": "u", "password": SecretStr("x")}}})

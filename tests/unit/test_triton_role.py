@@ -12,11 +12,14 @@ from bringup.inventory import load_inventory
 from bringup.resources import File
 from bringup.resources.compose import ComposeUp
 from bringup.resources.tree import Tree
-from bringup.roles import HostContext
+from bringup.roles import HostContext, Role
 from bringup.templates import Templates
 from harness.captures import topology_from_numa
 
 import roles.triton as T
+
+#: The role as the engine checks it: its Vars model, then its validate hook.
+CHECK = Role('triton', T).validate
 
 REPO = Path(__file__).resolve().parents[2]
 render = Templates(REPO / "templates").render
@@ -62,10 +65,10 @@ def test_cpu_profile_is_kind_cpu_without_gpus():
 def test_window_is_kept_within_bounds(delay, ok):
     v = {**host_vars("trt-a10-01"), "triton_max_queue_delay_microseconds": delay}
     if ok:
-        T.validate(v)
+        CHECK(v)
     else:
         with pytest.raises(InputError, match="triton_max_queue_delay_microseconds"):
-            T.validate(v)
+            CHECK(v)
 
 
 def test_per_model_window_overrides_and_is_checked():
@@ -74,7 +77,7 @@ def test_per_model_window_overrides_and_is_checked():
     assert "max_queue_delay_microseconds: 300" in T.model_configs(v, {}, render)["resnet_trt"]
     v["triton_models"]["resnet_trt"]["max_queue_delay_microseconds"] = 2000
     with pytest.raises(InputError, match=r"triton_models.resnet_trt.max_queue_delay_microseconds 2000: must be within 200-1500"):
-        T.validate(v)
+        CHECK(v)
 
 
 def test_a_typo_names_model_line_and_field():
@@ -82,22 +85,22 @@ def test_a_typo_names_model_line_and_field():
     spec = v["triton_models"]["resnet_trt"]
     v["triton_models"] = {"resnet_trt": {**spec, "output": [{"name": "logits", "data_type": "TYPE_FP61", "dims": [1000]}]}}
     with pytest.raises(InputError) as e:
-        T.validate(v)
+        CHECK(v)
     msg = str(e.value)
     assert msg.startswith("model resnet_trt: config.pbtxt line 9: ") and "TYPE_FP61" in msg and "\n" not in msg
     v["triton_models"] = {"resnet_trt": {**spec, "extra": "model_warmup [ { nme: \"w\" } ]"}}
     with pytest.raises(InputError, match=r'line \d+: Message type "inference.ModelWarmup" has no field named "nme"'):
-        T.validate(v)
+        CHECK(v)
 
 
 def test_hand_written_config_in_models_dir_is_validated(tmp_path):
     (tmp_path / "m" / "1").mkdir(parents=True)
     (tmp_path / "m" / "config.pbtxt").write_text('name: "m"\nbackend: "python"\ninstance_grup [ ]\n')
     with pytest.raises(InputError, match=r"model m: .*config.pbtxt line 3: .*instance_grup"):
-        T.validate({**T.DEFAULTS, "models_dir": str(tmp_path)})
+        CHECK({**T.DEFAULTS, "models_dir": str(tmp_path)})
     (tmp_path / "m" / "config.pbtxt").write_text('name: "other"\nbackend: "python"\n')
     with pytest.raises(InputError, match="must match its folder"):
-        T.validate({**T.DEFAULTS, "models_dir": str(tmp_path)})
+        CHECK({**T.DEFAULTS, "models_dir": str(tmp_path)})
 
 
 def test_compose_file_per_profile():
@@ -131,7 +134,7 @@ def test_compose_file_per_profile():
                                        ("gpu_profile", "h100"), ("triton_extra_args", ["-v"])])
 def test_bad_values_are_refused(key, value):
     with pytest.raises(InputError):
-        T.validate({**host_vars("trt-l40s-01"), key: value})
+        CHECK({**host_vars("trt-l40s-01"), key: value})
 
 
 def _sha(b: bytes) -> str:
@@ -193,10 +196,10 @@ def test_nothing_to_serve_skips_and_images_come_before_the_launch():
 def test_a_system_or_shared_directory_is_refused(key, path, ok):
     v = {**host_vars("trt-l40s-01"), key: path}
     if ok:
-        T.validate(v)
+        CHECK(v)
         return
     with pytest.raises(InputError) as e:
-        T.validate(v)
+        CHECK(v)
     msg = str(e.value)
     assert "\n" not in msg and msg.startswith(f"{key} {path!r}") and "set " in msg, msg
 
@@ -265,4 +268,4 @@ def test_a_misspelt_model_setting_is_refused_with_the_closest_key():
     spec["max_batch_sise"] = spec.pop("max_batch_size")
     with pytest.raises(InputError, match=r"triton_models.resnet_trt: unknown key 'max_batch_sise'; "
                                          r"did you mean 'max_batch_size'\?"):
-        T.validate({**v, "triton_models": {"resnet_trt": spec}})
+        CHECK({**v, "triton_models": {"resnet_trt": spec}})
