@@ -244,3 +244,62 @@ def test_check_keys_helper_for_triton_models():
 def test_role_variables_are_refused_before_connecting(tmp_path, setting, words):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
     _refused(_provision(tmp_path, inv, "--set", setting), tmp_path, *words)
+
+
+# --- item 16 for every mapping variable: the typed models (bringup.vars) refuse an unknown key -------
+
+@pytest.mark.reliability(item=16, fault='a misspelt key in each mapping variable (typed role models)',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
+@pytest.mark.parametrize("setting,words", [
+    ("docker_repo: {url: 'https://m.example/docker', sute: stable, key_url: 'https://m.example/gpg'}",
+     ["docker_repo: unknown key 'sute'", "did you mean 'suite'?"]),
+    ("nvidia_driver_repo: {url: 'https://m.example/cuda', key_url: 'https://m.example/k', compnents: [main]}",
+     ["nvidia_driver_repo: unknown key 'compnents'", "did you mean 'components'?"]),
+    ("container_toolkit_repo: {url: 'https://m.example/ctk', suite: /, keyurl: 'https://m.example/k'}",
+     ["container_toolkit_repo: unknown key 'keyurl'", "did you mean 'key_url'?"]),
+    ("triton_ports: {http: 8000, grpc: 8001, metrcs: 8002}", ["triton_ports: unknown key 'metrcs'",
+                                                              "did you mean 'metrics'?"]),
+    ("monitoring_ports: {triton: 8002, dcgm: 9400, node: 9100, prometheus: 9090, grafna: 3000}",
+     ["monitoring_ports: unknown key 'grafna'", "did you mean 'grafana'?"]),
+    ("monitoring_images: {prometheus: 'p:1', grafana: 'g:1', node_exportr: 'n:1'}",
+     ["monitoring_images: unknown key 'node_exportr'", "did you mean 'node_exporter'?"]),
+    ("triton_window_tuner: {target_p95_ms: 50, intervl_s: 10}",
+     ["triton_window_tuner: unknown key 'intervl_s'", "did you mean 'interval_s'?"]),
+    ("triton_models: {m: {platform: onnxruntime_onnx, max_batch_sise: 8, input: [{name: i, data_type: TYPE_FP32, "
+     "dims: [3]}], output: [{name: o, data_type: TYPE_FP32, dims: [3]}]}}",
+     ["triton_models.m: unknown key 'max_batch_sise'", "did you mean 'max_batch_size'?"]),
+    ("triton_models: {m: {platform: onnxruntime_onnx, input: [{name: i, data_type: TYPE_FP32, dim: [3]}], "
+     "output: [{name: o, data_type: TYPE_FP32, dims: [3]}]}}",
+     ["triton_models.m.input[0]: unknown key 'dim'", "did you mean 'dims'?"]),
+])
+def test_unknown_key_in_every_mapping_variable_names_the_closest(tmp_path, setting, words):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n  vars:\n    " + setting + "\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "host h1, role ", *words)
+
+
+# --- item 14, by class: what the types refuse before connecting ---------------------------------------
+
+@pytest.mark.reliability(item=14, fault="a path with '..' (it is not the folder it seems)",
+                         checks=('one clear line', 'exit code', 'nothing touched'))
+@pytest.mark.parametrize("setting", ["monitoring_dir=/opt/monitoring/../../etc", "sysfs_root=/sys/../tmp"])
+def test_path_with_dot_dot_is_refused_before_connecting(tmp_path, setting):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    name, value = setting.split("=", 1)
+    _refused(_provision(tmp_path, inv, "--set", setting), tmp_path, f"{name} {value!r}", "without '..'")
+
+
+@pytest.mark.reliability(item=14, fault='a non-finite number (.inf, .nan) in a number variable',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
+@pytest.mark.parametrize("number", [".inf", ".nan"])
+def test_non_finite_number_is_refused_before_connecting(tmp_path, number):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n"
+                           f"      triton_window_tuner: {{target_p95_ms: {number}}}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "triton_window_tuner.target_p95_ms", "a number above 0")
+
+
+@pytest.mark.reliability(item=14, fault='a YAML date where text is wanted',
+                         checks=('one clear line', 'exit code', 'nothing touched'))
+def test_date_where_text_is_wanted_is_refused_before_connecting(tmp_path):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1, models_dir: 2024-01-01}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "role triton", "models_dir datetime.date(2024, 1, 1)",
+             "must be text")
