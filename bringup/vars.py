@@ -38,7 +38,7 @@ from pydantic.fields import FieldInfo
 from .errors import InputError
 
 __all__ = ["RoleVars", "Spec", "want", "defaults_of", "check", "one_line", "Text", "AbsPath",
-           "check_bools", "check_bool", "check_keys", "BOOL_WANTED"]
+           "check_keys", "BOOL_WANTED"]
 
 #: What a boolean variable must be, said the same way for every one.
 BOOL_WANTED = "must be true or false (unquoted; YAML's yes/no, on/off too)"
@@ -247,20 +247,7 @@ def _hint(key: str, known: list[str]) -> str:
 
 
 # --------------------------------------------------------------------------------------------------
-# Hand-written checks, for a role's ``validate`` hook (what a type cannot say)
-
-
-def check_bool(value: Any, name: str) -> None:
-    """``value`` of variable ``name`` is a real boolean, or one line saying how to write one."""
-    if not isinstance(value, bool):
-        raise InputError(f"{name} {value!r}: {BOOL_WANTED}")
-
-
-def check_bools(vars: Mapping[str, Any], defaults: Mapping[str, Any]) -> None:
-    """Every variable whose default is a boolean holds a boolean."""
-    for name, default in defaults.items():
-        if isinstance(default, bool):
-            check_bool(vars.get(name), name)
+# For a role's ``validate`` hook (what a type cannot say): a mapping whose keys are known only then
 
 
 def check_keys(value: Mapping, known: Iterable[str], where: str) -> None:

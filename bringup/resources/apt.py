@@ -13,6 +13,8 @@ import hashlib
 import posixpath
 import re
 
+from pydantic import model_validator
+
 from ..command import sh
 from ..errors import InputError
 from ..secrets import reveal
@@ -353,22 +355,15 @@ def _split_credentials(url: str, where: str) -> tuple[str, bytes | None]:
 # Repository variables of roles: ``{url, suite, components, key | key_url, key_sha256}``
 
 _RHEL = ("rhel", "rocky", "almalinux", "centos", "ol", "fedora")
-_SPEC_KEYS = {"url", "suite", "components", "key", "key_url", "key_sha256"}
 
 
 def check_repo_var(spec, var: str) -> dict | None:
-    """Check a repository variable (None: no repository); ``key`` is a file on the control machine."""
+    """Check a repository variable's key file, on the control machine (None: no repository); its keys and
+    their types are :class:`RepoSpec`'s, checked before."""
     from pathlib import Path
 
     if spec is None:
         return None
-    if not isinstance(spec, dict) or "url" not in spec:
-        raise InputError(f"{var} must be a mapping with url, suite, and key (control-machine path) or key_url")
-    unknown = set(spec) - _SPEC_KEYS
-    if unknown:
-        raise InputError(f"{var}: unknown key(s) {', '.join(sorted(unknown))}")
-    if ("key" in spec) == ("key_url" in spec):
-        raise InputError(f"{var}: give key (a file on the control machine) or key_url (fetched by the host), one")
     if "key" in spec:
         path = Path(str(spec["key"])).expanduser()
         if not path.is_file():
@@ -408,6 +403,12 @@ class RepoSpec(Spec):
     key: str | None = None
     key_url: Text | None = None
     key_sha256: str | None = want(None, "must be 64 lower-case hex digits", pattern=r"^[0-9a-f]{64}$")
+
+    @model_validator(mode="after")
+    def _one_key(self) -> "RepoSpec":
+        if (self.key is None) == (self.key_url is None):
+            raise ValueError("give key (a file on the control machine) or key_url (fetched by the host), one")
+        return self
 
 
 class AptVars(RoleVars):
