@@ -28,6 +28,7 @@ validate (``bringup --help`` imports none of it).
 from __future__ import annotations
 
 import difflib
+import re
 import types
 import typing
 from typing import Any, Iterable, Mapping
@@ -37,7 +38,7 @@ from pydantic.fields import FieldInfo
 
 from .errors import InputError
 
-__all__ = ["RoleVars", "Spec", "want", "defaults_of", "check", "one_line", "Text", "AbsPath",
+__all__ = ["RoleVars", "Spec", "want", "defaults_of", "check", "one_line", "Text", "AbsPath", "key_matching",
            "check_keys", "BOOL_WANTED"]
 
 #: What a boolean variable must be, said the same way for every one.
@@ -88,6 +89,18 @@ def _abs_path(v: Any) -> str:
 
 #: Text, or a secret reference resolved by the inventory (``{env: NAME}``: a :class:`SecretStr`).
 Text = typing.Annotated[Any, PlainValidator(_text)]
+def key_matching(pattern: str, wanted: str) -> Any:
+    """A mapping variable's key type: text matching ``pattern``; else the line says ``'key' <wanted>``."""
+    rx = re.compile(pattern)
+
+    def _key(v: Any) -> str:
+        if not isinstance(v, str) or not rx.match(v):
+            raise ValueError(wanted)
+        return v
+
+    return typing.Annotated[str, PlainValidator(_key)]
+
+
 #: An absolute path on the host: no newline, no ``..`` (``/data/../etc`` is not the folder it seems).
 AbsPath = typing.Annotated[str, PlainValidator(_abs_path)]
 

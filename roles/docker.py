@@ -27,13 +27,13 @@ masked in everything bringup prints.
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import PlainValidator, field_validator
+from pydantic import field_validator
 
 from bringup.auditkit import Expect
 from bringup.command import join, sh
-from bringup.vars import RoleVars, Spec, Text, defaults_of, want
+from bringup.vars import RoleVars, Spec, Text, defaults_of, key_matching, want
 from bringup.resources import Command, Packages, Service
 from bringup.resources.guard import Fail
 from bringup.resources.systemd import without_systemd
@@ -73,12 +73,6 @@ class RegistryAuth(Spec):
         return v
 
 
-def _registry(v: Any) -> str:
-    if not isinstance(v, str) or not _REGISTRY.match(v):
-        raise ValueError("is not a registry host (nvcr.io, registry.local:5000)")
-    return v
-
-
 class Vars(apt.AptVars, RoleVars):
     docker_source: Literal["distro", "docker"] = want(
         "distro", "must be distro (docker.io) or docker (Docker's repository)")
@@ -94,7 +88,8 @@ class Vars(apt.AptVars, RoleVars):
     docker_compose_package: str | None = want(None, "must be a package name", pattern=r"^[a-z0-9][a-z0-9.+-]*$")
     docker_daemon_config: dict[str, Any] = want({}, "must be a mapping of daemon.json keys")
     docker_hold: bool = True
-    registry_auths: dict[Annotated[str, PlainValidator(_registry)], RegistryAuth] = want(
+    registry_auths: dict[key_matching(_REGISTRY.pattern, "is not a registry host (nvcr.io, registry.local:5000)"),
+                         RegistryAuth] = want(
         {}, "must be a mapping {registry: {username, password}}, e.g. "
             "{nvcr.io: {username: $oauthtoken, password: {env: NGC_API_KEY}}}")
 

@@ -50,7 +50,7 @@ import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, PlainValidator, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from bringup import topology
 from bringup.auditkit import Expect, http_ok, tcp_listening
@@ -66,7 +66,7 @@ from bringup.resources import image
 from bringup.resources.image import DockerImage
 from bringup.facts.base import format_cpulist
 from bringup.resources.tree import LocalFile, Tree, local_tree, parse_manifest
-from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, want
+from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, key_matching, want
 
 #: Per GPU class: preferred batch sizes and instances per GPU (the guide's measurements).
 PROFILES: dict[str, dict] = {
@@ -87,12 +87,6 @@ _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _WORD = r"^[A-Za-z0-9_]+$"
 _CPUSET = re.compile(r"^\d+(-\d+)?(,\d+(-\d+)?)*$")
 _PORT = Annotated[int, Field(ge=1, le=65535)]
-
-
-def _model_name(v: Any) -> str:
-    if not isinstance(v, str) or not _NAME.match(v):
-        raise ValueError("model name must be letters, digits, '_', '.', '-'")
-    return v
 
 
 class Tensor(Spec):
@@ -145,7 +139,7 @@ class Vars(image.ImageVars, topology.PlannerVars, RoleVars):
     gpu_profile: Literal[tuple(PROFILES)] = want("cpu", f"is unknown; use one of {', '.join(PROFILES)}")
     triton_model_repository: AbsPath = "/data/models"
     models_dir: str = ""
-    triton_models: dict[Annotated[str, PlainValidator(_model_name)], Model] = want(
+    triton_models: dict[key_matching(_NAME.pattern, "model name must be letters, digits, '_', '.', '-'"), Model] = want(
         {}, "must be a mapping of model name to its settings")
     triton_max_queue_delay_microseconds: int | None = want(
         None, f"must be within {DELAY_MIN}-{DELAY_MAX}", ge=DELAY_MIN, le=DELAY_MAX)

@@ -32,9 +32,9 @@ from __future__ import annotations
 import posixpath
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Literal
 
-from pydantic import PlainValidator, field_validator, model_validator
+from pydantic import field_validator, model_validator
 
 from bringup import gpu
 from bringup.command import sh
@@ -46,7 +46,7 @@ from bringup.resources.image import DockerImage
 from bringup.resources.files import Directory
 from bringup.resources.trt import PLAN, CALIBRATION, ONNX, EngineBuild, GpuClass, TrtEngine, engine_key
 from bringup.resources.upload import UploadedFile, file_sha256
-from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, want
+from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, key_matching, want
 
 #: nvidia-smi's GPUs and driver (``nvidia.smi``: name, compute_cap), CUDA (``nvidia.query``), the PCI gate's.
 FACTS = tuple(dict.fromkeys(("nvidia.smi", "nvidia.query", *gpu.FACTS)))
@@ -108,14 +108,9 @@ class EngineVars(Spec):
         return self
 
 
-def _engine_name(v: Any) -> str:
-    if not isinstance(v, str) or not _NAME.match(v):
-        raise ValueError("must be letters, digits, '_', '.', '-' (it is the model's folder in the repository)")
-    return v
-
-
 class Vars(image.ImageVars, RoleVars):
-    trt_engines: dict[Annotated[str, PlainValidator(_engine_name)], EngineVars] = want(
+    trt_engines: dict[key_matching(_NAME.pattern, "must be letters, digits, '_', '.', '-' (it is the model's "
+                                                  "folder in the repository)"), EngineVars] = want(
         {}, "must be a mapping of model name to {onnx, input, shapes, precision, ...}")
     tensorrt_image: str = want("nvcr.io/nvidia/tensorrt:24.06-py3",
                                "an image reference like nvcr.io/nvidia/tensorrt:24.06-py3", pattern=_IMAGE.pattern)
