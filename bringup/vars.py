@@ -89,6 +89,10 @@ def _abs_path(v: Any) -> str:
 
 #: Text, or a secret reference resolved by the inventory (``{env: NAME}``: a :class:`SecretStr`).
 Text = typing.Annotated[Any, PlainValidator(_text)]
+#: An absolute path on the host: no newline, no ``..`` (``/data/../etc`` is not the folder it seems).
+AbsPath = typing.Annotated[str, PlainValidator(_abs_path)]
+
+
 def key_matching(pattern: str, wanted: str) -> Any:
     """A mapping variable's key type: text matching ``pattern``; else the line says ``'key' <wanted>``."""
     rx = re.compile(pattern)
@@ -99,10 +103,6 @@ def key_matching(pattern: str, wanted: str) -> Any:
         return v
 
     return typing.Annotated[str, PlainValidator(_key)]
-
-
-#: An absolute path on the host: no newline, no ``..`` (``/data/../etc`` is not the folder it seems).
-AbsPath = typing.Annotated[str, PlainValidator(_abs_path)]
 
 
 def defaults_of(model: type[BaseModel]) -> dict[str, Any]:
