@@ -27,6 +27,7 @@ masked in everything bringup prints.
 from __future__ import annotations
 
 import re
+import string
 from typing import Any, Literal
 
 from pydantic import field_validator
@@ -47,6 +48,8 @@ from bringup.resources import apt
 #: The facts this role reads (only these are gathered for it).
 FACTS = (*apt.OS_FACTS, "system.docker", "system.systemd")
 
+#: What docker_repo's url, suite and key_url may name: filled from the host's os-release.
+_PLACEHOLDERS = ("id", "codename")
 _REGISTRY = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.-]*(:[0-9]{1,5})?$|^https://[A-Za-z0-9.-]+(:[0-9]{1,5})?(/[\w./-]*)?$")
 
 
@@ -92,6 +95,23 @@ class Vars(apt.AptVars, RoleVars):
                          RegistryAuth] = want(
         {}, "must be a mapping {registry: {username, password}}, e.g. "
             "{nvcr.io: {username: $oauthtoken, password: {env: NGC_API_KEY}}}")
+
+    @field_validator("docker_repo")
+    @classmethod
+    def _placeholders(cls, v: apt.RepoSpec | None) -> apt.RepoSpec | None:
+        """``{id}`` and ``{codename}`` are filled from the host's os-release (str.format): any other brace
+        would fail on the host, after connecting."""
+        for key in ("url", "suite", "key_url"):
+            text = reveal(getattr(v, key, None))
+            try:
+                names = [f for _, f, _, _ in string.Formatter().parse(text or "") if f is not None]
+            except ValueError:
+                raise ValueError(f"{key}: a lone {{ or }}; write {{{{ or }}}} for a brace") from None
+            bad = [n for n in names if n not in _PLACEHOLDERS]
+            if bad:
+                raise ValueError(f"{key}: {{{bad[0]}}} is not a placeholder; use "
+                                 f"{', '.join('{' + p + '}' for p in _PLACEHOLDERS)} (the host's os-release)")
+        return v
 
     @field_validator("docker_daemon_config")
     @classmethod

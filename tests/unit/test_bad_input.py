@@ -304,3 +304,15 @@ def test_date_where_text_is_wanted_is_refused_before_connecting(tmp_path):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1, models_dir: 2024-01-01}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "role triton", "models_dir datetime.date(2024, 1, 1)",
              "must be text")
+
+
+@pytest.mark.reliability(item=14, fault="a brace in docker_repo that str.format would read ({IFS}, ${IFS}, a lone {)",
+                         checks=('one clear line', 'exit code', 'nothing touched'))
+@pytest.mark.parametrize("url,words", [("https://m.example/{IFS}", ["url: {IFS} is not a placeholder", "{codename}"]),
+                                       ("https://m.example/${IFS}x", ["url: {IFS} is not a placeholder"]),
+                                       ("https://m.example/{id.__class__}", ["{id.__class__} is not a placeholder"]),
+                                       ("https://m.example/{", ["url: a lone { or }"])])
+def test_repository_url_braces_are_refused_before_connecting(tmp_path, url, words):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n      docker_source: docker\n"
+                           f"      docker_repo: {{url: '{url}', suite: '{{codename}}', key_url: 'https://m.example/gpg'}}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "role docker: docker_repo: ", *words)
