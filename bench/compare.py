@@ -149,6 +149,15 @@ def inotify_room(hosts: int) -> None:
     INOTIFY_LIMIT.write_text(str(need))
 
 
+def settle(limit: float = 90) -> None:
+    """After booting hosts: wait (at most ``limit`` s) until the 1-minute load is back under the core count, so
+    the boot does not weigh on the next cells' numbers."""
+    deadline = time.monotonic() + limit
+    while os.getloadavg()[0] > (os.cpu_count() or 1) and time.monotonic() < deadline:
+        time.sleep(5)
+    log(f"load {os.getloadavg()[0]:.1f} after the boot")
+
+
 def _is_inotify(fd: Path) -> bool:
     try:
         return os.readlink(fd) == "anon_inode:inotify"
@@ -156,10 +165,11 @@ def _is_inotify(fd: Path) -> bool:
         return False
 
 
-def start_hosts(prefix: str, n: int, light: bool, image: str) -> list[harness.SandboxHost]:
-    """``n`` hosts named ``<prefix>-001``..., booted in waves of :data:`WAVE`; light: sshd and systemd, no Docker."""
-    started = [boot(f"{prefix}-001", light, image)]  # makes the key pair once
-    for lo in range(2, n + 1, WAVE):
+def start_hosts(prefix: str, n: int, light: bool, image: str, first: int = 1) -> list[harness.SandboxHost]:
+    """Hosts ``<prefix>-<first>``..``<prefix>-<n>`` (3 digits), booted in waves of :data:`WAVE`; light: sshd and
+    systemd, no Docker."""
+    started = [boot(f"{prefix}-001", light, image)] if first == 1 else []  # the first makes the key pair
+    for lo in range(max(first, 2), n + 1, WAVE):
         names = [f"{prefix}-{i:03d}" for i in range(lo, min(n, lo + WAVE - 1) + 1)]
         ex = ThreadPoolExecutor(len(names))
         try:
@@ -173,7 +183,7 @@ def start_hosts(prefix: str, n: int, light: bool, image: str) -> list[harness.Sa
             raise
         finally:
             ex.shutdown(wait=True, cancel_futures=True)
-        log(f"{len(started)}/{n} {'light ' if light else ''}host(s) up, load {os.getloadavg()[0]:.1f}")
+        log(f"{first - 1 + len(started)}/{n} {'light ' if light else ''}host(s) up, load {os.getloadavg()[0]:.1f}")
     return started
 
 
@@ -374,7 +384,9 @@ def sysctl_spec(host: harness.SandboxHost, d: Path) -> Path:
     return spec
 
 
-def part_a(hosts, d: Path, venv: Path, runs: int, scale: list[int], ansible_max: int) -> dict:
+def part_a(grow, d: Path, venv: Path, runs: int, scale: list[int], ansible_max: int) -> dict:
+    """``grow(n)``: the fleet's first ``n`` hosts, booting the missing ones (so small sizes run beside few hosts)."""
+    hosts = grow(scale[0])
     inv = bringup_inventory(hosts, d / "hosts")
     Tool("bringup apply", BRINGUP + ["provision", "-i", str(inv), "--roles", "sysctl", "--forks", "64",
                                      "--group", "sandbox"], d).run()
@@ -385,7 +397,7 @@ def part_a(hosts, d: Path, venv: Path, runs: int, scale: list[int], ansible_max:
                  + "; ".join(f"cat /proc/sys/{k.replace('.', '/')}" for k in keys))
     out = {"keys": len(keys), "scale": {}}
     for n in scale:
-        sub = hosts[:n]
+        sub = grow(n)
         sd = d / f"n{n}"
         sd.mkdir(exist_ok=True)
         write_peer_inventories(sub, sd)
@@ -408,9 +420,9 @@ def part_a(hosts, d: Path, venv: Path, runs: int, scale: list[int], ansible_max:
         log(f"(a) sysctl no-op, {n} host(s)")
         out["scale"][n] = alternate(tools, runs)
         if n == 1:
-            out["commands"] = {t.name: count_commands(hosts[0], t, stdin=t.name == "bringup") for t in tools}
+            out["commands"] = {t.name: count_commands(sub[0], t, stdin=t.name == "bringup") for t in tools}
             log("(a) where bringup's time goes, 1 host")
-            out["where"] = where(tools[0], hosts[0], out["commands"]["bringup"].pop("scripts"), runs, sd)
+            out["where"] = where(tools[0], sub[0], out["commands"]["bringup"].pop("scripts"), runs, sd)
     return out
 
 
@@ -510,8 +522,8 @@ def report(res: dict, meta: dict) -> str:
     a = res.get("a")
     if a:
         L += ["## (a) sysctl role, no-op: file and " + str(a["keys"]) + " live keys", "",
-              "Light sandbox hosts (sshd and systemd, no Docker inside), booted in waves of "
-              f"{WAVE}; `--forks`/`--parallel`/`-f` = the host count. Ansible runs up to "
+              "Light sandbox hosts (sshd and systemd, no Docker inside), the fleet grown size by size (booted in "
+              f"waves of {WAVE}, then the load left to settle) after (b)-(d); `--forks`/`--parallel`/`-f` = the host count. Ansible runs up to "
               f"{a.get('ansible_max', '?')} hosts (`--ansible-max`): about 3 s per added host.", "",
               "| hosts | bringup | pyinfra | ansible | floor | bringup/pyinfra | bringup/ansible | bringup/floor |",
               "|---|---|---|---|---|---|---|---|"]
@@ -681,25 +693,34 @@ def main() -> None:
     # A kill runs the clean-up below as Ctrl-C does.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     res: dict = {"s": part_s(args.runs)} if "s" in parts else {}
-    boot: dict = {}
+    started: dict = {}
     try:
         harness.ensure_docker()
         image = harness.build_image()
-        inotify_room((max(scale) if "a" in parts else 0) + 1)
-        # (a) on a fleet of light hosts (sshd and systemd, no Docker inside), every size alike;
-        # (b), (c), (d) on one full sandbox host (the provision's roles run Docker there).
-        for key, prefix, n, light in (("a", "fleet", max(scale), True), ("bcd", "bench", 1, False)):
-            if parts & set(key):
-                t0 = time.monotonic()
-                boot[prefix] = start_hosts(prefix, n, light, image)
-                log(f"{n} {prefix} host(s) up in {time.monotonic() - t0:.0f} s")
-        if "a" in parts:
-            res["a"] = part_a(boot["fleet"], WORK, venv, args.runs, scale, args.ansible_max)
-            res["a"]["ansible_max"] = args.ansible_max
+        # (b), (c), (d) first, on one full sandbox host (the provision's roles run Docker there), with no
+        # fleet running beside it; then (a) on a fleet of light hosts (sshd and systemd, no Docker inside),
+        # grown size by size.
+        if parts & {"b", "c", "d"}:
+            inotify_room(1)
+            started["bench"] = start_hosts("bench", 1, False, image)
         if "b" in parts:
-            res["b"] = part_b(boot["bench"], WORK, venv, args.runs)
+            res["b"] = part_b(started["bench"], WORK, venv, args.runs)
         if parts & {"c", "d"}:
-            res["cd"] = part_cd(boot["bench"], WORK, args.runs)
+            res["cd"] = part_cd(started["bench"], WORK, args.runs)
+        fleet: list[harness.SandboxHost] = started.setdefault("fleet", [])
+
+        def grow(n: int) -> list[harness.SandboxHost]:
+            if len(fleet) < n:
+                inotify_room(n + len(started.get("bench", [])))
+                t0 = time.monotonic()
+                fleet.extend(start_hosts("fleet", n, True, image, first=len(fleet) + 1))
+                log(f"{n} fleet host(s) up in {time.monotonic() - t0:.0f} s")
+                settle()
+            return fleet[:n]
+
+        if "a" in parts:
+            res["a"] = part_a(grow, WORK, venv, args.runs, scale, args.ansible_max)
+            res["a"]["ansible_max"] = args.ansible_max
     finally:
         STOP.set()
         log(f"removed {len(harness.remove_session_hosts())} sandbox container(s) this run started")
