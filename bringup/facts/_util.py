@@ -14,3 +14,10 @@ def cpulist(text: str | None) -> list[int]:
         return []
     return parse_cpulist(text)
 
+
+def to_int(text: str | None) -> int | None:
+    """A whole number (``-1`` too) from sysfs/tool text; None for anything else ("Unknown", empty)."""
+    if text is None:
+        return None
+    text = text.strip()
+    return int(text) if re.fullmatch(r"-?\d+", text) else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._util import cpulist
+from ._util import cpulist, to_int as _int
 from .base import Fact
 from .pci import PCI_ADDRESS_RE
 
@@ -23,13 +23,6 @@ IRQ_NAMES_AWK = (
     " $1 ~ /^[0-9]+:$/ { s = \"\"; for (i = n + 2; i <= NF; i++) s = s \" \" $i;"
     " print \"irq \" substr($1, 1, length($1) - 1) s }"
 )
-
-
-def _int(text: str | None) -> int | None:
-    if text is None:
-        return None
-    text = text.strip()
-    return int(text) if re.fullmatch(r"-?\d+", text) else None
 
 
 def _mentions(text: str, word: str) -> bool:

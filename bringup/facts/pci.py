@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._util import cpulist
+from ._util import cpulist, to_int as _int
 from .base import Fact
 
 __all__ = ["PciDevices", "parse_pci_devices", "pci_kind", "normalize_pci_address"]
@@ -33,13 +33,6 @@ def pci_kind(vendor: str | None, pci_class: str | None) -> str:
     if cls == "010802":
         return "nvme"
     return "other"
-
-
-def _int(text: str | None) -> int | None:
-    if text is None:
-        return None
-    text = text.strip()
-    return int(text) if re.fullmatch(r"-?\d+", text) else None
 
 
 def _float(text: str | None) -> float | None:

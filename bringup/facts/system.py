@@ -5,6 +5,7 @@ import json
 import re
 from typing import Any
 
+from ._util import to_int as _int
 from .base import Fact
 
 __all__ = [
@@ -37,13 +38,6 @@ def _kv_lines(output: str) -> dict[str, str]:
         if sep and re.fullmatch(r"[a-z_0-9]+", k):
             out[k] = v.strip()
     return out
-
-
-def _int(text: str | None) -> int | None:
-    if text is None:
-        return None
-    text = text.strip()
-    return int(text) if re.fullmatch(r"-?\d+", text) else None
 
 
 # --------------------------------------------------------------------------
@@ -442,11 +436,7 @@ _CONTAINER_PROBE = (
 
 def parse_container(output: str) -> str | None:
     """``container=<what says so>`` → that text; no such line (not a container) → None."""
-    for line in output.splitlines():
-        key, sep, value = line.strip().partition("=")
-        if sep and key == "container" and value.strip():
-            return value.strip()
-    return None
+    return _kv_lines(output).get("container") or None
 
 
 class SystemContainer(Fact):
