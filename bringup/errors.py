@@ -32,22 +32,21 @@ def said(output: str, limit: int = 500) -> str:
     lines that fit; a single line longer than the limit keeps its end, marked with ``…``.  Progress
     chatter (apt's ``Waiting for cache lock`` repeated) never pushes the verdict out.
     """
-    lines: list[str] = []
-    for l in output.replace("\r", "\n").splitlines():
-        l = " ".join(l.split())
-        if l and l not in lines:
-            lines.append(l)
+    # dict keys: once each, in order, in linear time (a docker pull or trtexec prints tens of thousands).
+    lines = list(dict.fromkeys(" ".join(l.split()) for l in output.replace("\r", "\n").splitlines()))
+    lines = [l for l in lines if l]
     verdict = [l for l in lines if l.lower().startswith(_VERDICT)]
-    rest = [l for l in lines if l not in verdict]
-    chosen: list[str] = []
+    is_verdict = set(verdict)
+    rest = [l for l in lines if l not in is_verdict]
+    chosen: set[str] = set()
     used = 0
     for l in verdict + rest[::-1]:
         if used + len(l) + 3 > limit:
             if not chosen:
                 return "…" + l[-(limit - 1):]
-            if l in verdict:
+            if l in is_verdict:
                 continue
             break
-        chosen.append(l)
+        chosen.add(l)
         used += len(l) + 3
     return " | ".join([l for l in verdict if l in chosen] + [l for l in rest if l in chosen])

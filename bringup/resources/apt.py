@@ -232,7 +232,9 @@ class AptRepository(Resource):
         self.content = ("# Written by bringup: the repository's own keyring, no apt-key.\n" + line + "\n").encode()
 
     def read(self) -> str:
-        needle = self.url.rstrip("/")
+        # The same URL in another list, also written with credentials (scheme://user:pw@host/...).
+        scheme, _, rest = self.url.rstrip("/").partition("://")
+        needle = (_ere(scheme) + "://([^/@[:space:]]*@)?" + _ere(rest)) if rest else _ere(self.url.rstrip("/"))
         return sh(
             "l=%s; k=%s; s=%s; u=%s; a=%s\n"
             "if [ -f \"$l\" ]; then printf 'list='; sha256sum -- \"$l\" | cut -d' ' -f1; fi\n"
@@ -242,7 +244,7 @@ class AptRepository(Resource):
             "if [ -f \"$s\" ]; then printf 'stamp='; cat -- \"$s\"; echo; fi\n"
             "for f in /etc/apt/sources.list.d/*.list /etc/apt/sources.list.d/*.sources; do\n"
             "  [ -f \"$f\" ] && [ \"$f\" != \"$l\" ] || continue\n"
-            "  if grep -v '^[[:space:]]*#' -- \"$f\" | grep -qF -- \"$u\"; then echo \"conflict=$f\"; fi\n"
+            "  if grep -v '^[[:space:]]*#' -- \"$f\" | grep -qE -- \"$u\"; then echo \"conflict=$f\"; fi\n"
             "done\n"
             "command -v apt-get >/dev/null 2>&1 || echo apt=missing",
             self.list_path, self.keyring, self.stamp, needle, self.auth_path, _AUTH_HEADER.strip(),
@@ -326,6 +328,11 @@ class AptRepository(Resource):
         ])
 
 
+def _ere(text: str) -> str:
+    """``text`` matched literally in a POSIX extended regular expression (grep -E)."""
+    return re.sub(r"([.\[\]()*+?{}|^$\\])", r"\\\1", text)
+
+
 _AUTH_HEADER = "# Written by bringup: credentials of an apt repository (apt_auth.conf(5)).\n"
 
 
@@ -340,15 +347,18 @@ def _split_credentials(url: str, where: str) -> tuple[str, bytes | None]:
     if "@" not in parts.netloc:
         return url, None
     userinfo, _, hostport = parts.netloc.rpartition("@")
-    user, sep, password = userinfo.partition(":")
-    if not user or not sep or not password or not hostport:
-        raise InputError(f"{where}: the url's credentials must be user:password@host (both given)")
+    user, _, password = userinfo.partition(":")
+    if not user or not hostport:
+        raise InputError(f"{where}: the url's credentials must be user:password@host or token@host")
     if any(c in unquote(user) + unquote(password) for c in " \t\n\"'#"):
         raise InputError(f"{where}: the url's user or password holds a space, quote or #, which "
                          "apt_auth.conf cannot carry; use another token")
     clean = urlunsplit((parts.scheme, hostport, parts.path, parts.query, parts.fragment))
-    machine = f"{parts.scheme}://{hostport}{parts.path}".rstrip("/")
-    return clean, (_AUTH_HEADER + f"machine {machine} login {unquote(user)} password {unquote(password)}\n").encode()
+    # apt matches the machine against the URL after it filled in $(ARCH): cut the path before any variable.
+    machine = f"{parts.scheme}://{hostport}{parts.path.split('$(', 1)[0]}".rstrip("/")
+    # A token alone (token@host, token:@host) is a login with an empty password: no password field.
+    secret = f" password {unquote(password)}" if password else ""
+    return clean, (_AUTH_HEADER + f"machine {machine} login {unquote(user)}{secret}\n").encode()
 
 
 # ---------------------------------------------------------------------------

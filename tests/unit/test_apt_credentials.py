@@ -34,8 +34,29 @@ def test_ours_is_removed_when_the_url_drops_them_and_a_foreign_one_is_kept():
     assert not any("auth.conf.d" in c for c in r.plan("auth=1\n").commands)
 
 
-@pytest.mark.parametrize("url", ["https://ops@mirror.example/x", "https://:pw@mirror.example/x",
-                                 "https://ops:pw%20x@mirror.example/x"])
+def test_a_token_alone_is_a_login_without_password_and_arch_is_cut_from_the_machine():
+    for url in ("https://TOKEN@apt.fury.io/acme/$(ARCH)", "https://TOKEN:@apt.fury.io/acme/$(ARCH)"):
+        r = repo(url)
+        assert r.url == "https://apt.fury.io/acme/$(ARCH)"
+        # apt matches the machine after filling in $(ARCH): the path stops before it.
+        assert r.auth.endswith(b"machine https://apt.fury.io/acme login TOKEN\n")
+
+
+def test_an_operators_list_of_the_same_url_with_credentials_is_a_conflict():
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    r = repo("https://mirror.example/nvidia/deb/$(ARCH)")
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "mine.list").write_text("deb https://ops:old@mirror.example/nvidia/deb/$(ARCH) /\n")
+        (Path(d) / "other.list").write_text("deb https://mirror.example/other /\n")
+        script = r.read().replace("/etc/apt/sources.list.d/", d + "/")
+        out = subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout
+    assert f"conflict={d}/mine.list" in out and "other.list" not in out
+
+
+@pytest.mark.parametrize("url", ["https://:pw@mirror.example/x", "https://ops:pw%20x@mirror.example/x"])
 def test_credentials_apt_cannot_carry_are_one_line(url):
     with pytest.raises(InputError, match="apt repository nv: the url's"):
         repo(url)

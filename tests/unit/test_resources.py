@@ -385,3 +385,30 @@ def test_model_files_are_streamed_not_embedded_and_hashed_once(tmp_path, monkeyp
     r = _stream(t2.plan(sh(t2.read()).stdout))
     assert r.returncode != 0 and "changed on the control machine while it was sent" in r.stdout + r.stderr
     assert (repo / "m" / "1" / "model.plan").read_bytes() == big and [x.name for x in repo.iterdir()] == ["m"]
+
+
+def test_packages_retry_after_stale_lists_even_when_a_source_fails_to_update(tmp_path):
+    """A stand-in apt-get (a test double): the first install cannot locate the package, the update fails for
+    one broken source (exit 100), the second install succeeds: the install is retried all the same."""
+    import os
+    import subprocess
+
+    log = tmp_path / "calls"
+    fake = tmp_path / "apt-get"
+    fake.write_text(f"""#!/bin/sh
+echo "$*" >> {log}
+case "$*" in
+  *" update"*) echo "E: The repository 'https://broken.example ./ Release' is not signed."; exit 100;;
+  *install*) if [ -e {tmp_path}/updated ]; then echo "Setting up hello"; exit 0; fi
+             echo "E: Unable to locate package hello"; touch {tmp_path}/updated; exit 100;;
+esac
+""")
+    fake.chmod(0o755)
+    cmd = Packages({"hello": None}).plan("").commands[0]
+    r = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True,
+                       env={**os.environ, "PATH": f"{tmp_path}:{os.environ['PATH']}"})
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = log.read_text().splitlines()
+    assert [("update" in c.split(), "install" in c.split()) for c in calls] == [(False, True), (True, False),
+                                                                               (False, True)]
+    assert "apt-get update exited 100 (a source failed); installing anyway" in r.stdout
