@@ -218,8 +218,10 @@ def _interruptible(console: Console) -> Iterator[Stop]:
                     f"({name} again abandons them)")
         else:
             said = f"{name} again: abandoning the steps in flight"
-        console.file.write(said + "\n")
-        console.file.flush()
+        try:  # straight to fd 2: a buffered stream the main thread is writing would raise a reentrant call
+            os.write(2, (said + "\n").encode())
+        except OSError:
+            pass
 
     before = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

@@ -33,7 +33,7 @@ import types
 import typing
 from typing import Any, Iterable, Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, PlainValidator, SecretStr, ValidationError, model_validator
 from pydantic.fields import FieldInfo
 
 from .errors import InputError
@@ -45,11 +45,23 @@ __all__ = ["RoleVars", "Spec", "want", "defaults_of", "check", "one_line", "Text
 BOOL_WANTED = "must be true or false (unquoted; YAML's yes/no, on/off too)"
 
 
+def _null_is_empty(cls: type[BaseModel], data: Any) -> Any:
+    """A mapping or list variable given as null is empty: a YAML key whose entries are all commented out
+    loads as null, and the roles read ``vars.get(name) or {}``."""
+    if not isinstance(data, Mapping):
+        return data
+    empty = {name for name, f in cls.model_fields.items()
+             if f.default_factory is not None and f.get_default(call_default_factory=True) in ({}, [])}
+    return {k: (type(cls.model_fields[k].get_default(call_default_factory=True))() if k in empty and v is None
+                else v) for k, v in data.items()}
+
+
 class RoleVars(BaseModel):
     """Base of a role's ``Vars`` (and of a shared variables' model): validated against all of a host's
     variables, so every other variable (another role's, ``ansible_*``) is ignored, not refused."""
 
     model_config = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False, defer_build=True)
+    _nulls = model_validator(mode="before")(classmethod(_null_is_empty))
 
 
 class Spec(BaseModel):
@@ -57,6 +69,7 @@ class Spec(BaseModel):
     are refused, naming the closest known one."""
 
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, defer_build=True)
+    _nulls = model_validator(mode="before")(classmethod(_null_is_empty))
 
 
 def want(default: Any, wanted: str, *, secret: bool = False, **constraints: Any) -> Any:
@@ -98,7 +111,7 @@ def key_matching(pattern: str, wanted: str) -> Any:
     rx = re.compile(pattern)
 
     def _key(v: Any) -> str:
-        if not isinstance(v, str) or not rx.match(v):
+        if not isinstance(v, str) or not rx.fullmatch(v):  # fullmatch: "$" alone lets "m\n" through
             raise ValueError(wanted)
         return v
 
@@ -147,8 +160,26 @@ def one_line(e: ValidationError, model: type[BaseModel]) -> InputError:
                           else f"{_path(loc)}: is required")
     if said and _is_model(at):  # a rule of the whole mapping (a model validator): the value is the mapping
         return InputError(f"{_path(loc)}: {said}")
-    secret = field is not None and (field.json_schema_extra or {}).get("secret")
+    secret = _secret_along(model, err["loc"])
     return InputError(f"{_path(loc)} {_shown(SecretStr('x') if secret else err.get('input'))}: {wanted}")
+
+
+def _secret_along(model: type[BaseModel], loc: Iterable) -> bool:
+    """Whether any field on the way to ``loc`` is marked secret: a mis-shaped ``registry_auths`` entry may
+    hold a password where a mapping was wanted, and its value must not be shown either."""
+    tp: Any = model
+    for part in loc:
+        tp = _unwrap(tp)
+        if _is_model(tp) and part in tp.model_fields:
+            field = tp.model_fields[part]
+            if (field.json_schema_extra or {}).get("secret"):
+                return True
+            tp = field.annotation
+        elif typing.get_origin(tp) is not None and typing.get_args(tp):
+            tp = typing.get_args(tp)[-1]
+        else:
+            tp = Any
+    return False
 
 
 def _said(err: dict) -> str | None:
@@ -242,6 +273,8 @@ def _is_subclass(tp: Any, base: type) -> bool:
 def _path(loc: Iterable) -> str:
     out = ""
     for p in loc:
+        if isinstance(p, str) and not (p.isprintable() and p.strip() == p):
+            p = repr(p)  # a key with a newline or edge spaces: shown, never breaking the one line
         out += f"[{p}]" if isinstance(p, int) and out else (f".{p}" if out else str(p))
     return out
 
@@ -250,6 +283,11 @@ def _shown(value: Any) -> str:
     """``repr`` of a bad value, with every secret in it masked (a resolved reference, a URL's password)."""
     from .secrets import MASK
 
+    if isinstance(value, Mapping):  # its shape, not its values: they may be credentials in the wrong place
+        return f"(a mapping of {', '.join(repr(str(k)) for k in list(value)[:5])}{', ...' if len(value) > 5 else ''})"
+    if isinstance(value, (list, tuple)) and not all(isinstance(x, (str, int, float, bool, type(None)))
+                                                     for x in value):
+        return f"(a list of {len(value)})"
     text = repr(MASK.mask_obj(value))
     return text if len(text) <= 200 else text[:197] + "..."
 

@@ -94,7 +94,7 @@ class Vars(apt.AptVars, RoleVars):
     registry_auths: dict[key_matching(_REGISTRY.pattern, "is not a registry host (nvcr.io, registry.local:5000)"),
                          RegistryAuth] = want(
         {}, "must be a mapping {registry: {username, password}}, e.g. "
-            "{nvcr.io: {username: $oauthtoken, password: {env: NGC_API_KEY}}}")
+            "{nvcr.io: {username: $oauthtoken, password: {env: NGC_API_KEY}}}", secret=True)
 
     @field_validator("docker_repo")
     @classmethod
@@ -109,7 +109,10 @@ class Vars(apt.AptVars, RoleVars):
                 raise ValueError(f"{key}: a lone {{ or }}; write {{{{ or }}}} for a brace") from None
             bad = [n for n in names if n not in _PLACEHOLDERS]
             if bad:
-                raise ValueError(f"{key}: {{{bad[0]}}} is not a placeholder; use "
+                brace = f"{{{bad[0]}}}"
+                # Not quoted when it sits in the URL's user:password part: a password may hold it.
+                shown = "a brace" if brace in (text or "").split("@", 1)[0] and "@" in (text or "") else brace
+                raise ValueError(f"{key}: {shown} is not a placeholder; use "
                                  f"{', '.join('{' + p + '}' for p in _PLACEHOLDERS)} (the host's os-release)")
         return v
 

@@ -78,3 +78,37 @@ def test_the_model_runs_before_the_hook():
     with pytest.raises(InputError, match="x_mode 'c'"):
         Role("r", mod).validate({"x_mode": "c"})
     assert calls == []
+
+
+def _merged(**over):
+    return {**merged_defaults([ROLES[r] for r in ORDER]), **over}
+
+
+@pytest.mark.parametrize("value", [{"password": "nvapi-Leak3d-xyz", "nvcr.io": None},
+                                   [{"username": "$oauthtoken", "password": "nvapi-Leak3d-xyz"}]])
+def test_a_misshaped_registry_auths_never_shows_the_password_it_holds(value):
+    """Mis-indented or written as a list, the credential sits where a mapping was wanted: the error names
+    the variable and what is wanted, never the value."""
+    with pytest.raises(InputError) as e:
+        ROLES["docker"].validate(_merged(registry_auths=value))
+    assert "nvapi-Leak3d-xyz" not in str(e.value) and "registry_auths" in str(e.value)
+
+
+def test_a_brace_inside_a_urls_password_is_not_quoted():
+    repo = {"url": "https://ops:pa{ss}word@mirror.example/{id}", "suite": "./", "key_url": "https://m/k"}
+    with pytest.raises(InputError) as e:
+        ROLES["docker"].validate(_merged(docker_repo=repo))
+    assert "{ss}" not in str(e.value) and "a brace is not a placeholder" in str(e.value)
+
+
+def test_a_key_with_a_trailing_newline_is_refused_by_the_type():
+    with pytest.raises(InputError) as e:
+        ROLES["triton"].validate(_merged(triton_models={"m\n": {"backend": "python"}}))
+    assert str(e.value).startswith("triton_models") and "\n" not in str(e.value)  # one line
+
+
+@pytest.mark.parametrize("role, name", [("sysctl", "sysctl"), ("trt_engines", "trt_engines"),
+                                        ("dcgm_exporter", "dcgm_exporter_extra_counters")])
+def test_a_null_mapping_or_list_is_empty(role, name):
+    """A YAML key whose entries are all commented out loads as null: worked before the typed models."""
+    ROLES[role].validate(_merged(**{name: None}))
