@@ -12,9 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from .helpers import REPO, last_report, recap
+from .helpers import REPO, last_report, recap, role_project
 
 pytestmark = pytest.mark.integration
 
@@ -31,14 +30,8 @@ def resources(host):
 
 @pytest.fixture()
 def project(sandbox_host, tmp_path) -> Path:
-    (tmp_path / "roles").mkdir()
-    (tmp_path / "roles" / "__init__.py").write_text("ORDER = ['slow']\n")
-    (tmp_path / "roles" / "slow.py").write_text(SLOW)
-    (tmp_path / "templates").mkdir()
-    (tmp_path / "hosts").write_text(yaml.safe_dump(
-        {"all": {"hosts": {sandbox_host.name: sandbox_host.inventory_vars()}}}))
     sandbox_host.exec("rm -rf /srv/lost")
-    return tmp_path
+    return role_project(tmp_path, {"slow": SLOW}, {sandbox_host.name: sandbox_host})
 
 
 @pytest.mark.reliability(item=18, fault="the host's sshd session killed mid-step (connection lost)",

@@ -17,11 +17,10 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from harness import write_inventory
 
-from .helpers import invoke, recap
+from .helpers import invoke, recap, role_project
 
 pytestmark = pytest.mark.integration
 
@@ -159,12 +158,7 @@ def resources(host):
 
 @pytest.fixture()
 def project(sandbox_host, tmp_path) -> Path:
-    (tmp_path / "roles").mkdir()
-    (tmp_path / "roles" / "__init__.py").write_text("ORDER = ['ship']\n")
-    (tmp_path / "roles" / "ship.py").write_text(ROLE)
-    (tmp_path / "templates").mkdir()
-    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": sandbox_host.inventory_vars()}}}))
-    return tmp_path
+    return role_project(tmp_path, {"ship": ROLE}, {"h": sandbox_host})
 
 
 @pytest.mark.reliability(item=12, fault="a 250-character file name; backups pruned to bringup's own",

@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from .helpers import REPO, last_report, recap
+from .helpers import REPO, last_report, recap, role_project
 
 pytestmark = pytest.mark.integration
 
@@ -47,13 +46,7 @@ def hosts(sandbox_host, sandbox_host_factory):
 
 @pytest.fixture()
 def project(hosts, tmp_path) -> Path:
-    (tmp_path / "roles").mkdir()
-    (tmp_path / "roles" / "__init__.py").write_text("ORDER = ['slow', 'after']\n")
-    (tmp_path / "roles" / "slow.py").write_text(SLOW)
-    (tmp_path / "roles" / "after.py").write_text(AFTER)
-    (tmp_path / "templates").mkdir()
-    (tmp_path / "hosts").write_text(yaml.safe_dump(
-        {"all": {"hosts": {name: h.inventory_vars() for name, h in hosts.items()}}}))
+    role_project(tmp_path, {"slow": SLOW, "after": AFTER}, hosts)
     for h in hosts.values():
         h.exec("rm -rf /srv/h4-sig")
     return tmp_path

@@ -11,10 +11,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-import yaml
 
 from .debrepo import build_deb, write_index
-from .helpers import invoke, recap
+from .helpers import invoke, recap, role_project
 
 pytestmark = pytest.mark.integration
 
@@ -42,12 +41,7 @@ def host(sandbox_host_factory, tmp_path_factory):
 
 @pytest.fixture()
 def project(host, tmp_path) -> Path:
-    (tmp_path / "roles").mkdir()
-    (tmp_path / "roles" / "__init__.py").write_text("ORDER = ['lists']\n")
-    (tmp_path / "roles" / "lists.py").write_text(ROLE)
-    (tmp_path / "templates").mkdir()
-    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {host.name: host.inventory_vars()}}}))
-    return tmp_path
+    return role_project(tmp_path, {"lists": ROLE}, {host.name: host})
 
 
 def test_a_package_the_lists_do_not_know_is_installed_after_an_update(host, project):
