@@ -50,10 +50,13 @@ def _null_is_empty(cls: type[BaseModel], data: Any) -> Any:
     loads as null, and the roles read ``vars.get(name) or {}``."""
     if not isinstance(data, Mapping):
         return data
-    empty = {name for name, f in cls.model_fields.items()
-             if f.default_factory is not None and f.get_default(call_default_factory=True) in ({}, [])}
-    return {k: (type(cls.model_fields[k].get_default(call_default_factory=True))() if k in empty and v is None
-                else v) for k, v in data.items()}
+    out = dict(data)
+    for name, f in cls.model_fields.items():
+        if name in out and out[name] is None and f.default_factory is not None:
+            empty = f.get_default(call_default_factory=True)  # a fresh copy
+            if empty in ({}, []):
+                out[name] = empty
+    return out
 
 
 class RoleVars(BaseModel):
@@ -142,7 +145,7 @@ def one_line(e: ValidationError, model: type[BaseModel]) -> InputError:
     err = next((x for x in errors if x["type"] == "extra_forbidden"), errors[0])
     loc = [p for p in err["loc"] if p != "[key]"]
     if err["type"] == "extra_forbidden":
-        _, at, where = _walk(model, loc[:-1])
+        _, at, where, _ = _walk(model, loc[:-1])
         key = loc[-1]
         known = list(at.model_fields) if _is_model(at) else []
         return InputError(f"{_path(where)}: unknown key {key!r}{_hint(str(key), known)}")
@@ -150,7 +153,7 @@ def one_line(e: ValidationError, model: type[BaseModel]) -> InputError:
         said, loc = _said(err), _walk(model, loc)[2]
         return InputError(f"{_path(loc)}: {_shown(loc[-1])} {said}" if said else
                           f"{_path(loc)}: key {_shown(loc[-1])}: {_auto(err, None)}")
-    field, at, loc = _walk(model, loc)
+    field, at, loc, secret = _walk(model, loc)
     said = _said(err)
     if not loc:  # a rule across variables (a model validator of the role's Vars)
         return InputError(said or _auto(err, None))
@@ -160,26 +163,8 @@ def one_line(e: ValidationError, model: type[BaseModel]) -> InputError:
                           else f"{_path(loc)}: is required")
     if said and _is_model(at):  # a rule of the whole mapping (a model validator): the value is the mapping
         return InputError(f"{_path(loc)}: {said}")
-    secret = _secret_along(model, err["loc"])
     return InputError(f"{_path(loc)} {_shown(SecretStr('x') if secret else err.get('input'))}: {wanted}")
 
-
-def _secret_along(model: type[BaseModel], loc: Iterable) -> bool:
-    """Whether any field on the way to ``loc`` is marked secret: a mis-shaped ``registry_auths`` entry may
-    hold a password where a mapping was wanted, and its value must not be shown either."""
-    tp: Any = model
-    for part in loc:
-        tp = _unwrap(tp)
-        if _is_model(tp) and part in tp.model_fields:
-            field = tp.model_fields[part]
-            if (field.json_schema_extra or {}).get("secret"):
-                return True
-            tp = field.annotation
-        elif typing.get_origin(tp) is not None and typing.get_args(tp):
-            tp = typing.get_args(tp)[-1]
-        else:
-            tp = Any
-    return False
 
 
 def _said(err: dict) -> str | None:
@@ -238,17 +223,21 @@ def _unwrap(tp: Any) -> Any:
             return tp
 
 
-def _walk(model: type[BaseModel], loc: list) -> tuple[FieldInfo | None, Any, list]:
-    """The field ``loc`` ends on (or the variable's, inside its mapping or list), the type there, and
-    ``loc`` without pydantic's tags of a union's members."""
+def _walk(model: type[BaseModel], loc: list) -> tuple[FieldInfo | None, Any, list, bool]:
+    """The field ``loc`` ends on (or the variable's, inside its mapping or list), the type there,
+    ``loc`` without pydantic's tags of a union's members, and whether any field on the way is marked
+    secret (a mis-shaped ``registry_auths`` entry may hold a password where a mapping was wanted: its
+    value is not shown either)."""
     field: FieldInfo | None = None
     tp: Any = model
     clean: list = []
+    secret = False
     for part in loc:
         tp = _unwrap(tp)
         origin = typing.get_origin(tp)
         if _is_model(tp) and part in tp.model_fields:
             field = tp.model_fields[part]
+            secret = secret or bool((field.json_schema_extra or {}).get("secret"))
             tp = field.annotation
         elif origin in (dict, Mapping) or (origin is not None and _is_subclass(origin, Mapping)):
             tp = typing.get_args(tp)[1]  # an entry's error says what its variable wants, unless it has a field
@@ -260,7 +249,7 @@ def _walk(model: type[BaseModel], loc: list) -> tuple[FieldInfo | None, Any, lis
         else:
             tp = Any
         clean.append(part)
-    return field, _unwrap(tp), clean
+    return field, _unwrap(tp), clean, secret
 
 
 def _is_subclass(tp: Any, base: type) -> bool:
