@@ -174,9 +174,9 @@ class _Sudo:
                 return buf.split(ready, 1)[1]
             if prompt in buf:
                 if answered:
-                    said = _said(buf.replace(prompt, b" "))
+                    words = said(_text(buf.replace(prompt, b" ")), 300)
                     raise BecomeError(f"{host}: sudo -u {self.user} refused ansible_become_password "
-                                      f"(sudo says: {said or 'it asked again'}); fix the password or the sudoers entry")
+                                      f"(sudo says: {words or 'it asked again'}); fix the password or the sudoers entry")
                 send(self.password.encode() + b"\n")
                 answered = True
                 buf = buf.replace(prompt, b" ", 1)
@@ -184,13 +184,8 @@ class _Sudo:
             chunk = recv(4096)
             if not chunk:
                 raise BecomeError(f"{host}: sudo -u {self.user} failed before running anything "
-                                  f"(sudo says: {_said(buf) or 'nothing'})")
+                                  f"(sudo says: {said(_text(buf), 300) or 'nothing'})")
             buf += chunk
-
-
-def _said(data: bytes) -> str:
-    """What a program wrote, as one line."""
-    return " ".join(_text(data).split())[-300:]
 
 
 class _Deadline:

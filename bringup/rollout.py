@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import InputError
+from .errors import InputError, said
 from .inventory import Host
 from .roles import Role
 from .runner import HostResult, Options, Progress, ResourceResult, Stop, run_host, run_hosts
@@ -137,8 +137,8 @@ def run_hook(var: str, host: Host) -> str | None:
     except OSError as e:
         return f"{var} could not start {argv[0]}: {e.strerror}"
     if res.returncode != 0:
-        said = " | ".join(line.strip() for line in (res.stderr or res.stdout).splitlines() if line.strip())
-        return f"{var} exited {res.returncode}" + (f": {said[-400:]}" if said else "")
+        words = said(res.stderr or res.stdout, 400)
+        return f"{var} exited {res.returncode}" + (f": {words}" if words else "")
     return None
 
 

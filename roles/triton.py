@@ -55,7 +55,7 @@ from pydantic import Field, field_validator, model_validator
 from bringup import topology
 from bringup.auditkit import Expect, http_ok, tcp_listening
 from bringup.command import sh
-from bringup.errors import BringupError, InputError
+from bringup.errors import BringupError, InputError, said
 from bringup.facts.triton import WINDOW_RECORD
 from bringup.latency.window_tuner import TUNED_SOURCE, manifest_of
 from bringup.gpu import gpu_gate
@@ -515,7 +515,7 @@ def _parse_wait(out: str, models: list[str]) -> str | None:
     if fail:
         return fail
     if "ready=server" not in out:
-        return f"the readiness check stopped early: {out.strip()[-300:]}"
+        return f"the readiness check stopped early: {said(out, 300)}"
     if notready:
         return f"model(s) not ready: {', '.join(notready)}"
     return None
@@ -536,7 +536,7 @@ def verify(host, t) -> str:
     snap = t.run_script(tree.snapshot(d.snapshot, also=(d.compose_file,)) + "\n" + tree.release())
     if snap.rc != 0:
         raise BringupError(f"revision {d.revision} is ready but saving it as last-good failed: "
-                           f"{(snap.stdout + snap.stderr).strip()[-300:]}")
+                           f"{said(snap.stdout + snap.stderr, 300)}")
     return f"revision {d.revision} ready: server and {len(d.models)} model(s) ({', '.join(d.models) or 'none'})"
 
 
@@ -596,7 +596,7 @@ def rollback(host, t) -> str:
         "(", d.compose_up().restore(old or None), ")",
     ]))
     if res.rc != 0:
-        raise BringupError(f"restoring the last good revision failed: {(res.stdout + res.stderr).strip()[-400:]}")
+        raise BringupError(f"restoring the last good revision failed: {said(res.stdout + res.stderr, 400)}")
     models = sorted({rel.split("/", 1)[0] for rel in parse_manifest(good) if "/" in rel})
     port = int(d.vars["triton_ports"]["http"])
     res = t.run_script(_wait_script(port, d.container, old or None, models, int(d.vars["triton_ready_timeout"])))

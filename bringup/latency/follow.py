@@ -13,7 +13,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..command import sh
-from ..errors import BringupError
+from ..errors import BringupError, said
 from .window_tuner import (RECORD, Controller, TritonHTTP, TunerError, config_text, line, manifest_text, record_text,
                            run, tunable)
 
@@ -27,7 +27,7 @@ def _replace(transport, path: str, text: str) -> None:
         "printf '%%s' %s > \"$t\" && chmod 0644 -- \"$t\" && mv -f -- \"$t\" %s || { rm -f -- \"$t\"; exit 1; }",
         path, path + ".XXXXXX", text, path))
     if res.rc != 0:
-        raise TunerError(f"writing {path} on the host failed: {(res.stderr or res.stdout).strip()[-300:]}")
+        raise TunerError(f"writing {path} on the host failed: {said(res.stderr or res.stdout, 300)}")
 
 
 def remote_record(transport, path: str = RECORD, repository: str | None = None, manifest: str | None = None):
