@@ -12,7 +12,8 @@ tools alternated run by run, and writes bench/RESULTS.md:
     deploy and an Ansible playbook doing the same, and the floor;
 (b) a six-operation mix (bench/mix, bench/peers): apply from scratch and no-op;
 (c) the full cpu-profile ``provision`` no-op, against its own floor;
-(d) ``bringup audit`` (= ``invoke audit``) of the provisioned host, against its floor.
+(d) ``bringup audit`` (= ``invoke audit``) of the provisioned host, against testinfra doing the same checks
+    with its paramiko backend (bench/peers/audit_testinfra.py) and the floor.
 
 The floor is bench/floor.py: a fresh Python process, paramiko, one connection
 per host (a thread each), one command reading everything the no-op checks.
@@ -36,6 +37,7 @@ import signal
 import sys
 import threading
 import time
+import xml.etree.ElementTree as ET
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -47,7 +49,7 @@ import harness  # noqa: E402
 
 WORK = REPO / ".sandbox" / "bench"
 VENV = REPO / ".sandbox" / "bench-venv"
-PEER_PACKAGES = ("pyinfra", "ansible-core", "paramiko")
+PEER_PACKAGES = ("pyinfra", "ansible-core", "paramiko", "pytest-testinfra")
 BRINGUP = [str(Path(sys.executable).with_name("bringup"))]
 # This checkout's bringup, whatever checkout an editable install of the console script points at.
 # Its bytecode cached under .sandbox (as an installed package has it, without __pycache__ in the checkout).
@@ -81,9 +83,9 @@ def log(msg: str) -> None:
 # -- environment -------------------------------------------------------------
 
 def peer_venv() -> Path:
-    """.sandbox/bench-venv with pyinfra and ansible-core (made once; reused while it imports)."""
+    """.sandbox/bench-venv with pyinfra, ansible-core and pytest-testinfra (made once; reused while it imports)."""
     py = VENV / "bin" / "python"
-    ok = py.exists() and subprocess.run([str(py), "-c", "import pyinfra, ansible, paramiko"],
+    ok = py.exists() and subprocess.run([str(py), "-c", "import pyinfra, ansible, paramiko, testinfra"],
                                         capture_output=True).returncode == 0
     if not ok:
         log(f"making {VENV} with {', '.join(PEER_PACKAGES)} from PyPI")
@@ -101,6 +103,8 @@ def versions(venv: Path) -> dict[str, str]:
         "paramiko (bringup, floor)": out([PYTHON, "-c", "import paramiko; print(paramiko.__version__)"]),
         "pyinfra": out([str(venv / "pyinfra"), "--version"]),
         "ansible-core": out([str(venv / "ansible-playbook"), "--version"]),
+        "pytest-testinfra": out([str(venv / "python"), "-c", "from importlib.metadata import version as v; print("
+                                 "v('pytest-testinfra'), 'with pytest', v('pytest'), 'and paramiko', v('paramiko'))"]),
         "OpenSSH (client, Ansible)": subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip(),
     }
 
@@ -451,7 +455,43 @@ def part_b(hosts, d: Path, venv: Path, runs: int) -> dict:
             "where": where(tools[0], h[0], commands["bringup"].pop("scripts"), runs, sd)}
 
 
-def part_cd(hosts, d: Path, runs: int) -> dict:
+def testinfra_peer(host: harness.SandboxHost, sd: Path, venv: Path, binv: Path) -> tuple[Tool, dict]:
+    """testinfra doing the audit's checks (bench/peers/audit_testinfra.py) over its paramiko backend, and how
+    its verifying run went: every test passed or skipped exactly where the audit's item did (else the peer file
+    has a bug, and the run stops here).
+
+    Its expected values: bench/peers/audit_spec.py, from the resources bringup's roles declare for the host
+    and the newest audit report under ``sd/reports`` (the run just before this).
+    """
+    report = sorted((sd / "reports").glob("*-audit.json"))[-1]
+    spec = sd / "audit_spec.json"
+    subprocess.run([PYTHON, str(BENCH / "peers" / "audit_spec.py"), str(binv), host.name, str(report), str(spec)],
+                   cwd=sd, env={**os.environ, **BRINGUP_ENV}, check=True)
+    (sd / "pytest.ini").write_text("[pytest]\n")  # its own, empty: not the checkout's (testpaths, addopts)
+    tool = Tool("testinfra", [str(venv / "pytest"), "-q", "-p", "no:cacheprovider", "-c", str(sd / "pytest.ini"),
+                              "--rootdir", str(sd), str(BENCH / "peers" / "audit_testinfra.py"),
+                              f"--hosts=paramiko://root@127.0.0.1:{host.port}",
+                              f"--ssh-identity-file={host.key_file}"], sd, {"BENCH_AUDIT_JSON": str(spec)})
+    junit = sd / "testinfra.xml"
+    Tool(tool.name, tool.argv + [f"--junitxml={junit}"], sd, tool.env).run()
+    got = {}
+    for case in ET.parse(junit).iter("testcase"):
+        tag = next((c.tag for c in case if c.tag in ("failure", "error", "skipped")), "passed")
+        got[case.get("name")] = tag
+    items = json.loads(spec.read_text())["items"]
+    differ = []
+    for i in items:
+        names = [n for n in got if n.endswith(f"-{i['id']}]")]
+        outcome = got[names[0]] if len(names) == 1 else f"{len(names)} tests"
+        if outcome != i["outcome"]:
+            differ.append(f"{i['id']}: audit {i['outcome']}, testinfra {outcome}")
+    if differ or len(got) != len(items):
+        raise SystemExit(f"bench: testinfra's run differs from the audit's ({len(got)} tests, {len(items)} items):\n"
+                         + "\n".join(differ))
+    return tool, {"tests": len(got), **{k: sum(v == k for v in got.values()) for k in ("passed", "skipped")}}
+
+
+def part_cd(hosts, d: Path, venv: Path, runs: int) -> dict:
     h = hosts[:1]
     sd = d / "full"
     sd.mkdir(exist_ok=True)
@@ -470,10 +510,19 @@ def part_cd(hosts, d: Path, runs: int) -> dict:
     for key, tool in (("c", prov), ("d", audit)):
         counted = count_commands(h[0], tool, stdin=True)
         scripts = counted.pop("scripts")
-        floor = replay_floor(f"floor_{key}", sd, scripts)
-        log(f"({key}) {tool.name}, no-op, against its floor")
-        out[key] = {"times": alternate([tool, floor], runs), "commands": counted,
+        tools = [tool, replay_floor(f"floor_{key}", sd, scripts)]
+        peer = {}
+        if key == "d":
+            log("(d) testinfra: the audit's checks as tests, one verifying run (not timed)")
+            testinfra, peer = testinfra_peer(h[0], sd, venv, binv)
+            peer["commands"] = count_commands(h[0], testinfra)
+            peer["commands"].pop("scripts")
+            tools.insert(1, testinfra)
+        log(f"({key}) {', '.join(t.name for t in tools)}, no-op")
+        out[key] = {"times": alternate(tools, runs), "commands": counted,
                     "where": where(tool, h[0], scripts, runs, sd, alone=COMPOSE_CHECK if key == "d" else None)}
+        if peer:
+            out[key]["testinfra"] = peer
     return out
 
 
@@ -552,13 +601,27 @@ def report(res: dict, meta: dict) -> str:
         if not r:
             continue
         t = r["times"]
-        name = next(n for n in t if n != "floor")
+        name = next(n for n in t if n not in ("floor", "testinfra"))
         c = r["commands"]
-        L += [f"## {title}", "", "| bringup | its floor | bringup/floor | remote commands | connections |",
-              "|---|---|---|---|---|",
-              f"| {fmt(t[name])} | {fmt(t['floor'])} | {ratio(t[name], t['floor'])} | {c['commands']} | "
-              f"{c['connections']} |", "",
-              "Its floor: every script this run sent, captured on the host, replayed from a fresh paramiko "
+        peer = r.get("testinfra")
+        if peer:
+            pc = peer["commands"]
+            L += [f"## {title}", "",
+                  "| bringup | testinfra | its floor | bringup/testinfra | bringup/floor | remote commands "
+                  "(bringup / testinfra) | connections (bringup / testinfra) |", "|---|---|---|---|---|---|---|",
+                  f"| {fmt(t[name])} | {fmt(t.get('testinfra'))} | {fmt(t['floor'])} | "
+                  f"{ratio(t[name], t.get('testinfra'))} | {ratio(t[name], t['floor'])} | "
+                  f"{c['commands']} / {pc['commands']} | {c['connections']} / {pc['connections']} |", "",
+                  f"testinfra: `pytest -q -p no:cacheprovider bench/peers/audit_testinfra.py "
+                  f"--hosts=paramiko://...`, one test per audit item ({peer['tests']} tests: {peer['passed']} "
+                  f"passed, {peer['skipped']} skipped, each as the audit's item), over the one paramiko "
+                  "connection its backend keeps for the session.", ""]
+        else:
+            L += [f"## {title}", "", "| bringup | its floor | bringup/floor | remote commands | connections |",
+                  "|---|---|---|---|---|",
+                  f"| {fmt(t[name])} | {fmt(t['floor'])} | {ratio(t[name], t['floor'])} | {c['commands']} | "
+                  f"{c['connections']} |", ""]
+        L += ["Its floor: every script this run sent, captured on the host, replayed from a fresh paramiko "
               "process in one command over one connection.", ""]
     L += targets_table(res)
     L += where_table(res)
@@ -600,7 +663,13 @@ def targets_table(res: dict) -> list[str]:
     if d:
         t = d["times"]["bringup audit"]["median"]
         row("(d) audit of a provisioned host: under 1 s", f"{t:.2f} s", t < 1)
-        row("(d) audit faster than testinfra's paramiko backend", "testinfra is not in this benchmark", None)
+        ti = d["times"].get("testinfra")
+        if ti:
+            row("(d) audit faster than testinfra's paramiko backend", f"{ti['median'] / t:.2f}× faster ({t:.2f} s "
+                f"against {ti['median']:.2f} s)" if t < ti["median"] else f"{t / ti['median']:.2f}× slower "
+                f"({t:.2f} s against {ti['median']:.2f} s)", t < ti["median"])
+        else:
+            row("(d) audit faster than testinfra's paramiko backend", "testinfra not run", None)
     for name, r in (res.get("s") or {}).items():
         if name.startswith(("bringup", "invoke")):
             row(f"`{name}`: under 0.15 s", f"{r['median']:.2f} s", r["median"] < 0.15)
@@ -706,7 +775,7 @@ def main() -> None:
         if "b" in parts:
             res["b"] = part_b(started["bench"], WORK, venv, args.runs)
         if parts & {"c", "d"}:
-            res["cd"] = part_cd(started["bench"], WORK, args.runs)
+            res["cd"] = part_cd(started["bench"], WORK, venv, args.runs)
         fleet: list[harness.SandboxHost] = started.setdefault("fleet", [])
 
         def grow(n: int) -> list[harness.SandboxHost]:
