@@ -23,7 +23,7 @@ from .inventory import Host
 from .pending import PendingHandlers
 from .resources.base import Plan, Resource
 from .roles import FactView, HostContext, Role, merged_defaults, wanted_facts
-from .script import Section, batch, split
+from .script import READ_LANES, Section, batch, split
 from .templates import Templates
 
 __all__ = ["Options", "ResourceResult", "HostResult", "HostRun", "Stop", "run_hosts", "run_host", "prepare"]
@@ -187,7 +187,7 @@ def _read(t: Transport, resources: list[Resource]) -> list[str | None]:
     """Read the current state of ``resources`` in one round trip."""
     if not resources:
         return []
-    script, token = batch([(r.id, r.read()) for r in resources])
+    script, token = batch([(r.id, r.read()) for r in resources], lanes=READ_LANES)
     res = t.run_script(script)
     secs = split(res.stdout, token, [r.id for r in resources])
     return [s.output if s.rc is not None else None for s in secs]

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..command import sh
 from ..errors import InputError
-from ..script import batch, split
+from ..script import READ_LANES, batch, split
 from .base import Fact, UntrustedOutput
 
 
@@ -30,7 +30,7 @@ def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str
     """
     if not facts:
         return {}, {}
-    script, token = batch([(f.name, fact_snippet(f)) for f in facts])
+    script, token = batch([(f.name, fact_snippet(f)) for f in facts], lanes=READ_LANES)
     res = transport.run_script(script)
     sections = split(res.stdout, token, [f.name for f in facts])
     values: dict[str, Any] = {}

@@ -1,5 +1,9 @@
 """Batching many snippets into one script, and the quoting helper."""
+import signal
 import subprocess
+import time
+
+import pytest
 
 from bringup.command import join, sh
 from bringup.script import batch, split
@@ -33,3 +37,64 @@ def test_marker_lookalikes_in_output_do_not_confuse_the_split():
     script, token = batch([("a", "echo '@@deadbeef:E:0:1'"), ("b", "echo ok")])
     secs = split(run(script).stdout, token, ["a", "b"])
     assert secs[0].output == "@@deadbeef:E:0:1\n" and secs[1].output == "ok\n"
+
+
+# -- lanes: read snippets side by side ------------------------------------------------------------------------
+
+SNIPPETS = [("a", "printf 'x\\n\\n'"), ("b", "printf y; exit 3"), ("c", "cat"), ("d", "echo err >&2; echo out"),
+            ("e", "f() { exit 9; }; f; echo never")]
+
+
+def test_lanes_give_the_same_sections_as_one_after_another(tmp_path):
+    keys = [k for k, _ in SNIPPETS]
+    one, t1 = batch(SNIPPETS)
+    want = [(s.rc, s.output) for s in split(run(one).stdout, t1, keys)]
+    assert want == [(0, "x\n\n"), (3, "y"), (0, ""), (0, "out\n"), (9, "")]
+    for lanes in (2, 3, 5, 8):
+        script, token = batch(SNIPPETS, lanes=lanes)
+        r = subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True,
+                           env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+        assert [(s.rc, s.output) for s in split(r.stdout, token, keys)] == want, lanes
+        assert r.returncode == 0 and list(tmp_path.iterdir()) == []  # its folder is gone
+
+
+def test_lanes_really_run_side_by_side(tmp_path):
+    # "a" waits (up to 10 s) for the file "b" makes: one after another, "a" would give up first.
+    def wait_for(name, tries):
+        return (f"i=0; while [ ! -e {tmp_path}/{name} ] && [ $i -lt {tries} ]; do sleep 0.1; i=$((i+1)); done; "
+                f"[ -e {tmp_path}/{name} ] && echo saw-{name}")
+
+    script, token = batch([("a", wait_for("b", 100)), ("b", f"touch {tmp_path}/b")], lanes=2)
+    a, b = split(run(script).stdout, token, ["a", "b"])
+    assert (a.rc, a.output, b.rc) == (0, "saw-b\n", 0)
+    one, t1 = batch([("a", wait_for("c", 5)), ("c", f"touch {tmp_path}/c")])
+    a, c = split(run(one).stdout, t1, ["a", "c"])
+    assert (a.rc, a.output) == (1, "")  # the control: in order, "a" could not see what "c" makes after it
+
+
+def test_lanes_fall_back_to_one_after_another_without_a_temporary_folder():
+    script, token = batch(SNIPPETS, lanes=3)
+    r = subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "TMPDIR": "/nonexistent/bringup-test"})
+    assert [(s.rc, s.output) for s in split(r.stdout, token, [k for k, _ in SNIPPETS])][:2] == [(0, "x\n\n"), (3, "y")]
+
+
+def test_a_signal_removes_the_lanes_folder(tmp_path):
+    script, _ = batch([("a", "sleep 5"), ("b", "sleep 5")], lanes=2)
+    p = subprocess.Popen(["sh", "-c", 'eval "$(cat)"'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                         env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+    p.stdin.write(script)
+    p.stdin.close()
+    for _ in range(100):
+        if list(tmp_path.iterdir()):
+            break
+        time.sleep(0.05)
+    assert [d.name[:len("bringup-read.")] for d in tmp_path.iterdir()] == ["bringup-read."]
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=10) == 143
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_lanes_refuse_stop_on_error():
+    with pytest.raises(ValueError):
+        batch(SNIPPETS, lanes=2, stop_on_error=True)
