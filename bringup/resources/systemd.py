@@ -26,6 +26,9 @@ def without_systemd(host, what: str, instead: str):
         return None
     return Skip(what, f"systemd is not running (PID 1 is {state.get('pid1') or 'unknown'}): {instead}")
 
+#: ``systemctl show``'s names for what the plan reads as ``load`` and ``active``.
+_STATES = {"LoadState": "load", "ActiveState": "active"}
+
 _UNIT = re.compile(r"^[A-Za-z0-9:_.@\\-]+$")
 
 
@@ -50,14 +53,15 @@ class Service(Resource):
     def read(self) -> str:
         return sh(
             "if [ ! -d /run/systemd/system ]; then echo systemd=no; exit 0; fi\n"
-            "printf 'load='; systemctl show -p LoadState --value -- %s\n"
-            "printf 'active='; systemctl is-active -- %s\n"
+            # One systemctl for both states (is-active prints ActiveState); is-enabled stays its own call:
+            # `show`'s UnitFileState has no answer for a SysV script that systemd-sysv-install enables.
+            "systemctl show -p LoadState -p ActiveState -- %s\n"
             "printf 'enabled='; systemctl is-enabled -- %s 2>/dev/null || echo",
-            self.unit, self.unit, self.unit,
+            self.unit, self.unit,
         )
 
     def plan(self, current: str) -> Plan:
-        st = kv_lines(current)
+        st = {_STATES.get(k, k): v for k, v in kv_lines(current).items()}
         if st.get("systemd") == "no":
             return Plan.fail(f"{self.unit}: systemd is not running on this host")
         cmds: list[str] = []

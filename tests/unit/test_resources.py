@@ -138,6 +138,10 @@ def test_service_plans():
                               "systemctl start -- irqbalance"]
     assert later.changes["unit"] == ("not found yet", "loaded")
     assert "systemd is not running" in s.plan("systemd=no\n").error
+    # What the read prints: `systemctl show -p LoadState -p ActiveState` (systemd 252's words), then is-enabled.
+    shown = s.plan("LoadState=loaded\nActiveState=failed\nenabled=enabled\n")
+    assert shown.commands == ["systemctl daemon-reload", "systemctl start -- irqbalance"]
+    assert not s.plan("LoadState=loaded\nActiveState=active\nenabled=enabled\n").changed
 
 
 def test_command_guards(tmp_path):
