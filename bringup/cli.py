@@ -458,5 +458,15 @@ program = Program(namespace=ns, version=__version__, name="bringup", binary="bri
 
 
 def main() -> None:
-    """Entry point of the ``bringup`` console script."""
-    program.run()
+    """Entry point of the ``bringup`` console script.
+
+    A reader that goes away (``bringup --help | head``) ends the program as it ends ``git log | head``:
+    quietly, exit 141 (128 + SIGPIPE), no traceback.
+    """
+    try:
+        program.run()
+        sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout once more at exit: point it at /dev/null so that flush has nowhere to fail.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        sys.exit(141)

@@ -23,3 +23,13 @@ def test_every_task_has_well_formed_flags():
         assert flags, name
         bad = [f for f in flags if re.fullmatch(r"-\w|--\w[\w-]*=?", f) is None]
         assert not bad, (name, bad)
+
+
+def test_a_reader_that_goes_away_ends_bringup_quietly():
+    # `bringup --help | head -1` once printed Python's BrokenPipeError traceback.  Here the reader has gone
+    # before bringup writes its first byte, so every write meets a closed pipe.
+    p = subprocess.Popen([sys.executable, "-c", "from bringup.cli import main; main()", "--help"], cwd=REPO,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141 and "Traceback" not in err, err
