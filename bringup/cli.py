@@ -1,6 +1,8 @@
 """The tasks behind ``invoke ...`` and the ``bringup`` console script."""
 from __future__ import annotations
 
+import atexit
+import gc
 import json
 import os
 import signal
@@ -24,6 +26,12 @@ if TYPE_CHECKING:
 # that use them, so `bringup --help` and `invoke --list` pay for none of them.
 
 __all__ = ["ns", "program", "main"]
+
+# At exit the interpreter runs its cyclic garbage collector over every object a run made (the Jinja2
+# environments, pydantic's validators, paramiko, the plans) before it frees them: ~0.1 s of every
+# whole-process run on the benchmark's machine (bench/RESULTS.md).  Frozen objects are left out of those
+# passes and still freed; atexit functions run before the passes, under `invoke` as under `bringup`.
+atexit.register(gc.freeze)
 
 
 def _console() -> Console:
