@@ -50,6 +50,8 @@ class Masker:
     def __init__(self) -> None:
         self._texts: set[str] = set()
         self._lock = threading.Lock()
+        #: Counts the secrets added: text masked under an older count may hold one added since.
+        self.generation = 0
 
     def add(self, secret: str | SecretStr | None) -> None:
         """Mask ``secret`` from now on (and its URL-encoded form, as it appears inside URLs)."""
@@ -58,6 +60,7 @@ class Masker:
             return
         with self._lock:
             self._texts.update({text, quote(text, safe="")})
+            self.generation += 1
 
     def mask(self, text: str) -> str:
         # Longest first: a secret that contains another is replaced whole.
