@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 # Heavy modules (pydantic models, rich, Fabric/paramiko, Jinja2, YAML) are imported by the tasks
 # that use them, so `bringup --help` and `invoke --list` pay for none of them.
 
-__all__ = ["ns", "program", "main"]
+__all__ = ["ns", "program", "main", "prepared"]
 
 # At exit the interpreter runs its cyclic garbage collector over every object a run made (the Jinja2
 # environments, pydantic's validators, paramiko, the plans) before it frees them: ~0.1 s of every
@@ -62,8 +62,13 @@ def _selected(inventory, set_, host, hosts, group, limit=None):
     return inv, inv.limit(limit, chosen) if limit else chosen
 
 
-def _prepared(inventory, set_, host, hosts, group, roles, limit=None):
-    """The selected hosts and roles, with every role's variables merged and validated (nothing connects)."""
+def prepared(inventory, set_, host, hosts, group, roles, limit=None):
+    """The selected hosts and roles, with every role's variables merged and validated (nothing connects).
+
+    Returns ``(inventory, hosts, content root, roles, variables by host)``: what every task that plans or
+    runs roles starts from (provision, audit, checklist, drift, bench, tune-window), and what a tool
+    outside the CLI uses to see the same declared state (bench/peers/audit_spec.py).
+    """
     from .project import content_root
     from .roles import load_roles, select_roles
     from .runner import prepare
@@ -170,7 +175,7 @@ def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, di
         opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
                        allow_reboot=allow_reboot)
         batches, max_fail = parse_serial(serial), parse_max_fail(max_fail_percentage)
-        inv, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles, limit)
+        inv, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles, limit)
         if not check:
             validate_hooks(chosen)
     except BringupError as e:
@@ -367,7 +372,7 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
 
     console = _console()
     try:
-        _, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
+        _, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles)
         with _interruptible(console) as stop:
             code, results = run_audit(chosen, selected, role_vars, Templates(root / "templates"), Path("reports"),
                                       forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
@@ -411,7 +416,7 @@ def _checklist(*, host=None, hosts=None, group=None, roles=None, inventory="host
 
     console = _console()
     try:
-        _, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
+        _, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles)
         if facts and len(chosen) != 1:
             raise BringupError("--facts FILE holds one host's facts: pass one --host")
         # The hosts are checked in a worker thread: the main thread only waits, so a signal's handler
@@ -459,7 +464,7 @@ def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new
 from .latency.tasks import bench, tune_window  # noqa: E402 - the latency tasks use the helpers above
 
 from .engines_task import engines  # noqa: E402 - a thin task over _provision above
-from .drift import drift  # noqa: E402 - the drift report plans through _prepared above
+from .drift import drift  # noqa: E402 - the drift report plans through prepared above
 
 ns = Collection(provision, plan, facts, hosts, sandbox, audit, checklist, topology, bench, tune_window, engines, drift)
 program = Program(namespace=ns, version=__version__, name="bringup", binary="bringup")

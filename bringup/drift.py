@@ -230,7 +230,7 @@ def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
     """Which hosts drifted from the inventory: every host planned in check mode, one table host x role."""
     import json
 
-    from .cli import _console, _fail, _forks, _interruptible, _prepared
+    from .cli import _console, _fail, _forks, _interruptible, prepared
     from .errors import BringupError
     from .report import Report
     from .runner import Options, run_hosts
@@ -240,7 +240,7 @@ def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
     try:
         prom = check_prometheus_path(prometheus) if prometheus else None
         opts = Options(check=True, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys)
-        inv, chosen, root, selected, role_vars = _prepared(inventory, set_, host, hosts, group, roles)
+        inv, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles)
     except BringupError as e:
         raise _fail(e) from None
     report_file = Report(Path("reports"), command="drift", hosts=[h.name for h in chosen], args={

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from bringup.audit import AuditedRole
-from bringup.cli import _prepared
+from bringup.cli import prepared
 from bringup.resources import Command, Directory, File, Packages, Service, Skip, Sysctl
 from bringup.resources.conditioned import ConditionedService
 from bringup.resources.cpu import CpuFreq, SysfsChoice
@@ -53,7 +53,7 @@ def values(r) -> dict:
 
 
 def main(inventory: str, name: str, report: str, out: str) -> None:
-    _, chosen, root, selected, role_vars = _prepared(inventory, None, name, None, None, None)
+    _, chosen, root, selected, role_vars = prepared(inventory, None, name, None, None, None)
     roles = [AuditedRole(r.name, r.module) for r in selected]
     host_vars = role_vars[chosen[0].name]
     run = HostRun(chosen[0], roles, host_vars, Options(check=True), Templates(root / "templates"))

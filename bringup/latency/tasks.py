@@ -56,7 +56,7 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
           address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory="hosts",
           set_=None, out="reports/bench", no_plot=False):
     """Closed-loop latency sweep against a host's Triton: p50/p95/p99, QPS, Triton's view; reports/bench/."""
-    from ..cli import _console, _prepared
+    from ..cli import _console, prepared
     from ..errors import BringupError, InputError
     from .bench import BenchSettings, TritonUnreachable, run_sweep
     from .results import render_table, write_all
@@ -66,7 +66,7 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
     try:
         if not host:
             raise InputError("bench takes one --host")
-        _, chosen, _, _, role_vars = _prepared(inventory, set_, host, None, None, "triton")
+        _, chosen, _, _, role_vars = prepared(inventory, set_, host, None, None, "triton")
         target = resolve(chosen[0], role_vars[chosen[0].name], model=model, address=address,
                          grpc_port=grpc_port, input_name=input_name, input_shape=input_shape, dtype=dtype)
         try:
@@ -129,7 +129,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
     import json
     from datetime import datetime
 
-    from ..cli import _console, _prepared
+    from ..cli import _console, prepared
     from ..errors import BringupError, InputError
     from .bench import BenchSettings, TritonUnreachable, run_sweep
     from .results import plot_doc
@@ -140,7 +140,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
     try:
         if not host:
             raise InputError("tune-window takes one --host")
-        _, chosen, _, _, role_vars = _prepared(inventory, set_, host, None, None, "triton")
+        _, chosen, _, _, role_vars = prepared(inventory, set_, host, None, None, "triton")
         hv = role_vars[chosen[0].name]
         target = resolve(chosen[0], hv, model=model if model or not follow else "", address=address,
                          grpc_port=grpc_port)
