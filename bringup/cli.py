@@ -480,6 +480,6 @@ def main() -> None:
         program.run()
         sys.stdout.flush()
     except BrokenPipeError:
-        # Python flushes stdout once more at exit: point it at /dev/null so that flush has nowhere to fail.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        sys.exit(141)
+        from .entry import reader_gone
+
+        reader_gone()

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -25,10 +27,12 @@ def test_every_task_has_well_formed_flags():
         assert not bad, (name, bad)
 
 
-def test_a_reader_that_goes_away_ends_bringup_quietly():
+@pytest.mark.parametrize("entry", ["bringup.cli", "bringup.entry"])
+def test_a_reader_that_goes_away_ends_bringup_quietly(entry):
     # `bringup --help | head -1` once printed Python's BrokenPipeError traceback.  Here the reader has gone
-    # before bringup writes its first byte, so every write meets a closed pipe.
-    p = subprocess.Popen([sys.executable, "-c", "from bringup.cli import main; main()", "--help"], cwd=REPO,
+    # before bringup writes its first byte, so every write meets a closed pipe: Invoke's help (bringup.cli)
+    # and the kept one (bringup.entry, the console script) alike.
+    p = subprocess.Popen([sys.executable, "-c", f"from {entry} import main; main()", "--help"], cwd=REPO,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()
     err = p.stderr.read().decode()
@@ -42,3 +46,30 @@ def test_the_exit_leaves_the_runs_objects_out_of_the_last_garbage_collection():
              "import bringup.cli\n")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert out.stdout.strip() == "frozen True", out
+
+
+def _entry(*args, code="from bringup.entry import main; main()"):
+    return subprocess.run([sys.executable, "-c", f"import sys; sys.argv = ['bringup', *sys.argv[1:]]; {code}", *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+def test_the_kept_help_and_list_are_what_invoke_prints():
+    # bringup/data/{help,list}.txt answer `bringup --help` and `bringup --list` without importing Invoke;
+    # after a task or its docstring changed: python -c 'from bringup.entry import refresh; refresh()'
+    for args, kept in ((("--help",), "help.txt"), (("--list",), "list.txt")):
+        live = _entry(*args, code=f"from bringup.entry import live_text; print(live_text({args!r}), end='')").stdout
+        assert live.startswith(("Usage: bringup", "Subcommands:")) and "provision" in live
+        assert (REPO / "bringup" / "data" / kept).read_text() == live, (
+            f"bringup/data/{kept} is out of date: python -c 'from bringup.entry import refresh; refresh()'")
+
+
+def test_the_console_scripts_help_imports_no_invoke():
+    probe = "from bringup.entry import main; main(); print('invoke' in sys.modules, file=sys.stderr)"
+    for args in ((), ("--help",), ("-h",), ("--list",), ("-l",)):
+        r = _entry(*args, code=probe)
+        assert r.returncode == 0 and r.stderr.strip() == "False" and r.stdout.startswith(("Usage:", "Subcommands:"))
+    task = _entry("provision", "--help")  # a task's help is Invoke's, as every other command
+    assert task.returncode == 0 and task.stdout.startswith("Usage: bringup [--core-opts] provision")
+    bad = _entry("--no-such-flag")
+    assert bad.returncode == 1 and "Traceback" not in bad.stderr
+
