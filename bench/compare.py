@@ -29,6 +29,7 @@ import argparse
 import datetime
 import json
 import os
+import pickle
 import platform
 import shlex
 import statistics
@@ -556,7 +557,7 @@ def ratio(a: dict | None, b: dict | None) -> str:
 
 
 def report(res: dict, meta: dict) -> str:
-    L = [f"# bringup benchmark: whole processes against pyinfra, Ansible and the SSH floor", "",
+    L = ["# bringup benchmark: whole processes against pyinfra, Ansible and the SSH floor", "",
          f"Written by `python3 bench/compare.py {meta['args']}` on {meta['date']}, at commit {meta['commit']}.", "",
          f"- machine: {meta['machine']}, {meta['cores']} cores, {meta['mem']}",
          "- " + "; ".join(f"{k} {v}" for k, v in meta["versions"].items()),
@@ -753,10 +754,29 @@ def main() -> None:
     ap.add_argument("--parts", default="s,a,b,c,d", help="s start-up, a sysctl, b mix, c provision, d audit")
     ap.add_argument("--ansible-max", type=int, default=16, help="largest host count (a) runs Ansible at")
     ap.add_argument("--out", default=str(BENCH / "RESULTS.md"))
+    ap.add_argument("--render", action="store_true",
+                    help="write --out again from the last run's results (.sandbox/bench/results.pickle) and the "
+                         "current bench/NOTES.md; measures nothing")
     args = ap.parse_args()
+    if args.render:
+        saved = pickle.loads((WORK / "results.pickle").read_bytes())
+        write_report(saved["res"], saved["meta"], Path(args.out))
+        return
     scale = sorted({int(x) for x in args.scale.split(",")})
     parts = set(args.parts.split(","))
     venv = peer_venv()
+    # The commit measured, taken before the run: edits made while it runs are not what it measured.
+    when = datetime.datetime.now().astimezone().isoformat(timespec="minutes")
+    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "bringup", "roles", "templates",
+                            "bench"], capture_output=True, text=True).stdout.strip()
+    meta = {"args": " ".join(sys.argv[1:]), "date": when,
+            "commit": (git.stdout.strip() or "?") + (" with uncommitted changes in bringup/, roles/, templates/ or "
+                                                      "bench/" if dirty else ""),
+            "machine": f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
+            "cores": os.cpu_count(), "mem": f"{mem:.0f} GiB", "runs": args.runs,
+            "versions": versions(venv)}
     WORK.mkdir(parents=True, exist_ok=True)
     harness.remove_leftovers()
     # A kill runs the clean-up below as Ctrl-C does.
@@ -793,20 +813,16 @@ def main() -> None:
     finally:
         STOP.set()
         log(f"removed {len(harness.remove_session_hosts())} sandbox container(s) this run started")
-    mem = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    git = subprocess.run(["git", "-C", str(REPO), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", str(REPO), "status", "--porcelain", "--", "bringup", "roles", "templates",
-                            "bench"], capture_output=True, text=True).stdout.strip()
-    meta = {"args": " ".join(sys.argv[1:]), "date": datetime.datetime.now().astimezone().isoformat(timespec="minutes"),
-            "commit": (git.stdout.strip() or "?") + (" with uncommitted changes in bringup/, roles/, templates/ or "
-                                                      "bench/" if dirty else ""),
-            "machine": f"{platform.node()} {platform.machine()} {platform.processor() or ''}".strip(),
-            "cores": os.cpu_count(), "mem": f"{mem:.0f} GiB", "runs": args.runs,
-            "versions": versions(venv),
-            "notes": NOTES.read_text() if NOTES.exists() else ""}
-    text = report(res, meta)
-    Path(args.out).write_text(text)
     (WORK / "results.json").write_text(json.dumps(res, indent=1, default=str))
+    # Everything the report is made of, to write it again with --render (after NOTES.md was edited).
+    (WORK / "results.pickle").write_bytes(pickle.dumps({"res": res, "meta": meta}))
+    write_report(res, meta, Path(args.out))
+
+
+def write_report(res: dict, meta: dict, out: Path) -> None:
+    meta = {**meta, "notes": NOTES.read_text() if NOTES.exists() else ""}
+    text = report(res, meta)
+    out.write_text(text)
     print(text)
 
 
