@@ -39,6 +39,7 @@ class Expect(Resource):
     """
 
     kind = "expect"
+    read_alongside = True
 
     def __init__(self, name: str, read: str, judge: Judge, *, needs: "Expect | None" = None):
         super().__init__(name)

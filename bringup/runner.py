@@ -187,7 +187,8 @@ def _read(t: Transport, resources: list[Resource]) -> list[str | None]:
     """Read the current state of ``resources`` in one round trip."""
     if not resources:
         return []
-    script, token = batch([(r.id, r.read()) for r in resources], lanes=READ_LANES)
+    script, token = batch([(r.id, r.read()) for r in resources], lanes=READ_LANES,
+                          in_shell={i for i, r in enumerate(resources) if not getattr(r, "read_alongside", False)})
     res = t.run_script(script)
     secs = split(res.stdout, token, [r.id for r in resources])
     return [s.output if s.rc is not None else None for s in secs]

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Collection
 from dataclasses import dataclass
 
 __all__ = ["READ_LANES", "Section", "batch", "split"]
@@ -29,27 +30,35 @@ READ_LANES = 6
 
 
 def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
-          stderr: str = "null", token: str | None = None, lanes: int = 1) -> tuple[str, str]:
+          stderr: str = "null", token: str | None = None, lanes: int = 1,
+          in_shell: Collection[int] = ()) -> tuple[str, str]:
     """Build one script of ``(key, snippet)`` pairs; returns ``(script, token)``.
 
     ``stderr``: ``"null"`` discards each snippet's stderr (reads, facts),
     ``"merge"`` folds it into its output (writes, so errors are attributed).
     ``stop_on_error``: the first failing snippet ends the script (a role's
     writes: later steps may depend on earlier ones).
+
     ``lanes`` > 1 (snippets that only read, never with ``stop_on_error``): the
     snippets run in that many background lanes, dealt round-robin, each lane
-    writing its sections to its own file in a ``mktemp -d`` folder that the
-    script removes on exit, signals included; the files are printed once
-    every lane is done, so sections never interleave.  Where no folder can be
-    made or a lane could not write its file (a full or read-only ``/tmp``),
-    the snippets run one after another as with one lane; the output has the
-    same sections either way.
+    writing its sections to its own file in a ``mktemp -d`` folder (0700); the
+    files are printed once every lane is done, so sections never interleave.
+    The snippets at the indexes ``in_shell`` never run in a lane: the
+    script's own shell runs them in order while the lanes work, their output
+    going straight to the connection, never to a file on the host (what a
+    read prints of a file's content, an operator's guard that may not be safe
+    beside others).  The folder is removed on exit; on SIGHUP, SIGINT or
+    SIGTERM the script also stops its lanes and ends by that signal.  Where
+    no folder can be made or a lane could not write its file (a full or
+    read-only ``/tmp``), the lanes' snippets run one after another instead;
+    the output has the same sections either way.
     """
     if lanes > 1 and stop_on_error:
         raise ValueError("lanes run snippets side by side: stop_on_error needs them in order")
     token = token or secrets.token_hex(8)
     redir = "2>/dev/null" if stderr == "null" else "2>&1"
-    lanes = min(lanes, len(snippets))
+    alongside = [i for i in range(len(snippets)) if i not in set(in_shell)]
+    lanes = min(lanes, len(alongside))
     if lanes <= 1:
         lines = ["exec </dev/null"]
         for i, (key, snippet) in enumerate(snippets):
@@ -61,25 +70,31 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         lines.append("exit 0")
         return "\n".join(lines) + "\n", token
     fn = f"_b{token}"
+
+    def each(idx: list[int]) -> str:
+        return f"for _i in {' '.join(map(str, idx))}; do {fn} \"$_i\"; done" if idx else ":"
+
     lines = ["exec </dev/null"]
     for i, (_, snippet) in enumerate(snippets):
         # One function per snippet, its body a subshell: an `exit` in a snippet ends only that snippet.
         lines.append(f"{fn}_{i}() ( {snippet}\n) {redir}")
-    lines.append(f"{fn}() {{ printf '\\n@@{token}:B:%d\\n' \"$1\"; {fn}_$1; "
-                 f"printf '\\n@@{token}:E:%d:%d\\n' \"$1\" \"$?\"; }}")
-    deal = [list(range(k, len(snippets), lanes)) for k in range(lanes)]
-    lines.append(f"{fn}_all() {{ for _i in {' '.join(map(str, range(len(snippets))))}; do {fn} \"$_i\"; done; }}")
-    lines.append(f'if _d=$(mktemp -d "${{TMPDIR:-/tmp}}/bringup-read.XXXXXX" 2>/dev/null); then')
-    lines.append("  trap 'rm -rf \"$_d\"' EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM")
-    for k, idx in enumerate(deal):
-        lines.append(f"  {{ for _i in {' '.join(map(str, idx))}; do {fn} \"$_i\"; done; }} >\"$_d/{k}\" &")
-        lines.append(f"  _p{k}=$!")
-    lines.append("  _ok=1")
+    lines += [
+        f"{fn}() {{ printf '\\n@@{token}:B:%d\\n' \"$1\"; {fn}_$1; printf '\\n@@{token}:E:%d:%d\\n' \"$1\" \"$?\"; }}",
+        # The traps come before the folder exists: a signal between the two leaves nothing behind.
+        '_d=; _pids=; trap \'rm -rf "$_d"\' EXIT',
+        f"{fn}_bye() {{ kill $_pids 2>/dev/null; rm -rf \"$_d\"; trap - EXIT \"$1\"; kill -s \"$1\" $$; }}",
+        f"trap '{fn}_bye HUP' HUP; trap '{fn}_bye INT' INT; trap '{fn}_bye TERM' TERM",
+        'if _d=$(mktemp -d "${TMPDIR:-/tmp}/bringup-read.XXXXXX" 2>/dev/null); then',
+    ]
     for k in range(lanes):
-        lines.append(f'  wait "$_p{k}" || _ok=')
+        lines.append(f"  {{ {each(alongside[k::lanes])}; }} >\"$_d/{k}\" &")
+        lines.append(f'  _p{k}=$!; _pids="$_pids $!"')
+    lines.append(f"  {each(sorted(set(in_shell)))}")
+    lines.append("  _ok=1")
+    lines += [f'  wait "$_p{k}" || _ok=' for k in range(lanes)]
     files = " ".join(f'"$_d/{k}"' for k in range(lanes))
-    lines.append(f'  if [ -n "$_ok" ]; then cat {files}; else {fn}_all; fi')
-    lines.append(f"else {fn}_all; fi")
+    lines.append(f'  if [ -n "$_ok" ]; then cat {files}; else {each(alongside)}; fi')
+    lines.append(f"else {each(list(range(len(snippets))))}; fi")
     lines.append("exit 0")
     return "\n".join(lines) + "\n", token
 
@@ -89,16 +104,19 @@ def split(stdout: str, token: str, keys: list[str]) -> list[Section]:
     out = []
     pat = re.compile(rf"\n@@{token}:B:(\d+)\n(.*?)\n@@{token}:E:\1:(\d+)\n", re.S)
     found = {int(m.group(1)): (int(m.group(3)), m.group(2)) for m in pat.finditer(stdout)}
-    # A section that began but never ended: the script died inside it.
-    begun = re.compile(rf"\n@@{token}:B:(\d+)\n(.*)\Z", re.S)
     for i, key in enumerate(keys):
         if i in found:
             rc, text = found[i]
             out.append(Section(key, rc, text))
-        else:
-            m = None
-            for m in begun.finditer(stdout):
-                pass
-            partial = m.group(2) if m and int(m.group(1)) == i else ""
-            out.append(Section(key, None, partial))
+            continue
+        # A section that began but never ended: the script died inside it; what it printed so far runs
+        # to the next marker of this script, or to the end.
+        begin = f"\n@@{token}:B:{i}\n"
+        at = stdout.rfind(begin)
+        partial = ""
+        if at >= 0:
+            partial = stdout[at + len(begin):]
+            nxt = partial.find(f"\n@@{token}:")
+            partial = partial if nxt < 0 else partial[:nxt]
+        out.append(Section(key, None, partial))
     return out

@@ -192,6 +192,7 @@ class AptRepository(Resource):
     """
 
     kind = "apt-repo"
+    read_alongside = True
 
     def __init__(self, name: str, *, url: str, suite: str, components: list[str] | tuple[str, ...] = (),
                  key: bytes | str | None = None, key_url: str | None = None, key_sha256: str | None = None,

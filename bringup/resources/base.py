@@ -77,6 +77,11 @@ class Resource:
     """
 
     kind: str = "resource"
+    #: True when :meth:`read` only looks, prints nothing secret and may run beside other reads: the read
+    #: script then runs it in a background lane (bringup.script.batch), its output kept in a 0700 file on the
+    #: host until the lanes are done.  False, the default (a read that prints a file's content, an
+    #: operator's guard command): it runs in the script's own shell, in order, straight to the connection.
+    read_alongside: bool = False
 
     def __init__(self, name: str, *, notify: list[str] | tuple[str, ...] = ()):
         self.name = name

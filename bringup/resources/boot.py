@@ -18,6 +18,7 @@ class KernelCmdline(Resource):
     """
 
     kind = "cmdline"
+    read_alongside = True
 
     def __init__(self, words: list[str]):
         if not words or any(not isinstance(w, str) or not w or any(c.isspace() for c in w) for w in words):

@@ -61,6 +61,7 @@ class ComposeUp(Resource):
     """
 
     kind = "compose"
+    read_alongside = True
 
     def __init__(self, file: str, *, project: str, container: str, revision: str, notify=()):
         super().__init__(f"{project}:{container}", notify=notify)

@@ -25,6 +25,7 @@ class CpuFreq(Resource):
     """
 
     kind = "cpufreq"
+    read_alongside = True
 
     def __init__(self, governor: str, *, epp: str | None = None, root: str = "", notify=()):
         for what, v in (("governor", governor), ("epp", epp)):
@@ -88,6 +89,7 @@ class SysfsChoice(Resource):
     """
 
     kind = "sysfs"
+    read_alongside = True
 
     def __init__(self, path: str, value: str, *, root: str = "", notify=()):
         if not _WORD.match(str(value)):

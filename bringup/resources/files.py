@@ -206,6 +206,7 @@ class Directory(Resource):
     """A directory with optional mode and owner (parents are created)."""
 
     kind = "directory"
+    read_alongside = True
 
     def __init__(self, path: str, *, mode: str | int | None = "0755", owner: str | None = "root",
                  group: str | None = "root", notify=()):

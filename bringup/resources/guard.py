@@ -11,6 +11,7 @@ class Skip(Resource):
     """Nothing to do on this host, and why (a GPU role on a host without a GPU)."""
 
     kind = "skip"
+    read_alongside = True
 
     def __init__(self, name: str, reason: str):
         super().__init__(name)
@@ -37,6 +38,7 @@ class Fail(Resource):
     """The role cannot run on this host; ``error`` says why and what to do."""
 
     kind = "precondition"
+    read_alongside = True
 
     def __init__(self, name: str, error: str):
         super().__init__(name)

@@ -22,6 +22,7 @@ class Hold(Resource):
     """
 
     kind = "hold"
+    read_alongside = True
 
     def __init__(self, packages: list[str], *, manager: str = "apt", held: bool = True, notify=()):
         pkgs = list(dict.fromkeys(packages))

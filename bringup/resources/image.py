@@ -52,6 +52,7 @@ class DockerImage(Resource):
     """
 
     kind = "image"
+    read_alongside = True
 
     def __init__(self, ref: str, *, source: str = "pull", image_id: str | None = None, retries: int = 3,
                  notify=()):

@@ -30,6 +30,7 @@ class IrqAffinity(Resource):
     """
 
     kind = "irq"
+    read_alongside = True
 
     def __init__(self, irq: int, cpus: list[int], *, label: str = "", refused_file: str = REFUSED_FILE,
                  container: str | None = None, in_container: bool = False, notify=()):

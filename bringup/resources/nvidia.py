@@ -25,6 +25,7 @@ class NvidiaDriverLoaded(Resource):
     """
 
     kind = "nvidia-driver"
+    read_alongside = True
 
     def __init__(self, branch: str, *, version: str | None = None, expected_gpus: int | None = None):
         super().__init__(f"loaded {branch}" + (f" {version}" if version else ""))

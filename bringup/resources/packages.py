@@ -30,6 +30,7 @@ class Packages(Resource):
     """
 
     kind = "packages"
+    read_alongside = True
 
     def __init__(self, packages: dict[str, str | None] | list[str], *, manager: str = "apt",
                  present: bool = True, allow_change_held: bool = False, lock_timeout: int = APT_LOCK_TIMEOUT,

@@ -57,6 +57,7 @@ class Sysctl(Resource):
     """
 
     kind = "sysctl"
+    read_alongside = True
 
     def __init__(self, key: str, value: object, *, notify=()):
         super().__init__(validate_key(key), notify=notify)

@@ -42,6 +42,7 @@ class Service(Resource):
     """
 
     kind = "service"
+    read_alongside = True
 
     def __init__(self, unit: str, *, running: bool | None = None, enabled: bool | None = None,
                  daemon_reload: bool = False, notify=()):

@@ -95,6 +95,7 @@ class Tree(Resource):
     """
 
     kind = "tree"
+    read_alongside = True
 
     def __init__(self, path: str, files: dict[str, tuple[bytes, bool]], *,
                  keep: set[str] | dict[str, str] = frozenset(), manifest: str | None = None,

@@ -416,3 +416,33 @@ esac
     assert [("update" in c.split(), "install" in c.split()) for c in calls] == [(False, True), (True, False),
                                                                                (False, True)]
     assert "apt-get update exited 100 (a source failed); installing anyway" in r.stdout
+
+
+def test_reads_that_print_content_or_run_an_operators_guard_stay_out_of_the_lanes(tmp_path, monkeypatch):
+    from bringup import runner
+    from bringup.resources.guard import Probe
+    from bringup.resources.jsonfile import JsonFile
+    from bringup.resources.privatejson import PrivateJsonFile
+
+    for kind in (File, JsonFile, PrivateJsonFile, Command, Probe):
+        assert kind.read_alongside is False, kind  # content, or commands bringup did not write
+    for kind in (Directory, Packages, Service, Sysctl):
+        assert kind.read_alongside is True, kind
+    declared = [File(str(tmp_path / "f"), content="token: s3cr3t\n", owner=None, group=None), Service("irqbalance", running=True),
+                Command("c", "true", unless="test -e /x"), Sysctl("net.core.somaxconn", "4096")]
+    seen = {}
+
+    def batch(snippets, **kw):
+        seen.update(kw)
+        return real(snippets, **kw)
+
+    real = runner.batch
+    monkeypatch.setattr(runner, "batch", batch)
+
+    class T:
+        def run_script(self, script):
+            return subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True)
+
+    outs = runner._read(T(), declared)
+    assert seen["lanes"] > 1 and seen["in_shell"] == {0, 2}
+    assert outs[0] is not None and outs[3].strip()  # every section came back

@@ -79,20 +79,46 @@ def test_lanes_fall_back_to_one_after_another_without_a_temporary_folder():
     assert [(s.rc, s.output) for s in split(r.stdout, token, [k for k, _ in SNIPPETS])][:2] == [(0, "x\n\n"), (3, "y")]
 
 
-def test_a_signal_removes_the_lanes_folder(tmp_path):
-    script, _ = batch([("a", "sleep 5"), ("b", "sleep 5")], lanes=2)
+def test_a_signal_removes_the_folder_stops_the_lanes_and_ends_the_script_by_that_signal(tmp_path):
+    work = tmp_path / "tmp"
+    work.mkdir()
+    # Lane 0 runs "a" then "c"; the signal comes while "a" sleeps, so "c" must never start.
+    script, _ = batch([("a", "sleep 1"), ("b", "sleep 1"), ("c", f"touch {tmp_path}/c-ran")], lanes=2)
     p = subprocess.Popen(["sh", "-c", 'eval "$(cat)"'], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                         env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+                         env={"PATH": "/usr/bin:/bin", "TMPDIR": str(work)})
     p.stdin.write(script)
     p.stdin.close()
     for _ in range(100):
-        if list(tmp_path.iterdir()):
+        if list(work.iterdir()):
             break
         time.sleep(0.05)
-    assert [d.name[:len("bringup-read.")] for d in tmp_path.iterdir()] == ["bringup-read."]
+    assert [d.name[:len("bringup-read.")] for d in work.iterdir()] == ["bringup-read."]
     p.send_signal(signal.SIGTERM)
-    assert p.wait(timeout=10) == 143
+    assert p.wait(timeout=10) == -signal.SIGTERM  # as the runner sees a killed script, not an exit status
+    time.sleep(1.5)
+    assert list(work.iterdir()) == [] and not (tmp_path / "c-ran").exists()
+
+
+def test_in_shell_snippets_run_in_order_and_never_reach_a_file(tmp_path):
+    # The lane snippet looks for the in-shell snippets' output in every file under TMPDIR while they run.
+    secret = "content-of-a-private-file-7c1e"
+    look = f"sleep 0.5; grep -rl {secret} {tmp_path} || echo nowhere"
+    snippets = [("look", look), ("s1", f"echo {secret}; sleep 0.2; echo one"), ("x", "echo x"),
+                ("s2", f"echo {secret}-2")]
+    script, token = batch(snippets, lanes=2, in_shell={1, 3})
+    r = subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+    look_, s1, x, s2 = split(r.stdout, token, [k for k, _ in snippets])
+    assert (look_.output, s1.output, x.output, s2.output) == ("nowhere\n", f"{secret}\none\n", "x\n", f"{secret}-2\n")
+    assert r.stdout.index(f"{token}:B:1") < r.stdout.index(f"{token}:B:3")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_section_cut_short_keeps_what_it_printed():
+    t = "0123456789abcdef"
+    out = f"\n@@{t}:B:0\nfirst\n@@{t}:E:0:0\n\n@@{t}:B:1\npartial-b"
+    a, b, c = split(out, t, ["a", "b", "c"])
+    assert (a.rc, a.output) == (0, "first") and (b.rc, b.output) == (None, "partial-b") and (c.rc, c.output) == (None, "")
 
 
 def test_lanes_refuse_stop_on_error():
