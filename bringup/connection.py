@@ -227,7 +227,19 @@ class LocalTransport(Transport):
         assert p.stdin is not None and p.stdout is not None and p.stderr is not None
 
         def kill() -> None:
-            os.killpg(p.pid, signal.SIGKILL)
+            # SIGTERM first: a read script's trap stops its lanes and removes its temporary folder (a SIGKILL
+            # cannot be trapped); then SIGKILL for whatever in the group did not end within 2 s.
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                # The whole group, not only its leader: the shell that runs the script ends after its trap.
+                deadline = time.monotonic() + 2.0
+                while time.monotonic() < deadline:
+                    p.poll()  # reap the leader, so that a finished group reads as gone
+                    os.killpg(p.pid, 0)
+                    time.sleep(0.02)
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
 
         out: list[bytes] = []
         err: list[bytes] = []

@@ -31,6 +31,24 @@ def test_a_round_trip_past_command_timeout_is_unreachable_and_killed(tmp_path):
     assert t.run_script("echo fine").stdout.strip() == "fine"
 
 
+def test_a_read_script_cut_off_by_the_timeout_leaves_no_folder_and_a_deaf_one_is_still_killed(tmp_path,
+                                                                                               monkeypatch):
+    from bringup.script import batch
+
+    work = tmp_path / "tmp"
+    work.mkdir()
+    monkeypatch.setenv("TMPDIR", str(work))
+    t = LocalTransport(local_host(command_timeout=1))
+    script, _ = batch([("a", "sleep 30"), ("b", "sleep 30")], lanes=2)
+    with pytest.raises(Unreachable):
+        t.run_script(script)
+    assert list(work.iterdir()) == []  # SIGTERM first: the script's trap removed its lanes' folder
+    started = time.monotonic()
+    with pytest.raises(Unreachable):  # a script that ignores SIGTERM gets SIGKILL after the grace
+        t.run_script(f"trap '' TERM; sleep 30; touch {tmp_path}/deaf")
+    assert time.monotonic() - started < 10 and not (tmp_path / "deaf").exists()
+
+
 def test_round_trip_within_timeout_returns_output():
     t = LocalTransport(local_host(command_timeout=30))
     r = t.run_script("echo out; echo err >&2; exit 3")
