@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import NoReturn
 
-__all__ = ["main", "reader_gone", "refresh", "live_text"]
+__all__ = ["main", "reader_gone", "stdout_gone", "refresh", "live_text"]
 
 DATA = Path(__file__).resolve().with_name("data")
 #: argv (after the program name) -> the kept text that answers it.
@@ -36,6 +36,19 @@ def main() -> None:
     from .cli import main as cli_main
 
     cli_main()
+
+
+def stdout_gone() -> bool:
+    """Whether stdout is a pipe whose reader has closed it (a BrokenPipeError that is not stdout's is a bug
+    to show, not a reader that went away)."""
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & select.POLLERR for _, ev in poll.poll(0))
+    except (AttributeError, OSError, ValueError):
+        return False
 
 
 def reader_gone() -> NoReturn:

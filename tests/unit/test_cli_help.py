@@ -48,6 +48,15 @@ def test_the_exit_leaves_the_runs_objects_out_of_the_last_garbage_collection():
     assert out.stdout.strip() == "frozen True", out
 
 
+def test_cyclic_garbage_left_at_exit_is_still_finalized(tmp_path):
+    # An object with __del__ in a reference cycle: a bare gc.freeze() at exit would skip it, the collection
+    # before the freeze runs it as Python's own teardown does.
+    probe = ("import sys, bringup.cli\nclass Holder:\n    def __del__(self):\n"
+             "        open(sys.argv[1], 'w').write('finalized')\nh = Holder(); h.me = h\ndel h\n")
+    subprocess.run([sys.executable, "-c", probe, str(tmp_path / "out")], cwd=REPO, check=True, timeout=60)
+    assert (tmp_path / "out").read_text() == "finalized"
+
+
 def _entry(*args, code="from bringup.entry import main; main()"):
     return subprocess.run([sys.executable, "-c", f"import sys; sys.argv = ['bringup', *sys.argv[1:]]; {code}", *args],
                           cwd=REPO, capture_output=True, text=True, timeout=120)
@@ -73,3 +82,11 @@ def test_the_console_scripts_help_imports_no_invoke():
     bad = _entry("--no-such-flag")
     assert bad.returncode == 1 and "Traceback" not in bad.stderr
 
+
+
+def test_only_a_closed_stdout_counts_as_the_reader_gone():
+    # A BrokenPipeError from a socket or a child's pipe is a fault to show; only stdout's reader leaving ends quietly.
+    probe = ("import os\nr, w = os.pipe()\nos.dup2(w, 1)\nfrom bringup.entry import stdout_gone\n"
+             "before = stdout_gone()\nos.close(r)\nos.write(2, f'{before} {stdout_gone()}'.encode())\n")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert r.stderr == "False True", r.stderr
