@@ -759,6 +759,9 @@ def main() -> None:
                          "current bench/NOTES.md; measures nothing")
     args = ap.parse_args()
     if args.render:
+        if not (WORK / "results.pickle").exists():
+            raise SystemExit(f"bench: --render: no earlier run's results in {WORK / 'results.pickle'}; "
+                             "run the benchmark first")
         saved = pickle.loads((WORK / "results.pickle").read_bytes())
         write_report(saved["res"], saved["meta"], Path(args.out))
         return

@@ -98,6 +98,7 @@ class Report:
         cached = self._texts.get(host)
         if cached and cached[0] == MASK.generation:
             return cached[1]
+        generation = MASK.generation  # before masking: a secret learnt meanwhile marks this text stale
         if host in self.done:
             r = self.done[host]
             doc = dict(asdict(r), recap=r.recap)
@@ -105,7 +106,7 @@ class Report:
             doc = {"host": host, "status": "pending"}
         # Secrets of the inventory (and URL passwords) never reach the file.
         text = _indented(json.dumps(MASK.mask_obj(doc), indent=2, sort_keys=False), "    ")
-        self._texts[host] = (MASK.generation, text)
+        self._texts[host] = (generation, text)
         return text
 
     def write(self, finished: bool = False) -> Path:
