@@ -25,7 +25,32 @@ if TYPE_CHECKING:
 # Heavy modules (pydantic models, rich, Fabric/paramiko, Jinja2, YAML) are imported by the tasks
 # that use them, so `bringup --help` and `invoke --list` pay for none of them.
 
-__all__ = ["ns", "program", "main", "prepared"]
+__all__ = ["ns", "program", "main", "prepared", "keep_bytecode"]
+
+
+def keep_bytecode() -> None:
+    """Let this process cache the bytecode of what it imports from here on, as the interpreter allows.
+
+    Invoke's program turns bytecode writing off for the whole process (``sys.dont_write_bytecode``,
+    unless ``--write-pyc``) so that a ``tasks.py`` leaves no ``.pyc`` behind.  The tasks import their
+    modules when they run (bringup's runner, inventory, resources; the project's roles), so in a
+    checkout (``pip install -e .``, the README's set-up) those were compiled again by every run: 0.5-1 s
+    of a whole no-op on the benchmark's machine.  Called after Invoke set the flag (``tasks.py`` is
+    compiled by then, and stays uncached); only ``-B`` / ``PYTHONDONTWRITEBYTECODE`` keep the rest uncached.
+    """
+    sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
+
+
+# `invoke ...`: Invoke's program set the flag before it imported tasks.py, which imports this module.
+keep_bytecode()
+
+
+class _Program(Program):
+    """``bringup ...``: Invoke's program, the flag restored once it parsed its core flags."""
+
+    def parse_core(self, argv) -> None:
+        super().parse_core(argv)
+        keep_bytecode()
 
 
 def _freeze_survivors() -> None:
@@ -475,7 +500,7 @@ from .engines_task import engines  # noqa: E402 - a thin task over _provision ab
 from .drift import drift  # noqa: E402 - the drift report plans through prepared above
 
 ns = Collection(provision, plan, facts, hosts, sandbox, audit, checklist, topology, bench, tune_window, engines, drift)
-program = Program(namespace=ns, version=__version__, name="bringup", binary="bringup")
+program = _Program(namespace=ns, version=__version__, name="bringup", binary="bringup")
 
 
 def main() -> None:

@@ -163,24 +163,14 @@ class Role:
 
 
 def _import(path: Path, name: str) -> ModuleType:
-    """Import a project's role module from its file, its bytecode cached as Python caches any module's.
-
-    Invoke turns bytecode writing off for the whole process (``sys.dont_write_bytecode``, unless
-    ``--write-pyc``) so that a ``tasks.py`` leaves no ``.pyc`` behind; the role modules it would have left
-    uncached are compiled again by every run (60-140 ms of a no-op on the benchmark's machine).  Only the
-    interpreter's own setting (``-B``, ``PYTHONDONTWRITEBYTECODE``) keeps them uncached.
-    """
+    """Import a project's role module from its file (its bytecode cached as the process allows: see
+    ``bringup.cli.keep_bytecode``)."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:  # pragma: no cover
         raise InputError(f"cannot import {path}")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    before = sys.dont_write_bytecode
-    sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
-    try:
-        spec.loader.exec_module(mod)
-    finally:
-        sys.dont_write_bytecode = before
+    spec.loader.exec_module(mod)
     return mod
 
 

@@ -1,4 +1,5 @@
-"""Role modules keep their bytecode cache although Invoke turns bytecode writing off for its process."""
+"""bringup's modules and the project's roles keep their bytecode cache although Invoke turns bytecode
+writing off for its process (they are imported by the tasks, after Invoke set the flag)."""
 import os
 import subprocess
 import sys
@@ -6,12 +7,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-# What `invoke provision` / `bringup provision` do: Invoke sets sys.dont_write_bytecode (no --write-pyc), then
-# the task loads the project's roles.
+# What `invoke provision` does: Invoke sets sys.dont_write_bytecode (no --write-pyc), imports tasks.py (which
+# imports bringup.cli), then the task loads the project's roles.
 LOAD = ("import sys; sys.dont_write_bytecode = True\n"
-        "from pathlib import Path\nfrom bringup.roles import load_roles\n"
-        "order, roles = load_roles(Path(sys.argv[1]))\n"
-        "assert order == ['only'] and sys.dont_write_bytecode is True\n")
+        "import bringup.cli\nfrom pathlib import Path\nfrom bringup.roles import load_roles\n"
+        "order, roles = load_roles(Path(sys.argv[1]))\nassert order == ['only']\n")
 
 
 def _project(tmp_path: Path) -> Path:
@@ -36,3 +36,17 @@ def test_the_interpreters_own_setting_still_wins(tmp_path):
     project = _project(tmp_path)
     _load(project, PYTHONDONTWRITEBYTECODE="1")
     assert not (project / "roles" / "__pycache__").exists()
+
+
+def _flag_after(argv_code: str, **env) -> str:
+    base = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    return subprocess.run([sys.executable, "-c", argv_code], cwd=REPO, env={**base, **env}, capture_output=True,
+                          text=True, check=True, timeout=120).stdout.strip()
+
+
+def test_the_bringup_program_writes_bytecode_after_invoke_turned_it_off():
+    # `bringup hosts --help`: Invoke's parse_core sets the flag, bringup's program sets it back.
+    probe = ("import sys\nfrom bringup.cli import program\nprogram.run(['bringup', 'hosts', '--help'], exit=False)\n"
+             "sys.stdout.write(f'\\ndont_write {sys.dont_write_bytecode}')\n")
+    assert _flag_after(probe).splitlines()[-1] == "dont_write False"
+    assert _flag_after(probe, PYTHONDONTWRITEBYTECODE="1").splitlines()[-1] == "dont_write True"
