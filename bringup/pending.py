@@ -29,6 +29,8 @@ class PendingHandlers:
     """The handlers owed on one host: what the file said at the start, and what this run recorded."""
 
     id = "pending-handlers"
+    #: Read with the resources (batched in their script), in the script's own shell: it prints the file.
+    read_alongside = False
 
     def __init__(self, path: str = PENDING_FILE):
         self.path = path

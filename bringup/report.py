@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import textwrap
 import time
 from contextlib import contextmanager
 from dataclasses import asdict
@@ -105,7 +106,7 @@ class Report:
         else:
             doc = {"host": host, "status": "pending"}
         # Secrets of the inventory (and URL passwords) never reach the file.
-        text = _indented(json.dumps(MASK.mask_obj(doc), indent=2, sort_keys=False), "    ")
+        text = textwrap.indent(json.dumps(MASK.mask_obj(doc), indent=2, sort_keys=False), "    ")
         self._texts[host] = (generation, text)
         return text
 
@@ -120,10 +121,6 @@ class Report:
         tmp.write_text(text)
         os.replace(tmp, self.path)
         return self.path
-
-
-def _indented(text: str, prefix: str) -> str:
-    return "\n".join(prefix + line for line in text.split("\n"))
 
 
 @contextmanager

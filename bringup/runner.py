@@ -188,7 +188,7 @@ def _read(t: Transport, resources: list[Resource]) -> list[str | None]:
     if not resources:
         return []
     script, token = batch([(r.id, r.read()) for r in resources], lanes=READ_LANES,
-                          in_shell={i for i, r in enumerate(resources) if not getattr(r, "read_alongside", False)})
+                          in_shell={i for i, r in enumerate(resources) if not r.read_alongside})
     res = t.run_script(script)
     secs = split(res.stdout, token, [r.id for r in resources])
     return [s.output if s.rc is not None else None for s in secs]

@@ -57,7 +57,8 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         raise ValueError("lanes run snippets side by side: stop_on_error needs them in order")
     token = token or secrets.token_hex(8)
     redir = "2>/dev/null" if stderr == "null" else "2>&1"
-    alongside = [i for i in range(len(snippets)) if i not in set(in_shell)]
+    shell = sorted(set(in_shell))
+    alongside = [i for i in range(len(snippets)) if i not in shell]
     lanes = min(lanes, len(alongside))
     if lanes <= 1:
         lines = ["exec </dev/null"]
@@ -89,7 +90,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     for k in range(lanes):
         lines.append(f"  {{ {each(alongside[k::lanes])}; }} >\"$_d/{k}\" &")
         lines.append(f'  _p{k}=$!; _pids="$_pids $!"')
-    lines.append(f"  {each(sorted(set(in_shell)))}")
+    lines.append(f"  {each(shell)}")
     lines.append("  _ok=1")
     lines += [f'  wait "$_p{k}" || _ok=' for k in range(lanes)]
     files = " ".join(f'"$_d/{k}"' for k in range(lanes))

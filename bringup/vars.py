@@ -166,7 +166,6 @@ def one_line(e: ValidationError, model: type[BaseModel]) -> InputError:
     return InputError(f"{_path(loc)} {_shown(SecretStr('x') if secret else err.get('input'))}: {wanted}")
 
 
-
 def _said(err: dict) -> str | None:
     """The message a validator of the model raised (ValueError), as it said it."""
     if err["type"] in ("value_error", "assertion_error"):
