@@ -20,7 +20,7 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from .auditkit import finding
 from .inventory import Host
@@ -28,6 +28,9 @@ from .resources.guard import Unused
 from .roles import HostContext, Role
 from .runner import HostResult, Options, ResourceResult, Stop, run_hosts
 from .templates import Templates
+
+if TYPE_CHECKING:
+    from .ahead import Ahead
 
 __all__ = ["AuditedRole", "Item", "items", "run_audit", "exit_code"]
 
@@ -103,12 +106,14 @@ def _junit(by_host: dict[str, list[Item]]) -> ET.ElementTree:
 
 def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], templates: Templates,
               reports: Path, *, forks: int = 10, accept_new_host_keys: bool = False,
-              say: Callable[[str], None] = print, stop: Stop | None = None) -> tuple[int, list[HostResult]]:
+              say: Callable[[str], None] = print, stop: Stop | None = None,
+              ahead: Ahead | None = None) -> tuple[int, list[HostResult]]:
     """Audit ``roles`` on ``hosts`` in check mode; print the findings; JUnit XML + JSON land in ``reports``.
 
     Each host's lines are printed as soon as that host is done.  Returns the exit code and the hosts'
     results; after ``stop`` was requested (a signal) the hosts not yet started are left out of the reports'
-    items and listed as ``not_started``.
+    items and listed as ``not_started``.  ``ahead``: the hosts' connections and facts opened while the
+    audit prepared (:mod:`bringup.ahead`).
     """
     audited = [AuditedRole(r.name, r.module) for r in roles]
     by_host: dict[str, list[Item]] = {}
@@ -127,7 +132,7 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
                 say(f"{result.host}: not audited: {i.message}")
         say(summary_line(result.host, found))
 
-    opts = Options(check=True, forks=forks, accept_new_host_keys=accept_new_host_keys)
+    opts = Options(check=True, forks=forks, accept_new_host_keys=accept_new_host_keys, ahead=ahead)
     results = run_hosts(hosts, audited, role_vars, opts, templates, on_result=done, stop=stop)
     by_host = {h.name: by_host[h.name] for h in hosts if h.name in by_host}
     found = [i for f in by_host.values() for i in f]

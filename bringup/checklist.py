@@ -260,7 +260,7 @@ def page_name(host: str) -> str:
 
 
 def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_host_keys=False, facts_file=None,
-                  stop=None):
+                  stop=None, ahead=None):
     """Gather, plan (check mode) and render each host's checklist; returns ``{host: checks}``.
 
     Each host is one :class:`bringup.runner.HostRun`: one connection, one
@@ -268,7 +268,8 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
     ``provision`` merges them.  With ``facts_file`` (a saved ``invoke facts``)
     nothing connects: the hardware lines come from the file, and the roles'
     drift is not checked.  Once ``stop`` is requested (a signal) no further host starts: the pages of the
-    hosts done are written, the others are left out.
+    hosts done are written, the others are left out.  ``ahead``: connections and facts opened while the
+    checklist prepared (:mod:`bringup.ahead`, its ``extra_facts`` this module's :data:`FACTS`).
     """
     from pathlib import Path
 
@@ -290,7 +291,7 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
             extra = [line("tuning", "roles converged", "WARN", f"not checked: planned offline from {facts_file}",
                            f"invoke checklist --host {h.name} once it is reachable")]
         else:
-            run = HostRun(h, roles, vars, Options(check=True, accept_new_host_keys=accept_new_host_keys),
+            run = HostRun(h, roles, vars, Options(check=True, accept_new_host_keys=accept_new_host_keys, ahead=ahead),
                           templates, extra_facts=FACTS, stop=stop)
             result = run.converge()
             if result.status == "interrupted":

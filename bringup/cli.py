@@ -20,6 +20,7 @@ from .errors import BringupError, Unreachable
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from .ahead import Ahead
     from .runner import HostResult, Stop
 
 # Heavy modules (pydantic models, rich, Fabric/paramiko, Jinja2, YAML) are imported by the tasks
@@ -95,21 +96,30 @@ def _selected(inventory, set_, host, hosts, group, limit=None):
     return inv, inv.limit(limit, chosen) if limit else chosen
 
 
-def prepared(inventory, set_, host, hosts, group, roles, limit=None):
-    """The selected hosts and roles, with every role's variables merged and validated (nothing connects).
+def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahead | None = None, dial: int = 0):
+    """The selected hosts and roles, with every role's variables merged and validated.
 
     Returns ``(inventory, hosts, content root, roles, variables by host)``: what every task that plans or
     runs roles starts from (provision, audit, checklist, drift, bench, tune-window), and what a tool
     outside the CLI uses to see the same declared state (bench/peers/audit_spec.py).
+
+    Nothing connects, unless ``ahead`` is given: then the first ``dial`` hosts are connected to as soon as the
+    inventory named them, and their facts gathered as soon as the roles said which, while the roles load and
+    the variables are checked (:mod:`bringup.ahead`).  The caller closes ``ahead`` when the run ends, and when
+    this raises.
     """
     from .project import content_root
-    from .roles import load_roles, select_roles
+    from .roles import load_roles, select_roles, wanted_facts
     from .runner import prepare
 
     inv, chosen = _selected(inventory, set_, host, hosts, group, limit)
+    if ahead is not None:
+        ahead.dial(chosen[:dial])
     root = content_root()
     order, all_roles = load_roles(root)
     selected = select_roles(order, all_roles, roles)
+    if ahead is not None:
+        ahead.want(wanted_facts(selected, ahead.extra_facts))
     return inv, chosen, root, selected, prepare(chosen, selected, [all_roles[r] for r in order])
 
 
@@ -198,34 +208,42 @@ def provision(c, host=None, hosts=None, group=None, roles=None, check=False, dif
 def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, diff=False, inventory="hosts",
                set_=None, forks=10, accept_new_host_keys=False, verbose=False, console=None,
                command="provision", allow_reboot=False, limit=None, serial=None, max_fail_percentage=None) -> int:
-    from .report import Report, print_host, print_recap, print_rollout_stopped, progress_display
+    from .ahead import Ahead
     from .rollout import parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
     from .runner import Options, exit_code
-    from .templates import Templates
 
-    console = console or _console()
-    try:
-        opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
-                       allow_reboot=allow_reboot)
-        batches, max_fail = parse_serial(serial), parse_max_fail(max_fail_percentage)
-        inv, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles, limit)
-        if not check:
-            validate_hooks(chosen)
-    except BringupError as e:
-        raise _fail(e) from None
-    report = Report(Path("reports"), command=command, hosts=[h.name for h in chosen], args={
-        "hosts": [h.name for h in chosen], "roles": [r.name for r in selected], "check": check,
-        "inventory": str(inv.path)})
+    # The hosts are connected to while the roles load and the variables are checked (bringup.ahead); not
+    # with --accept-new-host-keys (a key is recorded only once the input was checked), nor in a rolling run.
+    with Ahead(enabled=not (accept_new_host_keys or serial)) as ahead:
+        try:
+            opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
+                           allow_reboot=allow_reboot, ahead=ahead)
+            batches, max_fail = parse_serial(serial), parse_max_fail(max_fail_percentage)
+            inv, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles, limit,
+                                                              ahead=ahead, dial=opts.forks)
+            if not check:
+                validate_hooks(chosen)
+        except BringupError as e:
+            raise _fail(e) from None
+        # Imported and made while the hosts connect and gather their facts.
+        from .report import Report, print_host, print_recap, print_rollout_stopped, progress_display
+        from .templates import Templates
 
-    def finished(r: HostResult) -> None:
-        # Printed and recorded as each host ends: a slow or silent host holds back no one's result.
-        if r.status != "not started":
-            print_host(r, console, check=check, diff=diff, verbose=verbose)
-        report.add(r)
+        console = console or _console()
+        templates = Templates(root / "templates")
+        report = Report(Path("reports"), command=command, hosts=[h.name for h in chosen], args={
+            "hosts": [h.name for h in chosen], "roles": [r.name for r in selected], "check": check,
+            "inventory": str(inv.path)})
 
-    with _interruptible(console) as stop, progress_display(console, [h.name for h in chosen]) as progress:
-        run = rollout(chosen, selected, role_vars, opts, Templates(root / "templates"), progress, finished,
-                      stop=stop, serial=batches, max_fail_percentage=max_fail)
+        def finished(r: HostResult) -> None:
+            # Printed and recorded as each host ends: a slow or silent host holds back no one's result.
+            if r.status != "not started":
+                print_host(r, console, check=check, diff=diff, verbose=verbose)
+            report.add(r)
+
+        with _interruptible(console) as stop, progress_display(console, [h.name for h in chosen]) as progress:
+            run = rollout(chosen, selected, role_vars, opts, templates, progress, finished,
+                          stop=stop, serial=batches, max_fail_percentage=max_fail)
     results = run.results
     print_recap([r for r in results if r.status != "not started"], console)
     if stop.requested:
@@ -400,19 +418,24 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
           accept_new_host_keys=False):
     """Is each host in the state its roles declare? Check mode only; one line per failed item; JUnit + JSON in
     reports/. Exit 0 all good, 2 drift, 4 unreachable."""
+    from .ahead import Ahead
     from .audit import run_audit
     from .templates import Templates
 
-    console = _console()
-    try:
-        _, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles)
-        with _interruptible(console) as stop:
-            code, results = run_audit(chosen, selected, role_vars, Templates(root / "templates"), Path("reports"),
-                                      forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
-                                      say=lambda line: console.print(line, markup=False, highlight=False),
-                                      stop=stop)
-    except BringupError as e:
-        raise _fail(e) from None
+    # The hosts are connected to while the roles load and the variables are checked (bringup.ahead).
+    with Ahead(enabled=not accept_new_host_keys) as ahead:
+        try:
+            n = _forks(forks)
+            _, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles,
+                                                            ahead=ahead, dial=n)
+            console = _console()
+            with _interruptible(console) as stop:
+                code, results = run_audit(chosen, selected, role_vars, Templates(root / "templates"),
+                                          Path("reports"), forks=n, accept_new_host_keys=accept_new_host_keys,
+                                          say=lambda line: console.print(line, markup=False, highlight=False),
+                                          stop=stop, ahead=ahead)
+        except BringupError as e:
+            raise _fail(e) from None
     if stop.requested:
         _print_interrupted(stop, results, console)
         code = stop.exit_code
@@ -444,23 +467,29 @@ def _checklist(*, host=None, hosts=None, group=None, roles=None, inventory="host
     A signal (SIGINT, SIGTERM) starts no further host; the pages of the hosts done are printed and
     written, then the hosts left out are named.
     """
-    from .checklist import render_group_html, render_markdown, run_checklist
+    from .ahead import Ahead
+    from .checklist import FACTS, render_group_html, render_markdown, run_checklist
     from .templates import Templates
 
     console = _console()
-    try:
-        _, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles)
-        if facts and len(chosen) != 1:
-            raise BringupError("--facts FILE holds one host's facts: pass one --host")
-        # The hosts are checked in a worker thread: the main thread only waits, so a signal's handler
-        # never runs in the middle of a host's work.
-        from concurrent.futures import ThreadPoolExecutor
+    # The first host is connected to while the roles load and the variables are checked (bringup.ahead); the
+    # hosts are checked one after another, so the others connect in their turn.
+    with Ahead(enabled=not (accept_new_host_keys or facts), extra_facts=FACTS) as ahead:
+        try:
+            _, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles,
+                                                            ahead=ahead, dial=1)
+            if facts and len(chosen) != 1:
+                raise BringupError("--facts FILE holds one host's facts: pass one --host")
+            # The hosts are checked in a worker thread: the main thread only waits, so a signal's handler
+            # never runs in the middle of a host's work.
+            from concurrent.futures import ThreadPoolExecutor
 
-        with _interruptible(console) as stop, ThreadPoolExecutor(1) as pool:
-            pages = pool.submit(run_checklist, chosen, selected, role_vars, Templates(root / "templates"), out,
-                                accept_new_host_keys=accept_new_host_keys, facts_file=facts, stop=stop).result()
-    except BringupError as e:
-        raise _fail(e) from None
+            with _interruptible(console) as stop, ThreadPoolExecutor(1) as pool:
+                pages = pool.submit(run_checklist, chosen, selected, role_vars, Templates(root / "templates"), out,
+                                    accept_new_host_keys=accept_new_host_keys, facts_file=facts, stop=stop,
+                                    ahead=ahead).result()
+        except BringupError as e:
+            raise _fail(e) from None
     for name, checks in pages.items():
         console.print(render_markdown(name, checks), markup=False, highlight=False)
     if group:

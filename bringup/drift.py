@@ -230,24 +230,29 @@ def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
     """Which hosts drifted from the inventory: every host planned in check mode, one table host x role."""
     import json
 
+    from .ahead import Ahead
     from .cli import _console, _fail, _forks, _interruptible, prepared
     from .errors import BringupError
-    from .report import Report
     from .runner import Options, run_hosts
-    from .templates import Templates
 
-    console = _console()
-    try:
-        prom = check_prometheus_path(prometheus) if prometheus else None
-        opts = Options(check=True, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys)
-        inv, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles)
-    except BringupError as e:
-        raise _fail(e) from None
-    report_file = Report(Path("reports"), command="drift", hosts=[h.name for h in chosen], args={
-        "hosts": [h.name for h in chosen], "roles": [r.name for r in selected], "inventory": str(inv.path)})
-    with _interruptible(console) as stop:
-        results = run_hosts(chosen, selected, role_vars, opts, Templates(root / "templates"),
-                            on_result=report_file.add, stop=stop)
+    # The hosts are connected to while the roles load and the variables are checked (bringup.ahead).
+    with Ahead(enabled=not accept_new_host_keys) as ahead:
+        try:
+            prom = check_prometheus_path(prometheus) if prometheus else None
+            opts = Options(check=True, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys, ahead=ahead)
+            inv, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles,
+                                                              ahead=ahead, dial=opts.forks)
+        except BringupError as e:
+            raise _fail(e) from None
+        from .report import Report
+        from .templates import Templates
+
+        console = _console()
+        report_file = Report(Path("reports"), command="drift", hosts=[h.name for h in chosen], args={
+            "hosts": [h.name for h in chosen], "roles": [r.name for r in selected], "inventory": str(inv.path)})
+        with _interruptible(console) as stop:
+            results = run_hosts(chosen, selected, role_vars, opts, Templates(root / "templates"),
+                                on_result=report_file.add, stop=stop)
     report_file.write(finished=True)
     report = summarize(results, [r.name for r in selected])
     if json_:

@@ -13,7 +13,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from .command import sh
 from .connection import RunResult, Transport, connect, wait_for_ssh
@@ -24,7 +24,10 @@ from .pending import PendingHandlers
 from .resources.base import Plan, Resource
 from .roles import FactView, HostContext, Role, merged_defaults, wanted_facts
 from .script import READ_LANES, Section, batch, split
-from .templates import Templates
+
+if TYPE_CHECKING:
+    from .ahead import Ahead, Dial
+    from .templates import Templates
 
 __all__ = ["Options", "ResourceResult", "HostResult", "HostRun", "Stop", "run_hosts", "run_host", "prepare"]
 
@@ -41,6 +44,8 @@ class Options:
     allow_reboot: bool = False
     #: After a host converged, each selected role's ``health`` hook must pass (a rolling run's gate).
     health_gate: bool = False
+    #: Connections and facts opened while the run prepared (:mod:`bringup.ahead`): a host takes its own.
+    ahead: Ahead | None = None
 
 
 @dataclass
@@ -223,6 +228,8 @@ class HostRun:
         self.transport: Transport | None = None
         self.facts_wanted = wanted_facts(roles, extra_facts)
         self.facts: dict[str, Any] = {}
+        self._early: Dial | None = None  # the Dial taken from opts.ahead, until its facts are used
+        self._dialled: float | None = None  # when that Dial started connecting (time.monotonic)
         self.fact_errors: dict[str, str] = {}
         self.result = HostResult(host.name)
 
@@ -231,14 +238,22 @@ class HostRun:
     def open(self) -> Transport:
         if self.transport is None:
             self.progress(self.host.name, "connecting")
-            self.transport = connect(self.host, accept_new_host_keys=self.opts.accept_new_host_keys)
+            ahead = self.opts.ahead
+            self._early = ahead.take(self.host) if ahead is not None else None
+            if self._early is not None:
+                self._dialled = self._early.started
+            self.transport = self._early.transport if self._early is not None else \
+                connect(self.host, accept_new_host_keys=self.opts.accept_new_host_keys)
             self.stop.track(self.transport)
         return self.transport
 
     def gather(self) -> dict[str, Any]:
-        """Gather the wanted facts in one round trip (again after a reboot)."""
+        """Gather the wanted facts in one round trip (again after a reboot; the first may come from ahead)."""
         self.progress(self.host.name, "gathering facts")
-        self.facts, self.fact_errors = gather(self.open(), self.facts_wanted)
+        t = self.open()
+        early, self._early = self._early, None
+        got = early.facts_for(self.facts_wanted) if early is not None else None
+        self.facts, self.fact_errors = got if got is not None else gather(t, self.facts_wanted)
         self.result.fact_errors = self.fact_errors
         return self.facts
 
@@ -280,7 +295,8 @@ class HostRun:
             result.status, result.message = "failed", str(e)
         finally:
             self.close()
-            result.seconds = round(time.monotonic() - started, 3)
+            # A connection opened ahead counts from its dialling: the host's time, not the worker's.
+            result.seconds = round(time.monotonic() - min(started, self._dialled or started), 3)
         if result.status == "ok" and result.count("failed"):
             result.status = "failed"
         if self.stop.abandoned and result.status != "interrupted":

@@ -3,8 +3,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import jinja2
-
 from .errors import InputError
 
 __all__ = ["Templates"]
@@ -14,6 +12,9 @@ class Templates:
     """Renders the project's templates; an undefined variable is an error."""
 
     def __init__(self, root: Path):
+        # Imported here, not with the module: a run's first round trips overlap it (bringup.ahead).
+        import jinja2
+
         self.root = root
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(str(root)),
@@ -30,6 +31,8 @@ class Templates:
 
     def render(self, name: str, **context) -> str:
         """Render ``templates/<name>`` with ``context``; errors name the template."""
+        import jinja2
+
         try:
             return self.env.get_template(name).render(**context)
         except jinja2.TemplateNotFound:

@@ -1,0 +1,148 @@
+"""Connections and facts opened ahead of a run, while the control machine still loads and checks its input.
+
+A whole run first spends a few hundred milliseconds on the control machine alone (loading the roles,
+checking every variable, importing Jinja2 and rich) with every host idle, and then waits on the hosts
+(the SSH handshake, the facts script) with the control machine idle.  :class:`Ahead` lets the two
+overlap: as soon as the inventory names the hosts, a thread per host connects, and once the selected
+roles say which facts they read (:meth:`Ahead.want`), it gathers them.  :class:`~bringup.runner.HostRun`
+then takes that connection and those facts (:meth:`Ahead.take`) instead of opening its own.
+
+What it does to a host is what every run does first and changes nothing: a connection, the facts
+script.  It never records a host key (with ``--accept-new-host-keys`` the caller makes none, and the run
+connects itself once its input was checked); a run refused for bad input closes what was opened, unused
+(:meth:`Ahead.close`).  An error of the early connection or gathering is raised where the run would have
+met it, in the host's own worker (:meth:`Dial.facts_for`, :meth:`Ahead.take`), so it is reported as before.
+
+    with Ahead() as ahead:                    # leaving it closes what no host took
+        ahead.dial(hosts)                     # threads connect
+        ahead.want(wanted_facts(roles))       # ... and gather these facts once connected
+        ...                                   # the control machine's own work meanwhile
+        dial = ahead.take(host)               # in the host's worker: waits, raises what connect raised
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from .connection import Transport, connect
+from .facts.gather import gather
+
+if TYPE_CHECKING:
+    from .inventory import Host
+
+__all__ = ["Ahead", "Dial"]
+
+
+class Dial:
+    """One host's early connection and, when the run said which in time, its facts."""
+
+    def __init__(self, host: Host):
+        self.host = host
+        self.started = time.monotonic()
+        self.transport: Transport | None = None
+        self.error: Exception | None = None
+        self.wanted: list | None = None
+        self.facts: tuple[dict[str, Any], dict[str, str]] | None = None
+        self.facts_error: Exception | None = None
+        self.connected = threading.Event()  # set once connecting succeeded or failed
+        self.done = threading.Event()  # ... and once the facts were gathered (or were not to be)
+        self.taken = False
+
+    def facts_for(self, wanted: list) -> tuple[dict[str, Any], dict[str, str]] | None:
+        """The facts gathered early, when they are exactly ``wanted`` (waits for them); None when not; raises what
+        gathering raised (the connection closed under it by a second signal, a timeout)."""
+        self.done.wait()
+        if self.wanted is None or list(self.wanted) != list(wanted):
+            return None
+        if self.facts_error is not None:
+            raise self.facts_error
+        return self.facts
+
+
+class Ahead:
+    """Connections (and facts) opened for ``hosts`` while the run still prepares; see the module."""
+
+    def __init__(self, enabled: bool = True, extra_facts: tuple[str, ...] = ()) -> None:
+        #: When False, :meth:`dial` opens nothing: every host connects in the run itself.
+        self.enabled = enabled
+        #: Facts the caller gathers beyond the roles' (``HostRun(extra_facts=...)``: the checklist's own).
+        self.extra_facts = extra_facts
+        self._dials: dict[str, Dial] = {}
+        self._wanted: list | None = None
+        self._said = threading.Event()  # set once the facts wanted are known, or will never be
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def dial(self, hosts: list[Host]) -> None:
+        """Start connecting to each of ``hosts`` (one daemon thread each: an exit never waits on a slow host)."""
+        if not self.enabled or self._closed:
+            return
+        for h in hosts:
+            if h.name in self._dials:
+                continue
+            d = self._dials[h.name] = Dial(h)
+            threading.Thread(target=self._run, args=(d,), name=f"ahead-{h.name}", daemon=True).start()
+
+    def want(self, facts: list) -> None:
+        """The facts the run will gather (:func:`~bringup.roles.wanted_facts`): each connection gathers them."""
+        if not self._said.is_set():
+            self._wanted = list(facts)
+            self._said.set()
+
+    def _run(self, d: Dial) -> None:
+        try:
+            d.transport = connect(d.host)
+        except Exception as e:  # noqa: BLE001 - raised again in the host's worker by take()
+            d.error = e
+        d.connected.set()
+        if d.transport is not None:
+            self._said.wait()
+            wanted = self._wanted
+            if wanted and not self._closed:
+                d.wanted = wanted
+                try:
+                    d.facts = gather(d.transport, wanted)
+                except Exception as e:  # noqa: BLE001 - raised again by facts_for(), where gather() would have
+                    d.facts_error = e
+        with self._lock:
+            orphan = self._closed and not d.taken
+            if not orphan:
+                d.done.set()  # from here on close() sees it
+        if orphan:  # close() came first and left it to this thread
+            if d.transport is not None:
+                d.transport.close()
+            d.done.set()
+
+    def take(self, host: Host) -> Dial | None:
+        """``host``'s early connection, once connected (None when it was not dialed); raises what connecting raised.
+
+        Its facts may still be in flight on it: :meth:`Dial.facts_for` waits for them, and nothing else may use
+        the transport before.  A host is taken once: after a reboot the run reconnects by itself.
+        """
+        with self._lock:
+            d = self._dials.get(host.name)
+            if d is None or d.taken:
+                return None
+            d.taken = True
+        self.want([])  # a run that never said which facts: do not wait for them
+        d.connected.wait()
+        if d.error is not None:
+            raise d.error
+        return d
+
+    def __enter__(self) -> Ahead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every connection no host took (a run refused, interrupted, or with hosts left unstarted)."""
+        with self._lock:
+            self._closed = True
+            left = [d for d in self._dials.values() if d.done.is_set() and not d.taken]
+        self.want([])
+        for d in left:
+            if d.transport is not None:
+                d.transport.close()

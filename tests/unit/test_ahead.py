@@ -1,0 +1,146 @@
+"""Connections and facts opened ahead of a run (bringup.ahead): taken once, errors where the run meets them."""
+from __future__ import annotations
+
+import socket
+
+import pytest
+
+import bringup.ahead as ahead_mod
+from bringup.ahead import Ahead
+from bringup.connection import LocalTransport, connect
+from bringup.errors import Unreachable
+from bringup.inventory import ConnectionVars, Host
+from bringup.project import content_root
+from bringup.roles import load_roles, wanted_facts
+from bringup.runner import HostRun, Options, prepare
+from bringup.templates import Templates
+
+ORDER, ROLES = load_roles(content_root())
+EVERY = [ROLES[r] for r in ORDER]
+SYSCTL = [ROLES["sysctl"]]
+
+
+def _local(name="ctl") -> Host:
+    return Host(name, ["all"], {}, ConnectionVars(ansible_connection="local"))
+
+
+def _run(host: Host, ahead: Ahead | None) -> HostRun:
+    vars = prepare([host], SYSCTL, EVERY)[host.name]
+    return HostRun(host, SYSCTL, vars, Options(check=True, ahead=ahead), Templates(content_root() / "templates"))
+
+
+def test_a_run_takes_the_connection_and_the_facts_gathered_ahead():
+    host = _local()
+    with Ahead() as ahead:
+        ahead.dial([host])
+        ahead.want(wanted_facts(SYSCTL))
+        run = _run(host, ahead)
+        result = run.converge()
+    assert result.status == "ok", result.message
+    assert run.facts["system.sysctl_writable"]
+    # One facts script (gathered ahead, not again) and one read of the state.
+    assert result.round_trips == 2
+
+
+def test_facts_gathered_for_other_roles_are_not_used():
+    host = _local()
+    with Ahead() as ahead:
+        ahead.dial([host])
+        ahead.want(wanted_facts([ROLES["nvidia_driver"]]))
+        run = _run(host, ahead)
+        result = run.converge()
+    assert result.status == "ok", result.message
+    assert list(run.facts) == ["system.sysctl_writable"]
+    assert result.round_trips == 3  # the early facts, the run's own, the state read
+
+
+def test_a_host_not_dialled_connects_in_its_run():
+    with Ahead() as ahead:
+        ahead.dial([_local("other")])
+        ahead.want(wanted_facts(SYSCTL))
+        result = _run(_local("ctl"), ahead).converge()
+    assert result.status == "ok" and result.round_trips == 2
+
+
+def test_a_disabled_ahead_opens_nothing():
+    with Ahead(enabled=False) as ahead:
+        ahead.dial([_local()])
+        assert ahead.take(_local()) is None
+
+
+def _closed_port() -> int:
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def test_an_unreachable_host_is_reported_by_its_own_run_with_connects_message(tmp_path):
+    host = Host("gone", ["all"], {}, ConnectionVars(ansible_host="127.0.0.1", ansible_port=_closed_port(),
+                                                    ssh_known_hosts=str(tmp_path / "known_hosts")))
+    with pytest.raises(Unreachable) as direct:
+        connect(host)
+    with Ahead() as ahead:
+        ahead.dial([host])
+        ahead.want(wanted_facts(SYSCTL))
+        result = _run(host, ahead).converge()
+    assert result.status == "unreachable"
+    assert result.message == str(direct.value)
+
+
+class _Recording(LocalTransport):
+    """A real local transport that records its closing (and can be made to fail its facts script)."""
+
+    closed: list[str] = []
+    fail = False
+
+    def close(self) -> None:
+        _Recording.closed.append(self.host.name)
+
+    def _exchange(self, cmd, sudo, data):
+        if _Recording.fail:
+            raise Unreachable(f"connection to {self.host.name} lost: test")
+        return super()._exchange(cmd, sudo, data)
+
+
+@pytest.fixture
+def recording(monkeypatch):
+    _Recording.closed, _Recording.fail = [], False
+    monkeypatch.setattr(ahead_mod, "connect", lambda host: _Recording(host))
+    return _Recording
+
+
+def test_close_closes_what_no_host_took_and_only_that(recording):
+    a, b = _local("a"), _local("b")
+    with Ahead() as ahead:
+        ahead.dial([a, b])
+        ahead.want([])
+        taken = ahead.take(a)
+        assert taken is not None and ahead.take(a) is None  # a host is taken once
+        for d in ahead._dials.values():
+            d.done.wait(10)
+    assert recording.closed == ["b"]
+
+
+def test_a_failed_early_gathering_is_raised_in_the_run(recording):
+    recording.fail = True
+    host = _local()
+    with Ahead() as ahead:
+        ahead.dial([host])
+        ahead.want(wanted_facts(SYSCTL))
+        result = _run(host, ahead).converge()
+    assert result.status == "unreachable" and result.message == "connection to ctl lost: test"
+
+
+def test_a_run_refused_before_it_took_its_connection_closes_it(recording):
+    """Bad input found after dialling (a variable): the connection the run never took is closed at once."""
+    host = _local()
+    with pytest.raises(RuntimeError):
+        with Ahead() as ahead:
+            ahead.dial([host])
+            raise RuntimeError("refused")
+    # The connection is closed when it is ready, by close() or by its own thread right after.
+    for d in ahead._dials.values():
+        d.done.wait(10)
+    assert recording.closed == ["ctl"]
