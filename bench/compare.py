@@ -312,41 +312,50 @@ IMPORT_GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
 )
 
 
+def _importtime(stderr: str) -> list[tuple[str, float]]:
+    """``python -X importtime``'s lines as ``(module, own seconds)``, in import order."""
+    out = []
+    for line in stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        own, _, name = line[len("import time:"):].split("|")
+        out.append((name.strip(), int(own) / 1e6))
+    return out
+
+
 def import_breakdown(tool: Tool, runs: int) -> dict:
     """Imports of ``tool``'s run: ``all``, the median wall time a fresh process takes to import every module
     the run loaded (in its order; role modules, loaded from their files, are not among them) less ``python -c
-    pass``; and per group, the median of ``python -X importtime``'s own times summed by top-level package,
-    scaled to ``all`` (importtime's bookkeeping inflates every module's time, so only its shares are used)."""
-    per: dict[str, list[float]] = {}
-    names: list[str] = []
-    for _ in range(runs):
-        _, cp = tool.run_capture((PYTHON, "-X", "importtime"))
-        got: dict[str, float] = {}
-        names = []
-        for line in cp.stderr.splitlines():
-            if not line.startswith("import time:") or "self [us]" in line:
-                continue
-            own, _, name = line[len("import time:"):].split("|")
-            name = name.strip()
-            names.append(name)
-            top = name.split(".")[0]
-            group = next((g for g, tops in IMPORT_GROUPS if top in tops), "standard library and the rest")
-            got[group] = got.get(group, 0.0) + int(own) / 1e6
-        total = sum(got.values())
-        for k, v in got.items():
-            per.setdefault(k, []).append(v / total)
-    loader = ("import importlib, sys\nfor n in sys.argv[1:]:\n    try:\n        importlib.import_module(n)\n"
+    pass``; and per group, the median share of ``python -X importtime``'s own times summed by top-level
+    package in that same importing process, scaled to ``all`` (importtime's bookkeeping inflates every
+    module's time, so only its shares are used).  The shares come from that one-thread process, not from the
+    run: the run imports in two threads at once (bringup/ahead.py), and importtime, which nests by one global
+    level, then subtracts one thread's imports from the other's and prints negative times."""
+    _, cp = tool.run_capture((PYTHON, "-X", "importtime"))
+    wanted = [n for n, _ in _importtime(cp.stderr) if not n.startswith("bringup_roles")]
+    # __import__, not importlib.import_module: importtime sees only imports that go through the former.
+    loader = ("import sys\nfor n in sys.argv[1:]:\n    try:\n        __import__(n)\n"
               "    except Exception:\n        pass\n")
-    wanted = [n for n in names if not n.startswith("bringup_roles")]
     env = {**os.environ, **BRINGUP_ENV}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     walls = []
+    per: dict[str, list[float]] = {}
     for _ in range(runs):
         t0 = time.perf_counter()
         subprocess.run([PYTHON, "-c", "pass"], env=env, check=True)
         t1 = time.perf_counter()
         subprocess.run([PYTHON, "-c", loader, *wanted], env=env, cwd=tool.cwd, check=True)
         walls.append((time.perf_counter() - t1) - (t1 - t0))
+        timed = subprocess.run([PYTHON, "-X", "importtime", "-c", loader, *wanted], env=env, cwd=tool.cwd,
+                               check=True, capture_output=True, text=True)
+        got: dict[str, float] = {}
+        for name, own in _importtime(timed.stderr):
+            top = name.split(".")[0]
+            group = next((g for g, tops in IMPORT_GROUPS if top in tops), "standard library and the rest")
+            got[group] = got.get(group, 0.0) + own
+        total = sum(got.values())
+        for k, v in got.items():
+            per.setdefault(k, []).append(v / total)
     total = statistics.median(walls)
     out = {k: statistics.median(v) * total for k, v in per.items()}
     out["all"] = total
