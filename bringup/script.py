@@ -100,11 +100,16 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     return "\n".join(lines) + "\n", token
 
 
+#: A section of any batched script, its token captured: one pattern compiled once (a run splits a script per
+#: round trip per host, each with its own token).
+_SECTION = re.compile(r"\n@@([0-9A-Za-z_]+):B:(\d+)\n(.*?)\n@@\1:E:\2:(\d+)\n", re.S)
+
+
 def split(stdout: str, token: str, keys: list[str]) -> list[Section]:
     """Split a batched script's stdout back into one :class:`Section` per key."""
     out = []
-    pat = re.compile(rf"\n@@{token}:B:(\d+)\n(.*?)\n@@{token}:E:\1:(\d+)\n", re.S)
-    found = {int(m.group(1)): (int(m.group(3)), m.group(2)) for m in pat.finditer(stdout)}
+    found = {int(m.group(2)): (int(m.group(4)), m.group(3)) for m in _SECTION.finditer(stdout)
+             if m.group(1) == token}
     for i, key in enumerate(keys):
         if i in found:
             rc, text = found[i]

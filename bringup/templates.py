@@ -1,6 +1,7 @@
 """Jinja2 templates of roles: ``templates/<role>/``, StrictUndefined."""
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from .errors import InputError
@@ -28,13 +29,18 @@ class Templates:
         from .resources.compose import REVISION_LABEL
 
         self.env.globals["revision_label"] = REVISION_LABEL
+        # Hosts render in parallel threads: Jinja2 caches a compiled template but compiles outside its cache's
+        # lock, so 16 hosts starting together compiled the same template 7 times.  One compiles, the rest wait.
+        self._loading = threading.Lock()
 
     def render(self, name: str, **context) -> str:
         """Render ``templates/<name>`` with ``context``; errors name the template."""
         import jinja2
 
         try:
-            return self.env.get_template(name).render(**context)
+            with self._loading:
+                template = self.env.get_template(name)
+            return template.render(**context)
         except jinja2.TemplateNotFound:
             raise InputError(f"template {name!r} not found under {self.root}") from None
         except jinja2.UndefinedError as e:
