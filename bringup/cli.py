@@ -367,6 +367,8 @@ def sandbox(c, keep=False):
         raise Exit("error: `invoke sandbox` runs from a checkout of bringup (its harness/ package is not here)",
                    code=1) from None
 
+    from rich.markup import escape
+
     console = _console()
     name = "sandbox-01"
     workdir = Path(".sandbox").resolve()
@@ -405,7 +407,7 @@ def sandbox(c, keep=False):
                       f"(inventory {inv})")
     if any(codes):
         raise Exit(code=max(codes))
-    console.print(f"[bold]sandbox: {latency.status}[/] {latency.name}: {latency.seen}" if latency
+    console.print(f"[bold]sandbox: {latency.status}[/] {escape(f'{latency.name}: {latency.seen}')}" if latency
                   else "[bold]sandbox: no latency line")
     if latency is None or latency.status != "PASS":
         raise Exit(code=2)

@@ -28,13 +28,19 @@ def recap_line(r: HostResult, width: int = 0) -> str:
 
 
 def print_host(r: HostResult, console: Console, *, check: bool, diff: bool, verbose: bool = False) -> None:
-    """One host's details: what changed (or would), what was skipped and why, failures."""
-    console.rule(f"[bold]{r.host}[/]" + (" (check mode)" if check else ""), style="dim")
+    """One host's details: what changed (or would), what was skipped and why, failures.
+
+    What comes from the run (the role's name in brackets, ids, values, messages, diffs) is escaped: rich read
+    ``[sysctl]`` or a value ``[2, 4]`` as markup and dropped it.  The lines go out in one print (one render).
+    """
+    from rich.markup import escape
+
+    console.rule(f"[bold]{escape(r.host)}[/]" + (" (check mode)" if check else ""), style="dim")
+    lines = []
     if r.message:
-        console.print(f"[{_COLOURS.get(r.status, 'red')}]{r.status.upper()}[/]: {r.message}", markup=True,
-                      highlight=False)
+        lines.append(f"[{_COLOURS.get(r.status, 'red')}]{r.status.upper()}[/]: {escape(r.message)}")
     for e_name, e in r.fact_errors.items():
-        console.print(f"[yellow]fact {e_name} could not be parsed[/]: {e}", highlight=False)
+        lines.append(f"[yellow]fact {escape(e_name)} could not be parsed[/]: {escape(str(e))}")
     for res in r.resources:
         if res.status == "ok" and not verbose:
             continue
@@ -42,16 +48,16 @@ def print_host(r: HostResult, console: Console, *, check: bool, diff: bool, verb
         label = "would change" if check and res.status == "changed" else res.status
         detail = res.error or ", ".join(f"{k}: {v[0]} → {v[1]}" if isinstance(v, list) and len(v) == 2
                                         else f"{k}: {v}" for k, v in res.changes.items()) or res.reason or ""
-        console.print(f"  [{colour}]{label:>12}[/] [{res.role}] {res.id}  {detail}", highlight=False,
-                      soft_wrap=True)
+        lines.append(f"  [{colour}]{label:>12}[/] {escape(f'[{res.role}] {res.id}  {detail}')}")
         if diff and res.diff:
-            console.print(res.diff.rstrip("\n"), markup=False, highlight=False, style="dim")
+            lines.append(f"[dim]{escape(res.diff.rstrip(chr(10)))}[/dim]")
     if r.rebooted:
-        console.print(f"  [yellow]rebooted[/]: {r.reboot_reason}", highlight=False)
+        lines.append(f"  [yellow]rebooted[/]: {escape(str(r.reboot_reason))}")
     elif r.reboot_required:
-        console.print(f"  [yellow]reboot required[/]: {r.reboot_reason}"
-                      + ("" if check else " (rerun with --allow-reboot, or reboot and rerun)"), highlight=False)
-    console.print(f"  {r.round_trips} round trip(s), {r.seconds:.2f} s", style="dim", highlight=False)
+        lines.append(f"  [yellow]reboot required[/]: {escape(str(r.reboot_reason))}"
+                     + ("" if check else " (rerun with --allow-reboot, or reboot and rerun)"))
+    lines.append(f"[dim]  {r.round_trips} round trip(s), {r.seconds:.2f} s[/dim]")
+    console.print("\n".join(lines), highlight=False, soft_wrap=True)
 
 
 def print_recap(results: list[HostResult], console: Console) -> None:
@@ -147,6 +153,8 @@ def progress_display(console: Console, hosts: list[str]) -> Iterator:
 
 def print_rollout_stopped(why: str, never_started: list[str], console: Console) -> None:
     """After the recap: why a rolling run stopped, and the hosts it never started."""
-    console.print(f"[bold red]ROLLOUT STOPPED[/] {why}", highlight=False)
+    from rich.markup import escape
+
+    console.print(f"[bold red]ROLLOUT STOPPED[/] {escape(why)}", highlight=False)
     if never_started:
         console.print(f"  not started: {', '.join(never_started)}", markup=False, highlight=False)

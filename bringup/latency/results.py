@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import json
 from dataclasses import asdict
-from datetime import datetime, timezone
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +180,7 @@ def _f(v, fmt="{:.1f}") -> str:
 
 def render_table(doc: dict, console) -> None:
     """The guide's table per window: batch, concurrency, p50/p95/p99, QPS, and Triton's view."""
+    from rich.markup import escape
     from rich.table import Table
 
     by_window: dict[str, list[dict]] = {}
@@ -221,7 +222,7 @@ def render_table(doc: dict, console) -> None:
     acc = doc.get("acceptance") or {}
     if acc:
         style = {"PASS": "green", "FAIL": "red", "WARN": "yellow"}.get(acc["status"], "")
-        console.print(f"[{style}]{acc['status']}[/] latency acceptance: {acc['seen']}")
+        console.print(f"[{style}]{acc['status']}[/] latency acceptance: {escape(str(acc['seen']))}")
 
 
 # --------------------------------------------------------------------------- acceptance

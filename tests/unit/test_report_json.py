@@ -53,3 +53,26 @@ def test_a_host_added_again_replaces_its_text(tmp_path):
 def test_no_hosts(tmp_path):
     rep = Report(tmp_path, command="audit", args={}, hosts=[])
     assert json.loads(rep.write(finished=True).read_text())["hosts"] == []
+
+
+def test_what_a_host_prints_keeps_its_brackets():
+    """rich read `[sysctl]` and values like `[2, 4]` as markup and dropped them from the operator's screen."""
+    import io
+
+    from rich.console import Console
+
+    from bringup.report import print_host
+
+    r = HostResult("h[1]", status="unreachable", message="ssh to 10.0.0.1:22 failed: [Errno 111] refused",
+                   round_trips=1, seconds=0.5, fact_errors={"nvidia.smi": "column [bold] shifted"}, resources=[
+                       ResourceResult("triton", "file:/data/models/m/config.pbtxt", "changed",
+                                      changes={"preferred_batch_size": [[2, 4], [2, 4, 8]]}, diff="+ dims: [3, 224]\n"),
+                       ResourceResult("sysctl", "sysctl:net.core.busy_poll", "skipped", reason="no such key [red]")],
+                   reboot_required=True, reboot_reason="driver [550] loaded")
+    out = io.StringIO()
+    print_host(r, Console(file=out, width=300, color_system=None), check=False, diff=True)
+    text = out.getvalue()
+    for shown in ("h[1]", "[Errno 111] refused", "column [bold] shifted", "[triton] file:/data/models/m/config.pbtxt",
+                  "preferred_batch_size: [2, 4] → [2, 4, 8]", "+ dims: [3, 224]", "[sysctl] sysctl:net.core.busy_poll",
+                  "no such key [red]", "driver [550] loaded", "1 round trip(s), 0.50 s"):
+        assert shown in text, (shown, text)
