@@ -3,18 +3,22 @@
 A whole run first spends a few hundred milliseconds on the control machine alone (loading the roles,
 checking every variable, importing Jinja2 and rich) with every host idle, and then waits on the hosts
 (the SSH handshake, the facts script) with the control machine idle.  :class:`Ahead` lets the two
-overlap: as soon as the inventory names the hosts, a thread per host connects, and once the selected
-roles say which facts they read (:meth:`Ahead.want`), it gathers them.  :class:`~bringup.runner.HostRun`
-then takes that connection and those facts (:meth:`Ahead.take`) instead of opening its own.
+overlap: as soon as the inventory names the hosts, a thread per host connects; once the input is checked
+and the selected roles said which facts they read (:meth:`Ahead.want`), it gathers them, while the
+control machine imports Jinja2 and rich and sets up the run.  :class:`~bringup.runner.HostRun` then takes
+that connection and those facts (:meth:`Ahead.take`) instead of opening its own.
 
-What it does to a host is what every run does first and changes nothing: a connection, the facts
-script.  It never records a host key (with ``--accept-new-host-keys`` the caller makes none, and the run
-connects itself once its input was checked); a run refused for bad input closes what was opened, unused
-(:meth:`Ahead.close`).  An error of the early connection or gathering is raised where the run would have
+Before the input is checked a host sees only a login (key authentication, no command): a run refused for
+bad input closes it unused (:meth:`Ahead.close`), and no command, sudo included, ran anywhere.  Not opened
+ahead: a host that logs in with a password (a refused run makes no login attempt with it), and the hosts
+the caller holds back (``hold``: a host whose drain hook must run before anything touches it).  It never
+records a host key (with ``--accept-new-host-keys`` the caller makes none, and the run connects itself once
+its input was checked).  An error of the early connection or gathering is raised where the run would have
 met it, in the host's own worker (:meth:`Dial.facts_for`, :meth:`Ahead.take`), so it is reported as before.
 
     with Ahead() as ahead:                    # leaving it closes what no host took
         ahead.dial(hosts)                     # threads connect
+        ...                                   # the input checked
         ahead.want(wanted_facts(roles))       # ... and gather these facts once connected
         ...                                   # the control machine's own work meanwhile
         dial = ahead.take(host)               # in the host's worker: waits, raises what connect raised
@@ -23,7 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from .connection import Transport, connect
 from .facts.gather import gather
@@ -63,11 +67,14 @@ class Dial:
 class Ahead:
     """Connections (and facts) opened for ``hosts`` while the run still prepares; see the module."""
 
-    def __init__(self, enabled: bool = True, extra_facts: tuple[str, ...] = ()) -> None:
+    def __init__(self, enabled: bool = True, extra_facts: tuple[str, ...] = (),
+                 hold: Callable[[Host], bool] = lambda host: False) -> None:
         #: When False, :meth:`dial` opens nothing: every host connects in the run itself.
         self.enabled = enabled
         #: Facts the caller gathers beyond the roles' (``HostRun(extra_facts=...)``: the checklist's own).
         self.extra_facts = extra_facts
+        #: Hosts :meth:`dial` leaves to their run (True): a drain hook must come first.
+        self.hold = hold
         self._dials: dict[str, Dial] = {}
         self._wanted: list | None = None
         self._said = threading.Event()  # set once the facts wanted are known, or will never be
@@ -75,17 +82,20 @@ class Ahead:
         self._closed = False
 
     def dial(self, hosts: list[Host]) -> None:
-        """Start connecting to each of ``hosts`` (one daemon thread each: an exit never waits on a slow host)."""
+        """Start connecting to each of ``hosts`` (one daemon thread each: an exit never waits on a slow host),
+        except those held back (:attr:`hold`) and those that log in with a password."""
         if not self.enabled or self._closed:
             return
         for h in hosts:
-            if h.name in self._dials:
+            if h.name in self._dials or self.hold(h) or h.connection.ansible_password is not None:
                 continue
             d = self._dials[h.name] = Dial(h)
             threading.Thread(target=self._run, args=(d,), name=f"ahead-{h.name}", daemon=True).start()
 
     def want(self, facts: list) -> None:
-        """The facts the run will gather (:func:`~bringup.roles.wanted_facts`): each connection gathers them."""
+        """The facts the run will gather (:func:`~bringup.roles.wanted_facts`): each connection gathers them.
+
+        Called once the run's input is checked: the facts script is the first command a host runs."""
         if not self._said.is_set():
             self._wanted = list(facts)
             self._said.set()

@@ -96,7 +96,8 @@ def _selected(inventory, set_, host, hosts, group, limit=None):
     return inv, inv.limit(limit, chosen) if limit else chosen
 
 
-def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahead | None = None, dial: int = 0):
+def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahead | None = None, dial: int = 0,
+             check=None):
     """The selected hosts and roles, with every role's variables merged and validated.
 
     Returns ``(inventory, hosts, content root, roles, variables by host)``: what every task that plans or
@@ -104,9 +105,10 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     outside the CLI uses to see the same declared state (bench/peers/audit_spec.py).
 
     Nothing connects, unless ``ahead`` is given: then the first ``dial`` hosts are connected to as soon as the
-    inventory named them, and their facts gathered as soon as the roles said which, while the roles load and
-    the variables are checked (:mod:`bringup.ahead`).  The caller closes ``ahead`` when the run ends, and when
-    this raises.
+    inventory named them, while the roles load and the variables are checked, and their facts are gathered
+    once every check passed (the variables, then ``check(hosts)``, the caller's own: the rollout's hooks)
+    while the caller goes on (:mod:`bringup.ahead`).  The caller closes ``ahead`` when the run ends, and
+    when this raises: a refused run has run no command on any host.
     """
     from .project import content_root
     from .roles import load_roles, select_roles, wanted_facts
@@ -118,9 +120,12 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     root = content_root()
     order, all_roles = load_roles(root)
     selected = select_roles(order, all_roles, roles)
+    role_vars = prepare(chosen, selected, [all_roles[r] for r in order])
+    if check is not None:
+        check(chosen)
     if ahead is not None:
         ahead.want(wanted_facts(selected, ahead.extra_facts))
-    return inv, chosen, root, selected, prepare(chosen, selected, [all_roles[r] for r in order])
+    return inv, chosen, root, selected, role_vars
 
 
 MAX_FORKS = 256
@@ -209,20 +214,20 @@ def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, di
                set_=None, forks=10, accept_new_host_keys=False, verbose=False, console=None,
                command="provision", allow_reboot=False, limit=None, serial=None, max_fail_percentage=None) -> int:
     from .ahead import Ahead
-    from .rollout import parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
+    from .rollout import drains_first, parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
     from .runner import Options, exit_code
 
     # The hosts are connected to while the roles load and the variables are checked (bringup.ahead); not
-    # with --accept-new-host-keys (a key is recorded only once the input was checked), nor in a rolling run.
-    with Ahead(enabled=not (accept_new_host_keys or serial)) as ahead:
+    # with --accept-new-host-keys (a key is recorded only once the input was checked), nor in a rolling run,
+    # nor a host whose drain hook must come first.
+    with Ahead(enabled=not (accept_new_host_keys or serial), hold=lambda h: drains_first(h, check)) as ahead:
         try:
             opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
                            allow_reboot=allow_reboot, ahead=ahead)
             batches, max_fail = parse_serial(serial), parse_max_fail(max_fail_percentage)
             inv, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles, limit,
-                                                              ahead=ahead, dial=opts.forks)
-            if not check:
-                validate_hooks(chosen)
+                                                              ahead=ahead, dial=opts.forks,
+                                                              check=None if check else validate_hooks)
         except BringupError as e:
             raise _fail(e) from None
         # Imported and made while the hosts connect and gather their facts.
@@ -367,7 +372,7 @@ def sandbox(c, keep=False):
         raise Exit("error: `invoke sandbox` runs from a checkout of bringup (its harness/ package is not here)",
                    code=1) from None
 
-    from rich.markup import escape
+    from rich.text import Text
 
     console = _console()
     name = "sandbox-01"
@@ -407,7 +412,7 @@ def sandbox(c, keep=False):
                       f"(inventory {inv})")
     if any(codes):
         raise Exit(code=max(codes))
-    console.print(f"[bold]sandbox: {latency.status}[/] {escape(f'{latency.name}: {latency.seen}')}" if latency
+    console.print(Text.assemble((f"sandbox: {latency.status}", "bold"), f" {latency.name}: {latency.seen}") if latency
                   else "[bold]sandbox: no latency line")
     if latency is None or latency.status != "PASS":
         raise Exit(code=2)

@@ -30,34 +30,34 @@ def recap_line(r: HostResult, width: int = 0) -> str:
 def print_host(r: HostResult, console: Console, *, check: bool, diff: bool, verbose: bool = False) -> None:
     """One host's details: what changed (or would), what was skipped and why, failures.
 
-    What comes from the run (the role's name in brackets, ids, values, messages, diffs) is escaped: rich read
-    ``[sysctl]`` or a value ``[2, 4]`` as markup and dropped it.  The lines go out in one print (one render).
+    What comes from the run (the role's name in brackets, ids, values, messages, diffs) is plain text, never
+    markup: rich read ``[sysctl]`` or a value ``[2, 4]`` as markup and dropped it.  The lines go out in one
+    print (one render).
     """
-    from rich.markup import escape
+    from rich.text import Text
 
-    console.rule(f"[bold]{escape(r.host)}[/]" + (" (check mode)" if check else ""), style="dim")
-    lines = []
+    console.rule(Text.assemble((r.host, "bold"), " (check mode)" if check else ""), style="dim")
+    lines: list[Text] = []
     if r.message:
-        lines.append(f"[{_COLOURS.get(r.status, 'red')}]{r.status.upper()}[/]: {escape(r.message)}")
+        lines.append(Text.assemble((r.status.upper(), _COLOURS.get(r.status, "red")), f": {r.message}"))
     for e_name, e in r.fact_errors.items():
-        lines.append(f"[yellow]fact {escape(e_name)} could not be parsed[/]: {escape(str(e))}")
+        lines.append(Text.assemble((f"fact {e_name} could not be parsed", "yellow"), f": {e}"))
     for res in r.resources:
         if res.status == "ok" and not verbose:
             continue
-        colour = _COLOURS[res.status]
         label = "would change" if check and res.status == "changed" else res.status
         detail = res.error or ", ".join(f"{k}: {v[0]} → {v[1]}" if isinstance(v, list) and len(v) == 2
                                         else f"{k}: {v}" for k, v in res.changes.items()) or res.reason or ""
-        lines.append(f"  [{colour}]{label:>12}[/] {escape(f'[{res.role}] {res.id}  {detail}')}")
+        lines.append(Text.assemble("  ", (f"{label:>12}", _COLOURS[res.status]), f" [{res.role}] {res.id}  {detail}"))
         if diff and res.diff:
-            lines.append(f"[dim]{escape(res.diff.rstrip(chr(10)))}[/dim]")
+            lines.append(Text(res.diff.rstrip("\n"), style="dim"))
     if r.rebooted:
-        lines.append(f"  [yellow]rebooted[/]: {escape(str(r.reboot_reason))}")
+        lines.append(Text.assemble("  ", ("rebooted", "yellow"), f": {r.reboot_reason}"))
     elif r.reboot_required:
-        lines.append(f"  [yellow]reboot required[/]: {escape(str(r.reboot_reason))}"
-                     + ("" if check else " (rerun with --allow-reboot, or reboot and rerun)"))
-    lines.append(f"[dim]  {r.round_trips} round trip(s), {r.seconds:.2f} s[/dim]")
-    console.print("\n".join(lines), highlight=False, soft_wrap=True)
+        lines.append(Text.assemble("  ", ("reboot required", "yellow"), f": {r.reboot_reason}"
+                                   + ("" if check else " (rerun with --allow-reboot, or reboot and rerun)")))
+    lines.append(Text(f"  {r.round_trips} round trip(s), {r.seconds:.2f} s", style="dim"))
+    console.print(Text("\n").join(lines), highlight=False, soft_wrap=True)
 
 
 def print_recap(results: list[HostResult], console: Console) -> None:
@@ -153,8 +153,8 @@ def progress_display(console: Console, hosts: list[str]) -> Iterator:
 
 def print_rollout_stopped(why: str, never_started: list[str], console: Console) -> None:
     """After the recap: why a rolling run stopped, and the hosts it never started."""
-    from rich.markup import escape
+    from rich.text import Text
 
-    console.print(f"[bold red]ROLLOUT STOPPED[/] {escape(why)}", highlight=False)
+    console.print(Text.assemble(("ROLLOUT STOPPED", "bold red"), f" {why}"), highlight=False)
     if never_started:
         console.print(f"  not started: {', '.join(never_started)}", markup=False, highlight=False)

@@ -107,6 +107,11 @@ def _hook_timeout(host: Host) -> float:
     return float(v)
 
 
+def drains_first(host: Host, check: bool) -> bool:
+    """Whether ``host``'s ``drain_command`` must run before anything touches it (a run that writes)."""
+    return not check and host.vars.get("drain_command") is not None
+
+
 def validate_hooks(hosts: list[Host]) -> None:
     """Each host's hooks: absent, or a non-empty list of strings whose program exists; else one line."""
     for h in hosts:

@@ -173,7 +173,8 @@ def prepare(hosts: list[Host], roles: list[Role], every_role: list[Role] | None 
     selected ones when not given) < the inventory < ``--set`` (already in the
     host's variables).  Every role sees the same values, so a role run alone
     reads what a full run gives it.  Bad input is refused here, before any
-    connection, so nothing is half-written on any host.
+    command runs on a host (a run's connections may be opening: bringup.ahead),
+    so nothing is half-written on any host.
     """
     defaults = merged_defaults(every_role or roles)
     merged: dict[str, dict[str, Any]] = {}

@@ -623,8 +623,8 @@ def cpu_roles(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> tupl
 
 def format_plan(plan: TopologyPlan, console, title: str = "") -> None:
     """Print the plan as rich tables: one row per NUMA node, then GPUs, pinned IRQs, warnings."""
-    from rich.markup import escape  # noqa: PLC0415 - only the CLI prints
     from rich.table import Table  # noqa: PLC0415 - only the CLI prints
+    from rich.text import Text  # noqa: PLC0415 - only the CLI prints
 
     t = Table(title=f"{title}: CPU plan (irq_cpus_per_node={plan.irq_cpus_per_node}, "
                     f"triton_cpus_per_gpu={plan.triton_cpus_per_gpu})", title_justify="left")
@@ -653,5 +653,5 @@ def format_plan(plan: TopologyPlan, console, title: str = "") -> None:
                       " ".join(f"{i}→{format_cpulist(pins[i].cpus)}" for i in x.irqs) or "-")
         console.print(d)
     for w in plan.warnings:
-        console.print(f"[yellow]warning[/]: {escape(w.text)}", highlight=False)
+        console.print(Text.assemble(("warning", "yellow"), f": {w.text}"), highlight=False)
     console.print(f"Triton cpuset: {format_cpulist(plan.triton_cpus) or '(none: no GPU)'}", highlight=False)

@@ -180,8 +180,8 @@ def _f(v, fmt="{:.1f}") -> str:
 
 def render_table(doc: dict, console) -> None:
     """The guide's table per window: batch, concurrency, p50/p95/p99, QPS, and Triton's view."""
-    from rich.markup import escape
     from rich.table import Table
+    from rich.text import Text
 
     by_window: dict[str, list[dict]] = {}
     for r in doc["points"]:
@@ -222,7 +222,7 @@ def render_table(doc: dict, console) -> None:
     acc = doc.get("acceptance") or {}
     if acc:
         style = {"PASS": "green", "FAIL": "red", "WARN": "yellow"}.get(acc["status"], "")
-        console.print(f"[{style}]{acc['status']}[/] latency acceptance: {escape(str(acc['seen']))}")
+        console.print(Text.assemble((acc["status"], style), f" latency acceptance: {acc['seen']}"))
 
 
 # --------------------------------------------------------------------------- acceptance

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import socket
+import threading
+from pathlib import Path
 
 import pytest
 
@@ -90,15 +92,17 @@ def test_an_unreachable_host_is_reported_by_its_own_run_with_connects_message(tm
 
 
 class _Recording(LocalTransport):
-    """A real local transport that records its closing (and can be made to fail its facts script)."""
+    """A real local transport that records its commands and its closing (and can be made to fail)."""
 
     closed: list[str] = []
+    ran: list[str] = []
     fail = False
 
     def close(self) -> None:
         _Recording.closed.append(self.host.name)
 
     def _exchange(self, cmd, sudo, data):
+        _Recording.ran.append(self.host.name)
         if _Recording.fail:
             raise Unreachable(f"connection to {self.host.name} lost: test")
         return super()._exchange(cmd, sudo, data)
@@ -106,7 +110,7 @@ class _Recording(LocalTransport):
 
 @pytest.fixture
 def recording(monkeypatch):
-    _Recording.closed, _Recording.fail = [], False
+    _Recording.closed, _Recording.ran, _Recording.fail = [], [], False
     monkeypatch.setattr(ahead_mod, "connect", lambda host: _Recording(host))
     return _Recording
 
@@ -144,3 +148,45 @@ def test_a_run_refused_before_it_took_its_connection_closes_it(recording):
     for d in ahead._dials.values():
         d.done.wait(10)
     assert recording.closed == ["ctl"]
+
+
+def test_held_hosts_and_password_logins_are_not_opened_ahead(recording):
+    drained, by_password, plain = _local("drained"), _local("pw"), _local("plain")
+    by_password = Host("pw", ["all"], {}, ConnectionVars(ansible_connection="local", ansible_password="s3cret"))
+    with Ahead(hold=lambda h: h.name == "drained") as ahead:
+        ahead.dial([drained, by_password, plain])
+        assert ahead.take(drained) is None and ahead.take(by_password) is None
+        assert ahead.take(plain) is not None
+
+
+def _project(tmp_path, thp) -> Path:
+    (tmp_path / "hosts").write_text(
+        "all:\n  vars: {gpu_profile: cpu, sysctl_profile: none}\n"
+        f"  hosts:\n    h1: {{ansible_connection: local, thp: {thp}}}\n")
+    return tmp_path / "hosts"
+
+
+def test_a_run_refused_for_bad_input_ran_no_command_on_a_host_it_had_dialled(recording, tmp_path, monkeypatch):
+    """The connection opens while the variables are checked; the facts script waits for them to pass."""
+    from invoke import Exit
+
+    from bringup.cli import _provision
+
+    monkeypatch.chdir(tmp_path)
+    inv = _project(tmp_path, "sometimes")
+    with pytest.raises(Exit) as refused:
+        _provision(host="h1", check=True, inventory=str(inv))
+    assert refused.value.code == 1 and "thp 'sometimes'" in str(refused.value.message)
+    for th in threading.enumerate():
+        if th.name.startswith("ahead-"):
+            th.join(10)
+    assert recording.ran == [] and recording.closed == ["h1"]
+
+
+def test_a_checked_run_gathers_its_facts_on_the_connection_opened_ahead(recording, tmp_path, monkeypatch):
+    from bringup.cli import _provision
+
+    monkeypatch.chdir(tmp_path)
+    assert _provision(host="h1", roles="sysctl", check=True, inventory=str(_project(tmp_path, "madvise"))) == 0
+    # One connection: the facts, then the state read, both on the transport dialled ahead.
+    assert recording.ran == ["h1", "h1"]

@@ -67,12 +67,15 @@ def test_what_a_host_prints_keeps_its_brackets():
                    round_trips=1, seconds=0.5, fact_errors={"nvidia.smi": "column [bold] shifted"}, resources=[
                        ResourceResult("triton", "file:/data/models/m/config.pbtxt", "changed",
                                       changes={"preferred_batch_size": [[2, 4], [2, 4, 8]]}, diff="+ dims: [3, 224]\n"),
-                       ResourceResult("sysctl", "sysctl:net.core.busy_poll", "skipped", reason="no such key [red]")],
+                       ResourceResult("sysctl", "sysctl:net.core.busy_poll", "skipped", reason="no such key [red]"),
+                       ResourceResult("files", "file:/etc/profile.d/ps1.sh", "changed", changes={"content": ["a", "b"]},
+                                      diff="+PS1='\\[\\e[1;32m\\]\\u'\n+grep '\\[0-9]' x\n", error="ends with C:\\")],
                    reboot_required=True, reboot_reason="driver [550] loaded")
     out = io.StringIO()
     print_host(r, Console(file=out, width=300, color_system=None), check=False, diff=True)
     text = out.getvalue()
     for shown in ("h[1]", "[Errno 111] refused", "column [bold] shifted", "[triton] file:/data/models/m/config.pbtxt",
                   "preferred_batch_size: [2, 4] → [2, 4, 8]", "+ dims: [3, 224]", "[sysctl] sysctl:net.core.busy_poll",
-                  "no such key [red]", "driver [550] loaded", "1 round trip(s), 0.50 s"):
+                  "no such key [red]", "driver [550] loaded", "1 round trip(s), 0.50 s",
+                  "+PS1='\\[\\e[1;32m\\]\\u'", "+grep '\\[0-9]' x", "ends with C:\\\n"):
         assert shown in text, (shown, text)
