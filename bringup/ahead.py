@@ -12,9 +12,10 @@ Before the input is checked a host sees only a login (key authentication, no com
 bad input closes it unused (:meth:`Ahead.close`), and no command, sudo included, ran anywhere.  Not opened
 ahead: a host that logs in with a password (a refused run makes no login attempt with it), and the hosts
 the caller holds back (``hold``: a host whose drain hook must run before anything touches it).  It never
-records a host key (with ``--accept-new-host-keys`` the caller makes none, and the run connects itself once
-its input was checked).  An error of the early connection or gathering is raised where the run would have
-met it, in the host's own worker (:meth:`Dial.facts_for`, :meth:`Ahead.take`), so it is reported as before.
+records a host key: given ``accept_new_host_keys`` (the run's ``--accept-new-host-keys``) it opens nothing,
+and the run connects itself once its input was checked.  An error of the early connection or gathering is
+raised where the run would have met it, in the host's own worker (:meth:`Dial.facts_for`,
+:meth:`Ahead.take`), so it is reported as before.
 
     with Ahead() as ahead:                    # leaving it closes what no host took
         ahead.dial(hosts)                     # threads connect
@@ -68,9 +69,10 @@ class Ahead:
     """Connections (and facts) opened for ``hosts`` while the run still prepares; see the module."""
 
     def __init__(self, enabled: bool = True, extra_facts: tuple[str, ...] = (),
-                 hold: Callable[[Host], bool] = lambda host: False) -> None:
-        #: When False, :meth:`dial` opens nothing: every host connects in the run itself.
-        self.enabled = enabled
+                 hold: Callable[[Host], bool] = lambda host: False, accept_new_host_keys: bool = False) -> None:
+        #: When False, :meth:`dial` opens nothing: every host connects in the run itself (also when the run
+        #: may record host keys: a key is recorded only once the input was checked).
+        self.enabled = enabled and not accept_new_host_keys
         #: Facts the caller gathers beyond the roles' (``HostRun(extra_facts=...)``: the checklist's own).
         self.extra_facts = extra_facts
         #: Hosts :meth:`dial` leaves to their run (True): a drain hook must come first.

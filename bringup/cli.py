@@ -217,10 +217,10 @@ def _provision(*, host=None, hosts=None, group=None, roles=None, check=False, di
     from .rollout import drains_first, parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
     from .runner import Options, exit_code
 
-    # The hosts are connected to while the roles load and the variables are checked (bringup.ahead); not
-    # with --accept-new-host-keys (a key is recorded only once the input was checked), nor in a rolling run,
-    # nor a host whose drain hook must come first.
-    with Ahead(enabled=not (accept_new_host_keys or serial), hold=lambda h: drains_first(h, check)) as ahead:
+    # The hosts are connected to while the roles load and the variables are checked (bringup.ahead); not in a
+    # rolling run, nor a host whose drain hook must come first.
+    with Ahead(enabled=not serial, hold=lambda h: drains_first(h, check),
+               accept_new_host_keys=accept_new_host_keys) as ahead:
         try:
             opts = Options(check=check, diff=diff, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys,
                            allow_reboot=allow_reboot, ahead=ahead)
@@ -430,7 +430,7 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
     from .templates import Templates
 
     # The hosts are connected to while the roles load and the variables are checked (bringup.ahead).
-    with Ahead(enabled=not accept_new_host_keys) as ahead:
+    with Ahead(accept_new_host_keys=accept_new_host_keys) as ahead:
         try:
             n = _forks(forks)
             _, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles,
@@ -481,7 +481,7 @@ def _checklist(*, host=None, hosts=None, group=None, roles=None, inventory="host
     console = _console()
     # The first host is connected to while the roles load and the variables are checked (bringup.ahead); the
     # hosts are checked one after another, so the others connect in their turn.
-    with Ahead(enabled=not (accept_new_host_keys or facts), extra_facts=FACTS) as ahead:
+    with Ahead(enabled=not facts, extra_facts=FACTS, accept_new_host_keys=accept_new_host_keys) as ahead:
         try:
             _, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles,
                                                             ahead=ahead, dial=1)

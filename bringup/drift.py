@@ -236,7 +236,7 @@ def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
     from .runner import Options, run_hosts
 
     # The hosts are connected to while the roles load and the variables are checked (bringup.ahead).
-    with Ahead(enabled=not accept_new_host_keys) as ahead:
+    with Ahead(accept_new_host_keys=accept_new_host_keys) as ahead:
         try:
             prom = check_prometheus_path(prometheus) if prometheus else None
             opts = Options(check=True, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys, ahead=ahead)

@@ -153,8 +153,9 @@ def _hooked(rolling: bool) -> Callable[..., HostResult]:
     def one(host: Host, roles: list[Role], vars: dict[str, Any], opts: Options, templates: Templates,
             progress: Progress, stop: Stop | None) -> HostResult:
         hooks = not opts.check and not (stop is not None and stop.requested)
+        drain = hooks and drains_first(host, opts.check)
         gate = rolling or any(host.vars.get(v) is not None for v in HOOKS)
-        if hooks and host.vars.get("drain_command") is not None:
+        if drain:
             progress(host.name, "drain_command")
             err = run_hook("drain_command", host)
             if err:
@@ -162,7 +163,7 @@ def _hooked(rolling: bool) -> Callable[..., HostResult]:
                 return HostResult(host.name, status="failed", message=f"{err}; the host was not touched",
                                   resources=[ResourceResult("rollout", "drain_command", "failed", error=err)])
         result = run_host(host, roles, vars, replace(opts, health_gate=gate), templates, progress, stop)
-        if hooks and host.vars.get("drain_command") is not None:
+        if drain:
             result.resources.insert(0, ResourceResult("rollout", "drain_command", "ok", reason="drained"))
         if not hooks or host.vars.get("undrain_command") is None:
             return result

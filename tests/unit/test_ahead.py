@@ -64,8 +64,10 @@ def test_a_host_not_dialled_connects_in_its_run():
     assert result.status == "ok" and result.round_trips == 2
 
 
-def test_a_disabled_ahead_opens_nothing():
-    with Ahead(enabled=False) as ahead:
+@pytest.mark.parametrize("kw", [{"enabled": False}, {"accept_new_host_keys": True}])
+def test_a_disabled_ahead_opens_nothing(kw):
+    """Disabled, or in a run that may record host keys (a key is recorded only once the input was checked)."""
+    with Ahead(**kw) as ahead:
         ahead.dial([_local()])
         assert ahead.take(_local()) is None
 
