@@ -610,38 +610,29 @@ def rollback(host, t) -> str:
 # Rack checklist
 
 
-def _ver(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in re.findall(r"\d+", v))
-
-
 def checks(host) -> list:
     """The rack checklist's Triton lines: the container release against the loaded driver and the GPUs."""
-    from bringup.checklist import line, load_matrix
-    from bringup.gpu import branch_of, driver_version
+    from bringup.checklist import line
+    from bringup.driver_matrix import triton_need, version_key
+    from bringup.gpu import driver_version
 
     drv = driver_version(host.facts)
     image = host.vars.get("triton_image")
     if not drv or not image:
         return []  # no driver: the nvidia_driver role's line says so
-    m = re.search(r":(\d\d\.\d\d)", str(image))
-    rel = load_matrix()["triton"].get(m.group(1)) if m else None
-    if rel is None:
+    need = triton_need(image)
+    if need is None:
         return [line("software", "Triton container vs driver", "WARN", f"{image}: not in the version matrix",
                      "add its release notes' driver requirement to bringup/data/version_matrix.yaml")]
-    branch, need = branch_of(drv), int(rel["min_driver"])
-    compat = {int(k): v for k, v in (rel.get("datacenter_compat") or {}).items()}
-    label = f"Triton {m.group(1)} (CUDA {rel['cuda']}) needs R{need}+"
-    if branch is not None and branch >= need:
-        out = [line("software", "Triton container vs driver", "PASS", f"{label}; driver {drv}")]
-    elif branch in compat and _ver(drv) >= _ver(compat[branch]):
-        out = [line("software", "Triton container vs driver", "PASS",
-                    f"{label}; driver {drv} through data-center forward compatibility (R{branch} ≥ {compat[branch]})")]
+    how = need.meets(drv)
+    if how is not None:
+        out = [line("software", "Triton container vs driver", "PASS", f"{need.label}; driver {drv}{how}")]
     else:
-        out = [line("software", "Triton container vs driver", "FAIL", f"{label}; driver {drv}",
-                    f"upgrade to R{need}+ or pick an older triton_image")]
-    cc = rel.get("min_compute_capability")
+        out = [line("software", "Triton container vs driver", "FAIL", f"{need.label}; driver {drv}",
+                    f"upgrade to R{need.min_branch}+ or pick an older triton_image")]
+    cc = need.min_compute_capability
     caps = [g.get("compute_cap") for g in host.facts.get("nvidia.smi") or [] if g.get("compute_cap")]
-    if cc and caps and any(_ver(str(c)) < _ver(cc) for c in caps):
-        out.append(line("software", "GPU compute capability", "FAIL", f"{caps} < {cc} for Triton {m.group(1)}",
+    if cc and caps and any(version_key(str(c)) < version_key(cc) for c in caps):
+        out.append(line("software", "GPU compute capability", "FAIL", f"{caps} < {cc} for Triton {need.release}",
                         "use an older triton_image"))
     return out
