@@ -1,4 +1,14 @@
-"""The NVIDIA driver, pinned to a branch, held, and loaded after a reboot only when it changed.
+"""The NVIDIA driver: the loaded branch kept (never downgraded unless told), held, and loaded after a reboot
+only when it changed.
+
+Which branch (``nvidia_driver_branch``):
+    ``auto`` (default, also null): the branch the driver loaded now belongs to, kept when it runs the
+    Triton image (``triton_image``'s driver minimum in ``bringup/data/version_matrix.yaml``; a newer
+    branch than the guide's is kept too).  A loaded branch too old for the image is refused (one line:
+    pin a branch).  No driver loaded: :data:`INSTALL_BRANCH` is installed (the guide's 550).
+    A branch (``580``), or the branch of ``nvidia_driver_version``: that branch.  A pin below the
+    loaded branch is a downgrade: refused unless ``nvidia_driver_allow_downgrade: true``, and the plan
+    then says ``downgrade 580 -> 550``.
 
 Packages by source (``nvidia_driver_source``):
     ``ubuntu-server``: Canonical's server packages, ``nvidia-headless-<br>-server``
@@ -17,8 +27,10 @@ loaded driver is checked through ``nvidia-smi``: not the wanted branch means
 "reboot required" (``--allow-reboot`` reboots, waits and checks again).
 
 Variables:
-    nvidia_driver_branch: ``550`` (the guide's 535/550 matrix).
+    nvidia_driver_branch: ``auto`` (the loaded branch; none loaded: 550, the guide's) or a branch (``580``).
     nvidia_driver_version: exact package version or glob (``550.144.03-*``); default any of the branch.
+        It pins its branch as ``nvidia_driver_branch`` does.
+    nvidia_driver_allow_downgrade: false; true lets a pin below the loaded branch install.
     nvidia_driver_source, nvidia_driver_modules (``proprietary`` | ``open``).
     nvidia_driver_repo: ``{url, suite, components, key | key_url, key_sha256}``; ``key`` is a
         path on the control machine (air gap), ``key_url`` is fetched by the host.
@@ -35,7 +47,8 @@ from typing import Any, Literal
 from pydantic import field_validator, model_validator
 
 from bringup.command import sh
-from bringup.vars import RoleVars, defaults_of, want
+from bringup.driver_matrix import triton_need
+from bringup.vars import BOOL_WANTED, RoleVars, defaults_of, want
 from bringup.gpu import gpu_gate, nvidia_gpus
 from bringup.resources import Command, File, Packages, Service
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
@@ -54,6 +67,8 @@ NOUVEAU_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
 UNATTENDED_FILE = "/etc/apt/apt.conf.d/51bringup-nvidia-no-unattended-upgrade"
 PREFERENCES_FILE = "/etc/apt/preferences.d/bringup-nvidia-driver"
 CUDA_REPO = "https://developer.download.nvidia.com/compute/cuda/repos/{distro}/x86_64/"
+#: The branch installed on a host with no driver loaded and no pin (the guide's 535/550 matrix).
+INSTALL_BRANCH = 550
 
 HANDLERS = {
     "rebuild initramfs": [
@@ -65,7 +80,7 @@ HANDLERS = {
 
 
 class Vars(gpu.GpuVars, apt.AptVars, RoleVars):
-    nvidia_driver_branch: Any = want("550", "must be a driver branch like 550 or 535")
+    nvidia_driver_branch: Any = want("auto", "must be auto or a driver branch like 580 or 550")
     nvidia_driver_version: str | None = want(None, "is malformed (e.g. 550.144.03-0ubuntu0.24.04.1)",
                                              pattern=r"^[0-9A-Za-z.+~:*_-]+$")
     nvidia_driver_source: Literal[SOURCES] = want("auto", f"must be one of {', '.join(SOURCES)}")
@@ -74,19 +89,29 @@ class Vars(gpu.GpuVars, apt.AptVars, RoleVars):
         None, "must be a mapping with url, suite, and key (control-machine path) or key_url")
     nvidia_driver_hold: bool = True
     nvidia_driver_blacklist_nouveau: bool = True
+    nvidia_driver_allow_downgrade: bool = want(False, BOOL_WANTED)
     nvidia_driver_expected_gpus: int | None = want(None, "must be a whole number", ge=0)
 
     @field_validator("nvidia_driver_branch")
     @classmethod
     def _branch(cls, v: Any) -> Any:
+        if v is None or v == "auto":
+            return v
         if isinstance(v, bool) or not isinstance(v, (int, str)) or not re.fullmatch(r"\d{3}", str(v)):
-            raise ValueError("must be a driver branch like 550 or 535")
+            raise ValueError("must be auto or a driver branch like 580 or 550")
         return v
 
     @model_validator(mode="after")
     def _on_branch(self) -> "Vars":
-        ver, br = self.nvidia_driver_version, str(self.nvidia_driver_branch)
-        if ver is not None and not ver.split(":", 1)[-1].startswith(br + "."):
+        ver, br = self.nvidia_driver_version, self.nvidia_driver_branch
+        if ver is None:
+            return self
+        upstream = ver.split(":", 1)[-1]
+        if br in (None, "auto"):
+            if not re.match(r"\d{3}\.", upstream):
+                raise ValueError(f"nvidia_driver_version {ver} names no driver branch: write it whole "
+                                 "(550.144.03-*) or set nvidia_driver_branch")
+        elif not upstream.startswith(f"{br}."):
             raise ValueError(f"nvidia_driver_version {ver} is not on nvidia_driver_branch {br}")
         return self
 
@@ -108,12 +133,60 @@ def driver_packages(source: str, branch: str, modules: str) -> list[str]:
     return []
 
 
+def pinned_branch(vars: dict) -> int | None:
+    """The branch the inventory pins: ``nvidia_driver_branch``, else ``nvidia_driver_version``'s; None: auto."""
+    br = vars.get("nvidia_driver_branch")
+    if br not in (None, "auto"):
+        return int(br)
+    m = re.match(r"(\d{3})\.", str(vars.get("nvidia_driver_version") or "").split(":", 1)[-1])
+    return int(m.group(1)) if m else None
+
+
+def _pin_words(vars: dict) -> tuple[str, str]:
+    """How the inventory pins the branch, and how it unpins."""
+    br = vars.get("nvidia_driver_branch")
+    if br not in (None, "auto"):
+        return f"nvidia_driver_branch pins {br}", "unpin (nvidia_driver_branch: auto)"
+    return f"nvidia_driver_version pins {vars.get('nvidia_driver_version')}", "unpin (remove nvidia_driver_version)"
+
+
+def choose_branch(vars: dict, facts: dict) -> tuple[int | None, str | None]:
+    """The branch this host gets and, for a downgrade, the words the plan says; ``(None, why)`` when none may.
+
+    A pin wins, except below the loaded branch without ``nvidia_driver_allow_downgrade``; no pin keeps the
+    loaded branch when it runs the Triton image; no driver loaded installs :data:`INSTALL_BRANCH`.
+    """
+    drv = gpu.driver_version(facts)
+    loaded, pin = gpu.branch_of(drv), pinned_branch(vars)
+    need = triton_need(vars.get("triton_image"))
+    if pin is not None:
+        if loaded is None or pin >= loaded:
+            return pin, None
+        if not vars.get("nvidia_driver_allow_downgrade"):
+            pins, unpin = _pin_words(vars)
+            return None, (f"driver {drv} (branch {loaded}) is loaded and {pins}, a downgrade: set "
+                          f"nvidia_driver_allow_downgrade: true to install {pin}, or {unpin} to keep {loaded}")
+        return pin, f"downgrade {loaded} -> {pin} (nvidia_driver_allow_downgrade: true)"
+    if loaded is not None:
+        if need is not None and need.meets(drv) is None:
+            return None, (f"driver {drv} is loaded and {need.label} (triton_image): set nvidia_driver_branch to "
+                          f"{need.min_branch} or newer to upgrade it, or pick an older triton_image")
+        return loaded, None
+    if need is not None and not need.branch_meets(INSTALL_BRANCH):
+        return None, (f"no driver is loaded and {need.label} (triton_image), newer than the branch installed "
+                      f"by default ({INSTALL_BRANCH}): set nvidia_driver_branch to {need.min_branch} or newer")
+    return INSTALL_BRANCH, None
+
+
 def resources(host):
     v = host.vars
     gate = gpu_gate(host, "nvidia driver")
     if gate:
         return gate
-    branch, version = str(v["nvidia_driver_branch"]), v.get("nvidia_driver_version")
+    chosen, note = choose_branch(v, host.facts)
+    if chosen is None:
+        return [Fail("nvidia driver", note)]
+    branch, version = str(chosen), v.get("nvidia_driver_version")
     fam, osid, osver = os_family(host.facts)
     if fam == "?":
         return [Fail("nvidia driver", f"OS {osid or 'unknown'} {osver} is not supported: Ubuntu, Debian or "
@@ -186,28 +259,46 @@ def resources(host):
     expected = v.get("nvidia_driver_expected_gpus")
     if expected is None:
         expected = len(nvidia_gpus(host.facts)) or None
-    out.append(NvidiaDriverLoaded(branch, version=version, expected_gpus=expected))
+    out.append(NvidiaDriverLoaded(branch, version=version, expected_gpus=expected, note=note))
     return out
 
 
 def checks(host) -> list:
-    """The rack checklist's driver lines: the loaded branch against the pin and the guide's matrix."""
+    """The rack checklist's driver line: the loaded branch against a pin, the Triton image and the guide.
+
+    FAIL: no driver, a branch other than the pinned one, or a branch too old for ``triton_image`` (the
+    role would refuse to keep it).  Otherwise PASS, and WARN only for a branch older than the guide's.
+    """
     from bringup.checklist import line, load_matrix
 
     v = host.vars
     drv = gpu.driver_version(host.facts)
+    pin = pinned_branch(v)
     if not drv:
         return [] if v.get("gpu_profile") in gpu.CPU_PROFILES else [
             line("software", "driver version", "FAIL", "no driver answers (nvidia-smi lists no GPU)",
-                 "install the pinned driver branch: invoke provision --roles nvidia_driver")]
+                 f"install a driver: invoke provision --roles nvidia_driver (branch {pin or INSTALL_BRANCH})")]
     branch = gpu.branch_of(drv)
+    if pin is not None and branch != pin:
+        allow = " with nvidia_driver_allow_downgrade: true" if branch is not None and pin < branch else ""
+        return [line("software", "driver branch pinned", "FAIL", f"{drv}, inventory pins {pin}",
+                     f"invoke provision --roles nvidia_driver (branch {pin}){allow}, or {_pin_words(v)[1]} "
+                     f"to keep {branch}")]
+    need = triton_need(v.get("triton_image"))
+    how = need.meets(drv) if need is not None else ""
+    if how is None:
+        return [line("software", "driver branch for the Triton image", "FAIL", f"{drv}; {need.label}",
+                     f"set nvidia_driver_branch to {need.min_branch} or newer and provision, "
+                     "or pick an older triton_image")]
     guide = load_matrix()["guide"]["driver_branches"]
-    pinned = v.get("nvidia_driver_branch")
-    if pinned is not None and branch != int(pinned):
-        return [line("software", "driver branch pinned", "FAIL", f"{drv}, inventory pins {pinned}",
-                     f"invoke provision --roles nvidia_driver (branch {pinned})")]
+    kept = f"pinned {pin}" if pin is not None else "no pin: kept"
+    runs = f"; {need.label}{how}" if need is not None else ""
     if branch in guide:
-        return [line("software", "driver branch in the guide's matrix", "PASS", f"{drv} (guide: {guide})")]
+        return [line("software", "driver branch in the guide's matrix", "PASS",
+                     f"{drv} (guide: {guide}; {kept}){runs}")]
+    if branch is not None and branch > max(guide):
+        return [line("software", "driver branch newer than the guide's", "PASS",
+                     f"{drv} ({kept}; the guide ran {'/'.join(map(str, guide))}){runs}")]
     return [line("software", "driver branch in the guide's matrix", "WARN",
-                 f"{drv}; the guide ran {'/'.join(map(str, guide))}",
+                 f"{drv}; the guide ran {'/'.join(map(str, guide))}{runs}",
                  "pin nvidia_driver_branch to a tested branch, or accept after a latency run")]

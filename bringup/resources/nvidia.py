@@ -21,15 +21,17 @@ class NvidiaDriverLoaded(Resource):
     Nothing to apply: a driver installed on disk takes effect at the next
     boot, so a mismatch plans a reboot (``Plan.reboot``), which the engine
     performs when allowed and reports otherwise.  After the reboot this is
-    the verification: still not loaded is an error.
+    the verification: still not loaded is an error.  ``note`` opens the
+    reboot's reason (``downgrade 580 -> 550 (...)``): why this branch.
     """
 
     kind = "nvidia-driver"
     read_alongside = True
 
-    def __init__(self, branch: str, *, version: str | None = None, expected_gpus: int | None = None):
+    def __init__(self, branch: str, *, version: str | None = None, expected_gpus: int | None = None,
+                 note: str | None = None):
         super().__init__(f"loaded {branch}" + (f" {version}" if version else ""))
-        self.branch, self.version, self.expected_gpus = str(branch), version, expected_gpus
+        self.branch, self.version, self.expected_gpus, self.note = str(branch), version, expected_gpus, note
 
     def read(self) -> str:
         return ("if command -v nvidia-smi >/dev/null 2>&1; then\n"
@@ -50,7 +52,8 @@ class NvidiaDriverLoaded(Resource):
         if not loaded.startswith(self.branch + ".") or (
                 self.version and not fnmatch.fnmatchcase(loaded, upstream_version(self.version))):
             return Plan(reason=f"loaded driver {loaded or '?'}",
-                        reboot=f"driver {loaded or '?'} is loaded, {want} is wanted")
+                        reboot=(f"{self.note}: " if self.note else "")
+                        + f"driver {loaded or '?'} is loaded, {want} is wanted")
         if self.expected_gpus is not None and len(gpus) != self.expected_gpus:
             return Plan.fail(f"driver {loaded} is loaded but nvidia-smi sees {len(gpus)} GPU(s) ({names}), "
                              f"expected {self.expected_gpus}: check the GPUs' PCIe links and `nvidia-smi -q`")

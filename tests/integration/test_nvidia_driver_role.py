@@ -13,7 +13,7 @@ import time
 import pytest
 
 from harness import write_inventory
-from roles.nvidia_driver import NOUVEAU_FILE, UNATTENDED_FILE
+from roles.nvidia_driver import NOUVEAU_FILE, PREFERENCES_FILE, UNATTENDED_FILE
 
 from .helpers import invoke, last_report, recap, free_port
 from .nvidia_mirror import build_mirror, running_kernel
@@ -56,6 +56,7 @@ def run(project, *args):
 
 
 def test_check_mode_plans_install_and_reboot_touches_nothing(host, project):
+    # No driver loaded and no branch pinned (the default): the default install branch, 550.
     r = invoke("plan", "--host", H, "--roles", "nvidia_driver", cwd=project)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "would change" in r.stdout and "nvidia-headless-550-server: absent → 550.*" in r.stdout
@@ -117,6 +118,31 @@ def test_converged_rerun_is_a_noop_in_two_round_trips(host, project):
     assert r.returncode == 0, r.stdout + r.stderr
     assert recap(r.stdout)[H]["changed"] == 0 and "reboot required" not in r.stdout
     assert last_report(project)["hosts"][0]["round_trips"] == 2
+
+
+def test_a_pin_below_the_loaded_branch_is_refused_and_an_allowed_one_says_downgrade(host, project):
+    """Issue 21: 550 is loaded; a pin of 535 would downgrade it.  Refused (plan and provision) with one line
+    naming the loaded branch, the pin and the variable, nothing touched; allowed, the plan says "downgrade"."""
+    prefs = lambda: host.exec(["cat", PREFERENCES_FILE]).stdout  # noqa: E731
+    before = prefs()
+    refusal = ("driver 550.144.03 (branch 550) is loaded and nvidia_driver_branch pins 535, a downgrade: set "
+               "nvidia_driver_allow_downgrade: true to install 535, or unpin (nvidia_driver_branch: auto) "
+               "to keep 550")
+    r = invoke("plan", "--host", H, "--roles", "nvidia_driver", "--set", "nvidia_driver_branch=535", cwd=project)
+    assert r.returncode == 2 and r.stdout.count(refusal) == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    r = run(project, "--set", "nvidia_driver_branch=535")
+    assert r.returncode == 2 and refusal in r.stdout, r.stdout + r.stderr
+    assert recap(r.stdout)[H]["changed"] == 0
+    assert [version(host, p) for p in PKGS] == [NEW, NEW] and version(host, "nvidia-headless-535-server") == ""
+    assert prefs() == before and host.exec(["apt-mark", "showhold"]).stdout.split() == PKGS
+    r = invoke("plan", "--host", H, "--roles", "nvidia_driver", "--set", "nvidia_driver_branch=535",
+               "--set", "nvidia_driver_allow_downgrade=true", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "nvidia-headless-535-server: absent → 535.*" in r.stdout
+    assert ("reboot required: downgrade 550 -> 535 (nvidia_driver_allow_downgrade: true): driver 550.144.03 is "
+            "loaded, branch 535 is wanted") in r.stdout
+    assert version(host, "nvidia-headless-535-server") == "" and prefs() == before  # a plan touches nothing
 
 
 def test_audit_passes_converged_and_names_an_unheld_package(host, project):
@@ -183,8 +209,11 @@ def test_no_gpu_skips_on_cpu_profile_and_fails_on_a_gpu_profile(host, project):
     assert "gpu_profile is l40s but this host has no NVIDIA GPU" in r.stdout
 
 
-@pytest.mark.parametrize("value", ["nvidia_driver_branch=55a", "nvidia_driver_version=535.1-1",
-                                   "nvidia_driver_source=runfile", "nvidia_without_gpu=maybe"])
+# (A version of another branch, nvidia_driver_version=535.1-1, is no longer bad input: with no branch pinned it
+# pins 535, refused as a downgrade of the loaded 550 (above).)
+@pytest.mark.parametrize("value", ["nvidia_driver_branch=55a", "nvidia_driver_version=latest",
+                                   "nvidia_driver_source=runfile", "nvidia_without_gpu=maybe",
+                                   "nvidia_driver_branch=latest", "nvidia_driver_allow_downgrade=maybe"])
 def test_bad_input_is_one_line(host, project, value):
     r = run(project, "--set", value)
     assert r.returncode == 1

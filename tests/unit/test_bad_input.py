@@ -182,7 +182,8 @@ all:
 
 _BOOLS = ["irq_affinity_in_containers", "irq_affinity_persist", "docker_hold", "container_toolkit_hold",
           "container_toolkit_default_runtime", "isolate_triton_cpus", "monitoring_stack",
-          "monitoring_node_exporter", "nvidia_driver_hold", "nvidia_driver_blacklist_nouveau"]
+          "monitoring_node_exporter", "nvidia_driver_hold", "nvidia_driver_blacklist_nouveau",
+          "nvidia_driver_allow_downgrade"]
 
 
 @pytest.mark.reliability(item=15, fault='a quoted "false" for every boolean variable',

@@ -32,9 +32,11 @@ def test_h200_gpu_and_driver_lines():
                      software_checks(facts, {"gpu_profile": "h200", "triton_image": IMAGE}))
     assert checks["GPU count"].status == "PASS" and "0000:00:06.0" in checks["GPU count"].seen
     assert checks["driver sees the GPUs"].seen == "1 × NVIDIA H200"
-    # 580 is newer than the guide's 535/550: a warning, not a failure.
-    assert checks["driver branch in the guide's matrix"].status == "WARN"
-    assert "580.159.04" in checks["driver branch in the guide's matrix"].seen
+    # 580 is newer than the guide's 535/550 and nothing pins a branch: kept, a pass (issue 21).
+    newer = checks["driver branch newer than the guide's"]
+    assert newer.status == "PASS", newer
+    assert newer.seen == "580.159.04 (no pin: kept; the guide ran 535/550); Triton 24.06 (CUDA 12.5.0) needs R545+"
+    assert not any(c.name.startswith("driver branch") and c is not newer for c in checks.values())
     assert checks["Triton container vs driver"].status == "PASS"  # 24.06 needs R545+
 
 
@@ -70,6 +72,39 @@ def test_pinned_branch_mismatch_fails():
     facts = {"nvidia.smi": [{"driver_version": "535.161.08"}]}
     c = by_name(software_checks(facts, {"gpu_profile": "a10", "nvidia_driver_branch": 550}))
     assert c["driver branch pinned"].status == "FAIL" and "pins 550" in c["driver branch pinned"].seen
+    assert "allow_downgrade" not in c["driver branch pinned"].fix  # 550 over 535 is an upgrade
+
+
+@pytest.mark.parametrize("driver,vars,name,status", [
+    # No pin: the loaded branch is judged against the Triton image's minimum only.
+    ("580.159.04", {}, "driver branch newer than the guide's", "PASS"),
+    ("550.90.07", {}, "driver branch in the guide's matrix", "PASS"),
+    ("535.161.08", {}, "driver branch in the guide's matrix", "PASS"),     # R535 ≥ 535.86: forward compatibility
+    ("535.54.03", {}, "driver branch for the Triton image", "FAIL"),       # below 24.06's minimum
+    ("525.147.05", {}, "driver branch in the guide's matrix", "WARN"),     # runs 24.06, older than the guide
+    ("550.90.07", {"triton_image": "nvcr.io/nvidia/tritonserver:24.10-py3"}, "driver branch for the Triton image",
+     "FAIL"),
+    ("580.159.04", {"triton_image": "nvcr.io/nvidia/tritonserver:23.01-py3"}, "driver branch newer than the guide's",
+     "PASS"),                                                               # image unknown to the matrix
+    # A pin: the loaded branch must be it.
+    ("580.159.04", {"nvidia_driver_branch": 580}, "driver branch newer than the guide's", "PASS"),
+    ("580.159.04", {"nvidia_driver_branch": "550"}, "driver branch pinned", "FAIL"),
+    ("580.159.04", {"nvidia_driver_version": "550.144.03-*"}, "driver branch pinned", "FAIL"),
+])
+def test_driver_line_fails_only_below_the_image_or_against_a_pin(driver, vars, name, status):
+    facts = {"nvidia.smi": [{"driver_version": driver, "name": "NVIDIA H200"}]}
+    defaults = ROLES["nvidia_driver"].defaults
+    lines = [c for c in role_checks([ROLES["nvidia_driver"]], "h", facts,
+                                    {**defaults, "gpu_profile": "h200", "triton_image": IMAGE, **vars})]
+    assert [(c.name, c.status) for c in lines] == [(name, status)], lines
+
+
+def test_a_pin_below_the_loaded_driver_names_the_downgrade_variable():
+    c = by_name(software_checks({"nvidia.smi": [{"driver_version": "580.159.04"}]},
+                                {"gpu_profile": "h200", "nvidia_driver_branch": 550}))["driver branch pinned"]
+    assert c.seen == "580.159.04, inventory pins 550"
+    assert c.fix == ("invoke provision --roles nvidia_driver (branch 550) with nvidia_driver_allow_downgrade: true, "
+                     "or unpin (nvidia_driver_branch: auto) to keep 580")
 
 
 def test_reports_render_every_line():
@@ -147,7 +182,8 @@ def _invoke(*args, cwd):
 
 
 def test_offline_checklist_sees_the_role_defaults(tmp_path):
-    """--facts: no connection; the driver pin comes from the nvidia_driver role's default (550), as provision merges it."""
+    """--facts: no connection; the driver role's defaults (no branch pinned) and the triton role's image, as
+    provision merges them: the H200's loaded 580 passes, a pin of 550 (a downgrade) fails naming the variable."""
     import json
 
     import yaml
@@ -156,11 +192,19 @@ def test_offline_checklist_sees_the_role_defaults(tmp_path):
     (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200": {
         "ansible_host": "192.0.2.1", "gpu_profile": "l40s", "gpu_count": 1}}}}))
     r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "pages", cwd=tmp_path)
-    assert r.returncode == 2, r.stdout + r.stderr  # FAIL lines: exit 2
     md = (tmp_path / "pages" / "h200.md").read_text()
-    assert "| FAIL | software | driver branch pinned | 580.159.04, inventory pins 550 |" in md, md
+    assert "| PASS | software | driver branch newer than the guide's | 580.159.04 (no pin: kept; the guide ran " \
+           "535/550); Triton 24.06 (CUDA 12.5.0) needs R545+ |" in md, md
+    assert "| FAIL | software | driver" not in md, md
     assert "| WARN | tuning | roles converged | not checked: planned offline from h200.json |" in md
     assert "| PASS | software | Triton container vs driver |" in md  # the triton role's image default
+    r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "pages",
+                "--set", "nvidia_driver_branch=550", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr  # FAIL lines: exit 2
+    md = (tmp_path / "pages" / "h200.md").read_text()
+    assert "| FAIL | software | driver branch pinned | 580.159.04, inventory pins 550 | invoke provision --roles " \
+           "nvidia_driver (branch 550) with nvidia_driver_allow_downgrade: true, or unpin " \
+           "(nvidia_driver_branch: auto) to keep 580 |" in md, md
 
 
 def test_checklist_lines_come_from_the_selected_roles(tmp_path):

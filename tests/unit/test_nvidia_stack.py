@@ -4,6 +4,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -101,17 +102,96 @@ def test_driver_role_on_the_h200_facts(roles):
     res = role.resources(ctx(role, h200_facts()))
     pkgs = [r for r in res if isinstance(r, Packages)]
     assert pkgs[0].packages == {"linux-headers-6.18.44-fc-v973-gpu": None}  # the running kernel's
-    assert pkgs[1].packages == {"nvidia-headless-550-server": "550.*", "nvidia-utils-550-server": "550.*"}
+    # No branch pinned: the loaded 580 is kept (issue 21: the defaults used to plan 550 over it).
+    assert pkgs[1].packages == {"nvidia-headless-580-server": "580.*", "nvidia-utils-580-server": "580.*"}
     skip = next(r for r in res if isinstance(r, Skip))
     assert skip.name == "nvidia-persistenced" and "PID 1 is process_api" in skip.reason
     assert not any(isinstance(r, AptRepository) for r in res)  # Ubuntu's own archive
     loaded = res[-1]
     assert isinstance(loaded, NvidiaDriverLoaded) and loaded.expected_gpus == 1
+    out = (H200 / "nvidia-smi-query.csv").read_text() + "smi_rc=0\n"
+    assert loaded.plan(out).reason == "driver 580.159.04 loaded, nvidia-smi sees 1 GPU(s): NVIDIA H200"
     res = role.resources(ctx(role, h200_facts(), nvidia_driver_source="cuda", nvidia_driver_modules="open"))
     repo = next(r for r in res if isinstance(r, AptRepository))
     assert repo.url == "https://developer.download.nvidia.com/compute/cuda/repos/ubuntu2404/x86_64/"
     assert repo.key_url.endswith("/3bf863cc.pub")
-    assert any(isinstance(r, Packages) and "nvidia-open-550" in r.packages for r in res)
+    assert any(isinstance(r, Packages) and "nvidia-open-580" in r.packages for r in res)
+
+
+def _without_driver(facts: dict) -> dict:
+    return {**facts, "nvidia.smi": []}  # nvidia-smi absent or failing: no driver loaded
+
+
+@pytest.mark.parametrize("vars,error", [
+    ({"nvidia_driver_branch": 550},
+     "driver 580.159.04 (branch 580) is loaded and nvidia_driver_branch pins 550, a downgrade: set "
+     "nvidia_driver_allow_downgrade: true to install 550, or unpin (nvidia_driver_branch: auto) to keep 580"),
+    ({"nvidia_driver_version": "535.216.01-0ubuntu0.24.04.1"},
+     "driver 580.159.04 (branch 580) is loaded and nvidia_driver_version pins 535.216.01-0ubuntu0.24.04.1, a "
+     "downgrade: set nvidia_driver_allow_downgrade: true to install 535, or unpin (remove nvidia_driver_version) "
+     "to keep 580"),
+])
+def test_a_pin_below_the_loaded_driver_is_refused_touching_nothing(roles, vars, error):
+    role = roles["nvidia_driver"]
+    res = role.resources(ctx(role, h200_facts(), **vars))
+    assert len(res) == 1 and isinstance(res[0], Fail), res  # nothing else planned: nothing touched
+    assert res[0].plan("true").error == error
+
+
+def test_an_allowed_downgrade_says_so_in_the_plan(roles):
+    role = roles["nvidia_driver"]
+    res = role.resources(ctx(role, h200_facts(), nvidia_driver_branch=550, nvidia_driver_allow_downgrade=True))
+    assert [r.packages for r in res if isinstance(r, Packages)][1] == {
+        "nvidia-headless-550-server": "550.*", "nvidia-utils-550-server": "550.*"}
+    out = (H200 / "nvidia-smi-query.csv").read_text() + "smi_rc=0\n"
+    assert res[-1].plan(out).reboot == ("downgrade 580 -> 550 (nvidia_driver_allow_downgrade: true): "
+                                        "driver 580.159.04 is loaded, branch 550 is wanted")
+    # A pin at or above the loaded branch is no downgrade, and says none.
+    for pin in (580, 590):
+        loaded = role.resources(ctx(role, h200_facts(), nvidia_driver_branch=pin))[-1]
+        assert loaded.branch == str(pin) and "downgrade" not in (loaded.plan(out).reboot or "")
+
+
+def test_no_driver_loaded_installs_the_default_branch_unless_the_image_needs_newer(roles):
+    role = roles["nvidia_driver"]
+    image = "nvcr.io/nvidia/tritonserver:{}-py3"
+    res = role.resources(ctx(role, _without_driver(h200_facts()), triton_image=image.format("24.06")))
+    assert [r.packages for r in res if isinstance(r, Packages)][1] == {
+        "nvidia-headless-550-server": "550.*", "nvidia-utils-550-server": "550.*"}
+    res = role.resources(ctx(role, _without_driver(h200_facts()), triton_image=image.format("25.06")))
+    assert len(res) == 1 and res[0].plan("true").error == (
+        "no driver is loaded and Triton 25.06 (CUDA 12.9.1) needs R575+ (triton_image), newer than the branch "
+        "installed by default (550): set nvidia_driver_branch to 575 or newer")
+    res = role.resources(ctx(role, _without_driver(h200_facts()), triton_image=image.format("25.06"),
+                             nvidia_driver_branch="580"))
+    assert res[-1].branch == "580"
+
+
+def test_a_loaded_branch_too_old_for_the_image_is_refused_not_replaced(roles):
+    role = roles["nvidia_driver"]
+    facts = {**h200_facts(), "nvidia.smi": [{**h200_facts()["nvidia.smi"][0], "driver_version": "535.54.03"}]}
+    res = role.resources(ctx(role, facts, triton_image="nvcr.io/nvidia/tritonserver:24.06-py3"))
+    assert len(res) == 1 and res[0].plan("true").error == (
+        "driver 535.54.03 is loaded and Triton 24.06 (CUDA 12.5.0) needs R545+ (triton_image): set "
+        "nvidia_driver_branch to 545 or newer to upgrade it, or pick an older triton_image")
+    # 535.161.08 runs 24.06 through data-center forward compatibility: kept.
+    facts["nvidia.smi"][0]["driver_version"] = "535.161.08"
+    res = role.resources(ctx(role, facts, triton_image="nvcr.io/nvidia/tritonserver:24.06-py3"))
+    assert res[-1].branch == "535"
+
+
+@pytest.mark.parametrize("vars,error", [
+    ({"nvidia_driver_branch": "55a"}, "nvidia_driver_branch"),
+    ({"nvidia_driver_branch": "latest"}, "must be auto or a driver branch like 580 or 550"),
+    ({"nvidia_driver_version": "*"}, "nvidia_driver_version * names no driver branch"),
+    ({"nvidia_driver_branch": 580, "nvidia_driver_version": "550.144.03-*"}, "is not on nvidia_driver_branch 580"),
+    ({"nvidia_driver_allow_downgrade": "true"}, "nvidia_driver_allow_downgrade"),
+])
+def test_driver_branch_variables_are_checked(roles, vars, error):
+    role = roles["nvidia_driver"]
+    with pytest.raises(InputError, match=re.escape(error)):
+        role.validate({**role.defaults, **vars})
+    role.validate({**role.defaults, "nvidia_driver_branch": None})  # null: auto
 
 
 def test_docker_repo_path_on_ubuntu(roles):

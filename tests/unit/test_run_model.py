@@ -63,7 +63,7 @@ def test_a_role_run_alone_sees_every_roles_defaults():
     """The planner's and the shared variables are merged once: triton alone reads what a full run gives it."""
     h = Host("h", ["all"], {"apt_lock_timeout": 60}, ConnectionVars())
     v = prepare([h], [ROLES["triton"]], EVERY)["h"]
-    assert v["apt_lock_timeout"] == 60 and v["irq_cpus_per_node"] == 2 and str(v["nvidia_driver_branch"]) == "550"
+    assert v["apt_lock_timeout"] == 60 and v["irq_cpus_per_node"] == 2 and v["nvidia_driver_branch"] == "auto"
     assert v["triton_image"].startswith("nvcr.io/nvidia/tritonserver:")
 
 
