@@ -549,7 +549,8 @@ def _run_role(host, role, ctx, resources, current, opts, progress, t, result, ow
             done[i] = ResourceResult(role.name, r.id, "skipped", reason=again.reason)
             continue
         done[i] = ResourceResult(role.name, r.id, "changed", changes=_jsonable(p.changes), diff=p.diff)
-        notified.extend(n for n in r.notify if n not in notified)
+        if p.notifies:
+            notified.extend(n for n in r.notify if n not in notified)
     _record(result, done)
     if notified or owed.earlier(role.name):
         _run_handlers(role, ctx, notified, t, result, owed)
@@ -568,13 +569,14 @@ _OWED = "pending from an interrupted run"
 
 def _owing(role: Role, resources: list[Resource], plans: list[Plan], owed: PendingHandlers) -> list[Plan]:
     """``plans`` with the handlers they will owe recorded on the host before the first write that notifies."""
-    names = list(dict.fromkeys(n for r in resources for n in r.notify))
-    first = next((i for i, r in enumerate(resources) if r.notify), None)
+    names = list(dict.fromkeys(n for r, p in zip(resources, plans) if p.notifies for n in r.notify))
+    first = next((i for i, (r, p) in enumerate(zip(resources, plans)) if r.notify and p.notifies), None)
     record = owed.owe(role.name, names) if names else ""
     if not record or first is None:
         return plans
     out = list(plans)
-    out[first] = replace(plans[first], commands=[record, *plans[first].commands])
+    cmds, k = plans[first].commands, plans[first].checks
+    out[first] = replace(plans[first], commands=[*cmds[:k], record, *cmds[k:]])
     return out
 
 

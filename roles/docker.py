@@ -12,7 +12,12 @@ Variables:
     docker_compose_package: default ``docker-compose-plugin`` (Docker's repo),
         ``docker-compose-v2`` (Ubuntu), ``docker-compose`` (Debian: v1).
     docker_daemon_config: keys merged into /etc/docker/daemon.json (others kept; the old file
-        backed up; docker restarted only when the file changed).
+        backed up; docker restarted only when the file changed). dockerd checks the merged file
+        before it is written (``dockerd --validate``; a dockerd before 23 reads a copy and stops at
+        its pid file): a key or value it refuses is one failed line, the file and Docker left as
+        they are. Keys bringup merged and the inventory no longer asks for are removed (keys it
+        never wrote are kept). A restart that fails all the same puts the previous file back and
+        starts Docker again.
     docker_hold: hold the engine packages when docker_version pins them (default true).
     registry_auths: ``{registry: {username, password}}`` written to root's
         /root/.docker/config.json (0600 root; other registries and keys kept) so that the
@@ -26,6 +31,8 @@ masked in everything bringup prints.
 """
 from __future__ import annotations
 
+import base64
+import json
 import re
 import string
 from typing import Any, Literal
@@ -37,7 +44,7 @@ from bringup.command import join, sh
 from bringup.vars import RoleVars, Spec, Text, defaults_of, key_matching, want
 from bringup.resources import Command, Packages, Service
 from bringup.resources.guard import Fail
-from bringup.resources.systemd import without_systemd
+from bringup.resources.systemd import restart_on_config, without_systemd
 from bringup.resources.hold import Hold
 from bringup.resources.jsonfile import JsonFile, check_json
 from bringup.resources.privatejson import PrivateJsonFile, docker_auth
@@ -129,7 +136,43 @@ DAEMON_JSON = "/etc/docker/daemon.json"
 #: Root's Docker client config: the host's `docker pull` (and compose) run as root.
 CLIENT_CONFIG = "/root/.docker/config.json"
 
-HANDLERS = {"restart docker": ["systemctl restart docker"]}
+HANDLERS = {"restart docker": [restart_on_config("docker.service", DAEMON_JSON)]}
+
+#: Where dockerd before 23 (no ``--validate``) stops once it has read and checked its config: a pid file
+#: that cannot be made, so the check never starts a second daemon.
+_NO_PIDFILE = "/dev/null/bringup-check"
+
+
+def dockerd_check(doc: dict, folder: str = DAEMON_JSON.rsplit("/", 1)[0]) -> str:
+    """Shell: dockerd's own verdict on ``doc`` before it becomes daemon.json; refused: why, exit 1.
+
+    ``dockerd --validate`` where dockerd has it (23 on); else dockerd reads a copy whose ``pidfile`` it
+    cannot create, which it reaches only after the config passed.  The copy is 0600 beside daemon.json
+    (it may hold a mirror's token) and removed whatever happens.  No dockerd yet: nothing to ask.
+    """
+    def b64(d: dict) -> str:
+        return base64.b64encode(json.dumps(d).encode()).decode()
+
+    return "\n".join([
+        "if command -v dockerd >/dev/null 2>&1; then (",
+        "  c=; trap 'rm -f -- \"$c\"' EXIT; trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM",
+        sh("  d=%s; mkdir -p -- \"$d\"; c=$(umask 077; mktemp -- \"$d/.daemon.json.bringup-check.XXXXXX\")",
+           folder),
+        "  if dockerd --help 2>&1 | grep -q -e '--validate'; then",
+        sh("    printf %%s %s | base64 -d > \"$c\"", b64(doc)),
+        '    out=$(timeout 60 dockerd --validate --config-file "$c" 2>&1) && ok=1 || ok=',
+        "  else",
+        sh("    printf %%s %s | base64 -d > \"$c\"", b64({**doc, "pidfile": _NO_PIDFILE})),
+        '    out=$(timeout 60 dockerd --config-file "$c" 2>&1) || true',
+        sh('    case "$out" in *%s*) ok=1 ;; *) ok= ;; esac', "mkdir /dev/null: not a directory"),
+        "  fi",
+        '  if [ -z "$ok" ]; then',
+        sh("    echo \"dockerd refuses the merged %s, left as it was: $(printf '%%s\\n' \"$out\" | grep -v "
+           "'level=info' | tail -n 2 | sed \"s#$c#%s#g\" | tr '\\n' ' ')\"", DAEMON_JSON, DAEMON_JSON),
+        "    exit 1",
+        "  fi",
+        ") fi",
+    ])
 
 
 def validate(vars: dict) -> None:
@@ -182,13 +225,14 @@ def resources(host):
             # running `docker-compose version` (a Python program) cost 0.6-0.8 s of every no-op's read.
             out.append(Command(f"compose ({compose_pkg} unless a compose is there)", install,
                                unless="docker compose version || command -v docker-compose"))
-    if v["docker_daemon_config"]:
-        # A daemon not running yet reads the new file when the service below starts it: no restart.
-        running = bool((host.facts.get("system.docker") or {}).get("server_version"))
-        cfg, notify = v["docker_daemon_config"], ["restart docker"] if running else ()
-        # A token in it (a mirror's URL): the file is root's alone.
-        out.append(PrivateJsonFile(DAEMON_JSON, reveal(cfg), notify=notify) if holds_secret(cfg)
-                   else JsonFile(DAEMON_JSON, cfg, notify=notify))
+    # Declared even when empty: keys an earlier run merged and the inventory dropped are removed.
+    running = bool((host.facts.get("system.docker") or {}).get("server_version"))
+    # A daemon not running yet reads the new file when the service below starts it: no restart.
+    cfg, notify = v["docker_daemon_config"], ["restart docker"] if running else ()
+    # A token in it (a mirror's URL): the file is root's alone.
+    out.append(PrivateJsonFile(DAEMON_JSON, reveal(cfg), notify=notify, check=dockerd_check, owned=True)
+               if holds_secret(cfg) else
+               JsonFile(DAEMON_JSON, cfg, notify=notify, check=dockerd_check, owned=True))
     if v["registry_auths"]:
         out.append(PrivateJsonFile(CLIENT_CONFIG, {"auths": {
             reg: {"auth": docker_auth(reveal(c["username"]), reveal(c["password"]))}

@@ -51,6 +51,12 @@ class Plan:
     reboot: str | None = None
     #: Data to stream from the control machine (an image), applied in order.
     upload: Upload | None = None
+    #: False for bookkeeping only (a record of what bringup wrote): the change notifies no handler.
+    notifies: bool = True
+    #: How many of the leading ``commands`` only check (the service's own check of a new config) and
+    #: change nothing: the handlers a change owes are recorded on the host after them, so a refused
+    #: change owes no restart.
+    checks: int = 0
 
     @property
     def changed(self) -> bool:

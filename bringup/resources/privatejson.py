@@ -46,8 +46,8 @@ class PrivateJsonFile(JsonFile):
     fixed in place.  The folder is created 0700.
     """
 
-    def __init__(self, path: str, keys: dict[str, Any], *, notify=()):
-        super().__init__(path, keys, mode="0600", notify=notify)
+    def __init__(self, path: str, keys: dict[str, Any], *, notify=(), check=None, owned: bool = False):
+        super().__init__(path, keys, mode="0600", notify=notify, check=check, owned=owned)
 
     def read(self) -> str:
         return super().read() + "\n" + sh("p=%s; if [ -f \"$p\" ] && [ ! -L \"$p\" ]; then "
@@ -69,8 +69,10 @@ class PrivateJsonFile(JsonFile):
         have = self._have(st)
         changes = {k: (HIDDEN if old != "absent" else old, HIDDEN) for k, (old, _new) in plan.changes.items()}
         # The folder first (0700 when bringup makes it); the write leaves the file 0600, then root's.
-        return Plan(commands=[sh("mkdir -p -m 0700 -- %s", d), *plan.commands, fix], changes=changes,
-                    diff=self._diff(have, merge(have, self.keys)))
+        k = plan.checks  # the service's check stays first: nothing is made before it passed
+        return Plan(commands=[*plan.commands[:k], sh("mkdir -p -m 0700 -- %s", d), *plan.commands[k:], fix],
+                    changes=changes, diff=self._diff(have, merge(have, self.keys)), checks=k,
+                    notifies=plan.notifies)
 
     @staticmethod
     def _have(st: dict[str, str]) -> Any:

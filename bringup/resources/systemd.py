@@ -7,7 +7,7 @@ from ..command import sh
 from ..errors import InputError
 from .base import Plan, Resource, kv_lines
 
-__all__ = ["Service", "SYSTEMD_FACT", "without_systemd"]
+__all__ = ["Service", "SYSTEMD_FACT", "without_systemd", "restart_on_config"]
 
 #: The fact a role that manages units declares (in its FACTS) to use :func:`without_systemd`.
 SYSTEMD_FACT = "system.systemd"
@@ -87,6 +87,9 @@ class Service(Resource):
             cmds.append(sh("systemctl disable -- %s", self.unit))
             changes["enabled"] = ("enabled", "disabled")
         if self.running is True and active != "active":
+            if active == "failed":
+                # A unit that hit its start limit refuses a start until its failure is cleared.
+                cmds.append(sh("systemctl reset-failed -- %s", self.unit))
             cmds.append(sh("systemctl start -- %s", self.unit))
             changes["running"] = (active or "unknown", "active")
         elif self.running is False and active in ("active", "activating", "reloading"):
@@ -98,3 +101,69 @@ class Service(Resource):
         if self.daemon_reload and "systemctl daemon-reload" not in cmds:
             cmds.insert(0, "systemctl daemon-reload")
         return Plan(commands=cmds, changes=changes)
+
+
+def restart_on_config(unit: str, *configs: str) -> str:
+    """Shell (a handler): restart ``unit`` to read ``configs``; a restart that fails puts the files back.
+
+        HANDLERS = {"restart docker": [restart_on_config("docker.service", "/etc/docker/daemon.json")]}
+
+    - Not restarted when the unit runs and started after every config file last changed (a handler
+      owed by a cut-off run whose change the service already read: no needless restart).
+    - A failed start clears the unit's failure first, so an earlier burst of restarts (systemd's start
+      limit) never keeps it down.
+    - When the restart fails, each config that bringup replaced since the unit last started goes back
+      to its newest backup (``<path>.<stamp>.bak``, made by the write); one bringup created is moved to
+      ``<path>.<stamp>.rejected``; the unit is started again, and the handler fails with the unit's
+      own last log lines.  Files nobody changed since the start are left as they are.
+    """
+    from .files import _STAMP_GLOB, _backup_prefix
+
+    lines = [
+        sh("u=%s", unit),
+        # Microseconds where systemd prints them (247 on): a file written and read in one second is
+        # still told apart from one written after the start.
+        'started=$(systemctl show --timestamp=us -p ExecMainStartTimestamp --value -- "$u" 2>/dev/null '
+        '|| systemctl show -p ExecMainStartTimestamp --value -- "$u" 2>/dev/null)',
+        'since=0; [ -z "$started" ] || since=$(date -d "$started" +%s.%N 2>/dev/null || echo 0)',
+        'stamp=$(date -d "@${since%.*}" +%Y%m%dT%H%M%S)',
+        "newest=0",
+    ]
+    for c in configs:
+        lines.append(sh("if [ -e %s ]; then m=$(stat -c %%.9Y -- %s 2>/dev/null || stat -c %%Y -- %s); "
+                        "newest=$(awk -v a=\"$m\" -v b=\"$newest\" 'BEGIN { print (a > b) ? a : b }'); fi",
+                        c, c, c))
+    lines += [
+        "if systemctl is-active --quiet -- \"$u\" && awk -v a=\"$since\" -v b=\"$newest\" 'BEGIN { exit !(a > b) }'; then",
+        '  echo "$u runs since $started, after its config last changed: not restarted"',
+        "else",
+        '  systemctl reset-failed -- "$u" 2>/dev/null || true',
+        '  if ! err=$(systemctl restart -- "$u" 2>&1); then',
+        # The service's own words: the journal less systemd's lines about the unit and info chatter.
+        '    why=$(journalctl -u "$u" --since "@${since%.*}" -n 60 --no-pager -o cat 2>/dev/null '
+        "| grep -v -e '^$' -e \"^$u:\" -e '^Stopp' -e '^Start' -e '^Failed to start' "
+        "-e 'level=info' -e 'level=warning' -e 'level=debug' | tail -n 1)",
+        '    [ -n "$why" ] || why=$err',
+        '    put=',
+    ]
+    for c in configs:
+        lines += [
+            # The newest backup made since the unit last started: what the file held before bringup wrote it.
+            sh("    b=; for f in %s." + _STAMP_GLOB + ".bak; do [ -f \"$f\" ] || continue; "
+               "s=${f%%.bak}; s=${s##*.}; [ \"$s\" \\< \"$stamp\" ] || b=$f; done", _backup_prefix(c)),
+            sh('    if [ -n "$b" ]; then cp -p -- "$b" %s.bringup-restore && mv -f -- %s.bringup-restore %s '
+               '&& put="$put, $b put back as %s"', c, c, c, c),
+            sh('    elif [ -e %s ] && [ "$(stat -c %%Y -- %s)" -ge "${since%%.*}" ] && [ "${since%%.*}" -gt 0 ]; then '
+               'r=%s.$(date +%%Y%%m%%dT%%H%%M%%S).rejected; mv -f -- %s "$r" && put="$put, %s moved to $r"; fi',
+               c, c, c, c, c),
+        ]
+    lines += [
+        '    systemctl reset-failed -- "$u" 2>/dev/null || true',
+        '    if [ -n "$put" ] && systemctl restart -- "$u"; then again="$u runs again on the previous config";',
+        '    else again="$u is still down"; fi',
+        '    echo "$u did not start with the new config: $why; ${put#, }${put:+; }$again"',
+        "    exit 1",
+        "  fi",
+        "fi",
+    ]
+    return "\n".join(lines)

@@ -66,6 +66,23 @@ def test_roles_converge_then_rerun_changes_nothing(hosts, project, suite):
     assert compose.returncode == 0, compose.stdout + compose.stderr
 
 
+@pytest.mark.parametrize("suite", SUITES)
+@pytest.mark.reliability(item=26, fault="a daemon.json typo against each release's dockerd (20.10: a copy read "
+                                        "up to its pid file; 26: dockerd --validate)",
+                         checks=("whole old or new file", "no leftovers", "exit code"))
+def test_a_daemon_json_typo_is_refused_by_the_releases_own_dockerd(hosts, project, suite):
+    host = hosts[suite]
+    before = host.exec("cat /etc/docker/daemon.json 2>/dev/null || true").stdout
+    pid = host.exec(["systemctl", "show", "-p", "MainPID", "--value", "docker"]).stdout
+    r = invoke("provision", "--host", host.name, "--roles", "docker", "--set",
+               "docker_daemon_config={log-levl: info}", cwd=project, timeout=600)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert "dockerd refuses the merged /etc/docker/daemon.json" in r.stdout and "log-levl" in r.stdout, r.stdout
+    assert host.exec("cat /etc/docker/daemon.json 2>/dev/null || true").stdout == before
+    assert host.exec(["systemctl", "show", "-p", "MainPID", "--value", "docker"]).stdout == pid
+    assert not [n for n in host.exec(["ls", "-A", "/etc/docker"]).stdout.split() if ".bringup" in n]
+
+
 def drift(project, *args):
     return invoke("drift", "--group", "sandbox", "--roles", ROLES, *args, cwd=project, timeout=600)
 
