@@ -86,7 +86,7 @@ def tuning_checks(host_result) -> list[Check]:
         return out
     if host_result.status == "unreachable":
         return [line("tuning", "roles converged", "FAIL", host_result.message or "unreachable", "fix SSH access")]
-    from .drift import role_states
+    from .results import role_states
 
     for role, s in role_states(host_result).items():
         if s.failed:

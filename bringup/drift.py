@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoke import Exit, task
 
 from .errors import InputError
+from .results import RoleState, role_states
 
 if TYPE_CHECKING:  # imported where used: `bringup --help` loads this module for the task alone
     from prometheus_client import CollectorRegistry
@@ -32,7 +33,7 @@ if TYPE_CHECKING:  # imported where used: `bringup --help` loads this module for
 
     from .runner import HostResult
 
-__all__ = ["RoleState", "HostDrift", "DriftReport", "role_states", "summarize", "render_table", "to_json",
+__all__ = ["HostDrift", "DriftReport", "summarize", "render_table", "to_json",
            "registry", "write_prometheus", "check_prometheus_path", "drift", "METRICS"]
 
 #: The metrics of ``--prometheus``, with their HELP text (the monitoring role's alert rules read them).
@@ -42,41 +43,6 @@ METRICS = {
     "bringup_last_check_timestamp_seconds": "When invoke drift last planned the host (Unix time)",
     "bringup_unreachable": "1 when the host could not be reached by the last invoke drift, else 0",
 }
-
-
-@dataclass
-class RoleState:
-    """One role's resources on one host, as a check-mode plan left them."""
-
-    role: str
-    total: int = 0
-    #: Ids of the resources that would change.
-    pending: list[str] = field(default_factory=list)
-    #: ``id: error`` of the resources that could not be planned.
-    failed: list[str] = field(default_factory=list)
-    #: Reasons of the resources not applicable here (not a drift, not a pass either).
-    skipped: list[str] = field(default_factory=list)
-    #: Reasons of the resources the inventory does not ask for (``Unused``).
-    unused: list[str] = field(default_factory=list)
-
-
-def role_states(result: HostResult) -> dict[str, RoleState]:
-    """``{role: RoleState}`` of one host's plan, in the roles' order (the checklist reads it too)."""
-    from .resources.guard import Unused
-
-    out: dict[str, RoleState] = {}
-    for r in result.resources:
-        s = out.setdefault(r.role, RoleState(r.role))
-        s.total += 1
-        if r.status == "changed":
-            s.pending.append(r.id)
-        elif r.status == "failed":
-            s.failed.append(f"{r.id}: {r.error}")
-        elif r.status == "skipped" and r.id.startswith(f"{Unused.kind}:"):
-            s.unused.append(r.reason or "")
-        elif r.status == "skipped":
-            s.skipped.append(r.reason or "skipped")
-    return out
 
 
 @dataclass
