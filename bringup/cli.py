@@ -1,8 +1,6 @@
 """The tasks behind ``invoke ...`` and the ``bringup`` console script."""
 from __future__ import annotations
 
-import atexit
-import gc
 import json
 import os
 import signal
@@ -16,6 +14,7 @@ from invoke import Collection, Exit, Program, task
 
 from . import __version__
 from .errors import BringupError, Unreachable
+from .process import keep_bytecode, reader_gone, stdout_gone
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -26,46 +25,16 @@ if TYPE_CHECKING:
 # Heavy modules (pydantic models, rich, Fabric/paramiko, Jinja2, YAML) are imported by the tasks
 # that use them, so `bringup --help` and `invoke --list` pay for none of them.
 
-__all__ = ["ns", "program", "main", "prepared", "keep_bytecode"]
-
-
-def keep_bytecode() -> None:
-    """Let this process cache the bytecode of what it imports from here on, as the interpreter allows.
-
-    Invoke's program turns bytecode writing off for the whole process (``sys.dont_write_bytecode``,
-    unless ``--write-pyc``) so that a ``tasks.py`` leaves no ``.pyc`` behind.  The tasks import their
-    modules when they run (bringup's runner, inventory, resources; the project's roles), so in a
-    checkout (``pip install -e .``, the README's set-up) those were compiled again by every run: 0.5-1 s
-    of a whole no-op on the benchmark's machine.  Called after Invoke set the flag (``tasks.py`` is
-    compiled by then, and stays uncached); only ``-B`` / ``PYTHONDONTWRITEBYTECODE`` keep the rest uncached.
-    """
-    sys.dont_write_bytecode = bool(sys.flags.dont_write_bytecode)
-
-
-# `invoke ...`: Invoke's program set the flag before it imported tasks.py, which imports this module.
-keep_bytecode()
+__all__ = ["ns", "program", "main", "prepared"]
 
 
 class _Program(Program):
-    """``bringup ...``: Invoke's program, the flag restored once it parsed its core flags."""
+    """``bringup ...``: Invoke's program, the bytecode flag restored once it parsed its core flags (it turns
+    bytecode writing off for the whole process: :func:`bringup.process.keep_bytecode`)."""
 
     def parse_core(self, argv) -> None:
         super().parse_core(argv)
         keep_bytecode()
-
-
-def _freeze_survivors() -> None:
-    """At exit: collect the cyclic garbage once (its finalizers run, ``__del__`` and weakref callbacks),
-    then freeze what survives.  The interpreter's teardown after atexit runs its cyclic collector
-    again over every object the run made while it clears the modules; frozen objects are freed by reference
-    counting without those walks: ~50 ms of each whole-process run on the benchmark's machine (audit 1.24 ->
-    1.19 s, sysctl no-op 0.68 -> 0.63 s, 15 alternated runs each).  What only becomes cyclic garbage during
-    that teardown is not finalized, which Python does not promise anyway (``object.__del__``)."""
-    gc.collect()
-    gc.freeze()
-
-
-atexit.register(_freeze_survivors)
 
 
 def _console() -> Console:
@@ -549,8 +518,6 @@ def main() -> None:
         program.run()
         sys.stdout.flush()
     except BrokenPipeError:
-        from .entry import reader_gone, stdout_gone
-
         if not stdout_gone():
             raise
         reader_gone()

@@ -164,7 +164,7 @@ class Role:
 
 def _import(path: Path, name: str) -> ModuleType:
     """Import a project's role module from its file (its bytecode cached as the process allows: see
-    ``bringup.cli.keep_bytecode``)."""
+    ``bringup.process.keep_bytecode``)."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:  # pragma: no cover
         raise InputError(f"cannot import {path}")

@@ -39,22 +39,40 @@ def test_a_reader_that_goes_away_ends_bringup_quietly(entry):
     assert p.wait(timeout=60) == 141 and "Traceback" not in err, err
 
 
-def test_the_exit_leaves_the_runs_objects_out_of_the_last_garbage_collection():
-    # atexit runs the last registered first: the probe, registered before bringup.cli is imported, runs after
+# The programs' starts: the console script running a task (its --version: no hosts), and Invoke's tasks.py.
+STARTS = {"bringup": "import sys; sys.argv = ['bringup', '--version']\nfrom bringup.entry import main\nmain()\n",
+          "invoke": "import tasks\n"}
+
+
+@pytest.mark.parametrize("start", sorted(STARTS))
+def test_the_exit_leaves_the_runs_objects_out_of_the_last_garbage_collection(start):
+    # atexit runs the last registered first: the probe, registered before the program starts, runs after
     # bringup's handler and sees the objects frozen (bench/RESULTS.md has what the skipped passes cost).
     probe = ("import atexit, gc\natexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
-             "import bringup.cli\n")
+             + STARTS[start])
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert out.stdout.strip() == "frozen True", out
+    assert out.stdout.strip().splitlines()[-1] == "frozen True", out
 
 
-def test_cyclic_garbage_left_at_exit_is_still_finalized(tmp_path):
+@pytest.mark.parametrize("start", sorted(STARTS))
+def test_cyclic_garbage_left_at_exit_is_still_finalized(tmp_path, start):
     # An object with __del__ in a reference cycle: a bare gc.freeze() at exit would skip it, the collection
     # before the freeze runs it as Python's own teardown does.
-    probe = ("import sys, bringup.cli\nclass Holder:\n    def __del__(self):\n"
-             "        open(sys.argv[1], 'w').write('finalized')\nh = Holder(); h.me = h\ndel h\n")
-    subprocess.run([sys.executable, "-c", probe, str(tmp_path / "out")], cwd=REPO, check=True, timeout=60)
+    probe = ("import sys\nclass Holder:\n    def __init__(self):\n        self.path = sys.argv[1]\n"
+             "    def __del__(self):\n        open(self.path, 'w').write('finalized')\nh = Holder(); h.me = h\ndel h\n")
+    subprocess.run([sys.executable, "-c", probe + STARTS[start], str(tmp_path / "out")], cwd=REPO, check=True,
+                   timeout=60)
     assert (tmp_path / "out").read_text() == "finalized"
+
+
+def test_library_use_leaves_the_process_as_it_was():
+    # Importing the tasks (prepared, for bench/peers/audit_spec.py) is no program's start: the bytecode setting
+    # and the exit are the importer's.
+    probe = ("import sys, gc, atexit\nsys.dont_write_bytecode = True\nfrom bringup.cli import prepared\n"
+             "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
+             "print('dont_write', sys.dont_write_bytecode)\n")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["dont_write", "True", "frozen", "False"], out
 
 
 def _entry(*args, code="from bringup.entry import main; main()"):
@@ -64,12 +82,13 @@ def _entry(*args, code="from bringup.entry import main; main()"):
 
 def test_the_kept_help_and_list_are_what_invoke_prints():
     # bringup/data/{help,list}.txt answer `bringup --help` and `bringup --list` without importing Invoke;
-    # after a task or its docstring changed: python -c 'from bringup.entry import refresh; refresh()'
+    # after a task or its docstring changed: python scripts/kept_help.py
     for args, kept in ((("--help",), "help.txt"), (("--list",), "list.txt")):
-        live = _entry(*args, code=f"from bringup.entry import live_text; print(live_text({args!r}), end='')").stdout
+        live = _entry(*args, code=f"sys.path.insert(0, 'scripts'); from kept_help import live_text; "
+                                  f"print(live_text({args!r}), end='')").stdout
         assert live.startswith(("Usage: bringup", "Subcommands:")) and "provision" in live
         assert (REPO / "bringup" / "data" / kept).read_text() == live, (
-            f"bringup/data/{kept} is out of date: python -c 'from bringup.entry import refresh; refresh()'")
+            f"bringup/data/{kept} is out of date: python scripts/kept_help.py")
 
 
 def test_the_console_scripts_help_imports_no_invoke():
@@ -86,7 +105,7 @@ def test_the_console_scripts_help_imports_no_invoke():
 
 def test_only_a_closed_stdout_counts_as_the_reader_gone():
     # A BrokenPipeError from a socket or a child's pipe is a fault to show; only stdout's reader leaving ends quietly.
-    probe = ("import os\nr, w = os.pipe()\nos.dup2(w, 1)\nfrom bringup.entry import stdout_gone\n"
+    probe = ("import os\nr, w = os.pipe()\nos.dup2(w, 1)\nfrom bringup.process import stdout_gone\n"
              "before = stdout_gone()\nos.close(r)\nos.write(2, f'{before} {stdout_gone()}'.encode())\n")
     r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.stderr == "False True", r.stderr

@@ -7,10 +7,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-# What `invoke provision` does: Invoke sets sys.dont_write_bytecode (no --write-pyc), imports tasks.py (which
-# imports bringup.cli), then the task loads the project's roles.
+# What `invoke provision` does: Invoke sets sys.dont_write_bytecode (no --write-pyc), imports the checkout's
+# tasks.py (the program's start), then the task loads the project's roles.
 LOAD = ("import sys; sys.dont_write_bytecode = True\n"
-        "import bringup.cli\nfrom pathlib import Path\nfrom bringup.roles import load_roles\n"
+        "import tasks\nfrom pathlib import Path\nfrom bringup.roles import load_roles\n"
         "order, roles = load_roles(Path(sys.argv[1]))\nassert order == ['only']\n")
 
 
