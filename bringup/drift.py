@@ -1,10 +1,10 @@
-"""``invoke drift``: which hosts drifted from the inventory, for people (a table) and for alerting (Prometheus).
+"""The drift report: which hosts drifted from the inventory, for people (a table) and for alerting (Prometheus).
 
-Every selected host is planned in check mode (:class:`bringup.runner.HostRun`
-through :func:`bringup.runner.run_hosts`, in parallel), nothing is written on
-any host, and the plans are summed up per host and role: the resources that
-would change (drift), those whose state could not be planned (errors), or the
-host unreachable.  The same summary reads as a table, as JSON (``--json``),
+``invoke drift`` (:mod:`bringup.tasks.drift`) plans every selected host in check mode
+(:class:`bringup.runner.HostRun` through :func:`bringup.runner.run_hosts`, in parallel), nothing is
+written on any host, and this module sums the plans up per host and role (:mod:`bringup.results`): the
+resources that would change (drift), those whose state could not be planned (errors), or the host
+unreachable.  The same summary reads as a table, as JSON (``--json``),
 and as the Prometheus text the node exporter's textfile collector serves
 (``--prometheus FILE``)::
 
@@ -22,19 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from invoke import Exit, task
-
 from .errors import InputError
 from .results import RoleState, role_states
 
-if TYPE_CHECKING:  # imported where used: `bringup --help` loads this module for the task alone
+if TYPE_CHECKING:  # imported where used
     from prometheus_client import CollectorRegistry
     from rich.table import Table
 
     from .runner import HostResult
 
-__all__ = ["HostDrift", "DriftReport", "summarize", "render_table", "to_json",
-           "registry", "write_prometheus", "check_prometheus_path", "drift", "METRICS"]
+__all__ = ["HostDrift", "DriftReport", "summarize", "render_table", "to_json", "registry", "write_prometheus",
+           "check_prometheus_path", "METRICS"]
 
 #: The metrics of ``--prometheus``, with their HELP text (the monitoring role's alert rules read them).
 METRICS = {
@@ -177,64 +175,3 @@ def write_prometheus(report: DriftReport, path: Path) -> None:
 
     write_to_textfile(str(path), registry(report))
     os.chmod(path, 0o644)  # the node exporter usually runs as its own user
-
-
-@task(iterable=["set_"], help={
-    "host": "one host of the inventory",
-    "hosts": "several hosts, comma separated",
-    "group": "every host of an inventory group (all: the whole inventory)",
-    "roles": "a subset of roles, comma separated (default all)",
-    "inventory": "inventory file (Ansible YAML), default ./hosts",
-    "set": "KEY=VALUE variable override (highest precedence); repeatable",
-    "forks": "hosts planned in parallel (default 10)",
-    "json": "print the report as JSON instead of the table",
-    "prometheus": "also write the report as Prometheus text to FILE (*.prom, for the textfile collector)",
-    "accept-new-host-keys": "record unknown host keys (a changed key is still refused)",
-})
-def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks="10", json_=False,
-          prometheus=None, accept_new_host_keys=False):
-    """Which hosts drifted from the inventory: every host planned in check mode, one table host x role."""
-    import json
-
-    from .ahead import Ahead
-    from .cli import _console, _fail, _forks, _interruptible, prepared
-    from .errors import BringupError
-    from .runner import Options, run_hosts
-
-    # The hosts are connected to while the roles load and the variables are checked (bringup.ahead).
-    with Ahead(accept_new_host_keys=accept_new_host_keys) as ahead:
-        try:
-            prom = check_prometheus_path(prometheus) if prometheus else None
-            opts = Options(check=True, forks=_forks(forks), accept_new_host_keys=accept_new_host_keys, ahead=ahead)
-            inv, chosen, root, selected, role_vars = prepared(inventory, set_, host, hosts, group, roles,
-                                                              ahead=ahead, dial=opts.forks)
-        except BringupError as e:
-            raise _fail(e) from None
-        from .report import Report
-        from .templates import Templates
-
-        console = _console()
-        report_file = Report(Path("reports"), command="drift", hosts=[h.name for h in chosen], args={
-            "hosts": [h.name for h in chosen], "roles": [r.name for r in selected], "inventory": str(inv.path)})
-        with _interruptible(console) as stop:
-            results = run_hosts(chosen, selected, role_vars, opts, Templates(root / "templates"),
-                                on_result=report_file.add, stop=stop)
-    report_file.write(finished=True)
-    report = summarize(results, [r.name for r in selected])
-    if json_:
-        print(json.dumps(to_json(report), indent=2))
-    else:
-        console.print(render_table(report))
-        for h in report.hosts:
-            for role, s in h.roles.items():
-                for line in s.failed:
-                    console.print(f"{h.host}: {role}: {line}", markup=False, highlight=False, style="red")
-    if prom is not None:
-        try:
-            write_prometheus(report, prom)
-        except OSError as e:
-            raise Exit(f"error: --prometheus {prom}: {e.strerror or e}", code=1) from None
-    if stop.requested:
-        raise Exit(code=stop.exit_code)
-    if report.exit_code:
-        raise Exit(code=report.exit_code)

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 from bringup.audit import AuditedRole
-from bringup.cli import prepared
+from bringup.tasks.context import prepared
 from bringup.resources import Command, Directory, File, Packages, Service, Skip, Sysctl
 from bringup.resources.conditioned import ConditionedService
 from bringup.resources.cpu import CpuFreq, SysfsChoice

@@ -172,12 +172,12 @@ def test_a_run_refused_for_bad_input_ran_no_command_on_a_host_it_had_dialled(rec
     """The connection opens while the variables are checked; the facts script waits for them to pass."""
     from invoke import Exit
 
-    from bringup.cli import _provision
+    from bringup.tasks.converge import converge
 
     monkeypatch.chdir(tmp_path)
     inv = _project(tmp_path, "sometimes")
     with pytest.raises(Exit) as refused:
-        _provision(host="h1", check=True, inventory=str(inv))
+        converge(host="h1", check=True, inventory=str(inv))
     assert refused.value.code == 1 and "thp 'sometimes'" in str(refused.value.message)
     for th in threading.enumerate():
         if th.name.startswith("ahead-"):
@@ -186,9 +186,9 @@ def test_a_run_refused_for_bad_input_ran_no_command_on_a_host_it_had_dialled(rec
 
 
 def test_a_checked_run_gathers_its_facts_on_the_connection_opened_ahead(recording, tmp_path, monkeypatch):
-    from bringup.cli import _provision
+    from bringup.tasks.converge import converge
 
     monkeypatch.chdir(tmp_path)
-    assert _provision(host="h1", roles="sysctl", check=True, inventory=str(_project(tmp_path, "madvise"))) == 0
+    assert converge(host="h1", roles="sysctl", check=True, inventory=str(_project(tmp_path, "madvise"))) == 0
     # One connection: the facts, then the state read, both on the transport dialled ahead.
     assert recording.ran == ["h1", "h1"]

@@ -66,9 +66,10 @@ def test_cyclic_garbage_left_at_exit_is_still_finalized(tmp_path, start):
 
 
 def test_library_use_leaves_the_process_as_it_was():
-    # Importing the tasks (prepared, for bench/peers/audit_spec.py) is no program's start: the bytecode setting
-    # and the exit are the importer's.
-    probe = ("import sys, gc, atexit\nsys.dont_write_bytecode = True\nfrom bringup.cli import prepared\n"
+    # Importing the tasks (prepared, for bench/peers/audit_spec.py) or the program is no program's start: the
+    # bytecode setting and the exit are the importer's.
+    probe = ("import sys, gc, atexit\nsys.dont_write_bytecode = True\n"
+             "import bringup.cli, bringup.tasks.context\nfrom bringup.tasks.context import prepared\n"
              "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
              "print('dont_write', sys.dont_write_bytecode)\n")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -89,6 +90,13 @@ def test_the_kept_help_and_list_are_what_invoke_prints():
         assert live.startswith(("Usage: bringup", "Subcommands:")) and "provision" in live
         assert (REPO / "bringup" / "data" / kept).read_text() == live, (
             f"bringup/data/{kept} is out of date: python scripts/kept_help.py")
+
+
+def test_the_installed_program_offers_no_checkout_only_task():
+    # `sandbox` drives the test harness, which does not ship: the checkout's tasks.py adds it for `invoke`.
+    listed = _entry("--list", code="from bringup.cli import main; main()").stdout
+    assert "provision" in listed and "sandbox" not in listed
+    assert "sandbox" in _invoke("--list").stdout
 
 
 def test_the_console_scripts_help_imports_no_invoke():

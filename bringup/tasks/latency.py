@@ -1,4 +1,4 @@
-"""The latency tasks: ``invoke bench`` (also ``bringup bench``)."""
+"""``invoke bench`` and ``tune-window``: a host's Triton latency and its batching window (:mod:`bringup.latency`)."""
 from __future__ import annotations
 
 import json
@@ -6,12 +6,15 @@ from pathlib import Path
 
 from invoke import Exit, task
 
+from ..errors import BringupError, InputError, Unreachable
+from .context import console as new_console
+from .context import fail, options, prepared, unreachable
+
 __all__ = ["bench", "tune_window"]
 
 _HELP = {
+    **options("inventory", "set"),
     "host": "one host of the inventory (its ansible_host and triton_ports.grpc are used)",
-    "inventory": "inventory file (Ansible YAML), default ./hosts",
-    "set": "KEY=VALUE variable override (highest precedence); repeatable",
     "model": "model to load (default: the only one of triton_models)",
     "batch": "request batch sizes, comma separated (default the guide's 1,2,4,8)",
     "concurrency": "requests in flight, comma separated (default 1,4,16,64)",
@@ -35,7 +38,7 @@ _HELP = {
 
 
 def _windows(text) -> list:
-    from .target import parse_windows
+    from ..latency.target import parse_windows
 
     out: list = []
     rest = []
@@ -56,13 +59,11 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
           address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory="hosts",
           set_=None, out="reports/bench", no_plot=False):
     """Closed-loop latency sweep against a host's Triton: p50/p95/p99, QPS, Triton's view; reports/bench/."""
-    from ..cli import _console, prepared
-    from ..errors import BringupError, InputError
-    from .bench import BenchSettings, TritonUnreachable, run_sweep
-    from .results import render_table, write_all
-    from .target import parse_int_list, resolve
+    from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
+    from ..latency.results import render_table, write_all
+    from ..latency.target import parse_int_list, resolve
 
-    console = _console()
+    console = new_console()
     try:
         if not host:
             raise InputError("bench takes one --host")
@@ -97,9 +98,9 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
 
         doc = run_sweep(target, s, on_point=progress)
     except TritonUnreachable as e:
-        raise Exit(f"unreachable: {e}", code=4) from None
+        raise unreachable(e) from None
     except BringupError as e:
-        raise Exit(f"error: {e}", code=1) from None
+        raise fail(e) from None
     paths = write_all(doc, Path(out), plot=not no_plot)
     render_table(doc, console)
     console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
@@ -126,17 +127,14 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
                 address=None, grpc_port=None, inventory="hosts", set_=None, out="reports/bench", follow=False,
                 interval=10.0, steps=None, for_=None, record=None, http_port=None, metrics_port=None):
     """Window tuning: one-shot sweep under a fixed load, or --follow: the guide's controller on live traffic."""
-    import json
     from datetime import datetime
 
-    from ..cli import _console, prepared
-    from ..errors import BringupError, InputError
-    from .bench import BenchSettings, TritonUnreachable, run_sweep
-    from .results import plot_doc
-    from .target import parse_int_list, parse_windows, resolve
-    from .tune import pick
+    from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
+    from ..latency.results import plot_doc
+    from ..latency.target import parse_int_list, parse_windows, resolve
+    from ..latency.tune import pick
 
-    console = _console()
+    console = new_console()
     try:
         if not host:
             raise InputError("tune-window takes one --host")
@@ -172,9 +170,9 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
 
         doc = run_sweep(target, s, on_point=progress)
     except TritonUnreachable as e:
-        raise Exit(f"unreachable: {e}", code=4) from None
+        raise unreachable(e) from None
     except BringupError as e:
-        raise Exit(f"error: {e}", code=1) from None
+        raise fail(e) from None
     doc["kind"] = "bringup-tune-window"
     doc["slo_p95_ms"] = goal
     doc["tune"] = pick(doc, goal)
@@ -200,10 +198,9 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, in
     from datetime import datetime, timezone
 
     from ..connection import connect
-    from ..errors import BringupError, InputError, Unreachable
-    from .follow import follow, remote_record
-    from .window_tuner import RECORD, TritonHTTP, TunerError, manifest_of
-    from .window_tuner import Unreachable as TritonDown
+    from ..latency.follow import follow, remote_record
+    from ..latency.window_tuner import RECORD, TritonHTTP, TunerError, manifest_of
+    from ..latency.window_tuner import Unreachable as TritonDown
 
     try:
         ivl = float(interval)
@@ -224,7 +221,7 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, in
     try:
         t = connect(host)
     except Unreachable as e:
-        raise Exit(f"unreachable: {e}", code=4) from None
+        raise unreachable(e) from None
     ran = 0
     try:
         ran = follow(api, models, goal, ivl, record=remote_record(t, path, hv.get("triton_model_repository"),
@@ -234,14 +231,14 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, in
     except KeyboardInterrupt:
         console.print("stopped (Ctrl-C)", style="dim")
     except TritonDown as e:
-        raise Exit(f"unreachable: {e}", code=4) from None
+        raise unreachable(e) from None
     except (BringupError, TunerError) as e:
-        raise Exit(f"error: {e}", code=1) from None
+        raise fail(e) from None
     finally:
         t.close()
     png = None
     if log.exists():
-        from .results import plot_window_log
+        from ..latency.results import plot_window_log
 
         entries = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
         png = plot_window_log(entries, log.with_suffix(".png"), f"{host.name}: tune-window --follow") if entries \

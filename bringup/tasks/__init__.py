@@ -1,0 +1,10 @@
+"""The tasks behind ``invoke ...`` and the ``bringup`` console script, one module per family of verbs.
+
+- :mod:`.converge`: ``provision``, ``plan``, ``engines``: converge hosts (or say what would change).
+- :mod:`.inspect`: ``facts``, ``hosts``, ``topology``: what the inventory and a host say.
+- :mod:`.audit`, :mod:`.checklist`, :mod:`.drift`: the answers after a bring-up.
+- :mod:`.latency`: ``bench``, ``tune-window``.
+- :mod:`.context`: what they share (the console, failures, ``--forks``, the host selection, the run's skeleton).
+
+A task imports :mod:`.context` and the engine, never another task; :mod:`bringup.cli` collects them.
+"""

@@ -1,0 +1,69 @@
+"""``invoke checklist``: the rack bring-up checklist, PASS/WARN/FAIL per host, Markdown and HTML pages."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from invoke import Exit, task
+
+from ..errors import BringupError
+from .context import SELECTION, options, running
+
+if TYPE_CHECKING:
+    from ..runner import Stop
+
+__all__ = ["checklist", "checklist_pages"]
+
+
+@task(iterable=["set_"], help=options(*SELECTION, "accept-new-host-keys") | {
+    "roles": "roles whose drift is checked (default all)",
+    "out": "folder for the Markdown and HTML pages (default reports/checklist)",
+    "facts": "a saved `invoke facts` JSON: plan the host's checklist without connecting"})
+def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None,
+              out="reports/checklist", accept_new_host_keys=False, facts=None):
+    """Rack bring-up checklist: PASS/WARN/FAIL per host, Markdown + HTML with a topology picture."""
+    from ..checklist import verdict
+
+    pages, stop = checklist_pages(host=host, hosts=hosts, group=group, roles=roles, inventory=inventory, set_=set_,
+                                  out=out, accept_new_host_keys=accept_new_host_keys, facts=facts)
+    if stop.requested:
+        raise Exit(code=stop.exit_code)
+    if any(verdict(cs) == "FAIL" for cs in pages.values()):
+        raise Exit(code=2)
+
+
+def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None,
+                    out="reports/checklist", accept_new_host_keys=False, facts=None) -> tuple[dict, Stop]:
+    """Run, print and write the checklist pages; return ``({host: checks}, the run's Stop)``.
+
+    A signal (SIGINT, SIGTERM) starts no further host; the pages of the hosts done are printed and
+    written, then the hosts left out are named.
+    """
+    from ..checklist import FACTS, render_group_html, render_markdown, run_checklist
+
+    # The first host is connected to while the roles load and the variables are checked (bringup.ahead); the
+    # hosts are checked one after another, so the others connect in their turn.
+    with running(inventory, set_, host, hosts, group, roles, forks=1, connect_ahead=not facts, extra_facts=FACTS,
+                 accept_new_host_keys=accept_new_host_keys) as run:
+        if facts and len(run.hosts) != 1:
+            raise BringupError("--facts FILE holds one host's facts: pass one --host")
+        # The hosts are checked in a worker thread: the main thread only waits, so a signal's handler
+        # never runs in the middle of a host's work.
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:
+            pages = pool.submit(run_checklist, run.hosts, run.roles, run.role_vars, run.templates, out,
+                                accept_new_host_keys=accept_new_host_keys, facts_file=facts, stop=run.stop,
+                                ahead=run.ahead).result()
+    console, stop = run.console, run.stop
+    for name, checks in pages.items():
+        console.print(render_markdown(name, checks), markup=False, highlight=False)
+    if group:
+        (Path(out) / "index.html").write_text(render_group_html(group, pages))
+    console.print(f"checklist pages: {out}/", style="dim")
+    if stop.requested:
+        left = [h.name for h in run.hosts if h.name not in pages]
+        console.print(f"[bold yellow]INTERRUPTED[/] by {stop.name}", highlight=False)
+        if left:
+            console.print(f"  no checklist: {', '.join(left)}", markup=False, highlight=False)
+    return pages, stop

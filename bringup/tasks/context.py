@@ -1,0 +1,252 @@
+"""What every task shares: the console, the one-line failure, ``--forks``, the host selection and its help,
+and the skeleton of a run of the roles, written once.
+
+A task that plans or runs roles (provision, plan, engines, audit, checklist, drift) is::
+
+    with running(inventory, set_, host, hosts, group, roles, forks=forks) as run:
+        ...  # run.hosts, run.roles, run.role_vars, run.templates, run.console, run.ahead, run.stop
+
+which connects to the first hosts ahead (:mod:`bringup.ahead`) while the roles load and the variables are
+checked (:func:`prepared`), turns a :class:`~bringup.errors.BringupError` into one ``error:`` line and exit 1
+(:func:`fail`), makes the templates and the console while the hosts gather their facts, and lets a signal
+stop the run in order (:func:`interruptible`).
+
+Heavy modules (pydantic models, rich, Fabric/paramiko, Jinja2, YAML) are imported where they are used, so
+``bringup --help`` and ``invoke --list``, which import every task module, pay for none of them.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterator
+
+from invoke import Exit
+
+from ..errors import BringupError
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from ..ahead import Ahead
+    from ..inventory import Host, Inventory
+    from ..roles import Role
+    from ..runner import HostResult, Stop
+    from ..templates import Templates
+
+__all__ = ["OPTIONS", "SELECTION", "options", "console", "fail", "failing", "unreachable", "MAX_FORKS", "parse_forks",
+           "load", "selected", "prepared", "Run", "running", "interruptible", "print_interrupted"]
+
+#: The help of the options shared by the tasks (the host selection, the inventory, host keys, parallelism),
+#: declared once; a task names those it takes (:func:`options`) and adds its own.
+OPTIONS = {
+    "host": "one host of the inventory",
+    "hosts": "several hosts, comma separated",
+    "group": "every host of an inventory group",
+    "inventory": "inventory file (Ansible YAML), default ./hosts",
+    "set": "KEY=VALUE variable override (highest precedence); repeatable",
+    "limit": "Ansible host pattern narrowing the selection ('l40s:&rack2:!trt-l40s-03', 'trt-a10-*'), "
+             "or @reports/last.retry",
+    "forks": "hosts handled in parallel (default 10)",
+    "accept-new-host-keys": "record unknown host keys (a changed key is still refused)",
+}
+#: What a task that selects hosts takes at least.
+SELECTION = ("host", "hosts", "group", "inventory", "set")
+
+
+def options(*names: str) -> dict[str, str]:
+    """The help of the shared options ``names`` (:data:`OPTIONS`), for a task's ``help=``:
+    ``options(*SELECTION, "forks") | {"roles": "..."}``."""
+    return {name: OPTIONS[name] for name in names}
+
+
+def console() -> Console:
+    """The console a task prints to."""
+    from rich.console import Console
+
+    # Piped into a log or CI, rich would assume 80 columns and cut the tables' headers: give them room.
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
+
+
+def fail(e: Exception | str) -> Exit:
+    """Bad input as the task's end: one ``error:`` line, exit 1."""
+    return Exit(f"error: {e}", code=1)
+
+
+@contextmanager
+def failing() -> Iterator[None]:
+    """A :class:`~bringup.errors.BringupError` raised inside ends the task as :func:`fail` says."""
+    try:
+        yield
+    except BringupError as e:
+        raise fail(e) from None
+
+
+def unreachable(e: Exception) -> Exit:
+    """A host (or its Triton) out of reach as the task's end: one ``unreachable:`` line, exit 4."""
+    return Exit(f"unreachable: {e}", code=4)
+
+
+MAX_FORKS = 256
+
+
+def parse_forks(text) -> int:
+    """``--forks``: a whole number 1..MAX_FORKS (the tasks take it as text, so Invoke's parser never
+    tracebacks on ``--forks many``)."""
+    try:
+        n = int(str(text).strip()) if not isinstance(text, bool) else 0
+    except ValueError:
+        n = 0
+    if not 1 <= n <= MAX_FORKS:
+        raise BringupError(f"--forks {text!r}: must be a whole number from 1 to {MAX_FORKS} "
+                           "(hosts handled at once), e.g. --forks 10")
+    return n
+
+
+def load(inventory, set_) -> Inventory:
+    """The inventory file with the ``--set`` overrides; from here on, what is printed has its secrets masked."""
+    from ..inventory import load_inventory, parse_set
+    from ..secrets import mask_output
+
+    # From here on, whatever is printed (rich, invoke's error line) has the inventory's secrets masked.
+    mask_output()
+    return load_inventory(inventory, overrides=parse_set(list(set_ or [])))
+
+
+def selected(inventory, set_, host, hosts, group, limit=None) -> tuple[Inventory, list[Host]]:
+    """The inventory and the hosts that ``--host/--hosts/--group`` and ``--limit`` pick."""
+    inv = load(inventory, set_)
+    if limit and not (host or hosts or group):
+        return inv, inv.limit(limit)  # --limit alone picks from the whole inventory
+    chosen = inv.select(host=host, hosts=hosts, group=group)
+    return inv, inv.limit(limit, chosen) if limit else chosen
+
+
+def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahead | None = None, dial: int = 0,
+             check=None):
+    """The selected hosts and roles, with every role's variables merged and validated.
+
+    Returns ``(inventory, hosts, content root, roles, variables by host)``: what every task that plans or
+    runs roles starts from (provision, audit, checklist, drift, bench, tune-window), and what a tool
+    outside the CLI uses to see the same declared state (bench/peers/audit_spec.py).
+
+    Nothing connects, unless ``ahead`` is given: then the first ``dial`` hosts are connected to as soon as the
+    inventory named them, while the roles load and the variables are checked, and their facts are gathered
+    once every check passed (the variables, then ``check(hosts)``, the caller's own: the rollout's hooks)
+    while the caller goes on (:mod:`bringup.ahead`).  The caller closes ``ahead`` when the run ends, and
+    when this raises: a refused run has run no command on any host.
+    """
+    from ..project import content_root
+    from ..roles import load_roles, select_roles, wanted_facts
+    from ..runner import prepare
+
+    inv, chosen = selected(inventory, set_, host, hosts, group, limit)
+    if ahead is not None:
+        ahead.dial(chosen[:dial])
+    root = content_root()
+    order, all_roles = load_roles(root)
+    chosen_roles = select_roles(order, all_roles, roles)
+    role_vars = prepare(chosen, chosen_roles, [all_roles[r] for r in order])
+    if check is not None:
+        check(chosen)
+    if ahead is not None:
+        ahead.want(wanted_facts(chosen_roles, ahead.extra_facts))
+    return inv, chosen, root, chosen_roles, role_vars
+
+
+@dataclass
+class Run:
+    """A run of the roles as :func:`running` set it up."""
+
+    inventory: Inventory
+    hosts: list[Host]
+    root: Path
+    roles: list[Role]
+    role_vars: dict[str, dict[str, Any]]
+    #: ``--forks``: hosts handled at once, and connected to ahead.
+    forks: int
+    templates: Templates
+    console: Console
+    ahead: Ahead
+    stop: Stop
+
+
+@contextmanager
+def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, limit=None, forks: int | str = 1,
+            accept_new_host_keys: bool = False, connect_ahead: bool = True,
+            hold: Callable[[Host], bool] | None = None, extra_facts: tuple[str, ...] = (),
+            check: Callable[[list[Host]], None] | None = None) -> Iterator[Run]:
+    """The skeleton of every task that plans or runs roles (see the module): yields the :class:`Run`.
+
+    The first ``forks`` hosts are connected to while the roles load and the variables are checked, unless
+    ``connect_ahead`` is False (a rolling run) or ``hold(host)`` holds one back (its drain hook comes first);
+    ``extra_facts`` are gathered with the roles' (the checklist's own); ``check(hosts)`` is the caller's own
+    check of the input, after the variables'.  A BringupError, here or in the body, ends the task with one
+    ``error:`` line; a signal in the body stops the run in order (``run.stop``).  Leaving it closes the
+    connections no host took.
+    """
+    from ..ahead import Ahead
+
+    with Ahead(enabled=connect_ahead, hold=hold or (lambda h: False), extra_facts=extra_facts,
+               accept_new_host_keys=accept_new_host_keys) as ahead, failing():
+        n = parse_forks(forks)
+        inv, chosen, root, chosen_roles, role_vars = prepared(inventory, set_, host, hosts, group, roles, limit,
+                                                              ahead=ahead, dial=n, check=check)
+        # Imported and made while the hosts connect and gather their facts.
+        from ..templates import Templates
+
+        out = console()
+        with interruptible(out) as stop:
+            yield Run(inv, chosen, root, chosen_roles, role_vars, n, Templates(root / "templates"), out, ahead, stop)
+
+
+@contextmanager
+def interruptible(console: Console) -> Iterator[Stop]:
+    """SIGINT/SIGTERM stop the run in order (:class:`Stop`) instead of killing it; yields the Stop.
+
+    The first signal starts no new host or role, the second abandons the steps
+    in flight; either way the recap is printed, the report written, and the
+    exit code is the signal's (130, 143).
+    """
+    from ..runner import Stop
+
+    stop = Stop()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop  # signal handlers live in the main thread only
+        return
+
+    def handle(signum, _frame) -> None:
+        # Plain text, no rich rendering: a handler runs between any two bytecodes of the main thread,
+        # even in the middle of an import that rich's rendering would need.
+        name = signal.Signals(signum).name
+        if stop.request(signum):
+            said = (f"{name}: stopping: no new host or role starts, the roles in progress finish "
+                    f"({name} again abandons them)")
+        else:
+            said = f"{name} again: abandoning the steps in flight"
+        try:  # straight to fd 2: a buffered stream the main thread is writing would raise a reentrant call
+            os.write(2, (said + "\n").encode())
+        except OSError:
+            pass
+
+    before = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield stop
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+
+
+def print_interrupted(stop: Stop, results: list[HostResult], console: Console) -> None:
+    """After the recap: which hosts the signal cut short, and which never started."""
+    cut = [r for r in results if r.status == "interrupted"]
+    never = [r.host for r in results if r.status == "not started"]
+    console.print(f"[bold yellow]INTERRUPTED[/] by {stop.name}", highlight=False)
+    for r in cut:
+        console.print(f"  {r.host}: {r.message}", markup=False, highlight=False)
+    if never:
+        console.print(f"  not started: {', '.join(never)}", markup=False, highlight=False)

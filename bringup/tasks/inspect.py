@@ -1,0 +1,84 @@
+"""``invoke facts``, ``hosts`` and ``topology``: what the inventory and a host say, changing nothing."""
+from __future__ import annotations
+
+import json
+import sys
+
+from invoke import task
+
+from ..errors import BringupError, Unreachable
+from .context import console, fail, failing, load, options, selected, unreachable
+
+__all__ = ["facts", "hosts", "topology"]
+
+
+def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate=None, facts_file=None):
+    """One ``--host``'s facts, gathered in one round trip (or read from a saved ``invoke facts``, without
+    connecting); errors become one line and an exit code."""
+    from ..connection import connect
+    from ..facts import ALL_FACTS
+    from ..facts.gather import gather, load_facts
+
+    try:
+        _, chosen = selected(inventory, set_, host, None, None)
+        if len(chosen) != 1:
+            raise BringupError(f"{task_name} takes one --host")
+        if validate:
+            validate(chosen[0].vars)
+        if facts_file:
+            return (chosen[0], *load_facts(facts_file, chosen[0].name))
+        t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys)
+    except Unreachable as e:
+        raise unreachable(e) from None
+    except BringupError as e:
+        raise fail(e) from None
+    try:
+        values, errors = gather(t, ALL_FACTS)
+    finally:
+        t.close()
+    return chosen[0], values, errors
+
+
+@task(iterable=["set_"], help=options("host", "inventory", "set", "accept-new-host-keys"))
+def facts(c, host=None, inventory="hosts", set_=None, accept_new_host_keys=False):
+    """Print a host's facts as JSON (gathered in one round trip)."""
+    target, values, errors = _host_facts("facts", inventory, set_, host, accept_new_host_keys)
+    doc = {"host": target.name, "facts": values}
+    if errors:
+        doc["errors"] = errors
+    sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+
+
+@task(iterable=["set_"], help=options("inventory", "set"))
+def hosts(c, inventory="hosts", set_=None):
+    """List the inventory: hosts, groups, address and GPU profile."""
+    from rich.table import Table
+
+    with failing():
+        inv = load(inventory, set_)
+    t = Table("host", "groups", "address", "connection", "gpu_profile", box=None)
+    for h in inv.hosts.values():
+        conn = h.connection
+        addr = f"{conn.ansible_user or 'root'}@{h.address}:{conn.ansible_port}" if conn.ansible_connection != "local" \
+            else "(local)"
+        t.add_row(h.name, ",".join(h.vars["group_names"]), addr, conn.ansible_connection,
+                  str(h.vars.get("gpu_profile", "-")))
+    console().print(t)
+
+
+@task(iterable=["set_"], help=options("host", "inventory", "set", "accept-new-host-keys") | {
+    "json": "print the plan as JSON", "facts": "a saved `invoke facts` JSON: plan without connecting"})
+def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new_host_keys=False, facts=None):
+    """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
+    from ..topology import format_plan, plan_topology, validate_vars
+
+    target, values, _ = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
+                                    validate=validate_vars, facts_file=facts)
+    try:
+        result = plan_topology(values, target.vars)
+    except BringupError as e:
+        raise fail(f"host {target.name}: {e}") from None
+    if json_:
+        sys.stdout.write(json.dumps({"host": target.name, "plan": result.to_dict()}, indent=2) + "\n")
+        return
+    format_plan(result, console(), title=target.name)
