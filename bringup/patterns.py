@@ -44,13 +44,56 @@ def order_terms(terms: Sequence[str]) -> list[str]:
     return (plain or ["all"]) + inter + excl
 
 
+#: The longest ``~regex`` term taken (a host pattern is a few dozen characters).
+REGEX_MAX = 256
+#: The largest retry file read (``--limit @FILE``): a line per host.
+LIMIT_FILE_MAX = 1024 * 1024
+
+
+def _repeats(tree) -> bool:
+    """Whether a parsed regex holds a repeat inside a repeat (``(a+)+``): backtracking that may never end."""
+    from re import _parser as sre  # the parse tree re itself builds (3.11: re._parser)
+
+    reps = (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT))
+
+    def walk(items, inside: bool) -> bool:
+        for op, av in items:
+            if op in reps:
+                lo, hi, sub = av
+                if inside and hi != 0:
+                    return True
+                if walk(sub, inside or hi is sre.MAXREPEAT or hi > 1):
+                    return True
+            elif op is sre.SUBPATTERN:
+                if walk(av[-1], inside):
+                    return True
+            elif op is sre.BRANCH:
+                if any(walk(b, inside) for b in av[1]):
+                    return True
+            elif op in (sre.ASSERT, sre.ASSERT_NOT):
+                if walk(av[1], inside):
+                    return True
+        return False
+
+    return walk(tree, False)
+
+
 def _matcher(term: str):
     if term.startswith("~"):
+        if len(term) > REGEX_MAX + 1:
+            raise InputError(f"--limit: the regular expression is {len(term) - 1} characters; at most {REGEX_MAX} "
+                             "are taken (name groups instead)")
         try:
+            from re import _parser as sre
+
+            tree = sre.parse(term[1:])
             rx = re.compile(term[1:])
         except re.error as e:
             raise InputError(f"--limit: {term!r} is not a valid regular expression ({e}); "
                              "fix it or drop the leading ~") from None
+        if _repeats(tree):
+            raise InputError(f"--limit: {term!r} repeats a repeated part (like (a+)+), which can take hours to "
+                             "match; write it without the nested repeat")
         return rx.match
     if _WILD.search(term):
         return re.compile(fnmatch.translate(term)).match
@@ -109,12 +152,25 @@ def read_limit_file(path: str | Path) -> list[str]:
     """The host names of a retry file (``--limit @FILE``): one a line; blank lines and ``#`` comments ignored."""
     p = Path(path)
     try:
-        text = p.read_text()
+        if not p.is_file():
+            if p.exists():
+                raise InputError(f"--limit @{path}: not a regular file; give a retry file (reports/last.retry)")
+            raise FileNotFoundError
+        with p.open("rb") as fh:
+            raw = fh.read(LIMIT_FILE_MAX + 1)
     except FileNotFoundError:
         raise InputError(f"--limit @{path}: no such file (a retry file is written under reports/ only by a run "
                          "that had hosts fail)") from None
     except OSError as e:
         raise InputError(f"--limit @{path}: cannot read it: {e.strerror}") from None
+    if len(raw) > LIMIT_FILE_MAX:
+        raise InputError(f"--limit @{path}: larger than {LIMIT_FILE_MAX // 1024} KiB; a retry file names one host "
+                         "a line")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"--limit @{path}: not UTF-8 text (byte {e.start}); a retry file names one host a line") \
+            from None
     names = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     if not names:
         raise InputError(f"--limit @{path}: the file names no host; nothing to run")
@@ -126,8 +182,11 @@ def expand_limit(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence
     if limit.startswith("@"):
         where = f"--limit {limit}"
         names: set[str] = set()
+        known = set(hosts)
         for line in read_limit_file(limit[1:]):
-            names.update(match_pattern(line, hosts, groups, where))
+            # A retry file names hosts: a line that is a host's name is that host, taken literally
+            # (`fd00::2` holds the pattern separator, `web[1]` a glob); any other line is a pattern.
+            names.update([line] if line in known else match_pattern(line, hosts, groups, where))
         return [h for h in hosts if h in names]
     return match_pattern(limit, hosts, groups)
 

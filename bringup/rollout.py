@@ -18,6 +18,7 @@ health gate succeeded.  A host that failed stays drained.
 """
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import subprocess
@@ -102,8 +103,8 @@ def exceeds(failed: int, size: int, max_fail_percentage: float | None) -> bool:
 
 def _hook_timeout(host: Host) -> float:
     v = host.vars.get(HOOK_TIMEOUT, DEFAULT_HOOK_TIMEOUT)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
-        raise InputError(f"host {host.name}: {HOOK_TIMEOUT} must be a number of seconds > 0 (got {v!r})")
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v <= 0:
+        raise InputError(f"host {host.name}: {HOOK_TIMEOUT} must be a finite number of seconds > 0 (got {v!r})")
     return float(v)
 
 

@@ -39,6 +39,9 @@ __all__ = ["MASK", "Masker", "mask_output", "is_ref", "resolve_refs", "reveal", 
 #: What a secret's text becomes in output.
 HIDDEN = "********"
 
+#: Secrets shorter than this are not used as mask keys (they would hide every such digit or letter).
+MIN_MASKED = 4
+
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: The password part of a URL's userinfo: ``scheme://user:PASSWORD@``.
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)([^/\s@'\"]+)(@)")
@@ -56,7 +59,9 @@ class Masker:
     def add(self, secret: str | SecretStr | None) -> None:
         """Mask ``secret`` from now on (and its URL-encoded form, as it appears inside URLs)."""
         text = secret.get_secret_value() if isinstance(secret, SecretStr) else secret
-        if not isinstance(text, str) or not text:
+        if not isinstance(text, str) or len(text) < MIN_MASKED:
+            # A 1-character secret would mask every "1" of every line and report; a value that short
+            # guards nothing anyway.
             return
         with self._lock:
             self._texts.update({text, quote(text, safe="")})

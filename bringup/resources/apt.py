@@ -419,6 +419,17 @@ class RepoSpec(Spec):
     def _one_key(self) -> "RepoSpec":
         if (self.key is None) == (self.key_url is None):
             raise ValueError("give key (a file on the control machine) or key_url (fetched by the host), one")
+        # What AptRepository refuses on the host side, refused with the inventory (before connecting);
+        # a suite may hold a placeholder ({codename}) the role fills from the host.
+        if not _WORD.match(self.suite.replace("{", "").replace("}", "") or "?"):
+            raise ValueError(f"suite {self.suite!r} is malformed (letters, digits, . _ / ~ + -)")
+        bad = [c for c in self.components if not _WORD.match(c)]
+        if bad:
+            raise ValueError(f"components: {bad[0]!r} is malformed (letters, digits, . _ / ~ + -)")
+        if self.suite.endswith("/") and self.components:
+            raise ValueError("a flat repository (suite ending in /) takes no components")
+        if not self.suite.endswith("/") and not self.components:
+            raise ValueError(f"suite {self.suite!r} needs components (e.g. [main]), or end it in / for a flat repo")
         return self
 
 

@@ -315,5 +315,22 @@ def test_date_where_text_is_wanted_is_refused_before_connecting(tmp_path):
                                        ("https://m.example/{", ["url: a lone { or }"])])
 def test_repository_url_braces_are_refused_before_connecting(tmp_path, url, words):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n      docker_source: docker\n"
-                           f"      docker_repo: {{url: '{url}', suite: '{{codename}}', key_url: 'https://m.example/gpg'}}\n")
+                           f"      docker_repo: {{url: '{url}', suite: '{{codename}}', components: [stable], "
+                           "key_url: 'https://m.example/gpg'}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "role docker: docker_repo: ", *words)
+
+
+@pytest.mark.reliability(item=26, fault="docker_repo suite or components malformed (refused only after connecting)",
+                         variants=3, checks=("one clear line", "exit code", "nothing touched"))
+@pytest.mark.parametrize("repo,words", [
+    ("{url: 'https://m.example/d', suite: 'sta ble', components: [stable], key_url: 'https://m.example/gpg'}",
+     ["docker_repo: suite 'sta ble' is malformed"]),
+    ("{url: 'https://m.example/d', suite: '{codename}', components: ['main;rm'], key_url: 'https://m.example/gpg'}",
+     ["docker_repo: components: 'main;rm' is malformed"]),
+    ("{url: 'https://m.example/d', suite: '{codename}', components: [], key_url: 'https://m.example/gpg'}",
+     ["needs components"]),
+])
+def test_repository_suite_and_components_are_refused_before_connecting(tmp_path, repo, words):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n      docker_source: docker\n"
+                           f"      docker_repo: {repo}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "role docker: ", *words)

@@ -131,3 +131,51 @@ def test_inventory_limit_on_a_real_inventory(tmp_path):
     assert [h.name for h in inv.limit("rack2", within)] == ["trt-l40s-02", "trt-l40s-03"]
     with pytest.raises(InputError, match="leaves no host"):
         inv.limit("a10", within)
+
+
+# --- issue 26, item 6: patterns and retry files that ran wild or were misread -------------------------
+
+@pytest.mark.reliability(item=26, fault="--limit regex with a nested repeat ((a+)+$, (a*)*) or of 10,000 characters",
+                         variants=3, checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("pattern,words", [
+    ("~(a+)+$", ["repeats a repeated part", "without the nested repeat"]),
+    ("~(x*)*y", ["repeats a repeated part"]),
+    ("~" + "a" * 10000, ["10000 characters", "at most 256"]),
+])
+def test_regexes_that_could_run_for_hours_are_refused(pattern, words):
+    with pytest.raises(InputError) as e:
+        match_pattern(pattern, ["a" * 40 + "!"], {})
+    text = str(e.value)
+    assert "\n" not in text and text.startswith("--limit")
+    for w in words:
+        assert w in text
+    assert m("~trt-l40s-0[12]$") == ["trt-l40s-01", "trt-l40s-02"]  # a plain regex still works
+    assert m("~trt-(a10|l40s)-01") == ["trt-a10-01", "trt-l40s-01"]
+
+
+@pytest.mark.reliability(item=26, fault="--limit @/dev/zero, @a folder, @a non-UTF-8 or oversized file",
+                         variants=4, checks=("one clear line", "no hang"))
+def test_limit_files_that_are_not_retry_files_are_one_line(tmp_path):
+    big = tmp_path / "big.retry"
+    big.write_text("trt-a10-01\n" * 200_000)
+    bin_ = tmp_path / "bin.retry"
+    bin_.write_bytes(b"trt-a10-01\n\xff\xfe\n")
+    for path, words in (("/dev/zero", "not a regular file"), (str(tmp_path), "not a regular file"),
+                        (str(big), "larger than 1024 KiB"), (str(bin_), "not UTF-8 text")):
+        with pytest.raises(InputError) as e:
+            expand_limit(f"@{path}", HOSTS, GROUPS)
+        assert words in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.reliability(item=26, fault="a retry file naming fd00::2 or web[1] (a separator, a glob)",
+                         variants=2, checks=("exit code",))
+def test_a_retry_file_names_hosts_literally():
+    hosts = ["fd00::2", "fd00", "2", "web1", "web[1]"]
+    groups = {"all": hosts}
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".retry", delete=False) as fh:
+        fh.write("fd00::2\nweb[1]\n")
+    assert expand_limit(f"@{fh.name}", hosts, groups) == ["fd00::2", "web[1]"]
+    # Written as a pattern on the command line, the same text still means what Ansible says.
+    assert match_pattern("web[1]", hosts, groups) == ["web1"]

@@ -208,9 +208,12 @@ def test_bad_hooks_are_one_line(value, words):
     assert "host h: drain_command" in str(e.value) and "\n" not in str(e.value)
 
 
+@pytest.mark.reliability(item=26, fault="hook_timeout of .nan, .inf, a word", variants=3,
+                         checks=("one clear line",))
 def test_bad_hook_timeout():
-    with pytest.raises(InputError, match="hook_timeout must be a number of seconds > 0"):
-        validate_hooks([_host(undrain_command=[sys.executable], hook_timeout="soon")])
+    for bad in ("soon", float("nan"), float("inf")):
+        with pytest.raises(InputError, match="hook_timeout must be a finite number of seconds > 0"):
+            validate_hooks([_host(undrain_command=[sys.executable], hook_timeout=bad)])
     validate_hooks([_host(undrain_command=[sys.executable], hook_timeout=5)])
 
 

@@ -122,6 +122,17 @@ def test_masker_hides_secrets_url_passwords_and_encoded_forms():
     assert m.mask_obj({"k t/k+n": ["x t/k+n", SecretStr("q"), 3]}) == {f"k {HIDDEN}": [f"x {HIDDEN}", HIDDEN, 3]}
 
 
+@pytest.mark.reliability(item=26, fault="a 1-character secret (it masked every '1' of the output)",
+                         checks=("report written",))
+def test_a_secret_too_short_to_guard_anything_is_no_mask_key():
+    m = Masker()
+    for short in ("1", "ab", SecretStr("x:y")):
+        m.add(short)
+    assert m.mask("changed=1 failed=0 ab x:y") == "changed=1 failed=0 ab x:y"
+    m.add("abcd")
+    assert m.mask("ab abcd") == f"ab {HIDDEN}"
+
+
 def test_masked_stream_filters_every_write():
     m = Masker()
     m.add("s3cr3t-value")
