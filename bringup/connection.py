@@ -38,6 +38,9 @@ __all__ = ["Transport", "SSHTransport", "LocalTransport", "RunResult", "connect"
 
 #: The remote entry point: read the whole script from stdin, then run it.
 _ENTRY = "sh -c 'eval \"$(cat)\"'"
+#: Seconds the host's own timeout of a script waits past command_timeout (the control side's deadline
+#: fires first and reports the host; the host then ends what is left).
+REMOTE_GRACE_S = 5
 
 
 @dataclass
@@ -85,7 +88,14 @@ class Transport:
 
     def _entry(self) -> tuple[str, "_Sudo | None"]:
         """The command line and the sudo handshake (if any) for a script."""
-        return self._become(_ENTRY)
+        return self._become(self._bounded(_ENTRY))
+
+    def _bounded(self, command: str) -> str:
+        """``command`` under the host's own ``timeout``: whatever happens to the connection (cut off after
+        command_timeout, a run interrupted), the script's whole process group (background lanes, a hung
+        nvidia-smi) is ended on the host a little after command_timeout (TERM, then KILL 10 s later),
+        so nothing a run started outlives it there and piles up run after run."""
+        return f"timeout -s TERM -k 10 {int(self._timeout()) + REMOTE_GRACE_S} {command}"
 
     def _timeout(self) -> float:
         return float(self.host.connection.command_timeout)
@@ -106,7 +116,7 @@ class Transport:
 
     def _stream_entry(self, command: str) -> tuple[str, "_Sudo | None"]:
         """The command line (and sudo handshake) running ``command`` with become applied."""
-        return self._become("sh -c " + quote(command))
+        return self._become(self._bounded("sh -c " + quote(command)))
 
     def run_stream(self, command: str, local: list[str]) -> RunResult:
         """Run ``command`` on the host with the stdout of ``local`` (run here) as its stdin.
@@ -219,6 +229,11 @@ def _pump(data: BinaryIO, write: Callable[[bytes], object]) -> None:
 
 class LocalTransport(Transport):
     """``ansible_connection: local``: run on the control machine itself."""
+
+    def _bounded(self, command: str) -> str:
+        # The deadline below ends the script's process group itself; timeout(1) would move the script
+        # into a group of its own, out of that reach.
+        return command
 
     def _exchange(self, cmd: str, sudo: "_Sudo | None", data: BinaryIO) -> RunResult:
         # Not invoke's Context.run: its in_stream is copied a byte per 10 ms.

@@ -28,6 +28,9 @@ class Section:
 #: compose v1), and the round trip costs the slowest lane, not the sum.
 READ_LANES = 6
 
+#: The most one read lane writes to its file on the host (bytes); facts and reads print kilobytes.
+LANE_MAX = 16 * 1024 * 1024
+
 
 def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
           stderr: str = "null", token: str | None = None, lanes: int = 1,
@@ -83,12 +86,17 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         f"{fn}() {{ printf '\\n@@{token}:B:%d\\n' \"$1\"; {fn}_$1; printf '\\n@@{token}:E:%d:%d\\n' \"$1\" \"$?\"; }}",
         # The traps come before the folder exists: a signal between the two leaves nothing behind.
         '_d=; _pids=; trap \'rm -rf "$_d"\' EXIT',
-        f"{fn}_bye() {{ kill $_pids 2>/dev/null; rm -rf \"$_d\"; trap - EXIT \"$1\"; kill -s \"$1\" $$; }}",
+        # PIPE ignored first: with the connection gone, a word the shell prints about its killed lanes would
+        # end it by SIGPIPE before the folder is removed.
+        f"{fn}_bye() {{ trap '' PIPE; kill $_pids 2>/dev/null; rm -rf \"$_d\"; trap - EXIT \"$1\"; "
+        f"kill -s \"$1\" $$; }}",
         f"trap '{fn}_bye HUP' HUP; trap '{fn}_bye INT' INT; trap '{fn}_bye TERM' TERM",
         'if _d=$(mktemp -d "${TMPDIR:-/tmp}/bringup-read.XXXXXX" 2>/dev/null); then',
     ]
     for k in range(lanes):
-        lines.append(f"  {{ {each(alongside[k::lanes])}; }} >\"$_d/{k}\" &")
+        # Bounded: a read that streams without end (a fact gone wrong) stops at LANE_MAX bytes, by SIGPIPE,
+        # instead of filling the host's /tmp; its section is then cut short, never taken for whole.
+        lines.append(f"  {{ {each(alongside[k::lanes])}; }} | head -c {LANE_MAX} >\"$_d/{k}\" &")
         lines.append(f'  _p{k}=$!; _pids="$_pids $!"')
     lines.append(f"  {each(shell)}")
     lines.append("  _ok=1")

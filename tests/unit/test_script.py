@@ -124,3 +124,21 @@ def test_a_section_cut_short_keeps_what_it_printed():
 def test_lanes_refuse_stop_on_error():
     with pytest.raises(ValueError):
         batch(SNIPPETS, lanes=2, stop_on_error=True)
+
+
+@pytest.mark.reliability(item=26, fault="a read that streams without end (a fact gone wrong) in a lane",
+                         checks=("no leftovers", "no hang"))
+def test_a_lane_that_streams_without_end_is_cut_at_its_bound(tmp_path, monkeypatch):
+    import bringup.script as script_mod
+
+    monkeypatch.setattr(script_mod, "LANE_MAX", 64 * 1024)
+    script, token = batch([("flood", "yes"), ("a", "echo a"), ("b", "echo b")], lanes=2)
+    started = time.monotonic()
+    r = subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}, timeout=60)
+    assert time.monotonic() - started < 30
+    flood, a, b = split(r.stdout, token, ["flood", "a", "b"])
+    assert flood.rc is None and 0 < len(flood.output) <= 64 * 1024  # cut short, never read as whole
+    # "b" shared the flood's lane and came after it: cut off with it, not taken for a result.
+    assert (a.rc, a.output) == (0, "a\n") and b.rc is None
+    assert list(tmp_path.iterdir()) == []
