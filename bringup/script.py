@@ -87,10 +87,13 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         # The traps come before the folder exists: a signal between the two leaves nothing behind.
         '_d=; _pids=; trap \'rm -rf "$_d"\' EXIT',
         # PIPE ignored first: with the connection gone, a word the shell prints about its killed lanes would
-        # end it by SIGPIPE before the folder is removed.
+        # end the cleanup itself by SIGPIPE before the folder is removed.
         f"{fn}_bye() {{ trap '' PIPE; kill $_pids 2>/dev/null; rm -rf \"$_d\"; trap - EXIT \"$1\"; "
         f"kill -s \"$1\" $$; }}",
-        f"trap '{fn}_bye HUP' HUP; trap '{fn}_bye INT' INT; trap '{fn}_bye TERM' TERM",
+        # PIPE too: with the connection gone, the shell's own word about a lane the signal killed
+        # ("Terminated") meets a closed stderr before the TERM trap has run.
+        f"trap '{fn}_bye HUP' HUP; trap '{fn}_bye INT' INT; trap '{fn}_bye TERM' TERM; "
+        f"trap '{fn}_bye PIPE' PIPE",
         'if _d=$(mktemp -d "${TMPDIR:-/tmp}/bringup-read.XXXXXX" 2>/dev/null); then',
     ]
     for k in range(lanes):

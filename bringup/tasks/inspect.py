@@ -34,6 +34,10 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
         raise fail(e) from None
     try:
         values, errors = gather(t, ALL_FACTS)
+    except Unreachable as e:  # command_timeout: the host stopped answering mid-gather
+        raise unreachable(f"{chosen[0].name}: {e}") from None
+    except BringupError as e:
+        raise fail(f"{chosen[0].name}: {e}") from None
     finally:
         t.close()
     return chosen[0], values, errors

@@ -72,3 +72,25 @@ def test_a_hung_read_leaves_no_process_or_folder_behind(sandbox_host, tmp_path):
     while time.monotonic() < deadline and left(host) != ("", ""):
         time.sleep(1)
     assert left(host) == ("", ""), left(host)
+
+
+@pytest.mark.reliability(item=26, fault="invoke facts on a host whose nvidia-smi hangs (command_timeout)",
+                         checks=("one clear line", "exit code", "no leftovers"))
+def test_facts_on_a_hung_nvidia_smi_is_one_line_and_leaves_nothing(sandbox_host, tmp_path):
+    host = sandbox_host
+    host.exec("printf '#!/bin/sh\\nexec sleep 7777\\n' > /usr/local/bin/nvidia-smi && chmod 755 /usr/local/bin/nvidia-smi")
+    try:
+        project = role_project(tmp_path, {"hang": ROLE}, {"h": host})
+        inv = yaml.safe_load((project / "hosts").read_text())
+        inv["all"]["hosts"]["h"]["command_timeout"] = 4
+        (project / "hosts").write_text(yaml.safe_dump(inv))
+        r = invoke("facts", "--host", "h", cwd=project, timeout=120)
+        assert r.returncode == 4, r.stdout + r.stderr
+        lines = [l for l in r.stderr.splitlines() if l.strip()]
+        assert len(lines) == 1 and lines[0].startswith("unreachable: h: ") and "command_timeout" in lines[0], r.stderr
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and left(host) != ("", ""):
+            time.sleep(1)
+        assert left(host) == ("", ""), left(host)
+    finally:
+        host.exec("rm -f /usr/local/bin/nvidia-smi")

@@ -142,3 +142,22 @@ def test_a_lane_that_streams_without_end_is_cut_at_its_bound(tmp_path, monkeypat
     # "b" shared the flood's lane and came after it: cut off with it, not taken for a result.
     assert (a.rc, a.output) == (0, "a\n") and b.rc is None
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.reliability(item=26, fault="a read script ended by the host's timeout after the connection went away",
+                         checks=("no leftovers",))
+def test_a_script_whose_connection_is_gone_still_removes_its_folder(tmp_path):
+    # The reader goes away (the connection cut off), then timeout(1) ends the script's group, as on a host.
+    # Every lane hung (a fact script on a host whose nvidia-smi hangs): the shell's words about the lanes
+    # the signal killed meet the closed pipe.
+    script, _ = batch([(f"hung{i}", "sleep 7777") for i in range(6)] + [("a", "echo a")], lanes=6)
+    (tmp_path / "s.sh").write_text(script)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    subprocess.run(f"timeout -s TERM -k 10 2 sh -c 'eval \"$(cat)\"' < {tmp_path}/s.sh 2>&1 | (sleep 0.5; exit 0)",
+                   shell=True, env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp)}, timeout=60)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and list(tmp.iterdir()):
+        time.sleep(0.2)
+    assert list(tmp.iterdir()) == []
+    assert subprocess.run(["pgrep", "-f", "sleep 777[7]"], capture_output=True).returncode == 1
