@@ -273,7 +273,7 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
     """
     from pathlib import Path
 
-    from .facts.gather import load_facts
+    from .facts.gather import load_facts, missing_facts
     from .runner import HostRun, Options
     from .topology_svg import topology_svg
 
@@ -290,6 +290,12 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
             result = None
             extra = [line("tuning", "roles converged", "WARN", f"not checked: planned offline from {facts_file}",
                            f"invoke checklist --host {h.name} once it is reachable")]
+            lacking = missing_facts(facts)
+            if lacking:
+                # A file without them must not read as a clean PASS: the checks that read them saw nothing.
+                extra.append(line("facts", "saved facts complete", "WARN",
+                                  f"{len(lacking)} fact(s) not in {facts_file}: {', '.join(lacking)}",
+                                  f"save them all: invoke facts --host {h.name} > FILE"))
         else:
             run = HostRun(h, roles, vars, Options(check=True, accept_new_host_keys=accept_new_host_keys, ahead=ahead),
                           templates, extra_facts=FACTS, stop=stop)
@@ -297,10 +303,22 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
             if result.status == "interrupted":
                 break  # a host cut short by the signal gets no page that would read as its verdict
             facts, errors, extra = run.facts, run.fact_errors, []
-        lines = role_checks(roles, h.name, facts, vars, templates.render) if facts else []
-        checks = (collect(facts, vars, result, errors, lines) + extra) if facts else tuning_checks(result)
-        roles_of_cpus, warnings = cpu_plan(facts, vars) if facts else ({}, [])
-        svg = topology_svg(facts, roles_of_cpus, warnings, title=h.name) if facts else "<p>unreachable</p>"
+        have = bool(facts) or facts_file is not None  # a saved file that lacks facts still gets its lines
+        try:
+            lines = role_checks(roles, h.name, facts, vars, templates.render) if have else []
+            checks = (collect(facts, vars, result, errors, lines) + extra) if have else tuning_checks(result)
+            roles_of_cpus, warnings = cpu_plan(facts, vars) if have else ({}, [])
+            svg = topology_svg(facts, roles_of_cpus, warnings, title=h.name) if have else "<p>unreachable</p>"
+        except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:
+            if not facts_file:
+                raise
+            # Gathered facts come from the parsers; a saved file is only as good as its author.
+            from .errors import InputError
+            raise InputError(f"--facts {facts_file}: a fact is not shaped as `invoke facts` writes it "
+                             f"({type(e).__name__}: {e}); save it with: invoke facts --host {h.name} > FILE") from None
+        if not checks:
+            checks = [line("facts", "anything checked", "WARN", "no line could be checked from what was read",
+                           f"invoke facts --host {h.name} and look at what it gathers")]
         (out_dir / f"{names[h.name]}.md").write_text(render_markdown(h.name, checks))
         (out_dir / f"{names[h.name]}.html").write_text(render_html(h.name, checks, svg))
         pages[h.name] = checks

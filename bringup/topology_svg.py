@@ -56,8 +56,8 @@ def topology_svg(facts: dict, cpu_roles: dict[int, str] | None = None, warnings:
             role = cpu_roles.get(cpu, "other")
             colour = ROLE_COLOURS.get(role.split(":")[0], ROLE_COLOURS["other"])
             parts.append(f"<rect class='cpu cpu-{escape(role.split(':')[0])}' x='{cx}' y='{cy}' width='{CELL}' "
-                         f"height='{CELL}' fill='{colour}'><title>CPU {cpu}: {escape(role)}</title></rect>")
-            parts.append(f"<text x='{cx + CELL / 2}' y='{cy + 12}' font-size='8' text-anchor='middle'>{cpu}</text>")
+                         f"height='{CELL}' fill='{colour}'><title>CPU {escape(str(cpu))}: {escape(role)}</title></rect>")
+            parts.append(f"<text x='{cx + CELL / 2}' y='{cy + 12}' font-size='8' text-anchor='middle'>{escape(str(cpu))}</text>")
         width_of[node] = (x, w)
         max_h = max(max_h, h)
         x += w + 20
@@ -78,10 +78,10 @@ def topology_svg(facts: dict, cpu_roles: dict[int, str] | None = None, warnings:
         stroke = " stroke='#c00' stroke-width='2' stroke-dasharray='4 3'" if unknown and known else " stroke='#333'"
         parts.append(f"<line x1='{bx + bw / 2}' y1='{by}' x2='{bx + bw / 2}' y2='{y0 + max_h}' stroke='#999'/>")
         parts.append(f"<rect class='dev dev-{d['kind']}' x='{bx}' y='{by}' width='{bw}' height='36' rx='4' "
-                     f"fill='{fill}'{stroke}><title>{escape(d['address'])} numa_node={n}</title></rect>")
+                     f"fill='{fill}'{stroke}><title>{escape(str(d['address']))} numa_node={escape(str(n))}</title></rect>")
         parts.append(f"<text x='{bx + 6}' y='{by + 15}' font-size='11' fill='#fff' font-weight='bold'>"
                      f"{d['kind'].upper()}</text>")
-        parts.append(f"<text x='{bx + 6}' y='{by + 29}' font-size='9' fill='#fff'>{escape(d['address'])}</text>")
+        parts.append(f"<text x='{bx + 6}' y='{by + 29}' font-size='9' fill='#fff'>{escape(str(d['address']))}</text>")
     dev_rows = max([-(-v // 3) for v in per_node.values()] or [0])
     y = dy + dev_rows * 46 + 20
     unknown_devs = [d for d in pci if not (isinstance(d.get("numa_node"), int) and d["numa_node"] in width_of)]

@@ -54,16 +54,55 @@ def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str
     return values, errors
 
 
+#: The largest saved facts file read (a host's facts are well under a megabyte).
+FACTS_FILE_MAX = 64 * 1024 * 1024
+
+
 def load_facts(path, host: str) -> tuple[dict, dict]:
-    """A saved ``invoke facts`` JSON: ``(facts, fact errors)``; a bad file is one line."""
+    """A saved ``invoke facts`` JSON: ``(facts, fact errors)``; a bad file is one line.
+
+    A file is trusted no further than its shape: a fact of the wrong kind (a list where ``invoke facts``
+    writes a mapping) is refused; what the file lacks, :func:`missing_facts` names.
+    """
+    from . import ALL_FACTS
+
     p = Path(path)
+    save = f"save it with: invoke facts --host {host} > FILE"
     try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
+        if not p.is_file():
+            raise InputError(f"--facts {p}: " + ("not a regular file" if p.exists() else "no such file") + f"; {save}")
+        with p.open("rb") as fh:
+            raw = fh.read(FACTS_FILE_MAX + 1)
     except OSError as e:
         raise InputError(f"--facts {p}: {e.strerror or e}") from None
-    except (UnicodeDecodeError, ValueError) as e:
-        raise InputError(f"--facts {p}: not JSON ({e}); save it with: invoke facts --host {host} > FILE") from None
+    if len(raw) > FACTS_FILE_MAX:
+        raise InputError(f"--facts {p}: larger than {FACTS_FILE_MAX // (1024 * 1024)} MiB, not a facts file; {save}")
+    try:
+        doc = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError) as e:
+        raise InputError(f"--facts {p}: not JSON ({e}); {save}") from None
     if not isinstance(doc, dict) or not isinstance(doc.get("facts"), dict):
-        raise InputError(f"--facts {p}: no \"facts\" mapping; save it with: invoke facts --host {host} > FILE")
+        raise InputError(f"--facts {p}: no \"facts\" mapping; {save}")
+    facts = doc["facts"]
     errors = doc.get("errors") if isinstance(doc.get("errors"), dict) else {}
-    return doc["facts"], {str(k): str(v) for k, v in errors.items()}
+    errors = {str(k): str(v) for k, v in errors.items()}
+    for fact in ALL_FACTS:
+        if fact.name not in facts:
+            continue
+        want, have = fact.default, facts[fact.name]
+        if have is not None and want is not None and type(have) is not type(want):
+            raise InputError(f"--facts {p}: fact {fact.name} is {_kind(have)}, `invoke facts` writes "
+                             f"{_kind(want)}; {save}")
+    return facts, errors
+
+
+def _kind(value) -> str:
+    return {dict: "a mapping", list: "a list", str: "text", int: "a number", float: "a number",
+            bool: "true/false"}.get(type(value), type(value).__name__)
+
+
+def missing_facts(facts: dict) -> list[str]:
+    """The facts ``invoke facts`` writes that a saved file lacks (the checks reading them read nothing)."""
+    from . import ALL_FACTS
+
+    return [f.name for f in ALL_FACTS if f.name not in facts]

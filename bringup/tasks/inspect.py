@@ -82,6 +82,12 @@ def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new
         result = plan_topology(values, target.vars)
     except BringupError as e:
         raise fail(f"host {target.name}: {e}") from None
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:
+        if not facts:
+            raise
+        # Gathered facts come from the parsers; a saved file is only as good as its author.
+        raise fail(f"--facts {facts}: a fact is not shaped as `invoke facts` writes it ({type(e).__name__}: {e}); "
+                   f"save it with: invoke facts --host {target.name} > FILE") from None
     if json_:
         sys.stdout.write(json.dumps({"host": target.name, "plan": result.to_dict()}, indent=2) + "\n")
         return

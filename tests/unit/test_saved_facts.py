@@ -1,0 +1,92 @@
+"""A saved facts file is input like any other (issue 26, item 4): bounded, shape-checked, escaped.
+
+`invoke checklist --facts` and `invoke topology --facts` plan from a file someone wrote: a value from
+it never runs in the reader's browser, a file that lacks facts never reads as a clean PASS, a file of
+the wrong shape is one line (exit 1), and /dev/zero is not read without end.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .fixture_hosts import h200_facts
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def invoke(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def project(tmp_path) -> Path:
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {"ansible_host": "192.0.2.1"}}}}))
+    return tmp_path
+
+
+def save(project: Path, facts) -> None:
+    (project / "f.json").write_text(json.dumps({"host": "h", "facts": facts}))
+
+
+@pytest.mark.reliability(item=26, fault="a <script> in a saved facts file's numa_node and CPU ids (checklist HTML)",
+                         variants=2, checks=("nothing executed",))
+def test_values_from_a_saved_file_never_become_markup(project):
+    facts = h200_facts()
+    for d in facts["pci.devices"]:
+        d["numa_node"] = "<script>alert(1)</script>"
+    facts["cpu.topology"]["cpus"][0]["cpu"] = "<img src=x onerror=alert(2)>"
+    save(project, facts)
+    r = invoke("checklist", "--host", "h", "--facts", "f.json", "--out", "pages", cwd=project)
+    assert "Traceback" not in r.stderr, r.stderr
+    page = (project / "pages" / "h.html").read_text()
+    assert "<script>" not in page and "<img" not in page, page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+@pytest.mark.reliability(item=26, fault='a saved facts file {"facts": {}} (a green PASS with zero checks)',
+                         checks=("exit code",))
+def test_a_file_without_facts_is_never_a_clean_pass(project):
+    save(project, {})
+    r = invoke("checklist", "--host", "h", "--facts", "f.json", "--out", "pages", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr  # WARN, as the checklist's exit codes go (FAIL: 2)
+    md = (project / "pages" / "h.md").read_text()
+    assert md.splitlines()[0] == "# Bring-up checklist: h — WARN", md
+    assert "| WARN | facts | saved facts complete |" in md and "cpu.topology" in md, md
+
+
+@pytest.mark.reliability(item=26, fault="malformed saved facts (a list for a mapping, strings for devices, "
+                                        "a mapping for a CPU id)", variants=5,
+                         checks=("one clear line", "exit code"))
+@pytest.mark.parametrize("task", ["checklist", "topology"])
+@pytest.mark.parametrize("bad", [
+    {"cpu.topology": []},
+    {"pci.devices": "0000:01:00.0"},
+    {"pci.devices": ["0000:01:00.0"]},
+    {"cpu.topology": {"cpus": [{"cpu": {"x": 1}, "node": "n"}]}},
+    {"nvidia.query": {"gpus": "many"}},
+])
+def test_a_malformed_file_is_one_line(project, task, bad):
+    facts = h200_facts()
+    facts.update(bad)
+    save(project, facts)
+    r = invoke(task, "--host", "h", "--facts", "f.json", cwd=project)
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [l for l in r.stderr.splitlines() if l.strip()]
+    if r.returncode != 0:
+        assert r.returncode == 1 and len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    else:  # read as nothing known: then the checklist says so instead of passing
+        assert task == "topology" or "— PASS" not in (project / "checklist" / "h.md").read_text()
+
+
+@pytest.mark.reliability(item=26, fault="--facts /dev/zero, a folder, a file over 64 MiB", variants=2,
+                         checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("path,words", [("/dev/zero", "not a regular file"), (".", "not a regular file")])
+def test_a_facts_path_that_is_no_file_is_one_line(project, path, words):
+    r = invoke("checklist", "--host", "h", "--facts", path, cwd=project)
+    assert r.returncode == 1 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
