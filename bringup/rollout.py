@@ -168,6 +168,21 @@ def _hooked(rolling: bool) -> Callable[..., HostResult]:
             result.resources.insert(0, ResourceResult("rollout", "drain_command", "ok", reason="drained"))
         if not hooks or host.vars.get("undrain_command") is None:
             return result
+        if drain and result.status == "not started":
+            # A signal came while the drain ran: the host was drained, then nothing touched it, so it goes
+            # back in service; the console and the report say the same (it is no longer "not started").
+            result.status = "interrupted"
+            result.message = (f"interrupted by {stop.name if stop else 'a signal'} after drain_command: "
+                              "nothing else ran on it")
+            err = run_hook("undrain_command", host)
+            if err:
+                result.message += f"; {err}: the host stays drained"
+                result.resources.append(ResourceResult("rollout", "undrain_command", "failed", error=err))
+            else:
+                result.message += "; undrain_command ran: back in service"
+                result.resources.append(ResourceResult("rollout", "undrain_command", "ok", reason="back in service"))
+            progress(host.name, result.status)
+            return result
         if result.status != "ok":
             result.message = (result.message + "; " if result.message else "") + \
                 "undrain_command not run: the host stays drained"

@@ -189,6 +189,35 @@ def test_a_signal_between_batches_starts_no_later_batch(tmp_path):
     assert not log.exists()
 
 
+@pytest.mark.reliability(item=26, fault="SIGINT while drain_command runs (the console said not started, "
+                                        "the host stayed drained)", checks=("recap and report",))
+def test_a_signal_during_the_drain_undrains_and_the_console_says_what_the_report_says(tmp_path):
+    import io
+    import threading
+    import time
+
+    from rich.console import Console
+
+    from bringup.tasks.context import print_interrupted
+
+    log = tmp_path / "hooks.log"
+    hosts = _hosts(tmp_path, 1, log)
+    slow = tmp_path / "slow.py"
+    slow.write_text("import sys, time\ntime.sleep(1.0)\nopen(sys.argv[1], 'a').write('drain ' + sys.argv[2] + '\\n')\n")
+    hosts[0].vars["drain_command"] = [sys.executable, str(slow), str(log)]
+    stop = Stop()
+    threading.Thread(target=lambda: (time.sleep(0.3), stop.request(2)), daemon=True).start()
+    run, seen = _run(tmp_path, hosts, stop=stop)
+    r = run.results[0]
+    assert r.status == "interrupted", (r.status, r.message)
+    assert "after drain_command" in r.message and "back in service" in r.message, r.message
+    assert log.read_text().splitlines() == ["drain h1", "undrain h1 10.0.0.1"]
+    assert not (tmp_path / "ran-h1").exists()  # nothing else ran on it
+    out = io.StringIO()
+    print_interrupted(stop, run.results, Console(file=out, width=200))
+    assert f"h1: {r.message}" in out.getvalue() and "not started" not in out.getvalue(), out.getvalue()
+
+
 # -- hooks validated before connecting --------------------------------------------------------------
 
 
