@@ -195,9 +195,13 @@ def load_roles(root: Path) -> tuple[list[str], dict[str, Role]]:
 
 def select_roles(order: list[str], roles: dict[str, Role], wanted: str | None) -> list[Role]:
     """The roles named by ``--roles a,b`` (all by default), in the standard order."""
-    if not wanted:
+    if wanted is None:
         return [roles[r] for r in order]
     names = [w.strip() for w in wanted.split(",") if w.strip()]
+    if not names:
+        # `--roles ""` used to plan every role and `--roles " , "` to run none and exit 0.
+        raise InputError(f"--roles {wanted!r} names no role; name them (e.g. --roles sysctl,docker) or leave "
+                         f"--roles out for all of them ({', '.join(order)})")
     unknown = [n for n in names if n not in roles]
     if unknown:
         import difflib

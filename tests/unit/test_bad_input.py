@@ -334,3 +334,11 @@ def test_repository_suite_and_components_are_refused_before_connecting(tmp_path,
     inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n      docker_source: docker\n"
                            f"      docker_repo: {repo}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "role docker: ", *words)
+
+
+@pytest.mark.reliability(item=26, fault='--roles "" (planned every role) and --roles " , " (ran none, exit 0)',
+                         variants=2, checks=("one clear line", "exit code", "nothing touched"))
+@pytest.mark.parametrize("roles", ["", " , "])
+def test_roles_naming_no_role_is_one_line(tmp_path, roles):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    _refused(_provision(tmp_path, inv, "--roles", roles), tmp_path, "--roles", "names no role")
