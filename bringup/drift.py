@@ -132,23 +132,63 @@ def to_json(report: DriftReport) -> dict:
     }
 
 
-def registry(report: DriftReport) -> CollectorRegistry:
-    """The report as Prometheus metrics (:data:`METRICS`); a host that was not planned has no drift series."""
+def registry(report: DriftReport, previous: dict[tuple[str, ...], float] | None = None) -> CollectorRegistry:
+    """The report as Prometheus metrics (:data:`METRICS`).
+
+    A host that was not planned this time keeps the series of ``previous`` (the file's last write, from
+    :func:`read_previous`), so an alert keyed on them never goes absent: an unreachable host keeps its
+    last drift counts beside ``bringup_unreachable 1``; an interrupted or never-started host keeps all of
+    its series, its last check timestamp included (which then goes stale, as it should).
+    """
     from prometheus_client import CollectorRegistry, Gauge
 
+    previous = previous or {}
     reg = CollectorRegistry(auto_describe=True)
     g = {name: Gauge(name, help_, ["host", "role"] if name.startswith("bringup_drift_") else ["host"],
                      registry=reg)
          for name, help_ in METRICS.items()}
+
+    def keep(host: str, names: tuple[str, ...]) -> None:
+        for (name, h, *role), value in previous.items():
+            if h == host and name in names:
+                g[name].labels(h, *role).set(value)
+
     for h in report.hosts:
         if h.status in ("interrupted", "not started"):
-            continue  # not checked this time: its last check stays what it was (and may go stale)
+            keep(h.host, tuple(METRICS))  # not checked this time: its last check stays what it was
+            continue
         g["bringup_last_check_timestamp_seconds"].labels(h.host).set(report.checked_at)
         g["bringup_unreachable"].labels(h.host).set(1 if h.status == "unreachable" else 0)
+        if h.status == "unreachable":
+            keep(h.host, ("bringup_drift_resources", "bringup_drift_errors"))
         for role, s in h.roles.items():
             g["bringup_drift_resources"].labels(h.host, role).set(len(s.pending))
             g["bringup_drift_errors"].labels(h.host, role).set(len(s.failed))
     return reg
+
+
+#: The largest earlier textfile read back (a few hundred bytes a host).
+PROM_READ_MAX = 16 * 1024 * 1024
+
+
+def read_previous(path: Path) -> dict[tuple[str, ...], float]:
+    """The series an earlier ``--prometheus`` write left in ``path``: ``{(metric, host[, role]): value}``.
+    A file that is missing, too large or not Prometheus text gives none (the new file is written whole)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        if not path.is_file() or path.stat().st_size > PROM_READ_MAX:
+            return {}
+        text = path.read_text(encoding="utf-8")
+        out: dict[tuple[str, ...], float] = {}
+        for fam in text_string_to_metric_families(text):
+            for sample in fam.samples:
+                if sample.name in METRICS and "host" in sample.labels:
+                    role = (sample.labels["role"],) if "role" in sample.labels else ()
+                    out[(sample.name, sample.labels["host"], *role)] = sample.value
+        return out
+    except (OSError, ValueError, UnicodeDecodeError):
+        return {}
 
 
 def check_prometheus_path(path: str) -> Path:
@@ -173,5 +213,5 @@ def write_prometheus(report: DriftReport, path: Path) -> None:
     """
     from prometheus_client import write_to_textfile
 
-    write_to_textfile(str(path), registry(report))
+    write_to_textfile(str(path), registry(report, read_previous(path)))
     os.chmod(path, 0o644)  # the node exporter usually runs as its own user

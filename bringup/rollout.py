@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass, field, replace
@@ -266,6 +267,7 @@ def write_retry(directory: Path, results: list[HostResult], run_name: str) -> Pa
                 f"# run them again with --limit @{last}\n" + "".join(f"{h}\n" for h in bad))
         for path in (directory / f"{run_name}.retry", last):
             _write(path, text)
+        _prune_retries(directory)
         return last
     if last.is_file():
         ok = {r.host for r in results}
@@ -276,6 +278,22 @@ def write_retry(directory: Path, results: list[HostResult], run_name: str) -> Pa
         elif len(left) < sum(1 for ln in lines if ln.strip() and not ln.startswith("#")):
             _write(last, "".join(f"{ln}\n" for ln in lines if ln.startswith("#") or ln in left))
     return None
+
+
+#: Per-run retry files kept (the newest); ``last.retry`` is always the latest run's.
+RETRY_KEEP = 10
+#: A per-run retry file's name as bringup writes it (``<stamp>-<command>.retry``): only these are pruned.
+_RUN_RETRY = re.compile(r"^\d{8}T\d{6}-[a-z-]+(?:-\d+)?\.retry$")
+
+
+def _prune_retries(directory: Path, keep: int = RETRY_KEEP) -> None:
+    """Remove all but the newest ``keep`` per-run retry files bringup wrote (a file named otherwise stays)."""
+    mine = sorted(p for p in directory.iterdir() if p.is_file() and _RUN_RETRY.match(p.name))
+    for p in mine[:-keep] if keep else mine:
+        try:
+            p.unlink()
+        except OSError:
+            pass
 
 
 def _write(path: Path, text: str) -> None:

@@ -10,7 +10,7 @@ from .context import SELECTION, fail, failing, options, running
 __all__ = ["drift"]
 
 
-@task(iterable=["set_"], help=options(*SELECTION, "accept-new-host-keys") | {
+@task(iterable=["set_"], help=options(*SELECTION, "accept-new-host-keys", "limit") | {
     "group": "every host of an inventory group (all: the whole inventory)",
     "roles": "a subset of roles, comma separated (default all)",
     "forks": "hosts planned in parallel (default 10)",
@@ -18,7 +18,7 @@ __all__ = ["drift"]
     "prometheus": "also write the report as Prometheus text to FILE (*.prom, for the textfile collector)",
 })
 def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks="10", json_=False,
-          prometheus=None, accept_new_host_keys=False):
+          prometheus=None, accept_new_host_keys=False, limit=None):
     """Which hosts drifted from the inventory: every host planned in check mode, one table host x role."""
     import json
 
@@ -28,7 +28,7 @@ def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", s
     with failing():
         prom = check_prometheus_path(prometheus) if prometheus else None
     # The hosts are connected to while the roles load and the variables are checked (bringup.ahead).
-    with running(inventory, set_, host, hosts, group, roles, forks=forks,
+    with running(inventory, set_, host, hosts, group, roles, limit=limit, forks=forks,
                  accept_new_host_keys=accept_new_host_keys) as run:
         from ..report import Report
 

@@ -159,3 +159,47 @@ def test_bad_prometheus_path_is_one_line_and_connects_to_nothing(tmp_path):
     lines = [l for l in r.stderr.splitlines() if l.strip()]
     assert len(lines) == 1 and "does not exist" in lines[0] and "Traceback" not in r.stderr
     assert not (tmp_path / "reports").exists() and not (tmp_path / "nowhere").exists()
+
+
+@pytest.mark.reliability(item=25, fault="a host unreachable or interrupted after a drift check: its series "
+                                        "disappeared from the textfile (alerts went absent)", variants=2,
+                         checks=("report written",))
+def test_a_host_not_planned_this_time_keeps_its_last_series(tmp_path):
+    path = tmp_path / "bringup.prom"
+    gone = HostResult("drift-01", status="unreachable", message="connection refused")
+    D.write_prometheus(report(converged(), drifted()), path)
+    later = D.summarize([converged(), gone], ["sysctl", "docker"], checked_at=1_700_000_900.0)
+    D.write_prometheus(later, path)
+    got = samples(path.read_text())
+    # Unreachable now: the last drift counts stay beside the unreachable flag; the check time moves on.
+    assert got[("bringup_drift_resources", (("host", "drift-01"), ("role", "sysctl")))] == 2
+    assert got[("bringup_unreachable", (("host", "drift-01"),))] == 1
+    assert got[("bringup_last_check_timestamp_seconds", (("host", "drift-01"),))] == 1_700_000_900.0
+    # Interrupted: every series as it was, the check time included (it goes stale, as it should).
+    cut = HostResult("drift-01", status="interrupted", message="interrupted by SIGINT")
+    D.write_prometheus(D.summarize([converged(), cut], ["sysctl", "docker"], checked_at=1_700_001_800.0), path)
+    got = samples(path.read_text())
+    assert got[("bringup_drift_resources", (("host", "drift-01"), ("role", "sysctl")))] == 2
+    assert got[("bringup_last_check_timestamp_seconds", (("host", "drift-01"),))] == 1_700_000_900.0
+    assert got[("bringup_last_check_timestamp_seconds", (("host", "conv-01"),))] == 1_700_001_800.0
+
+
+def test_drift_takes_limit_patterns_and_retry_files(tmp_path):
+    """`invoke drift --limit` as provision has it (a pattern, or @retry file): only those hosts are checked."""
+    import socket
+    import subprocess
+    import sys
+
+    import yaml
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again: nothing listens there
+    conn = {"ansible_host": "127.0.0.1", "ansible_port": port, "ssh_connect_timeout": 2}
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {h: conn for h in ("web1", "web2", "db1")}}}))
+    (tmp_path / "last.retry").write_text("db1\n")
+    for limit, want in (("web*:!web2", ["web1"]), ("@last.retry", ["db1"])):
+        r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "drift", "--limit", limit,
+                            "--roles", "sysctl", "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 4, r.stdout + r.stderr  # unreachable, but only the limited hosts were tried
+        assert sorted(json.loads(r.stdout)["hosts"]) == want, r.stdout

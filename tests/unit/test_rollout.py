@@ -269,3 +269,20 @@ def test_retry_file_written_read_back_and_cleared(tmp_path):
 
 def test_all_ok_run_writes_no_retry(tmp_path):
     assert write_retry(tmp_path, [HostResult("a")], "z") is None and not list(tmp_path.iterdir())
+
+
+@pytest.mark.reliability(item=25, fault="per-run .retry files piling up under reports/", checks=("others' files kept",))
+def test_per_run_retry_files_are_pruned_to_the_newest(tmp_path):
+    from bringup.rollout import RETRY_KEEP
+
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "mine.retry").write_text("x\n")  # not named as bringup names them: kept
+    for i in range(RETRY_KEEP + 5):
+        write_retry(reports, [HostResult("b", status="failed")], f"202501{i + 1:02d}T000000-provision")
+    write_retry(reports, [HostResult("b", status="failed")], "20250131T000000-plan-2")
+    runs = sorted(p.name for p in reports.glob("2025*.retry"))
+    assert len(runs) == RETRY_KEEP and runs[-1] == "20250131T000000-plan-2.retry", runs
+    # 16 written, the newest 10 kept: the 15 provision runs lost their first 6.
+    assert runs[0] == f"202501{16 - RETRY_KEEP + 1:02d}T000000-provision.retry", runs
+    assert (reports / "mine.retry").exists() and (reports / "last.retry").exists()
