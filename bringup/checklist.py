@@ -19,7 +19,7 @@ from .gpu import PROFILE_MODELS
 from .platform import Check
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
-           "render_markdown", "render_html", "render_group_html", "summary_counts"]
+           "render_markdown", "render_html", "render_json", "render_group_html", "summary_counts"]
 
 STATUSES = ("PASS", "WARN", "FAIL")
 
@@ -90,7 +90,7 @@ def tuning_checks(host_result) -> list[Check]:
 
     for role, s in role_states(host_result).items():
         if s.failed:
-            out.append(line("tuning", f"role {role}", "FAIL", "; ".join(s.failed)[:300],
+            out.append(line("tuning", f"role {role}", "FAIL", "; ".join(s.failed),
                              f"invoke plan --roles {role} and fix the first error"))
         elif s.pending:
             out.append(line("tuning", f"role {role}", "WARN", f"{len(s.pending)} pending change(s): "
@@ -102,7 +102,7 @@ def tuning_checks(host_result) -> list[Check]:
             done = s.total - len(s.skipped)
             out.append(line("tuning", f"role {role}", "WARN",
                              (f"{done} resource(s) converged, " if done else "")
-                             + f"{len(s.skipped)} not applied here: {why}"[:300],
+                             + f"{len(s.skipped)} not applied here: {why}",
                              f"if {role} should run on this host, fix what the reason names; "
                              f"else leave {role} out of its --roles"))
         elif s.unused and len(s.unused) == s.total:
@@ -178,8 +178,17 @@ def verdict(checks: list[Check]) -> str:
     return "FAIL" if counts["FAIL"] else "WARN" if counts["WARN"] else "PASS"
 
 
-def _md(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+#: The longest "seen" or "fix" text a Markdown row shows; the HTML page and the JSON hold the whole text.
+MD_CELL_MAX = 240
+
+
+def _md(text: str, limit: int | None = None) -> str:
+    text = " ".join(text.split())
+    if limit and len(text) > limit:
+        # Cut at a word, never inside one ("this kernel has no such"), and say it was cut.
+        cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
+        text = cut.rstrip(",;:") + " …"
+    return text.replace("|", "\\|")
 
 
 def render_markdown(host: str, checks: list[Check]) -> str:
@@ -189,14 +198,15 @@ def render_markdown(host: str, checks: list[Check]) -> str:
              f"{c['PASS']} pass, {c['WARN']} warn, {c['FAIL']} fail", "",
              "| status | area | check | seen | fix |", "| --- | --- | --- | --- | --- |"]
     for k in checks:
-        lines.append(f"| {k.status} | {k.area} | {_md(k.name)} | {_md(k.seen)} | {_md(k.fix)} |")
+        lines.append(f"| {k.status} | {k.area} | {_md(k.name)} | {_md(k.seen, MD_CELL_MAX)} | "
+                     f"{_md(k.fix, MD_CELL_MAX)} |")
     return "\n".join(lines) + "\n"
 
 
 _CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}
 h1{font-size:20px} table{border-collapse:collapse;width:100%;margin:12px 0}
-td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}
+td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f4f4f4} .PASS{background:#dff5e1} .WARN{background:#fff4cc} .FAIL{background:#fbd5d5}
 .badge{font-weight:bold;padding:2px 6px;border-radius:3px}
 """
@@ -216,6 +226,15 @@ def render_html(host: str, checks: list[Check], svg: str) -> str:
             f"<h2>Topology</h2>{svg}"
             f"<h2>Checks</h2><table><tr><th>status</th><th>area</th><th>check</th><th>seen</th><th>fix</th></tr>"
             f"{rows}</table></body></html>\n")
+
+
+def render_json(host: str, checks: list[Check]) -> str:
+    """The checklist as JSON: every line whole (the Markdown cuts long texts at a word)."""
+    import json
+
+    return json.dumps({"host": host, "verdict": verdict(checks), "counts": summary_counts(checks),
+                       "checks": [{"status": k.status, "area": k.area, "name": k.name, "seen": k.seen, "fix": k.fix}
+                                  for k in checks]}, indent=2) + "\n"
 
 
 def render_group_html(group: str, pages: dict[str, list[Check]]) -> str:
@@ -321,5 +340,6 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
                            f"invoke facts --host {h.name} and look at what it gathers")]
         (out_dir / f"{names[h.name]}.md").write_text(render_markdown(h.name, checks))
         (out_dir / f"{names[h.name]}.html").write_text(render_html(h.name, checks, svg))
+        (out_dir / f"{names[h.name]}.json").write_text(render_json(h.name, checks))
         pages[h.name] = checks
     return pages

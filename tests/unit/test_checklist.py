@@ -275,3 +275,23 @@ def test_offline_topology_from_saved_facts(tmp_path):
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)["plan"]
     assert plan["gpus"][0]["cpus"] == [2, 3, 4, 5] and plan["nodes"][0]["irq_cpus"] == [0, 1], plan
+
+
+@pytest.mark.reliability(item=25, fault="long checklist texts cut mid-word at a fixed length", checks=("report written",))
+def test_long_texts_are_whole_in_html_and_json_and_cut_at_a_word_in_markdown():
+    import json
+
+    from bringup.checklist import MD_CELL_MAX, line, render_html, render_json, render_markdown
+
+    reasons = "; ".join(f"net.core.reason{i}: this kernel has no such key in its network namespace" for i in range(5))
+    checks = [line("tuning", "role sysctl", "WARN", f"5 not applied here: {reasons}", "fix what the reason names")]
+    md = render_markdown("h", checks)
+    row = next(l for l in md.splitlines() if "role sysctl" in l)
+    seen = row.split(" | ")[3]
+    assert seen.endswith(" …") and len(seen) <= MD_CELL_MAX + 2, seen
+    full, shown = f"5 not applied here: {reasons}", seen[:-2].rstrip()
+    assert full.startswith(shown) and not full[len(shown)].isalnum(), seen  # cut between words, never inside one
+    page = render_html("h", checks, "")
+    assert "net.core.reason4: this kernel has no such key in its network namespace" in page
+    doc = json.loads(render_json("h", checks))
+    assert doc["verdict"] == "WARN" and doc["checks"][0]["seen"] == f"5 not applied here: {reasons}"
