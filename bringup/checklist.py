@@ -257,9 +257,21 @@ def cpu_plan(facts: dict, host_vars: dict) -> tuple[dict[int, str], list[str]]:
     from .topology import cpu_roles
 
     try:
-        return cpu_roles(facts, host_vars)
+        roles, warnings = cpu_roles(facts, host_vars)
     except Exception as e:  # noqa: BLE001 - a plan that cannot fit is itself a finding
-        return {}, [f"topology plan: {e}"]
+        roles, warnings = {}, [f"topology plan: {e}"]
+    pinned = host_vars.get("triton_cpuset")
+    if pinned is not None and pinned != "" and not isinstance(pinned, bool):
+        # The inventory's pin is where Triton runs (the compose file's cpuset), whatever the planner says.
+        from .facts.base import parse_cpulist
+
+        try:
+            cpus = parse_cpulist(str(pinned))
+        except ValueError:
+            cpus = []
+        roles = {c: r for c, r in roles.items() if not r.startswith("triton")}
+        roles.update({c: "triton:triton_cpuset" for c in cpus})
+    return roles, warnings
 
 
 #: The facts the checklist itself reads (the platform rules, GPU lines, the topology picture),

@@ -13,7 +13,7 @@ __all__ = ["topology_svg", "ROLE_COLOURS"]
 ROLE_COLOURS = {"irq": "#f28e2b", "triton": "#4e79a7", "other": "#d9d9d9", "reserved": "#b07aa1"}
 _LEGEND = [("irq", "IRQ housekeeping"), ("triton", "Triton (per GPU)"), ("other", "other")]
 
-CELL, GAP, PER_ROW = 18, 3, 16
+CELL, GAP, PER_ROW = 22, 3, 16
 
 
 def _nodes(facts: dict) -> tuple[dict[int, list[int]], bool]:
@@ -57,7 +57,7 @@ def topology_svg(facts: dict, cpu_roles: dict[int, str] | None = None, warnings:
             colour = ROLE_COLOURS.get(role.split(":")[0], ROLE_COLOURS["other"])
             parts.append(f"<rect class='cpu cpu-{escape(role.split(':')[0])}' x='{cx}' y='{cy}' width='{CELL}' "
                          f"height='{CELL}' fill='{colour}'><title>CPU {escape(str(cpu))}: {escape(role)}</title></rect>")
-            parts.append(f"<text x='{cx + CELL / 2}' y='{cy + 12}' font-size='8' text-anchor='middle'>{escape(str(cpu))}</text>")
+            parts.append(f"<text x='{cx + CELL / 2}' y='{cy + 15}' font-size='10' text-anchor='middle'>{escape(str(cpu))}</text>")
         width_of[node] = (x, w)
         max_h = max(max_h, h)
         x += w + 20

@@ -295,3 +295,18 @@ def test_long_texts_are_whole_in_html_and_json_and_cut_at_a_word_in_markdown():
     assert "net.core.reason4: this kernel has no such key in its network namespace" in page
     doc = json.loads(render_json("h", checks))
     assert doc["verdict"] == "WARN" and doc["checks"][0]["seen"] == f"5 not applied here: {reasons}"
+
+
+@pytest.mark.reliability(item=25, fault="the topology picture with triton_cpuset pinned (Triton drawn on no CPU)",
+                         checks=("report written",))
+def test_the_picture_shows_triton_where_the_inventory_pins_it():
+    from bringup.checklist import cpu_plan
+
+    facts = h200_facts()
+    roles, _ = cpu_plan(facts, {"triton_cpuset": "1", "gpu_profile": "cpu"})
+    assert [c for c, r in roles.items() if r.startswith("triton")] == [1], roles
+    svg = topology_svg(facts, roles)
+    assert "class='cpu cpu-triton'" in svg and "CPU 1: triton:triton_cpuset" in svg
+    assert "font-size='8'" not in svg  # CPU numbers readable
+    roles0, _ = cpu_plan(facts, {"triton_cpuset": 0, "gpu_profile": "cpu"})  # CPU 0 is a pin too
+    assert [c for c, r in roles0.items() if r.startswith("triton")] == [0], roles0
