@@ -13,7 +13,7 @@ import re
 from typing import Any
 
 from ._util import cpulist
-from .base import Fact
+from .base import Fact, UntrustedOutput, format_cpulist
 
 __all__ = [
     "CpuTopology",
@@ -53,6 +53,11 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
     False (unless sysfs ``node`` lines say otherwise).  A row with every field
     but the CPU number empty is an offline CPU: listed in ``offline``, in no
     node and not ``online``.
+
+    With the sysfs ``node N cpulist`` lines, the rows are checked against them: every
+    CPU of a node must have its row, and every online row must be in a node.  A
+    mismatch (``lscpu -p`` cut short, or rows lost) would drop CPUs and their SMT
+    siblings from the plan without a word: :class:`UntrustedOutput`, naming the CPUs.
     """
     columns: list[list[str]] | None = None
     rows: list[list[str]] = []
@@ -127,10 +132,10 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
     numa_known = node_column_known
     if sys_nodes:
         owner = {c: n for n, cl in sys_nodes.items() for c in cl}
-        if all(c["cpu"] in owner for c in cpus):
-            for c in cpus:
-                c["node"] = owner[c["cpu"]]
-            numa_known = True
+        _cross_check({c["cpu"] for c in cpus}, set(offline), owner)
+        for c in cpus:
+            c["node"] = owner[c["cpu"]]
+        numa_known = True
     for c in cpus:
         if c["node"] is None:
             c["node"] = 0
@@ -163,6 +168,21 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
         "numa_nodes": _str_keyed(nodes),
         "l3_groups": _str_keyed(l3),
     }
+
+
+def _cross_check(rows: set[int], offline: set[int], owner: dict[int, int]) -> None:
+    """The CPU rows against the kernel's node lists (``owner``: CPU -> node); raise on a mismatch."""
+    missing = set(owner) - rows - offline
+    extra = rows - set(owner)
+    if not missing and not extra:
+        return
+    said = []
+    if missing:
+        said.append(f"CPU(s) {format_cpulist(missing)} of the NUMA nodes have no row")
+    if extra:
+        said.append(f"row(s) for CPU(s) {format_cpulist(extra)} are in no NUMA node")
+    raise UntrustedOutput(f"lscpu -p lists {len(rows)} online CPU(s), the kernel's NUMA nodes "
+                          f"{len(owner)}: {'; '.join(said)} (output cut short?)")
 
 
 # Without lscpu: the same columns from sysfs, header marked source=sysfs.

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from ._util import cpulist, to_int as _int
-from .base import Fact
+from .base import Fact, UntrustedOutput
 from .pci import PCI_ADDRESS_RE
 
 __all__ = ["NetInterfaces", "parse_net_interfaces", "IRQ_NAMES_AWK"]
@@ -38,7 +38,9 @@ def parse_net_interfaces(output: str) -> list[dict[str, Any]]:
     pci_driver, numa_node, local_cpus, speed_mbps, mtu, operstate, mac, type,
     rx_queues, tx_queues, msi_irqs, irqs, irq_names``.  ``speed_mbps`` is None
     when the link is down or the driver reports -1 (virtio); ``numa_node`` -1
-    stays -1.
+    stays -1.  An interface whose local CPU list runs backwards (no list the
+    kernel prints) is refused alone: ``refused`` says why, its ``numa_node`` is -1
+    and it has no local CPUs or IRQs.
     """
     ifaces: list[dict[str, Any]] = []
     irq_rows: list[tuple[int, str]] = []
@@ -57,6 +59,10 @@ def parse_net_interfaces(output: str) -> list[dict[str, Any]]:
         pci = kv.get("pci", "").lower()
         speed = _int(kv.get("speed"))
         numa = _int(kv.get("numa"))
+        try:
+            local_cpus, refused = cpulist(kv.get("cpus", "")), None
+        except UntrustedOutput as e:
+            local_cpus, refused = [], f"local_cpulist: {e}"
         ifaces.append(
             {
                 "name": toks[1],
@@ -64,8 +70,8 @@ def parse_net_interfaces(output: str) -> list[dict[str, Any]]:
                 "bus": kv.get("bus") or None,
                 "driver": kv.get("driver") or None,
                 "pci_driver": kv.get("pcidriver") or None,
-                "numa_node": -1 if numa is None else numa,
-                "local_cpus": cpulist(kv.get("cpus", "")),
+                "numa_node": -1 if numa is None or refused else numa,
+                "local_cpus": local_cpus,
                 "speed_mbps": speed if speed is not None and speed > 0 else None,
                 "mtu": _int(kv.get("mtu")),
                 "operstate": kv.get("operstate") or None,
@@ -73,10 +79,14 @@ def parse_net_interfaces(output: str) -> list[dict[str, Any]]:
                 "type": _int(kv.get("type")),
                 "rx_queues": _int(kv.get("rxq")),
                 "tx_queues": _int(kv.get("txq")),
-                "msi_irqs": sorted({int(x) for x in kv.get("irqs", "").split(",") if x.isdigit()}),
+                "msi_irqs": [] if refused else sorted({int(x) for x in kv.get("irqs", "").split(",") if x.isdigit()}),
+                **({"refused": refused} if refused else {}),
             }
         )
     for iface in ifaces:
+        if iface.get("refused"):
+            iface["irqs"], iface["irq_names"] = [], {}
+            continue
         matched: dict[int, str] = {}
         for irq, desc in irq_rows:
             if _mentions(desc, iface["name"]) or (iface["pci_address"] and _mentions(desc, iface["pci_address"])):

@@ -5,7 +5,7 @@ import re
 from typing import Any
 
 from ._util import cpulist, to_int as _int
-from .base import Fact
+from .base import Fact, UntrustedOutput
 
 __all__ = ["PciDevices", "parse_pci_devices", "pci_kind", "normalize_pci_address"]
 
@@ -23,12 +23,14 @@ def normalize_pci_address(text: str) -> str | None:
 
 
 def pci_kind(vendor: str | None, pci_class: str | None) -> str:
-    """Classify: ``gpu`` (NVIDIA display/3D), ``nic`` (Ethernet), ``nvme``, else ``other``."""
+    """Classify: ``gpu`` (NVIDIA display/3D), ``nic`` (any network controller, base class 0x02:
+    Ethernet 0x0200, InfiniBand 0x0207, fabric 0x0208, other 0x0280; with a netdev or not),
+    ``nvme``, else ``other``."""
     cls = (pci_class or "").lower().replace("0x", "")
     ven = (vendor or "").lower().replace("0x", "")
     if ven == "10de" and cls.startswith("03"):
         return "gpu"
-    if cls.startswith("0200"):
+    if cls.startswith("02"):
         return "nic"
     if cls == "010802":
         return "nvme"
@@ -42,12 +44,26 @@ def _float(text: str | None) -> float | None:
         return None
 
 
+def _names(text: str | None) -> list[str]:
+    return [n for n in (text or "").split(",") if n]
+
+
 def parse_pci_devices(output: str) -> list[dict[str, Any]]:
-    """Parse lines ``ADDR class=.. vendor=.. device=.. numa=.. cpus=.. [driver=..] [irq=..] [irqs=a,b]``.
+    """Parse lines ``ADDR class=.. vendor=.. device=.. numa=.. cpus=.. [driver=..] [irq=..] [irqs=a,b]
+    [rdma=mlx5_0] [net=ib0]``.
 
     ``numa_node`` is an int and -1 stays -1 (also when the kernel has no
     ``numa_node`` file).  ``irqs`` are the MSI/MSI-X vectors, or the legacy
-    ``irq`` when the device has no MSI vectors and a driver is bound.
+    ``irq`` when the device has no MSI vectors and a driver is bound.  ``rdma``
+    is the function's RDMA device (``/sys/.../infiniband/mlx5_0``: the name
+    ``nvidia-smi topo -m`` shows), ``netdevs`` its network interfaces (none for an
+    InfiniBand HCA without IPoIB).
+
+    A line whose local CPU list the kernel could not have printed (a range that
+    runs backwards: a cut or garbled output) refuses that device alone: it stays
+    listed by what names it (address, class, vendor, device, kind, driver) with
+    ``refused`` saying why, and nothing of its placement or IRQs is kept
+    (``numa_node`` -1, no local CPUs, no IRQs); every other device is read as usual.
     """
     devices: list[dict[str, Any]] = []
     for raw in output.splitlines():
@@ -59,6 +75,11 @@ def parse_pci_devices(output: str) -> list[dict[str, Any]]:
             k, sep, v = tok.partition("=")
             if sep:
                 kv[k] = v
+        try:
+            local_cpus = cpulist(kv.get("cpus", ""))
+            refused = None
+        except UntrustedOutput as e:
+            local_cpus, refused = [], f"local_cpulist: {e}"
         numa = _int(kv.get("numa"))
         msi = sorted({int(x) for x in kv.get("irqs", "").split(",") if x.strip().isdigit()})
         legacy = _int(kv.get("irq"))
@@ -66,25 +87,30 @@ def parse_pci_devices(output: str) -> list[dict[str, Any]]:
         irqs = msi if msi else ([legacy] if legacy and driver else [])
         cls = kv.get("class", "").lower() or None
         vendor = kv.get("vendor", "").lower() or None
-        devices.append(
-            {
-                "address": toks[0].lower(),
-                "class": cls,
-                "vendor": vendor,
-                "device": kv.get("device", "").lower() or None,
-                "kind": pci_kind(vendor, cls),
-                "numa_node": -1 if numa is None else numa,
-                "local_cpus": cpulist(kv.get("cpus", "")),
-                "driver": driver,
-                "irq": legacy if legacy else None,
-                "msi_irqs": msi,
-                "irqs": irqs,
-                "link_speed_gts": _float(kv.get("lsc")),
-                "link_speed_max_gts": _float(kv.get("lsm")),
-                "link_width": _int(kv.get("lwc")),
-                "link_width_max": _int(kv.get("lwm")),
-            }
-        )
+        dev: dict[str, Any] = {
+            "address": toks[0].lower(),
+            "class": cls,
+            "vendor": vendor,
+            "device": kv.get("device", "").lower() or None,
+            "kind": pci_kind(vendor, cls),
+            "numa_node": -1 if numa is None else numa,
+            "local_cpus": local_cpus,
+            "driver": driver,
+            "irq": legacy if legacy else None,
+            "msi_irqs": msi,
+            "irqs": irqs,
+            "rdma": (_names(kv.get("rdma")) or [None])[0],
+            "netdevs": _names(kv.get("net")),
+            "link_speed_gts": _float(kv.get("lsc")),
+            "link_speed_max_gts": _float(kv.get("lsm")),
+            "link_width": _int(kv.get("lwc")),
+            "link_width_max": _int(kv.get("lwm")),
+        }
+        if refused:
+            dev.update({"numa_node": -1, "irq": None, "msi_irqs": [], "irqs": [], "link_speed_gts": None,
+                        "link_speed_max_gts": None, "link_width": None, "link_width_max": None,
+                        "refused": refused})
+        devices.append(dev)
     devices.sort(key=lambda d: d["address"])
     return devices
 
@@ -106,6 +132,11 @@ class PciDevices(Fact):
         "    while read -r l; do case $l in (DRIVER=*) drv=${l#DRIVER=};; esac; done < \"$d/uevent\"\n"
         "  fi\n"
         "  for i in \"$d\"/msi_irqs/[0-9]*; do if [ -e \"$i\" ]; then msi=\"$msi${msi:+,}${i##*/}\"; fi; done\n"
+        # RDMA device (mlx5_0: the name nvidia-smi topo -m shows) and netdevs; an IB HCA
+        # without IPoIB has the first and none of the second.
+        "  rdma=; net=\n"
+        "  for i in \"$d\"/infiniband/*; do if [ -e \"$i\" ]; then rdma=\"$rdma${rdma:+,}${i##*/}\"; fi; done\n"
+        "  for i in \"$d\"/net/*; do if [ -e \"$i\" ]; then net=\"$net${net:+,}${i##*/}\"; fi; done\n"
         # PCIe link (absent on virtual devices): speed's first word (GT/s) and width, current and max.
         "  lsc=; lsm=; lwc=; lwm=\n"
         "  if [ -r \"$d/current_link_speed\" ]; then read -r lsc _ < \"$d/current_link_speed\"; fi\n"
@@ -113,7 +144,7 @@ class PciDevices(Fact):
         "  if [ -r \"$d/current_link_width\" ]; then read -r lwc < \"$d/current_link_width\"; fi\n"
         "  if [ -r \"$d/max_link_width\" ]; then read -r lwm < \"$d/max_link_width\"; fi\n"
         "  echo \"${d##*/} class=$cls vendor=$ven device=$dev numa=$numa cpus=$cpus driver=$drv irq=$irq irqs=$msi\" \\\n"
-        "    \"lsc=$lsc lsm=$lsm lwc=$lwc lwm=$lwm\"\n"
+        "    \"rdma=$rdma net=$net lsc=$lsc lsm=$lsm lwc=$lwc lwm=$lwm\"\n"
         "done"
     )
     default = []

@@ -126,9 +126,14 @@ def test_reversed_cpu_range_is_an_error_not_an_empty_list():
     with pytest.raises(ValueError, match="5-3"):
         parse_cpulist("5-3")
     assert parse_cpulist("3-5") == [3, 4, 5]
-    # The pci.devices fact with a local_cpulist of 5-3 refuses the output instead of "no CPUs".
-    with pytest.raises(ValueError, match="5-3"):
-        parse_pci_devices("0000:01:00.0 class=0x020000 vendor=0x15b3 device=0x1017 numa=-1 cpus=5-3\n")
+    # The pci.devices fact refuses that device alone (issue 21), not the whole listing: see
+    # tests/unit/test_dgx_planner.py for the planner and checklist side.
+    devs = parse_pci_devices("0000:01:00.0 class=0x020000 vendor=0x15b3 device=0x1017 numa=0 cpus=5-3 irqs=7\n"
+                             "0000:02:00.0 class=0x020000 vendor=0x15b3 device=0x1017 numa=0 cpus=0-7 irqs=8\n")
+    assert [d["address"] for d in devs] == ["0000:01:00.0", "0000:02:00.0"]
+    assert "5-3" in devs[0]["refused"] and devs[0]["local_cpus"] == [] and devs[0]["irqs"] == []
+    assert devs[0]["numa_node"] == -1 and devs[0]["kind"] == "nic"
+    assert "refused" not in devs[1] and devs[1]["local_cpus"] == list(range(8)) and devs[1]["irqs"] == [8]
 
 
 def cut_nvidia_smi_q(name: str, before: str) -> str:

@@ -246,7 +246,7 @@ def test_pci_command_prints_fixture_format(tmp_path):
         assert len(out) == len(fixture)
         for got, want in zip(out, fixture):
             assert got.startswith(want + " driver="), (shell, got)
-        assert out[6] == (fixture[6] + " driver=nvidia irq=0 irqs=42,43,44,45,46,47,48,49 lsc= lsm= lwc= lwm=")
+        assert out[6] == (fixture[6] + " driver=nvidia irq=0 irqs=42,43,44,45,46,47,48,49 rdma= net= lsc= lsm= lwc= lwm=")
     devs = PciDevices.process("\n".join(out))
     gpu = devs[6]
     assert (gpu["address"], gpu["kind"], gpu["numa_node"], gpu["driver"]) == ("0000:00:06.0", "gpu", -1, "nvidia")

@@ -64,7 +64,11 @@ def test_pci_extra_fields():
 def test_pci_kind_and_address():
     assert pci_kind("0x10de", "0x030000") == "gpu"
     assert pci_kind("0x10de", "0x040300") == "other"  # the GPU's HDMI audio function
-    assert pci_kind("0x15b3", "0x020700") == "other"  # InfiniBand is not Ethernet
+    # Every network function is a NIC (issue 21): an InfiniBand HCA (0x0207) has IRQs and a node
+    # whether or not it has a netdev; so does a fabric (0x0208) or "other network" (0x0280) one.
+    assert pci_kind("0x15b3", "0x020700") == "nic"
+    assert pci_kind("0x8086", "0x020800") == "nic" and pci_kind("0x15b3", "0x028000") == "nic"
+    assert pci_kind("0x15b3", "0x010802") == "nvme" and pci_kind("0x8086", "0x060400") == "other"
     assert pci_kind("0x15b3", "0x020000") == "nic"
     assert normalize_pci_address("00000000:00:06.0") == "0000:00:06.0"
     assert normalize_pci_address("00000000:A1:00.0") == "0000:a1:00.0"
