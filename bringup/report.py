@@ -23,8 +23,13 @@ _COLOURS = {"ok": "green", "changed": "yellow", "failed": "red", "skipped": "cya
 def recap_line(r: HostResult, width: int = 0) -> str:
     """``trt-l40s-01 : ok=7 changed=2 failed=0 skipped=1 unreachable=0``"""
     c = r.recap
-    return (f"{r.host.ljust(width)} : ok={c['ok']} changed={c['changed']} failed={c['failed']} "
+    line = (f"{r.host.ljust(width)} : ok={c['ok']} changed={c['changed']} failed={c['failed']} "
             f"skipped={c['skipped']} unreachable={c['unreachable']}")
+    if r.status in ("not started", "interrupted"):
+        # All zeros would read as a host with nothing to do: say that nothing (more) ran on it, and why.
+        line += f"  ({r.status}: {r.message})" if r.message and not r.message.startswith(r.status) else \
+            f"  ({r.message or r.status})"
+    return line
 
 
 def print_host(r: HostResult, console: Console, *, check: bool, diff: bool, verbose: bool = False) -> None:

@@ -11,7 +11,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 RECAP = re.compile(r"^(?P<host>\S+)\s+: ok=(?P<ok>\d+) changed=(?P<changed>\d+) failed=(?P<failed>\d+) "
-                   r"skipped=(?P<skipped>\d+) unreachable=(?P<unreachable>\d+)$", re.M)
+                   r"skipped=(?P<skipped>\d+) unreachable=(?P<unreachable>\d+)(?:  \(.*\))?$", re.M)
 
 
 def invoke(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:

@@ -2,6 +2,8 @@
 import json
 from dataclasses import asdict
 
+import pytest
+
 from bringup.report import Report
 from bringup.runner import HostResult, ResourceResult
 from bringup.secrets import HIDDEN, MASK
@@ -79,3 +81,13 @@ def test_what_a_host_prints_keeps_its_brackets():
                   "no such key [red]", "driver [550] loaded", "1 round trip(s), 0.50 s",
                   "+PS1='\\[\\e[1;32m\\]\\u'", "+grep '\\[0-9]' x", "ends with C:\\\n"):
         assert shown in text, (shown, text)
+
+
+@pytest.mark.reliability(item=25, fault="a host never started read as all zeros in the recap", checks=("recap and report",))
+def test_a_host_that_never_started_says_so_in_the_recap():
+    from bringup.report import recap_line
+    from bringup.runner import HostResult
+
+    line = recap_line(HostResult("b", status="not started", message="not started: the run was interrupted by SIGINT"))
+    assert line.endswith("unreachable=0  (not started: the run was interrupted by SIGINT)"), line
+    assert recap_line(HostResult("c")).endswith("unreachable=0")
