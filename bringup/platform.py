@@ -111,6 +111,59 @@ def _cstates(facts: dict[str, Any], args: list[str], fact_errors: dict[str, str]
                  "on bare metal check the BIOS C-state settings or boot with idle=poll")
 
 
+#: Kernel command-line words that hurt a GPU host, and why.
+_CMDLINE_HURTS = {
+    "nomodeset": "keeps the NVIDIA driver from loading",
+    "iommu=off": "breaks GPUDirect/P2P setups",
+    "pci=nommconf": "hides PCIe extended config space",
+}
+
+
+def _gpu_host(facts: dict[str, Any], host_vars: dict[str, Any]) -> bool:
+    """Whether the host is planned with a GPU profile (``auto``: when it has a GPU)."""
+    from .gpu import CPU_PROFILES  # noqa: PLC0415 - one constant
+
+    profile = host_vars.get("gpu_profile")
+    if profile in CPU_PROFILES:
+        return False
+    if profile == "auto":
+        return any(d.get("kind") == "gpu" for d in facts.get("pci.devices") or []) or bool(facts.get("nvidia.smi"))
+    return True
+
+
+def _cmdline(args: list[str], gpu_host: bool) -> Check:
+    """The kernel command line: ``numa=off`` FAILs on a GPU profile (the kernel then shows one NUMA
+    node, hides every GPU's and NIC's socket, and the planner cannot keep Triton's CPUs next to its
+    GPUs); the words in :data:`_CMDLINE_HURTS` WARN."""
+    bad = [w for w in _CMDLINE_HURTS if w in args]
+    numa_off = "numa=off" in args
+    if not bad and not numa_off:
+        return Check("kernel command line", "PASS", f"{len(args)} words, none known to hurt")
+    seen = [f"{w} ({_CMDLINE_HURTS[w]})" for w in bad]
+    if numa_off:
+        seen.insert(0, "numa=off (one NUMA node: the kernel hides which socket each GPU and NIC is on, and "
+                       "memory is not kept local to the CPUs that use it)")
+    status = "FAIL" if numa_off and gpu_host else "WARN"
+    words = (["numa=off"] if numa_off else []) + bad
+    return Check("kernel command line", status, "; ".join(seen),
+                 f"remove {', '.join(words)} from GRUB_CMDLINE_LINUX in /etc/default/grub (and any "
+                 "/etc/default/grub.d/*.cfg, or cpu_tuning's kernel_cmdline), run update-grub "
+                 "(grub2-mkconfig on RHEL), reboot")
+
+
+def _refused_devices(facts: dict[str, Any]) -> list[Check]:
+    """One WARN naming the PCI functions and interfaces whose sysfs line the facts refused (a
+    local CPU list running backwards): the plan leaves them out, the rest stands."""
+    refused = [f"{d['address']} ({d['refused']})" for d in facts.get("pci.devices") or [] if d.get("refused")]
+    refused += [f"{i.get('name')} ({i['refused']})" for i in facts.get("net.interfaces") or [] if i.get("refused")]
+    if not refused:
+        return []
+    return [Check("devices read", "WARN", f"{len(refused)} refused: " + "; ".join(refused)
+                  + "; the plan leaves them out, the other devices stand",
+                  "read them again (invoke facts); compare cat /sys/bus/pci/devices/ADDRESS/local_cpulist "
+                  "on the host", area="facts")]
+
+
 def fact_error_checks(fact_errors: dict[str, str] | None) -> list[Check]:
     """One FAIL per fact that could not be read or trusted (``gather``'s errors): what it would
     have said is unknown, so the lines that depend on it are missing or unverified."""
@@ -131,11 +184,8 @@ def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None,
     args = (facts.get("system.cmdline") or {}).get("args") or []
     out.append(_cstates(facts, args, fact_errors or {}))
     if args:
-        # nomodeset keeps the NVIDIA driver from loading; iommu=off breaks GPUDirect/P2P setups.
-        bad = [w for w in ("nomodeset", "iommu=off", "pci=nommconf") if w in args]
-        out.append(Check("kernel command line", "WARN" if bad else "PASS",
-                         ", ".join(bad) if bad else f"{len(args)} words, none known to hurt",
-                         f"remove {', '.join(bad)} from GRUB_CMDLINE_LINUX" if bad else ""))
+        out.append(_cmdline(args, _gpu_host(facts, host_vars)))
+    out += _refused_devices(facts)
     if facts.get("cpu.topology"):
         from .topology import plan_topology  # noqa: PLC0415 - the planner's warnings are the alignment rule
         try:
@@ -146,7 +196,14 @@ def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None,
         else:
             bad = [w for w in plan.warnings if w.kind in ("interconnect", "numa_distance")]
             unknown = [w.subject for w in plan.warnings if w.kind == "numa_unknown"]
-            if bad:
+            numa_off = [w for w in plan.warnings if w.kind == "numa_off"]
+            if numa_off:
+                # One node on several sockets: no device's socket is known, so nothing else can be judged.
+                out.append(Check("NUMA alignment", "WARN", numa_off[0].text
+                                 + (f"; {len(unknown)} device(s) on an unknown socket" if unknown else ""),
+                                 "boot without numa=off and enable NUMA (SRAT) in the firmware; "
+                                 "then re-run the checklist"))
+            elif bad:
                 fix = "move NICs and GPUs to slots of one socket" if any(w.kind == "interconnect" for w in bad) \
                     else "move NICs and GPUs to slots of one NUMA node"
                 out.append(Check("NUMA alignment", "WARN", "; ".join(w.text for w in bad), fix))

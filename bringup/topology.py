@@ -24,6 +24,17 @@ Intel SNC) it is a shorter, in-socket hop.  Warnings are values
 (:class:`PlanWarning`: kind, subject, text).  A plan that cannot fit raises
 :class:`InputError` naming the numbers.
 
+A kernel that shows one NUMA node on a host of several sockets (``numa=off``, or
+NUMA off in the firmware) hides where every device is: the plan is then made per
+physical package (``plan.unit == "socket"``: each "node" of the plan is a socket),
+so that the GPUs' Triton CPUs are spread over the sockets instead of all landing
+on the first one, and it says so.  Every network function (Ethernet, InfiniBand
+with or without a netdev) is a NIC, named by its netdev, else its RDMA device
+(``mlx5_0``), else its address.  A device whose sysfs line the fact refused
+(``refused``: a local CPU list running backwards) is left out of the plan alone,
+with a warning naming it; a GPU among them is still planned, from
+``nvidia-smi topo -m`` or as unknown.
+
     plan = plan_topology(facts, {"irq_cpus_per_node": 2, "triton_cpus_per_gpu": 4})
     plan.triton_cpus            # [4, 5, 6, 7]
     plan.to_dict()              # JSON-able
@@ -106,8 +117,11 @@ def validate_vars(vars: dict[str, Any]) -> None:
 #: evidence), ``numa_inferred`` (resolved from local CPUs or nvidia-smi topo -m),
 #: ``interconnect`` (GPU traffic crosses sockets, or NUMA nodes of unknown sockets),
 #: ``numa_distance`` (crosses NUMA nodes of one socket), ``topology`` (SMT, L3 or NUMA
-#: unknown), ``l3`` (Triton CPUs span or share L3 groups), ``irqs`` (a device without IRQs).
-WARNING_KINDS = ("numa_unknown", "numa_inferred", "interconnect", "numa_distance", "topology", "l3", "irqs")
+#: unknown), ``l3`` (Triton CPUs span or share L3 groups), ``irqs`` (a device without IRQs),
+#: ``numa_off`` (one NUMA node on several sockets: planned per package), ``refused`` (a
+#: device whose sysfs line the fact refused: left out of the plan).
+WARNING_KINDS = ("numa_unknown", "numa_inferred", "interconnect", "numa_distance", "topology", "l3", "irqs",
+                 "numa_off", "refused")
 
 
 @dataclass(frozen=True)
@@ -182,6 +196,9 @@ class TopologyPlan:
     devices: list[DeviceIrqs]
     irqs: list[IrqPin]
     warnings: list[PlanWarning]
+    #: What a node of the plan is: ``numa`` (the kernel's NUMA nodes) or ``socket`` (one
+    #: physical package each, when the kernel shows one node on several sockets).
+    unit: str = "numa"
 
     @property
     def triton_cpus(self) -> list[int]:
@@ -239,35 +256,44 @@ def _irq_names(facts: dict[str, Any]) -> dict[int, str]:
 # Planning
 
 
+def _unit(unit: str) -> str:
+    return "socket" if unit == "socket" else "NUMA node"
+
+
 class _Resolver:
     """Maps a reported numa_node (maybe -1) to a planning node, one device at a time, warning
-    about that device; -1 when nothing tells its node."""
+    about that device; -1 when nothing tells its node.  Per package (``unit`` ``socket``) a
+    reported numa_node says nothing (the kernel's one node): only local CPUs place a device."""
 
-    def __init__(self, cpu_nodes: dict[int, list[int]], warnings: list[PlanWarning]):
+    def __init__(self, cpu_nodes: dict[int, list[int]], warnings: list[PlanWarning], unit: str = "numa"):
         self.cpu_nodes = cpu_nodes
         self.warnings = warnings
+        self.unit = unit
 
     def node(self, what: str, numa: int | None, local_cpus: list[int] | None) -> int:
-        if numa is not None and numa in self.cpu_nodes:
+        word = _unit(self.unit)
+        if self.unit == "socket":
+            numa = -1 if numa is None else numa
+        elif numa is not None and numa in self.cpu_nodes:
             return numa
         if len(self.cpu_nodes) == 1:
             only = next(iter(self.cpu_nodes))
             self.warnings.append(PlanWarning("numa_unknown", what, f"{what}: numa_node {numa} (unknown); "
-                                             f"planned on the only NUMA node {only}"))
+                                             f"planned on the only {word} {only}"))
             return only
         if local_cpus:
             hits = [n for n, cpus in self.cpu_nodes.items() if set(local_cpus) <= set(cpus)]
             if len(hits) == 1:
                 self.warnings.append(PlanWarning("numa_inferred", what, f"{what}: numa_node {numa} (unknown); "
-                                                 f"its local CPUs {format_cpulist(local_cpus)} are node {hits[0]}'s"))
+                                                 f"its local CPUs {format_cpulist(local_cpus)} are {word} "
+                                                 f"{hits[0]}'s"))
                 return hits[0]
         return -1
 
-    @staticmethod
-    def why(local_cpus: list[int] | None) -> str:
+    def why(self, local_cpus: list[int] | None) -> str:
         if not local_cpus:
             return "no local CPU list"
-        return f"its local CPUs {format_cpulist(local_cpus)} span NUMA nodes"
+        return f"its local CPUs {format_cpulist(local_cpus)} span {_unit(self.unit)}s"
 
 
 def _gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -283,12 +309,12 @@ def _gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
             dev = pci.get(addr or "", {})
             out.append({"index": idx, "name": f"GPU{idx}", "model": g.get("name"), "pci_address": addr,
                         "numa_node": dev.get("numa_node", -1), "local_cpus": dev.get("local_cpus") or [],
-                        "topo": topo.get(idx)})
+                        "topo": topo.get(idx), "refused": dev.get("refused")})
     elif any(d.get("kind") == "gpu" for d in pci.values()):
         for i, d in enumerate(sorted((d for d in pci.values() if d.get("kind") == "gpu"), key=lambda d: d["address"])):
             out.append({"index": i, "name": f"GPU{i}", "model": None, "pci_address": d["address"],
                         "numa_node": d.get("numa_node", -1), "local_cpus": d.get("local_cpus") or [],
-                        "topo": topo.get(i)})
+                        "topo": topo.get(i), "refused": d.get("refused")})
     else:
         for idx, t in sorted(topo.items()):
             out.append({"index": idx, "name": f"GPU{idx}", "model": None, "pci_address": None,
@@ -304,11 +330,23 @@ def _gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _io_devices(facts: dict[str, Any], kinds: list[str]) -> list[dict[str, Any]]:
-    """NICs and storage controllers with their IRQs (sysfs MSI vectors + /proc/interrupts rows)."""
+def _io_devices(facts: dict[str, Any], kinds: list[str]) -> tuple[list[dict[str, Any]], list[PlanWarning]]:
+    """NICs (Ethernet or InfiniBand, with a netdev or not) and storage controllers with their IRQs
+    (sysfs MSI vectors + /proc/interrupts rows); a device or interface the facts refused is left
+    out, with a warning naming it."""
     by_addr = _irqs_by_address(facts)
     names = _irq_names(facts)
-    ifaces = {i["pci_address"]: i for i in facts.get("net.interfaces") or [] if i.get("pci_address")}
+    refused: list[PlanWarning] = []
+    ifaces: dict[str, dict[str, Any]] = {}
+    for i in facts.get("net.interfaces") or []:
+        if i.get("refused"):
+            what = f"interface {i.get('name')}"
+            refused.append(PlanWarning("refused", what, f"{what}: its sysfs line was refused ({i['refused']}); "
+                                       "planned from pci.devices alone" if i.get("pci_address") else
+                                       f"{what}: its sysfs line was refused ({i['refused']}): its IRQs are not "
+                                       "pinned"))
+        elif i.get("pci_address"):
+            ifaces[i["pci_address"]] = i
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for d in facts.get("pci.devices") or []:
@@ -318,8 +356,14 @@ def _io_devices(facts: dict[str, Any], kinds: list[str]) -> list[dict[str, Any]]
         addr = d["address"]
         seen.add(addr)
         iface = ifaces.get(addr)
+        if d.get("refused"):
+            what = f"{kind} {addr}"
+            refused.append(PlanWarning("refused", what, f"{what}: its sysfs line was refused ({d['refused']}): "
+                                       "left out of the plan, its IRQs are not pinned"))
+            continue
         irqs = set(d.get("irqs") or []) | {i for i, _ in by_addr.get(addr, [])} | set((iface or {}).get("irqs") or [])
-        out.append({"name": iface["name"] if iface else addr, "kind": kind, "pci_address": addr,
+        name = iface["name"] if iface else (d.get("netdevs") or [None])[0] or d.get("rdma") or addr
+        out.append({"name": name, "kind": kind, "pci_address": addr, "rdma": d.get("rdma"),
                     "numa_node": d.get("numa_node", -1), "local_cpus": d.get("local_cpus") or [],
                     "irqs": sorted(irqs), "irq_names": {i: names.get(i, "") for i in irqs}})
     if "nic" in kinds:
@@ -327,10 +371,10 @@ def _io_devices(facts: dict[str, Any], kinds: list[str]) -> list[dict[str, Any]]
             if addr in seen:
                 continue
             irqs = set(iface.get("irqs") or []) | {i for i, _ in by_addr.get(addr, [])}
-            out.append({"name": iface["name"], "kind": "nic", "pci_address": addr,
+            out.append({"name": iface["name"], "kind": "nic", "pci_address": addr, "rdma": None,
                         "numa_node": iface.get("numa_node", -1), "local_cpus": iface.get("local_cpus") or [],
                         "irqs": sorted(irqs), "irq_names": {i: names.get(i, "") for i in irqs}})
-    return out
+    return out, refused
 
 
 def _topo_nics(facts: dict[str, Any], gpu_node: dict[int, int], cpu_nodes: list[int]) -> list[dict[str, Any]]:
@@ -347,8 +391,8 @@ def _topo_nics(facts: dict[str, Any], gpu_node: dict[int, int], cpu_nodes: list[
             gnodes = {gpu_node[int(k[3:])] for k in row if re.fullmatch(r"GPU\d+", k) and int(k[3:]) in gpu_node}
             if len(gnodes) == 1:  # SYS to every GPU, all on one of two nodes: the other one
                 node = next(n for n in cpu_nodes if n not in gnodes)
-        out.append({"name": nic["device"], "kind": "nic", "pci_address": None, "numa_node": -1,
-                    "inferred": node, "local_cpus": [], "irqs": [], "irq_names": {}})
+        out.append({"name": nic["device"], "kind": "nic", "pci_address": None, "rdma": nic["device"],
+                    "numa_node": -1, "inferred": node, "local_cpus": [], "irqs": [], "irq_names": {}})
     return out
 
 
@@ -362,10 +406,25 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
     nodes_all = {int(k): list(c) for k, c in (topo.get("numa_nodes") or {}).items()}
     cpu_nodes = {n: c for n, c in sorted(nodes_all.items()) if c}
     if not cpu_nodes:
-        raise InputError("no CPU topology in the facts (cpu.topology is empty): cannot plan")
+        raise InputError("no CPU topology in the facts (cpu.topology is empty: not gathered, or its output refused; "
+                         "see the errors of invoke facts): cannot plan")
     warnings: list[PlanWarning] = []
     numa_known = bool(topo.get("numa_known", True))
-    if not numa_known:
+    unit = "numa"
+    packages = _packages(topo, cpu_nodes)
+    if packages:
+        # One NUMA node on several sockets: the kernel hides every device's socket.  Planned
+        # per package, so that the GPUs' Triton CPUs are spread over the sockets.
+        unit = "socket"
+        (only, only_cpus), = cpu_nodes.items()
+        seen = f"one NUMA node (node {only}: CPUs {format_cpulist(only_cpus)})" if numa_known else "no NUMA nodes"
+        warnings.append(PlanWarning("numa_off", "host", f"the kernel shows {seen} on {len(packages)} sockets "
+                                    "(numa=off on the kernel command line, or NUMA off in the firmware): planned per "
+                                    "physical package (" + "; ".join(f"socket {p}: {format_cpulist(c)}"
+                                                                     for p, c in packages.items())
+                                    + "); the kernel tells no device's socket"))
+        cpu_nodes = packages
+    elif not numa_known:
         warnings.append(PlanWarning("topology", "host", "the kernel reports no NUMA nodes: planned as a single node"))
     if topo.get("smt_known") is False and (topo.get("threads_per_core") or 1) > 1:
         warnings.append(PlanWarning("topology", "host",
@@ -374,10 +433,16 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
     if not topo.get("l3_groups"):
         warnings.append(PlanWarning("topology", "host", "L3 groups unknown: each NUMA node is taken as one L3 group"))
 
-    res = _Resolver(cpu_nodes, warnings)
+    word = _unit(unit)
+    res = _Resolver(cpu_nodes, warnings, unit)
     gpus = _gpus(facts)
     for g in gpus:
-        if g.get("numa_from_topo") and g["pci_address"] and len(cpu_nodes) > 1 and g["numa_node"] in cpu_nodes:
+        if g.get("refused"):
+            warnings.append(PlanWarning("refused", g["name"], f"{g['name']} ({g['pci_address']}): its sysfs line was "
+                                        f"refused ({g['refused']}): planned without it"
+                                        + (", from nvidia-smi topo -m" if g.get("numa_from_topo") else "")))
+        if g.get("numa_from_topo") and g["pci_address"] and len(cpu_nodes) > 1 and g["numa_node"] in cpu_nodes \
+                and unit == "numa":
             warnings.append(PlanWarning("numa_inferred", g["name"], f"{g['name']}: numa_node -1 (unknown) in sysfs; "
                                         f"NUMA node {g['numa_node']} from nvidia-smi topo -m"))
         node = res.node(g["name"], g["numa_node"], g["local_cpus"])
@@ -385,33 +450,39 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
             # Triton needs CPUs of some node: the one with the fewest GPUs so far.
             load = {n: sum(1 for x in gpus if x.get("node") == n) for n in cpu_nodes}
             node = min(cpu_nodes, key=lambda n: (load[n], n))
-            warnings.append(PlanWarning("numa_unknown", g["name"], f"{g['name']}: numa_node -1 (unknown) and "
-                                        f"{res.why(g['local_cpus'])}: planned on NUMA node {node}, the one with "
+            g["guessed"] = True
+            seen = "the kernel's one NUMA node tells no socket" if unit == "socket" else \
+                f"numa_node {g['numa_node'] if g['numa_node'] is not None else -1} (unknown)"
+            warnings.append(PlanWarning("numa_unknown", g["name"], f"{g['name']}: {seen} and "
+                                        f"{res.why(g['local_cpus'])}: planned on {word} {node}, the one with "
                                         "the fewest GPUs; check which socket its slot is on"))
         g["node"] = node
-    devices = _io_devices(facts, v["irq_device_kinds"])
+    devices, refused = _io_devices(facts, v["irq_device_kinds"])
+    warnings += refused
     for d in devices:
         what = f"{d['kind']} {d['name']}"
         d["node"] = res.node(what, d["numa_node"], d["local_cpus"])
         if d["node"] == -1:
-            warnings.append(PlanWarning("numa_unknown", what, f"{what}: numa_node -1 (unknown) and "
+            seen = "the kernel's one NUMA node tells no socket" if unit == "socket" else "numa_node -1 (unknown)"
+            warnings.append(PlanWarning("numa_unknown", what, f"{what}: {seen} and "
                                         f"{res.why(d['local_cpus'])}: its IRQs go to the housekeeping CPUs of "
-                                        "every node"))
-    gpu_node = {g["index"]: g["node"] for g in gpus}
+                                        f"every {word}"))
+    # NICs known from nvidia-smi topo -m alone follow GPUs whose node is known, never a guess.
+    gpu_node = {g["index"]: g["node"] for g in gpus if not g.get("guessed")}
     topo_nics = [] if any(d["kind"] == "nic" for d in devices) else \
         _topo_nics(facts, gpu_node, list(cpu_nodes)) if "nic" in v["irq_device_kinds"] else []
     for d in topo_nics:
         what = f"nic {d['name']}"
         if d["inferred"] in cpu_nodes:
             d["node"] = d["inferred"]
-            warnings.append(PlanWarning("numa_inferred", what, f"{what}: known from nvidia-smi topo -m only; NUMA "
-                                        f"node {d['node']} inferred from its links to the GPUs"))
+            warnings.append(PlanWarning("numa_inferred", what, f"{what}: known from nvidia-smi topo -m only; {word} "
+                                        f"{d['node']} inferred from its links to the GPUs"))
         elif len(cpu_nodes) == 1:
             d["node"] = res.node(what, -1, [])
         else:
             d["node"] = -1
             warnings.append(PlanWarning("numa_unknown", what, f"{what}: known from nvidia-smi topo -m only, and "
-                                        "its links to the GPUs name no single NUMA node"))
+                                        f"its links to the GPUs name no single {word}"))
 
     core_of = _cores(topo)
     l3_of = _l3_of(topo)
@@ -427,7 +498,7 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
             core = [x for x in core_of.get(c, [c]) if x in node_set]
             seen.update(core)
             cores.append(core)
-        where = f"NUMA node {node}"
+        where = f"{word} {node}"
         if per_node_irq > len(cores):
             raise InputError(f"{where} has {len(cores)} core(s) ({len(cpus)} CPUs): irq_cpus_per_node "
                              f"{per_node_irq} does not fit; lower irq_cpus_per_node")
@@ -513,9 +584,21 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
 
     sockets = _node_sockets(topo, cpu_nodes)
     warnings += _misplacements(placements, dev_plans, len(cpu_nodes), sockets)
-    warnings += _all_nics_sys(facts, placements, sockets)
+    warnings += _all_nics_sys(facts, placements, devices + topo_nics, sockets)
     placements.sort(key=lambda g: g.index)
-    return TopologyPlan(numa_known, per_node_irq, per_gpu, node_plans, placements, dev_plans, pins, warnings)
+    return TopologyPlan(numa_known, per_node_irq, per_gpu, node_plans, placements, dev_plans, pins, warnings, unit)
+
+
+def _packages(topo: dict[str, Any], cpu_nodes: dict[int, list[int]]) -> dict[int, list[int]]:
+    """The physical packages to plan by when the kernel shows one NUMA node on several sockets
+    (lscpu's socket column); ``{}`` otherwise."""
+    if len(cpu_nodes) != 1:
+        return {}
+    (only,) = cpu_nodes.values()
+    on_node = set(only)
+    packages = {int(k): sorted(set(c) & on_node) for k, c in (topo.get("sockets") or {}).items()}
+    packages = {k: c for k, c in sorted(packages.items()) if c}
+    return packages if len(packages) > 1 else {}
 
 
 def _natural(gid: str) -> tuple:
@@ -579,9 +662,13 @@ def _misplacements(gpus: list[GpuPlacement], devices: list[DeviceIrqs], n_nodes:
     return out
 
 
-def _all_nics_sys(facts: dict[str, Any], gpus: list[GpuPlacement], sockets: dict[int, int]) -> list[PlanWarning]:
+def _all_nics_sys(facts: dict[str, Any], gpus: list[GpuPlacement], devices: list[dict[str, Any]],
+                  sockets: dict[int, int]) -> list[PlanWarning]:
     """Every NIC ``SYS`` to every GPU in ``nvidia-smi topo -m`` while the GPUs span NUMA nodes:
-    GPUDirect RDMA of every GPU crosses the interconnect (one node: the NIC-node rule says it)."""
+    GPUDirect RDMA of every GPU crosses NUMA nodes (one node: the NIC-node rule says it).  Worded
+    by what is known: GPUs on several sockets cross the socket interconnect; GPUs on NUMA nodes
+    of one socket cross the socket interconnect only when a NIC is on another socket, else NUMA
+    nodes inside that socket; NICs whose node is unknown are said to be unknown."""
     t = facts.get("nvidia.topo") or {}
     matrix = t.get("matrix") or {}
     nics = [n for n in t.get("nics") or [] if n["name"] in matrix]
@@ -591,14 +678,39 @@ def _all_nics_sys(facts: dict[str, Any], gpus: list[GpuPlacement], sockets: dict
     nodes = sorted({g.node for g in gpus if g.node != -1})
     if len(nodes) < 2:
         return []
-    socks = sorted({sockets[n] for n in nodes if n in sockets})
-    span = f"sockets {', '.join(map(str, socks))}" if len(socks) > 1 and len(socks) == len({*nodes} & {*sockets}) \
-        and all(n in sockets for n in nodes) else f"NUMA nodes {', '.join(map(str, nodes))}"
     names = ", ".join(n["device"] for n in nics)
-    return [PlanWarning("interconnect", "NICs", f"every NIC ({names}) is SYS to every GPU in nvidia-smi topo -m "
-                        f"and the GPUs span {span}: GPUDirect RDMA and network traffic of every GPU cross the "
-                        "socket interconnect; put a NIC on each GPU socket's PCIe root (or behind the GPUs' "
-                        "switches)")]
+    head = f"every NIC ({names}) is SYS to every GPU in nvidia-smi topo -m"
+    tail = "; put a NIC on each GPU NUMA node's PCIe root (or behind the GPUs' switches)"
+    gpu_socks = {sockets.get(n) for n in nodes}
+    if None in gpu_socks:  # sockets unknown
+        return [PlanWarning("interconnect", "NICs", f"{head} and the GPUs span NUMA nodes "
+                            f"{', '.join(map(str, nodes))} (sockets unknown): GPUDirect RDMA and network traffic of "
+                            f"every GPU cross NUMA nodes, likely the socket interconnect{tail}")]
+    if len(gpu_socks) > 1:
+        return [PlanWarning("interconnect", "NICs", f"{head} and the GPUs span sockets "
+                            f"{', '.join(map(str, sorted(gpu_socks)))}: GPUDirect RDMA and network traffic of every "
+                            f"GPU cross the socket interconnect{tail.replace('NUMA node', 'socket')}")]
+    (sock,) = gpu_socks
+    # Where the NICs are: the planned device of each topo NIC (its RDMA name, else its name).
+    node_of = {d.get("rdma") or d["name"]: d.get("node", -1) for d in devices}
+    node_of.update({d["name"]: d.get("node", -1) for d in devices})
+    nic_nodes = {n["device"]: node_of.get(n["device"], -1) for n in nics}
+    span = f"the GPUs span NUMA nodes {', '.join(map(str, nodes))} of socket {sock}"
+    far = sorted({sockets[n] for n in nic_nodes.values() if n in sockets and sockets[n] != sock})
+    if far:
+        where = ", ".join(f"{k} on socket {sockets[n]}" for k, n in nic_nodes.items() if n in sockets
+                          and sockets[n] != sock)
+        return [PlanWarning("interconnect", "NICs", f"{head} and {span}, the NICs on socket(s) "
+                            f"{', '.join(map(str, far))} ({where}): GPUDirect RDMA and network traffic of every GPU "
+                            f"cross the socket interconnect{tail}")]
+    unknown = [k for k, n in nic_nodes.items() if n not in sockets]
+    if unknown:
+        return [PlanWarning("interconnect", "NICs", f"{head} and {span}; the socket of {', '.join(unknown)} is "
+                            "unknown: GPUDirect RDMA and network traffic of every GPU cross NUMA nodes, and the socket "
+                            f"interconnect too if a NIC is on another socket{tail}")]
+    return [PlanWarning("numa_distance", "NICs", f"{head} and {span}, every NIC on socket {sock} too: GPUDirect "
+                        f"RDMA and network traffic of every GPU cross NUMA nodes inside socket {sock} (a shorter hop "
+                        f"than between sockets, still remote memory and I/O){tail}")]
 
 
 def cpu_roles(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> tuple[dict[int, str], list[str]]:
@@ -628,7 +740,8 @@ def format_plan(plan: TopologyPlan, console, title: str = "") -> None:
 
     t = Table(title=f"{title}: CPU plan (irq_cpus_per_node={plan.irq_cpus_per_node}, "
                     f"triton_cpus_per_gpu={plan.triton_cpus_per_gpu})", title_justify="left")
-    for col in ("node", "CPUs", "IRQ CPUs", "their SMT siblings", "Triton CPUs", "other"):
+    for col in ("socket" if plan.unit == "socket" else "node", "CPUs", "IRQ CPUs", "their SMT siblings",
+                "Triton CPUs", "other"):
         t.add_column(col)
     for n in plan.nodes:
         triton = "; ".join(f"{g}: {format_cpulist(c)}" for g, c in n.triton.items()) or "-"
@@ -637,7 +750,8 @@ def format_plan(plan: TopologyPlan, console, title: str = "") -> None:
     console.print(t)
     if plan.gpus:
         g = Table(title="GPUs", title_justify="left")
-        for col in ("GPU", "PCI", "numa_node (reported)", "planned node", "Triton CPUs", "L3 groups"):
+        for col in ("GPU", "PCI", "numa_node (reported)", f"planned {'socket' if plan.unit == 'socket' else 'node'}",
+                    "Triton CPUs", "L3 groups"):
             g.add_column(col)
         for x in plan.gpus:
             g.add_row(x.name, x.pci_address or "-", str(x.numa_node), "all" if x.node == -1 else str(x.node),
@@ -645,7 +759,8 @@ def format_plan(plan: TopologyPlan, console, title: str = "") -> None:
         console.print(g)
     if plan.devices:
         d = Table(title="IRQs pinned to housekeeping CPUs", title_justify="left")
-        for col in ("device", "kind", "PCI", "numa_node (reported)", "planned node", "IRQ → CPU"):
+        for col in ("device", "kind", "PCI", "numa_node (reported)",
+                    f"planned {'socket' if plan.unit == 'socket' else 'node'}", "IRQ → CPU"):
             d.add_column(col)
         pins = {p.irq: p for p in plan.irqs}
         for x in plan.devices:
