@@ -15,11 +15,11 @@ from .tasks.checklist import checklist
 from .tasks.converge import engines, plan, provision
 from .tasks.drift import drift
 from .tasks.inspect import facts, hosts, topology
-from .tasks.latency import bench, tune_window
+from .tasks.latency import bench, tune, tune_window
 
 __all__ = ["ns", "program", "main"]
 
-ns = Collection(provision, plan, facts, hosts, audit, checklist, topology, bench, tune_window, engines, drift)
+ns = Collection(provision, plan, facts, hosts, audit, checklist, topology, bench, tune_window, tune, engines, drift)
 
 
 class _Program(Program):

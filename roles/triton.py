@@ -31,6 +31,8 @@ Variables:
         the window the host's tuner recorded per model (``/etc/bringup/triton-window.json``, the fact
         ``triton.window``) if any, else 800; a value here pins it (and a provision restores the pin).
         A change of the window alone never restarts Triton: the models are reloaded in place.
+        ``invoke tune``'s instance count, max_batch_size (at most the entry's) and preferred sizes are in
+        the same record and rendered unless the model's entry pins them; they too reload in place.
     image_transfer: ``pull`` (the host pulls triton_image) or ``push`` (the
         control machine's copy is streamed over SSH into ``docker load``).
     triton_cpuset: Triton's CPUs; empty (default): on a GPU profile, the topology
@@ -79,6 +81,9 @@ DEFAULT_DELAY = 800
 #: A window-only change of a config.pbtxt: reload the models in place instead of recreating the container.
 RELOAD = "reload triton models"
 _WINDOW_LINE = re.compile(r"(?m)^(\s*max_queue_delay_microseconds:\s*)\d+\s*$|^\s*# The batching window: .*$")
+#: What `invoke tune` changes on the running Triton and records (instances, batch sizes): like the window, a
+#: reload in place, never a new container.
+_TUNED_LINES = re.compile(r"(?m)^max_batch_size:\s*\d+\s*$|^\s*preferred_batch_size:.*$|(?<= count: )\d+")
 
 #: The facts this role reads (only these are gathered for it): the planner's, for the cpuset.
 FACTS = tuple(dict.fromkeys(("nvidia.smi", "pci.devices", "triton.window", *topology.FACTS)))
@@ -202,10 +207,16 @@ def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
     profile = PROFILES[profile_name]
     pinned = vars.get("triton_max_queue_delay_microseconds")
     tuned = _tuned_windows(facts) if pinned is None else {}
+    served = _tuned_configs(facts)
     gpus = _gpus(vars, facts) if profile["kind"] == "KIND_GPU" else []
     out = {}
     for name, spec in (vars.get("triton_models") or {}).items():
         mbs = spec.get("max_batch_size", 8)
+        # `invoke tune`'s choice (the record): max_batch_size within the inventory's, which is what the model
+        # allows; instances and preferred sizes unless the inventory pins them.
+        chosen = served.get(name) or {}
+        if isinstance(chosen.get("max_batch_size"), int) and 1 <= chosen["max_batch_size"] <= mbs:
+            mbs = chosen["max_batch_size"]
         if spec.get("max_queue_delay_microseconds") is not None:
             delay, source = spec["max_queue_delay_microseconds"], "triton_models." + name
         elif pinned is not None:
@@ -216,10 +227,12 @@ def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
         else:
             delay, source = DEFAULT_DELAY, "the default (triton_max_queue_delay_microseconds unset, none tuned)"
         preferred = spec.get("preferred_batch_size")
+        preferred = chosen.get("preferred_batch_size") if preferred is None else preferred
         preferred = profile["preferred_batch_size"] if preferred is None else preferred
         # Triton refuses a preferred size above max_batch_size: the profile's list is cut to fit.
         fitted = [p for p in preferred if p <= mbs] or [mbs]
-        count = spec.get("instance_count") or profile["instance_count"]  # None: the profile's
+        # None: the tuned count, else the profile's
+        count = spec.get("instance_count") or chosen.get("instance_count") or profile["instance_count"]
         if profile["kind"] == "KIND_GPU" and not gpus:
             raise InputError(f"gpu_profile {profile_name}: no GPU found (nvidia-smi lists none and gpu_count is unset)")
         text = render("triton/config.pbtxt.j2", model=name, profile=profile_name, platform=spec.get("platform"),
@@ -240,6 +253,12 @@ def _tuned_windows(facts) -> dict[str, int]:
     if rec.get("error"):
         raise BringupError(f"{rec['error']}: fix or remove it, or pin triton_max_queue_delay_microseconds")
     return dict(rec.get("windows") or {})
+
+
+def _tuned_configs(facts) -> dict[str, dict]:
+    """The serving configurations ``invoke tune`` recorded (fact ``triton.window``); none from a bad record."""
+    rec = facts.get("triton.window") if "triton.window" in facts else None
+    return dict((rec or {}).get("configs") or {}) if not (rec or {}).get("error") else {}
 
 
 def check_config(model: str, text: str, where: str = "config.pbtxt") -> None:
@@ -371,7 +390,8 @@ class _Desired:
         # new container (the tuner changes it on the running Triton and records it).
         self.revision = revision_hash(
             host.render("triton/docker-compose.yml.j2", revision="", **ctx),
-            [(f"config {name}", _WINDOW_LINE.sub("", text)) for name, text in sorted(self.configs.items())]
+            [(f"config {name}", _TUNED_LINES.sub("", _WINDOW_LINE.sub("", text)))
+             for name, text in sorted(self.configs.items())]
             + [(f"file {rel} {f.executable}", bytes.fromhex(f.sha256)) for rel, f in sorted(self.files.items())])
         self.compose = host.render("triton/docker-compose.yml.j2", revision=self.revision, **ctx)
         self.gpu_profile = profile["kind"] == "KIND_GPU"

@@ -14,7 +14,8 @@ __all__ = ["TritonWindow", "parse_triton_window", "WINDOW_RECORD"]
 
 
 def parse_triton_window(output: str) -> dict[str, Any] | None:
-    """The record ``{model: {window_us, when, why}}`` → ``{"windows": {model: window_us}, "error": None}``.
+    """The record ``{model: {window_us, when, why, [instance_count, max_batch_size, preferred_batch_size]}}`` →
+    ``{"windows": {model: window_us}, "configs": {model: {the serving keys recorded}}, "error": None}``.
 
     No file (empty output) is None: nothing was tuned.  A file that is not
     such a record gives no windows and ``error``, one line saying what is
@@ -27,16 +28,29 @@ def parse_triton_window(output: str) -> dict[str, Any] | None:
     try:
         doc = json.loads(text)
     except ValueError as e:
-        return {"windows": {}, "error": f"{WINDOW_RECORD} is not JSON ({e})"}
+        return {"windows": {}, "configs": {}, "error": f"{WINDOW_RECORD} is not JSON ({e})"}
     if not isinstance(doc, dict):
-        return {"windows": {}, "error": f"{WINDOW_RECORD} is not a JSON object of model -> {{window_us, ...}}"}
+        return {"windows": {}, "configs": {},
+                "error": f"{WINDOW_RECORD} is not a JSON object of model -> {{window_us, ...}}"}
     out: dict[str, int] = {}
+    configs: dict[str, dict] = {}
     for model, rec in doc.items():
         w = rec.get("window_us") if isinstance(rec, dict) else None
         if isinstance(w, bool) or not isinstance(w, int) or w < 0:
-            return {"windows": {}, "error": f"{WINDOW_RECORD}: model {model!r} has no whole window_us ({w!r})"}
+            return {"windows": {}, "configs": {},
+                    "error": f"{WINDOW_RECORD}: model {model!r} has no whole window_us ({w!r})"}
         out[str(model)] = w
-    return {"windows": out, "error": None}
+        # What `invoke tune` chose beside the window: instances per GPU, max_batch_size, preferred sizes.
+        served = {k: rec[k] for k in ("instance_count", "max_batch_size", "preferred_batch_size") if k in rec}
+        whole = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+        if not all(whole(served[k]) for k in ("instance_count", "max_batch_size") if k in served) or (
+                "preferred_batch_size" in served and not (isinstance(served["preferred_batch_size"], list)
+                                                          and all(whole(p) for p in served["preferred_batch_size"]))):
+            return {"windows": {}, "configs": {},
+                    "error": f"{WINDOW_RECORD}: model {model!r} has a malformed serving configuration ({served!r})"}
+        if served:
+            configs[str(model)] = served
+    return {"windows": out, "configs": configs, "error": None}
 
 
 class TritonWindow(Fact):

@@ -13,34 +13,57 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..command import sh
-from ..errors import BringupError, said
-from .window_tuner import (RECORD, Controller, TritonHTTP, TunerError, config_text, line, manifest_text, record_text,
-                           run, tunable)
+from ..errors import BringupError, InputError, said
+from .window_tuner import (RECORD, RECORD_PROBE, Controller, TritonHTTP, TunerError, config_text, line, manifest_text,
+                           record_path_problem, record_state_problem, record_text, run, tunable)
 
-__all__ = ["remote_record", "follow"]
+__all__ = ["remote_record", "check_remote_record", "follow"]
 
 
 def _replace(transport, path: str, text: str) -> None:
-    """Write ``path`` on the host by a temporary file beside it and a rename (never in place)."""
+    """Write ``path`` on the host by a temporary file beside it and a rename (never in place), never onto a
+    folder (``mv`` would move the file into it) or through a symbolic link."""
     res = transport.run_script(sh(
-        "set -e; umask 022; mkdir -p -- \"$(dirname -- %s)\"; t=$(mktemp -- %s)\n"
-        "printf '%%s' %s > \"$t\" && chmod 0644 -- \"$t\" && mv -f -- \"$t\" %s || { rm -f -- \"$t\"; exit 1; }",
-        path, path + ".XXXXXX", text, path))
+        "set -e; umask 022; p=%s\n"
+        "if [ -L \"$p\" ] || { [ -e \"$p\" ] && [ ! -f \"$p\" ]; }; then echo \"$p: not a regular file\" >&2; exit 3; fi\n"
+        "mkdir -p -- \"$(dirname -- \"$p\")\"; t=$(mktemp -- %s)\n"
+        "printf '%%s' %s > \"$t\" && chmod 0644 -- \"$t\" && mv -fT -- \"$t\" \"$p\" || { rm -f -- \"$t\"; exit 1; }",
+        path, path + ".XXXXXX", text))
+    if res.rc == 3:
+        raise TunerError(f"not writing {path} on the host: it is not a regular file")
     if res.rc != 0:
         raise TunerError(f"writing {path} on the host failed: {said(res.stderr or res.stdout, 300)}")
 
 
-def remote_record(transport, path: str = RECORD, repository: str | None = None, manifest: str | None = None):
-    """A ``record(model, window_us, why, when)`` writing ``path`` on the host, and the window into
-    ``<repository>/<model>/config.pbtxt`` when that is a config the triton role rendered (its sha256 into
-    the role's ``manifest`` too, so the config stays one bringup shipped)."""
+def check_remote_record(transport, path: str) -> None:
+    """Refuse a record path that is not bringup's own file on the host (:func:`record_path_problem`, then what
+    is there: nothing, or a regular file holding a record bringup wrote), before anything is changed."""
+    why = record_path_problem(path)
+    if why is None:
+        out = transport.run_script(sh(RECORD_PROBE, path)).stdout
+        kind, _, text = out.partition("\n")
+        why = record_state_problem(kind.strip() or "other", text)
+    if why:
+        raise InputError(f"--record {path}: {why}")
 
-    def write(model: str, window_us: int, why: str, when: str) -> None:
+
+def remote_record(transport, path: str = RECORD, repository: str | None = None, manifest: str | None = None):
+    """A ``record(model, window_us, why, when, serving=None)`` writing ``path`` on the host, and the window
+    (with ``serving``: the configuration ``invoke tune`` chose) into ``<repository>/<model>/config.pbtxt``
+    when that is a config the triton role rendered (its sha256 into the role's ``manifest`` too, so the
+    config stays one bringup shipped).  A path that is not bringup's record is refused at every write."""
+
+    def write(model: str, window_us: int, why: str, when: str, serving: dict | None = None) -> None:
+        try:
+            check_remote_record(transport, path)
+        except InputError as e:
+            raise TunerError(str(e)) from None
         old = transport.run_script(sh("cat -- %s 2>/dev/null || true", path)).stdout
-        _replace(transport, path, record_text(old, model, window_us, why, when))
+        _replace(transport, path, record_text(old, model, window_us, why, when, serving))
         if repository:
             cfg = f"{repository.rstrip('/')}/{model}/config.pbtxt"
-            new = config_text(transport.run_script(sh("cat -- %s 2>/dev/null || true", cfg)).stdout, window_us)
+            new = config_text(transport.run_script(sh("cat -- %s 2>/dev/null || true", cfg)).stdout, window_us,
+                              serving)
             if new is not None:
                 _replace(transport, cfg, new)
                 listed = manifest and manifest_text(transport.run_script(sh("cat -- %s 2>/dev/null || true",

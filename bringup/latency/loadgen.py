@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Point", "PointResult", "LoadGenerator", "percentile", "split"]
+__all__ = ["Point", "PointResult", "LoadGenerator", "percentile", "split", "reload_seen"]
 
 #: A loop thread busy this share of the window is saturated.
 CPU_LIMIT = 0.85
@@ -83,6 +83,30 @@ class PointResult:
     counts_agree: bool | None = None
     client_batches: dict = field(default_factory=dict)  # micro-batching: rows per Triton request
     error_sample: str = ""
+    config_before: dict = field(default_factory=dict, repr=False)  # the model's config as served, before/after
+    config_after: dict = field(default_factory=dict, repr=False)
+    reloaded: bool = False       # Triton reloaded the model during the point: its statistics restarted
+    reloaded_why: str = ""
+
+
+def reload_seen(reads: list, answered: int, config_before: dict, config_after: dict) -> str:
+    """Why a point spanned a reload of the model ("" when it did not).
+
+    Triton's statistics API restarts a model's counters when the model is reloaded (a new window, another
+    configuration, by this tool or by another).  Three signs, any of which is enough: a counter read lower
+    than the read before it; fewer successful requests counted over the point than the clients had
+    answered (Triton cannot answer a request it does not count); the served configuration differing
+    before and after.
+    """
+    for a, b in zip(reads, reads[1:]):
+        if b.success < a.success or b.inference_count < a.inference_count or b.execution_count < a.execution_count:
+            return "Triton's statistics restarted (a counter went down)"
+    if reads[-1].success - reads[0].success < answered:
+        return (f"Triton counted {reads[-1].success - reads[0].success} requests over the point, fewer than the "
+                f"{answered} the clients had answered: its statistics restarted")
+    if config_before and config_after and config_before != config_after:
+        return "the model's configuration changed during the point"
+    return ""
 
 
 def percentile(sorted_values: list[float], q: float) -> float | None:
@@ -281,9 +305,19 @@ class LoadGenerator:
 
         return read_stats(self._stats_client, self.model)
 
+    def config(self) -> dict:
+        """The model's configuration as Triton serves it now ({} when it cannot say)."""
+        from tritonclient.utils import InferenceServerException
+
+        try:
+            return self._stats_client.get_model_config(self.model, as_json=True)["config"]
+        except (InferenceServerException, KeyError):
+            return {}
+
     def run(self, point: Point) -> PointResult:
         n = min(self.processes, point.concurrency)
         shares = split(point.concurrency, n) + [0] * (self.processes - n)
+        cfg_before = self.config()
         before = self.stats()
         t_go = time.monotonic() + 0.3
         t_start = t_go + self.warmup_s
@@ -297,11 +331,19 @@ class LoadGenerator:
         at_end = self.stats()
         replies = [c.recv() for c in self._conns]
         after = self.stats()
+        cfg_after = self.config()
         fatal = [r["fatal"] for r in replies if "fatal" in r]
         if fatal:
             raise RuntimeError(f"client process failed: {fatal[0]}")
         active = [r for r, s in zip(replies, shares) if s]
-        return self._result(point, n, active, at_end - at_start, after - before)
+        res = self._result(point, n, active, at_end - at_start, after - before)
+        res.config_before, res.config_after = cfg_before, cfg_after
+        res.reloaded_why = reload_seen([before, at_start, at_end, after], res.sent_total, cfg_before, cfg_after)
+        res.reloaded = bool(res.reloaded_why)
+        if res.reloaded:
+            # Triton's view spans a restart of its counters: neither the window's nor the total's numbers hold.
+            res.triton, res.counts_agree = {}, None
+        return res
 
     def _result(self, point: Point, n: int, replies: list[dict], window, total) -> PointResult:
         lat = sorted(x * 1e3 for r in replies for x in r["lat"])

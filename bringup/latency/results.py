@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 __all__ = ["point_row", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
-           "plot_window_log",
-           "REPORT_DIR"]
+           "plot_window_log", "plot_window_sweep", "remember", "REPORT_DIR", "INDEX"]
 
 REPORT_DIR = Path("reports") / "bench"
 KIND = "bringup-bench"
@@ -23,7 +22,8 @@ KIND = "bringup-bench"
 CSV_FIELDS = ["window", "deployed", "batch", "concurrency", "microbatch_us", "requests", "errors", "p50_ms",
               "p95_ms", "p99_ms", "mean_ms", "rps", "items_per_s", "triton_avg_batch", "triton_queue_us",
               "triton_compute_us", "triton_server_us", "client_batch_rows", "client_loop_cpu_max",
-              "client_loop_lag_ms_max", "client_cpu_total", "client_cpus", "client_bound", "client_bound_why", "counts_agree"]
+              "client_loop_lag_ms_max", "client_cpu_total", "client_cpus", "client_bound", "client_bound_why",
+              "counts_agree", "reloaded", "config"]
 
 
 def window_label(window_us: int | None, deployed: bool) -> str:
@@ -32,11 +32,25 @@ def window_label(window_us: int | None, deployed: bool) -> str:
 
 
 def point_row(res, *, window_us: int | None, deployed: bool) -> dict[str, Any]:
-    """One point of the sweep as a flat JSON object."""
+    """One point of the sweep as a flat JSON object, labelled with the configuration Triton served (read
+    from its config API at the point's end; ``window_us`` is what the sweep meant to serve, used only when
+    Triton could not say)."""
+    from .serving import label_of, serving_of
+    from .window_tuner import window_of
+
     p = res.point
     tri = res.triton or {}
+    before, after = getattr(res, "config_before", {}) or {}, getattr(res, "config_after", {}) or {}
+    served = after or before
+    if served:
+        window_us = window_of(served)
+    config = label_of(served)
+    if before and after and label_of(before) != label_of(after):
+        config = f"{label_of(before)} → {label_of(after)}"
     return {
         "window": window_label(window_us, deployed), "window_us": window_us, "deployed": deployed,
+        "config": config, "serving": serving_of(served).record() | {"window_us": window_us} if served else None,
+        "reloaded": bool(getattr(res, "reloaded", False)), "reloaded_why": getattr(res, "reloaded_why", ""),
         "batch": p.batch, "concurrency": p.concurrency, "microbatch_us": p.microbatch_us,
         "microbatch_max": p.microbatch_max if p.microbatch_us else None,
         "requests": res.requests, "errors": res.errors, "error_sample": res.error_sample,
@@ -67,9 +81,9 @@ def build_doc(target, settings: dict, rows: list[dict], started: datetime, finis
 def _csv_row(r: dict) -> dict:
     tri = r.get("triton") or {}
     return {
-        **{k: r.get(k) for k in ("window", "deployed", "batch", "concurrency", "microbatch_us", "requests",
-                                 "errors", "p50_ms", "p95_ms", "p99_ms", "mean_ms", "rps", "items_per_s",
-                                 "client_cpus", "client_bound", "client_bound_why", "counts_agree")},
+        **{k: r.get(k) for k in ("window", "deployed", "config", "batch", "concurrency", "microbatch_us",
+                                 "requests", "errors", "p50_ms", "p95_ms", "p99_ms", "mean_ms", "rps", "items_per_s",
+                                 "client_cpus", "client_bound", "client_bound_why", "counts_agree", "reloaded")},
         "triton_avg_batch": tri.get("avg_batch"), "triton_queue_us": tri.get("queue_us"),
         "triton_compute_us": tri.get("compute_us"), "triton_server_us": tri.get("server_us"),
         "client_batch_rows": (r.get("client_batches") or {}).get("avg_rows"),
@@ -79,23 +93,62 @@ def _csv_row(r: dict) -> dict:
     }
 
 
-def write_all(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True) -> dict[str, Path]:
-    """JSON, CSV and (when matplotlib is there) a PNG of the run; returns the paths."""
+def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], rows) -> tuple[Path, dict]:
+    """``<out>/<host><tag>-<UTC stamp>.json`` (the document) and ``.csv`` (``rows``); the base path and both."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
-    base = out_dir / f"{doc['host']}-{stamp}"
+    base = out_dir / f"{doc['host']}{tag}-{stamp}"
     paths = {"json": base.with_suffix(".json"), "csv": base.with_suffix(".csv")}
     paths["json"].write_text(json.dumps(doc, indent=2) + "\n")
     with open(paths["csv"], "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=CSV_FIELDS)
+        w = csv.DictWriter(f, fieldnames=fields)
         w.writeheader()
-        for r in doc["points"]:
-            w.writerow(_csv_row(r))
+        w.writerows(rows)
+    return base, paths
+
+
+def write_all(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True) -> dict[str, Path]:
+    """JSON, CSV and (when matplotlib is there) a PNG of the run; returns the paths."""
+    base, paths = write_json_csv(doc, out_dir, "", CSV_FIELDS, (_csv_row(r) for r in doc["points"]))
     if plot:
         paths["png"] = base.with_suffix(".png")
         plot_doc(doc, paths["png"])
+    remember(doc["host"], paths["json"])
     return paths
+
+
+#: Where the results of every ``--out`` folder are listed, so the checklist finds them (per host, newest last).
+INDEX = REPORT_DIR / "index.json"
+INDEX_KEEP = 50
+
+
+def remember(host: str, path: Path, index: Path | None = None) -> None:
+    """List ``path`` (a result JSON of ``host``) in the index the checklist reads, whatever folder it is in.
+
+    Written through a temporary file and a rename; an unreadable index is started anew, and a failure to
+    write it never fails the benchmark that already wrote its result (the result's own path is printed).
+    """
+    import os
+    import tempfile
+
+    index = Path(index or INDEX)
+    try:
+        try:
+            doc = json.loads(index.read_text())
+            doc = doc if isinstance(doc, dict) else {}
+        except (OSError, ValueError):
+            doc = {}
+        entries = [p for p in doc.get(host, []) if isinstance(p, str)] if isinstance(doc.get(host), list) else []
+        entry = str(Path(path).resolve())
+        doc[host] = ([p for p in entries if p != entry] + [entry])[-INDEX_KEEP:]
+        index.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".index.", dir=index.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, index)
+    except OSError:
+        pass
 
 
 def _series(doc: dict) -> dict[str, list[dict]]:
@@ -174,6 +227,56 @@ def plot_window_log(entries: list[dict], path: Path, title: str = "") -> Path:
     return path
 
 
+def plot_window_sweep(ax_p95, rows: list[dict], target_ms: float | None, chosen_window: int | None,
+                      title: str = "") -> None:
+    """p95 (left axis) and items/s (right axis) against the window, one point per window tried, the target
+    line and the chosen window marked: the window sweep drawn against what it varies."""
+    rows = sorted([r for r in rows if r.get("window_us") is not None and r.get("p95_ms") is not None],
+                  key=lambda r: r["window_us"])
+    xs = [r["window_us"] for r in rows]
+    ax_q = ax_p95.twinx()
+    ax_p95.plot(xs, [r["p95_ms"] for r in rows], marker="o", color="tab:blue", label="p95")
+    ax_q.plot(xs, [r["items_per_s"] for r in rows], marker="s", color="tab:orange", label="items/s")
+    bound = [r for r in rows if r.get("client_bound") or r.get("reloaded")]
+    if bound:
+        ax_p95.scatter([r["window_us"] for r in bound], [r["p95_ms"] for r in bound], s=160, facecolors="none",
+                       edgecolors="red", linewidths=1.5, zorder=5, label="no verdict (client-bound/reload)")
+    if target_ms:
+        ax_p95.axhline(target_ms, color="grey", linestyle="--", linewidth=1, label=f"target p95 {target_ms:g} ms")
+    if chosen_window is not None:
+        ax_p95.axvline(chosen_window, color="green", linestyle=":", linewidth=1.5, label=f"chosen {chosen_window} µs")
+    ax_p95.set_xlabel("batching window (µs)")
+    ax_p95.set_ylabel("p95 (ms)", color="tab:blue")
+    ax_q.set_ylabel("items/s", color="tab:orange")
+    ax_p95.set_title(title or "the window sweep")
+    ax_p95.grid(True, alpha=0.3)
+    h1, l1 = ax_p95.get_legend_handles_labels()
+    h2, l2 = ax_q.get_legend_handles_labels()
+    ax_p95.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+
+
+def plot_tune_window(doc: dict, path: Path) -> Path:
+    """``tune-window``'s one-shot sweep: p95 and items/s against the window, per load (batch x concurrency)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    loads = list(dict.fromkeys((r["batch"], r["concurrency"]) for r in doc["points"]))
+    fig, axes = plt.subplots(1, len(loads), figsize=(7 * len(loads), 4.8), squeeze=False)
+    tune = doc.get("tune") or {}
+    for ax, (b, c) in zip(axes[0], loads):
+        rows = [r for r in doc["points"] if (r["batch"], r["concurrency"]) == (b, c)]
+        plot_window_sweep(ax, rows, doc.get("slo_p95_ms"), tune.get("chosen_window_us"),
+                          f"batch {b} × concurrency {c}")
+    fig.suptitle(f"{doc['host']}: {doc['model']}, tune-window ({doc['finished']}): {tune.get('why', '')}",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def _f(v, fmt="{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
@@ -187,7 +290,9 @@ def render_table(doc: dict, console) -> None:
     for r in doc["points"]:
         by_window.setdefault(r["window"], []).append(r)
     for window, rows in by_window.items():
-        t = Table(title=f"{doc['host']} · {doc['model']} · window {window}", box=None, title_justify="left")
+        served = list(dict.fromkeys(r["config"] for r in rows if r.get("config")))
+        t = Table(title=f"{doc['host']} · {doc['model']} · window {window}"
+                  + (f" · served as {served[0]}" if len(served) == 1 else ""), box=None, title_justify="left")
         for col in ("batch", "conc", "p50 ms", "p95 ms", "p99 ms", "req/s", "items/s", "Triton batch",
                     "queue µs", "compute µs", "client CPU", "note"):
             t.add_column(col, justify="left" if col == "note" else "right", no_wrap=col != "note")
@@ -209,8 +314,14 @@ def render_table(doc: dict, console) -> None:
                 notes.append("[bold red]client-bound[/] " + ref(r["client_bound_why"]))
             if r["errors"]:
                 notes.append(f"[red]{r['errors']} errors[/] " + ref(str(r["error_sample"])))
-            if r["counts_agree"] is False:
-                notes.append("[yellow]counts differ from Triton's[/] " + ref("Triton counted other requests too: another client may have been sending"))
+            if r.get("reloaded"):
+                notes.append("[yellow]Triton reloaded during this point[/] " + ref(
+                    f"{r.get('reloaded_why') or 'its statistics restarted'}: Triton's view of this point is "
+                    "left out and the point is no verdict"))
+            elif r["counts_agree"] is False:
+                notes.append("[yellow]counts differ from Triton's[/] " + ref("Triton counted more requests than "
+                                                                              "the clients sent: another client was "
+                                                                              "sending too"))
             cpu = f"{max(r['client_loop_cpu'] or [0]):.0%} max loop"
             t.add_row(str(r["batch"]), str(r["concurrency"]), _f(r["p50_ms"]), _f(r["p95_ms"]), _f(r["p99_ms"]),
                       _f(r["rps"], "{:.0f}"), _f(r["items_per_s"], "{:.0f}"), _f(tri.get("avg_batch"), "{:.2f}"),
@@ -228,12 +339,23 @@ def render_table(doc: dict, console) -> None:
 # --------------------------------------------------------------------------- acceptance
 
 def latest(host: str, reports: Path | str = REPORT_DIR) -> tuple[dict, Path] | None:
-    """The newest benchmark result of ``host`` under ``reports``, or None."""
+    """The newest benchmark result of ``host`` under ``reports``, or listed in ``reports``' index (results
+    written with ``bench --out`` elsewhere), or None."""
     best = None
-    for p in Path(reports).glob(f"{host}-*.json"):
+    candidates = list(Path(reports).glob(f"{host}-*.json"))
+    try:
+        listed = json.loads((Path(reports) / INDEX.name).read_text()).get(host) or []
+        candidates += [Path(p) for p in listed if isinstance(p, str)]
+    except (OSError, ValueError, AttributeError):
+        pass
+    for p in dict.fromkeys(candidates):
         try:
+            if p.stat().st_size > 64 << 20:
+                continue
             doc = json.loads(p.read_text())
         except (OSError, ValueError):
+            continue
+        if not isinstance(doc, dict):
             continue
         if doc.get("kind") != KIND or doc.get("host") != host:
             continue
@@ -244,8 +366,9 @@ def latest(host: str, reports: Path | str = REPORT_DIR) -> tuple[dict, Path] | N
 
 def _load_text(r: dict) -> str:
     mb = f", client micro-batch {r['microbatch_us']} µs" if r.get("microbatch_us") else ""
+    served = f"; served as {r['config']}" if r.get("config") else ""
     return (f"concurrency {r['concurrency']} × batch {r['batch']} ({r['items_per_s']:.0f} items/s, "
-            f"window {r['window']}{mb})")
+            f"window {r['window']}{mb}{served})")
 
 
 def acceptance(doc: dict, slo: float | None, load: dict | None = None) -> dict:
@@ -260,10 +383,10 @@ def acceptance(doc: dict, slo: float | None, load: dict | None = None) -> dict:
     when = doc.get("finished", "?")
     pts = [r for r in doc.get("points", []) if r.get("p95_ms") is not None]
     deployed = [r for r in pts if r.get("deployed")] or pts
-    good = [r for r in deployed if not r["client_bound"] and not r["errors"]]
+    good = [r for r in deployed if not r["client_bound"] and not r["errors"] and not r.get("reloaded")]
     out = {"status": "WARN", "measured": when, "slo_p95_ms": slo, "point": None}
     if not good:
-        why = "every point was client-bound or failed" if deployed else "no point measured"
+        why = "every point was client-bound, failed or spanned a reload" if deployed else "no point measured"
         out["seen"] = f"measured {when}, but {why}: not a server latency"
         return out
     if load:
@@ -276,7 +399,8 @@ def acceptance(doc: dict, slo: float | None, load: dict | None = None) -> dict:
     else:
         meeting = [r for r in good if slo is not None and r["p95_ms"] <= slo]
         r = max(meeting, key=lambda r: r["items_per_s"]) if meeting else min(good, key=lambda r: r["p95_ms"])
-    out["point"] = {k: r[k] for k in ("window", "batch", "concurrency", "p95_ms", "items_per_s", "microbatch_us")}
+    out["point"] = {k: r.get(k) for k in ("window", "batch", "concurrency", "p95_ms", "items_per_s", "microbatch_us",
+                                          "config")}
     if slo is None:
         out["seen"] = f"p95 {r['p95_ms']:.1f} ms at {_load_text(r)}, measured {when}; no latency_slo_p95_ms set"
         return out
@@ -286,3 +410,122 @@ def acceptance(doc: dict, slo: float | None, load: dict | None = None) -> dict:
     best = "" if ok or load else " (lowest p95 measured)"
     out["seen"] = f"p95 {r['p95_ms']:.1f} ms {rel} SLO {slo:g} ms at {_load_text(r)}{best}, measured {when}"
     return out
+
+
+# --------------------------------------------------------------------------- invoke tune
+
+TUNE_CSV = ["stage", "tried", "config", "instance_count", "max_batch_size", "preferred_batch_size", "window_us",
+            "reload_s", "p50_ms", "p95_ms", "p99_ms", "items_per_s", "triton_avg_batch", "triton_queue_us",
+            "triton_compute_us", "verdict", "client_bound", "reloaded", "errors", "chosen"]
+
+
+def _short(sv: dict) -> str:
+    w = "off" if sv.get("window_us") is None else f"{sv['window_us']}µs"
+    pref = ",".join(map(str, sv.get("preferred_batch_size") or ()))
+    return f"{sv['instance_count']}i mb{sv['max_batch_size']} [{pref}] {w}"
+
+
+def _is_chosen(doc: dict, r: dict) -> bool:
+    ch, sv = doc.get("chosen"), r["tried_serving"]
+    return bool(ch) and all(sv[k] == ch[k] for k in ("instance_count", "max_batch_size", "window_us")) \
+        and list(sv["preferred_batch_size"]) == list(ch["preferred_batch_size"])
+
+
+def _tune_csv_row(doc: dict, r: dict) -> dict:
+    sv, tri = r["tried_serving"], r.get("triton") or {}
+    return {"stage": r["stage"], "tried": r["tried"], "config": r.get("config"),
+            "instance_count": sv["instance_count"], "max_batch_size": sv["max_batch_size"],
+            "preferred_batch_size": " ".join(map(str, sv["preferred_batch_size"])), "window_us": sv["window_us"],
+            "reload_s": r["reload_s"], "p50_ms": r["p50_ms"], "p95_ms": r["p95_ms"], "p99_ms": r["p99_ms"],
+            "items_per_s": r["items_per_s"], "triton_avg_batch": tri.get("avg_batch"),
+            "triton_queue_us": tri.get("queue_us"), "triton_compute_us": tri.get("compute_us"),
+            "verdict": r["verdict"], "client_bound": r["client_bound"], "reloaded": r.get("reloaded"),
+            "errors": r["errors"], "chosen": _is_chosen(doc, r)}
+
+
+def write_tune(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True) -> dict[str, Path]:
+    """``invoke tune``'s result: JSON, CSV (one row per configuration tried) and the PNG."""
+    base, paths = write_json_csv(doc, out_dir, "-tune-serving", TUNE_CSV,
+                                 (_tune_csv_row(doc, r) for r in doc["points"]))
+    if plot:
+        paths["png"] = base.with_suffix(".png")
+        plot_tune(doc, paths["png"])
+    return paths
+
+
+def plot_tune(doc: dict, path: Path) -> Path:
+    """Left: p95 against throughput for every configuration tried (by stage), the target line, the chosen
+    point marked.  Right: the window sweep (stage 3) against the window."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax, axw) = plt.subplots(1, 2, figsize=(15, 6), gridspec_kw={"width_ratios": [3, 2]})
+    colors = {1: "tab:blue", 2: "tab:purple", 3: "tab:orange"}
+    names = {1: "1: instances", 2: "2: batch sizes", 3: "3: window"}
+    for stage in (1, 2, 3):
+        rows = [r for r in doc["points"] if r["stage"] == stage and r.get("p95_ms") is not None]
+        if not rows:
+            continue
+        ax.scatter([r["items_per_s"] for r in rows], [r["p95_ms"] for r in rows], color=colors[stage], s=40,
+                   label=f"stage {names[stage]}", zorder=3)
+        for r in rows:
+            ax.annotate(_short(r["tried_serving"]), (r["items_per_s"], r["p95_ms"]), fontsize=6,
+                        xytext=(4, 3), textcoords="offset points")
+    bad = [r for r in doc["points"] if r.get("p95_ms") is not None and not r["verdict"] in ("meets", "misses")]
+    if bad:
+        ax.scatter([r["items_per_s"] for r in bad], [r["p95_ms"] for r in bad], s=160, facecolors="none",
+                   edgecolors="red", linewidths=1.5, zorder=4, label="no verdict (client-bound, reload, errors)")
+    ax.axhline(doc["target_p95_ms"], color="grey", linestyle="--", linewidth=1,
+               label=f"target p95 {doc['target_p95_ms']:g} ms")
+    ch = doc.get("chosen")
+    if ch:
+        ax.scatter([ch["items_per_s"]], [ch["p95_ms"]], marker="*", s=420, color="gold", edgecolors="black",
+                   zorder=5, label=f"chosen: {ch['label']}")
+    ax.set_xlabel("throughput (items/s)")
+    ax.set_ylabel("p95 (ms)")
+    ax.set_title(f"every configuration tried at concurrency {doc['settings']['concurrency']} × batch "
+                 f"{doc['settings']['batch']}")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7, loc="best")
+    sweep = [r for r in doc["points"] if r["stage"] == 3]
+    if sweep:
+        plot_window_sweep(axw, sweep, doc["target_p95_ms"], ch["window_us"] if ch else None,
+                          "stage 3: the window with the best instances and batch sizes")
+    else:
+        axw.text(0.5, 0.5, "no window sweep (budget reached, or the model does not batch)", ha="center",
+                 va="center", fontsize=9, transform=axw.transAxes)
+        axw.set_axis_off()
+    s = doc["search"]
+    fig.suptitle(f"{doc['host']}: {doc['model']}, invoke tune ({doc['finished']}; {s['configurations_measured']} "
+                 f"configurations in {s['elapsed_s']:.0f} s of a {s['budget_s'] / 60:g} min budget)\n{doc['why']}",
+                 fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def render_tune(doc: dict, console) -> None:
+    """The configurations tried, one row each, and the verdict."""
+    from rich.table import Table
+
+    t = Table(title=f"{doc['host']} · {doc['model']} · tune for p95 {doc['target_p95_ms']:g} ms at concurrency "
+                    f"{doc['settings']['concurrency']} × batch {doc['settings']['batch']}", box=None,
+              title_justify="left")
+    for col in ("stage", "configuration", "reload s", "p95 ms", "items/s", "Triton batch", "queue µs", "compute µs",
+                "verdict"):
+        t.add_column(col, justify="left" if col in ("configuration", "verdict") else "right")
+    for r in doc["points"]:
+        tri = r.get("triton") or {}
+        mark = " ★" if _is_chosen(doc, r) else ""
+        t.add_row(str(r["stage"]), (r.get("config") or r["tried"]) + mark, _f(r["reload_s"]), _f(r["p95_ms"]),
+                  _f(r["items_per_s"], "{:.0f}"), _f(tri.get("avg_batch"), "{:.2f}"),
+                  _f(tri.get("queue_us"), "{:.0f}"), _f(tri.get("compute_us"), "{:.0f}"), r["verdict"])
+    console.print(t)
+    s = doc["search"]
+    console.print(f"search: {s['configurations_measured']} configuration(s) measured of a full grid of "
+                  f"{s['full_grid']}, {s['reloads']} reload(s), {s['elapsed_s']:.0f} s of {s['budget_s']:.0f} s"
+                  + (f"; stopped: {s['stopped']} ({len(s['skipped'])} not tried)" if s["stopped"] else ""),
+                  markup=False, highlight=False)

@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..errors import InputError
+from .options import dims as item_dims
 
 __all__ = ["Target", "ModelInput", "resolve", "parse_int_list", "parse_windows", "DTYPES"]
 
@@ -115,7 +116,8 @@ def resolve(host, triton_vars: dict, *, model: str | None = None, address: str |
         if not (input_name and input_shape and dtype) and inp is None:
             raise InputError("--input-name, --input-shape and --dtype go together for a model "
                              "outside triton_models")
-        dims = parse_int_list(input_shape, "input-shape") if input_shape else inp.dims
+        # Every dimension kept: 3,224,224 is three of them (a list of sizes, not a set of choices).
+        dims = item_dims(input_shape) if input_shape else inp.dims
         dt = str(dtype).upper() if dtype else inp.datatype
         dt = DTYPES.get(dt, dt)
         inp = ModelInput(input_name or inp.name, dt, dims)

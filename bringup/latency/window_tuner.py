@@ -47,8 +47,9 @@ import tempfile
 import time
 from datetime import datetime, timezone
 
-__all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "TIGHTEN", "RECORD", "next_window", "queue_rising",
-           "parse_summary", "window_of", "with_window", "record_text", "read_record", "TritonHTTP", "Controller",
+__all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "TIGHTEN", "RECORD", "SERVING_KEYS", "next_window", "queue_rising",
+           "parse_summary", "window_of", "with_window", "record_text", "read_record", "is_record",
+           "record_path_problem", "record_state_problem", "local_record_problem", "TritonHTTP", "Controller",
            "TunerError", "main"]
 
 WINDOW_MIN, WINDOW_MAX = 200, 1500
@@ -234,7 +235,8 @@ class TritonHTTP:
 
 
 def read_record(text: str) -> dict:
-    """The record file's ``{model: {window_us, when, why}}``; empty text is an empty record."""
+    """The record file's ``{model: {window_us, when, why, [instance_count, max_batch_size,
+    preferred_batch_size]}}``; empty text is an empty record."""
     if not text.strip():
         return {}
     doc = json.loads(text)
@@ -243,13 +245,112 @@ def read_record(text: str) -> dict:
     return doc
 
 
-def record_text(old: str, model: str, window_us: int, why: str, when: str) -> str:
-    """The record with ``model``'s window set (other models kept; an unreadable old record is replaced)."""
+#: What ``invoke tune`` records of a model beside its window (the serving configuration it chose).
+SERVING_KEYS = ("instance_count", "max_batch_size", "preferred_batch_size")
+#: The record's name and where it may live: bringup's own file in a folder of bringup's own.
+RECORD_NAME = re.compile(r"^[A-Za-z0-9_.-]+\.json$")
+RECORD_MAX_BYTES = 1 << 20
+
+
+def is_record(doc) -> bool:
+    """Whether ``doc`` is a record bringup wrote: ``{model: {window_us: whole number, ...}}``."""
+    if not isinstance(doc, dict):
+        return False
+    for rec in doc.values():
+        w = rec.get("window_us") if isinstance(rec, dict) else None
+        if isinstance(w, bool) or not isinstance(w, int):
+            return False
+    return True
+
+
+def record_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be the tuner's record, from its name alone (None: it may be).
+
+    The record is bringup's own file: an absolute path, a ``*.json`` name, in a folder named ``bringup``
+    (``/etc/bringup/triton-window.json``, the default); never a system file such as ``/etc/passwd``.
+    """
+    if not isinstance(path, str) or not path.startswith("/"):
+        return "an absolute path on the host"
+    if "\n" in path or "\0" in path or "/../" in path + "/" or "/./" in path + "/" or "//" in path:
+        return "a plain absolute path (no '..', '.', '//' or newline)"
+    folder, name = os.path.split(path)
+    if not name:
+        return f"it names a folder: give bringup's record file (like {RECORD})"
+    if not RECORD_NAME.match(name):
+        return f"bringup's record is a *.json file (like {RECORD}), not {name or 'a folder'}"
+    if os.path.basename(folder) != "bringup":
+        return f"bringup's record lives in a folder named bringup (like {os.path.dirname(RECORD)}), not {folder or '/'}"
+    return None
+
+
+def record_state_problem(kind: str, text: str = "") -> str | None:
+    """Why the file found at the record's path is not bringup's (None: it is, or there is none).
+
+    ``kind`` is what is there: ``none``, ``file`` (``text`` its start), ``folder``, ``link`` or ``other``.
+    """
+    if kind == "none":
+        return None
+    if kind == "folder":
+        return "it is a folder, not bringup's record file"
+    if kind == "link":
+        return "it is a symbolic link: bringup writes its record as a regular file"
+    if kind != "file":
+        return "it is not a regular file"
+    if len(text.encode("utf-8", "replace")) >= RECORD_MAX_BYTES:
+        return f"it is larger than {RECORD_MAX_BYTES >> 20} MiB: not a record bringup wrote"
+    if not text.strip():
+        return None
+    try:
+        doc = json.loads(text)
+    except ValueError:
+        return "it is not a record bringup wrote (not JSON): bringup never replaces a file it did not write"
+    if not is_record(doc):
+        return ("it is not a record bringup wrote ({model: {window_us, ...}}): bringup never replaces a file it "
+                "did not write")
+    return None
+
+
+#: A shell probe of the record's path: what is there (none, link, folder, file, other), and a file's start.
+RECORD_PROBE = ('p=%s; if [ -L "$p" ]; then echo link; elif [ -d "$p" ]; then echo folder; '
+                'elif [ -f "$p" ]; then echo file; head -c ' + str(RECORD_MAX_BYTES) + ' -- "$p"; '
+                'elif [ -e "$p" ]; then echo other; else echo none; fi')
+
+
+def local_record_problem(path: str) -> str | None:
+    """:func:`record_path_problem` and :func:`record_state_problem` of ``path`` on this machine."""
+    why = record_path_problem(path)
+    if why:
+        return why
+    if os.path.islink(path):
+        return record_state_problem("link")
+    if os.path.isdir(path):
+        return record_state_problem("folder")
+    if not os.path.exists(path):
+        return None
+    if not os.path.isfile(path):
+        return record_state_problem("other")
+    with open(path, "rb") as f:
+        text = f.read(RECORD_MAX_BYTES).decode("utf-8", "replace")
+    return record_state_problem("file", text)
+
+
+def record_text(old: str, model: str, window_us: int, why: str, when: str, serving: dict | None = None) -> str:
+    """The record with ``model``'s window set (other models kept; an unreadable old record is replaced).
+
+    What else the model's entry holds (the serving configuration ``invoke tune`` chose) is kept, so the
+    window controller moves the window within that configuration; ``serving`` sets it anew.
+    """
     try:
         doc = read_record(old)
     except ValueError:
         doc = {}
-    doc[model] = {"window_us": int(window_us), "when": when, "why": why}
+    if not is_record(doc):
+        doc = {}
+    entry = dict(doc.get(model) or {})
+    entry.update(window_us=int(window_us), when=when, why=why)
+    if serving:
+        entry.update({k: serving[k] for k in SERVING_KEYS if serving.get(k) is not None})
+    doc[model] = entry
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
@@ -257,11 +358,25 @@ _DELAY = re.compile(r"(?m)^(\s*)max_queue_delay_microseconds:\s*\d+\s*$")
 _SOURCE = re.compile(r"(?m)^(\s*)# The batching window: .*$")
 
 
-def config_text(text: str, window_us: int) -> str | None:
-    """A config.pbtxt the triton role rendered, with the window set; None when it has no window line."""
+_MBS = re.compile(r"(?m)^max_batch_size:\s*\d+\s*$")
+_PREFERRED = re.compile(r"(?m)^(\s*)preferred_batch_size:\s*\[[^\]\n]*\]\s*$")
+_COUNT = re.compile(r"(?m)^(\s*\{ kind: KIND_[A-Z]+ count: )\d+")
+
+
+def config_text(text: str, window_us: int, serving: dict | None = None) -> str | None:
+    """A config.pbtxt the triton role rendered, with the window set (and ``serving``'s instance count,
+    max_batch_size and preferred sizes, as ``invoke tune`` chose them); None when it has not exactly one
+    line of each to set (a config bringup did not render is never rewritten)."""
     if len(_DELAY.findall(text)) != 1:
         return None
     text = _DELAY.sub(lambda m: f"{m.group(1)}max_queue_delay_microseconds: {int(window_us)}", text)
+    if serving:
+        if len(_MBS.findall(text)) != 1 or len(_PREFERRED.findall(text)) != 1 or len(_COUNT.findall(text)) != 1:
+            return None
+        text = _MBS.sub(f"max_batch_size: {int(serving['max_batch_size'])}", text)
+        sizes = ", ".join(str(int(p)) for p in serving["preferred_batch_size"])
+        text = _PREFERRED.sub(lambda m: f"{m.group(1)}preferred_batch_size: [ {sizes} ]", text)
+        text = _COUNT.sub(lambda m: f"{m.group(1)}{int(serving['instance_count'])}", text)
     return _SOURCE.sub(lambda m: f"{m.group(1)}# The batching window: {TUNED_SOURCE}.", text)
 
 
@@ -325,7 +440,11 @@ def write_local_config(repository: str, model: str, window_us: int, manifest: st
 
 
 def write_local_record(path: str, model: str, window_us: int, why: str, when: str) -> None:
-    """Record ``model``'s window in ``path`` on this machine: a temporary file, fsync, rename."""
+    """Record ``model``'s window in ``path`` on this machine: a temporary file, fsync, rename; never onto a
+    file that is not bringup's record (see :func:`local_record_problem`)."""
+    why = local_record_problem(path)
+    if why:
+        raise TunerError(f"not recording in {path}: {why}")
     try:
         with open(path, encoding="utf-8") as f:
             old = f.read()
@@ -481,8 +600,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=None, help="stop after this many intervals")
     p.add_argument("--for", dest="seconds", type=float, default=None, help="stop after this many seconds")
     a = p.parse_args(argv)
-    if a.target_p95_ms <= 0 or a.interval <= 0:
-        p.error("--target-p95-ms and --interval must be above 0")
+    if not (0 < a.target_p95_ms < math.inf):
+        p.error(f"--target-p95-ms {a.target_p95_ms}: must be a finite number above 0")
+    if not (0.1 <= a.interval < math.inf):
+        p.error(f"--interval {a.interval}: must be a finite number of seconds, at least 0.1")
+    if a.seconds is not None and not (0 < a.seconds < math.inf):
+        p.error(f"--for {a.seconds}: must be a finite number of seconds above 0")
+    if a.steps is not None and a.steps < 1:
+        p.error(f"--steps {a.steps}: must be at least 1")
+    why = local_record_problem(a.record)
+    if why:
+        p.error(f"--record {a.record}: {why}")
     signal.signal(signal.SIGTERM, _stop)
     api = TritonHTTP(a.http, a.metrics)
 

@@ -1,4 +1,9 @@
-"""``invoke bench`` and ``tune-window``: a host's Triton latency and its batching window (:mod:`bringup.latency`)."""
+"""``invoke bench``, ``tune-window`` and ``tune``: a host's Triton latency and its serving configuration
+(:mod:`bringup.latency`).
+
+Every option is taken as text and checked by :mod:`bringup.latency.options` before anything is contacted:
+a value that does not hold is one ``error:`` line, exit 1 (never Invoke's traceback, never a run with NaN).
+"""
 from __future__ import annotations
 
 import json
@@ -10,7 +15,7 @@ from ..errors import BringupError, InputError, Unreachable
 from .context import console as new_console
 from .context import fail, options, prepared, unreachable
 
-__all__ = ["bench", "tune_window"]
+__all__ = ["bench", "tune_window", "tune"]
 
 _HELP = {
     **options("inventory", "set"),
@@ -23,7 +28,7 @@ _HELP = {
     "warmup": "seconds of warm-up per point (default 2)",
     "duration": "seconds of the steady window per point (default 5)",
     "processes": "client processes (default: min(8, CPUs))",
-    "client-cpus": "CPUs the client processes may run on, e.g. 0,1 (default: all)",
+    "client-cpus": "CPUs the client processes may run on, e.g. 0,1 or 0-3 (default: all)",
     "cpu-limit": "share of a core at which a client event loop counts as saturated (default 0.85)",
     "microbatch-us": "client micro-batching window in µs (1..1000); off by default",
     "microbatch-max": "client micro-batch rows at most (default 8)",
@@ -32,59 +37,114 @@ _HELP = {
     "input-name": "input tensor name (for a model outside triton_models)",
     "input-shape": "one item's dims, e.g. 3,224,224",
     "dtype": "input data type (FP16, FP32, TYPE_FP16, ...)",
-    "out": "folder for JSON, CSV and PNG (default reports/bench)",
+    "out": "folder for JSON, CSV and PNG (default reports/bench; the checklist finds results in any folder)",
     "no-plot": "skip the PNG",
 }
 
+#: pydantic field -> the flag that set it, for one-line refusals.
+_FLAGS = {"batches": "--batch", "concurrency": "--concurrency", "windows": "--window-us", "warmup_s": "--warmup",
+          "duration_s": "--duration", "processes": "--processes", "client_cpus": "--client-cpus",
+          "cpu_limit": "--cpu-limit", "microbatch_us": "--microbatch-us", "microbatch_max": "--microbatch-max",
+          "interval_s": "--interval", "steps": "--steps", "seconds": "--for", "http_port": "--http-port",
+          "metrics_port": "--metrics-port", "target_p95_ms": "--target-p95-ms", "budget_s": "--budget",
+          "instances": "--instances", "max_batches": "--max-batch"}
 
-def _windows(text) -> list:
-    from ..latency.target import parse_windows
+
+def _given(v) -> bool:
+    return v is not None and str(v).strip() != ""
+
+
+def _windows(text, flag: str = "--window-us") -> list:
+    """``deployed``, ``none``/``off`` or µs 0..1500, comma separated."""
+    from ..latency.options import whole
 
     out: list = []
-    rest = []
-    for t in str(text).split(","):
-        if t.strip().lower() == "deployed":
+    for t in [t.strip() for t in str(text).split(",")]:
+        if t.lower() == "deployed":
             out.append("deployed")
-        elif t.strip():
-            rest.append(t.strip())
-            out.append(None if t.strip().lower() in ("none", "off") else parse_windows(t.strip())[0])
-    if rest:
-        parse_windows(",".join(rest))
-    return out or ["deployed"]
+        elif t.lower() in ("none", "off"):
+            out.append(None)
+        else:
+            try:
+                out.append(whole(t, flag, 0, 1500))
+            except InputError:
+                raise InputError(f"{flag} {text!r}: {t!r} is not 'deployed', 'none' or whole µs within 0..1500") \
+                    from None
+    return list(dict.fromkeys(out))
+
+
+def _client(warmup, duration, processes, client_cpus, cpu_limit) -> dict:
+    from ..latency.options import MAX_PROCESSES, cpus, number, whole
+
+    return {"warmup_s": number(warmup, "--warmup"), "duration_s": number(duration, "--duration"),
+            "processes": whole(processes, "--processes", 0, MAX_PROCESSES),
+            "client_cpus": cpus(client_cpus) if _given(client_cpus) else None,
+            "cpu_limit": number(cpu_limit, "--cpu-limit")}
+
+
+def _load_lists(batch, concurrency) -> dict:
+    from ..latency.options import MAX_BATCH, MAX_CONCURRENCY, whole_list
+
+    return {"batches": whole_list(batch, "--batch", 1, MAX_BATCH),
+            "concurrency": whole_list(concurrency, "--concurrency", 1, MAX_CONCURRENCY)}
+
+
+def _address(address):
+    if not _given(address):
+        return None
+    a = str(address).strip()
+    if any(ch.isspace() for ch in a) or "/" in a or len(a) > 255:
+        raise InputError(f"--address {address!r}: a host name or IP address")
+    return a
+
+
+def _port(v, flag: str):
+    from ..latency.options import whole
+
+    return whole(v, flag, 1, 65535) if _given(v) else None
+
+
+def _target(inventory, set_, host, hv_model, address, grpc_port, **inp):
+    from ..latency.target import resolve
+
+    _, chosen, _, _, role_vars = prepared(inventory, set_, host, None, None, "triton")
+    hv = role_vars[chosen[0].name]
+    return chosen[0], hv, resolve(chosen[0], hv, model=hv_model, address=address, grpc_port=grpc_port, **inp)
+
+
+def _goal(target_p95_ms, target) -> float:
+    from ..latency.options import number
+
+    goal = target_p95_ms if _given(target_p95_ms) else target.slo_p95_ms
+    if goal is None:
+        raise InputError("give --target-p95-ms or set latency_slo_p95_ms in the inventory")
+    return number(goal, "--target-p95-ms" if _given(target_p95_ms) else "latency_slo_p95_ms", lo=0, lo_open=True,
+                  hi=3_600_000, unit="ms")
 
 
 @task(iterable=["set_"], auto_shortflags=False, help=_HELP)
-def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", window_us=None, warmup=2.0,
-          duration=5.0, processes=0, client_cpus=None, cpu_limit=0.85, microbatch_us=None, microbatch_max=8,
+def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", window_us=None, warmup="2",
+          duration="5", processes="0", client_cpus=None, cpu_limit="0.85", microbatch_us=None, microbatch_max="8",
           address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory="hosts",
           set_=None, out="reports/bench", no_plot=False):
     """Closed-loop latency sweep against a host's Triton: p50/p95/p99, QPS, Triton's view; reports/bench/."""
     from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
+    from ..latency.options import BenchOptions, out_folder, read, whole
     from ..latency.results import render_table, write_all
-    from ..latency.target import parse_int_list, resolve
 
     console = new_console()
     try:
         if not host:
             raise InputError("bench takes one --host")
-        _, chosen, _, _, role_vars = prepared(inventory, set_, host, None, None, "triton")
-        target = resolve(chosen[0], role_vars[chosen[0].name], model=model, address=address,
-                         grpc_port=grpc_port, input_name=input_name, input_shape=input_shape, dtype=dtype)
-        try:
-            warm, dur, lim = float(warmup), float(duration), float(cpu_limit)
-        except (TypeError, ValueError):
-            raise InputError("--warmup, --duration and --cpu-limit are numbers") from None
-        if warm < 0 or dur <= 0 or not 0 < lim <= 1:
-            raise InputError("--warmup >= 0, --duration > 0 and 0 < --cpu-limit <= 1")
-        mb = parse_int_list(microbatch_us, "microbatch-us")[0] if microbatch_us not in (None, "") else None
-        if mb is not None and mb > 1000:
-            raise InputError(f"--microbatch-us {mb}: the client window is at most 1000 µs")
-        s = BenchSettings(batches=parse_int_list(batch, "batch"), concurrency=parse_int_list(concurrency,
-                          "concurrency"), windows=_windows(window_us) if window_us else ["deployed"],
-                          warmup_s=warm, duration_s=dur, processes=parse_int_list(processes, "processes", 0)[0],
-                          client_cpus=parse_int_list(client_cpus, "client-cpus", 0) if client_cpus else None,
-                          cpu_limit=lim, microbatch_us=mb,
-                          microbatch_max=parse_int_list(microbatch_max, "microbatch-max")[0])
+        o = read(BenchOptions, _FLAGS, **_load_lists(batch, concurrency),
+                 windows=_windows(window_us) if _given(window_us) else ["deployed"],
+                 **_client(warmup, duration, processes, client_cpus, cpu_limit),
+                 microbatch_us=whole(microbatch_us, "--microbatch-us", 1, 1000) if _given(microbatch_us) else None,
+                 microbatch_max=whole(microbatch_max, "--microbatch-max", 1, 1 << 16))
+        out_dir = out_folder(out)
+        _, _, target = _target(inventory, set_, host, model, _address(address), _port(grpc_port, "--grpc-port"),
+                               input_name=input_name, input_shape=input_shape, dtype=dtype)
+        s = BenchSettings(**o.model_dump())
         n_points = len(s.windows) * len(s.batches) * len(s.concurrency)
         console.print(f"bench {target.host}: {target.model} at {target.url}, {n_points} point(s) of "
                       f"{s.warmup_s:g}+{s.duration_s:g} s, {s.resolved_processes()} client process(es)",
@@ -92,6 +152,7 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
 
         def progress(row):
             flag = " client-bound" if row["client_bound"] else ""
+            flag += " (Triton reloaded during this point)" if row.get("reloaded") else ""
             p95 = "-" if row["p95_ms"] is None else f"{row['p95_ms']:.1f} ms"
             console.print(f"  {row['window']} batch {row['batch']} conc {row['concurrency']}: p95 {p95}, "
                           f"{row['items_per_s']:.0f} items/s{flag}", style="dim")
@@ -101,7 +162,7 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
         raise unreachable(e) from None
     except BringupError as e:
         raise fail(e) from None
-    paths = write_all(doc, Path(out), plot=not no_plot)
+    paths = write_all(doc, out_dir, plot=not no_plot)
     render_table(doc, console)
     console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
 
@@ -114,59 +175,61 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
     "batch": "request batch of the fixed load (default 1)",
     "concurrency": "requests in flight of the fixed load (default 64)",
     "follow": "continuous mode: every --interval read Triton's p95 and queue time under the traffic it has "
-              "(no load generated) and step the window by the guide's rule; Ctrl-C stops",
-    "interval": "--follow: seconds between steps (default 10)",
+              "(no load generated) and step the window by the guide's rule, within the serving configuration "
+              "in force (invoke tune's); Ctrl-C stops",
+    "interval": "--follow: seconds between steps (default 10, at least 0.1)",
     "steps": "--follow: stop after this many intervals",
     "for": "--follow: stop after this many seconds",
-    "record": "--follow: the file on the host recording the window in force (default "
-              "/etc/bringup/triton-window.json, which provision reads)",
+    "record": "--follow: bringup's record on the host of the window in force, a *.json file in a folder named "
+              "bringup (default /etc/bringup/triton-window.json, which provision reads); another file is refused",
     "http-port": "--follow: Triton's HTTP port instead of triton_ports.http",
     "metrics-port": "--follow: Triton's metrics port instead of triton_ports.metrics"})
 def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,1500", batch="1",
-                concurrency="64", model=None, warmup=2.0, duration=5.0, processes=0, client_cpus=None,
+                concurrency="64", model=None, warmup="2", duration="5", processes="0", client_cpus=None,
                 address=None, grpc_port=None, inventory="hosts", set_=None, out="reports/bench", follow=False,
-                interval=10.0, steps=None, for_=None, record=None, http_port=None, metrics_port=None):
+                interval="10", steps=None, for_=None, record=None, http_port=None, metrics_port=None):
     """Window tuning: one-shot sweep under a fixed load, or --follow: the guide's controller on live traffic."""
     from datetime import datetime
 
     from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
-    from ..latency.results import plot_doc
-    from ..latency.target import parse_int_list, parse_windows, resolve
+    from ..latency.options import BenchOptions, FollowOptions, TuneWindowOptions, number, out_folder, read, whole
+    from ..latency.results import plot_tune_window, remember
     from ..latency.tune import pick
+    from ..latency.window_tuner import RECORD, record_path_problem
 
     console = new_console()
     try:
         if not host:
             raise InputError("tune-window takes one --host")
-        _, chosen, _, _, role_vars = prepared(inventory, set_, host, None, None, "triton")
-        hv = role_vars[chosen[0].name]
-        target = resolve(chosen[0], hv, model=model if model or not follow else "", address=address,
-                         grpc_port=grpc_port)
-        goal = target_p95_ms if target_p95_ms is not None else target.slo_p95_ms
-        try:
-            goal = float(goal)
-        except (TypeError, ValueError):
-            raise InputError("give --target-p95-ms or set latency_slo_p95_ms in the inventory") from None
-        if goal <= 0:
-            raise InputError(f"--target-p95-ms {goal:g}: must be above 0")
-        if follow:
-            _follow(console, chosen[0], hv, target.address, [model] if model else [], goal, interval, steps, for_,
-                    record, http_port, metrics_port, Path(out))
-            return
-        ws = [w for w in parse_windows(windows) if w is not None]
+        ws = [w for w in _windows(windows, "--windows") if w not in (None, "deployed")]
         if not ws:
-            raise InputError("--windows: give windows in µs")
-        s = BenchSettings(batches=parse_int_list(batch, "batch"), concurrency=parse_int_list(concurrency,
-                          "concurrency"), windows=ws, warmup_s=float(warmup), duration_s=float(duration),
-                          processes=parse_int_list(processes, "processes", 0)[0],
-                          client_cpus=parse_int_list(client_cpus, "client-cpus", 0) if client_cpus else None)
+            raise InputError(f"--windows {windows!r}: give windows in µs")
+        load = _load_lists(batch, concurrency)
+        client = _client(warmup, duration, processes, client_cpus, "0.85")
+        fo = read(FollowOptions, _FLAGS, interval_s=number(interval, "--interval"),
+                  steps=whole(steps, "--steps", 1, 10_000_000) if _given(steps) else None,
+                  seconds=number(for_, "--for") if _given(for_) else None,
+                  http_port=_port(http_port, "--http-port"), metrics_port=_port(metrics_port, "--metrics-port"))
+        out_dir = out_folder(out)
+        path = str(record) if _given(record) else RECORD
+        why = record_path_problem(path)
+        if why:
+            raise InputError(f"--record {path}: {why}")
+        inv_host, hv, target = _target(inventory, set_, host, model if model or not follow else "",
+                                       _address(address), _port(grpc_port, "--grpc-port"))
+        goal = read(TuneWindowOptions, _FLAGS, target_p95_ms=_goal(target_p95_ms, target), windows=ws).target_p95_ms
+        if follow:
+            _follow(console, inv_host, hv, target.address, [model] if model else [], goal, fo, path, out_dir)
+            return
+        s = BenchSettings(**read(BenchOptions, _FLAGS, **load, windows=ws, **client).model_dump())
         console.print(f"tune-window {target.host}: {target.model}, windows {ws} µs at batch {s.batches} "
                       f"× concurrency {s.concurrency}, target p95 {goal:g} ms", style="dim")
 
         def progress(row):
             console.print(f"  window {row['window_us']} µs: p95 {row['p95_ms']} ms, {row['items_per_s']:.0f} "
                           f"items/s, Triton batch {(row.get('triton') or {}).get('avg_batch')}"
-                          + (" client-bound" if row["client_bound"] else ""), style="dim")
+                          + (" client-bound" if row["client_bound"] else "")
+                          + (" (Triton reloaded during this point)" if row.get("reloaded") else ""), style="dim")
 
         doc = run_sweep(target, s, on_point=progress)
     except TritonUnreachable as e:
@@ -176,57 +239,60 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
     doc["kind"] = "bringup-tune-window"
     doc["slo_p95_ms"] = goal
     doc["tune"] = pick(doc, goal)
-    out_dir = Path(out)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
     path = out_dir / f"{target.host}-tune-{stamp}.json"
     path.write_text(json.dumps(doc, indent=2) + "\n")
-    plot_doc(doc, path.with_suffix(".png"))
+    remember(target.host, path)
+    plot_tune_window(doc, path.with_suffix(".png"))
     for t in doc["tune"]["windows"]:
-        console.print(f"window {t['window_us']:>5} µs: p95 {t['p95_ms']} ms, {t['items_per_s']:.0f} items/s, "
-                      f"Triton batch {t['avg_batch']}{'  meets' if t['meets'] else ''}"
-                      f"{'  client-bound: no verdict' if t['client_bound'] else ''}")
+        p95 = "-" if t["p95_ms"] is None else f"{t['p95_ms']:.1f} ms"
+        console.print(f"window {t['window_us']:>5} µs: p95 {p95}, {t['items_per_s']:.0f} items/s, "
+                      f"Triton batch {t['avg_batch']}{f'  meets {goal:g} ms' if t['meets'] else ''}"
+                      f"{'  client-bound: no verdict' if t['client_bound'] else ''}"
+                      f"{'  Triton reloaded: no verdict' if t.get('reloaded') else ''}")
     console.print(f"[bold]{doc['tune']['why']}[/]")
     console.print(f"report: {path}, {path.with_suffix('.png')}", style="dim")
     if doc["tune"]["chosen_window_us"] is None:
         raise Exit(code=2)
 
 
-def _follow(console, host, hv: dict, address: str, models: list, goal: float, interval, steps, seconds, record,
-            http_port, metrics_port, out: Path) -> None:
-    """``tune-window --follow``: the host's controller from here, until --steps, --for or Ctrl-C."""
-    from datetime import datetime, timezone
-
+def _record_at(host, path: str):
+    """A connection to ``host`` and the checked record path there (refused before any Triton is contacted)."""
     from ..connection import connect
-    from ..latency.follow import follow, remote_record
-    from ..latency.window_tuner import RECORD, TritonHTTP, TunerError, manifest_of
-    from ..latency.window_tuner import Unreachable as TritonDown
+    from ..latency.follow import check_remote_record
 
-    try:
-        ivl = float(interval)
-        n = int(steps) if steps not in (None, "") else None
-        secs = float(seconds) if seconds not in (None, "") else None
-    except (TypeError, ValueError):
-        raise InputError("--interval and --for are seconds, --steps a whole number") from None
-    if ivl <= 0 or (n is not None and n < 1) or (secs is not None and secs <= 0):
-        raise InputError("--interval and --for must be above 0, --steps at least 1")
-    ports = hv.get("triton_ports") or {}
-    hp, mp = http_port or ports.get("http", 8000), metrics_port or ports.get("metrics", 8002)
-    api = TritonHTTP(f"http://{address}:{int(hp)}", f"http://{address}:{int(mp)}/metrics")
-    path = record or RECORD
-    if not str(path).startswith("/"):
-        raise InputError(f"--record {path!r}: an absolute path on the host")
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    log = out / f"{host.name}-window-{stamp}.jsonl"
     try:
         t = connect(host)
     except Unreachable as e:
         raise unreachable(e) from None
+    try:
+        check_remote_record(t, path)
+    except BaseException:
+        t.close()
+        raise
+    return t
+
+
+def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo, path: str, out: Path) -> None:
+    """``tune-window --follow``: the host's controller from here, until --steps, --for or Ctrl-C."""
+    from datetime import datetime, timezone
+
+    from ..latency.follow import follow, remote_record
+    from ..latency.window_tuner import TritonHTTP, TunerError, manifest_of
+    from ..latency.window_tuner import Unreachable as TritonDown
+
+    ports = hv.get("triton_ports") or {}
+    hp, mp = fo.http_port or ports.get("http", 8000), fo.metrics_port or ports.get("metrics", 8002)
+    api = TritonHTTP(f"http://{address}:{int(hp)}", f"http://{address}:{int(mp)}/metrics")
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    log = out / f"{host.name}-window-{stamp}.jsonl"
+    t = _record_at(host, path)
     ran = 0
     try:
-        ran = follow(api, models, goal, ivl, record=remote_record(t, path, hv.get("triton_model_repository"),
-                                                                 manifest_of(hv.get("triton_stack_dir") or "/opt/triton")),
-                     log_path=log, steps=n, seconds=secs,
+        ran = follow(api, models, goal, fo.interval_s, record=remote_record(t, path, hv.get("triton_model_repository"),
+                                                                           manifest_of(hv.get("triton_stack_dir") or "/opt/triton")),
+                     log_path=log, steps=fo.steps, seconds=fo.seconds,
                      say=lambda text: console.print(text, markup=False, highlight=False))
     except KeyboardInterrupt:
         console.print("stopped (Ctrl-C)", style="dim")
@@ -245,3 +311,130 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, in
             else None
     console.print(f"{ran} interval(s); log: {log}{f', {png}' if png else ''}; window recorded in {path} on "
                   f"{host.name}", style="dim")
+
+
+@task(name="tune", iterable=["set_"], auto_shortflags=False, help={
+    **{k: _HELP[k] for k in ("host", "inventory", "set", "model", "warmup", "duration", "processes",
+                             "client-cpus", "cpu-limit", "address", "grpc-port", "out", "no-plot")},
+    "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
+    "batch": "request batch of the fixed load (default 1)",
+    "concurrency": "requests in flight of the fixed load (default 64)",
+    "instances": "instance counts per GPU to try, 1-4, comma separated (default 1,2,3,4)",
+    "max-batch": "max_batch_size values to try, comma separated (default: the model's, its half and quarter)",
+    "windows": "windows to try in µs in the last stage, comma separated (default 200,400,800,1200,1500; the "
+               "middle one is the window of the first stages)",
+    "budget": "minutes the search may take, reloads included (default 10): configurations left then are not "
+              "tried",
+    "record": "bringup's record on the host (default /etc/bringup/triton-window.json, which provision reads)",
+    "no-record": "measure only: the model's own configuration serves again and nothing is recorded"})
+def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="64", instances="1,2,3,4",
+         max_batch=None, windows="200,400,800,1200,1500", budget="10", warmup="2", duration="5", processes="0",
+         client_cpus=None, cpu_limit="0.85", address=None, grpc_port=None, inventory="hosts", set_=None,
+         out="reports/bench", no_plot=False, record=None, no_record=False):
+    """The serving configuration for a p95 target: instances, batch sizes and window, searched under a fixed load."""
+    from datetime import datetime, timezone
+
+    from ..latency.bench import TritonUnreachable
+    from ..latency.follow import remote_record
+    from ..latency.options import BenchOptions, TuneOptions, number, out_folder, read, whole_list
+    from ..latency.results import remember, render_tune, write_tune
+    from ..latency.tune import SEARCH, TuneSettings, point_cost_s, run_tune
+    from ..latency.window_tuner import RECORD, TunerError, manifest_of, record_path_problem
+
+    console = new_console()
+    t = None
+    try:
+        if not host:
+            raise InputError("tune takes one --host")
+        load = _load_lists(batch, concurrency)
+        if len(load["batches"]) != 1 or len(load["concurrency"]) != 1:
+            raise InputError("tune measures under one fixed load: give one --batch and one --concurrency")
+        client = _client(warmup, duration, processes, client_cpus, cpu_limit)
+        read(BenchOptions, _FLAGS, **load, **client)
+        budget_min = number(budget, "--budget", lo=0, lo_open=True, hi=24 * 60, unit="min")
+        win = [w for w in _windows(windows, "--windows") if w not in (None, "deployed")]
+        if not win:
+            raise InputError(f"--windows {windows!r}: give windows in µs")
+        inst = whole_list(instances, "--instances", -(1 << 31), 1 << 31)
+        mbs = whole_list(max_batch, "--max-batch", -(1 << 31), 1 << 31) if _given(max_batch) else None
+        out_dir = out_folder(out)
+        path = str(record) if _given(record) else RECORD
+        if not no_record:
+            why = record_path_problem(path)
+            if why:
+                raise InputError(f"--record {path}: {why}")
+        # The target after the flags: the inventory is read, nothing contacted yet.
+        inv_host, hv, target = _target(inventory, set_, host, model, _address(address), _port(grpc_port, "--grpc-port"))
+        o = read(TuneOptions, _FLAGS, target_p95_ms=_goal(target_p95_ms, target), budget_s=budget_min * 60,
+                 instances=inst, max_batches=mbs, windows=win)
+        s = TuneSettings(target_ms=o.target_p95_ms, batch=load["batches"][0], concurrency=load["concurrency"][0],
+                         instances=o.instances, max_batches=o.max_batches, windows=o.windows, budget_s=o.budget_s,
+                         **client)
+        if s.budget_s < point_cost_s(s):
+            raise InputError(f"--budget {budget_min:g} min is shorter than one point ({point_cost_s(s):.1f} s of "
+                             "warm-up, steady window and reading Triton)")
+        if not no_record:
+            t = _record_at(inv_host, path)
+        console.print(f"tune {target.host}: {target.model} at {target.url}, target p95 {s.target_ms:g} ms at "
+                      f"concurrency {s.concurrency} × batch {s.batch}, budget {s.budget_s / 60:g} min, "
+                      f"{s.resolved_processes()} client process(es)", style="dim")
+        console.print(f"search: {SEARCH}", style="dim", markup=False, highlight=False)
+
+        def stage(n, name, best, todo):
+            console.print(f" stage {n} ({name}) from {best.label()}: {len(todo)} configuration(s) to try",
+                          style="dim", markup=False, highlight=False)
+
+        def progress(row):
+            p95 = "-" if row["p95_ms"] is None else f"{row['p95_ms']:.1f} ms"
+            console.print(f"  {row.get('config') or row['tried']}: reload {row['reload_s']:.1f} s, p95 {p95}, "
+                          f"{row['items_per_s']:.0f} items/s, Triton batch "
+                          f"{(row.get('triton') or {}).get('avg_batch')}: {row['verdict']}",
+                          style="dim", markup=False, highlight=False)
+
+        doc = run_tune(target, s, keep=not no_record, on_point=progress, on_stage=stage)
+    except TritonUnreachable as e:
+        if t:
+            t.close()
+        raise unreachable(e) from None
+    except BringupError as e:
+        if t:
+            t.close()
+        raise fail(e) from None
+    paths = write_tune(doc, out_dir, plot=not no_plot)
+    remember(target.host, paths["json"])
+    render_tune(doc, console)
+    console.print(f"[bold]{doc['why']}[/]")
+    ch = doc["chosen"]
+    try:
+        if ch and t is not None:
+            if ch["window_us"] is None:
+                console.print("not recorded: the model has no dynamic batching to record a window of", style="dim")
+            else:
+                when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                serving = {k: ch[k] for k in ("instance_count", "max_batch_size", "preferred_batch_size")}
+                remote_record(t, path, hv.get("triton_model_repository"),
+                              manifest_of(hv.get("triton_stack_dir") or "/opt/triton"))(
+                    target.model, ch["window_us"], f"invoke tune: {doc['why']}", when, serving)
+                console.print(f"serving {ch['label']}; recorded in {path} on {target.host}", markup=False,
+                              highlight=False)
+                for pin in _pins(hv, target.model):
+                    console.print(f"note: the inventory pins {pin}: a provision restores the pin", style="yellow",
+                                  markup=False, highlight=False)
+    except TunerError as e:
+        raise fail(e) from None
+    finally:
+        if t:
+            t.close()
+    console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
+    if ch is None:
+        raise Exit(code=2)
+
+
+def _pins(hv: dict, model: str) -> list[str]:
+    """What the inventory pins of ``model``'s serving configuration (a provision renders the pin, not the record)."""
+    spec = (hv.get("triton_models") or {}).get(model) or {}
+    out = [f"triton_models.{model}.{k}" for k in ("instance_count", "preferred_batch_size",
+                                                   "max_queue_delay_microseconds") if spec.get(k) is not None]
+    if spec.get("max_queue_delay_microseconds") is None and hv.get("triton_max_queue_delay_microseconds") is not None:
+        out.append("triton_max_queue_delay_microseconds")
+    return out

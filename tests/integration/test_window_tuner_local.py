@@ -120,7 +120,7 @@ class Load:
 def _follow(cwd: Path, *args: str, timeout: float = 180) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "tune-window",
                            "--host", "local-01", "--follow", "--interval", "0.4", "--record",
-                           str(cwd / "etc" / "triton-window.json"), "--out", str(cwd / "reports"), *args],
+                           str(cwd / "etc" / "bringup" / "triton-window.json"), "--out", str(cwd / "reports"), *args],
                           cwd=cwd, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "250"})
 
@@ -134,7 +134,7 @@ def _entries(cwd: Path) -> list[dict]:
 
 
 def _record(cwd: Path) -> dict:
-    return json.loads((cwd / "etc" / "triton-window.json").read_text())
+    return json.loads((cwd / "etc" / "bringup" / "triton-window.json").read_text())
 
 
 def test_reachable_target_widens_step_by_step_to_1500_and_drops_nothing(work, triton):
@@ -188,7 +188,7 @@ def test_no_traffic_no_step(work, triton):
     es = _entries(work)
     assert [e["action"] for e in es] == ["none"] * 3 and all("no traffic" in e["why"] for e in es)
     assert _served(triton) == 800
-    assert not (work / "etc" / "triton-window.json").exists()
+    assert not (work / "etc" / "bringup" / "triton-window.json").exists()
 
 
 def test_the_shipped_module_runs_alone_as_the_hosts_service_would(work, triton):
@@ -196,8 +196,8 @@ def test_the_shipped_module_runs_alone_as_the_hosts_service_would(work, triton):
     shipped = work / "lib" / "window_tuner.py"
     shipped.parent.mkdir()
     shutil.copy(MODULE, shipped)
-    rec, log = work / "etc" / "triton-window.json", work / "log" / "tuner.jsonl"
-    (work / "etc").mkdir()
+    rec, log = work / "etc" / "bringup" / "triton-window.json", work / "log" / "tuner.jsonl"
+    (work / "etc" / "bringup").mkdir(parents=True)
     rec.write_text(json.dumps({"other": {"window_us": 300, "when": "x", "why": "kept"}}))
     with Load(triton) as load:
         cp = subprocess.run([sys.executable, "-I", "-S", str(shipped), "--target-p95-ms", "10000",

@@ -247,7 +247,7 @@ def test_tuned_window_is_what_provision_renders_and_a_pin_wins():
     assert "max_queue_delay_microseconds: 800" in deployed                   # nothing tuned: 800
     # The tuner steps to 1150: its record (through the fact's parser) and its rewrite of the file on disk ...
     fact = parse_triton_window(record_text("", "add", 1150, "p95 20.0 ms <= 50 ms", "2026-01-01T00:00:00+00:00"))
-    assert fact == {"windows": {"add": 1150}, "error": None}
+    assert fact == {"windows": {"add": 1150}, "configs": {}, "error": None}
     on_disk = config_text(deployed, 1150)
     # ... are exactly what the role renders from that fact: the next provision changes nothing.
     tuned = T.model_configs(v, {"triton.window": fact}, render)
@@ -304,3 +304,49 @@ def test_a_tuned_config_stays_one_the_triton_role_shipped(tmp_path):
     Path(manifest).write_text(format_manifest({}, str(repo)))
     before = Path(manifest).read_text()
     assert write_local_config(str(repo), "add", 1000, manifest) and Path(manifest).read_text() == before
+
+
+def test_a_tuned_serving_config_is_what_provision_renders_reloads_in_place_and_a_pin_wins():
+    """invoke tune records instances, max_batch_size and preferred sizes beside the window; the host's
+    config.pbtxt is rewritten to exactly what the role renders from that record (the next provision changes
+    nothing), the revision ignores them (a change reloads, never restarts), the inventory's pins win, and the
+    window controller's later steps keep the configuration."""
+    import roles.triton as T
+    from bringup.facts.triton import parse_triton_window
+    from bringup.latency.window_tuner import config_text, read_record, record_text
+    from bringup.templates import Templates
+
+    render = Templates(Path(__file__).resolve().parents[2] / "templates").render
+    spec = {"backend": "python", "max_batch_size": 16,
+            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+            "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}]}
+    v = {**T.DEFAULTS, "gpu_profile": "l40s", "triton_models": {"add": spec}}
+    facts = {"nvidia.smi": [{"index": 0}, {"index": 1}]}
+    deployed = T.model_configs(v, facts, render)["add"]
+    assert "count: 2 gpus: [ 0, 1 ]" in deployed and "preferred_batch_size: [ 2, 4, 8, 16 ]" in deployed
+    serving = {"instance_count": 3, "max_batch_size": 8, "preferred_batch_size": [8]}
+    text = record_text("", "add", 400, "invoke tune: ...", "2026-01-01T00:00:00+00:00", serving)
+    fact = parse_triton_window(text)
+    assert fact["configs"] == {"add": serving} and fact["windows"] == {"add": 400}
+    on_disk = config_text(deployed, 400, serving)
+    tuned = T.model_configs(v, {**facts, "triton.window": fact}, render)["add"]
+    assert tuned == on_disk
+    assert "count: 3 gpus: [ 0, 1 ]" in tuned and "max_batch_size: 8" in tuned
+    assert "preferred_batch_size: [ 8 ]" in tuned and "max_queue_delay_microseconds: 400" in tuned
+    # The revision is the same: a provision after tune reloads nothing new and recreates no container.
+    strip = lambda t: T._TUNED_LINES.sub("", T._WINDOW_LINE.sub("", t))  # noqa: E731
+    assert strip(tuned) == strip(deployed)
+    # The window controller's step later keeps the configuration in the record.
+    stepped = read_record(record_text(text, "add", 450, "p95 3.0 ms <= 50 ms", "2026-01-02T00:00:00+00:00"))
+    assert stepped["add"]["window_us"] == 450 and {k: stepped["add"][k] for k in serving} == serving
+    # Pins: the entry's instance_count and preferred sizes win, the tuned max_batch_size never exceeds the entry's.
+    pinned = {**v, "triton_models": {"add": {**spec, "instance_count": 1, "preferred_batch_size": [2, 4]}}}
+    p = T.model_configs(pinned, {**facts, "triton.window": fact}, render)["add"]
+    assert "count: 1 gpus" in p and "preferred_batch_size: [ 2, 4 ]" in p and "max_batch_size: 8" in p
+    small = {**v, "triton_models": {"add": {**spec, "max_batch_size": 4}}}
+    assert "max_batch_size: 4" in T.model_configs(small, {**facts, "triton.window": fact}, render)["add"]
+    # A malformed serving entry is the record's error, as a bad window is.
+    bad = parse_triton_window('{"add": {"window_us": 400, "instance_count": "3"}}')
+    assert bad["configs"] == {} and "malformed serving configuration" in bad["error"]
+    # A config the role did not render is never rewritten.
+    assert config_text('name: "m"\nmax_queue_delay_microseconds: 5\n', 900, serving) is None

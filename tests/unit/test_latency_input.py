@@ -1,0 +1,229 @@
+"""Issue 26 item 2: every option of bench, tune-window and tune is checked like inventory input.
+
+Through the CLI in a subprocess, from a temporary folder, against an inventory host whose Triton ports
+answer nothing (free ports on 127.0.0.1): a value that is refused must be refused before anything is
+contacted, as one ``error:`` line and exit 1.  Before these checks the same commands went on to Triton
+(exit 4, "unreachable"), ran with NaN, or ended in Invoke's traceback.  The second channel: no report is
+written and no record file appears.
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .test_bad_input import _refused
+
+REPO = Path(__file__).resolve().parents[2]
+CHECKS = ("one clear line", "exit code", "nothing touched")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def work(tmp_path):
+    spec = {"backend": "python", "max_batch_size": 8,
+            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+            "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}]}
+    host = {"ansible_connection": "local", "ansible_host": "127.0.0.1", "gpu_profile": "cpu",
+            "triton_ports": {"http": _free_port(), "grpc": _free_port(), "metrics": _free_port()},
+            "triton_models": {"add": spec}}
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"local-01": host}}}))
+    return tmp_path
+
+
+def _invoke(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+CPU_TOO_HIGH = str(max(os.sched_getaffinity(0)) + 1000)
+
+
+@pytest.mark.reliability(item=26, fault="bench options: NaN, inf, words, out-of-range CPUs and ports, --out a file",
+                         variants=1, checks=CHECKS)
+@pytest.mark.parametrize("args, words", [
+    (["--warmup", "nan"], ["--warmup", "finite"]),
+    (["--duration", "inf"], ["--duration", "finite"]),
+    (["--duration", "0"], ["--duration"]),
+    (["--warmup", "abc"], ["--warmup", "number"]),
+    (["--processes", "x"], ["--processes", "whole number"]),
+    (["--processes", "100000"], ["--processes"]),
+    (["--cpu-limit", "nan"], ["--cpu-limit", "finite"]),
+    (["--client-cpus", CPU_TOO_HIGH], ["--client-cpus", CPU_TOO_HIGH, "not a CPU"]),
+    (["--concurrency", "1,100000000"], ["--concurrency", "100000000"]),
+    (["--grpc-port", "70000"], ["--grpc-port", "70000"]),
+    (["--microbatch-max", "0", "--microbatch-us", "100"], ["--microbatch-max"]),
+    (["--out", "hosts"], ["--out", "hosts", "not a folder"]),
+    (["--input-name", "INPUT0", "--input-shape", "3,0,224", "--dtype", "FP32"], ["--input-shape"]),
+    (["--input-name", "INPUT0", "--input-shape", "100000,100000,100000", "--dtype", "FP32"], ["--input-shape"]),
+])
+def test_bench_options_are_refused_before_triton_is_contacted(work, args, words):
+    _refused(_invoke(work, "bench", "--host", "local-01", "--model", "add", *args), work, *words)
+
+
+@pytest.mark.reliability(item=26, fault="tune-window options: --interval nan, NaN/inf targets and durations, --steps 0",
+                         variants=1, checks=CHECKS + ("no hang",))
+@pytest.mark.parametrize("args, words", [
+    (["--follow", "--target-p95-ms", "50", "--interval", "nan", "--steps", "1"], ["--interval", "finite"]),
+    (["--follow", "--target-p95-ms", "50", "--interval", "0.001", "--steps", "1"], ["--interval"]),
+    (["--follow", "--target-p95-ms", "50", "--for", "inf"], ["--for", "finite"]),
+    (["--follow", "--target-p95-ms", "50", "--steps", "0"], ["--steps"]),
+    (["--target-p95-ms", "nan"], ["--target-p95-ms", "finite"]),
+    (["--target-p95-ms", "inf"], ["--target-p95-ms", "finite"]),
+    (["--target-p95-ms", "50", "--windows", "200,9000"], ["--windows", "9000"]),
+    (["--target-p95-ms", "50", "--client-cpus", CPU_TOO_HIGH], ["--client-cpus", "not a CPU"]),
+    (["--target-p95-ms", "50", "--out", "hosts"], ["--out", "not a folder"]),
+    (["--follow", "--target-p95-ms", "50", "--http-port", "0"], ["--http-port"]),
+])
+def test_tune_window_options_are_refused_before_triton_is_contacted(work, args, words):
+    _refused(_invoke(work, "tune-window", "--host", "local-01", *args), work, *words)
+
+
+@pytest.mark.reliability(item=26, fault="tune options: --budget NaN/inf/0, instance counts outside 1-4, bad lists",
+                         variants=1, checks=CHECKS)
+@pytest.mark.parametrize("args, words", [
+    (["--budget", "nan"], ["--budget", "finite"]),
+    (["--budget", "inf"], ["--budget", "finite"]),
+    (["--budget", "0"], ["--budget"]),
+    (["--instances", "0,2"], ["--instances"]),
+    (["--instances", "1,5"], ["--instances", "5"]),
+    (["--target-p95-ms", "-1"], ["--target-p95-ms"]),
+    (["--max-batch", "x"], ["--max-batch"]),
+    (["--client-cpus", CPU_TOO_HIGH], ["--client-cpus", "not a CPU"]),
+    (["--budget", "0.01"], ["--budget", "shorter than one"]),
+])
+def test_tune_options_are_refused_before_triton_is_contacted(work, args, words):
+    base = ["--target-p95-ms", "30"] if "--target-p95-ms" not in args else []
+    _refused(_invoke(work, "tune", "--host", "local-01", "--model", "add", *base, *args), work, *words)
+
+
+# --------------------------------------------------------------------------- the tuner's record
+
+
+def _record_args(path) -> list[str]:
+    return ["tune-window", "--host", "local-01", "--follow", "--target-p95-ms", "50", "--interval", "1", "--steps",
+            "1", "--record", str(path)]
+
+
+@pytest.mark.reliability(item=26, fault="tune-window --record naming a file bringup did not write (/etc/passwd, "
+                         "a JSON of another program, a link, a device)", variants=1,
+                         checks=("one clear line", "exit code", "nothing touched", "others' files kept"))
+@pytest.mark.parametrize("case", ["passwd", "passwd-in-bringup", "other-json", "link", "device", "relative"])
+def test_a_record_path_that_is_not_bringups_file_is_refused(work, case):
+    bringup_dir = work / "etc" / "bringup"
+    bringup_dir.mkdir(parents=True)
+    if case == "passwd":          # the reported one, as a copy: the rule is the file's, not /etc's
+        path = work / "etc" / "passwd"
+        path.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    elif case == "passwd-in-bringup":
+        path = bringup_dir / "passwd"
+        path.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    elif case == "other-json":    # in bringup's folder, named .json, but not a record bringup wrote
+        path = bringup_dir / "other.json"
+        path.write_text(json.dumps({"registry-mirrors": ["https://m"]}))
+    elif case == "link":
+        target = work / "etc" / "passwd"
+        target.write_text("root:x:0:0:root:/root:/bin/bash\n")
+        path = bringup_dir / "triton-window.json"
+        path.symlink_to(target)
+    elif case == "device":
+        path = Path("/dev/null")
+    else:
+        path = Path("etc/bringup/triton-window.json")
+    before = {p: p.read_bytes() for p in (work / "etc").rglob("*") if p.is_file() and not p.is_symlink()}
+    line = _refused(_invoke(work, *_record_args(path)), work, "--record")
+    assert "Traceback" not in line
+    assert {p: p.read_bytes() for p in (work / "etc").rglob("*") if p.is_file() and not p.is_symlink()} == before
+    assert sorted(p.name for p in bringup_dir.iterdir()) == sorted(
+        ["triton-window.json"] if case == "link" else ["passwd"] if case == "passwd-in-bringup" else
+        ["other.json"] if case == "other-json" else [])
+
+
+@pytest.mark.reliability(item=26, fault="tune-window --record naming a folder (recorded nothing, left temporary "
+                         "files, exit 0)", checks=("one clear line", "exit code", "no leftovers"))
+@pytest.mark.parametrize("how", ["folder/", "a folder named like the record"])
+def test_a_record_path_naming_a_folder_is_refused_and_leaves_nothing(work, how):
+    folder = work / "etc" / "bringup"
+    folder.mkdir(parents=True)
+    if how == "folder/":
+        arg = str(folder) + "/"
+    else:
+        (folder / "triton-window.json").mkdir()
+        arg = str(folder / "triton-window.json")
+    _refused(_invoke(work, *_record_args(arg)), work, "--record", "folder")
+    assert [p.name for p in folder.rglob("*")] == ([] if how == "folder/" else ["triton-window.json"])
+
+
+@pytest.mark.reliability(item=26, fault="a record write onto a folder or a link (the last guard, on the host)",
+                         checks=("no leftovers", "others' files kept"))
+def test_the_host_side_write_never_moves_a_file_into_a_folder_or_through_a_link(tmp_path):
+    from bringup.connection import LocalTransport
+    from bringup.inventory import ConnectionVars, Host
+    from bringup.latency.follow import _replace, remote_record
+    from bringup.latency.window_tuner import TunerError
+
+    t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
+                            connection=ConnectionVars(ansible_connection="local")))
+    folder = tmp_path / "bringup" / "triton-window.json"
+    folder.mkdir(parents=True)
+    target = tmp_path / "passwd"
+    target.write_text("root:x:0:0\n")
+    link = tmp_path / "bringup" / "w.json"
+    link.symlink_to(target)
+    # The record's own check at every write ...
+    with pytest.raises(TunerError, match="folder"):
+        remote_record(t, str(folder))("add", 900, "why", "now")
+    with pytest.raises(TunerError, match="symbolic link"):
+        remote_record(t, str(link))("add", 900, "why", "now")
+    # ... and the write itself, the last guard: mv would have moved the file into the folder.
+    for path in (folder, link):
+        with pytest.raises(TunerError, match="not a regular file"):
+            _replace(t, str(path), "{}")
+    assert list(folder.iterdir()) == []
+    assert target.read_text() == "root:x:0:0\n" and link.is_symlink()
+    assert sorted(p.name for p in folder.parent.iterdir()) == ["triton-window.json", "w.json"]
+
+
+@pytest.mark.reliability(item=26, fault="the host's tuner service given a record that is not its own",
+                         checks=("one clear line", "exit code", "others' files kept"))
+def test_the_hosts_service_refuses_a_record_that_is_not_its_own(tmp_path):
+    module = REPO / "bringup" / "latency" / "window_tuner.py"
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0\n")
+    cp = subprocess.run([sys.executable, "-I", "-S", str(module), "--target-p95-ms", "50", "--interval", "1",
+                         "--steps", "1", "--http", f"http://127.0.0.1:{_free_port()}", "--record", str(passwd),
+                         "--log", str(tmp_path / "log.jsonl")], capture_output=True, text=True, timeout=30)
+    assert cp.returncode == 2 and "--record" in cp.stderr and "Traceback" not in cp.stderr, cp.stderr
+    assert passwd.read_text() == "root:x:0:0\n"
+    cp = subprocess.run([sys.executable, "-I", "-S", str(module), "--target-p95-ms", "50", "--interval", "nan",
+                         "--http", f"http://127.0.0.1:{_free_port()}", "--record", str(tmp_path / "bringup" / "w.json"),
+                         "--log", str(tmp_path / "log.jsonl")], capture_output=True, text=True, timeout=30)
+    assert cp.returncode == 2 and "--interval" in cp.stderr and "Traceback" not in cp.stderr, cp.stderr
+
+
+# --------------------------------------------------------------------------- --input-shape
+
+
+@pytest.mark.reliability(item=26, fault="--input-shape with a repeated size (3,224,224 became [3, 224])",
+                         checks=("one clear line",))
+def test_input_shape_keeps_every_dimension():
+    from bringup.inventory import ConnectionVars, Host
+    from bringup.latency.target import resolve
+
+    host = Host(name="h", groups=["all"], vars={}, connection=ConnectionVars(ansible_connection="local"))
+    t = resolve(host, {}, model="m", input_name="x", input_shape="3,224,224", dtype="FP16")
+    assert t.input.dims == [3, 224, 224]
+    t = resolve(host, {}, model="m", input_name="x", input_shape="2,2,2,2", dtype="FP32")
+    assert t.input.dims == [2, 2, 2, 2]
