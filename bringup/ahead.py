@@ -65,6 +65,10 @@ class Dial:
         return self.facts
 
 
+#: The longest :meth:`Ahead.close` waits for dials still connecting (a slow host never holds an exit longer).
+CLOSE_WAIT_S = 2.0
+
+
 class Ahead:
     """Connections (and facts) opened for ``hosts`` while the run still prepares; see the module."""
 
@@ -82,6 +86,7 @@ class Ahead:
         self._said = threading.Event()  # set once the facts wanted are known, or will never be
         self._lock = threading.Lock()
         self._closed = False
+        self._threads: list[threading.Thread] = []
 
     def dial(self, hosts: list[Host]) -> None:
         """Start connecting to each of ``hosts`` (one daemon thread each: an exit never waits on a slow host),
@@ -92,7 +97,9 @@ class Ahead:
             if h.name in self._dials or self.hold(h) or h.connection.ansible_password is not None:
                 continue
             d = self._dials[h.name] = Dial(h)
-            threading.Thread(target=self._run, args=(d,), name=f"ahead-{h.name}", daemon=True).start()
+            th = threading.Thread(target=self._run, args=(d,), name=f"ahead-{h.name}", daemon=True)
+            self._threads.append(th)
+            th.start()
 
     def want(self, facts: list) -> None:
         """The facts the run will gather (:func:`~bringup.roles.wanted_facts`): each connection gathers them.
@@ -158,3 +165,9 @@ class Ahead:
         for d in left:
             if d.transport is not None:
                 d.transport.close()
+        # A dial still in its SSH handshake when the process ends is a daemon thread inside paramiko and the
+        # cryptography library's native code at interpreter shutdown, which can abort the process ("FATAL:
+        # exception not rethrown") after its last line was printed: give those dials a moment to end.
+        deadline = time.monotonic() + CLOSE_WAIT_S
+        for th in self._threads:
+            th.join(max(0.0, deadline - time.monotonic()))

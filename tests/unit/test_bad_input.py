@@ -1,9 +1,10 @@
 """Issue 12 items 13, 15, 16, 17: bad input is one line on stderr, exit 1, no host touched, never a traceback.
 
-Through the CLI in a subprocess, from a temporary folder.  Inventories point at 192.0.2.x (TEST-NET,
-never reached: validation fails before anything connects) or at ``ansible_connection: local`` in check
-mode.  The second channel: no report is written (a run that reached a host writes one), and stderr
-holds no traceback.
+Through the CLI in a subprocess, from a temporary folder.  Inventories point at 127.0.0.1 port 9, where
+nothing listens (a run connects to its first hosts while it checks the input: the only traffic is a
+refused connection on this machine), or at ``ansible_connection: local`` in check mode; ``invoke hosts``
+alone, which connects to nothing, lists 192.0.2.x (TEST-NET) addresses.  The second channel: no report
+is written (a run that reached a host writes one), and stderr holds no traceback.
 """
 from __future__ import annotations
 
@@ -73,7 +74,7 @@ def _nested_groups(levels: int) -> str:
     for i in range(levels):
         text += f"{ind}g{i}:\n{ind}  children:\n"
         ind += "    "
-    return text + f"{ind}last:\n{ind}  hosts:\n{ind}    h1: {{ansible_host: 192.0.2.1}}\n"
+    return text + f"{ind}last:\n{ind}  hosts:\n{ind}    h1: {{ansible_host: 127.0.0.1, ansible_port: 9}}\n"
 
 
 @pytest.mark.reliability(item=13, fault='group nesting too deep (70 and 400 levels)',
@@ -89,7 +90,7 @@ def test_deep_group_nesting(tmp_path, levels, words):
 def test_yaml_alias_bomb_is_refused_quickly(tmp_path):
     lines = ["all:", "  vars:", "    a0: &a0 [x, x, x, x, x, x, x, x, x]"]
     lines += [f"    a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 9) + "]" for i in range(1, 10)]
-    lines += ["  hosts:", "    h1: {ansible_host: 192.0.2.1, v: *a9}"]
+    lines += ["  hosts:", "    h1: {ansible_host: 127.0.0.1, ansible_port: 9, v: *a9}"]
     _refused(_provision(tmp_path, _write(tmp_path, "\n".join(lines) + "\n")), tmp_path,
              "hosts:9:9", "expands to more than 1,000,000 YAML nodes")
 
@@ -97,7 +98,7 @@ def test_yaml_alias_bomb_is_refused_quickly(tmp_path):
 @pytest.mark.reliability(item=13, fault='a YAML alias bomb / recursive alias',
                          checks=('one clear line', 'exit code', 'nothing touched'))
 def test_recursive_alias_is_refused(tmp_path):
-    inv = _write(tmp_path, "all:\n  vars:\n    r: &r [1, *r]\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    inv = _write(tmp_path, "all:\n  vars:\n    r: &r [1, *r]\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "hosts:3:", "recursive")
 
 
@@ -105,14 +106,14 @@ def test_recursive_alias_is_refused(tmp_path):
                          checks=('one clear line', 'exit code', 'nothing touched'))
 @pytest.mark.parametrize("forks", ["many", "0", "3.5", "100000"])
 def test_forks_must_be_a_whole_number_in_range(tmp_path, forks):
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
     _refused(_provision(tmp_path, inv, "--forks", forks), tmp_path, f"--forks '{forks}'", "whole number from 1 to")
 
 
 @pytest.mark.reliability(item=17, fault='YAML merge keys, and duplicate keys still refused',
                          checks=('one clear line', 'exit code', 'nothing touched'))
 def test_duplicate_key_still_refused_with_file_name(tmp_path):
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1, ansible_port: 22, ansible_port: 23}\n")
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 22, ansible_port: 23}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "hosts:3:53", "duplicate key 'ansible_port'")
 
 
@@ -191,7 +192,7 @@ _BOOLS = ["irq_affinity_in_containers", "irq_affinity_persist", "docker_hold", "
 @pytest.mark.parametrize("var", _BOOLS)
 def test_quoted_false_is_refused_for_every_boolean(tmp_path, var):
     """`irq_affinity_in_containers: "false"` (a string, true in Python) used to move the IRQs anyway."""
-    inv = _write(tmp_path, f'all:\n  hosts:\n    h1: {{ansible_host: 192.0.2.1, {var}: "false"}}\n')
+    inv = _write(tmp_path, f'all:\n  hosts:\n    h1: {{ansible_host: 127.0.0.1, ansible_port: 9, {var}: "false"}}\n')
     _refused(_provision(tmp_path, inv), tmp_path, "host h1", var, "'false'", "must be true or false")
 
 
@@ -213,7 +214,7 @@ def test_set_no_is_a_boolean_and_quoted_no_is_not(tmp_path):
                          checks=('one clear line', 'exit code', 'nothing touched'))
 def test_misspelt_registry_auth_key_suggests_the_known_one(tmp_path, monkeypatch):
     monkeypatch.setenv("NGC_API_KEY", "not-a-real-key")  # the reference resolves; the key's name is wrong
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n      registry_auths:\n"
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n      registry_auths:\n"
                            "        nvcr.io: {username: $oauthtoken, pasword: {env: NGC_API_KEY}}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "registry_auths.nvcr.io: unknown key 'pasword'",
              "did you mean 'password'?")
@@ -244,7 +245,7 @@ def test_check_keys_helper_for_triton_models():
     ("cpu_epp=fast", ["cpu_epp 'fast'", "balance_performance"]),
 ])
 def test_role_variables_are_refused_before_connecting(tmp_path, setting, words):
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
     _refused(_provision(tmp_path, inv, "--set", setting), tmp_path, *words)
 
 
@@ -275,7 +276,7 @@ def test_role_variables_are_refused_before_connecting(tmp_path, setting, words):
      ["triton_models.m.input[0]: unknown key 'dim'", "did you mean 'dims'?"]),
 ])
 def test_unknown_key_in_every_mapping_variable_names_the_closest(tmp_path, setting, words):
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n  vars:\n    " + setting + "\n")
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n  vars:\n    " + setting + "\n")
     _refused(_provision(tmp_path, inv), tmp_path, "host h1, role ", *words)
 
 
@@ -285,7 +286,7 @@ def test_unknown_key_in_every_mapping_variable_names_the_closest(tmp_path, setti
                          checks=('one clear line', 'exit code', 'nothing touched'))
 @pytest.mark.parametrize("setting", ["monitoring_dir=/opt/monitoring/../../etc", "sysfs_root=/sys/../tmp"])
 def test_path_with_dot_dot_is_refused_before_connecting(tmp_path, setting):
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
     name, value = setting.split("=", 1)
     _refused(_provision(tmp_path, inv, "--set", setting), tmp_path, f"{name} {value!r}", "without '..'")
 
@@ -294,7 +295,7 @@ def test_path_with_dot_dot_is_refused_before_connecting(tmp_path, setting):
                          checks=('one clear line', 'exit code', 'nothing touched'))
 @pytest.mark.parametrize("number", [".inf", ".nan"])
 def test_non_finite_number_is_refused_before_connecting(tmp_path, number):
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n"
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n"
                            f"      triton_window_tuner: {{target_p95_ms: {number}}}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "triton_window_tuner.target_p95_ms", "a number above 0")
 
@@ -302,7 +303,7 @@ def test_non_finite_number_is_refused_before_connecting(tmp_path, number):
 @pytest.mark.reliability(item=14, fault='a YAML date where text is wanted',
                          checks=('one clear line', 'exit code', 'nothing touched'))
 def test_date_where_text_is_wanted_is_refused_before_connecting(tmp_path):
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1, models_dir: 2024-01-01}\n")
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9, models_dir: 2024-01-01}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "role triton", "models_dir datetime.date(2024, 1, 1)",
              "must be text")
 
@@ -314,7 +315,7 @@ def test_date_where_text_is_wanted_is_refused_before_connecting(tmp_path):
                                        ("https://m.example/{id.__class__}", ["{id.__class__} is not a placeholder"]),
                                        ("https://m.example/{", ["url: a lone { or }"])])
 def test_repository_url_braces_are_refused_before_connecting(tmp_path, url, words):
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n      docker_source: docker\n"
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n      docker_source: docker\n"
                            f"      docker_repo: {{url: '{url}', suite: '{{codename}}', components: [stable], "
                            "key_url: 'https://m.example/gpg'}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "role docker: docker_repo: ", *words)
@@ -331,7 +332,7 @@ def test_repository_url_braces_are_refused_before_connecting(tmp_path, url, word
      ["needs components"]),
 ])
 def test_repository_suite_and_components_are_refused_before_connecting(tmp_path, repo, words):
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 192.0.2.1\n      docker_source: docker\n"
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n      docker_source: docker\n"
                            f"      docker_repo: {repo}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "role docker: ", *words)
 
@@ -340,5 +341,5 @@ def test_repository_suite_and_components_are_refused_before_connecting(tmp_path,
                          variants=2, checks=("one clear line", "exit code", "nothing touched"))
 @pytest.mark.parametrize("roles", ["", " , "])
 def test_roles_naming_no_role_is_one_line(tmp_path, roles):
-    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
     _refused(_provision(tmp_path, inv, "--roles", roles), tmp_path, "--roles", "names no role")

@@ -190,7 +190,7 @@ def test_offline_checklist_sees_the_role_defaults(tmp_path):
 
     (tmp_path / "h200.json").write_text(json.dumps({"host": "h200", "facts": h200_facts()}))
     (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200": {
-        "ansible_host": "192.0.2.1", "gpu_profile": "l40s", "gpu_count": 1}}}}))
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "gpu_profile": "l40s", "gpu_count": 1}}}}))
     r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "pages", cwd=tmp_path)
     md = (tmp_path / "pages" / "h200.md").read_text()
     assert "| PASS | software | driver branch newer than the guide's | 580.159.04 (no pin: kept; the guide ran " \
@@ -219,7 +219,7 @@ def test_checklist_lines_come_from_the_selected_roles(tmp_path):
 
     (tmp_path / "h200.json").write_text(json.dumps({"host": "h200", "facts": h200_facts()}))
     (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200": {
-        "ansible_host": "192.0.2.1", "gpu_profile": "cpu"}}}}))
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "gpu_profile": "cpu"}}}}))
     shutil.copytree(content_root() / "templates", tmp_path / "templates")
     (tmp_path / "roles").mkdir()
     (tmp_path / "roles" / "__init__.py").write_text('ORDER = ["fans"]\n')
@@ -247,7 +247,7 @@ def test_checklist_refuses_a_host_name_that_leaves_out(tmp_path):
     import yaml
 
     (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"../../escaped": {
-        "ansible_host": "192.0.2.1"}}}}))
+        "ansible_host": "127.0.0.1", "ansible_port": 9}}}}))
     (tmp_path / "f.json").write_text('{"facts": {}}')
     r = _invoke("checklist", "--host", "../../escaped", "--facts", "f.json", "--out", "a/b", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
@@ -258,7 +258,7 @@ def test_checklist_refuses_a_host_name_that_leaves_out(tmp_path):
 def test_offline_checklist_bad_facts_file_is_one_line(tmp_path):
     import yaml
 
-    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {"ansible_host": "192.0.2.1"}}}}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {"ansible_host": "127.0.0.1", "ansible_port": 9}}}}))
     (tmp_path / "f.json").write_text("not json")
     r = _invoke("checklist", "--host", "h", "--facts", "f.json", cwd=tmp_path)
     assert r.returncode == 1 and "--facts f.json: not JSON" in r.stderr and "Traceback" not in r.stderr
@@ -270,7 +270,7 @@ def test_offline_topology_from_saved_facts(tmp_path):
     import yaml
 
     (tmp_path / "h200.json").write_text(json.dumps({"host": "h200", "facts": h200_facts()}))
-    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200": {"ansible_host": "192.0.2.1"}}}}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200": {"ansible_host": "127.0.0.1", "ansible_port": 9}}}}))
     r = _invoke("topology", "--host", "h200", "--facts", "h200.json", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     plan = json.loads(r.stdout)["plan"]

@@ -163,7 +163,7 @@ def project(tmp_path: Path, outputs: dict[type, str], profile: str = "l40s") -> 
         doc["errors"] = errors
     (tmp_path / "dgx.json").write_text(json.dumps(doc, indent=2, sort_keys=True))
     (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"dgx": {
-        "ansible_host": "192.0.2.1", "gpu_profile": profile}}}}))
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "gpu_profile": profile}}}}))
     return tmp_path
 
 

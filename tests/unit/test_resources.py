@@ -334,11 +334,11 @@ def test_non_finite_daemon_config_is_refused_before_connecting(tmp_path):
     import yaml
 
     repo = Path(__file__).resolve().parents[2]
-    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {"ansible_host": "192.0.2.1"}}}}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {"ansible_host": "127.0.0.1", "ansible_port": 9}}}}))
     r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(repo), "provision", "--host", "h",
                         "--roles", "docker", "--set", "docker_daemon_config={mtu: .nan}"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 1, r.stdout + r.stderr  # bad input, nothing contacted (192.0.2.1 would be exit 4)
+    assert r.returncode == 1, r.stdout + r.stderr  # bad input, nothing contacted (127.0.0.1:9 would be exit 4)
     assert "docker_daemon_config: NaN and Infinity are not JSON" in r.stderr and "Traceback" not in r.stderr
 
 

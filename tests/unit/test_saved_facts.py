@@ -26,7 +26,7 @@ def invoke(*args, cwd):
 
 @pytest.fixture
 def project(tmp_path) -> Path:
-    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {"ansible_host": "192.0.2.1"}}}}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {"ansible_host": "127.0.0.1", "ansible_port": 9}}}}))
     return tmp_path
 
 
