@@ -76,12 +76,15 @@ def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new
     """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
     from ..topology import format_plan, plan_topology, validate_vars
 
-    target, values, _ = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
-                                    validate=validate_vars, facts_file=facts)
+    target, values, errors = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
+                                         validate=validate_vars, facts_file=facts)
+    # A fact that could not be read or trusted (a truncated lscpu -p) is what the plan lacks: say which, and why.
+    why = "; ".join(f"fact {k}: {v}" for k, v in sorted(errors.items()) if k in ("cpu.topology", "pci.devices",
+                                                                                  "net.interfaces", "nvidia.topo"))
     try:
         result = plan_topology(values, target.vars)
     except BringupError as e:
-        raise fail(f"host {target.name}: {e}") from None
+        raise fail(f"host {target.name}: {e}" + (f" ({why})" if why else "")) from None
     except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:
         if not facts:
             raise
@@ -89,6 +92,11 @@ def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new
         raise fail(f"--facts {facts}: a fact is not shaped as `invoke facts` writes it ({type(e).__name__}: {e}); "
                    f"save it with: invoke facts --host {target.name} > FILE") from None
     if json_:
-        sys.stdout.write(json.dumps({"host": target.name, "plan": result.to_dict()}, indent=2) + "\n")
+        doc = {"host": target.name, "plan": result.to_dict()}
+        if errors:
+            doc["fact_errors"] = errors
+        sys.stdout.write(json.dumps(doc, indent=2) + "\n")
         return
     format_plan(result, console(), title=target.name)
+    for k, v in sorted(errors.items()):
+        console().print(f"fact {k} not used: {v}", style="yellow", markup=False, highlight=False)

@@ -357,6 +357,7 @@ def test_cut_lscpu_p_is_a_fact_error_the_checklist_shows(tmp_path):
     r = invoke("topology", "--host", "dgx", "--facts", "dgx.json", cwd=cwd)
     assert r.returncode == 1 and "Traceback" not in r.stderr and "cpu.topology" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "(output cut short?)" in r.stderr, r.stderr  # the fact's own error, not only "no CPU topology"
 
 
 def test_a_row_in_no_node_is_refused_too():
