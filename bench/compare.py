@@ -124,34 +124,10 @@ def boot(name: str, light: bool, image: str) -> harness.SandboxHost:
     try:
         return harness.start_host(name, workdir=WORK, restart="no", light=light, image=image, timeout=BOOT_TIMEOUT)
     except harness.SandboxError as e:  # start_host removed the container
-        if STOP.is_set():
+        if STOP.is_set() or isinstance(e, harness.LimitError):
             raise
         log(f"{name}: {e}; starting it once more")
         return harness.start_host(name, workdir=WORK, restart="no", light=light, image=image, timeout=BOOT_TIMEOUT)
-
-
-#: inotify instances one booted sandbox host holds (systemd, journald, logind, dbus, path units: 6-7 counted here).
-INOTIFY_PER_HOST = 8
-INOTIFY_LIMIT = Path("/proc/sys/fs/inotify/max_user_instances")
-
-
-def inotify_room(hosts: int) -> None:
-    """Make room for ``hosts`` systemd containers under the machine's per-user inotify limit.
-
-    Every container's root is this machine's root, so their inotify instances count against one limit
-    (Debian's default 128): at about the 18th host systemd cannot start and the container exits. Raised
-    (root) to what the hosts need on top of what runs now, never lowered; otherwise one line saying how.
-    """
-    limit = int(INOTIFY_LIMIT.read_text())
-    used = sum(1 for fd in Path("/proc").glob("[0-9]*/fd/*") if _is_inotify(fd))
-    need = used + INOTIFY_PER_HOST * hosts + 64
-    if limit >= need:
-        return
-    if os.geteuid() != 0:
-        raise SystemExit(f"bench: {hosts} hosts need about {need} inotify instances, the limit is {limit}: "
-                         f"sudo sysctl fs.inotify.max_user_instances={need}")
-    log(f"raising fs.inotify.max_user_instances from {limit} to {need} ({used} in use, ~{INOTIFY_PER_HOST} per host)")
-    INOTIFY_LIMIT.write_text(str(need))
 
 
 def settle(limit: float = 90) -> None:
@@ -161,13 +137,6 @@ def settle(limit: float = 90) -> None:
     while os.getloadavg()[0] > (os.cpu_count() or 1) and time.monotonic() < deadline:
         time.sleep(5)
     log(f"load {os.getloadavg()[0]:.1f} after the boot")
-
-
-def _is_inotify(fd: Path) -> bool:
-    try:
-        return os.readlink(fd) == "anon_inode:inotify"
-    except OSError:
-        return False
 
 
 def start_hosts(prefix: str, n: int, light: bool, image: str, first: int = 1) -> list[harness.SandboxHost]:
@@ -805,7 +774,6 @@ def main() -> None:
         # fleet running beside it; then (a) on a fleet of light hosts (sshd and systemd, no Docker inside),
         # grown size by size.
         if parts & {"b", "c", "d"}:
-            inotify_room(1)
             started["bench"] = start_hosts("bench", 1, False, image)
         if "b" in parts:
             res["b"] = part_b(started["bench"], WORK, venv, args.runs)
@@ -815,7 +783,8 @@ def main() -> None:
 
         def grow(n: int) -> list[harness.SandboxHost]:
             if len(fleet) < n:
-                inotify_room(n + len(started.get("bench", [])))
+                # The machine's inotify limits (raised as root), memory and disk for the hosts to come.
+                harness.make_room(n - len(fleet), light=True)
                 t0 = time.monotonic()
                 fleet.extend(start_hosts("fleet", n, True, image, first=len(fleet) + 1))
                 log(f"{n} fleet host(s) up in {time.monotonic() - t0:.0f} s")
@@ -842,4 +811,7 @@ def write_report(res: dict, meta: dict, out: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    try:
+        main()
+    except harness.SandboxError as e:  # one line: a limit of the machine, a host that did not boot
+        raise SystemExit(f"bench: {e}") from None

@@ -36,6 +36,7 @@ Modules, by concern:
 - :mod:`harness.image`: :func:`build_image` (debootstrap, chroot, ``docker import``)
 - :mod:`harness.lock`: the build lock shared by concurrent test runs
 - :mod:`harness.keys`: the client key pair, host keys pinned in known_hosts
+- :mod:`harness.limits`: :func:`make_room`: inotify instances and watches (raised as root), memory, disk
 - :mod:`harness.host`: :class:`SandboxHost`, :func:`start_host`, :func:`remove_leftovers`
 - :mod:`harness.inventory`: :func:`write_inventory`
 - :mod:`harness.triton_image`: the CPU Triton TEST DOUBLE image (tritonserver from PyPI's nvidia-pytriton wheel)
@@ -49,11 +50,14 @@ from .docker import ensure_docker
 from .host import SandboxHost, remove_leftovers, remove_session_hosts, start_host
 from .image import build_image
 from .inventory import SANDBOX_VARS, write_inventory
+from .limits import LimitError, make_room
 from .mirror import debian_mirror
 from .recipe import SUITE_ENV, SUITES, ImageRecipe, image_recipe, sandbox_suite
 
 __all__ = [
     "SandboxError",
+    "LimitError",
+    "make_room",
     "ImageRecipe",
     "SandboxHost",
     "LABEL",

@@ -12,10 +12,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .common import IMAGE_REPO, LABEL, NAME_LABEL, SESSION, SESSION_LABEL, SandboxError, _last_line, _log, _run
+from .common import IMAGE_REPO, LABEL, NAME_LABEL, SESSION, SESSION_LABEL, SandboxError, _log, _run
 from .docker import _docker
 from .image import build_image
 from .keys import _key_pair, _pin_host_key
+from .limits import make_room
 
 #: What a systemd container needs short of --privileged (which fails on our
 #: CI hosts): all capabilities except SYS_RESOURCE, no seccomp/AppArmor
@@ -112,6 +113,8 @@ def remove_leftovers(*, include_current: bool = False) -> list[str]:
 
 
 _NAME = re.compile(r"^[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?$")
+#: How many of its last log lines a host that died at start is reported with.
+DIED_LOG_LINES = 5
 
 
 @dataclass
@@ -145,7 +148,10 @@ class SandboxHost:
         """Restart the container and wait until SSH answers again (port may change)."""
         t0 = time.monotonic()
         _docker("restart", "--time", "10", self.container, timeout=timeout)
-        self._wait_ready(t0, timeout)
+        try:
+            self._wait_ready(t0, timeout)
+        except SandboxError as e:
+            raise self._explain(e) from None
 
     def remove(self) -> None:
         """Remove the container and its volumes; a missing container is fine."""
@@ -190,6 +196,23 @@ class SandboxHost:
         return _docker("inspect", "--format", "{{.State.Status}}", self.container,
                        check=False).stdout.strip() or "missing"
 
+    def _died(self) -> SandboxError:
+        """What a container that stopped running said last: its state, exit code and last log lines, one line."""
+        state = _docker("inspect", "--format", "{{.State.Status}} {{.State.ExitCode}} {{.State.OOMKilled}}",
+                        self.container, check=False).stdout.split() or ["missing"]
+        how = state[0] + (f", exit {state[1]}" if len(state) > 1 else "") + (
+            ", killed for memory" if state[2:] == ["true"] else "")
+        # Timestamped: its stdout and stderr come back apart, and are put in order again.
+        logs = _docker("logs", "--timestamps", "--tail", str(DIED_LOG_LINES), self.container, check=False)
+        said = [ln.partition(" ")[2].strip() for ln in sorted((logs.stdout + "\n" + logs.stderr).splitlines())
+                if ln.partition(" ")[2].strip()]
+        return SandboxError(f"{self.name}: container {self.container} stopped while booting ({how}); its last log "
+                            f"lines: {' | '.join(said[-DIED_LOG_LINES:]) or '(none)'}")
+
+    def _explain(self, e: SandboxError) -> SandboxError:
+        """``e``, or, where the container no longer runs, its own story (:meth:`_died`) instead of Docker's."""
+        return e if self._state() == "running" else self._died()
+
     def _wait_ready(self, t0: float, timeout: float) -> None:
         deadline = t0 + timeout
         self.port = self._read_port()
@@ -198,9 +221,7 @@ class SandboxHost:
         state = ""
         while True:
             if self._state() != "running":
-                logs = _docker("logs", "--tail", "5", self.container, check=False)
-                raise SandboxError(f"{self.name}: container is {self._state()}: "
-                                   f"{_last_line(logs.stdout + logs.stderr)}")
+                raise self._died()
             left = deadline - time.monotonic()
             if left <= 0:
                 raise SandboxError(f"{self.name}: systemd did not finish booting within "
@@ -259,6 +280,8 @@ def start_host(name: str, *, restart: str = "unless-stopped", workdir: Path,
     ``workdir`` holds the run's key pair (made once per workdir) and the
     host's known_hosts file.  ``image`` defaults to :func:`build_image`'s tag.
     ``light``: no Docker inside and fewer units at boot (:data:`LIGHT_RUN_FLAGS`), for fleets of many hosts.
+    What the host takes of the machine (inotify, memory, disk) is checked first (:func:`harness.limits.make_room`);
+    a container that stops while it boots is reported with its own last log lines.
     """
     if not _NAME.match(name):
         raise SandboxError(f"invalid sandbox host name {name!r}: use a-z, 0-9 and '-'")
@@ -266,6 +289,7 @@ def start_host(name: str, *, restart: str = "unless-stopped", workdir: Path,
     workdir.mkdir(parents=True, exist_ok=True)
     key = _key_pair(workdir)
     image = image or build_image()
+    make_room(1, light=light)
     # A random suffix: a new session never trips over an old container's name.
     cname = f"{IMAGE_REPO}-{name}-{secrets.token_hex(3)}"
     t0 = time.monotonic()
@@ -286,6 +310,11 @@ def start_host(name: str, *, restart: str = "unless-stopped", workdir: Path,
                   "install -m 0600 -o deploy -g deploy /root/.ssh/authorized_keys "
                   "/home/deploy/.ssh/authorized_keys", input=pub)
         host._wait_ready(t0, timeout)
+    except SandboxError as e:
+        # Docker's words for a container that died ("cannot exec in a stopped container") say nothing of why.
+        err = host._explain(e)
+        host.remove()
+        raise err from None
     except BaseException:
         host.remove()
         raise

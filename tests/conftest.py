@@ -85,7 +85,12 @@ def sandbox_host_factory(sandbox_image: str, sandbox_dir: Path) -> Iterator[Star
     def start(name: str, **kwargs) -> harness.SandboxHost:
         kwargs.setdefault("workdir", sandbox_dir)
         kwargs.setdefault("image", sandbox_image)
-        host = harness.start_host(name, **kwargs)
+        try:
+            host = harness.start_host(name, **kwargs)
+        except harness.LimitError as e:
+            # The machine cannot take another host (inotify, memory, disk): one line for the run, not one
+            # error per test that would have used a host.
+            pytest.exit(f"sandbox: {e}")  # exit 2, as an interrupted run
         started.append(host)
         return host
 

@@ -118,6 +118,25 @@ def test_remove_leftovers(sandbox_image, sandbox_host):
     assert docker("image", "inspect", sandbox_image).returncode == 0
 
 
+@pytest.mark.parametrize("when", ["at once", "after the first docker exec"])
+def test_a_host_that_dies_at_start_is_reported_with_its_own_last_log_lines(sandbox_image, tmp_path, monkeypatch,
+                                                                            when):
+    # PID 1 a script that says why it stops, as systemd does when the machine is out of inotify instances.
+    wait = "sleep 3; " if when != "at once" else ""
+    monkeypatch.setattr(harness.host, "LIGHT_COMMAND",
+                        ("/bin/sh", "-c", f"{wait}echo early line; echo 'Failed to allocate manager object' >&2; "
+                         "echo 'Freezing execution.'; exit 3"))
+    with pytest.raises(harness.SandboxError) as e:
+        harness.start_host("dies-at-start", workdir=tmp_path, image=sandbox_image, light=True, restart="no",
+                           timeout=60)
+    line = str(e.value)
+    assert "\n" not in line and "cannot exec" not in line and "not running" not in line, line
+    assert line.startswith("dies-at-start: container ") and "stopped while booting (exited, exit 3)" in line, line
+    assert "Failed to allocate manager object" in line and "Freezing execution." in line, line
+    # Removed, as every host that did not start.
+    assert docker("ps", "-aq", "--filter", "name=bringup-sandbox-dies-at-start-").stdout.strip() == ""
+
+
 def test_second_build_reuses_the_cache(sandbox_image, monkeypatch):
     before = docker("image", "inspect", "--format", "{{.Id}}", sandbox_image).stdout.strip()
     ran: list[list[str]] = []
