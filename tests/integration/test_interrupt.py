@@ -3,7 +3,9 @@ role, no later role or host starts, the recap and the report say who was done, c
 started, and the exit code is the signal's (130, 143).  A second signal abandons the step in flight.
 
 Whether a host was touched is checked through `docker exec`: its files, and its sshd's own log of
-logins.
+logins.  Each signal is sent once the tool is ready for it, never after a fixed time: the first once the slow
+step runs on the host (the handler is in place before any role starts), the second once the tool said it took
+the first (two signals close together reach Python's handler as one).
 """
 from __future__ import annotations
 
@@ -14,6 +16,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from tests.ready import Lines
 
 from .helpers import REPO, last_report, recap, role_project
 
@@ -115,12 +119,13 @@ def test_a_signal_during_host_one_stops_the_run_in_order(hosts, project, sig, co
 def test_a_second_signal_abandons_the_step_in_flight(hosts, project):
     a = hosts["a"]
     proc = start(project, "--set", "slow_seconds=20")
+    lines = Lines(proc)
     wait_for(a, "/srv/h4-sig/started")
     began = time.monotonic()
     proc.send_signal(signal.SIGINT)
-    time.sleep(0.5)
+    lines.wait_for("SIGINT: stopping")
     proc.send_signal(signal.SIGINT)
-    out, _ = proc.communicate(timeout=60)
+    out = lines.text(timeout=60)
     took = time.monotonic() - began
     assert proc.returncode == 130, out
     assert took < 15, (took, out)  # not the 20 s of the step

@@ -4,6 +4,10 @@ Two hosts, run in name order: ``a-slow`` (a port that accepts TCP and never answ
 (``ansible_connection: local``, check mode only).  The signal arrives while ``a-slow`` is being connected
 to: ``b-me`` never starts, what was done is printed and written, the hosts left out are named, and the
 exit code is the signal's (130), with no traceback.
+
+The signal is sent once the tool is ready for it (:func:`tests.ready.wait_until_blocked`: its handler is in
+place and it waits on ``a-slow``), not after a fixed time: under load a SIGINT before the handler killed it
+(exit -2).
 """
 from __future__ import annotations
 
@@ -11,12 +15,12 @@ import json
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 import tests.silent
+from tests.ready import wait_until_blocked
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,15 +33,17 @@ def silent_port():
 
 def _interrupted(tmp_path, silent_port, *task):
     port, accepted = silent_port
+    # a-slow's handshake must still be pending when the tool is ready for the signal: on a loaded machine that
+    # can be seconds after its first connection, hence 10 s.
     (tmp_path / "hosts").write_text(
         "all:\n  hosts:\n"
-        f"    a-slow: {{ansible_host: 127.0.0.1, ansible_port: {port}, ssh_connect_timeout: 6}}\n"
+        f"    a-slow: {{ansible_host: 127.0.0.1, ansible_port: {port}, ssh_connect_timeout: 10}}\n"
         "    b-me: {ansible_connection: local}\n")
     proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), *task, "--group", "all",
                              "--roles", "sysctl"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     assert accepted.wait(60), "the tool never connected to the slow host"
-    time.sleep(0.3)
+    wait_until_blocked(proc)
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     return proc.returncode, out
