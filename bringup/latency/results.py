@@ -241,8 +241,7 @@ def plot_window_sweep(ax_p95, rows: list[dict], target_ms: float | None, chosen_
     if bound:
         ax_p95.scatter([r["window_us"] for r in bound], [r["p95_ms"] for r in bound], s=160, facecolors="none",
                        edgecolors="red", linewidths=1.5, zorder=5, label="no verdict (client-bound/reload)")
-    if target_ms:
-        ax_p95.axhline(target_ms, color="grey", linestyle="--", linewidth=1, label=f"target p95 {target_ms:g} ms")
+    _target_line(ax_p95, target_ms, [r["p95_ms"] for r in rows])
     if chosen_window is not None:
         ax_p95.axvline(chosen_window, color="green", linestyle=":", linewidth=1.5, label=f"chosen {chosen_window} µs")
     ax_p95.set_xlabel("batching window (µs)")
@@ -253,6 +252,21 @@ def plot_window_sweep(ax_p95, rows: list[dict], target_ms: float | None, chosen_
     h1, l1 = ax_p95.get_legend_handles_labels()
     h2, l2 = ax_q.get_legend_handles_labels()
     ax_p95.legend(h1 + h2, l1 + l2, fontsize=7, loc="best")
+
+
+def _target_line(ax, target_ms: float | None, p95s: list[float]) -> None:
+    """The target as a dashed line; a target far above every point is named in the corner instead of
+    squashing the points to the bottom of the plot."""
+    if not target_ms:
+        return
+    top = max(p95s, default=0.0) * 1.3
+    if p95s and target_ms > 2 * top:
+        ax.set_ylim(0, top)
+        ax.text(0.01, 0.98, f"target p95 {target_ms:g} ms (above this view)", transform=ax.transAxes,
+                fontsize=8, va="top", color="grey")
+        return
+    ax.axhline(target_ms, color="grey", linestyle="--", linewidth=1, label=f"target p95 {target_ms:g} ms")
+    ax.set_ylim(0, max(top, target_ms * 1.15))
 
 
 def plot_tune_window(doc: dict, path: Path) -> Path:
@@ -477,8 +491,7 @@ def plot_tune(doc: dict, path: Path) -> Path:
     if bad:
         ax.scatter([r["items_per_s"] for r in bad], [r["p95_ms"] for r in bad], s=160, facecolors="none",
                    edgecolors="red", linewidths=1.5, zorder=4, label="no verdict (client-bound, reload, errors)")
-    ax.axhline(doc["target_p95_ms"], color="grey", linestyle="--", linewidth=1,
-               label=f"target p95 {doc['target_p95_ms']:g} ms")
+    _target_line(ax, doc["target_p95_ms"], [r["p95_ms"] for r in doc["points"] if r.get("p95_ms") is not None])
     ch = doc.get("chosen")
     if ch:
         ax.scatter([ch["items_per_s"]], [ch["p95_ms"]], marker="*", s=420, color="gold", edgecolors="black",
@@ -489,7 +502,11 @@ def plot_tune(doc: dict, path: Path) -> Path:
                  f"{doc['settings']['batch']}")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7, loc="best")
-    sweep = [r for r in doc["points"] if r["stage"] == 3]
+    # The window sweep: stage 3 and the point of the stage before it at the same instances and batch sizes.
+    same = {(r["tried_serving"]["instance_count"], r["tried_serving"]["max_batch_size"],
+             tuple(r["tried_serving"]["preferred_batch_size"])) for r in doc["points"] if r["stage"] == 3}
+    sweep = [r for r in doc["points"] if (r["tried_serving"]["instance_count"], r["tried_serving"]["max_batch_size"],
+                                          tuple(r["tried_serving"]["preferred_batch_size"])) in same]
     if sweep:
         plot_window_sweep(axw, sweep, doc["target_p95_ms"], ch["window_us"] if ch else None,
                           "stage 3: the window with the best instances and batch sizes")
