@@ -88,7 +88,14 @@ def test_pick_chooses_the_window_meeting_the_target_at_most_qps():
                       _pt(10, 9999, window_us=1000, bound=True)]}
     r = pick(doc, 50)
     assert r["chosen_window_us"] == 800
-    assert pick(doc, 5)["chosen_window_us"] is None
+    # The measured value and the target, both (it printed "800 µs meets p95 50 ms": the target as if measured).
+    assert r["why"] == "800 µs: p95 35.0 ms meets 50 ms at 1900 items/s"
+    none = pick(doc, 5)
+    assert none["chosen_window_us"] is None
+    assert none["why"] == "no window met p95 5 ms at this load (lowest: 1000 µs, p95 10.0 ms)"
+    # A point across a reload is no verdict either.
+    reloaded = {"points": [{**_pt(20, 800, window_us=200), "reloaded": True}]}
+    assert pick(reloaded, 50)["chosen_window_us"] is None
 
 
 def test_config_override():
