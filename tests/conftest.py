@@ -27,7 +27,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--sandbox-suite", choices=harness.SUITES, default=None,
                      help=f"Debian suite of the sandbox hosts (default ${harness.SUITE_ENV}, else bookworm)")
     parser.addoption("--reliability-out", default=None, metavar="PATH",
-                     help="where the reliability table goes (default docs/RELIABILITY.md; see tests/reliability.py)")
+                     help="write (merge into) the reliability table at PATH, e.g. docs/RELIABILITY.md; without it "
+                          "no table is written (see tests/reliability.py)")
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -1,4 +1,4 @@
-"""The reliability results table (issue 12): ``docs/RELIABILITY.md``, written by the suite itself.
+"""The reliability results table (issue 12): ``docs/RELIABILITY.md``, written by the suite when asked to.
 
 A test of a fault point or a hostile input class carries ::
 
@@ -10,18 +10,21 @@ item and fault make one row), ``variants`` how many variants one run of the test
 a parametrized test counts once per parameter set on top of that), ``checks`` what the test really
 asserts on the host (words from :data:`CHECKS`, refused otherwise at collection).
 
-At the end of a session in which at least one marked test ran, the plugin writes the table
-atomically (temporary file in ``docs/``, then rename), holding a lock on ``docs/`` while it reads,
-merges and renames, since several sessions may end in one checkout.  ``--reliability-out PATH``
-writes elsewhere (a run that must not touch the committed file).
+A test run never writes the table by itself (the committed file is not a by-product of running tests):
+only ``--reliability-out PATH`` does, at the end of a session in which at least one marked test ran, e.g.
+``bash scripts/test.sh --reliability-out docs/RELIABILITY.md`` (the whole suite) or ``python -m pytest
+tests/integration/test_X.py --reliability-out docs/RELIABILITY.md``.  It writes atomically (temporary file in
+the same folder, then rename), holding a lock on that folder while it reads, merges and renames, since
+several sessions may end in one checkout.  Without the option the markers are still checked at collection.
 
-Partial runs merge, they never shrink the table: the file carries its per-test records as JSON in
-an HTML comment; a test of this session replaces its record, a test deselected here (``-k``, ``-m``)
-keeps its last record, and every test of a file this session did not collect at all keeps its
-last record too, with its date.  A row all of whose records are older says "not run in this
-session" and the date of its last run.  A record of a test that no longer exists goes away as
-soon as its file is collected again (it is neither run nor deselected there).  Merging was chosen
-over "write only after the full suite" because the integration files have to run one at a time on
+Partial runs merge, they never shrink the table: the file carries its per-test records as JSON in an HTML
+comment; a test of this session replaces its record, and every other record stays as it was, with its
+date: a test deselected here (``-k``, ``-m``, ``--deselect``), one left out by naming others
+(``file.py::test_a``, ``--lf``), and every test of a file this session did not collect.  A row all of whose
+records are older says "not run in this session" and the date of its last run.  A record goes away only
+when its test is known to be gone: its file no longer exists, or the module (or class) that held it was
+collected in this session and no longer yields it (renamed, removed, a parameter set dropped).  Merging was
+chosen over "write only after the full suite" because the integration files have to run one at a time on
 this machine: the committed table is the union of those runs, each row dated.
 """
 from __future__ import annotations
@@ -215,11 +218,13 @@ def render(records: list[Record], *, generated: str, command: str, session: str)
         "",
         f"- Last written: {generated} by `{command}`",
         f"- Variants in the table: {total}, passed at their last run: {passed}, run in this session: {ran_now}",
-        "- Partial runs merge: a test this session did not run (its file not collected, or deselected by",
-        "  `-k`/`-m`) keeps its last result and date, and its row says \"not run in this session\"; rows never",
-        "  vanish because one file was run.  Regenerate all of it with `python -m pytest tests/unit` and then each",
-        "  integration file of the list below in turn (`python -m pytest tests/integration/test_X.py`; whole files:",
-        "  some tests build on the state an earlier test of their file left, so `-m reliability` alone is not enough).",
+        "- Written only on request (`--reliability-out docs/RELIABILITY.md`); a plain test run leaves it alone.",
+        "- Partial runs merge: a test this session did not run (its file not collected, not named, or deselected",
+        "  by `-k`/`-m`) keeps its last result and date, and its row says \"not run in this session\"; rows never",
+        "  vanish because a part of the suite was run.  Regenerate all of it with `bash scripts/test.sh",
+        "  --reliability-out docs/RELIABILITY.md`, or `python -m pytest tests/unit --reliability-out ...` and then",
+        "  each integration file of the list below in turn (whole files: some tests build on the state an earlier",
+        "  test of their file left, so `-m reliability` alone is not enough).",
         f"- From: {', '.join(f'`{f}`' for f in files)}",
         f"- Items of issue 12 with no row: {', '.join(map(str, missing)) or 'none'}",
         "",
@@ -252,10 +257,10 @@ def read_records(text: str) -> list[Record]:
         return []
 
 
-def merge(old: list[Record], session: list[Record], collected_files: set[str]) -> list[Record]:
-    """This session's records over the old ones (see the module text for the rules)."""
+def merge(old: list[Record], session: list[Record], gone: set[str]) -> list[Record]:
+    """This session's records over the old ones, less those of the tests in ``gone`` (see the module text)."""
     previous = {r.nodeid: r for r in old}
-    out = {r.nodeid: r for r in old if r.file not in collected_files}
+    out = {r.nodeid: r for r in old if r.nodeid not in gone}
     for r in session:
         before = previous.get(r.nodeid)
         if r.outcome == "not run" and before is not None and before.outcome != "not run":
@@ -284,21 +289,43 @@ def write_atomically(path: Path, text: str) -> None:
 class ReliabilityPlugin:
     """Collects each marked test's outcome; writes the table when the session ran one of them."""
 
-    def __init__(self, config: pytest.Config, out: Path):
+    def __init__(self, config: pytest.Config, out: Path | None):
         self.config = config
         self.out = out
         self.records: dict[str, Record] = {}
-        self.collected_files: set[str] = set()
+        #: Modules and classes collected whole in this session, and every node id they yielded.
+        self.enumerated: set[str] = set()
+        self.yielded: set[str] = set()
         self.ran = False
         self.written: int | None = None
         self.started = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
         self.session = uuid.uuid4().hex[:12]
 
+    @pytest.hookimpl(wrapper=True, trylast=True)
+    def pytest_make_collect_report(self, collector: pytest.Collector):
+        # The innermost wrapper: it sees everything a module or class yields, before --lf or a node id
+        # (file.py::test_a) narrows the list down.
+        report = yield
+        if report.passed and isinstance(collector, (pytest.Module, pytest.Class)):
+            self.enumerated.add(collector.nodeid)
+            self.yielded.update(node.nodeid for node in report.result)
+        return report
+
+    def gone(self, nodeid: str) -> bool:
+        """Whether the test ``nodeid`` no longer exists: its file is gone, or the module or class nearest to it
+        that this session collected whole did not yield it.  Unknown (not collected here): not gone."""
+        parts = nodeid.split("::")
+        if not (self.config.rootpath / parts[0]).exists():
+            return True
+        for k in range(len(parts) - 1, 0, -1):
+            if "::".join(parts[:k]) in self.enumerated:
+                return "::".join(parts[:k + 1]) not in self.yielded
+        return False
+
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         # Runs before -k/-m deselect: every marked test collected here is a record, run or not.
         for item in items:
-            self.collected_files.add(item.nodeid.split("::", 1)[0])
             rec = record_of(item)
             if rec is not None:
                 self.records[item.nodeid] = rec
@@ -317,7 +344,7 @@ class ReliabilityPlugin:
             rec.outcome = "passed"
 
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if not self.ran or self.config.getoption("collectonly"):
+        if self.out is None or not self.ran or self.config.getoption("collectonly"):
             return
         args = " ".join(self.config.invocation_params.args) or "(no arguments)"
         self.out.parent.mkdir(parents=True, exist_ok=True)
@@ -327,7 +354,7 @@ class ReliabilityPlugin:
         try:
             fcntl.flock(folder, fcntl.LOCK_EX)
             old = read_records(self.out.read_text(encoding="utf-8")) if self.out.exists() else []
-            records = merge(old, list(self.records.values()), self.collected_files)
+            records = merge(old, list(self.records.values()), {r.nodeid for r in old if self.gone(r.nodeid)})
             write_atomically(self.out, render(records, generated=self.started, command=f"python -m pytest {args}",
                                               session=self.session))
         finally:
@@ -341,7 +368,10 @@ class ReliabilityPlugin:
 
 
 def configure(config: pytest.Config) -> None:
-    """Register the plugin (called from ``tests/conftest.py``; the marker is declared in pyproject.toml)."""
-    out = config.getoption("--reliability-out") or (config.rootpath / "docs" / "RELIABILITY.md")
+    """Register the plugin (called from ``tests/conftest.py``; the marker is declared in pyproject.toml).
+
+    It writes the table only where ``--reliability-out`` says; without it, it checks the markers.
+    """
+    out = config.getoption("--reliability-out")
     if not hasattr(config, "workerinput"):      # one writer, even under pytest-xdist
-        config.pluginmanager.register(ReliabilityPlugin(config, Path(out)), "bringup-reliability")
+        config.pluginmanager.register(ReliabilityPlugin(config, Path(out) if out else None), "bringup-reliability")

@@ -2,7 +2,8 @@
 
 Rendering and merging are checked on records made here; the plugin itself runs in a pytest subprocess
 on a throw-away test file (its own conftest loads the plugin, ``--reliability-out`` points into
-tmp_path), so the committed docs/RELIABILITY.md is never touched by this test.
+tmp_path), so the committed docs/RELIABILITY.md is never touched by this test.  That a plain run of the
+suite's own tests leaves docs/RELIABILITY.md alone is checked on the real file (its bytes and its mtime).
 """
 from __future__ import annotations
 
@@ -64,8 +65,9 @@ def test_a_row_not_run_in_this_session_keeps_its_last_result_and_says_so():
     session = [rec("tests/unit/u.py::test_deselected", fault="deselected", outcome="not run", date=""),
                rec("tests/unit/u.py::test_new", fault="new", outcome="failed"),
                rec("tests/unit/u.py::test_never", fault="never", outcome="not run", date="")]
-    # This session collected u.py only (t.py and gone.py were not collected at all).
-    merged = merge(old, session, {"tests/unit/u.py"})
+    # This session collected u.py only, and test_renamed is known gone (u.py no longer yields it); t.py and
+    # gone.py were not collected at all.
+    merged = merge(old, session, {"tests/unit/u.py::test_renamed"})
     text = render(merged, generated=NOW, command="pytest tests/unit/u.py -k new", session="now")
     assert {r.nodeid for r in merged} == {
         "tests/integration/t.py::test_a", "tests/integration/gone.py::test_old", "tests/unit/u.py::test_deselected",
@@ -116,9 +118,10 @@ def test_unmarked():
 """
 
 
-def _pytest(folder: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                           "--reliability-out", str(folder / "out.md"), *args],
+def _pytest(folder: Path, *args: str, out: bool = True) -> subprocess.CompletedProcess:
+    """pytest in ``folder`` (its cache on: ``--lf`` needs it), writing the table to ``out.md`` unless not ``out``."""
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", *(["--reliability-out", str(folder / "out.md")]
+                                                                   if out else []), *args],
                           cwd=folder, capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(REPO),
                                                                                      "PATH": "/usr/bin:/bin"})
 
@@ -153,6 +156,65 @@ def test_the_plugin_writes_the_outcomes_of_a_session_and_merges_a_partial_one(su
     assert row(text, "signal")[4] == "all 2 passed"
     assert row(text, "signal")[5].startswith("not run in this session; last run ") and first[5] == "this session"
     assert row(text, "pause")[5] == "this session"
+
+
+def test_a_plain_run_writes_no_table(suite):
+    """Without --reliability-out nothing is written, neither the table of the folder nor anything else."""
+    docs = suite / "docs"
+    docs.mkdir()
+    (docs / "RELIABILITY.md").write_text("the committed table\n")
+    before = {p: p.stat().st_mtime_ns for p in suite.rglob("*")}
+    r = _pytest(suite, "-p", "no:cacheprovider", out=False)
+    assert r.returncode == 1 and "1 failed, 4 passed, 1 skipped" in r.stdout, r.stdout + r.stderr
+    assert "reliability table:" not in r.stdout
+    # Python's bytecode and pytest-benchmark's folder aside (neither is this plugin's).
+    after = {p: p.stat().st_mtime_ns for p in suite.rglob("*") if not {"__pycache__", ".benchmarks"} & set(p.parts)}
+    assert after == before and (docs / "RELIABILITY.md").read_text() == "the committed table\n"
+    # A marker with an unknown check is still refused.
+    (suite / "test_faults.py").write_text(TESTS.replace('"no leftovers"', '"nothing lost, promise"'))
+    r = _pytest(suite, "-p", "no:cacheprovider", out=False)
+    assert r.returncode != 0 and "unknown check 'nothing lost, promise'" in r.stdout + r.stderr
+
+
+def test_the_suites_own_plain_run_leaves_docs_reliability_alone():
+    table = REPO / "docs" / "RELIABILITY.md"
+    before = (table.read_bytes(), table.stat().st_mtime_ns)
+    # A marked test of the suite, run as a developer runs one file: it passes, and nothing is written.
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-k",
+                        "test_what_is_not_a_public_key_is_named", "tests/unit/test_openpgp_key.py"],
+                       cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and " passed" in r.stdout, r.stdout + r.stderr
+    assert (table.read_bytes(), table.stat().st_mtime_ns) == before
+
+
+def test_a_partial_write_keeps_every_row_not_run_with_its_last_result(suite):
+    out = suite / "out.md"
+    assert _pytest(suite).returncode == 1
+    full = out.read_text()
+    variants = full.split("- Variants in the table: ", 1)[1].split(",", 1)[0]
+    assert variants == "6"
+
+    # Re-running what failed (--lf), one test by its node id, one parameter set: every row stays, and those not
+    # run keep their last result and date.
+    for args in (["--lf"], ["test_faults.py::test_signal"], ["test_faults.py::test_pause[1]"]):
+        r = _pytest(suite, *args)
+        assert r.returncode in (0, 1) and "reliability table:" in r.stdout, (args, r.stdout + r.stderr)
+        text = out.read_text()
+        assert text.split("- Variants in the table: ", 1)[1].split(",", 1)[0] == "6", (args, text)
+        assert {f: row(text, f)[2:5] for f in ("pause", "signal", "skipped")} == {
+            "pause": ["3", "2", "2 of 3 passed, 1 failed"], "signal": ["2", "2", "all 2 passed"],
+            "skipped": ["1", "0", "0 of 1 passed, 1 skipped"]}, (args, text)
+    assert row(text, "signal")[5].startswith("not run in this session; last run ")
+    assert row(text, "pause")[5].startswith("this session (1); not run in this session: ")
+
+    # A test that is gone (renamed), a parameter set dropped: their records go once their module is collected.
+    (suite / "test_faults.py").write_text(TESTS.replace("def test_skipped", "def test_skipped_renamed")
+                                          .replace("[1, 2, 3]", "[1, 2]"))
+    assert _pytest(suite, "test_faults.py::test_signal").returncode == 0
+    text = out.read_text()
+    assert "test_faults.py::test_skipped\"" not in text and "test_pause[3]" not in text
+    assert " skipped |" not in text  # its row had that test only; the renamed one was not collected here
+    assert row(text, "pause")[2:4] == ["2", "2"] and row(text, "signal")[5] == "this session"
 
 
 def test_a_marker_with_an_unknown_check_stops_collection(suite):
