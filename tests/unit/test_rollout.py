@@ -203,10 +203,19 @@ def test_a_signal_during_the_drain_undrains_and_the_console_says_what_the_report
     log = tmp_path / "hooks.log"
     hosts = _hosts(tmp_path, 1, log)
     slow = tmp_path / "slow.py"
-    slow.write_text("import sys, time\ntime.sleep(1.0)\nopen(sys.argv[1], 'a').write('drain ' + sys.argv[2] + '\\n')\n")
-    hosts[0].vars["drain_command"] = [sys.executable, str(slow), str(log)]
+    started = tmp_path / "drain-started"
+    slow.write_text("import sys, time\nopen(sys.argv[2], 'w').close()\ntime.sleep(1.0)\n"
+                    "open(sys.argv[1], 'a').write('drain ' + sys.argv[3] + '\\n')\n")
+    hosts[0].vars["drain_command"] = [sys.executable, str(slow), str(log), str(started)]
     stop = Stop()
-    threading.Thread(target=lambda: (time.sleep(0.3), stop.request(2)), daemon=True).start()
+
+    def signal_once_the_drain_runs() -> None:  # not after a fixed time: a loaded machine starts it late
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        stop.request(2)
+
+    threading.Thread(target=signal_once_the_drain_runs, daemon=True).start()
     run, seen = _run(tmp_path, hosts, stop=stop)
     r = run.results[0]
     assert r.status == "interrupted", (r.status, r.message)
