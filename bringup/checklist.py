@@ -15,7 +15,6 @@ from typing import Any, Iterable
 
 import yaml
 
-from .gpu import PROFILE_MODELS
 from .platform import Check
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
@@ -39,21 +38,44 @@ def _gpus(facts: dict) -> list[dict]:
 
 
 def gpu_checks(facts: dict, vars: dict) -> list[Check]:
-    """GPUs present, of the inventory's class and count, and seen by the driver."""
-    profile = vars.get("gpu_profile", "cpu")
+    """GPUs present, of the profile's class (``gpu_profile``; ``auto``: the class nvidia-smi shows) and count,
+    seen by the driver; the profile's values with where they come from; MIG instances."""
+    from .errors import InputError
+    from .gpu_profiles import AUTO, detect, inventory_matches, matches, table
+
+    asked = vars.get("gpu_profile", AUTO)
     smi = facts.get("nvidia.smi") or []
     # Without a PCI listing, the driver's list is all there is to count.
     gpus = _gpus(facts) if "pci.devices" in facts else [
         {"address": g.get("pci_address", "?")} for g in smi]
+    try:
+        profiles = table(vars)
+    except InputError as e:
+        return [line("gpu", "GPU profiles", "FAIL", str(e), "fix gpu_profiles in the inventory")]
+    found = detect(facts, profiles, inventory_matches(vars))
+    problem = found.problem()
+    name = found.one if asked == AUTO else asked
+    profile = profiles.get(name) if name else None
+    auto = " (gpu_profile auto)" if asked == AUTO else ""
+    # What to set when the inventory's profile is not the GPUs' class: a profile that exists, by name.
+    if found.one and found.one != "cpu":
+        set_it = f"set gpu_profile: {found.one} (the class nvidia-smi shows) or {AUTO} in the inventory"
+    elif problem:
+        set_it = problem[1]
+    else:
+        set_it = (f"install the driver (invoke provision --roles nvidia_driver), then set gpu_profile: {AUTO} "
+                  "(the class is read from nvidia-smi)")
     out: list[Check] = []
-    if profile == "cpu":
+    if asked == AUTO and problem:
+        out.append(line("gpu", "GPU class (gpu_profile auto)", "WARN" if found.unlisted else "FAIL", *problem))
+    if profile is not None and profile.kind == "KIND_CPU":
         status = "PASS" if not gpus else "WARN"
-        out.append(line("gpu", "GPUs for the cpu profile", status, f"{len(gpus)} NVIDIA GPU(s) on the PCI bus",
-                         "" if not gpus else "set gpu_profile to the GPU class in the inventory"))
+        out.append(line("gpu", f"GPUs for the {name} profile", status,
+                        f"{len(gpus)} NVIDIA GPU(s) on the PCI bus{auto}", "" if not gpus else set_it))
         return out
     if not gpus:
-        return [line("gpu", "GPUs present", "FAIL", "no NVIDIA device (vendor 0x10de) on the PCI bus",
-                      f"seat the GPUs or fix gpu_profile ({profile}) in the inventory")]
+        return out + [line("gpu", "GPUs present", "FAIL", "no NVIDIA device (vendor 0x10de) on the PCI bus",
+                           f"seat the GPUs or fix gpu_profile ({name}) in the inventory")]
     want = vars.get("gpu_count")
     seen = f"{len(gpus)} on the PCI bus: " + ", ".join(g["address"] for g in gpus)
     if want is not None and int(want) != len(gpus):
@@ -71,12 +93,46 @@ def gpu_checks(facts: dict, vars: dict) -> list[Check]:
                          "check dmesg for NVRM/Xid errors; reseat the card"))
     else:
         out.append(line("gpu", "driver sees the GPUs", "PASS", f"{len(smi)} × {', '.join(names)}"))
-    model = PROFILE_MODELS.get(profile)
-    if model:
-        ok = all(re.search(rf"\b{model}\b", n) for n in names)
-        out.append(line("gpu", f"GPU class matches gpu_profile {profile}", "PASS" if ok else "WARN",
-                         ", ".join(names), "" if ok else f"move the host to the group of its GPU class"))
-    return out
+    if profile is None:
+        return out + _mig_lines(facts, name)
+    if profile.match is not None:
+        ok = all(matches(profile.match, g) for g in smi)
+        out.append(line("gpu", f"GPU class matches gpu_profile {name}", "PASS" if ok else "WARN",
+                         ", ".join(names) + auto, "" if ok else set_it))
+    src = profile.source
+    out.append(line("gpu", f"GPU profile {name}", "PASS",
+                    f"{profile.instance_count} instance(s) per GPU, preferred batch sizes {profile.preferred_batch_size}"
+                    f"{auto}; instances: {src.instance_count}; batch sizes: {src.preferred_batch_size}",
+                    "" if _measured(src, (vars.get("gpu_profiles") or {}).get(name)) else
+                    "confirm on this host: invoke bench, then invoke tune-window; pin what you measured under "
+                    f"gpu_profiles.{name}"))
+    return out + _mig_lines(facts, name)
+
+
+def _measured(src, given) -> bool:
+    """Whether each value of a profile was measured (the guide's) or set by the inventory (``given``: its
+    ``gpu_profiles`` entry): else it is a stated estimate, to be confirmed on the host."""
+    given = given if isinstance(given, dict) else {}
+    return all(key in given or (getattr(src, key) or "").startswith("the guide")
+               for key in ("instance_count", "preferred_batch_size"))
+
+
+def _mig_lines(facts: dict, profile: str | None) -> list[Check]:
+    """MIG on: how many MIG instances (each a GPU to Triton), and that the profile is for a whole GPU.  The
+    MIG mode line itself (a WARN) is the platform's."""
+    query = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("mig_mode_current") is True]
+    if not query:
+        return []
+    counts = [g.get("mig_devices") for g in query]
+    counts = [len(c) if isinstance(c, list) else c for c in counts]
+    known = all(isinstance(c, int) and not isinstance(c, bool) for c in counts)
+    where = ", ".join(g.get("bus_id") or g.get("pci_address") or "?" for g in query)
+    total = sum(counts) if known else None
+    seen = (f"MIG on {len(query)} GPU(s) ({where}): "
+            + (f"{total} MIG instance(s)" if known else "the MIG instance count is not in the facts"))
+    return [line("gpu", "MIG instances", "WARN", seen,
+                 f"Triton sees each MIG instance as a GPU: gpu_profile {profile or '?'} is sized for a whole GPU; "
+                 "define a profile for the slice under gpu_profiles, or nvidia-smi -mig 0")]
 
 
 def tuning_checks(host_result) -> list[Check]:

@@ -7,15 +7,15 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from .gpu_profiles import AUTO, ProfileVars
+from .errors import BringupError
 from .resources.guard import Fail, Skip
-from .vars import RoleVars, want
+from .vars import want
 
-__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "CPU_PROFILES", "PROFILE_MODELS"]
+__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "CPU_PROFILES", "without_gpu"]
 
-#: gpu_profile values meaning "this host has no GPU".
+#: gpu_profile values meaning "this host has no GPU".  The GPU classes are profiles: bringup.gpu_profiles.
 CPU_PROFILES = (None, "", "cpu", "none")
-#: GPU classes (``gpu_profile``) and the product name a GPU of that class reports (nvidia-smi's name).
-PROFILE_MODELS = {"l40s": "L40S", "a10": "A10"}
 
 
 def nvidia_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -23,8 +23,8 @@ def nvidia_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
     return [d for d in facts.get("pci.devices") or [] if d.get("kind") == "gpu"]
 
 
-class GpuVars(RoleVars):
-    """The GPU roles' shared variable: what to do on a host without an NVIDIA GPU."""
+class GpuVars(ProfileVars):
+    """The GPU roles' shared variables: what to do on a host without an NVIDIA GPU, and its GPU profile."""
 
     nvidia_without_gpu: Literal["skip", "install"] = want(
         "skip", "must be skip or install (install: set the NVIDIA stack up on a host without a GPU, "
@@ -48,6 +48,22 @@ def branch_of(version: str | None) -> int | None:
     return int(m.group(1)) if m else None
 
 
+def without_gpu(vars: dict[str, Any], facts: dict[str, Any]) -> bool:
+    """Whether the host is served without a GPU: a cpu profile (one of ``KIND_CPU``), or ``auto`` on a host
+    whose PCI bus shows no NVIDIA GPU (``FACTS``)."""
+    profile = vars.get("gpu_profile", AUTO)
+    if profile in CPU_PROFILES:
+        return True
+    if profile == AUTO:
+        return not nvidia_gpus(facts)
+    from .gpu_profiles import table
+
+    try:
+        return table(vars)[profile].kind == "KIND_CPU"
+    except (KeyError, BringupError):
+        return False  # an unknown profile is refused where it is validated; here it is a GPU one
+
+
 def gpu_gate(host, what: str, *, without_gpu_install: bool = True) -> list | None:
     """None when a GPU role may go on; else the one resource that skips it or fails it, with why.
 
@@ -61,10 +77,10 @@ def gpu_gate(host, what: str, *, without_gpu_install: bool = True) -> list | Non
         return None
     if without_gpu_install and host.vars.get("nvidia_without_gpu", "skip") == "install":
         return None
-    profile = host.vars.get("gpu_profile")
-    if profile in CPU_PROFILES:
+    profile = host.vars.get("gpu_profile", AUTO)
+    if without_gpu(host.vars, host.facts):
         return [Skip(what, f"no NVIDIA GPU on this host (no PCI display device of vendor 0x10de) "
-                           f"and gpu_profile is {profile or 'unset'}")]
+                           f"and gpu_profile is {profile or 'unset'}" + (" (served as cpu)" if profile == AUTO else ""))]
     return [Fail(what, f"gpu_profile is {profile} but this host has no NVIDIA GPU (no PCI display device of "
                        "vendor 0x10de under /sys/bus/pci/devices): check the card is seated and passed through, "
                        "or set gpu_profile: cpu")]

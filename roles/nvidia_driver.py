@@ -275,7 +275,7 @@ def checks(host) -> list:
     drv = gpu.driver_version(host.facts)
     pin = pinned_branch(v)
     if not drv:
-        return [] if v.get("gpu_profile") in gpu.CPU_PROFILES else [
+        return [] if gpu.without_gpu(v, host.facts) else [
             line("software", "driver version", "FAIL", "no driver answers (nvidia-smi lists no GPU)",
                  f"install a driver: invoke provision --roles nvidia_driver (branch {pin or INSTALL_BRANCH})")]
     branch = gpu.branch_of(drv)

@@ -19,7 +19,9 @@ rollback puts the last ready revision's shipped files back from
 ``<stack>/last-good`` (hard links) and leaves every other file alone.
 
 Variables:
-    gpu_profile: ``l40s`` | ``a10`` | ``cpu`` (KIND_CPU, no GPU reservation).
+    gpu_profile: ``auto`` (default: the class nvidia-smi shows; no GPU: ``cpu``) or a profile of
+        ``bringup/data/gpu_profiles.yaml`` (``l40s``, ``a10``, ``h100``, ``h200``, ...; ``cpu``: KIND_CPU,
+        no GPU reservation) or of the inventory's ``gpu_profiles`` (bringup.gpu_profiles).
     triton_models: ``{name: {platform|backend, max_batch_size, input, output,
         instance_count, preferred_batch_size, max_queue_delay_microseconds,
         response_cache, extra}}``; ``input``/``output`` are lists of
@@ -50,7 +52,7 @@ import hashlib
 import posixpath
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
@@ -61,21 +63,16 @@ from bringup.errors import BringupError, InputError, said
 from bringup.facts.triton import WINDOW_RECORD
 from bringup.latency.window_tuner import TUNED_SOURCE, manifest_of
 from bringup.gpu import gpu_gate
+from bringup.gpu_profiles import AUTO, ClassUnknown, ProfileVars, choose, table
 from bringup.resources import Directory, File
 from bringup.resources.compose import PROJECT_LABEL, REVISION_LABEL, ComposeUp, label_format, revision_hash
-from bringup.resources.guard import Unused
+from bringup.resources.guard import Skip, Unused
 from bringup.resources import image
 from bringup.resources.image import DockerImage
 from bringup.facts.base import format_cpulist
 from bringup.resources.tree import LocalFile, Tree, local_tree, parse_manifest
 from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, key_matching, want
 
-#: Per GPU class: preferred batch sizes and instances per GPU (the guide's measurements).
-PROFILES: dict[str, dict] = {
-    "l40s": {"kind": "KIND_GPU", "preferred_batch_size": [2, 4, 8, 16], "instance_count": 2},
-    "a10": {"kind": "KIND_GPU", "preferred_batch_size": [1, 2, 4], "instance_count": 3},
-    "cpu": {"kind": "KIND_CPU", "preferred_batch_size": [1, 2, 4], "instance_count": 1},
-}
 DELAY_MIN, DELAY_MAX = 200, 1500
 DEFAULT_DELAY = 800
 #: A window-only change of a config.pbtxt: reload the models in place instead of recreating the container.
@@ -140,8 +137,7 @@ class Ports(Spec):
     metrics: _PORT
 
 
-class Vars(image.ImageVars, topology.PlannerVars, RoleVars):
-    gpu_profile: Literal[tuple(PROFILES)] = want("cpu", f"is unknown; use one of {', '.join(PROFILES)}")
+class Vars(ProfileVars, image.ImageVars, topology.PlannerVars, RoleVars):
     triton_model_repository: AbsPath = "/data/models"
     models_dir: str = ""
     triton_models: dict[key_matching(_NAME.pattern, "model name must be letters, digits, '_', '.', '-'"), Model] = want(
@@ -203,12 +199,12 @@ def _gpus(vars: dict, facts: dict) -> list[int]:
 def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
     """``{model: config.pbtxt text}`` for every model of ``triton_models`` (checked by ``Vars``), rendered
     and parsed with Triton's schema."""
-    profile_name = vars.get("gpu_profile", "cpu")
-    profile = PROFILES[profile_name]
+    picked = choose(vars, facts)  # the GPU profile: the inventory's, or under auto the GPUs' class
+    profile_name, profile = picked.name, picked.profile
     pinned = vars.get("triton_max_queue_delay_microseconds")
     tuned = _tuned_windows(facts) if pinned is None else {}
     served = _tuned_configs(facts)
-    gpus = _gpus(vars, facts) if profile["kind"] == "KIND_GPU" else []
+    gpus = _gpus(vars, facts) if picked.gpu else []
     out = {}
     for name, spec in (vars.get("triton_models") or {}).items():
         mbs = spec.get("max_batch_size", 8)
@@ -228,16 +224,16 @@ def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
             delay, source = DEFAULT_DELAY, "the default (triton_max_queue_delay_microseconds unset, none tuned)"
         preferred = spec.get("preferred_batch_size")
         preferred = chosen.get("preferred_batch_size") if preferred is None else preferred
-        preferred = profile["preferred_batch_size"] if preferred is None else preferred
+        preferred = profile.preferred_batch_size if preferred is None else preferred
         # Triton refuses a preferred size above max_batch_size: the profile's list is cut to fit.
         fitted = [p for p in preferred if p <= mbs] or [mbs]
         # None: the tuned count, else the profile's
-        count = spec.get("instance_count") or chosen.get("instance_count") or profile["instance_count"]
-        if profile["kind"] == "KIND_GPU" and not gpus:
+        count = spec.get("instance_count") or chosen.get("instance_count") or profile.instance_count
+        if picked.gpu and not gpus:
             raise InputError(f"gpu_profile {profile_name}: no GPU found (nvidia-smi lists none and gpu_count is unset)")
         text = render("triton/config.pbtxt.j2", model=name, profile=profile_name, platform=spec.get("platform"),
                       backend=spec.get("backend"), max_batch_size=mbs, inputs=_tensors(spec, "input"),
-                      outputs=_tensors(spec, "output"), kind=profile["kind"], count=count, gpus=gpus,
+                      outputs=_tensors(spec, "output"), kind=profile.kind, count=count, gpus=gpus,
                       preferred=fitted, delay=delay, delay_source=source,
                       response_cache=bool(spec.get("response_cache")), extra=spec.get("extra") or "")
         check_config(name, text)
@@ -343,9 +339,14 @@ def validate(vars: dict) -> None:
     from bringup.templates import Templates
 
     _static(vars)
-    # Facts are not known yet: GPU profiles assume gpu_count GPUs (or one) to render and parse.
+    # Facts are not known yet: GPU profiles assume gpu_count GPUs (or one) to render and parse; under auto,
+    # each profile the host could get is rendered.
     facts = {} if vars.get("gpu_count") else {"nvidia.smi": [{"index": 0}]}
-    configs = model_configs(vars, facts, Templates(content_root() / "templates").render)
+    render = Templates(content_root() / "templates").render
+    name = vars.get("gpu_profile", AUTO)
+    configs: dict[str, str] = {}
+    for profile in (table(vars) if name == AUTO else [name]):
+        configs = model_configs({**vars, "gpu_profile": profile}, facts, render)
     _local_files(vars, configs)
 
 
@@ -378,8 +379,8 @@ class _Desired:
         self.configs = model_configs(v, host.facts, host.render)
         self.files = _local_files(v, self.configs)
         self.models = sorted(set(self.configs) | {rel.split("/", 1)[0] for rel in self.files if "/" in rel})
-        profile = PROFILES[v.get("gpu_profile", "cpu")]
-        gpus = _gpus(v, host.facts) if profile["kind"] == "KIND_GPU" else []
+        picked = choose(v, host.facts)
+        gpus = _gpus(v, host.facts) if picked.gpu else []
         self.cpuset = cpuset(v, host.facts) if gpus else str(v.get("triton_cpuset") or "")
         cache = any((s or {}).get("response_cache") for s in (v.get("triton_models") or {}).values())
         ctx = dict(image=v["triton_image"], container=self.container, shm_size=str(v["triton_shm_size"]),
@@ -394,7 +395,7 @@ class _Desired:
              for name, text in sorted(self.configs.items())]
             + [(f"file {rel} {f.executable}", bytes.fromhex(f.sha256)) for rel, f in sorted(self.files.items())])
         self.compose = host.render("triton/docker-compose.yml.j2", revision=self.revision, **ctx)
-        self.gpu_profile = profile["kind"] == "KIND_GPU"
+        self.gpu_profile = picked.gpu
 
     def tree(self) -> Tree:
         """The repository as bringup ships it; files no longer wanted are held (outside it) until ready."""
@@ -407,10 +408,15 @@ class _Desired:
 
 
 def _gate(host) -> list | None:
-    """Why the role deploys nothing here (nothing to serve, a GPU profile without a GPU), or None."""
+    """Why the role deploys nothing here (nothing to serve, a GPU profile without a GPU, a GPU class not
+    known yet), or None.  GPUs of two classes under ``gpu_profile: auto``: one line naming both (InputError)."""
     if not (host.vars.get("triton_models") or host.vars.get("models_dir")):
         return [Unused("triton", "nothing to serve: triton_models is empty and models_dir is unset")]
-    gpu_profile = PROFILES.get(host.vars.get("gpu_profile"), PROFILES["cpu"])["kind"] == "KIND_GPU"
+    try:
+        gpu_profile = choose(host.vars, host.facts).gpu
+    except ClassUnknown as e:
+        # No driver loaded yet (a first run, before its reboot): a run with nvidia-smi answering deploys.
+        return [Skip("triton", str(e))]
     if gpu_profile and not [g for g in host.facts.get("nvidia.smi") or [] if isinstance(g.get("index"), int)]:
         # As the GPU roles check (the PCI bus, not gpu_count); a GPU reservation cannot be met without one.
         return gpu_gate(host, "triton", without_gpu_install=False)

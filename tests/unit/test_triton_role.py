@@ -131,7 +131,8 @@ def test_compose_file_per_profile():
 
 @pytest.mark.parametrize("key,value", [("triton_image", "x; rm -rf /"), ("triton_cpuset", "0-3;x"),
                                        ("triton_shm_size", "lots"), ("triton_model_repository", "data"),
-                                       ("gpu_profile", "h100"), ("triton_extra_args", ["-v"])])
+                                       ("gpu_profile", "h20"), ("gpu_profile", "H200"),
+                                       ("triton_extra_args", ["-v"])])
 def test_bad_values_are_refused(key, value):
     with pytest.raises(InputError):
         CHECK({**host_vars("trt-l40s-01"), key: value})
