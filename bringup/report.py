@@ -71,7 +71,8 @@ def print_recap(results: list[HostResult], console: Console) -> None:
     console.print("[bold]PLAY RECAP[/] " + "*" * 60, highlight=False)
     width = max((len(r.host) for r in results), default=0)
     for r in results:
-        console.print(recap_line(r, width), markup=False, highlight=False)
+        # A host's name or message is text, never markup or an emoji code (a PCI bus ``ab`` read as :ab:).
+        console.print(recap_line(r, width), markup=False, highlight=False, emoji=False)
 
 
 class Report:
@@ -146,7 +147,9 @@ def progress_display(console: Console, hosts: list[str]) -> Iterator:
         return
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    prog = Progress(SpinnerColumn(), TextColumn("[bold]{task.fields[host]}[/]"), TextColumn("{task.description}"),
+    # Host names and what a host said are text: never read as markup or emoji codes.
+    prog = Progress(SpinnerColumn(), TextColumn("{task.fields[host]}", style="bold", markup=False),
+                    TextColumn("{task.description}", markup=False),
                     TimeElapsedColumn(), console=console, transient=True,
                     disable=not console.is_terminal)
     tasks = {h: prog.add_task("waiting", host=h, total=None) for h in hosts}
@@ -162,4 +165,4 @@ def print_rollout_stopped(why: str, never_started: list[str], console: Console) 
 
     console.print(Text.assemble(("ROLLOUT STOPPED", "bold red"), f" {why}"), highlight=False)
     if never_started:
-        console.print(f"  not started: {', '.join(never_started)}", markup=False, highlight=False)
+        console.print(f"  not started: {', '.join(never_started)}", markup=False, highlight=False, emoji=False)
