@@ -112,9 +112,9 @@ if [ "$MODE" = follow ]; then
   LPID=$!
   sleep 12
   log "tune-window --follow: target p95 $FT1 ms for $FSEC s"
-  $B tune-window --host h200-01 --follow --target-p95-ms $FT1 --interval 10 --for $FSEC --record $W/triton-window.json
+  $B tune-window --host h200-01 --follow --target-p95-ms $FT1 --interval 10 --for $FSEC --record $W/bringup/triton-window.json
   log "tune-window --follow: target p95 $FT2 ms for $FSEC s"
-  $B tune-window --host h200-01 --follow --target-p95-ms $FT2 --interval 10 --for $FSEC --record $W/triton-window.json
+  $B tune-window --host h200-01 --follow --target-p95-ms $FT2 --interval 10 --for $FSEC --record $W/bringup/triton-window.json
   wait $LPID; tail -25 $W/load.log
   kill $TPID; wait $TPID 2>/dev/null
   grep -E "^E|error" $W/tritonserver.log | grep -v "NVML\|DCGM\|CudaDriverHelper" | tail -5
@@ -122,7 +122,7 @@ if [ "$MODE" = follow ]; then
   cp ${L[0]} $OUT/follow-1.jsonl; cp ${L[0]%.jsonl}.png $OUT/follow-1.png
   cp ${L[1]} $OUT/follow-2.jsonl; cp ${L[1]%.jsonl}.png $OUT/follow-2.png
   cp $(ls -t $W/load/h200-01-*.json | head -1) $OUT/follow-load.json
-  cp $W/triton-window.json $OUT/
+  cp $W/bringup/triton-window.json $OUT/
   log "done"
   exit 0
 fi

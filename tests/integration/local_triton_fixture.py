@@ -10,10 +10,8 @@ import pytest
 CPUS = sorted(os.sched_getaffinity(0))
 
 
-@contextlib.contextmanager
-def local_server(d: Path, models: dict[str, dict], args: tuple[str, ...] = ()):
-    """``tritonserver`` serving ``models`` (``{name: write_model kwargs}``) from ``d/repo``, pinned to the
-    last CPU so that clients can run on the others."""
+def require_local_triton():
+    """:mod:`.local_triton`, once its server can run here; else the test is skipped, saying why."""
     from . import local_triton as lt
 
     try:
@@ -22,6 +20,14 @@ def local_server(d: Path, models: dict[str, dict], args: tuple[str, ...] = ()):
         pytest.skip(f"local Triton unavailable: {e}")
     if why:
         pytest.skip(why)
+    return lt
+
+
+@contextlib.contextmanager
+def local_server(d: Path, models: dict[str, dict], args: tuple[str, ...] = ()):
+    """``tritonserver`` serving ``models`` (``{name: write_model kwargs}``) from ``d/repo``, pinned to the
+    last CPU so that clients can run on the others."""
+    lt = require_local_triton()
     for name, kw in models.items():
         lt.write_model(d / "repo", name, **kw)
     server_cpus = CPUS[-1:] if len(CPUS) > 1 else None
