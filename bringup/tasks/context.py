@@ -69,7 +69,10 @@ def console() -> Console:
     from rich.console import Console
 
     # Piped into a log or CI, rich would assume 80 columns and cut the tables' headers: give them room.
-    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
+    # emoji=False: text from a host or the inventory is never an emoji code (a PCI bus 0000:ab:00.0 printed
+    # as 0000🆎00.0).
+    return Console(highlight=False, soft_wrap=True, emoji=False,
+                   width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
 
 
 def fail(e: Exception | str) -> Exit:

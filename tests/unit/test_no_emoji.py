@@ -70,19 +70,15 @@ def project(tmp_path) -> Path:
     return tmp_path
 
 
-# The terminal's console is made in bringup/tasks/context.py (console()) and the plan's table in
-# bringup/topology.py (format_plan): Console(emoji=False) there is what these two wait for.
-PENDING = pytest.mark.xfail(strict=True, reason="needs Console(emoji=False) in bringup.tasks.context.console()")
+# The terminal's console is made in bringup/tasks/context.py (console()), with emoji=False.
 
 
-@PENDING
 def test_invoke_topology_prints_the_bus_id_as_it_is(project):
     r = _invoke("topology", "--host", "h", "--facts", "h.json", cwd=project)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "🆎" not in r.stdout and BUS in r.stdout, r.stdout
 
 
-@PENDING
 def test_invoke_checklist_prints_the_bus_id_as_it_is(project):
     r = _invoke("checklist", "--host", "h", "--facts", "h.json", "--out", "pages", cwd=project)
     assert "Traceback" not in r.stderr, r.stderr
