@@ -17,8 +17,9 @@ freeze_at_exit()
 from bringup.cli import ns as bringup_tasks  # noqa: E402 - imported under the setting above
 
 
-@task(help={"keep": "leave the sandbox host running afterwards"})
-def sandbox(c, keep=False):
+@task(help={"keep": "leave the sandbox host running afterwards (remove it with --down)",
+            "down": "remove the sandbox host a --keep run left, and nothing else"})
+def sandbox(c, keep=False, down=False):
     """Start a sandbox host (a systemd container), provision it (plan, apply, re-run), serve a model, prove latency."""
     from rich.text import Text
 
@@ -27,22 +28,35 @@ def sandbox(c, keep=False):
     from bringup.tasks.converge import converge
     from bringup.tasks.latency import bench
     from harness import SANDBOX_VARS, SandboxError, build_image, ensure_docker, start_host, write_inventory
-    from harness.example import BENCH, cpu_split, example_vars
+    from harness.example import BENCH, cpu_split, example_vars, free_ports
     from harness.triton_image import build_triton_image
 
     out = console()
     name = "sandbox-01"
     workdir = Path(".sandbox").resolve()
+    if down:
+        from harness.host import remove_named
+
+        try:
+            gone = remove_named(name)
+        except SandboxError as e:
+            raise fail(e) from None
+        out.print(f"sandbox: removed {name} ({', '.join(gone)})" if gone else f"sandbox: no {name} is running")
+        return
     try:
         ensure_docker()
-        build_image()
+        image = build_image()
         triton_image = build_triton_image()  # a TEST DOUBLE of NGC's image: no registry is reachable here
-        host = start_host(name, workdir=workdir)
+        # Triton's ports published on 127.0.0.1 as SSH is, under the numbers the inventory gives them: the
+        # README's commands (invoke bench --host sandbox-01) reach it as they reach a rack's host.
+        http, grpc, metrics = free_ports(3)
+        host = start_host(name, workdir=workdir, image=image, ports=(http, grpc, metrics))
     except SandboxError as e:
         raise fail(e) from None
     inv = workdir / "hosts"
     triton_cpus, client_cpus = cpu_split()
-    write_inventory(inv, [host], extra_vars={**SANDBOX_VARS, **example_vars(triton_image, workdir, triton_cpus)})
+    write_inventory(inv, [host], extra_vars={**SANDBOX_VARS, **example_vars(triton_image, workdir, triton_cpus),
+                                             "triton_ports": {"http": http, "grpc": grpc, "metrics": metrics}})
     try:
         codes = []
         for title, check in (("plan", True), ("apply", False), ("re-run (expect changed=0)", False)):
@@ -52,7 +66,7 @@ def sandbox(c, keep=False):
         latency = None
         if not any(codes):
             out.rule("[bold]sandbox: latency (a short benchmark of the example model)")
-            bench(c, host=name, inventory=str(inv), address=host.address(), client_cpus=client_cpus or None, **BENCH)
+            bench(c, host=name, inventory=str(inv), client_cpus=client_cpus or None, **BENCH)
             out.rule("[bold]sandbox: checklist")
             pages, stop = checklist_pages(host=name, inventory=str(inv), out="reports/checklist")
             if stop.requested:
@@ -64,7 +78,10 @@ def sandbox(c, keep=False):
         if not keep:
             host.remove()
     if keep:
-        out.print(f"sandbox host kept: ssh -i {host.key_file} -p {host.port} root@127.0.0.1 (inventory {inv})")
+        rel = inv.relative_to(Path.cwd()) if inv.is_relative_to(Path.cwd()) else inv
+        out.print(f"sandbox host kept: ssh -i {host.key_file} -p {host.port} root@127.0.0.1; every README command "
+                  f"works on it with --inventory {rel} (invoke bench --host {name} --inventory {rel}); "
+                  "remove it with: invoke sandbox --down", markup=False, highlight=False)
     if any(codes):
         raise Exit(code=max(codes))
     out.print(Text.assemble((f"sandbox: {latency.status}", "bold"), f" {latency.name}: {latency.seen}") if latency

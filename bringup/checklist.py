@@ -235,7 +235,7 @@ def verdict(checks: list[Check]) -> str:
 
 
 #: The longest "seen" or "fix" text a Markdown row shows; the HTML page and the JSON hold the whole text.
-MD_CELL_MAX = 240
+MD_CELL_MAX = 480
 
 
 def _md(text: str, limit: int | None = None) -> str:

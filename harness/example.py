@@ -51,3 +51,19 @@ def example_vars(image: str, project: Path, triton_cpus: str = "") -> dict[str, 
         # The guide's target; a 4 ms CPU model meets it easily at the sandbox's load.
         "latency_slo_p95_ms": 50,
     }
+
+
+def free_ports(n: int) -> list[int]:
+    """``n`` TCP ports free on 127.0.0.1 now (held open together while chosen, so they differ)."""
+    import socket
+
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            s.bind(("127.0.0.1", 0))
+            socks.append(s)
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()

@@ -259,6 +259,15 @@ def _ssh_banner(port: int) -> bool:
         return False
 
 
+def remove_named(name: str) -> list[str]:
+    """Remove the sandbox hosts named ``name`` (containers bringup's harness labelled so; nothing else)."""
+    cp = _docker("ps", "-aq", "--filter", f"label={LABEL}=1", "--filter", f"label={NAME_LABEL}={name}")
+    ids = cp.stdout.split()
+    if ids:
+        _docker("rm", "-f", "-v", *ids)
+    return ids
+
+
 def remove_session_hosts(session: str = SESSION) -> list[str]:
     """Remove every sandbox container labelled with ``session`` (default: this process's), running or not.
 
@@ -274,12 +283,14 @@ def remove_session_hosts(session: str = SESSION) -> list[str]:
 
 def start_host(name: str, *, restart: str = "unless-stopped", workdir: Path,
                image: str | None = None, timeout: float = 120, port: int | None = None,
-               light: bool = False) -> SandboxHost:
+               light: bool = False, ports: tuple[int, ...] = ()) -> SandboxHost:
     """Start a sandbox host named ``name`` and wait until SSH is ready.
 
     ``workdir`` holds the run's key pair (made once per workdir) and the
     host's known_hosts file.  ``image`` defaults to :func:`build_image`'s tag.
     ``light``: no Docker inside and fewer units at boot (:data:`LIGHT_RUN_FLAGS`), for fleets of many hosts.
+    ``ports``: more ports published on 127.0.0.1 under the same numbers (a service the host runs, such as
+    Triton's, reached from here as on a rack: at the inventory's address and the inventory's ports).
     What the host takes of the machine (inotify, memory, disk) is checked first (:func:`harness.limits.make_room`);
     a container that stops while it boots is reported with its own last log lines.
     """
@@ -298,7 +309,8 @@ def start_host(name: str, *, restart: str = "unless-stopped", workdir: Path,
         "--label", f"{LABEL}=1", "--label", f"{NAME_LABEL}={name}",
         "--label", f"{SESSION_LABEL}={SESSION}",
         # A fixed port survives the container restarting itself (a reboot); a random one is re-drawn.
-        "--publish", f"127.0.0.1:{port or ''}:22", "--restart", restart,
+        "--publish", f"127.0.0.1:{port or ''}:22", *(a for p in ports for a in ("--publish", f"127.0.0.1:{p}:{p}")),
+        "--restart", restart,
         *(LIGHT_RUN_FLAGS if light else RUN_FLAGS), image, *(LIGHT_COMMAND if light else ()),
     ).stdout.strip()
     host = SandboxHost(name=name, container=cid[:12], port=0, key_file=key,

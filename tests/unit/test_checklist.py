@@ -283,7 +283,7 @@ def test_long_texts_are_whole_in_html_and_json_and_cut_at_a_word_in_markdown():
 
     from bringup.checklist import MD_CELL_MAX, line, render_html, render_json, render_markdown
 
-    reasons = "; ".join(f"net.core.reason{i}: this kernel has no such key in its network namespace" for i in range(5))
+    reasons = "; ".join(f"net.core.reason{i}: this kernel has no such key in its network namespace" for i in range(9))
     checks = [line("tuning", "role sysctl", "WARN", f"5 not applied here: {reasons}", "fix what the reason names")]
     md = render_markdown("h", checks)
     row = next(l for l in md.splitlines() if "role sysctl" in l)
@@ -292,7 +292,7 @@ def test_long_texts_are_whole_in_html_and_json_and_cut_at_a_word_in_markdown():
     full, shown = f"5 not applied here: {reasons}", seen[:-2].rstrip()
     assert full.startswith(shown) and not full[len(shown)].isalnum(), seen  # cut between words, never inside one
     page = render_html("h", checks, "")
-    assert "net.core.reason4: this kernel has no such key in its network namespace" in page
+    assert "net.core.reason8: this kernel has no such key in its network namespace" in page
     doc = json.loads(render_json("h", checks))
     assert doc["verdict"] == "WARN" and doc["checks"][0]["seen"] == f"5 not applied here: {reasons}"
 
