@@ -302,3 +302,23 @@ def test_the_checklist_reads_a_result_written_with_out_and_names_its_configurati
     assert line.status == "PASS", line
     assert str(written[0].resolve()) in line.seen
     assert "served as 1 instance, max batch 8" in line.seen and "window 800 µs" in line.seen
+
+
+# --------------------------------------------------------------------------- tune-window's one-shot sweep
+
+
+def test_tune_window_prints_the_measured_p95_beside_the_target_and_plots_against_the_window(work, triton):
+    cp = _invoke(work, "tune-window", "--host", "local-01", "--target-p95-ms", "10000", "--windows", "300,1200",
+                 "--concurrency", "4", *SHORT)
+    assert cp.returncode == 0, cp.stdout + cp.stderr
+    docs = sorted((work / "reports" / "bench").glob("local-01-tune-2*.json"))
+    assert len(docs) == 1
+    doc = json.loads(docs[0].read_text())
+    chosen = doc["tune"]["chosen_window_us"]
+    row = next(t for t in doc["tune"]["windows"] if t["window_us"] == chosen)
+    # "300 µs: p95 4.1 ms meets 10000 ms": the measured value and the target both.
+    assert f"{chosen} µs: p95 {row['p95_ms']:.1f} ms meets 10000 ms" in cp.stdout
+    assert docs[0].with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert {p["window_us"] for p in doc["points"]} == {300, 1200}
+    assert all(p["config"].endswith(f"window {p['window_us']} µs") for p in doc["points"])
+    assert {k: _served(triton)[k] for k in DEPLOYED} == DEPLOYED     # the model's own window serves again
