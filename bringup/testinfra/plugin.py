@@ -1,0 +1,195 @@
+"""The pytest plugin of the ``bringup://`` testinfra backend (entry point ``pytest11``: loaded by any pytest
+where bringup is installed; ``-p bringup.testinfra.plugin`` loads it from a checkout).
+
+- registers the backend with testinfra (``testinfra.backend.BACKENDS``), which finds backends by URL scheme;
+- ``--bringup-inventory PATH`` (else ``$BRINGUP_INVENTORY``, else ``./hosts``) and ``--bringup-set KEY=VALUE``;
+- expands each ``bringup://PATTERN`` of ``--hosts`` into the inventory's hosts before testinfra parses it as a
+  URL (a ``?`` wildcard or a ``[12]`` class would not survive that); a pattern that names nothing, or a bad
+  inventory, is one ``ERROR:`` line (pytest's usage error, exit 4) before any test runs;
+- the ``bringup_vars`` fixture: the host's merged variables (``host.backend.vars``);
+- a test that failed because its host was unreachable (or sudo refused, or its variables are bad) reports
+  bringup's one line instead of a traceback;
+- ``--bringup-report FILE``: every test's outcome as one line, JSON (what ``invoke audit --testinfra`` reads).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ..errors import BringupError, Unreachable
+from . import SCHEME, register
+
+register()
+
+#: Longest one-line message kept for a test (an assertion's whole explanation collapsed onto one line).
+LINE_MAX = 400
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("bringup", "bringup's testinfra backend (--hosts=bringup://HOST-OR-PATTERN)")
+    group.addoption("--bringup-inventory", dest="bringup_inventory", default=None, metavar="PATH",
+                    help="bringup's inventory (Ansible YAML) for bringup:// hosts; default $BRINGUP_INVENTORY, "
+                         "else ./hosts")
+    group.addoption("--bringup-set", dest="bringup_set", action="append", default=[], metavar="KEY=VALUE",
+                    help="variable override, as bringup's --set (highest precedence); repeatable")
+    group.addoption("--bringup-report", dest="bringup_report", default=None, metavar="FILE",
+                    help="write each test's outcome, one line each, as JSON to FILE")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config: pytest.Config) -> None:
+    from .backend import SETTINGS
+
+    SETTINGS.inventory = config.getoption("bringup_inventory")
+    SETTINGS.overrides = tuple(config.getoption("bringup_set") or ())
+    hosts = getattr(config.option, "hosts", None)
+    if hosts and f"{SCHEME}://" in hosts:
+        try:
+            config.option.hosts = expand_hosts(hosts)
+        except BringupError as e:
+            raise pytest.UsageError(str(e)) from None
+    if config.getoption("bringup_report"):
+        config.pluginmanager.register(Recorder(Path(config.getoption("bringup_report"))), "bringup-report")
+
+
+def expand_hosts(hosts: str) -> str:
+    """testinfra's ``--hosts`` with each ``bringup://PATTERN`` replaced by ``bringup://NAME`` per host it names."""
+    from .backend import expand, host_spec
+
+    out: list[str] = []
+    for spec in hosts.split(","):
+        spec = spec.strip()
+        if spec.startswith(f"{SCHEME}://"):
+            out += [host_spec(n) for n in expand(spec[len(SCHEME) + 3:])]
+        elif spec:
+            out.append(spec)
+    return ",".join(dict.fromkeys(out))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    from .backend import close_all
+
+    close_all()
+
+
+@pytest.fixture(scope="module")
+def bringup_vars(host) -> dict[str, Any]:
+    """The host's variables as bringup merges them: every role's defaults < the inventory < ``--bringup-set``."""
+    from .backend import BringupBackend
+
+    if not isinstance(host.backend, BringupBackend):
+        pytest.fail(f"bringup_vars needs a {SCHEME}:// host (--hosts={SCHEME}://NAME), not "
+                    f"{host.backend.get_pytest_id()}", pytrace=False)
+    try:
+        return host.backend.vars
+    except BringupError as e:
+        pytest.fail(str(e), pytrace=False)
+
+
+def host_of(item: pytest.Item):
+    """The testinfra host an item runs against (None when it takes no ``host``)."""
+    spec = getattr(item, "callspec", None)
+    return spec.params.get("_testinfra_host") if spec is not None else None
+
+
+def display_name(item: pytest.Item) -> str:
+    """The item's name without its host's id: ``test_ntp``, ``test_sysctl[net.core.somaxconn]``."""
+    name = item.name
+    host = host_of(item)
+    if host is not None:
+        hid = host.backend.get_pytest_id()
+        name = name.replace(f"[{hid}]", "").replace(f"{hid}-", "").replace(f"-{hid}", "")
+    return name
+
+
+def one_line(e: BaseException) -> str:
+    """Why a test failed, as one line: bringup's own line, or the assertion with its explanation collapsed."""
+    from ..secrets import MASK
+
+    if isinstance(e, Unreachable):
+        text = f"unreachable: {e}"
+    elif isinstance(e, BringupError):
+        text = str(e)
+    else:
+        # The assertion's own lines in one: its message; the statement, with pytest's explanation ("+ where").
+        lines = [" ".join(l.split()) for l in str(e).splitlines() if l.strip()]
+        text = "".join((" " if l.startswith(("+", "-", "?")) else "; ") + l for l in lines)[2:] if lines else ""
+        if not isinstance(e, AssertionError) and type(e).__name__ not in ("Failed", "Skipped"):
+            text = f"{type(e).__name__}: {text}" if text else type(e).__name__
+        text = text or "assertion failed"
+    text = MASK.mask(text)
+    return text if len(text) <= LINE_MAX else text[:LINE_MAX - 1] + "…"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    report = yield
+    if call.excinfo is not None and report.failed:
+        e = call.excinfo.value
+        host = host_of(item)
+        report.bringup_line = one_line(e)
+        report.bringup_unreachable = isinstance(e, Unreachable)
+        if isinstance(e, (Unreachable, BringupError)):
+            # bringup's one line, not a traceback through the transport.
+            report.longrepr = f"{host.backend.get_hostname() if host is not None else item.nodeid}: " \
+                              f"{report.bringup_line}"
+    report.bringup_test = display_name(item)
+    report.bringup_host = host.backend.get_hostname() if (host := host_of(item)) is not None else None
+    return report
+
+
+class Recorder:
+    """Each test's outcome as one line (worst phase wins), and collection errors; JSON at the session's end."""
+
+    RANK = {"passed": 0, "skipped": 1, "failed": 2}
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.tests: dict[str, dict[str, Any]] = {}
+        self.errors: list[dict[str, str]] = []
+        self.collected = 0
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.collected = len(session.items)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        got = self.tests.setdefault(report.nodeid, {
+            "test": getattr(report, "bringup_test", report.nodeid), "nodeid": report.nodeid,
+            "host": getattr(report, "bringup_host", None), "outcome": "passed", "message": "",
+            "unreachable": False})
+        if report.failed:
+            line = getattr(report, "bringup_line", None) or _last_line(report)
+            if report.when != "call" and not getattr(report, "bringup_unreachable", False):
+                line = f"{report.when}: {line}"
+        elif report.skipped:
+            line = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr or "")
+            line = line.removeprefix("Skipped: ")
+        else:
+            return
+        if self.RANK[report.outcome] > self.RANK[got["outcome"]]:
+            got.update(outcome=report.outcome, message=line,
+                       unreachable=bool(getattr(report, "bringup_unreachable", False)))
+
+    def pytest_collectreport(self, report: pytest.CollectReport) -> None:
+        if report.failed:
+            self.errors.append({"where": report.nodeid or ".", "message": _last_line(report)})
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        self.path.write_text(json.dumps({"exit": int(exitstatus), "collected": self.collected,
+                                         "tests": list(self.tests.values()),
+                                         "collection_errors": self.errors}, indent=1) + "\n")
+
+
+def _last_line(report) -> str:
+    """A failure's own words from pytest's text: its last ``E`` line (the exception), else the whole text on
+    one line (an import file mismatch says what in three)."""
+    from ..secrets import MASK
+
+    lines = [l.strip() for l in str(report.longrepr or "").splitlines() if l.strip()]
+    said = [l[1:].strip() for l in lines if l.startswith("E ")]
+    text = MASK.mask(" ".join((said[-1] if said else " ".join(lines) or "failed").split()))
+    return text if len(text) <= LINE_MAX else text[:LINE_MAX - 1] + "…"
