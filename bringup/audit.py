@@ -26,7 +26,7 @@ from .auditkit import finding
 from .inventory import Host
 from .resources.guard import Unused
 from .roles import HostContext, Role
-from .runner import HostResult, Options, ResourceResult, Stop, run_hosts
+from .runner import HostResult, Options, ResourceResult, Stop, run_host, run_hosts
 from .templates import Templates
 
 if TYPE_CHECKING:
@@ -107,22 +107,32 @@ def _junit(by_host: dict[str, list[Item]]) -> ET.ElementTree:
 def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], templates: Templates,
               reports: Path, *, forks: int = 10, accept_new_host_keys: bool = False,
               say: Callable[[str], None] = print, stop: Stop | None = None,
-              ahead: Ahead | None = None) -> tuple[int, list[HostResult]]:
+              ahead: Ahead | None = None, also: Callable[[Host, HostResult], list[Item]] | None = None,
+              extra: Callable[[], dict] | None = None) -> tuple[int, list[HostResult]]:
     """Audit ``roles`` on ``hosts`` in check mode; print the findings; JUnit XML + JSON land in ``reports``.
 
     Each host's lines are printed as soon as that host is done.  Returns the exit code and the hosts'
     results; after ``stop`` was requested (a signal) the hosts not yet started are left out of the reports'
     items and listed as ``not_started``.  ``ahead``: the hosts' connections and facts opened while the
-    audit prepared (:mod:`bringup.ahead`).
+    audit prepared (:mod:`bringup.ahead`).  ``also(host, result)``: more items of a host, found by its worker
+    right after its check-mode run (``--testinfra``: the site's tests), printed, counted and reported with the
+    host's own; ``extra()``: more keys of the JSON summary.
     """
     audited = [AuditedRole(r.name, r.module) for r in roles]
     by_host: dict[str, list[Item]] = {}
     trips: dict[str, int] = {}
+    more: dict[str, list[Item]] = {}
+
+    def run(host: Host, *args) -> HostResult:
+        result = run_host(host, *args)
+        if also is not None and result.status != "not started":
+            more[host.name] = also(host, result)
+        return result
 
     def done(result: HostResult) -> None:
         if result.status == "not started":
             return
-        found = items(result)
+        found = items(result) + more.get(result.host, [])
         by_host[result.host] = found
         trips[result.host] = result.round_trips
         for i in found:
@@ -133,7 +143,7 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
         say(summary_line(result.host, found))
 
     opts = Options(check=True, forks=forks, accept_new_host_keys=accept_new_host_keys, ahead=ahead)
-    results = run_hosts(hosts, audited, role_vars, opts, templates, on_result=done, stop=stop)
+    results = run_hosts(hosts, audited, role_vars, opts, templates, on_result=done, stop=stop, run=run)
     by_host = {h.name: by_host[h.name] for h in hosts if h.name in by_host}
     found = [i for f in by_host.values() for i in f]
     code = exit_code(found)
@@ -147,6 +157,7 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
         "round_trips": {h: trips[h] for h in by_host}, "results": [asdict(i) for i in found], "junit": str(junit),
         "not_started": [r.host for r in results if r.status == "not started"],
         "interrupted": stop.name if stop is not None and stop.requested else None,
+        **(extra() if extra is not None else {}),
     }
     (reports / f"{stamp}-audit.json").write_text(json.dumps(summary, indent=2) + "\n")
     return code, results

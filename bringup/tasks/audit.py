@@ -1,32 +1,73 @@
-"""``invoke audit``: is each host in the state its roles declare? Check mode only."""
+"""``invoke audit``: is each host in the state its roles declare? Check mode only.
+
+``--testinfra PATH`` runs a site's testinfra tests on each host beside it (:mod:`bringup.testinfra.suite`);
+``--export-testinfra DIR`` writes the roles' audit as testinfra modules instead (:mod:`bringup.testinfra.export`).
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
 from invoke import Exit, task
 
-from .context import SELECTION, options, print_interrupted, running
+from .context import SELECTION, fail, failing, options, print_interrupted, running
 
 __all__ = ["audit"]
 
 
 @task(iterable=["set_"], help=options(*SELECTION, "accept-new-host-keys") | {
-    "roles": "audit only these roles, comma separated", "forks": "hosts audited in parallel (default 10)"})
+    "roles": "audit only these roles, comma separated", "forks": "hosts audited in parallel (default 10)",
+    "testinfra": "also run these testinfra tests (a file or a folder) on each host, through bringup's connection; "
+                 "in the same recap and reports",
+    "export-testinfra": "write the roles' audit as testinfra modules, DIR/<host>/test_<role>.py, and audit nothing"})
 def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks="10",
-          accept_new_host_keys=False):
+          accept_new_host_keys=False, testinfra=None, export_testinfra=None):
     """Is each host in the state its roles declare? Check mode only; one line per failed item; JUnit + JSON in
     reports/. Exit 0 all good, 2 drift, 4 unreachable."""
+    if testinfra is not None and export_testinfra is not None:
+        raise fail("--testinfra and --export-testinfra: give one of them (export, then run the modules with "
+                   "--testinfra DIR)")
+    if export_testinfra is not None:
+        return _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_keys, export_testinfra)
     from ..audit import run_audit
 
-    # The hosts are connected to while the roles load and the variables are checked (bringup.ahead).
-    with running(inventory, set_, host, hosts, group, roles, forks=forks,
-                 accept_new_host_keys=accept_new_host_keys) as run:
+    suite = None
+    if testinfra is not None:
+        from ..testinfra.suite import Suite
+
+        with failing():
+            suite = Suite.of(testinfra, inventory, set_)
+    # The hosts are connected to while the roles load and the variables are checked (bringup.ahead); the
+    # testinfra tests are collected once meanwhile (bad tests are bad input).
+    with running(inventory, set_, host, hosts, group, roles, forks=forks, accept_new_host_keys=accept_new_host_keys,
+                 check=(lambda chosen: suite.preflight(chosen[0])) if suite else None) as run:
+        if suite is not None:
+            suite.stop = run.stop
         code, results = run_audit(run.hosts, run.roles, run.role_vars, run.templates, Path("reports"),
                                   forks=run.forks, accept_new_host_keys=accept_new_host_keys,
                                   say=lambda line: run.console.print(line, markup=False, highlight=False),
-                                  stop=run.stop, ahead=run.ahead)
+                                  stop=run.stop, ahead=run.ahead, also=suite.also if suite else None,
+                                  extra=(lambda: {"testinfra": suite.summary()}) if suite else None)
     if run.stop.requested:
         print_interrupted(run.stop, results, run.console)
+        code = run.stop.exit_code
+    if code:
+        raise Exit(code=code)
+
+
+def _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_keys, where) -> None:
+    """``--export-testinfra DIR``: each selected host's roles as testinfra modules; exit 4 unreachable, 2 a role
+    that could not be declared."""
+    from ..runner import Options
+    from ..testinfra.export import export, refuse_foreign, target
+
+    with failing():
+        out = target(where)
+    with running(inventory, set_, host, hosts, group, roles, forks=forks, accept_new_host_keys=accept_new_host_keys,
+                 check=lambda chosen: refuse_foreign(out, chosen)) as run:
+        opts = Options(check=True, forks=run.forks, accept_new_host_keys=accept_new_host_keys, ahead=run.ahead)
+        code = export(run.hosts, run.roles, run.role_vars, run.templates, out, opts, inventory,
+                      say=lambda line: run.console.print(line, markup=False, highlight=False), stop=run.stop)
+    if run.stop.requested:
         code = run.stop.exit_code
     if code:
         raise Exit(code=code)

@@ -50,3 +50,21 @@ def role_project(path: Path, roles: dict[str, str], hosts: dict) -> Path:
     (path / "hosts").write_text(yaml.safe_dump(
         {"all": {"hosts": {name: h.inventory_vars() for name, h in hosts.items()}}}))
     return path
+
+
+def install_copy(tmp_path: Path) -> Path:
+    """A pip install of this checkout's bringup (the package, its roles and templates) into a fresh venv under
+    ``tmp_path`` that sees the system's packages; returns the venv."""
+    import shutil
+
+    src = tmp_path / "src"
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for part in ("bringup", "roles", "templates"):
+        shutil.copytree(REPO / part, src / part, ignore=ignore)
+    shutil.copy(REPO / "pyproject.toml", src)
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
+    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(src)],
+                         capture_output=True, text=True)
+    assert pip.returncode == 0, pip.stdout + pip.stderr
+    return venv

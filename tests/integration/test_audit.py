@@ -13,7 +13,7 @@ import pytest
 
 from harness import SANDBOX_VARS, write_inventory
 
-from .helpers import REPO, free_port, invoke
+from .helpers import free_port, install_copy, invoke
 
 pytestmark = pytest.mark.integration
 
@@ -145,16 +145,7 @@ def test_audit_over_local_connection(tmp_path):
 
 def test_audit_runs_from_an_installed_copy(sandbox_host, project, tmp_path):
     """`bringup audit` of a pip-installed bringup, from a folder holding only a hosts file."""
-    src = tmp_path / "src"
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for part in ("bringup", "roles", "templates"):
-        shutil.copytree(REPO / part, src / part, ignore=ignore)
-    shutil.copy(REPO / "pyproject.toml", src)
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True)
-    pip = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--no-deps", str(src)],
-                         capture_output=True, text=True)
-    assert pip.returncode == 0, pip.stdout + pip.stderr
+    venv = install_copy(tmp_path)
     ops = tmp_path / "ops"
     ops.mkdir()
     shutil.copy(project / "hosts", ops / "hosts")

@@ -1,0 +1,261 @@
+"""The bringup:// testinfra backend and its plugin, on this machine (``ansible_connection: local``) and 127.0.0.1:
+host patterns, quoting, bytes, become, an unreachable host, the merged variables, one-line failures, the
+exported modules' text, and ``invoke audit --testinfra`` / ``--export-testinfra`` refusing bad input."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import testinfra
+
+from bringup.errors import BringupError, InputError, Unreachable
+from bringup.testinfra import PLUGIN, backend
+from bringup.testinfra.export import folder, module_text, refuse_foreign, target
+from bringup.testinfra.plugin import expand_hosts, one_line
+from bringup.testinfra.suite import Suite
+
+REPO = Path(__file__).resolve().parents[2]
+
+INVENTORY = """\
+all:
+  vars: {gpu_profile: cpu}
+  children:
+    l40s:
+      hosts:
+        h1: {ansible_connection: local}
+        h2: {ansible_connection: local}
+        h3: {ansible_connection: local}
+    rack2:
+      hosts: {h2: {}, h3: {}}
+    a10:
+      hosts:
+        a1: {ansible_connection: local, sysctl_profile: none}
+"""
+
+
+@pytest.fixture
+def inv(tmp_path, monkeypatch) -> Path:
+    p = tmp_path / "hosts"
+    p.write_text(INVENTORY)
+    monkeypatch.setattr(backend.SETTINGS, "inventory", str(p))
+    monkeypatch.setattr(backend.SETTINGS, "overrides", ())
+    return p
+
+
+def test_hosts_take_names_groups_and_ansible_patterns_as_limit_does(inv):
+    assert expand_hosts("bringup://l40s:&rack2:!h3") == "bringup://h2"
+    assert expand_hosts("bringup://l40s") == "bringup://h1,bringup://h2,bringup://h3"
+    # Wildcards and classes that testinfra's URL parsing would cut (`?` a query, `[12]` an IPv6 address).
+    assert expand_hosts("bringup://h?:!h1") == "bringup://h2,bringup://h3"
+    assert expand_hosts("bringup://h[13]") == "bringup://h1,bringup://h3"
+    assert expand_hosts("bringup://~(a|h)1") == "bringup://a1,bringup://h1"
+    # Other backends' hosts pass through; a host named twice is one host.
+    assert expand_hosts("bringup://a1,paramiko://root@x,bringup://a10") == "bringup://a1,paramiko://root@x"
+    with pytest.raises(BringupError, match=r"'l40z' matches no host or group of the inventory; did you mean l40s"):
+        expand_hosts("bringup://l40z")
+
+
+def test_the_inventory_option_or_environment_names_the_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(backend.SETTINGS, "inventory", None)
+    monkeypatch.setenv(backend.INVENTORY_ENV, str(tmp_path / "elsewhere"))
+    assert backend.SETTINGS.path() == tmp_path / "elsewhere"
+    with pytest.raises(BringupError, match="elsewhere: no such inventory file"):
+        expand_hosts("bringup://h1")
+    monkeypatch.delenv(backend.INVENTORY_ENV)
+    assert backend.SETTINGS.path() == Path("hosts")
+
+
+def test_commands_run_through_bringups_transport_quoted_and_byte_exact(inv):
+    from bringup.connection import LocalTransport
+
+    host = testinfra.get_host("bringup://h1")
+    assert host.backend.get_pytest_id() == "bringup://h1"
+    # Arguments are quoted (bringup.command.sh): the `;` is printed, not run.
+    r = host.run("printf '%%s|' %s %s", "a b", "x; touch /nonexistent-bringup-ti")
+    assert (r.rc, r.stdout) == (0, "a b|x; touch /nonexistent-bringup-ti|")
+    assert host.run("printf '\\377\\n'; exit 3").stdout_bytes == b"\xff\n"
+    assert host.run("exit 3").rc == 3
+    t = host.backend.transport()
+    assert isinstance(t, LocalTransport) and t.round_trips == 3 and host.backend.transport() is t
+    assert host.file(str(inv)).content_string == INVENTORY
+
+
+def test_sudo_becomes_as_bringups_become_does(inv):
+    host = testinfra.get_host("bringup://h2")
+    b = host.backend
+    t = b.transport()
+    assert b.command("id -u") == ("id -u", None) and b.becoming(t, None) is t
+    with host.sudo():
+        assert b.command("cat %s", "/a b") == ("cat '/a b'", "root")
+        with host.sudo("alice"):  # nested: the innermost user
+            script, user = b.command("id -u")
+    assert (script, user) == ("id -u", "alice")
+    view = b.becoming(t, "alice")
+    assert view is not t and view._entry()[0].startswith("sudo -n -H -u alice -- ")
+    assert not t._entry()[0].startswith("sudo") and not t.host.connection.ansible_become
+    assert b.command("id -u") == ("id -u", None)  # after the with blocks
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_an_unreachable_host_is_said_once_and_not_dialled_again(tmp_path, monkeypatch):
+    port = free_port()
+    (tmp_path / "hosts").write_text("all:\n  hosts:\n    gone: {ansible_host: 127.0.0.1, ansible_port: %d, "
+                                    "ssh_connect_timeout: 3}\n" % port)
+    monkeypatch.setattr(backend.SETTINGS, "inventory", str(tmp_path / "hosts"))
+    host = testinfra.get_host("bringup://gone")
+    with pytest.raises(Unreachable, match=f"ssh to 127.0.0.1:{port} failed") as first:
+        host.run("true")
+    started = time.monotonic()
+    with pytest.raises(Unreachable) as again:
+        host.file("/etc/passwd").exists
+    assert again.value is first.value and time.monotonic() - started < 0.5
+
+
+def test_one_line_of_a_failure():
+    try:
+        assert 1 == 2, "ntp is down"
+    except AssertionError as e:
+        line = one_line(e)
+    assert line.startswith("ntp is down; assert 1 == 2"), line
+    assert one_line(Unreachable("ssh to 127.0.0.1:9 failed: Connection refused")) == \
+        "unreachable: ssh to 127.0.0.1:9 failed: Connection refused"
+    assert one_line(ValueError("bad\nvalue")) == "ValueError: bad; value"
+    assert one_line(AssertionError()) == "assertion failed"
+    assert len(one_line(AssertionError("x" * 5000))) == 400
+
+
+def pytest_run(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN, *args],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=120)
+
+
+def test_plain_pytest_the_merged_variables_and_the_report(inv, tmp_path):
+    (tmp_path / "test_site.py").write_text(
+        "def test_vars(host, bringup_vars):\n"
+        "    assert bringup_vars['inventory_hostname'] == host.backend.name\n"
+        "    assert bringup_vars['gpu_profile'] == 'cpu'\n"          # the inventory's
+        "    assert bringup_vars['cpu_dma_latency_us'] == 10\n"      # a role's default
+        "    assert bringup_vars['irq_cpus_per_node'] == 3\n"        # --bringup-set, over the default
+        "    assert bringup_vars['sysctl_profile'] == ('none' if host.backend.name == 'a1' else 'network-latency')\n"
+        "def test_fails(host):\n"
+        "    assert host.run('exit 3').rc == 0\n")
+    r = pytest_run(tmp_path, "--hosts=bringup://a10:h1", f"--bringup-inventory={inv}", "--bringup-set",
+                   "irq_cpus_per_node=3", f"--bringup-report={tmp_path / 'r.json'}", "test_site.py")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "2 failed, 2 passed" in r.stdout, r.stdout
+    got = json.loads((tmp_path / "r.json").read_text())
+    assert got["collected"] == 4 and got["exit"] == 1
+    assert sorted((t["host"], t["test"], t["outcome"]) for t in got["tests"]) == [
+        ("a1", "test_fails", "failed"), ("a1", "test_vars", "passed"),
+        ("h1", "test_fails", "failed"), ("h1", "test_vars", "passed")]
+    assert all(t["message"].startswith("assert 3 == 0") for t in got["tests"] if t["outcome"] == "failed")
+
+
+def test_plain_pytest_a_bad_pattern_is_one_usage_line(inv, tmp_path):
+    (tmp_path / "test_x.py").write_text("def test_x(host):\n    pass\n")
+    r = pytest_run(tmp_path, "--hosts=bringup://l40s:&rakc2", f"--bringup-inventory={inv}", "test_x.py")
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert r.stderr.strip() == ("ERROR: --hosts bringup://l40s:&rakc2: 'rakc2' matches no host or group of the "
+                                "inventory; did you mean rack2? (`invoke hosts` lists them)"), r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+
+
+def test_plain_pytest_an_unreachable_host_is_one_line(tmp_path):
+    port = free_port()
+    (tmp_path / "hosts").write_text("all:\n  hosts:\n    gone: {ansible_host: 127.0.0.1, ansible_port: %d, "
+                                    "ssh_connect_timeout: 3}\n" % port)
+    (tmp_path / "test_x.py").write_text("def test_x(host):\n    assert host.file('/etc').is_directory\n")
+    r = pytest_run(tmp_path, "--hosts=bringup://gone", "test_x.py", "-rN")
+    assert r.returncode == 1, r.stdout + r.stderr
+    failure = r.stdout.split("FAILURES ===")[1].splitlines()[2:]
+    assert failure[0].startswith(f"gone: unreachable: ssh to 127.0.0.1:{port} failed: "), r.stdout
+    assert failure[1].startswith("1 failed"), r.stdout
+    assert "Traceback" not in r.stdout and "paramiko" not in r.stdout
+
+
+def test_exported_module_text_compiles_and_groups_items_by_kind():
+    items = [{"id": "sysctl:net.core.somaxconn", "kind": "sysctl", "name": "net.core.somaxconn", "key":
+              "net.core.somaxconn", "value": "4096", "proc": "/proc/sys/net/core/somaxconn"},
+             {"id": "apt-repo:nvidia", "kind": "apt-repo", "name": "nvidia"},
+             {"id": "sysctl:vm.swappiness", "kind": "sysctl", "name": "vm.swappiness", "key": "vm.swappiness",
+              "value": "10", "proc": "/proc/sys/vm/swappiness"}]
+    text = module_text("trt-l40s-01", "sysctl", items, "/ops/hosts", "out/trt_l40s_01")
+    ns: dict = {}
+    exec(compile(text, "test_sysctl.py", "exec"), ns)
+    assert ns["testinfra_hosts"] == ["bringup://trt-l40s-01"] and ns["ROLE"] == "sysctl"
+    assert ns["SYSCTL"] == [items[0], items[2]] and ns["APT_REPO"] == [items[1]]
+    assert callable(ns["test_sysctl"]) and callable(ns["test_apt_repo"])
+    assert "pytest --hosts=bringup://trt-l40s-01 --bringup-inventory=/ops/hosts out/trt_l40s_01" in text
+    assert text.splitlines()[0].startswith("# Written by bringup audit --export-testinfra")
+
+
+def test_export_folders_and_what_is_never_replaced(tmp_path, inv):
+    from bringup.inventory import load_inventory
+
+    assert [folder(n) for n in ("trt-l40s-01", "10.0.0.7", "web.a")] == ["trt_l40s_01", "h_10_0_0_7", "web_a"]
+    (tmp_path / "file").write_text("")
+    with pytest.raises(InputError, match="not a folder"):
+        target(str(tmp_path / "file"))
+    with pytest.raises(InputError, match="is not a folder"):
+        target(str(tmp_path / "no" / "such"))
+    hosts = list(load_inventory(inv).hosts.values())
+    out = tmp_path / "out"
+    refuse_foreign(out, hosts)  # nothing there yet
+    (out / "h1").mkdir(parents=True)
+    (out / "h1" / "test_sysctl.py").write_text("# Written by bringup audit --export-testinfra (x)\n")
+    refuse_foreign(out, hosts)
+    (out / "h1" / "test_mine.py").write_text("def test_mine(host):\n    pass\n")
+    with pytest.raises(InputError, match=r"test_mine.py was not written by bringup; it is never replaced"):
+        refuse_foreign(out, hosts)
+
+
+def test_a_suite_that_is_not_tests_is_bad_input(tmp_path, inv):
+    from bringup.inventory import load_inventory
+
+    with pytest.raises(InputError, match="no such file or folder"):
+        Suite.of(str(tmp_path / "nope"), str(inv), ())
+    (tmp_path / "notes.txt").write_text("")
+    with pytest.raises(InputError, match="not a Python file"):
+        Suite.of(str(tmp_path / "notes.txt"), str(inv), ())
+    h1 = load_inventory(inv).host("h1")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(InputError, match="no tests there"):
+        Suite.of(str(tmp_path / "empty"), str(inv), ()).preflight(h1)
+    (tmp_path / "test_broken.py").write_text("import no_such_module_here\n")
+    with pytest.raises(InputError, match=r"test_broken.py cannot be collected: .*No module named "
+                                         r"'no_such_module_here'"):
+        Suite.of(str(tmp_path / "test_broken.py"), str(inv), ()).preflight(h1)
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "test_ok.py").write_text("def test_ok(host):\n    pass\n")
+    Suite.of(str(tmp_path / "good"), str(inv), ()).preflight(h1)
+
+
+def invoke(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_audit_testinfra_options_refuse_bad_input_in_one_line(tmp_path, inv):
+    (tmp_path / "test_x.py").write_text("import no_such_module_here\n")
+    for args, said in (
+            (("--testinfra", "nowhere"), "error: --testinfra nowhere: no such file or folder"),
+            (("--testinfra", "test_x.py", "--export-testinfra", "out"), "error: --testinfra and --export-testinfra"),
+            (("--testinfra", "test_x.py"), "error: --testinfra "),
+            (("--export-testinfra", "hosts"), "error: --export-testinfra hosts: not a folder")):
+        r = invoke(tmp_path, "audit", "--host", "h1", "--roles", "sysctl", *args)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        lines = (r.stdout + r.stderr).strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(said), (args, lines)
+    assert not (tmp_path / "reports").exists() and not (tmp_path / "out").exists()
