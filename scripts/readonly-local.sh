@@ -5,12 +5,13 @@
 # of sysctls, IRQ affinities and GPU settings taken before and after prove it.
 #
 #   scripts/readonly-local.sh OUTDIR [HOSTNAME] [GPU_PROFILE] [ROLES]
-#   DRIVER_BRANCH=580 pins nvidia_driver_branch in the inventory (as an operator would for a host whose
-#   driver branch is chosen), else the role's default (550) is the pin.
+#   GPU_PROFILE defaults to auto (the class the facts show). DRIVER_BRANCH=580 pins nvidia_driver_branch in the
+#   inventory (as an operator would for a host whose driver branch is chosen), else none is pinned: the loaded
+#   branch is kept when it runs the Triton image.
 set -u
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 name=${2:-$(hostname)}
-profile=${3:-cpu}
+profile=${3:-auto}
 roles=${4:-sysctl,irq_affinity,cpu_tuning,nvidia_driver,docker,container_toolkit,dcgm_exporter}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
@@ -45,6 +46,7 @@ if diff before.txt after.txt > unchanged.diff; then echo "host unchanged: before
 else echo "SNAPSHOTS DIFFER (see unchanged.diff)"; fi
 cp checklist/"$name".html "$out/checklist.html" 2>/dev/null
 cp checklist/"$name".md "$out/checklist.md" 2>/dev/null
-cp facts.json "$out/" 2>/dev/null
+cp checklist/"$name".json "$out/checklist.json" 2>/dev/null
+cp facts.json topology.txt topology.json plan.txt audit.txt checklist.txt unchanged.diff "$out/" 2>/dev/null
 tar czf "$out/run.tar.gz" .
 echo "results: $out"

@@ -63,7 +63,8 @@ def measure(batch: int, max_batch: int, reps: int = 100) -> dict:
                 with torch.inference_mode():
                     net.model(x)
         else:
-            net.static_in[batch].copy_(x)
+            with torch.inference_mode():  # the graph's input is an inference tensor: written only in that mode
+                net.static_in[batch].copy_(x)
             fn = net.graphs[batch].replay
         out[f"{mode}_s"] = time_it(fn, torch.cuda.synchronize, reps)
         del net
