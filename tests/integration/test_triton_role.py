@@ -496,6 +496,6 @@ def test_bench_and_tune_window_against_the_sandbox_hosts_triton(triton_host, pro
     doc = json.loads(doc_path.read_text())
     assert sorted(p["window_us"] for p in doc["points"]) == [200, 1000]
     assert all(p["errors"] == 0 and p["counts_agree"] for p in doc["points"]), doc["points"]
-    assert doc["tune"]["chosen_window_us"] in (200, 1000) and "meets p95 5000 ms" in doc["tune"]["why"]
+    assert doc["tune"]["chosen_window_us"] in (200, 1000) and "meets 5000 ms" in doc["tune"]["why"]
     after = json.loads(get(f"http://{address}:8000/v2/models/add/config")[1])
     assert after["dynamic_batching"] == before["dynamic_batching"]  # the deployed window is served again
