@@ -169,9 +169,12 @@ class Vars(ProfileVars, image.ImageVars, topology.PlannerVars, RoleVars):
     @field_validator("triton_cpuset")
     @classmethod
     def _cpuset(cls, v: Any) -> Any:
-        if v and (isinstance(v, bool) or not isinstance(v, (int, str)) or not _CPUSET.match(str(v))):
-            raise ValueError("a CPU list like 4-7,20-23")
-        return v
+        # None or "" leave it to the planner; 0 is CPU 0 (it used to drop the pin), false is no CPU list.
+        if v is None or v == "":
+            return ""
+        if isinstance(v, bool) or not isinstance(v, (int, str)) or not _CPUSET.match(str(v)):
+            raise ValueError("a CPU list like 4-7,20-23 (empty: the planner's CPUs)")
+        return str(v)
 
 
 DEFAULTS = defaults_of(Vars)
@@ -350,10 +353,15 @@ def validate(vars: dict) -> None:
     _local_files(vars, configs)
 
 
+def pinned(vars: dict) -> bool:
+    """Whether the inventory pins Triton's CPUs (``triton_cpuset: 0`` is CPU 0, a pin)."""
+    return vars.get("triton_cpuset") not in (None, "")
+
+
 def cpuset(vars: dict, facts: dict) -> str:
     """Triton's CPUs: ``triton_cpuset`` when the inventory sets it, else the topology plan's Triton CPUs
     (``triton_cpus_per_gpu`` on each GPU's own node, as cpu_tuning exports them); "" when the plan has none."""
-    if vars.get("triton_cpuset"):
+    if pinned(vars):
         return str(vars["triton_cpuset"])
     try:
         return format_cpulist(topology.plan_topology(facts, vars).triton_cpus)
@@ -381,7 +389,7 @@ class _Desired:
         self.models = sorted(set(self.configs) | {rel.split("/", 1)[0] for rel in self.files if "/" in rel})
         picked = choose(v, host.facts)
         gpus = _gpus(v, host.facts) if picked.gpu else []
-        self.cpuset = cpuset(v, host.facts) if gpus else str(v.get("triton_cpuset") or "")
+        self.cpuset = cpuset(v, host.facts) if gpus else (str(v["triton_cpuset"]) if pinned(v) else "")
         cache = any((s or {}).get("response_cache") for s in (v.get("triton_models") or {}).values())
         ctx = dict(image=v["triton_image"], container=self.container, shm_size=str(v["triton_shm_size"]),
                    cpuset=self.cpuset, gpus=gpus, ports=v["triton_ports"],

@@ -129,6 +129,19 @@ def test_compose_file_per_profile():
     assert svc2["labels"]["bringup.revision"] != rev
 
 
+@pytest.mark.reliability(item=26, fault="triton_cpuset: 0 (CPU 0 dropped from compose) and false",
+                         variants=2, checks=("one clear line",))
+@pytest.mark.parametrize("profile", ["l40s", "cpu"])
+def test_triton_cpuset_zero_is_cpu_zero_and_false_is_refused(profile):
+    v = {**host_vars("trt-l40s-01"), "gpu_profile": profile, "triton_cpuset": 0}
+    CHECK(v)
+    res = T.resources(ctx(v, {"nvidia.smi": [{"index": 0}, {"index": 1}]}))
+    svc = yaml.safe_load(next(r for r in res if r.id.endswith("docker-compose.yml")).content)["services"]["triton"]
+    assert str(svc["cpuset"]) == "0", svc
+    with pytest.raises(InputError, match="a CPU list"):
+        CHECK({**v, "triton_cpuset": False})
+
+
 @pytest.mark.parametrize("key,value", [("triton_image", "x; rm -rf /"), ("triton_cpuset", "0-3;x"),
                                        ("triton_shm_size", "lots"), ("triton_model_repository", "data"),
                                        ("gpu_profile", "h20"), ("gpu_profile", "H200"),
