@@ -26,7 +26,7 @@ from typing import BinaryIO, Callable
 import paramiko
 from fabric import Config, Connection
 
-from .command import quote
+from .command import quote, sh
 from .errors import BringupError, Unreachable, said
 from .inventory import Host
 
@@ -41,6 +41,21 @@ _ENTRY = "sh -c 'eval \"$(cat)\"'"
 #: Seconds the host's own timeout of a script waits past command_timeout (the control side's deadline
 #: fires first and reports the host; the host then ends what is left).
 REMOTE_GRACE_S = 5
+
+#: The host's run lock: a run that writes holds it, so two provisions of one host never interleave.
+RUN_LOCK = "/run/lock/bringup.lock"
+#: Seconds a run waits for another run's lock on the same host before it gives up and names that run.
+RUN_LOCK_WAIT_S = 60
+
+
+def hold_script(path: str = RUN_LOCK, wait_s: int = RUN_LOCK_WAIT_S) -> str:
+    """The holder: reads who it is for (one line), takes the lock (waiting up to ``wait_s`` for a run that
+    holds it) or says who has it, then waits on its stdin (the connection), holding the lock until the
+    run closes the connection or loses it."""
+    return sh("IFS= read -r who; mkdir -p -- \"$(dirname -- %s)\"; exec 9>>%s; "
+              "if flock -w %s 9; then printf '%%s\\n' \"$who\" > %s; echo locked; exec cat >/dev/null; "
+              "else printf 'held %%s\\n' \"$(cat %s 2>/dev/null)\"; fi",
+              path, path, int(wait_s), path + ".owner", path + ".owner")
 
 
 @dataclass
@@ -157,6 +172,27 @@ class Transport:
     def close(self) -> None:
         """Disconnect."""
 
+    def hold_run_lock(self, who: str) -> str | None:
+        """Take the host's run lock (:data:`RUN_LOCK`) for as long as this connection lives.
+
+        Returns None when this run holds it, else who holds it (the other run's ``who`` line).  The lock
+        is flock(1) held by a process on the host whose stdin is this connection: it goes when the run
+        closes the connection, or the connection dies (the control machine killed, the network cut), so a
+        crashed run never leaves a host locked for good.
+        """
+        cmd, sudo = self._become("sh -c " + quote(hold_script()))
+        line = self._hold(cmd, sudo, who)
+        if line == "locked":
+            return None
+        if line.startswith("held "):
+            return line[5:].strip() or "another bringup run"
+        raise BringupError(f"{self.host.name}: the run lock {RUN_LOCK} could not be taken "
+                           f"({line or 'no answer'}; flock(1) from util-linux is needed)")
+
+    def _hold(self, cmd: str, sudo: "_Sudo | None", who: str) -> str:  # pragma: no cover
+        """Start ``cmd`` (the holder), send ``who`` as its first line, keep it running; its first line back."""
+        raise NotImplementedError
+
 
 class BecomeError(BringupError):
     """sudo refused: a wrong ``ansible_become_password``, or the user may not sudo."""
@@ -229,6 +265,11 @@ def _pump(data: BinaryIO, write: Callable[[bytes], object]) -> None:
 
 class LocalTransport(Transport):
     """``ansible_connection: local``: run on the control machine itself."""
+
+    def hold_run_lock(self, who: str) -> str | None:
+        """No lock: ``ansible_connection: local`` is the control machine itself, whose inventory may name it
+        several times (tests stand hosts in for each other that way); its runs are the operator's own."""
+        return None
 
     def _bounded(self, command: str) -> str:
         # The deadline below ends the script's process group itself; timeout(1) would move the script
@@ -432,8 +473,29 @@ class SSHTransport(Transport):
             err.append(b"\nthe command ended without an exit status (killed by a signal on the host?)")
         return RunResult(rc if rc >= 0 else 255, _text(b"".join(out)), _text(b"".join(err)))
 
+    _holder = None
+
+    def _hold(self, cmd: str, sudo: "_Sudo | None", who: str) -> str:
+        with _Deadline(self._timeout(), self.conn.close) as dl:
+            try:
+                chan = self.conn.create_session()
+                chan.exec_command(cmd)
+                if sudo:
+                    sudo.handshake(chan.recv_stderr, chan.sendall, self.host.name)
+                chan.sendall(who.encode() + b"\n")
+                line = chan.makefile("rb").readline().decode("utf-8", "replace").strip()
+            except (paramiko.SSHException, OSError, EOFError) as e:
+                if dl.fired:
+                    raise self._timed_out() from None
+                raise Unreachable(f"connection to {self.host.address} lost: {str(e) or type(e).__name__}") from None
+        if line == "locked":
+            self._holder = chan  # open until close(): the holder on the host waits on it
+        else:
+            chan.close()
+        return line
+
     def close(self) -> None:
-        self.conn.close()
+        self.conn.close()  # the holder's channel with it: the lock goes
 
 
 def connect(host: Host, accept_new_host_keys: bool = False) -> Transport:

@@ -7,6 +7,7 @@ the number of resources (one when the roles declare no facts: ``FACTS = ()``).
 """
 from __future__ import annotations
 
+import os
 import secrets
 import signal
 import threading
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Callable
 
 from .command import sh
-from .connection import RunResult, Transport, connect, wait_for_ssh
+from .connection import RUN_LOCK, RUN_LOCK_WAIT_S, RunResult, Transport, connect, wait_for_ssh
 from .errors import BringupError, Unreachable, said
 from .facts.gather import gather
 from .inventory import Host
@@ -246,6 +247,12 @@ class HostRun:
             self.transport = self._early.transport if self._early is not None else \
                 connect(self.host, accept_new_host_keys=self.opts.accept_new_host_keys)
             self.stop.track(self.transport)
+            if not self.opts.check:
+                # Two runs that write never interleave on one host: the second waits, then names the first.
+                holder = self.transport.hold_run_lock(_who())
+                if holder is not None:
+                    raise BringupError(f"another bringup run holds this host ({RUN_LOCK}): {holder}; waited "
+                                       f"{RUN_LOCK_WAIT_S} s for it; run again once it has ended")
         return self.transport
 
     def gather(self) -> dict[str, Any]:
@@ -557,6 +564,18 @@ def _run_role(host, role, ctx, resources, current, opts, progress, t, result, ow
     if role.has_verify:
         _verify(role, ctx, t, result)
     return any(x.status == "failed" for x in result.resources), plans, True
+
+
+def _who() -> str:
+    """This run, as the host's run lock names it to a second run."""
+    import getpass
+    import socket
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S %z')}"
 
 
 def _record(result: HostResult, done: dict[int, ResourceResult]) -> None:

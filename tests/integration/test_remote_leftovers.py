@@ -94,3 +94,47 @@ def test_facts_on_a_hung_nvidia_smi_is_one_line_and_leaves_nothing(sandbox_host,
         assert left(host) == ("", ""), left(host)
     finally:
         host.exec("rm -f /usr/local/bin/nvidia-smi")
+
+
+SLOW_ROLE = '''
+from bringup.command import sh
+from bringup.resources import Command
+
+
+def resources(host):
+    m = "/tmp/lock-order"
+    tag = host.vars["tag"]
+    done = "/tmp/lock-done-" + tag
+    return [Command("slow write " + tag, sh("echo start-%s >> %s; sleep %s; echo end-%s >> %s; touch %s",
+                                              tag, m, host.vars["secs"], tag, m, done), creates=done)]
+'''
+
+
+@pytest.mark.reliability(item=26, fault="two provisions at once on one host", checks=("next run converges",))
+def test_two_provisions_of_one_host_take_turns(sandbox_host, tmp_path):
+    import subprocess
+    import sys
+
+    from .helpers import REPO
+
+    host = sandbox_host
+    host.exec("rm -f /tmp/lock-order /tmp/lock-done-*")
+    project = role_project(tmp_path, {"slow": SLOW_ROLE}, {"h": host})
+
+    def start(tag: str, secs: int) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "provision", "--host",
+                                 "h", "--set", f"tag={tag}", "--set", f"secs={secs}"], cwd=project,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    first = start("a", 6)
+    deadline = time.monotonic() + 60
+    while "start-a" not in host.exec("cat /tmp/lock-order 2>/dev/null || true").stdout:
+        assert time.monotonic() < deadline and first.poll() is None, first.communicate()[0]
+        time.sleep(0.2)
+    second = start("b", 0)
+    out_a, out_b = first.communicate(timeout=120)[0], second.communicate(timeout=120)[0]
+    assert first.returncode == 0, out_a
+    assert second.returncode == 0, out_b
+    # The second run waited for the first's lock: its write began after the first's ended.
+    assert host.exec(["cat", "/tmp/lock-order"]).stdout.split() == ["start-a", "end-a", "start-b", "end-b"]
+    assert "pid" in host.exec(["cat", "/run/lock/bringup.lock.owner"]).stdout  # who held it last
