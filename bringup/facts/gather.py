@@ -19,32 +19,40 @@ def fact_snippet(fact: type[Fact]) -> str:
     return fact.command
 
 
-def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str, str]]:
-    """Run all ``facts`` on the host at once; returns ``(values, errors)``.
-
-    A parser that fails on a host's output yields the fact's default and an
-    entry in ``errors``: one odd fact must not stop a run.  An output the parser
-    refuses as untrusted (cut short, shifted columns) gives its own one-line
-    message; any other failure is named by its exception type.  No facts wanted (roles that declare
-    ``FACTS = ()``): no round trip.
-    """
+def collect_raw(transport, facts: list[type[Fact]]) -> dict[str, dict[str, Any]]:
+    """Run all ``facts`` on the host at once; each fact's raw output: ``{name: {"rc", "output"}}``
+    (``rc`` None: the script stopped before the fact ended).  ``invoke facts --raw`` saves this."""
     if not facts:
-        return {}, {}
+        return {}
     script, token = batch([(f.name, fact_snippet(f)) for f in facts], lanes=READ_LANES)
     res = transport.run_script(script)
-    sections = split(res.stdout, token, [f.name for f in facts])
+    return {f.name: {"rc": sec.rc, "output": sec.output}
+            for f, sec in zip(facts, split(res.stdout, token, [f.name for f in facts]))}
+
+
+def parse_raw(facts: list[type[Fact]], raw: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each fact's parser on its raw output (:func:`collect_raw`'s, or a saved bundle's); ``(values, errors)``.
+
+    A parser that fails on a host's output yields the fact's default and an entry in ``errors``: one odd
+    fact must not stop a run.  An output the parser refuses as untrusted (cut short, shifted columns) gives
+    its own one-line message; any other failure is named by its exception type.  A fact ``raw`` lacks is
+    left out.
+    """
     values: dict[str, Any] = {}
     errors: dict[str, str] = {}
-    for fact, sec in zip(facts, sections):
-        if sec.rc is None:
+    for fact in facts:
+        if fact.name not in raw:
+            continue
+        rc, output = raw[fact.name].get("rc", 0), raw[fact.name].get("output") or ""
+        if rc is None:
             errors[fact.name] = "no output (the fact script stopped early)"
             values[fact.name] = copy.deepcopy(fact.default)
             continue
-        if not sec.output.strip():
+        if not output.strip():
             values[fact.name] = copy.deepcopy(fact.default)
             continue
         try:
-            values[fact.name] = fact.process(sec.output)
+            values[fact.name] = fact.process(output)
         except UntrustedOutput as e:
             errors[fact.name] = " ".join(str(e).split())
             values[fact.name] = copy.deepcopy(fact.default)
@@ -52,6 +60,12 @@ def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str
             errors[fact.name] = " ".join(f"{type(e).__name__}: {e}".split())
             values[fact.name] = copy.deepcopy(fact.default)
     return values, errors
+
+
+def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """Run all ``facts`` on the host at once and parse them; returns ``(values, errors)`` (:func:`parse_raw`).
+    No facts wanted (roles that declare ``FACTS = ()``): no round trip."""
+    return parse_raw(facts, collect_raw(transport, facts))
 
 
 #: The largest saved facts file read (a host's facts are well under a megabyte).
@@ -81,8 +95,19 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise InputError(f"--facts {p}: not JSON ({e}); {save}") from None
+    if isinstance(doc, dict) and isinstance(doc.get("raw"), dict):
+        # `invoke facts --raw` (or a rack vendor's captured outputs in its shape): the same parsers as a live run.
+        raw = doc["raw"]
+        for name, entry in raw.items():
+            if isinstance(entry, str):
+                raw[name] = entry = {"rc": 0, "output": entry}
+            if not (isinstance(entry, dict) and isinstance(entry.get("output", ""), str)
+                    and (entry.get("rc", 0) is None or isinstance(entry.get("rc", 0), int))):
+                raise InputError(f"--facts {p}: raw.{name} is not a command's output (text, or "
+                                 f"{{rc, output}}); save it with: invoke facts --raw --host {host} > FILE")
+        return parse_raw(ALL_FACTS, raw)
     if not isinstance(doc, dict) or not isinstance(doc.get("facts"), dict):
-        raise InputError(f"--facts {p}: no \"facts\" mapping; {save}")
+        raise InputError(f"--facts {p}: neither a \"facts\" nor a \"raw\" mapping; {save}")
     facts = doc["facts"]
     errors = doc.get("errors") if isinstance(doc.get("errors"), dict) else {}
     errors = {str(k): str(v) for k, v in errors.items()}

@@ -12,12 +12,13 @@ from .context import console, fail, failing, load, options, selected, unreachabl
 __all__ = ["facts", "hosts", "topology"]
 
 
-def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate=None, facts_file=None):
+def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate=None, facts_file=None,
+                raw=False):
     """One ``--host``'s facts, gathered in one round trip (or read from a saved ``invoke facts``, without
     connecting); errors become one line and an exit code."""
     from ..connection import connect
     from ..facts import ALL_FACTS
-    from ..facts.gather import gather, load_facts
+    from ..facts.gather import collect_raw, gather, load_facts
 
     try:
         _, chosen = selected(inventory, set_, host, None, None)
@@ -33,6 +34,8 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
     except BringupError as e:
         raise fail(e) from None
     try:
+        if raw:
+            return chosen[0], collect_raw(t, ALL_FACTS), {}
         values, errors = gather(t, ALL_FACTS)
     except Unreachable as e:  # command_timeout: the host stopped answering mid-gather
         raise unreachable(f"{chosen[0].name}: {e}") from None
@@ -43,10 +46,14 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
     return chosen[0], values, errors
 
 
-@task(iterable=["set_"], help=options("host", "inventory", "set", "accept-new-host-keys"))
-def facts(c, host=None, inventory="hosts", set_=None, accept_new_host_keys=False):
+@task(iterable=["set_"], help=options("host", "inventory", "set", "accept-new-host-keys") | {
+    "raw": "every fact command's raw output instead of the parsed values (topology/checklist --facts take either)"})
+def facts(c, host=None, inventory="hosts", set_=None, accept_new_host_keys=False, raw=False):
     """Print a host's facts as JSON (gathered in one round trip)."""
-    target, values, errors = _host_facts("facts", inventory, set_, host, accept_new_host_keys)
+    target, values, errors = _host_facts("facts", inventory, set_, host, accept_new_host_keys, raw=raw)
+    if raw:
+        sys.stdout.write(json.dumps({"host": target.name, "raw": values}, indent=2, sort_keys=True) + "\n")
+        return
     doc = {"host": target.name, "facts": values}
     if errors:
         doc["errors"] = errors
@@ -71,7 +78,7 @@ def hosts(c, inventory="hosts", set_=None):
 
 
 @task(iterable=["set_"], help=options("host", "inventory", "set", "accept-new-host-keys") | {
-    "json": "print the plan as JSON", "facts": "a saved `invoke facts` JSON: plan without connecting"})
+    "json": "print the plan as JSON", "facts": "a saved `invoke facts` (or `--raw`) JSON: plan without connecting"})
 def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new_host_keys=False, facts=None):
     """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
     from ..topology import format_plan, plan_topology, validate_vars

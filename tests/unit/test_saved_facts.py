@@ -90,3 +90,49 @@ def test_a_malformed_file_is_one_line(project, task, bad):
 def test_a_facts_path_that_is_no_file_is_one_line(project, path, words):
     r = invoke("checklist", "--host", "h", "--facts", path, cwd=project)
     assert r.returncode == 1 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+# -- raw bundles: `invoke facts --raw`, and a rack vendor's captured outputs in its shape (issue 21) -------------
+
+FIX = REPO / "tests" / "fixtures" / "hosts" / "h200-vm"
+
+
+def test_a_raw_bundle_of_captured_outputs_plans_as_the_parsed_facts(project):
+    raw = {"cpu.topology": (FIX / "lscpu.txt").read_text(), "pci.devices": (FIX / "pci.txt").read_text(),
+           "nvidia.smi": {"rc": 0, "output": (FIX / "nvidia-smi-query.csv").read_text()},
+           "nvidia.query": (FIX / "nvidia-smi-q.txt").read_text()}
+    (project / "raw.json").write_text(json.dumps({"host": "h", "raw": raw}))
+    r = invoke("topology", "--host", "h", "--facts", "raw.json", "--json", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    plan = json.loads(r.stdout)["plan"]
+    assert plan["gpus"][0]["cpus"] == [2, 3, 4, 5] and plan["nodes"][0]["irq_cpus"] == [0, 1], plan
+    r = invoke("checklist", "--host", "h", "--facts", "raw.json", "--out", "pages", cwd=project)
+    md = (project / "pages" / "h.md").read_text()
+    assert "| PASS | gpu | GPU count | 1 on the PCI bus: 0000:00:06.0 |" in md, md
+    # A cut lscpu -p in the bundle goes through the same parser's check: a fact error, not a quiet plan.
+    raw["cpu.topology"] = "\n".join((FIX / "lscpu.txt").read_text().splitlines()[:-3]) + "\n"
+    (project / "raw.json").write_text(json.dumps({"host": "h", "raw": raw}))
+    r = invoke("checklist", "--host", "h", "--facts", "raw.json", "--out", "pages", cwd=project)
+    assert "Traceback" not in r.stderr, r.stderr
+
+
+def test_invoke_facts_raw_round_trips_through_topology(tmp_path):
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"me": {"ansible_connection": "local"}}}}))
+    r = invoke("facts", "--host", "me", "--raw", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["host"] == "me" and doc["raw"]["cpu.topology"]["rc"] == 0 and doc["raw"]["cpu.topology"]["output"]
+    assert {"cpu.topology", "pci.devices", "os.release"} <= set(doc["raw"]), sorted(doc["raw"])
+    (tmp_path / "raw.json").write_text(r.stdout)
+    r = invoke("topology", "--host", "me", "--facts", "raw.json", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["plan"]["nodes"], r.stdout
+
+
+@pytest.mark.reliability(item=21, fault="a raw facts bundle whose entry is not a command's output",
+                         checks=("one clear line", "exit code"))
+def test_a_raw_entry_that_is_no_output_is_one_line(project):
+    (project / "raw.json").write_text(json.dumps({"host": "h", "raw": {"cpu.topology": 5}}))
+    r = invoke("topology", "--host", "h", "--facts", "raw.json", cwd=project)
+    assert r.returncode == 1 and "raw.cpu.topology is not a command's output" in r.stderr, r.stderr
+    assert len([l for l in r.stderr.splitlines() if l.strip()]) == 1
