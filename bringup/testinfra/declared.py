@@ -30,7 +30,7 @@ __all__ = ["values", "item_of", "check", "RoleAudit", "audit_role"]
 def values(r: Resource) -> dict[str, Any]:
     """What the audit compares the host against, for the resource kinds that say it as plain values."""
     from ..auditkit import Expect
-    from ..resources import Command, Directory, File, Packages, Service, Skip, Sysctl
+    from ..resources import Command, Directory, File, JsonFile, Packages, Service, Skip, Sysctl
     from ..resources.conditioned import ConditionedService
     from ..resources.cpu import CpuFreq, SysfsChoice
     from ..resources.irq import IrqAffinity
@@ -60,7 +60,24 @@ def values(r: Resource) -> dict[str, Any]:
         return {"reason": r.reason}
     if isinstance(r, Expect):
         return {"read": r.snippet}
+    if isinstance(r, JsonFile):
+        return _json_values(r)
     return {}
+
+
+def _json_values(r) -> dict[str, Any]:
+    """A merged JSON file's keys, or, when they hold a secret (a PrivateJsonFile's always may), only their
+    sha256: what bringup exports or hands a peer never carries a credential."""
+    import json
+
+    from ..resources.privatejson import PrivateJsonFile
+    from ..secrets import MASK
+
+    text = json.dumps(r.keys, sort_keys=True, default=str)
+    out: dict[str, Any] = {"path": r.path, "owned": r.owned}
+    if isinstance(r, PrivateJsonFile) or MASK.mask(text) != text:
+        return {**out, "keys_sha256": hashlib.sha256(text.encode()).hexdigest()}
+    return {**out, "keys": r.keys}
 
 
 def item_of(r: Resource) -> dict[str, Any]:

@@ -259,3 +259,18 @@ def test_audit_testinfra_options_refuse_bad_input_in_one_line(tmp_path, inv):
         lines = (r.stdout + r.stderr).strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(said), (args, lines)
     assert not (tmp_path / "reports").exists() and not (tmp_path / "out").exists()
+
+
+def test_exported_values_never_carry_a_credential():
+    from bringup.resources import JsonFile
+    from bringup.resources.privatejson import PrivateJsonFile
+    from bringup.secrets import MASK
+    from bringup.testinfra.declared import values
+
+    plain = values(JsonFile("/etc/docker/daemon.json", {"log-driver": "json-file"}, owned=True))
+    assert plain == {"path": "/etc/docker/daemon.json", "owned": True, "keys": {"log-driver": "json-file"}}
+    private = values(PrivateJsonFile("/root/.docker/config.json", {"auths": {"nvcr.io": {"auth": "c2VjcmV0"}}}))
+    assert "keys" not in private and len(private["keys_sha256"]) == 64 and "c2VjcmV0" not in repr(private)
+    MASK.add("Token-42-xyz")
+    secret = values(JsonFile("/etc/docker/daemon.json", {"registry-mirrors": ["https://u:Token-42-xyz@m"]}))
+    assert "keys" not in secret and "Token-42-xyz" not in repr(secret)
