@@ -13,7 +13,8 @@ tools alternated run by run, and writes bench/RESULTS.md:
 (b) a six-operation mix (bench/mix, bench/peers): apply from scratch and no-op;
 (c) the full cpu-profile ``provision`` no-op, against its own floor;
 (d) ``bringup audit`` (= ``invoke audit``) of the provisioned host, against testinfra doing the same checks
-    with its paramiko backend (bench/peers/audit_testinfra.py) and the floor.
+    (bench/peers/audit_testinfra.py) with its paramiko backend and with bringup's (bringup.testinfra), and the
+    floor.
 
 The floor is bench/floor.py: a fresh Python process, paramiko, one connection
 per host (a thread each), one command reading everything the no-op checks.
@@ -106,6 +107,8 @@ def versions(venv: Path) -> dict[str, str]:
         "ansible-core": out([str(venv / "ansible-playbook"), "--version"]),
         "pytest-testinfra": out([str(venv / "python"), "-c", "from importlib.metadata import version as v; print("
                                  "v('pytest-testinfra'), 'with pytest', v('pytest'), 'and paramiko', v('paramiko'))"]),
+        "pytest-testinfra (bringup backend)": out([PYTHON, "-c", "from importlib.metadata import version as v; print("
+                                                   "v('pytest-testinfra'), 'with pytest', v('pytest'))"]),
         "OpenSSH (client, Ansible)": subprocess.run(["ssh", "-V"], capture_output=True, text=True).stderr.strip(),
     }
 
@@ -434,24 +437,38 @@ def part_b(hosts, d: Path, venv: Path, runs: int) -> dict:
             "where": where(tools[0], h[0], commands["bringup"].pop("scripts"), runs, sd)}
 
 
-def testinfra_peer(host: harness.SandboxHost, sd: Path, venv: Path, binv: Path) -> tuple[Tool, dict]:
-    """testinfra doing the audit's checks (bench/peers/audit_testinfra.py) over its paramiko backend, and how
-    its verifying run went: every test passed or skipped exactly where the audit's item did (else the peer file
-    has a bug, and the run stops here).
+#: The testinfra peer's tools: over testinfra's paramiko backend, and over bringup's (bringup.testinfra).
+TESTINFRA = "testinfra"
+TESTINFRA_BRINGUP = "testinfra (bringup://)"
 
-    Its expected values: bench/peers/audit_spec.py, from the resources bringup's roles declare for the host
-    and the newest audit report under ``sd/reports`` (the run just before this).
-    """
+
+def audit_spec(host: harness.SandboxHost, sd: Path, binv: Path) -> Path:
+    """What the audit of ``host`` checks (bench/peers/audit_spec.py), from the resources bringup's roles declare
+    for the host and the newest audit report under ``sd/reports`` (the run just before this)."""
     report = sorted((sd / "reports").glob("*-audit.json"))[-1]
     spec = sd / "audit_spec.json"
     subprocess.run([PYTHON, str(BENCH / "peers" / "audit_spec.py"), str(binv), host.name, str(report), str(spec)],
                    cwd=sd, env={**os.environ, **BRINGUP_ENV}, check=True)
+    return spec
+
+
+def testinfra_peer(host: harness.SandboxHost, sd: Path, venv: Path, binv: Path, spec: Path,
+                   backend: str = "paramiko") -> tuple[Tool, dict]:
+    """testinfra doing the audit's checks (bench/peers/audit_testinfra.py) over its paramiko backend (in the
+    peers' venv), or over bringup's (``backend="bringup"``: bringup's Python, the plugin, the inventory ``binv``),
+    and how its verifying run went: every test passed or skipped exactly where the audit's item did (else the
+    peer file has a bug, and the run stops here)."""
     (sd / "pytest.ini").write_text("[pytest]\n")  # its own, empty: not the checkout's (testpaths, addopts)
-    tool = Tool("testinfra", [str(venv / "pytest"), "-q", "-p", "no:cacheprovider", "-c", str(sd / "pytest.ini"),
-                              "--rootdir", str(sd), str(BENCH / "peers" / "audit_testinfra.py"),
-                              f"--hosts=paramiko://root@127.0.0.1:{host.port}",
-                              f"--ssh-identity-file={host.key_file}"], sd, {"BENCH_AUDIT_JSON": str(spec)})
-    junit = sd / "testinfra.xml"
+    common = ["-q", "-p", "no:cacheprovider", "-c", str(sd / "pytest.ini"), "--rootdir", str(sd)]
+    peer = str(BENCH / "peers" / "audit_testinfra.py")
+    if backend == "bringup":
+        tool = Tool(TESTINFRA_BRINGUP, [PYTHON, "-m", "pytest", *common, "-p", "bringup.testinfra.plugin", peer,
+                                        f"--hosts=bringup://{host.name}", f"--bringup-inventory={binv}"], sd,
+                    {**BRINGUP_ENV, "BENCH_AUDIT_JSON": str(spec)})
+    else:
+        tool = Tool(TESTINFRA, [str(venv / "pytest"), *common, peer, f"--hosts=paramiko://root@127.0.0.1:{host.port}",
+                                f"--ssh-identity-file={host.key_file}"], sd, {"BENCH_AUDIT_JSON": str(spec)})
+    junit = sd / f"testinfra-{backend}.xml"
     Tool(tool.name, tool.argv + [f"--junitxml={junit}"], sd, tool.env).run()
     got = {}
     for case in ET.parse(junit).iter("testcase"):
@@ -465,8 +482,8 @@ def testinfra_peer(host: harness.SandboxHost, sd: Path, venv: Path, binv: Path) 
         if outcome != i["outcome"]:
             differ.append(f"{i['id']}: audit {i['outcome']}, testinfra {outcome}")
     if differ or len(got) != len(items):
-        raise SystemExit(f"bench: testinfra's run differs from the audit's ({len(got)} tests, {len(items)} items):\n"
-                         + "\n".join(differ))
+        raise SystemExit(f"bench: testinfra's run ({backend} backend) differs from the audit's ({len(got)} tests, "
+                         f"{len(items)} items):\n" + "\n".join(differ))
     return tool, {"tests": len(got), **{k: sum(v == k for v in got.values()) for k in ("passed", "skipped")}}
 
 
@@ -490,18 +507,22 @@ def part_cd(hosts, d: Path, venv: Path, runs: int) -> dict:
         counted = count_commands(h[0], tool, stdin=True)
         scripts = counted.pop("scripts")
         tools = [tool, replay_floor(f"floor_{key}", sd, scripts)]
-        peer = {}
+        peers = {}
         if key == "d":
-            log("(d) testinfra: the audit's checks as tests, one verifying run (not timed)")
-            testinfra, peer = testinfra_peer(h[0], sd, venv, binv)
-            peer["commands"] = count_commands(h[0], testinfra)
-            peer["commands"].pop("scripts")
-            tools.insert(1, testinfra)
+            spec = audit_spec(h[0], sd, binv)
+            for i, backend in enumerate(("paramiko", "bringup"), start=1):
+                log(f"(d) testinfra, {backend} backend: the audit's checks as tests, one verifying run (not timed)")
+                testinfra, peer = testinfra_peer(h[0], sd, venv, binv, spec, backend)
+                peer["commands"] = count_commands(h[0], testinfra)
+                peer["commands"].pop("scripts")
+                peers[testinfra.name] = peer
+                tools.insert(i, testinfra)
         log(f"({key}) {', '.join(t.name for t in tools)}, no-op")
         out[key] = {"times": alternate(tools, runs), "commands": counted,
                     "where": where(tool, h[0], scripts, runs, sd, alone=COMPOSE_CHECK if key == "d" else None)}
-        if peer:
-            out[key]["testinfra"] = peer
+        if peers:
+            out[key]["testinfra"] = peers[TESTINFRA]
+            out[key]["testinfra_bringup"] = peers[TESTINFRA_BRINGUP]
     return out
 
 
@@ -580,21 +601,31 @@ def report(res: dict, meta: dict) -> str:
         if not r:
             continue
         t = r["times"]
-        name = next(n for n in t if n not in ("floor", "testinfra"))
+        name = next(n for n in t if n not in ("floor", TESTINFRA, TESTINFRA_BRINGUP))
         c = r["commands"]
-        peer = r.get("testinfra")
+        peer, via = r.get("testinfra"), r.get("testinfra_bringup")
         if peer:
             pc = peer["commands"]
+            vc = (via or {}).get("commands", {"commands": "—", "connections": "—"})
             L += [f"## {title}", "",
-                  "| bringup | testinfra | its floor | bringup/testinfra | bringup/floor | remote commands "
-                  "(bringup / testinfra) | connections (bringup / testinfra) |", "|---|---|---|---|---|---|---|",
-                  f"| {fmt(t[name])} | {fmt(t.get('testinfra'))} | {fmt(t['floor'])} | "
-                  f"{ratio(t[name], t.get('testinfra'))} | {ratio(t[name], t['floor'])} | "
-                  f"{c['commands']} / {pc['commands']} | {c['connections']} / {pc['connections']} |", "",
+                  "| bringup | testinfra, paramiko backend | testinfra, bringup backend | its floor | "
+                  "bringup/testinfra (paramiko) | bringup/testinfra (bringup) | testinfra bringup/paramiko | "
+                  "bringup/floor | remote commands (bringup / testinfra paramiko / bringup) | "
+                  "connections (bringup / testinfra paramiko / bringup) |", "|---|---|---|---|---|---|---|---|---|---|",
+                  f"| {fmt(t[name])} | {fmt(t.get(TESTINFRA))} | {fmt(t.get(TESTINFRA_BRINGUP))} | {fmt(t['floor'])} | "
+                  f"{ratio(t[name], t.get(TESTINFRA))} | {ratio(t[name], t.get(TESTINFRA_BRINGUP))} | "
+                  f"{ratio(t.get(TESTINFRA_BRINGUP), t.get(TESTINFRA))} | {ratio(t[name], t['floor'])} | "
+                  f"{c['commands']} / {pc['commands']} / {vc['commands']} | "
+                  f"{c['connections']} / {pc['connections']} / {vc['connections']} |", "",
                   f"testinfra: `pytest -q -p no:cacheprovider bench/peers/audit_testinfra.py "
                   f"--hosts=paramiko://...`, one test per audit item ({peer['tests']} tests: {peer['passed']} "
                   f"passed, {peer['skipped']} skipped, each as the audit's item), over the one paramiko "
-                  "connection its backend keeps for the session.", ""]
+                  "connection its backend keeps for the session (TCP_NODELAY set by the peer). The same file over "
+                  "bringup's backend: `pytest -p bringup.testinfra.plugin bench/peers/audit_testinfra.py "
+                  "--hosts=bringup://HOST --bringup-inventory=hosts` (bringup's Python and connection: the "
+                  "inventory's key and host keys, one kept connection with TCP_NODELAY, each command a script on "
+                  "bringup's transport" + (f"; {via['tests']} tests, each as the audit's item)." if via else ")."),
+                  ""]
         else:
             L += [f"## {title}", "", "| bringup | its floor | bringup/floor | remote commands | connections |",
                   "|---|---|---|---|---|",
@@ -649,6 +680,12 @@ def targets_table(res: dict) -> list[str]:
                 f"({t:.2f} s against {ti['median']:.2f} s)", t < ti["median"])
         else:
             row("(d) audit faster than testinfra's paramiko backend", "testinfra not run", None)
+        tb = d["times"].get(TESTINFRA_BRINGUP)
+        if ti and tb:
+            row("(d) testinfra: bringup's backend faster than its paramiko backend", f"{ti['median'] / tb['median']:.2f}× "
+                f"({tb['median']:.2f} s against {ti['median']:.2f} s)", tb["median"] < ti["median"])
+        else:
+            row("(d) testinfra: bringup's backend faster than its paramiko backend", "not run", None)
     for name, r in (res.get("s") or {}).items():
         if name.startswith(("bringup", "invoke")):
             row(f"`{name}`: under 0.15 s", f"{r['median']:.2f} s", r["median"] < 0.15)

@@ -9,47 +9,17 @@ outcome and message that audit report gave the same item.  The peer reads only t
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
 
 from bringup.audit import AuditedRole
-from bringup.tasks.context import prepared
-from bringup.resources import Command, Directory, File, Packages, Service, Skip, Sysctl
-from bringup.resources.conditioned import ConditionedService
-from bringup.resources.cpu import CpuFreq, SysfsChoice
-from bringup.resources.irq import IrqAffinity
 from bringup.runner import HostRun, Options
+from bringup.tasks.context import prepared
 from bringup.templates import Templates
-
-
-def values(r) -> dict:
-    """What the audit compares the host against, for the resource kinds the peer has a test for."""
-    if isinstance(r, File):
-        return {"path": r.path, "sha256": hashlib.sha256(r.content).hexdigest(), "mode": r.mode,
-                "owner": r.owner, "group": r.group}
-    if isinstance(r, Directory):
-        return {"path": r.path, "mode": r.mode, "owner": r.owner, "group": r.group}
-    if isinstance(r, Sysctl):
-        return {"key": r.key, "value": r.value, "proc": r.proc}
-    if isinstance(r, Packages):
-        return {"packages": r.packages, "present": r.present, "manager": r.manager}
-    if isinstance(r, Service):
-        return {"unit": r.unit, "running": r.running, "enabled": r.enabled,
-                "conditioned": isinstance(r, ConditionedService)}
-    if isinstance(r, IrqAffinity):
-        return {"irq": r.irq, "cpus": r.cpus, "path": r.path, "refused_file": r.refused_file,
-                "in_container": r.in_container}
-    if isinstance(r, CpuFreq):
-        return {"governor": r.governor, "epp": r.epp}
-    if isinstance(r, SysfsChoice):
-        return {"path": r.full, "value": r.value}
-    if isinstance(r, Command):
-        return {"creates": r.creates, "removes": r.removes, "unless": r.unless, "onlyif": r.onlyif}
-    if isinstance(r, Skip):
-        return {"reason": r.reason}
-    return {}
+# What the audit compares each item against (a file's sha256, mode and owner, a key's value, ...): the same
+# values `invoke audit --export-testinfra` writes into its modules.
+from bringup.testinfra.declared import values
 
 
 def main(inventory: str, name: str, report: str, out: str) -> None:

@@ -2,6 +2,11 @@
 
     BENCH_AUDIT_JSON=spec.json pytest -q -p no:cacheprovider bench/peers/audit_testinfra.py \
         --hosts=paramiko://root@127.0.0.1:PORT --ssh-identity-file=KEY
+    BENCH_AUDIT_JSON=spec.json pytest -q -p no:cacheprovider -p bringup.testinfra.plugin \
+        bench/peers/audit_testinfra.py --hosts=bringup://HOST --bringup-inventory=hosts
+
+The same tests run over testinfra's paramiko backend and over bringup's (bringup.testinfra: the inventory's
+connection, one kept connection per host with TCP_NODELAY, each command a script on bringup's transport).
 
 spec.json is written by compare.py: every item the audit of that host checks (its id, its role's declared
 values: a file's sha256, mode and owner, a key's value, a unit's wanted state, ...) and the outcome bringup's
@@ -23,8 +28,8 @@ import pytest
 
 SPEC = json.loads(open(os.environ["BENCH_AUDIT_JSON"]).read())
 ITEMS = SPEC["items"]
-KINDS = ("sysctl", "file", "directory", "packages", "service", "irq", "cpufreq", "sysfs", "expect", "command",
-         "skip", "unused")
+KINDS = ("sysctl", "file", "directory", "packages", "service", "irq", "cpufreq", "sysfs", "json", "expect",
+         "command", "skip", "unused")
 _unmatched = sorted({i["kind"] for i in ITEMS} - set(KINDS))
 assert not _unmatched, f"audit item kinds without a testinfra test: {', '.join(_unmatched)}"
 
@@ -36,8 +41,9 @@ def items(kind: str) -> list:
 @pytest.fixture(scope="module", autouse=True)
 def nodelay(host):
     """Its best configuration: TCP_NODELAY on the one paramiko connection the backend keeps (as bringup, the
-    floor and OpenSSH set it); without it each command waits out a delayed ACK."""
-    host.backend.client.get_transport().sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    floor and OpenSSH set it); without it each command waits out a delayed ACK.  bringup's backend sets it."""
+    if host.backend.NAME == "paramiko":
+        host.backend.client.get_transport().sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
 @pytest.fixture(scope="module")
@@ -173,6 +179,30 @@ def test_sysfs(host, item):
     if have != item["value"] and not _writable(host, item["path"]):
         pytest.skip(f"{item['path']}: read-only here (a container's /sys); it is {have}")
     assert have == item["value"]
+
+
+def _contains(have, want) -> bool:
+    """``have`` holds every key of ``want``, objects compared key by key (a None value: the key is absent)."""
+    if isinstance(want, dict):
+        return isinstance(have, dict) and all((k not in have) if v is None else (k in have and _contains(have[k], v))
+                                              for k, v in want.items())
+    return have == want
+
+
+@pytest.mark.parametrize("item", items("json"))
+def test_json(host, item):
+    """A JSON file the role merges keys into (docker's daemon.json): a JSON object holding them (no file holds
+    none: nothing wanted is no file needed); a file whose keys hold a secret is given by their sha256 only, so
+    only the file is checked."""
+    f = host.file(item["path"])
+    if "keys" not in item:
+        assert f.is_file and not f.is_symlink
+        return
+    have = {}
+    if f.exists:
+        assert f.is_file and not f.is_symlink
+        have = json.loads(f.content_string or "{}")
+    assert _contains(have, item["keys"])
 
 
 def expect_pm_qos(host, item):
