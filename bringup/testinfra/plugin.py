@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ..errors import BringupError, Unreachable
+from ..errors import BringupError, InventoryError, Unreachable
 from . import SCHEME, register
 
 register()
@@ -41,7 +41,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
-    from .backend import SETTINGS
+    from .backend import INVENTORY_ENV, SETTINGS
 
     SETTINGS.inventory = config.getoption("bringup_inventory")
     SETTINGS.overrides = tuple(config.getoption("bringup_set") or ())
@@ -49,6 +49,9 @@ def pytest_configure(config: pytest.Config) -> None:
     if hosts and f"{SCHEME}://" in hosts:
         try:
             config.option.hosts = expand_hosts(hosts)
+        except InventoryError as e:
+            raise pytest.UsageError(f"{e}; bringup:// hosts read --bringup-inventory PATH, else "
+                                    f"${INVENTORY_ENV}, else ./hosts") from None
         except BringupError as e:
             raise pytest.UsageError(str(e)) from None
     if config.getoption("bringup_report"):

@@ -170,6 +170,12 @@ def test_plain_pytest_a_bad_pattern_is_one_usage_line(inv, tmp_path):
     assert r.stderr.strip() == ("ERROR: --hosts bringup://l40s:&rakc2: 'rakc2' matches no host or group of the "
                                 "inventory; did you mean rack2? (`invoke hosts` lists them)"), r.stderr
     assert "Traceback" not in r.stdout + r.stderr
+    (tmp_path / "bare").mkdir()
+    (tmp_path / "bare" / "test_x.py").write_text("def test_x(host):\n    pass\n")
+    r = pytest_run(tmp_path / "bare", "--hosts=bringup://h1", "test_x.py")  # no ./hosts there
+    assert r.returncode == 4 and r.stderr.strip() == (
+        "ERROR: hosts: no such inventory file (pass --inventory PATH); bringup:// hosts read --bringup-inventory "
+        "PATH, else $BRINGUP_INVENTORY, else ./hosts"), r.stderr
 
 
 def test_plain_pytest_an_unreachable_host_is_one_line(tmp_path):
