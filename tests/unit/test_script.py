@@ -1,4 +1,5 @@
 """Batching many snippets into one script, and the quoting helper."""
+import os
 import signal
 import subprocess
 import time
@@ -150,17 +151,23 @@ def test_a_script_whose_connection_is_gone_still_removes_its_folder(tmp_path):
     # The reader goes away (the connection cut off), then timeout(1) ends the script's group, as on a host.
     # Every lane hung (a fact script on a host whose nvidia-smi hangs): the shell's words about the lanes
     # the signal killed meet the closed pipe.
-    script, _ = batch([(f"hung{i}", "sleep 7777") for i in range(6)] + [("a", "echo a")], lanes=6)
+    # A sleep of its own length: a sandbox host's or another test's sleep is in this machine's process table too.
+    secs = str(70000 + os.getpid() % 9999)
+    script, _ = batch([(f"hung{i}", f"sleep {secs}") for i in range(6)] + [("a", "echo a")], lanes=6)
     (tmp_path / "s.sh").write_text(script)
     tmp = tmp_path / "tmp"
     tmp.mkdir()
     subprocess.run(f"timeout -s TERM -k 10 2 sh -c 'eval \"$(cat)\"' < {tmp_path}/s.sh 2>&1 | (sleep 0.5; exit 0)",
                    shell=True, env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp)}, timeout=60)
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and list(tmp.iterdir()):
+    def left() -> bool:
+        return bool(list(tmp.iterdir())) or subprocess.run(["pgrep", "-f", f"^sleep {secs}$"],
+                                                           capture_output=True).returncode == 0
+
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and left():
         time.sleep(0.2)
     assert list(tmp.iterdir()) == []
-    assert subprocess.run(["pgrep", "-f", "sleep 777[7]"], capture_output=True).returncode == 1
+    assert subprocess.run(["pgrep", "-f", f"^sleep {secs}$"], capture_output=True).returncode == 1
 
 
 @pytest.mark.reliability(item=26, fault="two provisions at once on one host (the host's run lock)",
