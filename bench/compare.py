@@ -437,9 +437,14 @@ def part_b(hosts, d: Path, venv: Path, runs: int) -> dict:
             "where": where(tools[0], h[0], commands["bringup"].pop("scripts"), runs, sd)}
 
 
-#: The testinfra peer's tools: over testinfra's paramiko backend, and over bringup's (bringup.testinfra).
+#: The testinfra peer's tools: over testinfra's paramiko backend in its best configuration (TCP_NODELAY set by the
+#: peer's fixture), the same backend as shipped (no TCP_NODELAY), and over bringup's backend (bringup.testinfra).
 TESTINFRA = "testinfra"
+TESTINFRA_SHIPPED = "testinfra (paramiko as shipped)"
 TESTINFRA_BRINGUP = "testinfra (bringup://)"
+#: part (d)'s peers by backend: (tool name, key of the part's results)
+PEERS = {"paramiko": (TESTINFRA, "testinfra"), "shipped": (TESTINFRA_SHIPPED, "testinfra_shipped"),
+         "bringup": (TESTINFRA_BRINGUP, "testinfra_bringup")}
 
 
 def audit_spec(host: harness.SandboxHost, sd: Path, binv: Path) -> Path:
@@ -455,9 +460,10 @@ def audit_spec(host: harness.SandboxHost, sd: Path, binv: Path) -> Path:
 def testinfra_peer(host: harness.SandboxHost, sd: Path, venv: Path, binv: Path, spec: Path,
                    backend: str = "paramiko") -> tuple[Tool, dict]:
     """testinfra doing the audit's checks (bench/peers/audit_testinfra.py) over its paramiko backend (in the
-    peers' venv), or over bringup's (``backend="bringup"``: bringup's Python, the plugin, the inventory ``binv``),
-    and how its verifying run went: every test passed or skipped exactly where the audit's item did (else the
-    peer file has a bug, and the run stops here)."""
+    peers' venv; ``backend="shipped"``: without the TCP_NODELAY its fixture sets), or over bringup's
+    (``backend="bringup"``: bringup's Python, the plugin, the inventory ``binv``), and how its verifying run went:
+    every test passed or skipped exactly where the audit's item did (else the peer file has a bug, and the run
+    stops here)."""
     (sd / "pytest.ini").write_text("[pytest]\n")  # its own, empty: not the checkout's (testpaths, addopts)
     common = ["-q", "-p", "no:cacheprovider", "-c", str(sd / "pytest.ini"), "--rootdir", str(sd)]
     peer = str(BENCH / "peers" / "audit_testinfra.py")
@@ -466,8 +472,10 @@ def testinfra_peer(host: harness.SandboxHost, sd: Path, venv: Path, binv: Path, 
                                         f"--hosts=bringup://{host.name}", f"--bringup-inventory={binv}"], sd,
                     {**BRINGUP_ENV, "BENCH_AUDIT_JSON": str(spec)})
     else:
-        tool = Tool(TESTINFRA, [str(venv / "pytest"), *common, peer, f"--hosts=paramiko://root@127.0.0.1:{host.port}",
-                                f"--ssh-identity-file={host.key_file}"], sd, {"BENCH_AUDIT_JSON": str(spec)})
+        tool = Tool(PEERS[backend][0], [str(venv / "pytest"), *common, peer,
+                                        f"--hosts=paramiko://root@127.0.0.1:{host.port}",
+                                        f"--ssh-identity-file={host.key_file}"], sd,
+                    {"BENCH_AUDIT_JSON": str(spec), "BENCH_TESTINFRA_NODELAY": "0" if backend == "shipped" else "1"})
     junit = sd / f"testinfra-{backend}.xml"
     Tool(tool.name, tool.argv + [f"--junitxml={junit}"], sd, tool.env).run()
     got = {}
@@ -510,7 +518,7 @@ def part_cd(hosts, d: Path, venv: Path, runs: int) -> dict:
         peers = {}
         if key == "d":
             spec = audit_spec(h[0], sd, binv)
-            for i, backend in enumerate(("paramiko", "bringup"), start=1):
+            for i, backend in enumerate(PEERS, start=1):
                 log(f"(d) testinfra, {backend} backend: the audit's checks as tests, one verifying run (not timed)")
                 testinfra, peer = testinfra_peer(h[0], sd, venv, binv, spec, backend)
                 peer["commands"] = count_commands(h[0], testinfra)
@@ -520,9 +528,9 @@ def part_cd(hosts, d: Path, venv: Path, runs: int) -> dict:
         log(f"({key}) {', '.join(t.name for t in tools)}, no-op")
         out[key] = {"times": alternate(tools, runs), "commands": counted,
                     "where": where(tool, h[0], scripts, runs, sd, alone=COMPOSE_CHECK if key == "d" else None)}
-        if peers:
-            out[key]["testinfra"] = peers[TESTINFRA]
-            out[key]["testinfra_bringup"] = peers[TESTINFRA_BRINGUP]
+        for name, field in PEERS.values():
+            if name in peers:
+                out[key][field] = peers[name]
     return out
 
 
@@ -601,31 +609,22 @@ def report(res: dict, meta: dict) -> str:
         if not r:
             continue
         t = r["times"]
-        name = next(n for n in t if n not in ("floor", TESTINFRA, TESTINFRA_BRINGUP))
+        name = next(n for n in t if n not in ("floor", *(tool for tool, _ in PEERS.values())))
         c = r["commands"]
-        peer, via = r.get("testinfra"), r.get("testinfra_bringup")
+        peer = r.get("testinfra")
         if peer:
             pc = peer["commands"]
-            vc = (via or {}).get("commands", {"commands": "—", "connections": "—"})
             L += [f"## {title}", "",
-                  "| bringup | testinfra, paramiko backend | testinfra, bringup backend | its floor | "
-                  "bringup/testinfra (paramiko) | bringup/testinfra (bringup) | testinfra bringup/paramiko | "
-                  "bringup/floor | remote commands (bringup / testinfra paramiko / bringup) | "
-                  "connections (bringup / testinfra paramiko / bringup) |", "|---|---|---|---|---|---|---|---|---|---|",
-                  f"| {fmt(t[name])} | {fmt(t.get(TESTINFRA))} | {fmt(t.get(TESTINFRA_BRINGUP))} | {fmt(t['floor'])} | "
-                  f"{ratio(t[name], t.get(TESTINFRA))} | {ratio(t[name], t.get(TESTINFRA_BRINGUP))} | "
-                  f"{ratio(t.get(TESTINFRA_BRINGUP), t.get(TESTINFRA))} | {ratio(t[name], t['floor'])} | "
-                  f"{c['commands']} / {pc['commands']} / {vc['commands']} | "
-                  f"{c['connections']} / {pc['connections']} / {vc['connections']} |", "",
+                  "| bringup | testinfra | its floor | bringup/testinfra | bringup/floor | remote commands "
+                  "(bringup / testinfra) | connections (bringup / testinfra) |", "|---|---|---|---|---|---|---|",
+                  f"| {fmt(t[name])} | {fmt(t.get(TESTINFRA))} | {fmt(t['floor'])} | "
+                  f"{ratio(t[name], t.get(TESTINFRA))} | {ratio(t[name], t['floor'])} | "
+                  f"{c['commands']} / {pc['commands']} | {c['connections']} / {pc['connections']} |", "",
                   f"testinfra: `pytest -q -p no:cacheprovider bench/peers/audit_testinfra.py "
                   f"--hosts=paramiko://...`, one test per audit item ({peer['tests']} tests: {peer['passed']} "
                   f"passed, {peer['skipped']} skipped, each as the audit's item), over the one paramiko "
-                  "connection its backend keeps for the session (TCP_NODELAY set by the peer). The same file over "
-                  "bringup's backend: `pytest -p bringup.testinfra.plugin bench/peers/audit_testinfra.py "
-                  "--hosts=bringup://HOST --bringup-inventory=hosts` (bringup's Python and connection: the "
-                  "inventory's key and host keys, one kept connection with TCP_NODELAY, each command a script on "
-                  "bringup's transport" + (f"; {via['tests']} tests, each as the audit's item)." if via else ")."),
-                  ""]
+                  "connection its backend keeps for the session, TCP_NODELAY set by the peer's fixture.", "",
+                  *backends_table(r, t), ""]
         else:
             L += [f"## {title}", "", "| bringup | its floor | bringup/floor | remote commands | connections |",
                   "|---|---|---|---|---|",
@@ -637,6 +636,26 @@ def report(res: dict, meta: dict) -> str:
     L += where_table(res)
     L += [meta["notes"]]
     return "\n".join(L) + "\n"
+
+
+def backends_table(r: dict, t: dict) -> list[str]:
+    """(d)'s peer on each testinfra backend: the same tests, whole processes, against bringup's backend."""
+    rows = []
+    for backend, (tool, field) in PEERS.items():
+        peer = r.get(field)
+        if not peer or tool not in t:
+            continue
+        how = {"paramiko": "paramiko, TCP_NODELAY set by the peer's fixture (its best configuration)",
+               "shipped": "paramiko as testinfra ships it (no TCP_NODELAY)",
+               "bringup": "bringup's (`-p bringup.testinfra.plugin --hosts=bringup://HOST "
+                          "--bringup-inventory=hosts`, bringup's Python)"}[backend]
+        rows.append(f"| {how} | {fmt(t[tool])} | {peer['commands']['commands']} | "
+                    f"{peer['commands']['connections']} | {ratio(t.get(TESTINFRA_BRINGUP), t[tool])} |")
+    if len(rows) < 2:
+        return []
+    return ["testinfra's backends on the same tests (each run first verified item for item against the audit):", "",
+            "| backend | whole run | remote commands | connections | bringup's backend / this |", "|---|---|---|---|---|",
+            *rows]
 
 
 def targets_table(res: dict) -> list[str]:
@@ -681,11 +700,15 @@ def targets_table(res: dict) -> list[str]:
         else:
             row("(d) audit faster than testinfra's paramiko backend", "testinfra not run", None)
         tb = d["times"].get(TESTINFRA_BRINGUP)
-        if ti and tb:
-            row("(d) testinfra: bringup's backend faster than its paramiko backend", f"{ti['median'] / tb['median']:.2f}× "
-                f"({tb['median']:.2f} s against {ti['median']:.2f} s)", tb["median"] < ti["median"])
-        else:
-            row("(d) testinfra: bringup's backend faster than its paramiko backend", "not run", None)
+        for tool, what in ((TESTINFRA_SHIPPED, "as shipped"), (TESTINFRA, "with TCP_NODELAY (its best)")):
+            other = d["times"].get(tool)
+            target = f"(d) testinfra: bringup's backend faster than the paramiko backend {what}"
+            if tb and other:
+                r = other["median"] / tb["median"]
+                row(target, f"{r:.2f}× faster ({tb['median']:.2f} s against {other['median']:.2f} s)" if r > 1 else
+                    f"{1 / r:.2f}× slower ({tb['median']:.2f} s against {other['median']:.2f} s)", r > 1)
+            else:
+                row(target, "not run", None)
     for name, r in (res.get("s") or {}).items():
         if name.startswith(("bringup", "invoke")):
             row(f"`{name}`: under 0.15 s", f"{r['median']:.2f} s", r["median"] < 0.15)

@@ -41,8 +41,9 @@ def items(kind: str) -> list:
 @pytest.fixture(scope="module", autouse=True)
 def nodelay(host):
     """Its best configuration: TCP_NODELAY on the one paramiko connection the backend keeps (as bringup, the
-    floor and OpenSSH set it); without it each command waits out a delayed ACK.  bringup's backend sets it."""
-    if host.backend.NAME == "paramiko":
+    floor and OpenSSH set it); without it each command waits out a delayed ACK.  bringup's backend sets it;
+    BENCH_TESTINFRA_NODELAY=0 leaves testinfra's backend as it ships."""
+    if host.backend.NAME == "paramiko" and os.environ.get("BENCH_TESTINFRA_NODELAY", "1") != "0":
         host.backend.client.get_transport().sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
