@@ -123,24 +123,26 @@ def one_line(e: BaseException) -> str:
         if not isinstance(e, AssertionError) and type(e).__name__ not in ("Failed", "Skipped"):
             text = f"{type(e).__name__}: {text}" if text else type(e).__name__
         text = text or "assertion failed"
-    text = MASK.mask(text)
+    return _cut(MASK.mask(text))
+
+
+def _cut(text: str) -> str:
     return text if len(text) <= LINE_MAX else text[:LINE_MAX - 1] + "…"
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
     report = yield
+    host = host_of(item)
+    report.bringup_test = display_name(item)
+    report.bringup_host = host.backend.get_hostname() if host is not None else None
     if call.excinfo is not None and report.failed:
         e = call.excinfo.value
-        host = host_of(item)
         report.bringup_line = one_line(e)
         report.bringup_unreachable = isinstance(e, Unreachable)
         if isinstance(e, (Unreachable, BringupError)):
             # bringup's one line, not a traceback through the transport.
-            report.longrepr = f"{host.backend.get_hostname() if host is not None else item.nodeid}: " \
-                              f"{report.bringup_line}"
-    report.bringup_test = display_name(item)
-    report.bringup_host = host.backend.get_hostname() if (host := host_of(item)) is not None else None
+            report.longrepr = f"{report.bringup_host or item.nodeid}: {report.bringup_line}"
     return report
 
 
@@ -194,5 +196,4 @@ def _last_line(report) -> str:
 
     lines = [l.strip() for l in str(report.longrepr or "").splitlines() if l.strip()]
     said = [l[1:].strip() for l in lines if l.startswith("E ")]
-    text = MASK.mask(" ".join((said[-1] if said else " ".join(lines) or "failed").split()))
-    return text if len(text) <= LINE_MAX else text[:LINE_MAX - 1] + "…"
+    return _cut(MASK.mask(" ".join((said[-1] if said else " ".join(lines) or "failed").split())))

@@ -280,3 +280,29 @@ def test_exported_values_never_carry_a_credential():
     MASK.add("Token-42-xyz")
     secret = values(JsonFile("/etc/docker/daemon.json", {"registry-mirrors": ["https://u:Token-42-xyz@m"]}))
     assert "keys" not in secret and "Token-42-xyz" not in repr(secret)
+
+
+def test_audit_runs_the_hosts_tests_side_by_side_up_to_forks(tmp_path):
+    """Two hosts, --forks 2: each host's test waits for the other's to have started, so run one after the
+    other they would both fail; the recap and the JSON count each host's test with its own."""
+    (tmp_path / "hosts").write_text("all:\n  vars: {gpu_profile: cpu}\n  hosts:\n"
+                                    "    h1: {ansible_connection: local}\n    h2: {ansible_connection: local}\n")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    (tmp_path / "test_both.py").write_text(
+        "import time\nfrom pathlib import Path\n\n"
+        "def test_the_other_host_runs_meanwhile(host):\n"
+        f"    marks = Path({str(marks)!r})\n"
+        "    (marks / host.backend.name).write_text('started')\n"
+        "    deadline = time.monotonic() + 60\n"
+        "    while len(list(marks.iterdir())) < 2 and time.monotonic() < deadline:\n"
+        "        time.sleep(0.1)\n"
+        "    assert sorted(p.name for p in marks.iterdir()) == ['h1', 'h2']\n")
+    r = invoke(tmp_path, "audit", "--hosts", "h1,h2", "--roles", "window_tuner", "--forks", "2",
+               "--testinfra", "test_both.py")
+    assert r.returncode == 0, r.stdout + r.stderr
+    for h in ("h1", "h2"):
+        assert f"{h} : passed=1 failed=0 skipped=1 unreachable=0" in r.stdout, r.stdout
+    summary = json.loads(next((tmp_path / "reports").glob("*-audit.json")).read_text())
+    assert summary["testinfra"]["hosts"] == {h: {"passed": 1, "failed": 0, "skipped": 0, "unreachable": 0}
+                                             for h in ("h1", "h2")}
