@@ -26,7 +26,9 @@ from .auditkit import finding
 from .inventory import Host
 from .resources.guard import Unused
 from .roles import HostContext, Role
-from .runner import HostResult, Options, ResourceResult, Stop, run_host, run_hosts
+from .results import HostResult, ResourceResult
+from .runner import Options, run_host, run_hosts
+from .stop import Stop
 from .templates import Templates
 
 if TYPE_CHECKING:

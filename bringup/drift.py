@@ -29,7 +29,7 @@ if TYPE_CHECKING:  # imported where used
     from prometheus_client import CollectorRegistry
     from rich.table import Table
 
-    from .runner import HostResult
+    from .results import HostResult
 
 __all__ = ["HostDrift", "DriftReport", "summarize", "render_table", "to_json", "registry", "write_prometheus",
            "check_prometheus_path", "METRICS"]

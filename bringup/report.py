@@ -12,7 +12,7 @@ from typing import Iterator
 
 from rich.console import Console
 
-from .runner import HostResult
+from .results import HostResult
 from .secrets import MASK
 
 __all__ = ["recap_line", "print_host", "print_recap", "print_rollout_stopped", "Report", "progress_display"]

@@ -1,17 +1,74 @@
-"""What a host's results add up to per role: the summary that the drift report and the checklist read.
+"""What a run leaves: one :class:`ResourceResult` per resource, one :class:`HostResult` per host, the exit code,
+and the summary per role that the drift report and the checklist read (:func:`role_states`).
 
-The results themselves (:class:`~bringup.runner.HostResult`, one :class:`~bringup.runner.ResourceResult` per
-resource) are made by the runner; a check-mode plan's resources, summed up per role, say which roles drifted.
+The runner (:mod:`bringup.runner`, :mod:`bringup.rolerun`) makes them; the report, the audit, the drift
+report and the checklist read them, without importing the runner.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any
 
-if TYPE_CHECKING:
-    from .runner import HostResult
+__all__ = ["ResourceResult", "HostResult", "exit_code", "jsonable", "RoleState", "role_states"]
 
-__all__ = ["RoleState", "role_states"]
+
+@dataclass
+class ResourceResult:
+    """The outcome of one resource on one host."""
+
+    role: str
+    id: str
+    status: str  # ok | changed | failed | skipped
+    changes: dict[str, Any] = field(default_factory=dict)
+    reason: str | None = None
+    diff: str | None = None
+    error: str | None = None
+
+
+@dataclass
+class HostResult:
+    """The outcome on one host, with Ansible's recap counters."""
+
+    host: str
+    status: str = "ok"  # ok | failed | unreachable | interrupted | not started
+    message: str | None = None
+    resources: list[ResourceResult] = field(default_factory=list)
+    handlers: list[str] = field(default_factory=list)
+    round_trips: int = 0
+    seconds: float = 0.0
+    fact_errors: dict[str, str] = field(default_factory=dict)
+    reboot_required: bool = False
+    #: Why the host must reboot (when it did not), or why it rebooted.
+    reboot_reason: str | None = None
+    rebooted: bool = False
+
+    def count(self, status: str) -> int:
+        return sum(1 for r in self.resources if r.status == status)
+
+    @property
+    def recap(self) -> dict[str, int]:
+        ok = self.count("ok") + self.count("changed")
+        return {
+            "ok": ok,
+            "changed": self.count("changed"),
+            "failed": self.count("failed") + (1 if self.status == "failed" and not self.count("failed") else 0),
+            "skipped": self.count("skipped"),
+            "unreachable": 1 if self.status == "unreachable" else 0,
+        }
+
+
+def exit_code(results: list[HostResult]) -> int:
+    """Ansible's codes: 4 if any host was unreachable, else 2 if any failed, else 0."""
+    if any(r.status == "unreachable" for r in results):
+        return 4
+    if any(r.status == "failed" for r in results):
+        return 2
+    return 0
+
+
+def jsonable(changes: dict) -> dict:
+    """A plan's changes (``key: (old, new)``) as a result records them: the pairs as lists."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in changes.items()}
 
 
 @dataclass

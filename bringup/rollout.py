@@ -30,7 +30,9 @@ from typing import Any, Callable
 from .errors import InputError, said
 from .inventory import Host
 from .roles import Role
-from .runner import HostResult, Options, Progress, ResourceResult, Stop, run_host, run_hosts
+from .results import HostResult, ResourceResult
+from .runner import Options, Progress, run_host, run_hosts
+from .stop import Stop
 from .templates import Templates
 
 __all__ = ["parse_serial", "batch_sizes", "parse_max_fail", "exceeds", "validate_hooks", "run_hook", "rollout",

@@ -10,7 +10,7 @@ from ..errors import BringupError
 from .context import SELECTION, options, running
 
 if TYPE_CHECKING:
-    from ..runner import Stop
+    from ..stop import Stop
 
 __all__ = ["checklist", "checklist_pages"]
 

@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from ..ahead import Ahead
     from ..inventory import Host, Inventory
     from ..roles import Role
-    from ..runner import HostResult, Stop
+    from ..results import HostResult
+    from ..stop import Stop
     from ..templates import Templates
 
 __all__ = ["OPTIONS", "SELECTION", "options", "console", "fail", "failing", "unreachable", "MAX_FORKS", "parse_forks",
@@ -215,7 +216,7 @@ def interruptible(console: Console) -> Iterator[Stop]:
     in flight; either way the recap is printed, the report written, and the
     exit code is the signal's (130, 143).
     """
-    from ..runner import Stop
+    from ..stop import Stop
 
     stop = Stop()
     if threading.current_thread() is not threading.main_thread():

@@ -9,7 +9,7 @@ from invoke import Exit, task
 from .context import SELECTION, failing, options, parse_forks, print_interrupted, running
 
 if TYPE_CHECKING:
-    from ..runner import HostResult
+    from ..results import HostResult
 
 __all__ = ["provision", "plan", "engines", "converge", "ENGINES_ROLE"]
 
@@ -23,7 +23,8 @@ def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff
     """Run (or, ``check``, plan) the roles on the selected hosts, print each host and the recap, write the report
     (and ``reports/*.retry``); return the exit code.  Bad input raises Invoke's Exit (one line, code 1)."""
     from ..rollout import drains_first, parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
-    from ..runner import Options, exit_code
+    from ..results import exit_code
+    from ..runner import Options
 
     with failing():
         n = parse_forks(forks)

@@ -30,7 +30,8 @@ from . import PLUGIN
 if TYPE_CHECKING:
     from ..audit import Item
     from ..inventory import Host
-    from ..runner import HostResult, Stop
+    from ..results import HostResult
+    from ..stop import Stop
 
 __all__ = ["Suite"]
 

@@ -17,7 +17,8 @@ from bringup.project import content_root
 from bringup.resources import Directory, File, Sysctl
 from bringup.resources.guard import Unused
 from bringup.roles import FactView, HostContext, load_roles
-from bringup.runner import HostResult, ResourceResult, _jsonable, prepare
+from bringup.results import HostResult, ResourceResult, jsonable
+from bringup.runner import prepare
 from bringup.templates import Templates
 
 from .fixture_hosts import h200_facts
@@ -58,7 +59,7 @@ def test_an_expect_passes_with_a_reason_and_fails_with_its_line_never_applied_in
     assert not ok.changed and ok.reason == "as promised: unit x"
     bad = e.plan("inactive\n")
     assert bad.changed and bad.changes == {"unit x": ("unit x is inactive, want active", "as the role promises")}
-    assert finding(e.id, _jsonable(bad.changes)) == "unit x is inactive, want active"
+    assert finding(e.id, jsonable(bad.changes)) == "unit x is inactive, want active"
     assert http_ok("triton ready", "http://127.0.0.1:8000/v2/health/ready").plan("000").changes[
         "triton ready"][0] == "triton ready answers 000, want 200"
 
@@ -66,7 +67,7 @@ def test_an_expect_passes_with_a_reason_and_fails_with_its_line_never_applied_in
 def test_findings_read_what_is_and_what_is_wanted():
     s = Sysctl("net.ipv4.tcp_slow_start_after_idle", 0)
     p = s.plan("value=1\n")
-    assert finding(s.id, _jsonable(p.changes)) == "net.ipv4.tcp_slow_start_after_idle is 1, want 0"
+    assert finding(s.id, jsonable(p.changes)) == "net.ipv4.tcp_slow_start_after_idle is 1, want 0"
     f = File("/etc/x.conf", content="a = 1\nb = 2\n")
     have = "a = 1\nc = 3\n"
     import base64
@@ -74,16 +75,16 @@ def test_findings_read_what_is_and_what_is_wanted():
     cur = (f"type=file\nmode=644\nowner=root\ngroup=root\nsize={len(have)}\n"
            f"sha256={hashlib.sha256(have.encode()).hexdigest()}\ncontent={base64.b64encode(have.encode()).decode()}\n")
     p = f.plan(cur)
-    assert finding(f.id, _jsonable(p.changes), p.diff) == \
+    assert finding(f.id, jsonable(p.changes), p.diff) == \
         "/etc/x.conf lacks b = 2; has c = 3, which the role does not write"
     p = f.plan("type=absent\n")
-    assert finding(f.id, _jsonable(p.changes), p.diff) == "/etc/x.conf is missing"
+    assert finding(f.id, jsonable(p.changes), p.diff) == "/etc/x.conf is missing"
     same = File("/etc/x.conf", content=have, mode="0644")
     p = same.plan(cur.replace("mode=644", "mode=600"))
-    assert finding(same.id, _jsonable(p.changes), p.diff) == "file:/etc/x.conf: mode is 600, want 644"
+    assert finding(same.id, jsonable(p.changes), p.diff) == "file:/etc/x.conf: mode is 600, want 644"
     d = Directory("/opt/m")
     p = d.plan("type=absent\n")
-    assert finding(d.id, _jsonable(p.changes)) == "/opt/m is missing"
+    assert finding(d.id, jsonable(p.changes)) == "/opt/m is missing"
     assert finding("handler:reload", {}, reason="check mode: would run") == "handler:reload: check mode: would run"
 
 

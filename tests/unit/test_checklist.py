@@ -131,7 +131,7 @@ def test_check_refuses_unknown_status():
 
 
 def _result(*resources):
-    from bringup.runner import HostResult, ResourceResult
+    from bringup.results import HostResult, ResourceResult
     return HostResult("h", resources=[ResourceResult(*r[:3], reason=r[3] if len(r) > 3 else None) for r in resources])
 
 

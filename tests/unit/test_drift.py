@@ -16,7 +16,7 @@ from rich.console import Console
 
 from bringup import drift as D
 from bringup.errors import InputError
-from bringup.runner import HostResult, ResourceResult
+from bringup.results import HostResult, ResourceResult
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ import yaml
 from rich.console import Console
 
 from bringup.report import print_host, print_recap, print_rollout_stopped, progress_display
-from bringup.runner import HostResult, ResourceResult
+from bringup.results import HostResult, ResourceResult
 
 from .fixture_hosts import h200_facts
 

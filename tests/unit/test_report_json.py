@@ -5,7 +5,7 @@ from dataclasses import asdict
 import pytest
 
 from bringup.report import Report
-from bringup.runner import HostResult, ResourceResult
+from bringup.results import HostResult, ResourceResult
 from bringup.secrets import HIDDEN, MASK
 
 
@@ -86,7 +86,7 @@ def test_what_a_host_prints_keeps_its_brackets():
 @pytest.mark.reliability(item=25, fault="a host never started read as all zeros in the recap", checks=("recap and report",))
 def test_a_host_that_never_started_says_so_in_the_recap():
     from bringup.report import recap_line
-    from bringup.runner import HostResult
+    from bringup.results import HostResult
 
     line = recap_line(HostResult("b", status="not started", message="not started: the run was interrupted by SIGINT"))
     assert line.endswith("unreachable=0  (not started: the run was interrupted by SIGINT)"), line

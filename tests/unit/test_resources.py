@@ -421,7 +421,7 @@ esac
 
 
 def test_reads_that_print_content_or_run_an_operators_guard_stay_out_of_the_lanes(tmp_path, monkeypatch):
-    from bringup import runner
+    from bringup import rolerun
     from bringup.resources.guard import Probe
     from bringup.resources.jsonfile import JsonFile
     from bringup.resources.privatejson import PrivateJsonFile
@@ -438,13 +438,13 @@ def test_reads_that_print_content_or_run_an_operators_guard_stay_out_of_the_lane
         seen.update(kw)
         return real(snippets, **kw)
 
-    real = runner.batch
-    monkeypatch.setattr(runner, "batch", batch)
+    real = rolerun.batch
+    monkeypatch.setattr(rolerun, "batch", batch)
 
     class T:
         def run_script(self, script):
             return subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True)
 
-    outs = runner._read(T(), declared)
+    outs = rolerun.read(T(), declared)
     assert seen["lanes"] > 1 and seen["in_shell"] == {0, 2}
     assert outs[0] is not None and outs[3].strip()  # every section came back

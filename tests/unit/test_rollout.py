@@ -19,7 +19,9 @@ from bringup.resources import Command
 from bringup.roles import Role
 from bringup.rollout import (batch_sizes, exceeds, parse_max_fail, parse_serial, rollout, validate_hooks,
                              write_retry)
-from bringup.runner import HostResult, Options, Stop, exit_code
+from bringup.results import HostResult, exit_code
+from bringup.runner import Options
+from bringup.stop import Stop
 from bringup.templates import Templates
 
 

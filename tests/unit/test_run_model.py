@@ -87,3 +87,46 @@ def test_roles_that_declare_no_facts_cost_no_facts_round_trip():
     assert run.gather() == {} and run.fact_errors == {}
     assert run.transport.round_trips == 0
     run.close()
+
+
+def test_facts_a_change_invalidates_are_gathered_again_for_the_roles_after_it(tmp_path, monkeypatch):
+    """Plan.invalidates: after the role that changed, those facts are gathered again (one round trip) and the
+    roles after it are declared from them; facts nobody gathered are not."""
+    from bringup import runner
+    from bringup.resources.base import Plan, Resource
+
+    class Marker(Resource):
+        kind = "marker"
+
+        def __init__(self, path: str, invalidates: tuple[str, ...]):
+            super().__init__(path)
+            self.invalidates = invalidates
+
+        def read(self) -> str:
+            return f"[ -e {self.name} ] && echo there || true"
+
+        def plan(self, current: str) -> Plan:
+            if current.strip() == "there":
+                return Plan.noop("there")
+            return Plan(commands=[f"touch {self.name}"], changes={"marker": (None, self.name)},
+                        invalidates=self.invalidates)
+
+    values = iter([False, True])
+    gathered: list[list[str]] = []
+
+    def gather(t, wanted):
+        gathered.append([f.name for f in wanted])
+        return {f.name: next(values) for f in wanted}, {}
+
+    monkeypatch.setattr(runner, "gather", gather)
+    seen: list = []
+    writer = Role("writer", types.SimpleNamespace(FACTS=(), resources=lambda ctx: [
+        Marker(str(tmp_path / "a"), ("system.sysctl_writable", "nvidia.smi"))]))
+    reader = Role("reader", types.SimpleNamespace(FACTS=("system.sysctl_writable",), resources=lambda ctx: seen.append(
+        ctx.facts["system.sysctl_writable"]) or []))
+    host = Host("ctl", ["all"], {}, ConnectionVars(ansible_connection="local"))
+    run = HostRun(host, [writer, reader], {}, Options(), Templates(content_root() / "templates"))
+    result = run.converge()
+    assert result.status == "ok" and [r.status for r in result.resources] == ["changed"], result
+    assert gathered == [["system.sysctl_writable"], ["system.sysctl_writable"]]  # nvidia.smi was never gathered
+    assert seen == [False, True] and run.facts["system.sysctl_writable"] is True

@@ -147,7 +147,7 @@ def test_rich_console_and_report_go_through_the_mask(tmp_path, monkeypatch):
     from rich.console import Console
 
     from bringup.report import Report, print_host
-    from bringup.runner import HostResult, ResourceResult
+    from bringup.results import HostResult, ResourceResult
     from bringup.secrets import mask_output
 
     MASK.add(TOKEN)
