@@ -10,6 +10,7 @@ from bringup.facts import ALL_FACTS
 from bringup.inventory import ConnectionVars, Host
 from bringup.project import content_root
 from bringup.roles import FactView, HostContext, Role, load_roles, merged_defaults, wanted_facts
+from bringup.results import HostResult
 from bringup.runner import HostRun, Options, prepare
 from bringup.templates import Templates
 
@@ -130,3 +131,64 @@ def test_facts_a_change_invalidates_are_gathered_again_for_the_roles_after_it(tm
     assert result.status == "ok" and [r.status for r in result.resources] == ["changed"], result
     assert gathered == [["system.sysctl_writable"], ["system.sysctl_writable"]]  # nvidia.smi was never gathered
     assert seen == [False, True] and run.facts["system.sysctl_writable"] is True
+
+
+class _Kernel:
+    """A resource whose state needs a reboot: installed by its write, running once the (fake) reboot made it so."""
+
+    def __new__(cls, root):
+        from bringup.resources.base import Plan, Resource
+
+        class Kernel(Resource):
+            kind = "kernel"
+
+            def read(self) -> str:
+                return f"[ -e {root}/installed ] && echo installed; [ -e {root}/booted ] && echo booted; true"
+
+            def plan(self, current: str) -> Plan:
+                if "installed" not in current:
+                    return Plan(commands=[f"touch {root}/installed"], changes={"kernel": (None, "new")},
+                                reboot="new kernel")
+                if "booted" not in current:
+                    return Plan(reason="installed", reboot="new kernel not running")
+                return Plan.noop("running")
+
+        return Kernel("k")
+
+
+def _reboot_run(tmp_path, monkeypatch, allow: bool, boots: bool) -> HostResult:
+    from bringup.resources import Command
+
+    def reboot(self):
+        if boots:
+            (tmp_path / "booted").touch()
+
+    monkeypatch.setattr(HostRun, "reboot", reboot)
+    driver = Role("driver", types.SimpleNamespace(FACTS=(), resources=lambda ctx: [_Kernel(tmp_path)]))
+    app = Role("app", types.SimpleNamespace(FACTS=(), WAITS_FOR_REBOOT=True, resources=lambda ctx: [
+        Command("app", f"touch {tmp_path}/app", creates=f"{tmp_path}/app")]))
+    host = Host("ctl", ["all"], {}, ConnectionVars(ansible_connection="local"))
+    return HostRun(host, [driver, app], {}, Options(allow_reboot=allow), Templates(content_root() / "templates")).converge()
+
+
+def test_a_reboot_not_allowed_is_reported_and_the_roles_that_wait_for_it_are_skipped(tmp_path, monkeypatch):
+    r = _reboot_run(tmp_path, monkeypatch, allow=False, boots=True)
+    assert r.status == "ok" and r.reboot_required and r.reboot_reason == "new kernel" and not r.rebooted
+    assert [(x.role, x.id, x.status) for x in r.resources] == [("driver", "kernel:k", "changed"),
+                                                               ("app", "command:app", "skipped")]
+    assert r.resources[1].reason == "not run: the host must reboot first (new kernel); rerun with --allow-reboot"
+
+
+def test_an_allowed_reboot_runs_the_role_again_and_keeps_its_first_pass_changes(tmp_path, monkeypatch):
+    r = _reboot_run(tmp_path, monkeypatch, allow=True, boots=True)
+    assert r.status == "ok" and r.rebooted and r.reboot_reason == "new kernel" and not r.reboot_required
+    assert [(x.role, x.id, x.status) for x in r.resources] == [
+        ("driver", "kernel:k", "changed"), ("driver", "reboot:ctl", "changed"), ("app", "command:app", "changed")]
+
+
+def test_a_role_that_still_needs_a_reboot_after_one_fails_the_host(tmp_path, monkeypatch):
+    r = _reboot_run(tmp_path, monkeypatch, allow=True, boots=False)
+    assert r.status == "failed" and r.rebooted
+    assert [(x.role, x.id, x.status) for x in r.resources] == [
+        ("driver", "kernel:k", "changed"), ("driver", "reboot:ctl", "changed"), ("driver", "reboot:verify", "failed")]
+    assert r.resources[-1].error == "still after the reboot: new kernel not running"
