@@ -10,27 +10,14 @@ from __future__ import annotations
 
 import html
 import re
-from importlib import resources as ilr
-from typing import Any, Iterable
+from typing import Iterable
 
-import yaml
-
-from .platform import Check
+from .checks import Check, line, load_matrix
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
            "render_markdown", "render_html", "render_json", "render_group_html", "summary_counts"]
 
 STATUSES = ("PASS", "WARN", "FAIL")
-
-def line(area: str, name: str, status: str, seen: str, fix: str = "") -> Check:
-    """One checklist line: ``area`` groups it (platform, gpu, software, tuning, latency)."""
-    return Check(name, status, seen, fix, area)
-
-
-
-def load_matrix() -> dict[str, Any]:
-    """The version matrix shipped with bringup."""
-    return yaml.safe_load(ilr.files("bringup").joinpath("data/version_matrix.yaml").read_text())
 
 
 def _gpus(facts: dict) -> list[dict]:

@@ -53,7 +53,7 @@ class TritonNeed:
 def triton_need(image: object) -> TritonNeed | None:
     """The matrix's entry for ``image``'s release (``…/tritonserver:24.06-py3``); None: no image, no
     ``YY.MM`` tag, or a release the matrix does not know."""
-    from .checklist import load_matrix
+    from .checks import load_matrix
 
     m = re.search(r":(\d\d\.\d\d)", str(image or ""))
     rel = (load_matrix().get("triton") or {}).get(m.group(1)) if m else None

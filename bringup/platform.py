@@ -10,25 +10,11 @@ mode, ECC and MIG mode.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from .checks import Check
+
 __all__ = ["Check", "checks", "fact_error_checks"]
-
-
-@dataclass
-class Check:
-    """One checklist line: PASS / WARN / FAIL, what was seen, a one-line fix."""
-
-    name: str
-    status: str  # PASS | WARN | FAIL
-    seen: str
-    fix: str = ""
-    area: str = "platform"
-
-    def __post_init__(self) -> None:
-        if self.status not in ("PASS", "WARN", "FAIL"):
-            raise ValueError(f"status {self.status!r} not in PASS, WARN, FAIL")
 
 
 def _gpu_checks(g: dict[str, Any]) -> list[Check]:

@@ -269,7 +269,7 @@ def checks(host) -> list:
     FAIL: no driver, a branch other than the pinned one, or a branch too old for ``triton_image`` (the
     role would refuse to keep it).  Otherwise PASS, and WARN only for a branch older than the guide's.
     """
-    from bringup.checklist import line, load_matrix
+    from bringup.checks import line, load_matrix
 
     v = host.vars
     drv = gpu.driver_version(host.facts)

@@ -646,7 +646,7 @@ def rollback(host, t) -> str:
 
 def checks(host) -> list:
     """The rack checklist's Triton lines: the container release against the loaded driver and the GPUs."""
-    from bringup.checklist import line
+    from bringup.checks import line
     from bringup.driver_matrix import triton_need, version_key
     from bringup.gpu import driver_version
 

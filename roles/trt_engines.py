@@ -143,7 +143,7 @@ def _release(ref: str) -> str | None:
 
 def _matrix_tensorrt(release: str | None) -> str | None:
     """TensorRT of an NGC release from the version matrix (NVIDIA's containers of one release share it)."""
-    from bringup.checklist import load_matrix
+    from bringup.checks import load_matrix
 
     if release is None:
         return None

@@ -224,7 +224,7 @@ def test_checklist_lines_come_from_the_selected_roles(tmp_path):
     (tmp_path / "roles").mkdir()
     (tmp_path / "roles" / "__init__.py").write_text('ORDER = ["fans"]\n')
     (tmp_path / "roles" / "fans.py").write_text(
-        'from bringup.checklist import line\n'
+        'from bringup.checks import line\n'
         'FACTS = ("nvidia.smi",)\n'
         'DEFAULTS = {"fans_min_gpus": 2}\n'
         'def resources(host):\n    return []\n'
