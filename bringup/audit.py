@@ -41,8 +41,7 @@ class AuditedRole(Role):
     """A role whose resources include its audit items (``audit(host)``, optional)."""
 
     def resources(self, ctx: HostContext) -> list:
-        hook = getattr(self.module, "audit", None)
-        return super().resources(ctx) + (list(hook(ctx)) if hook else [])
+        return super().resources(ctx) + self.audit(ctx)
 
 
 @dataclass

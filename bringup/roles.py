@@ -1,42 +1,58 @@
-"""Roles are content: modules under the project's ``roles/`` folder.
+"""Roles are content: modules (or packages) under the project's ``roles/`` folder, one per role.
 
-A role module declares its desired state as data::
+A role module declares its desired state as data; :class:`RoleModule` is the contract, every name a role
+may define.  Only ``resources`` is required::
 
     class Vars(apt.AptVars, RoleVars):   # its variables: types, constraints, defaults (bringup.vars)
         sysctl_profile: Literal["network-latency", "none"] = want("network-latency", "one of ...")
-    DEFAULTS = defaults_of(Vars)         # lowest precedence; derived, never a second table
-    FACTS = ("system.sysctl_writable",)  # the facts it reads (all of them when absent)
-    HANDLERS = {"restart x": [sh("systemctl restart -- %s", "x")]}
-    WAITS_FOR_REBOOT = True   # skip while a reboot an earlier role needs is pending
+    FACTS = ("system.sysctl_writable",)  # the facts it reads; () for none, EVERY_FACT for all
+    HANDLERS = {"restart x": [sh("systemctl restart -- %s", "x")]}   # or a function of the host
 
-    def validate(vars: dict) -> None: ...   # optional: what the types cannot say (files, rendered configs)
     def resources(host: HostContext) -> list[Resource]: ...
-    def verify(host, transport) -> str | None: ...   # optional: after the role wrote something
-    def rollback(host, transport) -> str: ...        # optional: when verify raised
-    def checks(host: HostContext) -> list[Check]: ...  # optional: the role's lines in the rack checklist
-    def health(host, transport) -> str | None: ...   # optional: a rolling run's gate after each host
 
 Every selected role's ``Vars`` checks each host's merged variables before any host is touched; a
 mapping variable's value is a ``Spec`` model (unknown keys refused, the closest known one named); a
 variable several roles read is declared once in its owner's model and inherited (``apt.AptVars``,
-``image.ImageVars``, ``gpu.GpuVars``, ``topology.PlannerVars``).  A role without ``Vars`` gives plain
-``DEFAULTS`` and checks everything in ``validate``.
+``image.ImageVars``, ``gpu.GpuVars``, ``topology.PlannerVars``).  The role's defaults are derived from
+``Vars`` (a ``DEFAULTS`` beside it must say the same); a role without ``Vars`` gives plain ``DEFAULTS``
+and checks everything in ``validate``.
 
-``roles/__init__.py`` holds ``ORDER``, the standard order of the roles.  The
-engine imports whatever is there and knows no role by name.
+A role is ``roles/<name>.py``, or a package ``roles/<name>/__init__.py`` whose modules split it by
+concern (relative imports work).  ``roles/__init__.py`` holds ``ORDER``, the standard order of the roles:
+a role missing from it is refused (without ``roles/__init__.py`` the roles run by name).  A public name
+in a role module close to a hook's (``resurces``, ``HANDELRS``) is refused naming the hook: helpers of a
+role start with ``_`` or are named apart.  The engine imports whatever is there and knows no role by name.
 """
 from __future__ import annotations
 
 import importlib.util
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from .errors import InputError
 
-__all__ = ["Role", "HostContext", "FactView", "load_roles", "select_roles", "merged_defaults", "wanted_facts"]
+if TYPE_CHECKING:
+    from .auditkit import Expect
+    from .checks import Check
+    from .connection import Transport
+    from .resources.base import Resource
+
+__all__ = ["RoleModule", "HOOKS", "EVERY_FACT", "Role", "HostContext", "FactView", "load_roles", "select_roles",
+           "merged_defaults", "wanted_facts"]
+
+
+class _EveryFact:
+    def __repr__(self) -> str:
+        return "EVERY_FACT"
+
+
+#: ``FACTS = EVERY_FACT``: the role reads any fact, so every fact is gathered for it (what leaving FACTS out
+#: means too; the shipped roles all name theirs, and only the selected roles' facts are gathered).
+EVERY_FACT: Any = _EveryFact()
 
 
 class FactView(dict):
@@ -78,37 +94,135 @@ class HostContext:
     render: Callable[..., str] = field(repr=False)
 
 
+class RoleModule(Protocol):
+    """The contract of a role module: every name it may define, each optional but ``resources``.
+
+    ``host`` is the role's :class:`HostContext` (its variables, its declared facts, ``render`` for its
+    templates); ``transport`` is the host's connection (``run_script``), for hooks that look at the host
+    after the role ran.
+    """
+
+    #: The fact names it reads (``bringup.facts``): only the selected roles' facts are gathered, in one
+    #: round trip, and reading one it did not declare is an error naming it.  ``()``: none; left out, or
+    #: :data:`EVERY_FACT`: every fact.
+    FACTS: tuple[str, ...]
+    #: Its variables, a :class:`bringup.vars.RoleVars` model: types, constraints, defaults, checked before
+    #: any host is touched.  Its defaults are the role's (lowest precedence).
+    Vars: type
+    #: Plain ``{variable: default}`` of a role without ``Vars`` (derived from ``Vars`` where there is one).
+    DEFAULTS: Mapping[str, Any]
+    #: ``{name: [shell commands]}`` run once after the role when a resource that names them (``notify``)
+    #: changed; or a function of the host returning that mapping.
+    HANDLERS: Mapping[str, list[str]] | Callable[[HostContext], Mapping[str, list[str]]]
+    #: True: not run while a reboot an earlier role needs is pending (no ``--allow-reboot``).
+    WAITS_FOR_REBOOT: bool
+
+    def resources(self, host: HostContext) -> list[Resource]:
+        """The desired state: resources, planned against the host and applied by the engine.  Required."""
+
+    def validate(self, vars: dict[str, Any]) -> None:
+        """What the types cannot say (a key file on the control machine, rendered configs): raise
+        :class:`~bringup.errors.InputError`, one line.  Runs after the ``Vars`` model."""
+
+    def audit(self, host: HostContext) -> list[Expect]:
+        """Runtime promises the role's files do not show (``invoke audit``): :class:`bringup.auditkit.Expect`."""
+
+    def checks(self, host: HostContext) -> list[Check]:
+        """The role's own lines in the rack checklist: :func:`bringup.checks.line` values."""
+
+    def verify(self, host: HostContext, transport: Transport) -> str | None:
+        """After the role wrote something: raise :class:`~bringup.errors.BringupError` when the new state does
+        not work; may return a line saying what it checked."""
+
+    def rollback(self, host: HostContext, transport: Transport) -> str:
+        """When ``verify`` raised: restore the previous state; returns a line saying what it restored."""
+
+    def health(self, host: HostContext, transport: Transport) -> str | None:
+        """A rolling run's gate after each host converged: raise when what the role runs does not serve;
+        return a line saying what it checked, or None when the host runs nothing of the role."""
+
+
+#: Every name of the contract: the constants, then the functions, in :class:`RoleModule`'s order.
+HOOKS: tuple[str, ...] = (*RoleModule.__annotations__,
+                          *(n for n, v in vars(RoleModule).items() if not n.startswith("_") and callable(v)))
+_FUNCTIONS = tuple(h for h in HOOKS if h not in RoleModule.__annotations__)
+
+
+def _refuse_unknown_hooks(name: str, module: Any) -> None:
+    """A public name of the module close to a hook's name but not one (``resurces``, ``HANDELRS``,
+    ``Facts``) is a misspelt hook: refused, one line naming the closest."""
+    import difflib
+
+    own = getattr(module, "__name__", None)
+    for key, value in vars(module).items():
+        if key.startswith("_") or key in HOOKS or isinstance(value, ModuleType):
+            continue
+        if own is not None and getattr(value, "__module__", own) != own:
+            continue  # imported: not the module's own name
+        same_case = [h for h in HOOKS if h.isupper() == key.isupper()]
+        close = [h for h in HOOKS if h.lower() == key.lower()] or difflib.get_close_matches(key, same_case, 1, 0.8)
+        if close:
+            raise InputError(f"role {name}: {key} is not a role hook; did you mean {close[0]}? (known: "
+                             f"{', '.join(HOOKS)}; a helper of the role starts with _)")
+
+
 @dataclass
 class Role:
-    """A loaded role module."""
+    """A loaded role module, held to :class:`RoleModule`: its hooks read once, each in one form."""
 
     name: str
     module: ModuleType
+    _handlers: Callable[[HostContext], Mapping[str, list[str]]] = field(init=False, repr=False, compare=False)
+    _hooks: dict[str, Callable[..., Any]] = field(init=False, repr=False, compare=False)
+    _defaults: dict[str, Any] | None = field(init=False, repr=False, compare=False, default=None)
 
-    @property
-    def model(self) -> type | None:
-        """The role's variables model (``Vars``, a :class:`bringup.vars.RoleVars`), or None."""
-        return getattr(self.module, "Vars", None)
+    def __post_init__(self) -> None:
+        m, name = self.module, self.name
+        _refuse_unknown_hooks(name, m)
+        facts = getattr(m, "FACTS", EVERY_FACT)
+        if facts is not EVERY_FACT and (isinstance(facts, str) or not isinstance(facts, (tuple, list))
+                                        or not all(isinstance(f, str) for f in facts)):
+            raise InputError(f"role {name}: FACTS {facts!r} must be a tuple of fact names (e.g. ('nvidia.smi',)), "
+                             f"() for none or EVERY_FACT")
+        self.facts: tuple[str, ...] | None = None if facts is EVERY_FACT else tuple(facts)
+        handlers = getattr(m, "HANDLERS", {})
+        if isinstance(handlers, Mapping):
+            fixed = {k: list(v) for k, v in handlers.items()}
+            self._handlers = lambda ctx: fixed
+        elif callable(handlers):
+            self._handlers = handlers
+        else:
+            raise InputError(f"role {name}: HANDLERS must map handler names to commands, or be a function of the "
+                             f"host returning that mapping; got {type(handlers).__name__}")
+        self._hooks = {}
+        for hook in _FUNCTIONS:
+            fn = getattr(m, hook, None)
+            if fn is not None and not callable(fn):
+                raise InputError(f"role {name}: {hook} must be a function ({RoleModule.__name__}.{hook})")
+            if fn is not None:
+                self._hooks[hook] = fn
+        #: The role's variables model (``Vars``, a :class:`bringup.vars.RoleVars`), or None.
+        self.model: type | None = getattr(m, "Vars", None)
+        #: ``WAITS_FOR_REBOOT = True``: not run while an earlier role's reboot is pending.
+        self.waits_for_reboot = bool(getattr(m, "WAITS_FOR_REBOOT", False))
 
     @property
     def defaults(self) -> dict[str, Any]:
-        """The role's defaults: its model's (one source), else a module's plain ``DEFAULTS``."""
-        if self.model is not None:
-            from .vars import defaults_of
+        """The role's defaults: derived from its ``Vars`` (a ``DEFAULTS`` beside it must agree), else ``DEFAULTS``."""
+        if self._defaults is None:
+            plain = getattr(self.module, "DEFAULTS", None)
+            if self.model is not None:
+                from .vars import defaults_of
 
-            return defaults_of(self.model)
-        return dict(getattr(self.module, "DEFAULTS", {}))
-
-    @property
-    def facts(self) -> tuple[str, ...] | None:
-        """The fact names the role reads (``FACTS``); None: it did not say, so it gets every fact."""
-        f = getattr(self.module, "FACTS", None)
-        return None if f is None else tuple(f)
-
-    @property
-    def waits_for_reboot(self) -> bool:
-        """``WAITS_FOR_REBOOT = True``: not run while an earlier role's reboot is pending."""
-        return bool(getattr(self.module, "WAITS_FOR_REBOOT", False))
+                derived = defaults_of(self.model)
+                if plain is not None and dict(plain) != derived:
+                    odd = sorted(k for k in {*plain, *derived} if plain.get(k, ...) != derived.get(k, ...))
+                    raise InputError(f"role {self.name}: DEFAULTS says otherwise than Vars about "
+                                     f"{', '.join(odd)}; leave DEFAULTS out: it is derived from Vars")
+                self._defaults = derived
+            else:
+                self._defaults = dict(plain or {})
+        return dict(self._defaults)
 
     def validate(self, vars: dict[str, Any]) -> None:
         """Refuse bad input (one line): the model's types and constraints, then the ``validate`` hook."""
@@ -116,80 +230,116 @@ class Role:
             from .vars import check
 
             check(self.model, vars)
-        fn = getattr(self.module, "validate", None)
-        if fn:
-            fn(vars)
+        if "validate" in self._hooks:
+            self._hooks["validate"](vars)
+
+    @property
+    def has_resources(self) -> bool:
+        return "resources" in self._hooks
 
     def resources(self, ctx: HostContext) -> list:
-        return list(self.module.resources(ctx))
+        if "resources" not in self._hooks:
+            raise InputError(f"role {self.name} declares no resources(host)")
+        return list(self._hooks["resources"](ctx))
+
+    def audit(self, ctx: HostContext) -> list:
+        """The role's runtime promises (``audit(host)``; none when the role has no such hook)."""
+        return list(self._hooks["audit"](ctx)) if "audit" in self._hooks else []
 
     def checks(self, ctx: HostContext) -> list:
         """The role's own lines in the rack checklist (``checks(host)``; none when the role has no such hook)."""
-        fn = getattr(self.module, "checks", None)
-        return list(fn(ctx)) if fn else []
+        return list(self._hooks["checks"](ctx)) if "checks" in self._hooks else []
 
     def handlers(self, ctx: HostContext) -> dict[str, list[str]]:
-        h = getattr(self.module, "HANDLERS", {})
-        return dict(h(ctx) if callable(h) else h)
+        """``{handler: commands}`` on this host, whichever form the module gives."""
+        return dict(self._handlers(ctx))
 
-    # Optional post-apply hooks, called by the runner only after the role wrote
-    # something: ``verify(host, transport)`` raises BringupError when the new
-    # state does not work (it may return a line saying what it checked);
-    # ``rollback(host, transport)`` then restores the previous state and
-    # returns a line saying what it restored.
+    # Post-apply hooks, called by the runner only after the role wrote something (RoleModule.verify, .rollback),
+    # and the health gate of a rolling run (RoleModule.health).
     @property
     def has_verify(self) -> bool:
-        return callable(getattr(self.module, "verify", None))
+        return "verify" in self._hooks
 
     @property
     def has_rollback(self) -> bool:
-        return callable(getattr(self.module, "rollback", None))
+        return "rollback" in self._hooks
 
-    def verify(self, ctx: HostContext, transport) -> str | None:
-        return self.module.verify(ctx, transport)
-
-    def rollback(self, ctx: HostContext, transport) -> str:
-        return self.module.rollback(ctx, transport)
-
-    # Optional health gate of a rolling run (``provision --serial``, hosts with drain hooks), called after a
-    # host converged: ``health(host, transport)`` raises BringupError when what the role runs does not serve,
-    # returns a line saying what it checked, or None when the host runs nothing of the role.
     @property
     def has_health(self) -> bool:
-        return callable(getattr(self.module, "health", None))
+        return "health" in self._hooks
+
+    def verify(self, ctx: HostContext, transport) -> str | None:
+        return self._hooks["verify"](ctx, transport)
+
+    def rollback(self, ctx: HostContext, transport) -> str:
+        return self._hooks["rollback"](ctx, transport)
 
     def health(self, ctx: HostContext, transport) -> str | None:
-        return self.module.health(ctx, transport)
+        return self._hooks["health"](ctx, transport)
 
 
-def _import(path: Path, name: str) -> ModuleType:
-    """Import a project's role module from its file (its bytecode cached as the process allows: see
+def _import(path: Path, name: str, package: Path | None = None) -> ModuleType:
+    """Import a project's role module from its file, or a package role from its ``__init__.py`` (``package``:
+    its folder, where its own modules are found); bytecode cached as the process allows (see
     ``bringup.process.keep_bytecode``)."""
-    spec = importlib.util.spec_from_file_location(name, path)
+    spec = importlib.util.spec_from_file_location(
+        name, path, submodule_search_locations=None if package is None else [str(package)])
     if spec is None or spec.loader is None:  # pragma: no cover
         raise InputError(f"cannot import {path}")
     mod = importlib.util.module_from_spec(spec)
+    if package is not None:  # its own modules are this project's, not those of a package role loaded before
+        for stale in [k for k in sys.modules if k.startswith(f"{name}.")]:
+            del sys.modules[stale]
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
 
 
 def load_roles(root: Path) -> tuple[list[str], dict[str, Role]]:
-    """Load ``root/roles``: returns ``(standard order, roles by name)``."""
+    """Load ``root/roles``: returns ``(standard order, roles by name)``.
+
+    A role is ``roles/<name>.py`` or a package ``roles/<name>/__init__.py``; each is held to
+    :class:`RoleModule`, and must be in ``ORDER`` when ``roles/__init__.py`` declares one.
+    """
     rdir = root / "roles"
     if not rdir.is_dir():
         raise InputError(f"{rdir}: no roles folder here; run from the project folder or pass --project")
     pkg_init = rdir / "__init__.py"
-    order: list[str] = []
+    order: list[str] | None = None
     if pkg_init.exists():
-        order = list(getattr(_import(pkg_init, "bringup_roles"), "ORDER", []))
-    roles: dict[str, Role] = {}
-    for f in sorted(rdir.glob("*.py")):
-        if f.name.startswith("_"):
+        declared = getattr(_import(pkg_init, "bringup_roles"), "ORDER", None)
+        order = None if declared is None else list(declared)
+    found: dict[str, tuple[Path, Path | None]] = {}
+    for entry in sorted(rdir.iterdir()):
+        if entry.name.startswith(("_", ".")):
             continue
-        roles[f.stem] = Role(f.stem, _import(f, f"bringup_roles.{f.stem}"))
-    # Roles missing from ORDER run after the ordered ones, by name.
-    order = [r for r in order if r in roles] + sorted(r for r in roles if r not in order)
+        if entry.suffix == ".py" and entry.is_file():
+            name, where = entry.stem, (entry, None)
+        elif entry.is_dir() and (entry / "__init__.py").is_file():
+            name, where = entry.name, (entry / "__init__.py", entry)
+        else:
+            continue
+        if name in found:
+            raise InputError(f"{rdir}: role {name} is both {name}.py and a package {name}/; keep one")
+        found[name] = where
+    if order is not None:
+        missing = [n for n in found if n not in order]
+        if missing:
+            import difflib
+
+            stray = [o for o in order if o not in found]
+            hints = [f"{n}" + (f" (ORDER names {close[0]!r}, which is no role: did you mean {n}?)"
+                               if (close := difflib.get_close_matches(n, stray, 1)) else "") for n in missing]
+            raise InputError(f"{pkg_init}: ORDER lacks role(s) {', '.join(hints)}; add each where it runs "
+                             f"in ORDER")
+    roles: dict[str, Role] = {}
+    for name, (path, package) in found.items():
+        role = Role(name, _import(path, f"bringup_roles.{name}", package))
+        if not role.has_resources:
+            raise InputError(f"{path}: role {name} declares no resources(host): the one hook a role must have")
+        roles[name] = role
+    # Without an ORDER (no roles/__init__.py) the roles run by name.
+    order = sorted(roles) if order is None else [r for r in order if r in roles]
     return order, roles
 
 

@@ -84,8 +84,10 @@ class HostRun:
 
     ``provision``, ``plan``, ``checklist`` and ``audit`` all go through it: the
     facts are gathered once, and only those the selected roles declare
-    (``FACTS`` of a role module; a role without it gets them all) plus what
-    the caller asks for (``extra_facts``: the checklist's own).
+    (``FACTS`` of a role module; left out, or ``EVERY_FACT``: all of them)
+    plus what the caller asks for (``extra_facts``: the checklist's own).
+    Each role runs as a :class:`~bringup.rolerun.RoleRun`; the reboot path
+    is :meth:`_reboot_path`, the reboot itself :meth:`reboot`.
 
         run = HostRun(host, roles, vars, Options(check=True), templates)
         result = run.converge()        # the check-mode plan, with run.facts and run.vars kept

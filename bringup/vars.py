@@ -1,15 +1,14 @@
 """A role's variables as a typed model, and the one-line errors of bad input.
 
 A role declares its variables as a pydantic model, ``Vars``: one field per variable, its type, its
-constraints and its default (the role's ``DEFAULTS`` is derived from it: one source).  A variable
+constraints and its default (the role's defaults are derived from it: one source; a ``DEFAULTS`` the
+module still gives must say the same, :class:`bringup.roles.Role`).  A variable
 several roles read is declared once, in a model of the module that owns it, and each role includes it
 by inheriting that model::
 
     class Vars(gpu.GpuVars, RoleVars):   # shared models first
         my_port: int = want(9400, "must be a TCP port number", ge=1, le=65535)
         my_repo: RepoSpec | None = None          # a mapping: its own Spec model, unknown keys refused
-
-    DEFAULTS = defaults_of(Vars)
 
 The engine validates every host's merged variables with each selected role's model before anything
 connects (:func:`check`), then calls the role's ``validate(vars)`` hook, if any, for what a type cannot

@@ -37,15 +37,21 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def role_project(path: Path, roles: dict[str, str], hosts: dict) -> Path:
-    """A project folder of its own: ``roles`` (name -> module source, run in that order), an empty
-    templates folder and an inventory of ``hosts`` (name -> sandbox host); returns ``path``."""
+def role_project(path: Path, roles: dict[str, str | dict[str, str]], hosts: dict) -> Path:
+    """A project folder of its own: ``roles`` (name -> module source, or a package role's {file name: source},
+    run in that order), an empty templates folder and an inventory of ``hosts`` (name -> sandbox host, or
+    anything with ``inventory_vars()``); returns ``path``."""
     import yaml
 
     (path / "roles").mkdir()
     (path / "roles" / "__init__.py").write_text(f"ORDER = {list(roles)!r}\n")
     for name, source in roles.items():
-        (path / "roles" / f"{name}.py").write_text(source)
+        if isinstance(source, dict):
+            (path / "roles" / name).mkdir()
+            for file, text in source.items():
+                (path / "roles" / name / file).write_text(text)
+        else:
+            (path / "roles" / f"{name}.py").write_text(source)
     (path / "templates").mkdir()
     (path / "hosts").write_text(yaml.safe_dump(
         {"all": {"hosts": {name: h.inventory_vars() for name, h in hosts.items()}}}))

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from .helpers import invoke, last_report, recap
+from .helpers import invoke, last_report, recap, role_project
 
 ROLE = '''
 from bringup.command import sh
@@ -111,3 +111,40 @@ def test_check_mode_plans_every_role_past_a_failing_one(project):
     r = invoke("provision", "--host", "me", cwd=project)
     assert {x["role"] for x in last_report(project)["hosts"][0]["resources"]} == {"broken"}
     assert not (project / "out").exists()  # a real run stops at the failed role
+
+
+class _Local:
+    """The control machine as a host of role_project's inventory."""
+
+    @staticmethod
+    def inventory_vars() -> dict:
+        return {"ansible_connection": "local"}
+
+
+def test_a_package_role_split_by_concern_converges_and_audits(tmp_path):
+    """roles/<name>/__init__.py with its concerns in modules of its own (relative imports), beside a one-file role."""
+    root = tmp_path / "p"
+    root.mkdir()
+    package = {
+        "__init__.py": "from .files import config\nfrom .runtime import promises\n\nFACTS = ()\n"
+                       "HANDLERS = {'log change': [%r]}\n\n"
+                       "def resources(host):\n    return config(host)\n\n"
+                       "def audit(host):\n    return promises(host)\n" % f"echo changed >> {root}/handler.log",
+        "files.py": "from bringup.resources import File\n\n"
+                    "def config(host):\n    return [File(%r, content='split\\n', owner=None, group=None, "
+                    "notify=['log change'])]\n" % f"{root}/out/pkg.conf",
+        "runtime.py": "from bringup.auditkit import Expect\n\n"
+                      "def promises(host):\n    return [Expect('pkg.conf says split', 'cat %s', "
+                      "lambda out: None if out.strip() == 'split' else f'pkg.conf says {out.strip()}, want split')]\n"
+                      % f"{root}/out/pkg.conf",
+    }
+    one = "from bringup.resources import Directory\nFACTS = ()\n\ndef resources(host):\n" \
+          f"    return [Directory({str(root / 'out')!r}, owner=None, group=None)]\n"
+    role_project(root, {"one": one, "split": package}, {"me": _Local()})
+    r = invoke("provision", "--host", "me", cwd=root)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert (root / "out" / "pkg.conf").read_text() == "split\n" and (root / "handler.log").read_text() == "changed\n"
+    r = invoke("provision", "--host", "me", cwd=root)
+    assert recap(r.stdout)["me"]["changed"] == 0, r.stdout + r.stderr
+    r = invoke("audit", "--host", "me", cwd=root)
+    assert r.returncode == 0 and "me : passed=3 failed=0" in r.stdout, r.stdout + r.stderr
