@@ -89,6 +89,10 @@ class PointResult:
     reloaded_why: str = ""
 
 
+#: Seconds a point waits for Triton's counters to catch up with the answers its clients had (see run()).
+STATS_SETTLE_S = 3.0
+
+
 def reload_seen(reads: list, answered: int, config_before: dict, config_after: dict) -> str:
     """Why a point spanned a reload of the model ("" when it did not).
 
@@ -337,6 +341,18 @@ class LoadGenerator:
             raise RuntimeError(f"client process failed: {fatal[0]}")
         active = [r for r, s in zip(replies, shares) if s]
         res = self._result(point, n, active, at_end - at_start, after - before)
+        # Triton counts a request once its response is out: on a loaded machine the last answers can reach the
+        # clients before they reach the statistics. Let the counters settle before reading a shortfall as a
+        # reload (a counter that went down is a reload at once).
+        deadline = time.monotonic() + STATS_SETTLE_S
+        settled = after
+        while (settled.success - before.success < res.sent_total and settled.success >= after.success
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+            settled = self.stats()
+        if settled is not after:
+            after = settled
+            res = self._result(point, n, active, at_end - at_start, after - before)
         res.config_before, res.config_after = cfg_before, cfg_after
         res.reloaded_why = reload_seen([before, at_start, at_end, after], res.sent_total, cfg_before, cfg_after)
         res.reloaded = bool(res.reloaded_why)
