@@ -10,7 +10,7 @@ from ..command import sh
 from ..errors import InputError
 from .base import Plan, Resource, kv_lines
 
-__all__ = ["File", "Directory", "write_file", "backup", "prune_backups", "BACKUP_KEEP"]
+__all__ = ["File", "Directory", "write_file", "backup", "backups_glob", "prune_backups", "BACKUP_KEEP"]
 
 #: Files up to this size are read back whole, for --diff.
 DIFF_LIMIT = 256 * 1024
@@ -63,11 +63,15 @@ def backup(path: str) -> str:
               'fi', path, _backup_prefix(path), path)
 
 
+def backups_glob(path: str) -> str:
+    """Shell word: a glob of ``path``'s backups named as :func:`backup` names them (oldest first), never others."""
+    return sh("%s", _backup_prefix(path)) + "." + _STAMP_GLOB + ".bak"
+
+
 def prune_backups(path: str, keep: int = BACKUP_KEEP) -> str:
     """Shell: remove all but the newest ``keep`` backups of ``path`` named as :func:`backup` names them."""
-    return sh("set -- %s." + _STAMP_GLOB + ".bak\n"
-              'while [ "$#" -gt %s ]; do if [ -f "$1" ]; then rm -f -- "$1"; fi; shift; done',
-              _backup_prefix(path), int(keep))
+    return ("set -- " + backups_glob(path) + "\n"
+            + sh('while [ "$#" -gt %s ]; do if [ -f "$1" ]; then rm -f -- "$1"; fi; shift; done', int(keep)))
 
 
 def write_file(path: str, data: bytes, *, mode: str | None = None, owner: str | None = None,

@@ -117,7 +117,7 @@ def restart_on_config(unit: str, *configs: str) -> str:
       ``<path>.<stamp>.rejected``; the unit is started again, and the handler fails with the unit's
       own last log lines.  Files nobody changed since the start are left as they are.
     """
-    from .files import _STAMP_GLOB, _backup_prefix
+    from .files import backups_glob
 
     lines = [
         sh("u=%s", unit),
@@ -149,8 +149,8 @@ def restart_on_config(unit: str, *configs: str) -> str:
     for c in configs:
         lines += [
             # The newest backup made since the unit last started: what the file held before bringup wrote it.
-            sh("    b=; for f in %s." + _STAMP_GLOB + ".bak; do [ -f \"$f\" ] || continue; "
-               "s=${f%%.bak}; s=${s##*.}; [ \"$s\" \\< \"$stamp\" ] || b=$f; done", _backup_prefix(c)),
+            "    b=; for f in " + backups_glob(c) + "; do [ -f \"$f\" ] || continue; "
+            "s=${f%.bak}; s=${s##*.}; [ \"$s\" \\< \"$stamp\" ] || b=$f; done",
             sh('    if [ -n "$b" ]; then cp -p -- "$b" %s.bringup-restore && mv -f -- %s.bringup-restore %s '
                '&& put="$put, $b put back as %s"', c, c, c, c),
             sh('    elif [ -e %s ] && [ "$(stat -c %%Y -- %s)" -ge "${since%%.*}" ] && [ "${since%%.*}" -gt 0 ]; then '
