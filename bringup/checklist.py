@@ -13,6 +13,7 @@ import re
 from typing import Iterable
 
 from .checks import Check, line, load_matrix
+from .process import command
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
            "render_markdown", "render_html", "render_json", "render_group_html", "summary_counts"]
@@ -50,7 +51,7 @@ def gpu_checks(facts: dict, vars: dict) -> list[Check]:
     elif problem:
         set_it = problem[1]
     else:
-        set_it = (f"install the driver (invoke provision --roles nvidia_driver), then set gpu_profile: {AUTO} "
+        set_it = (f"install the driver ({command('provision --roles nvidia_driver')}), then set gpu_profile: {AUTO} "
                   "(the class is read from nvidia-smi)")
     out: list[Check] = []
     if asked == AUTO and problem:
@@ -72,7 +73,7 @@ def gpu_checks(facts: dict, vars: dict) -> list[Check]:
         out.append(line("gpu", "GPU count", "PASS", seen))
     if not smi:
         out.append(line("gpu", "driver sees the GPUs", "FAIL", "nvidia-smi absent or printed nothing",
-                         "install the driver: invoke provision --roles nvidia_driver"))
+                         "install the driver: " + command("provision --roles nvidia_driver")))
         return out
     names = sorted({g.get("name", "?") for g in smi})
     if len(smi) != len(gpus):
@@ -91,7 +92,7 @@ def gpu_checks(facts: dict, vars: dict) -> list[Check]:
                     f"{profile.instance_count} instance(s) per GPU, preferred batch sizes {profile.preferred_batch_size}"
                     f"{auto}; instances: {src.instance_count}; batch sizes: {src.preferred_batch_size}",
                     "" if _measured(src, (vars.get("gpu_profiles") or {}).get(name)) else
-                    "confirm on this host: invoke bench, then invoke tune-window; pin what you measured under "
+                    f"confirm on this host: {command('bench')}, then {command('tune-window')}; pin what you measured under "
                     f"gpu_profiles.{name}"))
     return out + _mig_lines(facts, name)
 
@@ -134,11 +135,11 @@ def tuning_checks(host_result) -> list[Check]:
     for role, s in role_states(host_result).items():
         if s.failed:
             out.append(line("tuning", f"role {role}", "FAIL", "; ".join(s.failed),
-                             f"invoke plan --roles {role} and fix the first error"))
+                             command(f"plan --roles {role}") + " and fix the first error"))
         elif s.pending:
             out.append(line("tuning", f"role {role}", "WARN", f"{len(s.pending)} pending change(s): "
                              + ", ".join(s.pending[:5]) + ("…" if len(s.pending) > 5 else ""),
-                             f"invoke provision --roles {role}"))
+                             command(f"provision --roles {role}")))
         elif s.skipped:
             # Not applicable is not a pass: the role's state is not there, and the reason says why.
             why = "; ".join(dict.fromkeys(s.skipped))
@@ -155,7 +156,7 @@ def tuning_checks(host_result) -> list[Check]:
         else:
             out.append(line("tuning", f"role {role}", "PASS", f"{s.total - len(s.unused)} resources converged"))
     if host_result.message and host_result.status == "failed" and not out:
-        out.append(line("tuning", "roles converged", "FAIL", host_result.message, "invoke plan to see why"))
+        out.append(line("tuning", "roles converged", "FAIL", host_result.message, command("plan") + " to see why"))
     return out
 
 
@@ -174,13 +175,13 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
     name = "latency acceptance (p95)"
     if found is None:
         return [line("latency", name, "WARN", "not measured: no latency benchmark has run on this host"
-                      + (f" (SLO {slo} ms)" if slo else ""), f"invoke bench --host {host}")]
+                      + (f" (SLO {slo} ms)" if slo else ""), command(f"bench --host {host}"))]
     doc, path = found
     load = vars.get("latency_acceptance_load")
     acc = acceptance(doc, float(slo) if slo is not None else None, load if isinstance(load, dict) else None)
-    fix = {"PASS": "", "FAIL": "tune the batching window (invoke bench --window-us ...) or lower the load; "
+    fix = {"PASS": "", "FAIL": f"tune the batching window ({command('bench --window-us ...')}) or lower the load; "
                    "see the sweep in " + str(path.with_suffix(".png")),
-           "WARN": f"set latency_slo_p95_ms, or re-run invoke bench --host {host} with more client processes"}
+           "WARN": f"set latency_slo_p95_ms, or re-run {command(f'bench --host {host}')} with more client processes"}
     return [line("latency", name, acc["status"], f"{acc['seen']} ({path})", fix[acc["status"]])]
 
 
@@ -363,13 +364,13 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
             facts, errors = load_facts(facts_file, h.name)
             result = None
             extra = [line("tuning", "roles converged", "WARN", f"not checked: planned offline from {facts_file}",
-                           f"invoke checklist --host {h.name} once it is reachable")]
+                           command(f"checklist --host {h.name}") + " once it is reachable")]
             lacking = missing_facts(facts)
             if lacking:
                 # A file without them must not read as a clean PASS: the checks that read them saw nothing.
                 extra.append(line("facts", "saved facts complete", "WARN",
                                   f"{len(lacking)} fact(s) not in {facts_file}: {', '.join(lacking)}",
-                                  f"save them all: invoke facts --host {h.name} > FILE"))
+                                  "save them all: " + command(f"facts --host {h.name} > FILE")))
         else:
             run = HostRun(h, roles, vars, Options(check=True, accept_new_host_keys=accept_new_host_keys, ahead=ahead),
                           templates, extra_facts=FACTS, stop=stop)
@@ -388,11 +389,11 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
                 raise
             # Gathered facts come from the parsers; a saved file is only as good as its author.
             from .errors import InputError
-            raise InputError(f"--facts {facts_file}: a fact is not shaped as `invoke facts` writes it "
-                             f"({type(e).__name__}: {e}); save it with: invoke facts --host {h.name} > FILE") from None
+            raise InputError(f"--facts {facts_file}: a fact is not shaped as `{command('facts')}` writes it "
+                             f"({type(e).__name__}: {e}); save it with: {command(f'facts --host {h.name} > FILE')}") from None
         if not checks:
             checks = [line("facts", "anything checked", "WARN", "no line could be checked from what was read",
-                           f"invoke facts --host {h.name} and look at what it gathers")]
+                           command(f"facts --host {h.name}") + " and look at what it gathers")]
         (out_dir / f"{names[h.name]}.md").write_text(render_markdown(h.name, checks))
         (out_dir / f"{names[h.name]}.html").write_text(render_html(h.name, checks, svg))
         (out_dir / f"{names[h.name]}.json").write_text(render_json(h.name, checks))

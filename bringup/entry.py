@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .process import freeze_at_exit, reader_gone
+from .process import freeze_at_exit, reader_gone, set_program
 
 __all__ = ["main", "DATA", "KEPT"]
 
@@ -21,6 +21,8 @@ KEPT = {(): "help.txt", ("--help",): "help.txt", ("-h",): "help.txt",
 
 
 def main() -> None:
+    # Hints name the program the user ran ("bringup facts --host h1"), not the checkout's invoke.
+    set_program("bringup")
     name = KEPT.get(tuple(sys.argv[1:]))
     if name:
         try:

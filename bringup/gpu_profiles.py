@@ -34,6 +34,7 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .errors import InputError
+from .process import command
 from .vars import RoleVars, Spec, key_matching, one_line, want
 
 __all__ = ["AUTO", "Profile", "Match", "ProfileVars", "Chosen", "Detected", "ClassUnknown", "shipped", "table",
@@ -244,7 +245,7 @@ class Detected:
         if not self.classes and self.unlisted:
             return ("NVIDIA GPUs on the PCI bus, but nvidia-smi lists none (no driver loaded): the class is "
                     "read from nvidia-smi",
-                    "install the driver first (invoke provision --roles nvidia_driver), or set gpu_profile")
+                    f"install the driver first ({command('provision --roles nvidia_driver')}), or set gpu_profile")
         return None
 
 

@@ -26,6 +26,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .errors import InventoryError, InputError
+from .process import command
 from .secrets import MASK, resolve_refs
 
 __all__ = ["Inventory", "Host", "ConnectionVars", "load_inventory", "parse_set"]
@@ -118,7 +119,7 @@ class Inventory:
             close = difflib.get_close_matches(name, list(self.hosts), n=3, cutoff=0.4)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise InventoryError(
-                f"{self.path}: unknown host {name!r}{hint} (`invoke hosts` lists them)"
+                f"{self.path}: unknown host {name!r}{hint} (`{command('hosts')}` lists them)"
             ) from None
 
     def group(self, name: str) -> list[Host]:

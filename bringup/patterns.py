@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from .errors import InputError
+from .process import command
 
 __all__ = ["split_pattern", "order_terms", "match_pattern", "read_limit_file", "expand_limit"]
 
@@ -117,7 +118,7 @@ def _one(term: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], w
         close = difflib.get_close_matches(term, [*groups, *hosts], n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
         raise InputError(f"{where}: {term!r} matches no host or group of the inventory{hint} "
-                         "(`invoke hosts` lists them)")
+                         f"(`{command('hosts')}` lists them)")
     return [h for h in hosts if h in named]
 
 

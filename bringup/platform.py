@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from .checks import Check
+from .process import command
 
 __all__ = ["Check", "checks", "fact_error_checks"]
 
@@ -91,7 +92,7 @@ def _cstates(facts: dict[str, Any], args: list[str], fact_errors: dict[str, str]
         return Check("C-states", "PASS", "idle=poll on the kernel command line: no C-states")
     if "system.cpuidle" not in facts:
         return Check("C-states", "WARN", "not read (no system.cpuidle fact)",
-                     "gather the facts again (invoke facts); the C-state exposure is unknown")
+                     f"gather the facts again ({command('facts')}); the C-state exposure is unknown")
     return Check("C-states", "WARN", "no cpuidle states exposed: C-states are not visible from this kernel",
                  "in a VM the hypervisor's host decides (ask for halt-polling / no deep C-states there); "
                  "on bare metal check the BIOS C-state settings or boot with idle=poll")
@@ -146,7 +147,7 @@ def _refused_devices(facts: dict[str, Any]) -> list[Check]:
         return []
     return [Check("devices read", "WARN", f"{len(refused)} refused: " + "; ".join(refused)
                   + "; the plan leaves them out, the other devices stand",
-                  "read them again (invoke facts); compare cat /sys/bus/pci/devices/ADDRESS/local_cpulist "
+                  f"read them again ({command('facts')}); compare cat /sys/bus/pci/devices/ADDRESS/local_cpulist "
                   "on the host", area="facts")]
 
 
@@ -154,7 +155,7 @@ def fact_error_checks(fact_errors: dict[str, str] | None) -> list[Check]:
     """One FAIL per fact that could not be read or trusted (``gather``'s errors): what it would
     have said is unknown, so the lines that depend on it are missing or unverified."""
     return [Check(f"fact {name}", "FAIL", msg,
-                  f"run `invoke facts --host HOST` and compare the command's own output; the checks "
+                  f"run `{command('facts --host HOST')}` and compare the command's own output; the checks "
                   f"that read {name} are left out", area="facts")
             for name, msg in sorted((fact_errors or {}).items())]
 

@@ -1,4 +1,4 @@
-"""What a bringup program does with its own process: a reader that went away, bytecode, the exit.
+"""What a bringup program does with its own process: its name in hints, a reader that went away, bytecode, the exit.
 
 Standard library only, and nothing happens on import: the programs (the ``bringup`` console script in
 :mod:`bringup.entry`, Invoke's ``tasks.py`` in a checkout) call these at their start; a library user of
@@ -9,7 +9,23 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-__all__ = ["stdout_gone", "reader_gone", "keep_bytecode", "freeze_at_exit"]
+__all__ = ["PROGRAM", "set_program", "command", "stdout_gone", "reader_gone", "keep_bytecode", "freeze_at_exit"]
+
+#: The program the user runs, as a hint names it: ``invoke`` in a checkout (``tasks.py``), ``bringup`` from an
+#: installed copy (:func:`bringup.entry.main` sets it before the tasks are imported).
+PROGRAM = "invoke"
+
+
+def set_program(name: str) -> None:
+    """Name the running program in every hint from here on (:func:`command`)."""
+    global PROGRAM
+    PROGRAM = name
+
+
+def command(args: str) -> str:
+    """A command as the user types it to the program running: ``command("facts --host h1")`` is
+    ``invoke facts --host h1`` in a checkout and ``bringup facts --host h1`` from an installed copy."""
+    return f"{PROGRAM} {args}"
 
 
 def stdout_gone() -> bool:

@@ -53,6 +53,7 @@ from pydantic import field_validator
 
 from .errors import InputError
 from .facts.base import format_cpulist
+from .process import command
 from .vars import RoleVars, check, defaults_of, want
 
 __all__ = [
@@ -407,7 +408,7 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
     cpu_nodes = {n: c for n, c in sorted(nodes_all.items()) if c}
     if not cpu_nodes:
         raise InputError("no CPU topology in the facts (cpu.topology is empty: not gathered, or its output refused; "
-                         "see the errors of invoke facts): cannot plan")
+                         f"see the errors of {command('facts')}): cannot plan")
     warnings: list[PlanWarning] = []
     numa_known = bool(topo.get("numa_known", True))
     unit = "numa"

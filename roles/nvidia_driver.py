@@ -50,6 +50,7 @@ from bringup.command import sh
 from bringup.driver_matrix import triton_need
 from bringup.vars import BOOL_WANTED, RoleVars, defaults_of, want
 from bringup.gpu import gpu_gate, nvidia_gpus
+from bringup.process import command
 from bringup.resources import Command, File, Packages, Service
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
 from bringup.resources.guard import Fail
@@ -277,12 +278,12 @@ def checks(host) -> list:
     if not drv:
         return [] if gpu.without_gpu(v, host.facts) else [
             line("software", "driver version", "FAIL", "no driver answers (nvidia-smi lists no GPU)",
-                 f"install a driver: invoke provision --roles nvidia_driver (branch {pin or INSTALL_BRANCH})")]
+                 f"install a driver: {command('provision --roles nvidia_driver')} (branch {pin or INSTALL_BRANCH})")]
     branch = gpu.branch_of(drv)
     if pin is not None and branch != pin:
         allow = " with nvidia_driver_allow_downgrade: true" if branch is not None and pin < branch else ""
         return [line("software", "driver branch pinned", "FAIL", f"{drv}, inventory pins {pin}",
-                     f"invoke provision --roles nvidia_driver (branch {pin}){allow}, or {_pin_words(v)[1]} "
+                     f"{command('provision --roles nvidia_driver')} (branch {pin}){allow}, or {_pin_words(v)[1]} "
                      f"to keep {branch}")]
     need = triton_need(v.get("triton_image"))
     how = need.meets(drv) if need is not None else ""

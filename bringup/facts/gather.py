@@ -8,6 +8,7 @@ from typing import Any
 
 from ..command import sh
 from ..errors import InputError
+from ..process import command
 from ..script import READ_LANES, batch, split
 from .base import Fact, UntrustedOutput
 
@@ -81,7 +82,7 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
     from . import ALL_FACTS
 
     p = Path(path)
-    save = f"save it with: invoke facts --host {host} > FILE"
+    save = "save it with: " + command(f"facts --host {host} > FILE")
     try:
         if not p.is_file():
             raise InputError(f"--facts {p}: " + ("not a regular file" if p.exists() else "no such file") + f"; {save}")
@@ -104,7 +105,7 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
             if not (isinstance(entry, dict) and isinstance(entry.get("output", ""), str)
                     and (entry.get("rc", 0) is None or isinstance(entry.get("rc", 0), int))):
                 raise InputError(f"--facts {p}: raw.{name} is not a command's output (text, or "
-                                 f"{{rc, output}}); save it with: invoke facts --raw --host {host} > FILE")
+                                 f"{{rc, output}}); save it with: {command(f'facts --raw --host {host} > FILE')}")
         return parse_raw(ALL_FACTS, raw)
     if not isinstance(doc, dict) or not isinstance(doc.get("facts"), dict):
         raise InputError(f"--facts {p}: neither a \"facts\" nor a \"raw\" mapping; {save}")
@@ -116,7 +117,7 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
             continue
         want, have = fact.default, facts[fact.name]
         if have is not None and want is not None and type(have) is not type(want):
-            raise InputError(f"--facts {p}: fact {fact.name} is {_kind(have)}, `invoke facts` writes "
+            raise InputError(f"--facts {p}: fact {fact.name} is {_kind(have)}, `{command('facts')}` writes "
                              f"{_kind(want)}; {save}")
     return facts, errors
 

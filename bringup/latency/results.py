@@ -13,6 +13,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..process import command
+
 __all__ = ["point_row", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
            "plot_window_log", "plot_window_sweep", "remember", "REPORT_DIR", "INDEX"]
 
@@ -515,7 +517,7 @@ def plot_tune(doc: dict, path: Path) -> Path:
                  va="center", fontsize=9, transform=axw.transAxes)
         axw.set_axis_off()
     s = doc["search"]
-    fig.suptitle(f"{doc['host']}: {doc['model']}, invoke tune ({doc['finished']}; {s['configurations_measured']} "
+    fig.suptitle(f"{doc['host']}: {doc['model']}, {command('tune')} ({doc['finished']}; {s['configurations_measured']} "
                  f"configurations in {s['elapsed_s']:.0f} s of a {s['budget_s'] / 60:g} min budget)\n{doc['why']}",
                  fontsize=9)
     fig.tight_layout()

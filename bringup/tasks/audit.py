@@ -21,8 +21,9 @@ __all__ = ["audit"]
     "export-testinfra": "write the roles' audit as testinfra modules, DIR/<host>/test_<role>.py, and audit nothing"})
 def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks="10",
           accept_new_host_keys=False, testinfra=None, export_testinfra=None):
-    """Is each host in the state its roles declare? Check mode only; one line per failed item; JUnit + JSON in
-    reports/. Exit 0 all good, 2 drift, 4 unreachable."""
+    """Is each host in the state its roles declare? Check mode only, one line per failed item.
+
+    JUnit + JSON in reports/. Exit 0 all good, 2 drift, 4 unreachable."""
     if testinfra is not None and export_testinfra is not None:
         raise fail("--testinfra and --export-testinfra: give one of them (export, then run the modules with "
                    "--testinfra DIR)")

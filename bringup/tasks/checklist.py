@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from invoke import Exit, task
 
 from ..errors import BringupError
+from ..process import command
 from .context import SELECTION, options, running
 
 if TYPE_CHECKING:
@@ -18,7 +19,8 @@ __all__ = ["checklist", "checklist_pages"]
 @task(iterable=["set_"], help=options(*SELECTION, "accept-new-host-keys") | {
     "roles": "roles whose drift is checked (default all)",
     "out": "folder for the Markdown, HTML and JSON pages (default reports/checklist)",
-    "facts": "a saved `invoke facts` (or `invoke facts --raw`) JSON: plan the host's checklist without connecting"})
+    "facts": f"a saved `{command('facts')}` (or `{command('facts --raw')}`) JSON: plan the host's checklist "
+             "without connecting"})
 def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None,
               out="reports/checklist", accept_new_host_keys=False, facts=None):
     """Rack bring-up checklist: PASS/WARN/FAIL per host, Markdown + HTML with a topology picture."""

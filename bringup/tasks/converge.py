@@ -86,7 +86,7 @@ def _ended(code: int) -> None:
 def provision(c, host=None, hosts=None, group=None, roles=None, check=False, diff=False,
               inventory="hosts", set_=None, forks="10", accept_new_host_keys=False, verbose=False,
               allow_reboot=False, limit=None, serial=None, max_fail_percentage=None):
-    """Converge hosts to the inventory's state: invoke provision --host trt-l40s-01"""
+    """Converge hosts to the inventory's state (--host trt-l40s-01, --group, --roles)."""
     _ended(converge(host=host, hosts=hosts, group=group, roles=roles, check=check, diff=diff, inventory=inventory,
                     set_=set_, forks=forks, accept_new_host_keys=accept_new_host_keys, verbose=verbose,
                     allow_reboot=allow_reboot, limit=limit, serial=serial, max_fail_percentage=max_fail_percentage))
@@ -106,7 +106,7 @@ def plan(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", se
     "check": "dry run: say which engines would be rebuilt and why (which part of the key changed)"})
 def engines(c, host=None, hosts=None, group=None, check=False, inventory="hosts", set_=None, forks="10",
             accept_new_host_keys=False):
-    """TensorRT engines per GPU class (trtexec in NVIDIA's TensorRT container): invoke engines --host trt-l40s-01"""
+    """TensorRT engines per GPU class, built by trtexec in NVIDIA's TensorRT container."""
     # Every resource is listed, up-to-date engines with their key: the answer to "is this host's plan current?".
     _ended(converge(host=host, hosts=hosts, group=group, roles=ENGINES_ROLE, check=check, diff=False,
                     inventory=inventory, set_=set_, forks=forks, accept_new_host_keys=accept_new_host_keys,

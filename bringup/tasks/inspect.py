@@ -7,6 +7,7 @@ import sys
 from invoke import task
 
 from ..errors import BringupError, Unreachable
+from ..process import command
 from .context import console, fail, failing, load, options, selected, unreachable
 
 __all__ = ["facts", "hosts", "topology"]
@@ -78,7 +79,7 @@ def hosts(c, inventory="hosts", set_=None):
 
 
 @task(iterable=["set_"], help=options("host", "inventory", "set", "accept-new-host-keys") | {
-    "json": "print the plan as JSON", "facts": "a saved `invoke facts` (or `--raw`) JSON: plan without connecting"})
+    "json": "print the plan as JSON", "facts": f"a saved `{command('facts')}` (or `--raw`) JSON: plan without connecting"})
 def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new_host_keys=False, facts=None):
     """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
     from ..topology import format_plan, plan_topology, validate_vars
@@ -96,8 +97,8 @@ def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new
         if not facts:
             raise
         # Gathered facts come from the parsers; a saved file is only as good as its author.
-        raise fail(f"--facts {facts}: a fact is not shaped as `invoke facts` writes it ({type(e).__name__}: {e}); "
-                   f"save it with: invoke facts --host {target.name} > FILE") from None
+        raise fail(f"--facts {facts}: a fact is not shaped as `{command('facts')}` writes it ({type(e).__name__}: {e}); "
+                   f"save it with: {command(f'facts --host {target.name} > FILE')}") from None
     if json_:
         doc = {"host": target.name, "plan": result.to_dict()}
         if errors:

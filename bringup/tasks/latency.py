@@ -12,6 +12,7 @@ from pathlib import Path
 from invoke import Exit, task
 
 from ..errors import BringupError, InputError, Unreachable
+from ..process import command
 from .context import console as new_console
 from .context import fail, options, prepared, unreachable
 
@@ -176,7 +177,7 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
     "concurrency": "requests in flight of the fixed load (default 64)",
     "follow": "continuous mode: every --interval read Triton's p95 and queue time under the traffic it has "
               "(no load generated) and step the window by the guide's rule, within the serving configuration "
-              "in force (invoke tune's); Ctrl-C stops",
+              f"in force ({command('tune')}'s); Ctrl-C stops",
     "interval": "--follow: seconds between steps (default 10, at least 0.1)",
     "steps": "--follow: stop after this many intervals",
     "for": "--follow: stop after this many seconds",
@@ -414,7 +415,7 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
                 serving = {k: ch[k] for k in ("instance_count", "max_batch_size", "preferred_batch_size")}
                 remote_record(t, path, hv.get("triton_model_repository"),
                               manifest_of(hv.get("triton_stack_dir") or "/opt/triton"))(
-                    target.model, ch["window_us"], f"invoke tune: {doc['why']}", when, serving)
+                    target.model, ch["window_us"], f"{command('tune')}: {doc['why']}", when, serving)
                 console.print(f"serving {ch['label']}; recorded in {path} on {target.host}", markup=False,
                               highlight=False)
                 for pin in _pins(hv, target.model):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import BringupError, InputError, Unreachable
+from ..process import command
 
 if TYPE_CHECKING:
     from ..inventory import Host
@@ -87,7 +88,7 @@ def module_text(host: str, role: str, items: list[dict[str, Any]], inventory: st
 """Role {role}, as it is declared for host {host}: the built-in audit's items as testinfra tests.
 
 Each test is one item the role declares for this host, with the values it wants; bringup audits it as
-`invoke audit` does (through the bringup:// backend: one connection, the role's facts, then every read of the
+`{command('audit')}` does (through the bringup:// backend: one connection, the role's facts, then every read of the
 role in one round trip), so it passes, skips or fails where the audit's item does, with the audit's line.
 A value the role declares differently now (the inventory or the role changed) fails the test naming it:
 export again.  Inventory at export: {inventory}.

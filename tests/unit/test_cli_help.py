@@ -1,5 +1,7 @@
 """Every task's --help lists well-formed flags: Invoke's automatic short flags once gave tune-window a
 flag spelt ``--=STRING`` for --http-port (every letter of it was taken)."""
+import json
+import os
 import re
 import subprocess
 import sys
@@ -117,3 +119,58 @@ def test_only_a_closed_stdout_counts_as_the_reader_gone():
              "before = stdout_gone()\nos.close(r)\nos.write(2, f'{before} {stdout_gone()}'.encode())\n")
     r = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert r.stderr == "False True", r.stderr
+
+
+def _listed(text: str) -> dict[str, str]:
+    """``--list``'s tasks: name -> its description, the wrapped lines joined."""
+    out, name = {}, None
+    for ln in text.splitlines():
+        m = re.fullmatch(r"  (\S+)\s{2,}(\S.*)", ln)
+        if m:
+            name, out[m[1]] = m[1], m[2]
+        elif name and ln.startswith("    ") and ln.strip():
+            out[name] += " " + ln.strip()
+        else:
+            name = None
+    return out
+
+
+@pytest.mark.parametrize("program", ["bringup", "invoke"])
+def test_every_listed_description_is_the_docstrings_whole_first_sentence(program):
+    # Issue 25: `--list` showed audit as "... one line per failed item; JUnit + JSON in": Invoke lists a
+    # docstring's first line, which was a sentence cut where the line wrapped.
+    if program == "bringup":
+        listed, module = _entry("--list").stdout, "bringup.cli"
+    else:
+        listed, module = _invoke("--list").stdout, "tasks"
+    docs = json.loads(subprocess.run(
+        [sys.executable, "-c", f"import json; from {module} import ns; "
+                               "print(json.dumps({n: t.__doc__ for n, t in ns.tasks.items()}))"],
+        cwd=REPO, capture_output=True, text=True, timeout=60, check=True).stdout)
+    shown = _listed(listed)
+    assert set(shown) == {n.replace("_", "-") for n in docs}, (shown, docs)
+    for name, doc in docs.items():
+        first, *rest = doc.strip().splitlines()
+        assert shown[name.replace("_", "-")] == first.strip(), (name, shown)
+        assert first.rstrip().endswith((".", "?")) and (not rest or not rest[0].strip()), (
+            f"{name}: the docstring's first line is not a whole sentence and paragraph: {first!r}")
+        assert "invoke " not in first and "bringup " not in first, (
+            f"{name}: the listed description names one program; both list it")
+
+
+@pytest.mark.parametrize("program", ["bringup", "invoke"])
+def test_hints_name_the_program_the_user_ran(tmp_path, program):
+    # Issue 25: from an installed copy the hints said `invoke hosts` to a user who ran `bringup`.
+    inv = tmp_path / "hosts"
+    inv.write_text("all:\n  hosts:\n    h1: {ansible_host: 192.0.2.1}\n")
+    args = ["facts", "--host", "nosuch", "--inventory", str(inv)]
+    if program == "bringup":
+        argv = [sys.executable, "-c", "import sys; sys.argv[0] = 'bringup'\nfrom bringup.entry import main\nmain()"]
+    else:
+        argv = [sys.executable, "-m", "invoke", "--search-root", str(REPO)]
+    r = subprocess.run(argv + args, cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(REPO)})
+    other = "invoke" if program == "bringup" else "bringup"
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"unknown host 'nosuch'" in r.stderr and f"(`{program} hosts` lists them)" in r.stderr, r.stderr
+    assert f"{other} hosts" not in r.stderr, r.stderr
