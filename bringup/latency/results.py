@@ -16,7 +16,7 @@ from typing import Any
 from ..process import command
 
 __all__ = ["point_row", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
-           "plot_window_log", "plot_window_sweep", "remember", "REPORT_DIR", "INDEX"]
+           "plot_window_log", "plot_window_sweep", "bench_figure", "remember", "REPORT_DIR", "INDEX"]
 
 REPORT_DIR = Path("reports") / "bench"
 KIND = "bringup-bench"
@@ -162,13 +162,26 @@ def _series(doc: dict) -> dict[str, list[dict]]:
 
 
 def plot_doc(doc: dict, path: Path) -> Path:
-    """p95 and QPS (items/s) against concurrency, one line per window and request batch."""
+    """p95 and QPS (items/s) against concurrency, one line per window and request batch (:func:`bench_figure`)."""
+    fig = bench_figure(doc)  # sets the Agg backend before pyplot is imported here
+    import matplotlib.pyplot as plt
+
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def bench_figure(doc: dict):
+    """The figure of :func:`plot_doc`: ticks at the concurrencies measured, no others, and the red rings
+    named only when some point was client-bound."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(13, 5))
+    measured = sorted({r["concurrency"] for r in doc["points"]})
+    client_bound = any(r["client_bound"] for r in doc["points"])
     for label, rows in _series(doc).items():
         rows = sorted(rows, key=lambda r: r["concurrency"])
         xs = [r["concurrency"] for r in rows]
@@ -184,16 +197,18 @@ def plot_doc(doc: dict, path: Path) -> Path:
                     label=f"SLO p95 {doc['slo_p95_ms']:g} ms")
     for ax, title, unit in ((ax1, "p95 latency", "ms"), (ax2, "throughput", "items/s")):
         ax.set_xscale("log", base=2)
+        # A tick per concurrency measured: the log axis alone labels powers of 2 that were never run.
+        ax.set_xticks(measured, [f"{c:g}" for c in measured])
+        ax.minorticks_off()
         ax.set_xlabel("concurrency (requests in flight)")
         ax.set_ylabel(unit)
         ax.set_title(title)
         ax.grid(True, alpha=0.3)
     ax1.legend(fontsize=7)
-    fig.suptitle(f"{doc['host']}: {doc['model']} ({doc['finished']}; red rings: client-bound points)", fontsize=10)
+    rings = "; red rings: client-bound points" if client_bound else ""
+    fig.suptitle(f"{doc['host']}: {doc['model']} ({doc['finished']}{rings})", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    return path
+    return fig
 
 
 def plot_window_log(entries: list[dict], path: Path, title: str = "") -> Path:

@@ -357,3 +357,29 @@ def test_a_tuned_serving_config_is_what_provision_renders_reloads_in_place_and_a
     assert bad["configs"] == {} and "malformed serving configuration" in bad["error"]
     # A config the role did not render is never rewritten.
     assert config_text('name: "m"\nmax_queue_delay_microseconds: 5\n', 900, serving) is None
+
+
+def test_the_bench_plot_labels_only_what_was_measured(tmp_path):
+    # Issue 25: two points (1 and 8 in flight) were drawn under ticks 2^0..2^3, and the title named red rings
+    # for client-bound points that were not there.
+    import matplotlib.pyplot as plt
+
+    from bringup.latency.results import bench_figure, plot_doc
+
+    doc = {"host": "h1", "model": "m", "finished": "2026-01-01T00:00:00+00:00",
+           "points": [_pt(10, 300, conc=1), _pt(40, 1200, conc=8)]}
+    fig = bench_figure(doc)
+    fig.canvas.draw()
+    for ax in fig.axes:
+        assert list(ax.get_xticks()) == [1, 8]
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["1", "8"]
+        assert not [t.get_text() for t in ax.get_xticklabels(minor=True) if t.get_text()]
+    assert "red rings" not in fig._suptitle.get_text()
+    plt.close(fig)
+    doc["points"].append(_pt(5, 9000, conc=64, bound=True))
+    fig = bench_figure(doc)
+    fig.canvas.draw()
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["1", "8", "64"]
+    assert "red rings: client-bound points" in fig._suptitle.get_text()
+    plt.close(fig)
+    assert plot_doc(doc, tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
