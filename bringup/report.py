@@ -29,6 +29,9 @@ def recap_line(r: HostResult, width: int = 0) -> str:
         # All zeros would read as a host with nothing to do: say that nothing (more) ran on it, and why.
         line += f"  ({r.status}: {r.message})" if r.message and not r.message.startswith(r.status) else \
             f"  ({r.message or r.status})"
+    if r.live_not_persisted:
+        # A failure after live values were set, before the file that persists them: a reboot loses them.
+        line += f"  (live, not persisted: {', '.join(r.live_not_persisted)})"
     return line
 
 

@@ -41,6 +41,9 @@ class HostResult:
     #: Why the host must reboot (when it did not), or why it rebooted.
     reboot_reason: str | None = None
     rebooted: bool = False
+    #: What a role changed live only (its changes' keys: sysctl names) and then failed before persisting:
+    #: a reboot would lose it.
+    live_not_persisted: list[str] = field(default_factory=list)
 
     def count(self, status: str) -> int:
         return sum(1 for r in self.resources if r.status == status)

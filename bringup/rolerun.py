@@ -137,6 +137,7 @@ class RoleRun:
             return False
         applied = self._apply(todo)
         notified = self._confirm(applied)
+        self._live_not_persisted()
         self._record()
         if notified or self.owed.earlier(name):
             self._handlers(notified)
@@ -144,6 +145,14 @@ class RoleRun:
             self._verify()
         self.wrote = True
         return any(x.status == "failed" for x in self.result.resources)
+
+    def _live_not_persisted(self) -> None:
+        """A role that failed after a live-only change (a /proc value set, its file not written): the host keeps
+        live settings that a reboot would lose; the recap and the report name them."""
+        if any(d.status == "failed" for d in self._done.values()):
+            self.result.live_not_persisted.extend(
+                k for i, d in sorted(self._done.items())
+                if d.status == "changed" and self.resources[i].live_only for k in d.changes)
 
     def _record(self) -> None:
         self.result.resources.extend(self._done[i] for i in sorted(self._done))

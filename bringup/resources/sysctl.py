@@ -58,6 +58,7 @@ class Sysctl(Resource):
 
     kind = "sysctl"
     read_alongside = True
+    live_only = True  # the role's /etc/sysctl.d file persists it
 
     def __init__(self, key: str, value: object, *, notify=()):
         super().__init__(validate_key(key), notify=notify)

@@ -134,6 +134,32 @@ def test_a_value_the_kernel_rejects_is_not_persisted(sandbox_host, project):
     assert sandbox_host.exec(["test", "-s", PERSIST_FILE], check=False).returncode == 0
 
 
+@pytest.mark.reliability(item=25, fault='a sysctl value the kernel rejects after another key was set live',
+                         checks=('recap and report', 'exit code', 'next run converges'))
+def test_a_failure_after_live_values_changed_says_they_are_not_persisted(sandbox_host, project, host_keys):
+    """Issue 25: live values first, the file last; a key the kernel rejects after another key was set live
+    leaves that key live with no file to carry it over a reboot, and the host's recap and report say so."""
+    assert "net.core.somaxconn" in host_keys  # sorts before the rejected key: set live before it fails
+    r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
+    assert r.returncode == 0, r.stdout + r.stderr
+    was = live(sandbox_host, "net.core.somaxconn")
+    other = "1234" if was != "1234" else "1235"
+    r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", "--set",
+               f"sysctl={{net.core.somaxconn: {other}, net.ipv4.ip_local_port_range: '60000 1000'}}", cwd=project)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert live(sandbox_host, "net.core.somaxconn") == other
+    assert f"net.core.somaxconn = {was}" in sandbox_host.exec(["cat", PERSIST_FILE]).stdout  # the file as before
+    line = next(ln for ln in r.stdout.splitlines() if ln.startswith(sandbox_host.name + " ") and "ok=" in ln)
+    assert line.endswith("  (live, not persisted: net.core.somaxconn)"), line
+    assert recap(r.stdout)[sandbox_host.name]["failed"] >= 1
+    assert last_report(project)["hosts"][0]["live_not_persisted"] == ["net.core.somaxconn"]
+    # The inventory as it was converges: the live value goes back, and nothing is left unpersisted.
+    r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
+    assert r.returncode == 0 and "not persisted" not in r.stdout, r.stdout + r.stderr
+    assert live(sandbox_host, "net.core.somaxconn") == was
+    assert last_report(project)["hosts"][0]["live_not_persisted"] == []
+
+
 @pytest.mark.reliability(item=6, fault="sysctl values out of the kernel's range or over its length", variants=2,
                          checks=('exit code', 'nothing touched'))
 def test_out_of_range_and_overlong_values_are_refused_before_connecting(sandbox_host, project):
