@@ -17,6 +17,7 @@ from bringup.facts.cpu import _int_or_none, _str_keyed
 from bringup.facts.system import _docker_shape
 
 __all__ = [
+    "strip_comments",
     "topology_from_numa",
     "topology_from_lscpu_summary",
     "parse_size_kib",
@@ -26,6 +27,11 @@ __all__ = [
     "parse_docker_info_text",
     "parse_lspci_rebar",
 ]
+
+
+def strip_comments(text: str) -> str:
+    """Drop ``#`` comment lines (the ``# source:`` headers of the fixtures) from a recorded output."""
+    return "\n".join(l for l in text.splitlines() if not l.startswith("#"))
 
 
 # --------------------------------------------------------------------------

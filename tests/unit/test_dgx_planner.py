@@ -37,7 +37,6 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bringup.facts.base import strip_comments
 from bringup.facts.cpu import CpuTopology, parse_lscpu_parse
 from bringup.facts.gather import gather
 from bringup.facts.net import parse_net_interfaces
@@ -49,7 +48,7 @@ from bringup.project import content_root
 from bringup.roles import FactView, HostContext, load_roles
 from bringup.templates import Templates
 from bringup.topology import plan_topology
-from harness.captures import parse_lscpu_plain
+from harness.captures import parse_lscpu_plain, strip_comments
 
 from .fixture_hosts import FIX
 from .test_fact_trust import _ShTransport

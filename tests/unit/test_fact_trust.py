@@ -14,12 +14,13 @@ import types
 import pytest
 
 from bringup.facts import FACTS_BY_NAME
-from bringup.facts.base import UntrustedOutput, parse_cpulist, strip_comments
+from bringup.facts.base import UntrustedOutput, parse_cpulist
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.gather import gather
 from bringup.facts.nvidia import NvidiaQuery, NvidiaTopo, parse_nvidia_smi_q, parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
 from bringup.platform import checks
+from harness.captures import strip_comments
 
 from .fixture_hosts import FIX
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import re
 
-from bringup.facts.base import strip_comments
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.nvidia import parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
 from bringup.platform import checks
 from bringup.topology import PlanWarning, plan_topology
-from harness.captures import topology_from_numa
+from harness.captures import strip_comments, topology_from_numa
 
 from .fixture_hosts import FIX
 

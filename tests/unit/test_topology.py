@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InputError
-from bringup.facts.base import strip_comments
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.irq import parse_interrupts
 from bringup.facts.net import parse_net_interfaces
@@ -20,7 +19,7 @@ from bringup.facts.nvidia import parse_query_gpu_csv, parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
 from bringup.topology import cpu_roles, plan_topology, validate_vars
 from harness.captures import topology_from_lscpu_summary, topology_from_numa
-from harness.captures import parse_lscpu_plain, parse_numactl_hardware
+from harness.captures import parse_lscpu_plain, parse_numactl_hardware, strip_comments
 
 from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
 H200 = FIX / "h200-vm"
