@@ -5,11 +5,12 @@ A fact is a small class, in the manner of pyinfra's facts::
     class OsRelease(Fact):
         name = "os.release"
         command = "cat /etc/os-release"
-        default = {}
+        process = staticmethod(parse_os_release)
 
-        @staticmethod
-        def process(output: str) -> dict:
-            ...
+Defining the class registers it (``__init_subclass__``): :data:`FACTS_BY_NAME` and :data:`ALL_FACTS`
+are read-only views of one registry, in definition order, which is the gathering order (the package
+imports its modules in that order).  A name already taken, or one not ``<subsystem>.<what>``, is refused
+when the class is defined.
 
 All facts of a host are gathered together in one remote round trip
 (:mod:`bringup.facts.gather`): each ``command`` runs in its own subshell with
@@ -19,11 +20,17 @@ outputs without any host.
 """
 from __future__ import annotations
 
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any, ClassVar
+
+#: Every fact class by name, in definition order: filled by :meth:`Fact.__init_subclass__`.
+_REGISTRY: dict[str, type["Fact"]] = {}
 
 
 class Fact:
-    """Base class of facts; subclasses set the class attributes below."""
+    """Base class of facts; subclasses set the class attributes below and are registered by it."""
 
     #: Stable id, dotted: ``<subsystem>.<what>``; names the fact in ``invoke facts``.
     name: ClassVar[str]
@@ -31,23 +38,62 @@ class Fact:
     command: ClassVar[str]
     #: A program the fact needs; when it is missing the fact is ``default``.
     requires_command: ClassVar[str | None] = None
-    #: The value when the command is missing or prints nothing.
+    #: The value when the command is missing, prints nothing or is refused; unless a fact sets it,
+    #: what its parser makes of no output (``process("")``), set when the class is defined.
     default: ClassVar[Any] = None
 
     @staticmethod
     def process(output: str) -> Any:  # pragma: no cover - abstract
+        """The pure parser: ``process = staticmethod(parse_x)`` in a subclass."""
         raise NotImplementedError
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        name = cls.__dict__.get("name")
+        if name is None:  # a shared base of facts, not a fact
+            return
+        where = f"{cls.__module__}.{cls.__qualname__}"
+        if not isinstance(name, str) or not re.fullmatch(r"[a-z]+\.[a-z_]+", name):
+            raise TypeError(f"fact {where}: name {name!r} is not <subsystem>.<what> (lowercase, one dot)")
+        if name in _REGISTRY:
+            other = _REGISTRY[name]
+            raise TypeError(f"fact {where}: name {name!r} is taken by {other.__module__}.{other.__qualname__}")
+        if not isinstance(getattr(cls, "command", None), str) or cls.process is Fact.process:
+            raise TypeError(f"fact {where}: set command (a sh snippet) and process = staticmethod(parser)")
+        if "default" not in cls.__dict__:
+            try:
+                cls.default = cls.process("")
+            except Exception as e:  # noqa: BLE001 - said in one line, at definition
+                raise TypeError(f"fact {where}: process('') raised {type(e).__name__}: {e}; set default") from None
+        _REGISTRY[name] = cls
+
+
+class _Registered(Sequence):
+    """Every registered fact class, in definition order (a live, read-only view)."""
+
+    def __getitem__(self, index):  # type: ignore[override]
+        return list(_REGISTRY.values())[index]
+
+    def __len__(self) -> int:
+        return len(_REGISTRY)
+
+    def __iter__(self) -> Iterator[type[Fact]]:
+        return iter(list(_REGISTRY.values()))
+
+    def __repr__(self) -> str:
+        return f"ALL_FACTS({', '.join(_REGISTRY)})"
+
+
+#: Every fact class in gathering order.
+ALL_FACTS: Sequence[type[Fact]] = _Registered()
+#: A fact's ``name`` → its class.
+FACTS_BY_NAME: Mapping[str, type[Fact]] = MappingProxyType(_REGISTRY)
 
 
 class UntrustedOutput(ValueError):
     """A command output that cannot be trusted: cut short, or malformed in a way that would
     silently shift or drop values.  A parser raises it; :func:`bringup.facts.gather.gather`
     turns it into a fact error (its message is the one line shown) and the fact's default."""
-
-
-def strip_comments(text: str) -> str:
-    """Drop ``#`` comment lines (fixture headers) from recorded output."""
-    return "\n".join(l for l in text.splitlines() if not l.startswith("#"))
 
 
 def parse_cpulist(text: str) -> list[int]:

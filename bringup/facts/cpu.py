@@ -219,8 +219,4 @@ class CpuTopology(Fact):
         "else\n" + _SYSFS_CPU_WALK + "\nfi\n"
         "echo ---\n" + _SYSFS_NODES
     )
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any]:
-        return parse_lscpu_parse(output)
+    process = staticmethod(parse_lscpu_parse)

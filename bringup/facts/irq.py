@@ -134,11 +134,7 @@ class IrqInterrupts(Fact):
     name = "irq.interrupts"
     # Squeezed: /proc/interrupts is column-padded and grows as IRQs x CPUs.
     command = "tr -s ' ' < /proc/interrupts"
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any]:
-        return parse_interrupts(output)
+    process = staticmethod(parse_interrupts)
 
 
 def parse_irq_affinity(output: str) -> dict[str, Any]:
@@ -165,8 +161,4 @@ class IrqAffinity(Fact):
         "  if [ -n \"$a\" ]; then echo \"${d##*/} $a $e\"; fi\n"
         "done"
     )
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any]:
-        return parse_irq_affinity(output)
+    process = staticmethod(parse_irq_affinity)

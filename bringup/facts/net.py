@@ -131,8 +131,4 @@ class NetInterfaces(Fact):
         "done\n"
         "awk '" + IRQ_NAMES_AWK + "' /proc/interrupts"
     )
-    default = []
-
-    @staticmethod
-    def process(output: str) -> list[dict[str, Any]]:
-        return parse_net_interfaces(output)
+    process = staticmethod(parse_net_interfaces)

@@ -129,11 +129,7 @@ class NvidiaSmi(Fact):
     name = "nvidia.smi"
     requires_command = "nvidia-smi"
     command = "nvidia-smi --query-gpu=" + _QUERY_FIELDS + " --format=csv"
-    default = []
-
-    @staticmethod
-    def process(output: str) -> list[dict[str, Any]]:
-        return parse_query_gpu_csv(output)
+    process = staticmethod(parse_query_gpu_csv)
 
 
 # --------------------------------------------------------------------------
@@ -285,11 +281,7 @@ class NvidiaQuery(Fact):
     name = "nvidia.query"
     requires_command = "nvidia-smi"
     command = "nvidia-smi -q"
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any]:
-        return parse_nvidia_smi_q(output)
+    process = staticmethod(parse_nvidia_smi_q)
 
 
 # --------------------------------------------------------------------------
@@ -448,8 +440,4 @@ class NvidiaTopo(Fact):
         "  if [ -d \"$n\" ]; then echo \"node ${n##*/node} $(cat \"$n/cpulist\")\"; fi\n"
         "done"
     )
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any]:
-        return parse_topo_matrix(output)
+    process = staticmethod(parse_topo_matrix)

@@ -57,11 +57,7 @@ def parse_os_release(output: str) -> dict[str, str]:
 class OsRelease(Fact):
     name = "os.release"
     command = "cat /etc/os-release 2>/dev/null || cat /usr/lib/os-release"
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, str]:
-        return parse_os_release(output)
+    process = staticmethod(parse_os_release)
 
 
 _ARCH_RE = re.compile(
@@ -120,17 +116,12 @@ class OsKernel(Fact):
         "printf 'sysname=%s\\nrelease=%s\\nversion=%s\\nmachine=%s\\n'"
         ' "$(uname -s)" "$(uname -r)" "$(uname -v)" "$(uname -m)"'
     )
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any]:
-        return parse_uname(output)
+    process = staticmethod(parse_uname)
 
 
 class OsBootId(Fact):
     name = "os.boot_id"
     command = "cat /proc/sys/kernel/random/boot_id"
-    default = None
 
     @staticmethod
     def process(output: str) -> str | None:

@@ -147,8 +147,4 @@ class PciDevices(Fact):
         "    \"rdma=$rdma net=$net lsc=$lsc lsm=$lsm lwc=$lwc lwm=$lwm\"\n"
         "done"
     )
-    default = []
-
-    @staticmethod
-    def process(output: str) -> list[dict[str, Any]]:
-        return parse_pci_devices(output)
+    process = staticmethod(parse_pci_devices)

@@ -5,7 +5,7 @@ import json
 import re
 from typing import Any
 
-from ._util import to_int as _int
+from ._util import json_object, to_int as _int
 from .base import Fact
 
 __all__ = [
@@ -67,11 +67,7 @@ class SystemSystemd(Fact):
         "c=; read -r c < /proc/1/comm; echo \"pid1=$c\"\n"
         "echo \"version=$(systemctl --version 2>/dev/null | head -n 1)\""
     )
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any]:
-        return parse_systemd(output)
+    process = staticmethod(parse_systemd)
 
 
 # --------------------------------------------------------------------------
@@ -136,26 +132,18 @@ class SystemDocker(Fact):
         "  docker info --format '{{json .}}'\n"
         "fi"
     )
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any]:
-        return parse_docker_info_json(output)
+    process = staticmethod(parse_docker_info_json)
 
 
 def parse_docker_daemon_json(output: str) -> dict[str, Any] | None:
     """``/etc/docker/daemon.json`` → ``{config, error, runtimes, default_runtime}``;
     None when the file is absent or empty.  Invalid JSON gives ``config: None``
     and the parser's message in ``error`` (dockerd would refuse to start)."""
-    text = output.strip()
-    if not text:
+    if not output.strip():
         return None
-    try:
-        config = json.loads(text)
-    except ValueError as exc:
-        return {"config": None, "error": str(exc), "runtimes": [], "default_runtime": None}
-    if not isinstance(config, dict):
-        return {"config": None, "error": "not a JSON object", "runtimes": [], "default_runtime": None}
+    config, error = json_object(output)
+    if config is None:
+        return {"config": None, "error": error, "runtimes": [], "default_runtime": None}
     runtimes = config.get("runtimes")
     return {
         "config": config,
@@ -168,11 +156,7 @@ def parse_docker_daemon_json(output: str) -> dict[str, Any] | None:
 class SystemDockerDaemon(Fact):
     name = "system.docker_daemon"
     command = "cat /etc/docker/daemon.json"
-    default = None
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any] | None:
-        return parse_docker_daemon_json(output)
+    process = staticmethod(parse_docker_daemon_json)
 
 
 # --------------------------------------------------------------------------
@@ -201,11 +185,7 @@ class SystemSysctl(Fact):
     name = "system.sysctl"
     requires_command = "sysctl"
     command = "sysctl -a"
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, str]:
-        return parse_sysctl(output)
+    process = staticmethod(parse_sysctl)
 
 
 class SystemSysctlWritable(Fact):
@@ -214,7 +194,6 @@ class SystemSysctlWritable(Fact):
 
     name = "system.sysctl_writable"
     command = "cd /proc/sys && find . -type f -perm -u+w | sed 's|^\\./||; s|/|.|g' | sort"
-    default: list[str] = []
 
     @staticmethod
     def process(output: str) -> list[str]:
@@ -250,11 +229,7 @@ def parse_cmdline(output: str) -> dict[str, Any]:
 class SystemCmdline(Fact):
     name = "system.cmdline"
     command = "cat /proc/cmdline"
-    default = {}
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any]:
-        return parse_cmdline(output)
+    process = staticmethod(parse_cmdline)
 
 
 # --------------------------------------------------------------------------
@@ -325,11 +300,7 @@ class SystemCpufreq(Fact):
         "  v=; read -r v < /sys/devices/system/cpu/cpufreq/boost; echo \"boost=$v\"\n"
         "fi"
     )
-    default = None
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any] | None:
-        return parse_cpufreq(output)
+    process = staticmethod(parse_cpufreq)
 
 
 def parse_cpuidle(output: str) -> dict[str, Any] | None:
@@ -378,11 +349,7 @@ class SystemCpuidle(Fact):
         "  fi\n"
         "done"
     )
-    default = None
-
-    @staticmethod
-    def process(output: str) -> dict[str, Any] | None:
-        return parse_cpuidle(output)
+    process = staticmethod(parse_cpuidle)
 
 
 # --------------------------------------------------------------------------
@@ -398,21 +365,13 @@ def parse_bracket_choice(output: str) -> str | None:
 class SystemThp(Fact):
     name = "system.thp"
     command = "cat /sys/kernel/mm/transparent_hugepage/enabled"
-    default = None
-
-    @staticmethod
-    def process(output: str) -> str | None:
-        return parse_bracket_choice(output)
+    process = staticmethod(parse_bracket_choice)
 
 
 class SystemThpDefrag(Fact):
     name = "system.thp_defrag"
     command = "cat /sys/kernel/mm/transparent_hugepage/defrag"
-    default = None
-
-    @staticmethod
-    def process(output: str) -> str | None:
-        return parse_bracket_choice(output)
+    process = staticmethod(parse_bracket_choice)
 
 
 # --------------------------------------------------------------------------
@@ -444,8 +403,4 @@ class SystemContainer(Fact):
 
     name = "system.container"
     command = _CONTAINER_PROBE
-    default = None
-
-    @staticmethod
-    def process(output: str) -> str | None:
-        return parse_container(output)
+    process = staticmethod(parse_container)

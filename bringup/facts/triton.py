@@ -1,10 +1,10 @@
 """Triton facts: the batching window the host's window tuner recorded."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..latency.window_tuner import RECORD as WINDOW_RECORD
+from ._util import json_object
 from .base import Fact
 
 __all__ = ["TritonWindow", "parse_triton_window", "WINDOW_RECORD"]
@@ -22,16 +22,13 @@ def parse_triton_window(output: str) -> dict[str, Any] | None:
     wrong; the triton role refuses to guess from it (parsers never raise: one
     odd file must not cost the other facts).
     """
-    text = output.strip()
-    if not text:
+    if not output.strip():
         return None
-    try:
-        doc = json.loads(text)
-    except ValueError as e:
-        return {"windows": {}, "configs": {}, "error": f"{WINDOW_RECORD} is not JSON ({e})"}
-    if not isinstance(doc, dict):
-        return {"windows": {}, "configs": {},
-                "error": f"{WINDOW_RECORD} is not a JSON object of model -> {{window_us, ...}}"}
+    doc, error = json_object(output)
+    if doc is None:
+        return {"windows": {}, "configs": {}, "error": f"{WINDOW_RECORD} is not JSON ({error})"
+                if error != "not a JSON object" else
+                f"{WINDOW_RECORD} is not a JSON object of model -> {{window_us, ...}}"}
     out: dict[str, int] = {}
     configs: dict[str, dict] = {}
     for model, rec in doc.items():
@@ -56,8 +53,4 @@ def parse_triton_window(output: str) -> dict[str, Any] | None:
 class TritonWindow(Fact):
     name = "triton.window"
     command = f"cat {WINDOW_RECORD}"
-    default = None
-
-    @staticmethod
-    def process(output: str) -> Any:
-        return parse_triton_window(output)
+    process = staticmethod(parse_triton_window)

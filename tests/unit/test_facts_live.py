@@ -12,6 +12,7 @@ import platform
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +62,88 @@ def test_registry():
         assert roundtrip(f.default) == f.default
         # no shell comments: a snippet is spliced into one script between markers
         assert not re.search(r"(^|[ \t\n;])#", f.command), f.name
+
+
+#: The gathering order before facts registered themselves (the hand-kept list of bringup/facts/__init__.py):
+#: `invoke facts` writes them in this order and the checklist reads them so.
+GATHERING_ORDER = [
+    "os.release", "os.kernel", "os.boot_id", "cpu.topology", "pci.devices", "net.interfaces",
+    "irq.interrupts", "irq.affinity", "nvidia.smi", "nvidia.query", "nvidia.topo", "system.systemd",
+    "system.docker", "system.docker_daemon", "system.sysctl", "system.sysctl_writable", "system.cmdline",
+    "system.cpufreq", "system.cpuidle", "system.thp", "system.thp_defrag", "system.container", "triton.window",
+]
+
+
+def test_registry_keeps_the_gathering_order():
+    assert [f.name for f in ALL_FACTS] == GATHERING_ORDER
+    assert list(FACTS_BY_NAME) == GATHERING_ORDER
+    assert [f.name for f in ALL_FACTS[2:4]] == ["os.boot_id", "cpu.topology"] and ALL_FACTS[-1].name == "triton.window"
+
+
+def test_registry_views_are_read_only():
+    with pytest.raises(TypeError):
+        FACTS_BY_NAME["os.release"] = Fact  # type: ignore[index]
+    with pytest.raises(TypeError):
+        ALL_FACTS[0] = Fact  # type: ignore[index]
+
+
+def test_a_facts_default_is_what_its_parser_makes_of_no_output():
+    for f in ALL_FACTS:
+        assert f.default == f.process("") and type(f.default) is type(f.process("")), f.name
+
+
+def test_a_defined_fact_registers_itself_and_is_gathered():
+    """A class is all it takes: it is in both views, last (definition order), and a raw bundle's output for it
+    is parsed by it.  In a child process: the registry of this one stays as shipped."""
+    code = """if True:
+        from bringup.facts import ALL_FACTS, FACTS_BY_NAME, Fact
+        from bringup.facts.gather import parse_raw
+        before = len(ALL_FACTS)
+
+        class GpuCount(Fact):
+            name = "test.gpu_count"
+            command = "ls /dev | grep -c '^nvidia[0-9]'"
+            process = staticmethod(lambda output: int(output) if output.strip() else None)
+
+        class _Shared(Fact):  # no name: a base of facts, not registered
+            command = "true"
+
+        assert len(ALL_FACTS) == before + 1 and ALL_FACTS[-1] is GpuCount, list(ALL_FACTS)
+        assert FACTS_BY_NAME["test.gpu_count"] is GpuCount and "_Shared" not in repr(ALL_FACTS)
+        assert GpuCount.default is None  # what its parser makes of no output
+        values, errors = parse_raw(ALL_FACTS, {"test.gpu_count": {"rc": 0, "output": "8\\n"}})
+        assert values == {"test.gpu_count": 8} and errors == {}, (values, errors)
+        print("registered", len(ALL_FACTS))
+    """
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == f"registered {len(GATHERING_ORDER) + 1}"
+    assert "test.gpu_count" not in FACTS_BY_NAME
+
+
+@pytest.mark.parametrize("body, says", [
+    ('name = "os.release"\n    command = "true"\n    process = staticmethod(str)',
+     "name 'os.release' is taken by bringup.facts.os_.OsRelease"),
+    ('name = "OsRelease"\n    command = "true"\n    process = staticmethod(str)',
+     "name 'OsRelease' is not <subsystem>.<what>"),
+    ('name = "test.no_parser"\n    command = "true"', "set command (a sh snippet) and process"),
+    ('name = "test.no_command"\n    process = staticmethod(str)', "set command (a sh snippet) and process"),
+    ('name = "test.bad_empty"\n    command = "true"\n    process = staticmethod(int)',
+     "process('') raised ValueError: invalid literal for int() with base 10: ''; set default"),
+])
+def test_a_bad_fact_is_refused_where_it_is_defined(body, says):
+    before = list(FACTS_BY_NAME)
+    with pytest.raises(TypeError) as e:
+        exec(f"class Bad(Fact):\n    {body}\n", {"Fact": Fact})
+    assert str(e.value).startswith("fact ") and ".Bad: " in str(e.value) and says in str(e.value)
+    assert list(FACTS_BY_NAME) == before
+
+
+def test_test_parsers_are_not_the_packages():
+    import bringup.facts
+    import bringup.facts.base
+
+    assert not hasattr(bringup.facts, "strip_comments") and not hasattr(bringup.facts.base, "strip_comments")
 
 
 @pytest.mark.parametrize("shell", SHELLS)
