@@ -261,40 +261,33 @@ def _unit(unit: str) -> str:
     return "socket" if unit == "socket" else "NUMA node"
 
 
-class _Resolver:
-    """Maps a reported numa_node (maybe -1) to a planning node, one device at a time, warning
-    about that device; -1 when nothing tells its node.  Per package (``unit`` ``socket``) a
-    reported numa_node says nothing (the kernel's one node): only local CPUs place a device."""
+def _resolve(cpu_nodes: dict[int, list[int]], unit: str, what: str, numa: int | None,
+             local_cpus: list[int] | None) -> tuple[int, PlanWarning | None]:
+    """A reported numa_node (maybe -1) → a planning node for one device, with the warning about
+    that device; -1 when nothing tells its node.  Per package (``unit`` ``socket``) a reported
+    numa_node says nothing (the kernel's one node): only local CPUs place a device."""
+    word = _unit(unit)
+    if unit == "socket":
+        numa = -1 if numa is None else numa
+    elif numa is not None and numa in cpu_nodes:
+        return numa, None
+    if len(cpu_nodes) == 1:
+        only = next(iter(cpu_nodes))
+        return only, PlanWarning("numa_unknown", what, f"{what}: numa_node {numa} (unknown); "
+                                 f"planned on the only {word} {only}")
+    if local_cpus:
+        hits = [n for n, cpus in cpu_nodes.items() if set(local_cpus) <= set(cpus)]
+        if len(hits) == 1:
+            return hits[0], PlanWarning("numa_inferred", what, f"{what}: numa_node {numa} (unknown); its local "
+                                        f"CPUs {format_cpulist(local_cpus)} are {word} {hits[0]}'s")
+    return -1, None
 
-    def __init__(self, cpu_nodes: dict[int, list[int]], warnings: list[PlanWarning], unit: str = "numa"):
-        self.cpu_nodes = cpu_nodes
-        self.warnings = warnings
-        self.unit = unit
 
-    def node(self, what: str, numa: int | None, local_cpus: list[int] | None) -> int:
-        word = _unit(self.unit)
-        if self.unit == "socket":
-            numa = -1 if numa is None else numa
-        elif numa is not None and numa in self.cpu_nodes:
-            return numa
-        if len(self.cpu_nodes) == 1:
-            only = next(iter(self.cpu_nodes))
-            self.warnings.append(PlanWarning("numa_unknown", what, f"{what}: numa_node {numa} (unknown); "
-                                             f"planned on the only {word} {only}"))
-            return only
-        if local_cpus:
-            hits = [n for n, cpus in self.cpu_nodes.items() if set(local_cpus) <= set(cpus)]
-            if len(hits) == 1:
-                self.warnings.append(PlanWarning("numa_inferred", what, f"{what}: numa_node {numa} (unknown); "
-                                                 f"its local CPUs {format_cpulist(local_cpus)} are {word} "
-                                                 f"{hits[0]}'s"))
-                return hits[0]
-        return -1
-
-    def why(self, local_cpus: list[int] | None) -> str:
-        if not local_cpus:
-            return "no local CPU list"
-        return f"its local CPUs {format_cpulist(local_cpus)} span {_unit(self.unit)}s"
+def _unresolved_why(unit: str, local_cpus: list[int] | None) -> str:
+    """Why :func:`_resolve` found no node: words that end a warning's clause."""
+    if not local_cpus:
+        return "no local CPU list"
+    return f"its local CPUs {format_cpulist(local_cpus)} span {_unit(unit)}s"
 
 
 def _gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
@@ -398,45 +391,91 @@ def _topo_nics(facts: dict[str, Any], gpu_node: dict[int, int], cpu_nodes: list[
 
 
 def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> TopologyPlan:
-    """Plan CPUs and IRQs from a host's facts; see the module docstring."""
+    """Plan CPUs and IRQs from a host's facts; see the module docstring.
+
+    A composition of pure phases, each taking values and returning values (its warnings among
+    them, in the order people read them): the planning nodes and host warnings, the GPUs' and
+    the devices' nodes, each node's CPU split with L3 fitting, the IRQ pins, then what the plan
+    cannot fix."""
     v = {**DEFAULTS, **(vars or {})}
     validate_vars(v)
     per_node_irq: int = v["irq_cpus_per_node"]
     per_gpu: int | str = v["triton_cpus_per_gpu"]
+    kinds: list[str] = v["irq_device_kinds"]
     topo = facts.get("cpu.topology") or {}
+    numa_known = bool(topo.get("numa_known", True))
+    cpu_nodes, unit, warnings = _planning_nodes(topo, numa_known)
+    warnings += _topology_warnings(topo)
+    gpus, said = _place_gpus(_gpus(facts), cpu_nodes, unit)
+    warnings += said
+    found, refused = _io_devices(facts, kinds)
+    devices, said = _place_devices(found, cpu_nodes, unit)
+    warnings += refused + said
+    topo_nics: list[dict[str, Any]] = []
+    if "nic" in kinds and not any(d["kind"] == "nic" for d in devices):
+        topo_nics, said = _place_topo_nics(facts, gpus, cpu_nodes, unit)
+        warnings += said
+    core_of, l3_of = _cores(topo), _l3_of(topo)
+    node_plans: list[NodePlan] = []
+    placements: list[GpuPlacement] = []
+    for node, cpus in cpu_nodes.items():
+        plan, placed, said = _plan_node(node, cpus, [g for g in gpus if g["node"] == node], core_of, l3_of,
+                                        per_node_irq, per_gpu, _unit(unit), bool(topo.get("l3_groups")))
+        node_plans.append(plan)
+        placements += placed
+        warnings += said
+    dev_plans, pins, said = _irq_pins(devices + topo_nics, node_plans)
+    warnings += said
+    warnings += _misplaced(facts, topo, cpu_nodes, placements, dev_plans, devices + topo_nics)
+    placements.sort(key=lambda g: g.index)
+    return TopologyPlan(numa_known, per_node_irq, per_gpu, node_plans, placements, dev_plans, pins, warnings, unit)
+
+
+def _planning_nodes(topo: dict[str, Any], numa_known: bool) -> tuple[dict[int, list[int]], str, list[PlanWarning]]:
+    """The nodes to plan on (node → CPUs), what a node is (``numa``, or ``socket`` when the
+    kernel shows one NUMA node on several sockets: one physical package each), and what the
+    host's NUMA view needs said; no CPU topology at all is an :class:`InputError`."""
     nodes_all = {int(k): list(c) for k, c in (topo.get("numa_nodes") or {}).items()}
     cpu_nodes = {n: c for n, c in sorted(nodes_all.items()) if c}
     if not cpu_nodes:
         raise InputError("no CPU topology in the facts (cpu.topology is empty: not gathered, or its output refused; "
                          f"see the errors of {command('facts')}): cannot plan")
-    warnings: list[PlanWarning] = []
-    numa_known = bool(topo.get("numa_known", True))
-    unit = "numa"
     packages = _packages(topo, cpu_nodes)
     if packages:
         # One NUMA node on several sockets: the kernel hides every device's socket.  Planned
         # per package, so that the GPUs' Triton CPUs are spread over the sockets.
-        unit = "socket"
         (only, only_cpus), = cpu_nodes.items()
         seen = f"one NUMA node (node {only}: CPUs {format_cpulist(only_cpus)})" if numa_known else "no NUMA nodes"
-        warnings.append(PlanWarning("numa_off", "host", f"the kernel shows {seen} on {len(packages)} sockets "
-                                    "(numa=off on the kernel command line, or NUMA off in the firmware): planned per "
-                                    "physical package (" + "; ".join(f"socket {p}: {format_cpulist(c)}"
-                                                                     for p, c in packages.items())
-                                    + "); the kernel tells no device's socket"))
-        cpu_nodes = packages
-    elif not numa_known:
-        warnings.append(PlanWarning("topology", "host", "the kernel reports no NUMA nodes: planned as a single node"))
-    if topo.get("smt_known") is False and (topo.get("threads_per_core") or 1) > 1:
-        warnings.append(PlanWarning("topology", "host",
-                                    f"SMT siblings unknown ({topo.get('threads_per_core')} threads per core): "
-                                    "Triton CPUs may share cores with IRQ CPUs"))
-    if not topo.get("l3_groups"):
-        warnings.append(PlanWarning("topology", "host", "L3 groups unknown: each NUMA node is taken as one L3 group"))
+        return packages, "socket", [PlanWarning(
+            "numa_off", "host", f"the kernel shows {seen} on {len(packages)} sockets (numa=off on the kernel "
+            "command line, or NUMA off in the firmware): planned per physical package ("
+            + "; ".join(f"socket {p}: {format_cpulist(c)}" for p, c in packages.items())
+            + "); the kernel tells no device's socket")]
+    if not numa_known:
+        return cpu_nodes, "numa", [PlanWarning("topology", "host",
+                                               "the kernel reports no NUMA nodes: planned as a single node")]
+    return cpu_nodes, "numa", []
 
+
+def _topology_warnings(topo: dict[str, Any]) -> list[PlanWarning]:
+    """What the CPU topology leaves unknown: SMT siblings on an SMT host, L3 groups."""
+    out = []
+    if topo.get("smt_known") is False and (topo.get("threads_per_core") or 1) > 1:
+        out.append(PlanWarning("topology", "host", f"SMT siblings unknown ({topo.get('threads_per_core')} threads "
+                               "per core): Triton CPUs may share cores with IRQ CPUs"))
+    if not topo.get("l3_groups"):
+        out.append(PlanWarning("topology", "host", "L3 groups unknown: each NUMA node is taken as one L3 group"))
+    return out
+
+
+def _place_gpus(gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
+                unit: str) -> tuple[list[dict[str, Any]], list[PlanWarning]]:
+    """Each GPU (from :func:`_gpus`) with its planning ``node``, and ``guessed`` when nothing
+    told its node: Triton needs CPUs of some node, so it goes on the one with the fewest GPUs
+    placed before it."""
     word = _unit(unit)
-    res = _Resolver(cpu_nodes, warnings, unit)
-    gpus = _gpus(facts)
+    placed: list[dict[str, Any]] = []
+    warnings: list[PlanWarning] = []
     for g in gpus:
         if g.get("refused"):
             warnings.append(PlanWarning("refused", g["name"], f"{g['name']} ({g['pci_address']}): its sysfs line was "
@@ -446,133 +485,179 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
                 and unit == "numa":
             warnings.append(PlanWarning("numa_inferred", g["name"], f"{g['name']}: numa_node -1 (unknown) in sysfs; "
                                         f"NUMA node {g['numa_node']} from nvidia-smi topo -m"))
-        node = res.node(g["name"], g["numa_node"], g["local_cpus"])
-        if node == -1:
-            # Triton needs CPUs of some node: the one with the fewest GPUs so far.
-            load = {n: sum(1 for x in gpus if x.get("node") == n) for n in cpu_nodes}
+        node, said = _resolve(cpu_nodes, unit, g["name"], g["numa_node"], g["local_cpus"])
+        warnings += [said] if said else []
+        guessed = node == -1
+        if guessed:
+            load = {n: sum(1 for x in placed if x["node"] == n) for n in cpu_nodes}
             node = min(cpu_nodes, key=lambda n: (load[n], n))
-            g["guessed"] = True
             seen = "the kernel's one NUMA node tells no socket" if unit == "socket" else \
                 f"numa_node {g['numa_node'] if g['numa_node'] is not None else -1} (unknown)"
             warnings.append(PlanWarning("numa_unknown", g["name"], f"{g['name']}: {seen} and "
-                                        f"{res.why(g['local_cpus'])}: planned on {word} {node}, the one with "
-                                        "the fewest GPUs; check which socket its slot is on"))
-        g["node"] = node
-    devices, refused = _io_devices(facts, v["irq_device_kinds"])
-    warnings += refused
+                                        f"{_unresolved_why(unit, g['local_cpus'])}: planned on {word} {node}, the one "
+                                        "with the fewest GPUs; check which socket its slot is on"))
+        placed.append({**g, "node": node, "guessed": guessed})
+    return placed, warnings
+
+
+def _place_devices(devices: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
+                   unit: str) -> tuple[list[dict[str, Any]], list[PlanWarning]]:
+    """Each NIC or storage controller (from :func:`_io_devices`) with its planning ``node``: -1
+    when nothing tells it (its IRQs then go to every node's housekeeping CPUs)."""
+    placed: list[dict[str, Any]] = []
+    warnings: list[PlanWarning] = []
     for d in devices:
         what = f"{d['kind']} {d['name']}"
-        d["node"] = res.node(what, d["numa_node"], d["local_cpus"])
-        if d["node"] == -1:
+        node, said = _resolve(cpu_nodes, unit, what, d["numa_node"], d["local_cpus"])
+        warnings += [said] if said else []
+        if node == -1:
             seen = "the kernel's one NUMA node tells no socket" if unit == "socket" else "numa_node -1 (unknown)"
             warnings.append(PlanWarning("numa_unknown", what, f"{what}: {seen} and "
-                                        f"{res.why(d['local_cpus'])}: its IRQs go to the housekeeping CPUs of "
-                                        f"every {word}"))
-    # NICs known from nvidia-smi topo -m alone follow GPUs whose node is known, never a guess.
-    gpu_node = {g["index"]: g["node"] for g in gpus if not g.get("guessed")}
-    topo_nics = [] if any(d["kind"] == "nic" for d in devices) else \
-        _topo_nics(facts, gpu_node, list(cpu_nodes)) if "nic" in v["irq_device_kinds"] else []
-    for d in topo_nics:
+                                        f"{_unresolved_why(unit, d['local_cpus'])}: its IRQs go to the housekeeping "
+                                        f"CPUs of every {_unit(unit)}"))
+        placed.append({**d, "node": node})
+    return placed, warnings
+
+
+def _place_topo_nics(facts: dict[str, Any], gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
+                     unit: str) -> tuple[list[dict[str, Any]], list[PlanWarning]]:
+    """NICs known from ``nvidia-smi topo -m`` alone, with their planning ``node``: they follow
+    the placed GPUs whose node is known, never a guessed one."""
+    word = _unit(unit)
+    gpu_node = {g["index"]: g["node"] for g in gpus if not g["guessed"]}
+    placed: list[dict[str, Any]] = []
+    warnings: list[PlanWarning] = []
+    for d in _topo_nics(facts, gpu_node, list(cpu_nodes)):
         what = f"nic {d['name']}"
         if d["inferred"] in cpu_nodes:
-            d["node"] = d["inferred"]
+            node = d["inferred"]
             warnings.append(PlanWarning("numa_inferred", what, f"{what}: known from nvidia-smi topo -m only; {word} "
-                                        f"{d['node']} inferred from its links to the GPUs"))
+                                        f"{node} inferred from its links to the GPUs"))
         elif len(cpu_nodes) == 1:
-            d["node"] = res.node(what, -1, [])
+            node, said = _resolve(cpu_nodes, unit, what, -1, [])
+            warnings += [said] if said else []
         else:
-            d["node"] = -1
+            node = -1
             warnings.append(PlanWarning("numa_unknown", what, f"{what}: known from nvidia-smi topo -m only, and "
                                         f"its links to the GPUs name no single {word}"))
+        placed.append({**d, "node": node})
+    return placed, warnings
 
-    core_of = _cores(topo)
-    l3_of = _l3_of(topo)
-    node_plans: list[NodePlan] = []
+
+def _node_cores(cpus: list[int], core_of: dict[int, list[int]]) -> list[list[int]]:
+    """A node's cores in CPU order, each as its CPUs on that node."""
+    node_set = set(cpus)
+    cores: list[list[int]] = []
+    seen: set[int] = set()
+    for c in sorted(cpus):
+        if c in seen:
+            continue
+        core = [x for x in core_of.get(c, [c]) if x in node_set]
+        seen.update(core)
+        cores.append(core)
+    return cores
+
+
+def _triton_count(per_gpu: int | str, free: int, n_gpus: int, threads_per_core: int) -> int:
+    """Triton CPUs per GPU on a node: ``triton_cpus_per_gpu``, or for ``auto`` the node's free
+    CPUs shared by its GPUs, rounded down to whole cores when each gets at least one core."""
+    if per_gpu != "auto":
+        return int(per_gpu)
+    want = free // n_gpus if n_gpus else 0
+    if want >= threads_per_core:
+        want -= want % threads_per_core  # whole cores
+    return want
+
+
+def _take_triton(groups: dict[str, list[list[int]]], want: int,
+                 dirty: set[str]) -> tuple[list[int], list[str], dict[str, list[list[int]]]]:
+    """``want`` Triton CPUs for one GPU from the free cores by L3 group (``groups``: L3 group →
+    its free cores in CPU order): the L3 groups it used, and the groups left for the next GPU.
+    One group when one has room, clean groups (none of the IRQ CPUs, ``dirty``) first, then the
+    tightest fit, keeping big groups whole for others; else the biggest groups, clean first."""
+    left = {gid: list(cs) for gid, cs in groups.items()}
+    avail = {gid: sum(len(c) for c in cs) for gid, cs in left.items()}
+    fits = [gid for gid, n in avail.items() if n >= want]
+    if fits:
+        order = [sorted(fits, key=lambda gid: (gid in dirty, avail[gid], _natural(gid)))[0]]
+    else:
+        order = sorted((gid for gid in avail if avail[gid]), key=lambda gid: (gid in dirty, -avail[gid]))
+    taken: list[int] = []
+    used: list[str] = []
+    for gid in order:
+        while left[gid] and len(taken) < want:
+            core = left[gid].pop(0)
+            taken += core[: want - len(taken)]
+            if gid not in used:
+                used.append(gid)
+        if len(taken) >= want:
+            break
+    return sorted(taken), used, left
+
+
+def _plan_node(node: int, cpus: list[int], gpus: list[dict[str, Any]], core_of: dict[int, list[int]],
+               l3_of: dict[int, str], per_node_irq: int, per_gpu: int | str, word: str,
+               l3_known: bool) -> tuple[NodePlan, list[GpuPlacement], list[PlanWarning]]:
+    """One node's CPU split (housekeeping CPUs, their siblings, Triton CPUs of its ``gpus``, the
+    rest), its GPUs' placements in the order given, and the L3 warnings; a split that cannot
+    fit is an :class:`InputError` naming the numbers."""
+    where = f"{word} {node}"
+    cores = _node_cores(cpus, core_of)
+    if per_node_irq > len(cores):
+        raise InputError(f"{where} has {len(cores)} core(s) ({len(cpus)} CPUs): irq_cpus_per_node "
+                         f"{per_node_irq} does not fit; lower irq_cpus_per_node")
+    irq_cpus = [core[0] for core in cores[:per_node_irq]]
+    siblings = [c for core in cores[:per_node_irq] for c in core[1:]]
+    free_cores = cores[per_node_irq:]
+    free = sum(len(c) for c in free_cores)
+    want = _triton_count(per_gpu, free, len(gpus), max(len(c) for c in cores))
+    need = want * len(gpus)
+    if gpus and (want < 1 or need > free):
+        raise InputError(
+            f"{where} has {len(cpus)} CPUs: {len(irq_cpus)} IRQ CPU(s) (irq_cpus_per_node) + {len(siblings)} "
+            f"SMT sibling(s) leave {free}, but {len(gpus)} GPU(s) x {want} Triton CPUs "
+            f"(triton_cpus_per_gpu {per_gpu}) need {need}; lower triton_cpus_per_gpu or irq_cpus_per_node")
+    groups: dict[str, list[list[int]]] = {}
+    for core in free_cores:
+        groups.setdefault(l3_of.get(core[0], f"node{node}"), []).append(core)
+    dirty = {l3_of.get(c, f"node{node}") for c in irq_cpus + siblings}
+    triton: dict[str, list[int]] = {}
     placements: list[GpuPlacement] = []
-    for node, cpus in cpu_nodes.items():
-        node_set = set(cpus)
-        cores: list[list[int]] = []
-        seen: set[int] = set()
-        for c in sorted(cpus):
-            if c in seen:
-                continue
-            core = [x for x in core_of.get(c, [c]) if x in node_set]
-            seen.update(core)
-            cores.append(core)
-        where = f"{word} {node}"
-        if per_node_irq > len(cores):
-            raise InputError(f"{where} has {len(cores)} core(s) ({len(cpus)} CPUs): irq_cpus_per_node "
-                             f"{per_node_irq} does not fit; lower irq_cpus_per_node")
-        irq_cores = cores[:per_node_irq]
-        irq_cpus = [core[0] for core in irq_cores]
-        siblings = [c for core in irq_cores for c in core[1:]]
-        free_cores = cores[per_node_irq:]
-        free = sum(len(c) for c in free_cores)
-        node_gpus = [g for g in gpus if g["node"] == node]
-        tpc = max(len(c) for c in cores)
-        if per_gpu == "auto":
-            want = free // len(node_gpus) if node_gpus else 0
-            if want >= tpc:
-                want -= want % tpc  # whole cores
-        else:
-            want = per_gpu
-        need = want * len(node_gpus)
-        if node_gpus and (want < 1 or need > free):
-            raise InputError(
-                f"{where} has {len(cpus)} CPUs: {len(irq_cpus)} IRQ CPU(s) (irq_cpus_per_node) + {len(siblings)} "
-                f"SMT sibling(s) leave {free}, but {len(node_gpus)} GPU(s) x {want} Triton CPUs "
-                f"(triton_cpus_per_gpu {per_gpu}) need {need}; lower triton_cpus_per_gpu or irq_cpus_per_node")
-        # L3 group -> its free cores, in CPU order.
-        groups: dict[str, list[list[int]]] = {}
-        for core in free_cores:
-            groups.setdefault(l3_of.get(core[0], f"node{node}"), []).append(core)
-        dirty = {l3_of.get(c, f"node{node}") for c in irq_cpus + siblings}
-        triton: dict[str, list[int]] = {}
-        shared_warned = False
-        for g in node_gpus:
-            avail = {gid: sum(len(c) for c in cs) for gid, cs in groups.items()}
-            fits = [gid for gid, n in avail.items() if n >= want]
-            if fits:
-                # Clean L3 groups first; then the tightest fit, keeping big groups whole for others.
-                order = [sorted(fits, key=lambda gid: (gid in dirty, avail[gid], _natural(gid)))[0]]
-            else:
-                order = sorted((gid for gid in avail if avail[gid]), key=lambda gid: (gid in dirty, -avail[gid]))
-            taken: list[int] = []
-            used: list[str] = []
-            for gid in order:
-                while groups[gid] and len(taken) < want:
-                    core = groups[gid].pop(0)
-                    take = core[: want - len(taken)]
-                    taken += take
-                    if gid not in used:
-                        used.append(gid)
-                if len(taken) >= want:
-                    break
-            if len(used) > 1:
-                warnings.append(PlanWarning("l3", g["name"], f"{g['name']}: its {want} Triton CPUs span L3 groups "
-                                            f"{', '.join(used)} (no single L3 group on its node has room)"))
-            if any(gid in dirty for gid in used) and not shared_warned and topo.get("l3_groups"):
-                shared_warned = True
-                warnings.append(PlanWarning("l3", where, f"{where}: Triton CPUs share an L3 group with the IRQ CPUs "
-                                            f"{format_cpulist(irq_cpus)} (no L3 group of the node is free of them)"))
-            triton[g["name"]] = sorted(taken)
-            placements.append(GpuPlacement(g["index"], g["name"], g["pci_address"], g["numa_node"]
-                                           if g["numa_node"] is not None else -1, node, sorted(taken),
-                                           [gid for gid in used if not gid.startswith("node")]))
-        used_cpus = set(irq_cpus) | {c for cs in triton.values() for c in cs}
-        node_plans.append(NodePlan(node, sorted(cpus), irq_cpus, sorted(siblings), triton,
-                                   sorted(node_set - used_cpus)))
+    warnings: list[PlanWarning] = []
+    shared_warned = False
+    for g in gpus:
+        taken, used, groups = _take_triton(groups, want, dirty)
+        if len(used) > 1:
+            warnings.append(PlanWarning("l3", g["name"], f"{g['name']}: its {want} Triton CPUs span L3 groups "
+                                        f"{', '.join(used)} (no single L3 group on its node has room)"))
+        if l3_known and any(gid in dirty for gid in used) and not shared_warned:
+            shared_warned = True
+            warnings.append(PlanWarning("l3", where, f"{where}: Triton CPUs share an L3 group with the IRQ CPUs "
+                                        f"{format_cpulist(irq_cpus)} (no L3 group of the node is free of them)"))
+        triton[g["name"]] = taken
+        placements.append(GpuPlacement(g["index"], g["name"], g["pci_address"], g["numa_node"]
+                                       if g["numa_node"] is not None else -1, node, taken,
+                                       [gid for gid in used if not gid.startswith("node")]))
+    used_cpus = set(irq_cpus) | {c for cs in triton.values() for c in cs}
+    return (NodePlan(node, sorted(cpus), irq_cpus, sorted(siblings), triton, sorted(set(cpus) - used_cpus)),
+            placements, warnings)
 
-    # IRQs: round-robin over the node's IRQ CPUs, continuing across devices.
-    by_node = {n.node: n.irq_cpus for n in node_plans}
+
+def _irq_pins(devices: list[dict[str, Any]],
+              nodes: list[NodePlan]) -> tuple[list[DeviceIrqs], list[IrqPin], list[PlanWarning]]:
+    """The devices as planned (by node, NICs first, then by name) and their IRQ pins (by IRQ):
+    round-robin over each node's IRQ CPUs, continuing across devices; a device of unknown node
+    on every node's IRQ CPUs (never a Triton one); a device without IRQs is a warning."""
+    by_node = {n.node: n.irq_cpus for n in nodes}
     every = sorted({c for cs in by_node.values() for c in cs})
     turn = {n: 0 for n in by_node}
     pins: list[IrqPin] = []
     dev_plans: list[DeviceIrqs] = []
-    for d in sorted(devices + topo_nics, key=lambda d: (d["node"], d["kind"] != "nic", d["name"])):
+    warnings: list[PlanWarning] = []
+    for d in sorted(devices, key=lambda d: (d["node"], d["kind"] != "nic", d["name"])):
         dev_plans.append(DeviceIrqs(d["name"], d["kind"], d["pci_address"], d["numa_node"], d["node"], d["irqs"]))
         for irq in d["irqs"]:
-            if d["node"] == -1:  # node unknown: any node's housekeeping CPUs, none of the Triton ones
+            if d["node"] == -1:
                 pins.append(IrqPin(irq, every, d["name"], d["irq_names"].get(irq, "")))
                 continue
             cpus = by_node[d["node"]]
@@ -581,13 +666,16 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
         if not d["irqs"]:
             what = f"{d['kind']} {d['name']}"
             warnings.append(PlanWarning("irqs", what, f"{what}: no IRQs known (not in the facts): none pinned"))
-    pins.sort(key=lambda p: p.irq)
+    return dev_plans, sorted(pins, key=lambda p: p.irq), warnings
 
+
+def _misplaced(facts: dict[str, Any], topo: dict[str, Any], cpu_nodes: dict[int, list[int]],
+               gpus: list[GpuPlacement], dev_plans: list[DeviceIrqs],
+               devices: list[dict[str, Any]]) -> list[PlanWarning]:
+    """What the planner cannot fix, worded by sockets: GPUs and NICs on different nodes, and
+    every NIC ``SYS`` to every GPU."""
     sockets = _node_sockets(topo, cpu_nodes)
-    warnings += _misplacements(placements, dev_plans, len(cpu_nodes), sockets)
-    warnings += _all_nics_sys(facts, placements, devices + topo_nics, sockets)
-    placements.sort(key=lambda g: g.index)
-    return TopologyPlan(numa_known, per_node_irq, per_gpu, node_plans, placements, dev_plans, pins, warnings, unit)
+    return _misplacements(gpus, dev_plans, len(cpu_nodes), sockets) + _all_nics_sys(facts, gpus, devices, sockets)
 
 
 def _packages(topo: dict[str, Any], cpu_nodes: dict[int, list[int]]) -> dict[int, list[int]]:
