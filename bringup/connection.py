@@ -169,6 +169,13 @@ class Transport:
     def open(self) -> None:
         """Connect; raises :class:`Unreachable` with one line on failure."""
 
+    #: Whether the host can go silent under a run (:meth:`silent` probes it); not the control machine itself.
+    probed = False
+
+    def silent(self, within: float) -> bool:
+        """Whether the host, connected, answered nothing within ``within`` seconds of a probe."""
+        return False
+
     def close(self) -> None:
         """Disconnect."""
 
@@ -430,6 +437,28 @@ class SSHTransport(Transport):
             raise Unreachable(f"ssh to {where} timed out after {c.ssh_connect_timeout:g} s") from None
         except OSError as e:
             raise Unreachable(f"ssh to {where} failed: {e.strerror or e}") from None
+
+    probed = True
+
+    def silent(self, within: float) -> bool:
+        """OpenSSH's ServerAliveInterval probe: a global request that wants a reply, which every sshd sends (if
+        only to refuse it).  paramiko waits for that reply without a bound, hence a thread of its own; a host
+        that never answers leaves it waiting until the connection is closed.  A connection already gone is
+        not silent: its round trips say so themselves."""
+        transport = self.conn.transport
+        if transport is None or not transport.is_active():
+            return False
+        answered = threading.Event()
+
+        def ask() -> None:
+            try:
+                transport.global_request("keepalive@openssh.com", wait=True)
+            except Exception:  # noqa: BLE001 - closed meanwhile: an answer of a kind
+                pass
+            answered.set()
+
+        threading.Thread(target=ask, daemon=True).start()
+        return not answered.wait(within) and transport.is_active()
 
     def _exchange(self, cmd: str, sudo: "_Sudo | None", data: BinaryIO) -> RunResult:
         # A raw session of Fabric's connection rather than Connection.run: Invoke

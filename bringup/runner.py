@@ -180,7 +180,10 @@ class HostRun:
             result.seconds = round(time.monotonic() - min(started, self._dialled or started), 3)
         if result.status == "ok" and result.count("failed"):
             result.status = "failed"
-        if self.stop.abandoned and result.status != "interrupted":
+        if self.host.name in self.stop.silent:
+            # The watchdog closed its connection after the first signal: whatever failed then failed for that.
+            result.status, result.message = "interrupted", self.stop.silent[self.host.name]
+        elif self.stop.abandoned and result.status != "interrupted":
             # Its connection was closed under it: whatever failed then failed for that reason.
             result.status, result.message = "interrupted", f"abandoned by a second {self.stop.name} " + (
                 f"({result.message})" if result.message else "in the middle of a step")

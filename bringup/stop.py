@@ -1,17 +1,41 @@
 """Stopping a run in order: the first SIGINT/SIGTERM starts no new host or role, the second abandons the steps
 in flight.  One :class:`Stop` is shared by every host of a run; :mod:`bringup.tasks.context` installs the
 signal handlers that call :meth:`Stop.request`.
+
+After the first signal a watchdog probes each connection in flight (:meth:`Transport.silent
+<bringup.connection.Transport.silent>`): one whose host answers nothing within :data:`SILENT_GRACE_S` (the
+network gone, the host frozen) is closed, as a second signal would close it, instead of being waited for up to
+``command_timeout``; the hosts that answer finish their role.
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
-from typing import TYPE_CHECKING
+import time
+from typing import TYPE_CHECKING, Callable
 
 if TYPE_CHECKING:
     from .connection import Transport
 
-__all__ = ["Stop", "Interrupted"]
+__all__ = ["Stop", "Interrupted", "SILENT_GRACE_S", "tell"]
+
+#: Seconds a host in flight has, after the first signal, to answer a probe of its connection before the
+#: connection is closed.  Long enough for a busy host's sshd, short against a 1800 s command_timeout.
+SILENT_GRACE_S = 10.0
+#: Seconds between two probes of a connection whose host answered the last one.
+PROBE_EVERY_S = 1.0
+#: Seconds a watcher waiting for a stop request takes to notice that its host is done with the connection.
+WAKE_S = 0.5
+
+
+def tell(line: str) -> None:
+    """``line`` straight to fd 2: safe in a signal handler and beside a thread writing a buffered stream (a
+    buffered write there would raise a reentrant call)."""
+    try:
+        os.write(2, (line + "\n").encode())
+    except OSError:
+        pass
 
 
 class Interrupted(Exception):
@@ -22,17 +46,25 @@ class Stop:
     """A run asked to stop by a signal, shared by every host of the run.
 
     After the first :meth:`request` no host starts and no role starts (the
-    role in progress finishes: its writes, handlers and checks); after a
-    second, the connections are closed, which wakes every round trip in
-    flight, and the hosts end at once (:attr:`abandoned`).  Handlers a cut-off
-    role owed stay recorded on the host for the next run.
+    role in progress finishes: its writes, handlers and checks), and a
+    connection whose host answers no probe within ``grace`` seconds is closed
+    (:attr:`silent` says whose, in the words of its result; ``say`` tells the
+    console at once); after a second, the connections are closed, which wakes
+    every round trip in flight, and the hosts end at once (:attr:`abandoned`).
+    Handlers a cut-off role owed stay recorded on the host for the next run.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, grace: float = SILENT_GRACE_S, say: Callable[[str], None] = tell) -> None:
         self.signum: int | None = None
         self.abandoned = False
+        self.grace = grace
+        #: ``{host: why}`` of the hosts whose connection the watchdog closed, ``why`` their result's message.
+        self.silent: dict[str, str] = {}
+        self._say = say
         self._lock = threading.Lock()
         self._open: set[Transport] = set()
+        self._watched: set[Transport] = set()
+        self._asked = threading.Event()  # set by the first request
 
     @property
     def requested(self) -> bool:
@@ -51,6 +83,9 @@ class Stop:
         """Stop starting work (True), or, asked again, abandon what is in flight (False)."""
         if self.signum is None:
             self.signum = signum
+            # The watchers of the connections in flight start probing.  No lock taken, no thread started
+            # here: a signal handler may run while its own thread holds either.
+            self._asked.set()
             return True
         self.abandoned = True
         # Not in the signal handler itself: closing takes locks a worker may hold.
@@ -68,6 +103,8 @@ class Stop:
                 self._open.add(t)
             if self.abandoned:
                 self._close_all()
+            elif t.probed:
+                self._watch(t)
 
     def untrack(self, t: Transport | None) -> None:
         with self._lock:
@@ -81,3 +118,41 @@ class Stop:
                 t.close()
             except Exception:  # noqa: BLE001 - a connection already gone is what we want
                 pass
+
+    # -- the watchdog after the first signal -----------------------------------------------------
+
+    def _watch(self, t: Transport) -> None:
+        """Watch ``t`` in a thread of its own while its host uses it (once per connection; a connection to
+        the control machine itself is not watched: it cannot go silent)."""
+        with self._lock:
+            if t in self._watched:
+                return
+            self._watched.add(t)
+        threading.Thread(target=self._probe, args=(t,), daemon=True).start()
+
+    def _probe(self, t: Transport) -> None:
+        """Once a stop is requested, probe ``t`` until its host is done with it; close it when it answers
+        nothing within the grace."""
+        while not self._asked.wait(WAKE_S):
+            if not self._tracked(t):
+                return
+        while not self.abandoned and self._tracked(t):
+            if not t.silent(self.grace):
+                time.sleep(PROBE_EVERY_S)
+                continue
+            why = (f"no answer within {self.grace:g} s after {self.name}: connection closed, the step in flight "
+                   "may have finished on the host or not (the next run reads what it left)")
+            with self._lock:
+                if t not in self._open or self.abandoned:
+                    return  # the host was done with it meanwhile, or a second signal closes it
+                self.silent[t.host.name] = why
+            self._say(f"{self.name}: no answer from {t.host.name} within {self.grace:g} s: closing its connection")
+            try:
+                t.close()
+            except Exception:  # noqa: BLE001 - a connection already gone is what we want
+                pass
+            return
+
+    def _tracked(self, t: Transport) -> bool:
+        with self._lock:
+            return t in self._open

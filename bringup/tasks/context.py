@@ -216,7 +216,7 @@ def interruptible(console: Console) -> Iterator[Stop]:
     in flight; either way the recap is printed, the report written, and the
     exit code is the signal's (130, 143).
     """
-    from ..stop import Stop
+    from ..stop import Stop, tell
 
     stop = Stop()
     if threading.current_thread() is not threading.main_thread():
@@ -228,14 +228,10 @@ def interruptible(console: Console) -> Iterator[Stop]:
         # even in the middle of an import that rich's rendering would need.
         name = signal.Signals(signum).name
         if stop.request(signum):
-            said = (f"{name}: stopping: no new host or role starts, the roles in progress finish "
-                    f"({name} again abandons them)")
+            tell(f"{name}: stopping: no new host or role starts, the roles in progress finish; a host that "
+                 f"answers nothing within {stop.grace:g} s is let go ({name} again abandons them all)")
         else:
-            said = f"{name} again: abandoning the steps in flight"
-        try:  # straight to fd 2: a buffered stream the main thread is writing would raise a reentrant call
-            os.write(2, (said + "\n").encode())
-        except OSError:
-            pass
+            tell(f"{name} again: abandoning the steps in flight")
 
     before = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
     try:

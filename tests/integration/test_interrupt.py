@@ -1,6 +1,7 @@
 """SIGINT/SIGTERM during a run on real sandbox hosts, `--forks 1`: the host in progress finishes its
 role, no later role or host starts, the recap and the report say who was done, cut short and never
 started, and the exit code is the signal's (130, 143).  A second signal abandons the step in flight.
+After the first signal, a host that answers nothing (its container paused) is let go after a short grace.
 
 Whether a host was touched is checked through `docker exec`: its files, and its sshd's own log of
 logins.  Each signal is sent once the tool is ready for it, never after a fixed time: the first once the slow
@@ -133,3 +134,44 @@ def test_a_second_signal_abandons_the_step_in_flight(hosts, project):
     host_a = {h["host"]: h for h in last_report(project)["hosts"]}["a"]
     assert host_a["status"] == "interrupted" and "abandoned by a second SIGINT" in host_a["message"], host_a
     assert not exists(a, "/srv/h4-sig/after")
+
+
+@pytest.mark.reliability(item=11, fault='SIGTERM while the host in flight is silent (docker pause)',
+                         checks=('exit code', 'recap and report', 'no hang', 'next run converges'))
+def test_the_first_signal_lets_a_silent_host_go_after_the_grace(hosts, project):
+    from bringup.stop import SILENT_GRACE_S
+
+    a, b = hosts["a"], hosts["b"]
+    grace = f"{SILENT_GRACE_S:g}"
+    # The step outlasts the grace by far (not a step that ends by itself), and command_timeout stays 1800 s.
+    proc = start(project, "--set", "slow_seconds=25")
+    lines = Lines(proc)
+    wait_for(a, "/srv/h4-sig/started")
+    try:
+        subprocess.run(["docker", "pause", a.container], check=True, capture_output=True)
+        began = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        out = lines.text(timeout=120)
+        took = time.monotonic() - began
+    finally:
+        subprocess.run(["docker", "unpause", a.container], capture_output=True)
+    assert proc.returncode == 143, out
+    assert took < SILENT_GRACE_S + 15, (took, out)  # the grace, not the step's 25 s nor command_timeout
+    assert "Traceback" not in out, out
+    assert out.count(f"SIGTERM: no answer from a within {grace} s: closing its connection") == 1, out
+    assert f"a: no answer within {grace} s after SIGTERM: connection closed, the step in flight may have " \
+           "finished on the host or not" in out, out
+    assert "not started: b" in out, out
+    report = {h["host"]: h for h in last_report(project)["hosts"]}
+    assert report["a"]["status"] == "interrupted" and report["a"]["message"].startswith(
+        f"no answer within {grace} s after SIGTERM"), report["a"]
+    assert report["b"]["status"] == "not started"
+    assert not exists(b, "/srv/h4-sig")
+
+    # Thawed, the host finishes the step it was in (what the line warns of); the run lock went with the
+    # connection, and the next run converges both hosts.
+    wait_for(a, "/srv/h4-sig/finished")
+    r = subprocess.run(provision(), cwd=project, capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stdout
+    assert exists(a, "/srv/h4-sig/after") and exists(b, "/srv/h4-sig/after")
+    assert recap(r.stdout)["a"]["changed"] == 1, r.stdout  # the slow step was done: only the after step ran

@@ -1,0 +1,235 @@
+"""After the first SIGINT/SIGTERM, a host that answers nothing is let go after a short grace (issue 26 item 3).
+
+Real objects: bringup's :class:`SSHTransport` talks SSH to a paramiko server on 127.0.0.1 through a relay
+that can be paused (what ``docker pause`` does to a host: the kernel still takes the bytes, nobody reads
+them).  Each server answers a round trip ``step`` seconds after the script came: a step in flight.  The
+:class:`Stop` is the one a signal handler calls; its ``say`` is a list, to see what the console was told.
+"""
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import paramiko
+import pytest
+
+from bringup.connection import LocalTransport, SSHTransport
+from bringup.errors import Unreachable
+from bringup.inventory import ConnectionVars, Host
+from bringup.stop import Stop
+
+USER, PASSWORD = "op", "pw-for-a-test-server"
+
+
+class _Server(paramiko.ServerInterface):
+    def __init__(self, step: float):
+        self.step = step
+
+    def get_allowed_auths(self, username):
+        return "password"
+
+    def check_auth_password(self, username, password):
+        ok = (username, password) == (USER, PASSWORD)
+        return paramiko.AUTH_SUCCESSFUL if ok else paramiko.AUTH_FAILED
+
+    def check_channel_request(self, kind, chanid):
+        return paramiko.OPEN_SUCCEEDED if kind == "session" else paramiko.OPEN_FAILED_ADMINISTRATIVELY_PROHIBITED
+
+    def check_channel_exec_request(self, channel, command):
+        threading.Thread(target=self._step, args=(channel,), daemon=True).start()
+        return True
+
+    def _step(self, chan: paramiko.Channel) -> None:
+        """Read the script to its end, take ``step`` seconds, then answer with exit 0."""
+        try:
+            while chan.recv(65536):
+                pass
+            time.sleep(self.step)
+            chan.sendall(b"done\n")
+            chan.send_exit_status(0)
+            chan.close()
+        except (OSError, EOFError, paramiko.SSHException):
+            pass  # the client went away: nothing to answer
+
+
+class _Relay:
+    """127.0.0.1 port -> ``target``: bytes flow both ways until :meth:`pause` (then none is read)."""
+
+    def __init__(self, target: int):
+        self.running = threading.Event()
+        self.running.set()
+        self._srv = socket.create_server(("127.0.0.1", 0))
+        self.port = self._srv.getsockname()[1]
+        self._target = target
+        self._socks: list[socket.socket] = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        try:
+            client = self._srv.accept()[0]
+        except OSError:
+            return
+        server = socket.create_connection(("127.0.0.1", self._target))
+        self._socks += [client, server]
+        for a, b in ((client, server), (server, client)):
+            threading.Thread(target=self._copy, args=(a, b), daemon=True).start()
+
+    def _copy(self, src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while True:
+                self.running.wait()
+                data = src.recv(65536)
+                if not data:
+                    break
+                self.running.wait()  # what came just before the pause is held back too
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            dst.close()
+
+    def pause(self) -> None:
+        self.running.clear()
+
+    def close(self) -> None:
+        self.running.set()
+        for s in [self._srv, *self._socks]:
+            s.close()
+
+
+@contextmanager
+def ssh_host(tmp_path: Path, name: str, step: float) -> Iterator[tuple[SSHTransport, _Relay]]:
+    """An open SSHTransport to host ``name`` (a server answering each round trip after ``step`` s), and its relay."""
+    key = paramiko.RSAKey.generate(2048)
+    srv = socket.create_server(("127.0.0.1", 0))
+    transports: list[paramiko.Transport] = []
+
+    def serve() -> None:
+        try:
+            sock = srv.accept()[0]
+        except OSError:
+            return
+        t = paramiko.Transport(sock)
+        t.add_server_key(key)
+        transports.append(t)
+        t.start_server(server=_Server(step))
+
+    threading.Thread(target=serve, daemon=True).start()
+    relay = _Relay(srv.getsockname()[1])
+    known = tmp_path / f"known_hosts-{name}"
+    known.write_text(f"[127.0.0.1]:{relay.port} {key.get_name()} {key.get_base64()}\n")
+    conn = ConnectionVars(ansible_host="127.0.0.1", ansible_port=relay.port, ansible_user=USER,
+                          ansible_password=PASSWORD, ssh_known_hosts=str(known), ssh_connect_timeout=10)
+    t = SSHTransport(Host(name=name, groups=["all"], vars={}, connection=conn))
+    t.open()
+    try:
+        yield t, relay
+    finally:
+        t.close()
+        relay.close()
+        for st in transports:
+            st.close()
+        srv.close()
+
+
+def round_trip(t, into: dict) -> threading.Thread:
+    """``t.run_script`` in a thread; ``into[t.host.name]`` gets its result or its error, and when it came."""
+    def go() -> None:
+        try:
+            into[t.host.name] = (t.run_script("true"), time.monotonic())
+        except Unreachable as e:
+            into[t.host.name] = (e, time.monotonic())
+
+    th = threading.Thread(target=go, daemon=True)
+    th.start()
+    return th
+
+
+def stopping(grace: float) -> tuple[Stop, list[str]]:
+    said: list[str] = []
+    return Stop(grace=grace, say=said.append), said
+
+
+@pytest.mark.reliability(item=11, fault="SIGTERM while one host of two is silent (relay paused, in-process)",
+                         checks=("no hang",))
+def test_the_first_signal_lets_a_silent_host_go_after_the_grace_and_the_answering_one_finish(tmp_path):
+    stop, said = stopping(grace=1.0)
+    done: dict = {}
+    with ssh_host(tmp_path, "quiet", step=6.0) as (quiet, relay), ssh_host(tmp_path, "busy", step=4.0) as (busy, _):
+        for t in (quiet, busy):
+            stop.track(t)
+        # Both in the middle of a step; then quiet's host freezes, and the signal comes.
+        threads = [round_trip(quiet, done), round_trip(busy, done)]
+        time.sleep(0.5)
+        relay.pause()
+        signalled = time.monotonic()
+        stop.request(signal.SIGTERM)
+        for th in threads:
+            th.join(30)
+        err, quiet_at = done["quiet"]
+        res, busy_at = done["busy"]
+        # The silent host was let go after the grace (not after its 6 s step, nor command_timeout) ...
+        assert isinstance(err, Unreachable), err
+        assert quiet_at - signalled < 1.0 + 2.0, quiet_at - signalled
+        # ... while the host that answers finished its step, longer than the grace, untouched.
+        assert res.rc == 0 and res.stdout == "done\n", res
+        assert busy_at > quiet_at
+        assert stop.silent == {"quiet": "no answer within 1 s after SIGTERM: connection closed, the step in flight "
+                                         "may have finished on the host or not (the next run reads what it left)"}
+        assert said == ["SIGTERM: no answer from quiet within 1 s: closing its connection"]
+        assert not stop.abandoned
+        assert busy.run_script("true").rc == 0  # its connection is still the run's
+
+
+def test_a_host_that_goes_silent_after_the_signal_is_let_go_too(tmp_path):
+    stop, said = stopping(grace=1.0)
+    done: dict = {}
+    with ssh_host(tmp_path, "late", step=20.0) as (late, relay):
+        stop.track(late)
+        th = round_trip(late, done)
+        stop.request(signal.SIGINT)
+        time.sleep(2.5)  # it answers the probes meanwhile: kept
+        assert "late" not in done and stop.silent == {}
+        relay.pause()
+        paused = time.monotonic()
+        th.join(30)
+        err, at = done["late"]
+        assert isinstance(err, Unreachable) and at - paused < 1.0 + 1.0 + 2.0, (err, at - paused)
+        assert said == ["SIGINT: no answer from late within 1 s: closing its connection"]
+
+
+def test_a_connection_tracked_after_the_signal_is_probed_and_an_untracked_one_is_left_alone(tmp_path):
+    stop, said = stopping(grace=0.5)
+    stop.request(signal.SIGTERM)
+    done: dict = {}
+    with ssh_host(tmp_path, "joined", step=30.0) as (joined, relay), \
+            ssh_host(tmp_path, "left", step=3.0) as (left, relay_left):
+        # A host that had just connected when the signal came (its worker tracks it after); and one whose
+        # worker is done with the connection (untracked), which the watchdog has no business closing.
+        stop.track(left)
+        stop.untrack(left)
+        stop.track(joined)
+        relay.pause()
+        relay_left.pause()
+        th = round_trip(joined, done)
+        th.join(30)
+        assert isinstance(done["joined"][0], Unreachable)
+        assert list(stop.silent) == ["joined"]
+        time.sleep(1.0)
+        assert left.conn.transport.is_active()  # not closed: nobody waits on it
+        assert said == ["SIGTERM: no answer from joined within 0.5 s: closing its connection"]
+
+
+def test_a_local_connection_is_never_probed():
+    stop, said = stopping(grace=0.2)
+    t = LocalTransport(Host(name="ctl", groups=["all"], vars={}, connection=ConnectionVars(ansible_connection="local")))
+    stop.track(t)
+    stop.request(signal.SIGTERM)
+    # The control machine itself cannot go silent: its step runs past the grace and ends well.
+    assert t.run_script("sleep 1; echo ran").stdout == "ran\n"
+    assert stop.silent == {} and said == []
