@@ -136,7 +136,7 @@ def test_a_second_signal_abandons_the_step_in_flight(hosts, project):
     assert not exists(a, "/srv/h4-sig/after")
 
 
-@pytest.mark.reliability(item=11, fault='SIGTERM while the host in flight is silent (docker pause)',
+@pytest.mark.reliability(item=26, fault='SIGTERM while the host in flight is silent (docker pause)',
                          checks=('exit code', 'recap and report', 'no hang', 'next run converges'))
 def test_the_first_signal_lets_a_silent_host_go_after_the_grace(hosts, project):
     from bringup.stop import SILENT_GRACE_S

@@ -155,7 +155,7 @@ def stopping(grace: float) -> tuple[Stop, list[str]]:
     return Stop(grace=grace, say=said.append), said
 
 
-@pytest.mark.reliability(item=11, fault="SIGTERM while one host of two is silent (relay paused, in-process)",
+@pytest.mark.reliability(item=26, fault="SIGTERM while one host of two is silent (relay paused, in-process)",
                          checks=("no hang",))
 def test_the_first_signal_lets_a_silent_host_go_after_the_grace_and_the_answering_one_finish(tmp_path):
     stop, said = stopping(grace=1.0)
