@@ -70,6 +70,7 @@ from bringup.resources.guard import Skip, Unused
 from bringup.resources import image
 from bringup.resources.image import DockerImage
 from bringup.facts.base import format_cpulist
+from bringup.resources.revisions import Revisions
 from bringup.resources.tree import LocalFile, Tree, local_tree, parse_manifest
 from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, key_matching, want
 
@@ -408,8 +409,16 @@ class _Desired:
     def tree(self) -> Tree:
         """The repository as bringup ships it; files no longer wanted are held (outside it) until ready."""
         keep = {f"{m}/config.pbtxt": hashlib.sha256(text.encode()).hexdigest() for m, text in self.configs.items()}
-        return Tree(self.repo, self.files, keep=keep, manifest=self.manifest,
-                    holding=f"{self.stack}/held/{self.revision}")
+        return Tree(self.repo, self.files, keep=keep, manifest=self.manifest, holding=self.holding)
+
+    def revisions(self) -> Revisions:
+        """The repository's last good state, kept (snapshot), put back (restore), and what was held released."""
+        return Revisions(self.repo, manifest=self.manifest, holding=self.holding)
+
+    @property
+    def holding(self) -> str:
+        """Where the files this revision no longer ships wait (outside the repository) until it is ready."""
+        return f"{self.stack}/held/{self.revision}"
 
     def compose_up(self) -> ComposeUp:
         return ComposeUp(self.compose_file, project="triton", container=self.container, revision=self.revision)
@@ -566,8 +575,8 @@ def verify(host, t) -> str:
     # This revision serves: it is what a later failed deploy falls back to (the files bringup shipped, as
     # hard links: the repository's files are replaced by rename, never in place), and what it no longer
     # ships, held until now, can go.
-    tree = d.tree()
-    snap = t.run_script(tree.snapshot(d.snapshot, also=(d.compose_file,)) + "\n" + tree.release())
+    keeper = d.revisions()
+    snap = t.run_script(keeper.snapshot(d.snapshot, also=(d.compose_file,)) + "\n" + keeper.release())
     if snap.rc != 0:
         raise BringupError(f"revision {d.revision} is ready but saving it as last-good failed: "
                            f"{said(snap.stdout + snap.stderr, 300)}")
@@ -621,11 +630,11 @@ def rollback(host, t) -> str:
         # back, but only what the manifest says bringup shipped is recorded as its own (never removed later).
         now = parse_manifest(current)
         record = {rel: sha for rel, sha in parse_manifest(good).items() if rel in now}
-    tree = d.tree()
+    keeper = d.revisions()
     files = f"{s}/files" if fmt == "manifest" else f"{s}/models"
     res = t.run_script("\n".join([
         "set -e",
-        "(", tree.restore(files, good, current, record), ")",
+        "(", keeper.restore(files, good, current, record), ")",
         sh("cp -p -- %s %s", f"{s}/docker-compose.yml", d.compose_file),
         "(", d.compose_up().restore(old or None), ")",
     ]))

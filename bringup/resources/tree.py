@@ -85,10 +85,10 @@ class Tree(Resource):
     changed since (both counted in the plan, ``kept``).  With ``holding`` (a
     folder outside ``path``) a shipped file no longer wanted is moved there
     instead of removed, as is a file of someone else's that a shipped one
-    replaces; :meth:`release` deletes the holding folder once the new state is
-    known good, :meth:`restore` puts a :meth:`snapshot` back.  Without
-    ``manifest`` the tree owns ``path`` wholly: every file it does not hold is
-    removed.
+    replaces (:class:`~bringup.resources.revisions.Revisions` keeps the good
+    state of such a tree: it snapshots it, puts it back, and deletes the
+    holding folder once the new state is known good).  Without ``manifest``
+    the tree owns ``path`` wholly: every file it does not hold is removed.
 
         Tree("/data/models", local_tree(Path("models")), keep={"resnet_trt/config.pbtxt": sha},
              manifest="/opt/triton/models.manifest", holding="/opt/triton/held/<revision>")
@@ -109,12 +109,7 @@ class Tree(Resource):
                     for rel, f in self.files.items()}
         if len({f.root for f in self.files.values() if isinstance(f, LocalFile)}) > 1:
             raise InputError(f"{path}: the files to stream come from several folders; one tree takes one")
-        for p in (manifest, holding):
-            if p is not None:
-                _check_path(p)
-                if _inside(p, self.path):
-                    raise InputError(f"{p} is inside {self.path}: the tree's manifest and holding folder "
-                                     "must lie outside it")
+        check_outside(self.path, manifest, holding)
         self.manifest = manifest
         self.holding = holding.rstrip("/") if holding else None
         #: What the tree ships, recorded in the manifest: its files and the kept paths with a sha256.
@@ -267,7 +262,7 @@ class Tree(Resource):
     def _prune(self, rels: list[str]) -> str:
         """Remove the folders that moving ``rels`` away left empty (never ``path`` itself, nor others)."""
         dirs = sorted({posixpath.dirname(r) for r in rels if posixpath.dirname(r)}, key=lambda d: -d.count("/"))
-        return "\n".join([sh("d=%s", self.path), _PRUNE] + [sh("prune %s", d) for d in dirs])
+        return "\n".join([sh("d=%s", self.path), PRUNE] + [sh("prune %s", d) for d in dirs])
 
     def _write_manifest(self) -> str:
         text = format_manifest(self.shipped, self.path)
@@ -276,85 +271,20 @@ class Tree(Resource):
             "set -e", sh("m=%s", self.manifest), sh("mkdir -p -- %s", d),
             sh('printf %%s %s > "$m.tmp"', text), 'mv -f -- "$m.tmp" "$m"'])
 
-    # ----------------------------------------------------------------------
-    # The good state, kept and put back (manifest mode)
-
-    def snapshot(self, dest: str, also: tuple[str, ...] = ()) -> str:
-        """Shell: the shipped files (hard links) in ``dest``/files, the manifest in ``dest``/manifest.
-
-        Replaces an older snapshot at once (a rename); ``also`` are files copied
-        in beside them, by name.
-        """
-        _check_path(dest)
-        return "\n".join([
-            "set -e",
-            sh("s=%s; d=%s; m=%s", dest.rstrip("/"), self.path, self.manifest),
-            'rm -rf -- "$s.new"; mkdir -p -- "$s.new/files"',
-            *[sh('cp -p -- %s "$s.new/"', f) for f in also],
-            'if [ -f "$m" ]; then cp -p -- "$m" "$s.new/manifest"',
-            "  grep -v '^#' -- \"$m\" | cut -c67- | while IFS= read -r f; do",
-            '    [ -n "$f" ] && [ -f "$d/$f" ] || continue',
-            '    mkdir -p -- "$(dirname -- "$s.new/files/$f")"',
-            '    ln -- "$d/$f" "$s.new/files/$f" 2>/dev/null || cp -p -- "$d/$f" "$s.new/files/$f"',
-            "  done",
-            "else : > \"$s.new/manifest\"; fi",
-            'rm -rf -- "$s"; mv -- "$s.new" "$s"',
-        ])
-
-    def restore(self, files: str, last_good: str, current: str, record: dict[str, str] | None = None) -> str:
-        """Shell: put the good tree back (its files under ``files``, manifest text ``last_good``).
-
-        Files the ``current`` manifest lists and the good one does not are
-        removed when still as shipped; held files go back where nothing took
-        their place; the good files are put back where they differ; the
-        manifest becomes the good one (or ``record``).  Nothing else under
-        ``path`` is touched.
-        """
-        good, now = parse_manifest(last_good), parse_manifest(current)
-        steps = ["set -e", sh("s=%s; d=%s; m=%s; h=%s", files.rstrip("/"), self.path, self.manifest,
-                              self.holding or ""),
-                 _PRUNE,
-                 'sha() { sha256sum < "$1" | cut -c1-64; }',
-                 # Shipped by the failed state only, and still as shipped: removed.
-                 'gone() { if [ -f "$d/$1" ] && [ ! -L "$d/$1" ] && [ "$(sha "$d/$1")" = "$2" ]; then '
-                 'rm -f -- "$d/$1"; fi; }',
-                 # A good file, back where it differs (by rename: the snapshot's hard link stays intact).
-                 'put() { if [ -f "$d/$1" ] && [ ! -L "$d/$1" ] && [ "$(sha "$d/$1")" = "$2" ]; then return 0; fi',
-                 '  [ -f "$s/$1" ] || { echo "missing from the snapshot: $1" >&2; return 1; }',
-                 '  mkdir -p -- "$(dirname -- "$d/$1")"; t="$(dirname -- "$d/$1")/.bringup.restore.$$"',
-                 '  ln -- "$s/$1" "$t" 2>/dev/null || cp -p -- "$s/$1" "$t"; mv -f -- "$t" "$d/$1"; }']
-        gone = sorted(rel for rel in now if rel not in good)
-        steps += [sh("gone %s %s", rel, now[rel]) for rel in gone]
-        if self.holding:
-            steps += [
-                'if [ -d "$h" ]; then (cd -- "$h" && find . -type f) | sed \'s|^\\./||\' > "$h.list"',
-                '  while IFS= read -r f; do',
-                '    if [ ! -e "$d/$f" ] && [ ! -L "$d/$f" ]; then mkdir -p -- "$(dirname -- "$d/$f")"; '
-                'mv -f -- "$h/$f" "$d/$f"',
-                '    elif cmp -s -- "$h/$f" "$d/$f"; then rm -f -- "$h/$f"; fi',
-                '  done < "$h.list"; rm -f -- "$h.list"',
-                '  find "$h" -depth -type d -empty -delete 2>/dev/null || true; fi',
-            ]
-        steps += [sh("put %s %s", rel, sha) for rel, sha in sorted(good.items())]
-        if self.holding:
-            # What was held and is the good file again: no longer needed.
-            steps.append('if [ -d "$h" ]; then (cd -- "$h" && find . -type f) | sed \'s|^\\./||\' | '
-                         'while IFS= read -r f; do if cmp -s -- "$h/$f" "$d/$f"; then rm -f -- "$h/$f"; fi; done; '
-                         'find "$h" -depth -type d -empty -delete 2>/dev/null || true; fi')
-        dirs = sorted({posixpath.dirname(r) for r in gone if posixpath.dirname(r)}, key=lambda x: -x.count("/"))
-        steps += [sh("prune %s", x) for x in dirs]
-        steps += [sh('printf %%s %s > "$m.tmp"', format_manifest(good if record is None else record, self.path)),
-                  'mv -f -- "$m.tmp" "$m"']
-        return "\n".join(steps)
-
-    def release(self) -> str:
-        """Shell: the new state is good; delete what was held for it."""
-        return sh("rm -rf -- %s", self.holding) if self.holding else "true"
-
 
 #: prune DIR: remove DIR (relative to $d) and its parents while empty, never $d itself.
-_PRUNE = ('prune() { p=$1; while [ -n "$p" ] && [ "$p" != . ] && [ "$p" != / ]; do '
+PRUNE = ('prune() { p=$1; while [ -n "$p" ] && [ "$p" != . ] && [ "$p" != / ]; do '
           'rmdir -- "$d/$p" 2>/dev/null || break; p=$(dirname -- "$p"); done; }')
+
+
+def check_outside(path: str, *others: str | None) -> None:
+    """Each of ``others`` given (a tree's manifest, its holding folder) is a valid path outside ``path``."""
+    for p in others:
+        if p is not None:
+            _check_path(p)
+            if _inside(p, path):
+                raise InputError(f"{p} is inside {path}: the tree's manifest and holding folder "
+                                 "must lie outside it")
 
 
 def _inside(p: str, root: str) -> bool:

@@ -187,6 +187,7 @@ def _apply(res):
 def test_tree_with_a_manifest_touches_only_what_it_shipped_and_rolls_back(tmp_path):
     """Files bringup did not ship are never touched; a stale shipped file is held (not removed) until the
     new revision is ready, and a restore puts the last good tree back without touching the others."""
+    from bringup.resources.revisions import Revisions
     from bringup.resources.tree import Tree, parse_manifest
 
     repo, stack = tmp_path / "models", tmp_path / "stack"
@@ -198,6 +199,9 @@ def test_tree_with_a_manifest_touches_only_what_it_shipped_and_rolls_back(tmp_pa
         return Tree(str(repo), files, keep={"m/config.pbtxt": _h(b"cfg")}, manifest=str(stack / "manifest"),
                     holding=str(stack / "held" / rev))
 
+    def keeper(rev):
+        return Revisions(str(repo), manifest=str(stack / "manifest"), holding=str(stack / "held" / rev))
+
     t1 = tree({"m/1/model.py": (b"v1", False), "m/1/old.bin": (b"old", False)}, "r1")
     p1, p2 = converge(t1)
     assert p1.changed and "m/1/model.plan" not in p1.changes and "notes.txt" not in p1.changes
@@ -205,7 +209,7 @@ def test_tree_with_a_manifest_touches_only_what_it_shipped_and_rolls_back(tmp_pa
     shipped = parse_manifest((stack / "manifest").read_text())
     assert shipped == {"m/1/model.py": _h(b"v1"), "m/1/old.bin": _h(b"old"), "m/config.pbtxt": _h(b"cfg")}
     (repo / "m" / "config.pbtxt").write_bytes(b"cfg")  # what the File resource writes
-    assert sh(t1.snapshot(str(stack / "last-good"))).returncode == 0
+    assert sh(keeper("r1").snapshot(str(stack / "last-good"))).returncode == 0
 
     # The next revision: old.bin no longer wanted, model.py changed, a new model.
     t2 = tree({"m/1/model.py": (b"v2", False), "n/1/x": (b"x", False)}, "r2")
@@ -216,8 +220,8 @@ def test_tree_with_a_manifest_touches_only_what_it_shipped_and_rolls_back(tmp_pa
     assert (repo / "m" / "1" / "model.plan").read_bytes() == b"put there by hand"
 
     # The new revision failed: restore the last good one.
-    r = sh(t2.restore(str(stack / "last-good" / "files"), (stack / "last-good" / "manifest").read_text(),
-                      (stack / "manifest").read_text()))
+    r = sh(keeper("r2").restore(str(stack / "last-good" / "files"), (stack / "last-good" / "manifest").read_text(),
+                                 (stack / "manifest").read_text()))
     assert r.returncode == 0, r.stdout + r.stderr
     assert (repo / "m" / "1" / "model.py").read_bytes() == b"v1"
     assert (repo / "m" / "1" / "old.bin").read_bytes() == b"old"
@@ -230,7 +234,7 @@ def test_tree_with_a_manifest_touches_only_what_it_shipped_and_rolls_back(tmp_pa
     # The new revision again, this time ready: only then is the held copy deleted.
     converge(t2)
     assert (stack / "held" / "r2" / "m" / "1" / "old.bin").exists()
-    assert sh(t2.release()).returncode == 0
+    assert sh(keeper("r2").release()).returncode == 0
     assert not (stack / "held" / "r2").exists()
     assert sorted(p.relative_to(repo).as_posix() for p in repo.rglob("*") if p.is_file()) == [
         "m/1/model.plan", "m/1/model.py", "m/config.pbtxt", "n/1/x", "notes.txt"]
@@ -274,6 +278,26 @@ def test_tree_without_a_manifest_refuses_nothing_and_plans_no_removal_of_unknown
     (tmp_path.parent / f"{tmp_path.name}.manifest").write_text(format_manifest({"a/f0": _h(b"0")}, str(tmp_path)))
     assert "held" not in str(t.plan(sh(t.read()).stdout).changes["a/f0"]) and \
         t.plan(sh(t.read()).stdout).changes["a/f0"][1] == "absent"  # its own, and no holding folder: removed
+
+
+@pytest.mark.parametrize("make", ["tree", "revisions"])
+@pytest.mark.parametrize("manifest,holding", [("/data/models/m.manifest", None),
+                                              ("/opt/m.manifest", "/data/models/held")])
+def test_a_manifest_or_holding_folder_inside_the_tree_is_one_line_for_the_mirror_and_the_keeper(
+        make, manifest, holding):
+    """Both the mirror and the revision keeper refuse a manifest or holding folder the tree would own."""
+    from bringup.errors import InputError
+    from bringup.resources.revisions import Revisions
+    from bringup.resources.tree import Tree
+
+    with pytest.raises(InputError) as e:
+        if make == "tree":
+            Tree("/data/models/", {}, manifest=manifest, holding=holding)
+        else:
+            Revisions("/data/models/", manifest=manifest, holding=holding)
+    inside = manifest if holding is None else holding
+    assert str(e.value) == (f"{inside} is inside /data/models: the tree's manifest and holding folder "
+                            "must lie outside it")
 
 
 @pytest.mark.parametrize("containers,kept,removed", [
