@@ -310,3 +310,27 @@ def test_the_picture_shows_triton_where_the_inventory_pins_it():
     assert "font-size='8'" not in svg  # CPU numbers readable
     roles0, _ = cpu_plan(facts, {"triton_cpuset": 0, "gpu_profile": "cpu"})  # CPU 0 is a pin too
     assert [c for c, r in roles0.items() if r.startswith("triton")] == [0], roles0
+
+
+def _two_node(known=True):
+    cpus = {0: [0, 1], 1: [2, 3]} if known else {0: [0, 1, 2, 3]}
+    return {"numa_nodes": {str(n): c for n, c in cpus.items()}, "numa_known": known,
+            "cpus": [{"cpu": c, "socket": n} for n, cs in cpus.items() for c in cs]}
+
+
+@pytest.mark.parametrize("devices,known", [
+    ([("gpu", -1), ("nic", -1)], True),        # two kinds, both -1
+    ([("gpu", None), ("nic", -1)], True),      # numa_node absent (a saved file) beside -1
+    ([("gpu", -1), ("gpu", -1)], False),       # numa=off: one node planned
+    ([("nvme", 7), ("nic", -1)], True),        # a node with no CPUs drawn is unknown too
+])
+def test_every_device_of_an_unknown_node_is_drawn_and_counted(devices, known):
+    # Issue 25 said one of two such devices went undrawn with the caption counting one; not reproduced
+    # (these cases, and the H200 VM fixture's GPU and virtio NIC): this holds the picture to its caption.
+    pci = [{"address": f"0000:0{i}:00.0", "kind": k} | ({} if n is None else {"numa_node": n})
+           for i, (k, n) in enumerate(devices)]
+    svg = topology_svg({"cpu.topology": _two_node(known), "pci.devices": pci})
+    drawn = re.findall(r"class='dev dev-\w+' x='(\d+)' y='(\d+)'", svg)
+    assert len(drawn) == len(set(drawn)) == 2, svg
+    assert all(f"<title>{d['address']} " in svg for d in pci)
+    assert "these 2 device(s)" in svg
