@@ -23,10 +23,9 @@ __all__ = ["Stop", "Interrupted", "SILENT_GRACE_S", "tell"]
 #: Seconds a host in flight has, after the first signal, to answer a probe of its connection before the
 #: connection is closed.  Long enough for a busy host's sshd, short against a 1800 s command_timeout.
 SILENT_GRACE_S = 10.0
-#: Seconds between two probes of a connection whose host answered the last one.
+#: Seconds between two probes of a connection whose host answered the last one (and between two looks of the
+#: watchdog for connections opened since the signal).
 PROBE_EVERY_S = 1.0
-#: Seconds a watcher waiting for a stop request takes to notice that its host is done with the connection.
-WAKE_S = 0.5
 
 
 def tell(line: str) -> None:
@@ -64,6 +63,7 @@ class Stop:
         self._lock = threading.Lock()
         self._open: set[Transport] = set()
         self._watched: set[Transport] = set()
+        self._watchdog: threading.Thread | None = None
         self._asked = threading.Event()  # set by the first request
 
     @property
@@ -104,7 +104,7 @@ class Stop:
             if self.abandoned:
                 self._close_all()
             elif t.probed:
-                self._watch(t)
+                self._start_watchdog()
 
     def untrack(self, t: Transport | None) -> None:
         with self._lock:
@@ -121,21 +121,30 @@ class Stop:
 
     # -- the watchdog after the first signal -----------------------------------------------------
 
-    def _watch(self, t: Transport) -> None:
-        """Watch ``t`` in a thread of its own while its host uses it (once per connection; a connection to
-        the control machine itself is not watched: it cannot go silent)."""
+    def _start_watchdog(self) -> None:
+        """One thread per run, started with its first connection that can go silent (a connection to the
+        control machine itself cannot), asleep until a stop is requested: no thread per connection, no polling
+        while the run goes on."""
         with self._lock:
-            if t in self._watched:
+            if self._watchdog is not None:
                 return
-            self._watched.add(t)
-        threading.Thread(target=self._probe, args=(t,), daemon=True).start()
+            self._watchdog = threading.Thread(target=self._watch, daemon=True)
+        self._watchdog.start()
+
+    def _watch(self) -> None:
+        """After the first signal: probe each connection in flight, and each one a host opens later, in a
+        thread of its own until its host is done with it."""
+        self._asked.wait()
+        while not self.abandoned:
+            with self._lock:
+                new = [t for t in self._open if t.probed and t not in self._watched]
+                self._watched.update(new)
+            for t in new:
+                threading.Thread(target=self._probe, args=(t,), daemon=True).start()
+            time.sleep(PROBE_EVERY_S)
 
     def _probe(self, t: Transport) -> None:
-        """Once a stop is requested, probe ``t`` until its host is done with it; close it when it answers
-        nothing within the grace."""
-        while not self._asked.wait(WAKE_S):
-            if not self._tracked(t):
-                return
+        """Probe ``t`` until its host is done with it; close it when it answers nothing within the grace."""
         while not self.abandoned and self._tracked(t):
             if not t.silent(self.grace):
                 time.sleep(PROBE_EVERY_S)
