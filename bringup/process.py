@@ -9,11 +9,14 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-__all__ = ["PROGRAM", "set_program", "command", "stdout_gone", "reader_gone", "keep_bytecode", "freeze_at_exit"]
+__all__ = ["PROGRAM", "PROGRAM_ENV", "set_program", "command", "stdout_gone", "reader_gone", "keep_bytecode", "freeze_at_exit"]
 
 #: The program the user runs, as a hint names it: ``invoke`` in a checkout (``tasks.py``), ``bringup`` from an
 #: installed copy (:func:`bringup.entry.main` sets it before the tasks are imported).
 PROGRAM = "invoke"
+#: The environment variable that hands :data:`PROGRAM` to a child that names commands too: the pytest that
+#: ``audit --testinfra`` starts per host (its plugin reads it).
+PROGRAM_ENV = "BRINGUP_PROGRAM"
 
 
 def set_program(name: str) -> None:

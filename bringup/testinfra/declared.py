@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ..errors import Unreachable
+from ..process import command
 from ..runner import HostRun, Options
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ def check(host, role: str, item: dict[str, Any], exported_for: str = "") -> None
     audit = audit_role(backend, role)
     if audit.error:
         pytest.fail(f"role {role}: {audit.error}", pytrace=False)
-    again = f"export again (invoke audit --host {backend.name} --export-testinfra DIR)"
+    again = f"export again ({command(f'audit --host {backend.name} --export-testinfra DIR')})"
     now = audit.declared.get(item["id"])
     if now is None:
         pytest.fail(f"{item['id']}: role {role} no longer declares it for {backend.name}; {again}", pytrace=False)

@@ -41,8 +41,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
+    import os
+
+    from ..process import PROGRAM_ENV, set_program
     from .backend import INVENTORY_ENV, SETTINGS
 
+    if os.environ.get(PROGRAM_ENV) in ("bringup", "invoke"):  # run by `bringup audit --testinfra`: its hints say so
+        set_program(os.environ[PROGRAM_ENV])
     SETTINGS.inventory = config.getoption("bringup_inventory")
     SETTINGS.overrides = tuple(config.getoption("bringup_set") or ())
     hosts = getattr(config.option, "hosts", None)

@@ -152,12 +152,16 @@ class Suite:
 
 
 def _env() -> dict[str, str]:
-    """This process's environment, with this bringup first on the path: the tests import what the audit runs."""
+    """This process's environment, with this bringup first on the path (the tests import what the audit runs)
+    and the program's name for their hints."""
     import bringup
+
+    from ..process import PROGRAM, PROGRAM_ENV
 
     here = str(Path(bringup.__file__).resolve().parents[1])
     path = os.environ.get("PYTHONPATH", "")
-    return {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else "")}
+    # The tests' hints ("export again (bringup audit ...)") name the program that runs the audit.
+    return {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else ""), PROGRAM_ENV: PROGRAM}
 
 
 def _last(text: str) -> str:

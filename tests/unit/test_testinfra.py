@@ -306,3 +306,19 @@ def test_audit_runs_the_hosts_tests_side_by_side_up_to_forks(tmp_path):
     summary = json.loads(next((tmp_path / "reports").glob("*-audit.json")).read_text())
     assert summary["testinfra"]["hosts"] == {h: {"passed": 1, "failed": 0, "skipped": 0, "unreachable": 0}
                                              for h in ("h1", "h2")}
+
+
+@pytest.mark.parametrize("program", ["bringup", "invoke"])
+def test_the_suites_tests_name_the_program_that_runs_the_audit(tmp_path, program):
+    # Issue 25: `bringup audit --testinfra` ran its tests in a pytest of their own, whose hints (export
+    # again with ...) said `invoke audit` whatever the user ran.  The suite's environment carries the name.
+    (tmp_path / "test_name.py").write_text(
+        "from bringup.process import command\n\n"
+        f"def test_name():\n    assert command('audit') == {program + ' audit'!r}\n")
+    env = subprocess.run([sys.executable, "-c", f"import json; from bringup.process import set_program; "
+                          f"set_program({program!r}); from bringup.testinfra.suite import _env; "
+                          "print(json.dumps(_env()))"], cwd=REPO, capture_output=True, text=True, check=True)
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", PLUGIN,
+                        str(tmp_path / "test_name.py")], cwd=tmp_path, env=json.loads(env.stdout),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
