@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
 from typing import Iterable
 
 from .checks import Check, line, load_matrix
@@ -111,13 +112,16 @@ def _mig_lines(facts: dict, profile: str | None) -> list[Check]:
     query = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("mig_mode_current") is True]
     if not query:
         return []
-    counts = [g.get("mig_devices") for g in query]
-    counts = [len(c) if isinstance(c, list) else c for c in counts]
+    devices = [g.get("mig_devices") for g in query]
+    counts = [len(c) if isinstance(c, list) else c for c in devices]
     known = all(isinstance(c, int) and not isinstance(c, bool) for c in counts)
     where = ", ".join(g.get("bus_id") or g.get("pci_address") or "?" for g in query)
-    total = sum(counts) if known else None
+    kinds = ""  # the MIG profiles, when the facts list the devices (nvidia-smi -L): " (7 × 1g.10gb)"
+    if all(isinstance(c, list) for c in devices) and any(devices):
+        per = Counter(str(d.get("profile") or "?") if isinstance(d, dict) else "?" for c in devices for d in c)
+        kinds = " (" + ", ".join(f"{n} × {p}" for p, n in sorted(per.items())) + ")"
     seen = (f"MIG on {len(query)} GPU(s) ({where}): "
-            + (f"{total} MIG instance(s)" if known else "the MIG instance count is not in the facts"))
+            + (f"{sum(counts)} MIG instance(s){kinds}" if known else "the MIG instance count is not in the facts"))
     return [line("gpu", "MIG instances", "WARN", seen,
                  f"Triton sees each MIG instance as a GPU: gpu_profile {profile or '?'} is sized for a whole GPU; "
                  "define a profile for the slice under gpu_profiles, or nvidia-smi -mig 0")]

@@ -1,4 +1,5 @@
-"""NVIDIA GPUs: ``nvidia.smi`` (query CSV), ``nvidia.query`` (``-q``), ``nvidia.topo`` (``topo -m``).
+"""NVIDIA GPUs: ``nvidia.smi`` (query CSV), ``nvidia.query`` (``-q``, and ``-L`` for the MIG devices),
+``nvidia.topo`` (``topo -m``).
 
 Conventions: ``N/A``, ``[N/A]``, ``[Not Supported]`` and other bracketed
 notices become None; ``Enabled``/``Disabled`` become True/False; values with a
@@ -23,6 +24,8 @@ __all__ = [
     "parse_query_gpu_csv",
     "parse_nvidia_smi_q",
     "parse_nvidia_smi_q_tree",
+    "parse_nvidia_smi_list",
+    "parse_nvidia_query",
     "parse_topo_matrix",
 ]
 
@@ -277,11 +280,63 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     }
 
 
+# --------------------------------------------------------------------------
+# nvidia-smi -L: the MIG devices, read with -q by nvidia.query
+# --------------------------------------------------------------------------
+
+#: The line ``nvidia.query``'s command prints between ``nvidia-smi -q`` and ``nvidia-smi -L``.
+LIST_MARK = "--- nvidia-smi -L"
+_LIST_GPU = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*([^)\s]+)\)\s*$")
+_LIST_MIG = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+):\s+\(UUID:\s*([^)\s]+)\)\s*$")
+
+
+def parse_nvidia_smi_list(output: str) -> list[dict[str, Any]]:
+    """``nvidia-smi -L`` → one ``{index, name, uuid, mig_devices}`` per GPU line; ``mig_devices`` lists the
+    ``{index, profile, uuid}`` of the ``MIG <profile> Device <n>`` lines under it (``[]``: none).
+
+    A line under a GPU that is neither (cut short, an unknown form) makes that GPU's ``mig_devices`` None:
+    its MIG instance count is not known, never undercounted.  Lines before the first GPU (an error text)
+    are skipped.
+    """
+    gpus: list[dict[str, Any]] = []
+    for line in output.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        g = _LIST_GPU.match(line)
+        if g:
+            gpus.append({"index": int(g.group(1)), "name": g.group(2), "uuid": g.group(3), "mig_devices": []})
+        elif gpus:
+            m, devices = _LIST_MIG.match(line), gpus[-1]["mig_devices"]
+            if m and devices is not None:
+                devices.append({"index": int(m.group(2)), "profile": m.group(1), "uuid": m.group(3)})
+            else:
+                gpus[-1]["mig_devices"] = None
+    return gpus
+
+
+def parse_nvidia_query(output: str) -> dict[str, Any]:
+    """``nvidia.query``'s output: ``nvidia-smi -q`` (:func:`parse_nvidia_smi_q`), then, after the line
+    :data:`LIST_MARK`, ``nvidia-smi -L``, whose MIG devices each GPU of the report gets as ``mig_devices``
+    (joined by GPU UUID).  Without the mark (an output saved before, a capture of ``-q`` alone) no GPU has
+    ``mig_devices``: the count is not known."""
+    lines = output.splitlines(keepends=True)
+    mark = next((i for i, line in enumerate(lines) if line.rstrip("\r\n") == LIST_MARK), None)
+    if mark is None:
+        return parse_nvidia_smi_q(output)
+    parsed = parse_nvidia_smi_q("".join(lines[:mark]))
+    listed = {g["uuid"]: g["mig_devices"] for g in parse_nvidia_smi_list("".join(lines[mark + 1:]))}
+    for gpu in parsed.get("gpus") or []:
+        if listed.get(gpu.get("uuid")) is not None:
+            gpu["mig_devices"] = listed[gpu["uuid"]]
+    return parsed
+
+
 class NvidiaQuery(Fact):
     name = "nvidia.query"
     requires_command = "nvidia-smi"
-    command = "nvidia-smi -q"
-    process = staticmethod(parse_nvidia_smi_q)
+    # -L beside -q, in the same round trip: the MIG devices under each GPU, one line each.
+    command = "nvidia-smi -q\necho\necho '" + LIST_MARK + "'\nnvidia-smi -L"
+    process = staticmethod(parse_nvidia_query)
 
 
 # --------------------------------------------------------------------------

@@ -10,7 +10,7 @@ import pytest
 from bringup.facts import ALL_FACTS
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.irq import parse_interrupts, parse_irq_affinity
-from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv, parse_topo_matrix
+from bringup.facts.nvidia import parse_nvidia_smi_list, parse_nvidia_smi_q, parse_query_gpu_csv, parse_topo_matrix
 from bringup.facts.os_ import parse_os_release, parse_uname
 from bringup.facts.pci import parse_pci_devices
 from bringup.facts.system import parse_cmdline, parse_docker_daemon_json, parse_sysctl
@@ -44,6 +44,8 @@ CASES = [
     (parse_nvidia_smi_q, "public/nvsmi-q-l4.txt"),
     (parse_nvidia_smi_q, "public/nvsmi-q-l40s.txt"),
     (parse_nvidia_smi_q, "public/nvsmi-q-l40s-drv595.txt"),
+    (parse_nvidia_smi_list, "public/nvsmi-L-a100sxm80-7mig-drv535.txt"),
+    (parse_nvidia_smi_list, "public/nvsmi-L-4xa100sxm80-1mig4.txt"),
     (parse_topo_matrix, "h200-vm/nvidia-smi-topo.txt"),
     (parse_topo_matrix, "public/topo-2xa100pcie-2nic-2numa.txt"),
     (parse_topo_matrix, "public/topo-2xl40s-2nic-xeon8562y.txt"),
