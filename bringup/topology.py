@@ -70,6 +70,7 @@ __all__ = [
     "plan_topology",
     "cpu_roles",
     "format_plan",
+    "device_kind",
 ]
 
 #: The facts the planner reads: a role that plans with it includes them in its FACTS.
@@ -233,7 +234,9 @@ def _l3_of(topo: dict[str, Any]) -> dict[int, str]:
     return {c: gid for gid, cpus in (topo.get("l3_groups") or {}).items() for c in cpus}
 
 
-def _device_kind(dev: dict[str, Any]) -> str:
+def device_kind(dev: dict[str, Any]) -> str:
+    """A PCI device's kind as the plan reads it: the fact's (gpu, nic, nvme, other), and ``storage`` for a
+    mass-storage controller that is not NVMe (class 0x01: SAS/SATA HBAs, virtio-blk)."""
     kind = dev.get("kind") or "other"
     if kind == "other" and (dev.get("class") or "").lower().replace("0x", "").startswith("01"):
         return "storage"  # SAS/SATA HBAs, virtio-blk: IRQs of the node's I/O too
@@ -344,7 +347,7 @@ def _io_devices(facts: dict[str, Any], kinds: list[str]) -> tuple[list[dict[str,
     out: list[dict[str, Any]] = []
     seen: set[str] = set()
     for d in facts.get("pci.devices") or []:
-        kind = _device_kind(d)
+        kind = device_kind(d)
         if kind not in kinds:
             continue
         addr = d["address"]

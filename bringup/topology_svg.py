@@ -1,4 +1,4 @@
-"""The topology picture of the checklist: NUMA nodes, CPUs by planned role, GPUs and NICs.
+"""The topology picture of the checklist: NUMA nodes, CPUs by planned role, GPUs, NICs and storage controllers.
 
 Pure: facts (and the planner's CPU roles, when there is a plan) in, an SVG
 string out.  Devices whose NUMA node is unknown (``-1``) hang from a node
@@ -8,12 +8,16 @@ from __future__ import annotations
 
 from html import escape
 
-__all__ = ["topology_svg", "ROLE_COLOURS"]
+from .topology import device_kind
+
+__all__ = ["topology_svg", "ROLE_COLOURS", "DEVICE_FILLS"]
 
 ROLE_COLOURS = {"irq": "#f28e2b", "triton": "#4e79a7", "other": "#d9d9d9", "reserved": "#b07aa1"}
 _LEGEND = [("irq", "IRQ housekeeping"), ("triton", "Triton (per GPU)"), ("other", "other")]
 
 CELL, GAP, PER_ROW = 22, 3, 16
+#: The devices drawn, by kind (:func:`bringup.topology.device_kind`, as the plan reads them), and their fill.
+DEVICE_FILLS = {"gpu": "#76b900", "nic": "#59a14f", "nvme": "#9c755f", "storage": "#8c6d31"}
 
 
 def _nodes(facts: dict) -> tuple[dict[int, list[int]], bool]:
@@ -32,7 +36,8 @@ def topology_svg(facts: dict, cpu_roles: dict[int, str] | None = None, warnings:
     """Draw the host: one column per NUMA node, CPUs coloured by ``cpu_roles``."""
     cpu_roles = cpu_roles or {}
     nodes, known = _nodes(facts)
-    pci = [d for d in facts.get("pci.devices") or [] if d.get("kind") in ("gpu", "nic", "nvme")]
+    # Storage controllers too: the plan pins their IRQs and warns of their unknown node, so the picture draws them.
+    pci = [dict(d, kind=k) for d in facts.get("pci.devices") or [] if (k := device_kind(d)) in DEVICE_FILLS]
     sockets = {c["cpu"]: c.get("socket") for c in (facts.get("cpu.topology") or {}).get("cpus") or []}
     parts: list[str] = []
     x = 10
@@ -74,7 +79,7 @@ def topology_svg(facts: dict, cpu_roles: dict[int, str] | None = None, warnings:
         per_node[node] = k + 1
         bx, by = nx + 10 + (k % 3) * ((nw - 20) // 3), dy + (k // 3) * 46
         bw = (nw - 20) // 3 - 8
-        fill = {"gpu": "#76b900", "nic": "#59a14f", "nvme": "#9c755f"}[d["kind"]]
+        fill = DEVICE_FILLS[d["kind"]]
         stroke = " stroke='#c00' stroke-width='2' stroke-dasharray='4 3'" if unknown and known else " stroke='#333'"
         parts.append(f"<line x1='{bx + bw / 2}' y1='{by}' x2='{bx + bw / 2}' y2='{y0 + max_h}' stroke='#999'/>")
         parts.append(f"<rect class='dev dev-{d['kind']}' x='{bx}' y='{by}' width='{bw}' height='36' rx='4' "

@@ -8,6 +8,7 @@ import pytest
 from bringup.checklist import Check, collect, gpu_checks, render_html, render_markdown, role_checks, verdict
 from bringup.project import content_root
 from bringup.roles import load_roles
+from bringup.topology import plan_topology
 from bringup.topology_svg import topology_svg
 
 from .fixture_hosts import h200_facts, l40s_pair_facts
@@ -319,18 +320,29 @@ def _two_node(known=True):
 
 
 @pytest.mark.parametrize("devices,known", [
+    ([("nic", -1), ("other", -1, "0x010000")], True),  # issue 25: a NIC and a virtio-blk/SAS controller
     ([("gpu", -1), ("nic", -1)], True),        # two kinds, both -1
     ([("gpu", None), ("nic", -1)], True),      # numa_node absent (a saved file) beside -1
     ([("gpu", -1), ("gpu", -1)], False),       # numa=off: one node planned
     ([("nvme", 7), ("nic", -1)], True),        # a node with no CPUs drawn is unknown too
 ])
 def test_every_device_of_an_unknown_node_is_drawn_and_counted(devices, known):
-    # Issue 25 said one of two such devices went undrawn with the caption counting one; not reproduced
-    # (these cases, and the H200 VM fixture's GPU and virtio NIC): this holds the picture to its caption.
-    pci = [{"address": f"0000:0{i}:00.0", "kind": k} | ({} if n is None else {"numa_node": n})
-           for i, (k, n) in enumerate(devices)]
+    # Issue 25: of a NIC and a storage controller with an unknown node, only the NIC was drawn and the caption
+    # counted one, while the plan pinned both devices' IRQs and the checklist warned of both: the picture drew
+    # gpu/nic/nvme only, the plan reads storage controllers (class 0x01) too.
+    pci = [{"address": f"0000:0{i}:00.0", "kind": k, "class": (c or [None])[0]} | ({} if n is None else {"numa_node": n})
+           for i, (k, n, *c) in enumerate(devices)]
     svg = topology_svg({"cpu.topology": _two_node(known), "pci.devices": pci})
     drawn = re.findall(r"class='dev dev-\w+' x='(\d+)' y='(\d+)'", svg)
     assert len(drawn) == len(set(drawn)) == 2, svg
     assert all(f"<title>{d['address']} " in svg for d in pci)
     assert "these 2 device(s)" in svg
+
+
+def test_the_picture_draws_the_devices_the_plan_warns_of():
+    # The H200 VM: a GPU, a virtio NIC and two virtio storage controllers, all numa_node -1; the plan names each.
+    facts = h200_facts()
+    svg = topology_svg(facts)
+    warned = [w for w in plan_topology(facts, {}).warnings if w.kind == "numa_unknown"]
+    assert len(warned) == 4 and f"these {len(warned)} device(s)" in svg
+    assert sorted(re.findall(r"class='dev dev-(\w+)'", svg)) == ["gpu", "nic", "storage", "storage"]
