@@ -128,9 +128,15 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
     return gpus
 
 
-class NvidiaSmi(Fact):
-    name = "nvidia.smi"
+class _NvidiaSmiFact(Fact):
+    """A shared base (no ``name``: not a fact itself): the facts read from ``nvidia-smi``, their default
+    on a host without it."""
+
     requires_command = "nvidia-smi"
+
+
+class NvidiaSmi(_NvidiaSmiFact):
+    name = "nvidia.smi"
     command = "nvidia-smi --query-gpu=" + _QUERY_FIELDS + " --format=csv"
     process = staticmethod(parse_query_gpu_csv)
 
@@ -331,9 +337,8 @@ def parse_nvidia_query(output: str) -> dict[str, Any]:
     return parsed
 
 
-class NvidiaQuery(Fact):
+class NvidiaQuery(_NvidiaSmiFact):
     name = "nvidia.query"
-    requires_command = "nvidia-smi"
     # -L beside -q, in the same round trip: the MIG devices under each GPU, one line each.
     command = "nvidia-smi -q\necho\necho '" + LIST_MARK + "'\nnvidia-smi -L"
     process = staticmethod(parse_nvidia_query)
@@ -485,9 +490,8 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
     }
 
 
-class NvidiaTopo(Fact):
+class NvidiaTopo(_NvidiaSmiFact):
     name = "nvidia.topo"
-    requires_command = "nvidia-smi"
     command = (
         "nvidia-smi topo -m\n"
         "echo ---\n"
