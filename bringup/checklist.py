@@ -302,19 +302,19 @@ def render_group_html(group: str, pages: dict[str, list[Check]]) -> str:
 
 def cpu_plan(facts: dict, host_vars: dict) -> tuple[dict[int, str], list[str]]:
     """CPU roles and misplacement warnings from the topology planner."""
-    from .topology import cpu_roles
+    from .topology import cpu_roles, triton_pin
 
     try:
         roles, warnings = cpu_roles(facts, host_vars)
     except Exception as e:  # noqa: BLE001 - a plan that cannot fit is itself a finding
         roles, warnings = {}, [f"topology plan: {e}"]
-    pinned = host_vars.get("triton_cpuset")
-    if pinned is not None and pinned != "" and not isinstance(pinned, bool):
+    pinned = triton_pin(host_vars)
+    if pinned is not None:
         # The inventory's pin is where Triton runs (the compose file's cpuset), whatever the planner says.
         from .facts.base import parse_cpulist
 
         try:
-            cpus = parse_cpulist(str(pinned))
+            cpus = parse_cpulist(pinned)
         except ValueError:
             cpus = []
         roles = {c: r for c, r in roles.items() if not r.startswith("triton")}

@@ -69,6 +69,7 @@ __all__ = [
     "validate_vars",
     "plan_topology",
     "cpu_roles",
+    "triton_pin",
     "format_plan",
     "device_kind",
 ]
@@ -803,6 +804,17 @@ def _all_nics_sys(facts: dict[str, Any], gpus: list[GpuPlacement], devices: list
     return [PlanWarning("numa_distance", "NICs", f"{head} and {span}, every NIC on socket {sock} too: GPUDirect "
                         f"RDMA and network traffic of every GPU cross NUMA nodes inside socket {sock} (a shorter hop "
                         f"than between sockets, still remote memory and I/O){tail}")]
+
+
+def triton_pin(vars: dict[str, Any]) -> str | None:
+    """The CPU list the inventory pins Triton to (``triton_cpuset``), or ``None`` when it leaves
+    Triton's CPUs to the plan: unset or ``""``.  ``0`` is CPU 0, a pin; ``true``/``false`` are no
+    CPU list (the triton role refuses them), never a pin.  The triton role's compose ``cpuset:``
+    and the checklist's picture both ask this, so they cannot disagree."""
+    pin = vars.get("triton_cpuset")
+    if pin is None or pin == "" or isinstance(pin, bool):
+        return None
+    return str(pin)
 
 
 def cpu_roles(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> tuple[dict[int, str], list[str]]:

@@ -354,16 +354,13 @@ def validate(vars: dict) -> None:
     _local_files(vars, configs)
 
 
-def pinned(vars: dict) -> bool:
-    """Whether the inventory pins Triton's CPUs (``triton_cpuset: 0`` is CPU 0, a pin)."""
-    return vars.get("triton_cpuset") not in (None, "")
-
-
 def cpuset(vars: dict, facts: dict) -> str:
-    """Triton's CPUs: ``triton_cpuset`` when the inventory sets it, else the topology plan's Triton CPUs
-    (``triton_cpus_per_gpu`` on each GPU's own node, as cpu_tuning exports them); "" when the plan has none."""
-    if pinned(vars):
-        return str(vars["triton_cpuset"])
+    """Triton's CPUs: ``triton_cpuset`` when the inventory pins them (:func:`bringup.topology.triton_pin`),
+    else the topology plan's Triton CPUs (``triton_cpus_per_gpu`` on each GPU's own node, as cpu_tuning
+    exports them); "" when the plan has none."""
+    pin = topology.triton_pin(vars)
+    if pin is not None:
+        return pin
     try:
         return format_cpulist(topology.plan_topology(facts, vars).triton_cpus)
     except InputError as e:
@@ -390,7 +387,7 @@ class _Desired:
         self.models = sorted(set(self.configs) | {rel.split("/", 1)[0] for rel in self.files if "/" in rel})
         picked = choose(v, host.facts)
         gpus = _gpus(v, host.facts) if picked.gpu else []
-        self.cpuset = cpuset(v, host.facts) if gpus else (str(v["triton_cpuset"]) if pinned(v) else "")
+        self.cpuset = cpuset(v, host.facts) if gpus else (topology.triton_pin(v) or "")
         cache = any((s or {}).get("response_cache") for s in (v.get("triton_models") or {}).values())
         ctx = dict(image=v["triton_image"], container=self.container, shm_size=str(v["triton_shm_size"]),
                    cpuset=self.cpuset, gpus=gpus, ports=v["triton_ports"],
