@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # imported where used
     from .results import HostResult
 
 __all__ = ["HostDrift", "DriftReport", "summarize", "render_table", "to_json", "registry", "write_prometheus",
-           "check_prometheus_path", "METRICS"]
+           "check_prometheus_path", "prometheus_file_problem", "METRICS"]
 
 #: The metrics of ``--prometheus``, with their HELP text (the monitoring role's alert rules read them).
 METRICS = {
@@ -192,7 +192,8 @@ def read_previous(path: Path) -> dict[tuple[str, ...], float]:
 
 
 def check_prometheus_path(path: str) -> Path:
-    """``--prometheus FILE`` checked before anything connects: a ``.prom`` file in an existing folder."""
+    """``--prometheus FILE`` checked before anything connects: a ``.prom`` file in an existing folder, and
+    nothing there yet or bringup's own textfile (:func:`prometheus_file_problem`)."""
     p = Path(path)
     if p.suffix != ".prom":
         raise InputError(f"--prometheus {path}: the node exporter's textfile collector reads only *.prom files; "
@@ -202,7 +203,51 @@ def check_prometheus_path(path: str) -> Path:
                          "--collector.textfile.directory)")
     if p.is_dir():
         raise InputError(f"--prometheus {path} is a folder: give a file name in it, like {p / 'bringup.prom'}")
+    why = prometheus_file_problem(p)
+    if why:
+        raise InputError(f"--prometheus {path}: {why}; give a file of its own, like {p.parent / 'bringup.prom'}")
     return p
+
+
+def is_own_textfile(text: str) -> bool:
+    """Whether ``text`` is a textfile bringup wrote: Prometheus text whose every metric family is one of
+    :data:`METRICS` (another exporter's families, or text that does not parse, are not bringup's)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    try:
+        names = [fam.name for fam in text_string_to_metric_families(text)]
+    except (ValueError, TypeError, IndexError):
+        return False
+    return bool(names) and all(n in METRICS for n in names)
+
+
+def prometheus_file_problem(path: Path) -> str | None:
+    """Why bringup must not replace what is at ``path`` (None: nothing is there, or bringup's own textfile).
+
+    The rule of the tuner's ``--record``: a link, a folder, a device or a pipe is never written through or
+    replaced, nor a file bringup did not write (another exporter's ``.prom`` in the same collector folder).
+    Nothing is opened but a regular file (a pipe would block the read).
+    """
+    if path.is_symlink():
+        return "it is a symbolic link: bringup writes its textfile as a regular file"
+    if path.is_dir():
+        return "it is a folder"
+    if not path.exists():
+        return None
+    if not path.is_file():
+        return "it is not a regular file (a device, a pipe or a socket)"
+    try:
+        if path.stat().st_size > PROM_READ_MAX:
+            return f"it is larger than {PROM_READ_MAX >> 20} MiB: not a textfile bringup wrote"
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        text = "\0"
+    except OSError as e:
+        return f"it cannot be read ({e.strerror or e})"
+    if not text.strip() or is_own_textfile(text):
+        return None
+    return ("it is not a textfile bringup wrote (its metrics are not bringup_*): bringup never replaces "
+            "another exporter's file")
 
 
 def write_prometheus(report: DriftReport, path: Path) -> None:
@@ -211,7 +256,12 @@ def write_prometheus(report: DriftReport, path: Path) -> None:
     The collector never reads a half-written file; a failed write leaves the
     previous file as it was and no temporary file behind.
     """
+    import errno
+
     from prometheus_client import write_to_textfile
 
+    why = prometheus_file_problem(path)  # checked again: the run took minutes, the folder is shared
+    if why:
+        raise FileExistsError(errno.EEXIST, f"{why}; nothing written")
     write_to_textfile(str(path), registry(report, read_previous(path)))
     os.chmod(path, 0o644)  # the node exporter usually runs as its own user
