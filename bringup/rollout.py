@@ -22,6 +22,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -135,19 +136,28 @@ def validate_hooks(hosts: list[Host]) -> None:
 
 def run_hook(var: str, host: Host) -> str | None:
     """Run ``host``'s hook ``var`` with the host's name and address appended; None when it succeeded,
-    else why it failed (one line).  Its own session: a Ctrl-C meant for bringup does not cut it short."""
+    else why it failed (one line).  Its own session: a Ctrl-C meant for bringup does not cut it short;
+    past its timeout the whole session's process group is ended, what the hook started included."""
     argv = [*host.vars[var], host.name, host.address]
     timeout = _hook_timeout(host)
     try:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, start_new_session=True,
-                             stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired:
-        return f"{var} did not finish within {timeout:g} s ({HOOK_TIMEOUT})"
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                                start_new_session=True, stdin=subprocess.DEVNULL)
     except OSError as e:
         return f"{var} could not start {argv[0]}: {e.strerror}"
-    if res.returncode != 0:
-        words = said(res.stderr or res.stdout, 400)
-        return f"{var} exited {res.returncode}" + (f": {words}" if words else "")
+    with proc:
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # its own group (start_new_session): a child's sleep too
+            except ProcessLookupError:
+                pass
+            proc.wait()
+            return f"{var} did not finish within {timeout:g} s ({HOOK_TIMEOUT})"
+    if proc.returncode != 0:
+        words = said(err or out, 400)
+        return f"{var} exited {proc.returncode}" + (f": {words}" if words else "")
     return None
 
 

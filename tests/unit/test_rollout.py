@@ -151,6 +151,8 @@ def test_rollout_stops_after_a_failed_batch_hooks_in_order(tmp_path):
     assert "stays drained" in h4.message and [r.id for r in h4.resources if r.status == "failed"] == ["command:made to fail"]
 
 
+@pytest.mark.reliability(item=26, fault="a drain_command that exits 1 (the host is failed as not drained, not touched)",
+                         checks=("nothing touched",))
 def test_failed_drain_leaves_the_host_untouched(tmp_path):
     log = tmp_path / "hooks.log"
     hosts = _hosts(tmp_path, 2, log)
