@@ -230,9 +230,20 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _blocks_or_folder(path: Path) -> bool:
+    """Whether ``path`` (followed) is a folder, a pipe or a socket: none is read as an inventory."""
+    import stat
+
+    mode = path.stat().st_mode
+    return stat.S_ISDIR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
 def _read_text(path: Path) -> str:
     """The file's text: at most :data:`MAX_BYTES` bytes, strict UTF-8 (an error names the line)."""
     try:
+        if _blocks_or_folder(path):  # a pipe's read waits for a writer that may never come
+            raise InventoryError(f"{path}: not a regular file (a folder, a pipe or a socket); "
+                                 "pass --inventory PATH of the YAML file")
         with path.open("rb") as f:
             data = f.read(MAX_BYTES + 1)
     except FileNotFoundError:
