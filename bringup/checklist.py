@@ -358,7 +358,6 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
 
     out_dir = Path(out_dir)
     names = {h.name: page_name(h.name) for h in hosts}
-    out_dir.mkdir(parents=True, exist_ok=True)
     pages: dict[str, list[Check]] = {}
     for h in hosts:
         if stop is not None and stop.requested:
@@ -398,6 +397,7 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
         if not checks:
             checks = [line("facts", "anything checked", "WARN", "no line could be checked from what was read",
                            command(f"facts --host {h.name}") + " and look at what it gathers")]
+        out_dir.mkdir(parents=True, exist_ok=True)  # only now: a bad --facts file leaves no folder behind
         (out_dir / f"{names[h.name]}.md").write_text(render_markdown(h.name, checks))
         (out_dir / f"{names[h.name]}.html").write_text(render_html(h.name, checks, svg))
         (out_dir / f"{names[h.name]}.json").write_text(render_json(h.name, checks))

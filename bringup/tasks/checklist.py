@@ -8,7 +8,7 @@ from invoke import Exit, task
 
 from ..errors import BringupError
 from ..process import command
-from .context import SELECTION, options, running
+from .context import SELECTION, failing, options, running
 
 if TYPE_CHECKING:
     from ..stop import Stop
@@ -42,7 +42,10 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
     written, then the hosts left out are named.
     """
     from ..checklist import FACTS, render_group_html, render_markdown, run_checklist
+    from ..latency.options import out_folder
 
+    with failing():
+        out_folder(out)  # before anything connects: a file there was Python's traceback after the run
     # The first host is connected to while the roles load and the variables are checked (bringup.ahead); the
     # hosts are checked one after another, so the others connect in their turn.
     with running(inventory, set_, host, hosts, group, roles, forks=1, connect_ahead=not facts, extra_facts=FACTS,
@@ -61,6 +64,7 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
     for name, checks in pages.items():
         console.print(render_markdown(name, checks), markup=False, highlight=False)
     if group:
+        Path(out).mkdir(parents=True, exist_ok=True)
         (Path(out) / "index.html").write_text(render_group_html(group, pages))
     console.print(f"checklist pages: {out}/", style="dim")
     if stop.requested:
