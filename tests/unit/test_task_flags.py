@@ -1,0 +1,145 @@
+"""Issue 26: the flags of every task are checked like inventory input, one row per task.
+
+Through the real CLI (``python -m invoke``) in a subprocess, from a temporary folder whose inventory's
+host points at 127.0.0.1 port 9, where nothing listens: a flag value that were checked only after
+connecting would end as "unreachable" (exit 4), not as the flag's one ``error:`` line with exit 1.  The
+second channel: no ``reports/`` folder appears (a run that reached a host writes one), no output the
+flag names is created, and stderr holds no traceback.  bench, tune and tune-window have their rows in
+test_latency_input.py; ``sandbox`` takes only two switches (no value to get wrong).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from .test_bad_input import _refused
+from .test_latency_input import _invoke
+
+CHECKS = ("one clear line", "exit code", "nothing touched")
+
+INVENTORY = "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9, ansible_user: nobody}\n"
+
+
+@pytest.fixture
+def work(tmp_path):
+    (tmp_path / "hosts").write_text(INVENTORY)
+    (tmp_path / "a-folder").mkdir()
+    os.mkfifo(tmp_path / "a-pipe")  # a read of it waits for a writer that never comes
+    (tmp_path / "node.prom").write_text("# HELP node_raid_ok RAID healthy\n# TYPE node_raid_ok gauge\nnode_raid_ok 1\n")
+    return tmp_path
+
+
+def _check(work: Path, task: str, args: list[str], words: list[str]) -> None:
+    before = sorted(p.name for p in work.iterdir())
+    line = _refused(_invoke(work, task, *args), work, *words)
+    assert sorted(p.name for p in work.iterdir()) == before, f"{task} {args}: a file appeared ({line})"
+    assert "unreachable" not in line, line
+
+
+def _flag(flag: str, value: str, *more: str) -> tuple[list[str], list[str]]:
+    """A case: ``--host h1 FLAG VALUE``, whose error line names the flag, the value and ``more``."""
+    return ["--host", "h1", flag, value], [flag, value, *more]
+
+
+# Flags most tasks share (the selection, the inventory, --set, --forks), tried on each task that has them.
+SELECTION = [
+    (["--host", "nosuch"], ["nosuch"]),
+    _flag("--set", "no-equals-sign"),
+    _flag("--inventory", "a-folder"),
+    _flag("--inventory", "a-pipe"),
+    _flag("--inventory", "missing.yml"),
+    _flag("--inventory", "/dev/zero"),
+]
+FORKS = [_flag("--forks", "0"), _flag("--forks", "many")]
+ROLES = [_flag("--roles", "no_such_role")]
+LIMIT = [_flag("--limit", "@a-folder"), _flag("--limit", "@a-pipe")]
+FACTS_FILE = [_flag("--facts", "missing.json"), _flag("--facts", "a-folder"), _flag("--facts", "/dev/zero"),
+              _flag("--facts", "a-pipe")]
+
+
+def _cases(*groups):
+    return [c for g in groups for c in g]
+
+
+@pytest.mark.reliability(item=26, fault="provision flags: --serial 0/150%, --max-fail-percentage nan/101, "
+                                        "an unknown role, --forks 0, --inventory a folder/a pipe (hung)/missing/"
+                                        "/dev/zero, --set, --limit @a folder/@a pipe",
+                         checks=CHECKS)
+@pytest.mark.parametrize("args, words", _cases(SELECTION, FORKS, ROLES, LIMIT, [
+    _flag("--serial", "0"), _flag("--serial", "150%"),
+    _flag("--max-fail-percentage", "nan"), _flag("--max-fail-percentage", "101"),
+]))
+def test_provision_flags(work, args, words):
+    _check(work, "provision", args, words)
+
+
+@pytest.mark.reliability(item=26, fault="plan flags: an unknown host or role, --forks 0/a word, --inventory a "
+                                        "folder/a pipe (hung)/missing//dev/zero, --set without =, --limit @a folder",
+                         checks=CHECKS)
+@pytest.mark.parametrize("args, words", _cases(SELECTION, FORKS, ROLES, LIMIT))
+def test_plan_flags(work, args, words):
+    _check(work, "plan", args, words)
+
+
+@pytest.mark.reliability(item=26, fault="audit flags: --testinfra missing or /dev/zero, --export-testinfra a file, "
+                                        "an unknown host or role, --forks 0, a bad inventory or --set",
+                         checks=CHECKS)
+@pytest.mark.parametrize("args, words", _cases(SELECTION, FORKS, ROLES, [
+    _flag("--testinfra", "missing_tests"), _flag("--testinfra", "/dev/zero"),
+    _flag("--export-testinfra", "hosts"),
+]))
+def test_audit_flags(work, args, words):
+    _check(work, "audit", args, words)
+
+
+@pytest.mark.reliability(item=26, fault="checklist flags: --out a file (was a traceback), --facts "
+                                        "missing/a folder//dev/zero (left an empty reports/checklist), an "
+                                        "unknown host or role, a bad inventory or --set",
+                         checks=CHECKS)
+@pytest.mark.parametrize("args, words", _cases(SELECTION, ROLES, FACTS_FILE, [
+    _flag("--out", "hosts", "not a folder"), _flag("--out", "hosts/pages", "not a folder"),
+]))
+def test_checklist_flags(work, args, words):
+    _check(work, "checklist", args, words)
+
+
+@pytest.mark.reliability(item=26, fault="drift flags: --prometheus not *.prom/in a missing folder/a folder/another "
+                                        "exporter's file, an unknown host or role, --forks 0, a bad inventory or "
+                                        "--set", checks=CHECKS)
+@pytest.mark.parametrize("args, words", _cases(SELECTION, FORKS, ROLES, LIMIT, [
+    _flag("--prometheus", "drift.txt", ".prom"), _flag("--prometheus", "nowhere/bringup.prom"),
+    _flag("--prometheus", "a-folder"), _flag("--prometheus", "node.prom", "not a textfile bringup wrote"),
+]))
+def test_drift_flags(work, args, words):
+    _check(work, "drift", args, words)
+
+
+@pytest.mark.reliability(item=26, fault="engines flags: an unknown host, --forks 0/a word, a bad inventory or --set",
+                         checks=CHECKS)
+@pytest.mark.parametrize("args, words", _cases(SELECTION, FORKS))
+def test_engines_flags(work, args, words):
+    _check(work, "engines", args, words)
+
+
+@pytest.mark.reliability(item=26, fault="facts flags: no --host, an unknown host, a bad inventory or --set",
+                         checks=CHECKS)
+@pytest.mark.parametrize("args, words", _cases(SELECTION, [([], ["--host"])]))
+def test_facts_flags(work, args, words):
+    _check(work, "facts", args, words)
+
+
+@pytest.mark.reliability(item=26, fault="hosts flags: --inventory a folder/a pipe (hung)/missing//dev/zero, "
+                                        "--set without =",
+                         checks=CHECKS)
+@pytest.mark.parametrize("args, words", [(a[2:], w) for a, w in SELECTION[1:]])
+def test_hosts_flags(work, args, words):
+    _check(work, "hosts", args, words)
+
+
+@pytest.mark.reliability(item=26, fault="topology flags: --facts missing/a folder//dev/zero, an unknown host, "
+                                        "a bad inventory or --set", checks=CHECKS)
+@pytest.mark.parametrize("args, words", _cases(SELECTION, FACTS_FILE))
+def test_topology_flags(work, args, words):
+    _check(work, "topology", args, words)
