@@ -24,6 +24,8 @@ import re
 import shutil
 import signal
 import subprocess
+import threading
+import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
@@ -134,6 +136,23 @@ def validate_hooks(hosts: list[Host]) -> None:
             _hook_timeout(h)
 
 
+#: What is kept of a hook's stdout and of its stderr: the first and the last this many bytes of each (a hook
+#: printing without end until its timeout does not fill the control machine's memory; said() needs far less).
+HOOK_OUTPUT_KEEP = 64 * 1024
+
+
+def _keep_ends(pipe: Any, into: list[bytes]) -> None:
+    """Read ``pipe`` to its end, keeping its first and last :data:`HOOK_OUTPUT_KEEP` bytes (joined)."""
+    head, tail = bytearray(), bytearray()
+    for chunk in iter(lambda: pipe.read1(65536), b""):
+        room = HOOK_OUTPUT_KEEP - len(head)
+        head += chunk[:room]
+        tail += chunk[room:] if room > 0 else chunk
+        if len(tail) > 2 * HOOK_OUTPUT_KEEP:
+            del tail[:-HOOK_OUTPUT_KEEP]
+    into.append(bytes(head) + (b"\n" if len(tail) > HOOK_OUTPUT_KEEP else b"") + bytes(tail[-HOOK_OUTPUT_KEEP:]))
+
+
 def run_hook(var: str, host: Host) -> str | None:
     """Run ``host``'s hook ``var`` with the host's name and address appended; None when it succeeded,
     else why it failed (one line).  Its own session: a Ctrl-C meant for bringup does not cut it short;
@@ -141,24 +160,43 @@ def run_hook(var: str, host: Host) -> str | None:
     argv = [*host.vars[var], host.name, host.address]
     timeout = _hook_timeout(host)
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
-                                start_new_session=True, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                                stdin=subprocess.DEVNULL)
     except OSError as e:
         return f"{var} could not start {argv[0]}: {e.strerror}"
-    with proc:
+    out: list[bytes] = []
+    err: list[bytes] = []
+    readers = [threading.Thread(target=_keep_ends, args=(proc.stdout, out), daemon=True),
+               threading.Thread(target=_keep_ends, args=(proc.stderr, err), daemon=True)]
+    for th in readers:
+        th.start()
+    deadline = time.monotonic() + timeout
+    for th in readers:  # until both pipes are closed: by the hook, and by anything it started
+        th.join(max(0.0, deadline - time.monotonic()))
+    if any(th.is_alive() for th in readers) or _waits(proc, deadline):
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)  # its own group (start_new_session): a child's sleep too
-            except ProcessLookupError:
-                pass
-            proc.wait()
-            return f"{var} did not finish within {timeout:g} s ({HOOK_TIMEOUT})"
+            os.killpg(proc.pid, signal.SIGKILL)  # its own group (start_new_session): a child's sleep too
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        for th in readers:  # the group is gone, the pipes close; one held by an escaped daemon is left to it
+            th.join(2.0)
+        return f"{var} did not finish within {timeout:g} s ({HOOK_TIMEOUT})"
+    proc.stdout.close()
+    proc.stderr.close()
     if proc.returncode != 0:
-        words = said(err or out, 400)
+        words = said((b"".join(err) or b"".join(out)).decode("utf-8", "replace"), 400)
         return f"{var} exited {proc.returncode}" + (f": {words}" if words else "")
     return None
+
+
+def _waits(proc: subprocess.Popen, deadline: float) -> bool:
+    """Whether ``proc`` is still running at ``deadline`` (its pipes may close before it ends)."""
+    try:
+        proc.wait(max(0.0, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        return True
+    return False
 
 
 def _hooked(rolling: bool) -> Callable[..., HostResult]:

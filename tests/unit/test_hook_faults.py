@@ -59,6 +59,30 @@ def test_a_failing_hook_that_floods_is_one_bounded_line_and_the_host_untouched(t
     assert not log.exists()  # no undrain either: the drain failed, the host was never taken out
 
 
+@pytest.mark.reliability(item=26, fault="a hook that prints 200 MB (held whole in memory until it ended)",
+                         checks=("report written",))
+def test_a_hook_that_prints_without_end_is_read_in_bounded_memory(tmp_path):
+    import tracemalloc
+
+    from bringup.rollout import HOOK_OUTPUT_KEEP, run_hook
+
+    hook = _script(tmp_path, "firehose.py", "import sys\nsys.stdout.write('E: lb-7 refused the drain\\n')\n"
+                                            "line = b'x' * 1023 + b'\\n'\nfor _ in range(200 * 1024): "
+                                            "sys.stdout.buffer.write(line)\nsys.stdout.write('last words\\n')\n"
+                                            "sys.exit(1)\n")
+    host, = _hosts(tmp_path, 1, tmp_path / "hooks.log")
+    host.vars["drain_command"] = hook
+    tracemalloc.start()
+    try:
+        why = run_hook("drain_command", host)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 40 * HOOK_OUTPUT_KEEP, peak  # 200 MB went through; a few times what is kept stayed
+    assert why.startswith("drain_command exited 1: E: lb-7 refused the drain") and "last words" in why, why[:200]
+    assert len(why) < 1000
+
+
 @pytest.mark.reliability(item=26, fault="a drain_command that prints bytes that are not UTF-8, then exits 1",
                          checks=("nothing touched", "report written"))
 def test_a_failing_hook_that_prints_other_bytes_is_one_line(tmp_path):
