@@ -95,7 +95,7 @@ def test_audit_flags(work, args, words):
 
 
 @pytest.mark.reliability(item=26, fault="checklist flags: --out a file (was a traceback), --facts "
-                                        "missing/a folder//dev/zero (left an empty reports/checklist), an "
+                                        "missing/a folder//dev/zero/a pipe (left an empty reports/checklist), an "
                                         "unknown host or role, a bad inventory or --set",
                          checks=CHECKS)
 @pytest.mark.parametrize("args, words", _cases(SELECTION, ROLES, FACTS_FILE, [
@@ -138,7 +138,7 @@ def test_hosts_flags(work, args, words):
     _check(work, "hosts", args, words)
 
 
-@pytest.mark.reliability(item=26, fault="topology flags: --facts missing/a folder//dev/zero, an unknown host, "
+@pytest.mark.reliability(item=26, fault="topology flags: --facts missing/a folder//dev/zero/a pipe, an unknown host, "
                                         "a bad inventory or --set", checks=CHECKS)
 @pytest.mark.parametrize("args, words", _cases(SELECTION, FACTS_FILE))
 def test_topology_flags(work, args, words):
