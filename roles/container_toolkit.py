@@ -15,7 +15,7 @@ Variables:
 """
 from __future__ import annotations
 
-from bringup.vars import RoleVars, defaults_of, want
+from bringup.vars import RoleVars, want
 from bringup.gpu import gpu_gate
 from bringup.resources import Packages
 from bringup.resources.guard import Fail, Probe
@@ -42,8 +42,6 @@ class Vars(gpu.GpuVars, apt.AptVars, RoleVars):
     container_toolkit_default_runtime: bool = False
     container_toolkit_hold: bool = True
 
-
-DEFAULTS = defaults_of(Vars)
 
 DAEMON_JSON = "/etc/docker/daemon.json"
 

@@ -31,7 +31,7 @@ from pydantic import Field, field_validator
 from bringup import topology
 from bringup.auditkit import Expect
 from bringup.command import sh
-from bringup.vars import RoleVars, defaults_of, want
+from bringup.vars import RoleVars, want
 from bringup.facts.base import format_cpulist
 from bringup.resources import Directory, File, Service
 from bringup.resources.boot import KernelCmdline
@@ -87,9 +87,6 @@ class Vars(topology.PlannerVars, RoleVars):
         if v and (not v.startswith("/") or ".." in v.split("/") or "\n" in v):
             raise ValueError("an absolute path without '..', or empty for the real /sys")
         return v
-
-
-DEFAULTS = defaults_of(Vars)
 
 
 def resources(host):

@@ -41,7 +41,7 @@ from pydantic import field_validator
 
 from bringup.auditkit import Expect
 from bringup.command import join, sh
-from bringup.vars import RoleVars, Spec, Text, defaults_of, key_matching, want
+from bringup.vars import RoleVars, Spec, Text, key_matching, want
 from bringup.resources import Command, Packages, Service
 from bringup.resources.guard import Fail
 from bringup.resources.systemd import restart_on_config, without_systemd
@@ -129,8 +129,6 @@ class Vars(apt.AptVars, RoleVars):
         check_json(reveal(v), "docker_daemon_config")  # NaN, Infinity, a date: Docker would not start
         return v
 
-
-DEFAULTS = defaults_of(Vars)
 
 DAEMON_JSON = "/etc/docker/daemon.json"
 #: Root's Docker client config: the host's `docker pull` (and compose) run as root.

@@ -20,7 +20,7 @@ from typing import Literal
 
 from bringup import topology
 from bringup.command import sh
-from bringup.vars import RoleVars, defaults_of, want
+from bringup.vars import RoleVars, want
 from bringup.facts.base import format_cpulist
 from bringup.resources import Directory, File, Packages, Service
 from bringup.resources.conditioned import ConditionedService
@@ -43,8 +43,6 @@ class Vars(topology.PlannerVars, RoleVars):
     #: A container's /proc/irq is the machine's: not moved unless asked.
     irq_affinity_in_containers: bool = False
 
-
-DEFAULTS = defaults_of(Vars)
 
 HANDLERS = {
     "reload systemd": ["systemctl daemon-reload"],

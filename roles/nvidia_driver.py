@@ -48,7 +48,7 @@ from pydantic import field_validator, model_validator
 
 from bringup.command import sh
 from bringup.driver_matrix import triton_need
-from bringup.vars import BOOL_WANTED, RoleVars, defaults_of, want
+from bringup.vars import BOOL_WANTED, RoleVars, want
 from bringup.gpu import gpu_gate, nvidia_gpus
 from bringup.process import command
 from bringup.resources import Command, File, Packages, Service
@@ -115,9 +115,6 @@ class Vars(gpu.GpuVars, apt.AptVars, RoleVars):
         elif not upstream.startswith(f"{br}."):
             raise ValueError(f"nvidia_driver_version {ver} is not on nvidia_driver_branch {br}")
         return self
-
-
-DEFAULTS = defaults_of(Vars)
 
 
 def validate(vars: dict) -> None:

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from bringup.resources import File, Sysctl
 from bringup.resources.sysctl import normalize_value, validate_key
-from bringup.vars import RoleVars, defaults_of, want
+from bringup.vars import RoleVars, want
 
 PERSIST_FILE = "/etc/sysctl.d/90-trt-latency.conf"
 
@@ -69,9 +69,6 @@ FACTS = ("system.sysctl_writable",)
 class Vars(RoleVars):
     sysctl_profile: Literal[tuple(PROFILES)] = want("network-latency", f"is unknown; use one of {', '.join(PROFILES)}")
     sysctl: dict[str, Any] = want({}, "must be a mapping of key: value (null drops a key)")
-
-
-DEFAULTS = defaults_of(Vars)
 
 
 def validate(vars: dict) -> None:

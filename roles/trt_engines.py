@@ -46,7 +46,7 @@ from bringup.resources.image import DockerImage
 from bringup.resources.files import Directory
 from bringup.resources.trt import PLAN, CALIBRATION, ONNX, EngineBuild, GpuClass, TrtEngine, engine_key
 from bringup.resources.upload import UploadedFile, file_sha256
-from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, key_matching, want
+from bringup.vars import AbsPath, RoleVars, Spec, key_matching, want
 
 #: nvidia-smi's GPUs and driver (``nvidia.smi``: name, compute_cap), CUDA (``nvidia.query``), the PCI gate's.
 FACTS = tuple(dict.fromkeys(("nvidia.smi", "nvidia.query", *gpu.FACTS)))
@@ -117,9 +117,6 @@ class Vars(image.ImageVars, RoleVars):
     tensorrt_image_id: str | None = want(None, "sha256:<64 hex digits>", pattern=r"^sha256:[0-9a-f]{64}$")
     tensorrt_version: str | None = want(None, "a version like 10.1.0", pattern=r"^\d+\.\d+(\.\d+){0,2}$")
     trt_engine_dir: AbsPath = "/opt/trt-engines"
-
-
-DEFAULTS = defaults_of(Vars)
 
 
 def engines(vars: dict) -> dict[str, EngineVars]:

@@ -33,7 +33,7 @@ from bringup.resources import Directory, File, Service
 from bringup.resources.guard import Unused
 from bringup.resources.systemd import without_systemd
 from bringup.resources.packages import Packages
-from bringup.vars import RoleVars, Spec, defaults_of, want
+from bringup.vars import RoleVars, Spec, want
 
 UNIT_NAME = "bringup-window-tuner"
 UNIT = f"/etc/systemd/system/{UNIT_NAME}.service"
@@ -57,9 +57,6 @@ class Tuner(Spec):
 class Vars(RoleVars):
     triton_window_tuner: Tuner | None = want(
         None, "a mapping {target_p95_ms, interval_s, models}, or null for none")
-
-
-DEFAULTS = defaults_of(Vars)
 
 
 def settings(vars: dict) -> dict | None:

@@ -20,7 +20,9 @@ ORDER, ROLES = load_roles(REPO)
 def test_every_role_declares_a_model_and_its_defaults_come_from_it(name):
     role = ROLES[name]
     assert role.model is not None and issubclass(role.model, RoleVars), name
-    assert role.defaults == defaults_of(role.model) == role.module.DEFAULTS
+    assert role.defaults == defaults_of(role.model)
+    # A role leaves DEFAULTS out (derived from Vars); the few kept for their tests' use say the same.
+    assert getattr(role.module, "DEFAULTS", role.defaults) == role.defaults
     role.validate(merged_defaults([ROLES[r] for r in ORDER]))  # the shipped defaults pass every model
 
 
