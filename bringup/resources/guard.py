@@ -7,21 +7,30 @@ from .base import Plan, Resource
 __all__ = ["Skip", "Unused", "Fail", "Probe"]
 
 
-class Skip(Resource):
-    """Nothing to do on this host, and why (a GPU role on a host without a GPU)."""
+class _Verdict(Resource):
+    """Reads nothing: its plan, the ``verdict`` on ``text``, was settled when it was made."""
 
-    kind = "skip"
     read_alongside = True
+    #: Plan.skip or Plan.fail.
+    verdict = staticmethod(Plan.fail)
 
-    def __init__(self, name: str, reason: str):
+    def __init__(self, name: str, text: str):
         super().__init__(name)
-        self.reason = reason
+        self.text = text
 
     def read(self) -> str:
         return "true"
 
     def plan(self, current: str) -> Plan:
-        return Plan.skip(self.reason)
+        return self.verdict(self.text)
+
+
+class Skip(_Verdict):
+    """Nothing to do on this host, and why (a GPU role on a host without a GPU)."""
+
+    kind = "skip"
+    verdict = staticmethod(Plan.skip)
+    reason = property(lambda self: self.text, doc="Why there is nothing to do.")
 
 
 class Unused(Skip):
@@ -34,21 +43,12 @@ class Unused(Skip):
     kind = "unused"
 
 
-class Fail(Resource):
+class Fail(_Verdict):
     """The role cannot run on this host; ``error`` says why and what to do."""
 
     kind = "precondition"
-    read_alongside = True
-
-    def __init__(self, name: str, error: str):
-        super().__init__(name)
-        self.error = error
-
-    def read(self) -> str:
-        return "true"
-
-    def plan(self, current: str) -> Plan:
-        return Plan.fail(self.error)
+    verdict = staticmethod(Plan.fail)
+    error = property(lambda self: self.text, doc="Why, and what to do.")
 
 
 class Probe(Resource):
