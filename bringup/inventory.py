@@ -28,6 +28,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from .errors import InventoryError, InputError
 from .process import command
 from .secrets import MASK, resolve_refs
+from .userfile import read_capped
 
 __all__ = ["Inventory", "Host", "ConnectionVars", "load_inventory", "parse_set"]
 
@@ -240,19 +241,13 @@ def _blocks_or_folder(path: Path) -> bool:
 
 def _read_text(path: Path) -> str:
     """The file's text: at most :data:`MAX_BYTES` bytes, strict UTF-8 (an error names the line)."""
-    try:
-        if _blocks_or_folder(path):  # a pipe's read waits for a writer that may never come
-            raise InventoryError(f"{path}: not a regular file (a folder, a pipe or a socket); "
-                                 "pass --inventory PATH of the YAML file")
-        with path.open("rb") as f:
-            data = f.read(MAX_BYTES + 1)
-    except FileNotFoundError:
-        raise InventoryError(f"{path}: no such inventory file (pass --inventory PATH)") from None
-    except OSError as e:
-        raise InventoryError(f"{path}: cannot read inventory: {e.strerror or e}") from None
-    if len(data) > MAX_BYTES:
-        raise InventoryError(f"{path}: larger than {MAX_BYTES // 2**20} MiB; is it the inventory? "
-                             "(pass --inventory PATH of the YAML file)")
+    data = read_capped(path, MAX_BYTES, InventoryError, refuse=_blocks_or_folder,  # a pipe's read may never end
+                       not_regular=f"{path}: not a regular file (a folder, a pipe or a socket); "
+                                   "pass --inventory PATH of the YAML file",
+                       missing=f"{path}: no such inventory file (pass --inventory PATH)",
+                       unreadable=f"{path}: cannot read inventory: ",
+                       too_large=f"{path}: larger than {MAX_BYTES // 2**20} MiB; is it the inventory? "
+                                 "(pass --inventory PATH of the YAML file)")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 
 from .errors import InputError
 from .process import command
+from .userfile import read_capped
 
 __all__ = ["split_pattern", "order_terms", "match_pattern", "read_limit_file", "expand_limit"]
 
@@ -151,22 +152,13 @@ def match_pattern(pattern: str, hosts: Sequence[str], groups: Mapping[str, Seque
 
 def read_limit_file(path: str | Path) -> list[str]:
     """The host names of a retry file (``--limit @FILE``): one a line; blank lines and ``#`` comments ignored."""
-    p = Path(path)
-    try:
-        if not p.is_file():
-            if p.exists():
-                raise InputError(f"--limit @{path}: not a regular file; give a retry file (reports/last.retry)")
-            raise FileNotFoundError
-        with p.open("rb") as fh:
-            raw = fh.read(LIMIT_FILE_MAX + 1)
-    except FileNotFoundError:
-        raise InputError(f"--limit @{path}: no such file (a retry file is written under reports/ only by a run "
-                         "that had hosts fail)") from None
-    except OSError as e:
-        raise InputError(f"--limit @{path}: cannot read it: {e.strerror}") from None
-    if len(raw) > LIMIT_FILE_MAX:
-        raise InputError(f"--limit @{path}: larger than {LIMIT_FILE_MAX // 1024} KiB; a retry file names one host "
-                         "a line")
+    raw = read_capped(path, LIMIT_FILE_MAX, InputError,
+                      not_regular=f"--limit @{path}: not a regular file; give a retry file (reports/last.retry)",
+                      missing=f"--limit @{path}: no such file (a retry file is written under reports/ only by a run "
+                              "that had hosts fail)",
+                      unreadable=f"--limit @{path}: cannot read it: ",
+                      too_large=f"--limit @{path}: larger than {LIMIT_FILE_MAX // 1024} KiB; a retry file names one "
+                                "host a line")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -1,0 +1,34 @@
+"""A file the operator names (an inventory, a retry file), read whole but bounded, its refusal one line."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+
+def _not_a_file(path: Path) -> bool:
+    return not path.is_file() and path.exists()
+
+
+def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception], *, missing: str,
+                unreadable: str, too_large: str, not_regular: str | None = None,
+                refuse: Callable[[Path], bool] = _not_a_file) -> bytes:
+    """At most ``limit`` bytes of the file at ``path``, else ``error(line)`` (raised ``from None``).
+
+    The line is ``missing`` when there is no such file, ``unreadable`` followed by the system's reason
+    when it cannot be read, ``too_large`` when it holds more than ``limit`` bytes; with ``not_regular``,
+    that when ``refuse`` says the path is no file to read, before it is opened (by default: whatever
+    exists and is not a regular file: a folder, a device, a pipe whose read waits for a writer).
+    """
+    p = Path(path)
+    try:
+        if not_regular is not None and refuse(p):
+            raise error(not_regular)
+        with p.open("rb") as f:
+            data = f.read(limit + 1)
+    except FileNotFoundError:
+        raise error(missing) from None
+    except OSError as e:
+        raise error(unreadable + str(e.strerror or e)) from None
+    if len(data) > limit:
+        raise error(too_large)
+    return data
