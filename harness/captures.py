@@ -12,9 +12,9 @@ import json
 import re
 from typing import Any
 
-from bringup.facts._util import cpulist
-from bringup.facts.cpu import _int_or_none, _str_keyed
-from bringup.facts.system import _docker_shape
+from bringup.facts._util import cpulist, to_int
+from bringup.facts.cpu import str_keyed
+from bringup.facts.system import docker_shape
 
 __all__ = [
     "strip_comments",
@@ -60,7 +60,7 @@ def parse_size_kib(text: str) -> int | None:
 
 def _lscpu_summary(fields: dict[str, str]) -> dict[str, Any]:
     def num(key: str) -> int | None:
-        return _int_or_none(fields.get(key, ""))
+        return to_int(fields.get(key, ""))
 
     nodes: dict[int, list[int]] = {}
     for key, value in fields.items():
@@ -89,7 +89,7 @@ def _lscpu_summary(fields: dict[str, str]) -> dict[str, Any]:
         "cores_per_socket": num("Core(s) per socket"),
         "threads_per_core": num("Thread(s) per core"),
         "numa_node_count": num("NUMA node(s)"),
-        "numa_nodes": _str_keyed(nodes),
+        "numa_nodes": str_keyed(nodes),
         "model_name": fields.get("Model name"),
         "vendor_id": fields.get("Vendor ID"),
         "hypervisor_vendor": fields.get("Hypervisor vendor"),
@@ -214,8 +214,8 @@ def parse_docker_info_text(output: str) -> dict[str, Any]:
     if not fields:
         return {}
     runtimes = {r: None for r in fields.get("Runtimes", "").split()}
-    return _docker_shape(fields.get("Server Version"), runtimes, fields.get("Default Runtime"),
-                         fields.get("Cgroup Driver"), fields.get("Cgroup Version"), [])
+    return docker_shape(fields.get("Server Version"), runtimes, fields.get("Default Runtime"),
+                        fields.get("Cgroup Driver"), fields.get("Cgroup Version"), [])
 
 
 # --------------------------------------------------------------------------

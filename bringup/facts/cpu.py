@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._util import cpulist
+from ._util import cpulist, to_int
 from .base import Fact, UntrustedOutput, format_cpulist
 
 __all__ = [
@@ -25,14 +25,8 @@ __all__ = [
 # lscpu -p
 # --------------------------------------------------------------------------
 
-def _int_or_none(text: str) -> int | None:
-    text = text.strip()
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    return None
-
-
-def _str_keyed(groups: dict[int, list[int]]) -> dict[str, list[int]]:
+def str_keyed(groups: dict[int, list[int]]) -> dict[str, list[int]]:
+    """``{node: cpus}`` as JSON keeps it: string keys in order, each list sorted."""
     return {str(k): sorted(groups[k]) for k in sorted(groups)}
 
 
@@ -90,7 +84,7 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
         if all(f.strip() == "" for f in fields[1:]):
             # lscpu -p prints an offline CPU (lscpu -p -a, some versions) with every field but
             # the number empty: not online, on no node.
-            if _int_or_none(fields[0]) is not None:
+            if to_int(fields[0]) is not None:
                 offline.append(int(fields[0]))
             continue
         rec: dict[str, str] = {}
@@ -109,19 +103,19 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
                 caches = caches[0].split(":")
             if caches:
                 rec["l3"] = caches[-1]
-        cpu = _int_or_none(rec.get("cpu", ""))
+        cpu = to_int(rec.get("cpu", ""))
         if cpu is None:
             continue
-        node = _int_or_none(rec.get("node", ""))
+        node = to_int(rec.get("node", ""))
         if node is None:
             node_column_known = False
         cpus.append(
             {
                 "cpu": cpu,
-                "core": _int_or_none(rec.get("core", "")),
-                "socket": _int_or_none(rec.get("socket", "")) or 0,
+                "core": to_int(rec.get("core", "")),
+                "socket": to_int(rec.get("socket", "")) or 0,
                 "node": node,
-                "l3": _int_or_none(rec.get("l3", "")),
+                "l3": to_int(rec.get("l3", "")),
             }
         )
     if not cpus:
@@ -160,13 +154,13 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
         "offline": sorted(offline),
         "cpus": cpus,
         "socket_count": len(sockets),
-        "sockets": _str_keyed(sockets),
+        "sockets": str_keyed(sockets),
         "core_count": len(cores),
         "threads_per_core": max(len(g) for g in cores.values()),
         "smt_siblings": siblings,
         "numa_known": numa_known,
-        "numa_nodes": _str_keyed(nodes),
-        "l3_groups": _str_keyed(l3),
+        "numa_nodes": str_keyed(nodes),
+        "l3_groups": str_keyed(l3),
     }
 
 

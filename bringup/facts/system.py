@@ -74,8 +74,9 @@ class SystemSystemd(Fact):
 # docker
 # --------------------------------------------------------------------------
 
-def _docker_shape(server_version: Any, runtimes: dict[str, str | None], default_runtime: Any,
-                  cgroup_driver: Any, cgroup_version: Any, errors: list[str]) -> dict[str, Any]:
+def docker_shape(server_version: Any, runtimes: dict[str, str | None], default_runtime: Any,
+                 cgroup_driver: Any, cgroup_version: Any, errors: list[str]) -> dict[str, Any]:
+    """The ``system.docker`` fact from its parts, whichever output they were read from."""
     return {
         "server_version": server_version or None,
         "runtimes": sorted(runtimes),
@@ -113,13 +114,13 @@ def parse_docker_info_json(output: str) -> dict[str, Any]:
             except ValueError:
                 data = None
     if not isinstance(data, dict):
-        return _docker_shape(None, {}, None, None, None, errors) if errors else {}
+        return docker_shape(None, {}, None, None, None, errors) if errors else {}
     runtimes: dict[str, str | None] = {}
     for rname, spec in (data.get("Runtimes") or {}).items():
         runtimes[rname] = spec.get("path") if isinstance(spec, dict) else None
     errors += [str(e) for e in (data.get("ServerErrors") or [])]
-    return _docker_shape(data.get("ServerVersion"), runtimes, data.get("DefaultRuntime"),
-                         data.get("CgroupDriver"), data.get("CgroupVersion"), errors)
+    return docker_shape(data.get("ServerVersion"), runtimes, data.get("DefaultRuntime"),
+                        data.get("CgroupDriver"), data.get("CgroupVersion"), errors)
 
 
 class SystemDocker(Fact):
