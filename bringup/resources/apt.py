@@ -22,7 +22,7 @@ from ..vars import RoleVars, Spec, Text, defaults_of, want
 from .base import Plan, Resource, kv_lines
 from .files import write_file
 
-__all__ = ["AptRepository", "dearmor", "openpgp_problem"]
+__all__ = ["AptRepository", "dearmor", "openpgp_packets", "openpgp_problem"]
 
 _NAME = re.compile(r"^[a-z0-9][a-z0-9._-]*$")
 _URL = re.compile(r"^(https?|file|ftp|copy):[^\s\]\[]+$")
@@ -54,7 +54,7 @@ def _crc24(data: bytes) -> int:
     return crc & 0xFFFFFF
 
 
-def _packets(data: bytes):
+def openpgp_packets(data: bytes):
     """The OpenPGP packets of ``data`` as (tag, body); ValueError where the stream is not one."""
     i = 0
     while i < len(data):
@@ -146,7 +146,7 @@ def openpgp_problem(data: bytes) -> str | None:
         return _describe_text(data) if all(b in b"\t\r\n" or 32 <= b < 127 for b in data[:512]) \
             else "binary data that is not an OpenPGP packet stream"
     try:
-        packets = list(_packets(data))
+        packets = list(openpgp_packets(data))
     except ValueError as e:
         return f"binary data that is not an OpenPGP packet stream ({e})"
     tag, body = packets[0]

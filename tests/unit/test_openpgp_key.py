@@ -33,10 +33,10 @@ def gpg_key(tmp_path_factory):
 
 def _new_format(data: bytes) -> bytes:
     """The same packets with new-format headers (RFC 9580 4.2.1), as some tools write them."""
-    from bringup.resources.apt import _packets
+    from bringup.resources.apt import openpgp_packets
 
     out = b""
-    for tag, body in _packets(data):
+    for tag, body in openpgp_packets(data):
         n = len(body)
         length = bytes([n]) if n < 192 else bytes([((n - 192) >> 8) + 192, (n - 192) & 0xFF]) if n < 8384 \
             else b"\xff" + n.to_bytes(4, "big")
