@@ -89,7 +89,7 @@ def summary_line(host: str, found: list[Item]) -> str:
     return f"{host} : passed={n['passed']} failed={n['failed']} skipped={n['skipped']} unreachable={n['unreachable']}"
 
 
-def _junit(by_host: dict[str, list[Item]]) -> ET.ElementTree:
+def junit_xml(by_host: dict[str, list[Item]]) -> ET.ElementTree:
     """JUnit XML (what CI systems read): a test suite per host, a test case per item."""
     root = ET.Element("testsuites", name="bringup audit")
     for host, found in by_host.items():
@@ -151,7 +151,7 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
     reports.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     junit = reports / f"{stamp}-audit.xml"
-    _junit(by_host).write(junit, encoding="utf-8", xml_declaration=True)
+    junit_xml(by_host).write(junit, encoding="utf-8", xml_declaration=True)
     summary = {
         "hosts": list(by_host), "roles": [r.name for r in roles], "exit": code,
         **{k: sum(i.outcome == k for i in found) for k in ("passed", "failed", "skipped", "unreachable")},

@@ -80,7 +80,7 @@ class Transport:
         self.round_trips = 0
         self._lock = threading.Lock()
 
-    def _become(self, inner: str) -> tuple[str, "_Sudo | None"]:
+    def _become(self, inner: str) -> tuple[str, "Sudo | None"]:
         """``inner`` wrapped in sudo when ``ansible_become``, and the prompt handshake when a password is set.
 
         With a password, sudo reads it (``-S``) only after writing a prompt unique
@@ -95,13 +95,13 @@ class Transport:
         user = quote(c.ansible_become_user)
         if c.ansible_become_password:
             token = secrets.token_hex(8)
-            sudo = _Sudo(prompt=f"[bringup-sudo-{token}]", ready=f"bringup-ready-{token}",
-                         password=c.ansible_become_password.get_secret_value(), user=c.ansible_become_user)
+            sudo = Sudo(prompt=f"[bringup-sudo-{token}]", ready=f"bringup-ready-{token}",
+                        password=c.ansible_become_password.get_secret_value(), user=c.ansible_become_user)
             wrapped = "sh -c " + quote(f"echo {sudo.ready} >&2; exec {inner}")
             return f"sudo -S -p {quote(sudo.prompt)} -H -u {user} -- {wrapped}", sudo
         return f"sudo -n -H -u {user} -- {inner}", None
 
-    def _entry(self) -> tuple[str, "_Sudo | None"]:
+    def _entry(self) -> tuple[str, "Sudo | None"]:
         """The command line and the sudo handshake (if any) for a script."""
         return self._become(self._bounded(_ENTRY))
 
@@ -126,10 +126,10 @@ class Transport:
             self.round_trips += 1
         return self._run(cmd, sudo, script)
 
-    def _run(self, cmd: str, sudo: "_Sudo | None", stdin: str) -> RunResult:
+    def _run(self, cmd: str, sudo: "Sudo | None", stdin: str) -> RunResult:
         return self._exchange(cmd, sudo, io.BytesIO(stdin.encode()))
 
-    def _stream_entry(self, command: str) -> tuple[str, "_Sudo | None"]:
+    def _stream_entry(self, command: str) -> tuple[str, "Sudo | None"]:
         """The command line (and sudo handshake) running ``command`` with become applied."""
         return self._become(self._bounded("sh -c " + quote(command)))
 
@@ -158,7 +158,7 @@ class Transport:
             return RunResult(proc.returncode or 1, res.stdout, f"{' '.join(local)} failed: {said(err, 300)}")
         return res
 
-    def _exchange(self, cmd: str, sudo: "_Sudo | None", data: BinaryIO) -> RunResult:  # pragma: no cover
+    def _exchange(self, cmd: str, sudo: "Sudo | None", data: BinaryIO) -> RunResult:  # pragma: no cover
         """Run ``cmd`` with ``data`` as its stdin (after sudo's handshake), within ``command_timeout``."""
         raise NotImplementedError
 
@@ -196,7 +196,7 @@ class Transport:
         raise BringupError(f"{self.host.name}: the run lock {RUN_LOCK} could not be taken "
                            f"({line or 'no answer'}; flock(1) from util-linux is needed)")
 
-    def _hold(self, cmd: str, sudo: "_Sudo | None", who: str) -> str:  # pragma: no cover
+    def _hold(self, cmd: str, sudo: "Sudo | None", who: str) -> str:  # pragma: no cover
         """Start ``cmd`` (the holder), send ``who`` as its first line, keep it running; its first line back."""
         raise NotImplementedError
 
@@ -206,7 +206,7 @@ class BecomeError(BringupError):
 
 
 @dataclass
-class _Sudo:
+class Sudo:
     """One sudo call's handshake: its unique prompt, the command's ready line, the password."""
 
     prompt: str
@@ -283,7 +283,7 @@ class LocalTransport(Transport):
         # into a group of its own, out of that reach.
         return command
 
-    def _exchange(self, cmd: str, sudo: "_Sudo | None", data: BinaryIO) -> RunResult:
+    def _exchange(self, cmd: str, sudo: "Sudo | None", data: BinaryIO) -> RunResult:
         # Not invoke's Context.run: its in_stream is copied a byte per 10 ms.
         p = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                              stderr=subprocess.PIPE, start_new_session=True)
@@ -460,7 +460,7 @@ class SSHTransport(Transport):
         threading.Thread(target=ask, daemon=True).start()
         return not answered.wait(within) and transport.is_active()
 
-    def _exchange(self, cmd: str, sudo: "_Sudo | None", data: BinaryIO) -> RunResult:
+    def _exchange(self, cmd: str, sudo: "Sudo | None", data: BinaryIO) -> RunResult:
         # A raw session of Fabric's connection rather than Connection.run: Invoke
         # copies an in_stream one byte per 10 ms, too slow for a whole script.
         # A host that stops answering is cut off after command_timeout: the
@@ -504,7 +504,7 @@ class SSHTransport(Transport):
 
     _holder = None
 
-    def _hold(self, cmd: str, sudo: "_Sudo | None", who: str) -> str:
+    def _hold(self, cmd: str, sudo: "Sudo | None", who: str) -> str:
         with _Deadline(self._timeout(), self.conn.close) as dl:
             try:
                 chan = self.conn.create_session()

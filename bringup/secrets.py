@@ -91,7 +91,7 @@ class Masker:
 MASK = Masker()
 
 
-class _MaskedStream:
+class MaskedStream:
     """A text stream whose writes go through a :class:`Masker` (everything else: the stream's own)."""
 
     def __init__(self, raw, masker: Masker):
@@ -110,8 +110,8 @@ def mask_output(masker: Masker = MASK) -> None:
     error line write there)."""
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name)
-        if stream is not None and not isinstance(stream, _MaskedStream):
-            setattr(sys, name, _MaskedStream(stream, masker))
+        if stream is not None and not isinstance(stream, MaskedStream):
+            setattr(sys, name, MaskedStream(stream, masker))
 
 
 def is_ref(value: Any) -> bool:

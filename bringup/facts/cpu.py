@@ -180,7 +180,7 @@ def _cross_check(rows: set[int], offline: set[int], owner: dict[int, int]) -> No
 
 
 # Without lscpu: the same columns from sysfs, header marked source=sysfs.
-_SYSFS_CPU_WALK = (
+SYSFS_CPU_WALK = (
     "echo '# CPU,Core,Socket,Node,L3 source=sysfs'\n"
     "for c in /sys/devices/system/cpu/cpu[0-9]*; do\n"
     "  [ -d \"$c/topology\" ] || continue\n"
@@ -210,7 +210,7 @@ class CpuTopology(Fact):
     command = (
         "if command -v lscpu >/dev/null 2>&1; then\n"
         "  lscpu -p=CPU,CORE,SOCKET,NODE,CACHE\n"
-        "else\n" + _SYSFS_CPU_WALK + "\nfi\n"
+        "else\n" + SYSFS_CPU_WALK + "\nfi\n"
         "echo ---\n" + _SYSFS_NODES
     )
     process = staticmethod(parse_lscpu_parse)

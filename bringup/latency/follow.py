@@ -20,7 +20,7 @@ from .window_tuner import (RECORD, RECORD_PROBE, Controller, TritonHTTP, TunerEr
 __all__ = ["remote_record", "check_remote_record", "follow"]
 
 
-def _replace(transport, path: str, text: str) -> None:
+def replace_remote(transport, path: str, text: str) -> None:
     """Write ``path`` on the host by a temporary file beside it and a rename (never in place), never onto a
     folder (``mv`` would move the file into it) or through a symbolic link."""
     res = transport.run_script(sh(
@@ -59,18 +59,18 @@ def remote_record(transport, path: str = RECORD, repository: str | None = None, 
         except InputError as e:
             raise TunerError(str(e)) from None
         old = transport.run_script(sh("cat -- %s 2>/dev/null || true", path)).stdout
-        _replace(transport, path, record_text(old, model, window_us, why, when, serving))
+        replace_remote(transport, path, record_text(old, model, window_us, why, when, serving))
         if repository:
             cfg = f"{repository.rstrip('/')}/{model}/config.pbtxt"
             new = config_text(transport.run_script(sh("cat -- %s 2>/dev/null || true", cfg)).stdout, window_us,
                               serving)
             if new is not None:
-                _replace(transport, cfg, new)
+                replace_remote(transport, cfg, new)
                 listed = manifest and manifest_text(transport.run_script(sh("cat -- %s 2>/dev/null || true",
                                                                             manifest)).stdout,
                                                     f"./{model}/config.pbtxt", hashlib.sha256(new.encode()).hexdigest())
                 if listed:
-                    _replace(transport, manifest, listed)
+                    replace_remote(transport, manifest, listed)
 
     return write
 

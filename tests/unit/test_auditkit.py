@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.audit import AuditedRole, Item, _junit, exit_code, items, summary_line
+from bringup.audit import AuditedRole, Item, junit_xml, exit_code, items, summary_line
 from bringup.auditkit import Expect, finding, http_ok, listening, tcp_listening
 from bringup.facts import ALL_FACTS
 from bringup.inventory import ConnectionVars, Host
@@ -114,7 +114,7 @@ def test_items_outcomes_exit_codes_and_the_summary_line():
 def test_junit_has_a_suite_per_host_and_a_case_per_item():
     found = [Item("h1", "sysctl", "sysctl:a", "passed"), Item("h1", "sysctl", "sysctl:b", "failed", "b is 0, want 1"),
              Item("h1", "irq", "irq:5", "skipped", "managed")]
-    tree = _junit({"h1": found, "h2": [Item("h2", "", "unreachable", "unreachable", "unreachable: refused")]})
+    tree = junit_xml({"h1": found, "h2": [Item("h2", "", "unreachable", "unreachable", "unreachable: refused")]})
     suites = tree.getroot().findall("testsuite")
     assert [(s.get("name"), s.get("tests"), s.get("failures"), s.get("skipped"), s.get("errors")) for s in suites] == [
         ("h1", "3", "1", "1", "0"), ("h2", "1", "0", "0", "1")]

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bringup.facts import ALL_FACTS, FACTS_BY_NAME, Fact, parse_cpulist
-from bringup.facts.cpu import _SYSFS_CPU_WALK, parse_lscpu_parse
+from bringup.facts.cpu import SYSFS_CPU_WALK, parse_lscpu_parse
 from bringup.facts.gather import gather
 from bringup.facts.net import NetInterfaces
 from bringup.facts.pci import PciDevices
@@ -197,7 +197,7 @@ def test_live_cpu_sysfs_fallback_agrees_with_lscpu():
     if not shutil.which("lscpu"):
         pytest.skip("lscpu missing: the fact itself used the sysfs walk")
     a = parse_lscpu_parse(run(FACTS_BY_NAME["cpu.topology"].command))
-    b = parse_lscpu_parse(run(_SYSFS_CPU_WALK))
+    b = parse_lscpu_parse(run(SYSFS_CPU_WALK))
     for key in ("cpu_count", "online", "socket_count", "sockets", "threads_per_core", "smt_siblings", "l3_groups"):
         assert a[key] == b[key], key
 

@@ -171,7 +171,7 @@ def test_a_record_path_naming_a_folder_is_refused_and_leaves_nothing(work, how):
 def test_the_host_side_write_never_moves_a_file_into_a_folder_or_through_a_link(tmp_path):
     from bringup.connection import LocalTransport
     from bringup.inventory import ConnectionVars, Host
-    from bringup.latency.follow import _replace, remote_record
+    from bringup.latency.follow import replace_remote, remote_record
     from bringup.latency.window_tuner import TunerError
 
     t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
@@ -190,7 +190,7 @@ def test_the_host_side_write_never_moves_a_file_into_a_folder_or_through_a_link(
     # ... and the write itself, the last guard: mv would have moved the file into the folder.
     for path in (folder, link):
         with pytest.raises(TunerError, match="not a regular file"):
-            _replace(t, str(path), "{}")
+            replace_remote(t, str(path), "{}")
     assert list(folder.iterdir()) == []
     assert target.read_text() == "root:x:0:0\n" and link.is_symlink()
     assert sorted(p.name for p in folder.parent.iterdir()) == ["triton-window.json", "w.json"]

@@ -14,7 +14,7 @@ from bringup.errors import InputError, InventoryError
 from bringup.inventory import load_inventory
 from bringup.resources.privatejson import PrivateJsonFile, docker_auth
 from bringup.roles import HostContext, Role
-from bringup.secrets import HIDDEN, MASK, Masker, SecretStr, _MaskedStream, holds_secret, resolve_refs, reveal
+from bringup.secrets import HIDDEN, MASK, MaskedStream, Masker, SecretStr, holds_secret, resolve_refs, reveal
 
 pytestmark = pytest.mark.reliability(item=2, fault='secrets: env and 0600 file references, masked in output, diff, reports and errors (unit)')
 
@@ -137,7 +137,7 @@ def test_masked_stream_filters_every_write():
     m = Masker()
     m.add("s3cr3t-value")
     raw = io.StringIO()
-    s = _MaskedStream(raw, m)
+    s = MaskedStream(raw, m)
     print("error: s3cr3t-value rejected", file=s)
     assert raw.getvalue() == f"error: {HIDDEN} rejected\n"
     assert s.getvalue() == raw.getvalue()  # the rest is the stream's own

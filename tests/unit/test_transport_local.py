@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from bringup.connection import BecomeError, LocalTransport, _Sudo
+from bringup.connection import BecomeError, LocalTransport, Sudo
 from bringup.errors import Unreachable
 from bringup.inventory import ConnectionVars, Host
 
@@ -68,7 +68,7 @@ class _Pipe:
         self.sent.append(data)
 
 
-SUDO = _Sudo(prompt="[bringup-sudo-ab12]", ready="bringup-ready-ab12", password="s3cret", user="root")
+SUDO = Sudo(prompt="[bringup-sudo-ab12]", ready="bringup-ready-ab12", password="s3cret", user="root")
 
 
 @pytest.mark.reliability(item=1, fault="become password: sent only at sudo's own prompt (scripted sudo)",
