@@ -37,6 +37,7 @@ Modules, by concern:
 - :mod:`harness.lock`: the build lock shared by concurrent test runs
 - :mod:`harness.keys`: the client key pair, host keys pinned in known_hosts
 - :mod:`harness.limits`: :func:`make_room`: inotify instances and watches (raised as root), memory, disk
+- :mod:`harness.doubles`: the test doubles (apt mirrors of stand-in packages, the dcgm-exporter double, a local Triton)
 - :mod:`harness.host`: :class:`SandboxHost`, :func:`start_host`, :func:`remove_leftovers`
 - :mod:`harness.inventory`: :func:`write_inventory`
 - :mod:`harness.triton_image`: the CPU Triton TEST DOUBLE image (tritonserver from PyPI's nvidia-pytriton wheel)

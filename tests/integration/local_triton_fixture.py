@@ -12,7 +12,7 @@ CPUS = sorted(os.sched_getaffinity(0))
 
 def require_local_triton():
     """:mod:`.local_triton`, once its server can run here; else the test is skipped, saying why."""
-    from . import local_triton as lt
+    from harness.doubles import local_triton as lt
 
     try:
         why = lt.usable()

@@ -11,9 +11,9 @@ import pytest
 from harness import write_inventory
 from roles.dcgm_exporter import CSV, DEFAULT_COUNTERS
 
-from .dcgm_double import TAG, build_image
+from harness.doubles.dcgm_double import TAG, build_image
 from .helpers import invoke, last_report, recap, free_port
-from .nvidia_mirror import build_mirror, running_kernel
+from harness.doubles.nvidia_mirror import build_mirror, running_kernel
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ from harness import write_inventory
 from roles.container_toolkit import PACKAGES
 
 from .helpers import invoke, recap
-from .nvidia_mirror import build_mirror, running_kernel
+from harness.doubles.nvidia_mirror import build_mirror, running_kernel
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ from harness import write_inventory
 from roles.nvidia_driver import NOUVEAU_FILE, PREFERENCES_FILE, UNATTENDED_FILE
 
 from .helpers import invoke, last_report, recap, free_port
-from .nvidia_mirror import build_mirror, running_kernel
+from harness.doubles.nvidia_mirror import build_mirror, running_kernel
 
 pytestmark = pytest.mark.integration
 

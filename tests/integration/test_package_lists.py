@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .debrepo import build_deb, write_index
+from harness.doubles.debrepo import build_deb, write_index
 from .helpers import invoke, recap, role_project
 
 pytestmark = pytest.mark.integration

@@ -21,8 +21,10 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-from .helpers import REPO, free_port
-from harness.triton_image import wheel_path
+from ..example import free_ports
+from ..triton_image import wheel_path
+
+REPO = Path(__file__).resolve().parents[2]
 
 ROOT = REPO / ".sandbox" / "pytriton-local"
 PY = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -113,7 +115,7 @@ class LocalTriton:
 
     def __init__(self, repo: Path, log: Path, cpus: list[int] | None = None, args: tuple[str, ...] = ()):
         self.repo, self.log_path, self.cpus, self.args = repo, log, cpus, tuple(args)
-        self.http_port, self.grpc_port, self.metrics_port = free_port(), free_port(), free_port()
+        self.http_port, self.grpc_port, self.metrics_port = free_ports(3)
         self.proc: subprocess.Popen | None = None
 
     def __enter__(self) -> "LocalTriton":
