@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._util import cpulist, to_int as _int
+from ._util import cpulist, pci_reads, to_int as _int
 from .base import Fact, UntrustedOutput
 from .pci import PCI_ADDRESS_RE
 
@@ -114,10 +114,7 @@ class NetInterfaces(Fact):
         "    while read -r l; do case $l in (DRIVER=*) drv=${l#DRIVER=};; esac; done < \"$dev/uevent\"\n"
         "  fi\n"
         "  if [ -n \"$pci\" ]; then\n"
-        "    while read -r l; do case $l in (DRIVER=*) pdrv=${l#DRIVER=};; esac; done < \"$pci/uevent\"\n"
-        "    if [ -r \"$pci/numa_node\" ]; then read -r numa < \"$pci/numa_node\"; fi\n"
-        "    if [ -r \"$pci/local_cpulist\" ]; then read -r cpus < \"$pci/local_cpulist\"; fi\n"
-        "    for i in \"$pci\"/msi_irqs/[0-9]*; do if [ -e \"$i\" ]; then msi=\"$msi${msi:+,}${i##*/}\"; fi; done\n"
+        + pci_reads("$pci", "pdrv", "    ") +
         "  fi\n"
         "  read -r speed < \"$n/speed\"\n"
         "  read -r mtu < \"$n/mtu\"\n"

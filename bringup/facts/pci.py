@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._util import cpulist, to_int as _int
+from ._util import cpulist, pci_reads, to_int as _int
 from .base import Fact, UntrustedOutput
 
 __all__ = ["PciDevices", "parse_pci_devices", "pci_kind", "normalize_pci_address"]
@@ -125,13 +125,8 @@ class PciDevices(Fact):
         "  read -r cls < \"$d/class\"\n"
         "  read -r ven < \"$d/vendor\"\n"
         "  read -r dev < \"$d/device\"\n"
-        "  if [ -r \"$d/numa_node\" ]; then read -r numa < \"$d/numa_node\"; fi\n"
-        "  if [ -r \"$d/local_cpulist\" ]; then read -r cpus < \"$d/local_cpulist\"; fi\n"
+        + pci_reads("$d", "drv", "  ") +
         "  if [ -r \"$d/irq\" ]; then read -r irq < \"$d/irq\"; fi\n"
-        "  if [ -r \"$d/uevent\" ]; then\n"
-        "    while read -r l; do case $l in (DRIVER=*) drv=${l#DRIVER=};; esac; done < \"$d/uevent\"\n"
-        "  fi\n"
-        "  for i in \"$d\"/msi_irqs/[0-9]*; do if [ -e \"$i\" ]; then msi=\"$msi${msi:+,}${i##*/}\"; fi; done\n"
         # RDMA device (mlx5_0: the name nvidia-smi topo -m shows) and netdevs; an IB HCA
         # without IPoIB has the first and none of the second.
         "  rdma=; net=\n"
