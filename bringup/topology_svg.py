@@ -90,10 +90,15 @@ def topology_svg(facts: dict, cpu_roles: dict[int, str] | None = None, warnings:
     dev_rows = max([-(-v // 3) for v in per_node.values()] or [0])
     y = dy + dev_rows * 46 + 20
     unknown_devs = [d for d in pci if not (isinstance(d.get("numa_node"), int) and d["numa_node"] in width_of)]
-    if unknown_devs:
+    if unknown_devs and known:
         parts.append(f"<text x='10' y='{y}' font-size='11' fill='#c00'>dashed red: numa_node -1, the firmware "
                      f"does not say which node these {len(unknown_devs)} device(s) hang from "
                      "(planned as one node)</text>")
+        y += 22
+    elif unknown_devs:
+        # No node known at all (numa=off, one-node firmware): the dashed outline is the node's, not the devices'.
+        parts.append(f"<text x='10' y='{y}' font-size='11' fill='#c00'>dashed outline: the kernel knows no NUMA "
+                     f"node, so these {len(unknown_devs)} device(s) and every CPU are planned as one node</text>")
         y += 22
     legend_x = 10
     for role, text in _LEGEND:

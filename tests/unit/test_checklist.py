@@ -339,6 +339,19 @@ def test_every_device_of_an_unknown_node_is_drawn_and_counted(devices, known):
     assert "these 2 device(s)" in svg
 
 
+@pytest.mark.parametrize("known", [True, False])
+def test_the_caption_names_the_dashes_the_picture_draws(known):
+    # Issue 25: on a host whose kernel knows no node (numa=off) the caption spoke of "dashed red" devices while
+    # the devices were drawn plain and only the node's outline was dashed.
+    pci = [{"address": "0000:01:00.0", "kind": "gpu", "numa_node": -1}]
+    svg = topology_svg({"cpu.topology": _two_node(known), "pci.devices": pci})
+    device = re.search(r"<rect class='dev dev-gpu'[^>]*>", svg).group(0)
+    assert ("stroke='#c00'" in device) is known
+    assert ("dashed red" in svg) is known
+    assert ("the kernel knows no NUMA node" in svg) is not known
+    assert "these 1 device(s)" in svg
+
+
 def test_the_picture_draws_the_devices_the_plan_warns_of():
     # The H200 VM: a GPU, a virtio NIC and two virtio storage controllers, all numa_node -1; the plan names each.
     facts = h200_facts()
