@@ -38,8 +38,8 @@ __all__ = ["HostDrift", "DriftReport", "summarize", "render_table", "to_json", "
 METRICS = {
     "bringup_drift_resources": "Resources of a role that a check-mode plan would change (drift from the inventory)",
     "bringup_drift_errors": "Resources of a role whose state could not be read or planned",
-    "bringup_last_check_timestamp_seconds": "When invoke drift last planned the host (Unix time)",
-    "bringup_unreachable": "1 when the host could not be reached by the last invoke drift, else 0",
+    "bringup_last_check_timestamp_seconds": "When bringup drift (invoke drift) last planned the host (Unix time)",
+    "bringup_unreachable": "1 when the host could not be reached by the last bringup drift (invoke drift), else 0",
 }
 
 
