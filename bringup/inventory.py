@@ -231,18 +231,11 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
-def _blocks_or_folder(path: Path) -> bool:
-    """Whether ``path`` (followed) is a folder, a pipe or a socket: none is read as an inventory."""
-    import stat
-
-    mode = path.stat().st_mode
-    return stat.S_ISDIR(mode) or stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
-
 def _read_text(path: Path) -> str:
     """The file's text: at most :data:`MAX_BYTES` bytes, strict UTF-8 (an error names the line)."""
-    data = read_capped(path, MAX_BYTES, InventoryError, refuse=_blocks_or_folder,  # a pipe's read may never end
-                       not_regular=f"{path}: not a regular file (a folder, a pipe or a socket); "
+    # Anything but a regular file is refused before it is opened: a pipe's or a terminal's read may never end.
+    data = read_capped(path, MAX_BYTES, InventoryError,
+                       not_regular=f"{path}: not a regular file (a folder, a pipe, a socket or a device); "
                                    "pass --inventory PATH of the YAML file",
                        missing=f"{path}: no such inventory file (pass --inventory PATH)",
                        unreadable=f"{path}: cannot read inventory: ",

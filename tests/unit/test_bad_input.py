@@ -59,7 +59,18 @@ def test_non_utf8_inventory_names_line_and_byte(tmp_path):
 @pytest.mark.reliability(item=13, fault='/dev/zero as inventory',
                          checks=('one clear line', 'exit code', 'nothing touched'))
 def test_dev_zero_as_inventory_is_refused_without_reading_it_whole(tmp_path):
-    _refused(_provision(tmp_path, "/dev/zero"), tmp_path, "/dev/zero", "larger than 16 MiB")
+    _refused(_provision(tmp_path, "/dev/zero"), tmp_path, "/dev/zero", "not a regular file")
+
+
+@pytest.mark.reliability(item=26, fault='an inventory that is a terminal or a device (its read may never end), or a '
+                                        'regular file over 16 MiB', variants=2,
+                         checks=('one clear line', 'exit code', 'nothing touched'))
+def test_devices_and_oversized_files_as_inventory_are_refused(tmp_path):
+    _refused(_provision(tmp_path, "/dev/null"), tmp_path, "/dev/null", "not a regular file")
+    big = tmp_path / "big.yml"
+    with big.open("wb") as f:
+        f.truncate(16 * 2**20 + 1)  # sparse: nothing written
+    _refused(_provision(tmp_path, str(big)), tmp_path, str(big), "larger than 16 MiB")
 
 
 @pytest.mark.reliability(item=13, fault='an unhashable YAML key',
