@@ -126,6 +126,18 @@ class Transport:
             self.round_trips += 1
         return self._run(cmd, sudo, script)
 
+    def run_command(self, command: str) -> RunResult:
+        """Run one short ``command`` (POSIX sh) on the host in one round trip, as the exec request itself.
+
+        :meth:`run_script` sends its script on stdin to a shell that reads it whole first (``cat``, then
+        ``eval``): right for a script of any size, two processes more than a one-line command needs.  The
+        same bounds hold: the host's ``timeout``, become, and ``command_timeout`` on this side.
+        """
+        cmd, sudo = self._stream_entry(command)
+        with self._lock:
+            self.round_trips += 1
+        return self._exchange(cmd, sudo, io.BytesIO(b""))
+
     def _run(self, cmd: str, sudo: "Sudo | None", stdin: str) -> RunResult:
         return self._exchange(cmd, sudo, io.BytesIO(stdin.encode()))
 

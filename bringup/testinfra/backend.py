@@ -200,7 +200,7 @@ class BringupBackend(base.BaseBackend):
         script, user = self.command(command, *args)
         t = self.becoming(self.transport(), user)
         try:
-            res = t.run_script(script)
+            res = t.run_command(script)  # testinfra's commands are one-liners: no script on stdin
         except Unreachable as e:
             with self._open_lock:
                 self._unreachable = e

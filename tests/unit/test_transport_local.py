@@ -107,3 +107,16 @@ def test_stream_through_local_transport():
     t = LocalTransport(local_host())
     r = t._exchange("wc -c", None, io.BytesIO(b"x" * 5000))
     assert r.stdout.strip() == "5000"
+
+
+def test_run_command_is_the_exec_line_itself_bounded_and_without_stdin(tmp_path):
+    # testinfra's one-line commands go as the exec request (no script read from stdin first): the same shell
+    # semantics, exit status and both streams, under the same host-side timeout and command_timeout.
+    t = LocalTransport(local_host(command_timeout=1))
+    res = t.run_command("printf 'a b'; printf err >&2; cat; exit 3")  # cat: stdin is empty, not the script
+    assert (res.rc, res.stdout, res.stderr) == (3, "a b", "err")
+    assert t.round_trips == 1
+    with pytest.raises(Unreachable, match="command_timeout"):
+        t.run_command(f"sleep 30; touch {tmp_path / 'after'}")
+    time.sleep(0.2)
+    assert not (tmp_path / "after").exists()
