@@ -43,7 +43,7 @@ from pathlib import Path
 
 from .debrepo import write_index
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h200-vm"
+FIXTURES = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "hosts" / "h200-vm"
 FIXTURE_DRIVER = "580.159.04"
 DOUBLE = "TEST DOUBLE"
 
@@ -118,6 +118,7 @@ case "$*" in
   *--query-gpu=*noheader*) sub $d/query.csv | tail -n +2 ;;
   *--query-gpu=*) sub $d/query.csv ;;
   *topo*) sub $d/topo.txt ;;
+  -L|--list-gpus) sub $d/L.txt ;;
   *) sub $d/q.txt ;;
 esac
 '''
@@ -216,6 +217,7 @@ def driver_debs(kernel: str) -> list[Deb]:
     smi_files = {"/usr/share/nvidia-test-double/query.csv": (_fixture("nvidia-smi-query.csv"), 0o644),
                  "/usr/share/nvidia-test-double/q.txt": (_fixture("nvidia-smi-q.txt"), 0o644),
                  "/usr/share/nvidia-test-double/topo.txt": (_fixture("nvidia-smi-topo.txt"), 0o644),
+                 "/usr/share/nvidia-test-double/L.txt": (_fixture("nvidia-smi-L.txt"), 0o644),
                  "/usr/bin/nvidia-smi": (NVIDIA_SMI, 0o755)}
     for br, versions in DRIVER_VERSIONS.items():
         for v in versions:
