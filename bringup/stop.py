@@ -13,16 +13,23 @@ import os
 import signal
 import threading
 import time
-from typing import TYPE_CHECKING, Callable
+from concurrent.futures import Future, TimeoutError as FutureTimeout
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 if TYPE_CHECKING:
     from .connection import Transport
 
-__all__ = ["Stop", "Interrupted", "SILENT_GRACE_S", "tell"]
+T = TypeVar("T")
+
+__all__ = ["Stop", "Interrupted", "SILENT_GRACE_S", "AWAKE_S", "result_awake", "tell"]
 
 #: Seconds a host in flight has, after the first signal, to answer a probe of its connection before the
 #: connection is closed.  Long enough for a busy host's sshd, short against a 1800 s command_timeout.
 SILENT_GRACE_S = 10.0
+#: Seconds at most that the main thread waits in one go while hosts run.  A SIGINT/SIGTERM the kernel hands to
+#: another thread of the process (any may take it) only marks Python's handler as due; the handler runs when the
+#: main thread next wakes, so an unbounded wait there delays it until that wait ends.
+AWAKE_S = 0.2
 #: Seconds between two probes of a connection whose host answered the last one (and between two looks of the
 #: watchdog for connections opened since the signal).
 PROBE_EVERY_S = 1.0
@@ -35,6 +42,15 @@ def tell(line: str) -> None:
         os.write(2, (line + "\n").encode())
     except OSError:
         pass
+
+
+def result_awake(future: "Future[T]") -> T:
+    """``future.result()`` waited for in steps of :data:`AWAKE_S`, so that a signal's handler runs on time."""
+    while True:
+        try:
+            return future.result(timeout=AWAKE_S)
+        except FutureTimeout:
+            continue
 
 
 class Interrupted(Exception):

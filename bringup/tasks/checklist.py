@@ -56,10 +56,12 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
         # never runs in the middle of a host's work.
         from concurrent.futures import ThreadPoolExecutor
 
+        from ..stop import result_awake
+
         with ThreadPoolExecutor(1) as pool:
-            pages = pool.submit(run_checklist, run.hosts, run.roles, run.role_vars, run.templates, out,
-                                accept_new_host_keys=accept_new_host_keys, facts_file=facts, stop=run.stop,
-                                ahead=run.ahead).result()
+            pages = result_awake(pool.submit(run_checklist, run.hosts, run.roles, run.role_vars, run.templates,
+                                             out, accept_new_host_keys=accept_new_host_keys, facts_file=facts,
+                                             stop=run.stop, ahead=run.ahead))
     console, stop = run.console, run.stop
     for name, checks in pages.items():
         console.print(render_markdown(name, checks), markup=False, highlight=False)

@@ -233,3 +233,31 @@ def test_a_local_connection_is_never_probed():
     # The control machine itself cannot go silent: its step runs past the grace and ends well.
     assert t.run_script("sleep 1; echo ran").stdout == "ran\n"
     assert stop.silent == {} and said == []
+
+
+def test_a_signal_taken_by_another_thread_is_handled_while_the_main_thread_waits():
+    # The kernel may hand a process's SIGINT to any of its threads; Python then only marks the handler as due,
+    # and runs it when the main thread next wakes.  Waiting for the hosts in one unbounded wait, a second SIGINT
+    # waited out the very step it was sent to abandon (seen in CI: 20 s instead of at once).
+    import signal as sig
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from bringup.stop import AWAKE_S, result_awake
+
+    handled: list[float] = []
+    sent: list[float] = []
+    before = sig.signal(sig.SIGUSR1, lambda *_: handled.append(time.monotonic()))
+    try:
+        def worker() -> str:
+            time.sleep(0.5)  # the main thread is in its wait by now
+            sent.append(time.monotonic())
+            sig.pthread_kill(threading.get_ident(), sig.SIGUSR1)  # delivered to this worker thread, not main
+            time.sleep(3)
+            return "done"
+
+        with ThreadPoolExecutor(1) as pool:
+            assert result_awake(pool.submit(worker)) == "done"
+    finally:
+        sig.signal(sig.SIGUSR1, before)
+    assert handled and handled[0] - sent[0] < AWAKE_S + 1.0, (handled, sent)
