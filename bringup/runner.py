@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import secrets
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -25,7 +25,7 @@ from .pending import PendingHandlers
 from .results import HostResult, ResourceResult
 from .rolerun import RoleRun, read
 from .roles import FactView, HostContext, Role, merged_defaults, wanted_facts
-from .stop import AWAKE_S, Interrupted, Stop
+from .stop import Interrupted, Stop, as_completed_awake
 
 if TYPE_CHECKING:
     from .ahead import Ahead, Dial
@@ -389,18 +389,14 @@ def run_hosts(hosts: list[Host], roles: list[Role], role_vars, opts: Options, te
     with ThreadPoolExecutor(max_workers=max(1, min(opts.forks, len(hosts)))) as pool:
         for h in hosts:
             by_future[pool.submit(run, h, roles, role_vars[h.name], opts, templates, progress, stop)] = h
-        pending = set(by_future)
-        position = {f: i for i, f in enumerate(by_future)}  # what ended together is told in host order
-        while pending:
-            # Never one unbounded wait (stop.AWAKE_S): blocked until a host ended, a second signal that the
-            # kernel handed to another thread waited out the very step it was sent to abandon.
-            done, pending = wait(pending, timeout=AWAKE_S, return_when=FIRST_COMPLETED)
-            for f in sorted(done, key=position.__getitem__):
-                h = by_future[f]
-                try:
-                    r = f.result()
-                except Exception as e:  # noqa: BLE001 - a bug on one host must not hide the others' results
-                    r = HostResult(h.name, status="failed", message=f"internal error: {type(e).__name__}: {e}")
-                results[h.name] = r
-                on_result(r)
+        # Never one unbounded wait: blocked until a host ended, a second signal that the kernel handed to
+        # another thread waited out the very step it was sent to abandon.
+        for f in as_completed_awake(by_future):
+            h = by_future[f]
+            try:
+                r = f.result()
+            except Exception as e:  # noqa: BLE001 - a bug on one host must not hide the others' results
+                r = HostResult(h.name, status="failed", message=f"internal error: {type(e).__name__}: {e}")
+            results[h.name] = r
+            on_result(r)
     return [results[h.name] for h in hosts]

@@ -13,15 +13,15 @@ import os
 import signal
 import threading
 import time
-from concurrent.futures import Future, TimeoutError as FutureTimeout
-from typing import TYPE_CHECKING, Callable, TypeVar
+from concurrent.futures import FIRST_COMPLETED, Future, TimeoutError as FutureTimeout, wait
+from typing import TYPE_CHECKING, Callable, Iterable, Iterator, TypeVar
 
 if TYPE_CHECKING:
     from .connection import Transport
 
 T = TypeVar("T")
 
-__all__ = ["Stop", "Interrupted", "SILENT_GRACE_S", "AWAKE_S", "result_awake", "tell"]
+__all__ = ["Stop", "Interrupted", "SILENT_GRACE_S", "AWAKE_S", "as_completed_awake", "result_awake", "tell"]
 
 #: Seconds a host in flight has, after the first signal, to answer a probe of its connection before the
 #: connection is closed.  Long enough for a busy host's sshd, short against a 1800 s command_timeout.
@@ -42,6 +42,16 @@ def tell(line: str) -> None:
         os.write(2, (line + "\n").encode())
     except OSError:
         pass
+
+
+def as_completed_awake(futures: "Iterable[Future[T]]") -> "Iterator[Future[T]]":
+    """:func:`concurrent.futures.as_completed` waited for in steps of :data:`AWAKE_S`, so that a signal's
+    handler runs on time; futures that end in the same step come in the order given."""
+    order = {f: i for i, f in enumerate(futures)}
+    pending = set(order)
+    while pending:
+        done, pending = wait(pending, timeout=AWAKE_S, return_when=FIRST_COMPLETED)
+        yield from sorted(done, key=order.__getitem__)
 
 
 def result_awake(future: "Future[T]") -> T:

@@ -122,10 +122,9 @@ def export(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], tem
            opts: Options, inventory: str, say: Callable[[str], None] = print, stop=None) -> int:
     """Write the modules of ``roles`` for each of ``hosts`` (``opts.forks`` at a time); each host's lines as it
     is done.  Returns 0, 2 when a role could not be declared for a host, 4 when a host was unreachable."""
-    from concurrent.futures import as_completed
-
     from ..audit import AuditedRole
     from ..runner import HostRun
+    from ..stop import as_completed_awake
     from .declared import item_of
 
     audited = [AuditedRole(r.name, r.module) for r in roles]
@@ -161,7 +160,7 @@ def export(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], tem
 
     codes = []
     with ThreadPoolExecutor(max_workers=max(1, min(opts.forks, len(hosts)))) as pool:
-        for f in as_completed([pool.submit(one, h) for h in hosts]):
+        for f in as_completed_awake([pool.submit(one, h) for h in hosts]):  # a signal handled on time
             code, lines = f.result()
             codes.append(code)
             for line in lines:
