@@ -265,7 +265,7 @@ def _unit(unit: str) -> str:
     return "socket" if unit == "socket" else "NUMA node"
 
 
-def _resolve(cpu_nodes: dict[int, list[int]], unit: str, what: str, numa: int | None,
+def resolve_node(cpu_nodes: dict[int, list[int]], unit: str, what: str, numa: int | None,
              local_cpus: list[int] | None) -> tuple[int, PlanWarning | None]:
     """A reported numa_node (maybe -1) → a planning node for one device, with the warning about
     that device; -1 when nothing tells its node.  Per package (``unit`` ``socket``) a reported
@@ -288,7 +288,7 @@ def _resolve(cpu_nodes: dict[int, list[int]], unit: str, what: str, numa: int | 
 
 
 def _unresolved_why(unit: str, local_cpus: list[int] | None) -> str:
-    """Why :func:`_resolve` found no node: words that end a warning's clause."""
+    """Why :func:`resolve_node` found no node: words that end a warning's clause."""
     if not local_cpus:
         return "no local CPU list"
     return f"its local CPUs {format_cpulist(local_cpus)} span {_unit(unit)}s"
@@ -398,9 +398,11 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
     """Plan CPUs and IRQs from a host's facts; see the module docstring.
 
     A composition of pure phases, each taking values and returning values (its warnings among
-    them, in the order people read them): the planning nodes and host warnings, the GPUs' and
-    the devices' nodes, each node's CPU split with L3 fitting, the IRQ pins, then what the plan
-    cannot fix."""
+    them, in the order people read them): the planning nodes and host warnings (:func:`planning_nodes`,
+    :func:`topology_warnings`), the GPUs' and the devices' nodes (:func:`place_gpus`, :func:`place_devices`,
+    :func:`place_topo_nics`, each device through :func:`resolve_node`), each node's CPU split with L3 fitting
+    (:func:`plan_node`), the IRQ pins (:func:`irq_pins`), then what the plan cannot fix (:func:`misplaced`).
+    The phases are public so that each can be read and tested on its own."""
     v = {**DEFAULTS, **(vars or {})}
     validate_vars(v)
     per_node_irq: int = v["irq_cpus_per_node"]
@@ -408,34 +410,34 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
     kinds: list[str] = v["irq_device_kinds"]
     topo = facts.get("cpu.topology") or {}
     numa_known = bool(topo.get("numa_known", True))
-    cpu_nodes, unit, warnings = _planning_nodes(topo, numa_known)
-    warnings += _topology_warnings(topo)
-    gpus, said = _place_gpus(_gpus(facts), cpu_nodes, unit)
+    cpu_nodes, unit, warnings = planning_nodes(topo, numa_known)
+    warnings += topology_warnings(topo)
+    gpus, said = place_gpus(_gpus(facts), cpu_nodes, unit)
     warnings += said
     found, refused = _io_devices(facts, kinds)
-    devices, said = _place_devices(found, cpu_nodes, unit)
+    devices, said = place_devices(found, cpu_nodes, unit)
     warnings += refused + said
     topo_nics: list[dict[str, Any]] = []
     if "nic" in kinds and not any(d["kind"] == "nic" for d in devices):
-        topo_nics, said = _place_topo_nics(facts, gpus, cpu_nodes, unit)
+        topo_nics, said = place_topo_nics(facts, gpus, cpu_nodes, unit)
         warnings += said
     core_of, l3_of = _cores(topo), _l3_of(topo)
     node_plans: list[NodePlan] = []
     placements: list[GpuPlacement] = []
     for node, cpus in cpu_nodes.items():
-        plan, placed, said = _plan_node(node, cpus, [g for g in gpus if g["node"] == node], core_of, l3_of,
+        plan, placed, said = plan_node(node, cpus, [g for g in gpus if g["node"] == node], core_of, l3_of,
                                         per_node_irq, per_gpu, _unit(unit), bool(topo.get("l3_groups")))
         node_plans.append(plan)
         placements += placed
         warnings += said
-    dev_plans, pins, said = _irq_pins(devices + topo_nics, node_plans)
+    dev_plans, pins, said = irq_pins(devices + topo_nics, node_plans)
     warnings += said
-    warnings += _misplaced(facts, topo, cpu_nodes, placements, dev_plans, devices + topo_nics)
+    warnings += misplaced(facts, topo, cpu_nodes, placements, dev_plans, devices + topo_nics)
     placements.sort(key=lambda g: g.index)
     return TopologyPlan(numa_known, per_node_irq, per_gpu, node_plans, placements, dev_plans, pins, warnings, unit)
 
 
-def _planning_nodes(topo: dict[str, Any], numa_known: bool) -> tuple[dict[int, list[int]], str, list[PlanWarning]]:
+def planning_nodes(topo: dict[str, Any], numa_known: bool) -> tuple[dict[int, list[int]], str, list[PlanWarning]]:
     """The nodes to plan on (node → CPUs), what a node is (``numa``, or ``socket`` when the
     kernel shows one NUMA node on several sockets: one physical package each), and what the
     host's NUMA view needs said; no CPU topology at all is an :class:`InputError`."""
@@ -461,7 +463,7 @@ def _planning_nodes(topo: dict[str, Any], numa_known: bool) -> tuple[dict[int, l
     return cpu_nodes, "numa", []
 
 
-def _topology_warnings(topo: dict[str, Any]) -> list[PlanWarning]:
+def topology_warnings(topo: dict[str, Any]) -> list[PlanWarning]:
     """What the CPU topology leaves unknown: SMT siblings on an SMT host, L3 groups."""
     out = []
     if topo.get("smt_known") is False and (topo.get("threads_per_core") or 1) > 1:
@@ -472,7 +474,7 @@ def _topology_warnings(topo: dict[str, Any]) -> list[PlanWarning]:
     return out
 
 
-def _place_gpus(gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
+def place_gpus(gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
                 unit: str) -> tuple[list[dict[str, Any]], list[PlanWarning]]:
     """Each GPU (from :func:`_gpus`) with its planning ``node``, and ``guessed`` when nothing
     told its node: Triton needs CPUs of some node, so it goes on the one with the fewest GPUs
@@ -489,7 +491,7 @@ def _place_gpus(gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
                 and unit == "numa":
             warnings.append(PlanWarning("numa_inferred", g["name"], f"{g['name']}: numa_node -1 (unknown) in sysfs; "
                                         f"NUMA node {g['numa_node']} from nvidia-smi topo -m"))
-        node, said = _resolve(cpu_nodes, unit, g["name"], g["numa_node"], g["local_cpus"])
+        node, said = resolve_node(cpu_nodes, unit, g["name"], g["numa_node"], g["local_cpus"])
         warnings += [said] if said else []
         guessed = node == -1
         if guessed:
@@ -504,7 +506,7 @@ def _place_gpus(gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
     return placed, warnings
 
 
-def _place_devices(devices: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
+def place_devices(devices: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
                    unit: str) -> tuple[list[dict[str, Any]], list[PlanWarning]]:
     """Each NIC or storage controller (from :func:`_io_devices`) with its planning ``node``: -1
     when nothing tells it (its IRQs then go to every node's housekeeping CPUs)."""
@@ -512,7 +514,7 @@ def _place_devices(devices: list[dict[str, Any]], cpu_nodes: dict[int, list[int]
     warnings: list[PlanWarning] = []
     for d in devices:
         what = f"{d['kind']} {d['name']}"
-        node, said = _resolve(cpu_nodes, unit, what, d["numa_node"], d["local_cpus"])
+        node, said = resolve_node(cpu_nodes, unit, what, d["numa_node"], d["local_cpus"])
         warnings += [said] if said else []
         if node == -1:
             seen = "the kernel's one NUMA node tells no socket" if unit == "socket" else "numa_node -1 (unknown)"
@@ -523,7 +525,7 @@ def _place_devices(devices: list[dict[str, Any]], cpu_nodes: dict[int, list[int]
     return placed, warnings
 
 
-def _place_topo_nics(facts: dict[str, Any], gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
+def place_topo_nics(facts: dict[str, Any], gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
                      unit: str) -> tuple[list[dict[str, Any]], list[PlanWarning]]:
     """NICs known from ``nvidia-smi topo -m`` alone, with their planning ``node``: they follow
     the placed GPUs whose node is known, never a guessed one."""
@@ -538,7 +540,7 @@ def _place_topo_nics(facts: dict[str, Any], gpus: list[dict[str, Any]], cpu_node
             warnings.append(PlanWarning("numa_inferred", what, f"{what}: known from nvidia-smi topo -m only; {word} "
                                         f"{node} inferred from its links to the GPUs"))
         elif len(cpu_nodes) == 1:
-            node, said = _resolve(cpu_nodes, unit, what, -1, [])
+            node, said = resolve_node(cpu_nodes, unit, what, -1, [])
             warnings += [said] if said else []
         else:
             node = -1
@@ -562,7 +564,7 @@ def _node_cores(cpus: list[int], core_of: dict[int, list[int]]) -> list[list[int
     return cores
 
 
-def _triton_count(per_gpu: int | str, free: int, n_gpus: int, threads_per_core: int) -> int:
+def triton_count(per_gpu: int | str, free: int, n_gpus: int, threads_per_core: int) -> int:
     """Triton CPUs per GPU on a node: ``triton_cpus_per_gpu``, or for ``auto`` the node's free
     CPUs shared by its GPUs, rounded down to whole cores when each gets at least one core."""
     if per_gpu != "auto":
@@ -573,7 +575,7 @@ def _triton_count(per_gpu: int | str, free: int, n_gpus: int, threads_per_core: 
     return want
 
 
-def _take_triton(groups: dict[str, list[list[int]]], want: int,
+def take_triton(groups: dict[str, list[list[int]]], want: int,
                  dirty: set[str]) -> tuple[list[int], list[str], dict[str, list[list[int]]]]:
     """``want`` Triton CPUs for one GPU from the free cores by L3 group (``groups``: L3 group →
     its free cores in CPU order): the L3 groups it used, and the groups left for the next GPU.
@@ -599,7 +601,7 @@ def _take_triton(groups: dict[str, list[list[int]]], want: int,
     return sorted(taken), used, left
 
 
-def _plan_node(node: int, cpus: list[int], gpus: list[dict[str, Any]], core_of: dict[int, list[int]],
+def plan_node(node: int, cpus: list[int], gpus: list[dict[str, Any]], core_of: dict[int, list[int]],
                l3_of: dict[int, str], per_node_irq: int, per_gpu: int | str, word: str,
                l3_known: bool) -> tuple[NodePlan, list[GpuPlacement], list[PlanWarning]]:
     """One node's CPU split (housekeeping CPUs, their siblings, Triton CPUs of its ``gpus``, the
@@ -614,7 +616,7 @@ def _plan_node(node: int, cpus: list[int], gpus: list[dict[str, Any]], core_of: 
     siblings = [c for core in cores[:per_node_irq] for c in core[1:]]
     free_cores = cores[per_node_irq:]
     free = sum(len(c) for c in free_cores)
-    want = _triton_count(per_gpu, free, len(gpus), max(len(c) for c in cores))
+    want = triton_count(per_gpu, free, len(gpus), max(len(c) for c in cores))
     need = want * len(gpus)
     if gpus and (want < 1 or need > free):
         raise InputError(
@@ -630,7 +632,7 @@ def _plan_node(node: int, cpus: list[int], gpus: list[dict[str, Any]], core_of: 
     warnings: list[PlanWarning] = []
     shared_warned = False
     for g in gpus:
-        taken, used, groups = _take_triton(groups, want, dirty)
+        taken, used, groups = take_triton(groups, want, dirty)
         if len(used) > 1:
             warnings.append(PlanWarning("l3", g["name"], f"{g['name']}: its {want} Triton CPUs span L3 groups "
                                         f"{', '.join(used)} (no single L3 group on its node has room)"))
@@ -647,7 +649,7 @@ def _plan_node(node: int, cpus: list[int], gpus: list[dict[str, Any]], core_of: 
             placements, warnings)
 
 
-def _irq_pins(devices: list[dict[str, Any]],
+def irq_pins(devices: list[dict[str, Any]],
               nodes: list[NodePlan]) -> tuple[list[DeviceIrqs], list[IrqPin], list[PlanWarning]]:
     """The devices as planned (by node, NICs first, then by name) and their IRQ pins (by IRQ):
     round-robin over each node's IRQ CPUs, continuing across devices; a device of unknown node
@@ -673,7 +675,7 @@ def _irq_pins(devices: list[dict[str, Any]],
     return dev_plans, sorted(pins, key=lambda p: p.irq), warnings
 
 
-def _misplaced(facts: dict[str, Any], topo: dict[str, Any], cpu_nodes: dict[int, list[int]],
+def misplaced(facts: dict[str, Any], topo: dict[str, Any], cpu_nodes: dict[int, list[int]],
                gpus: list[GpuPlacement], dev_plans: list[DeviceIrqs],
                devices: list[dict[str, Any]]) -> list[PlanWarning]:
     """What the planner cannot fix, worded by sockets: GPUs and NICs on different nodes, and

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from bringup.facts._util import cpulist, to_int
+from bringup.facts.helpers import cpulist, to_int
 from bringup.facts.cpu import str_keyed
 from bringup.facts.system import docker_shape
 

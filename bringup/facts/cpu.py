@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._util import cpulist, to_int
+from .helpers import cpulist, to_int
 from .base import Fact, UntrustedOutput, format_cpulist
 
 __all__ = [

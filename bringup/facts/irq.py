@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._util import cpulist
+from .helpers import cpulist
 from .base import Fact
 
 __all__ = [

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._util import cpulist, pci_reads, to_int as _int
-from .base import Fact, UntrustedOutput
+from .helpers import key_values, local_cpus, pci_reads, sysfs_each, sysfs_reads, to_int as _int, uevent_driver
+from .base import Fact
 from .pci import PCI_ADDRESS_RE
 
 __all__ = ["NetInterfaces", "parse_net_interfaces", "IRQ_NAMES_AWK"]
@@ -51,18 +51,11 @@ def parse_net_interfaces(output: str) -> list[dict[str, Any]]:
             continue
         if len(toks) < 2 or toks[0] != "iface":
             continue
-        kv: dict[str, str] = {}
-        for tok in toks[2:]:
-            k, sep, v = tok.partition("=")
-            if sep:
-                kv[k] = v
+        kv = key_values(toks[2:])
         pci = kv.get("pci", "").lower()
         speed = _int(kv.get("speed"))
         numa = _int(kv.get("numa"))
-        try:
-            local_cpus, refused = cpulist(kv.get("cpus", "")), None
-        except UntrustedOutput as e:
-            local_cpus, refused = [], f"local_cpulist: {e}"
+        cpus, refused = local_cpus(kv.get("cpus", ""))
         ifaces.append(
             {
                 "name": toks[1],
@@ -71,7 +64,7 @@ def parse_net_interfaces(output: str) -> list[dict[str, Any]]:
                 "driver": kv.get("driver") or None,
                 "pci_driver": kv.get("pcidriver") or None,
                 "numa_node": -1 if numa is None or refused else numa,
-                "local_cpus": local_cpus,
+                "local_cpus": cpus,
                 "speed_mbps": speed if speed is not None and speed > 0 else None,
                 "mtu": _int(kv.get("mtu")),
                 "operstate": kv.get("operstate") or None,
@@ -100,8 +93,7 @@ def parse_net_interfaces(output: str) -> list[dict[str, Any]]:
 class NetInterfaces(Fact):
     name = "net.interfaces"
     command = (
-        "for n in /sys/class/net/*; do\n"
-        "  [ -e \"$n/device\" ] || continue\n"
+        sysfs_each("n", "/sys/class/net/*", "device") +
         "  dev=$(readlink -f \"$n/device\")\n"
         "  p=$dev; pci=\n"
         "  while [ -n \"$p\" ] && [ \"$p\" != /sys ]; do\n"
@@ -110,17 +102,11 @@ class NetInterfaces(Fact):
         "  done\n"
         "  bus=; if [ -e \"$dev/subsystem\" ]; then bus=$(readlink \"$dev/subsystem\"); bus=${bus##*/}; fi\n"
         "  drv=; pdrv=; numa=; cpus=; msi=; speed=; mtu=; op=; mac=; typ=; rxq=0; txq=0\n"
-        "  if [ -r \"$dev/uevent\" ]; then\n"
-        "    while read -r l; do case $l in (DRIVER=*) drv=${l#DRIVER=};; esac; done < \"$dev/uevent\"\n"
-        "  fi\n"
+        + uevent_driver("$dev", "drv", "  ") +
         "  if [ -n \"$pci\" ]; then\n"
         + pci_reads("$pci", "pdrv", "    ") +
         "  fi\n"
-        "  read -r speed < \"$n/speed\"\n"
-        "  read -r mtu < \"$n/mtu\"\n"
-        "  read -r op < \"$n/operstate\"\n"
-        "  read -r mac < \"$n/address\"\n"
-        "  read -r typ < \"$n/type\"\n"
+        + sysfs_reads("$n", {"speed": "speed", "mtu": "mtu", "op": "operstate", "mac": "address", "typ": "type"}, "  ") +
         "  for q in \"$n\"/queues/rx-*; do if [ -e \"$q\" ]; then rxq=$((rxq + 1)); fi; done\n"
         "  for q in \"$n\"/queues/tx-*; do if [ -e \"$q\" ]; then txq=$((txq + 1)); fi; done\n"
         "  echo \"iface ${n##*/} pci=${pci##*/} bus=$bus driver=$drv pcidriver=$pdrv numa=$numa cpus=$cpus"

@@ -13,7 +13,7 @@ import csv
 import re
 from typing import Any
 
-from ._util import cpulist
+from .helpers import cpulist
 from .base import Fact, UntrustedOutput
 from .pci import normalize_pci_address
 

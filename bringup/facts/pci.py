@@ -4,8 +4,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ._util import cpulist, pci_reads, to_int as _int
-from .base import Fact, UntrustedOutput
+from .helpers import key_values, local_cpus, pci_reads, sysfs_each, sysfs_names, sysfs_reads, to_int as _int
+from .base import Fact
 
 __all__ = ["PciDevices", "parse_pci_devices", "pci_kind", "normalize_pci_address"]
 
@@ -70,16 +70,8 @@ def parse_pci_devices(output: str) -> list[dict[str, Any]]:
         toks = raw.split()
         if not toks or not PCI_ADDRESS_RE.match(toks[0]):
             continue
-        kv: dict[str, str] = {}
-        for tok in toks[1:]:
-            k, sep, v = tok.partition("=")
-            if sep:
-                kv[k] = v
-        try:
-            local_cpus = cpulist(kv.get("cpus", ""))
-            refused = None
-        except UntrustedOutput as e:
-            local_cpus, refused = [], f"local_cpulist: {e}"
+        kv = key_values(toks[1:])
+        cpus, refused = local_cpus(kv.get("cpus", ""))
         numa = _int(kv.get("numa"))
         msi = sorted({int(x) for x in kv.get("irqs", "").split(",") if x.strip().isdigit()})
         legacy = _int(kv.get("irq"))
@@ -94,7 +86,7 @@ def parse_pci_devices(output: str) -> list[dict[str, Any]]:
             "device": kv.get("device", "").lower() or None,
             "kind": pci_kind(vendor, cls),
             "numa_node": -1 if numa is None else numa,
-            "local_cpus": local_cpus,
+            "local_cpus": cpus,
             "driver": driver,
             "irq": legacy if legacy else None,
             "msi_irqs": msi,
@@ -111,33 +103,27 @@ def parse_pci_devices(output: str) -> list[dict[str, Any]]:
                         "link_speed_max_gts": None, "link_width": None, "link_width_max": None,
                         "refused": refused})
         devices.append(dev)
-    devices.sort(key=lambda d: d["address"])
-    return devices
+    return sorted(devices, key=lambda d: d["address"])
 
 
 class PciDevices(Fact):
     name = "pci.devices"
-    # Reads with the `read` builtin (no fork per file): a host has hundreds of functions.
+    # Builtins only (no fork per file, see .helpers): a host has hundreds of functions.
     command = (
-        "for d in /sys/bus/pci/devices/*; do\n"
-        "  [ -r \"$d/class\" ] || continue\n"
+        sysfs_each("d", "/sys/bus/pci/devices/*", "class") +
         "  cls=; ven=; dev=; numa=; cpus=; irq=; drv=; msi=\n"
-        "  read -r cls < \"$d/class\"\n"
-        "  read -r ven < \"$d/vendor\"\n"
-        "  read -r dev < \"$d/device\"\n"
-        + pci_reads("$d", "drv", "  ") +
-        "  if [ -r \"$d/irq\" ]; then read -r irq < \"$d/irq\"; fi\n"
+        + sysfs_reads("$d", {"cls": "class", "ven": "vendor", "dev": "device"}, "  ")
+        + pci_reads("$d", "drv", "  ")
+        + sysfs_reads("$d", {"irq": "irq"}, "  ", if_readable=True) +
         # RDMA device (mlx5_0: the name nvidia-smi topo -m shows) and netdevs; an IB HCA
         # without IPoIB has the first and none of the second.
         "  rdma=; net=\n"
-        "  for i in \"$d\"/infiniband/*; do if [ -e \"$i\" ]; then rdma=\"$rdma${rdma:+,}${i##*/}\"; fi; done\n"
-        "  for i in \"$d\"/net/*; do if [ -e \"$i\" ]; then net=\"$net${net:+,}${i##*/}\"; fi; done\n"
+        + sysfs_names('"$d"/infiniband/*', "rdma", "  ")
+        + sysfs_names('"$d"/net/*', "net", "  ") +
         # PCIe link (absent on virtual devices): speed's first word (GT/s) and width, current and max.
         "  lsc=; lsm=; lwc=; lwm=\n"
-        "  if [ -r \"$d/current_link_speed\" ]; then read -r lsc _ < \"$d/current_link_speed\"; fi\n"
-        "  if [ -r \"$d/max_link_speed\" ]; then read -r lsm _ < \"$d/max_link_speed\"; fi\n"
-        "  if [ -r \"$d/current_link_width\" ]; then read -r lwc < \"$d/current_link_width\"; fi\n"
-        "  if [ -r \"$d/max_link_width\" ]; then read -r lwm < \"$d/max_link_width\"; fi\n"
+        + sysfs_reads("$d", {"lsc _": "current_link_speed", "lsm _": "max_link_speed", "lwc": "current_link_width",
+                             "lwm": "max_link_width"}, "  ", if_readable=True) +
         "  echo \"${d##*/} class=$cls vendor=$ven device=$dev numa=$numa cpus=$cpus driver=$drv irq=$irq irqs=$msi\" \\\n"
         "    \"rdma=$rdma net=$net lsc=$lsc lsm=$lsm lwc=$lwc lwm=$lwm\"\n"
         "done"

@@ -5,7 +5,7 @@ import json
 import re
 from typing import Any
 
-from ._util import json_object, to_int as _int
+from .helpers import json_object, key_values, to_int as _int
 from .base import Fact
 
 __all__ = [
@@ -243,7 +243,7 @@ def parse_cpufreq(output: str) -> dict[str, Any] | None:
         toks = line.split()
         if not toks:
             continue
-        kv = {k: v for k, s, v in (t.partition("=") for t in toks) if s}
+        kv = key_values(toks)
         if "cpu" in kv and kv["cpu"].isdigit():
             cpus[int(kv["cpu"])] = {
                 "governor": kv.get("governor") or None,

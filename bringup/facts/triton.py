@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..latency.window_tuner import RECORD as WINDOW_RECORD
-from ._util import json_object
+from .helpers import json_object
 from .base import Fact
 
 __all__ = ["TritonWindow", "parse_triton_window", "WINDOW_RECORD"]

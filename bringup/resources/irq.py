@@ -48,13 +48,13 @@ class IrqAffinity(Resource):
         self.container, self.in_container = container, in_container
 
     def read(self) -> str:
-        return sh(
-            "p=%s\n"
-            "if [ -e \"$p\" ]; then printf 'value='; cat -- \"$p\"; else echo state=absent; fi\n"
-            "if [ -r %s ]; then awk -v n=%s '$1 == n { sub(/^[^ ]+ /, \"\"); m = $0 } END { if (m != \"\") "
-            "print \"refused=\" m }' %s; fi",
-            self.path, self.refused_file, self.irq, self.refused_file,
-        )
+        # The value, then the refusal an earlier run recorded for this IRQ (its file's last line for it).
+        value = sh("p=%s; if [ -e \"$p\" ]; then printf 'value='; cat -- \"$p\"; else echo state=absent; fi",
+                   self.path)
+        refused = sh("if [ -r %s ]; then awk -v n=%s '$1 == n { sub(/^[^ ]+ /, \"\"); m = $0 } "
+                     "END { if (m != \"\") print \"refused=\" m }' %s; fi",
+                     self.refused_file, self.irq, self.refused_file)
+        return value + "\n" + refused
 
     def plan(self, current: str) -> Plan:
         st = kv_lines(current)

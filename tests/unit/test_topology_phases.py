@@ -11,8 +11,8 @@ import roles.triton as triton_role
 from bringup.checklist import cpu_plan
 from bringup.errors import InputError
 from bringup.facts.base import parse_cpulist
-from bringup.topology import (NodePlan, _irq_pins, _place_gpus, _plan_node, _resolve, _take_triton,
-                              _triton_count, plan_topology, triton_pin)
+from bringup.topology import (NodePlan, irq_pins, place_gpus, plan_node, resolve_node, take_triton,
+                              triton_count, plan_topology, triton_pin)
 from harness.captures import topology_from_numa
 
 from .test_topology import h200_facts
@@ -26,22 +26,22 @@ def gpu(i: int, numa: int = -1, local: list[int] | None = None) -> dict:
 
 
 def test_resolve_returns_the_node_and_the_warning_instead_of_appending_it():
-    assert _resolve(TWO, "numa", "nic x", 1, []) == (1, None)
-    node, said = _resolve(TWO, "numa", "nic x", -1, [5, 6])
+    assert resolve_node(TWO, "numa", "nic x", 1, []) == (1, None)
+    node, said = resolve_node(TWO, "numa", "nic x", -1, [5, 6])
     assert node == 1 and (said.kind, said.subject) == ("numa_inferred", "nic x")
     assert "local CPUs 5-6 are NUMA node 1's" in said.text
-    assert _resolve(TWO, "numa", "nic x", -1, [3, 4]) == (-1, None)  # spans nodes: unresolved, said by the caller
-    node, said = _resolve({0: [0, 1]}, "numa", "nic y", -1, [])
+    assert resolve_node(TWO, "numa", "nic x", -1, [3, 4]) == (-1, None)  # spans nodes: unresolved, said by the caller
+    node, said = resolve_node({0: [0, 1]}, "numa", "nic y", -1, [])
     assert node == 0 and said.kind == "numa_unknown" and "the only NUMA node 0" in said.text
     # Per package the kernel's one node says nothing: numa_node 0 is not taken as socket 0.
-    node, said = _resolve(TWO, "socket", "GPU0", 0, [4])
+    node, said = resolve_node(TWO, "socket", "GPU0", 0, [4])
     assert node == 1 and "socket 1's" in said.text
 
 
 def test_gpus_without_a_node_go_to_the_emptiest_node_and_their_input_is_left_alone():
     gpus = [gpu(0, 1), gpu(1), gpu(2), gpu(3, local=[0, 1])]
     before = copy.deepcopy(gpus)
-    placed, warnings = _place_gpus(gpus, TWO, "numa")
+    placed, warnings = place_gpus(gpus, TWO, "numa")
     assert gpus == before  # copied with their node, never mutated
     assert [(g["node"], g["guessed"]) for g in placed] == [(1, False), (0, True), (0, True), (0, False)]
     assert [(w.kind, w.subject) for w in warnings] == [("numa_unknown", "GPU1"), ("numa_unknown", "GPU2"),
@@ -52,20 +52,20 @@ def test_gpus_without_a_node_go_to_the_emptiest_node_and_their_input_is_left_alo
 @pytest.mark.parametrize("per_gpu,free,n,tpc,want", [
     (4, 30, 2, 2, 4), ("auto", 30, 2, 2, 14), ("auto", 15, 1, 2, 14), ("auto", 1, 1, 2, 1), ("auto", 9, 0, 1, 0)])
 def test_triton_count_auto_shares_the_free_cpus_in_whole_cores(per_gpu, free, n, tpc, want):
-    assert _triton_count(per_gpu, free, n, tpc) == want
+    assert triton_count(per_gpu, free, n, tpc) == want
 
 
 def test_take_triton_prefers_the_tightest_clean_l3_group_and_leaves_the_input_alone():
     groups = {"0": [[2, 3], [4, 5]], "1": [[8, 9], [10, 11], [12, 13]], "2": [[16, 17], [18, 19]]}
     before = copy.deepcopy(groups)
-    taken, used, left = _take_triton(groups, 4, dirty={"0"})
+    taken, used, left = take_triton(groups, 4, dirty={"0"})
     assert groups == before
     assert (taken, used) == ([16, 17, 18, 19], ["2"])  # "0" fits as tightly but holds the IRQ CPUs
     assert left == {"0": [[2, 3], [4, 5]], "1": [[8, 9], [10, 11], [12, 13]], "2": []}
-    taken, used, left = _take_triton(left, 6, dirty={"0"})
+    taken, used, left = take_triton(left, 6, dirty={"0"})
     assert (taken, used) == ([8, 9, 10, 11, 12, 13], ["1"])
     # No group has room: the biggest clean ones first, then the dirty one.
-    taken, used, _ = _take_triton({"0": [[2, 3]], "1": [[8, 9]], "2": [[16, 17], [18, 19]]}, 5, dirty={"0"})
+    taken, used, _ = take_triton({"0": [[2, 3]], "1": [[8, 9]], "2": [[16, 17], [18, 19]]}, 5, dirty={"0"})
     assert (taken, used) == ([8, 16, 17, 18, 19], ["2", "1"])
 
 
@@ -73,14 +73,14 @@ def test_plan_node_splits_one_node_and_warns_once_about_a_shared_l3():
     cores = {c: [c, c + 8] if c < 8 else [c - 8, c] for c in range(16)}
     l3_of = {c: "0" for c in range(16)}
     gpus = [{**gpu(0, 0), "node": 0}, {**gpu(1, 0), "node": 0}]
-    plan, placed, warnings = _plan_node(0, list(range(16)), gpus, cores, l3_of, 2, 4, "NUMA node", True)
+    plan, placed, warnings = plan_node(0, list(range(16)), gpus, cores, l3_of, 2, 4, "NUMA node", True)
     assert plan == NodePlan(0, list(range(16)), [0, 1], [8, 9], {"GPU0": [2, 3, 10, 11], "GPU1": [4, 5, 12, 13]},
                             [6, 7, 8, 9, 14, 15])  # the rest: the IRQ CPUs' siblings included
     assert [(p.name, p.cpus, p.l3_groups) for p in placed] == [("GPU0", [2, 3, 10, 11], ["0"]),
                                                                ("GPU1", [4, 5, 12, 13], ["0"])]
     assert [(w.kind, w.subject) for w in warnings] == [("l3", "NUMA node 0")]
     with pytest.raises(InputError, match=r"NUMA node 0 has 16 CPUs: 2 IRQ CPU\(s\).*need 14"):
-        _plan_node(0, list(range(16)), gpus, cores, l3_of, 2, 7, "NUMA node", True)
+        plan_node(0, list(range(16)), gpus, cores, l3_of, 2, 7, "NUMA node", True)
 
 
 def test_irq_pins_round_robin_per_node_across_devices_and_every_node_when_unknown():
@@ -92,7 +92,7 @@ def test_irq_pins_round_robin_per_node_across_devices_and_every_node_when_unknow
 
     devices = [dev("nvme0", "nvme", 0, [20, 21]), dev("eth0", "nic", 0, [10, 11, 12]), dev("eth1", "nic", 1, [30]),
                dev("odd", "storage", -1, [40]), dev("ib0", "nic", 1, [])]
-    plans, pins, warnings = _irq_pins(devices, nodes)
+    plans, pins, warnings = irq_pins(devices, nodes)
     assert [(d.name, d.node) for d in plans] == [("odd", -1), ("eth0", 0), ("nvme0", 0), ("eth1", 1), ("ib0", 1)]
     assert {p.irq: p.cpus for p in pins} == {10: [0], 11: [1], 12: [0], 20: [1], 21: [0], 30: [4], 40: [0, 1, 4]}
     assert [p.irq for p in pins] == sorted(p.irq for p in pins)
