@@ -32,6 +32,7 @@ import json
 import os
 import pickle
 import platform
+import resource
 import shlex
 import statistics
 import subprocess
@@ -207,9 +208,14 @@ class Tool:
         # Every tool may cache its bytecode, as on a user's machine (a test shell's PYTHONDONTWRITEBYTECODE
         # made bringup, run from this checkout, compile its 70 modules in every process).
         env.pop("PYTHONDONTWRITEBYTECODE", None)
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         cp = subprocess.run([*prefix, *self.argv], cwd=self.cwd, env=env, capture_output=True, text=True)
         dt = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        #: The CPU (user + system) the process and the children it waited for used: one run at a time, so the
+        #: difference of this process's children's totals.
+        self.cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
         if cp.returncode not in self.ok:
             raise SystemExit(f"bench: {self.name} failed (exit {cp.returncode}): {shlex.join(self.argv)}\n"
                              f"{(cp.stdout + cp.stderr)[-3000:]}")
@@ -220,14 +226,16 @@ def alternate(tools: list[Tool], runs: int, before=None) -> dict[str, dict]:
     """Each tool ``runs`` times, the order rotated run by run; ``before(tool)`` resets the host first."""
     times: dict[str, list[float]] = {t.name: [] for t in tools}
     loads: dict[str, list[float]] = {t.name: [] for t in tools}
+    cpus: dict[str, list[float]] = {t.name: [] for t in tools}
     for i in range(runs):
         for t in tools[i % len(tools):] + tools[:i % len(tools)]:
             if before:
                 before(t)
             loads[t.name].append(os.getloadavg()[0])
             times[t.name].append(t.run())
+            cpus[t.name].append(t.cpu)
     return {n: {"median": statistics.median(v), "min": min(v), "max": max(v), "n": len(v),
-                "load": statistics.median(loads[n])} for n, v in times.items()}
+                "load": statistics.median(loads[n]), "cpu": statistics.median(cpus[n])} for n, v in times.items()}
 
 
 def count_commands(host: harness.SandboxHost, tool: Tool, stdin: bool = False) -> dict:
@@ -633,6 +641,7 @@ def report(res: dict, meta: dict) -> str:
         L += ["Its floor: every script this run sent, captured on the host, replayed from a fresh paramiko "
               "process in one command over one connection.", ""]
     L += targets_table(res)
+    L += cpu_table(res)
     L += where_table(res)
     L += [meta["notes"]]
     return "\n".join(L) + "\n"
@@ -715,6 +724,32 @@ def targets_table(res: dict) -> list[str]:
     if not rows:
         return []
     return ["## The issue's targets in this run", "", "| target | this run (medians) | |", "|---|---|---|", *rows, ""]
+
+
+def cpu_table(res: dict) -> list[str]:
+    """The one-host no-op cells' CPU (user + system of the whole process, medians) beside their wall times: a
+    ratio target to the floor's wall time cannot hold while bringup's CPU alone is above it."""
+    rows = []
+    c = (res.get("cd") or {}).get("c")
+    for label, a, b, limit in (
+            ("(a) sysctl", res.get("a", {}).get("scale", {}).get(1, {}).get("bringup"),
+             res.get("a", {}).get("scale", {}).get(1, {}).get("floor"), 1.3),
+            ("(b) mix", (res.get("b") or {}).get("noop", {}).get("bringup"),
+             (res.get("b") or {}).get("noop", {}).get("floor"), 1.3),
+            ("(c) provision", c and c["times"].get("bringup provision"), c and c["times"].get("floor"), 1.5)):
+        if not a or not b or "cpu" not in a or "cpu" not in b:
+            continue
+        budget = limit * b["median"]
+        rows.append(f"| {label} | {a['median']:.2f} s | {a['cpu']:.2f} s | {b['median']:.2f} s | {b['cpu']:.2f} s "
+                    f"| {budget:.2f} s ({limit:g}×) | {a['cpu'] / budget:.0%} |")
+    if not rows:
+        return []
+    return ["## CPU of the whole process (one host, no-op, medians)", "",
+            "User + system seconds of the process and the children it waited for (`getrusage`), run by run. "
+            "On one host the work is mostly the control process's own: what it uses in CPU the wall time "
+            "cannot go below, however much of it overlaps the network.", "",
+            "| run | bringup wall | bringup CPU | floor wall | floor CPU | the target's wall budget | bringup's "
+            "CPU / budget |", "|---|---|---|---|---|---|---|", *rows, ""]
 
 
 def where_table(res: dict) -> list[str]:
