@@ -233,7 +233,7 @@ def test_misspelt_registry_auth_key_suggests_the_known_one(tmp_path, monkeypatch
 
 @pytest.mark.reliability(item=16, fault='a misspelt key in a mapping variable', variants=3)
 def test_check_keys_helper_for_triton_models():
-    """The helper roles/triton.py can call for each triton_models entry."""
+    """The helper the triton role can call for each triton_models entry."""
     from bringup.errors import InputError
     from bringup.vars import check_keys
 

@@ -341,8 +341,8 @@ def test_a_tuned_serving_config_is_what_provision_renders_reloads_in_place_and_a
     assert "count: 3 gpus: [ 0, 1 ]" in tuned and "max_batch_size: 8" in tuned
     assert "preferred_batch_size: [ 8 ]" in tuned and "max_queue_delay_microseconds: 400" in tuned
     # The revision is the same: a provision after tune reloads nothing new and recreates no container.
-    strip = lambda t: T._TUNED_LINES.sub("", T._WINDOW_LINE.sub("", t))  # noqa: E731
-    assert strip(tuned) == strip(deployed)
+    from roles.triton.configs import revision_text
+    assert revision_text(tuned) == revision_text(deployed)
     # The window controller's step later keeps the configuration in the record.
     stepped = read_record(record_text(text, "add", 450, "p95 3.0 ms <= 50 ms", "2026-01-02T00:00:00+00:00"))
     assert stepped["add"]["window_us"] == 450 and {k: stepped["add"][k] for k in serving} == serving
