@@ -152,8 +152,9 @@ class Suite:
 
 
 def _env() -> dict[str, str]:
-    """This process's environment, with this bringup first on the path (the tests import what the audit runs)
-    and the program's name for their hints."""
+    """This process's environment, with this bringup first on the path (the tests import what the audit runs),
+    the program's name for their hints, and no bytecode written: an audit leaves its report and nothing else,
+    no ``__pycache__`` of pytest's rewritten tests beside the operator's test files."""
     import bringup
 
     from ..process import PROGRAM, PROGRAM_ENV
@@ -161,7 +162,8 @@ def _env() -> dict[str, str]:
     here = str(Path(bringup.__file__).resolve().parents[1])
     path = os.environ.get("PYTHONPATH", "")
     # The tests' hints ("export again (bringup audit ...)") name the program that runs the audit.
-    return {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else ""), PROGRAM_ENV: PROGRAM}
+    return {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else ""), PROGRAM_ENV: PROGRAM,
+            "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def _last(text: str) -> str:

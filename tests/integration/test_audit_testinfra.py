@@ -50,8 +50,10 @@ def project(sandbox_host, tmp_path_factory):
 def pytest_run(cwd: Path, *args: str, python: str = sys.executable, plugin: bool = True,
                timeout: float = 300) -> subprocess.CompletedProcess:
     """Plain pytest with testinfra and bringup's plugin (loaded with -p from this checkout; else its entry
-    point); no cache folder, and no .benchmarks folder of this machine's pytest-benchmark."""
+    point); no cache folder, no .benchmarks folder of this machine's pytest-benchmark, and no __pycache__ of the
+    rewritten test modules beside them (whether the environment has PYTHONDONTWRITEBYTECODE or not)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)} if plugin else dict(os.environ)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
     argv = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark",
             *(["-p", "bringup.testinfra.plugin"] if plugin else []), *args]
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
