@@ -91,6 +91,7 @@ class Stop:
         self._watched: set[Transport] = set()
         self._watchdog: threading.Thread | None = None
         self._asked = threading.Event()  # set by the first request
+        self._abandon = threading.Event()  # set by the second
 
     @property
     def requested(self) -> bool:
@@ -114,8 +115,9 @@ class Stop:
             self._asked.set()
             return True
         self.abandoned = True
-        # Not in the signal handler itself: closing takes locks a worker may hold.
-        threading.Thread(target=self._close_all, daemon=True).start()
+        # The watchdog closes them: closing takes locks a worker may hold, and a thread started here could wait
+        # for a lock the interrupted main thread holds (threading's own, while it starts a thread).
+        self._abandon.set()
         return False
 
     def check(self, where: str) -> None:
@@ -129,7 +131,7 @@ class Stop:
                 self._open.add(t)
             if self.abandoned:
                 self._close_all()
-            elif t.probed:
+            else:
                 self._start_watchdog()
 
     def untrack(self, t: Transport | None) -> None:
@@ -148,9 +150,8 @@ class Stop:
     # -- the watchdog after the first signal -----------------------------------------------------
 
     def _start_watchdog(self) -> None:
-        """One thread per run, started with its first connection that can go silent (a connection to the
-        control machine itself cannot), asleep until a stop is requested: no thread per connection, no polling
-        while the run goes on."""
+        """One thread per run, started with its first connection (in the host's worker, never in a signal
+        handler), asleep until a stop is requested: no thread per connection, no polling while the run goes on."""
         with self._lock:
             if self._watchdog is not None:
                 return
@@ -158,16 +159,18 @@ class Stop:
         self._watchdog.start()
 
     def _watch(self) -> None:
-        """After the first signal: probe each connection in flight, and each one a host opens later, in a
-        thread of its own until its host is done with it."""
+        """After the first signal: probe each connection in flight that can go silent (a connection to the
+        control machine itself cannot), and each one a host opens later, in a thread of its own until its host
+        is done with it; after the second, close every connection at once."""
         self._asked.wait()
-        while not self.abandoned:
+        while not self._abandon.is_set():
             with self._lock:
                 new = [t for t in self._open if t.probed and t not in self._watched]
                 self._watched.update(new)
             for t in new:
                 threading.Thread(target=self._probe, args=(t,), daemon=True).start()
-            time.sleep(PROBE_EVERY_S)
+            self._abandon.wait(PROBE_EVERY_S)
+        self._close_all()
 
     def _probe(self, t: Transport) -> None:
         """Probe ``t`` until its host is done with it; close it when it answers nothing within the grace."""

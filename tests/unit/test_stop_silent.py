@@ -235,6 +235,35 @@ def test_a_local_connection_is_never_probed():
     assert stop.silent == {} and said == []
 
 
+def test_the_second_signal_starts_no_thread_in_its_handler_and_the_watchdog_closes_every_connection(monkeypatch):
+    # A handler runs between two bytecodes of the main thread: a thread started there could wait for threading's
+    # own lock, held by the main thread it interrupted (starting a thread of its own).  The second signal only
+    # sets an event; the run's watchdog, started with the first connection (in a host's worker), closes them.
+    class Conn:  # what Stop asks of a connection: whether to probe it, and close()
+        probed = False
+
+        def __init__(self) -> None:
+            self.closed = threading.Event()
+
+        def close(self) -> None:
+            self.closed.set()
+
+    stop, said = stopping(grace=30)
+    conns = [Conn(), Conn()]
+    tracking = threading.Thread(target=lambda: [stop.track(c) for c in conns])
+    tracking.start()
+    tracking.join()
+    assert stop.request(signal.SIGINT) is True
+    started: list = []
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: (started.append(self), real_start(self))[1])
+    assert stop.request(signal.SIGINT) is False
+    monkeypatch.undo()
+    assert started == [] and stop.abandoned
+    assert all(c.closed.wait(2) for c in conns)
+    assert said == []
+
+
 def test_a_signal_taken_by_another_thread_is_handled_while_the_main_thread_waits():
     # The kernel may hand a process's SIGINT to any of its threads; Python then only marks the handler as due,
     # and runs it when the main thread next wakes.  Waiting for the hosts in one unbounded wait, a second SIGINT
