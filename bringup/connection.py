@@ -19,9 +19,10 @@ import socket
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Callable
+from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator
 
 import paramiko
 from fabric import Config, Connection
@@ -29,6 +30,9 @@ from fabric import Config, Connection
 from .command import quote, sh
 from .errors import BringupError, Unreachable, said
 from .inventory import Host
+
+if TYPE_CHECKING:
+    from .stop import Stop
 
 # paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
 # raises afterwards is worded below, once.  (A NullHandler keeps logging's last-resort stderr handler away.)
@@ -79,6 +83,8 @@ class Transport:
         self.host = host
         self.round_trips = 0
         self._lock = threading.Lock()
+        #: Seconds a round trip may take here when less than command_timeout (:meth:`limited`), else None.
+        self._limit: float | None = None
 
     def _become(self, inner: str) -> tuple[str, "Sudo | None"]:
         """``inner`` wrapped in sudo when ``ansible_become``, and the prompt handshake when a password is set.
@@ -113,7 +119,19 @@ class Transport:
         return f"timeout -s TERM -k 10 {int(self._timeout()) + REMOTE_GRACE_S} {command}"
 
     def _timeout(self) -> float:
-        return float(self.host.connection.command_timeout)
+        full = float(self.host.connection.command_timeout)
+        return full if self._limit is None else min(full, self._limit)
+
+    @contextmanager
+    def limited(self, seconds: float) -> Iterator[None]:
+        """Round trips inside take at most ``seconds`` (never more than command_timeout), on the host (its
+        ``timeout``) and here: a probe of a host that may be up only half way (after a reboot, an sshd that
+        logs in but whose shell never starts) is given up on, not waited for through command_timeout."""
+        before, self._limit = self._limit, max(1.0, float(seconds))
+        try:
+            yield
+        finally:
+            self._limit = before
 
     def run_script(self, script: str) -> RunResult:
         """Run ``script`` (POSIX sh) on the host in one round trip.
@@ -175,6 +193,8 @@ class Transport:
         raise NotImplementedError
 
     def _timed_out(self) -> Unreachable:
+        if self._timeout() < float(self.host.connection.command_timeout):
+            return Unreachable(f"{self.host.name} stopped answering: no result within {self._timeout():g} s")
         return Unreachable(f"{self.host.name} stopped answering: no result within "
                            f"{self.host.connection.command_timeout:g} s (command_timeout)")
 
@@ -549,16 +569,35 @@ def connect(host: Host, accept_new_host_keys: bool = False) -> Transport:
     return t
 
 
-def wait_for_ssh(host: Host, timeout: float = 300, interval: float = 2.0) -> Transport:
-    """Reconnect until the host answers (after a reboot); raises Unreachable."""
+def wait_for_ssh(host: Host, timeout: float = 300, interval: float = 2.0, stop: "Stop | None" = None) -> Transport:
+    """Reconnect until the host answers (after a reboot); raises Unreachable after ``timeout`` s.
+
+    Each try is bounded: the login by ``ssh_connect_timeout``, the probe's round trip by what is left of
+    ``timeout`` (at most ``ssh_connect_timeout``, at least 1 s): a host that logs in but never runs the probe
+    is tried again, not waited for through command_timeout.  With ``stop`` (the run's), a signal ends the wait
+    (:class:`~bringup.stop.Interrupted` before each try) and the connection of a try in flight is the run's
+    to probe and close like any other."""
     deadline = time.monotonic() + timeout
     last = ""
-    while time.monotonic() < deadline:
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise Unreachable(f"{host.name} did not come back within {timeout:g} s ({last or 'no answer'})")
+        if stop is not None:
+            stop.check("while waiting for the host to come back from its reboot")
+        t: Transport | None = None
         try:
             t = connect(host)
-            if t.run_script("true").rc == 0:
-                return t
+            if stop is not None:
+                stop.track(t)
+            with t.limited(min(left, float(host.connection.ssh_connect_timeout))):
+                if t.run_script("true").rc == 0:
+                    return t
+            last = "the probe failed"
         except Unreachable as e:
             last = str(e)
-        time.sleep(interval)
-    raise Unreachable(f"{host.name} did not come back within {timeout:g} s ({last})")
+        if t is not None:
+            if stop is not None:
+                stop.untrack(t)
+            t.close()
+        time.sleep(max(0.0, min(interval, deadline - time.monotonic())))

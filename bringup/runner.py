@@ -319,6 +319,7 @@ class HostRun:
         if res.rc != 0:
             raise BringupError(f"reboot failed (exit {res.rc}): {said(res.stderr, 300)}")
         trips = t.round_trips
+        self.stop.untrack(t)
         t.close()
         timeout = float(host.vars.get("reboot_timeout", 600))
         deadline = time.monotonic() + timeout
@@ -327,14 +328,18 @@ class HostRun:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise Unreachable(f"{host.name} did not come back from the reboot within {timeout:g} s")
-            self.stop.check("while waiting for the host to come back from its reboot")
-            t = wait_for_ssh(host, timeout=left)
-            if t.run_script(sh("[ -e %s ] && echo old-boot || echo new-boot", marker)).stdout.strip() == "new-boot":
+            t = wait_for_ssh(host, timeout=left, stop=self.stop)  # tracked by the run's stop from here
+            try:
+                with t.limited(min(max(1.0, deadline - time.monotonic()), float(host.connection.ssh_connect_timeout))):
+                    boot = t.run_script(sh("[ -e %s ] && echo old-boot || echo new-boot", marker)).stdout.strip()
+            except Unreachable:
+                boot = "no answer"
+            if boot == "new-boot":
                 t.round_trips += trips
                 self.transport = t
-                self.stop.track(t)
                 return
-            t.close()  # still the old boot, on its way down
+            self.stop.untrack(t)
+            t.close()  # still the old boot, on its way down (or it stopped answering)
             time.sleep(1)
 
 
