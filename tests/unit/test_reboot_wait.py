@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import re
 import signal
-import socket
 import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-import paramiko
 import pytest
 
 from bringup.connection import wait_for_ssh
@@ -25,39 +23,18 @@ from bringup.errors import Unreachable
 from bringup.inventory import ConnectionVars, Host
 from bringup.stop import Interrupted, Stop
 
-from .test_stop_silent import PASSWORD, USER, _Server
+from .test_stop_silent import PASSWORD, USER, ssh_server
 
 
 @contextmanager
 def booting_host(tmp_path: Path, step: float) -> Iterator[Host]:
     """A host whose sshd takes every login and answers each round trip after ``step`` s; command_timeout 120 s."""
-    key = paramiko.RSAKey.generate(2048)
-    srv = socket.create_server(("127.0.0.1", 0))
-    port = srv.getsockname()[1]
-    transports: list[paramiko.Transport] = []
-
-    def serve() -> None:
-        while True:
-            try:
-                sock = srv.accept()[0]
-            except OSError:
-                return
-            t = paramiko.Transport(sock)
-            t.add_server_key(key)
-            transports.append(t)
-            t.start_server(server=_Server(step))
-
-    threading.Thread(target=serve, daemon=True).start()
-    known = tmp_path / "known_hosts"
-    known.write_text(f"[127.0.0.1]:{port} {key.get_name()} {key.get_base64()}\n")
-    conn = ConnectionVars(ansible_host="127.0.0.1", ansible_port=port, ansible_user=USER, ansible_password=PASSWORD,
-                          ssh_known_hosts=str(known), ssh_connect_timeout=2, command_timeout=120)
-    try:
-        yield Host(name="booting", groups=["all"], vars={}, connection=conn)
-    finally:
-        srv.close()
-        for t in transports:
-            t.close()
+    with ssh_server(step, logins=None) as (port, key):
+        known = tmp_path / "known_hosts"
+        known.write_text(f"[127.0.0.1]:{port} {key.get_name()} {key.get_base64()}\n")
+        yield Host(name="booting", groups=["all"], vars={}, connection=ConnectionVars(
+            ansible_host="127.0.0.1", ansible_port=port, ansible_user=USER, ansible_password=PASSWORD,
+            ssh_known_hosts=str(known), ssh_connect_timeout=2, command_timeout=120))
 
 
 def test_a_host_that_answers_is_returned_connected(tmp_path):

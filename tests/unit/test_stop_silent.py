@@ -103,38 +103,51 @@ class _Relay:
 
 
 @contextmanager
-def ssh_host(tmp_path: Path, name: str, step: float) -> Iterator[tuple[SSHTransport, _Relay]]:
-    """An open SSHTransport to host ``name`` (a server answering each round trip after ``step`` s), and its relay."""
+def ssh_server(step: float, logins: int | None = 1) -> Iterator[tuple[int, paramiko.PKey]]:
+    """A paramiko server on 127.0.0.1 answering each round trip after ``step`` s: its port and host key.  It takes
+    ``logins`` connections (None: any number)."""
     key = paramiko.RSAKey.generate(2048)
     srv = socket.create_server(("127.0.0.1", 0))
     transports: list[paramiko.Transport] = []
 
     def serve() -> None:
-        try:
-            sock = srv.accept()[0]
-        except OSError:
-            return
-        t = paramiko.Transport(sock)
-        t.add_server_key(key)
-        transports.append(t)
-        t.start_server(server=_Server(step))
+        n = 0
+        while logins is None or n < logins:
+            try:
+                sock = srv.accept()[0]
+            except OSError:
+                return
+            n += 1
+            t = paramiko.Transport(sock)
+            t.add_server_key(key)
+            transports.append(t)
+            t.start_server(server=_Server(step))
 
     threading.Thread(target=serve, daemon=True).start()
-    relay = _Relay(srv.getsockname()[1])
-    known = tmp_path / f"known_hosts-{name}"
-    known.write_text(f"[127.0.0.1]:{relay.port} {key.get_name()} {key.get_base64()}\n")
-    conn = ConnectionVars(ansible_host="127.0.0.1", ansible_port=relay.port, ansible_user=USER,
-                          ansible_password=PASSWORD, ssh_known_hosts=str(known), ssh_connect_timeout=10)
-    t = SSHTransport(Host(name=name, groups=["all"], vars={}, connection=conn))
-    t.open()
     try:
-        yield t, relay
+        yield srv.getsockname()[1], key
     finally:
-        t.close()
-        relay.close()
         for st in transports:
             st.close()
         srv.close()
+
+
+@contextmanager
+def ssh_host(tmp_path: Path, name: str, step: float) -> Iterator[tuple[SSHTransport, _Relay]]:
+    """An open SSHTransport to host ``name`` (a server answering each round trip after ``step`` s), and its relay."""
+    with ssh_server(step) as (port, key):
+        relay = _Relay(port)
+        known = tmp_path / f"known_hosts-{name}"
+        known.write_text(f"[127.0.0.1]:{relay.port} {key.get_name()} {key.get_base64()}\n")
+        conn = ConnectionVars(ansible_host="127.0.0.1", ansible_port=relay.port, ansible_user=USER,
+                              ansible_password=PASSWORD, ssh_known_hosts=str(known), ssh_connect_timeout=10)
+        t = SSHTransport(Host(name=name, groups=["all"], vars={}, connection=conn))
+        t.open()
+        try:
+            yield t, relay
+        finally:
+            t.close()
+            relay.close()
 
 
 def round_trip(t, into: dict) -> threading.Thread:
