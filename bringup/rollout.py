@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -153,15 +154,60 @@ def _keep_ends(pipe: Any, into: list[bytes]) -> None:
     into.append(bytes(head) + (b"\n" if len(tail) > HOOK_OUTPUT_KEEP else b"") + bytes(tail[-HOOK_OUTPUT_KEEP:]))
 
 
+#: The environment variable each hook run carries (a token of its own), and everything it starts inherits: past the
+#: timeout, a process that left the hook's process group (``setsid``, a daemonizing tool) is found by it.
+HOOK_RUN_ENV = "BRINGUP_HOOK_RUN"
+
+
+def _carrying(token: str) -> list[int]:
+    """The processes whose environment carries ``HOOK_RUN_ENV=token`` (Linux /proc; none elsewhere)."""
+    mark = f"{HOOK_RUN_ENV}={token}".encode()
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                if mark in f.read().split(b"\0"):
+                    found.append(int(name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def _end(proc: subprocess.Popen, token: str) -> None:
+    """End a hook past its timeout: its process group, then whatever it started that left the group."""
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)  # its own group (start_new_session): a child's sleep too
+    except ProcessLookupError:
+        pass
+    proc.wait()
+    for _ in range(3):  # again, in case one of them started another in between
+        left = _carrying(token)
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if not left:
+            break
+
+
 def run_hook(var: str, host: Host) -> str | None:
     """Run ``host``'s hook ``var`` with the host's name and address appended; None when it succeeded,
     else why it failed (one line).  Its own session: a Ctrl-C meant for bringup does not cut it short;
-    past its timeout the whole session's process group is ended, what the hook started included."""
+    past its timeout the hook is ended with what it started: its session's process group, and any process
+    that left it but carries the run's :data:`HOOK_RUN_ENV` token (a ``setsid`` daemon)."""
     argv = [*host.vars[var], host.name, host.address]
     timeout = _hook_timeout(host)
+    token = secrets.token_hex(8)
     try:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.DEVNULL, env={**os.environ, HOOK_RUN_ENV: token})
     except OSError as e:
         return f"{var} could not start {argv[0]}: {e.strerror}"
     out: list[bytes] = []
@@ -174,12 +220,8 @@ def run_hook(var: str, host: Host) -> str | None:
     for th in readers:  # until both pipes are closed: by the hook, and by anything it started
         th.join(max(0.0, deadline - time.monotonic()))
     if any(th.is_alive() for th in readers) or _waits(proc, deadline):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # its own group (start_new_session): a child's sleep too
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        for th in readers:  # the group is gone, the pipes close; one held by an escaped daemon is left to it
+        _end(proc, token)
+        for th in readers:  # everything that held the pipes is gone: they close
             th.join(2.0)
         return f"{var} did not finish within {timeout:g} s ({HOOK_TIMEOUT})"
     proc.stdout.close()

@@ -96,11 +96,11 @@ def test_a_failing_hook_that_prints_other_bytes_is_one_line(tmp_path):
     assert not (tmp_path / "ran-h1").exists() and not log.exists()
 
 
-@pytest.mark.reliability(item=26, fault="a drain_command that hangs past hook_timeout, with a child of its own",
-                         checks=("nothing touched", "no hang", "no leftovers"))
-def test_a_hung_hook_is_ended_with_its_children_within_the_timeout(tmp_path):
+def _ended_within_the_timeout(tmp_path: Path, start_child: str) -> None:
+    """A drain hook that runs ``start_child`` (a shell command starting ``sleep 600`` in the background), records
+    the child's pid and its own, and hangs: the host fails within the timeout, untouched, and both are gone."""
     pids = tmp_path / "pids"
-    drain = ["/bin/sh", "-c", f'sleep 600 & echo $! > {pids}; echo $$ >> {pids}; sleep 600; echo done']
+    drain = ["/bin/sh", "-c", f'{start_child} & echo $! > {pids}; echo $$ >> {pids}; sleep 600; echo done']
     hosts, log = _one_host(tmp_path, drain, hook_timeout=1)
     t0 = time.monotonic()
     run, _ = _run(tmp_path, hosts, serial=parse_serial("1"))
@@ -116,6 +116,20 @@ def test_a_hung_hook_is_ended_with_its_children_within_the_timeout(tmp_path):
     while any(_alive(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not [p for p in started if _alive(p)], "the hook's processes outlived its timeout"
+
+
+@pytest.mark.reliability(item=26, fault="a drain_command that hangs past hook_timeout, with a child of its own",
+                         checks=("nothing touched", "no hang", "no leftovers"))
+def test_a_hung_hook_is_ended_with_its_children_within_the_timeout(tmp_path):
+    _ended_within_the_timeout(tmp_path, "sleep 600")
+
+
+@pytest.mark.reliability(item=26, fault="a drain_command that hangs past hook_timeout after starting a child "
+                         "in a session of its own (setsid)", checks=("nothing touched", "no hang", "no leftovers"))
+def test_a_hung_hook_is_ended_with_a_child_that_left_its_process_group(tmp_path):
+    # setsid: the child leaves the hook's session and process group, which the group kill alone misses; it
+    # keeps the hook's stdout open, as a daemon started without redirections does.
+    _ended_within_the_timeout(tmp_path, "setsid sleep 600")
 
 
 @pytest.mark.reliability(item=26, fault="a hook argument with quotes, $(...), ; and a newline",
