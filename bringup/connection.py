@@ -22,7 +22,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable, Iterator, Protocol
 
 import paramiko
 from fabric import Config, Connection
@@ -30,9 +30,6 @@ from fabric import Config, Connection
 from .command import quote, sh
 from .errors import BringupError, Unreachable, said
 from .inventory import Host
-
-if TYPE_CHECKING:
-    from .stop import Stop
 
 # paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
 # raises afterwards is worded below, once.  (A NullHandler keeps logging's last-resort stderr handler away.)
@@ -193,8 +190,8 @@ class Transport:
         raise NotImplementedError
 
     def _timed_out(self) -> Unreachable:
-        if self._timeout() < float(self.host.connection.command_timeout):
-            return Unreachable(f"{self.host.name} stopped answering: no result within {self._timeout():g} s")
+        if self._limit is not None and self._limit < float(self.host.connection.command_timeout):
+            return Unreachable(f"{self.host.name} stopped answering: no result within {self._limit:g} s")
         return Unreachable(f"{self.host.name} stopped answering: no result within "
                            f"{self.host.connection.command_timeout:g} s (command_timeout)")
 
@@ -569,8 +566,21 @@ def connect(host: Host, accept_new_host_keys: bool = False) -> Transport:
     return t
 
 
-def wait_for_ssh(host: Host, timeout: float = 300, interval: float = 2.0, stop: "Stop | None" = None) -> Transport:
-    """Reconnect until the host answers (after a reboot); raises Unreachable after ``timeout`` s.
+class Watch(Protocol):
+    """What a wait asks of the run that waits (:class:`bringup.stop.Stop` is one): whether it may go on, and to
+    know each connection in flight, which it may probe or close."""
+
+    def check(self, where: str) -> None: ...
+
+    def track(self, t: Transport | None) -> None: ...
+
+    def untrack(self, t: Transport | None) -> None: ...
+
+
+def wait_for_ssh(host: Host, timeout: float = 300, interval: float = 2.0, stop: Watch | None = None,
+                 probe: str = "true", not_yet: str = "the probe failed") -> Transport:
+    """Reconnect until the host runs ``probe`` with exit 0 (after a reboot: a new boot); raises Unreachable after
+    ``timeout`` s, naming what the last try met (``not_yet``: the probe ran and said no).
 
     Each try is bounded: the login by ``ssh_connect_timeout``, the probe's round trip by what is left of
     ``timeout`` (at most ``ssh_connect_timeout``, at least 1 s): a host that logs in but never runs the probe
@@ -591,9 +601,9 @@ def wait_for_ssh(host: Host, timeout: float = 300, interval: float = 2.0, stop: 
             if stop is not None:
                 stop.track(t)
             with t.limited(min(left, float(host.connection.ssh_connect_timeout))):
-                if t.run_script("true").rc == 0:
+                if t.run_script(probe).rc == 0:
                     return t
-            last = "the probe failed"
+            last = not_yet
         except Unreachable as e:
             last = str(e)
         if t is not None:

@@ -322,25 +322,13 @@ class HostRun:
         self.stop.untrack(t)
         t.close()
         timeout = float(host.vars.get("reboot_timeout", 600))
-        deadline = time.monotonic() + timeout
         time.sleep(2)
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise Unreachable(f"{host.name} did not come back from the reboot within {timeout:g} s")
-            t = wait_for_ssh(host, timeout=left, stop=self.stop)  # tracked by the run's stop from here
-            try:
-                with t.limited(min(max(1.0, deadline - time.monotonic()), float(host.connection.ssh_connect_timeout))):
-                    boot = t.run_script(sh("[ -e %s ] && echo old-boot || echo new-boot", marker)).stdout.strip()
-            except Unreachable:
-                boot = "no answer"
-            if boot == "new-boot":
-                t.round_trips += trips
-                self.transport = t
-                return
-            self.stop.untrack(t)
-            t.close()  # still the old boot, on its way down (or it stopped answering)
-            time.sleep(1)
+        # Tracked by the run's stop from its login on; the marker's absence tells the new boot from the old one
+        # still on its way down.
+        t = wait_for_ssh(host, timeout=timeout, stop=self.stop, probe=sh("[ ! -e %s ]", marker),
+                         not_yet="still the boot before the reboot")
+        t.round_trips += trips
+        self.transport = t
 
 
 def run_host(host: Host, roles: list[Role], vars: dict[str, Any], opts: Options, templates: Templates,
