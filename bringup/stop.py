@@ -81,7 +81,6 @@ class Stop:
 
     def __init__(self, grace: float = SILENT_GRACE_S, say: Callable[[str], None] = tell) -> None:
         self.signum: int | None = None
-        self.abandoned = False
         self.grace = grace
         #: ``{host: why}`` of the hosts whose connection the watchdog closed, ``why`` their result's message.
         self.silent: dict[str, str] = {}
@@ -96,6 +95,11 @@ class Stop:
     @property
     def requested(self) -> bool:
         return self.signum is not None
+
+    @property
+    def abandoned(self) -> bool:
+        """A second signal came: the steps in flight are abandoned."""
+        return self._abandon.is_set()
 
     @property
     def name(self) -> str:
@@ -114,7 +118,6 @@ class Stop:
             # here: a signal handler may run while its own thread holds either.
             self._asked.set()
             return True
-        self.abandoned = True
         # The watchdog closes them: closing takes locks a worker may hold, and a thread started here could wait
         # for a lock the interrupted main thread holds (threading's own, while it starts a thread).
         self._abandon.set()
@@ -163,7 +166,7 @@ class Stop:
         control machine itself cannot), and each one a host opens later, in a thread of its own until its host
         is done with it; after the second, close every connection at once."""
         self._asked.wait()
-        while not self._abandon.is_set():
+        while not self.abandoned:
             with self._lock:
                 new = [t for t in self._open if t.probed and t not in self._watched]
                 self._watched.update(new)
