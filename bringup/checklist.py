@@ -281,8 +281,17 @@ def render_json(host: str, checks: list[Check]) -> str:
     import json
 
     return json.dumps({"host": host, "verdict": verdict(checks), "counts": summary_counts(checks),
-                       "checks": [{"status": k.status, "area": k.area, "name": k.name, "seen": k.seen, "fix": k.fix}
-                                  for k in checks]}, indent=2) + "\n"
+                       "checks": [_json_line(k) for k in checks]}, indent=2) + "\n"
+
+
+def _json_line(k: Check) -> dict:
+    """One line as JSON: the device and the measured figure only when the line has them."""
+    out = {"status": k.status, "area": k.area, "name": k.name, "seen": k.seen, "fix": k.fix}
+    if k.subject:
+        out["subject"] = k.subject
+    if k.value is not None:
+        out.update(value=k.value, limit=k.limit, unit=k.unit)
+    return out
 
 
 def render_group_html(group: str, pages: dict[str, list[Check]]) -> str:

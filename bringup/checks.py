@@ -22,15 +22,24 @@ class Check:
     seen: str
     fix: str = ""
     area: str = "platform"
+    #: The one device the line is about ("GPU 00000000:18:00.0", "mlx5_0 port 1"), "" for the host: the pages
+    #: gather a device's lines into one row of a table, a column per check.
+    subject: str = ""
+    #: A measured figure and the limit it is held against (same ``unit``), for the pages to draw.
+    value: float | None = None
+    limit: float | None = None
+    unit: str = ""
 
     def __post_init__(self) -> None:
         if self.status not in ("PASS", "WARN", "FAIL"):
             raise ValueError(f"status {self.status!r} not in PASS, WARN, FAIL")
 
 
-def line(area: str, name: str, status: str, seen: str, fix: str = "") -> Check:
-    """One checklist line: ``area`` groups it (platform, gpu, software, tuning, latency)."""
-    return Check(name, status, seen, fix, area)
+def line(area: str, name: str, status: str, seen: str, fix: str = "", *, subject: str = "",
+         value: float | None = None, limit: float | None = None, unit: str = "") -> Check:
+    """One checklist line: ``area`` groups it (platform, gpu, health, software, tuning, latency, acceptance);
+    ``subject`` the device it is about, ``value``/``limit``/``unit`` a measured figure against its limit."""
+    return Check(name, status, seen, fix, area, subject, value, limit, unit)
 
 
 def load_matrix() -> dict[str, Any]:
