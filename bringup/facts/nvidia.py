@@ -262,6 +262,9 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 "max_power_limit_w": _nval(sec, power, "Max Power Limit"),
                 "max_clocks_sm_mhz": _nval(sec, "Max Clocks", "SM"),
                 "max_clocks_memory_mhz": _nval(sec, "Max Clocks", "Memory"),
+                # NVSwitch boards (HGX/DGX): the GPU's fabric registration; None where the part has no fabric.
+                "fabric_state": _sval(sec, "Fabric", "State"),
+                "fabric_status": _sval(sec, "Fabric", "Status"),
             }
         )
     if not gpus and "Driver Version" not in tree:
