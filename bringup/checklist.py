@@ -13,6 +13,7 @@ import re
 from collections import Counter
 from typing import Iterable
 
+from . import health
 from .checks import Check, line, load_matrix
 from .process import command
 
@@ -210,8 +211,8 @@ def collect(facts: dict, vars: dict, host_result=None, fact_errors: dict | None 
             roles_lines: list[Check] = ()) -> list[Check]:
     """Every checklist line for one host; ``vars`` are the run's merged variables (role defaults included),
     ``roles_lines`` what the selected roles contribute (:func:`role_checks`)."""
-    return (platform_checks(facts, vars, fact_errors) + gpu_checks(facts, vars) + list(roles_lines)
-            + tuning_checks(host_result) + latency_checks(vars))
+    return (platform_checks(facts, vars, fact_errors) + gpu_checks(facts, vars) + health.health_checks(facts, vars)
+            + list(roles_lines) + tuning_checks(host_result) + latency_checks(vars))
 
 
 def summary_counts(checks: Iterable[Check]) -> dict[str, int]:
@@ -333,7 +334,8 @@ def cpu_plan(facts: dict, host_vars: dict) -> tuple[dict[int, str], list[str]]:
 
 #: The facts the checklist itself reads (the platform rules, GPU lines, the topology picture),
 #: gathered in the same round trip as the facts of the roles it plans.
-FACTS = ("pci.devices", "nvidia.smi", "nvidia.query", "cpu.topology", "system.cmdline", "system.cpuidle")
+FACTS = ("pci.devices", "nvidia.smi", "nvidia.query", "cpu.topology", "system.cmdline", "system.cpuidle",
+         *health.FACTS)
 
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,200}$")
 

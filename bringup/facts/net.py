@@ -15,7 +15,7 @@ from .helpers import key_values, local_cpus, pci_reads, sysfs_each, sysfs_reads,
 from .base import Fact
 from .pci import PCI_ADDRESS_RE
 
-__all__ = ["NetInterfaces", "parse_net_interfaces", "IRQ_NAMES_AWK"]
+__all__ = ["NetInterfaces", "parse_net_interfaces", "IRQ_NAMES_AWK", "NetInfiniband", "parse_infiniband_ports"]
 
 #: awk program: ``irq N <chip hwirq name...>`` for each numbered /proc/interrupts row.
 IRQ_NAMES_AWK = (
@@ -115,3 +115,75 @@ class NetInterfaces(Fact):
         "awk '" + IRQ_NAMES_AWK + "' /proc/interrupts"
     )
     process = staticmethod(parse_net_interfaces)
+
+
+# --------------------------------------------------------------------------
+# InfiniBand and RoCE ports: net.infiniband
+# --------------------------------------------------------------------------
+
+#: The port files read, as the key the fact gives each.
+IB_PORT_FILES = {"state": "state", "phys_state": "phys_state", "rate": "rate", "link_layer": "link_layer"}
+
+
+#: What the kernel prints for a port's ``state`` and ``phys_state`` (drivers/infiniband/core/sysfs.c): the number
+#: and its name, which must agree (a value cut short, ``4: ACT``, is no state).
+IB_STATES = {"state": {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"},
+             "phys_state": {1: "Sleep", 2: "Polling", 3: "Disabled", 4: "PortConfigurationTraining", 5: "LinkUp",
+                            6: "LinkErrorRecovery", 7: "Phy Test"}}
+
+
+def _ib_state(file: str, text: str) -> str | None:
+    """``4: ACTIVE`` → ``ACTIVE``; ``5: LinkUp`` → ``LinkUp``; anything the kernel does not print → None."""
+    m = re.fullmatch(r"\s*(\d+):\s*(.*?)\s*", text)
+    return m.group(2) if m and IB_STATES[file].get(int(m.group(1))) == m.group(2) else None
+
+
+def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
+    """``ibport DEV PORT FILE VALUE`` lines (the fact's command) → one port each: ``device, port, state,
+    phys_state, rate_gbps, rate, link_layer``.
+
+    sysfs prints ``4: ACTIVE``, ``5: LinkUp``, ``200 Gb/sec (4X HDR)``, ``InfiniBand``/``Ethernet``.  A port
+    with a value missing or in no form sysfs prints (cut short, garbled, not UTF-8) is kept with ``refused``
+    saying which file: its state is not known, never taken for up.
+    """
+    ports: dict[tuple[str, int], dict[str, Any]] = {}
+    for raw in output.splitlines():
+        toks = raw.split(" ", 4)
+        if len(toks) < 4 or toks[0] != "ibport" or not toks[2].isdigit():
+            continue
+        dev, port, file, value = toks[1], int(toks[2]), toks[3], toks[4] if len(toks) > 4 else ""
+        entry = ports.setdefault((dev, port), {"device": dev, "port": port, "state": None, "phys_state": None,
+                                               "rate_gbps": None, "rate": None, "link_layer": None})
+        if file not in IB_PORT_FILES:
+            continue
+        bad = any("\udc80" <= ch <= "\udcff" for ch in value)
+        if file in ("state", "phys_state"):
+            entry[file] = None if bad else _ib_state(file, value)
+        elif file == "rate":
+            m = None if bad else re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec\b\s*(.*?)\s*", value)
+            entry["rate_gbps"] = float(m.group(1)) if m else None
+            entry["rate"] = value.strip() if m else None
+        else:
+            entry["link_layer"] = value.strip() if value.strip() and not bad else None
+    out = []
+    for entry in ports.values():
+        missing = [f for f in ("state", "phys_state", "rate", "link_layer") if entry[f] is None]
+        if missing:
+            entry["refused"] = "unreadable or garbled: " + ", ".join(missing)
+        out.append(entry)
+    return sorted(out, key=lambda e: (e["device"], e["port"]))
+
+
+class NetInfiniband(Fact):
+    name = "net.infiniband"
+    # Every RDMA port (InfiniBand, and RoCE's Ethernet ports of the same HCAs): no tool needed, sysfs alone.
+    command = (
+        "for p in /sys/class/infiniband/*/ports/*; do\n"
+        "  [ -e \"$p/state\" ] || continue\n"
+        "  d=${p%/ports/*}; d=${d##*/}; n=${p##*/}\n"
+        "  for f in " + " ".join(IB_PORT_FILES) + "; do\n"
+        "    printf 'ibport %s %s %s %s\\n' \"$d\" \"$n\" \"$f\" \"$(cat \"$p/$f\" 2>/dev/null)\"\n"
+        "  done\n"
+        "done"
+    )
+    process = staticmethod(parse_infiniband_ports)

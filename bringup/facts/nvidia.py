@@ -1,5 +1,6 @@
-"""NVIDIA GPUs: ``nvidia.smi`` (query CSV), ``nvidia.query`` (``-q``, and ``-L`` for the MIG devices),
-``nvidia.topo`` (``topo -m``).
+"""NVIDIA GPUs: ``nvidia.smi`` (query CSV), ``nvidia.query`` (``-q``, and ``-L`` for the MIG devices; with
+each GPU's own ``health``: ECC, remapped rows, clock event reasons, temperature), ``nvidia.topo``
+(``topo -m``), ``nvidia.nvlink`` (``nvlink -s``).
 
 Conventions: ``N/A``, ``[N/A]``, ``[Not Supported]`` and other bracketed
 notices become None; ``Enabled``/``Disabled`` become True/False; values with a
@@ -27,6 +28,9 @@ __all__ = [
     "parse_nvidia_smi_list",
     "parse_nvidia_query",
     "parse_topo_matrix",
+    "NvidiaNvlink",
+    "parse_nvlink_status",
+    "gpu_health",
 ]
 
 _QUERY_FIELDS = (
@@ -212,6 +216,139 @@ def _first(*values: Any) -> Any:
     return next((v for v in values if v is not None), None)
 
 
+# --------------------------------------------------------------------------
+# nvidia-smi -q: what the hardware says of its own health
+# --------------------------------------------------------------------------
+
+#: The clock event reasons (``Clocks Event Reasons``; ``Clocks Throttle Reasons`` before driver 535) by the
+#: name nvidia-smi prints, as the keys the health fact gives them.
+CLOCK_REASONS = {
+    "Idle": "idle", "GPU Idle": "idle",
+    "Applications Clocks Setting": "applications_clocks",
+    "SW Power Cap": "sw_power_cap",
+    "HW Slowdown": "hw_slowdown",
+    "HW Thermal Slowdown": "hw_thermal_slowdown",
+    "HW Power Brake Slowdown": "hw_power_brake",
+    "Sync Boost": "sync_boost",
+    "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "Display Clock Setting": "display_clock",
+}
+#: The counters of time spent in a reason since the driver loaded (``Clocks Event Reasons Counters``).
+CLOCK_COUNTERS = {
+    "SW Power Capping": "sw_power_cap", "Sync Boost": "sync_boost", "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "HW Thermal Slowdown": "hw_thermal_slowdown", "HW Power Braking": "hw_power_brake",
+}
+
+
+def _count(value: Any) -> int | None:
+    """A counter leaf (``0``); N/A and anything not a whole number: None."""
+    v = _none_if_na(value) if isinstance(value, str) else None
+    return int(v) if v is not None and re.fullmatch(r"\d+", v) else None
+
+
+def _ecc_counts(section: Any) -> dict[str, int | None] | None:
+    """One ``Volatile`` or ``Aggregate`` block of ``ECC Errors`` → correctable and uncorrectable counts, SRAM and
+    DRAM apart where the driver names them.
+
+    Drivers from 525 print ``SRAM Correctable``, ``SRAM Uncorrectable [Parity|SEC-DED]``, ``DRAM Correctable``,
+    ``DRAM Uncorrectable``; older ones ``Single Bit`` / ``Double Bit`` blocks with a ``Total``.  Every value N/A
+    (ECC off, a part without it): None.
+    """
+    if not isinstance(section, dict):
+        return None
+    out: dict[str, int | None] = {}
+    for key, value in section.items():
+        if isinstance(value, dict):  # Single Bit / Double Bit blocks of older drivers
+            kind = {"Single Bit": "correctable", "Double Bit": "uncorrectable"}.get(key)
+            if kind and _count(value.get("Total")) is not None:
+                out[kind] = (out.get(kind) or 0) + _count(value.get("Total"))
+            continue
+        n = _count(value)
+        if n is None:
+            continue
+        kind = "uncorrectable" if "Uncorrectable" in key else "correctable" if "Correctable" in key else None
+        if kind is None:
+            continue
+        where = "sram" if key.startswith("SRAM") else "dram" if key.startswith("DRAM") else None
+        out[kind] = (out.get(kind) or 0) + n
+        if where:
+            out[f"{where}_{kind}"] = (out.get(f"{where}_{kind}") or 0) + n
+    return out or None
+
+
+def _yes(value: Any) -> bool | None:
+    v = _none_if_na(value) if isinstance(value, str) else None
+    return None if v is None else v in ("Yes", "Active", "Enabled")
+
+
+def _temperature(sec: dict[str, Any]) -> dict[str, Any]:
+    """Current GPU temperature and how far it is from the slowdown limit.
+
+    Drivers from 550 print margins: ``GPU T.Limit Temp`` (degrees below the maximum operating limit) and
+    ``GPU Slowdown T.Limit Temp`` (where slowdown starts, relative to that limit); older ones print absolute
+    ``GPU Slowdown Temp``.  ``slowdown_margin_c``: degrees left before the GPU slows down, either way.
+    """
+    t = "Temperature"
+    current = _nval(sec, t, "GPU Current Temp")
+    tlimit, slow_rel = _nval(sec, t, "GPU T.Limit Temp"), _nval(sec, t, "GPU Slowdown T.Limit Temp")
+    slowdown = _nval(sec, t, "GPU Slowdown Temp")
+    margin = None
+    if tlimit is not None and slow_rel is not None:
+        margin = tlimit - slow_rel
+    elif slowdown is not None and current is not None:
+        margin = slowdown - current
+    return {"gpu_c": current, "slowdown_c": slowdown, "tlimit_margin_c": tlimit, "slowdown_margin_c": margin,
+            "memory_c": _nval(sec, t, "Memory Current Temp")}
+
+
+def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
+    """One GPU section of ``nvidia-smi -q`` → what it says of the GPU's health.
+
+    ``ecc_volatile`` / ``ecc_aggregate`` (:func:`_ecc_counts`), ``remapped_rows`` (correctable, uncorrectable,
+    pending, failure), ``retired_pages`` (single_bit, double_bit, pending; parts before Ampere), the repair
+    flags of newer drivers (``channel_repair_pending``, ``tpc_repair_pending``, ``unrepairable_memory``,
+    ``sram_threshold_exceeded``), ``clock_reasons`` (each reason printed: True when Active),
+    ``clock_counters_us`` and ``temperature``.  A value the part does not have is None.
+    """
+    ecc = sec.get("ECC Errors") if isinstance(sec.get("ECC Errors"), dict) else {}
+    rows = sec.get("Remapped Rows") if isinstance(sec.get("Remapped Rows"), dict) else {}
+    pages = sec.get("Retired Pages") if isinstance(sec.get("Retired Pages"), dict) else {}
+    reasons_sec = sec.get("Clocks Event Reasons") or sec.get("Clocks Throttle Reasons")
+    counters_sec = sec.get("Clocks Event Reasons Counters") or sec.get("Clocks Throttle Reasons Counters")
+    reasons = {CLOCK_REASONS[k]: _yes(v) for k, v in (reasons_sec or {}).items()
+               if k in CLOCK_REASONS and isinstance(v, str)} if isinstance(reasons_sec, dict) else {}
+    counters = {CLOCK_COUNTERS[k]: _number(v) for k, v in (counters_sec or {}).items()
+                if k in CLOCK_COUNTERS and isinstance(v, str) and _none_if_na(v) is not None} \
+        if isinstance(counters_sec, dict) else {}
+
+    def page_count(key: str) -> int | None:
+        v = pages.get(key)
+        return _count(v.get("Count")) if isinstance(v, dict) else _count(v)
+
+    return {
+        "ecc_volatile": _ecc_counts(ecc.get("Volatile")),
+        "ecc_aggregate": _ecc_counts(ecc.get("Aggregate")),
+        "sram_threshold_exceeded": _yes(_get(ecc, "Aggregate", "SRAM Threshold Exceeded")),
+        "channel_repair_pending": _yes(ecc.get("Channel Repair Pending")),
+        "tpc_repair_pending": _yes(ecc.get("TPC Repair Pending")),
+        "unrepairable_memory": _yes(ecc.get("Unrepairable Memory")),
+        "remapped_rows": {
+            "correctable": _count(rows.get("Correctable Error")),
+            "uncorrectable": _count(rows.get("Uncorrectable Error")),
+            "pending": _yes(rows.get("Pending")),
+            "failure": _yes(rows.get("Remapping Failure Occurred")),
+        } if rows else None,
+        "retired_pages": {
+            "single_bit": page_count("Single Bit ECC"),
+            "double_bit": page_count("Double Bit ECC"),
+            "pending": _yes(pages.get("Pending Page Blacklist", pages.get("Pending Page Retirement"))),
+        } if pages else None,
+        "clock_reasons": reasons,
+        "clock_counters_us": counters,
+        "temperature": _temperature(sec),
+    }
+
+
 def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     """``nvidia-smi -q`` → ``{driver_version, cuda_version, attached_gpus, gpus: [...]}``.
 
@@ -265,6 +402,7 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 # NVSwitch boards (HGX/DGX): the GPU's fabric registration; None where the part has no fabric.
                 "fabric_state": _sval(sec, "Fabric", "State"),
                 "fabric_status": _sval(sec, "Fabric", "Status"),
+                "health": gpu_health(sec),
             }
         )
     if not gpus and "Driver Version" not in tree:
@@ -503,3 +641,47 @@ class NvidiaTopo(_NvidiaSmiFact):
         "done"
     )
     process = staticmethod(parse_topo_matrix)
+
+
+# --------------------------------------------------------------------------
+# nvidia-smi nvlink -s
+# --------------------------------------------------------------------------
+
+_NVLINK_GPU = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*([^)\s]+)\)\s*$")
+_NVLINK_LINK = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
+_NVLINK_SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$")
+
+
+def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
+    """``nvidia-smi nvlink -s`` → one ``{index, name, uuid, links: [{link, gbps, active}]}`` per GPU line.
+
+    A link prints its speed (``Link 0: 26.562 GB/s``, per direction) or ``<inactive>`` (``gbps`` None,
+    ``active`` False).  A GPU without NVLink prints no link line (``links`` ``[]``); lines that are no link
+    line (NVML's notices) are skipped.  A link line in any other form (cut short, ``Link 3: 25``) raises
+    :class:`UntrustedOutput`: a link must not pass for up, or vanish.
+    """
+    gpus: list[dict[str, Any]] = []
+    for line in output.splitlines():
+        if not line.strip() or line.startswith("#"):
+            continue
+        g = _NVLINK_GPU.match(line)
+        if g:
+            gpus.append({"index": int(g.group(1)), "name": g.group(2), "uuid": g.group(3), "links": []})
+            continue
+        m = _NVLINK_LINK.match(line)
+        if not gpus or m is None:
+            continue  # NVML's notices, and lines of no link
+        value = m.group(2)
+        speed = _NVLINK_SPEED.match(value)
+        if speed is None and value.strip("<>").lower() != "inactive":
+            raise UntrustedOutput(f"nvidia-smi nvlink -s: GPU {gpus[-1]['index']} link {m.group(1)}: "
+                                  f"{value[:40]!r} is neither a speed nor <inactive> (output cut short?)")
+        gpus[-1]["links"].append({"link": int(m.group(1)), "gbps": float(speed.group(1)) if speed else None,
+                                  "active": speed is not None})
+    return gpus
+
+
+class NvidiaNvlink(_NvidiaSmiFact):
+    name = "nvidia.nvlink"
+    command = "nvidia-smi nvlink -s"
+    process = staticmethod(parse_nvlink_status)

@@ -48,8 +48,10 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
         out_folder(out)  # before anything connects: a file there was Python's traceback after the run
     # The first host is connected to while the roles load and the variables are checked (bringup.ahead); the
     # hosts are checked one after another, so the others connect in their turn.
+    from ..health import check_vars
+
     with running(inventory, set_, host, hosts, group, roles, forks=1, connect_ahead=not facts, extra_facts=FACTS,
-                 accept_new_host_keys=accept_new_host_keys) as run:
+                 accept_new_host_keys=accept_new_host_keys, check=check_vars) as run:
         if facts and len(run.hosts) != 1:
             raise BringupError("--facts FILE holds one host's facts: pass one --host")
         # The hosts are checked in a worker thread: the main thread only waits, so a signal's handler

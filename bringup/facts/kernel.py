@@ -1,0 +1,107 @@
+"""The kernel's log since boot: ``kernel.xid``, the NVIDIA driver's Xid events.
+
+The driver reports a GPU fault to the kernel log as ``NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has
+fallen off the bus.``  The command reads the kernel ring buffer (``dmesg``), else the journal's kernel
+messages of this boot (``journalctl -k -b``: where ``dmesg`` is refused to this user, ``dmesg_restrict``),
+and keeps the Xid lines only (at most :data:`MAX_EVENTS`, the newest), with how many there were, where the
+log starts (a ring buffer that wrapped no longer holds the first Xids of the boot) and, when neither could
+be read, why: a log that could not be read is said, never taken for one without Xids.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import Fact, UntrustedOutput
+
+__all__ = ["KernelXid", "parse_kernel_xid", "MAX_EVENTS"]
+
+#: The newest Xid lines kept (a GPU in trouble can log thousands; their count is kept too).
+MAX_EVENTS = 200
+
+# Each reader's output goes through the same awk: "first <line>" (where the log starts), the Xid lines,
+# "count N", and the reader's exit status; an error text (stderr joined) comes back as "error <text>".
+_AWK = (
+    "NR == 1 && !/^exit [0-9]+$/ { print \"first \" substr($0, 1, 40) }"
+    " /NVRM: Xid/ { n++; x[n % " + str(MAX_EVENTS) + "] = $0; next }"
+    " /^exit [0-9]+$/ { rc = $2; next }"
+    " /^(dmesg|journalctl): |Operation not permitted|Permission denied|No journal files/ { print \"error \" $0 }"
+    " END { s = n > " + str(MAX_EVENTS) + " ? n - " + str(MAX_EVENTS) + " + 1 : 1;"
+    " for (i = s; i <= n; i++) print \"xid \" x[i % " + str(MAX_EVENTS) + "];"
+    " print \"count \" n + 0; print \"exit \" rc + 0 }"
+)
+
+
+def parse_kernel_xid(output: str) -> dict[str, Any]:
+    """The command's output → ``{source, readable, error, count, first, events: [{pci, xid, text, line}]}``.
+
+    ``readable`` is False (with ``error``: the reader's words) when no reader could read the log;
+    ``count`` is every Xid line of the log, ``events`` the newest :data:`MAX_EVENTS` of them, each with the
+    GPU's PCI address as the driver prints it (``0000:3b:00``, no function), the Xid number and its text.
+    A line that is not valid UTF-8 keeps its Xid (``damaged`` counts them).  Output without the closing
+    ``count`` line (cut short) raises :class:`UntrustedOutput`: a cut log must not read as one without Xids.
+    """
+    if not output.strip():
+        return {"source": None, "readable": False, "error": "no dmesg or journalctl on the host", "count": 0,
+                "first": None, "events": [], "damaged": 0}
+    tries: list[dict[str, Any]] = []
+    cur: dict[str, Any] | None = None
+    for raw in output.splitlines():
+        word, _, rest = raw.partition(" ")
+        if word == "source":
+            cur = {"source": rest.strip(), "error": None, "count": None, "first": None, "events": [],
+                   "damaged": 0, "exit": None}
+            tries.append(cur)
+        elif cur is None:
+            continue
+        elif word == "first":
+            cur["first"] = rest
+        elif word == "error":
+            cur["error"] = cur["error"] or rest.strip()
+        elif word == "count" and rest.strip().isdigit():
+            cur["count"] = int(rest)
+        elif word == "exit" and rest.strip().isdigit():
+            cur["exit"] = int(rest)
+        elif word == "xid":
+            m = re.search(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\):\s*(\d+)\s*,?\s*(.*)$", rest)
+            if m is None:
+                raise UntrustedOutput(f"kernel log: an Xid line not in the driver's form: {rest.strip()[:80]!r}")
+            bad = any("\udc80" <= ch <= "\udcff" for ch in rest)
+            cur["damaged"] += bad
+            cur["events"].append({"pci": m.group(1).lower(), "xid": int(m.group(2)),
+                                  "text": m.group(3).encode("utf-8", "replace").decode("utf-8").strip(),
+                                  "line": rest.strip()})
+    if not tries:
+        return {"source": None, "readable": False, "error": "not the output of kernel.xid's command", "count": 0,
+                "first": None, "events": [], "damaged": 0}
+    for t in tries:
+        if t["count"] is None or t["exit"] is None:
+            raise UntrustedOutput(f"kernel log ({t['source']}): the output ends before its count "
+                                  "(cut short?)")
+    # The first reader that read the log is the answer; else every reader's error.
+    for t in tries:
+        if t["exit"] == 0 and not t["error"] and t["first"] is None:
+            # Nothing at all (a container's journal does not hold the kernel's messages): not read.
+            t["error"] = "no kernel message at all"
+        if t["exit"] == 0 and not t["error"]:
+            return {"source": t["source"], "readable": True, "error": None, "count": t["count"],
+                    "first": t["first"], "events": t["events"], "damaged": t["damaged"]}
+    why = "; ".join(f"{t['source']}: {t['error'] or 'exit ' + str(t['exit'])}" for t in tries)
+    return {"source": None, "readable": False, "error": why, "count": 0, "first": None, "events": [],
+            "damaged": 0}
+
+
+class KernelXid(Fact):
+    name = "kernel.xid"
+    # dmesg first (the kernel's own buffer), the journal of this boot only where dmesg is refused.
+    command = (
+        "if command -v dmesg >/dev/null 2>&1; then\n"
+        "  echo 'source dmesg'\n"
+        f"  {{ dmesg 2>&1; echo \"exit $?\"; }} | awk '{_AWK}'\n"
+        "fi\n"
+        "if ! dmesg >/dev/null 2>&1 && command -v journalctl >/dev/null 2>&1; then\n"
+        "  echo 'source journal'\n"
+        f"  {{ journalctl -k -b -q --no-pager 2>&1; echo \"exit $?\"; }} | awk '{_AWK}'\n"
+        "fi"
+    )
+    process = staticmethod(parse_kernel_xid)

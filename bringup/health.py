@@ -1,0 +1,382 @@
+"""Does the hardware work?  The rack checklist's passive health lines, from facts alone (pure).
+
+Read in the facts' one round trip, never by running a load: each GPU's ECC counts, memory repairs (remapped
+rows, retired pages, the repair flags of newer drivers), clock event reasons and temperature
+(``nvidia.query``'s ``health``), its NVLink links (``nvidia.nvlink``) and NVSwitch fabric registration
+(``nvidia.query``'s ``fabric_state``), the Xid events of the kernel log since boot (``kernel.xid``), and every
+InfiniBand or RoCE port's state and rate (``net.infiniband``).  Each line says what was seen, the limit it was
+held against, and the fix; a GPU's lines name it as their ``subject``, a port's lines the port.  What the
+limits come from is in ``bringup/data/health.yaml``, with its sources.
+
+    for c in health_checks(facts, vars): print(c.status, c.subject, c.name, c.seen)
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from importlib import resources as ilr
+from typing import Any
+
+from .checks import Check, line
+from .vars import RoleVars, want
+
+__all__ = ["FACTS", "HealthVars", "check_vars", "health_checks", "gpu_health_checks", "xid_checks", "nvlink_checks",
+           "infiniband_checks", "xid_table"]
+
+#: The facts the health lines read (the checklist gathers them with its own).
+FACTS = ("nvidia.query", "nvidia.nvlink", "kernel.xid", "net.infiniband", "pci.devices")
+
+AREA = "health"
+#: Degrees left before the GPU slows down under which an idle GPU is a cooling problem.
+TEMPERATURE_MARGIN_C = 10
+#: Retired pages at which NVIDIA's guidance is to replace the board (retired pages, parts before Ampere).
+RETIRED_PAGES_RMA = 60
+
+
+class HealthVars(RoleVars):
+    """The inventory's say in the health lines (validated before anything connects)."""
+
+    #: The rate every InfiniBand/RoCE port should run at; unset: the fastest rate a port of the host reports.
+    infiniband_rate_gbps: float | None = want(None, "must be a rate in Gb/s such as 400", gt=0)
+    #: Ports not cabled on purpose: an RDMA device (``mlx5_3``) or one port of it (``mlx5_3/1``).
+    infiniband_ignore: list[str] = want([], "must be a list of RDMA devices or device/port (mlx5_3, mlx5_3/1)")
+
+
+def check_vars(hosts) -> None:
+    """Each host's health variables against :class:`HealthVars`: the first bad one is one line, before anything
+    connects."""
+    from .errors import InputError
+    from .vars import check
+
+    for h in hosts:
+        try:
+            check(HealthVars, h.vars)
+        except InputError as e:
+            raise InputError(f"host {h.name}: {e}") from None
+
+
+@lru_cache(maxsize=1)
+def _data() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load(ilr.files("bringup").joinpath("data/health.yaml").read_text())
+
+
+def xid_table() -> dict[int, dict[str, str]]:
+    """Xid number → ``{kind, means}`` (``bringup/data/health.yaml``)."""
+    return {int(k): v for k, v in _data()["xid"].items()}
+
+
+def _gpus(facts: dict) -> list[dict[str, Any]]:
+    return [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if isinstance(g, dict)]
+
+
+def _subject(g: dict[str, Any]) -> str:
+    return f"GPU {g.get('bus_id') or g.get('pci_address')}"
+
+
+def _has_gpu(facts: dict) -> bool:
+    return bool(_gpus(facts)) or any(d.get("kind") == "gpu" for d in facts.get("pci.devices") or [])
+
+
+# --------------------------------------------------------------------------------------------------
+# One GPU: ECC, memory repairs, clock event reasons, temperature
+
+
+def _ecc(g: dict, h: dict) -> Check:
+    s = _subject(g)
+    vol, agg = h.get("ecc_volatile"), h.get("ecc_aggregate")
+    if vol is None and agg is None:
+        if g.get("ecc_mode_current") is False:
+            return line(AREA, "ECC errors", "WARN", "not counted: ECC is off",
+                        "nvidia-smi -e 1 and reboot, then re-run the checklist", subject=s)
+        return line(AREA, "ECC errors", "PASS", "no ECC on this part", subject=s)
+    vol, agg = vol or {}, agg or {}
+
+    def split(c: dict) -> str:
+        parts = [f"{k.split('_')[0].upper()} {c[k]}" for k in ("sram_uncorrectable", "dram_uncorrectable") if c.get(k)]
+        return f"{c.get('uncorrectable', 0)} uncorrectable" + (f" ({', '.join(parts)})" if parts else "")
+
+    seen = f"since boot {split(vol)}, {vol.get('correctable', 0)} corrected; lifetime {split(agg)}"
+    if vol.get("uncorrectable"):
+        return line(AREA, "ECC errors", "FAIL", seen + "; limit 0 uncorrectable",
+                    "drain the GPU, reset it (nvidia-smi -r) and run dcgmi diag -r 3; errors again: replace the board",
+                    subject=s)
+    if h.get("sram_threshold_exceeded"):
+        return line(AREA, "ECC errors", "FAIL", seen + "; SRAM error threshold exceeded",
+                    "replace the board (NVIDIA: SRAM threshold exceeded means RMA)", subject=s)
+    if agg.get("uncorrectable"):
+        return line(AREA, "ECC errors", "WARN", seen + "; none since boot",
+                    "a used board: check its remapped rows and run dcgmi diag -r 3 before service", subject=s)
+    return line(AREA, "ECC errors", "PASS", seen, subject=s)
+
+
+def _memory_repair(g: dict, h: dict) -> Check | None:
+    """Remapped rows, retired pages and the repair flags: what the board did with its bad memory."""
+    s = _subject(g)
+    rows, pages = h.get("remapped_rows"), h.get("retired_pages")
+    seen: list[str] = []
+    replace: list[str] = []  # spare memory used up: the board goes back
+    reset: list[str] = []    # a repair waits for a GPU reset or a reboot
+    watch: list[str] = []
+    if rows:
+        seen.append(f"remapped rows: {rows.get('uncorrectable') or 0} uncorrectable, {rows.get('correctable') or 0} "
+                    "correctable")
+        if rows.get("failure"):
+            replace.append("a row remapping failed")
+        if rows.get("pending"):
+            reset.append("a row remapping is pending a GPU reset")
+    if pages and (pages.get("single_bit") is not None or pages.get("double_bit") is not None):
+        total = (pages.get("single_bit") or 0) + (pages.get("double_bit") or 0)
+        seen.append(f"retired pages: {pages.get('double_bit') or 0} double-bit, {pages.get('single_bit') or 0} "
+                    "single-bit")
+        if pages.get("pending"):
+            reset.append("a page retirement is pending a reboot")
+        if total >= RETIRED_PAGES_RMA:
+            replace.append(f"{total} pages retired (NVIDIA: replace at {RETIRED_PAGES_RMA})")
+        elif total:
+            watch.append(f"{total} page(s) retired")
+    if h.get("unrepairable_memory"):
+        replace.append("unrepairable memory")
+    reset += [words for key, words in (("channel_repair_pending", "a channel repair is pending a GPU reset"),
+                                        ("tpc_repair_pending", "a TPC repair is pending a GPU reset")) if h.get(key)]
+    if not seen and not (replace or reset):
+        return None
+    text = "; ".join(seen + replace + reset + watch)
+    if replace:
+        return line(AREA, "memory repair", "FAIL", text, "replace the board: its spare memory is used up", subject=s)
+    if reset:
+        return line(AREA, "memory repair", "FAIL", text,
+                    "drain the GPU and reset it (nvidia-smi -r -i <index>) or reboot, then re-run the checklist",
+                    subject=s)
+    if watch:
+        return line(AREA, "memory repair", "WARN", text, "watch it: more retirements mean a failing board", subject=s)
+    return line(AREA, "memory repair", "PASS", text, subject=s)
+
+
+#: Clock event reasons that mean the hardware holds the clocks down (FAIL), and one a setting does (WARN).
+_HW_REASONS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
+               "hw_power_brake": "HW power brake", "sw_thermal_slowdown": "SW thermal slowdown"}
+_COUNTED = {"hw_thermal_slowdown": "HW thermal slowdown", "hw_power_brake": "HW power brake",
+            "sw_thermal_slowdown": "SW thermal slowdown"}
+
+
+def _clocks(g: dict, h: dict) -> Check | None:
+    s = _subject(g)
+    reasons, counters = h.get("clock_reasons") or {}, h.get("clock_counters_us") or {}
+    if not reasons:
+        return None
+    active = [name for key, name in _HW_REASONS.items() if reasons.get(key)]
+    since = [f"{name} {counters[key] / 1e6:g} s" for key, name in _COUNTED.items() if counters.get(key)]
+    tail = ("; since the driver loaded: " + ", ".join(since)) if since else ""
+    if active:
+        return line(AREA, "clock event reasons", "FAIL", "active now: " + ", ".join(active) + tail,
+                    "check the GPU's cooling and power (fans, airflow, PSU, power brake cable); "
+                    "nvidia-smi -q -d PERFORMANCE", subject=s)
+    if reasons.get("sw_power_cap"):
+        return line(AREA, "clock event reasons", "WARN", "active now: SW power cap" + tail,
+                    f"the power limit holds the clocks (power limit {g.get('power_limit_w')} W): raise it to the "
+                    "board's default (nvidia-smi -pl) or check what lowered it", subject=s)
+    if since:
+        return line(AREA, "clock event reasons", "WARN", "none active now" + tail,
+                    "the GPU slowed down for heat or power since the driver loaded: check cooling and power",
+                    subject=s)
+    return line(AREA, "clock event reasons", "PASS",
+                "none holding the clocks" + (" (idle)" if reasons.get("idle") else ""), subject=s)
+
+
+def _temperature(g: dict, h: dict) -> Check | None:
+    s = _subject(g)
+    t = h.get("temperature") or {}
+    margin, now = t.get("slowdown_margin_c"), t.get("gpu_c")
+    if margin is None:
+        return None
+    seen = (f"{now} °C, " if now is not None else "") + f"{margin} °C below the slowdown limit"
+    limit = f" (limit: at least {TEMPERATURE_MARGIN_C} °C)"
+    if margin <= 0:
+        return line(AREA, "temperature", "FAIL", seen + limit, "the GPU is at its slowdown temperature: fix the "
+                    "cooling (fans, airflow, blanking panels, inlet temperature)", subject=s)
+    if margin < TEMPERATURE_MARGIN_C:
+        return line(AREA, "temperature", "WARN", seen + limit, "little headroom before the GPU slows down: check "
+                    "the cooling and re-check under load (invoke accept)", subject=s)
+    return line(AREA, "temperature", "PASS", seen, subject=s)
+
+
+def _fabric(g: dict) -> Check | None:
+    state, status = g.get("fabric_state"), g.get("fabric_status")
+    if state is None:
+        return None  # a part without an NVSwitch fabric
+    seen = f"fabric state {state}, status {status}"
+    if state == "Completed" and status == "Success":
+        return line(AREA, "NVSwitch fabric", "PASS", seen, subject=_subject(g))
+    return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Completed, Success)",
+                "start nvidia-fabricmanager at the driver's exact version (provision --roles nvidia_driver installs "
+                "it on NVSwitch boards; systemctl status nvidia-fabricmanager); CUDA does not start until the "
+                "fabric is up", subject=_subject(g))
+
+
+def gpu_health_checks(facts: dict) -> list[Check]:
+    """Each GPU's ECC, memory repair, clock event reasons, temperature and fabric lines."""
+    out: list[Check] = []
+    for g in _gpus(facts):
+        h = g.get("health") or {}
+        out.append(_ecc(g, h))
+        out += [c for c in (_memory_repair(g, h), _clocks(g, h), _temperature(g, h), _fabric(g)) if c is not None]
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# NVLink
+
+
+def nvlink_checks(facts: dict) -> list[Check]:
+    """Every GPU's NVLink links up, at the part's speed, as many as its peers have.
+
+    The speed a part runs its links at is ``bringup/data/health.yaml``'s by architecture; an architecture not
+    listed is held against the fastest link of the host.  GPUs without NVLink (no link lines) get no line; a
+    single GPU with every link inactive has no NVLink peer (a VM given one GPU of a board): said, not failed.
+    """
+    links = facts.get("nvidia.nvlink") or []
+    by_uuid = {g.get("uuid"): g for g in _gpus(facts)}
+    with_links = [n for n in links if n.get("links")]
+    if not with_links:
+        return []
+    speeds = _data()["nvlink_gbps"]
+    fastest = max((l["gbps"] for n in with_links for l in n["links"] if l.get("gbps")), default=None)
+    most_up = max(sum(1 for l in n["links"] if l.get("active")) for n in with_links)
+    board = any(g.get("fabric_state") is not None for g in by_uuid.values())
+    out: list[Check] = []
+    for n in with_links:
+        g = by_uuid.get(n.get("uuid")) or {}
+        subject = _subject(g) if g else f"GPU {n.get('index')}"
+        up = [l for l in n["links"] if l.get("active")]
+        down = [l["link"] for l in n["links"] if not l.get("active")]
+        want = speeds.get(g.get("product_architecture") or "") or fastest
+        slow = [f"link {l['link']} {l['gbps']:g}" for l in up if want and l["gbps"] < want * 0.99]
+        seen = f"{len(up)} of {len(n['links'])} links up" + (f" at {up[0]['gbps']:g} GB/s" if up and not slow else "")
+        if not up and len(with_links) == 1 and not board:
+            out.append(line(AREA, "NVLink", "PASS", f"{len(down)} links inactive: no NVLink peer on this host "
+                            "(one GPU)", subject=subject))
+        elif not up:
+            out.append(line(AREA, "NVLink", "FAIL" if board else "WARN",
+                            f"every link inactive ({len(down)})" + ("" if board else "; the GPUs talk over PCIe"),
+                            "NVSwitch board: check nvidia-fabricmanager and the baseboard; else fit the NVLink bridges"
+                            if board else "fit the NVLink bridges, or accept PCIe between the GPUs", subject=subject))
+        elif len(up) < most_up:
+            out.append(line(AREA, "NVLink", "FAIL", seen + f"; its peers have {most_up} up; down: "
+                            + ", ".join(map(str, down)), "reseat the GPU/baseboard or the bridge; "
+                            "nvidia-smi nvlink -e shows the link's errors", subject=subject))
+        elif slow:
+            out.append(line(AREA, "NVLink", "WARN", seen + "; slower than " + f"{want:g} GB/s: " + ", ".join(slow),
+                            "a link trained below its speed: reseat, and check nvidia-smi nvlink -e", subject=subject))
+        else:
+            out.append(line(AREA, "NVLink", "PASS", seen + (f" (the part's {want:g})" if want else ""),
+                            subject=subject))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# Xid events
+
+
+def _bus(address: str | None) -> str:
+    """``00000000:3B:00.0`` / ``0000:3b:00.0`` / ``0000:3b:00`` → ``3b:00`` (bus and device: what the driver's Xid
+    line and nvidia-smi share)."""
+    m = re.search(r"([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?$", address or "")
+    return f"{m.group(1)}:{m.group(2)}".lower() if m else (address or "?").lower()
+
+
+def xid_checks(facts: dict) -> list[Check]:
+    """The kernel log's Xid events since boot, one line per GPU that has any; one line for a clean log, or for a
+    log that could not be read (never taken for a clean one)."""
+    log = facts.get("kernel.xid")
+    if not _has_gpu(facts) or not isinstance(log, dict):
+        return []
+    if not log.get("readable"):
+        return [line(AREA, "Xid events", "WARN", "kernel log not read: " + str(log.get("error") or "?"),
+                     "let the run read it: become root (ansible_become), or sysctl kernel.dmesg_restrict=0")]
+    events = log.get("events") or []
+    where = f"{log.get('source')}" + (f", from {log['first'].split(']')[0].strip('[ ')} s" if
+                                      str(log.get("first") or "").startswith("[") else "")
+    if not events:
+        return [line(AREA, "Xid events", "PASS", f"none since boot ({where})")]
+    table = xid_table()
+    by_gpu: dict[str, list[dict]] = {}
+    for e in events:
+        by_gpu.setdefault(_bus(e.get("pci")), []).append(e)
+    names = {_bus(g.get("bus_id") or g.get("pci_address")): _subject(g) for g in _gpus(facts)}
+    shown = f" (the newest {len(events)} of {log.get('count')})" if (log.get("count") or 0) > len(events) else ""
+    out: list[Check] = []
+    for bus, evs in by_gpu.items():
+        counts: dict[int, int] = {}
+        for e in evs:
+            counts[e["xid"]] = counts.get(e["xid"], 0) + 1
+        parts, hard = [], False
+        for xid, n in sorted(counts.items()):
+            known = table.get(xid)
+            kind = known["kind"] if known else "unknown"
+            hard = hard or kind not in ("application", "unknown")
+            last = next(e["text"] for e in reversed(evs) if e["xid"] == xid)
+            means = known["means"] if known else f"not in bringup's table; last: {last[:80]}"
+            parts.append(f"Xid {xid} ×{n}: {means} [{kind}]")
+        seen = "; ".join(parts) + shown + f" ({where})"
+        if log.get("damaged"):
+            seen += f"; {log['damaged']} line(s) not valid UTF-8, kept"
+        subject = names.get(bus, f"GPU {bus}")
+        if hard:
+            out.append(line(AREA, "Xid events", "FAIL", seen, "hardware, memory or fabric fault: drain the GPU, reset "
+                            "it or reboot, run dcgmi diag -r 3; again after that: replace the board", subject=subject))
+        else:
+            out.append(line(AREA, "Xid events", "WARN", seen, "a program's fault, or one bringup does not know: look "
+                            "it up in NVIDIA's Xid catalog; it does not need the hardware replaced", subject=subject))
+    return out
+
+
+# --------------------------------------------------------------------------------------------------
+# InfiniBand and RoCE
+
+
+def infiniband_checks(facts: dict, vars: dict) -> list[Check]:
+    """Each RDMA port ACTIVE, LinkUp, at the expected rate (``infiniband_rate_gbps``, else the fastest rate a port
+    of the same link layer reports on the host); ports listed in ``infiniband_ignore`` are left out, said once."""
+    ports = [p for p in facts.get("net.infiniband") or [] if isinstance(p, dict)]
+    ignore = set(vars.get("infiniband_ignore") or [])
+    kept = [p for p in ports if p["device"] not in ignore and f"{p['device']}/{p['port']}" not in ignore]
+    out: list[Check] = []
+    if len(kept) < len(ports):
+        out.append(line(AREA, "RDMA ports ignored", "PASS",
+                        ", ".join(f"{p['device']}/{p['port']}" for p in ports if p not in kept)
+                        + " (infiniband_ignore)"))
+    pinned = vars.get("infiniband_rate_gbps")
+    for p in kept:
+        subject = f"{p['device']} port {p['port']}"
+        kind = "RoCE port" if p.get("link_layer") == "Ethernet" else "InfiniBand port"
+        if p.get("refused"):
+            out.append(line(AREA, kind, "FAIL", p["refused"],
+                            f"read /sys/class/infiniband/{p['device']}/ports/{p['port']}/ on the host", subject=subject))
+            continue
+        same = [q["rate_gbps"] for q in kept if not q.get("refused") and q.get("link_layer") == p.get("link_layer")
+                and q.get("state") == "ACTIVE"]
+        want = float(pinned) if pinned else max(same, default=None)
+        src = "infiniband_rate_gbps" if pinned else "the fastest port of this host"
+        seen = f"{p['state']}, {p['phys_state']}, {p['rate']}"
+        if p["state"] != "ACTIVE" or p["phys_state"] != "LinkUp":
+            fix = ("cable it and check the switch port" if p["phys_state"] in ("Disabled", "Polling", "Sleep")
+                   else "start a subnet manager (opensm, or the switch's)" if p["state"] in ("INIT", "ARMED")
+                   else "check the cable, the switch port and the subnet manager")
+            out.append(line(AREA, kind, "FAIL", seen + " (want ACTIVE, LinkUp)",
+                            fix + f"; a port left unused on purpose: add {p['device']}/{p['port']} to infiniband_ignore",
+                            subject=subject))
+        elif want and p["rate_gbps"] < want:
+            out.append(line(AREA, kind, "FAIL", seen + f"; expected {want:g} Gb/s ({src})",
+                            "a link below its rate: reseat or replace the cable/transceiver, check the switch port's "
+                            "speed and width", subject=subject, value=p["rate_gbps"], limit=want, unit="Gb/s"))
+        else:
+            out.append(line(AREA, kind, "PASS", seen, subject=subject, value=p["rate_gbps"], limit=want,
+                            unit="Gb/s"))
+    return out
+
+
+def health_checks(facts: dict, vars: dict) -> list[Check]:
+    """Every passive health line for one host (:data:`FACTS`): GPUs, NVLink, Xid events, RDMA ports."""
+    return gpu_health_checks(facts) + nvlink_checks(facts) + xid_checks(facts) + infiniband_checks(facts, vars)

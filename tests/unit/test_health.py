@@ -1,0 +1,343 @@
+"""The passive health lines (bringup/health.py) and their facts' parsers, on real captured outputs.
+
+Where no public capture shows a fault, the fault is made in the test from a real capture, and the test says
+what it changed; the stored fixtures are never edited.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from bringup.facts.kernel import parse_kernel_xid, KernelXid
+from bringup.facts.net import parse_infiniband_ports
+from bringup.facts.nvidia import parse_nvidia_smi_q, parse_nvlink_status
+from bringup.health import health_checks, infiniband_checks, nvlink_checks, xid_checks, xid_table
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
+H200 = FIX / "h200-vm" / "nvidia-smi-q.txt"
+H100X8 = FIX / "public" / "nvsmi-q-8xh100sxm-drv565.txt"
+A10G = FIX / "public" / "nvsmi-q-a10g.txt"
+
+
+def _q(path: Path, *edits: tuple[str, str]) -> dict:
+    """``nvidia-smi -q`` of a capture, with ``(pattern, replacement)`` edits applied to the first GPU's text."""
+    text = path.read_text()
+    for pattern, repl in edits:
+        text, n = re.subn(pattern, repl, text, count=1, flags=re.M)
+        assert n == 1, pattern
+    return parse_nvidia_smi_q(text)
+
+
+def _lines(facts: dict, vars: dict | None = None, name: str | None = None):
+    return [c for c in health_checks(facts, vars or {}) if name is None or c.name == name]
+
+
+def _by(checks, name):
+    return [c for c in checks if c.name == name]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# nvidia-smi -q health
+
+
+def test_a_healthy_h200_passes_every_gpu_line():
+    checks = _lines({"nvidia.query": parse_nvidia_smi_q(H200.read_text())})
+    assert {c.name for c in checks} == {"ECC errors", "memory repair", "clock event reasons", "temperature"}
+    assert all(c.status == "PASS" and c.subject == "GPU 00000000:00:06.0" for c in checks), checks
+    temp = _by(checks, "temperature")[0]
+    # H200, driver 580: GPU T.Limit Temp 51 C, slowdown at T.Limit -2 C: 53 degrees left.
+    assert temp.seen == "36 °C, 53 °C below the slowdown limit"
+
+
+def test_older_drivers_absolute_slowdown_temperature():
+    # The A10G capture (driver 5xx) prints "GPU Slowdown Temp : 95 C" and the current 27 C.
+    g = parse_nvidia_smi_q(A10G.read_text())["gpus"][0]
+    assert g["health"]["temperature"]["slowdown_margin_c"] == 68
+    # Changed: the current temperature to 90 C, 5 degrees from slowdown: WARN; at 96 C: FAIL.
+    for temp, status in (("90", "WARN"), ("96", "FAIL")):
+        q = _q(A10G, (r"(GPU Current Temp\s+:) \d+ C", rf"\1 {temp} C"))
+        assert _lines({"nvidia.query": q}, name="temperature")[0].status == status
+
+
+def test_an_uncorrectable_error_since_boot_fails_the_gpu():
+    # Changed in the 8x H100 capture: GPU 18:00.0's volatile DRAM Uncorrectable 0 -> 2.
+    q = _q(H100X8, (r"(Volatile\n(?:.*\n){4}\s+DRAM Uncorrectable\s+:) 0", r"\1 2"))
+    ecc = _lines({"nvidia.query": q}, name="ECC errors")
+    bad = [c for c in ecc if c.status != "PASS"]
+    assert [c.subject for c in bad] == ["GPU 00000000:18:00.0"] and bad[0].status == "FAIL"
+    assert "since boot 2 uncorrectable (DRAM 2)" in bad[0].seen and "limit 0" in bad[0].seen
+    assert len(ecc) == 8
+
+
+def test_lifetime_errors_alone_warn_and_correctable_pass():
+    # The A10G capture itself: aggregate DRAM Correctable 1, nothing uncorrectable: PASS, counted.
+    g = parse_nvidia_smi_q(A10G.read_text())["gpus"][0]
+    assert g["health"]["ecc_aggregate"]["dram_correctable"] == 1
+    assert _lines({"nvidia.query": {"gpus": [g]}}, name="ECC errors")[0].status == "PASS"
+    # Changed: the aggregate DRAM Uncorrectable 0 -> 1 (a used board), volatile still 0.
+    q = _q(A10G, (r"(Aggregate\n(?:.*\n){4}\s+DRAM Uncorrectable\s+:) 0", r"\1 1"))
+    line = _lines({"nvidia.query": q}, name="ECC errors")[0]
+    assert line.status == "WARN" and "lifetime 1 uncorrectable" in line.seen
+
+
+def test_older_single_and_double_bit_layout_is_counted():
+    # Drivers before 525 print Single Bit / Double Bit blocks with a Total (layout of NVIDIA's nvidia-smi
+    # documentation); built from the H200 capture's section with its counters replaced by that layout.
+    text = H200.read_text()
+    old = re.search(r"    ECC Errors\n(?:        .*\n)+", text).group(0)
+    new = ("    ECC Errors\n        Volatile\n            Single Bit\n                Device Memory : 3\n"
+           "                Total : 3\n            Double Bit\n                Device Memory : 1\n"
+           "                Total : 1\n        Aggregate\n            Single Bit\n                Total : 9\n"
+           "            Double Bit\n                Total : 1\n")
+    g = parse_nvidia_smi_q(text.replace(old, new))["gpus"][0]["health"]
+    assert g["ecc_volatile"] == {"correctable": 3, "uncorrectable": 1}
+    assert g["ecc_aggregate"] == {"correctable": 9, "uncorrectable": 1}
+
+
+@pytest.mark.parametrize("edit,status,words", [
+    ((r"(Remapped Rows\n(?:.*\n){4}\s+Pending\s+:) No", r"\1 Yes"), "FAIL", "pending a GPU reset"),
+    ((r"(Remapping Failure Occurred\s+:) No", r"\1 Yes"), "FAIL", "a row remapping failed"),
+    ((r"(Unrepairable Memory\s+:) No", r"\1 Yes"), "FAIL", "unrepairable memory"),
+    ((r"(Channel Repair Pending\s+:) No", r"\1 Yes"), "FAIL", "channel repair is pending"),
+    ((r"(Remapped Rows\n\s+Correctable Error\s+:) 0", r"\1 4"), "PASS", "4 correctable"),
+])
+def test_memory_repairs(edit, status, words):
+    # Changed in the H200 capture: one Remapped Rows or repair flag, as named.
+    line = _lines({"nvidia.query": _q(H200, edit)}, name="memory repair")[0]
+    assert line.status == status and words in line.seen, line
+
+
+def test_retired_pages_on_parts_before_ampere():
+    # Changed in the H200 capture: its "N/A" retired pages given counts as a V100/T4 prints them.
+    q = _q(H200, (r"(Retired Pages\n\s+Single Bit ECC\s+:) N/A", r"\1 2"),
+           (r"(Double Bit ECC\s+:) N/A", r"\1 1"), (r"(Pending Page Blacklist\s+:) N/A", r"\1 No"))
+    line = _lines({"nvidia.query": q}, name="memory repair")[0]
+    assert line.status == "WARN" and "3 page(s) retired" in line.seen
+    q = _q(H200, (r"(Retired Pages\n\s+Single Bit ECC\s+:) N/A", r"\1 58"), (r"(Double Bit ECC\s+:) N/A", r"\1 2"))
+    line = _lines({"nvidia.query": q}, name="memory repair")[0]
+    assert line.status == "FAIL" and "replace" in line.fix
+
+
+@pytest.mark.parametrize("reason,status", [
+    ("HW Thermal Slowdown", "FAIL"), ("HW Power Brake Slowdown", "FAIL"), ("SW Thermal Slowdown", "FAIL"),
+    ("HW Slowdown", "FAIL"), ("SW Power Cap", "WARN"), ("Applications Clocks Setting", "PASS"),
+])
+def test_clock_event_reasons_active_now(reason, status):
+    # Changed in the 8x H100 capture: one reason of GPU 18:00.0 from Not Active to Active.
+    q = _q(H100X8, (rf"(^\s+{re.escape(reason)}\s+:) Not Active", r"\1 Active"))
+    lines = _lines({"nvidia.query": q}, name="clock event reasons")
+    assert lines[0].status == status and lines[0].subject == "GPU 00000000:18:00.0"
+    assert all(c.status == "PASS" for c in lines[1:])
+
+
+def test_throttle_counters_since_the_driver_loaded_warn():
+    # Changed in the H200 capture: HW Thermal Slowdown counter 0 us -> 2500000 us.
+    q = _q(H200, (r"(Clocks Event Reasons Counters\n(?:.*\n){3}\s+HW Thermal Slowdown\s+:) 0 us", r"\1 2500000 us"))
+    line = _lines({"nvidia.query": q}, name="clock event reasons")[0]
+    assert line.status == "WARN" and "HW thermal slowdown 2.5 s" in line.seen
+
+
+def test_throttle_reasons_of_older_drivers():
+    # Drivers before 535 call the section "Clocks Throttle Reasons" (same reasons): renamed in the test.
+    q = _q(H200, (r"^    Clocks Event Reasons$", "    Clocks Throttle Reasons"),
+           (r"(^\s+HW Power Brake Slowdown\s+:) Not Active", r"\1 Active"))
+    assert _lines({"nvidia.query": q}, name="clock event reasons")[0].status == "FAIL"
+
+
+def test_fabric_of_an_nvswitch_board():
+    q = parse_nvidia_smi_q(H100X8.read_text())
+    fabric = _lines({"nvidia.query": q}, name="NVSwitch fabric")
+    assert len(fabric) == 8 and all(c.status == "PASS" for c in fabric)
+    # Changed: GPU 18:00.0's fabric State Completed -> In Progress (nvidia-fabricmanager not running).
+    q = _q(H100X8, (r"(Fabric\n\s+State\s+:) Completed", r"\1 In Progress"))
+    bad = [c for c in _lines({"nvidia.query": q}, name="NVSwitch fabric") if c.status != "PASS"]
+    assert len(bad) == 1 and bad[0].status == "FAIL" and "nvidia-fabricmanager" in bad[0].fix
+    # A part without a fabric (the H200 VM: State N/A) gets no fabric line.
+    assert not _lines({"nvidia.query": parse_nvidia_smi_q(H200.read_text())}, name="NVSwitch fabric")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# NVLink
+
+A100_NVLINK = "".join(
+    f"GPU {i}: NVIDIA A100-SXM4-80GB (UUID: GPU-{i})\n" + "".join(f"\t Link {l}: 25 GB/s\n" for l in range(12))
+    for i in range(2))
+
+
+def _nvlink_facts(text: str, arch: str = "Ampere", fabric: str | None = "Completed") -> dict:
+    gpus = [{"bus_id": f"00000000:{i:02X}:00.0", "uuid": f"GPU-{i}", "product_architecture": arch,
+             "fabric_state": fabric} for i in range(2)]
+    return {"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": parse_nvlink_status(text)}
+
+
+def test_nvlink_all_links_up_at_the_parts_speed():
+    lines = nvlink_checks(_nvlink_facts(A100_NVLINK))
+    assert [c.status for c in lines] == ["PASS", "PASS"]
+    assert lines[0].seen == "12 of 12 links up at 25 GB/s (the part's 25)"
+
+
+def test_nvlink_a_link_down_or_slow():
+    down = A100_NVLINK.replace("GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n\t Link 0: 25 GB/s",
+                               "GPU 1: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n\t Link 0: <inactive>")
+    lines = nvlink_checks(_nvlink_facts(down))
+    assert [c.status for c in lines] == ["PASS", "FAIL"] and "down: 0" in lines[1].seen
+    slow = A100_NVLINK.replace("\t Link 11: 25 GB/s\n", "\t Link 11: 12.5 GB/s\n", 1)
+    lines = nvlink_checks(_nvlink_facts(slow))
+    assert lines[0].status == "WARN" and "link 11 12.5" in lines[0].seen
+
+
+def test_nvlink_inactive_everywhere():
+    text = A100_NVLINK.replace("25 GB/s", "<inactive>")
+    assert {c.status for c in nvlink_checks(_nvlink_facts(text))} == {"FAIL"}  # an NVSwitch board
+    assert {c.status for c in nvlink_checks(_nvlink_facts(text, fabric=None))} == {"WARN"}  # PCIe cards
+
+
+def test_nvlink_a_cut_line_is_named():
+    from bringup.facts.base import UntrustedOutput
+
+    with pytest.raises(UntrustedOutput, match="link 3"):
+        parse_nvlink_status(A100_NVLINK.replace("\t Link 3: 25 GB/s\n", "\t Link 3: 25 G\n", 1))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Xid events
+
+def _xid_output(*lines: str, source: str = "dmesg", rc: int = 0, first: str = "[    0.000000] Linux version") -> str:
+    return (f"source {source}\nfirst {first}\n" + "".join(f"xid {l}\n" for l in lines)
+            + f"count {len(lines)}\nexit {rc}\n")
+
+
+# Real Xid lines: NVIDIA/open-gpu-kernel-modules issue 1151 (Xid 79), stas00/ml-engineering
+# compute/accelerator/nvidia/debug.md (Xid 63), kohsuke's gist 84ce815d0a8ad85ecaf6 (Xid 32, 69, old layout).
+XID79 = "[ 1234.5] NVRM: Xid (PCI:0000:2b:00): 79, GPU has fallen off the bus."
+XID63 = "[ 99.1] NVRM: Xid (PCI:0000:10:1c): 63, pid=1896, Row Remapper: New row marked for remapping, reset gpu to activate."
+XID69 = "[ 266.469093] NVRM: Xid (PCI:0000:01:00): 69, Illegal Class Error: ChID 0007, Class 00000000, Offset 00001220, Data 3054a400"
+
+
+def _gpu_at(bus: str) -> dict:
+    return {"gpus": [{"bus_id": f"00000000:{bus}.0", "pci_address": f"0000:{bus.lower()}.0"}]}
+
+
+def test_xid_hardware_fails_the_gpu_it_names():
+    facts = {"nvidia.query": _gpu_at("2B:00"), "kernel.xid": parse_kernel_xid(_xid_output(XID79, XID79))}
+    [line] = xid_checks(facts)
+    assert line.status == "FAIL" and line.subject == "GPU 00000000:2B:00.0"
+    assert "Xid 79 ×2: GPU has fallen off the bus [hardware]" in line.seen
+
+
+def test_xid_application_kind_warns_and_old_layout_parses():
+    old = "[ 20.1] NVRM: Xid (0000:01:00): 13, Graphics Exception: ESR 0x404600=0x80000002"  # no "PCI:"
+    log = parse_kernel_xid(_xid_output(XID69, old))
+    assert [e["xid"] for e in log["events"]] == [69, 13] and log["events"][1]["pci"] == "0000:01:00"
+    [line] = xid_checks({"nvidia.query": _gpu_at("01:00"), "kernel.xid": log})
+    assert line.status == "WARN" and "[application]" in line.seen
+
+
+def test_xid_memory_event_fails_and_unknown_warns():
+    log = parse_kernel_xid(_xid_output(XID63))
+    assert xid_checks({"nvidia.query": _gpu_at("10:1c"), "kernel.xid": log})[0].status == "FAIL"
+    log = parse_kernel_xid(_xid_output("[ 5.0] NVRM: Xid (PCI:0000:10:1c): 999, something new"))
+    line = xid_checks({"nvidia.query": _gpu_at("10:1c"), "kernel.xid": log})[0]
+    assert line.status == "WARN" and "not in bringup's table" in line.seen
+
+
+def test_a_clean_log_passes_and_an_unreadable_one_is_said():
+    assert xid_checks({"nvidia.query": _gpu_at("01:00"), "kernel.xid": parse_kernel_xid(_xid_output())})[0].status == "PASS"
+    refused = ("source dmesg\nerror dmesg: read kernel buffer failed: Operation not permitted\ncount 0\nexit 1\n"
+               "source journal\ncount 0\nexit 0\n")
+    log = parse_kernel_xid(refused)
+    assert log["readable"] is False and "Operation not permitted" in log["error"]
+    [line] = xid_checks({"nvidia.query": _gpu_at("01:00"), "kernel.xid": log})
+    assert line.status == "WARN" and "not read" in line.seen and "no kernel message at all" in line.seen
+
+
+def test_a_cut_kernel_log_is_named_and_non_utf8_kept():
+    from bringup.facts.base import UntrustedOutput
+
+    cut = _xid_output(XID79).rsplit("count", 1)[0]
+    with pytest.raises(UntrustedOutput, match="cut short"):
+        parse_kernel_xid(cut)
+    # A line with a byte that is not UTF-8 (decoded with surrogateescape, as the transport does).
+    raw = _xid_output(XID79).encode().replace(b"fallen", b"fall\xffen").decode("utf-8", "surrogateescape")
+    log = parse_kernel_xid(raw)
+    assert log["damaged"] == 1 and log["events"][0]["xid"] == 79
+    line = xid_checks({"nvidia.query": _gpu_at("2B:00"), "kernel.xid": log})[0]
+    assert "1 line(s) not valid UTF-8" in line.seen
+
+
+def test_no_gpu_no_xid_line():
+    assert xid_checks({"kernel.xid": parse_kernel_xid(_xid_output(XID79)), "pci.devices": []}) == []
+
+
+def test_the_xid_command_runs_here(tmp_path):
+    """The fact's own command on this machine: the kernel log read, or the refusal said."""
+    import subprocess
+
+    out = subprocess.run(["sh", "-c", KernelXid.command], capture_output=True, text=True, timeout=60).stdout
+    log = parse_kernel_xid(out)
+    assert log["readable"] or log["error"]
+    assert log["count"] == len(log["events"]) or log["count"] > len(log["events"])
+
+
+def test_every_xid_of_the_table_has_words():
+    table = xid_table()
+    assert {79, 48, 63, 64, 74, 94, 95, 13, 31, 43} <= set(table)
+    assert all(v["kind"] in ("application", "hardware", "memory", "fabric", "driver") and v["means"]
+               for v in table.values())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# InfiniBand / RoCE
+
+def _ib(*ports: tuple[str, int, str, str, str, str]) -> list[dict]:
+    text = "".join(f"ibport {d} {p} state {s}\nibport {d} {p} phys_state {ph}\nibport {d} {p} rate {r}\n"
+                   f"ibport {d} {p} link_layer {ll}\n" for d, p, s, ph, r, ll in ports)
+    return parse_infiniband_ports(text)
+
+
+UP400 = ("mlx5_0", 1, "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)", "InfiniBand")
+
+
+def test_ib_ports_at_rate_pass_and_below_fail():
+    half = ("mlx5_1", 1, "4: ACTIVE", "5: LinkUp", "200 Gb/sec (2X NDR)", "InfiniBand")
+    lines = infiniband_checks({"net.infiniband": _ib(UP400, half)}, {})
+    assert [(c.subject, c.status) for c in lines] == [("mlx5_0 port 1", "PASS"), ("mlx5_1 port 1", "FAIL")]
+    assert lines[1].value == 200 and lines[1].limit == 400 and lines[1].unit == "Gb/s"
+    # The inventory's rate wins over the fastest port's.
+    lines = infiniband_checks({"net.infiniband": _ib(UP400)}, {"infiniband_rate_gbps": 800})
+    assert lines[0].status == "FAIL" and "infiniband_rate_gbps" in lines[0].seen
+
+
+def test_ib_port_down_and_ignored():
+    down = ("mlx5_2", 1, "1: DOWN", "3: Disabled", "10 Gb/sec (4X SDR)", "InfiniBand")
+    init = ("mlx5_3", 1, "2: INIT", "5: LinkUp", "400 Gb/sec (4X NDR)", "InfiniBand")
+    lines = infiniband_checks({"net.infiniband": _ib(UP400, down, init)}, {})
+    assert [c.status for c in lines] == ["PASS", "FAIL", "FAIL"]
+    assert "cable it" in lines[1].fix and "subnet manager" in lines[2].fix
+    lines = infiniband_checks({"net.infiniband": _ib(UP400, down)}, {"infiniband_ignore": ["mlx5_2/1"]})
+    assert [c.name for c in lines] == ["RDMA ports ignored", "InfiniBand port"]
+
+
+def test_ib_garbled_value_is_named_not_read_as_up():
+    cut = ("mlx5_0", 1, "4: ACT", "5: LinkUp", "400 Gb/sec (4X NDR)", "InfiniBand")
+    [port] = _ib(cut)
+    assert port["state"] is None and "state" in port["refused"]
+    [line] = infiniband_checks({"net.infiniband": [port]}, {})
+    assert line.status == "FAIL" and line.subject == "mlx5_0 port 1"
+
+
+def test_roce_ports_are_named_so():
+    roce = ("mlx5_4", 1, "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet")
+    assert infiniband_checks({"net.infiniband": _ib(roce)}, {})[0].name == "RoCE port"
+
+
+def test_health_vars_are_checked_in_one_line(tmp_path):
+    from bringup.errors import InputError
+    from bringup.health import check_vars
+    from bringup.inventory import load_inventory
+
+    (tmp_path / "hosts").write_text("all:\n  hosts:\n    g1:\n      infiniband_ignore: mlx5_0\n")
+    with pytest.raises(InputError, match=r"^host g1: infiniband_ignore"):
+        check_vars(load_inventory(tmp_path / "hosts").select(host="g1"))
