@@ -341,3 +341,59 @@ def test_health_vars_are_checked_in_one_line(tmp_path):
     (tmp_path / "hosts").write_text("all:\n  hosts:\n    g1:\n      infiniband_ignore: mlx5_0\n")
     with pytest.raises(InputError, match=r"^host g1: infiniband_ignore"):
         check_vars(load_inventory(tmp_path / "hosts").select(host="g1"))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The checklist written whole when a health fact is damaged (offline, from the real H200's raw bundle)
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _checklist_from(tmp_path: Path, raw_extra: dict) -> tuple:
+    import json
+    import subprocess
+    import sys
+
+    import yaml
+
+    doc = json.loads((FIX / "h200-vm" / "facts-raw.json").read_text())
+    doc["raw"].update(raw_extra)
+    (tmp_path / "bundle.json").write_text(json.dumps(doc))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200-vm": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "gpu_profile": "auto"}}}}))
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "checklist", "--host", "h200-vm",
+                        "--facts", str(tmp_path / "bundle.json"), "--out", "pages"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=180)
+    md = tmp_path / "pages" / "h200-vm.md"
+    return r, md.read_text() if md.exists() else ""
+
+
+@pytest.mark.reliability(item=31, fault="a health fact's output damaged: NVLink list cut mid-line, kernel log cut "
+                                        "before its count, an InfiniBand state cut, not UTF-8",
+                         variants=1, checks=("one clear line", "report written"))
+def test_damaged_health_outputs_are_each_one_line_and_the_page_is_written(tmp_path):
+    nvlink = "GPU 0: NVIDIA H200 (UUID: GPU-x)\n\t Link 0: 26.562 GB/s\n\t Link 1: 26.5"
+    xid = _xid_output(XID79).rsplit("count", 1)[0]
+    ib = "ibport mlx5_0 1 state 4: ACT\nibport mlx5_0 1 phys_state 5: LinkUp\n" \
+         "ibport mlx5_0 1 rate 400 Gb/sec (4X NDR)\nibport mlx5_0 1 link_layer Infini\udcffBand\n"
+    r, md = _checklist_from(tmp_path, {"nvidia.nvlink": {"rc": 0, "output": nvlink},
+                                       "kernel.xid": {"rc": 0, "output": xid},
+                                       "net.infiniband": {"rc": 0, "output": ib}})
+    assert "Traceback" not in r.stderr and r.returncode == 2, r.stdout + r.stderr  # FAIL lines: exit 2
+    rows = [l for l in md.splitlines() if l.startswith("| FAIL")]
+    assert any("fact nvidia.nvlink" in l and "link 1" in l for l in rows), md
+    assert any("fact kernel.xid" in l and "cut short" in l for l in rows), md
+    assert any("InfiniBand port" in l and "state" in l and "link_layer" in l for l in rows), md
+    # The rest of the checklist is there: the GPU's health lines and the driver line.
+    assert "| PASS | health | ECC errors |" in md and "580.159.04" in md
+
+
+@pytest.mark.reliability(item=31, fault="the kernel log cannot be read (dmesg refused, no journal of the kernel)",
+                         checks=("one clear line", "report written"))
+def test_an_unreadable_kernel_log_is_one_line_on_the_page(tmp_path):
+    refused = ("source dmesg\nfirst dmesg: read kernel buffer failed: Operation not permitted\n"
+               "error dmesg: read kernel buffer failed: Operation not permitted\ncount 0\nexit 1\n")
+    r, md = _checklist_from(tmp_path, {"kernel.xid": {"rc": 0, "output": refused}})
+    assert "Traceback" not in r.stderr, r.stderr
+    rows = [l for l in md.splitlines() if "Xid events" in l]
+    assert len(rows) == 1 and rows[0].startswith("| WARN") and "Operation not permitted" in rows[0], md
