@@ -286,6 +286,16 @@ def _bus(address: str | None) -> str:
     return f"{m.group(1)}:{m.group(2)}".lower() if m else (address or "?").lower()
 
 
+def _log_span(log: dict) -> str:
+    """Which log was read and whether it still holds the whole boot: a ring buffer that wrapped starts later."""
+    m = re.match(r"\[\s*(\d+(?:\.\d+)?)\]", str(log.get("first") or ""))
+    if log.get("source") != "dmesg" or m is None:
+        return f"{log.get('source')}, this boot"
+    start = float(m.group(1))
+    return (f"{log['source']}, the whole boot" if start < 1 else
+            f"{log['source']} from {start:g} s after boot: older lines rotated out of the ring buffer")
+
+
 def xid_checks(facts: dict) -> list[Check]:
     """The kernel log's Xid events since boot, one line per GPU that has any; one line for a clean log, or for a
     log that could not be read (never taken for a clean one)."""
@@ -296,8 +306,7 @@ def xid_checks(facts: dict) -> list[Check]:
         return [line(AREA, "Xid events", "WARN", "kernel log not read: " + str(log.get("error") or "?"),
                      "let the run read it: become root (ansible_become), or sysctl kernel.dmesg_restrict=0")]
     events = log.get("events") or []
-    where = f"{log.get('source')}" + (f", from {log['first'].split(']')[0].strip('[ ')} s" if
-                                      str(log.get("first") or "").startswith("[") else "")
+    where = _log_span(log)
     if not events:
         return [line(AREA, "Xid events", "PASS", f"none since boot ({where})")]
     table = xid_table()

@@ -87,6 +87,15 @@ def test_facts_json_over_ssh(sandbox_host, tmp_path):
     hostname = sandbox_host.exec(["cat", "/proc/sys/kernel/random/boot_id"]).stdout.strip()
     assert facts["os.boot_id"] == hostname
     assert facts["nvidia.smi"] in (None, [], {})  # no GPU, no nvidia-smi in the sandbox
+    # The health facts on a real host: no RDMA port, no nvidia-smi; the kernel log read, or its refusal said
+    # with the words dmesg gives through the second channel (a container without CAP_SYSLOG is refused).
+    assert facts["net.infiniband"] == [] and facts["nvidia.nvlink"] in (None, [])
+    dmesg = sandbox_host.exec(["sh", "-c", "dmesg >/dev/null"], check=False)
+    log = facts["kernel.xid"]
+    if dmesg.returncode == 0:
+        assert log["readable"] is True and log["source"] == "dmesg", log
+    else:
+        assert log["readable"] is False and dmesg.stderr.strip().split(": ")[-1] in log["error"], (log, dmesg.stderr)
 
 
 def test_console_script_from_any_folder(sandbox_host, tmp_path):
