@@ -12,7 +12,7 @@ from .errors import BringupError
 from .resources.guard import Fail, Skip
 from .vars import want
 
-__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "CPU_PROFILES", "without_gpu"]
+__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "CPU_PROFILES", "without_gpu", "nvswitch_evidence"]
 
 #: gpu_profile values meaning "this host has no GPU".  The GPU classes are profiles: bringup.gpu_profiles.
 CPU_PROFILES = (None, "", "cpu", "none")
@@ -21,6 +21,25 @@ CPU_PROFILES = (None, "", "cpu", "none")
 def nvidia_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
     """The NVIDIA GPUs on the PCI bus (vendor 0x10de, display class)."""
     return [d for d in facts.get("pci.devices") or [] if d.get("kind") == "gpu"]
+
+
+def nvswitch_evidence(facts: dict[str, Any]) -> str | None:
+    """Why this host has an NVSwitch fabric (HGX/DGX boards), in words; None: no sign of one.
+
+    Two signs, either enough: NVSwitch functions on the PCI bus (vendor 0x10de, bridge class 0x0680, which
+    ``pci.devices`` lists as kind ``other``), or a GPU whose ``nvidia-smi -q`` Fabric section shows a state
+    (``nvidia.query``; N/A, None, on parts without a fabric, and on NVSwitch boards before Hopper).
+    """
+    switches = [d["address"] for d in facts.get("pci.devices") or []
+                if d.get("vendor") == "0x10de" and str(d.get("class") or "").startswith("0x0680")]
+    fabric = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("fabric_state")]
+    if switches:
+        return f"{len(switches)} NVSwitch(es) on the PCI bus (vendor 0x10de, class 0x0680: {', '.join(switches[:4])}" \
+               + ("…" if len(switches) > 4 else "") + ")"
+    if fabric:
+        states = sorted({str(g["fabric_state"]) for g in fabric})
+        return f"{len(fabric)} GPU(s) in an NVLink fabric (nvidia-smi -q Fabric State {'/'.join(states)})"
+    return None
 
 
 class GpuVars(ProfileVars):

@@ -19,6 +19,23 @@ Packages by source (``nvidia_driver_source``):
     ``dnf-module``: RHEL-family ``dnf module install nvidia-driver:<br>-dkms``.
     ``auto`` (default): ubuntu-server on Ubuntu, cuda on Debian, dnf-module on RHEL.
 
+A loaded driver that no package owns (``driver.owner``: ``nvidia-smi`` from no package; NVIDIA's ``.run``
+installer, a vendor image, a module built elsewhere) is kept under ``auto`` as the loaded branch is: no driver
+packages, no kernel headers, no nouveau blacklist, and the plan says so.  Packages are planned over it only on
+an explicit ask, a pinned branch or version or ``nvidia_driver_manage: packages``, and the plan then names the
+driver they replace.
+
+Fabric Manager on NVSwitch boards (HGX/DGX: NVSwitch functions of vendor 0x10de, class 0x0680, on the PCI bus,
+or GPUs whose ``nvidia-smi -q`` Fabric section shows a state): CUDA does not start there until the GPUs joined
+the NVLink fabric, which ``nvidia-fabricmanager`` does.  It is installed at the driver's exact version (the
+service refuses a driver of another version), pinned, held and kept from unattended-upgrades with the driver,
+and ``nvidia-fabricmanager.service`` enabled and started: ``nvidia-fabricmanager-<br>`` from Canonical's archive
+(source ``fabric-manager-<br>``) or NVIDIA's CUDA repository (the same name: NVIDIA/apt-packaging-fabric-manager;
+not ``cuda-drivers-fabricmanager-<br>``, whose CUDA-repository form pulls ``cuda-drivers-<br>``), the dnf
+module's ``fm`` profile on RHEL (``nvidia-driver:<stream>/fm``, package ``nvidia-fabric-manager``:
+NVIDIA/yum-packaging-fabric-manager).  No NVSwitch: nothing, and the plan says why.  The checklist FAILs a
+fabric manager missing or of another version than the loaded driver (``driver.fabric_manager``).
+
 Kernel headers for the running kernel go in before the driver (DKMS builds
 against them); nouveau is blacklisted and the initramfs rebuilt only when the
 blacklist changed; the driver packages are held (``apt-mark hold`` /
@@ -31,6 +48,8 @@ Variables:
     nvidia_driver_version: exact package version or glob (``550.144.03-*``); default any of the branch.
         It pins its branch as ``nvidia_driver_branch`` does.
     nvidia_driver_allow_downgrade: false; true lets a pin below the loaded branch install.
+    nvidia_driver_manage: ``auto`` (default: a loaded driver no package owns is kept) or ``packages`` (replace
+        it with the packages of its branch; a pinned branch or version asks the same).
     nvidia_driver_source, nvidia_driver_modules (``proprietary`` | ``open``).
     nvidia_driver_repo: ``{url, suite, components, key | key_url, key_sha256}``; ``key`` is a
         path on the control machine (air gap), ``key_url`` is fetched by the host.
@@ -53,15 +72,16 @@ from bringup.gpu import gpu_gate, nvidia_gpus
 from bringup.process import command
 from bringup.resources import Command, File, Packages, Service
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
-from bringup.resources.guard import Fail
+from bringup.resources.guard import Fail, Unused
 from bringup.resources.systemd import without_systemd
 from bringup.resources.hold import Hold
-from bringup.resources.nvidia import NvidiaDriverLoaded
+from bringup.resources.nvidia import NvidiaDriverLoaded, upstream_version
 from bringup import gpu
 from bringup.resources import apt
 
 #: The facts this role reads (only these are gathered for it).
-FACTS = (*gpu.FACTS, *apt.OS_FACTS, "os.kernel", "nvidia.smi", "system.systemd")
+FACTS = (*gpu.FACTS, *apt.OS_FACTS, "os.kernel", "nvidia.smi", "nvidia.query", "system.systemd", "driver.owner",
+         "driver.fabric_manager")
 
 SOURCES = ("auto", "ubuntu-server", "cuda", "dnf-module")
 NOUVEAU_FILE = "/etc/modprobe.d/blacklist-nouveau.conf"
@@ -84,6 +104,7 @@ class Vars(gpu.GpuVars, apt.AptVars, RoleVars):
     nvidia_driver_branch: Any = want("auto", "must be auto or a driver branch like 580 or 550")
     nvidia_driver_version: str | None = want(None, "is malformed (e.g. 550.144.03-0ubuntu0.24.04.1)",
                                              pattern=r"^[0-9A-Za-z.+~:*_-]+$")
+    nvidia_driver_manage: Literal["auto", "packages"] = want("auto", "must be auto or packages")
     nvidia_driver_source: Literal[SOURCES] = want("auto", f"must be one of {', '.join(SOURCES)}")
     nvidia_driver_modules: Literal["proprietary", "open"] = want("proprietary", "must be proprietary or open")
     nvidia_driver_repo: apt.RepoSpec | None = want(
@@ -129,6 +150,29 @@ def driver_packages(source: str, branch: str, modules: str) -> list[str]:
     if source == "cuda":
         return [f"nvidia-open-{branch}" if modules == "open" else f"cuda-drivers-{branch}"]
     return []
+
+
+def fabric_manager_packages(branch: str) -> list[str]:
+    """The apt package of Fabric Manager for a branch: Canonical's and NVIDIA's CUDA repository's name."""
+    return [f"nvidia-fabricmanager-{branch}"]
+
+
+def foreign_driver(facts: dict) -> str | None:
+    """``driver 580.159.04 loaded from outside the package manager (...)`` when a driver is loaded and the
+    package manager owns no ``nvidia-smi`` (``driver.owner``); None: package-managed, no driver, or not known."""
+    drv = gpu.driver_version(facts)
+    owner = facts.get("driver.owner") or {}
+    if not drv or owner.get("packaged") is not False:
+        return None
+    smi = (owner.get("nvidia_smi") or {}).get("path") or "nvidia-smi"
+    mod = (owner.get("module") or {}).get("path")
+    if owner.get("installer"):
+        how = f"NVIDIA .run installer: {', '.join(owner['installer'])}"
+    elif mod and "/updates/dkms/" in mod:
+        how = f"a DKMS module, {mod}, with {smi} owned by no package"
+    else:
+        how = (f"module {mod}, " if mod else "") + f"{smi} owned by no package: NVIDIA .run installer?"
+    return f"driver {drv} loaded from outside the package manager ({how})"
 
 
 def pinned_branch(vars: dict) -> int | None:
@@ -184,6 +228,11 @@ def resources(host):
     chosen, note = choose_branch(v, host.facts)
     if chosen is None:
         return [Fail("nvidia driver", note)]
+    foreign = foreign_driver(host.facts)
+    if foreign and pinned_branch(v) is None and v.get("nvidia_driver_manage", "auto") == "auto":
+        return _kept(host, foreign, str(chosen))
+    if foreign:
+        note = "; ".join(filter(None, [note, f"replaces the {foreign}"]))
     branch, version = str(chosen), v.get("nvidia_driver_version")
     fam, osid, osver = os_family(host.facts)
     if fam == "?":
@@ -204,6 +253,9 @@ def resources(host):
     out: list = []
     pkgs = driver_packages(source, branch, v["nvidia_driver_modules"])
     pin = version or f"{branch}.*"
+    switch = gpu.nvswitch_evidence(host.facts)
+    fm_pkgs = fabric_manager_packages(branch) if switch and fam == "apt" else []
+    fm_pin = _fabric_manager_pin(host.facts, branch, version)
     if fam == "apt":
         spec = v.get("nvidia_driver_repo")
         if spec is None and source == "cuda":
@@ -223,7 +275,7 @@ def resources(host):
     if fam == "apt":
         # unattended-upgrades matches these as regular expressions from the name's start (a "." matching
         # any character is harmless here; apt.conf has no escape for a backslash).
-        names = "".join(f'    "{p}";\n' for p in pkgs)
+        names = "".join(f'    "{p}";\n' for p in pkgs + fm_pkgs)
         out.append(File(UNATTENDED_FILE, content=(
             "// Written by bringup: a driver moved by an unattended upgrade breaks running CUDA programs\n"
             "// (\"driver/library version mismatch\") until a reboot.  Upgrade it deliberately.\n"
@@ -232,20 +284,36 @@ def resources(host):
             + '    "libnvidia-.*-' + branch + '(-server)?$";\n};\n')))
         # The whole branch family follows the pin, dependencies included: pinning only the
         # top-level packages leaves apt unable to move their exact-version dependencies.
+        # Fabric Manager first: the first specific-form record that matches a version decides its priority
+        # (apt_preferences(5)), and the branch family's pattern below matches Fabric Manager too.  The
+        # driver's exact version gets 1001, every other version of the branch -1: never installed.
+        others = f"{branch}.*"
+        fm_pref = "".join(f"Package: {p}\nPin: version {fm_pin}\nPin-Priority: 1001\n\n"
+                          + (f"Package: {p}\nPin: version {others}\nPin-Priority: -1\n\n" if fm_pin != others else "")
+                          for p in fm_pkgs)
         out.append(File(PREFERENCES_FILE, content=(
             "# Written by bringup: the NVIDIA driver packages follow nvidia_driver_branch/_version.\n"
-            f"Package: /^(lib)?nvidia-.*-{branch}(-server)?(-open)?$/ /^cuda-drivers(-{branch})?$/\n"
+            + fm_pref
+            + f"Package: /^(lib)?nvidia-.*-{branch}(-server)?(-open)?$/ /^cuda-drivers(-{branch})?$/\n"
             f"Pin: version {pin}\nPin-Priority: 1001\n")))
         out.append(Packages({p: pin for p in pkgs}, allow_change_held=True, lock_timeout=lock))
+        if fm_pkgs:
+            out.append(Packages({p: fm_pin for p in fm_pkgs}, allow_change_held=True, lock_timeout=lock))
         if v["nvidia_driver_hold"]:
-            out.append(Hold(pkgs))
+            out.append(Hold(pkgs + fm_pkgs))
     else:
         stream = f"nvidia-driver:{branch}-dkms" if v["nvidia_driver_modules"] == "proprietary" \
             else f"nvidia-driver:{branch}-open"
         out.append(Command(f"dnf module {stream}", sh("dnf -y module install %s", stream),
                            unless=sh("rpm -q --qf '%%{VERSION}\\n' nvidia-driver | grep -q %s", f"^{branch}\\.")))
+        if switch:
+            # The module's fm profile: the driver's packages with Fabric Manager and NSCQ, at the stream's version.
+            out.append(Command(f"dnf module {stream}/fm", sh("dnf -y module install %s", f"{stream}/fm"),
+                               unless=sh("rpm -q --qf '%%{VERSION}\\n' nvidia-fabric-manager | grep -q %s",
+                                         f"^{branch}\\.")))
         if v["nvidia_driver_hold"]:
-            out.append(Hold(["nvidia-driver", "kmod-nvidia-latest-dkms"], manager="dnf"))
+            out.append(Hold(["nvidia-driver", "kmod-nvidia-latest-dkms"] + (["nvidia-fabric-manager"] if switch else []),
+                            manager="dnf"))
     loaded = any(str(g.get("driver_version") or "").startswith(branch + ".")
                  for g in host.facts.get("nvidia.smi") or [])
     skip = without_systemd(host, "nvidia-persistenced", "enable nvidia-persistenced with this host's init system")
@@ -254,6 +322,11 @@ def resources(host):
     else:
         # It can only start once the driver is loaded: after the reboot, on the next pass.
         out.append(Service("nvidia-persistenced", enabled=True, running=True if loaded else None))
+        if switch:
+            # It starts only against a driver of its own version: once that one is loaded.
+            out.append(Service("nvidia-fabricmanager", enabled=True, running=True if loaded else None))
+    if not switch:
+        out.append(_no_fabric())
     expected = v.get("nvidia_driver_expected_gpus")
     if expected is None:
         expected = len(nvidia_gpus(host.facts)) or None
@@ -261,12 +334,54 @@ def resources(host):
     return out
 
 
+def _fabric_manager_pin(facts: dict, branch: str, version: str | None) -> str:
+    """The package version Fabric Manager is pinned at: the driver's exact one, any packaging revision (the
+    archives' revision suffixes need not match the driver's).  ``nvidia_driver_version``'s upstream version
+    when given; else the loaded driver's when it is on this branch (``565.57.01-*``); else (no driver of the
+    branch loaded yet) the branch, as the driver packages are: both come from one release of the same archive,
+    and the checklist compares them once loaded."""
+    if version:
+        return f"{upstream_version(version)}-*"
+    drv = gpu.driver_version(facts)
+    if drv and drv.startswith(f"{branch}."):
+        return f"{drv}-*"
+    return f"{branch}.*"
+
+
+def _no_fabric() -> Unused:
+    return Unused("nvidia-fabricmanager", "no NVSwitch on this host (no NVIDIA bridge of class 0x0680 on the PCI "
+                                          "bus, no GPU in an NVLink fabric in nvidia-smi -q): no Fabric Manager")
+
+
+def _kept(host, foreign: str, branch: str) -> list:
+    """A loaded driver no package owns, under ``auto``: kept, checked, nothing installed over it."""
+    switch = gpu.nvswitch_evidence(host.facts)
+    fm = (f"; Fabric Manager is not installed over it either ({switch}): install the one of its version as the "
+          "driver was installed" if switch else "")
+    out: list = [Unused("nvidia driver packages", f"{foreign}: kept; no driver packages or kernel headers planned{fm}; "
+                                                  "set nvidia_driver_branch (a pin) or nvidia_driver_manage: packages "
+                                                  "to replace it with packages")]
+    if not switch:
+        out.append(_no_fabric())
+    expected = host.vars.get("nvidia_driver_expected_gpus")
+    if expected is None:
+        expected = len(nvidia_gpus(host.facts)) or None
+    out.append(NvidiaDriverLoaded(branch, expected_gpus=expected))
+    return out
+
+
 def checks(host) -> list:
     """The rack checklist's driver line: the loaded branch against a pin, the Triton image and the guide.
 
     FAIL: no driver, a branch other than the pinned one, or a branch too old for ``triton_image`` (the
-    role would refuse to keep it).  Otherwise PASS, and WARN only for a branch older than the guide's.
+    role would refuse to keep it).  Otherwise PASS, and WARN only for a branch older than the guide's.  A
+    driver no package owns is said so, and no fix tells the operator to install packages over it unless the
+    inventory pins a branch.  On NVSwitch boards, a second line: Fabric Manager at the loaded driver's version.
     """
+    return _driver_line(host) + _fabric_line(host)
+
+
+def _driver_line(host) -> list:
     from bringup.checks import line, load_matrix
 
     v = host.vars
@@ -285,11 +400,18 @@ def checks(host) -> list:
     need = triton_need(v.get("triton_image"))
     how = need.meets(drv) if need is not None else ""
     if how is None:
+        foreign = foreign_driver(host.facts)
+        if foreign:
+            return [line("software", "driver branch for the Triton image", "FAIL", f"{foreign}; {need.label}",
+                         f"upgrade it to R{need.min_branch}+ the way it was installed, or pick an older "
+                         f"triton_image (nvidia_driver_branch {need.min_branch} would replace it with packages)")]
         return [line("software", "driver branch for the Triton image", "FAIL", f"{drv}; {need.label}",
                      f"set nvidia_driver_branch to {need.min_branch} or newer and provision, "
                      "or pick an older triton_image")]
     guide = load_matrix()["guide"]["driver_branches"]
     kept = f"pinned {pin}" if pin is not None else "no pin: kept"
+    if pin is None and foreign_driver(host.facts):
+        kept += ", installed outside the package manager"
     runs = f"; {need.label}{how}" if need is not None else ""
     if branch in guide:
         return [line("software", "driver branch in the guide's matrix", "PASS",
@@ -297,6 +419,35 @@ def checks(host) -> list:
     if branch is not None and branch > max(guide):
         return [line("software", "driver branch newer than the guide's", "PASS",
                      f"{drv} ({kept}; the guide ran {'/'.join(map(str, guide))}){runs}")]
+    tested = ("upgrade it to a tested branch the way it was installed" if pin is None and foreign_driver(host.facts)
+              else "pin nvidia_driver_branch to a tested branch")
     return [line("software", "driver branch in the guide's matrix", "WARN",
                  f"{drv}; the guide ran {'/'.join(map(str, guide))}{runs}",
-                 "pin nvidia_driver_branch to a tested branch, or accept after a latency run")]
+                 f"{tested}, or accept after a latency run")]
+
+
+def _fabric_line(host) -> list:
+    """Fabric Manager against the loaded driver, on a host with NVSwitch: FAIL when missing or of another
+    version (the service refuses to start, and CUDA with it)."""
+    from bringup.checks import line
+
+    switch = gpu.nvswitch_evidence(host.facts)
+    drv = gpu.driver_version(host.facts)
+    if not switch or not drv:
+        return []
+    fm = host.facts.get("driver.fabric_manager")
+    foreign = foreign_driver(host.facts)
+    fix = (f"install Fabric Manager {drv} the way the driver was installed (NVIDIA's fabricmanager-linux-*-{drv} "
+           "archive), or set nvidia_driver_manage: packages to replace both with packages" if foreign else
+           f"{command('provision --roles nvidia_driver')} (nvidia-fabricmanager-{gpu.branch_of(drv)} at {drv})")
+    if fm is None:
+        return [line("software", "Fabric Manager version", "WARN", f"{switch}; the installed Fabric Manager is not "
+                     "in the facts (fact driver.fabric_manager)", command("facts") + " to read it again")]
+    have = fm.get("version")
+    if have is None:
+        return [line("software", "Fabric Manager version", "FAIL", f"{switch}; no Fabric Manager installed: CUDA "
+                     "does not start until the GPUs joined the NVLink fabric", fix)]
+    if have != drv:
+        return [line("software", "Fabric Manager version", "FAIL", f"Fabric Manager {have}, driver {drv}: "
+                     "nvidia-fabricmanager refuses to start on a driver of another version", fix)]
+    return [line("software", "Fabric Manager version", "PASS", f"Fabric Manager {have} = driver {drv} ({switch})")]

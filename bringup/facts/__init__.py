@@ -8,7 +8,7 @@ to this list once.
 from __future__ import annotations
 
 # Defining a fact registers it: the import order is the gathering order.
-from . import os_, cpu, pci, net, irq, nvidia, system, triton, kernel  # noqa: F401,I001
+from . import os_, cpu, pci, net, irq, nvidia, driver, system, triton, kernel  # noqa: F401,I001
 from .base import ALL_FACTS, FACTS_BY_NAME, Fact, UntrustedOutput, format_cpulist, parse_cpulist
 
 __all__ = ["ALL_FACTS", "FACTS_BY_NAME", "Fact", "UntrustedOutput", "format_cpulist", "parse_cpulist"]

@@ -57,6 +57,7 @@ class NvidiaDriverLoaded(Resource):
         if self.expected_gpus is not None and len(gpus) != self.expected_gpus:
             return Plan.fail(f"driver {loaded} is loaded but nvidia-smi sees {len(gpus)} GPU(s) ({names}), "
                              f"expected {self.expected_gpus}: check the GPUs' PCIe links and `nvidia-smi -q`")
-        return Plan.noop(f"driver {loaded} loaded, nvidia-smi sees {len(gpus)} GPU(s): {names}")
+        return Plan.noop((f"{self.note}: " if self.note else "")
+                         + f"driver {loaded} loaded, nvidia-smi sees {len(gpus)} GPU(s): {names}")
 
 

@@ -57,6 +57,7 @@ from bringup.auditkit import Expect, http_ok, tcp_listening
 from bringup.command import sh
 from bringup.gpu_profiles import AUTO, table
 from bringup.resources import Directory, File
+from bringup.resources.guard import Fail
 from bringup.resources.compose import PROJECT_LABEL, REVISION_LABEL, label_format
 from bringup.resources.image import DockerImage
 
@@ -69,7 +70,7 @@ __all__ = ["FACTS", "Vars", "DEFAULTS", "validate", "resources", "audit", "HANDL
            "checks", "model_configs", "cpuset"]
 
 #: The facts this role reads (only these are gathered for it): the planner's, for the cpuset.
-FACTS = tuple(dict.fromkeys(("nvidia.smi", "pci.devices", "triton.window", *topology.FACTS)))
+FACTS = tuple(dict.fromkeys(("nvidia.smi", "nvidia.query", "pci.devices", "triton.window", *topology.FACTS)))
 
 
 def validate(vars: dict) -> None:
@@ -94,6 +95,9 @@ def resources(host):
     why = gate(host)
     if why:
         return why
+    too_old = _image_too_old(host)
+    if too_old:
+        return [Fail("triton", too_old)]
     d = Desired(host)
     return [
         Directory(d.stack, mode="0755"),
@@ -150,7 +154,7 @@ def audit(host):
 def checks(host) -> list:
     """The rack checklist's Triton lines: the container release against the loaded driver and the GPUs."""
     from bringup.checks import line
-    from bringup.driver_matrix import triton_need, version_key
+    from bringup.driver_matrix import triton_need, unsupported_gpus
     from bringup.gpu import driver_version
 
     drv = driver_version(host.facts)
@@ -167,9 +171,17 @@ def checks(host) -> list:
     else:
         out = [line("software", "Triton container vs driver", "FAIL", f"{need.label}; driver {drv}",
                     f"upgrade to R{need.min_branch}+ or pick an older triton_image")]
-    cc = need.min_compute_capability
-    caps = [g.get("compute_cap") for g in host.facts.get("nvidia.smi") or [] if g.get("compute_cap")]
-    if cc and caps and any(version_key(str(c)) < version_key(cc) for c in caps):
-        out.append(line("software", "GPU compute capability", "FAIL", f"{caps} < {cc} for Triton {need.release}",
-                        "use an older triton_image"))
+    gpus = unsupported_gpus(need, host.facts)
+    if gpus:
+        out.append(line("software", "Triton container vs GPU architecture", "FAIL", gpus,
+                        "pick a triton_image whose release supports these GPUs (bringup/data/version_matrix.yaml)"))
     return out
+
+
+def _image_too_old(host) -> str | None:
+    """Why ``triton_image`` cannot run on this host's GPUs (its release's supported architectures), or None."""
+    from bringup.driver_matrix import triton_need, unsupported_gpus
+
+    need = triton_need(host.vars.get("triton_image"))
+    why = unsupported_gpus(need, host.facts) if need is not None else None
+    return f"{why}: pick a triton_image whose release supports them" if why else None

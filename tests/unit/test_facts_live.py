@@ -66,11 +66,12 @@ def test_registry():
 
 #: The gathering order before facts registered themselves (the hand-kept list of bringup/facts/__init__.py):
 #: `invoke facts` writes them in this order and the checklist reads them so; issue 31 added the health facts
-#: (net.infiniband, nvidia.nvlink, kernel.xid) to their modules.
+#: (net.infiniband, nvidia.nvlink, kernel.xid) and the driver's (driver.owner, driver.fabric_manager).
 GATHERING_ORDER = [
     "os.release", "os.kernel", "os.boot_id", "cpu.topology", "pci.devices", "net.interfaces",
     "net.infiniband", "irq.interrupts", "irq.affinity", "nvidia.smi", "nvidia.query", "nvidia.topo",
-    "nvidia.nvlink", "system.systemd", "system.docker", "system.docker_daemon", "system.sysctl",
+    "nvidia.nvlink", "driver.owner", "driver.fabric_manager", "system.systemd", "system.docker",
+    "system.docker_daemon", "system.sysctl",
     "system.sysctl_writable", "system.cmdline", "system.cpufreq", "system.cpuidle", "system.thp",
     "system.thp_defrag", "system.container", "triton.window", "kernel.xid",
 ]
