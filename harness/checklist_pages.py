@@ -132,7 +132,8 @@ MEASURE = r"""
 <script>
 (function () {
   var lh = parseFloat(getComputedStyle(document.body).lineHeight);
-  var out = {line_height: lh, height: document.documentElement.scrollHeight, width: document.documentElement.scrollWidth,
+  var doc = document.documentElement;
+  var out = {line_height: lh, height: doc.scrollHeight, width: doc.scrollWidth,
              broken: [], wrapped: [], grid_rows: [], hidden_lines: 0, shown_lines: 0};
   var walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
   var node;
