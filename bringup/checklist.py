@@ -8,19 +8,16 @@ of the roles (pending changes mean the host has drifted from the inventory).
 """
 from __future__ import annotations
 
-import html
 import re
 from collections import Counter
-from typing import Iterable
 
 from . import health
-from .checks import Check, line, load_matrix
+from .checklist_html import render_group_html, render_html
+from .checks import Check, line, load_matrix, summary_counts, verdict, worst_first
 from .process import command
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
            "render_markdown", "render_html", "render_json", "render_group_html", "summary_counts"]
-
-STATUSES = ("PASS", "WARN", "FAIL")
 
 
 def _gpus(facts: dict) -> list[dict]:
@@ -215,18 +212,6 @@ def collect(facts: dict, vars: dict, host_result=None, fact_errors: dict | None 
             + list(roles_lines) + tuning_checks(host_result) + latency_checks(vars))
 
 
-def summary_counts(checks: Iterable[Check]) -> dict[str, int]:
-    counts = {s: 0 for s in STATUSES}
-    for c in checks:
-        counts[c.status] += 1
-    return counts
-
-
-def verdict(checks: list[Check]) -> str:
-    counts = summary_counts(checks)
-    return "FAIL" if counts["FAIL"] else "WARN" if counts["WARN"] else "PASS"
-
-
 #: The longest "seen" or "fix" text a Markdown row shows; the HTML page and the JSON hold the whole text.
 MD_CELL_MAX = 480
 
@@ -240,41 +225,21 @@ def _md(text: str, limit: int | None = None) -> str:
     return text.replace("|", "\\|")
 
 
+def _named(k: Check) -> str:
+    """A line's name with the device it is about, where the name does not say it already."""
+    return k.name if not k.subject or k.subject in k.name else f"{k.subject} {k.name}"
+
+
 def render_markdown(host: str, checks: list[Check]) -> str:
-    """The checklist as Markdown (terminal, tickets)."""
+    """The checklist as Markdown (terminal, tickets): FAIL and WARN lines first, with their fixes."""
     c = summary_counts(checks)
     lines = [f"# Bring-up checklist: {host} — {verdict(checks)}", "",
              f"{c['PASS']} pass, {c['WARN']} warn, {c['FAIL']} fail", "",
              "| status | area | check | seen | fix |", "| --- | --- | --- | --- | --- |"]
-    for k in checks:
-        lines.append(f"| {k.status} | {k.area} | {_md(k.name)} | {_md(k.seen, MD_CELL_MAX)} | "
+    for k in worst_first(checks):
+        lines.append(f"| {k.status} | {k.area} | {_md(_named(k))} | {_md(k.seen, MD_CELL_MAX)} | "
                      f"{_md(k.fix, MD_CELL_MAX)} |")
     return "\n".join(lines) + "\n"
-
-
-_CSS = """
-body{font:14px/1.4 system-ui,sans-serif;margin:24px;color:#222}
-h1{font-size:20px} table{border-collapse:collapse;width:100%;margin:12px 0}
-td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top;overflow-wrap:anywhere}
-th{background:#f4f4f4} .PASS{background:#dff5e1} .WARN{background:#fff4cc} .FAIL{background:#fbd5d5}
-.badge{font-weight:bold;padding:2px 6px;border-radius:3px}
-"""
-
-
-def render_html(host: str, checks: list[Check], svg: str) -> str:
-    """A self-contained HTML page: verdict, the checklist table, the topology picture."""
-    rows = "\n".join(
-        f"<tr class='{k.status}'><td><span class='badge'>{k.status}</span></td><td>{html.escape(k.area)}</td>"
-        f"<td>{html.escape(k.name)}</td><td>{html.escape(k.seen)}</td><td>{html.escape(k.fix)}</td></tr>"
-        for k in checks)
-    c = summary_counts(checks)
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Checklist {html.escape(host)}</title>"
-            f"<style>{_CSS}</style></head><body>"
-            f"<h1>Bring-up checklist: {html.escape(host)} — <span class='badge {verdict(checks)}'>"
-            f"{verdict(checks)}</span></h1><p>{c['PASS']} pass, {c['WARN']} warn, {c['FAIL']} fail</p>"
-            f"<h2>Topology</h2>{svg}"
-            f"<h2>Checks</h2><table><tr><th>status</th><th>area</th><th>check</th><th>seen</th><th>fix</th></tr>"
-            f"{rows}</table></body></html>\n")
 
 
 def render_json(host: str, checks: list[Check]) -> str:
@@ -293,21 +258,6 @@ def _json_line(k: Check) -> dict:
     if k.value is not None:
         out.update(value=k.value, limit=k.limit, unit=k.unit)
     return out
-
-
-def render_group_html(group: str, pages: dict[str, list[Check]]) -> str:
-    """One summary table across the hosts of a group, linking each host's page."""
-    rows = []
-    for host, checks in pages.items():
-        c = summary_counts(checks)
-        fails = "; ".join(k.name for k in checks if k.status == "FAIL") or "-"
-        rows.append(f"<tr class='{verdict(checks)}'><td><a href='{html.escape(host)}.html'>{html.escape(host)}</a>"
-                    f"</td><td>{verdict(checks)}</td><td>{c['PASS']}</td><td>{c['WARN']}</td><td>{c['FAIL']}</td>"
-                    f"<td>{html.escape(fails)}</td></tr>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Checklist {html.escape(group)}</title>"
-            f"<style>{_CSS}</style></head><body><h1>Rack checklist: {html.escape(group)}</h1>"
-            f"<table><tr><th>host</th><th>verdict</th><th>pass</th><th>warn</th><th>fail</th><th>failing checks</th>"
-            f"</tr>{''.join(rows)}</table></body></html>\n")
 
 
 def cpu_plan(facts: dict, host_vars: dict) -> tuple[dict[int, str], list[str]]:

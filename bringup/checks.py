@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from importlib import resources as ilr
-from typing import Any
+from typing import Any, Iterable
 
-__all__ = ["Check", "line", "load_matrix"]
+__all__ = ["STATUSES", "Check", "line", "load_matrix", "summary_counts", "verdict", "worst_first"]
+
+STATUSES = ("PASS", "WARN", "FAIL")
 
 
 @dataclass
@@ -31,7 +33,7 @@ class Check:
     unit: str = ""
 
     def __post_init__(self) -> None:
-        if self.status not in ("PASS", "WARN", "FAIL"):
+        if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} not in PASS, WARN, FAIL")
 
 
@@ -40,6 +42,25 @@ def line(area: str, name: str, status: str, seen: str, fix: str = "", *, subject
     """One checklist line: ``area`` groups it (platform, gpu, health, software, tuning, latency, acceptance);
     ``subject`` the device it is about, ``value``/``limit``/``unit`` a measured figure against its limit."""
     return Check(name, status, seen, fix, area, subject, value, limit, unit)
+
+
+def summary_counts(checks: Iterable[Check]) -> dict[str, int]:
+    """How many lines of each status."""
+    counts = {s: 0 for s in STATUSES}
+    for c in checks:
+        counts[c.status] += 1
+    return counts
+
+
+def verdict(checks: Iterable[Check]) -> str:
+    """The worst status of the lines: FAIL if any fails, else WARN if any warns, else PASS."""
+    counts = summary_counts(checks)
+    return "FAIL" if counts["FAIL"] else "WARN" if counts["WARN"] else "PASS"
+
+
+def worst_first(checks: Iterable[Check]) -> list[Check]:
+    """The lines FAIL first, then WARN, then PASS, each status in its given order: what to act on leads."""
+    return sorted(checks, key=lambda c: -STATUSES.index(c.status))
 
 
 def load_matrix() -> dict[str, Any]:

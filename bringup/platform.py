@@ -19,40 +19,42 @@ __all__ = ["Check", "checks", "fact_error_checks"]
 
 
 def _gpu_checks(g: dict[str, Any]) -> list[Check]:
-    name = f"GPU {g.get('bus_id') or g.get('pci_address')}"
+    name = f"GPU {g.get('bus_id') or g.get('pci_address')}"  # the line's subject, and its names' start
+    dev = {"subject": name}
     out: list[Check] = []
     bar1, fb = g.get("bar1_total_mib"), g.get("fb_total_mib")
     if bar1 is not None and fb:
         if bar1 >= fb:
-            out.append(Check(f"{name} BAR1 covers GPU memory", "PASS", f"BAR1 {bar1} MiB, memory {fb} MiB"))
+            out.append(Check(f"{name} BAR1 covers GPU memory", "PASS", f"BAR1 {bar1} MiB, memory {fb} MiB", **dev))
         else:
             out.append(Check(f"{name} BAR1 covers GPU memory", "WARN", f"BAR1 {bar1} MiB < memory {fb} MiB",
-                             "enable Above 4G Decoding and Resizable BAR in the firmware setup"))
+                             "enable Above 4G Decoding and Resizable BAR in the firmware setup", **dev))
     cur, mx = g.get("pcie_gen_current"), g.get("pcie_gen_max")
     wc, wm = g.get("pcie_width_current"), g.get("pcie_width_max")
     if wc is not None and wm is not None:
         if wc < wm:
             out.append(Check(f"{name} PCIe link width", "FAIL", f"x{wc} of x{wm}",
-                             "reseat the card or move it to a full-width slot; check the riser"))
+                             "reseat the card or move it to a full-width slot; check the riser", **dev))
         else:
-            out.append(Check(f"{name} PCIe link width", "PASS", f"x{wc}"))
+            out.append(Check(f"{name} PCIe link width", "PASS", f"x{wc}", **dev))
     if cur is not None and mx is not None:
         # GPUs drop the link generation at idle: lower is a warning, not a failure.
         st = "PASS" if cur >= mx else "WARN"
         out.append(Check(f"{name} PCIe generation", st, f"Gen{cur} of Gen{mx}",
-                         "" if st == "PASS" else "re-check under load (idle GPUs downshift); else check slot/BIOS"))
+                         "" if st == "PASS" else "re-check under load (idle GPUs downshift); else check slot/BIOS",
+                         **dev))
     pm = g.get("persistence_mode")
     if pm is not None:
         out.append(Check(f"{name} persistence mode", "PASS" if pm is True else "WARN", f"{pm}",
-                         "" if pm is True else "enable nvidia-persistenced (nvidia-smi -pm 1)"))
+                         "" if pm is True else "enable nvidia-persistenced (nvidia-smi -pm 1)", **dev))
     ecc = g.get("ecc_mode_current")
     if ecc is not None:
         out.append(Check(f"{name} ECC", "PASS" if ecc is True else "WARN", f"{ecc}",
-                         "" if ecc is True else "nvidia-smi -e 1 and reboot (datacenter GPUs ship with ECC on)"))
+                         "" if ecc is True else "nvidia-smi -e 1 and reboot (datacenter GPUs ship with ECC on)", **dev))
     mig = g.get("mig_mode_current")
     if mig is not None:
         out.append(Check(f"{name} MIG mode", "PASS" if mig is False else "WARN", f"{mig}",
-                         "" if mig is False else "nvidia-smi -mig 0 unless the inventory plans MIG slices"))
+                         "" if mig is False else "nvidia-smi -mig 0 unless the inventory plans MIG slices", **dev))
     return out
 
 
@@ -62,17 +64,19 @@ def _nic_link_checks(devices: list[dict[str, Any]]) -> list[Check]:
     for d in devices:
         if d.get("kind") != "nic" or d.get("link_width") is None or d.get("link_width_max") is None:
             continue
-        name = f"NIC {d['address']} PCIe link"
+        dev = {"subject": f"NIC {d['address']}"}
+        name = f"{dev['subject']} PCIe link"
         wc, wm = d["link_width"], d["link_width_max"]
         sc, sm = d.get("link_speed_gts"), d.get("link_speed_max_gts")
         seen = f"x{wc} of x{wm}" + (f", {sc:g} of {sm:g} GT/s" if sc and sm else "")
         if wc < wm:
-            out.append(Check(name, "FAIL", seen, "reseat the NIC or move it to a full-width slot"))
+            out.append(Check(name, "FAIL", seen, "reseat the NIC or move it to a full-width slot", **dev))
         elif sc and sm and sc < sm:
             # NICs do not downshift at idle the way GPUs do: a slower link is a slot or BIOS setting.
-            out.append(Check(name, "WARN", seen, "check the slot's PCIe generation in the BIOS, or move the NIC"))
+            out.append(Check(name, "WARN", seen, "check the slot's PCIe generation in the BIOS, or move the NIC",
+                             **dev))
         else:
-            out.append(Check(name, "PASS", seen))
+            out.append(Check(name, "PASS", seen, **dev))
     return out
 
 

@@ -385,7 +385,7 @@ def test_damaged_health_outputs_are_each_one_line_and_the_page_is_written(tmp_pa
     assert any("fact kernel.xid" in l and "cut short" in l for l in rows), md
     assert any("InfiniBand port" in l and "state" in l and "link_layer" in l for l in rows), md
     # The rest of the checklist is there: the GPU's health lines and the driver line.
-    assert "| PASS | health | ECC errors |" in md and "580.159.04" in md
+    assert "| PASS | health | GPU 00000000:00:06.0 ECC errors |" in md and "580.159.04" in md
 
 
 @pytest.mark.reliability(item=31, fault="the kernel log cannot be read (dmesg refused, no journal of the kernel)",

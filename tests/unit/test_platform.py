@@ -47,6 +47,9 @@ def test_public_gpus_persistence_ecc_mig_rules():
             assert (c.status == "PASS") == (c.fix == ""), (name, c)
             if c.name.endswith("persistence mode"):
                 assert c.status == ("PASS" if q["gpus"][0]["persistence_mode"] is True else "WARN")
+            if c.name.startswith("GPU "):
+                # The GPU the line is about, spelled as nvidia-smi prints its bus id; the name starts with it.
+                assert c.subject == f"GPU {q['gpus'][0]['bus_id']}" and c.name.startswith(c.subject + " "), c
 
 
 def test_small_bar_and_narrow_link_are_flagged():
@@ -95,6 +98,8 @@ def test_nic_pcie_link_current_vs_max():
     assert cs["NIC 0000:17:00.1 PCIe link"].status == "FAIL" and cs["NIC 0000:17:00.1 PCIe link"].seen.startswith("x8 of x16")
     assert cs["NIC 0000:31:00.0 PCIe link"].status == "WARN" and "8 of 16 GT/s" in cs["NIC 0000:31:00.0 PCIe link"].seen
     assert "NIC 0000:00:03.0 PCIe link" not in cs  # virtio: no link to judge
+    # Each link line names its device: the pages gather a device's lines into one row.
+    assert cs["NIC 0000:17:00.1 PCIe link"].subject == "NIC 0000:17:00.1"
 
 
 def test_cstates_without_data_are_never_a_pass():
