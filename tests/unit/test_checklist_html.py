@@ -279,4 +279,6 @@ def test_markdown_lists_fail_and_warn_first_and_keeps_every_line():
     rows = [l for l in md.splitlines() if re.match(r"\| (PASS|WARN|FAIL) \|", l)]
     statuses = [r.split(" | ")[0][2:] for r in rows]
     assert statuses == ["FAIL"] * 4 + ["WARN"] * 5 + ["PASS"] * 83
-    assert sorted(rows) == sorted(f"| {c.status} | {c.area} | {c.name} | {c.seen} | {c.fix} |" for c in checks)
+    # Each line's name carries its device where the name does not say it already.
+    named = [c.name if not c.subject or c.subject in c.name else f"{c.subject} {c.name}" for c in checks]
+    assert sorted(rows) == sorted(f"| {c.status} | {c.area} | {n} | {c.seen} | {c.fix} |" for c, n in zip(checks, named))
