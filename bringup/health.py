@@ -203,12 +203,16 @@ def _temperature(g: dict, h: dict) -> Check | None:
 
 
 def _fabric(g: dict) -> Check | None:
-    state, status = g.get("fabric_state"), g.get("fabric_status")
+    state, status, health = g.get("fabric_state"), g.get("fabric_status"), g.get("fabric_health")
     if state is None:
         return None  # a part without an NVSwitch fabric
-    seen = f"fabric state {state}, status {status}"
-    if state == "Completed" and status == "Success":
+    seen = f"fabric state {state}, status {status}" + (f", health {health}" if health else "")
+    if state == "Completed" and status == "Success" and health in (None, "Healthy"):
         return line(AREA, "NVSwitch fabric", "PASS", seen, subject=_subject(g))
+    if state == "Completed" and status == "Success":
+        return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Healthy)",
+                    "the fabric came up degraded: nvidia-smi -q -d FABRIC names what (bandwidth, routes); check "
+                    "nvidia-fabricmanager's log and the NVSwitch trays", subject=_subject(g))
     return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Completed, Success)",
                 "start nvidia-fabricmanager at the driver's exact version (provision --roles nvidia_driver installs "
                 "it on NVSwitch boards; systemctl status nvidia-fabricmanager); CUDA does not start until the "

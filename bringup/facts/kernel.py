@@ -14,14 +14,14 @@ from typing import Any
 
 from .base import Fact, UntrustedOutput
 
-__all__ = ["KernelXid", "parse_kernel_xid", "MAX_EVENTS"]
+__all__ = ["KernelXid", "parse_kernel_xid", "MAX_EVENTS", "XID_AWK"]
 
 #: The newest Xid lines kept (a GPU in trouble can log thousands; their count is kept too).
 MAX_EVENTS = 200
 
 # Each reader's output goes through the same awk: "first <line>" (where the log starts), the Xid lines,
 # "count N", and the reader's exit status; an error text (stderr joined) comes back as "error <text>".
-_AWK = (
+XID_AWK = (
     "NR == 1 && !/^exit [0-9]+$/ { print \"first \" substr($0, 1, 40) }"
     " /NVRM: Xid/ { n++; x[n % " + str(MAX_EVENTS) + "] = $0; next }"
     " /^exit [0-9]+$/ { rc = $2; next }"
@@ -97,11 +97,11 @@ class KernelXid(Fact):
     command = (
         "if command -v dmesg >/dev/null 2>&1; then\n"
         "  echo 'source dmesg'\n"
-        f"  {{ dmesg 2>&1; echo \"exit $?\"; }} | awk '{_AWK}'\n"
+        f"  {{ dmesg 2>&1; echo \"exit $?\"; }} | awk '{XID_AWK}'\n"
         "fi\n"
         "if ! dmesg >/dev/null 2>&1 && command -v journalctl >/dev/null 2>&1; then\n"
         "  echo 'source journal'\n"
-        f"  {{ journalctl -k -b -q --no-pager 2>&1; echo \"exit $?\"; }} | awk '{_AWK}'\n"
+        f"  {{ journalctl -k -b -q --no-pager 2>&1; echo \"exit $?\"; }} | awk '{XID_AWK}'\n"
         "fi"
     )
     process = staticmethod(parse_kernel_xid)

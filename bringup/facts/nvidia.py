@@ -402,6 +402,7 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 # NVSwitch boards (HGX/DGX): the GPU's fabric registration; None where the part has no fabric.
                 "fabric_state": _sval(sec, "Fabric", "State"),
                 "fabric_status": _sval(sec, "Fabric", "Status"),
+                "fabric_health": _sval(sec, "Fabric", "Health", "Summary"),
                 "health": gpu_health(sec),
             }
         )
@@ -664,7 +665,7 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
     for line in output.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        g = _NVLINK_GPU.match(line)
+        g = _NVLINK_GPU.match(line.strip())
         if g:
             gpus.append({"index": int(g.group(1)), "name": g.group(2), "uuid": g.group(3), "links": []})
             continue

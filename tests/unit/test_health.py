@@ -397,3 +397,150 @@ def test_an_unreadable_kernel_log_is_one_line_on_the_page(tmp_path):
     assert "Traceback" not in r.stderr, r.stderr
     rows = [l for l in md.splitlines() if "Xid events" in l]
     assert len(rows) == 1 and rows[0].startswith("| WARN") and "Operation not permitted" in rows[0], md
+
+
+# ---------------------------------------------------------------------------------------------------------
+# On public captures of broken and healthy hardware (tests/fixtures/hosts/public, sources in INDEX.tsv)
+
+PUB = FIX / "public"
+
+
+def _text(name: str) -> str:
+    """A public capture without its ``#`` source lines."""
+    return "\n".join(l for l in (PUB / name).read_text().splitlines() if not l.startswith("#")) + "\n"
+
+
+def test_capture_8xh100_hw_slowdown_and_power_brake_fail_every_gpu():
+    q = parse_nvidia_smi_q(_text("nvsmi-q-8xh100sxm-hwslowdown-drv535.txt"))
+    lines = _lines({"nvidia.query": q}, name="clock event reasons")
+    assert len(lines) == 8 and {c.status for c in lines} == {"FAIL"}
+    assert lines[0].seen.startswith("active now: HW slowdown, HW power brake")
+    assert all(c.status == "PASS" for c in _lines({"nvidia.query": q}, name="NVSwitch fabric"))
+
+
+def test_capture_8xh100_one_gpu_in_sw_thermal_slowdown():
+    q = parse_nvidia_smi_q(_text("nvsmi-q-8xh100sxm-swthermal-drv535.txt"))
+    bad = [c for c in _lines({"nvidia.query": q}, name="clock event reasons") if c.status != "PASS"]
+    assert [(c.subject, c.status) for c in bad] == [("GPU 00000000:75:00.0", "FAIL")]
+    assert "HW power brake, SW thermal slowdown" in bad[0].seen
+
+
+def test_capture_a10_remap_pending_fails_and_asks_for_a_reset():
+    q = parse_nvidia_smi_q(_text("nvsmi-q-a10-remap-pending-drv535.txt"))
+    [line] = _lines({"nvidia.query": q}, name="memory repair")
+    assert line.status == "FAIL" and line.subject == "GPU 00000000:07:00.0"
+    assert "4 uncorrectable" in line.seen and "pending a GPU reset" in line.seen and "reset" in line.fix
+
+
+def _spliced(section_file: str, what: str) -> dict:
+    """The 8x H100 capture with GPU 18:00.0's ``what`` section replaced by the one a public excerpt shows
+    (indented as nvidia-smi prints it): the excerpt alone is no whole report."""
+    body = [l for l in _text(section_file).splitlines() if l.strip() and l.strip() != "--"]
+    pad = 4 - (len(body[0]) - len(body[0].lstrip()))
+    body = [" " * pad + l if pad > 0 else l for l in body]
+    text = H100X8.read_text()
+    old = re.search(rf"^    {what}\n(?:        .*\n)+", text, flags=re.M).group(0)
+    return parse_nvidia_smi_q(text.replace(old, "\n".join(body) + "\n", 1))
+
+
+@pytest.mark.parametrize("capture,words", [
+    ("nvsmi-q-fabric-inprogress-drv580.txt", "fabric state In Progress, status None"),
+    ("nvsmi-q-fabric-insufficient-resources.txt", "status Insufficient Resources"),
+    ("nvsmi-q-grep-fabric-health-unhealthy.txt", "health Unhealthy"),
+])
+def test_capture_fabric_states_that_fail(capture, words):
+    lines = _lines({"nvidia.query": _spliced(capture, "Fabric")}, name="NVSwitch fabric")
+    bad = [c for c in lines if c.status != "PASS"]
+    assert [c.subject for c in bad] == ["GPU 00000000:18:00.0"] and bad[0].status == "FAIL"
+    assert words in bad[0].seen, bad[0].seen
+
+
+def test_capture_sram_uncorrectable_fails():
+    q = _spliced("nvsmi-q-ecc-sram-uncorr-excerpt.txt", "ECC Errors")
+    line = [c for c in _lines({"nvidia.query": q}, name="ECC errors") if c.status != "PASS"][0]
+    assert line.status == "FAIL" and "since boot 1 uncorrectable (SRAM 1)" in line.seen
+    assert "lifetime 5 uncorrectable" in line.seen
+
+
+def test_capture_nvlink_8xa100_all_up_and_h100_pcie_bridges():
+    a100 = parse_nvlink_status(_text("nvlink-s-8xa100sxm.txt"))
+    gpus = [{"bus_id": f"00000000:{i:02X}:00.0", "uuid": g["uuid"], "product_architecture": "Ampere",
+             "fabric_state": "Completed"} for i, g in enumerate(a100)]
+    lines = nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": a100})
+    assert len(lines) == 8 and {c.status for c in lines} == {"PASS"}
+    assert lines[0].seen == "12 of 12 links up at 25 GB/s (the part's 25)"
+    # 2x H100 PCIe joined by bridges: 12 of 18 links each (6 no bridge connects), no fabric: both pass.
+    h100 = parse_nvlink_status(_text("nvlink-s-2xh100pcie-bridge-inactive.txt"))
+    gpus = [{"bus_id": f"00000000:{i:02X}:00.0", "uuid": g["uuid"], "product_architecture": "Hopper",
+             "fabric_state": None} for i, g in enumerate(h100)]
+    lines = nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": h100})
+    assert [c.status for c in lines] == ["PASS", "PASS"] and lines[0].seen.startswith("12 of 18 links up at 26.562")
+
+
+def test_capture_gb200_excerpt_cut_is_not_read_as_good():
+    # The published GB200 excerpt: GPU 0 whole (18 links at 53.125 GB/s, NVLink 5), GPU 1 cut after 2 links.
+    gb = parse_nvlink_status(_text("nvlink-s-gb200-excerpt.txt"))
+    gpus = [{"bus_id": f"00000000:{i:02X}:00.0", "uuid": g["uuid"], "product_architecture": "Blackwell",
+             "fabric_state": "Completed"} for i, g in enumerate(gb)]
+    lines = nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": gb})
+    assert [c.status for c in lines] == ["PASS", "FAIL"]
+    assert lines[0].seen == "18 of 18 links up at 53.125 GB/s (the part's 53.125)"
+
+
+def _through_awk(text: str) -> str:
+    """A kernel log capture through kernel.xid's own awk, as the fact's command reads dmesg."""
+    import subprocess
+
+    from bringup.facts.kernel import XID_AWK  # the command's own program, not a copy
+
+    r = subprocess.run(["awk", XID_AWK], input=text + "exit 0\n", capture_output=True, text=True, timeout=30)
+    return "source dmesg\n" + r.stdout
+
+
+@pytest.mark.parametrize("capture,bus,xids,status", [
+    ("dmesg-xid-48-63-94.txt", "19:00", {48, 63, 94}, "FAIL"),
+    ("dmesg-xid-119-gsp-timeout.txt", "9b:00", {119}, "FAIL"),
+    ("dmesg-xid-79-sxid-20034.txt", "91:00", {79}, "FAIL"),
+    ("dmesg-T-xid-43-31-94.txt", "00:05", {43}, "WARN"),
+])
+def test_capture_xid_logs(capture, bus, xids, status):
+    log = parse_kernel_xid(_through_awk(_text(capture)))
+    assert log["readable"] and {e["xid"] for e in log["events"] if e["pci"].endswith(bus)} == xids
+    lines = xid_checks({"nvidia.query": _gpu_at(bus.upper()), "kernel.xid": log})
+    mine = [c for c in lines if c.subject == f"GPU 00000000:{bus.upper()}.0"]
+    assert len(mine) == 1 and mine[0].status == status, lines
+
+
+def _ibstat_as_sysfs(text: str) -> str:
+    """``ibstat`` printed per port what sysfs holds (State, Physical state, Rate, Link layer); written back in the
+    sysfs form the fact's command prints (``4: ACTIVE``, ``5: LinkUp``, ``400 Gb/sec``), said here."""
+    states = {"Active": "4: ACTIVE", "Down": "1: DOWN", "Initializing": "2: INIT", "Armed": "3: ARMED"}
+    phys = {"LinkUp": "5: LinkUp", "Disabled": "3: Disabled", "Polling": "2: Polling", "Sleep": "1: Sleep"}
+    out, dev, port = [], None, None
+    for l in text.splitlines():
+        m = re.match(r"CA '(\S+)'", l)
+        if m:
+            dev = m.group(1)
+        m = re.match(r"\s+Port (\d+):", l)
+        if m:
+            port = m.group(1)
+        m = re.match(r"\s+(State|Physical state|Rate|Link layer): (.*)$", l)
+        if m and dev and port:
+            key, val = m.groups()
+            file, val = {"State": ("state", states.get(val, val)), "Physical state": ("phys_state", phys.get(val, val)),
+                         "Rate": ("rate", f"{val} Gb/sec"), "Link layer": ("link_layer", val)}[key]
+            out.append(f"ibport {dev} {port} {file} {val}")
+    return "\n".join(out) + "\n"
+
+
+def test_capture_ibstat_h100_host_ports_down():
+    ports = parse_infiniband_ports(_ibstat_as_sysfs(_text("ibstat-h100host-12hca-3eth-down.txt")))
+    assert len(ports) == 12 and not any(p.get("refused") for p in ports)
+    lines = infiniband_checks({"net.infiniband": ports}, {})
+    bad = sorted(c.subject for c in lines if c.status == "FAIL")
+    assert bad == ["mlx5_2 port 1", "mlx5_7 port 1", "mlx5_8 port 1"], [(c.subject, c.status, c.seen) for c in lines]
+    ib = [c for c in lines if c.name == "InfiniBand port"]
+    assert len(ib) == 8 and all(c.status == "PASS" and c.value == 400 for c in ib)
+    # An operator who expects NDR 400 on RoCE too: the 100 Gb/s Ethernet port is held against it.
+    lines = infiniband_checks({"net.infiniband": ports}, {"infiniband_rate_gbps": 400})
+    assert any(c.subject == "mlx5_1 port 1" and c.status == "FAIL" and c.limit == 400 for c in lines)
