@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from bringup.facts.base import UntrustedOutput
+
 from bringup.facts import ALL_FACTS
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.irq import parse_interrupts, parse_irq_affinity
@@ -74,5 +76,11 @@ ALL_FILES = sorted(p for p in FIX.rglob("*") if p.is_file() and p.suffix in (".t
 def test_no_parser_raises_on_any_fixture(fact):
     assert ALL_FILES
     for path in ALL_FILES:
-        value = fact.process(path.read_text())
+        try:
+            value = fact.process(path.read_text())
+        except UntrustedOutput:
+            # A capture published cut ("excerpt" in its name: an author's "[...]") may be refused as cut:
+            # that is the named outcome, never a crash.
+            assert "excerpt" in path.name, (fact.name, path.name)
+            continue
         assert json.loads(json.dumps(value)) == value, (fact.name, path.name)

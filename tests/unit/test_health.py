@@ -544,3 +544,11 @@ def test_capture_ibstat_h100_host_ports_down():
     # An operator who expects NDR 400 on RoCE too: the 100 Gb/s Ethernet port is held against it.
     lines = infiniband_checks({"net.infiniband": ports}, {"infiniband_rate_gbps": 400})
     assert any(c.subject == "mlx5_1 port 1" and c.status == "FAIL" and c.limit == 400 for c in lines)
+
+
+def test_capture_a100_remap_excerpt_is_refused_as_cut():
+    # Published with the author's "[...]" cuts: a GPU section without its "Processes" is no whole report.
+    from bringup.facts.base import UntrustedOutput
+
+    with pytest.raises(UntrustedOutput, match="10:1C.0 ends before 'Processes'"):
+        parse_nvidia_smi_q(_text("nvsmi-q-a100sxm80-remap-pending-excerpt.txt"))
