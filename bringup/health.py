@@ -351,7 +351,7 @@ def xid_checks(facts: dict) -> list[Check]:
 
 def infiniband_checks(facts: dict, vars: dict) -> list[Check]:
     """Each RDMA port ACTIVE, LinkUp, at the expected rate (``infiniband_rate_gbps``, else the fastest rate a port
-    of the same link layer reports on the host); ports listed in ``infiniband_ignore`` are left out, said once."""
+    of the same link layer and adapter model reports on the host); ports listed in ``infiniband_ignore`` are left out, said once."""
     ports = [p for p in facts.get("net.infiniband") or [] if isinstance(p, dict)]
     ignore = set(vars.get("infiniband_ignore") or [])
     kept = [p for p in ports if p["device"] not in ignore and f"{p['device']}/{p['port']}" not in ignore]
@@ -368,10 +368,13 @@ def infiniband_checks(facts: dict, vars: dict) -> list[Check]:
             out.append(line(AREA, kind, "FAIL", p["refused"],
                             f"read /sys/class/infiniband/{p['device']}/ports/{p['port']}/ on the host", subject=subject))
             continue
-        same = [q["rate_gbps"] for q in kept if not q.get("refused") and q.get("link_layer") == p.get("link_layer")
-                and q.get("state") == "ACTIVE"]
+        # Held against its own kind: a host's compute fabric (ConnectX-7 at 400) and front-end ports (ConnectX-6 Dx
+        # at 100) run at different rates by design.
+        same = [q["rate_gbps"] for q in kept if not q.get("refused") and q.get("state") == "ACTIVE"
+                and (q.get("link_layer"), q.get("hca_type")) == (p.get("link_layer"), p.get("hca_type"))]
         want = float(pinned) if pinned else max(same, default=None)
-        src = "infiniband_rate_gbps" if pinned else "the fastest port of this host"
+        src = "infiniband_rate_gbps" if pinned else (
+            f"the fastest {p['hca_type']} port of this host" if p.get("hca_type") else "the fastest port of this host")
         seen = f"{p['state']}, {p['phys_state']}, {p['rate']}"
         if p["state"] != "ACTIVE" or p["phys_state"] != "LinkUp":
             fix = ("cable it and check the switch port" if p["phys_state"] in ("Disabled", "Polling", "Sleep")

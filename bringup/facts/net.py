@@ -140,7 +140,7 @@ def _ib_state(file: str, text: str) -> str | None:
 
 def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
     """``ibport DEV PORT FILE VALUE`` lines (the fact's command) → one port each: ``device, port, state,
-    phys_state, rate_gbps, rate, link_layer``.
+    phys_state, rate_gbps, rate, link_layer, hca_type`` (the adapter's model, ``MT4129``, None if not shown).
 
     sysfs prints ``4: ACTIVE``, ``5: LinkUp``, ``200 Gb/sec (4X HDR)``, ``InfiniBand``/``Ethernet``.  A port
     with a value missing or in no form sysfs prints (cut short, garbled, not UTF-8) is kept with ``refused``
@@ -153,7 +153,11 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
             continue
         dev, port, file, value = toks[1], int(toks[2]), toks[3], toks[4] if len(toks) > 4 else ""
         entry = ports.setdefault((dev, port), {"device": dev, "port": port, "state": None, "phys_state": None,
-                                               "rate_gbps": None, "rate": None, "link_layer": None})
+                                               "rate_gbps": None, "rate": None, "link_layer": None,
+                                               "hca_type": None})
+        if file == "hca_type":  # the adapter's model (MT4129: ConnectX-7); optional, some drivers have none
+            entry["hca_type"] = value.strip() or None
+            continue
         if file not in IB_PORT_FILES:
             continue
         bad = any("\udc80" <= ch <= "\udcff" for ch in value)
@@ -184,6 +188,7 @@ class NetInfiniband(Fact):
         "  for f in " + " ".join(IB_PORT_FILES) + "; do\n"
         "    printf 'ibport %s %s %s %s\\n' \"$d\" \"$n\" \"$f\" \"$(cat \"$p/$f\" 2>/dev/null)\"\n"
         "  done\n"
+        "  printf 'ibport %s %s hca_type %s\\n' \"$d\" \"$n\" \"$(cat \"${p%/ports/*}/hca_type\" 2>/dev/null)\"\n"
         "done"
     )
     process = staticmethod(parse_infiniband_ports)

@@ -512,8 +512,8 @@ def test_capture_xid_logs(capture, bus, xids, status):
 
 
 def _ibstat_as_sysfs(text: str) -> str:
-    """``ibstat`` printed per port what sysfs holds (State, Physical state, Rate, Link layer); written back in the
-    sysfs form the fact's command prints (``4: ACTIVE``, ``5: LinkUp``, ``400 Gb/sec``), said here."""
+    """``ibstat`` printed per port what sysfs holds (CA type, State, Physical state, Rate, Link layer); written back in
+    the sysfs form the fact's command prints (``4: ACTIVE``, ``5: LinkUp``, ``400 Gb/sec``), said here."""
     states = {"Active": "4: ACTIVE", "Down": "1: DOWN", "Initializing": "2: INIT", "Armed": "3: ARMED"}
     phys = {"LinkUp": "5: LinkUp", "Disabled": "3: Disabled", "Polling": "2: Polling", "Sleep": "1: Sleep"}
     out, dev, port = [], None, None
@@ -521,6 +521,9 @@ def _ibstat_as_sysfs(text: str) -> str:
         m = re.match(r"CA '(\S+)'", l)
         if m:
             dev = m.group(1)
+        m = re.match(r"\s+CA type: (\S+)", l)
+        if m and dev:
+            out.append(f"ibport {dev} 1 hca_type {m.group(1)}")  # the captures' CAs have one port each
         m = re.match(r"\s+Port (\d+):", l)
         if m:
             port = m.group(1)
@@ -552,3 +555,20 @@ def test_capture_a100_remap_excerpt_is_refused_as_cut():
 
     with pytest.raises(UntrustedOutput, match="10:1C.0 ends before 'Processes'"):
         parse_nvidia_smi_q(_text("nvsmi-q-a100sxm80-remap-pending-excerpt.txt"))
+
+
+@pytest.mark.parametrize("capture,subject,words", [
+    ("ibstat-cx7-ib-down-polling-excerpt.txt", "mlx5_10 port 1", "cable it"),       # no cable, or a dead one
+    ("ibstat-cx6-ib-down-linkup-vf.txt", "mlx5_7 port 1", "subnet manager"),         # link up, port not
+])
+def test_capture_ibstat_ports_down(capture, subject, words):
+    [port] = parse_infiniband_ports(_ibstat_as_sysfs(_text(capture)))
+    [line] = infiniband_checks({"net.infiniband": [port]}, {})
+    assert line.subject == subject and line.status == "FAIL" and words in line.fix and "DOWN" in line.seen
+
+
+def test_capture_ibstat_roce_host_two_down():
+    ports = parse_infiniband_ports(_ibstat_as_sysfs(_text("ibstat-h100host-12hca-roce-2down.txt")))
+    lines = infiniband_checks({"net.infiniband": ports}, {})
+    assert sorted(c.subject for c in lines if c.status == "FAIL") == ["mlx5_11 port 1", "mlx5_5 port 1"]
+    assert {c.name for c in lines} == {"RoCE port"}
