@@ -113,6 +113,8 @@ def gpu_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[st
             out.append(line(AREA, "copies", "FAIL", f"GPU {g.get('index', '?')} ({g.get('name', '?')}): {g['error']}",
                             _XID, subject=subject))
             continue
+        if doc.get("error") and not any(k in g for k in ("h2d_gbs", "d2h_gbs", "d2d_gbs")):
+            continue  # the probe stopped on this GPU: its error line says why
         limit, what = _link(query.get(key))
         pcie_fix = ("the link moves less than it trained for: nvidia-smi -q -d PCI while copying shows the current "
                     "generation and width; reseat the GPU or its riser, set the slot to its full generation and "
