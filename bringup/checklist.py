@@ -210,8 +210,10 @@ def collect(facts: dict, vars: dict, host_result=None, fact_errors: dict | None 
             roles_lines: list[Check] = ()) -> list[Check]:
     """Every checklist line for one host; ``vars`` are the run's merged variables (role defaults included),
     ``roles_lines`` what the selected roles contribute (:func:`role_checks`)."""
+    from .acceptance.saved import checklist_lines as acceptance_checks
+
     return (platform_checks(facts, vars, fact_errors) + gpu_checks(facts, vars) + list(roles_lines)
-            + tuning_checks(host_result) + latency_checks(vars))
+            + tuning_checks(host_result) + latency_checks(vars) + acceptance_checks(vars))
 
 
 def summary_counts(checks: Iterable[Check]) -> dict[str, int]:
