@@ -17,7 +17,8 @@ from .limits import CLOCK_REASONS, THROTTLE_FAIL, Thresholds, nvlink_gbs, pcie_g
 __all__ = ["AREA", "judge", "probe_error_line", "bus_key", "reasons_text"]
 
 AREA = "acceptance"
-_XID = "look for Xid errors (dmesg | grep -i xid) and at nvidia-smi -q; drain the host, reset or reseat the GPU, RMA it if it recurs"
+_XID = ("look for Xid errors (dmesg | grep -i xid) and at nvidia-smi -q; drain the host, reset or reseat the GPU, "
+        "RMA it if it recurs")
 
 
 def bus_key(bus: Any) -> str:
@@ -218,7 +219,8 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
         why = next((s.get("error") for s in samples if s.get("error")), "no sample")
         for idx, g in gpus.items():
             out.append(line(AREA, name, "WARN", f"not read during {secs} s of copies: nvidia-smi: {why}",
-                            "nvidia-smi must run on the host (it comes with the driver)", subject=_subject(g["bus_id"])))
+                            "nvidia-smi must run on the host (it comes with the driver)",
+                            subject=_subject(g["bus_id"])))
     for idx, g in gpus.items():
         subject = _subject(g.get("bus_id"))
         if idx in errors:

@@ -290,7 +290,8 @@ class Probe:
         for t in threads:
             while t.is_alive():
                 t.join(0.2)
-        return {"seconds": round(time.monotonic() - t0, 2), "field": smi.field.split(",")[2] if smi.field else None, "samples": samples,
+        return {"seconds": round(time.monotonic() - t0, 2),
+                "field": smi.field.split(",")[2] if smi.field else None, "samples": samples,
                 "rounds": {str(k): v for k, v in sorted(copies.items())},
                 "errors": {str(k): v for k, v in sorted(errors.items())}}
 

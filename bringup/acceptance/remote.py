@@ -20,7 +20,8 @@ _EOF = "BRINGUP_ACCEPT_PROBE_EOF"
 _METRICS_READ = """import sys, time, urllib.request
 def get():
     try:
-        return urllib.request.urlopen("http://127.0.0.1:%d/metrics" % int(sys.argv[1]), timeout=2).read().decode("utf-8", "replace")
+        url = "http://127.0.0.1:%d/metrics" % int(sys.argv[1])
+        return urllib.request.urlopen(url, timeout=2).read().decode("utf-8", "replace")
     except Exception as e:
         return "# bringup: unreachable " + type(e).__name__
 a = get(); time.sleep(1); b = get()

@@ -122,7 +122,10 @@ def _preflight(h, vars: dict, accept_new_host_keys: bool):
 
     t = connect(h, accept_new_host_keys=accept_new_host_keys)
     try:
-        facts, _errors = gather(t, [FACTS_BY_NAME[n] for n in FACTS])
+        facts, errors = gather(t, [FACTS_BY_NAME[n] for n in FACTS])
+        # A fact that could not be trusted leaves its limits unknown: the judge says so per line, and the run's
+        # pages name the fact (the judge's input is the parsers' own, never a guess).
+        facts["_errors"] = errors
         return t, facts, preflight(t, _metrics_port(vars))
     except BaseException:
         t.close()
@@ -168,8 +171,13 @@ def _measure(t, name: str, facts: dict, vars: dict, secs: float, level: int | No
         except Unreachable as e:
             doc = {"probe": 1, "error": f"the probe's connection was lost: {e}", "gpus": [], "pairs": [],
                    "load": None}
+    from ..checks import line
+
+    errors = facts.pop("_errors", {})
     try:
-        lines = judge(doc, facts, vars)
+        lines = [line("acceptance", f"fact {n}", "WARN", f"not trusted: {why}",
+                      "nvidia-smi on the host: is its output whole? The limits it gives are unknown") for n, why in
+                 errors.items()] + judge(doc, facts, vars)
     except BringupError as e:
         raise fail(e) from None
     want = _want_level(level, p)

@@ -76,11 +76,15 @@ def test_the_dcgm3_shape_is_read_too():
     assert "skipped by DCGM" in lines[3].seen
 
 
+@pytest.mark.reliability(item=31, fault="dcgmi absent on the host",
+                         checks=('one clear line',))
 def test_dcgmi_absent_is_one_warn_saying_how_to_get_it():
     (k,) = dcgm_lines(1, "", None, "", "")
     assert k.status == "WARN" and "not installed" in k.seen and "datacenter-gpu-manager" in k.fix
 
 
+@pytest.mark.reliability(item=31, fault="dcgmi failing, timing out or printing no diagnostic document",
+                         checks=('one clear line',))
 @pytest.mark.parametrize("rc, out, err, said", [
     (255, "", "Error: unable to establish a connection to the specified host: localhost",
      "exit 255; no JSON document in dcgmi's output: Error: unable to establish a connection"),

@@ -43,7 +43,8 @@ def a100_facts() -> dict:
     q = parse_nvidia_smi_q(public("nvsmi-q-4xa100sxm80-drv555.txt"))
     smi = [{"name": g["product_name"], "pci_bus_id": g["bus_id"], "memory_total_mib": g["fb_total_mib"]}
            for g in q["gpus"]]
-    return {"nvidia.query": q, "nvidia.smi": smi, "nvidia.topo": parse_topo_matrix(public("topo-8xa100sxm-10nic-8numa.txt"))}
+    return {"nvidia.query": q, "nvidia.smi": smi,
+            "nvidia.topo": parse_topo_matrix(public("topo-8xa100sxm-10nic-8numa.txt"))}
 
 
 def h200_doc(h2d=55.4, d2h=55.2, d2d=2089.0, reasons="0x0000000000000000", temp="52", load=True, **extra) -> dict:

@@ -104,6 +104,8 @@ def test_no_usable_gpu_is_one_named_error(lib, mode, error):
     assert [(k.status, k.seen) for k in lines] == [("FAIL", error)]
 
 
+@pytest.mark.reliability(item=31, fault="acceptance probe on a host without libcuda.so.1",
+                         checks=('one clear line', 'no hang'))
 def test_no_libcuda_is_named_with_its_fix(lib):
     rc, doc, _ = run(lib, "ok", lib_env="")  # the real name, libcuda.so.1: this machine has no driver
     if doc["error"] is None:
@@ -112,6 +114,8 @@ def test_no_libcuda_is_named_with_its_fix(lib):
     assert "provision --roles nvidia_driver" in judge(doc, {}, {})[0].fix
 
 
+@pytest.mark.reliability(item=31, fault="a GPU lost mid-test (CUDA_ERROR_LAUNCH_FAILED on a copy)",
+                         checks=('one clear line', 'no hang'))
 def test_a_gpu_lost_mid_test_is_that_gpus_named_error(lib):
     rc, doc, _ = run(lib, "lost", gpus=1)
     assert doc["gpus"][0]["error"] == "cuMemcpyDtoD_v2: CUDA_ERROR_LAUNCH_FAILED (719)"
@@ -119,6 +123,8 @@ def test_a_gpu_lost_mid_test_is_that_gpus_named_error(lib):
     assert [(k.status, k.name, k.subject) for k in lines] == [("FAIL", "copies", "GPU 00000000:18:00.0")]
 
 
+@pytest.mark.reliability(item=31, fault="a GPU copy that never returns",
+                         checks=('one clear line', 'no hang', 'no leftovers'))
 def test_a_copy_that_never_returns_ends_the_probe_at_its_watchdog(lib):
     import time
 

@@ -36,6 +36,8 @@ def project(tmp_path: Path, **host_vars) -> Path:
     return tmp_path
 
 
+@pytest.mark.reliability(item=31, fault="bad accept flags (--seconds, --dcgm-level, --prometheus)",
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 @pytest.mark.parametrize("args, said", [
     (("--seconds", "0"), "--seconds"),
     (("--seconds", "600"), "--seconds"),
@@ -49,6 +51,8 @@ def test_bad_flags_are_one_line_and_nothing_is_written(tmp_path, args, said):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.reliability(item=31, fault="bad accept_thresholds in the inventory",
+                         checks=('one clear line', 'exit code', 'nothing touched'))
 def test_bad_thresholds_in_the_inventory_are_one_line(tmp_path):
     p = invoke("accept", "--host", "gpu-01", "--out", "out",
                cwd=project(tmp_path, accept_thresholds={"pcie_warn": 2}))
@@ -80,6 +84,8 @@ def serving():
     server.server_close()
 
 
+@pytest.mark.reliability(item=31, fault="accept while Triton serves requests",
+                         checks=('one clear line', 'exit code', 'nothing executed'))
 def test_a_triton_serving_requests_is_refused_and_nothing_runs(tmp_path, serving):
     ports = {"http": 1, "grpc": 2, "metrics": serving}
     p = invoke("accept", "--host", "gpu-01", "--out", "out", cwd=project(tmp_path, triton_ports=ports))
@@ -91,6 +97,8 @@ def test_a_triton_serving_requests_is_refused_and_nothing_runs(tmp_path, serving
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
 
 
+@pytest.mark.reliability(item=31, fault="accept on a host without the NVIDIA driver",
+                         checks=('one clear line', 'exit code', 'report written'))
 def test_no_driver_writes_the_pages_with_the_one_named_line_and_the_checklist_shows_it(tmp_path, serving):
     ports = {"http": 1, "grpc": 2, "metrics": serving}
     p = invoke("accept", "--host", "gpu-01", "--out", "out", "--force", "--seconds", "1",
@@ -131,6 +139,8 @@ def test_the_newest_result_is_shown_with_its_age(tmp_path):
     assert not list(tmp_path.glob(".*.tmp"))  # written atomically: no temporary file left
 
 
+@pytest.mark.reliability(item=31, fault="a damaged saved acceptance result read by the checklist",
+                         checks=('one clear line',))
 def test_a_damaged_saved_result_is_a_warn_not_a_traceback(tmp_path):
     (tmp_path / "gpu-01-20261204T120000Z.json").write_text('{"lines": [')  # cut short
     (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path)
