@@ -65,11 +65,12 @@ def accept(c, host=None, hosts=None, group=None, inventory="hosts", set_=None, s
             thresholds(role_vars[h.name])  # bad accept_thresholds: one line before anything connects
             page_name(h.name)
     hosts_ = {h.name: h for h in chosen}
-    conns, facts, pre, results = {}, {}, {}, {}
+    conns, facts, untrusted, pre, results = {}, {}, {}, {}, {}
     try:
         for name, h in hosts_.items():
             try:
-                conns[name], facts[name], pre[name] = _preflight(h, role_vars[name], accept_new_host_keys)
+                conns[name], facts[name], untrusted[name], pre[name] = _preflight(h, role_vars[name],
+                                                                                  accept_new_host_keys)
             except Unreachable as e:
                 results[name] = [_unreachable(e)]
         refused = [] if force else [(n, why) for n, why in ((n, _refusal(role_vars[n], p)) for n, p in pre.items())
@@ -85,8 +86,8 @@ def accept(c, host=None, hosts=None, group=None, inventory="hosts", set_=None, s
             console.print(f"accept {name}: {len(facts[name].get('nvidia.smi') or [])} GPU(s), {secs:g} s of load"
                           + (f", dcgmi diag -r {_want_level(level, pre[name])}" if _want_level(level, pre[name])
                              else ""), style="dim")
-            results[name], saved[name] = _measure(t, name, facts[name], role_vars[name], secs, level, pre[name],
-                                                  out_dir)
+            results[name], saved[name] = _measure(t, name, facts[name], untrusted[name], role_vars[name], secs,
+                                                  level, pre[name], out_dir)
     finally:
         for t in conns.values():
             t.close()
@@ -123,10 +124,7 @@ def _preflight(h, vars: dict, accept_new_host_keys: bool):
     t = connect(h, accept_new_host_keys=accept_new_host_keys)
     try:
         facts, errors = gather(t, [FACTS_BY_NAME[n] for n in FACTS])
-        # A fact that could not be trusted leaves its limits unknown: the judge says so per line, and the run's
-        # pages name the fact (the judge's input is the parsers' own, never a guess).
-        facts["_errors"] = errors
-        return t, facts, preflight(t, _metrics_port(vars))
+        return t, facts, errors, preflight(t, _metrics_port(vars))
     except BaseException:
         t.close()
         raise
@@ -152,8 +150,9 @@ def _want_level(level: int | None, p) -> int:
     return level
 
 
-def _measure(t, name: str, facts: dict, vars: dict, secs: float, level: int | None, p, out_dir: Path):
-    """The probe, the judge, DCGM; the lines and the time they were saved (Unix time)."""
+def _measure(t, name: str, facts: dict, errors: dict, vars: dict, secs: float, level: int | None, p, out_dir: Path):
+    """The probe, the judge, DCGM; the lines and the time they were saved (Unix time).  ``errors``: the facts
+    the parsers did not trust."""
     from datetime import datetime, timezone
 
     from ..acceptance.dcgm import dcgm_lines
@@ -173,7 +172,7 @@ def _measure(t, name: str, facts: dict, vars: dict, secs: float, level: int | No
                    "load": None}
     from ..checks import line
 
-    errors = facts.pop("_errors", {})
+    # A fact the parsers did not trust leaves its limits unknown (the judge's lines say so): named here too.
     try:
         lines = [line("acceptance", f"fact {n}", "WARN", f"not trusted: {why}",
                       "nvidia-smi on the host: is its output whole? The limits it gives are unknown") for n, why in
