@@ -4,7 +4,7 @@
  * the probe through BRINGUP_LIBCUDA.  It is NOT NVIDIA's library: copies sleep for size / rate instead of
  * moving data, so the probe's timing, error naming and watchdog can be exercised on a machine without a GPU.
  *
- * FAKE_CUDA_MODE:  ok (default) | nogpu (cuDeviceGetCount: 0) | initfail (cuInit: CUDA_ERROR_NO_DEVICE)
+ * FAKE_CUDA_MODE (or /run/fake_cuda_mode):  ok (default) | nogpu (cuDeviceGetCount: 0) | initfail (cuInit: CUDA_ERROR_NO_DEVICE)
  *                  | lost (the 2nd device copy fails with CUDA_ERROR_LAUNCH_FAILED: the GPU lost mid-test)
  *                  | hang (the 2nd device copy never returns)
  * FAKE_CUDA_GPUS:  how many GPUs (default 1).
@@ -24,7 +24,17 @@ typedef int CUresult;
 
 static int copies = 0;
 
-static const char *mode(void) { const char *m = getenv("FAKE_CUDA_MODE"); return m ? m : "ok"; }
+/* The mode: FAKE_CUDA_MODE, else the first word of /run/fake_cuda_mode (a sandbox host, whose SSH session
+ * carries no environment of the test's), else ok. */
+static const char *mode(void) {
+    static char buf[32];
+    const char *m = getenv("FAKE_CUDA_MODE");
+    if (m) return m;
+    FILE *f = fopen("/run/fake_cuda_mode", "r");
+    if (f && fscanf(f, "%31s", buf) == 1) { fclose(f); return buf; }
+    if (f) fclose(f);
+    return "ok";
+}
 static double rate(const char *name, double dflt) { const char *v = getenv(name); return v ? atof(v) : dflt; }
 static int gpus(void) { const char *v = getenv("FAKE_CUDA_GPUS"); return v ? atoi(v) : 1; }
 
