@@ -7,6 +7,7 @@
 #
 #   scripts/h200-accept.sh OUTDIR [HOSTNAME] [SECONDS]
 #   SECONDS: the load's duration (default 10).  DCGM: level 1 where dcgmi exists (absent on the H200 VM: one WARN).
+#   FORCE=1 passes --force (a process on the GPU while Triton's metrics port is silent refuses the run otherwise).
 set -u
 out=$(mkdir -p "$1" && cd "$1" && pwd)
 name=${2:-$(hostname)}
@@ -24,7 +25,8 @@ inv() { python3 -m invoke --search-root "$repo" "$@"; }
 snapshot before.txt
 timeout -k 5 300 python3 "$repo/bringup/acceptance/probe.py" --seconds "$secs" > probe.json 2> probe.err
 echo "probe alone: exit $?"
-inv accept --host "$name" --seconds "$secs" --out reports/accept --prometheus "$work/accept.prom" > accept.txt 2>&1
+inv accept --host "$name" --seconds "$secs" --out reports/accept --prometheus "$work/accept.prom" ${FORCE:+--force} \
+  > accept.txt 2>&1
 echo "accept: exit $? (0 pass, 2 a FAIL, 1 refused or bad input)"
 inv checklist --host "$name" --roles sysctl --out checklist > checklist.txt 2>&1; echo "checklist: exit $?"
 snapshot after.txt
