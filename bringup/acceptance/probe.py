@@ -306,7 +306,8 @@ class Smi:
     def _run(self, fields):
         try:
             p = subprocess.run([self.command, "--query-gpu=" + fields, "--format=csv,noheader,nounits"],
-                               capture_output=True, text=True, timeout=10)
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
+                               timeout=10)  # Python 3.6's spelling: the probe runs on older hosts' python3
         except FileNotFoundError:
             return None, "nvidia-smi not found"
         except subprocess.TimeoutExpired:

@@ -137,3 +137,21 @@ def test_a_copy_that_never_returns_ends_the_probe_at_its_watchdog(lib):
                             "the GPU hangs or is lost")
     assert took < 30  # bounded: the watchdog, not the test's 60 s timeout, ended it
     assert not alive(p)  # the stuck copy's thread ended with the process
+
+
+@pytest.mark.parametrize("rc, stdout, stderr, said", [
+    (124, "", "", "the probe did not finish within 130 s and was killed (timeout)"),
+    (137, "", "", "the probe did not finish within 130 s and was killed (timeout)"),
+    (127, "", "sh: 1: python3: not found", "python3 not found on the host"),
+    (1, "Traceback (most recent call last):\n  ...\nSyntaxError: invalid syntax", "",
+     "the probe printed no result (exit 1): Traceback"),
+    (0, '{"probe": 1, "error": null, "gpus": [], "pairs": [], "load": null}\n', "", None),
+])
+def test_what_the_host_returned_becomes_the_probes_document_or_a_named_error(rc, stdout, stderr, said):
+    from bringup.acceptance.remote import probe_result
+
+    doc = probe_result(rc, stdout, stderr, 130)
+    if said is None:
+        assert doc == {"probe": 1, "error": None, "gpus": [], "pairs": [], "load": None}
+    else:
+        assert said in doc["error"] and doc["gpus"] == []
