@@ -144,14 +144,16 @@ def gpu_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[st
     return out
 
 
-def _nv_links(topo: Mapping[str, Any], a: int, b: int) -> int:
+def _nv_links(topo: Mapping[str, Any], a: Any, b: Any) -> int:
+    """NVLink links between nvidia-smi's GPUs ``a`` and ``b`` in ``topo -m`` (0: none or unknown)."""
     cell = str(((topo or {}).get("matrix") or {}).get(f"GPU{a}", {}).get(f"GPU{b}") or "")
     return int(cell[2:]) if cell.startswith("NV") and cell[2:].isdigit() else 0
 
 
 def pair_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], th: Thresholds) -> list[Check]:
     """One line per GPU pair: peer-to-peer copy rate against NVLink (the topology's NV# links) or PCIe."""
-    query, _ = _gpu_facts(facts)
+    query, smi = _gpu_facts(facts)
+    smi_index = {k: g.get("index") for k, g in smi.items() if g.get("index") is not None}
     topo = facts.get("nvidia.topo") or {}
     runs = int(doc.get("repeats") or 0)
     out: list[Check] = []
@@ -163,7 +165,9 @@ def pair_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], th: Thresholds)
             out.append(line(AREA, name, "FAIL", f"GPU {a} -> GPU {b}: {p['error']}", _XID, subject=subject))
             continue
         qa, qb = query.get(bus_key(p.get("src_bus_id"))), query.get(bus_key(p.get("dst_bus_id")))
-        links = _nv_links(topo, a, b) if isinstance(a, int) and isinstance(b, int) else 0
+        # topo -m names GPUs by nvidia-smi's index: found by bus id, whatever order CUDA counted them in.
+        ia, ib = (smi_index.get(bus_key(p.get(k))) for k in ("src_bus_id", "dst_bus_id"))
+        links = _nv_links(topo, ia, ib) if ia is not None and ib is not None else 0
         if links:
             arch = (qa or qb or {}).get("product_architecture")
             limit = nvlink_gbs(arch, links)

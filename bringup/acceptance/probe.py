@@ -336,6 +336,8 @@ class Smi:
 def measure(doc, args, dog):
     """Everything, filling ``doc`` as it goes (the watchdog prints what is there if a copy hangs)."""
     path = os.environ.get("BRINGUP_LIBCUDA") or LIBRARY
+    # CUDA's device ordinals in PCI order, as nvidia-smi's indexes (CUDA's default puts the fastest first).
+    os.environ.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")
     try:
         cu = Driver(path)
     except OSError:

@@ -41,8 +41,8 @@ def h200_facts() -> dict:
 @pytest.fixture(scope="module")
 def a100_facts() -> dict:
     q = parse_nvidia_smi_q(public("nvsmi-q-4xa100sxm80-drv555.txt"))
-    smi = [{"name": g["product_name"], "pci_bus_id": g["bus_id"], "memory_total_mib": g["fb_total_mib"]}
-           for g in q["gpus"]]
+    smi = [{"index": i, "name": g["product_name"], "pci_bus_id": g["bus_id"], "memory_total_mib": g["fb_total_mib"]}
+           for i, g in enumerate(q["gpus"])]
     return {"nvidia.query": q, "nvidia.smi": smi,
             "nvidia.topo": parse_topo_matrix(public("topo-8xa100sxm-10nic-8numa.txt"))}
 
@@ -191,6 +191,17 @@ def test_nvlink_pairs_against_their_links(a100_facts):
     assert low.status == "FAIL" and "nvlink -s" in low.fix
     refused = by(judge(a100_doc(20.0, peer=False), a100_facts, {}), "P2P to GPU 00000000:9E:00.0")
     assert refused.status == "FAIL" and "refuses peer access" in refused.seen
+
+
+def test_pairs_are_found_in_the_topology_by_bus_id_not_by_cudas_count(a100_facts):
+    # CUDA counted the second GPU first: the pair's NVLink expectation still comes from nvidia-smi's GPU0/GPU1.
+    doc = a100_doc(270.0)
+    doc["pairs"][0].update(src=1, dst=0)
+    p2p = by(judge(doc, a100_facts, {}), "P2P to GPU 00000000:9E:00.0")
+    assert (p2p.status, p2p.limit) == ("PASS", 300.0)
+    facts = {**a100_facts, "nvidia.smi": [dict(g, index=7 - i) for i, g in enumerate(a100_facts["nvidia.smi"])]}
+    facts["nvidia.topo"] = {"matrix": {"GPU7": {"GPU6": "PHB"}, "GPU6": {"GPU7": "PHB"}}}
+    assert by(judge(a100_doc(20.0), facts, {}), "P2P to GPU 00000000:9E:00.0").limit == 31.5  # PCIe there
 
 
 def test_pcie_pairs_against_the_slower_link(a100_facts):
