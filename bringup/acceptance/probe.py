@@ -134,8 +134,8 @@ def bus_id(text):
 
 
 class Probe:
-    def __init__(self, cu, size, repeats, dog, out):
-        self.cu, self.size, self.repeats, self.dog, self.out = cu, size, repeats, dog, out
+    def __init__(self, cu, size, repeats, dog):
+        self.cu, self.size, self.repeats, self.dog = cu, size, repeats, dog
         self.ctx = {}
 
     def timed(self, what, fn, nbytes):
@@ -358,7 +358,7 @@ def measure(doc, args, dog):
     if count.value == 0:
         doc["error"] = "the CUDA driver sees no GPU (cuDeviceGetCount: 0)"
         return
-    probe = Probe(cu, args.size_mib << 20, args.repeats, dog, doc)
+    probe = Probe(cu, args.size_mib << 20, args.repeats, dog)
     gpus = doc["gpus"]
     for i in range(count.value):
         g = {"index": i}

@@ -6,6 +6,7 @@ JSON, "dcgm": {...}, "lines": [the checklist lines as render_json writes them]}`
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -60,17 +61,11 @@ def latest(host: str, folder: str | Path = REPORT_DIR) -> Path | None:
     if not d.is_dir():
         return None
     found = []
-    for p in d.glob(f"{glob_escape(host)}-*.json"):
+    for p in d.glob(f"{glob.escape(host)}-*.json"):
         m = _NAME.match(p.name)
         if m and m["host"] == host and p.is_file():
             found.append((m["stamp"], p))
     return max(found)[1] if found else None
-
-
-def glob_escape(text: str) -> str:
-    import glob
-
-    return glob.escape(text)
 
 
 def lines_of(path: Path) -> tuple[list[Check], datetime]:

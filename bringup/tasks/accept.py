@@ -150,7 +150,8 @@ def _want_level(level: int | None, p) -> int:
     return level
 
 
-def _measure(t, name: str, facts: dict, errors: dict, vars: dict, secs: float, level: int | None, p, out_dir: Path):
+def _measure(t, name: str, facts: dict, errors: dict, vars: dict, secs: float, level: int | None, p,
+             out_dir: Path):
     """The probe, the judge, DCGM; the lines and the time they were saved (Unix time).  ``errors``: the facts
     the parsers did not trust."""
     from datetime import datetime, timezone
