@@ -208,8 +208,10 @@ def collect(facts: dict, vars: dict, host_result=None, fact_errors: dict | None 
             roles_lines: list[Check] = ()) -> list[Check]:
     """Every checklist line for one host; ``vars`` are the run's merged variables (role defaults included),
     ``roles_lines`` what the selected roles contribute (:func:`role_checks`)."""
+    from .acceptance.saved import checklist_lines as acceptance_checks
+
     return (platform_checks(facts, vars, fact_errors) + gpu_checks(facts, vars) + health.health_checks(facts, vars)
-            + list(roles_lines) + tuning_checks(host_result) + latency_checks(vars))
+            + list(roles_lines) + tuning_checks(host_result) + latency_checks(vars) + acceptance_checks(vars))
 
 
 #: The longest "seen" or "fix" text a Markdown row shows; the HTML page and the JSON hold the whole text.

@@ -10,6 +10,7 @@ from invoke import Collection, Program
 
 from . import __version__
 from .process import keep_bytecode, reader_gone, stdout_gone
+from .tasks.accept import accept
 from .tasks.audit import audit
 from .tasks.checklist import checklist
 from .tasks.converge import engines, plan, provision
@@ -19,7 +20,8 @@ from .tasks.latency import bench, tune, tune_window
 
 __all__ = ["ns", "program", "main"]
 
-ns = Collection(provision, plan, facts, hosts, audit, checklist, topology, bench, tune_window, tune, engines, drift)
+ns = Collection(provision, plan, facts, hosts, audit, checklist, accept, topology, bench, tune_window, tune, engines,
+                drift)
 
 
 class _Program(Program):

@@ -20,7 +20,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Collection
 
 from .errors import InputError
 from .results import RoleState, role_states
@@ -191,9 +191,10 @@ def read_previous(path: Path) -> dict[tuple[str, ...], float]:
         return {}
 
 
-def check_prometheus_path(path: str) -> Path:
+def check_prometheus_path(path: str, own: Collection[str] = tuple(METRICS)) -> Path:
     """``--prometheus FILE`` checked before anything connects: a ``.prom`` file in an existing folder, and
-    nothing there yet or bringup's own textfile (:func:`prometheus_file_problem`)."""
+    nothing there yet or bringup's own textfile (:func:`prometheus_file_problem`; ``own``: the metric families
+    of the textfile that may be replaced, drift's by default)."""
     p = Path(path)
     if p.suffix != ".prom":
         raise InputError(f"--prometheus {path}: the node exporter's textfile collector reads only *.prom files; "
@@ -203,25 +204,25 @@ def check_prometheus_path(path: str) -> Path:
                          "--collector.textfile.directory)")
     if p.is_dir():
         raise InputError(f"--prometheus {path} is a folder: give a file name in it, like {p / 'bringup.prom'}")
-    why = prometheus_file_problem(p)
+    why = prometheus_file_problem(p, own)
     if why:
         raise InputError(f"--prometheus {path}: {why}; give a file of its own, like {p.parent / 'bringup.prom'}")
     return p
 
 
-def is_own_textfile(text: str) -> bool:
+def is_own_textfile(text: str, own: Collection[str] = tuple(METRICS)) -> bool:
     """Whether ``text`` is a textfile bringup wrote: Prometheus text whose every metric family is one of
-    :data:`METRICS` (another exporter's families, or text that does not parse, are not bringup's)."""
+    ``own`` (:data:`METRICS`; another exporter's families, or text that does not parse, are not bringup's)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
         names = [fam.name for fam in text_string_to_metric_families(text)]
     except (ValueError, TypeError, IndexError):
         return False
-    return bool(names) and all(n in METRICS for n in names)
+    return bool(names) and all(n in own for n in names)
 
 
-def prometheus_file_problem(path: Path) -> str | None:
+def prometheus_file_problem(path: Path, own: Collection[str] = tuple(METRICS)) -> str | None:
     """Why bringup must not replace what is at ``path`` (None: nothing is there, or bringup's own textfile).
 
     The rule of the tuner's ``--record``: a link, a folder, a device or a pipe is never written through or
@@ -244,7 +245,7 @@ def prometheus_file_problem(path: Path) -> str | None:
         text = "\0"
     except OSError as e:
         return f"it cannot be read ({e.strerror or e})"
-    if not text.strip() or is_own_textfile(text):
+    if not text.strip() or is_own_textfile(text, own):
         return None
     return ("it is not a textfile bringup wrote (its metrics are not bringup_*): bringup never replaces "
             "another exporter's file")

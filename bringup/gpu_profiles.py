@@ -38,7 +38,7 @@ from .process import command
 from .vars import RoleVars, Spec, key_matching, one_line, want
 
 __all__ = ["AUTO", "Profile", "Match", "ProfileVars", "Chosen", "Detected", "ClassUnknown", "shipped", "table",
-           "detect", "choose", "describe", "matches", "inventory_matches"]
+           "detect", "choose", "describe", "matches", "memory_bandwidth", "inventory_matches"]
 
 #: ``gpu_profile: auto``: the class the facts show.
 AUTO = "auto"
@@ -78,6 +78,16 @@ class Sources(Spec):
     instance_count: str | None = None
 
 
+class Bandwidth(Spec):
+    """One variant of a class's device memory bandwidth (the first whose ``name``/``memory_mib`` the GPU meets):
+    the datasheet's figure and the datasheet it comes from."""
+
+    name: str | None = want(None, "a regular expression searched in nvidia-smi's GPU name, like 'NVL'")
+    memory_mib: Memory | None = want(None, "a mapping with min and/or max (MiB of memory.total)")
+    gbs: float = want(..., "must be the memory bandwidth in GB/s (> 0)", gt=0)
+    source: str = want(..., "where the figure comes from (a datasheet)", min_length=1)
+
+
 class Profile(Spec):
     """A GPU profile.  In the inventory's ``gpu_profiles`` every key is optional: an entry named like a
     shipped profile overrides the keys it gives; a new one needs preferred_batch_size and instance_count."""
@@ -88,6 +98,9 @@ class Profile(Spec):
     instance_count: int | None = want(None, "must be a whole number >= 1 (Triton instances per GPU)", ge=1)
     match: Match | None = want(None, "a mapping: name (a regular expression), compute_cap, memory_mib")
     source: Sources | None = want(None, "a mapping: preferred_batch_size and instance_count, each a text")
+    #: Device memory bandwidth by variant of the class, with its source (issue 31's acceptance limits).
+    memory_bandwidth: list[Bandwidth] | None = want(
+        None, "a list of {name, memory_mib, gbs, source}: the class's memory bandwidth by variant", min_length=1)
 
 
 #: The values a complete profile has.
@@ -189,6 +202,21 @@ def describe(gpu: Mapping[str, Any]) -> str:
              f"{gpu['memory_total_mib']} MiB" if gpu.get("memory_total_mib") is not None else ""]
     shown = ", ".join(f for f in facts if f)
     return f"GPU {gpu.get('index', '?')} {gpu.get('name') or '(no name)'}" + (f" ({shown})" if shown else "")
+
+
+def memory_bandwidth(profiles: Mapping[str, Profile], gpu: Mapping[str, Any]) -> tuple[float, str, str] | None:
+    """``(GB/s, its source, the profile)`` of ``gpu`` (an entry of ``nvidia.smi``: name, memory_total_mib): the
+    first variant of the first profile whose ``match`` the GPU meets; None when no profile knows it."""
+    for pname, p in profiles.items():
+        if p.match is None or not p.memory_bandwidth or not matches(p.match, gpu):
+            continue
+        for b in p.memory_bandwidth:
+            if b.name is not None and not re.search(b.name, str(gpu.get("name") or "")):
+                continue
+            if b.memory_mib is not None and not matches(Match(name="", memory_mib=b.memory_mib), gpu):
+                continue
+            return b.gbs, b.source, pname
+    return None
 
 
 def matches(m: Match, gpu: Mapping[str, Any]) -> bool:

@@ -4,6 +4,7 @@
 - :mod:`.inspect`: ``facts``, ``hosts``, ``topology``: what the inventory and a host say.
 - :mod:`.audit`, :mod:`.checklist`, :mod:`.drift`: the answers after a bring-up.
 - :mod:`.latency`: ``bench``, ``tune-window``.
+- :mod:`.accept`: ``accept``: measured acceptance of GPU hosts (:mod:`bringup.acceptance`).
 - :mod:`.context`: what they share (the console, failures, ``--forks``, the host selection, the run's skeleton).
 
 A task imports :mod:`.context` and the engine, never another task; :mod:`bringup.cli` collects them.

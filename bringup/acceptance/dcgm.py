@@ -1,0 +1,163 @@
+"""``dcgmi diag -r LEVEL -j`` as checklist lines: each test a line, per GPU where DCGM says which GPU.
+
+Two document shapes are read:
+
+- DCGM 3.x: ``{"DCGM GPU Diagnostic": {"test_categories": [{"category", "tests": [{"name", "results":
+  [{"gpu_ids": "0", "status": "Pass", "warnings": [...], "info": ...}]}]}], "version": ...}}``
+  (NVIDIA/DCGM nvvs/src/JsonOutput.cpp).
+- DCGM 4.x: ``{"DCGM Diagnostic": {"test_categories": [{"category", "tests": [{"name", "results":
+  [{"entity_group": "GPU", "entity_id": 0, "status": "Pass", "warnings": [{"warning": ..., "error_id": ...}]}],
+  "test_summary": {"status": ...}}]}]}, "entity_groups": [...], "metadata": {"version": ...}}``.
+
+Banner text before the document (``Successfully ran diagnostic for group.``) is skipped.  A test is FAIL when any
+result or its summary says Fail, WARN on Warn, PASS when every result passed, and a Skip/Not Run test is a PASS
+that says so (DCGM skips tests a part does not support).  dcgmi absent, failing without a document, or printing
+something that is not such a document: one named line (:func:`dcgm_lines`).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from ..checks import Check, line
+
+__all__ = ["GET_DCGM", "parse_diag", "DiagError", "dcgm_lines"]
+
+AREA = "acceptance"
+#: Where dcgmi comes from (README "Acceptance"): NVIDIA's DCGM package on the host; the dcgm-exporter image
+#: carries no diagnostics (NVIDIA/dcgm-exporter#324) and runs DCGM embedded (#421).
+GET_DCGM = ("install DCGM on the host from NVIDIA's CUDA repository (datacenter-gpu-manager-4-cuda12 or -cuda13 "
+            "for DCGM 4, datacenter-gpu-manager for 3.x) and start nvidia-dcgm; the dcgm-exporter container "
+            "has no diagnostics")
+
+
+class DiagError(ValueError):
+    """dcgmi's output is not a diagnostic document."""
+
+
+def _document(text: str) -> dict:
+    start = text.find("{")
+    if start < 0:
+        raise DiagError("no JSON document in dcgmi's output")
+    try:
+        doc, _ = json.JSONDecoder().raw_decode(text[start:])
+    except ValueError as e:
+        raise DiagError(f"dcgmi's JSON does not parse ({e.msg} at line {e.lineno})") from None
+    if not isinstance(doc, dict):
+        raise DiagError("dcgmi's JSON is not an object")
+    return doc
+
+
+def _status(text: Any) -> str:
+    s = str(text or "").strip().lower()
+    if s in ("pass", "passed", "success"):
+        return "PASS"
+    if s in ("fail", "failed", "error"):
+        return "FAIL"
+    if s in ("warn", "warning"):
+        return "WARN"
+    if s in ("skip", "skipped", "not run", "notrun"):
+        return "SKIP"
+    return "?"
+
+
+def _texts(value: Any) -> list[str]:
+    """Warnings/info in any of the shapes DCGM prints: a string, a list of strings, a list of {warning: ...}."""
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value] if value.strip() else []
+    if isinstance(value, dict):
+        return [str(value.get("warning") or value.get("info") or value.get("message") or "")] if value else []
+    if isinstance(value, list):
+        return [t for v in value for t in _texts(v)]
+    return [str(value)]
+
+
+def parse_diag(text: str) -> dict:
+    """dcgmi's output → ``{"version", "tests": [{"category", "name", "results": [{"gpu", "status",
+    "warnings"}], "summary"}]}``; :class:`DiagError` when it is not a diagnostic document."""
+    doc = _document(text)
+    root = doc.get("DCGM GPU Diagnostic") or doc.get("DCGM Diagnostic")
+    if not isinstance(root, dict) or not isinstance(root.get("test_categories"), list):
+        raise DiagError("dcgmi's JSON has no 'DCGM GPU Diagnostic' or 'DCGM Diagnostic' test_categories")
+    meta = doc.get("metadata") if isinstance(doc.get("metadata"), dict) else {}
+    version = root.get("version") or meta.get("version")
+    tests = []
+    for cat in root["test_categories"]:
+        if not isinstance(cat, dict):
+            raise DiagError("a test category is not an object")
+        for t in cat.get("tests") or []:
+            if not isinstance(t, dict) or "name" not in t:
+                raise DiagError("a test has no name")
+            results = []
+            for r in t.get("results") or []:
+                if not isinstance(r, dict):
+                    raise DiagError(f"test {t['name']}: a result is not an object")
+                gpu = r.get("gpu_ids", r.get("gpu_id"))
+                if gpu is None and str(r.get("entity_group", "GPU")).upper() == "GPU":
+                    gpu = r.get("entity_id")
+                results.append({"gpu": None if gpu is None else str(gpu), "status": _status(r.get("status")),
+                                "warnings": _texts(r.get("warnings")) + _texts(r.get("errors"))})
+            summary = t.get("test_summary") if isinstance(t.get("test_summary"), dict) else {}
+            tests.append({"category": str(cat.get("category") or ""), "name": str(t["name"]), "results": results,
+                          "summary": _status(summary.get("status")) if summary else None,
+                          "summary_warnings": _texts(summary.get("warnings")) if summary else []})
+    if not tests:
+        raise DiagError("dcgmi's document lists no test")
+    return {"version": version, "tests": tests}
+
+
+def _worst(statuses: list[str]) -> str:
+    for s in ("FAIL", "WARN", "?", "PASS", "SKIP"):
+        if s in statuses:
+            return s
+    return "SKIP"
+
+
+def dcgm_lines(level: int, found: str, rc: int | None, stdout: str, stderr: str,
+               bus_ids: dict[str, str] | None = None) -> list[Check]:
+    """The DCGM lines of a host: ``found`` is dcgmi's path ("" absent), ``rc``/``stdout``/``stderr`` its run
+    (``rc`` None: not run).  ``bus_ids`` maps DCGM's GPU ids (nvidia-smi's indexes) to bus ids for subjects."""
+    name = f"DCGM diagnostics (level {level})"
+    if not found:
+        return [line(AREA, name, "WARN", "not run: dcgmi is not installed on the host", GET_DCGM)]
+    if rc is None:
+        return []
+    try:
+        diag = parse_diag(stdout)
+    except DiagError as e:
+        said = " ".join((stderr or stdout).split())[:300]
+        why = ("timed out (killed by timeout)" if rc in (124, 137) else f"exit {rc}") + f"; {e}"
+        return [line(AREA, name, "FAIL", f"dcgmi diag -r {level} -j failed: {why}" + (f": {said}" if said else ""),
+                     "systemctl status nvidia-dcgm (nv-hostengine must run); dcgmi diag -r 1 by hand shows why")]
+    out: list[Check] = []
+    bus_ids = bus_ids or {}
+    for t in diag["tests"]:
+        label = f"DCGM {t['name']}"
+        per_gpu = [r for r in t["results"] if r["gpu"] is not None and "," not in r["gpu"]]
+        if per_gpu and len(per_gpu) == len(t["results"]):
+            for r in per_gpu:
+                bus = bus_ids.get(r["gpu"])
+                subject = f"GPU {bus}" if bus else f"GPU {r['gpu']}"
+                out.append(_test_line(label, r["status"], r["warnings"], t["category"], subject))
+        else:
+            statuses = [r["status"] for r in t["results"]] + ([t["summary"]] if t["summary"] else [])
+            warns = [w for r in t["results"] for w in r["warnings"]] + t["summary_warnings"]
+            out.append(_test_line(label, _worst(statuses), warns, t["category"], ""))
+    return out
+
+
+def _test_line(label: str, status: str, warnings: list[str], category: str, subject: str) -> Check:
+    said = "; ".join(dict.fromkeys(" ".join(w.split()) for w in warnings if w.strip()))
+    where = f"{category}: " if category else ""
+    if status == "SKIP":
+        return line(AREA, label, "PASS", f"{where}skipped by DCGM (not supported here)" + (f": {said}" if said else ""),
+                    subject=subject)
+    if status == "?":
+        return line(AREA, label, "WARN", f"{where}status DCGM did not name" + (f": {said}" if said else ""),
+                    "dcgmi diag by hand: read the result", subject=subject)
+    seen = f"{where}{status.lower()}" + (f": {said}" if said else "")
+    fix = "" if status == "PASS" else ("DCGM's message names the fault; nvidia-smi -q and dmesg (Xid) for the GPU; "
+                                       "drain the host, RMA the part if it recurs")
+    return line(AREA, label, status, seen, fix, subject=subject)

@@ -1,0 +1,113 @@
+"""The acceptance run on one host, over a transport (:mod:`bringup.connection`): the preflight reads, the probe,
+``dcgmi diag``.  Every command is bounded on the host by ``timeout``; nothing is left there (the probe is
+sent on python3's stdin, never written to a file).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources as ilr
+
+from ..command import sh
+from ..script import batch, split
+
+__all__ = ["Preflight", "preflight", "run_probe", "run_dcgmi", "DCGM_TIMEOUT_S", "probe_budget_s"]
+
+#: Seconds ``dcgmi diag -r N`` may take (NVIDIA's guide: level 1 seconds, 2 about 2 minutes, 3 about 30).
+DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600}
+_EOF = "BRINGUP_ACCEPT_PROBE_EOF"
+
+_METRICS_READ = """import sys, time, urllib.request
+def get():
+    try:
+        url = "http://127.0.0.1:%d/metrics" % int(sys.argv[1])
+        return urllib.request.urlopen(url, timeout=2).read().decode("utf-8", "replace")
+    except Exception as e:
+        return "# bringup: unreachable " + type(e).__name__
+a = get(); time.sleep(1); b = get()
+sys.stdout.write(a + "\\n# bringup: second read\\n" + b)
+"""
+
+
+@dataclass
+class Preflight:
+    """What the host says before anything is loaded."""
+
+    python: bool
+    dcgmi: str  # the path of dcgmi, "" when absent
+    apps: str
+    metrics_first: str
+    metrics_second: str
+
+
+def preflight(transport, metrics_port: int) -> Preflight:
+    """One round trip: python3 and dcgmi present, the GPUs' compute processes, Triton's metrics twice 1 s apart."""
+    steps = [
+        ("python", "command -v python3"),
+        ("dcgmi", "command -v dcgmi || true"),
+        ("apps", "timeout 20 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>&1 || true"),
+        ("metrics", sh("timeout 10 python3 - %s <<'BRINGUP_METRICS_EOF'\n", int(metrics_port)) + _METRICS_READ
+         + "BRINGUP_METRICS_EOF\n"),
+    ]
+    script, token = batch(steps)
+    res = transport.run_script(script)
+    got = {s.key: s for s in split(res.stdout, token, [k for k, _ in steps])}
+    text = got["metrics"].output if "metrics" in got else ""
+    first, _, second = text.partition("\n# bringup: second read\n")
+    return Preflight(python=bool("python" in got and got["python"].rc == 0 and got["python"].output.strip()),
+                     dcgmi=(got["dcgmi"].output.strip() if "dcgmi" in got else ""),
+                     apps=got["apps"].output if "apps" in got else "",
+                     metrics_first=first, metrics_second=second)
+
+
+def probe_source() -> str:
+    text = ilr.files("bringup.acceptance").joinpath("probe.py").read_text()
+    assert _EOF not in text
+    return text
+
+
+def probe_budget_s(seconds: float, watchdog: float, gpus: int) -> int:
+    """The probe's hard bound on the host: the load, plus each GPU's and pair's copies at their watchdog's pace
+    (they take well under a second each on a healthy GPU)."""
+    n = max(1, gpus)
+    return int(60 + seconds + 2 * watchdog + 10 * n + 2 * n * (n - 1) // 2)
+
+
+def run_probe(transport, *, seconds: float, watchdog: float = 20.0, repeats: int = 5, size_mib: int = 256,
+              gpus: int = 1) -> dict:
+    """The probe on the host under ``timeout``; its JSON document, or one with a named ``error``."""
+    budget = probe_budget_s(seconds, watchdog, gpus)
+    cmd = sh("timeout -k 5 %s python3 - --seconds %s --watchdog %s --repeats %s --size-mib %s", budget,
+             f"{seconds:g}", f"{watchdog:g}", repeats, size_mib)
+    with transport.limited(budget + 30):
+        res = transport.run_script(f"{cmd} <<'{_EOF}'\n{probe_source()}{_EOF}\n")
+    return probe_result(res.rc, res.stdout, res.stderr, budget)
+
+
+def probe_result(rc: int, stdout: str, stderr: str, budget: int) -> dict:
+    """The probe's document from what the host returned; a run that printed none is a named error."""
+    for ln in reversed(stdout.splitlines()):
+        if ln.startswith("{"):
+            try:
+                doc = json.loads(ln)
+            except ValueError:
+                break
+            if isinstance(doc, dict) and "probe" in doc:
+                return doc
+            break
+    if rc in (124, 137):
+        why = f"the probe did not finish within {budget} s and was killed (timeout): the GPU or driver hangs"
+    elif rc == 127:
+        why = "python3 not found on the host: the probe needs Python 3 (apt-get install python3)"
+    else:
+        said = " ".join((stderr or stdout).split())[-300:]
+        why = f"the probe printed no result (exit {rc}): {said or 'nothing'}"
+    return {"probe": 1, "error": why, "gpus": [], "pairs": [], "load": None}
+
+
+def run_dcgmi(transport, level: int) -> tuple[int, str, str]:
+    """``dcgmi diag -r LEVEL -j`` under ``timeout``; ``(rc, stdout, stderr)``."""
+    limit = DCGM_TIMEOUT_S[level]
+    with transport.limited(limit + 30):
+        res = transport.run_script(sh("timeout -k 10 %s dcgmi diag -r %s -j", limit, level))
+    return res.rc, res.stdout, res.stderr

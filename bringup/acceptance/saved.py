@@ -1,0 +1,170 @@
+"""Acceptance results saved per host (``reports/accept/<host>-<UTC time>.json``, written atomically), the newest
+read back for the rack checklist, and the Prometheus textfile beside drift's.
+
+The saved document: ``{"host", "measured_at" (ISO 8601 UTC), "seconds", "dcgm_level", "probe": the probe's
+JSON, "dcgm": {...}, "lines": [the checklist lines as render_json writes them]}``.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import tempfile
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from ..checks import Check, line
+from ..process import command
+
+__all__ = ["REPORT_DIR", "save", "latest", "lines_of", "checklist_lines", "METRICS", "write_prometheus",
+           "check_prometheus_path"]
+
+REPORT_DIR = "reports/accept"
+_NAME = re.compile(r"^(?P<host>.+)-(?P<stamp>\d{8}T\d{6}Z)\.json$")
+#: The largest saved result read back (a host's is a few kilobytes).
+SAVED_MAX = 16 * 1024 * 1024
+
+
+def _json_line(k: Check) -> dict:
+    out = {"status": k.status, "area": k.area, "name": k.name, "seen": k.seen, "fix": k.fix}
+    if k.subject:
+        out["subject"] = k.subject
+    if k.value is not None or k.limit is not None:
+        out.update(value=k.value, limit=k.limit, unit=k.unit)
+    return out
+
+
+def save(host: str, doc: dict[str, Any], lines: list[Check], out: Path, when: datetime | None = None) -> Path:
+    """Write the host's result into ``out`` atomically (a temporary file in the folder, renamed); its path."""
+    when = when or datetime.now(timezone.utc)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{host}-{when.strftime('%Y%m%dT%H%M%SZ')}.json"
+    body = json.dumps({**doc, "host": host, "measured_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
+                       "lines": [_json_line(k) for k in lines]}, indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{host}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(body)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def latest(host: str, folder: str | Path = REPORT_DIR) -> Path | None:
+    """The newest saved result of ``host`` in ``folder`` (by the UTC time in its name), or None."""
+    d = Path(folder)
+    if not d.is_dir():
+        return None
+    found = []
+    for p in d.glob(f"{glob.escape(host)}-*.json"):
+        m = _NAME.match(p.name)
+        if m and m["host"] == host and p.is_file():
+            found.append((m["stamp"], p))
+    return max(found)[1] if found else None
+
+
+def lines_of(path: Path) -> tuple[list[Check], datetime]:
+    """The lines and the time of a saved result; ValueError (one line) when the file is not one."""
+    try:
+        if path.stat().st_size > SAVED_MAX:
+            raise ValueError(f"larger than {SAVED_MAX >> 20} MiB")
+        doc = json.loads(path.read_text(encoding="utf-8"))
+        when = datetime.strptime(doc["measured_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        lines = [line(str(k["area"]), str(k["name"]), str(k["status"]), str(k["seen"]), str(k.get("fix", "")),
+                      subject=str(k.get("subject", "")), value=_num(k.get("value")), limit=_num(k.get("limit")),
+                      unit=str(k.get("unit", ""))) for k in doc["lines"]]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path}: not a saved acceptance result ({type(e).__name__}: {e})") from None
+    return lines, when
+
+
+def _num(v: Any) -> float | None:
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        if v is None:
+            return None
+        raise ValueError(f"value {v!r} is not a number")
+    return float(v)
+
+
+def _age(when: datetime, now: datetime) -> str:
+    s = max(0, int((now - when).total_seconds()))
+    for unit, n in (("day", 86400), ("h", 3600), ("min", 60)):
+        if s >= n:
+            v = s // n
+            return f"{v} {unit}{'s' if unit == 'day' and v != 1 else ''} ago"
+    return f"{s} s ago"
+
+
+def checklist_lines(vars: dict, folder: str | Path = REPORT_DIR, now: datetime | None = None) -> list[Check]:
+    """The rack checklist's acceptance lines of a host: its newest saved result's lines, each saying how old it
+    is, or one WARN "not measured" line."""
+    host = vars.get("inventory_hostname", "")
+    path = latest(host, folder) if host else None
+    run = command(f"accept --host {host}")
+    if path is None:
+        return [line("acceptance", "measured acceptance", "WARN",
+                     f"not measured: no acceptance result of this host in {folder}", f"run {run}")]
+    try:
+        lines, when = lines_of(path)
+    except ValueError as e:
+        return [line("acceptance", "measured acceptance", "WARN", str(e), f"run {run} again")]
+    age = _age(when, now or datetime.now(timezone.utc))
+    for k in lines:
+        k.seen = f"{k.seen} (measured {age}: {path})"
+    return lines
+
+
+# --- Prometheus ------------------------------------------------------------------------------------------------
+
+METRICS = {
+    "bringup_accept_rate_gbs": "A measured acceptance rate (GB/s): host-to-device, device-to-host, device memory, P2P",
+    "bringup_accept_limit_gbs": "The limit the acceptance rate is held against (GB/s)",
+    "bringup_accept_check_status": "An acceptance line's status: 0 PASS, 1 WARN, 2 FAIL",
+    "bringup_accept_timestamp_seconds": "When the host's acceptance was measured (Unix time)",
+}
+_STATUS = {"PASS": 0, "WARN": 1, "FAIL": 2}
+
+
+def check_prometheus_path(path: str) -> Path:
+    """``--prometheus FILE`` checked before anything connects, by drift's rules, this textfile's own metrics."""
+    from ..drift import check_prometheus_path as check
+
+    return check(path, own=tuple(METRICS))
+
+
+def write_prometheus(results: dict[str, tuple[list[Check], float]], path: Path) -> None:
+    """``{host: (lines, measured at)}`` as a textfile, written atomically (prometheus_client's
+    write_to_textfile); what is at ``path`` is checked again first (never another exporter's file)."""
+    import errno
+
+    from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+
+    from ..drift import prometheus_file_problem
+
+    why = prometheus_file_problem(path, own=tuple(METRICS))
+    if why:
+        raise FileExistsError(errno.EEXIST, f"{why}; nothing written")
+    reg = CollectorRegistry()
+    rate = Gauge("bringup_accept_rate_gbs", METRICS["bringup_accept_rate_gbs"], ["host", "subject", "check"],
+                 registry=reg)
+    limit = Gauge("bringup_accept_limit_gbs", METRICS["bringup_accept_limit_gbs"], ["host", "subject", "check"],
+                  registry=reg)
+    status = Gauge("bringup_accept_check_status", METRICS["bringup_accept_check_status"],
+                   ["host", "subject", "check"], registry=reg)
+    stamp = Gauge("bringup_accept_timestamp_seconds", METRICS["bringup_accept_timestamp_seconds"], ["host"],
+                  registry=reg)
+    for host, (lines, when) in results.items():
+        stamp.labels(host).set(when)
+        for k in lines:
+            status.labels(host, k.subject, k.name).set(_STATUS[k.status])
+            if k.unit == "GB/s" and k.value is not None:
+                rate.labels(host, k.subject, k.name).set(k.value)
+                if k.limit is not None:
+                    limit.labels(host, k.subject, k.name).set(k.limit)
+    write_to_textfile(str(path), reg)
+    os.chmod(path, 0o644)

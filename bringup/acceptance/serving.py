@@ -1,0 +1,56 @@
+"""Whether a host is busy serving: ``invoke accept`` refuses to load GPUs that Triton is serving requests on.
+
+Two reads on the host, one second apart, of Triton's metrics (``triton_ports.metrics``, ``/metrics``):
+``nv_inference_request_success`` (every model and version summed) rising means requests are being served.
+Where the metrics port does not answer, the GPUs' compute processes (``nvidia-smi --query-compute-apps``)
+decide: a process on a GPU (Triton whose metrics are off, or another job) is a load the acceptance run would
+share the GPUs with.  Pure: the texts in, the reason to refuse (or None) out.
+"""
+from __future__ import annotations
+
+__all__ = ["METRIC", "UNREACHABLE", "request_count", "compute_apps", "refusal"]
+
+METRIC = "nv_inference_request_success"
+#: What the host's read prints instead of the metrics text when the port does not answer.
+UNREACHABLE = "# bringup: unreachable"
+
+
+def request_count(text: str) -> float | None:
+    """The sum of ``nv_inference_request_success`` in a Prometheus text; None when the text is not Triton's
+    metrics (unreachable, not Prometheus text, no such family)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    if not text.strip() or text.startswith(UNREACHABLE):
+        return None
+    try:
+        values = [s.value for fam in text_string_to_metric_families(text) for s in fam.samples
+                  if s.name in (METRIC, METRIC + "_total")]
+    except (ValueError, TypeError, IndexError):
+        return None
+    return float(sum(values)) if values else None
+
+
+def compute_apps(text: str) -> list[tuple[str, str]]:
+    """``nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader`` → ``[(pid, name)]``."""
+    out = []
+    for ln in text.splitlines():
+        cells = [c.strip() for c in ln.split(",")]
+        if len(cells) >= 2 and cells[0].isdigit():
+            out.append((cells[0], cells[1]))
+    return out
+
+
+def refusal(first: str, second: str, apps: str, port: int, window_s: float = 1.0) -> str | None:
+    """Why the host must not be loaded now (one clause, the caller adds the host and ``--force``), or None."""
+    a, b = request_count(first), request_count(second)
+    if a is not None and b is not None:
+        if b > a:
+            return (f"Triton is serving requests ({METRIC} rose by {b - a:g} in {window_s:g} s on its metrics port "
+                    f"{port})")
+        return None  # Triton answers and serves nothing: idle, the load disturbs no one
+    procs = compute_apps(apps)
+    if procs:
+        names = ", ".join(f"{n} (pid {p})" for p, n in procs[:5]) + (" …" if len(procs) > 5 else "")
+        return (f"the GPUs are in use by {names} and Triton's metrics port {port} did not answer, so whether "
+                "requests are being served cannot be told")
+    return None

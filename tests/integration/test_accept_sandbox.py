@@ -1,0 +1,75 @@
+"""``invoke accept`` over SSH on a real sandbox host (issue 31 part 2): a host without the NVIDIA driver (no
+libcuda.so.1, no nvidia-smi, no dcgmi, no Triton) gets its pages with the one named line, its saved result,
+and nothing left running; the libcuda TEST DOUBLE (tests/doubles/fake_libcuda.c, built here with gcc and copied
+onto the host, its mode in /run/fake_cuda_mode) whose first device copy never returns is bounded by the probe's
+watchdog, with nothing left running either.  Checks go through ``docker exec``.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from .helpers import REPO, invoke
+
+pytestmark = pytest.mark.integration
+
+
+def project(tmp_path: Path, host, **extra) -> Path:
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {**host.inventory_vars(), **extra}}}}))
+    return tmp_path
+
+
+def left(host) -> str:
+    return host.exec("pgrep -af 'python[3] -' || true").stdout.strip()
+
+
+@pytest.mark.reliability(item=31, fault="accept over SSH on a host without the NVIDIA driver",
+                         checks=("one clear line", "exit code", "report written", "no leftovers"))
+def test_a_host_without_the_driver_gets_its_pages_with_the_one_named_line(sandbox_host, tmp_path):
+    host = sandbox_host
+    has_python = host.exec("command -v python3 || true").stdout.strip()
+    r = invoke("accept", "--host", "h", "--out", "out", "--seconds", "1", cwd=project(tmp_path, host), timeout=300)
+    assert r.returncode == 2, r.stdout + r.stderr
+    page = json.loads((tmp_path / "out/h.json").read_text())
+    fails = [(k["name"], k["seen"]) for k in page["checks"] if k["status"] == "FAIL"]
+    want = ("libcuda.so.1 not found: install the NVIDIA driver" if has_python else
+            "python3 not found on the host: the probe needs Python 3 (apt-get install python3)")
+    assert fails == [("acceptance probe", want)], page
+    assert [k["name"] for k in page["checks"] if k["status"] == "WARN"] == ["DCGM diagnostics (level 1)"]
+    assert len(list((tmp_path / "out").glob("h-*.json"))) == 1
+    assert left(host) == ""
+
+
+@pytest.mark.reliability(item=31, fault="a GPU copy that never returns, over SSH",
+                         checks=("one clear line", "exit code", "no hang", "no leftovers"))
+def test_a_copy_that_never_returns_is_bounded_on_the_host(sandbox_host, tmp_path):
+    host = sandbox_host
+    if not host.exec("command -v python3 || true").stdout.strip():
+        pytest.fail("the sandbox image has no python3: the probe cannot run there")
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    lib = tmp_path / "libcuda.so.1"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(REPO / "tests/doubles/fake_libcuda.c")],
+                   check=True, timeout=60)
+    host.exec("mkdir -p /opt/fakecuda")
+    subprocess.run(["docker", "cp", str(lib), f"{host.container}:/opt/fakecuda/libcuda.so.1"], check=True, timeout=60)
+    try:
+        # The TEST DOUBLE stands where the loader finds libcuda.so.1, in its "hang" mode.
+        host.exec("echo /opt/fakecuda > /etc/ld.so.conf.d/fakecuda.conf && ldconfig && echo hang > /run/fake_cuda_mode")
+        started = time.monotonic()
+        r = invoke("accept", "--host", "h", "--out", "out", "--seconds", "1", "--dcgm-level", "0",
+                   cwd=project(tmp_path, host), timeout=300)
+        took = time.monotonic() - started
+        assert r.returncode == 2, r.stdout + r.stderr
+        page = json.loads((tmp_path / "out/h.json").read_text())
+        fails = [k["seen"] for k in page["checks"] if k["status"] == "FAIL"]
+        assert len(fails) == 1 and "did not return within 20 s (watchdog)" in fails[0], page
+        assert took < 120
+        assert left(host) == ""
+    finally:
+        host.exec("rm -f /etc/ld.so.conf.d/fakecuda.conf /run/fake_cuda_mode && ldconfig; rm -rf /opt/fakecuda")

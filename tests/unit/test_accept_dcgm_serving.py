@@ -1,0 +1,135 @@
+"""Issue 31 part 2: dcgmi diag -j read into lines (bringup.acceptance.dcgm), and the refusal to load a host
+whose Triton serves requests (bringup.acceptance.serving).
+
+DCGM: the public capture is one test object of a real DCGM 4 document (NVIDIA/DCGM#215, the ``diagnostic``
+test on 8 GPUs, all Pass; tests/fixtures/hosts/public/dcgmi-diag-r3-v4-8gpu-diagnostic-excerpt.txt).  It is an
+excerpt, so each test here wraps it in the document DCGM 4 prints around its tests ("DCGM Diagnostic" >
+"test_categories" > a category's "tests", then "metadata"), and the failing variant changes GPU 5's status to
+"Fail" with a warning in the shape DCGM 4 prints ({"warning", "error_id", ...}); the DCGM 3.x shape ("DCGM GPU
+Diagnostic", "gpu_ids") is written from NVIDIA/DCGM nvvs/src/JsonOutput.cpp's description of it.
+
+Triton: the metrics are the captured tests/fixtures/triton/metrics-2.51-summary.txt (add's
+nv_inference_request_success 50); the second read is that text with the counter moved to 53, built here.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from bringup.acceptance.dcgm import DiagError, dcgm_lines, parse_diag
+from bringup.acceptance.serving import UNREACHABLE, compute_apps, refusal, request_count
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def excerpt() -> str:
+    text = "".join(l for l in (FIX / "hosts/public/dcgmi-diag-r3-v4-8gpu-diagnostic-excerpt.txt").read_text()
+                   .splitlines(keepends=True) if not l.startswith("#"))
+    return text.rstrip().rstrip(",")  # the excerpt ends with the comma before the next test
+
+
+def v4_document(test_text: str) -> str:
+    return ('Successfully ran diagnostic for group.\n{"DCGM Diagnostic": {"test_categories": [{"category": '
+            '"Stress", "tests": [' + test_text + ']}]}, "metadata": {"version": "4.1.0"}}')
+
+
+BUS = {str(i): f"00000000:{0x18 + i:02X}:00.0" for i in range(8)}
+
+
+def test_the_real_dcgm4_test_passes_per_gpu():
+    diag = parse_diag(v4_document(excerpt()))
+    assert diag["version"] == "4.1.0"
+    (t,) = diag["tests"]
+    assert (t["name"], t["summary"], [r["gpu"] for r in t["results"]]) == ("diagnostic", "PASS",
+                                                                          [str(i) for i in range(8)])
+    lines = dcgm_lines(3, "/usr/bin/dcgmi", 0, v4_document(excerpt()), "", BUS)
+    assert [(k.status, k.name) for k in lines] == [("PASS", "DCGM diagnostic")] * 8
+    assert lines[5].subject == "GPU 00000000:1D:00.0" and lines[0].area == "acceptance"
+
+
+def test_a_gpu_failing_a_dcgm_test_fails_that_gpu():
+    test = json.loads(excerpt())
+    test["results"][5].update(status="Fail", warnings=[{"error_category": 4, "error_id": 25, "error_severity": 2,
+                                                        "warning": "GPU 5 had an uncorrectable ECC error"}])
+    test["test_summary"]["status"] = "Fail"
+    lines = dcgm_lines(3, "/usr/bin/dcgmi", 226, v4_document(json.dumps(test)), "", BUS)
+    failed = [k for k in lines if k.status == "FAIL"]
+    assert [(k.subject, k.seen) for k in failed] == [
+        ("GPU 00000000:1D:00.0", "Stress: fail: GPU 5 had an uncorrectable ECC error")]
+    assert "Xid" in failed[0].fix
+
+
+def test_the_dcgm3_shape_is_read_too():
+    doc = {"DCGM GPU Diagnostic": {"test_categories": [
+        {"category": "Deployment", "tests": [{"name": "Denylist", "results": [{"gpu_ids": "0,1", "status": "PASS"}]}]},
+        {"category": "Hardware", "tests": [{"name": "GPU Memory", "results": [
+            {"gpu_ids": "0", "status": "PASS"}, {"gpu_ids": "1", "status": "FAIL",
+                                                  "warnings": ["Memory error on GPU 1"]}]}]},
+        {"category": "Integration", "tests": [{"name": "PCIe", "results": [{"gpu_ids": "0", "status": "SKIP"}]}]}],
+        "version": "3.3.9"}}
+    lines = dcgm_lines(1, "/usr/bin/dcgmi", 0, json.dumps(doc), "", {})
+    assert [(k.name, k.status, k.subject) for k in lines] == [
+        ("DCGM Denylist", "PASS", ""), ("DCGM GPU Memory", "PASS", "GPU 0"), ("DCGM GPU Memory", "FAIL", "GPU 1"),
+        ("DCGM PCIe", "PASS", "GPU 0")]
+    assert "skipped by DCGM" in lines[3].seen
+
+
+@pytest.mark.reliability(item=31, fault="dcgmi absent on the host",
+                         checks=('one clear line',))
+def test_dcgmi_absent_is_one_warn_saying_how_to_get_it():
+    (k,) = dcgm_lines(1, "", None, "", "")
+    assert k.status == "WARN" and "not installed" in k.seen and "datacenter-gpu-manager" in k.fix
+
+
+@pytest.mark.reliability(item=31, fault="dcgmi failing, timing out or printing no diagnostic document",
+                         checks=('one clear line',))
+@pytest.mark.parametrize("rc, out, err, said", [
+    (255, "", "Error: unable to establish a connection to the specified host: localhost",
+     "exit 255; no JSON document in dcgmi's output: Error: unable to establish a connection"),
+    (124, "", "", "timed out (killed by timeout)"),
+    (0, '{"DCGM Diagnostic": {"test_categories": [', "", "dcgmi's JSON does not parse"),
+    (0, '{"something": 1}', "", "no 'DCGM GPU Diagnostic' or 'DCGM Diagnostic' test_categories"),
+])
+def test_dcgmi_failing_or_not_json_is_one_named_fail(rc, out, err, said):
+    (k,) = dcgm_lines(2, "/usr/bin/dcgmi", rc, out, err)
+    assert k.status == "FAIL" and k.name == "DCGM diagnostics (level 2)" and said in k.seen, k.seen
+
+
+def test_a_cut_dcgm_document_is_refused():
+    with pytest.raises(DiagError):
+        parse_diag(v4_document(excerpt())[:-40])
+
+
+# --- Triton serving ---------------------------------------------------------------------------------------------
+
+def metrics(n: int) -> str:
+    text = (FIX / "triton/metrics-2.51-summary.txt").read_text()
+    assert 'nv_inference_request_success{model="add",version="1"} 50\n' in text
+    return text.replace('nv_inference_request_success{model="add",version="1"} 50\n',
+                        f'nv_inference_request_success{{model="add",version="1"}} {n}\n')
+
+
+def test_the_captured_metrics_count_requests():
+    assert request_count(metrics(50)) == 50.0
+    assert request_count(UNREACHABLE + " URLError") is None and request_count("not prometheus {") is None
+
+
+def test_requests_rising_refuse():
+    why = refusal(metrics(50), metrics(53), "", 8002)
+    assert why == "Triton is serving requests (nv_inference_request_success rose by 3 in 1 s on its metrics port 8002)"
+
+
+def test_an_idle_triton_is_no_reason_to_refuse_even_holding_the_gpu():
+    assert refusal(metrics(50), metrics(50), "1234, /opt/tritonserver/bin/tritonserver\n", 8002) is None
+
+
+def test_silent_metrics_and_a_gpu_process_refuse_naming_it():
+    why = refusal(UNREACHABLE + " URLError", UNREACHABLE + " URLError", "1234, tritonserver\n", 8002)
+    assert "tritonserver (pid 1234)" in why and "metrics port 8002 did not answer" in why
+
+
+def test_nothing_running_is_no_reason():
+    assert refusal(UNREACHABLE, UNREACHABLE, "", 8002) is None
+    assert compute_apps("No running processes found\n") == []
