@@ -8,7 +8,8 @@
 set -eu
 
 # prometheus: its promtool unit-tests the monitoring role's alert rules.
-PACKAGES="chromium docker.io debootstrap debian-archive-keyring openssh-client prometheus"
+# gcc: builds the libcuda test double (harness/doubles/fake_libcuda.c) of the acceptance tests.
+PACKAGES="chromium docker.io debootstrap debian-archive-keyring gcc openssh-client prometheus"
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
 if [ "$(id -u)" -ne 0 ]; then

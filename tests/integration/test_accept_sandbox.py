@@ -1,6 +1,6 @@
 """``invoke accept`` over SSH on a real sandbox host (issue 31 part 2): a host without the NVIDIA driver (no
 libcuda.so.1, no nvidia-smi, no dcgmi, no Triton) gets its pages with the one named line, its saved result,
-and nothing left running; the libcuda TEST DOUBLE (tests/doubles/fake_libcuda.c, built here with gcc and copied
+and nothing left running; the libcuda TEST DOUBLE (harness/doubles/fake_libcuda.c, built here with gcc and copied
 onto the host, its mode in /run/fake_cuda_mode) whose first device copy never returns is bounded by the probe's
 watchdog, with nothing left running either.  Checks go through ``docker exec``.
 """
@@ -54,7 +54,7 @@ def test_a_copy_that_never_returns_is_bounded_on_the_host(sandbox_host, tmp_path
         pytest.fail("the sandbox image has no python3: the probe cannot run there")
     gcc = shutil.which("gcc") or shutil.which("cc")
     lib = tmp_path / "libcuda.so.1"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(REPO / "tests/doubles/fake_libcuda.c")],
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(REPO / "harness/doubles/fake_libcuda.c")],
                    check=True, timeout=60)
     host.exec("mkdir -p /opt/fakecuda")
     subprocess.run(["docker", "cp", str(lib), f"{host.container}:/opt/fakecuda/libcuda.so.1"], check=True, timeout=60)

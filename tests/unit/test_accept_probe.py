@@ -1,6 +1,6 @@
 """The acceptance probe (bringup/acceptance/probe.py) run for real, against a TEST DOUBLE of libcuda.so.1.
 
-tests/doubles/fake_libcuda.c is a stand-in for NVIDIA's library (no GPU here): the few driver API symbols the
+harness/doubles/fake_libcuda.c is a stand-in for NVIDIA's library (no GPU here): the few driver API symbols the
 probe calls, copies that sleep for size / rate, and modes for the faults: no GPU, cuInit refusing, the GPU
 lost on the 2nd device copy (CUDA_ERROR_LAUNCH_FAILED), a copy that never returns.  It is built here with gcc
 into a temporary folder and loaded through BRINGUP_LIBCUDA; nvidia-smi is a stand-in script too
@@ -22,7 +22,7 @@ from bringup.acceptance.judge import judge
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "bringup" / "acceptance" / "probe.py"
-SOURCE = REPO / "tests" / "doubles" / "fake_libcuda.c"
+SOURCE = REPO / "harness" / "doubles" / "fake_libcuda.c"
 
 OLD_SMI = """#!/bin/sh
 # TEST DOUBLE of nvidia-smi of an older driver: clocks_event_reasons is not a field it knows.
