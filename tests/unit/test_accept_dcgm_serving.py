@@ -133,3 +133,16 @@ def test_silent_metrics_and_a_gpu_process_refuse_naming_it():
 def test_nothing_running_is_no_reason():
     assert refusal(UNREACHABLE, UNREACHABLE, "", 8002) is None
     assert compute_apps("No running processes found\n") == []
+
+
+def test_the_real_gb10_document_failing_its_software_test():
+    """A whole ``dcgmi diag -r 1 -j`` a GB10 printed (DCGM 4.2.3, exit 226; tests/fixtures/hosts/public/
+    dcgmi-diag-r1-json-gb10-fail-dcgm4.txt): the Deployment test 'software' failed on GPU 0 for persistence mode."""
+    text = "".join(l for l in (FIX / "hosts/public/dcgmi-diag-r1-json-gb10-fail-dcgm4.txt").read_text()
+                   .splitlines(keepends=True) if not l.startswith("#"))
+    diag = parse_diag(text)
+    assert [t["name"] for t in diag["tests"]][0] == "software"
+    lines = dcgm_lines(1, "/usr/bin/dcgmi", 226, text, "", {"0": "0000000F:01:00.0"})
+    failed = [k for k in lines if k.status == "FAIL"]
+    assert [(k.name, k.subject) for k in failed] == [("DCGM software", "GPU 0000000F:01:00.0")], lines
+    assert "Persistence mode for GPU 0 is disabled" in failed[0].seen
