@@ -18,6 +18,8 @@ from importlib import resources as ilr
 from typing import Any
 
 from .checks import Check, line
+from .facts.pci import normalize_pci_address
+from .nvlink import rate
 from .vars import RoleVars, want
 
 __all__ = ["FACTS", "HealthVars", "check_vars", "health_checks", "gpu_health_checks", "xid_checks", "nvlink_checks",
@@ -236,8 +238,8 @@ def gpu_health_checks(facts: dict) -> list[Check]:
 def nvlink_checks(facts: dict) -> list[Check]:
     """Every GPU's NVLink links up, at the part's speed, as many as its peers have.
 
-    The speed a part runs its links at is ``bringup/data/health.yaml``'s by architecture; an architecture not
-    listed is held against the fastest link of the host.  GPUs without NVLink (no link lines) get no line; a
+    The speed a part runs its links at is :func:`bringup.nvlink.rate`'s (by product, else architecture); a part
+    not listed is held against the fastest link of the host.  GPUs without NVLink (no link lines) get no line; a
     single GPU with every link inactive has no NVLink peer (a VM given one GPU of a board): said, not failed.
     """
     links = facts.get("nvidia.nvlink") or []
@@ -245,7 +247,6 @@ def nvlink_checks(facts: dict) -> list[Check]:
     with_links = [n for n in links if n.get("links")]
     if not with_links:
         return []
-    speeds = _data()["nvlink_gbps"]
     fastest = max((l["gbps"] for n in with_links for l in n["links"] if l.get("gbps")), default=None)
     most_up = max(sum(1 for l in n["links"] if l.get("active")) for n in with_links)
     board = any(g.get("fabric_state") is not None for g in by_uuid.values())
@@ -255,7 +256,8 @@ def nvlink_checks(facts: dict) -> list[Check]:
         subject = _subject(g) if g else f"GPU {n.get('index')}"
         up = [l for l in n["links"] if l.get("active")]
         down = [l["link"] for l in n["links"] if not l.get("active")]
-        want = speeds.get(g.get("product_architecture") or "") or fastest
+        part = rate(g.get("product_name") or n.get("name"), g.get("product_architecture"))
+        want = part.printed if part else fastest
         slow = [f"link {l['link']} {l['gbps']:g}" for l in up if want and l["gbps"] < want * 0.99]
         seen = f"{len(up)} of {len(n['links'])} links up" + (f" at {up[0]['gbps']:g} GB/s" if up and not slow else "")
         if not up and len(with_links) == 1 and not board:
@@ -283,11 +285,18 @@ def nvlink_checks(facts: dict) -> list[Check]:
 # Xid events
 
 
-def _bus(address: str | None) -> str:
-    """``00000000:3B:00.0`` / ``0000:3b:00.0`` / ``0000:3b:00`` → ``3b:00`` (bus and device: what the driver's Xid
-    line and nvidia-smi share)."""
-    m = re.search(r"([0-9A-Fa-f]{2}):([0-9A-Fa-f]{2})(?:\.[0-7])?$", address or "")
-    return f"{m.group(1)}:{m.group(2)}".lower() if m else (address or "?").lower()
+def _device(address: str | None) -> str:
+    """A PCI device in any spelling (``00000000:3B:00.0`` of nvidia-smi, ``0000:3b:00.0`` of sysfs, ``0000:3b:00`` of
+    an Xid line) as one key, the function left out (``0000:3b:00``): what the driver's Xid line names."""
+    text = str(address or "").strip()
+    full = normalize_pci_address(text if re.search(r"\.[0-7]$", text) else text + ".0")
+    return full.rsplit(".", 1)[0] if full else text.lower()
+
+
+def _smi_spelling(address: str) -> str:
+    """``0000:3b:00.0`` → ``00000000:3B:00.0``: a GPU named as nvidia-smi names it, also one it no longer lists."""
+    dom, bus, rest = address.split(":")
+    return f"{int(dom, 16):08X}:{bus.upper()}:{rest.upper()}"
 
 
 def _log_span(log: dict) -> str:
@@ -311,13 +320,20 @@ def xid_checks(facts: dict) -> list[Check]:
                      "let the run read it: become root (ansible_become), or sysctl kernel.dmesg_restrict=0")]
     events = log.get("events") or []
     where = _log_span(log)
+    if not events and log.get("whole_boot") is False:
+        return [line(AREA, "Xid events", "WARN", f"none in the log read ({where}), which no longer holds the whole "
+                     "boot: earlier Xids are not known", "read this boot's journal (journalctl -k -b | grep Xid), "
+                     "or make it persistent (Storage=persistent in journald.conf) for the next check")]
     if not events:
         return [line(AREA, "Xid events", "PASS", f"none since boot ({where})")]
     table = xid_table()
     by_gpu: dict[str, list[dict]] = {}
     for e in events:
-        by_gpu.setdefault(_bus(e.get("pci")), []).append(e)
-    names = {_bus(g.get("bus_id") or g.get("pci_address")): _subject(g) for g in _gpus(facts)}
+        by_gpu.setdefault(_device(e.get("pci")), []).append(e)
+    # The GPU by the driver's list, else by the PCI bus (a GPU that fell off the bus is gone from nvidia-smi).
+    names = {_device(d["address"]): f"GPU {_smi_spelling(d['address'])}" for d in facts.get("pci.devices") or []
+             if d.get("kind") == "gpu" and normalize_pci_address(str(d.get("address") or ""))}
+    names.update({_device(g.get("bus_id") or g.get("pci_address")): _subject(g) for g in _gpus(facts)})
     shown = f" (the newest {len(events)} of {log.get('count')})" if (log.get("count") or 0) > len(events) else ""
     out: list[Check] = []
     for bus, evs in by_gpu.items():
@@ -335,7 +351,8 @@ def xid_checks(facts: dict) -> list[Check]:
         seen = "; ".join(parts) + shown + f" ({where})"
         if log.get("damaged"):
             seen += f"; {log['damaged']} line(s) not valid UTF-8, kept"
-        subject = names.get(bus, f"GPU {bus}")
+        subject = names.get(bus) or (f"GPU {_smi_spelling(bus + '.0')}" if normalize_pci_address(bus + ".0") else
+                                     f"GPU {bus}")
         if hard:
             out.append(line(AREA, "Xid events", "FAIL", seen, "hardware, memory or fabric fault: drain the GPU, reset "
                             "it or reboot, run dcgmi diag -r 3; again after that: replace the board", subject=subject))

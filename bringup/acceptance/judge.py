@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from ..checks import Check, line
+from ..facts.pci import normalize_pci_address
 from ..process import command
 from .limits import CLOCK_REASONS, THROTTLE_FAIL, Thresholds, nvlink_gbs, pcie_gbs, thresholds
 
@@ -24,12 +25,7 @@ _XID = ("look for Xid errors (dmesg | grep -i xid) and at nvidia-smi -q; drain t
 def bus_key(bus: Any) -> str:
     """A bus id in any spelling (``00000000:18:00.0``, ``0000:18:00.0``) as one key (``0000:18:00.0``)."""
     text = str(bus or "").strip()
-    dom, _, rest = text.rpartition(":")
-    dom, _, bus_ = dom.rpartition(":") if dom.count(":") else ("", "", dom)
-    try:
-        return f"{int(dom or '0', 16):04x}:{bus_.lower()}:{rest.lower()}"
-    except ValueError:
-        return text.lower()
+    return normalize_pci_address(text) or text.lower()
 
 
 def _subject(bus: Any) -> str:
@@ -170,7 +166,7 @@ def pair_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], th: Thresholds)
         links = _nv_links(topo, ia, ib) if ia is not None and ib is not None else 0
         if links:
             arch = (qa or qb or {}).get("product_architecture")
-            limit = nvlink_gbs(arch, links)
+            limit = nvlink_gbs((qa or qb or {}).get("product_name"), arch, links)
             what = f"{links} NVLink link(s)' ({arch or 'architecture unknown'})"
             warn, fail = th.nvlink_warn, th.nvlink_fail
             fix = ("NVLink moves less than its links should: nvidia-smi nvlink -s (links down or slow), "

@@ -6,10 +6,9 @@ PCIe, per direction, after line encoding (PCI-SIG's transfer rates: Gen1 2.5 GT/
 link's MAX width.  The link's max generation and width (``nvidia.query``: what the GPU and the slot can both
 do), not the current ones: a GPU that trained at Gen3 in a Gen5 slot is the fault to find.
 
-NVLink, per link and direction, by GPU architecture (NVIDIA's NVLink page,
-https://www.nvidia.com/en-us/data-center/nvlink/: 3rd generation (Ampere) 600 GB/s over 12 links, 4th
-(Hopper) 900 GB/s over 18, 5th (Blackwell) 1,800 GB/s over 18, each both directions together): 25, 25,
-50 GB/s; a pair's expectation is the links ``nvidia-smi topo -m`` shows between them (NV#) times that.
+NVLink, per link and direction: the data rate of :func:`bringup.nvlink.rate` (one table with its sources, by
+product for bridged PCIe cards, else by architecture: 25 GB/s Ampere and Hopper, 50 Blackwell, 14.0625 an A40);
+a pair's expectation is the links ``nvidia-smi topo -m`` shows between them (NV#) times that.
 
 Thresholds (fractions of the limit), the defaults as acceptance suites hold them:
 
@@ -29,15 +28,14 @@ from typing import Any, Mapping
 from pydantic import ValidationError, model_validator
 
 from ..errors import InputError
+from ..nvlink import rate
 from ..vars import RoleVars, Spec, one_line, want
 
-__all__ = ["PCIE_LANE_GBS", "NVLINK_LINK_GBS", "Thresholds", "thresholds", "pcie_gbs", "nvlink_gbs",
+__all__ = ["PCIE_LANE_GBS", "Thresholds", "thresholds", "pcie_gbs", "nvlink_gbs",
            "CLOCK_REASONS", "THROTTLE_FAIL"]
 
 #: GB/s per lane and direction, by PCIe generation (PCI-SIG).
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
-#: GB/s per NVLink link and direction, by ``nvidia-smi -q``'s Product Architecture.
-NVLINK_LINK_GBS = {"ampere": 25.0, "hopper": 25.0, "blackwell": 50.0}
 
 #: NVML's clock event reason bits (nvml.h, nvmlClocksEventReason*).
 CLOCK_REASONS = {0x1: "GPU idle", 0x2: "applications clocks setting", 0x4: "SW power cap", 0x8: "HW slowdown",
@@ -106,7 +104,7 @@ def pcie_gbs(gen: Any, width: Any) -> float | None:
     return round(lane * w, 3) if lane and w > 0 else None
 
 
-def nvlink_gbs(architecture: Any, links: int) -> float | None:
-    """GB/s per direction of ``links`` NVLink links of a GPU of ``architecture``; None when unknown."""
-    per = NVLINK_LINK_GBS.get(str(architecture or "").strip().lower())
-    return per * links if per and links > 0 else None
+def nvlink_gbs(product_name: Any, architecture: Any, links: int) -> float | None:
+    """GB/s per direction of ``links`` NVLink links of this GPU (:func:`bringup.nvlink.rate`); None when unknown."""
+    per = rate(product_name, architecture)
+    return per.data * links if per and links > 0 else None

@@ -32,18 +32,29 @@ XID_AWK = (
 )
 
 
-def parse_kernel_xid(output: str) -> dict[str, Any]:
-    """The command's output → ``{source, readable, error, count, first, events: [{pci, xid, text, line}]}``.
+def _whole_boot(t: dict[str, Any]) -> bool:
+    """Whether a reader's log holds the whole boot: the journal of this boot (``-b``) does; dmesg's ring buffer
+    does while its first line is from the boot's first second (else older lines rotated out)."""
+    if t["source"] != "dmesg":
+        return True
+    m = re.match(r"\[\s*(\d+(?:\.\d+)?)\]", str(t["first"] or ""))
+    return m is not None and float(m.group(1)) < 1
 
-    ``readable`` is False (with ``error``: the reader's words) when no reader could read the log;
+
+def parse_kernel_xid(output: str) -> dict[str, Any]:
+    """The command's output → ``{source, readable, error, count, first, whole_boot, events: [{pci, xid, ...}]}``.
+
+    ``whole_boot`` says the log read holds the whole boot (the journal of this boot, or a ring buffer that did not
+    wrap: where dmesg's has wrapped, the command reads the journal too).  ``readable`` is False (with ``error``: the reader's words) when no reader could read the log;
     ``count`` is every Xid line of the log, ``events`` the newest :data:`MAX_EVENTS` of them, each with the
-    GPU's PCI address as the driver prints it (``0000:3b:00``, no function), the Xid number and its text.
+    GPU's PCI address as the driver prints it (``0000:3b:00``, no function), the MIG instance it names (``GPU-I:05``,
+    else None), the Xid number and its text.
     A line that is not valid UTF-8 keeps its Xid (``damaged`` counts them).  Output without the closing
     ``count`` line (cut short) raises :class:`UntrustedOutput`: a cut log must not read as one without Xids.
     """
     if not output.strip():
         return {"source": None, "readable": False, "error": "no dmesg or journalctl on the host", "count": 0,
-                "first": None, "events": [], "damaged": 0}
+                "first": None, "events": [], "damaged": 0, "whole_boot": False}
     tries: list[dict[str, Any]] = []
     cur: dict[str, Any] | None = None
     for raw in output.splitlines():
@@ -63,29 +74,38 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
         elif word == "exit" and rest.strip().isdigit():
             cur["exit"] = int(rest)
         elif word == "xid":
-            m = re.search(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)\):\s*(\d+)\s*,?\s*(.*)$", rest)
+            # A MIG instance's Xid names it after the GPU: "(PCI:0000:01:00 GPU-I:05 GPU-CI:01)".
+            m = re.search(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)(?:\s+GPU-I:(\d+))?(?:\s+GPU-CI:(\d+))?\):"
+                          r"\s*(\d+)\s*,?\s*(.*)$", rest)
             if m is None:
                 raise UntrustedOutput(f"kernel log: an Xid line not in the driver's form: {rest.strip()[:80]!r}")
             bad = any("\udc80" <= ch <= "\udcff" for ch in rest)
             cur["damaged"] += bad
-            cur["events"].append({"pci": m.group(1).lower(), "xid": int(m.group(2)),
-                                  "text": m.group(3).encode("utf-8", "replace").decode("utf-8").strip(),
+            cur["events"].append({"pci": m.group(1).lower(), "xid": int(m.group(4)),
+                                  "mig_instance": int(m.group(2)) if m.group(2) else None,
+                                  "text": m.group(5).encode("utf-8", "replace").decode("utf-8").strip(),
                                   "line": rest.strip()})
     if not tries:
         return {"source": None, "readable": False, "error": "not the output of kernel.xid's command", "count": 0,
-                "first": None, "events": [], "damaged": 0}
+                "first": None, "events": [], "damaged": 0, "whole_boot": False}
     for t in tries:
         if t["count"] is None or t["exit"] is None:
             raise UntrustedOutput(f"kernel log ({t['source']}): the output ends before its count "
                                   "(cut short?)")
-    # The first reader that read the log is the answer; else every reader's error.
+    # The first reader that read the whole boot is the answer, else the first that read the log at all (its
+    # whole_boot False: a ring buffer that wrapped and no journal); else every reader's error.
+    read = []
     for t in tries:
         if t["exit"] == 0 and not t["error"] and t["first"] is None:
             # Nothing at all (a container's journal does not hold the kernel's messages): not read.
             t["error"] = "no kernel message at all"
         if t["exit"] == 0 and not t["error"]:
-            return {"source": t["source"], "readable": True, "error": None, "count": t["count"],
-                    "first": t["first"], "events": t["events"], "damaged": t["damaged"]}
+            read.append(t)
+    if read:
+        whole = [t for t in read if _whole_boot(t)]
+        t = (whole or read)[0]
+        return {"source": t["source"], "readable": True, "error": None, "count": t["count"], "first": t["first"],
+                "events": t["events"], "damaged": t["damaged"], "whole_boot": bool(whole)}
     why = "; ".join(f"{t['source']}: {t['error'] or 'exit ' + str(t['exit'])}" for t in tries)
     return {"source": None, "readable": False, "error": why, "count": 0, "first": None, "events": [],
             "damaged": 0}
@@ -93,13 +113,15 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
 
 class KernelXid(Fact):
     name = "kernel.xid"
-    # dmesg first (the kernel's own buffer), the journal of this boot only where dmesg is refused.
+    # dmesg first (the kernel's own buffer); this boot's journal too where dmesg is refused or its ring buffer
+    # wrapped (its first line is not from the boot's first second).
     command = (
         "if command -v dmesg >/dev/null 2>&1; then\n"
         "  echo 'source dmesg'\n"
         f"  {{ dmesg 2>&1; echo \"exit $?\"; }} | awk '{XID_AWK}'\n"
         "fi\n"
-        "if ! dmesg >/dev/null 2>&1 && command -v journalctl >/dev/null 2>&1; then\n"
+        "t=$(dmesg 2>/dev/null | head -n 1 | sed -n 's/^\\[ *\\([0-9]*\\)\\..*/\\1/p')\n"
+        "if [ \"${t:-1}\" -ge 1 ] && command -v journalctl >/dev/null 2>&1; then\n"
         "  echo 'source journal'\n"
         f"  {{ journalctl -k -b -q --no-pager 2>&1; echo \"exit $?\"; }} | awk '{XID_AWK}'\n"
         "fi"

@@ -272,13 +272,30 @@ def test_no_gpu_no_xid_line():
 
 
 def test_the_xid_command_runs_here(tmp_path):
-    """The fact's own command on this machine: the kernel log read, or the refusal said."""
+    """The fact's own command on this machine: dmesg read (its first line where the log starts), or refused with
+    its own words and the journal tried after it; either way the output's framing is whole."""
     import subprocess
 
     out = subprocess.run(["sh", "-c", KernelXid.command], capture_output=True, text=True, timeout=60).stdout
+    assert out.startswith("source dmesg\n") and "\ncount " in out and "\nexit " in out, out[:300]
+    dmesg = subprocess.run(["sh", "-c", "dmesg >/dev/null"], capture_output=True, text=True, timeout=60)
     log = parse_kernel_xid(out)
-    assert log["readable"] or log["error"]
-    assert log["count"] == len(log["events"]) or log["count"] > len(log["events"])
+    if dmesg.returncode == 0:
+        assert log["readable"] and log["source"] == "dmesg" and log["first"], log
+    else:
+        assert not log["readable"] and dmesg.stderr.strip().split(": ")[-1] in log["error"], (log, dmesg.stderr)
+
+
+def test_an_xid_of_a_mig_instance_and_of_a_gpu_gone_from_nvidia_smi():
+    # The driver names a MIG instance after the GPU (open-gpu-kernel-modules: "PCI:%04x:%02x:%02x GPU-I:%02u").
+    mig = "[ 12.0] NVRM: Xid (PCI:0000:01:00 GPU-I:05): 94, pid=7, Contained ECC error."
+    log = parse_kernel_xid(_xid_output(mig))
+    assert log["events"][0]["xid"] == 94 and log["events"][0]["mig_instance"] == 5
+    # Xid 79 on a GPU nvidia-smi no longer lists: named from the PCI bus, spelled as nvidia-smi spells GPUs.
+    facts = {"nvidia.query": {"gpus": []}, "kernel.xid": parse_kernel_xid(_xid_output(XID79)),
+             "pci.devices": [{"address": "0000:2b:00.0", "kind": "gpu"}]}
+    [line] = xid_checks(facts)
+    assert line.subject == "GPU 00000000:2B:00.0" and line.status == "FAIL"
 
 
 def test_every_xid_of_the_table_has_words():
@@ -572,3 +589,33 @@ def test_capture_ibstat_roce_host_two_down():
     lines = infiniband_checks({"net.infiniband": ports}, {})
     assert sorted(c.subject for c in lines if c.status == "FAIL") == ["mlx5_11 port 1", "mlx5_5 port 1"]
     assert {c.name for c in lines} == {"RoCE port"}
+
+
+def test_a_wrapped_ring_buffer_is_not_a_clean_boot():
+    # dmesg's first line 51234 s after boot: the journal of this boot is read too, and wins when it has the boot.
+    wrapped = _xid_output(first="[51234.000001] eth0: link up")
+    journal = "source journal\nfirst Dec 04 00:00:01 h kernel: Linux version\ncount 1\nxid " + XID79 + "\nexit 0\n"
+    both = parse_kernel_xid(wrapped + journal.replace("count 1\nxid " + XID79 + "\n", "xid " + XID79 + "\ncount 1\n"))
+    assert both["source"] == "journal" and both["whole_boot"] and both["events"][0]["xid"] == 79
+    # No journal (or none that could be read): dmesg's part of the boot, said, never a clean PASS.
+    alone = parse_kernel_xid(wrapped)
+    assert alone["readable"] and alone["whole_boot"] is False
+    [line] = xid_checks({"nvidia.query": _gpu_at("2B:00"), "kernel.xid": alone})
+    assert line.status == "WARN" and "51234 s after boot" in line.seen and "earlier Xids are not known" in line.seen
+
+
+def test_nvlink_rates_come_from_one_table_by_product_then_architecture():
+    from bringup.acceptance.limits import nvlink_gbs
+    from bringup.nvlink import rate
+
+    assert rate("NVIDIA H100 80GB HBM3", "Hopper") == (26.562, 25.0)
+    assert rate("NVIDIA GB200", "blackwell") == (53.125, 50.0)
+    assert rate("NVIDIA A40", "Ampere") == (14.062, 14.0625) and rate("NVIDIA L40S", "Ada Lovelace") is None
+    assert nvlink_gbs("NVIDIA A40", "Ampere", 4) == 56.25 and nvlink_gbs("NVIDIA A100-SXM4-80GB", "Ampere", 12) == 300
+    # A bridged pair of A40s at their 14.062 GB/s is healthy, not "slower than 25".
+    text = "".join(f"GPU {i}: NVIDIA A40 (UUID: GPU-{i})\n" + "".join(f"\t Link {l}: 14.062 GB/s\n" for l in range(4))
+                   for i in range(2))
+    gpus = [{"bus_id": f"00000000:{i:02X}:00.0", "uuid": f"GPU-{i}", "product_name": "NVIDIA A40",
+             "product_architecture": "Ampere", "fabric_state": None} for i in range(2)]
+    lines = nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": parse_nvlink_status(text)})
+    assert [c.status for c in lines] == ["PASS", "PASS"], lines
