@@ -160,10 +160,12 @@ def fabric_manager_packages(branch: str) -> list[str]:
 def foreign_driver(facts: dict) -> str | None:
     """``driver 580.159.04 loaded from outside the package manager (...)`` when a driver is loaded and the
     package manager owns no ``nvidia-smi`` (``driver.owner``); None: package-managed, no driver, or not known."""
-    drv = gpu.driver_version(facts)
     owner = facts.get("driver.owner") or {}
+    drv = gpu.driver_version(facts) or owner.get("version")  # the module's own version where nvidia-smi is absent
     if not drv or owner.get("packaged") is not False:
         return None
+    if not owner.get("nvidia_smi"):
+        return f"driver {drv} loaded from outside the package manager (no nvidia-smi on the host: a driver container?)"
     smi = (owner.get("nvidia_smi") or {}).get("path") or "nvidia-smi"
     mod = (owner.get("module") or {}).get("path")
     if owner.get("installer"):
@@ -225,12 +227,14 @@ def resources(host):
     gate = gpu_gate(host, "nvidia driver")
     if gate:
         return gate
+    foreign = foreign_driver(host.facts)
+    if foreign and pinned_branch(v) is None and v.get("nvidia_driver_manage", "auto") == "auto":
+        # Kept as it is loaded (its branch read from the module where no nvidia-smi answers).
+        loaded = gpu.branch_of(gpu.driver_version(host.facts) or (host.facts.get("driver.owner") or {}).get("version"))
+        return _kept(host, foreign, str(loaded))
     chosen, note = choose_branch(v, host.facts)
     if chosen is None:
         return [Fail("nvidia driver", note)]
-    foreign = foreign_driver(host.facts)
-    if foreign and pinned_branch(v) is None and v.get("nvidia_driver_manage", "auto") == "auto":
-        return _kept(host, foreign, str(chosen))
     if foreign:
         note = "; ".join(filter(None, [note, f"replaces the {foreign}"]))
     branch, version = str(chosen), v.get("nvidia_driver_version")
@@ -363,6 +367,9 @@ def _kept(host, foreign: str, branch: str) -> list:
                                                   "to replace it with packages")]
     if not switch:
         out.append(_no_fabric())
+    if not (host.facts.get("driver.owner") or {}).get("nvidia_smi"):
+        # No nvidia-smi on the host to ask (a driver container has its own): nothing here can check it.
+        return out
     expected = host.vars.get("nvidia_driver_expected_gpus")
     if expected is None:
         expected = len(nvidia_gpus(host.facts)) or None

@@ -63,8 +63,9 @@ def parse_driver_owner(output: str) -> dict[str, Any] | None:
 
     ``nvidia_smi`` and ``module`` are ``{path, packages}`` (``packages`` ``[]``: no package owns the path;
     None: not asked, no package manager); ``installer`` lists the ``.run`` installer's files present;
-    ``packaged`` is True when a package owns ``nvidia-smi``, False when the package manager owns none of it,
-    None when that cannot be told (no ``nvidia-smi``, no dpkg or rpm).  Empty output (or another command's):
+    ``packaged`` is True when a package owns ``nvidia-smi``, False when the package manager owns none of it or a
+    driver is loaded with no ``nvidia-smi`` on the host, None when that cannot be told (no driver and no
+    ``nvidia-smi``, no dpkg or rpm).  Empty output (or another command's):
     None, not known.
     """
     lines = _lines(output, "driver.owner", ("version=", "manager=", "smi=", "module=", "owner=rc="))
@@ -105,7 +106,13 @@ def parse_driver_owner(output: str) -> dict[str, Any] | None:
             names = [n for rc, by in asked if rc == 0 for n in _owners("\n".join(by), out["manager"])]
             entry["packages"] = names
     smi = out["nvidia_smi"]
-    out["packaged"] = None if smi is None or smi["packages"] is None else bool(smi["packages"])
+    if smi is None:
+        # A driver loaded with no nvidia-smi on the host at all: every package-managed driver ships nvidia-smi
+        # (nvidia-utils, the driver package itself), so this one came from elsewhere (a driver container such
+        # as the GPU Operator's, a vendor image).  No driver loaded, or no package manager: not known.
+        out["packaged"] = False if out["version"] and out["manager"] else None
+    else:
+        out["packaged"] = None if smi["packages"] is None else bool(smi["packages"])
     return out
 
 

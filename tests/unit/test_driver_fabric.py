@@ -295,3 +295,19 @@ def test_the_architecture_comes_from_the_compute_capability_without_nvidia_smi_q
     need = triton_need("tritonserver:25.10-py3")
     assert unsupported_gpus(need, {"nvidia.smi": [{"name": "Tesla P100", "compute_cap": "6.0"}]}).endswith(
         "this host has Tesla P100 (Pascal)")
+
+
+def test_a_driver_container_with_no_nvidia_smi_on_the_host_is_kept():
+    """A GPU Operator host: the module loaded (580 in /sys/module/nvidia/version), no nvidia-smi on the host, dpkg
+    there.  Built from the H200's real driver.owner output with its nvidia-smi line emptied (no capture of such a
+    host is stored): packages and headers over it would fight the driver container."""
+    owner = H200_OWNER.replace("smi=/usr/local/nvidia/bin/nvidia-smi\n", "smi=\n").replace(
+        "owner=rc=1 path=/usr/local/nvidia/bin/nvidia-smi\n", "")
+    assert parse_driver_owner(owner)["packaged"] is False
+    facts = h200_facts(owner)
+    facts["nvidia.smi"], facts["nvidia.query"] = [], {}  # no nvidia-smi on the host: its facts are empty
+    res = ROLES["nvidia_driver"].resources(ctx("nvidia_driver", facts, gpu_profile="h200"))
+    assert not [r for r in res if isinstance(r, (Packages, Hold, File, Fail, NvidiaDriverLoaded))], res
+    kept = next(r for r in res if isinstance(r, Unused) and r.name == "nvidia driver packages")
+    assert kept.reason.startswith("driver 580.159.04 loaded from outside the package manager (no nvidia-smi on the "
+                                  "host: a driver container?): kept"), kept.reason
