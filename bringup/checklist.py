@@ -13,7 +13,7 @@ from collections import Counter
 
 from . import health
 from .checklist_html import render_group_html, render_html
-from .checks import Check, line, load_matrix, summary_counts, verdict, worst_first
+from .checks import Check, line, line_json, load_matrix, summary_counts, verdict, worst_first
 from .process import command
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
@@ -249,17 +249,7 @@ def render_json(host: str, checks: list[Check]) -> str:
     import json
 
     return json.dumps({"host": host, "verdict": verdict(checks), "counts": summary_counts(checks),
-                       "checks": [_json_line(k) for k in checks]}, indent=2) + "\n"
-
-
-def _json_line(k: Check) -> dict:
-    """One line as JSON: the device and the measured figure only when the line has them."""
-    out = {"status": k.status, "area": k.area, "name": k.name, "seen": k.seen, "fix": k.fix}
-    if k.subject:
-        out["subject"] = k.subject
-    if k.value is not None:
-        out.update(value=k.value, limit=k.limit, unit=k.unit)
-    return out
+                       "checks": [line_json(k) for k in checks]}, indent=2) + "\n"
 
 
 def cpu_plan(facts: dict, host_vars: dict) -> tuple[dict[int, str], list[str]]:

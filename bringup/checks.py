@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from importlib import resources as ilr
 from typing import Any, Iterable
 
-__all__ = ["STATUSES", "Check", "line", "load_matrix", "summary_counts", "verdict", "worst_first"]
+__all__ = ["STATUSES", "Check", "line", "line_json", "load_matrix", "summary_counts", "verdict", "worst_first"]
 
 STATUSES = ("PASS", "WARN", "FAIL")
 
@@ -61,6 +61,17 @@ def verdict(checks: Iterable[Check]) -> str:
 def worst_first(checks: Iterable[Check]) -> list[Check]:
     """The lines FAIL first, then WARN, then PASS, each status in its given order: what to act on leads."""
     return sorted(checks, key=lambda c: -STATUSES.index(c.status))
+
+
+def line_json(k: Check) -> dict:
+    """One line as JSON (the checklist's page, a saved acceptance result): the device and the measured figure only
+    when the line has them."""
+    out = {"status": k.status, "area": k.area, "name": k.name, "seen": k.seen, "fix": k.fix}
+    if k.subject:
+        out["subject"] = k.subject
+    if k.value is not None or k.limit is not None:
+        out.update(value=k.value, limit=k.limit, unit=k.unit)
+    return out
 
 
 def load_matrix() -> dict[str, Any]:

@@ -18,6 +18,7 @@ from importlib import resources as ilr
 from typing import Any
 
 from .checks import Check, line
+from .facts.nvidia import HOLDING_REASONS
 from .facts.pci import normalize_pci_address
 from .nvlink import rate
 from .vars import RoleVars, want
@@ -156,9 +157,6 @@ def _memory_repair(g: dict, h: dict) -> Check | None:
     return line(AREA, "memory repair", "PASS", text, subject=s)
 
 
-#: Clock event reasons that mean the hardware holds the clocks down (FAIL), and one a setting does (WARN).
-_HW_REASONS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
-               "hw_power_brake": "HW power brake", "sw_thermal_slowdown": "SW thermal slowdown"}
 _COUNTED = {"hw_thermal_slowdown": "HW thermal slowdown", "hw_power_brake": "HW power brake",
             "sw_thermal_slowdown": "SW thermal slowdown"}
 
@@ -168,7 +166,7 @@ def _clocks(g: dict, h: dict) -> Check | None:
     reasons, counters = h.get("clock_reasons") or {}, h.get("clock_counters_us") or {}
     if not reasons:
         return None
-    active = [name for key, name in _HW_REASONS.items() if reasons.get(key)]
+    active = [name for key, name in HOLDING_REASONS.items() if reasons.get(key)]
     since = [f"{name} {counters[key] / 1e6:g} s" for key, name in _COUNTED.items() if counters.get(key)]
     tail = ("; since the driver loaded: " + ", ".join(since)) if since else ""
     if active:

@@ -10,7 +10,8 @@ NVLink, per link and direction: the data rate of :func:`bringup.nvlink.rate` (on
 product for bridged PCIe cards, else by architecture: 25 GB/s Ampere and Hopper, 50 Blackwell, 14.0625 an A40);
 a pair's expectation is the links ``nvidia-smi topo -m`` shows between them (NV#) times that.
 
-Thresholds (fractions of the limit), the defaults as acceptance suites hold them:
+Thresholds (fractions of the limit): bringup's own defaults, set between what healthy hosts measure (the H200 below:
+87-88 %) and what a degraded link or part gives (a link one generation down or at half width: under 50 %):
 
 - PCIe host-to-device and device-to-host: WARN below 75 %, FAIL below 60 %.  A healthy x16 link moves
   80-90 % of its rate with pinned memory (an H200 on Gen5 x16: 55.4 of 63 GB/s, 88 %); a link trained one
@@ -28,6 +29,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError, model_validator
 
 from ..errors import InputError
+from ..facts.nvidia import CLOCK_REASON_BITS, HOLDING_REASONS
 from ..nvlink import rate
 from ..vars import RoleVars, Spec, one_line, want
 
@@ -37,12 +39,14 @@ __all__ = ["PCIE_LANE_GBS", "Thresholds", "thresholds", "pcie_gbs", "nvlink_gbs"
 #: GB/s per lane and direction, by PCIe generation (PCI-SIG).
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
-#: NVML's clock event reason bits (nvml.h, nvmlClocksEventReason*).
-CLOCK_REASONS = {0x1: "GPU idle", 0x2: "applications clocks setting", 0x4: "SW power cap", 0x8: "HW slowdown",
-                 0x10: "sync boost", 0x20: "SW thermal slowdown", 0x40: "HW thermal slowdown",
-                 0x80: "HW power brake slowdown", 0x100: "display clock setting"}
-#: Reasons that mean the hardware holds the clocks down: a GPU showing one under load FAILs.
-THROTTLE_FAIL = 0x8 | 0x20 | 0x40 | 0x80
+#: NVML's clock event reason bits by the words the lines say (``bringup.facts.nvidia.CLOCK_REASON_BITS``).
+CLOCK_REASONS = {CLOCK_REASON_BITS[k]: words for k, words in (
+    ("idle", "GPU idle"), ("applications_clocks", "applications clocks setting"), ("sw_power_cap", "SW power cap"),
+    ("hw_slowdown", "HW slowdown"), ("sync_boost", "sync boost"), ("sw_thermal_slowdown", "SW thermal slowdown"),
+    ("hw_thermal_slowdown", "HW thermal slowdown"), ("hw_power_brake", "HW power brake slowdown"),
+    ("display_clock", "display clock setting"))}
+#: Reasons that mean the hardware holds the clocks down (the health lines' too): one under load FAILs.
+THROTTLE_FAIL = sum(CLOCK_REASON_BITS[k] for k in HOLDING_REASONS)
 
 _FRACTION = "must be a fraction of the limit, above 0 and at most 1 (0.75: below 75 % of the limit)"
 

@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..checks import Check, line
+from ..checks import Check, line, line_json
 from ..process import command
 
 __all__ = ["REPORT_DIR", "save", "latest", "lines_of", "checklist_lines", "METRICS", "write_prometheus",
@@ -27,22 +27,13 @@ _NAME = re.compile(r"^(?P<host>.+)-(?P<stamp>\d{8}T\d{6}Z)\.json$")
 SAVED_MAX = 16 * 1024 * 1024
 
 
-def _json_line(k: Check) -> dict:
-    out = {"status": k.status, "area": k.area, "name": k.name, "seen": k.seen, "fix": k.fix}
-    if k.subject:
-        out["subject"] = k.subject
-    if k.value is not None or k.limit is not None:
-        out.update(value=k.value, limit=k.limit, unit=k.unit)
-    return out
-
-
 def save(host: str, doc: dict[str, Any], lines: list[Check], out: Path, when: datetime | None = None) -> Path:
     """Write the host's result into ``out`` atomically (a temporary file in the folder, renamed); its path."""
     when = when or datetime.now(timezone.utc)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{host}-{when.strftime('%Y%m%dT%H%M%SZ')}.json"
     body = json.dumps({**doc, "host": host, "measured_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
-                       "lines": [_json_line(k) for k in lines]}, indent=2) + "\n"
+                       "lines": [line_json(k) for k in lines]}, indent=2) + "\n"
     fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{host}-", suffix=".tmp")
     try:
         with os.fdopen(fd, "w") as f:
@@ -100,6 +91,10 @@ def _age(when: datetime, now: datetime) -> str:
     return f"{s} s ago"
 
 
+#: A saved acceptance result older than this is said so in the checklist: the hardware may have changed since.
+MAX_AGE_DAYS = 30
+
+
 def checklist_lines(vars: dict, folder: str | Path = REPORT_DIR, now: datetime | None = None) -> list[Check]:
     """The rack checklist's acceptance lines of a host: its newest saved result's lines, each saying how old it
     is, or one WARN "not measured" line."""
@@ -113,9 +108,15 @@ def checklist_lines(vars: dict, folder: str | Path = REPORT_DIR, now: datetime |
         lines, when = lines_of(path)
     except ValueError as e:
         return [line("acceptance", "measured acceptance", "WARN", str(e), f"run {run} again")]
-    age = _age(when, now or datetime.now(timezone.utc))
+    now = now or datetime.now(timezone.utc)
+    age = _age(when, now)
     for k in lines:
         k.seen = f"{k.seen} (measured {age}: {path})"
+    if (now - when).total_seconds() > MAX_AGE_DAYS * 86400:
+        # A board replaced or broken since would hide behind an old PASS.
+        lines.insert(0, line("acceptance", "measured acceptance", "WARN",
+                             f"the newest result is {age}, older than {MAX_AGE_DAYS} days: {path}",
+                             f"run {run} again"))
     return lines
 
 

@@ -31,6 +31,8 @@ __all__ = [
     "NvidiaNvlink",
     "parse_nvlink_status",
     "gpu_health",
+    "CLOCK_REASON_BITS",
+    "HOLDING_REASONS",
 ]
 
 _QUERY_FIELDS = (
@@ -233,6 +235,15 @@ CLOCK_REASONS = {
     "SW Thermal Slowdown": "sw_thermal_slowdown",
     "Display Clock Setting": "display_clock",
 }
+#: Each reason's bit in NVML's mask (nvml.h, ``nvmlClocksEventReason*``), which ``--query-gpu=
+#: clocks_event_reasons.active`` prints: the same reasons read from a load's samples.
+CLOCK_REASON_BITS = {"idle": 0x1, "applications_clocks": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+                     "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
+                     "hw_power_brake": 0x80, "display_clock": 0x100}
+#: The reasons that mean the hardware holds the clocks down (heat, power delivery): a fault, not a setting.
+HOLDING_REASONS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
+                   "hw_power_brake": "HW power brake", "sw_thermal_slowdown": "SW thermal slowdown"}
+
 #: The counters of time spent in a reason since the driver loaded (``Clocks Event Reasons Counters``).
 CLOCK_COUNTERS = {
     "SW Power Capping": "sw_power_cap", "Sync Boost": "sync_boost", "SW Thermal Slowdown": "sw_thermal_slowdown",

@@ -73,6 +73,9 @@ def accept(c, host=None, hosts=None, group=None, inventory="hosts", set_=None, s
                                                                                   accept_new_host_keys)
             except Unreachable as e:
                 results[name] = [_unreachable(e)]
+            except BringupError as e:
+                # This host alone (a refused become password, its run lock held): its FAIL line, the others go on.
+                results[name] = [_refused(e)]
         refused = [] if force else [(n, why) for n, why in ((n, _refusal(role_vars[n], p)) for n, p in pre.items())
                                     if why]
         if refused:
@@ -93,9 +96,12 @@ def accept(c, host=None, hosts=None, group=None, inventory="hosts", set_=None, s
             t.close()
     for name, lines in results.items():
         console.print(render_markdown(name, lines), markup=False, highlight=False)
-        (out_dir / f"{name}.md").write_text(render_markdown(name, lines))
-        (out_dir / f"{name}.html").write_text(render_html(name, lines, ""))
-        (out_dir / f"{name}.json").write_text(render_json(name, lines))
+        try:
+            (out_dir / f"{name}.md").write_text(render_markdown(name, lines))
+            (out_dir / f"{name}.html").write_text(render_html(name, lines, ""))
+            (out_dir / f"{name}.json").write_text(render_json(name, lines))
+        except OSError as e:
+            raise fail(f"--out {out_dir}: {e.strerror or e}") from None
     if prom is not None:
         from ..acceptance.saved import write_prometheus
 
@@ -106,6 +112,13 @@ def accept(c, host=None, hosts=None, group=None, inventory="hosts", set_=None, s
     console.print(f"acceptance pages: {out_dir}/", style="dim")
     if any(verdict(ls) == "FAIL" for ls in results.values()):
         raise Exit(code=2)
+
+
+def _refused(e: Exception):
+    from ..checks import line
+
+    return line("acceptance", "host ready", "FAIL", " ".join(str(e).split()),
+                "fix what the line names (become password, a run in progress), then run accept again")
 
 
 def _unreachable(e: Exception):
@@ -194,5 +207,8 @@ def _measure(t, name: str, facts: dict, errors: dict, vars: dict, secs: float, l
                if g.get("pci_bus_id")}
         lines += dcgm_lines(want or 1, p.dcgmi, rc, out_ or "", err or "", bus)
     when = datetime.now(timezone.utc)
-    save(name, {"seconds": secs, "probe": doc, "dcgm": dcgm}, lines, out_dir, when)
+    try:
+        save(name, {"seconds": secs, "probe": doc, "dcgm": dcgm}, lines, out_dir, when)
+    except OSError as e:
+        raise fail(f"--out {out_dir}: {e.strerror or e}: the result of {name} could not be saved") from None
     return lines, when.timestamp()
