@@ -30,3 +30,42 @@ def declare(name: str, *, facts_over: dict | None = None, **vars) -> tuple[Role,
     have = {**facts(), **(facts_over or {})}
     ctx = HostContext("h200-vm", merged, {k: have.get(k) for k in role.facts}, Templates(REPO / "templates").render)
     return role, role.resources(ctx)
+
+
+def raw(name: str) -> str:
+    import json
+
+    return json.loads(BUNDLE.read_text())["raw"][name]["output"]
+
+
+def h200_read(r) -> str:
+    """What ``r``'s read prints on the H200 VM, from the bundle: PID 1 is not systemd (no /run/systemd/system),
+    no cpufreq, THP ``madvise``, the IRQs' affinity lists as read; bringup's files and packages not there yet."""
+    kind = r.kind
+    if kind == "irq":
+        lists = {int(w[0]): w[1] for w in (line.split() for line in raw("irq.affinity").splitlines()) if len(w) >= 2}
+        return f"value={lists[r.irq]}\n" if r.irq in lists else "state=absent\n"
+    if kind == "service":
+        return "systemd=no\n"  # Service.read's answer where /run/systemd/system is missing
+    if kind in ("file", "directory"):
+        return "type=absent\n"
+    if kind == "sysfs":
+        return "rw " + raw("system.thp")
+    if kind == "sysctl":
+        from bringup.facts.system import parse_sysctl
+
+        return f"value={parse_sysctl(raw('system.sysctl'))[r.key]}\n"
+    if kind in ("packages", "cpufreq", "skip", "unused"):
+        return ""  # not installed; no cpufreq on this VM; a Skip reads nothing
+    raise AssertionError(f"no H200 read for {r.id}")
+
+
+def check_plan(role, resources) -> list:
+    """The role planned in check mode on the H200 as a run plans it (bringup.rolerun): its resources' results."""
+    from bringup.pending import PendingHandlers
+    from bringup.results import HostResult
+    from bringup.rolerun import RoleRun
+
+    result = HostResult("h200-vm")
+    RoleRun(role, None, resources, None, result, PendingHandlers(), check=True).run([h200_read(r) for r in resources])
+    return result.resources
