@@ -18,8 +18,9 @@ maximum to 33554432, the profile's is 16777216).  A profile raises these, never 
 
 The other keys are settings, not limits (``busy_poll``, ``tcp_fastopen``'s bits, ``swappiness``...): the
 profile's value is set as given.  A value from the ``sysctl`` variable is the operator's and is set as given,
-smaller or not.  The host's value comes from the fact ``system.sysctl`` for the persisted file (its comment
-says what was kept and why) and from the live read for the live value (the plan says the same).
+smaller or not: the way to lower a kept limit (the file keeps what it kept, so a reboot does not lower
+it).  The host's value comes from the fact ``system.sysctl`` for the persisted file (its comment says what
+was kept and why) and from the live read for the live value (the plan says the same).
 
 Variables:
     sysctl_profile: ``network-latency`` (default) or ``none``.
