@@ -14,6 +14,10 @@
 
 ``kernel.numa_balancing`` is the sysctl role's (profile network-latency sets 0).
 
+Without systemd (PID 1 is another init: the fact ``system.systemd``) the governor, EPP, THP, the
+kernel command line and the plan files are applied all the same; only the PM QoS service is skipped,
+with one reason: nothing holds the C-state limit (its script is written, for the host's init system to run).
+
 Variables:
     cpu_governor (``performance``), cpu_epp (``performance``, null: leave),
     cpu_dma_latency_us (10; null: no PM QoS service), thp (``never``; null: leave),
@@ -37,6 +41,7 @@ from bringup.resources import Directory, File, Service
 from bringup.resources.boot import KernelCmdline
 from bringup.resources.conditioned import ConditionedService
 from bringup.resources.cpu import CpuFreq, SysfsChoice
+from bringup.resources.systemd import SYSTEMD_FACT, without_systemd
 
 CPUSET_FILE = "/etc/bringup/triton-cpuset"
 PLAN_FILE = "/etc/bringup/topology.json"
@@ -47,7 +52,7 @@ THP = "/sys/kernel/mm/transparent_hugepage/enabled"
 PM_QOS = "/dev/cpu_dma_latency"
 
 #: The facts this role reads (only these are gathered for it).
-FACTS = topology.FACTS
+FACTS = (*topology.FACTS, SYSTEMD_FACT)
 
 HANDLERS = {
     "reload systemd": ["systemctl daemon-reload"],
@@ -99,9 +104,14 @@ def resources(host):
     if v["cpu_dma_latency_us"] is not None:
         us = v["cpu_dma_latency_us"]
         octal = "".join(f"\\{b:03o}" for b in struct.pack("=i", us))
-        out += [
-            File(LATENCY_SCRIPT, content=host.render("cpu_tuning/bringup-cpu-dma-latency.sh.j2", us=us, octal=octal),
-                 mode="0755", notify=["restart cpu-dma-latency"]),
+        skip = without_systemd(host, "PM QoS hold", f"{LATENCY_UNIT} is not installed, so nothing holds "
+                               f"{PM_QOS} at {us} us (deep C-states stay allowed); run {LATENCY_SCRIPT} with this "
+                               "host's init system")
+        script = File(LATENCY_SCRIPT, content=host.render("cpu_tuning/bringup-cpu-dma-latency.sh.j2", us=us,
+                                                          octal=octal),
+                      mode="0755", notify=[] if skip else ["restart cpu-dma-latency"])
+        out += [script, skip] if skip else [
+            script,
             File(f"/etc/systemd/system/{LATENCY_UNIT}", content=host.render(
                 "cpu_tuning/bringup-cpu-dma-latency.service.j2", us=us, script=LATENCY_SCRIPT),
                 notify=["reload systemd", "restart cpu-dma-latency"]),
@@ -131,8 +141,8 @@ def audit(host):
     service resource says so) and nothing is held.
     """
     us = host.vars["cpu_dma_latency_us"]
-    if us is None:
-        return []
+    if us is None or without_systemd(host, "PM QoS hold", ""):
+        return []  # nothing asked, or nothing can hold it here: the role's own Skip says so
 
     def judge(out: str) -> str | None:
         got = out.split()

@@ -6,6 +6,22 @@ default.  Values are persisted to /etc/sysctl.d/90-trt-latency.conf and the
 live value is written only where it differs.  A key this kernel lacks (inside
 a network namespace some net.core keys are hidden) is skipped per key.
 
+Limits the host already set larger are kept (issue 34: the H200 VM's own sysctl.d set ``tcp_rmem``'s
+maximum to 33554432, the profile's is 16777216).  A profile raises these, never lowers them
+(:data:`FLOORS`):
+
+- floors, each field the larger of the host's and the profile's: ``net.core.rmem_max``,
+  ``net.core.wmem_max``, ``net.ipv4.tcp_rmem`` and ``net.ipv4.tcp_wmem`` (min, default and max: each a
+  buffer size), ``net.core.netdev_max_backlog``, ``net.core.somaxconn``, ``net.ipv4.tcp_max_syn_backlog``;
+- widened only: ``net.ipv4.ip_local_port_range`` (the lower low, the higher high; a host range that
+  reaches Triton's ports 8000-8002 is kept as it is: reserve them with ``net.ipv4.ip_local_reserved_ports``).
+
+The other keys are settings, not limits (``busy_poll``, ``tcp_fastopen``'s bits, ``swappiness``...): the
+profile's value is set as given.  A value from the ``sysctl`` variable is the operator's and is set as given,
+smaller or not: the way to lower a kept limit (the file keeps what it kept, so a reboot does not lower
+it).  The host's value comes from the fact ``system.sysctl`` for the persisted file (its comment says what
+was kept and why) and from the live read for the live value (the plan says the same).
+
 Variables:
     sysctl_profile: ``network-latency`` (default) or ``none``.
     sysctl: mapping of extra or overriding keys, null to drop one.
@@ -15,7 +31,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from bringup.resources import File, Sysctl
-from bringup.resources.sysctl import normalize_value, validate_key
+from bringup.resources.sysctl import keep_larger, normalize_value, validate_key
 from bringup.vars import RoleVars, want
 
 PERSIST_FILE = "/etc/sysctl.d/90-trt-latency.conf"
@@ -50,6 +66,22 @@ PROFILES: dict[str, dict[str, tuple[object, str]]] = {
 }
 
 
+#: The profile keys that are limits a host may have set larger: key -> (how it is kept, its fields' names).
+#: ``floor``: each field the larger; ``range``: the wider range (bringup.resources.sysctl.keep_larger).
+FLOORS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "net.core.somaxconn": ("floor", ()),
+    "net.ipv4.tcp_max_syn_backlog": ("floor", ()),
+    "net.core.netdev_max_backlog": ("floor", ()),
+    "net.core.rmem_max": ("floor", ()),
+    "net.core.wmem_max": ("floor", ()),
+    "net.ipv4.tcp_rmem": ("floor", ("min", "default", "max")),
+    "net.ipv4.tcp_wmem": ("floor", ("min", "default", "max")),
+    "net.ipv4.ip_local_port_range": ("range", ("low", "high")),
+}
+
+_INVENTORY = "inventory variable sysctl"
+
+
 def table(vars: dict) -> dict[str, tuple[str, str]]:
     """The wanted keys: profile defaults, then the ``sysctl`` mapping (each key and value checked)."""
     profile = vars.get("sysctl_profile", "network-latency")
@@ -59,12 +91,30 @@ def table(vars: dict) -> dict[str, tuple[str, str]]:
         if value is None:
             wanted.pop(key, None)
         else:
-            wanted[key] = (normalize_value(key, value), "inventory variable sysctl")
+            wanted[key] = (normalize_value(key, value), _INVENTORY)
     return wanted
 
 
+def _keep(key: str, src: str) -> tuple[str, tuple[str, ...]] | None:
+    """How ``key`` is kept when the host set it larger; None: set as given (a setting, or the operator's value)."""
+    return FLOORS.get(key) if src != _INVENTORY else None
+
+
+def persisted(wanted: dict[str, tuple[str, str]], host_values: dict) -> dict[str, tuple[str, str]]:
+    """``wanted`` with each floor raised to what the host already has (``system.sysctl``), its source saying so."""
+    out = {}
+    for key, (value, src) in wanted.items():
+        keep = _keep(key, src)
+        if keep:
+            value, notes = keep_larger(key, value, host_values.get(key), keep[0], fields=keep[1])
+            if notes:
+                src = f"{src}; {'; '.join(notes)}"
+        out[key] = (value, src)
+    return out
+
+
 #: The facts this role reads (only these are gathered for it).
-FACTS = ("system.sysctl_writable",)
+FACTS = ("system.sysctl_writable", "system.sysctl")
 
 class Vars(RoleVars):
     sysctl_profile: Literal[tuple(PROFILES)] = want("network-latency", f"is unknown; use one of {', '.join(PROFILES)}")
@@ -81,12 +131,17 @@ def resources(host):
     writable = set(host.facts.get("system.sysctl_writable") or ())
     # Persist only what this kernel lets us set: a missing or read-only key
     # would make systemd-sysctl fail at boot.  No fact at all: persist everything.
-    present = {k: v for k, v in wanted.items() if not writable or k in writable}
+    kept = persisted(wanted, host.facts.get("system.sysctl") or {})
+    present = {k: v for k, v in kept.items() if not writable or k in writable}
     missing = sorted(set(wanted) - set(present))
     content = host.render("sysctl/90-trt-latency.conf.j2",
                           profile=host.vars.get("sysctl_profile", "network-latency"),
                           entries=sorted(present.items()), missing=missing)
     # Live values first, the file last: a value the kernel rejects stops the role before it is
     # persisted, so the next boot never applies what failed now.
-    return [Sysctl(key, value) for key, (value, _src) in sorted(wanted.items())] + [
+    live = []
+    for key, (value, src) in sorted(wanted.items()):
+        how, fields = _keep(key, src) or (None, ())
+        live.append(Sysctl(key, value, keep=how, fields=fields))
+    return live + [
         File(PERSIST_FILE, content=content, mode="0644")]

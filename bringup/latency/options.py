@@ -17,6 +17,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..errors import InputError
+from .window_tuner import WINDOW_MAX, WINDOW_MIN
 
 __all__ = ["BenchOptions", "TuneWindowOptions", "TuneOptions", "FollowOptions", "read", "number", "whole",
            "whole_list", "dims", "cpus", "out_folder", "MAX_CONCURRENCY", "MAX_PROCESSES", "MAX_ITEM_ELEMENTS"]
@@ -149,6 +150,17 @@ def out_folder(v: Any, flag: str = "--out") -> Path:
 _Window = Annotated[int, Field(ge=0, le=1500)]
 
 
+def _recordable(windows: list[int]) -> list[int]:
+    """Windows a tuning may choose, and so record: only those the triton role accepts (a record it refuses
+    fails every later provision and audit until removed by hand)."""
+    bad = [w for w in windows if not WINDOW_MIN <= w <= WINDOW_MAX]
+    if bad:
+        raise ValueError(f"--windows {','.join(map(str, windows))!r}: {bad[0]} µs is outside {WINDOW_MIN}-"
+                         f"{WINDOW_MAX} µs, the windows the triton role accepts (its "
+                         "triton_max_queue_delay_microseconds); give windows in that range")
+    return windows
+
+
 class _Options(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
 
@@ -187,7 +199,12 @@ class FollowOptions(_Options):
 
 class TuneWindowOptions(_Options):
     target_p95_ms: float = Field(..., gt=0, le=3_600_000)
-    windows: list[_Window] = Field(..., min_length=1)
+    windows: list[int] = Field(..., min_length=1)
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, v: list[int]) -> list[int]:
+        return _recordable(v)
 
 
 class TuneOptions(_Options):
@@ -197,8 +214,12 @@ class TuneOptions(_Options):
     budget_s: float = Field(600.0, gt=0, le=24 * 3600)
     instances: list[Annotated[int, Field(ge=1, le=4)]] = Field(default_factory=lambda: [1, 2, 3, 4], min_length=1)
     max_batches: list[Annotated[int, Field(ge=1, le=MAX_BATCH)]] | None = None
-    windows: list[Annotated[int, Field(ge=0, le=1500)]] = Field(
-        default_factory=lambda: [200, 400, 800, 1200, 1500], min_length=1)
+    windows: list[int] = Field(default_factory=lambda: [200, 400, 800, 1200, 1500], min_length=1)
+
+    @field_validator("windows")
+    @classmethod
+    def _windows(cls, v: list[int]) -> list[int]:
+        return _recordable(v)
 
 
 def read(cls: type[BaseModel], flags: dict[str, str], **values: Any) -> Any:

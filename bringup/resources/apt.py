@@ -257,11 +257,26 @@ class AptRepository(Resource):
             return Plan.fail(f"{self.name}: apt-get is not installed on this host (not a Debian/Ubuntu system?)")
         conflicts = [line.split("=", 1)[1] for line in current.splitlines() if line.startswith("conflict=")]
         want_list = hashlib.sha256(self.content).hexdigest()
+        # In the order apt can bear a failure at each step: the keyring first, the credentials, then the other
+        # lists of this URL moved away, the list that names the keyring last, then its indexes.  A failed
+        # step ends the script, and what the steps before it wrote is put back (:meth:`_transaction`): a
+        # list never names a keyring that was not written, and apt's other sources keep working.
         cmds: list[str] = []
         changes: dict = {}
-        if st.get("list") != want_list:
-            changes["list"] = (st.get("list", "absent")[:12], want_list[:12])
-            cmds.append(self._write(self.list_path, self.content))
+        written: list[str] = []
+        have_key = st.get("key")
+        if self.key is not None:
+            want_key = hashlib.sha256(self.key).hexdigest()
+            if have_key != want_key:
+                changes["keyring"] = ((have_key or "absent")[:12], want_key[:12])
+                cmds.append(self._write(self.keyring, self.key))
+                written.append(self.keyring)
+        else:
+            want_key = self.key_sha256 or have_key
+            if have_key is None or (self.key_sha256 and have_key != self.key_sha256):
+                changes["keyring"] = ((have_key or "absent")[:12], (self.key_sha256 or f"from {self.key_url}")[:12])
+                cmds.append(self._fetch_key())
+                written.append(self.keyring)
         if self.auth is not None:
             want_auth = hashlib.sha256(self.auth).hexdigest()
             if "auth" in st and st.get("auth_ours") != "yes":
@@ -270,31 +285,58 @@ class AptRepository(Resource):
             if st.get("auth") != want_auth:
                 changes["credentials"] = ("absent" if "auth" not in st else "other", f"{self.auth_path} (0600 root)")
                 cmds.append(write_file(self.auth_path, self.auth, mode="0600", owner="root:root"))
+                written.append(self.auth_path)
         elif st.get("auth_ours") == "yes":
             changes["credentials"] = (self.auth_path, "removed (the url has none now)")
             cmds.append(sh("rm -f -- %s", self.auth_path))
-        have_key = st.get("key")
-        if self.key is not None:
-            want_key = hashlib.sha256(self.key).hexdigest()
-            if have_key != want_key:
-                changes["keyring"] = ((have_key or "absent")[:12], want_key[:12])
-                cmds.append(self._write(self.keyring, self.key))
-        else:
-            want_key = self.key_sha256 or have_key
-            if have_key is None or (self.key_sha256 and have_key != self.key_sha256):
-                changes["keyring"] = ((have_key or "absent")[:12], (self.key_sha256 or f"from {self.key_url}")[:12])
-                cmds.append(self._fetch_key())
+            written.append(self.auth_path)
         for f in conflicts:
             changes[f"conflicting list {f}"] = ("present", f"moved to {BACKUP_DIR}")
-            cmds.append(sh("mkdir -p -- %s && mv -f -- %s %s", BACKUP_DIR, f,
-                           posixpath.join(BACKUP_DIR, posixpath.basename(f))))
+            cmds.append(sh("mkdir -p -- %s && mv -f -- %s %s && printf '%%s\\n' %s >> \"$bk/moved\"", BACKUP_DIR,
+                           f, posixpath.join(BACKUP_DIR, posixpath.basename(f)), f))
+        if st.get("list") != want_list:
+            changes["list"] = (st.get("list", "absent")[:12], want_list[:12])
+            cmds.append(self._write(self.list_path, self.content))
+            written.append(self.list_path)
         if cmds or st.get("stamp") != f"{want_list} {want_key}":
             if not cmds:
                 changes["indexes"] = ("not updated since the list or key changed", "updated")
             cmds.append(self._update())
         if not cmds:
             return Plan.noop(f"{self.list_path} and {self.keyring} in place, indexes up to date")
-        return Plan(commands=cmds, changes=changes)
+        return Plan(commands=[self._transaction(written), *(f"(\n{c}\n)" for c in cmds)], changes=changes)
+
+    def _transaction(self, paths: list[str]) -> str:
+        """Shell run first: keep a copy of each of ``paths`` (or that it was absent) and, when a later step
+        fails, put them back and move the other lists moved away (``$bk/moved``) back; the steps run each in
+        its own subshell after it, and the first that fails ends the script."""
+        lines = ["set -e", 'bk=$(mktemp -d "${TMPDIR:-/tmp}/bringup-apt.XXXXXX")']
+        restore = []
+        for i, p in enumerate(paths):
+            lines.append(sh("if [ -e %s ]; then cp -p -- %s \"$bk/%s\"; fi", p, p, str(i)))
+            restore.append(sh("if [ -e \"$bk/%s\" ]; then cp -p -- \"$bk/%s\" %s.bringup-restore && "
+                              "mv -f -- %s.bringup-restore %s; else rm -f -- %s; fi", str(i), str(i), p, p, p, p))
+        restore.append(sh("if [ -f \"$bk/moved\" ]; then while IFS= read -r f; do "
+                          "mv -f -- %s/\"${f##*/}\" \"$f\"; done < \"$bk/moved\"; fi", BACKUP_DIR))
+        # A list of this name left naming a keyring that is not there (an older run's order) breaks every
+        # `apt-get update` of the host: it goes too.
+        restore.append(sh("if [ ! -e %s ] && [ -e %s ]; then rm -f -- %s; echo \"removed %s: the keyring it "
+                          "names is not there\" >&2; fi", self.keyring, self.list_path, self.list_path,
+                          self.list_path))
+        lines += [
+            "_apt_undo() {",
+            "  rc=$?; trap - EXIT",
+            '  if [ "$rc" -ne 0 ]; then',
+            *(f"    {r}" for r in restore),
+            sh("    echo \"apt repository %s: a step failed (exit $rc); %s, its keyring and credentials are "
+               "as they were\" >&2", self.name, self.list_path),
+            "  fi",
+            '  rm -rf -- "$bk"; exit "$rc"',
+            "}",
+            "trap _apt_undo EXIT",
+            "trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM",
+        ]
+        return "\n".join(lines)
 
     def _write(self, path: str, data: bytes) -> str:
         return write_file(path, data, mode="0644")

@@ -3,6 +3,13 @@
 Persisting is a :class:`~bringup.resources.files.File` in ``/etc/sysctl.d``
 that the role renders; this resource writes the live value, and only where it
 differs.
+
+A value may be a floor rather than an exact value (``keep``): a limit the host
+already set larger (a buffer maximum, a backlog) is kept, never shrunk.
+:func:`keep_larger` is the rule, shared by the live write and the role's file:
+``floor`` keeps each whitespace-separated field at the larger of the host's and
+the wanted (``tcp_rmem``'s min, default and max alike), ``range`` keeps the
+wider of two ``low high`` ranges (the lower low, the higher high).
 """
 from __future__ import annotations
 
@@ -12,7 +19,10 @@ from ..command import sh
 from ..errors import InputError
 from .base import Plan, Resource
 
-__all__ = ["Sysctl", "validate_key", "normalize_value"]
+__all__ = ["Sysctl", "validate_key", "normalize_value", "keep_larger", "KEEP"]
+
+#: How a kept value compares with the host's (see :func:`keep_larger`).
+KEEP = ("floor", "range")
 
 _KEY = re.compile(r"^[a-z][a-z0-9_]*(\.[A-Za-z0-9_-]+)+$")
 #: Longer values are cut or refused by the kernel's proc handlers.
@@ -50,21 +60,62 @@ def normalize_value(key: str, value: object) -> str:
     return text
 
 
+def keep_larger(key: str, want: str, have: str | None, keep: str, *, fields: tuple[str, ...] = (),
+                origin: str = "profile") -> tuple[str, list[str]]:
+    """The value to set so that the host's ``have`` is never shrunk, and a note per field kept from the host.
+
+    ``keep`` is ``floor`` (each field the larger) or ``range`` (``low high``: the lower low, the higher high);
+    ``fields`` names the fields in the notes (``min default max``).  A ``have`` that is missing or not the same
+    count of whole numbers as ``want`` keeps nothing: ``want`` is set as given.
+
+        keep_larger("net.ipv4.tcp_rmem", "4096 131072 16777216", "4096 131072 33554432", "floor",
+                    fields=("min", "default", "max"))
+        -> ("4096 131072 33554432", ["kept max 33554432: the host's is larger than the profile's 16777216"])
+    """
+    if keep not in KEEP:
+        raise InputError(f"sysctl {key}: keep {keep!r} is not one of {', '.join(KEEP)}")
+    w, h = want.split(), (have or "").split()
+    if len(w) != len(h) or not all(re.fullmatch(r"-?\d+", x) for x in w + h):
+        return want, []
+    wi, hi = [int(x) for x in w], [int(x) for x in h]
+    if keep == "range":
+        if len(wi) != 2:
+            raise InputError(f"sysctl {key}: a range keeps two fields (low high), not {len(wi)}")
+        out = [min(wi[0], hi[0]), max(wi[1], hi[1])]
+    else:
+        out = [max(a, b) for a, b in zip(wi, hi)]
+    notes = []
+    for i, (a, b) in enumerate(zip(wi, out)):
+        if a != b:
+            name = f"{fields[i]} " if i < len(fields) else (f"field {i + 1} " if len(wi) > 1 else "")
+            word = "lower" if keep == "range" and i == 0 else "larger"
+            notes.append(f"kept {name}{b}: the host's is {word} than the {origin}'s {a}")
+    return " ".join(map(str, out)), notes
+
+
 class Sysctl(Resource):
     """One kernel parameter's live value.
 
         Sysctl("net.core.somaxconn", 4096)
+        Sysctl("net.ipv4.tcp_rmem", "4096 131072 16777216", keep="floor", fields=("min", "default", "max"))
+
+    With ``keep`` the value is a floor (or a ``range`` to widen), never a reason to shrink what the host set
+    larger: :func:`keep_larger`, and the plan says what it kept.
     """
 
     kind = "sysctl"
     read_alongside = True
     live_only = True  # the role's /etc/sysctl.d file persists it
 
-    def __init__(self, key: str, value: object, *, notify=()):
+    def __init__(self, key: str, value: object, *, keep: str | None = None, fields: tuple[str, ...] = (),
+                 origin: str = "profile", notify=()):
         super().__init__(validate_key(key), notify=notify)
         self.key = key
         self.value = normalize_value(key, value)
         self.proc = "/proc/sys/" + key.replace(".", "/")
+        if keep is not None:
+            keep_larger(key, self.value, self.value, keep)  # a keep this resource cannot apply is refused now
+        self.keep, self.fields, self.origin = keep, tuple(fields), origin
 
     def read(self) -> str:
         return sh("p=%s; if [ ! -f \"$p\" ]; then echo absent; elif [ -w \"$p\" ]; then printf 'value='; "
@@ -78,7 +129,12 @@ class Sysctl(Resource):
             return Plan.skip(f"{self.key}: this kernel has no such key (hidden inside a network namespace, "
                              "or its module is not loaded)")
         have = " ".join(current[len("value="):].split())
-        if have == self.value:
-            return Plan.noop(f"{self.key} is already {self.value}")
-        return Plan(commands=[sh("printf '%%s\\n' %s > %s", self.value, self.proc)],
-                    changes={self.key: (have, self.value)})
+        want, notes = self.value, []
+        if self.keep:
+            want, notes = keep_larger(self.key, self.value, have, self.keep, fields=self.fields, origin=self.origin)
+        kept = f" ({'; '.join(notes)})" if notes else ""
+        if have == want:
+            return Plan.noop(f"{self.key} is already {want}{kept}")
+        plan = Plan(commands=[sh("printf '%%s\\n' %s > %s", want, self.proc)], changes={self.key: (have, want)})
+        plan.reason = f"{self.key}: {'; '.join(notes)}" if notes else None
+        return plan

@@ -11,11 +11,13 @@ from pydantic import Field, field_validator, model_validator
 from bringup import topology
 from bringup.errors import InputError
 from bringup.gpu_profiles import ProfileVars
+from bringup.latency.window_tuner import WINDOW_MAX, WINDOW_MIN
 from bringup.resources import image
 from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, key_matching, want
 
-#: The batching window's range (µs).
-DELAY_MIN, DELAY_MAX = 200, 1500
+#: The batching window's range (µs): the window tuner's bounds, so that ``invoke tune`` and the controller
+#: record only windows this role accepts (one range, the engine's).
+DELAY_MIN, DELAY_MAX = WINDOW_MIN, WINDOW_MAX
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
 _WORD = r"^[A-Za-z0-9_]+$"

@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from harness import SANDBOX_VARS, write_inventory
-from roles.sysctl import PERSIST_FILE, PROFILES
+from bringup.resources.sysctl import keep_larger
+from roles.sysctl import FLOORS, PERSIST_FILE, PROFILES
 
 from .helpers import invoke, last_report, recap
 
@@ -43,8 +44,11 @@ def test_check_mode_changes_nothing(sandbox_host, project):
     assert sandbox_host.exec(["test", "-e", PERSIST_FILE], check=False).returncode == 1
 
 
+@pytest.mark.reliability(item=34, fault="a limit the host's kernel already has larger (a 6.x kernel's tcp_rmem "
+                         "maximum of 32 MiB) on a real sandbox host", checks=("machine left alone",))
 def test_apply_persists_and_sets_live_values(sandbox_host, project, host_keys):
     swappiness = live(sandbox_host, "vm.swappiness")
+    before = {k: live(sandbox_host, k) for k in NAMESPACED}
     r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
     assert r.returncode == 0, r.stdout + r.stderr
     rc = recap(r.stdout)[sandbox_host.name]
@@ -54,8 +58,15 @@ def test_apply_persists_and_sets_live_values(sandbox_host, project, host_keys):
     conf = sandbox_host.exec(["cat", PERSIST_FILE]).stdout
     for key in host_keys:
         want = " ".join(str(NAMESPACED[key]).split())
+        if key in FLOORS:  # a limit the host had larger is kept (issue 34 item 6)
+            want = keep_larger(key, want, before[key], FLOORS[key][0])[0]
+            assert all(int(w) >= int(b) for w, b in zip(want.split(), before[key].split())
+                       ) or FLOORS[key][0] == "range", (key, before[key], want)
         assert live(sandbox_host, key) == want, key
         assert f"\n{key} = {want}\n" in conf
+    rmem = before["net.ipv4.tcp_rmem"].split()
+    if "net.ipv4.tcp_rmem" in host_keys and int(rmem[2]) > 16777216:  # kernels from 6.x: 32 MiB by default
+        assert f"kept max {rmem[2]}: the host's is larger than the profile's 16777216" in conf, conf
     for key in set(NAMESPACED) - host_keys:
         assert f"\n{key} = " not in conf and key in conf.splitlines()[-1]  # listed as not persisted
         absent = live(sandbox_host, key) == "ABSENT"
@@ -153,10 +164,14 @@ def test_a_failure_after_live_values_changed_says_they_are_not_persisted(sandbox
     assert line.endswith("  (live, not persisted: net.core.somaxconn)"), line
     assert recap(r.stdout)[sandbox_host.name]["failed"] >= 1
     assert last_report(project)["hosts"][0]["live_not_persisted"] == ["net.core.somaxconn"]
-    # The inventory as it was converges: the live value goes back, and nothing is left unpersisted.
+    # The inventory as it was converges and nothing is left unpersisted.  The live value is the profile's floor
+    # over what the host has now (issue 34 item 6: a larger one is kept, a smaller one raised), and the file says
+    # the same; `was` itself may have been a larger value kept from an earlier test's inventory.
     r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
     assert r.returncode == 0 and "not persisted" not in r.stdout, r.stdout + r.stderr
-    assert live(sandbox_host, "net.core.somaxconn") == was
+    floor = str(max(int(PROFILES["network-latency"]["net.core.somaxconn"][0]), int(other)))
+    assert live(sandbox_host, "net.core.somaxconn") == floor
+    assert f"net.core.somaxconn = {floor}\n" in sandbox_host.exec(["cat", PERSIST_FILE]).stdout
     assert last_report(project)["hosts"][0]["live_not_persisted"] == []
 
 

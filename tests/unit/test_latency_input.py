@@ -227,3 +227,42 @@ def test_input_shape_keeps_every_dimension():
     assert t.input.dims == [3, 224, 224]
     t = resolve(host, {}, model="m", input_name="x", input_shape="2,2,2,2", dtype="FP32")
     assert t.input.dims == [2, 2, 2, 2]
+
+
+# --------------------------------------------------------------------------- issue 34 item 13
+
+
+@pytest.mark.reliability(item=34, fault="tune --windows 100 or 0: a window the triton role refuses (before: "
+                         "recorded, and every later provision and audit failed)", variants=1, checks=CHECKS)
+@pytest.mark.parametrize("task, window", [("tune", "100"), ("tune", "0"), ("tune", "400,150"),
+                                          ("tune-window", "100")])
+def test_tune_refuses_a_window_the_triton_role_refuses(work, task, window):
+    model = ["--model", "add"] if task == "tune" else []
+    line = _refused(_invoke(work, task, "--host", "local-01", *model, "--target-p95-ms", "30", "--windows", window),
+                    work, "--windows", "triton_max_queue_delay_microseconds", "200-1500")
+    assert line.startswith(f"error: --windows '{window}': ")
+    assert not (work / "etc").exists()  # no record anywhere
+
+
+@pytest.mark.parametrize("window", [0, 1, 100, 199, 200, 201, 800, 1500, 1501, 100_000])
+def test_tune_accepts_exactly_the_windows_the_triton_role_accepts(window):
+    """One range: what tune may record is what the role's variable takes (roles/triton/variables.py)."""
+    from bringup.errors import InputError as Refused
+    from bringup.latency.options import TuneOptions, TuneWindowOptions, read
+    from bringup.roles import Role
+    import roles.triton as T
+
+    def role_takes() -> bool:
+        try:
+            Role("triton", T).validate({**T.DEFAULTS, "triton_max_queue_delay_microseconds": window})
+        except Refused:
+            return False
+        return True
+
+    for cls in (TuneOptions, TuneWindowOptions):
+        try:
+            read(cls, {"windows": "--windows"}, target_p95_ms=30.0, windows=[window])
+            tune_takes = True
+        except Refused:
+            tune_takes = False
+        assert tune_takes == role_takes(), (cls.__name__, window)
