@@ -30,7 +30,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from .connection import Transport, connect
+from .connection import Jumps, Transport, connect
 from .facts.gather import gather
 
 if TYPE_CHECKING:
@@ -87,6 +87,9 @@ class Ahead:
         self._lock = threading.Lock()
         self._closed = False
         self._threads: list[threading.Thread] = []
+        #: The run's jump host logins: one per jump host for all the hosts behind it (bringup.jumps), here
+        #: because every connection of the run is opened with this object at hand (HostRun takes it too).
+        self.jumps = Jumps()
 
     def dial(self, hosts: list[Host]) -> None:
         """Start connecting to each of ``hosts`` (one daemon thread each: an exit never waits on a slow host),
@@ -111,7 +114,7 @@ class Ahead:
 
     def _run(self, d: Dial) -> None:
         try:
-            d.transport = connect(d.host)
+            d.transport = connect(d.host, jumps=self.jumps)
         except Exception as e:  # noqa: BLE001 - raised again in the host's worker by take()
             d.error = e
         d.connected.set()
@@ -171,3 +174,4 @@ class Ahead:
         deadline = time.monotonic() + CLOSE_WAIT_S
         for th in self._threads:
             th.join(max(0.0, deadline - time.monotonic()))
+        self.jumps.close()  # the run is over: a jump host login a host left open goes too
