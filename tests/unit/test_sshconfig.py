@@ -174,3 +174,32 @@ def test_check_routes_skips_local_hosts_and_raises_for_ssh_ones():
     check_routes([host(ansible_connection="local", ansible_ssh_common_args="-L 1:2:3")])
     with pytest.raises(InventoryError):
         check_routes([host(ansible_ssh_common_args="-L 1:2:3")])
+
+
+@pytest.mark.reliability(item=32, fault="an ssh option bringup cannot honour, through the CLI",
+                         checks=("one clear line", "exit code", "nothing touched"))
+def test_cli_refuses_before_connecting(tmp_path):
+    """Through the CLI: exit 1, one ``error:`` line naming the host, the variable and the option; nothing
+    connected (the address is 127.0.0.1 port 9, a listener here would have seen a connection) and no report."""
+    import socket
+    import subprocess
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(1)
+        listener.settimeout(0.5)
+        port = listener.getsockname()[1]
+        (tmp_path / "hosts").write_text(
+            "all:\n  hosts:\n    h1:\n      ansible_host: 127.0.0.1\n"
+            f"      ansible_port: {port}\n      ansible_ssh_common_args: -o ForwardAgent=yes -C\n")
+        r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(repo), "provision", "--host", "h1",
+                            "--check"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        with pytest.raises(socket.timeout):
+            listener.accept()  # nothing connected
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+    assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
+    assert "host 'h1': ansible_ssh_common_args: ssh option -o ForwardAgent is not supported" in lines[0], lines[0]
+    assert not (tmp_path / "reports").exists()
