@@ -436,8 +436,9 @@ class SSHTransport(Transport):
             self._let_go()
             raise
         except Exception as e:  # noqa: BLE001 - every failure to log in is one line (jumps.unreachable)
-            self._let_go()
+            # Worded before closing: closing ends a ProxyCommand, whose own words are read here.
             err = unreachable(e, ep=t, way=self.way, host=self.host.name, sock=sock)
+            self._let_go()
             if sock is not None and self.route.target.jumps:
                 err = Unreachable(f"{err} (through jump host {t.jumps[-1].name})")
             raise err from None

@@ -12,7 +12,9 @@ A failure on the way names the jump host, not the target (which was not tried).
 from __future__ import annotations
 
 import os
+import select
 import socket
+import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 
 import paramiko
 
+from .command import sh
 from .errors import Unreachable, said
 from .sshconfig import Endpoint
 
@@ -117,9 +120,41 @@ def _proxy_said(sock: Any, e: BaseException) -> str:
     return words or (getattr(e, "error", None) or str(e) or type(e).__name__)
 
 
-def proxy_command(command: str) -> paramiko.ProxyCommand:
-    """The ProxyCommand as the connection's socket (run through the shell, as ssh runs it)."""
-    return paramiko.ProxyCommand(command)
+class ProxyCommand(paramiko.ProxyCommand):
+    """paramiko's ProxyCommand, with an end: a command that exits is EOF at once (paramiko's own recv reads
+    the empty pipe again until the timeout, spinning a CPU), and closing ends and reaps the command (paramiko's
+    close signals its pid, gone or not, and never waits for it).  Its stderr stays readable after the end:
+    :func:`unreachable` quotes it."""
+
+    def recv(self, size: int) -> bytes:
+        r, _, _ = select.select([self.process.stdout], [], [], self.timeout)
+        if not r:
+            raise socket.timeout()
+        try:
+            return os.read(self.process.stdout.fileno(), size)  # b"" at the command's end: EOF for paramiko
+        except OSError as e:
+            raise paramiko.ProxyCommandFailure(" ".join(self.cmd), e.strerror) from None
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(2)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        for f in (self.process.stdin, self.process.stdout):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass
+
+
+def proxy_command(command: str) -> ProxyCommand:
+    """The ProxyCommand as the connection's socket, run as ssh runs it: ``exec`` in a shell (pipes, ``~`` and
+    ``$VARS`` work; paramiko alone would split the words itself and run the first)."""
+    return ProxyCommand(sh("sh -c %s", "exec " + command))
 
 
 def _key(ep: Endpoint, way: Way, before: tuple) -> tuple:
@@ -203,13 +238,14 @@ class Jumps:
             kwargs["sock"] = sock
         try:
             client.connect(hop.hostname, port=hop.port, **kwargs)
-        except Exception as e:  # noqa: BLE001 - worded below, naming the jump host
+        except Exception as e:  # noqa: BLE001 - worded here, naming the jump host; before closing (a
+            # ProxyCommand's words are read from it)
+            why = unreachable(e, ep=hop, way=way, host=hop.name, sock=sock)
             client.close()
             if sock is not None:
                 sock.close()
             self.release(own)
-            raise Unreachable(f"jump host {hop.name} (on the way to {host}, which was not tried): "
-                              f"{unreachable(e, ep=hop, way=way, host=hop.name, sock=sock)}") from None
+            raise Unreachable(f"jump host {hop.name} (on the way to {host}, which was not tried): {why}") from None
         if way.keepalive:
             client.get_transport().set_keepalive(way.keepalive)
         return client, own

@@ -171,3 +171,17 @@ def test_unreachable_bastion_is_named_not_the_target(net, tmp_path):
     assert "jump host bastion (on the way to h1, which was not tried): ssh to 127.0.0.1:1 failed" in r.stdout, \
         r.stdout
     assert recap(r.stdout)["h1"]["unreachable"] == 1
+
+
+@pytest.mark.reliability(item=32, fault="a ProxyCommand that cannot reach the bastion",
+                         checks=("one clear line", "exit code"))
+def test_failing_proxycommand_says_what_the_command_said(net, tmp_path):
+    bastion, behind, key = net
+    known = _known(tmp_path, bastion, key)
+    ssh = f"ssh -F /dev/null -o BatchMode=yes -p 1 -W %h:%p root@127.0.0.1"
+    _inventory(tmp_path, known, ansible_ssh_common_args=f"-o ProxyCommand=\"{ssh}\" -F none",
+               ssh_connect_timeout=5)
+    r = invoke("plan", "--roles", "sysctl", "--host", "h1", cwd=tmp_path)
+    assert r.returncode == 4, r.stdout + r.stderr
+    line = next(ln for ln in r.stdout.splitlines() if "ProxyCommand" in ln)
+    assert "ProxyCommand for gpu-behind-1:22 failed" in line and "port 1" in line, r.stdout
