@@ -241,6 +241,7 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
     """How ``ssh`` (as Ansible runs it) reaches ``host``; raises one line for an option bringup cannot honour."""
     name = f"host {host.name!r}"
     v, c = host.vars, host.connection
+    given = c.model_fields_set  # the connection variables the inventory set (a default is not "set")
     lines: list[tuple[str, str]] = []
     config: str | None = None
     per_var: dict[str, list[tuple[str, str]]] = {}
@@ -251,7 +252,7 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
         per_var[var], named = parse_ssh_args(v[var], f"{name}: {var}")
         config = named or config
     lines += per_var["ansible_ssh_args"]
-    if "ansible_port" in v:
+    if "ansible_port" in given:
         lines.append(("Port", str(c.ansible_port)))
     if c.ansible_ssh_private_key_file:
         lines.append(("IdentityFile", c.ansible_ssh_private_key_file))
@@ -295,13 +296,13 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
     # The inventory's ssh_known_hosts first when it is set (accept-new writes there), then UserKnownHostsFile.
     own = os.path.expanduser(c.ssh_known_hosts)
     named = [os.path.expanduser(p) for p in str(found.get("userknownhostsfile") or "").split()]
-    known = tuple(dict.fromkeys(([own] if "ssh_known_hosts" in v or not named else []) + named))
+    known = tuple(dict.fromkeys(([own] if "ssh_known_hosts" in given or not named else []) + named))
     # bringup's own variables win over ConnectTimeout and ServerAliveInterval; their defaults do not.
     timeout = float(c.ssh_connect_timeout)
-    if "ssh_connect_timeout" not in v and found.get("connecttimeout") is not None:
+    if "ssh_connect_timeout" not in given and found.get("connecttimeout") is not None:
         timeout = float(_int(found["connecttimeout"], "ConnectTimeout", name, 1, 86400))
     alive = int(c.ssh_keepalive_interval)
-    if "ssh_keepalive_interval" not in v and found.get("serveraliveinterval") is not None:
+    if "ssh_keepalive_interval" not in given and found.get("serveraliveinterval") is not None:
         alive = _int(found["serveraliveinterval"], "ServerAliveInterval", name, 0, 86400)
     return Route(target=target, known_hosts=known, strict=strict, connect_timeout=timeout, keepalive=alive,
                  config_file=config)

@@ -203,3 +203,13 @@ def test_cli_refuses_before_connecting(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: "), r.stderr
     assert "host 'h1': ansible_ssh_common_args: ssh option -o ForwardAgent is not supported" in lines[0], lines[0]
     assert not (tmp_path / "reports").exists()
+
+
+def test_what_the_connection_variables_set_counts_not_their_defaults(cfg):
+    """A Host made in code (its vars empty, its connection validated): what the model was given wins over the
+    config file, a default (port 22, ~/.ssh/known_hosts, 10 s) does not."""
+    conn = ConnectionVars(ansible_port=2022, ssh_known_hosts="/kh/x", ssh_connect_timeout=4)
+    r = route(Host("gpu-01", ["all"], {}, conn), default_config=str(cfg))
+    assert (r.target.port, r.known_hosts, r.connect_timeout) == (2022, ("/kh/x",), 4.0)
+    r = route(Host("gpu-01", ["all"], {}, ConnectionVars()), default_config=str(cfg))
+    assert r.target.port == 2222  # the config's
