@@ -13,9 +13,9 @@ bad input closes it unused (:meth:`Ahead.close`), and no command, sudo included,
 ahead: a host that logs in with a password (a refused run makes no login attempt with it), and the hosts
 the caller holds back (``hold``: a host whose drain hook must run before anything touches it).  It never
 records a host key: given ``accept_new_host_keys`` (the run's ``--accept-new-host-keys``) it opens nothing,
-and the run connects itself once its input was checked.  An error of the early connection or gathering is
-raised where the run would have met it, in the host's own worker (:meth:`Dial.facts_for`,
-:meth:`Ahead.take`), so it is reported as before.
+nor for a host whose own ssh options accept new keys, and the run connects itself once its input was
+checked.  An error of the early connection or gathering is raised where the run would have met it, in
+the host's own worker (:meth:`Dial.facts_for`, :meth:`Ahead.take`), so it is reported as before.
 
     with Ahead() as ahead:                    # leaving it closes what no host took
         ahead.dial(hosts)                     # threads connect
@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from .connection import Jumps, Transport, connect
 from .facts.gather import gather
+from .sshconfig import route
 
 if TYPE_CHECKING:
     from .inventory import Host
@@ -63,6 +64,14 @@ class Dial:
         if self.facts_error is not None:
             raise self.facts_error
         return self.facts
+
+
+def _records_keys(host: Host) -> bool:
+    """Whether connecting may record a host key without the run's flag: the host's own ssh options say
+    ``StrictHostKeyChecking accept-new`` (or ``no``); such a host connects once the input was checked."""
+    if host.connection.ansible_connection == "local":
+        return False
+    return route(host).strict == "accept-new"
 
 
 #: The longest :meth:`Ahead.close` waits for dials still connecting (a slow host never holds an exit longer).
@@ -97,7 +106,8 @@ class Ahead:
         if not self.enabled or self._closed:
             return
         for h in hosts:
-            if h.name in self._dials or self.hold(h) or h.connection.ansible_password is not None:
+            if h.name in self._dials or self.hold(h) or h.connection.ansible_password is not None \
+                    or _records_keys(h):
                 continue
             d = self._dials[h.name] = Dial(h)
             th = threading.Thread(target=self._run, args=(d,), name=f"ahead-{h.name}", daemon=True)
