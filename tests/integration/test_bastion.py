@@ -113,9 +113,15 @@ def test_proxyjump_from_ssh_config_one_bastion_login_for_both_hosts(net, tmp_pat
     assert rc["h1"]["unreachable"] == 0 and rc["h2"]["unreachable"] == 0, r.stdout
     # Both hosts behind one jump host: one login to it for the run, shared.
     assert _logins(bastion) - before == 1
+    # The checklist of both, through the same jump host, its page naming the host behind it.
+    r = invoke("checklist", "--hosts", "h1,h2", "--roles", "sysctl", "--out", "pages", "--set",
+               "sysctl={vm.swappiness: null, kernel.numa_balancing: null}", cwd=tmp_path)
+    assert r.returncode in (0, 2), r.stdout + r.stderr  # WARN (not provisioned) or FAIL lines, not unreachable
+    md = (tmp_path / "pages" / "h1.md").read_text()
+    assert md.startswith("# Bring-up checklist: h1") and "| PASS | gpu | GPUs for the cpu profile |" in md, md
 
 
-def test_proxycommand_from_ansible_ssh_common_args(net, tmp_path):
+def test_proxycommand_from_ansible_ssh_common_args_plan_provision_audit(net, tmp_path):
     bastion, behind, key = net
     known = _known(tmp_path, bastion, key)
     ssh = (f"ssh -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes -o UserKnownHostsFile={known} "
@@ -125,6 +131,16 @@ def test_proxycommand_from_ansible_ssh_common_args(net, tmp_path):
     r = invoke("plan", "--roles", "sysctl", "--host", "h2", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert recap(r.stdout)["h2"]["unreachable"] == 0
+    # A run that writes (its run lock held on a channel through the proxy), then an audit of it.
+    fastopen = "sysctl={net.ipv4.tcp_fastopen: 2}"
+    r = invoke("provision", "--roles", "sysctl", "--host", "h2", "--set", fastopen, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert behind.exec(["cat", "/proc/sys/net/ipv4/tcp_fastopen"]).stdout.strip() == "2"
+    r = invoke("audit", "--roles", "sysctl", "--host", "h2", "--set", fastopen, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = invoke("audit", "--roles", "sysctl", "--host", "h2", "--set", "sysctl={net.ipv4.tcp_fastopen: 3}",
+               cwd=tmp_path)
+    assert r.returncode == 2 and "h2: net.ipv4.tcp_fastopen is 2, want 3" in r.stdout, r.stdout + r.stderr
 
 
 @pytest.mark.reliability(item=32, fault="a jump host whose key is unknown, then CHANGED",
