@@ -387,11 +387,10 @@ def _no_delay(sock: object) -> None:
 class SSHTransport(Transport):
     """SSH through a Fabric ``Connection`` with verified host keys."""
 
-    def __init__(self, host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None = None,
-                 way: Route | None = None):
+    def __init__(self, host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None = None):
         super().__init__(host)
         c = host.connection
-        self.route = way or route(host)
+        self.route: Route = route(host)
         t = self.route.target
         self.known_hosts = Path(self.route.known_hosts[0])
         self.way = Way(known_hosts=self.route.known_hosts,
