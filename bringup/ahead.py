@@ -13,9 +13,9 @@ bad input closes it unused (:meth:`Ahead.close`), and no command, sudo included,
 ahead: a host that logs in with a password (a refused run makes no login attempt with it), and the hosts
 the caller holds back (``hold``: a host whose drain hook must run before anything touches it).  It never
 records a host key: given ``accept_new_host_keys`` (the run's ``--accept-new-host-keys``) it opens nothing,
-and the run connects itself once its input was checked.  An error of the early connection or gathering is
-raised where the run would have met it, in the host's own worker (:meth:`Dial.facts_for`,
-:meth:`Ahead.take`), so it is reported as before.
+nor for a host whose own ssh options accept new keys, and the run connects itself once its input was
+checked.  An error of the early connection or gathering is raised where the run would have met it, in
+the host's own worker (:meth:`Dial.facts_for`, :meth:`Ahead.take`), so it is reported as before.
 
     with Ahead() as ahead:                    # leaving it closes what no host took
         ahead.dial(hosts)                     # threads connect
@@ -30,8 +30,9 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from .connection import Transport, connect
+from .connection import Jumps, Transport, connect
 from .facts.gather import gather
+from .sshconfig import route
 
 if TYPE_CHECKING:
     from .inventory import Host
@@ -65,6 +66,14 @@ class Dial:
         return self.facts
 
 
+def _records_keys(host: Host) -> bool:
+    """Whether connecting may record a host key without the run's flag: the host's own ssh options say
+    ``StrictHostKeyChecking accept-new`` (or ``no``); such a host connects once the input was checked."""
+    if host.connection.ansible_connection == "local":
+        return False
+    return route(host).strict == "accept-new"
+
+
 #: The longest :meth:`Ahead.close` waits for dials still connecting (a slow host never holds an exit longer).
 CLOSE_WAIT_S = 2.0
 
@@ -87,6 +96,9 @@ class Ahead:
         self._lock = threading.Lock()
         self._closed = False
         self._threads: list[threading.Thread] = []
+        #: The run's jump host logins: one per jump host for all the hosts behind it (bringup.jumps), here
+        #: because every connection of the run is opened with this object at hand (HostRun takes it too).
+        self.jumps = Jumps()
 
     def dial(self, hosts: list[Host]) -> None:
         """Start connecting to each of ``hosts`` (one daemon thread each: an exit never waits on a slow host),
@@ -94,7 +106,8 @@ class Ahead:
         if not self.enabled or self._closed:
             return
         for h in hosts:
-            if h.name in self._dials or self.hold(h) or h.connection.ansible_password is not None:
+            if h.name in self._dials or self.hold(h) or h.connection.ansible_password is not None \
+                    or _records_keys(h):
                 continue
             d = self._dials[h.name] = Dial(h)
             th = threading.Thread(target=self._run, args=(d,), name=f"ahead-{h.name}", daemon=True)
@@ -111,7 +124,7 @@ class Ahead:
 
     def _run(self, d: Dial) -> None:
         try:
-            d.transport = connect(d.host)
+            d.transport = connect(d.host, jumps=self.jumps)
         except Exception as e:  # noqa: BLE001 - raised again in the host's worker by take()
             d.error = e
         d.connected.set()
@@ -171,3 +184,4 @@ class Ahead:
         deadline = time.monotonic() + CLOSE_WAIT_S
         for th in self._threads:
             th.join(max(0.0, deadline - time.monotonic()))
+        self.jumps.close()  # the run is over: a jump host login a host left open goes too

@@ -7,6 +7,9 @@ script see an exhausted stdin, so none of them can swallow the rest of it.
 Host keys are verified against ``ssh_known_hosts``; Fabric's default of adding
 any key is replaced by paramiko's ``RejectPolicy``, or by :class:`AcceptNew`
 (OpenSSH's ``StrictHostKeyChecking=accept-new``) when asked.
+
+Where to connect is what ``ssh`` would do as Ansible runs it (:mod:`bringup.sshconfig`: the ssh config
+file, ``ansible_ssh_*args``); jump hosts and proxy commands are :mod:`bringup.jumps`'.
 """
 from __future__ import annotations
 
@@ -30,12 +33,14 @@ from fabric import Config, Connection
 from .command import quote, sh
 from .errors import BringupError, Unreachable, said
 from .inventory import Host
+from .jumps import AcceptNew, Jumps, Way, unreachable
+from .sshconfig import Route, route
 
 # paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
 # raises afterwards is worded below, once.  (A NullHandler keeps logging's last-resort stderr handler away.)
 logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
-__all__ = ["Transport", "SSHTransport", "LocalTransport", "RunResult", "connect", "AcceptNew", "BecomeError"]
+__all__ = ["Transport", "SSHTransport", "LocalTransport", "RunResult", "connect", "AcceptNew", "BecomeError", "Jumps"]
 
 #: The remote entry point: read the whole script from stdin, then run it.
 _ENTRY = "sh -c 'eval \"$(cat)\"'"
@@ -368,24 +373,6 @@ class LocalTransport(Transport):
         return RunResult(rc, _text(b"".join(out)), _text(b"".join(err)))
 
 
-class AcceptNew(paramiko.MissingHostKeyPolicy):
-    """Record an unknown host key in the known-hosts file (OpenSSH's accept-new).
-
-    A key that differs from a recorded one is still refused: paramiko raises
-    ``BadHostKeyException`` before any policy is consulted.
-    """
-
-    def __init__(self, known_hosts: Path):
-        self.known_hosts = known_hosts
-
-    def missing_host_key(self, client, hostname, key):
-        self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
-        with open(self.known_hosts, "a") as f:
-            f.write(line)
-        client.get_host_keys().add(hostname, key.get_name(), key)
-
-
 def _no_delay(sock: object) -> None:
     """TCP_NODELAY on the connection's socket, as OpenSSH sets it.
 
@@ -400,72 +387,67 @@ def _no_delay(sock: object) -> None:
 class SSHTransport(Transport):
     """SSH through a Fabric ``Connection`` with verified host keys."""
 
-    def __init__(self, host: Host, accept_new_host_keys: bool = False):
+    def __init__(self, host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None = None):
         super().__init__(host)
         c = host.connection
-        self.known_hosts = Path(os.path.expanduser(c.ssh_known_hosts))
+        self.route: Route = route(host)
+        t = self.route.target
+        self.known_hosts = Path(self.route.known_hosts[0])
+        self.way = Way(known_hosts=self.route.known_hosts,
+                       accept_new=accept_new_host_keys or self.route.strict == "accept-new",
+                       connect_timeout=self.route.connect_timeout, keepalive=self.route.keepalive)
+        #: Jump host logins: the run's, shared with the other hosts behind them, or this transport's own.
+        self._own_jumps = jumps is None
+        self.jumps = jumps if jumps is not None else Jumps()
+        self._held: list[tuple] = []
         connect_kwargs: dict = {}
-        if c.ansible_ssh_private_key_file:
-            connect_kwargs["key_filename"] = os.path.expanduser(c.ansible_ssh_private_key_file)
-            # Only the named key: an agent or ~/.ssh keys would hide a wrong path.
+        if t.identity_files:
+            connect_kwargs["key_filename"] = list(t.identity_files)
+            # Only the named keys: an agent or ~/.ssh keys would hide a wrong path.
             connect_kwargs["look_for_keys"] = False
             connect_kwargs["allow_agent"] = False
         if c.ansible_password:
             connect_kwargs["password"] = c.ansible_password.get_secret_value()
         self.conn = Connection(
-            host.address,
-            user=c.ansible_user or "root",
-            port=c.ansible_port,
-            connect_timeout=int(c.ssh_connect_timeout),
+            t.hostname,
+            user=t.user,
+            port=t.port,
+            connect_timeout=int(self.route.connect_timeout),
             connect_kwargs=connect_kwargs,
+            # Read by bringup.sshconfig (with the inventory's variables first, as ssh does), not by Fabric.
             config=Config(overrides={"load_ssh_configs": False}),
         )
-        client = self.conn.client
-        if self.known_hosts.exists():
-            client.load_host_keys(str(self.known_hosts))
-        client.set_missing_host_key_policy(
-            AcceptNew(self.known_hosts) if accept_new_host_keys else paramiko.RejectPolicy()
-        )
+        self.way.prepare(self.conn.client)
 
     def open(self) -> None:
-        c = self.host.connection
-        where = f"{self.host.address}:{c.ansible_port}"
+        t = self.route.target
+        sock = None
         try:
+            sock, self._held = self.jumps.reach(t, self.way, self.host.name)
+            if sock is not None:
+                self.conn.connect_kwargs["sock"] = sock
             self.conn.open()
             _no_delay(self.conn.transport.sock)
-            if c.ssh_keepalive_interval:
+            if self.way.keepalive:
                 # OpenSSH's ServerAliveInterval: idle sessions survive firewalls and NAT.
-                self.conn.transport.set_keepalive(int(c.ssh_keepalive_interval))
-        except paramiko.BadHostKeyException as e:
-            raise Unreachable(
-                f"host key for {where} CHANGED (got {e.key.get_name()} {e.key.get_fingerprint().hex()}); "
-                f"if the host was rebuilt, remove its line from {self.known_hosts}"
-            ) from None
-        except paramiko.SSHException as e:
-            msg = str(e)
-            if "not found in known_hosts" in msg:
-                raise Unreachable(
-                    f"unknown host key for {where}: not in {self.known_hosts}; "
-                    "verify it and add it, or pass --accept-new-host-keys"
-                ) from None
-            if "protocol banner" in msg:
-                detail = msg.partition("banner")[2].strip()  # paramiko glues the cause on: "banner[Errno 104] ..."
-                raise Unreachable(f"host {self.host.name}: port {c.ansible_port} of {self.host.address} answers "
-                                  f"but is not SSH (no SSH banner{': ' + detail if detail else ''}); check "
-                                  "ansible_port and that sshd runs") from None
-            if msg == "No existing session":
-                # paramiko's words when the handshake did not finish before the timeout: the TCP connection was
-                # accepted (by the kernel) but sshd never completed the exchange.
-                raise Unreachable(f"ssh to {where}: the port accepted the connection but no SSH handshake finished "
-                                  f"within {c.ssh_connect_timeout:g} s (sshd frozen or overloaded, or traffic dropped "
-                                  "after connect); check the host and ssh_connect_timeout") from None
-            if isinstance(e, paramiko.AuthenticationException):
-                raise Unreachable(f"authentication to {c.ansible_user or 'root'}@{where} failed: {msg}") from None
-            raise Unreachable(f"ssh to {where} failed: {msg}") from None
-        except (socket.timeout, TimeoutError):
-            raise Unreachable(f"ssh to {where} timed out after {c.ssh_connect_timeout:g} s") from None
-        except OSError as e:
-            raise Unreachable(f"ssh to {where} failed: {e.strerror or e}") from None
+                self.conn.transport.set_keepalive(int(self.way.keepalive))
+        except Unreachable:
+            self._let_go()
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure to log in is one line (jumps.unreachable)
+            # Worded before closing: closing ends a ProxyCommand, whose own words are read here.
+            err = unreachable(e, ep=t, way=self.way, host=self.host.name, sock=sock)
+            self._let_go()
+            if sock is not None and self.route.target.jumps:
+                err = Unreachable(f"{err} (through jump host {t.jumps[-1].name})")
+            raise err from None
+
+    def _let_go(self) -> None:
+        self.conn.close()
+        held, self._held = self._held, []  # once, whoever closes first (the run, its watchdog)
+        self.jumps.release(held)
+        if self._own_jumps:
+            self.jumps.close()
 
     probed = True
 
@@ -553,15 +535,16 @@ class SSHTransport(Transport):
         return line
 
     def close(self) -> None:
-        self.conn.close()  # the holder's channel with it: the lock goes
+        self._let_go()  # the holder's channel with the connection: the lock goes; then the jump hosts
 
 
-def connect(host: Host, accept_new_host_keys: bool = False) -> Transport:
-    """Open the transport that ``ansible_connection`` names."""
+def connect(host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None = None) -> Transport:
+    """Open the transport that ``ansible_connection`` names; ``jumps``: the run's jump host logins, shared by
+    the hosts behind each (none: this connection opens its own)."""
     if host.connection.ansible_connection == "local":
         t: Transport = LocalTransport(host)
     else:
-        t = SSHTransport(host, accept_new_host_keys=accept_new_host_keys)
+        t = SSHTransport(host, accept_new_host_keys=accept_new_host_keys, jumps=jumps)
     t.open()
     return t
 

@@ -118,7 +118,8 @@ class HostRun:
             if self._early is not None:
                 self._dialled = self._early.started
             self.transport = self._early.transport if self._early is not None else \
-                connect(self.host, accept_new_host_keys=self.opts.accept_new_host_keys)
+                connect(self.host, accept_new_host_keys=self.opts.accept_new_host_keys,
+                        jumps=ahead.jumps if ahead is not None else None)
             self.stop.track(self.transport)
             if not self.opts.check:
                 # Two runs that write never interleave on one host: the second waits, then names the first.

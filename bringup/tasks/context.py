@@ -123,11 +123,16 @@ def load(inventory, set_) -> Inventory:
 
 def selected(inventory, set_, host, hosts, group, limit=None) -> tuple[Inventory, list[Host]]:
     """The inventory and the hosts that ``--host/--hosts/--group`` and ``--limit`` pick."""
+    from ..sshconfig import check_routes
+
     inv = load(inventory, set_)
     if limit and not (host or hosts or group):
-        return inv, inv.limit(limit)  # --limit alone picks from the whole inventory
-    chosen = inv.select(host=host, hosts=hosts, group=group)
-    return inv, inv.limit(limit, chosen) if limit else chosen
+        chosen = inv.limit(limit)  # --limit alone picks from the whole inventory
+    else:
+        chosen = inv.select(host=host, hosts=hosts, group=group)
+        chosen = inv.limit(limit, chosen) if limit else chosen
+    check_routes(chosen)  # an ssh option or ssh config bringup cannot honour: one line, before any connection
+    return inv, chosen
 
 
 def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahead | None = None, dial: int = 0,

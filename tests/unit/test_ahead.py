@@ -113,7 +113,7 @@ class _Recording(LocalTransport):
 @pytest.fixture
 def recording(monkeypatch):
     _Recording.closed, _Recording.ran, _Recording.fail = [], [], False
-    monkeypatch.setattr(ahead_mod, "connect", lambda host: _Recording(host))
+    monkeypatch.setattr(ahead_mod, "connect", lambda host, jumps=None: _Recording(host))
     return _Recording
 
 
@@ -159,6 +159,20 @@ def test_held_hosts_and_password_logins_are_not_opened_ahead(recording):
         ahead.dial([drained, by_password, plain])
         assert ahead.take(drained) is None and ahead.take(by_password) is None
         assert ahead.take(plain) is not None
+
+
+def test_a_host_whose_ssh_options_accept_new_keys_is_not_opened_ahead(recording):
+    """Its key may be recorded only once the run's input was checked (issue 32: the host's own
+    StrictHostKeyChecking accept-new, or no, records keys as --accept-new-host-keys does)."""
+    def ssh(name: str, args: str) -> Host:
+        v = {"ansible_host": "192.0.2.9", "ansible_ssh_common_args": args, "ssh_config": "none"}
+        return Host(name, ["all"], v, ConnectionVars.model_validate(v))
+
+    new, no, strict = (ssh("new", "-o StrictHostKeyChecking=accept-new"), ssh("no", "-o StrictHostKeyChecking=no"),
+                       ssh("strict", "-o StrictHostKeyChecking=yes"))
+    with Ahead() as ahead:
+        ahead.dial([new, no, strict])
+        assert set(ahead._dials) == {"strict"}
 
 
 def _project(tmp_path, thp) -> Path:

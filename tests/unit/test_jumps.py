@@ -1,0 +1,117 @@
+"""Issue 32 item 3: jump host logins shared by the hosts behind them, and given back (bringup.jumps).
+
+No network: the login itself (:meth:`Jumps._open`) is replaced by a recorder; what is tested is which
+logins are made, shared, and closed, and the words of a failure.  The real logins are in
+tests/integration/test_bastion.py.
+"""
+from __future__ import annotations
+
+import paramiko
+import pytest
+
+from bringup.errors import Unreachable
+from bringup.jumps import Jumps, Way, unreachable
+from bringup.sshconfig import Endpoint
+
+WAY = Way(known_hosts=("/nonexistent/known_hosts",), accept_new=False, connect_timeout=3)
+BASTION = Endpoint("bastion", "203.0.113.7", 22, "jump")
+INNER = Endpoint("inner", "10.9.0.2", 22, "jump")
+
+
+class FakeTransport:
+    def __init__(self, name: str, log: list):
+        self.name, self.log, self.active = name, log, True
+
+    def is_active(self) -> bool:
+        return self.active
+
+    def open_channel(self, kind, dest, src, timeout=None):
+        if dest[0] == "refuse":
+            raise paramiko.ChannelException(2, "Connect failed")
+        self.log.append(("channel", self.name, dest))
+        return f"chan:{self.name}->{dest[0]}"
+
+
+class FakeClient:
+    def __init__(self, name: str, log: list):
+        self.t, self.log, self.name = FakeTransport(name, log), log, name
+
+    def get_transport(self):
+        return self.t
+
+    def close(self) -> None:
+        self.t.active = False
+        self.log.append(("close", self.name))
+
+
+@pytest.fixture
+def jumps(monkeypatch):
+    j = Jumps()
+    j.log = []
+
+    def _open(hop, way, host, through, prev):
+        if hop.hostname == "down":
+            raise Unreachable(f"jump host {hop.name}: down")
+        j.log.append(("login", hop.name, through.name if through else None))
+        return FakeClient(hop.name, j.log), []
+
+    monkeypatch.setattr(j, "_open", _open)
+    return j
+
+
+def target(name: str, *hops: Endpoint) -> Endpoint:
+    return Endpoint(name, name, 22, "root", jumps=hops)
+
+
+def test_two_hosts_behind_two_hops_share_one_login_each_and_the_last_closes_them(jumps):
+    sock1, held1 = jumps.reach(target("gpu1", BASTION, INNER), WAY, "gpu1")
+    sock2, held2 = jumps.reach(target("gpu2", BASTION, INNER), WAY, "gpu2")
+    logins = [e for e in jumps.log if e[0] == "login"]
+    assert logins == [("login", "bastion", None), ("login", "inner", "bastion")]
+    assert (sock1, sock2) == ("chan:inner->gpu1", "chan:inner->gpu2")
+    jumps.release(held1)
+    assert not [e for e in jumps.log if e[0] == "close"]  # gpu2 still goes through them
+    jumps.release(held2)
+    assert [e for e in jumps.log if e[0] == "close"] == [("close", "inner"), ("close", "bastion")]
+
+
+def test_a_different_way_in_is_not_shared(jumps):
+    other_user = Endpoint("bastion", "203.0.113.7", 22, "someone-else")
+    jumps.reach(target("gpu1", BASTION), WAY, "gpu1")
+    jumps.reach(target("gpu2", other_user), WAY, "gpu2")
+    jumps.reach(target("gpu3", BASTION), Way(WAY.known_hosts, True, 3), "gpu3")  # accept-new: not shared
+    assert len([e for e in jumps.log if e[0] == "login"]) == 3
+
+
+def test_a_dead_login_is_made_again(jumps):
+    _, held = jumps.reach(target("gpu1", BASTION), WAY, "gpu1")
+    next(h for h in jumps._hops.values()).client.t.active = False  # the bastion's connection dropped
+    jumps.reach(target("gpu2", BASTION), WAY, "gpu2")
+    assert len([e for e in jumps.log if e[0] == "login"]) == 2
+
+
+def test_a_failure_further_on_gives_back_what_was_taken(jumps):
+    with pytest.raises(Unreachable, match="jump host dead: down"):
+        jumps.reach(target("gpu1", BASTION, Endpoint("dead", "down", 22, "x")), WAY, "gpu1")
+    assert ("close", "bastion") in jumps.log and jumps._hops == {}
+    with pytest.raises(Unreachable) as e:
+        jumps.reach(target("refuse", BASTION), WAY, "gpu1")
+    assert "through jump host bastion failed: the jump host could not connect to it (Connect failed)" in str(e.value)
+    assert jumps._hops == {}
+
+
+def test_close_closes_what_is_left(jumps):
+    jumps.reach(target("gpu1", BASTION, INNER), WAY, "gpu1")
+    jumps.close()
+    assert [e for e in jumps.log if e[0] == "close"] == [("close", "inner"), ("close", "bastion")]
+
+
+def test_failure_words():
+    k = paramiko.RSAKey.generate(1024)
+    changed = unreachable(paramiko.BadHostKeyException("bastion", k, k), ep=BASTION, way=WAY, host="bastion")
+    assert str(changed).startswith("host key for 203.0.113.7:22 CHANGED (got ssh-rsa ")
+    assert "/nonexistent/known_hosts" in str(changed)
+    unknown = unreachable(paramiko.SSHException("Server '[x]:22' not found in known_hosts"), ep=BASTION, way=WAY,
+                          host="bastion")
+    assert "unknown host key for 203.0.113.7:22" in str(unknown) and "--accept-new-host-keys" in str(unknown)
+    assert str(unreachable(TimeoutError(), ep=BASTION, way=WAY, host="b")) == "ssh to 203.0.113.7:22 timed out after 3 s"
