@@ -93,6 +93,7 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
 
 class KernelXid(Fact):
     name = "kernel.xid"
+    reads_bytes = True  # a log line not valid UTF-8 keeps its Xid, counted as damaged
     # dmesg first (the kernel's own buffer), the journal of this boot only where dmesg is refused.
     command = (
         "if command -v dmesg >/dev/null 2>&1; then\n"

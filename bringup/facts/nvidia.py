@@ -141,6 +141,7 @@ class _NvidiaSmiFact(Fact):
 
 class NvidiaSmi(_NvidiaSmiFact):
     name = "nvidia.smi"
+    always_prints = True  # its CSV, or its own error on stdout
     command = "nvidia-smi --query-gpu=" + _QUERY_FIELDS + " --format=csv"
     process = staticmethod(parse_query_gpu_csv)
 
@@ -481,6 +482,7 @@ def parse_nvidia_query(output: str) -> dict[str, Any]:
 
 class NvidiaQuery(_NvidiaSmiFact):
     name = "nvidia.query"
+    always_prints = True
     # -L beside -q, in the same round trip: the MIG devices under each GPU, one line each.
     command = "nvidia-smi -q\necho\necho '" + LIST_MARK + "'\nnvidia-smi -L"
     process = staticmethod(parse_nvidia_query)
@@ -634,6 +636,7 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
 
 class NvidiaTopo(_NvidiaSmiFact):
     name = "nvidia.topo"
+    always_prints = True
     command = (
         "nvidia-smi topo -m\n"
         "echo ---\n"
