@@ -139,7 +139,8 @@ def _mig_lines(facts: dict, profile: str | None, fact_errors: dict | None = None
     kinds = ""  # the MIG profiles, when the facts list the devices (nvidia-smi -L): " (7 × 1g.10gb)"
     if all(isinstance(c, list) for c in devices) and any(devices):
         per = Counter(str(d.get("profile") or "?") if isinstance(d, dict) else "?" for c in devices for d in c)
-        kinds = " (" + ", ".join(f"{n} × {p}" for p, n in sorted(per.items())) + ")"
+        # nvidia-smi -q names no profile (-L does): then the count alone.
+        kinds = "" if "?" in per else " (" + ", ".join(f"{n} × {p}" for p, n in sorted(per.items())) + ")"
     seen = (f"MIG on {len(query)} GPU(s) ({where}): "
             + (f"{sum(counts)} MIG instance(s){kinds}" if known else "the MIG instance count is not in the facts"))
     return [line("gpu", "MIG instances", "WARN", seen,
