@@ -248,7 +248,8 @@ def _md(text: str, limit: int | None = None) -> str:
         # Cut at a word, never inside one ("this kernel has no such"), and say it was cut.
         cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
         text = cut.rstrip(",;:") + " …"
-    return text.replace("|", "\\|")
+    # Texts come from hosts: no "|" splits the row, no "<" opens an HTML tag where the Markdown is rendered.
+    return text.replace("<", "&lt;").replace("|", "\\|")
 
 
 def _named(k: Check) -> str:
@@ -323,6 +324,20 @@ def page_name(host: str) -> str:
         raise InputError(f"host name {host!r} cannot name a checklist page (letters, digits, '_', '.', '-'; "
                          "no '..'); rename the host in the inventory")
     return host
+
+
+#: The rack's page under ``--out`` (``--group``): ``index.html``.
+GROUP_PAGE = "index"
+
+
+def group_page_free(hosts) -> None:
+    """Refuse a host whose page would be the rack's page (a host named ``index``: its ``index.html`` and the
+    group's would be one file, the host's page lost); said before anything runs."""
+    for h in hosts:
+        if h.name.casefold() == GROUP_PAGE:
+            from .errors import InputError
+            raise InputError(f"host {h.name!r}: its checklist page {h.name}.html would be the --group page "
+                             f"{GROUP_PAGE}.html; rename the host in the inventory, or run it without --group")
 
 
 def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_host_keys=False, facts_file=None,

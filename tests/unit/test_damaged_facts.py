@@ -232,3 +232,44 @@ def test_a_garbled_cpulist_is_refused_not_an_empty_list():
     topo = bundle()["raw"]["cpu.topology"]["output"].replace("node 0 0-15", "node 0 0-1S")
     _, errors = parse_raw([FACTS_BY_NAME["cpu.topology"]], {"cpu.topology": {"rc": 0, "output": topo}})
     assert "node 0" in errors["cpu.topology"] and "garbled" in errors["cpu.topology"], errors
+
+
+# --------------------------------------------------------------------------------------------------------------
+# item 16: hostile text in a GPU name; a host named index
+
+
+@pytest.mark.reliability(item=34, fault="ANSI escape sequences and <script> in a GPU name", variants=1,
+                         checks=("report written",))
+def test_escapes_and_script_in_a_gpu_name_are_shown_never_acting(tmp_path):
+    raw = bundle()["raw"]
+    # Hostile: the CSV's GPU name given an ANSI clear-screen and colour, and a <script> tag.
+    assert "NVIDIA H200" in raw["nvidia.smi"]["output"]
+    raw["nvidia.smi"]["output"] = raw["nvidia.smi"]["output"].replace(
+        "NVIDIA H200", "NVIDIA H200 \x1b[2J\x1b[31m<script>alert(1)</script>", 1)
+    r = _page(tmp_path, raw)
+    assert "Traceback" not in r.stderr and r.returncode in (0, 2), r.stdout + r.stderr
+    assert "\x1b" not in r.stdout + r.stderr
+    md = (tmp_path / "pages" / "h200-vm.md").read_text()
+    html = (tmp_path / "pages" / "h200-vm.html").read_text()
+    assert "\x1b" not in md + html and "<script>" not in md and "<script>alert" not in html
+    assert "\\x1b[2J" in md and "&lt;script>alert(1)&lt;/script>" in md, md
+    assert "&lt;script&gt;alert(1)" in html
+    assert "\\x1b[2J" in r.stdout  # the terminal shows the escape as text
+
+
+@pytest.mark.reliability(item=34, fault="a host named index with --group (the rack page's name)",
+                         checks=("one clear line", "exit code", "nothing touched"))
+def test_a_host_named_index_is_refused_before_it_overwrites_the_group_page(tmp_path):
+    (tmp_path / "bundle.json").write_text(json.dumps({"host": "index", "raw": bundle()["raw"]}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"children": {"rack": {"hosts": {"index": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "gpu_profile": "auto"}}}}}}))
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "checklist", "--group", "rack",
+                        "--facts", "bundle.json", "--out", "pages"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=180)
+    said = (r.stdout + r.stderr).strip().splitlines()
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert len(said) == 1 and "'index'" in said[0] and "index.html" in said[0] and "rename" in said[0], said
+    assert not (tmp_path / "pages").exists()
+    # Without --group the host's page is its own: checked as before.
+    r = _page(tmp_path, bundle()["raw"], host="index")
+    assert r.returncode in (0, 2) and (tmp_path / "pages" / "index.md").exists(), r.stdout + r.stderr
