@@ -156,11 +156,12 @@ def _refused_devices(facts: dict[str, Any]) -> list[Check]:
 
 
 def fact_error_checks(fact_errors: dict[str, str] | None) -> list[Check]:
-    """One FAIL per fact that could not be read or trusted (``gather``'s errors): what it would
-    have said is unknown, so the lines that depend on it are missing or unverified."""
+    """One FAIL per fact that could not be read or trusted (``gather``'s errors: cut, empty where its command
+    always prints, not UTF-8, garbled): what it would have said is unknown, so the lines that depend on it say
+    "not checked: <fact> unreadable" (:func:`bringup.checks.not_checked`)."""
     return [Check(f"fact {name}", "FAIL", msg,
                   f"run `{command('facts --host HOST')}` and compare the command's own output; the checks "
-                  f"that read {name} are left out", area="facts")
+                  f"that read {name} say \"not checked\"", area="facts")
             for name, msg in sorted((fact_errors or {}).items())]
 
 
