@@ -242,14 +242,19 @@ def collect(facts: dict, vars: dict, host_result=None, fact_errors: dict | None 
 MD_CELL_MAX = 480
 
 
+#: A "<" that could open HTML in rendered Markdown (CommonMark: a tag name's letter, "/", "!" or "?" after it).
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+
+
 def _md(text: str, limit: int | None = None) -> str:
     text = " ".join(text.split())
     if limit and len(text) > limit:
         # Cut at a word, never inside one ("this kernel has no such"), and say it was cut.
         cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
         text = cut.rstrip(",;:") + " …"
-    # Texts come from hosts: no "|" splits the row, no "<" opens an HTML tag where the Markdown is rendered.
-    return text.replace("<", "&lt;").replace("|", "\\|")
+    # Texts come from hosts: no "|" splits the row, no "<" opens an HTML tag, comment or declaration where the
+    # Markdown is rendered ("<script>", "<inactive>"); a "<" before a blank or a digit ("BAR1 ... < memory") stays.
+    return _TAG_START.sub("&lt;", text).replace("|", "\\|")
 
 
 def _named(k: Check) -> str:
