@@ -273,3 +273,18 @@ def test_a_host_named_index_is_refused_before_it_overwrites_the_group_page(tmp_p
     # Without --group the host's page is its own: checked as before.
     r = _page(tmp_path, bundle()["raw"], host="index")
     assert r.returncode in (0, 2) and (tmp_path / "pages" / "index.md").exists(), r.stdout + r.stderr
+
+
+@pytest.mark.reliability(item=34, fault="a health fact cut (nvidia-smi nvlink -s cut mid-line)",
+                         checks=("one clear line",))
+def test_a_cut_health_fact_makes_its_health_lines_not_checked():
+    text = "\n".join(l for l in (FIX / "public" / "nvlink-s-8xa100sxm.txt").read_text().splitlines()
+                     if not l.startswith("#")) + "\n"
+    # Damage: the 8x A100's nvlink -s cut inside GPU 0's link 3 ("25 GB/s" left as "25").
+    cut = text[:text.index("Link 3: 25") + len("Link 3: 25")]
+    checks, errors = checklist_of(raw_with(nvidia_nvlink=cut))
+    assert "link 3" in errors["nvidia.nvlink"], errors
+    (nvlink,) = named(checks, "NVLink")
+    assert nvlink.status == "WARN" and nvlink.seen == "not checked: nvidia.nvlink unreadable", nvlink
+    # The GPU's other health lines still read their own fact.
+    assert [c.status for c in checks if c.name == "ECC errors"] == ["PASS"]
