@@ -13,7 +13,7 @@ from collections import Counter
 
 from . import health
 from .checklist_html import render_group_html, render_html
-from .checks import Check, line, line_json, load_matrix, summary_counts, verdict, worst_first
+from .checks import Check, line, line_json, load_matrix, not_checked, summary_counts, verdict, worst_first
 from .process import command
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
@@ -24,9 +24,10 @@ def _gpus(facts: dict) -> list[dict]:
     return [d for d in (facts.get("pci.devices") or []) if d.get("kind") == "gpu"]
 
 
-def gpu_checks(facts: dict, vars: dict) -> list[Check]:
+def gpu_checks(facts: dict, vars: dict, fact_errors: dict | None = None) -> list[Check]:
     """GPUs present, of the profile's class (``gpu_profile``; ``auto``: the class nvidia-smi shows) and count,
-    seen by the driver; the profile's values with where they come from; MIG instances."""
+    seen by the driver; the profile's values with where they come from; MIG instances.  A fact that could not
+    be read (``fact_errors``) makes the lines that need it "not checked", never a verdict on the hardware."""
     from .errors import InputError
     from .gpu_profiles import AUTO, detect, inventory_matches, matches, table
 
@@ -35,6 +36,12 @@ def gpu_checks(facts: dict, vars: dict) -> list[Check]:
     # Without a PCI listing, the driver's list is all there is to count.
     gpus = _gpus(facts) if "pci.devices" in facts else [
         {"address": g.get("pci_address", "?")} for g in smi]
+    unread_pci = not_checked("gpu", "GPU count", ("pci.devices",), fact_errors)
+    unread_smi = not_checked("gpu", "driver sees the GPUs", ("nvidia.smi",), fact_errors)
+    if unread_pci is not None:
+        # The PCI listing was lost, not the GPUs: no count is judged, the driver's list is said.
+        unread_pci.seen += f" (nvidia-smi lists {len(smi)} GPU(s))" if unread_smi is None else ""
+        gpus = [{"address": g.get("pci_address", "?")} for g in smi]
     try:
         profiles = table(vars)
     except InputError as e:
@@ -53,35 +60,47 @@ def gpu_checks(facts: dict, vars: dict) -> list[Check]:
         set_it = (f"install the driver ({command('provision --roles nvidia_driver')}), then set gpu_profile: {AUTO} "
                   "(the class is read from nvidia-smi)")
     out: list[Check] = []
-    if asked == AUTO and problem:
+    unread_class = not_checked("gpu", "GPU class (gpu_profile auto)", ("nvidia.smi",), fact_errors)
+    if asked == AUTO and unread_class is not None:
+        out.append(unread_class)
+    elif asked == AUTO and problem:
         out.append(line("gpu", "GPU class (gpu_profile auto)", "WARN" if found.unlisted else "FAIL", *problem))
     if profile is not None and profile.kind == "KIND_CPU":
+        if unread_pci is not None:
+            return out + [unread_pci]
         status = "PASS" if not gpus else "WARN"
         out.append(line("gpu", f"GPUs for the {name} profile", status,
                         f"{len(gpus)} NVIDIA GPU(s) on the PCI bus{auto}", "" if not gpus else set_it))
         return out
+    if unread_pci is not None and (unread_smi is not None or not smi):
+        return out + [unread_pci] + ([unread_smi] if unread_smi else [])
     if not gpus:
         return out + [line("gpu", "GPUs present", "FAIL", "no NVIDIA device (vendor 0x10de) on the PCI bus",
                            f"seat the GPUs or fix gpu_profile ({name}) in the inventory")]
     want = vars.get("gpu_count")
     seen = f"{len(gpus)} on the PCI bus: " + ", ".join(g["address"] for g in gpus)
-    if want is not None and int(want) != len(gpus):
+    if unread_pci is not None:
+        out.append(unread_pci)
+    elif want is not None and int(want) != len(gpus):
         out.append(line("gpu", "GPU count", "FAIL", f"{seen}; inventory says gpu_count={want}",
                          "reseat or replace the missing GPU, or correct gpu_count"))
     else:
         out.append(line("gpu", "GPU count", "PASS", seen))
+    if unread_smi is not None:
+        return out + [unread_smi]
     if not smi:
         out.append(line("gpu", "driver sees the GPUs", "FAIL", "nvidia-smi absent or printed nothing",
                          "install the driver: " + command("provision --roles nvidia_driver")))
         return out
     names = sorted({g.get("name", "?") for g in smi})
-    if len(smi) != len(gpus):
+    # Without the PCI listing there is no count to hold the driver's list against (the GPU count line says so).
+    if unread_pci is None and len(smi) != len(gpus):
         out.append(line("gpu", "driver sees the GPUs", "FAIL", f"nvidia-smi lists {len(smi)} of {len(gpus)}",
                          "check dmesg for NVRM/Xid errors; reseat the card"))
-    else:
+    elif unread_pci is None:
         out.append(line("gpu", "driver sees the GPUs", "PASS", f"{len(smi)} × {', '.join(names)}"))
     if profile is None:
-        return out + _mig_lines(facts, name)
+        return out + _mig_lines(facts, name, fact_errors)
     if profile.match is not None:
         ok = all(matches(profile.match, g) for g in smi)
         out.append(line("gpu", f"GPU class matches gpu_profile {name}", "PASS" if ok else "WARN",
@@ -93,7 +112,7 @@ def gpu_checks(facts: dict, vars: dict) -> list[Check]:
                     "" if _measured(src, (vars.get("gpu_profiles") or {}).get(name)) else
                     f"confirm on this host: {command('bench')}, then {command('tune-window')}; pin what you measured under "
                     f"gpu_profiles.{name}"))
-    return out + _mig_lines(facts, name)
+    return out + _mig_lines(facts, name, fact_errors)
 
 
 def _measured(src, given) -> bool:
@@ -104,9 +123,12 @@ def _measured(src, given) -> bool:
                for key in ("instance_count", "preferred_batch_size"))
 
 
-def _mig_lines(facts: dict, profile: str | None) -> list[Check]:
+def _mig_lines(facts: dict, profile: str | None, fact_errors: dict | None = None) -> list[Check]:
     """MIG on: how many MIG instances (each a GPU to Triton), and that the profile is for a whole GPU.  The
     MIG mode line itself (a WARN) is the platform's."""
+    unread = not_checked("gpu", "MIG instances", ("nvidia.query",), fact_errors)
+    if unread is not None:
+        return [unread]
     query = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("mig_mode_current") is True]
     if not query:
         return []
@@ -117,7 +139,8 @@ def _mig_lines(facts: dict, profile: str | None) -> list[Check]:
     kinds = ""  # the MIG profiles, when the facts list the devices (nvidia-smi -L): " (7 × 1g.10gb)"
     if all(isinstance(c, list) for c in devices) and any(devices):
         per = Counter(str(d.get("profile") or "?") if isinstance(d, dict) else "?" for c in devices for d in c)
-        kinds = " (" + ", ".join(f"{n} × {p}" for p, n in sorted(per.items())) + ")"
+        # nvidia-smi -q names no profile (-L does): then the count alone.
+        kinds = "" if "?" in per else " (" + ", ".join(f"{n} × {p}" for p, n in sorted(per.items())) + ")"
     seen = (f"MIG on {len(query)} GPU(s) ({where}): "
             + (f"{sum(counts)} MIG instance(s){kinds}" if known else "the MIG instance count is not in the facts"))
     return [line("gpu", "MIG instances", "WARN", seen,
@@ -210,12 +233,17 @@ def collect(facts: dict, vars: dict, host_result=None, fact_errors: dict | None 
     ``roles_lines`` what the selected roles contribute (:func:`role_checks`)."""
     from .acceptance.saved import checklist_lines as acceptance_checks
 
-    return (platform_checks(facts, vars, fact_errors) + gpu_checks(facts, vars) + health.health_checks(facts, vars)
+    return (platform_checks(facts, vars, fact_errors) + gpu_checks(facts, vars, fact_errors)
+            + health.health_checks(facts, vars, fact_errors)
             + list(roles_lines) + tuning_checks(host_result) + latency_checks(vars) + acceptance_checks(vars))
 
 
 #: The longest "seen" or "fix" text a Markdown row shows; the HTML page and the JSON hold the whole text.
 MD_CELL_MAX = 480
+
+
+#: A "<" that could open HTML in rendered Markdown (CommonMark: a tag name's letter, "/", "!" or "?" after it).
+_TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
 
 
 def _md(text: str, limit: int | None = None) -> str:
@@ -224,7 +252,9 @@ def _md(text: str, limit: int | None = None) -> str:
         # Cut at a word, never inside one ("this kernel has no such"), and say it was cut.
         cut = text[:limit].rsplit(" ", 1)[0] if " " in text[:limit] else text[:limit]
         text = cut.rstrip(",;:") + " …"
-    return text.replace("|", "\\|")
+    # Texts come from hosts: no "|" splits the row, no "<" opens an HTML tag, comment or declaration where the
+    # Markdown is rendered ("<script>", "<inactive>"); a "<" before a blank or a digit ("BAR1 ... < memory") stays.
+    return _TAG_START.sub("&lt;", text).replace("|", "\\|")
 
 
 def _named(k: Check) -> str:
@@ -291,6 +321,20 @@ def page_name(host: str) -> str:
     return host
 
 
+#: The rack's page under ``--out`` (``--group``): ``index.html``.
+GROUP_PAGE = "index"
+
+
+def group_page_free(hosts) -> None:
+    """Refuse a host whose page would be the rack's page (a host named ``index``: its ``index.html`` and the
+    group's would be one file, the host's page lost); said before anything runs."""
+    for h in hosts:
+        if h.name.casefold() == GROUP_PAGE:
+            from .errors import InputError
+            raise InputError(f"host {h.name!r}: its checklist page {h.name}.html would be the --group page "
+                             f"{GROUP_PAGE}.html; rename the host in the inventory, or run it without --group")
+
+
 def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_host_keys=False, facts_file=None,
                   stop=None, ahead=None):
     """Gather, plan (check mode) and render each host's checklist; returns ``{host: checks}``.
@@ -351,8 +395,9 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
             checks = [line("facts", "anything checked", "WARN", "no line could be checked from what was read",
                            command(f"facts --host {h.name}") + " and look at what it gathers")]
         out_dir.mkdir(parents=True, exist_ok=True)  # only now: a bad --facts file leaves no folder behind
-        (out_dir / f"{names[h.name]}.md").write_text(render_markdown(h.name, checks))
-        (out_dir / f"{names[h.name]}.html").write_text(render_html(h.name, checks, svg))
-        (out_dir / f"{names[h.name]}.json").write_text(render_json(h.name, checks))
+        # A byte a host printed that was not UTF-8 (a NIC name in the picture) is written as \xNN, never a traceback.
+        for ext, text in (("md", render_markdown(h.name, checks)), ("html", render_html(h.name, checks, svg)),
+                          ("json", render_json(h.name, checks))):
+            (out_dir / f"{names[h.name]}.{ext}").write_text(text, encoding="utf-8", errors="backslashreplace")
         pages[h.name] = checks
     return pages

@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from importlib import resources as ilr
 from typing import Any, Iterable
 
-__all__ = ["STATUSES", "Check", "line", "line_json", "load_matrix", "summary_counts", "verdict", "worst_first"]
+__all__ = ["STATUSES", "Check", "line", "line_json", "not_checked", "load_matrix", "printable", "summary_counts",
+           "verdict", "worst_first"]
 
 STATUSES = ("PASS", "WARN", "FAIL")
 
@@ -35,6 +36,10 @@ class Check:
     def __post_init__(self) -> None:
         if self.status not in STATUSES:
             raise ValueError(f"status {self.status!r} not in PASS, WARN, FAIL")
+        # Every text comes from hosts: a control character (an ANSI escape in a GPU name) or a byte that was not
+        # UTF-8 must neither act on a terminal nor stop a page from being written.
+        for key in ("name", "seen", "fix", "subject", "unit"):
+            setattr(self, key, printable(getattr(self, key)))
 
 
 def line(area: str, name: str, status: str, seen: str, fix: str = "", *, subject: str = "",
@@ -42,6 +47,34 @@ def line(area: str, name: str, status: str, seen: str, fix: str = "", *, subject
     """One checklist line: ``area`` groups it (platform, gpu, health, software, tuning, latency, acceptance);
     ``subject`` the device it is about, ``value``/``limit``/``unit`` a measured figure against its limit."""
     return Check(name, status, seen, fix, area, subject, value, limit, unit)
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but newline and tab, and every byte that was not UTF-8 (kept as a
+    surrogate escape), written out as ``\\xNN``: shown, never acting on a terminal, always encodable."""
+    if not isinstance(text, str) or (text.isprintable() and text.isascii()):
+        return text
+    out = []
+    for ch in text:
+        n = ord(ch)
+        if 0xDC80 <= n <= 0xDCFF:
+            out.append(f"\\x{n - 0xDC00:02x}")
+        elif (n < 0x20 and ch not in "\n\t") or 0x7F <= n < 0xA0 or 0xD800 <= n <= 0xDFFF:
+            out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def not_checked(area: str, name: str, needs, fact_errors: dict | None, *, subject: str = "") -> Check | None:
+    """The line a check gives in place of its verdict when a fact it ``needs`` could not be read (``fact_errors``:
+    the gathering's, each fact's own line says what was seen): WARN "not checked: <fact> unreadable", never a
+    PASS and never a verdict on the hardware; None when every fact it needs was read."""
+    bad = [f for f in needs if f in (fact_errors or {})]
+    if not bad:
+        return None
+    return line(area, name, "WARN", "not checked: " + ", ".join(f"{f} unreadable" for f in bad),
+                f"read the host again; the line of fact {bad[0]} says what its command printed", subject=subject)
 
 
 def summary_counts(checks: Iterable[Check]) -> dict[str, int]:

@@ -17,7 +17,7 @@ from functools import lru_cache
 from importlib import resources as ilr
 from typing import Any
 
-from .checks import Check, line
+from .checks import Check, line, not_checked
 from .facts.nvidia import HOLDING_REASONS
 from .facts.pci import normalize_pci_address
 from .nvlink import rate
@@ -408,6 +408,21 @@ def infiniband_checks(facts: dict, vars: dict) -> list[Check]:
     return out
 
 
-def health_checks(facts: dict, vars: dict) -> list[Check]:
-    """Every passive health line for one host (:data:`FACTS`): GPUs, NVLink, Xid events, RDMA ports."""
-    return gpu_health_checks(facts) + nvlink_checks(facts) + xid_checks(facts) + infiniband_checks(facts, vars)
+#: Each group of health lines, the facts it reads, and the one line it gives when one of them could not be read.
+_NEEDS = (("GPU health (ECC, memory repair, clocks, temperature, fabric)", ("nvidia.query",)),
+          ("NVLink", ("nvidia.nvlink", "nvidia.query")),
+          ("Xid events", ("kernel.xid",)),
+          ("RDMA ports", ("net.infiniband",)))
+
+
+def health_checks(facts: dict, vars: dict, fact_errors: dict | None = None) -> list[Check]:
+    """Every passive health line for one host (:data:`FACTS`): GPUs, NVLink, Xid events, RDMA ports.  A group whose
+    fact could not be read (``fact_errors``) is one "not checked" line, never a PASS or a verdict on the hardware
+    from what the fact lacks."""
+    groups = (lambda: gpu_health_checks(facts), lambda: nvlink_checks(facts), lambda: xid_checks(facts),
+              lambda: infiniband_checks(facts, vars))
+    out: list[Check] = []
+    for (name, needs), lines in zip(_NEEDS, groups):
+        unread = not_checked(AREA, name, needs, fact_errors)
+        out += [unread] if unread is not None else lines()
+    return out

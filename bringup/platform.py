@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .checks import Check
+from .checks import Check, not_checked
 from .process import command
 
 __all__ = ["Check", "checks", "fact_error_checks"]
@@ -156,11 +156,12 @@ def _refused_devices(facts: dict[str, Any]) -> list[Check]:
 
 
 def fact_error_checks(fact_errors: dict[str, str] | None) -> list[Check]:
-    """One FAIL per fact that could not be read or trusted (``gather``'s errors): what it would
-    have said is unknown, so the lines that depend on it are missing or unverified."""
+    """One FAIL per fact that could not be read or trusted (``gather``'s errors: cut, empty where its command
+    always prints, not UTF-8, garbled): what it would have said is unknown, so the lines that depend on it say
+    "not checked: <fact> unreadable" (:func:`bringup.checks.not_checked`)."""
     return [Check(f"fact {name}", "FAIL", msg,
                   f"run `{command('facts --host HOST')}` and compare the command's own output; the checks "
-                  f"that read {name} are left out", area="facts")
+                  f"that read {name} say \"not checked\"", area="facts")
             for name, msg in sorted((fact_errors or {}).items())]
 
 
@@ -169,15 +170,32 @@ def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None,
     """Every platform rule that the facts allow; ``fact_errors`` (from ``gather``) each give a FAIL."""
     host_vars = host_vars or {}
     out: list[Check] = fact_error_checks(fact_errors)
-    for g in (facts.get("nvidia.query") or {}).get("gpus") or []:
-        out += _gpu_checks(g)
-    out += _nic_link_checks(facts.get("pci.devices") or [])
+    # A fact that could not be read gives its checks' "not checked" line, never their verdict on what it lacks.
+    unread = [c for c in (
+        not_checked("platform", "GPU settings (BAR1, PCIe link, persistence, ECC, MIG mode)", ("nvidia.query",),
+                    fact_errors),
+        not_checked("platform", "NIC PCIe links", ("pci.devices",), fact_errors),
+        not_checked("platform", "kernel command line", ("system.cmdline",), fact_errors),
+        not_checked("platform", "NUMA alignment", ("cpu.topology", "pci.devices", "nvidia.smi", "nvidia.topo"),
+                    fact_errors)) if c is not None]
+    out += unread
+    skip = {c.name for c in unread}
+    if not any(n.startswith("GPU settings") for n in skip):
+        for g in (facts.get("nvidia.query") or {}).get("gpus") or []:
+            out += _gpu_checks(g)
+    if "NIC PCIe links" not in skip:
+        out += _nic_link_checks(facts.get("pci.devices") or [])
     args = (facts.get("system.cmdline") or {}).get("args") or []
     out.append(_cstates(facts, args, fact_errors or {}))
     if args:
         out.append(_cmdline(args, _gpu_host(facts, host_vars)))
     out += _refused_devices(facts)
-    if facts.get("cpu.topology"):
+    unverified = (facts.get("cpu.topology") or {}).get("unverified")
+    if unverified:
+        out.append(Check("fact cpu.topology", "WARN", unverified,
+                         f"read the host again ({command('facts --raw --host HOST')}): the fact prints the kernel's "
+                         "node lists after lscpu's rows, against which a cut is told", area="facts"))
+    if facts.get("cpu.topology") and "NUMA alignment" not in skip:
         from .topology import plan_topology  # noqa: PLC0415 - the planner's warnings are the alignment rule
         try:
             plan = plan_topology(facts, {k: v for k, v in host_vars.items()

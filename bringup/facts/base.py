@@ -41,6 +41,12 @@ class Fact:
     #: The value when the command is missing, prints nothing or is refused; unless a fact sets it,
     #: what its parser makes of no output (``process("")``), set when the class is defined.
     default: ClassVar[Any] = None
+    #: Whether the command prints something on every host where it runs (its ``requires_command`` there): an
+    #: empty output is then a reading failure (the script lost it), named, never the fact's default read as true.
+    always_prints: ClassVar[bool] = False
+    #: Whether the parser takes bytes that are not UTF-8 itself (kept as surrogate escapes by the transport):
+    #: otherwise such an output is garbled, named, and not parsed.
+    reads_bytes: ClassVar[bool] = False
 
     @staticmethod
     def process(output: str) -> Any:  # pragma: no cover - abstract
@@ -94,6 +100,20 @@ class UntrustedOutput(ValueError):
     """A command output that cannot be trusted: cut short, or malformed in a way that would
     silently shift or drop values.  A parser raises it; :func:`bringup.facts.gather.gather`
     turns it into a fact error (its message is the one line shown) and the fact's default."""
+
+
+def undecodable(output: str) -> str | None:
+    """Where ``output`` holds bytes that are not UTF-8 (the transport keeps them as surrogate escapes), in one
+    line: how many and the first line holding one, shown with ``\\xNN`` escapes; None for clean text."""
+    bad = [i for i, ch in enumerate(output) if "\udc80" <= ch <= "\udcff"]
+    if not bad:
+        return None
+    start = output.rfind("\n", 0, bad[0]) + 1
+    end = output.find("\n", bad[0])
+    text = output[start:end if end >= 0 else len(output)]
+    shown = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return (f"{len(bad)} byte(s) not UTF-8 (garbled output), the first on line {output.count(chr(10), 0, bad[0]) + 1}: "
+            f"{shown[:100]!r}")
 
 
 def parse_cpulist(text: str) -> list[int]:

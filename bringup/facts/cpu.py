@@ -57,6 +57,8 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
     rows: list[list[str]] = []
     sys_nodes: dict[int, list[int]] = {}
     source = "lscpu"
+    own = False  # the header of the fact's own command (lscpu -p=...,CACHE or the sysfs walk), not a bare lscpu -p
+    marked = False  # the fact's "---" line, printed after the rows whatever follows
     for raw in output.splitlines():
         line = raw.strip()
         if not line:
@@ -67,15 +69,29 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
                 if re.search(r"\ssource=sysfs\b", body):
                     source = "sysfs"
                 columns = _columns_from_header(re.sub(r"\s+source=\S+", "", body))
+                own = source == "sysfs" or any(len(c) > 1 for c in columns)
             continue
-        m = re.match(r"^node\s+(\d+)(?:\s+([\d,\-]*))?$", line)
+        if line == "---":
+            marked = True
+            continue
+        m = re.match(r"^node\s+(\d+)(?:\s+(?!\S*:$)(\S*))?$", line)  # numactl -H's "node 0 cpus: ..." is not one
         if m:
-            sys_nodes[int(m.group(1))] = cpulist(m.group(2))
+            try:
+                sys_nodes[int(m.group(1))] = cpulist(m.group(2))
+            except UntrustedOutput as e:
+                raise UntrustedOutput(f"lscpu -p: node {m.group(1)}: {e}") from None
             continue
-        if re.match(r"^\d+,", line):
+        if re.match(r"^\d+,\S*$", line):  # lscpu's rows hold no blank (a CSV of another tool does)
             rows.append(line.split(","))
     if not rows:
         return {}
+    _rows_whole(rows, columns)
+    # The fact's own command prints "---" and the kernel's node lists after the rows: without them its rows are
+    # checked by what they show alone (below), and the value says that they could not be held against the kernel.
+    unverified = None if sys_nodes or marked else (
+        f"lscpu -p: {len(rows)} CPU row(s) (the last CPU {rows[-1][0]}) and no kernel NUMA node lists after them "
+        + ("(the fact's '---' line is missing: output cut short?)" if own else "(a capture of lscpu -p alone)")
+        + ": CPUs cut from the end cannot be told")
 
     cpus: list[dict[str, Any]] = []
     offline: list[int] = []
@@ -103,6 +119,10 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
                 caches = caches[0].split(":")
             if caches:
                 rec["l3"] = caches[-1]
+        for key in ("cpu", "core", "socket", "node", "l3"):
+            if rec.get(key, "").strip() and to_int(rec[key]) is None:
+                raise UntrustedOutput(f"lscpu -p: CPU row {','.join(fields)[:60]!r}: its {key} {rec[key][:20]!r} is "
+                                      "not a number (garbled output)")
         cpu = to_int(rec.get("cpu", ""))
         if cpu is None:
             continue
@@ -130,6 +150,8 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
         for c in cpus:
             c["node"] = owner[c["cpu"]]
         numa_known = True
+    else:
+        _alone_whole({c["cpu"] for c in cpus}, set(offline), cpus)
     for c in cpus:
         if c["node"] is None:
             c["node"] = 0
@@ -161,7 +183,42 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
         "numa_known": numa_known,
         "numa_nodes": str_keyed(nodes),
         "l3_groups": str_keyed(l3),
+        **({"unverified": unverified} if unverified else {}),
     }
+
+
+def _rows_whole(rows: list[list[str]], columns: list[list[str]] | None) -> None:
+    """Every row as wide as the header (or, without one, as the widest row): a shorter one was cut mid-line."""
+    width = len(columns) if columns else max(len(r) for r in rows)
+    for r in rows:
+        if len(r) < width:
+            raise UntrustedOutput(f"lscpu -p: CPU row {','.join(r)[:60]!r} has {len(r)} of {width} fields "
+                                  "(output cut short?)")
+
+
+def _alone_whole(online: set[int], offline: set[int], cpus: list[dict[str, Any]]) -> None:
+    """Rows with no kernel NUMA node lists to check them against (a capture of ``lscpu -p`` alone): what the rows
+    themselves show of a cut.  The CPUs are numbered from 0 without a gap (an offline CPU has its empty row in
+    ``lscpu -p -a``), and on an SMT host every core of a socket has as many threads as the others: rows cut from
+    the middle or the end take CPUs and leave their siblings alone."""
+    listed = online | offline
+    gap = set(range(max(listed) + 1)) - listed
+    if gap:
+        raise UntrustedOutput(f"lscpu -p: no row for CPU(s) {format_cpulist(gap)} of 0-{max(listed)}, and no "
+                              "kernel NUMA node lists to check the rows against (rows cut out?)")
+    if offline:
+        return
+    cores: dict[tuple, int] = {}
+    for c in cpus:
+        if c["core"] is not None:
+            key = (c["socket"], c["core"])
+            cores[key] = cores.get(key, 0) + 1
+    most = max(cores.values(), default=1)
+    alone = sorted(k for k, n in cores.items() if n < most)
+    if most > 1 and alone:
+        raise UntrustedOutput(f"lscpu -p: {len(alone)} core(s) (socket {alone[0][0]} core {alone[0][1]} first) "
+                              f"have fewer threads than the others' {most}, and no kernel NUMA node lists to check "
+                              "the rows against (output cut short?)")
 
 
 def _cross_check(rows: set[int], offline: set[int], owner: dict[int, int]) -> None:
@@ -207,6 +264,7 @@ _SYSFS_NODES = (
 
 class CpuTopology(Fact):
     name = "cpu.topology"
+    always_prints = True  # lscpu's rows (or the sysfs walk's) and the "---" line at least
     command = (
         "if command -v lscpu >/dev/null 2>&1; then\n"
         "  lscpu -p=CPU,CORE,SOCKET,NODE,CACHE\n"

@@ -10,7 +10,7 @@ from ..command import sh
 from ..errors import InputError
 from ..process import command
 from ..script import READ_LANES, batch, split
-from .base import Fact, UntrustedOutput
+from .base import Fact, UntrustedOutput, undecodable
 
 
 def fact_snippet(fact: type[Fact]) -> str:
@@ -50,6 +50,14 @@ def parse_raw(facts: list[type[Fact]], raw: dict[str, dict[str, Any]]) -> tuple[
             values[fact.name] = copy.deepcopy(fact.default)
             continue
         if not output.strip():
+            empty = _empty_is_unread(fact, raw)
+            if empty:
+                errors[fact.name] = empty
+            values[fact.name] = copy.deepcopy(fact.default)
+            continue
+        garbled = None if fact.reads_bytes else undecodable(output)
+        if garbled:
+            errors[fact.name] = garbled
             values[fact.name] = copy.deepcopy(fact.default)
             continue
         try:
@@ -61,6 +69,27 @@ def parse_raw(facts: list[type[Fact]], raw: dict[str, dict[str, Any]]) -> tuple[
             errors[fact.name] = " ".join(f"{type(e).__name__}: {e}".split())
             values[fact.name] = copy.deepcopy(fact.default)
     return values, errors
+
+
+def _empty_is_unread(fact: type[Fact], raw: dict[str, dict[str, Any]]) -> str | None:
+    """Why an empty output of ``fact`` is a reading failure, or None when empty is what the host said.
+
+    A fact that :attr:`~Fact.always_prints` printed nothing: without a ``requires_command`` that is always a
+    lost output; with one, when another fact of the same program printed something (the program is there, and
+    it prints even its own errors on stdout).  A missing program leaves every fact of it empty: its default."""
+    if not fact.always_prints:
+        return None
+    if not fact.requires_command:
+        return "empty output: the command always prints something here (output lost?)"
+    from . import FACTS_BY_NAME
+
+    said = [name for name, entry in raw.items() if name != fact.name and name in FACTS_BY_NAME
+            and FACTS_BY_NAME[name].requires_command == fact.requires_command and isinstance(entry, dict)
+            and (entry.get("output") or "").strip()]
+    if not said:
+        return None
+    return (f"empty output while {', '.join(sorted(said))} printed {fact.requires_command}'s answer "
+            "(output lost?)")
 
 
 def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str, str]]:

@@ -12,9 +12,14 @@ _CPULIST_RE = re.compile(r"^\s*(\d+(-\d+)?)?(\s*,\s*\d+(-\d+)?)*\s*$")
 
 
 def cpulist(text: str | None) -> list[int]:
-    """:func:`parse_cpulist` that gives ``[]`` for text that is not a CPU list."""
-    if not text or not _CPULIST_RE.match(text):
+    """:func:`parse_cpulist`; no text (an empty file) is ``[]``.  Text that is no CPU list the kernel prints (a
+    garbled character, ``0-1x``) raises :class:`UntrustedOutput` as a range running backwards does: never read
+    as no CPUs."""
+    if not text or not text.strip():
         return []
+    if not _CPULIST_RE.match(text):
+        shown = text.strip().encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        raise UntrustedOutput(f"CPU list {shown[:60]!r} is garbled (not a CPU list the kernel prints)")
     return parse_cpulist(text)
 
 

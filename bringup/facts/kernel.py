@@ -113,6 +113,7 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
 
 class KernelXid(Fact):
     name = "kernel.xid"
+    reads_bytes = True  # a log line not valid UTF-8 keeps its Xid, counted as damaged
     # dmesg first (the kernel's own buffer); this boot's journal too where dmesg is refused or its ring buffer
     # wrapped (its first line is not from the boot's first second).
     command = (

@@ -180,6 +180,7 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
 
 class NetInfiniband(Fact):
     name = "net.infiniband"
+    reads_bytes = True  # a port with a byte that is not UTF-8 is refused alone, named (``refused``)
     # Every RDMA port (InfiniBand, and RoCE's Ethernet ports of the same HCAs): no tool needed, sysfs alone.
     command = (
         "for p in /sys/class/infiniband/*/ports/*; do\n"

@@ -143,6 +143,7 @@ class _NvidiaSmiFact(Fact):
 
 class NvidiaSmi(_NvidiaSmiFact):
     name = "nvidia.smi"
+    always_prints = True  # its CSV, or its own error on stdout
     command = "nvidia-smi --query-gpu=" + _QUERY_FIELDS + " --format=csv"
     process = staticmethod(parse_query_gpu_csv)
 
@@ -360,6 +361,28 @@ def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def mig_devices_of(section: Any) -> list[dict[str, Any]] | None:
+    """A GPU's ``MIG Devices`` section of ``nvidia-smi -q`` → one ``{index, gpu_instance_id, compute_instance_id,
+    profile, uuid}`` per ``MIG Device`` under it (``profile`` and ``uuid`` None: ``-q`` prints neither, ``-L``
+    does); ``None`` (``MIG Devices : None``) is ``[]``.  A device without its index (cut, an unknown form) makes
+    the count unknown (None), never an undercount."""
+    if isinstance(section, str):
+        return [] if _none_if_na(section) is None or section.strip() == "None" else None
+    if not isinstance(section, dict):
+        return None
+    listed = section.get("MIG Device")
+    if listed is None:
+        return None if section else []
+    out = []
+    for dev in listed if isinstance(listed, list) else [listed]:
+        index = _count(dev.get("Index")) if isinstance(dev, dict) else None
+        if index is None:
+            return None
+        out.append({"index": index, "gpu_instance_id": _count(dev.get("GPU Instance ID")),
+                    "compute_instance_id": _count(dev.get("Compute Instance ID")), "profile": None, "uuid": None})
+    return out
+
+
 def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     """``nvidia-smi -q`` → ``{driver_version, cuda_version, attached_gpus, gpus: [...]}``.
 
@@ -417,6 +440,8 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 "health": gpu_health(sec),
             }
         )
+        if "MIG Devices" in sec:
+            gpus[-1]["mig_devices"] = mig_devices_of(sec["MIG Devices"])
     if not gpus and "Driver Version" not in tree:
         return {}
     attached = _sval(tree, "Attached GPUs")
@@ -476,12 +501,14 @@ def parse_nvidia_smi_list(output: str) -> list[dict[str, Any]]:
 def parse_nvidia_query(output: str) -> dict[str, Any]:
     """``nvidia.query``'s output: ``nvidia-smi -q`` (:func:`parse_nvidia_smi_q`), then, after the line
     :data:`LIST_MARK`, ``nvidia-smi -L``, whose MIG devices each GPU of the report gets as ``mig_devices``
-    (joined by GPU UUID).  Without the mark (an output saved before, a capture of ``-q`` alone) no GPU has
+    (joined by GPU UUID; they name each device's profile and UUID).  Without the mark (an output saved before, a
+    capture of ``-q`` alone), or where ``-L`` does not list a GPU whole, the GPU keeps the devices of its own
+    ``MIG Devices`` section of ``-q`` (:func:`mig_devices_of`); a GPU whose ``-q`` prints no such section has no
     ``mig_devices``: the count is not known."""
     lines = output.splitlines(keepends=True)
     mark = next((i for i, line in enumerate(lines) if line.rstrip("\r\n") == LIST_MARK), None)
     if mark is None:
-        return parse_nvidia_smi_q(output)
+        return parse_nvidia_smi_q(output)  # each GPU's "MIG Devices" of -q, where it prints them
     parsed = parse_nvidia_smi_q("".join(lines[:mark]))
     listed = {g["uuid"]: g["mig_devices"] for g in parse_nvidia_smi_list("".join(lines[mark + 1:]))}
     for gpu in parsed.get("gpus") or []:
@@ -492,6 +519,7 @@ def parse_nvidia_query(output: str) -> dict[str, Any]:
 
 class NvidiaQuery(_NvidiaSmiFact):
     name = "nvidia.query"
+    always_prints = True
     # -L beside -q, in the same round trip: the MIG devices under each GPU, one line each.
     command = "nvidia-smi -q\necho\necho '" + LIST_MARK + "'\nnvidia-smi -L"
     process = staticmethod(parse_nvidia_query)
@@ -645,6 +673,7 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
 
 class NvidiaTopo(_NvidiaSmiFact):
     name = "nvidia.topo"
+    always_prints = True
     command = (
         "nvidia-smi topo -m\n"
         "echo ---\n"

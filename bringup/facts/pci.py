@@ -108,6 +108,7 @@ def parse_pci_devices(output: str) -> list[dict[str, Any]]:
 
 class PciDevices(Fact):
     name = "pci.devices"
+    always_prints = True  # every host has a PCI host bridge in sysfs
     # Builtins only (no fork per file, see .helpers): a host has hundreds of functions.
     command = (
         sysfs_each("d", "/sys/bus/pci/devices/*", "class") +

@@ -41,7 +41,7 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
     A signal (SIGINT, SIGTERM) starts no further host; the pages of the hosts done are printed and
     written, then the hosts left out are named.
     """
-    from ..checklist import FACTS, render_group_html, render_markdown, run_checklist
+    from ..checklist import FACTS, GROUP_PAGE, group_page_free, render_group_html, render_markdown, run_checklist
     from ..latency.options import out_folder
 
     with failing():
@@ -50,8 +50,13 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
     # hosts are checked one after another, so the others connect in their turn.
     from ..health import check_vars
 
+    def check(found) -> None:
+        check_vars(found)
+        if group:
+            group_page_free(found)
+
     with running(inventory, set_, host, hosts, group, roles, forks=1, connect_ahead=not facts, extra_facts=FACTS,
-                 accept_new_host_keys=accept_new_host_keys, check=check_vars) as run:
+                 accept_new_host_keys=accept_new_host_keys, check=check) as run:
         if facts and len(run.hosts) != 1:
             raise BringupError("--facts FILE holds one host's facts: pass one --host")
         # The hosts are checked in a worker thread: the main thread only waits, so a signal's handler
@@ -69,7 +74,7 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
         console.print(render_markdown(name, checks), markup=False, highlight=False)
     if group:
         Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / "index.html").write_text(render_group_html(group, pages))
+        (Path(out) / f"{GROUP_PAGE}.html").write_text(render_group_html(group, pages), errors="backslashreplace")
     console.print(f"checklist pages: {out}/", style="dim")
     if stop.requested:
         left = [h.name for h in run.hosts if h.name not in pages]

@@ -15,6 +15,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from bringup.facts import FACTS_BY_NAME
@@ -199,3 +200,60 @@ def test_invoke_facts_raw_carries_the_list_to_facts(tmp_path):
     facts, errors = load_facts(tmp_path / "raw.json", "me")
     (gpu,) = facts["nvidia.query"]["gpus"]
     assert "nvidia.query" not in errors and [d["index"] for d in gpu["mig_devices"]] == list(range(7))
+
+
+# ---------------------------------------------------------------- -q without -L: its own "MIG Devices" (issue 34)
+
+def mig_section(count: int, indent: str = "    ") -> str:
+    """A GPU's ``MIG Devices`` section as ``nvidia-smi -q`` prints it (``MIG Devices``, then one ``MIG Device`` with
+    its Index, GPU and Compute Instance IDs and attributes per device; the layout of nvidia-smi's XML
+    ``mig_devices/mig_device``).  No public ``-q`` of a host with MIG devices was found: the section is written
+    here, in the report's own indentation, and put into a real report."""
+    out = [f"{indent}MIG Devices"]
+    for i in range(count):
+        out += [f"{indent}    MIG Device", f"{indent}        Index                             : {i}",
+                f"{indent}        GPU Instance ID                   : {7 + i}",
+                f"{indent}        Compute Instance ID               : 0",
+                f"{indent}        Device Attributes",
+                f"{indent}            Shared",
+                f"{indent}                Multiprocessor count      : 16",
+                f"{indent}        FB Memory Usage",
+                f"{indent}            Total                         : 16128 MiB"]
+    return "\n".join(out) + "\n"
+
+
+def h200_q_with_mig_devices(count: int, cut: bool = False) -> str:
+    """The H200's real ``nvidia-smi -q`` (no ``-L`` part) changed: MIG Mode Current Enabled and, after the Pending
+    line, a ``MIG Devices`` section of ``count`` devices (``cut``: the last device's Index line dropped)."""
+    q = H200_Q.read_text()
+    q = re.sub(r"(MIG Mode\n\s+Current\s+: )Disabled", r"\1Enabled", q, count=1)
+    section = mig_section(count)
+    if cut:
+        section = "\n".join(l for l in section.splitlines() if l.strip() != f"Index                             : {count - 1}") + "\n"
+    head, tail = q.split("    Accounting Mode  ", 1)
+    assert head.rstrip().endswith("Disabled")  # "Pending : Disabled": the section goes right after it
+    return head + section + "    Accounting Mode  " + tail
+
+
+@pytest.mark.reliability(item=34, fault="nvidia.query without its nvidia-smi -L part, MIG on", variants=2,
+                         checks=("one clear line",))
+def test_query_without_the_list_counts_the_mig_devices_of_q():
+    from bringup.checklist import gpu_checks
+
+    from .fixture_hosts import h200_facts
+
+    value = parse_nvidia_query(h200_q_with_mig_devices(7))
+    (gpu,) = value["gpus"]
+    assert gpu["mig_mode_current"] is True
+    assert [d["index"] for d in gpu["mig_devices"]] == list(range(7))
+    assert gpu["mig_devices"][0]["gpu_instance_id"] == 7 and gpu["mig_devices"][0]["profile"] is None
+    (line,) = [c for c in gpu_checks({**h200_facts(), "nvidia.query": value}, {}) if c.name == "MIG instances"]
+    assert "7 MIG instance(s)" in line.seen and "not in the facts" not in line.seen, line
+    # A device cut from the section (its Index gone): the count is unknown, never 6.
+    (cut,) = parse_nvidia_query(h200_q_with_mig_devices(7, cut=True))["gpus"]
+    assert cut["mig_devices"] is None
+    (line,) = [c for c in gpu_checks({**h200_facts(), "nvidia.query": {"gpus": [cut]}}, {})
+               if c.name == "MIG instances"]
+    assert "not in the facts" in line.seen
+    # The -L part, where there, still names the profiles; MIG off prints no section: no mig_devices.
+    assert "mig_devices" not in parse_nvidia_query(H200_Q.read_text())["gpus"][0]

@@ -1,0 +1,290 @@
+"""Saved and gathered facts that are damaged (issue 34, items 1 to 4): a fact that could not be read is a line of
+its own naming it and what was seen, and the checks that need it say "not checked: <fact> unreadable", never PASS
+and never a verdict on the hardware.
+
+Every output here is a real capture (``tests/fixtures/hosts/``: the H200 VM's own ``invoke facts --raw`` bundle and
+the public ``lscpu -p`` of a Dell R710, sources in the fixtures' README and ``public/INDEX.tsv``).  Each test damages
+a copy in memory the way real outputs get damaged and says how: emptied, cut at a row, one byte that is not UTF-8
+(written into the bundle as ``invoke facts --raw`` saves it: a surrogate escape ``\\udcff``), one garbled character.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bringup.checklist import collect
+from bringup.facts import FACTS_BY_NAME
+from bringup.facts.base import UntrustedOutput
+from bringup.facts.cpu import parse_lscpu_parse
+from bringup.facts.gather import load_facts, parse_raw
+from bringup.facts.helpers import cpulist
+from bringup.facts.pci import parse_pci_devices
+
+from .fixture_hosts import FIX
+
+REPO = Path(__file__).resolve().parents[2]
+BUNDLE = FIX / "h200-vm" / "facts-raw.json"
+R710 = FIX / "public" / "lscpu-p-2s-2numa-dell-r710.txt"
+VARS = {"gpu_profile": "auto", "inventory_hostname": "h200-vm"}
+
+
+def bundle() -> dict:
+    return json.loads(BUNDLE.read_text())
+
+
+def raw_with(**outputs: str) -> dict:
+    """The H200's raw facts, the named facts' outputs replaced (``nvidia_query`` names ``nvidia.query``)."""
+    raw = copy.deepcopy(bundle()["raw"])
+    for key, text in outputs.items():
+        raw[key.replace("_", ".", 1)]["output"] = text
+    return raw
+
+
+def checklist_of(raw: dict):
+    values, errors = parse_raw(list(FACTS_BY_NAME.values()), raw)
+    return collect(values, VARS, None, errors), errors
+
+
+def named(checks, name: str):
+    return [c for c in checks if c.name == name]
+
+
+def r710_p() -> str:
+    """The R710's ``lscpu -p`` section alone: its rows (16 CPUs, 2 threads per core) and their header."""
+    text = R710.read_text().split("\n\n", 1)[1] if "\n\n" in R710.read_text() else R710.read_text()
+    return "\n".join(l for l in text.splitlines() if not l.startswith("# source") and not l.startswith("# what"))
+
+
+# --------------------------------------------------------------------------------------------------------------
+# item 4: an empty output where the command prints something
+
+
+@pytest.mark.reliability(item=34, fault="a fact's output empty although its command always prints (cpu.topology, "
+                                        "nvidia.topo, nvidia.query, pci.devices, nvidia.smi)",
+                         variants=1, checks=("one clear line",))
+@pytest.mark.parametrize("fact, needs", [
+    ("cpu.topology", ["NUMA alignment"]),
+    ("nvidia.topo", ["NUMA alignment"]),
+    ("nvidia.query", ["GPU settings (BAR1, PCIe link, persistence, ECC, MIG mode)",
+                      "GPU health (ECC, memory repair, clocks, temperature, fabric)"]),
+    ("pci.devices", ["GPU count", "NIC PCIe links", "NUMA alignment"]),
+    ("nvidia.smi", ["driver sees the GPUs", "GPU class (gpu_profile auto)", "NUMA alignment"]),
+])
+def test_an_empty_output_is_named_and_its_checks_are_not_checked(fact, needs):
+    # Damage: the fact's output in the real H200 bundle replaced by nothing (what a lost lane leaves).
+    checks, errors = checklist_of(raw_with(**{fact: ""}))
+    assert "empty output" in errors[fact], errors
+    (line,) = named(checks, f"fact {fact}")
+    assert line.status == "FAIL" and "empty output" in line.seen
+    for name in needs:
+        (c,) = named(checks, name)
+        assert c.status == "WARN" and c.seen.startswith(f"not checked: {fact} unreadable"), c
+    # Never a verdict on the hardware from a reading failure.
+    assert not [c for c in checks if c.name == "GPUs present"], checks
+    assert not [c for c in checks if c.status == "FAIL" and not c.name.startswith("fact ")], \
+        [c for c in checks if c.status == "FAIL"]
+    if fact == "nvidia.query":  # the per-GPU lines are not silently gone: the one line above says why
+        assert not [c for c in checks if c.subject and c.area in ("platform", "health")], checks
+
+
+def test_empty_pci_devices_does_not_blame_the_gpus():
+    checks, _ = checklist_of(raw_with(pci_devices=""))
+    (count,) = named(checks, "GPU count")
+    assert count.status == "WARN" and "nvidia-smi lists 1 GPU(s)" in count.seen, count
+    assert not [c for c in checks if "seat the GPUs" in c.fix]
+
+
+def test_no_nvidia_smi_at_all_is_no_reading_failure():
+    # Every fact of nvidia-smi empty: the program is missing (the fact's snippet prints nothing), not a lost output.
+    _, errors = checklist_of(raw_with(nvidia_smi="", nvidia_query="", nvidia_topo="", nvidia_nvlink=""))
+    assert not [f for f in errors if f.startswith("nvidia.")], errors
+
+
+def test_the_real_bundle_has_no_fact_error():
+    _, errors = checklist_of(bundle()["raw"])
+    assert errors == {}, errors
+
+
+# --------------------------------------------------------------------------------------------------------------
+# item 1: a byte that is not UTF-8
+
+
+def _page(tmp_path: Path, raw: dict, host: str = "h200-vm", extra: tuple = ()):
+    doc = {"host": host, "raw": raw}
+    (tmp_path / "bundle.json").write_text(json.dumps(doc))  # a lone surrogate is written as "\udcff", as --raw does
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {host: {
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "gpu_profile": "auto"}}}}))
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "checklist", "--host", host,
+                        "--facts", str(tmp_path / "bundle.json"), "--out", "pages", *extra], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=180)
+    return r
+
+
+@pytest.mark.reliability(item=34, fault="a byte that is not UTF-8 in a GPU name (nvidia-smi CSV and -q), saved by "
+                                        "--raw as a surrogate escape",
+                         checks=("one clear line", "report written"))
+def test_a_gpu_name_not_utf8_is_named_and_the_pages_are_written(tmp_path):
+    raw = bundle()["raw"]
+    # Damage: one byte 0xff inside "NVIDIA H200" in the CSV and in the -q report (as the transport keeps it).
+    for fact in ("nvidia.smi", "nvidia.query"):
+        assert "NVIDIA H200" in raw[fact]["output"]
+        raw[fact]["output"] = raw[fact]["output"].replace("NVIDIA H200", "NVIDIA H2\udcff00", 1)
+    r = _page(tmp_path, raw)
+    assert "Traceback" not in r.stderr and r.returncode in (0, 2), r.stdout + r.stderr
+    md = (tmp_path / "pages" / "h200-vm.md").read_text()
+    assert (tmp_path / "pages" / "h200-vm.html").read_text().strip()
+    for fact in ("nvidia.smi", "nvidia.query"):
+        (row,) = [l for l in md.splitlines() if f"| fact {fact} |" in l]
+        assert row.startswith("| FAIL") and "not UTF-8" in row and "\\xff" in row, row
+
+
+def test_a_nic_name_not_utf8_in_saved_facts_writes_the_pages(tmp_path):
+    # `invoke facts` (parsed, not raw) of the same host, a NIC name holding a surrogate: the page still writes.
+    values, errors = parse_raw(list(FACTS_BY_NAME.values()), bundle()["raw"])
+    values["net.interfaces"][0]["name"] = "ens\udcff1"
+    values["nvidia.smi"][0]["name"] = "NVIDIA H\udcff200"
+    (tmp_path / "saved.json").write_text(json.dumps({"host": "h200-vm", "facts": values, "errors": errors}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200-vm": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "gpu_profile": "auto"}}}}))
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "checklist", "--host", "h200-vm",
+                        "--facts", "saved.json", "--out", "pages"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=180)
+    assert "Traceback" not in r.stderr and r.returncode in (0, 2), r.stdout + r.stderr
+    assert "NVIDIA H\\xff200" in (tmp_path / "pages" / "h200-vm.md").read_text()
+
+
+@pytest.mark.reliability(item=34, fault="a byte that is not UTF-8 in one lscpu -p row", checks=("one clear line",))
+def test_a_byte_not_utf8_in_an_lscpu_row_is_refused_not_an_unpaired_sibling():
+    text = r710_p()
+    # Damage: CPU 13's core id "5" preceded by the byte 0xff (surrogate escaped, as the transport keeps it).
+    damaged = re.sub(r"(?m)^13,5,", "13,\udcff5,", text)
+    assert damaged != text
+    with pytest.raises(UntrustedOutput, match="core"):
+        parse_lscpu_parse(damaged)
+    _, errors = parse_raw([FACTS_BY_NAME["cpu.topology"]], {"cpu.topology": {"rc": 0, "output": damaged}})
+    assert "not UTF-8" in errors["cpu.topology"] and "\\xff5" in errors["cpu.topology"], errors
+
+
+# --------------------------------------------------------------------------------------------------------------
+# item 2: lscpu -p cut short
+
+
+@pytest.mark.reliability(item=34, fault="lscpu -p cut short: at a row, mid-row, rows cut from the middle, no node "
+                                        "lines", variants=4, checks=("one clear line",))
+def test_lscpu_rows_cut_are_refused_or_said():
+    text = r710_p()
+    rows = [l for l in text.splitlines() if re.match(r"^\d+,", l)]
+    assert len(rows) == 16 and parse_lscpu_parse(text)["threads_per_core"] == 2
+    # Damage 1: cut after CPU 11's row (the R710 pairs CPU n with n+8: CPUs 12-15 gone leave 4 cores alone).
+    cut = text[:text.index("\n12,")]
+    with pytest.raises(UntrustedOutput, match="fewer threads"):
+        parse_lscpu_parse(cut)
+    # Damage 2: CPU 13's row cut mid-line.
+    with pytest.raises(UntrustedOutput, match="fields"):
+        parse_lscpu_parse(text[:text.index("\n13,") + 6])
+    # Damage 3: rows 5 to 7 cut out of the middle.
+    middle = "\n".join(l for l in text.splitlines() if not re.match(r"^[567],", l))
+    with pytest.raises(UntrustedOutput, match="no row for CPU"):
+        parse_lscpu_parse(middle)
+
+
+def test_the_h200_lscpu_cut_before_its_node_lines_is_said_on_the_checklist():
+    out = bundle()["raw"]["cpu.topology"]["output"]
+    # Damage 4: the fact's output cut after CPU 9's row: no "---" and no node lines (one thread per core: the rows
+    # alone cannot show the cut).
+    cut = out[:out.index("\n10,")]
+    checks, errors = checklist_of(raw_with(cpu_topology=cut))
+    (line,) = named(checks, "fact cpu.topology")
+    assert line.status == "WARN" and "'---' line is missing" in line.seen and "cut short" in line.seen, line
+    whole = parse_lscpu_parse(out)
+    assert "unverified" not in whole
+
+
+# --------------------------------------------------------------------------------------------------------------
+# item 3: a garbled CPU list
+
+
+@pytest.mark.reliability(item=34, fault="a cpulist with one garbled character (device local_cpulist, kernel node "
+                                        "list)", variants=2, checks=("one clear line",))
+def test_a_garbled_cpulist_is_refused_not_an_empty_list():
+    with pytest.raises(UntrustedOutput, match="garbled"):
+        cpulist("0-1S")
+    assert cpulist("") == [] and cpulist("0-3,8") == [0, 1, 2, 3, 8]
+    pci = (FIX / "h200-vm" / "pci.txt").read_text()
+    raw_pci = bundle()["raw"]["pci.devices"]["output"]
+    assert "cpus=0-15" in raw_pci, raw_pci[:300]
+    # Damage: the GPU's local_cpulist "0-15" with its last digit garbled to "0-1S".
+    damaged = re.sub(r"(?m)^(0000:00:06\.0 .*?cpus=)0-15", r"\g<1>0-1S", raw_pci)
+    assert damaged != raw_pci and pci
+    (gpu,) = [d for d in parse_pci_devices(damaged) if d["address"] == "0000:00:06.0"]
+    assert "garbled" in gpu["refused"] and gpu["local_cpus"] == []
+    checks, _ = checklist_of(raw_with(pci_devices=damaged))
+    (refused,) = named(checks, "devices read")
+    assert refused.status == "WARN" and "0000:00:06.0" in refused.seen and "0-1S" in refused.seen
+    # The kernel's node list of lscpu's fact garbled the same way: the fact is refused, named.
+    topo = bundle()["raw"]["cpu.topology"]["output"].replace("node 0 0-15", "node 0 0-1S")
+    _, errors = parse_raw([FACTS_BY_NAME["cpu.topology"]], {"cpu.topology": {"rc": 0, "output": topo}})
+    assert "node 0" in errors["cpu.topology"] and "garbled" in errors["cpu.topology"], errors
+
+
+# --------------------------------------------------------------------------------------------------------------
+# item 16: hostile text in a GPU name; a host named index
+
+
+@pytest.mark.reliability(item=34, fault="ANSI escape sequences and <script> in a GPU name", variants=1,
+                         checks=("report written",))
+def test_escapes_and_script_in_a_gpu_name_are_shown_never_acting(tmp_path):
+    raw = bundle()["raw"]
+    # Hostile: the CSV's GPU name given an ANSI clear-screen and colour, and a <script> tag.
+    assert "NVIDIA H200" in raw["nvidia.smi"]["output"]
+    raw["nvidia.smi"]["output"] = raw["nvidia.smi"]["output"].replace(
+        "NVIDIA H200", "NVIDIA H200 \x1b[2J\x1b[31m<script>alert(1)</script>", 1)
+    r = _page(tmp_path, raw)
+    assert "Traceback" not in r.stderr and r.returncode in (0, 2), r.stdout + r.stderr
+    assert "\x1b" not in r.stdout + r.stderr
+    md = (tmp_path / "pages" / "h200-vm.md").read_text()
+    html = (tmp_path / "pages" / "h200-vm.html").read_text()
+    assert "\x1b" not in md + html and "<script>" not in md and "<script>alert" not in html
+    assert "\\x1b[2J" in md and "&lt;script>alert(1)&lt;/script>" in md, md
+    assert "&lt;script&gt;alert(1)" in html
+    assert "\\x1b[2J" in r.stdout  # the terminal shows the escape as text
+
+
+@pytest.mark.reliability(item=34, fault="a host named index with --group (the rack page's name)",
+                         checks=("one clear line", "exit code", "nothing touched"))
+def test_a_host_named_index_is_refused_before_it_overwrites_the_group_page(tmp_path):
+    (tmp_path / "bundle.json").write_text(json.dumps({"host": "index", "raw": bundle()["raw"]}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"children": {"rack": {"hosts": {"index": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "gpu_profile": "auto"}}}}}}))
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "checklist", "--group", "rack",
+                        "--facts", "bundle.json", "--out", "pages"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=180)
+    said = (r.stdout + r.stderr).strip().splitlines()
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert len(said) == 1 and "'index'" in said[0] and "index.html" in said[0] and "rename" in said[0], said
+    assert not (tmp_path / "pages").exists()
+    # Without --group the host's page is its own: checked as before.
+    r = _page(tmp_path, bundle()["raw"], host="index")
+    assert r.returncode in (0, 2) and (tmp_path / "pages" / "index.md").exists(), r.stdout + r.stderr
+
+
+@pytest.mark.reliability(item=34, fault="a health fact cut (nvidia-smi nvlink -s cut mid-line)",
+                         checks=("one clear line",))
+def test_a_cut_health_fact_makes_its_health_lines_not_checked():
+    text = "\n".join(l for l in (FIX / "public" / "nvlink-s-8xa100sxm.txt").read_text().splitlines()
+                     if not l.startswith("#")) + "\n"
+    # Damage: the 8x A100's nvlink -s cut inside GPU 0's link 3 ("25 GB/s" left as "25").
+    cut = text[:text.index("Link 3: 25") + len("Link 3: 25")]
+    checks, errors = checklist_of(raw_with(nvidia_nvlink=cut))
+    assert "link 3" in errors["nvidia.nvlink"], errors
+    (nvlink,) = named(checks, "NVLink")
+    assert nvlink.status == "WARN" and nvlink.seen == "not checked: nvidia.nvlink unreadable", nvlink
+    # The GPU's other health lines still read their own fact.
+    assert [c.status for c in checks if c.name == "ECC errors"] == ["PASS"]
