@@ -31,13 +31,14 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from .errors import InventoryError, InputError
 from .inventory_sources import GroupDef, SourceError, Value, base_dir, read_source
+from .inventory_sources.templating import render
 from .inventory_sources.varsdirs import load_vars
 from .inventory_sources.yamlfile import load_yaml
 from .inventory_sources.yamlinv import MAX_GROUP_DEPTH
 from .process import command
 from .secrets import MASK, resolve_refs
 
-__all__ = ["Inventory", "Host", "ConnectionVars", "load_inventory", "parse_set"]
+__all__ = ["Inventory", "Host", "ConnectionVars", "SECRET_VARS", "load_inventory", "parse_set"]
 
 
 class ConnectionVars(BaseModel):
@@ -94,7 +95,7 @@ _FIXES = {
 }
 
 #: Never printed, not even in an error about themselves.
-_SECRETS = {"ansible_password", "ansible_become_password"}
+SECRET_VARS = _SECRETS = frozenset({"ansible_password", "ansible_become_password"})
 
 
 @dataclass
@@ -109,6 +110,22 @@ class Host:
     #: secret references; and where each was set: ``file[:line] (group G)``, ``file (host H)``, ``--set``.
     raw: dict[str, Any] = field(default_factory=dict, repr=False)
     sources: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Variables whose ``{{ ... }}`` bringup does not render, with why (:mod:`bringup.inventory_sources.templating`):
+    #: refused where bringup uses them (:func:`refuse_unrendered`).
+    unrendered: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def refuse_unrendered(self, names) -> None:
+        """One line, :class:`InventoryError`, when a variable of ``names`` (those a caller uses) holds a template
+        bringup does not render."""
+        for var in sorted(set(names) & self.unrendered.keys()):
+            raise InventoryError(unrendered_line(self.name, var, self.raw.get(var), self.sources.get(var, "?"),
+                                                 self.unrendered[var]))
+
+
+def unrendered_line(host: str, var: str, value: Any, source: str, why: str) -> str:
+    shown = "a value, not shown" if var in _SECRETS else repr(value)[:100]
+    return (f"{source}: host {host!r}: {var} = {shown}: {why}; bringup renders only plain {{{{ name }}}} "
+            "references: write the value itself there, or set it with --set")
 
     @property
     def address(self) -> str:
@@ -319,9 +336,14 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
         merged = dict(raw)
         merged["inventory_hostname"] = hname
         merged["group_names"] = others
+        # Plain {{ name }} references are rendered; any other template is named where bringup uses it.
+        merged, unrendered = render(merged)
+        for var in sorted(unrendered.keys() & ConnectionVars.model_fields.keys()):
+            raise InventoryError(unrendered_line(hname, var, raw[var], sources.get(var, where), unrendered[var]))
         merged = _host_vars(merged, hname, where)
         conn = _connection(merged, hname, where)
-        hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn, raw=raw, sources=sources)
+        hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn, raw=raw, sources=sources,
+                            unrendered=unrendered)
 
     return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths)
 
