@@ -20,7 +20,9 @@ from .model import SourceData, SourceError, Value
 
 __all__ = ["TIMEOUT", "MAX_OUTPUT", "is_list_output", "parse_list_output", "run_script"]
 
+#: Seconds a script may take to answer; ``BRINGUP_INVENTORY_SCRIPT_TIMEOUT`` sets another bound.
 TIMEOUT = 30.0
+TIMEOUT_ENV = "BRINGUP_INVENTORY_SCRIPT_TIMEOUT"
 MAX_OUTPUT = 16 * 1024 * 1024
 
 
@@ -150,8 +152,23 @@ def _json(raw: bytes, path: str, args: str) -> Any:
                           f"{e.msg}; it begins {got!r}); it must print {{group: ..., _meta: {{hostvars: ...}}}}") from None
 
 
-def run_script(path: str, timeout: float = TIMEOUT) -> SourceData:
+def script_timeout() -> float:
+    """:data:`TIMEOUT`, or the seconds ``$BRINGUP_INVENTORY_SCRIPT_TIMEOUT`` gives (a number above 0)."""
+    text = os.environ.get(TIMEOUT_ENV)
+    if text is None:
+        return TIMEOUT
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0 < value <= 3600:
+        raise SourceError(f"{TIMEOUT_ENV}={text!r}: must be a number of seconds above 0 (at most 3600)")
+    return value
+
+
+def run_script(path: str, timeout: float | None = None) -> SourceData:
     """Run the executable ``path`` as Ansible runs an inventory script."""
+    timeout = script_timeout() if timeout is None else timeout
     data = _json(_run(path, "--list", timeout=timeout), path, "--list")
     return parse_list_output(data, path,
                              host_vars=lambda h: _json(_run(path, "--host", h, timeout=timeout), path, f"--host {h}"))
