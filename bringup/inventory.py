@@ -121,15 +121,15 @@ class Host:
             raise InventoryError(unrendered_line(self.name, var, self.raw.get(var), self.sources.get(var, "?"),
                                                  self.unrendered[var]))
 
+    @property
+    def address(self) -> str:
+        return self.connection.ansible_host or self.name
+
 
 def unrendered_line(host: str, var: str, value: Any, source: str, why: str) -> str:
     shown = "a value, not shown" if var in _SECRETS else repr(value)[:100]
     return (f"{source}: host {host!r}: {var} = {shown}: {why}; bringup renders only plain {{{{ name }}}} "
             "references: write the value itself there, or set it with --set")
-
-    @property
-    def address(self) -> str:
-        return self.connection.ansible_host or self.name
 
 
 @dataclass

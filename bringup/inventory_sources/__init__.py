@@ -10,7 +10,8 @@ Detection follows Ansible's plugin order (``script``, ``yaml``, ``ini``) for eac
 
 1. an executable file is an inventory script (run with ``--list``);
 2. a file ending ``.yml``, ``.yaml``, ``.json`` or with no extension is tried as YAML: a mapping is a
-   YAML inventory (or ``--list`` output, when it has ``_meta`` or lists of hosts);
+   YAML inventory (or ``--list`` output, when it has ``_meta`` or lists of hosts); a ``.yml``/``.yaml``
+   with a top-level ``plugin:`` (Ansible's ``auto`` plugin) is refused, naming ``ansible-inventory --list``;
 3. otherwise, and when the YAML is not a mapping or not YAML at all, it is read as INI.
 
 A folder is read as Ansible reads one: its entries in sorted order, sub-folders too, skipping hidden
@@ -101,6 +102,10 @@ def _detect(path: Path) -> SourceData:
             yaml_error = e
         else:
             if isinstance(data, dict):
+                if isinstance(data.get("plugin"), str) and ext in (".yml", ".yaml"):
+                    raise SourceError(f"{path}: the configuration of Ansible's inventory plugin {data['plugin']!r}, "
+                                      "which bringup does not run; write its inventory once with `ansible-inventory "
+                                      f"-i {path} --list > inventory.json` and pass that")
                 if is_list_output(data):
                     return parse_list_output(data, str(path))
                 return parse_yaml_inventory(data, str(path))

@@ -105,6 +105,14 @@ def test_yaml_that_is_not_yaml_and_not_ini_says_the_yaml_error(tmp_path):
         load_inventory(p)
 
 
+def test_an_inventory_plugin_config_names_the_way_through_ansible_inventory(tmp_path):
+    p = tmp_path / "aws_ec2.yml"
+    p.write_text("plugin: amazon.aws.aws_ec2\nregions: [us-east-1]\n")
+    with pytest.raises(InventoryError, match=r"aws_ec2\.yml: the configuration of Ansible's inventory plugin "
+                                             r"'amazon\.aws\.aws_ec2'.*ansible-inventory -i .* --list"):
+        load_inventory(p)
+
+
 # --- group_vars / host_vars, precedence ---------------------------------------------------------------
 
 def _tree(root: Path, files: dict[str, str]) -> None:
@@ -214,7 +222,7 @@ def test_plain_references_render_and_others_are_named_where_used(tmp_path):
                  " fancy: \"{{ user | upper }}\"}\n")
     h1 = same_as_ansible([p], tmp_path).hosts["h1"]
     assert h1.raw["ansible_host"] == "{{ base_ip }}"  # as ansible-inventory prints it
-    assert h1.vars["ansible_host"] == "192.0.2.7" and h1.connection.ansible_port == 2201
+    assert h1.vars["ansible_host"] == h1.address == "192.0.2.7" and h1.connection.ansible_port == 2201
     assert h1.vars["note"] == "on h1"
     assert "fancy" in h1.unrendered and h1.vars["fancy"] == "{{ user | upper }}"
     with pytest.raises(InventoryError, match=r"hosts\.yml \(host h1\): host 'h1': fancy = .*a filter"):
