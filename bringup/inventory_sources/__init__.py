@@ -8,7 +8,7 @@
 
 Detection follows Ansible's plugin order (``script``, ``yaml``, ``ini``) for each file:
 
-1. an executable file is an inventory script (run with ``--list``);
+1. an executable file starting with ``#!`` (or an ELF binary) is an inventory script (run with ``--list``);
 2. a file ending ``.yml``, ``.yaml``, ``.json`` or with no extension is tried as YAML: a mapping is a
    YAML inventory (or ``--list`` output, when it has ``_meta`` or lists of hosts); a ``.yml``/``.yaml``
    with a top-level ``plugin:`` (Ansible's ``auto`` plugin) is refused, naming ``ansible-inventory --list``;
@@ -86,13 +86,32 @@ def _read_file(path: Path) -> SourceData:
         raise InventoryError(str(e)) from None
 
 
-def _detect(path: Path) -> SourceData:
-    if path.is_file() and os.access(path, os.X_OK):
-        return run_script(str(path))
-    text = read_text(path)
+def _is_program(path: Path) -> bool:
+    """An executable file that starts as a program does (``#!`` or an ELF header).  An executable text file
+    without ``#!`` (a YAML or INI file with the x bit, as copied from some shares) is no script: Ansible's
+    attempt to run it fails and it falls back to yaml and ini; bringup goes there directly."""
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        return False
+    try:
+        with path.open("rb") as f:
+            head = f.read(4)
+    except OSError:
+        return False
+    return head.startswith(b"#!") or head == b"\x7fELF"
+
+
+def refuse_vault(text: str, path: Path) -> None:
+    """A file ansible-vault encrypted is one line (vault is read by no source yet)."""
     if text.startswith("$ANSIBLE_VAULT;"):
         raise SourceError(f"{path}: encrypted with ansible-vault, which bringup does not read yet; give it "
                           "decrypted (ansible-vault view) or through ansible-inventory --list")
+
+
+def _detect(path: Path) -> SourceData:
+    if _is_program(path):
+        return run_script(str(path))
+    text = read_text(path)
+    refuse_vault(text, path)
     ext = path.suffix.lower()
     yaml_error: InventoryError | None = None
     if not ext or ext in _YAML_EXTENSIONS or not path.suffix:

@@ -48,6 +48,9 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any]) -> list[dict
     out: list[dict[str, Value]] = []
     for f in vars_files(folder, name):
         data = load(f)
+        if isinstance(data, str) and data.startswith("$ANSIBLE_VAULT;"):
+            raise SourceError(f"{f}: encrypted with ansible-vault, which bringup does not read yet; "
+                              "give it decrypted (ansible-vault view) or through ansible-inventory --list")
         if data is None:
             continue
         if not isinstance(data, dict):

@@ -213,6 +213,26 @@ def test_bad_inventory_scripts_are_one_line(tmp_path, body, words):
         run_script(str(_script(tmp_path, body)), timeout=1)
 
 
+def test_an_executable_inventory_without_shebang_is_read_not_run(tmp_path):
+    """INI or YAML with the x bit (copied from a share): Ansible's run of it fails and it falls back; so read."""
+    p = tmp_path / "hosts"
+    p.write_text("[gpu]\ngpu01 n=1\n")
+    p.chmod(0o755)
+    assert same_as_ansible([p], tmp_path).hosts["gpu01"].raw == {"n": 1}
+
+
+def test_vault_encrypted_files_are_one_line(tmp_path):
+    vault = "$ANSIBLE_VAULT;1.1;AES256\n6162636465666768\n"
+    (tmp_path / "hosts").write_text("[gpu]\ngpu01\n")
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "gpu.yml").write_text(vault)
+    with pytest.raises(InventoryError, match=r"group_vars/gpu\.yml: encrypted with ansible-vault"):
+        load_inventory(tmp_path / "hosts")
+    (tmp_path / "hosts").write_text(vault)
+    with pytest.raises(InventoryError, match=r"hosts: encrypted with ansible-vault"):
+        load_inventory(tmp_path / "hosts")
+
+
 # --- {{ }} -------------------------------------------------------------------------------------------
 
 def test_plain_references_render_and_others_are_named_where_used(tmp_path):
