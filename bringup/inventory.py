@@ -33,7 +33,7 @@ from .errors import InventoryError, InputError
 from .inventory_sources import GroupDef, SourceError, Value, base_dir, read_source
 from .inventory_sources.templating import render
 from .inventory_sources.varsdirs import load_vars
-from .inventory_sources.yamlfile import load_yaml
+from .inventory_sources.yamlfile import load_yaml_lines
 from .inventory_sources.yamlinv import MAX_GROUP_DEPTH
 from .process import command
 from .secrets import MASK, resolve_refs
@@ -307,7 +307,7 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
             key = (str(d), kind, name)
             if key not in files_cache:
                 try:
-                    files_cache[key] = load_vars(d / kind, name, load_yaml)
+                    files_cache[key] = load_vars(d / kind, name, load_yaml_lines)
                 except SourceError as e:
                     raise InventoryError(str(e)) from None
             out.extend(files_cache[key])

@@ -28,11 +28,11 @@ from ..errors import InventoryError
 from .ini import parse_ini
 from .model import GroupDef, SourceData, SourceError, Value
 from .script import is_list_output, parse_list_output, run_script
-from .yamlfile import YamlSyntaxError, load_yaml, read_text
+from .yamlfile import YamlSyntaxError, load_yaml_lines, read_text
 from .yamlinv import MAX_GROUP_DEPTH, parse_yaml_inventory
 
 __all__ = ["IGNORED_EXTENSIONS", "MAX_GROUP_DEPTH", "GroupDef", "SourceData", "SourceError", "Value",
-           "read_source", "load_yaml", "base_dir"]
+           "read_source", "load_yaml_lines", "base_dir"]
 
 #: Ansible's INVENTORY_IGNORE_EXTS default: REJECT_EXTS + .orig, .cfg, .retry.
 IGNORED_EXTENSIONS = (".pyc", ".pyo", ".swp", ".bak", "~", ".rpm", ".md", ".txt", ".rst", ".orig", ".cfg", ".retry")
@@ -116,7 +116,7 @@ def _detect(path: Path) -> SourceData:
     yaml_error: InventoryError | None = None
     if not ext or ext in _YAML_EXTENSIONS or not path.suffix:
         try:
-            data = load_yaml(path, text)
+            data, lines = load_yaml_lines(path, text)
         except YamlSyntaxError as e:
             yaml_error = e
         else:
@@ -127,7 +127,7 @@ def _detect(path: Path) -> SourceData:
                                       f"-i {path} --list > inventory.json` and pass that")
                 if is_list_output(data):
                     return parse_list_output(data, str(path))
-                return parse_yaml_inventory(data, str(path))
+                return parse_yaml_inventory(data, str(path), lines)
             if data is None and not text.strip():
                 return SourceData(str(path))
     try:

@@ -44,10 +44,11 @@ def _dir_files(folder: Path) -> list[Path]:
 
 
 def load_vars(folder: Path, name: str, load: Callable[[Path], Any]) -> list[dict[str, Value]]:
-    """``name``'s variables from ``folder``, one mapping per file in order; ``load`` reads one YAML file."""
+    """``name``'s variables from ``folder``, one mapping per file in order; ``load`` reads one YAML file
+    (:func:`~.yamlfile.load_yaml_lines`: the data and where its keys are)."""
     out: list[dict[str, Value]] = []
     for f in vars_files(folder, name):
-        data = load(f)
+        data, lines = load(f)
         if isinstance(data, str) and data.startswith("$ANSIBLE_VAULT;"):
             raise SourceError(f"{f}: encrypted with ansible-vault, which bringup does not read yet; "
                               "give it decrypted (ansible-vault view) or through ansible-inventory --list")
@@ -56,5 +57,6 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any]) -> list[dict
         if not isinstance(data, dict):
             raise SourceError(f"{f}: a vars file must be a mapping of variable: value, got "
                               f"{type(data).__name__}; write `name: value` lines")
-        out.append({str(k): Value(v, str(f)) for k, v in data.items()})
+        where = lines.of(data)
+        out.append({str(k): Value(v, f"{f}:{where[k]}" if k in where else str(f)) for k, v in data.items()})
     return out

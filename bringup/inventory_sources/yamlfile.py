@@ -10,7 +10,7 @@ import yaml
 from ..errors import InventoryError
 from ..userfile import read_capped
 
-__all__ = ["MAX_BYTES", "MAX_NODES", "YamlSyntaxError", "load_yaml", "read_text"]
+__all__ = ["MAX_BYTES", "MAX_NODES", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text"]
 
 
 class YamlSyntaxError(InventoryError):
@@ -79,7 +79,12 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
         if key in seen:
             raise InventoryError(f"{_where(key_node.start_mark)}: duplicate key {key!r}; keep one of them")
         seen.add(key)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    result = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    lines = getattr(loader, "key_lines", None)
+    if lines is not None:  # the mapping is kept with its lines, so its id is never reused meanwhile
+        lines[id(result)] = (result, {loader.construct_object(k): k.start_mark.line + 1 for k, _ in node.value
+                                      if k.tag != "tag:yaml.org,2002:merge"})
+    return result
 
 
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
@@ -104,13 +109,31 @@ def read_text(path: Path) -> str:
                              "UTF-8; save the file as UTF-8") from None
 
 
+class KeyLines:
+    """The line of each key of each mapping of a loaded document (1-based)."""
+
+    def __init__(self, table: dict[int, tuple[dict, dict]] | None = None):
+        self._table = table or {}
+
+    def of(self, mapping: Any) -> dict:
+        """``{key: line}`` of ``mapping`` (a dict of the document), empty for anything else."""
+        entry = self._table.get(id(mapping))
+        return entry[1] if entry is not None and entry[0] is mapping else {}
+
+
 def load_yaml(path: Path, text: str | None = None) -> Any:
     """Parse a YAML file (or its ``text``, already read); a syntax error names file, line and column."""
+    return load_yaml_lines(path, text)[0]
+
+
+def load_yaml_lines(path: Path, text: str | None = None) -> tuple[Any, KeyLines]:
+    """:func:`load_yaml`, and where each mapping key is (:class:`KeyLines`)."""
     text = read_text(path) if text is None else text
     loader = _Loader(text)
     loader.name = str(path)  # marks name the file, not "<unicode string>"
+    loader.key_lines = {}
     try:
-        return loader.get_single_data()
+        return loader.get_single_data(), KeyLines(loader.key_lines)
     except yaml.MarkedYAMLError as e:
         m = e.problem_mark or e.context_mark
         where = f"{path}:{m.line + 1}:{m.column + 1}" if m else str(path)

@@ -11,6 +11,7 @@ from typing import Any
 
 from .ini import split_port
 from .model import SourceData, SourceError, Value
+from .yamlfile import KeyLines
 from .ranges import RangeError, expand
 
 __all__ = ["MAX_GROUP_DEPTH", "parse_yaml_inventory"]
@@ -26,7 +27,7 @@ def _mapping(value: Any, where: str, path: str) -> dict:
     return value
 
 
-def parse_yaml_inventory(data: Any, path: str) -> SourceData:
+def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) -> SourceData:
     """``data`` (the loaded file ``path``) as an inventory; a wrong shape raises :class:`SourceError`."""
     if data is None:
         data = {}
@@ -37,7 +38,11 @@ def parse_yaml_inventory(data: Any, path: str) -> SourceData:
     # Ansible accepts top-level groups beside or instead of `all`.
     top = dict(data)
     root = _mapping(top.pop("all", None), "all", path)
-    where = f"{path}"
+    lines = lines or KeyLines()
+
+    def at(mapping: dict, key: Any) -> str:
+        line = lines.of(mapping).get(key)
+        return f"{path}:{line}" if line else path
 
     def walk(name: str, node: Any, depth: int, trail: tuple[str, ...]) -> None:
         if name in trail:
@@ -51,14 +56,16 @@ def parse_yaml_inventory(data: Any, path: str) -> SourceData:
             raise SourceError(f"{path}: group {name!r} has unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
                               "a group holds only hosts, vars and children")
         group = out.group(name)
-        for k, v in _mapping(node.get("vars"), f"{name}.vars", path).items():
-            group.vars[str(k)] = Value(v, where)
-        for pattern, hv in _mapping(node.get("hosts"), f"{name}.hosts", path).items():
+        gvars = _mapping(node.get("vars"), f"{name}.vars", path)
+        for k, v in gvars.items():
+            group.vars[str(k)] = Value(v, at(gvars, k))
+        hosts = _mapping(node.get("hosts"), f"{name}.hosts", path)
+        for pattern, hv in hosts.items():
             hv = _mapping(hv, f"host {pattern!r}", path)
             hname, port = split_port(str(pattern))
-            variables = {str(k): Value(v, where) for k, v in hv.items()}
+            variables = {str(k): Value(v, at(hv, k)) for k, v in hv.items()}
             if port is not None:
-                variables = {"ansible_port": Value(port, where), **variables}
+                variables = {"ansible_port": Value(port, at(hosts, pattern)), **variables}
             try:
                 names = expand(hname)
             except RangeError as e:

@@ -144,8 +144,9 @@ def test_precedence_with_vars_folders_equals_ansible(tmp_path):
     assert h1.raw["who"] == "hv-h1" and h2.raw["who"] == "gv-child"
     assert h1.raw["all_only"] == "gv-all-10" and h1.raw["folder"] == "second" and h1.raw["parent_only"] == "gv-parent"
     assert h2.raw["prio"] == "aa"  # ansible_group_priority 5 beats zz's default 1 at the same depth
-    assert h1.sources["who"].endswith("host_vars/h1.json (host h1)")
-    assert h2.sources["who"].endswith("group_vars/child (group child)")
+    assert h1.sources["who"].endswith("host_vars/h1.json:1 (host h1)")
+    assert h2.sources["who"].endswith("group_vars/child:1 (group child)")
+    assert h1.sources["folder"].endswith("group_vars/all/20-second.yaml:1 (group all)")
 
 
 def test_a_vars_file_that_is_not_a_mapping_is_one_line(tmp_path):
@@ -245,7 +246,7 @@ def test_plain_references_render_and_others_are_named_where_used(tmp_path):
     assert h1.vars["ansible_host"] == h1.address == "192.0.2.7" and h1.connection.ansible_port == 2201
     assert h1.vars["note"] == "on h1"
     assert "fancy" in h1.unrendered and h1.vars["fancy"] == "{{ user | upper }}"
-    with pytest.raises(InventoryError, match=r"hosts\.yml \(host h1\): host 'h1': fancy = .*a filter"):
+    with pytest.raises(InventoryError, match=r"hosts\.yml:4 \(host h1\): host 'h1': fancy = .*a filter"):
         h1.refuse_unrendered(["fancy"])
     p.write_text("all:\n  hosts:\n    h1: {ansible_user: \"{{ lookup('env', 'USER') }}\"}\n")
     with pytest.raises(InventoryError, match=r"host 'h1': ansible_user = .* does not render"):
@@ -262,9 +263,9 @@ def test_hosts_task_shows_each_variable_with_its_source():
     doc = json.loads(r.stdout)
     assert doc["ansible_ssh_common_args"] == {"value": '-o ProxyCommand="ssh -W %h:%p -q ubuntu@10.0.0.1"',
                                               "source": "inventory:88 (group all)"}
-    assert doc["slurm_cluster_install_cuda"] == {"value": False, "source": "host_vars/gpu01 (host gpu01)"}
+    assert doc["slurm_cluster_install_cuda"] == {"value": False, "source": "host_vars/gpu01:6 (host gpu01)"}
     assert doc["ansible_host"]["source"] == "inventory:16 (host gpu01)"
     r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "hosts", "-i", "inventory",
                         "--host", "gpu01"], cwd=CORPUS / "deepops", capture_output=True, text=True, timeout=120,
                        env={**os.environ, "COLUMNS": "200"})
-    assert r.returncode == 0 and "group_vars/k8s_cluster.yml (group k8s_cluster)" in r.stdout, r.stdout + r.stderr
+    assert r.returncode == 0 and "group_vars/k8s_cluster.yml:2 (group k8s_cluster)" in r.stdout, r.stdout + r.stderr
