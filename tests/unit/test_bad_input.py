@@ -411,3 +411,22 @@ def test_bad_inventory_script_is_one_line(tmp_path, body, words):
                "provision", "--host", "h1", "--inventory", str(script), "--check"]
     r = subprocess.run(env_cmd, cwd=tmp_path, capture_output=True, text=True, timeout=60)
     _refused(r, tmp_path, "cloud.py", *words)
+
+
+@pytest.mark.reliability(fault="a {{ template }} beyond a plain reference in a variable bringup uses (a role's, a "
+                               "connection's)", variants=2, **_INV)
+@pytest.mark.parametrize("text, words", [
+    ("all:\n  vars: {hold: 'yes'}\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9, "
+     "docker_hold: '{{ hold | bool }}'}\n",
+     ["host h1, role docker:", "hosts:4 (host h1)", "docker_hold = '{{ hold | bool }}'", "a filter"]),
+    ("[gpu]\nh1 ansible_host='{{ bmc_ip }}' ansible_port=9\n",
+     ["hosts:2 (host h1)", "ansible_host = '{{ bmc_ip }}'", "no variable 'bmc_ip' is set for this host"]),
+])
+def test_unrendered_template_is_one_line_where_used(tmp_path, text, words):
+    _refused(_provision(tmp_path, _write(tmp_path, text)), tmp_path, *words)
+
+
+def test_plain_references_reach_the_connection(tmp_path):
+    inv = _write(tmp_path, "[gpu]\nh1 ansible_host='{{ net }}.7' ansible_port='{{ p }}'\n[gpu:vars]\nnet=192.0.2\np=2202\n")
+    r = _invoke("hosts", "--inventory", str(inv), cwd=tmp_path)
+    assert r.returncode == 0 and "root@192.0.2.7:2202" in r.stdout, r.stdout + r.stderr
