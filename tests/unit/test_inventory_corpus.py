@@ -33,7 +33,7 @@ CASES = {
 }
 
 
-def ansible_inventory(paths: list[Path], tmp_path: Path) -> subprocess.CompletedProcess:
+def ansible_inventory(paths: list[Path], tmp_path: Path, *more: str) -> subprocess.CompletedProcess:
     """`ansible-inventory --list` for ``paths`` from the installed ansible-core (no ansible.cfg, no network)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
     (tmp_path / "ansible.cfg").write_text("")  # an empty config: Ansible's defaults, whatever the machine has
@@ -41,16 +41,17 @@ def ansible_inventory(paths: list[Path], tmp_path: Path) -> subprocess.Completed
                ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_INVENTORY_UNPARSED_FAILED="1",
                ANSIBLE_INVENTORY_ANY_UNPARSED_IS_FAILED="1", ANSIBLE_NOCOLOR="1")
     args = [a for p in paths for a in ("-i", str(p))]
-    r = subprocess.run([sys.executable, "-m", "ansible.cli.inventory", *args, "--list"], cwd=tmp_path, env=env,
+    r = subprocess.run([sys.executable, "-m", "ansible.cli.inventory", *args, "--list", *more], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=120)
     assert "No module named" not in r.stderr, f"ansible-core is a test dependency: pip install '.[test]'\n{r.stderr}"
     return r
 
 
-def ansible_list(paths: list[Path], tmp_path: Path) -> dict:
-    r = ansible_inventory(paths, tmp_path)
+def ansible_list(paths: list[Path], tmp_path: Path, *more: str) -> dict | str:
+    """`ansible-inventory --list` as JSON (parsed), or as YAML text with ``--yaml``."""
+    r = ansible_inventory(paths, tmp_path, *more)
     assert r.returncode == 0, f"ansible-inventory failed:\n{r.stderr}"
-    return json.loads(r.stdout)
+    return r.stdout if "--yaml" in more else json.loads(r.stdout)
 
 
 def ansible_view(doc: dict) -> tuple[dict[str, set[str]], dict[str, dict]]:

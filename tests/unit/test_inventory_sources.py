@@ -174,10 +174,14 @@ def test_inventory_folder_and_several_sources_equal_ansible(tmp_path):
     assert inv.hosts["gpu01"].raw["gpu_profile"] == "l40s"  # group_vars/ beats the inventory's group vars
 
 
-def test_list_output_of_ansible_inventory_reads_as_its_source(tmp_path):
-    listed = tmp_path / "deepops.json"
-    listed.write_text(json.dumps(ansible_list([CORPUS / "deepops" / "inventory"], tmp_path)))
-    direct = load_inventory(CORPUS / "deepops" / "inventory")
+@pytest.mark.parametrize("form", ["json", "yaml"])
+def test_list_output_of_ansible_inventory_reads_as_its_source(tmp_path, form):
+    """`ansible-inventory --list` (JSON, _meta.hostvars) and `--list --yaml` (the YAML format, vars per host)."""
+    source = CORPUS / "deepops" / "inventory"
+    listed = tmp_path / f"deepops.{form}"
+    listed.write_text(json.dumps(ansible_list([source], tmp_path)) if form == "json"
+                      else ansible_list([source], tmp_path, "--yaml"))
+    direct = load_inventory(source)
     via_list = load_inventory(listed)
     assert {h: v.raw for h, v in via_list.hosts.items()} == {h: v.raw for h, v in direct.hosts.items()}
     assert via_list.groups == direct.groups
