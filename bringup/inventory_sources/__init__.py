@@ -112,9 +112,9 @@ def _detect(path: Path) -> SourceData:
         return run_script(str(path))
     text = read_text(path)
     refuse_vault(text, path)
-    ext = path.suffix.lower()
+    ext = path.suffix  # as Ansible compares it: case and all
     yaml_error: InventoryError | None = None
-    if not ext or ext in _YAML_EXTENSIONS or not path.suffix:
+    if not ext or ext in _YAML_EXTENSIONS:
         try:
             data, lines = load_yaml_lines(path, text)
         except YamlSyntaxError as e:
