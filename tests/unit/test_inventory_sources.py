@@ -273,3 +273,14 @@ def test_hosts_task_shows_each_variable_with_its_source():
                         "--host", "gpu01"], cwd=CORPUS / "deepops", capture_output=True, text=True, timeout=120,
                        env={**os.environ, "COLUMNS": "200"})
     assert r.returncode == 0 and "group_vars/k8s_cluster.yml:2 (group k8s_cluster)" in r.stdout, r.stdout + r.stderr
+
+
+def test_inventory_flag_given_twice_merges_both(tmp_path):
+    """`-i a -i b` reaches load_inventory as both paths (Invoke's iterable flag), later ones overriding."""
+    (tmp_path / "a.ini").write_text("[gpu]\ngpu01 ansible_host=192.0.2.1\n")
+    (tmp_path / "b.yml").write_text("gpu:\n  hosts:\n    gpu01: {ansible_host: 192.0.2.9}\n    gpu02:\n")
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "hosts", "-i", "a.ini",
+                        "--inventory", "b.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    assert "root@192.0.2.9:22" in r.stdout and "root@gpu02:22" in r.stdout and "192.0.2.1" not in r.stdout, r.stdout
