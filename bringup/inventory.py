@@ -1,6 +1,9 @@
-"""Ansible YAML inventories: hosts, nested groups and layered variables.
+"""Ansible inventories: hosts, nested groups and layered variables, merged in Ansible's precedence.
 
-An existing Ansible inventory works unchanged::
+An existing Ansible inventory works unchanged: YAML or INI, with host ranges, ``group_vars/`` and
+``host_vars/`` beside it, a folder of inventories, several ``--inventory`` paths, an inventory script or
+``ansible-inventory --list`` output.  Each source is read by :mod:`bringup.inventory_sources`; this module
+merges what they give (the one place that does) and validates the connection variables::
 
     all:
       vars: {ansible_user: root}
@@ -8,12 +11,13 @@ An existing Ansible inventory works unchanged::
         l40s:
           vars: {gpu_profile: l40s}
           hosts:
-            trt-l40s-01: {ansible_host: 10.0.0.11}
+            trt-l40s-0[1:4]: {ansible_host: 10.0.0.11}
 
-Variable precedence, lowest first (the way Invoke layers its config, and the
-way Ansible orders group depth): role defaults < ``all`` vars < parent group
-< child group < host vars < ``--set`` values.  Values replace, they do not
-merge (Ansible's ``hash_behaviour=replace``).
+Variable precedence, lowest first (Ansible's, as ``ansible-inventory --list`` shows it): role defaults <
+``all``'s inventory vars < other groups' inventory vars (by depth, then ``ansible_group_priority``, then
+name) < ``group_vars/all`` < ``group_vars/<group>`` (same order) < the host's inventory vars <
+``host_vars/<host>`` < ``--set`` values.  Values replace, they do not merge (Ansible's
+``hash_behaviour=replace``).  Each host keeps where each variable came from (:attr:`Host.sources`).
 """
 from __future__ import annotations
 
@@ -26,11 +30,15 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from .errors import InventoryError, InputError
+from .inventory_sources import GroupDef, SourceError, Value, base_dir, read_source
+from .inventory_sources.templating import render
+from .inventory_sources.varsdirs import load_vars
+from .inventory_sources.yamlfile import load_yaml_lines
+from .inventory_sources.yamlinv import MAX_GROUP_DEPTH
 from .process import command
 from .secrets import MASK, resolve_refs
-from .userfile import read_capped
 
-__all__ = ["Inventory", "Host", "ConnectionVars", "load_inventory", "parse_set"]
+__all__ = ["Inventory", "Host", "ConnectionVars", "SECRET_VARS", "load_inventory", "parse_set"]
 
 
 class ConnectionVars(BaseModel):
@@ -87,7 +95,7 @@ _FIXES = {
 }
 
 #: Never printed, not even in an error about themselves.
-_SECRETS = {"ansible_password", "ansible_become_password"}
+SECRET_VARS = _SECRETS = frozenset({"ansible_password", "ansible_become_password"})
 
 
 @dataclass
@@ -98,10 +106,30 @@ class Host:
     groups: list[str]
     vars: dict[str, Any]
     connection: ConnectionVars = field(repr=False)
+    #: The inventory's values as Ansible gives them (``ansible-inventory --host``), before bringup resolves
+    #: secret references; and where each was set: ``file[:line] (group G)``, ``file (host H)``, ``--set``.
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    sources: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Variables whose ``{{ ... }}`` bringup does not render, with why (:mod:`bringup.inventory_sources.templating`):
+    #: refused where bringup uses them (:func:`refuse_unrendered`).
+    unrendered: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def refuse_unrendered(self, names) -> None:
+        """One line, :class:`InventoryError`, when a variable of ``names`` (those a caller uses) holds a template
+        bringup does not render."""
+        for var in sorted(set(names) & self.unrendered.keys()):
+            raise InventoryError(unrendered_line(self.name, var, self.raw.get(var), self.sources.get(var, "?"),
+                                                 self.unrendered[var]))
 
     @property
     def address(self) -> str:
         return self.connection.ansible_host or self.name
+
+
+def unrendered_line(host: str, var: str, value: Any, source: str, why: str) -> str:
+    shown = "a value, not shown" if var in _SECRETS else repr(value)[:100]
+    return (f"{source}: host {host!r}: {var} = {shown}: {why}; bringup renders only plain {{{{ name }}}} "
+            "references: write the value itself there, or set it with --set")
 
 
 @dataclass
@@ -111,6 +139,8 @@ class Inventory:
     path: Path
     hosts: dict[str, Host]
     groups: dict[str, list[str]]
+    #: Every source given (``--inventory`` more than once), ``path`` being the first.
+    paths: list[Path] = field(default_factory=list)
 
     def host(self, name: str) -> Host:
         """The host called ``name``; an unknown name suggests the closest."""
@@ -162,221 +192,181 @@ class Inventory:
         return chosen
 
 
-#: Bounds on what an inventory may be: a bigger or deeper one is a mistake (``/dev/zero``, an alias bomb).
-MAX_BYTES = 16 * 1024 * 1024
-MAX_NODES = 1_000_000  # YAML nodes once every alias is expanded
-MAX_GROUP_DEPTH = 64
+def _paths(path: str | Path | list | tuple) -> list[Path]:
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    if not paths:
+        raise InventoryError("no inventory given: pass --inventory PATH (a file or a folder; repeatable)")
+    return [Path(p) for p in paths]
 
 
-class _Loader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate and unhashable keys (a silent override is a trap) and documents
-    that would expand past :data:`MAX_NODES` nodes; YAML 1.1 merge keys (``<<: *base``) work."""
+def _depths(groups: dict[str, GroupDef], where: str) -> dict[str, int]:
+    """Each group's depth as Ansible counts it: the longest path of children from ``all`` (``all`` is 0)."""
+    parents: dict[str, list[str]] = {g: [] for g in groups}
+    for g, gd in groups.items():
+        for c in gd.children:
+            parents.setdefault(c, []).append(g)
+    depth: dict[str, int] = {}
 
-    def construct_document(self, node):
-        _expanded_size(node)
-        return super().construct_document(node)
+    def of(g: str, trail: tuple[str, ...]) -> int:
+        if g in depth:
+            return depth[g]
+        if g in trail:
+            raise InventoryError(f"{where}: group {g!r} contains itself ({' > '.join(trail[trail.index(g):] + (g,))}); "
+                                 "remove one of those children lines")
+        if len(trail) > MAX_GROUP_DEPTH:
+            raise InventoryError(f"{where}: group {g!r} is nested more than {MAX_GROUP_DEPTH} groups deep; "
+                                 f"at most {MAX_GROUP_DEPTH} levels")
+        d = 0 if g == "all" else 1 + max((of(p, trail + (g,)) for p in parents[g]), default=0)
+        depth[g] = d
+        return d
 
-
-def _where(mark) -> str:
-    return f"{mark.name}:{mark.line + 1}:{mark.column + 1}"
-
-
-def _expanded_size(root: yaml.Node) -> int:
-    """Nodes of the document with every alias expanded (shared nodes count each time they are used)."""
-    sizes: dict[int, int] = {}
-    busy: set[int] = set()
-
-    def size(node: yaml.Node) -> int:
-        if id(node) in sizes:
-            return sizes[id(node)]
-        if id(node) in busy:
-            raise InventoryError(f"{_where(node.start_mark)}: an alias refers to the node that contains it; "
-                                 "a recursive structure is not an inventory")
-        busy.add(id(node))
-        if isinstance(node, yaml.MappingNode):
-            n = 1 + sum(size(k) + size(v) for k, v in node.value)
-        elif isinstance(node, yaml.SequenceNode):
-            n = 1 + sum(size(v) for v in node.value)
-        else:
-            n = 1
-        busy.discard(id(node))
-        if n > MAX_NODES:
-            raise InventoryError(
-                f"{_where(node.start_mark)}: this value expands to more than {MAX_NODES:,} YAML nodes "
-                "(aliases within aliases); write it out or use fewer nested aliases")
-        sizes[id(node)] = n
-        return n
-
-    return size(root)
+    for g in groups:
+        of(g, ())
+    return depth
 
 
-def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False):
-    seen: set = set()
-    for key_node, _ in node.value:
-        if key_node.tag == "tag:yaml.org,2002:merge":
-            continue  # `<<: *base`: its keys are defaults that the mapping's own keys override (YAML 1.1)
-        key = loader.construct_object(key_node, deep=deep)
-        try:
-            hash(key)
-        except TypeError:
-            raise InventoryError(
-                f"{_where(key_node.start_mark)}: a {type(key).__name__} cannot be a key; use a name "
-                "(a `? [a, b]` or `? {...}` key is not one)") from None
-        if key in seen:
-            raise InventoryError(f"{_where(key_node.start_mark)}: duplicate key {key!r}; keep one of them")
-        seen.add(key)
-    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
-
-
-_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
-def _read_text(path: Path) -> str:
-    """The file's text: at most :data:`MAX_BYTES` bytes, strict UTF-8 (an error names the line)."""
-    # Anything but a regular file is refused before it is opened: a pipe's or a terminal's read may never end.
-    data = read_capped(path, MAX_BYTES, InventoryError,
-                       not_regular=f"{path}: not a regular file (a folder, a pipe, a socket or a device); "
-                                   "pass --inventory PATH of the YAML file",
-                       missing=f"{path}: no such inventory file (pass --inventory PATH)",
-                       unreadable=f"{path}: cannot read inventory: ",
-                       too_large=f"{path}: larger than {MAX_BYTES // 2**20} MiB; is it the inventory? "
-                                 "(pass --inventory PATH of the YAML file)")
+def _priority(gd: GroupDef, name: str, where: str) -> int:
+    v = gd.vars.get("ansible_group_priority")
+    if v is None:
+        return 1
     try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise InventoryError(f"{path}:{line}:{column}: byte 0x{data[e.start]:02x} (offset {e.start}) is not "
-                             "UTF-8; save the file as UTF-8") from None
+        return int(v.value)
+    except (TypeError, ValueError):
+        raise InventoryError(f"{v.origin}: group {name!r}: ansible_group_priority must be a whole number "
+                             f"(got {v.value!r})") from None
 
 
-def load_yaml(path: Path) -> Any:
-    """Parse a YAML file; a syntax error names file, line and column."""
-    text = _read_text(path)
-    loader = _Loader(text)
-    loader.name = str(path)  # marks name the file, not "<unicode string>"
-    try:
-        return loader.get_single_data()
-    except yaml.MarkedYAMLError as e:
-        m = e.problem_mark or e.context_mark
-        where = f"{path}:{m.line + 1}:{m.column + 1}" if m else str(path)
-        raise InventoryError(f"{where}: YAML error: {e.problem or e.context}; fix the syntax there") from None
-    except yaml.YAMLError as e:  # pragma: no cover - unmarked errors are rare
-        raise InventoryError(f"{path}: YAML error: {e}") from None
-    except RecursionError:
-        raise InventoryError(f"{path}: YAML nested too deeply to read; flatten it") from None
-    finally:
-        loader.dispose()
+def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = None) -> Inventory:
+    """Load Ansible inventories (files or folders, several in order); ``overrides`` are ``--set`` values.
 
-
-def _mapping(value: Any, where: str, path: Path) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        raise InventoryError(f"{path}: {where} must be a mapping, got {type(value).__name__}")
-    return value
-
-
-def load_inventory(path: str | Path, overrides: dict[str, Any] | None = None) -> Inventory:
-    """Load an Ansible YAML inventory; ``overrides`` are ``--set`` values."""
-    path = Path(path)
-    data = load_yaml(path)
-    if data is None:
-        data = {}
-    if not isinstance(data, dict):
-        raise InventoryError(f"{path}: the top level must be a mapping of groups (all: ...)")
-    # Ansible accepts top-level groups beside or instead of `all`.
-    top = dict(data)
-    root = _mapping(top.pop("all", None), "all", path)
-    root_children = dict(_mapping(root.get("children"), "all.children", path))
-    root_children.update(top)
-    root = dict(root, children=root_children)
-
-    group_vars: dict[str, dict] = {}
-    group_depth: dict[str, int] = {}
-    group_hosts: dict[str, set[str]] = {}
-    host_vars: dict[str, dict] = {}
-    host_groups: dict[str, set[str]] = {}
-    parents: dict[str, set[str]] = {}
-
-    def walk(name: str, node: Any, depth: int, parent: str | None, trail: tuple[str, ...]) -> None:
-        if name in trail:
-            raise InventoryError(f"{path}: group {name!r} contains itself ({' > '.join(trail + (name,))})")
-        if depth > MAX_GROUP_DEPTH:
-            raise InventoryError(f"{path}: group {name!r} is nested {depth} groups deep (under "
-                                 f"{' > '.join(trail[:3])} > ...); at most {MAX_GROUP_DEPTH} levels")
-        node = _mapping(node, f"group {name!r}", path)
-        unknown = set(node) - {"hosts", "vars", "children"}
-        if unknown:
-            raise InventoryError(
-                f"{path}: group {name!r} has unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
-                "a group holds only hosts, vars and children"
-            )
-        group_depth[name] = max(group_depth.get(name, 0), depth)
-        group_vars.setdefault(name, {}).update(_mapping(node.get("vars"), f"{name}.vars", path))
-        group_hosts.setdefault(name, set())
-        if parent:
-            parents.setdefault(name, set()).add(parent)
-        for hname, hv in _mapping(node.get("hosts"), f"{name}.hosts", path).items():
-            hname = str(hname)
-            host_vars.setdefault(hname, {}).update(_mapping(hv, f"host {hname!r}", path))
-            host_groups.setdefault(hname, set()).add(name)
-            group_hosts[name].add(hname)
-        for cname, cnode in _mapping(node.get("children"), f"{name}.children", path).items():
-            walk(str(cname), cnode, depth + 1, name, trail + (name,))
-
-    walk("all", root, 0, None, ())
+    Each source is read by :mod:`bringup.inventory_sources`; here they are merged, with ``group_vars/``
+    and ``host_vars/`` beside each one, in Ansible's precedence (lowest first): ``all``'s inventory vars <
+    other groups' inventory vars < ``group_vars/all`` < ``group_vars/<group>`` < the host's inventory vars
+    < ``host_vars/<host>`` < ``--set``; groups in Ansible's order (depth, ``ansible_group_priority``, name).
+    """
+    paths = _paths(path)
+    where = ", ".join(map(str, paths))
+    groups: dict[str, GroupDef] = {"all": GroupDef(), "ungrouped": GroupDef()}
+    host_vars: dict[str, dict[str, Value]] = {}
+    for p in paths:
+        for src in read_source(p):
+            for g, gd in src.groups.items():
+                mine = groups.setdefault(g, GroupDef())
+                mine.vars.update(gd.vars)
+                mine.children.extend(c for c in gd.children if c not in mine.children)
+                mine.hosts.extend(h for h in gd.hosts if h not in mine.hosts)
+            for h, hv in src.hosts.items():
+                host_vars.setdefault(h, {}).update(hv)
+    for gd in groups.values():
+        for c in gd.children:
+            groups.setdefault(c, GroupDef())
+    # Every group without a parent is a child of all (Ansible's reconcile).
+    has_parent = {c for gd in groups.values() for c in gd.children}
+    for g in groups:
+        if g != "all" and g not in has_parent:
+            groups["all"].children.append(g)
+    depth = _depths(groups, where)
+    parents: dict[str, set[str]] = {g: set() for g in groups}
+    for g, gd in groups.items():
+        for c in gd.children:
+            parents[c].add(g)
 
     def ancestors(g: str) -> set[str]:
         out: set[str] = set()
         stack = [g]
         while stack:
-            for p in parents.get(stack.pop(), ()):
-                if p not in out:
-                    out.add(p)
-                    stack.append(p)
+            for par in parents.get(stack.pop(), ()):
+                if par not in out:
+                    out.add(par)
+                    stack.append(par)
         return out
 
-    # A host in a child group is a member of every ancestor group too.
-    for hname, gs in host_groups.items():
-        for g in list(gs):
-            for a in ancestors(g):
-                group_hosts[a].add(hname)
+    host_groups: dict[str, set[str]] = {h: set() for h in host_vars}
+    for g, gd in groups.items():
+        for h in gd.hosts:
+            host_groups[h].add(g)
+    for h, gs in host_groups.items():
         gs.update(a for g in list(gs) for a in ancestors(g))
         gs.add("all")
-        group_hosts["all"].add(hname)
+        if gs - {"all", "ungrouped"}:
+            gs.discard("ungrouped")
+        else:
+            gs.add("ungrouped")
+    members: dict[str, set[str]] = {g: set() for g in groups}
+    for h, gs in host_groups.items():
+        for g in gs:
+            members[g].add(h)
+
+    priority = {g: _priority(gd, g, where) for g, gd in groups.items()}
+    dirs = list(dict.fromkeys(base_dir(p) for p in paths))
+    files_cache: dict[tuple[str, str, str], list[dict[str, Value]]] = {}
+
+    def from_dirs(kind: str, name: str) -> list[dict[str, Value]]:
+        out = []
+        for d in dirs:
+            key = (str(d), kind, name)
+            if key not in files_cache:
+                try:
+                    files_cache[key] = load_vars(d / kind, name, load_yaml_lines)
+                except SourceError as e:
+                    raise InventoryError(str(e)) from None
+            out.extend(files_cache[key])
+        return out
 
     hosts: dict[str, Host] = {}
     for hname in sorted(host_vars):
-        # Shallow groups first, deeper (more specific) ones override; ties by name.
-        order = sorted(host_groups[hname], key=lambda g: (group_depth[g], g))
-        merged: dict[str, Any] = {}
-        for g in order:
-            merged.update(group_vars[g])
-        merged.update(host_vars[hname])
-        merged.update(overrides or {})
+        order = sorted(host_groups[hname], key=lambda g: (depth[g], priority[g], g))
+        others = [g for g in order if g != "all"]
+        layers: list[tuple[dict[str, Value], str]] = [(groups["all"].vars, "group all")]
+        layers += [(groups[g].vars, f"group {g}") for g in others]
+        # ansible_group_priority orders the groups; Ansible keeps it out of the variables.
+        layers = [({k: v for k, v in m.items() if k != "ansible_group_priority"}, who) for m, who in layers]
+        layers += [(m, "group all") for m in from_dirs("group_vars", "all")]
+        for g in others:
+            layers += [(m, f"group {g}") for m in from_dirs("group_vars", g)]
+        layers.append((host_vars[hname], f"host {hname}"))
+        layers += [(m, f"host {hname}") for m in from_dirs("host_vars", hname)]
+        layers.append(({k: Value(v, "--set") for k, v in (overrides or {}).items()}, "--set"))
+        raw: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for layer, who in layers:
+            for k, v in layer.items():
+                raw[k] = v.value
+                sources[k] = v.origin if who == "--set" else f"{v.origin} ({who})"
+        merged = dict(raw)
         merged["inventory_hostname"] = hname
-        merged["group_names"] = [g for g in order if g != "all"]
-        # Secret references ({env: X}, {file: P}) become SecretStr here, before anything connects.
-        merged = resolve_refs(merged, f"{path}: host {hname!r}")
-        for var in _SECRETS:
-            if isinstance(merged.get(var), str):
-                merged[var] = SecretStr(merged[var])
-            MASK.add(merged.get(var))
-        try:
-            conn = ConnectionVars.model_validate(merged)
-        except ValidationError as e:
-            err = e.errors()[0]
-            var = str(err["loc"][0]) if err["loc"] else "?"
-            fix = _FIXES.get(var, "a valid value")
-            got = "a value, not shown" if var in _SECRETS else repr(merged.get(var))
-            raise InventoryError(
-                f"{path}: host {hname!r}: {var} must be {fix} (got {got})"
-            ) from None
-        hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn)
+        merged["group_names"] = others
+        # Plain {{ name }} references are rendered; any other template is named where bringup uses it.
+        merged, unrendered = render(merged)
+        for var in sorted(unrendered.keys() & ConnectionVars.model_fields.keys()):
+            raise InventoryError(unrendered_line(hname, var, raw[var], sources.get(var, where), unrendered[var]))
+        merged = _host_vars(merged, hname, where)
+        conn = _connection(merged, hname, where)
+        hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn, raw=raw, sources=sources,
+                            unrendered=unrendered)
 
-    groups = {g: sorted(hs) for g, hs in group_hosts.items()}
-    return Inventory(path=path, hosts=hosts, groups=groups)
+    return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths)
+
+
+def _host_vars(merged: dict[str, Any], hname: str, where: str) -> dict[str, Any]:
+    # Secret references ({env: X}, {file: P}) become SecretStr here, before anything connects.
+    merged = resolve_refs(merged, f"{where}: host {hname!r}")
+    for var in _SECRETS:
+        if isinstance(merged.get(var), str):
+            merged[var] = SecretStr(merged[var])
+        MASK.add(merged.get(var))
+    return merged
+
+
+def _connection(merged: dict[str, Any], hname: str, where: str) -> ConnectionVars:
+    try:
+        return ConnectionVars.model_validate(merged)
+    except ValidationError as e:
+        err = e.errors()[0]
+        var = str(err["loc"][0]) if err["loc"] else "?"
+        fix = _FIXES.get(var, "a valid value")
+        got = "a value, not shown" if var in _SECRETS else repr(merged.get(var))
+        raise InventoryError(f"{where}: host {hname!r}: {var} must be {fix} (got {got})") from None
 
 
 def parse_set(items: list[str] | str | None) -> dict[str, Any]:

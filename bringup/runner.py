@@ -72,6 +72,8 @@ def prepare(hosts: list[Host], roles: list[Role], every_role: list[Role] | None 
         v = {**defaults, **h.vars}
         for role in roles:
             try:
+                # A role's variable holding a {{ template }} bringup does not render: one line, not a literal.
+                h.refuse_unrendered({*role.defaults, *getattr(role.model, "model_fields", {})})
                 role.validate(v)
             except BringupError as e:
                 raise type(e)(f"host {h.name}, role {role.name}: {e}") from None

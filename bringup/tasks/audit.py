@@ -14,12 +14,12 @@ from .context import SELECTION, fail, failing, options, print_interrupted, runni
 __all__ = ["audit"]
 
 
-@task(iterable=["set_"], help=options(*SELECTION, "accept-new-host-keys") | {
+@task(iterable=["set_", "inventory"], help=options(*SELECTION, "accept-new-host-keys") | {
     "roles": "audit only these roles, comma separated", "forks": "hosts audited in parallel (default 10)",
     "testinfra": "also run these testinfra tests (a file or a folder) on each host, through bringup's connection; "
                  "in the same recap and reports",
     "export-testinfra": "write the roles' audit as testinfra modules, DIR/<host>/test_<role>.py, and audit nothing"})
-def audit(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks="10",
+def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None, forks="10",
           accept_new_host_keys=False, testinfra=None, export_testinfra=None):
     """Is each host in the state its roles declare? Check mode only, one line per failed item.
 
@@ -66,7 +66,7 @@ def _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_k
     with running(inventory, set_, host, hosts, group, roles, forks=forks, accept_new_host_keys=accept_new_host_keys,
                  check=lambda chosen: refuse_foreign(out, chosen)) as run:
         opts = Options(check=True, forks=run.forks, accept_new_host_keys=accept_new_host_keys, ahead=run.ahead)
-        code = export(run.hosts, run.roles, run.role_vars, run.templates, out, opts, inventory,
+        code = export(run.hosts, run.roles, run.role_vars, run.templates, out, opts, str(run.inventory.path),
                       say=lambda line: run.console.print(line, markup=False, highlight=False), stop=run.stop)
     if run.stop.requested:
         code = run.stop.exit_code

@@ -16,12 +16,12 @@ if TYPE_CHECKING:
 __all__ = ["checklist", "checklist_pages"]
 
 
-@task(iterable=["set_"], help=options(*SELECTION, "accept-new-host-keys") | {
+@task(iterable=["set_", "inventory"], help=options(*SELECTION, "accept-new-host-keys") | {
     "roles": "roles whose drift is checked (default all)",
     "out": "folder for the Markdown, HTML and JSON pages (default reports/checklist)",
     "facts": f"a saved `{command('facts')}` (or `{command('facts --raw')}`) JSON: plan the host's checklist "
              "without connecting"})
-def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None,
+def checklist(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None,
               out="reports/checklist", accept_new_host_keys=False, facts=None):
     """Rack bring-up checklist: PASS/WARN/FAIL per host, Markdown + HTML with a topology picture."""
     from ..checklist import verdict
@@ -34,7 +34,7 @@ def checklist(c, host=None, hosts=None, group=None, roles=None, inventory="hosts
         raise Exit(code=2)
 
 
-def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None,
+def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None,
                     out="reports/checklist", accept_new_host_keys=False, facts=None) -> tuple[dict, Stop]:
     """Run, print and write the checklist pages; return ``({host: checks}, the run's Stop)``.
 

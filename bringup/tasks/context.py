@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from ..templates import Templates
 
 __all__ = ["OPTIONS", "SELECTION", "options", "console", "fail", "failing", "unreachable", "MAX_FORKS", "parse_forks",
-           "load", "selected", "prepared", "Run", "running", "interruptible", "print_interrupted"]
+           "inventory_paths", "load", "selected", "prepared", "Run", "running", "interruptible", "print_interrupted"]
 
 #: The help of the options shared by the tasks (the host selection, the inventory, host keys, parallelism),
 #: declared once; a task names those it takes (:func:`options`) and adds its own.
@@ -48,7 +48,8 @@ OPTIONS = {
     "host": "one host of the inventory",
     "hosts": "several hosts, comma separated",
     "group": "every host of an inventory group",
-    "inventory": "inventory file (Ansible YAML), default ./hosts",
+    "inventory": "Ansible inventory: a YAML or INI file, a folder, a script or ansible-inventory --list output; "
+                 "repeatable (merged in order), default ./hosts",
     "set": "KEY=VALUE variable override (highest precedence); repeatable",
     "limit": "Ansible host pattern narrowing the selection ('l40s:&rack2:!trt-l40s-03', 'trt-a10-*'), "
              "or @reports/last.retry",
@@ -111,14 +112,22 @@ def parse_forks(text) -> int:
     return n
 
 
+def inventory_paths(inventory) -> list[str]:
+    """``--inventory`` as given: once (text), several times (a list: Invoke's iterable flag), or not (``./hosts``)."""
+    if isinstance(inventory, (list, tuple)):
+        return [str(p) for p in inventory] or ["hosts"]
+    return [str(inventory)] if inventory else ["hosts"]
+
+
 def load(inventory, set_) -> Inventory:
-    """The inventory file with the ``--set`` overrides; from here on, what is printed has its secrets masked."""
+    """The inventories (``--inventory``, once or more) with the ``--set`` overrides; from here on, what is
+    printed has its secrets masked."""
     from ..inventory import load_inventory, parse_set
     from ..secrets import mask_output
 
     # From here on, whatever is printed (rich, invoke's error line) has the inventory's secrets masked.
     mask_output()
-    return load_inventory(inventory, overrides=parse_set(list(set_ or [])))
+    return load_inventory(inventory_paths(inventory), overrides=parse_set(list(set_ or [])))
 
 
 def selected(inventory, set_, host, hosts, group, limit=None) -> tuple[Inventory, list[Host]]:

@@ -17,7 +17,7 @@ __all__ = ["provision", "plan", "engines", "converge", "ENGINES_ROLE"]
 ENGINES_ROLE = "trt_engines"
 
 
-def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff=False, inventory="hosts",
+def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff=False, inventory=None,
              set_=None, forks=10, accept_new_host_keys=False, verbose=False, command="provision",
              allow_reboot=False, limit=None, serial=None, max_fail_percentage=None) -> int:
     """Run (or, ``check``, plan) the roles on the selected hosts, print each host and the recap, write the report
@@ -72,7 +72,7 @@ def _ended(code: int) -> None:
 
 
 @task(
-    iterable=["set_"],
+    iterable=["set_", "inventory"],
     help=options(*SELECTION, "forks", "accept-new-host-keys", "limit") | {
         "roles": "a subset of roles, comma separated (run in the standard order)",
         "check": "plan only: change nothing on the host",
@@ -84,7 +84,7 @@ def _ended(code: int) -> None:
     },
 )
 def provision(c, host=None, hosts=None, group=None, roles=None, check=False, diff=False,
-              inventory="hosts", set_=None, forks="10", accept_new_host_keys=False, verbose=False,
+              inventory=None, set_=None, forks="10", accept_new_host_keys=False, verbose=False,
               allow_reboot=False, limit=None, serial=None, max_fail_percentage=None):
     """Converge hosts to the inventory's state (--host trt-l40s-01, --group, --roles)."""
     _ended(converge(host=host, hosts=hosts, group=group, roles=roles, check=check, diff=diff, inventory=inventory,
@@ -92,9 +92,9 @@ def provision(c, host=None, hosts=None, group=None, roles=None, check=False, dif
                     allow_reboot=allow_reboot, limit=limit, serial=serial, max_fail_percentage=max_fail_percentage))
 
 
-@task(iterable=["set_"], help=options(*SELECTION, "forks", "accept-new-host-keys", "limit") | {
+@task(iterable=["set_", "inventory"], help=options(*SELECTION, "forks", "accept-new-host-keys", "limit") | {
     "roles": "a subset of roles, comma separated", "verbose": "list no-op resources too"})
-def plan(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks="10",
+def plan(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None, forks="10",
          accept_new_host_keys=False, verbose=False, limit=None):
     """Show what provision would change, with diffs (provision --check --diff)."""
     _ended(converge(host=host, hosts=hosts, group=group, roles=roles, check=True, diff=True, inventory=inventory,
@@ -102,9 +102,9 @@ def plan(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", se
                     command="plan", limit=limit))
 
 
-@task(iterable=["set_"], help=options(*SELECTION, "forks", "accept-new-host-keys") | {
+@task(iterable=["set_", "inventory"], help=options(*SELECTION, "forks", "accept-new-host-keys") | {
     "check": "dry run: say which engines would be rebuilt and why (which part of the key changed)"})
-def engines(c, host=None, hosts=None, group=None, check=False, inventory="hosts", set_=None, forks="10",
+def engines(c, host=None, hosts=None, group=None, check=False, inventory=None, set_=None, forks="10",
             accept_new_host_keys=False):
     """TensorRT engines per GPU class, built by trtexec in NVIDIA's TensorRT container."""
     # Every resource is listed, up-to-date engines with their key: the answer to "is this host's plan current?".

@@ -10,14 +10,14 @@ from .context import SELECTION, fail, failing, options, running
 __all__ = ["drift"]
 
 
-@task(iterable=["set_"], help=options(*SELECTION, "accept-new-host-keys", "limit") | {
+@task(iterable=["set_", "inventory"], help=options(*SELECTION, "accept-new-host-keys", "limit") | {
     "group": "every host of an inventory group (all: the whole inventory)",
     "roles": "a subset of roles, comma separated (default all)",
     "forks": "hosts planned in parallel (default 10)",
     "json": "print the report as JSON instead of the table",
     "prometheus": "also write the report as Prometheus text to FILE (*.prom, for the textfile collector)",
 })
-def drift(c, host=None, hosts=None, group=None, roles=None, inventory="hosts", set_=None, forks="10", json_=False,
+def drift(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None, forks="10", json_=False,
           prometheus=None, accept_new_host_keys=False, limit=None):
     """Which hosts drifted from the inventory: every host planned in check mode, one table host x role."""
     import json

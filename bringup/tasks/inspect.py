@@ -47,9 +47,9 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
     return chosen[0], values, errors
 
 
-@task(iterable=["set_"], help=options("host", "inventory", "set", "accept-new-host-keys") | {
+@task(iterable=["set_", "inventory"], help=options("host", "inventory", "set", "accept-new-host-keys") | {
     "raw": "every fact command's raw output instead of the parsed values (topology/checklist --facts take either)"})
-def facts(c, host=None, inventory="hosts", set_=None, accept_new_host_keys=False, raw=False):
+def facts(c, host=None, inventory=None, set_=None, accept_new_host_keys=False, raw=False):
     """Print a host's facts as JSON (gathered in one round trip)."""
     target, values, errors = _host_facts("facts", inventory, set_, host, accept_new_host_keys, raw=raw)
     if raw:
@@ -61,13 +61,28 @@ def facts(c, host=None, inventory="hosts", set_=None, accept_new_host_keys=False
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-@task(iterable=["set_"], help=options("inventory", "set"))
-def hosts(c, inventory="hosts", set_=None):
-    """List the inventory: hosts, groups, address and GPU profile."""
+@task(iterable=["set_", "inventory"], help=options("inventory", "set") | {
+    "host": "show this host's variables, each with its value and where it was set (file:line and group), "
+            "as `ansible-inventory --host` plus the source",
+    "json": "with --host: print {variable: {value, source}} as JSON"})
+def hosts(c, inventory=None, set_=None, host=None, json_=False):
+    """List the inventory: hosts, groups, address and GPU profile (--host X: X's variables and their sources)."""
     from rich.table import Table
 
     with failing():
         inv = load(inventory, set_)
+        target = inv.host(host) if host else None
+    if target is not None:
+        rows = variable_sources(target)
+        if json_:
+            doc = {name: {"value": value, "source": source} for name, value, source in rows}
+            sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+            return
+        t = Table("variable", "value", "source", box=None, title=f"{target.name} ({', '.join(target.groups)})")
+        for name, value, source in rows:
+            t.add_row(name, value if isinstance(value, str) else json.dumps(value, default=str), source)
+        console().print(t)
+        return
     t = Table("host", "groups", "address", "connection", "gpu_profile", box=None)
     for h in inv.hosts.values():
         conn = h.connection
@@ -78,9 +93,19 @@ def hosts(c, inventory="hosts", set_=None):
     console().print(t)
 
 
-@task(iterable=["set_"], help=options("host", "inventory", "set", "accept-new-host-keys") | {
+def variable_sources(host) -> list[tuple[str, object, str]]:
+    """``host``'s inventory variables as Ansible gives them (unrendered), sorted, each with where it was set;
+    a secret's value is never shown."""
+    from ..inventory import SECRET_VARS
+    from ..secrets import MASK
+
+    return [(name, "********" if name in SECRET_VARS else MASK.mask_obj(value),
+             host.sources.get(name, "?")) for name, value in sorted(host.raw.items())]
+
+
+@task(iterable=["set_", "inventory"], help=options("host", "inventory", "set", "accept-new-host-keys") | {
     "json": "print the plan as JSON", "facts": f"a saved `{command('facts')}` (or `--raw`) JSON: plan without connecting"})
-def topology(c, host=None, inventory="hosts", set_=None, json_=False, accept_new_host_keys=False, facts=None):
+def topology(c, host=None, inventory=None, set_=None, json_=False, accept_new_host_keys=False, facts=None):
     """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
     from ..topology import format_plan, plan_topology, validate_vars
 

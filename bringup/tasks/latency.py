@@ -123,10 +123,10 @@ def _goal(target_p95_ms, target) -> float:
                   hi=3_600_000, unit="ms")
 
 
-@task(iterable=["set_"], auto_shortflags=False, help=_HELP)
+@task(iterable=["set_", "inventory"], auto_shortflags=False, help=_HELP)
 def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", window_us=None, warmup="2",
           duration="5", processes="0", client_cpus=None, cpu_limit="0.85", microbatch_us=None, microbatch_max="8",
-          address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory="hosts",
+          address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory=None,
           set_=None, out="reports/bench", no_plot=False):
     """Closed-loop latency sweep against a host's Triton: p50/p95/p99, QPS, Triton's view; reports/bench/."""
     from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
@@ -168,7 +168,7 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
     console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
 
 
-@task(name="tune-window", iterable=["set_"], auto_shortflags=False, help={
+@task(name="tune-window", iterable=["set_", "inventory"], auto_shortflags=False, help={
     **{k: _HELP[k] for k in ("host", "inventory", "set", "model", "warmup", "duration", "processes",
                              "client-cpus", "address", "grpc-port", "out")},
     "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
@@ -187,7 +187,7 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
     "metrics-port": "--follow: Triton's metrics port instead of triton_ports.metrics"})
 def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,1500", batch="1",
                 concurrency="64", model=None, warmup="2", duration="5", processes="0", client_cpus=None,
-                address=None, grpc_port=None, inventory="hosts", set_=None, out="reports/bench", follow=False,
+                address=None, grpc_port=None, inventory=None, set_=None, out="reports/bench", follow=False,
                 interval="10", steps=None, for_=None, record=None, http_port=None, metrics_port=None):
     """Window tuning: one-shot sweep under a fixed load, or --follow: the guide's controller on live traffic."""
     from datetime import datetime
@@ -314,7 +314,7 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
                   f"{host.name}", style="dim")
 
 
-@task(name="tune", iterable=["set_"], auto_shortflags=False, help={
+@task(name="tune", iterable=["set_", "inventory"], auto_shortflags=False, help={
     **{k: _HELP[k] for k in ("host", "inventory", "set", "model", "warmup", "duration", "processes",
                              "client-cpus", "cpu-limit", "address", "grpc-port", "out", "no-plot")},
     "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
@@ -330,7 +330,7 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
     "no-record": "measure only: the model's own configuration serves again and nothing is recorded"})
 def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="64", instances="1,2,3,4",
          max_batch=None, windows="200,400,800,1200,1500", budget="10", warmup="2", duration="5", processes="0",
-         client_cpus=None, cpu_limit="0.85", address=None, grpc_port=None, inventory="hosts", set_=None,
+         client_cpus=None, cpu_limit="0.85", address=None, grpc_port=None, inventory=None, set_=None,
          out="reports/bench", no_plot=False, record=None, no_record=False):
     """The serving configuration for a p95 target: instances, batch sizes and window, searched under a fixed load."""
     from datetime import datetime, timezone

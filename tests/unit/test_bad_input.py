@@ -354,3 +354,79 @@ def test_repository_suite_and_components_are_refused_before_connecting(tmp_path,
 def test_roles_naming_no_role_is_one_line(tmp_path, roles):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
     _refused(_provision(tmp_path, inv, "--roles", roles), tmp_path, "--roles", "names no role")
+
+
+# --- issue 32: inventory sources as Ansible reads them -----------------------------------------------
+
+_INV = dict(item=32, checks=("one clear line", "exit code", "nothing touched"))
+_H1 = "h1 ansible_host=127.0.0.1 ansible_port=9"
+
+
+@pytest.mark.reliability(fault="a broken INI inventory line (no key=value, an open quote, an unknown "
+                               "[group:kind], a bad section header)", variants=4, **_INV)
+@pytest.mark.parametrize("text, words", [
+    (f"[gpu]\n{_H1} gpu_profile\n", ["hosts:2:", "expected key=value", "'gpu_profile'"]),
+    (f"[gpu]\n{_H1} note='open\n", ["hosts:2:", "cannot split host line", "close the quote"]),
+    (f"[gpu]\n{_H1}\n[gpu:hostvars]\nx=1\n", ["hosts:3:", "[gpu:hostvars] has unknown kind 'hostvars'"]),
+    (f"[gpu]\n{_H1}\n[rack 1]\n", ["hosts:3:", "'[rack 1]' is not a section header"]),
+])
+def test_broken_ini_inventory_is_one_line(tmp_path, text, words):
+    _refused(_provision(tmp_path, _write(tmp_path, text)), tmp_path, *words)
+
+
+@pytest.mark.reliability(fault="a host range that expands to nothing or to 100,000 hosts (INI and YAML)",
+                         variants=3, **_INV)
+@pytest.mark.parametrize("text, words", [
+    (f"[gpu]\n{_H1}\ngpu[9:1]\n", ["hosts:3:", "'gpu[9:1]' gives no host"]),
+    (f"[gpu]\n{_H1}\ngpu[000001:100000]\n", ["hosts:3:", "more than 10,000 hosts"]),
+    ("all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n    gpu[1:100000]:\n",
+     ["hosts: group 'all':", "'gpu[1:100000]' gives more than 10,000 hosts"]),
+])
+def test_bad_host_range_is_one_line(tmp_path, text, words):
+    _refused(_provision(tmp_path, _write(tmp_path, text)), tmp_path, *words)
+
+
+@pytest.mark.reliability(fault="a group_vars or host_vars file that is not a mapping", variants=2, **_INV)
+@pytest.mark.parametrize("rel, text", [("group_vars/gpu.yml", "- gpu_profile: l40s\n"),
+                                       ("host_vars/h1", "just text\n")])
+def test_vars_file_not_a_mapping_is_one_line(tmp_path, rel, text):
+    inv = _write(tmp_path, f"[gpu]\n{_H1}\n")
+    (tmp_path / rel).parent.mkdir()
+    (tmp_path / rel).write_text(text)
+    _refused(_provision(tmp_path, inv), tmp_path, rel, "a vars file must be a mapping")
+
+
+@pytest.mark.reliability(fault="an inventory script that hangs, prints garbage or fails", variants=3,
+                         checks=("one clear line", "exit code", "nothing touched", "no hang"), item=32)
+@pytest.mark.parametrize("body, words", [
+    ("import time; time.sleep(120)", ["gave no answer to --list within 2 s (killed)"]),
+    ("print('<html>503 Service Unavailable</html>')", ["output is not JSON", "<html>503"]),
+    ("import sys; sys.exit('cloud API: 401 Unauthorized')", ["exited with 1: cloud API: 401 Unauthorized"]),
+])
+def test_bad_inventory_script_is_one_line(tmp_path, body, words):
+    script = tmp_path / "cloud.py"
+    script.write_text(f"#!{sys.executable}\n{body}\n")
+    script.chmod(0o755)
+    env_cmd = ["env", "BRINGUP_INVENTORY_SCRIPT_TIMEOUT=2", sys.executable, "-m", "invoke", "--search-root", str(REPO),
+               "provision", "--host", "h1", "--inventory", str(script), "--check"]
+    r = subprocess.run(env_cmd, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    _refused(r, tmp_path, "cloud.py", *words)
+
+
+@pytest.mark.reliability(fault="a {{ template }} beyond a plain reference in a variable bringup uses (a role's, a "
+                               "connection's)", variants=2, **_INV)
+@pytest.mark.parametrize("text, words", [
+    ("all:\n  vars: {hold: 'yes'}\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9, "
+     "docker_hold: '{{ hold | bool }}'}\n",
+     ["host h1, role docker:", "hosts:4 (host h1)", "docker_hold = '{{ hold | bool }}'", "a filter"]),
+    ("[gpu]\nh1 ansible_host='{{ bmc_ip }}' ansible_port=9\n",
+     ["hosts:2 (host h1)", "ansible_host = '{{ bmc_ip }}'", "no variable 'bmc_ip' is set for this host"]),
+])
+def test_unrendered_template_is_one_line_where_used(tmp_path, text, words):
+    _refused(_provision(tmp_path, _write(tmp_path, text)), tmp_path, *words)
+
+
+def test_plain_references_reach_the_connection(tmp_path):
+    inv = _write(tmp_path, "[gpu]\nh1 ansible_host='{{ net }}.7' ansible_port='{{ p }}'\n[gpu:vars]\nnet=192.0.2\np=2202\n")
+    r = _invoke("hosts", "--inventory", str(inv), cwd=tmp_path)
+    assert r.returncode == 0 and "root@192.0.2.7:2202" in r.stdout, r.stdout + r.stderr

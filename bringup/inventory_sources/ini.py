@@ -1,0 +1,156 @@
+"""Ansible's INI inventory format, read as Ansible's ``ini`` inventory plugin reads it.
+
+    gpu00 ansible_host=10.0.0.9            # before any section: group ``ungrouped``
+    [kube-node]
+    gpu[01:04] ansible_user=ops gpu_count=8
+    gpu09:2222 note="two words"            # host:port sets ansible_port
+    [kube-node:vars]
+    gpu_profile=l40s
+    [k8s-cluster:children]
+    kube-node
+
+Host lines are split as a shell would (``shlex``, ``#`` starts a comment); each ``key=value`` value, and
+each ``[group:vars]`` value (the text after the first ``=``, not split), is read with Python's
+``ast.literal_eval`` where it parses (``8`` is a number, ``True`` a boolean, ``"a b"`` and ``'a b'`` text,
+``[1, 2]`` a list), else kept as text (``yes`` stays the text ``yes``).  A ``[group:vars]`` or a child
+group that is never declared is an error at the end, naming the line, as in Ansible.
+"""
+from __future__ import annotations
+
+import ast
+import re
+import shlex
+import warnings
+from typing import Any
+
+from .model import SourceData, SourceError, Value
+from .ranges import RangeError, expand
+
+__all__ = ["parse_ini", "parse_value", "split_port"]
+
+_SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
+_GROUPNAME = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")
+_BRACKETED_HOSTPORT = re.compile(r"^\[(.+)\]:([0-9]+)$")
+_HOSTPORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$")
+
+
+def parse_value(text: str) -> Any:
+    """An INI value as Ansible types it: a Python literal where ``ast.literal_eval`` reads one, else the text."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SyntaxWarning)
+            value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return text
+    return _plain(value)
+
+
+def _plain(value: Any) -> Any:
+    # What Ansible keeps of a literal: tuples and sets as lists, bytes as text.
+    if isinstance(value, (tuple, list, set, frozenset)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "surrogateescape")
+    return value
+
+
+def split_port(pattern: str) -> tuple[str, int | None]:
+    """``host:2222`` -> (``host``, 2222); ``[::1]:22`` -> (``::1``, 22); a range's colons are not a port."""
+    for rx in (_BRACKETED_HOSTPORT, _HOSTPORT):
+        m = rx.match(pattern)
+        if m:
+            return m.group(1), int(m.group(2))
+    return pattern, None
+
+
+def parse_ini(text: str, path: str) -> SourceData:
+    """The inventory in ``text`` (the file ``path``); a line Ansible would refuse raises :class:`SourceError`."""
+    data = SourceData(path)
+    data.group("all")
+    data.group("ungrouped")
+    pending: dict[str, dict] = {}
+    group, state = "ungrouped", "hosts"
+    for lineno, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line or line[0] in "#;":
+            continue
+        at = f"{path}:{lineno}"
+
+        def fail(msg: str) -> SourceError:
+            return SourceError(f"{at}: {msg}")
+
+        m = _SECTION.match(line)
+        if m:
+            group, state = m.group(1), m.group(2) or "hosts"
+            if state not in ("hosts", "children", "vars"):
+                raise fail(f"section [{group}:{state}] has unknown kind {state!r}; "
+                           f"write [{group}], [{group}:vars] or [{group}:children]")
+            if group not in data.groups:
+                if state == "vars" and group not in pending:
+                    pending[group] = {"line": lineno, "state": state}
+                data.group(group)
+            if group in pending and state != "vars":
+                _declare(group, pending, data)
+            continue
+        if line.startswith("[") and line.endswith("]"):
+            raise fail(f"{line!r} is not a section header; write [group], [group:vars] or [group:children] "
+                       "with no spaces")
+        if state == "hosts":
+            try:
+                tokens = shlex.split(line, comments=True)
+            except ValueError as e:
+                raise fail(f"cannot split host line ({e}); close the quote") from None
+            if not tokens:
+                continue
+            pattern, port = split_port(tokens[0])
+            if tokens[0].endswith(":") and port is None:
+                raise fail(f"host {tokens[0]!r} ends in ':' with no port; write host:PORT or the host alone")
+            if pattern == "---":
+                raise fail("'---' is not a host: is this YAML with a syntax error?")
+            variables: dict[str, Value] = {}
+            if port is not None:
+                variables["ansible_port"] = Value(port, at)
+            for tok in tokens[1:]:
+                key, sep, val = tok.partition("=")
+                if not sep or not key:
+                    raise fail(f"expected key=value after the host name, got {tok!r}; quote a value that "
+                               "holds spaces (key=\"a b\")")
+                variables[key] = Value(parse_value(val), at)
+            try:
+                names = expand(pattern)
+            except RangeError as e:
+                raise fail(str(e)) from None
+            for name in names:
+                data.add_host(group, name, dict(variables))
+        elif state == "vars":
+            key, sep, val = line.partition("=")
+            if not sep or not key.strip():
+                raise fail(f"expected key=value in [{group}:vars], got {line!r}")
+            data.group(group).vars[key.strip()] = Value(parse_value(val.strip()), at)
+        else:  # children
+            m = _GROUPNAME.match(line)
+            if not m:
+                raise fail(f"expected a group name in [{group}:children], got {line!r}")
+            child = m.group(1)
+            if child not in data.groups:
+                pending.setdefault(child, {"line": lineno, "state": "children", "parents": []})
+                pending[child].setdefault("parents", []).append(group)
+            else:
+                data.add_child(group, child)
+    for name, decl in pending.items():
+        if decl["state"] == "vars":
+            raise SourceError(f"{path}:{decl['line']}: [{name}:vars] is for group {name!r}, which is declared "
+                              f"nowhere; add [{name}] (its hosts) or [{name}:children]")
+        raise SourceError(f"{path}:{decl['line']}: [{decl['parents'][-1]}:children] names group {name!r}, which "
+                          f"is declared nowhere; add [{name}] with its hosts, or remove the line")
+    return data
+
+
+def _declare(group: str, pending: dict[str, dict], data: SourceData) -> None:
+    decl = pending.pop(group)
+    for parent in decl.get("parents", ()):
+        data.add_child(parent, group)
+        if parent in pending and pending[parent]["state"] == "children":
+            _declare(parent, pending, data)

@@ -1,0 +1,146 @@
+"""Reading a YAML (or JSON) file an operator names: bounded in size and in expanded aliases, strict UTF-8,
+duplicate keys refused, every error one line naming the file, line and column."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ..errors import InventoryError
+from ..userfile import read_capped
+
+__all__ = ["MAX_BYTES", "MAX_NODES", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text"]
+
+
+class YamlSyntaxError(InventoryError):
+    """The text is not YAML at all (it may be another format: an INI inventory)."""
+
+
+#: Bounds on what an inventory may be: a bigger or deeper one is a mistake (``/dev/zero``, an alias bomb).
+MAX_BYTES = 16 * 1024 * 1024
+MAX_NODES = 1_000_000  # YAML nodes once every alias is expanded
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate and unhashable keys (a silent override is a trap) and documents
+    that would expand past :data:`MAX_NODES` nodes; YAML 1.1 merge keys (``<<: *base``) work."""
+
+    def construct_document(self, node):
+        _expanded_size(node)
+        return super().construct_document(node)
+
+
+def _where(mark) -> str:
+    return f"{mark.name}:{mark.line + 1}:{mark.column + 1}"
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """Nodes of the document with every alias expanded (shared nodes count each time they are used)."""
+    sizes: dict[int, int] = {}
+    busy: set[int] = set()
+
+    def size(node: yaml.Node) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in busy:
+            raise InventoryError(f"{_where(node.start_mark)}: an alias refers to the node that contains it; "
+                                 "a recursive structure is not an inventory")
+        busy.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            n = 1 + sum(size(k) + size(v) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            n = 1 + sum(size(v) for v in node.value)
+        else:
+            n = 1
+        busy.discard(id(node))
+        if n > MAX_NODES:
+            raise InventoryError(
+                f"{_where(node.start_mark)}: this value expands to more than {MAX_NODES:,} YAML nodes "
+                "(aliases within aliases); write it out or use fewer nested aliases")
+        sizes[id(node)] = n
+        return n
+
+    return size(root)
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False):
+    seen: set = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *base`: its keys are defaults that the mapping's own keys override (YAML 1.1)
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise InventoryError(
+                f"{_where(key_node.start_mark)}: a {type(key).__name__} cannot be a key; use a name "
+                "(a `? [a, b]` or `? {...}` key is not one)") from None
+        if key in seen:
+            raise InventoryError(f"{_where(key_node.start_mark)}: duplicate key {key!r}; keep one of them")
+        seen.add(key)
+    result = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    lines = getattr(loader, "key_lines", None)
+    if lines is not None:  # the mapping is kept with its lines, so its id is never reused meanwhile
+        lines[id(result)] = (result, {loader.construct_object(k): k.start_mark.line + 1 for k, _ in node.value
+                                      if k.tag != "tag:yaml.org,2002:merge"})
+    return result
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def read_text(path: Path) -> str:
+    """The file's text: at most :data:`MAX_BYTES` bytes, strict UTF-8 (an error names the line)."""
+    # Anything but a regular file is refused before it is opened: a pipe's or a terminal's read may never end.
+    data = read_capped(path, MAX_BYTES, InventoryError,
+                       not_regular=f"{path}: not a regular file (a folder, a pipe, a socket or a device); "
+                                   "pass --inventory PATH of the inventory file or folder",
+                       missing=f"{path}: no such inventory file (pass --inventory PATH)",
+                       unreadable=f"{path}: cannot read inventory: ",
+                       too_large=f"{path}: larger than {MAX_BYTES // 2**20} MiB; is it the inventory? "
+                                 "(pass --inventory PATH of the inventory file or folder)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise InventoryError(f"{path}:{line}:{column}: byte 0x{data[e.start]:02x} (offset {e.start}) is not "
+                             "UTF-8; save the file as UTF-8") from None
+
+
+class KeyLines:
+    """The line of each key of each mapping of a loaded document (1-based)."""
+
+    def __init__(self, table: dict[int, tuple[dict, dict]] | None = None):
+        self._table = table or {}
+
+    def of(self, mapping: Any) -> dict:
+        """``{key: line}`` of ``mapping`` (a dict of the document), empty for anything else."""
+        entry = self._table.get(id(mapping))
+        return entry[1] if entry is not None and entry[0] is mapping else {}
+
+
+def load_yaml(path: Path, text: str | None = None) -> Any:
+    """Parse a YAML file (or its ``text``, already read); a syntax error names file, line and column."""
+    return load_yaml_lines(path, text)[0]
+
+
+def load_yaml_lines(path: Path, text: str | None = None) -> tuple[Any, KeyLines]:
+    """:func:`load_yaml`, and where each mapping key is (:class:`KeyLines`)."""
+    text = read_text(path) if text is None else text
+    loader = _Loader(text)
+    loader.name = str(path)  # marks name the file, not "<unicode string>"
+    loader.key_lines = {}
+    try:
+        return loader.get_single_data(), KeyLines(loader.key_lines)
+    except yaml.MarkedYAMLError as e:
+        m = e.problem_mark or e.context_mark
+        where = f"{path}:{m.line + 1}:{m.column + 1}" if m else str(path)
+        raise YamlSyntaxError(f"{where}: YAML error: {e.problem or e.context}; fix the syntax there") from None
+    except yaml.YAMLError as e:  # pragma: no cover - unmarked errors are rare
+        raise InventoryError(f"{path}: YAML error: {e}") from None
+    except RecursionError:
+        raise InventoryError(f"{path}: YAML nested too deeply to read; flatten it") from None
+    finally:
+        loader.dispose()
