@@ -55,12 +55,13 @@ _SUDO = "\0bringup-sudo:"
 class Settings:
     """What the plugin's options set for the process: the inventory and the ``--set`` overrides."""
 
-    inventory: str | None = None
+    inventory: tuple[str, ...] = ()
     overrides: tuple[str, ...] = ()
     accept_new_host_keys: bool = False
 
-    def path(self) -> Path:
-        return Path(self.inventory or os.environ.get(INVENTORY_ENV) or "hosts")
+    def paths(self) -> list[Path]:
+        """The inventories, in the order given (``--bringup-inventory``, once or more)."""
+        return [Path(p) for p in self.inventory] or [Path(os.environ.get(INVENTORY_ENV) or "hosts")]
 
 
 SETTINGS = Settings()
@@ -75,10 +76,11 @@ def inventory() -> Inventory:
     """The inventory the settings name, with their overrides; read once per process."""
     from ..inventory import load_inventory, parse_set
 
-    key = (SETTINGS.path().resolve(), SETTINGS.overrides)
+    paths = SETTINGS.paths()
+    key = (tuple(p.resolve() for p in paths), SETTINGS.overrides)
     with _lock:
         if key not in _inventories:
-            _inventories[key] = load_inventory(SETTINGS.path(), overrides=parse_set(list(SETTINGS.overrides)))
+            _inventories[key] = load_inventory([str(p) for p in paths], overrides=parse_set(list(SETTINGS.overrides)))
         return _inventories[key]
 
 

@@ -2,7 +2,7 @@
 where bringup is installed; ``-p bringup.testinfra.plugin`` loads it from a checkout).
 
 - registers the backend with testinfra (``testinfra.backend.BACKENDS``), which finds backends by URL scheme;
-- ``--bringup-inventory PATH`` (else ``$BRINGUP_INVENTORY``, else ``./hosts``) and ``--bringup-set KEY=VALUE``;
+- ``--bringup-inventory PATH``, repeatable (else ``$BRINGUP_INVENTORY``, else ``./hosts``) and ``--bringup-set KEY=VALUE``;
 - expands each ``bringup://PATTERN`` of ``--hosts`` into the inventory's hosts before testinfra parses it as a
   URL (a ``?`` wildcard or a ``[12]`` class would not survive that); a pattern that names nothing, or a bad
   inventory, is one ``ERROR:`` line (pytest's usage error, exit 4) before any test runs;
@@ -30,9 +30,9 @@ LINE_MAX = 400
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     group = parser.getgroup("bringup", "bringup's testinfra backend (--hosts=bringup://HOST-OR-PATTERN)")
-    group.addoption("--bringup-inventory", dest="bringup_inventory", default=None, metavar="PATH",
-                    help="bringup's inventory (Ansible YAML) for bringup:// hosts; default $BRINGUP_INVENTORY, "
-                         "else ./hosts")
+    group.addoption("--bringup-inventory", dest="bringup_inventory", action="append", default=[], metavar="PATH",
+                    help="bringup's inventory (Ansible YAML or INI, a folder, a script) for bringup:// hosts; "
+                         "repeatable, read in order; default $BRINGUP_INVENTORY, else ./hosts")
     group.addoption("--bringup-set", dest="bringup_set", action="append", default=[], metavar="KEY=VALUE",
                     help="variable override, as bringup's --set (highest precedence); repeatable")
     group.addoption("--bringup-report", dest="bringup_report", default=None, metavar="FILE",
@@ -48,7 +48,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
     if os.environ.get(PROGRAM_ENV) in ("bringup", "invoke"):  # run by `bringup audit --testinfra`: its hints say so
         set_program(os.environ[PROGRAM_ENV])
-    SETTINGS.inventory = config.getoption("bringup_inventory")
+    SETTINGS.inventory = tuple(config.getoption("bringup_inventory") or ())
     SETTINGS.overrides = tuple(config.getoption("bringup_set") or ())
     hosts = getattr(config.option, "hosts", None)
     if hosts and f"{SCHEME}://" in hosts:

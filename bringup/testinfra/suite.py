@@ -44,7 +44,8 @@ class Suite:
     """A file or folder of testinfra tests, run per host with the audit's inventory and ``--set`` values."""
 
     path: Path
-    inventory: Path
+    #: The audit's inventories, in order (``--inventory``, once or more).
+    inventory: tuple[Path, ...]
     overrides: tuple[str, ...] = ()
     stop: Stop | None = None
     #: Hosts whose tests did not run, and why (the JSON summary's ``testinfra.not_run``).
@@ -52,7 +53,7 @@ class Suite:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, path: str, inventory: str, overrides) -> "Suite":
+    def of(cls, path: str, inventory, overrides) -> "Suite":
         """The suite at ``path``; a path that is not a test file or a folder is one line (bad input)."""
         p = Path(path).expanduser()
         if not p.exists():
@@ -62,7 +63,8 @@ class Suite:
                              "a folder of them")
         if not (p.is_file() or p.is_dir()):
             raise InputError(f"--testinfra {path}: neither a file nor a folder")
-        return cls(p.resolve(), Path(inventory).resolve(), tuple(overrides or ()))
+        given = inventory if isinstance(inventory, (list, tuple)) else [inventory] if inventory else []
+        return cls(p.resolve(), tuple(Path(i).resolve() for i in given or ["hosts"]), tuple(overrides or ()))
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary's ``testinfra`` part: the path, each host's counts, the hosts it did not run on."""
@@ -74,7 +76,7 @@ class Suite:
         # Nothing written in the operator's folder but the audit's reports: no .pytest_cache, and no .benchmarks
         # (pytest-benchmark, where installed, makes one at start).
         return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", "-p", PLUGIN,
-                f"--hosts={host_spec(host)}", f"--bringup-inventory={self.inventory}",
+                f"--hosts={host_spec(host)}", *[f"--bringup-inventory={i}" for i in self.inventory],
                 *[f"--bringup-set={s}" for s in self.overrides], f"--bringup-report={report}", *extra,
                 str(self.path)]
 

@@ -43,7 +43,7 @@ all:
 def inv(tmp_path, monkeypatch) -> Path:
     p = tmp_path / "hosts"
     p.write_text(INVENTORY)
-    monkeypatch.setattr(backend.SETTINGS, "inventory", str(p))
+    monkeypatch.setattr(backend.SETTINGS, "inventory", (str(p),))
     monkeypatch.setattr(backend.SETTINGS, "overrides", ())
     return p
 
@@ -62,13 +62,13 @@ def test_hosts_take_names_groups_and_ansible_patterns_as_limit_does(inv):
 
 
 def test_the_inventory_option_or_environment_names_the_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(backend.SETTINGS, "inventory", None)
+    monkeypatch.setattr(backend.SETTINGS, "inventory", ())
     monkeypatch.setenv(backend.INVENTORY_ENV, str(tmp_path / "elsewhere"))
-    assert backend.SETTINGS.path() == tmp_path / "elsewhere"
+    assert backend.SETTINGS.paths() == [tmp_path / "elsewhere"]
     with pytest.raises(BringupError, match="elsewhere: no such inventory file"):
         expand_hosts("bringup://h1")
     monkeypatch.delenv(backend.INVENTORY_ENV)
-    assert backend.SETTINGS.path() == Path("hosts")
+    assert backend.SETTINGS.paths() == [Path("hosts")]
 
 
 def test_commands_run_through_bringups_transport_quoted_and_byte_exact(inv):
@@ -112,7 +112,7 @@ def test_an_unreachable_host_is_said_once_and_not_dialled_again(tmp_path, monkey
     port = free_port()
     (tmp_path / "hosts").write_text("all:\n  hosts:\n    gone: {ansible_host: 127.0.0.1, ansible_port: %d, "
                                     "ssh_connect_timeout: 3}\n" % port)
-    monkeypatch.setattr(backend.SETTINGS, "inventory", str(tmp_path / "hosts"))
+    monkeypatch.setattr(backend.SETTINGS, "inventory", (str(tmp_path / "hosts"),))
     host = testinfra.get_host("bringup://gone")
     with pytest.raises(Unreachable, match=f"ssh to 127.0.0.1:{port} failed") as first:
         host.run("true")
