@@ -17,14 +17,17 @@ __all__ = ["Preflight", "preflight", "run_probe", "run_dcgmi", "DCGM_TIMEOUT_S",
 DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600}
 _EOF = "BRINGUP_ACCEPT_PROBE_EOF"
 
+#: Seconds between the two reads of Triton's metrics: traffic slower than one request a second must show too.
+WINDOW_S = 3
 _METRICS_READ = """import sys, time, urllib.request
+WINDOW_S = """ + str(WINDOW_S) + """
 def get():
     try:
         url = "http://127.0.0.1:%d/metrics" % int(sys.argv[1])
         return urllib.request.urlopen(url, timeout=2).read().decode("utf-8", "replace")
     except Exception as e:
         return "# bringup: unreachable " + type(e).__name__
-a = get(); time.sleep(1); b = get()
+a = get(); time.sleep(WINDOW_S); b = get()
 sys.stdout.write(a + "\\n# bringup: second read\\n" + b)
 """
 
@@ -41,12 +44,12 @@ class Preflight:
 
 
 def preflight(transport, metrics_port: int) -> Preflight:
-    """One round trip: python3 and dcgmi present, the GPUs' compute processes, Triton's metrics twice 1 s apart."""
+    """One round trip: python3 and dcgmi present, the GPUs' compute processes, Triton's metrics twice :data:`WINDOW_S` apart."""
     steps = [
         ("python", "command -v python3"),
         ("dcgmi", "command -v dcgmi || true"),
         ("apps", "timeout 20 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>&1 || true"),
-        ("metrics", sh("timeout 10 python3 - %s <<'BRINGUP_METRICS_EOF'\n", int(metrics_port)) + _METRICS_READ
+        ("metrics", sh("timeout 15 python3 - %s <<'BRINGUP_METRICS_EOF'\n", int(metrics_port)) + _METRICS_READ
          + "BRINGUP_METRICS_EOF\n"),
     ]
     script, token = batch(steps)

@@ -1,30 +1,36 @@
 """Whether a host is busy serving: ``invoke accept`` refuses to load GPUs that Triton is serving requests on.
 
-Two reads on the host, one second apart, of Triton's metrics (``triton_ports.metrics``, ``/metrics``):
-``nv_inference_request_success`` (every model and version summed) rising means requests are being served.
+Two reads on the host, three seconds apart, of Triton's metrics (``triton_ports.metrics``, ``/metrics``):
+``nv_inference_request_success`` (every model and version summed) rising, or requests waiting in its queues
+(``nv_inference_pending_request_count``), means requests are being served; an idle Triton beside another
+program computing on the GPUs refuses too.
 Where the metrics port does not answer, the GPUs' compute processes (``nvidia-smi --query-compute-apps``)
 decide: a process on a GPU (Triton whose metrics are off, or another job) is a load the acceptance run would
 share the GPUs with.  Pure: the texts in, the reason to refuse (or None) out.
 """
 from __future__ import annotations
 
-__all__ = ["METRIC", "UNREACHABLE", "request_count", "compute_apps", "refusal"]
+__all__ = ["METRIC", "PENDING", "TRITON_PROCESSES", "UNREACHABLE", "request_count", "compute_apps", "refusal"]
 
 METRIC = "nv_inference_request_success"
+#: Requests waiting in Triton's queues now (a slow trickle shows here before the success count rises).
+PENDING = "nv_inference_pending_request_count"
+#: Triton's own processes on a GPU: its server and its Python backend's stubs.
+TRITON_PROCESSES = ("tritonserver", "triton_python_backend_stub")
 #: What the host's read prints instead of the metrics text when the port does not answer.
 UNREACHABLE = "# bringup: unreachable"
 
 
-def request_count(text: str) -> float | None:
-    """The sum of ``nv_inference_request_success`` in a Prometheus text; None when the text is not Triton's
-    metrics (unreachable, not Prometheus text, no such family)."""
+def request_count(text: str, metric: str = METRIC) -> float | None:
+    """The sum of ``metric`` (``nv_inference_request_success``) in a Prometheus text; None when the text is not
+    Triton's metrics (unreachable, not Prometheus text, no such family)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     if not text.strip() or text.startswith(UNREACHABLE):
         return None
     try:
         values = [s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-                  if s.name in (METRIC, METRIC + "_total")]
+                  if s.name in (metric, metric + "_total")]
     except (ValueError, TypeError, IndexError):
         return None
     return float(sum(values)) if values else None
@@ -40,15 +46,23 @@ def compute_apps(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def refusal(first: str, second: str, apps: str, port: int, window_s: float = 1.0) -> str | None:
+def refusal(first: str, second: str, apps: str, port: int, window_s: float) -> str | None:
     """Why the host must not be loaded now (one clause, the caller adds the host and ``--force``), or None."""
     a, b = request_count(first), request_count(second)
+    procs = compute_apps(apps)
     if a is not None and b is not None:
         if b > a:
             return (f"Triton is serving requests ({METRIC} rose by {b - a:g} in {window_s:g} s on its metrics port "
                     f"{port})")
+        pending = request_count(second, PENDING)
+        if pending:
+            return f"Triton holds {pending:g} request(s) in its queues ({PENDING} on its metrics port {port})"
+        others = [(p, n) for p, n in procs if not any(t in n for t in TRITON_PROCESSES)]
+        if others:
+            # Triton is idle, but another program computes on the GPUs: the load would slow it, and it the figures.
+            names = ", ".join(f"{n} (pid {p})" for p, n in others[:5]) + (" …" if len(others) > 5 else "")
+            return f"the GPUs are in use by {names}, beside an idle Triton"
         return None  # Triton answers and serves nothing: idle, the load disturbs no one
-    procs = compute_apps(apps)
     if procs:
         names = ", ".join(f"{n} (pid {p})" for p, n in procs[:5]) + (" …" if len(procs) > 5 else "")
         return (f"the GPUs are in use by {names} and Triton's metrics port {port} did not answer, so whether "

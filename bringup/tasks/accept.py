@@ -152,9 +152,10 @@ def _metrics_port(vars: dict) -> int:
 
 
 def _refusal(vars: dict, p) -> str | None:
+    from ..acceptance.remote import WINDOW_S
     from ..acceptance.serving import refusal
 
-    return refusal(p.metrics_first, p.metrics_second, p.apps, _metrics_port(vars))
+    return refusal(p.metrics_first, p.metrics_second, p.apps, _metrics_port(vars), window_s=WINDOW_S)
 
 
 def _want_level(level: int | None, p) -> int:

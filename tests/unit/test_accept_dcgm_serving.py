@@ -117,21 +117,21 @@ def test_the_captured_metrics_count_requests():
 
 
 def test_requests_rising_refuse():
-    why = refusal(metrics(50), metrics(53), "", 8002)
-    assert why == "Triton is serving requests (nv_inference_request_success rose by 3 in 1 s on its metrics port 8002)"
+    why = refusal(metrics(50), metrics(53), "", 8002, 3)
+    assert why == "Triton is serving requests (nv_inference_request_success rose by 3 in 3 s on its metrics port 8002)"
 
 
 def test_an_idle_triton_is_no_reason_to_refuse_even_holding_the_gpu():
-    assert refusal(metrics(50), metrics(50), "1234, /opt/tritonserver/bin/tritonserver\n", 8002) is None
+    assert refusal(metrics(50), metrics(50), "1234, /opt/tritonserver/bin/tritonserver\n", 8002, 3) is None
 
 
 def test_silent_metrics_and_a_gpu_process_refuse_naming_it():
-    why = refusal(UNREACHABLE + " URLError", UNREACHABLE + " URLError", "1234, tritonserver\n", 8002)
+    why = refusal(UNREACHABLE + " URLError", UNREACHABLE + " URLError", "1234, tritonserver\n", 8002, 3)
     assert "tritonserver (pid 1234)" in why and "metrics port 8002 did not answer" in why
 
 
 def test_nothing_running_is_no_reason():
-    assert refusal(UNREACHABLE, UNREACHABLE, "", 8002) is None
+    assert refusal(UNREACHABLE, UNREACHABLE, "", 8002, 3) is None
     assert compute_apps("No running processes found\n") == []
 
 
@@ -146,3 +146,16 @@ def test_the_real_gb10_document_failing_its_software_test():
     failed = [k for k in lines if k.status == "FAIL"]
     assert [(k.name, k.subject) for k in failed] == [("DCGM software", "GPU 0000000F:01:00.0")], lines
     assert "Persistence mode for GPU 0 is disabled" in failed[0].seen
+
+
+def test_the_refusal_sees_queued_requests_and_other_programs_beside_an_idle_triton():
+    # A trickle slower than one request per window: no success yet, but requests waiting in Triton's queue.
+    queued = metrics(50) + '\nnv_inference_pending_request_count{model="resnet50",version="1"} 2\n'
+    why = refusal(metrics(50), queued, "", 8002, 3)
+    assert why and "2 request(s) in its queues" in why
+    # Triton idle, a training job on the GPUs: the load would slow it.
+    apps = "1234, /opt/tritonserver/bin/tritonserver\n4321, python3 train.py\n"
+    why = refusal(metrics(50), metrics(50), apps, 8002, 3)
+    assert why and "python3 train.py (pid 4321)" in why and "idle Triton" in why
+    # Triton's own Python backend stubs are Triton, not another program.
+    assert refusal(metrics(50), metrics(50), "1234, tritonserver\n99, triton_python_backend_stub\n", 8002, 3) is None

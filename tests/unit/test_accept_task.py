@@ -91,7 +91,7 @@ def test_a_triton_serving_requests_is_refused_and_nothing_runs(tmp_path, serving
     p = invoke("accept", "--host", "gpu-01", "--out", "out", cwd=project(tmp_path, triton_ports=ports))
     assert p.returncode == 1, p.stdout + p.stderr
     assert p.stderr.strip().splitlines() == [
-        f"error: gpu-01: Triton is serving requests (nv_inference_request_success rose by 1 in 1 s on its metrics "
+        f"error: gpu-01: Triton is serving requests (nv_inference_request_success rose by 1 in 3 s on its metrics "
         f"port {serving}): an acceptance load now would slow the requests and measure less than the hardware "
         "gives; drain the host first, or pass --force"]
     assert not (tmp_path / "out").exists() or not any((tmp_path / "out").iterdir())
