@@ -457,4 +457,11 @@ def _fabric_line(host) -> list:
     if have != drv:
         return [line("software", "Fabric Manager version", "FAIL", f"Fabric Manager {have}, driver {drv}: "
                      "nvidia-fabricmanager refuses to start on a driver of another version", fix)]
-    return [line("software", "Fabric Manager version", "PASS", f"Fabric Manager {have} = driver {drv} ({switch})")]
+    state = fm.get("active")
+    if state is not None and state != "active":
+        # Installed at the right version, yet not running: the GPUs never join the fabric, CUDA does not start.
+        return [line("software", "Fabric Manager running", "FAIL", f"Fabric Manager {have} = driver {drv}, but "
+                     f"nvidia-fabricmanager is {state} ({switch})", "systemctl enable --now nvidia-fabricmanager; "
+                     "journalctl -u nvidia-fabricmanager says why it stopped")]
+    return [line("software", "Fabric Manager version", "PASS", f"Fabric Manager {have} = driver {drv} ({switch})"
+                 + (", running" if state == "active" else ""))]

@@ -149,16 +149,24 @@ class DriverOwner(Fact):
 
 
 def parse_fabric_manager(output: str) -> dict[str, Any] | None:
-    """``pkg=<status> <name> <version>`` lines and ``nv-fabricmanager --version``'s → ``{packages, version}``:
+    """``pkg=<status> <name> <version>`` lines, ``nv-fabricmanager --version``'s and ``active=<state>`` (systemd's
+    ``is-active`` of nvidia-fabricmanager, where systemd runs) → ``{packages, version, active}``:
     ``packages`` the installed fabric manager packages by name (their version), ``version`` what the binary
     says (else the upstream version of the installed ``nvidia-fabricmanager``/``nvidia-fabric-manager``
     package), None when none is installed.  Empty output (or another command's): None, not known."""
-    lines = _lines(output, "driver.fabric_manager", ("pkg=",))
+    lines = _lines(output, "driver.fabric_manager", ("pkg=", "active="))
     if lines is None:
         return None
     packages: dict[str, str] = {}
     binary = None
+    active = None
     for line in lines:
+        if line.startswith("active="):
+            state = line[len("active="):].strip()
+            if state and not re.fullmatch(r"[a-z-]+", state):
+                raise UntrustedOutput(f"driver.fabric_manager: systemctl is-active printed {state[:40]!r}")
+            active = state or None  # active, inactive, failed, activating, ...
+            continue
         if line.startswith("pkg="):
             parts = line[4:].split()
             if parts and len(parts[0]) >= 2 and parts[0][1] != "i":
@@ -175,7 +183,7 @@ def parse_fabric_manager(output: str) -> dict[str, Any] | None:
         main = [v for n, v in packages.items() if n.startswith(("nvidia-fabricmanager", "nvidia-fabric-manager"))
                 and "-dev" not in n]
         version = main[0].split(":", 1)[-1].split("-", 1)[0] if main else None
-    return {"packages": packages, "version": version}
+    return {"packages": packages, "version": version, "active": active}
 
 
 class FabricManager(Fact):
@@ -188,6 +196,7 @@ class FabricManager(Fact):
         "  rpm -qa --qf 'pkg=ii %{NAME} %{VERSION}-%{RELEASE}\\n' 'nvidia-fabric*manager*' 'cuda-drivers-fabricmanager*'\n"
         "fi\n"
         "if command -v nv-fabricmanager >/dev/null 2>&1; then nv-fabricmanager --version 2>&1; fi\n"
+        "if [ -d /run/systemd/system ]; then echo \"active=$(systemctl is-active nvidia-fabricmanager 2>/dev/null)\"; fi\n"
         "echo " + END
     )
     process = staticmethod(parse_fabric_manager)

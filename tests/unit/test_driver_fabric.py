@@ -135,13 +135,14 @@ def strip(text: str) -> str:
 def test_fabric_manager_fact_reads_packages_and_the_binary():
     fm = parse_fabric_manager("pkg=ii  nvidia-fabricmanager-565 565.57.01-0ubuntu0.24.04.1\n"
                               "pkg=un  cuda-drivers-fabricmanager-565 \n" + END + "\n")
-    assert fm == {"packages": {"nvidia-fabricmanager-565": "565.57.01-0ubuntu0.24.04.1"}, "version": "565.57.01"}
+    assert fm == {"packages": {"nvidia-fabricmanager-565": "565.57.01-0ubuntu0.24.04.1"}, "version": "565.57.01",
+                  "active": None}
     # The binary's own word wins: a real `nv-fabricmanager --version` (its fixture), as the command prints it
     # after the package lines (none here: installed from NVIDIA's archive, say) and before its end line.
     binary = strip((FIX / "public" / "nv-fabricmanager-version-450.txt").read_text())
     assert parse_fabric_manager(binary + "\n" + END)["version"] == "450.102.04"
     assert parse_fabric_manager(binary) is None  # the bare capture is not this fact's output: not known
-    assert parse_fabric_manager(END + "\n") == {"packages": {}, "version": None}  # none installed
+    assert parse_fabric_manager(END + "\n") == {"packages": {}, "version": None, "active": None}  # none installed
     assert parse_fabric_manager("") is None  # not known
     with pytest.raises(UntrustedOutput):
         parse_fabric_manager("pkg=ii  nvidia-fabricmanager-565 565.57.01-1\n")  # cut before its end line
@@ -249,6 +250,19 @@ def test_the_checklist_holds_fabric_manager_to_the_driver(fm, status, seen):
     assert line.status == status and line.seen.startswith(seen), line
     if status == "FAIL":
         assert "provision --roles nvidia_driver" in line.fix and "nvidia-fabricmanager-565 at 565.57.01" in line.fix
+
+
+def test_fabric_manager_installed_but_not_running_fails():
+    fm = f"pkg=ii  nvidia-fabricmanager-565 565.57.01-0ubuntu0.24.04.1\nactive=failed\n{END}\n"
+    assert parse_fabric_manager(fm)["active"] == "failed"
+    lines = ROLES["nvidia_driver"].checks(ctx("nvidia_driver", h100x8_facts(fm=fm), gpu_profile="h100"))
+    (line,) = [l for l in lines if l.name.startswith("Fabric Manager")]
+    assert (line.name, line.status) == ("Fabric Manager running", "FAIL") and "is failed" in line.seen
+    running = fm.replace("active=failed", "active=active")
+    lines = ROLES["nvidia_driver"].checks(ctx("nvidia_driver", h100x8_facts(fm=running), gpu_profile="h100"))
+    assert [l.status for l in lines if l.name == "Fabric Manager version"] == ["PASS"]
+    with pytest.raises(UntrustedOutput):
+        parse_fabric_manager(f"active=act\x1b[0m\n{END}\n")
 
 
 def test_no_fabric_manager_line_without_nvswitch():
