@@ -201,3 +201,36 @@ def test_failing_proxycommand_says_what_the_command_said(net, tmp_path):
     assert r.returncode == 4, r.stdout + r.stderr
     line = next(ln for ln in r.stdout.splitlines() if "ProxyCommand" in ln)
     assert "ProxyCommand for gpu-behind-1:22 failed" in line and "port 1" in line, r.stdout
+
+
+def test_deepops_inventory_folder_provisions_through_its_bastion(net, tmp_path):
+    """Issue 32's 'done when': NVIDIA DeepOps' own inventory folder (tests/fixtures/inventories/deepops: INI,
+    [all:vars] with the bastion's ProxyCommand, group_vars/ and host_vars/ beside it) runs `invoke provision`.
+    What an operator fills in is filled in, nothing else: gpu01's address, and in [all:vars] the user, the key and
+    the bastion the ProxyCommand names.  The known_hosts file comes from the command line."""
+    import shutil
+
+    bastion, behind, key = net
+    known = _known(tmp_path, bastion, key)
+    folder = tmp_path / "deepops"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "inventories" / "deepops", folder)
+    inv = folder / "inventory"
+    text = inv.read_text()
+    proxy = (f"ssh -W %h:%p -q -F /dev/null -o BatchMode=yes -o StrictHostKeyChecking=yes "
+             f"-o UserKnownHostsFile={known} -i {bastion.key_file} -p {bastion.port} root@127.0.0.1")
+    for old, new in (("gpu01      ansible_host=10.0.2.1", f"gpu01      ansible_host={NAMES[0]}"),
+                     ("ansible_user=ubuntu", "ansible_user=root"),
+                     ("ansible_ssh_private_key_file='~/.ssh/id_rsa'", f"ansible_ssh_private_key_file='{bastion.key_file}'"),
+                     ("ssh -W %h:%p -q ubuntu@10.0.0.1", proxy)):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    inv.write_text(text)
+    sets = ["--set", f"ssh_known_hosts={known}", "--set", "gpu_profile=cpu", "--set", "sysctl_profile=none",
+            "--set", "sysctl={net.ipv4.tcp_fastopen: 1}"]
+    r = invoke("provision", "--inventory", str(inv), "--roles", "sysctl", "--host", "gpu01", *sets, cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert recap(r.stdout)["gpu01"]["failed"] == 0
+    assert behind.exec(["cat", "/proc/sys/net/ipv4/tcp_fastopen"]).stdout.strip() == "1"
+    # host_vars/gpu01 and group_vars reached the host's variables, as ansible-inventory gives them.
+    r = invoke("hosts", "--inventory", str(inv), "--host", "gpu01", cwd=tmp_path)
+    assert r.returncode == 0 and "slurm_cluster_install_cuda" in r.stdout and "host_vars/gpu01" in r.stdout, r.stdout
