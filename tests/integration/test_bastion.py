@@ -232,5 +232,10 @@ def test_deepops_inventory_folder_provisions_through_its_bastion(net, tmp_path):
     assert recap(r.stdout)["gpu01"]["failed"] == 0
     assert behind.exec(["cat", "/proc/sys/net/ipv4/tcp_fastopen"]).stdout.strip() == "1"
     # host_vars/gpu01 and group_vars reached the host's variables, as ansible-inventory gives them.
-    r = invoke("hosts", "--inventory", str(inv), "--host", "gpu01", cwd=tmp_path)
-    assert r.returncode == 0 and "slurm_cluster_install_cuda" in r.stdout and "host_vars/gpu01" in r.stdout, r.stdout
+    import json
+
+    r = invoke("hosts", "--inventory", str(inv), "--host", "gpu01", "--json", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    shown = json.loads(r.stdout)
+    assert shown["slurm_cluster_install_cuda"] == {"value": False, "source": "host_vars/gpu01:6 (host gpu01)"}, shown
+    assert shown["ansible_become"]["source"].startswith("group_vars/k8s_cluster.yml")
