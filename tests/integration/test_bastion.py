@@ -237,5 +237,5 @@ def test_deepops_inventory_folder_provisions_through_its_bastion(net, tmp_path):
     r = invoke("hosts", "--inventory", str(inv), "--host", "gpu01", "--json", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     shown = json.loads(r.stdout)
-    assert shown["slurm_cluster_install_cuda"] == {"value": False, "source": "host_vars/gpu01:6 (host gpu01)"}, shown
-    assert shown["ansible_become"]["source"].startswith("group_vars/k8s_cluster.yml")
+    assert shown["slurm_cluster_install_cuda"] == {"value": False, "source": f"{folder}/host_vars/gpu01:6 (host gpu01)"}, shown
+    assert shown["ansible_become"]["source"].startswith(f"{folder}/group_vars/k8s_cluster.yml")
