@@ -31,7 +31,9 @@ NGC_KEY = "nvapi-7Hq2xTOPSECRETngc"
 BECOME = "sudo-pw-9f8e7d"
 DB_PASSWORD = "db-hunter2-long-secret"
 SHORT = "x7"  # under the masker's 4 characters: still hidden by `hosts --host`
-SECRETS = (NGC_KEY, BECOME, DB_PASSWORD, PASSWORD, PROD_PASSWORD)
+API_TOKEN = "api-token-in-group-vars-77"
+BMC_PASSWORD = "bmc-host-vars-secret-31"
+SECRETS = (NGC_KEY, BECOME, DB_PASSWORD, API_TOKEN, BMC_PASSWORD, PASSWORD, PROD_PASSWORD)
 
 SECRET_CHECKS = ("one clear line", "exit code", "secret never shown", "nothing touched")
 
@@ -59,7 +61,8 @@ def _indent(block: str, n: int) -> str:
 @pytest.fixture(scope="module")
 def vaulted(tmp_path_factory) -> Path:
     """A folder: ``pw`` and ``pw-prod`` (password files), ``inventory/`` (hosts.yml with ``!vault`` values,
-    group_vars/gpu.yml encrypted whole with vault id prod, group_vars/all.yml in the clear)."""
+    group_vars/gpu.yml encrypted whole with vault id prod, group_vars/all.yml in the clear with a ``!vault``
+    value, host_vars/gpu01.yml encrypted whole without a vault id)."""
     d = tmp_path_factory.mktemp("vault")
     (d / "pw").write_text(PASSWORD + "\n")
     (d / "pw-prod").write_text(PROD_PASSWORD + "\n")
@@ -83,7 +86,11 @@ def vaulted(tmp_path_factory) -> Path:
         f"          ngc_key: !vault |\n{_indent(ngc, 12)}\n"
         f"          pin: !vault |\n{_indent(short, 12)}\n"
         f"          ansible_become_password: !vault |\n{_indent(become, 12)}\n")
-    (inv / "group_vars" / "all.yml").write_text("gpu_profile: l40s\n")
+    api = value(API_TOKEN, "--vault-id", "prod@pw-prod")
+    (inv / "group_vars" / "all.yml").write_text(f"gpu_profile: l40s\napi_token: !vault |\n{_indent(api, 2)}\n")
+    (inv / "host_vars").mkdir()
+    (inv / "host_vars" / "gpu01.yml").write_text(f"bmc_password: {BMC_PASSWORD}\n")
+    ansible_vault(d, "encrypt", "--vault-password-file", "pw", "inventory/host_vars/gpu01.yml")
     (inv / "group_vars" / "gpu.yml").write_text(f"db_password: {DB_PASSWORD}\nregistry_user: ops-robot\n")
     ansible_vault(d, "encrypt", "--vault-id", "prod@pw-prod", "inventory/group_vars/gpu.yml")
     assert (inv / "group_vars" / "gpu.yml").read_text().startswith("$ANSIBLE_VAULT;1.2;AES256;prod\n")
@@ -125,6 +132,7 @@ def test_vaulted_inventory_reads_as_ansible_inventory_does(vaulted, tmp_path):
     assert {h: inv.hosts[h].raw for h in inv.hosts} == hostvars
     gpu01 = inv.hosts["gpu01"]
     assert gpu01.raw["ngc_key"] == NGC_KEY and gpu01.raw["db_password"] == DB_PASSWORD  # 1.1 value, 1.2 file
+    assert gpu01.raw["api_token"] == API_TOKEN and gpu01.raw["bmc_password"] == BMC_PASSWORD
     assert gpu01.connection.ansible_become_password.get_secret_value() == BECOME
     assert gpu01.vars["gpu_profile"] == "l40s"
     # What a vault held reads as text everywhere, and never in a repr (an error line quoting a value).
@@ -142,6 +150,18 @@ def test_list_output_with_vault_values_is_decrypted(vaulted, tmp_path):
     with pytest.raises(InventoryError, match=r"inventory\.json: host 'gpu01': ansible_become_password: encrypted with "
                                                   r"ansible-vault \(vault id 'prod'\) and no vault password given"):
         load_inventory(tmp_path / "inventory.json", vault=Vault())
+
+
+def test_inventory_file_encrypted_whole(vaulted, tmp_path):
+    """An INI inventory encrypted by ansible-vault reads as ansible-inventory reads it; each value is a secret."""
+    (tmp_path / "hosts.ini").write_text(f"[gpu]\ngpu01 ansible_host=10.0.0.5 ipmi_pass={BMC_PASSWORD}\n")
+    ansible_vault(tmp_path, "encrypt", "--vault-password-file", str(vaulted / "pw"), "hosts.ini")
+    groups, hostvars = ansible_view(ansible_list([tmp_path / "hosts.ini"], tmp_path, "--vault-password-file",
+                                                 str(vaulted / "pw")))
+    inv = load_inventory(tmp_path / "hosts.ini", vault=_vault(vaulted))
+    assert {g: set(m) for g, m in inv.groups.items()} == groups
+    assert {h: inv.hosts[h].raw for h in inv.hosts} == hostvars
+    assert isinstance(inv.hosts["gpu01"].raw["ipmi_pass"], Vaulted)
 
 
 def test_password_from_environment_and_executable_file(vaulted, tmp_path):
@@ -242,7 +262,8 @@ def test_hosts_task_masks_what_a_vault_held(vaulted):
     assert r.returncode == 0, r.stderr
     _no_secret(r.stdout + r.stderr)
     doc = json.loads(r.stdout)
-    for name in ("ngc_key", "pin", "db_password", "registry_user", "ansible_become_password"):
+    for name in ("ngc_key", "pin", "db_password", "registry_user", "ansible_become_password", "api_token",
+                 "bmc_password"):
         assert doc[name]["value"] == HIDDEN, (name, doc[name])
     assert doc["db_password"]["source"] == "inventory/group_vars/gpu.yml:1 (group gpu)"
     assert doc["ngc_key"]["source"] == "inventory/hosts.yml:9 (host gpu01)"
