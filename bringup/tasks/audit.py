@@ -38,7 +38,7 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
         from ..testinfra.suite import Suite
 
         with failing():
-            suite = Suite.of(testinfra, inventory, set_)
+            suite = Suite.of(testinfra, inventory, set_, (vault_password_file, vault_id))
     # The hosts are connected to while the roles load and the variables are checked (bringup.ahead); the
     # testinfra tests are collected once meanwhile (bad tests are bad input).
     with running(inventory, set_, host, hosts, group, roles, forks=forks, accept_new_host_keys=accept_new_host_keys,

@@ -17,6 +17,7 @@ import pytest
 from bringup.errors import InventoryError
 from bringup.inventory import load_inventory
 from bringup.secrets import HIDDEN
+from bringup.testinfra.suite import Suite
 from bringup.vault import Vault, Vaulted, VaultError, vault_from_options
 
 from .test_bad_input import _refused
@@ -293,3 +294,26 @@ def test_vault_values_never_in_a_report(vaulted, tmp_path):
     for p in reports:
         _no_secret(p.read_text(errors="replace"))
     assert r.returncode != 0, r.stdout + r.stderr
+
+
+def test_testinfra_suite_gets_the_vault_passwords(vaulted, tmp_path):
+    """`audit --testinfra` runs pytest per host: the plugin reads the vaulted inventory with the audit's passwords
+    (passed as --bringup-vault-password-file / --bringup-vault-id, resolved), and without them it is one line."""
+    from .test_testinfra import pytest_run
+
+    (tmp_path / "test_site.py").write_text(
+        "def test_vars(bringup_vars):\n"
+        f"    assert bringup_vars['db_password'] == {DB_PASSWORD!r}\n"
+        f"    assert bringup_vars['ngc_key'] == {NGC_KEY!r}\n")
+    suite = Suite.of(str(tmp_path / "test_site.py"), str(vaulted / "inventory"), (),
+                     ([str(vaulted / "pw")], [f"prod@{vaulted / 'pw-prod'}"]))
+    flags = [a for a in suite.argv("gpu01", tmp_path / "r.json") if a.startswith("--bringup-vault")]
+    assert flags == [f"--bringup-vault-password-file={vaulted / 'pw'}",
+                     f"--bringup-vault-id=prod@{vaulted / 'pw-prod'}"]
+    inventory = f"--bringup-inventory={vaulted / 'inventory'}"
+    r = pytest_run(tmp_path, "--hosts=bringup://gpu01", inventory, *flags, "test_site.py")
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
+    _no_secret(r.stdout + r.stderr)
+    r = pytest_run(tmp_path, "--hosts=bringup://gpu01", inventory, "--collect-only", "test_site.py")
+    assert r.returncode != 0 and "no vault password given" in r.stdout + r.stderr, r.stdout + r.stderr
+    _no_secret(r.stdout + r.stderr)
