@@ -160,7 +160,7 @@ class Vault:
                 return Vaulted(text)
         given = ", ".join(s.origin for s in tried)
         raise VaultError(f"{where}: wrong vault password: none given opens this ansible-vault text{named} "
-                         f"(tried {given}); check the password file or the --vault-id label")
+                         f"(tried {given}; or the text was altered); check the password file or the --vault-id label")
 
     def open_tree(self, value, where: str):
         """``value`` with each ``{"__ansible_vault": ENVELOPE}`` (how ``ansible-inventory --list`` writes a
@@ -190,9 +190,13 @@ class Vault:
 def _header(envelope: str, where: str) -> tuple[str, list[str]]:
     """The vault id of ``envelope`` (empty in format 1.1) and its hex lines."""
     lines = envelope.strip().splitlines()
-    header = [p.strip() for p in lines[0].strip().split(";")]
-    if len(header) < 3 or header[0] != HEADER.rstrip(";") or header[1] not in ("1.1", "1.2"):
-        raise VaultError(f"{where}: an ansible-vault header bringup does not know ({';'.join(header[:2])}); "
+    header = [p.strip() for p in lines[0].split(";")] if lines else []
+    if not header or header[0] != HEADER.rstrip(";"):
+        # Not quoted: what follows `!vault` by mistake may be the secret itself.
+        raise VaultError(f"{where}: not an ansible-vault text (it starts $ANSIBLE_VAULT;1.1;AES256); paste what "
+                         "ansible-vault encrypt_string printed")
+    if len(header) < 3 or header[1] not in ("1.1", "1.2"):
+        raise VaultError(f"{where}: an ansible-vault format bringup does not know ({';'.join(header[:2])}); "
                          "formats 1.1 and 1.2 are read: re-encrypt it with ansible-vault rekey")
     if header[2] != "AES256":
         raise VaultError(f"{where}: ansible-vault cipher {header[2]!r} is not AES256; re-encrypt it with "

@@ -237,7 +237,7 @@ def test_encrypted_group_vars_file_is_named(vaulted, tmp_path):
     with pytest.raises(VaultError) as e:
         load_inventory(inv, vault=vault_from_options([str(vaulted / "pw")], environ={}))
     assert str(e.value).startswith(f"{inv}/group_vars/gpu.yml: wrong vault password: none given opens this "
-                                   f"ansible-vault text (vault id 'prod') (tried --vault-password-file {vaulted}/pw)")
+                                   f"ansible-vault text (vault id 'prod') (tried --vault-password-file {vaulted}/pw;")
     assert all(s not in str(e.value) for s in SECRETS)
 
 
@@ -248,6 +248,11 @@ def test_damaged_vault_text_is_one_line(tmp_path):
                                     "        $ANSIBLE_VAULT;1.1;AES256\n        3561\n")
     with pytest.raises(InventoryError, match=r"hosts:4: the ansible-vault text is damaged"):
         load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+    for value, words in (('""', "not an ansible-vault text"), (f"'{NGC_KEY}'", "not an ansible-vault text")):
+        (tmp_path / "hosts").write_text(f"all:\n  hosts:\n    h1:\n      k: !vault {value}\n")
+        with pytest.raises(InventoryError, match=f"hosts:4: {words}") as e:
+            load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+        assert NGC_KEY not in str(e.value)
     (tmp_path / "hosts").write_text("$ANSIBLE_VAULT;1.1;AES999\n3561\n")
     with pytest.raises(InventoryError, match=r"hosts: ansible-vault cipher 'AES999' is not AES256"):
         load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
