@@ -37,6 +37,7 @@ from .inventory_sources.yamlfile import load_yaml_lines
 from .inventory_sources.yamlinv import MAX_GROUP_DEPTH
 from .process import command
 from .secrets import MASK, resolve_refs
+from .vault import Vault
 
 __all__ = ["Inventory", "Host", "ConnectionVars", "SECRET_VARS", "load_inventory", "parse_set"]
 
@@ -236,8 +237,10 @@ def _priority(gd: GroupDef, name: str, where: str) -> int:
                              f"(got {v.value!r})") from None
 
 
-def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = None) -> Inventory:
-    """Load Ansible inventories (files or folders, several in order); ``overrides`` are ``--set`` values.
+def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = None,
+                   vault: Vault | None = None) -> Inventory:
+    """Load Ansible inventories (files or folders, several in order); ``overrides`` are ``--set`` values;
+    ``vault`` holds the passwords of what ansible-vault encrypted (:mod:`bringup.vault`).
 
     Each source is read by :mod:`bringup.inventory_sources`; here they are merged, with ``group_vars/``
     and ``host_vars/`` beside each one, in Ansible's precedence (lowest first): ``all``'s inventory vars <
@@ -249,7 +252,7 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     groups: dict[str, GroupDef] = {"all": GroupDef(), "ungrouped": GroupDef()}
     host_vars: dict[str, dict[str, Value]] = {}
     for p in paths:
-        for src in read_source(p):
+        for src in read_source(p, vault):
             for g, gd in src.groups.items():
                 mine = groups.setdefault(g, GroupDef())
                 mine.vars.update(gd.vars)
@@ -307,7 +310,7 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
             key = (str(d), kind, name)
             if key not in files_cache:
                 try:
-                    files_cache[key] = load_vars(d / kind, name, load_yaml_lines)
+                    files_cache[key] = load_vars(d / kind, name, lambda f: load_yaml_lines(f, vault=vault))
                 except SourceError as e:
                     raise InventoryError(str(e)) from None
             out.extend(files_cache[key])

@@ -25,10 +25,11 @@ import re
 from pathlib import Path
 
 from ..errors import InventoryError
+from ..vault import Vault
 from .ini import parse_ini
 from .model import GroupDef, SourceData, SourceError, Value
 from .script import is_list_output, parse_list_output, run_script
-from .yamlfile import YamlSyntaxError, load_yaml_lines, read_text
+from .yamlfile import YamlSyntaxError, load_yaml_lines, read_plain
 from .yamlinv import MAX_GROUP_DEPTH, parse_yaml_inventory
 
 __all__ = ["IGNORED_EXTENSIONS", "MAX_GROUP_DEPTH", "GroupDef", "SourceData", "SourceError", "Value",
@@ -49,20 +50,21 @@ def base_dir(path: Path) -> Path:
     return path if path.is_dir() else path.parent
 
 
-def read_source(path: Path) -> list[SourceData]:
-    """The inventories in ``path`` (a file, or a folder of them), in Ansible's order."""
+def read_source(path: Path, vault: Vault | None = None) -> list[SourceData]:
+    """The inventories in ``path`` (a file, or a folder of them), in Ansible's order; ``vault`` opens files
+    and values that ansible-vault encrypted (without it they are one line each)."""
     if path.is_dir():
         out: list[SourceData] = []
-        _read_dir(path, out)
+        _read_dir(path, out, vault)
         if not out:
             raise InventoryError(f"{path}: a folder with no inventory file in it (hidden files, group_vars/, "
                                  "host_vars/ and Ansible's ignored extensions are skipped); pass --inventory PATH "
                                  "of the inventory file or folder")
         return out
-    return [_read_file(path)]
+    return [_read_file(path, vault)]
 
 
-def _read_dir(folder: Path, out: list[SourceData]) -> None:
+def _read_dir(folder: Path, out: list[SourceData], vault: Vault | None) -> None:
     try:
         entries = sorted(os.listdir(folder))
     except OSError as e:
@@ -72,16 +74,16 @@ def _read_dir(folder: Path, out: list[SourceData]) -> None:
             continue
         p = folder / name
         if p.is_dir():
-            _read_dir(p, out)
+            _read_dir(p, out, vault)
         else:
-            out.append(_read_file(p))
+            out.append(_read_file(p, vault))
         if len(out) > MAX_FILES:
             raise InventoryError(f"{folder}: more than {MAX_FILES} inventory files; is it the inventory folder?")
 
 
-def _read_file(path: Path) -> SourceData:
+def _read_file(path: Path, vault: Vault | None) -> SourceData:
     try:
-        return _detect(path)
+        return _detect(path, vault)
     except SourceError as e:
         raise InventoryError(str(e)) from None
 
@@ -100,23 +102,26 @@ def _is_program(path: Path) -> bool:
     return head.startswith(b"#!") or head == b"\x7fELF"
 
 
-def refuse_vault(text: str, path: Path) -> None:
-    """A file ansible-vault encrypted is one line (vault is read by no source yet)."""
-    if text.startswith("$ANSIBLE_VAULT;"):
-        raise SourceError(f"{path}: encrypted with ansible-vault, which bringup does not read yet; give it "
-                          "decrypted (ansible-vault view) or through ansible-inventory --list")
-
-
-def _detect(path: Path) -> SourceData:
+def _detect(path: Path, vault: Vault | None) -> SourceData:
     if _is_program(path):
-        return run_script(str(path))
-    text = read_text(path)
-    refuse_vault(text, path)
+        return run_script(str(path), vault=vault)
+    text, sealed = read_plain(path, vault)
+    found = _parse(path, text, vault)
+    if sealed:  # a file encrypted whole holds secrets only: every text of it is one
+        hide = (vault or Vault()).hide
+        for gd in found.groups.values():
+            gd.vars = {k: Value(hide(v.value), v.origin) for k, v in gd.vars.items()}
+        for h, hv in found.hosts.items():
+            found.hosts[h] = {k: Value(hide(v.value), v.origin) for k, v in hv.items()}
+    return found
+
+
+def _parse(path: Path, text: str, vault: Vault | None) -> SourceData:
     ext = path.suffix  # as Ansible compares it: case and all
     yaml_error: InventoryError | None = None
     if not ext or ext in _YAML_EXTENSIONS:
         try:
-            data, lines = load_yaml_lines(path, text)
+            data, lines = load_yaml_lines(path, text, vault)
         except YamlSyntaxError as e:
             yaml_error = e
         else:
@@ -126,7 +131,7 @@ def _detect(path: Path) -> SourceData:
                                       "which bringup does not run; write its inventory once with `ansible-inventory "
                                       f"-i {path} --list > inventory.json` and pass that")
                 if is_list_output(data):
-                    return parse_list_output(data, str(path))
+                    return parse_list_output(data, str(path), vault=vault)
                 return parse_yaml_inventory(data, str(path), lines)
             if data is None and not text.strip():
                 return SourceData(str(path))

@@ -16,6 +16,7 @@ import subprocess
 import threading
 from typing import Any
 
+from ..vault import Vault
 from .model import SourceData, SourceError, Value
 
 __all__ = ["TIMEOUT", "MAX_OUTPUT", "is_list_output", "parse_list_output", "run_script"]
@@ -36,8 +37,14 @@ def is_list_output(data: Any) -> bool:
                for g in data.values())
 
 
-def parse_list_output(data: Any, path: str, host_vars=None) -> SourceData:
-    """``--list`` output as an inventory; ``host_vars(name)`` gives a host's variables when ``_meta`` is absent."""
+def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None = None) -> SourceData:
+    """``--list`` output as an inventory; ``host_vars(name)`` gives a host's variables when ``_meta`` is absent.
+    A ``!vault`` value, written ``{"__ansible_vault": ...}``, is decrypted with ``vault``."""
+    vault = vault or Vault()
+
+    def val(v: Any, who: str) -> Value:
+        return Value(vault.open_tree(v, f"{path}: {who}"), path)
+
     if not isinstance(data, dict):
         raise SourceError(f"{path}: --list output must be a JSON object of groups, got {type(data).__name__}")
     out = SourceData(path)
@@ -70,7 +77,7 @@ def parse_list_output(data: Any, path: str, host_vars=None) -> SourceData:
         gvars = group.get("vars", {}) or {}
         if not isinstance(gvars, dict):
             raise SourceError(f"{path}: group {name!r}: vars must be an object")
-        g.vars.update({str(k): Value(v, path) for k, v in gvars.items()})
+        g.vars.update({str(k): val(v, f"group {name!r}: {k}") for k, v in gvars.items()})
         for h in group.get("hosts", []):
             out.add_host(name, str(h), {})
         for c in group.get("children", []):
@@ -79,11 +86,11 @@ def parse_list_output(data: Any, path: str, host_vars=None) -> SourceData:
         hv = hostvars.get(h, {}) if hostvars is not None else (host_vars(h) if host_vars else {})
         if not isinstance(hv, dict):
             raise SourceError(f"{path}: the variables of host {h!r} must be an object, got {type(hv).__name__}")
-        out.hosts[h].update({str(k): Value(v, path) for k, v in hv.items()})
+        out.hosts[h].update({str(k): val(v, f"host {h!r}: {k}") for k, v in hv.items()})
     if hostvars:  # hosts only in _meta are hosts too (ungrouped)
         for h, hv in hostvars.items():
             if str(h) not in out.hosts and isinstance(hv, dict):
-                out.add_host("ungrouped", str(h), {str(k): Value(v, path) for k, v in hv.items()})
+                out.add_host("ungrouped", str(h), {str(k): val(v, f"host {h!r}: {k}") for k, v in hv.items()})
     return out
 
 
@@ -166,9 +173,10 @@ def script_timeout() -> float:
     return value
 
 
-def run_script(path: str, timeout: float | None = None) -> SourceData:
+def run_script(path: str, timeout: float | None = None, vault: Vault | None = None) -> SourceData:
     """Run the executable ``path`` as Ansible runs an inventory script."""
     timeout = script_timeout() if timeout is None else timeout
     data = _json(_run(path, "--list", timeout=timeout), path, "--list")
     return parse_list_output(data, path,
-                             host_vars=lambda h: _json(_run(path, "--host", h, timeout=timeout), path, f"--host {h}"))
+                             host_vars=lambda h: _json(_run(path, "--host", h, timeout=timeout), path, f"--host {h}"),
+                             vault=vault)

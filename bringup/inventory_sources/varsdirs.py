@@ -45,13 +45,10 @@ def _dir_files(folder: Path) -> list[Path]:
 
 def load_vars(folder: Path, name: str, load: Callable[[Path], Any]) -> list[dict[str, Value]]:
     """``name``'s variables from ``folder``, one mapping per file in order; ``load`` reads one YAML file
-    (:func:`~.yamlfile.load_yaml_lines`: the data and where its keys are)."""
+    (:func:`~.yamlfile.load_yaml_lines` with the run's vault: the data and where its keys are)."""
     out: list[dict[str, Value]] = []
     for f in vars_files(folder, name):
         data, lines = load(f)
-        if isinstance(data, str) and data.startswith("$ANSIBLE_VAULT;"):
-            raise SourceError(f"{f}: encrypted with ansible-vault, which bringup does not read yet; "
-                              "give it decrypted (ansible-vault view) or through ansible-inventory --list")
         if data is None:
             continue
         if not isinstance(data, dict):

@@ -9,8 +9,10 @@ import yaml
 
 from ..errors import InventoryError
 from ..userfile import read_capped
+from ..vault import Vault, is_vaulted
 
-__all__ = ["MAX_BYTES", "MAX_NODES", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text"]
+__all__ = ["MAX_BYTES", "MAX_NODES", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text",
+           "read_plain"]
 
 
 class YamlSyntaxError(InventoryError):
@@ -90,6 +92,18 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
 _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _construct_vault(loader: _Loader, node: yaml.Node):
+    """``!vault |`` and its envelope: the decrypted text (an error names the file and line, never a secret)."""
+    if not isinstance(node, yaml.ScalarNode):
+        raise InventoryError(f"{_where(node.start_mark)}: !vault must be followed by the text ansible-vault "
+                             "encrypt_string printed (`!vault |` and its lines)")
+    vault = getattr(loader, "vault", None) or Vault()
+    return vault.decrypt(loader.construct_scalar(node), _where(node.start_mark).rsplit(":", 1)[0])
+
+
+_Loader.add_constructor("!vault", _construct_vault)
+
+
 def read_text(path: Path) -> str:
     """The file's text: at most :data:`MAX_BYTES` bytes, strict UTF-8 (an error names the line)."""
     # Anything but a regular file is refused before it is opened: a pipe's or a terminal's read may never end.
@@ -121,19 +135,33 @@ class KeyLines:
         return entry[1] if entry is not None and entry[0] is mapping else {}
 
 
-def load_yaml(path: Path, text: str | None = None) -> Any:
-    """Parse a YAML file (or its ``text``, already read); a syntax error names file, line and column."""
-    return load_yaml_lines(path, text)[0]
+def read_plain(path: Path, vault: Vault | None = None) -> tuple[str, bool]:
+    """:func:`read_text`, decrypted when ansible-vault encrypted the whole file; and whether it did."""
+    text = read_text(path)
+    if not is_vaulted(text):
+        return text, False
+    return (vault or Vault()).decrypt(text, str(path)), True
 
 
-def load_yaml_lines(path: Path, text: str | None = None) -> tuple[Any, KeyLines]:
+def load_yaml(path: Path, text: str | None = None, vault: Vault | None = None) -> Any:
+    """Parse a YAML file (or its ``text``, already read); a syntax error names file, line and column.
+    ``vault`` opens ``!vault`` values and a file encrypted whole (without it, they are one line)."""
+    return load_yaml_lines(path, text, vault)[0]
+
+
+def load_yaml_lines(path: Path, text: str | None = None, vault: Vault | None = None) -> tuple[Any, KeyLines]:
     """:func:`load_yaml`, and where each mapping key is (:class:`KeyLines`)."""
-    text = read_text(path) if text is None else text
+    sealed = False
+    if text is None:
+        text, sealed = read_plain(path, vault)
     loader = _Loader(text)
     loader.name = str(path)  # marks name the file, not "<unicode string>"
     loader.key_lines = {}
+    loader.vault = vault
     try:
-        return loader.get_single_data(), KeyLines(loader.key_lines)
+        data = loader.get_single_data()
+        # A file encrypted whole holds secrets only (Ansible's advice): every text of it is one.
+        return ((vault or Vault()).hide(data) if sealed else data), KeyLines(loader.key_lines)
     except yaml.MarkedYAMLError as e:
         m = e.problem_mark or e.context_mark
         where = f"{path}:{m.line + 1}:{m.column + 1}" if m else str(path)

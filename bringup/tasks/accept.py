@@ -11,7 +11,7 @@ from pathlib import Path
 from invoke import Exit, task
 
 from ..errors import BringupError, InputError, Unreachable
-from .context import SELECTION, fail, failing, options
+from .context import REPEATED, SELECTION, fail, failing, options
 
 __all__ = ["accept"]
 
@@ -36,14 +36,15 @@ def _level(text) -> int | None:
     return int(t)
 
 
-@task(iterable=["set_", "inventory"], auto_shortflags=False, help=options(*SELECTION, "accept-new-host-keys") | {
+@task(iterable=REPEATED, auto_shortflags=False, help=options(*SELECTION, "accept-new-host-keys") | {
     "seconds": f"seconds of the load on every GPU at once (default 10, at most {MAX_SECONDS})",
     "dcgm-level": "dcgmi diag level: 0 off, 1 quick (default where dcgmi exists), 2 medium, 3 long",
     "force": "run even while Triton serves requests on the host (the load slows them, and the figures)",
     "out": "folder for the results and the Markdown, HTML and JSON pages (default reports/accept)",
     "prometheus": "also write the results as Prometheus text to FILE (*.prom, for the textfile collector)"})
 def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seconds="10", dcgm_level=None,
-           force=False, out="reports/accept", prometheus=None, accept_new_host_keys=False):
+           force=False, out="reports/accept", prometheus=None, accept_new_host_keys=False,
+           vault_password_file=None, vault_id=None):
     """Measured acceptance: per GPU H2D/D2H/memory bandwidth vs limits, P2P, clocks under load, DCGM diag."""
     from ..checklist import render_html, render_json, render_markdown, verdict
     from ..latency.options import out_folder
@@ -57,7 +58,8 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
         from ..acceptance.saved import check_prometheus_path
 
         prom = check_prometheus_path(prometheus) if prometheus else None
-        _, chosen, _, _, role_vars = prepared(inventory, set_, host, hosts, group, "triton")
+        _, chosen, _, _, role_vars = prepared(inventory, set_, host, hosts, group, "triton",
+                                              vault=(vault_password_file, vault_id))
         from ..acceptance.limits import thresholds
         from ..checklist import page_name
 

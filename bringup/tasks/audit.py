@@ -9,18 +9,19 @@ from pathlib import Path
 
 from invoke import Exit, task
 
-from .context import SELECTION, fail, failing, options, print_interrupted, running
+from .context import REPEATED, SELECTION, fail, failing, options, print_interrupted, running
 
 __all__ = ["audit"]
 
 
-@task(iterable=["set_", "inventory"], help=options(*SELECTION, "accept-new-host-keys") | {
+@task(iterable=REPEATED, help=options(*SELECTION, "accept-new-host-keys") | {
     "roles": "audit only these roles, comma separated", "forks": "hosts audited in parallel (default 10)",
     "testinfra": "also run these testinfra tests (a file or a folder) on each host, through bringup's connection; "
                  "in the same recap and reports",
     "export-testinfra": "write the roles' audit as testinfra modules, DIR/<host>/test_<role>.py, and audit nothing"})
-def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None, forks="10",
-          accept_new_host_keys=False, testinfra=None, export_testinfra=None):
+def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None,
+          forks="10",
+          accept_new_host_keys=False, testinfra=None, export_testinfra=None, vault_password_file=None, vault_id=None):
     """Is each host in the state its roles declare? Check mode only, one line per failed item.
 
     JUnit + JSON in reports/. Exit 0 all good, 2 drift, 4 unreachable."""
@@ -28,7 +29,8 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
         raise fail("--testinfra and --export-testinfra: give one of them (export, then run the modules with "
                    "--testinfra DIR)")
     if export_testinfra is not None:
-        return _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_keys, export_testinfra)
+        return _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_keys, export_testinfra,
+                       (vault_password_file, vault_id))
     from ..audit import run_audit
 
     suite = None
@@ -36,11 +38,12 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
         from ..testinfra.suite import Suite
 
         with failing():
-            suite = Suite.of(testinfra, inventory, set_)
+            suite = Suite.of(testinfra, inventory, set_, (vault_password_file, vault_id))
     # The hosts are connected to while the roles load and the variables are checked (bringup.ahead); the
     # testinfra tests are collected once meanwhile (bad tests are bad input).
     with running(inventory, set_, host, hosts, group, roles, forks=forks, accept_new_host_keys=accept_new_host_keys,
-                 check=(lambda chosen: suite.preflight(chosen[0])) if suite else None) as run:
+                 check=(lambda chosen: suite.preflight(chosen[0])) if suite else None,
+                 vault=(vault_password_file, vault_id)) as run:
         if suite is not None:
             suite.stop = run.stop
         code, results = run_audit(run.hosts, run.roles, run.role_vars, run.templates, Path("reports"),
@@ -55,7 +58,7 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
         raise Exit(code=code)
 
 
-def _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_keys, where) -> None:
+def _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_keys, where, vault) -> None:
     """``--export-testinfra DIR``: each selected host's roles as testinfra modules; exit 4 unreachable, 2 a role
     that could not be declared."""
     from ..runner import Options
@@ -64,7 +67,7 @@ def _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_k
     with failing():
         out = target(where)
     with running(inventory, set_, host, hosts, group, roles, forks=forks, accept_new_host_keys=accept_new_host_keys,
-                 check=lambda chosen: refuse_foreign(out, chosen)) as run:
+                 check=lambda chosen: refuse_foreign(out, chosen), vault=vault) as run:
         opts = Options(check=True, forks=run.forks, accept_new_host_keys=accept_new_host_keys, ahead=run.ahead)
         code = export(run.hosts, run.roles, run.role_vars, run.templates, out, opts, str(run.inventory.path),
                       say=lambda line: run.console.print(line, markup=False, highlight=False), stop=run.stop)

@@ -8,7 +8,7 @@ from invoke import Exit, task
 
 from ..errors import BringupError
 from ..process import command
-from .context import SELECTION, failing, options, running
+from .context import REPEATED, SELECTION, failing, options, running
 
 if TYPE_CHECKING:
     from ..stop import Stop
@@ -16,17 +16,19 @@ if TYPE_CHECKING:
 __all__ = ["checklist", "checklist_pages"]
 
 
-@task(iterable=["set_", "inventory"], help=options(*SELECTION, "accept-new-host-keys") | {
+@task(iterable=REPEATED, help=options(*SELECTION, "accept-new-host-keys") | {
     "roles": "roles whose drift is checked (default all)",
     "out": "folder for the Markdown, HTML and JSON pages (default reports/checklist)",
     "facts": f"a saved `{command('facts')}` (or `{command('facts --raw')}`) JSON: plan the host's checklist "
              "without connecting"})
 def checklist(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None,
-              out="reports/checklist", accept_new_host_keys=False, facts=None):
+              out="reports/checklist", accept_new_host_keys=False, facts=None,
+              vault_password_file=None, vault_id=None):
     """Rack bring-up checklist: PASS/WARN/FAIL per host, Markdown + HTML with a topology picture."""
     from ..checklist import verdict
 
     pages, stop = checklist_pages(host=host, hosts=hosts, group=group, roles=roles, inventory=inventory, set_=set_,
+                                   vault_password_file=vault_password_file, vault_id=vault_id,
                                   out=out, accept_new_host_keys=accept_new_host_keys, facts=facts)
     if stop.requested:
         raise Exit(code=stop.exit_code)
@@ -35,7 +37,8 @@ def checklist(c, host=None, hosts=None, group=None, roles=None, inventory=None, 
 
 
 def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None,
-                    out="reports/checklist", accept_new_host_keys=False, facts=None) -> tuple[dict, Stop]:
+                    out="reports/checklist", accept_new_host_keys=False, facts=None,
+                    vault_password_file=None, vault_id=None) -> tuple[dict, Stop]:
     """Run, print and write the checklist pages; return ``({host: checks}, the run's Stop)``.
 
     A signal (SIGINT, SIGTERM) starts no further host; the pages of the hosts done are printed and
@@ -56,7 +59,7 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
             group_page_free(found)
 
     with running(inventory, set_, host, hosts, group, roles, forks=1, connect_ahead=not facts, extra_facts=FACTS,
-                 accept_new_host_keys=accept_new_host_keys, check=check) as run:
+                 accept_new_host_keys=accept_new_host_keys, check=check, vault=(vault_password_file, vault_id)) as run:
         if facts and len(run.hosts) != 1:
             raise BringupError("--facts FILE holds one host's facts: pass one --host")
         # The hosts are checked in a worker thread: the main thread only waits, so a signal's handler

@@ -39,7 +39,8 @@ if TYPE_CHECKING:
     from ..stop import Stop
     from ..templates import Templates
 
-__all__ = ["OPTIONS", "SELECTION", "options", "console", "fail", "failing", "unreachable", "MAX_FORKS", "parse_forks",
+__all__ = ["OPTIONS", "SELECTION", "VAULT", "REPEATED", "options", "console", "fail", "failing", "unreachable",
+           "MAX_FORKS", "parse_forks",
            "inventory_paths", "load", "selected", "prepared", "Run", "running", "interruptible", "print_interrupted"]
 
 #: The help of the options shared by the tasks (the host selection, the inventory, host keys, parallelism),
@@ -55,9 +56,16 @@ OPTIONS = {
              "or @reports/last.retry",
     "forks": "hosts handled in parallel (default 10)",
     "accept-new-host-keys": "record unknown host keys (a changed key is still refused)",
+    "vault-password-file": "file holding the password of the inventory's ansible-vault values and files (an "
+                           "executable one is run and prints it); repeatable; default $ANSIBLE_VAULT_PASSWORD_FILE",
+    "vault-id": "LABEL@FILE: a vault password for vault id LABEL (ansible-vault --vault-id); repeatable",
 }
+#: The flags of the inventory's vault passwords, taken by every task that reads the inventory.
+VAULT = ("vault-password-file", "vault-id")
 #: What a task that selects hosts takes at least.
-SELECTION = ("host", "hosts", "group", "inventory", "set")
+SELECTION = ("host", "hosts", "group", "inventory", "set") + VAULT
+#: The inventory's flags that may repeat: a task's ``@task(iterable=REPEATED)``.
+REPEATED = ["set_", "inventory", "vault_password_file", "vault_id"]
 
 
 def options(*names: str) -> dict[str, str]:
@@ -119,22 +127,25 @@ def inventory_paths(inventory) -> list[str]:
     return [str(inventory)] if inventory else ["hosts"]
 
 
-def load(inventory, set_) -> Inventory:
-    """The inventories (``--inventory``, once or more) with the ``--set`` overrides; from here on, what is
-    printed has its secrets masked."""
+def load(inventory, set_, vault: tuple = ()) -> Inventory:
+    """The inventories (``--inventory``, once or more) with the ``--set`` overrides, opened with the vault
+    passwords ``vault`` names (``(--vault-password-file, --vault-id)``, and ``$ANSIBLE_VAULT_PASSWORD_FILE``);
+    from here on, what is printed has its secrets masked."""
     from ..inventory import load_inventory, parse_set
     from ..secrets import mask_output
+    from ..vault import vault_from_options
 
     # From here on, whatever is printed (rich, invoke's error line) has the inventory's secrets masked.
     mask_output()
-    return load_inventory(inventory_paths(inventory), overrides=parse_set(list(set_ or [])))
+    return load_inventory(inventory_paths(inventory), overrides=parse_set(list(set_ or [])),
+                          vault=vault_from_options(*vault))
 
 
-def selected(inventory, set_, host, hosts, group, limit=None) -> tuple[Inventory, list[Host]]:
+def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = ()) -> tuple[Inventory, list[Host]]:
     """The inventory and the hosts that ``--host/--hosts/--group`` and ``--limit`` pick."""
     from ..sshconfig import check_routes
 
-    inv = load(inventory, set_)
+    inv = load(inventory, set_, vault)
     if limit and not (host or hosts or group):
         chosen = inv.limit(limit)  # --limit alone picks from the whole inventory
     else:
@@ -145,7 +156,7 @@ def selected(inventory, set_, host, hosts, group, limit=None) -> tuple[Inventory
 
 
 def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahead | None = None, dial: int = 0,
-             check=None):
+             check=None, vault: tuple = ()):
     """The selected hosts and roles, with every role's variables merged and validated.
 
     Returns ``(inventory, hosts, content root, roles, variables by host)``: what every task that plans or
@@ -162,7 +173,7 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     from ..roles import load_roles, select_roles, wanted_facts
     from ..runner import prepare
 
-    inv, chosen = selected(inventory, set_, host, hosts, group, limit)
+    inv, chosen = selected(inventory, set_, host, hosts, group, limit, vault)
     if ahead is not None:
         ahead.dial(chosen[:dial])
     root = content_root()
@@ -197,7 +208,7 @@ class Run:
 def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, limit=None, forks: int | str = 1,
             accept_new_host_keys: bool = False, connect_ahead: bool = True,
             hold: Callable[[Host], bool] | None = None, extra_facts: tuple[str, ...] = (),
-            check: Callable[[list[Host]], None] | None = None) -> Iterator[Run]:
+            check: Callable[[list[Host]], None] | None = None, vault: tuple = ()) -> Iterator[Run]:
     """The skeleton of every task that plans or runs roles (see the module): yields the :class:`Run`.
 
     The first ``forks`` hosts are connected to while the roles load and the variables are checked, unless
@@ -213,7 +224,7 @@ def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, l
                accept_new_host_keys=accept_new_host_keys) as ahead, failing():
         n = parse_forks(forks)
         inv, chosen, root, chosen_roles, role_vars = prepared(inventory, set_, host, hosts, group, roles, limit,
-                                                              ahead=ahead, dial=n, check=check)
+                                                              ahead=ahead, dial=n, check=check, vault=vault)
         # Imported and made while the hosts connect and gather their facts.
         from ..templates import Templates
 

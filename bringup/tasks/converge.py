@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from invoke import Exit, task
 
-from .context import SELECTION, failing, options, parse_forks, print_interrupted, running
+from .context import REPEATED, SELECTION, failing, options, parse_forks, print_interrupted, running
 
 if TYPE_CHECKING:
     from ..results import HostResult
@@ -18,8 +18,10 @@ ENGINES_ROLE = "trt_engines"
 
 
 def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff=False, inventory=None,
-             set_=None, forks=10, accept_new_host_keys=False, verbose=False, command="provision",
-             allow_reboot=False, limit=None, serial=None, max_fail_percentage=None) -> int:
+             set_=None, forks=10, accept_new_host_keys=False,
+             verbose=False, command="provision",
+             allow_reboot=False, limit=None, serial=None, max_fail_percentage=None,
+             vault_password_file=None, vault_id=None) -> int:
     """Run (or, ``check``, plan) the roles on the selected hosts, print each host and the recap, write the report
     (and ``reports/*.retry``); return the exit code.  Bad input raises Invoke's Exit (one line, code 1)."""
     from ..rollout import drains_first, parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
@@ -33,7 +35,7 @@ def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff
     # host whose drain hook must come first.
     with running(inventory, set_, host, hosts, group, roles, limit=limit, forks=n, connect_ahead=not serial,
                  hold=lambda h: drains_first(h, check), accept_new_host_keys=accept_new_host_keys,
-                 check=None if check else validate_hooks) as run:
+                 check=None if check else validate_hooks, vault=(vault_password_file, vault_id)) as run:
         from ..report import Report, print_host, print_recap, print_rollout_stopped, progress_display
 
         opts = Options(check=check, diff=diff, forks=n, accept_new_host_keys=accept_new_host_keys,
@@ -72,7 +74,7 @@ def _ended(code: int) -> None:
 
 
 @task(
-    iterable=["set_", "inventory"],
+    iterable=REPEATED,
     help=options(*SELECTION, "forks", "accept-new-host-keys", "limit") | {
         "roles": "a subset of roles, comma separated (run in the standard order)",
         "check": "plan only: change nothing on the host",
@@ -85,29 +87,34 @@ def _ended(code: int) -> None:
 )
 def provision(c, host=None, hosts=None, group=None, roles=None, check=False, diff=False,
               inventory=None, set_=None, forks="10", accept_new_host_keys=False, verbose=False,
-              allow_reboot=False, limit=None, serial=None, max_fail_percentage=None):
+              allow_reboot=False, limit=None, serial=None, max_fail_percentage=None,
+              vault_password_file=None, vault_id=None):
     """Converge hosts to the inventory's state (--host trt-l40s-01, --group, --roles)."""
     _ended(converge(host=host, hosts=hosts, group=group, roles=roles, check=check, diff=diff, inventory=inventory,
+                    vault_password_file=vault_password_file, vault_id=vault_id,
                     set_=set_, forks=forks, accept_new_host_keys=accept_new_host_keys, verbose=verbose,
                     allow_reboot=allow_reboot, limit=limit, serial=serial, max_fail_percentage=max_fail_percentage))
 
 
-@task(iterable=["set_", "inventory"], help=options(*SELECTION, "forks", "accept-new-host-keys", "limit") | {
+@task(iterable=REPEATED, help=options(*SELECTION, "forks", "accept-new-host-keys", "limit") | {
     "roles": "a subset of roles, comma separated", "verbose": "list no-op resources too"})
 def plan(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None, forks="10",
-         accept_new_host_keys=False, verbose=False, limit=None):
+         accept_new_host_keys=False, verbose=False, limit=None, vault_password_file=None, vault_id=None):
     """Show what provision would change, with diffs (provision --check --diff)."""
     _ended(converge(host=host, hosts=hosts, group=group, roles=roles, check=True, diff=True, inventory=inventory,
+                    vault_password_file=vault_password_file, vault_id=vault_id,
                     set_=set_, forks=forks, accept_new_host_keys=accept_new_host_keys, verbose=verbose,
                     command="plan", limit=limit))
 
 
-@task(iterable=["set_", "inventory"], help=options(*SELECTION, "forks", "accept-new-host-keys") | {
+@task(iterable=REPEATED, help=options(*SELECTION, "forks", "accept-new-host-keys") | {
     "check": "dry run: say which engines would be rebuilt and why (which part of the key changed)"})
 def engines(c, host=None, hosts=None, group=None, check=False, inventory=None, set_=None, forks="10",
-            accept_new_host_keys=False):
+            accept_new_host_keys=False, vault_password_file=None, vault_id=None):
     """TensorRT engines per GPU class, built by trtexec in NVIDIA's TensorRT container."""
     # Every resource is listed, up-to-date engines with their key: the answer to "is this host's plan current?".
     _ended(converge(host=host, hosts=hosts, group=group, roles=ENGINES_ROLE, check=check, diff=False,
-                    inventory=inventory, set_=set_, forks=forks, accept_new_host_keys=accept_new_host_keys,
+                    inventory=inventory,
+                    vault_password_file=vault_password_file, vault_id=vault_id, set_=set_, forks=forks,
+                    accept_new_host_keys=accept_new_host_keys,
                     verbose=True, command="engines"))

@@ -5,20 +5,21 @@ from pathlib import Path
 
 from invoke import Exit, task
 
-from .context import SELECTION, fail, failing, options, running
+from .context import REPEATED, SELECTION, fail, failing, options, running
 
 __all__ = ["drift"]
 
 
-@task(iterable=["set_", "inventory"], help=options(*SELECTION, "accept-new-host-keys", "limit") | {
+@task(iterable=REPEATED, help=options(*SELECTION, "accept-new-host-keys", "limit") | {
     "group": "every host of an inventory group (all: the whole inventory)",
     "roles": "a subset of roles, comma separated (default all)",
     "forks": "hosts planned in parallel (default 10)",
     "json": "print the report as JSON instead of the table",
     "prometheus": "also write the report as Prometheus text to FILE (*.prom, for the textfile collector)",
 })
-def drift(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None, forks="10", json_=False,
-          prometheus=None, accept_new_host_keys=False, limit=None):
+def drift(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None,
+          forks="10", json_=False,
+          prometheus=None, accept_new_host_keys=False, limit=None, vault_password_file=None, vault_id=None):
     """Which hosts drifted from the inventory: every host planned in check mode, one table host x role."""
     import json
 
@@ -29,7 +30,7 @@ def drift(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
         prom = check_prometheus_path(prometheus) if prometheus else None
     # The hosts are connected to while the roles load and the variables are checked (bringup.ahead).
     with running(inventory, set_, host, hosts, group, roles, limit=limit, forks=forks,
-                 accept_new_host_keys=accept_new_host_keys) as run:
+                 accept_new_host_keys=accept_new_host_keys, vault=(vault_password_file, vault_id)) as run:
         from ..report import Report
 
         opts = Options(check=True, forks=run.forks, accept_new_host_keys=accept_new_host_keys, ahead=run.ahead)

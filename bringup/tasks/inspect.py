@@ -8,13 +8,13 @@ from invoke import task
 
 from ..errors import BringupError, Unreachable
 from ..process import command
-from .context import console, fail, failing, load, options, selected, unreachable
+from .context import REPEATED, VAULT, console, fail, failing, load, options, selected, unreachable
 
 __all__ = ["facts", "hosts", "topology"]
 
 
 def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate=None, facts_file=None,
-                raw=False):
+                raw=False, vault: tuple = ()):
     """One ``--host``'s facts, gathered in one round trip (or read from a saved ``invoke facts``, without
     connecting); errors become one line and an exit code."""
     from ..connection import connect
@@ -22,7 +22,7 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
     from ..facts.gather import collect_raw, gather, load_facts
 
     try:
-        _, chosen = selected(inventory, set_, host, None, None)
+        _, chosen = selected(inventory, set_, host, None, None, vault=vault)
         if len(chosen) != 1:
             raise BringupError(f"{task_name} takes one --host")
         if validate:
@@ -47,11 +47,13 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
     return chosen[0], values, errors
 
 
-@task(iterable=["set_", "inventory"], help=options("host", "inventory", "set", "accept-new-host-keys") | {
+@task(iterable=REPEATED, help=options("host", "inventory", "set", *VAULT, "accept-new-host-keys") | {
     "raw": "every fact command's raw output instead of the parsed values (topology/checklist --facts take either)"})
-def facts(c, host=None, inventory=None, set_=None, accept_new_host_keys=False, raw=False):
+def facts(c, host=None, inventory=None, set_=None, accept_new_host_keys=False,
+          raw=False, vault_password_file=None, vault_id=None):
     """Print a host's facts as JSON (gathered in one round trip)."""
-    target, values, errors = _host_facts("facts", inventory, set_, host, accept_new_host_keys, raw=raw)
+    target, values, errors = _host_facts("facts", inventory, set_, host, accept_new_host_keys, raw=raw,
+                                         vault=(vault_password_file, vault_id))
     if raw:
         sys.stdout.write(json.dumps({"host": target.name, "raw": values}, indent=2, sort_keys=True) + "\n")
         return
@@ -61,16 +63,16 @@ def facts(c, host=None, inventory=None, set_=None, accept_new_host_keys=False, r
     sys.stdout.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
-@task(iterable=["set_", "inventory"], help=options("inventory", "set") | {
+@task(iterable=REPEATED, help=options("inventory", "set", *VAULT) | {
     "host": "show this host's variables, each with its value and where it was set (file:line and group), "
             "as `ansible-inventory --host` plus the source",
     "json": "with --host: print {variable: {value, source}} as JSON"})
-def hosts(c, inventory=None, set_=None, host=None, json_=False):
+def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_file=None, vault_id=None):
     """List the inventory: hosts, groups, address and GPU profile (--host X: X's variables and their sources)."""
     from rich.table import Table
 
     with failing():
-        inv = load(inventory, set_)
+        inv = load(inventory, set_, (vault_password_file, vault_id))
         target = inv.host(host) if host else None
     if target is not None:
         rows = variable_sources(target)
@@ -98,19 +100,23 @@ def variable_sources(host) -> list[tuple[str, object, str]]:
     a secret's value is never shown."""
     from ..inventory import SECRET_VARS
     from ..secrets import MASK
+    from ..vault import holds_vaulted
 
-    return [(name, "********" if name in SECRET_VARS else MASK.mask_obj(value),
+    # A vault's text is masked however short it is (the run's masker skips texts under 4 characters).
+    return [(name, "********" if name in SECRET_VARS or holds_vaulted(value) else MASK.mask_obj(value),
              host.sources.get(name, "?")) for name, value in sorted(host.raw.items())]
 
 
-@task(iterable=["set_", "inventory"], help=options("host", "inventory", "set", "accept-new-host-keys") | {
+@task(iterable=REPEATED, help=options("host", "inventory", "set", *VAULT, "accept-new-host-keys") | {
     "json": "print the plan as JSON", "facts": f"a saved `{command('facts')}` (or `--raw`) JSON: plan without connecting"})
-def topology(c, host=None, inventory=None, set_=None, json_=False, accept_new_host_keys=False, facts=None):
+def topology(c, host=None, inventory=None, set_=None, json_=False,
+             accept_new_host_keys=False, facts=None, vault_password_file=None, vault_id=None):
     """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
     from ..topology import format_plan, plan_topology, validate_vars
 
     target, values, errors = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
-                                         validate=validate_vars, facts_file=facts)
+                                         validate=validate_vars, facts_file=facts,
+                                         vault=(vault_password_file, vault_id))
     # A fact that could not be read or trusted (a truncated lscpu -p) is what the plan lacks: say which, and why.
     why = "; ".join(f"fact {k}: {v}" for k, v in sorted(errors.items()) if k in ("cpu.topology", "pci.devices",
                                                                                   "net.interfaces", "nvidia.topo"))

@@ -14,12 +14,12 @@ from invoke import Exit, task
 from ..errors import BringupError, InputError, Unreachable
 from ..process import command
 from .context import console as new_console
-from .context import fail, options, prepared, unreachable
+from .context import REPEATED, VAULT, fail, options, prepared, unreachable
 
 __all__ = ["bench", "tune_window", "tune"]
 
 _HELP = {
-    **options("inventory", "set"),
+    **options("inventory", "set", *VAULT),
     "host": "one host of the inventory (its ansible_host and triton_ports.grpc are used)",
     "model": "model to load (default: the only one of triton_models)",
     "batch": "request batch sizes, comma separated (default the guide's 1,2,4,8)",
@@ -105,10 +105,10 @@ def _port(v, flag: str):
     return whole(v, flag, 1, 65535) if _given(v) else None
 
 
-def _target(inventory, set_, host, hv_model, address, grpc_port, **inp):
+def _target(inventory, set_, vault, host, hv_model, address, grpc_port, **inp):
     from ..latency.target import resolve
 
-    _, chosen, _, _, role_vars = prepared(inventory, set_, host, None, None, "triton")
+    _, chosen, _, _, role_vars = prepared(inventory, set_, host, None, None, "triton", vault=vault)
     hv = role_vars[chosen[0].name]
     return chosen[0], hv, resolve(chosen[0], hv, model=hv_model, address=address, grpc_port=grpc_port, **inp)
 
@@ -123,11 +123,11 @@ def _goal(target_p95_ms, target) -> float:
                   hi=3_600_000, unit="ms")
 
 
-@task(iterable=["set_", "inventory"], auto_shortflags=False, help=_HELP)
+@task(iterable=REPEATED, auto_shortflags=False, help=_HELP)
 def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", window_us=None, warmup="2",
           duration="5", processes="0", client_cpus=None, cpu_limit="0.85", microbatch_us=None, microbatch_max="8",
           address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory=None,
-          set_=None, out="reports/bench", no_plot=False):
+          set_=None, out="reports/bench", no_plot=False, vault_password_file=None, vault_id=None):
     """Closed-loop latency sweep against a host's Triton: p50/p95/p99, QPS, Triton's view; reports/bench/."""
     from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
     from ..latency.options import BenchOptions, out_folder, read, whole
@@ -143,7 +143,8 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
                  microbatch_us=whole(microbatch_us, "--microbatch-us", 1, 1000) if _given(microbatch_us) else None,
                  microbatch_max=whole(microbatch_max, "--microbatch-max", 1, 1 << 16))
         out_dir = out_folder(out)
-        _, _, target = _target(inventory, set_, host, model, _address(address), _port(grpc_port, "--grpc-port"),
+        _, _, target = _target(inventory, set_, (vault_password_file, vault_id), host, model, _address(address),
+                               _port(grpc_port, "--grpc-port"),
                                input_name=input_name, input_shape=input_shape, dtype=dtype)
         s = BenchSettings(**o.model_dump())
         n_points = len(s.windows) * len(s.batches) * len(s.concurrency)
@@ -168,8 +169,8 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
     console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
 
 
-@task(name="tune-window", iterable=["set_", "inventory"], auto_shortflags=False, help={
-    **{k: _HELP[k] for k in ("host", "inventory", "set", "model", "warmup", "duration", "processes",
+@task(name="tune-window", iterable=REPEATED, auto_shortflags=False, help={
+    **{k: _HELP[k] for k in ("host", "inventory", "set", *VAULT, "model", "warmup", "duration", "processes",
                              "client-cpus", "address", "grpc-port", "out")},
     "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
     "windows": "windows to try in µs, comma separated (default 200,400,600,800,1000,1500)",
@@ -188,7 +189,8 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
 def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,1500", batch="1",
                 concurrency="64", model=None, warmup="2", duration="5", processes="0", client_cpus=None,
                 address=None, grpc_port=None, inventory=None, set_=None, out="reports/bench", follow=False,
-                interval="10", steps=None, for_=None, record=None, http_port=None, metrics_port=None):
+                interval="10", steps=None, for_=None, record=None, http_port=None, metrics_port=None,
+                vault_password_file=None, vault_id=None):
     """Window tuning: one-shot sweep under a fixed load, or --follow: the guide's controller on live traffic."""
     from datetime import datetime
 
@@ -216,7 +218,8 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         why = record_path_problem(path)
         if why:
             raise InputError(f"--record {path}: {why}")
-        inv_host, hv, target = _target(inventory, set_, host, model if model or not follow else "",
+        inv_host, hv, target = _target(inventory, set_, (vault_password_file, vault_id), host,
+                                       model if model or not follow else "",
                                        _address(address), _port(grpc_port, "--grpc-port"))
         goal = read(TuneWindowOptions, _FLAGS, target_p95_ms=_goal(target_p95_ms, target), windows=ws).target_p95_ms
         if follow:
@@ -314,8 +317,8 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
                   f"{host.name}", style="dim")
 
 
-@task(name="tune", iterable=["set_", "inventory"], auto_shortflags=False, help={
-    **{k: _HELP[k] for k in ("host", "inventory", "set", "model", "warmup", "duration", "processes",
+@task(name="tune", iterable=REPEATED, auto_shortflags=False, help={
+    **{k: _HELP[k] for k in ("host", "inventory", "set", *VAULT, "model", "warmup", "duration", "processes",
                              "client-cpus", "cpu-limit", "address", "grpc-port", "out", "no-plot")},
     "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
     "batch": "request batch of the fixed load (default 1)",
@@ -331,7 +334,7 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
 def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="64", instances="1,2,3,4",
          max_batch=None, windows="200,400,800,1200,1500", budget="10", warmup="2", duration="5", processes="0",
          client_cpus=None, cpu_limit="0.85", address=None, grpc_port=None, inventory=None, set_=None,
-         out="reports/bench", no_plot=False, record=None, no_record=False):
+         out="reports/bench", no_plot=False, record=None, no_record=False, vault_password_file=None, vault_id=None):
     """The serving configuration for a p95 target: instances, batch sizes and window, searched under a fixed load."""
     from datetime import datetime, timezone
 
@@ -365,7 +368,8 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
             if why:
                 raise InputError(f"--record {path}: {why}")
         # The target after the flags: the inventory is read, nothing contacted yet.
-        inv_host, hv, target = _target(inventory, set_, host, model, _address(address), _port(grpc_port, "--grpc-port"))
+        inv_host, hv, target = _target(inventory, set_, (vault_password_file, vault_id), host, model,
+                                       _address(address), _port(grpc_port, "--grpc-port"))
         o = read(TuneOptions, _FLAGS, target_p95_ms=_goal(target_p95_ms, target), budget_s=budget_min * 60,
                  instances=inst, max_batches=mbs, windows=win)
         s = TuneSettings(target_ms=o.target_p95_ms, batch=load["batches"][0], concurrency=load["concurrency"][0],

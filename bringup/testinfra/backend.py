@@ -58,6 +58,8 @@ class Settings:
     inventory: tuple[str, ...] = ()
     overrides: tuple[str, ...] = ()
     accept_new_host_keys: bool = False
+    #: The vault passwords: (password files, ``label@file`` ids), as ``--vault-password-file``/``--vault-id``.
+    vault: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
 
     def paths(self) -> list[Path]:
         """The inventories, in the order given (``--bringup-inventory``, once or more)."""
@@ -75,12 +77,14 @@ _made: weakref.WeakSet = weakref.WeakSet()
 def inventory() -> Inventory:
     """The inventory the settings name, with their overrides; read once per process."""
     from ..inventory import load_inventory, parse_set
+    from ..vault import vault_from_options
 
     paths = SETTINGS.paths()
-    key = (tuple(p.resolve() for p in paths), SETTINGS.overrides)
+    key = (tuple(p.resolve() for p in paths), SETTINGS.overrides, SETTINGS.vault)
     with _lock:
         if key not in _inventories:
-            _inventories[key] = load_inventory([str(p) for p in paths], overrides=parse_set(list(SETTINGS.overrides)))
+            _inventories[key] = load_inventory([str(p) for p in paths], overrides=parse_set(list(SETTINGS.overrides)),
+                                               vault=vault_from_options(*SETTINGS.vault))
         return _inventories[key]
 
 

@@ -3,6 +3,7 @@ where bringup is installed; ``-p bringup.testinfra.plugin`` loads it from a chec
 
 - registers the backend with testinfra (``testinfra.backend.BACKENDS``), which finds backends by URL scheme;
 - ``--bringup-inventory PATH``, repeatable (else ``$BRINGUP_INVENTORY``, else ``./hosts``) and ``--bringup-set KEY=VALUE``;
+  ``--bringup-vault-password-file FILE`` and ``--bringup-vault-id LABEL@FILE`` open its ansible-vault secrets;
 - expands each ``bringup://PATTERN`` of ``--hosts`` into the inventory's hosts before testinfra parses it as a
   URL (a ``?`` wildcard or a ``[12]`` class would not survive that); a pattern that names nothing, or a bad
   inventory, is one ``ERROR:`` line (pytest's usage error, exit 4) before any test runs;
@@ -35,6 +36,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "repeatable, read in order; default $BRINGUP_INVENTORY, else ./hosts")
     group.addoption("--bringup-set", dest="bringup_set", action="append", default=[], metavar="KEY=VALUE",
                     help="variable override, as bringup's --set (highest precedence); repeatable")
+    group.addoption("--bringup-vault-password-file", dest="bringup_vault_password_file", action="append",
+                    default=[], metavar="FILE", help="the inventory's vault password file, as bringup's "
+                                                    "--vault-password-file; repeatable")
+    group.addoption("--bringup-vault-id", dest="bringup_vault_id", action="append", default=[],
+                    metavar="LABEL@FILE", help="a vault id's password file, as bringup's --vault-id; repeatable")
     group.addoption("--bringup-report", dest="bringup_report", default=None, metavar="FILE",
                     help="write each test's outcome, one line each, as JSON to FILE")
 
@@ -50,6 +56,8 @@ def pytest_configure(config: pytest.Config) -> None:
         set_program(os.environ[PROGRAM_ENV])
     SETTINGS.inventory = tuple(config.getoption("bringup_inventory") or ())
     SETTINGS.overrides = tuple(config.getoption("bringup_set") or ())
+    SETTINGS.vault = (tuple(config.getoption("bringup_vault_password_file") or ()),
+                      tuple(config.getoption("bringup_vault_id") or ()))
     hosts = getattr(config.option, "hosts", None)
     if hosts and f"{SCHEME}://" in hosts:
         try:

@@ -47,13 +47,15 @@ class Suite:
     #: The audit's inventories, in order (``--inventory``, once or more).
     inventory: tuple[Path, ...]
     overrides: tuple[str, ...] = ()
+    #: The audit's vault passwords: (``--vault-password-file`` files, ``--vault-id`` values).
+    vault: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
     stop: Stop | None = None
     #: Hosts whose tests did not run, and why (the JSON summary's ``testinfra.not_run``).
     not_run: dict[str, str] = field(default_factory=dict)
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, path: str, inventory, overrides) -> "Suite":
+    def of(cls, path: str, inventory, overrides, vault: tuple = ()) -> "Suite":
         """The suite at ``path``; a path that is not a test file or a folder is one line (bad input)."""
         p = Path(path).expanduser()
         if not p.exists():
@@ -64,7 +66,14 @@ class Suite:
         if not (p.is_file() or p.is_dir()):
             raise InputError(f"--testinfra {path}: neither a file nor a folder")
         given = inventory if isinstance(inventory, (list, tuple)) else [inventory] if inventory else []
-        return cls(p.resolve(), tuple(Path(i).resolve() for i in given or ["hosts"]), tuple(overrides or ()))
+        files, ids = (tuple(vault) + (None, None))[:2]
+
+        def resolved(spec: str) -> str:  # [label@]FILE, FILE resolved as the inventories are
+            label, at, f = spec.rpartition("@")
+            return f"{label}{at}{Path(f).expanduser().resolve()}"
+
+        vault = (tuple(map(resolved, files or ())), tuple(map(resolved, ids or ())))
+        return cls(p.resolve(), tuple(Path(i).resolve() for i in given or ["hosts"]), tuple(overrides or ()), vault)
 
     def summary(self) -> dict[str, Any]:
         """The JSON summary's ``testinfra`` part: the path, each host's counts, the hosts it did not run on."""
@@ -77,7 +86,9 @@ class Suite:
         # (pytest-benchmark, where installed, makes one at start).
         return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", "-p", PLUGIN,
                 f"--hosts={host_spec(host)}", *[f"--bringup-inventory={i}" for i in self.inventory],
-                *[f"--bringup-set={s}" for s in self.overrides], f"--bringup-report={report}", *extra,
+                *[f"--bringup-set={s}" for s in self.overrides],
+                *[f"--bringup-vault-password-file={f}" for f in self.vault[0]],
+                *[f"--bringup-vault-id={i}" for i in self.vault[1]], f"--bringup-report={report}", *extra,
                 str(self.path)]
 
     def _pytest(self, host: str, *extra: str) -> tuple[int, dict | None, str]:

@@ -226,15 +226,16 @@ def test_an_executable_inventory_without_shebang_is_read_not_run(tmp_path):
     assert same_as_ansible([p], tmp_path).hosts["gpu01"].raw == {"n": 1}
 
 
-def test_vault_encrypted_files_are_one_line(tmp_path):
+def test_vault_files_without_a_password_are_one_line(tmp_path):
     vault = "$ANSIBLE_VAULT;1.1;AES256\n6162636465666768\n"
     (tmp_path / "hosts").write_text("[gpu]\ngpu01\n")
     (tmp_path / "group_vars").mkdir()
     (tmp_path / "group_vars" / "gpu.yml").write_text(vault)
-    with pytest.raises(InventoryError, match=r"group_vars/gpu\.yml: encrypted with ansible-vault"):
+    with pytest.raises(InventoryError,
+                       match=r"group_vars/gpu\.yml: encrypted with ansible-vault and no vault password given"):
         load_inventory(tmp_path / "hosts")
     (tmp_path / "hosts").write_text(vault)
-    with pytest.raises(InventoryError, match=r"hosts: encrypted with ansible-vault"):
+    with pytest.raises(InventoryError, match=r"hosts: encrypted with ansible-vault and no vault password given"):
         load_inventory(tmp_path / "hosts")
 
 

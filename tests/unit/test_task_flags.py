@@ -51,6 +51,7 @@ SELECTION = [
     _flag("--inventory", "a-pipe"),
     _flag("--inventory", "missing.yml"),
     _flag("--inventory", "/dev/zero"),
+    _flag("--vault-password-file", "missing-pw"),
 ]
 FORKS = [_flag("--forks", "0"), _flag("--forks", "many")]
 ROLES = [_flag("--roles", "no_such_role")]

@@ -1,0 +1,324 @@
+"""Issue 32 item 2: Ansible Vault.  Values (``!vault |``, format 1.1) and a group_vars file encrypted whole (format
+1.2, vault id ``prod``) are made here by ansible-core's own ``ansible-vault`` (a test dependency), then read by
+bringup with ``--vault-password-file`` / ``--vault-id`` / ``ANSIBLE_VAULT_PASSWORD_FILE`` and held to what
+``ansible-inventory --list`` gives; a missing or wrong password, a password program that fails or hangs, are one
+line; the decrypted texts never show in output, error lines or reports."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bringup.errors import InventoryError
+from bringup.inventory import load_inventory
+from bringup.secrets import HIDDEN
+from bringup.testinfra.suite import Suite
+from bringup.vault import Vault, Vaulted, VaultError, vault_from_options
+
+from .test_bad_input import _refused
+from .test_inventory_corpus import ansible_list, ansible_view
+
+REPO = Path(__file__).resolve().parents[2]
+
+PASSWORD = "correct horse battery staple"
+PROD_PASSWORD = "prod-vault-pass-42"
+#: What the vaults hold: none of it may show, anywhere.
+NGC_KEY = "nvapi-7Hq2xTOPSECRETngc"
+BECOME = "sudo-pw-9f8e7d"
+DB_PASSWORD = "db-hunter2-long-secret"
+SHORT = "x7"  # under the masker's 4 characters: still hidden by `hosts --host`
+API_TOKEN = "api-token-in-group-vars-77"
+BMC_PASSWORD = "bmc-host-vars-secret-31"
+SECRETS = (NGC_KEY, BECOME, DB_PASSWORD, API_TOKEN, BMC_PASSWORD, PASSWORD, PROD_PASSWORD)
+
+SECRET_CHECKS = ("one clear line", "exit code", "secret never shown", "nothing touched")
+
+
+def _ansible_env(tmp_path: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    (tmp_path / "ansible.cfg").write_text("")
+    env.update(ANSIBLE_CONFIG=str(tmp_path / "ansible.cfg"), ANSIBLE_HOME=str(tmp_path / "ansible-home"),
+               ANSIBLE_LOCAL_TEMP=str(tmp_path / "ansible-tmp"), ANSIBLE_NOCOLOR="1")
+    return env
+
+
+def ansible_vault(tmp_path: Path, *args: str, stdin: str | None = None) -> str:
+    """ansible-core's ``ansible-vault ARGS`` (the reference encrypter), its stdout."""
+    r = subprocess.run([sys.executable, "-m", "ansible.cli.vault", *args], cwd=tmp_path, env=_ansible_env(tmp_path),
+                       capture_output=True, text=True, timeout=120, input=stdin)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+def _indent(block: str, n: int) -> str:
+    return "\n".join(" " * n + line.strip() for line in block.strip().splitlines())
+
+
+@pytest.fixture(scope="module")
+def vaulted(tmp_path_factory) -> Path:
+    """A folder: ``pw`` and ``pw-prod`` (password files), ``inventory/`` (hosts.yml with ``!vault`` values,
+    group_vars/gpu.yml encrypted whole with vault id prod, group_vars/all.yml in the clear with a ``!vault``
+    value, host_vars/gpu01.yml encrypted whole without a vault id)."""
+    d = tmp_path_factory.mktemp("vault")
+    (d / "pw").write_text(PASSWORD + "\n")
+    (d / "pw-prod").write_text(PROD_PASSWORD + "\n")
+    for p in ("pw", "pw-prod"):
+        (d / p).chmod(0o600)
+
+    def value(text: str, *ids: str) -> str:
+        out = ansible_vault(d, "encrypt_string", *ids, text)
+        assert "!vault |" in out
+        return out.split("!vault |", 1)[1]
+
+    ngc = value(NGC_KEY, "--vault-password-file", "pw")
+    short = value(SHORT, "--vault-password-file", "pw")
+    become = value(BECOME, "--vault-id", "prod@pw-prod")
+    assert "$ANSIBLE_VAULT;1.1;AES256" in ngc and "$ANSIBLE_VAULT;1.2;AES256;prod" in become
+    inv = d / "inventory"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "hosts.yml").write_text(
+        "all:\n  children:\n    gpu:\n      hosts:\n        gpu01:\n"
+        "          ansible_host: 127.0.0.1\n          ansible_port: 9\n          ansible_user: nobody\n"
+        f"          ngc_key: !vault |\n{_indent(ngc, 12)}\n"
+        f"          pin: !vault |\n{_indent(short, 12)}\n"
+        f"          ansible_become_password: !vault |\n{_indent(become, 12)}\n")
+    api = value(API_TOKEN, "--vault-id", "prod@pw-prod")
+    (inv / "group_vars" / "all.yml").write_text(f"gpu_profile: l40s\napi_token: !vault |\n{_indent(api, 2)}\n")
+    (inv / "host_vars").mkdir()
+    (inv / "host_vars" / "gpu01.yml").write_text(f"bmc_password: {BMC_PASSWORD}\n")
+    ansible_vault(d, "encrypt", "--vault-password-file", "pw", "inventory/host_vars/gpu01.yml")
+    (inv / "group_vars" / "gpu.yml").write_text(f"db_password: {DB_PASSWORD}\nregistry_user: ops-robot\n")
+    ansible_vault(d, "encrypt", "--vault-id", "prod@pw-prod", "inventory/group_vars/gpu.yml")
+    assert (inv / "group_vars" / "gpu.yml").read_text().startswith("$ANSIBLE_VAULT;1.2;AES256;prod\n")
+    return d
+
+
+def _vault(d: Path, **kw) -> Vault:
+    return vault_from_options([str(d / "pw")], [f"prod@{d / 'pw-prod'}"], environ={}, **kw)
+
+
+def _invoke(cwd: Path, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k != "ANSIBLE_VAULT_PASSWORD_FILE"}
+    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120,
+                          env={**base, "COLUMNS": "200", "PYTHONPATH": str(REPO), **(env or {})})
+
+
+def _no_secret(text: str) -> None:
+    for s in SECRETS:
+        assert s not in text, f"{s!r} shown:\n{text}"
+
+
+# --- the same as ansible-inventory ----------------------------------------------------------------------
+
+def test_vaulted_inventory_reads_as_ansible_inventory_does(vaulted, tmp_path):
+    """Hosts, groups and every variable equal `ansible-inventory --list --vault-password-file pw --vault-id
+    prod@pw-prod`; the `!vault` values it prints encrypted (`__ansible_vault`) are decrypted by ansible-vault."""
+    doc = ansible_list([vaulted / "inventory"], tmp_path, "--vault-password-file", str(vaulted / "pw"),
+                       "--vault-id", f"prod@{vaulted / 'pw-prod'}")
+    groups, hostvars = ansible_view(doc)
+    for h, hv in hostvars.items():
+        for k, v in hv.items():
+            if isinstance(v, dict) and "__ansible_vault" in v:
+                (tmp_path / "value.vault").write_text(v["__ansible_vault"])
+                hv[k] = ansible_vault(tmp_path, "view", "--vault-password-file", str(vaulted / "pw"), "--vault-id",
+                                      f"prod@{vaulted / 'pw-prod'}", "value.vault").removesuffix("\n")  # view's own
+    inv = load_inventory(vaulted / "inventory", vault=_vault(vaulted))
+    assert {g: set(m) for g, m in inv.groups.items()} == groups
+    assert {h: inv.hosts[h].raw for h in inv.hosts} == hostvars
+    gpu01 = inv.hosts["gpu01"]
+    assert gpu01.raw["ngc_key"] == NGC_KEY and gpu01.raw["db_password"] == DB_PASSWORD  # 1.1 value, 1.2 file
+    assert gpu01.raw["api_token"] == API_TOKEN and gpu01.raw["bmc_password"] == BMC_PASSWORD
+    assert gpu01.connection.ansible_become_password.get_secret_value() == BECOME
+    assert gpu01.vars["gpu_profile"] == "l40s"
+    # What a vault held reads as text everywhere, and never in a repr (an error line quoting a value).
+    assert isinstance(gpu01.vars["db_password"], Vaulted) and repr(gpu01.vars["db_password"]) == "'********'"
+
+
+def test_list_output_with_vault_values_is_decrypted(vaulted, tmp_path):
+    """`ansible-inventory --list > inventory.json` keeps `!vault` values encrypted; bringup reads that file with
+    the password as it reads the inventory itself."""
+    doc = ansible_list([vaulted / "inventory"], tmp_path, "--vault-password-file", str(vaulted / "pw"),
+                       "--vault-id", f"prod@{vaulted / 'pw-prod'}")
+    (tmp_path / "inventory.json").write_text(json.dumps(doc))
+    inv = load_inventory(tmp_path / "inventory.json", vault=_vault(vaulted))
+    assert inv.hosts["gpu01"].raw["ngc_key"] == NGC_KEY and inv.hosts["gpu01"].raw["pin"] == SHORT
+    with pytest.raises(InventoryError, match=r"inventory\.json: host 'gpu01': ansible_become_password: encrypted with "
+                                                  r"ansible-vault \(vault id 'prod'\) and no vault password given"):
+        load_inventory(tmp_path / "inventory.json", vault=Vault())
+
+
+def test_inventory_file_encrypted_whole(vaulted, tmp_path):
+    """An INI inventory encrypted by ansible-vault reads as ansible-inventory reads it; each value is a secret."""
+    (tmp_path / "hosts.ini").write_text(f"[gpu]\ngpu01 ansible_host=10.0.0.5 ipmi_pass={BMC_PASSWORD}\n")
+    ansible_vault(tmp_path, "encrypt", "--vault-password-file", str(vaulted / "pw"), "hosts.ini")
+    groups, hostvars = ansible_view(ansible_list([tmp_path / "hosts.ini"], tmp_path, "--vault-password-file",
+                                                 str(vaulted / "pw")))
+    inv = load_inventory(tmp_path / "hosts.ini", vault=_vault(vaulted))
+    assert {g: set(m) for g, m in inv.groups.items()} == groups
+    assert {h: inv.hosts[h].raw for h in inv.hosts} == hostvars
+    assert isinstance(inv.hosts["gpu01"].raw["ipmi_pass"], Vaulted)
+
+
+def test_password_from_environment_and_executable_file(vaulted, tmp_path):
+    """ANSIBLE_VAULT_PASSWORD_FILE is read as --vault-password-file; an executable password file is run and its
+    output is the password (as Ansible does)."""
+    prog = tmp_path / "get-pass"
+    prog.write_text(f"#!/bin/sh\necho '{PROD_PASSWORD}'\n")
+    prog.chmod(0o700)
+    v = vault_from_options([], [f"prod@{prog}"], environ={"ANSIBLE_VAULT_PASSWORD_FILE": str(vaulted / "pw")})
+    inv = load_inventory(vaulted / "inventory", vault=v)
+    assert inv.hosts["gpu01"].raw["db_password"] == DB_PASSWORD and inv.hosts["gpu01"].raw["ngc_key"] == NGC_KEY
+
+
+# --- refused: one line, no secret ---------------------------------------------------------------------------
+
+@pytest.mark.reliability(item=32, fault="vault-encrypted inventory value and group_vars file: no password given, "
+                                        "a wrong one, the prod vault id's missing",
+                         checks=SECRET_CHECKS)
+@pytest.mark.parametrize("flags, words", [
+    ([], ["hosts.yml:9", "encrypted with ansible-vault and no vault password given", "--vault-password-file"]),
+    (["--vault-password-file", "pw-prod"], ["hosts.yml:9", "wrong vault password", "tried --vault-password-file "
+                                                                                     "pw-prod"]),
+    (["--vault-password-file", "pw"], ["hosts.yml:23", "wrong vault password", "vault id 'prod'"]),
+    (["--vault-id", "prod@missing-file"], ["--vault-id prod@missing-file", "no such file"]),
+    (["--vault-id", "prod@prompt"], ["--vault-id 'prod@prompt'", "never prompts"]),
+])
+def test_missing_or_wrong_password_is_one_line(vaulted, flags, words):
+    for task in (["hosts"], ["hosts", "--host", "gpu01"], ["plan", "--host", "gpu01"]):
+        r = _invoke(vaulted, *task, "-i", "inventory", *flags)
+        _refused(r, vaulted, *words)
+        _no_secret(r.stdout + r.stderr)
+        assert not (vaulted / "reports").exists()
+
+
+@pytest.mark.reliability(item=32, fault="vault password program that fails (printing the password), and one that "
+                                        "hangs", checks=("one clear line", "secret never shown", "no hang"))
+def test_password_program_failing_or_hanging_is_bounded(vaulted, tmp_path):
+    failing = tmp_path / "fails"
+    failing.write_text(f"#!/bin/sh\necho '{PROD_PASSWORD}'\necho '{PROD_PASSWORD}' >&2\nexit 3\n")
+    failing.chmod(0o700)
+    with pytest.raises(VaultError) as e:
+        vault_from_options([], [f"prod@{failing}"], environ={})
+    assert "exited 3" in str(e.value) and PROD_PASSWORD not in str(e.value)
+
+    hangs = tmp_path / "hangs"
+    pid_file = tmp_path / "sleeper.pid"
+    # A grandchild holds the output open: the whole process group must go, not only the script.
+    hangs.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {pid_file}\nwait\n")
+    hangs.chmod(0o700)
+    started = time.monotonic()
+    with pytest.raises(VaultError, match=r"--vault-password-file .*hangs: the password program gave no password "
+                                         r"within 1 s \(killed\)"):
+        vault_from_options([str(hangs)], [], environ={}, timeout=1)
+    assert time.monotonic() - started < 30
+    sleeper = int(pid_file.read_text())
+    for _ in range(50):
+        try:
+            os.kill(sleeper, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail("the password program's child was left running")
+
+
+def test_encrypted_group_vars_file_is_named(vaulted, tmp_path):
+    """The file encrypted whole, without its vault id's password: the line names the file and the id."""
+    inv = tmp_path / "inventory"
+    (inv / "group_vars").mkdir(parents=True)
+    (inv / "hosts").write_text("[gpu]\ngpu01\n")
+    (inv / "group_vars" / "gpu.yml").write_bytes((vaulted / "inventory" / "group_vars" / "gpu.yml").read_bytes())
+    with pytest.raises(VaultError) as e:
+        load_inventory(inv, vault=vault_from_options([str(vaulted / "pw")], environ={}))
+    assert str(e.value).startswith(f"{inv}/group_vars/gpu.yml: wrong vault password: none given opens this "
+                                   f"ansible-vault text (vault id 'prod') (tried --vault-password-file {vaulted}/pw;")
+    assert all(s not in str(e.value) for s in SECRETS)
+
+
+def test_damaged_vault_text_is_one_line(tmp_path):
+    """A `!vault` value cut in the middle of its hex (as a bad copy and paste leaves it)."""
+    (tmp_path / "pw").write_text(PASSWORD)
+    (tmp_path / "hosts").write_text("all:\n  hosts:\n    h1:\n      k: !vault |\n"
+                                    "        $ANSIBLE_VAULT;1.1;AES256\n        3561\n")
+    with pytest.raises(InventoryError, match=r"hosts:4: the ansible-vault text is damaged"):
+        load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+    for value, words in (('""', "not an ansible-vault text"), (f"'{NGC_KEY}'", "not an ansible-vault text")):
+        (tmp_path / "hosts").write_text(f"all:\n  hosts:\n    h1:\n      k: !vault {value}\n")
+        with pytest.raises(InventoryError, match=f"hosts:4: {words}") as e:
+            load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+        assert NGC_KEY not in str(e.value)
+    (tmp_path / "hosts").write_text("$ANSIBLE_VAULT;1.1;AES999\n3561\n")
+    with pytest.raises(InventoryError, match=r"hosts: ansible-vault cipher 'AES999' is not AES256"):
+        load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+
+
+# --- never shown ----------------------------------------------------------------------------------------
+
+@pytest.mark.reliability(item=32, fault="vault-decrypted values shown by `hosts --host` (table and JSON)",
+                         checks=("secret never shown",))
+def test_hosts_task_masks_what_a_vault_held(vaulted):
+    flags = ["-i", "inventory", "--vault-password-file", "pw", "--vault-id", "prod@pw-prod"]
+    r = _invoke(vaulted, "hosts", "--host", "gpu01", "--json", *flags)
+    assert r.returncode == 0, r.stderr
+    _no_secret(r.stdout + r.stderr)
+    doc = json.loads(r.stdout)
+    for name in ("ngc_key", "pin", "db_password", "registry_user", "ansible_become_password", "api_token",
+                 "bmc_password"):
+        assert doc[name]["value"] == HIDDEN, (name, doc[name])
+    assert doc["db_password"]["source"] == "inventory/group_vars/gpu.yml:1 (group gpu)"
+    assert doc["ngc_key"]["source"] == "inventory/hosts.yml:9 (host gpu01)"
+    assert doc["gpu_profile"]["value"] == "l40s"  # what no vault held shows as it is
+    r = _invoke(vaulted, "hosts", "--host", "gpu01", *flags)
+    assert r.returncode == 0 and "ngc_key" in r.stdout and HIDDEN in r.stdout, r.stdout + r.stderr
+    _no_secret(r.stdout + r.stderr)
+    assert f" {SHORT} " not in r.stdout
+    r = _invoke(vaulted, "hosts", *flags)  # the host list
+    assert r.returncode == 0 and "gpu01" in r.stdout, r.stderr
+    _no_secret(r.stdout + r.stderr)
+
+
+@pytest.mark.reliability(item=32, fault="vault-decrypted values in a run's report and its error lines",
+                         checks=("secret never shown", "report written"))
+def test_vault_values_never_in_a_report(vaulted, tmp_path):
+    """A run that reaches no host (127.0.0.1 port 9) still writes its report, holding the host's variables'
+    errors: no vault's text in it, nor in the output."""
+    work = tmp_path / "run"
+    work.mkdir()
+    os.symlink(vaulted / "inventory", work / "inventory")
+    r = _invoke(work, "plan", "--host", "gpu01", "-i", "inventory", "--vault-password-file", str(vaulted / "pw"),
+                "--vault-id", f"prod@{vaulted / 'pw-prod'}")
+    _no_secret(r.stdout + r.stderr)
+    reports = [p for p in (work / "reports").rglob("*") if p.is_file()] if (work / "reports").exists() else []
+    assert reports, r.stdout + r.stderr
+    for p in reports:
+        _no_secret(p.read_text(errors="replace"))
+    assert r.returncode != 0, r.stdout + r.stderr
+
+
+def test_testinfra_suite_gets_the_vault_passwords(vaulted, tmp_path):
+    """`audit --testinfra` runs pytest per host: the plugin reads the vaulted inventory with the audit's passwords
+    (passed as --bringup-vault-password-file / --bringup-vault-id, resolved), and without them it is one line."""
+    from .test_testinfra import pytest_run
+
+    (tmp_path / "test_site.py").write_text(
+        "def test_vars(bringup_vars):\n"
+        f"    assert bringup_vars['db_password'] == {DB_PASSWORD!r}\n"
+        f"    assert bringup_vars['ngc_key'] == {NGC_KEY!r}\n")
+    suite = Suite.of(str(tmp_path / "test_site.py"), str(vaulted / "inventory"), (),
+                     ([str(vaulted / "pw")], [f"prod@{vaulted / 'pw-prod'}"]))
+    flags = [a for a in suite.argv("gpu01", tmp_path / "r.json") if a.startswith("--bringup-vault")]
+    assert flags == [f"--bringup-vault-password-file={vaulted / 'pw'}",
+                     f"--bringup-vault-id=prod@{vaulted / 'pw-prod'}"]
+    inventory = f"--bringup-inventory={vaulted / 'inventory'}"
+    r = pytest_run(tmp_path, "--hosts=bringup://gpu01", inventory, *flags, "test_site.py")
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
+    _no_secret(r.stdout + r.stderr)
+    r = pytest_run(tmp_path, "--hosts=bringup://gpu01", inventory, "--collect-only", "test_site.py")
+    assert r.returncode != 0 and "no vault password given" in r.stdout + r.stderr, r.stdout + r.stderr
+    _no_secret(r.stdout + r.stderr)
