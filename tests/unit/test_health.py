@@ -619,3 +619,27 @@ def test_nvlink_rates_come_from_one_table_by_product_then_architecture():
              "product_architecture": "Ampere", "fabric_state": None} for i in range(2)]
     lines = nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": parse_nvlink_status(text)})
     assert [c.status for c in lines] == ["PASS", "PASS"], lines
+
+
+def test_the_infiniband_command_reads_a_sysfs_tree(tmp_path):
+    """net.infiniband's own command on a sysfs tree laid out as the kernel's (its root moved under tmp_path): each
+    port's four files and its adapter's model, a file missing printed empty, so the parser refuses that port."""
+    import subprocess
+
+    from bringup.facts.net import NetInfiniband
+
+    for dev, rate in (("mlx5_0", "400 Gb/sec (4X NDR)\n"), ("mlx5_1", None)):
+        port = tmp_path / "class" / "infiniband" / dev / "ports" / "1"
+        port.mkdir(parents=True)
+        (port.parent.parent / "hca_type").write_text("MT4129\n")
+        for f, v in (("state", "4: ACTIVE\n"), ("phys_state", "5: LinkUp\n"), ("link_layer", "InfiniBand\n"),
+                     ("rate", rate)):
+            if v is not None:
+                (port / f).write_text(v)
+    (tmp_path / "class" / "infiniband" / "mlx5_1" / "ports" / "2").mkdir()  # no state file: not a port
+    cmd = NetInfiniband.command.replace("/sys/", f"{tmp_path}/")
+    out = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=30).stdout
+    ports = parse_infiniband_ports(out)
+    assert [(p["device"], p["port"]) for p in ports] == [("mlx5_0", 1), ("mlx5_1", 1)]
+    assert ports[0]["rate"] == "400 Gb/sec (4X NDR)" and ports[0]["hca_type"] == "MT4129" and "refused" not in ports[0]
+    assert ports[1]["rate"] is None and ports[1]["refused"] == "unreadable or garbled: rate"
