@@ -114,14 +114,17 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
 class KernelXid(Fact):
     name = "kernel.xid"
     reads_bytes = True  # a log line not valid UTF-8 keeps its Xid, counted as damaged
-    # dmesg first (the kernel's own buffer); this boot's journal too where dmesg is refused or its ring buffer
-    # wrapped (its first line is not from the boot's first second).
+    # dmesg first (the kernel's own buffer, read once: where its log starts is the awk's "first" line); this
+    # boot's journal too where dmesg is refused or its ring buffer wrapped (its first line is not from the boot's
+    # first second).
     command = (
+        "x=\n"
         "if command -v dmesg >/dev/null 2>&1; then\n"
         "  echo 'source dmesg'\n"
-        f"  {{ dmesg 2>&1; echo \"exit $?\"; }} | awk '{XID_AWK}'\n"
+        f"  x=$({{ dmesg 2>&1; echo \"exit $?\"; }} | awk '{XID_AWK}')\n"
+        "  printf '%s\\n' \"$x\"\n"
         "fi\n"
-        "t=$(dmesg 2>/dev/null | head -n 1 | sed -n 's/^\\[ *\\([0-9]*\\)\\..*/\\1/p')\n"
+        "t=$(printf '%s\\n' \"$x\" | sed -n 's/^first \\[ *\\([0-9]*\\)\\..*/\\1/p')\n"
         "if [ \"${t:-1}\" -ge 1 ] && command -v journalctl >/dev/null 2>&1; then\n"
         "  echo 'source journal'\n"
         f"  {{ journalctl -k -b -q --no-pager 2>&1; echo \"exit $?\"; }} | awk '{XID_AWK}'\n"
