@@ -32,7 +32,7 @@ if TYPE_CHECKING:  # imported where used
     from .results import HostResult
 
 __all__ = ["HostDrift", "DriftReport", "summarize", "render_table", "to_json", "registry", "write_prometheus",
-           "check_prometheus_path", "prometheus_file_problem", "METRICS"]
+           "write_textfile", "check_prometheus_path", "prometheus_file_problem", "METRICS"]
 
 #: The metrics of ``--prometheus``, with their HELP text (the monitoring role's alert rules read them).
 METRICS = {
@@ -252,7 +252,14 @@ def prometheus_file_problem(path: Path, own: Collection[str] = tuple(METRICS)) -
 
 
 def write_prometheus(report: DriftReport, path: Path) -> None:
-    """Write the metrics to ``path`` atomically (a temporary file in the same folder, renamed over it).
+    """Write the report's metrics to ``path`` (:func:`write_textfile`), keeping the series of the hosts not
+    planned this time from the file's last write."""
+    write_textfile(registry(report, read_previous(path)), path)
+
+
+def write_textfile(reg: CollectorRegistry, path: Path, own: Collection[str] = tuple(METRICS)) -> None:
+    """Write ``reg`` to ``path`` atomically (a temporary file in the same folder, renamed over it), for the
+    node exporter's textfile collector; ``own``: the metric families of a file bringup may replace there.
 
     The collector never reads a half-written file; a failed write leaves the
     previous file as it was and no temporary file behind.
@@ -261,8 +268,8 @@ def write_prometheus(report: DriftReport, path: Path) -> None:
 
     from prometheus_client import write_to_textfile
 
-    why = prometheus_file_problem(path)  # checked again: the run took minutes, the folder is shared
+    why = prometheus_file_problem(path, own)  # checked again: the run took minutes, the folder is shared
     if why:
         raise FileExistsError(errno.EEXIST, f"{why}; nothing written")
-    write_to_textfile(str(path), registry(report, read_previous(path)))
+    write_to_textfile(str(path), reg)
     os.chmod(path, 0o644)  # the node exporter usually runs as its own user

@@ -141,15 +141,10 @@ def check_prometheus_path(path: str) -> Path:
 def write_prometheus(results: dict[str, tuple[list[Check], float]], path: Path) -> None:
     """``{host: (lines, measured at)}`` as a textfile, written atomically (prometheus_client's
     write_to_textfile); what is at ``path`` is checked again first (never another exporter's file)."""
-    import errno
+    from prometheus_client import CollectorRegistry, Gauge
 
-    from prometheus_client import CollectorRegistry, Gauge, write_to_textfile
+    from ..drift import write_textfile
 
-    from ..drift import prometheus_file_problem
-
-    why = prometheus_file_problem(path, own=tuple(METRICS))
-    if why:
-        raise FileExistsError(errno.EEXIST, f"{why}; nothing written")
     reg = CollectorRegistry()
     rate = Gauge("bringup_accept_rate_gbs", METRICS["bringup_accept_rate_gbs"], ["host", "subject", "check"],
                  registry=reg)
@@ -167,5 +162,4 @@ def write_prometheus(results: dict[str, tuple[list[Check], float]], path: Path) 
                 rate.labels(host, k.subject, k.name).set(k.value)
                 if k.limit is not None:
                     limit.labels(host, k.subject, k.name).set(k.limit)
-    write_to_textfile(str(path), reg)
-    os.chmod(path, 0o644)
+    write_textfile(reg, path, own=tuple(METRICS))
