@@ -5,6 +5,7 @@
 - :mod:`.audit`, :mod:`.checklist`, :mod:`.drift`: the answers after a bring-up.
 - :mod:`.latency`: ``bench``, ``tune-window``.
 - :mod:`.accept`: ``accept``: measured acceptance of GPU hosts (:mod:`bringup.acceptance`).
+- :mod:`.pull`: ``pull``: on a host, converge it from a signed Git revision (:mod:`bringup.pull`).
 - :mod:`.context`: what they share (the console, failures, ``--forks``, the host selection, the run's skeleton).
 
 A task imports :mod:`.context` and the engine, never another task; :mod:`bringup.cli` collects them.

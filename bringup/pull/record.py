@@ -1,0 +1,136 @@
+"""What pull runs did, where the fleet looks: the JSON report on the host (``<cache>/state.json``) and the node
+exporter's textfile (written by drift's writer, :func:`bringup.drift.write_textfile`).
+
+The state carries over from run to run (the last success, the last refusal); the metrics are made from it
+whole at every run, so a host's series never go absent between two runs::
+
+    bringup_pull_applied_info{host,revision}                 1: the revision applied with success last
+    bringup_pull_changed{host} / bringup_pull_failed{host}   resources changed / failed by the last converge
+    bringup_pull_status{host,status}                         1 for the last run's status, 0 for the others
+    bringup_pull_last_run_timestamp_seconds{host}
+    bringup_pull_last_success_timestamp_seconds{host}
+    bringup_pull_last_refusal_timestamp_seconds{host}
+    bringup_pull_last_refusal_info{host,reason,revision}     1: why the last refused revision was refused
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal, Optional
+
+from pydantic import BaseModel, ValidationError
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+__all__ = ["Attempt", "State", "STATUSES", "METRICS", "load_state", "save_state", "registry", "write_metrics"]
+
+#: A run's status: applied (converged with success), failed (the converge failed: retried next tick), refused
+#: (the revision is not trusted or not valid: never applied), error (no revision reached: server, lock, disk).
+STATUSES = ("applied", "failed", "refused", "error")
+Status = Literal["applied", "failed", "refused", "error"]
+
+METRICS = {
+    "bringup_pull_applied_info": "The revision bringup pull last applied with success (1)",
+    "bringup_pull_changed": "Resources the last bringup pull converge changed",
+    "bringup_pull_failed": "Resources the last bringup pull converge failed",
+    "bringup_pull_status": "1 for the status of the last bringup pull run (applied, failed, refused, error)",
+    "bringup_pull_last_run_timestamp_seconds": "When bringup pull last ran (Unix time)",
+    "bringup_pull_last_success_timestamp_seconds": "When bringup pull last applied a revision with success",
+    "bringup_pull_last_refusal_timestamp_seconds": "When bringup pull last refused a revision (Unix time)",
+    "bringup_pull_last_refusal_info": "Why bringup pull last refused a revision (1)",
+}
+
+
+class Attempt(BaseModel):
+    """One run: when, which revision, what came of it."""
+
+    at: float
+    status: Status
+    revision: Optional[str] = None
+    reason: Optional[str] = None
+    message: str = ""
+    changed: int = 0
+    failed: int = 0
+    #: The converge's own JSON report (bringup provision's), kept beside the state.
+    report: Optional[str] = None
+
+
+class State(BaseModel):
+    """``state.json``: the host's pull history in brief."""
+
+    host: str = ""
+    url: str = ""
+    rule: str = ""
+    last: Optional[Attempt] = None
+    applied: Optional[str] = None
+    signer: Optional[str] = None
+    last_success: Optional[float] = None
+    last_refusal: Optional[Attempt] = None
+
+
+def load_state(path: Path) -> tuple[State, str | None]:
+    """The state saved at ``path`` (a new one when there is none), and a line when what was there could not
+    be read (it is then started afresh: the ``current`` link, not this file, says what is applied)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return State(), None
+    except (OSError, UnicodeDecodeError) as e:
+        return State(), f"{path}: unreadable ({getattr(e, 'strerror', None) or e}); started afresh"
+    try:
+        return State.model_validate_json(text), None
+    except ValidationError:
+        return State(), f"{path}: not a pull state bringup wrote (damaged or cut); started afresh"
+
+
+def save_state(state: State, path: Path) -> None:
+    """Write ``state`` through a temporary file in the same folder and a rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    try:
+        tmp.write_text(json.dumps(state.model_dump(), indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def registry(state: State) -> CollectorRegistry:
+    """The state as Prometheus metrics (:data:`METRICS`)."""
+    from prometheus_client import CollectorRegistry, Gauge
+
+    reg = CollectorRegistry(auto_describe=True)
+    host = state.host
+
+    def gauge(name: str, *labels: str) -> Gauge:
+        return Gauge(name, METRICS[name], ["host", *labels], registry=reg)
+
+    applied, changed, failed = (gauge("bringup_pull_applied_info", "revision"), gauge("bringup_pull_changed"),
+                                gauge("bringup_pull_failed"))
+    status, run = gauge("bringup_pull_status", "status"), gauge("bringup_pull_last_run_timestamp_seconds")
+    success = gauge("bringup_pull_last_success_timestamp_seconds")
+    refusal_at = gauge("bringup_pull_last_refusal_timestamp_seconds")
+    refusal = gauge("bringup_pull_last_refusal_info", "reason", "revision")
+    if state.applied:
+        applied.labels(host, state.applied).set(1)
+    if state.last_success is not None:
+        success.labels(host).set(state.last_success)
+    if state.last is not None:
+        changed.labels(host).set(state.last.changed)
+        failed.labels(host).set(state.last.failed)
+        run.labels(host).set(state.last.at)
+        for s in STATUSES:
+            status.labels(host, s).set(1 if s == state.last.status else 0)
+    if state.last_refusal is not None:
+        refusal_at.labels(host).set(state.last_refusal.at)
+        refusal.labels(host, state.last_refusal.reason or "", state.last_refusal.revision or "").set(1)
+    return reg
+
+
+def write_metrics(state: State, path: Path) -> None:
+    """The state's metrics in the textfile ``path``, by drift's writer (atomic; never another exporter's
+    file)."""
+    from ..drift import write_textfile
+
+    write_textfile(registry(state), path, own=tuple(METRICS))

@@ -1,0 +1,244 @@
+"""One pull run on a host: under the host's run lock, fetch, pick and verify the revision, check it out, validate
+its inventory, find this host in it and converge this host alone through the local connection; then record
+what came of it (:mod:`bringup.pull.record`).
+
+Nothing of a revision is applied before its signature passed and its inventory loaded with this host in it;
+the ``current`` link moves to a revision only once its converge succeeded, so a refused or failed revision
+leaves the last good one where it was (a failed one is tried again at the next run).
+
+The converge is ``bringup provision --host NAME --set ansible_connection=local`` run in the revision's folder
+(its ``roles/`` and ``templates/``, when it has them, are the content: :func:`bringup.project.content_root`),
+a process of its own: push mode's engine, validation and rollback rules, and its JSON report, unchanged.
+"""
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from ..connection import RUN_LOCK, RUN_LOCK_WAIT_S
+from ..errors import BringupError, InventoryError
+from .record import Attempt, load_state, save_state, write_metrics
+from .source import Refused, Rule, Source
+
+__all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "EXIT"]
+
+#: The exit code of each status: applied 0, failed 2 (as provision's), refused 3, error 4 (as unreachable).
+EXIT = {"applied": 0, "failed": 2, "refused": 3, "error": 4}
+
+
+@dataclass
+class Settings:
+    """What ``bringup pull`` was asked (checked by the task)."""
+
+    url: str
+    rule: Rule
+    cache: Path
+    allowed_signers: Path
+    name: str | None = None
+    #: The inventory inside the repository (a file or folder), relative to its top.
+    inventory: str = "hosts"
+    prometheus: Path | None = None
+    vault_password_files: list[str] = field(default_factory=list)
+    lock: str = RUN_LOCK
+    lock_wait_s: float = RUN_LOCK_WAIT_S
+
+
+@dataclass
+class Converged:
+    """What the converge of one revision did."""
+
+    rc: int
+    changed: int = 0
+    failed: int = 0
+    report: str | None = None
+    message: str = ""
+
+
+class Stopped(Exception):
+    """A signal ended the run before the converge started."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextmanager
+def run_lock(path: str, wait_s: float, who: str) -> Iterator[None]:
+    """The host's run lock (:data:`bringup.connection.RUN_LOCK`, the one push runs take with flock(1)), held
+    for the whole pull; another run holding it past ``wait_s`` seconds is a :class:`Refused` ``busy``."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    try:
+                        holder = Path(path + ".owner").read_text(errors="replace").strip()
+                    except OSError:
+                        holder = ""
+                    raise Refused("busy", f"the run lock {path} is held by {holder or 'another bringup run'} "
+                                          f"(waited {wait_s:g} s); the next run tries again") from None
+                time.sleep(0.2)
+        try:
+            Path(path + ".owner").write_text(who + "\n")
+        except OSError:
+            pass
+        yield
+    finally:
+        os.close(fd)  # the lock goes with the descriptor
+
+
+def find_host(inventory_path: Path, name: str | None, vault_files: list[str]) -> str:
+    """This host's name in the revision's inventory: ``name``, else the hostname (or its first label).
+    The inventory is loaded whole (its variables' syntax, vault values): a bad one is :class:`Refused`."""
+    from ..inventory import load_inventory
+    from ..vault import vault_from_options
+
+    try:
+        inv = load_inventory([str(inventory_path)], vault=vault_from_options(vault_files))
+    except BringupError as e:
+        raise Refused("invalid", f"the inventory does not load: {e}") from None
+    if name:
+        try:
+            return inv.host(name).name
+        except InventoryError as e:
+            raise Refused("host-absent", f"{e} (--name {name})") from None
+    fqdn = socket.gethostname()
+    for candidate in dict.fromkeys((fqdn, fqdn.split(".")[0])):
+        if candidate in inv.hosts:
+            return candidate
+    raise Refused("host-absent", f"this host ({fqdn}) is not in {inventory_path.name}: add it there, or name it "
+                                 "with --name as the inventory does")
+
+
+def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
+    """``bringup provision`` of ``host`` alone, through the local connection, in ``workdir``; its recap read
+    back from its JSON report.  A signal here is handed to it, which stops in order (its exit 130/143)."""
+    argv = [sys.executable, "-c", "import sys; from bringup.entry import main; sys.argv[0] = 'bringup'; main()",
+            "provision", "--host", host, "--inventory", settings.inventory, "--set", "ansible_connection=local"]
+    if os.geteuid() == 0:
+        argv += ["--set", "ansible_become=false"]  # root already: no sudo needed (nor, maybe, installed)
+    for f in settings.vault_password_files:
+        argv += ["--vault-password-file", f]
+    started = time.time()
+    env = dict(os.environ, COLUMNS="160")
+    p = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+    before = {s: signal.signal(s, lambda signum, _f: p.send_signal(signum))
+              for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        out, _ = p.communicate()
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+    sys.stdout.write(out)
+    sys.stdout.flush()
+    done = Converged(rc=p.returncode)
+    reports = sorted((workdir / "reports").glob("*-provision*.json"), key=lambda q: q.stat().st_mtime)
+    reports = [r for r in reports if r.stat().st_mtime >= started - 1]
+    if reports:
+        try:
+            doc = json.loads(reports[-1].read_text(encoding="utf-8"))
+            recap = next(h for h in doc["hosts"] if h.get("host") == host).get("recap") or {}
+            done.changed, done.failed = int(recap.get("changed", 0)), int(recap.get("failed", 0))
+            kept = settings.cache / "reports"
+            kept.mkdir(exist_ok=True)
+            done.report = str(kept / reports[-1].name)
+            os.replace(reports[-1], done.report)
+        except (OSError, ValueError, KeyError, StopIteration, TypeError):
+            pass
+    lines = [line for line in out.splitlines() if line.startswith(("error:", "unreachable:"))]
+    done.message = lines[-1] if lines else f"bringup provision ended with exit {p.returncode}"
+    return done
+
+
+def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged] = provision_here,
+         say: Callable[[str], None] = print) -> Attempt:
+    """One run (see the module): returns what came of it, recorded in ``<cache>/state.json`` and, with
+    ``settings.prometheus``, in the textfile.  Bad input (no allowed signers file) raises BringupError before
+    anything is fetched."""
+    settings.cache.mkdir(parents=True, exist_ok=True)
+    state_path = settings.cache / "state.json"
+    state, problem = load_state(state_path)
+    if problem:
+        say(f"warning: {problem}")
+    source = Source(settings.url, settings.cache, settings.allowed_signers)
+    state.url, state.rule = settings.url, str(settings.rule)
+    state.applied = source.applied()
+    state.host = state.host or settings.name or socket.gethostname()
+    commit = None
+
+    def stopping(signum, _frame) -> None:
+        raise Stopped(signum)
+
+    before = {s: signal.signal(s, stopping) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with run_lock(settings.lock, settings.lock_wait_s, f"bringup pull (pid {os.getpid()})"):
+            if not settings.allowed_signers.is_file():
+                # Checked under the lock, before the fetch: a host without its trust list applies nothing.
+                raise Refused("no-allowed-signers", f"allowed signers file {settings.allowed_signers} is missing: "
+                                                    "nothing is trusted, nothing applied")
+            source.fetch()
+            commit, ref = source.resolve(settings.rule)
+            signer = source.verify(commit)
+            workdir = source.checkout(commit)
+            inventory = workdir / settings.inventory
+            if not inventory.exists():
+                raise Refused("not-bringup", f"revision {commit[:12]} of {settings.url} is not a bringup repository: "
+                                             f"no inventory {settings.inventory!r} at its top", commit)
+            host = find_host(inventory, settings.name, settings.vault_password_files)
+            state.host = host
+            say(f"{host}: applying {commit[:12]} ({ref}, signed by {signer})")
+            for s, h in before.items():
+                signal.signal(s, h)  # from here the converge takes the signal and stops in order
+            done = converge(workdir, host, settings)
+        if done.rc == 0:
+            source.swap(commit)
+            state.applied, state.signer, state.last_success = commit, signer, time.time()
+            attempt = Attempt(at=time.time(), status="applied", revision=commit, changed=done.changed,
+                              failed=done.failed, report=done.report,
+                              message=f"applied {commit[:12]}: changed={done.changed} failed={done.failed}")
+        else:
+            attempt = Attempt(at=time.time(), status="failed", revision=commit, reason="converge",
+                              changed=done.changed, failed=done.failed, report=done.report,
+                              message=f"{commit[:12]} failed to converge ({done.message}); "
+                                      f"{state.applied[:12] if state.applied else 'nothing'} stays the last good "
+                                      "revision, the next run tries again")
+        source.prune({c for c in (state.applied, commit) if c})
+    except Refused as e:
+        revision = e.revision or commit
+        status = "error" if e.reason in ("unreachable", "busy", "timeout", "checkout") else "refused"
+        attempt = Attempt(at=time.time(), status=status, revision=revision, reason=e.reason, message=str(e))
+        if status == "refused":
+            state.last_refusal = attempt
+        if revision and revision != state.applied and e.reason != "busy":
+            source.prune({c for c in (state.applied,) if c})
+    except BringupError as e:  # git missing or failing on the host's own cache
+        attempt = Attempt(at=time.time(), status="error", revision=commit, reason="git", message=str(e))
+    except Stopped as e:
+        attempt = Attempt(at=time.time(), status="error", revision=commit, reason="interrupted",
+                          message=f"{e}: stopped before the converge; nothing applied")
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+    if attempt.status != "applied" and state.applied:
+        attempt.message += f" (still at {state.applied[:12]})"
+    state.last = attempt
+    save_state(state, state_path)
+    if settings.prometheus is not None:
+        write_metrics(state, settings.prometheus)
+    return attempt

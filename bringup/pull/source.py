@@ -1,0 +1,229 @@
+"""The Git side of a pull: fetch the repository into the host's cache, pick the wanted revision, verify its
+signature with Git's own verification, check it out in a folder of its own and swap the ``current`` link.
+
+Git runs here as an argument vector (never through a shell), with the user's and the system's Git
+configuration left out (``GIT_CONFIG_GLOBAL=/dev/null``, ``GIT_CONFIG_NOSYSTEM``), no prompt
+(``GIT_TERMINAL_PROMPT=0``, ssh in batch mode) and a time bound on every call, so a pull never waits on a
+person or a dead server.
+
+The folder (``--cache``, ``/var/lib/bringup/pull`` by default)::
+
+    repo.git/              bare mirror of the repository (fetched with --prune --force: a force-push is followed)
+    revisions/<commit>/    a Git worktree per checked-out revision
+    current -> revisions/<commit>   the last revision applied with success (swapped by a rename)
+
+A revision is trusted only when ``git verify-commit`` accepts it with ``gpg.format=ssh`` and
+``gpg.ssh.allowedSignersFile`` = the host's allowed signers file, and ``%G?`` says ``G`` (good signature by a
+key of the list); anything else is a :class:`Refused` naming why (unsigned, unknown key, bad, expired or
+revoked signature).
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import BringupError, InputError, said
+
+__all__ = ["Refused", "Rule", "Source", "parse_rule", "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
+
+#: Seconds one local Git call may take (rev-parse, verify-commit, worktree add).
+GIT_TIMEOUT_S = 120
+#: Seconds a fetch may take before the server counts as unreachable.
+FETCH_TIMEOUT_S = 300
+
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+
+
+class Refused(BringupError):
+    """A revision the host does not apply: ``reason`` is a short code for the metrics (unsigned,
+    unknown-key, bad-signature, unreachable, no-revision, not-bringup, invalid, host-absent, checkout,
+    busy), the message one line for the report and the journal."""
+
+    def __init__(self, reason: str, message: str, revision: str | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.revision = revision
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Which revision to apply: the tip of a branch, or the highest tag (version order) matching a glob."""
+
+    kind: str  # "branch" | "tag"
+    value: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.value}"
+
+
+_REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/*?\[\]-]*$")
+
+
+def parse_rule(branch: str | None, tag: str | None) -> Rule:
+    """``--branch NAME`` or ``--tag PATTERN`` (one of them; ``--branch main`` when neither)."""
+    if branch and tag:
+        raise InputError("--branch and --tag: give one revision rule, a branch (--branch main) or a tag pattern "
+                         "(--tag 'release-*')")
+    kind, value = ("tag", tag) if tag else ("branch", branch or "main")
+    value = str(value).strip()
+    if not _REF.match(value) or ".." in value or value.endswith((".lock", "/")):
+        raise InputError(f"--{kind} {value!r}: not a Git {kind} name{' pattern' if kind == 'tag' else ''}; "
+                         f"give one like {'main' if kind == 'branch' else 'release-*'}")
+    if kind == "branch" and any(c in value for c in "*?["):
+        raise InputError(f"--branch {value!r}: a branch is one name; a pattern is for --tag")
+    return Rule(kind, value)
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0",
+               GIT_SSH_COMMAND="ssh -o BatchMode=yes -o ConnectTimeout=20", LC_ALL="C")
+    return env
+
+
+class Source:
+    """One host's copy of the repository at ``url``, kept under ``cache``; signatures checked against
+    ``allowed_signers`` (an OpenSSH allowed signers file)."""
+
+    def __init__(self, url: str, cache: Path, allowed_signers: Path):
+        self.url = url
+        self.cache = Path(cache)
+        self.allowed_signers = Path(allowed_signers)
+        self.git_dir = self.cache / "repo.git"
+        self.revisions = self.cache / "revisions"
+        self.current = self.cache / "current"
+
+    # -- Git ------------------------------------------------------------------------------------------------
+    def _git(self, *args: str, timeout: float = GIT_TIMEOUT_S, cwd: Path | None = None,
+             check: bool = True) -> subprocess.CompletedProcess:
+        argv = ["git", "--git-dir", str(self.git_dir),
+                "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={self.allowed_signers}", *args]
+        try:
+            p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
+                               env=_env(), cwd=cwd, stdin=subprocess.DEVNULL)
+        except FileNotFoundError:
+            raise BringupError("git is not installed on this host (apt-get install git)") from None
+        except subprocess.TimeoutExpired:
+            raise Refused("timeout", f"git {args[0]} took longer than {timeout:g} s") from None
+        if check and p.returncode:
+            raise BringupError(f"git {args[0]} failed: {said(p.stderr or p.stdout, 300)}")
+        return p
+
+    def fetch(self) -> None:
+        """Fetch every branch and tag from ``url`` into the bare cache (made on the first run)."""
+        if not (self.git_dir / "HEAD").is_file():
+            self.git_dir.mkdir(parents=True, exist_ok=True)
+            self._git("init", "--quiet", "--bare")
+        p = self._git("fetch", "--quiet", "--prune", "--force", "--no-write-fetch-head", "--",
+                      self.url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
+                      timeout=FETCH_TIMEOUT_S, check=False)
+        if p.returncode:
+            raise Refused("unreachable", f"fetch from {self.url} failed: {said(p.stderr or p.stdout, 300)}")
+
+    def resolve(self, rule: Rule) -> tuple[str, str]:
+        """The commit ``rule`` picks, and the ref it came from."""
+        if rule.kind == "branch":
+            ref = f"refs/heads/{rule.value}"
+        else:
+            tags = self._git("tag", "--list", "--sort=-v:refname", "--", rule.value).stdout.split()
+            tags = [t for t in tags if fnmatch.fnmatchcase(t, rule.value)]
+            if not tags:
+                raise Refused("no-revision", f"no tag of {self.url} matches {rule.value!r}")
+            ref = f"refs/tags/{tags[0]}"
+        p = self._git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
+        commit = p.stdout.strip()
+        if p.returncode or not _COMMIT.match(commit):
+            raise Refused("no-revision", f"{self.url} has no {rule}")
+        return commit, ref
+
+    def verify(self, commit: str) -> str:
+        """Git's own verdict on ``commit``'s signature; returns who signed it (the allowed signers'
+        principal), or raises :class:`Refused`."""
+        if not self.allowed_signers.is_file():
+            raise InputError(f"allowed signers file {self.allowed_signers} is missing: write the trusted "
+                             "keys there (one 'principal ssh-ed25519 AAAA...' line each)")
+        status, signer, key = (self._git("log", "-1", "--format=%G?%x00%GS%x00%GK", commit).stdout
+                               .strip().split("\0") + ["", ""])[:3]
+        ok = self._git("verify-commit", commit, check=False).returncode == 0
+        short = commit[:12]
+        if ok and status == "G":
+            return signer
+        if status == "N":
+            raise Refused("unsigned", f"revision {short} is not signed", commit)
+        if status in ("U", "E", "G"):
+            raise Refused("unknown-key", f"revision {short} is signed by a key not in {self.allowed_signers}"
+                          f"{f' ({key})' if key else ''}", commit)
+        if status in ("X", "Y"):
+            raise Refused("expired", f"revision {short} is signed by an expired key{f' ({key})' if key else ''}",
+                          commit)
+        if status == "R":
+            raise Refused("revoked", f"revision {short} is signed by a revoked key ({key})", commit)
+        raise Refused("bad-signature", f"revision {short} has a bad signature (Git's verdict {status or '?'})",
+                      commit)
+
+    # -- Checkout -------------------------------------------------------------------------------------------
+    def applied(self) -> str | None:
+        """The commit ``current`` points at (the last revision applied with success), or None."""
+        try:
+            name = os.readlink(self.current)
+        except OSError:
+            return None
+        name = Path(name).name
+        return name if _COMMIT.match(name) else None
+
+    def checkout(self, commit: str) -> Path:
+        """``revisions/<commit>``, a worktree of ``commit``: made in a temporary folder and moved into place
+        (a cut-off checkout, a full disk, leaves no folder under the final name); an existing one is reused
+        when it is clean at ``commit``."""
+        final = self.revisions / commit
+        if final.is_dir():
+            head = subprocess.run(["git", "-C", str(final), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                  env=_env(), timeout=GIT_TIMEOUT_S).stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(final), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, env=_env(), timeout=GIT_TIMEOUT_S)
+            if head == commit and dirty.returncode == 0 and not dirty.stdout.strip():
+                return final
+            self._drop(final)
+        self.revisions.mkdir(parents=True, exist_ok=True)
+        tmp = self.revisions / f".{commit}.{os.getpid()}"
+        self._drop(tmp)
+        try:
+            p = self._git("worktree", "add", "--quiet", "--detach", "--", str(tmp), commit, check=False)
+            if p.returncode:
+                raise Refused("checkout", f"checkout of {commit[:12]} failed: {said(p.stderr, 300)}", commit)
+            self._git("worktree", "move", str(tmp), str(final))
+        except BaseException:
+            self._drop(tmp)
+            raise
+        return final
+
+    def swap(self, commit: str) -> None:
+        """Point ``current`` at ``revisions/<commit>`` in one rename."""
+        tmp = self.cache / f".current.{os.getpid()}"
+        try:
+            tmp.unlink()
+        except FileNotFoundError:
+            pass
+        os.symlink(Path("revisions") / commit, tmp)
+        os.replace(tmp, self.current)
+
+    def prune(self, keep: set[str]) -> None:
+        """Remove the revisions' folders other than ``keep`` (commits) and any cut-off temporary one."""
+        if not self.revisions.is_dir():
+            return
+        for d in self.revisions.iterdir():
+            if d.name not in keep:
+                self._drop(d)
+
+    def _drop(self, path: Path) -> None:
+        if not path.exists() and not path.is_symlink():
+            return
+        self._git("worktree", "remove", "--force", "--force", str(path), check=False)
+        if path.exists():
+            shutil.rmtree(path, ignore_errors=True)
+        self._git("worktree", "prune", check=False)

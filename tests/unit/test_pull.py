@@ -1,0 +1,282 @@
+"""Pull mode (issue 33): Git's own signature verification decides, a refused revision leaves the last good one
+applied, and every outcome lands in the state and the textfile.
+
+Real Git throughout: keys made by ssh-keygen in the test's folder, a bare repository standing in for the server
+(a file:// URL: no network), commits signed (or not) by Git itself.  The converge is bringup provision itself
+over the local connection, in a project whose one role writes a file under the test's folder.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from bringup.errors import InputError
+from bringup.pull import record
+from bringup.pull.run import EXIT, Converged, Settings, pull
+from bringup.pull.source import Refused, Source, parse_rule
+
+REPO = Path(__file__).resolve().parents[2]
+
+ROLE = '''
+from bringup.resources import File
+
+def resources(host):
+    return [File({out!r}, content=host.vars["greeting"] + "\\n", owner=None, group=None)]
+'''
+
+
+def git(cwd: Path, *args: str, key: Path | None = None) -> str:
+    env = dict(os.environ, GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
+    sign = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={key}"] if key else []
+    p = subprocess.run(["git", "-c", "user.name=ops", "-c", "user.email=ops@example.org", *sign, *args], cwd=cwd,
+                       env=env, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+def keygen(path: Path, comment: str) -> Path:
+    subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(path)], check=True)
+    return path
+
+
+class Fleet:
+    """A server (bare repository), an operator's clone that commits and pushes, and this host's pull settings."""
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+        self.ops = keygen(tmp / "ops", "ops")
+        self.stranger = keygen(tmp / "stranger", "stranger")
+        self.allowed = tmp / "allowed_signers"
+        self.allowed.write_text(f"ops@example.org {(tmp / 'ops.pub').read_text()}")
+        self.server = tmp / "server.git"
+        git(tmp, "init", "--quiet", "--bare", str(self.server))
+        self.work = tmp / "work"
+        git(tmp, "init", "--quiet", "-b", "main", str(self.work))
+        self.out = tmp / "applied" / "greeting.conf"
+        (self.work / "roles").mkdir()
+        (self.work / "roles" / "__init__.py").write_text("ORDER = ['demo']\n")
+        (self.work / "roles" / "demo.py").write_text(ROLE.format(out=str(self.out)))
+        (self.work / "templates" / "demo").mkdir(parents=True)
+        (self.work / "templates" / "demo" / ".keep").write_text("")
+        self.out.parent.mkdir()
+
+    def commit(self, greeting: str, key: Path | None = None, hosts: dict | None = None, tag: str | None = None,
+               push: str = "main") -> str:
+        hosts = hosts if hosts is not None else {"all": {"hosts": {"me": {"ansible_connection": "local",
+                                                                          "greeting": greeting}}}}
+        inv = self.work / "hosts"
+        if hosts:
+            inv.write_text(yaml.safe_dump(hosts))
+        elif inv.exists():
+            git(self.work, "rm", "--quiet", "hosts")
+        (self.work / "note").write_text(greeting)
+        git(self.work, "add", "-A")
+        git(self.work, "commit", "--quiet", *(["-S"] if key else []), "-m", greeting, key=key)
+        commit = git(self.work, "rev-parse", "HEAD")
+        if tag:
+            git(self.work, "tag", tag)
+        git(self.work, "push", "--quiet", "--force", "--tags", f"file://{self.server}", f"HEAD:{push}")
+        return commit
+
+    def settings(self, **kw) -> Settings:
+        base = dict(url=f"file://{self.server}", rule=parse_rule("main", None), cache=self.tmp / "cache",
+                    allowed_signers=self.allowed, name="me", prometheus=self.tmp / "bringup-pull.prom",
+                    lock=str(self.tmp / "run.lock"), lock_wait_s=0.3)
+        base.update(kw)
+        return Settings(**base)
+
+    def current(self) -> str | None:
+        return Source("", self.tmp / "cache", self.allowed).applied()
+
+
+@pytest.fixture()
+def fleet(tmp_path: Path) -> Fleet:
+    return Fleet(tmp_path)
+
+
+def never(*_a):
+    raise AssertionError("a refused revision reached the converge")
+
+
+def ok(workdir: Path, host: str, settings: Settings) -> Converged:
+    """A converge that only records what it was given (the real one is run by the first test)."""
+    ok.seen.append((workdir, host))
+    return Converged(rc=0, changed=1)
+
+
+ok.seen = []
+
+
+def metrics(path: Path) -> dict:
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for fam in text_string_to_metric_families(path.read_text()) for s in fam.samples}
+
+
+def test_a_signed_revision_converges_this_host_through_the_local_connection(fleet):
+    good = fleet.commit("hello", key=fleet.ops)
+    said = []
+    got = pull(fleet.settings(), say=said.append)
+    assert got.status == "applied" and got.revision == good, got.message
+    assert fleet.out.read_text() == "hello\n"  # the revision's own role ran here, through provision
+    assert fleet.current() == good
+    assert os.readlink(fleet.tmp / "cache" / "current") == f"revisions/{good}"
+    assert "signed by ops@example.org" in said[-1]
+    state = record.State.model_validate_json((fleet.tmp / "cache" / "state.json").read_text())
+    assert state.applied == good and state.last.changed == 1 and state.last_success
+    assert Path(state.last.report).is_file()  # provision's own JSON report, kept beside the state
+    m = metrics(fleet.tmp / "bringup-pull.prom")
+    assert m[("bringup_pull_applied_info", (("host", "me"), ("revision", good)))] == 1
+    assert m[("bringup_pull_status", (("host", "me"), ("status", "applied")))] == 1
+    assert m[("bringup_pull_changed", (("host", "me"),))] == 1
+    # The next tick re-converges the same revision: nothing to change.
+    again = pull(fleet.settings())
+    assert again.status == "applied" and again.changed == 0
+
+
+@pytest.mark.reliability(item=33, fault="pull: an unsigned revision pushed on top of a good one", variants=1,
+                         checks=("nothing touched", "report written"))
+def test_an_unsigned_revision_is_refused_and_the_last_good_one_stays(fleet):
+    good = fleet.commit("hello", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).status == "applied"
+    bad = fleet.commit("evil")
+    got = pull(fleet.settings(), converge=never)
+    assert (got.status, got.reason, got.revision) == ("refused", "unsigned", bad)
+    assert f"revision {bad[:12]} is not signed" in got.message and good[:12] in got.message
+    assert fleet.current() == good
+    assert not (fleet.tmp / "cache" / "revisions" / bad).exists()  # never checked out
+    m = metrics(fleet.tmp / "bringup-pull.prom")
+    assert m[("bringup_pull_applied_info", (("host", "me"), ("revision", good)))] == 1
+    assert m[("bringup_pull_status", (("host", "me"), ("status", "refused")))] == 1
+    assert m[("bringup_pull_last_refusal_info", (("host", "me"), ("reason", "unsigned"), ("revision", bad)))] == 1
+    assert EXIT[got.status] == 3
+
+
+@pytest.mark.reliability(item=33, fault="pull: a revision signed by a key not in the host's allowed signers",
+                         variants=1, checks=("nothing touched", "report written"))
+def test_a_revision_signed_by_an_unknown_key_is_refused(fleet):
+    good = fleet.commit("hello", key=fleet.ops)
+    pull(fleet.settings(), converge=ok)
+    bad = fleet.commit("evil", key=fleet.stranger)
+    got = pull(fleet.settings(), converge=never)
+    assert (got.status, got.reason) == ("refused", "unknown-key")
+    assert "not in" in got.message and "SHA256:" in got.message  # names the key that signed it
+    assert fleet.current() == good
+    state = record.State.model_validate_json((fleet.tmp / "cache" / "state.json").read_text())
+    assert state.last_refusal.revision == bad and state.applied == good
+
+
+@pytest.mark.reliability(item=33, fault="pull: the Git server unreachable", variants=1,
+                         checks=("nothing touched", "report written", "next run converges"))
+def test_an_unreachable_server_keeps_the_revision_and_the_next_run_catches_up(fleet):
+    good = fleet.commit("hello", key=fleet.ops)
+    pull(fleet.settings(), converge=ok)
+    got = pull(fleet.settings(url=f"file://{fleet.tmp}/gone.git"), converge=never)
+    assert (got.status, got.reason) == ("error", "unreachable") and "fetch from" in got.message
+    assert fleet.current() == good and EXIT["error"] == 4
+    newer = fleet.commit("hello again", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).revision == newer and fleet.current() == newer
+
+
+@pytest.mark.reliability(item=33, fault="pull: a signed repository that is not bringup's (no inventory)",
+                         variants=1, checks=("nothing touched", "report written"))
+def test_a_repository_without_an_inventory_is_not_applied(fleet):
+    fleet.commit("no inventory", key=fleet.ops, hosts={})
+    got = pull(fleet.settings(), converge=never)
+    assert (got.status, got.reason) == ("refused", "not-bringup") and "not a bringup repository" in got.message
+    assert fleet.current() is None and not fleet.out.exists()
+
+
+@pytest.mark.reliability(item=33, fault="pull: a signed revision whose inventory does not load, or lacks the host",
+                         variants=2, checks=("nothing touched", "report written"))
+def test_a_bad_inventory_or_a_missing_host_is_refused_before_anything_applies(fleet):
+    good = fleet.commit("hello", key=fleet.ops)
+    pull(fleet.settings(), converge=ok)
+    fleet.commit("broken", key=fleet.ops, hosts={"all": {"hosts": {"me": {"ansible_port": "many"}}}})
+    got = pull(fleet.settings(), converge=never)
+    assert (got.status, got.reason) == ("refused", "invalid") and "ansible_port" in got.message
+    fleet.commit("moved", key=fleet.ops, hosts={"all": {"hosts": {"other": {"ansible_connection": "local"}}}})
+    got = pull(fleet.settings(), converge=never)
+    assert (got.status, got.reason) == ("refused", "host-absent") and "'me'" in got.message
+    got = pull(fleet.settings(name=None), converge=never)
+    assert got.reason == "host-absent" and "this host (" in got.message and "--name" in got.message
+    assert fleet.current() == good
+
+
+def test_a_failed_converge_keeps_the_last_good_revision_and_is_retried(fleet):
+    good = fleet.commit("hello", key=fleet.ops)
+    pull(fleet.settings(), converge=ok)
+    newer = fleet.commit("hello 2", key=fleet.ops)
+    got = pull(fleet.settings(), converge=lambda *a: Converged(rc=2, failed=1, message="error: a role failed"))
+    assert (got.status, got.revision, got.failed) == ("failed", newer, 1) and "next run tries again" in got.message
+    assert fleet.current() == good and (fleet.tmp / "cache" / "revisions" / newer).is_dir()
+    assert pull(fleet.settings(), converge=ok).status == "applied" and fleet.current() == newer
+    assert not (fleet.tmp / "cache" / "revisions" / good).exists()  # the older checkout pruned
+
+
+def test_a_tag_pattern_picks_the_highest_version_and_a_force_push_is_followed(fleet):
+    fleet.commit("one", key=fleet.ops, tag="release-1.9")
+    ten = fleet.commit("two", key=fleet.ops, tag="release-1.10")
+    fleet.commit("unreleased", key=fleet.ops)
+    got = pull(fleet.settings(rule=parse_rule(None, "release-*")), converge=ok)
+    assert got.revision == ten
+    git(fleet.work, "reset", "--quiet", "--hard", "HEAD~2")
+    rewritten = fleet.commit("rewritten", key=fleet.ops)  # force-pushed over main
+    assert pull(fleet.settings(), converge=ok).revision == rewritten
+
+
+def test_the_run_lock_keeps_two_runs_apart(fleet):
+    fleet.commit("hello", key=fleet.ops)
+    lock = fleet.tmp / "run.lock"
+    (fleet.tmp / "run.lock.owner").write_text("bringup provision from ops-laptop\n")
+    with open(lock, "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        got = pull(fleet.settings(), converge=never)
+    assert (got.status, got.reason) == ("error", "busy") and "ops-laptop" in got.message
+
+
+def test_a_damaged_state_file_is_named_and_started_afresh(fleet):
+    fleet.commit("hello", key=fleet.ops)
+    (fleet.tmp / "cache").mkdir()
+    (fleet.tmp / "cache" / "state.json").write_text('{"host": "me", "last": {"at": ')  # cut mid-write
+    said = []
+    assert pull(fleet.settings(), converge=ok, say=said.append).status == "applied"
+    assert "not a pull state bringup wrote" in said[0]
+
+
+def test_the_metrics_file_of_another_exporter_is_never_replaced(fleet, tmp_path):
+    other = tmp_path / "node.prom"
+    other.write_text("# TYPE node_thing gauge\nnode_thing 1\n")
+    with pytest.raises(FileExistsError):
+        record.write_metrics(record.State(host="me"), other)
+    assert other.read_text().startswith("# TYPE node_thing")
+
+
+@pytest.mark.parametrize("branch,tag", [("a b", None), ("main", "v*"), ("re*", None), ("..", None)])
+def test_a_bad_revision_rule_is_one_line(branch, tag):
+    with pytest.raises(InputError) as e:
+        parse_rule(branch, tag)
+    assert "\n" not in str(e.value)
+
+
+def bringup(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", "import sys; from bringup.entry import main; main()", *args],
+                          cwd=cwd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def test_the_task_says_one_line_and_its_exit_code(fleet):
+    fleet.commit("evil")
+    common = ["--url", f"file://{fleet.server}", "--allowed-signers", str(fleet.allowed), "--name", "me",
+              "--cache", str(fleet.tmp / "cache")]
+    r = bringup("pull", *common, cwd=fleet.tmp)
+    assert r.returncode == 3 and r.stdout.strip().startswith("refused: revision"), r.stdout + r.stderr
+    r = bringup("pull", "--url", "", cwd=fleet.tmp)
+    assert r.returncode == 1 and r.stderr.startswith("error: --url") and "Traceback" not in r.stderr
+    r = bringup("pull", *common, "--prometheus", str(fleet.tmp / "x.txt"), cwd=fleet.tmp)
+    assert r.returncode == 1 and "*.prom" in r.stderr
