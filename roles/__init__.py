@@ -12,4 +12,5 @@ ORDER = [
     "triton",
     "window_tuner",
     "monitoring",
+    "pull",
 ]

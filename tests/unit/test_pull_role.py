@@ -1,0 +1,91 @@
+"""The pull role (issue 33 item 3): opt-in, its units as systemd reads them, its variables refused in one line."""
+from __future__ import annotations
+
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from bringup.errors import InputError
+from bringup.roles import HostContext, Role
+from bringup.templates import Templates
+
+import roles.pull as P
+
+REPO = Path(__file__).resolve().parents[2]
+ROLE = Role("pull", P)
+CHECK, DEFAULTS = ROLE.validate, ROLE.defaults
+SIGNER = "ops@example.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIfG0n0YqfQ1c8S9Qe8q2n3kq7nq2c1pQ0b5q2Z4YH2k"
+SYSTEMD = {"system.systemd": {"booted": True, "pid1": "systemd"}}
+
+
+def planned(pull, facts=SYSTEMD) -> dict:
+    host = HostContext("trt-l40s-01", {**DEFAULTS, "bringup_pull": pull}, facts,
+                       Templates(REPO / "templates").render)
+    return {r.id: r for r in P.resources(host)}
+
+
+def wanted(**over) -> dict:
+    return {"url": "https://git.example.org/ops/fleet.git", "allowed_signers": [SIGNER], **over}
+
+
+def test_unset_it_installs_nothing_so_existing_hosts_do_not_change():
+    (only,) = planned(None).values()
+    assert type(only).__name__ == "Unused" and "bringup_pull is unset" in only.text
+
+
+def test_the_units_carry_the_url_the_rule_the_spread_and_the_bound():
+    got = planned(wanted(tag="release-*", randomized_delay="20min", timeout="45min", url="https://g.example/a%2Fb.git"))
+    service, timer = got["file:" + P.SERVICE].content.decode(), got["file:" + P.TIMER].content.decode()
+    exec_start = next(line for line in service.splitlines() if line.startswith("ExecStart="))
+    words = shlex.split(exec_start[len("ExecStart="):].replace("%%", "%"))
+    assert words[:2] == ["/usr/local/bin/bringup", "pull"]
+    assert words[words.index("--url") + 1] == "https://g.example/a%2Fb.git"  # systemd's % specifier escaped
+    assert "%%2F" in exec_start
+    assert words[words.index("--tag") + 1] == "release-*" and "--branch" not in words
+    assert words[words.index("--name") + 1] == "trt-l40s-01"  # the inventory's own name, not the hostname
+    assert words[words.index("--allowed-signers") + 1] == P.ALLOWED_SIGNERS
+    assert "TimeoutStartSec=45min" in service and "Type=oneshot" in service
+    assert "RandomizedDelaySec=20min" in timer and "OnBootSec=2min" in timer and "OnUnitInactiveSec=15min" in timer
+    assert got["file:" + P.ALLOWED_SIGNERS].content.decode() == SIGNER + "\n"
+    assert got[f"service:{P.UNIT_NAME}.timer"].enabled and got[f"service:{P.UNIT_NAME}.timer"].running
+
+
+def test_systemd_reads_the_units(tmp_path):
+    analyze = shutil.which("systemd-analyze")
+    assert analyze, "systemd-analyze is not installed (apt-get install systemd)"
+    got = planned(wanted(command="/bin/true"))
+    for path in (P.SERVICE, P.TIMER):
+        (tmp_path / Path(path).name).write_bytes(got["file:" + path].content)
+    r = subprocess.run([analyze, "verify", "--man=no", str(tmp_path / "bringup-pull.service"),
+                        str(tmp_path / "bringup-pull.timer")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_a_package_installs_bringup_in_a_venv_once():
+    got = planned(wanted(package="https://pkgs.example.org/bringup-0.9-py3-none-any.whl"))
+    (install,) = [r for r in got.values() if type(r).__name__ == "Command"]
+    assert "pip install" in install.cmd and install.unless.endswith("venv/bin/bringup --version")
+    assert P.VENV + "/bin/bringup pull" in got["file:" + P.SERVICE].content.decode()
+
+
+def test_without_systemd_it_says_what_to_do_instead():
+    (only,) = planned(wanted(), facts={"system.systemd": {"booted": False, "pid1": "tini"}}).values()
+    assert "cron" in only.text
+
+
+@pytest.mark.parametrize("pull,words", [
+    (wanted(branch="main", tag="v*"), "give one revision rule"),
+    (wanted(allowed_signers=["ops@example.org not-a-key"]), "allowed_signers[0]"),
+    (wanted(allowed_signers=[]), "allowed_signers"),
+    (wanted(interval="every hour"), "interval"),
+    (wanted(url="-oProxyCommand=x"), "url"),
+    (wanted(package="bringup", command="/usr/bin/bringup"), "give one"),
+    ({"allowed_signers": [SIGNER]}, "url"),
+])
+def test_bad_pull_variables_are_one_line(pull, words):
+    with pytest.raises(InputError) as e:
+        CHECK({**DEFAULTS, "bringup_pull": pull})
+    assert words in str(e.value) and "\n" not in str(e.value)
