@@ -17,12 +17,12 @@ from .tasks.converge import engines, plan, provision
 from .tasks.drift import drift
 from .tasks.inspect import facts, hosts, topology
 from .tasks.latency import bench, tune, tune_window
-from .tasks.pull import pull
+from .tasks.pull import fleet, pull
 
 __all__ = ["ns", "program", "main"]
 
 ns = Collection(provision, plan, facts, hosts, audit, checklist, accept, topology, bench, tune_window, tune, engines,
-                drift, pull)
+                drift, pull, fleet)
 
 
 class _Program(Program):

@@ -13,9 +13,9 @@ from pathlib import Path
 from invoke import Exit, task
 
 from ..errors import InputError
-from .context import fail, failing
+from .context import fail, failing, unreachable
 
-__all__ = ["pull", "CACHE", "ALLOWED_SIGNERS"]
+__all__ = ["pull", "fleet", "CACHE", "ALLOWED_SIGNERS"]
 
 #: Where the host keeps the repository, its revisions and the pull state.
 CACHE = "/var/lib/bringup/pull"
@@ -73,3 +73,39 @@ def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, na
     code = EXIT[attempt.status]
     if code:
         raise Exit(code=code)
+
+
+@task(auto_shortflags=False, help={
+    "prometheus-url": "the Prometheus that scrapes the hosts' node exporters (default http://127.0.0.1:9090)",
+    "revision": "the revision every host should run (a commit or its start; default: the newest applied)",
+    "stale-hours": "a host whose last pull run is older is stale (default 2)",
+    "json": "print the fleet as JSON instead of the table",
+})
+def fleet(c, prometheus_url="http://127.0.0.1:9090", revision=None, stale_hours="2", json_=False):
+    """Where a pull-mode fleet stands, from Prometheus: each host's revision, age and state; lagging hosts."""
+    import json
+
+    from ..errors import Unreachable
+    from ..latency.options import number
+    from ..pull.fleet import query, render_table, summarize, to_json
+    from .context import console
+
+    with failing():
+        stale = number(stale_hours, "--stale-hours", lo=0.01, hi=24 * 365, unit="h")
+        if revision is not None and not str(revision).strip():
+            raise InputError("--revision '': give a commit (or its first characters)")
+        try:
+            series = query(str(prometheus_url))
+        except Unreachable as e:
+            raise unreachable(e) from None
+    report = summarize(series, revision=str(revision).strip().lower() if revision else None, stale_s=stale * 3600)
+    if json_:
+        print(json.dumps(to_json(report), indent=2))
+    else:
+        out = console()
+        out.print(render_table(report))
+        if not report.hosts:
+            out.print("no host reports bringup_pull_* metrics to this Prometheus (is the role pull installed, and "
+                      "the node exporter's textfile folder scraped?)", markup=False)
+    if report.exit_code:
+        raise Exit(code=report.exit_code)

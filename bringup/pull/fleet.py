@@ -1,0 +1,144 @@
+"""Where a pull-mode fleet stands, read from Prometheus's HTTP API (``invoke fleet``): each host's applied
+revision, how old its last success is, the state of its last run, and which hosts lag or fail.
+
+One instant query (``/api/v1/query`` of ``{__name__=~"bringup_pull_.+"}``) returns every host's series that
+:mod:`bringup.pull.record` writes and the node exporter serves; this module reads them into one row a host.
+The fleet's revision is the one applied by the host whose success is the newest (or ``--revision``); a host
+on another one lags.  Exit codes as drift's: 0 every host current, 2 a host lags, failed or refused, 4 a
+host stopped reporting (no run within ``stale_s``) or Prometheus does not answer, 1 bad input.
+"""
+from __future__ import annotations
+
+import json
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ..errors import InputError, Unreachable
+
+if TYPE_CHECKING:
+    from rich.table import Table
+
+__all__ = ["HostState", "Fleet", "query", "summarize", "render_table", "to_json", "QUERY"]
+
+QUERY = '{__name__=~"bringup_pull_.+"}'
+#: Seconds an answer of Prometheus may take.
+HTTP_TIMEOUT_S = 20
+
+
+@dataclass
+class HostState:
+    """One host's row."""
+
+    host: str
+    revision: str | None = None
+    status: str | None = None  # the last run's: applied, failed, refused, error
+    last_run: float | None = None
+    last_success: float | None = None
+    refusal: str | None = None  # the last refusal's reason
+    #: ok | lagging | failed | refused | error | stale
+    verdict: str = "ok"
+
+
+@dataclass
+class Fleet:
+    hosts: list[HostState]
+    revision: str | None
+    at: float
+
+    @property
+    def exit_code(self) -> int:
+        verdicts = {h.verdict for h in self.hosts}
+        if "stale" in verdicts:
+            return 4
+        return 2 if verdicts - {"ok"} else 0
+
+
+def query(url: str, promql: str = QUERY) -> list[dict]:
+    """The instant vector ``promql`` from the Prometheus at ``url``; Unreachable when it does not answer,
+    InputError when it answers something else than a vector."""
+    if not url.startswith(("http://", "https://")):
+        raise InputError(f"--prometheus-url {url!r}: give Prometheus's address, like http://127.0.0.1:9090")
+    full = url.rstrip("/") + "/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    try:
+        with urllib.request.urlopen(full, timeout=HTTP_TIMEOUT_S) as r:
+            doc = json.loads(r.read(64 << 20))
+    except urllib.error.HTTPError as e:
+        raise InputError(f"Prometheus at {url} answered HTTP {e.code} to /api/v1/query") from None
+    except (urllib.error.URLError, OSError) as e:
+        why = getattr(e, "reason", None) or e
+        raise Unreachable(f"Prometheus at {url} did not answer ({why}); is it running, and is this its address?") \
+            from None
+    except ValueError:
+        raise InputError(f"Prometheus at {url}: /api/v1/query did not answer JSON (not a Prometheus?)") from None
+    data = doc.get("data") if isinstance(doc, dict) else None
+    if not isinstance(data, dict) or doc.get("status") != "success" or data.get("resultType") != "vector":
+        raise InputError(f"Prometheus at {url}: /api/v1/query answered no vector ({str(doc)[:120]})")
+    return list(data.get("result") or [])
+
+
+def summarize(series: list[dict], *, revision: str | None = None, stale_s: float = 7200,
+              now: float | None = None) -> Fleet:
+    """The hosts' rows from the series ``query`` returned."""
+    now = time.time() if now is None else now
+    hosts: dict[str, HostState] = {}
+    for s in series:
+        labels, (_, raw) = s.get("metric") or {}, s.get("value") or (0, "nan")
+        name, host = labels.get("__name__", ""), labels.get("host")
+        if not host:
+            continue
+        value = float(raw)
+        h = hosts.setdefault(host, HostState(host))
+        if name == "bringup_pull_applied_info" and value == 1:
+            h.revision = labels.get("revision") or None
+        elif name == "bringup_pull_status" and value == 1:
+            h.status = labels.get("status")
+        elif name == "bringup_pull_last_run_timestamp_seconds":
+            h.last_run = value
+        elif name == "bringup_pull_last_success_timestamp_seconds":
+            h.last_success = value
+        elif name == "bringup_pull_last_refusal_info" and value == 1:
+            h.refusal = labels.get("reason")
+    newest = max((h for h in hosts.values() if h.revision and h.last_success), key=lambda h: h.last_success,
+                 default=None)
+    wanted = revision or (newest.revision if newest else None)
+    for h in hosts.values():
+        if h.last_run is None or now - h.last_run > stale_s:
+            h.verdict = "stale"
+        elif h.status in ("failed", "refused", "error"):
+            h.verdict = h.status
+        elif wanted and not (h.revision or "").startswith(wanted):
+            h.verdict = "lagging"
+    return Fleet(sorted(hosts.values(), key=lambda h: h.host), wanted, now)
+
+
+def _age(now: float, then: float | None) -> str:
+    if then is None:
+        return "never"
+    s = max(0, int(now - then))
+    return f"{s // 86400}d {s % 86400 // 3600}h" if s >= 86400 else (
+        f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s")
+
+
+_STYLE = {"ok": "green", "lagging": "yellow", "failed": "red", "refused": "red", "error": "red", "stale": "red"}
+
+
+def render_table(fleet: Fleet) -> Table:
+    from rich.table import Table
+
+    t = Table("host", "state", "revision", "last success", "last run", "last refusal", box=None,
+              title=f"pull fleet (revision {fleet.revision[:12] if fleet.revision else 'unknown'})")
+    for h in fleet.hosts:
+        t.add_row(h.host, f"[{_STYLE[h.verdict]}]{h.verdict}[/]", (h.revision or "-")[:12],
+                  _age(fleet.at, h.last_success), _age(fleet.at, h.last_run), h.refusal or "-")
+    return t
+
+
+def to_json(fleet: Fleet) -> dict:
+    return {"revision": fleet.revision, "exit_code": fleet.exit_code,
+            "hosts": {h.host: {"verdict": h.verdict, "revision": h.revision, "status": h.status,
+                               "last_run": h.last_run, "last_success": h.last_success,
+                               "last_refusal": h.refusal} for h in fleet.hosts}}
