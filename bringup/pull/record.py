@@ -55,6 +55,8 @@ class Attempt(BaseModel):
     failed: int = 0
     #: The converge's own JSON report (bringup provision's), kept beside the state.
     report: Optional[str] = None
+    #: ``bringup pull``'s exit code for this run (0 applied, 2 failed, 3 refused, 4 error, 130/143 a signal).
+    exit_code: int = 0
 
 
 class State(BaseModel):

@@ -32,6 +32,8 @@ from .source import Refused, Rule, Source
 
 __all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "EXIT"]
 
+#: Converge reports kept in ``<cache>/reports`` (the newest).
+KEEP_REPORTS = 20
 #: The exit code of each status: applied 0, failed 2 (as provision's), refused 3, error 4 (as unreachable).
 EXIT = {"applied": 0, "failed": 2, "refused": 3, "error": 4}
 
@@ -140,13 +142,18 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
                          stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
     before = {s: signal.signal(s, lambda signum, _f: p.send_signal(signum))
               for s in (signal.SIGINT, signal.SIGTERM)}
+    said: list[str] = []
     try:
-        out, _ = p.communicate()
+        assert p.stdout is not None
+        for line in p.stdout:  # streamed: the journal shows the converge as it goes
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            if line.startswith(("error:", "unreachable:")):
+                said.append(line.strip())
+        p.wait()
     finally:
         for s, h in before.items():
             signal.signal(s, h)
-    sys.stdout.write(out)
-    sys.stdout.flush()
     done = Converged(rc=p.returncode)
     reports = sorted((workdir / "reports").glob("*-provision*.json"), key=lambda q: q.stat().st_mtime)
     reports = [r for r in reports if r.stat().st_mtime >= started - 1]
@@ -159,10 +166,11 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
             kept.mkdir(exist_ok=True)
             done.report = str(kept / reports[-1].name)
             os.replace(reports[-1], done.report)
+            for old in sorted(kept.glob("*.json"), key=lambda q: q.stat().st_mtime)[:-KEEP_REPORTS]:
+                old.unlink()
         except (OSError, ValueError, KeyError, StopIteration, TypeError):
             pass
-    lines = [line for line in out.splitlines() if line.startswith(("error:", "unreachable:"))]
-    done.message = lines[-1] if lines else f"bringup provision ended with exit {p.returncode}"
+    done.message = said[-1] if said else f"bringup provision ended with exit {p.returncode}"
     return done
 
 
@@ -212,12 +220,19 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
             attempt = Attempt(at=time.time(), status="applied", revision=commit, changed=done.changed,
                               failed=done.failed, report=done.report,
                               message=f"applied {commit[:12]}: changed={done.changed} failed={done.failed}")
+        elif done.rc in (130, 143):
+            attempt = Attempt(at=time.time(), status="failed", revision=commit, reason="interrupted",
+                              changed=done.changed, failed=done.failed, report=done.report, exit_code=done.rc,
+                              message=f"{commit[:12]}: the converge was stopped by "
+                                      f"{'SIGINT' if done.rc == 130 else 'SIGTERM'} (the roles in progress "
+                                      "finished, no other started); the next run converges")
         else:
             attempt = Attempt(at=time.time(), status="failed", revision=commit, reason="converge",
                               changed=done.changed, failed=done.failed, report=done.report,
                               message=f"{commit[:12]} failed to converge ({done.message}); "
-                                      f"{state.applied[:12] if state.applied else 'nothing'} stays the last good "
-                                      "revision, the next run tries again")
+                                      + (f"{state.applied[:12]} stays the last good revision"
+                                         if state.applied else "no revision was applied before")
+                                      + ", the next run tries again")
         source.prune({c for c in (state.applied, commit) if c})
     except Refused as e:
         revision = e.revision or commit
@@ -231,12 +246,13 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
         attempt = Attempt(at=time.time(), status="error", revision=commit, reason="git", message=str(e))
     except Stopped as e:
         attempt = Attempt(at=time.time(), status="error", revision=commit, reason="interrupted",
-                          message=f"{e}: stopped before the converge; nothing applied")
+                          message=f"{e}: stopped before the converge; nothing applied", exit_code=128 + e.signum)
     finally:
         for s, h in before.items():
             signal.signal(s, h)
     if attempt.status != "applied" and state.applied:
         attempt.message += f" (still at {state.applied[:12]})"
+    attempt.exit_code = attempt.exit_code or EXIT[attempt.status]
     state.last = attempt
     save_state(state, state_path)
     if settings.prometheus is not None:

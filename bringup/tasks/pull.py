@@ -42,13 +42,14 @@ def _url(text) -> str:
     "cache": f"folder for the repository, the revisions' checkouts and the state (default {CACHE})",
     "prometheus": "also write the outcome as Prometheus text to FILE (*.prom, the node exporter's textfile folder)",
     "vault-password-file": "file holding the inventory's vault password (on this host); repeatable",
+    "lock": "the host's run lock, the one push runs take (default /run/lock/bringup.lock)",
 })
 def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, name=None, inventory="hosts",
-         cache=CACHE, prometheus=None, vault_password_file=None):
+         cache=CACHE, prometheus=None, vault_password_file=None, lock=None):
     """Converge this host from a signed Git revision (pull mode: fetch, verify, check out, converge locally)."""
     from ..drift import check_prometheus_path
     from ..pull.record import METRICS
-    from ..pull.run import EXIT, Settings
+    from ..pull.run import Settings
     from ..pull.run import pull as pull_once
     from ..pull.source import parse_rule
 
@@ -62,17 +63,16 @@ def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, na
                             inventory=inv,
                             prometheus=check_prometheus_path(prometheus, own=tuple(METRICS)) if prometheus else None,
                             vault_password_files=list(vault_password_file or []))
+        if lock:
+            settings.lock = str(lock)
         try:
             attempt = pull_once(settings)
         except OSError as e:  # the cache or the textfile folder not writable, a full disk
             raise fail(f"{getattr(e, 'filename', None) or cache}: {e.strerror or e}") from None
     line = f"{attempt.status}: {attempt.message}"
     print(line, flush=True)
-    if attempt.reason == "interrupted":
-        raise Exit(code=130)
-    code = EXIT[attempt.status]
-    if code:
-        raise Exit(code=code)
+    if attempt.exit_code:
+        raise Exit(code=attempt.exit_code)
 
 
 @task(auto_shortflags=False, help={

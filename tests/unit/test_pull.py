@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import fcntl
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -32,6 +34,16 @@ def resources(host):
 '''
 
 
+SLOW = '''
+from bringup.command import sh
+from bringup.resources import Command
+
+def resources(host):
+    return [Command("slow step", sh("touch %s; sleep 2; touch %s", {started!r}, {started!r} + ".done"),
+                    creates={started!r} + ".done")]
+'''
+
+
 def git(cwd: Path, *args: str, key: Path | None = None) -> str:
     env = dict(os.environ, GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
     sign = ["-c", "gpg.format=ssh", "-c", f"user.signingkey={key}"] if key else []
@@ -49,7 +61,7 @@ def keygen(path: Path, comment: str) -> Path:
 class Fleet:
     """A server (bare repository), an operator's clone that commits and pushes, and this host's pull settings."""
 
-    def __init__(self, tmp: Path):
+    def __init__(self, tmp: Path, order: tuple[str, ...] = ("demo",)):
         self.tmp = tmp
         self.ops = keygen(tmp / "ops", "ops")
         self.stranger = keygen(tmp / "stranger", "stranger")
@@ -61,8 +73,10 @@ class Fleet:
         git(tmp, "init", "--quiet", "-b", "main", str(self.work))
         self.out = tmp / "applied" / "greeting.conf"
         (self.work / "roles").mkdir()
-        (self.work / "roles" / "__init__.py").write_text("ORDER = ['demo']\n")
+        (self.work / "roles" / "__init__.py").write_text(f"ORDER = {list(order)!r}\n")
         (self.work / "roles" / "demo.py").write_text(ROLE.format(out=str(self.out)))
+        if "slow" in order:
+            (self.work / "roles" / "slow.py").write_text(SLOW.format(started=str(tmp / "slow.started")))
         (self.work / "templates" / "demo").mkdir(parents=True)
         (self.work / "templates" / "demo" / ".keep").write_text("")
         self.out.parent.mkdir()
@@ -74,7 +88,7 @@ class Fleet:
         inv = self.work / "hosts"
         if hosts:
             inv.write_text(yaml.safe_dump(hosts))
-        elif inv.exists():
+        elif hosts is not None and inv.exists() and greeting != "vaulted":
             git(self.work, "rm", "--quiet", "hosts")
         (self.work / "note").write_text(greeting)
         git(self.work, "add", "-A")
@@ -270,13 +284,58 @@ def bringup(*args: str, cwd: Path) -> subprocess.CompletedProcess:
                           cwd=cwd, capture_output=True, text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
 
 
+def task_flags(fleet: Fleet) -> list[str]:
+    return ["--url", f"file://{fleet.server}", "--allowed-signers", str(fleet.allowed), "--name", "me",
+            "--cache", str(fleet.tmp / "cache"), "--lock", str(fleet.tmp / "run.lock")]
+
+
 def test_the_task_says_one_line_and_its_exit_code(fleet):
     fleet.commit("evil")
-    common = ["--url", f"file://{fleet.server}", "--allowed-signers", str(fleet.allowed), "--name", "me",
-              "--cache", str(fleet.tmp / "cache")]
+    common = task_flags(fleet)
     r = bringup("pull", *common, cwd=fleet.tmp)
     assert r.returncode == 3 and r.stdout.strip().startswith("refused: revision"), r.stdout + r.stderr
     r = bringup("pull", "--url", "", cwd=fleet.tmp)
     assert r.returncode == 1 and r.stderr.startswith("error: --url") and "Traceback" not in r.stderr
     r = bringup("pull", *common, "--prometheus", str(fleet.tmp / "x.txt"), cwd=fleet.tmp)
     assert r.returncode == 1 and "*.prom" in r.stderr
+
+
+@pytest.mark.reliability(item=33, fault="pull: SIGTERM in the middle of the converge (the timer's TimeoutStartSec)",
+                         variants=1, checks=("exit code", "no hang", "report written", "next run converges"))
+def test_sigterm_mid_converge_moves_nothing_and_the_next_run_converges(tmp_path):
+    fleet = Fleet(tmp_path, order=("slow", "demo"))
+    good = fleet.commit("hello", key=fleet.ops)
+    p = subprocess.Popen([sys.executable, "-c", "import sys; from bringup.entry import main; main()", "pull",
+                          *task_flags(fleet)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    started = tmp_path / "slow.started"
+    deadline = time.monotonic() + 120
+    while not started.exists():
+        assert p.poll() is None and time.monotonic() < deadline, p.stdout.read() if p.poll() is not None else ""
+        time.sleep(0.05)
+    p.send_signal(signal.SIGTERM)
+    out, _ = p.communicate(timeout=60)
+    assert p.returncode == 143, out
+    assert "stopped by SIGTERM" in out.splitlines()[-1]
+    assert fleet.current() is None and not fleet.out.exists()  # the role after the slow one never started
+    state = record.State.model_validate_json((tmp_path / "cache" / "state.json").read_text())
+    assert state.last.reason == "interrupted" and state.last.exit_code == 143 and state.applied is None
+    r = bringup("pull", *task_flags(fleet), cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert fleet.current() == good and fleet.out.read_text() == "hello\n"
+
+
+def test_vault_values_are_opened_with_a_password_file_placed_on_the_host(fleet, tmp_path):
+    from .test_vault import ansible_vault
+
+    (tmp_path / "pw").write_text("host-side-password\n")
+    secret = ansible_vault(tmp_path, "encrypt_string", "--vault-password-file", "pw", "s3cr3t-greeting")
+    hosts = "all:\n  hosts:\n    me:\n      ansible_connection: local\n      greeting: " + secret
+    (fleet.work / "hosts").write_text(hosts)
+    commit = fleet.commit("vaulted", key=fleet.ops, hosts={})  # the inventory written above, kept as it is
+    got = pull(fleet.settings(), converge=never)  # no password on the host: the inventory does not load
+    assert (got.status, got.reason) == ("refused", "invalid") and "s3cr3t" not in got.message
+    got = pull(fleet.settings(vault_password_files=[str(tmp_path / "pw")]))
+    assert got.status == "applied" and got.revision == commit, got.message
+    assert fleet.out.read_text() == "s3cr3t-greeting\n"
+    assert "s3cr3t" not in (tmp_path / "cache" / "state.json").read_text()
