@@ -18,13 +18,14 @@ Variables:
     monitoring_targets: hosts to scrape (default: this host, 127.0.0.1).
     monitoring_stack, monitoring_node_exporter, monitoring_images, monitoring_dir,
     monitoring_gpu_temp_c, monitoring_scrape_interval, monitoring_retention,
-    monitoring_drift_stale_hours (26: the nightly drift check plus slack).
+    monitoring_drift_stale_hours (26: the nightly drift check plus slack), monitoring_pull_stale_hours (null:
+    no pull mode alerts; N: BringupPullRefused, BringupPullFailing and BringupPullStale after N h without a run).
 """
 from __future__ import annotations
 
 import json
 import re
-from typing import Annotated
+from typing import Annotated, Optional
 
 import yaml
 from pydantic import Field
@@ -73,6 +74,8 @@ class Vars(image.ImageVars, RoleVars):
     monitoring_retention: str = want("15d", "a Prometheus duration like 15s or 15d", pattern=_DURATION)
     #: invoke drift runs nightly: a host whose last check is older than this is alerted on.
     monitoring_drift_stale_hours: float = want(26, "must be a number within 1-744", ge=1, le=24 * 31)
+    #: Pull mode's alerts (bringup_pull_*: refused, failing, no run for this many hours); null: not written.
+    monitoring_pull_stale_hours: Optional[float] = want(None, "a number within 1-744, or null", ge=1, le=24 * 31)
     monitoring_images: Images = want({
         "prometheus": "prom/prometheus:v2.53.0",
         "grafana": "grafana/grafana:11.1.0",
@@ -137,7 +140,8 @@ def files(host) -> tuple[dict[str, str], str]:
             targets=v["monitoring_targets"], ports=ports),
         f"{d}/prometheus/rules/triton.rules.yml": host.render(
             "monitoring/triton.rules.yml.j2", slo_ms=v["latency_slo_p95_ms"], gpu_temp_c=v["monitoring_gpu_temp_c"],
-            drift_stale_hours=v["monitoring_drift_stale_hours"]),
+            drift_stale_hours=v["monitoring_drift_stale_hours"],
+            pull_stale_hours=v.get("monitoring_pull_stale_hours")),
         f"{d}/grafana/provisioning/datasources/prometheus.yml": host.render(
             "monitoring/grafana-datasource.yml.j2", url=f"http://127.0.0.1:{int(ports['prometheus'])}"),
         f"{d}/grafana/provisioning/dashboards/bringup.yml": host.render("monitoring/grafana-dashboards.yml.j2"),

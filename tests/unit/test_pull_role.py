@@ -89,3 +89,16 @@ def test_bad_pull_variables_are_one_line(pull, words):
     with pytest.raises(InputError) as e:
         CHECK({**DEFAULTS, "bringup_pull": pull})
     assert words in str(e.value) and "\n" not in str(e.value)
+
+
+def test_the_monitoring_role_alerts_on_pull_runs_only_when_asked(tmp_path):
+    from .test_monitoring_role import rendered, run_rule_tests
+
+    files, _ = rendered()
+    assert not any("bringup_pull" in text for text in files.values())  # unset: existing hosts' rules unchanged
+    r = run_rule_tests(tmp_path, Path(__file__).parent / "promtool" / "pull_rules_test.yml",
+                       monitoring_pull_stale_hours=2)
+    assert r.returncode == 0 and "SUCCESS" in r.stdout, r.stdout + r.stderr
+    r = run_rule_tests(tmp_path, Path(__file__).parent / "promtool" / "pull_rules_test.yml",
+                       monitoring_pull_stale_hours=3)
+    assert r.returncode != 0 and "BringupPullStale" in r.stdout + r.stderr  # the bound is really the variable's
