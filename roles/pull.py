@@ -13,7 +13,8 @@ Variables:
     bringup_pull: ``{url, branch | tag, allowed_signers: ["principal ssh-ed25519 AAAA...", ...], interval
         (15min), randomized_delay (10min), on_boot (2min), timeout (1h), inventory (hosts), name (the host's
         inventory name), prometheus (the node exporter's textfile, null: none), vault_password_file (on the
-        host), package, command}``; null (the default): pull mode not installed.
+        host), known_hosts (the Git server's keys, for ssh:// URLs), ssh_key_file (the deploy key on the host),
+        package, command}``; null (the default): pull mode not installed.
 """
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ UNIT_NAME = "bringup-pull"
 SERVICE = f"/etc/systemd/system/{UNIT_NAME}.service"
 TIMER = f"/etc/systemd/system/{UNIT_NAME}.timer"
 ALLOWED_SIGNERS = "/etc/bringup/allowed_signers"
+KNOWN_HOSTS = "/etc/bringup/pull_known_hosts"
 VENV = "/opt/bringup/venv"
 CACHE = "/var/lib/bringup/pull"
 
@@ -61,6 +63,9 @@ class Pull(Spec):
     prometheus: Optional[str] = want("/var/lib/node_exporter/textfile_collector/bringup-pull.prom",
                                      "an absolute *.prom path, or null", pattern=r"^/\S*\.prom$")
     vault_password_file: Optional[str] = want(None, "an absolute path on the host", pattern=_PATH)
+    known_hosts: list[str] = want([], "a list of known_hosts lines of the Git server ('git.example.org "
+                                      "ssh-ed25519 AAAA...'), for ssh:// URLs")
+    ssh_key_file: Optional[str] = want(None, "the host's deploy key, an absolute path on the host", pattern=_PATH)
     package: Optional[str] = want(None, "a pip requirement for bringup (a wheel's URL or path, bringup==X)")
     command: Optional[str] = want(None, "the absolute path of bringup on the host", pattern=_PATH)
 
@@ -82,6 +87,10 @@ def validate(vars: dict) -> None:
         if "\n" in line or not _SIGNER.match(line.strip()):
             raise InputError(f"bringup_pull.allowed_signers[{i}]: not an allowed signers line; write "
                              "'principal ssh-ed25519 AAAA...' (the principal, then the public key as in its .pub)")
+    for i, line in enumerate(p.get("known_hosts") or []):
+        if "\n" in line or len(line.split()) < 3:
+            raise InputError(f"bringup_pull.known_hosts[{i}]: not a known_hosts line; write 'git.example.org "
+                             "ssh-ed25519 AAAA...' (ssh-keyscan prints them)")
     if p.get("package") and p.get("command"):
         raise InputError("bringup_pull: package and command: give one (package installs bringup in "
                          f"{VENV}; command names one already on the host)")
@@ -97,6 +106,10 @@ def argv(name: str, p: dict) -> list[str]:
         out += ["--prometheus", p["prometheus"]]
     if p.get("vault_password_file"):
         out += ["--vault-password-file", p["vault_password_file"]]
+    if p.get("known_hosts"):
+        out += ["--known-hosts", KNOWN_HOSTS]
+    if p.get("ssh_key_file"):
+        out += ["--ssh-key", p["ssh_key_file"]]
     return out
 
 
@@ -125,6 +138,8 @@ def resources(host):
         Directory("/etc/bringup", mode="0755"),
         File(ALLOWED_SIGNERS, content="".join(line.strip() + "\n" for line in p["allowed_signers"]), mode="0644"),
     ]
+    if p["known_hosts"]:
+        out.append(File(KNOWN_HOSTS, content="".join(line.strip() + "\n" for line in p["known_hosts"]), mode="0644"))
     if p.get("prometheus"):
         # Made when missing; an existing one (the node exporter's) keeps its owner and mode.
         out.append(Directory(p["prometheus"].rsplit("/", 1)[0] or "/", mode=None, owner=None, group=None))

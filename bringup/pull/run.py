@@ -28,7 +28,7 @@ from typing import Callable, Iterator
 from ..connection import RUN_LOCK, RUN_LOCK_WAIT_S
 from ..errors import BringupError, InventoryError
 from .record import Attempt, load_state, save_state, write_metrics
-from .source import Refused, Rule, Source
+from .source import Refused, Rule, Source, ssh_command
 
 __all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "EXIT"]
 
@@ -53,6 +53,9 @@ class Settings:
     vault_password_files: list[str] = field(default_factory=list)
     lock: str = RUN_LOCK
     lock_wait_s: float = RUN_LOCK_WAIT_S
+    #: For ssh:// URLs: the host's deploy key and the server's known host key file.
+    ssh_key: Path | None = None
+    known_hosts: Path | None = None
 
 
 @dataclass
@@ -184,7 +187,8 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
     state, problem = load_state(state_path)
     if problem:
         say(f"warning: {problem}")
-    source = Source(settings.url, settings.cache, settings.allowed_signers)
+    source = Source(settings.url, settings.cache, settings.allowed_signers,
+                    ssh=ssh_command(settings.ssh_key, settings.known_hosts))
     state.url, state.rule = settings.url, str(settings.rule)
     state.applied = source.applied()
     state.host = state.host or settings.name or socket.gethostname()

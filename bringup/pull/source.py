@@ -27,9 +27,10 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..command import join
 from ..errors import BringupError, InputError, said
 
-__all__ = ["Refused", "Rule", "Source", "parse_rule", "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
+__all__ = ["Refused", "Rule", "Source", "parse_rule", "ssh_command", "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
 
 #: Seconds one local Git call may take (rev-parse, verify-commit, worktree add).
 GIT_TIMEOUT_S = 120
@@ -79,19 +80,33 @@ def parse_rule(branch: str | None, tag: str | None) -> Rule:
     return Rule(kind, value)
 
 
-def _env() -> dict[str, str]:
+def _env(ssh: list[str] | None = None) -> dict[str, str]:
+    """Git's environment: no user or system configuration, no prompt; ``ssh``: the ssh command line Git
+    runs for ssh:// and host:path URLs (quoted: Git hands it to a shell)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0",
-               GIT_SSH_COMMAND="ssh -o BatchMode=yes -o ConnectTimeout=20", LC_ALL="C")
+               GIT_SSH_COMMAND=join(ssh or ssh_command()), LC_ALL="C")
     return env
+
+
+def ssh_command(key: Path | None = None, known_hosts: Path | None = None) -> list[str]:
+    """ssh in batch mode (never a prompt), with the host's deploy key and the server's known host key file
+    when given (an unknown or changed server key is then refused)."""
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=20"]
+    if key:
+        argv += ["-i", str(key), "-o", "IdentitiesOnly=yes"]
+    if known_hosts:
+        argv += ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes"]
+    return argv
 
 
 class Source:
     """One host's copy of the repository at ``url``, kept under ``cache``; signatures checked against
     ``allowed_signers`` (an OpenSSH allowed signers file)."""
 
-    def __init__(self, url: str, cache: Path, allowed_signers: Path):
+    def __init__(self, url: str, cache: Path, allowed_signers: Path, ssh: list[str] | None = None):
         self.url = url
+        self.ssh = ssh or ssh_command()
         self.cache = Path(cache)
         self.allowed_signers = Path(allowed_signers)
         self.git_dir = self.cache / "repo.git"
@@ -105,7 +120,7 @@ class Source:
                 "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={self.allowed_signers}", *args]
         try:
             p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                               env=_env(), cwd=cwd, stdin=subprocess.DEVNULL)
+                               env=_env(self.ssh), cwd=cwd, stdin=subprocess.DEVNULL)
         except FileNotFoundError:
             raise BringupError("git is not installed on this host (apt-get install git)") from None
         except subprocess.TimeoutExpired:

@@ -43,9 +43,11 @@ def _url(text) -> str:
     "prometheus": "also write the outcome as Prometheus text to FILE (*.prom, the node exporter's textfile folder)",
     "vault-password-file": "file holding the inventory's vault password (on this host); repeatable",
     "lock": "the host's run lock, the one push runs take (default /run/lock/bringup.lock)",
+    "ssh-key": "ssh:// URLs: the host's deploy key (a file on this host)",
+    "known-hosts": "ssh:// URLs: the server's host key, a known_hosts file (an unknown or changed key is refused)",
 })
 def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, name=None, inventory="hosts",
-         cache=CACHE, prometheus=None, vault_password_file=None, lock=None):
+         cache=CACHE, prometheus=None, vault_password_file=None, lock=None, ssh_key=None, known_hosts=None):
     """Converge this host from a signed Git revision (pull mode: fetch, verify, check out, converge locally)."""
     from ..drift import check_prometheus_path
     from ..pull.record import METRICS
@@ -65,6 +67,11 @@ def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, na
                             vault_password_files=list(vault_password_file or []))
         if lock:
             settings.lock = str(lock)
+        for flag, value in (("--ssh-key", ssh_key), ("--known-hosts", known_hosts)):
+            if value and not Path(value).is_file():
+                raise InputError(f"{flag} {value}: no such file on this host")
+        settings.ssh_key = Path(ssh_key) if ssh_key else None
+        settings.known_hosts = Path(known_hosts) if known_hosts else None
         try:
             attempt = pull_once(settings)
         except OSError as e:  # the cache or the textfile folder not writable, a full disk

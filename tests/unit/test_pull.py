@@ -198,6 +198,18 @@ def test_an_unreachable_server_keeps_the_revision_and_the_next_run_catches_up(fl
     assert pull(fleet.settings(), converge=ok).revision == newer and fleet.current() == newer
 
 
+def test_an_ssh_server_that_does_not_answer_is_unreachable_without_a_prompt(fleet):
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    (fleet.tmp / "known_hosts").write_text("")
+    got = pull(fleet.settings(url=f"ssh://git@127.0.0.1:{port}/fleet.git", known_hosts=fleet.tmp / "known_hosts",
+                              ssh_key=fleet.ops), converge=never)
+    assert (got.status, got.reason) == ("error", "unreachable") and "refused" in got.message.lower()
+
+
 @pytest.mark.reliability(item=33, fault="pull: a signed repository that is not bringup's (no inventory)",
                          variants=1, checks=("nothing touched", "report written"))
 def test_a_repository_without_an_inventory_is_not_applied(fleet):

@@ -64,6 +64,14 @@ def test_systemd_reads_the_units(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+def test_an_ssh_server_gets_its_known_host_key_and_the_deploy_key():
+    got = planned(wanted(url="ssh://git@git.example.org/ops/fleet.git", ssh_key_file="/etc/bringup/deploy_key",
+                         known_hosts=["git.example.org ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKnown"]))
+    assert got["file:" + P.KNOWN_HOSTS].content.decode().startswith("git.example.org ssh-ed25519")
+    exec_start = got["file:" + P.SERVICE].content.decode()
+    assert f"--known-hosts {P.KNOWN_HOSTS}" in exec_start and "--ssh-key /etc/bringup/deploy_key" in exec_start
+
+
 def test_a_package_installs_bringup_in_a_venv_once():
     got = planned(wanted(package="https://pkgs.example.org/bringup-0.9-py3-none-any.whl"))
     (install,) = [r for r in got.values() if type(r).__name__ == "Command"]
@@ -84,6 +92,7 @@ def test_without_systemd_it_says_what_to_do_instead():
     (wanted(url="-oProxyCommand=x"), "url"),
     (wanted(package="bringup", command="/usr/bin/bringup"), "give one"),
     ({"allowed_signers": [SIGNER]}, "url"),
+    (wanted(known_hosts=["git.example.org"]), "known_hosts[0]"),
 ])
 def test_bad_pull_variables_are_one_line(pull, words):
     with pytest.raises(InputError) as e:
