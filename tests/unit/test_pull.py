@@ -235,6 +235,8 @@ def test_a_bad_inventory_or_a_missing_host_is_refused_before_anything_applies(fl
     assert fleet.current() == good
 
 
+@pytest.mark.reliability(item=33, fault="pull: a signed revision whose converge fails (a role fails)", variants=1,
+                         checks=("report written", "next run converges"))
 def test_a_failed_converge_keeps_the_last_good_revision_and_is_retried(fleet):
     good = fleet.commit("hello", key=fleet.ops)
     pull(fleet.settings(), converge=ok)
@@ -246,6 +248,7 @@ def test_a_failed_converge_keeps_the_last_good_revision_and_is_retried(fleet):
     assert not (fleet.tmp / "cache" / "revisions" / good).exists()  # the older checkout pruned
 
 
+@pytest.mark.reliability(item=33, fault="pull: a force-pushed branch", variants=1, checks=("next run converges",))
 def test_a_tag_pattern_picks_the_highest_version_and_a_force_push_is_followed(fleet):
     fleet.commit("one", key=fleet.ops, tag="release-1.9")
     ten = fleet.commit("two", key=fleet.ops, tag="release-1.10")
@@ -257,6 +260,8 @@ def test_a_tag_pattern_picks_the_highest_version_and_a_force_push_is_followed(fl
     assert pull(fleet.settings(), converge=ok).revision == rewritten
 
 
+@pytest.mark.reliability(item=33, fault="pull while another run holds the host's run lock", variants=1,
+                         checks=("nothing touched", "report written"))
 def test_the_run_lock_keeps_two_runs_apart(fleet):
     fleet.commit("hello", key=fleet.ops)
     lock = fleet.tmp / "run.lock"
