@@ -430,3 +430,32 @@ def test_plain_references_reach_the_connection(tmp_path):
     inv = _write(tmp_path, "[gpu]\nh1 ansible_host='{{ net }}.7' ansible_port='{{ p }}'\n[gpu:vars]\nnet=192.0.2\np=2202\n")
     r = _invoke("hosts", "--inventory", str(inv), cwd=tmp_path)
     assert r.returncode == 0 and "root@192.0.2.7:2202" in r.stdout, r.stdout + r.stderr
+
+
+# --- issue 34 item 16: the remaining smaller inputs --------------------------------------------------
+
+_SMALL = dict(item=34, checks=("one clear line", "exit code", "nothing touched"))
+_H1_YAML = "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n  vars:\n    "
+
+
+@pytest.mark.reliability(fault="counts without a bound: a gpu_profiles instance_count of 1,000,000,000 (it passed "
+                               "and a plan deployed 100000), a max_batch_size or preferred batch size of 10**9",
+                         variants=5, **_SMALL)
+@pytest.mark.parametrize("setting, words", [
+    ("gpu_profiles: {h200: {instance_count: 1000000000}}",
+     ["gpu_profiles.h200.instance_count 1000000000", "from 1 to 32"]),
+    ("gpu_profiles: {h200: {preferred_batch_size: [4, 1000000000]}}",
+     ["gpu_profiles.h200.preferred_batch_size[1] 1000000000", "from 1 to 65536"]),
+    ("triton_models: {m: {platform: onnxruntime_onnx, instance_count: 100000, input: [{name: i, data_type: "
+     "TYPE_FP32, dims: [3]}], output: [{name: o, data_type: TYPE_FP32, dims: [3]}]}}",
+     ["triton_models.m.instance_count 100000", "from 1 to 32"]),
+    ("triton_models: {m: {platform: onnxruntime_onnx, max_batch_size: 1000000000, input: [{name: i, data_type: "
+     "TYPE_FP32, dims: [3]}], output: [{name: o, data_type: TYPE_FP32, dims: [3]}]}}",
+     ["triton_models.m.max_batch_size 1000000000", "from 1 to 65536"]),
+    ("triton_models: {m: {platform: onnxruntime_onnx, preferred_batch_size: [1000000000], input: [{name: i, "
+     "data_type: TYPE_FP32, dims: [3]}], output: [{name: o, data_type: TYPE_FP32, dims: [3]}]}}",
+     ["triton_models.m.preferred_batch_size[0] 1000000000", "from 1 to 65536"]),
+])
+def test_serving_counts_are_bounded(tmp_path, setting, words):
+    _refused(_provision(tmp_path, _write(tmp_path, _H1_YAML + setting + "\n"), "--roles", "triton"), tmp_path,
+             *words)
