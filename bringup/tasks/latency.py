@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Exit
 
 from ..errors import BringupError, InputError, Unreachable
 from ..process import command
 from .context import console as new_console
 from .context import REPEATED, VAULT, fail, options, prepared, unreachable
+from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["bench", "tune_window", "tune"]
 

@@ -350,10 +350,10 @@ def test_repository_suite_and_components_are_refused_before_connecting(tmp_path,
 
 @pytest.mark.reliability(item=26, fault='--roles "" (planned every role) and --roles " , " (ran none, exit 0)',
                          variants=2, checks=("one clear line", "exit code", "nothing touched"))
-@pytest.mark.parametrize("roles", ["", " , "])
-def test_roles_naming_no_role_is_one_line(tmp_path, roles):
+@pytest.mark.parametrize("roles, words", [("", ["--roles ''", "empty"]), (" , ", ["--roles", "names no role"])])
+def test_roles_naming_no_role_is_one_line(tmp_path, roles, words):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
-    _refused(_provision(tmp_path, inv, "--roles", roles), tmp_path, "--roles", "names no role")
+    _refused(_provision(tmp_path, inv, "--roles", roles), tmp_path, *words)
 
 
 # --- issue 32: inventory sources as Ansible reads them -----------------------------------------------

@@ -144,3 +144,51 @@ def test_hosts_flags(work, args, words):
 @pytest.mark.parametrize("args, words", _cases(SELECTION, FACTS_FILE))
 def test_topology_flags(work, args, words):
     _check(work, "topology", args, words)
+
+
+@pytest.mark.reliability(item=34, fault="an empty flag value read as no flag: --serial '' (one batch), "
+                                        "--max-fail-percentage '' (no bound), audit --testinfra '' (every test "
+                                        "under the current folder), --limit '' (every host), --host ''",
+                         variants=6, checks=CHECKS)
+@pytest.mark.parametrize("task, flag", [("provision", "--serial"), ("provision", "--max-fail-percentage"),
+                                        ("audit", "--testinfra"), ("provision", "--limit"), ("plan", "--host"),
+                                        ("checklist", "--out")])
+def test_empty_flag_value_is_one_line(work, task, flag):
+    (work / "test_site.py").write_text("def test_site(host):\n    assert host.file('/etc').is_directory\n")
+    args = ["--host", "h1"] if flag != "--host" else []
+    _check(work, task, [*args, flag, ""], [f"{flag} ''", "empty", "leave the flag out"])
+
+
+def _value_flags():
+    """(task, parameter, flag) for every flag of every task that takes a value (a boolean switch takes none)."""
+    import inspect
+
+    from bringup.cli import ns
+
+    for name, t in sorted(ns.tasks.items()):
+        for p in list(inspect.signature(t.body).parameters.values())[1:]:
+            if not isinstance(p.default, bool):
+                yield name, p.name, "--" + p.name.strip("_").replace("_", "-")
+
+
+@pytest.mark.reliability(item=34, fault="an empty value for each flag of each task that takes a value (in process)",
+                         checks=("one clear line", "exit code"))
+def test_every_value_flag_refuses_an_empty_value(tmp_path, monkeypatch):
+    """Called in process with the flag given as ''; the check comes before anything is read or contacted (the
+    current folder is empty: a task that went on would find no inventory, a different line)."""
+    from invoke import Context, Exit
+
+    from bringup.cli import ns
+
+    monkeypatch.chdir(tmp_path)
+    seen = 0
+    for task, param, flag in _value_flags():
+        t = ns.tasks[task]
+        value = [""] if param in t.iterable else ""
+        with pytest.raises(Exit) as e:
+            t(Context(), **{param: value})
+        assert e.value.code == 1 and str(e.value.message).startswith(f"error: {flag} '': empty"), (task, flag,
+                                                                                                    e.value.message)
+        seen += 1
+    assert seen > 50, seen
+    assert list(tmp_path.iterdir()) == []
