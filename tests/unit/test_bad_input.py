@@ -459,3 +459,17 @@ _H1_YAML = "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n
 def test_serving_counts_are_bounded(tmp_path, setting, words):
     _refused(_provision(tmp_path, _write(tmp_path, _H1_YAML + setting + "\n"), "--roles", "triton"), tmp_path,
              *words)
+
+
+@pytest.mark.reliability(fault="a models_dir file name that is not UTF-8, or holds a newline (was 'internal error' "
+                               "after connecting)", variants=2, **_SMALL)
+@pytest.mark.parametrize("name, shown", [(b"model\xff.onnx", "model\\xff.onnx"), (b"a\nb.onnx", "a\\nb.onnx")])
+def test_models_dir_file_name_is_named_before_connecting(tmp_path, name, shown):
+    models = tmp_path / "models"
+    (models / "m" / "1").mkdir(parents=True)
+    (models / "m" / "1" / "model.onnx").write_bytes(b"onnx")
+    with open(bytes(models / "m" / "1") + b"/" + name, "wb") as f:
+        f.write(b"onnx")
+    inv = _write(tmp_path, _H1_YAML + f"models_dir: {models}\n")
+    _refused(_provision(tmp_path, inv, "--roles", "triton"), tmp_path, f"models/m/1/{shown}", "models_dir",
+             "rename")
