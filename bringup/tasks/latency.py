@@ -58,7 +58,7 @@ def _given(v) -> bool:
 
 def _windows(text, flag: str = "--window-us") -> list:
     """``deployed``, ``none``/``off`` or µs 0..1500, comma separated."""
-    from ..latency.options import whole
+    from ..latency.options import quoted, whole
 
     out: list = []
     for t in [t.strip() for t in str(text).split(",")]:
@@ -70,7 +70,7 @@ def _windows(text, flag: str = "--window-us") -> list:
             try:
                 out.append(whole(t, flag, 0, 1500))
             except InputError:
-                raise InputError(f"{flag} {text!r}: {t!r} is not 'deployed', 'none' or whole µs within 0..1500") \
+                raise InputError(f"{flag} {quoted(text)}: {quoted(t)} is not 'deployed', 'none' or whole µs within 0..1500") \
                     from None
     return list(dict.fromkeys(out))
 

@@ -109,6 +109,22 @@ def test_tune_options_are_refused_before_triton_is_contacted(work, args, words):
     _refused(_invoke(work, "tune", "--host", "local-01", "--model", "add", *base, *args), work, *words)
 
 
+_SEQ = ",".join(map(str, range(1, 20001)))  # 108,893 characters, as `seq -s, 1 20000` gives
+
+
+@pytest.mark.reliability(item=34, fault="a 109 kB --instances (seq 1..20000, or one long word) repeated whole in "
+                                        "the error line", variants=3, checks=CHECKS)
+@pytest.mark.parametrize("args, words", [
+    (["--instances", _SEQ], ["--instances '1,2,3,4,5", f"({len(_SEQ):,} characters)", "must be at most 4"]),
+    (["--instances", "x" * 109_000], ["--instances 'xxxx", "(109,000 characters)", "not a whole number"]),
+    (["--windows", _SEQ], ["--windows '1,2,3,4,5", f"({len(_SEQ):,} characters)"]),
+])
+def test_a_long_flag_value_is_quoted_bounded(work, args, words):
+    line = _refused(_invoke(work, "tune", "--host", "local-01", "--model", "add", "--target-p95-ms", "30", *args),
+                    work, *words)
+    assert len(line) < 400, f"{len(line):,} characters: {line[:400]}"
+
+
 # --------------------------------------------------------------------------- the tuner's record
 
 
