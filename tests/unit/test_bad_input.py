@@ -473,3 +473,21 @@ def test_models_dir_file_name_is_named_before_connecting(tmp_path, name, shown):
     inv = _write(tmp_path, _H1_YAML + f"models_dir: {models}\n")
     _refused(_provision(tmp_path, inv, "--roles", "triton"), tmp_path, f"models/m/1/{shown}", "models_dir",
              "rename")
+
+
+@pytest.mark.reliability(fault="ansible_become_user that is not a user name ('root; touch x', a space, empty)",
+                         variants=3, **_SMALL)
+@pytest.mark.parametrize("user", ["root; touch x", "trit on", ""])
+def test_become_user_must_be_a_user_name(tmp_path, user):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9, ansible_become: true, "
+                           f"ansible_become_user: '{user}'}}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "host 'h1'", f"ansible_become_user must be a user name",
+             repr(user))
+
+
+def test_become_user_names_sudo_takes_pass(tmp_path):
+    from bringup.inventory import ConnectionVars
+
+    for user in ("root", "triton", "svc-gpu.ops", "_apt", "#0", "ops$"):
+        assert ConnectionVars.model_validate({"ansible_become_user": user}).ansible_become_user == user
+
