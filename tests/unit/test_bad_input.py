@@ -491,3 +491,13 @@ def test_become_user_names_sudo_takes_pass(tmp_path):
     for user in ("root", "triton", "svc-gpu.ops", "_apt", "#0", "ops$"):
         assert ConnectionVars.model_validate({"ansible_become_user": user}).ansible_become_user == user
 
+
+@pytest.mark.reliability(fault="ansible_ssh_private_key_file missing or a folder (was UNREACHABLE after trying "
+                               "to connect)", variants=2, **_SMALL)
+@pytest.mark.parametrize("key, why", [("missing_key", "no such file"), ("a-folder", "not a file")])
+def test_missing_private_key_file_is_refused_before_connecting(tmp_path, key, why):
+    (tmp_path / "a-folder").mkdir()
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9, "
+                           f"ansible_ssh_private_key_file: {tmp_path / key}}}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "host 'h1'", f"ansible_ssh_private_key_file '{tmp_path / key}'",
+             why, "hosts:3")
