@@ -481,7 +481,7 @@ def test_models_dir_file_name_is_named_before_connecting(tmp_path, name, shown):
 def test_become_user_must_be_a_user_name(tmp_path, user):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9, ansible_become: true, "
                            f"ansible_become_user: '{user}'}}\n")
-    _refused(_provision(tmp_path, inv), tmp_path, "host 'h1'", f"ansible_become_user must be a user name",
+    _refused(_provision(tmp_path, inv), tmp_path, "host 'h1'", "ansible_become_user must be a user name",
              repr(user))
 
 

@@ -192,3 +192,13 @@ def test_every_value_flag_refuses_an_empty_value(tmp_path, monkeypatch):
         seen += 1
     assert seen > 50, seen
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.reliability(item=34, fault="a retry file (--limit @FILE) with a line that is a pattern, not a host: "
+                                        "'*' ran every host, a group name its every host", variants=3,
+                         checks=CHECKS)
+@pytest.mark.parametrize("line", ["*", "all", "h*"])
+def test_retry_file_holds_host_names_only(work, line):
+    (work / "last.retry").write_text(f"h1\n{line}\n")
+    _check(work, "provision", ["--limit", "@last.retry"],
+           ["--limit @last.retry", repr(line), "not a host of the inventory", "one a line"])
