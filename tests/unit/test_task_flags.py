@@ -202,3 +202,29 @@ def test_retry_file_holds_host_names_only(work, line):
     (work / "last.retry").write_text(f"h1\n{line}\n")
     _check(work, "provision", ["--limit", "@last.retry"],
            ["--limit @last.retry", repr(line), "not a host of the inventory", "one a line"])
+
+
+def _saved_facts(work: Path, change) -> None:
+    import json
+
+    from .fixture_hosts import h200_facts
+
+    facts = h200_facts()
+    change(facts)
+    (work / "f.json").write_text(json.dumps({"host": "h1", "facts": facts}))
+
+
+@pytest.mark.reliability(item=34, fault="a saved facts file with a CPU list written as text ('0-15' for a NUMA node, "
+                                        "an L3 group, a device's local CPUs): a traceback, or '0-15' read as 4 CPUs",
+                         variants=4, checks=CHECKS)
+@pytest.mark.parametrize("change, words", [
+    (lambda f: f["cpu.topology"]["numa_nodes"].update({"0": "0-15"}), ["cpu.topology numa_nodes.0", "'0-15'"]),
+    (lambda f: (f["cpu.topology"]["l3_groups"].update({"0": "0-15"}),
+                f["cpu.topology"]["numa_nodes"].update({"0": "0123456789abcdef"})), ["cpu.topology numa_nodes.0"]),
+    (lambda f: f["pci.devices"][3].update({"local_cpus": "0-15"}), ["pci.devices 3.local_cpus", "'0-15'"]),
+    (lambda f: f["cpu.topology"].update({"online": [0, 1, "2"]}), ["cpu.topology online", "'2'"]),
+])
+def test_saved_cpu_list_as_text_is_one_line(work, change, words):
+    _saved_facts(work, change)
+    _check(work, "topology", ["--host", "h1", "--facts", "f.json"],
+           ["--facts f.json", *words, "a list of CPU ids"])
