@@ -153,10 +153,23 @@ def out_folder(v: Any, flag: str = "--out") -> Path:
                                  "folder)")
             if not os.access(probe, os.W_OK | os.X_OK):
                 raise InputError(f"{flag} {text!r}: {probe} is not writable")
+            _can_write(probe, text, flag)
             return p
         if probe.parent == probe:
             return p
         probe = probe.parent
+
+
+def _can_write(folder: Path, text: str, flag: str) -> None:
+    """A folder made and removed in ``folder``: whether results can be written there, known before measuring
+    (os.access says yes to root in /proc and /sys, where nothing can be made).  Nothing is left."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".bringup-probe-", dir=folder))
+    except OSError as e:
+        raise InputError(f"{flag} {text!r}: cannot write in {folder} ({e.strerror or e}); give a folder of "
+                         "your own, like reports/bench") from None
 
 
 # --------------------------------------------------------------------------- typed option sets

@@ -125,6 +125,15 @@ def test_a_long_flag_value_is_quoted_bounded(work, args, words):
     assert len(line) < 400, f"{len(line):,} characters: {line[:400]}"
 
 
+@pytest.mark.reliability(item=34, fault="bench/tune-window --out /proc/x or /sys/x (a folder no one may write in, "
+                                        "even root): a traceback after measuring", variants=3, checks=CHECKS)
+@pytest.mark.parametrize("task, out", [("bench", "/proc/x"), ("bench", "/sys/bench/x"), ("tune-window", "/proc/x")])
+def test_an_out_folder_that_cannot_be_written_is_refused_before_measuring(work, task, out):
+    more = ["--target-p95-ms", "30"] if task == "tune-window" else []
+    _refused(_invoke(work, task, "--host", "local-01", "--model", "add", "--out", out, *more), work,
+             f"--out '{out}'", "cannot write")
+
+
 # --------------------------------------------------------------------------- the tuner's record
 
 
