@@ -8,6 +8,7 @@ is written (a run that reached a host writes one), and stderr holds no traceback
 """
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -501,3 +502,45 @@ def test_missing_private_key_file_is_refused_before_connecting(tmp_path, key, wh
                            f"ansible_ssh_private_key_file: {tmp_path / key}}}\n")
     _refused(_provision(tmp_path, inv), tmp_path, "host 'h1'", f"ansible_ssh_private_key_file '{tmp_path / key}'",
              why, "hosts:3")
+
+
+def _record_fact(tmp_path, make) -> dict | None:
+    """The triton.window fact as its own command reads a record made by ``make(path)`` (the command run by sh,
+    with the record's path moved under ``tmp_path``), through its parser."""
+    from bringup.facts.triton import WINDOW_RECORD, TritonWindow, parse_triton_window
+
+    record = tmp_path / "triton-window.json"
+    make(record)
+    command = TritonWindow.command.replace(WINDOW_RECORD, str(record))
+    assert command != TritonWindow.command
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=10).stdout
+    return parse_triton_window(out)
+
+
+@pytest.mark.reliability(fault="the host's window record a folder, a FIFO, or JSON nested 100,000 deep (was "
+                               "read as nothing tuned, or a fact error the triton role did not see)", variants=3,
+                         checks=("one clear line", "no hang"), **{k: v for k, v in _SMALL.items() if k != "checks"})
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p.mkdir(), "is a folder, not the tuner's record"),
+    (lambda p: os.mkfifo(p), "is not a regular file, not the tuner's record"),
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "is not JSON (nested too deeply)"),
+])
+def test_a_window_record_that_is_no_record_is_named(tmp_path, make, words):
+    import roles.triton as T
+    from bringup.errors import BringupError
+    from bringup.templates import Templates
+
+    fact = _record_fact(tmp_path, make)
+    assert fact is not None and words in fact["error"], fact
+    spec = {"backend": "python", "input": [{"name": "I", "data_type": "TYPE_FP32", "dims": [4]}],
+            "output": [{"name": "O", "data_type": "TYPE_FP32", "dims": [4]}]}
+    render = Templates(REPO / "templates").render
+    with pytest.raises(BringupError) as e:
+        T.model_configs({**T.DEFAULTS, "triton_models": {"m": spec}}, {"triton.window": fact}, render)
+    assert "\n" not in str(e.value) and "/etc/bringup/triton-window.json" in str(e.value) and words in str(e.value)
+
+
+def test_a_window_record_file_is_read_and_no_file_is_nothing_tuned(tmp_path):
+    assert _record_fact(tmp_path, lambda p: None) is None
+    fact = _record_fact(tmp_path, lambda p: p.write_text('{"m": {"window_us": 400}}'))
+    assert fact == {"windows": {"m": 400}, "configs": {}, "error": None}
