@@ -8,6 +8,7 @@ is written (a run that reached a host writes one), and stderr holds no traceback
 """
 from __future__ import annotations
 
+import json
 import os
 import socket
 import subprocess
@@ -544,3 +545,17 @@ def test_a_window_record_file_is_read_and_no_file_is_nothing_tuned(tmp_path):
     assert _record_fact(tmp_path, lambda p: None) is None
     fact = _record_fact(tmp_path, lambda p: p.write_text('{"m": {"window_us": 400}}'))
     assert fact == {"windows": {"m": 400}, "configs": {}, "error": None}
+
+
+@pytest.mark.reliability(fault="a window record nested 100,000 deep where tune and tune-window --follow write "
+                               "(a RecursionError traceback)", checks=("one clear line",),
+                         **{k: v for k, v in _SMALL.items() if k != "checks"})
+def test_a_deeply_nested_record_is_not_bringups_record(tmp_path):
+    from bringup.latency.window_tuner import local_record_problem, record_text
+
+    folder = tmp_path / "bringup"
+    folder.mkdir()
+    deep = "[" * 100_000 + "]" * 100_000
+    (folder / "triton-window.json").write_text(deep)
+    assert "not a record bringup wrote (not JSON)" in local_record_problem(str(folder / "triton-window.json"))
+    assert json.loads(record_text(deep, "m", 400, "why", "when"))["m"]["window_us"] == 400
