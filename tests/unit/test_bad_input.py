@@ -559,3 +559,23 @@ def test_a_deeply_nested_record_is_not_bringups_record(tmp_path):
     (folder / "triton-window.json").write_text(deep)
     assert "not a record bringup wrote (not JSON)" in local_record_problem(str(folder / "triton-window.json"))
     assert json.loads(record_text(deep, "m", 400, "why", "when"))["m"]["window_us"] == 400
+
+
+@pytest.mark.reliability(fault="the host's tune record with instance_count 100000 (a plan deployed it)",
+                         checks=("one clear line",), **{k: v for k, v in _SMALL.items() if k != "checks"})
+def test_a_recorded_instance_count_is_bounded_as_the_inventory_is():
+    import roles.triton as T
+    from bringup.errors import BringupError
+    from bringup.facts.triton import parse_triton_window
+    from bringup.templates import Templates
+
+    spec = {"backend": "python", "input": [{"name": "I", "data_type": "TYPE_FP32", "dims": [4]}],
+            "output": [{"name": "O", "data_type": "TYPE_FP32", "dims": [4]}]}
+    render = Templates(REPO / "templates").render
+    v = {**T.DEFAULTS, "gpu_profile": "cpu", "triton_models": {"m": spec}}
+    fact = parse_triton_window('{"m": {"window_us": 400, "instance_count": 100000}}')
+    with pytest.raises(BringupError) as e:
+        T.model_configs(v, {"triton.window": fact}, render)
+    assert "\n" not in str(e.value) and "instance_count 100000" in str(e.value) and "1-32" in str(e.value), e.value
+    fact = parse_triton_window('{"m": {"window_us": 400, "instance_count": 3}}')
+    assert "count: 3" in T.model_configs(v, {"triton.window": fact}, render)["m"]
