@@ -34,11 +34,23 @@ from typing import Annotated, Any, Literal, Mapping
 from pydantic import Field, ValidationError, field_validator, model_validator
 
 from .errors import InputError
+from .latency.options import MAX_BATCH
 from .process import command
 from .vars import RoleVars, Spec, key_matching, one_line, want
 
-__all__ = ["AUTO", "Profile", "Match", "ProfileVars", "Chosen", "Detected", "ClassUnknown", "shipped", "table",
-           "detect", "choose", "describe", "matches", "memory_bandwidth", "inventory_matches"]
+__all__ = ["AUTO", "MAX_INSTANCES", "MAX_BATCH", "BatchSizes", "Profile", "Match", "ProfileVars", "Chosen",
+           "Detected", "ClassUnknown", "shipped", "table", "detect", "choose", "describe", "matches", "memory_bandwidth", "inventory_matches"]
+
+#: Triton instances per GPU at most (per host for ``KIND_CPU``): each instance holds its own copy of the model in
+#: the GPU's memory and its own CUDA streams; ``invoke tune`` searches 1-4, and past a few dozen the copies only
+#: contend for the same SMs.  A count above it is a typo (``instance_count: 1000000000`` deployed 100000).
+MAX_INSTANCES = 32
+#: A batch size is at most MAX_BATCH (``max_batch_size``, ``preferred_batch_size``): the bench client's bound on a
+#: request batch (:data:`bringup.latency.options.MAX_BATCH`, 65536), so that what is served can be measured.
+#: A list of preferred batch sizes, each 1..MAX_BATCH (a profile's and a model's).
+BatchSizes = list[Annotated[int, Field(ge=1, le=MAX_BATCH)]]
+_BATCHES = f"a list of batch sizes from 1 to {MAX_BATCH}, like [2, 4, 8]"
+_INSTANCES = f"must be a whole number from 1 to {MAX_INSTANCES} (Triton instances per GPU)"
 
 #: ``gpu_profile: auto``: the class the facts show.
 AUTO = "auto"
@@ -93,9 +105,8 @@ class Profile(Spec):
     shipped profile overrides the keys it gives; a new one needs preferred_batch_size and instance_count."""
 
     kind: Literal["KIND_GPU", "KIND_CPU"] | None = want(None, "must be KIND_GPU or KIND_CPU")
-    preferred_batch_size: list[Annotated[int, Field(ge=1)]] | None = want(
-        None, "a list of batch sizes >= 1, like [2, 4, 8]", min_length=1)
-    instance_count: int | None = want(None, "must be a whole number >= 1 (Triton instances per GPU)", ge=1)
+    preferred_batch_size: BatchSizes | None = want(None, _BATCHES, min_length=1)
+    instance_count: int | None = want(None, _INSTANCES, ge=1, le=MAX_INSTANCES)
     match: Match | None = want(None, "a mapping: name (a regular expression), compute_cap, memory_mib")
     source: Sources | None = want(None, "a mapping: preferred_batch_size and instance_count, each a text")
     #: Device memory bandwidth by variant of the class, with its source (issue 31's acceptance limits).

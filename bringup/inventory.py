@@ -55,7 +55,8 @@ class ConnectionVars(BaseModel):
     ansible_password: SecretStr | None = None
     ansible_connection: Literal["ssh", "local", "paramiko", "smart"] = "ssh"
     ansible_become: bool = False
-    ansible_become_user: str = "root"
+    #: A user name as sudo -u takes it (useradd's letters, digits, '_', '.', '-', a trailing '$'), or ``#UID``.
+    ansible_become_user: str = Field("root", pattern=r"^(#\d{1,10}|[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?)$")
     ansible_become_password: SecretStr | None = None
     ssh_known_hosts: str = "~/.ssh/known_hosts"
     ssh_connect_timeout: float = Field(10, gt=0)
@@ -88,6 +89,7 @@ _FIXES = {
     "ansible_port": "an integer 1-65535",
     "ansible_connection": "one of ssh, local",
     "ansible_become": "true or false",
+    "ansible_become_user": "a user name like root or triton (letters, digits, '_', '.', '-'), or #UID",
     "ssh_connect_timeout": "a number of seconds > 0",
     "ssh_keepalive_interval": "a whole number of seconds >= 0 (0: no keepalives)",
     "command_timeout": "a number of seconds > 0",

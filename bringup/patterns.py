@@ -6,7 +6,7 @@
     trt-a10-*                shell-style wildcards on host and group names
     ~trt-(l40s|a10)-0[12]    a regular expression (Python's re.match, as Ansible)
     all, *                   every host
-    @reports/last.retry      the names in a file, one a line (a retry file)
+    @reports/last.retry      the host names in a file, one a line (a retry file: no patterns)
 
 Terms are separated by ``:`` or ``,``.  As in Ansible, the order of the terms
 does not change the result: the plain terms are united first, then each
@@ -171,15 +171,21 @@ def read_limit_file(path: str | Path) -> list[str]:
 
 
 def expand_limit(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]]) -> list[str]:
-    """``--limit``: a pattern, or ``@FILE`` (each line a pattern, united), in inventory order."""
+    """``--limit``: a pattern, or ``@FILE`` (each line a host's name), in inventory order."""
     if limit.startswith("@"):
         where = f"--limit {limit}"
         names: set[str] = set()
         known = set(hosts)
         for line in read_limit_file(limit[1:]):
-            # A retry file names hosts: a line that is a host's name is that host, taken literally
-            # (`fd00::2` holds the pattern separator, `web[1]` a glob); any other line is a pattern.
-            names.update([line] if line in known else match_pattern(line, hosts, groups, where))
+            # A retry file names hosts, each taken literally (`fd00::2` holds the pattern separator, `web[1]` a
+            # glob); a line that is no host's name is refused, never read as a pattern: `*` would run every host.
+            if line not in known:
+                close = difflib.get_close_matches(line, list(hosts), n=3, cutoff=0.6)
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                shown = repr(line) if len(line) <= 100 else f"{line[:100]!r}... ({len(line):,} characters)"
+                raise InputError(f"{where}: {shown} is not a host of the inventory{hint}; a retry file names hosts, "
+                                 "one a line (give a pattern such as a group or '*' as --limit PATTERN)")
+            names.add(line)
         return [h for h in hosts if h in names]
     return match_pattern(limit, hosts, groups)
 

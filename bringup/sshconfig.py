@@ -280,6 +280,11 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
     if c.ansible_ssh_private_key_file:
         # Only the inventory's key, as before: another key would hide a wrong path.
         identity = (os.path.expanduser(c.ansible_ssh_private_key_file),)
+        why = _key_problem(identity[0])
+        if why:
+            where = host.sources.get("ansible_ssh_private_key_file", "the inventory")
+            raise _refuse(name, f"ansible_ssh_private_key_file {c.ansible_ssh_private_key_file!r} ({where}): {why}; "
+                                "set it to the private key's path, or remove it to use ssh-agent and ~/.ssh's keys")
     target = Endpoint(name=host.address, hostname=str(found.get("hostname") or host.address),
                       port=_int(found.get("port", 22), "the port", name), user=str(found.get("user")),
                       identity_files=identity, jumps=jumps, proxy_command=command)
@@ -306,6 +311,18 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
         alive = _int(found["serveraliveinterval"], "ServerAliveInterval", name, 0, 86400)
     return Route(target=target, known_hosts=known, strict=strict, connect_timeout=timeout, keepalive=alive,
                  config_file=config)
+
+
+def _key_problem(path: str) -> str:
+    """Why the private key file ``path`` cannot be used ('' when it can): seen before connecting, not as a host
+    that is UNREACHABLE after trying."""
+    if not os.path.exists(path):
+        return "no such file" + (" (a link to nothing)" if os.path.islink(path) else "")
+    if not os.path.isfile(path):
+        return "not a file" + (" (a folder)" if os.path.isdir(path) else "")
+    if not os.access(path, os.R_OK):
+        return "not readable by this user"
+    return ""
 
 
 def check_routes(hosts: list[Host]) -> None:

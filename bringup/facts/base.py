@@ -47,6 +47,10 @@ class Fact:
     #: Whether the parser takes bytes that are not UTF-8 itself (kept as surrogate escapes by the transport):
     #: otherwise such an output is garbled, named, and not parsed.
     reads_bytes: ClassVar[bool] = False
+    #: Where the parsed value holds CPU lists (lists of CPU ids, or None), as dotted paths, ``*`` for every key
+    #: of a mapping or entry of a list (``"numa_nodes.*"``): a saved facts file is checked there, so that a CPU
+    #: list written as text (``"0-15"``) is named, not planned as the characters '0', '-', '1', '5'.
+    cpu_lists: ClassVar[tuple[str, ...]] = ()
 
     @staticmethod
     def process(output: str) -> Any:  # pragma: no cover - abstract

@@ -272,3 +272,4 @@ class CpuTopology(Fact):
         "echo ---\n" + _SYSFS_NODES
     )
     process = staticmethod(parse_lscpu_parse)
+    cpu_lists = ("online", "offline", "numa_nodes.*", "sockets.*", "l3_groups.*", "smt_siblings.*")

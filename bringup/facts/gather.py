@@ -148,7 +148,37 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
         if have is not None and want is not None and type(have) is not type(want):
             raise InputError(f"--facts {p}: fact {fact.name} is {_kind(have)}, `{command('facts')}` writes "
                              f"{_kind(want)}; {save}")
+        for spec in fact.cpu_lists:
+            for where, value in _at(have, spec.split("."), ""):
+                seen = _not_cpu_list(value)
+                if seen:
+                    raise InputError(f"--facts {p}: fact {fact.name} {where} {seen}; `{command('facts')}` writes "
+                                     f"a list of CPU ids like [0, 1, 2]; {save}")
     return facts, errors
+
+
+def _at(value, parts: list[str], where: str):
+    """``(path, value)`` for each value at the dotted path ``parts`` (``*``: every key or entry) in ``value``."""
+    if not parts:
+        yield where, value
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "*":
+        items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    else:
+        items = [(head, value[head])] if isinstance(value, dict) and head in value else []
+    for key, inner in items:
+        yield from _at(inner, rest, f"{where}.{key}" if where else str(key))
+
+
+def _not_cpu_list(value) -> str:
+    """What keeps ``value`` from being a CPU list (None is one: not known), '' when it is one."""
+    if value is None:
+        return ""
+    if not isinstance(value, list):
+        return f"is {_kind(value)} ({repr(value)[:60]})"
+    bad = [c for c in value if isinstance(c, bool) or not isinstance(c, int) or c < 0]
+    return f"holds {repr(bad[0])[:60]}, not a CPU id" if bad else ""
 
 
 def _kind(value) -> str:

@@ -44,6 +44,8 @@ def json_object(output: str) -> tuple[dict[str, Any] | None, str | None]:
         doc = json.loads(output)
     except ValueError as e:
         return None, str(e)
+    except RecursionError:  # [[[[... thousands deep: named, not a parser's traceback read as no file
+        return None, "nested too deeply"
     return (doc, None) if isinstance(doc, dict) else (None, "not a JSON object")
 
 

@@ -162,3 +162,4 @@ class IrqAffinity(Fact):
         "done"
     )
     process = staticmethod(parse_irq_affinity)
+    cpu_lists = ("*.affinity", "*.effective")

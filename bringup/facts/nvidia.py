@@ -682,6 +682,7 @@ class NvidiaTopo(_NvidiaSmiFact):
         "done"
     )
     process = staticmethod(parse_topo_matrix)
+    cpu_lists = ("gpus.*.cpus", "gpus.*.cpus_shown", "gpus.*.numa_affinity")
 
 
 # --------------------------------------------------------------------------

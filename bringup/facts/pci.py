@@ -130,3 +130,4 @@ class PciDevices(Fact):
         "done"
     )
     process = staticmethod(parse_pci_devices)
+    cpu_lists = ("*.local_cpus",)

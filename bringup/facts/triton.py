@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..command import sh
 from ..latency.window_tuner import RECORD as WINDOW_RECORD
 from .helpers import json_object
 from .base import Fact
@@ -24,6 +25,9 @@ def parse_triton_window(output: str) -> dict[str, Any] | None:
     """
     if not output.strip():
         return None
+    if output.startswith(_NOT_A_FILE):
+        return {"windows": {}, "configs": {}, "error": f"{WINDOW_RECORD} is {output[len(_NOT_A_FILE):].strip()}, "
+                                                       "not the tuner's record (a JSON file)"}
     doc, error = json_object(output)
     if doc is None:
         return {"windows": {}, "configs": {}, "error": f"{WINDOW_RECORD} is not JSON ({error})"
@@ -50,7 +54,14 @@ def parse_triton_window(output: str) -> dict[str, Any] | None:
     return {"windows": out, "configs": configs, "error": None}
 
 
+#: What the command prints instead of the record when its path is a folder or another file that is not a
+#: regular one (a FIFO would hold ``cat`` forever): named, not read as "nothing tuned".
+_NOT_A_FILE = "bringup-record-not-a-file:"
+
+
 class TritonWindow(Fact):
     name = "triton.window"
-    command = f"cat {WINDOW_RECORD}"
+    command = sh(f"if [ -f %s ]; then cat -- %s; elif [ -d %s ]; then echo '{_NOT_A_FILE} a folder'; "
+                 f"elif [ -e %s ]; then echo '{_NOT_A_FILE} not a regular file'; fi",
+                 *[WINDOW_RECORD] * 4)
     process = staticmethod(parse_triton_window)

@@ -20,7 +20,7 @@ from ..errors import InputError
 from .window_tuner import WINDOW_MAX, WINDOW_MIN
 
 __all__ = ["BenchOptions", "TuneWindowOptions", "TuneOptions", "FollowOptions", "read", "number", "whole",
-           "whole_list", "dims", "cpus", "out_folder", "MAX_CONCURRENCY", "MAX_PROCESSES", "MAX_ITEM_ELEMENTS"]
+           "whole_list", "quoted", "dims", "cpus", "out_folder", "MAX_CONCURRENCY", "MAX_PROCESSES", "MAX_ITEM_ELEMENTS"]
 
 #: Requests in flight at most: each is a coroutine and a buffer in a client process.
 MAX_CONCURRENCY = 4096
@@ -35,13 +35,27 @@ def _first_line(text: str) -> str:
     return str(text).strip().splitlines()[0] if str(text).strip() else ""
 
 
+#: A value is quoted whole in an error line up to this many characters; past it, a prefix and its length.
+QUOTE_MAX = 64
+
+
+def quoted(v: Any) -> str:
+    """``v``'s first line quoted for an error line, bounded: ``'1,2,3,...'... (108,894 characters)`` for a
+    109 kB --instances, which was repeated whole."""
+    text = str(v)
+    first = _first_line(text)
+    if len(first) <= QUOTE_MAX and first == text.strip():
+        return repr(first)
+    return f"{first[:QUOTE_MAX]!r}... ({len(text):,} characters)"
+
+
 def _finite(v: Any, flag: str) -> float:
     try:
         x = float(str(v).strip()) if not isinstance(v, (int, float)) or isinstance(v, bool) else float(v)
     except ValueError:
-        raise InputError(f"{flag} {_first_line(v)!r}: must be a number") from None
+        raise InputError(f"{flag} {quoted(v)}: must be a number") from None
     if not math.isfinite(x):
-        raise InputError(f"{flag} {_first_line(v)!r}: must be a finite number")
+        raise InputError(f"{flag} {quoted(v)}: must be a finite number")
     return x
 
 
@@ -51,9 +65,9 @@ def number(v: Any, flag: str, *, lo: float | None = None, hi: float | None = Non
     x = _finite(v, flag)
     u = f" {unit}" if unit else ""
     if lo is not None and (x <= lo if lo_open else x < lo):
-        raise InputError(f"{flag} {_first_line(v)!r}: must be {'above' if lo_open else 'at least'} {lo:g}{u}")
+        raise InputError(f"{flag} {quoted(v)}: must be {'above' if lo_open else 'at least'} {lo:g}{u}")
     if hi is not None and x > hi:
-        raise InputError(f"{flag} {_first_line(v)!r}: must be at most {hi:g}{u}")
+        raise InputError(f"{flag} {quoted(v)}: must be at most {hi:g}{u}")
     return x
 
 
@@ -63,9 +77,9 @@ def whole(v: Any, flag: str, lo: int, hi: int) -> int:
     try:
         n = int(t)
     except ValueError:
-        raise InputError(f"{flag} {t!r}: must be a whole number from {lo} to {hi}") from None
+        raise InputError(f"{flag} {quoted(t)}: must be a whole number from {lo} to {hi}") from None
     if not lo <= n <= hi:
-        raise InputError(f"{flag} {t!r}: must be a whole number from {lo} to {hi}")
+        raise InputError(f"{flag} {quoted(t)}: must be a whole number from {lo} to {hi}")
     return n
 
 
@@ -76,16 +90,16 @@ def whole_list(v: Any, flag: str, lo: int, hi: int, *, unique: bool = True) -> l
     else:
         items = [t.strip() for t in str(v).split(",")]
     if not [t for t in items if t]:
-        raise InputError(f"{flag} {_first_line(v)!r}: give whole numbers from {lo} to {hi}, comma separated")
+        raise InputError(f"{flag} {quoted(v)}: give whole numbers from {lo} to {hi}, comma separated")
     out = []
     for t in items:
         try:
             n = int(t)
         except ValueError:
-            raise InputError(f"{flag} {_first_line(v)!r}: {t!r} is not a whole number (from {lo} to {hi}, "
+            raise InputError(f"{flag} {quoted(v)}: {quoted(t)} is not a whole number (from {lo} to {hi}, "
                              "comma separated)") from None
         if not lo <= n <= hi:
-            raise InputError(f"{flag} {_first_line(v)!r}: {n} is outside {lo}..{hi}")
+            raise InputError(f"{flag} {quoted(v)}: {quoted(n)} is outside {lo}..{hi}")
         out.append(n)
     return list(dict.fromkeys(out)) if unique else out
 
@@ -94,9 +108,9 @@ def dims(v: Any, flag: str = "--input-shape") -> list[int]:
     """One item's dimensions, every one kept (``3,224,224`` is three), each >= 1, the item bounded."""
     out = whole_list(v, flag, 1, MAX_ITEM_ELEMENTS, unique=False)
     if len(out) > 8:
-        raise InputError(f"{flag} {_first_line(v)!r}: at most 8 dimensions")
+        raise InputError(f"{flag} {quoted(v)}: at most 8 dimensions")
     if math.prod(out) > MAX_ITEM_ELEMENTS:
-        raise InputError(f"{flag} {_first_line(v)!r}: {math.prod(out):,} elements per item; at most "
+        raise InputError(f"{flag} {quoted(v)}: {math.prod(out):,} elements per item; at most "
                          f"{MAX_ITEM_ELEMENTS:,}")
     return out
 
@@ -111,15 +125,15 @@ def cpus(v: Any, flag: str = "--client-cpus") -> list[int]:
         try:
             a, b = int(lo), int(hi) if sep else int(lo)
         except ValueError:
-            raise InputError(f"{flag} {_first_line(text)!r}: CPU ids like 0,1 or 0-3") from None
+            raise InputError(f"{flag} {quoted(text)}: CPU ids like 0,1 or 0-3") from None
         if a > b or b - a > 4096:
-            raise InputError(f"{flag} {_first_line(text)!r}: {part!r} is not a range of CPUs")
+            raise InputError(f"{flag} {quoted(text)}: {quoted(part)} is not a range of CPUs")
         ids += range(a, b + 1)
     missing = [c for c in dict.fromkeys(ids) if c not in allowed]
     if missing:
         have = f"{allowed[0]}-{allowed[-1]}" if allowed == list(range(allowed[0], allowed[-1] + 1)) else \
             ",".join(map(str, allowed))
-        raise InputError(f"{flag} {_first_line(text)!r}: {missing[0]} is not a CPU this machine lets bench use "
+        raise InputError(f"{flag} {quoted(text)}: {missing[0]} is not a CPU this machine lets bench use "
                          f"({have})")
     return list(dict.fromkeys(ids))
 
@@ -128,7 +142,7 @@ def out_folder(v: Any, flag: str = "--out") -> Path:
     """A folder to write into: it exists as a folder, or can be made (no file on the way)."""
     text = str(v)
     if not text.strip() or "\0" in text or "\n" in text:
-        raise InputError(f"{flag} {_first_line(text)!r}: a folder name")
+        raise InputError(f"{flag} {quoted(text)}: a folder name")
     p = Path(text)
     probe = p
     while True:
@@ -139,10 +153,23 @@ def out_folder(v: Any, flag: str = "--out") -> Path:
                                  "folder)")
             if not os.access(probe, os.W_OK | os.X_OK):
                 raise InputError(f"{flag} {text!r}: {probe} is not writable")
+            _can_write(probe, text, flag)
             return p
         if probe.parent == probe:
             return p
         probe = probe.parent
+
+
+def _can_write(folder: Path, text: str, flag: str) -> None:
+    """A folder made and removed in ``folder``: whether results can be written there, known before measuring
+    (os.access says yes to root in /proc and /sys, where nothing can be made).  Nothing is left."""
+    import tempfile
+
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".bringup-probe-", dir=folder))
+    except OSError as e:
+        raise InputError(f"{flag} {text!r}: cannot write in {folder} ({e.strerror or e}); give a folder of "
+                         "your own, like reports/bench") from None
 
 
 # --------------------------------------------------------------------------- typed option sets
@@ -155,7 +182,7 @@ def _recordable(windows: list[int]) -> list[int]:
     fails every later provision and audit until removed by hand)."""
     bad = [w for w in windows if not WINDOW_MIN <= w <= WINDOW_MAX]
     if bad:
-        raise ValueError(f"--windows {','.join(map(str, windows))!r}: {bad[0]} µs is outside {WINDOW_MIN}-"
+        raise ValueError(f"--windows {quoted(','.join(map(str, windows)))}: {quoted(bad[0])} µs is outside {WINDOW_MIN}-"
                          f"{WINDOW_MAX} µs, the windows the triton role accepts (its "
                          "triton_max_queue_delay_microseconds); give windows in that range")
     return windows
@@ -247,4 +274,4 @@ def read(cls: type[BaseModel], flags: dict[str, str], **values: Any) -> Any:
         if msg is None:
             msg = err["msg"][:1].lower() + err["msg"][1:]
         item = f" ({what!r})" if idx and what != shown else ""
-        raise InputError(f"{flag} {shown!r}{item}: {msg}") from None
+        raise InputError(f"{flag} {quoted(shown)}{item}: {msg}") from None

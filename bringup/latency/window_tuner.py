@@ -239,7 +239,10 @@ def read_record(text: str) -> dict:
     preferred_batch_size]}}``; empty text is an empty record."""
     if not text.strip():
         return {}
-    doc = json.loads(text)
+    try:
+        doc = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
     if not isinstance(doc, dict):
         raise ValueError("not a JSON object")
     return doc
@@ -302,7 +305,7 @@ def record_state_problem(kind: str, text: str = "") -> str | None:
         return None
     try:
         doc = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: [[[... nested thousands deep
         return "it is not a record bringup wrote (not JSON): bringup never replaces a file it did not write"
     if not is_record(doc):
         return ("it is not a record bringup wrote ({model: {window_us, ...}}): bringup never replaces a file it "

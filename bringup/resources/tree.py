@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..checks import printable
 from ..command import sh
 from ..errors import InputError
 from .base import Plan, Resource, Upload
@@ -39,6 +40,15 @@ class LocalFile:
 IGNORED_DIRS = {"__pycache__", ".git"}
 
 
+def _unshippable(rel: str) -> str:
+    """What keeps ``rel`` (a path as os.walk gives it) from travelling in a script and a tar: '' when nothing."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:  # a byte that is not UTF-8, kept by Python as a surrogate escape
+        return "a byte that is not UTF-8"
+    return "a newline" if "\n" in rel else "a backslash" if "\\" in rel else ""
+
+
 #: sha256 by (path, size, mtime): a run hashes each model file once, however often it lists the folder.
 _HASHED: dict[tuple[str, int, int], str] = {}
 
@@ -56,8 +66,10 @@ def local_tree(source: Path, exclude: set[str] = frozenset()) -> dict[str, Local
                 continue
             p = Path(dirpath) / fn
             rel = p.relative_to(source).as_posix()
-            if "\n" in rel or "\\" in rel:
-                raise InputError(f"{p}: file names with newlines or backslashes cannot be shipped")
+            bad = _unshippable(rel)
+            if bad:
+                shown = printable(str(p)).replace("\n", "\\n")
+                raise InputError(f"{shown}: a file name in models_dir with {bad} cannot be shipped; rename it")
             if rel in exclude or p.is_symlink():
                 continue
             st = p.stat()

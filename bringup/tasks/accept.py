@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Exit
 
 from ..errors import BringupError, InputError, Unreachable
 from .context import REPEATED, SELECTION, fail, failing, options
+from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["accept"]
 

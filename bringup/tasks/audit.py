@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Exit
 
 from .context import REPEATED, SELECTION, fail, failing, options, print_interrupted, running
+from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["audit"]
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from invoke import Exit, task
+from invoke import Exit
 
 from ..errors import BringupError
 from ..process import command
 from .context import REPEATED, SELECTION, failing, options, running
+from .context import task  # Invoke's @task, an empty flag value refused first
 
 if TYPE_CHECKING:
     from ..stop import Stop

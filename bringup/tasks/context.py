@@ -16,6 +16,8 @@ Heavy modules (pydantic models, rich, Fabric/paramiko, Jinja2, YAML) are importe
 """
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import signal
 import sys
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from invoke import Exit
+from invoke import task as _invoke_task
 
 from ..errors import BringupError
 
@@ -39,7 +42,7 @@ if TYPE_CHECKING:
     from ..stop import Stop
     from ..templates import Templates
 
-__all__ = ["OPTIONS", "SELECTION", "VAULT", "REPEATED", "options", "console", "fail", "failing", "unreachable",
+__all__ = ["task", "empty_flag", "OPTIONS", "SELECTION", "VAULT", "REPEATED", "options", "console", "fail", "failing", "unreachable",
            "MAX_FORKS", "parse_forks",
            "inventory_paths", "load", "selected", "prepared", "Run", "running", "interruptible", "print_interrupted"]
 
@@ -72,6 +75,44 @@ def options(*names: str) -> dict[str, str]:
     """The help of the shared options ``names`` (:data:`OPTIONS`), for a task's ``help=``:
     ``options(*SELECTION, "forks") | {"roles": "..."}``."""
     return {name: OPTIONS[name] for name in names}
+
+
+def _flag(param: str) -> str:
+    """The flag of a task's parameter, as Invoke spells it (``set_`` -> ``--set``, ``max_fail`` -> ``--max-fail``)."""
+    return "--" + param.strip("_").replace("_", "-")
+
+
+def empty_flag(arguments: dict[str, Any]) -> str | None:
+    """The one line for the first flag in ``arguments`` (a task's, by parameter) given an empty value ('' or
+    blanks, once or in a repeated flag), or None.  A flag that takes a value has no meaning left empty:
+    ``--serial ''`` is not "no batches", nor ``--testinfra ''`` the current folder's every test."""
+    for param, value in arguments.items():
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, str) and not v.strip():
+                flag = _flag(param)
+                return f"{flag} {v!r}: empty; give {flag} a value, or leave the flag out for its default"
+    return None
+
+
+def task(*args: Any, **kwargs: Any) -> Any:
+    """Invoke's ``@task``, the flags checked first: a flag given an empty value is one line, exit 1, before the
+    task reads or contacts anything (:func:`empty_flag`).  Every task of bringup is declared with it."""
+    if len(args) == 1 and callable(args[0]) and not kwargs:
+        return task()(args[0])
+
+    def declare(body: Callable) -> Any:
+        signature = inspect.signature(body)
+
+        @functools.wraps(body)
+        def checked(c, *a: Any, **kw: Any) -> Any:
+            line = empty_flag(dict(list(signature.bind(c, *a, **kw).arguments.items())[1:]))
+            if line:
+                raise fail(line)
+            return body(c, *a, **kw)
+
+        return _invoke_task(*args, **kwargs)(checked)
+
+    return declare
 
 
 def console() -> Console:

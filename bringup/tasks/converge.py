@@ -4,9 +4,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from invoke import Exit, task
+from invoke import Exit
 
 from .context import REPEATED, SELECTION, failing, options, parse_forks, print_interrupted, running
+from .context import task  # Invoke's @task, an empty flag value refused first
 
 if TYPE_CHECKING:
     from ..results import HostResult

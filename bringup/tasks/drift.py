@@ -3,9 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Exit
 
 from .context import REPEATED, SELECTION, fail, failing, options, running
+from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["drift"]
 

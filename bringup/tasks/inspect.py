@@ -4,11 +4,10 @@ from __future__ import annotations
 import json
 import sys
 
-from invoke import task
-
 from ..errors import BringupError, Unreachable
 from ..process import command
 from .context import REPEATED, VAULT, console, fail, failing, load, options, selected, unreachable
+from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["facts", "hosts", "topology"]
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Exit
 
 from ..errors import BringupError, InputError, Unreachable
 from ..process import command
 from .context import console as new_console
 from .context import REPEATED, VAULT, fail, options, prepared, unreachable
+from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["bench", "tune_window", "tune"]
 
@@ -57,7 +58,7 @@ def _given(v) -> bool:
 
 def _windows(text, flag: str = "--window-us") -> list:
     """``deployed``, ``none``/``off`` or µs 0..1500, comma separated."""
-    from ..latency.options import whole
+    from ..latency.options import quoted, whole
 
     out: list = []
     for t in [t.strip() for t in str(text).split(",")]:
@@ -69,7 +70,7 @@ def _windows(text, flag: str = "--window-us") -> list:
             try:
                 out.append(whole(t, flag, 0, 1500))
             except InputError:
-                raise InputError(f"{flag} {text!r}: {t!r} is not 'deployed', 'none' or whole µs within 0..1500") \
+                raise InputError(f"{flag} {quoted(text)}: {quoted(t)} is not 'deployed', 'none' or whole µs within 0..1500") \
                     from None
     return list(dict.fromkeys(out))
 

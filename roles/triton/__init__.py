@@ -25,7 +25,8 @@ Variables:
     triton_models: ``{name: {platform|backend, max_batch_size, input, output,
         instance_count, preferred_batch_size, max_queue_delay_microseconds,
         response_cache, extra}}``; ``input``/``output`` are lists of
-        ``{name, data_type, dims}``.
+        ``{name, data_type, dims}``.  instance_count is 1-32 per GPU, a batch size 1-65536
+        (bringup.gpu_profiles.MAX_INSTANCES, MAX_BATCH).
     models_dir: folder on the control machine mirrored into the repository
         (model version folders; a model missing from triton_models may bring
         its own config.pbtxt, which is validated too).  Empty: nothing mirrored.

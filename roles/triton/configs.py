@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bringup.errors import BringupError, InputError
 from bringup.facts.triton import WINDOW_RECORD
-from bringup.gpu_profiles import choose
+from bringup.gpu_profiles import MAX_INSTANCES, choose
 from bringup.latency.window_tuner import TUNED_SOURCE
 from bringup.resources.tree import LocalFile, local_tree
 
@@ -81,6 +81,8 @@ def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
         fitted = [p for p in preferred if p <= mbs] or [mbs]
         # None: the tuned count, else the profile's
         count = spec.get("instance_count") or chosen.get("instance_count") or profile.instance_count
+        if not spec.get("instance_count") and chosen.get("instance_count"):  # the host's record: bounded too
+            count = _int(count, f"{WINDOW_RECORD}: model {name}'s instance_count", 1, MAX_INSTANCES)
         if picked.gpu and not gpus:
             raise InputError(f"gpu_profile {profile_name}: no GPU found (nvidia-smi lists none and gpu_count is unset)")
         text = render("triton/config.pbtxt.j2", model=name, profile=profile_name, platform=spec.get("platform"),

@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from bringup import topology
 from bringup.errors import InputError
-from bringup.gpu_profiles import ProfileVars
+from bringup.gpu_profiles import MAX_BATCH, MAX_INSTANCES, BatchSizes, ProfileVars
 from bringup.latency.window_tuner import WINDOW_MAX, WINDOW_MIN
 from bringup.resources import image
 from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, key_matching, want
@@ -48,11 +48,12 @@ class Model(Spec):
 
     platform: str | None = want(None, "letters, digits and '_' only", pattern=_WORD)
     backend: str | None = want(None, "letters, digits and '_' only", pattern=_WORD)
-    max_batch_size: int = want(8, "must be a whole number >= 1", ge=1)
+    max_batch_size: int = want(8, f"must be a whole number from 1 to {MAX_BATCH}", ge=1, le=MAX_BATCH)
     input: list[Tensor] = want(..., _TENSORS, min_length=1)
     output: list[Tensor] = want(..., _TENSORS, min_length=1)
-    instance_count: int | None = want(None, "must be a whole number >= 1", ge=1)
-    preferred_batch_size: list[Annotated[int, Field(ge=1)]] | None = want(None, "a list of sizes >= 1")
+    instance_count: int | None = want(None, f"must be a whole number from 1 to {MAX_INSTANCES} (Triton instances "
+                                            "per GPU)", ge=1, le=MAX_INSTANCES)
+    preferred_batch_size: BatchSizes | None = want(None, f"a list of sizes from 1 to {MAX_BATCH}")
     max_queue_delay_microseconds: int | None = want(None, f"must be within {DELAY_MIN}-{DELAY_MAX}",
                                                     ge=DELAY_MIN, le=DELAY_MAX)
     response_cache: bool = False

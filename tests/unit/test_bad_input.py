@@ -8,6 +8,8 @@ is written (a run that reached a host writes one), and stderr holds no traceback
 """
 from __future__ import annotations
 
+import json
+import os
 import socket
 import subprocess
 import sys
@@ -350,10 +352,10 @@ def test_repository_suite_and_components_are_refused_before_connecting(tmp_path,
 
 @pytest.mark.reliability(item=26, fault='--roles "" (planned every role) and --roles " , " (ran none, exit 0)',
                          variants=2, checks=("one clear line", "exit code", "nothing touched"))
-@pytest.mark.parametrize("roles", ["", " , "])
-def test_roles_naming_no_role_is_one_line(tmp_path, roles):
+@pytest.mark.parametrize("roles, words", [("", ["--roles ''", "empty"]), (" , ", ["--roles", "names no role"])])
+def test_roles_naming_no_role_is_one_line(tmp_path, roles, words):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
-    _refused(_provision(tmp_path, inv, "--roles", roles), tmp_path, "--roles", "names no role")
+    _refused(_provision(tmp_path, inv, "--roles", roles), tmp_path, *words)
 
 
 # --- issue 32: inventory sources as Ansible reads them -----------------------------------------------
@@ -430,3 +432,150 @@ def test_plain_references_reach_the_connection(tmp_path):
     inv = _write(tmp_path, "[gpu]\nh1 ansible_host='{{ net }}.7' ansible_port='{{ p }}'\n[gpu:vars]\nnet=192.0.2\np=2202\n")
     r = _invoke("hosts", "--inventory", str(inv), cwd=tmp_path)
     assert r.returncode == 0 and "root@192.0.2.7:2202" in r.stdout, r.stdout + r.stderr
+
+
+# --- issue 34 item 16: the remaining smaller inputs --------------------------------------------------
+
+_SMALL = dict(item=34, checks=("one clear line", "exit code", "nothing touched"))
+_H1_YAML = "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n  vars:\n    "
+
+
+@pytest.mark.reliability(fault="counts without a bound: a gpu_profiles instance_count of 1,000,000,000 (it passed "
+                               "and a plan deployed 100000), a max_batch_size or preferred batch size of 10**9",
+                         variants=5, **_SMALL)
+@pytest.mark.parametrize("setting, words", [
+    ("gpu_profiles: {h200: {instance_count: 1000000000}}",
+     ["gpu_profiles.h200.instance_count 1000000000", "from 1 to 32"]),
+    ("gpu_profiles: {h200: {preferred_batch_size: [4, 1000000000]}}",
+     ["gpu_profiles.h200.preferred_batch_size[1] 1000000000", "from 1 to 65536"]),
+    ("triton_models: {m: {platform: onnxruntime_onnx, instance_count: 100000, input: [{name: i, data_type: "
+     "TYPE_FP32, dims: [3]}], output: [{name: o, data_type: TYPE_FP32, dims: [3]}]}}",
+     ["triton_models.m.instance_count 100000", "from 1 to 32"]),
+    ("triton_models: {m: {platform: onnxruntime_onnx, max_batch_size: 1000000000, input: [{name: i, data_type: "
+     "TYPE_FP32, dims: [3]}], output: [{name: o, data_type: TYPE_FP32, dims: [3]}]}}",
+     ["triton_models.m.max_batch_size 1000000000", "from 1 to 65536"]),
+    ("triton_models: {m: {platform: onnxruntime_onnx, preferred_batch_size: [1000000000], input: [{name: i, "
+     "data_type: TYPE_FP32, dims: [3]}], output: [{name: o, data_type: TYPE_FP32, dims: [3]}]}}",
+     ["triton_models.m.preferred_batch_size[0] 1000000000", "from 1 to 65536"]),
+])
+def test_serving_counts_are_bounded(tmp_path, setting, words):
+    _refused(_provision(tmp_path, _write(tmp_path, _H1_YAML + setting + "\n"), "--roles", "triton"), tmp_path,
+             *words)
+
+
+@pytest.mark.reliability(fault="a models_dir file name that is not UTF-8, or holds a newline (was 'internal error' "
+                               "after connecting)", variants=2, **_SMALL)
+@pytest.mark.parametrize("name, shown", [(b"model\xff.onnx", "model\\xff.onnx"), (b"a\nb.onnx", "a\\nb.onnx")])
+def test_models_dir_file_name_is_named_before_connecting(tmp_path, name, shown):
+    models = tmp_path / "models"
+    (models / "m" / "1").mkdir(parents=True)
+    (models / "m" / "1" / "model.onnx").write_bytes(b"onnx")
+    with open(bytes(models / "m" / "1") + b"/" + name, "wb") as f:
+        f.write(b"onnx")
+    inv = _write(tmp_path, _H1_YAML + f"models_dir: {models}\n")
+    _refused(_provision(tmp_path, inv, "--roles", "triton"), tmp_path, f"models/m/1/{shown}", "models_dir",
+             "rename")
+
+
+@pytest.mark.reliability(fault="ansible_become_user that is not a user name ('root; touch x', a space, empty)",
+                         variants=3, **_SMALL)
+@pytest.mark.parametrize("user", ["root; touch x", "trit on", ""])
+def test_become_user_must_be_a_user_name(tmp_path, user):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9, ansible_become: true, "
+                           f"ansible_become_user: '{user}'}}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "host 'h1'", "ansible_become_user must be a user name",
+             repr(user))
+
+
+def test_become_user_names_sudo_takes_pass(tmp_path):
+    from bringup.inventory import ConnectionVars
+
+    for user in ("root", "triton", "svc-gpu.ops", "_apt", "#0", "ops$"):
+        assert ConnectionVars.model_validate({"ansible_become_user": user}).ansible_become_user == user
+
+
+@pytest.mark.reliability(fault="ansible_ssh_private_key_file missing or a folder (was UNREACHABLE after trying "
+                               "to connect)", variants=2, **_SMALL)
+@pytest.mark.parametrize("key, why", [("missing_key", "no such file"), ("a-folder", "not a file")])
+def test_missing_private_key_file_is_refused_before_connecting(tmp_path, key, why):
+    (tmp_path / "a-folder").mkdir()
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9, "
+                           f"ansible_ssh_private_key_file: {tmp_path / key}}}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, "host 'h1'", f"ansible_ssh_private_key_file '{tmp_path / key}'",
+             why, "hosts:3")
+
+
+def _record_fact(tmp_path, make) -> dict | None:
+    """The triton.window fact as its own command reads a record made by ``make(path)`` (the command run by sh,
+    with the record's path moved under ``tmp_path``), through its parser."""
+    from bringup.facts.triton import WINDOW_RECORD, TritonWindow, parse_triton_window
+
+    record = tmp_path / "triton-window.json"
+    make(record)
+    command = TritonWindow.command.replace(WINDOW_RECORD, str(record))
+    assert command != TritonWindow.command
+    out = subprocess.run(["sh", "-c", command], capture_output=True, text=True, timeout=10).stdout
+    return parse_triton_window(out)
+
+
+@pytest.mark.reliability(fault="the host's window record a folder, a FIFO, or JSON nested 100,000 deep (was "
+                               "read as nothing tuned, or a fact error the triton role did not see)", variants=3,
+                         checks=("one clear line", "no hang"), **{k: v for k, v in _SMALL.items() if k != "checks"})
+@pytest.mark.parametrize("make, words", [
+    (lambda p: p.mkdir(), "is a folder, not the tuner's record"),
+    (lambda p: os.mkfifo(p), "is not a regular file, not the tuner's record"),
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "is not JSON (nested too deeply)"),
+])
+def test_a_window_record_that_is_no_record_is_named(tmp_path, make, words):
+    import roles.triton as T
+    from bringup.errors import BringupError
+    from bringup.templates import Templates
+
+    fact = _record_fact(tmp_path, make)
+    assert fact is not None and words in fact["error"], fact
+    spec = {"backend": "python", "input": [{"name": "I", "data_type": "TYPE_FP32", "dims": [4]}],
+            "output": [{"name": "O", "data_type": "TYPE_FP32", "dims": [4]}]}
+    render = Templates(REPO / "templates").render
+    with pytest.raises(BringupError) as e:
+        T.model_configs({**T.DEFAULTS, "triton_models": {"m": spec}}, {"triton.window": fact}, render)
+    assert "\n" not in str(e.value) and "/etc/bringup/triton-window.json" in str(e.value) and words in str(e.value)
+
+
+def test_a_window_record_file_is_read_and_no_file_is_nothing_tuned(tmp_path):
+    assert _record_fact(tmp_path, lambda p: None) is None
+    fact = _record_fact(tmp_path, lambda p: p.write_text('{"m": {"window_us": 400}}'))
+    assert fact == {"windows": {"m": 400}, "configs": {}, "error": None}
+
+
+@pytest.mark.reliability(fault="a window record nested 100,000 deep where tune and tune-window --follow write "
+                               "(a RecursionError traceback)", checks=("one clear line",),
+                         **{k: v for k, v in _SMALL.items() if k != "checks"})
+def test_a_deeply_nested_record_is_not_bringups_record(tmp_path):
+    from bringup.latency.window_tuner import local_record_problem, record_text
+
+    folder = tmp_path / "bringup"
+    folder.mkdir()
+    deep = "[" * 100_000 + "]" * 100_000
+    (folder / "triton-window.json").write_text(deep)
+    assert "not a record bringup wrote (not JSON)" in local_record_problem(str(folder / "triton-window.json"))
+    assert json.loads(record_text(deep, "m", 400, "why", "when"))["m"]["window_us"] == 400
+
+
+@pytest.mark.reliability(fault="the host's tune record with instance_count 100000 (a plan deployed it)",
+                         checks=("one clear line",), **{k: v for k, v in _SMALL.items() if k != "checks"})
+def test_a_recorded_instance_count_is_bounded_as_the_inventory_is():
+    import roles.triton as T
+    from bringup.errors import BringupError
+    from bringup.facts.triton import parse_triton_window
+    from bringup.templates import Templates
+
+    spec = {"backend": "python", "input": [{"name": "I", "data_type": "TYPE_FP32", "dims": [4]}],
+            "output": [{"name": "O", "data_type": "TYPE_FP32", "dims": [4]}]}
+    render = Templates(REPO / "templates").render
+    v = {**T.DEFAULTS, "gpu_profile": "cpu", "triton_models": {"m": spec}}
+    fact = parse_triton_window('{"m": {"window_us": 400, "instance_count": 100000}}')
+    with pytest.raises(BringupError) as e:
+        T.model_configs(v, {"triton.window": fact}, render)
+    assert "\n" not in str(e.value) and "instance_count 100000" in str(e.value) and "1-32" in str(e.value), e.value
+    fact = parse_triton_window('{"m": {"window_us": 400, "instance_count": 3}}')
+    assert "count: 3" in T.model_configs(v, {"triton.window": fact}, render)["m"]

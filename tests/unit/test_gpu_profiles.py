@@ -249,7 +249,7 @@ def test_a_profile_named_by_the_inventory_needs_no_match():
     ({"gpu_profiles": {"mine": {"instance_count": 2}}},
      "gpu_profiles.mine: a new profile needs preferred_batch_size (or name a shipped one to override: "),
     ({"gpu_profiles": {"h200": {"instance_count": 0}}},
-     "gpu_profiles.h200.instance_count 0: must be a whole number >= 1 (Triton instances per GPU)"),
+     "gpu_profiles.h200.instance_count 0: must be a whole number from 1 to 32 (Triton instances per GPU)"),
     ({"gpu_profiles": {"mine": {"match": {"name": "H200("}, "preferred_batch_size": [1], "instance_count": 1}}},
      "gpu_profiles.mine.match.name 'H200(': is not a regular expression"),
     ({"gpu_profile": "h20"}, "gpu_profile 'h20': is unknown (did you mean 'h200'?); use auto (the class the GPUs "

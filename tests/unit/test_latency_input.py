@@ -109,6 +109,31 @@ def test_tune_options_are_refused_before_triton_is_contacted(work, args, words):
     _refused(_invoke(work, "tune", "--host", "local-01", "--model", "add", *base, *args), work, *words)
 
 
+_SEQ = ",".join(map(str, range(1, 20001)))  # 108,893 characters, as `seq -s, 1 20000` gives
+
+
+@pytest.mark.reliability(item=34, fault="a 109 kB --instances (seq 1..20000, or one long word) repeated whole in "
+                                        "the error line", variants=3, checks=CHECKS)
+@pytest.mark.parametrize("args, words", [
+    (["--instances", _SEQ], ["--instances '1,2,3,4,5", f"({len(_SEQ):,} characters)", "must be at most 4"]),
+    (["--instances", "x" * 109_000], ["--instances 'xxxx", "(109,000 characters)", "not a whole number"]),
+    (["--windows", _SEQ], ["--windows '1,2,3,4,5", f"({len(_SEQ):,} characters)"]),
+])
+def test_a_long_flag_value_is_quoted_bounded(work, args, words):
+    line = _refused(_invoke(work, "tune", "--host", "local-01", "--model", "add", "--target-p95-ms", "30", *args),
+                    work, *words)
+    assert len(line) < 400, f"{len(line):,} characters: {line[:400]}"
+
+
+@pytest.mark.reliability(item=34, fault="bench/tune-window --out /proc/x or /sys/x (a folder no one may write in, "
+                                        "even root): a traceback after measuring", variants=3, checks=CHECKS)
+@pytest.mark.parametrize("task, out", [("bench", "/proc/x"), ("bench", "/sys/bench/x"), ("tune-window", "/proc/x")])
+def test_an_out_folder_that_cannot_be_written_is_refused_before_measuring(work, task, out):
+    more = ["--target-p95-ms", "30"] if task == "tune-window" else []
+    _refused(_invoke(work, task, "--host", "local-01", "--model", "add", "--out", out, *more), work,
+             f"--out '{out}'", "cannot write")
+
+
 # --------------------------------------------------------------------------- the tuner's record
 
 

@@ -105,7 +105,7 @@ def test_retry_file_missing_or_empty_is_one_line(tmp_path):
 
 def test_retry_file_naming_a_host_no_longer_in_the_inventory(tmp_path):
     (tmp_path / "last.retry").write_text("trt-l40s-09\n")
-    with pytest.raises(InputError, match="'trt-l40s-09' matches no host or group"):
+    with pytest.raises(InputError, match=r"'trt-l40s-09' is not a host of the inventory \(did you mean trt-l40s-0"):
         expand_limit(f"@{tmp_path}/last.retry", HOSTS, GROUPS)
 
 

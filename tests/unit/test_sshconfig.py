@@ -71,10 +71,11 @@ def test_ssh_config_fills_what_the_inventory_leaves_unset(cfg):
     assert inner.user == getpass.getuser()
 
 
-def test_inventory_variables_win_over_ssh_config(cfg):
-    r = route(host(ssh_config=str(cfg), ansible_port=22, ansible_user="admin",
-                   ansible_ssh_private_key_file="/k/inv"))
-    assert (r.target.port, r.target.user, r.target.identity_files) == (22, "admin", ("/k/inv",))
+def test_inventory_variables_win_over_ssh_config(cfg, tmp_path):
+    key = tmp_path / "inv"
+    key.write_text("a key\n")  # the inventory's key must exist (a missing one is refused before connecting)
+    r = route(host(ssh_config=str(cfg), ansible_port=22, ansible_user="admin", ansible_ssh_private_key_file=str(key)))
+    assert (r.target.port, r.target.user, r.target.identity_files) == (22, "admin", (str(key),))
     # ansible_host is the name ssh is given: the config's Host patterns match it, its HostName replaces it.
     r = route(host(ssh_config=str(cfg), ansible_host="direct-7"))
     assert (r.target.hostname, r.target.user, r.target.name) == ("10.1.1.1", "cfg-user", "direct-7")

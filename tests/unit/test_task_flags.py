@@ -144,3 +144,87 @@ def test_hosts_flags(work, args, words):
 @pytest.mark.parametrize("args, words", _cases(SELECTION, FACTS_FILE))
 def test_topology_flags(work, args, words):
     _check(work, "topology", args, words)
+
+
+@pytest.mark.reliability(item=34, fault="an empty flag value read as no flag: --serial '' (one batch), "
+                                        "--max-fail-percentage '' (no bound), audit --testinfra '' (every test "
+                                        "under the current folder), --limit '' (every host), --host ''",
+                         variants=6, checks=CHECKS)
+@pytest.mark.parametrize("task, flag", [("provision", "--serial"), ("provision", "--max-fail-percentage"),
+                                        ("audit", "--testinfra"), ("provision", "--limit"), ("plan", "--host"),
+                                        ("checklist", "--out")])
+def test_empty_flag_value_is_one_line(work, task, flag):
+    (work / "test_site.py").write_text("def test_site(host):\n    assert host.file('/etc').is_directory\n")
+    args = ["--host", "h1"] if flag != "--host" else []
+    _check(work, task, [*args, flag, ""], [f"{flag} ''", "empty", "leave the flag out"])
+
+
+def _value_flags():
+    """(task, parameter, flag) for every flag of every task that takes a value (a boolean switch takes none)."""
+    import inspect
+
+    from bringup.cli import ns
+
+    for name, t in sorted(ns.tasks.items()):
+        for p in list(inspect.signature(t.body).parameters.values())[1:]:
+            if not isinstance(p.default, bool):
+                yield name, p.name, "--" + p.name.strip("_").replace("_", "-")
+
+
+@pytest.mark.reliability(item=34, fault="an empty value for each flag of each task that takes a value (in process)",
+                         checks=("one clear line", "exit code"))
+def test_every_value_flag_refuses_an_empty_value(tmp_path, monkeypatch):
+    """Called in process with the flag given as ''; the check comes before anything is read or contacted (the
+    current folder is empty: a task that went on would find no inventory, a different line)."""
+    from invoke import Context, Exit
+
+    from bringup.cli import ns
+
+    monkeypatch.chdir(tmp_path)
+    seen = 0
+    for task, param, flag in _value_flags():
+        t = ns.tasks[task]
+        value = [""] if param in t.iterable else ""
+        with pytest.raises(Exit) as e:
+            t(Context(), **{param: value})
+        assert e.value.code == 1 and str(e.value.message).startswith(f"error: {flag} '': empty"), (task, flag,
+                                                                                                    e.value.message)
+        seen += 1
+    assert seen > 50, seen
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.reliability(item=34, fault="a retry file (--limit @FILE) with a line that is a pattern, not a host: "
+                                        "'*' ran every host, a group name its every host", variants=3,
+                         checks=CHECKS)
+@pytest.mark.parametrize("line", ["*", "all", "h*"])
+def test_retry_file_holds_host_names_only(work, line):
+    (work / "last.retry").write_text(f"h1\n{line}\n")
+    _check(work, "provision", ["--limit", "@last.retry"],
+           ["--limit @last.retry", repr(line), "not a host of the inventory", "one a line"])
+
+
+def _saved_facts(work: Path, change) -> None:
+    import json
+
+    from .fixture_hosts import h200_facts
+
+    facts = h200_facts()
+    change(facts)
+    (work / "f.json").write_text(json.dumps({"host": "h1", "facts": facts}))
+
+
+@pytest.mark.reliability(item=34, fault="a saved facts file with a CPU list written as text ('0-15' for a NUMA node, "
+                                        "an L3 group, a device's local CPUs): a traceback, or '0-15' read as 4 CPUs",
+                         variants=4, checks=CHECKS)
+@pytest.mark.parametrize("change, words", [
+    (lambda f: f["cpu.topology"]["numa_nodes"].update({"0": "0-15"}), ["cpu.topology numa_nodes.0", "'0-15'"]),
+    (lambda f: (f["cpu.topology"]["l3_groups"].update({"0": "0-15"}),
+                f["cpu.topology"]["numa_nodes"].update({"0": "0123456789abcdef"})), ["cpu.topology numa_nodes.0"]),
+    (lambda f: f["pci.devices"][3].update({"local_cpus": "0-15"}), ["pci.devices 3.local_cpus", "'0-15'"]),
+    (lambda f: f["cpu.topology"].update({"online": [0, 1, "2"]}), ["cpu.topology online", "'2'"]),
+])
+def test_saved_cpu_list_as_text_is_one_line(work, change, words):
+    _saved_facts(work, change)
+    _check(work, "topology", ["--host", "h1", "--facts", "f.json"],
+           ["--facts f.json", *words, "a list of CPU ids"])
