@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from invoke import Exit, task
+from invoke import Exit
 
 from ..errors import InputError
 from .context import fail, failing, unreachable
+from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["pull", "fleet", "CACHE", "ALLOWED_SIGNERS"]
 
