@@ -7,7 +7,7 @@ import time
 import pytest
 
 from bringup.command import join, sh
-from bringup.script import batch, split
+from bringup.script import SECTION_MAX, batch, split
 
 
 def run(script):
@@ -129,20 +129,28 @@ def test_lanes_refuse_stop_on_error():
 
 @pytest.mark.reliability(item=26, fault="a read that streams without end (a fact gone wrong) in a lane",
                          checks=("no leftovers", "no hang"))
-def test_a_lane_that_streams_without_end_is_cut_at_its_bound(tmp_path, monkeypatch):
-    import bringup.script as script_mod
-
-    monkeypatch.setattr(script_mod, "LANE_MAX", 64 * 1024)
-    script, token = batch([("flood", "yes"), ("a", "echo a"), ("b", "echo b")], lanes=2)
-    started = time.monotonic()
+@pytest.mark.reliability(item=34, fault="a fact streaming without end beside the others (a hung nvidia-smi)",
+                         checks=("no leftovers", "no hang"))
+@pytest.mark.parametrize("lanes", [1, 2, 6])
+def test_a_snippet_that_streams_without_end_is_cut_alone(tmp_path, lanes):
+    # "b" shares the flood's lane (lanes=2) or comes after it in the one shell (lanes=1): it is read all the same.
+    bound = 64 * 1024
+    snippets = [("flood", "yes"), ("a", "echo a"), ("b", "echo b; exit 3"), ("c", "printf '%s' x"),
+                ("d", "yes | head -c 65536")]  # exactly at the bound: whole
+    script, token = batch(snippets, lanes=lanes, section_max=bound)
     r = subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True,
                        env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}, timeout=60)
-    assert time.monotonic() - started < 30
-    flood, a, b = split(r.stdout, token, ["flood", "a", "b"])
-    assert flood.rc is None and 0 < len(flood.output) <= 64 * 1024  # cut short, never read as whole
-    # "b" shared the flood's lane and came after it: cut off with it, not taken for a result.
-    assert (a.rc, a.output) == (0, "a\n") and b.rc is None
-    assert list(tmp_path.iterdir()) == []
+    flood, a, b, c, d = split(r.stdout, token, [k for k, _ in snippets], section_max=bound)
+    assert flood.cut and flood.rc is None and len(flood.output) == bound + 1  # cut, never read as whole
+    assert [(s.rc, s.output, s.cut) for s in (a, b, c)] == [(0, "a\n", False), (3, "b\n", False), (0, "x", False)]
+    assert (d.rc, len(d.output), d.cut) == (0, bound, False)
+    assert r.returncode == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_lanes_bound_each_snippet_by_default():
+    script, _ = batch(SNIPPETS, lanes=2)
+    assert f"head -c {SECTION_MAX + 1}" in script
+    assert "head -c" not in batch(SNIPPETS)[0]  # writes (one shell, stop_on_error) are not cut
 
 
 @pytest.mark.reliability(item=26, fault="a read script ended by the host's timeout after the connection went away",
