@@ -383,6 +383,21 @@ def mig_devices_of(section: Any) -> list[dict[str, Any]] | None:
     return out
 
 
+_NVML_FAILED = re.compile(r"^Failed to initialize NVML: (.+?)\s*$", re.M)
+_NVML_LIBRARY = re.compile(r"^NVML library version: (\d+\.\d+(?:\.\d+)?)\s*$", re.M)
+
+
+def nvml_failure(output: str) -> dict[str, Any] | None:
+    """``{nvml_error, nvml_library_version}`` where nvidia-smi could not start NVML (``Failed to initialize NVML:
+    Driver/library version mismatch`` and, from R535 on, ``NVML library version: 580.178``: the installed
+    library, another version than the loaded module's until a reboot); None for any other output."""
+    failed = _NVML_FAILED.search(output)
+    if not failed:
+        return None
+    library = _NVML_LIBRARY.search(output)
+    return {"nvml_error": failed.group(1), "nvml_library_version": library.group(1) if library else None}
+
+
 def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     """``nvidia-smi -q`` → ``{driver_version, cuda_version, attached_gpus, gpus: [...]}``.
 
@@ -394,7 +409,8 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     max_power_limit_w, max_clocks_sm_mhz, max_clocks_memory_mhz``.
 
     An output cut short (a GPU section of a full report without its closing "Processes", fewer
-    GPU sections than "Attached GPUs") raises :class:`UntrustedOutput`.
+    GPU sections than "Attached GPUs") raises :class:`UntrustedOutput`.  Where NVML could not start (a
+    driver/library version mismatch): :func:`nvml_failure`'s ``{nvml_error, nvml_library_version}``.
     """
     tree = parse_nvidia_smi_q_tree(output)
     gpus: list[dict[str, Any]] = []
@@ -443,7 +459,7 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
         if "MIG Devices" in sec:
             gpus[-1]["mig_devices"] = mig_devices_of(sec["MIG Devices"])
     if not gpus and "Driver Version" not in tree:
-        return {}
+        return nvml_failure(output) or {}
     attached = _sval(tree, "Attached GPUs")
     # A cut output must not pass for a GPU without BAR1, ECC or link values.  "Processes" is
     # printed in every GPU section of a full report (all drivers seen); a ``-d`` subset report

@@ -22,10 +22,8 @@ import pytest
 import bringup.facts.gather as gather_mod
 from bringup.facts import ALL_FACTS, FACTS_BY_NAME
 from bringup.facts.gather import gather, load_facts
-from bringup.roles import FactView, HostContext, Role
-from bringup.templates import Templates
 
-from .h200_offline import BUNDLE, REPO
+from .h200_offline import BUNDLE, declare_raw
 
 BOUND = 64 * 1024
 NVIDIA = [f.name for f in ALL_FACTS if f.requires_command == "nvidia-smi"]
@@ -81,22 +79,8 @@ def test_a_cut_output_is_named_even_in_a_saved_raw_bundle(tmp_path):
     assert values["nvidia.smi"]  # the bundle's other nvidia-smi output is read
 
 
-def _declare(name: str, raw_over: dict, tmp_path, **vars):
-    """``name``'s resources on the H200 VM from its raw bundle with ``raw_over`` replacing some outputs, as a run
-    gives them to the role: the facts, and the errors of those that could not be read."""
-    import importlib
-
-    doc = json.loads(BUNDLE.read_text())
-    doc["raw"].update(raw_over)
-    path = tmp_path / "raw.json"
-    path.write_text(json.dumps(doc))
-    facts, errors = load_facts(path, "h200-vm")
-    role = Role(name, importlib.import_module(f"roles.{name}"))
-    merged = {**role.defaults, **vars}
-    role.validate(merged)
-    ctx = HostContext("h200-vm", merged, FactView(facts, role.facts, role.name, errors),
-                      Templates(REPO / "templates").render)
-    return role.resources(ctx)
+def _declare(name: str, raw_over: dict, tmp_path, **vars) -> list:
+    return declare_raw(name, raw_over, tmp_path, **vars)[2]
 
 
 CUT = {"rc": None, "output": "container=/run/systemd/cont", "cut": True}
