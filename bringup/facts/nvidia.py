@@ -152,6 +152,24 @@ class NvidiaSmi(_NvidiaSmiFact):
 # nvidia-smi -q
 # --------------------------------------------------------------------------
 
+#: The deepest nesting of sections read (nvidia-smi -q nests five or six: GPU, Clocks Event Reasons, ...).
+TREE_DEPTH_MAX = 32
+#: A key's end: blanks, then its colon (``Driver Version      : 580.159.04``); the key is what comes before.
+_COLON = re.compile(r"\s:")
+
+
+def _key_value(line: str) -> tuple[str, str] | None:
+    """``(key, value)`` of a ``key : value`` line, both stripped; None for a section title.  In one pass over the
+    line: the key runs to the first blank that a colon follows (keys hold colons only without a blank before
+    them, as a bus id does), as ``^\\s*(.+?)\\s+:\\s?(.*)$`` read it, whose backtracking made a line of many blanks
+    cost cubic time."""
+    text = line.strip()
+    m = _COLON.search(text, 1)
+    if m is None:
+        return None
+    return text[:m.start()].rstrip(), text[m.end():].strip()
+
+
 def parse_nvidia_smi_q_tree(output: str) -> dict[str, Any]:
     """Indentation tree of ``nvidia-smi -q``: sections are dicts, leaves strings.
 
@@ -178,10 +196,13 @@ def parse_nvidia_smi_q_tree(output: str) -> dict[str, Any]:
         while stack and stack[-1][0] >= indent:
             stack.pop()
         parent = stack[-1][1]
-        m = re.match(r"^\s*(.+?)\s+:\s?(.*)$", raw)
-        if m:
-            put(parent, m.group(1).strip(), m.group(2).strip())
+        pair = _key_value(raw)
+        if pair:
+            put(parent, *pair)
         else:
+            if len(stack) > TREE_DEPTH_MAX:
+                raise UntrustedOutput(f"nvidia-smi -q: sections nested deeper than {TREE_DEPTH_MAX} levels (line "
+                                      f"{raw.strip()[:60]!r}): not nvidia-smi's report")
             section: dict[str, Any] = {}
             put(parent, raw.strip(), section)
             stack.append((indent, section))
