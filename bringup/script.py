@@ -11,7 +11,9 @@ import secrets
 from collections.abc import Collection
 from dataclasses import dataclass
 
-__all__ = ["READ_LANES", "SECTION_MAX", "Section", "batch", "split"]
+from .command import sh
+
+__all__ = ["READ_LANES", "SECTION_MAX", "TIMED_OUT", "KILLED", "Section", "batch", "split"]
 
 
 @dataclass
@@ -51,9 +53,23 @@ def _bounded(key: str, body: str, token: str, limit: int) -> str:
             f"printf '\\n@@{token}:E:%d:%d\\n' {key} \"${{_r:-141}}\"; }} 4>&1")
 
 
+#: A snippet's status when it ran past ``batch(time_limit_s=...)`` (timeout(1) ended it by SIGUSR1: 128 + 10);
+#: :data:`KILLED` where it outlived the signal too (SIGKILL, 5 s later).
+TIMED_OUT = 138
+KILLED = 137
+
+
+def _timer(limit_s: int) -> str:
+    """The script's first line under a time limit: ``$_t`` runs a command under timeout(1) where the host's
+    timeout takes ``--preserve-status`` (coreutils 8.21 on); elsewhere, unbounded as before."""
+    t = f"timeout --preserve-status -s USR1 -k 5 {int(limit_s)}"
+    return f'_t=; if timeout --preserve-status -s USR1 -k 5 5 true 2>/dev/null; then _t="{t}"; fi'
+
+
 def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
           stderr: str = "null", token: str | None = None, lanes: int = 1,
-          in_shell: Collection[int] = (), section_max: int | None = None) -> tuple[str, str]:
+          in_shell: Collection[int] = (), section_max: int | None = None,
+          time_limit_s: int | None = None) -> tuple[str, str]:
     """Build one script of ``(key, snippet)`` pairs; returns ``(script, token)``.
 
     ``stderr``: ``"null"`` discards each snippet's stderr (reads, facts),
@@ -78,6 +94,11 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     ``section_max`` (reads): the most bytes one snippet may print (:data:`SECTION_MAX` where lanes run,
     whatever is given): a snippet that prints more is cut there, by SIGPIPE, and its :class:`Section` says so
     (``cut``, pass the same bound to :func:`split`); the snippets after it, in its lane or not, still run.
+
+    ``time_limit_s`` (reads): each snippet not run in the script's own shell runs under timeout(1), in a
+    process group of its own that timeout ends whole; one still running after that many seconds (a hung
+    ``nvidia-smi``) ends with status :data:`TIMED_OUT` (or :data:`KILLED`), alone, and the others go on.
+    Where the script itself is stopped (a signal, the connection gone) it stops the running ones too.
     """
     if lanes > 1 and stop_on_error:
         raise ValueError("lanes run snippets side by side: stop_on_error needs them in order")
@@ -88,11 +109,13 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     lanes = min(lanes, len(alongside))
     if lanes > 1 and section_max is None:
         section_max = SECTION_MAX  # a lane writes to a file on the host: never without a bound
+    timed = [] if time_limit_s is None else [_timer(time_limit_s)]
     if lanes <= 1:
-        lines = ["exec </dev/null"]
+        lines = ["exec </dev/null", *timed]
         for i, (key, snippet) in enumerate(snippets):
             if section_max is not None:
-                lines.append(_bounded(str(i), f"( {snippet}\n) {redir}", token, section_max))
+                body = f"( {snippet}\n) {redir}" if not timed else f"$_t sh -c {sh('%s', snippet)} {redir}"
+                lines.append(_bounded(str(i), body, token, section_max))
                 continue
             lines.append(f"printf '\\n@@{token}:B:{i}\\n'")
             lines.append(f"( {snippet}\n) {redir}")
@@ -106,8 +129,14 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     def each(idx: list[int]) -> str:
         return f"for _i in {' '.join(map(str, idx))}; do {fn} \"$_i\"; done" if idx else ":"
 
-    lines = ["exec </dev/null"]
+    lines = ["exec </dev/null", *timed]
     for i, (_, snippet) in enumerate(snippets):
+        if timed and i not in shell:
+            # Under timeout(1), in a group of its own: its pid in the folder while it runs, for the traps below.
+            lines.append(f'{fn}_{i}() {{ $_t sh -c {sh("%s", snippet)} {redir} & _c=$!; '
+                         f'[ -z "$_d" ] || echo "$_c" >"$_d/t{i}"; wait "$_c"; _s=$?; '
+                         f'[ -z "$_d" ] || rm -f "$_d/t{i}"; return "$_s"; }}')
+            continue
         # One function per snippet, its body a subshell: an `exit` in a snippet ends only that snippet.
         lines.append(f"{fn}_{i}() ( {snippet}\n) {redir}")
     lines += [
@@ -116,8 +145,9 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         '_d=; _pids=; trap \'rm -rf "$_d"\' EXIT',
         # PIPE ignored first: with the connection gone, a word the shell prints about its killed lanes would
         # end the cleanup itself by SIGPIPE before the folder is removed.
-        f"{fn}_bye() {{ trap '' PIPE; kill $_pids 2>/dev/null; rm -rf \"$_d\"; trap - EXIT \"$1\"; "
-        f"kill -s \"$1\" $$; }}",
+        # The timed snippets first (timeout(1) hands the signal on to the group it runs), then the lanes.
+        f"{fn}_bye() {{ trap '' PIPE; kill $(cat \"$_d\"/t* 2>/dev/null) $_pids 2>/dev/null; rm -rf \"$_d\"; "
+        f"trap - EXIT \"$1\"; kill -s \"$1\" $$; }}",
         # PIPE too: with the connection gone, the shell's own word about a lane the signal killed
         # ("Terminated") meets a closed stderr before the TERM trap has run.
         f"trap '{fn}_bye HUP' HUP; trap '{fn}_bye INT' INT; trap '{fn}_bye TERM' TERM; "

@@ -6,7 +6,7 @@ whole lane: ``system.container``, ``system.cmdline``, ``system.sysctl`` and the 
 a word (exit 0), and ``plan`` then moved the machine's IRQs from inside a container.
 
 Every fact's real command is gathered here on this machine, in one script as on a host, with a stand-in
-``nvidia-smi`` first on PATH that prints the same line without end (the bound made small, 64 KiB, so that the
+``nvidia-smi`` first on PATH that prints the same line without end (the bound made small, 1 MiB, so that the
 flood is cut in a moment).  The roles' rule is checked on the real H200 VM's raw facts bundle
 (tests/fixtures/hosts/h200-vm/facts-raw.json, unedited), a copy of which the test damages as a capped read
 leaves it: ``system.container`` cut.
@@ -25,7 +25,7 @@ from bringup.facts.gather import gather, load_facts
 
 from .h200_offline import BUNDLE, declare_raw
 
-BOUND = 64 * 1024
+BOUND = 1024 * 1024
 NVIDIA = [f.name for f in ALL_FACTS if f.requires_command == "nvidia-smi"]
 
 
@@ -53,7 +53,7 @@ def test_a_fact_streaming_without_end_fails_alone_and_the_others_are_read(tmp_pa
     smi.chmod(0o755)
     values, errors = gather(_LocalSh(str(smi.parent)), list(ALL_FACTS))
 
-    flooded = sorted(n for n, e in errors.items() if e.startswith("output cut at 64 KiB"))
+    flooded = sorted(n for n, e in errors.items() if e.startswith("output cut at 1 MiB"))
     assert flooded and set(flooded) <= set(NVIDIA), errors
     assert "nvidia.smi" in flooded  # nvidia-smi -L's fact: named, never read as a GPU list
     for name in flooded:
@@ -66,6 +66,24 @@ def test_a_fact_streaming_without_end_fails_alone_and_the_others_are_read(tmp_pa
     assert values["system.sysctl"] and values["cpu.topology"] and values["system.cmdline"] is not None
     # The flood ended with its section: nothing of it left running.
     assert subprocess.run(["pgrep", "-f", f"yes {mark}"], capture_output=True).returncode == 1
+
+
+@pytest.mark.reliability(item=34, fault="a hung nvidia-smi printing nothing while the facts are gathered (every "
+                         "fact's real command, a stand-in nvidia-smi)", checks=("no hang", "no leftovers"))
+def test_a_fact_that_hangs_is_stopped_alone_and_the_others_are_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(gather_mod, "FACT_TIME_S", 5)
+    secs = str(73000 + os.getpid() % 9999)
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"#!/bin/sh\nsleep {secs}\n")  # a GPU fallen off the bus: nvidia-smi never answers
+    smi.chmod(0o755)
+    values, errors = gather(_LocalSh(str(smi.parent)), list(ALL_FACTS))
+    hung = sorted(n for n, e in errors.items() if e.startswith("no answer within 5 s: stopped"))
+    assert "nvidia.smi" in hung and "nvidia.query" in hung and set(hung) <= set(NVIDIA), errors
+    assert {n: e for n, e in errors.items() if n not in hung} == {}
+    assert "system.container" in values and "system.container" not in errors
+    assert values["system.sysctl"] and values["cpu.topology"]
+    assert subprocess.run(["pgrep", "-f", f"^sleep {secs}$"], capture_output=True).returncode == 1
 
 
 def test_a_cut_output_is_named_even_in_a_saved_raw_bundle(tmp_path):
