@@ -196,12 +196,6 @@ def _pin_words(vars: dict) -> tuple[str, str]:
     return f"nvidia_driver_version pins {vars.get('nvidia_driver_version')}", "unpin (remove nvidia_driver_version)"
 
 
-def nvml_failure(facts: dict) -> dict | None:
-    """nvidia-smi's ``Failed to initialize NVML`` (``nvidia.query``): ``{nvml_error, nvml_library_version}``."""
-    query = facts.get("nvidia.query") or {}
-    return query if query.get("nvml_error") else None
-
-
 def loaded_driver(facts: dict) -> tuple[str | None, str | None]:
     """The loaded driver's version and, where it is not known, why: ``(version, None)``, ``(None, None)`` for no
     driver loaded, ``(None, why)`` when that cannot be told.
@@ -218,7 +212,7 @@ def loaded_driver(facts: dict) -> tuple[str | None, str | None]:
         return str(owner["version"]), None
     unread = getattr(facts, "unread", lambda name: None)
     why = [f"{n}: {unread(n)}" for n in ("driver.owner", "nvidia.smi") if unread(n)]
-    failed = nvml_failure(facts)
+    failed = gpu.nvml_failure(facts)
     if failed:
         why.append(f"nvidia-smi: Failed to initialize NVML: {failed['nvml_error']}")
     if not isinstance(owner, dict) and not why:
@@ -431,7 +425,7 @@ def _driver_line(host) -> list:
     v = host.vars
     drv = gpu.driver_version(host.facts)
     pin = pinned_branch(v)
-    failed = nvml_failure(host.facts)
+    failed = gpu.nvml_failure(host.facts)
     if not drv and failed and "mismatch" in failed["nvml_error"].lower():
         # The driver was upgraded (or downgraded) on disk and the old module is still loaded: nvidia-smi, NVML and
         # every CUDA program fail until the installed one is loaded.
@@ -439,8 +433,7 @@ def _driver_line(host) -> list:
         both = ", ".join(filter(None, [module and f"module {module} loaded", lib and f"NVML library {lib} installed"]))
         return [line("software", "driver loaded is the one installed", "FAIL",
                      f"nvidia-smi: Failed to initialize NVML: {failed['nvml_error']}" + (f" ({both})" if both else ""),
-                     "reboot to load the installed driver" + (f" ({lib})" if lib else "")
-                     + "; nvidia-smi and CUDA programs fail until then")]
+                     gpu.nvml_fix(failed, ""))]
     if not drv:
         return [] if gpu.without_gpu(v, host.facts) else [
             line("software", "driver version", "FAIL", "no driver answers (nvidia-smi lists no GPU)",

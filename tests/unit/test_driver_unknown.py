@@ -94,3 +94,17 @@ def test_the_checklist_says_reboot_to_load_the_installed_driver(tmp_path):
                         "loaded, NVML library 580.178 installed)")
     assert drv.fix.startswith("reboot to load the installed driver (580.178)")
     assert "install a driver" not in drv.fix
+
+
+def test_the_gpu_lines_blame_the_mismatch_not_a_missing_driver(tmp_path):
+    from bringup.checklist import gpu_checks
+    from bringup.facts.gather import load_facts
+
+    doc = json.loads(BUNDLE.read_text())
+    doc["raw"].update(SMI_FAILS)
+    (tmp_path / "raw.json").write_text(json.dumps(doc))
+    facts, errors = load_facts(tmp_path / "raw.json", "h200-vm")
+    (sees,) = [c for c in gpu_checks(facts, {}, errors) if c.name == "driver sees the GPUs"]
+    assert sees.status == "FAIL"
+    assert sees.seen == "nvidia-smi: Failed to initialize NVML: Driver/library version mismatch"
+    assert sees.fix.startswith("reboot to load the installed driver (580.178)"), sees.fix
