@@ -14,6 +14,7 @@ from collections import Counter
 from . import health
 from .checklist_html import render_group_html, render_html
 from .checks import Check, line, line_json, load_matrix, not_checked, summary_counts, verdict, worst_first
+from .gpu import nvml_failure, nvml_fix
 from .process import command
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
@@ -89,8 +90,11 @@ def gpu_checks(facts: dict, vars: dict, fact_errors: dict | None = None) -> list
     if unread_smi is not None:
         return out + [unread_smi]
     if not smi:
-        out.append(line("gpu", "driver sees the GPUs", "FAIL", "nvidia-smi absent or printed nothing",
-                         "install the driver: " + command("provision --roles nvidia_driver")))
+        install = "install the driver: " + command("provision --roles nvidia_driver")
+        failed = nvml_failure(facts)
+        out.append(line("gpu", "driver sees the GPUs", "FAIL", "nvidia-smi absent or printed nothing" if not failed
+                        else f"nvidia-smi: Failed to initialize NVML: {failed['nvml_error']}",
+                        install if not failed else nvml_fix(failed, install)))
         return out
     names = sorted({g.get("name", "?") for g in smi})
     # Without the PCI listing there is no count to hold the driver's list against (the GPU count line says so).

@@ -12,7 +12,7 @@ from .errors import BringupError
 from .resources.guard import Fail, Skip
 from .vars import want
 
-__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "CPU_PROFILES", "without_gpu", "nvswitch_evidence"]
+__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "nvml_failure", "nvml_fix", "CPU_PROFILES", "without_gpu", "nvswitch_evidence"]
 
 #: gpu_profile values meaning "this host has no GPU".  The GPU classes are profiles: bringup.gpu_profiles.
 CPU_PROFILES = (None, "", "cpu", "none")
@@ -57,6 +57,23 @@ def driver_version(facts: dict[str, Any]) -> str | None:
     """The loaded NVIDIA driver's version, from ``nvidia.smi`` (None: no driver answering)."""
     smi = facts.get("nvidia.smi") or []
     return str(smi[0]["driver_version"]) if smi and smi[0].get("driver_version") else None
+
+
+def nvml_failure(facts: dict[str, Any]) -> dict[str, Any] | None:
+    """Where nvidia-smi could not start NVML (``nvidia.query``): ``{nvml_error, nvml_library_version}``, e.g. a
+    ``Driver/library version mismatch`` after a driver upgrade without a reboot; None otherwise."""
+    query = facts.get("nvidia.query") or {}
+    return query if isinstance(query, dict) and query.get("nvml_error") else None
+
+
+def nvml_fix(failed: dict[str, Any], otherwise: str) -> str:
+    """The fix for an NVML failure: a version mismatch wants the installed driver loaded; anything else,
+    ``otherwise``."""
+    if "mismatch" not in str(failed.get("nvml_error")).lower():
+        return otherwise
+    lib = failed.get("nvml_library_version")
+    return "reboot to load the installed driver" + (f" ({lib})" if lib else "") + \
+        "; nvidia-smi and CUDA programs fail until then"
 
 
 def branch_of(version: str | None) -> int | None:

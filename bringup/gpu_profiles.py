@@ -26,13 +26,13 @@ from __future__ import annotations
 
 import difflib
 import functools
-import re
 from dataclasses import dataclass, field
 from importlib import resources as ilr
 from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 
+from . import regexes
 from .errors import InputError
 from .latency.options import MAX_BATCH
 from .process import command
@@ -65,6 +65,22 @@ class Memory(Spec):
     max: int | None = want(None, "must be a whole number of MiB >= 1", ge=1)
 
 
+def _bounded_regex(v: str | None) -> str | None:
+    """A name match, held to what a search can do in bounded time (:func:`bringup.regexes.problem`)."""
+    why = None if v is None else regexes.problem(v)
+    if why:
+        raise ValueError(why)
+    return v
+
+
+def _name_search(pattern: str, gpu: Mapping[str, Any]) -> bool:
+    """Whether ``pattern`` (a profile's name match) is found in ``gpu``'s name; one that runs too long is one line."""
+    try:
+        return regexes.search(pattern, str(gpu.get("name") or ""))
+    except regexes.RegexTimeout as e:
+        raise InputError(f"gpu_profiles: the name match {e}; write a simpler one") from None
+
+
 class Match(Spec):
     """What the facts show of a GPU of the class (``nvidia.smi``): every key given must hold."""
 
@@ -75,12 +91,8 @@ class Match(Spec):
 
     @field_validator("name")
     @classmethod
-    def _regex(cls, v: str) -> str:
-        try:
-            re.compile(v)
-        except re.error as e:
-            raise ValueError(f"is not a regular expression ({e})") from None
-        return v
+    def _regex(cls, v: str | None) -> str | None:
+        return _bounded_regex(v)
 
 
 class Sources(Spec):
@@ -98,6 +110,11 @@ class Bandwidth(Spec):
     memory_mib: Memory | None = want(None, "a mapping with min and/or max (MiB of memory.total)")
     gbs: float = want(..., "must be the memory bandwidth in GB/s (> 0)", gt=0)
     source: str = want(..., "where the figure comes from (a datasheet)", min_length=1)
+
+    @field_validator("name")
+    @classmethod
+    def _regex(cls, v: str | None) -> str | None:
+        return _bounded_regex(v)
 
 
 class Profile(Spec):
@@ -222,7 +239,7 @@ def memory_bandwidth(profiles: Mapping[str, Profile], gpu: Mapping[str, Any]) ->
         if p.match is None or not p.memory_bandwidth or not matches(p.match, gpu):
             continue
         for b in p.memory_bandwidth:
-            if b.name is not None and not re.search(b.name, str(gpu.get("name") or "")):
+            if b.name is not None and not _name_search(b.name, gpu):
                 continue
             if b.memory_mib is not None and not matches(Match(name="", memory_mib=b.memory_mib), gpu):
                 continue
@@ -232,7 +249,7 @@ def memory_bandwidth(profiles: Mapping[str, Profile], gpu: Mapping[str, Any]) ->
 
 def matches(m: Match, gpu: Mapping[str, Any]) -> bool:
     """Whether ``gpu`` (an entry of ``nvidia.smi``) meets ``m``; a value the facts lack does not refuse it."""
-    if not re.search(m.name, str(gpu.get("name") or "")):
+    if not _name_search(m.name, gpu):
         return False
     cc = gpu.get("compute_cap")
     if m.compute_cap and cc is not None and str(cc) not in m.compute_cap:

@@ -26,6 +26,7 @@ from typing import Mapping, Sequence
 
 from .errors import InputError
 from .process import command
+from .regexes import REGEX_MAX, nested_repeat
 from .userfile import read_capped
 
 __all__ = ["split_pattern", "order_terms", "match_pattern", "read_limit_file", "expand_limit"]
@@ -46,38 +47,8 @@ def order_terms(terms: Sequence[str]) -> list[str]:
     return (plain or ["all"]) + inter + excl
 
 
-#: The longest ``~regex`` term taken (a host pattern is a few dozen characters).
-REGEX_MAX = 256
 #: The largest retry file read (``--limit @FILE``): a line per host.
 LIMIT_FILE_MAX = 1024 * 1024
-
-
-def _repeats(tree) -> bool:
-    """Whether a parsed regex holds a repeat inside a repeat (``(a+)+``): backtracking that may never end."""
-    from re import _parser as sre  # the parse tree re itself builds (3.11: re._parser)
-
-    reps = (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT))
-
-    def walk(items, inside: bool) -> bool:
-        for op, av in items:
-            if op in reps:
-                lo, hi, sub = av
-                if inside and hi != 0:
-                    return True
-                if walk(sub, inside or hi is sre.MAXREPEAT or hi > 1):
-                    return True
-            elif op is sre.SUBPATTERN:
-                if walk(av[-1], inside):
-                    return True
-            elif op is sre.BRANCH:
-                if any(walk(b, inside) for b in av[1]):
-                    return True
-            elif op in (sre.ASSERT, sre.ASSERT_NOT):
-                if walk(av[1], inside):
-                    return True
-        return False
-
-    return walk(tree, False)
 
 
 def _matcher(term: str):
@@ -86,14 +57,11 @@ def _matcher(term: str):
             raise InputError(f"--limit: the regular expression is {len(term) - 1} characters; at most {REGEX_MAX} "
                              "are taken (name groups instead)")
         try:
-            from re import _parser as sre
-
-            tree = sre.parse(term[1:])
             rx = re.compile(term[1:])
         except re.error as e:
             raise InputError(f"--limit: {term!r} is not a valid regular expression ({e}); "
                              "fix it or drop the leading ~") from None
-        if _repeats(tree):
+        if nested_repeat(term[1:]):
             raise InputError(f"--limit: {term!r} repeats a repeated part (like (a+)+), which can take hours to "
                              "match; write it without the nested repeat")
         return rx.match

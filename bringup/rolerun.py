@@ -18,7 +18,7 @@ from .connection import RunResult
 from .errors import BringupError, said
 from .resources.base import Plan
 from .results import HostResult, ResourceResult, jsonable
-from .script import READ_LANES, Section, batch, split
+from .script import READ_LANES, SECTION_MAX, Section, batch, split
 
 if TYPE_CHECKING:
     from .connection import Transport
@@ -37,9 +37,11 @@ def read(t: Transport, resources: list[Resource]) -> list[str | None]:
     if not resources:
         return []
     script, token = batch([(r.id, r.read()) for r in resources], lanes=READ_LANES,
-                          in_shell={i for i, r in enumerate(resources) if not r.read_alongside})
+                          in_shell={i for i, r in enumerate(resources) if not r.read_alongside},
+                          section_max=SECTION_MAX)
     res = t.run_script(script)
-    secs = split(res.stdout, token, [r.id for r in resources])
+    # A read cut at its bound (rc None) is unreadable: its resource fails alone.
+    secs = split(res.stdout, token, [r.id for r in resources], section_max=SECTION_MAX)
     return [s.output if s.rc is not None else None for s in secs]
 
 

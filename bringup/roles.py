@@ -62,10 +62,18 @@ class FactView(dict):
     would quietly plan as if the host lacked it.
     """
 
-    def __init__(self, facts: dict[str, Any], declared: tuple[str, ...] | None, reader: str):
+    def __init__(self, facts: dict[str, Any], declared: tuple[str, ...] | None, reader: str,
+                 errors: dict[str, str] | None = None):
         super().__init__(facts if declared is None else {k: facts[k] for k in declared if k in facts})
         self.declared = None if declared is None else set(declared)
         self.reader = reader
+        #: Why a declared fact could not be read (cut, empty, garbled, untrusted): its value is then its default.
+        self.errors = {k: v for k, v in (errors or {}).items() if declared is None or k in declared}
+
+    def unread(self, key: str) -> str | None:
+        """Why the fact ``key`` could not be read on this host (its value is then its default), or None."""
+        self._check(key)
+        return self.errors.get(key)
 
     def _check(self, key: str) -> None:
         if self.declared is not None and key not in self.declared:

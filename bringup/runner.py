@@ -149,7 +149,7 @@ class HostRun:
 
     def context(self, role: Role) -> HostContext:
         """What ``role`` sees of this host: the run's variables, and the facts it declared."""
-        return HostContext(self.host.name, self.vars, FactView(self.facts, role.facts, role.name),
+        return HostContext(self.host.name, self.vars, FactView(self.facts, role.facts, role.name, self.fact_errors),
                            self.templates.render)
 
     def declare(self, role: Role) -> tuple[Role, HostContext, list[Resource]]:

@@ -11,7 +11,9 @@ import secrets
 from collections.abc import Collection
 from dataclasses import dataclass
 
-__all__ = ["READ_LANES", "Section", "batch", "split"]
+from .command import sh
+
+__all__ = ["READ_LANES", "SECTION_MAX", "TIMED_OUT", "KILLED", "Section", "batch", "split"]
 
 
 @dataclass
@@ -19,8 +21,11 @@ class Section:
     """The output of one snippet: its exit status and what it printed."""
 
     key: str
-    rc: int | None  # None: the script stopped before this snippet ended
+    rc: int | None  # None: the script stopped before this snippet ended, or its output was cut (``cut``)
     output: str
+    #: The snippet printed more than its bound (``batch(section_max=...)``): ``output`` is its first bytes only,
+    #: never a whole answer.
+    cut: bool = False
 
 
 #: Lanes a read script runs its snippets in (``batch(..., lanes=READ_LANES)``): reads and facts only look,
@@ -28,13 +33,43 @@ class Section:
 #: compose v1), and the round trip costs the slowest lane, not the sum.
 READ_LANES = 6
 
-#: The most one read lane writes to its file on the host (bytes); facts and reads print kilobytes.
-LANE_MAX = 16 * 1024 * 1024
+#: The most one read snippet may print (bytes); facts and reads print kilobytes.  Each snippet of a read script
+#: is bounded on its own: one that streams without end (a hung ``nvidia-smi`` printing a megabyte a second) is
+#: cut there and fails alone, named, while the others are read; a lane's file on the host holds at most its
+#: snippets' bounds.
+SECTION_MAX = 16 * 1024 * 1024
+
+
+def _bounded(key: str, body: str, token: str, limit: int) -> str:
+    """Run ``body`` (a command) between its section's markers, its stdout cut after ``limit`` + 1 bytes.
+
+    ``head -c`` ends the snippet by SIGPIPE at its bound (an endless output stops there, not at the host's
+    disk); one byte over the bound says, to :func:`split`, that the output was cut.  The snippet's own status
+    travels through fd 3 (the pipe's status is ``head``'s); the snippet sees neither fd 3 nor 4, so that a
+    program it leaves running cannot hold the section open.
+    """
+    return (f"{{ printf '\\n@@{token}:B:%d\\n' {key}; "
+            f"_r=$( {{ {{ {body} 3>&- 4>&-; echo \"$?\" >&3; }} | head -c {limit + 1} >&4; }} 3>&1 ); "
+            f"printf '\\n@@{token}:E:%d:%d\\n' {key} \"${{_r:-141}}\"; }} 4>&1")
+
+
+#: A snippet's status when it ran past ``batch(time_limit_s=...)`` (timeout(1) ended it by SIGUSR1: 128 + 10);
+#: :data:`KILLED` where it outlived the signal too (SIGKILL, 5 s later).
+TIMED_OUT = 138
+KILLED = 137
+
+
+def _timer(limit_s: int) -> str:
+    """The script's first line under a time limit: ``$_t`` runs a command under timeout(1) where the host's
+    timeout takes ``--preserve-status`` (coreutils 8.21 on); elsewhere, unbounded as before."""
+    t = f"timeout --preserve-status -s USR1 -k 5 {int(limit_s)}"
+    return f'_t=; if timeout --preserve-status -s USR1 -k 5 5 true 2>/dev/null; then _t="{t}"; fi'
 
 
 def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
           stderr: str = "null", token: str | None = None, lanes: int = 1,
-          in_shell: Collection[int] = ()) -> tuple[str, str]:
+          in_shell: Collection[int] = (), section_max: int | None = None,
+          time_limit_s: int | None = None) -> tuple[str, str]:
     """Build one script of ``(key, snippet)`` pairs; returns ``(script, token)``.
 
     ``stderr``: ``"null"`` discards each snippet's stderr (reads, facts),
@@ -55,6 +90,15 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     no folder can be made or a lane could not write its file (a full or
     read-only ``/tmp``), the lanes' snippets run one after another instead;
     the output has the same sections either way.
+
+    ``section_max`` (reads): the most bytes one snippet may print (:data:`SECTION_MAX` where lanes run,
+    whatever is given): a snippet that prints more is cut there, by SIGPIPE, and its :class:`Section` says so
+    (``cut``, pass the same bound to :func:`split`); the snippets after it, in its lane or not, still run.
+
+    ``time_limit_s`` (reads): each snippet not run in the script's own shell runs under timeout(1), in a
+    process group of its own that timeout ends whole; one still running after that many seconds (a hung
+    ``nvidia-smi``) ends with status :data:`TIMED_OUT` (or :data:`KILLED`), alone, and the others go on.
+    Where the script itself is stopped (a signal, the connection gone) it stops the running ones too.
     """
     if lanes > 1 and stop_on_error:
         raise ValueError("lanes run snippets side by side: stop_on_error needs them in order")
@@ -63,9 +107,16 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     shell = sorted(set(in_shell))
     alongside = [i for i in range(len(snippets)) if i not in shell]
     lanes = min(lanes, len(alongside))
+    if lanes > 1 and section_max is None:
+        section_max = SECTION_MAX  # a lane writes to a file on the host: never without a bound
+    timed = [] if time_limit_s is None else [_timer(time_limit_s)]
     if lanes <= 1:
-        lines = ["exec </dev/null"]
+        lines = ["exec </dev/null", *timed]
         for i, (key, snippet) in enumerate(snippets):
+            if section_max is not None:
+                body = f"( {snippet}\n) {redir}" if not timed else f"$_t sh -c {sh('%s', snippet)} {redir}"
+                lines.append(_bounded(str(i), body, token, section_max))
+                continue
             lines.append(f"printf '\\n@@{token}:B:{i}\\n'")
             lines.append(f"( {snippet}\n) {redir}")
             lines.append(f"_rc=$?; printf '\\n@@{token}:E:{i}:%d\\n' \"$_rc\"")
@@ -78,18 +129,25 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     def each(idx: list[int]) -> str:
         return f"for _i in {' '.join(map(str, idx))}; do {fn} \"$_i\"; done" if idx else ":"
 
-    lines = ["exec </dev/null"]
+    lines = ["exec </dev/null", *timed]
     for i, (_, snippet) in enumerate(snippets):
+        if timed and i not in shell:
+            # Under timeout(1), in a group of its own: its pid in the folder while it runs, for the traps below.
+            lines.append(f'{fn}_{i}() {{ $_t sh -c {sh("%s", snippet)} {redir} & _c=$!; '
+                         f'[ -z "$_d" ] || echo "$_c" >"$_d/t{i}"; wait "$_c"; _s=$?; '
+                         f'[ -z "$_d" ] || rm -f "$_d/t{i}"; return "$_s"; }}')
+            continue
         # One function per snippet, its body a subshell: an `exit` in a snippet ends only that snippet.
         lines.append(f"{fn}_{i}() ( {snippet}\n) {redir}")
     lines += [
-        f"{fn}() {{ printf '\\n@@{token}:B:%d\\n' \"$1\"; {fn}_$1; printf '\\n@@{token}:E:%d:%d\\n' \"$1\" \"$?\"; }}",
+        f"{fn}() " + _bounded('"$1"', f"{fn}_$1", token, section_max),
         # The traps come before the folder exists: a signal between the two leaves nothing behind.
         '_d=; _pids=; trap \'rm -rf "$_d"\' EXIT',
         # PIPE ignored first: with the connection gone, a word the shell prints about its killed lanes would
         # end the cleanup itself by SIGPIPE before the folder is removed.
-        f"{fn}_bye() {{ trap '' PIPE; kill $_pids 2>/dev/null; rm -rf \"$_d\"; trap - EXIT \"$1\"; "
-        f"kill -s \"$1\" $$; }}",
+        # The timed snippets first (timeout(1) hands the signal on to the group it runs), then the lanes.
+        f"{fn}_bye() {{ trap '' PIPE; kill $(cat \"$_d\"/t* 2>/dev/null) $_pids 2>/dev/null; rm -rf \"$_d\"; "
+        f"trap - EXIT \"$1\"; kill -s \"$1\" $$; }}",
         # PIPE too: with the connection gone, the shell's own word about a lane the signal killed
         # ("Terminated") meets a closed stderr before the TERM trap has run.
         f"trap '{fn}_bye HUP' HUP; trap '{fn}_bye INT' INT; trap '{fn}_bye TERM' TERM; "
@@ -97,9 +155,9 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         'if _d=$(mktemp -d "${TMPDIR:-/tmp}/bringup-read.XXXXXX" 2>/dev/null); then',
     ]
     for k in range(lanes):
-        # Bounded: a read that streams without end (a fact gone wrong) stops at LANE_MAX bytes, by SIGPIPE,
-        # instead of filling the host's /tmp; its section is then cut short, never taken for whole.
-        lines.append(f"  {{ {each(alongside[k::lanes])}; }} | head -c {LANE_MAX} >\"$_d/{k}\" &")
+        # Each snippet bounded (``_bounded``): one that streams without end (a fact gone wrong) is cut at
+        # section_max bytes, by SIGPIPE, instead of filling the host's /tmp, and the lane goes on.
+        lines.append(f"  {{ {each(alongside[k::lanes])}; }} >\"$_d/{k}\" &")
         lines.append(f'  _p{k}=$!; _pids="$_pids $!"')
     lines.append(f"  {each(shell)}")
     lines.append("  _ok=1")
@@ -116,14 +174,21 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
 _SECTION = re.compile(r"\n@@([0-9A-Za-z_]+):B:(\d+)\n(.*?)\n@@\1:E:\2:(\d+)\n", re.S)
 
 
-def split(stdout: str, token: str, keys: list[str]) -> list[Section]:
-    """Split a batched script's stdout back into one :class:`Section` per key."""
+def split(stdout: str, token: str, keys: list[str], section_max: int | None = None) -> list[Section]:
+    """Split a batched script's stdout back into one :class:`Section` per key.
+
+    ``section_max``: the bound the script was built with (``batch(section_max=...)``); a section longer than
+    it was cut there: ``cut``, ``rc`` None, never taken for a whole answer."""
     out = []
     found = {int(m.group(2)): (int(m.group(4)), m.group(3)) for m in _SECTION.finditer(stdout)
              if m.group(1) == token}
     for i, key in enumerate(keys):
         if i in found:
             rc, text = found[i]
+            if section_max is not None and len(text) > section_max // 4 and \
+                    len(text.encode("utf-8", "surrogateescape")) > section_max:
+                out.append(Section(key, None, text, cut=True))
+                continue
             out.append(Section(key, rc, text))
             continue
         # A section that began but never ended: the script died inside it; what it printed so far runs

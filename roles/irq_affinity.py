@@ -29,6 +29,7 @@ from bringup.vars import RoleVars, want
 from bringup.facts.base import format_cpulist
 from bringup.resources import Directory, File, Packages, Service
 from bringup.resources.conditioned import ConditionedService
+from bringup.resources.guard import unread_facts
 from bringup.resources.irq import IrqAffinity
 from bringup.resources.systemd import SYSTEMD_FACT, without_systemd
 
@@ -63,6 +64,11 @@ def _redhat(facts: dict) -> bool:
 
 
 def resources(host):
+    # A container sees the machine's /proc/irq: not knowing whether this host is one means not touching it.
+    refused = None if host.vars["irq_affinity_in_containers"] else unread_facts(host, ("system.container",),
+                                                                                "IRQ affinity")
+    if refused:
+        return [refused]
     plan = topology.plan_topology(host.facts, host.vars)
     mode, persist = host.vars["irqbalance"], host.vars["irq_affinity_persist"]
     # What needs systemd: irqbalance's service (and its config, read only by that service), the boot unit.

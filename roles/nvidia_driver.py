@@ -8,7 +8,9 @@ Which branch (``nvidia_driver_branch``):
     pin a branch).  No driver loaded: :data:`INSTALL_BRANCH` is installed (the guide's 550).
     A branch (``580``), or the branch of ``nvidia_driver_version``: that branch.  A pin below the
     loaded branch is a downgrade: refused unless ``nvidia_driver_allow_downgrade: true``, and the plan
-    then says ``downgrade 580 -> 550``.
+    then says ``downgrade 580 -> 550``.  The loaded branch is nvidia-smi's, else the loaded module's own
+    (``driver.owner``: where nvidia-smi fails on a driver/library version mismatch); one that cannot be told
+    changes no package without ``nvidia_driver_allow_downgrade: true``.
 
 Packages by source (``nvidia_driver_source``):
     ``ubuntu-server``: Canonical's server packages, ``nvidia-headless-<br>-server``
@@ -194,15 +196,44 @@ def _pin_words(vars: dict) -> tuple[str, str]:
     return f"nvidia_driver_version pins {vars.get('nvidia_driver_version')}", "unpin (remove nvidia_driver_version)"
 
 
+def loaded_driver(facts: dict) -> tuple[str | None, str | None]:
+    """The loaded driver's version and, where it is not known, why: ``(version, None)``, ``(None, None)`` for no
+    driver loaded, ``(None, why)`` when that cannot be told.
+
+    nvidia-smi's answer, else the loaded module's own version (``driver.owner``, ``/sys/module/nvidia/version``):
+    the only one where nvidia-smi fails (a driver/library version mismatch after an upgrade without a reboot).
+    No module version read, and nvidia-smi answered nothing: not known.
+    """
+    drv = gpu.driver_version(facts)
+    if drv:
+        return drv, None
+    owner = facts.get("driver.owner")
+    if isinstance(owner, dict) and owner.get("version"):
+        return str(owner["version"]), None
+    unread = getattr(facts, "unread", lambda name: None)
+    why = [f"{n}: {unread(n)}" for n in ("driver.owner", "nvidia.smi") if unread(n)]
+    failed = gpu.nvml_failure(facts)
+    if failed:
+        why.append(f"nvidia-smi: Failed to initialize NVML: {failed['nvml_error']}")
+    if not isinstance(owner, dict) and not why:
+        why.append("driver.owner: no answer (the module's version was not read)")
+    return None, "; ".join(why) or None
+
+
 def choose_branch(vars: dict, facts: dict) -> tuple[int | None, str | None]:
     """The branch this host gets and, for a downgrade, the words the plan says; ``(None, why)`` when none may.
 
     A pin wins, except below the loaded branch without ``nvidia_driver_allow_downgrade``; no pin keeps the
-    loaded branch when it runs the Triton image; no driver loaded installs :data:`INSTALL_BRANCH`.
+    loaded branch when it runs the Triton image; no driver loaded installs :data:`INSTALL_BRANCH`.  A loaded
+    branch that cannot be told (:func:`loaded_driver`) changes no package without that same explicit allow.
     """
-    drv = gpu.driver_version(facts)
+    drv, unknown = loaded_driver(facts)
     loaded, pin = gpu.branch_of(drv), pinned_branch(vars)
     need = triton_need(vars.get("triton_image"))
+    if unknown and not vars.get("nvidia_driver_allow_downgrade"):
+        install = f"install {pin}" if pin is not None else f"install {INSTALL_BRANCH} (no pin)"
+        return None, (f"the loaded driver's branch is not known ({unknown}): a package change may downgrade it; "
+                      f"set nvidia_driver_allow_downgrade: true to {install} anyway, or fix the read and run again")
     if pin is not None:
         if loaded is None or pin >= loaded:
             return pin, None
@@ -394,6 +425,15 @@ def _driver_line(host) -> list:
     v = host.vars
     drv = gpu.driver_version(host.facts)
     pin = pinned_branch(v)
+    failed = gpu.nvml_failure(host.facts)
+    if not drv and failed and "mismatch" in failed["nvml_error"].lower():
+        # The driver was upgraded (or downgraded) on disk and the old module is still loaded: nvidia-smi, NVML and
+        # every CUDA program fail until the installed one is loaded.
+        module, lib = (host.facts.get("driver.owner") or {}).get("version"), failed["nvml_library_version"]
+        both = ", ".join(filter(None, [module and f"module {module} loaded", lib and f"NVML library {lib} installed"]))
+        return [line("software", "driver loaded is the one installed", "FAIL",
+                     f"nvidia-smi: Failed to initialize NVML: {failed['nvml_error']}" + (f" ({both})" if both else ""),
+                     gpu.nvml_fix(failed, ""))]
     if not drv:
         return [] if gpu.without_gpu(v, host.facts) else [
             line("software", "driver version", "FAIL", "no driver answers (nvidia-smi lists no GPU)",

@@ -31,6 +31,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from bringup.resources import File, Sysctl
+from bringup.resources.guard import unread_facts
 from bringup.resources.sysctl import keep_larger, normalize_value, validate_key
 from bringup.vars import RoleVars, want
 
@@ -127,6 +128,11 @@ def validate(vars: dict) -> None:
 
 
 def resources(host):
+    # The host's own values are floors (never shrunk) and its writable keys what is persisted: either unread, the
+    # host is left as it is.
+    refused = unread_facts(host, FACTS, "sysctl")
+    if refused:
+        return [refused]
     wanted = table(host.vars)
     writable = set(host.facts.get("system.sysctl_writable") or ())
     # Persist only what this kernel lets us set: a missing or read-only key

@@ -9,7 +9,7 @@ from typing import Any
 from ..command import sh
 from ..errors import InputError
 from ..process import command
-from ..script import READ_LANES, batch, split
+from ..script import KILLED, READ_LANES, SECTION_MAX, TIMED_OUT, batch, split
 from .base import Fact, UntrustedOutput, undecodable
 
 
@@ -20,15 +20,25 @@ def fact_snippet(fact: type[Fact]) -> str:
     return fact.command
 
 
+#: The most one fact's command may take on the host (seconds): ``nvidia-smi -q`` on eight GPUs without persistence
+#: mode takes tens of seconds; one that hangs (a GPU fallen off the bus) is ended there, alone, and named, instead
+#: of holding every fact until the connection's ``command_timeout``.
+FACT_TIME_S = 180
+
+
 def collect_raw(transport, facts: list[type[Fact]]) -> dict[str, dict[str, Any]]:
     """Run all ``facts`` on the host at once; each fact's raw output: ``{name: {"rc", "output"}}``
-    (``rc`` None: the script stopped before the fact ended).  ``invoke facts --raw`` saves this."""
+    (``rc`` None: the script stopped before the fact ended; ``"cut": True`` too: the fact printed more than
+    :data:`~bringup.script.SECTION_MAX` and was cut there, alone, the others read; ``rc``
+    :data:`~bringup.script.TIMED_OUT`: the fact ran past :data:`FACT_TIME_S` and was stopped, alone).
+    ``invoke facts --raw`` saves this."""
     if not facts:
         return {}
-    script, token = batch([(f.name, fact_snippet(f)) for f in facts], lanes=READ_LANES)
+    script, token = batch([(f.name, fact_snippet(f)) for f in facts], lanes=READ_LANES, section_max=SECTION_MAX,
+                          time_limit_s=FACT_TIME_S)
     res = transport.run_script(script)
-    return {f.name: {"rc": sec.rc, "output": sec.output}
-            for f, sec in zip(facts, split(res.stdout, token, [f.name for f in facts]))}
+    return {f.name: {"rc": sec.rc, "output": sec.output, **({"cut": True} if sec.cut else {})}
+            for f, sec in zip(facts, split(res.stdout, token, [f.name for f in facts], section_max=SECTION_MAX))}
 
 
 def parse_raw(facts: list[type[Fact]], raw: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -45,6 +55,16 @@ def parse_raw(facts: list[type[Fact]], raw: dict[str, dict[str, Any]]) -> tuple[
         if fact.name not in raw:
             continue
         rc, output = raw[fact.name].get("rc", 0), raw[fact.name].get("output") or ""
+        if raw[fact.name].get("cut") or len(output) > SECTION_MAX:
+            errors[fact.name] = (f"output cut at {_size(SECTION_MAX)}: the command printed more (a program "
+                                 "streaming without end?); not read")
+            values[fact.name] = copy.deepcopy(fact.default)
+            continue
+        if rc in (TIMED_OUT, KILLED):
+            errors[fact.name] = (f"no answer within {FACT_TIME_S} s: stopped (a program that hangs?), after "
+                                 + (f"{len(output)} characters of output" if output.strip() else "no output"))
+            values[fact.name] = copy.deepcopy(fact.default)
+            continue
         if rc is None:
             errors[fact.name] = "no output (the fact script stopped early)"
             values[fact.name] = copy.deepcopy(fact.default)
@@ -69,6 +89,10 @@ def parse_raw(facts: list[type[Fact]], raw: dict[str, dict[str, Any]]) -> tuple[
             errors[fact.name] = " ".join(f"{type(e).__name__}: {e}".split())
             values[fact.name] = copy.deepcopy(fact.default)
     return values, errors
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n >= 1024 * 1024 else f"{n // 1024} KiB"
 
 
 def _empty_is_unread(fact: type[Fact], raw: dict[str, dict[str, Any]]) -> str | None:

@@ -152,6 +152,24 @@ class NvidiaSmi(_NvidiaSmiFact):
 # nvidia-smi -q
 # --------------------------------------------------------------------------
 
+#: The deepest nesting of sections read (nvidia-smi -q nests five or six: GPU, Clocks Event Reasons, ...).
+TREE_DEPTH_MAX = 32
+#: A key's end: blanks, then its colon (``Driver Version      : 580.159.04``); the key is what comes before.
+_COLON = re.compile(r"\s:")
+
+
+def _key_value(line: str) -> tuple[str, str] | None:
+    """``(key, value)`` of a ``key : value`` line, both stripped; None for a section title.  In one pass over the
+    line: the key runs to the first blank that a colon follows (keys hold colons only without a blank before
+    them, as a bus id does), as ``^\\s*(.+?)\\s+:\\s?(.*)$`` read it, whose backtracking made a line of many blanks
+    cost cubic time."""
+    text = line.strip()
+    m = _COLON.search(text, 1)
+    if m is None:
+        return None
+    return text[:m.start()].rstrip(), text[m.end():].strip()
+
+
 def parse_nvidia_smi_q_tree(output: str) -> dict[str, Any]:
     """Indentation tree of ``nvidia-smi -q``: sections are dicts, leaves strings.
 
@@ -178,10 +196,13 @@ def parse_nvidia_smi_q_tree(output: str) -> dict[str, Any]:
         while stack and stack[-1][0] >= indent:
             stack.pop()
         parent = stack[-1][1]
-        m = re.match(r"^\s*(.+?)\s+:\s?(.*)$", raw)
-        if m:
-            put(parent, m.group(1).strip(), m.group(2).strip())
+        pair = _key_value(raw)
+        if pair:
+            put(parent, *pair)
         else:
+            if len(stack) > TREE_DEPTH_MAX:
+                raise UntrustedOutput(f"nvidia-smi -q: sections nested deeper than {TREE_DEPTH_MAX} levels (line "
+                                      f"{raw.strip()[:60]!r}): not nvidia-smi's report")
             section: dict[str, Any] = {}
             put(parent, raw.strip(), section)
             stack.append((indent, section))
@@ -383,6 +404,21 @@ def mig_devices_of(section: Any) -> list[dict[str, Any]] | None:
     return out
 
 
+_NVML_FAILED = re.compile(r"^Failed to initialize NVML: (.+?)\s*$", re.M)
+_NVML_LIBRARY = re.compile(r"^NVML library version: (\d+\.\d+(?:\.\d+)?)\s*$", re.M)
+
+
+def nvml_failure(output: str) -> dict[str, Any] | None:
+    """``{nvml_error, nvml_library_version}`` where nvidia-smi could not start NVML (``Failed to initialize NVML:
+    Driver/library version mismatch`` and, from R535 on, ``NVML library version: 580.178``: the installed
+    library, another version than the loaded module's until a reboot); None for any other output."""
+    failed = _NVML_FAILED.search(output)
+    if not failed:
+        return None
+    library = _NVML_LIBRARY.search(output)
+    return {"nvml_error": failed.group(1), "nvml_library_version": library.group(1) if library else None}
+
+
 def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     """``nvidia-smi -q`` → ``{driver_version, cuda_version, attached_gpus, gpus: [...]}``.
 
@@ -394,7 +430,8 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     max_power_limit_w, max_clocks_sm_mhz, max_clocks_memory_mhz``.
 
     An output cut short (a GPU section of a full report without its closing "Processes", fewer
-    GPU sections than "Attached GPUs") raises :class:`UntrustedOutput`.
+    GPU sections than "Attached GPUs") raises :class:`UntrustedOutput`.  Where NVML could not start (a
+    driver/library version mismatch): :func:`nvml_failure`'s ``{nvml_error, nvml_library_version}``.
     """
     tree = parse_nvidia_smi_q_tree(output)
     gpus: list[dict[str, Any]] = []
@@ -443,7 +480,7 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
         if "MIG Devices" in sec:
             gpus[-1]["mig_devices"] = mig_devices_of(sec["MIG Devices"])
     if not gpus and "Driver Version" not in tree:
-        return {}
+        return nvml_failure(output) or {}
     attached = _sval(tree, "Attached GPUs")
     # A cut output must not pass for a GPU without BAR1, ECC or link values.  "Processes" is
     # printed in every GPU section of a full report (all drivers seen); a ``-d`` subset report

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 from ..command import sh
+from ..process import command
 from .base import Plan, Resource
 
-__all__ = ["Skip", "Unused", "Fail", "Probe"]
+__all__ = ["Skip", "Unused", "Fail", "Probe", "unread_facts"]
 
 
 class _Verdict(Resource):
@@ -49,6 +50,19 @@ class Fail(_Verdict):
     kind = "precondition"
     verdict = staticmethod(Plan.fail)
     error = property(lambda self: self.text, doc="Why, and what to do.")
+
+
+def unread_facts(host, names: tuple[str, ...], what: str) -> "Fail | None":
+    """A :class:`Fail` when a fact among ``names`` that decides whether ``what`` may be touched on this host
+    could not be read (its value would be its default, e.g. "not a container"): the host is left alone, the
+    fact and why named; None when all were read.  ``host``: a role's :class:`~bringup.roles.HostContext`."""
+    unread = getattr(host.facts, "unread", None)
+    why = [f"{n} ({unread(n)})" for n in names if unread is not None and unread(n)]
+    if not why:
+        return None
+    return Fail(f"{what}: facts unread", f"{what} not touched: the fact {'; '.join(why)} could not be read, and "
+                f"{what} may only be changed when it is known; see why with `{command(f'facts --host {host.name}')}`, "
+                "fix the host, run again")
 
 
 class Probe(Resource):

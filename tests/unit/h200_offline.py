@@ -32,6 +32,28 @@ def declare(name: str, *, facts_over: dict | None = None, **vars) -> tuple[Role,
     return role, role.resources(ctx)
 
 
+def declare_raw(name: str, raw_over: dict, tmp_path, **vars) -> tuple[Role, HostContext, list]:
+    """``name``'s context and resources on the H200 VM from its raw bundle with ``raw_over`` replacing some outputs
+    (``{fact: {rc, output[, cut]}}``, made by the test), as a run gives them to the role: each fact through its
+    parser, and the errors of those that could not be read (``host.facts.unread``)."""
+    import importlib
+    import json
+
+    from bringup.roles import FactView
+
+    doc = json.loads(BUNDLE.read_text())
+    doc["raw"].update(raw_over)
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps(doc))
+    got, errors = load_facts(path, "h200-vm")
+    role = Role(name, importlib.import_module(f"roles.{name}"))
+    merged = {**role.defaults, **vars}
+    role.validate(merged)
+    ctx = HostContext("h200-vm", merged, FactView(got, role.facts, role.name, errors),
+                      Templates(REPO / "templates").render)
+    return role, ctx, role.resources(ctx)
+
+
 def raw(name: str) -> str:
     import json
 

@@ -252,11 +252,15 @@ def test_a_profile_named_by_the_inventory_needs_no_match():
      "gpu_profiles.h200.instance_count 0: must be a whole number from 1 to 32 (Triton instances per GPU)"),
     ({"gpu_profiles": {"mine": {"match": {"name": "H200("}, "preferred_batch_size": [1], "instance_count": 1}}},
      "gpu_profiles.mine.match.name 'H200(': is not a regular expression"),
+    ({"gpu_profiles": {"mine": {"match": {"name": "(H+)+0$"}, "preferred_batch_size": [1], "instance_count": 1}}},
+     "gpu_profiles.mine.match.name '(H+)+0$': repeats a repeated part (like (a+)+), which can take hours to match"),
+    ({"gpu_profiles": {"h200": {"memory_bandwidth": [{"name": "(" * 130 + ")" * 130, "gbs": 1, "source": "x"}]}}},
+     "gpu_profiles.h200.memory_bandwidth[0].name '" + "(" * 40),  # shortened in the line; the reason: its length
     ({"gpu_profile": "h20"}, "gpu_profile 'h20': is unknown (did you mean 'h200'?); use auto (the class the GPUs "
                              "show) or one of a10, a100, a30, cpu, gb200, gh200, h100, h200, l4, l40, l40s, t4, "
                              "or define it under gpu_profiles"),
 ], ids=["misspelt-key", "misspelt-match-key", "new-without-values", "zero-instances", "bad-regex",
-        "unknown-profile"])
+        "nested-repeat-regex", "long-regex", "unknown-profile"])
 def test_bad_profiles_are_one_line_before_anything_connects(host_vars, line):
     host = Host("h", ["all"], host_vars, ConnectionVars())
     for role in ("triton", "nvidia_driver"):  # every role that reads gpu_profile checks it

@@ -119,7 +119,12 @@ def test_driver_role_on_the_h200_facts(roles):
 
 
 def _without_driver(facts: dict) -> dict:
-    return {**facts, "nvidia.smi": []}  # nvidia-smi absent or failing: no driver loaded
+    # nvidia-smi absent or failing, and no nvidia module in /sys/module (driver.owner's read says so): no driver
+    # loaded.  nvidia-smi's silence alone is not known to be that (tests/unit/test_driver_unknown.py).
+    from bringup.facts.driver import parse_driver_owner
+
+    return {**facts, "nvidia.smi": [],
+            "driver.owner": parse_driver_owner("version=\nmanager=dpkg\nsmi=\nmodule=\nend=driver\n")}
 
 
 @pytest.mark.parametrize("vars,error", [

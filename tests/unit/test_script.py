@@ -7,7 +7,7 @@ import time
 import pytest
 
 from bringup.command import join, sh
-from bringup.script import batch, split
+from bringup.script import SECTION_MAX, batch, split
 
 
 def run(script):
@@ -129,20 +129,28 @@ def test_lanes_refuse_stop_on_error():
 
 @pytest.mark.reliability(item=26, fault="a read that streams without end (a fact gone wrong) in a lane",
                          checks=("no leftovers", "no hang"))
-def test_a_lane_that_streams_without_end_is_cut_at_its_bound(tmp_path, monkeypatch):
-    import bringup.script as script_mod
-
-    monkeypatch.setattr(script_mod, "LANE_MAX", 64 * 1024)
-    script, token = batch([("flood", "yes"), ("a", "echo a"), ("b", "echo b")], lanes=2)
-    started = time.monotonic()
+@pytest.mark.reliability(item=34, fault="a fact streaming without end beside the others (a hung nvidia-smi)",
+                         checks=("no leftovers", "no hang"))
+@pytest.mark.parametrize("lanes", [1, 2, 6])
+def test_a_snippet_that_streams_without_end_is_cut_alone(tmp_path, lanes):
+    # "b" shares the flood's lane (lanes=2) or comes after it in the one shell (lanes=1): it is read all the same.
+    bound = 64 * 1024
+    snippets = [("flood", "yes"), ("a", "echo a"), ("b", "echo b; exit 3"), ("c", "printf '%s' x"),
+                ("d", "yes | head -c 65536")]  # exactly at the bound: whole
+    script, token = batch(snippets, lanes=lanes, section_max=bound)
     r = subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True,
                        env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}, timeout=60)
-    assert time.monotonic() - started < 30
-    flood, a, b = split(r.stdout, token, ["flood", "a", "b"])
-    assert flood.rc is None and 0 < len(flood.output) <= 64 * 1024  # cut short, never read as whole
-    # "b" shared the flood's lane and came after it: cut off with it, not taken for a result.
-    assert (a.rc, a.output) == (0, "a\n") and b.rc is None
-    assert list(tmp_path.iterdir()) == []
+    flood, a, b, c, d = split(r.stdout, token, [k for k, _ in snippets], section_max=bound)
+    assert flood.cut and flood.rc is None and len(flood.output) == bound + 1  # cut, never read as whole
+    assert [(s.rc, s.output, s.cut) for s in (a, b, c)] == [(0, "a\n", False), (3, "b\n", False), (0, "x", False)]
+    assert (d.rc, len(d.output), d.cut) == (0, bound, False)
+    assert r.returncode == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_lanes_bound_each_snippet_by_default():
+    script, _ = batch(SNIPPETS, lanes=2)
+    assert f"head -c {SECTION_MAX + 1}" in script
+    assert "head -c" not in batch(SNIPPETS)[0]  # writes (one shell, stop_on_error) are not cut
 
 
 @pytest.mark.reliability(item=26, fault="a read script ended by the host's timeout after the connection went away",
@@ -196,3 +204,45 @@ def test_the_run_lock_is_held_while_its_connection_lives_and_names_its_holder(tm
     assert third.stdout.readline().strip() == "locked"
     third.stdin.close()
     third.wait(10)
+
+
+# -- time limits: a snippet that hangs (a hung nvidia-smi printing nothing) ends alone --------------------------
+
+def _sleeping(secs: str) -> bool:
+    return subprocess.run(["pgrep", "-f", f"^sleep {secs}$"], capture_output=True).returncode == 0
+
+
+@pytest.mark.reliability(item=34, fault="a read snippet that hangs printing nothing (a hung nvidia-smi)", variants=2,
+                         checks=("no leftovers", "no hang"))
+@pytest.mark.parametrize("lanes", [1, 3])
+def test_a_snippet_past_its_time_limit_ends_alone_and_the_others_are_read(tmp_path, lanes):
+    from bringup.script import TIMED_OUT
+
+    secs = str(71000 + os.getpid() % 9999)
+    # The hung snippet's child (sleep) is ended with it: timeout(1) ends the snippet's whole group.
+    snippets = [("hung", f"echo before; sleep {secs}; echo never"), ("a", "echo a"), ("b", "echo b; exit 3")]
+    script, token = batch(snippets, lanes=lanes, section_max=SECTION_MAX, time_limit_s=1)
+    r = subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True,
+                       env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}, timeout=60)
+    hung, a, b = split(r.stdout, token, [k for k, _ in snippets], section_max=SECTION_MAX)
+    assert (hung.rc, hung.output) == (TIMED_OUT, "before\n")
+    assert [(s.rc, s.output) for s in (a, b)] == [(0, "a\n"), (3, "b\n")]
+    assert r.returncode == 0 and list(tmp_path.iterdir()) == [] and not _sleeping(secs)
+
+
+@pytest.mark.reliability(item=34, fault="a read script under time limits stopped by the host's timeout, the "
+                         "connection gone", checks=("no leftovers",))
+def test_a_stopped_script_stops_its_timed_snippets_too(tmp_path):
+    # Each timed snippet runs in a process group of its own: the script's traps end them, not only its lanes.
+    secs = str(72000 + os.getpid() % 9999)
+    script, _ = batch([(f"hung{i}", f"sleep {secs}") for i in range(4)] + [("a", "echo a")], lanes=4,
+                      section_max=SECTION_MAX, time_limit_s=600)
+    (tmp_path / "s.sh").write_text(script)
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    subprocess.run(f"timeout -s TERM -k 10 2 sh -c 'eval \"$(cat)\"' < {tmp_path}/s.sh 2>&1 | (sleep 0.5; exit 0)",
+                   shell=True, env={"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp)}, timeout=60)
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and (list(tmp.iterdir()) or _sleeping(secs)):
+        time.sleep(0.2)
+    assert list(tmp.iterdir()) == [] and not _sleeping(secs)

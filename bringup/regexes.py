@@ -1,0 +1,79 @@
+"""Regular expressions an operator writes (``--limit ~...``, ``gpu_profiles`` name matches): bounded work.
+
+Python's ``re`` backtracks without limit: a repeat inside a repeat (``(a+)+``), or a few repeats side by side
+over the same characters, against a long enough text takes hours.  What is written is checked once, where the
+input is read (:func:`problem`: too long, not a regular expression, a repeat of a repeated part); what runs
+against a host's text runs under a deadline (:func:`search`, through the ``regex`` package, which takes a
+timeout and reads Python's ``re`` syntax) on at most :data:`SUBJECT_MAX` characters of it.
+"""
+from __future__ import annotations
+
+import re
+
+__all__ = ["REGEX_MAX", "SUBJECT_MAX", "SEARCH_TIMEOUT_S", "RegexTimeout", "nested_repeat", "problem", "search"]
+
+#: The longest regular expression taken (a host pattern or a GPU name match is a few dozen characters).
+REGEX_MAX = 256
+#: The most of a text searched: NVML's names fit in 96 bytes (``NVML_DEVICE_NAME_V2_BUFFER_SIZE``), host names
+#: in 253; what is longer was not written by either.
+SUBJECT_MAX = 256
+#: The most one search may take.
+SEARCH_TIMEOUT_S = 1.0
+
+
+class RegexTimeout(ValueError):
+    """A search ran past :data:`SEARCH_TIMEOUT_S`."""
+
+
+def nested_repeat(pattern: str) -> bool:
+    """Whether ``pattern`` (valid) holds a repeat inside a repeat (``(a+)+``): backtracking that may never end."""
+    from re import _parser as sre  # the parse tree re itself builds (3.11: re._parser)
+
+    reps = (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT))
+
+    def walk(items, inside: bool) -> bool:
+        for op, av in items:
+            if op in reps:
+                lo, hi, sub = av
+                if inside and hi != 0:
+                    return True
+                if walk(sub, inside or hi is sre.MAXREPEAT or hi > 1):
+                    return True
+            elif op is sre.SUBPATTERN:
+                if walk(av[-1], inside):
+                    return True
+            elif op is sre.BRANCH:
+                if any(walk(b, inside) for b in av[1]):
+                    return True
+            elif op in (sre.ASSERT, sre.ASSERT_NOT):
+                if walk(av[1], inside):
+                    return True
+        return False
+
+    return walk(sre.parse(pattern), False)
+
+
+def problem(pattern: str) -> str | None:
+    """Why ``pattern`` is refused, in words that follow its name; None when it is taken."""
+    if len(pattern) > REGEX_MAX:
+        return f"is {len(pattern)} characters; at most {REGEX_MAX} are taken"
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        return f"is not a regular expression ({e})"
+    except RecursionError:
+        return "nests too deep to be read"
+    if nested_repeat(pattern):
+        return "repeats a repeated part (like (a+)+), which can take hours to match; write it without the nested repeat"
+    return None
+
+
+def search(pattern: str, text: str) -> bool:
+    """Whether ``pattern`` is found in the first :data:`SUBJECT_MAX` characters of ``text``; a search that runs
+    past :data:`SEARCH_TIMEOUT_S` raises :class:`RegexTimeout`."""
+    import regex
+
+    try:
+        return regex.search(pattern, text[:SUBJECT_MAX], timeout=SEARCH_TIMEOUT_S) is not None
+    except TimeoutError:
+        raise RegexTimeout(f"{pattern!r} took over {SEARCH_TIMEOUT_S:g} s against {text[:60]!r}") from None

@@ -1,0 +1,130 @@
+"""Issue 34 item 8: a fact whose command streams without end fails alone, named; the others are read; a fact
+a role's safety rule needs that could not be read means the role leaves the host alone.
+
+Before: the 16 MiB bound was a read lane's, so a hung ``nvidia-smi`` printing a megabyte a second ended its
+whole lane: ``system.container``, ``system.cmdline``, ``system.sysctl`` and the nvidia facts were lost without
+a word (exit 0), and ``plan`` then moved the machine's IRQs from inside a container.
+
+Every fact's real command is gathered here on this machine, in one script as on a host, with a stand-in
+``nvidia-smi`` first on PATH that prints the same line without end (the bound made small, 1 MiB, so that the
+flood is cut in a moment).  The roles' rule is checked on the real H200 VM's raw facts bundle
+(tests/fixtures/hosts/h200-vm/facts-raw.json, unedited), a copy of which the test damages as a capped read
+leaves it: ``system.container`` cut.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+
+import pytest
+
+import bringup.facts.gather as gather_mod
+from bringup.facts import ALL_FACTS, FACTS_BY_NAME
+from bringup.facts.gather import gather, load_facts
+
+from .h200_offline import BUNDLE, declare_raw
+
+BOUND = 1024 * 1024
+NVIDIA = [f.name for f in ALL_FACTS if f.requires_command == "nvidia-smi"]
+
+
+class _LocalSh:
+    """Runs the gathered script here, as a host's shell does, with ``path`` first on PATH."""
+
+    def __init__(self, path: str):
+        self.env = {**os.environ, "PATH": f"{path}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+
+    def run_script(self, script: str):
+        r = subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script.encode(), capture_output=True,
+                           timeout=300, env=self.env)
+        return type("R", (), {"rc": r.returncode, "stdout": r.stdout.decode("utf-8", "surrogateescape"),
+                              "stderr": r.stderr.decode("utf-8", "surrogateescape")})()
+
+
+@pytest.mark.reliability(item=34, fault="a hung nvidia-smi streaming without end while the facts are gathered "
+                         "(every fact's real command, a stand-in nvidia-smi)", checks=("no hang", "no leftovers"))
+def test_a_fact_streaming_without_end_fails_alone_and_the_others_are_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(gather_mod, "SECTION_MAX", BOUND)
+    mark = f"flood-{os.getpid()}-GPU 0: NVIDIA H200 (UUID: GPU-0)"
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"#!/bin/sh\nexec yes '{mark}'\n")
+    smi.chmod(0o755)
+    values, errors = gather(_LocalSh(str(smi.parent)), list(ALL_FACTS))
+
+    flooded = sorted(n for n, e in errors.items() if e.startswith("output cut at 1 MiB"))
+    assert flooded and set(flooded) <= set(NVIDIA), errors
+    assert "nvidia.smi" in flooded  # nvidia-smi -L's fact: named, never read as a GPU list
+    for name in flooded:
+        assert values[name] == FACTS_BY_NAME[name].default
+    # The facts of other programs, those the container rule and the sysctl floors need among them, are read.
+    others = {n: e for n, e in errors.items() if FACTS_BY_NAME[n].requires_command != "nvidia-smi"}
+    assert others == {}, others
+    for name in ("system.container", "system.cmdline", "system.sysctl", "cpu.topology", "os.release"):
+        assert name in values and name not in errors
+    assert values["system.sysctl"] and values["cpu.topology"] and values["system.cmdline"] is not None
+    # The flood ended with its section: nothing of it left running.
+    assert subprocess.run(["pgrep", "-f", f"yes {mark}"], capture_output=True).returncode == 1
+
+
+@pytest.mark.reliability(item=34, fault="a hung nvidia-smi printing nothing while the facts are gathered (every "
+                         "fact's real command, a stand-in nvidia-smi)", checks=("no hang", "no leftovers"))
+def test_a_fact_that_hangs_is_stopped_alone_and_the_others_are_read(tmp_path, monkeypatch):
+    monkeypatch.setattr(gather_mod, "FACT_TIME_S", 5)
+    secs = str(73000 + os.getpid() % 9999)
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"#!/bin/sh\nsleep {secs}\n")  # a GPU fallen off the bus: nvidia-smi never answers
+    smi.chmod(0o755)
+    values, errors = gather(_LocalSh(str(smi.parent)), list(ALL_FACTS))
+    hung = sorted(n for n, e in errors.items() if e.startswith("no answer within 5 s: stopped"))
+    assert "nvidia.smi" in hung and "nvidia.query" in hung and set(hung) <= set(NVIDIA), errors
+    assert {n: e for n, e in errors.items() if n not in hung} == {}
+    assert "system.container" in values and "system.container" not in errors
+    assert values["system.sysctl"] and values["cpu.topology"]
+    assert subprocess.run(["pgrep", "-f", f"^sleep {secs}$"], capture_output=True).returncode == 1
+
+
+def test_a_cut_output_is_named_even_in_a_saved_raw_bundle(tmp_path):
+    doc = json.loads(BUNDLE.read_text())
+    doc["raw"]["nvidia.query"] = {"rc": None, "output": doc["raw"]["nvidia.query"]["output"][:300], "cut": True}
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps(doc))
+    values, errors = load_facts(path, "h200-vm")
+    assert list(errors) == ["nvidia.query"] and errors["nvidia.query"].startswith("output cut at 16 MiB")
+    assert values["nvidia.query"] == FACTS_BY_NAME["nvidia.query"].default
+    assert values["nvidia.smi"]  # the bundle's other nvidia-smi output is read
+
+
+def _declare(name: str, raw_over: dict, tmp_path, **vars) -> list:
+    return declare_raw(name, raw_over, tmp_path, **vars)[2]
+
+
+CUT = {"rc": None, "output": "container=/run/systemd/cont", "cut": True}
+
+
+@pytest.mark.reliability(item=34, fault="system.container unreadable (cut): irq_affinity on the H200 VM's raw facts",
+                         checks=("machine left alone",))
+def test_irq_affinity_leaves_the_irqs_alone_when_the_container_fact_is_unread(tmp_path):
+    (only,) = _declare("irq_affinity", {"system.container": CUT}, tmp_path, gpu_profile="auto")
+    plan = only.plan(only.read())
+    assert plan.error and not plan.commands
+    assert "IRQ affinity not touched: the fact system.container (output cut at 16 MiB" in plan.error
+    # Asked to move IRQs even in a container, the fact decides nothing: the IRQs are planned.
+    got = _declare("irq_affinity", {"system.container": CUT}, tmp_path, gpu_profile="auto",
+                   irq_affinity_in_containers=True)
+    assert [r for r in got if r.kind == "irq"]
+    # Read (the VM says it is a container image): planned, each IRQ then skipped by the container rule.
+    assert [r for r in _declare("irq_affinity", {}, tmp_path, gpu_profile="auto") if r.kind == "irq"]
+
+
+@pytest.mark.reliability(item=34, fault="system.sysctl unreadable (cut): the sysctl role on the H200 VM's raw facts",
+                         checks=("machine left alone",))
+def test_sysctl_leaves_the_host_alone_when_its_floors_are_unread(tmp_path):
+    raw = json.loads(BUNDLE.read_text())["raw"]["system.sysctl"]["output"]
+    cut = {"rc": None, "output": raw[: len(raw) // 2], "cut": True}
+    (only,) = _declare("sysctl", {"system.sysctl": cut}, tmp_path)
+    plan = only.plan(only.read())
+    assert plan.error and not plan.commands and "sysctl not touched: the fact system.sysctl" in plan.error
+    assert [r for r in _declare("sysctl", {}, tmp_path) if r.kind == "sysctl"]
