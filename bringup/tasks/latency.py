@@ -40,7 +40,14 @@ _HELP = {
     "dtype": "input data type (FP16, FP32, TYPE_FP16, ...)",
     "out": "folder for JSON, CSV and PNG (default reports/bench; the checklist finds results in any folder)",
     "no-plot": "skip the PNG",
+    "repeats": "steady windows per point that must agree; the point reports their median and spread "
+               "(default 3, for acceptance runs; 1: one window, no spread)",
+    "stability": "% within which those windows' p95 and items/s must agree, (max-min)/median, else the point "
+                 "is unstable (default 10, perf_analyzer's)",
+    "max-windows": "windows per point at most while they do not agree: the time bound (default 0: twice "
+                   "--repeats)",
 }
+_REPEAT_FLAGS = ("repeats", "stability", "max-windows")
 
 #: pydantic field -> the flag that set it, for one-line refusals.
 _FLAGS = {"batches": "--batch", "concurrency": "--concurrency", "windows": "--window-us", "warmup_s": "--warmup",
@@ -48,7 +55,8 @@ _FLAGS = {"batches": "--batch", "concurrency": "--concurrency", "windows": "--wi
           "cpu_limit": "--cpu-limit", "microbatch_us": "--microbatch-us", "microbatch_max": "--microbatch-max",
           "interval_s": "--interval", "steps": "--steps", "seconds": "--for", "http_port": "--http-port",
           "metrics_port": "--metrics-port", "target_p95_ms": "--target-p95-ms", "budget_s": "--budget",
-          "instances": "--instances", "max_batches": "--max-batch"}
+          "instances": "--instances", "max_batches": "--max-batch", "repeats": "--repeats",
+          "stability_pct": "--stability", "max_windows": "--max-windows"}
 
 
 def _given(v) -> bool:
@@ -81,6 +89,15 @@ def _client(warmup, duration, processes, client_cpus, cpu_limit) -> dict:
             "processes": whole(processes, "--processes", 0, MAX_PROCESSES),
             "client_cpus": cpus(client_cpus) if _given(client_cpus) else None,
             "cpu_limit": number(cpu_limit, "--cpu-limit")}
+
+
+def _repeat(repeats, stability, max_windows) -> dict:
+    """``--repeats``, ``--stability`` and ``--max-windows``, checked together."""
+    from ..latency.options import RepeatOptions, number, read, whole
+
+    return read(RepeatOptions, _FLAGS, repeats=whole(repeats, "--repeats", 1, 100),
+                stability_pct=number(stability, "--stability", lo=0, lo_open=True, hi=1000, unit="%"),
+                max_windows=whole(max_windows, "--max-windows", 0, 1000)).model_dump()
 
 
 def _load_lists(batch, concurrency) -> dict:
@@ -127,11 +144,12 @@ def _goal(target_p95_ms, target) -> float:
 def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", window_us=None, warmup="2",
           duration="5", processes="0", client_cpus=None, cpu_limit="0.85", microbatch_us=None, microbatch_max="8",
           address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory=None,
-          set_=None, out="reports/bench", no_plot=False, vault_password_file=None, vault_id=None):
+          set_=None, out="reports/bench", no_plot=False, vault_password_file=None, vault_id=None, repeats="3",
+          stability="10", max_windows="0"):
     """Closed-loop latency sweep against a host's Triton: p50/p95/p99, QPS, Triton's view; reports/bench/."""
     from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
     from ..latency.options import BenchOptions, out_folder, read, whole
-    from ..latency.results import render_table, write_all
+    from ..latency.results import point_text, render_table, write_all
 
     console = new_console()
     try:
@@ -141,7 +159,8 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
                  windows=_windows(window_us) if _given(window_us) else ["deployed"],
                  **_client(warmup, duration, processes, client_cpus, cpu_limit),
                  microbatch_us=whole(microbatch_us, "--microbatch-us", 1, 1000) if _given(microbatch_us) else None,
-                 microbatch_max=whole(microbatch_max, "--microbatch-max", 1, 1 << 16))
+                 microbatch_max=whole(microbatch_max, "--microbatch-max", 1, 1 << 16),
+                 **_repeat(repeats, stability, max_windows))
         out_dir = out_folder(out)
         _, _, target = _target(inventory, set_, (vault_password_file, vault_id), host, model, _address(address),
                                _port(grpc_port, "--grpc-port"),
@@ -149,15 +168,13 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
         s = BenchSettings(**o.model_dump())
         n_points = len(s.windows) * len(s.batches) * len(s.concurrency)
         console.print(f"bench {target.host}: {target.model} at {target.url}, {n_points} point(s) of "
-                      f"{s.warmup_s:g}+{s.duration_s:g} s, {s.resolved_processes()} client process(es)",
+                      f"{s.repeats} to {s.rule().most} window(s) of {s.warmup_s:g}+{s.duration_s:g} s (agreeing "
+                      f"within {s.stability_pct:g} %), {s.resolved_processes()} client process(es)",
                       style="dim")
 
         def progress(row):
-            flag = " client-bound" if row["client_bound"] else ""
-            flag += " (Triton reloaded during this point)" if row.get("reloaded") else ""
-            p95 = "-" if row["p95_ms"] is None else f"{row['p95_ms']:.1f} ms"
-            console.print(f"  {row['window']} batch {row['batch']} conc {row['concurrency']}: p95 {p95}, "
-                          f"{row['items_per_s']:.0f} items/s{flag}", style="dim")
+            console.print(f"  {row['window']} batch {row['batch']} conc {row['concurrency']}: {point_text(row)}",
+                          style="dim", markup=False, highlight=False)
 
         doc = run_sweep(target, s, on_point=progress)
     except TritonUnreachable as e:
