@@ -577,7 +577,7 @@ def acceptance(doc: dict, slo: float | None, load: dict | None = None) -> dict:
 # --------------------------------------------------------------------------- invoke tune
 
 TUNE_CSV = ["stage", "tried", "config", "instance_count", "max_batch_size", "preferred_batch_size", "window_us",
-            "reload_s", "p50_ms", "p95_ms", "p99_ms", "items_per_s", "triton_avg_batch", "triton_queue_us",
+            "reload_s", "p50_ms", "p95_ms", "p99_ms", "items_per_s", *SPREAD_FIELDS, "triton_avg_batch", "triton_queue_us",
             "triton_compute_us", "verdict", "client_bound", "reloaded", "errors", "chosen"]
 
 
@@ -595,7 +595,7 @@ def _is_chosen(doc: dict, r: dict) -> bool:
 
 def _tune_csv_row(doc: dict, r: dict) -> dict:
     sv, tri = r["tried_serving"], r.get("triton") or {}
-    return {"stage": r["stage"], "tried": r["tried"], "config": r.get("config"),
+    return {**_spread_cells(r), "stage": r["stage"], "tried": r["tried"], "config": r.get("config"),
             "instance_count": sv["instance_count"], "max_batch_size": sv["max_batch_size"],
             "preferred_batch_size": " ".join(map(str, sv["preferred_batch_size"])), "window_us": sv["window_us"],
             "reload_s": r["reload_s"], "p50_ms": r["p50_ms"], "p95_ms": r["p95_ms"], "p99_ms": r["p99_ms"],
@@ -607,8 +607,9 @@ def _tune_csv_row(doc: dict, r: dict) -> dict:
 
 def write_tune(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True) -> dict[str, Path]:
     """``invoke tune``'s result: JSON, CSV (one row per configuration tried) and the PNG."""
+    final = [doc["final"]] if doc.get("final") else []
     base, paths = write_json_csv(doc, out_dir, "-tune-serving", TUNE_CSV,
-                                 (_tune_csv_row(doc, r) for r in doc["points"]))
+                                 (_tune_csv_row(doc, r) for r in doc["points"] + final))
     if plot:
         paths["png"] = base.with_suffix(".png")
         plot_tune(doc, paths["png"])
@@ -630,8 +631,9 @@ def plot_tune(doc: dict, path: Path) -> Path:
         rows = [r for r in doc["points"] if r["stage"] == stage and r.get("p95_ms") is not None]
         if not rows:
             continue
-        ax.scatter([r["items_per_s"] for r in rows], [r["p95_ms"] for r in rows], color=colors[stage], s=40,
-                   label=f"stage {names[stage]}", zorder=3)
+        ax.errorbar([r["items_per_s"] for r in rows], [r["p95_ms"] for r in rows], xerr=_yerr(rows, "items_per_s"),
+                    yerr=_yerr(rows, "p95_ms"), fmt="o", color=colors[stage], markersize=6, capsize=2,
+                    elinewidth=0.8, label=f"stage {names[stage]}", zorder=3)
         for r in rows:
             ax.annotate(_short(r["tried_serving"]), (r["items_per_s"], r["p95_ms"]), fontsize=6,
                         xytext=(4, 3), textcoords="offset points")
@@ -642,8 +644,12 @@ def plot_tune(doc: dict, path: Path) -> Path:
     _target_line(ax, doc["target_p95_ms"], [r["p95_ms"] for r in doc["points"] if r.get("p95_ms") is not None])
     ch = doc.get("chosen")
     if ch:
+        fin = [doc["final"]] if doc.get("final") else []
+        if fin:
+            ax.errorbar([ch["items_per_s"]], [ch["p95_ms"]], xerr=_yerr(fin, "items_per_s"), yerr=_yerr(fin, "p95_ms"),
+                        fmt="none", ecolor="black", capsize=4, zorder=5)
         ax.scatter([ch["items_per_s"]], [ch["p95_ms"]], marker="*", s=420, color="gold", edgecolors="black",
-                   zorder=5, label=f"chosen: {ch['label']}")
+                   zorder=6, label=f"chosen: {ch['label']} (measured again: median, min-max)")
     ax.set_xlabel("throughput (items/s)")
     ax.set_ylabel("p95 (ms)")
     ax.set_title(f"every configuration tried at concurrency {doc['settings']['concurrency']} × batch "
@@ -679,16 +685,24 @@ def render_tune(doc: dict, console) -> None:
     t = Table(title=f"{doc['host']} · {doc['model']} · tune for p95 {doc['target_p95_ms']:g} ms at concurrency "
                     f"{doc['settings']['concurrency']} × batch {doc['settings']['batch']}", box=None,
               title_justify="left")
-    for col in ("stage", "configuration", "reload s", "p95 ms", "items/s", "Triton batch", "queue µs", "compute µs",
-                "verdict"):
+    from .repeats import spread_text
+
+    for col in ("stage", "configuration", "reload s", "p95 ms", "p95 min-max", "items/s", "items/s min-max",
+                "Triton batch", "queue µs", "compute µs", "verdict"):
         t.add_column(col, justify="left" if col in ("configuration", "verdict") else "right")
-    for r in doc["points"]:
+    for r in doc["points"] + ([doc["final"]] if doc.get("final") else []):
         tri = r.get("triton") or {}
         mark = " ★" if _is_chosen(doc, r) else ""
         t.add_row(str(r["stage"]), (r.get("config") or r["tried"]) + mark, _f(r["reload_s"]), _f(r["p95_ms"]),
-                  _f(r["items_per_s"], "{:.0f}"), _f(tri.get("avg_batch"), "{:.2f}"),
-                  _f(tri.get("queue_us"), "{:.0f}"), _f(tri.get("compute_us"), "{:.0f}"), r["verdict"])
+                  spread_text(r) or "-", _f(r["items_per_s"], "{:.0f}"), spread_text(r, "items_per_s") or "-",
+                  _f(tri.get("avg_batch"), "{:.2f}"), _f(tri.get("queue_us"), "{:.0f}"),
+                  _f(tri.get("compute_us"), "{:.0f}"), r["verdict"] + (" (unstable)" if r.get("unstable") else ""))
     console.print(t)
+    for tie in (doc["search"].get("tied") or []):
+        console.print(f"tie: {tie}", markup=False, highlight=False)
+    beside = load_text(doc, doc["points"] + ([doc["final"]] if doc.get("final") else []))
+    if beside:
+        console.print(f"during the measurement: {beside}", markup=False, highlight=False)
     s = doc["search"]
     console.print(f"search: {s['configurations_measured']} configuration(s) measured of a full grid of "
                   f"{s['full_grid']}, {s['reloads']} reload(s), {s['elapsed_s']:.0f} s of {s['budget_s']:.0f} s"

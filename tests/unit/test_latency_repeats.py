@@ -152,3 +152,52 @@ def test_host_load_parsers_on_real_outputs():
     assert "60 % by other processes" in text and "load average 3.1 on 2 CPU(s)" in text
     assert "no other process on the GPUs" in text
     assert describe(None) == ""
+
+
+def _cfg(p95s, items, inst=2, mbs=16, window=800, tried=None):
+    row = combine([_w(p, i) for p, i in zip(p95s, items)], Rule(len(p95s)))
+    sv = {"instance_count": inst, "max_batch_size": mbs, "preferred_batch_size": [2, 4, 8, 16], "window_us": window}
+    return row | {"tried_serving": sv, "tried": tried or f"{inst} inst mb{mbs} {window}µs", "window_us": window}
+
+
+def test_tune_breaks_a_tie_within_the_spread_by_the_simpler_configuration_and_says_so():
+    from bringup.latency.tune import choose
+
+    three = _cfg([15.0, 15.8, 16.5], [5300, 5507, 5600], inst=3, tried="3 instances")
+    two = _cfg([16.0, 17.8, 18.0], [4899, 5000, 5350], inst=2, tried="2 instances")
+    # Both meet 30 ms; 3 instances has the higher median, but the throughputs overlap: 2 instances is kept.
+    win, note = choose(three, two, 30)
+    assert win is two and "tie" in note and "the simpler, 2 instances, is kept" in note
+    assert "5,300-5,600" in note and "4,899-5,350" in note
+    # Apart beyond their spreads: the better one, no tie.
+    far = _cfg([16.0, 17.8, 18.0], [4000, 4100, 4200], inst=1, tried="1 instance")
+    assert choose(three, far, 30) == (three, "")
+    # The same two as single samples (no spread) are not a tie: 5507 > 4899 decides (the old behaviour).
+    one3 = _cfg([15.8], [5507], inst=3)
+    one2 = _cfg([17.8], [4899], inst=2)
+    assert choose(one3, one2, 30) == (one3, "")
+    # Meeting the target beats missing it, whatever the spreads; both missing: the lower p95, ties on p95.
+    assert choose(two, three, 16.9)[0] is three
+    low = _cfg([40, 41, 42], [100, 100, 100], window=400, tried="400")
+    high = _cfg([41, 43, 44], [100, 100, 100], window=1200, tried="1200")
+    win, note = choose(high, low, 30)
+    assert win is low and "ms p95" in note
+    # A row without a verdict never wins.
+    assert choose(three, {**two, "client_bound": True}, 30) == (three, "")
+
+
+def test_tune_window_keeps_the_shorter_of_tied_windows_and_the_figure_measured_again():
+    from bringup.latency.tune import pick, settle
+
+    doc = {"points": [_cfg([20, 21, 22], [1900, 2000, 2100], window=400),
+                      _cfg([24, 25, 27], [2050, 2150, 2200], window=800),
+                      _cfg([30, 31, 33], [2500, 2600, 2700], window=1500)]}
+    r = pick(doc, 32)
+    assert r["chosen_window_us"] == 1500 and not r["tie"]
+    r = pick(doc, 29)          # 400 and 800 meet; their items/s overlap: the shorter window
+    assert r["chosen_window_us"] == 400 and "400 µs ties with 800 µs" in r["why"]
+    again = [_cfg([21, 21.5, 22], [1950, 2000, 2050], window=400)]
+    s = settle(r, again, 29)
+    assert s["chosen_window_us"] == 400 and "21.5 ms" in s["why"] and "measured again" in s["why"]
+    missed = settle(r, [_cfg([30, 31, 32], [1950, 2000, 2050], window=400)], 29)
+    assert missed["chosen_window_us"] is None and "measured again" in missed["why"]
