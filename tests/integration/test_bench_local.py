@@ -136,8 +136,7 @@ def test_starved_client_is_marked_client_bound(work):
 
 
 @pytest.mark.reliability(item=35, fault="a CPU hog started mid-run on the server's CPU (between a point's windows)",
-                         checks=("flagged unstable", "WARN, not PASS", "spread in JSON, CSV and table",
-                                 "the load said"))
+                         checks=("report written", "no hang"))
 @pytest.mark.skipif(len(CPUS) < 2, reason="needs a CPU for the server apart from the client's")
 def test_a_cpu_hog_started_mid_run_makes_the_point_unstable(work, triton):
     # Three windows of a CPU-bound model (no sleep) on the server's one CPU; when the first window has ended,

@@ -201,3 +201,31 @@ def test_tune_window_keeps_the_shorter_of_tied_windows_and_the_figure_measured_a
     assert s["chosen_window_us"] == 400 and "21.5 ms" in s["why"] and "measured again" in s["why"]
     missed = settle(r, [_cfg([30, 31, 32], [1950, 2000, 2050], window=400)], 29)
     assert missed["chosen_window_us"] is None and "measured again" in missed["why"]
+
+
+def test_the_h200_markdown_block_shows_medians_spreads_ties_and_the_measure_again(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[2]
+    three = _cfg([15.0, 15.8, 16.5], [5300, 5507, 5600], inst=3, tried="3 instances") | {"stage": 1, "verdict": "meets"}
+    final = three | {"stage": "final", "verdict": "meets"}
+    tune = {"target_p95_ms": 30, "settings": {"concurrency": 64, "batch": 1, "repeats": 3, "duration_s": 3,
+                                              "stability_pct": 10, "max_windows": 4},
+            "search": {"configurations_measured": 1, "full_grid": 24, "elapsed_s": 200, "budget_s": 210,
+                       "reloads": 2, "reload_s_max": 27, "stopped": "", "skipped": [],
+                       "tied": ["2 instances and 3 instances tie (...): the simpler, 2 instances, is kept"]},
+            "points": [three], "final": final, "why": "3 instances: p95 15.8 ms meets 30 ms",
+            "chosen": {**three["tried_serving"]}}
+    bench = _doc([combine([_w(17.0, 5109), _w(12.4, 6569), _w(12.5, 6500)], Rule(3))])
+    bench["settings"] |= {"concurrency": [64], "warmup_s": 1, "duration_s": 3, "processes": 8, "repeats": 3,
+                          "max_windows": 4}
+    (tmp_path / "t.json").write_text(json.dumps(tune))
+    (tmp_path / "b.json").write_text(json.dumps(bench))
+    out = subprocess.run([sys.executable, str(repo / "scripts/h200/latency_md.py"), "--tune", str(tmp_path / "t.json"),
+                          "--bench", str(tmp_path / "b.json")], capture_output=True, text=True, check=True).stdout
+    assert "| 1 | 3 instances | 15.8 (15.0-16.5) | 5,507 (5,300-5,600) | 3/3 |" in out
+    assert "| again | **3 instances** (measured again) |" in out and "meets: chosen" in out
+    assert "- tie: 2 instances and 3 instances tie" in out
+    assert "12.5 (12.4-17.0)" in out and "unstable: the last 3 of 3 window(s) did not agree" in out
