@@ -88,8 +88,9 @@ def combine(windows: list[dict], rule: Rule) -> dict:
     point is unstable.
 
     The row is the window whose p95 is the median one (its Triton view and counts belong together), with
-    p50/p95/p99, req/s and items/s replaced by the medians of the windows used; errors are summed, and a
-    point is client-bound or spanned a reload when any window used did.
+    p50/p95/p99, req/s and items/s replaced by the medians of the windows used; errors are summed, a point is
+    client-bound when any window used was, and spanned a reload when any window measured did or the served
+    configuration differs from its first window to its last (labelled "before → after").
     """
     used = windows[-rule.repeats:]
     answered = sorted((w for w in used if w.get("p95_ms") is not None), key=lambda w: w["p95_ms"])
@@ -102,11 +103,22 @@ def combine(windows: list[dict], rule: Rule) -> dict:
     bound = [w for w in used if w.get("client_bound")]
     base["client_bound"] = bool(bound)
     base["client_bound_why"] = bound[0].get("client_bound_why", "") if bound else ""
-    reloaded = [w for w in used if w.get("reloaded")]
-    base["reloaded"] = bool(reloaded)
-    base["reloaded_why"] = reloaded[0].get("reloaded_why", "") if reloaded else ""
     agrees = [w.get("counts_agree") for w in used]
     base["counts_agree"] = None if None in agrees else all(agrees)
+    # A reload in any window measured, used or not, or another configuration from one window to the next:
+    # the point measured more than one thing and is no verdict.
+    reloaded = [w for w in windows if w.get("reloaded")]
+    start = str(windows[0].get("config") or "").split(" → ")[0]
+    end = str(windows[-1].get("config") or "").split(" → ")[-1]
+    if start and end and start != end:
+        base["config"], base["window_us"] = f"{start} → {end}", windows[-1].get("window_us")
+    if reloaded or (start and end and start != end):
+        base["reloaded"] = True
+        base["reloaded_why"] = (reloaded[0].get("reloaded_why", "") if reloaded else
+                                f"the served configuration changed between the point's windows ({start}, then {end})")
+        base["triton"], base["counts_agree"] = {}, None
+    else:
+        base["reloaded"], base["reloaded_why"] = False, ""
     spread = {k: spread_of([w.get(k) for w in used]) for k in KEYS}
     stable = len(used) >= 2 and agree(used, rule.stability_pct)
     base["spread"] = {

@@ -229,3 +229,17 @@ def test_the_h200_markdown_block_shows_medians_spreads_ties_and_the_measure_agai
     assert "| again | **3 instances** (measured again) |" in out and "meets: chosen" in out
     assert "- tie: 2 instances and 3 instances tie" in out
     assert "12.5 (12.4-17.0)" in out and "unstable: the last 3 of 3 window(s) did not agree" in out
+
+
+def test_a_reload_in_any_window_even_one_left_out_makes_the_point_no_verdict():
+    rule = Rule(3)
+    a, b = "1 instance, window 800 µs", "1 instance, window 300 µs"
+    ws = [_w(10, 100, config=f"{a} → {b}", reloaded=True, reloaded_why="a counter went down"),
+          _w(5, 300, config=b, window_us=300), _w(5, 300, config=b, window_us=300), _w(5, 300, config=b, window_us=300)]
+    row = combine(ws, rule)
+    assert row["reloaded"] and row["reloaded_why"] == "a counter went down" and row["triton"] == {}
+    assert row["config"] == f"{a} → {b}" and row["window_us"] == 300 and row["counts_agree"] is None
+    # No reload seen by the counters, but another configuration served from one window to the next.
+    row = combine([_w(10, 100, config=a), _w(10, 100, config=b), _w(10, 100, config=b)], rule)
+    assert row["reloaded"] and "changed between the point's windows" in row["reloaded_why"]
+    assert not combine([_w(10, 100, config=a)] * 3, rule)["reloaded"]
