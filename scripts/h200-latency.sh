@@ -107,7 +107,7 @@ fi
 log "tritonserver ready"
 
 B="python3 -m invoke --search-root $REPO"
-R="--repeats ${REPEATS:-3} --max-windows ${MAXW:-4}"
+RP="--repeats ${REPEATS:-3} --max-windows ${MAXW:-4}"
 if [ "$MODE" = follow ]; then
   FT1=${FT1:-50}; FT2=${FT2:-12}; FSEC=${FSEC:-100}
   log "follow: steady load (batch 1, concurrency 64, 8 client processes) for $((2 * FSEC + 40)) s"
@@ -136,11 +136,11 @@ else
   SWEEP="--batch 1,2,4,8 --concurrency 1,4,16,64"; D="--warmup 1 --duration 4"; CONC_T=64
 fi
 log "bench: client micro-batching (600 µs, up to 16) on top of the deployed window"
-$B bench --host h200-01 --batch 1 --concurrency 16,64 --microbatch-us 600 --microbatch-max 16 $D $R --processes 8
+$B bench --host h200-01 --batch 1 --concurrency 16,64 --microbatch-us 600 --microbatch-max 16 $D $RP --processes 8
 log "bench: no dynamic batching vs the deployed 800 µs window (the newest result: the checklist's)"
-$B bench --host h200-01 --window-us none,deployed $SWEEP $D $R --processes 8
+$B bench --host h200-01 --window-us none,deployed $SWEEP $D $RP --processes 8
 log "tune-window: target p95 50 ms at batch 1 x concurrency $CONC_T"
-$B tune-window --host h200-01 --target-p95-ms 50 --windows 200,400,800,1200 --concurrency $CONC_T $D $R --processes 8
+$B tune-window --host h200-01 --target-p95-ms 50 --windows 200,400,800,1200 --concurrency $CONC_T $D $RP --processes 8
 
 log "checklist latency line"
 python3 - <<'PY' | tee checklist-latency.md

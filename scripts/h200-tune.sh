@@ -63,7 +63,7 @@ if [ "$QUICK" = 1 ]; then
 else
   D="--warmup 1 --duration 3"; INST=1,2,3,4; WINDOWS=400,800,1500; MAXB=16; BCONC=16,$CONC
 fi
-R="--repeats $REPEATS --max-windows $MAXW"
+RP="--repeats $REPEATS --max-windows $MAXW"
 # The model's own Python (torch there, numpy here) comes from python3's site-packages.
 STUB_SITE=$(python3 -c 'import numpy, os; print(os.path.dirname(os.path.dirname(numpy.__file__)))')
 
@@ -132,16 +132,16 @@ fi
 log "tritonserver ready"; grep -E "mode, batch sizes|CPU stand-in" $W/tritonserver.log | head -4
 
 B="python3 -m invoke --search-root $REPO"
-log "1. invoke tune --target-p95-ms $TARGET --concurrency $CONC (budget $TUNE_BUDGET min, $R)"
+log "1. invoke tune --target-p95-ms $TARGET --concurrency $CONC (budget $TUNE_BUDGET min, $RP)"
 $B tune --host h200-01 --target-p95-ms $TARGET --concurrency $CONC --batch 1 --instances $INST --max-batch $MAXB \
-  --windows $WINDOWS --budget $TUNE_BUDGET $D $R --processes $PROCS --record $W/bringup/triton-window.json \
+  --windows $WINDOWS --budget $TUNE_BUDGET $D $RP --processes $PROCS --record $W/bringup/triton-window.json \
   --out $W/reports
 TUNE_RC=$?
 log "tune exit $TUNE_RC (0: a configuration met the target and serves; 2: none did, the model's own serves)"
 cat $W/bringup/triton-window.json 2>/dev/null
 
-log "2. invoke bench $R: the configuration serving now (deployed) against no dynamic batching, batch 1"
-$B bench --host h200-01 --window-us none,deployed --batch 1 --concurrency $BCONC $D $R --processes $PROCS \
+log "2. invoke bench $RP: the configuration serving now (deployed) against no dynamic batching, batch 1"
+$B bench --host h200-01 --window-us none,deployed --batch 1 --concurrency $BCONC $D $RP --processes $PROCS \
   --out $W/reports
 log "checklist latency line (the bench result, found through the results index)"
 python3 - <<'PY' | tee checklist-latency.md

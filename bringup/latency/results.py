@@ -274,7 +274,9 @@ def bench_figure(doc: dict):
         rings += "; orange crosses: unstable points (windows did not agree)"
     if any(r.get("spread") for r in doc["points"]):
         rings += "; bars: min-max of the windows, dots: their median"
-    fig.suptitle(f"{doc['host']}: {doc['model']} ({doc['finished']}{rings})", fontsize=10)
+    notes = rings.removeprefix("; ").replace("; ", "\n")
+    fig.suptitle(f"{doc['host']}: {doc['model']} ({doc['finished']})" + (f"\n{notes}" if notes else ""),
+                 fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -320,8 +322,10 @@ def plot_window_sweep(ax_p95, rows: list[dict], target_ms: float | None, chosen_
                   key=lambda r: r["window_us"])
     xs = [r["window_us"] for r in rows]
     ax_q = ax_p95.twinx()
-    ax_p95.plot(xs, [r["p95_ms"] for r in rows], marker="o", color="tab:blue", label="p95")
-    ax_q.plot(xs, [r["items_per_s"] for r in rows], marker="s", color="tab:orange", label="items/s")
+    ax_p95.errorbar(xs, [r["p95_ms"] for r in rows], yerr=_yerr(rows, "p95_ms"), marker="o", capsize=3,
+                    color="tab:blue", label="p95 (median, min-max)")
+    ax_q.errorbar(xs, [r["items_per_s"] for r in rows], yerr=_yerr(rows, "items_per_s"), marker="s", capsize=3,
+                  color="tab:orange", label="items/s (median, min-max)")
     bound = [r for r in rows if r.get("client_bound") or r.get("reloaded")]
     if bound:
         ax_p95.scatter([r["window_us"] for r in bound], [r["p95_ms"] for r in bound], s=160, facecolors="none",

@@ -118,7 +118,12 @@ def main(argv=None) -> int:
         lines += ["The checklist's latency line (it reads the bench result):", "", "```",
                   a.checklist.read_text().strip(), "```", ""]
     if a.inprocess and a.inprocess.exists():
-        lines += ["In-process (`scripts/h200/inprocess.py`): `" + a.inprocess.read_text().strip()[:600] + "`", ""]
+        ip = json.loads(a.inprocess.read_text())
+        lines += [f"In-process on {ip.get('device')} (`scripts/h200/inprocess.py`) at batch {ip.get('batch')} (Triton "
+                  f"formed {ip.get('triton_avg_batch')}): eager {ip.get('eager_ms')} ms ({ip.get('eager_items_per_s')}/s), "
+                  f"graph {ip.get('graph_ms')} ms ({ip.get('graph_items_per_s')}/s); the service's "
+                  f"{ip.get('service_items_per_s')}/s (the bench's median) is {ip.get('share_of_eager', 0):.0%} of eager and "
+                  f"{ip.get('share_of_graph', 0):.0%} of the graph.", ""]
     print("\n".join(lines))
     return 0
 
