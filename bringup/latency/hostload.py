@@ -14,9 +14,10 @@ import os
 import shutil
 import subprocess
 
-from ..acceptance.serving import TRITON_PROCESSES, compute_apps
+__all__ = ["cpu_busy", "gpu_util", "gpu_processes", "Watch", "describe", "busy_share"]
 
-__all__ = ["cpu_busy", "gpu_util", "Watch", "describe", "busy_share"]
+#: Triton's own processes on a GPU (its server, its Python backend's stubs): not "another process".
+TRITON = ("tritonserver", "triton_python_backend_stub")
 
 NVIDIA_SMI_TIMEOUT_S = 5.0
 
@@ -54,6 +55,18 @@ def gpu_util(text: str) -> list[int]:
         t = ln.strip().rstrip("%").strip()
         if t.isdigit():
             out.append(int(t))
+    return out
+
+
+def gpu_processes(text: str) -> list[str]:
+    """``nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader`` → ``"name (pid N)"`` of each
+    compute process that is not Triton's ("No running processes found" and other lines without a pid: none)."""
+    import csv
+
+    out = []
+    for row in csv.reader(text.splitlines(), skipinitialspace=True):
+        if len(row) >= 2 and row[0].strip().isdigit() and not any(t in row[1] for t in TRITON):
+            out.append(f"{row[1].strip()} (pid {row[0].strip()})")
     return out
 
 
@@ -104,8 +117,7 @@ class Watch:
             if util is not None:
                 out["gpu_util_pct"] = gpu_util(util)
             if apps is not None:
-                out["gpu_other_processes"] = [f"{name} (pid {pid})" for pid, name in compute_apps(apps)
-                                              if not any(t in name for t in TRITON_PROCESSES)]
+                out["gpu_other_processes"] = gpu_processes(apps)
         return out
 
 

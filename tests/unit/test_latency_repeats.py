@@ -7,7 +7,7 @@ import json
 import pytest
 
 from bringup.checklist import latency_checks
-from bringup.latency.hostload import busy_share, cpu_busy, describe, gpu_util
+from bringup.latency.hostload import busy_share, cpu_busy, describe, gpu_processes, gpu_util
 from bringup.latency.repeats import Rule, agree, combine, measure, overlap, spread_of
 from bringup.latency.results import acceptance, bench_figure, latest, write_all
 
@@ -147,6 +147,11 @@ def test_host_load_parsers_on_real_outputs():
     assert busy_share(None, b) is None
     # nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits (one GPU busy, one [N/A]).
     assert gpu_util("87\n[N/A]\n0\n") == [87, 0]
+    # --query-compute-apps=pid,process_name --format=csv,noheader: Triton's own processes are not "others".
+    apps = ("2301, /opt/tritonserver/bin/tritonserver\n2388, /opt/tritonserver/backends/python/"
+            "triton_python_backend_stub\n4242, python3\n")
+    assert gpu_processes(apps) == ["python3 (pid 4242)"]
+    assert gpu_processes("No running processes found\n") == [] and gpu_processes("") == []
     text = describe({"cpus": 2, "cpu_busy_pct": 96.0, "other_cpu_pct": 60.0, "loadavg_1m": 3.1,
                      "gpu_util_pct": [87], "gpu_other_processes": []})
     assert "60 % by other processes" in text and "load average 3.1 on 2 CPU(s)" in text
