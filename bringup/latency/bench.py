@@ -109,7 +109,11 @@ def measure_point(lg, point, rule, *, window_us, deployed: bool, on_window=None)
         res = lg.run(point, warmup_s=None if i == 0 else min(lg.warmup_s, REWARM_S))
         return point_row(res, window_us=window_us, deployed=deployed)
 
-    windows = measure(window, rule, on_window)
+    try:
+        windows = measure(window, rule, on_window)
+    except BaseException:
+        watch.stop()          # its nvidia-smi reads end with the point, whatever ended it
+        raise
     row = combine(windows, rule)
     row["host_load"] = watch.stop(client_cpu=sum(row.get("client_cpu") or []))
     return row

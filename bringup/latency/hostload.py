@@ -89,15 +89,42 @@ def _read(path: str) -> str:
         return ""
 
 
-class Watch:
-    """Reads before (:meth:`start`) and after (:meth:`stop`) a point's windows."""
+#: Seconds between two reads of nvidia-smi while a point runs (each read is a short process on the client).
+GPU_POLL_S = 2.0
 
-    def __init__(self, *, gpu: bool = True):
-        self.gpu = gpu
+
+class Watch:
+    """Reads before (:meth:`start`) and after (:meth:`stop`) a point's windows; while they run, nvidia-smi every
+    :data:`GPU_POLL_S` where it answers (a utilization read after the load would see the GPU idle)."""
+
+    def __init__(self, *, gpu: bool = True, poll_s: float = GPU_POLL_S):
+        import threading
+
+        self.gpu = gpu and shutil.which("nvidia-smi") is not None
+        self.poll_s = poll_s
         self._cpu = None
+        self._util: list[list[int]] = []
+        self._others: dict[str, None] = {}
+        self._apps_read = False
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll, daemon=True) if self.gpu else None
+
+    def _poll(self) -> None:
+        while True:
+            util = _nvidia_smi("--query-gpu=utilization.gpu", "--format=csv,noheader,nounits")
+            apps = _nvidia_smi("--query-compute-apps=pid,process_name", "--format=csv,noheader")
+            if util is not None:
+                self._util.append(gpu_util(util))
+            if apps is not None:
+                self._apps_read = True
+                self._others.update(dict.fromkeys(gpu_processes(apps)))
+            if self._stop.wait(self.poll_s):
+                return
 
     def start(self) -> None:
         self._cpu = cpu_busy(_read("/proc/stat"))
+        if self._thread is not None:
+            self._thread.start()
 
     def stop(self, client_cpu: float | None = None) -> dict:
         """The load seen: ``client_cpu`` is the CPUs the client processes used (a sum of shares of one CPU)."""
@@ -111,13 +138,14 @@ class Watch:
             out["loadavg_1m"] = round(os.getloadavg()[0], 2)
         except OSError:
             pass
-        if self.gpu:
-            util = _nvidia_smi("--query-gpu=utilization.gpu", "--format=csv,noheader,nounits")
-            apps = _nvidia_smi("--query-compute-apps=pid,process_name", "--format=csv,noheader")
-            if util is not None:
-                out["gpu_util_pct"] = gpu_util(util)
-            if apps is not None:
-                out["gpu_other_processes"] = gpu_processes(apps)
+        if self._thread is not None:
+            self._stop.set()
+            self._thread.join(timeout=NVIDIA_SMI_TIMEOUT_S * 2 + 1)
+            reads = [u for u in self._util if u]
+            if reads:     # per GPU, the mean of the reads taken while the point ran
+                out["gpu_util_pct"] = [round(sum(col) / len(col)) for col in zip(*reads)]
+            if self._apps_read:
+                out["gpu_other_processes"] = list(self._others)
         return out
 
 
@@ -134,7 +162,7 @@ def describe(load: dict | None) -> str:
     if load.get("loadavg_1m") is not None:
         parts.append(f"load average {load['loadavg_1m']:g} on {load.get('cpus', '?')} CPU(s)")
     if load.get("gpu_util_pct"):
-        parts.append("GPU utilization " + "/".join(f"{u} %" for u in load["gpu_util_pct"]))
+        parts.append("GPU utilization " + "/".join(f"{u} %" for u in load["gpu_util_pct"]) + " (mean while measured)")
     others = load.get("gpu_other_processes")
     if others:
         parts.append(f"{len(others)} other process(es) on the GPUs: {', '.join(others[:3])}"

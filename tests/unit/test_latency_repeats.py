@@ -248,3 +248,29 @@ def test_a_reload_in_any_window_even_one_left_out_makes_the_point_no_verdict():
     row = combine([_w(10, 100, config=a), _w(10, 100, config=b), _w(10, 100, config=b)], rule)
     assert row["reloaded"] and "changed between the point's windows" in row["reloaded_why"]
     assert not combine([_w(10, 100, config=a)] * 3, rule)["reloaded"]
+
+
+def test_the_watch_reads_nvidia_smi_while_the_point_runs_and_names_other_processes(tmp_path, monkeypatch):
+    # A stand-in nvidia-smi on PATH answering as the real one does (formats as in the test above): the GPU busy
+    # while the point runs, and a python3 beside Triton's server.
+    import time
+
+    from bringup.latency.hostload import Watch
+
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\ncase \"$1\" in\n --query-gpu=*) echo 80;;\n"
+                   " --query-compute-apps=*) printf '2301, tritonserver\\n4242, python3\\n';;\nesac\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    w = Watch(poll_s=0.05)
+    w.start()
+    time.sleep(0.3)
+    load = w.stop(client_cpu=0.5)
+    assert load["gpu_util_pct"] == [80] and load["gpu_other_processes"] == ["python3 (pid 4242)"]
+    assert load["cpus"] >= 1 and load["cpu_busy_pct"] is not None
+    # No nvidia-smi: nothing said about GPUs rather than "no other process".
+    monkeypatch.setenv("PATH", "/nonexistent")
+    w = Watch()
+    w.start()
+    load = w.stop()
+    assert "gpu_util_pct" not in load and "gpu_other_processes" not in load
