@@ -192,9 +192,10 @@ def tuning_checks(host_result) -> list[Check]:
 def latency_checks(vars: dict, reports=None) -> list[Check]:
     """The latency acceptance line: the host's newest ``invoke bench`` result against ``latency_slo_p95_ms``.
 
-    PASS/FAIL with the measured p95, the load it was measured at and when
+    PASS/FAIL with the median p95 of the repeated windows, the load it was measured at and when
     (:func:`bringup.latency.results.acceptance`); WARN when nothing was measured,
-    when every point was client-bound, or when no SLO is set.
+    when every point was client-bound, when no SLO is set, when the point is unstable or when the SLO
+    lies inside its spread (min-max p95 of the windows).
     """
     from .latency.results import REPORT_DIR, acceptance, latest
 
@@ -211,7 +212,12 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
     fix = {"PASS": "", "FAIL": f"tune the batching window ({command('bench --window-us ...')}) or lower the load; "
                    "see the sweep in " + str(path.with_suffix(".png")),
            "WARN": f"set latency_slo_p95_ms, or re-run {command(f'bench --host {host}')} with more client processes"}
-    return [line("latency", name, acc["status"], f"{acc['seen']} ({path})", fix[acc["status"]])]
+    if acc.get("kind") in ("unstable", "inside"):
+        fix["WARN"] = (f"re-run {command(f'bench --host {host} --repeats 5')} while nothing else loads the host or "
+                       "its client (the spread, not the median, decided this line)")
+    point = acc.get("point") or {}
+    return [line("latency", name, acc["status"], f"{acc['seen']} ({path})", fix[acc["status"]],
+                 value=point.get("p95_ms"), limit=float(slo) if slo is not None else None, unit="ms")]
 
 
 def platform_checks(facts: dict, host_vars: dict, fact_errors: dict | None = None) -> list[Check]:

@@ -23,8 +23,11 @@ TRITON_MODELS: dict[str, Any] = {"classify": {
     "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [8]}],
 }}
 
-#: The short benchmark's sweep (``invoke bench`` options): a few seconds in all.
-BENCH = {"batch": "1,4", "concurrency": "1,8", "warmup": 1.0, "duration": 3.0, "processes": 1}
+#: The short benchmark's sweep (``invoke bench`` options): about a minute in all, each point 3 windows (issue 35).
+#: The sandbox host is a container of the machine that also runs the client (and, in CI, other jobs): windows
+#: agreeing within 25 % count as stable here, not the 10 % an acceptance run on a rack asks.
+BENCH = {"batch": "1,4", "concurrency": "1,8", "warmup": 1.0, "duration": 3.0, "processes": 1, "repeats": "3",
+         "stability": "25"}
 
 
 def cpu_split() -> tuple[str, str]:

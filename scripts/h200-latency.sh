@@ -6,6 +6,9 @@
 #   invoke bench (no dynamic batching vs the deployed 800 µs window, batch 1/2/4/8),
 #   invoke bench with client micro-batching, invoke tune-window for a p95 target,
 #   and the checklist's latency line.  Results (<= 8 files) go to $OUT.
+#   Each bench point is the median and min-max of REPEATS windows (default 3; at most MAXW, default 4), unstable
+#   said; tune-window breaks ties within the spread to the shorter window and measures its choice again.
+#   (Three windows a point: the full sweep takes about three times the one-window run; QUICK=1 stays short.)
 #   MODE=follow instead runs the continuous window tuner (invoke tune-window --follow) on live load:
 #   a steady closed-loop load (invoke bench, one long point) while the tuner steps the window, first
 #   for a target the load meets, then for one it cannot.
@@ -104,11 +107,12 @@ fi
 log "tritonserver ready"
 
 B="python3 -m invoke --search-root $REPO"
+RP="--repeats ${REPEATS:-3} --max-windows ${MAXW:-4}"
 if [ "$MODE" = follow ]; then
   FT1=${FT1:-50}; FT2=${FT2:-12}; FSEC=${FSEC:-100}
   log "follow: steady load (batch 1, concurrency 64, 8 client processes) for $((2 * FSEC + 40)) s"
   $B bench --host h200-01 --batch 1 --concurrency 64 --warmup 2 --duration $((2 * FSEC + 30)) --processes 8 \
-    --no-plot --out $W/load > $W/load.log 2>&1 &
+    --repeats 1 --no-plot --out $W/load > $W/load.log 2>&1 &
   LPID=$!
   sleep 12
   log "tune-window --follow: target p95 $FT1 ms for $FSEC s"
@@ -132,11 +136,11 @@ else
   SWEEP="--batch 1,2,4,8 --concurrency 1,4,16,64"; D="--warmup 1 --duration 4"; CONC_T=64
 fi
 log "bench: client micro-batching (600 µs, up to 16) on top of the deployed window"
-$B bench --host h200-01 --batch 1 --concurrency 16,64 --microbatch-us 600 --microbatch-max 16 $D --processes 8
+$B bench --host h200-01 --batch 1 --concurrency 16,64 --microbatch-us 600 --microbatch-max 16 $D $RP --processes 8
 log "bench: no dynamic batching vs the deployed 800 µs window (the newest result: the checklist's)"
-$B bench --host h200-01 --window-us none,deployed $SWEEP $D --processes 8
+$B bench --host h200-01 --window-us none,deployed $SWEEP $D $RP --processes 8
 log "tune-window: target p95 50 ms at batch 1 x concurrency $CONC_T"
-$B tune-window --host h200-01 --target-p95-ms 50 --windows 200,400,800,1200 --concurrency $CONC_T $D --processes 8
+$B tune-window --host h200-01 --target-p95-ms 50 --windows 200,400,800,1200 --concurrency $CONC_T $D $RP --processes 8
 
 log "checklist latency line"
 python3 - <<'PY' | tee checklist-latency.md

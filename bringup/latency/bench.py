@@ -8,7 +8,11 @@ from datetime import datetime, timezone
 from ..errors import BringupError, InputError
 from .target import ModelInput, Target
 
-__all__ = ["BenchSettings", "TritonUnreachable", "check_server", "run_sweep"]
+__all__ = ["BenchSettings", "TritonUnreachable", "check_server", "run_sweep", "measure_point", "REWARM_S"]
+
+#: Warm-up of a point's windows after its first: the server, the channels and the clients are warm already;
+#: only the closed loop is started again.
+REWARM_S = 1.0
 
 
 class TritonUnreachable(Exception):
@@ -27,6 +31,14 @@ class BenchSettings:
     cpu_limit: float = 0.85
     microbatch_us: int | None = None
     microbatch_max: int = 8
+    repeats: int = 3              # windows that must agree (bringup.latency.repeats)
+    stability_pct: float = 10.0
+    max_windows: int = 0          # 0: 2 x repeats
+
+    def rule(self):
+        from .repeats import Rule
+
+        return Rule(self.repeats, self.stability_pct, self.max_windows)
 
     def resolved_processes(self) -> int:
         if self.processes:
@@ -83,10 +95,34 @@ def check_server(target: Target) -> tuple[object, dict]:
     return client, config
 
 
+def measure_point(lg, point, rule, *, window_us, deployed: bool, on_window=None) -> dict:
+    """One point of a sweep or a search: windows repeated by ``rule`` (:mod:`.repeats`), their median row with
+    its spread, and what else loaded the machine meanwhile (:mod:`.hostload`)."""
+    from .hostload import Watch
+    from .repeats import combine, measure
+    from .results import point_row
+
+    watch = Watch()
+    watch.start()
+
+    def window(i: int) -> dict:
+        res = lg.run(point, warmup_s=None if i == 0 else min(lg.warmup_s, REWARM_S))
+        return point_row(res, window_us=window_us, deployed=deployed)
+
+    try:
+        windows = measure(window, rule, on_window)
+    except BaseException:
+        watch.stop()          # its nvidia-smi reads end with the point, whatever ended it
+        raise
+    row = combine(windows, rule)
+    row["host_load"] = watch.stop(client_cpu=sum(row.get("client_cpu") or []))
+    return row
+
+
 def run_sweep(target: Target, s: BenchSettings, on_point=None) -> dict:
     """Every (window, batch, concurrency) point; the model's own config is restored afterwards."""
     from .loadgen import LoadGenerator, Point
-    from .results import build_doc, point_row
+    from .results import build_doc
     from .window import load_config, window_of, with_window
 
     client, config = check_server(target)
@@ -121,8 +157,8 @@ def run_sweep(target: Target, s: BenchSettings, on_point=None) -> dict:
                 window_us = deployed_window if deployed else w
                 for b in s.batches:
                     for c in s.concurrency:
-                        res = lg.run(Point(b, c, w, s.microbatch_us, s.microbatch_max))
-                        row = point_row(res, window_us=window_us, deployed=deployed)
+                        row = measure_point(lg, Point(b, c, w, s.microbatch_us, s.microbatch_max), s.rule(),
+                                            window_us=window_us, deployed=deployed)
                         rows.append(row)
                         if on_point:
                             on_point(row)
@@ -136,5 +172,6 @@ def run_sweep(target: Target, s: BenchSettings, on_point=None) -> dict:
                 "windows": [("deployed" if w == "deployed" else w) for w in s.windows],
                 "deployed_window_us": deployed_window, "warmup_s": s.warmup_s, "duration_s": s.duration_s,
                 "processes": s.resolved_processes(), "client_cpus": s.client_cpus, "cpu_limit": s.cpu_limit,
-                "microbatch_us": s.microbatch_us, "microbatch_max": s.microbatch_max if s.microbatch_us else None}
+                "microbatch_us": s.microbatch_us, "microbatch_max": s.microbatch_max if s.microbatch_us else None,
+                "repeats": s.repeats, "stability_pct": s.stability_pct, "max_windows": s.rule().most}
     return build_doc(target, settings, rows, started, datetime.now(timezone.utc))

@@ -318,13 +318,14 @@ class LoadGenerator:
         except (InferenceServerException, KeyError):
             return {}
 
-    def run(self, point: Point) -> PointResult:
+    def run(self, point: Point, warmup_s: float | None = None) -> PointResult:
+        """One steady window of ``point`` after ``warmup_s`` (default: the generator's warm-up)."""
         n = min(self.processes, point.concurrency)
         shares = split(point.concurrency, n) + [0] * (self.processes - n)
         cfg_before = self.config()
         before = self.stats()
         t_go = time.monotonic() + 0.3
-        t_start = t_go + self.warmup_s
+        t_start = t_go + (self.warmup_s if warmup_s is None else warmup_s)
         t_end = t_start + self.duration_s
         for c, share in zip(self._conns, shares):
             c.send({"concurrency": share, "batch": point.batch, "t_go": t_go, "t_start": t_start, "t_end": t_end,

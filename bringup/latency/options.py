@@ -14,13 +14,14 @@ import os
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import InputError
 from .window_tuner import WINDOW_MAX, WINDOW_MIN
 
-__all__ = ["BenchOptions", "TuneWindowOptions", "TuneOptions", "FollowOptions", "read", "number", "whole",
-           "whole_list", "quoted", "dims", "cpus", "out_folder", "MAX_CONCURRENCY", "MAX_PROCESSES", "MAX_ITEM_ELEMENTS"]
+__all__ = ["RepeatOptions", "BenchOptions", "TuneWindowOptions", "TuneOptions", "FollowOptions", "read", "number",
+           "whole", "whole_list", "quoted", "dims", "cpus", "out_folder", "MAX_CONCURRENCY", "MAX_PROCESSES",
+           "MAX_ITEM_ELEMENTS"]
 
 #: Requests in flight at most: each is a coroutine and a buffer in a client process.
 MAX_CONCURRENCY = 4096
@@ -192,7 +193,23 @@ class _Options(BaseModel):
     model_config = ConfigDict(strict=True, extra="forbid", allow_inf_nan=False, frozen=True)
 
 
-class BenchOptions(_Options):
+class RepeatOptions(_Options):
+    """How each point is repeated (:mod:`bringup.latency.repeats`): ``--repeats``, ``--stability``,
+    ``--max-windows``."""
+
+    repeats: int = Field(3, ge=1, le=100)
+    stability_pct: float = Field(10.0, gt=0, le=1000)
+    max_windows: int = Field(0, ge=0, le=1000)
+
+    @model_validator(mode="after")
+    def _enough(self):
+        if self.max_windows and self.max_windows < self.repeats:
+            raise ValueError(f"--max-windows {self.max_windows} is below --repeats {self.repeats}: a point needs "
+                             f"at least {self.repeats} windows (0: twice --repeats)")
+        return self
+
+
+class BenchOptions(RepeatOptions):
     """``invoke bench``'s sweep and client."""
 
     batches: list[Annotated[int, Field(ge=1, le=MAX_BATCH)]] = Field(default_factory=lambda: [1, 2, 4, 8],

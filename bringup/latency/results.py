@@ -15,14 +15,18 @@ from typing import Any
 
 from ..process import command
 
-__all__ = ["point_row", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
+__all__ = ["point_row", "point_text", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
            "plot_window_log", "plot_window_sweep", "bench_figure", "remember", "REPORT_DIR", "INDEX"]
 
 REPORT_DIR = Path("reports") / "bench"
 KIND = "bringup-bench"
 
+#: The spread of a point (issue 35): the min-max of its windows, how many, the spread in %, unstable or not.
+SPREAD_FIELDS = ["p95_ms_min", "p95_ms_max", "p95_spread_pct", "items_per_s_min", "items_per_s_max",
+                 "items_per_s_spread_pct", "repeats", "windows", "unstable"]
+
 CSV_FIELDS = ["window", "deployed", "batch", "concurrency", "microbatch_us", "requests", "errors", "p50_ms",
-              "p95_ms", "p99_ms", "mean_ms", "rps", "items_per_s", "triton_avg_batch", "triton_queue_us",
+              "p95_ms", *SPREAD_FIELDS, "p99_ms", "mean_ms", "rps", "items_per_s", "triton_avg_batch", "triton_queue_us",
               "triton_compute_us", "triton_server_us", "client_batch_rows", "client_loop_cpu_max",
               "client_loop_lag_ms_max", "client_cpu_total", "client_cpus", "client_bound", "client_bound_why",
               "counts_agree", "reloaded", "config"]
@@ -80,9 +84,46 @@ def build_doc(target, settings: dict, rows: list[dict], started: datetime, finis
     return doc
 
 
+def _spread_cells(r: dict) -> dict:
+    """The CSV cells of a point's spread; a row saved without spread has one window and its own value."""
+    from .repeats import span
+
+    sp = r.get("spread") or {}
+    out = {"repeats": sp.get("repeats", 1), "windows": sp.get("windows", 1), "unstable": bool(r.get("unstable"))}
+    for k in ("p95_ms", "items_per_s"):
+        lo_hi = span(r, k)
+        out[f"{k}_min"], out[f"{k}_max"] = lo_hi if lo_hi else (None, None)
+        out[f"{k.removesuffix('_ms')}_spread_pct"] = (sp.get(k) or {}).get("pct", 0.0 if lo_hi else None)
+    return out
+
+
+def point_text(r: dict) -> str:
+    """One point in a line: the median p95 and items/s with their spread, and what makes it no verdict."""
+    from .repeats import repeated, spread_text
+
+    if r.get("p95_ms") is None:
+        text = "no answer measured"
+    else:
+        text = f"p95 {r['p95_ms']:.1f} ms"
+        if repeated(r):
+            sp = r["spread"]
+            text += (f" (median of {sp['repeats']} windows, {spread_text(r)} ms)")
+        text += f", {r['items_per_s']:,.0f} items/s"
+        if repeated(r):
+            text += f" ({spread_text(r, 'items_per_s')})"
+    if r.get("unstable"):
+        text += f" UNSTABLE: {r.get('unstable_why', '')}"
+    if r.get("client_bound"):
+        text += " client-bound"
+    if r.get("reloaded"):
+        text += " (Triton reloaded during this point)"
+    return text
+
+
 def _csv_row(r: dict) -> dict:
     tri = r.get("triton") or {}
     return {
+        **_spread_cells(r),
         **{k: r.get(k) for k in ("window", "deployed", "config", "batch", "concurrency", "microbatch_us",
                                  "requests", "errors", "p50_ms", "p95_ms", "p99_ms", "mean_ms", "rps", "items_per_s",
                                  "client_cpus", "client_bound", "client_bound_why", "counts_agree", "reloaded")},
@@ -161,6 +202,22 @@ def _series(doc: dict) -> dict[str, list[dict]]:
     return out
 
 
+def _yerr(rows: list[dict], key: str):
+    """Error bars from each point's spread (min-max around the median); zero for a point without spread."""
+    from .repeats import span
+
+    lo, hi = [], []
+    for r in rows:
+        s, v = span(r, key), r.get(key)
+        if s is None or v is None:
+            lo.append(0.0)
+            hi.append(0.0)
+        else:
+            lo.append(max(0.0, v - s[0]))
+            hi.append(max(0.0, s[1] - v))
+    return [lo, hi]
+
+
 def plot_doc(doc: dict, path: Path) -> Path:
     """p95 and QPS (items/s) against concurrency, one line per window and request batch (:func:`bench_figure`)."""
     fig = bench_figure(doc)  # sets the Agg backend before pyplot is imported here
@@ -185,8 +242,15 @@ def bench_figure(doc: dict):
     for label, rows in _series(doc).items():
         rows = sorted(rows, key=lambda r: r["concurrency"])
         xs = [r["concurrency"] for r in rows]
-        line, = ax1.plot(xs, [r["p95_ms"] for r in rows], marker="o", label=label)
-        ax2.plot(xs, [r["items_per_s"] for r in rows], marker="o", color=line.get_color(), label=label)
+        line = ax1.errorbar(xs, [r["p95_ms"] for r in rows], yerr=_yerr(rows, "p95_ms"), marker="o", capsize=3,
+                            label=label).lines[0]
+        ax2.errorbar(xs, [r["items_per_s"] for r in rows], yerr=_yerr(rows, "items_per_s"), marker="o", capsize=3,
+                     color=line.get_color(), label=label)
+        shaky = [r for r in rows if r.get("unstable")]
+        if shaky:
+            for ax, key in ((ax1, "p95_ms"), (ax2, "items_per_s")):
+                ax.scatter([r["concurrency"] for r in shaky], [r[key] for r in shaky], marker="x", s=90,
+                           color="orange", zorder=6)
         bound = [r for r in rows if r["client_bound"]]
         if bound:
             for ax, key in ((ax1, "p95_ms"), (ax2, "items_per_s")):
@@ -206,7 +270,13 @@ def bench_figure(doc: dict):
         ax.grid(True, alpha=0.3)
     ax1.legend(fontsize=7)
     rings = "; red rings: client-bound points" if client_bound else ""
-    fig.suptitle(f"{doc['host']}: {doc['model']} ({doc['finished']}{rings})", fontsize=10)
+    if any(r.get("unstable") for r in doc["points"]):
+        rings += "; orange crosses: unstable points (windows did not agree)"
+    if any(r.get("spread") for r in doc["points"]):
+        rings += "; bars: min-max of the windows, dots: their median"
+    notes = rings.removeprefix("; ").replace("; ", "\n")
+    fig.suptitle(f"{doc['host']}: {doc['model']} ({doc['finished']})" + (f"\n{notes}" if notes else ""),
+                 fontsize=9)
     fig.tight_layout()
     return fig
 
@@ -252,8 +322,10 @@ def plot_window_sweep(ax_p95, rows: list[dict], target_ms: float | None, chosen_
                   key=lambda r: r["window_us"])
     xs = [r["window_us"] for r in rows]
     ax_q = ax_p95.twinx()
-    ax_p95.plot(xs, [r["p95_ms"] for r in rows], marker="o", color="tab:blue", label="p95")
-    ax_q.plot(xs, [r["items_per_s"] for r in rows], marker="s", color="tab:orange", label="items/s")
+    ax_p95.errorbar(xs, [r["p95_ms"] for r in rows], yerr=_yerr(rows, "p95_ms"), marker="o", capsize=3,
+                    color="tab:blue", label="p95 (median, min-max)")
+    ax_q.errorbar(xs, [r["items_per_s"] for r in rows], yerr=_yerr(rows, "items_per_s"), marker="s", capsize=3,
+                  color="tab:orange", label="items/s (median, min-max)")
     bound = [r for r in rows if r.get("client_bound") or r.get("reloaded")]
     if bound:
         ax_p95.scatter([r["window_us"] for r in bound], [r["p95_ms"] for r in bound], s=160, facecolors="none",
@@ -308,6 +380,21 @@ def plot_tune_window(doc: dict, path: Path) -> Path:
     return path
 
 
+def load_text(doc: dict, rows: list[dict] | None = None) -> str:
+    """What else ran during the measurement (:mod:`.hostload`): the busiest point's reading, said once."""
+    from .hostload import describe
+
+    loads = [r.get("host_load") for r in (rows if rows is not None else doc.get("points", [])) if r.get("host_load")]
+    if not loads:
+        return ""
+    worst = max(loads, key=lambda h: (h.get("other_cpu_pct") or 0, h.get("loadavg_1m") or 0,
+                                      len(h.get("gpu_other_processes") or [])))
+    others = sorted({p for h in loads for p in (h.get("gpu_other_processes") or [])})
+    if others:
+        worst = {**worst, "gpu_other_processes": others}
+    return describe(worst)
+
+
 def _f(v, fmt="{:.1f}") -> str:
     return "-" if v is None else fmt.format(v)
 
@@ -317,6 +404,8 @@ def render_table(doc: dict, console) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from .repeats import spread_text
+
     by_window: dict[str, list[dict]] = {}
     for r in doc["points"]:
         by_window.setdefault(r["window"], []).append(r)
@@ -324,8 +413,8 @@ def render_table(doc: dict, console) -> None:
         served = list(dict.fromkeys(r["config"] for r in rows if r.get("config")))
         t = Table(title=f"{doc['host']} · {doc['model']} · window {window}"
                   + (f" · served as {served[0]}" if len(served) == 1 else ""), box=None, title_justify="left")
-        for col in ("batch", "conc", "p50 ms", "p95 ms", "p99 ms", "req/s", "items/s", "Triton batch",
-                    "queue µs", "compute µs", "client CPU", "note"):
+        for col in ("batch", "conc", "p50 ms", "p95 ms", "p95 min-max", "p99 ms", "req/s", "items/s",
+                    "items/s min-max", "windows", "Triton batch", "queue µs", "compute µs", "client CPU", "note"):
             t.add_column(col, justify="left" if col == "note" else "right", no_wrap=col != "note")
         # Long reasons go under the table as numbered notes: a cell too narrow for them is unreadable.
         footnotes: list[str] = []
@@ -341,6 +430,8 @@ def render_table(doc: dict, console) -> None:
             if r.get("microbatch_us"):
                 notes.append(f"client micro-batch {r['microbatch_us']} µs → "
                              f"{_f((r.get('client_batches') or {}).get('avg_rows'), '{:.2f}')} rows")
+            if r.get("unstable"):
+                notes.append("[bold yellow]unstable[/] " + ref(r.get("unstable_why") or "the windows did not agree"))
             if r["client_bound"]:
                 notes.append("[bold red]client-bound[/] " + ref(r["client_bound_why"]))
             if r["errors"]:
@@ -354,13 +445,22 @@ def render_table(doc: dict, console) -> None:
                                                                               "the clients sent: another client was "
                                                                               "sending too"))
             cpu = f"{max(r['client_loop_cpu'] or [0]):.0%} max loop"
-            t.add_row(str(r["batch"]), str(r["concurrency"]), _f(r["p50_ms"]), _f(r["p95_ms"]), _f(r["p99_ms"]),
-                      _f(r["rps"], "{:.0f}"), _f(r["items_per_s"], "{:.0f}"), _f(tri.get("avg_batch"), "{:.2f}"),
+            sp = r.get("spread") or {}
+            t.add_row(str(r["batch"]), str(r["concurrency"]), _f(r["p50_ms"]), _f(r["p95_ms"]),
+                      spread_text(r) or "-", _f(r["p99_ms"]), _f(r["rps"], "{:.0f}"), _f(r["items_per_s"], "{:.0f}"),
+                      spread_text(r, "items_per_s") or "-",
+                      f"{sp.get('repeats', 1)}/{sp.get('windows', 1)}", _f(tri.get("avg_batch"), "{:.2f}"),
                       _f(tri.get("queue_us"), "{:.0f}"), _f(tri.get("compute_us"), "{:.0f}"), cpu,
                       "; ".join(notes))
         console.print(t)
         for i, text in enumerate(footnotes, 1):
             console.print(f"  [{i}] {text}", markup=False, highlight=False)
+    console.print("windows: used/measured per point (the last ones, agreeing within "
+                  f"{(doc.get('settings') or {}).get('stability_pct', '-')} %); p95 and items/s are their medians",
+                  style="dim", markup=False, highlight=False)
+    beside = load_text(doc)
+    if beside:
+        console.print(f"during the measurement: {beside}", markup=False, highlight=False)
     acc = doc.get("acceptance") or {}
     if acc:
         style = {"PASS": "green", "FAIL": "red", "WARN": "yellow"}.get(acc["status"], "")
@@ -403,23 +503,37 @@ def _load_text(r: dict) -> str:
 
 
 def acceptance(doc: dict, slo: float | None, load: dict | None = None) -> dict:
-    """PASS/FAIL/WARN of one result against ``latency_slo_p95_ms``.
+    """PASS/FAIL/WARN of one result against ``latency_slo_p95_ms``, on each point's **median** p95.
 
     Only points of the model as deployed count (a window sweep's other windows
     are not what the host serves), and never client-bound or failing ones.
     With ``load`` ({concurrency, batch}) that point decides; otherwise the host
-    passes at the heaviest throughput whose p95 meets the SLO, and fails when
-    no measured load meets it.
+    passes at the heaviest throughput whose p95 meets the SLO over its whole
+    spread (a point unstable, or whose spread straddles the SLO, only when no
+    point meets it outright), and fails when no measured load meets it.
+
+    A point that is **unstable** (its windows did not agree, :mod:`.repeats`)
+    or whose min-max p95 has the SLO inside it is WARN, not PASS/FAIL: another
+    run could give the other verdict.  A result saved with one window per point
+    (``--repeats 1``, or before spreads were kept) keeps PASS/FAIL and says it
+    has no spread.  ``kind`` says which: ``measured``, ``unstable``, ``inside``,
+    ``no-slo``, ``no-point``.
     """
+    from .repeats import repeated, span
+
     when = doc.get("finished", "?")
     pts = [r for r in doc.get("points", []) if r.get("p95_ms") is not None]
     deployed = [r for r in pts if r.get("deployed")] or pts
     good = [r for r in deployed if not r["client_bound"] and not r["errors"] and not r.get("reloaded")]
-    out = {"status": "WARN", "measured": when, "slo_p95_ms": slo, "point": None}
+    out = {"status": "WARN", "measured": when, "slo_p95_ms": slo, "point": None, "kind": "no-point"}
     if not good:
         why = "every point was client-bound, failed or spanned a reload" if deployed else "no point measured"
         out["seen"] = f"measured {when}, but {why}: not a server latency"
         return out
+
+    def sure(r) -> bool:    # meets the SLO whatever window of it another run would repeat
+        return not r.get("unstable") and span(r, "p95_ms")[1] <= slo
+
     if load:
         match = [r for r in good if r["concurrency"] == int(load.get("concurrency", -1))
                  and r["batch"] == int(load.get("batch", 1))]
@@ -428,25 +542,46 @@ def acceptance(doc: dict, slo: float | None, load: dict | None = None) -> dict:
             return out
         r = match[0]
     else:
+        robust = [r for r in good if slo is not None and sure(r)]
         meeting = [r for r in good if slo is not None and r["p95_ms"] <= slo]
-        r = max(meeting, key=lambda r: r["items_per_s"]) if meeting else min(good, key=lambda r: r["p95_ms"])
+        r = (max(robust, key=lambda r: r["items_per_s"]) if robust else
+             max(meeting, key=lambda r: r["items_per_s"]) if meeting else min(good, key=lambda r: r["p95_ms"]))
+    lo, hi = span(r, "p95_ms")
     out["point"] = {k: r.get(k) for k in ("window", "batch", "concurrency", "p95_ms", "items_per_s", "microbatch_us",
-                                          "config")}
+                                          "config", "unstable")}
+    out["point"].update(p95_min_ms=lo, p95_max_ms=hi, repeats=(r.get("spread") or {}).get("repeats", 1))
+    basis = (f"median of {r['spread']['repeats']} windows, p95 {lo:.1f}-{hi:.1f} ms" if repeated(r) else
+             "one window per point: no spread known, re-run with --repeats 3")
+    beside = load_text(doc, [r])
+    beside = f"; during it: {beside}" if beside else ""
     if slo is None:
-        out["seen"] = f"p95 {r['p95_ms']:.1f} ms at {_load_text(r)}, measured {when}; no latency_slo_p95_ms set"
+        out["kind"] = "no-slo"
+        out["seen"] = (f"p95 {r['p95_ms']:.1f} ms ({basis}) at {_load_text(r)}, measured {when}; "
+                       "no latency_slo_p95_ms set")
+        return out
+    if r.get("unstable"):
+        out["kind"] = "unstable"
+        out["seen"] = (f"p95 {r['p95_ms']:.1f} ms against SLO {slo:g} ms at {_load_text(r)} is UNSTABLE: "
+                       f"{r.get('unstable_why') or 'its windows did not agree'}; no verdict, measured {when}{beside}")
+        return out
+    if repeated(r) and lo <= slo < hi:
+        out["kind"] = "inside"
+        out["seen"] = (f"p95 {r['p95_ms']:.1f} ms ({basis}): the SLO {slo:g} ms lies inside the spread at "
+                       f"{_load_text(r)}; another run could pass or fail, measured {when}{beside}")
         return out
     ok = r["p95_ms"] <= slo
+    out["kind"] = "measured"
     out["status"] = "PASS" if ok else "FAIL"
     rel = "≤" if ok else ">"
     best = "" if ok or load else " (lowest p95 measured)"
-    out["seen"] = f"p95 {r['p95_ms']:.1f} ms {rel} SLO {slo:g} ms at {_load_text(r)}{best}, measured {when}"
+    out["seen"] = f"p95 {r['p95_ms']:.1f} ms {rel} SLO {slo:g} ms ({basis}) at {_load_text(r)}{best}, measured {when}"
     return out
 
 
 # --------------------------------------------------------------------------- invoke tune
 
 TUNE_CSV = ["stage", "tried", "config", "instance_count", "max_batch_size", "preferred_batch_size", "window_us",
-            "reload_s", "p50_ms", "p95_ms", "p99_ms", "items_per_s", "triton_avg_batch", "triton_queue_us",
+            "reload_s", "p50_ms", "p95_ms", "p99_ms", "items_per_s", *SPREAD_FIELDS, "triton_avg_batch", "triton_queue_us",
             "triton_compute_us", "verdict", "client_bound", "reloaded", "errors", "chosen"]
 
 
@@ -464,7 +599,7 @@ def _is_chosen(doc: dict, r: dict) -> bool:
 
 def _tune_csv_row(doc: dict, r: dict) -> dict:
     sv, tri = r["tried_serving"], r.get("triton") or {}
-    return {"stage": r["stage"], "tried": r["tried"], "config": r.get("config"),
+    return {**_spread_cells(r), "stage": r["stage"], "tried": r["tried"], "config": r.get("config"),
             "instance_count": sv["instance_count"], "max_batch_size": sv["max_batch_size"],
             "preferred_batch_size": " ".join(map(str, sv["preferred_batch_size"])), "window_us": sv["window_us"],
             "reload_s": r["reload_s"], "p50_ms": r["p50_ms"], "p95_ms": r["p95_ms"], "p99_ms": r["p99_ms"],
@@ -476,8 +611,9 @@ def _tune_csv_row(doc: dict, r: dict) -> dict:
 
 def write_tune(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True) -> dict[str, Path]:
     """``invoke tune``'s result: JSON, CSV (one row per configuration tried) and the PNG."""
+    final = [doc["final"]] if doc.get("final") else []
     base, paths = write_json_csv(doc, out_dir, "-tune-serving", TUNE_CSV,
-                                 (_tune_csv_row(doc, r) for r in doc["points"]))
+                                 (_tune_csv_row(doc, r) for r in doc["points"] + final))
     if plot:
         paths["png"] = base.with_suffix(".png")
         plot_tune(doc, paths["png"])
@@ -499,8 +635,9 @@ def plot_tune(doc: dict, path: Path) -> Path:
         rows = [r for r in doc["points"] if r["stage"] == stage and r.get("p95_ms") is not None]
         if not rows:
             continue
-        ax.scatter([r["items_per_s"] for r in rows], [r["p95_ms"] for r in rows], color=colors[stage], s=40,
-                   label=f"stage {names[stage]}", zorder=3)
+        ax.errorbar([r["items_per_s"] for r in rows], [r["p95_ms"] for r in rows], xerr=_yerr(rows, "items_per_s"),
+                    yerr=_yerr(rows, "p95_ms"), fmt="o", color=colors[stage], markersize=6, capsize=2,
+                    elinewidth=0.8, label=f"stage {names[stage]}", zorder=3)
         for r in rows:
             ax.annotate(_short(r["tried_serving"]), (r["items_per_s"], r["p95_ms"]), fontsize=6,
                         xytext=(4, 3), textcoords="offset points")
@@ -511,8 +648,12 @@ def plot_tune(doc: dict, path: Path) -> Path:
     _target_line(ax, doc["target_p95_ms"], [r["p95_ms"] for r in doc["points"] if r.get("p95_ms") is not None])
     ch = doc.get("chosen")
     if ch:
+        fin = [doc["final"]] if doc.get("final") else []
+        if fin:
+            ax.errorbar([ch["items_per_s"]], [ch["p95_ms"]], xerr=_yerr(fin, "items_per_s"), yerr=_yerr(fin, "p95_ms"),
+                        fmt="none", ecolor="black", capsize=4, zorder=5)
         ax.scatter([ch["items_per_s"]], [ch["p95_ms"]], marker="*", s=420, color="gold", edgecolors="black",
-                   zorder=5, label=f"chosen: {ch['label']}")
+                   zorder=6, label=f"chosen: {ch['label']} (measured again: median, min-max)")
     ax.set_xlabel("throughput (items/s)")
     ax.set_ylabel("p95 (ms)")
     ax.set_title(f"every configuration tried at concurrency {doc['settings']['concurrency']} × batch "
@@ -548,16 +689,24 @@ def render_tune(doc: dict, console) -> None:
     t = Table(title=f"{doc['host']} · {doc['model']} · tune for p95 {doc['target_p95_ms']:g} ms at concurrency "
                     f"{doc['settings']['concurrency']} × batch {doc['settings']['batch']}", box=None,
               title_justify="left")
-    for col in ("stage", "configuration", "reload s", "p95 ms", "items/s", "Triton batch", "queue µs", "compute µs",
-                "verdict"):
+    from .repeats import spread_text
+
+    for col in ("stage", "configuration", "reload s", "p95 ms", "p95 min-max", "items/s", "items/s min-max",
+                "Triton batch", "queue µs", "compute µs", "verdict"):
         t.add_column(col, justify="left" if col in ("configuration", "verdict") else "right")
-    for r in doc["points"]:
+    for r in doc["points"] + ([doc["final"]] if doc.get("final") else []):
         tri = r.get("triton") or {}
         mark = " ★" if _is_chosen(doc, r) else ""
         t.add_row(str(r["stage"]), (r.get("config") or r["tried"]) + mark, _f(r["reload_s"]), _f(r["p95_ms"]),
-                  _f(r["items_per_s"], "{:.0f}"), _f(tri.get("avg_batch"), "{:.2f}"),
-                  _f(tri.get("queue_us"), "{:.0f}"), _f(tri.get("compute_us"), "{:.0f}"), r["verdict"])
+                  spread_text(r) or "-", _f(r["items_per_s"], "{:.0f}"), spread_text(r, "items_per_s") or "-",
+                  _f(tri.get("avg_batch"), "{:.2f}"), _f(tri.get("queue_us"), "{:.0f}"),
+                  _f(tri.get("compute_us"), "{:.0f}"), r["verdict"] + (" (unstable)" if r.get("unstable") else ""))
     console.print(t)
+    for tie in (doc["search"].get("tied") or []):
+        console.print(f"tie: {tie}", markup=False, highlight=False)
+    beside = load_text(doc, doc["points"] + ([doc["final"]] if doc.get("final") else []))
+    if beside:
+        console.print(f"during the measurement: {beside}", markup=False, highlight=False)
     s = doc["search"]
     console.print(f"search: {s['configurations_measured']} configuration(s) measured of a full grid of "
                   f"{s['full_grid']}, {s['reloads']} reload(s), {s['elapsed_s']:.0f} s of {s['budget_s']:.0f} s"

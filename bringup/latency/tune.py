@@ -23,8 +23,8 @@ from datetime import datetime, timezone
 from .serving import Serving, ladder, serving_of, with_serving
 from .window_tuner import STEP, TIGHTEN, WINDOW_MAX, WINDOW_MIN, next_window
 
-__all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "TIGHTEN", "next_window", "pick", "TuneSettings", "run_tune",
-           "verdict", "SEARCH", "point_cost_s"]
+__all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "TIGHTEN", "next_window", "pick", "settle", "TuneSettings",
+           "run_tune", "verdict", "choose", "simpler", "SEARCH", "TIE", "point_cost_s"]
 
 #: Which search ``invoke tune`` runs, and why (printed and kept in the result).
 SEARCH = ("staged search, one knob at a time in the order of its effect at a fixed load (coordinate descent): "
@@ -34,6 +34,63 @@ SEARCH = ("staged search, one knob at a time in the order of its effect at a fix
           "whatever the window (the H200 run: p95 34.9-39.7 ms over 200-1200 µs), so it is the fine step. "
           "Each stage starts from the best configuration so far; a configuration already measured is not "
           "measured again")
+
+
+TIE = ("two configurations whose results overlap within their spread (min-max of the repeated windows: items/s "
+       "when both meet the target, p95 when both miss) are a tie, broken by the simpler one: fewer instances, then "
+       "the smaller max_batch_size, then the shorter window; the chosen one is measured again at the end and its "
+       "figure is that median, not the search's best sample")
+
+
+def simpler(a: dict, b: dict) -> bool:
+    """Whether serving ``a`` is simpler than ``b`` (fewer instances, smaller max batch, shorter window)."""
+    def key(sv: dict) -> tuple:
+        return (sv.get("instance_count") or 0, sv.get("max_batch_size") or 0, sv.get("window_us") or 0,
+                len(sv.get("preferred_batch_size") or ()))
+    return key(a) < key(b)
+
+
+def choose(a: dict | None, b: dict, target_ms: float, serving=lambda r: r["tried_serving"],
+           name=lambda r: r.get("tried") or "") -> tuple[dict | None, str]:
+    """The better of rows ``a`` (the best so far) and ``b``, and a note when they tie within their spread.
+
+    Meeting the target first, then throughput; when both miss, the lower p95.  When the figure that decides
+    (items/s when both meet, p95 when both miss) overlaps within the rows' min-max (:func:`.repeats.overlap`),
+    the two cannot be told apart: the simpler serving wins (:func:`simpler`) and the note says so.
+    """
+    from .repeats import overlap, spread_text
+
+    if not _valid(b):
+        return a, ""
+    if a is None:
+        return b, ""
+    am, bm = a["p95_ms"] <= target_ms, b["p95_ms"] <= target_ms
+    if am != bm:
+        return (b if bm else a), ""
+    key = "items_per_s" if bm else "p95_ms"
+    plain = (b if b["items_per_s"] > a["items_per_s"] else a) if bm else (b if b["p95_ms"] < a["p95_ms"] else a)
+    if not overlap(a, b, key):
+        return plain, ""
+    win = b if simpler(serving(b), serving(a)) else a
+    lose = a if win is b else b
+    unit = "items/s" if bm else "ms p95"
+
+    def fig(r):
+        return spread_text(r, key) or (f"{r[key]:,.0f}" if bm else f"{r[key]:.1f}")
+
+    note = (f"{name(win)} and {name(lose)} tie ({fig(win)} against {fig(lose)} {unit}, overlapping within the "
+            f"spread): the simpler, {name(win)}, is kept")
+    return win, note
+
+
+def _basis(r: dict) -> str:
+    """"median of 3 windows (p95 12.0-12.4 ms)", and UNSTABLE with why when the windows did not agree."""
+    from .repeats import repeated, spread_text
+
+    if not repeated(r):
+        return "one window (no spread)"
+    text = f"median of {r['spread']['repeats']} windows (p95 {spread_text(r)} ms, {spread_text(r, 'items_per_s')} items/s)"
+    return text + (f", UNSTABLE: {r.get('unstable_why')}" if r.get("unstable") else "")
 
 
 def _valid(r: dict) -> bool:
@@ -55,7 +112,14 @@ def verdict(r: dict, target_ms: float) -> str:
 
 
 def pick(doc: dict, target_ms: float) -> dict:
-    """The best window of a sweep: meets ``target_ms`` at the most items/s (client-bound points never count)."""
+    """The best window of a sweep: meets ``target_ms`` at the most items/s (client-bound points never count).
+
+    A window whose items/s overlap the best one's within their spread (min-max of the repeated windows) ties
+    with it, and the shortest of the tied windows is chosen (the note says so).  The choice is measured again
+    by the caller and :func:`settle` makes that median the figure.
+    """
+    from .repeats import overlap, span
+
     by: dict = {}
     for r in doc["points"]:
         by.setdefault(r["window_us"], []).append(r)
@@ -63,23 +127,55 @@ def pick(doc: dict, target_ms: float) -> dict:
     for w, rows in by.items():
         good = [r for r in rows if _valid(r)]
         worst = max((r["p95_ms"] for r in rows if r["p95_ms"] is not None), default=None)
+        spans = {k: [x for x in (span(r, k) for r in rows) if x] for k in ("p95_ms", "items_per_s")}
         table.append({"window_us": w, "p95_ms": worst, "items_per_s": min((r["items_per_s"] for r in rows),
                                                                            default=0.0),
+                      "spread": {k: {"min": min(x[0] for x in v), "max": max(x[1] for x in v)}
+                                 for k, v in spans.items() if v},
+                      "unstable": any(r.get("unstable") for r in rows),
                       "client_bound": any(r["client_bound"] for r in rows),
                       "reloaded": any(r.get("reloaded") for r in rows),
                       "meets": worst is not None and len(good) == len(rows) and worst <= target_ms,
                       "avg_batch": max(((r.get("triton") or {}).get("avg_batch") or 0) for r in rows)})
     meeting = [t for t in table if t["meets"]]
     best = max(meeting, key=lambda t: t["items_per_s"]) if meeting else None
+    tie = ""
     if best:
+        tied = [t for t in meeting if t is best or overlap(t, best, "items_per_s")]
+        shortest = min(tied, key=lambda t: t["window_us"])
+        if shortest is not best:
+            tie = (f"{shortest['window_us']} µs ties with {best['window_us']} µs (items/s overlapping within the "
+                   f"spread): the shorter window is kept")
+            best = shortest
         why = (f"{best['window_us']} µs: p95 {best['p95_ms']:.1f} ms meets {target_ms:g} ms at "
-               f"{best['items_per_s']:.0f} items/s")
+               f"{best['items_per_s']:.0f} items/s" + (f"; {tie}" if tie else ""))
     else:
         low = min((t for t in table if t["p95_ms"] is not None), key=lambda t: t["p95_ms"], default=None)
         why = f"no window met p95 {target_ms:g} ms at this load" + (
             f" (lowest: {low['window_us']} µs, p95 {low['p95_ms']:.1f} ms)" if low else "")
     return {"target_p95_ms": target_ms, "windows": table, "chosen_window_us": best["window_us"] if best else None,
-            "why": why}
+            "tie": tie, "why": why}
+
+
+def settle(tune: dict, final: list[dict], target_ms: float) -> dict:
+    """``tune`` (:func:`pick`'s) with the chosen window measured again (``final``: its rows, one per load): the
+    figure is their median, and a window that misses the target when measured again is not chosen."""
+    if tune.get("chosen_window_us") is None or not final:
+        return tune
+    w = tune["chosen_window_us"]
+    verdicts = [verdict(r, target_ms) for r in final]
+    worst = max(final, key=lambda r: r["p95_ms"] if r.get("p95_ms") is not None else float("inf"))
+    out = {**tune, "final": final}
+    if all(v == "meets" for v in verdicts):
+        out["why"] = (f"{w} µs: p95 {worst['p95_ms']:.1f} ms meets {target_ms:g} ms at "
+                      f"{min(r['items_per_s'] for r in final):.0f} items/s when measured again, {_basis(worst)}"
+                      + (f"; {tune['tie']}" if tune.get("tie") else ""))
+    else:
+        p95 = "-" if worst.get("p95_ms") is None else f"{worst['p95_ms']:.1f} ms"
+        out["chosen_window_us"] = None
+        out["why"] = (f"no window met p95 {target_ms:g} ms when measured again: {w} µs, the sweep's best, gave "
+                      f"p95 {p95} ({', '.join(dict.fromkeys(verdicts))}), {_basis(worst)}")
+    return out
 
 
 # --------------------------------------------------------------------------- invoke tune
@@ -100,10 +196,19 @@ class TuneSettings:
     client_cpus: list[int] | None = None
     cpu_limit: float = 0.85
 
+    repeats: int = 3                         # windows per configuration (bringup.latency.repeats)
+    stability_pct: float = 10.0
+    max_windows: int = 0
+
     def resolved_processes(self) -> int:
         from .bench import BenchSettings
 
         return BenchSettings(processes=self.processes, client_cpus=self.client_cpus).resolved_processes()
+
+    def rule(self):
+        from .repeats import Rule
+
+        return Rule(self.repeats, self.stability_pct, self.max_windows)
 
 
 #: What a point costs beyond its warm-up and steady window (starting the clients' point, reading Triton).
@@ -113,7 +218,11 @@ FIRST_RELOAD_GUESS_S = 5.0
 
 
 def point_cost_s(s: TuneSettings) -> float:
-    return s.warmup_s + s.duration_s + POINT_OVERHEAD_S
+    """What measuring one configuration costs at least: its first window, and the repeats after it."""
+    from .bench import REWARM_S
+
+    again = min(s.warmup_s, REWARM_S) + s.duration_s + POINT_OVERHEAD_S
+    return s.warmup_s + s.duration_s + POINT_OVERHEAD_S + (s.repeats - 1) * again
 
 
 def _mid(windows: list[int]) -> int:
@@ -140,18 +249,6 @@ def _stage_candidates(stage: int, best: Serving, allowed_mbs: int, s: TuneSettin
     return [best.model_copy(update={"window_us": w}) for w in s.windows]
 
 
-def _better(a: dict | None, b: dict, target_ms: float) -> bool:
-    """Whether row ``b`` beats row ``a``: meeting the target first, then throughput; else the lower p95."""
-    if not _valid(b):
-        return False
-    if a is None:
-        return True
-    am, bm = a["p95_ms"] <= target_ms, b["p95_ms"] <= target_ms
-    if am != bm:
-        return bm
-    return b["items_per_s"] > a["items_per_s"] if bm else b["p95_ms"] < a["p95_ms"]
-
-
 def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_stage=None,
              clock=time.monotonic) -> dict:
     """Search the serving configuration of ``target``'s model under ``s``'s load, within ``s.budget_s``.
@@ -162,9 +259,8 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
     back.  Returns the result document.
     """
     from ..errors import BringupError, InputError
-    from .bench import check_server
+    from .bench import check_server, measure_point
     from .loadgen import LoadGenerator, Point
-    from .results import point_row
     from .window import load_config
 
     t0 = clock()
@@ -191,6 +287,8 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
     rows: list[dict] = []
     reloads: list[float] = []
     skipped: list[str] = []
+    ties: list[str] = []
+    final: dict | None = None
     stopped = ""
     done = False
     best: dict | None = None
@@ -224,22 +322,36 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
                 for sv in todo:
                     reload_est = 0.0 if sv == current else (max(reloads) if reloads else FIRST_RELOAD_GUESS_S)
                     back = max(reloads) if reloads else FIRST_RELOAD_GUESS_S
-                    if stopped or (rows and left() < reload_est + cost + back):
+                    # Room is kept for the chosen configuration's measurement again at the end.
+                    if stopped or (rows and left() < reload_est + cost + back + back + cost):
                         stopped = stopped or f"the budget ({s.budget_s / 60:g} min) was reached in stage {stage}"
                         skipped.append(sv.label())
                         continue
                     reload_s = apply(sv)
-                    res = lg.run(Point(s.batch, s.concurrency, sv.window_us))
-                    row = point_row(res, window_us=sv.window_us, deployed=sv == base)
+                    row = measure_point(lg, Point(s.batch, s.concurrency, sv.window_us), s.rule(),
+                                        window_us=sv.window_us, deployed=sv == base)
                     row.update(stage=stage, stage_name=name, tried=sv.label(), tried_serving=sv.model_dump(),
                                reload_s=round(reload_s, 2), verdict=verdict(row, s.target_ms))
                     rows.append(row)
                     measured[sv] = row
-                    if _better(best, row, s.target_ms):
+                    winner, tie = choose(best, row, s.target_ms)
+                    if tie:
+                        ties.append(tie)
+                    if winner is row:
                         best, best_cfg = row, sv
                     if on_point:
                         on_point(row)
-            meeting = best is not None and best["p95_ms"] <= s.target_ms
+            if best is not None and best["p95_ms"] <= s.target_ms:
+                # The search's best is one sample of a noisy machine: measured again, its median is the figure.
+                apply(best_cfg)
+                final = measure_point(lg, Point(s.batch, s.concurrency, best_cfg.window_us), s.rule(),
+                                      window_us=best_cfg.window_us, deployed=best_cfg == base)
+                final.update(stage="final", stage_name="the chosen configuration measured again",
+                             tried=best_cfg.label(), tried_serving=best_cfg.model_dump(), reload_s=0.0,
+                             verdict=verdict(final, s.target_ms))
+                if on_point:
+                    on_point(final)
+            meeting = final is not None and final["verdict"] == "meets"
             chosen = best_cfg if meeting else None
             if keep and chosen is not None:
                 apply(chosen)
@@ -259,31 +371,43 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
     finished = datetime.now(timezone.utc)
     grid = (len(s.instances) * max(1, len(s.max_batches or [allowed, allowed // 2, allowed // 4]) * 2)
             * len(s.windows)) if allowed else len(s.instances)
+    tie_text = f"; {'; '.join(ties)}" if ties else ""
     if chosen is not None:
-        why = (f"{chosen.label()}: p95 {best['p95_ms']:.1f} ms meets {s.target_ms:g} ms at "
-               f"{best['items_per_s']:.0f} items/s (Triton batch {(best.get('triton') or {}).get('avg_batch')})")
+        why = (f"{chosen.label()}: p95 {final['p95_ms']:.1f} ms meets {s.target_ms:g} ms at "
+               f"{final['items_per_s']:.0f} items/s (Triton batch {(final.get('triton') or {}).get('avg_batch')}), "
+               f"{_basis(final)}{tie_text}")
+    elif final is not None:
+        why = (f"no configuration met p95 {s.target_ms:g} ms when measured again: the search's best, "
+               f"{best_cfg.label()} (p95 {best['p95_ms']:.1f} ms), gave {final['verdict']} at "
+               f"p95 {final['p95_ms'] if final['p95_ms'] is None else round(final['p95_ms'], 1)} ms, "
+               f"{_basis(final)}{tie_text}")
     elif best is not None:
         why = (f"no configuration met p95 {s.target_ms:g} ms at this load (concurrency {s.concurrency} × batch "
-               f"{s.batch}); the lowest p95 was {best['p95_ms']:.1f} ms, with {best_cfg.label()}")
+               f"{s.batch}); the lowest p95 was {best['p95_ms']:.1f} ms, with {best_cfg.label()}{tie_text}")
     else:
         why = (f"no configuration met p95 {s.target_ms:g} ms at this load: no point gave a verdict "
                "(client-bound, errors or reloads)")
     settings = {"batch": s.batch, "concurrency": s.concurrency, "instances": s.instances,
                 "max_batches": s.max_batches, "windows": s.windows, "budget_s": s.budget_s,
                 "warmup_s": s.warmup_s, "duration_s": s.duration_s, "processes": s.resolved_processes(),
-                "client_cpus": s.client_cpus, "cpu_limit": s.cpu_limit, "keep": keep}
+                "client_cpus": s.client_cpus, "cpu_limit": s.cpu_limit, "keep": keep, "repeats": s.repeats,
+                "stability_pct": s.stability_pct, "max_windows": s.rule().most}
     inp_doc = None if inp is None else {"name": inp.name, "datatype": inp.datatype, "dims": inp.dims}
     return {
         "kind": "bringup-tune", "version": 1, "host": target.host, "url": target.url, "model": target.model,
         "input": inp_doc, "target_p95_ms": s.target_ms, "slo_p95_ms": s.target_ms,
         "started": started.isoformat(timespec="seconds"), "finished": finished.isoformat(timespec="seconds"),
         "settings": settings, "deployed": base.model_dump(), "deployed_label": base.label(),
-        "search": {"strategy": SEARCH, "configurations_measured": len(rows), "full_grid": grid,
+        "search": {"strategy": SEARCH, "ties": TIE, "tied": ties, "configurations_measured": len(rows),
+                   "full_grid": grid,
                    "budget_s": s.budget_s, "elapsed_s": round(elapsed, 1), "stopped": stopped, "skipped": skipped,
                    "reloads": len(reloads), "reload_s_max": round(max(reloads), 2) if reloads else None},
-        "points": rows,
+        "points": rows, "final": final,
         "chosen": None if chosen is None else {**chosen.model_dump(), "label": chosen.label(),
-                                               "p95_ms": best["p95_ms"], "items_per_s": best["items_per_s"],
-                                               "avg_batch": (best.get("triton") or {}).get("avg_batch")},
+                                               "p95_ms": final["p95_ms"], "items_per_s": final["items_per_s"],
+                                               "spread": final.get("spread"), "unstable": final.get("unstable"),
+                                               "search_p95_ms": best["p95_ms"],
+                                               "search_items_per_s": best["items_per_s"],
+                                               "avg_batch": (final.get("triton") or {}).get("avg_batch")},
         "applied": bool(keep and chosen is not None), "why": why,
     }

@@ -41,7 +41,14 @@ _HELP = {
     "dtype": "input data type (FP16, FP32, TYPE_FP16, ...)",
     "out": "folder for JSON, CSV and PNG (default reports/bench; the checklist finds results in any folder)",
     "no-plot": "skip the PNG",
+    "repeats": "steady windows per point that must agree; the point reports their median and spread "
+               "(default 3, for acceptance runs; 1: one window, no spread)",
+    "stability": "% within which those windows' p95 and items/s must agree, (max-min)/median, else the point "
+                 "is unstable (default 10, perf_analyzer's)",
+    "max-windows": "windows per point at most while they do not agree: the time bound (default 0: twice "
+                   "--repeats)",
 }
+_REPEAT_FLAGS = ("repeats", "stability", "max-windows")
 
 #: pydantic field -> the flag that set it, for one-line refusals.
 _FLAGS = {"batches": "--batch", "concurrency": "--concurrency", "windows": "--window-us", "warmup_s": "--warmup",
@@ -49,7 +56,8 @@ _FLAGS = {"batches": "--batch", "concurrency": "--concurrency", "windows": "--wi
           "cpu_limit": "--cpu-limit", "microbatch_us": "--microbatch-us", "microbatch_max": "--microbatch-max",
           "interval_s": "--interval", "steps": "--steps", "seconds": "--for", "http_port": "--http-port",
           "metrics_port": "--metrics-port", "target_p95_ms": "--target-p95-ms", "budget_s": "--budget",
-          "instances": "--instances", "max_batches": "--max-batch"}
+          "instances": "--instances", "max_batches": "--max-batch", "repeats": "--repeats",
+          "stability_pct": "--stability", "max_windows": "--max-windows"}
 
 
 def _given(v) -> bool:
@@ -82,6 +90,15 @@ def _client(warmup, duration, processes, client_cpus, cpu_limit) -> dict:
             "processes": whole(processes, "--processes", 0, MAX_PROCESSES),
             "client_cpus": cpus(client_cpus) if _given(client_cpus) else None,
             "cpu_limit": number(cpu_limit, "--cpu-limit")}
+
+
+def _repeat(repeats, stability, max_windows) -> dict:
+    """``--repeats``, ``--stability`` and ``--max-windows``, checked together."""
+    from ..latency.options import RepeatOptions, number, read, whole
+
+    return read(RepeatOptions, _FLAGS, repeats=whole(repeats, "--repeats", 1, 100),
+                stability_pct=number(stability, "--stability", lo=0, lo_open=True, hi=1000, unit="%"),
+                max_windows=whole(max_windows, "--max-windows", 0, 1000)).model_dump()
 
 
 def _load_lists(batch, concurrency) -> dict:
@@ -128,11 +145,12 @@ def _goal(target_p95_ms, target) -> float:
 def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", window_us=None, warmup="2",
           duration="5", processes="0", client_cpus=None, cpu_limit="0.85", microbatch_us=None, microbatch_max="8",
           address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory=None,
-          set_=None, out="reports/bench", no_plot=False, vault_password_file=None, vault_id=None):
+          set_=None, out="reports/bench", no_plot=False, vault_password_file=None, vault_id=None, repeats="3",
+          stability="10", max_windows="0"):
     """Closed-loop latency sweep against a host's Triton: p50/p95/p99, QPS, Triton's view; reports/bench/."""
     from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
     from ..latency.options import BenchOptions, out_folder, read, whole
-    from ..latency.results import render_table, write_all
+    from ..latency.results import point_text, render_table, write_all
 
     console = new_console()
     try:
@@ -142,7 +160,8 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
                  windows=_windows(window_us) if _given(window_us) else ["deployed"],
                  **_client(warmup, duration, processes, client_cpus, cpu_limit),
                  microbatch_us=whole(microbatch_us, "--microbatch-us", 1, 1000) if _given(microbatch_us) else None,
-                 microbatch_max=whole(microbatch_max, "--microbatch-max", 1, 1 << 16))
+                 microbatch_max=whole(microbatch_max, "--microbatch-max", 1, 1 << 16),
+                 **_repeat(repeats, stability, max_windows))
         out_dir = out_folder(out)
         _, _, target = _target(inventory, set_, (vault_password_file, vault_id), host, model, _address(address),
                                _port(grpc_port, "--grpc-port"),
@@ -150,15 +169,13 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
         s = BenchSettings(**o.model_dump())
         n_points = len(s.windows) * len(s.batches) * len(s.concurrency)
         console.print(f"bench {target.host}: {target.model} at {target.url}, {n_points} point(s) of "
-                      f"{s.warmup_s:g}+{s.duration_s:g} s, {s.resolved_processes()} client process(es)",
+                      f"{s.repeats} to {s.rule().most} window(s) of {s.warmup_s:g}+{s.duration_s:g} s (agreeing "
+                      f"within {s.stability_pct:g} %), {s.resolved_processes()} client process(es)",
                       style="dim")
 
         def progress(row):
-            flag = " client-bound" if row["client_bound"] else ""
-            flag += " (Triton reloaded during this point)" if row.get("reloaded") else ""
-            p95 = "-" if row["p95_ms"] is None else f"{row['p95_ms']:.1f} ms"
-            console.print(f"  {row['window']} batch {row['batch']} conc {row['concurrency']}: p95 {p95}, "
-                          f"{row['items_per_s']:.0f} items/s{flag}", style="dim")
+            console.print(f"  {row['window']} batch {row['batch']} conc {row['concurrency']}: {point_text(row)}",
+                          style="dim", markup=False, highlight=False)
 
         doc = run_sweep(target, s, on_point=progress)
     except TritonUnreachable as e:
@@ -172,9 +189,10 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
 
 @task(name="tune-window", iterable=REPEATED, auto_shortflags=False, help={
     **{k: _HELP[k] for k in ("host", "inventory", "set", *VAULT, "model", "warmup", "duration", "processes",
-                             "client-cpus", "address", "grpc-port", "out")},
+                             "client-cpus", "address", "grpc-port", "out", *_REPEAT_FLAGS)},
     "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
-    "windows": "windows to try in µs, comma separated (default 200,400,600,800,1000,1500)",
+    "windows": "windows to try in µs, comma separated (default 200,400,600,800,1000,1500); windows whose "
+               "items/s overlap within the spread tie and the shorter is kept; the chosen one is measured again",
     "batch": "request batch of the fixed load (default 1)",
     "concurrency": "requests in flight of the fixed load (default 64)",
     "follow": "continuous mode: every --interval read Triton's p95 and queue time under the traffic it has "
@@ -191,14 +209,16 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
                 concurrency="64", model=None, warmup="2", duration="5", processes="0", client_cpus=None,
                 address=None, grpc_port=None, inventory=None, set_=None, out="reports/bench", follow=False,
                 interval="10", steps=None, for_=None, record=None, http_port=None, metrics_port=None,
-                vault_password_file=None, vault_id=None):
+                vault_password_file=None, vault_id=None, repeats="3", stability="10", max_windows="0"):
     """Window tuning: one-shot sweep under a fixed load, or --follow: the guide's controller on live traffic."""
+    from dataclasses import replace
     from datetime import datetime
 
     from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
     from ..latency.options import BenchOptions, FollowOptions, TuneWindowOptions, number, out_folder, read, whole
     from ..latency.results import plot_tune_window, remember
-    from ..latency.tune import pick
+    from ..latency.results import point_text
+    from ..latency.tune import pick, settle
     from ..latency.window_tuner import RECORD, record_path_problem
 
     console = new_console()
@@ -210,6 +230,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
             raise InputError(f"--windows {windows!r}: give windows in µs")
         load = _load_lists(batch, concurrency)
         client = _client(warmup, duration, processes, client_cpus, "0.85")
+        rep = _repeat(repeats, stability, max_windows)
         fo = read(FollowOptions, _FLAGS, interval_s=number(interval, "--interval"),
                   steps=whole(steps, "--steps", 1, 10_000_000) if _given(steps) else None,
                   seconds=number(for_, "--for") if _given(for_) else None,
@@ -226,24 +247,29 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         if follow:
             _follow(console, inv_host, hv, target.address, [model] if model else [], goal, fo, path, out_dir)
             return
-        s = BenchSettings(**read(BenchOptions, _FLAGS, **load, windows=ws, **client).model_dump())
+        s = BenchSettings(**read(BenchOptions, _FLAGS, **load, windows=ws, **client, **rep).model_dump())
         console.print(f"tune-window {target.host}: {target.model}, windows {ws} µs at batch {s.batches} "
                       f"× concurrency {s.concurrency}, target p95 {goal:g} ms", style="dim")
 
         def progress(row):
-            console.print(f"  window {row['window_us']} µs: p95 {row['p95_ms']} ms, {row['items_per_s']:.0f} "
-                          f"items/s, Triton batch {(row.get('triton') or {}).get('avg_batch')}"
-                          + (" client-bound" if row["client_bound"] else "")
-                          + (" (Triton reloaded during this point)" if row.get("reloaded") else ""), style="dim")
+            console.print(f"  window {row['window_us']} µs: {point_text(row)}, Triton batch "
+                          f"{(row.get('triton') or {}).get('avg_batch')}", style="dim", markup=False, highlight=False)
 
         doc = run_sweep(target, s, on_point=progress)
+        doc["kind"] = "bringup-tune-window"
+        doc["slo_p95_ms"] = goal
+        doc["tune"] = pick(doc, goal)
+        if doc["tune"]["chosen_window_us"] is not None:
+            # The sweep's best is one set of windows among many: the chosen window is measured again.
+            w = doc["tune"]["chosen_window_us"]
+            console.print(f" {w} µs chosen ({doc['tune']['why']}); measured again", style="dim", markup=False,
+                          highlight=False)
+            again = run_sweep(target, replace(s, windows=[w]), on_point=progress)
+            doc["tune"] = settle(doc["tune"], again["points"], goal)
     except TritonUnreachable as e:
         raise unreachable(e) from None
     except BringupError as e:
         raise fail(e) from None
-    doc["kind"] = "bringup-tune-window"
-    doc["slo_p95_ms"] = goal
-    doc["tune"] = pick(doc, goal)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
     path = out_dir / f"{target.host}-tune-{stamp}.json"
@@ -252,8 +278,13 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
     plot_tune_window(doc, path.with_suffix(".png"))
     for t in doc["tune"]["windows"]:
         p95 = "-" if t["p95_ms"] is None else f"{t['p95_ms']:.1f} ms"
-        console.print(f"window {t['window_us']:>5} µs: p95 {p95}, {t['items_per_s']:.0f} items/s, "
+        rng = t.get("spread") or {}
+        rng = (f" (p95 {rng['p95_ms']['min']:.1f}-{rng['p95_ms']['max']:.1f} ms, items/s "
+               f"{rng['items_per_s']['min']:,.0f}-{rng['items_per_s']['max']:,.0f})"
+               if "p95_ms" in rng and "items_per_s" in rng else "")
+        console.print(f"window {t['window_us']:>5} µs: p95 {p95}, {t['items_per_s']:.0f} items/s{rng}, "
                       f"Triton batch {t['avg_batch']}{f'  meets {goal:g} ms' if t['meets'] else ''}"
+                      f"{'  unstable' if t.get('unstable') else ''}"
                       f"{'  client-bound: no verdict' if t['client_bound'] else ''}"
                       f"{'  Triton reloaded: no verdict' if t.get('reloaded') else ''}")
     console.print(f"[bold]{doc['tune']['why']}[/]")
@@ -320,7 +351,7 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
 
 @task(name="tune", iterable=REPEATED, auto_shortflags=False, help={
     **{k: _HELP[k] for k in ("host", "inventory", "set", *VAULT, "model", "warmup", "duration", "processes",
-                             "client-cpus", "cpu-limit", "address", "grpc-port", "out", "no-plot")},
+                             "client-cpus", "cpu-limit", "address", "grpc-port", "out", "no-plot", *_REPEAT_FLAGS)},
     "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
     "batch": "request batch of the fixed load (default 1)",
     "concurrency": "requests in flight of the fixed load (default 64)",
@@ -335,7 +366,8 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
 def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="64", instances="1,2,3,4",
          max_batch=None, windows="200,400,800,1200,1500", budget="10", warmup="2", duration="5", processes="0",
          client_cpus=None, cpu_limit="0.85", address=None, grpc_port=None, inventory=None, set_=None,
-         out="reports/bench", no_plot=False, record=None, no_record=False, vault_password_file=None, vault_id=None):
+         out="reports/bench", no_plot=False, record=None, no_record=False, vault_password_file=None, vault_id=None,
+         repeats="3", stability="10", max_windows="0"):
     """The serving configuration for a p95 target: instances, batch sizes and window, searched under a fixed load."""
     from datetime import datetime, timezone
 
@@ -343,7 +375,8 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
     from ..latency.follow import remote_record
     from ..latency.options import BenchOptions, TuneOptions, number, out_folder, read, whole_list
     from ..latency.results import remember, render_tune, write_tune
-    from ..latency.tune import SEARCH, TuneSettings, point_cost_s, run_tune
+    from ..latency.results import point_text
+    from ..latency.tune import SEARCH, TIE, TuneSettings, point_cost_s, run_tune
     from ..latency.window_tuner import RECORD, TunerError, manifest_of, record_path_problem
 
     console = new_console()
@@ -355,7 +388,8 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
         if len(load["batches"]) != 1 or len(load["concurrency"]) != 1:
             raise InputError("tune measures under one fixed load: give one --batch and one --concurrency")
         client = _client(warmup, duration, processes, client_cpus, cpu_limit)
-        read(BenchOptions, _FLAGS, **load, **client)
+        rep = _repeat(repeats, stability, max_windows)
+        read(BenchOptions, _FLAGS, **load, **client, **rep)
         budget_min = number(budget, "--budget", lo=0, lo_open=True, hi=24 * 60, unit="min")
         win = [w for w in _windows(windows, "--windows") if w not in (None, "deployed")]
         if not win:
@@ -375,27 +409,29 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
                  instances=inst, max_batches=mbs, windows=win)
         s = TuneSettings(target_ms=o.target_p95_ms, batch=load["batches"][0], concurrency=load["concurrency"][0],
                          instances=o.instances, max_batches=o.max_batches, windows=o.windows, budget_s=o.budget_s,
-                         **client)
-        if s.budget_s < point_cost_s(s):
-            raise InputError(f"--budget {budget_min:g} min is shorter than one point ({point_cost_s(s):.1f} s of "
-                             "warm-up, steady window and reading Triton)")
+                         **client, **rep)
+        if s.budget_s < 2 * point_cost_s(s):
+            raise InputError(f"--budget {budget_min:g} min is shorter than one configuration and the chosen one's "
+                             f"measurement again ({2 * point_cost_s(s):.1f} s: warm-up, {s.repeats} steady "
+                             "window(s) each and reading Triton)")
         if not no_record:
             t = _record_at(inv_host, path)
         console.print(f"tune {target.host}: {target.model} at {target.url}, target p95 {s.target_ms:g} ms at "
                       f"concurrency {s.concurrency} × batch {s.batch}, budget {s.budget_s / 60:g} min, "
                       f"{s.resolved_processes()} client process(es)", style="dim")
         console.print(f"search: {SEARCH}", style="dim", markup=False, highlight=False)
+        console.print(f"each configuration: {s.repeats} to {s.rule().most} window(s) agreeing within "
+                      f"{s.stability_pct:g} %; {TIE}", style="dim", markup=False, highlight=False)
 
         def stage(n, name, best, todo):
             console.print(f" stage {n} ({name}) from {best.label()}: {len(todo)} configuration(s) to try",
                           style="dim", markup=False, highlight=False)
 
         def progress(row):
-            p95 = "-" if row["p95_ms"] is None else f"{row['p95_ms']:.1f} ms"
-            console.print(f"  {row.get('config') or row['tried']}: reload {row['reload_s']:.1f} s, p95 {p95}, "
-                          f"{row['items_per_s']:.0f} items/s, Triton batch "
-                          f"{(row.get('triton') or {}).get('avg_batch')}: {row['verdict']}",
-                          style="dim", markup=False, highlight=False)
+            again = " (the chosen configuration measured again)" if row["stage"] == "final" else ""
+            console.print(f"  {row.get('config') or row['tried']}{again}: reload {row['reload_s']:.1f} s, "
+                          f"{point_text(row)}, Triton batch {(row.get('triton') or {}).get('avg_batch')}: "
+                          f"{row['verdict']}", style="dim", markup=False, highlight=False)
 
         doc = run_tune(target, s, keep=not no_record, on_point=progress, on_stage=stage)
     except TritonUnreachable as e:

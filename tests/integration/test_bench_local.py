@@ -63,10 +63,19 @@ def work(tmp_path, triton):
 
 
 def test_bench_counts_match_triton_and_reports(work, monkeypatch):
+    # --stability 60: 1.5 s windows on a shared 2-core machine disagree by more than 10 % (the unstable case is
+    # the next test's); each point is still 3 windows, their median and spread.
     cp = _bench(work, "--host", "local-01", "--model", "add", "--batch", "1,4", "--concurrency", "1,8",
-                "--warmup", "0.5", "--duration", "1.5", "--processes", "2")
+                "--warmup", "0.5", "--duration", "1.5", "--processes", "2", "--stability", "60")
     assert cp.returncode == 0, cp.stdout + cp.stderr
     doc = _doc(work)
+    for p in doc["points"]:
+        sp = p["spread"]
+        assert sp["repeats"] == 3 and 3 <= sp["windows"] <= 6 and len(sp["samples"]) == sp["windows"]
+        assert sp["p95_ms"]["min"] <= p["p95_ms"] <= sp["p95_ms"]["max"]
+        assert sp["items_per_s"]["min"] <= p["items_per_s"] <= sp["items_per_s"]["max"]
+        assert p["host_load"]["cpus"] >= 1 and "loadavg_1m" in p["host_load"]
+    assert doc["settings"]["repeats"] == 3 and doc["settings"]["max_windows"] == 6
     pts = {(p["batch"], p["concurrency"]): p for p in doc["points"]}
     assert set(pts) == {(1, 1), (1, 8), (4, 1), (4, 8)}
     for (b, c), p in pts.items():
@@ -124,6 +133,65 @@ def test_starved_client_is_marked_client_bound(work):
     assert p["counts_agree"] is True
     # A result with only client-bound points is no verdict.
     assert _doc(work)["acceptance"]["status"] == "WARN"
+
+
+@pytest.mark.reliability(item=35, fault="a CPU hog started mid-run on the server's CPU (between a point's windows)",
+                         checks=("report written", "no hang"))
+@pytest.mark.skipif(len(CPUS) < 2, reason="needs a CPU for the server apart from the client's")
+def test_a_cpu_hog_started_mid_run_makes_the_point_unstable(work, triton):
+    # Three windows of a CPU-bound model (no sleep) on the server's one CPU; when the first window has ended,
+    # two busy loops start on that CPU: the later windows serve at a fraction of the first one's rate.
+    # --max-windows 3: the point cannot wait for the hog's windows to agree among themselves.
+    import tritonclient.grpc as grpcclient
+
+    c = grpcclient.InferenceServerClient(f"127.0.0.1:{triton.grpc_port}")
+
+    def served() -> int:
+        st = c.get_inference_statistics("fast", as_json=True)["model_stats"][0]
+        return int(st["inference_stats"]["success"].get("count", 0))
+
+    before = served()
+    warmup, duration = 0.5, 2.0
+    proc = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "bench", "--host",
+                             "local-01", "--model", "fast", "--batch", "1", "--concurrency", "8", "--warmup",
+                             str(warmup), "--duration", str(duration), "--processes", "1", "--client-cpus",
+                             str(CPUS[0]), "--repeats", "3", "--max-windows", "3"], cwd=work, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env={**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "250"})
+    hogs = []
+    try:
+        deadline = time.monotonic() + 120
+        while served() == before and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        time.sleep(warmup + duration + 0.2)            # the first window is over
+        hogs = [subprocess.Popen([sys.executable, "-c", f"import os; os.sched_setaffinity(0, {{{CPUS[-1]}}})\n"
+                                  "while True: pass"]) for _ in range(2)]
+        out, err = proc.communicate(timeout=180)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+        if proc.poll() is None:
+            proc.kill()
+        c.close()
+    assert proc.returncode == 0, out + err
+    doc = _doc(work)
+    (p,) = doc["points"]
+    quiet, *hogged = p["spread"]["samples"]
+    # The hog acted: the windows after it served less than the one before it ...
+    assert all(h["items_per_s"] < quiet["items_per_s"] * 0.9 for h in hogged), p["spread"]
+    # ... and the point says it is unstable, in the JSON, the CSV, the table, and the acceptance line.
+    assert p["unstable"] is True and "did not agree within 10 %" in p["unstable_why"]
+    assert p["spread"]["items_per_s"]["pct"] > 10
+    base = sorted((work / "reports" / "bench").glob("local-01-*.json"))[-1].with_suffix("")
+    import csv
+
+    row = next(csv.DictReader(open(base.with_suffix(".csv"))))
+    assert row["unstable"] == "True" and float(row["items_per_s_spread_pct"]) > 10
+    assert "unstable" in out and "p95 min-max" in out
+    assert doc["acceptance"]["status"] == "WARN" and "UNSTABLE" in doc["acceptance"]["seen"]
+    # What else ran: the machine's CPUs busier than the client alone made them.
+    assert p["host_load"]["cpu_busy_pct"] is not None and "during the measurement" in out
 
 
 def test_window_sweep_reloads_and_restores(work, triton):

@@ -68,6 +68,10 @@ CPU_TOO_HIGH = str(max(os.sched_getaffinity(0)) + 1000)
     (["--out", "hosts"], ["--out", "hosts", "not a folder"]),
     (["--input-name", "INPUT0", "--input-shape", "3,0,224", "--dtype", "FP32"], ["--input-shape"]),
     (["--input-name", "INPUT0", "--input-shape", "100000,100000,100000", "--dtype", "FP32"], ["--input-shape"]),
+    (["--repeats", "0"], ["--repeats", "whole number"]),
+    (["--stability", "nan"], ["--stability", "finite"]),
+    (["--stability", "0"], ["--stability", "above 0"]),
+    (["--repeats", "3", "--max-windows", "2"], ["--max-windows 2", "below --repeats 3"]),
 ])
 def test_bench_options_are_refused_before_triton_is_contacted(work, args, words):
     _refused(_invoke(work, "bench", "--host", "local-01", "--model", "add", *args), work, *words)
