@@ -15,11 +15,12 @@ PLAT=(--no-deps --only-binary=:all: --python-version 3.12 --implementation cp
       --platform manylinux2014_x86_64 --platform manylinux1_x86_64 --platform manylinux_2_34_x86_64
       --platform manylinux_2_35_x86_64 --platform any -d .whl)
 # bringup's own needs on the device (connection: fabric/paramiko; options and roles: pydantic; bench: tritonclient),
-# and grpcio/protobuf at the versions tritonclient's generated code was checked with here.
+# regex (gpu_profiles name matches under a deadline), and grpcio/protobuf at the versions tritonclient's generated code was checked with here.
 PKGS=(invoke==2.2.1 fabric==3.2.3 paramiko==5.1.0 decorator==5.2.1 Deprecated==1.3.1
       pydantic==2.13.4 pydantic_core==2.46.4 annotated-types==0.7.0 typing-inspection==0.4.2
       tritonclient==2.73.0 python-rapidjson==1.25 grpcio==1.85.3 protobuf==6.33.6
-      bcrypt==5.0.0 PyNaCl==1.6.2 cryptography==48.0.0 cffi==2.0.0 pycparser==3.0)
+      bcrypt==5.0.0 PyNaCl==1.6.2 cryptography==48.0.0 cffi==2.0.0 pycparser==3.0
+      regex==2026.5.9)
 python3 -m pip download -q "${PLAT[@]}" "${PKGS[@]}"
 
 if [ ! -f .whl/tritonserver-min.zip ]; then
