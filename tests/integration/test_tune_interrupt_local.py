@@ -1,5 +1,6 @@
 """A signal or a lost Triton in the middle of ``invoke tune`` and ``tune-window`` (issue 34 item 10), against a
-real Triton (the pytriton wheel's tritonserver, CPU, on 127.0.0.1).
+real Triton (the pytriton wheel's tritonserver, CPU, on 127.0.0.1), and the audit's view of a configuration
+Triton serves that nothing records.
 
 Each signal is sent once the tool is in the middle of a point: Triton's config API serves a configuration
 the tool loaded and its statistics count the point's requests, never after a fixed time.  What is checked
@@ -197,3 +198,51 @@ def test_a_triton_killed_mid_search_is_one_unreachable_line(tmp_path):
     assert last.startswith(f"unreachable: Triton at 127.0.0.1:{t.grpc_port} (host local-01) stopped answering "
                            "during the search (after 0 configuration(s) measured)"), err
     assert last.endswith("when it starts again it loads add's own configuration from its repository"), last
+
+
+@pytest.mark.reliability(item=34, fault="Triton serves a configuration loaded through its model control API that "
+                                        "neither the inventory nor the record says (3 instances, 400 µs)",
+                         checks=("one clear line",))
+def test_the_audit_sees_a_served_configuration_that_nothing_records(tmp_path):
+    """The triton role's audit item, its read run on this machine against a real Triton serving what the role
+    renders (the files and the record as the role wants them), then an override of the model control API."""
+    from bringup.latency.serving import serving_of, with_serving
+    from roles.triton.desired import Desired
+    from tests.unit.test_auditkit import ROLES, _ctx
+
+    spec = {"backend": "python", "max_batch_size": 8,
+            "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
+            "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}]}
+    with local_server(tmp_path, {"add": {}}) as t:
+        ctx = _ctx("triton", gpu_profile="cpu", triton_models={"add": spec},
+                   triton_ports={"http": t.http_port, "grpc": t.grpc_port, "metrics": t.metrics_port})
+        # The repository holds what the role renders, as after a provision.
+        (tmp_path / "repo" / "add" / "config.pbtxt").write_text(Desired(ctx).configs["add"])
+        c = _grpc(t)
+        try:
+            c.load_model("add")
+            item = next(i for i in ROLES["triton"].module.audit(ctx)
+                        if i.name == "triton models serve their configuration")
+
+            def judged() -> str | None:
+                return item.judge(subprocess.run(["bash", "-c", item.read()], capture_output=True, text=True,
+                                                 timeout=60).stdout)
+
+            assert judged() is None
+            config = c.get_model_config("add", as_json=True)["config"]
+            cut_short = serving_of(config).model_copy(update={"instance_count": 3, "window_us": 400})
+            c.load_model("add", config=json.dumps(with_serving(config, cut_short)))
+            line = judged()
+            repo = ctx.vars["triton_model_repository"]
+            assert line == ("triton model add serves 3 instances, window 400 µs, while the inventory and the record "
+                            "(/etc/bringup/triton-window.json) want 1 instance, window 800 µs: a configuration loaded "
+                            "on the running server that nothing records (a tune cut short?); load the model's own "
+                            f"back on the host: touch {repo}/add/config.pbtxt && curl -sX POST "
+                            f"http://127.0.0.1:{t.http_port}/v2/repository/models/add/load, or restart Triton")
+            c.load_model("add")     # a load without an override keeps it (the files did not change) ...
+            assert judged() == line
+            os.utime(tmp_path / "repo" / "add" / "config.pbtxt")   # ... the line's fix, on this repository
+            c.load_model("add")
+            assert judged() is None
+        finally:
+            c.close()
