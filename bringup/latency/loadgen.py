@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..stop import AWAKE_S
+from ..stop import AWAKE_S, closes
 
 if TYPE_CHECKING:
     from ..stop import Stop
@@ -319,6 +319,8 @@ class LoadGenerator:
         import tritonclient.grpc as grpcclient
 
         self._stats_client = grpcclient.InferenceServerClient(url)
+        # A second signal closes it: a read of a Triton that answers nothing (stopped, wedged) ends there.
+        self._release = closes(stop, self._stats_client.close)
 
     def __enter__(self):
         ctx = mp.get_context("spawn")
@@ -362,7 +364,7 @@ class LoadGenerator:
         self._procs, self._conns = [], []
         if not self._closed:
             self._closed = True
-            self._stats_client.close()
+            self._release()
 
     #: Whether a point is in flight (its clients cannot be told to end: they are not reading).
     _busy = False

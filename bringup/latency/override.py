@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ..stop import Stop
     from .target import Target
 
-__all__ = ["Override", "TritonUnreachable", "lost", "exc_text"]
+__all__ = ["Override", "TritonUnreachable", "lost", "exc_text", "load_own"]
 
 
 class TritonUnreachable(Exception):
@@ -87,10 +87,10 @@ class Override:
                 return (f"{self.stop.name} again abandoned loading {model}'s own configuration back: Triton may "
                         f"still serve {was} until it starts again")
             why = exc_text(e) if str(e).strip() else type(e).__name__
-            return (f"loading {model}'s own configuration back failed ({why}): Triton may still serve {was}; it loads the model's own configuration from its repository when "
-                    f"it starts again, or once its config.pbtxt is touched and POST "
-                    f"/v2/repository/models/{model}/load is sent (Triton reloads a model without an override only "
-                    f"when its files changed)")
+            return (f"loading {model}'s own configuration back failed ({why}): Triton may still serve {was}; it "
+                    "loads the model's own configuration from its repository when it starts again, or once its "
+                    f"config.pbtxt is touched and POST /v2/repository/models/{model}/load is sent (Triton reloads "
+                    "a model without an override only when its files changed)")
         self.serving = None
         return f"{model} serves its own configuration again"
 
@@ -104,6 +104,9 @@ class Override:
             if typ is None:
                 return False
             done = f"after {self.measured()} {self.unit} measured"
+            if self.stop is not None and self.stop.abandoned and not isinstance(e, Interrupted):
+                # A second signal closed the clients under a call that waited on Triton: that call's error.
+                e = Interrupted(f"interrupted by {self.stop.name} twice")
             if isinstance(e, Interrupted):
                 raise Interrupted(f"{e} {done}: {self.own_again()}; {self.unsaved}") from None
             if isinstance(e, (InferenceServerException, WindowError)):
@@ -117,3 +120,19 @@ class Override:
             return False
         finally:
             self._close()
+
+
+def load_own(target: Target, config: dict, serving: str) -> str:
+    """After a search that left ``serving`` loaded in place of the model's own ``config`` (its result, which
+    could then not be recorded): the model's own configuration back, through a client of its own; how it
+    went, in words that end a line."""
+    import tritonclient.grpc as grpcclient
+
+    client = grpcclient.InferenceServerClient(target.url)
+    back = Override(client, target, config, None, what="the search", unit="configuration(s)", measured=lambda: 0,
+                    unsaved="")
+    back.serving = serving
+    try:
+        return back.own_again()
+    finally:
+        client.close()

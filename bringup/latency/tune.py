@@ -277,6 +277,7 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
         "input": inp_doc, "target_p95_ms": s.target_ms, "slo_p95_ms": s.target_ms,
         "started": started.isoformat(timespec="seconds"), "finished": finished.isoformat(timespec="seconds"),
         "settings": settings, "deployed": base.model_dump(), "deployed_label": base.label(),
+        "deployed_config": config,   # the model's own, as Triton served it: what to load back
         "search": {"strategy": SEARCH, "configurations_measured": len(rows), "full_grid": grid,
                    "budget_s": s.budget_s, "elapsed_s": round(elapsed, 1), "stopped": stopped, "skipped": skipped,
                    "reloads": len(reloads), "reload_s_max": round(max(reloads), 2) if reloads else None},

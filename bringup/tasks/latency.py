@@ -374,6 +374,7 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
     from ..latency.bench import TritonUnreachable
     from ..latency.follow import remote_record
     from ..latency.options import BenchOptions, TuneOptions, number, out_folder, read, whole_list
+    from ..latency.override import load_own
     from ..latency.results import remember, render_tune, write_tune
     from ..latency.tune import SEARCH, TuneSettings, point_cost_s, run_tune
     from ..latency.window_tuner import RECORD, TunerError, manifest_of, record_path_problem
@@ -450,8 +451,9 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
         ch = doc["chosen"]
         try:
             if ch and t is not None:
-                if ch["window_us"] is None:
-                    console.print("not recorded: the model has no dynamic batching to record a window of", style="dim")
+                if ch["window_us"] is None:   # what nothing records is not left serving
+                    console.print("not recorded: the model has no dynamic batching to record a window of; "
+                                  + load_own(target, doc["deployed_config"], ch["label"]), style="dim")
                 else:
                     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
                     serving = {k: ch[k] for k in ("instance_count", "max_batch_size", "preferred_batch_size")}
@@ -463,8 +465,10 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
                     for pin in _pins(hv, target.model):
                         console.print(f"note: the inventory pins {pin}: a provision restores the pin", style="yellow",
                                       markup=False, highlight=False)
-        except TunerError as e:
-            raise fail(e) from None
+        except (TunerError, BringupError, Unreachable) as e:
+            # Left serving but not recorded: nothing would say it (the audit would see it); the model's own back.
+            said = f"{e}; not recorded, so {load_own(target, doc['deployed_config'], ch['label'])}"
+            raise (unreachable if isinstance(e, Unreachable) else fail)(said) from None
         finally:
             if t:
                 t.close()

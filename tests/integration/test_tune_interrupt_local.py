@@ -246,3 +246,70 @@ def test_the_audit_sees_a_served_configuration_that_nothing_records(tmp_path):
             assert judged() is None
         finally:
             c.close()
+
+
+@pytest.mark.reliability(item=34, fault="the Triton being tuned stopped (SIGSTOP: it answers nothing) in the middle "
+                                        "of a point, then SIGTERM twice",
+                         checks=("exit code", "one clear line", "no leftovers", "no hang"))
+def test_a_wedged_triton_two_signals_end_the_tune_saying_what_may_still_serve(tmp_path):
+    import yaml
+
+    from bringup.latency.serving import serving_of
+
+    with local_server(tmp_path, {"add": {"sleep_s": 0.005, "window_us": 800}}) as t:
+        c = _grpc(t)
+        own = c.get_model_config("add", as_json=True)["config"]
+        c.close()
+        host = {"ansible_connection": "local", "ansible_host": "127.0.0.1", "gpu_profile": "cpu",
+                "latency_slo_p95_ms": 10000,
+                "triton_ports": {"http": t.http_port, "grpc": t.grpc_port, "metrics": t.metrics_port}}
+        (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"local-01": host}}}))
+        proc = _start(tmp_path, "tune", "--model", "add", "--target-p95-ms", "10000", "--batch", "1",
+                      "--instances", "2", "--windows", "400", "--budget", "5", "--no-record", *LONG)
+        try:
+            clients = _in_a_point(proc, t, serving_of(own).model_dump())
+            t.proc.send_signal(signal.SIGSTOP)
+            proc.send_signal(signal.SIGTERM)
+            # The first signal is taken (the point dropped, its clients killed); the load of the model's own
+            # configuration then waits on a Triton that answers nothing, until the second.
+            deadline = time.monotonic() + 60
+            while _alive(clients) and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(2)
+            assert proc.poll() is None
+            proc.send_signal(signal.SIGTERM)
+            out, err = _ended(proc, clients)
+        finally:
+            t.proc.send_signal(signal.SIGCONT)
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 143, out + err
+    last = _last_line(err)
+    assert last.startswith("interrupted by SIGTERM during a point (dropped) after 0 configuration(s) measured: "
+                           "SIGTERM again abandoned loading add's own configuration back: Triton may still serve "
+                           "2 instances, max batch 8, "), err
+    assert last.endswith(", window 400 µs until it starts again; nothing recorded"), err
+
+
+@pytest.mark.reliability(item=34, fault="the record cannot be written once the search chose (a folder put at its "
+                                        "path during the search)",
+                         checks=("exit code", "one clear line", "nothing touched"))
+def test_a_result_that_cannot_be_recorded_is_not_left_serving(work, triton):
+    from bringup.latency.serving import serving_of
+
+    own = serving_of(triton.original).model_dump()
+    record = _record_path(work)
+    proc = _start(work, "tune", "--target-p95-ms", "10000", "--batch", "1", "--instances", "2", "--windows", "400",
+                  "--budget", "5", "--record", str(record), "--warmup", "0.3", "--duration", "1", "--processes", "1",
+                  "--client-cpus", CLIENT_CPUS, "--concurrency", "4")
+    try:
+        _in_a_point(proc, triton, own)
+        record.mkdir(parents=True)           # a folder where the record goes: bringup never writes there
+        out, err = _ended(proc, set())
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 1, out + err
+    assert _last_line(err) == (f"error: --record {record}: it is a folder, not bringup's record file; not "
+                               "recorded, so add serves its own configuration again"), err
+    assert _served(triton) == own

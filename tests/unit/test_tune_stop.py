@@ -142,8 +142,50 @@ def test_a_second_signal_while_the_own_configuration_is_loaded_back_says_what_ma
                                  "again; nothing recorded"), e.value
 
 
+def test_a_refused_load_back_is_said_with_what_still_serves_and_the_way_back(triton):
+    stop = Stop()
+    Load.during = staticmethod(lambda lg: stop.request(signal.SIGTERM))
+    real_load = triton.load_model
+
+    def load(model, config=None):
+        if json.loads(config) == OWN:
+            raise Gone("load failed for model 'add': out of memory")
+        real_load(model, config)
+
+    triton.load_model = load
+    with pytest.raises(Interrupted) as e:
+        _tune(stop)
+    assert str(e.value) == (
+        "interrupted by SIGTERM during a point (dropped) after 0 configuration(s) measured: loading add's own "
+        "configuration back failed (Triton refused to reload add with a new batching window: load failed for model "
+        "'add': out of memory): Triton may still serve 3 instances, max batch 8, preferred [2, 4, 8], window 400 µs; "
+        "it loads the model's own configuration from its repository when it starts again, or once its config.pbtxt "
+        "is touched and POST /v2/repository/models/add/load is sent (Triton reloads a model without an override only "
+        "when its files changed); nothing recorded")
+
+
+def test_two_signals_while_a_read_waits_on_a_wedged_triton_end_it_saying_what_may_still_serve(triton):
+    """Triton stopped (SIGSTOP, wedged): a read in a point waits; the first signal cannot end it, the second
+    closes the clients, whose call then fails; the line is the signal's, never 'unreachable'."""
+    stop = Stop()
+
+    def wedged(lg):
+        stop.request(signal.SIGTERM)
+        stop.request(signal.SIGTERM)      # ... and the client closed under the read
+        triton.live = False
+        raise ValueError("Cannot invoke RPC on closed channel!")
+
+    Load.during = staticmethod(wedged)
+    with pytest.raises(Interrupted) as e:
+        _tune(stop)
+    assert str(e.value) == ("interrupted by SIGTERM twice after 0 configuration(s) measured: SIGTERM again abandoned "
+                            "loading add's own configuration back: Triton may still serve 3 instances, max batch 8, "
+                            "preferred [2, 4, 8], window 400 µs until it starts again; nothing recorded")
+
+
 @pytest.mark.reliability(item=34, fault="the Triton being tuned stops answering, or fails while answering, in "
-                                        "the middle of a point (stand-in Triton)", checks=("one clear line", "exit code"))
+                                        "the middle of a point (stand-in Triton)",
+                         checks=("one clear line", "exit code"))
 @pytest.mark.parametrize("live, said, raised, line", [
     (False, "failed to connect to all addresses; last error: UNAVAILABLE", TritonUnreachable,
      "Triton at 127.0.0.1:8001 (host local-01) stopped answering during the search (after 0 configuration(s) "
