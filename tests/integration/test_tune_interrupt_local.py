@@ -313,3 +313,37 @@ def test_a_result_that_cannot_be_recorded_is_not_left_serving(work, triton):
     assert _last_line(err) == (f"error: --record {record}: it is a folder, not bringup's record file; not "
                                "recorded, so add serves its own configuration again"), err
     assert _served(triton) == own
+
+
+@pytest.mark.reliability(item=34, fault="SIGTERM (systemctl stop) to the host's window tuner service, the shipped "
+                                        "module run alone, while it steps the window under load",
+                         checks=("exit code", "no hang"))
+def test_the_window_tuner_service_stopped_by_sigterm_leaves_the_served_window_recorded(work, triton):
+    import shutil
+
+    from .test_window_tuner_local import MODULE, Load
+
+    shipped = work / "lib" / "window_tuner.py"
+    shipped.parent.mkdir()
+    shutil.copy(MODULE, shipped)
+    rec = work / "etc" / "bringup" / "triton-window.json"
+    with Load(triton):
+        proc = subprocess.Popen([sys.executable, "-I", "-S", str(shipped), "--target-p95-ms", "10000", "--interval",
+                                 "0.4", "--http", f"http://127.0.0.1:{triton.http_port}", "--metrics",
+                                 f"http://127.0.0.1:{triton.metrics_port}/metrics", "--record", str(rec), "--log",
+                                 str(work / "tuner.jsonl")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            seen = []
+            for line in proc.stdout:           # the second step's line: a window was loaded and recorded before
+                seen.append(line)
+                if sum("-> " in ln for ln in seen) >= 2:
+                    break
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate(timeout=60)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    assert proc.returncode == 0, "".join(seen) + out + err
+    assert out.rstrip().endswith("stopped") and "Traceback" not in out + err
+    served = _served(triton)["window_us"]
+    assert json.loads(rec.read_text())["add"]["window_us"] == served > 800

@@ -262,3 +262,32 @@ def test_a_stop_while_the_clients_start_kills_them_and_raises():
         with lg:
             pass
     assert len(procs) == 2 and [p.exitcode for p in procs] == [-signal.SIGKILL] * 2
+
+
+# --------------------------------------------------------------------------- the host's window tuner service
+
+
+@pytest.mark.reliability(item=34, fault="SIGTERM (systemctl stop) to the host's window tuner service while a step "
+                                        "reloads the model", checks=("no hang",))
+def test_the_window_tuner_service_ends_between_steps_so_a_loaded_window_is_recorded():
+    from bringup.latency.window_tuner import Stopping, run
+
+    stopping = Stopping()
+    done = []
+
+    class Step:
+        model = "add"
+
+        def step(self):
+            # systemctl stop comes while the window is reloaded: the step still records it.
+            stopping.handle(signal.SIGTERM)
+            done.append("reloaded and recorded")
+
+    with pytest.raises(KeyboardInterrupt):
+        run([Step()], 0.05, sleep=stopping.pause)
+    assert done == ["reloaded and recorded"]     # the step in flight finished, no other started
+    # A signal during the wait ends the wait.
+    stopping = Stopping()
+    threading.Timer(0.2, stopping.handle, args=(signal.SIGTERM,)).start()
+    with pytest.raises(KeyboardInterrupt):
+        stopping.pause(3600)
