@@ -300,6 +300,12 @@ def _kill_group(pid: int) -> None:
 class LoadGenerator:
     """``processes`` client processes against one model; ``run(point)`` measures one point."""
 
+    #: The run's stop (None: the waits are plain); whether a point is in flight (its clients cannot be told to
+    #: end: they are not reading); whether the statistics client was let go.
+    stop: Stop | None = None
+    _busy = False
+    _closed = False
+
     def __init__(self, url: str, model: str, input_name: str, datatype: str, dims: list[int], np_dtype: str,
                  *, processes: int = 4, warmup_s: float = 2.0, duration_s: float = 5.0,
                  cpus: list[int] | None = None, cpu_limit: float = CPU_LIMIT, stop: Stop | None = None):
@@ -365,10 +371,6 @@ class LoadGenerator:
         if not self._closed:
             self._closed = True
             self._release()
-
-    #: Whether a point is in flight (its clients cannot be told to end: they are not reading).
-    _busy = False
-    _closed = False
 
     def _check(self, where: str) -> None:
         if self.stop is not None and self.stop.requested:
