@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-__all__ = ["Stop", "Interrupted", "SILENT_GRACE_S", "AWAKE_S", "as_completed_awake", "result_awake", "tell"]
+__all__ = ["Stop", "Interrupted", "Closable", "closes", "SILENT_GRACE_S", "AWAKE_S", "as_completed_awake",
+           "result_awake", "tell"]
 
 #: Seconds a host in flight has, after the first signal, to answer a probe of its connection before the
 #: connection is closed.  Long enough for a busy host's sshd, short against a 1800 s command_timeout.
@@ -65,6 +66,33 @@ def result_awake(future: "Future[T]") -> T:
 
 class Interrupted(Exception):
     """The run was asked to stop (a signal) before this host's next step."""
+
+
+class Closable:
+    """What a second signal closes beside the hosts' connections (:meth:`Stop.track`): a client of a
+    server on the control machine's side (a Triton client) whose call in flight only closing it ends.
+    Never probed: it has no host to answer."""
+
+    probed = False
+
+    def __init__(self, close: Callable[[], None]) -> None:
+        self.close = close
+
+
+def closes(stop: "Stop | None", close: Callable[[], None]) -> Callable[[], None]:
+    """Hand ``close`` to ``stop``, whose second signal calls it (closing a client ends the call in flight on a
+    server that answers nothing, as a second signal ends a host's round trip); returns the function that
+    takes it back and calls it, for the caller's own end."""
+    handle = Closable(close)
+    if stop is not None:
+        stop.track(handle)
+
+    def done() -> None:
+        if stop is not None:
+            stop.untrack(handle)
+        close()
+
+    return done
 
 
 class Stop:
@@ -128,7 +156,7 @@ class Stop:
         if self.signum is not None:
             raise Interrupted(f"interrupted by {self.name} {where}")
 
-    def track(self, t: Transport | None) -> None:
+    def track(self, t: "Transport | Closable | None") -> None:
         if t is not None:
             with self._lock:
                 self._open.add(t)
@@ -137,7 +165,7 @@ class Stop:
             else:
                 self._start_watchdog()
 
-    def untrack(self, t: Transport | None) -> None:
+    def untrack(self, t: "Transport | Closable | None") -> None:
         with self._lock:
             self._open.discard(t)
 

@@ -5,7 +5,8 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from ..errors import BringupError, InputError
+from ..errors import InputError
+from .override import TritonUnreachable, exc_text
 from .target import ModelInput, Target
 
 __all__ = ["BenchSettings", "TritonUnreachable", "check_server", "run_sweep", "measure_point", "REWARM_S"]
@@ -13,10 +14,6 @@ __all__ = ["BenchSettings", "TritonUnreachable", "check_server", "run_sweep", "m
 #: Warm-up of a point's windows after its first: the server, the channels and the clients are warm already;
 #: only the closed loop is started again.
 REWARM_S = 1.0
-
-
-class TritonUnreachable(Exception):
-    """Triton did not answer at the target's gRPC address."""
 
 
 @dataclass
@@ -47,10 +44,6 @@ class BenchSettings:
         return max(1, min(8, n))
 
 
-def _exc_text(e) -> str:
-    return str(e.message() if hasattr(e, "message") and callable(e.message) else e).strip().splitlines()[0]
-
-
 def check_server(target: Target) -> tuple[object, dict]:
     """A sync client of a live Triton that serves the model, and the model's config."""
     import tritonclient.grpc as grpcclient
@@ -61,7 +54,7 @@ def check_server(target: Target) -> tuple[object, dict]:
         live = client.is_server_live(client_timeout=10)
     except InferenceServerException as e:
         client.close()
-        raise TritonUnreachable(f"Triton at {target.url} (host {target.host}): {_exc_text(e)}") from None
+        raise TritonUnreachable(f"Triton at {target.url} (host {target.host}): {exc_text(e)}") from None
     if not live:
         client.close()
         raise TritonUnreachable(f"Triton at {target.url} (host {target.host}) is not live")
@@ -119,12 +112,19 @@ def measure_point(lg, point, rule, *, window_us, deployed: bool, on_window=None)
     return row
 
 
-def run_sweep(target: Target, s: BenchSettings, on_point=None) -> dict:
-    """Every (window, batch, concurrency) point; the model's own config is restored afterwards."""
-    from .loadgen import LoadGenerator, Point
-    from .results import build_doc
-    from .window import load_config, window_of, with_window
+def run_sweep(target: Target, s: BenchSettings, on_point=None, stop=None) -> dict:
+    """Every (window, batch, concurrency) point; the model's own config is restored afterwards.
 
+    ``stop`` (a :class:`bringup.stop.Stop`): once a signal asked it, the point in flight is dropped, the
+    model's own configuration is loaded back, and :class:`~bringup.stop.Interrupted` says so in one line.
+    """
+    from .loadgen import LoadGenerator, Point
+    from .override import Override
+    from .results import build_doc
+    from .window import window_of, with_window
+
+    if stop is not None:
+        stop.check("before Triton was contacted")
     client, config = check_server(target)
     mbs = target.max_batch_size or 0
     biggest = max(s.batches) if not s.microbatch_us else max(max(s.batches), s.microbatch_max)
@@ -140,34 +140,29 @@ def run_sweep(target: Target, s: BenchSettings, on_point=None) -> dict:
     deployed_window = window_of(config)
     started = datetime.now(timezone.utc)
     rows: list[dict] = []
-    swapped = False
     inp = target.input
-    try:
-        with LoadGenerator(target.url, target.model, inp.name, inp.datatype, inp.dims, inp.numpy_dtype,
-                           processes=s.resolved_processes(), warmup_s=s.warmup_s, duration_s=s.duration_s,
-                           cpus=s.client_cpus, cpu_limit=s.cpu_limit) as lg:
-            for w in s.windows:
-                deployed = w == "deployed"
-                if not deployed:
-                    load_config(client, target.model, with_window(config, w))
-                    swapped = True
-                elif swapped:
-                    load_config(client, target.model, config)
-                    swapped = False
-                window_us = deployed_window if deployed else w
-                for b in s.batches:
-                    for c in s.concurrency:
-                        row = measure_point(lg, Point(b, c, w, s.microbatch_us, s.microbatch_max), s.rule(),
-                                            window_us=window_us, deployed=deployed)
-                        rows.append(row)
-                        if on_point:
-                            on_point(row)
-    except RuntimeError as e:
-        raise BringupError(f"benchmark of {target.host}: {e}") from None
-    finally:
-        if swapped:
-            load_config(client, target.model, config)
-        client.close()
+    with Override(client, target, config, stop, what="the sweep", unit="point(s)", measured=lambda: len(rows),
+                  unsaved="no report written") as served, \
+            LoadGenerator(target.url, target.model, inp.name, inp.datatype, inp.dims, inp.numpy_dtype,
+                          processes=s.resolved_processes(), warmup_s=s.warmup_s, duration_s=s.duration_s,
+                          cpus=s.client_cpus, cpu_limit=s.cpu_limit, stop=stop) as lg:
+        for w in s.windows:
+            deployed = w == "deployed"
+            if not deployed:
+                served.load(with_window(config, w), f"the window {w} µs")
+            elif served.serving is not None:
+                served.load(config, None)
+            window_us = deployed_window if deployed else w
+            for b in s.batches:
+                for c in s.concurrency:
+                    row = measure_point(lg, Point(b, c, w, s.microbatch_us, s.microbatch_max), s.rule(),
+                                        window_us=window_us, deployed=deployed)
+                    rows.append(row)
+                    if on_point:
+                        on_point(row)
+        lg.close()
+        if served.serving is not None:
+            served.load(config, None)
     settings = {"batches": s.batches, "concurrency": s.concurrency,
                 "windows": [("deployed" if w == "deployed" else w) for w in s.windows],
                 "deployed_window_us": deployed_window, "warmup_s": s.warmup_s, "duration_s": s.duration_s,

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -76,11 +77,11 @@ def remote_record(transport, path: str = RECORD, repository: str | None = None, 
 
 
 def follow(api: TritonHTTP, models: list[str], target_ms: float, interval_s: float, *, record, log_path: Path,
-           steps: int | None, seconds: float | None, say) -> int:
+           steps: int | None, seconds: float | None, say, sleep=time.sleep) -> int:
     """Run the controller on ``models`` (empty: every ready model with dynamic batching); returns intervals run.
 
-    Ctrl-C stops it between reads (the caller catches KeyboardInterrupt); a
-    step that cannot reach Triton is said and skipped.
+    ``sleep`` waits between intervals: the caller's raises to stop it there (a signal), so that a step is
+    never cut between its reload and its record; a step that cannot reach Triton is said and skipped.
     """
     models = tunable(api, models)
     if not models:
@@ -96,5 +97,5 @@ def follow(api: TritonHTTP, models: list[str], target_ms: float, interval_s: flo
     for c in controllers:
         say(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {c.model}: window {c.prime()} µs, "
             f"target p95 {target_ms:g} ms, every {interval_s:g} s")
-    return run(controllers, interval_s, steps=steps, seconds=seconds,
+    return run(controllers, interval_s, steps=steps, seconds=seconds, sleep=sleep,
                on_error=lambda model, e: say(f"{model}: interval skipped: {e}"))

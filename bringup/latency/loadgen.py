@@ -21,6 +21,13 @@ the window (default 85 %), the client processes together used 90 % of the
 CPUs they may run on, or a loop's timer ran late by LAG_MIN_MS and 10 % of the
 point's p95 beyond its lateness when idle (the client was short of CPU, whoever took it): its latency is
 then the load generator's, not the server's, and it is reported as such.
+
+The client processes belong to the parent alone: each runs in a process group of its own (a Ctrl-C at the
+terminal reaches the parent only, which decides), ignores SIGINT and SIGTERM, and dies with the parent
+(``PR_SET_PDEATHSIG``: a parent killed outright leaves no client running).  Given a
+:class:`~bringup.stop.Stop`, every wait of the parent is cut in :data:`~bringup.stop.AWAKE_S` steps: once a
+stop is requested the point in flight is dropped, the client process groups are killed, and
+:class:`~bringup.stop.Interrupted` is raised.
 """
 from __future__ import annotations
 
@@ -28,10 +35,17 @@ import asyncio
 import math
 import multiprocessing as mp
 import os
+import signal
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+from ..stop import AWAKE_S, closes
+
+if TYPE_CHECKING:
+    from ..stop import Stop
 
 __all__ = ["Point", "PointResult", "LoadGenerator", "percentile", "split", "reload_seen"]
 
@@ -227,47 +241,92 @@ async def _idle_lag(ticks: int = 200) -> float:
     return round(percentile(lags, 95) * 1e3, 3)
 
 
+PR_SET_PDEATHSIG = 1
+
+
+def _owned_by(parent: int) -> None:
+    """This client process belongs to ``parent`` alone: a process group of its own (a terminal's Ctrl-C, sent
+    to the foreground group, reaches the parent only), SIGINT and SIGTERM ignored (the parent ends it), and
+    SIGKILL when the parent dies, however it dies."""
+    os.setpgid(0, 0)
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, signal.SIG_IGN)
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux: the parent's closed pipe still ends the worker
+        pass
+    if os.getppid() != parent:     # the parent died before the death signal was asked for
+        os._exit(0)
+
+
 def _worker(conn, cfg: dict) -> None:
+    _owned_by(cfg["parent"])
     if cfg.get("cpus"):
         os.sched_setaffinity(0, cfg["cpus"])
     try:
-        import tritonclient.grpc.aio  # noqa: F401 - imported once, before the first point
-    except Exception as e:  # noqa: BLE001
-        conn.send({"fatal": f"{type(e).__name__}: {e}"})
-        return
-    conn.send({"ready": os.getpid(), "idle_lag_ms": asyncio.run(_idle_lag())})
-    while True:
-        cmd = conn.recv()
-        if cmd is None:
-            return
         try:
-            conn.send(asyncio.run(_run_point(cfg, cmd)))
-        except Exception as e:  # noqa: BLE001 - reported to the parent as the point's error
+            import tritonclient.grpc.aio  # noqa: F401 - imported once, before the first point
+        except Exception as e:  # noqa: BLE001
             conn.send({"fatal": f"{type(e).__name__}: {e}"})
+            return
+        conn.send({"ready": os.getpid(), "idle_lag_ms": asyncio.run(_idle_lag())})
+        while True:
+            cmd = conn.recv()
+            if cmd is None:
+                return
+            try:
+                conn.send(asyncio.run(_run_point(cfg, cmd)))
+            except Exception as e:  # noqa: BLE001 - reported to the parent as the point's error
+                conn.send({"fatal": f"{type(e).__name__}: {e}"})
+    except (EOFError, BrokenPipeError, ConnectionResetError):
+        return   # the parent is gone: nothing to report to, nobody to report it
 
 
 # --------------------------------------------------------------------------- parent
 
+def _kill_group(pid: int) -> None:
+    """SIGKILL client process ``pid``'s process group (its own, see :func:`_owned_by`: whatever it started
+    goes too), and the process itself (killed before it made its group).  ``pid`` is a child not yet
+    reaped, so neither number can name another process or group."""
+    for kill in (os.killpg, os.kill):
+        try:
+            kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 class LoadGenerator:
     """``processes`` client processes against one model; ``run(point)`` measures one point."""
 
+    #: The run's stop (None: the waits are plain); whether a point is in flight (its clients cannot be told to
+    #: end: they are not reading); whether the statistics client was let go.
+    stop: Stop | None = None
+    _busy = False
+    _closed = False
+
     def __init__(self, url: str, model: str, input_name: str, datatype: str, dims: list[int], np_dtype: str,
                  *, processes: int = 4, warmup_s: float = 2.0, duration_s: float = 5.0,
-                 cpus: list[int] | None = None, cpu_limit: float = CPU_LIMIT):
+                 cpus: list[int] | None = None, cpu_limit: float = CPU_LIMIT, stop: Stop | None = None):
         self.url, self.model = url, model
+        self.stop = stop
         self.processes = max(1, int(processes))
         self.warmup_s, self.duration_s = float(warmup_s), float(duration_s)
         self.cpu_limit = float(cpu_limit)
         self.cpus = sorted(cpus) if cpus else None
         self.client_cpus = len(self.cpus) if self.cpus else len(os.sched_getaffinity(0))
         self._cfg = {"url": url, "model": model, "input": input_name, "datatype": datatype, "dims": list(dims),
-                     "np_dtype": np_dtype, "cpus": self.cpus}
+                     "np_dtype": np_dtype, "cpus": self.cpus,
+                     "parent": os.getpid()}
         self._procs: list = []
         self._conns: list = []
         self.idle_lag_ms = 0.0
         import tritonclient.grpc as grpcclient
 
         self._stats_client = grpcclient.InferenceServerClient(url)
+        # A second signal closes it: a read of a Triton that answers nothing (stopped, wedged) ends there.
+        self._release = closes(stop, self._stats_client.close)
 
     def __enter__(self):
         ctx = mp.get_context("spawn")
@@ -279,7 +338,7 @@ class LoadGenerator:
             self._conns.append(parent)
         for c in self._conns:
             try:
-                msg = c.recv()
+                msg = self._recv(c, "while its client processes started")
             except EOFError:
                 msg = {"fatal": "a client process exited while starting"}
             if "fatal" in msg:
@@ -292,17 +351,48 @@ class LoadGenerator:
         self.close()
 
     def close(self) -> None:
-        for c in self._conns:
+        """End the client processes: told to when idle, killed (their process groups) when a point is in
+        flight (a stop) or they do not end within 5 s."""
+        busy = self._busy
+        for c in self._conns if not busy else []:
             try:
                 c.send(None)
             except (BrokenPipeError, OSError):
                 pass
         for p in self._procs:
-            p.join(timeout=5)
-            if p.is_alive():
-                p.terminate()
+            if not busy:
+                p.join(timeout=5)
+            if p.is_alive() or busy:
+                _kill_group(p.pid)
+                p.join(timeout=5)
+        for c in self._conns:
+            c.close()
         self._procs, self._conns = [], []
-        self._stats_client.close()
+        if not self._closed:
+            self._closed = True
+            self._release()
+
+    def _check(self, where: str) -> None:
+        if self.stop is not None and self.stop.requested:
+            self._busy = True      # whatever they are doing, they are killed
+            self.close()
+            self.stop.check(where)
+
+    def _sleep_until(self, t: float, where: str) -> None:
+        """Sleep until monotonic ``t``, in steps that let a stop end the wait."""
+        while True:
+            self._check(where)
+            left = t - time.monotonic()
+            if left <= 0:
+                return
+            time.sleep(min(left, AWAKE_S) if self.stop is not None else left)
+
+    def _recv(self, conn, where: str):
+        """A client process's next message, waited for in steps that let a stop end the wait."""
+        while self.stop is not None and not conn.poll(AWAKE_S):
+            self._check(where)
+        self._check(where)
+        return conn.recv()
 
     def stats(self):
         from .tritonstats import read_stats
@@ -327,14 +417,24 @@ class LoadGenerator:
         t_go = time.monotonic() + 0.3
         t_start = t_go + (self.warmup_s if warmup_s is None else warmup_s)
         t_end = t_start + self.duration_s
-        for c, share in zip(self._conns, shares):
-            c.send({"concurrency": share, "batch": point.batch, "t_go": t_go, "t_start": t_start, "t_end": t_end,
-                    "microbatch_us": point.microbatch_us, "microbatch_max": point.microbatch_max})
-        time.sleep(max(0.0, t_start - time.monotonic()))
+        where = "during a point (dropped)"
+        self._check(where)
+        self._busy = True
+        try:
+            for c, share in zip(self._conns, shares):
+                c.send({"concurrency": share, "batch": point.batch, "t_go": t_go, "t_start": t_start,
+                        "t_end": t_end, "microbatch_us": point.microbatch_us, "microbatch_max": point.microbatch_max})
+        except OSError:
+            raise RuntimeError("a client process exited between points") from None
+        self._sleep_until(t_start, where)
         at_start = self.stats()
-        time.sleep(max(0.0, t_end - time.monotonic()))
+        self._sleep_until(t_end, where)
         at_end = self.stats()
-        replies = [c.recv() for c in self._conns]
+        try:
+            replies = [self._recv(c, where) for c in self._conns]
+        except EOFError:
+            raise RuntimeError("a client process exited during a point") from None
+        self._busy = False
         after = self.stats()
         cfg_after = self.config()
         fatal = [r["fatal"] for r in replies if "fatal" in r]

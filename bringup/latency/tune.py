@@ -250,19 +250,26 @@ def _stage_candidates(stage: int, best: Serving, allowed_mbs: int, s: TuneSettin
 
 
 def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_stage=None,
-             clock=time.monotonic) -> dict:
+             clock=time.monotonic, stop=None) -> dict:
     """Search the serving configuration of ``target``'s model under ``s``'s load, within ``s.budget_s``.
 
     Each configuration is loaded through Triton's model control API and measured by one point.  At the
     end the chosen configuration (the most items/s meeting the target) is left serving when ``keep``;
     otherwise, or when none met the target, or on any failure, the model's own configuration is loaded
     back.  Returns the result document.
+
+    ``stop`` (a :class:`bringup.stop.Stop`): once a signal asked it, no configuration is loaded, the point
+    in flight is dropped (its client processes killed), the model's own configuration is loaded back, and
+    :class:`~bringup.stop.Interrupted` says so in one line.  Triton lost mid-search is
+    :class:`~.override.TritonUnreachable`, one line too (:class:`~.override.Override`).
     """
-    from ..errors import BringupError, InputError
+    from ..errors import InputError
     from .bench import check_server, measure_point
     from .loadgen import LoadGenerator, Point
-    from .window import load_config
+    from .override import Override
 
+    if stop is not None:
+        stop.check("before Triton was contacted")
     t0 = clock()
     started = datetime.now(timezone.utc)
     client, config = check_server(target)
@@ -290,7 +297,6 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
     ties: list[str] = []
     final: dict | None = None
     stopped = ""
-    done = False
     best: dict | None = None
     best_cfg = start
     inp = target.input
@@ -299,21 +305,24 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
     def left() -> float:
         return s.budget_s - (clock() - t0)
 
+    served = Override(client, target, config, stop, what="the search", unit="configuration(s)",
+                      measured=lambda: len(rows), unsaved="nothing recorded")
+
     def apply(sv: Serving) -> float:
         nonlocal current
         if sv == current:
             return 0.0
         a = clock()
-        load_config(client, target.model, config if sv == base else with_serving(config, sv))
+        served.load(*((config, None) if sv == base else (with_serving(config, sv), sv.label())))
         current = sv
         dt = clock() - a
         reloads.append(dt)
         return dt
 
-    try:
+    with served:
         with LoadGenerator(target.url, target.model, inp.name, inp.datatype, inp.dims, inp.numpy_dtype,
                            processes=s.resolved_processes(), warmup_s=s.warmup_s, duration_s=s.duration_s,
-                           cpus=s.client_cpus, cpu_limit=s.cpu_limit) as lg:
+                           cpus=s.client_cpus, cpu_limit=s.cpu_limit, stop=stop) as lg:
             for stage, name in ((1, "instances"), (2, "batch sizes"), (3, "window")):
                 todo = [c for c in dict.fromkeys(_stage_candidates(stage, best_cfg, allowed, s))
                         if c not in measured]
@@ -357,16 +366,6 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
                 apply(chosen)
             elif current != base:
                 apply(base)
-            done = True
-    except RuntimeError as e:
-        raise BringupError(f"tune of {target.host}: {e}") from None
-    finally:
-        if not done and current != base:
-            try:   # a failure or Ctrl-C mid-search: the model's own configuration serves again
-                load_config(client, target.model, config)
-            except Exception:  # noqa: BLE001 - the first failure is the one to report
-                pass
-        client.close()
     elapsed = clock() - t0
     finished = datetime.now(timezone.utc)
     grid = (len(s.instances) * max(1, len(s.max_batches or [allowed, allowed // 2, allowed // 4]) * 2)
@@ -398,6 +397,7 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
         "input": inp_doc, "target_p95_ms": s.target_ms, "slo_p95_ms": s.target_ms,
         "started": started.isoformat(timespec="seconds"), "finished": finished.isoformat(timespec="seconds"),
         "settings": settings, "deployed": base.model_dump(), "deployed_label": base.label(),
+        "deployed_config": config,   # the model's own, as Triton served it: what to load back
         "search": {"strategy": SEARCH, "ties": TIE, "tied": ties, "configurations_measured": len(rows),
                    "full_grid": grid,
                    "budget_s": s.budget_s, "elapsed_s": round(elapsed, 1), "stopped": stopped, "skipped": skipped,

@@ -50,7 +50,7 @@ from datetime import datetime, timezone
 __all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "TIGHTEN", "RECORD", "SERVING_KEYS", "next_window", "queue_rising",
            "parse_summary", "window_of", "with_window", "record_text", "read_record", "is_record",
            "record_path_problem", "record_state_problem", "local_record_problem", "TritonHTTP", "Controller",
-           "TunerError", "main"]
+           "TunerError", "Stopping", "main"]
 
 WINDOW_MIN, WINDOW_MAX = 200, 1500
 STEP = 50
@@ -582,8 +582,25 @@ def tunable(api: TritonHTTP, wanted: list[str]) -> list[str]:
     return [m for m in api.ready_models() if window_of(api.config(m)) is not None]
 
 
-def _stop(*_):
-    raise KeyboardInterrupt   # systemctl stop: the same clean stop as Ctrl-C
+class Stopping:
+    """SIGTERM (``systemctl stop``) and SIGINT end the service between intervals, never inside a step: a
+    window a step loaded is recorded before the service ends (a stop between the reload and the record
+    would leave Triton serving a window nothing records).  :meth:`pause` is the wait between intervals."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def handle(self, signum, _frame=None) -> None:
+        self.signum = signum
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds`` in short steps; KeyboardInterrupt once a signal came (at once if it came during
+        the step)."""
+        end = time.monotonic() + seconds
+        while self.signum is None and end - time.monotonic() > 0:
+            time.sleep(min(0.2, end - time.monotonic()))
+        if self.signum is not None:
+            raise KeyboardInterrupt
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -614,7 +631,9 @@ def main(argv: list[str] | None = None) -> int:
     why = local_record_problem(a.record)
     if why:
         p.error(f"--record {a.record}: {why}")
-    signal.signal(signal.SIGTERM, _stop)
+    stopping = Stopping()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, stopping.handle)
     api = TritonHTTP(a.http, a.metrics)
 
     def emit(entry):
@@ -640,11 +659,11 @@ def main(argv: list[str] | None = None) -> int:
                 break
             except TunerError as e:
                 err(",".join(a.model) or "triton", e)
-                time.sleep(a.interval)
+                stopping.pause(a.interval)
         if not controllers:
             print("no model with dynamic batching to tune", file=sys.stderr)
             return 1
-        run(controllers, a.interval, steps=a.steps, seconds=a.seconds, on_error=err)
+        run(controllers, a.interval, steps=a.steps, seconds=a.seconds, on_error=err, sleep=stopping.pause)
     except KeyboardInterrupt:
         print(f"{_now()} stopped", flush=True)
     return 0

@@ -44,7 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["task", "empty_flag", "OPTIONS", "SELECTION", "VAULT", "REPEATED", "options", "console", "fail", "failing", "unreachable",
            "MAX_FORKS", "parse_forks",
-           "inventory_paths", "load", "selected", "prepared", "Run", "running", "interruptible", "print_interrupted"]
+           "inventory_paths", "load", "selected", "prepared", "Run", "running", "interruptible", "ROLES_STOPPING",
+           "interrupted", "print_interrupted"]
 
 #: The help of the options shared by the tasks (the host selection, the inventory, host keys, parallelism),
 #: declared once; a task names those it takes (:func:`options`) and adds its own.
@@ -274,13 +275,19 @@ def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, l
             yield Run(inv, chosen, root, chosen_roles, role_vars, n, Templates(root / "templates"), out, ahead, stop)
 
 
+#: What the first signal of a run of the roles stops, and what a second one does.
+ROLES_STOPPING = ("no new host or role starts, the roles in progress finish; a host that answers nothing within "
+                  "{grace:g} s is let go ({name} again abandons them all)")
+
+
 @contextmanager
-def interruptible(console: Console) -> Iterator[Stop]:
+def interruptible(console: Console, stopping: str = ROLES_STOPPING) -> Iterator[Stop]:
     """SIGINT/SIGTERM stop the run in order (:class:`Stop`) instead of killing it; yields the Stop.
 
     The first signal starts no new host or role, the second abandons the steps
     in flight; either way the recap is printed, the report written, and the
-    exit code is the signal's (130, 143).
+    exit code is the signal's (130, 143).  ``stopping`` is what the first signal's line says is stopped (a
+    task that runs no roles says its own: ``{name}`` and ``{grace}`` are filled in).
     """
     from ..stop import Stop, tell
 
@@ -294,8 +301,7 @@ def interruptible(console: Console) -> Iterator[Stop]:
         # even in the middle of an import that rich's rendering would need.
         name = signal.Signals(signum).name
         if stop.request(signum):
-            tell(f"{name}: stopping: no new host or role starts, the roles in progress finish; a host that "
-                 f"answers nothing within {stop.grace:g} s is let go ({name} again abandons them all)")
+            tell(f"{name}: stopping: " + stopping.format(name=name, grace=stop.grace))
         else:
             tell(f"{name} again: abandoning the steps in flight")
 
@@ -305,6 +311,11 @@ def interruptible(console: Console) -> Iterator[Stop]:
     finally:
         for s, h in before.items():
             signal.signal(s, h)
+
+
+def interrupted(stop: Stop, e: Exception) -> Exit:
+    """A task that runs no roles (bench, tune) stopped by a signal: its one line, the signal's exit code."""
+    return Exit(str(e), code=stop.exit_code)
 
 
 def print_interrupted(stop: Stop, results: list[HostResult], console: Console) -> None:

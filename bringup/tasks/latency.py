@@ -7,17 +7,26 @@ a value that does not hold is one ``error:`` line, exit 1 (never Invoke's traceb
 from __future__ import annotations
 
 import json
+from contextlib import contextmanager
 from pathlib import Path
 
 from invoke import Exit
 
 from ..errors import BringupError, InputError, Unreachable
 from ..process import command
+from ..stop import Interrupted, Stop
 from .context import console as new_console
-from .context import REPEATED, VAULT, fail, options, prepared, unreachable
+from .context import REPEATED, VAULT, fail, interrupted, interruptible, options, prepared, unreachable
 from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["bench", "tune_window", "tune"]
+
+#: What the first SIGINT/SIGTERM stops in these tasks (a second abandons loading the model's own
+#: configuration back, when Triton does not answer).
+STOPPING = ("the point in flight is dropped and its client processes killed, the model's own configuration "
+            "is loaded back ({name} again abandons that)")
+#: The same for ``tune-window --follow``, whose steps are recorded as they are taken.
+FOLLOW_STOPPING = "the interval in progress finishes (a window it loads is recorded), no other starts"
 
 _HELP = {
     **options("inventory", "set", *VAULT),
@@ -58,6 +67,22 @@ _FLAGS = {"batches": "--batch", "concurrency": "--concurrency", "windows": "--wi
           "metrics_port": "--metrics-port", "target_p95_ms": "--target-p95-ms", "budget_s": "--budget",
           "instances": "--instances", "max_batches": "--max-batch", "repeats": "--repeats",
           "stability_pct": "--stability", "max_windows": "--max-windows"}
+
+
+@contextmanager
+def _ending(stop: Stop):
+    """How bench and tune-window end early, each in one line: a signal (its exit code, 130 or 143), Triton
+    out of reach (4), bad input or a failure (1)."""
+    from ..latency.bench import TritonUnreachable
+
+    try:
+        yield
+    except Interrupted as e:
+        raise interrupted(stop, e) from None
+    except TritonUnreachable as e:
+        raise unreachable(e) from None
+    except BringupError as e:
+        raise fail(e) from None
 
 
 def _given(v) -> bool:
@@ -148,43 +173,40 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
           set_=None, out="reports/bench", no_plot=False, vault_password_file=None, vault_id=None, repeats="3",
           stability="10", max_windows="0"):
     """Closed-loop latency sweep against a host's Triton: p50/p95/p99, QPS, Triton's view; reports/bench/."""
-    from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
+    from ..latency.bench import BenchSettings, run_sweep
     from ..latency.options import BenchOptions, out_folder, read, whole
     from ..latency.results import point_text, render_table, write_all
 
     console = new_console()
-    try:
-        if not host:
-            raise InputError("bench takes one --host")
-        o = read(BenchOptions, _FLAGS, **_load_lists(batch, concurrency),
-                 windows=_windows(window_us) if _given(window_us) else ["deployed"],
-                 **_client(warmup, duration, processes, client_cpus, cpu_limit),
-                 microbatch_us=whole(microbatch_us, "--microbatch-us", 1, 1000) if _given(microbatch_us) else None,
-                 microbatch_max=whole(microbatch_max, "--microbatch-max", 1, 1 << 16),
-                 **_repeat(repeats, stability, max_windows))
-        out_dir = out_folder(out)
-        _, _, target = _target(inventory, set_, (vault_password_file, vault_id), host, model, _address(address),
-                               _port(grpc_port, "--grpc-port"),
-                               input_name=input_name, input_shape=input_shape, dtype=dtype)
-        s = BenchSettings(**o.model_dump())
-        n_points = len(s.windows) * len(s.batches) * len(s.concurrency)
-        console.print(f"bench {target.host}: {target.model} at {target.url}, {n_points} point(s) of "
-                      f"{s.repeats} to {s.rule().most} window(s) of {s.warmup_s:g}+{s.duration_s:g} s (agreeing "
-                      f"within {s.stability_pct:g} %), {s.resolved_processes()} client process(es)",
-                      style="dim")
+    with interruptible(console, STOPPING) as stop:
+        with _ending(stop):
+            if not host:
+                raise InputError("bench takes one --host")
+            o = read(BenchOptions, _FLAGS, **_load_lists(batch, concurrency),
+                     windows=_windows(window_us) if _given(window_us) else ["deployed"],
+                     **_client(warmup, duration, processes, client_cpus, cpu_limit),
+                     microbatch_us=whole(microbatch_us, "--microbatch-us", 1, 1000) if _given(microbatch_us) else None,
+                     microbatch_max=whole(microbatch_max, "--microbatch-max", 1, 1 << 16),
+                     **_repeat(repeats, stability, max_windows))
+            out_dir = out_folder(out)
+            _, _, target = _target(inventory, set_, (vault_password_file, vault_id), host, model, _address(address),
+                                   _port(grpc_port, "--grpc-port"),
+                                   input_name=input_name, input_shape=input_shape, dtype=dtype)
+            s = BenchSettings(**o.model_dump())
+            n_points = len(s.windows) * len(s.batches) * len(s.concurrency)
+            console.print(f"bench {target.host}: {target.model} at {target.url}, {n_points} point(s) of "
+                          f"{s.repeats} to {s.rule().most} window(s) of {s.warmup_s:g}+{s.duration_s:g} s (agreeing "
+                          f"within {s.stability_pct:g} %), {s.resolved_processes()} client process(es)",
+                          style="dim")
 
-        def progress(row):
-            console.print(f"  {row['window']} batch {row['batch']} conc {row['concurrency']}: {point_text(row)}",
-                          style="dim", markup=False, highlight=False)
+            def progress(row):
+                console.print(f"  {row['window']} batch {row['batch']} conc {row['concurrency']}: {point_text(row)}",
+                              style="dim", markup=False, highlight=False)
 
-        doc = run_sweep(target, s, on_point=progress)
-    except TritonUnreachable as e:
-        raise unreachable(e) from None
-    except BringupError as e:
-        raise fail(e) from None
-    paths = write_all(doc, out_dir, plot=not no_plot)
-    render_table(doc, console)
-    console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
+            doc = run_sweep(target, s, on_point=progress, stop=stop)
+        paths = write_all(doc, out_dir, plot=not no_plot)
+        render_table(doc, console)
+        console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
 
 
 @task(name="tune-window", iterable=REPEATED, auto_shortflags=False, help={
@@ -214,7 +236,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
     from dataclasses import replace
     from datetime import datetime
 
-    from ..latency.bench import BenchSettings, TritonUnreachable, run_sweep
+    from ..latency.bench import BenchSettings, run_sweep
     from ..latency.options import BenchOptions, FollowOptions, TuneWindowOptions, number, out_folder, read, whole
     from ..latency.results import plot_tune_window, remember
     from ..latency.results import point_text
@@ -222,75 +244,74 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
     from ..latency.window_tuner import RECORD, record_path_problem
 
     console = new_console()
-    try:
-        if not host:
-            raise InputError("tune-window takes one --host")
-        ws = [w for w in _windows(windows, "--windows") if w not in (None, "deployed")]
-        if not ws:
-            raise InputError(f"--windows {windows!r}: give windows in µs")
-        load = _load_lists(batch, concurrency)
-        client = _client(warmup, duration, processes, client_cpus, "0.85")
-        rep = _repeat(repeats, stability, max_windows)
-        fo = read(FollowOptions, _FLAGS, interval_s=number(interval, "--interval"),
-                  steps=whole(steps, "--steps", 1, 10_000_000) if _given(steps) else None,
-                  seconds=number(for_, "--for") if _given(for_) else None,
-                  http_port=_port(http_port, "--http-port"), metrics_port=_port(metrics_port, "--metrics-port"))
-        out_dir = out_folder(out)
-        path = str(record) if _given(record) else RECORD
-        why = record_path_problem(path)
-        if why:
-            raise InputError(f"--record {path}: {why}")
-        inv_host, hv, target = _target(inventory, set_, (vault_password_file, vault_id), host,
-                                       model if model or not follow else "",
-                                       _address(address), _port(grpc_port, "--grpc-port"))
-        goal = read(TuneWindowOptions, _FLAGS, target_p95_ms=_goal(target_p95_ms, target), windows=ws).target_p95_ms
-        if follow:
-            _follow(console, inv_host, hv, target.address, [model] if model else [], goal, fo, path, out_dir)
-            return
-        s = BenchSettings(**read(BenchOptions, _FLAGS, **load, windows=ws, **client, **rep).model_dump())
-        console.print(f"tune-window {target.host}: {target.model}, windows {ws} µs at batch {s.batches} "
-                      f"× concurrency {s.concurrency}, target p95 {goal:g} ms", style="dim")
+    with interruptible(console, FOLLOW_STOPPING if follow else STOPPING) as stop:
+        with _ending(stop):
+            if not host:
+                raise InputError("tune-window takes one --host")
+            ws = [w for w in _windows(windows, "--windows") if w not in (None, "deployed")]
+            if not ws:
+                raise InputError(f"--windows {windows!r}: give windows in µs")
+            load = _load_lists(batch, concurrency)
+            client = _client(warmup, duration, processes, client_cpus, "0.85")
+            rep = _repeat(repeats, stability, max_windows)
+            fo = read(FollowOptions, _FLAGS, interval_s=number(interval, "--interval"),
+                      steps=whole(steps, "--steps", 1, 10_000_000) if _given(steps) else None,
+                      seconds=number(for_, "--for") if _given(for_) else None,
+                      http_port=_port(http_port, "--http-port"), metrics_port=_port(metrics_port, "--metrics-port"))
+            out_dir = out_folder(out)
+            path = str(record) if _given(record) else RECORD
+            why = record_path_problem(path)
+            if why:
+                raise InputError(f"--record {path}: {why}")
+            inv_host, hv, target = _target(inventory, set_, (vault_password_file, vault_id), host,
+                                           model if model or not follow else "",
+                                           _address(address), _port(grpc_port, "--grpc-port"))
+            goal = read(TuneWindowOptions, _FLAGS, target_p95_ms=_goal(target_p95_ms, target), windows=ws).target_p95_ms
+            if follow:
+                _follow(console, inv_host, hv, target.address, [model] if model else [], goal, fo, path, out_dir,
+                        stop)
+                return
+            s = BenchSettings(**read(BenchOptions, _FLAGS, **load, windows=ws, **client, **rep).model_dump())
+            console.print(f"tune-window {target.host}: {target.model}, windows {ws} µs at batch {s.batches} "
+                          f"× concurrency {s.concurrency}, target p95 {goal:g} ms", style="dim")
 
-        def progress(row):
-            console.print(f"  window {row['window_us']} µs: {point_text(row)}, Triton batch "
-                          f"{(row.get('triton') or {}).get('avg_batch')}", style="dim", markup=False, highlight=False)
+            def progress(row):
+                console.print(f"  window {row['window_us']} µs: {point_text(row)}, Triton batch "
+                              f"{(row.get('triton') or {}).get('avg_batch')}", style="dim", markup=False,
+                              highlight=False)
 
-        doc = run_sweep(target, s, on_point=progress)
-        doc["kind"] = "bringup-tune-window"
-        doc["slo_p95_ms"] = goal
-        doc["tune"] = pick(doc, goal)
-        if doc["tune"]["chosen_window_us"] is not None:
-            # The sweep's best is one set of windows among many: the chosen window is measured again.
-            w = doc["tune"]["chosen_window_us"]
-            console.print(f" {w} µs chosen ({doc['tune']['why']}); measured again", style="dim", markup=False,
-                          highlight=False)
-            again = run_sweep(target, replace(s, windows=[w]), on_point=progress)
-            doc["tune"] = settle(doc["tune"], again["points"], goal)
-    except TritonUnreachable as e:
-        raise unreachable(e) from None
-    except BringupError as e:
-        raise fail(e) from None
-    out_dir.mkdir(parents=True, exist_ok=True)
-    stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
-    path = out_dir / f"{target.host}-tune-{stamp}.json"
-    path.write_text(json.dumps(doc, indent=2) + "\n")
-    remember(target.host, path)
-    plot_tune_window(doc, path.with_suffix(".png"))
-    for t in doc["tune"]["windows"]:
-        p95 = "-" if t["p95_ms"] is None else f"{t['p95_ms']:.1f} ms"
-        rng = t.get("spread") or {}
-        rng = (f" (p95 {rng['p95_ms']['min']:.1f}-{rng['p95_ms']['max']:.1f} ms, items/s "
-               f"{rng['items_per_s']['min']:,.0f}-{rng['items_per_s']['max']:,.0f})"
-               if "p95_ms" in rng and "items_per_s" in rng else "")
-        console.print(f"window {t['window_us']:>5} µs: p95 {p95}, {t['items_per_s']:.0f} items/s{rng}, "
-                      f"Triton batch {t['avg_batch']}{f'  meets {goal:g} ms' if t['meets'] else ''}"
-                      f"{'  unstable' if t.get('unstable') else ''}"
-                      f"{'  client-bound: no verdict' if t['client_bound'] else ''}"
-                      f"{'  Triton reloaded: no verdict' if t.get('reloaded') else ''}")
-    console.print(f"[bold]{doc['tune']['why']}[/]")
-    console.print(f"report: {path}, {path.with_suffix('.png')}", style="dim")
-    if doc["tune"]["chosen_window_us"] is None:
-        raise Exit(code=2)
+            doc = run_sweep(target, s, on_point=progress, stop=stop)
+            doc["kind"] = "bringup-tune-window"
+            doc["slo_p95_ms"] = goal
+            doc["tune"] = pick(doc, goal)
+            if doc["tune"]["chosen_window_us"] is not None:
+                # The sweep's best is one set of windows among many: the chosen window is measured again.
+                w = doc["tune"]["chosen_window_us"]
+                console.print(f" {w} µs chosen ({doc['tune']['why']}); measured again", style="dim", markup=False,
+                              highlight=False)
+                again = run_sweep(target, replace(s, windows=[w]), on_point=progress, stop=stop)
+                doc["tune"] = settle(doc["tune"], again["points"], goal)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
+        path = out_dir / f"{target.host}-tune-{stamp}.json"
+        path.write_text(json.dumps(doc, indent=2) + "\n")
+        remember(target.host, path)
+        plot_tune_window(doc, path.with_suffix(".png"))
+        for t in doc["tune"]["windows"]:
+            p95 = "-" if t["p95_ms"] is None else f"{t['p95_ms']:.1f} ms"
+            rng = t.get("spread") or {}
+            rng = (f" (p95 {rng['p95_ms']['min']:.1f}-{rng['p95_ms']['max']:.1f} ms, items/s "
+                   f"{rng['items_per_s']['min']:,.0f}-{rng['items_per_s']['max']:,.0f})"
+                   if "p95_ms" in rng and "items_per_s" in rng else "")
+            console.print(f"window {t['window_us']:>5} µs: p95 {p95}, {t['items_per_s']:.0f} items/s{rng}, "
+                          f"Triton batch {t['avg_batch']}{f'  meets {goal:g} ms' if t['meets'] else ''}"
+                          f"{'  unstable' if t.get('unstable') else ''}"
+                          f"{'  client-bound: no verdict' if t['client_bound'] else ''}"
+                          f"{'  Triton reloaded: no verdict' if t.get('reloaded') else ''}")
+        console.print(f"[bold]{doc['tune']['why']}[/]")
+        console.print(f"report: {path}, {path.with_suffix('.png')}", style="dim")
+        if doc["tune"]["chosen_window_us"] is None:
+            raise Exit(code=2)
 
 
 def _record_at(host, path: str):
@@ -310,9 +331,14 @@ def _record_at(host, path: str):
     return t
 
 
-def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo, path: str, out: Path) -> None:
-    """``tune-window --follow``: the host's controller from here, until --steps, --for or Ctrl-C."""
+def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo, path: str, out: Path,
+            stop) -> None:
+    """``tune-window --follow``: the host's controller from here, until --steps, --for or a signal (Ctrl-C,
+    SIGTERM), which ends it between intervals: a window a step loaded is recorded before it ends."""
+    import time
     from datetime import datetime, timezone
+
+    from ..stop import AWAKE_S
 
     from ..latency.follow import follow, remote_record
     from ..latency.window_tuner import TritonHTTP, TunerError, manifest_of
@@ -325,13 +351,21 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
     log = out / f"{host.name}-window-{stamp}.jsonl"
     t = _record_at(host, path)
     ran = 0
+
+    def pause(seconds: float) -> None:
+        end = time.monotonic() + seconds
+        while (left := end - time.monotonic()) > 0:
+            stop.check("between intervals")
+            time.sleep(min(left, AWAKE_S))
+        stop.check("between intervals")
+
     try:
         ran = follow(api, models, goal, fo.interval_s, record=remote_record(t, path, hv.get("triton_model_repository"),
                                                                            manifest_of(hv.get("triton_stack_dir") or "/opt/triton")),
-                     log_path=log, steps=fo.steps, seconds=fo.seconds,
+                     log_path=log, steps=fo.steps, seconds=fo.seconds, sleep=pause,
                      say=lambda text: console.print(text, markup=False, highlight=False))
-    except KeyboardInterrupt:
-        console.print("stopped (Ctrl-C)", style="dim")
+    except Interrupted:
+        console.print(f"stopped ({stop.name})", style="dim")
     except TritonDown as e:
         raise unreachable(e) from None
     except (BringupError, TunerError) as e:
@@ -374,102 +408,114 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
     from ..latency.bench import TritonUnreachable
     from ..latency.follow import remote_record
     from ..latency.options import BenchOptions, TuneOptions, number, out_folder, read, whole_list
+    from ..latency.override import load_own
     from ..latency.results import remember, render_tune, write_tune
     from ..latency.results import point_text
     from ..latency.tune import SEARCH, TIE, TuneSettings, point_cost_s, run_tune
     from ..latency.window_tuner import RECORD, TunerError, manifest_of, record_path_problem
 
     console = new_console()
-    t = None
-    try:
-        if not host:
-            raise InputError("tune takes one --host")
-        load = _load_lists(batch, concurrency)
-        if len(load["batches"]) != 1 or len(load["concurrency"]) != 1:
-            raise InputError("tune measures under one fixed load: give one --batch and one --concurrency")
-        client = _client(warmup, duration, processes, client_cpus, cpu_limit)
-        rep = _repeat(repeats, stability, max_windows)
-        read(BenchOptions, _FLAGS, **load, **client, **rep)
-        budget_min = number(budget, "--budget", lo=0, lo_open=True, hi=24 * 60, unit="min")
-        win = [w for w in _windows(windows, "--windows") if w not in (None, "deployed")]
-        if not win:
-            raise InputError(f"--windows {windows!r}: give windows in µs")
-        inst = whole_list(instances, "--instances", -(1 << 31), 1 << 31)
-        mbs = whole_list(max_batch, "--max-batch", -(1 << 31), 1 << 31) if _given(max_batch) else None
-        out_dir = out_folder(out)
-        path = str(record) if _given(record) else RECORD
-        if not no_record:
-            why = record_path_problem(path)
-            if why:
-                raise InputError(f"--record {path}: {why}")
-        # The target after the flags: the inventory is read, nothing contacted yet.
-        inv_host, hv, target = _target(inventory, set_, (vault_password_file, vault_id), host, model,
-                                       _address(address), _port(grpc_port, "--grpc-port"))
-        o = read(TuneOptions, _FLAGS, target_p95_ms=_goal(target_p95_ms, target), budget_s=budget_min * 60,
-                 instances=inst, max_batches=mbs, windows=win)
-        s = TuneSettings(target_ms=o.target_p95_ms, batch=load["batches"][0], concurrency=load["concurrency"][0],
-                         instances=o.instances, max_batches=o.max_batches, windows=o.windows, budget_s=o.budget_s,
-                         **client, **rep)
-        if s.budget_s < 2 * point_cost_s(s):
-            raise InputError(f"--budget {budget_min:g} min is shorter than one configuration and the chosen one's "
-                             f"measurement again ({2 * point_cost_s(s):.1f} s: warm-up, {s.repeats} steady "
-                             "window(s) each and reading Triton)")
-        if not no_record:
-            t = _record_at(inv_host, path)
-        console.print(f"tune {target.host}: {target.model} at {target.url}, target p95 {s.target_ms:g} ms at "
-                      f"concurrency {s.concurrency} × batch {s.batch}, budget {s.budget_s / 60:g} min, "
-                      f"{s.resolved_processes()} client process(es)", style="dim")
-        console.print(f"search: {SEARCH}", style="dim", markup=False, highlight=False)
-        console.print(f"each configuration: {s.repeats} to {s.rule().most} window(s) agreeing within "
-                      f"{s.stability_pct:g} %; {TIE}", style="dim", markup=False, highlight=False)
+    with interruptible(console, STOPPING) as stop:
+        t = None
+        try:
+            if not host:
+                raise InputError("tune takes one --host")
+            load = _load_lists(batch, concurrency)
+            if len(load["batches"]) != 1 or len(load["concurrency"]) != 1:
+                raise InputError("tune measures under one fixed load: give one --batch and one --concurrency")
+            client = _client(warmup, duration, processes, client_cpus, cpu_limit)
+            rep = _repeat(repeats, stability, max_windows)
+            read(BenchOptions, _FLAGS, **load, **client, **rep)
+            budget_min = number(budget, "--budget", lo=0, lo_open=True, hi=24 * 60, unit="min")
+            win = [w for w in _windows(windows, "--windows") if w not in (None, "deployed")]
+            if not win:
+                raise InputError(f"--windows {windows!r}: give windows in µs")
+            inst = whole_list(instances, "--instances", -(1 << 31), 1 << 31)
+            mbs = whole_list(max_batch, "--max-batch", -(1 << 31), 1 << 31) if _given(max_batch) else None
+            out_dir = out_folder(out)
+            path = str(record) if _given(record) else RECORD
+            if not no_record:
+                why = record_path_problem(path)
+                if why:
+                    raise InputError(f"--record {path}: {why}")
+            # The target after the flags: the inventory is read, nothing contacted yet.
+            inv_host, hv, target = _target(inventory, set_, (vault_password_file, vault_id), host, model,
+                                           _address(address), _port(grpc_port, "--grpc-port"))
+            o = read(TuneOptions, _FLAGS, target_p95_ms=_goal(target_p95_ms, target), budget_s=budget_min * 60,
+                     instances=inst, max_batches=mbs, windows=win)
+            s = TuneSettings(target_ms=o.target_p95_ms, batch=load["batches"][0], concurrency=load["concurrency"][0],
+                             instances=o.instances, max_batches=o.max_batches, windows=o.windows, budget_s=o.budget_s,
+                             **client, **rep)
+            if s.budget_s < 2 * point_cost_s(s):
+                raise InputError(f"--budget {budget_min:g} min is shorter than one configuration and the chosen "
+                                 f"one's measurement again ({2 * point_cost_s(s):.1f} s: warm-up, {s.repeats} steady "
+                                 "window(s) each and reading Triton)")
+            if not no_record:
+                t = _record_at(inv_host, path)
+            console.print(f"tune {target.host}: {target.model} at {target.url}, target p95 {s.target_ms:g} ms at "
+                          f"concurrency {s.concurrency} × batch {s.batch}, budget {s.budget_s / 60:g} min, "
+                          f"{s.resolved_processes()} client process(es)", style="dim")
+            console.print(f"search: {SEARCH}", style="dim", markup=False, highlight=False)
+            console.print(f"each configuration: {s.repeats} to {s.rule().most} window(s) agreeing within "
+                          f"{s.stability_pct:g} %; {TIE}", style="dim", markup=False, highlight=False)
 
-        def stage(n, name, best, todo):
-            console.print(f" stage {n} ({name}) from {best.label()}: {len(todo)} configuration(s) to try",
-                          style="dim", markup=False, highlight=False)
+            def stage(n, name, best, todo):
+                console.print(f" stage {n} ({name}) from {best.label()}: {len(todo)} configuration(s) to try",
+                              style="dim", markup=False, highlight=False)
 
-        def progress(row):
-            again = " (the chosen configuration measured again)" if row["stage"] == "final" else ""
-            console.print(f"  {row.get('config') or row['tried']}{again}: reload {row['reload_s']:.1f} s, "
-                          f"{point_text(row)}, Triton batch {(row.get('triton') or {}).get('avg_batch')}: "
-                          f"{row['verdict']}", style="dim", markup=False, highlight=False)
+            def progress(row):
+                again = " (the chosen configuration measured again)" if row["stage"] == "final" else ""
+                console.print(f"  {row.get('config') or row['tried']}{again}: reload {row['reload_s']:.1f} s, "
+                              f"{point_text(row)}, Triton batch {(row.get('triton') or {}).get('avg_batch')}: "
+                              f"{row['verdict']}", style="dim", markup=False, highlight=False)
 
-        doc = run_tune(target, s, keep=not no_record, on_point=progress, on_stage=stage)
-    except TritonUnreachable as e:
-        if t:
-            t.close()
-        raise unreachable(e) from None
-    except BringupError as e:
-        if t:
-            t.close()
-        raise fail(e) from None
-    paths = write_tune(doc, out_dir, plot=not no_plot)
-    remember(target.host, paths["json"])
-    render_tune(doc, console)
-    console.print(f"[bold]{doc['why']}[/]")
-    ch = doc["chosen"]
-    try:
-        if ch and t is not None:
-            if ch["window_us"] is None:
-                console.print("not recorded: the model has no dynamic batching to record a window of", style="dim")
-            else:
-                when = datetime.now(timezone.utc).isoformat(timespec="seconds")
-                serving = {k: ch[k] for k in ("instance_count", "max_batch_size", "preferred_batch_size")}
-                remote_record(t, path, hv.get("triton_model_repository"),
-                              manifest_of(hv.get("triton_stack_dir") or "/opt/triton"))(
-                    target.model, ch["window_us"], f"{command('tune')}: {doc['why']}", when, serving)
-                console.print(f"serving {ch['label']}; recorded in {path} on {target.host}", markup=False,
-                              highlight=False)
-                for pin in _pins(hv, target.model):
-                    console.print(f"note: the inventory pins {pin}: a provision restores the pin", style="yellow",
-                                  markup=False, highlight=False)
-    except TunerError as e:
-        raise fail(e) from None
-    finally:
-        if t:
-            t.close()
-    console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
-    if ch is None:
-        raise Exit(code=2)
+            doc = run_tune(target, s, keep=not no_record, on_point=progress, on_stage=stage, stop=stop)
+        except Interrupted as e:
+            if t:
+                t.close()
+            raise interrupted(stop, e) from None
+        except TritonUnreachable as e:
+            if t:
+                t.close()
+            raise unreachable(e) from None
+        except BringupError as e:
+            if t:
+                t.close()
+            raise fail(e) from None
+        paths = write_tune(doc, out_dir, plot=not no_plot)
+        remember(target.host, paths["json"])
+        render_tune(doc, console)
+        console.print(f"[bold]{doc['why']}[/]")
+        ch = doc["chosen"]
+        try:
+            if ch and t is not None:
+                if ch["window_us"] is None:   # what nothing records is not left serving
+                    console.print("not recorded: the model has no dynamic batching to record a window of; "
+                                  + load_own(target, doc["deployed_config"], ch["label"]), style="dim")
+                else:
+                    when = datetime.now(timezone.utc).isoformat(timespec="seconds")
+                    serving = {k: ch[k] for k in ("instance_count", "max_batch_size", "preferred_batch_size")}
+                    remote_record(t, path, hv.get("triton_model_repository"),
+                                  manifest_of(hv.get("triton_stack_dir") or "/opt/triton"))(
+                        target.model, ch["window_us"], f"{command('tune')}: {doc['why']}", when, serving)
+                    console.print(f"serving {ch['label']}; recorded in {path} on {target.host}", markup=False,
+                                  highlight=False)
+                    for pin in _pins(hv, target.model):
+                        console.print(f"note: the inventory pins {pin}: a provision restores the pin", style="yellow",
+                                      markup=False, highlight=False)
+        except (TunerError, BringupError, Unreachable) as e:
+            # Left serving but not recorded: nothing would say it (the audit would see it); the model's own back.
+            said = f"{e}; not recorded, so {load_own(target, doc['deployed_config'], ch['label'])}"
+            raise (unreachable if isinstance(e, Unreachable) else fail)(said) from None
+        finally:
+            if t:
+                t.close()
+        console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
+        if stop.requested:
+            raise interrupted(stop, f"{stop.name} came once the search was over: its result was written"
+                                    f"{' and recorded' if ch and t is not None else ''} all the same")
+        if ch is None:
+            raise Exit(code=2)
 
 
 def _pins(hv: dict, model: str) -> list[str]:

@@ -64,6 +64,7 @@ from bringup.resources.image import DockerImage
 
 from .configs import RELOAD, local_files, model_configs
 from .desired import Desired, cpuset, gate
+from .served import serving_matches
 from .serving import HANDLERS, health, rollback, verify
 from .variables import DEFAULTS, Vars, check_folders
 
@@ -114,7 +115,8 @@ def resources(host):
 
 def audit(host):
     """What the files do not show: the container of compose project triton up at this revision, the ports
-    listening, the server and every model ready."""
+    listening, the server and every model ready, each model served as the role renders it (instances,
+    batch sizes, window: what a tune cut short may have left loaded, in no file)."""
     if gate(host):
         return []  # the role's own Unused, Skip or Fail says why
     d = Desired(host)
@@ -143,9 +145,12 @@ def audit(host):
         container)
     ports = tcp_listening("triton", {k: int(p) for k, p in d.vars["triton_ports"].items()}, needs=up)
     ready = http_ok("triton /v2/health/ready", f"{base}/v2/health/ready", needs=ports)
-    return [up, ports, ready,
-            Expect("triton models ready", "\n".join(sh("printf '%%s ' %s; " + code, m, f"{base}/v2/models/{m}/ready")
-                                                    for m in d.models) or "true", models, needs=ready)]
+    models_ready = Expect("triton models ready", "\n".join(sh("printf '%%s ' %s; " + code, m,
+                                                               f"{base}/v2/models/{m}/ready")
+                                                            for m in d.models) or "true", models, needs=ready)
+    # Ready, and serving what the inventory and the record say: a configuration loaded through the model
+    # control API shows in no file (served.py).
+    return [up, ports, ready, models_ready, serving_matches(base, d.repo, d.configs, needs=models_ready)]
 
 
 # --------------------------------------------------------------------------
