@@ -17,6 +17,10 @@ then writes the run's *generation* (a random token) and lets it go.  Each script
 ``scripts.lock`` shared and goes on only while the generation is its run's: a run whose lock another run took
 (its holder killed on the host) stops at its next round trip, having run nothing of it -- it is *fenced*.
 
+A process a script starts and leaves running holds ``scripts.lock`` too, as it should when it is the script's own
+work; a daemon started by hand rather than through its init system (which closes inherited descriptors) would
+keep the next run out as well: the line that refuses that run names its pid and command.
+
 The holder answers one line (:func:`refusal` words it): ``locked``; ``held <owner>``; ``busy <pids>|<owner>``;
 ``noflock``; ``unusable <path>: <error>``; ``refused <path>: <why>``.
 """
@@ -82,7 +86,8 @@ for f in run.lock scripts.lock generation owner; do
     missing|"a regular file") ;;
     *) say "refused $d/$f: $(what "$d/$f"), not a regular file"; exit 0 ;;
   esac
-  e=$( {{ : >>"$d/$f"; }} 2>&1 ) || {{ say "unusable $d/$f: $e"; exit 0; }}
+  # (the shell's own words, less its "sh: 23: " prefix)
+  e=$( {{ : >>"$d/$f"; }} 2>&1 ) || {{ say "unusable $d/$f: ${{e#*: [0-9]*: }}"; exit 0; }}
 done
 exec 9>>"$d/run.lock"
 t0=$(date +%s)
