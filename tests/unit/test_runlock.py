@@ -196,3 +196,15 @@ def test_answers_that_are_none_of_the_holders_own_are_named_as_such():
     assert refusal("held ") .startswith("another bringup run holds this host: another bringup run; ")
     assert refusal("busy |") .startswith("a script of an earlier bringup run (who, unknown) still runs on this host "
                                          "and may still write: its processes were not found; ")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "3601"])
+def test_a_bad_run_lock_timeout_is_one_line_naming_it(tmp_path, value):
+    from bringup.errors import InventoryError
+    from bringup.inventory import load_inventory
+
+    (tmp_path / "hosts").write_text(f"all:\n  hosts:\n    h:\n      run_lock_timeout: {value}\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(tmp_path / "hosts")
+    assert "run_lock_timeout must be a number of seconds > 0, at most 3600" in str(e.value)
+    assert load_inventory(tmp_path / "hosts", {"run_lock_timeout": 5}).hosts["h"].connection.run_lock_timeout == 5
