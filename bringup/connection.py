@@ -34,6 +34,7 @@ from .command import quote, sh
 from .errors import BringupError, Unreachable, said
 from .inventory import Host
 from .jumps import AcceptNew, Jumps, Way, unreachable
+from .runlock import LockLost, RunLock, refusal
 from .sshconfig import Route, route
 
 # paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
@@ -47,22 +48,8 @@ _ENTRY = "sh -c 'eval \"$(cat)\"'"
 #: Seconds the host's own timeout of a script waits past command_timeout (the control side's deadline
 #: fires first and reports the host; the host then ends what is left).
 REMOTE_GRACE_S = 5
-
-#: The host's run lock: a run that writes holds it, so two provisions of one host never interleave.
-RUN_LOCK = "/run/lock/bringup.lock"
-#: Seconds a run waits for another run's lock on the same host before it gives up and names that run.
-RUN_LOCK_WAIT_S = 60
-
-
-def hold_script(path: str = RUN_LOCK, wait_s: int = RUN_LOCK_WAIT_S) -> str:
-    """The holder: reads who it is for (one line), takes the lock (waiting up to ``wait_s`` for a run that
-    holds it) or says who has it, then waits on its stdin (the connection), holding the lock until the
-    run closes the connection or loses it."""
-    return sh("IFS= read -r who; mkdir -p -- \"$(dirname -- %s)\"; exec 9>>%s; "
-              "if flock -w %s 9; then printf '%%s\\n' \"$who\" > %s; echo locked; exec cat >/dev/null; "
-              "else printf 'held %%s\\n' \"$(cat %s 2>/dev/null)\"; fi",
-              path, path, int(wait_s), path + ".owner", path + ".owner")
-
+#: The most of the run lock holder's answer read (bytes): one line, bounded on the host already.
+ANSWER_MAX = 4096
 
 @dataclass
 class RunResult:
@@ -87,6 +74,8 @@ class Transport:
         self._lock = threading.Lock()
         #: Seconds a round trip may take here when less than command_timeout (:meth:`limited`), else None.
         self._limit: float | None = None
+        #: The host's run lock while this connection holds it (:meth:`hold_run_lock`): every script is fenced.
+        self._run_lock: RunLock | None = None
 
     def _become(self, inner: str) -> tuple[str, "Sudo | None"]:
         """``inner`` wrapped in sudo when ``ansible_become``, and the prompt handshake when a password is set.
@@ -118,6 +107,9 @@ class Transport:
         command_timeout, a run interrupted), the script's whole process group (background lanes, a hung
         nvidia-smi) is ended on the host a little after command_timeout (TERM, then KILL 10 s later),
         so nothing a run started outlives it there and piles up run after run."""
+        if self._run_lock is not None:
+            # Inside the timeout: the fence's wait for the lock is bounded like the rest of the script.
+            command = "sh -c " + quote(self._run_lock.fenced(command))
         return f"timeout -s TERM -k 10 {int(self._timeout()) + REMOTE_GRACE_S} {command}"
 
     def _timeout(self) -> float:
@@ -144,7 +136,7 @@ class Transport:
         cmd, sudo = self._entry()
         with self._lock:
             self.round_trips += 1
-        return self._run(cmd, sudo, script)
+        return self._unfenced(self._run(cmd, sudo, script))
 
     def run_command(self, command: str) -> RunResult:
         """Run one short ``command`` (POSIX sh) on the host in one round trip, as the exec request itself.
@@ -156,7 +148,15 @@ class Transport:
         cmd, sudo = self._stream_entry(command)
         with self._lock:
             self.round_trips += 1
-        return self._exchange(cmd, sudo, io.BytesIO(b""))
+        return self._unfenced(self._exchange(cmd, sudo, io.BytesIO(b"")))
+
+    def _unfenced(self, res: RunResult) -> RunResult:
+        """``res``, unless the host's run lock fenced the round trip: then :class:`LockLost` (nothing of it ran)."""
+        why = self._run_lock.lost(res.rc, res.stderr) if self._run_lock is not None else None
+        if why is not None:
+            raise LockLost(f"{self.host.name}: this run no longer holds the host's run lock ({why}); nothing more "
+                           "of it ran there: see what the other run did, then run again")
+        return res
 
     def _run(self, cmd: str, sudo: "Sudo | None", stdin: str) -> RunResult:
         return self._exchange(cmd, sudo, io.BytesIO(stdin.encode()))
@@ -180,7 +180,7 @@ class Transport:
             return RunResult(127, "", f"{local[0]}: {e.strerror or e}")
         assert proc.stdout is not None and proc.stderr is not None
         try:
-            res = self._exchange(cmd, sudo, proc.stdout)
+            res = self._unfenced(self._exchange(cmd, sudo, proc.stdout))
         except BaseException:
             proc.kill()
             proc.wait()
@@ -213,25 +213,29 @@ class Transport:
     def close(self) -> None:
         """Disconnect."""
 
-    def hold_run_lock(self, who: str) -> str | None:
-        """Take the host's run lock (:data:`RUN_LOCK`) for as long as this connection lives.
+    def hold_run_lock(self, who: str) -> None:
+        """Take the host's run lock (:mod:`bringup.runlock`) for as long as this connection lives, naming this run
+        ``who``; from then on every script of this connection runs fenced by it.  Raises :class:`BringupError`
+        with one line when the lock is held (by a live run, or by a script of an earlier run still running) or
+        cannot be used.
 
-        Returns None when this run holds it, else who holds it (the other run's ``who`` line).  The lock
-        is flock(1) held by a process on the host whose stdin is this connection: it goes when the run
+        The lock is flock(1) held by a process on the host whose stdin is this connection: it goes when the run
         closes the connection, or the connection dies (the control machine killed, the network cut), so a
-        crashed run never leaves a host locked for good.
+        crashed run never leaves a host locked for good; what that run's scripts still do on the host keeps
+        the next run waiting, and never writes after it has begun.
         """
-        cmd, sudo = self._become("sh -c " + quote(hold_script()))
-        line = self._hold(cmd, sudo, who)
-        if line == "locked":
-            return None
-        if line.startswith("held "):
-            return line[5:].strip() or "another bringup run"
-        raise BringupError(f"{self.host.name}: the run lock {RUN_LOCK} could not be taken "
-                           f"({line or 'no answer'}; flock(1) from util-linux is needed)")
+        lock = RunLock(wait_s=self.host.connection.run_lock_timeout)
+        cmd, sudo = self._become("sh -c " + quote(lock.holder()))
+        # The holder's wait (for a live run, then for an earlier run's scripts: wait_s in all) is its own.
+        line = self._hold(cmd, sudo, who, lock.wait_s + self._timeout())
+        problem = refusal(line, lock.wait_s)
+        if problem is not None:
+            raise BringupError(f"{self.host.name}: {problem}")
+        self._run_lock = lock
 
-    def _hold(self, cmd: str, sudo: "Sudo | None", who: str) -> str:  # pragma: no cover
-        """Start ``cmd`` (the holder), send ``who`` as its first line, keep it running; its first line back."""
+    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float) -> str:  # pragma: no cover
+        """Start ``cmd`` (the holder), send ``who`` as its first line, keep it running; its first line back
+        (read within ``within`` seconds, at most :data:`ANSWER_MAX` bytes of it)."""
         raise NotImplementedError
 
 
@@ -307,7 +311,7 @@ def _pump(data: BinaryIO, write: Callable[[bytes], object]) -> None:
 class LocalTransport(Transport):
     """``ansible_connection: local``: run on the control machine itself."""
 
-    def hold_run_lock(self, who: str) -> str | None:
+    def hold_run_lock(self, who: str) -> None:
         """No lock: ``ansible_connection: local`` is the control machine itself, whose inventory may name it
         several times (tests stand hosts in for each other that way); its runs are the operator's own."""
         return None
@@ -515,15 +519,15 @@ class SSHTransport(Transport):
 
     _holder = None
 
-    def _hold(self, cmd: str, sudo: "Sudo | None", who: str) -> str:
-        with _Deadline(self._timeout(), self.conn.close) as dl:
+    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float) -> str:
+        with _Deadline(within, self.conn.close) as dl:
             try:
                 chan = self.conn.create_session()
                 chan.exec_command(cmd)
                 if sudo:
                     sudo.handshake(chan.recv_stderr, chan.sendall, self.host.name)
                 chan.sendall(who.encode() + b"\n")
-                line = chan.makefile("rb").readline().decode("utf-8", "replace").strip()
+                line = chan.makefile("rb").readline(ANSWER_MAX).decode("utf-8", "replace").strip()
             except (paramiko.SSHException, OSError, EOFError) as e:
                 if dl.fired:
                     raise self._timed_out() from None

@@ -64,6 +64,8 @@ class ConnectionVars(BaseModel):
     ssh_keepalive_interval: int = Field(15, ge=0)
     #: Longest one round trip may take before the host counts as unreachable.
     command_timeout: float = Field(1800, gt=0)
+    #: Longest a run that writes waits for the host's run lock (another run, or an earlier run's scripts).
+    run_lock_timeout: float = Field(60, gt=0, le=3600)
 
     @field_validator("ansible_become_password", "ansible_password", mode="before")
     @classmethod
@@ -93,6 +95,7 @@ _FIXES = {
     "ssh_connect_timeout": "a number of seconds > 0",
     "ssh_keepalive_interval": "a whole number of seconds >= 0 (0: no keepalives)",
     "command_timeout": "a number of seconds > 0",
+    "run_lock_timeout": "a number of seconds > 0, at most 3600",
     "ansible_password": "one line of text, {env: NAME} or {file: PATH}",
     "ansible_become_password": "one line of text, {env: NAME} or {file: PATH}",
 }

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from .command import sh
-from .connection import RUN_LOCK, RUN_LOCK_WAIT_S, Transport, connect, wait_for_ssh
+from .connection import Transport, connect, wait_for_ssh
 from .errors import BringupError, Unreachable, said
 from .facts.gather import gather
 from .inventory import Host
@@ -25,6 +25,7 @@ from .pending import PendingHandlers
 from .results import HostResult, ResourceResult
 from .rolerun import RoleRun, read
 from .roles import FactView, HostContext, Role, merged_defaults, wanted_facts
+from .runlock import LockLost
 from .stop import Interrupted, Stop, as_completed_awake
 
 if TYPE_CHECKING:
@@ -125,10 +126,7 @@ class HostRun:
             self.stop.track(self.transport)
             if not self.opts.check:
                 # Two runs that write never interleave on one host: the second waits, then names the first.
-                holder = self.transport.hold_run_lock(_who())
-                if holder is not None:
-                    raise BringupError(f"another bringup run holds this host ({RUN_LOCK}): {holder}; waited "
-                                       f"{RUN_LOCK_WAIT_S} s for it; run again once it has ended")
+                self.transport.hold_run_lock(_who())
         return self.transport
 
     def gather(self) -> dict[str, Any]:
@@ -173,6 +171,8 @@ class HostRun:
                 self._health()
         except Interrupted as e:
             result.status, result.message = "interrupted", str(e)
+        except LockLost as e:
+            result.status, result.message = "failed", str(e)
         except Unreachable as e:
             result.status, result.message = "unreachable", str(e)
         except BringupError as e:
@@ -332,6 +332,8 @@ class HostRun:
                          not_yet="still the boot before the reboot")
         t.round_trips += trips
         self.transport = t
+        # The lock went with the old boot (and its /run): taken again before anything more is written.
+        t.hold_run_lock(_who())
 
 
 def run_host(host: Host, roles: list[Role], vars: dict[str, Any], opts: Options, templates: Templates,

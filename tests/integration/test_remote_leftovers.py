@@ -137,4 +137,4 @@ def test_two_provisions_of_one_host_take_turns(sandbox_host, tmp_path):
     assert second.returncode == 0, out_b
     # The second run waited for the first's lock: its write began after the first's ended.
     assert host.exec(["cat", "/tmp/lock-order"]).stdout.split() == ["start-a", "end-a", "start-b", "end-b"]
-    assert "pid" in host.exec(["cat", "/run/lock/bringup.lock.owner"]).stdout  # who held it last
+    assert "pid" in host.exec(["cat", "/run/bringup/owner"]).stdout  # who held it last

@@ -178,34 +178,6 @@ def test_a_script_whose_connection_is_gone_still_removes_its_folder(tmp_path):
     assert subprocess.run(["pgrep", "-f", f"^sleep {secs}$"], capture_output=True).returncode == 1
 
 
-@pytest.mark.reliability(item=26, fault="two provisions at once on one host (the host's run lock)",
-                         variants=2, checks=("exit code",))
-def test_the_run_lock_is_held_while_its_connection_lives_and_names_its_holder(tmp_path):
-    from bringup.connection import hold_script
-
-    lock = str(tmp_path / "run" / "bringup.lock")
-
-    def holder(who: str, wait_s: int) -> subprocess.Popen:
-        p = subprocess.Popen(["sh", "-c", hold_script(lock, wait_s)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             text=True)
-        p.stdin.write(who + "\n")
-        p.stdin.flush()
-        return p
-
-    first = holder("ops@ctl pid 1, since 10:00", 1)
-    assert first.stdout.readline().strip() == "locked"
-    second = holder("ops@ctl pid 2", 1)
-    assert second.stdout.readline().strip() == "held ops@ctl pid 1, since 10:00"  # after waiting 1 s
-    assert second.wait(10) == 0
-    # The first run's connection goes (closed, or lost with the control machine): so does its lock.
-    first.stdin.close()
-    assert first.wait(10) == 0
-    third = holder("ops@ctl pid 3", 5)
-    assert third.stdout.readline().strip() == "locked"
-    third.stdin.close()
-    third.wait(10)
-
-
 # -- time limits: a snippet that hangs (a hung nvidia-smi printing nothing) ends alone --------------------------
 
 def _sleeping(secs: str) -> bool:

@@ -1,0 +1,210 @@
+"""The host's run lock (bringup.runlock): its holder and fence scripts, run here by sh on a lock folder of the
+test's own (``base``) instead of the user's; the same scripts a run sends to its hosts."""
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from bringup.runlock import FENCED_RC, OWNER_MAX, RunLock, fence, hold_script, refusal
+
+
+def holder(base: Path, who: str, wait_s: float, token: str = "t0") -> subprocess.Popen:
+    p = subprocess.Popen(["sh", "-c", hold_script(token, wait_s, str(base))], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    p.stdin.write(who.encode() + b"\n")
+    p.stdin.flush()
+    return p
+
+
+def answer(p: subprocess.Popen, within: float = 60) -> str:
+    ready, _, _ = select.select([p.stdout], [], [], within)
+    assert ready, "the holder answered nothing"
+    return p.stdout.readline(100_000).decode()
+
+
+def let_go(p: subprocess.Popen) -> None:
+    p.stdin.close()
+    assert p.wait(10) == 0
+
+
+def script(base: Path, token: str, command: str, wait_s: float = 5) -> subprocess.CompletedProcess:
+    return subprocess.run(["sh", "-c", fence(token, command, wait_s, str(base))], capture_output=True, text=True,
+                          timeout=60)
+
+
+@pytest.mark.reliability(item=26, fault="two provisions at once on one host (the host's run lock)",
+                         variants=2, checks=("exit code",))
+def test_the_run_lock_is_held_while_its_connection_lives_and_names_its_holder(tmp_path):
+    base = tmp_path / "bringup"
+    first = holder(base, "ops@ctl pid 1, since 10:00", 1, "t1")
+    assert answer(first) == "locked\n"
+    assert (base.stat().st_mode & 0o777, (base / "run.lock").stat().st_mode & 0o777) == (0o700, 0o600)
+    second = holder(base, "ops@ctl pid 2", 1, "t2")
+    line = answer(second)  # after waiting 1 s
+    assert line == "held ops@ctl pid 1, since 10:00\n"
+    assert second.wait(10) == 0
+    assert refusal(line, 1) == ("another bringup run holds this host: ops@ctl pid 1, since 10:00; waited 1 s "
+                                "(run_lock_timeout) for it; run again once it has ended")
+    # The first run's connection goes (closed, or lost with the control machine): so does its lock.
+    let_go(first)
+    third = holder(base, "ops@ctl pid 3", 5, "t3")
+    assert answer(third) == "locked\n"
+    assert (base / "owner").read_text() == "ops@ctl pid 3\n"
+    let_go(third)
+
+
+@pytest.mark.reliability(item=34, fault="the control machine SIGKILLed while a script of its run waits to write "
+                         "(the orphan on the host), then the next run", variants=2,
+                         checks=("next run converges", "one clear line"))
+def test_a_gone_runs_script_keeps_the_next_run_out_until_it_ends_and_is_fenced_after(tmp_path):
+    base, out = tmp_path / "bringup", tmp_path / "file"
+    a = holder(base, "ops@ctl pid 11, since 10:00", 5, "aaaa")
+    assert answer(a) == "locked\n"
+    # A's script starts a write that lands 3 s later, then its run dies (the control machine SIGKILLed: the
+    # holder's connection goes, the script's child lives on), detached from everything a run would wait on.
+    started = script(base, "aaaa", "sh -c 'sleep 3; echo a > \"$1\"' sh " + str(out) + " >/dev/null 2>&1 </dev/null &")
+    assert started.returncode == 0, started.stderr
+    os.killpg(a.pid, signal.SIGKILL)
+    a.wait(10)
+
+    # The next run, waiting 1 s: refused, naming the orphan's pid and the run it came from.
+    b = holder(base, "ops@ctl pid 12", 1, "bbbb")
+    line = answer(b)
+    b.wait(10)
+    assert line.startswith("busy pid ") and "sleep 3" in line and line.endswith("|ops@ctl pid 11, since 10:00\n")
+    why = refusal(line, 1)
+    assert why.startswith("a script of an earlier bringup run (ops@ctl pid 11, since 10:00) still runs on this "
+                          "host and may still write: pid ") and "(kill " in why and "waited 1 s" in why, why
+    assert not out.exists()
+
+    # Waiting long enough: it begins only once the orphan has written and ended; nothing lands after.
+    b = holder(base, "ops@ctl pid 12", 20, "bbbb")
+    assert answer(b) == "locked\n"
+    assert out.read_text() == "a\n"
+    wrote = script(base, "bbbb", "echo b > " + str(out))
+    assert wrote.returncode == 0 and out.read_text() == "b\n"
+    # A script of the gone run sent now (its control side still alive, its holder killed) runs nothing.
+    late = script(base, "aaaa", "echo a > " + str(out))
+    assert late.returncode == FENCED_RC and out.read_text() == "b\n"
+    assert RunLock(token="aaaa").lost(late.returncode, late.stderr) == "another run took the lock: ops@ctl pid 12"
+    assert RunLock(token="bbbb").lost(late.returncode, late.stderr) is None  # another run's words, not this one's
+    let_go(b)
+
+
+def test_the_scripts_of_the_run_that_holds_the_lock_run_side_by_side_and_keep_the_fd(tmp_path):
+    base = tmp_path / "bringup"
+    a = holder(base, "ops", 5, "aaaa")
+    assert answer(a) == "locked\n"
+    # Shared: a script that holds scripts.lock does not keep the run's next script out.
+    bg = subprocess.Popen(["sh", "-c", fence("aaaa", "sleep 3", 5, str(base))])
+    t0 = time.monotonic()
+    r = script(base, "aaaa", "sh -c 'ls -l /proc/self/fd/; echo ran'")
+    assert r.returncode == 0 and r.stdout.endswith("ran\n") and time.monotonic() - t0 < 2.5, r
+    assert str(base / "scripts.lock") in r.stdout  # what the script runs holds it too
+    bg.wait(10)
+    let_go(a)
+
+
+@pytest.mark.reliability(item=34, fault="the lock folder or a lock file replaced by a link, a folder, a fifo, a file, "
+                         "or owned by another user", variants=6, checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("make, path, words", [
+    (lambda b, t: os.symlink(t, b), "", "a symbolic link, not a folder"),
+    (lambda b, t: b.write_text("x"), "", "a regular file, not a folder"),
+    (lambda b, t: (b.mkdir(mode=0o700), os.symlink(t, b / "run.lock")), "/run.lock", "a symbolic link, not a regular file"),
+    (lambda b, t: (b.mkdir(mode=0o700), (b / "run.lock").mkdir()), "/run.lock", "a folder, not a regular file"),
+    (lambda b, t: (b.mkdir(mode=0o700), os.mkfifo(b / "scripts.lock")), "/scripts.lock", "a special file, not a regular file"),
+    (lambda b, t: (b.mkdir(mode=0o700), os.getuid() == 0 and os.chown(b, 65534, 65534)), "", "owned by uid "),
+])
+def test_a_lock_path_that_is_not_what_bringup_made_is_refused_with_its_reason(tmp_path, make, path, words):
+    base, target = tmp_path / "bringup", tmp_path / "target"
+    target.write_text("kept\n")
+    make(base, target)
+    if words == "owned by uid ":  # another user's folder: one made here and given away, or (not root) /run's
+        base, words = (base, "owned by uid 65534") if os.getuid() == 0 else (Path("/run"), "owned by uid 0")
+        words += f", not by uid {os.getuid()} that bringup runs as"
+    p = holder(base, "ops", 1)
+    line = answer(p, 20)
+    assert p.wait(10) == 0
+    assert line.startswith(f"refused {base}{path}: {words}"), line
+    why = refusal(line)
+    assert why.startswith(f"the host's run lock is refused: {base}{path}: {words}") and "remove it" in why, why
+    assert "flock" not in why
+    assert target.read_text() == "kept\n"  # a link is never followed
+
+
+def test_a_lock_folder_of_loose_mode_is_made_private(tmp_path):
+    base = tmp_path / "bringup"
+    base.mkdir(mode=0o755)
+    base.chmod(0o777)
+    p = holder(base, "ops", 1)
+    assert answer(p) == "locked\n"
+    assert base.stat().st_mode & 0o777 == 0o700
+    let_go(p)
+
+
+@pytest.mark.reliability(item=34, fault="the run lock's folder cannot be made (a read-only /run, a file on the way) "
+                         "or flock(1) is missing: each its own reason", variants=2, checks=("one clear line",))
+def test_an_unusable_lock_folder_and_a_missing_flock_are_told_apart(tmp_path):
+    (tmp_path / "file").write_text("")
+    p = holder(tmp_path / "file" / "bringup", "ops", 1)
+    line = answer(p)
+    assert line.startswith(f"unusable {tmp_path}/file/bringup: mkdir: ") and "Not a directory" in line, line
+    why = refusal(line)
+    assert why.startswith("the host's run lock cannot be used: ") and "Not a directory" in why, why
+    assert "flock" not in why
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for tool in ("sh", "id", "head", "tr"):
+        src = subprocess.run(["sh", "-c", f"command -v {tool}"], capture_output=True, text=True).stdout.strip()
+        os.symlink(src, bin_ / tool)
+    p = subprocess.Popen(["sh", "-c", hold_script("t0", 1, str(tmp_path / "b"))], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, env={"PATH": str(bin_)})
+    out, _ = p.communicate(b"ops\n", timeout=30)
+    assert out == b"noflock\n"
+    assert refusal(out.decode()) == "flock(1) was not found on the host: install util-linux (the host's run lock needs it)"
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.reliability(item=34, fault="a 20 MB owner file beside the run lock", checks=("one clear line", "no hang"))
+def test_a_huge_owner_file_is_read_to_a_few_hundred_bytes(tmp_path):
+    base = tmp_path / "bringup"
+    a = holder(base, "ops", 1)
+    assert answer(a) == "locked\n"
+    with open(base / "owner", "wb") as f:
+        f.write(b"\x1b[31m" + b"x" * (20 << 20) + b"\n")
+    t0 = time.monotonic()
+    b = holder(base, "ops 2", 1)
+    line = answer(b)
+    assert b.wait(10) == 0
+    assert time.monotonic() - t0 < 10
+    assert len(line) <= 5 + OWNER_MAX + 1 and line.startswith("held ") and "\x1b" not in line, len(line)
+    assert len(refusal(line, 1)) < 500
+    let_go(a)
+
+
+def test_answers_that_are_none_of_the_holders_own_are_named_as_such():
+    assert refusal("locked\n") is None
+    assert refusal("") == "the host's run lock could not be taken: no answer"
+    assert refusal("sh: 1: Syntax error") == "the host's run lock could not be taken: sh: 1: Syntax error"
+    assert refusal("held ") .startswith("another bringup run holds this host: another bringup run; ")
+    assert refusal("busy |") .startswith("a script of an earlier bringup run (who, unknown) still runs on this host "
+                                         "and may still write: its processes were not found; ")
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "abc", "3601"])
+def test_a_bad_run_lock_timeout_is_one_line_naming_it(tmp_path, value):
+    from bringup.errors import InventoryError
+    from bringup.inventory import load_inventory
+
+    (tmp_path / "hosts").write_text(f"all:\n  hosts:\n    h:\n      run_lock_timeout: {value}\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(tmp_path / "hosts")
+    assert "run_lock_timeout must be a number of seconds > 0, at most 3600" in str(e.value)
+    assert load_inventory(tmp_path / "hosts", {"run_lock_timeout": 5}).hosts["h"].connection.run_lock_timeout == 5
