@@ -7,6 +7,9 @@ where bringup is installed; ``-p bringup.testinfra.plugin`` loads it from a chec
 - expands each ``bringup://PATTERN`` of ``--hosts`` into the inventory's hosts before testinfra parses it as a
   URL (a ``?`` wildcard or a ``[12]`` class would not survive that); a pattern that names nothing, or a bad
   inventory, is one ``ERROR:`` line (pytest's usage error, exit 4) before any test runs;
+- ``--bringup-host NAME``, repeatable: exactly that host of the inventory, never read as a pattern nor as part
+  of a URL (``fd00::2``, ``a,b``, ``web[1]``, a name holding ``;``, a space or ``%``); what ``invoke audit
+  --testinfra`` passes;
 - the ``bringup_vars`` fixture: the host's merged variables (``host.backend.vars``);
 - a test that failed because its host was unreachable (or sudo refused, or its variables are bad) reports
   bringup's one line instead of a traceback;
@@ -41,6 +44,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                                                     "--vault-password-file; repeatable")
     group.addoption("--bringup-vault-id", dest="bringup_vault_id", action="append", default=[],
                     metavar="LABEL@FILE", help="a vault id's password file, as bringup's --vault-id; repeatable")
+    group.addoption("--bringup-host", dest="bringup_host", action="append", default=[], metavar="NAME",
+                    help="exactly this host of the inventory (its name as the inventory spells it, never a "
+                         "pattern); repeatable; added to --hosts")
     group.addoption("--bringup-report", dest="bringup_report", default=None, metavar="FILE",
                     help="write each test's outcome, one line each, as JSON to FILE")
 
@@ -59,9 +65,10 @@ def pytest_configure(config: pytest.Config) -> None:
     SETTINGS.vault = (tuple(config.getoption("bringup_vault_password_file") or ()),
                       tuple(config.getoption("bringup_vault_id") or ()))
     hosts = getattr(config.option, "hosts", None)
-    if hosts and f"{SCHEME}://" in hosts:
+    exact = config.getoption("bringup_host") or []
+    if (hosts and f"{SCHEME}://" in hosts) or exact:
         try:
-            config.option.hosts = expand_hosts(hosts)
+            config.option.hosts = ",".join(filter(None, [expand_hosts(hosts or ""), exact_hosts(exact)]))
         except InventoryError as e:
             raise pytest.UsageError(f"{e}; bringup:// hosts read --bringup-inventory PATH, else "
                                     f"${INVENTORY_ENV}, else ./hosts") from None
@@ -83,6 +90,17 @@ def expand_hosts(hosts: str) -> str:
         elif spec:
             out.append(spec)
     return ",".join(dict.fromkeys(out))
+
+
+def exact_hosts(names: list[str]) -> str:
+    """``--bringup-host`` names as testinfra's ``--hosts``: each one a host of the inventory, spelled exactly."""
+    from .backend import host_spec, inventory
+
+    hosts = inventory().hosts
+    for n in names:
+        if n not in hosts:
+            raise BringupError(f"--bringup-host {n!r}: no such host in the inventory (`invoke hosts` lists them)")
+    return ",".join(dict.fromkeys(host_spec(n) for n in names))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -1,8 +1,8 @@
 """``invoke audit --testinfra PATH``: a site's testinfra tests, run on each host beside the built-in audit.
 
-Each selected host's tests run in a pytest process of their own (``python -m pytest --hosts=bringup://HOST``),
-started by the host's audit worker as soon as its built-in audit is done, so at most ``--forks`` hosts are in
-flight, each either auditing or running its tests.  A process per host, not ``pytest.main`` in this one:
+Each selected host's tests run in a pytest process of their own (``python -m pytest --bringup-host=HOST``: the
+name exactly, never read as a pattern nor as a URL), started by the host's audit worker as soon as its built-in
+audit is done, so at most ``--forks`` hosts are in flight, each either auditing or running its tests.  A process per host, not ``pytest.main`` in this one:
 pytest is not re-entrant (one session per process: its plugins, its module cache, its assertion rewriting),
 hosts must run side by side, and a site's test that hangs, exits or crashes the interpreter then ends its own
 host's run, never the audit.  The plugin (:mod:`.plugin`) writes each test's outcome as one line to a JSON
@@ -80,12 +80,10 @@ class Suite:
         return {"path": str(self.path), "hosts": self.counts, "not_run": self.not_run}
 
     def argv(self, host: str, report: Path, *extra: str) -> list[str]:
-        from .backend import host_spec
-
         # Nothing written in the operator's folder but the audit's reports: no .pytest_cache, and no .benchmarks
         # (pytest-benchmark, where installed, makes one at start).
         return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", "-p", PLUGIN,
-                f"--hosts={host_spec(host)}", *[f"--bringup-inventory={i}" for i in self.inventory],
+                f"--bringup-host={host}", *[f"--bringup-inventory={i}" for i in self.inventory],
                 *[f"--bringup-set={s}" for s in self.overrides],
                 *[f"--bringup-vault-password-file={f}" for f in self.vault[0]],
                 *[f"--bringup-vault-id={i}" for i in self.vault[1]], f"--bringup-report={report}", *extra,

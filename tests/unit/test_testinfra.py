@@ -322,3 +322,43 @@ def test_the_suites_tests_name_the_program_that_runs_the_audit(tmp_path, program
                         str(tmp_path / "test_name.py")], cwd=tmp_path, env=json.loads(env.stdout),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
+
+
+#: Host names that are not URL-safe nor pattern-safe: an IPv6 address, a comma, a range's bracket, a shell's
+#: `;`, a space, a `%` and what looks like a percent-escape.  A script inventory gives them as they are.
+ODD_NAMES = ["web[1]", "fd00::2", "a,b", "x;y z%", "p%41q"]
+
+
+def _odd_inventory(tmp_path: Path) -> Path:
+    script = tmp_path / "inv.py"
+    script.write_text(f"#!{sys.executable}\nimport json\nnames = {ODD_NAMES!r}\n"
+                      "print(json.dumps({'all': {'hosts': names, 'vars': {'gpu_profile': 'cpu'}},\n"
+                      "                  '_meta': {'hostvars': {n: {'ansible_connection': 'local'} for n in names}}}))\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.reliability(item=34, fault="audit --testinfra of hosts named web[1], fd00::2, a,b, x;y z%, p%41q",
+                         checks=("exit code", "recap and report"))
+def test_audit_runs_the_tests_of_hosts_whose_names_are_not_url_or_pattern_safe(tmp_path):
+    # Issue 34 item 15: the audit passed the host to its pytest as a quoted URL, which the plugin then matched
+    # as a pattern: every one of these was "matches no host".  It now names the host exactly (--bringup-host).
+    inv = _odd_inventory(tmp_path)
+    (tmp_path / "test_name.py").write_text(
+        "def test_name(host, bringup_vars):\n"
+        "    assert host.backend.name == bringup_vars['inventory_hostname']\n"
+        f"    assert host.backend.name in {ODD_NAMES!r}\n")
+    r = invoke(tmp_path, "audit", "-i", str(inv), "--group", "all", "--roles", "window_tuner", "--forks", "5",
+               "--testinfra", "test_name.py")
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.loads(next((tmp_path / "reports").glob("*-audit.json")).read_text())
+    assert summary["testinfra"]["hosts"] == {n: {"passed": 1, "failed": 0, "skipped": 0, "unreachable": 0}
+                                             for n in ODD_NAMES}, r.stdout
+    # Plain pytest: --bringup-host takes a name exactly; one that is not the inventory's is one line.
+    r = pytest_run(tmp_path, f"--bringup-inventory={inv}", "--bringup-host=a,b", "--bringup-host=fd00::2",
+                   f"--bringup-report={tmp_path / 'r.json'}", "test_name.py")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(t["host"] for t in json.loads((tmp_path / "r.json").read_text())["tests"]) == ["a,b", "fd00::2"]
+    r = pytest_run(tmp_path, f"--bringup-inventory={inv}", "--bringup-host=web", "test_name.py")
+    assert r.returncode == 4 and r.stderr.strip() == (
+        "ERROR: --bringup-host 'web': no such host in the inventory (`invoke hosts` lists them)"), r.stderr
