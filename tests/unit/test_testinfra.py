@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -362,3 +363,101 @@ def test_audit_runs_the_tests_of_hosts_whose_names_are_not_url_or_pattern_safe(t
     r = pytest_run(tmp_path, f"--bringup-inventory={inv}", "--bringup-host=web", "test_name.py")
     assert r.returncode == 4 and r.stderr.strip() == (
         "ERROR: --bringup-host 'web': no such host in the inventory (`invoke hosts` lists them)"), r.stderr
+
+
+def _procs(*marks: str) -> list[str]:
+    """The command lines of this machine's processes holding any of ``marks``."""
+    found = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                line = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue
+            if any(m in line for m in marks):
+                found.append(f"{p.name}: {line}")
+    return found
+
+
+def _gone(*marks: str, within: float = 15.0) -> list[str]:
+    """Wait up to ``within`` s for no process to hold ``marks``; what is still there."""
+    deadline = time.monotonic() + within
+    while (left := _procs(*marks)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
+
+
+def _hanging_suite(tmp_path: Path) -> tuple[Path, str]:
+    """A local host and a suite whose second test hangs in a command on the host; the command's own mark."""
+    (tmp_path / "hosts").write_text("all:\n  vars: {gpu_profile: cpu}\n  hosts:\n    h1: {ansible_connection: local}\n")
+    hang = f"sleep {int(time.time() * 1000) % 90000 + 10000}.{os.getpid()}"
+    (tmp_path / "test_hang.py").write_text(
+        "def test_first(host):\n    assert host.run('true').rc == 0\n\n"
+        f"def test_hangs(host):\n    host.run({hang + '; echo late'!r})\n\n"
+        "def test_after(host):\n    pass\n")
+    return tmp_path / "test_hang.py", hang
+
+
+def _audit(cwd: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "audit", "--host", "h1",
+                             "--roles", "window_tuner", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _until(cond, within: float = 60.0) -> bool:
+    deadline = time.monotonic() + within
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return cond()
+
+
+@pytest.mark.reliability(item=34, fault="audit --testinfra: a site test hangs in a command on the host",
+                         checks=("no hang", "no leftovers", "recap and report", "exit code"))
+def test_a_hanging_site_test_ends_at_the_bound_with_what_it_ran(tmp_path):
+    # Issue 34 item 15: nothing bounded a site's test; its pytest, and the command it ran, ran on.
+    suite, hang = _hanging_suite(tmp_path)
+    started = time.monotonic()
+    p = _audit(tmp_path, "--testinfra", str(suite), "--testinfra-timeout", "3")
+    out, err = p.communicate(timeout=120)
+    took = time.monotonic() - started
+    assert p.returncode == 2, out + err
+    assert ("h1: testinfra: ended after 3 s (--testinfra-timeout): test_hangs was still running; 2 of 3 tests not "
+            "finished") in out.splitlines(), out
+    assert "h1 : passed=1 failed=1 skipped=1 unreachable=0" in out, out
+    assert took < 3 + 5 + 30, took  # the bound, pytest's grace, and an audit's own time on a busy machine
+    assert _gone(hang, str(suite), within=2) == []
+    summary = json.loads(next((tmp_path / "reports").glob("*-audit.json")).read_text())
+    assert summary["testinfra"]["not_run"] == {"h1": "ended at --testinfra-timeout 3 s"}
+    assert summary["testinfra"]["hosts"]["h1"] == {"passed": 1, "failed": 1, "skipped": 0, "unreachable": 0}
+
+
+@pytest.mark.reliability(item=34, fault="audit --testinfra: SIGTERM, then SIGKILL, while a site test hangs",
+                         checks=("no hang", "no leftovers", "exit code"))
+def test_sigterm_ends_a_hanging_site_test_and_sigkill_of_the_audit_leaves_nothing_running(tmp_path):
+    suite, hang = _hanging_suite(tmp_path)
+    p = _audit(tmp_path, "--testinfra", str(suite))  # the default bound: 600 s
+    assert _until(lambda: _procs(hang)), "the hanging test never started"
+    p.send_signal(signal.SIGTERM)  # once
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 143, out + err
+    assert "h1: testinfra: interrupted by SIGTERM: test_hangs was still running; 2 of 3 tests not finished" in out, out
+    assert _gone(hang, str(suite), within=5) == []
+
+    # The audit killed outright: its pytest, and the command on the host, end with it.
+    p = _audit(tmp_path, "--testinfra", str(suite))
+    assert _until(lambda: _procs(hang)), "the hanging test never started"
+    p.kill()
+    p.communicate(timeout=30)
+    assert _gone(hang, str(suite), within=15) == []
+
+
+def test_the_bound_option_is_checked(tmp_path, inv):
+    from bringup.testinfra.suite import TIMEOUT_S, parse_timeout
+
+    assert parse_timeout(None) == TIMEOUT_S and parse_timeout("2.5") == 2.5
+    for bad in ("0", "-1", "nan", "inf", "ten", ""):
+        with pytest.raises(InputError, match=r"--testinfra-timeout .*: give the seconds a host's tests may take"):
+            parse_timeout(bad)
+    r = invoke(tmp_path, "audit", "--host", "h1", "--roles", "sysctl", "--testinfra-timeout", "5")
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "error: --testinfra-timeout and --testinfra-become go with --testinfra PATH"), r.stdout + r.stderr
