@@ -461,3 +461,29 @@ def test_the_bound_option_is_checked(tmp_path, inv):
     r = invoke(tmp_path, "audit", "--host", "h1", "--roles", "sysctl", "--testinfra-timeout", "5")
     assert r.returncode == 1 and r.stderr.strip() == (
         "error: --testinfra-timeout and --testinfra-become go with --testinfra PATH"), r.stdout + r.stderr
+
+
+@pytest.mark.reliability(item=34, fault="plain pytest over bringup://: a failing test compares the become password "
+                                        "and a secret variable", checks=("secret never shown",))
+def test_plain_pytest_never_prints_the_inventorys_secrets(tmp_path, monkeypatch):
+    # Issue 34 item 15: the audit masked its one line, but plain pytest printed the values in the assertion's
+    # explanation, the captured output, the short summary and the JUnit file.
+    monkeypatch.setenv("TI_SITE_TOKEN", "Tok-77-zz-site")
+    (tmp_path / "hosts").write_text(
+        "all:\n  vars: {gpu_profile: cpu}\n  hosts:\n    h1: {ansible_connection: local, ansible_become_password: "
+        "Sekret-pw-913, site_token: {env: TI_SITE_TOKEN}}\n")
+    (tmp_path / "test_pw.py").write_text(
+        "def test_pw(host):\n"
+        "    pw = host.backend.inventory_host.connection.ansible_become_password.get_secret_value()\n"
+        "    print('the password is', pw)\n"
+        "    assert pw == 'other'\n\n"
+        "def test_token(host):\n"
+        "    token = host.backend.inventory_host.vars['site_token'].get_secret_value()\n"
+        "    assert host.run('echo %s', token).stdout == 'x'\n")
+    r = pytest_run(tmp_path, "--hosts=bringup://h1", "-rA", "-l", f"--junitxml={tmp_path / 'j.xml'}",
+                   f"--bringup-report={tmp_path / 'r.json'}", "test_pw.py")
+    assert r.returncode == 1 and "2 failed" in r.stdout, r.stdout + r.stderr
+    said = r.stdout + r.stderr + (tmp_path / "j.xml").read_text() + (tmp_path / "r.json").read_text()
+    assert "Sekret-pw-913" not in said and "Tok-77-zz-site" not in said, said
+    assert "assert '********' == 'other'" in r.stdout and "the password is ********" in r.stdout, r.stdout
+    assert "assert '********\\n' == 'x'" in r.stdout, r.stdout
