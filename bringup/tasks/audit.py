@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from invoke import Exit, task
@@ -55,6 +56,8 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
                  vault=(vault_password_file, vault_id)) as run:
         if suite is not None:
             suite.stop = run.stop
+            if notice := suite.root_notice(run.hosts):
+                print(notice, file=sys.stderr)
         code, results = run_audit(run.hosts, run.roles, run.role_vars, run.templates, Path("reports"),
                                   forks=run.forks, accept_new_host_keys=accept_new_host_keys,
                                   say=lambda line: run.console.print(line, markup=False, highlight=False),

@@ -83,6 +83,29 @@ class Suite:
         return cls(p.resolve(), tuple(Path(i).resolve() for i in given or ["hosts"]), tuple(overrides or ()), vault,
                    timeout=parse_timeout(timeout), become=become)
 
+    def runs_as(self, host: Host) -> str | None:
+        """Who the tests run as on ``host``, as its inventory says (None: the SSH config's or the local user's)."""
+        import getpass
+
+        c = host.connection
+        if self.become and c.ansible_become:
+            return c.ansible_become_user
+        if c.ansible_connection == "local":
+            return getpass.getuser()
+        return c.ansible_user
+
+    def root_notice(self, hosts: list[Host]) -> str | None:
+        """One plain line when the tests run as root somewhere: the audit is check mode, the site's tests are
+        not bound by it (bringup runs whatever they run)."""
+        root = [h.name for h in hosts if self.runs_as(h) == "root"]
+        if not root:
+            return None
+        how = "--testinfra-become" if self.become else "their login user is root"
+        return (f"note: --testinfra runs the site's tests as root on {', '.join(root[:5])}"
+                f"{f' and {len(root) - 5} more' if len(root) > 5 else ''} ({how}): the audit's check mode binds "
+                "its own items only, a test that writes changes the host; log in as a user without root to keep "
+                "them read-only")
+
     def summary(self) -> dict[str, Any]:
         """The JSON summary's ``testinfra`` part: the path, each host's counts, the hosts it did not run on."""
         return {"path": str(self.path), "hosts": self.counts, "not_run": self.not_run, "timeout_s": self.timeout,

@@ -487,3 +487,35 @@ def test_plain_pytest_never_prints_the_inventorys_secrets(tmp_path, monkeypatch)
     assert "Sekret-pw-913" not in said and "Tok-77-zz-site" not in said, said
     assert "assert '********' == 'other'" in r.stdout and "the password is ********" in r.stdout, r.stdout
     assert "assert '********\\n' == 'x'" in r.stdout, r.stdout
+
+
+def test_site_tests_run_without_become_unless_asked_and_the_audit_says_when_they_run_as_root(tmp_path):
+    # Issue 34 item 15: an audit is check mode, yet the site's tests ran with the inventory's become (root).
+    # They now run as the login user; --testinfra-become gives them the become; root either way is said.
+    # A stand-in sudo on PATH marks what it runs (the built-in audit reads through it either way).
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "sudo").write_text(
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -n|-H) shift;; -u) shift 2;; --) shift; break;; *) break;; "
+        "esac; done\nBECAME=yes exec \"$@\"\n")
+    (tmp_path / "bin" / "sudo").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    (tmp_path / "hosts").write_text("all:\n  vars: {gpu_profile: cpu}\n  hosts:\n    h1: {ansible_connection: local, "
+                                    "ansible_become: true}\n")
+    (tmp_path / "test_who.py").write_text("def test_who(host):\n    assert host.check_output('echo \"$BECAME\"') == ''\n")
+
+    def audit(*more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "audit", "--host", "h1",
+                               "--roles", "window_tuner", "--testinfra", "test_who.py", *more], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    r = audit()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "h1 : passed=1 failed=0 skipped=1 unreachable=0" in r.stdout, r.stdout
+    said = ("note: --testinfra runs the site's tests as root on h1 ({}): the audit's check mode binds its own items "
+            "only, a test that writes changes the host; log in as a user without root to keep them read-only")
+    assert (said.format("their login user is root") in r.stderr.splitlines()) == (os.geteuid() == 0), r.stderr
+    assert json.loads(next((tmp_path / "reports").glob("*-audit.json")).read_text())["testinfra"]["become"] is False
+    r = audit("--testinfra-become")  # asked for: the inventory's become applies
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert any(l.startswith("h1: test_who: assert 'yes' == ''") for l in r.stdout.splitlines()), r.stdout
+    assert said.format("--testinfra-become") in r.stderr.splitlines(), r.stderr
