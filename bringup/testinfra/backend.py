@@ -57,7 +57,7 @@ _SUDO = "\0bringup-sudo:"
 #: command (:meth:`bringup.connection.Transport._bounded`) leads the group of all that command started.
 END_MARKED = ("m=%s; for p in /proc/[0-9]*; do [ \"$(cat \"$p/comm\" 2>/dev/null)\" = timeout ] || continue; "
               "case \"$(tr '\\000' ' ' < \"$p/cmdline\" 2>/dev/null)\" in *\": $m;\"*) g=\"${p#/proc/}\"; "
-              "kill -TERM -- \"-$g\" 2>/dev/null; sleep 1; kill -KILL -- \"-$g\" 2>/dev/null;; esac; done; true")
+              "kill -TERM \"-$g\" 2>/dev/null; sleep 1; kill -KILL \"-$g\" 2>/dev/null;; esac; done; true")
 
 
 @dataclasses.dataclass

@@ -519,3 +519,32 @@ def test_site_tests_run_without_become_unless_asked_and_the_audit_says_when_they
     assert r.returncode == 2, r.stdout + r.stderr
     assert any(l.startswith("h1: test_who: assert 'yes' == ''") for l in r.stdout.splitlines()), r.stdout
     assert said.format("--testinfra-become") in r.stderr.splitlines(), r.stderr
+
+
+@pytest.mark.parametrize("shell", ["/bin/sh", "dash", "bash"])
+def test_the_end_of_an_interrupted_command_finds_its_group_by_the_mark_and_ends_it(shell, tmp_path):
+    # What an interrupted test runs on its host (bringup.testinfra.backend.END_MARKED), run here: the command as
+    # the transport starts it (its timeout leads its group), and a second one, not marked, that must stay.
+    import shutil
+
+    from bringup.command import sh
+
+    if shutil.which(shell) is None:
+        pytest.fail(f"{shell} is not installed here: the host's shells are what this checks")
+    marked = subprocess.Popen(["timeout", "-s", "TERM", "-k", "10", "600", "sh", "-c",
+                               ": bringup-testinfra-0abc; sleep 4711.25; echo late"], start_new_session=True)
+    other = subprocess.Popen(["timeout", "600", "sh", "-c", ": bringup-testinfra-0abd; sleep 4711.5"],
+                             start_new_session=True)
+    try:
+        sleeps = lambda: [l for l in _procs("sleep 4711.") if l.split(": ", 1)[1].startswith("sleep ")]  # noqa: E731
+        assert _until(lambda: len(sleeps()) == 2, within=10), sleeps()
+        r = subprocess.run([shell, "-c", sh(backend.END_MARKED, "bringup-testinfra-0abc")], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert _gone("sleep 4711.25", within=5) == []
+        assert marked.wait(timeout=5) != 0 and other.poll() is None and _procs("sleep 4711.5")
+    finally:
+        for p in (marked, other):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
