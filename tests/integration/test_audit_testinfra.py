@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from harness import SANDBOX_VARS, write_inventory
+from tests.processes import holding
 
 from .helpers import REPO, free_port, install_copy, invoke
 from .test_connection import _sudo_user
@@ -310,19 +311,6 @@ def _on_host(sandbox_host, seconds: str) -> list[str]:
     return [l for l in sandbox_host.exec(script).stdout.splitlines() if l.strip()]
 
 
-def _here(*marks: str) -> list[str]:
-    """This machine's processes holding any of ``marks`` in their command line."""
-    found = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit() and int(p.name) != os.getpid():
-            try:
-                line = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-            except OSError:
-                continue
-            found += [f"{p.name}: {line}"] * any(m in line for m in marks)
-    return found
-
-
 def _within(seconds: float, cond) -> bool:
     deadline = time.monotonic() + seconds
     while not cond() and time.monotonic() < deadline:
@@ -352,7 +340,7 @@ def test_a_site_test_hanging_on_the_host_ends_at_the_bound_there_and_here(sandbo
     assert (f"{h}: testinfra: ended after 5 s (--testinfra-timeout): test_hangs was still running; 2 of 3 tests not "
             "finished") in r.stdout.splitlines(), r.stdout
     assert _within(5, lambda: not _on_host(sandbox_host, seconds)), _on_host(sandbox_host, seconds)
-    assert _here(str(suite)) == []
+    assert holding(str(suite)) == []
     assert json.loads(latest(d, "json").read_text())["testinfra"]["not_run"] == {h: "ended at --testinfra-timeout 5 s"}
 
 
@@ -374,13 +362,13 @@ def test_sigterm_or_sigkill_of_the_audit_ends_the_hanging_test_here_and_on_the_h
     assert (f"{sandbox_host.name}: testinfra: interrupted by SIGTERM: test_hangs was still running; 2 of 3 tests "
             "not finished") in out.splitlines(), out
     assert _within(5, lambda: not _on_host(sandbox_host, seconds)), _on_host(sandbox_host, seconds)
-    assert _here(str(suite)) == []
+    assert holding(str(suite)) == []
 
     p = _audit_bg(sandbox_host, d, suite)
     assert _within(90, lambda: _on_host(sandbox_host, seconds)), "the test never started its command"
     p.kill()
     p.communicate(timeout=30)
-    assert _within(15, lambda: not _here(str(suite))), _here(str(suite))
+    assert _within(15, lambda: not holding(str(suite))), holding(str(suite))
     assert _within(5, lambda: not _on_host(sandbox_host, seconds)), _on_host(sandbox_host, seconds)
 
 

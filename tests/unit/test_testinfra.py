@@ -20,6 +20,7 @@ from bringup.testinfra import PLUGIN, backend
 from bringup.testinfra.export import folder, module_text, refuse_foreign, target
 from bringup.testinfra.plugin import expand_hosts, one_line
 from bringup.testinfra.suite import Suite
+from tests.processes import gone, holding
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -365,28 +366,6 @@ def test_audit_runs_the_tests_of_hosts_whose_names_are_not_url_or_pattern_safe(t
         "ERROR: --bringup-host 'web': no such host in the inventory (`invoke hosts` lists them)"), r.stderr
 
 
-def _procs(*marks: str) -> list[str]:
-    """The command lines of this machine's processes holding any of ``marks``."""
-    found = []
-    for p in Path("/proc").iterdir():
-        if p.name.isdigit() and int(p.name) != os.getpid():
-            try:
-                line = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
-            except OSError:
-                continue
-            if any(m in line for m in marks):
-                found.append(f"{p.name}: {line}")
-    return found
-
-
-def _gone(*marks: str, within: float = 15.0) -> list[str]:
-    """Wait up to ``within`` s for no process to hold ``marks``; what is still there."""
-    deadline = time.monotonic() + within
-    while (left := _procs(*marks)) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    return left
-
-
 def _hanging_suite(tmp_path: Path) -> tuple[Path, str]:
     """A local host and a suite whose second test hangs in a command on the host; the command's own mark."""
     (tmp_path / "hosts").write_text("all:\n  vars: {gpu_profile: cpu}\n  hosts:\n    h1: {ansible_connection: local}\n")
@@ -425,7 +404,7 @@ def test_a_hanging_site_test_ends_at_the_bound_with_what_it_ran(tmp_path):
             "finished") in out.splitlines(), out
     assert "h1 : passed=1 failed=1 skipped=1 unreachable=0" in out, out
     assert took < 3 + 5 + 30, took  # the bound, pytest's grace, and an audit's own time on a busy machine
-    assert _gone(hang, str(suite), within=2) == []
+    assert gone(hang, str(suite), within=2) == []
     summary = json.loads(next((tmp_path / "reports").glob("*-audit.json")).read_text())
     assert summary["testinfra"]["not_run"] == {"h1": "ended at --testinfra-timeout 3 s"}
     assert summary["testinfra"]["hosts"]["h1"] == {"passed": 1, "failed": 1, "skipped": 0, "unreachable": 0}
@@ -436,19 +415,19 @@ def test_a_hanging_site_test_ends_at_the_bound_with_what_it_ran(tmp_path):
 def test_sigterm_ends_a_hanging_site_test_and_sigkill_of_the_audit_leaves_nothing_running(tmp_path):
     suite, hang = _hanging_suite(tmp_path)
     p = _audit(tmp_path, "--testinfra", str(suite))  # the default bound: 600 s
-    assert _until(lambda: _procs(hang)), "the hanging test never started"
+    assert _until(lambda: holding(hang)), "the hanging test never started"
     p.send_signal(signal.SIGTERM)  # once
     out, err = p.communicate(timeout=60)
     assert p.returncode == 143, out + err
     assert "h1: testinfra: interrupted by SIGTERM: test_hangs was still running; 2 of 3 tests not finished" in out, out
-    assert _gone(hang, str(suite), within=5) == []
+    assert gone(hang, str(suite), within=5) == []
 
     # The audit killed outright: its pytest, and the command on the host, end with it.
     p = _audit(tmp_path, "--testinfra", str(suite))
-    assert _until(lambda: _procs(hang)), "the hanging test never started"
+    assert _until(lambda: holding(hang)), "the hanging test never started"
     p.kill()
     p.communicate(timeout=30)
-    assert _gone(hang, str(suite), within=15) == []
+    assert gone(hang, str(suite), within=15) == []
 
 
 def test_the_bound_option_is_checked(tmp_path, inv):
@@ -536,13 +515,13 @@ def test_the_end_of_an_interrupted_command_finds_its_group_by_the_mark_and_ends_
     other = subprocess.Popen(["timeout", "600", "sh", "-c", ": bringup-testinfra-0abd; sleep 4711.5"],
                              start_new_session=True)
     try:
-        sleeps = lambda: [l for l in _procs("sleep 4711.") if l.split(": ", 1)[1].startswith("sleep ")]  # noqa: E731
+        sleeps = lambda: [l for l in holding("sleep 4711.") if l.split(": ", 1)[1].startswith("sleep ")]  # noqa: E731
         assert _until(lambda: len(sleeps()) == 2, within=10), sleeps()
         r = subprocess.run([shell, "-c", sh(backend.END_MARKED, "bringup-testinfra-0abc")], capture_output=True,
                            text=True, timeout=30)
         assert r.returncode == 0 and r.stderr == "", r.stderr
-        assert _gone("sleep 4711.25", within=5) == []
-        assert marked.wait(timeout=5) != 0 and other.poll() is None and _procs("sleep 4711.5")
+        assert gone("sleep 4711.25", within=5) == []
+        assert marked.wait(timeout=5) != 0 and other.poll() is None and holding("sleep 4711.5")
     finally:
         for p in (marked, other):
             if p.poll() is None:
