@@ -32,7 +32,7 @@ import time
 import urllib.parse
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from testinfra.backend import base
 
@@ -224,24 +224,37 @@ class BringupBackend(base.BaseBackend):
             update={"ansible_become": True, "ansible_become_user": user}))
         return view
 
+    @contextlib.contextmanager
+    def bounded(self, t: Transport, what: str) -> Iterator[None]:
+        """Round trips of ``t`` inside end by ``--bringup-deadline`` (each limited to what is left of it, so the
+        host's own timeout ends them there too); past it, ``what`` is not run.  Nothing without a deadline."""
+        left = SETTINGS.left()
+        if left is None:
+            yield
+            return
+        bound = SETTINGS.deadline[0]  # type: ignore[index]
+        if left <= 0:
+            raise BringupError(f"not run, the session's bound of {bound:g} s (--bringup-deadline) "
+                               f"has passed: {what}")
+        try:
+            with t.limited(left):
+                yield
+        except Unreachable:
+            if (SETTINGS.left() or 0) <= 1:
+                raise BringupError(f"ended at the session's bound of {bound:g} s "
+                                   f"(--bringup-deadline): {what}") from None
+            raise
+
     def run(self, command: str, *args: str, **kwargs: Any) -> base.CommandResult:
         script, user = self.command(command, *args)
         t = self.becoming(self.transport(), user)
-        left = SETTINGS.left()
-        if left is not None and left <= 0:
-            raise BringupError(f"{self.name}: not run, the session's bound of {SETTINGS.deadline[0]:g} s "  # type: ignore[index]
-                               f"(--bringup-deadline) has passed: {script}")
         # A mark of this command on the host (its process's command line), to end it there when the test is
         # interrupted: the host's own timeout would let it run on to command_timeout.
         mark = f"bringup-testinfra-{secrets.token_hex(6)}"
         try:
-            with t.limited(left) if left is not None else contextlib.nullcontext():
+            with self.bounded(t, script):
                 res = t.run_command(f": {mark}; {script}")  # one-liners: no script on stdin
         except Unreachable as e:
-            left = SETTINGS.left()
-            if left is not None and left <= 1:
-                raise BringupError(f"{self.name}: ended at the session's bound of {SETTINGS.deadline[0]:g} s "  # type: ignore[index]
-                                   f"(--bringup-deadline): {script}") from None
             with self._open_lock:
                 self._unreachable = e
             raise

@@ -527,3 +527,20 @@ def test_the_end_of_an_interrupted_command_finds_its_group_by_the_mark_and_ends_
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+def test_plain_pytest_with_a_deadline_ends_each_command_at_it_and_runs_none_after(inv, tmp_path):
+    (tmp_path / "test_slow.py").write_text(
+        "def test_slow(host):\n    host.run('sleep 31.25')\n\n"
+        "def test_later(host):\n    import time; time.sleep(0.5)\n    host.run('true')\n")
+    started = time.monotonic()
+    r = pytest_run(tmp_path, "--hosts=bringup://h1", f"--bringup-inventory={inv}", "--bringup-deadline=2", "-rN",
+                   "test_slow.py")
+    assert r.returncode == 1 and "2 failed" in r.stdout, r.stdout + r.stderr
+    assert time.monotonic() - started < 25
+    assert "h1: ended at the session's bound of 2 s (--bringup-deadline): sleep 31.25" in r.stdout, r.stdout
+    assert "h1: not run, the session's bound of 2 s (--bringup-deadline) has passed: true" in r.stdout, r.stdout
+    assert gone("sleep 31.25", within=5) == []
+    r = pytest_run(tmp_path, "--hosts=bringup://h1", f"--bringup-inventory={inv}", "--bringup-deadline=0",
+                   "test_slow.py")
+    assert r.returncode == 4 and r.stderr.strip() == "ERROR: --bringup-deadline 0: give a number of seconds > 0"
