@@ -266,10 +266,12 @@ class BringupBackend(base.BaseBackend):
     def end_remote(self, t: Transport, mark: str) -> None:
         """End, on the host, the command marked ``mark`` that an interrupted test left running there: the process
         group of its ``timeout`` (TERM, then KILL a second later).  Best effort, within a few seconds: a host
-        that does not answer ends it at its own timeout.  (A local host's command is ended by the transport.)"""
+        that does not answer ends it at its own timeout.  On a local host the transport ends what it waited for;
+        what it had not yet got hold of (the interrupt came while it was starting it) is ended here."""
         from ..connection import LocalTransport
 
         if isinstance(t, LocalTransport):
+            _end_local(mark)
             return
         try:
             with t.limited(5):
@@ -288,6 +290,25 @@ class BringupBackend(base.BaseBackend):
             t, self._transport = self._transport, None
         if t is not None:
             t.close()
+
+
+def _end_local(mark: str, looks: int = 3) -> None:
+    """Kill the process group of each process of this machine that leads its group and whose command line
+    holds ``: mark;`` (a local host's command starts in a session of its own); looked for ``looks`` times,
+    0.1 s apart, as one interrupted while it was started may only now be running its command."""
+    import signal
+
+    for look in range(looks):
+        if look:
+            time.sleep(0.1)
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                if f": {mark};".encode() in (p / "cmdline").read_bytes() and os.getpgid(int(p.name)) == int(p.name):
+                    os.killpg(int(p.name), signal.SIGKILL)
+            except OSError:  # ProcessLookupError included: gone meanwhile
+                continue
 
 
 def close_all() -> None:

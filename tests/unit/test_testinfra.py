@@ -369,7 +369,7 @@ def test_audit_runs_the_tests_of_hosts_whose_names_are_not_url_or_pattern_safe(t
 def _hanging_suite(tmp_path: Path) -> tuple[Path, str]:
     """A local host and a suite whose second test hangs in a command on the host; the command's own mark."""
     (tmp_path / "hosts").write_text("all:\n  vars: {gpu_profile: cpu}\n  hosts:\n    h1: {ansible_connection: local}\n")
-    hang = f"sleep {int(time.time() * 1000) % 90000 + 10000}.{os.getpid()}"
+    hang = f"sleep {int(time.time() * 1000) % 90000 + 10000}.{os.getpid()}"  # unique to this test's run
     (tmp_path / "test_hang.py").write_text(
         "def test_first(host):\n    assert host.run('true').rc == 0\n\n"
         f"def test_hangs(host):\n    host.run({hang + '; echo late'!r})\n\n"
@@ -381,6 +381,11 @@ def _audit(cwd: Path, *args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "audit", "--host", "h1",
                              "--roles", "window_tuner", *args], cwd=cwd, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
+
+
+def _running(command: str) -> list[str]:
+    """The processes running ``command`` itself (not a shell whose script holds it)."""
+    return [line for line in holding(command) if line.split(": ", 1)[1].startswith(command)]
 
 
 def _until(cond, within: float = 60.0) -> bool:
@@ -415,7 +420,7 @@ def test_a_hanging_site_test_ends_at_the_bound_with_what_it_ran(tmp_path):
 def test_sigterm_ends_a_hanging_site_test_and_sigkill_of_the_audit_leaves_nothing_running(tmp_path):
     suite, hang = _hanging_suite(tmp_path)
     p = _audit(tmp_path, "--testinfra", str(suite))  # the default bound: 600 s
-    assert _until(lambda: holding(hang)), "the hanging test never started"
+    assert _until(lambda: _running(hang)), "the hanging test never started"
     p.send_signal(signal.SIGTERM)  # once
     out, err = p.communicate(timeout=60)
     assert p.returncode == 143, out + err
@@ -424,7 +429,7 @@ def test_sigterm_ends_a_hanging_site_test_and_sigkill_of_the_audit_leaves_nothin
 
     # The audit killed outright: its pytest, and the command on the host, end with it.
     p = _audit(tmp_path, "--testinfra", str(suite))
-    assert _until(lambda: holding(hang)), "the hanging test never started"
+    assert _until(lambda: _running(hang)), "the hanging test never started"
     p.kill()
     p.communicate(timeout=30)
     assert gone(hang, str(suite), within=15) == []
@@ -515,8 +520,7 @@ def test_the_end_of_an_interrupted_command_finds_its_group_by_the_mark_and_ends_
     other = subprocess.Popen(["timeout", "600", "sh", "-c", ": bringup-testinfra-0abd; sleep 4711.5"],
                              start_new_session=True)
     try:
-        sleeps = lambda: [l for l in holding("sleep 4711.") if l.split(": ", 1)[1].startswith("sleep ")]  # noqa: E731
-        assert _until(lambda: len(sleeps()) == 2, within=10), sleeps()
+        assert _until(lambda: len(_running("sleep 4711.")) == 2, within=10), holding("sleep 4711.")
         r = subprocess.run([shell, "-c", sh(backend.END_MARKED, "bringup-testinfra-0abc")], capture_output=True,
                            text=True, timeout=30)
         assert r.returncode == 0 and r.stderr == "", r.stderr
@@ -544,3 +548,19 @@ def test_plain_pytest_with_a_deadline_ends_each_command_at_it_and_runs_none_afte
     r = pytest_run(tmp_path, "--hosts=bringup://h1", f"--bringup-inventory={inv}", "--bringup-deadline=0",
                    "test_slow.py")
     assert r.returncode == 4 and r.stderr.strip() == "ERROR: --bringup-deadline 0: give a number of seconds > 0"
+
+
+def test_a_local_command_an_interrupt_caught_while_it_started_is_ended_by_its_mark():
+    # Ctrl-C (or the audit's bound) may come while the local transport is starting the command, before it holds
+    # the process to end it: the backend finds it by its mark (its own session, `: MARK;` on its command line).
+    p = subprocess.Popen(["/bin/sh", "-c", ": bringup-testinfra-0abe; sleep 4712.5; echo late"], start_new_session=True)
+    try:
+        assert _until(lambda: _running("sleep 4712.5"), within=10)
+        backend._end_local("bringup-testinfra-0abd")  # another command's mark: not this one
+        assert p.poll() is None
+        backend._end_local("bringup-testinfra-0abe")
+        assert p.wait(timeout=5) == -signal.SIGKILL and gone("sleep 4712.5", within=5) == []
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
