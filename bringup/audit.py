@@ -34,7 +34,7 @@ from .templates import Templates
 if TYPE_CHECKING:
     from .ahead import Ahead
 
-__all__ = ["AuditedRole", "Item", "items", "run_audit", "exit_code"]
+__all__ = ["AuditedRole", "Item", "INTERRUPTED", "items", "run_audit", "exit_code"]
 
 
 class AuditedRole(Role):
@@ -53,6 +53,10 @@ class Item:
     item: str
     outcome: str
     message: str = ""
+
+
+#: The item of checks a signal stopped half way (``also``'s: a site's tests): skipped, and printed.
+INTERRUPTED = "interrupted"
 
 
 def _item(host: str, r: ResourceResult) -> Item:
@@ -141,6 +145,8 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
                 say(f"{result.host}: {i.message}")
             elif i.item.startswith(f"{Unused.kind}:"):
                 say(f"{result.host}: not audited: {i.message}")
+            elif i.item == INTERRUPTED:
+                say(f"{result.host}: {i.message}")
         say(summary_line(result.host, found))
 
     opts = Options(check=True, forks=forks, accept_new_host_keys=accept_new_host_keys, ahead=ahead)

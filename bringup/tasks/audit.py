@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from invoke import Exit
@@ -18,17 +19,25 @@ __all__ = ["audit"]
 @task(iterable=REPEATED, help=options(*SELECTION, "accept-new-host-keys") | {
     "roles": "audit only these roles, comma separated", "forks": "hosts audited in parallel (default 10)",
     "testinfra": "also run these testinfra tests (a file or a folder) on each host, through bringup's connection; "
-                 "in the same recap and reports",
+                 "in the same recap and reports. They run as the login user (ansible_user), without become: "
+                 "bringup runs whatever they run, so a test that writes changes the host",
+    "testinfra-timeout": "seconds a host's testinfra tests may take, all together, before they are ended, with "
+                         "what they run on the host (default 600)",
+    "testinfra-become": "run the testinfra tests with the inventory's become (ansible_become: root, usually), "
+                        "as the built-in audit reads",
     "export-testinfra": "write the roles' audit as testinfra modules, DIR/<host>/test_<role>.py, and audit nothing"})
 def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_=None,
           forks="10",
-          accept_new_host_keys=False, testinfra=None, export_testinfra=None, vault_password_file=None, vault_id=None):
+          accept_new_host_keys=False, testinfra=None, export_testinfra=None, vault_password_file=None, vault_id=None,
+          testinfra_timeout=None, testinfra_become=False):
     """Is each host in the state its roles declare? Check mode only, one line per failed item.
 
     JUnit + JSON in reports/. Exit 0 all good, 2 drift, 4 unreachable."""
     if testinfra is not None and export_testinfra is not None:
         raise fail("--testinfra and --export-testinfra: give one of them (export, then run the modules with "
                    "--testinfra DIR)")
+    if testinfra is None and (testinfra_timeout is not None or testinfra_become):
+        raise fail("--testinfra-timeout and --testinfra-become go with --testinfra PATH")
     if export_testinfra is not None:
         return _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_keys, export_testinfra,
                        (vault_password_file, vault_id))
@@ -39,7 +48,8 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
         from ..testinfra.suite import Suite
 
         with failing():
-            suite = Suite.of(testinfra, inventory, set_, (vault_password_file, vault_id))
+            suite = Suite.of(testinfra, inventory, set_, (vault_password_file, vault_id), timeout=testinfra_timeout,
+                             become=testinfra_become)
     # The hosts are connected to while the roles load and the variables are checked (bringup.ahead); the
     # testinfra tests are collected once meanwhile (bad tests are bad input).
     with running(inventory, set_, host, hosts, group, roles, forks=forks, accept_new_host_keys=accept_new_host_keys,
@@ -47,6 +57,8 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
                  vault=(vault_password_file, vault_id)) as run:
         if suite is not None:
             suite.stop = run.stop
+            if notice := suite.root_notice(run.hosts):
+                print(notice, file=sys.stderr)
         code, results = run_audit(run.hosts, run.roles, run.role_vars, run.templates, Path("reports"),
                                   forks=run.forks, accept_new_host_keys=accept_new_host_keys,
                                   say=lambda line: run.console.print(line, markup=False, highlight=False),

@@ -22,19 +22,22 @@ command fails at once with the same line.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import dataclasses
 import os
+import secrets
 import threading
+import time
 import urllib.parse
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 from testinfra.backend import base
 
 from ..command import sh
-from ..errors import InputError, Unreachable
+from ..errors import BringupError, InputError, Unreachable
 from . import SCHEME, register
 
 if TYPE_CHECKING:
@@ -49,6 +52,12 @@ __all__ = ["BringupBackend", "SETTINGS", "Settings", "INVENTORY_ENV", "inventory
 INVENTORY_ENV = "BRINGUP_INVENTORY"
 #: How testinfra's sudo wrapping marks the user (a NUL: never part of a shell command).
 _SUDO = "\0bringup-sudo:"
+#: Ends the process group of each ``timeout`` whose command line holds the mark (``%s``) as :meth:`run` puts it,
+#: ``: MARK;`` (not as this script spells it: it runs under a ``timeout`` of its own): the host's bound of one
+#: command (:meth:`bringup.connection.Transport._bounded`) leads the group of all that command started.
+END_MARKED = ("m=%s; for p in /proc/[0-9]*; do [ \"$(cat \"$p/comm\" 2>/dev/null)\" = timeout ] || continue; "
+              "case \"$(tr '\\000' ' ' < \"$p/cmdline\" 2>/dev/null)\" in *\": $m;\"*) g=\"${p#/proc/}\"; "
+              "kill -TERM \"-$g\" 2>/dev/null; sleep 1; kill -KILL \"-$g\" 2>/dev/null;; esac; done; true")
 
 
 @dataclasses.dataclass
@@ -60,6 +69,15 @@ class Settings:
     accept_new_host_keys: bool = False
     #: The vault passwords: (password files, ``label@file`` ids), as ``--vault-password-file``/``--vault-id``.
     vault: tuple[tuple[str, ...], tuple[str, ...]] = ((), ())
+    #: Whether the inventory's ``ansible_become`` applies (``--bringup-become no``: the tests run as the login
+    #: user; a test's own ``host.sudo()`` still becomes, as it asks).
+    become: bool = True
+    #: ``(seconds, monotonic end)`` of ``--bringup-deadline``: no command runs on a host past the end.
+    deadline: tuple[float, float] | None = None
+
+    def left(self) -> float | None:
+        """Seconds left before the deadline (None: no deadline)."""
+        return None if self.deadline is None else self.deadline[1] - time.monotonic()
 
     def paths(self) -> list[Path]:
         """The inventories, in the order given (``--bringup-inventory``, once or more)."""
@@ -149,8 +167,12 @@ class BringupBackend(base.BaseBackend):
 
     @property
     def inventory_host(self) -> Host:
-        """The host as the inventory defines it (name, groups, inventory variables, connection variables)."""
-        return inventory().host(self.name)
+        """The host as the inventory defines it (name, groups, inventory variables, connection variables);
+        without its become under ``--bringup-become no``."""
+        h = inventory().host(self.name)
+        if not SETTINGS.become and h.connection.ansible_become:
+            h = dataclasses.replace(h, connection=h.connection.model_copy(update={"ansible_become": False}))
+        return h
 
     @property
     def vars(self) -> dict[str, Any]:
@@ -202,16 +224,60 @@ class BringupBackend(base.BaseBackend):
             update={"ansible_become": True, "ansible_become_user": user}))
         return view
 
+    @contextlib.contextmanager
+    def bounded(self, t: Transport, what: str) -> Iterator[None]:
+        """Round trips of ``t`` inside end by ``--bringup-deadline`` (each limited to what is left of it, so the
+        host's own timeout ends them there too); past it, ``what`` is not run.  Nothing without a deadline."""
+        left = SETTINGS.left()
+        if left is None:
+            yield
+            return
+        bound = SETTINGS.deadline[0]  # type: ignore[index]
+        if left <= 0:
+            raise BringupError(f"not run, the session's bound of {bound:g} s (--bringup-deadline) "
+                               f"has passed: {what}")
+        try:
+            with t.limited(left):
+                yield
+        except Unreachable:
+            if (SETTINGS.left() or 0) <= 1:
+                raise BringupError(f"ended at the session's bound of {bound:g} s "
+                                   f"(--bringup-deadline): {what}") from None
+            raise
+
     def run(self, command: str, *args: str, **kwargs: Any) -> base.CommandResult:
         script, user = self.command(command, *args)
         t = self.becoming(self.transport(), user)
+        # A mark of this command on the host (its process's command line), to end it there when the test is
+        # interrupted: the host's own timeout would let it run on to command_timeout.
+        mark = f"bringup-testinfra-{secrets.token_hex(6)}"
         try:
-            res = t.run_command(script)  # testinfra's commands are one-liners: no script on stdin
+            with self.bounded(t, script):
+                res = t.run_command(f": {mark}; {script}")  # one-liners: no script on stdin
         except Unreachable as e:
             with self._open_lock:
                 self._unreachable = e
             raise
+        except KeyboardInterrupt:
+            self.end_remote(t, mark)
+            raise
         return self.result(res.rc, self.encode(script), res.stdout, res.stderr)
+
+    def end_remote(self, t: Transport, mark: str) -> None:
+        """End, on the host, the command marked ``mark`` that an interrupted test left running there: the process
+        group of its ``timeout`` (TERM, then KILL a second later).  Best effort, within a few seconds: a host
+        that does not answer ends it at its own timeout.  On a local host the transport ends what it waited for;
+        what it had not yet got hold of (the interrupt came while it was starting it) is ended here."""
+        from ..connection import LocalTransport
+
+        if isinstance(t, LocalTransport):
+            _end_local(mark)
+            return
+        try:
+            with t.limited(5):
+                t.run_command(sh(END_MARKED, mark))
+        except (BringupError, OSError, EOFError):
+            pass
 
     def encode(self, data: str) -> bytes:
         return data.encode("utf-8", "surrogateescape")
@@ -224,6 +290,25 @@ class BringupBackend(base.BaseBackend):
             t, self._transport = self._transport, None
         if t is not None:
             t.close()
+
+
+def _end_local(mark: str, looks: int = 3) -> None:
+    """Kill the process group of each process of this machine that leads its group and whose command line
+    holds ``: mark;`` (a local host's command starts in a session of its own); looked for ``looks`` times,
+    0.1 s apart, as one interrupted while it was started may only now be running its command."""
+    import signal
+
+    for look in range(looks):
+        if look:
+            time.sleep(0.1)
+        for p in Path("/proc").iterdir():
+            if not p.name.isdigit():
+                continue
+            try:
+                if f": {mark};".encode() in (p / "cmdline").read_bytes() and os.getpgid(int(p.name)) == int(p.name):
+                    os.killpg(int(p.name), signal.SIGKILL)
+            except OSError:  # ProcessLookupError included: gone meanwhile
+                continue
 
 
 def close_all() -> None:

@@ -87,14 +87,18 @@ def item_of(r: Resource) -> dict[str, Any]:
 
 
 class _Borrowed:
-    """The backend's connection lent to one check-mode run: counted, never closed by it."""
+    """The backend's connection lent to one check-mode run: counted, bounded as the backend's own commands
+    (``--bringup-deadline``), never closed by it."""
 
-    def __init__(self, t):
-        self._t, self.host, self.round_trips = t, t.host, 0
+    def __init__(self, backend: BringupBackend):
+        self._backend = backend
+        self._t = backend.transport()
+        self.host, self.round_trips = self._t.host, 0
 
     def run_script(self, script: str):
         self.round_trips += 1
-        return self._t.run_script(script)
+        with self._backend.bounded(self._t, "a read of the role's audit"):
+            return self._t.run_script(script)
 
     def close(self) -> None:
         pass
@@ -124,7 +128,7 @@ class _RoleRun(HostRun):
 
         super().__init__(backend.inventory_host, [AuditedRole(role.name, role.module)], backend.vars,
                          Options(check=True), Templates(content_root() / "templates"))
-        self.transport = _Borrowed(backend.transport())
+        self.transport = _Borrowed(backend)
         self.known = _facts.setdefault(backend, _Facts())
         self.declared: list[Resource] = []
 

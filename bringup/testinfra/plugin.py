@@ -7,10 +7,24 @@ where bringup is installed; ``-p bringup.testinfra.plugin`` loads it from a chec
 - expands each ``bringup://PATTERN`` of ``--hosts`` into the inventory's hosts before testinfra parses it as a
   URL (a ``?`` wildcard or a ``[12]`` class would not survive that); a pattern that names nothing, or a bad
   inventory, is one ``ERROR:`` line (pytest's usage error, exit 4) before any test runs;
+- ``--bringup-host NAME``, repeatable: exactly that host of the inventory, never read as a pattern nor as part
+  of a URL (``fd00::2``, ``a,b``, ``web[1]``, a name holding ``;``, a space or ``%``); what ``invoke audit
+  --testinfra`` passes;
 - the ``bringup_vars`` fixture: the host's merged variables (``host.backend.vars``);
 - a test that failed because its host was unreachable (or sudo refused, or its variables are bad) reports
   bringup's one line instead of a traceback;
-- ``--bringup-report FILE``: every test's outcome as one line, JSON (what ``invoke audit --testinfra`` reads).
+- ``--bringup-become no``: the inventory's ``ansible_become`` does not apply: the tests run as the login user
+  (``invoke audit --testinfra`` passes it unless ``--testinfra-become``); a test's own ``host.sudo()`` still
+  becomes, as it asks;
+- ``--bringup-deadline SECONDS``: no command runs on a host past SECONDS from the session's start (each round
+  trip is limited to what is left, so the host's own ``timeout`` ends it there too); a test interrupted
+  (Ctrl-C, or the audit ending it) ends the command it had running on the host;
+- a failure's report, its captured output and its log never show a secret: the inventory's passwords and
+  every vaulted or referenced value are masked (:data:`bringup.secrets.MASK`), in plain pytest as in the audit;
+- ``--bringup-report FILE``: every test's outcome as one line, JSON (what ``invoke audit --testinfra`` reads),
+  written again after each test, with the test in flight, so that a run ended from outside still says how far
+  it got;
+- started by the audit (:func:`bringup.child.run_bounded`), the session ends with the audit, even one killed.
 """
 from __future__ import annotations
 
@@ -41,6 +55,14 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                                                     "--vault-password-file; repeatable")
     group.addoption("--bringup-vault-id", dest="bringup_vault_id", action="append", default=[],
                     metavar="LABEL@FILE", help="a vault id's password file, as bringup's --vault-id; repeatable")
+    group.addoption("--bringup-host", dest="bringup_host", action="append", default=[], metavar="NAME",
+                    help="exactly this host of the inventory (its name as the inventory spells it, never a "
+                         "pattern); repeatable; added to --hosts")
+    group.addoption("--bringup-become", dest="bringup_become", default="yes", choices=("yes", "no"),
+                    help="no: the inventory's ansible_become does not apply, the tests run as the login user "
+                         "(default yes)")
+    group.addoption("--bringup-deadline", dest="bringup_deadline", default=None, type=float, metavar="SECONDS",
+                    help="no command runs on a host past SECONDS from the session's start")
     group.addoption("--bringup-report", dest="bringup_report", default=None, metavar="FILE",
                     help="write each test's outcome, one line each, as JSON to FILE")
 
@@ -48,20 +70,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     import os
+    import time
 
+    from ..child import watch_parent
     from ..process import PROGRAM_ENV, set_program
     from .backend import INVENTORY_ENV, SETTINGS
 
+    watch_parent()  # started by the audit: this session ends with it, even when it is killed
     if os.environ.get(PROGRAM_ENV) in ("bringup", "invoke"):  # run by `bringup audit --testinfra`: its hints say so
         set_program(os.environ[PROGRAM_ENV])
+    SETTINGS.become = config.getoption("bringup_become") != "no"
+    deadline = config.getoption("bringup_deadline")
+    if deadline is not None and not deadline > 0:
+        raise pytest.UsageError(f"--bringup-deadline {deadline:g}: give a number of seconds > 0")
+    SETTINGS.deadline = None if deadline is None else (deadline, time.monotonic() + deadline)
     SETTINGS.inventory = tuple(config.getoption("bringup_inventory") or ())
     SETTINGS.overrides = tuple(config.getoption("bringup_set") or ())
     SETTINGS.vault = (tuple(config.getoption("bringup_vault_password_file") or ()),
                       tuple(config.getoption("bringup_vault_id") or ()))
     hosts = getattr(config.option, "hosts", None)
-    if hosts and f"{SCHEME}://" in hosts:
+    exact = config.getoption("bringup_host") or []
+    if (hosts and f"{SCHEME}://" in hosts) or exact:
         try:
-            config.option.hosts = expand_hosts(hosts)
+            config.option.hosts = ",".join(filter(None, [expand_hosts(hosts or ""), exact_hosts(exact)]))
         except InventoryError as e:
             raise pytest.UsageError(f"{e}; bringup:// hosts read --bringup-inventory PATH, else "
                                     f"${INVENTORY_ENV}, else ./hosts") from None
@@ -83,6 +114,17 @@ def expand_hosts(hosts: str) -> str:
         elif spec:
             out.append(spec)
     return ",".join(dict.fromkeys(out))
+
+
+def exact_hosts(names: list[str]) -> str:
+    """``--bringup-host`` names as testinfra's ``--hosts``: each one a host of the inventory, spelled exactly."""
+    from .backend import host_spec, inventory
+
+    hosts = inventory().hosts
+    for n in names:
+        if n not in hosts:
+            raise BringupError(f"--bringup-host {n!r}: no such host in the inventory (`invoke hosts` lists them)")
+    return ",".join(dict.fromkeys(host_spec(n) for n in names))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -156,7 +198,25 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
         if isinstance(e, (Unreachable, BringupError)):
             # bringup's one line, not a traceback through the transport.
             report.longrepr = f"{report.bringup_host or item.nodeid}: {report.bringup_line}"
+    mask_report(report)
     return report
+
+
+def mask_report(report: pytest.TestReport) -> None:
+    """``report`` with no secret in what pytest prints and writes of it: its failure's text (an assertion's
+    values, a traceback's locals), its captured output and log.  A report without a secret is left as it is
+    (its colours, its structure for other plugins)."""
+    from ..secrets import MASK
+
+    if report.longrepr is not None and not isinstance(report.longrepr, tuple):  # a tuple: a skip's reason
+        text = str(report.longrepr)
+        masked = MASK.mask(text)
+        if masked != text:
+            report.longrepr = masked
+    elif isinstance(report.longrepr, tuple):
+        path, line, reason = report.longrepr
+        report.longrepr = (path, line, MASK.mask(reason))
+    report.sections = [(title, MASK.mask(content)) for title, content in report.sections]
 
 
 class Recorder:
@@ -169,9 +229,22 @@ class Recorder:
         self.tests: dict[str, dict[str, Any]] = {}
         self.errors: list[dict[str, str]] = []
         self.collected = 0
+        #: Each test's name without its host's id, by node id; the test in flight (its node id), if any.
+        self.names: dict[str, str] = {}
+        self.running: str | None = None
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         self.collected = len(session.items)
+        self.names = {i.nodeid: display_name(i) for i in session.items}
+        self.write(None)
+
+    def pytest_runtest_logstart(self, nodeid: str, location) -> None:
+        self.running = nodeid
+        self.write(None)
+
+    def pytest_runtest_logfinish(self, nodeid: str, location) -> None:
+        self.running = None
+        self.write(None)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         got = self.tests.setdefault(report.nodeid, {
@@ -197,9 +270,19 @@ class Recorder:
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
-        self.path.write_text(json.dumps({"exit": int(exitstatus), "collected": self.collected,
-                                         "tests": list(self.tests.values()),
-                                         "collection_errors": self.errors}, indent=1) + "\n")
+        self.write(int(exitstatus))
+
+    def write(self, exitstatus: int | None) -> None:
+        """The report so far (``exit`` None: the session has not ended), replacing the last one whole."""
+        import os
+
+        running = None if self.running is None else {"nodeid": self.running,
+                                                     "test": self.names.get(self.running, self.running)}
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"exit": exitstatus, "collected": self.collected,
+                                   "tests": list(self.tests.values()), "running": running,
+                                   "collection_errors": self.errors}, indent=1) + "\n")
+        os.replace(tmp, self.path)
 
 
 def _last_line(report) -> str:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,6 +17,7 @@ import pytest
 import yaml
 
 from harness import SANDBOX_VARS, write_inventory
+from tests.processes import holding
 
 from .helpers import REPO, free_port, install_copy, invoke
 from .test_connection import _sudo_user
@@ -287,3 +290,123 @@ def test_the_three_ways_from_an_installed_copy(sandbox_host, project, tmp_path):
     r = pytest_run(ops, "exp", python=py, plugin=False)
     assert r.returncode == 0 and " passed" in r.stdout, r.stdout + r.stderr
     assert sorted(p.name for p in ops.iterdir()) == ["exp", "hosts", "reports", "test_policy.py"]
+
+
+# -- issue 34 item 15: a site test that hangs, signals, odd host names, secrets ------------------------------
+
+def _hang_suite(d: Path, seconds: str) -> Path:
+    """A suite whose second test hangs in `sleep <seconds>` on the host."""
+    (d / "test_hang.py").write_text(
+        "def test_first(host):\n    assert host.run('true').rc == 0\n\n"
+        f"def test_hangs(host):\n    host.run('sleep {seconds}; echo late')\n\n"
+        "def test_after(host):\n    pass\n")
+    return d / "test_hang.py"
+
+
+def _on_host(sandbox_host, seconds: str) -> list[str]:
+    """The host's processes running `sleep <seconds>` (the probe's own command line spells it otherwise)."""
+    n, frac = seconds.split(".")
+    script = (f"m=\"sleep $(({n})).{frac}\"; for p in /proc/[0-9]*; do c=$(tr '\\000' ' ' < $p/cmdline 2>/dev/null); "
+              "case \"$c\" in *\"$m\"*) echo \"${p#/proc/} $c\";; esac; done; true")
+    return [l for l in sandbox_host.exec(script).stdout.splitlines() if l.strip()]
+
+
+def _within(seconds: float, cond) -> bool:
+    deadline = time.monotonic() + seconds
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.25)
+    return cond()
+
+
+@pytest.fixture
+def hang(sandbox_host, tmp_path):
+    write_inventory(tmp_path / "hosts", [sandbox_host], extra_vars=SANDBOX_VARS)
+    seconds = f"{4000 + os.getpid() % 1000}.{int(time.time()) % 1000}"
+    yield tmp_path, _hang_suite(tmp_path, seconds), seconds
+    for line in _on_host(sandbox_host, seconds):  # a failed test's leftovers, by their process ids
+        sandbox_host.exec(f"kill -KILL {int(line.split()[0])}", check=False)
+
+
+@pytest.mark.reliability(item=34, fault="audit --testinfra: a site test hangs in a command on a real host",
+                         checks=("no hang", "no leftovers", "recap and report", "exit code"))
+def test_a_site_test_hanging_on_the_host_ends_at_the_bound_there_and_here(sandbox_host, hang):
+    d, suite, seconds = hang
+    h = sandbox_host.name
+    started = time.monotonic()
+    r = invoke("audit", "--host", h, "--roles", "window_tuner", "--testinfra", str(suite), "--testinfra-timeout", "5",
+               cwd=d, timeout=120)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert time.monotonic() - started < 5 + 5 + 40
+    assert (f"{h}: testinfra: ended after 5 s (--testinfra-timeout): test_hangs was still running; 2 of 3 tests not "
+            "finished") in r.stdout.splitlines(), r.stdout
+    assert _within(5, lambda: not _on_host(sandbox_host, seconds)), _on_host(sandbox_host, seconds)
+    assert holding(str(suite)) == []
+    assert json.loads(latest(d, "json").read_text())["testinfra"]["not_run"] == {h: "ended at --testinfra-timeout 5 s"}
+
+
+def _audit_bg(sandbox_host, d: Path, suite: Path) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "audit", "--host",
+                             sandbox_host.name, "--roles", "window_tuner", "--testinfra", str(suite)], cwd=d,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+@pytest.mark.reliability(item=34, fault="audit --testinfra: SIGTERM, and SIGKILL, while a site test hangs on a real "
+                                        "host", checks=("no hang", "no leftovers", "exit code"))
+def test_sigterm_or_sigkill_of_the_audit_ends_the_hanging_test_here_and_on_the_host(sandbox_host, hang):
+    d, suite, seconds = hang
+    p = _audit_bg(sandbox_host, d, suite)
+    assert _within(90, lambda: _on_host(sandbox_host, seconds)), "the test never started its command"
+    p.send_signal(signal.SIGTERM)  # once: the default bound is 600 s
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 143, out + err
+    assert (f"{sandbox_host.name}: testinfra: interrupted by SIGTERM: test_hangs was still running; 2 of 3 tests "
+            "not finished") in out.splitlines(), out
+    assert _within(5, lambda: not _on_host(sandbox_host, seconds)), _on_host(sandbox_host, seconds)
+    assert holding(str(suite)) == []
+
+    p = _audit_bg(sandbox_host, d, suite)
+    assert _within(90, lambda: _on_host(sandbox_host, seconds)), "the test never started its command"
+    p.kill()
+    p.communicate(timeout=30)
+    assert _within(15, lambda: not holding(str(suite))), holding(str(suite))
+    assert _within(5, lambda: not _on_host(sandbox_host, seconds)), _on_host(sandbox_host, seconds)
+
+
+ODD = ["fd00::2", "a,b", "x;y z%", "p%41q"]
+
+
+@pytest.mark.reliability(item=34, fault="audit --testinfra of inventory aliases named fd00::2, a,b, x;y z%, p%41q",
+                         checks=("exit code", "recap and report"))
+def test_hosts_with_names_that_are_not_url_or_pattern_safe(sandbox_host, tmp_path):
+    hv = sandbox_host.inventory_vars()
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"vars": dict(SANDBOX_VARS, gpu_profile="cpu"),
+                                                            "hosts": {n: dict(hv) for n in ODD}}}))
+    (tmp_path / "test_name.py").write_text(
+        "def test_name(host, bringup_vars):\n"
+        "    assert host.backend.name == bringup_vars['inventory_hostname']\n"
+        f"    assert host.backend.name in {ODD!r}\n"
+        "    assert host.file('/etc').is_directory\n")
+    r = invoke("audit", "--group", "all", "--roles", "window_tuner", "--forks", "4", "--testinfra", "test_name.py",
+               cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(latest(tmp_path, "json").read_text())["testinfra"]["hosts"] == {
+        n: {"passed": 1, "failed": 0, "skipped": 0, "unreachable": 0} for n in ODD}, r.stdout
+    for n in ODD:
+        assert f"{n} : passed=" in r.stdout, r.stdout
+
+
+@pytest.mark.reliability(item=34, fault="plain pytest over bringup:// on a real host: a failing test shows the "
+                                        "become password", checks=("secret never shown",))
+def test_plain_pytest_masks_the_become_password_in_a_failing_assertion(sandbox_host, tmp_path):
+    _sudo_user(sandbox_host, "pwuser", "Right-pw-42", nopasswd=False)
+    inv = _as(tmp_path, sandbox_host, "pwuser", "Right-pw-42")
+    (tmp_path / "test_pw.py").write_text(
+        "def test_pw(host):\n"
+        "    pw = host.backend.inventory_host.connection.ansible_become_password.get_secret_value()\n"
+        "    assert host.check_output('id -u') == '0'\n"
+        "    assert host.run('echo %s', pw).stdout == 'the password'\n")
+    r = pytest_run(tmp_path, "--hosts=bringup://h", f"--bringup-inventory={inv}", "-rA", "-l",
+                   f"--junitxml={tmp_path / 'j.xml'}", "test_pw.py")
+    assert r.returncode == 1 and "1 failed" in r.stdout, r.stdout + r.stderr
+    assert "Right-pw-42" not in r.stdout + r.stderr + (tmp_path / "j.xml").read_text(), r.stdout
+    assert "assert '********\\n' == 'the password'" in r.stdout, r.stdout

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from bringup.testinfra import PLUGIN, backend
 from bringup.testinfra.export import folder, module_text, refuse_foreign, target
 from bringup.testinfra.plugin import expand_hosts, one_line
 from bringup.testinfra.suite import Suite
+from tests.processes import gone, holding
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -322,3 +324,243 @@ def test_the_suites_tests_name_the_program_that_runs_the_audit(tmp_path, program
                         str(tmp_path / "test_name.py")], cwd=tmp_path, env=json.loads(env.stdout),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
+
+
+#: Host names that are not URL-safe nor pattern-safe: an IPv6 address, a comma, a range's bracket, a shell's
+#: `;`, a space, a `%` and what looks like a percent-escape.  A script inventory gives them as they are.
+ODD_NAMES = ["web[1]", "fd00::2", "a,b", "x;y z%", "p%41q"]
+
+
+def _odd_inventory(tmp_path: Path) -> Path:
+    script = tmp_path / "inv.py"
+    script.write_text(f"#!{sys.executable}\nimport json\nnames = {ODD_NAMES!r}\n"
+                      "print(json.dumps({'all': {'hosts': names, 'vars': {'gpu_profile': 'cpu'}},\n"
+                      "                  '_meta': {'hostvars': {n: {'ansible_connection': 'local'} for n in names}}}))\n")
+    script.chmod(0o755)
+    return script
+
+
+@pytest.mark.reliability(item=34, fault="audit --testinfra of hosts named web[1], fd00::2, a,b, x;y z%, p%41q",
+                         checks=("exit code", "recap and report"))
+def test_audit_runs_the_tests_of_hosts_whose_names_are_not_url_or_pattern_safe(tmp_path):
+    # Issue 34 item 15: the audit passed the host to its pytest as a quoted URL, which the plugin then matched
+    # as a pattern: every one of these was "matches no host".  It now names the host exactly (--bringup-host).
+    inv = _odd_inventory(tmp_path)
+    (tmp_path / "test_name.py").write_text(
+        "def test_name(host, bringup_vars):\n"
+        "    assert host.backend.name == bringup_vars['inventory_hostname']\n"
+        f"    assert host.backend.name in {ODD_NAMES!r}\n")
+    r = invoke(tmp_path, "audit", "-i", str(inv), "--group", "all", "--roles", "window_tuner", "--forks", "5",
+               "--testinfra", "test_name.py")
+    assert r.returncode == 0, r.stdout + r.stderr
+    summary = json.loads(next((tmp_path / "reports").glob("*-audit.json")).read_text())
+    assert summary["testinfra"]["hosts"] == {n: {"passed": 1, "failed": 0, "skipped": 0, "unreachable": 0}
+                                             for n in ODD_NAMES}, r.stdout
+    # Plain pytest: --bringup-host takes a name exactly; one that is not the inventory's is one line.
+    r = pytest_run(tmp_path, f"--bringup-inventory={inv}", "--bringup-host=a,b", "--bringup-host=fd00::2",
+                   f"--bringup-report={tmp_path / 'r.json'}", "test_name.py")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert sorted(t["host"] for t in json.loads((tmp_path / "r.json").read_text())["tests"]) == ["a,b", "fd00::2"]
+    r = pytest_run(tmp_path, f"--bringup-inventory={inv}", "--bringup-host=web", "test_name.py")
+    assert r.returncode == 4 and r.stderr.strip() == (
+        "ERROR: --bringup-host 'web': no such host in the inventory (`invoke hosts` lists them)"), r.stderr
+
+
+def _hanging_suite(tmp_path: Path) -> tuple[Path, str]:
+    """A local host and a suite whose second test hangs in a command on the host; the command's own mark."""
+    (tmp_path / "hosts").write_text("all:\n  vars: {gpu_profile: cpu}\n  hosts:\n    h1: {ansible_connection: local}\n")
+    hang = f"sleep {int(time.time() * 1000) % 90000 + 10000}.{os.getpid()}"  # unique to this test's run
+    (tmp_path / "test_hang.py").write_text(
+        "def test_first(host):\n    assert host.run('true').rc == 0\n\n"
+        f"def test_hangs(host):\n    host.run({hang + '; echo late'!r})\n\n"
+        "def test_after(host):\n    pass\n")
+    return tmp_path / "test_hang.py", hang
+
+
+def _audit(cwd: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "audit", "--host", "h1",
+                             "--roles", "window_tuner", *args], cwd=cwd, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _running(command: str) -> list[str]:
+    """The processes running ``command`` itself (not a shell whose script holds it)."""
+    return [line for line in holding(command) if line.split(": ", 1)[1].startswith(command)]
+
+
+def _until(cond, within: float = 60.0) -> bool:
+    deadline = time.monotonic() + within
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return cond()
+
+
+@pytest.mark.reliability(item=34, fault="audit --testinfra: a site test hangs in a command on the host",
+                         checks=("no hang", "no leftovers", "recap and report", "exit code"))
+def test_a_hanging_site_test_ends_at_the_bound_with_what_it_ran(tmp_path):
+    # Issue 34 item 15: nothing bounded a site's test; its pytest, and the command it ran, ran on.
+    suite, hang = _hanging_suite(tmp_path)
+    started = time.monotonic()
+    p = _audit(tmp_path, "--testinfra", str(suite), "--testinfra-timeout", "3")
+    out, err = p.communicate(timeout=120)
+    took = time.monotonic() - started
+    assert p.returncode == 2, out + err
+    assert ("h1: testinfra: ended after 3 s (--testinfra-timeout): test_hangs was still running; 2 of 3 tests not "
+            "finished") in out.splitlines(), out
+    assert "h1 : passed=1 failed=1 skipped=1 unreachable=0" in out, out
+    assert took < 3 + 5 + 30, took  # the bound, pytest's grace, and an audit's own time on a busy machine
+    assert gone(hang, str(suite), within=2) == []
+    summary = json.loads(next((tmp_path / "reports").glob("*-audit.json")).read_text())
+    assert summary["testinfra"]["not_run"] == {"h1": "ended at --testinfra-timeout 3 s"}
+    assert summary["testinfra"]["hosts"]["h1"] == {"passed": 1, "failed": 1, "skipped": 0, "unreachable": 0}
+
+
+@pytest.mark.reliability(item=34, fault="audit --testinfra: SIGTERM, then SIGKILL, while a site test hangs",
+                         checks=("no hang", "no leftovers", "exit code"))
+def test_sigterm_ends_a_hanging_site_test_and_sigkill_of_the_audit_leaves_nothing_running(tmp_path):
+    suite, hang = _hanging_suite(tmp_path)
+    p = _audit(tmp_path, "--testinfra", str(suite))  # the default bound: 600 s
+    assert _until(lambda: _running(hang)), "the hanging test never started"
+    p.send_signal(signal.SIGTERM)  # once
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 143, out + err
+    assert "h1: testinfra: interrupted by SIGTERM: test_hangs was still running; 2 of 3 tests not finished" in out, out
+    assert gone(hang, str(suite), within=5) == []
+
+    # The audit killed outright: its pytest, and the command on the host, end with it.
+    p = _audit(tmp_path, "--testinfra", str(suite))
+    assert _until(lambda: _running(hang)), "the hanging test never started"
+    p.kill()
+    p.communicate(timeout=30)
+    assert gone(hang, str(suite), within=15) == []
+
+
+def test_the_bound_option_is_checked(tmp_path, inv):
+    from bringup.testinfra.suite import TIMEOUT_S, parse_timeout
+
+    assert parse_timeout(None) == TIMEOUT_S and parse_timeout("2.5") == 2.5
+    for bad in ("0", "-1", "nan", "inf", "ten", ""):
+        with pytest.raises(InputError, match=r"--testinfra-timeout .*: give the seconds a host's tests may take"):
+            parse_timeout(bad)
+    r = invoke(tmp_path, "audit", "--host", "h1", "--roles", "sysctl", "--testinfra-timeout", "5")
+    assert r.returncode == 1 and r.stderr.strip() == (
+        "error: --testinfra-timeout and --testinfra-become go with --testinfra PATH"), r.stdout + r.stderr
+
+
+@pytest.mark.reliability(item=34, fault="plain pytest over bringup://: a failing test compares the become password "
+                                        "and a secret variable", checks=("secret never shown",))
+def test_plain_pytest_never_prints_the_inventorys_secrets(tmp_path, monkeypatch):
+    # Issue 34 item 15: the audit masked its one line, but plain pytest printed the values in the assertion's
+    # explanation, the captured output, the short summary and the JUnit file.
+    monkeypatch.setenv("TI_SITE_TOKEN", "Tok-77-zz-site")
+    (tmp_path / "hosts").write_text(
+        "all:\n  vars: {gpu_profile: cpu}\n  hosts:\n    h1: {ansible_connection: local, ansible_become_password: "
+        "Sekret-pw-913, site_token: {env: TI_SITE_TOKEN}}\n")
+    (tmp_path / "test_pw.py").write_text(
+        "def test_pw(host):\n"
+        "    pw = host.backend.inventory_host.connection.ansible_become_password.get_secret_value()\n"
+        "    print('the password is', pw)\n"
+        "    assert pw == 'other'\n\n"
+        "def test_token(host):\n"
+        "    token = host.backend.inventory_host.vars['site_token'].get_secret_value()\n"
+        "    assert host.run('echo %s', token).stdout == 'x'\n")
+    r = pytest_run(tmp_path, "--hosts=bringup://h1", "-rA", "-l", f"--junitxml={tmp_path / 'j.xml'}",
+                   f"--bringup-report={tmp_path / 'r.json'}", "test_pw.py")
+    assert r.returncode == 1 and "2 failed" in r.stdout, r.stdout + r.stderr
+    said = r.stdout + r.stderr + (tmp_path / "j.xml").read_text() + (tmp_path / "r.json").read_text()
+    assert "Sekret-pw-913" not in said and "Tok-77-zz-site" not in said, said
+    assert "assert '********' == 'other'" in r.stdout and "the password is ********" in r.stdout, r.stdout
+    assert "assert '********\\n' == 'x'" in r.stdout, r.stdout
+
+
+def test_site_tests_run_without_become_unless_asked_and_the_audit_says_when_they_run_as_root(tmp_path):
+    # Issue 34 item 15: an audit is check mode, yet the site's tests ran with the inventory's become (root).
+    # They now run as the login user; --testinfra-become gives them the become; root either way is said.
+    # A stand-in sudo on PATH marks what it runs (the built-in audit reads through it either way).
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "sudo").write_text(
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -n|-H) shift;; -u) shift 2;; --) shift; break;; *) break;; "
+        "esac; done\nBECAME=yes exec \"$@\"\n")
+    (tmp_path / "bin" / "sudo").chmod(0o755)
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    (tmp_path / "hosts").write_text("all:\n  vars: {gpu_profile: cpu}\n  hosts:\n    h1: {ansible_connection: local, "
+                                    "ansible_become: true}\n")
+    (tmp_path / "test_who.py").write_text("def test_who(host):\n    assert host.check_output('echo \"$BECAME\"') == ''\n")
+
+    def audit(*more: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "audit", "--host", "h1",
+                               "--roles", "window_tuner", "--testinfra", "test_who.py", *more], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120)
+
+    r = audit()
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "h1 : passed=1 failed=0 skipped=1 unreachable=0" in r.stdout, r.stdout
+    said = ("note: --testinfra runs the site's tests as root on h1 ({}): the audit's check mode binds its own items "
+            "only, a test that writes changes the host; log in as a user without root to keep them read-only")
+    assert (said.format("their login user is root") in r.stderr.splitlines()) == (os.geteuid() == 0), r.stderr
+    assert json.loads(next((tmp_path / "reports").glob("*-audit.json")).read_text())["testinfra"]["become"] is False
+    r = audit("--testinfra-become")  # asked for: the inventory's become applies
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert any(l.startswith("h1: test_who: assert 'yes' == ''") for l in r.stdout.splitlines()), r.stdout
+    assert said.format("--testinfra-become") in r.stderr.splitlines(), r.stderr
+
+
+@pytest.mark.parametrize("shell", ["/bin/sh", "dash", "bash"])
+def test_the_end_of_an_interrupted_command_finds_its_group_by_the_mark_and_ends_it(shell, tmp_path):
+    # What an interrupted test runs on its host (bringup.testinfra.backend.END_MARKED), run here: the command as
+    # the transport starts it (its timeout leads its group), and a second one, not marked, that must stay.
+    import shutil
+
+    from bringup.command import sh
+
+    if shutil.which(shell) is None:
+        pytest.fail(f"{shell} is not installed here: the host's shells are what this checks")
+    marked = subprocess.Popen(["timeout", "-s", "TERM", "-k", "10", "600", "sh", "-c",
+                               ": bringup-testinfra-0abc; sleep 4711.25; echo late"], start_new_session=True)
+    other = subprocess.Popen(["timeout", "600", "sh", "-c", ": bringup-testinfra-0abd; sleep 4711.5"],
+                             start_new_session=True)
+    try:
+        assert _until(lambda: len(_running("sleep 4711.")) == 2, within=10), holding("sleep 4711.")
+        r = subprocess.run([shell, "-c", sh(backend.END_MARKED, "bringup-testinfra-0abc")], capture_output=True,
+                           text=True, timeout=30)
+        assert r.returncode == 0 and r.stderr == "", r.stderr
+        assert gone("sleep 4711.25", within=5) == []
+        assert marked.wait(timeout=5) != 0 and other.poll() is None and holding("sleep 4711.5")
+    finally:
+        for p in (marked, other):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def test_plain_pytest_with_a_deadline_ends_each_command_at_it_and_runs_none_after(inv, tmp_path):
+    (tmp_path / "test_slow.py").write_text(
+        "def test_slow(host):\n    host.run('sleep 31.25')\n\n"
+        "def test_later(host):\n    import time; time.sleep(0.5)\n    host.run('true')\n")
+    started = time.monotonic()
+    r = pytest_run(tmp_path, "--hosts=bringup://h1", f"--bringup-inventory={inv}", "--bringup-deadline=2", "-rN",
+                   "test_slow.py")
+    assert r.returncode == 1 and "2 failed" in r.stdout, r.stdout + r.stderr
+    assert time.monotonic() - started < 25
+    assert "h1: ended at the session's bound of 2 s (--bringup-deadline): sleep 31.25" in r.stdout, r.stdout
+    assert "h1: not run, the session's bound of 2 s (--bringup-deadline) has passed: true" in r.stdout, r.stdout
+    assert gone("sleep 31.25", within=5) == []
+    r = pytest_run(tmp_path, "--hosts=bringup://h1", f"--bringup-inventory={inv}", "--bringup-deadline=0",
+                   "test_slow.py")
+    assert r.returncode == 4 and r.stderr.strip() == "ERROR: --bringup-deadline 0: give a number of seconds > 0"
+
+
+def test_a_local_command_an_interrupt_caught_while_it_started_is_ended_by_its_mark():
+    # Ctrl-C (or the audit's bound) may come while the local transport is starting the command, before it holds
+    # the process to end it: the backend finds it by its mark (its own session, `: MARK;` on its command line).
+    p = subprocess.Popen(["/bin/sh", "-c", ": bringup-testinfra-0abe; sleep 4712.5; echo late"], start_new_session=True)
+    try:
+        assert _until(lambda: _running("sleep 4712.5"), within=10)
+        backend._end_local("bringup-testinfra-0abd")  # another command's mark: not this one
+        assert p.poll() is None
+        backend._end_local("bringup-testinfra-0abe")
+        assert p.wait(timeout=5) == -signal.SIGKILL and gone("sleep 4712.5", within=5) == []
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()

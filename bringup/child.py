@@ -1,0 +1,135 @@
+"""A local child process that outlives neither its bound, nor a stop of the run, nor its parent.
+
+    ended = run_bounded(argv, timeout=600, stop=run.stop, stdout=log, env=env)
+    ended.why   # None: it exited by itself; "timeout"; or the signal's name ("SIGTERM") that stopped the run
+
+The child runs in a process group of its own (a session: the terminal's Ctrl-C reaches the parent only, which
+decides), so that ending it ends whatever it started too.  It is ended, group and all, when:
+
+- its bound passes (``timeout`` seconds): SIGINT first, so that it can say what it had done (pytest writes its
+  report on KeyboardInterrupt), then SIGKILL :data:`GRACE_S` seconds later if it is still there;
+- the run is asked to stop (:class:`bringup.stop.Stop`): the first signal as the bound, a second one SIGKILL at
+  once;
+- the parent dies, even by SIGKILL: the child holds the read end of a pipe whose only write end is the
+  parent's; :func:`watch_parent`, called by the child (bringup's pytest plugin does), ends its own group when
+  that pipe closes.  (``PR_SET_PDEATHSIG`` would fire when the parent's *thread* that started the child ends,
+  and needs a ``preexec_fn``, which is unsafe in a threaded parent.)
+
+Standard library only; nothing happens on import.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING, Sequence
+
+if TYPE_CHECKING:
+    from .stop import Stop
+
+__all__ = ["PARENT_FD_ENV", "GRACE_S", "Ended", "run_bounded", "end_group", "watch_parent"]
+
+#: The environment variable that tells the child which of its file descriptors is the parent's pipe.
+PARENT_FD_ENV = "BRINGUP_PARENT_FD"
+#: Seconds the child has, after SIGINT, to end by itself before its group is killed.
+GRACE_S = 5.0
+#: Seconds between two looks at the child, the clock and the run's stop.
+_POLL_S = 0.2
+
+
+@dataclass
+class Ended:
+    """How a bounded child ended: its exit code, and why it was ended (None: it exited by itself)."""
+
+    rc: int
+    why: str | None = None
+    #: Seconds it ran.
+    took: float = 0.0
+
+
+def end_group(pgid: int, sig: int = signal.SIGKILL) -> None:
+    """Send ``sig`` to the process group ``pgid``; a group already gone is what was wanted."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def run_bounded(argv: Sequence[str], *, timeout: float, stop: Stop | None = None, stdout: IO | int | None = None,
+                env: dict[str, str] | None = None, grace: float = GRACE_S) -> Ended:
+    """Run ``argv`` (stdin from /dev/null, stderr with stdout) until it exits, its bound passes or the run stops;
+    see the module.  Whatever ends it, nothing of its process group is left running on return."""
+    read, write = os.pipe()  # both ends close-on-exec: no other child of this process inherits them
+    started = time.monotonic()
+    try:
+        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
+                                env={**(os.environ if env is None else env), PARENT_FD_ENV: str(read)},
+                                start_new_session=True, pass_fds=(read,))
+    except BaseException:
+        os.close(write)
+        raise
+    finally:
+        os.close(read)
+    why: str | None = None
+    kill_at: float | None = None
+    try:
+        while True:
+            try:
+                rc = proc.wait(timeout=_POLL_S)
+                break
+            except subprocess.TimeoutExpired:
+                pass
+            now = time.monotonic()
+            if stop is not None and stop.abandoned:
+                why = why or stop.name
+                end_group(proc.pid)
+                kill_at = now
+            elif why is None and (now - started >= timeout or (stop is not None and stop.requested)):
+                why = "timeout" if now - started >= timeout else stop.name  # type: ignore[union-attr]
+                end_group(proc.pid, signal.SIGINT)
+                kill_at = now + grace
+            elif kill_at is not None and now >= kill_at:
+                end_group(proc.pid)
+    finally:
+        # Whatever the child started and left (a test's background process), and the child itself when this
+        # thread is leaving by an exception.
+        end_group(proc.pid)
+        os.close(write)
+        if proc.returncode is None:
+            proc.wait()
+    return Ended(proc.returncode if proc.returncode is not None else -signal.SIGKILL, why,
+                 time.monotonic() - started)
+
+
+def watch_parent(grace: float = GRACE_S) -> bool:
+    """In a child started by :func:`run_bounded`: end this process as soon as the parent's pipe closes, the
+    parent having died: SIGINT first (Python's KeyboardInterrupt: what the child runs in process groups of their
+    own is ended by their owners, as on Ctrl-C), then, ``grace`` seconds later, SIGKILL to its whole group.
+    Returns False where there is no such pipe (not started that way)."""
+    fd = os.environ.pop(PARENT_FD_ENV, None)
+    if fd is None or not fd.isdigit():
+        return False
+    fd_ = int(fd)
+    try:
+        os.set_inheritable(fd_, False)  # this process's own children do not hold it
+    except OSError:
+        return False
+
+    def wait() -> None:
+        try:
+            while os.read(fd_, 1):  # the parent never writes: only EOF (or an error) returns
+                pass
+        except OSError:
+            pass
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(grace)
+        pgid = os.getpgrp()
+        if pgid == os.getpid():
+            end_group(pgid)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    threading.Thread(target=wait, name="bringup-parent-watch", daemon=True).start()
+    return True

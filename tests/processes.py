@@ -1,0 +1,30 @@
+"""This machine's processes, by what their command lines hold: what a test left running, or did not."""
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+__all__ = ["holding", "gone"]
+
+
+def holding(*marks: str) -> list[str]:
+    """``pid: command line`` of this machine's processes (not this one) whose command line holds any of ``marks``."""
+    found = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit() and int(p.name) != os.getpid():
+            try:
+                line = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode("utf-8", "replace")
+            except OSError:
+                continue
+            if any(m in line for m in marks):
+                found.append(f"{p.name}: {line}")
+    return found
+
+
+def gone(*marks: str, within: float = 15.0) -> list[str]:
+    """Wait up to ``within`` s for no process to hold ``marks``; what is still there."""
+    deadline = time.monotonic() + within
+    while (left := holding(*marks)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return left
