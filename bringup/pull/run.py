@@ -12,7 +12,6 @@ a process of its own: push mode's engine, validation and rollback rules, and its
 """
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import signal
@@ -25,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from ..connection import RUN_LOCK, RUN_LOCK_WAIT_S
+from ..runlock import WAIT_S, RunLock, refusal
 from ..errors import BringupError, InventoryError
 from .record import Attempt, load_state, save_state, write_metrics
 from .source import Refused, Rule, Source, ssh_command
@@ -51,8 +50,9 @@ class Settings:
     inventory: str = "hosts"
     prometheus: Path | None = None
     vault_password_files: list[str] = field(default_factory=list)
-    lock: str = RUN_LOCK
-    lock_wait_s: float = RUN_LOCK_WAIT_S
+    #: The run lock's folder: None for the one push runs take as this user (root's /run/bringup).
+    lock: str | None = None
+    lock_wait_s: float = WAIT_S
     #: For ssh:// URLs: the host's deploy key and the server's known host key file.
     ssh_key: Path | None = None
     known_hosts: Path | None = None
@@ -78,33 +78,33 @@ class Stopped(Exception):
 
 
 @contextmanager
-def run_lock(path: str, wait_s: float, who: str) -> Iterator[None]:
-    """The host's run lock (:data:`bringup.connection.RUN_LOCK`, the one push runs take with flock(1)), held
-    for the whole pull; another run holding it past ``wait_s`` seconds is a :class:`Refused` ``busy``."""
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+def run_lock(folder: str | None, wait_s: float, who: str) -> Iterator[None]:
+    """The host's run lock (:mod:`bringup.runlock`), the one push runs take, held for the whole pull by the same
+    holder script a push run's connection starts: its stdin is this process's pipe, so the lock goes when the
+    pull ends or dies.  It waits for the scripts of an earlier run still running, as a push run does; a lock held
+    past ``wait_s`` seconds (or unusable) is a :class:`Refused` ``busy``, in :func:`bringup.runlock.refusal`'s
+    words."""
+    lock = RunLock(wait_s=wait_s, base=folder)
+    holder = subprocess.Popen(["sh", "-c", lock.holder()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              stderr=subprocess.DEVNULL, text=True, errors="replace")
     try:
-        deadline = time.monotonic() + wait_s
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() >= deadline:
-                    try:
-                        holder = Path(path + ".owner").read_text(errors="replace").strip()
-                    except OSError:
-                        holder = ""
-                    raise Refused("busy", f"the run lock {path} is held by {holder or 'another bringup run'} "
-                                          f"(waited {wait_s:g} s); the next run tries again") from None
-                time.sleep(0.2)
-        try:
-            Path(path + ".owner").write_text(who + "\n")
-        except OSError:
-            pass
+        holder.stdin.write(who.replace("\n", " ") + "\n")
+        holder.stdin.flush()
+        answer = holder.stdout.readline(4096)
+        why = refusal(answer, wait_s)
+        if why:
+            raise Refused("busy", f"{why}; the next run tries again")
         yield
     finally:
-        os.close(fd)  # the lock goes with the descriptor
+        try:
+            holder.stdin.close()  # the holder's cat ends: the lock goes
+        except OSError:
+            pass
+        try:
+            holder.wait(10)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
 
 
 def find_host(inventory_path: Path, name: str | None, vault_files: list[str]) -> str:

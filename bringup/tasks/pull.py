@@ -43,7 +43,7 @@ def _url(text) -> str:
     "cache": f"folder for the repository, the revisions' checkouts and the state (default {CACHE})",
     "prometheus": "also write the outcome as Prometheus text to FILE (*.prom, the node exporter's textfile folder)",
     "vault-password-file": "file holding the inventory's vault password (on this host); repeatable",
-    "lock": "the host's run lock, the one push runs take (default /run/lock/bringup.lock)",
+    "lock": "the folder of the host's run lock, the one push runs take (default: root's /run/bringup)",
     "ssh-key": "ssh:// URLs: the host's deploy key (a file on this host)",
     "known-hosts": "ssh:// URLs: the server's host key, a known_hosts file (an unknown or changed key is refused)",
 })

@@ -102,7 +102,7 @@ class Fleet:
     def settings(self, **kw) -> Settings:
         base = dict(url=f"file://{self.server}", rule=parse_rule("main", None), cache=self.tmp / "cache",
                     allowed_signers=self.allowed, name="me", prometheus=self.tmp / "bringup-pull.prom",
-                    lock=str(self.tmp / "run.lock"), lock_wait_s=0.3)
+                    lock=str(self.tmp / "lock"), lock_wait_s=1)
         base.update(kw)
         return Settings(**base)
 
@@ -264,9 +264,10 @@ def test_a_tag_pattern_picks_the_highest_version_and_a_force_push_is_followed(fl
                          checks=("nothing touched", "report written"))
 def test_the_run_lock_keeps_two_runs_apart(fleet):
     fleet.commit("hello", key=fleet.ops)
-    lock = fleet.tmp / "run.lock"
-    (fleet.tmp / "run.lock.owner").write_text("bringup provision from ops-laptop\n")
-    with open(lock, "a") as held:
+    folder = fleet.tmp / "lock"
+    folder.mkdir(mode=0o700)
+    (folder / "owner").write_text("bringup provision from ops-laptop\n")
+    with open(folder / "run.lock", "a") as held:
         fcntl.flock(held, fcntl.LOCK_EX)
         got = pull(fleet.settings(), converge=never)
     assert (got.status, got.reason) == ("error", "busy") and "ops-laptop" in got.message
@@ -303,7 +304,7 @@ def bringup(*args: str, cwd: Path) -> subprocess.CompletedProcess:
 
 def task_flags(fleet: Fleet) -> list[str]:
     return ["--url", f"file://{fleet.server}", "--allowed-signers", str(fleet.allowed), "--name", "me",
-            "--cache", str(fleet.tmp / "cache"), "--lock", str(fleet.tmp / "run.lock")]
+            "--cache", str(fleet.tmp / "cache"), "--lock", str(fleet.tmp / "lock")]
 
 
 def test_the_task_says_one_line_and_its_exit_code(fleet):
