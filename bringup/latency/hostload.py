@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 
-__all__ = ["cpu_busy", "gpu_util", "gpu_processes", "Watch", "describe", "busy_share"]
+__all__ = ["cpu_busy", "gpu_util", "gpu_processes", "local_name", "Watch", "describe", "busy_share"]
 
 #: Triton's own processes on a GPU (its server, its Python backend's stubs): not "another process".
 TRITON = ("tritonserver", "triton_python_backend_stub")
@@ -58,16 +58,32 @@ def gpu_util(text: str) -> list[int]:
     return out
 
 
-def gpu_processes(text: str) -> list[str]:
+def gpu_processes(text: str, name_of=None) -> list[str]:
     """``nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader`` → ``"name (pid N)"`` of each
-    compute process that is not Triton's ("No running processes found" and other lines without a pid: none)."""
+    compute process that is not Triton's ("No running processes found" and other lines without a pid: none).
+    A process nvidia-smi cannot name (``[No data]``, ``[Not Found]``: a VM, a pid namespace) is named by
+    ``name_of(pid)`` (:func:`local_name`: this machine's /proc, where nvidia-smi ran) before it is judged."""
     import csv
 
     out = []
     for row in csv.reader(text.splitlines(), skipinitialspace=True):
-        if len(row) >= 2 and row[0].strip().isdigit() and not any(t in row[1] for t in TRITON):
-            out.append(f"{row[1].strip()} (pid {row[0].strip()})")
+        if len(row) < 2 or not row[0].strip().isdigit():
+            continue
+        pid, name = row[0].strip(), row[1].strip()
+        if (not name or name.startswith("[")) and name_of is not None:
+            name = name_of(pid) or name
+        if not any(t in name for t in TRITON):
+            out.append(f"{name} (pid {pid})")
     return out
+
+
+def local_name(pid: str) -> str:
+    """The command of process ``pid`` on this machine (its argv[0]'s base name, else its comm), "" when gone."""
+    args = _read(f"/proc/{pid}/cmdline").split("\0")
+    first = args[0].rsplit("/", 1)[-1] if args and args[0] else ""
+    if first.startswith("python") and len(args) > 1 and args[1]:
+        first = f"{first} {args[1].rsplit('/', 1)[-1]}"
+    return first or _read(f"/proc/{pid}/comm").strip()
 
 
 def _nvidia_smi(*args: str) -> str | None:
@@ -117,7 +133,7 @@ class Watch:
                 self._util.append(gpu_util(util))
             if apps is not None:
                 self._apps_read = True
-                self._others.update(dict.fromkeys(gpu_processes(apps)))
+                self._others.update(dict.fromkeys(gpu_processes(apps, local_name)))
             if self._stop.wait(self.poll_s):
                 return
 

@@ -274,3 +274,20 @@ def test_the_watch_reads_nvidia_smi_while_the_point_runs_and_names_other_process
     w.start()
     load = w.stop()
     assert "gpu_util_pct" not in load and "gpu_other_processes" not in load
+
+
+def test_a_gpu_process_nvidia_smi_cannot_name_is_named_from_proc_before_it_is_judged():
+    # The H200 VM's nvidia-smi printed "[No data]" for a process name during a bench (docs/examples/
+    # h200-latency.md): it was counted as "another process on the GPUs" whatever it was.
+    import os
+    import sys
+
+    from bringup.latency.hostload import local_name
+
+    apps = "4286, [No data]\n4300, [Not Found]\n4400, [No data]\n"
+    names = {"4286": "triton_python_backend_stub", "4300": "tritonserver", "4400": ""}
+    assert gpu_processes(apps, names.get) == ["[No data] (pid 4400)"]
+    assert gpu_processes(apps) == ["[No data] (pid 4286)", "[Not Found] (pid 4300)", "[No data] (pid 4400)"]
+    # /proc of this machine: this very process, by its interpreter and script
+    me = local_name(str(os.getpid()))
+    assert me.split()[0].startswith(os.path.basename(sys.executable)[:6]) and local_name("999999999") == ""
