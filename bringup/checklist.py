@@ -194,8 +194,8 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
 
     PASS/FAIL with the median p95 of the repeated windows, the load it was measured at and when
     (:func:`bringup.latency.results.acceptance`); WARN when nothing was measured,
-    when every point was client-bound, when no SLO is set, when the point is unstable or when the SLO
-    lies inside its spread (min-max p95 of the windows).
+    when every point was client-bound, when no SLO is set, when the point is unstable, when the SLO
+    lies inside its spread (min-max p95 of the windows) or when it rests on one window (no spread).
     """
     from .latency.results import REPORT_DIR, acceptance, latest
 
@@ -212,6 +212,9 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
     fix = {"PASS": "", "FAIL": f"tune the batching window ({command('bench --window-us ...')}) or lower the load; "
                    "see the sweep in " + str(path.with_suffix(".png")),
            "WARN": f"set latency_slo_p95_ms, or re-run {command(f'bench --host {host}')} with more client processes"}
+    if acc.get("kind") == "single":
+        fix["WARN"] = (f"re-run {command(f'bench --host {host} --repeats 3')}: a verdict rests on repeated windows "
+                       "and their spread")
     if acc.get("kind") in ("unstable", "inside"):
         fix["WARN"] = (f"re-run {command(f'bench --host {host} --repeats 5')} while nothing else loads the host or "
                        "its client (the spread, not the median, decided this line)")

@@ -37,9 +37,12 @@ def test_percentile_and_split():
 
 
 def _pt(p95, items, *, conc=16, batch=1, bound=False, deployed=True, errors=0, window_us=800):
+    # Three windows that agreed exactly: a verdict rests on repeated windows (issue 35).
     return {"window": f"{window_us} µs", "window_us": window_us, "deployed": deployed, "batch": batch,
             "concurrency": conc, "p95_ms": p95, "items_per_s": items, "client_bound": bound, "errors": errors,
-            "microbatch_us": None, "triton": {"avg_batch": 2.0}}
+            "microbatch_us": None, "triton": {"avg_batch": 2.0},
+            "spread": {"repeats": 3, "p95_ms": {"min": p95, "max": p95, "pct": 0.0},
+                       "items_per_s": {"min": items, "max": items, "pct": 0.0}}}
 
 
 def test_acceptance_passes_at_the_heaviest_load_that_meets_the_slo():

@@ -111,7 +111,11 @@ def test_a_result_saved_without_spread_still_loads_and_says_so(tmp_path):
     (d / "h1-old.json").write_text(json.dumps(old))
     doc, _ = latest("h1", d)
     a = acceptance(doc, 15)
-    assert a["status"] == "PASS" and "no spread known" in a["seen"]
+    # One sample is no verdict: WARN, the median it would have judged said, and how to get one.
+    assert (a["status"], a["kind"]) == ("WARN", "single") and "no spread known" in a["seen"]
+    assert "p95 12.0 ms ≤ SLO 15 ms" in a["seen"] and acceptance(doc, 10)["status"] == "WARN"
+    k = latency_checks({"inventory_hostname": "h1", "latency_slo_p95_ms": 15}, reports=d)[0]
+    assert k.status == "WARN" and "--repeats 3" in k.fix
     paths = write_all(doc, tmp_path / "out", plot=True)       # CSV and plot of an old result
     row = next(csv.DictReader(open(paths["csv"])))
     assert row["p95_ms_min"] == row["p95_ms_max"] == "12.0" and row["repeats"] == "1"
