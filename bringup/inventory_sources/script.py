@@ -96,7 +96,8 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
 
 def _run(path: str, *args: str, timeout: float) -> bytes:
     try:
-        proc = subprocess.Popen([path, *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+        # The file given, never a command of that name on PATH: "-i inv.py" is ./inv.py, as Ansible runs it.
+        proc = subprocess.Popen([os.path.abspath(path), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, start_new_session=True)
     except OSError as e:
         raise SourceError(f"{path}: cannot run the inventory script ({e.strerror}); make it executable "

@@ -207,6 +207,13 @@ def test_inventory_script_with_and_without_meta_equals_ansible(tmp_path):
     assert inv.hosts["g2"].raw == {"asked": "g2"}
 
 
+def test_an_inventory_script_named_without_a_folder_is_the_file_here(tmp_path, monkeypatch):
+    # "-i inventory.py" runs ./inventory.py, as ansible-inventory does; Popen alone searched PATH for it.
+    _script(tmp_path, "print(json.dumps({'gpu': ['g1']}))")
+    monkeypatch.chdir(tmp_path)
+    assert list(load_inventory(Path("inventory.py")).hosts) == ["g1"]
+
+
 @pytest.mark.parametrize("body, words", [
     ("time.sleep(60)", "gave no answer to --list within 1 s (killed)"),
     ("print('garbage')", "output is not JSON"),
