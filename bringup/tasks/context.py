@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from invoke import Exit
+from invoke import Task as _InvokeTask
 from invoke import task as _invoke_task
 
 from ..errors import BringupError
@@ -95,6 +96,14 @@ def empty_flag(arguments: dict[str, Any]) -> str | None:
     return None
 
 
+class _Task(_InvokeTask):
+    """Invoke's Task whose automatic short flag is never ``-``: Invoke takes the first free character of the
+    dashed name, so ``--testinfra-become`` (t, e, s, n, i, f, r and a taken) got ``--`` as its short flag."""
+
+    def arg_opts(self, name, default, taken_names):
+        return super().arg_opts(name, default, set(taken_names) | {"-"})
+
+
 def task(*args: Any, **kwargs: Any) -> Any:
     """Invoke's ``@task``, the flags checked first: a flag given an empty value is one line, exit 1, before the
     task reads or contacts anything (:func:`empty_flag`).  Every task of bringup is declared with it."""
@@ -111,7 +120,7 @@ def task(*args: Any, **kwargs: Any) -> Any:
                 raise fail(line)
             return body(c, *a, **kw)
 
-        return _invoke_task(*args, **kwargs)(checked)
+        return _invoke_task(*args, **{"klass": _Task, **kwargs})(checked)
 
     return declare
 

@@ -75,7 +75,7 @@ class Load:
     def __exit__(self, *exc):
         pass
 
-    def run(self, point):
+    def run(self, point, warmup_s=None):
         type(self).during(self)
         if self.stop is not None:
             self.stop.check("during a point (dropped)")
