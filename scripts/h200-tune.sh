@@ -20,6 +20,8 @@
 # The issue-35 run (repeats, ties, the choice measured again), about 7 minutes:
 #   OUT=$OUT INST=2,3,4 bash scripts/h200-tune.sh
 # (INST, WINDOWS: what tune tries; 1 instance missed 30 ms by far in the issue-24 run, 32.2 ms at 2,188/s.)
+# SIGTERM to tune mid-search (issue 34 item 10), then what Triton serves and what is left, about 1.5 minutes:
+#   OUT=$OUT SIGTERM_AFTER=40 bash scripts/h200-tune.sh
 # Without a GPU (here, for the plumbing): the model falls back to its CPU stand-in and this script says so:
 #   SKIP_PIP=1 TRITON_TREE=.sandbox/pytriton-local QUICK=1 OUT=/tmp/out bash scripts/h200-tune.sh
 set -uo pipefail
@@ -135,6 +137,26 @@ fi
 log "tritonserver ready"; grep -E "mode, batch sizes|CPU stand-in" $W/tritonserver.log | head -4
 
 B="python3 -m invoke --search-root $REPO"
+if [ -n "${SIGTERM_AFTER:-}" ]; then
+  # Issue 34 item 10 on the real GPU: SIGTERM to tune SIGTERM_AFTER s into its search; then what Triton serves
+  # (its own 2 instances and 800 µs, not a configuration tried), what is left of the clients, and nothing recorded.
+  log "tune, SIGTERM after $SIGTERM_AFTER s"
+  PY_BEFORE=$(pgrep python3 | tr '\n' ' ')
+  $B tune --host h200-01 --target-p95-ms $TARGET --concurrency $CONC --batch 1 --instances 3,4 --max-batch $MAXB \
+    --windows 400 --budget $TUNE_BUDGET $D $RP --processes $PROCS --record $W/bringup/triton-window.json \
+    --out $W/reports > $W/tune-sigterm.out 2> $W/tune-sigterm.err &
+  TUNE=$!
+  sleep "$SIGTERM_AFTER"; T1=$(date +%s.%N); kill -TERM $TUNE; wait $TUNE; TUNE_RC=$?; T2=$(date +%s.%N)
+  log "tune exit $TUNE_RC, $(python3 -c "print(round($T2 - $T1, 1))") s after SIGTERM; its last lines:"
+  tail -n 3 $W/tune-sigterm.out; echo "stderr:"; cat $W/tune-sigterm.err
+  log "served now (Triton's config API):"
+  python3 -c "import json, urllib.request; c = json.load(urllib.request.urlopen('http://127.0.0.1:$HTTP_PORT/v2/models/resnet50/config')); print('instances', [g['count'] for g in c['instance_group']], 'window_us', c['dynamic_batching'].get('max_queue_delay_microseconds'), 'preferred', c['dynamic_batching'].get('preferred_batch_size'))"
+  LEFT=$(for p in $(pgrep python3); do case " $PY_BEFORE " in *" $p "*) ;; *) echo "$p $(tr '\0' ' ' < /proc/$p/cmdline | head -c 100)";; esac; done)
+  log "python processes started since tune began and still running: ${LEFT:-none}"
+  log "record: $(ls $W/bringup/ 2>/dev/null | tr '\n' ' ')(empty: nothing recorded)"
+  cp $W/tune-sigterm.* "$OUT/" 2>/dev/null
+  exit 0
+fi
 log "1. invoke tune --target-p95-ms $TARGET --concurrency $CONC (budget $TUNE_BUDGET min, $RP)"
 $B tune --host h200-01 --target-p95-ms $TARGET --concurrency $CONC --batch 1 --instances $INST --max-batch $MAXB \
   --windows $WINDOWS --budget $TUNE_BUDGET $D $RP --processes $PROCS --record $W/bringup/triton-window.json \
