@@ -100,6 +100,16 @@ def ssh_command(key: Path | None = None, known_hosts: Path | None = None) -> lis
     return argv
 
 
+def _room(folder: Path) -> str:
+    """What room ``folder``'s filesystem has left, for a failed checkout's line (git says only "unable to write
+    file" when the disk is full)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return "free space unknown"
+    return f"{st.f_bavail * st.f_frsize // 1024} KiB free in {folder}"
+
+
 class Source:
     """One host's copy of the repository at ``url``, kept under ``cache``; signatures checked against
     ``allowed_signers`` (an OpenSSH allowed signers file)."""
@@ -210,7 +220,8 @@ class Source:
         try:
             p = self._git("worktree", "add", "--quiet", "--detach", "--", str(tmp), commit, check=False)
             if p.returncode:
-                raise Refused("checkout", f"checkout of {commit[:12]} failed: {said(p.stderr, 300)}", commit)
+                raise Refused("checkout", f"checkout of {commit[:12]} failed ({_room(self.revisions)}): "
+                                          f"{said(p.stderr, 300)}", commit)
             self._git("worktree", "move", str(tmp), str(final))
         except BaseException:
             self._drop(tmp)
