@@ -32,6 +32,7 @@ import json
 import os
 import pickle
 import platform
+import re
 import resource
 import shlex
 import statistics
@@ -898,9 +899,16 @@ def main() -> None:
     write_report(res, meta, Path(args.out))
 
 
+#: The section bench/pull_fleet.py writes into the same file, carried over when this report is written again.
+PULL_SECTION = re.compile(r"<!-- pull_fleet: begin -->.*?<!-- pull_fleet: end -->\n", re.S)
+
+
 def write_report(res: dict, meta: dict, out: Path) -> None:
     meta = {**meta, "notes": NOTES.read_text() if NOTES.exists() else ""}
     text = report(res, meta)
+    kept = PULL_SECTION.search(out.read_text()) if out.exists() else None
+    if kept:
+        text = text.rstrip("\n") + "\n\n" + kept.group(0)
     out.write_text(text)
     print(text)
 

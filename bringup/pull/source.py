@@ -42,8 +42,8 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 class Refused(BringupError):
     """A revision the host does not apply: ``reason`` is a short code for the metrics (unsigned,
-    unknown-key, bad-signature, unreachable, no-revision, not-bringup, invalid, host-absent, checkout,
-    busy), the message one line for the report and the journal."""
+    unknown-key, not-ssh-signature, bad-signature, unreachable, no-revision, not-bringup, invalid, host-absent,
+    checkout, busy), the message one line for the report and the journal."""
 
     def __init__(self, reason: str, message: str, revision: str | None = None):
         super().__init__(message)
@@ -98,6 +98,16 @@ def ssh_command(key: Path | None = None, known_hosts: Path | None = None) -> lis
     if known_hosts:
         argv += ["-o", f"UserKnownHostsFile={known_hosts}", "-o", "StrictHostKeyChecking=yes"]
     return argv
+
+
+def _room(folder: Path) -> str:
+    """What room ``folder``'s filesystem has left, for a failed checkout's line (git says only "unable to write
+    file" when the disk is full)."""
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return "free space unknown"
+    return f"{st.f_bavail * st.f_frsize // 1024} KiB free in {folder}"
 
 
 class Source:
@@ -162,6 +172,13 @@ class Source:
         if not self.allowed_signers.is_file():
             raise InputError(f"allowed signers file {self.allowed_signers} is missing: write the trusted "
                              "keys there (one 'principal ssh-ed25519 AAAA...' line each)")
+        kind = self.signature_kind(commit)
+        if kind not in (None, "ssh"):
+            # Git would hand it to gpg (or gpgsm), which trusts the keyring of whoever runs it, not the allowed
+            # signers file: refused whatever that keyring holds.
+            raise Refused("not-ssh-signature", f"revision {commit[:12]} is signed with {kind}: pull mode trusts SSH "
+                          f"signatures only, checked against {self.allowed_signers}; sign with an SSH key "
+                          "(git config gpg.format ssh)", commit)
         status, signer, key = (self._git("log", "-1", "--format=%G?%x00%GS%x00%GK", commit).stdout
                                .strip().split("\0") + ["", ""])[:3]
         ok = self._git("verify-commit", commit, check=False).returncode == 0
@@ -180,6 +197,17 @@ class Source:
             raise Refused("revoked", f"revision {short} is signed by a revoked key ({key})", commit)
         raise Refused("bad-signature", f"revision {short} has a bad signature (Git's verdict {status or '?'})",
                       commit)
+
+    def signature_kind(self, commit: str) -> str | None:
+        """The kind of ``commit``'s signature as its object carries it (``gpgsig`` header): "ssh", "OpenPGP",
+        "X.509", or None when unsigned."""
+        headers = self._git("cat-file", "commit", commit).stdout.split("\n\n", 1)[0]
+        for line in headers.splitlines():
+            if line.startswith(("gpgsig ", "gpgsig-sha256 ")):
+                armor = line.split(" ", 1)[1].strip()
+                return {"-----BEGIN SSH SIGNATURE-----": "ssh", "-----BEGIN PGP SIGNATURE-----": "OpenPGP",
+                        "-----BEGIN SIGNED MESSAGE-----": "X.509"}.get(armor, "an unknown format")
+        return None
 
     # -- Checkout -------------------------------------------------------------------------------------------
     def applied(self) -> str | None:
@@ -210,7 +238,8 @@ class Source:
         try:
             p = self._git("worktree", "add", "--quiet", "--detach", "--", str(tmp), commit, check=False)
             if p.returncode:
-                raise Refused("checkout", f"checkout of {commit[:12]} failed: {said(p.stderr, 300)}", commit)
+                raise Refused("checkout", f"checkout of {commit[:12]} failed ({_room(self.revisions)}): "
+                                          f"{said(p.stderr, 300)}", commit)
             self._git("worktree", "move", str(tmp), str(final))
         except BaseException:
             self._drop(tmp)

@@ -186,6 +186,65 @@ def test_a_revision_signed_by_an_unknown_key_is_refused(fleet):
     assert state.last_refusal.revision == bad and state.applied == good
 
 
+@pytest.mark.reliability(item=33, fault="pull: a revision signed with OpenPGP (a key the host's gpg keyring trusts)",
+                         variants=1, checks=("nothing touched", "report written"))
+def test_an_openpgp_signed_revision_is_refused_even_when_the_keyring_trusts_it(fleet, monkeypatch):
+    """Git would verify it with gpg against the keyring of whoever runs the pull, not the allowed signers file:
+    a real OpenPGP key made here, in a keyring the run sees (GNUPGHOME), signs the revision."""
+    home = fleet.tmp / "gnupg"
+    home.mkdir(mode=0o700)
+    env = dict(os.environ, GNUPGHOME=str(home), GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1")
+    try:
+        subprocess.run(["gpg", "--batch", "--quiet", "--passphrase", "", "--quick-gen-key", "ops@example.org",
+                        "ed25519", "sign", "never"], env=env, check=True, capture_output=True)
+        good = fleet.commit("hello", key=fleet.ops)
+        pull(fleet.settings(), converge=ok)
+        (fleet.work / "note").write_text("pgp")
+        subprocess.run(["git", "-c", "user.name=ops", "-c", "user.email=ops@example.org", "-c", "gpg.format=openpgp",
+                        "-c", "user.signingkey=ops@example.org", "commit", "--quiet", "-a", "-S", "-m", "pgp"],
+                       cwd=fleet.work, env=env, check=True, capture_output=True)
+        bad = git(fleet.work, "rev-parse", "HEAD")
+        git(fleet.work, "push", "--quiet", f"file://{fleet.server}", "HEAD:main")
+        monkeypatch.setenv("GNUPGHOME", str(home))
+        verdict = subprocess.run(["git", "-C", str(fleet.work), "log", "-1", "--format=%G?"], env=env,
+                                 capture_output=True, text=True).stdout.strip()
+        assert verdict == "G"  # gpg itself calls it good: only bringup's own rule refuses it
+        got = pull(fleet.settings(), converge=never)
+    finally:
+        subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True)
+    assert (got.status, got.reason, got.revision) == ("refused", "not-ssh-signature", bad)
+    assert f"revision {bad[:12]} is signed with OpenPGP: pull mode trusts SSH signatures only" in got.message
+    assert fleet.current() == good
+
+
+def test_file_references_read_secrets_placed_on_the_host(fleet):
+    """``{file: PATH}`` in the repository's inventory: the value is read on the host at converge time (the
+    control machine of a pull run is the host itself); the repository, the state and the report never hold it."""
+    secret = fleet.tmp / "etc" / "token.secret"
+    secret.parent.mkdir()
+    secret.write_text("s3cret-token\n")
+    secret.chmod(0o600)  # a secret file readable by others is refused, as on a control machine
+    placed = fleet.tmp / "applied" / "token"
+    (fleet.work / "roles" / "__init__.py").write_text("ORDER = ['demo', 'token']\n")
+    (fleet.work / "roles" / "token.py").write_text(
+        "from bringup.resources import File\n\n"
+        "def resources(host):\n"
+        f"    return [File({str(placed)!r}, content=host.vars['token'].get_secret_value() + '\\n', mode='0600',\n"
+        "                 owner=None, group=None)]\n")
+    commit = fleet.commit("hello", key=fleet.ops, hosts={"all": {"hosts": {"me": {
+        "ansible_connection": "local", "greeting": "hello", "token": {"file": str(secret)}}}}})
+    got = pull(fleet.settings())
+    assert got.status == "applied" and got.revision == commit, got.message
+    assert placed.read_text() == "s3cret-token\n"
+    assert "s3cret" not in (fleet.tmp / "cache" / "state.json").read_text()
+    assert "s3cret" not in Path(got.report).read_text()
+    assert "s3cret" not in git(fleet.work, "show", "HEAD")
+    secret.unlink()  # the file gone from the host: refused before anything applies, the revision stays
+    again = pull(fleet.settings(), converge=never)
+    assert (again.status, again.reason) == ("refused", "invalid") and fleet.current() == commit, again.message
+    assert "token.secret" in again.message
+
+
 @pytest.mark.reliability(item=33, fault="pull: the Git server unreachable", variants=1,
                          checks=("nothing touched", "report written", "next run converges"))
 def test_an_unreachable_server_keeps_the_revision_and_the_next_run_catches_up(fleet):

@@ -6,14 +6,10 @@ the Prometheus binary (scripts/ci-setup.sh installs it) in the test's folder.
 """
 from __future__ import annotations
 
-import http.server
 import json
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -21,15 +17,10 @@ import pytest
 
 from bringup.pull import record
 from bringup.pull.fleet import query, summarize
+from tests.textfile_prometheus import TextfilePrometheus, free_port
 
 REPO = Path(__file__).resolve().parents[2]
 OLD, NEW = "a" * 40, "b" * 40
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def states(now: float) -> dict[str, record.State]:
@@ -49,34 +40,11 @@ def states(now: float) -> dict[str, record.State]:
 
 @pytest.fixture()
 def prometheus(tmp_path):
-    binary = shutil.which("prometheus")
-    assert binary, "prometheus is not installed: apt-get install prometheus (scripts/ci-setup.sh does)"
     now = time.time()
     for name, state in states(now).items():
         record.write_metrics(state, tmp_path / f"{name}.prom")
-
-    class Serve(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            body = (tmp_path / f"{self.path.strip('/')}.prom").read_bytes()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *a):
-            pass
-
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Serve)
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    port = free_port()
-    targets = "\n".join(f"      - targets: ['127.0.0.1:{httpd.server_port}']\n"
-                        f"        labels: {{__metrics_path__: /{name}}}" for name in states(now))
-    (tmp_path / "prometheus.yml").write_text(
-        f"global: {{scrape_interval: 1s}}\nscrape_configs:\n  - job_name: node\n    static_configs:\n{targets}\n")
-    proc = subprocess.Popen([binary, f"--config.file={tmp_path / 'prometheus.yml'}",
-                             f"--storage.tsdb.path={tmp_path / 'data'}", f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}"
+    prom = TextfilePrometheus(tmp_path, list(states(now)))
+    url, proc = prom.url, prom.proc
     try:
         deadline = time.monotonic() + 60
         while True:
@@ -89,9 +57,7 @@ def prometheus(tmp_path):
             time.sleep(0.5)
         yield url
     finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        httpd.shutdown()
+        prom.close()
 
 
 def bringup(*args: str) -> subprocess.CompletedProcess:
