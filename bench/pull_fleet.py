@@ -143,7 +143,7 @@ class Fleet:
 
     def pull_argv(self, name: str) -> list[str]:
         return [*ENTRY, "pull", "--url", self.server.url, "--allowed-signers", str(self.root / "signers"),
-                "--name", name, "--cache", str(self.root / "cache" / name), "--lock", str(self.root / f"{name}.lock"),
+                "--name", name, "--cache", str(self.root / "cache" / name), "--lock", str(self.root / f"{name}-lock"),
                 "--prometheus", str(self.root / "textfiles" / f"{name}.prom"),
                 "--ssh-key", str(self.server.host.key_file), "--known-hosts", str(self.server.host.known_hosts)]
 
