@@ -11,6 +11,8 @@ whole at every run, so a host's series never go absent between two runs::
     bringup_pull_last_success_timestamp_seconds{host}
     bringup_pull_last_refusal_timestamp_seconds{host}
     bringup_pull_last_refusal_info{host,reason,revision}     1: why the last refused revision was refused
+    bringup_pull_last_run_info{host,status,reason}           1: the last run's status and its short reason
+                                                             (unreachable, checkout, busy, ...; "" when applied)
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ METRICS = {
     "bringup_pull_last_success_timestamp_seconds": "When bringup pull last applied a revision with success",
     "bringup_pull_last_refusal_timestamp_seconds": "When bringup pull last refused a revision (Unix time)",
     "bringup_pull_last_refusal_info": "Why bringup pull last refused a revision (1)",
+    "bringup_pull_last_run_info": "The last bringup pull run's status and short reason (1)",
 }
 
 
@@ -114,6 +117,7 @@ def registry(state: State) -> CollectorRegistry:
     success = gauge("bringup_pull_last_success_timestamp_seconds")
     refusal_at = gauge("bringup_pull_last_refusal_timestamp_seconds")
     refusal = gauge("bringup_pull_last_refusal_info", "reason", "revision")
+    last = gauge("bringup_pull_last_run_info", "status", "reason")
     if state.applied:
         applied.labels(host, state.applied).set(1)
     if state.last_success is not None:
@@ -124,6 +128,7 @@ def registry(state: State) -> CollectorRegistry:
         run.labels(host).set(state.last.at)
         for s in STATUSES:
             status.labels(host, s).set(1 if s == state.last.status else 0)
+        last.labels(host, state.last.status, state.last.reason or "").set(1)
     if state.last_refusal is not None:
         refusal_at.labels(host).set(state.last_refusal.at)
         refusal.labels(host, state.last_refusal.reason or "", state.last_refusal.revision or "").set(1)

@@ -253,6 +253,9 @@ def test_an_unreachable_server_keeps_the_revision_and_the_next_run_catches_up(fl
     got = pull(fleet.settings(url=f"file://{fleet.tmp}/gone.git"), converge=never)
     assert (got.status, got.reason) == ("error", "unreachable") and "fetch from" in got.message
     assert fleet.current() == good and EXIT["error"] == 4
+    # The reason is in the metrics too, not only in state.json and the journal.
+    m = metrics(fleet.tmp / "bringup-pull.prom")
+    assert m[("bringup_pull_last_run_info", (("host", "me"), ("reason", "unreachable"), ("status", "error")))] == 1
     newer = fleet.commit("hello again", key=fleet.ops)
     assert pull(fleet.settings(), converge=ok).revision == newer and fleet.current() == newer
 
