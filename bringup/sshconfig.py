@@ -18,9 +18,11 @@ ones accepted because they change nothing bringup does).
 from __future__ import annotations
 
 import getpass
+import hashlib
 import os
 import re
 import shlex
+import socket
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,6 +31,7 @@ import paramiko
 
 from .errors import InventoryError
 from .inventory import Host
+from .userfile import read_capped
 
 __all__ = ["Endpoint", "Route", "route", "check_routes", "parse_ssh_args", "SSH_ARG_VARS", "MAX_HOPS"]
 
@@ -58,6 +61,51 @@ _REFUSED_CONFIG = {"include": "paramiko's SSHConfig does not read Include; name 
                    "certificatefile": "certificate logins are not supported; use a key"}
 #: Jump hosts in one chain, all hops counted (a ProxyJump of a jump host adds its own).
 MAX_HOPS = 8
+#: An ssh config file larger than this is no ssh config (OpenSSH's own are a few KiB).
+MAX_CONFIG_BYTES = 1 << 20
+#: Keys whose value paramiko hands to a shell after expanding ``%`` tokens: every token's value is quoted.
+_SHELL_KEYS = {"proxycommand", "match-exec"}
+#: Characters no ssh_config value written from the inventory may hold: a newline would start a line of its
+#: own (a ``ProxyCommand`` smuggled in through ``ansible_user``), NUL and the other controls are no text.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class _Config(paramiko.SSHConfig):
+    """paramiko's SSHConfig whose ``%`` tokens in a command (ProxyCommand, Match exec) are shell-quoted.
+
+    paramiko pastes ``%h``/``%p``/``%r`` into the command as they are, one token after the other (so a host
+    named ``x;touch /tmp/p`` runs ``touch`` on the control machine, and a host holding ``%r`` is expanded
+    twice).  Here the command is expanded in one pass, each token's value quoted as one shell word, ``%%`` a
+    ``%``: what OpenSSH 9.6 guards by refusing such names, and what ``ssh -W %h:%p`` expects of a plain one
+    (``shlex.quote`` leaves ``10.0.0.1`` and ``gpu-01.example`` as they are).  Other keys are paramiko's.
+    """
+
+    def _tokenize(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
+        if key not in _SHELL_KEYS:
+            return super()._tokenize(config, target_hostname, key, value)
+        allowed = set(self._allowed_tokens(key))
+        hostname = config.get("hostname", target_hostname)
+        port = config.get("port", 22)
+        local_user = getpass.getuser()
+        user = config.get("user", local_user)
+        local = socket.gethostname()
+        home = os.path.expanduser("~")
+        values = {"%h": hostname, "%p": port, "%r": user, "%n": target_hostname, "%u": local_user,
+                  "%d": home, "%L": local.split(".")[0], "%l": local,
+                  "%C": hashlib.sha1((local.split(".")[0] + target_hostname + repr(port) + user).encode()
+                                     ).hexdigest()}
+
+        def one(m: re.Match) -> str:
+            token = m.group(0)
+            if token == "%%":
+                return "%"
+            if token == "~":
+                return shlex.quote(home) if "~" in allowed else token
+            if token in allowed and token in values:
+                return shlex.quote(str(values[token]))
+            return token
+
+        return re.sub(r"%.|~", one, value, flags=re.S)
 
 
 @dataclass(frozen=True)
@@ -160,30 +208,55 @@ def parse_ssh_args(text: str, where: str) -> tuple[list[tuple[str, str]], str | 
     return lines, config
 
 
-def _block(lines: list[tuple[str, str]]) -> str:
-    # Quoted for paramiko's reader where a value holds spaces (ProxyCommand keeps its own words).
+def _block(lines: list[tuple[str, str]], where: str) -> str:
+    """The inventory's options as a ``Host *`` block; a value holding a newline or another control character
+    is refused (it would write a line of its own into the config paramiko reads)."""
+    for k, v in lines:
+        if _CONTROL.search(str(v)):
+            raise _refuse(where, f"the {k} value {str(v)!r} holds a control character (a newline would add an "
+                                 "ssh option of its own); give it on one line, in plain text")
     return "Host *\n" + "".join(f"  {k} {v}\n" for k, v in lines)
 
 
 def _read_config(path: str, where: str) -> str:
     p = Path(os.path.expanduser(path))
+    data = read_capped(p, MAX_CONFIG_BYTES, lambda line: _refuse(where, line),
+                       missing=f"ssh config file {p} does not exist; fix the path (or give -F none)",
+                       unreadable=f"cannot read ssh config file {p}: ",
+                       too_large=f"ssh config file {p} is larger than {MAX_CONFIG_BYTES >> 20} MiB: no ssh config; "
+                                 "fix the path",
+                       not_regular=f"ssh config file {p} is not a regular file (a folder, a pipe or a device); "
+                                   "name the config file itself")
     try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise _refuse(where, f"ssh config file {p} does not exist; fix the path (or give -F none)") from None
-    except OSError as e:
-        raise _refuse(where, f"cannot read ssh config file {p}: {e.strerror or e}") from None
-    try:
-        return data.decode("utf-8")
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise _refuse(where, f"ssh config file {p} is not UTF-8 text") from None
+    if "\x00" in text:
+        raise _refuse(where, f"ssh config file {p} holds NUL bytes: no ssh config; fix the path")
+    _shape(text, where, str(p))
+    return text
+
+
+#: An ssh_config line: a keyword (letters and digits), then a value after spaces or '='.
+_LINE = re.compile(r"\s*(?:#.*)?|\s*[A-Za-z][A-Za-z0-9]*(?:\s*=\s*|\s+)\S.*")
+
+
+def _shape(text: str, where: str, config: str | None) -> None:
+    """Every line of ``text`` is blank, a comment or ``Keyword value``; else one line naming the line NUMBER
+    only: a file that is no ssh_config (``/etc/shadow``) is never quoted back."""
+    for n, line in enumerate(text.splitlines(), 1):
+        if not _LINE.fullmatch(line):
+            raise _refuse(where, f"ssh config {config or '(arguments)'} line {n} is not 'Keyword value': "
+                                 "is this an ssh config file? Fix the path or the line")
 
 
 def _lookup(text: str, name: str, where: str, config: str | None) -> dict[str, Any]:
     try:
-        found = paramiko.SSHConfig.from_text(text).lookup(name)
+        found = _Config.from_text(text).lookup(name)
     except Exception as e:  # noqa: BLE001 - paramiko's ConfigParseError and its kin: the file's fault
-        raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {name}: {e}") from None
+        # paramiko's words quote the line: a file that is no ssh config (a secret) is not shown back.
+        raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {name}: "
+                             f"{type(e).__name__}; check the file's syntax") from None
     for key, why in _REFUSED_CONFIG.items():
         if found.get(key):
             raise _refuse(where, f"ssh config {config} sets {key} for {name}: {why}")
@@ -228,7 +301,7 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
         raise _refuse(where, f"more than {MAX_HOPS} jump hosts in one chain ({' > '.join(chain)} > ...)")
     first = [("User", user)] if user else []
     first += [("Port", port)] if port else []
-    found = _lookup(_block(first) + config_text, name, where, config)
+    found = _lookup(_block(first, where) + config_text, name, where, config)
     jumps, command = _via(found, where, config_text, config, chain + (name,))
     return Endpoint(name=name, hostname=str(found.get("hostname") or name),
                     port=_int(found.get("port", 22), f"the port of jump host {name}", where),
@@ -274,7 +347,7 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
     else:
         config_text = ""
     # bringup's own default user (root) comes last: after the inventory and the config file.
-    found = _lookup(_block(lines) + config_text + "\nHost *\n  User root\n", host.address, name, config)
+    found = _lookup(_block(lines, name) + config_text + "\nHost *\n  User root\n", host.address, name, config)
     jumps, command = _via(found, name, config_text, config, (host.address,))
     identity = tuple(found.get("identityfile") or ())
     if c.ansible_ssh_private_key_file:

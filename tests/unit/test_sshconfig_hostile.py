@@ -1,0 +1,149 @@
+"""Issue 40 items 1, 3 and 4: inventory data that reaches the ssh config never runs on the control machine,
+the config file is read bounded, and a file that is no ssh config is never quoted back.
+
+The ProxyCommand bringup would run is run here for real (``sh -c 'exec ...'``, as
+:func:`bringup.jumps.proxy_command` runs it) with ``printf`` in place of ``ssh``: the words it prints are the
+values as data, and the marker file a ``;``, ``$(...)`` or backtick would create stays absent.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from bringup.errors import InventoryError
+from bringup.inventory import ConnectionVars, Host
+from bringup.sshconfig import route
+
+
+def host(name="gpu-01", **v) -> Host:
+    return Host(name, ["all"], v, ConnectionVars.model_validate(v))
+
+
+def _hostile(marker: Path) -> list[str]:
+    m = str(marker)
+    return [f"x;touch {m}", f"$(touch {m})", f"`touch {m}`", f"x|touch {m}", f"x&&touch {m}", f"x\ntouch {m}",
+            f"x' ; touch {m}; '", f'x" ; touch {m}; "', "x%r%p%%", f"x$IFS;touch$IFS{m}"]
+
+
+@pytest.mark.reliability(item=40, fault="ansible_host / ansible_user expanded into a ProxyCommand (%h %r %p): "
+                                        "; $() backticks | && quotes newline", variants=20,
+                         checks=("nothing executed",))
+@pytest.mark.parametrize("var", ["ansible_host", "ansible_user"])
+def test_proxy_command_tokens_are_one_shell_word_each(tmp_path, var):
+    marker = tmp_path / "ran"
+    args = "-o ProxyCommand=\"printf '<%s>' %h %r %p\""
+    for value in _hostile(marker):
+        v = {"ansible_host": "10.0.0.5", "ansible_user": "ops", var: value, "ansible_ssh_common_args": args}
+        try:
+            r = route(host(**v), default_config=str(tmp_path / "none"))
+        except InventoryError as e:  # a newline in the user is refused outright: also nothing run
+            assert var == "ansible_user" and "\n" in value and "control character" in str(e), str(e)
+            continue
+        cmd = r.target.proxy_command
+        out = subprocess.run(["sh", "-c", "exec " + cmd], capture_output=True, text=True, timeout=30)
+        assert not marker.exists(), (value, cmd)
+        words = {"ansible_host": "10.0.0.5", "ansible_user": "ops", var: value}
+        assert out.stdout == f"<{words['ansible_host']}><{words['ansible_user']}><22>", (value, cmd, out)
+
+
+def test_plain_names_expand_as_ssh_does(tmp_path):
+    r = route(host(ansible_host="gpu-01.example", ansible_port=2222,
+                   ansible_ssh_common_args='-o ProxyCommand="ssh -W %h:%p -l %r jump %%"'),
+              default_config=str(tmp_path / "none"))
+    assert r.target.proxy_command == "ssh -W gpu-01.example:2222 -l root jump %"
+
+
+@pytest.mark.reliability(item=40, fault="a newline or control character in ansible_user / ansible_port / key path "
+                                        "(an ssh option smuggled into the config)", variants=3,
+                         checks=("nothing executed", "one clear line"))
+def test_a_value_cannot_add_a_line_to_the_config(tmp_path):
+    marker = tmp_path / "ran"
+    key = tmp_path / "k"
+    key.write_text("x")
+    for v in ({"ansible_user": f"root\n  ProxyCommand touch {marker}"},
+              {"ansible_user": "root\x1b[2J"},
+              {"ansible_ssh_private_key_file": f"{key}\nProxyCommand touch {marker}"}):
+        with pytest.raises(InventoryError) as e:
+            route(host(ansible_host="10.0.0.5", **v), default_config=str(tmp_path / "none"))
+        assert "\n" not in str(e.value) and not marker.exists(), str(e.value)
+
+
+@pytest.mark.reliability(item=40, fault="a Match exec of the operator's config with a hostile %h", variants=1,
+                         checks=("nothing executed",))
+def test_match_exec_quotes_the_host(tmp_path):
+    """paramiko runs ``Match exec`` through Invoke (which reads stdin: run in a process of its own here)."""
+    marker = tmp_path / "ran"
+    cfg = tmp_path / "cfg"
+    cfg.write_text('Match exec "test %h = never"\n  Port 2200\n')
+    code = ("from bringup.inventory import ConnectionVars, Host; from bringup.sshconfig import route; import sys; "
+            "v = {'ansible_host': sys.argv[1], 'ssh_config': sys.argv[2]}; "
+            "print(route(Host('h', ['all'], v, ConnectionVars.model_validate(v))).target.port)")
+    r = subprocess.run([sys.executable, "-c", code, f"x;touch {marker}", str(cfg)], stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert not marker.exists() and r.stdout.strip() == "22", r.stdout + r.stderr
+
+
+def _refused(tmp_path, config: str, *words: str) -> str:
+    with pytest.raises(InventoryError) as e:
+        route(host(ansible_host="10.0.0.5", ssh_config=config), default_config=str(tmp_path / "none"))
+    line = str(e.value)
+    assert "\n" not in line and all(w in line for w in words), line
+    return line
+
+
+@pytest.mark.reliability(item=40, fault="ssh_config naming /dev/zero, a FIFO with no writer, a folder, a 2 MiB "
+                                        "file, binary", variants=5, checks=("one clear line",))
+def test_ssh_config_reads_are_bounded(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big"
+    big.write_text("# x\n" * (600 * 1024))
+    binary = tmp_path / "bin"
+    binary.write_bytes(b"\xff\xfe\x00\x01" * 10)
+    done: list[str] = []
+    t = threading.Thread(target=lambda: done.append(_refused(tmp_path, str(fifo), "not a regular file")),
+                         daemon=True)
+    t.start()
+    t.join(20)
+    assert done, "a FIFO with no writer made the read wait"
+    _refused(tmp_path, "/dev/zero", "not a regular file")
+    _refused(tmp_path, str(tmp_path), "not a regular file")
+    _refused(tmp_path, str(big), "larger than")
+    _refused(tmp_path, str(binary), "not UTF-8")
+
+
+@pytest.mark.reliability(item=40, fault="a file that is no ssh_config (/etc/shadow-like) named as ssh_config",
+                         variants=2, checks=("secret never shown", "one clear line"))
+def test_a_file_that_is_no_ssh_config_is_never_quoted(tmp_path):
+    shadow = tmp_path / "shadow"
+    secret = "$y$j9T$Zm9vYmFyYmF6cXV4$SECRETHASHVALUE"
+    shadow.write_text(f"root:{secret}:19700:0:99999:7:::\ndaemon:*:19700:0:99999:7:::\n")
+    line = _refused(tmp_path, str(shadow), "line 1", "ssh config")
+    assert "SECRETHASH" not in line and "root:" not in line
+    # A line paramiko itself cannot parse (a keyword with no value) is named without its text too.
+    odd = tmp_path / "odd"
+    odd.write_text("Host a\n  PasswordFromHere\n")
+    line = _refused(tmp_path, str(odd), "line 2")
+    assert "PasswordFromHere" not in line
+
+
+@pytest.mark.reliability(item=40, fault="ProxyCommand %h through the CLI: an inventory host whose ansible_host "
+                                        "holds a command", variants=1,
+                         checks=("nothing executed", "exit code"))
+def test_through_the_cli_a_hostile_address_runs_nothing(tmp_path):
+    repo = Path(__file__).resolve().parents[2]
+    marker = tmp_path / "ran"
+    (tmp_path / "hosts").write_text(
+        "all:\n  hosts:\n    h1:\n"
+        f"      ansible_host: 'x$(touch {marker})'\n"
+        "      ssh_connect_timeout: 5\n"
+        "      ansible_ssh_common_args: -o ProxyCommand=\"sh -c 'exit 3' %h\"\n")
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(repo), "facts", "--host", "h1"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    assert not marker.exists(), r.stdout + r.stderr
+    assert r.returncode != 0 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
