@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Callable
 
 from .auditkit import finding
 from .inventory import Host
+from .outfile import write_atomic
 from .resources.guard import Unused
 from .roles import HostContext, Role
 from .results import HostResult, ResourceResult
@@ -157,7 +158,7 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
     reports.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     junit = reports / f"{stamp}-audit.xml"
-    junit_xml(by_host).write(junit, encoding="utf-8", xml_declaration=True)
+    write_atomic(junit, ET.tostring(junit_xml(by_host).getroot(), encoding="utf-8", xml_declaration=True))
     summary = {
         "hosts": list(by_host), "roles": [r.name for r in roles], "exit": code,
         **{k: sum(i.outcome == k for i in found) for k in ("passed", "failed", "skipped", "unreachable")},
@@ -166,5 +167,5 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
         "interrupted": stop.name if stop is not None and stop.requested else None,
         **(extra() if extra is not None else {}),
     }
-    (reports / f"{stamp}-audit.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_atomic(reports / f"{stamp}-audit.json", json.dumps(summary, indent=2) + "\n")
     return code, results

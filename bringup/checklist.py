@@ -15,6 +15,7 @@ from . import health
 from .checklist_html import render_group_html, render_html
 from .checks import Check, line, line_json, load_matrix, not_checked, summary_counts, verdict, worst_first
 from .gpu import nvml_failure, nvml_fix
+from .outfile import write_atomic
 from .process import command
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
@@ -411,6 +412,7 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
         # A byte a host printed that was not UTF-8 (a NIC name in the picture) is written as \xNN, never a traceback.
         for ext, text in (("md", render_markdown(h.name, checks)), ("html", render_html(h.name, checks, svg)),
                           ("json", render_json(h.name, checks))):
-            (out_dir / f"{names[h.name]}.{ext}").write_text(text, encoding="utf-8", errors="backslashreplace")
+            # Replaced whole, never written through a link or into a FIFO planted under the page's name.
+            write_atomic(out_dir / f"{names[h.name]}.{ext}", text, errors="backslashreplace")
         pages[h.name] = checks
     return pages

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
 import textwrap
 import time
 from contextlib import contextmanager
@@ -12,6 +11,7 @@ from typing import Iterator
 
 from rich.console import Console
 
+from .outfile import write_atomic
 from .results import HostResult
 from .secrets import MASK
 
@@ -132,10 +132,7 @@ class Report:
         text = json.dumps(MASK.mask_obj(head), indent=2, sort_keys=False)[:-2]
         hosts = ",\n".join(self._host_text(h) for h in self.order)
         text += ',\n  "hosts": [\n' + hosts + "\n  ]\n}\n" if hosts else ',\n  "hosts": []\n}\n'
-        tmp = self.path.with_name(f".{self.path.name}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, self.path)
-        return self.path
+        return write_atomic(self.path, text)
 
 
 @contextmanager

@@ -33,6 +33,7 @@ from typing import Any, Callable
 
 from .errors import InputError, said
 from .inventory import Host
+from .outfile import write_atomic
 from .roles import Role
 from .results import HostResult, ResourceResult
 from .runner import Options, Progress, run_host, run_hosts
@@ -390,6 +391,4 @@ def _prune_retries(directory: Path, keep: int = RETRY_KEEP) -> None:
 
 def _write(path: Path, text: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    write_atomic(path, text)

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import math
 import os
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from ..errors import InputError
+from ..outfile import out_folder  # noqa: F401 - where the tasks have long imported it from
 from .window_tuner import WINDOW_MAX, WINDOW_MIN
 
 __all__ = ["RepeatOptions", "BenchOptions", "TuneWindowOptions", "TuneOptions", "FollowOptions", "read", "number",
@@ -137,40 +137,6 @@ def cpus(v: Any, flag: str = "--client-cpus") -> list[int]:
         raise InputError(f"{flag} {quoted(text)}: {missing[0]} is not a CPU this machine lets bench use "
                          f"({have})")
     return list(dict.fromkeys(ids))
-
-
-def out_folder(v: Any, flag: str = "--out") -> Path:
-    """A folder to write into: it exists as a folder, or can be made (no file on the way)."""
-    text = str(v)
-    if not text.strip() or "\0" in text or "\n" in text:
-        raise InputError(f"{flag} {quoted(text)}: a folder name")
-    p = Path(text)
-    probe = p
-    while True:
-        if probe.exists() or probe.is_symlink():
-            if not probe.is_dir():
-                what = "it" if probe == p else str(probe)
-                raise InputError(f"{flag} {text!r}: {what} is not a folder (results are several files: give a "
-                                 "folder)")
-            if not os.access(probe, os.W_OK | os.X_OK):
-                raise InputError(f"{flag} {text!r}: {probe} is not writable")
-            _can_write(probe, text, flag)
-            return p
-        if probe.parent == probe:
-            return p
-        probe = probe.parent
-
-
-def _can_write(folder: Path, text: str, flag: str) -> None:
-    """A folder made and removed in ``folder``: whether results can be written there, known before measuring
-    (os.access says yes to root in /proc and /sys, where nothing can be made).  Nothing is left."""
-    import tempfile
-
-    try:
-        os.rmdir(tempfile.mkdtemp(prefix=".bringup-probe-", dir=folder))
-    except OSError as e:
-        raise InputError(f"{flag} {text!r}: cannot write in {folder} ({e.strerror or e}); give a folder of "
-                         "your own, like reports/bench") from None
 
 
 # --------------------------------------------------------------------------- typed option sets

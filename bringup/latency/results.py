@@ -7,12 +7,14 @@ the latency line with :func:`acceptance`.
 from __future__ import annotations
 
 import csv
+import io
 import json
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..outfile import write_atomic
 from ..process import command
 
 __all__ = ["point_row", "point_text", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
@@ -143,11 +145,12 @@ def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], 
     stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
     base = out_dir / f"{doc['host']}{tag}-{stamp}"
     paths = {"json": base.with_suffix(".json"), "csv": base.with_suffix(".csv")}
-    paths["json"].write_text(json.dumps(doc, indent=2) + "\n")
-    with open(paths["csv"], "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=fields)
-        w.writeheader()
-        w.writerows(rows)
+    write_atomic(paths["json"], json.dumps(doc, indent=2) + "\n")
+    buf = io.StringIO(newline="")
+    w = csv.DictWriter(buf, fieldnames=fields)
+    w.writeheader()
+    w.writerows(rows)
+    write_atomic(paths["csv"], buf.getvalue())
     return base, paths
 
 

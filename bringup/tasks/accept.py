@@ -11,6 +11,7 @@ from pathlib import Path
 from invoke import Exit
 
 from ..errors import BringupError, InputError, Unreachable
+from ..outfile import write_atomic
 from .context import REPEATED, SELECTION, fail, failing, options
 from .context import task  # Invoke's @task, an empty flag value refused first
 
@@ -100,9 +101,9 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
     for name, lines in results.items():
         console.print(render_markdown(name, lines), markup=False, highlight=False)
         try:
-            (out_dir / f"{name}.md").write_text(render_markdown(name, lines))
-            (out_dir / f"{name}.html").write_text(render_html(name, lines, ""))
-            (out_dir / f"{name}.json").write_text(render_json(name, lines))
+            write_atomic(out_dir / f"{name}.md", render_markdown(name, lines), errors="backslashreplace")
+            write_atomic(out_dir / f"{name}.html", render_html(name, lines, ""), errors="backslashreplace")
+            write_atomic(out_dir / f"{name}.json", render_json(name, lines), errors="backslashreplace")
         except OSError as e:
             raise fail(f"--out {out_dir}: {e.strerror or e}") from None
     if prom is not None:

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from invoke import Exit
 
 from ..errors import BringupError
+from ..outfile import write_atomic
 from ..process import command
 from .context import REPEATED, SELECTION, failing, options, running
 from .context import task  # Invoke's @task, an empty flag value refused first
@@ -78,7 +79,7 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
         console.print(render_markdown(name, checks), markup=False, highlight=False)
     if group:
         Path(out).mkdir(parents=True, exist_ok=True)
-        (Path(out) / f"{GROUP_PAGE}.html").write_text(render_group_html(group, pages), errors="backslashreplace")
+        write_atomic(Path(out) / f"{GROUP_PAGE}.html", render_group_html(group, pages), errors="backslashreplace")
     console.print(f"checklist pages: {out}/", style="dim")
     if stop.requested:
         left = [h.name for h in run.hosts if h.name not in pages]

@@ -13,6 +13,7 @@ from pathlib import Path
 from invoke import Exit
 
 from ..errors import BringupError, InputError, Unreachable
+from ..outfile import write_atomic
 from ..process import command
 from ..stop import Interrupted, Stop
 from .context import console as new_console
@@ -294,7 +295,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         out_dir.mkdir(parents=True, exist_ok=True)
         stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
         path = out_dir / f"{target.host}-tune-{stamp}.json"
-        path.write_text(json.dumps(doc, indent=2) + "\n")
+        write_atomic(path, json.dumps(doc, indent=2) + "\n")
         remember(target.host, path)
         plot_tune_window(doc, path.with_suffix(".png"))
         for t in doc["tune"]["windows"]:

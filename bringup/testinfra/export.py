@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import BringupError, InputError, Unreachable
+from ..outfile import sub_folder, write_atomic
 from ..process import command
 
 if TYPE_CHECKING:
@@ -143,11 +144,11 @@ def export(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], tem
                     code = 2
                     lines.append(f"{h.name}: {e}; its module is not written")
                     continue
-                where = out / folder(h.name)
-                where.mkdir(parents=True, exist_ok=True)
-                (where / "__init__.py").touch()
+                where = sub_folder(out, folder(h.name))
+                if not (where / "__init__.py").exists():
+                    write_atomic(where / "__init__.py", "")
                 path = where / f"test_{role.name}.py"
-                path.write_text(module_text(h.name, role.name, [item_of(r) for r in resources],
+                write_atomic(path, module_text(h.name, role.name, [item_of(r) for r in resources],
                                              str(Path(inventory).resolve()), str(where)))
                 lines.append(f"{h.name}: wrote {path} ({len(resources)} items)")
         except Unreachable as e:

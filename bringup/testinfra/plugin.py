@@ -35,6 +35,7 @@ from typing import Any
 import pytest
 
 from ..errors import BringupError, InventoryError, Unreachable
+from ..outfile import write_atomic
 from . import SCHEME, register
 
 register()
@@ -274,15 +275,12 @@ class Recorder:
 
     def write(self, exitstatus: int | None) -> None:
         """The report so far (``exit`` None: the session has not ended), replacing the last one whole."""
-        import os
 
         running = None if self.running is None else {"nodeid": self.running,
                                                      "test": self.names.get(self.running, self.running)}
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"exit": exitstatus, "collected": self.collected,
-                                   "tests": list(self.tests.values()), "running": running,
-                                   "collection_errors": self.errors}, indent=1) + "\n")
-        os.replace(tmp, self.path)
+        write_atomic(self.path, json.dumps({"exit": exitstatus, "collected": self.collected,
+                                            "tests": list(self.tests.values()), "running": running,
+                                            "collection_errors": self.errors}, indent=1) + "\n")
 
 
 def _last_line(report) -> str:

@@ -1,0 +1,106 @@
+"""Issue 40 item 2: pages, reports and results are replaced whole, never written through a planted link or
+into a FIFO, and an ``--out`` folder that is a link out of its own folder is refused naming the link.
+
+The checklist is run for real through Invoke (``--facts``: no connection); what it wrote, and what the
+planted link points at, are read back from the file system."""
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from bringup.errors import InputError
+from bringup.outfile import out_folder, sub_folder, write_atomic
+
+from .fixture_hosts import h200_facts
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _invoke(*args, cwd):
+    return subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=180)
+
+
+def _setup(tmp_path: Path) -> None:
+    import yaml
+
+    (tmp_path / "h200.json").write_text(json.dumps({"host": "h200", "facts": h200_facts()}))
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h200": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9}}}}))
+
+
+@pytest.mark.reliability(item=40, fault="checklist pages over a planted link (to a file outside) and a FIFO",
+                         variants=3, checks=("others' files kept", "exit code"))
+def test_checklist_pages_replace_a_planted_link_and_a_fifo(tmp_path):
+    _setup(tmp_path)
+    pages = tmp_path / "pages"
+    pages.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    (pages / "h200.md").symlink_to(victim)
+    (pages / ".h200.html.tmp").symlink_to(victim)  # the old fixed temporary name
+    os.mkfifo(pages / "h200.json")
+    r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "pages", cwd=tmp_path)
+    assert r.returncode in (0, 2), r.stdout + r.stderr
+    assert victim.read_text() == "precious\n"
+    for ext in ("md", "html", "json"):
+        st = (pages / f"h200.{ext}").lstat()
+        assert stat.S_ISREG(st.st_mode), ext
+    assert "h200" in (pages / "h200.md").read_text()
+    json.loads((pages / "h200.json").read_text())
+    assert not [p for p in pages.iterdir() if p.name.endswith(".tmp") and not p.is_symlink()]
+
+
+@pytest.mark.reliability(item=40, fault="--out naming a symbolic link out of its folder (checklist, bench)",
+                         variants=2, checks=("one clear line", "exit code", "nothing touched"))
+def test_an_out_folder_linked_outside_is_refused_naming_the_link(tmp_path):
+    _setup(tmp_path)
+    elsewhere = tmp_path.parent / (tmp_path.name + "-elsewhere")
+    elsewhere.mkdir()
+    (tmp_path / "pages").symlink_to(elsewhere)
+    r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "pages", cwd=tmp_path)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and len(lines) == 1, r.stdout + r.stderr
+    assert "symbolic link" in lines[0] and str(elsewhere) in lines[0], lines[0]
+    assert list(elsewhere.iterdir()) == []
+    with pytest.raises(InputError, match="symbolic link"):
+        out_folder(str(tmp_path / "pages"))
+    # A link that stays beside it is an ordinary folder.
+    (tmp_path / "pages.2026").mkdir()
+    (tmp_path / "cur").symlink_to("pages.2026")
+    assert out_folder(str(tmp_path / "cur")) == tmp_path / "cur"
+
+
+def test_write_atomic_replaces_whole_keeps_the_old_file_on_a_fault_and_leaves_no_temporary(tmp_path):
+    p = tmp_path / "page.md"
+    write_atomic(p, "one\n")
+    assert p.read_text() == "one\n" and stat.S_IMODE(p.stat().st_mode) & 0o044 == 0o044
+
+    class Boom(str):
+        def encode(self, *a, **k):  # the text cannot be encoded: the fault comes before anything is written
+            raise UnicodeError("boom")
+
+    with pytest.raises(UnicodeError):
+        write_atomic(p, Boom("two"))
+    assert p.read_text() == "one\n" and sorted(x.name for x in tmp_path.iterdir()) == ["page.md"]
+    # A FIFO under the final name: replaced at once, never opened (an open would wait for a reader).
+    fifo = tmp_path / "f.json"
+    os.mkfifo(fifo)
+    t = threading.Thread(target=write_atomic, args=(fifo, "{}"), daemon=True)
+    t.start()
+    t.join(20)
+    assert not t.is_alive() and fifo.read_text() == "{}"
+
+
+def test_sub_folder_refuses_a_planted_link(tmp_path):
+    (tmp_path / "h1").symlink_to("/etc")
+    with pytest.raises(InputError, match="symbolic link"):
+        sub_folder(tmp_path, "h1")
+    assert sub_folder(tmp_path, "h2").is_dir()
