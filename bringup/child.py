@@ -20,6 +20,7 @@ Standard library only; nothing happens on import.
 from __future__ import annotations
 
 import os
+import selectors
 import signal
 import subprocess
 import threading
@@ -30,7 +31,7 @@ from typing import IO, TYPE_CHECKING, Sequence
 if TYPE_CHECKING:
     from .stop import Stop
 
-__all__ = ["PARENT_FD_ENV", "GRACE_S", "Ended", "run_bounded", "end_group", "watch_parent"]
+__all__ = ["PARENT_FD_ENV", "GRACE_S", "Ended", "run_bounded", "end_group", "watch_parent", "Captured", "capture"]
 
 #: The environment variable that tells the child which of its file descriptors is the parent's pipe.
 PARENT_FD_ENV = "BRINGUP_PARENT_FD"
@@ -102,6 +103,85 @@ def run_bounded(argv: Sequence[str], *, timeout: float, stop: Stop | None = None
             proc.wait()
     return Ended(proc.returncode if proc.returncode is not None else -signal.SIGKILL, why,
                  time.monotonic() - started)
+
+
+@dataclass
+class Captured:
+    """What a captured child printed, and how it ended."""
+
+    #: Its exit code; None when it was ended (``why`` says why) before it exited by itself.
+    rc: int | None
+    out: bytes
+    err: bytes
+    #: None: it exited by itself; "timeout"; "too large" (stdout passed its cap); or the run's signal name.
+    why: str | None = None
+    took: float = 0.0
+
+
+#: Seconds a child's output is still read after it exited: what it wrote is in the pipe already; a process
+#: it left behind that holds the pipe open (a daemon, ``sleep &``) is not waited for.
+DRAIN_S = 0.3
+
+
+def capture(argv: Sequence[str], *, timeout: float, cap: int, err_cap: int = 64 * 1024,
+            env: dict[str, str] | None = None, stop: Stop | None = None, term_grace: float = 1.0) -> Captured:
+    """Run ``argv`` (stdin /dev/null, a session of its own) and read its stdout (at most ``cap`` bytes) and
+    stderr (the first ``err_cap`` bytes kept) until it exits, ``timeout`` seconds pass, stdout passes its cap
+    or the run is asked to stop.  One thread, no reader left blocked: a child that leaves a process holding
+    its stdout open after it exits is answered by what it printed, :data:`DRAIN_S` later, not at the
+    deadline.  Whatever ends it, its process group is ended on return (SIGTERM, then SIGKILL
+    ``term_grace`` seconds later): nothing it started in its group outlives the call."""
+    started = time.monotonic()
+    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=env, start_new_session=True)
+    out, err = bytearray(), bytearray()
+    why: str | None = None
+    sel = selectors.DefaultSelector()
+    sel.register(proc.stdout, selectors.EVENT_READ, out)
+    sel.register(proc.stderr, selectors.EVENT_READ, err)
+    exited: float | None = None
+    try:
+        while sel.get_map() and why is None:
+            now = time.monotonic()
+            if exited is None and proc.poll() is not None:
+                exited = now
+            if exited is not None:
+                wait = exited + DRAIN_S - now
+                if wait <= 0:
+                    break
+            else:
+                wait = started + timeout - now
+                if wait <= 0:
+                    why = "timeout"
+                    break
+            if stop is not None and stop.requested:
+                why = stop.name
+                break
+            for key, _ in sel.select(min(wait, _POLL_S)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                buf: bytearray = key.data
+                room = (cap if buf is out else err_cap) - len(buf)
+                if buf is out and len(chunk) > room:
+                    why = "too large"
+                    break
+                buf += chunk[:max(room, 0)]
+    finally:
+        sel.close()
+        if proc.poll() is None:
+            end_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(term_grace)
+            except subprocess.TimeoutExpired:
+                pass
+        end_group(proc.pid)  # what it left in its group, and itself if SIGTERM was not enough
+        for f in (proc.stdout, proc.stderr):
+            f.close()
+        if proc.returncode is None:
+            proc.wait()
+    return Captured(None if why else proc.returncode, bytes(out), bytes(err), why, time.monotonic() - started)
 
 
 def watch_parent(grace: float = GRACE_S) -> bool:

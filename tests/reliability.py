@@ -60,6 +60,7 @@ CHECKS = DATA_LOSS_CHECKS + (
     "recap and report",         # recap printed and report written
     "report written",           # the run's report says what happened (no recap checked)
     "no hang",                  # the run ends within its bound
+    "nothing left running",     # no process the run started (or its children started) outlives it
 )
 
 ISSUE_ITEMS = 18                 # issue 12 has items 1..18

@@ -11,11 +11,10 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import threading
 from typing import Any
 
+from ..child import capture
+from ..errors import said
 from ..vault import Vault
 from .model import SourceData, SourceError, Value
 
@@ -95,58 +94,25 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
 
 
 def _run(path: str, *args: str, timeout: float) -> bytes:
+    """The script's stdout, bounded by :data:`MAX_OUTPUT` and ``timeout`` (:func:`bringup.child.capture`: a
+    process it leaves holding stdout open is not waited for, nor does it cost the answer already printed)."""
     try:
         # The file given, never a command of that name on PATH: "-i inv.py" is ./inv.py, as Ansible runs it.
-        proc = subprocess.Popen([os.path.abspath(path), *args], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True)
+        done = capture([os.path.abspath(path), *args], timeout=timeout, cap=MAX_OUTPUT)
     except OSError as e:
         raise SourceError(f"{path}: cannot run the inventory script ({e.strerror}); make it executable "
                           "(chmod +x) with a #! line, or give a YAML/INI inventory") from None
-    chunks: list[bytes] = []
-    err: list[bytes] = []
-    size = [0]
-
-    def read_out():
-        while True:
-            b = proc.stdout.read(65536)
-            if not b:
-                return
-            size[0] += len(b)
-            if size[0] > MAX_OUTPUT:
-                _kill(proc)
-                return
-            chunks.append(b)
-
-    def read_err():
-        err.append(proc.stderr.read(MAX_OUTPUT))
-
-    readers = [threading.Thread(target=read_out, daemon=True), threading.Thread(target=read_err, daemon=True)]
-    for t in readers:
-        t.start()
-    try:
-        proc.wait(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        _kill(proc)
-        proc.wait()
+    if done.why == "timeout":
         raise SourceError(f"{path}: the inventory script gave no answer to {' '.join(args)} within {timeout:g} s "
-                          "(killed); does it wait for input or the network?") from None
-    for t in readers:
-        t.join(timeout)
-    if size[0] > MAX_OUTPUT:
+                          "(killed); does it wait for input or the network?")
+    if done.why == "too large":
         raise SourceError(f"{path}: the inventory script printed more than {MAX_OUTPUT // 2**20} MiB for "
                           f"{' '.join(args)} (killed)")
-    if proc.returncode != 0:
-        last = b"".join(err).decode("utf-8", "replace").strip().splitlines()
-        why = f": {last[-1][:200]}" if last else ""
-        raise SourceError(f"{path}: the inventory script {' '.join(args)} exited with {proc.returncode}{why}")
-    return b"".join(chunks)
-
-
-def _kill(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    if done.rc != 0:
+        last = done.err.decode("utf-8", "replace").strip().splitlines()
+        why = f": {said(last[-1], 200)}" if last else ""
+        raise SourceError(f"{path}: the inventory script {' '.join(args)} exited with {done.rc}{why}")
+    return done.out
 
 
 def _json(raw: bytes, path: str, args: str) -> Any:

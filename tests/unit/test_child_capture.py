@@ -1,0 +1,70 @@
+"""Issue 40 item 3: a child's output read with a cap and a deadline (:func:`bringup.child.capture`), through
+its callers: an inventory script that floods, hangs, drips, or leaves a process holding its stdout open.
+
+Real processes: the scripts are Python files run here; whether a process outlived the call is asked of the
+kernel (``os.kill(pid, 0)``) with the pid the script wrote down."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from bringup.child import capture
+from bringup.inventory_sources.model import SourceError
+from bringup.inventory_sources.script import run_script
+
+
+def _script(tmp_path: Path, body: str) -> Path:
+    p = tmp_path / "inventory.py"
+    p.write_text(f"#!{sys.executable}\nimport json, os, subprocess, sys, time\n{body}\n")
+    p.chmod(0o755)
+    return p
+
+
+def _gone(pid: int, within: float = 10.0) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.reliability(item=40, fault="an inventory script that leaves a child holding its stdout open",
+                         variants=1, checks=("nothing left running",))
+def test_a_child_holding_stdout_neither_delays_nor_discards_the_answer(tmp_path):
+    pidfile = tmp_path / "pid"
+    s = _script(tmp_path, f"p = subprocess.Popen(['sleep', '300'])\nopen({str(pidfile)!r}, 'w').write(str(p.pid))\n"
+                          "print(json.dumps({'gpu': ['g1', 'g2']}))")
+    started = time.monotonic()
+    data = run_script(str(s), timeout=60)
+    assert time.monotonic() - started < 30, "waited for the lingering child"
+    assert sorted(data.hosts) == ["g1", "g2"]
+    assert _gone(int(pidfile.read_text())), "the script's child outlived the read"
+
+
+@pytest.mark.reliability(item=40, fault="an inventory script: 1 GiB flood, a hang, a drip past the deadline",
+                         variants=3, checks=("one clear line", "nothing left running"))
+@pytest.mark.parametrize("body, words", [
+    ("sys.stdout.buffer.write(b'x' * (1 << 30))", "printed more than"),
+    ("time.sleep(300)", "gave no answer"),
+    ("while True:\n    sys.stdout.write('['); sys.stdout.flush(); time.sleep(0.1)", "gave no answer"),
+])
+def test_floods_hangs_and_drips_end_within_the_deadline(tmp_path, body, words):
+    s = _script(tmp_path, body)
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=words) as e:
+        run_script(str(s), timeout=3)
+    assert "\n" not in str(e.value)
+    assert time.monotonic() - started < 30
+
+
+def test_capture_keeps_stderr_bounded_and_reports_the_exit_code(tmp_path):
+    done = capture([sys.executable, "-c", "import sys; sys.stderr.write('e' * 200000); print('ok'); sys.exit(3)"],
+                   timeout=30, cap=1024, err_cap=100)
+    assert (done.rc, done.out.strip(), len(done.err), done.why) == (3, b"ok", 100, None)
