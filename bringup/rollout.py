@@ -364,7 +364,13 @@ def write_retry(directory: Path, results: list[HostResult], run_name: str) -> Pa
         return last
     if last.is_file():
         ok = {r.host for r in results}
-        lines = last.read_text().splitlines()
+        from .userfile import read_capped
+
+        # The retry file is bringup's own, but a saved file is no more trusted than its folder: bounded.
+        lines = read_capped(last, RETRY_MAX, InputError, missing=f"{last}: gone", unreadable=f"{last}: ",
+                            too_large=f"{last}: larger than {RETRY_MAX >> 20} MiB: no retry file; remove it",
+                            not_regular=f"{last}: not a regular file; remove it").decode("utf-8", "replace"
+                                                                                       ).splitlines()
         left = [ln for ln in lines if ln.strip() and not ln.startswith("#") and ln.strip() not in ok]
         if not left:
             last.unlink()
@@ -387,6 +393,10 @@ def _prune_retries(directory: Path, keep: int = RETRY_KEEP) -> None:
             p.unlink()
         except OSError:
             pass
+
+
+#: The largest retry file read back (a host name a line).
+RETRY_MAX = 16 << 20
 
 
 def _write(path: Path, text: str) -> None:

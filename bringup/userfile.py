@@ -1,6 +1,8 @@
 """A file the operator names (an inventory, a retry file), read whole but bounded, its refusal one line."""
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 from typing import Callable
 
@@ -23,7 +25,13 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
     try:
         if not_regular is not None and refuse(p):
             raise error(not_regular)
-        with p.open("rb") as f:
+        # Opened without waiting (a FIFO put there after the look above opens at once), then held to what
+        # the look said: a regular file, unless the caller takes others.
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not_regular is not None and not stat.S_ISREG(os.fstat(fd).st_mode) and refuse is _not_a_file:
+                raise error(not_regular)
+            os.set_blocking(fd, True)
             data = f.read(limit + 1)
     except FileNotFoundError:
         raise error(missing) from None
