@@ -154,7 +154,12 @@ def load_yaml_lines(path: Path, text: str | None = None, vault: Vault | None = N
     sealed = False
     if text is None:
         text, sealed = read_plain(path, vault)
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # the reader checks every character here: a NUL is refused before parsing
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        raise InventoryError(f"{path}:{line}: character U+{int(e.character):04X} is not allowed in YAML (a binary file, "
+                             "or not the inventory?); fix the path or the file") from None
     loader.name = str(path)  # marks name the file, not "<unicode string>"
     loader.key_lines = {}
     loader.vault = vault

@@ -292,3 +292,14 @@ def test_inventory_flag_given_twice_merges_both(tmp_path):
                        env={**os.environ, "COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     assert "root@192.0.2.9:22" in r.stdout and "root@gpu02:22" in r.stdout and "192.0.2.1" not in r.stdout, r.stdout
+
+
+@pytest.mark.reliability(item=40, fault="an inventory of NUL bytes or with a control character (YAML's reader "
+                                        "refuses it)", variants=2, checks=("one clear line",))
+def test_a_binary_or_control_character_inventory_is_one_line(tmp_path):
+    (tmp_path / "zeros").write_bytes(b"\0" * 3_000_000)
+    (tmp_path / "ctl").write_text("all:\n  hosts:\n    a\x01b:\n")
+    for name, words in (("zeros", "zeros:1: character U+0000"), ("ctl", "ctl:3: character U+0001")):
+        with pytest.raises(InventoryError, match=words) as e:
+            load_inventory(tmp_path / name)
+        assert "\n" not in str(e.value)
