@@ -104,3 +104,11 @@ def test_sub_folder_refuses_a_planted_link(tmp_path):
     with pytest.raises(InputError, match="symbolic link"):
         sub_folder(tmp_path, "h1")
     assert sub_folder(tmp_path, "h2").is_dir()
+
+
+@pytest.mark.reliability(item=40, fault="--out of 5,000 characters (a name the file system refuses)", variants=1,
+                         checks=("one clear line",))
+def test_a_name_too_long_is_one_line(tmp_path):
+    with pytest.raises(InputError, match="File name too long") as e:
+        out_folder(str(tmp_path / ("x" * 5000)))
+    assert len(str(e.value)) < 400
