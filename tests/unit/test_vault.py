@@ -228,6 +228,44 @@ def test_password_program_failing_or_hanging_is_bounded(vaulted, tmp_path):
         pytest.fail("the password program's child was left running")
 
 
+def _gone(pid: int) -> bool:
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.reliability(item=40, fault="vault password program that floods its output (/dev/zero), or exits leaving "
+                                        "a child holding its stdout open", variants=2,
+                         checks=("one clear line", "secret never shown", "no hang", "nothing left running"))
+def test_password_program_flood_or_lingering_child_is_bounded(vaulted, tmp_path):
+    """A flood is cut at the cap (the program killed, memory bounded) and is one line, well before the deadline;
+    a program that prints the password and exits while its child keeps stdout open is answered by what it
+    printed, not at the deadline, and the child's group is ended."""
+    flood = tmp_path / "flood"
+    flood.write_text("#!/bin/sh\nexec cat /dev/zero\n")
+    flood.chmod(0o700)
+    started = time.monotonic()
+    with pytest.raises(VaultError) as e:
+        vault_from_options([str(flood)], [], environ={}, timeout=60)
+    assert str(e.value) == (f"--vault-password-file {flood}: the password program printed more than 64 KiB (killed); "
+                            "it must print the password alone")
+    assert time.monotonic() - started < 45
+
+    lingers = tmp_path / "lingers"
+    pid_file = tmp_path / "lingering.pid"
+    lingers.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {pid_file}\necho '{PASSWORD}'\n")
+    lingers.chmod(0o700)
+    started = time.monotonic()
+    vault = vault_from_options([str(lingers)], [], environ={}, timeout=60)
+    assert time.monotonic() - started < 45  # not the 60 s deadline: the exit is what counts
+    assert [s.password for s in vault.secrets] == [PASSWORD.encode()]
+    assert _gone(int(pid_file.read_text())), "the password program's child was left running"
+
+
 def test_encrypted_group_vars_file_is_named(vaulted, tmp_path):
     """The file encrypted whole, without its vault id's password: the line names the file and the id."""
     inv = tmp_path / "inventory"
