@@ -2,13 +2,17 @@
 
 Any variable may take a secret reference instead of its text::
 
-    ansible_become_password: {env: DEPLOY_SUDO_PW}
+    ansible_become_password: {bringup_secret: {env: DEPLOY_SUDO_PW}}
     registry_auths:
-      nvcr.io: {username: $oauthtoken, password: {file: ~/.config/bringup/ngc.key}}
+      nvcr.io: {username: $oauthtoken, password: {bringup_secret: {file: ~/.config/bringup/ngc.key}}}
 
-A reference is a mapping of exactly one key, ``env`` (a variable of the
-control machine's environment) or ``file`` (a regular file of the user, mode
-0600 or stricter; one trailing newline is dropped).  It is resolved when the
+A reference is a mapping of the one key ``bringup_secret`` whose value is a mapping of exactly one key, ``env``
+(a variable of the control machine's environment) or ``file`` (a regular file of the user, mode 0600 or
+stricter; one trailing newline is dropped).  The older spelling without the tag, ``{env: NAME}`` /
+``{file: PATH}``, is still a reference where it cannot be ordinary data: in a variable that only takes a
+secret text (:func:`secret_place`: the Ansible passwords, a key named ``password``, ``token``, ``secret``, or
+ending ``_password``, ``_pass``, ``_token``, ``_secret``, ``_passphrase``); anywhere else (``labels: {env:
+production}``) it is the mapping it looks like.  It is resolved when the
 inventory is loaded, into a pydantic :class:`~pydantic.SecretStr`, so that
 ``repr``, ``str`` and JSON show ``**********``; a role that needs the text
 asks for it with :func:`reveal`.
@@ -34,7 +38,7 @@ from pydantic import SecretStr
 
 from .errors import InventoryError
 
-__all__ = ["MASK", "Masker", "mask_output", "is_ref", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
+__all__ = ["MASK", "Masker", "mask_output", "TAG", "is_ref", "secret_place", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
 
 #: What a secret's text becomes in output.
 HIDDEN = "********"
@@ -114,14 +118,50 @@ def mask_output(masker: Masker = MASK) -> None:
             setattr(sys, name, MaskedStream(stream, masker))
 
 
-def is_ref(value: Any) -> bool:
-    """``{env: NAME}`` or ``{file: PATH}``."""
-    return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("env", "file")
+#: The key that tags a mapping as a secret reference: ``{bringup_secret: {env: NAME}}``.
+TAG = "bringup_secret"
+_KINDS = ("env", "file")
+#: Variables (the last key of their path) that only take a secret text: the untagged spelling is a reference there.
+_SECRET_NAMES = frozenset({"ansible_password", "ansible_become_password", "ansible_ssh_pass", "ansible_become_pass",
+                           "ansible_sudo_pass", "password", "passphrase", "token", "secret"})
+_SECRET_ENDINGS = ("_password", "_pass", "_token", "_secret", "_passphrase")
+
+
+def secret_place(trail: str) -> bool:
+    """The variable at ``trail`` (``registry_auths.nvcr.io.password``) only takes a secret text, so a one-key
+    ``{env: ...}`` / ``{file: ...}`` there cannot be ordinary data."""
+    last = re.split(r"[.\[]", trail)[-1].lower() if trail else ""
+    return last in _SECRET_NAMES or last.endswith(_SECRET_ENDINGS)
+
+
+def _untagged(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in _KINDS
+
+
+def is_ref(value: Any, trail: str | None = None) -> bool:
+    """``{bringup_secret: {env: NAME}}`` or ``{bringup_secret: {file: PATH}}`` anywhere; the untagged ``{env:
+    NAME}`` / ``{file: PATH}`` only at a ``trail`` that :func:`secret_place` names (None: nowhere)."""
+    if isinstance(value, dict) and len(value) == 1 and TAG in value:
+        return True
+    return trail is not None and _untagged(value) and secret_place(trail)
+
+
+def spelled(value: Any) -> str:
+    """A reference as the inventory wrote it, for an error line: ``{bringup_secret: {env: 'NAME'}}``.  What is not
+    a name or a path (the tag holding text: perhaps the secret itself) is told by its kind only."""
+    ref = value.get(TAG, value) if isinstance(value, dict) else value
+    if _untagged(ref) and isinstance(next(iter(ref.values())), str) and len(next(iter(ref.values()))) <= 200:
+        (kind, name), = ref.items()
+        inner = f"{{{kind}: {name!r}}}"
+    else:
+        inner = (f"(a mapping of {', '.join(repr(str(k))[:40] for k in list(ref)[:3])})" if isinstance(ref, dict)
+                 else f"(a {type(ref).__name__}, not shown)")
+    return f"{{{TAG}: {inner}}}" if isinstance(value, dict) and TAG in value else inner
 
 
 def _from_env(name: Any, where: str) -> str:
     if not isinstance(name, str) or not _ENV_NAME.match(name):
-        raise InventoryError(f"{where}: {{env: {name!r}}} must name an environment variable (letters, digits, _)")
+        raise InventoryError(f"{where}: env must name an environment variable (letters, digits, _)")
     value = os.environ.get(name)
     if not value:
         raise InventoryError(f"{where}: environment variable {name} is not set on the control machine; "
@@ -131,7 +171,7 @@ def _from_env(name: Any, where: str) -> str:
 
 def _from_file(name: Any, where: str) -> str:
     if not isinstance(name, str) or not name.strip():
-        raise InventoryError(f"{where}: {{file: ...}} must be the path of a file on the control machine")
+        raise InventoryError(f"{where}: file must be the path of a file on the control machine")
     path = Path(name).expanduser()
     try:
         st = path.lstat()
@@ -162,13 +202,18 @@ def _from_file(name: Any, where: str) -> str:
 
 
 def resolve_refs(value: Any, where: str, masker: Masker = MASK, trail: str = "") -> Any:
-    """``value`` with each secret reference replaced by a :class:`SecretStr` (added to ``masker``).
+    """``value`` with each secret reference (:func:`is_ref`) replaced by a :class:`SecretStr` (added to
+    ``masker``); a one-key ``{env: ...}`` anywhere else is left as the ordinary mapping it is.
 
-    Errors read ``<where>: <variable.path>: ...``.
+    Errors read ``<where>: <variable.path>: secret reference <the reference as written>: ...``.
     """
-    if is_ref(value):
-        (kind, name), = value.items()
-        at = f"{where}: {trail or 'value'}"
+    if is_ref(value, trail):
+        ref = value[TAG] if TAG in value else value
+        at = f"{where}: {trail or 'value'}: secret reference {spelled(value)}"
+        if not _untagged(ref):
+            raise InventoryError(f"{at}: {TAG} takes one key, env (an environment variable) or file (a file of "
+                                 f"mode 0600): write {{{TAG}: {{env: NAME}}}} or {{{TAG}: {{file: PATH}}}}")
+        (kind, name), = ref.items()
         text = _from_env(name, at) if kind == "env" else _from_file(name, at)
         masker.add(text)
         return SecretStr(text)
