@@ -38,7 +38,7 @@ from pydantic import SecretStr
 
 from .errors import InventoryError
 
-__all__ = ["MASK", "Masker", "mask_output", "TAG", "is_ref", "secret_place", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
+__all__ = ["MASK", "Masker", "Vaulted", "mask_output", "TAG", "is_ref", "secret_place", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
 
 #: What a secret's text becomes in output.
 HIDDEN = "********"
@@ -51,11 +51,38 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)([^/\s@'\"]+)(@)")
 
 
+class Vaulted(str):
+    """Text known to be a secret (what a vault held): a ``str`` everywhere it is used, so that it reaches the host
+    as it is, but ``********`` in ``repr`` and wherever bringup renders a value (:meth:`Masker.mask`,
+    :meth:`Masker.mask_value`, :meth:`Masker.mask_obj`), whatever its length."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"'{HIDDEN}'"
+
+
+def _token(secret: str) -> re.Pattern:
+    """``secret`` standing alone as a value: not inside a longer word or number (``4`` in ``= 4``, not in 4096, -4
+    or 4.5); a diff's ``+``/``-`` opening a line is no sign."""
+    return re.compile(rf"(?<![\w.])(?<![^\n][+-]){re.escape(secret)}(?![\w.+-])")
+
+
 class Masker:
-    """Replaces known secrets, and URL passwords, in text and in JSON-like values."""
+    """Replaces known secrets, and URL passwords, in text and in JSON-like values.
+
+    Two nets.  A value known to be a secret by its type (:class:`Vaulted`, :class:`SecretStr`) is
+    ``********`` wherever it is rendered, of any length.  Its text, once it lost the type (a role made a line of
+    it), is still found: a secret of :data:`MIN_MASKED` characters or more anywhere in any text; a shorter one
+    only where a whole value is rendered (:meth:`mask_value`: a plan's "is, want" values, a report's strings) or
+    as a value standing alone on a line of a diff or a finding (:meth:`mask_lines`), never in every line of the
+    output (a "1" secret would hide every 1).
+    """
 
     def __init__(self) -> None:
         self._texts: set[str] = set()
+        #: Secrets shorter than MIN_MASKED: whole values and standing-alone values of diffs, only.
+        self._short: dict[str, re.Pattern] = {}
         self._lock = threading.Lock()
         #: Counts the secrets added: text masked under an older count may hold one added since.
         self.generation = 0
@@ -63,31 +90,65 @@ class Masker:
     def add(self, secret: str | SecretStr | None) -> None:
         """Mask ``secret`` from now on (and its URL-encoded form, as it appears inside URLs)."""
         text = secret.get_secret_value() if isinstance(secret, SecretStr) else secret
-        if not isinstance(text, str) or len(text) < MIN_MASKED:
-            # A 1-character secret would mask every "1" of every line and report; a value that short
-            # guards nothing anyway.
+        if not isinstance(text, str) or not text.strip():
             return
+        text = str.__str__(text)
         with self._lock:
-            self._texts.update({text, quote(text, safe="")})
+            if len(text) < MIN_MASKED:
+                # A 1-character secret would mask every "1" of every line and report: as a whole value only.
+                self._short.setdefault(text, _token(text))
+            else:
+                self._texts.update({text, quote(text, safe="")})
             self.generation += 1
 
+    def is_secret(self, value: Any) -> bool:
+        """``value`` is a secret: by its type, or as a whole text equal to a known secret's."""
+        if isinstance(value, (Vaulted, SecretStr)):
+            return True
+        return isinstance(value, str) and (value in self._short or value in self._texts)
+
     def mask(self, text: str) -> str:
+        if isinstance(text, Vaulted):
+            return HIDDEN
         # Longest first: a secret that contains another is replaced whole.
         for secret in sorted(self._texts, key=len, reverse=True):
             if secret in text:
                 text = text.replace(secret, HIDDEN)
         return _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}\g<3>", text)
 
-    def mask_obj(self, value: Any) -> Any:
-        """``value`` with every string masked (dict keys too); a SecretStr becomes ``********``."""
-        if isinstance(value, str):
-            return self.mask(value)
-        if isinstance(value, SecretStr):
+    def mask_value(self, value: Any) -> Any:
+        """A whole value as rendered (a plan's "is" or "want", an audit's expectation): ``********`` when it is a
+        secret of any length, else its text masked."""
+        if self.is_secret(value):
             return HIDDEN
+        return self.mask(value) if isinstance(value, str) else value
+
+    def mask_lines(self, text: str) -> str:
+        """A diff or a finding line: :meth:`mask`, and a short secret standing alone as a value (``= 4``)."""
+        if not isinstance(text, str):
+            return text
+        if self.is_secret(text):
+            return HIDDEN
+        text = self.mask(text)
+        for pattern in list(self._short.values()):
+            text = pattern.sub(HIDDEN, text)
+        return text
+
+    def mask_obj(self, value: Any, lines: bool = False) -> Any:
+        """``value`` with every string masked as a whole value (``lines``: as lines, :meth:`mask_lines`; dict keys
+        as text; a ``diff`` as lines); a :class:`SecretStr` or :class:`Vaulted` becomes ``********``."""
+        if isinstance(value, SecretStr) or (isinstance(value, str) and not lines):
+            return self.mask_value(value)
+        if isinstance(value, str):
+            return self.mask_lines(value)
         if isinstance(value, dict):
-            return {self.mask_obj(k): self.mask_obj(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self.mask_obj(v) for v in value]
+            return {self.mask(k) if isinstance(k, str) else k:
+                    self.mask_lines(v) if k == "diff" and isinstance(v, str) else self.mask_obj(v, lines)
+                    for k, v in value.items()}
+        if isinstance(value, tuple):
+            return tuple(self.mask_obj(v, lines) for v in value)
+        if isinstance(value, list):
+            return [self.mask_obj(v, lines) for v in value]
         return value
 
 

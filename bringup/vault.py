@@ -32,7 +32,7 @@ from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
 from .child import capture
 from .errors import InventoryError
-from .secrets import MASK, Masker
+from .secrets import MASK, Masker, Vaulted
 from .userfile import read_capped
 
 __all__ = ["HEADER", "SCRIPT_SECONDS", "VaultError", "VaultSecret", "Vault", "Vaulted", "is_vaulted",
@@ -54,16 +54,6 @@ class VaultError(InventoryError):
 def is_vaulted(text: str) -> bool:
     """``text`` is an ansible-vault envelope (a whole file, or a ``!vault`` value)."""
     return text.lstrip().startswith(HEADER)
-
-
-class Vaulted(str):
-    """Text that a vault held: a ``str`` everywhere it is used, ``********`` in ``repr`` (so an error line that
-    quotes a value with ``!r`` never shows it)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "'********'"
 
 
 def holds_vaulted(value) -> bool:
