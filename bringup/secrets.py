@@ -134,6 +134,14 @@ class Masker:
             text = pattern.sub(HIDDEN, text)
         return text
 
+    def holds(self, value: Any) -> bool:
+        """``value`` (JSON-like) holds a secret: a typed one, a text equal to one, or one standing alone in a text."""
+        if isinstance(value, dict):
+            return any(self.holds(k) or self.holds(v) for k, v in value.items())
+        if isinstance(value, (list, tuple)):
+            return any(self.holds(v) for v in value)
+        return self.is_secret(value) or (isinstance(value, str) and self.mask_lines(value) != value)
+
     def mask_obj(self, value: Any, lines: bool = False) -> Any:
         """``value`` with every string masked as a whole value (``lines``: as lines, :meth:`mask_lines`; dict keys
         as text; a ``diff`` as lines); a :class:`SecretStr` or :class:`Vaulted` becomes ``********``."""

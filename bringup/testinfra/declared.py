@@ -76,7 +76,7 @@ def _json_values(r) -> dict[str, Any]:
 
     text = json.dumps(r.keys, sort_keys=True, default=str)
     out: dict[str, Any] = {"path": r.path, "owned": r.owned}
-    if isinstance(r, PrivateJsonFile) or MASK.mask(text) != text:
+    if isinstance(r, PrivateJsonFile) or MASK.holds(r.keys):
         return {**out, "keys_sha256": hashlib.sha256(text.encode()).hexdigest()}
     return {**out, "keys": r.keys}
 

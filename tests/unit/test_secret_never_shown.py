@@ -156,3 +156,14 @@ def test_masker_hides_short_secrets_only_as_whole_values():
     assert m.mask_lines("+vm.x = 1\n+vm.y = 10\n+a.b = 1.5\n-ab\n") == f"+vm.x = {HIDDEN}\n+vm.y = 10\n+a.b = 1.5\n-{HIDDEN}\n"
     assert m.mask_obj({"changes": {"k": ("4", "1")}, "diff": "+k = ab"}) == {
         "changes": {"k": ("4", HIDDEN)}, "diff": f"+k = {HIDDEN}"}
+
+
+def test_a_json_file_holding_a_short_secret_is_exported_by_its_hash_only(own_masker):
+    from bringup.resources.jsonfile import JsonFile
+    from bringup.testinfra.declared import values
+
+    own_masker.add(Vaulted("x7"))
+    r = JsonFile("/etc/app.json", {"auth": {"pin": Vaulted("x7")}, "level": 3})
+    got = values(r)
+    assert "keys" not in got and len(got["keys_sha256"]) == 64
+    assert values(JsonFile("/etc/app.json", {"level": 3}))["keys"] == {"level": 3}

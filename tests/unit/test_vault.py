@@ -360,3 +360,21 @@ def test_testinfra_suite_gets_the_vault_passwords(vaulted, tmp_path):
     r = pytest_run(tmp_path, "--hosts=bringup://gpu01", inventory, "--collect-only", "test_site.py")
     assert r.returncode != 0 and "no vault password given" in r.stdout + r.stderr, r.stdout + r.stderr
     _no_secret(r.stdout + r.stderr)
+
+
+@pytest.mark.reliability(item=40, fault="a 2-character vault value in a failing plain-pytest assertion (output, "
+                                        "JUnit, --bringup-report)", checks=("secret never shown",))
+def test_short_vault_value_never_in_a_failing_tests_report(vaulted, tmp_path):
+    """`pin` holds 2 characters, under the masker's length for text at large: pytest's explanation (`assert 'x7'
+    == 'zz'`), the JUnit file and the JSON report still show it as ********."""
+    from .test_testinfra import pytest_run
+
+    (tmp_path / "test_pin.py").write_text("def test_pin(bringup_vars):\n    assert bringup_vars['pin'] == 'zz'\n")
+    flags = [f"--bringup-inventory={vaulted / 'inventory'}", f"--bringup-vault-password-file={vaulted / 'pw'}",
+             f"--bringup-vault-id=prod@{vaulted / 'pw-prod'}"]
+    r = pytest_run(tmp_path, "--hosts=bringup://gpu01", *flags, "-rA", f"--junitxml={tmp_path / 'j.xml'}",
+                   f"--bringup-report={tmp_path / 'r.json'}", "test_pin.py")
+    assert r.returncode == 1 and "1 failed" in r.stdout, r.stdout + r.stderr
+    said = r.stdout + r.stderr + (tmp_path / "j.xml").read_text() + (tmp_path / "r.json").read_text()
+    assert f"'{SHORT}'" not in said and f"== {SHORT}" not in said, said
+    assert f"'{HIDDEN}' == 'zz'" in r.stdout, r.stdout
