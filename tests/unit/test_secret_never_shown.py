@@ -167,3 +167,35 @@ def test_a_json_file_holding_a_short_secret_is_exported_by_its_hash_only(own_mas
     got = values(r)
     assert "keys" not in got and len(got["keys_sha256"]) == 64
     assert values(JsonFile("/etc/app.json", {"level": 3}))["keys"] == {"level": 3}
+
+
+@pytest.mark.reliability(item=40, fault="a 1-character vault value through the commands: plan (console, --diff, "
+                                        "reports/*.json), audit (console, JSON, JUnit), checklist pages",
+                         variants=3, checks=("secret never shown", "nothing touched", "report written"))
+def test_short_vault_value_never_shown_by_the_commands(tmp_path):
+    """The second channel: the real commands in check mode on this machine (`ansible_connection: local`; plan and
+    audit change nothing), their console and every file they write."""
+    from .test_vault import _invoke
+
+    (tmp_path / "pw").write_text(PASSWORD + "\n")
+    out = ansible_vault(tmp_path, "encrypt_string", "--vault-password-file", "pw", "7")
+    (tmp_path / "hosts").write_text("all:\n  vars: {gpu_profile: cpu}\n  hosts:\n    h1:\n      ansible_connection: local\n"
+                                    f"      sysctl:\n        net.core.somaxconn: !vault |\n"
+                                    f"{_indent(out.split('!vault |', 1)[1], 10)}\n")
+    flags = ["--host", "h1", "-i", "hosts", "--vault-password-file", "pw"]
+    runs = [_invoke(tmp_path, "plan", "--roles", "sysctl", *flags),
+            _invoke(tmp_path, "audit", "--roles", "sysctl", *flags),
+            _invoke(tmp_path, "checklist", "--roles", "sysctl", "--out", "pages", *flags)]
+    said = "".join(r.stdout + r.stderr for r in runs)
+    assert runs[0].returncode == 0 and runs[1].returncode in (0, 2) and runs[2].returncode == 0, said
+    written = [p for d in ("reports", "pages") for p in (tmp_path / d).rglob("*") if p.is_file()]
+    assert {p.suffix for p in written} >= {".json", ".xml", ".html", ".md"}, written
+    said += "".join(p.read_text() for p in written)
+    assert f"+net.core.somaxconn = {HIDDEN}" in said, said  # the plan's diff of the file the role writes
+    from pathlib import Path
+
+    here = Path("/proc/sys/net/core/somaxconn").read_text().strip()
+    if here != "7":  # the audit's line, where this machine's own value differs
+        assert f"net.core.somaxconn is {here}, want {HIDDEN}" in said, said
+    for shown in ("somaxconn = 7", "want 7", "→ 7", "somaxconn: 7"):
+        assert shown not in said, shown
