@@ -132,8 +132,8 @@ def test_short_vault_values_never_on_a_page_or_in_an_error(vaulted_sysctl):
              render_html("h200-vm", checks, ""))
     for page in pages:
         assert not _leaks(page) and f"want {HIDDEN}" in page
-    # What the host said is kept, a 7 that is a number of the host's too: a secret is hidden only where it stands
-    # alone in a line made of the inventory's values.
+    # The price of the second net, paid only while a secret that short is known: a 7 standing alone in a line is
+    # hidden even where the host said it; a 7 inside 17 or 70 is not.
     assert checks[1].seen == f"{HIDDEN} GPUs of 17, 8 NVLinks at 70 GB/s"
 
     # Error lines: a vars check quoting the value, and a role's line with the value formatted in.
