@@ -160,10 +160,14 @@ class Vault:
 
     def hide(self, value):
         """``value`` (a whole file's decrypted variables) with every text :class:`Vaulted` and masked from now
-        on; the mappings themselves are kept (where their keys are is known by their identity)."""
+        on, every number's text masked too; the mappings themselves are kept (where their keys are is known by their identity)."""
         if isinstance(value, str):
             self.masker.add(value)
             return Vaulted(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            # A number stays a number (a role computes with it); its text is masked as a secret's is.
+            self.masker.add(str(value))
+            return value
         if isinstance(value, dict):
             for k, v in value.items():
                 value[k] = self.hide(v)

@@ -199,3 +199,14 @@ def test_short_vault_value_never_shown_by_the_commands(tmp_path):
         assert f"net.core.somaxconn is {here}, want {HIDDEN}" in said, said
     for shown in ("somaxconn = 7", "want 7", "→ 7", "somaxconn: 7"):
         assert shown not in said, shown
+
+
+def test_numbers_of_a_file_encrypted_whole_are_masked_too(own_masker):
+    """A whole vaulted file's `db_port: 5433` stays a number for the role, and its text is a secret's."""
+    from bringup.vault import Vault
+
+    got = Vault(masker=own_masker).hide({"db_port": 5433, "replicas": 3, "tls": True, "name": "x7"})
+    assert got == {"db_port": 5433, "replicas": 3, "tls": True, "name": "x7"} and isinstance(got["name"], Vaulted)
+    assert own_masker.mask("connect to db:5433") == f"connect to db:{HIDDEN}"
+    assert own_masker.mask_lines("replicas is 1, want 3") == f"replicas is 1, want {HIDDEN}"
+    assert own_masker.mask_lines("tls: True") == "tls: True"
