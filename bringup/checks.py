@@ -40,6 +40,12 @@ class Check:
         # UTF-8 must neither act on a terminal nor stop a page from being written.
         for key in ("name", "seen", "fix", "subject", "unit"):
             setattr(self, key, printable(getattr(self, key)))
+        # A line made of an inventory's value: a secret in it (a vaulted value, of any length, standing alone)
+        # is ******** on every page (HTML, Markdown, JSON) and in the console.
+        from .secrets import MASK
+
+        for key in ("seen", "fix"):
+            setattr(self, key, MASK.mask_lines(getattr(self, key)))
 
 
 def line(area: str, name: str, status: str, seen: str, fix: str = "", *, subject: str = "",

@@ -24,6 +24,16 @@ class ResourceResult:
     diff: str | None = None
     error: str | None = None
 
+    def __post_init__(self) -> None:
+        # The one place every run's, audit's and checklist's "is, want" values, diffs and lines come from: a
+        # secret of the inventory (a vaulted value, of any length, a reference) is ``********`` from here on.
+        from .secrets import MASK
+
+        self.changes = {k: MASK.mask_obj(v, lines=True) for k, v in self.changes.items()}
+        self.diff = MASK.mask_lines(self.diff) if isinstance(self.diff, str) else self.diff
+        self.reason = MASK.mask_lines(self.reason) if isinstance(self.reason, str) else self.reason
+        self.error = MASK.mask_lines(self.error) if isinstance(self.error, str) else self.error
+
 
 @dataclass
 class HostResult:

@@ -2,13 +2,17 @@
 
 Any variable may take a secret reference instead of its text::
 
-    ansible_become_password: {env: DEPLOY_SUDO_PW}
+    ansible_become_password: {bringup_secret: {env: DEPLOY_SUDO_PW}}
     registry_auths:
-      nvcr.io: {username: $oauthtoken, password: {file: ~/.config/bringup/ngc.key}}
+      nvcr.io: {username: $oauthtoken, password: {bringup_secret: {file: ~/.config/bringup/ngc.key}}}
 
-A reference is a mapping of exactly one key, ``env`` (a variable of the
-control machine's environment) or ``file`` (a regular file of the user, mode
-0600 or stricter; one trailing newline is dropped).  It is resolved when the
+A reference is a mapping of the one key ``bringup_secret`` whose value is a mapping of exactly one key, ``env``
+(a variable of the control machine's environment) or ``file`` (a regular file of the user, mode 0600 or
+stricter; one trailing newline is dropped).  The older spelling without the tag, ``{env: NAME}`` /
+``{file: PATH}``, is still a reference where it cannot be ordinary data: in a variable that only takes a
+secret text (:func:`secret_place`: the Ansible passwords, a key named ``password``, ``token``, ``secret``, or
+ending ``_password``, ``_pass``, ``_token``, ``_secret``, ``_passphrase``); anywhere else (``labels: {env:
+production}``) it is the mapping it looks like.  It is resolved when the
 inventory is loaded, into a pydantic :class:`~pydantic.SecretStr`, so that
 ``repr``, ``str`` and JSON show ``**********``; a role that needs the text
 asks for it with :func:`reveal`.
@@ -34,7 +38,7 @@ from pydantic import SecretStr
 
 from .errors import InventoryError
 
-__all__ = ["MASK", "Masker", "mask_output", "is_ref", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
+__all__ = ["MASK", "Masker", "Vaulted", "mask_output", "TAG", "is_ref", "secret_place", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
 
 #: What a secret's text becomes in output.
 HIDDEN = "********"
@@ -47,11 +51,38 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)([^/\s@'\"]+)(@)")
 
 
+class Vaulted(str):
+    """Text known to be a secret (what a vault held): a ``str`` everywhere it is used, so that it reaches the host
+    as it is, but ``********`` in ``repr`` and wherever bringup renders a value (:meth:`Masker.mask`,
+    :meth:`Masker.mask_value`, :meth:`Masker.mask_obj`), whatever its length."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"'{HIDDEN}'"
+
+
+def _token(secret: str) -> re.Pattern:
+    """``secret`` standing alone as a value: not inside a longer word or number (``4`` in ``= 4``, not in 4096, -4
+    or 4.5); a diff's ``+``/``-`` opening a line is no sign."""
+    return re.compile(rf"(?<![\w.])(?<![^\n][+-]){re.escape(secret)}(?![\w.+-])")
+
+
 class Masker:
-    """Replaces known secrets, and URL passwords, in text and in JSON-like values."""
+    """Replaces known secrets, and URL passwords, in text and in JSON-like values.
+
+    Two nets.  A value known to be a secret by its type (:class:`Vaulted`, :class:`SecretStr`) is
+    ``********`` wherever it is rendered, of any length.  Its text, once it lost the type (a role made a line of
+    it), is still found: a secret of :data:`MIN_MASKED` characters or more anywhere in any text; a shorter one
+    only where a whole value is rendered (:meth:`mask_value`: a plan's "is, want" values, a report's strings) or
+    as a value standing alone on a line of a diff or a finding (:meth:`mask_lines`), never in every line of the
+    output (a "1" secret would hide every 1).
+    """
 
     def __init__(self) -> None:
         self._texts: set[str] = set()
+        #: Secrets shorter than MIN_MASKED: whole values and standing-alone values of diffs, only.
+        self._short: dict[str, re.Pattern] = {}
         self._lock = threading.Lock()
         #: Counts the secrets added: text masked under an older count may hold one added since.
         self.generation = 0
@@ -59,31 +90,73 @@ class Masker:
     def add(self, secret: str | SecretStr | None) -> None:
         """Mask ``secret`` from now on (and its URL-encoded form, as it appears inside URLs)."""
         text = secret.get_secret_value() if isinstance(secret, SecretStr) else secret
-        if not isinstance(text, str) or len(text) < MIN_MASKED:
-            # A 1-character secret would mask every "1" of every line and report; a value that short
-            # guards nothing anyway.
+        if not isinstance(text, str) or not text.strip():
             return
+        text = str.__str__(text)
         with self._lock:
-            self._texts.update({text, quote(text, safe="")})
+            if len(text) < MIN_MASKED:
+                # A 1-character secret would mask every "1" of every line and report: as a whole value only.
+                self._short.setdefault(text, _token(text))
+            else:
+                self._texts.update({text, quote(text, safe="")})
             self.generation += 1
 
+    def is_secret(self, value: Any) -> bool:
+        """``value`` is a secret: by its type, or as a whole text equal to a known secret's."""
+        if isinstance(value, (Vaulted, SecretStr)):
+            return True
+        return isinstance(value, str) and (value in self._short or value in self._texts)
+
     def mask(self, text: str) -> str:
+        if isinstance(text, Vaulted):
+            return HIDDEN
         # Longest first: a secret that contains another is replaced whole.
         for secret in sorted(self._texts, key=len, reverse=True):
             if secret in text:
                 text = text.replace(secret, HIDDEN)
         return _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}\g<3>", text)
 
-    def mask_obj(self, value: Any) -> Any:
-        """``value`` with every string masked (dict keys too); a SecretStr becomes ``********``."""
-        if isinstance(value, str):
-            return self.mask(value)
-        if isinstance(value, SecretStr):
+    def mask_value(self, value: Any) -> Any:
+        """A whole value as rendered (a plan's "is" or "want", an audit's expectation): ``********`` when it is a
+        secret of any length, else its text masked."""
+        if self.is_secret(value):
             return HIDDEN
+        return self.mask(value) if isinstance(value, str) else value
+
+    def mask_lines(self, text: str) -> str:
+        """A diff or a finding line: :meth:`mask`, and a short secret standing alone as a value (``= 4``)."""
+        if not isinstance(text, str):
+            return text
+        if self.is_secret(text):
+            return HIDDEN
+        text = self.mask(text)
+        for pattern in list(self._short.values()):
+            text = pattern.sub(HIDDEN, text)
+        return text
+
+    def holds(self, value: Any) -> bool:
+        """``value`` (JSON-like) holds a secret: a typed one, a text equal to one, or one standing alone in a text."""
         if isinstance(value, dict):
-            return {self.mask_obj(k): self.mask_obj(v) for k, v in value.items()}
+            return any(self.holds(k) or self.holds(v) for k, v in value.items())
         if isinstance(value, (list, tuple)):
-            return [self.mask_obj(v) for v in value]
+            return any(self.holds(v) for v in value)
+        return self.is_secret(value) or (isinstance(value, str) and self.mask_lines(value) != value)
+
+    def mask_obj(self, value: Any, lines: bool = False) -> Any:
+        """``value`` with every string masked as a whole value (``lines``: as lines, :meth:`mask_lines`; dict keys
+        as text; a ``diff`` as lines); a :class:`SecretStr` or :class:`Vaulted` becomes ``********``."""
+        if isinstance(value, SecretStr) or (isinstance(value, str) and not lines):
+            return self.mask_value(value)
+        if isinstance(value, str):
+            return self.mask_lines(value)
+        if isinstance(value, dict):
+            return {self.mask(k) if isinstance(k, str) else k:
+                    self.mask_lines(v) if k == "diff" and isinstance(v, str) else self.mask_obj(v, lines)
+                    for k, v in value.items()}
+        if isinstance(value, tuple):
+            return tuple(self.mask_obj(v, lines) for v in value)
+        if isinstance(value, list):
+            return [self.mask_obj(v, lines) for v in value]
         return value
 
 
@@ -114,14 +187,50 @@ def mask_output(masker: Masker = MASK) -> None:
             setattr(sys, name, MaskedStream(stream, masker))
 
 
-def is_ref(value: Any) -> bool:
-    """``{env: NAME}`` or ``{file: PATH}``."""
-    return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in ("env", "file")
+#: The key that tags a mapping as a secret reference: ``{bringup_secret: {env: NAME}}``.
+TAG = "bringup_secret"
+_KINDS = ("env", "file")
+#: Variables (the last key of their path) that only take a secret text: the untagged spelling is a reference there.
+_SECRET_NAMES = frozenset({"ansible_password", "ansible_become_password", "ansible_ssh_pass", "ansible_become_pass",
+                           "ansible_sudo_pass", "password", "passphrase", "token", "secret"})
+_SECRET_ENDINGS = ("_password", "_pass", "_token", "_secret", "_passphrase")
+
+
+def secret_place(trail: str) -> bool:
+    """The variable at ``trail`` (``registry_auths.nvcr.io.password``) only takes a secret text, so a one-key
+    ``{env: ...}`` / ``{file: ...}`` there cannot be ordinary data."""
+    last = re.split(r"[.\[]", trail)[-1].lower() if trail else ""
+    return last in _SECRET_NAMES or last.endswith(_SECRET_ENDINGS)
+
+
+def _untagged(value: Any) -> bool:
+    return isinstance(value, dict) and len(value) == 1 and next(iter(value)) in _KINDS
+
+
+def is_ref(value: Any, trail: str | None = None) -> bool:
+    """``{bringup_secret: {env: NAME}}`` or ``{bringup_secret: {file: PATH}}`` anywhere; the untagged ``{env:
+    NAME}`` / ``{file: PATH}`` only at a ``trail`` that :func:`secret_place` names (None: nowhere)."""
+    if isinstance(value, dict) and len(value) == 1 and TAG in value:
+        return True
+    return trail is not None and _untagged(value) and secret_place(trail)
+
+
+def spelled(value: Any) -> str:
+    """A reference as the inventory wrote it, for an error line: ``{bringup_secret: {env: 'NAME'}}``.  What is not
+    a name or a path (the tag holding text: perhaps the secret itself) is told by its kind only."""
+    ref = value.get(TAG, value) if isinstance(value, dict) else value
+    if _untagged(ref) and isinstance(next(iter(ref.values())), str) and len(next(iter(ref.values()))) <= 200:
+        (kind, name), = ref.items()
+        inner = f"{{{kind}: {name!r}}}"
+    else:
+        inner = (f"(a mapping of {', '.join(repr(str(k))[:40] for k in list(ref)[:3])})" if isinstance(ref, dict)
+                 else f"(a {type(ref).__name__}, not shown)")
+    return f"{{{TAG}: {inner}}}" if isinstance(value, dict) and TAG in value else inner
 
 
 def _from_env(name: Any, where: str) -> str:
     if not isinstance(name, str) or not _ENV_NAME.match(name):
-        raise InventoryError(f"{where}: {{env: {name!r}}} must name an environment variable (letters, digits, _)")
+        raise InventoryError(f"{where}: env must name an environment variable (letters, digits, _)")
     value = os.environ.get(name)
     if not value:
         raise InventoryError(f"{where}: environment variable {name} is not set on the control machine; "
@@ -131,7 +240,7 @@ def _from_env(name: Any, where: str) -> str:
 
 def _from_file(name: Any, where: str) -> str:
     if not isinstance(name, str) or not name.strip():
-        raise InventoryError(f"{where}: {{file: ...}} must be the path of a file on the control machine")
+        raise InventoryError(f"{where}: file must be the path of a file on the control machine")
     path = Path(name).expanduser()
     try:
         st = path.lstat()
@@ -162,13 +271,18 @@ def _from_file(name: Any, where: str) -> str:
 
 
 def resolve_refs(value: Any, where: str, masker: Masker = MASK, trail: str = "") -> Any:
-    """``value`` with each secret reference replaced by a :class:`SecretStr` (added to ``masker``).
+    """``value`` with each secret reference (:func:`is_ref`) replaced by a :class:`SecretStr` (added to
+    ``masker``); a one-key ``{env: ...}`` anywhere else is left as the ordinary mapping it is.
 
-    Errors read ``<where>: <variable.path>: ...``.
+    Errors read ``<where>: <variable.path>: secret reference <the reference as written>: ...``.
     """
-    if is_ref(value):
-        (kind, name), = value.items()
-        at = f"{where}: {trail or 'value'}"
+    if is_ref(value, trail):
+        ref = value[TAG] if TAG in value else value
+        at = f"{where}: {trail or 'value'}: secret reference {spelled(value)}"
+        if not _untagged(ref):
+            raise InventoryError(f"{at}: {TAG} takes one key, env (an environment variable) or file (a file of "
+                                 f"mode 0600): write {{{TAG}: {{env: NAME}}}} or {{{TAG}: {{file: PATH}}}}")
+        (kind, name), = ref.items()
         text = _from_env(name, at) if kind == "env" else _from_file(name, at)
         masker.add(text)
         return SecretStr(text)

@@ -91,6 +91,11 @@ def want(default: Any, wanted: str, *, secret: bool = False, **constraints: Any)
 def _text(v: Any) -> Any:
     if isinstance(v, (str, SecretStr)):
         return v
+    if isinstance(v, dict) and len(v) == 1 and next(iter(v)) in ("env", "file"):
+        # Untagged, {env: NAME} is a reference only in a password-like variable; here it is a mapping.
+        kind = next(iter(v))
+        raise ValueError(f"must be text; a secret reference is written {{bringup_secret: {{{kind}: "
+                         f"{'NAME' if kind == 'env' else 'PATH'}}}}}")
     raise ValueError("must be text")
 
 
@@ -102,7 +107,7 @@ def _abs_path(v: Any) -> str:
     return v
 
 
-#: Text, or a secret reference resolved by the inventory (``{env: NAME}``: a :class:`SecretStr`).
+#: Text, or a secret reference resolved by the inventory (``{bringup_secret: {env: NAME}}``: a :class:`SecretStr`).
 Text = typing.Annotated[Any, PlainValidator(_text)]
 #: An absolute path on the host: no newline, no ``..`` (``/data/../etc`` is not the folder it seems).
 AbsPath = typing.Annotated[str, PlainValidator(_abs_path)]

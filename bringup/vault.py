@@ -9,7 +9,8 @@ primitive is the ``cryptography`` library's; nothing here is cipher code.
 
 The passwords come from ``--vault-password-file FILE``, ``--vault-id [label@]FILE`` (each repeatable) and
 ``ANSIBLE_VAULT_PASSWORD_FILE`` (:func:`vault_from_options`).  A password file that is executable is run
-(no arguments, at most :data:`SCRIPT_SECONDS`) and its output is the password, as Ansible does; otherwise
+(no arguments, at most :data:`SCRIPT_SECONDS`, its output capped at :data:`MAX_PASSWORD_BYTES`, its
+whole process group ended after) and its output is the password, as Ansible does; otherwise
 its text is; surrounding whitespace is dropped either way.  A vault whose id matches a password's label is
 tried with that password first, then with the others (Ansible's default, ``vault_id_match = False``).
 
@@ -20,8 +21,6 @@ from __future__ import annotations
 
 import binascii
 import os
-import signal
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,8 +30,9 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.hmac import HMAC
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
+from .child import capture
 from .errors import InventoryError
-from .secrets import MASK, Masker
+from .secrets import MASK, Masker, Vaulted
 from .userfile import read_capped
 
 __all__ = ["HEADER", "SCRIPT_SECONDS", "VaultError", "VaultSecret", "Vault", "Vaulted", "is_vaulted",
@@ -54,16 +54,6 @@ class VaultError(InventoryError):
 def is_vaulted(text: str) -> bool:
     """``text`` is an ansible-vault envelope (a whole file, or a ``!vault`` value)."""
     return text.lstrip().startswith(HEADER)
-
-
-class Vaulted(str):
-    """Text that a vault held: a ``str`` everywhere it is used, ``********`` in ``repr`` (so an error line that
-    quotes a value with ``!r`` never shows it)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "'********'"
 
 
 def holds_vaulted(value) -> bool:
@@ -96,8 +86,6 @@ def read_password(path: str, label: str = DEFAULT_ID, flag: str = "--vault-passw
                          "the vault password, or a program printing it")
     if os.access(p, os.X_OK):
         data = _run_password_program(p, origin, path, timeout)
-        if len(data) > MAX_PASSWORD_BYTES:
-            raise VaultError(f"{origin}: the password program printed more than {MAX_PASSWORD_BYTES // 1024} KiB")
     else:
         data = read_capped(p, MAX_PASSWORD_BYTES, VaultError, missing=f"{origin}: no such password file",
                            unreadable=f"{origin}: cannot read the password file: ",
@@ -109,27 +97,24 @@ def read_password(path: str, label: str = DEFAULT_ID, flag: str = "--vault-passw
 
 
 def _run_password_program(p: Path, origin: str, path: str, timeout: float) -> bytes:
-    """The output of the password program ``p``: in its own process group, killed whole past ``timeout``."""
+    """The output of the password program ``p`` (:func:`bringup.child.capture`: its own process group, at most
+    :data:`MAX_PASSWORD_BYTES` read, ended group and all past ``timeout``, a flood or its exit)."""
     try:
-        proc = subprocess.Popen([str(p)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
+        got = capture([str(p)], timeout=timeout, cap=MAX_PASSWORD_BYTES, err_cap=0)
     except OSError as e:
         raise VaultError(f"{origin}: the password program cannot run ({e.strerror}); fix its #! line, or "
                          f"chmod -x {path} if it is a plain password file") from None
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        proc.communicate()
+    if got.why == "timeout":
         raise VaultError(f"{origin}: the password program gave no password within {timeout:g} s (killed); "
-                         "make it print the password without waiting for input") from None
-    if proc.returncode != 0:
+                         "make it print the password without waiting for input")
+    if got.why == "too large":
+        raise VaultError(f"{origin}: the password program printed more than {MAX_PASSWORD_BYTES // 1024} KiB "
+                         "(killed); it must print the password alone")
+    if got.why is not None or got.rc != 0:
         # Its output is not shown: it may hold the password.
-        raise VaultError(f"{origin}: the password program exited {proc.returncode}; run it by hand to see why")
-    return out
+        how = f"exited {got.rc}" if got.why is None else f"was ended ({got.why})"
+        raise VaultError(f"{origin}: the password program {how}; run it by hand to see why")
+    return got.out
 
 
 @dataclass
@@ -175,10 +160,14 @@ class Vault:
 
     def hide(self, value):
         """``value`` (a whole file's decrypted variables) with every text :class:`Vaulted` and masked from now
-        on; the mappings themselves are kept (where their keys are is known by their identity)."""
+        on, every number's text masked too; the mappings themselves are kept (where their keys are is known by their identity)."""
         if isinstance(value, str):
             self.masker.add(value)
             return Vaulted(value)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            # A number stays a number (a role computes with it); its text is masked as a secret's is.
+            self.masker.add(str(value))
+            return value
         if isinstance(value, dict):
             for k, v in value.items():
                 value[k] = self.hide(v)

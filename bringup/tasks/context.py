@@ -138,7 +138,10 @@ def console() -> Console:
 
 def fail(e: Exception | str) -> Exit:
     """Bad input as the task's end: one ``error:`` line, exit 1."""
-    return Exit(f"error: {e}", code=1)
+    from ..secrets import MASK
+
+    # A secret of the inventory, of any length, standing alone in the line (a value the role quoted): ********.
+    return Exit(MASK.mask_lines(f"error: {e}"), code=1)
 
 
 @contextmanager

@@ -179,7 +179,7 @@ def one_line(e: BaseException) -> str:
         if not isinstance(e, AssertionError) and type(e).__name__ not in ("Failed", "Skipped"):
             text = f"{type(e).__name__}: {text}" if text else type(e).__name__
         text = text or "assertion failed"
-    return _cut(MASK.mask(text))
+    return _cut(MASK.mask_lines(text))
 
 
 def _cut(text: str) -> str:
@@ -211,13 +211,13 @@ def mask_report(report: pytest.TestReport) -> None:
 
     if report.longrepr is not None and not isinstance(report.longrepr, tuple):  # a tuple: a skip's reason
         text = str(report.longrepr)
-        masked = MASK.mask(text)
+        masked = MASK.mask_lines(text)
         if masked != text:
             report.longrepr = masked
     elif isinstance(report.longrepr, tuple):
         path, line, reason = report.longrepr
-        report.longrepr = (path, line, MASK.mask(reason))
-    report.sections = [(title, MASK.mask(content)) for title, content in report.sections]
+        report.longrepr = (path, line, MASK.mask_lines(reason))
+    report.sections = [(title, MASK.mask_lines(content)) for title, content in report.sections]
 
 
 class Recorder:
@@ -290,4 +290,4 @@ def _last_line(report) -> str:
 
     lines = [l.strip() for l in str(report.longrepr or "").splitlines() if l.strip()]
     said = [l[1:].strip() for l in lines if l.startswith("E ")]
-    return _cut(MASK.mask(" ".join((said[-1] if said else " ".join(lines) or "failed").split())))
+    return _cut(MASK.mask_lines(" ".join((said[-1] if said else " ".join(lines) or "failed").split())))

@@ -59,7 +59,8 @@ def test_unset_env_is_one_line_naming_host_and_variable(tmp_path, monkeypatch):
         inv(tmp_path, "all: {hosts: {h: {registry_auths: {nvcr.io: {username: u, password: {env: NGC_API_KEY}}}}}}")
     msg = str(e.value)
     assert "\n" not in msg
-    assert "host 'h': registry_auths.nvcr.io.password: environment variable NGC_API_KEY is not set" in msg
+    assert ("host 'h': registry_auths.nvcr.io.password: secret reference {env: 'NGC_API_KEY'}: environment variable "
+            "NGC_API_KEY is not set") in msg
     assert "export NGC_API_KEY=" in msg
 
 
@@ -77,17 +78,66 @@ def test_secret_file_must_be_a_regular_file_and_exist(tmp_path):
     link = tmp_path / "link.key"
     link.symlink_to(key)
     with pytest.raises(InventoryError, match="not a regular file"):
-        resolve_refs({"file": str(link)}, "hosts", Masker())
+        resolve_refs({"bringup_secret": {"file": str(link)}}, "hosts", Masker())
     with pytest.raises(InventoryError, match="does not exist"):
-        resolve_refs({"file": str(tmp_path / "nope")}, "hosts", Masker())
+        resolve_refs({"bringup_secret": {"file": str(tmp_path / "nope")}}, "hosts", Masker())
     with pytest.raises(InventoryError, match="more than one line"):
-        resolve_refs({"file": str(secret_file(tmp_path, "a\nb\n"))}, "hosts", Masker())
+        resolve_refs({"bringup_secret": {"file": str(secret_file(tmp_path, "a\nb\n"))}}, "hosts", Masker())
     with pytest.raises(InventoryError, match="must name an environment variable"):
-        resolve_refs({"env": "NO-SUCH NAME"}, "hosts", Masker())
+        resolve_refs({"bringup_secret": {"env": "NO-SUCH NAME"}}, "hosts", Masker())
 
 
 def test_a_mapping_with_other_keys_is_not_a_reference(tmp_path):
     assert resolve_refs({"env": "X", "other": 1}, "w", Masker()) == {"env": "X", "other": 1}
+
+
+@pytest.mark.reliability(item=41, fault="a variable whose value is an ordinary one-key mapping {env: production} / "
+                                        "{file: x}", variants=2, checks=("one clear line", "secret never shown"))
+def test_ordinary_one_key_mappings_are_data_and_the_tag_is_a_reference(tmp_path, monkeypatch):
+    """Issue 41 item 6: `{env: production}` was read as "the environment variable production" (and refused, naming
+    only the variable).  Untagged it is data, except in a variable that only takes a secret text; tagged, it is a
+    reference anywhere, and its error line says the reference as written."""
+    monkeypatch.setenv("NGC_API_KEY", TOKEN)
+    monkeypatch.delenv("production", raising=False)
+    key = secret_file(tmp_path, "sudo-pw\n")
+    h = inv(tmp_path, f"""
+all:
+  hosts:
+    h:
+      deploy: {{env: production}}
+      labels: [{{file: x}}, {{env: prod, tier: 1}}]
+      site_token: {{bringup_secret: {{env: NGC_API_KEY}}}}
+      nested: {{a: {{bringup_secret: {{file: {key}}}}}}}
+      ansible_become_password: {{file: {key}}}
+      registry_auths: {{nvcr.io: {{username: $oauthtoken, password: {{env: NGC_API_KEY}}}}}}
+""").host("h")
+    assert h.vars["deploy"] == {"env": "production"}
+    assert h.vars["labels"] == [{"file": "x"}, {"env": "prod", "tier": 1}]
+    assert isinstance(h.vars["site_token"], SecretStr) and h.vars["site_token"].get_secret_value() == TOKEN
+    assert h.vars["nested"]["a"].get_secret_value() == "sudo-pw"
+    # The old spelling where it cannot be data: the passwords.
+    assert h.connection.ansible_become_password.get_secret_value() == "sudo-pw"
+    assert h.vars["registry_auths"]["nvcr.io"]["password"].get_secret_value() == TOKEN
+
+    with pytest.raises(InventoryError) as e:
+        inv(tmp_path, "all: {hosts: {h: {deploy: {bringup_secret: {env: production}}}}}")
+    assert str(e.value).endswith("hosts: host 'h': deploy: secret reference {bringup_secret: {env: 'production'}}: "
+                                 "environment variable production is not set on the control machine; export "
+                                 "production=... before the run (its value is never printed)"), str(e.value)
+    # The tag holding text (perhaps the secret itself, written in the wrong place): its kind, never its text.
+    with pytest.raises(InventoryError) as e:
+        inv(tmp_path, "all: {hosts: {h: {deploy: {bringup_secret: Hunter2-pw}}}}")
+    assert "deploy: secret reference {bringup_secret: (a str, not shown)}: bringup_secret takes one key" in str(e.value)
+    assert "Hunter2" not in str(e.value)
+
+
+def test_old_spelling_in_a_text_variable_says_how_to_write_a_reference():
+    from bringup.vars import Text
+    from pydantic import TypeAdapter, ValidationError
+
+    with pytest.raises(ValidationError, match=r"must be text; a secret reference is written "
+                                              r"\{bringup_secret: \{env: NAME\}\}"):
+        TypeAdapter(Text).validate_python({"env": "X"})
 
 
 # -- the Ansible passwords -------------------------------------------------------------------
@@ -238,5 +288,5 @@ def test_private_json_file_plan_hides_values_and_fixes_mode():
 
 def test_secret_files_on_disk_have_no_group_or_other_bits(tmp_path):
     key = secret_file(tmp_path, mode=0o400)  # stricter than 0600 is fine
-    assert resolve_refs({"file": str(key)}, "w", Masker()).get_secret_value() == TOKEN
+    assert resolve_refs({"bringup_secret": {"file": str(key)}}, "w", Masker()).get_secret_value() == TOKEN
     assert os.stat(key).st_mode & 0o077 == 0

@@ -228,6 +228,44 @@ def test_password_program_failing_or_hanging_is_bounded(vaulted, tmp_path):
         pytest.fail("the password program's child was left running")
 
 
+def _gone(pid: int) -> bool:
+    for _ in range(100):
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.reliability(item=40, fault="vault password program that floods its output (/dev/zero), or exits leaving "
+                                        "a child holding its stdout open", variants=2,
+                         checks=("one clear line", "secret never shown", "no hang", "nothing left running"))
+def test_password_program_flood_or_lingering_child_is_bounded(vaulted, tmp_path):
+    """A flood is cut at the cap (the program killed, memory bounded) and is one line, well before the deadline;
+    a program that prints the password and exits while its child keeps stdout open is answered by what it
+    printed, not at the deadline, and the child's group is ended."""
+    flood = tmp_path / "flood"
+    flood.write_text("#!/bin/sh\nexec cat /dev/zero\n")
+    flood.chmod(0o700)
+    started = time.monotonic()
+    with pytest.raises(VaultError) as e:
+        vault_from_options([str(flood)], [], environ={}, timeout=60)
+    assert str(e.value) == (f"--vault-password-file {flood}: the password program printed more than 64 KiB (killed); "
+                            "it must print the password alone")
+    assert time.monotonic() - started < 45
+
+    lingers = tmp_path / "lingers"
+    pid_file = tmp_path / "lingering.pid"
+    lingers.write_text(f"#!/bin/sh\nsleep 300 &\necho $! > {pid_file}\necho '{PASSWORD}'\n")
+    lingers.chmod(0o700)
+    started = time.monotonic()
+    vault = vault_from_options([str(lingers)], [], environ={}, timeout=60)
+    assert time.monotonic() - started < 45  # not the 60 s deadline: the exit is what counts
+    assert [s.password for s in vault.secrets] == [PASSWORD.encode()]
+    assert _gone(int(pid_file.read_text())), "the password program's child was left running"
+
+
 def test_encrypted_group_vars_file_is_named(vaulted, tmp_path):
     """The file encrypted whole, without its vault id's password: the line names the file and the id."""
     inv = tmp_path / "inventory"
@@ -322,3 +360,21 @@ def test_testinfra_suite_gets_the_vault_passwords(vaulted, tmp_path):
     r = pytest_run(tmp_path, "--hosts=bringup://gpu01", inventory, "--collect-only", "test_site.py")
     assert r.returncode != 0 and "no vault password given" in r.stdout + r.stderr, r.stdout + r.stderr
     _no_secret(r.stdout + r.stderr)
+
+
+@pytest.mark.reliability(item=40, fault="a 2-character vault value in a failing plain-pytest assertion (output, "
+                                        "JUnit, --bringup-report)", checks=("secret never shown",))
+def test_short_vault_value_never_in_a_failing_tests_report(vaulted, tmp_path):
+    """`pin` holds 2 characters, under the masker's length for text at large: pytest's explanation (`assert 'x7'
+    == 'zz'`), the JUnit file and the JSON report still show it as ********."""
+    from .test_testinfra import pytest_run
+
+    (tmp_path / "test_pin.py").write_text("def test_pin(bringup_vars):\n    assert bringup_vars['pin'] == 'zz'\n")
+    flags = [f"--bringup-inventory={vaulted / 'inventory'}", f"--bringup-vault-password-file={vaulted / 'pw'}",
+             f"--bringup-vault-id=prod@{vaulted / 'pw-prod'}"]
+    r = pytest_run(tmp_path, "--hosts=bringup://gpu01", *flags, "-rA", f"--junitxml={tmp_path / 'j.xml'}",
+                   f"--bringup-report={tmp_path / 'r.json'}", "test_pin.py")
+    assert r.returncode == 1 and "1 failed" in r.stdout, r.stdout + r.stderr
+    said = r.stdout + r.stderr + (tmp_path / "j.xml").read_text() + (tmp_path / "r.json").read_text()
+    assert f"'{SHORT}'" not in said and f"== {SHORT}" not in said, said
+    assert f"'{HIDDEN}' == 'zz'" in r.stdout, r.stdout

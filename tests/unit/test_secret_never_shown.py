@@ -1,0 +1,212 @@
+"""Issue 40 item 4: no value a vault held, of any length, is shown: not in a plan's "is, want" values or diff, the
+console, the JSON report, the audit's lines and JUnit, a testinfra export's wanted values, a checklist page, or an
+error line.
+
+The values are encrypted by ansible-core's own ``ansible-vault`` and read back through a real inventory; the role is
+the shipped sysctl role planned offline on the real H200 VM's facts (tests/unit/h200_offline.py).  The masker used
+to skip secrets under 4 characters (a "1" secret would have hidden every 1 of the output), so a 1- or 2-character
+value, a common word or a small number showed wherever the role wrote it: ``net.core.somaxconn is 4096, want 7``.
+A value is now ``********`` by its type (:class:`bringup.secrets.Vaulted`) wherever it is rendered whole, and where a
+role made a line of it, as a value standing alone in that line (``= 7``), never as a digit inside another number.
+"""
+from __future__ import annotations
+
+import io
+import json
+import xml.etree.ElementTree as ET
+
+import pytest
+from rich.console import Console
+
+from bringup import audit, checklist
+from bringup.checklist_html import render_html
+from bringup.checks import line
+from bringup.errors import InputError
+from bringup.inventory import load_inventory
+from bringup.report import Report, print_host
+from bringup.results import HostResult
+from bringup.secrets import HIDDEN, MASK, Masker, Vaulted
+from bringup.tasks.context import fail
+from bringup.testinfra.declared import item_of
+from bringup.testinfra.export import module_text
+from bringup.vault import vault_from_options
+
+from .h200_offline import check_plan, declare
+from .test_vault import _indent, ansible_vault
+
+PASSWORD = "never-shown-vault-pw"
+#: sysctl key -> what the vault holds: 1 character, 2 characters, a common word, a small number (a substring of
+#: the host's 131072), a long value that is also part of other text.
+VALUES = {"net.core.somaxconn": "7", "net.core.busy_poll": "x7", "net.core.busy_read": "yes",
+          "vm.swappiness": "13", "net.ipv4.tcp_fastopen": "tuned-fastopen"}
+
+
+@pytest.fixture
+def own_masker(monkeypatch):
+    """The run's masker, put back as it was after the test: the short secrets learnt here stay here."""
+    fresh = Masker()
+    for name in ("_texts", "_short"):
+        monkeypatch.setattr(MASK, name, type(getattr(fresh, name))(getattr(MASK, name)))
+    return MASK
+
+
+@pytest.fixture
+def vaulted_sysctl(tmp_path, own_masker):
+    """The host's ``sysctl`` variable read from a real inventory whose values are ``!vault`` texts."""
+    (tmp_path / "pw").write_text(PASSWORD + "\n")
+    lines = []
+    for key, text in VALUES.items():
+        out = ansible_vault(tmp_path, "encrypt_string", "--vault-password-file", "pw", text)
+        lines.append(f"          {key}: !vault |\n{_indent(out.split('!vault |', 1)[1], 12)}")
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    h200-vm:\n      sysctl:\n" + "\n".join(lines) + "\n")
+    inv = load_inventory(tmp_path / "hosts.yml", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+    got = inv.host("h200-vm").vars["sysctl"]
+    assert {k: str.__str__(v) for k, v in got.items()} == VALUES and all(isinstance(v, Vaulted) for v in got.values())
+    return got
+
+
+def _leaks(text: str) -> list[str]:
+    """Each place ``text`` shows a vaulted value as the value of its key."""
+    out = []
+    for key, s in VALUES.items():
+        for shown in (f"{key} = {s}", f"want {s}", f"→ {s}", f"'{s}'", f'"{s}"', f"{key}: {s}"):
+            if shown in text:
+                out.append(shown)
+    return out
+
+
+@pytest.mark.reliability(item=40, fault="vault values of 1 and 2 characters, a common word, a small number: plan "
+                                        "values, diff, console, JSON report, audit lines and JUnit, testinfra export",
+                         variants=5, checks=("secret never shown",))
+def test_short_vault_values_never_in_plan_audit_report_or_export(vaulted_sysctl, tmp_path):
+    role, resources = declare("sysctl", sysctl=vaulted_sysctl)
+    # The host gets the text itself: the file the role writes holds it.
+    conf = next(r for r in resources if r.id.startswith("file:"))
+    assert b"net.core.somaxconn = 7\n" in conf.content and b"vm.swappiness = 13\n" in conf.content
+    result = HostResult("h200-vm", resources=check_plan(role, resources))
+
+    # The plan: each change's wanted value, and the file's diff.
+    changed = {r.id: r for r in result.resources if r.status == "changed"}
+    for key in VALUES:
+        assert changed[f"sysctl:{key}"].changes[key][1] == HIDDEN, changed[f"sysctl:{key}"]
+    diff = changed["file:/etc/sysctl.d/90-trt-latency.conf"].diff
+    for key in VALUES:
+        assert f"+{key} = {HIDDEN}\n" in diff
+    assert "+net.ipv4.tcp_rmem = 4096 131072 33554432" in diff  # a 7 or a 13 inside a number stays
+    assert not _leaks(diff)
+
+    # The console (--diff), the JSON report.
+    buf = io.StringIO()
+    print_host(result, Console(file=buf, width=200), check=True, diff=True)
+    assert f"net.core.somaxconn: 4096 → {HIDDEN}" in buf.getvalue() and not _leaks(buf.getvalue())
+    report = Report(tmp_path / "reports", command="plan", args={}, hosts=["h200-vm"])
+    report.add(result)
+    text = "".join(p.read_text() for p in (tmp_path / "reports").rglob("*.json"))
+    assert HIDDEN in text and not _leaks(text)
+
+    # The audit's lines and its JUnit file.
+    found = audit.items(result)
+    by_id = {i.item: i.message for i in found}
+    assert by_id["sysctl:net.core.somaxconn"] == f"net.core.somaxconn is 4096, want {HIDDEN}"
+    assert by_id["sysctl:vm.swappiness"] == f"vm.swappiness is 60, want {HIDDEN}"
+    junit = ET.tostring(audit.junit_xml({"h200-vm": found}).getroot(), encoding="unicode")
+    assert not _leaks(junit) and not _leaks("\n".join(by_id.values()))
+
+    # testinfra's export: the values each test wants, and what the test compares them with.
+    items = [item_of(r) for r in resources if r.kind == "sysctl"]
+    assert {i["key"]: i["value"] for i in items if i["key"] in VALUES} == {k: HIDDEN for k in VALUES}
+    module = module_text("h200-vm", "sysctl", items, "hosts.yml", "out")
+    assert not _leaks(module)
+    compile(module, "test_sysctl.py", "exec")
+
+
+@pytest.mark.reliability(item=40, fault="short vault values in checklist lines (HTML, Markdown, JSON) and in error "
+                                        "lines", variants=2, checks=("secret never shown", "one clear line"))
+def test_short_vault_values_never_on_a_page_or_in_an_error(vaulted_sysctl):
+    one, two = vaulted_sysctl["net.core.somaxconn"], vaulted_sysctl["net.core.busy_poll"]
+    # A role's checklist line made of the inventory's value (an f-string: the type is gone by then).
+    checks = [line("tuning", "somaxconn", "WARN", f"net.core.somaxconn is 4096, want {one}",
+                   f"set net.core.somaxconn = {one}"),
+              line("gpu", "GPUs", "PASS", "7 GPUs of 17, 8 NVLinks at 70 GB/s")]
+    pages = (checklist.render_markdown("h200-vm", checks), checklist.render_json("h200-vm", checks),
+             render_html("h200-vm", checks, ""))
+    for page in pages:
+        assert not _leaks(page) and f"want {HIDDEN}" in page
+    # The price of the second net, paid only while a secret that short is known: a 7 standing alone in a line is
+    # hidden even where the host said it; a 7 inside 17 or 70 is not.
+    assert checks[1].seen == f"{HIDDEN} GPUs of 17, 8 NVLinks at 70 GB/s"
+
+    # Error lines: a vars check quoting the value, and a role's line with the value formatted in.
+    from bringup.vars import _shown
+
+    assert _shown(two) == f"'{HIDDEN}'" and _shown([one]) == f"['{HIDDEN}']"
+    said = fail(InputError(f"host h200-vm, role sysctl: net.core.busy_poll {two} is not a number")).message
+    assert said == f"error: host h200-vm, role sysctl: net.core.busy_poll {HIDDEN} is not a number"
+    assert str(two) == "x7" and f"{two}" == "x7"  # the text itself, for the host
+
+
+def test_masker_hides_short_secrets_only_as_whole_values():
+    m = Masker()
+    m.add(Vaulted("1"))
+    m.add("ab")
+    # The output at large keeps its 1s: "1 changed" is not a secret.
+    assert m.mask("1 changed, 0 failed; ab") == "1 changed, 0 failed; ab"
+    assert m.mask(Vaulted("anything")) == HIDDEN
+    assert m.mask_value("1") == HIDDEN and m.mask_value("10") == "10" and m.mask_value(Vaulted("zz")) == HIDDEN
+    assert m.mask_lines("+vm.x = 1\n+vm.y = 10\n+a.b = 1.5\n-ab\n") == f"+vm.x = {HIDDEN}\n+vm.y = 10\n+a.b = 1.5\n-{HIDDEN}\n"
+    assert m.mask_obj({"changes": {"k": ("4", "1")}, "diff": "+k = ab"}) == {
+        "changes": {"k": ("4", HIDDEN)}, "diff": f"+k = {HIDDEN}"}
+
+
+def test_a_json_file_holding_a_short_secret_is_exported_by_its_hash_only(own_masker):
+    from bringup.resources.jsonfile import JsonFile
+    from bringup.testinfra.declared import values
+
+    own_masker.add(Vaulted("x7"))
+    r = JsonFile("/etc/app.json", {"auth": {"pin": Vaulted("x7")}, "level": 3})
+    got = values(r)
+    assert "keys" not in got and len(got["keys_sha256"]) == 64
+    assert values(JsonFile("/etc/app.json", {"level": 3}))["keys"] == {"level": 3}
+
+
+@pytest.mark.reliability(item=40, fault="a 1-character vault value through the commands: plan (console, --diff, "
+                                        "reports/*.json), audit (console, JSON, JUnit), checklist pages",
+                         variants=3, checks=("secret never shown", "nothing touched", "report written"))
+def test_short_vault_value_never_shown_by_the_commands(tmp_path):
+    """The second channel: the real commands in check mode on this machine (`ansible_connection: local`; plan and
+    audit change nothing), their console and every file they write."""
+    from .test_vault import _invoke
+
+    (tmp_path / "pw").write_text(PASSWORD + "\n")
+    out = ansible_vault(tmp_path, "encrypt_string", "--vault-password-file", "pw", "7")
+    (tmp_path / "hosts").write_text("all:\n  vars: {gpu_profile: cpu}\n  hosts:\n    h1:\n      ansible_connection: local\n"
+                                    f"      sysctl:\n        net.core.somaxconn: !vault |\n"
+                                    f"{_indent(out.split('!vault |', 1)[1], 10)}\n")
+    flags = ["--host", "h1", "-i", "hosts", "--vault-password-file", "pw"]
+    runs = [_invoke(tmp_path, "plan", "--roles", "sysctl", *flags),
+            _invoke(tmp_path, "audit", "--roles", "sysctl", *flags),
+            _invoke(tmp_path, "checklist", "--roles", "sysctl", "--out", "pages", *flags)]
+    said = "".join(r.stdout + r.stderr for r in runs)
+    assert runs[0].returncode == 0 and runs[1].returncode in (0, 2) and runs[2].returncode == 0, said
+    written = [p for d in ("reports", "pages") for p in (tmp_path / d).rglob("*") if p.is_file()]
+    assert {p.suffix for p in written} >= {".json", ".xml", ".html", ".md"}, written
+    said += "".join(p.read_text() for p in written)
+    assert f"+net.core.somaxconn = {HIDDEN}" in said, said  # the plan's diff of the file the role writes
+    from pathlib import Path
+
+    here = Path("/proc/sys/net/core/somaxconn").read_text().strip()
+    if here != "7":  # the audit's line, where this machine's own value differs
+        assert f"net.core.somaxconn is {here}, want {HIDDEN}" in said, said
+    for shown in ("somaxconn = 7", "want 7", "→ 7", "somaxconn: 7"):
+        assert shown not in said, shown
+
+
+def test_numbers_of_a_file_encrypted_whole_are_masked_too(own_masker):
+    """A whole vaulted file's `db_port: 5433` stays a number for the role, and its text is a secret's."""
+    from bringup.vault import Vault
+
+    got = Vault(masker=own_masker).hide({"db_port": 5433, "replicas": 3, "tls": True, "name": "x7"})
+    assert got == {"db_port": 5433, "replicas": 3, "tls": True, "name": "x7"} and isinstance(got["name"], Vaulted)
+    assert own_masker.mask("connect to db:5433") == f"connect to db:{HIDDEN}"
+    assert own_masker.mask_lines("replicas is 1, want 3") == f"replicas is 1, want {HIDDEN}"
+    assert own_masker.mask_lines("tls: True") == "tls: True"
