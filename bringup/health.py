@@ -317,47 +317,85 @@ def xid_checks(facts: dict) -> list[Check]:
         return [line(AREA, "Xid events", "WARN", "kernel log not read: " + str(log.get("error") or "?"),
                      "let the run read it: become root (ansible_become), or sysctl kernel.dmesg_restrict=0")]
     events = log.get("events") or []
+    off_bus = [e for e in log.get("off_bus") or [] if isinstance(e, dict)]
     where = _log_span(log)
-    if not events and log.get("whole_boot") is False:
+    if not events and not off_bus and log.get("whole_boot") is False:
         return [line(AREA, "Xid events", "WARN", f"none in the log read ({where}), which no longer holds the whole "
                      "boot: earlier Xids are not known", "read this boot's journal (journalctl -k -b | grep Xid), "
                      "or make it persistent (Storage=persistent in journald.conf) for the next check")]
-    if not events:
+    if not events and not off_bus:
         return [line(AREA, "Xid events", "PASS", f"none since boot ({where})")]
     table = xid_table()
     by_gpu: dict[str, list[dict]] = {}
     for e in events:
         by_gpu.setdefault(_device(e.get("pci")), []).append(e)
+    gone: dict[str, list[dict]] = {}
+    for e in off_bus:
+        gone.setdefault(_device(e.get("pci")) if e.get("pci") else "?", []).append(e)
     # The GPU by the driver's list, else by the PCI bus (a GPU that fell off the bus is gone from nvidia-smi).
     names = {_device(d["address"]): f"GPU {_smi_spelling(d['address'])}" for d in facts.get("pci.devices") or []
              if d.get("kind") == "gpu" and normalize_pci_address(str(d.get("address") or ""))}
     names.update({_device(g.get("bus_id") or g.get("pci_address")): _subject(g) for g in _gpus(facts)})
     shown = f" (the newest {len(events)} of {log.get('count')})" if (log.get("count") or 0) > len(events) else ""
     out: list[Check] = []
-    for bus, evs in by_gpu.items():
-        counts: dict[int, int] = {}
+    for bus in list(by_gpu) + [b for b in gone if b not in by_gpu]:
+        evs = by_gpu.get(bus, [])
+        counts: dict[tuple, int] = {}
         for e in evs:
-            counts[e["xid"]] = counts.get(e["xid"], 0) + 1
-        parts, hard = [], False
-        for xid, n in sorted(counts.items()):
+            key = (e["xid"], e.get("caused_by"), e.get("severity") if _is_nvlink(e["xid"]) else None)
+            counts[key] = counts.get(key, 0) + 1
+        parts, hard, nonfatal = [], False, False
+        for (xid, cause, severity), n in sorted(counts.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
             known = table.get(xid)
             kind = known["kind"] if known else "unknown"
+            if cause is not None:
+                # Xid 45 "caused by previous Xid 149": the driver stopped the GPU's programs because of that fault;
+                # it is that fault's kind (an NVLink one), not a program's.
+                was = table.get(cause)
+                kind = was["kind"] if was else "unknown"
+                hard = hard or kind not in ("application", "unknown")
+                parts.append(f"Xid {xid} ×{n} caused by previous Xid {cause}: "
+                             + (f"programs' channels stopped after {was['means']}" if was else
+                                "programs' channels stopped after an earlier fault")
+                             + f" [{kind}]")
+                continue
+            if severity == "Nonfatal":
+                nonfatal = True
+                means = known["means"] if known else "NVLink error"
+                parts.append(f"Xid {xid} ×{n}: {means}, marked Nonfatal by the driver [{kind}, nonfatal]")
+                continue
             hard = hard or kind not in ("application", "unknown")
             last = next(e["text"] for e in reversed(evs) if e["xid"] == xid)
             means = known["means"] if known else f"not in bringup's table; last: {last[:80]}"
-            parts.append(f"Xid {xid} ×{n}: {means} [{kind}]")
+            parts.append(f"Xid {xid} ×{n}" + (f" {severity}" if severity else "") + f": {means} [{kind}]")
+        if bus in gone:
+            hard = True
+            parts.append("the kernel says it has fallen off the bus (no Xid): " + gone[bus][0]["line"][-160:])
         seen = "; ".join(parts) + shown + f" ({where})"
         if log.get("damaged"):
             seen += f"; {log['damaged']} line(s) not valid UTF-8, kept"
         subject = names.get(bus) or (f"GPU {_smi_spelling(bus + '.0')}" if normalize_pci_address(bus + ".0") else
                                      f"GPU {bus}")
-        if hard:
+        if hard and bus in gone and not evs:
+            out.append(line(AREA, "Xid events", "FAIL", seen, "the GPU dropped off PCIe: drain the host, check its "
+                            "seating, power cables and riser (the BMC's PCIe/AER log), reboot; again after that: "
+                            "replace the board", subject=subject))
+        elif hard:
             out.append(line(AREA, "Xid events", "FAIL", seen, "hardware, memory or fabric fault: drain the GPU, reset "
                             "it or reboot, run dcgmi diag -r 3; again after that: replace the board", subject=subject))
+        elif nonfatal:
+            out.append(line(AREA, "Xid events", "WARN", seen, "NVLink errors the driver recovered from (Nonfatal): "
+                            "no drain or reset needed; watch nvidia-smi nvlink -e for this GPU, and reseat or service "
+                            "the link if they keep rising", subject=subject))
         else:
             out.append(line(AREA, "Xid events", "WARN", seen, "a program's fault, or one bringup does not know: look "
                             "it up in NVIDIA's Xid catalog; it does not need the hardware replaced", subject=subject))
     return out
+
+
+def _is_nvlink(xid: int) -> bool:
+    """The NVLink Xids of Hopper and later (144-150), whose line says Fatal or Nonfatal."""
+    return 144 <= xid <= 150
 
 
 # --------------------------------------------------------------------------------------------------

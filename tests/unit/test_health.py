@@ -643,3 +643,66 @@ def test_the_infiniband_command_reads_a_sysfs_tree(tmp_path):
     assert [(p["device"], p["port"]) for p in ports] == [("mlx5_0", 1), ("mlx5_1", 1)]
     assert ports[0]["rate"] == "400 Gb/sec (4X NDR)" and ports[0]["hca_type"] == "MT4129" and "refused" not in ports[0]
     assert ports[1]["rate"] is None and ports[1]["refused"] == "unreadable or garbled: rate"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 41: what an Xid means (a cleanup after an NVLink fault, a Nonfatal NVLink Xid, a GPU off the bus)
+
+
+def test_capture_xid45_after_nvlink_faults_is_the_nvlink_fault():
+    # open-gpu-kernel-modules#1150: Xid 45 on four GPUs, each "caused by previous Xid 149" or "145".
+    log = parse_kernel_xid(_through_awk(_text("journal-xid-45-caused-by-149-145.txt")))
+    assert [(e["xid"], e["caused_by"]) for e in log["events"][:2]] == [(45, 149), (45, 145)]
+    facts = {"nvidia.query": {"gpus": [_gpu_at(b)["gpus"][0] for b in ("DC:00", "ED:00", "BA:00", "97:00")]},
+             "kernel.xid": log}
+    lines = {c.subject: c for c in xid_checks(facts)}
+    dc = lines["GPU 00000000:DC:00.0"]
+    assert dc.status == "FAIL" and "Xid 45 ×2 caused by previous Xid 149" in dc.seen, dc.seen
+    assert "NVLink NETIR error [fabric]" in dc.seen and "[application]" not in dc.seen
+    assert "fabric fault" in dc.fix
+    assert "NVLink RLW error [fabric]" in lines["GPU 00000000:ED:00.0"].seen
+    assert {c.status for c in lines.values()} == {"FAIL"}
+    # A plain Xid 45 (no cause named) is still a program's cleanup: WARN.
+    plain = "[ 9.0] NVRM: Xid (PCI:0000:dc:00): 45, pid=1818990, name=python3, Ch 00000001"
+    [c] = xid_checks({"nvidia.query": _gpu_at("DC:00"), "kernel.xid": parse_kernel_xid(_xid_output(plain))})
+    assert c.status == "WARN" and "[application]" in c.seen
+
+
+def test_capture_nonfatal_nvlink_xid_warns_with_its_own_advice():
+    # leptonai/gpud#1160/#1174: Xid 144 and 145 marked Nonfatal, Xid 149 marked Fatal.
+    log = parse_kernel_xid(_through_awk(_text("kmsg-xid-144-149-145-nvlink-fatal-nonfatal.txt")))
+    assert [(e["xid"], e["severity"]) for e in log["events"]] == [
+        (144, "Nonfatal"), (149, "Fatal"), (149, "Fatal"), (145, "Nonfatal")]
+    gpus = {"gpus": [_gpu_at(b)["gpus"][0] for b in ("01:00", "00:00")]
+            + [{"bus_id": "00000018:01:00.0", "pci_address": "0018:01:00.0"}]}
+    lines = {c.subject: c for c in xid_checks({"nvidia.query": gpus, "kernel.xid": log})}
+    nonfatal = lines["GPU 00000000:01:00.0"]
+    assert nonfatal.status == "WARN" and "marked Nonfatal" in nonfatal.seen
+    assert "no drain" in nonfatal.fix and "replace the board" not in nonfatal.fix
+    assert lines["GPU 00000018:01:00.0"].status == "WARN"
+    fatal = lines["GPU 00000000:00:00.0"]
+    assert fatal.status == "FAIL" and "Xid 149 ×2 Fatal: NVLink NETIR error" in fatal.seen
+    assert "replace the board" in fatal.fix
+
+
+@pytest.mark.reliability(item=41, fault="a GPU fallen off the bus with no Xid in the kernel log (real dmesg), and "
+                                        "that log cut before its count", checks=("one clear line",))
+@pytest.mark.parametrize("capture,bus", [
+    ("dmesg-fallen-off-bus-no-xid-570.txt", "B3:00"),
+    ("dmesg-gpu-at-fallen-off-bus-bumblebee.txt", "01:00"),
+])
+def test_capture_fallen_off_the_bus_without_xid_fails(capture, bus):
+    log = parse_kernel_xid(_through_awk(_text(capture)))
+    assert log["readable"] and log["count"] == 0 and log["off_bus"], log
+    assert log["off_bus"][0]["pci"] == f"0000:{bus.lower()}"
+    # The GPU is gone from nvidia-smi: named from the PCI bus.
+    facts = {"nvidia.query": {"gpus": []}, "kernel.xid": log,
+             "pci.devices": [{"address": f"0000:{bus.lower()}.0", "kind": "gpu"}]}
+    [c] = xid_checks(facts)
+    assert c.status == "FAIL" and c.subject == f"GPU 00000000:{bus}.0"
+    assert "fallen off the bus (no Xid)" in c.seen and "dropped off PCIe" in c.fix
+    # Damaged: the same log cut before its count is refused, never read as a clean boot.
+    from bringup.facts.base import UntrustedOutput
+
+    with pytest.raises(UntrustedOutput):
+        parse_kernel_xid(_through_awk(_text(capture)).rsplit("count", 1)[0])
