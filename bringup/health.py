@@ -27,7 +27,7 @@ __all__ = ["FACTS", "HealthVars", "check_vars", "health_checks", "gpu_health_che
            "infiniband_checks", "xid_table"]
 
 #: The facts the health lines read (the checklist gathers them with its own).
-FACTS = ("nvidia.query", "nvidia.nvlink", "kernel.xid", "net.infiniband", "pci.devices")
+FACTS = ("nvidia.query", "nvidia.nvlink", "nvidia.topo", "kernel.xid", "net.infiniband", "pci.devices")
 
 AREA = "health"
 #: Degrees left before the GPU slows down under which an idle GPU is a cooling problem.
@@ -242,8 +242,15 @@ def nvlink_checks(facts: dict) -> list[Check]:
     """
     links = facts.get("nvidia.nvlink") or []
     by_uuid = {g.get("uuid"): g for g in _gpus(facts)}
-    with_links = [n for n in links if n.get("links")]
+    with_links = [n for n in links if n.get("links") or n.get("all_inactive")]
     if not with_links:
+        shown = _topology_nvlink(facts)
+        if shown and isinstance(links, list) and not links:
+            # nvlink -s printed nothing, yet nvidia-smi topo -m shows GPUs joined by NVLink: the output was lost.
+            return [line(AREA, "NVLink", "WARN", f"not checked: nvidia.nvlink unreadable (nvidia-smi nvlink -s "
+                         f"printed nothing, but nvidia-smi topo -m shows NVLink: {shown})",
+                         "read the host again (nvidia-smi nvlink -s on it); the line of fact nvidia.nvlink says "
+                         "what its command printed")]
         return []
     fastest = max((l["gbps"] for n in with_links for l in n["links"] if l.get("gbps")), default=None)
     most_up = max(sum(1 for l in n["links"] if l.get("active")) for n in with_links)
@@ -258,12 +265,20 @@ def nvlink_checks(facts: dict) -> list[Check]:
         want = part.printed if part else fastest
         slow = [f"link {l['link']} {l['gbps']:g}" for l in up if want and l["gbps"] < want * 0.99]
         seen = f"{len(up)} of {len(n['links'])} links up" + (f" at {up[0]['gbps']:g} GB/s" if up and not slow else "")
+        inactive = (f"every link inactive ({len(down)})" if down else
+                    "every link inactive (NVML: all links are inActive)")
         if not up and len(with_links) == 1 and not board:
-            out.append(line(AREA, "NVLink", "PASS", f"{len(down)} links inactive: no NVLink peer on this host "
-                            "(one GPU)", subject=subject))
+            out.append(line(AREA, "NVLink", "PASS", f"{len(down) or 'all'} links inactive: no NVLink peer on this "
+                            "host (one GPU)", subject=subject))
+        elif not up and most_up:
+            # Its peers' links are up: this GPU alone dropped out of NVLink, whatever the board.
+            out.append(line(AREA, "NVLink", "FAIL", f"{inactive}; its peers have {most_up} up",
+                            "reset the GPU (nvidia-smi -r) or reboot; nvidia-smi nvlink -e and the kernel log's Xids "
+                            "name the fault; again after that: reseat the GPU/baseboard or the bridge",
+                            subject=subject))
         elif not up:
             out.append(line(AREA, "NVLink", "FAIL" if board else "WARN",
-                            f"every link inactive ({len(down)})" + ("" if board else "; the GPUs talk over PCIe"),
+                            inactive + ("" if board else "; the GPUs talk over PCIe"),
                             "NVSwitch board: check nvidia-fabricmanager and the baseboard; else fit the NVLink bridges"
                             if board else "fit the NVLink bridges, or accept PCIe between the GPUs", subject=subject))
         elif len(up) < most_up:
@@ -277,6 +292,19 @@ def nvlink_checks(facts: dict) -> list[Check]:
             out.append(line(AREA, "NVLink", "PASS", seen + (f" (the part's {want:g})" if want else ""),
                             subject=subject))
     return out
+
+
+def _topology_nvlink(facts: dict) -> str | None:
+    """``GPU0-GPU1 NV18, ...`` where ``nvidia-smi topo -m`` (``nvidia.topo``) joins GPUs by NVLink; None: it shows
+    none, or was not read."""
+    topo = facts.get("nvidia.topo")
+    matrix = topo.get("matrix") if isinstance(topo, dict) else None
+    if not isinstance(matrix, dict):
+        return None
+    pairs = sorted({f"{a}-{b} {v}" for a, row in matrix.items() if isinstance(row, dict) and str(a).startswith("GPU")
+                    for b, v in row.items() if str(b).startswith("GPU") and str(a) < str(b)
+                    and re.fullmatch(r"NV\d+", str(v))})
+    return (", ".join(pairs[:3]) + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")) if pairs else None
 
 
 # --------------------------------------------------------------------------------------------------

@@ -706,3 +706,66 @@ def test_capture_fallen_off_the_bus_without_xid_fails(capture, bus):
 
     with pytest.raises(UntrustedOutput):
         parse_kernel_xid(_through_awk(_text(capture)).rsplit("count", 1)[0])
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Issue 41: NVLink, a GPU with every link down among peers that are up; an empty output where topology shows NVLink
+
+
+def test_capture_b200_all_links_inactive_notice_is_parsed_and_fails():
+    # leptonai/gpud#1085: a B200's GPU 2 printed NVML's notice in place of its links.
+    [g] = parse_nvlink_status(_text("nvlink-s-b200-all-inactive-excerpt.txt"))
+    assert g["index"] == 2 and g["links"] == [] and g["all_inactive"] is True
+    gpus = [{"bus_id": "00000000:1B:00.0", "uuid": "GPU-xxx", "product_architecture": "Blackwell",
+             "fabric_state": "Completed"}]
+    [c] = nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": [g]})
+    assert c.status == "FAIL" and "all links are inActive" in c.seen
+
+
+def test_capture_one_gpu_all_inactive_among_peers_up_fails_alone():
+    # The 8x A100 capture (every link 25 GB/s) with GPU 2's link lines replaced by the B200 capture's NVML notice.
+    text = _text("nvlink-s-8xa100sxm.txt")
+    notice = _text("nvlink-s-b200-all-inactive-excerpt.txt").splitlines()[1]
+    text = re.sub(r"(GPU 2: .*\n)(?:\s+Link .*\n)+", lambda m: m.group(1) + notice + "\n", text, count=1)
+    links = parse_nvlink_status(text)
+    assert links[2]["all_inactive"] and not links[2]["links"]
+    for fabric in ("Completed", None):  # an NVSwitch board, and bridged PCIe cards alike
+        gpus = [{"bus_id": f"00000000:{i:02X}:00.0", "uuid": g["uuid"], "product_architecture": "Ampere",
+                 "fabric_state": fabric} for i, g in enumerate(links)]
+        lines = nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": links})
+        assert len(lines) == 8, lines  # GPU 2 is not left out
+        bad = [c for c in lines if c.status != "PASS"]
+        assert [(c.subject, c.status) for c in bad] == [("GPU 00000000:02:00.0", "FAIL")]
+        assert "its peers have 12 up" in bad[0].seen
+    # The same with GPU 2's 12 links printed "<inactive>" (the other spelling): FAIL all the same, no "PCIe" WARN.
+    text = _text("nvlink-s-8xa100sxm.txt")
+    block = re.search(r"GPU 2: .*\n(?:\s+Link .*\n)+", text).group(0)
+    text = text.replace(block, re.sub(r"\d+(\.\d+)? GB/s", "<inactive>", block))
+    links = parse_nvlink_status(text)
+    gpus = [{"bus_id": f"00000000:{i:02X}:00.0", "uuid": g["uuid"], "product_architecture": "Ampere",
+             "fabric_state": None} for i, g in enumerate(links)]
+    bad = [c for c in nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": links}) if c.status != "PASS"]
+    assert [(c.subject, c.status) for c in bad] == [("GPU 00000000:02:00.0", "FAIL")]
+
+
+def test_capture_v100_two_links_inactive_parsed():
+    # Azure/azhpc-diagnostics#73: GPU 3 of a V100 host with links 3 and 5 "<inactive>" (UUID masked "...").
+    [g] = parse_nvlink_status(_text("nvlink-s-v100sxm2-2inactive-excerpt.txt"))
+    assert [l["link"] for l in g["links"] if not l["active"]] == [3, 5] and g["links"][0]["gbps"] == 25.781
+    assert "all_inactive" not in g
+
+
+@pytest.mark.reliability(item=41, fault="an empty nvidia-smi nvlink -s on a host whose topo -m shows NVLink",
+                         checks=("one clear line",))
+def test_empty_nvlink_output_on_a_host_whose_topology_shows_nvlink_is_unreadable():
+    from bringup.facts.nvidia import parse_topo_matrix
+
+    topo = parse_topo_matrix(_text("topo-dgxa100-8gpu-12mlx5-8numa.txt"))
+    q = parse_nvidia_smi_q(H100X8.read_text())
+    [c] = nvlink_checks({"nvidia.query": q, "nvidia.nvlink": parse_nvlink_status(""), "nvidia.topo": topo})
+    assert c.status == "WARN" and c.seen.startswith("not checked: nvidia.nvlink unreadable")
+    assert "GPU0-GPU1 NV12" in c.seen
+    # Hosts whose topology shows no NVLink: empty is what nvlink -s prints there, no line (the H200 VM, 2x L40S).
+    for host in (FIX / "h200-vm" / "nvidia-smi-topo.txt", PUB / "topo-2xl40s-2nic-xeon8562y.txt"):
+        topo = parse_topo_matrix("\n".join(l for l in host.read_text().splitlines() if not l.startswith("#")))
+        assert nvlink_checks({"nvidia.query": q, "nvidia.nvlink": [], "nvidia.topo": topo}) == []
