@@ -213,10 +213,24 @@ def _fabric(g: dict) -> Check | None:
         return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Healthy)",
                     "the fabric came up degraded: nvidia-smi -q -d FABRIC names what (bandwidth, routes); check "
                     "nvidia-fabricmanager's log and the NVSwitch trays", subject=_subject(g))
-    return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Completed, Success)",
-                "start nvidia-fabricmanager at the driver's exact version (provision --roles nvidia_driver installs "
-                "it on NVSwitch boards; systemctl status nvidia-fabricmanager); CUDA does not start until the "
-                "fabric is up", subject=_subject(g))
+    # The fix follows the state seen: Completed with an error means Fabric Manager ran and answered.
+    vm = str(g.get("virtualization_mode") or "").lower() == "pass-through"
+    where = ("the hypervisor host's Fabric Manager (this VM does not run it): ask its operator to check "
+             "nvidia-fabricmanager there" if vm else None)
+    if state == "Completed":
+        fix = (f"registration finished with an error ({status}): Fabric Manager ran; "
+               + (where or "its log (/var/log/fabricmanager.log) and nvidia-smi -q -d FABRIC say why (a GPU or "
+                  "NVSwitch missing from the fabric, or too few resources for its partition)")
+               + "; reset the GPU or reboot once that is fixed")
+    elif state == "In Progress":
+        fix = ("registration started but did not finish: " + (where or "Fabric Manager is running or stopped midway: "
+               "give it a minute, else journalctl -u nvidia-fabricmanager says why") + "; CUDA does not start until "
+               "the fabric is up")
+    else:
+        fix = ((where or "Fabric Manager has not registered the GPU: start nvidia-fabricmanager at the driver's exact "
+                "version (provision --roles nvidia_driver installs it on NVSwitch boards; systemctl status "
+                "nvidia-fabricmanager)") + "; CUDA does not start until the fabric is up")
+    return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Completed, Success)", fix, subject=_subject(g))
 
 
 def gpu_health_checks(facts: dict) -> list[Check]:
