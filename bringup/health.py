@@ -174,15 +174,52 @@ def _clocks(g: dict, h: dict) -> Check | None:
                     "check the GPU's cooling and power (fans, airflow, PSU, power brake cable); "
                     "nvidia-smi -q -d PERFORMANCE", subject=s)
     if reasons.get("sw_power_cap"):
-        return line(AREA, "clock event reasons", "WARN", "active now: SW power cap" + tail,
-                    f"the power limit holds the clocks (power limit {g.get('power_limit_w')} W): raise it to the "
-                    "board's default (nvidia-smi -pl) or check what lowered it", subject=s)
+        return _power_cap(g, s, tail)
     if since:
         return line(AREA, "clock event reasons", "WARN", "none active now" + tail,
                     "the GPU slowed down for heat or power since the driver loaded: check cooling and power",
                     subject=s)
     return line(AREA, "clock event reasons", "PASS",
                 "none holding the clocks" + (" (idle)" if reasons.get("idle") else ""), subject=s)
+
+
+#: Below this share of its power limit a GPU is not held by it: an idle board (P8) that still shows SW Power Cap.
+IDLE_POWER_SHARE = 0.5
+
+
+def _watts(value) -> float | None:
+    """A power reading as a finite, positive number of watts; None for anything else (N/A, text, NaN, absurd)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 < value < 100_000 else None
+
+
+def _power_cap(g: dict, s: str, tail: str) -> Check:
+    """SW Power Cap flagged: the fix follows what the readings show.  A limit below the board's default is raised;
+    an idle GPU far below a limit already at its default is not held by it (drivers flag the cap at low P-states);
+    a GPU at a default limit under load is power bound, and raising a limit it already has fixes nothing."""
+    draw, limit = _watts(g.get("power_draw_w")), _watts(g.get("power_limit_w"))
+    default, top = _watts(g.get("default_power_limit_w")), _watts(g.get("max_power_limit_w"))
+    seen = "active now: SW power cap" + (f" ({draw:g} W drawn of a {limit:g} W limit" if draw and limit else "")
+    if draw and limit:
+        seen += (f", the board's default" if default and limit >= default else
+                 f", below the board's default {default:g} W" if default else "") + ")"
+    seen += tail
+    if limit and default and limit < default:
+        return line(AREA, "clock event reasons", "WARN", seen, f"the power limit was lowered: raise it to the "
+                    f"board's default (nvidia-smi -pl {default:g}) or check what lowered it (a BMC or a script)",
+                    subject=s)
+    if draw is not None and limit and draw < limit * IDLE_POWER_SHARE and default and limit >= default:
+        return line(AREA, "clock event reasons", "PASS", seen + f"; idle{' in ' + g['performance_state'] if g.get('performance_state') else ''}, "
+                    "far below its limit: the cap holds nothing now", subject=s)
+    if draw is not None and limit and default and limit >= default:
+        more = (f"; the board allows up to {top:g} W (nvidia-smi -pl), if the power supply and cooling do"
+                if top and top > limit else "; the limit is already the board's maximum")
+        return line(AREA, "clock event reasons", "WARN", seen, "the GPU runs at its power budget under this load"
+                    + more, subject=s)
+    return line(AREA, "clock event reasons", "WARN", seen,
+                f"the power limit holds the clocks (power limit {g.get('power_limit_w')} W): compare it with the "
+                "board's default (nvidia-smi -q -d POWER) and raise it there if it was lowered", subject=s)
 
 
 def _temperature(g: dict, h: dict) -> Check | None:

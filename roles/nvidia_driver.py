@@ -438,6 +438,18 @@ def _driver_line(host) -> list:
         return [line("software", "driver loaded is the one installed", "FAIL",
                      f"nvidia-smi: Failed to initialize NVML: {failed['nvml_error']}" + (f" ({both})" if both else ""),
                      gpu.nvml_fix(failed, ""))]
+    unread = host.facts.unread("nvidia.smi") if hasattr(host.facts, "unread") else None
+    q = host.facts.get("nvidia.query")
+    q = q if isinstance(q, dict) else {}
+    if not drv and not failed and (unread or (q.get("driver_version") and q.get("gpus"))):
+        # The query output could not be read (or read as no GPU while nvidia-smi -q lists them with a driver):
+        # whether a driver answers is not known from it, and "install a driver" would be a verdict on what was
+        # not seen.  Say what the other nvidia-smi output showed.
+        other = (f"; nvidia-smi -q answered: driver {q['driver_version']}, {len(q.get('gpus') or [])} GPU(s)"
+                 if q.get("driver_version") else "")
+        why = "nvidia.smi unreadable" if unread else "nvidia-smi --query-gpu (nvidia.smi) listed no GPU"
+        return [line("software", "driver version", "WARN", f"not checked: {why}{other}",
+                     "read the host again; the line of fact nvidia.smi says what its command printed")]
     if not drv:
         return [] if gpu.without_gpu(v, host.facts) else [
             line("software", "driver version", "FAIL", "no driver answers (nvidia-smi lists no GPU)",

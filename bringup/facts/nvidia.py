@@ -468,6 +468,10 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 "power_limit_w": _first(_nval(sec, power, "Current Power Limit"),
                                         _nval(sec, power, "Power Limit")),
                 "max_power_limit_w": _nval(sec, power, "Max Power Limit"),
+                "default_power_limit_w": _nval(sec, power, "Default Power Limit"),
+                # Drivers 560+ print the instantaneous and the average draw, older ones one "Power Draw".
+                "power_draw_w": _first(_nval(sec, power, "Power Draw"), _nval(sec, power, "Instantaneous Power Draw"),
+                                       _nval(sec, power, "Average Power Draw")),
                 "max_clocks_sm_mhz": _nval(sec, "Max Clocks", "SM"),
                 "max_clocks_memory_mhz": _nval(sec, "Max Clocks", "Memory"),
                 # NVSwitch boards (HGX/DGX): the GPU's fabric registration; None where the part has no fabric.

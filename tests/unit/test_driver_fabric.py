@@ -422,3 +422,45 @@ def test_the_h200_vm_has_no_fabric_and_no_fabric_manager_line():
     (unused,) = [r for r in ROLES["nvidia_driver"].resources(c) if isinstance(r, Unused)
                  and r.name == "nvidia-fabricmanager"]
     assert "no NVSwitch on this host" in unused.text
+
+
+def _h200_with_smi(output: str) -> tuple[dict, dict]:
+    """The H200 VM's raw bundle with its nvidia-smi --query-gpu output replaced by ``output`` (the other nvidia-smi
+    outputs, -q and topo -m, as captured there), through the parsers: its facts and their errors."""
+    doc = json.loads(BUNDLE.read_text())
+    doc["raw"]["nvidia.smi"] = {"rc": 0, "output": output}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "facts-raw.json"
+        path.write_text(json.dumps(doc))
+        return load_facts(path, "h200-vm")
+
+
+@pytest.mark.reliability(item=41, fault="nvidia-smi's query output lost or cut while nvidia-smi -q answered",
+                         checks=("one clear line",))
+@pytest.mark.parametrize("damage", ["empty", "cut-header", "not-utf8"])
+def test_an_unreadable_query_output_is_not_checked_not_install_a_driver(damage):
+    from bringup.checklist import role_checks
+
+    real = json.loads(BUNDLE.read_text())["raw"]["nvidia.smi"]["output"]
+    output = {"empty": "", "cut-header": real[:30],
+              "not-utf8": "\udcff\udcfe" + real[2:]}[damage]
+    facts, errors = _h200_with_smi(output)
+    lines = role_checks([ROLES["nvidia_driver"]], "h200-vm", facts,
+                        {**ROLES["nvidia_driver"].defaults, "gpu_profile": "h200"}, None, errors)
+    (line,) = [l for l in lines if l.name == "driver version"]
+    assert line.status == "WARN" and line.seen.startswith("not checked: "), line
+    assert "nvidia-smi -q answered: driver 580.159.04, 1 GPU(s)" in line.seen
+    assert "install a driver" not in line.fix
+    # The real output: the driver line as before (a driver no package owns, kept).
+    facts, errors = _h200_with_smi(real)
+    lines = role_checks([ROLES["nvidia_driver"]], "h200-vm", facts,
+                        {**ROLES["nvidia_driver"].defaults, "gpu_profile": "h200"}, None, errors)
+    assert not [l for l in lines if l.seen.startswith("not checked")] and lines
+
+
+def test_no_driver_at_all_is_still_told_to_install_one():
+    # Neither nvidia-smi output answered (no driver): the FAIL with its fix, as before.
+    facts = h100x8_facts()
+    facts["nvidia.smi"], facts["nvidia.query"] = [], {}
+    (line,) = ROLES["nvidia_driver"].checks(ctx("nvidia_driver", facts, gpu_profile="h100"))
+    assert line.status == "FAIL" and "install a driver" in line.fix
