@@ -454,7 +454,7 @@ def xid_checks(facts: dict) -> list[Check]:
         if log.get("damaged"):
             seen += f"; {log['damaged']} line(s) not valid UTF-8, kept"
         subject = names.get(bus) or (f"GPU {_smi_spelling(bus + '.0')}" if normalize_pci_address(bus + ".0") else
-                                     f"GPU {bus}")
+                                     "a GPU the kernel line does not name" if bus == "?" else f"GPU {bus}")
         if hard and bus in gone and not evs:
             out.append(line(AREA, "Xid events", "FAIL", seen, "the GPU dropped off PCIe: drain the host, check its "
                             "seating, power cables and riser (the BMC's PCIe/AER log), reboot; again after that: "

@@ -29,7 +29,7 @@ XID_AWK = (
     # A GPU gone from the bus without an Xid: "NVRM: GPU at 0000:01:00.0 has fallen off the bus.", or the
     # driver's three-line form whose address is on the line "NVRM: The NVIDIA GPU 0000:b3:00.0" before it.
     " /NVRM: The NVIDIA GPU [0-9A-Fa-f]/ { g = $0; gn = NR }"
-    " /fallen off the bus/ { b++; if (b <= " + str(MAX_OFF_BUS) + ") print \"offbus \" (NR - gn <= 3 ? g \" \" : \"\") $0;"
+    " /NVRM.*fallen off the bus/ { b++; if (b <= " + str(MAX_OFF_BUS) + ") print \"offbus \" (NR - gn <= 3 ? g \" \" : \"\") $0;"
     " next }"
     " /^exit [0-9]+$/ { rc = $2; next }"
     " /^(dmesg|journalctl): |Operation not permitted|Permission denied|No journal files/ { print \"error \" $0 }"
