@@ -703,7 +703,7 @@ def test_capture_fallen_off_the_bus_without_xid_fails(capture, bus):
     assert c.status == "FAIL" and c.subject == f"GPU 00000000:{bus}.0"
     assert "fallen off the bus (no Xid)" in c.seen and "dropped off PCIe" in c.fix
     # Another driver's words (a USB device "fallen off the bus", no NVRM) are no GPU's: the log stays clean.
-    other = "[ 12.0] usb 1-1: device has fallen off the bus\n"
+    other = "[    0.000000] Linux version 6.8.0\n[ 12.0] usb 1-1: device has fallen off the bus\n"
     assert xid_checks({"nvidia.query": _gpu_at("01:00"), "kernel.xid": parse_kernel_xid(_through_awk(other))})[
         0].status == "PASS"
     # Damaged: the same log cut before its count is refused, never read as a clean boot.
