@@ -231,13 +231,14 @@ def platform_checks(facts: dict, host_vars: dict, fact_errors: dict | None = Non
     return list(checks(facts, host_vars, fact_errors))
 
 
-def role_checks(roles, name: str, facts: dict, vars: dict, render=None) -> list[Check]:
-    """The lines the roles contribute (a role's optional ``checks(host)``), each reading its declared facts."""
+def role_checks(roles, name: str, facts: dict, vars: dict, render=None, fact_errors: dict | None = None) -> list[Check]:
+    """The lines the roles contribute (a role's optional ``checks(host)``), each reading its declared facts (and
+    why one could not be read, ``fact_errors``: ``host.facts.unread(fact)``)."""
     from .roles import FactView, HostContext
 
     out: list[Check] = []
     for role in roles:
-        out += role.checks(HostContext(name, vars, FactView(facts, role.facts, role.name), render))
+        out += role.checks(HostContext(name, vars, FactView(facts, role.facts, role.name, fact_errors), render))
     return out
 
 
@@ -394,7 +395,7 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
             facts, errors, extra = run.facts, run.fact_errors, []
         have = bool(facts) or facts_file is not None  # a saved file that lacks facts still gets its lines
         try:
-            lines = role_checks(roles, h.name, facts, vars, templates.render) if have else []
+            lines = role_checks(roles, h.name, facts, vars, templates.render, errors) if have else []
             checks = (collect(facts, vars, result, errors, lines) + extra) if have else tuning_checks(result)
             roles_of_cpus, warnings = cpu_plan(facts, vars) if have else ({}, [])
             svg = topology_svg(facts, roles_of_cpus, warnings, title=h.name) if have else "<p>unreachable</p>"

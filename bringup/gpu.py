@@ -12,7 +12,8 @@ from .errors import BringupError
 from .resources.guard import Fail, Skip
 from .vars import want
 
-__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "nvml_failure", "nvml_fix", "CPU_PROFILES", "without_gpu", "nvswitch_evidence"]
+__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "nvml_failure", "nvml_fix", "CPU_PROFILES", "without_gpu", "nvswitch_evidence",
+           "fabric_states", "fabric_elsewhere", "in_passthrough_vm"]
 
 #: gpu_profile values meaning "this host has no GPU".  The GPU classes are profiles: bringup.gpu_profiles.
 CPU_PROFILES = (None, "", "cpu", "none")
@@ -40,6 +41,45 @@ def nvswitch_evidence(facts: dict[str, Any]) -> str | None:
         states = sorted({str(g["fabric_state"]) for g in fabric})
         return f"{len(fabric)} GPU(s) in an NVLink fabric (nvidia-smi -q Fabric State {'/'.join(states)})"
     return None
+
+
+def fabric_states(facts: dict[str, Any]) -> str | None:
+    """The fabric registration the GPUs' ``nvidia-smi -q`` shows, in words (``State Completed, Status Success on 8
+    GPUs``; several states: each with its count); None: no GPU shows one."""
+    gpus = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("fabric_state")]
+    if not gpus:
+        return None
+    counts: dict[str, int] = {}
+    for g in gpus:
+        key = f"State {g['fabric_state']}, Status {g.get('fabric_status') or 'N/A'}"
+        counts[key] = counts.get(key, 0) + 1
+    return "; ".join(f"{k} on {n} GPU(s)" for k, n in sorted(counts.items()))
+
+
+def in_passthrough_vm(facts: dict[str, Any]) -> bool:
+    """Whether the GPUs are passed through into a VM (``nvidia-smi -q``'s Virtualization Mode ``Pass-Through``)."""
+    gpus = (facts.get("nvidia.query") or {}).get("gpus") or []
+    return bool(gpus) and all(str(g.get("virtualization_mode") or "").lower() == "pass-through" for g in gpus)
+
+
+def fabric_elsewhere(facts: dict[str, Any]) -> str | None:
+    """Why this machine runs no Fabric Manager of its own though its GPUs are in an NVLink fabric, in words; None
+    when it must run one (or has no fabric).
+
+    A pass-through VM (Virtualization Mode ``Pass-Through``) whose PCI bus shows no NVSwitch and whose every GPU's
+    fabric registration is ``Completed``/``Success``: the NVSwitches stayed with the hypervisor host, whose Fabric
+    Manager registered the GPUs (NVIDIA's shared NVSwitch virtualization model).  A VM given the NVSwitches too
+    (full pass-through) runs Fabric Manager itself, as bare metal does.
+    """
+    gpus = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("fabric_state")]
+    switches = [d for d in facts.get("pci.devices") or []
+                if d.get("vendor") == "0x10de" and str(d.get("class") or "").startswith("0x0680")]
+    if not gpus or switches or not in_passthrough_vm(facts):
+        return None
+    if not all(g["fabric_state"] == "Completed" and g.get("fabric_status") == "Success" for g in gpus):
+        return None
+    return (f"a pass-through VM whose {len(gpus)} GPU(s) joined the NVLink fabric (nvidia-smi -q Fabric State "
+            "Completed, Status Success) with no NVSwitch on its PCI bus: Fabric Manager runs on the hypervisor host")
 
 
 class GpuVars(ProfileVars):

@@ -27,7 +27,7 @@ __all__ = ["FACTS", "HealthVars", "check_vars", "health_checks", "gpu_health_che
            "infiniband_checks", "xid_table"]
 
 #: The facts the health lines read (the checklist gathers them with its own).
-FACTS = ("nvidia.query", "nvidia.nvlink", "kernel.xid", "net.infiniband", "pci.devices")
+FACTS = ("nvidia.query", "nvidia.nvlink", "nvidia.topo", "kernel.xid", "net.infiniband", "pci.devices")
 
 AREA = "health"
 #: Degrees left before the GPU slows down under which an idle GPU is a cooling problem.
@@ -174,15 +174,52 @@ def _clocks(g: dict, h: dict) -> Check | None:
                     "check the GPU's cooling and power (fans, airflow, PSU, power brake cable); "
                     "nvidia-smi -q -d PERFORMANCE", subject=s)
     if reasons.get("sw_power_cap"):
-        return line(AREA, "clock event reasons", "WARN", "active now: SW power cap" + tail,
-                    f"the power limit holds the clocks (power limit {g.get('power_limit_w')} W): raise it to the "
-                    "board's default (nvidia-smi -pl) or check what lowered it", subject=s)
+        return _power_cap(g, s, tail)
     if since:
         return line(AREA, "clock event reasons", "WARN", "none active now" + tail,
                     "the GPU slowed down for heat or power since the driver loaded: check cooling and power",
                     subject=s)
     return line(AREA, "clock event reasons", "PASS",
                 "none holding the clocks" + (" (idle)" if reasons.get("idle") else ""), subject=s)
+
+
+#: Below this share of its power limit a GPU is not held by it: an idle board (P8) that still shows SW Power Cap.
+IDLE_POWER_SHARE = 0.5
+
+
+def _watts(value) -> float | None:
+    """A power reading as a finite, positive number of watts; None for anything else (N/A, text, NaN, absurd)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value) if 0 < value < 100_000 else None
+
+
+def _power_cap(g: dict, s: str, tail: str) -> Check:
+    """SW Power Cap flagged: the fix follows what the readings show.  A limit below the board's default is raised;
+    an idle GPU far below a limit already at its default is not held by it (drivers flag the cap at low P-states);
+    a GPU at a default limit under load is power bound, and raising a limit it already has fixes nothing."""
+    draw, limit = _watts(g.get("power_draw_w")), _watts(g.get("power_limit_w"))
+    default, top = _watts(g.get("default_power_limit_w")), _watts(g.get("max_power_limit_w"))
+    seen = "active now: SW power cap" + (f" ({draw:g} W drawn of a {limit:g} W limit" if draw and limit else "")
+    if draw and limit:
+        seen += (f", the board's default" if default and limit >= default else
+                 f", below the board's default {default:g} W" if default else "") + ")"
+    seen += tail
+    if limit and default and limit < default:
+        return line(AREA, "clock event reasons", "WARN", seen, f"the power limit was lowered: raise it to the "
+                    f"board's default (nvidia-smi -pl {default:g}) or check what lowered it (a BMC or a script)",
+                    subject=s)
+    if draw is not None and limit and draw < limit * IDLE_POWER_SHARE and default and limit >= default:
+        return line(AREA, "clock event reasons", "PASS", seen + f"; idle{' in ' + g['performance_state'] if g.get('performance_state') else ''}, "
+                    "far below its limit: the cap holds nothing now", subject=s)
+    if draw is not None and limit and default and limit >= default:
+        more = (f"; the board allows up to {top:g} W (nvidia-smi -pl), if the power supply and cooling do"
+                if top and top > limit else "; the limit is already the board's maximum")
+        return line(AREA, "clock event reasons", "WARN", seen, "the GPU runs at its power budget under this load"
+                    + more, subject=s)
+    return line(AREA, "clock event reasons", "WARN", seen,
+                f"the power limit holds the clocks (power limit {g.get('power_limit_w')} W): compare it with the "
+                "board's default (nvidia-smi -q -d POWER) and raise it there if it was lowered", subject=s)
 
 
 def _temperature(g: dict, h: dict) -> Check | None:
@@ -213,10 +250,24 @@ def _fabric(g: dict) -> Check | None:
         return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Healthy)",
                     "the fabric came up degraded: nvidia-smi -q -d FABRIC names what (bandwidth, routes); check "
                     "nvidia-fabricmanager's log and the NVSwitch trays", subject=_subject(g))
-    return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Completed, Success)",
-                "start nvidia-fabricmanager at the driver's exact version (provision --roles nvidia_driver installs "
-                "it on NVSwitch boards; systemctl status nvidia-fabricmanager); CUDA does not start until the "
-                "fabric is up", subject=_subject(g))
+    # The fix follows the state seen: Completed with an error means Fabric Manager ran and answered.
+    vm = str(g.get("virtualization_mode") or "").lower() == "pass-through"
+    where = ("the hypervisor host's Fabric Manager (this VM does not run it): ask its operator to check "
+             "nvidia-fabricmanager there" if vm else None)
+    if state == "Completed":
+        fix = (f"registration finished with an error ({status}): Fabric Manager ran; "
+               + (where or "its log (/var/log/fabricmanager.log) and nvidia-smi -q -d FABRIC say why (a GPU or "
+                  "NVSwitch missing from the fabric, or too few resources for its partition)")
+               + "; reset the GPU or reboot once that is fixed")
+    elif state == "In Progress":
+        fix = ("registration started but did not finish: " + (where or "Fabric Manager is running or stopped midway: "
+               "give it a minute, else journalctl -u nvidia-fabricmanager says why") + "; CUDA does not start until "
+               "the fabric is up")
+    else:
+        fix = ((where or "Fabric Manager has not registered the GPU: start nvidia-fabricmanager at the driver's exact "
+                "version (provision --roles nvidia_driver installs it on NVSwitch boards; systemctl status "
+                "nvidia-fabricmanager)") + "; CUDA does not start until the fabric is up")
+    return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Completed, Success)", fix, subject=_subject(g))
 
 
 def gpu_health_checks(facts: dict) -> list[Check]:
@@ -242,8 +293,15 @@ def nvlink_checks(facts: dict) -> list[Check]:
     """
     links = facts.get("nvidia.nvlink") or []
     by_uuid = {g.get("uuid"): g for g in _gpus(facts)}
-    with_links = [n for n in links if n.get("links")]
+    with_links = [n for n in links if n.get("links") or n.get("all_inactive")]
     if not with_links:
+        shown = _topology_nvlink(facts)
+        if shown and isinstance(links, list) and not links:
+            # nvlink -s printed nothing, yet nvidia-smi topo -m shows GPUs joined by NVLink: the output was lost.
+            return [line(AREA, "NVLink", "WARN", f"not checked: nvidia.nvlink unreadable (nvidia-smi nvlink -s "
+                         f"printed nothing, but nvidia-smi topo -m shows NVLink: {shown})",
+                         "read the host again (nvidia-smi nvlink -s on it); the line of fact nvidia.nvlink says "
+                         "what its command printed")]
         return []
     fastest = max((l["gbps"] for n in with_links for l in n["links"] if l.get("gbps")), default=None)
     most_up = max(sum(1 for l in n["links"] if l.get("active")) for n in with_links)
@@ -258,12 +316,20 @@ def nvlink_checks(facts: dict) -> list[Check]:
         want = part.printed if part else fastest
         slow = [f"link {l['link']} {l['gbps']:g}" for l in up if want and l["gbps"] < want * 0.99]
         seen = f"{len(up)} of {len(n['links'])} links up" + (f" at {up[0]['gbps']:g} GB/s" if up and not slow else "")
+        inactive = (f"every link inactive ({len(down)})" if down else
+                    "every link inactive (NVML: all links are inActive)")
         if not up and len(with_links) == 1 and not board:
-            out.append(line(AREA, "NVLink", "PASS", f"{len(down)} links inactive: no NVLink peer on this host "
-                            "(one GPU)", subject=subject))
+            out.append(line(AREA, "NVLink", "PASS", f"{len(down) or 'all'} links inactive: no NVLink peer on this "
+                            "host (one GPU)", subject=subject))
+        elif not up and most_up:
+            # Its peers' links are up: this GPU alone dropped out of NVLink, whatever the board.
+            out.append(line(AREA, "NVLink", "FAIL", f"{inactive}; its peers have {most_up} up",
+                            "reset the GPU (nvidia-smi -r) or reboot; nvidia-smi nvlink -e and the kernel log's Xids "
+                            "name the fault; again after that: reseat the GPU/baseboard or the bridge",
+                            subject=subject))
         elif not up:
             out.append(line(AREA, "NVLink", "FAIL" if board else "WARN",
-                            f"every link inactive ({len(down)})" + ("" if board else "; the GPUs talk over PCIe"),
+                            inactive + ("" if board else "; the GPUs talk over PCIe"),
                             "NVSwitch board: check nvidia-fabricmanager and the baseboard; else fit the NVLink bridges"
                             if board else "fit the NVLink bridges, or accept PCIe between the GPUs", subject=subject))
         elif len(up) < most_up:
@@ -277,6 +343,19 @@ def nvlink_checks(facts: dict) -> list[Check]:
             out.append(line(AREA, "NVLink", "PASS", seen + (f" (the part's {want:g})" if want else ""),
                             subject=subject))
     return out
+
+
+def _topology_nvlink(facts: dict) -> str | None:
+    """``GPU0-GPU1 NV18, ...`` where ``nvidia-smi topo -m`` (``nvidia.topo``) joins GPUs by NVLink; None: it shows
+    none, or was not read."""
+    topo = facts.get("nvidia.topo")
+    matrix = topo.get("matrix") if isinstance(topo, dict) else None
+    if not isinstance(matrix, dict):
+        return None
+    pairs = sorted({f"{a}-{b} {v}" for a, row in matrix.items() if isinstance(row, dict) and str(a).startswith("GPU")
+                    for b, v in row.items() if str(b).startswith("GPU") and str(a) < str(b)
+                    and re.fullmatch(r"NV\d+", str(v))})
+    return (", ".join(pairs[:3]) + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")) if pairs else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -317,47 +396,85 @@ def xid_checks(facts: dict) -> list[Check]:
         return [line(AREA, "Xid events", "WARN", "kernel log not read: " + str(log.get("error") or "?"),
                      "let the run read it: become root (ansible_become), or sysctl kernel.dmesg_restrict=0")]
     events = log.get("events") or []
+    off_bus = [e for e in log.get("off_bus") or [] if isinstance(e, dict)]
     where = _log_span(log)
-    if not events and log.get("whole_boot") is False:
+    if not events and not off_bus and log.get("whole_boot") is False:
         return [line(AREA, "Xid events", "WARN", f"none in the log read ({where}), which no longer holds the whole "
                      "boot: earlier Xids are not known", "read this boot's journal (journalctl -k -b | grep Xid), "
                      "or make it persistent (Storage=persistent in journald.conf) for the next check")]
-    if not events:
+    if not events and not off_bus:
         return [line(AREA, "Xid events", "PASS", f"none since boot ({where})")]
     table = xid_table()
     by_gpu: dict[str, list[dict]] = {}
     for e in events:
         by_gpu.setdefault(_device(e.get("pci")), []).append(e)
+    gone: dict[str, list[dict]] = {}
+    for e in off_bus:
+        gone.setdefault(_device(e.get("pci")) if e.get("pci") else "?", []).append(e)
     # The GPU by the driver's list, else by the PCI bus (a GPU that fell off the bus is gone from nvidia-smi).
     names = {_device(d["address"]): f"GPU {_smi_spelling(d['address'])}" for d in facts.get("pci.devices") or []
              if d.get("kind") == "gpu" and normalize_pci_address(str(d.get("address") or ""))}
     names.update({_device(g.get("bus_id") or g.get("pci_address")): _subject(g) for g in _gpus(facts)})
     shown = f" (the newest {len(events)} of {log.get('count')})" if (log.get("count") or 0) > len(events) else ""
     out: list[Check] = []
-    for bus, evs in by_gpu.items():
-        counts: dict[int, int] = {}
+    for bus in list(by_gpu) + [b for b in gone if b not in by_gpu]:
+        evs = by_gpu.get(bus, [])
+        counts: dict[tuple, int] = {}
         for e in evs:
-            counts[e["xid"]] = counts.get(e["xid"], 0) + 1
-        parts, hard = [], False
-        for xid, n in sorted(counts.items()):
+            key = (e["xid"], e.get("caused_by"), e.get("severity") if _is_nvlink(e["xid"]) else None)
+            counts[key] = counts.get(key, 0) + 1
+        parts, hard, nonfatal = [], False, False
+        for (xid, cause, severity), n in sorted(counts.items(), key=lambda kv: tuple(str(x) for x in kv[0])):
             known = table.get(xid)
             kind = known["kind"] if known else "unknown"
+            if cause is not None:
+                # Xid 45 "caused by previous Xid 149": the driver stopped the GPU's programs because of that fault;
+                # it is that fault's kind (an NVLink one), not a program's.
+                was = table.get(cause)
+                kind = was["kind"] if was else "unknown"
+                hard = hard or kind not in ("application", "unknown")
+                parts.append(f"Xid {xid} ×{n} caused by previous Xid {cause}: "
+                             + (f"programs' channels stopped after {was['means']}" if was else
+                                "programs' channels stopped after an earlier fault")
+                             + f" [{kind}]")
+                continue
+            if severity == "Nonfatal":
+                nonfatal = True
+                means = known["means"] if known else "NVLink error"
+                parts.append(f"Xid {xid} ×{n}: {means}, marked Nonfatal by the driver [{kind}, nonfatal]")
+                continue
             hard = hard or kind not in ("application", "unknown")
             last = next(e["text"] for e in reversed(evs) if e["xid"] == xid)
             means = known["means"] if known else f"not in bringup's table; last: {last[:80]}"
-            parts.append(f"Xid {xid} ×{n}: {means} [{kind}]")
+            parts.append(f"Xid {xid} ×{n}" + (f" {severity}" if severity else "") + f": {means} [{kind}]")
+        if bus in gone:
+            hard = True
+            parts.append("the kernel says it has fallen off the bus (no Xid): " + gone[bus][0]["line"][-160:])
         seen = "; ".join(parts) + shown + f" ({where})"
         if log.get("damaged"):
             seen += f"; {log['damaged']} line(s) not valid UTF-8, kept"
         subject = names.get(bus) or (f"GPU {_smi_spelling(bus + '.0')}" if normalize_pci_address(bus + ".0") else
-                                     f"GPU {bus}")
-        if hard:
+                                     "a GPU the kernel line does not name" if bus == "?" else f"GPU {bus}")
+        if hard and bus in gone and not evs:
+            out.append(line(AREA, "Xid events", "FAIL", seen, "the GPU dropped off PCIe: drain the host, check its "
+                            "seating, power cables and riser (the BMC's PCIe/AER log), reboot; again after that: "
+                            "replace the board", subject=subject))
+        elif hard:
             out.append(line(AREA, "Xid events", "FAIL", seen, "hardware, memory or fabric fault: drain the GPU, reset "
                             "it or reboot, run dcgmi diag -r 3; again after that: replace the board", subject=subject))
+        elif nonfatal:
+            out.append(line(AREA, "Xid events", "WARN", seen, "NVLink errors the driver recovered from (Nonfatal): "
+                            "no drain or reset needed; watch nvidia-smi nvlink -e for this GPU, and reseat or service "
+                            "the link if they keep rising", subject=subject))
         else:
             out.append(line(AREA, "Xid events", "WARN", seen, "a program's fault, or one bringup does not know: look "
                             "it up in NVIDIA's Xid catalog; it does not need the hardware replaced", subject=subject))
     return out
+
+
+def _is_nvlink(xid: int) -> bool:
+    """The NVLink Xids of Hopper and later (144-150), whose line says Fatal or Nonfatal."""
+    return 144 <= xid <= 150
 
 
 # --------------------------------------------------------------------------------------------------

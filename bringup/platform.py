@@ -204,6 +204,11 @@ def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None,
             out.append(Check("NUMA alignment", "FAIL", str(e), "adjust irq_cpus_per_node / triton_cpus_per_gpu"))
         else:
             bad = [w for w in plan.warnings if w.kind in ("interconnect", "numa_distance")]
+            # A device whose sysfs node contradicts its CPU list (and topo -m): said on its own line, whatever else.
+            out += [Check("NUMA node of a GPU", "WARN", w.text, "the firmware's PCI-to-NUMA table (ACPI _PXM/SRAT) "
+                          "disagrees with the CPU list: check the BIOS (NUMA/SRAT settings, firmware update); the plan "
+                          "follows the CPU list", subject=w.subject)
+                    for w in plan.warnings if w.kind == "numa_contradiction"]
             unknown = [w.subject for w in plan.warnings if w.kind == "numa_unknown"]
             numa_off = [w for w in plan.warnings if w.kind == "numa_off"]
             if numa_off:

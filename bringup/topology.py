@@ -124,7 +124,7 @@ def validate_vars(vars: dict[str, Any]) -> None:
 #: ``numa_off`` (one NUMA node on several sockets: planned per package), ``refused`` (a
 #: device whose sysfs line the fact refused: left out of the plan).
 WARNING_KINDS = ("numa_unknown", "numa_inferred", "interconnect", "numa_distance", "topology", "l3", "irqs",
-                 "numa_off", "refused")
+                 "numa_off", "refused", "numa_contradiction")
 
 
 @dataclass(frozen=True)
@@ -491,7 +491,11 @@ def place_gpus(gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
                 and unit == "numa":
             warnings.append(PlanWarning("numa_inferred", g["name"], f"{g['name']}: numa_node -1 (unknown) in sysfs; "
                                         f"NUMA node {g['numa_node']} from nvidia-smi topo -m"))
-        node, said = resolve_node(cpu_nodes, unit, g["name"], g["numa_node"], g["local_cpus"])
+        contradiction = _numa_contradiction(g, cpu_nodes) if unit == "numa" else None
+        if contradiction is not None:
+            node, said = contradiction
+        else:
+            node, said = resolve_node(cpu_nodes, unit, g["name"], g["numa_node"], g["local_cpus"])
         warnings += [said] if said else []
         guessed = node == -1
         if guessed:
@@ -504,6 +508,28 @@ def place_gpus(gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
                                         "with the fewest GPUs; check which socket its slot is on"))
         placed.append({**g, "node": node, "guessed": guessed})
     return placed, warnings
+
+
+def _numa_contradiction(g: dict[str, Any], cpu_nodes: dict[int, list[int]]) -> tuple[int, PlanWarning] | None:
+    """A GPU whose sysfs ``numa_node`` names one NUMA node while its local CPU list lies wholly in another: the
+    node it is planned on and the warning that names the contradiction; None when they agree (or nothing to hold
+    the node against).  The CPU list wins when ``nvidia-smi topo -m`` agrees with it, or says nothing (two sources
+    against one); where topo -m sides with sysfs, sysfs's node is kept, said all the same."""
+    numa, cpus = g.get("numa_node"), g.get("local_cpus") or []
+    if g.get("numa_from_topo") or numa not in cpu_nodes or not cpus or len(cpu_nodes) < 2:
+        return None
+    hits = [n for n, c in cpu_nodes.items() if set(cpus) <= set(c)]
+    if len(hits) != 1 or hits[0] == numa:
+        return None
+    other = hits[0]
+    topo = (g.get("topo") or {}).get("numa_node")
+    said = f"{g['name']}: sysfs numa_node {numa}, but its local CPUs {format_cpulist(cpus)} are NUMA node {other}'s"
+    if topo == numa:
+        return numa, PlanWarning("numa_contradiction", g["name"], said + f"; nvidia-smi topo -m says NUMA node {numa}: "
+                                 f"planned on node {numa}; check the firmware's PCI-to-NUMA table (ACPI _PXM/SRAT)")
+    agree = f" and nvidia-smi topo -m says NUMA node {other}" if topo == other else ""
+    return other, PlanWarning("numa_contradiction", g["name"], said + agree + f": planned on node {other}; the "
+                              "firmware's PCI-to-NUMA table (ACPI _PXM/SRAT) is likely wrong: check the BIOS")
 
 
 def place_devices(devices: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],

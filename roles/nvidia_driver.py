@@ -288,7 +288,8 @@ def resources(host):
     out: list = []
     pkgs = driver_packages(source, branch, v["nvidia_driver_modules"])
     pin = version or f"{branch}.*"
-    switch = gpu.nvswitch_evidence(host.facts)
+    elsewhere = gpu.fabric_elsewhere(host.facts)
+    switch = None if elsewhere else gpu.nvswitch_evidence(host.facts)
     fm_pkgs = fabric_manager_packages(branch) if switch and fam == "apt" else []
     fm_pin = _fabric_manager_pin(host.facts, branch, version)
     if fam == "apt":
@@ -361,7 +362,7 @@ def resources(host):
             # It starts only against a driver of its own version: once that one is loaded.
             out.append(Service("nvidia-fabricmanager", enabled=True, running=True if loaded else None))
     if not switch:
-        out.append(_no_fabric())
+        out.append(_no_fabric(elsewhere))
     expected = v.get("nvidia_driver_expected_gpus")
     if expected is None:
         expected = len(nvidia_gpus(host.facts)) or None
@@ -383,21 +384,24 @@ def _fabric_manager_pin(facts: dict, branch: str, version: str | None) -> str:
     return f"{branch}.*"
 
 
-def _no_fabric() -> Unused:
+def _no_fabric(elsewhere: str | None = None) -> Unused:
+    if elsewhere:
+        return Unused("nvidia-fabricmanager", f"{elsewhere}: none installed here")
     return Unused("nvidia-fabricmanager", "no NVSwitch on this host (no NVIDIA bridge of class 0x0680 on the PCI "
                                           "bus, no GPU in an NVLink fabric in nvidia-smi -q): no Fabric Manager")
 
 
 def _kept(host, foreign: str, branch: str) -> list:
     """A loaded driver no package owns, under ``auto``: kept, checked, nothing installed over it."""
-    switch = gpu.nvswitch_evidence(host.facts)
+    elsewhere = gpu.fabric_elsewhere(host.facts)
+    switch = None if elsewhere else gpu.nvswitch_evidence(host.facts)
     fm = (f"; Fabric Manager is not installed over it either ({switch}): install the one of its version as the "
           "driver was installed" if switch else "")
     out: list = [Unused("nvidia driver packages", f"{foreign}: kept; no driver packages or kernel headers planned{fm}; "
                                                   "set nvidia_driver_branch (a pin) or nvidia_driver_manage: packages "
                                                   "to replace it with packages")]
     if not switch:
-        out.append(_no_fabric())
+        out.append(_no_fabric(elsewhere))
     if not (host.facts.get("driver.owner") or {}).get("nvidia_smi"):
         # No nvidia-smi on the host to ask (a driver container has its own): nothing here can check it.
         return out
@@ -434,6 +438,18 @@ def _driver_line(host) -> list:
         return [line("software", "driver loaded is the one installed", "FAIL",
                      f"nvidia-smi: Failed to initialize NVML: {failed['nvml_error']}" + (f" ({both})" if both else ""),
                      gpu.nvml_fix(failed, ""))]
+    unread = host.facts.unread("nvidia.smi") if hasattr(host.facts, "unread") else None
+    q = host.facts.get("nvidia.query")
+    q = q if isinstance(q, dict) else {}
+    if not drv and not failed and (unread or (q.get("driver_version") and q.get("gpus"))):
+        # The query output could not be read (or read as no GPU while nvidia-smi -q lists them with a driver):
+        # whether a driver answers is not known from it, and "install a driver" would be a verdict on what was
+        # not seen.  Say what the other nvidia-smi output showed.
+        other = (f"; nvidia-smi -q answered: driver {q['driver_version']}, {len(q.get('gpus') or [])} GPU(s)"
+                 if q.get("driver_version") else "")
+        why = "nvidia.smi unreadable" if unread else "nvidia-smi --query-gpu (nvidia.smi) listed no GPU"
+        return [line("software", "driver version", "WARN", f"not checked: {why}{other}",
+                     "read the host again; the line of fact nvidia.smi says what its command printed")]
     if not drv:
         return [] if gpu.without_gpu(v, host.facts) else [
             line("software", "driver version", "FAIL", "no driver answers (nvidia-smi lists no GPU)",
@@ -478,12 +494,20 @@ def _fabric_line(host) -> list:
     version (the service refuses to start, and CUDA with it)."""
     from bringup.checks import line
 
-    switch = gpu.nvswitch_evidence(host.facts)
+    elsewhere = gpu.fabric_elsewhere(host.facts)
     drv = gpu.driver_version(host.facts)
+    if elsewhere and drv:
+        # The fabric is up and this machine holds no NVSwitch to manage: nothing to install or run here.
+        return [line("software", "Fabric Manager", "PASS", f"none needed here: {elsewhere}")]
+    switch = gpu.nvswitch_evidence(host.facts)
     if not switch or not drv:
         return []
     fm = host.facts.get("driver.fabric_manager")
     foreign = foreign_driver(host.facts)
+    states = gpu.fabric_states(host.facts)
+    up = states is not None and all(g.get("fabric_state") == "Completed" and g.get("fabric_status") == "Success"
+                                    for g in (host.facts.get("nvidia.query") or {}).get("gpus") or []
+                                    if g.get("fabric_state"))
     fix = (f"install Fabric Manager {drv} the way the driver was installed (NVIDIA's fabricmanager-linux-*-{drv} "
            "archive), or set nvidia_driver_manage: packages to replace both with packages" if foreign else
            f"{command('provision --roles nvidia_driver')} (nvidia-fabricmanager-{gpu.branch_of(drv)} at {drv})")
@@ -491,17 +515,25 @@ def _fabric_line(host) -> list:
         return [line("software", "Fabric Manager version", "WARN", f"{switch}; the installed Fabric Manager is not "
                      "in the facts (fact driver.fabric_manager)", command("facts") + " to read it again")]
     have = fm.get("version")
+    if have is None and up:
+        # The words follow the fabric seen: it is up, so a Fabric Manager runs, only not one this host installed.
+        return [line("software", "Fabric Manager version", "FAIL", f"{switch}; no Fabric Manager installed here, yet "
+                     f"the fabric is up ({states}): one runs from outside the package manager (a container?), and "
+                     "after a reboot without it CUDA does not start", fix)]
     if have is None:
-        return [line("software", "Fabric Manager version", "FAIL", f"{switch}; no Fabric Manager installed: CUDA "
-                     "does not start until the GPUs joined the NVLink fabric", fix)]
+        seen = f"fabric {states}" if states else "no GPU shows its fabric state"
+        return [line("software", "Fabric Manager version", "FAIL", f"{switch}; no Fabric Manager installed, and "
+                     f"{seen}: CUDA does not start until the GPUs joined the NVLink fabric", fix)]
     if have != drv:
         return [line("software", "Fabric Manager version", "FAIL", f"Fabric Manager {have}, driver {drv}: "
                      "nvidia-fabricmanager refuses to start on a driver of another version", fix)]
     state = fm.get("active")
     if state is not None and state != "active":
         # Installed at the right version, yet not running: the GPUs never join the fabric, CUDA does not start.
+        after = (f"; the GPUs joined the fabric before it stopped ({states}), but a GPU reset or reboot will not "
+                 "rejoin them" if up else f"; fabric {states}" if states else "")
         return [line("software", "Fabric Manager running", "FAIL", f"Fabric Manager {have} = driver {drv}, but "
-                     f"nvidia-fabricmanager is {state} ({switch})", "systemctl enable --now nvidia-fabricmanager; "
-                     "journalctl -u nvidia-fabricmanager says why it stopped")]
+                     f"nvidia-fabricmanager is {state} ({switch}){after}", "systemctl enable --now "
+                     "nvidia-fabricmanager; journalctl -u nvidia-fabricmanager says why it stopped")]
     return [line("software", "Fabric Manager version", "PASS", f"Fabric Manager {have} = driver {drv} ({switch})"
                  + (", running" if state == "active" else ""))]

@@ -14,22 +14,35 @@ from typing import Any
 
 from .base import Fact, UntrustedOutput
 
-__all__ = ["KernelXid", "parse_kernel_xid", "MAX_EVENTS", "XID_AWK"]
+__all__ = ["KernelXid", "parse_kernel_xid", "MAX_EVENTS", "MAX_OFF_BUS", "XID_AWK"]
 
 #: The newest Xid lines kept (a GPU in trouble can log thousands; their count is kept too).
 MAX_EVENTS = 200
+#: The first "has fallen off the bus" lines kept that carry no Xid (one per GPU is enough to name it).
+MAX_OFF_BUS = 20
 
 # Each reader's output goes through the same awk: "first <line>" (where the log starts), the Xid lines,
 # "count N", and the reader's exit status; an error text (stderr joined) comes back as "error <text>".
 XID_AWK = (
     "NR == 1 && !/^exit [0-9]+$/ { print \"first \" substr($0, 1, 40) }"
     " /NVRM: Xid/ { n++; x[n % " + str(MAX_EVENTS) + "] = $0; next }"
+    # A GPU gone from the bus without an Xid: "NVRM: GPU at 0000:01:00.0 has fallen off the bus.", or the
+    # driver's three-line form whose address is on the line "NVRM: The NVIDIA GPU 0000:b3:00.0" before it.
+    " /NVRM: The NVIDIA GPU [0-9A-Fa-f]/ { g = $0; gn = NR }"
+    " /NVRM.*fallen off the bus/ { b++; if (b <= " + str(MAX_OFF_BUS) + ") print \"offbus \" (NR - gn <= 3 ? g \" \" : \"\") $0;"
+    " next }"
     " /^exit [0-9]+$/ { rc = $2; next }"
     " /^(dmesg|journalctl): |Operation not permitted|Permission denied|No journal files/ { print \"error \" $0 }"
     " END { s = n > " + str(MAX_EVENTS) + " ? n - " + str(MAX_EVENTS) + " + 1 : 1;"
     " for (i = s; i <= n; i++) print \"xid \" x[i % " + str(MAX_EVENTS) + "];"
     " print \"count \" n + 0; print \"exit \" rc + 0 }"
 )
+
+
+#: The PCI address of a "fallen off the bus" line: "GPU at 0000:01:00.0" or "The NVIDIA GPU 0000:b3:00.0".
+_OFF_BUS = re.compile(r"(?:GPU at|NVIDIA GPU)\s+(?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\b")
+_CAUSED_BY = re.compile(r"caused by previous Xid\s+(\d{1,4})\b")
+_SEVERITY = re.compile(r"^\S{1,40}\s+(Nonfatal|Fatal)\b", re.I)
 
 
 def _whole_boot(t: dict[str, Any]) -> bool:
@@ -61,7 +74,7 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
         word, _, rest = raw.partition(" ")
         if word == "source":
             cur = {"source": rest.strip(), "error": None, "count": None, "first": None, "events": [],
-                   "damaged": 0, "exit": None}
+                   "damaged": 0, "exit": None, "off_bus": []}
             tries.append(cur)
         elif cur is None:
             continue
@@ -73,6 +86,11 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
             cur["count"] = int(rest)
         elif word == "exit" and rest.strip().isdigit():
             cur["exit"] = int(rest)
+        elif word == "offbus":
+            # No Xid number: the address the driver names (the line itself, or the one before it that the awk joined).
+            m = _OFF_BUS.search(rest)
+            cur["off_bus"].append({"pci": m.group(1).lower() if m else None,
+                                   "line": rest.encode("utf-8", "replace").decode("utf-8").strip()[:300]})
         elif word == "xid":
             # A MIG instance's Xid names it after the GPU: "(PCI:0000:01:00 GPU-I:05 GPU-CI:01)".
             m = re.search(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)(?:\s+GPU-I:(\d+))?(?:\s+GPU-CI:(\d+))?\):"
@@ -81,8 +99,14 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
                 raise UntrustedOutput(f"kernel log: an Xid line not in the driver's form: {rest.strip()[:80]!r}")
             bad = any("\udc80" <= ch <= "\udcff" for ch in rest)
             cur["damaged"] += bad
+            cause = _CAUSED_BY.search(rest)
+            severity = _SEVERITY.search(m.group(5))
             cur["events"].append({"pci": m.group(1).lower(), "xid": int(m.group(4)),
                                   "mig_instance": int(m.group(2)) if m.group(2) else None,
+                                  # Xid 45 "... caused by previous Xid 149": the fault it cleans up after.
+                                  "caused_by": int(cause.group(1)) if cause else None,
+                                  # NVLink Xids (144-150) say "Fatal" or "Nonfatal" after their unit's name.
+                                  "severity": severity.group(1).capitalize() if severity else None,
                                   "text": m.group(5).encode("utf-8", "replace").decode("utf-8").strip(),
                                   "line": rest.strip()})
     if not tries:
@@ -105,7 +129,7 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
         whole = [t for t in read if _whole_boot(t)]
         t = (whole or read)[0]
         return {"source": t["source"], "readable": True, "error": None, "count": t["count"], "first": t["first"],
-                "events": t["events"], "damaged": t["damaged"], "whole_boot": bool(whole)}
+                "events": t["events"], "damaged": t["damaged"], "whole_boot": bool(whole), "off_bus": t["off_bus"]}
     why = "; ".join(f"{t['source']}: {t['error'] or 'exit ' + str(t['exit'])}" for t in tries)
     return {"source": None, "readable": False, "error": why, "count": 0, "first": None, "events": [],
             "damaged": 0}

@@ -468,6 +468,10 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 "power_limit_w": _first(_nval(sec, power, "Current Power Limit"),
                                         _nval(sec, power, "Power Limit")),
                 "max_power_limit_w": _nval(sec, power, "Max Power Limit"),
+                "default_power_limit_w": _nval(sec, power, "Default Power Limit"),
+                # Drivers 560+ print the instantaneous and the average draw, older ones one "Power Draw".
+                "power_draw_w": _first(_nval(sec, power, "Power Draw"), _nval(sec, power, "Instantaneous Power Draw"),
+                                       _nval(sec, power, "Average Power Draw")),
                 "max_clocks_sm_mhz": _nval(sec, "Max Clocks", "SM"),
                 "max_clocks_memory_mhz": _nval(sec, "Max Clocks", "Memory"),
                 # NVSwitch boards (HGX/DGX): the GPU's fabric registration; None where the part has no fabric.
@@ -729,14 +733,16 @@ class NvidiaTopo(_NvidiaSmiFact):
 _NVLINK_GPU = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*([^)\s]+)\)\s*$")
 _NVLINK_LINK = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
 _NVLINK_SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$")
+_NVLINK_ALL_INACTIVE = re.compile(r"all links are in-?active", re.I)
 
 
 def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
     """``nvidia-smi nvlink -s`` → one ``{index, name, uuid, links: [{link, gbps, active}]}`` per GPU line.
 
     A link prints its speed (``Link 0: 26.562 GB/s``, per direction) or ``<inactive>`` (``gbps`` None,
-    ``active`` False).  A GPU without NVLink prints no link line (``links`` ``[]``); lines that are no link
-    line (NVML's notices) are skipped.  A link line in any other form (cut short, ``Link 3: 25``) raises
+    ``active`` False).  A GPU without NVLink prints no link line (``links`` ``[]``); a GPU whose every link is
+    down may print NVML's notice "... all links are inActive" instead (``all_inactive`` True, ``links`` ``[]``);
+    other lines that are no link line (NVML's notices) are skipped.  A link line in any other form (cut short, ``Link 3: 25``) raises
     :class:`UntrustedOutput`: a link must not pass for up, or vanish.
     """
     gpus: list[dict[str, Any]] = []
@@ -748,8 +754,13 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
             gpus.append({"index": int(g.group(1)), "name": g.group(2), "uuid": g.group(3), "links": []})
             continue
         m = _NVLINK_LINK.match(line)
+        if gpus and m is None and _NVLINK_ALL_INACTIVE.search(line):
+            # NVML's notice in place of the link lines: "Unable to retrieve NVLink information as all links are
+            # inActive" (a GPU whose every link is down, not a GPU without NVLink).
+            gpus[-1]["all_inactive"] = True
+            continue
         if not gpus or m is None:
-            continue  # NVML's notices, and lines of no link
+            continue  # NVML's other notices, and lines of no link
         value = m.group(2)
         speed = _NVLINK_SPEED.match(value)
         if speed is None and value.strip("<>").lower() != "inactive":

@@ -125,12 +125,23 @@ def combine(windows: list[dict], rule: Rule) -> dict:
         "repeats": len(used), "windows": len(windows), "stability_pct": rule.stability_pct,
         "max_windows": rule.most, **spread,
         "samples": [{"p95_ms": w.get("p95_ms"), "items_per_s": w.get("items_per_s"),
-                     "client_bound": bool(w.get("client_bound")), "used": i >= len(windows) - len(used)}
+                     "client_bound": bool(w.get("client_bound")), "used": i >= len(windows) - len(used),
+                     **_counts(w)}
                     for i, w in enumerate(windows)],
     }
     base["unstable"] = len(used) >= 2 and not stable
     base["unstable_why"] = "" if not base["unstable"] else _why(spread, rule, len(used), len(windows))
     return base
+
+
+def _counts(w: dict) -> dict:
+    """One window's request counts, kept per window so that Triton's counters can be reconciled with the bench
+    (the point's row is its median window's): the requests measured, those the clients sent (warm-up and drain
+    included) and the requests and items Triton counted over the same span, and whether they agreed."""
+    tri = w.get("triton_total") if isinstance(w.get("triton_total"), dict) else {}
+    return {"requests": w.get("requests"), "sent": w.get("sent_total"), "sent_items": w.get("sent_items_total"),
+            "triton_requests": tri.get("requests"), "triton_items": tri.get("items"),
+            "counts_agree": w.get("counts_agree")}
 
 
 def _why(spread: dict, rule: Rule, used: int, measured: int) -> str:

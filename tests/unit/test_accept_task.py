@@ -109,6 +109,7 @@ def test_no_driver_writes_the_pages_with_the_one_named_line_and_the_checklist_sh
     assert [(k["name"], k["seen"]) for k in fails] == [
         ("acceptance probe", "libcuda.so.1 not found: install the NVIDIA driver")]
     assert {"gpu-01.md", "gpu-01.html", "gpu-01.json"} <= {x.name for x in (tmp_path / "out").iterdir()}
+    assert "<h2>Topology</h2>" not in (tmp_path / "out/gpu-01.html").read_text()  # issue 41: no empty heading
     assert "| FAIL | acceptance | acceptance probe | libcuda.so.1 not found" in p.stdout
     saved = latest("gpu-01", tmp_path / "out")
     assert saved is not None and json.loads(saved.read_text())["probe"]["error"].startswith("libcuda.so.1")

@@ -282,3 +282,12 @@ def test_markdown_lists_fail_and_warn_first_and_keeps_every_line():
     # Each line's name carries its device where the name does not say it already.
     named = [c.name if not c.subject or c.subject in c.name else f"{c.subject} {c.name}" for c in checks]
     assert sorted(rows) == sorted(f"| {c.status} | {c.area} | {n} | {c.seen} | {c.fix} |" for c, n in zip(checks, named))
+
+
+def test_a_page_without_a_topology_drawing_has_no_empty_topology_heading():
+    # Issue 41: the acceptance page (bringup/tasks/accept.py renders it with no drawing) showed "Topology" and nothing.
+    lines = [line("acceptance", "GPU memory bandwidth", "PASS", "seen", value=1.0, limit=1.0, unit="TB/s")]
+    page = render_html("h200-vm", lines, "")
+    assert "<h2>Topology</h2>" not in page and 'class="topology"' not in page
+    drawn = render_html("h200-vm", lines, "<svg class='topo'><text>t</text></svg>")
+    assert "<h2>Topology</h2>" in drawn and "<svg class='topo'>" in drawn

@@ -77,9 +77,11 @@ def h200_facts(owner: str | None = H200_OWNER) -> dict:
     return facts
 
 
-def h100x8_facts(owner: str = CANONICAL_565, fm: str | None = None, gb200: bool = False) -> dict:
-    """The 8x H100 SXM board from its ``nvidia-smi -q`` (the rest built: see the module's docstring)."""
-    q = parse_nvidia_smi_q("\n".join(l for l in H100X8.read_text().splitlines() if not l.startswith("#")))
+def h100x8_facts(owner: str = CANONICAL_565, fm: str | None = None, gb200: bool = False, path: Path = H100X8,
+                 edit=lambda text: text) -> dict:
+    """The 8x H100 SXM board from its ``nvidia-smi -q`` (the rest built: see the module's docstring); ``path`` another
+    capture of such a board, ``edit`` a change made to its text (the test says which)."""
+    q = parse_nvidia_smi_q(edit("\n".join(l for l in path.read_text().splitlines() if not l.startswith("#"))))
     if gb200:
         q["gpus"] = [{**g, "product_name": "NVIDIA GB200", "product_architecture": "Blackwell"} for g in q["gpus"]]
     smi = [{"index": i, "name": g["product_name"], "pci_address": g["pci_address"],
@@ -325,3 +327,140 @@ def test_a_driver_container_with_no_nvidia_smi_on_the_host_is_kept():
     kept = next(r for r in res if isinstance(r, Unused) and r.name == "nvidia driver packages")
     assert kept.reason.startswith("driver 580.159.04 loaded from outside the package manager (no nvidia-smi on the "
                                   "host: a driver container?): kept"), kept.reason
+
+
+# ------------------------------------------------------------------ issue 41: Fabric Manager in a VM, and words that
+# agree with the fabric state seen
+
+#: A real pass-through VM of an 8x H100 board (gpud's fleet, driver 535.161.08): every GPU Virtualization Mode
+#: Pass-Through, Fabric State Completed, Status Success.  Its PCI bus was not published: pci.devices is built from
+#: its bus ids (GPUs only, no NVSwitch), as h100x8_facts does.
+VM_H100X8 = FIX / "public" / "nvsmi-q-8xh100sxm-swthermal-drv535.txt"
+VM_565 = CANONICAL_565.replace("565.57.01", "535.161.08").replace("565", "535")
+
+
+def test_a_passthrough_vm_whose_fabric_is_up_needs_no_fabric_manager():
+    facts = h100x8_facts(owner=VM_565, fm=f"{END}\n", path=VM_H100X8)
+    q = facts["nvidia.query"]["gpus"]
+    assert {(g["virtualization_mode"], g["fabric_state"], g["fabric_status"]) for g in q} == {
+        ("Pass-Through", "Completed", "Success")}
+    c = ctx("nvidia_driver", facts, gpu_profile="h100")
+    lines = [l for l in ROLES["nvidia_driver"].checks(c) if l.name.startswith("Fabric Manager")]
+    assert [(l.name, l.status) for l in lines] == [("Fabric Manager", "PASS")], lines
+    assert "hypervisor host" in lines[0].seen and "Completed, Status Success" in lines[0].seen
+    res = ROLES["nvidia_driver"].resources(c)
+    assert not [r for r in res if isinstance(r, Packages) and any("fabricmanager" in p for p in r.packages)]
+    assert not [r for r in res if isinstance(r, Service) and r.name == "nvidia-fabricmanager"]
+    (unused,) = [r for r in res if isinstance(r, Unused) and r.name == "nvidia-fabricmanager"]
+    assert "hypervisor host" in unused.text
+    # Its health lines: every GPU's fabric PASS.
+    from bringup.health import gpu_health_checks
+
+    assert {l.status for l in gpu_health_checks(facts) if l.name == "NVSwitch fabric"} == {"PASS"}
+    # The same VM given the NVSwitches too (full pass-through: one bridge of class 0x0680 added to its PCI bus) runs
+    # Fabric Manager itself: held to the driver as on bare metal.
+    facts["pci.devices"] = facts["pci.devices"] + [{"address": "0000:05:00.0", "class": "0x068000", "vendor": "0x10de",
+                                                    "device": "0x22a3", "kind": "other"}]
+    (fm,) = [l for l in ROLES["nvidia_driver"].checks(ctx("nvidia_driver", facts, gpu_profile="h100"))
+             if l.name.startswith("Fabric Manager")]
+    assert (fm.name, fm.status) == ("Fabric Manager version", "FAIL") and "NVSwitch(es) on the PCI bus" in fm.seen
+
+
+def test_a_vm_whose_fabric_is_not_up_is_told_where_fabric_manager_runs():
+    # Changed in the VM capture: the first GPU's Fabric State Completed -> In Progress.
+    import re as _re
+
+    facts = h100x8_facts(owner=VM_565, fm=f"{END}\n", path=VM_H100X8,
+                         edit=lambda t: _re.sub(r"(Fabric\n\s+State\s+:) Completed", r"\1 In Progress", t, count=1))
+    from bringup.health import gpu_health_checks
+
+    (bad,) = [l for l in gpu_health_checks(facts) if l.name == "NVSwitch fabric" and l.status != "PASS"]
+    assert bad.status == "FAIL" and "In Progress" in bad.seen and "hypervisor host" in bad.fix
+    # Not every GPU registered: this machine's own Fabric Manager is held to the driver, in words naming the state.
+    (fm,) = [l for l in ROLES["nvidia_driver"].checks(ctx("nvidia_driver", facts, gpu_profile="h100"))
+             if l.name.startswith("Fabric Manager")]
+    assert fm.status == "FAIL" and "State In Progress" in fm.seen and "State Completed, Status Success on 7" in fm.seen
+
+
+def test_bare_metal_fabric_manager_fail_words_follow_the_fabric_state():
+    # The 8x H100 board (bare metal: Virtualization Mode None), no Fabric Manager installed.
+    up = ROLES["nvidia_driver"].checks(ctx("nvidia_driver", h100x8_facts(fm=f"{END}\n"), gpu_profile="h100"))
+    (line,) = [l for l in up if l.name == "Fabric Manager version"]
+    assert line.status == "FAIL" and "yet the fabric is up (State Completed, Status Success on 8 GPU(s))" in line.seen
+    assert "CUDA does not start until" not in line.seen
+    # Changed: every GPU's State Completed -> Not Started (what nvidia-smi shows before Fabric Manager ran).
+    import re as _re
+
+    facts = h100x8_facts(fm=f"{END}\n", edit=lambda t: _re.sub(r"(Fabric\n\s+State\s+:) Completed",
+                                                                r"\1 Not Started", t))
+    (line,) = [l for l in ROLES["nvidia_driver"].checks(ctx("nvidia_driver", facts, gpu_profile="h100"))
+               if l.name == "Fabric Manager version"]
+    assert line.status == "FAIL" and "fabric State Not Started" in line.seen and "CUDA does not start" in line.seen
+    from bringup.health import gpu_health_checks
+
+    bad = [l for l in gpu_health_checks(facts) if l.name == "NVSwitch fabric"]
+    assert {l.status for l in bad} == {"FAIL"} and "has not registered the GPU" in bad[0].fix
+
+
+def test_fabric_completed_with_an_error_is_not_told_to_start_fabric_manager():
+    # tests/fixtures/hosts/public/nvsmi-q-fabric-insufficient-resources.txt's state, on the bare-metal board: Fabric
+    # Manager ran (Completed) and answered an error; "start nvidia-fabricmanager" would contradict it.
+    import re as _re
+
+    facts = h100x8_facts(edit=lambda t: _re.sub(r"(Fabric\n\s+State\s+: Completed\n\s+Status\s+:) Success",
+                                                r"\1 Insufficient Resources", t, count=1))
+    from bringup.health import gpu_health_checks
+
+    (bad,) = [l for l in gpu_health_checks(facts) if l.name == "NVSwitch fabric" and l.status != "PASS"]
+    assert "Fabric Manager ran" in bad.fix and "start nvidia-fabricmanager" not in bad.fix
+
+
+def test_the_h200_vm_has_no_fabric_and_no_fabric_manager_line():
+    facts = h200_facts()
+    c = ctx("nvidia_driver", facts, gpu_profile="h200")
+    assert not [l for l in ROLES["nvidia_driver"].checks(c) if l.name.startswith("Fabric Manager")]
+    (unused,) = [r for r in ROLES["nvidia_driver"].resources(c) if isinstance(r, Unused)
+                 and r.name == "nvidia-fabricmanager"]
+    assert "no NVSwitch on this host" in unused.text
+
+
+def _h200_with_smi(output: str) -> tuple[dict, dict]:
+    """The H200 VM's raw bundle with its nvidia-smi --query-gpu output replaced by ``output`` (the other nvidia-smi
+    outputs, -q and topo -m, as captured there), through the parsers: its facts and their errors."""
+    doc = json.loads(BUNDLE.read_text())
+    doc["raw"]["nvidia.smi"] = {"rc": 0, "output": output}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "facts-raw.json"
+        path.write_text(json.dumps(doc))
+        return load_facts(path, "h200-vm")
+
+
+@pytest.mark.reliability(item=41, fault="nvidia-smi's query output lost or cut while nvidia-smi -q answered",
+                         checks=("one clear line",))
+@pytest.mark.parametrize("damage", ["empty", "cut-header", "not-utf8"])
+def test_an_unreadable_query_output_is_not_checked_not_install_a_driver(damage):
+    from bringup.checklist import role_checks
+
+    real = json.loads(BUNDLE.read_text())["raw"]["nvidia.smi"]["output"]
+    output = {"empty": "", "cut-header": real[:30],
+              "not-utf8": "\udcff\udcfe" + real[2:]}[damage]
+    facts, errors = _h200_with_smi(output)
+    lines = role_checks([ROLES["nvidia_driver"]], "h200-vm", facts,
+                        {**ROLES["nvidia_driver"].defaults, "gpu_profile": "h200"}, None, errors)
+    (line,) = [l for l in lines if l.name == "driver version"]
+    assert line.status == "WARN" and line.seen.startswith("not checked: "), line
+    assert "nvidia-smi -q answered: driver 580.159.04, 1 GPU(s)" in line.seen
+    assert "install a driver" not in line.fix
+    # The real output: the driver line as before (a driver no package owns, kept).
+    facts, errors = _h200_with_smi(real)
+    lines = role_checks([ROLES["nvidia_driver"]], "h200-vm", facts,
+                        {**ROLES["nvidia_driver"].defaults, "gpu_profile": "h200"}, None, errors)
+    assert not [l for l in lines if l.seen.startswith("not checked")] and lines
+
+
+def test_no_driver_at_all_is_still_told_to_install_one():
+    # Neither nvidia-smi output answered (no driver): the FAIL with its fix, as before.
+    facts = h100x8_facts()
+    facts["nvidia.smi"], facts["nvidia.query"] = [], {}
+    (line,) = ROLES["nvidia_driver"].checks(ctx("nvidia_driver", facts, gpu_profile="h100"))
+    assert line.status == "FAIL" and "install a driver" in line.fix

@@ -295,3 +295,23 @@ def test_a_gpu_process_nvidia_smi_cannot_name_is_named_from_proc_before_it_is_ju
     # /proc of this machine: this very process, by its interpreter and script
     me = local_name(str(os.getpid()))
     assert me.split()[0].startswith(os.path.basename(sys.executable)[:6]) and local_name("999999999") == ""
+
+
+def test_each_window_keeps_its_sent_and_triton_counted_requests(tmp_path):
+    # Issue 41: a point of several windows kept only its median window's counts; Triton's counters over the whole
+    # point could not be reconciled with the bench.  Each window's counts are now in the point's samples.
+    ws = [_w(10 + i, 100, requests=1000 + i, sent_total=1040 + i, sent_items_total=1040 + i,
+             triton_total={"requests": 1040 + i, "items": 1040 + i}, counts_agree=True) for i in range(3)]
+    ws[0] = ws[0] | {"triton_total": {"requests": 1039, "items": 1039}, "counts_agree": False}
+    row = combine(ws, Rule(3))
+    got = [(s["requests"], s["sent"], s["triton_requests"], s["counts_agree"]) for s in row["spread"]["samples"]]
+    assert got == [(1000, 1040, 1039, False), (1001, 1041, 1041, True), (1002, 1042, 1042, True)]
+    assert sum(s["sent"] for s in row["spread"]["samples"]) == 3123 and row["counts_agree"] is False
+    # In the bench's JSON as written.
+    paths = write_all(_doc([row | {"concurrency": 16}]), tmp_path)
+    saved = json.loads(paths["json"].read_text())["points"][0]["spread"]["samples"]
+    assert [(s["sent"], s["sent_items"], s["triton_requests"], s["triton_items"]) for s in saved] == [
+        (1040, 1040, 1039, 1039), (1041, 1041, 1041, 1041), (1042, 1042, 1042, 1042)]
+    # A window measured without counts (a saved row of an older bench): None, never 0.
+    old = combine([_w(10, 100)], Rule(1))["spread"]["samples"][0]
+    assert old["sent"] is None and old["triton_requests"] is None
