@@ -239,7 +239,15 @@ class Role:
 
             check(self.model, vars)
         if "validate" in self._hooks:
-            self._hooks["validate"](vars)
+            try:
+                self._hooks["validate"](vars)
+            except OSError as e:  # a path of the variables the file system refuses (too long, a loop of links)
+                raise InputError(f"{e.strerror or e}"
+                                 + (f" ({_cut(str(e.filename))})" if e.filename else "")
+                                 + "; fix the role's path variable") from None
+            except (OverflowError, RecursionError) as e:  # a number or a nesting past what Python computes with
+                raise InputError(f"a variable is out of range ({type(e).__name__}); use "
+                                 "values of a sane size") from None
 
     @property
     def has_resources(self) -> bool:
@@ -301,6 +309,10 @@ def _import(path: Path, name: str, package: Path | None = None) -> ModuleType:
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
+
+
+def _cut(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 def load_roles(root: Path) -> tuple[list[str], dict[str, Role]]:

@@ -45,7 +45,14 @@ def gpu_indexes(vars: dict, facts: dict) -> list[int]:
     if listed:
         return sorted(listed)
     n = vars.get("gpu_count")
+    if isinstance(n, int) and not isinstance(n, bool) and n > MAX_GPUS:
+        raise InputError(f"gpu_count {n if n < 10**12 else f'of {len(str(n))} digits'}: more GPUs than one host "
+                         f"holds (at most {MAX_GPUS}); set the host's GPU count")
     return list(range(n)) if isinstance(n, int) and n > 0 else []
+
+
+#: The most GPUs one host is taken to hold (an NVL72 tray holds 4; the largest boards 16).
+MAX_GPUS = 256
 
 
 def model_configs(vars: dict, facts: dict, render) -> dict[str, str]:
