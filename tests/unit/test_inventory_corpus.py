@@ -26,6 +26,10 @@ DOCS = CORPUS / "ansible-docs"
 CASES = {
     "deepops": [CORPUS / "deepops" / "inventory"],
     "kubespray": [CORPUS / "kubespray" / "inventory.ini"],
+    # Issue 41 item 7: real inventories of other public projects (each folder's SOURCE names them).
+    "kolla-ansible": [CORPUS / "kolla-ansible" / "multinode"],
+    "ceph-ansible": [CORPUS / "ceph-ansible" / "hosts"],
+    "k3s-ansible": [CORPUS / "k3s-ansible" / "inventory-sample.yml"],
     **{f"docs-{p.name}": [p] for p in sorted(DOCS.iterdir()) if p.suffix in (".ini", ".yml")
        and p.name != "line0419.ini"},
     # `-i inventory_test -i inventory_staging` (the docs' "one inventory per environment"), given together.
