@@ -256,8 +256,9 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     where = ", ".join(map(str, paths))
     groups: dict[str, GroupDef] = {"all": GroupDef(), "ungrouped": GroupDef()}
     host_vars: dict[str, dict[str, Value]] = {}
+    known: set[str] = set()  # the groups read so far: a later INI [g:children] may name them (Ansible's rule)
     for p in paths:
-        for src in read_source(p, vault):
+        for src in read_source(p, vault, known):
             for g, gd in src.groups.items():
                 mine = groups.setdefault(g, GroupDef())
                 mine.vars.update(gd.vars)

@@ -21,7 +21,7 @@ import ast
 import re
 import shlex
 import warnings
-from typing import Any
+from typing import Any, Collection
 
 from .model import SourceData, SourceError, Value
 from .ranges import RangeError, expand
@@ -65,11 +65,15 @@ def split_port(pattern: str) -> tuple[str, int | None]:
     return pattern, None
 
 
-def parse_ini(text: str, path: str) -> SourceData:
-    """The inventory in ``text`` (the file ``path``); a line Ansible would refuse raises :class:`SourceError`."""
+def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
+    """The inventory in ``text`` (the file ``path``); a line Ansible would refuse raises :class:`SourceError`.
+    ``known``: the groups the sources read before this one declared; a ``[group:children]`` or
+    ``[group:vars]`` may name them, as Ansible resolves against everything read so far."""
     data = SourceData(path)
     data.group("all")
     data.group("ungrouped")
+    for g in known:
+        data.group(g)
     pending: dict[str, dict] = {}
     group, state = "ungrouped", "hosts"
     for lineno, raw in enumerate(text.splitlines(), 1):
