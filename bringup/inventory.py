@@ -263,7 +263,10 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
                 mine = groups.setdefault(g, GroupDef())
                 mine.vars.update(gd.vars)
                 mine.children.extend(c for c in gd.children if c not in mine.children)
-                mine.hosts.extend(h for h in gd.hosts if h not in mine.hosts)
+                for h in gd.hosts:  # a set beside the list: linear in the hosts, not quadratic
+                    if h not in mine.host_set:
+                        mine.host_set.add(h)
+                        mine.hosts.append(h)
             for h, hv in src.hosts.items():
                 host_vars.setdefault(h, {}).update(hv)
     for gd in groups.values():

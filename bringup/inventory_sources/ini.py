@@ -23,7 +23,7 @@ import shlex
 import warnings
 from typing import Any, Collection
 
-from .model import SourceData, SourceError, Value
+from .model import SourceData, SourceError, Value, check_name
 from .ranges import RangeError, expand
 
 __all__ = ["parse_ini", "parse_value", "split_port"]
@@ -94,7 +94,7 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
             if group not in data.groups:
                 if state == "vars" and group not in pending:
                     pending[group] = {"line": lineno, "state": state}
-                data.group(group)
+                data.group(group, at)
             if group in pending and state != "vars":
                 _declare(group, pending, data)
             continue
@@ -127,7 +127,7 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
             except RangeError as e:
                 raise fail(str(e)) from None
             for name in names:
-                data.add_host(group, name, dict(variables))
+                data.add_host(group, name, dict(variables), at)
         elif state == "vars":
             key, sep, val = line.partition("=")
             if not sep or not key.strip():
@@ -138,6 +138,7 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
             if not m:
                 raise fail(f"expected a group name in [{group}:children], got {line!r}")
             child = m.group(1)
+            check_name(child, "group", at)
             if child not in data.groups:
                 pending.setdefault(child, {"line": lineno, "state": "children", "parents": []})
                 pending[child].setdefault("parents", []).append(group)

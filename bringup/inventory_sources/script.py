@@ -70,7 +70,7 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
         if unknown:
             raise SourceError(f"{path}: group {name!r} has unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
                               "a group holds only hosts, children and vars")
-        g = out.group(name)
+        g = out.group(name, path)
         for key in ("hosts", "children"):
             if not isinstance(group.get(key, []), list):
                 raise SourceError(f"{path}: group {name!r}: {key} must be a list of names")
@@ -79,9 +79,9 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
             raise SourceError(f"{path}: group {name!r}: vars must be an object")
         g.vars.update({str(k): val(v, f"group {name!r}: {k}") for k, v in gvars.items()})
         for h in group.get("hosts", []):
-            out.add_host(name, str(h), {})
+            out.add_host(name, str(h), {}, f"{path}: group {name!r}")
         for c in group.get("children", []):
-            out.add_child(name, str(c))
+            out.add_child(name, str(c), f"{path}: group {name!r}")
     for h in list(out.hosts):
         hv = hostvars.get(h, {}) if hostvars is not None else (host_vars(h) if host_vars else {})
         if not isinstance(hv, dict):
@@ -90,7 +90,8 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
     if hostvars:  # hosts only in _meta are hosts too (ungrouped)
         for h, hv in hostvars.items():
             if str(h) not in out.hosts and isinstance(hv, dict):
-                out.add_host("ungrouped", str(h), {str(k): val(v, f"host {h!r}: {k}") for k, v in hv.items()})
+                out.add_host("ungrouped", str(h), {str(k): val(v, f"host {h!r}: {k}") for k, v in hv.items()},
+                             f"{path}: _meta.hostvars")
     return out
 
 

@@ -11,7 +11,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable
 
-from .model import SourceError, Value
+from .model import SourceError, Value, unsafe_name
 
 __all__ = ["EXTENSIONS", "vars_files", "load_vars"]
 
@@ -20,11 +20,16 @@ EXTENSIONS = (".yml", ".yaml", ".json")
 
 def vars_files(folder: Path, name: str) -> list[Path]:
     """The files holding ``name``'s variables in ``folder`` (``.../group_vars``), in Ansible's order."""
-    if not name or name.startswith(os.sep):
-        return []
+    why = unsafe_name(name)
+    if why is not None:  # the sources refuse these first; never a path outside the folder, whoever calls
+        raise SourceError(f"{folder}: the name {name[:80]!r} {why}: it is not looked up as a vars file there")
     for ext in ("",) + EXTENSIONS:
         p = folder / f"{name}{ext}"
-        if p.exists():
+        try:
+            found = p.exists()
+        except OSError:  # a name too long for a file name (ENAMETOOLONG): it has no vars file
+            return []
+        if found:
             return _dir_files(p) if p.is_dir() else [p]
     return []
 

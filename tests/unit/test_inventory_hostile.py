@@ -1,0 +1,157 @@
+"""Issue 40 items 1, 2 and 6: hostile inventories (names that are paths or control text, vars files that link out
+of their folder or never end, huge ranges, deep or huge-number JSON/YAML, 40,000 hosts) end in one line naming
+the file and the fix, or load in linear time: never a traceback, a file read outside the inventory, or a hang."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from bringup.errors import InventoryError
+from bringup.inventory import load_inventory
+from bringup.inventory_sources.model import unsafe_name
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def one_line(excinfo) -> str:
+    msg = str(excinfo.value)
+    assert "\n" not in msg and "\r" not in msg and "\x1b" not in msg and "\x00" not in msg, repr(msg)
+    return msg
+
+
+def write(path: Path, text: str | bytes) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    (path.write_bytes if isinstance(text, bytes) else path.write_text)(text)
+    return path
+
+
+# --- item 1: names -----------------------------------------------------------------------------------------
+
+BAD_NAMES = {"slash": "a/b", "dotdot": "..", "dot": ".", "escape": "../x", "esc": "gpu\x1b[31m",
+             "nul": "gpu\x00", "newline": "a\nb", "cr": "a\rb", "tab": "a\tb", "del": "a\x7fb", "c1": "a\x9bb"}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_NAMES))
+def test_unsafe_name_says_why(name):
+    assert unsafe_name(BAD_NAMES[name])
+    assert unsafe_name("") == "is empty"
+
+
+@pytest.mark.parametrize("good", ["-", "web-01", "a.b", "gpu01.example.com", "10.0.0.1", "::1", "g_1", "..a", "a..b"])
+def test_harmless_names_stay_accepted(good):
+    assert unsafe_name(good) is None
+
+
+INI_CASES = {  # (text, expected "line: ... name") for an INI source
+    "group-slash": ("[a/b]\nh1\n", r":1: group name 'a/b' holds '/'"),
+    "group-dotdot": ("[..]\nh1\n", r":1: group name '\.\.' is a path step"),
+    "group-dot": ("[web]\nh0\n[.]\nh1\n", r":3: group name '\.' is a path step"),
+    "group-esc": ("[web\x1b[31m]\nh1\n", r":1: group name 'web\\x1b\[31m' holds a control character"),
+    "vars-section": ("[web]\nh1\n[../x:vars]\na=1\n", r":3: group name '\.\./x' holds '/'"),
+    "child-line": ("[web]\nh1\n[p:children]\nweb\n../../etc\n", r":5: group name '\.\./\.\./etc' holds '/'"),
+    "host-slash": ("[web]\nx/../y\n", r":2: host name 'x/\.\./y' holds '/'"),
+    "host-dotdot": ("[web]\n..\n", r":2: host name '\.\.' is a path step"),
+    "host-esc": ("[web]\n\"gpu\x1b]0;pwned\x07\"\n", r":2: host name 'gpu\\x1b\]0;pwned\\x07' holds a control"),
+    "host-range": ("[web]\nn[1:3]/x\n", r":2: host name 'n1/x' holds '/'"),
+}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: group or host name that is a path or control text (INI)",
+                         checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("case", sorted(INI_CASES))
+def test_ini_unsafe_names_are_one_line_naming_file_and_line(case, tmp_path):
+    text, want = INI_CASES[case]
+    inv = write(tmp_path / "hosts.ini", text)
+    with pytest.raises(InventoryError, match=r"hosts\.ini" + want) as e:
+        load_inventory(inv)
+    assert "rename the" in one_line(e)
+
+
+YAML_CASES = {
+    "group": ("all:\n  children:\n    ../x:\n      hosts: {h1: }\n", r":3: group name '\.\./x' holds '/'"),
+    "top-group": ("web: {hosts: {h1: }}\n'..': {hosts: {h2: }}\n", r":2: group name '\.\.' is a path step"),
+    "host-empty": ("all:\n  hosts:\n    h1:\n    '':\n", r":4: group 'all': host name '' is empty"),
+    "host-newline": ("all:\n  hosts:\n    \"a\\nb\":\n", r":3: group 'all': host name 'a\\nb' holds a control"),
+    "host-nul": ("all:\n  hosts:\n    \"gpu\\0\":\n", r":3: group 'all': host name 'gpu\\x00' holds a control"),
+    "range": ("all:\n  hosts:\n    r[a:b]/../../x:\n", r":3: group 'all': host name 'ra/\.\./\.\./x' holds '/'"),
+}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: group or host name that is a path or control text (YAML)",
+                         checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("case", sorted(YAML_CASES))
+def test_yaml_unsafe_names_are_one_line_naming_file_and_line(case, tmp_path):
+    text, want = YAML_CASES[case]
+    inv = write(tmp_path / "hosts.yml", text)
+    with pytest.raises(InventoryError, match=r"hosts\.yml" + want) as e:
+        load_inventory(inv)
+    one_line(e)
+
+
+SCRIPT_CASES = {
+    "group": ({"../x": {"hosts": ["h1"]}}, r"group name '\.\./x' holds '/'"),
+    "host": ({"web": {"hosts": ["a/b"]}}, r"group 'web': host name 'a/b' holds '/'"),
+    "child": ({"web": {"hosts": [], "children": ["..\n"]}}, r"group 'web': group name '\.\.\\n' holds a control"),
+    "meta-only-host": ({"_meta": {"hostvars": {"\x1b[2J": {}}}}, r"_meta\.hostvars: host name '\\x1b\[2J'"),
+}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: group or host name that is a path or control text (script JSON)",
+                         checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("case", sorted(SCRIPT_CASES))
+def test_script_and_list_output_unsafe_names_are_one_line(case, tmp_path):
+    doc, want = SCRIPT_CASES[case]
+    listed = write(tmp_path / "list.json", json.dumps(doc))
+    with pytest.raises(InventoryError, match=r"list\.json: " + want) as e:
+        load_inventory(listed)
+    one_line(e)
+    script = write(tmp_path / "inv.py", f"#!{sys.executable}\nimport json\nprint(json.dumps({doc!r}))\n")
+    script.chmod(0o755)
+    with pytest.raises(InventoryError, match=r"inv\.py: " + want) as e:
+        load_inventory(script)
+    one_line(e)
+
+
+@pytest.mark.reliability(item=40, fault="inventory: group_vars/../x through a group name, several -i sources",
+                         checks=("one clear line", "nothing touched"))
+def test_a_group_name_never_reads_a_vars_file_outside_the_folder(tmp_path):
+    """The attack: `group_vars/..` is the inventory folder, `group_vars/../../secret` a file beside it."""
+    write(tmp_path / "secret.yml", "stolen: true\n")
+    inv = tmp_path / "inv"
+    write(inv / "a.ini", "[web]\nh1\n")
+    write(inv / "group_vars" / "web.yml", "port: 1\n")
+    write(tmp_path / "b.yml", "all:\n  children:\n    ../../secret:\n      hosts: {h1: }\n")
+    with pytest.raises(InventoryError, match=r"b\.yml:3: group name '\.\./\.\./secret' holds '/'") as e:
+        load_inventory([inv / "a.ini", tmp_path / "b.yml"])
+    one_line(e)
+    write(tmp_path / "c.ini", "[..]\nh1\n")  # group_vars/.. is the inventory folder: every file in it would load
+    with pytest.raises(InventoryError, match=r"c\.ini:1: group name '\.\.'"):
+        load_inventory([inv / "a.ini", tmp_path / "c.ini"])
+    assert load_inventory(inv / "a.ini").hosts["h1"].raw == {"port": 1}
+
+
+def test_a_harmless_name_ansible_only_warns_about_stays_accepted(tmp_path):
+    inv = write(tmp_path / "hosts.ini", "[-]\nh1\n[web-01]\nh2\n")
+    write(tmp_path / "group_vars" / "-.yml", "dash: 1\n")
+    got = load_inventory(inv)
+    assert set(got.groups) >= {"-", "web-01"} and got.hosts["h1"].raw == {"dash": 1}
+
+
+def test_a_name_too_long_for_a_file_name_has_no_vars_file(tmp_path):
+    """A 300-letter group name: its group_vars lookup failed with ENAMETOOLONG (a traceback); it has none."""
+    inv = write(tmp_path / "hosts.ini", f"[{'g' * 300}]\nh1\n")
+    write(tmp_path / "group_vars" / "all.yml", "a: 1\n")
+    assert load_inventory(inv).hosts["h1"].raw == {"a": 1}
+
+
+def test_hosts_task_refuses_an_unsafe_name_with_one_line_and_exit_1(tmp_path):
+    write(tmp_path / "hosts.ini", "[web]\nx/../../y\n")
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "hosts", "-i", "hosts.ini"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and "hosts.ini:2: host name 'x/../../y' holds '/'" in r.stderr, r.stderr
