@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -155,3 +156,100 @@ def test_hosts_task_refuses_an_unsafe_name_with_one_line_and_exit_1(tmp_path):
                        cwd=tmp_path, capture_output=True, text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
     assert r.returncode == 1, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and "hosts.ini:2: host name 'x/../../y' holds '/'" in r.stderr, r.stderr
+
+
+# --- item 2: group_vars/ and host_vars/ stay in their folder, vars files are bounded regular files -----------
+
+def vars_inventory(tmp_path: Path) -> Path:
+    inv = tmp_path / "inv"
+    write(inv / "hosts.ini", "[web]\nh1\n")
+    write(tmp_path / "outside" / "secret.yml", "stolen: true\n")
+    return inv
+
+
+LINKS = {  # where the link is (under inv/) -> what it points to
+    "group-file": ("group_vars/web.yml", "../../outside/secret.yml"),
+    "group-file-abs": ("group_vars/all", "{tmp}/outside/secret.yml"),
+    "host-file": ("host_vars/h1.yml", "../../outside/secret.yml"),
+    "file-in-folder": ("group_vars/web/main.yml", "../../../outside/secret.yml"),
+    "folder": ("group_vars/web", "../../outside"),
+    "subfolder": ("host_vars/h1/more", "{tmp}/outside"),
+    "group_vars-itself": ("group_vars", "../outside"),
+}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: group_vars/host_vars symlink leading out of its folder",
+                         checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("case", sorted(LINKS))
+def test_a_vars_symlink_out_of_its_folder_is_refused_naming_link_and_target(case, tmp_path):
+    inv = vars_inventory(tmp_path)
+    where, target = LINKS[case]
+    target = target.format(tmp=tmp_path)
+    link = inv / where
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv / "hosts.ini")
+    msg = one_line(e)
+    assert msg.startswith(f"{link}: a symlink to {target!r} (that is {tmp_path}/outside"), msg
+    assert "stolen" not in msg
+
+
+def test_a_vars_symlink_that_stays_inside_is_followed(tmp_path):
+    inv = vars_inventory(tmp_path)
+    write(inv / "group_vars" / "common.yml", "port: 80\n")
+    (inv / "group_vars" / "web.yml").symlink_to("common.yml")
+    write(inv / "host_vars" / "shared" / "a.yml", "x: 1\n")
+    (inv / "host_vars" / "h1").symlink_to("shared")
+    (inv / "host_vars" / "shared" / "loop").symlink_to(".")  # a loop inside: read once, no recursion error
+    (inv / "host_vars" / "shared" / "gone.yml").symlink_to("nowhere.yml")  # dangling: skipped, as Ansible does
+    assert load_inventory(inv / "hosts.ini").hosts["h1"].raw == {"port": 80, "x": 1}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: a FIFO, a device or /dev/zero as a vars file",
+                         checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("kind", ["fifo", "fifo-in-folder", "dev-zero-link", "char-device", "socket"])
+def test_a_vars_file_that_is_no_regular_file_is_refused_before_it_is_opened(kind, tmp_path):
+    import socket
+
+    inv = vars_inventory(tmp_path)
+    gv = inv / "group_vars"
+    gv.mkdir()
+    if kind == "fifo":
+        p = gv / "web.yml"
+        os.mkfifo(p)
+    elif kind == "fifo-in-folder":
+        (gv / "web").mkdir()
+        p = gv / "web" / "pipe"
+        os.mkfifo(p)
+    elif kind == "dev-zero-link":  # refused as a link out of group_vars/, before any read
+        p = gv / "web.yml"
+        p.symlink_to("/dev/zero")
+    elif kind == "char-device":  # /dev/zero's own node (1, 5), made inside the folder
+        p = gv / "web.yml"
+        try:
+            os.mknod(p, 0o644 | stat.S_IFCHR, os.makedev(1, 5))
+        except PermissionError:
+            pytest.skip("making a device node needs root")
+    else:
+        p = gv / "web.yml"
+        s = socket.socket(socket.AF_UNIX)
+        s.bind(str(p))
+        s.close()
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv / "hosts.ini")
+    msg = one_line(e)
+    assert msg.startswith(f"{p}: ") and ("not a regular file" in msg or "'/dev/zero'" in msg), msg
+
+
+@pytest.mark.reliability(item=40, fault="inventory: a huge vars file", checks=("one clear line",))
+def test_a_huge_vars_file_is_one_line_without_reading_it(tmp_path):
+    from bringup.inventory_sources.yamlfile import MAX_BYTES
+
+    inv = vars_inventory(tmp_path)
+    big = write(inv / "host_vars" / "h1.yml", "")
+    with big.open("r+b") as f:
+        f.truncate(MAX_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(InventoryError, match=r"h1\.yml: vars file larger than 16 MiB") as e:
+        load_inventory(inv / "hosts.ini")
+    one_line(e)
