@@ -262,7 +262,10 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
             for g, gd in src.groups.items():
                 mine = groups.setdefault(g, GroupDef())
                 mine.vars.update(gd.vars)
-                mine.children.extend(c for c in gd.children if c not in mine.children)
+                for c in gd.children:
+                    if c not in mine.child_set:
+                        mine.child_set.add(c)
+                        mine.children.append(c)
                 for h in gd.hosts:  # a set beside the list: linear in the hosts, not quadratic
                     if h not in mine.host_set:
                         mine.host_set.add(h)
@@ -275,7 +278,8 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     # Every group without a parent is a child of all (Ansible's reconcile).
     has_parent = {c for gd in groups.values() for c in gd.children}
     for g in groups:
-        if g != "all" and g not in has_parent:
+        if g != "all" and g not in has_parent and g not in groups["all"].child_set:
+            groups["all"].child_set.add(g)
             groups["all"].children.append(g)
     depth = _depths(groups, where)
     parents: dict[str, set[str]] = {g: set() for g in groups}
@@ -283,8 +287,13 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
         for c in gd.children:
             parents[c].add(g)
 
+    known_ancestors: dict[str, set[str]] = {}
+
     def ancestors(g: str) -> set[str]:
+        if g in known_ancestors:
+            return known_ancestors[g]
         out: set[str] = set()
+        known_ancestors[g] = out
         stack = [g]
         while stack:
             for par in parents.get(stack.pop(), ()):
@@ -312,6 +321,7 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     priority = {g: _priority(gd, g, where) for g, gd in groups.items()}
     dirs = list(dict.fromkeys(base_dir(p) for p in paths))
     files_cache: dict[tuple[str, str, str], list[dict[str, Value]]] = {}
+    listings: dict = {}  # each group_vars/ and host_vars/ listed once for this load, not looked up per host
 
     def from_dirs(kind: str, name: str) -> list[dict[str, Value]]:
         out = []
@@ -319,7 +329,7 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
             key = (str(d), kind, name)
             if key not in files_cache:
                 try:
-                    files_cache[key] = load_vars(d / kind, name, lambda f: load_yaml_lines(f, vault=vault))
+                    files_cache[key] = load_vars(d / kind, name, lambda f: load_yaml_lines(f, vault=vault), listings)
                 except SourceError as e:
                     raise InventoryError(str(e)) from None
             out.extend(files_cache[key])

@@ -18,6 +18,7 @@ from typing import Any
 
 from ..vault import Vault
 from .model import SourceData, SourceError, Value
+from .yamlfile import MAX_DEPTH, too_deep
 
 __all__ = ["TIMEOUT", "MAX_OUTPUT", "is_list_output", "parse_list_output", "run_script"]
 
@@ -152,13 +153,23 @@ def _kill(proc: subprocess.Popen) -> None:
 
 def _json(raw: bytes, path: str, args: str) -> Any:
     try:
-        return json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise SourceError(f"{path}: the inventory script's {args} output is not UTF-8") from None
     except json.JSONDecodeError as e:
         got = raw[:40].decode("utf-8", "replace").strip() or "nothing"
         raise SourceError(f"{path}: the inventory script's {args} output is not JSON (line {e.lineno}: "
                           f"{e.msg}; it begins {got!r}); it must print {{group: ..., _meta: {{hostvars: ...}}}}") from None
+    except RecursionError:
+        raise SourceError(f"{path}: the inventory script's {args} output is nested too deeply to read (more than "
+                          f"{MAX_DEPTH} levels of objects and lists); flatten it") from None
+    except ValueError:  # an integer of more digits than Python converts (4,300): the only other ValueError
+        raise SourceError(f"{path}: the inventory script's {args} output holds a number of more than 4,300 digits; "
+                          "print it as a string if it is text") from None
+    if too_deep(data):
+        raise SourceError(f"{path}: the inventory script's {args} output is nested more than {MAX_DEPTH} levels "
+                          "deep (objects and lists within each other); flatten it")
+    return data
 
 
 def script_timeout() -> float:
