@@ -162,13 +162,13 @@ def _json(raw: bytes, path: str, args: str) -> Any:
                           f"{e.msg}; it begins {got!r}); it must print {{group: ..., _meta: {{hostvars: ...}}}}") from None
     except RecursionError:
         raise SourceError(f"{path}: the inventory script's {args} output is nested too deeply to read (more than "
-                          f"{MAX_DEPTH} levels of objects and lists); flatten it") from None
+                          f"{MAX_DEPTH} levels of objects and lists within each other); flatten it") from None
     except ValueError:  # an integer of more digits than Python converts (4,300): the only other ValueError
         raise SourceError(f"{path}: the inventory script's {args} output holds a number of more than 4,300 digits; "
                           "print it as a string if it is text") from None
     if too_deep(data):
-        raise SourceError(f"{path}: the inventory script's {args} output is nested more than {MAX_DEPTH} levels "
-                          "deep (objects and lists within each other); flatten it")
+        raise SourceError(f"{path}: the inventory script's {args} output is nested too deeply (more than "
+                          f"{MAX_DEPTH} levels of objects and lists within each other); flatten it")
     return data
 
 

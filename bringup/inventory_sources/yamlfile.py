@@ -22,9 +22,10 @@ class YamlSyntaxError(InventoryError):
 #: Bounds on what an inventory may be: a bigger or deeper one is a mistake (``/dev/zero``, an alias bomb).
 MAX_BYTES = 16 * 1024 * 1024
 MAX_NODES = 1_000_000  # YAML nodes once every alias is expanded
-#: Mappings and lists within each other: real variables nest a few levels; a deeper value is a mistake or an
-#: attack on the recursive code that walks values (templates, secrets, vault).
-MAX_DEPTH = 100
+#: Mappings and lists within each other, the document's own levels included (a group is two: its name and
+#: its ``children:``, so :data:`~.yamlinv.MAX_GROUP_DEPTH` groups fit): real variables nest a few levels; a
+#: deeper document is a mistake or an attack on the recursive code that walks values (templates, secrets, vault).
+MAX_DEPTH = 200
 
 
 class _Loader(yaml.SafeLoader):
@@ -53,8 +54,8 @@ def _expanded_size(root: yaml.Node) -> int:
             raise InventoryError(f"{_where(node.start_mark)}: an alias refers to the node that contains it; "
                                  "a recursive structure is not an inventory")
         if depth > MAX_DEPTH:
-            raise InventoryError(f"{_where(node.start_mark)}: nested more than {MAX_DEPTH} levels deep "
-                                 "(mappings and lists within each other); flatten it")
+            raise InventoryError(f"{_where(node.start_mark)}: nested too deeply (more than {MAX_DEPTH} levels of "
+                                 "mappings and lists within each other); flatten it")
         busy.add(id(node))
         if isinstance(node, yaml.MappingNode):
             n = 1 + sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)

@@ -69,7 +69,7 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
             try:
                 names = expand(hname)
             except RangeError as e:
-                raise SourceError(f"{at(hosts, pattern)}: group {name!r}: {e}") from None
+                raise SourceError(f"{path}: group {name!r}: {e}") from None
             for h in names:
                 out.add_host(name, h, dict(variables), f"{at(hosts, pattern)}: group {name!r}")
         children = _mapping(node.get("children"), f"{name}.children", path)

@@ -262,7 +262,7 @@ HUGE = {
     "range-20-digits.ini": ("[w]\nhost[0:99999999999999999999]\n", r":2: host range 'host\[0:99999999999999999999\]': "
                                                                     r"a bound or step of .* has more than 18 digits"),
     "range-20-digits.yml": ("all:\n  hosts:\n    host[0:99999999999999999999]:\n",
-                            r":3: group 'all': host range .* more than 18 digits"),
+                            r": group 'all': host range .* more than 18 digits"),
     "range-100000-digits.ini": ("[w]\nh[" + "9" * 100_000 + ":" + "9" * 100_001 + "]\n", r":2: host range 'h\[9+'\.\.\."),
     "range-step.ini": ("[w]\nh[0:1:99999999999999999999999]\n", r":2: host range .* more than 18 digits"),
     "range-product.ini": ("[w]\nh[0:99]x[0:99]y[0:99]\n", r":2: host range .* gives more than 10,000 hosts"),
@@ -272,8 +272,8 @@ HUGE = {
     "number.json": ('{"all": {"hosts": ["h1"], "vars": {"x": ' + "9" * 100_000 + "}}}", r":1:41: a number of 100,000"),
     "meta-number.json": ('{"_meta": {"hostvars": {"h1": {"x": ' + "9" * 100_000 + '}}}, "all": {"hosts": ["h1"]}}',
                          r":1:37: a number of 100,000"),
-    "deep-150.yml": ("all:\n  vars:\n    x: " + "[" * 150 + "]" * 150 + "\n  hosts:\n    h1:\n",
-                     r":3:\d+: nested more than 100 levels deep"),
+    "deep-250.yml": ("all:\n  vars:\n    x: " + "[" * 250 + "]" * 250 + "\n  hosts:\n    h1:\n",
+                     r":3:\d+: nested too deeply \(more than 200 levels"),
     "deep-100000.yml": ("all:\n  vars:\n    x: " + "[" * 100_000 + "]" * 100_000 + "\n", r": YAML nested too deeply"),
     "deep-100000.json": ('{"all": {"hosts": ["h1"], "vars": {"x": ' + "[" * 100_000 + "]" * 100_000 + "}}}",
                          r": YAML nested too deeply"),
@@ -293,7 +293,7 @@ def test_huge_ranges_numbers_and_nesting_are_one_line(case, tmp_path):
 
 SCRIPT_HUGE = {
     "deep": ("'[' * 100000 + ']' * 100000", "is nested too deeply to read"),
-    "deep-150": ("'[' * 150 + ']' * 150", "is nested more than 100 levels deep"),
+    "deep-250": ("'[' * 250 + ']' * 250", r"is nested too deeply \(more than 200 levels"),
     "number": ("'9' * 100000", "holds a number of more than 4,300 digits"),
 }
 
