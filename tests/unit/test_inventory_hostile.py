@@ -352,3 +352,20 @@ def test_forty_thousand_hosts_load_in_seconds_and_doubling_does_not_quadruple(tm
     double = cpu_seconds_to_load(big_inventory(tmp_path / "d", 20_000))
     print(f"40,000: {took:.1f} s; 10,000: {small:.2f}, 20,000: {double:.2f} s CPU")
     assert double < 3.3 * small, f"10,000 hosts: {small:.2f} s, 20,000: {double:.2f} s (CPU)"
+
+
+def test_ansible_only_warns_where_bringup_refuses_and_both_accept_a_dash(tmp_path):
+    """The truth the refusal departs from, checked: ansible-inventory lists `a/b` and `..` with a warning about
+    invalid characters; `-` it lists too, and so does bringup."""
+    from .test_inventory_corpus import ansible_inventory
+
+    bad = write(tmp_path / "bad.ini", "[a/b]\nh1\n[..]\nh2\n")
+    r = ansible_inventory([bad], tmp_path)
+    assert r.returncode == 0 and "Invalid characters were found in group names" in r.stderr
+    assert {"a/b", ".."} <= set(json.loads(r.stdout))
+    with pytest.raises(InventoryError, match=r"bad\.ini:1: group name 'a/b' holds '/'"):
+        load_inventory(bad)
+    dash = write(tmp_path / "dash.ini", "[-]\nh1\n")
+    r = ansible_inventory([dash], tmp_path)
+    assert r.returncode == 0 and json.loads(r.stdout)["-"]["hosts"] == ["h1"]
+    assert load_inventory(dash).groups["-"] == ["h1"]
