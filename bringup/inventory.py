@@ -256,13 +256,20 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     where = ", ".join(map(str, paths))
     groups: dict[str, GroupDef] = {"all": GroupDef(), "ungrouped": GroupDef()}
     host_vars: dict[str, dict[str, Value]] = {}
+    known: set[str] = set()  # the groups read so far: a later INI [g:children] may name them (Ansible's rule)
     for p in paths:
-        for src in read_source(p, vault):
+        for src in read_source(p, vault, known):
             for g, gd in src.groups.items():
                 mine = groups.setdefault(g, GroupDef())
                 mine.vars.update(gd.vars)
-                mine.children.extend(c for c in gd.children if c not in mine.children)
-                mine.hosts.extend(h for h in gd.hosts if h not in mine.hosts)
+                for c in gd.children:
+                    if c not in mine.child_set:
+                        mine.child_set.add(c)
+                        mine.children.append(c)
+                for h in gd.hosts:  # a set beside the list: linear in the hosts, not quadratic
+                    if h not in mine.host_set:
+                        mine.host_set.add(h)
+                        mine.hosts.append(h)
             for h, hv in src.hosts.items():
                 host_vars.setdefault(h, {}).update(hv)
     for gd in groups.values():
@@ -271,7 +278,8 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     # Every group without a parent is a child of all (Ansible's reconcile).
     has_parent = {c for gd in groups.values() for c in gd.children}
     for g in groups:
-        if g != "all" and g not in has_parent:
+        if g != "all" and g not in has_parent and g not in groups["all"].child_set:
+            groups["all"].child_set.add(g)
             groups["all"].children.append(g)
     depth = _depths(groups, where)
     parents: dict[str, set[str]] = {g: set() for g in groups}
@@ -279,8 +287,13 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
         for c in gd.children:
             parents[c].add(g)
 
+    known_ancestors: dict[str, set[str]] = {}
+
     def ancestors(g: str) -> set[str]:
+        if g in known_ancestors:
+            return known_ancestors[g]
         out: set[str] = set()
+        known_ancestors[g] = out
         stack = [g]
         while stack:
             for par in parents.get(stack.pop(), ()):
@@ -308,6 +321,7 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     priority = {g: _priority(gd, g, where) for g, gd in groups.items()}
     dirs = list(dict.fromkeys(base_dir(p) for p in paths))
     files_cache: dict[tuple[str, str, str], list[dict[str, Value]]] = {}
+    listings: dict = {}  # each group_vars/ and host_vars/ listed once for this load, not looked up per host
 
     def from_dirs(kind: str, name: str) -> list[dict[str, Value]]:
         out = []
@@ -315,7 +329,7 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
             key = (str(d), kind, name)
             if key not in files_cache:
                 try:
-                    files_cache[key] = load_vars(d / kind, name, lambda f: load_yaml_lines(f, vault=vault))
+                    files_cache[key] = load_vars(d / kind, name, lambda f: load_yaml_lines(f, vault=vault), listings)
                 except SourceError as e:
                     raise InventoryError(str(e)) from None
             out.extend(files_cache[key])

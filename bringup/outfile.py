@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from .errors import InputError
+from .userfile import link_out
 
-__all__ = ["write_atomic", "out_folder", "link_out", "sub_folder"]
+__all__ = ["write_atomic", "out_folder", "sub_folder"]
 
 
 def write_atomic(path: str | Path, data: str | bytes, *, mode: int = 0o644, encoding: str = "utf-8",
@@ -48,19 +49,6 @@ def _umask() -> int:
     return old
 
 
-def link_out(p: Path) -> str | None:
-    """Where the symbolic link ``p`` leads when that is outside the folder it sits in; None when ``p`` is no
-    link or one that stays inside (``reports -> reports.2026`` beside it)."""
-    if not p.is_symlink():
-        return None
-    target = os.readlink(p)
-    home = p.parent.resolve()
-    where = (p.parent / target).resolve()
-    if where == home or home in where.parents:
-        return None
-    return target
-
-
 def out_folder(v: Any, flag: str = "--out") -> Path:
     """A folder to write into: it exists as a folder, or can be made (no file on the way), is writable, and
     is no symbolic link out of its own folder."""
@@ -81,9 +69,9 @@ def _q(text: str, limit: int = 120) -> str:
 
 def _out_folder(text: str, flag: str) -> Path:
     p = Path(text)
-    out = link_out(p)
+    out = link_out(p, p.parent) if p.is_symlink() else None
     if out is not None:
-        raise InputError(f"{flag} {_q(text)} is a symbolic link to {_q(out)}, outside {p.parent}; name the real folder "
+        raise InputError(f"{flag} {_q(text)} is a symbolic link to {_q(out[1])}, outside {p.parent}; name the real folder "
                          "(pages are never written through a link)")
     probe = p
     while True:

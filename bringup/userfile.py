@@ -1,4 +1,5 @@
-"""A file the operator names (an inventory, a retry file), read whole but bounded, its refusal one line."""
+"""A file the operator names (an inventory, a retry file), read whole but bounded, its refusal one line; and
+whether a path leads out of its folder through a symlink (:func:`link_out`)."""
 from __future__ import annotations
 
 import os
@@ -40,3 +41,33 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
     if len(data) > limit:
         raise error(too_large)
     return data
+
+
+def link_out(path: str | Path, folder: str | Path) -> tuple[Path, str, Path] | None:
+    """Whether ``path`` leads outside ``folder`` through a symlink (its own, or a folder's on the way).
+
+    None when ``path``, every link resolved, stays inside ``folder`` (resolved too: a link that stays
+    inside is fine).  Else ``(link, points_to, resolved)``: the first symlink on the way from ``folder``
+    (the path itself when none is found on the way), the text it holds, and where ``path`` really leads.
+    """
+    p, root = Path(path), Path(os.path.realpath(folder))
+    real = Path(os.path.realpath(p))
+    if real == root or root in real.parents:
+        return None
+    try:
+        parts = p.relative_to(folder).parts
+    except ValueError:
+        parts = ()
+    cur = Path(folder)
+    for part in parts:
+        cur = cur / part
+        if cur.is_symlink():
+            return cur, _readlink(cur), real
+    return p, _readlink(p), real
+
+
+def _readlink(p: Path) -> str:
+    try:
+        return os.readlink(p)
+    except OSError:
+        return str(os.path.realpath(p))

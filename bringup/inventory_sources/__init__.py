@@ -50,21 +50,24 @@ def base_dir(path: Path) -> Path:
     return path if path.is_dir() else path.parent
 
 
-def read_source(path: Path, vault: Vault | None = None) -> list[SourceData]:
+def read_source(path: Path, vault: Vault | None = None, known: set[str] | None = None) -> list[SourceData]:
     """The inventories in ``path`` (a file, or a folder of them), in Ansible's order; ``vault`` opens files
-    and values that ansible-vault encrypted (without it they are one line each)."""
+    and values that ansible-vault encrypted (without it they are one line each).  ``known``: the groups the
+    sources read before declared (an INI ``[g:children]`` may name them, as in Ansible); the groups read
+    here are added to it."""
+    known = set() if known is None else known
     if path.is_dir():
         out: list[SourceData] = []
-        _read_dir(path, out, vault)
+        _read_dir(path, out, vault, known)
         if not out:
             raise InventoryError(f"{path}: a folder with no inventory file in it (hidden files, group_vars/, "
                                  "host_vars/ and Ansible's ignored extensions are skipped); pass --inventory PATH "
                                  "of the inventory file or folder")
         return out
-    return [_read_file(path, vault)]
+    return [_read_file(path, vault, known)]
 
 
-def _read_dir(folder: Path, out: list[SourceData], vault: Vault | None) -> None:
+def _read_dir(folder: Path, out: list[SourceData], vault: Vault | None, known: set[str]) -> None:
     try:
         entries = sorted(os.listdir(folder))
     except OSError as e:
@@ -74,18 +77,20 @@ def _read_dir(folder: Path, out: list[SourceData], vault: Vault | None) -> None:
             continue
         p = folder / name
         if p.is_dir():
-            _read_dir(p, out, vault)
+            _read_dir(p, out, vault, known)
         else:
-            out.append(_read_file(p, vault))
+            out.append(_read_file(p, vault, known))
         if len(out) > MAX_FILES:
             raise InventoryError(f"{folder}: more than {MAX_FILES} inventory files; is it the inventory folder?")
 
 
-def _read_file(path: Path, vault: Vault | None) -> SourceData:
+def _read_file(path: Path, vault: Vault | None, known: set[str]) -> SourceData:
     try:
-        return _detect(path, vault)
+        found = _detect(path, vault, known)
     except SourceError as e:
         raise InventoryError(str(e)) from None
+    known.update(found.groups)
+    return found
 
 
 def _is_program(path: Path) -> bool:
@@ -102,11 +107,11 @@ def _is_program(path: Path) -> bool:
     return head.startswith(b"#!") or head == b"\x7fELF"
 
 
-def _detect(path: Path, vault: Vault | None) -> SourceData:
+def _detect(path: Path, vault: Vault | None, known: set[str]) -> SourceData:
     if _is_program(path):
         return run_script(str(path), vault=vault)
     text, sealed = read_plain(path, vault)
-    found = _parse(path, text, vault)
+    found = _parse(path, text, vault, known)
     if sealed:  # a file encrypted whole holds secrets only: every text of it is one
         hide = (vault or Vault()).hide
         for gd in found.groups.values():
@@ -116,7 +121,7 @@ def _detect(path: Path, vault: Vault | None) -> SourceData:
     return found
 
 
-def _parse(path: Path, text: str, vault: Vault | None) -> SourceData:
+def _parse(path: Path, text: str, vault: Vault | None, known: set[str]) -> SourceData:
     ext = path.suffix  # as Ansible compares it: case and all
     yaml_error: InventoryError | None = None
     if not ext or ext in _YAML_EXTENSIONS:
@@ -136,7 +141,7 @@ def _parse(path: Path, text: str, vault: Vault | None) -> SourceData:
             if data is None and not text.strip():
                 return SourceData(str(path))
     try:
-        return parse_ini(text, str(path))
+        return parse_ini(text, str(path), known)
     except SourceError:
         # Text that is not YAML and shows no INI section is YAML with a mistake: say the YAML error.
         if yaml_error is not None and not _INI_SECTION.search(text):

@@ -21,9 +21,9 @@ import ast
 import re
 import shlex
 import warnings
-from typing import Any
+from typing import Any, Collection
 
-from .model import SourceData, SourceError, Value
+from .model import SourceData, SourceError, Value, check_name
 from .ranges import RangeError, expand
 
 __all__ = ["parse_ini", "parse_value", "split_port"]
@@ -65,11 +65,15 @@ def split_port(pattern: str) -> tuple[str, int | None]:
     return pattern, None
 
 
-def parse_ini(text: str, path: str) -> SourceData:
-    """The inventory in ``text`` (the file ``path``); a line Ansible would refuse raises :class:`SourceError`."""
+def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
+    """The inventory in ``text`` (the file ``path``); a line Ansible would refuse raises :class:`SourceError`.
+    ``known``: the groups the sources read before this one declared; a ``[group:children]`` or
+    ``[group:vars]`` may name them, as Ansible resolves against everything read so far."""
     data = SourceData(path)
     data.group("all")
     data.group("ungrouped")
+    for g in known:
+        data.group(g)
     pending: dict[str, dict] = {}
     group, state = "ungrouped", "hosts"
     for lineno, raw in enumerate(text.splitlines(), 1):
@@ -90,7 +94,7 @@ def parse_ini(text: str, path: str) -> SourceData:
             if group not in data.groups:
                 if state == "vars" and group not in pending:
                     pending[group] = {"line": lineno, "state": state}
-                data.group(group)
+                data.group(group, at)
             if group in pending and state != "vars":
                 _declare(group, pending, data)
             continue
@@ -123,7 +127,7 @@ def parse_ini(text: str, path: str) -> SourceData:
             except RangeError as e:
                 raise fail(str(e)) from None
             for name in names:
-                data.add_host(group, name, dict(variables))
+                data.add_host(group, name, dict(variables), at)
         elif state == "vars":
             key, sep, val = line.partition("=")
             if not sep or not key.strip():
@@ -134,6 +138,7 @@ def parse_ini(text: str, path: str) -> SourceData:
             if not m:
                 raise fail(f"expected a group name in [{group}:children], got {line!r}")
             child = m.group(1)
+            check_name(child, "group", at)
             if child not in data.groups:
                 pending.setdefault(child, {"line": lineno, "state": "children", "parents": []})
                 pending[child].setdefault("parents", []).append(group)

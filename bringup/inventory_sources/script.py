@@ -17,6 +17,7 @@ from ..child import capture
 from ..errors import said
 from ..vault import Vault
 from .model import SourceData, SourceError, Value
+from .yamlfile import MAX_DEPTH, too_deep
 
 __all__ = ["TIMEOUT", "MAX_OUTPUT", "is_list_output", "parse_list_output", "run_script"]
 
@@ -69,7 +70,7 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
         if unknown:
             raise SourceError(f"{path}: group {name!r} has unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
                               "a group holds only hosts, children and vars")
-        g = out.group(name)
+        g = out.group(name, path)
         for key in ("hosts", "children"):
             if not isinstance(group.get(key, []), list):
                 raise SourceError(f"{path}: group {name!r}: {key} must be a list of names")
@@ -78,9 +79,9 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
             raise SourceError(f"{path}: group {name!r}: vars must be an object")
         g.vars.update({str(k): val(v, f"group {name!r}: {k}") for k, v in gvars.items()})
         for h in group.get("hosts", []):
-            out.add_host(name, str(h), {})
+            out.add_host(name, str(h), {}, f"{path}: group {name!r}")
         for c in group.get("children", []):
-            out.add_child(name, str(c))
+            out.add_child(name, str(c), f"{path}: group {name!r}")
     for h in list(out.hosts):
         hv = hostvars.get(h, {}) if hostvars is not None else (host_vars(h) if host_vars else {})
         if not isinstance(hv, dict):
@@ -89,7 +90,8 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
     if hostvars:  # hosts only in _meta are hosts too (ungrouped)
         for h, hv in hostvars.items():
             if str(h) not in out.hosts and isinstance(hv, dict):
-                out.add_host("ungrouped", str(h), {str(k): val(v, f"host {h!r}: {k}") for k, v in hv.items()})
+                out.add_host("ungrouped", str(h), {str(k): val(v, f"host {h!r}: {k}") for k, v in hv.items()},
+                             f"{path}: _meta.hostvars")
     return out
 
 
@@ -117,13 +119,23 @@ def _run(path: str, *args: str, timeout: float) -> bytes:
 
 def _json(raw: bytes, path: str, args: str) -> Any:
     try:
-        return json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise SourceError(f"{path}: the inventory script's {args} output is not UTF-8") from None
     except json.JSONDecodeError as e:
         got = raw[:40].decode("utf-8", "replace").strip() or "nothing"
         raise SourceError(f"{path}: the inventory script's {args} output is not JSON (line {e.lineno}: "
                           f"{e.msg}; it begins {got!r}); it must print {{group: ..., _meta: {{hostvars: ...}}}}") from None
+    except RecursionError:
+        raise SourceError(f"{path}: the inventory script's {args} output is nested too deeply to read (more than "
+                          f"{MAX_DEPTH} levels of objects and lists within each other); flatten it") from None
+    except ValueError:  # an integer of more digits than Python converts (4,300): the only other ValueError
+        raise SourceError(f"{path}: the inventory script's {args} output holds a number of more than 4,300 digits; "
+                          "print it as a string if it is text") from None
+    if too_deep(data):
+        raise SourceError(f"{path}: the inventory script's {args} output is nested too deeply (more than "
+                          f"{MAX_DEPTH} levels of objects and lists within each other); flatten it")
+    return data
 
 
 def script_timeout() -> float:

@@ -11,7 +11,7 @@ from ..errors import InventoryError
 from ..userfile import read_capped
 from ..vault import Vault, is_vaulted
 
-__all__ = ["MAX_BYTES", "MAX_NODES", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text",
+__all__ = ["MAX_BYTES", "MAX_NODES", "MAX_DEPTH", "too_deep", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text",
            "read_plain"]
 
 
@@ -22,6 +22,10 @@ class YamlSyntaxError(InventoryError):
 #: Bounds on what an inventory may be: a bigger or deeper one is a mistake (``/dev/zero``, an alias bomb).
 MAX_BYTES = 16 * 1024 * 1024
 MAX_NODES = 1_000_000  # YAML nodes once every alias is expanded
+#: Mappings and lists within each other, the document's own levels included (a group is two: its name and
+#: its ``children:``, so :data:`~.yamlinv.MAX_GROUP_DEPTH` groups fit): real variables nest a few levels; a
+#: deeper document is a mistake or an attack on the recursive code that walks values (templates, secrets, vault).
+MAX_DEPTH = 200
 
 
 class _Loader(yaml.SafeLoader):
@@ -38,21 +42,25 @@ def _where(mark) -> str:
 
 
 def _expanded_size(root: yaml.Node) -> int:
-    """Nodes of the document with every alias expanded (shared nodes count each time they are used)."""
+    """Nodes of the document with every alias expanded (shared nodes count each time they are used); a
+    document nested more than :data:`MAX_DEPTH` levels is refused here, before anything recurses into it."""
     sizes: dict[int, int] = {}
     busy: set[int] = set()
 
-    def size(node: yaml.Node) -> int:
+    def size(node: yaml.Node, depth: int = 0) -> int:
         if id(node) in sizes:
             return sizes[id(node)]
         if id(node) in busy:
             raise InventoryError(f"{_where(node.start_mark)}: an alias refers to the node that contains it; "
                                  "a recursive structure is not an inventory")
+        if depth > MAX_DEPTH:
+            raise InventoryError(f"{_where(node.start_mark)}: nested too deeply (more than {MAX_DEPTH} levels of "
+                                 "mappings and lists within each other); flatten it")
         busy.add(id(node))
         if isinstance(node, yaml.MappingNode):
-            n = 1 + sum(size(k) + size(v) for k, v in node.value)
+            n = 1 + sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
         elif isinstance(node, yaml.SequenceNode):
-            n = 1 + sum(size(v) for v in node.value)
+            n = 1 + sum(size(v, depth + 1) for v in node.value)
         else:
             n = 1
         busy.discard(id(node))
@@ -102,6 +110,44 @@ def _construct_vault(loader: _Loader, node: yaml.Node):
 
 
 _Loader.add_constructor("!vault", _construct_vault)
+
+
+def _construct_int(loader: _Loader, node: yaml.Node):
+    """A YAML integer; one of more digits than Python converts (4,300) is one line, not a ValueError."""
+    try:
+        value = yaml.SafeLoader.construct_yaml_int(loader, node)
+        if value.bit_length() <= _MAX_INT_BITS:
+            return value
+    except ValueError:
+        pass
+    # (a hexadecimal or binary one converts, but could never be printed: str() refuses it)
+    raise InventoryError(f"{_where(node.start_mark)}: a number of {len(str(node.value)):,} characters, more than "
+                         "a number may have; quote it if it is text") from None
+
+
+#: The largest integer Python turns into decimal text (4,300 digits; ``sys.get_int_max_str_digits``).
+_MAX_INT_BITS = 14_000
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` (loaded JSON or YAML) nests mappings and lists more than ``limit`` levels deep
+    (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict):
+            items = list(v.keys()) + list(v.values())
+        elif isinstance(v, list):
+            items = v
+        else:
+            continue
+        if depth >= limit and items:
+            return True
+        stack.extend((x, depth + 1) for x in items if isinstance(x, (dict, list)))
+    return False
 
 
 def read_text(path: Path) -> str:

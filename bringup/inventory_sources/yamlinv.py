@@ -44,7 +44,7 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
         line = lines.of(mapping).get(key)
         return f"{path}:{line}" if line else path
 
-    def walk(name: str, node: Any, depth: int, trail: tuple[str, ...]) -> None:
+    def walk(name: str, node: Any, depth: int, trail: tuple[str, ...], where: str) -> None:
         if name in trail:
             raise SourceError(f"{path}: group {name!r} contains itself ({' > '.join(trail + (name,))})")
         if depth > MAX_GROUP_DEPTH:
@@ -55,7 +55,7 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
         if unknown:
             raise SourceError(f"{path}: group {name!r} has unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
                               "a group holds only hosts, vars and children")
-        group = out.group(name)
+        group = out.group(name, where)
         gvars = _mapping(node.get("vars"), f"{name}.vars", path)
         for k, v in gvars.items():
             group.vars[str(k)] = Value(v, at(gvars, k))
@@ -71,13 +71,15 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
             except RangeError as e:
                 raise SourceError(f"{path}: group {name!r}: {e}") from None
             for h in names:
-                out.add_host(name, h, dict(variables))
-        for cname, cnode in _mapping(node.get("children"), f"{name}.children", path).items():
+                out.add_host(name, h, dict(variables), f"{at(hosts, pattern)}: group {name!r}")
+        children = _mapping(node.get("children"), f"{name}.children", path)
+        for cname, cnode in children.items():
+            cat = at(children, cname)
             cname = str(cname)
-            out.add_child(name, cname)
-            walk(cname, cnode, depth + 1, trail + (name,))
+            out.add_child(name, cname, cat)
+            walk(cname, cnode, depth + 1, trail + (name,), cat)
 
-    walk("all", root, 0, ())
+    walk("all", root, 0, (), at(data, "all"))
     for name, node in top.items():  # a top-level group beside `all`: a child of `all` once all are read
-        walk(str(name), node, 1, ())
+        walk(str(name), node, 1, (), at(data, name))
     return out

@@ -26,6 +26,10 @@ DOCS = CORPUS / "ansible-docs"
 CASES = {
     "deepops": [CORPUS / "deepops" / "inventory"],
     "kubespray": [CORPUS / "kubespray" / "inventory.ini"],
+    # Issue 41 item 7: real inventories of other public projects (each folder's SOURCE names them).
+    "kolla-ansible": [CORPUS / "kolla-ansible" / "multinode"],
+    "ceph-ansible": [CORPUS / "ceph-ansible" / "hosts"],
+    "k3s-ansible": [CORPUS / "k3s-ansible" / "inventory-sample.yml"],
     **{f"docs-{p.name}": [p] for p in sorted(DOCS.iterdir()) if p.suffix in (".ini", ".yml")
        and p.name != "line0419.ini"},
     # `-i inventory_test -i inventory_staging` (the docs' "one inventory per environment"), given together.
@@ -115,3 +119,42 @@ def test_what_ansible_refuses_bringup_refuses_naming_the_line(tmp_path):
     assert r.returncode != 0 and "undefined group 'northeast'" in r.stderr
     with pytest.raises(InventoryError, match=r"line0419\.ini:21: \[usa:children\] names group 'northeast'"):
         load_inventory(path)
+
+
+# Issue 41 item 6: `-i a -i b` where b's [g:children] names a group only a declared; Ansible resolves the
+# children against everything read so far (its INI plugin looks in the whole inventory), so must bringup.
+CROSS = {
+    "ini-then-ini": [("a.ini", "[control]\nc01\nc02\n[compute]\ngpu01\n"),
+                     ("b.ini", "[baremetal:children]\ncontrol\ncompute\n[gpu:children]\ncompute\n[gpu:vars]\ncuda=12\n"
+                               "[control:vars]\nrole=ctl\n")],
+    "yaml-then-ini": [("a.yml", "all:\n  children:\n    trt:\n      hosts:\n        h1: {x: 1}\n        h2:\n"),
+                      ("b.ini", "[fleet:children]\ntrt\nlater\n[later]\nh3\n")],
+    "folder-files": [("inv/10-hosts.ini", "[workers]\nw[1:3]\n"), ("inv/20-groups.ini", "[k8s:children]\nworkers\n")],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CROSS))
+def test_children_may_name_a_group_an_earlier_source_declared(case, tmp_path):
+    files = CROSS[case]
+    for name, text in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    paths = [tmp_path / "inv"] if case == "folder-files" else [tmp_path / n for n, _ in files]
+    groups, hostvars = ansible_view(ansible_list(paths, tmp_path))
+    inv = load_inventory(paths)
+    assert {g: set(m) for g, m in inv.groups.items()} == groups
+    assert {h: inv.hosts[h].raw for h in inv.hosts} == hostvars
+    assert groups.get("baremetal", groups.get("fleet", groups.get("k8s")))  # the cross-source group has hosts
+
+
+def test_children_naming_a_group_no_source_declares_is_still_refused(tmp_path):
+    (tmp_path / "a.ini").write_text("[control]\nc01\n")
+    (tmp_path / "b.ini").write_text("[baremetal:children]\ncontrol\nnowhere\n")
+    paths = [tmp_path / "a.ini", tmp_path / "b.ini"]
+    r = ansible_inventory(paths, tmp_path)
+    assert r.returncode != 0 and "nowhere" in r.stderr
+    with pytest.raises(InventoryError, match=r"b\.ini:3: \[baremetal:children\] names group 'nowhere'"):
+        load_inventory(paths)
+    # the order matters, as in Ansible: the later source's groups are not known to an earlier one
+    with pytest.raises(InventoryError, match=r"names group 'control'"):
+        load_inventory([tmp_path / "b.ini", tmp_path / "a.ini"])
