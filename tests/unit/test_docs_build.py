@@ -65,7 +65,7 @@ def _copy(tmp_path: Path) -> Path:
     (lambda d: (d / "orphan.md").write_text("# a page no one lists\n"), "not included in the \"nav\""),
     (lambda d: (d / "index.md").write_text((d / "index.md").read_text() + "\n[gone](no-such-page.md)\n"),
      "no-such-page.md"),
-    (lambda d: (d / "index.md").write_text((d / "index.md").read_text() + "\n[gone](RELIABILITY.md#no-such-part)\n"),
+    (lambda d: (d / "index.md").write_text((d / "index.md").read_text() + "\n[gone](inventory.md#no-such-part)\n"),
      "no-such-part"),
 ], ids=["orphan page", "broken link", "broken anchor"])
 def test_an_orphan_page_or_a_broken_link_fails_the_build(tmp_path, damage, said):
