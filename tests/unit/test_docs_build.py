@@ -3,6 +3,7 @@ and a README that stays the short front page (issue 43 item 4)."""
 from __future__ import annotations
 
 import importlib.util
+import re
 import shutil
 import subprocess
 import sys
@@ -94,4 +95,19 @@ def test_a_changed_model_makes_its_page_stale(tmp_path):
     assert docs.page_text(role, page) == page
     damaged = page.replace("| `sysctl_profile` |", "| `sysctl_profil` |")
     assert damaged != page and docs.page_text(role, damaged) == page
+
+
+def test_the_readme_is_the_short_front_page():
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    assert len(text.encode()) <= 15 * 1024
+    lines = text.splitlines()
+    assert lines[0] == "# bringup" and lines[2].startswith("Bring up low-latency NVIDIA Triton inference hosts")
+    # The two commands come first, as they were: the first block after the title and the one-line description.
+    assert lines[4] == "```sh"
+    first_block = text.split("```sh\n", 1)[1].split("```", 1)[0]
+    assert "\nbash scripts/setup.sh && invoke sandbox\n" in first_block
+    assert first_block.endswith("\nbash scripts/test.sh\n")
+    # Every page it links to exists (the README is outside MkDocs' docs_dir, so the build does not check it).
+    links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
+    assert links and [link for link in links if not link.startswith("http") and not (REPO / link).exists()] == []
 
