@@ -70,8 +70,7 @@ def _copy(tmp_path: Path) -> Path:
      "no-such-part"),
 ], ids=["orphan page", "broken link", "broken anchor"])
 def test_an_orphan_page_or_a_broken_link_fails_the_build(tmp_path, damage, said):
-    config = _copy(tmp_path)
-    assert _mkdocs(config, tmp_path / "ok").returncode == 0  # the copy builds as the checkout does
+    config = _copy(tmp_path)  # the copy builds as the checkout does (test_the_site_builds_strict)
     damage(tmp_path / "docs")
     done = _mkdocs(config, tmp_path / "site")
     assert done.returncode != 0 and said in done.stdout + done.stderr, done.stdout + done.stderr
@@ -111,3 +110,15 @@ def test_the_readme_is_the_short_front_page():
     links = re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", text)
     assert links and [link for link in links if not link.startswith("http") and not (REPO / link).exists()] == []
 
+
+
+def test_the_build_hook_writes_the_tables_from_the_models_whatever_the_page_holds(tmp_path):
+    config = _copy(tmp_path)
+    page = tmp_path / "docs" / "roles" / "sysctl.md"
+    text = page.read_text(encoding="utf-8")
+    row = next(line for line in text.splitlines() if line.startswith("| `sysctl_profile` |"))
+    page.write_text(text.replace(row + "\n", ""), encoding="utf-8")  # a stale page: the variable's row lost
+    done = _mkdocs(config, tmp_path / "site")
+    assert done.returncode == 0, done.stdout + done.stderr
+    built = (tmp_path / "site" / "roles" / "sysctl" / "index.html").read_text(encoding="utf-8")
+    assert "<code>sysctl_profile</code>" in built and "network-latency" in built
