@@ -24,7 +24,7 @@ from ..checks import Check, line
 __all__ = ["GET_DCGM", "parse_diag", "DiagError", "dcgm_lines"]
 
 AREA = "acceptance"
-#: Where dcgmi comes from (README "Acceptance"): NVIDIA's DCGM package on the host; the dcgm-exporter image
+#: Where dcgmi comes from (docs/acceptance.md, "DCGM"): NVIDIA's DCGM package on the host; the dcgm-exporter image
 #: carries no diagnostics (NVIDIA/dcgm-exporter#324) and runs DCGM embedded (#421).
 GET_DCGM = ("install DCGM on the host from NVIDIA's CUDA repository (datacenter-gpu-manager-4-cuda12 or -cuda13 "
             "for DCGM 4, datacenter-gpu-manager for 3.x) and start nvidia-dcgm; the dcgm-exporter container "
