@@ -391,18 +391,20 @@ def merged_defaults(roles: list[Role]) -> dict[str, Any]:
 
 def wanted_facts(roles: list[Role], extra: tuple[str, ...] = ()) -> list:
     """The fact classes to gather for ``roles`` (and ``extra`` names), in gathering order."""
-    from .facts import ALL_FACTS, FACTS_BY_NAME
+    from . import facts
 
     names: set[str] = set(extra)
+    known = facts.known()
     for role in roles:
         if role.facts is None:
-            return list(ALL_FACTS)
-        unknown = [f for f in role.facts if f not in FACTS_BY_NAME]
+            return list(facts.ALL_FACTS)
+        unknown = [f for f in role.facts if f not in known]
         if unknown:
             raise InputError(f"role {role.name}: FACTS names unknown fact(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(FACTS_BY_NAME)}")
+                             f"known: {', '.join(known)}")
         names.update(role.facts)
-    unknown = sorted(n for n in extra if n not in FACTS_BY_NAME)
+    unknown = sorted(n for n in extra if n not in known)
     if unknown:
         raise InputError(f"unknown fact(s) {', '.join(unknown)}")
-    return [f for f in ALL_FACTS if f.name in names]
+    # Only the modules of these facts are imported (bringup.facts.named).
+    return facts.named(names)
