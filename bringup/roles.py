@@ -25,7 +25,11 @@ role start with ``_`` or are named apart.  The engine imports whatever is there 
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
+import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -33,7 +37,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from .errors import InputError
+from .errors import BringupError, InputError
 
 if TYPE_CHECKING:
     from .auditkit import Expect
@@ -303,11 +307,153 @@ def _import(path: Path, name: str, package: Path | None = None) -> ModuleType:
     return mod
 
 
-def load_roles(root: Path) -> tuple[list[str], dict[str, Role]]:
+class _Deferred(Role):
+    """A role the run did not select, its module not imported: its defaults (all a run needs of it: every role's
+    defaults are each host's lowest variables) come from the roles' manifest; anything else of it imports
+    the module then, as :func:`load_roles` would have, and it is a :class:`Role` from there on."""
+
+    def __init__(self, name: str, load: Callable[[], Role], defaults: dict[str, Any]):  # noqa: D107
+        self.name = name
+        self._load = load
+        self._defaults = defaults
+
+    def __getattr__(self, attr: str) -> Any:
+        # Only what the instance lacks comes here: the module, its hooks and model, its facts.
+        if attr.startswith("__") or "_load" not in self.__dict__:
+            raise AttributeError(attr)
+        real = self.__dict__.pop("_load")()
+        self.__dict__.update(real.__dict__)
+        return getattr(self, attr)
+
+
+#: The largest roles manifest read: a project's defaults are a few KiB.
+_MANIFEST_MAX = 1 << 20
+_MANIFEST_FORMAT = 1
+
+
+def _manifest_path(rdir: Path) -> Path | None:
+    """Where the roles' manifest lives: beside their bytecode (``roles/__pycache__``, or under
+    ``PYTHONPYCACHEPREFIX``), one per interpreter, as a ``.pyc`` is."""
+    try:
+        return Path(importlib.util.cache_from_source(str(rdir / "__init__.py"))).with_name(
+            f"bringup-roles.{sys.implementation.cache_tag}.json")
+    except (NotImplementedError, ValueError):  # pragma: no cover - an interpreter without a bytecode cache
+        return None
+
+
+def _stamps(files: list[str]) -> dict[str, list[int] | None]:
+    """Each file's (modification time, size, inode): what says it is the file the manifest was made from."""
+    out: dict[str, list[int] | None] = {}
+    for f in files:
+        try:
+            st = os.stat(f)
+        except OSError:
+            out[f] = None
+            continue
+        out[f] = [st.st_mtime_ns, st.st_size, st.st_ino]
+    return out
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` comes back from JSON as it is (mappings of text, lists, text, whole and finite numbers,
+    true/false, null): a default that would not (a tuple, a set, an object) keeps the roles imported."""
+    if depth > 32:
+        return False
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    if type(value) is list:
+        return all(_plain(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _read_manifest(path: Path | None, found: dict[str, tuple[Path, Path | None]]) -> dict[str, dict] | None:
+    """The defaults of every role by name, from a manifest made from exactly these role files (and the modules
+    they imported), or None: no manifest, another bringup, a file changed, or anything unexpected in it."""
+    from . import __version__
+
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(_MANIFEST_MAX + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > _MANIFEST_MAX:
+        return None
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not (isinstance(doc, dict) and doc.get("format") == _MANIFEST_FORMAT and doc.get("bringup") == __version__
+            and isinstance(doc.get("files"), dict) and isinstance(doc.get("roles"), dict)):
+        return None
+    roles = doc["roles"]
+    if sorted(roles) != sorted(found) or any(
+            not isinstance(roles[n], dict) or roles[n].get("path") != str(where[0])
+            or not isinstance(roles[n].get("defaults"), dict) or not _plain(roles[n]["defaults"])
+            for n, where in found.items()):
+        return None
+    files = doc["files"]
+    if not all(isinstance(k, str) for k in files) or _stamps(list(files)) != files:
+        return None
+    return {n: roles[n]["defaults"] for n in found}
+
+
+def _write_manifest(path: Path | None, rdir: Path, found: dict[str, tuple[Path, Path | None]],
+                    roles: dict[str, Role], imported: list[str]) -> None:
+    """After every role loaded and was held to the contract: record their defaults and the files they came from
+    (the role files, bringup's modules, whatever the roles imported first), when the process writes bytecode
+    and every default comes back from JSON as it is.  Best effort: a folder that cannot be written keeps the
+    next run importing every role, as before."""
+    from . import __version__
+
+    if path is None or sys.dont_write_bytecode:
+        return
+    try:
+        defaults = {n: r.defaults for n, r in roles.items()}
+        merged_defaults(list(roles.values()))  # two roles' defaults that disagree: refused at each run, never cached
+    except BringupError:
+        return
+    if not all(_plain(d) for d in defaults.values()):
+        return
+    files = sorted({*(str(p) for p in rdir.rglob("*.py") if "__pycache__" not in p.parts), *imported,
+                    *(str(m.__file__) for n, m in list(sys.modules.items())
+                      if (n == "bringup" or n.startswith("bringup.")) and getattr(m, "__file__", None))})
+    doc = {"format": _MANIFEST_FORMAT, "bringup": __version__, "files": _stamps(files),
+           "roles": {n: {"path": str(found[n][0]), "defaults": defaults[n]} for n in roles}}
+    try:
+        from .outfile import write_atomic
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(doc, sort_keys=True))
+    except (OSError, ValueError):
+        pass
+
+
+def load_roles(root: Path, only: str | None = None) -> tuple[list[str], dict[str, Role]]:
     """Load ``root/roles``: returns ``(standard order, roles by name)``.
 
     A role is ``roles/<name>.py`` or a package ``roles/<name>/__init__.py``; each is held to
     :class:`RoleModule`, and must be in ``ORDER`` when ``roles/__init__.py`` declares one.
+
+    ``only``: the ``--roles`` text of the run (None: every role).  The roles it does not name are then not
+    imported when the roles' manifest (beside their bytecode) was made from these very files: they are
+    :class:`_Deferred`, their defaults read from it.  Any role file or module they imported changed, or no
+    manifest: every role is imported and held to the contract, and the manifest written again (issue 42: a
+    sysctl no-op imported all twelve roles and, through them, the topology planner, GPU profiles and the
+    bench's serving code, for their defaults alone).
     """
     rdir = root / "roles"
     if not rdir.is_dir():
@@ -340,12 +486,28 @@ def load_roles(root: Path) -> tuple[list[str], dict[str, Role]]:
                                if (close := difflib.get_close_matches(n, stray, 1)) else "") for n in missing]
             raise InputError(f"{pkg_init}: ORDER lacks role(s) {', '.join(hints)}; add each where it runs "
                              f"in ORDER")
-    roles: dict[str, Role] = {}
-    for name, (path, package) in found.items():
+    def loaded(name: str) -> Role:
+        path, package = found[name]
         role = Role(name, _import(path, f"bringup_roles.{name}", package))
         if not role.has_resources:
             raise InputError(f"{path}: role {name} declares no resources(host): the one hook a role must have")
-        roles[name] = role
+        return role
+
+    manifest = _manifest_path(rdir)
+    selected = None if only is None else {w.strip() for w in only.split(",") if w.strip()}
+    known = _read_manifest(manifest, found) if selected else None
+    roles: dict[str, Role] = {}
+    if known is not None:
+        for name in found:
+            roles[name] = loaded(name) if name in selected else \
+                _Deferred(name, functools.partial(loaded, name), known[name])
+    else:
+        before = set(sys.modules)
+        for name in found:
+            roles[name] = loaded(name)
+        imported = [str(m.__file__) for n, m in list(sys.modules.items())
+                    if n not in before and getattr(m, "__file__", None)]
+        _write_manifest(manifest, rdir, found, roles, imported)
     # Without an ORDER (no roles/__init__.py) the roles run by name.
     order = sorted(roles) if order is None else [r for r in order if r in roles]
     return order, roles

@@ -228,7 +228,8 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     if ahead is not None:
         ahead.dial(chosen[:dial])
     root = content_root()
-    order, all_roles = load_roles(root)
+    # The roles --roles does not name are not imported (their defaults come from the roles' manifest).
+    order, all_roles = load_roles(root, only=roles)
     chosen_roles = select_roles(order, all_roles, roles)
     role_vars = prepare(chosen, chosen_roles, [all_roles[r] for r in order])
     if check is not None:
