@@ -32,6 +32,7 @@ from invoke import Task as _InvokeTask
 from invoke import task as _invoke_task
 
 from ..errors import BringupError
+from ..process import freeze_imports
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -281,8 +282,11 @@ def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, l
         from ..templates import Templates
 
         out = console()
+        templates = Templates(root / "templates")
+        # The run's modules are loaded: no garbage collection walks them again (bringup.process).
+        freeze_imports()
         with interruptible(out) as stop:
-            yield Run(inv, chosen, root, chosen_roles, role_vars, n, Templates(root / "templates"), out, ahead, stop)
+            yield Run(inv, chosen, root, chosen_roles, role_vars, n, templates, out, ahead, stop)
 
 
 #: What the first signal of a run of the roles stops, and what a second one does.
