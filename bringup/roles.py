@@ -507,7 +507,8 @@ def load_roles(root: Path, only: str | None = None) -> tuple[list[str], dict[str
             roles[name] = loaded(name)
         imported = [str(m.__file__) for n, m in list(sys.modules.items())
                     if n not in before and getattr(m, "__file__", None)]
-        _write_manifest(manifest, rdir, found, roles, imported)
+        if selected or _read_manifest(manifest, found) is None:  # a run of every role rewrites only a stale one
+            _write_manifest(manifest, rdir, found, roles, imported)
     # Without an ORDER (no roles/__init__.py) the roles run by name.
     order = sorted(roles) if order is None else [r for r in order if r in roles]
     return order, roles

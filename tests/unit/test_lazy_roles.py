@@ -157,3 +157,13 @@ def test_roles_whose_defaults_disagree_are_refused_at_every_run(tmp_path):
         got = _load(tmp_path, project)
         assert got["loaded"] == ["bringup_roles.a", "bringup_roles.b"]
         assert "roles a and b give b_port different defaults" in got["merged"]
+
+
+def test_a_run_of_every_role_leaves_a_current_manifest_as_it_is(tmp_path):
+    project = _project(tmp_path)
+    _load(tmp_path, project, only="")
+    m = _manifest(tmp_path)
+    before = m.stat().st_mtime_ns, m.stat().st_ino
+    _load(tmp_path, project, only="")
+    assert (m.stat().st_mtime_ns, m.stat().st_ino) == before
+    assert _load(tmp_path, project)["loaded"] == ["bringup_roles.a"]
