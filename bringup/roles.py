@@ -7,6 +7,7 @@ may define.  Only ``resources`` is required::
         sysctl_profile: Literal["network-latency", "none"] = want("network-latency", "one of ...")
     FACTS = ("system.sysctl_writable",)  # the facts it reads; () for none, EVERY_FACT for all
     HANDLERS = {"restart x": [sh("systemctl restart -- %s", "x")]}   # or a function of the host
+    def fact_keys(vars): return {"system.sysctl": [...]}  # the only keys of its facts it reads (optional)
 
     def resources(host: HostContext) -> list[Resource]: ...
 
@@ -31,7 +32,7 @@ import json
 import os
 import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
     from .resources.base import Resource
 
 __all__ = ["RoleModule", "HOOKS", "EVERY_FACT", "Role", "HostContext", "FactView", "load_roles", "select_roles",
-           "merged_defaults", "wanted_facts"]
+           "merged_defaults", "wanted_facts", "fact_keys"]
 
 
 class _EveryFact:
@@ -131,6 +132,11 @@ class RoleModule(Protocol):
 
     def resources(self, host: HostContext) -> list[Resource]:
         """The desired state: resources, planned against the host and applied by the engine.  Required."""
+
+    def fact_keys(self, vars: dict[str, Any]) -> Mapping[str, Iterable[str]]:
+        """``{fact: keys}``: the only keys of those facts (of its ``FACTS``) the role reads on a host with these
+        variables, so that a fact that can (``Fact.command_for``) reads them alone (``system.sysctl``: the
+        sysctl role's keys, not ``sysctl -a``).  A fact another reader wants whole is read whole."""
 
     def validate(self, vars: dict[str, Any]) -> None:
         """What the types cannot say (a key file on the control machine, rendered configs): raise
@@ -253,6 +259,16 @@ class Role:
         if "resources" not in self._hooks:
             raise InputError(f"role {self.name} declares no resources(host)")
         return list(self._hooks["resources"](ctx))
+
+    def fact_keys(self, vars: dict[str, Any]) -> dict[str, list[str]]:
+        """``{fact: keys}`` the role reads of its facts on a host with ``vars`` (its ``fact_keys`` hook; none
+        without it: every fact whole)."""
+        if "fact_keys" not in self._hooks:
+            return {}
+        got = self._hooks["fact_keys"](vars)
+        if not isinstance(got, Mapping):
+            raise InputError(f"role {self.name}: fact_keys must return {{fact: keys}}; got {type(got).__name__}")
+        return {str(f): sorted({str(k) for k in keys}) for f, keys in got.items()}
 
     def audit(self, ctx: HostContext) -> list:
         """The role's runtime promises (``audit(host)``; none when the role has no such hook)."""
@@ -571,3 +587,28 @@ def wanted_facts(roles: list[Role], extra: tuple[str, ...] = ()) -> list:
         raise InputError(f"unknown fact(s) {', '.join(unknown)}")
     # Only the modules of these facts are imported (bringup.facts.named).
     return facts.named(names)
+
+
+def fact_keys(roles: list[Role], vars: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """``{fact: keys}``: the facts that one host's run reads only in part, and those parts.  A fact is narrowed
+    when every selected role that reads it said which of its keys (``fact_keys``), nothing else wants it (the
+    checklist's ``extra``, a role reading every fact) and the fact can be read in part (``Fact.command_for``);
+    its keys are then all those roles' keys together.  Any other fact is read whole, as before."""
+    from . import facts
+
+    if any(role.facts is None for role in roles):
+        return {}
+    readers: dict[str, list[Role]] = {}
+    for role in roles:
+        for name in role.facts or ():
+            readers.setdefault(name, []).append(role)
+    said = {role.name: role.fact_keys(vars) for role in roles if role.facts}
+    out: dict[str, list[str]] = {}
+    for name, who in readers.items():
+        if name in extra or not all(name in said[r.name] for r in who):
+            continue
+        keys = sorted({k for r in who for k in said[r.name][name]})
+        cls = facts.named([name])[0]
+        if keys and cls.command_for(keys) is not None:
+            out[name] = keys
+    return out

@@ -70,6 +70,13 @@ class Fact:
     #: list written as text (``"0-15"``) is named, not planned as the characters '0', '-', '1', '5'.
     cpu_lists: ClassVar[tuple[str, ...]] = ()
 
+    @classmethod
+    def command_for(cls, keys: Sequence[str]) -> str | None:
+        """A command that prints what :attr:`command` prints, for ``keys`` of the fact alone (its readers said
+        they read no other: a role's ``fact_keys``), parsed by the same :meth:`process`; None (the default): the
+        fact is read whole.  Run as :attr:`command` is, under the same per-fact time limit."""
+        return None
+
     @staticmethod
     def process(output: str) -> Any:  # pragma: no cover - abstract
         """The pure parser: ``process = staticmethod(parse_x)`` in a subclass."""

@@ -222,7 +222,7 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     when this raises: a refused run has run no command on any host.
     """
     from ..project import content_root
-    from ..roles import load_roles, select_roles, wanted_facts
+    from ..roles import fact_keys, load_roles, select_roles, wanted_facts
     from ..runner import prepare
 
     inv, chosen = selected(inventory, set_, host, hosts, group, limit, vault)
@@ -236,7 +236,8 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     if check is not None:
         check(chosen)
     if ahead is not None:
-        ahead.want(wanted_facts(chosen_roles, ahead.extra_facts))
+        ahead.want(wanted_facts(chosen_roles, ahead.extra_facts),
+                   {h.name: fact_keys(chosen_roles, role_vars[h.name], ahead.extra_facts) for h in chosen[:dial]})
     return inv, chosen, root, chosen_roles, role_vars
 
 
