@@ -73,8 +73,8 @@ def _freeze_survivors() -> None:
     since (a sysctl no-op: ~53,000 objects walked before, ~450 after), and still finalizes the run's own
     garbage (kept, not dropped: tests/unit/test_cli_help.py).  The interpreter's teardown after atexit runs
     its cyclic collector again over every object the run made while it clears the modules; frozen objects are
-    freed by reference counting without those walks: ~50 ms of each whole-process run on the benchmark's machine (audit 1.24 ->
-    1.19 s, sysctl no-op 0.68 -> 0.63 s, 15 alternated runs each).  What only becomes cyclic garbage during
+    freed by reference counting without those walks: ~50 ms of each whole-process run on the benchmark's
+    machine (audit 1.24 -> 1.19 s, sysctl no-op 0.68 -> 0.63 s, 15 alternated runs each).  What only becomes cyclic garbage during
     that teardown is not finalized, which Python does not promise anyway (``object.__del__``)."""
     import gc
 

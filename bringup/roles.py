@@ -265,10 +265,16 @@ class Role:
         without it: every fact whole)."""
         if "fact_keys" not in self._hooks:
             return {}
-        got = self._hooks["fact_keys"](vars)
-        if not isinstance(got, Mapping):
-            raise InputError(f"role {self.name}: fact_keys must return {{fact: keys}}; got {type(got).__name__}")
-        return {str(f): sorted({str(k) for k in keys}) for f, keys in got.items()}
+        # Reading a fact in part only saves time: a hook that fails, or answers something else than
+        # {fact: [keys]}, has its facts read whole (what they would be without it), never a failed run.
+        try:
+            got = self._hooks["fact_keys"](vars)
+            if not isinstance(got, Mapping):
+                return {}
+            return {f: sorted(set(keys)) for f, keys in got.items() if isinstance(f, str)
+                    and not isinstance(keys, (str, bytes)) and all(isinstance(k, str) for k in keys)}
+        except Exception:  # noqa: BLE001 - see above
+            return {}
 
     def audit(self, ctx: HostContext) -> list:
         """The role's runtime promises (``audit(host)``; none when the role has no such hook)."""

@@ -39,8 +39,8 @@ def collect_raw(transport, facts: list[type[Fact]], keys: dict[str, list[str]] |
     if not facts:
         return {}
     keys = keys or {}
-    script, token = batch([(f.name, fact_snippet(f, keys.get(f.name))) for f in facts], lanes=READ_LANES, section_max=SECTION_MAX,
-                          time_limit_s=FACT_TIME_S)
+    script, token = batch([(f.name, fact_snippet(f, keys.get(f.name))) for f in facts], lanes=READ_LANES,
+                          section_max=SECTION_MAX, time_limit_s=FACT_TIME_S)
     res = transport.run_script(script)
     return {f.name: {"rc": sec.rc, "output": sec.output, **({"cut": True} if sec.cut else {})}
             for f, sec in zip(facts, split(res.stdout, token, [f.name for f in facts], section_max=SECTION_MAX))}

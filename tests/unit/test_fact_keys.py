@@ -95,3 +95,10 @@ def test_a_run_of_the_sysctl_role_reads_its_keys_not_sysctl_a(monkeypatch):
     # What `invoke facts --raw` saves (no role said which keys) is the whole fact, as before.
     raw = collect_raw(LocalTransport(host), [SystemSysctl])
     assert len(SystemSysctl.process(raw["system.sysctl"]["output"])) > 100
+
+
+@pytest.mark.parametrize("hook", [lambda v: 1 / 0, lambda v: ["system.sysctl"], lambda v: {"system.sysctl": "vm.x"},
+                                  lambda v: {"system.sysctl": [1, 2]}])
+def test_a_fact_keys_hook_that_fails_or_answers_nonsense_has_its_facts_read_whole(hook):
+    odd = Role("odd", types.SimpleNamespace(FACTS=("system.sysctl",), fact_keys=hook, resources=lambda h: []))
+    assert odd.fact_keys({}) == {} and fact_keys([odd], {}) == {}
