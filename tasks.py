@@ -7,11 +7,13 @@ from pathlib import Path
 
 from invoke import Collection, Exit, task
 
-from bringup.process import freeze_at_exit, keep_bytecode
+from bringup.process import freeze_at_exit, keep_bytecode, quiet_gc
 
 # The program's start.  Invoke turned bytecode writing off before it imported this file: what the tasks import
-# keeps its bytecode cache (bringup.process.keep_bytecode), and the run's objects are frozen at exit.
+# keeps its bytecode cache (bringup.process.keep_bytecode), the collector runs rarely and the run's objects are
+# frozen once imported and at exit.
 keep_bytecode()
+quiet_gc()
 freeze_at_exit()
 
 from bringup.cli import ns as bringup_tasks  # noqa: E402 - imported under the setting above

@@ -49,17 +49,22 @@ class Dial:
         self.transport: Transport | None = None
         self.error: Exception | None = None
         self.wanted: list | None = None
+        self.keys: dict[str, list[str]] = {}  # the facts read in part (bringup.roles.fact_keys)
         self.facts: tuple[dict[str, Any], dict[str, str]] | None = None
         self.facts_error: Exception | None = None
         self.connected = threading.Event()  # set once connecting succeeded or failed
         self.done = threading.Event()  # ... and once the facts were gathered (or were not to be)
         self.taken = False
 
-    def facts_for(self, wanted: list) -> tuple[dict[str, Any], dict[str, str]] | None:
-        """The facts gathered early, when they are exactly ``wanted`` (waits for them); None when not; raises what
-        gathering raised (the connection closed under it by a second signal, a timeout)."""
+    def facts_for(self, wanted: list, keys: dict[str, list[str]] | None = None
+                  ) -> tuple[dict[str, Any], dict[str, str]] | None:
+        """The facts gathered early, when they are exactly ``wanted`` and read in part only where ``keys`` reads
+        the same part (a fact read whole serves any part) (waits for them); None when not; raises what gathering
+        raised (the connection closed under it by a second signal, a timeout)."""
         self.done.wait()
-        if self.wanted is None or list(self.wanted) != list(wanted):
+        keys = keys or {}
+        if self.wanted is None or list(self.wanted) != list(wanted) or \
+                any(keys.get(name) != part for name, part in self.keys.items()):
             return None
         if self.facts_error is not None:
             raise self.facts_error
@@ -92,6 +97,7 @@ class Ahead:
         self.hold = hold
         self._dials: dict[str, Dial] = {}
         self._wanted: list | None = None
+        self._keys: dict[str, dict[str, list[str]]] = {}
         self._said = threading.Event()  # set once the facts wanted are known, or will never be
         self._lock = threading.Lock()
         self._closed = False
@@ -114,12 +120,14 @@ class Ahead:
             self._threads.append(th)
             th.start()
 
-    def want(self, facts: list) -> None:
-        """The facts the run will gather (:func:`~bringup.roles.wanted_facts`): each connection gathers them.
+    def want(self, facts: list, keys: dict[str, dict[str, list[str]]] | None = None) -> None:
+        """The facts the run will gather (:func:`~bringup.roles.wanted_facts`): each connection gathers them;
+        ``keys``: by host, the facts it reads in part (:func:`~bringup.roles.fact_keys`).
 
         Called once the run's input is checked: the facts script is the first command a host runs."""
         if not self._said.is_set():
             self._wanted = list(facts)
+            self._keys = dict(keys or {})
             self._said.set()
 
     def _run(self, d: Dial) -> None:
@@ -132,9 +140,9 @@ class Ahead:
             self._said.wait()
             wanted = self._wanted
             if wanted and not self._closed:
-                d.wanted = wanted
+                d.wanted, d.keys = wanted, self._keys.get(d.host.name, {})
                 try:
-                    d.facts = gather(d.transport, wanted)
+                    d.facts = gather(d.transport, wanted, d.keys)
                 except Exception as e:  # noqa: BLE001 - raised again by facts_for(), where gather() would have
                     d.facts_error = e
         with self._lock:

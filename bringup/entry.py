@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .process import freeze_at_exit, reader_gone, set_program
+from .process import freeze_at_exit, quiet_gc, reader_gone, set_program
 
 __all__ = ["main", "DATA", "KEPT"]
 
@@ -36,8 +36,9 @@ def main() -> None:
             except BrokenPipeError:
                 reader_gone()
             return
-    # The program's start: its objects frozen at exit (the bytecode setting follows Invoke's parse, in
-    # bringup.cli's program).
+    # The program's start: the collector runs rarely, the run's objects frozen once imported and at exit (the
+    # bytecode setting follows Invoke's parse, in bringup.cli's program).
+    quiet_gc()
     freeze_at_exit()
     from .cli import main as cli_main
 

@@ -34,7 +34,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 
 from . import regexes
 from .errors import InputError
-from .latency.options import MAX_BATCH
+from .latency import MAX_BATCH  # the package's leaf: no bench code, no pydantic models of the bench
 from .process import command
 from .vars import RoleVars, Spec, key_matching, one_line, want
 
@@ -46,7 +46,7 @@ __all__ = ["AUTO", "MAX_INSTANCES", "MAX_BATCH", "BatchSizes", "Profile", "Match
 #: contend for the same SMs.  A count above it is a typo (``instance_count: 1000000000`` deployed 100000).
 MAX_INSTANCES = 32
 #: A batch size is at most MAX_BATCH (``max_batch_size``, ``preferred_batch_size``): the bench client's bound on a
-#: request batch (:data:`bringup.latency.options.MAX_BATCH`, 65536), so that what is served can be measured.
+#: request batch (:data:`bringup.latency.MAX_BATCH`, 65536), so that what is served can be measured.
 #: A list of preferred batch sizes, each 1..MAX_BATCH (a profile's and a model's).
 BatchSizes = list[Annotated[int, Field(ge=1, le=MAX_BATCH)]]
 _BATCHES = f"a list of batch sizes from 1 to {MAX_BATCH}, like [2, 4, 8]"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-__all__ = ["PROGRAM", "PROGRAM_ENV", "set_program", "command", "stdout_gone", "reader_gone", "keep_bytecode", "freeze_at_exit"]
+__all__ = ["PROGRAM", "PROGRAM_ENV", "set_program", "command", "stdout_gone", "reader_gone", "keep_bytecode", "freeze_at_exit",
+           "RUN_GC_THRESHOLD", "quiet_gc", "freeze_imports"]
 
 #: The program the user runs, as a hint names it: ``invoke`` in a checkout (``tasks.py``), ``bringup`` from an
 #: installed copy (:func:`bringup.entry.main` sets it before the tasks are imported).
@@ -68,15 +69,50 @@ def keep_bytecode() -> None:
 
 def _freeze_survivors() -> None:
     """At exit: collect the cyclic garbage once (its finalizers run, ``__del__`` and weakref callbacks),
-    then freeze what survives.  The interpreter's teardown after atexit runs its cyclic collector
-    again over every object the run made while it clears the modules; frozen objects are freed by reference
-    counting without those walks: ~50 ms of each whole-process run on the benchmark's machine (audit 1.24 ->
-    1.19 s, sysctl no-op 0.68 -> 0.63 s, 15 alternated runs each).  What only becomes cyclic garbage during
+    then freeze what survives.  After :func:`freeze_imports` that collection walks only what the run made
+    since (a sysctl no-op: ~53,000 objects walked before, ~450 after), and still finalizes the run's own
+    garbage (kept, not dropped: tests/unit/test_cli_help.py).  The interpreter's teardown after atexit runs
+    its cyclic collector again over every object the run made while it clears the modules; frozen objects are
+    freed by reference counting without those walks: ~50 ms of each whole-process run on the benchmark's
+    machine (audit 1.24 -> 1.19 s, sysctl no-op 0.68 -> 0.63 s, 15 alternated runs each).  What only becomes cyclic garbage during
     that teardown is not finalized, which Python does not promise anyway (``object.__del__``)."""
     import gc
 
     gc.collect()
     gc.freeze()
+
+
+#: The young generation's collection threshold during a run (Python's default is 700): net container
+#: allocations between two collections.  A no-op made ~75,000 of them, so Python collected ~105 times, and
+#: every tenth collection walked the older generation too, with the full collections walking every object
+#: the imports made: ~50 ms of a sysctl no-op's CPU on the benchmark's machine.  Raised, not switched off, so
+#: a long run (tune, a rack of hosts) still collects its cyclic garbage, at most this many objects behind.
+RUN_GC_THRESHOLD = 100_000
+
+_QUIET = False
+
+
+def quiet_gc() -> None:
+    """At the program's start: the cyclic collector runs rarely (:data:`RUN_GC_THRESHOLD`), and
+    :func:`freeze_imports` freezes what the run imported, so no collection walks the modules again."""
+    import gc
+
+    global _QUIET
+    _QUIET = True
+    gen0, gen1, gen2 = gc.get_threshold()
+    if gen0:  # 0: the collector switched off by the caller, left so
+        gc.set_threshold(max(gen0, RUN_GC_THRESHOLD), gen1, gen2)
+
+
+def freeze_imports() -> None:
+    """Once a run has imported what it runs with (its tasks call it as the hosts start): move every object
+    to the collector's permanent generation, so no collection, the one at exit included
+    (:func:`_freeze_survivors`), walks the modules, classes and functions again.  Only in a program that
+    started with :func:`quiet_gc`: a library user's process keeps its collector as it was."""
+    if _QUIET:
+        import gc
+
+        gc.freeze()
 
 
 def freeze_at_exit() -> None:

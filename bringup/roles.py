@@ -7,6 +7,7 @@ may define.  Only ``resources`` is required::
         sysctl_profile: Literal["network-latency", "none"] = want("network-latency", "one of ...")
     FACTS = ("system.sysctl_writable",)  # the facts it reads; () for none, EVERY_FACT for all
     HANDLERS = {"restart x": [sh("systemctl restart -- %s", "x")]}   # or a function of the host
+    def fact_keys(vars): return {"system.sysctl": [...]}  # the only keys of its facts it reads (optional)
 
     def resources(host: HostContext) -> list[Resource]: ...
 
@@ -25,15 +26,19 @@ role start with ``_`` or are named apart.  The engine imports whatever is there 
 """
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
+import os
+import stat
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from .errors import InputError
+from .errors import BringupError, InputError
 
 if TYPE_CHECKING:
     from .auditkit import Expect
@@ -42,7 +47,7 @@ if TYPE_CHECKING:
     from .resources.base import Resource
 
 __all__ = ["RoleModule", "HOOKS", "EVERY_FACT", "Role", "HostContext", "FactView", "load_roles", "select_roles",
-           "merged_defaults", "wanted_facts"]
+           "merged_defaults", "wanted_facts", "fact_keys"]
 
 
 class _EveryFact:
@@ -127,6 +132,11 @@ class RoleModule(Protocol):
 
     def resources(self, host: HostContext) -> list[Resource]:
         """The desired state: resources, planned against the host and applied by the engine.  Required."""
+
+    def fact_keys(self, vars: dict[str, Any]) -> Mapping[str, Iterable[str]]:
+        """``{fact: keys}``: the only keys of those facts (of its ``FACTS``) the role reads on a host with these
+        variables, so that a fact that can (``Fact.command_for``) reads them alone (``system.sysctl``: the
+        sysctl role's keys, not ``sysctl -a``).  A fact another reader wants whole is read whole."""
 
     def validate(self, vars: dict[str, Any]) -> None:
         """What the types cannot say (a key file on the control machine, rendered configs): raise
@@ -258,6 +268,22 @@ class Role:
             raise InputError(f"role {self.name} declares no resources(host)")
         return list(self._hooks["resources"](ctx))
 
+    def fact_keys(self, vars: dict[str, Any]) -> dict[str, list[str]]:
+        """``{fact: keys}`` the role reads of its facts on a host with ``vars`` (its ``fact_keys`` hook; none
+        without it: every fact whole)."""
+        if "fact_keys" not in self._hooks:
+            return {}
+        # Reading a fact in part only saves time: a hook that fails, or answers something else than
+        # {fact: [keys]}, has its facts read whole (what they would be without it), never a failed run.
+        try:
+            got = self._hooks["fact_keys"](vars)
+            if not isinstance(got, Mapping):
+                return {}
+            return {f: sorted(set(keys)) for f, keys in got.items() if isinstance(f, str)
+                    and not isinstance(keys, (str, bytes)) and all(isinstance(k, str) for k in keys)}
+        except Exception:  # noqa: BLE001 - see above
+            return {}
+
     def audit(self, ctx: HostContext) -> list:
         """The role's runtime promises (``audit(host)``; none when the role has no such hook)."""
         return list(self._hooks["audit"](ctx)) if "audit" in self._hooks else []
@@ -315,11 +341,153 @@ def _cut(text: str, limit: int = 120) -> str:
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
-def load_roles(root: Path) -> tuple[list[str], dict[str, Role]]:
+class _Deferred(Role):
+    """A role the run did not select, its module not imported: its defaults (all a run needs of it: every role's
+    defaults are each host's lowest variables) come from the roles' manifest; anything else of it imports
+    the module then, as :func:`load_roles` would have, and it is a :class:`Role` from there on."""
+
+    def __init__(self, name: str, load: Callable[[], Role], defaults: dict[str, Any]):  # noqa: D107
+        self.name = name
+        self._load = load
+        self._defaults = defaults
+
+    def __getattr__(self, attr: str) -> Any:
+        # Only what the instance lacks comes here: the module, its hooks and model, its facts.
+        if attr.startswith("__") or "_load" not in self.__dict__:
+            raise AttributeError(attr)
+        real = self.__dict__.pop("_load")()
+        self.__dict__.update(real.__dict__)
+        return getattr(self, attr)
+
+
+#: The largest roles manifest read: a project's defaults are a few KiB.
+_MANIFEST_MAX = 1 << 20
+_MANIFEST_FORMAT = 1
+
+
+def _manifest_path(rdir: Path) -> Path | None:
+    """Where the roles' manifest lives: beside their bytecode (``roles/__pycache__``, or under
+    ``PYTHONPYCACHEPREFIX``), one per interpreter, as a ``.pyc`` is."""
+    try:
+        return Path(importlib.util.cache_from_source(str(rdir / "__init__.py"))).with_name(
+            f"bringup-roles.{sys.implementation.cache_tag}.json")
+    except (NotImplementedError, ValueError):  # pragma: no cover - an interpreter without a bytecode cache
+        return None
+
+
+def _stamps(files: list[str]) -> dict[str, list[int] | None]:
+    """Each file's (modification time, size, inode): what says it is the file the manifest was made from."""
+    out: dict[str, list[int] | None] = {}
+    for f in files:
+        try:
+            st = os.stat(f)
+        except OSError:
+            out[f] = None
+            continue
+        out[f] = [st.st_mtime_ns, st.st_size, st.st_ino]
+    return out
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """Whether ``value`` comes back from JSON as it is (mappings of text, lists, text, whole and finite numbers,
+    true/false, null): a default that would not (a tuple, a set, an object) keeps the roles imported."""
+    if depth > 32:
+        return False
+    if value is None or isinstance(value, (bool, int, str)):
+        return True
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    if type(value) is list:
+        return all(_plain(v, depth + 1) for v in value)
+    if type(value) is dict:
+        return all(isinstance(k, str) and _plain(v, depth + 1) for k, v in value.items())
+    return False
+
+
+def _read_manifest(path: Path | None, found: dict[str, tuple[Path, Path | None]]) -> dict[str, dict] | None:
+    """The defaults of every role by name, from a manifest made from exactly these role files (and the modules
+    they imported), or None: no manifest, another bringup, a file changed, or anything unexpected in it."""
+    from . import __version__
+
+    if path is None:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            data = f.read(_MANIFEST_MAX + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    if len(data) > _MANIFEST_MAX:
+        return None
+    try:
+        doc = json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return None
+    if not (isinstance(doc, dict) and doc.get("format") == _MANIFEST_FORMAT and doc.get("bringup") == __version__
+            and isinstance(doc.get("files"), dict) and isinstance(doc.get("roles"), dict)):
+        return None
+    roles = doc["roles"]
+    if sorted(roles) != sorted(found) or any(
+            not isinstance(roles[n], dict) or roles[n].get("path") != str(where[0])
+            or not isinstance(roles[n].get("defaults"), dict) or not _plain(roles[n]["defaults"])
+            for n, where in found.items()):
+        return None
+    files = doc["files"]
+    if not all(isinstance(k, str) for k in files) or _stamps(list(files)) != files:
+        return None
+    return {n: roles[n]["defaults"] for n in found}
+
+
+def _write_manifest(path: Path | None, rdir: Path, found: dict[str, tuple[Path, Path | None]],
+                    roles: dict[str, Role], imported: list[str]) -> None:
+    """After every role loaded and was held to the contract: record their defaults and the files they came from
+    (the role files, bringup's modules, whatever the roles imported first), when the process writes bytecode
+    and every default comes back from JSON as it is.  Best effort: a folder that cannot be written keeps the
+    next run importing every role, as before."""
+    from . import __version__
+
+    if path is None or sys.dont_write_bytecode:
+        return
+    try:
+        defaults = {n: r.defaults for n, r in roles.items()}
+        merged_defaults(list(roles.values()))  # two roles' defaults that disagree: refused at each run, never cached
+    except BringupError:
+        return
+    if not all(_plain(d) for d in defaults.values()):
+        return
+    files = sorted({*(str(p) for p in rdir.rglob("*.py") if "__pycache__" not in p.parts), *imported,
+                    *(str(m.__file__) for n, m in list(sys.modules.items())
+                      if (n == "bringup" or n.startswith("bringup.")) and getattr(m, "__file__", None))})
+    doc = {"format": _MANIFEST_FORMAT, "bringup": __version__, "files": _stamps(files),
+           "roles": {n: {"path": str(found[n][0]), "defaults": defaults[n]} for n in roles}}
+    try:
+        from .outfile import write_atomic
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, json.dumps(doc, sort_keys=True))
+    except (OSError, ValueError):
+        pass
+
+
+def load_roles(root: Path, only: str | None = None) -> tuple[list[str], dict[str, Role]]:
     """Load ``root/roles``: returns ``(standard order, roles by name)``.
 
     A role is ``roles/<name>.py`` or a package ``roles/<name>/__init__.py``; each is held to
     :class:`RoleModule`, and must be in ``ORDER`` when ``roles/__init__.py`` declares one.
+
+    ``only``: the ``--roles`` text of the run (None: every role).  The roles it does not name are then not
+    imported when the roles' manifest (beside their bytecode) was made from these very files: they are
+    :class:`_Deferred`, their defaults read from it.  Any role file or module they imported changed, or no
+    manifest: every role is imported and held to the contract, and the manifest written again (issue 42: a
+    sysctl no-op imported all twelve roles and, through them, the topology planner, GPU profiles and the
+    bench's serving code, for their defaults alone).
     """
     rdir = root / "roles"
     if not rdir.is_dir():
@@ -352,12 +520,29 @@ def load_roles(root: Path) -> tuple[list[str], dict[str, Role]]:
                                if (close := difflib.get_close_matches(n, stray, 1)) else "") for n in missing]
             raise InputError(f"{pkg_init}: ORDER lacks role(s) {', '.join(hints)}; add each where it runs "
                              f"in ORDER")
-    roles: dict[str, Role] = {}
-    for name, (path, package) in found.items():
+    def loaded(name: str) -> Role:
+        path, package = found[name]
         role = Role(name, _import(path, f"bringup_roles.{name}", package))
         if not role.has_resources:
             raise InputError(f"{path}: role {name} declares no resources(host): the one hook a role must have")
-        roles[name] = role
+        return role
+
+    manifest = _manifest_path(rdir)
+    selected = None if only is None else {w.strip() for w in only.split(",") if w.strip()}
+    known = _read_manifest(manifest, found) if selected else None
+    roles: dict[str, Role] = {}
+    if known is not None:
+        for name in found:
+            roles[name] = loaded(name) if name in selected else \
+                _Deferred(name, functools.partial(loaded, name), known[name])
+    else:
+        before = set(sys.modules)
+        for name in found:
+            roles[name] = loaded(name)
+        imported = [str(m.__file__) for n, m in list(sys.modules.items())
+                    if n not in before and getattr(m, "__file__", None)]
+        if selected or _read_manifest(manifest, found) is None:  # a run of every role rewrites only a stale one
+            _write_manifest(manifest, rdir, found, roles, imported)
     # Without an ORDER (no roles/__init__.py) the roles run by name.
     order = sorted(roles) if order is None else [r for r in order if r in roles]
     return order, roles
@@ -403,18 +588,45 @@ def merged_defaults(roles: list[Role]) -> dict[str, Any]:
 
 def wanted_facts(roles: list[Role], extra: tuple[str, ...] = ()) -> list:
     """The fact classes to gather for ``roles`` (and ``extra`` names), in gathering order."""
-    from .facts import ALL_FACTS, FACTS_BY_NAME
+    from . import facts
 
     names: set[str] = set(extra)
+    known = facts.known()
     for role in roles:
         if role.facts is None:
-            return list(ALL_FACTS)
-        unknown = [f for f in role.facts if f not in FACTS_BY_NAME]
+            return list(facts.ALL_FACTS)
+        unknown = [f for f in role.facts if f not in known]
         if unknown:
             raise InputError(f"role {role.name}: FACTS names unknown fact(s) {', '.join(unknown)}; "
-                             f"known: {', '.join(FACTS_BY_NAME)}")
+                             f"known: {', '.join(known)}")
         names.update(role.facts)
-    unknown = sorted(n for n in extra if n not in FACTS_BY_NAME)
+    unknown = sorted(n for n in extra if n not in known)
     if unknown:
         raise InputError(f"unknown fact(s) {', '.join(unknown)}")
-    return [f for f in ALL_FACTS if f.name in names]
+    # Only the modules of these facts are imported (bringup.facts.named).
+    return facts.named(names)
+
+
+def fact_keys(roles: list[Role], vars: dict[str, Any], extra: tuple[str, ...] = ()) -> dict[str, list[str]]:
+    """``{fact: keys}``: the facts that one host's run reads only in part, and those parts.  A fact is narrowed
+    when every selected role that reads it said which of its keys (``fact_keys``), nothing else wants it (the
+    checklist's ``extra``, a role reading every fact) and the fact can be read in part (``Fact.command_for``);
+    its keys are then all those roles' keys together.  Any other fact is read whole, as before."""
+    from . import facts
+
+    if any(role.facts is None for role in roles):
+        return {}
+    readers: dict[str, list[Role]] = {}
+    for role in roles:
+        for name in role.facts or ():
+            readers.setdefault(name, []).append(role)
+    said = {role.name: role.fact_keys(vars) for role in roles if role.facts}
+    out: dict[str, list[str]] = {}
+    for name, who in readers.items():
+        if name in extra or not all(name in said[r.name] for r in who):
+            continue
+        keys = sorted({k for r in who for k in said[r.name][name]})
+        cls = facts.named([name])[0]
+        if keys and cls.command_for(keys) is not None:
+            out[name] = keys
+    return out

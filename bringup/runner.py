@@ -24,7 +24,7 @@ from .inventory import Host
 from .pending import PendingHandlers
 from .results import HostResult, ResourceResult
 from .rolerun import RoleRun, read
-from .roles import FactView, HostContext, Role, merged_defaults, wanted_facts
+from .roles import FactView, HostContext, Role, fact_keys, merged_defaults, wanted_facts
 from .runlock import LockLost
 from .stop import Interrupted, Stop, as_completed_awake
 
@@ -103,6 +103,8 @@ class HostRun:
         self.stop = stop or Stop()
         self.transport: Transport | None = None
         self.facts_wanted = wanted_facts(roles, extra_facts)
+        #: The facts read in part, and which keys (the sysctl role's keys of system.sysctl, not ``sysctl -a``).
+        self.fact_keys = fact_keys(roles, vars, extra_facts)
         self.facts: dict[str, Any] = {}
         self._early: Dial | None = None  # the Dial taken from opts.ahead, until its facts are used
         self._dialled: float | None = None  # when that Dial started connecting (time.monotonic)
@@ -134,8 +136,8 @@ class HostRun:
         self.progress(self.host.name, "gathering facts")
         t = self.open()
         early, self._early = self._early, None
-        got = early.facts_for(self.facts_wanted) if early is not None else None
-        self.facts, self.fact_errors = got if got is not None else gather(t, self.facts_wanted)
+        got = early.facts_for(self.facts_wanted, self.fact_keys) if early is not None else None
+        self.facts, self.fact_errors = got if got is not None else gather(t, self.facts_wanted, self.fact_keys)
         self.result.fact_errors = self.fact_errors
         return self.facts
 
@@ -280,7 +282,7 @@ class HostRun:
         if not wanted:
             return False
         self.progress(self.host.name, f"gathering {', '.join(f.name for f in wanted)} again")
-        facts, errors = gather(self.open(), wanted)
+        facts, errors = gather(self.open(), wanted, self.fact_keys)
         self.facts.update(facts)
         for f in wanted:
             self.fact_errors.pop(f.name, None)

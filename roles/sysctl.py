@@ -122,6 +122,13 @@ class Vars(RoleVars):
     sysctl: dict[str, Any] = want({}, "must be a mapping of key: value (null drops a key)")
 
 
+def fact_keys(vars: dict) -> dict[str, list[str]]:
+    """The keys this role reads of its facts: its wanted keys (the host's value of a floor, and whether a key
+    is writable), so that a run reads those alone, not ``sysctl -a`` and the whole of /proc/sys."""
+    keys = sorted(table(vars))
+    return {"system.sysctl": keys, "system.sysctl_writable": keys}
+
+
 def validate(vars: dict) -> None:
     """Each key and value of ``sysctl`` (the kernel's names and ranges: what a type cannot say)."""
     table(vars)

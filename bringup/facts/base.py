@@ -8,9 +8,9 @@ A fact is a small class, in the manner of pyinfra's facts::
         process = staticmethod(parse_os_release)
 
 Defining the class registers it (``__init_subclass__``): :data:`FACTS_BY_NAME` and :data:`ALL_FACTS`
-are read-only views of one registry, in definition order, which is the gathering order (the package
-imports its modules in that order).  A name already taken, or one not ``<subsystem>.<what>``, is refused
-when the class is defined.
+are read-only views of one registry, in gathering order (:func:`rank`: the package's table of its facts;
+a fact it does not name comes after, in definition order).  A name already taken, or one not
+``<subsystem>.<what>``, is refused when the class is defined.
 
 All facts of a host are gathered together in one remote round trip
 (:mod:`bringup.facts.gather`): each ``command`` runs in its own subshell with
@@ -25,8 +25,26 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, ClassVar
 
-#: Every fact class by name, in definition order: filled by :meth:`Fact.__init_subclass__`.
+#: Every fact class by name, in gathering order: filled by :meth:`Fact.__init_subclass__`.
 _REGISTRY: dict[str, type["Fact"]] = {}
+#: A fact's place in the gathering order (:func:`rank`); a fact it does not name comes after, in definition order.
+_RANK: dict[str, int] = {}
+
+
+def rank(order) -> None:
+    """Keep the registry in the order of ``order`` (fact names), whichever fact module is imported first: the
+    package imports its modules on demand (:func:`bringup.facts.named`), so definition order varies by run."""
+    _RANK.clear()
+    _RANK.update({name: i for i, name in enumerate(order)})
+    _sort()
+
+
+def _sort() -> None:
+    # Stable: facts of equal rank (those no order names) keep their definition order.  In place, so that the
+    # read-only views below stay views of it.
+    ordered = sorted(_REGISTRY.items(), key=lambda kv: _RANK.get(kv[0], len(_RANK)))
+    _REGISTRY.clear()
+    _REGISTRY.update(ordered)
 
 
 class Fact:
@@ -52,6 +70,13 @@ class Fact:
     #: list written as text (``"0-15"``) is named, not planned as the characters '0', '-', '1', '5'.
     cpu_lists: ClassVar[tuple[str, ...]] = ()
 
+    @classmethod
+    def command_for(cls, keys: Sequence[str]) -> str | None:
+        """A command that prints what :attr:`command` prints, for ``keys`` of the fact alone (its readers said
+        they read no other: a role's ``fact_keys``), parsed by the same :meth:`process`; None (the default): the
+        fact is read whole.  Run as :attr:`command` is, under the same per-fact time limit."""
+        return None
+
     @staticmethod
     def process(output: str) -> Any:  # pragma: no cover - abstract
         """The pure parser: ``process = staticmethod(parse_x)`` in a subclass."""
@@ -76,10 +101,11 @@ class Fact:
             except Exception as e:  # noqa: BLE001 - said in one line, at definition
                 raise TypeError(f"fact {where}: process('') raised {type(e).__name__}: {e}; set default") from None
         _REGISTRY[name] = cls
+        _sort()
 
 
 class _Registered(Sequence):
-    """Every registered fact class, in definition order (a live, read-only view)."""
+    """Every registered fact class, in gathering order (a live, read-only view)."""
 
     def __getitem__(self, index):  # type: ignore[override]
         return list(_REGISTRY.values())[index]

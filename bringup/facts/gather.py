@@ -13,11 +13,13 @@ from ..script import KILLED, READ_LANES, SECTION_MAX, TIMED_OUT, batch, split
 from .base import Fact, UntrustedOutput, undecodable
 
 
-def fact_snippet(fact: type[Fact]) -> str:
-    """The snippet for one fact; a missing ``requires_command`` prints nothing."""
+def fact_snippet(fact: type[Fact], keys: list[str] | None = None) -> str:
+    """The snippet for one fact (for ``keys`` of it alone: :meth:`Fact.command_for`); a missing
+    ``requires_command`` prints nothing."""
+    command = (fact.command_for(keys) if keys else None) or fact.command
     if fact.requires_command:
-        return sh("command -v %s >/dev/null 2>&1 || exit 0\n", fact.requires_command) + fact.command
-    return fact.command
+        return sh("command -v %s >/dev/null 2>&1 || exit 0\n", fact.requires_command) + command
+    return command
 
 
 #: The most one fact's command may take on the host (seconds): ``nvidia-smi -q`` on eight GPUs without persistence
@@ -26,16 +28,19 @@ def fact_snippet(fact: type[Fact]) -> str:
 FACT_TIME_S = 180
 
 
-def collect_raw(transport, facts: list[type[Fact]]) -> dict[str, dict[str, Any]]:
+def collect_raw(transport, facts: list[type[Fact]], keys: dict[str, list[str]] | None = None
+                ) -> dict[str, dict[str, Any]]:
     """Run all ``facts`` on the host at once; each fact's raw output: ``{name: {"rc", "output"}}``
     (``rc`` None: the script stopped before the fact ended; ``"cut": True`` too: the fact printed more than
     :data:`~bringup.script.SECTION_MAX` and was cut there, alone, the others read; ``rc``
     :data:`~bringup.script.TIMED_OUT`: the fact ran past :data:`FACT_TIME_S` and was stopped, alone).
-    ``invoke facts --raw`` saves this."""
+    ``invoke facts --raw`` saves this.  ``keys``: ``{fact: keys}`` read in part (:func:`bringup.roles.fact_keys`).
+    """
     if not facts:
         return {}
-    script, token = batch([(f.name, fact_snippet(f)) for f in facts], lanes=READ_LANES, section_max=SECTION_MAX,
-                          time_limit_s=FACT_TIME_S)
+    keys = keys or {}
+    script, token = batch([(f.name, fact_snippet(f, keys.get(f.name))) for f in facts], lanes=READ_LANES,
+                          section_max=SECTION_MAX, time_limit_s=FACT_TIME_S)
     res = transport.run_script(script)
     return {f.name: {"rc": sec.rc, "output": sec.output, **({"cut": True} if sec.cut else {})}
             for f, sec in zip(facts, split(res.stdout, token, [f.name for f in facts], section_max=SECTION_MAX))}
@@ -105,7 +110,7 @@ def _empty_is_unread(fact: type[Fact], raw: dict[str, dict[str, Any]]) -> str | 
         return None
     if not fact.requires_command:
         return "empty output: the command always prints something here (output lost?)"
-    from . import FACTS_BY_NAME
+    from .base import FACTS_BY_NAME  # the facts defined so far: those gathered are (no other module imported)
 
     said = [name for name, entry in raw.items() if name != fact.name and name in FACTS_BY_NAME
             and FACTS_BY_NAME[name].requires_command == fact.requires_command and isinstance(entry, dict)
@@ -116,10 +121,11 @@ def _empty_is_unread(fact: type[Fact], raw: dict[str, dict[str, Any]]) -> str | 
             "(output lost?)")
 
 
-def gather(transport, facts: list[type[Fact]]) -> tuple[dict[str, Any], dict[str, str]]:
+def gather(transport, facts: list[type[Fact]], keys: dict[str, list[str]] | None = None
+           ) -> tuple[dict[str, Any], dict[str, str]]:
     """Run all ``facts`` on the host at once and parse them; returns ``(values, errors)`` (:func:`parse_raw`).
-    No facts wanted (roles that declare ``FACTS = ()``): no round trip."""
-    return parse_raw(facts, collect_raw(transport, facts))
+    No facts wanted (roles that declare ``FACTS = ()``): no round trip.  ``keys``: facts read in part."""
+    return parse_raw(facts, collect_raw(transport, facts, keys))
 
 
 #: The largest saved facts file read (a host's facts are well under a megabyte).

@@ -6,3 +6,8 @@
 - :mod:`.microbatch`: the client micro-batcher (window <= 1 ms, per-request futures).
 - :mod:`.results`: tables, CSV/JSON, plots, and the latest result for the checklist.
 """
+
+#: A request batch at most: the bench client's bound, and a served model's (``max_batch_size``, its
+#: preferred sizes: bringup.gpu_profiles), so that what is served can be measured.  Here, in the package's
+#: leaf, so that the role variables that bound a batch import no bench code.
+MAX_BATCH = 1 << 16

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import InputError
 from ..outfile import out_folder  # noqa: F401 - where the tasks have long imported it from
+from . import MAX_BATCH  # a request batch at most (in the leaf: bringup.gpu_profiles reads it too)
 from .window_tuner import WINDOW_MAX, WINDOW_MIN
 
 __all__ = ["RepeatOptions", "BenchOptions", "TuneWindowOptions", "TuneOptions", "FollowOptions", "read", "number",
@@ -29,8 +30,7 @@ MAX_CONCURRENCY = 4096
 MAX_PROCESSES = 64
 #: One item's elements at most (a 3x224x224 image is 150,528): the client builds a batch of them per coroutine.
 MAX_ITEM_ELEMENTS = 1 << 26
-#: A request batch at most.
-MAX_BATCH = 1 << 16
+
 
 def _first_line(text: str) -> str:
     return str(text).strip().splitlines()[0] if str(text).strip() else ""

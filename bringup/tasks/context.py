@@ -32,6 +32,7 @@ from invoke import Task as _InvokeTask
 from invoke import task as _invoke_task
 
 from ..errors import BringupError
+from ..process import freeze_imports
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -224,20 +225,22 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     when this raises: a refused run has run no command on any host.
     """
     from ..project import content_root
-    from ..roles import load_roles, select_roles, wanted_facts
+    from ..roles import fact_keys, load_roles, select_roles, wanted_facts
     from ..runner import prepare
 
     inv, chosen = selected(inventory, set_, host, hosts, group, limit, vault)
     if ahead is not None:
         ahead.dial(chosen[:dial])
     root = content_root()
-    order, all_roles = load_roles(root)
+    # The roles --roles does not name are not imported (their defaults come from the roles' manifest).
+    order, all_roles = load_roles(root, only=roles)
     chosen_roles = select_roles(order, all_roles, roles)
     role_vars = prepare(chosen, chosen_roles, [all_roles[r] for r in order])
     if check is not None:
         check(chosen)
     if ahead is not None:
-        ahead.want(wanted_facts(chosen_roles, ahead.extra_facts))
+        ahead.want(wanted_facts(chosen_roles, ahead.extra_facts),
+                   {h.name: fact_keys(chosen_roles, role_vars[h.name], ahead.extra_facts) for h in chosen[:dial]})
     return inv, chosen, root, chosen_roles, role_vars
 
 
@@ -283,8 +286,11 @@ def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, l
         from ..templates import Templates
 
         out = console()
+        templates = Templates(root / "templates")
+        # The run's modules are loaded: no garbage collection walks them again (bringup.process).
+        freeze_imports()
         with interruptible(out) as stop:
-            yield Run(inv, chosen, root, chosen_roles, role_vars, n, Templates(root / "templates"), out, ahead, stop)
+            yield Run(inv, chosen, root, chosen_roles, role_vars, n, templates, out, ahead, stop)
 
 
 #: What the first signal of a run of the roles stops, and what a second one does.

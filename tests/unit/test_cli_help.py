@@ -67,15 +67,43 @@ def test_cyclic_garbage_left_at_exit_is_still_finalized(tmp_path, start):
     assert (tmp_path / "out").read_text() == "finalized"
 
 
+@pytest.mark.parametrize("start", sorted(STARTS))
+def test_a_program_collects_rarely(start):
+    # The program's start raises the young generation's threshold (bringup.process.quiet_gc).
+    probe = ("import atexit, gc\natexit.register(lambda: print('threshold', gc.get_threshold()[0]))\n"
+             + STARTS[start])
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
+    from bringup.process import RUN_GC_THRESHOLD
+
+    assert out.stdout.strip().splitlines()[-1] == f"threshold {RUN_GC_THRESHOLD}", out
+
+
+def test_a_run_never_walks_its_imports_again(tmp_path):
+    # Once the run imported its modules (tasks/context.running calls freeze_imports) they are frozen, so the
+    # exit's collection walks only what the run made after: here a cycle with __del__, which is still finalized.
+    probe = (STARTS["invoke"] + "import gc, sys\nfrom bringup.process import freeze_imports\n"
+             "freeze_imports()\nassert gc.get_freeze_count() > 1000, gc.get_freeze_count()\n"
+             "class Holder:\n    def __del__(self):\n        open(sys.argv[1], 'w').write('finalized')\n"
+             "h = Holder(); h.me = h\ndel h\n"
+             "import atexit\natexit.register(lambda: print('unfrozen', len(gc.get_objects())))\n")
+    out = subprocess.run([sys.executable, "-c", probe, str(tmp_path / "out")], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert (tmp_path / "out").read_text() == "finalized"
+    # What the exit's collection walked: the few objects made after the freeze, not the program's modules.
+    assert int(out.stdout.split()[-1]) < 1000, out.stdout
+
+
 def test_library_use_leaves_the_process_as_it_was():
     # Importing the tasks (prepared, for bench/peers/audit_spec.py) or the program is no program's start: the
     # bytecode setting and the exit are the importer's.
     probe = ("import sys, gc, atexit\nsys.dont_write_bytecode = True\n"
              "import bringup.cli, bringup.tasks.context\nfrom bringup.tasks.context import prepared\n"
+             "from bringup.process import freeze_imports\nthreshold = gc.get_threshold()\nfreeze_imports()\n"
              "atexit.register(lambda: print('frozen', gc.get_freeze_count() > 0))\n"
-             "print('dont_write', sys.dont_write_bytecode)\n")
+             "print('dont_write', sys.dont_write_bytecode, 'threshold', threshold == (700, 10, 10))\n")
     out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert out.stdout.split() == ["dont_write", "True", "frozen", "False"], out
+    assert out.stdout.split() == ["dont_write", "True", "threshold", "True", "frozen", "False"], out
 
 
 def _entry(*args, code="from bringup.entry import main; main()"):

@@ -83,6 +83,35 @@ def test_registry_keeps_the_gathering_order():
     assert [f.name for f in ALL_FACTS[2:4]] == ["os.boot_id", "cpu.topology"] and ALL_FACTS[-1].name == "kernel.xid"
 
 
+def test_the_table_names_each_facts_module_in_gathering_order():
+    """bringup.facts.MODULES is how a run imports only the fact modules its roles read: a fact missing from it, or
+    named under another module, would be unknown to a role or never defined."""
+    from bringup.facts import MODULES
+
+    assert list(MODULES) == GATHERING_ORDER
+    assert {f.name: f.__module__ for f in ALL_FACTS} == {n: f"bringup.facts.{m}" for n, m in MODULES.items()}
+
+
+def test_a_run_imports_only_the_modules_of_the_facts_it_reads():
+    """In a fresh process: naming the sysctl role's facts imports the system module alone (and what it imports),
+    whichever order modules are imported in the registry keeps the gathering order."""
+    code = """if True:
+        import sys
+        from bringup.facts import named
+        got = named(["system.sysctl", "system.sysctl_writable"])
+        assert [f.name for f in got] == ["system.sysctl", "system.sysctl_writable"], got
+        loaded = sorted(m for m in sys.modules if m.startswith("bringup.facts."))
+        assert loaded == ["bringup.facts.base", "bringup.facts.helpers", "bringup.facts.system"], loaded
+        assert not any(m.startswith("bringup.latency") for m in sys.modules)
+        named(["kernel.xid", "nvidia.smi"])
+        from bringup.facts import ALL_FACTS
+        print(",".join(f.name for f in ALL_FACTS))
+    """
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip().split(",") == GATHERING_ORDER
+
+
 def test_registry_views_are_read_only():
     with pytest.raises(TypeError):
         FACTS_BY_NAME["os.release"] = Fact  # type: ignore[index]

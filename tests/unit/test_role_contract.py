@@ -30,7 +30,7 @@ def _project(tmp_path: Path, roles: dict[str, str | dict[str, str]], order: list
 
 
 def test_the_contract_lists_every_hook_a_role_may_define():
-    assert set(HOOKS) == {"FACTS", "Vars", "DEFAULTS", "HANDLERS", "WAITS_FOR_REBOOT", "resources", "validate",
+    assert set(HOOKS) == {"FACTS", "Vars", "DEFAULTS", "HANDLERS", "WAITS_FOR_REBOOT", "resources", "fact_keys", "validate",
                           "audit", "checks", "verify", "rollback", "health"}
     assert all(RoleModule.__dict__[h].__doc__ for h in HOOKS if h[0].islower())
 

@@ -115,7 +115,7 @@ def test_facts_a_change_invalidates_are_gathered_again_for_the_roles_after_it(tm
     values = iter([False, True])
     gathered: list[list[str]] = []
 
-    def gather(t, wanted):
+    def gather(t, wanted, keys=None):
         gathered.append([f.name for f in wanted])
         return {f.name: next(values) for f in wanted}, {}
 
