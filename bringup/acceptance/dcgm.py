@@ -16,10 +16,10 @@ something that is not such a document: one named line (:func:`dcgm_lines`).
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..checks import Check, line
+from ..untrusted import Unreadable, loads
 
 __all__ = ["GET_DCGM", "parse_diag", "DiagError", "dcgm_lines"]
 
@@ -40,9 +40,9 @@ def _document(text: str) -> dict:
     if start < 0:
         raise DiagError("no JSON document in dcgmi's output")
     try:
-        doc, _ = json.JSONDecoder().raw_decode(text[start:])
-    except ValueError as e:
-        raise DiagError(f"dcgmi's JSON does not parse ({e.msg} at line {e.lineno})") from None
+        doc = loads(text[start:], what="dcgmi's JSON", raw=True)
+    except Unreadable as e:
+        raise DiagError(str(e).replace("dcgmi's JSON: not JSON (", "dcgmi's JSON does not parse (", 1)) from None
     if not isinstance(doc, dict):
         raise DiagError("dcgmi's JSON is not an object")
     return doc
