@@ -507,7 +507,27 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
 
 #: The line ``nvidia.query``'s command prints between ``nvidia-smi -q`` and ``nvidia-smi -L``.
 LIST_MARK = "--- nvidia-smi -L"
-_LIST_GPU = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*([^)\s]+)\)\s*$")
+_LIST_GPU_HEAD = re.compile(r"GPU\s+(\d+):(?=\s)")
+_UUID_TAIL = re.compile(r"\(UUID:\s*([^)\s]+)\)")
+
+
+def _gpu_line(line: str) -> tuple[int, str, str] | None:
+    """``GPU <n>: <name> (UUID: <uuid>)`` (``nvidia-smi -L``, ``nvlink -s``) as ``(n, name, uuid)``, or None.
+
+    Read in linear time (the line is host output: ``\\s+(.*?)\\s+\\(`` backtracked cubically, 6,000 spaces took
+    minutes): the head by a prefix match, the UUID from the last ``(UUID:`` of the line, the name between."""
+    head = _LIST_GPU_HEAD.match(line)
+    if not head:
+        return None
+    rest = line[head.end():].rstrip()
+    at = rest.rfind("(UUID:")
+    tail = _UUID_TAIL.fullmatch(rest, at) if at >= 0 else None
+    between = rest[:at]
+    if not tail or not between[-1:].isspace() or len(between) < 2 and not between.strip():
+        return None
+    return int(head.group(1)), between.strip(), tail.group(1)
+
+
 _LIST_MIG = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+):\s+\(UUID:\s*([^)\s]+)\)\s*$")
 
 
@@ -523,9 +543,9 @@ def parse_nvidia_smi_list(output: str) -> list[dict[str, Any]]:
     for line in output.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        g = _LIST_GPU.match(line)
+        g = _gpu_line(line)
         if g:
-            gpus.append({"index": int(g.group(1)), "name": g.group(2), "uuid": g.group(3), "mig_devices": []})
+            gpus.append({"index": g[0], "name": g[1], "uuid": g[2], "mig_devices": []})
         elif gpus:
             m, devices = _LIST_MIG.match(line), gpus[-1]["mig_devices"]
             if m and devices is not None:
@@ -726,8 +746,7 @@ class NvidiaTopo(_NvidiaSmiFact):
 # nvidia-smi nvlink -s
 # --------------------------------------------------------------------------
 
-_NVLINK_GPU = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*([^)\s]+)\)\s*$")
-_NVLINK_LINK = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
+_NVLINK_LINK = re.compile(r"^\s*Link\s+(\d+):(.*)$")  # the text stripped after: linear (not \s*(.*?)\s*$)
 _NVLINK_SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$")
 
 
@@ -743,14 +762,14 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
     for line in output.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        g = _NVLINK_GPU.match(line.strip())
+        g = _gpu_line(line.strip())
         if g:
-            gpus.append({"index": int(g.group(1)), "name": g.group(2), "uuid": g.group(3), "links": []})
+            gpus.append({"index": g[0], "name": g[1], "uuid": g[2], "links": []})
             continue
         m = _NVLINK_LINK.match(line)
         if not gpus or m is None:
             continue  # NVML's notices, and lines of no link
-        value = m.group(2)
+        value = m.group(2).strip()
         speed = _NVLINK_SPEED.match(value)
         if speed is None and value.strip("<>").lower() != "inactive":
             raise UntrustedOutput(f"nvidia-smi nvlink -s: GPU {gpus[-1]['index']} link {m.group(1)}: "

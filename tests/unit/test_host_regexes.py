@@ -1,0 +1,52 @@
+"""Issue 40 item 6: the parsers of host output run in linear time on hostile lines (a 6,000 or 60,000-space line
+of ``nvidia-smi -L`` or ``nvlink -s``), and still read the real captures the same way.
+
+``^GPU\\s+(\\d+):\\s+(.*?)\\s+\\(UUID:...`` backtracked cubically: 6,000 spaces took minutes on this machine.  The
+bound below is generous for a busy 2-core machine and far below what the old patterns took."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from bringup.facts.base import UntrustedOutput
+from bringup.facts.nvidia import parse_nvidia_smi_list, parse_nvlink_status
+
+PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "public"
+
+
+def public(name: str) -> str:
+    return "".join(l for l in (PUBLIC / name).read_text().splitlines(keepends=True) if not l.startswith("#"))
+
+
+def hostile_lines(n: int) -> list[str]:
+    sp = " " * n
+    return [f"GPU 0:{sp}x", f"GPU 0: a{sp}(UUID: x{sp}", f"GPU 0:{sp}" + "(UUID:" * (n // 6), f"GPU 0: a{sp}b",
+            f"GPU 0: NVIDIA H100 (UUID: GPU-1)\n  MIG{sp}x", f"GPU 0: NVIDIA H100 (UUID: GPU-1)\n{sp}MIG 1g Device 0:{sp}"]
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi -L / nvlink -s line of 6,000 and 60,000 spaces", variants=24,
+                         checks=("no hang",))
+@pytest.mark.parametrize("n", [6_000, 60_000])
+def test_hostile_lines_parse_in_linear_time(n):
+    for text in hostile_lines(n):
+        t0 = time.monotonic()
+        gpus = parse_nvidia_smi_list(text)
+        assert time.monotonic() - t0 < 2, text[:40]
+        assert all(g["name"].strip() == g["name"] for g in gpus)
+        t0 = time.monotonic()
+        try:
+            parse_nvlink_status(text.replace("MIG", "Link 0: a"))
+        except UntrustedOutput:
+            pass
+        assert time.monotonic() - t0 < 2, text[:40]
+
+
+def test_the_real_captures_read_as_before():
+    gpus = parse_nvidia_smi_list(public("nvsmi-L-4xa100sxm80-1mig4.txt"))
+    assert len(gpus) == 4 and all(g["uuid"].startswith("GPU-") and g["name"] for g in gpus)
+    assert sum(len(g["mig_devices"] or []) for g in gpus) >= 1
+    links = parse_nvlink_status(public("nvlink-s-8xa100sxm.txt"))
+    assert len(links) == 8 and all(l["active"] and l["gbps"] for g in links for l in g["links"])
+    assert [g["name"] for g in parse_nvidia_smi_list("GPU 3: NVIDIA H200 (UUID: GPU-0f)\n")] == ["NVIDIA H200"]
