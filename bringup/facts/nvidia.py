@@ -82,8 +82,10 @@ _INT_PREFIXES = ("pcie.link.", "ecc.errors.", "remapped_rows.histogram.", "remap
 
 def _csv_key(header: str) -> tuple[str, str | None]:
     """``memory.total [MiB]`` → (``memory_total_mib``, ``MiB``); ``pci.bus_id`` → (``pci_bus_id``, None)."""
-    m = re.match(r"^(.*?)\s*\[([^\]]+)\]\s*$", header)
-    base, unit = (m.group(1), m.group(2)) if m else (header.strip(), None)
+    h = header.strip()
+    at = h.rfind("[")  # linear: not ^(.*?)\s*\[...\]\s*$ over host text
+    m = at >= 0 and h.endswith("]") and len(h) - at > 2 and "]" not in h[at + 1:-1]
+    base, unit = (h[:at].rstrip(), h[at + 1:-1]) if m else (h, None)
     key = re.sub(r"[^0-9a-z]+", "_", base.lower()).strip("_")
     if unit:
         key += "_" + {"%": "pct"}.get(unit, re.sub(r"[^0-9a-z]+", "_", unit.lower()).strip("_"))
@@ -404,7 +406,7 @@ def mig_devices_of(section: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-_NVML_FAILED = re.compile(r"^Failed to initialize NVML: (.+?)\s*$", re.M)
+_NVML_FAILED = re.compile(r"^Failed to initialize NVML: ([^\n]*\S)", re.M)  # linear: no (.+?)\s*$
 _NVML_LIBRARY = re.compile(r"^NVML library version: (\d+\.\d+(?:\.\d+)?)\s*$", re.M)
 
 

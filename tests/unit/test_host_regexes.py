@@ -50,3 +50,29 @@ def test_the_real_captures_read_as_before():
     links = parse_nvlink_status(public("nvlink-s-8xa100sxm.txt"))
     assert len(links) == 8 and all(l["active"] and l["gbps"] for g in links for l in g["links"])
     assert [g["name"] for g in parse_nvidia_smi_list("GPU 3: NVIDIA H200 (UUID: GPU-0f)\n")] == ["NVIDIA H200"]
+
+
+def ib_port(rate: str, state: str = "4: ACTIVE") -> dict:
+    from bringup.facts.net import parse_infiniband_ports
+
+    (p,) = parse_infiniband_ports(f"ibport mlx5_0 1 state {state}\nibport mlx5_0 1 phys_state 5: LinkUp\n"
+                                  f"ibport mlx5_0 1 rate {rate}\nibport mlx5_0 1 link_layer InfiniBand\n")
+    return p
+
+
+@pytest.mark.reliability(item=40, fault="IB rate: 10^400, 1e308-like or absurd figures from sysfs", variants=3,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("rate", ["1" * 400 + " Gb/sec (4X HDR)", "999999999 Gb/sec (4X)", "nan Gb/sec"])
+def test_an_absurd_ib_rate_is_refused_never_a_rate(rate):
+    p = ib_port(rate)
+    assert p["rate_gbps"] is None and p.get("refused"), p
+
+
+def test_ib_values_with_long_space_runs_parse_in_linear_time_and_real_ones_read():
+    t0 = time.monotonic()
+    for n in (6_000, 60_000):
+        p = ib_port("200 Gb/sec" + " " * n + "x", state="4: A" + " " * n + "B")
+        assert p["state"] is None
+    assert time.monotonic() - t0 < 4
+    p = ib_port("200 Gb/sec (4X HDR)")
+    assert (p["state"], p["phys_state"], p["rate_gbps"]) == ("ACTIVE", "LinkUp", 200.0)
