@@ -47,9 +47,10 @@ class HttpError(Unreadable):
     """An HTTP answer that did not come whole within the deadline and the cap (``status`` the HTTP status
     when the server answered an error, else None: unreachable, too slow, too large)."""
 
-    def __init__(self, message: str, status: int | None = None, unreachable: bool = False):
+    def __init__(self, message: str, status: int | None = None, unreachable: bool = False, body: bytes = b"",
+                 reason: str = ""):
         super().__init__(message)
-        self.status, self.unreachable = status, unreachable
+        self.status, self.unreachable, self.body, self.reason = status, unreachable, body, reason
 
 
 def _shown(value: Any) -> str:
@@ -132,11 +133,13 @@ def _depth(text: str) -> int:
     return deepest
 
 
-def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None, raw: bool = False) -> Any:
+def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None, raw: bool = False,
+          nan: bool = False) -> Any:
     """``text`` as a JSON document, or :class:`Unreadable` with one line (``what`` leads it): not JSON,
     larger than ``max_bytes``, NaN/Infinity, an integer of more than :data:`DIGITS_MAX` digits, nesting deeper
     than :data:`DEPTH_MAX`.  ``raw``: the first document in ``text`` (what follows is ignored, as
-    ``JSONDecoder.raw_decode`` does)."""
+    ``JSONDecoder.raw_decode`` does).  ``nan``: NaN and Infinity are read as floats (a file bringup's own
+    ``json.dumps`` wrote, whose judged figures the caller checks with :func:`number`)."""
     if isinstance(text, bytes):
         if max_bytes is not None and len(text) > max_bytes:
             raise Unreadable(f"{what}: larger than {max_bytes} bytes")
@@ -148,7 +151,8 @@ def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None
         raise Unreadable(f"{what}: larger than {max_bytes} bytes")
     if _depth(text) > DEPTH_MAX:
         raise Unreadable(f"{what}: nested more than {DEPTH_MAX} levels deep (not a document bringup reads)")
-    dec = json.JSONDecoder(parse_constant=_constant, parse_int=_int, parse_float=_float)
+    dec = json.JSONDecoder(parse_constant=None if nan else _constant, parse_int=_int,
+                           parse_float=float if nan else _float)
     try:
         if raw:
             return dec.raw_decode(text)[0]
@@ -168,10 +172,11 @@ def future(when: datetime, now: datetime | None = None, skew_s: float = CLOCK_SK
 
 
 def http_get(url: str, *, max_bytes: int, deadline_s: float, what: str = "the server",
-             headers: dict[str, str] | None = None) -> bytes:
-    """The body of ``GET url``: at most ``max_bytes``, the whole answer (connect, headers, body) within
-    ``deadline_s``.  :class:`HttpError` otherwise: ``status`` set when the server answered an HTTP error,
-    ``unreachable`` when it did not answer (refused, reset, silent)."""
+             headers: dict[str, str] | None = None, data: bytes | None = None, method: str | None = None) -> bytes:
+    """The body of ``GET url`` (``data``/``method``: a POST): at most ``max_bytes``, the whole answer (connect,
+    headers, body) within ``deadline_s``.  :class:`HttpError` otherwise: ``status`` set when the server
+    answered an HTTP error (``body`` its first 64 KiB, ``reason`` its reason phrase), ``unreachable`` when it
+    did not answer (refused, reset, silent)."""
     import urllib.error
     import urllib.request
 
@@ -182,7 +187,7 @@ def http_get(url: str, *, max_bytes: int, deadline_s: float, what: str = "the se
 
     def fetch() -> None:
         try:
-            req = urllib.request.Request(url, headers=headers or {})
+            req = urllib.request.Request(url, data=data, headers=headers or {}, method=method)
             r = urllib.request.urlopen(req, timeout=max(0.1, deadline_s))
             resp.append(r)
             with r:
@@ -202,7 +207,12 @@ def http_get(url: str, *, max_bytes: int, deadline_s: float, what: str = "the se
                                                  f"{max_bytes} are read)")
                         return
         except urllib.error.HTTPError as e:
-            box["error"] = HttpError(f"{what} answered HTTP {e.code}", status=e.code)
+            try:
+                body = e.read(65536) or b""
+            except Exception:  # noqa: BLE001 - an error body that does not come is just empty
+                body = b""
+            box["error"] = HttpError(f"{what} answered HTTP {e.code}", status=e.code, body=body,
+                                     reason=str(e.reason or "")[:200])
         except (urllib.error.URLError, OSError, ValueError) as e:
             why = getattr(e, "reason", None) or e
             box["error"] = HttpError(f"{what} did not answer ({why})", unreachable=True)

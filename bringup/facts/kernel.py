@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from .base import Fact, UntrustedOutput
+from ..untrusted import Unreadable, text_number
 
 __all__ = ["KernelXid", "parse_kernel_xid", "MAX_EVENTS", "XID_AWK"]
 
@@ -30,6 +31,21 @@ XID_AWK = (
     " for (i = s; i <= n; i++) print \"xid \" x[i % " + str(MAX_EVENTS) + "];"
     " print \"count \" n + 0; print \"exit \" rc + 0 }"
 )
+
+
+#: The most Xid lines one boot's log is read to hold (a GPU in trouble logs thousands an hour, not 10^12), and the
+#: largest Xid number (the driver's run to the low hundreds).
+XID_COUNT_MAX = 10 ** 12
+XID_MAX = 100_000
+
+
+def _whole(text: str, what: str, most: int) -> int:
+    """A count or number awk printed, a whole number 0..``most``; else :class:`UntrustedOutput` (a count of
+    10^400 lines, ``-3`` or ``NaN`` is no log's: never read as some count, never a traceback)."""
+    try:
+        return int(text_number(text, lo=0, hi=most, integer=True, what=what))
+    except Unreadable as e:
+        raise UntrustedOutput(f"kernel log: {e}") from None
 
 
 def _whole_boot(t: dict[str, Any]) -> bool:
@@ -69,10 +85,10 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
             cur["first"] = rest
         elif word == "error":
             cur["error"] = cur["error"] or rest.strip()
-        elif word == "count" and rest.strip().isdigit():
-            cur["count"] = int(rest)
-        elif word == "exit" and rest.strip().isdigit():
-            cur["exit"] = int(rest)
+        elif word == "count":
+            cur["count"] = _whole(rest, "count", XID_COUNT_MAX)
+        elif word == "exit":
+            cur["exit"] = _whole(rest, "exit status", 255)
         elif word == "xid":
             # A MIG instance's Xid names it after the GPU: "(PCI:0000:01:00 GPU-I:05 GPU-CI:01)".
             m = re.search(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)(?:\s+GPU-I:(\d+))?(?:\s+GPU-CI:(\d+))?\):"
@@ -81,7 +97,7 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
                 raise UntrustedOutput(f"kernel log: an Xid line not in the driver's form: {rest.strip()[:80]!r}")
             bad = any("\udc80" <= ch <= "\udcff" for ch in rest)
             cur["damaged"] += bad
-            cur["events"].append({"pci": m.group(1).lower(), "xid": int(m.group(4)),
+            cur["events"].append({"pci": m.group(1).lower(), "xid": _whole(m.group(4), "Xid", XID_MAX),
                                   "mig_instance": int(m.group(2)) if m.group(2) else None,
                                   "text": m.group(5).encode("utf-8", "replace").decode("utf-8").strip(),
                                   "line": rest.strip()})
