@@ -105,15 +105,18 @@ def _cell(s: RoleState | None) -> str:
 
 def render_table(report: DriftReport) -> Table:
     """One row per host, one column per role: ``N pending``, ``ok``, ``error (N)``, or the row unreachable."""
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table("host", "status", *report.roles, title="drift (check mode: nothing was changed)", box=None)
+    # Host names and messages (a host's error text) are data: never markup (a "[link=...]" or "[/x]" in them).
+    t = Table("host", "status", *map(escape, report.roles), title="drift (check mode: nothing was changed)",
+              box=None)
     for h in report.hosts:
-        status = f"[{_STYLE.get(h.status, 'dim')}]{h.status}[/]"
+        status = f"[{_STYLE.get(h.status, 'dim')}]{escape(h.status)}[/]"
         if h.status in ("unreachable", "interrupted", "not started") or (h.status == "failed" and not h.roles):
-            t.add_row(h.host, status, *([h.message or h.status] + [""] * (len(report.roles) - 1)))
+            t.add_row(escape(h.host), status, *([escape(h.message or h.status)] + [""] * (len(report.roles) - 1)))
             continue
-        t.add_row(h.host, status, *(_cell(h.roles.get(role)) for role in report.roles))
+        t.add_row(escape(h.host), status, *(_cell(h.roles.get(role)) for role in report.roles))
     return t
 
 

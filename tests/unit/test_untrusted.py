@@ -168,3 +168,27 @@ def test_fleet_table_shows_markup_and_escapes_from_labels_as_text():
     assert "\x1b[" in r.stdout  # styled as on a terminal: a hyperlink would be emitted here
     assert "\x1b]" not in r.stdout and "\x07" not in r.stdout and "\x1b]8;" not in r.stdout
     assert "[link=file:///etc/passwd]" in r.stdout and "[/oops]" in r.stdout
+
+
+@pytest.mark.reliability(item=40, fault="ESC sequences and Rich markup in host text (drift table, check lines)",
+                         variants=3, checks=("one clear line",))
+def test_drift_table_and_plain_prints_show_hostile_text_inert(monkeypatch):
+    """Through the console every task prints to (bringup.tasks.context.console), styled as on a terminal."""
+    from bringup import drift as D
+    from bringup.report import HostResult
+    from bringup.tasks.context import console
+
+    evil = "[link=file:///etc/passwd]click[/link] \x1b]0;pwned\x07 \x1b[2J [bold red]PASS[/] [/oops]"
+    monkeypatch.setenv("FORCE_COLOR", "1")  # rich's styles are written, as on a terminal: a hyperlink would be too
+    c = console()
+    with c.capture() as cap:
+        c.print(D.render_table(D.summarize([HostResult("gone-01", status="unreachable", message=evil)], ["sysctl"],
+                                           checked_at=1_700_000_000.0)))
+        c.print(f"host said: {evil}")  # a plain print with markup on: what does not parse is shown as text
+        from rich.text import Text
+        c.print(Text(evil))
+    out = cap.get()
+    assert "\x1b[" in out  # styled
+    assert "\x1b]" not in out and "\x1b[2J" not in out and "\x07" not in out
+    assert "[link=file:///etc/passwd]" in out and "[/oops]" in out
+    assert "\\x1b]0;pwned" in out  # shown, written out
