@@ -192,3 +192,33 @@ def test_drift_table_and_plain_prints_show_hostile_text_inert(monkeypatch):
     assert "\x1b]" not in out and "\x1b[2J" not in out and "\x07" not in out
     assert "[link=file:///etc/passwd]" in out and "[/oops]" in out
     assert "\\x1b]0;pwned" in out  # shown, written out
+
+
+@pytest.mark.reliability(item=40, fault="Triton's metrics endpoint floods or drips (tune-window)", variants=2,
+                         checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("mode", ["flood", "drip"])
+def test_tritons_metrics_flood_or_drip_end_within_the_timeout(mode):
+    from bringup.latency.window_tuner import TritonHTTP, TunerError
+
+    with HostileHTTP(mode, content_type="text/plain") as url:
+        api = TritonHTTP(url, url + "/metrics", timeout=3)
+        t0 = time.monotonic()
+        with pytest.raises(TunerError) as e:  # Unreachable (the drip) is a TunerError
+            api.metrics()
+        assert time.monotonic() - t0 < 20
+    assert ("larger than 16 MiB" if mode == "flood" else "within 3 s") in str(e.value)
+    assert "\n" not in str(e.value)
+
+
+@pytest.mark.reliability(item=40, fault="Triton's statistics API: nested, 100,000 digits, NaN, absurd counters",
+                         variants=4, checks=("one clear line",))
+@pytest.mark.parametrize("body", [b"[" * 100_000, b'{"model_stats": ' + b"1" * 100_000 + b"}",
+                                  b'{"model_stats": [{"name": "m", "inference_stats": {"success": {"count": NaN}}}]}',
+                                  b'{"model_stats": [{"name": "m", "inference_stats": {"success": {"count": -5}}}]}'])
+def test_tritons_hostile_statistics_are_one_line(body):
+    from bringup.latency.window_tuner import TritonHTTP, TunerError
+
+    with HostileHTTP(body=body) as url:
+        with pytest.raises(TunerError) as e:
+            TritonHTTP(url, url + "/metrics", timeout=5).stats("m")
+    assert str(e.value).startswith("Triton's") and "\n" not in str(e.value)
