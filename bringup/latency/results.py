@@ -179,7 +179,7 @@ def remember(host: str, path: Path, index: Path | None = None) -> None:
     index = Path(index or INDEX)
     try:
         try:
-            doc = json.loads(index.read_text())
+            doc = loads(index.read_bytes(), what="the index", max_bytes=16 << 20)
             doc = doc if isinstance(doc, dict) else {}
         except (OSError, ValueError):
             doc = {}

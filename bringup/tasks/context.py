@@ -127,8 +127,6 @@ def task(*args: Any, **kwargs: Any) -> Any:
 
 def console() -> Console:
     """The console a task prints to."""
-    from rich.console import Console
-
     # Piped into a log or CI, rich would assume 80 columns and cut the tables' headers: give them room.
     # emoji=False: text from a host or the inventory is never an emoji code (a PCI bus 0000:ab:00.0 printed
     # as 0000🆎00.0).

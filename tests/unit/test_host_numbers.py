@@ -127,3 +127,19 @@ def test_drift_does_not_carry_absurd_values_of_an_earlier_textfile(tmp_path):
                  'bringup_unreachable{host="c"} -1\nbringup_unreachable{host="d"} 1e308\n'
                  'bringup_unreachable{host="e"} 1\n')
     assert read_previous(p) == {("bringup_unreachable", "e"): 1.0}
+
+
+@pytest.mark.reliability(item=40, fault="a JSON file on the host nested 100,000 deep or with 100,000 digits",
+                         variants=2, checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a": ' + "1" * 100_000 + "}"])
+def test_a_hostile_json_file_on_the_host_is_one_line_and_kept(tmp_path, text):
+    import subprocess
+
+    from bringup.resources.jsonfile import JsonFile
+
+    f = tmp_path / "daemon.json"
+    f.write_text(text)
+    res = JsonFile(str(f), {"debug": True})
+    plan = res.plan(subprocess.run(["/bin/sh", "-c", res.read()], capture_output=True, text=True).stdout)
+    assert plan.error and plan.error.startswith(f"{f} is not valid JSON") and "\n" not in plan.error
+    assert not plan.commands and f.read_text() == text
