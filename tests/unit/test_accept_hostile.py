@@ -167,3 +167,47 @@ def test_a_hostile_saved_result_is_one_warn(tmp_path, text):
     now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
     (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
     assert k.status == "WARN" and "not a saved acceptance result" in k.seen and "\n" not in k.seen
+
+
+HOSTILE_PROBE = r'''#!/bin/sh
+# TEST DOUBLE of python3 on a compromised host: the acceptance probe's run (--seconds) prints a document with
+# absurd figures (1e308, negative, text) and a GPU name carrying an OSC sequence and Rich markup; every other use is the real python3.
+case " $* " in
+  *" --seconds "*) cat >/dev/null
+    printf '%s\n' '{"probe": 1, "repeats": 5, "error": null, "pairs": [], "load": null, "gpus": [{"index": 0, "name": "H200", "bus_id": "00000000:18:00.0", "h2d_gbs": "fast", "d2h_gbs": 1e308, "d2d_gbs": -2089.0}, {"index": 1, "name": "\u001b]0;pwned\u0007[bold red]PASS[/] [link=file:///etc/passwd]x[/link]", "bus_id": "00000000:19:00.0", "error": "lost"}]}'
+    exit 0;;
+esac
+exec REAL "$@"
+'''
+
+
+@pytest.mark.reliability(item=40, fault="accept: a host's probe prints 1e308, negative or text rates, an "
+                         "ESC/markup GPU name", variants=1, checks=("one clear line", "exit code", "report written"))
+def test_accept_through_the_cli_never_passes_absurd_figures_and_shows_hostile_names_inert(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python3").write_text(HOSTILE_PROBE.replace("REAL", shutil.which("python3")))
+    (bin_ / "python3").chmod(0o755)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"gpu-01": {
+        "ansible_connection": "local", "triton_ports": {"http": 1, "grpc": 2, "metrics": 3}}}}}))
+    env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}", "FORCE_COLOR": "1", "COLUMNS": "200"}
+    p = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "accept", "--host", "gpu-01",
+                        "--out", "out", "--force", "--seconds", "1"], cwd=proj, capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert p.returncode == 2, p.stdout + p.stderr  # GPU 1's FAIL; never 0
+    assert "Traceback" not in p.stderr
+    page = json.loads((proj / "out/gpu-01.json").read_text())
+    rates = {k["name"]: k for k in page["checks"] if k.get("subject") == "GPU 00000000:18:00.0"}
+    for name in ("host-to-device bandwidth", "device-to-host bandwidth", "device memory bandwidth"):
+        assert rates[name]["status"] == "WARN" and rates[name]["seen"].startswith("not checked: "), rates[name]
+    assert not any(k["status"] == "PASS" for k in page["checks"])
+    assert "\x1b]" not in p.stdout and "\x07" not in p.stdout and "\x1b]8;" not in p.stdout
+    assert "\\x1b]0;pwned" in p.stdout
