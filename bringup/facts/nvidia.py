@@ -49,7 +49,8 @@ def _none_if_na(value: str) -> str | None:
 
 
 def _number(text: str) -> int | float | None:
-    m = re.match(r"^\s*(-?\d+(?:\.\d+)?)", text)
+    # At most 20 digits each side: a 400-digit figure is no reading (float() would make it Infinity), not a number.
+    m = re.match(r"^\s*(-?\d{1,20}(?:\.\d{1,20})?)(?![\d.])", text)
     if not m:
         return None
     s = m.group(1)
@@ -119,7 +120,7 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
             continue
         gpu: dict[str, Any] = {}
         for (key, unit), field, raw in zip(keys, header, row):
-            field_name = re.sub(r"\s*\[.*$", "", field).strip().lower()
+            field_name = field.split("[", 1)[0].strip().lower()  # linear: not \s*\[.*$ searched over host text
             value = _none_if_na(raw)
             if value is None:
                 gpu[key] = None

@@ -76,3 +76,21 @@ def test_ib_values_with_long_space_runs_parse_in_linear_time_and_real_ones_read(
     assert time.monotonic() - t0 < 4
     p = ib_port("200 Gb/sec (4X HDR)")
     assert (p["state"], p["phys_state"], p["rate_gbps"]) == ("ACTIVE", "LinkUp", 200.0)
+
+
+@pytest.mark.reliability(item=40, fault="/proc/interrupts, CPU header or nvidia-smi CSV line of 60,000 spaces",
+                         variants=4, checks=("no hang",))
+def test_interrupts_cpu_header_and_csv_lines_parse_in_linear_time():
+    from bringup.facts.cpu import parse_lscpu_parse
+    from bringup.facts.irq import parse_interrupts
+    from bringup.facts.nvidia import _csv_key, _number
+
+    sp = " " * 60_000
+    t0 = time.monotonic()
+    parse_interrupts(f"           CPU0       CPU1\n 24:{sp}x\n 25:   1{sp}x\n NMI:{sp}x\n")
+    _csv_key(f"a{sp}b")
+    parse_lscpu_parse(f"# CPU,Core,Socket,Node{sp}x\n0,0,0,0\n")
+    assert _number("9" * 400 + ".5 W") is None  # not Infinity
+    assert time.monotonic() - t0 < 3
+    irq = parse_interrupts("           CPU0       CPU1\n 24:          5          7   PCI-MSI 1-edge   nvidia\n")
+    assert irq["irqs"]["24"]["counts"] == [5, 7]
