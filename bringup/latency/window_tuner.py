@@ -100,7 +100,10 @@ def queue_rising(prev: dict | None, p95_ms: float, queue_us: float | None, targe
 # --------------------------------------------------------------------------- Triton's numbers
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_LABEL = re.compile(r'(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+#: The longest metrics line read (Triton's are a few hundred characters): the label pattern's work grows with
+#: the square of a line's length where it holds many unterminated labels.
+LINE_MAX = 4096
 
 
 def parse_summary(text: str, model: str, quantile: str = "0.95", metric: str = P95_METRIC
@@ -122,6 +125,9 @@ def parse_summary(text: str, model: str, quantile: str = "0.95", metric: str = P
         m = _SAMPLE.match(line)
         if not m or not m.group(1).startswith(metric):
             continue
+        if len(line) > LINE_MAX:
+            raise TunerError(f"Triton's metrics: a {metric} line of {len(line)} characters (at most {LINE_MAX}): "
+                             "not Triton's")
         labels = dict(_LABEL.findall(m.group(2) or ""))
         if labels.get("model") != model:
             continue

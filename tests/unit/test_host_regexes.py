@@ -94,3 +94,22 @@ def test_interrupts_cpu_header_and_csv_lines_parse_in_linear_time():
     assert time.monotonic() - t0 < 3
     irq = parse_interrupts("           CPU0       CPU1\n 24:          5          7   PCI-MSI 1-edge   nvidia\n")
     assert irq["irqs"]["24"]["counts"] == [5, 7]
+
+
+@pytest.mark.reliability(item=40, fault="a CPU list, os-release VERSION or Triton metrics line built to backtrack",
+                         variants=3, checks=("no hang", "one clear line"))
+def test_cpulist_os_release_and_tritons_metrics_lines_are_linear():
+    from bringup.facts.helpers import cpulist
+    from bringup.facts.os_ import parse_os_release
+    from bringup.latency.window_tuner import TunerError, parse_summary
+
+    t0 = time.monotonic()
+    with pytest.raises(UntrustedOutput):
+        cpulist(" " * 60_000 + "x")
+    parse_os_release('ID=ubuntu\nVERSION="' + "(" * 60_000 + '"\n')
+    line = 'nv_inference_request_summary_us{model="m",' + 'a="' * 20_000 + '} 1\n'
+    with pytest.raises(TunerError, match="characters"):
+        parse_summary("# TYPE nv_inference_request_summary_us summary\n" + line, "m")
+    assert time.monotonic() - t0 < 3
+    assert cpulist(" 0-3, 8 \n") == [0, 1, 2, 3, 8]
+    assert parse_os_release('ID=ubuntu\nVERSION="22.04.4 LTS (Jammy Jellyfish)"\n')["codename"] == "jammy"
