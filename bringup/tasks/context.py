@@ -118,7 +118,16 @@ def task(*args: Any, **kwargs: Any) -> Any:
             line = empty_flag(dict(list(signature.bind(c, *a, **kw).arguments.items())[1:]))
             if line:
                 raise fail(line)
-            return body(c, *a, **kw)
+            try:
+                return body(c, *a, **kw)
+            except Exit as e:
+                # Invoke writes an Exit's message to stderr as it is: a host's text in it (an error a host
+                # answered, a GPU name) must not act on the terminal either (issue 40 item 6).
+                from ..checks import printable
+
+                if isinstance(e.message, str) and printable(e.message) != e.message:
+                    raise Exit(printable(e.message), code=e.code) from None
+                raise
 
         return _invoke_task(*args, **{"klass": _Task, **kwargs})(checked)
 

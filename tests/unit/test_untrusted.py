@@ -222,3 +222,12 @@ def test_tritons_hostile_statistics_are_one_line(body):
         with pytest.raises(TunerError) as e:
             TritonHTTP(url, url + "/metrics", timeout=5).stats("m")
     assert str(e.value).startswith("Triton's") and "\n" not in str(e.value)
+
+
+def test_an_error_line_carrying_a_hosts_escape_sequence_is_written_out():
+    """A task's one error line (invoke prints it to stderr as it is, outside rich) carrying an escape sequence:
+    written out, never acting on the terminal, whatever the task put in it."""
+    with HostileHTTP(body=b"{}") as url:
+        r = bringup("fleet", "--prometheus-url", url + "/\x1b[2J\x1b]0;pwned\x07")
+    assert r.returncode == 4 and "\x1b" not in r.stderr and "\\x1b" in r.stderr, r.stderr
+    assert r.stderr.count("\n") == 1
