@@ -247,7 +247,7 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
     gpus = {str(g.get("index")): g for g in doc.get("gpus") or [] if not g.get("error") and "index" in g}
     errors = load.get("errors") or {}
     samples = [s for s in load.get("samples") or [] if isinstance(s, dict)]
-    read = [s for s in samples if s.get("gpus")]
+    read = [s for s in samples if s.get("gpus") and isinstance(s["gpus"], list)]
     secs = load.get("seconds")
     name = "clocks under load"
     if not read:
@@ -262,7 +262,8 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
             out.append(line(AREA, "copies under load", "FAIL", f"GPU {idx}: {errors[idx]}", _XID, subject=subject))
         if not read:
             continue
-        rows = [r for s in read for r in s["gpus"] if bus_key(r.get("bus_id")) == bus_key(g.get("bus_id"))]
+        rows = [r for s in read for r in s["gpus"]
+                if isinstance(r, dict) and bus_key(r.get("bus_id")) == bus_key(g.get("bus_id"))]
         if not rows:
             out.append(line(AREA, name, "WARN", f"nvidia-smi did not list this GPU during the load", _XID,
                             subject=subject))

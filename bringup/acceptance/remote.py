@@ -128,6 +128,22 @@ def run_probe(transport, *, seconds: float, watchdog: float = 20.0, repeats: int
     return probe_result(res.rc, res.stdout, res.stderr, budget)
 
 
+def _shape(doc: dict) -> str | None:
+    """What in the probe's document is not of the probe's own shape (None: all is): the judge reads gpus and
+    pairs as lists of objects, load as an object, error as text."""
+    for key in ("gpus", "pairs"):
+        v = doc.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, dict) for x in v)):
+            return f"{key} is not a list of objects"
+    load = doc.get("load")
+    if load is not None and not (isinstance(load, dict) and isinstance(load.get("samples") or [], list)
+                                 and isinstance(load.get("errors") or {}, dict)):
+        return "load is not the probe's object"
+    if doc.get("error") is not None and not isinstance(doc["error"], str):
+        return "error is not text"
+    return None
+
+
 def probe_result(rc: int, stdout: str, stderr: str, budget: int) -> dict:
     """The probe's document from what the host returned; a run that printed none is a named error."""
     for ln in reversed(stdout.splitlines()):
@@ -139,6 +155,10 @@ def probe_result(rc: int, stdout: str, stderr: str, budget: int) -> dict:
                 return {"probe": 1, "error": f"{e}: the host's output is unreadable", "gpus": [], "pairs": [],
                         "load": None}
             if isinstance(doc, dict) and "probe" in doc:
+                bad = _shape(doc)
+                if bad:
+                    return {"probe": 1, "error": f"the probe's JSON: {bad}: the host's output is unreadable",
+                            "gpus": [], "pairs": [], "load": None}
                 return doc
             break
     if rc in (124, 137):

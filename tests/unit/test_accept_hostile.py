@@ -211,3 +211,17 @@ def test_accept_through_the_cli_never_passes_absurd_figures_and_shows_hostile_na
     assert not any(k["status"] == "PASS" for k in page["checks"])
     assert "\x1b]" not in p.stdout and "\x07" not in p.stdout and "\x1b]8;" not in p.stdout
     assert "\\x1b]0;pwned" in p.stdout
+
+
+WRONG_SHAPES = [{"gpus": 5}, {"gpus": [1]}, {"pairs": "x"}, {"load": [1]}, {"error": {"a": 1}},
+                {"repeats": 5, "load": {"samples": [{"gpus": "x"}, {"gpus": [3]}], "errors": {}},
+                 "gpus": [{"index": 0, "bus_id": "00000000:18:00.0", "h2d_gbs": 5}]}]
+
+
+@pytest.mark.reliability(item=40, fault="probe's JSON of the wrong shape (numbers, text or lists where objects go)",
+                         variants=len(WRONG_SHAPES), checks=("one clear line",))
+@pytest.mark.parametrize("doc", WRONG_SHAPES, ids=range(len(WRONG_SHAPES)))
+def test_a_probe_document_of_the_wrong_shape_is_judged_without_a_traceback(h200_facts, doc):  # noqa: F811
+    doc = remote.probe_result(0, json.dumps({"probe": 1, **doc}) + "\n", "", 130)
+    lines = judge(doc, h200_facts, {})
+    assert lines and not any(k.status == "PASS" and k.name == "clocks under load" for k in lines)
