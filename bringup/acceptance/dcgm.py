@@ -87,13 +87,17 @@ def parse_diag(text: str) -> dict:
     for cat in root["test_categories"]:
         if not isinstance(cat, dict):
             raise DiagError("a test category is not an object")
+        if not isinstance(cat.get("tests") or [], list):
+            raise DiagError("a test category's tests are not a list")
         for t in cat.get("tests") or []:
             if not isinstance(t, dict) or "name" not in t:
                 raise DiagError("a test has no name")
             results = []
+            if not isinstance(t.get("results") or [], list):
+                raise DiagError(f"test {str(t['name'])[:60]}: its results are not a list")
             for r in t.get("results") or []:
                 if not isinstance(r, dict):
-                    raise DiagError(f"test {t['name']}: a result is not an object")
+                    raise DiagError(f"test {str(t['name'])[:60]}: a result is not an object")
                 gpu = r.get("gpu_ids", r.get("gpu_id"))
                 if gpu is None and str(r.get("entity_group", "GPU")).upper() == "GPU":
                     gpu = r.get("entity_id")

@@ -225,3 +225,22 @@ def test_a_probe_document_of_the_wrong_shape_is_judged_without_a_traceback(h200_
     doc = remote.probe_result(0, json.dumps({"probe": 1, **doc}) + "\n", "", 130)
     lines = judge(doc, h200_facts, {})
     assert lines and not any(k.status == "PASS" and k.name == "clocks under load" for k in lines)
+
+
+DCGM_HOSTILE = {
+    "nested": '{"DCGM Diagnostic": ' + "[" * 100_000,
+    "NaN": '{"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "x", "results": [{"status": NaN}]}]}]}}',
+    "tests a number": '{"DCGM Diagnostic": {"test_categories": [{"category": "c", "tests": 5}]}}',
+    "results text": '{"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "x", "results": "Pass"}]}]}}',
+}
+
+
+@pytest.mark.reliability(item=40, fault="dcgmi's JSON nested 100,000 deep, NaN or of the wrong shape",
+                         variants=len(DCGM_HOSTILE), checks=("one clear line",))
+@pytest.mark.parametrize("out", DCGM_HOSTILE.values(), ids=DCGM_HOSTILE.keys())
+def test_a_hostile_dcgm_document_is_one_fail_line(out):
+    from bringup.acceptance.dcgm import dcgm_lines
+
+    (k,) = dcgm_lines(1, "/usr/bin/dcgmi", 0, "Successfully ran diagnostic for group.\n" + out, "")
+    assert k.status == "FAIL" and k.seen.startswith("dcgmi diag -r 1 -j failed: exit 0; ")
+    assert "\n" not in k.seen
