@@ -105,15 +105,18 @@ def _cell(s: RoleState | None) -> str:
 
 def render_table(report: DriftReport) -> Table:
     """One row per host, one column per role: ``N pending``, ``ok``, ``error (N)``, or the row unreachable."""
+    from rich.markup import escape
     from rich.table import Table
 
-    t = Table("host", "status", *report.roles, title="drift (check mode: nothing was changed)", box=None)
+    # Host names and messages (a host's error text) are data: never markup (a "[link=...]" or "[/x]" in them).
+    t = Table("host", "status", *map(escape, report.roles), title="drift (check mode: nothing was changed)",
+              box=None)
     for h in report.hosts:
-        status = f"[{_STYLE.get(h.status, 'dim')}]{h.status}[/]"
+        status = f"[{_STYLE.get(h.status, 'dim')}]{escape(h.status)}[/]"
         if h.status in ("unreachable", "interrupted", "not started") or (h.status == "failed" and not h.roles):
-            t.add_row(h.host, status, *([h.message or h.status] + [""] * (len(report.roles) - 1)))
+            t.add_row(escape(h.host), status, *([escape(h.message or h.status)] + [""] * (len(report.roles) - 1)))
             continue
-        t.add_row(h.host, status, *(_cell(h.roles.get(role)) for role in report.roles))
+        t.add_row(escape(h.host), status, *(_cell(h.roles.get(role)) for role in report.roles))
     return t
 
 
@@ -171,6 +174,17 @@ def registry(report: DriftReport, previous: dict[tuple[str, ...], float] | None 
 PROM_READ_MAX = 16 * 1024 * 1024
 
 
+def _count_like(v: float) -> bool:
+    """Whether ``v`` is a value drift's series hold: a finite count, 0/1 or Unix time (0..10^12)."""
+    from .untrusted import Unreadable, number
+
+    try:
+        number(v, lo=0, hi=1e12)
+    except Unreadable:
+        return False
+    return True
+
+
 def read_previous(path: Path) -> dict[tuple[str, ...], float]:
     """The series an earlier ``--prometheus`` write left in ``path``: ``{(metric, host[, role]): value}``.
     A file that is missing, too large or not Prometheus text gives none (the new file is written whole)."""
@@ -184,6 +198,8 @@ def read_previous(path: Path) -> dict[tuple[str, ...], float]:
         for fam in text_string_to_metric_families(text):
             for sample in fam.samples:
                 if sample.name in METRICS and "host" in sample.labels:
+                    if not _count_like(sample.value):
+                        continue  # NaN, +Inf, -3 or 1e308 is no count or time drift wrote: not carried on
                     role = (sample.labels["role"],) if "role" in sample.labels else ()
                     out[(sample.name, sample.labels["host"], *role)] = sample.value
         return out

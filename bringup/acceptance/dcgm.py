@@ -16,10 +16,10 @@ something that is not such a document: one named line (:func:`dcgm_lines`).
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..checks import Check, line
+from ..untrusted import Unreadable, loads
 
 __all__ = ["GET_DCGM", "parse_diag", "DiagError", "dcgm_lines"]
 
@@ -40,9 +40,9 @@ def _document(text: str) -> dict:
     if start < 0:
         raise DiagError("no JSON document in dcgmi's output")
     try:
-        doc, _ = json.JSONDecoder().raw_decode(text[start:])
-    except ValueError as e:
-        raise DiagError(f"dcgmi's JSON does not parse ({e.msg} at line {e.lineno})") from None
+        doc = loads(text[start:], what="dcgmi's JSON", raw=True)
+    except Unreadable as e:
+        raise DiagError(str(e).replace("dcgmi's JSON: not JSON (", "dcgmi's JSON does not parse (", 1)) from None
     if not isinstance(doc, dict):
         raise DiagError("dcgmi's JSON is not an object")
     return doc
@@ -87,13 +87,17 @@ def parse_diag(text: str) -> dict:
     for cat in root["test_categories"]:
         if not isinstance(cat, dict):
             raise DiagError("a test category is not an object")
+        if not isinstance(cat.get("tests") or [], list):
+            raise DiagError("a test category's tests are not a list")
         for t in cat.get("tests") or []:
             if not isinstance(t, dict) or "name" not in t:
                 raise DiagError("a test has no name")
             results = []
+            if not isinstance(t.get("results") or [], list):
+                raise DiagError(f"test {str(t['name'])[:60]}: its results are not a list")
             for r in t.get("results") or []:
                 if not isinstance(r, dict):
-                    raise DiagError(f"test {t['name']}: a result is not an object")
+                    raise DiagError(f"test {str(t['name'])[:60]}: a result is not an object")
                 gpu = r.get("gpu_ids", r.get("gpu_id"))
                 if gpu is None and str(r.get("entity_group", "GPU")).upper() == "GPU":
                     gpu = r.get("entity_id")

@@ -8,11 +8,13 @@ counts between GPUs) and its variables (``gpu_profiles``, ``accept_thresholds``)
 """
 from __future__ import annotations
 
+import re
 from typing import Any, Mapping
 
 from ..checks import Check, line
 from ..facts.pci import normalize_pci_address
 from ..process import command
+from ..untrusted import Unreadable, number, text_number
 from .limits import CLOCK_REASONS, THROTTLE_FAIL, Thresholds, nvlink_gbs, pcie_gbs, thresholds
 
 __all__ = ["AREA", "judge", "probe_error_line", "bus_key", "reasons_text"]
@@ -36,6 +38,21 @@ def _subject(bus: Any) -> str:
         return f"GPU {int(dom, 16):08X}:{rest.upper()}"
     except ValueError:
         return f"GPU {bus}"
+
+
+#: The largest copy rate read from the probe (GB/s): HBM3e moves about 8,000, NVLink 5 1,800 a GPU; a figure
+#: above this (1e308, Infinity read as a float) was not measured.
+RATE_MAX = 100_000.0
+#: The probe's own bounds on --repeats (probe.py's main).
+REPEATS_MAX = 100
+
+
+def _repeats(doc: Mapping[str, Any]) -> int:
+    """The probe's ``repeats``, 0 when absent or not a whole number the probe takes (never a traceback)."""
+    try:
+        return int(number(doc.get("repeats") or 0, lo=0, hi=REPEATS_MAX, integer=True, what="repeats"))
+    except Unreadable:
+        return 0
 
 
 def _status(ratio: float, warn: float, fail: float) -> str:
@@ -72,8 +89,15 @@ def _rate_line(name: str, subject: str, value: Any, limit: float | None, what: s
                fix: str, runs: int, measured: str = "") -> Check:
     """A measured rate against its limit; ``measured`` says what the figure is where "GB/s" alone does not
     (``read+write (2061.8 GB/s copied)``)."""
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
+    if value is None:
         return line(AREA, name, "FAIL", "no figure: the probe measured nothing", _XID, subject=subject)
+    try:
+        value = number(value, lo=0, hi=RATE_MAX, what="the probe's figure")
+    except Unreadable as e:
+        # NaN, Infinity, 1e308, -5 or "fast" is no measurement: not checked, never held against a limit.
+        return line(AREA, name, "WARN", f"not checked: {e} (unreadable)",
+                    "run the acceptance again; the probe's JSON in the saved result shows what the host printed",
+                    subject=subject)
     figure = f"{value:.1f} GB/s" + (f" {measured}" if measured else "")
     if not limit:
         return line(AREA, name, "WARN", f"{figure} (median of {runs}); no limit known: {what}",
@@ -106,7 +130,7 @@ def gpu_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[st
         profiles = table(vars)
     except InputError:
         profiles = {}  # the checklist's GPU lines name a bad gpu_profiles; here the figure is just unknown
-    runs = int(doc.get("repeats") or 0)
+    runs = _repeats(doc)
     out: list[Check] = []
     for g in doc.get("gpus") or []:
         key = bus_key(g.get("bus_id"))
@@ -128,7 +152,8 @@ def gpu_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[st
         d2d = g.get("d2d_gbs")
         s = smi.get(key) or {"name": g.get("name")}
         found = memory_bandwidth(profiles, {**s, "name": s.get("name") or g.get("name")})
-        rw = 2 * float(d2d) if isinstance(d2d, (int, float)) and not isinstance(d2d, bool) else d2d
+        rw = 2 * d2d if isinstance(d2d, (int, float)) and not isinstance(d2d, bool) and abs(d2d) <= RATE_MAX \
+            else d2d
         if found is None:
             what = (f"no datasheet figure for {g.get('name', '?')}: add memory_bandwidth to its profile under "
                     "gpu_profiles")
@@ -139,7 +164,8 @@ def gpu_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[st
         out.append(_rate_line("device memory bandwidth", subject, rw, sheet, what, th.memory_warn, th.memory_fail,
                               "memory moves slower than the part's: check clocks (nvidia-smi -q -d CLOCK,PERFORMANCE), "
                               "ECC and remapped rows (nvidia-smi -q -d ECC,ROW_REMAPPER); " + _XID, runs,
-                              f"read+write ({d2d:.1f} GB/s copied)" if isinstance(d2d, (int, float)) else ""))
+                              f"read+write ({d2d:.1f} GB/s copied)" if isinstance(d2d, (int, float))
+                              and not isinstance(d2d, bool) and abs(d2d) <= RATE_MAX else ""))
     return out
 
 
@@ -154,7 +180,7 @@ def pair_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], th: Thresholds)
     query, smi = _gpu_facts(facts)
     smi_index = {k: g.get("index") for k, g in smi.items() if g.get("index") is not None}
     topo = facts.get("nvidia.topo") or {}
-    runs = int(doc.get("repeats") or 0)
+    runs = _repeats(doc)
     out: list[Check] = []
     for p in doc.get("pairs") or []:
         a, b = p.get("src"), p.get("dst")
@@ -192,16 +218,22 @@ def pair_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], th: Thresholds)
 
 
 def _hex(text: Any) -> int | None:
-    try:
-        return int(str(text).strip(), 16)
-    except ValueError:
+    """nvidia-smi's clock event reasons (``0x0000000000000040``): a 64-bit mask, else None (unreadable)."""
+    t = str(text).strip()
+    if not re.fullmatch(r"(0[xX])?[0-9A-Fa-f]{1,16}", t):
         return None
+    return int(t, 16)
 
 
-def _num(text: Any) -> float | None:
+#: What nvidia-smi can print for a GPU's temperature (°C) and SM clock (MHz); outside: unreadable.
+_RANGES = {"temperature_c": (-40.0, 200.0), "sm_mhz": (0.0, 10_000.0)}
+
+
+def _num(text: Any, key: str) -> float | None:
+    lo, hi = _RANGES[key]
     try:
-        return float(str(text).strip())
-    except ValueError:
+        return float(text_number(text, lo=lo, hi=hi, what=key))
+    except Unreadable:
         return None
 
 
@@ -215,7 +247,7 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
     gpus = {str(g.get("index")): g for g in doc.get("gpus") or [] if not g.get("error") and "index" in g}
     errors = load.get("errors") or {}
     samples = [s for s in load.get("samples") or [] if isinstance(s, dict)]
-    read = [s for s in samples if s.get("gpus")]
+    read = [s for s in samples if s.get("gpus") and isinstance(s["gpus"], list)]
     secs = load.get("seconds")
     name = "clocks under load"
     if not read:
@@ -230,14 +262,15 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
             out.append(line(AREA, "copies under load", "FAIL", f"GPU {idx}: {errors[idx]}", _XID, subject=subject))
         if not read:
             continue
-        rows = [r for s in read for r in s["gpus"] if bus_key(r.get("bus_id")) == bus_key(g.get("bus_id"))]
+        rows = [r for s in read for r in s["gpus"]
+                if isinstance(r, dict) and bus_key(r.get("bus_id")) == bus_key(g.get("bus_id"))]
         if not rows:
             out.append(line(AREA, name, "WARN", f"nvidia-smi did not list this GPU during the load", _XID,
                             subject=subject))
             continue
         masks = [_hex(r.get("reasons")) for r in rows]
-        temps = [t for t in (_num(r.get("temperature_c")) for r in rows) if t is not None]
-        clocks = [c for c in (_num(r.get("sm_mhz")) for r in rows) if c is not None]
+        temps = [t for t in (_num(r.get("temperature_c"), "temperature_c") for r in rows) if t is not None]
+        clocks = [c for c in (_num(r.get("sm_mhz"), "sm_mhz") for r in rows) if c is not None]
         seen_mask = 0
         for m in masks:
             seen_mask |= m or 0

@@ -4,12 +4,12 @@ sent on python3's stdin, never written to a file).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from importlib import resources as ilr
 
 from ..command import sh
 from ..script import batch, split
+from ..untrusted import Unreadable, loads
 
 __all__ = ["Preflight", "preflight", "run_probe", "run_dcgmi", "DCGM_TIMEOUT_S", "probe_budget_s"]
 
@@ -19,12 +19,29 @@ _EOF = "BRINGUP_ACCEPT_PROBE_EOF"
 
 #: Seconds between the two reads of Triton's metrics: traffic slower than one request a second must show too.
 WINDOW_S = 3
+#: The most of one read of Triton's metrics taken (bytes; Triton's page is tens of kilobytes) and the seconds one
+#: read may take whole: a port that floods or drips is "unreachable" within them, on the host.
+METRICS_MAX = 4 << 20
+METRICS_DEADLINE_S = 5
 _METRICS_READ = """import sys, time, urllib.request
 WINDOW_S = """ + str(WINDOW_S) + """
+MAX = """ + str(METRICS_MAX) + """
 def get():
     try:
         url = "http://127.0.0.1:%d/metrics" % int(sys.argv[1])
-        return urllib.request.urlopen(url, timeout=2).read().decode("utf-8", "replace")
+        end = time.time() + """ + str(METRICS_DEADLINE_S) + """
+        r = urllib.request.urlopen(url, timeout=2)
+        read = getattr(r, "read1", r.read)
+        got, n = [], 0
+        while n <= MAX:
+            if time.time() > end:
+                return "# bringup: unreachable: the answer did not come whole within """ + str(METRICS_DEADLINE_S) + """ s"
+            c = read(65536)
+            if not c:
+                return b"".join(got).decode("utf-8", "replace")
+            got.append(c)
+            n += len(c)
+        return "# bringup: unreachable: the answer is larger than %d bytes" % MAX
     except Exception as e:
         return "# bringup: unreachable " + type(e).__name__
 a = get(); time.sleep(WINDOW_S); b = get()
@@ -52,15 +69,36 @@ def preflight(transport, metrics_port: int) -> Preflight:
         ("metrics", sh("timeout 15 python3 - %s <<'BRINGUP_METRICS_EOF'\n", int(metrics_port)) + _METRICS_READ
          + "BRINGUP_METRICS_EOF\n"),
     ]
-    script, token = batch(steps)
+    # Each read bounded (a compute-apps list or the metrics twice are kilobytes): a flood is cut, never read.
+    bound = 2 * METRICS_MAX + 4096
+    script, token = batch(steps, section_max=bound)
     res = transport.run_script(script)
-    got = {s.key: s for s in split(res.stdout, token, [k for k, _ in steps])}
+    got = {s.key: s for s in split(res.stdout, token, [k for k, _ in steps], section_max=bound)}
     text = got["metrics"].output if "metrics" in got else ""
     first, _, second = text.partition("\n# bringup: second read\n")
     return Preflight(python=bool("python" in got and got["python"].rc == 0 and got["python"].output.strip()),
                      dcgmi=(got["dcgmi"].output.strip() if "dcgmi" in got else ""),
                      apps=got["apps"].output if "apps" in got else "",
                      metrics_first=first, metrics_second=second)
+
+
+#: The most of the probe's or dcgmi's output read back (bytes, stdout and stderr together): the probe prints a
+#: few kilobytes, ``dcgmi diag -r 3 -j`` some hundred; a host that prints more (a flood) is cut there, on the
+#: host, and its output is named unreadable.
+OUTPUT_MAX = 8 << 20
+
+
+def _capped(command: str, heredoc: str = "") -> str:
+    """``command`` (its stdin ``heredoc``, if any: a here-document's lines) with stdout and stderr cut after
+    :data:`OUTPUT_MAX` + 1 bytes by ``head -c`` (the command ends by SIGPIPE there); the script's exit status
+    is the command's own, carried through fd 3 (the pipe's would be head's)."""
+    return (f"{{ _r=$( {{ {{ {command} 2>&1 3>&- {heredoc}\necho \"$?\" >&3; }} | head -c {OUTPUT_MAX + 1} >&4; }} "
+            f"3>&1 ); }} 4>&1; exit \"${{_r:-141}}\"\n")
+
+
+def cut(stdout: str) -> bool:
+    """Whether an output read through :func:`_capped` was cut at :data:`OUTPUT_MAX`."""
+    return len(stdout) > OUTPUT_MAX // 4 and len(stdout.encode("utf-8", "surrogateescape")) > OUTPUT_MAX
 
 
 def probe_source() -> str:
@@ -83,8 +121,27 @@ def run_probe(transport, *, seconds: float, watchdog: float = 20.0, repeats: int
     cmd = sh("timeout -k 5 %s python3 - --seconds %s --watchdog %s --repeats %s --size-mib %s", budget,
              f"{seconds:g}", f"{watchdog:g}", repeats, size_mib)
     with transport.limited(budget + 30):
-        res = transport.run_script(f"{cmd} <<'{_EOF}'\n{probe_source()}{_EOF}\n")
+        res = transport.run_script(_capped(cmd, f"<<'{_EOF}'\n{probe_source()}{_EOF}"))
+    if cut(res.stdout):
+        return {"probe": 1, "error": f"the probe printed more than {OUTPUT_MAX >> 20} MiB: the host's output is "
+                "unreadable (cut there)", "gpus": [], "pairs": [], "load": None}
     return probe_result(res.rc, res.stdout, res.stderr, budget)
+
+
+def _shape(doc: dict) -> str | None:
+    """What in the probe's document is not of the probe's own shape (None: all is): the judge reads gpus and
+    pairs as lists of objects, load as an object, error as text."""
+    for key in ("gpus", "pairs"):
+        v = doc.get(key)
+        if v is not None and not (isinstance(v, list) and all(isinstance(x, dict) for x in v)):
+            return f"{key} is not a list of objects"
+    load = doc.get("load")
+    if load is not None and not (isinstance(load, dict) and isinstance(load.get("samples") or [], list)
+                                 and isinstance(load.get("errors") or {}, dict)):
+        return "load is not the probe's object"
+    if doc.get("error") is not None and not isinstance(doc["error"], str):
+        return "error is not text"
+    return None
 
 
 def probe_result(rc: int, stdout: str, stderr: str, budget: int) -> dict:
@@ -92,10 +149,16 @@ def probe_result(rc: int, stdout: str, stderr: str, budget: int) -> dict:
     for ln in reversed(stdout.splitlines()):
         if ln.startswith("{"):
             try:
-                doc = json.loads(ln)
-            except ValueError:
-                break
+                doc = loads(ln, what="the probe's JSON")
+            except Unreadable as e:
+                # NaN, 100,000 digits or '[' nested without end: the host's answer, never read as figures.
+                return {"probe": 1, "error": f"{e}: the host's output is unreadable", "gpus": [], "pairs": [],
+                        "load": None}
             if isinstance(doc, dict) and "probe" in doc:
+                bad = _shape(doc)
+                if bad:
+                    return {"probe": 1, "error": f"the probe's JSON: {bad}: the host's output is unreadable",
+                            "gpus": [], "pairs": [], "load": None}
                 return doc
             break
     if rc in (124, 137):
@@ -112,5 +175,7 @@ def run_dcgmi(transport, level: int) -> tuple[int, str, str]:
     """``dcgmi diag -r LEVEL -j`` under ``timeout``; ``(rc, stdout, stderr)``."""
     limit = DCGM_TIMEOUT_S[level]
     with transport.limited(limit + 30):
-        res = transport.run_script(sh("timeout -k 10 %s dcgmi diag -r %s -j", limit, level))
+        res = transport.run_script(_capped(sh("timeout -k 10 %s dcgmi diag -r %s -j", limit, level)))
+    if cut(res.stdout):
+        return res.rc, "", f"dcgmi printed more than {OUTPUT_MAX >> 20} MiB: its output is unreadable (cut there)"
     return res.rc, res.stdout, res.stderr

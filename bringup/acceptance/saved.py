@@ -17,6 +17,7 @@ from typing import Any
 
 from ..checks import Check, line, line_json
 from ..process import command
+from ..untrusted import Unreadable, future, loads, number
 
 __all__ = ["REPORT_DIR", "save", "latest", "lines_of", "checklist_lines", "METRICS", "write_prometheus",
            "check_prometheus_path"]
@@ -59,27 +60,35 @@ def latest(host: str, folder: str | Path = REPORT_DIR) -> Path | None:
     return max(found)[1] if found else None
 
 
-def lines_of(path: Path) -> tuple[list[Check], datetime]:
-    """The lines and the time of a saved result; ValueError (one line) when the file is not one."""
+def lines_of(path: Path, now: datetime | None = None) -> tuple[list[Check], datetime]:
+    """The lines and the time of a saved result; ValueError (one line) when the file is not one, or is dated
+    in the future (beyond a few minutes of clock skew: no one measured it yet, and it would hide every later
+    result as "newest")."""
     try:
         if path.stat().st_size > SAVED_MAX:
             raise ValueError(f"larger than {SAVED_MAX >> 20} MiB")
-        doc = json.loads(path.read_text(encoding="utf-8"))
-        when = datetime.strptime(doc["measured_at"], "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        doc = loads(path.read_bytes(), what="JSON", max_bytes=SAVED_MAX)
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+        when = datetime.strptime(str(doc["measured_at"]), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        if future(when, now):
+            raise ValueError(f"measured_at {doc['measured_at']} lies in the future (this machine's clock says "
+                             f"{(now or datetime.now(timezone.utc)).strftime('%Y-%m-%dT%H:%M:%SZ')}): not a result "
+                             "measured yet")
         lines = [line(str(k["area"]), str(k["name"]), str(k["status"]), str(k["seen"]), str(k.get("fix", "")),
                       subject=str(k.get("subject", "")), value=_num(k.get("value")), limit=_num(k.get("limit")),
                       unit=str(k.get("unit", ""))) for k in doc["lines"]]
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
-        raise ValueError(f"{path}: not a saved acceptance result ({type(e).__name__}: {e})") from None
+        why = str(e) if isinstance(e, Unreadable) or "future" in str(e) else f"{type(e).__name__}: {e}"
+        raise ValueError(f"{path}: not a saved acceptance result ({why})") from None
     return lines, when
 
 
 def _num(v: Any) -> float | None:
-    if isinstance(v, bool) or not isinstance(v, (int, float)):
-        if v is None:
-            return None
-        raise ValueError(f"value {v!r} is not a number")
-    return float(v)
+    """A line's value or limit: None, or a finite number (NaN, Infinity, 1e308 GB/s: not a saved figure)."""
+    if v is None:
+        return None
+    return float(number(v, lo=-1e6, hi=1e6, what="value"))
 
 
 def _age(when: datetime, now: datetime) -> str:
@@ -104,11 +113,11 @@ def checklist_lines(vars: dict, folder: str | Path = REPORT_DIR, now: datetime |
     if path is None:
         return [line("acceptance", "measured acceptance", "WARN",
                      f"not measured: no acceptance result of this host in {folder}", f"run {run}")]
+    now = now or datetime.now(timezone.utc)
     try:
-        lines, when = lines_of(path)
+        lines, when = lines_of(path, now)
     except ValueError as e:
         return [line("acceptance", "measured acceptance", "WARN", str(e), f"run {run} again")]
-    now = now or datetime.now(timezone.utc)
     age = _age(when, now)
     for k in lines:
         k.seen = f"{k.seen} (measured {age}: {path})"

@@ -21,19 +21,49 @@ TRITON_PROCESSES = ("tritonserver", "triton_python_backend_stub")
 UNREACHABLE = "# bringup: unreachable"
 
 
+#: The largest request count read (2^63: a 64-bit counter); NaN, +Inf, -5 or 1e308 is no count Triton keeps.
+COUNT_MAX = float(2 ** 63)
+
+
 def request_count(text: str, metric: str = METRIC) -> float | None:
     """The sum of ``metric`` (``nv_inference_request_success``) in a Prometheus text; None when the text is not
-    Triton's metrics (unreachable, not Prometheus text, no such family)."""
+    Triton's metrics (unreachable, not Prometheus text, no such family) or a value is no count (NaN, +Inf,
+    negative, absurdly large: never read as "idle")."""
     from prometheus_client.parser import text_string_to_metric_families
+
+    from ..untrusted import Unreadable, number
 
     if not text.strip() or text.startswith(UNREACHABLE):
         return None
     try:
         values = [s.value for fam in text_string_to_metric_families(text) for s in fam.samples
                   if s.name in (metric, metric + "_total")]
-    except (ValueError, TypeError, IndexError):
+        values = [float(number(v, lo=0, hi=COUNT_MAX, what=metric)) for v in values]
+    except (ValueError, TypeError, IndexError, Unreadable):
         return None
     return float(sum(values)) if values else None
+
+
+def unreadable_count(text: str, metric: str = METRIC) -> str | None:
+    """Why ``metric``'s samples in ``text`` are no counts (NaN, +Inf, negative, absurdly large), or None (no
+    such sample, not Prometheus text, or every value a count)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from ..untrusted import Unreadable, number
+
+    if not text.strip() or text.startswith(UNREACHABLE):
+        return None
+    try:
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                if s.name in (metric, metric + "_total"):
+                    try:
+                        number(s.value, lo=0, hi=COUNT_MAX, what=metric)
+                    except Unreadable as e:
+                        return str(e)
+    except (ValueError, TypeError, IndexError):
+        return None
+    return None
 
 
 def compute_apps(text: str) -> list[tuple[str, str]]:
@@ -63,6 +93,11 @@ def refusal(first: str, second: str, apps: str, port: int, window_s: float) -> s
             names = ", ".join(f"{n} (pid {p})" for p, n in others[:5]) + (" …" if len(others) > 5 else "")
             return f"the GPUs are in use by {names}, beside an idle Triton"
         return None  # Triton answers and serves nothing: idle, the load disturbs no one
+    bad = unreadable_count(first) or unreadable_count(second) or unreadable_count(second, PENDING)
+    if bad:
+        # The port answered, with values no Triton counts: whether it serves cannot be told, so nothing is loaded.
+        return (f"Triton's metrics port {port} answered values that are no counts ({bad}), so whether requests "
+                "are being served cannot be told")
     if procs:
         names = ", ".join(f"{n} (pid {p})" for p, n in procs[:5]) + (" …" if len(procs) > 5 else "")
         return (f"the GPUs are in use by {names} and Triton's metrics port {port} did not answer, so whether "

@@ -68,7 +68,7 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
             if re.match(r"(?i)^cpu,", body):
                 if re.search(r"\ssource=sysfs\b", body):
                     source = "sysfs"
-                columns = _columns_from_header(re.sub(r"\s+source=\S+", "", body))
+                columns = _columns_from_header(re.sub(r"(?<!\s)\s+source=\S+", "", body))
                 own = source == "sysfs" or any(len(c) > 1 for c in columns)
             continue
         if line == "---":

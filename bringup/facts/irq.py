@@ -65,6 +65,9 @@ def parse_interrupt_desc(desc: str) -> dict[str, Any]:
     return out
 
 
+_COUNT = re.compile(r"\s+(\d+)(?=\s|$)")
+
+
 def parse_interrupts(output: str) -> dict[str, Any]:
     """``/proc/interrupts`` (full, squeezed with ``tr -s ' '``, or a grep excerpt).
 
@@ -95,8 +98,11 @@ def parse_interrupts(output: str) -> dict[str, Any]:
         counts: list[int] = []
         pos = 0
         limit = len(cpus) if cpus is not None else None
-        for cm in re.finditer(r"\s+(\d+)(?=\s|$)", rest):
-            if cm.start() != pos or (limit is not None and len(counts) >= limit):
+        # Each count matched where the last ended (linear: finditer's search for the next one from every
+        # position of a long run of spaces was quadratic, 60,000 spaces took 20 s).
+        while limit is None or len(counts) < limit:
+            cm = _COUNT.match(rest, pos)
+            if cm is None:
                 break
             counts.append(int(cm.group(1)))
             pos = cm.end()

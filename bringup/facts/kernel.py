@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from .base import Fact, UntrustedOutput
+from ..untrusted import Unreadable, text_number
 
 __all__ = ["KernelXid", "parse_kernel_xid", "MAX_EVENTS", "MAX_OFF_BUS", "XID_AWK"]
 
@@ -43,6 +44,21 @@ XID_AWK = (
 _OFF_BUS = re.compile(r"(?:GPU at|NVIDIA GPU)\s+(?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\b")
 _CAUSED_BY = re.compile(r"caused by previous Xid\s+(\d{1,4})\b")
 _SEVERITY = re.compile(r"^\S{1,40}\s+(Nonfatal|Fatal)\b", re.I)
+
+
+#: The most Xid lines one boot's log is read to hold (a GPU in trouble logs thousands an hour, not 10^12), and the
+#: largest Xid number (the driver's run to the low hundreds).
+XID_COUNT_MAX = 10 ** 12
+XID_MAX = 100_000
+
+
+def _whole(text: str, what: str, most: int) -> int:
+    """A count or number awk printed, a whole number 0..``most``; else :class:`UntrustedOutput` (a count of
+    10^400 lines, ``-3`` or ``NaN`` is no log's: never read as some count, never a traceback)."""
+    try:
+        return int(text_number(text, lo=0, hi=most, integer=True, what=what))
+    except Unreadable as e:
+        raise UntrustedOutput(f"kernel log: {e}") from None
 
 
 def _whole_boot(t: dict[str, Any]) -> bool:
@@ -82,10 +98,10 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
             cur["first"] = rest
         elif word == "error":
             cur["error"] = cur["error"] or rest.strip()
-        elif word == "count" and rest.strip().isdigit():
-            cur["count"] = int(rest)
-        elif word == "exit" and rest.strip().isdigit():
-            cur["exit"] = int(rest)
+        elif word == "count":
+            cur["count"] = _whole(rest, "count", XID_COUNT_MAX)
+        elif word == "exit":
+            cur["exit"] = _whole(rest, "exit status", 255)
         elif word == "offbus":
             # No Xid number: the address the driver names (the line itself, or the one before it that the awk joined).
             m = _OFF_BUS.search(rest)
@@ -101,7 +117,7 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
             cur["damaged"] += bad
             cause = _CAUSED_BY.search(rest)
             severity = _SEVERITY.search(m.group(5))
-            cur["events"].append({"pci": m.group(1).lower(), "xid": int(m.group(4)),
+            cur["events"].append({"pci": m.group(1).lower(), "xid": _whole(m.group(4), "Xid", XID_MAX),
                                   "mig_instance": int(m.group(2)) if m.group(2) else None,
                                   # Xid 45 "... caused by previous Xid 149": the fault it cleans up after.
                                   "caused_by": int(cause.group(1)) if cause else None,

@@ -14,6 +14,7 @@ from typing import Any
 from .helpers import key_values, local_cpus, pci_reads, sysfs_each, sysfs_reads, to_int as _int, uevent_driver
 from .base import Fact
 from .pci import PCI_ADDRESS_RE
+from ..untrusted import Unreadable, text_number
 
 __all__ = ["NetInterfaces", "parse_net_interfaces", "IRQ_NAMES_AWK", "NetInfiniband", "parse_infiniband_ports"]
 
@@ -132,10 +133,15 @@ IB_STATES = {"state": {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 
                             6: "LinkErrorRecovery", 7: "Phy Test"}}
 
 
+#: The fastest rate read from an RDMA port's sysfs ``rate`` (Gb/s): XDR ports run 800, 1.6T ones 1600.
+IB_RATE_MAX = 100_000
+
+
 def _ib_state(file: str, text: str) -> str | None:
     """``4: ACTIVE`` → ``ACTIVE``; ``5: LinkUp`` → ``LinkUp``; anything the kernel does not print → None."""
-    m = re.fullmatch(r"\s*(\d+):\s*(.*?)\s*", text)
-    return m.group(2) if m and IB_STATES[file].get(int(m.group(1))) == m.group(2) else None
+    m = re.fullmatch(r"(\d{1,3}):([^\n]*)", text.strip())  # linear: no \s*(.*?)\s* over host text
+    state = m.group(2).strip() if m else None
+    return state if m and IB_STATES[file].get(int(m.group(1))) == state else None
 
 
 def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
@@ -164,8 +170,13 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
         if file in ("state", "phys_state"):
             entry[file] = None if bad else _ib_state(file, value)
         elif file == "rate":
-            m = None if bad else re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*Gb/sec\b\s*(.*?)\s*", value)
-            entry["rate_gbps"] = float(m.group(1)) if m else None
+            # Linear (no \s*(.*?)\s* over host text); a rate no port runs at (400 digits read as Infinity) is none.
+            m = None if bad else re.fullmatch(r"(\d+(?:\.\d+)?)\s*Gb/sec\b[^\n]*", value.strip())
+            try:
+                rate = text_number(m.group(1), lo=0, hi=IB_RATE_MAX, what="rate") if m else None
+            except Unreadable:
+                m = rate = None
+            entry["rate_gbps"] = float(rate) if m else None
             entry["rate"] = value.strip() if m else None
         else:
             entry["link_layer"] = value.strip() if value.strip() and not bad else None

@@ -49,7 +49,8 @@ def _none_if_na(value: str) -> str | None:
 
 
 def _number(text: str) -> int | float | None:
-    m = re.match(r"^\s*(-?\d+(?:\.\d+)?)", text)
+    # At most 20 digits each side: a 400-digit figure is no reading (float() would make it Infinity), not a number.
+    m = re.match(r"^\s*(-?\d{1,20}(?:\.\d{1,20})?)(?![\d.])", text)
     if not m:
         return None
     s = m.group(1)
@@ -82,8 +83,10 @@ _INT_PREFIXES = ("pcie.link.", "ecc.errors.", "remapped_rows.histogram.", "remap
 
 def _csv_key(header: str) -> tuple[str, str | None]:
     """``memory.total [MiB]`` → (``memory_total_mib``, ``MiB``); ``pci.bus_id`` → (``pci_bus_id``, None)."""
-    m = re.match(r"^(.*?)\s*\[([^\]]+)\]\s*$", header)
-    base, unit = (m.group(1), m.group(2)) if m else (header.strip(), None)
+    h = header.strip()
+    at = h.rfind("[")  # linear: not ^(.*?)\s*\[...\]\s*$ over host text
+    m = at >= 0 and h.endswith("]") and len(h) - at > 2 and "]" not in h[at + 1:-1]
+    base, unit = (h[:at].rstrip(), h[at + 1:-1]) if m else (h, None)
     key = re.sub(r"[^0-9a-z]+", "_", base.lower()).strip("_")
     if unit:
         key += "_" + {"%": "pct"}.get(unit, re.sub(r"[^0-9a-z]+", "_", unit.lower()).strip("_"))
@@ -117,7 +120,7 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
             continue
         gpu: dict[str, Any] = {}
         for (key, unit), field, raw in zip(keys, header, row):
-            field_name = re.sub(r"\s*\[.*$", "", field).strip().lower()
+            field_name = field.split("[", 1)[0].strip().lower()  # linear: not \s*\[.*$ searched over host text
             value = _none_if_na(raw)
             if value is None:
                 gpu[key] = None
@@ -404,7 +407,7 @@ def mig_devices_of(section: Any) -> list[dict[str, Any]] | None:
     return out
 
 
-_NVML_FAILED = re.compile(r"^Failed to initialize NVML: (.+?)\s*$", re.M)
+_NVML_FAILED = re.compile(r"^Failed to initialize NVML: ([^\n]*\S)", re.M)  # linear: no (.+?)\s*$
 _NVML_LIBRARY = re.compile(r"^NVML library version: (\d+\.\d+(?:\.\d+)?)\s*$", re.M)
 
 
@@ -511,7 +514,27 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
 
 #: The line ``nvidia.query``'s command prints between ``nvidia-smi -q`` and ``nvidia-smi -L``.
 LIST_MARK = "--- nvidia-smi -L"
-_LIST_GPU = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*([^)\s]+)\)\s*$")
+_LIST_GPU_HEAD = re.compile(r"GPU\s+(\d+):(?=\s)")
+_UUID_TAIL = re.compile(r"\(UUID:\s*([^)\s]+)\)")
+
+
+def _gpu_line(line: str) -> tuple[int, str, str] | None:
+    """``GPU <n>: <name> (UUID: <uuid>)`` (``nvidia-smi -L``, ``nvlink -s``) as ``(n, name, uuid)``, or None.
+
+    Read in linear time (the line is host output: ``\\s+(.*?)\\s+\\(`` backtracked cubically, 6,000 spaces took
+    minutes): the head by a prefix match, the UUID from the last ``(UUID:`` of the line, the name between."""
+    head = _LIST_GPU_HEAD.match(line)
+    if not head:
+        return None
+    rest = line[head.end():].rstrip()
+    at = rest.rfind("(UUID:")
+    tail = _UUID_TAIL.fullmatch(rest, at) if at >= 0 else None
+    between = rest[:at]
+    if not tail or not between[-1:].isspace() or len(between) < 2 and not between.strip():
+        return None
+    return int(head.group(1)), between.strip(), tail.group(1)
+
+
 _LIST_MIG = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+):\s+\(UUID:\s*([^)\s]+)\)\s*$")
 
 
@@ -527,9 +550,9 @@ def parse_nvidia_smi_list(output: str) -> list[dict[str, Any]]:
     for line in output.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        g = _LIST_GPU.match(line)
+        g = _gpu_line(line)
         if g:
-            gpus.append({"index": int(g.group(1)), "name": g.group(2), "uuid": g.group(3), "mig_devices": []})
+            gpus.append({"index": g[0], "name": g[1], "uuid": g[2], "mig_devices": []})
         elif gpus:
             m, devices = _LIST_MIG.match(line), gpus[-1]["mig_devices"]
             if m and devices is not None:
@@ -730,8 +753,7 @@ class NvidiaTopo(_NvidiaSmiFact):
 # nvidia-smi nvlink -s
 # --------------------------------------------------------------------------
 
-_NVLINK_GPU = re.compile(r"^GPU\s+(\d+):\s+(.*?)\s+\(UUID:\s*([^)\s]+)\)\s*$")
-_NVLINK_LINK = re.compile(r"^\s*Link\s+(\d+):\s*(.*?)\s*$")
+_NVLINK_LINK = re.compile(r"^\s*Link\s+(\d+):(.*)$")  # the text stripped after: linear (not \s*(.*?)\s*$)
 _NVLINK_SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$")
 _NVLINK_ALL_INACTIVE = re.compile(r"all links are in-?active", re.I)
 
@@ -749,9 +771,9 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
     for line in output.splitlines():
         if not line.strip() or line.startswith("#"):
             continue
-        g = _NVLINK_GPU.match(line.strip())
+        g = _gpu_line(line.strip())
         if g:
-            gpus.append({"index": int(g.group(1)), "name": g.group(2), "uuid": g.group(3), "links": []})
+            gpus.append({"index": g[0], "name": g[1], "uuid": g[2], "links": []})
             continue
         m = _NVLINK_LINK.match(line)
         if gpus and m is None and _NVLINK_ALL_INACTIVE.search(line):
@@ -760,8 +782,8 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
             gpus[-1]["all_inactive"] = True
             continue
         if not gpus or m is None:
-            continue  # NVML's other notices, and lines of no link
-        value = m.group(2)
+            continue  # NVML's notices, and lines of no link
+        value = m.group(2).strip()
         speed = _NVLINK_SPEED.match(value)
         if speed is None and value.strip("<>").lower() != "inactive":
             raise UntrustedOutput(f"nvidia-smi nvlink -s: GPU {gpus[-1]['index']} link {m.group(1)}: "

@@ -43,9 +43,13 @@ def parse_os_release(output: str) -> dict[str, str]:
         return {}
     codename = keys.get("VERSION_CODENAME") or keys.get("UBUNTU_CODENAME") or ""
     if not codename:
-        m = re.search(r"\(([^)]*)\)", keys.get("VERSION", ""))
-        if m:
-            codename = m.group(1).split()[0].lower() if m.group(1).split() else ""
+        # The first "(...)": found with str.find, linear (a search for \(([^)]*)\) was quadratic on "((((...").
+        version = keys.get("VERSION", "")
+        at = version.find("(")
+        end = version.find(")", at + 1) if at >= 0 else -1
+        if end >= 0:
+            inside = version[at + 1:end].split()
+            codename = inside[0].lower() if inside else ""
     out: dict[str, str] = dict(keys)
     out["id"] = keys.get("ID", "")
     out["version_id"] = keys.get("VERSION_ID", "")

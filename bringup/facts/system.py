@@ -1,13 +1,13 @@
 """System facts: systemd, docker, sysctl, kernel cmdline, cpufreq, cpuidle, THP."""
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from ..command import sh
 from .helpers import json_object, key_values, to_int as _int
 from .base import Fact
+from ..untrusted import loads  # deep or 100,000-digit JSON: ValueError (Unreadable), never RecursionError
 
 __all__ = [
     "SystemSystemd",
@@ -101,7 +101,7 @@ def parse_docker_info_json(output: str) -> dict[str, Any]:
         line = line.strip()
         if line.startswith("{"):
             try:
-                data = json.loads(line)
+                data = loads(line, what="docker info")
                 break
             except ValueError:
                 continue
@@ -111,7 +111,7 @@ def parse_docker_info_json(output: str) -> dict[str, Any]:
         start = output.find("{")
         if start >= 0:
             try:
-                data = json.loads(output[start:])
+                data = loads(output[start:], what="docker info")
             except ValueError:
                 data = None
     if not isinstance(data, dict):

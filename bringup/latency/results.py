@@ -16,6 +16,7 @@ from typing import Any
 
 from ..outfile import write_atomic
 from ..process import command
+from ..untrusted import loads
 
 __all__ = ["point_row", "point_text", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
            "plot_window_log", "plot_window_sweep", "bench_figure", "remember", "REPORT_DIR", "INDEX"]
@@ -181,7 +182,7 @@ def remember(host: str, path: Path, index: Path | None = None) -> None:
     index = Path(index or INDEX)
     try:
         try:
-            doc = json.loads(index.read_text())
+            doc = loads(index.read_bytes(), what="the index", max_bytes=16 << 20)
             doc = doc if isinstance(doc, dict) else {}
         except (OSError, ValueError):
             doc = {}
@@ -478,7 +479,7 @@ def latest(host: str, reports: Path | str = REPORT_DIR) -> tuple[dict, Path] | N
     best = None
     candidates = list(Path(reports).glob(f"{host}-*.json"))
     try:
-        listed = json.loads((Path(reports) / INDEX.name).read_text()).get(host) or []
+        listed = loads((Path(reports) / INDEX.name).read_bytes(), what="the index", max_bytes=16 << 20).get(host) or []
         candidates += [Path(p) for p in listed if isinstance(p, str)]
     except (OSError, ValueError, AttributeError):
         pass
@@ -486,8 +487,9 @@ def latest(host: str, reports: Path | str = REPORT_DIR) -> tuple[dict, Path] | N
         try:
             if p.stat().st_size > 64 << 20:
                 continue
-            doc = json.loads(p.read_text())
-        except (OSError, ValueError):
+            # NaN as json.dumps writes it is read (acceptance() refuses it where it would judge it).
+            doc = loads(p.read_bytes(), what=str(p), max_bytes=64 << 20, nan=True)
+        except (OSError, ValueError):  # Unreadable too: nested without end, 100,000 digits, NaN
             continue
         if not isinstance(doc, dict):
             continue
@@ -503,6 +505,44 @@ def _load_text(r: dict) -> str:
     served = f"; served as {r['config']}" if r.get("config") else ""
     return (f"concurrency {r['concurrency']} × batch {r['batch']} ({r['items_per_s']:.0f} items/s, "
             f"window {r['window']}{mb}{served})")
+
+
+#: What a saved point's figures can be: a p95 of up to a day in ms, a rate of up to 10^12 items/s, loads up to 10^6.
+_POINT_RANGES = {"p95_ms": (0, 86_400_000), "p50_ms": (0, 86_400_000), "p99_ms": (0, 86_400_000),
+                 "items_per_s": (0, 1e12), "concurrency": (0, 1e6), "batch": (0, 1e6)}
+
+
+def _unreadable(doc: Any) -> str | None:
+    """Why a saved bench result cannot be judged (None: it can): dated in the future beyond the clock-skew
+    allowance, or a point's figure not a finite number in its range."""
+    from datetime import timezone
+
+    from ..untrusted import future, number
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("points", []), list):
+        return "not a result document"
+    try:
+        when = datetime.fromisoformat(str(doc.get("finished")))
+    except ValueError:
+        when = None  # shown as it is (the line says when it was measured); only a time ahead is refused
+    when = when if when is None or when.tzinfo else when.replace(tzinfo=timezone.utc)
+    if when is not None and future(when):
+        return f"finished {doc['finished']} lies in the future: not a result measured yet"
+    for i, r in enumerate(doc.get("points", [])):
+        if not isinstance(r, dict):
+            return f"point {i} is not an object"
+        try:
+            for key, (lo, hi) in _POINT_RANGES.items():
+                if r.get(key) is not None:
+                    number(r[key], lo=lo, hi=hi, what=f"point {i}'s {key}")
+                spread = (r.get("spread") or {}).get(key) if isinstance(r.get("spread") or {}, dict) else None
+                if spread is not None:
+                    for end in ("min", "max"):
+                        number(spread.get(end) if isinstance(spread, dict) else spread, lo=lo, hi=hi,
+                               what=f"point {i}'s {key} {end}")
+        except ValueError as e:
+            return str(e)
+    return None
 
 
 def acceptance(doc: dict, slo: float | None, load: dict | None = None) -> dict:
@@ -526,6 +566,11 @@ def acceptance(doc: dict, slo: float | None, load: dict | None = None) -> dict:
     from .repeats import repeated, span
 
     when = doc.get("finished", "?")
+    bad = _unreadable(doc)
+    if bad:
+        # Figures no bench measures (NaN, -1 ms, 1e308 items/s) or a result dated ahead: never a verdict.
+        return {"status": "WARN", "measured": when, "slo_p95_ms": slo, "point": None, "kind": "unreadable",
+                "seen": f"not checked: the saved result is unreadable ({bad})"}
     pts = [r for r in doc.get("points", []) if r.get("p95_ms") is not None]
     deployed = [r for r in pts if r.get("deployed")] or pts
     good = [r for r in deployed if not r["client_bound"] and not r["errors"] and not r.get("reloaded")]

@@ -37,18 +37,37 @@ class ModelStats:
         }
 
 
+#: The largest counter read (Triton's are uint64; the gRPC JSON prints them as text).
+COUNTER_MAX = 2 ** 64 - 1
+
+
+def _count(v: object, what: str) -> int:
+    """A counter of Triton's statistics (an ``int``, or its decimal text as the gRPC JSON prints uint64): a
+    whole number 0..2^64-1, else :class:`~bringup.errors.BringupError` naming it (NaN, -5, 1e308, 10^400 or
+    ``"many"`` is no counter: never subtracted into a window's figures, never a traceback)."""
+    from ..errors import BringupError
+    from ..untrusted import Unreadable, number, text_number
+
+    try:
+        if isinstance(v, str):
+            return int(text_number(v, lo=0, hi=COUNTER_MAX, integer=True, what=what))
+        return int(number(v, lo=0, hi=COUNTER_MAX, integer=True, what=what))
+    except Unreadable as e:
+        raise BringupError(f"Triton's statistics are unreadable: {e}") from None
+
+
 def _n(d: dict, *path) -> int:
     for p in path:
-        d = (d or {}).get(p, {})
-    return int(d or 0)
+        d = (d if isinstance(d, dict) else {}).get(p, {})
+    return _count(d or 0, ".".join(path))
 
 
 def read_stats(client, model: str) -> ModelStats:
     """The model's counters now, through a sync ``tritonclient.grpc`` client."""
     doc = client.get_inference_statistics(model_name=model, as_json=True)
     s = ModelStats()
-    for m in doc.get("model_stats", []):
-        if m.get("name") != model:
+    for m in (doc.get("model_stats", []) if isinstance(doc, dict) else []):
+        if not isinstance(m, dict) or m.get("name") != model:
             continue
         st = m.get("inference_stats", {})
         s.success += _n(st, "success", "count")
@@ -58,6 +77,6 @@ def read_stats(client, model: str) -> ModelStats:
         s.compute_input_ns += _n(st, "compute_input", "ns")
         s.compute_infer_ns += _n(st, "compute_infer", "ns")
         s.compute_output_ns += _n(st, "compute_output", "ns")
-        s.inference_count += int(m.get("inference_count", 0) or 0)
-        s.execution_count += int(m.get("execution_count", 0) or 0)
+        s.inference_count += _count(m.get("inference_count", 0) or 0, "inference_count")
+        s.execution_count += _count(m.get("execution_count", 0) or 0, "execution_count")
     return s

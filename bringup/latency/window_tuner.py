@@ -100,7 +100,10 @@ def queue_rising(prev: dict | None, p95_ms: float, queue_us: float | None, targe
 # --------------------------------------------------------------------------- Triton's numbers
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(?:\{(.*)\})?\s+(\S+)")
-_LABEL = re.compile(r'([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+_LABEL = re.compile(r'(?<![A-Za-z0-9_])([A-Za-z_][A-Za-z0-9_]*)="((?:[^"\\]|\\.)*)"')
+#: The longest metrics line read (Triton's are a few hundred characters): the label pattern's work grows with
+#: the square of a line's length where it holds many unterminated labels.
+LINE_MAX = 4096
 
 
 def parse_summary(text: str, model: str, quantile: str = "0.95", metric: str = P95_METRIC
@@ -122,6 +125,9 @@ def parse_summary(text: str, model: str, quantile: str = "0.95", metric: str = P
         m = _SAMPLE.match(line)
         if not m or not m.group(1).startswith(metric):
             continue
+        if len(line) > LINE_MAX:
+            raise TunerError(f"Triton's metrics: a {metric} line of {len(line)} characters (at most {LINE_MAX}): "
+                             "not Triton's")
         labels = dict(_LABEL.findall(m.group(2) or ""))
         if labels.get("model") != model:
             continue
@@ -138,6 +144,16 @@ def parse_summary(text: str, model: str, quantile: str = "0.95", metric: str = P
     return q, count
 
 
+def _counter(v, what: str) -> int:
+    """A counter of the statistics API: a whole number 0..2^64-1 (an int, or its digits as text); else
+    TunerError (1e308, -5, "many" or 10^400 is no counter of Triton's)."""
+    if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 20:
+        v = int(v)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 64:
+        raise TunerError(f"Triton's statistics: {what} {str(v)[:40]!r} is not a counter")
+    return v
+
+
 def stats_counters(doc: dict, model: str) -> tuple[int, int]:
     """``(successful requests, queue ns)`` of ``model`` from a statistics API answer, versions summed."""
     ok = queue = 0
@@ -145,8 +161,8 @@ def stats_counters(doc: dict, model: str) -> tuple[int, int]:
         if m.get("name") != model:
             continue
         st = m.get("inference_stats") or {}
-        ok += int((st.get("success") or {}).get("count") or 0)
-        queue += int((st.get("queue") or {}).get("ns") or 0)
+        ok += _counter((st.get("success") or {}).get("count") or 0, "success.count")
+        queue += _counter((st.get("queue") or {}).get("ns") or 0, "queue.ns")
     return ok, queue
 
 
@@ -168,6 +184,44 @@ def with_window(config: dict, window_us: int | None) -> dict:
     return cfg
 
 
+#: The largest answer read from Triton's HTTP API or metrics (a configuration or metrics page is kilobytes).
+ANSWER_MAX = 16 << 20
+
+
+def read_bounded(r, seconds: float, what: str) -> bytes:
+    """The body of the response ``r``: at most :data:`ANSWER_MAX` bytes, whole within ``seconds`` (urllib's
+    timeout bounds each read only: a server dripping a byte a second would hold the tuner for ever).
+    TimeoutError (an OSError: "does not answer") past the deadline, TunerError past the cap.  Standard
+    library only: this file runs on hosts alone (bringup.untrusted.http_get is the control machine's)."""
+    end = time.monotonic() + seconds
+    read = getattr(r, "read1", r.read)
+    got, n = [], 0
+    while True:
+        if time.monotonic() > end:
+            raise TimeoutError(f"{what} did not come whole within {seconds:g} s")
+        chunk = read(65536)
+        if not chunk:
+            return b"".join(got)
+        n += len(chunk)
+        if n > ANSWER_MAX:
+            raise TunerError(f"{what} is larger than {ANSWER_MAX >> 20} MiB (not Triton's)")
+        got.append(chunk)
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads_bounded(body: bytes, what: str):
+    """Triton's JSON answer, or TunerError with one line: NaN/Infinity, 100,000 digits or nesting thousands
+    deep (a RecursionError) are no answer of Triton's."""
+    try:
+        return json.loads(body, parse_constant=_no_constant)
+    except (ValueError, RecursionError) as e:
+        raise TunerError(f"Triton's answer to {what} is not JSON it writes ({type(e).__name__}: "
+                         f"{str(e)[:80]})") from None
+
+
 class TritonHTTP:
     """Triton's HTTP API and metrics endpoint, through urllib."""
 
@@ -186,11 +240,11 @@ class TritonHTTP:
                                      headers={"Content-Type": "application/json"})
         try:
             with urllib.request.urlopen(req, timeout=timeout or self.timeout) as r:
-                return r.read()
+                return read_bounded(r, timeout or self.timeout, f"Triton's answer to {path}")
         except urllib.error.HTTPError as e:
             try:
-                msg = json.loads(e.read() or b"{}").get("error") or e.reason
-            except ValueError:
+                msg = loads_bounded(e.read(65536) or b"{}", path).get("error") or e.reason
+            except (TunerError, AttributeError):
                 msg = e.reason
             raise TunerError(f"Triton answered {e.code} to {path}: {msg}") from None
         except (OSError, urllib.error.URLError) as e:
@@ -198,13 +252,13 @@ class TritonHTTP:
                               f"{getattr(e, 'reason', None) or e}") from None
 
     def config(self, model: str) -> dict:
-        return json.loads(self._call(f"/v2/models/{model}/config"))
+        return loads_bounded(self._call(f"/v2/models/{model}/config"), "config")
 
     def stats(self, model: str) -> tuple[int, int]:
-        return stats_counters(json.loads(self._call(f"/v2/models/{model}/stats")), model)
+        return stats_counters(loads_bounded(self._call(f"/v2/models/{model}/stats"), "stats"), model)
 
     def ready_models(self) -> list[str]:
-        idx = json.loads(self._call("/v2/repository/index", {}))
+        idx = loads_bounded(self._call("/v2/repository/index", {}), "/v2/repository/index")
         return sorted({m["name"] for m in idx if m.get("state") == "READY"})
 
     def load(self, model: str, config: dict, timeout: float = 120.0) -> None:
@@ -225,7 +279,8 @@ class TritonHTTP:
 
         try:
             with urllib.request.urlopen(self.metrics_url, timeout=self.timeout) as r:
-                return r.read().decode("utf-8", "replace")
+                return read_bounded(r, self.timeout, f"Triton's metrics at {self.metrics_url}").decode(
+                    "utf-8", "replace")
         except (OSError, urllib.error.URLError) as e:
             raise Unreachable(f"Triton's metrics at {self.metrics_url} do not answer: "
                               f"{getattr(e, 'reason', None) or e}") from None

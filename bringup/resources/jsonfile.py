@@ -23,6 +23,7 @@ from ..command import sh
 from ..errors import InputError
 from .base import Plan, Resource, kv_lines
 from .files import backup, prune_backups, write_file
+from ..untrusted import loads
 
 __all__ = ["JsonFile", "merge", "contains", "RECORD_DIR"]
 
@@ -128,7 +129,7 @@ class JsonFile(Resource):
             text = base64.b64decode(st["content"]).decode("utf-8", "replace")
             if text.strip():
                 try:
-                    have = json.loads(text)
+                    have = loads(text, what="its content")
                 except ValueError as e:
                     return Plan.fail(f"{self.path} is not valid JSON ({e}); fix or move it away, "
                                      "it is never overwritten")
@@ -234,7 +235,7 @@ def _load_record(b64: str | None) -> dict[tuple, str]:
     if not b64:
         return {}
     try:
-        rows = json.loads(base64.b64decode(b64))
+        rows = loads(base64.b64decode(b64), what="the record")
         return {tuple(k): d for k, d in rows if isinstance(d, str) and all(isinstance(x, str) for x in k) and k}
     except (ValueError, TypeError):
         return {}

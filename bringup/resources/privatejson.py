@@ -16,6 +16,7 @@ from ..command import sh
 from ..secrets import HIDDEN
 from .base import Plan, kv_lines
 from .jsonfile import JsonFile, merge
+from ..untrusted import loads
 
 __all__ = ["PrivateJsonFile", "docker_auth"]
 
@@ -79,7 +80,7 @@ class PrivateJsonFile(JsonFile):
         if "content" not in st:
             return {}
         text = base64.b64decode(st["content"]).decode("utf-8", "replace")
-        return json.loads(text) if text.strip() else {}
+        return loads(text, what="its content") if text.strip() else {}
 
     def _diff(self, old: Any, new: Any) -> str:
         a = (json.dumps(_hide(old), indent=self.indent) + "\n").splitlines(keepends=True) if old else []

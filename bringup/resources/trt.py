@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from ..command import join, sh
 from .base import Plan, Resource, kv_lines
 from .files import _check_path
+from ..untrusted import loads
 
 __all__ = ["EngineBuild", "GpuClass", "TrtEngine", "engine_key", "key_digest", "key_changes", "trtexec_argv",
            "PLAN", "KEY_FILE", "ONNX", "CALIBRATION", "PRECISIONS"]
@@ -184,7 +185,7 @@ class TrtEngine(Resource):
         if raw is None:
             return None
         try:
-            doc = json.loads(base64.b64decode(raw))
+            doc = loads(base64.b64decode(raw), what="the key file")
         except ValueError:
             return {}
         return doc if isinstance(doc, dict) and isinstance(doc.get("parts"), dict) else {}

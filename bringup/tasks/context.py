@@ -119,7 +119,16 @@ def task(*args: Any, **kwargs: Any) -> Any:
             line = empty_flag(dict(list(signature.bind(c, *a, **kw).arguments.items())[1:]))
             if line:
                 raise fail(line)
-            return body(c, *a, **kw)
+            try:
+                return body(c, *a, **kw)
+            except Exit as e:
+                # Invoke writes an Exit's message to stderr as it is: a host's text in it (an error a host
+                # answered, a GPU name) must not act on the terminal either (issue 40 item 6).
+                from ..checks import printable
+
+                if isinstance(e.message, str) and printable(e.message) != e.message:
+                    raise Exit(printable(e.message), code=e.code) from None
+                raise
 
         return _invoke_task(*args, **{"klass": _Task, **kwargs})(checked)
 
@@ -128,13 +137,48 @@ def task(*args: Any, **kwargs: Any) -> Any:
 
 def console() -> Console:
     """The console a task prints to."""
-    from rich.console import Console
-
     # Piped into a log or CI, rich would assume 80 columns and cut the tables' headers: give them room.
     # emoji=False: text from a host or the inventory is never an emoji code (a PCI bus 0000:ab:00.0 printed
     # as 0000🆎00.0).
-    return Console(highlight=False, soft_wrap=True, emoji=False,
-                   width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
+    return _safe_console_class()(highlight=False, soft_wrap=True, emoji=False,
+                                 width=None if sys.stdout.isatty() or os.environ.get("COLUMNS") else 160)
+
+
+@functools.lru_cache(maxsize=None)
+def _safe_console_class() -> type:
+    """rich's Console, made safe at its root for text from hosts, scripts and textfiles (issue 40 item 6):
+    every character rendered that is a control character (ESC of an ANSI or OSC sequence, BEL; newline and
+    tab kept) is written out as ``\\xNN`` (:func:`~bringup.checks.printable`), whatever path the text took (a
+    string, a Text, a table cell); no hyperlink is emitted (bringup prints none: a ``[link=...]`` a host
+    smuggled into markup does nothing); and a string whose markup does not parse (a host name holding
+    ``[/x]``) is printed as it is, never a MarkupError traceback.  Rich's own control segments (cursor moves
+    of a progress display) pass untouched.  Host text put into markup is still escaped where it is
+    (rich.markup.escape), so that a ``[bold red]`` in it stays text."""
+    from rich.console import Console as _Console
+    from rich.errors import MarkupError
+    from rich.segment import Segment
+
+    from ..checks import printable
+
+    class SafeConsole(_Console):
+        def render(self, renderable, options=None):  # type: ignore[override]
+            for seg in super().render(renderable, options):
+                if seg.control is None:
+                    text, style = seg.text, seg.style
+                    shown = printable(text)
+                    if style is not None and style.link:
+                        style = style.update_link(None)
+                    if shown is not text or style is not seg.style:
+                        seg = Segment(shown, style)
+                yield seg
+
+        def render_str(self, text, **kwargs):  # type: ignore[override]
+            try:
+                return super().render_str(text, **kwargs)
+            except MarkupError:
+                return super().render_str(text, **{**kwargs, "markup": False})
+
+    return SafeConsole
 
 
 def fail(e: Exception | str) -> Exit:

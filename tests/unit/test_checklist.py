@@ -253,7 +253,8 @@ def test_checklist_refuses_a_host_name_that_leaves_out(tmp_path):
     (tmp_path / "f.json").write_text('{"facts": {}}')
     r = _invoke("checklist", "--host", "../../escaped", "--facts", "f.json", "--out", "a/b", cwd=tmp_path)
     assert r.returncode == 1, r.stdout + r.stderr
-    assert "cannot name a checklist page" in r.stderr and "Traceback" not in r.stderr
+    # Refused where the inventory is read now (issue 40 item 1), before a page name is ever made of it.
+    assert "host name '../../escaped' holds '/'" in r.stderr and "Traceback" not in r.stderr
     assert not (tmp_path / "escaped.md").exists() and not (tmp_path / "a").exists()
 
 

@@ -1,0 +1,246 @@
+"""Issue 40 items 3 and 6 for ``invoke accept``: what a compromised or broken host hands back (the probe's JSON,
+nvidia-smi's cells, dcgmi's output, Triton's metrics, a saved result) is never read as a good figure.
+
+Absurd numbers (NaN, Infinity, 1e308, 10^400, negative, wrong-typed) are "not checked", never PASS; deep or huge
+JSON is one line; a flood or a drip ends within its bound, on the host (real processes through the local
+transport, a real HTTP server on 127.0.0.1); a saved result dated in the future is refused.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from bringup.acceptance import remote
+from bringup.acceptance.judge import judge
+from bringup.acceptance.saved import checklist_lines, save
+from bringup.acceptance.serving import refusal
+from bringup.checks import line
+from bringup.connection import LocalTransport
+from bringup.inventory import ConnectionVars, Host
+from tests.hostile_http import HostileHTTP
+from tests.unit.test_accept_judge import H200_BUS, by, h200_doc, h200_facts  # noqa: F401 - the fixture
+
+REPO = Path(__file__).resolve().parents[2]
+METRICS = (REPO / "tests/fixtures/triton/metrics-2.51-summary.txt").read_text()
+
+ABSURD = {"NaN": float("nan"), "Infinity": float("inf"), "1e308": 1e308, "10^400": 10 ** 400, "negative": -55.4,
+          "text": "55.4", "bool": True}
+
+
+@pytest.mark.reliability(item=40, fault="probe: NaN, Infinity, 1e308, 10^400, negative or wrong-typed figures",
+                         variants=len(ABSURD), checks=("one clear line",))
+@pytest.mark.parametrize("value", ABSURD.values(), ids=ABSURD.keys())
+def test_an_absurd_figure_is_not_checked_never_pass(h200_facts, value):  # noqa: F811
+    lines = judge(h200_doc(h2d=value, d2d=value), h200_facts, {})
+    for name in ("host-to-device bandwidth", "device memory bandwidth"):
+        k = by(lines, name)
+        assert k.status == "WARN" and k.seen.startswith("not checked: the probe's figure"), k.seen
+        assert "unreadable" in k.seen and k.value is None
+    assert by(lines, "device-to-host bandwidth").status == "PASS"  # the sound figure beside it is still judged
+
+
+@pytest.mark.parametrize("repeats", [float("inf"), "many", 10 ** 400, -1])
+def test_absurd_repeats_never_traceback(h200_facts, repeats):  # noqa: F811
+    lines = judge(h200_doc(repeats=repeats), h200_facts, {})
+    assert "(median of 0)" in by(lines, "host-to-device bandwidth").seen
+
+
+@pytest.mark.parametrize("temp", ["nan", "inf", "1e308", "-300", "9" * 5000])
+def test_absurd_temperatures_from_nvidia_smi_are_not_shown(h200_facts, temp):  # noqa: F811
+    k = by(judge(h200_doc(temp=temp), h200_facts, {}), "clocks under load")
+    assert "temperature not shown" in k.seen and k.value is None
+
+
+@pytest.mark.parametrize("reasons", ["0x" + "f" * 5000, "nan", "-0x40"])
+def test_absurd_clock_reasons_are_unreadable(h200_facts, reasons):  # noqa: F811
+    k = by(judge(h200_doc(reasons=reasons), h200_facts, {}), "clocks under load")
+    assert k.status == "WARN" and "not readable" in k.seen
+
+
+PROBE_OUTPUTS = {
+    "NaN": '{"probe": 1, "gpus": [{"h2d_gbs": NaN}]}',
+    "nested": '{"probe": 1, "x": ' + "[" * 100_000,
+    "100,000 digits": '{"probe": 1, "repeats": ' + "7" * 100_000 + "}",
+}
+
+
+@pytest.mark.reliability(item=40, fault="probe's JSON: NaN, nested 100,000 deep, 100,000 digits", variants=3,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("out", PROBE_OUTPUTS.values(), ids=PROBE_OUTPUTS.keys())
+def test_a_hostile_probe_document_is_one_named_error(h200_facts, out):  # noqa: F811
+    doc = remote.probe_result(0, out + "\n", "", 130)
+    assert doc["error"].startswith("the probe's JSON: ") and "unreadable" in doc["error"]
+    (k,) = judge(doc, h200_facts, {})
+    assert k.status == "FAIL" and k.name == "acceptance probe" and "\n" not in k.seen
+
+
+def local() -> LocalTransport:
+    return LocalTransport(Host(name="ctl", groups=["all"], vars={},
+                               connection=ConnectionVars(ansible_connection="local")))
+
+
+@pytest.fixture()
+def flooding_bin(tmp_path, monkeypatch) -> Path:
+    """``dcgmi`` and ``python3`` stand-ins on PATH that print without end (a host whose tools flood)."""
+    d = tmp_path / "bin"
+    d.mkdir()
+    for name in ("dcgmi", "python3"):
+        (d / name).write_text("#!/bin/sh\nexec yes 'flooding output line from a hostile host'\n")
+        (d / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{d}{os.pathsep}{os.environ['PATH']}")
+    return d
+
+
+@pytest.mark.reliability(item=40, fault="dcgmi or the probe prints without end (a flood)", variants=2,
+                         checks=("one clear line", "no hang"))
+def test_a_flooding_dcgmi_or_probe_is_cut_on_the_host_and_named(flooding_bin):
+    t = local()
+    t0 = time.monotonic()
+    rc, out, err = remote.run_dcgmi(t, 1)
+    assert out == "" and err.startswith("dcgmi printed more than 8 MiB") and rc != 0
+    doc = remote.run_probe(t, seconds=0)
+    assert doc["error"].startswith("the probe printed more than 8 MiB") and doc["gpus"] == []
+    assert time.monotonic() - t0 < 60
+
+
+def test_the_capped_run_keeps_the_commands_own_status_and_output():
+    res = local().run_script(remote._capped("sh -c 'echo hi; echo err >&2; exit 3'"))
+    assert res.rc == 3 and res.stdout.split() == ["hi", "err"]
+
+
+@pytest.mark.reliability(item=40, fault="Triton's metrics port floods or drips", variants=2,
+                         checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("mode", ["flood", "drip"])
+def test_a_flooding_or_dripping_metrics_port_ends_within_its_bound(mode):
+    with HostileHTTP(mode, content_type="text/plain") as url:
+        port = int(url.rsplit(":", 1)[1])
+        t0 = time.monotonic()
+        pre = remote.preflight(local(), port)
+        took = time.monotonic() - t0
+    assert pre.metrics_first.startswith("# bringup: unreachable:"), pre.metrics_first[:200]
+    assert len(pre.metrics_first) < 200 and len(pre.metrics_second) < 200
+    assert took < 40  # two reads of at most 5 s each, 3 s apart; never the server's pace
+
+
+@pytest.mark.reliability(item=40, fault="Triton's metrics: NaN, +Inf or negative request counts", variants=3,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-5"])
+def test_metrics_with_counts_that_are_no_counts_refuse_the_load(value):
+    bad = "\n".join(
+        f'nv_inference_request_success{{model="m",version="1"}} {value}' if ln.startswith(
+            "nv_inference_request_success{") else ln for ln in METRICS.splitlines()) + "\n"
+    why = refusal(bad, bad, "", 8002, 3)
+    assert why and why.startswith("Triton's metrics port 8002 answered values that are no counts"), why
+
+
+@pytest.mark.reliability(item=40, fault="a saved acceptance result dated in the future", variants=1,
+                         checks=("one clear line",))
+def test_a_saved_result_dated_in_the_future_is_refused(tmp_path):
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    good = [line("acceptance", "host-to-device bandwidth", "PASS", "55.4 GB/s", value=55.4, limit=63.0, unit="GB/s")]
+    save("gpu-01", {}, good, tmp_path, now + timedelta(minutes=2))  # within the clock-skew allowance
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "PASS"
+    save("gpu-01", {}, good, tmp_path, now + timedelta(days=400))
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "WARN" and "lies in the future" in k.seen and "\n" not in k.seen
+
+
+SAVED = {
+    "nested": "[" * 100_000,
+    "100,000 digits": '{"measured_at": "2026-12-04T11:00:00Z", "lines": [], "x": ' + "1" * 100_000 + "}",
+    "NaN value": json.dumps({"measured_at": "2026-12-04T11:00:00Z", "lines": [
+        {"area": "acceptance", "name": "x", "status": "PASS", "seen": "", "value": float("nan")}]}),
+}
+
+
+@pytest.mark.reliability(item=40, fault="saved acceptance result: nested, 100,000 digits, NaN", variants=3,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("text", SAVED.values(), ids=SAVED.keys())
+def test_a_hostile_saved_result_is_one_warn(tmp_path, text):
+    (tmp_path / "gpu-01-20261204T110000Z.json").write_text(text)
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "WARN" and "not a saved acceptance result" in k.seen and "\n" not in k.seen
+
+
+HOSTILE_PROBE = r'''#!/bin/sh
+# TEST DOUBLE of python3 on a compromised host: the acceptance probe's run (--seconds) prints a document with
+# absurd figures (1e308, negative, text) and a GPU name carrying an OSC sequence and Rich markup; every other use is the real python3.
+case " $* " in
+  *" --seconds "*) cat >/dev/null
+    printf '%s\n' '{"probe": 1, "repeats": 5, "error": null, "pairs": [], "load": null, "gpus": [{"index": 0, "name": "H200", "bus_id": "00000000:18:00.0", "h2d_gbs": "fast", "d2h_gbs": 1e308, "d2d_gbs": -2089.0}, {"index": 1, "name": "\u001b]0;pwned\u0007[bold red]PASS[/] [link=file:///etc/passwd]x[/link]", "bus_id": "00000000:19:00.0", "error": "lost"}]}'
+    exit 0;;
+esac
+exec REAL "$@"
+'''
+
+
+@pytest.mark.reliability(item=40, fault="accept: a host's probe prints 1e308, negative or text rates, an "
+                         "ESC/markup GPU name", variants=1, checks=("one clear line", "exit code", "report written"))
+def test_accept_through_the_cli_never_passes_absurd_figures_and_shows_hostile_names_inert(tmp_path):
+    import shutil
+    import subprocess
+    import sys
+
+    import yaml
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "python3").write_text(HOSTILE_PROBE.replace("REAL", shutil.which("python3")))
+    (bin_ / "python3").chmod(0o755)
+    proj = tmp_path / "p"
+    proj.mkdir()
+    (proj / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"gpu-01": {
+        "ansible_connection": "local", "triton_ports": {"http": 1, "grpc": 2, "metrics": 3}}}}}))
+    env = {**os.environ, "PATH": f"{bin_}{os.pathsep}{os.environ['PATH']}", "FORCE_COLOR": "1", "COLUMNS": "200"}
+    p = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "accept", "--host", "gpu-01",
+                        "--out", "out", "--force", "--seconds", "1"], cwd=proj, capture_output=True, text=True,
+                       timeout=300, env=env)
+    assert p.returncode == 2, p.stdout + p.stderr  # GPU 1's FAIL; never 0
+    assert "Traceback" not in p.stderr
+    page = json.loads((proj / "out/gpu-01.json").read_text())
+    rates = {k["name"]: k for k in page["checks"] if k.get("subject") == "GPU 00000000:18:00.0"}
+    for name in ("host-to-device bandwidth", "device-to-host bandwidth", "device memory bandwidth"):
+        assert rates[name]["status"] == "WARN" and rates[name]["seen"].startswith("not checked: "), rates[name]
+    assert not any(k["status"] == "PASS" for k in page["checks"])
+    assert "\x1b]" not in p.stdout and "\x07" not in p.stdout and "\x1b]8;" not in p.stdout
+    assert "\\x1b]0;pwned" in p.stdout
+
+
+WRONG_SHAPES = [{"gpus": 5}, {"gpus": [1]}, {"pairs": "x"}, {"load": [1]}, {"error": {"a": 1}},
+                {"repeats": 5, "load": {"samples": [{"gpus": "x"}, {"gpus": [3]}], "errors": {}},
+                 "gpus": [{"index": 0, "bus_id": "00000000:18:00.0", "h2d_gbs": 5}]}]
+
+
+@pytest.mark.reliability(item=40, fault="probe's JSON of the wrong shape (numbers, text or lists where objects go)",
+                         variants=len(WRONG_SHAPES), checks=("one clear line",))
+@pytest.mark.parametrize("doc", WRONG_SHAPES, ids=range(len(WRONG_SHAPES)))
+def test_a_probe_document_of_the_wrong_shape_is_judged_without_a_traceback(h200_facts, doc):  # noqa: F811
+    doc = remote.probe_result(0, json.dumps({"probe": 1, **doc}) + "\n", "", 130)
+    lines = judge(doc, h200_facts, {})
+    assert lines and not any(k.status == "PASS" and k.name == "clocks under load" for k in lines)
+
+
+DCGM_HOSTILE = {
+    "nested": '{"DCGM Diagnostic": ' + "[" * 100_000,
+    "NaN": '{"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "x", "results": [{"status": NaN}]}]}]}}',
+    "tests a number": '{"DCGM Diagnostic": {"test_categories": [{"category": "c", "tests": 5}]}}',
+    "results text": '{"DCGM Diagnostic": {"test_categories": [{"tests": [{"name": "x", "results": "Pass"}]}]}}',
+}
+
+
+@pytest.mark.reliability(item=40, fault="dcgmi's JSON nested 100,000 deep, NaN or of the wrong shape",
+                         variants=len(DCGM_HOSTILE), checks=("one clear line",))
+@pytest.mark.parametrize("out", DCGM_HOSTILE.values(), ids=DCGM_HOSTILE.keys())
+def test_a_hostile_dcgm_document_is_one_fail_line(out):
+    from bringup.acceptance.dcgm import dcgm_lines
+
+    (k,) = dcgm_lines(1, "/usr/bin/dcgmi", 0, "Successfully ran diagnostic for group.\n" + out, "")
+    assert k.status == "FAIL" and k.seen.startswith("dcgmi diag -r 1 -j failed: exit 0; ")
+    assert "\n" not in k.seen

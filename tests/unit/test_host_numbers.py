@@ -1,0 +1,145 @@
+"""Issue 40 item 6: absurd numbers from hosts and saved files outside acceptance: Xid counts from the kernel
+log, Triton's statistics counters, a saved bench result (NaN, negative, dated in the future, nested without
+end), drift's earlier textfile.  Each is refused as unreadable ("not checked"), never PASS, never a traceback."""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pytest
+
+from bringup.checklist import latency_checks
+from bringup.errors import BringupError
+from bringup.facts.base import UntrustedOutput
+from bringup.facts.kernel import parse_kernel_xid
+from bringup.latency.results import KIND, latest
+from bringup.latency.tritonstats import read_stats
+
+XID_LOG = ("source dmesg\nfirst [    0.000000] Linux version 6.8.0\n"
+           "xid [ 5.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\ncount 1\nexit 0\n")
+
+
+def test_a_real_xid_log_still_reads():
+    got = parse_kernel_xid(XID_LOG)
+    assert got["count"] == 1 and got["events"][0]["xid"] == 79
+
+
+@pytest.mark.reliability(item=40, fault="Xid count or number: 10^100000, negative, NaN, not a digit", variants=6,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("old,new", [("count 1", "count " + "9" * 100_000), ("count 1", "count -3"),
+                                     ("count 1", "count nan"), ("count 1", "count ²"),
+                                     ("): 79,", "): " + "7" * 5000 + ","), ("exit 0", "exit 99999999999")])
+def test_an_absurd_xid_count_is_unreadable_not_a_count(old, new):
+    with pytest.raises(UntrustedOutput) as e:
+        parse_kernel_xid(XID_LOG.replace(old, new))
+    assert str(e.value).startswith("kernel log: ") and len(str(e.value)) < 200
+
+
+class StatsAnswer:
+    """Stands in for tritonclient's gRPC client: only the one call read_stats makes, answering ``doc``."""
+
+    def __init__(self, doc):
+        self.doc = doc
+
+    def get_inference_statistics(self, model_name, as_json):
+        return self.doc
+
+
+def stats(count) -> dict:
+    return {"model_stats": [{"name": "m", "version": "1", "inference_count": "40", "execution_count": "10",
+                             "inference_stats": {"success": {"count": count, "ns": "1000"},
+                                                 "queue": {"count": "10", "ns": "50"}}}]}
+
+
+def test_triton_counters_as_the_grpc_json_prints_them_read():
+    s = read_stats(StatsAnswer(stats("10")), "m")
+    assert (s.success, s.inference_count, s.request_ns) == (10, 40, 1000)
+
+
+@pytest.mark.reliability(item=40, fault="Triton statistics counter: NaN, -5, 1e308, 10^400, text", variants=6,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("count", ["NaN", "-5", "1e308", "1" * 400, "many", float("inf")])
+def test_an_absurd_triton_counter_is_one_line(count):
+    with pytest.raises(BringupError) as e:
+        read_stats(StatsAnswer(stats(count)), "m")
+    assert str(e.value).startswith("Triton's statistics are unreadable: success.count")
+
+
+def bench_doc(finished: datetime, p95=10.0, items=300.0) -> dict:
+    pt = {"window": "800 µs", "window_us": 800, "deployed": True, "batch": 1, "concurrency": 16, "p95_ms": p95,
+          "items_per_s": items, "client_bound": False, "errors": 0, "microbatch_us": None,
+          "spread": {"repeats": 3, "p95_ms": {"min": p95, "max": p95, "pct": 0.0},
+                     "items_per_s": {"min": items, "max": items, "pct": 0.0}}}
+    return {"kind": KIND, "host": "h1", "finished": finished.isoformat(timespec="seconds"), "points": [pt]}
+
+
+def checked(tmp_path: Path, doc_text: str) -> list:
+    (tmp_path / "h1-20261204T110000Z.json").write_text(doc_text)
+    return latency_checks({"inventory_hostname": "h1", "latency_slo_p95_ms": 50}, tmp_path)
+
+
+def test_a_sound_saved_bench_result_passes(tmp_path):
+    (k,) = checked(tmp_path, json.dumps(bench_doc(datetime.now(timezone.utc) - timedelta(hours=1))))
+    assert k.status == "PASS"
+
+
+BENCH = {"NaN p95": dict(p95=float("nan")), "negative p95": dict(p95=-1.0), "1e308 items/s": dict(items=1e308)}
+
+
+@pytest.mark.reliability(item=40, fault="saved bench result: NaN, negative or 1e308 figures", variants=3,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("kw", BENCH.values(), ids=BENCH.keys())
+def test_absurd_saved_bench_figures_are_not_checked(tmp_path, kw):
+    (k,) = checked(tmp_path, json.dumps(bench_doc(datetime.now(timezone.utc) - timedelta(hours=1), **kw)))
+    assert k.status == "WARN" and k.seen.startswith("not checked: the saved result is unreadable")
+
+
+@pytest.mark.reliability(item=40, fault="a saved bench result dated in the future", variants=1,
+                         checks=("one clear line",))
+def test_a_saved_bench_result_dated_in_the_future_is_refused(tmp_path):
+    (k,) = checked(tmp_path, json.dumps(bench_doc(datetime.now(timezone.utc) + timedelta(days=30))))
+    assert k.status == "WARN" and "lies in the future" in k.seen and "\n" not in k.seen
+    (k,) = checked(tmp_path, json.dumps(bench_doc(datetime.now(timezone.utc) + timedelta(seconds=60))))
+    assert k.status == "PASS"  # within the clock-skew allowance
+
+
+@pytest.mark.reliability(item=40, fault="saved bench result or index nested 100,000 deep or 100,000 digits",
+                         variants=3, checks=("one clear line",))
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"kind": "bringup-bench", "x": ' + "1" * 100_000 + "}",
+                                  "[1, " * 30_000])
+def test_a_hostile_saved_bench_file_is_skipped_not_a_traceback(tmp_path, text):
+    (tmp_path / "h1-20261204T110000Z.json").write_text(text)
+    (tmp_path / "index.json").write_text(text)
+    assert latest("h1", tmp_path) is None
+    (k,) = latency_checks({"inventory_hostname": "h1", "latency_slo_p95_ms": 50}, tmp_path)
+    assert k.status == "WARN" and k.seen.startswith("not measured")
+
+
+@pytest.mark.reliability(item=40, fault="drift's earlier textfile holding NaN, +Inf, -1 or 1e308", variants=1,
+                         checks=("report written",))
+def test_drift_does_not_carry_absurd_values_of_an_earlier_textfile(tmp_path):
+    from bringup.drift import read_previous
+
+    p = tmp_path / "bringup.prom"
+    p.write_text("# TYPE bringup_unreachable gauge\n"
+                 'bringup_unreachable{host="a"} NaN\nbringup_unreachable{host="b"} +Inf\n'
+                 'bringup_unreachable{host="c"} -1\nbringup_unreachable{host="d"} 1e308\n'
+                 'bringup_unreachable{host="e"} 1\n')
+    assert read_previous(p) == {("bringup_unreachable", "e"): 1.0}
+
+
+@pytest.mark.reliability(item=40, fault="a JSON file on the host nested 100,000 deep or with 100,000 digits",
+                         variants=2, checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("text", ["[" * 100_000, '{"a": ' + "1" * 100_000 + "}"])
+def test_a_hostile_json_file_on_the_host_is_one_line_and_kept(tmp_path, text):
+    import subprocess
+
+    from bringup.resources.jsonfile import JsonFile
+
+    f = tmp_path / "daemon.json"
+    f.write_text(text)
+    res = JsonFile(str(f), {"debug": True})
+    plan = res.plan(subprocess.run(["/bin/sh", "-c", res.read()], capture_output=True, text=True).stdout)
+    assert plan.error and plan.error.startswith(f"{f} is not valid JSON") and "\n" not in plan.error
+    assert not plan.commands and f.read_text() == text
