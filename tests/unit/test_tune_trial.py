@@ -24,7 +24,8 @@ OWN = {"name": "add", "max_batch_size": 8, "instance_group": [{"count": 1, "kind
 
 
 def _t() -> LocalTransport:
-    return LocalTransport(Host(name="ctl", groups=["all"], vars={}, connection=ConnectionVars(ansible_connection="local")))
+    return LocalTransport(Host(name="ctl", groups=["all"], vars={},
+                               connection=ConnectionVars(ansible_connection="local")))
 
 
 class Client:
