@@ -168,7 +168,7 @@ def refusal(answer: str, wait_s: float = WAIT_S) -> str | None:
         procs, _, who = rest.partition("|") if "|" in rest else ("", "", rest)
         other, procs = _others(procs)
         if other:
-            last = said(who, OWNER_MAX)
+            last = said(who, 100)
             return (f"the host's run lock is held by another process, not by a bringup run: {procs}"
                     f"{f' (the last bringup run to take it: {last})' if last else ''}; it is not a "
                     "stale lock (a flock(1) lock goes with the process that holds it); this run "
