@@ -115,3 +115,23 @@ def test_the_trial_record_sits_beside_the_window_record_and_provisions_step_keep
     r = subprocess.run(["sh", "-c", restore_command(["add", "other"], str(tmp_path / "repo"), "http://127.0.0.1:9",
                                                     str(path))], capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and path.exists() and "kept" in r.stderr
+
+
+def test_provision_checks_the_trial_record_after_triton_is_up():
+    """The triton role's last step: guarded by the record's presence (a plain provision does nothing more), run
+    after compose up (Triton serves), naming the role's own models, ports and repository."""
+    from tests.unit.test_triton_role import PCI_GPU, ctx, host_vars
+
+    import roles.triton as T
+    from bringup.resources.command import Command
+
+    v = host_vars("trt-l40s-01")
+    res = T.resources(ctx(v, PCI_GPU))
+    kinds = [r.kind for r in res]
+    step = res[-1]
+    assert isinstance(step, Command) and kinds.index("compose") < len(res) - 1
+    assert step.onlyif == "[ -f /etc/bringup/triton-trial.json ] && [ ! -L /etc/bringup/triton-trial.json ]"
+    assert not step.plan("onlyif=no\n").commands and step.plan("onlyif=ok\n").commands == [step.cmd]
+    port = int(v.get("triton_ports", {}).get("http", 8000))
+    assert f"http://127.0.0.1:{port}/v2/repository/models/" in step.cmd
+    assert step.cmd.rstrip().endswith("rm -f -- /etc/bringup/triton-trial.json")
