@@ -359,8 +359,8 @@ def _undo_trial(t, path: str, target) -> str | None:
         raise BringupError(f"a tune cut short left {doc['model']} serving {serving} ({path} on {t.host.name}); "
                            f"{back}")
     who = " ".join(str(doc.get("who") or "a tune").split())[:200]
-    return (f"note: {who} was cut short at {str(doc.get('started') or '?')[:40]} and left {doc['model']} serving "
-            f"{serving} ({path} on {t.host.name}): {back}")
+    return (f"note: {who}, begun {str(doc.get('started') or '?')[:40]}, was cut short with a trial configuration of "
+            f"{doc['model']} perhaps still loaded (the first it tried: {serving}; {path} on {t.host.name}): {back}")
 
 
 def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo, path: str, out: Path,

@@ -395,5 +395,5 @@ def test_a_tune_killed_outright_is_undone_by_the_next_provision_and_the_next_tun
     out, err = proc.communicate(timeout=300)
     assert "Traceback" not in out + err, out + err
     said = [ln for ln in out.splitlines() if ln.startswith("note: ") and "was cut short" in ln]
-    assert said and said[0].endswith(f"({trial} on local-01): add serves its own configuration again"), out
+    assert said and said[0].endswith(f"; {trial} on local-01): add serves its own configuration again"), out
     assert _served(triton) == own and not trial.exists()
