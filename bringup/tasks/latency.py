@@ -240,6 +240,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
     from ..latency.options import BenchOptions, FollowOptions, TuneWindowOptions, number, out_folder, read, whole
     from ..latency.results import plot_tune_window, remember
     from ..latency.results import point_text
+    from ..latency.trial import trial_path
     from ..latency.tune import pick, settle
     from ..latency.window_tuner import RECORD, record_path_problem
 
@@ -280,7 +281,16 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
                               f"{(row.get('triton') or {}).get('avg_batch')}", style="dim", markup=False,
                               highlight=False)
 
-            doc = run_sweep(target, s, on_point=progress, stop=stop)
+            # The trial record (bringup.latency.trial) on the host while other windows serve, as tune writes it.
+            conn = _record_at(inv_host, path, check=False)
+            try:
+                if (back := _undo_trial(conn, trial_path(path), target)) is not None:
+                    console.print(back, style="yellow", markup=False, highlight=False)
+                trial = _trials(conn, trial_path(path), target.model, "tune-window")
+                doc = run_sweep(target, s, on_point=progress, stop=stop, trial=trial)
+            except BaseException:
+                conn.close()
+                raise
             doc["kind"] = "bringup-tune-window"
             doc["slo_p95_ms"] = goal
             doc["tune"] = pick(doc, goal)
@@ -289,8 +299,13 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
                 w = doc["tune"]["chosen_window_us"]
                 console.print(f" {w} µs chosen ({doc['tune']['why']}); measured again", style="dim", markup=False,
                               highlight=False)
-                again = run_sweep(target, replace(s, windows=[w]), on_point=progress, stop=stop)
+                try:
+                    again = run_sweep(target, replace(s, windows=[w]), on_point=progress, stop=stop, trial=trial)
+                finally:
+                    conn.close()
                 doc["tune"] = settle(doc["tune"], again["points"], goal)
+            else:
+                conn.close()
         out_dir.mkdir(parents=True, exist_ok=True)
         stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
         path = out_dir / f"{target.host}-tune-{stamp}.json"
@@ -330,6 +345,16 @@ def _record_at(host, path: str, check: bool = True):
         t.close()
         raise
     return t
+
+
+def _trials(t, path: str, model: str, task: str):
+    """``trial(config)``: the :class:`~bringup.latency.trial.TrialMark` of one search or sweep on ``t``'s host."""
+    from datetime import datetime, timezone
+
+    from ..latency.trial import TrialMark
+
+    who, begun = f"{command(task)} from {_me()}", datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return lambda own: TrialMark(t, path, model, own, who, begun)
 
 
 def _me() -> str:

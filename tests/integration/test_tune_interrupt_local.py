@@ -149,7 +149,8 @@ def test_a_signal_mid_window_sweep_serves_the_models_own_window_again(work, trit
     from bringup.latency.serving import serving_of
 
     own = serving_of(triton.original).model_dump()
-    proc = _start(work, "tune-window", "--target-p95-ms", "10000", "--windows", "400,1200", "--batch", "1", *LONG)
+    proc = _start(work, "tune-window", "--target-p95-ms", "10000", "--windows", "400,1200", "--batch", "1",
+                  "--record", str(_record_path(work)), *LONG)
     try:
         clients = _in_a_point(proc, triton, own)
         assert _served(triton)["window_us"] == 400
@@ -162,6 +163,7 @@ def test_a_signal_mid_window_sweep_serves_the_models_own_window_again(work, trit
     assert _last_line(err).startswith("interrupted by SIGTERM during a point (dropped) after 0 point(s) measured: "
                                       "add serves its own configuration again; no report written"), err
     assert _served(triton) == own
+    assert not _record_path(work).with_name("triton-trial.json").exists()   # the own window back: no trial left
 
 
 @pytest.mark.reliability(item=34, fault="the Triton being tuned killed (SIGKILL) in the middle of a point",
@@ -184,7 +186,8 @@ def test_a_triton_killed_mid_search_is_one_unreachable_line(tmp_path):
         from bringup.latency.serving import serving_of
 
         proc = _start(tmp_path, "tune", "--target-p95-ms", "10000", "--batch", "1", "--instances", "2",
-                      "--windows", "400", "--budget", "5", "--no-record", *LONG)
+                      "--windows", "400", "--budget", "5", "--no-record", "--record", str(_record_path(tmp_path)),
+                      *LONG)
         try:
             clients = _in_a_point(proc, t, serving_of(own).model_dump())
             t.proc.kill()
@@ -265,7 +268,8 @@ def test_a_wedged_triton_two_signals_end_the_tune_saying_what_may_still_serve(tm
                 "triton_ports": {"http": t.http_port, "grpc": t.grpc_port, "metrics": t.metrics_port}}
         (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"local-01": host}}}))
         proc = _start(tmp_path, "tune", "--model", "add", "--target-p95-ms", "10000", "--batch", "1",
-                      "--instances", "2", "--windows", "400", "--budget", "5", "--no-record", *LONG)
+                      "--instances", "2", "--windows", "400", "--budget", "5", "--no-record",
+                      "--record", str(_record_path(tmp_path)), *LONG)
         try:
             clients = _in_a_point(proc, t, serving_of(own).model_dump())
             t.proc.send_signal(signal.SIGSTOP)
@@ -289,6 +293,8 @@ def test_a_wedged_triton_two_signals_end_the_tune_saying_what_may_still_serve(tm
                            "SIGTERM again abandoned loading add's own configuration back: Triton may still serve "
                            "2 instances, max batch 8, "), err
     assert last.endswith(", window 400 µs until it starts again; nothing recorded"), err
+    # What may still serve is what the trial record on the host says, for the next tune or provision.
+    assert json.loads(_record_path(tmp_path).with_name("triton-trial.json").read_text())["model"] == "add"
 
 
 @pytest.mark.reliability(item=34, fault="the record cannot be written once the search chose (a folder put at its "
