@@ -15,11 +15,17 @@ decides), so that ending it ends whatever it started too.  It is ended, group an
   that pipe closes.  (``PR_SET_PDEATHSIG`` would fire when the parent's *thread* that started the child ends,
   and needs a ``preexec_fn``, which is unsafe in a threaded parent.)
 
+What left the group on its way (``setsid``, a daemon's double fork: ``setsid sleep 1000 &`` in a site's test)
+is found by the child's tag: every descendant inherits :data:`TAG_ENV` in its environment, and whatever still
+carries the child's tag when it has ended is killed too (:func:`end_tagged`), by the parent and, when the parent
+died, by :func:`watch_parent`.
+
 Standard library only; nothing happens on import.
 """
 from __future__ import annotations
 
 import os
+import secrets
 import selectors
 import signal
 import subprocess
@@ -31,10 +37,14 @@ from typing import IO, TYPE_CHECKING, Sequence
 if TYPE_CHECKING:
     from .stop import Stop
 
-__all__ = ["PARENT_FD_ENV", "GRACE_S", "Ended", "run_bounded", "end_group", "watch_parent", "Captured", "capture"]
+__all__ = ["PARENT_FD_ENV", "TAG_ENV", "GRACE_S", "Ended", "run_bounded", "end_group", "end_tagged",
+           "watch_parent", "Captured", "capture"]
 
 #: The environment variable that tells the child which of its file descriptors is the parent's pipe.
 PARENT_FD_ENV = "BRINGUP_PARENT_FD"
+#: The environment variable whose value tags every process a bounded child started (inherited: a descendant
+#: that left the child's process group still carries it).
+TAG_ENV = "BRINGUP_CHILD_RUN"
 #: Seconds the child has, after SIGINT, to end by itself before its group is killed.
 GRACE_S = 5.0
 #: Seconds between two looks at the child, the clock and the run's stop.
@@ -59,15 +69,67 @@ def end_group(pgid: int, sig: int = signal.SIGKILL) -> None:
         pass
 
 
+def tagged(tag: str) -> list[int]:
+    """The pids of this user's processes whose environment holds ``TAG_ENV=tag`` (a zombie has no environment:
+    it holds nothing any more), this process left out."""
+    want = f"{TAG_ENV}={tag}".encode()
+    me, found = os.getpid(), []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                env = f.read(1 << 20)
+        except OSError:  # gone meanwhile, or another user's
+            continue
+        if want in env.split(b"\0"):
+            found.append(int(name))
+    return found
+
+
+def _group(pid: int) -> int:
+    try:
+        return os.getpgid(pid)
+    except OSError:
+        return 0
+
+
+def end_tagged(tag: str, within: float = 2.0, *, outside: bool = False) -> list[int]:
+    """SIGKILL every process tagged ``tag`` (:func:`tagged`), its process group too, again until none is left
+    (one that forks meanwhile) or ``within`` seconds passed; the pids still there then (none, normally).
+    ``outside``: only those that left this process's group (its own are ended by their owners)."""
+    deadline = time.monotonic() + within
+    mine = os.getpgrp()
+    while True:
+        left = [p for p in tagged(tag) if not outside or _group(p) != mine]
+        if not left or time.monotonic() >= deadline:
+            return left
+        for pid in left:
+            pgid = _group(pid)
+            if pgid > 1 and pgid != mine:
+                end_group(pgid)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        time.sleep(0.05)
+
+
 def run_bounded(argv: Sequence[str], *, timeout: float, stop: Stop | None = None, stdout: IO | int | None = None,
                 env: dict[str, str] | None = None, grace: float = GRACE_S) -> Ended:
     """Run ``argv`` (stdin from /dev/null, stderr with stdout) until it exits, its bound passes or the run stops;
     see the module.  Whatever ends it, nothing of its process group is left running on return."""
     read, write = os.pipe()  # both ends close-on-exec: no other child of this process inherits them
     started = time.monotonic()
+    tag = secrets.token_hex(12)
     try:
         proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
-                                env={**(os.environ if env is None else env), PARENT_FD_ENV: str(read)},
+                                env={**(os.environ if env is None else env), PARENT_FD_ENV: str(read),
+                                     TAG_ENV: tag},
                                 start_new_session=True, pass_fds=(read,))
     except BaseException:
         os.close(write)
@@ -96,11 +158,12 @@ def run_bounded(argv: Sequence[str], *, timeout: float, stop: Stop | None = None
                 end_group(proc.pid)
     finally:
         # Whatever the child started and left (a test's background process), and the child itself when this
-        # thread is leaving by an exception.
+        # thread is leaving by an exception; then what left the group (setsid), by its tag.
         end_group(proc.pid)
         os.close(write)
         if proc.returncode is None:
             proc.wait()
+        end_tagged(tag)
     return Ended(proc.returncode if proc.returncode is not None else -signal.SIGKILL, why,
                  time.monotonic() - started)
 
@@ -204,8 +267,13 @@ def watch_parent(grace: float = GRACE_S) -> bool:
                 pass
         except OSError:
             pass
+        tag = os.environ.get(TAG_ENV, "")
+        if tag:
+            end_tagged(tag, outside=True)  # what left this process's group (setsid): no owner ends it
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(grace)
+        if tag:
+            end_tagged(tag)
         pgid = os.getpgrp()
         if pgid == os.getpid():
             end_group(pgid)

@@ -55,15 +55,22 @@ _WHAT = ('what() { if [ -L "$1" ]; then echo "a symbolic link"; elif [ -d "$1" ]
          'elif [ -f "$1" ]; then echo "a regular file"; elif [ -e "$1" ]; then echo "a special file"; '
          'else echo missing; fi; }')
 _OWNER = f'owner() {{ head -c {OWNER_MAX} -- "$d/owner" 2>/dev/null; }}'
-# The processes that hold scripts.lock (at most 3): their pid and command line (80 bytes).
-_HOLDERS = ("holders() { ls -l /proc/[0-9]*/fd 2>/dev/null | awk -v t=\"-> $d/scripts.lock\" "
+# The processes that hold the lock file $1 (at most 3): their pid, command line (80 bytes, no "|") and whether they
+# are bringup's (a holder: its command line holds HOLDER_MARK; a run's script or what it started: its environment
+# holds RUN_ENV) or another process's.
+_HOLDERS = ("holders() { ls -l /proc/[0-9]*/fd 2>/dev/null | awk -v t=\"-> $d/$1\" "
             "'substr($0, 1, 6) == \"/proc/\" { split($0, a, \"/\"); p = a[3]; next } "
             "p != \"\" && length($0) >= length(t) && substr($0, length($0) - length(t) + 1) == t && !s[p]++ "
             "{ print p }' | head -n 3 | while read -r p; do "
-            "printf 'pid %s (%s), ' \"$p\" \"$(tr '\\000' ' ' < \"/proc/$p/cmdline\" 2>/dev/null | head -c 80 | sed 's/ *$//')\"; "
+            "k=other; { tr '\\000' '\\n' < \"/proc/$p/environ\" 2>/dev/null | grep -q '^BRINGUP_LOCK_RUN=' || "
+            "tr '\\000' ' ' < \"/proc/$p/cmdline\" 2>/dev/null | grep -q bringup-run-lock-holder; } && k=bringup; "
+            "printf 'pid %s (%s) %s, ' \"$p\" \"$(tr '\\000|' ' /' < \"/proc/$p/cmdline\" 2>/dev/null | head -c 80 | "
+            "sed 's/ *$//')\" \"$k\"; "
             "done; }")
 
 _HOLD = """\
+# bringup-run-lock-holder
+export BRINGUP_LOCK_RUN={token}
 IFS= read -r who
 umask 077
 {say}
@@ -94,7 +101,7 @@ t0=$(date +%s)
 flock -w {wait} 9; rc=$?
 case $rc in
   0) ;;
-  1) say "held $(owner)"; exit 0 ;;
+  1) exec 9>&-; say "held $(holders run.lock)|$(owner)"; exit 0 ;;
   *) say "unusable $d/run.lock: flock failed (exit $rc)"; exit 0 ;;
 esac
 exec 8>>"$d/scripts.lock"
@@ -102,7 +109,7 @@ left=$(({wait} - $(date +%s) + t0)); [ "$left" -ge 1 ] || left=1
 flock -x -w "$left" 8; rc=$?
 case $rc in
   0) ;;
-  1) exec 8>&-; say "busy $(holders)|$(owner)"; exit 0 ;;
+  1) exec 8>&-; say "busy $(holders scripts.lock)|$(owner)"; exit 0 ;;
   *) say "unusable $d/scripts.lock: flock failed (exit $rc)"; exit 0 ;;
 esac
 e=$( {{ printf '%s\\n' {token} > "$d/generation" && printf '%s\\n' "$who" > "$d/owner"; }} 2>&1 ) || {{
@@ -120,6 +127,7 @@ lost() {{ printf 'bringup-lock-lost %s: %s\\n' {token} "$*" | head -c 700 >&2; e
 flock -s -w {wait} 8 || lost "$d/scripts.lock stayed locked for {wait} s"
 [ "$(head -c 100 -- "$d/generation" 2>/dev/null)" = {token} ] || \
 lost "another run took the lock: $(head -c {owner_max} -- "$d/owner" 2>/dev/null | tr -d '\\000-\\037\\177')"
+export BRINGUP_LOCK_RUN={token}
 """
 
 
@@ -157,12 +165,27 @@ def refusal(answer: str, wait_s: float = WAIT_S) -> str | None:
     if kind == "locked" and not rest:
         return None
     if kind == "held":
-        who = said(rest, OWNER_MAX) or "another bringup run"
-        return f"another bringup run holds this host: {who}; {waited} for it; run again once it has ended"
+        procs, _, who = rest.partition("|") if "|" in rest else ("", "", rest)
+        other, procs = _others(procs)
+        if other:
+            last = said(who, 100)
+            return (f"the host's run lock is held by another process, not by a bringup run: {procs}"
+                    f"{f' (the last bringup run to take it: {last})' if last else ''}; it is not a "
+                    "stale lock (a flock(1) lock goes with the process that holds it); this run "
+                    f"{waited} for it; end that process (kill {_pids(procs)}) "
+                    "or let it close the lock, then run again")
+        who = said(who, OWNER_MAX) or "another bringup run"
+        return (f"another bringup run holds this host: {who}{f' (its holder: {procs})' if procs else ''}; "
+                f"{waited} for it; run again once it has ended")
     if kind == "busy":
         procs, _, owner = rest.partition("|")
-        procs = said(procs.strip().rstrip(","), 300)
-        pids = " ".join(re.findall(r"\bpid (\d+)", procs))
+        other, procs = _others(procs)
+        pids = _pids(procs)
+        if other:
+            return (f"the host's run lock (scripts.lock) is held by another process, not by a script of a bringup "
+                    f"run: {procs}; it is not a stale lock (a flock(1) lock goes with the process that holds it); "
+                    f"this run {waited} for it and did not start; end that process (kill {pids}) or let it close "
+                    "the lock, then run again")
         return (f"a script of an earlier bringup run ({said(owner, OWNER_MAX) or 'who, unknown'}) still runs on "
                 f"this host and may still write: {procs or 'its processes were not found'}; this run {waited} "
                 "for it and did not start; it ends by itself within that run's command_timeout, or end it"
@@ -176,6 +199,18 @@ def refusal(answer: str, wait_s: float = WAIT_S) -> str | None:
         return (f"the host's run lock is refused: {said(rest, 400)}; remove it (rm -r -- {quote(path)}) and run "
                 "again: bringup makes it itself, a private folder of the user it runs as")
     return f"the host's run lock could not be taken: {said(answer, 300) or 'no answer'}"
+
+
+def _pids(procs: str) -> str:
+    return " ".join(re.findall(r"\bpid (\d+)", procs))
+
+
+def _others(procs: str) -> tuple[bool, str]:
+    """Whether a process of the holder's list (``pid N (cmd) bringup|other, ...``) is not bringup's; the list in
+    words, without those marks."""
+    procs = said(procs.strip().rstrip(","), 300)
+    other = re.search(r"\) other(?:,|$)", procs) is not None
+    return other, re.sub(r"\) (?:bringup|other)(?=,|$)", ")", procs)
 
 
 @dataclass

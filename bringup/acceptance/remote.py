@@ -1,9 +1,16 @@
 """The acceptance run on one host, over a transport (:mod:`bringup.connection`): the preflight reads, the probe,
 ``dcgmi diag``.  Every command is bounded on the host by ``timeout``; nothing is left there (the probe is
 sent on python3's stdin, never written to a file).
+
+The GPU load (the probe, ``dcgmi diag``) carries a tag of its run in its environment (:data:`TAG_ENV`), so that
+a run stopped by a signal ends it on the host at once (:func:`stop_load`, over a round trip of its own):
+``timeout(1)`` puts the load in a process group of its own, which neither a closed SSH channel nor the ending of
+the script's group reaches, and it would load the GPUs until its own bound.
 """
 from __future__ import annotations
 
+import re
+import secrets
 from dataclasses import dataclass
 from importlib import resources as ilr
 
@@ -11,7 +18,8 @@ from ..command import sh
 from ..script import batch, split
 from ..untrusted import Unreadable, loads
 
-__all__ = ["Preflight", "preflight", "run_probe", "run_dcgmi", "DCGM_TIMEOUT_S", "probe_budget_s"]
+__all__ = ["Preflight", "preflight", "run_probe", "run_dcgmi", "DCGM_TIMEOUT_S", "probe_budget_s", "TAG_ENV",
+           "new_tag", "stop_load", "Stopped"]
 
 #: Seconds ``dcgmi diag -r N`` may take (NVIDIA's guide: level 1 seconds, 2 about 2 minutes, 3 about 30).
 DCGM_TIMEOUT_S = {1: 300, 2: 900, 3: 3600}
@@ -115,11 +123,12 @@ def probe_budget_s(seconds: float, watchdog: float, gpus: int) -> int:
 
 
 def run_probe(transport, *, seconds: float, watchdog: float = 20.0, repeats: int = 5, size_mib: int = 256,
-              gpus: int = 1) -> dict:
-    """The probe on the host under ``timeout``; its JSON document, or one with a named ``error``."""
+              gpus: int = 1, tag: str | None = None) -> dict:
+    """The probe on the host under ``timeout``; its JSON document, or one with a named ``error``.  ``tag``
+    (:func:`new_tag`): what :func:`stop_load` finds it by."""
     budget = probe_budget_s(seconds, watchdog, gpus)
-    cmd = sh("timeout -k 5 %s python3 - --seconds %s --watchdog %s --repeats %s --size-mib %s", budget,
-             f"{seconds:g}", f"{watchdog:g}", repeats, size_mib)
+    cmd = _tagged(tag) + sh("timeout -k 5 %s python3 - --seconds %s --watchdog %s --repeats %s --size-mib %s",
+                            budget, f"{seconds:g}", f"{watchdog:g}", repeats, size_mib)
     with transport.limited(budget + 30):
         res = transport.run_script(_capped(cmd, f"<<'{_EOF}'\n{probe_source()}{_EOF}"))
     if cut(res.stdout):
@@ -171,11 +180,68 @@ def probe_result(rc: int, stdout: str, stderr: str, budget: int) -> dict:
     return {"probe": 1, "error": why, "gpus": [], "pairs": [], "load": None}
 
 
-def run_dcgmi(transport, level: int) -> tuple[int, str, str]:
+def run_dcgmi(transport, level: int, tag: str | None = None) -> tuple[int, str, str]:
     """``dcgmi diag -r LEVEL -j`` under ``timeout``; ``(rc, stdout, stderr)``."""
     limit = DCGM_TIMEOUT_S[level]
     with transport.limited(limit + 30):
-        res = transport.run_script(_capped(sh("timeout -k 10 %s dcgmi diag -r %s -j", limit, level)))
+        res = transport.run_script(_capped(_tagged(tag) + sh("timeout -k 10 %s dcgmi diag -r %s -j", limit, level)))
     if cut(res.stdout):
         return res.rc, "", f"dcgmi printed more than {OUTPUT_MAX >> 20} MiB: its output is unreadable (cut there)"
     return res.rc, res.stdout, res.stderr
+
+
+#: The environment variable whose value tags one accept run's load on the host.
+TAG_ENV = "BRINGUP_ACCEPT_RUN"
+_TAG = re.compile(r"^[0-9a-f]{16,64}$")
+#: Seconds the round trip that stops a load may take.
+STOP_S = 30
+
+
+def new_tag() -> str:
+    return secrets.token_hex(12)
+
+
+def _tagged(tag: str | None) -> str:
+    if tag is None:
+        return ""
+    if not _TAG.match(tag):
+        raise ValueError("an accept run's tag is hex")
+    return f"{TAG_ENV}={tag} "
+
+
+@dataclass
+class Stopped:
+    """What :func:`stop_load` did on the host: processes of the load killed, and those still there after."""
+
+    killed: int
+    left: int
+
+
+_STOP = """t=%s
+found() { grep -lzx -e "$t" /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3; }
+n=0
+for p in $(found); do
+  g=$(ps -o pgid= -p "$p" 2>/dev/null | tr -d ' ')
+  case "$g" in ''|*[!0-9]*) ;; *) [ "$g" -gt 1 ] && kill -KILL -- "-$g" 2>/dev/null ;; esac
+  kill -KILL "$p" 2>/dev/null && n=$((n+1))
+done
+i=0; left=$(found | wc -l)
+while [ "$left" -gt 0 ] && [ $i -lt 20 ]; do sleep 0.25; i=$((i+1)); left=$(found | wc -l); done
+echo "bringup-stopped $n $left"
+"""
+
+
+def stop_load(transport, tag: str) -> Stopped:
+    """Kill, on the host, every process of the load tagged ``tag`` and its process group (SIGKILL: the GPU is
+    freed at once); what was killed and what is still there, read on the host again after the kill (a zombie
+    has no environment: it is gone).  Raises :class:`~bringup.errors.Unreachable` when the host cannot be asked,
+    ValueError when it answers something else."""
+    if not _TAG.match(tag):
+        raise ValueError("an accept run's tag is hex")
+    with transport.limited(STOP_S):
+        res = transport.run_script(sh(_STOP, f"{TAG_ENV}={tag}"))
+    for ln in reversed(res.stdout.splitlines()):
+        w = ln.split()
+        if len(w) == 3 and w[0] == "bringup-stopped" and w[1].isdigit() and w[2].isdigit() and len(ln) < 64:
+            return Stopped(int(w[1]), int(w[2]))
+    raise ValueError(f"the host's answer was not readable (exit {res.rc})")

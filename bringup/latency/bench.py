@@ -112,11 +112,12 @@ def measure_point(lg, point, rule, *, window_us, deployed: bool, on_window=None)
     return row
 
 
-def run_sweep(target: Target, s: BenchSettings, on_point=None, stop=None) -> dict:
+def run_sweep(target: Target, s: BenchSettings, on_point=None, stop=None, trial=None) -> dict:
     """Every (window, batch, concurrency) point; the model's own config is restored afterwards.
 
     ``stop`` (a :class:`bringup.stop.Stop`): once a signal asked it, the point in flight is dropped, the
     model's own configuration is loaded back, and :class:`~bringup.stop.Interrupted` says so in one line.
+    ``trial``: ``trial(config)`` gives the sweep's :class:`~.trial.TrialMark` (see :func:`.tune.run_tune`).
     """
     from .loadgen import LoadGenerator, Point
     from .override import Override
@@ -142,7 +143,7 @@ def run_sweep(target: Target, s: BenchSettings, on_point=None, stop=None) -> dic
     rows: list[dict] = []
     inp = target.input
     with Override(client, target, config, stop, what="the sweep", unit="point(s)", measured=lambda: len(rows),
-                  unsaved="no report written") as served, \
+                  unsaved="no report written", trial=trial(config) if trial is not None else None) as served, \
             LoadGenerator(target.url, target.model, inp.name, inp.datatype, inp.dims, inp.numpy_dtype,
                           processes=s.resolved_processes(), warmup_s=s.warmup_s, duration_s=s.duration_s,
                           cpus=s.client_cpus, cpu_limit=s.cpu_limit, stop=stop) as lg:

@@ -13,6 +13,10 @@ it loads the model's own configuration back and ends in one line:
 
 A second signal closes the client (:func:`bringup.stop.closes`), which ends a load waiting on a Triton
 that answers nothing; the line then says what may still serve.
+
+What no ``with`` block survives (a SIGKILL, the control machine lost) is left to the trial record
+(:class:`~.trial.TrialMark`, given as ``trial``): written on the host before the first other configuration is
+loaded, removed once the model's own serves again; the next tune or provision reads it and loads the own back.
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from .window import WindowError, load_config
 if TYPE_CHECKING:
     from ..stop import Stop
     from .target import Target
+    from .trial import TrialMark
 
 __all__ = ["Override", "TritonUnreachable", "lost", "exc_text", "load_own"]
 
@@ -60,8 +65,9 @@ class Override:
     """
 
     def __init__(self, client, target: Target, config: dict, stop: Stop | None, *, what: str, unit: str,
-                 measured: Callable[[], int], unsaved: str) -> None:
+                 measured: Callable[[], int], unsaved: str, trial: TrialMark | None = None) -> None:
         self.client, self.target, self.config, self.stop = client, target, config, stop
+        self.trial = trial
         self.what, self.unit, self.measured, self.unsaved = what, unit, measured, unsaved
         #: What serves in place of the model's own configuration, in words (None: its own).
         self.serving: str | None = None
@@ -71,8 +77,12 @@ class Override:
         """Load ``config`` (``label``: what it is, in words; None: the model's own), unless a stop was asked."""
         if self.stop is not None:
             self.stop.check("before loading " + (label or "the model's own configuration"))
+        if label is not None and self.trial is not None:
+            self.trial.mark(label)  # on the host, whole, before Triton serves anything else
         load_config(self.client, self.target.model, config)
         self.serving = label
+        if label is None and self.trial is not None:
+            self.trial.clear()
 
     def own_again(self) -> str:
         """Load the model's own configuration back; how it went, in words that end a line (a failure is said,
@@ -92,6 +102,8 @@ class Override:
                     f"config.pbtxt is touched and POST /v2/repository/models/{model}/load is sent (Triton reloads "
                     "a model without an override only when its files changed)")
         self.serving = None
+        if self.trial is not None:
+            self.trial.clear()
         return f"{model} serves its own configuration again"
 
     def __enter__(self) -> "Override":
@@ -122,7 +134,7 @@ class Override:
             self._close()
 
 
-def load_own(target: Target, config: dict, serving: str) -> str:
+def load_own(target: Target, config: dict, serving: str, trial: TrialMark | None = None) -> str:
     """After a search that left ``serving`` loaded in place of the model's own ``config`` (its result, which
     could then not be recorded): the model's own configuration back, through a client of its own; how it
     went, in words that end a line."""
@@ -130,7 +142,7 @@ def load_own(target: Target, config: dict, serving: str) -> str:
 
     client = grpcclient.InferenceServerClient(target.url)
     back = Override(client, target, config, None, what="the search", unit="configuration(s)", measured=lambda: 0,
-                    unsaved="")
+                    unsaved="", trial=trial)
     back.serving = serving
     try:
         return back.own_again()

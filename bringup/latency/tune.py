@@ -250,7 +250,7 @@ def _stage_candidates(stage: int, best: Serving, allowed_mbs: int, s: TuneSettin
 
 
 def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_stage=None,
-             clock=time.monotonic, stop=None) -> dict:
+             clock=time.monotonic, stop=None, trial=None) -> dict:
     """Search the serving configuration of ``target``'s model under ``s``'s load, within ``s.budget_s``.
 
     Each configuration is loaded through Triton's model control API and measured by one point.  At the
@@ -262,6 +262,10 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
     in flight is dropped (its client processes killed), the model's own configuration is loaded back, and
     :class:`~bringup.stop.Interrupted` says so in one line.  Triton lost mid-search is
     :class:`~.override.TritonUnreachable`, one line too (:class:`~.override.Override`).
+
+    ``trial``: a callable ``trial(config)`` giving the :class:`~.trial.TrialMark` of this search (``config``:
+    the model's own, as Triton serves it), written on the host before the first other configuration is loaded
+    and removed once the own one serves again; the chosen one left serving keeps it until the caller recorded it.
     """
     from ..errors import InputError
     from .bench import check_server, measure_point
@@ -306,7 +310,8 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
         return s.budget_s - (clock() - t0)
 
     served = Override(client, target, config, stop, what="the search", unit="configuration(s)",
-                      measured=lambda: len(rows), unsaved="nothing recorded")
+                      measured=lambda: len(rows), unsaved="nothing recorded",
+                      trial=trial(config) if trial is not None else None)
 
     def apply(sv: Serving) -> float:
         nonlocal current

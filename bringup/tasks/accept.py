@@ -3,9 +3,16 @@ link's and the part's limits, GPU pairs, clocks under a short load, DCGM diagnos
 
 Never run by a plain ``checklist`` (which shows the newest saved result).  Refuses, before anything is loaded,
 while Triton serves requests on a host, unless ``--force``.
+
+Ctrl-C (SIGINT) or SIGTERM ends it at once: the GPU load in flight is killed on its host, process group and all,
+through a round trip of its own that then looks again (:func:`bringup.acceptance.remote.stop_load`); one line
+says so, nothing is saved, the exit code is the signal's (130, 143).
 """
 from __future__ import annotations
 
+import functools
+import signal
+import threading
 from pathlib import Path
 
 from invoke import Exit
@@ -16,6 +23,10 @@ from .context import REPEATED, SELECTION, fail, failing, options
 from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["accept"]
+
+#: What a signal ends now (:func:`_own_signals`): "start" (nothing loaded yet), "load" (a load may run on a host:
+#: :class:`_Signalled` lets the task stop it), "pages" (the loads are over).
+_PHASE = ["start"]
 
 #: The longest load (seconds): acceptance is bounded in time.
 MAX_SECONDS = 120
@@ -38,12 +49,56 @@ def _level(text) -> int | None:
     return int(t)
 
 
+class _Signalled(BaseException):
+    """SIGINT or SIGTERM came while a load may run: the task stops it and ends (a BaseException: no ``except
+    Exception`` swallows it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _own_signals(body):
+    """The task with SIGINT/SIGTERM its own (the handlers before are back on return): the first signal ends it at
+    once, wherever the main thread waits (a round trip to a host), in one line with the signal's exit code;
+    while a load may run (:data:`_PHASE`) it raises :class:`_Signalled`, whose handler stops the load first.
+    Later signals are ignored while that is done (bounded: :data:`~bringup.acceptance.remote.STOP_S`)."""
+
+    @functools.wraps(body)
+    def run(*a, **kw):
+        if threading.current_thread() is not threading.main_thread():
+            return body(*a, **kw)
+
+        def handle(signum, _frame) -> None:
+            for s_ in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(s_, signal.SIG_IGN)
+            name = signal.Signals(signum).name
+            if _PHASE[0] == "load":
+                raise _Signalled(signum)
+            if _PHASE[0] == "start":
+                raise Exit(f"{name}: acceptance stopped before any GPU load started; nothing saved",
+                           code=128 + signum)
+            raise Exit(f"{name}: acceptance stopped after its loads ended (no load runs on any host); its pages "
+                       "may be incomplete: run accept again", code=128 + signum)
+
+        before = {s_: signal.signal(s_, handle) for s_ in (signal.SIGINT, signal.SIGTERM)}
+        _PHASE[0] = "start"
+        try:
+            return body(*a, **kw)
+        finally:
+            for s_, h in before.items():
+                signal.signal(s_, h)
+
+    return run
+
+
 @task(iterable=REPEATED, auto_shortflags=False, help=options(*SELECTION, "accept-new-host-keys") | {
     "seconds": f"seconds of the load on every GPU at once (default 10, at most {MAX_SECONDS})",
     "dcgm-level": "dcgmi diag level: 0 off, 1 quick (default where dcgmi exists), 2 medium, 3 long",
     "force": "run even while Triton serves requests on the host (the load slows them, and the figures)",
     "out": "folder for the results and the Markdown, HTML and JSON pages (default reports/accept)",
     "prometheus": "also write the results as Prometheus text to FILE (*.prom, for the textfile collector)"})
+@_own_signals
 def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seconds="10", dcgm_level=None,
            force=False, out="reports/accept", prometheus=None, accept_new_host_keys=False,
            vault_password_file=None, vault_id=None):
@@ -70,6 +125,8 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
             page_name(h.name)
     hosts_ = {h.name: h for h in chosen}
     conns, facts, untrusted, pre, results = {}, {}, {}, {}, {}
+    loading: dict = {}  # {host: its load's tag} while a load may run there
+    _PHASE[0] = "load"
     try:
         for name, h in hosts_.items():
             try:
@@ -94,8 +151,11 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
                           + (f", dcgmi diag -r {_want_level(level, pre[name])}" if _want_level(level, pre[name])
                              else ""), style="dim")
             results[name], saved[name] = _measure(t, name, facts[name], untrusted[name], role_vars[name], secs,
-                                                  level, pre[name], out_dir)
+                                                  level, pre[name], out_dir, loading)
+    except _Signalled as e:
+        raise Exit(_stopped(e.signum, conns, loading), code=128 + e.signum) from None
     finally:
+        _PHASE[0] = "pages"
         for t in conns.values():
             t.close()
     for name, lines in results.items():
@@ -116,6 +176,34 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
     console.print(f"acceptance pages: {out_dir}/", style="dim")
     if any(verdict(ls) == "FAIL" for ls in results.values()):
         raise Exit(code=2)
+
+
+def _stopped(signum: int, conns: dict, loading: dict) -> str:
+    """Stop the load in flight on its host (killed, then looked for again); the task's one line."""
+    from ..acceptance.remote import STOP_S, TAG_ENV, stop_load
+
+    name = signal.Signals(signum).name
+    if not loading:
+        return f"{name}: acceptance stopped; no GPU load was running on any host; nothing saved"
+    said = []
+    for host, tag in loading.items():
+        t = conns.get(host)
+        try:
+            if t is None:
+                raise Unreachable("no connection")
+            done = stop_load(t, tag)
+        except (BringupError, ValueError, OSError) as e:
+            said.append(f"{host}: the GPU load could not be stopped ({' '.join(str(e).split())[:200]}): it ends by "
+                        f"itself at its bound on the host; to end it now, kill the processes whose environment holds "
+                        f"{TAG_ENV}={tag}")
+            continue
+        if done.left:
+            said.append(f"{host}: {done.left} process(es) of the GPU load still there {STOP_S} s after SIGKILL "
+                        f"(stuck in the driver?): see the processes whose environment holds {TAG_ENV}={tag}")
+        else:
+            said.append(f"{host}: GPU load stopped ({done.killed} process(es) and their process group killed, none "
+                        "left)")
+    return f"{name}: acceptance stopped; " + "; ".join(said) + "; nothing saved"
 
 
 def _refused(e: Exception):
@@ -169,26 +257,30 @@ def _want_level(level: int | None, p) -> int:
 
 
 def _measure(t, name: str, facts: dict, errors: dict, vars: dict, secs: float, level: int | None, p,
-             out_dir: Path):
+             out_dir: Path, loading: dict | None = None):
     """The probe, the judge, DCGM; the lines and the time they were saved (Unix time).  ``errors``: the facts
-    the parsers did not trust."""
+    the parsers did not trust.  ``loading``: ``{name: tag}`` is in it while a load may run on the host."""
     from datetime import datetime, timezone
 
     from ..acceptance.dcgm import dcgm_lines
     from ..acceptance.judge import judge
-    from ..acceptance.remote import run_dcgmi, run_probe
+    from ..acceptance.remote import new_tag, run_dcgmi, run_probe
     from ..acceptance.saved import save
 
     gpus = len(facts.get("nvidia.smi") or []) or 1
+    tag = new_tag()
+    loading = {} if loading is None else loading
     if not p.python:
         doc = {"probe": 1, "error": "python3 not found on the host: the probe needs Python 3 (apt-get install "
                                     "python3)", "gpus": [], "pairs": [], "load": None}
     else:
+        loading[name] = tag
         try:
-            doc = run_probe(t, seconds=secs, gpus=gpus)
+            doc = run_probe(t, seconds=secs, gpus=gpus, tag=tag)
         except Unreachable as e:
             doc = {"probe": 1, "error": f"the probe's connection was lost: {e}", "gpus": [], "pairs": [],
                    "load": None}
+    loading.pop(name, None)
     from ..checks import line
 
     # A fact the parsers did not trust leaves its limits unknown (the judge's lines say so): named here too.
@@ -203,13 +295,15 @@ def _measure(t, name: str, facts: dict, errors: dict, vars: dict, secs: float, l
     if level is None and not p.dcgmi or want:
         rc = out_ = err = None
         if want and p.dcgmi:
+            loading[name] = tag
             try:
-                rc, out_, err = run_dcgmi(t, want)
+                rc, out_, err = run_dcgmi(t, want, tag)
             except Unreachable as e:
                 rc, out_, err = 124, "", str(e)
             dcgm.update(rc=rc, stdout=out_[-200_000:], stderr=err[-20_000:])
         bus = {str(g.get("index")): g.get("pci_bus_id") for g in facts.get("nvidia.smi") or []
                if g.get("pci_bus_id")}
+        loading.pop(name, None)
         lines += dcgm_lines(want or 1, p.dcgmi, rc, out_ or "", err or "", bus)
     when = datetime.now(timezone.utc)
     try:

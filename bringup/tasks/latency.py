@@ -241,6 +241,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
     from ..latency.options import BenchOptions, FollowOptions, TuneWindowOptions, number, out_folder, read, whole
     from ..latency.results import plot_tune_window, remember
     from ..latency.results import point_text
+    from ..latency.trial import trial_path
     from ..latency.tune import pick, settle
     from ..latency.window_tuner import RECORD, record_path_problem
 
@@ -281,7 +282,16 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
                               f"{(row.get('triton') or {}).get('avg_batch')}", style="dim", markup=False,
                               highlight=False)
 
-            doc = run_sweep(target, s, on_point=progress, stop=stop)
+            # The trial record (bringup.latency.trial) on the host while other windows serve, as tune writes it.
+            conn = _record_at(inv_host, path, check=False)
+            try:
+                if (back := _undo_trial(conn, trial_path(path), target)) is not None:
+                    console.print(back, style="yellow", markup=False, highlight=False)
+                trial = _trials(conn, trial_path(path), target.model, "tune-window")
+                doc = run_sweep(target, s, on_point=progress, stop=stop, trial=trial)
+            except BaseException:
+                conn.close()
+                raise
             doc["kind"] = "bringup-tune-window"
             doc["slo_p95_ms"] = goal
             doc["tune"] = pick(doc, goal)
@@ -290,8 +300,13 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
                 w = doc["tune"]["chosen_window_us"]
                 console.print(f" {w} µs chosen ({doc['tune']['why']}); measured again", style="dim", markup=False,
                               highlight=False)
-                again = run_sweep(target, replace(s, windows=[w]), on_point=progress, stop=stop)
+                try:
+                    again = run_sweep(target, replace(s, windows=[w]), on_point=progress, stop=stop, trial=trial)
+                finally:
+                    conn.close()
                 doc["tune"] = settle(doc["tune"], again["points"], goal)
+            else:
+                conn.close()
         out_dir.mkdir(parents=True, exist_ok=True)
         stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
         path = out_dir / f"{target.host}-tune-{stamp}.json"
@@ -315,7 +330,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
             raise Exit(code=2)
 
 
-def _record_at(host, path: str):
+def _record_at(host, path: str, check: bool = True):
     """A connection to ``host`` and the checked record path there (refused before any Triton is contacted)."""
     from ..connection import connect
     from ..latency.follow import check_remote_record
@@ -325,11 +340,53 @@ def _record_at(host, path: str):
     except Unreachable as e:
         raise unreachable(e) from None
     try:
-        check_remote_record(t, path)
+        if check:
+            check_remote_record(t, path)
     except BaseException:
         t.close()
         raise
     return t
+
+
+def _trials(t, path: str, model: str, task: str):
+    """``trial(config)``: the :class:`~bringup.latency.trial.TrialMark` of one search or sweep on ``t``'s host."""
+    from datetime import datetime, timezone
+
+    from ..latency.trial import TrialMark
+
+    who, begun = f"{command(task)} from {_me()}", datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return lambda own: TrialMark(t, path, model, own, who, begun)
+
+
+def _me() -> str:
+    import os
+    import socket
+
+    return f"{socket.gethostname()} (pid {os.getpid()})"
+
+
+def _undo_trial(t, path: str, target) -> str | None:
+    """A trial record a tune cut short left on the host (SIGKILL: nothing loaded the own configuration back):
+    the model's own configuration, as it names it, loaded again before anything is measured, and the record
+    removed; the line that says so (None: no record).  One BringupError line when that fails."""
+    from dataclasses import replace
+
+    from ..latency.override import load_own
+    from ..latency.trial import TrialMark, read_trial
+
+    doc = read_trial(t, path)
+    if doc is None:
+        return None
+    mark = TrialMark(t, path, doc["model"], doc["own_config"], "", "")
+    mark.marked = True
+    serving = str(doc.get("serving") or "a trial configuration")[:200]
+    back = load_own(replace(target, model=doc["model"]), doc["own_config"], serving, mark)
+    if mark.marked:   # not cleared: the own configuration did not load
+        raise BringupError(f"a tune cut short left {doc['model']} serving {serving} ({path} on {t.host.name}); "
+                           f"{back}")
+    who = " ".join(str(doc.get("who") or "a tune").split())[:200]
+    return (f"note: {who}, begun {str(doc.get('started') or '?')[:40]}, was cut short with a trial configuration of "
+            f"{doc['model']} perhaps still loaded (the first it tried: {serving}; {path} on {t.host.name}): {back}")
 
 
 def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo, path: str, out: Path,
@@ -411,6 +468,7 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
     from ..latency.options import BenchOptions, TuneOptions, number, out_folder, read, whole_list
     from ..latency.override import load_own
     from ..latency.results import remember, render_tune, write_tune
+    from ..latency.trial import TrialMark, trial_path
     from ..latency.results import point_text
     from ..latency.tune import SEARCH, TIE, TuneSettings, point_cost_s, run_tune
     from ..latency.window_tuner import RECORD, TunerError, manifest_of, record_path_problem
@@ -451,8 +509,19 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
                 raise InputError(f"--budget {budget_min:g} min is shorter than one configuration and the chosen "
                                  f"one's measurement again ({2 * point_cost_s(s):.1f} s: warm-up, {s.repeats} steady "
                                  "window(s) each and reading Triton)")
-            if not no_record:
-                t = _record_at(inv_host, path)
+            # Connected even with --no-record: the trial record (bringup.latency.trial) is written on the host
+            # before any other configuration is loaded, and a tune cut short earlier is undone first.
+            t = _record_at(inv_host, path, check=not no_record)
+            trials = trial_path(path)
+            if (back := _undo_trial(t, trials, target)) is not None:
+                console.print(back, style="yellow", markup=False, highlight=False)
+            who, begun = f"{command('tune')} from {_me()}", datetime.now(timezone.utc).isoformat(timespec="seconds")
+            marks: list = []
+
+            def trial(own: dict):
+                marks.append(TrialMark(t, trials, target.model, own, who, begun))
+                return marks[0]
+
             console.print(f"tune {target.host}: {target.model} at {target.url}, target p95 {s.target_ms:g} ms at "
                           f"concurrency {s.concurrency} × batch {s.batch}, budget {s.budget_s / 60:g} min, "
                           f"{s.resolved_processes()} client process(es)", style="dim")
@@ -470,7 +539,8 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
                               f"{point_text(row)}, Triton batch {(row.get('triton') or {}).get('avg_batch')}: "
                               f"{row['verdict']}", style="dim", markup=False, highlight=False)
 
-            doc = run_tune(target, s, keep=not no_record, on_point=progress, on_stage=stage, stop=stop)
+            doc = run_tune(target, s, keep=not no_record, on_point=progress, on_stage=stage, stop=stop,
+                           trial=trial)
         except Interrupted as e:
             if t:
                 t.close()
@@ -488,17 +558,20 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
         render_tune(doc, console)
         console.print(f"[bold]{doc['why']}[/]")
         ch = doc["chosen"]
+        mark = marks[0] if marks else None
         try:
-            if ch and t is not None:
+            if ch and doc["applied"]:
                 if ch["window_us"] is None:   # what nothing records is not left serving
                     console.print("not recorded: the model has no dynamic batching to record a window of; "
-                                  + load_own(target, doc["deployed_config"], ch["label"]), style="dim")
+                                  + load_own(target, doc["deployed_config"], ch["label"], mark), style="dim")
                 else:
                     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
                     serving = {k: ch[k] for k in ("instance_count", "max_batch_size", "preferred_batch_size")}
                     remote_record(t, path, hv.get("triton_model_repository"),
                                   manifest_of(hv.get("triton_stack_dir") or "/opt/triton"))(
                         target.model, ch["window_us"], f"{command('tune')}: {doc['why']}", when, serving)
+                    if mark is not None:
+                        mark.clear()   # what serves is recorded: no trial any more
                     console.print(f"serving {ch['label']}; recorded in {path} on {target.host}", markup=False,
                                   highlight=False)
                     for pin in _pins(hv, target.model):
@@ -506,7 +579,7 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
                                       markup=False, highlight=False)
         except (TunerError, BringupError, Unreachable) as e:
             # Left serving but not recorded: nothing would say it (the audit would see it); the model's own back.
-            said = f"{e}; not recorded, so {load_own(target, doc['deployed_config'], ch['label'])}"
+            said = f"{e}; not recorded, so {load_own(target, doc['deployed_config'], ch['label'], mark)}"
             raise (unreachable if isinstance(e, Unreachable) else fail)(said) from None
         finally:
             if t:
@@ -514,7 +587,7 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
         console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
         if stop.requested:
             raise interrupted(stop, f"{stop.name} came once the search was over: its result was written"
-                                    f"{' and recorded' if ch and t is not None else ''} all the same")
+                                    f"{' and recorded' if ch and doc['applied'] else ''} all the same")
         if ch is None:
             raise Exit(code=2)
 

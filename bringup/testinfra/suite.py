@@ -171,9 +171,9 @@ class Suite:
         ended, got, text = self._pytest(host.name)
         rc, name = ended.rc, host.name
         if got is None and ended.why is None:
-            self.not_run[name] = f"pytest ended (exit {rc}) before its report"
+            self.not_run[name] = f"pytest ended ({_how(rc)}) before its report"
             return [Item(name, "testinfra", "pytest", "failed",
-                         f"testinfra: pytest ended (exit {rc}) before its report: {_last(text)}")]
+                         f"testinfra: pytest ended ({_how(rc)}) before its report: {_last(text)}")]
         got = got or {"collected": 0, "tests": [], "running": None, "collection_errors": []}
         # The test in flight when pytest was ended from outside has no outcome (its setup's may be recorded).
         running = (got.get("running") or {}).get("nodeid")
@@ -193,9 +193,24 @@ class Suite:
             found.append(Item(name, "testinfra", "unreachable", "unreachable", f"testinfra: {unreachable['message']}"))
         if ended.why is not None:
             found.append(self._ended(name, ended, got))
+        elif got.get("exit") is None or rc < 0 or got.get("exit") in (2, 3, 4) or got.get("running"):
+            # It ended by itself, but not as a session ends: a test's os._exit, a signal, pytest.exit() or an
+            # internal error; what was running then, and the tests never run, count as failed.
+            found.append(self._died(name, rc, got))
         self.counts[name] = {k: sum(i.outcome == k for i in found) for k in ("passed", "failed", "skipped",
                                                                              "unreachable")}
         return found
+
+    def _died(self, name: str, rc: int, got: dict) -> Item:
+        """The item of a host's tests whose pytest ended by itself before its session did (failed)."""
+        from ..audit import Item
+
+        running = (got.get("running") or {}).get("test")
+        left = max(0, got["collected"] - len(got["tests"]))
+        what = (f"while {running} was running" if running else "before its session ended") + \
+            (f"; {left} of {got['collected']} tests not finished" if got["collected"] and left else "")
+        self.not_run[name] = f"pytest ended ({_how(rc)}) {what}"
+        return Item(name, "testinfra", "pytest", "failed", f"testinfra: pytest ended ({_how(rc)}) {what}")
 
     def _ended(self, name: str, ended: Ended, got: dict) -> Item:
         """The item of a host's tests ended from outside: at the bound (failed), or by the run's stop (skipped)."""
@@ -240,6 +255,18 @@ def parse_timeout(value: str | float | None) -> float:
         raise InputError(f"--testinfra-timeout {value!r}: give the seconds a host's tests may take, all "
                          f"together, as a number > 0 (default {TIMEOUT_S:g})")
     return seconds
+
+
+def _how(rc: int) -> str:
+    """How pytest's process ended, in words: ``killed by SIGKILL``, ``exit 3``."""
+    import signal
+
+    if rc < 0:
+        try:
+            return f"killed by {signal.Signals(-rc).name}"
+        except ValueError:
+            return f"killed by signal {-rc}"
+    return f"exit {rc}"
 
 
 def _last(text: str) -> str:

@@ -57,7 +57,9 @@ from bringup import topology
 from bringup.auditkit import Expect, http_ok, tcp_listening
 from bringup.command import sh
 from bringup.gpu_profiles import AUTO, table
+from bringup.latency.trial import guard as trial_guard, restore_command
 from bringup.resources import Directory, File
+from bringup.resources.command import Command
 from bringup.resources.guard import Fail
 from bringup.resources.compose import PROJECT_LABEL, REVISION_LABEL, label_format
 from bringup.resources.image import DockerImage
@@ -110,6 +112,11 @@ def resources(host):
         File(d.compose_file, content=d.compose, mode="0644", backup=False),
         DockerImage(d.vars["triton_image"], source=d.vars["image_transfer"], image_id=d.vars.get("triton_image_id")),
         d.compose_up(),
+        # A tune killed outright left a trial configuration loaded on the running server (no file says it):
+        # its trial record names the model; its repository configuration is loaded again, the record removed.
+        Command("the configuration a tune cut short left loaded",
+                restore_command(d.models, d.repo, f"http://127.0.0.1:{int(d.vars['triton_ports']['http'])}"),
+                onlyif=trial_guard()),
     ]
 
 

@@ -73,3 +73,53 @@ def test_a_copy_that_never_returns_is_bounded_on_the_host(sandbox_host, tmp_path
         assert left(host) == ""
     finally:
         host.exec("rm -f /etc/ld.so.conf.d/fakecuda.conf /run/fake_cuda_mode && ldconfig; rm -rf /opt/fakecuda")
+
+
+@pytest.mark.reliability(item=40, fault="Ctrl-C (SIGINT) of accept over SSH in the middle of the GPU load",
+                         checks=("no leftovers", "one clear line", "exit code", "no hang"))
+def test_ctrl_c_mid_load_kills_the_load_on_the_host(sandbox_host, tmp_path):
+    import os
+    import signal
+    import sys
+
+    host = sandbox_host
+    if not host.exec("command -v python3 || true").stdout.strip():
+        pytest.fail("the sandbox image has no python3: the probe cannot run there")
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    lib = tmp_path / "libcuda.so.1"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(REPO / "harness/doubles/fake_libcuda.c")],
+                   check=True, timeout=60)
+    host.exec("mkdir -p /opt/fakecuda")
+    subprocess.run(["docker", "cp", str(lib), f"{host.container}:/opt/fakecuda/libcuda.so.1"], check=True, timeout=60)
+    try:
+        # The TEST DOUBLE, in its "ok" mode: its copies sleep, so a 60 s load runs on the host.
+        host.exec("echo /opt/fakecuda > /etc/ld.so.conf.d/fakecuda.conf && ldconfig && echo ok > /run/fake_cuda_mode")
+        p = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "accept", "--host", "h",
+                              "--out", "out", "--seconds", "60", "--dcgm-level", "0"], cwd=project(tmp_path, host),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+        try:
+            def loading() -> str:   # the probe, not the preflight's own python3 (Triton's metrics read)
+                return host.exec("pgrep -af 'python[3] - --seconds' || true").stdout.strip()
+
+            deadline = time.monotonic() + 120
+            while not loading() and time.monotonic() < deadline and p.poll() is None:
+                time.sleep(0.5)
+            assert loading(), "the load never started on the host: " + (p.communicate()[1] if p.poll() is not None
+                                                                          else "")
+            time.sleep(2)
+            sent = time.monotonic()
+            os.killpg(p.pid, signal.SIGINT)   # a terminal's Ctrl-C
+            out, err = p.communicate(timeout=90)
+            took = time.monotonic() - sent
+        finally:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+        assert p.returncode == 130, out + err
+        assert "Traceback" not in out + err
+        assert err.strip().splitlines()[-1].startswith("SIGINT: acceptance stopped; h: GPU load stopped ("), err
+        assert took < 45, took
+        assert left(host) == ""   # the second channel: docker exec on the host, well before the load's 60 s
+    finally:
+        host.exec("pkill -KILL -f 'python[3] -' || true; rm -f /etc/ld.so.conf.d/fakecuda.conf /run/fake_cuda_mode "
+                  "&& ldconfig; rm -rf /opt/fakecuda")

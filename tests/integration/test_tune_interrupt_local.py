@@ -149,7 +149,8 @@ def test_a_signal_mid_window_sweep_serves_the_models_own_window_again(work, trit
     from bringup.latency.serving import serving_of
 
     own = serving_of(triton.original).model_dump()
-    proc = _start(work, "tune-window", "--target-p95-ms", "10000", "--windows", "400,1200", "--batch", "1", *LONG)
+    proc = _start(work, "tune-window", "--target-p95-ms", "10000", "--windows", "400,1200", "--batch", "1",
+                  "--record", str(_record_path(work)), *LONG)
     try:
         clients = _in_a_point(proc, triton, own)
         assert _served(triton)["window_us"] == 400
@@ -162,6 +163,7 @@ def test_a_signal_mid_window_sweep_serves_the_models_own_window_again(work, trit
     assert _last_line(err).startswith("interrupted by SIGTERM during a point (dropped) after 0 point(s) measured: "
                                       "add serves its own configuration again; no report written"), err
     assert _served(triton) == own
+    assert not _record_path(work).with_name("triton-trial.json").exists()   # the own window back: no trial left
 
 
 @pytest.mark.reliability(item=34, fault="the Triton being tuned killed (SIGKILL) in the middle of a point",
@@ -184,7 +186,8 @@ def test_a_triton_killed_mid_search_is_one_unreachable_line(tmp_path):
         from bringup.latency.serving import serving_of
 
         proc = _start(tmp_path, "tune", "--target-p95-ms", "10000", "--batch", "1", "--instances", "2",
-                      "--windows", "400", "--budget", "5", "--no-record", *LONG)
+                      "--windows", "400", "--budget", "5", "--no-record", "--record", str(_record_path(tmp_path)),
+                      *LONG)
         try:
             clients = _in_a_point(proc, t, serving_of(own).model_dump())
             t.proc.kill()
@@ -265,7 +268,8 @@ def test_a_wedged_triton_two_signals_end_the_tune_saying_what_may_still_serve(tm
                 "triton_ports": {"http": t.http_port, "grpc": t.grpc_port, "metrics": t.metrics_port}}
         (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"local-01": host}}}))
         proc = _start(tmp_path, "tune", "--model", "add", "--target-p95-ms", "10000", "--batch", "1",
-                      "--instances", "2", "--windows", "400", "--budget", "5", "--no-record", *LONG)
+                      "--instances", "2", "--windows", "400", "--budget", "5", "--no-record",
+                      "--record", str(_record_path(tmp_path)), *LONG)
         try:
             clients = _in_a_point(proc, t, serving_of(own).model_dump())
             t.proc.send_signal(signal.SIGSTOP)
@@ -289,6 +293,8 @@ def test_a_wedged_triton_two_signals_end_the_tune_saying_what_may_still_serve(tm
                            "SIGTERM again abandoned loading add's own configuration back: Triton may still serve "
                            "2 instances, max batch 8, "), err
     assert last.endswith(", window 400 µs until it starts again; nothing recorded"), err
+    # What may still serve is what the trial record on the host says, for the next tune or provision.
+    assert json.loads(_record_path(tmp_path).with_name("triton-trial.json").read_text())["model"] == "add"
 
 
 @pytest.mark.reliability(item=34, fault="the record cannot be written once the search chose (a folder put at its "
@@ -347,3 +353,53 @@ def test_the_window_tuner_service_stopped_by_sigterm_leaves_the_served_window_re
     assert out.rstrip().endswith("stopped") and "Traceback" not in out + err
     served = _served(triton)["window_us"]
     assert json.loads(rec.read_text())["add"]["window_us"] == served > 800
+
+
+def _killed_mid_search(work, triton, own: dict) -> dict:
+    """A tune in the middle of a point, killed outright (SIGKILL to its process group: no handler runs); the
+    trial record it left, as read from the file."""
+    proc = _start(work, "tune", "--target-p95-ms", "10000", "--batch", "1", "--instances", "3,1", "--windows", "400",
+                  "--budget", "5", "--record", str(_record_path(work)), *LONG)
+    try:
+        clients = _in_a_point(proc, triton, own)
+        trial = _record_path(work).with_name("triton-trial.json")
+        assert trial.exists(), "a trial configuration serves and no trial record says so"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate(timeout=60)
+    deadline = time.monotonic() + 15
+    while _alive(clients) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert _served(triton) != own                      # what SIGKILL leaves: the trial still served
+    return json.loads(trial.read_text())
+
+
+@pytest.mark.reliability(item=40, fault="`invoke tune` killed by SIGKILL in the middle of its search, a trial "
+                                        "configuration served", checks=("next run converges", "no leftovers"))
+def test_a_tune_killed_outright_is_undone_by_the_next_provision_and_the_next_tune(work, triton):
+    from bringup.latency.serving import serving_of
+    from bringup.latency.trial import restore_command
+
+    own = serving_of(triton.original).model_dump()
+    assert _served(triton) == own
+    trial = _record_path(work).with_name("triton-trial.json")
+
+    # The record says what the model's own configuration is: what Triton served when the tune began.
+    doc = _killed_mid_search(work, triton, own)
+    assert doc["model"] == "add" and serving_of(doc["own_config"]).model_dump() == own
+    # The next provision: the triton role's step, run here as the role runs it on the host.
+    r = subprocess.run(["sh", "-c", restore_command(["add"], str(triton.repo), f"http://127.0.0.1:{triton.http_port}",
+                                                    str(trial))], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, r.stderr
+    assert _served(triton) == own and not trial.exists()
+
+    # The next tune: it loads the own configuration back before it measures, and says so.
+    _killed_mid_search(work, triton, own)
+    proc = _start(work, "tune", "--target-p95-ms", "10000", "--batch", "1", "--instances", "1", "--windows", "800",
+                  "--max-batch", "8", "--budget", "5", "--no-record", "--record", str(_record_path(work)),
+                  "--warmup", "0.3", "--duration", "1", "--processes", "1", "--client-cpus", CLIENT_CPUS)
+    out, err = proc.communicate(timeout=300)
+    assert "Traceback" not in out + err, out + err
+    said = [ln for ln in out.splitlines() if ln.startswith("note: ") and "was cut short" in ln]
+    assert said and said[0].endswith(f"; {trial} on local-01): add serves its own configuration again"), out
+    assert _served(triton) == own and not trial.exists()

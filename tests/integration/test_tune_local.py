@@ -321,7 +321,7 @@ def test_the_checklist_reads_a_result_written_with_out_and_names_its_configurati
 
 def test_tune_window_prints_the_measured_p95_beside_the_target_and_plots_against_the_window(work, triton):
     cp = _invoke(work, "tune-window", "--host", "local-01", "--target-p95-ms", "10000", "--windows", "300,1200",
-                 "--concurrency", "4", *SHORT)
+                 "--concurrency", "4", "--record", str(_record_path(work)), *SHORT)
     assert cp.returncode == 0, cp.stdout + cp.stderr
     docs = sorted((work / "reports" / "bench").glob("local-01-tune-2*.json"))
     assert len(docs) == 1

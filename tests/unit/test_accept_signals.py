@@ -1,0 +1,104 @@
+"""Ctrl-C (SIGINT) and SIGTERM of ``invoke accept`` in the middle of its GPU load (issue 40 item 7), through
+``ansible_connection: local`` on this machine with the libcuda TEST DOUBLE (harness/doubles/fake_libcuda.c, built
+here with gcc, loaded by the probe through BRINGUP_LIBCUDA), whose copies sleep: a 60 s load runs.
+
+The load is found through /proc, not through the tool: the process whose environment carries the run's tag
+(``BRINGUP_ACCEPT_RUN``).  ``timeout(1)`` puts it in a process group of its own, which ending the script's
+group does not reach: before the fix it loaded the GPUs for its whole bound after accept had gone.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+SOURCE = REPO / "harness/doubles/fake_libcuda.c"
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory) -> Path:
+    gcc = shutil.which("gcc") or shutil.which("cc")
+    assert gcc, "gcc is needed to build the libcuda test double"
+    out = tmp_path_factory.mktemp("fakecuda") / "libcuda.so.1"
+    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(out), str(SOURCE)], check=True, timeout=60)
+    return out
+
+
+def _loads() -> dict[int, str]:
+    """{pid: start time} of the processes whose environment carries an accept run's tag (zombies have none)."""
+    found = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            env = (d / "environ").read_bytes()
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        if any(e.startswith(b"BRINGUP_ACCEPT_RUN=") for e in env.split(b"\0")):
+            found[int(d.name)] = stat[stat.rindex(")") + 2:].split()[19]
+    return found
+
+
+def _gone(pid: int, start: str) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    f = stat[stat.rindex(")") + 2:].split()
+    return f[19] != start or f[0] in ("Z", "X")
+
+
+@pytest.mark.reliability(item=40, fault="SIGINT/SIGTERM of accept in the middle of its GPU load",
+                         checks=("no leftovers", "one clear line", "exit code", "no hang"))
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_mid_load_kills_the_load_on_the_host_and_says_so(tmp_path, lib, sig):
+    assert not _loads(), "an accept load of another run is there already"
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"gpu-01": {"ansible_connection": "local"}}}}))
+    env = {**os.environ, "BRINGUP_LIBCUDA": str(lib), "FAKE_CUDA_MODE": "ok", "FAKE_CUDA_GPUS": "1",
+           "BRINGUP_NVIDIA_SMI": "/nonexistent/nvidia-smi", "PYTHONPATH": str(REPO), "COLUMNS": "250"}
+    p = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "accept", "--host", "gpu-01",
+                          "--out", "out", "--seconds", "60", "--dcgm-level", "0", "--force"], cwd=tmp_path, env=env,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)   # its own process group, as a shell's job: Ctrl-C is killpg
+    try:
+        deadline = time.monotonic() + 90
+        load: dict[int, str] = {}
+        while time.monotonic() < deadline and p.poll() is None:
+            load = _loads()
+            if any(b"python3" in Path(f"/proc/{pid}/cmdline").read_bytes() for pid in load
+                   if Path(f"/proc/{pid}/cmdline").exists()):
+                break
+            time.sleep(0.2)
+        assert load and p.poll() is None, "the load never started: " + (p.stderr.read() if p.poll() is not None
+                                                                         else "")
+        time.sleep(1.0)   # inside the load, not at its start
+        sent = time.monotonic()
+        os.killpg(p.pid, sig)
+        out, err = p.communicate(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    assert p.returncode == 128 + sig, out + err
+    assert "Traceback" not in err and "Traceback" not in out, err
+    name = signal.Signals(sig).name
+    assert err.strip().splitlines()[-1].startswith(f"{name}: acceptance stopped; gpu-01: GPU load stopped ("), err
+    assert err.strip().endswith("killed, none left); nothing saved"), err
+    assert took < 30, took
+    # The second channel: every process of the load is gone from /proc (a zombie awaiting its reaper counts as
+    # gone: it holds no GPU), well before the load's own 60 s were over.
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(_gone(pid, st) for pid, st in load.items()):
+        time.sleep(0.2)
+    assert all(_gone(pid, st) for pid, st in load.items()), load
+    assert not list((tmp_path / "out").glob("gpu-01-*.json")) if (tmp_path / "out").exists() else True
