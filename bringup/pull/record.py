@@ -12,7 +12,7 @@ whole at every run, so a host's series never go absent between two runs::
     bringup_pull_last_refusal_timestamp_seconds{host}
     bringup_pull_last_refusal_info{host,reason,revision}     1: why the last refused revision was refused
     bringup_pull_last_run_info{host,status,reason}           1: the last run's status and its short reason
-                                                             (unreachable, checkout, busy, ...; "" when applied)
+                                                             (unreachable, disk-full, busy, ...; "" when applied)
 """
 from __future__ import annotations
 
@@ -28,8 +28,9 @@ if TYPE_CHECKING:
 
 __all__ = ["Attempt", "State", "STATUSES", "METRICS", "load_state", "save_state", "registry", "write_metrics"]
 
-#: A run's status: applied (converged with success), failed (the converge failed: retried next tick), refused
-#: (the revision is not trusted or not valid: never applied), error (no revision reached: server, lock, disk).
+#: A run's status: applied (converged with success), failed (the converge failed, or the disk is full: retried
+#: next tick), refused (the revision is not trusted, not valid or older than the applied one: never applied),
+#: error (no revision reached: server, lock).
 STATUSES = ("applied", "failed", "refused", "error")
 Status = Literal["applied", "failed", "refused", "error"]
 
