@@ -34,6 +34,23 @@ def _commit_id(text) -> str:
     return rev
 
 
+def _textfile(given, check, own) -> Path:
+    """``--prometheus FILE``, or ``auto``: bringup-pull.prom in the node exporter's textfile folder found on this
+    host (:func:`bringup.pull.record.textfile_folder`; Debian's package reads /var/lib/prometheus/node-exporter)."""
+    if str(given).strip() != "auto":
+        return check(given, own=tuple(own))
+    from ..pull.record import TEXTFILE, textfile_folder
+
+    folder, how = textfile_folder()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--prometheus auto: cannot make {folder} ({e.strerror or e}); give --prometheus FILE "
+                         "in the node exporter's textfile folder") from None
+    print(f"--prometheus auto: {folder / TEXTFILE} ({how})", flush=True)
+    return check(str(folder / TEXTFILE), own=tuple(own))
+
+
 def _url(text) -> str:
     url = str(text or "").strip()
     if not url or url.startswith("-") or any(c.isspace() for c in url):
@@ -51,7 +68,8 @@ def _url(text) -> str:
     "name": "this host's name in the inventory (default: its hostname)",
     "inventory": "the inventory inside the repository (default hosts)",
     "cache": f"folder for the repository, the revisions' checkouts and the state (default {CACHE})",
-    "prometheus": "also write the outcome as Prometheus text to FILE (*.prom, the node exporter's textfile folder)",
+    "prometheus": "also write the outcome as Prometheus text to FILE (*.prom, the node exporter's textfile folder), "
+                  "or auto: bringup-pull.prom in the folder this host's node exporter reads",
     "vault-password-file": "file holding the inventory's vault password (on this host); repeatable",
     "lock": "the folder of the host's run lock, the one push runs take (default: root's /run/bringup)",
     "ssh-key": "ssh:// URLs: the host's deploy key (a file on this host)",
@@ -77,7 +95,7 @@ def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, na
         settings = Settings(url=_url(url), rule=parse_rule(branch, tag), cache=Path(cache),
                             allowed_signers=Path(allowed_signers), name=(str(name).strip() or None) if name else None,
                             inventory=inv,
-                            prometheus=check_prometheus_path(prometheus, own=tuple(METRICS)) if prometheus else None,
+                            prometheus=_textfile(prometheus, check_prometheus_path, METRICS) if prometheus else None,
                             vault_password_files=list(vault_password_file or []))
         if lock:
             settings.lock = str(lock)

@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -357,3 +358,40 @@ def test_a_real_converge_runs_only_the_named_roles(fleet):
     got = pull(fleet.settings())
     assert (got.status, got.revision) == ("applied", good), got.message
     assert fleet.out.read_text() == "only demo\n" and not other.exists()
+
+
+# -- 7. The node exporter's textfile folder (issue 41 item 8) ---------------------------------------------------
+
+def exporter(argv0: str, *flags: str) -> subprocess.Popen:
+    """A real process whose command line is a node exporter's (python, named argv0, sleeping)."""
+    return subprocess.Popen([argv0, "-c", "import time; time.sleep(60)", *flags], executable=sys.executable)
+
+
+@pytest.mark.parametrize("argv0,flags", [
+    ("/usr/bin/prometheus-node-exporter", ("--collector.textfile.directory", "{d}")),
+    ("node_exporter", ("--collector.textfile.directory={d}",)),
+    ("node_exporter", ("--path.rootfs=/host", "--collector.textfile.directory=/host{d}")),  # in a container
+])
+def test_auto_finds_the_folder_a_running_node_exporter_reads(tmp_path, argv0, flags):
+    d = tmp_path / "textfiles"
+    d.mkdir()
+    p = exporter(argv0, *(f.format(d=d) for f in flags))
+    try:
+        for _ in range(100):  # its command line is there once exec is done
+            if (Path("/proc") / str(p.pid) / "cmdline").read_bytes().startswith(argv0.encode()):
+                break
+            time.sleep(0.05)
+        folder, how = record.textfile_folder(folders=(str(tmp_path / "debian"), str(tmp_path / "other")))
+    finally:
+        p.kill()
+        p.wait()
+    assert folder == d and f"(pid {p.pid}) reads" in how
+
+
+def test_auto_prefers_debians_folder_then_makes_the_old_default(tmp_path):
+    debian, other = tmp_path / "var-lib-prometheus-node-exporter", tmp_path / "textfile_collector"
+    folders = (str(debian), str(other))
+    assert record.textfile_folder(proc=tmp_path / "no-proc", folders=folders)[0] == other  # none: the last
+    other.mkdir()
+    debian.mkdir()  # Debian's prometheus-node-exporter package installed
+    assert record.textfile_folder(proc=tmp_path / "no-proc", folders=folders) == (debian, f"{debian} exists")
