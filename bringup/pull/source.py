@@ -110,7 +110,10 @@ def ssh_command(key: Path | None = None, known_hosts: Path | None = None) -> lis
 
 #: Free bytes under which a failed write counts as a full disk (Git's own words may not say so).
 _FULL_BELOW = 1 << 20
-_FULL_WORDS = ("no space left on device", "disk quota exceeded")
+#: Git's words for a write that failed (a full disk; its checkout says only "unable to write file X", having
+#: removed what it wrote, so the free space afterwards does not tell).
+_FULL_WORDS = ("no space left on device", "disk quota exceeded", "unable to write file",
+               "unable to write loose object")
 
 
 def disk_full(output: str, folder: Path) -> bool:

@@ -155,52 +155,55 @@ sys.path.insert(0, {repo!r})
 from bringup.pull.run import Converged, Settings, pull
 from bringup.pull.source import parse_rule
 
-disk, server, allowed, tmp = Path({disk!r}), {server!r}, Path({allowed!r}), Path({tmp!r})
-settings = Settings(url="file://" + server, rule=parse_rule("main", None), cache=disk / "cache",
-                    allowed_signers=allowed, name="me", prometheus=disk / "bringup-pull.prom",
+cache, mountpoint, server, allowed, tmp = (Path({cache!r}), Path({mountpoint!r}), {server!r}, Path({allowed!r}),
+                                           Path({tmp!r}))
+settings = Settings(url="file://" + server, rule=parse_rule("main", None), cache=cache,
+                    allowed_signers=allowed, name="me", prometheus=tmp / "bringup-pull.prom",
                     lock=str(tmp / "lock"), lock_wait_s=5)
 ok = lambda *a: Converged(rc=0, changed=1)
 out = {{}}
 def leftovers():
-    cache = disk / "cache"
-    return sorted([str(p.relative_to(disk)) for p in disk.rglob("tmp_*")]
-                  + [str(p.relative_to(disk)) for p in cache.glob(".*")]
-                  + [str(p.relative_to(disk)) for p in (cache / "revisions").glob(".*")])
-def step(name, **kw):
-    a = pull(Settings(**{{**settings.__dict__, **kw}}), converge=ok, say=lambda _l: None)
+    return sorted([str(p.relative_to(cache)) for p in cache.rglob("tmp_*")]
+                  + [str(p.relative_to(cache)) for p in cache.glob(".*")]
+                  + [str(p.relative_to(cache)) for p in (cache / "revisions").glob(".*")])
+def step(name):
+    a = pull(settings, converge=ok, say=lambda _l: None)
     out[name] = {{"status": a.status, "reason": a.reason, "message": a.message, "revision": a.revision,
                  "leftovers": leftovers(),
-                 "state": json.loads((disk / "cache" / "state.json").read_text()),
-                 "prom": (disk / "bringup-pull.prom").read_text(),
-                 "revisions": sorted(p.name for p in (disk / "cache" / "revisions").iterdir()),
-                 "worktrees": sorted(p.name for p in (disk / "cache" / "repo.git" / "worktrees").glob("*"))}}
+                 "state": json.loads((cache / "state.json").read_text()),
+                 "prom": (tmp / "bringup-pull.prom").read_text(),
+                 "revisions": sorted(p.name for p in (cache / "revisions").iterdir()),
+                 "worktrees": sorted(p.name for p in (cache / "repo.git" / "worktrees").glob("*"))}}
 step("first")
 input()  # the test pushes the big revision
 step("full")
-subprocess.run(["mount", "-o", "remount,size=64m", str(disk)], check=True)
+subprocess.run(["mount", "-o", "remount,size=64m", str(mountpoint)], check=True)
 step("room")
 print(json.dumps(out))
 '''
 
 
-@pytest.mark.reliability(item=40, fault="pull: the disk fills during the fetch (a 3 MiB tmpfs under the cache)",
-                         variants=1, checks=("no leftovers", "report written", "next run converges", "exit code"))
-def test_a_full_disk_during_the_fetch_is_a_failure_and_leaves_no_temporary_pack(fleet):
+@pytest.mark.reliability(item=40, fault="pull: the disk fills during the fetch (a 3 MiB tmpfs under the cache), "
+                                        "or during the checkout (a 2 MiB tmpfs under the revisions)",
+                         variants=2, checks=("no leftovers", "report written", "next run converges", "exit code"))
+@pytest.mark.parametrize("where,size,words", [("cache", "3m", "fetch from"), ("revisions", "2m", "checkout of")])
+def test_a_full_disk_is_a_failure_and_leaves_no_temporary_pack_or_checkout(fleet, where, size, words):
     if not shutil.which("unshare"):
         pytest.fail("unshare is not installed (apt-get install util-linux)")
     probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, text=True)
     if probe.returncode:
         pytest.skip(f"no mount namespace here ({probe.stderr.strip()})")
-    disk = fleet.tmp / "disk"
-    disk.mkdir()
+    cache = fleet.tmp / "cache"
+    mountpoint = cache if where == "cache" else cache / "revisions"
+    mountpoint.mkdir(parents=True)
     small = fleet.commit("hello", key=fleet.ops)
-    child = DISK_FULL_CHILD.format(repo=str(REPO), disk=str(disk), server=str(fleet.server),
-                                   allowed=str(fleet.allowed), tmp=str(fleet.tmp))
-    p = subprocess.Popen(["unshare", "-rm", "sh", "-c",
-                          f'mount -t tmpfs -o size=3m tmpfs "$0" && exec "$1" -c "$2"', str(disk), sys.executable,
-                          child], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    child = DISK_FULL_CHILD.format(repo=str(REPO), cache=str(cache), mountpoint=str(mountpoint),
+                                   server=str(fleet.server), allowed=str(fleet.allowed), tmp=str(fleet.tmp))
+    p = subprocess.Popen(["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o size={size} tmpfs "$0" && '
+                          'exec "$1" -c "$2"', str(mountpoint), sys.executable, child],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        # 4 MiB that do not compress, over 200 files: the fetch writes a pack (tmp_pack_*), and runs out of room.
+        # 4 MiB that do not compress, over 200 files: the fetch writes a pack (tmp_pack_*), the checkout 4 MiB.
         blobs = fleet.work / "blobs"
         blobs.mkdir()
         for i in range(200):
@@ -216,7 +219,8 @@ def test_a_full_disk_during_the_fetch_is_a_failure_and_leaves_no_temporary_pack(
     assert run["first"]["status"] == "applied" and run["first"]["revision"] == small
     full = run["full"]
     assert (full["status"], full["reason"]) == ("failed", "disk-full"), full["message"]
-    assert "the disk is full" in full["message"] and f"still at {small[:12]}" in full["message"]
+    assert full["message"].startswith(words) and "the disk is full" in full["message"]
+    assert f"still at {small[:12]}" in full["message"]
     assert full["leftovers"] == [], full["leftovers"]  # no tmp_pack_*, tmp_obj_*, half checkout
     assert full["state"]["last"]["status"] == "failed" and full["state"]["applied"] == small
     assert full["state"]["last"]["exit_code"] == EXIT["failed"]
