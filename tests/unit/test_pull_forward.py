@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from bringup.pull import record
 from bringup.pull.run import EXIT, Converged, Settings, provision_argv, pull
