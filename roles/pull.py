@@ -62,6 +62,8 @@ class Pull(Spec):
     name: Optional[str] = want(None, "the host's name in the repository's inventory", pattern=r"^\S+$")
     prometheus: Optional[str] = want("auto", "auto (the folder the host's node exporter reads), an absolute "
                                              "*.prom path, or null", pattern=r"^(auto|/\S*\.prom)$")
+    allow_rollback: Optional[str] = want(None, "a commit id (or its first 4+ characters): the one older revision "
+                                                "the host may move back to", pattern=r"^[0-9a-fA-F]{4,40}$")
     roles: Optional[list[str]] = want(None, "a list of role names the host's pull converges ([sysctl, docker]); "
                                             "needed when the repository has no roles/ of its own")
     vault_password_file: Optional[str] = want(None, "an absolute path on the host", pattern=_PATH)
@@ -112,6 +114,8 @@ def argv(name: str, p: dict) -> list[str]:
         out += ["--prometheus", p["prometheus"]]
     if p.get("vault_password_file"):
         out += ["--vault-password-file", p["vault_password_file"]]
+    if p.get("allow_rollback"):
+        out += ["--allow-rollback", p["allow_rollback"].lower()]
     if p.get("known_hosts"):
         out += ["--known-hosts", KNOWN_HOSTS]
     if p.get("ssh_key_file"):

@@ -87,7 +87,8 @@ def test_the_textfile_is_found_on_the_host_by_default_and_the_roles_are_checked(
     assert words[words.index("--prometheus") + 1] == "auto"
     assert not [r for r in got if r.startswith("directory:/var/lib")]  # nothing made where no exporter looks
     CHECK({**DEFAULTS, "bringup_pull": wanted(roles=["sysctl", "docker"])})
-    got = planned(wanted(prometheus="/var/lib/prometheus/node-exporter/bringup-pull.prom"))
+    got = planned(wanted(prometheus="/var/lib/prometheus/node-exporter/bringup-pull.prom", allow_rollback="3F2A9C1D"))
+    assert "--allow-rollback 3f2a9c1d" in got["file:" + P.SERVICE].content.decode()
     assert "directory:/var/lib/prometheus/node-exporter" in got
 
 
@@ -107,6 +108,7 @@ def test_without_systemd_it_says_what_to_do_instead():
     (wanted(known_hosts=["git.example.org"]), "known_hosts[0]"),
     (wanted(roles=["../x"]), "bringup_pull.roles"),
     (wanted(roles=[]), "bringup_pull.roles"),
+    (wanted(allow_rollback="HEAD~1"), "allow_rollback"),
     (wanted(prometheus="/var/lib/x.txt"), "prometheus"),
 ])
 def test_bad_pull_variables_are_one_line(pull, words):
