@@ -60,8 +60,12 @@ class Pull(Spec):
     timeout: str = want("1h", "a systemd time span (1h): the longest run", pattern=_SPAN)
     inventory: str = want("hosts", "a path inside the repository (hosts)", pattern=r"^[^/\s][^\s]*$")
     name: Optional[str] = want(None, "the host's name in the repository's inventory", pattern=r"^\S+$")
-    prometheus: Optional[str] = want("/var/lib/node_exporter/textfile_collector/bringup-pull.prom",
-                                     "an absolute *.prom path, or null", pattern=r"^/\S*\.prom$")
+    prometheus: Optional[str] = want("auto", "auto (the folder the host's node exporter reads), an absolute "
+                                             "*.prom path, or null", pattern=r"^(auto|/\S*\.prom)$")
+    allow_rollback: Optional[str] = want(None, "a commit id (or its first 4+ characters): the one older revision "
+                                                "the host may move back to", pattern=r"^[0-9a-fA-F]{4,40}$")
+    roles: Optional[list[str]] = want(None, "a list of role names the host's pull converges ([sysctl, docker]); "
+                                            "needed when the repository has no roles/ of its own")
     vault_password_file: Optional[str] = want(None, "an absolute path on the host", pattern=_PATH)
     known_hosts: list[str] = want([], "a list of known_hosts lines of the Git server ('git.example.org "
                                       "ssh-ed25519 AAAA...'), for ssh:// URLs")
@@ -91,6 +95,10 @@ def validate(vars: dict) -> None:
         if "\n" in line or len(line.split()) < 3:
             raise InputError(f"bringup_pull.known_hosts[{i}]: not a known_hosts line; write 'git.example.org "
                              "ssh-ed25519 AAAA...' (ssh-keyscan prints them)")
+    roles = p.get("roles")
+    if roles is not None and (not roles or not all(re.match(r"^[a-z_][a-z0-9_]{0,63}$", str(r)) for r in roles)):
+        raise InputError(f"bringup_pull.roles: {roles!r} is not a list of role names; write roles: [sysctl, docker] "
+                         "(the roles the host's pull converges)")
     if p.get("package") and p.get("command"):
         raise InputError("bringup_pull: package and command: give one (package installs bringup in "
                          f"{VENV}; command names one already on the host)")
@@ -106,6 +114,8 @@ def argv(name: str, p: dict) -> list[str]:
         out += ["--prometheus", p["prometheus"]]
     if p.get("vault_password_file"):
         out += ["--vault-password-file", p["vault_password_file"]]
+    if p.get("allow_rollback"):
+        out += ["--allow-rollback", p["allow_rollback"].lower()]
     if p.get("known_hosts"):
         out += ["--known-hosts", KNOWN_HOSTS]
     if p.get("ssh_key_file"):
@@ -140,8 +150,9 @@ def resources(host):
     ]
     if p["known_hosts"]:
         out.append(File(KNOWN_HOSTS, content="".join(line.strip() + "\n" for line in p["known_hosts"]), mode="0644"))
-    if p.get("prometheus"):
-        # Made when missing; an existing one (the node exporter's) keeps its owner and mode.
+    if p.get("prometheus") and p["prometheus"] != "auto":
+        # Made when missing; an existing one (the node exporter's) keeps its owner and mode.  With auto, each
+        # run finds the folder the node exporter reads (Debian's package: /var/lib/prometheus/node-exporter).
         out.append(Directory(p["prometheus"].rsplit("/", 1)[0] or "/", mode=None, owner=None, group=None))
     if p.get("package"):
         out.append(Command(f"install bringup ({p['package']})",

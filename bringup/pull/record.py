@@ -12,7 +12,7 @@ whole at every run, so a host's series never go absent between two runs::
     bringup_pull_last_refusal_timestamp_seconds{host}
     bringup_pull_last_refusal_info{host,reason,revision}     1: why the last refused revision was refused
     bringup_pull_last_run_info{host,status,reason}           1: the last run's status and its short reason
-                                                             (unreachable, checkout, busy, ...; "" when applied)
+                                                             (unreachable, disk-full, busy, ...; "" when applied)
 """
 from __future__ import annotations
 
@@ -26,10 +26,21 @@ from pydantic import BaseModel, ValidationError
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["Attempt", "State", "STATUSES", "METRICS", "load_state", "save_state", "registry", "write_metrics"]
+__all__ = ["Attempt", "State", "STATUSES", "METRICS", "load_state", "save_state", "registry", "write_metrics",
+           "textfile_folder", "TEXTFILE_FOLDERS", "TEXTFILE"]
 
-#: A run's status: applied (converged with success), failed (the converge failed: retried next tick), refused
-#: (the revision is not trusted or not valid: never applied), error (no revision reached: server, lock, disk).
+#: ``--prometheus auto``'s file name, in the folder :func:`textfile_folder` finds.
+TEXTFILE = "bringup-pull.prom"
+#: Where node exporters read textfiles when no running one says: Debian's and Ubuntu's package
+#: (prometheus-node-exporter: its built-in --collector.textfile.directory), then the folder bringup's role used
+#: to make (the last: made when none of them is there).
+TEXTFILE_FOLDERS = ("/var/lib/prometheus/node-exporter", "/var/lib/node_exporter/textfile_collector")
+_EXPORTERS = ("node_exporter", "prometheus-node-exporter")
+_FLAG = "--collector.textfile.directory"
+
+#: A run's status: applied (converged with success), failed (the converge failed, or the disk is full: retried
+#: next tick), refused (the revision is not trusted, not valid or older than the applied one: never applied),
+#: error (no revision reached: server, lock).
 STATUSES = ("applied", "failed", "refused", "error")
 Status = Literal["applied", "failed", "refused", "error"]
 
@@ -141,3 +152,44 @@ def write_metrics(state: State, path: Path) -> None:
     from ..drift import write_textfile
 
     write_textfile(registry(state), path, own=tuple(METRICS))
+
+
+def _said_folder(argv: list[str]) -> str | None:
+    """The textfile folder a node exporter's command line names (``--collector.textfile.directory[=]DIR``)."""
+    for i, word in enumerate(argv):
+        for flag in (_FLAG, "-" + _FLAG):
+            if word.startswith(flag + "="):
+                return word.split("=", 1)[1]
+            if word == flag and i + 1 < len(argv):
+                return argv[i + 1]
+    return None
+
+
+def textfile_folder(proc: Path = Path("/proc"), folders: tuple[str, ...] = TEXTFILE_FOLDERS) -> tuple[Path, str]:
+    """The node exporter's textfile folder on this host, and how it was found: the folder a running node
+    exporter (``node_exporter``, Debian's ``prometheus-node-exporter``) names with
+    ``--collector.textfile.directory``, when it is an absolute folder here; else the first of ``folders`` that
+    exists; else the last of them (to be made).  Each command line is read with a size cap."""
+    try:
+        pids = sorted((int(d.name) for d in proc.iterdir() if d.name.isdigit()))
+    except OSError:
+        pids = []
+    for pid in pids:
+        try:
+            with open(proc / str(pid) / "cmdline", "rb") as f:
+                raw = f.read(64 << 10)
+        except OSError:
+            continue
+        argv = raw.decode("utf-8", "replace").split("\0")
+        if not argv or os.path.basename(argv[0]) not in _EXPORTERS:
+            continue
+        said = _said_folder(argv[1:])
+        rootfs = next((w.split("=", 1)[1] for w in argv if w.startswith("--path.rootfs=")), "")
+        if said and rootfs.startswith("/") and rootfs != "/" and said.startswith(rootfs.rstrip("/") + "/"):
+            said = said[len(rootfs.rstrip("/")):]  # a containerised exporter's view of the host (/host/var/...)
+        if said and os.path.isabs(said) and os.path.isdir(said):
+            return Path(said), f"{os.path.basename(argv[0])} (pid {pid}) reads {said}"
+    for folder in folders:
+        if os.path.isdir(folder):
+            return Path(folder), f"{folder} exists"
+    return Path(folders[-1]), f"no node exporter's folder found; {folders[-1]} made"

@@ -2,34 +2,40 @@
 its inventory, find this host in it and converge this host alone through the local connection; then record
 what came of it (:mod:`bringup.pull.record`).
 
-Nothing of a revision is applied before its signature passed and its inventory loaded with this host in it;
+Nothing of a revision is applied before its signature passed (again at every run: a key taken out of the
+allowed signers stops even the applied revision), it moved forward from the applied one (or the operator
+allowed that rollback), its checkout held no symbolic link out of itself, and its inventory loaded with this
+host in it;
 the ``current`` link moves to a revision only once its converge succeeded, so a refused or failed revision
 leaves the last good one where it was (a failed one is tried again at the next run).
 
 The converge is ``bringup provision --host NAME --set ansible_connection=local`` run in the revision's folder
 (its ``roles/`` and ``templates/``, when it has them, are the content: :func:`bringup.project.content_root`),
 a process of its own: push mode's engine, validation and rollback rules, and its JSON report, unchanged.
+The roles are the repository's own ``roles/`` (all of them, or those ``bringup_pull.roles`` names); a
+repository without ``roles/`` converges only the shipped roles ``bringup_pull.roles`` names (never all of them).
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 from ..runlock import WAIT_S, RunLock, refusal
 from ..errors import BringupError, InventoryError
 from .record import Attempt, load_state, save_state, write_metrics
-from .source import Refused, Rule, Source, ssh_command
+from .source import Refused, Rule, Source, links_out, ssh_command
 
-__all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "EXIT"]
+__all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "pull_roles", "provision_argv", "EXIT"]
 
 #: Converge reports kept in ``<cache>/reports`` (the newest).
 KEEP_REPORTS = 20
@@ -56,6 +62,11 @@ class Settings:
     #: For ssh:// URLs: the host's deploy key and the server's known host key file.
     ssh_key: Path | None = None
     known_hosts: Path | None = None
+    #: ``--allow-rollback``: the one older revision (a commit id or its unique start) this run may apply.
+    allow_rollback: str | None = None
+    #: The roles the converge runs (``--roles``), from the revision's ``bringup_pull.roles``; None: all the
+    #: repository's own.  Set by the run, not by the operator.
+    roles: list[str] | None = None
 
 
 @dataclass
@@ -110,6 +121,10 @@ def run_lock(folder: str | None, wait_s: float, who: str) -> Iterator[None]:
 def find_host(inventory_path: Path, name: str | None, vault_files: list[str]) -> str:
     """This host's name in the revision's inventory: ``name``, else the hostname (or its first label).
     The inventory is loaded whole (its variables' syntax, vault values): a bad one is :class:`Refused`."""
+    return _find_host(inventory_path, name, vault_files)[0]
+
+
+def _find_host(inventory_path: Path, name: str | None, vault_files: list[str]) -> tuple[str, dict]:
     from ..inventory import load_inventory
     from ..vault import vault_from_options
 
@@ -119,26 +134,70 @@ def find_host(inventory_path: Path, name: str | None, vault_files: list[str]) ->
         raise Refused("invalid", f"the inventory does not load: {e}") from None
     if name:
         try:
-            return inv.host(name).name
+            h = inv.host(name)
+            return h.name, h.vars
         except InventoryError as e:
             raise Refused("host-absent", f"{e} (--name {name})") from None
     fqdn = socket.gethostname()
     for candidate in dict.fromkeys((fqdn, fqdn.split(".")[0])):
         if candidate in inv.hosts:
-            return candidate
+            return candidate, inv.host(candidate).vars
     raise Refused("host-absent", f"this host ({fqdn}) is not in {inventory_path.name}: add it there, or name it "
                                  "with --name as the inventory does")
+
+
+_ROLE_NAME = re.compile(r"^[a-z_][a-z0-9_]{0,63}$")
+
+
+def pull_roles(workdir: Path, hostvars: dict) -> list[str] | None:
+    """The roles this host's converge runs: ``bringup_pull.roles`` (checked against the roles there are), or
+    None (all of them) when the repository has its own ``roles/`` and the list is unset; a repository without
+    ``roles/`` and no list is :class:`Refused` ``no-roles`` (it would converge every role bringup ships)."""
+    raw = hostvars.get("bringup_pull")
+    names = raw.get("roles") if isinstance(raw, dict) else None
+    own = (workdir / "roles").is_dir()
+    if names is None:
+        if own:
+            return None
+        raise Refused("no-roles", "the repository has no roles/ and bringup_pull.roles is unset: name the shipped "
+                                  "roles this host converges (bringup_pull: {roles: [sysctl, docker, ...]}), or add "
+                                  "the repository's own roles/")
+    if (not isinstance(names, list) or not names
+            or not all(isinstance(n, str) and _ROLE_NAME.match(n) for n in names)):
+        raise Refused("invalid", f"bringup_pull.roles: {str(names)[:80]!r} is not a list of role names; write "
+                                 "roles: [sysctl, docker, ...]")
+    from ..project import content_root
+    from ..roles import load_roles
+
+    try:
+        order, _ = load_roles(content_root(workdir))
+    except BringupError as e:
+        raise Refused("invalid", f"the roles do not load: {e}") from None
+    unknown = [n for n in names if n not in order]
+    if unknown:
+        raise Refused("invalid", f"bringup_pull.roles: unknown role {', '.join(unknown)}; "
+                                 f"{'the repository' if own else 'bringup'} has {', '.join(order)}")
+    return list(dict.fromkeys(names))
+
+
+def provision_argv(host: str, settings: Settings) -> list[str]:
+    """The converge's command line: ``bringup provision`` of ``host`` alone, through the local connection, with
+    the roles ``settings.roles`` names (all when None)."""
+    argv = [sys.executable, "-c", "import sys; from bringup.entry import main; sys.argv[0] = 'bringup'; main()",
+            "provision", "--host", host, "--inventory", settings.inventory, "--set", "ansible_connection=local"]
+    if settings.roles:
+        argv += ["--roles", ",".join(settings.roles)]
+    if os.geteuid() == 0:
+        argv += ["--set", "ansible_become=false"]  # root already: no sudo needed (nor, maybe, installed)
+    for f in settings.vault_password_files:
+        argv += ["--vault-password-file", f]
+    return argv
 
 
 def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
     """``bringup provision`` of ``host`` alone, through the local connection, in ``workdir``; its recap read
     back from its JSON report.  A signal here is handed to it, which stops in order (its exit 130/143)."""
-    argv = [sys.executable, "-c", "import sys; from bringup.entry import main; sys.argv[0] = 'bringup'; main()",
-            "provision", "--host", host, "--inventory", settings.inventory, "--set", "ansible_connection=local"]
-    if os.geteuid() == 0:
-        argv += ["--set", "ansible_become=false"]  # root already: no sudo needed (nor, maybe, installed)
-    for f in settings.vault_password_files:
-        argv += ["--vault-password-file", f]
+    argv = provision_argv(host, settings)
     started = time.time()
     env = dict(os.environ, COLUMNS="160")
     p = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -206,14 +265,22 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
                                                     "nothing is trusted, nothing applied")
             source.fetch()
             commit, ref = source.resolve(settings.rule)
-            signer = source.verify(commit)
+            signer = source.verify(commit)  # at every run: a key taken out of the list stops the applied one too
+            if state.applied:
+                source.forward(state.applied, commit, settings.allow_rollback, ref)
             workdir = source.checkout(commit)
+            link = links_out(workdir)
+            if link:
+                raise Refused("link-out", f"revision {commit[:12]} holds a symbolic link out of its checkout: "
+                                          f"{link[0]} -> {link[1]}; bringup reads the repository's own files "
+                                          "only (make it a file, or a link inside the repository)", commit)
             inventory = workdir / settings.inventory
             if not inventory.exists():
                 raise Refused("not-bringup", f"revision {commit[:12]} of {settings.url} is not a bringup repository: "
                                              f"no inventory {settings.inventory!r} at its top", commit)
-            host = find_host(inventory, settings.name, settings.vault_password_files)
+            host, hostvars = _find_host(inventory, settings.name, settings.vault_password_files)
             state.host = host
+            settings = replace(settings, roles=pull_roles(workdir, hostvars))
             say(f"{host}: applying {commit[:12]} ({ref}, signed by {signer})")
             for s, h in before.items():
                 signal.signal(s, h)  # from here the converge takes the signal and stops in order
@@ -240,10 +307,13 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
         source.prune({c for c in (state.applied, commit) if c})
     except Refused as e:
         revision = e.revision or commit
-        status = "error" if e.reason in ("unreachable", "busy", "timeout", "checkout") else "refused"
+        status = ("failed" if e.reason == "disk-full" else
+                  "error" if e.reason in ("unreachable", "busy", "timeout", "checkout") else "refused")
         attempt = Attempt(at=time.time(), status=status, revision=revision, reason=e.reason, message=str(e))
         if status == "refused":
             state.last_refusal = attempt
+        if e.reason == "disk-full":
+            attempt.message += "; free some room, the next run tries again"
         if revision and revision != state.applied and e.reason != "busy":
             source.prune({c for c in (state.applied,) if c})
     except BringupError as e:  # git missing or failing on the host's own cache

@@ -15,7 +15,14 @@ The folder (``--cache``, ``/var/lib/bringup/pull`` by default)::
 A revision is trusted only when ``git verify-commit`` accepts it with ``gpg.format=ssh`` and
 ``gpg.ssh.allowedSignersFile`` = the host's allowed signers file, and ``%G?`` says ``G`` (good signature by a
 key of the list); anything else is a :class:`Refused` naming why (unsigned, unknown key, bad, expired or
-revoked signature).
+revoked signature).  The signature is checked again at every run, the applied revision's too: a key taken out
+of the list stops its revisions at the next run.
+
+A pull moves forward only: a revision that does not descend from the applied one (an ancestor of it, or the
+tip of a rewritten history) is a :class:`Refused` ``rollback`` unless the operator allowed that very revision
+(``--allow-rollback``, :meth:`Source.forward`).  A signed revision holding a symbolic link out of its checkout
+is refused before anything reads it (:func:`links_out`).  A full disk (the fetch or the checkout) is a
+``disk-full`` failure, and Git's temporary files of a cut fetch are removed (:meth:`Source.clean`).
 """
 from __future__ import annotations
 
@@ -30,7 +37,7 @@ from pathlib import Path
 from ..command import join
 from ..errors import BringupError, InputError, said
 
-__all__ = ["Refused", "Rule", "Source", "parse_rule", "ssh_command", "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
+__all__ = ["Refused", "Rule", "Source", "parse_rule", "ssh_command", "links_out", "disk_full", "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
 
 #: Seconds one local Git call may take (rev-parse, verify-commit, worktree add).
 GIT_TIMEOUT_S = 120
@@ -42,8 +49,9 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 
 class Refused(BringupError):
     """A revision the host does not apply: ``reason`` is a short code for the metrics (unsigned,
-    unknown-key, not-ssh-signature, bad-signature, unreachable, no-revision, not-bringup, invalid, host-absent,
-    checkout, busy), the message one line for the report and the journal."""
+    unknown-key, not-ssh-signature, bad-signature, unreachable, no-revision, not-a-commit, rollback, link-out,
+    not-bringup, invalid, host-absent, checkout, disk-full, busy), the message one line for the report and the
+    journal."""
 
     def __init__(self, reason: str, message: str, revision: str | None = None):
         super().__init__(message)
@@ -100,6 +108,44 @@ def ssh_command(key: Path | None = None, known_hosts: Path | None = None) -> lis
     return argv
 
 
+#: Free bytes under which a failed write counts as a full disk (Git's own words may not say so).
+_FULL_BELOW = 1 << 20
+#: Git's words for a write that failed (a full disk; its checkout says only "unable to write file X", having
+#: removed what it wrote, so the free space afterwards does not tell).
+_FULL_WORDS = ("no space left on device", "disk quota exceeded", "unable to write file",
+               "unable to write loose object")
+
+
+def disk_full(output: str, folder: Path) -> bool:
+    """Whether a failed Git call's ``output`` and ``folder``'s filesystem say the disk is full."""
+    if any(w in output.lower() for w in _FULL_WORDS):
+        return True
+    try:
+        st = os.statvfs(folder)
+    except OSError:
+        return False
+    return st.f_bavail * st.f_frsize < _FULL_BELOW
+
+
+def links_out(root: Path) -> tuple[str, str] | None:
+    """The first symbolic link under ``root`` (a checkout) that points out of it: absolute, or a relative one
+    that resolves (through other links too) outside ``root``; as ``(its path inside root, its target)``, or
+    None.  The worktree's own ``.git`` file is not looked into."""
+    top = os.path.realpath(root)
+    for folder, dirs, files in os.walk(top, followlinks=False):
+        if folder == top:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in sorted(dirs + files):
+            path = os.path.join(folder, name)
+            if not os.path.islink(path):
+                continue
+            target = os.readlink(path)
+            real = os.path.realpath(path)
+            if os.path.isabs(target) or os.path.commonpath([top, real]) != top:
+                return os.path.relpath(path, top), target
+    return None
+
+
 def _room(folder: Path) -> str:
     """What room ``folder``'s filesystem has left, for a failed checkout's line (git says only "unable to write
     file" when the disk is full)."""
@@ -125,12 +171,13 @@ class Source:
 
     # -- Git ------------------------------------------------------------------------------------------------
     def _git(self, *args: str, timeout: float = GIT_TIMEOUT_S, cwd: Path | None = None,
-             check: bool = True) -> subprocess.CompletedProcess:
+             check: bool = True, input_: str | None = None) -> subprocess.CompletedProcess:
         argv = ["git", "--git-dir", str(self.git_dir),
                 "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={self.allowed_signers}", *args]
         try:
             p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                               env=_env(self.ssh), cwd=cwd, stdin=subprocess.DEVNULL)
+                               env=_env(self.ssh), cwd=cwd, input=input_,
+                               **({} if input_ is not None else {"stdin": subprocess.DEVNULL}))
         except FileNotFoundError:
             raise BringupError("git is not installed on this host (apt-get install git)") from None
         except subprocess.TimeoutExpired:
@@ -144,11 +191,38 @@ class Source:
         if not (self.git_dir / "HEAD").is_file():
             self.git_dir.mkdir(parents=True, exist_ok=True)
             self._git("init", "--quiet", "--bare")
-        p = self._git("fetch", "--quiet", "--prune", "--force", "--no-write-fetch-head", "--",
-                      self.url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
-                      timeout=FETCH_TIMEOUT_S, check=False)
+        self.clean()  # a fetch cut off by a signal, a crash or a full disk left its temporary files
+        try:
+            p = self._git("fetch", "--quiet", "--prune", "--force", "--no-write-fetch-head", "--",
+                          self.url, "+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*",
+                          timeout=FETCH_TIMEOUT_S, check=False)
+        except BaseException:
+            self.clean()
+            raise
         if p.returncode:
+            full = disk_full(p.stderr + p.stdout, self.git_dir)
+            room = _room(self.git_dir)  # before the temporary files go: what the fetch ran into
+            self.clean()
+            if full:
+                raise Refused("disk-full", f"fetch from {self.url} stopped: the disk is full ({room}; its temporary "
+                                           f"files removed): {said(p.stderr or p.stdout, 200)}")
             raise Refused("unreachable", f"fetch from {self.url} failed: {said(p.stderr or p.stdout, 300)}")
+
+    def clean(self) -> list[str]:
+        """Remove what a cut fetch leaves in the cache's object store (``objects/pack/tmp_pack_*``,
+        ``tmp_idx_*``, loose ``objects/??/tmp_obj_*``); runs under the run lock, so no other fetch is
+        writing them.  Returns what it removed (relative to the object store)."""
+        objects = self.git_dir / "objects"
+        gone = []
+        for pattern in ("pack/tmp_*", "??/tmp_obj_*", "tmp_obj_*"):
+            for f in objects.glob(pattern):
+                try:
+                    if f.is_file() and not f.is_symlink():
+                        f.unlink()
+                        gone.append(str(f.relative_to(objects)))
+                except OSError:
+                    pass
+        return gone
 
     def resolve(self, rule: Rule) -> tuple[str, str]:
         """The commit ``rule`` picks, and the ref it came from."""
@@ -160,6 +234,11 @@ class Source:
             if not tags:
                 raise Refused("no-revision", f"no tag of {self.url} matches {rule.value!r}")
             ref = f"refs/tags/{tags[0]}"
+            # A tag may name any object (git tag v2 HEAD^{tree}): say what it names rather than "no revision".
+            kind = self._git("cat-file", "-t", f"{ref}^{{}}", check=False).stdout.strip()
+            if kind and kind != "commit":
+                raise Refused("not-a-commit", f"tag {tags[0]} of {self.url} names a{'n' if kind[0] in 'aeiou' else ''} "
+                                              f"{kind}, not a commit: nothing to check out; tag a signed commit")
         p = self._git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
         commit = p.stdout.strip()
         if p.returncode or not _COMMIT.match(commit):
@@ -209,6 +288,45 @@ class Source:
                         "-----BEGIN SIGNED MESSAGE-----": "X.509"}.get(armor, "an unknown format")
         return None
 
+    def forward(self, applied: str, commit: str, allow: str | None = None, ref: str = "") -> None:
+        """Nothing when ``commit`` descends from ``applied`` (or is it); else a :class:`Refused` ``rollback``
+        (an ancestor of the applied revision, or the tip of a rewritten history), unless ``allow`` (a commit id
+        or a unique start of one, the operator's ``--allow-rollback``) names ``commit``."""
+        if commit == applied:
+            return
+        ahead = self._git("merge-base", "--is-ancestor", applied, commit, check=False).returncode
+        if ahead == 0:
+            return
+        short, was = commit[:12], applied[:12]
+        if allow and self.names(allow, commit):
+            return
+        where = f" ({ref.removeprefix('refs/heads/').removeprefix('refs/tags/')})" if ref else ""
+        how = f"allow it for that revision alone with bringup pull --allow-rollback {short}"
+        if ahead != 1:
+            why = f"the applied {was} is not in the fetched repository, so it cannot be told older or newer"
+        elif self._git("merge-base", "--is-ancestor", commit, applied, check=False).returncode == 0:
+            why = f"it is older than the applied {was} (an ancestor of it)"
+        else:
+            why = f"it does not descend from the applied {was} (a force-push rewrote the history, or an older line)"
+        if allow and commit.startswith(allow.lower()):
+            how = f"--allow-rollback {allow} is ambiguous in the repository: give more of {commit}"
+        raise Refused("rollback", f"revision {short}{where} moves back: {why}; {how}", commit)
+
+    def names(self, prefix: str, commit: str) -> bool:
+        """Whether ``prefix`` (hexadecimal, 4 to 40 characters) names ``commit`` and no other commit of the
+        cache (read as an object id only: a branch or tag named like it does not count)."""
+        prefix = prefix.lower()
+        if not commit.startswith(prefix):
+            return False
+        if len(prefix) == len(commit):
+            return True
+        found = self._git("rev-parse", f"--disambiguate={prefix}", check=False).stdout.split()
+        if len(found) > 1:
+            kinds = self._git("cat-file", "--batch-check=%(objecttype) %(objectname)", check=False,
+                              input_="\n".join(found) + "\n").stdout.split("\n")
+            found = [line.split()[1] for line in kinds if line.startswith("commit ")]
+        return found == [commit]
+
     # -- Checkout -------------------------------------------------------------------------------------------
     def applied(self) -> str | None:
         """The commit ``current`` points at (the last revision applied with success), or None."""
@@ -238,8 +356,10 @@ class Source:
         try:
             p = self._git("worktree", "add", "--quiet", "--detach", "--", str(tmp), commit, check=False)
             if p.returncode:
-                raise Refused("checkout", f"checkout of {commit[:12]} failed ({_room(self.revisions)}): "
-                                          f"{said(p.stderr, 300)}", commit)
+                reason = "disk-full" if disk_full(p.stderr, self.revisions) else "checkout"
+                raise Refused(reason, f"checkout of {commit[:12]} failed ({_room(self.revisions)}"
+                                      f"{', the disk is full' if reason == 'disk-full' else ''}): "
+                                      f"{said(p.stderr, 300)}", commit)
             self._git("worktree", "move", str(tmp), str(final))
         except BaseException:
             self._drop(tmp)

@@ -1,13 +1,14 @@
 """``bringup pull``: on a host, converge this host from a signed revision of a Git repository
 (:mod:`bringup.pull`).
 
-Exit 0 when the revision was applied, 2 when its converge failed, 3 when it was refused (unsigned, an
-unknown key, not a bringup repository, an inventory that does not load or lacks this host), 4 when no revision
-was reached (the server, the run lock), 1 for bad input; the last good revision stays applied in every case
-but 0.
+Exit 0 when the revision was applied, 2 when its converge failed (or the disk is full), 3 when it was refused
+(unsigned, an unknown key, older than the applied one, a link out of the checkout, not a bringup repository, an
+inventory that does not load or lacks this host), 4 when no revision was reached (the server, the run lock),
+1 for bad input; the last good revision stays applied in every case but 0.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from invoke import Exit
@@ -22,6 +23,32 @@ __all__ = ["pull", "fleet", "CACHE", "ALLOWED_SIGNERS"]
 CACHE = "/var/lib/bringup/pull"
 #: The host's list of trusted signing keys (OpenSSH allowed signers format).
 ALLOWED_SIGNERS = "/etc/bringup/allowed_signers"
+
+
+def _commit_id(text) -> str:
+    """``--allow-rollback``: a commit id, whole or its start (4 to 40 hexadecimal characters)."""
+    rev = str(text).strip().lower()
+    if not re.fullmatch(r"[0-9a-f]{4,40}", rev):
+        raise InputError(f"--allow-rollback {str(text)[:60]!r}: give the commit to roll back to, its id or its "
+                         "first characters (4 to 40 hexadecimal digits, e.g. 3f2a9c1d07be)")
+    return rev
+
+
+def _textfile(given, check, own) -> Path:
+    """``--prometheus FILE``, or ``auto``: bringup-pull.prom in the node exporter's textfile folder found on this
+    host (:func:`bringup.pull.record.textfile_folder`; Debian's package reads /var/lib/prometheus/node-exporter)."""
+    if str(given).strip() != "auto":
+        return check(given, own=tuple(own))
+    from ..pull.record import TEXTFILE, textfile_folder
+
+    folder, how = textfile_folder()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"--prometheus auto: cannot make {folder} ({e.strerror or e}); give --prometheus FILE "
+                         "in the node exporter's textfile folder") from None
+    print(f"--prometheus auto: {folder / TEXTFILE} ({how})", flush=True)
+    return check(str(folder / TEXTFILE), own=tuple(own))
 
 
 def _url(text) -> str:
@@ -41,14 +68,18 @@ def _url(text) -> str:
     "name": "this host's name in the inventory (default: its hostname)",
     "inventory": "the inventory inside the repository (default hosts)",
     "cache": f"folder for the repository, the revisions' checkouts and the state (default {CACHE})",
-    "prometheus": "also write the outcome as Prometheus text to FILE (*.prom, the node exporter's textfile folder)",
+    "prometheus": "also write the outcome as Prometheus text to FILE (*.prom, the node exporter's textfile folder), "
+                  "or auto: bringup-pull.prom in the folder this host's node exporter reads",
     "vault-password-file": "file holding the inventory's vault password (on this host); repeatable",
     "lock": "the folder of the host's run lock, the one push runs take (default: root's /run/bringup)",
     "ssh-key": "ssh:// URLs: the host's deploy key (a file on this host)",
     "known-hosts": "ssh:// URLs: the server's host key, a known_hosts file (an unknown or changed key is refused)",
+    "allow-rollback": "apply this revision (a commit id or its start) even though it does not descend from the "
+                      "applied one (an older commit, a force-pushed branch, a tag moved back)",
 })
 def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, name=None, inventory="hosts",
-         cache=CACHE, prometheus=None, vault_password_file=None, lock=None, ssh_key=None, known_hosts=None):
+         cache=CACHE, prometheus=None, vault_password_file=None, lock=None, ssh_key=None, known_hosts=None,
+         allow_rollback=None):
     """Converge this host from a signed Git revision (pull mode: fetch, verify, check out, converge locally)."""
     from ..drift import check_prometheus_path
     from ..pull.record import METRICS
@@ -64,10 +95,12 @@ def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, na
         settings = Settings(url=_url(url), rule=parse_rule(branch, tag), cache=Path(cache),
                             allowed_signers=Path(allowed_signers), name=(str(name).strip() or None) if name else None,
                             inventory=inv,
-                            prometheus=check_prometheus_path(prometheus, own=tuple(METRICS)) if prometheus else None,
+                            prometheus=_textfile(prometheus, check_prometheus_path, METRICS) if prometheus else None,
                             vault_password_files=list(vault_password_file or []))
         if lock:
             settings.lock = str(lock)
+        if allow_rollback is not None:
+            settings.allow_rollback = _commit_id(allow_rollback)
         for flag, value in (("--ssh-key", ssh_key), ("--known-hosts", known_hosts)):
             if value and not Path(value).is_file():
                 raise InputError(f"{flag} {value}: no such file on this host")

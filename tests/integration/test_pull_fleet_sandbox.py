@@ -12,7 +12,7 @@ node exporter would serve the file in place.
 Cases: a signed push converges all of them; an unsigned push and one signed by an unknown key are refused on
 every host, each staying at the last good revision; a host that was down (``docker stop``) catches up by its own
 timer once started again; a disk that fills during the checkout (a 2 MiB tmpfs on one host's revisions folder,
-mounted in the container) is one line in the journal and an ``error`` in the metrics, leaves nothing half
+mounted in the container) is one line in the journal and ``failed`` (disk-full) in the state and the metrics, leaves nothing half
 applied, and the next run converges once there is room.  After each case ``invoke fleet`` against Prometheus
 shows each host right.
 """
@@ -240,23 +240,24 @@ def test_a_disk_full_during_checkout_leaves_the_host_at_the_last_good_revision(f
     assert good, "runs after the fleet test (the hosts at a good revision)"
     big = fleet.push("hello big", blob=4 << 20)  # 4 MiB: more than the host's 2 MiB for its revisions
     s = fleet.tick(full)
-    assert s["last"]["status"] == "error" and s["last"]["reason"] == "checkout", fleet.journal(full)
+    # A full disk is a failure (issue 40 item 5): failed / disk-full, in the state and the metrics.
+    assert s["last"]["status"] == "failed" and s["last"]["reason"] == "disk-full", fleet.journal(full)
     assert s["applied"] == good and s["last"]["revision"] == big
     # git's own words say only "unable to write file": the line says how much room was left.
-    assert f"KiB free in {CACHE}/revisions)" in s["last"]["message"], s["last"]["message"]
+    assert f"KiB free in {CACHE}/revisions, the disk is full)" in s["last"]["message"], s["last"]["message"]
     journal = fleet.journal(full)
-    assert f"error: checkout of {big[:12]} failed" in journal, journal
+    assert f"failed: checkout of {big[:12]} failed" in journal, journal
     # Nothing half applied: the file, the current link, and no checkout left behind, whole or cut.
     assert fleet.demo(full) == "hello again\n"
     assert full.exec(["readlink", f"{CACHE}/current"]).stdout.strip() == f"revisions/{good}"
     assert full.exec(["ls", "-A", f"{CACHE}/revisions"]).stdout.split() == [good]
     prom = full.exec(["cat", TEXTFILE]).stdout
-    assert f'bringup_pull_status{{host="{full.name}",status="error"}} 1.0' in prom
+    assert f'bringup_pull_status{{host="{full.name}",status="failed"}} 1.0' in prom
     assert f'bringup_pull_applied_info{{host="{full.name}",revision="{good}"}} 1.0' in prom
     for h, s in zip(others, parallel(fleet.tick, others)):
         assert s["applied"] == big, fleet.journal(h)
     fleet.report()
-    assert fleet.prom.fleet({NAMES[0]: "error", NAMES[1]: "ok", NAMES[2]: "ok"}, big)["exit_code"] == 2
+    assert fleet.prom.fleet({NAMES[0]: "failed", NAMES[1]: "ok", NAMES[2]: "ok"}, big)["exit_code"] == 2
 
     # Room again (the same tmpfs, grown): the next run converges.
     full.exec(f"mount -o remount,size=64m {CACHE}/revisions")

@@ -319,7 +319,11 @@ def test_a_tag_pattern_picks_the_highest_version_and_a_force_push_is_followed(fl
     assert got.revision == ten
     git(fleet.work, "reset", "--quiet", "--hard", "HEAD~2")
     rewritten = fleet.commit("rewritten", key=fleet.ops)  # force-pushed over main
-    assert pull(fleet.settings(), converge=ok).revision == rewritten
+    # The fetch follows it; applying it is a rollback (issue 40 item 5), so the operator allows it by name.
+    got = pull(fleet.settings(), converge=ok)
+    assert (got.status, got.reason, got.revision) == ("refused", "rollback", rewritten) and fleet.current() == ten
+    got = pull(fleet.settings(allow_rollback=rewritten[:10]), converge=ok)
+    assert (got.status, got.revision) == ("applied", rewritten) and fleet.current() == rewritten
 
 
 @pytest.mark.reliability(item=33, fault="pull while another run holds the host's run lock", variants=1,

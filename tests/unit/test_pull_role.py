@@ -79,6 +79,19 @@ def test_a_package_installs_bringup_in_a_venv_once():
     assert P.VENV + "/bin/bringup pull" in got["file:" + P.SERVICE].content.decode()
 
 
+def test_the_textfile_is_found_on_the_host_by_default_and_the_roles_are_checked():
+    """Debian's prometheus-node-exporter reads /var/lib/prometheus/node-exporter: by default each run finds the
+    folder the host's node exporter reads (``--prometheus auto``) rather than writing where none looks."""
+    got = planned(wanted(roles=["sysctl", "docker"]))
+    words = shlex.split(got["file:" + P.SERVICE].content.decode().split("ExecStart=", 1)[1].splitlines()[0])
+    assert words[words.index("--prometheus") + 1] == "auto"
+    assert not [r for r in got if r.startswith("directory:/var/lib")]  # nothing made where no exporter looks
+    CHECK({**DEFAULTS, "bringup_pull": wanted(roles=["sysctl", "docker"])})
+    got = planned(wanted(prometheus="/var/lib/prometheus/node-exporter/bringup-pull.prom", allow_rollback="3F2A9C1D"))
+    assert "--allow-rollback 3f2a9c1d" in got["file:" + P.SERVICE].content.decode()
+    assert "directory:/var/lib/prometheus/node-exporter" in got
+
+
 def test_without_systemd_it_says_what_to_do_instead():
     (only,) = planned(wanted(), facts={"system.systemd": {"booted": False, "pid1": "tini"}}).values()
     assert "cron" in only.text
@@ -93,6 +106,10 @@ def test_without_systemd_it_says_what_to_do_instead():
     (wanted(package="bringup", command="/usr/bin/bringup"), "give one"),
     ({"allowed_signers": [SIGNER]}, "url"),
     (wanted(known_hosts=["git.example.org"]), "known_hosts[0]"),
+    (wanted(roles=["../x"]), "bringup_pull.roles"),
+    (wanted(roles=[]), "bringup_pull.roles"),
+    (wanted(allow_rollback="HEAD~1"), "allow_rollback"),
+    (wanted(prometheus="/var/lib/x.txt"), "prometheus"),
 ])
 def test_bad_pull_variables_are_one_line(pull, words):
     with pytest.raises(InputError) as e:
