@@ -32,10 +32,20 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, TYPE_CHECKING, Sequence
+from typing import IO, Protocol, Sequence
 
-if TYPE_CHECKING:
-    from .stop import Stop
+
+class Stop(Protocol):
+    """What a child's bound reads of the run's stop (:class:`bringup.stop.Stop` is one): named here, not
+    imported, so that this leaf imports nothing of bringup."""
+
+    name: str
+
+    @property
+    def requested(self) -> bool: ...
+
+    @property
+    def abandoned(self) -> bool: ...
 
 __all__ = ["PARENT_FD_ENV", "TAG_ENV", "GRACE_S", "Ended", "run_bounded", "end_group", "end_tagged",
            "watch_parent", "Captured", "capture"]
