@@ -111,7 +111,7 @@ def test_unset_env_fails_before_connecting_with_one_line(sandbox_host, project, 
     r = invoke("provision", "--host", sandbox_host.name, "--roles", "docker", cwd=project)
     assert r.returncode == 1, r.stdout + r.stderr
     lines = [l for l in r.stderr.splitlines() if l.strip()]
-    assert len(lines) == 1 and "registry_auths.nvcr.io.password: environment variable NGC_API_KEY is not set" \
+    assert len(lines) == 1 and "registry_auths.nvcr.io.password: secret reference {env: 'NGC_API_KEY'}: environment variable NGC_API_KEY is not set" \
         in lines[0], r.stderr
     assert "PLAY RECAP" not in r.stdout and LOCAL not in r.stdout + r.stderr
     assert sandbox_host.exec(["sha256sum", CONFIG], check=False).stdout == before

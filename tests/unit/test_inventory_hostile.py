@@ -348,8 +348,10 @@ def test_forty_thousand_hosts_load_in_seconds_and_doubling_does_not_quadruple(tm
     assert took < 90, f"40,000 hosts took {took:.1f} s (about 3 s on the 2-core machine)"
     # Linear: twice the hosts, about twice the time. The quadratic steps this replaced (a list membership test per
     # host and per child group) made 20,000 hosts 4.4 times slower than 10,000; 3.3 leaves room for noise.
-    small = cpu_seconds_to_load(big_inventory(tmp_path / "s", 10_000))
-    double = cpu_seconds_to_load(big_inventory(tmp_path / "d", 20_000))
+    # The least of three loads each: one load on a busy machine can be slowed by a neighbour's burst.
+    small_inv, double_inv = big_inventory(tmp_path / "s", 10_000), big_inventory(tmp_path / "d", 20_000)
+    small = min(cpu_seconds_to_load(small_inv) for _ in range(3))
+    double = min(cpu_seconds_to_load(double_inv) for _ in range(3))
     print(f"40,000: {took:.1f} s; 10,000: {small:.2f}, 20,000: {double:.2f} s CPU")
     assert double < 3.3 * small, f"10,000 hosts: {small:.2f} s, 20,000: {double:.2f} s (CPU)"
 
