@@ -7,13 +7,16 @@ watchdog, with nothing left running either.  Checks go through ``docker exec``.
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 import yaml
+
+from harness.doubles.libcuda import build_fake_libcuda
 
 from .helpers import REPO, invoke
 
@@ -23,6 +26,19 @@ pytestmark = pytest.mark.integration
 def project(tmp_path: Path, host, **extra) -> Path:
     (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h": {**host.inventory_vars(), **extra}}}}))
     return tmp_path
+
+
+@contextmanager
+def fake_cuda_on(host, tmp_path: Path, mode: str) -> Iterator[None]:
+    """The libcuda TEST DOUBLE where the host's loader finds libcuda.so.1, in ``mode``; removed after."""
+    lib = build_fake_libcuda(tmp_path)
+    host.exec("mkdir -p /opt/fakecuda")
+    subprocess.run(["docker", "cp", str(lib), f"{host.container}:/opt/fakecuda/libcuda.so.1"], check=True, timeout=60)
+    try:
+        host.exec(f"echo /opt/fakecuda > /etc/ld.so.conf.d/fakecuda.conf && ldconfig && echo {mode} > /run/fake_cuda_mode")
+        yield
+    finally:
+        host.exec("rm -f /etc/ld.so.conf.d/fakecuda.conf /run/fake_cuda_mode && ldconfig; rm -rf /opt/fakecuda")
 
 
 def left(host) -> str:
@@ -52,15 +68,7 @@ def test_a_copy_that_never_returns_is_bounded_on_the_host(sandbox_host, tmp_path
     host = sandbox_host
     if not host.exec("command -v python3 || true").stdout.strip():
         pytest.fail("the sandbox image has no python3: the probe cannot run there")
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    lib = tmp_path / "libcuda.so.1"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(REPO / "harness/doubles/fake_libcuda.c")],
-                   check=True, timeout=60)
-    host.exec("mkdir -p /opt/fakecuda")
-    subprocess.run(["docker", "cp", str(lib), f"{host.container}:/opt/fakecuda/libcuda.so.1"], check=True, timeout=60)
-    try:
-        # The TEST DOUBLE stands where the loader finds libcuda.so.1, in its "hang" mode.
-        host.exec("echo /opt/fakecuda > /etc/ld.so.conf.d/fakecuda.conf && ldconfig && echo hang > /run/fake_cuda_mode")
+    with fake_cuda_on(host, tmp_path, "hang"):
         started = time.monotonic()
         r = invoke("accept", "--host", "h", "--out", "out", "--seconds", "1", "--dcgm-level", "0",
                    cwd=project(tmp_path, host), timeout=300)
@@ -71,8 +79,6 @@ def test_a_copy_that_never_returns_is_bounded_on_the_host(sandbox_host, tmp_path
         assert len(fails) == 1 and "did not return within 20 s (watchdog)" in fails[0], page
         assert took < 120
         assert left(host) == ""
-    finally:
-        host.exec("rm -f /etc/ld.so.conf.d/fakecuda.conf /run/fake_cuda_mode && ldconfig; rm -rf /opt/fakecuda")
 
 
 @pytest.mark.reliability(item=40, fault="Ctrl-C (SIGINT) of accept over SSH in the middle of the GPU load",
@@ -85,41 +91,34 @@ def test_ctrl_c_mid_load_kills_the_load_on_the_host(sandbox_host, tmp_path):
     host = sandbox_host
     if not host.exec("command -v python3 || true").stdout.strip():
         pytest.fail("the sandbox image has no python3: the probe cannot run there")
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    lib = tmp_path / "libcuda.so.1"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(lib), str(REPO / "harness/doubles/fake_libcuda.c")],
-                   check=True, timeout=60)
-    host.exec("mkdir -p /opt/fakecuda")
-    subprocess.run(["docker", "cp", str(lib), f"{host.container}:/opt/fakecuda/libcuda.so.1"], check=True, timeout=60)
-    try:
-        # The TEST DOUBLE, in its "ok" mode: its copies sleep, so a 60 s load runs on the host.
-        host.exec("echo /opt/fakecuda > /etc/ld.so.conf.d/fakecuda.conf && ldconfig && echo ok > /run/fake_cuda_mode")
-        p = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "accept", "--host", "h",
-                              "--out", "out", "--seconds", "60", "--dcgm-level", "0"], cwd=project(tmp_path, host),
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    with fake_cuda_on(host, tmp_path, "ok"):
         try:
-            def loading() -> str:   # the probe, not the preflight's own python3 (Triton's metrics read)
-                return host.exec("pgrep -af 'python[3] - --seconds' || true").stdout.strip()
+            # The TEST DOUBLE's "ok" mode: its copies sleep, so a 60 s load runs on the host.
+            p = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "accept", "--host", "h",
+                                  "--out", "out", "--seconds", "60", "--dcgm-level", "0"], cwd=project(tmp_path, host),
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+            try:
+                def loading() -> str:   # the probe, not the preflight's own python3 (Triton's metrics read)
+                    return host.exec("pgrep -af 'python[3] - --seconds' || true").stdout.strip()
 
-            deadline = time.monotonic() + 120
-            while not loading() and time.monotonic() < deadline and p.poll() is None:
-                time.sleep(0.5)
-            assert loading(), "the load never started on the host: " + (p.communicate()[1] if p.poll() is not None
-                                                                          else "")
-            time.sleep(2)
-            sent = time.monotonic()
-            os.killpg(p.pid, signal.SIGINT)   # a terminal's Ctrl-C
-            out, err = p.communicate(timeout=90)
-            took = time.monotonic() - sent
+                deadline = time.monotonic() + 120
+                while not loading() and time.monotonic() < deadline and p.poll() is None:
+                    time.sleep(0.5)
+                assert loading(), "the load never started on the host: " + (p.communicate()[1] if p.poll() is not None
+                                                                              else "")
+                time.sleep(2)
+                sent = time.monotonic()
+                os.killpg(p.pid, signal.SIGINT)   # a terminal's Ctrl-C
+                out, err = p.communicate(timeout=90)
+                took = time.monotonic() - sent
+            finally:
+                if p.poll() is None:
+                    os.killpg(p.pid, signal.SIGKILL)
+                    p.wait()
+            assert p.returncode == 130, out + err
+            assert "Traceback" not in out + err
+            assert err.strip().splitlines()[-1].startswith("SIGINT: acceptance stopped; h: GPU load stopped ("), err
+            assert took < 45, took
+            assert left(host) == ""   # the second channel: docker exec on the host, well before the load's 60 s
         finally:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait()
-        assert p.returncode == 130, out + err
-        assert "Traceback" not in out + err
-        assert err.strip().splitlines()[-1].startswith("SIGINT: acceptance stopped; h: GPU load stopped ("), err
-        assert took < 45, took
-        assert left(host) == ""   # the second channel: docker exec on the host, well before the load's 60 s
-    finally:
-        host.exec("pkill -KILL -f 'python[3] -' || true; rm -f /etc/ld.so.conf.d/fakecuda.conf /run/fake_cuda_mode "
-                  "&& ldconfig; rm -rf /opt/fakecuda")
+            host.exec("pkill -KILL -f 'python[3] -' || true")   # whatever a failed assertion left running

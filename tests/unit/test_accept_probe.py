@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from bringup.acceptance.judge import judge
+from harness.doubles.libcuda import build_fake_libcuda
 
 REPO = Path(__file__).resolve().parents[2]
 PROBE = REPO / "bringup" / "acceptance" / "probe.py"
-SOURCE = REPO / "harness" / "doubles" / "fake_libcuda.c"
 
 OLD_SMI = """#!/bin/sh
 # TEST DOUBLE of nvidia-smi of an older driver: clocks_event_reasons is not a field it knows.
@@ -36,11 +35,7 @@ echo "1, 00000000:19:00.0, 0x0000000000000000, 60, 1980"
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory) -> Path:
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    assert gcc, "gcc is needed to build the libcuda test double"
-    out = tmp_path_factory.mktemp("fakecuda") / "libcuda.so.1"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(out), str(SOURCE)], check=True, timeout=60)
-    return out
+    return build_fake_libcuda(tmp_path_factory.mktemp("fakecuda"))
 
 
 @pytest.fixture(scope="module")

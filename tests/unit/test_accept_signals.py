@@ -9,7 +9,6 @@ group does not reach: before the fix it loaded the GPUs for its whole bound afte
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -19,17 +18,14 @@ from pathlib import Path
 import pytest
 import yaml
 
+from harness.doubles.libcuda import build_fake_libcuda
+
 REPO = Path(__file__).resolve().parents[2]
-SOURCE = REPO / "harness/doubles/fake_libcuda.c"
 
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory) -> Path:
-    gcc = shutil.which("gcc") or shutil.which("cc")
-    assert gcc, "gcc is needed to build the libcuda test double"
-    out = tmp_path_factory.mktemp("fakecuda") / "libcuda.so.1"
-    subprocess.run([gcc, "-shared", "-fPIC", "-O1", "-o", str(out), str(SOURCE)], check=True, timeout=60)
-    return out
+    return build_fake_libcuda(tmp_path_factory.mktemp("fakecuda"))
 
 
 def _loads() -> dict[int, str]:
