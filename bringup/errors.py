@@ -1,5 +1,7 @@
-"""Errors that reach the operator as one line."""
+"""Errors that reach the operator as one line, and the words they quote (bounded)."""
 from __future__ import annotations
+
+from typing import Any
 
 
 class BringupError(Exception):
@@ -19,6 +21,42 @@ class InputError(BringupError):
 
 class Unreachable(Exception):
     """The host could not be connected to (network, auth, host key)."""
+
+
+def first_line(text: Any) -> str:
+    """The first line of ``text``, stripped ("" for blank text)."""
+    return str(text).strip().splitlines()[0] if str(text).strip() else ""
+
+
+#: A value is quoted whole in an error line up to this many characters; past it, a prefix and its length.
+QUOTE_MAX = 64
+
+
+def quoted(v: Any, limit: int = QUOTE_MAX) -> str:
+    """``v``'s first line quoted for an error line, bounded: ``'1,2,3,...'... (108,894 characters)`` for a
+    109 kB --instances, which was repeated whole."""
+    text = str(v)
+    first = first_line(text)
+    if len(first) <= limit and first == text.strip():
+        return repr(first)
+    return f"{first[:limit]!r}... ({len(text):,} characters)"
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character but newline and tab, and every byte that was not UTF-8 (kept as a
+    surrogate escape), written out as ``\\xNN``: shown, never acting on a terminal, always encodable."""
+    if not isinstance(text, str) or (text.isprintable() and text.isascii()):
+        return text
+    out = []
+    for ch in text:
+        n = ord(ch)
+        if 0xDC80 <= n <= 0xDCFF:
+            out.append(f"\\x{n - 0xDC00:02x}")
+        elif (n < 0x20 and ch not in "\n\t") or 0x7F <= n < 0xA0 or 0xD800 <= n <= 0xDFFF:
+            out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 #: Lines that carry a program's own verdict (apt's ``E:``, ``error:``, ``fatal:``): kept before any other line.

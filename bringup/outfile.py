@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from .errors import InputError
+from .errors import InputError, quoted
 from .userfile import link_out
 
 __all__ = ["write_atomic", "out_folder", "sub_folder"]
@@ -54,34 +54,29 @@ def out_folder(v: Any, flag: str = "--out") -> Path:
     is no symbolic link out of its own folder."""
     text = str(v)
     if not text.strip() or "\0" in text or "\n" in text:
-        raise InputError(f"{flag} {_q(text)}: a folder name")
+        raise InputError(f"{flag} {quoted(text, 120)}: a folder name")
     try:
         return _out_folder(text, flag)
     except OSError as e:  # a name too long for the file system, a loop of links
-        raise InputError(f"{flag} {_q(text)}: {e.strerror or e}; give a folder of your own, like reports/bench"
+        raise InputError(f"{flag} {quoted(text, 120)}: {e.strerror or e}; give a folder of your own, like reports/bench"
                          ) from None
-
-
-def _q(text: str, limit: int = 120) -> str:
-    """``text`` quoted for an error line, at most ``limit`` characters of it."""
-    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
 def _out_folder(text: str, flag: str) -> Path:
     p = Path(text)
     out = link_out(p, p.parent) if p.is_symlink() else None
     if out is not None:
-        raise InputError(f"{flag} {_q(text)} is a symbolic link to {_q(out[1])}, outside {p.parent}; name the real folder "
+        raise InputError(f"{flag} {quoted(text, 120)} is a symbolic link to {quoted(out[1], 120)}, outside {p.parent}; name the real folder "
                          "(pages are never written through a link)")
     probe = p
     while True:
         if probe.exists() or probe.is_symlink():
             if not probe.is_dir():
                 what = "it" if probe == p else str(probe)
-                raise InputError(f"{flag} {_q(text)}: {what} is not a folder (results are several files: give a "
+                raise InputError(f"{flag} {quoted(text, 120)}: {what} is not a folder (results are several files: give a "
                                  "folder)")
             if not os.access(probe, os.W_OK | os.X_OK):
-                raise InputError(f"{flag} {_q(text)}: {probe} is not writable")
+                raise InputError(f"{flag} {quoted(text, 120)}: {probe} is not writable")
             _can_write(probe, text, flag)
             return p
         if probe.parent == probe:
@@ -106,5 +101,5 @@ def _can_write(folder: Path, text: str, flag: str) -> None:
     try:
         os.rmdir(tempfile.mkdtemp(prefix=".bringup-probe-", dir=folder))
     except OSError as e:
-        raise InputError(f"{flag} {_q(text)}: cannot write in {folder} ({e.strerror or e}); give a folder of "
+        raise InputError(f"{flag} {quoted(text, 120)}: cannot write in {folder} ({e.strerror or e}); give a folder of "
                          "your own, like reports/bench") from None

@@ -38,7 +38,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from .errors import BringupError, InputError
+from .errors import BringupError, InputError, quoted
 
 if TYPE_CHECKING:
     from .auditkit import Expect
@@ -253,7 +253,7 @@ class Role:
                 self._hooks["validate"](vars)
             except OSError as e:  # a path of the variables the file system refuses (too long, a loop of links)
                 raise InputError(f"{e.strerror or e}"
-                                 + (f" ({_cut(str(e.filename))})" if e.filename else "")
+                                 + (f" ({quoted(e.filename, 120)})" if e.filename else "")
                                  + "; fix the role's path variable") from None
             except (OverflowError, RecursionError) as e:  # a number or a nesting past what Python computes with
                 raise InputError(f"a variable is out of range ({type(e).__name__}); use "
@@ -335,10 +335,6 @@ def _import(path: Path, name: str, package: Path | None = None) -> ModuleType:
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
     return mod
-
-
-def _cut(text: str, limit: int = 120) -> str:
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text):,} characters)"
 
 
 class _Deferred(Role):

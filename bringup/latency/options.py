@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from ..errors import InputError
+from ..errors import InputError, first_line as _first_line, quoted
 from ..outfile import out_folder  # noqa: F401 - where the tasks have long imported it from
 from . import MAX_BATCH  # a request batch at most (in the leaf: bringup.gpu_profiles reads it too)
 from .window_tuner import WINDOW_MAX, WINDOW_MIN
@@ -30,24 +30,6 @@ MAX_CONCURRENCY = 4096
 MAX_PROCESSES = 64
 #: One item's elements at most (a 3x224x224 image is 150,528): the client builds a batch of them per coroutine.
 MAX_ITEM_ELEMENTS = 1 << 26
-
-
-def _first_line(text: str) -> str:
-    return str(text).strip().splitlines()[0] if str(text).strip() else ""
-
-
-#: A value is quoted whole in an error line up to this many characters; past it, a prefix and its length.
-QUOTE_MAX = 64
-
-
-def quoted(v: Any) -> str:
-    """``v``'s first line quoted for an error line, bounded: ``'1,2,3,...'... (108,894 characters)`` for a
-    109 kB --instances, which was repeated whole."""
-    text = str(v)
-    first = _first_line(text)
-    if len(first) <= QUOTE_MAX and first == text.strip():
-        return repr(first)
-    return f"{first[:QUOTE_MAX]!r}... ({len(text):,} characters)"
 
 
 def _finite(v: Any, flag: str) -> float:
