@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from importlib import resources as ilr
 from typing import Any, Iterable
 
+from .errors import printable
+
 __all__ = ["STATUSES", "Check", "line", "line_json", "not_checked", "load_matrix", "printable", "summary_counts",
            "verdict", "worst_first"]
 
@@ -53,23 +55,6 @@ def line(area: str, name: str, status: str, seen: str, fix: str = "", *, subject
     """One checklist line: ``area`` groups it (platform, gpu, health, software, tuning, latency, acceptance);
     ``subject`` the device it is about, ``value``/``limit``/``unit`` a measured figure against its limit."""
     return Check(name, status, seen, fix, area, subject, value, limit, unit)
-
-
-def printable(text: str) -> str:
-    """``text`` with every control character but newline and tab, and every byte that was not UTF-8 (kept as a
-    surrogate escape), written out as ``\\xNN``: shown, never acting on a terminal, always encodable."""
-    if not isinstance(text, str) or (text.isprintable() and text.isascii()):
-        return text
-    out = []
-    for ch in text:
-        n = ord(ch)
-        if 0xDC80 <= n <= 0xDCFF:
-            out.append(f"\\x{n - 0xDC00:02x}")
-        elif (n < 0x20 and ch not in "\n\t") or 0x7F <= n < 0xA0 or 0xD800 <= n <= 0xDFFF:
-            out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}")
-        else:
-            out.append(ch)
-    return "".join(out)
 
 
 def not_checked(area: str, name: str, needs, fact_errors: dict | None, *, subject: str = "") -> Check | None:

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..checks import printable
+from ..errors import printable
 from ..command import sh
 from ..errors import InputError
 from .base import Plan, Resource, Upload

@@ -124,7 +124,7 @@ def task(*args: Any, **kwargs: Any) -> Any:
             except Exit as e:
                 # Invoke writes an Exit's message to stderr as it is: a host's text in it (an error a host
                 # answered, a GPU name) must not act on the terminal either (issue 40 item 6).
-                from ..checks import printable
+                from ..errors import printable
 
                 if isinstance(e.message, str) and printable(e.message) != e.message:
                     raise Exit(printable(e.message), code=e.code) from None
@@ -158,7 +158,7 @@ def _safe_console_class() -> type:
     from rich.errors import MarkupError
     from rich.segment import Segment
 
-    from ..checks import printable
+    from ..errors import printable
 
     class SafeConsole(_Console):
         def render(self, renderable, options=None):  # type: ignore[override]
