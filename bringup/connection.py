@@ -50,6 +50,12 @@ _ENTRY = "sh -c 'eval \"$(cat)\"'"
 REMOTE_GRACE_S = 5
 #: The most of the run lock holder's answer read (bytes): one line, bounded on the host already.
 ANSWER_MAX = 4096
+#: The most of one round trip's stdout read (bytes).  bringup's scripts print far less (each fact's section is
+#: cut at 16 MiB on the host itself), so only a host that does not run the script as sent reaches it (a login
+#: shell or sshd that floods): the round trip then fails as one line, with memory bounded.
+OUT_MAX = 256 << 20
+#: The most of one round trip's stderr kept (bytes); the rest is read and dropped, and the cut is said.
+ERR_MAX = 1 << 20
 
 @dataclass
 class RunResult:
@@ -303,6 +309,44 @@ class _Deadline:
         self._timer.cancel()
 
 
+class _Capped:
+    """Reads a child's or channel's stream to its end, keeping at most ``cap`` bytes.
+
+    Past the cap, ``over`` is called once (stdout: end the command, its answer is not read) and the rest is
+    drained and dropped, so the writer never blocks on a full pipe or window.
+    """
+
+    def __init__(self, cap: int, over: Callable[[], object] | None = None):
+        self.cap, self.over = cap, over
+        self.parts: list[bytes] = []
+        self.kept = 0
+        self.cut = False
+
+    def read(self, stream: BinaryIO) -> None:
+        try:
+            while chunk := stream.read(1 << 16):
+                if self.cut:
+                    continue
+                if self.kept + len(chunk) > self.cap:
+                    self.parts.append(chunk[: self.cap - self.kept])
+                    self.kept, self.cut = self.cap, True
+                    if self.over is not None:
+                        self.over()
+                    continue
+                self.parts.append(chunk)
+                self.kept += len(chunk)
+        except (OSError, EOFError, paramiko.SSHException):
+            if not self.cut:
+                raise
+
+    def text(self) -> str:
+        return _text(b"".join(self.parts))
+
+
+def _err_text(err: "_Capped") -> str:
+    return err.text() + (f"\n[stderr cut at {err.cap >> 20} MiB]" if err.cut else "")
+
+
 def _pump(data: BinaryIO, write: Callable[[bytes], object]) -> None:
     while chunk := data.read(1 << 20):
         write(chunk)
@@ -480,22 +524,25 @@ class SSHTransport(Transport):
         # copies an in_stream one byte per 10 ms, too slow for a whole script.
         # A host that stops answering is cut off after command_timeout: the
         # whole connection is closed, which wakes every blocked read and write.
-        out: list[bytes] = []
-        err: list[bytes] = []
+        chan = None
+        out = _Capped(OUT_MAX, lambda: chan.close() if chan is not None else None)
+        err = _Capped(ERR_MAX)
         with _Deadline(self._timeout(), self.conn.close) as dl:
-            chan = None
             try:
                 chan = self.conn.create_session()
                 chan.exec_command(cmd)
                 if sudo:
-                    err.append(sudo.handshake(chan.recv_stderr, chan.sendall, self.host.name))
-                readers = [threading.Thread(target=lambda: out.append(chan.makefile("rb").read()), daemon=True),
-                           threading.Thread(target=lambda: err.append(chan.makefile_stderr("rb").read()),
-                                            daemon=True)]
+                    err.parts.append(sudo.handshake(chan.recv_stderr, chan.sendall, self.host.name))
+                readers = [threading.Thread(target=out.read, args=(chan.makefile("rb"),), daemon=True),
+                           threading.Thread(target=err.read, args=(chan.makefile_stderr("rb"),), daemon=True)]
                 for th in readers:
                     th.start()
-                _pump(data, chan.sendall)
-                chan.shutdown_write()
+                try:
+                    _pump(data, chan.sendall)
+                    chan.shutdown_write()
+                except (paramiko.SSHException, OSError, EOFError):
+                    if not out.cut:  # the channel closed for its flood: said below
+                        raise
                 rc = chan.recv_exit_status()
                 for th in readers:
                     th.join()
@@ -506,6 +553,11 @@ class SSHTransport(Transport):
             finally:
                 if chan is not None:
                     chan.close()
+        if out.cut:
+            raise BringupError(
+                f"{self.host.name} answered one command with more than {OUT_MAX >> 20} MiB on stdout: cut off "
+                "there and not read (bringup's scripts print far less; check what the login user's shell and the "
+                "host's sshd run)")
         if dl.fired:
             raise self._timed_out()
         if rc < 0:  # paramiko's "no exit status": the session ended before the command did
@@ -514,8 +566,8 @@ class SSHTransport(Transport):
                 raise Unreachable(f"connection to {self.host.address} lost during a command: the SSH session "
                                   "closed without its exit status (sshd or its session killed, the host "
                                   "rebooting or its network gone); what ran before it is in the results")
-            err.append(b"\nthe command ended without an exit status (killed by a signal on the host?)")
-        return RunResult(rc if rc >= 0 else 255, _text(b"".join(out)), _text(b"".join(err)))
+            err.parts.append(b"\nthe command ended without an exit status (killed by a signal on the host?)")
+        return RunResult(rc if rc >= 0 else 255, out.text(), _err_text(err))
 
     _holder = None
 
