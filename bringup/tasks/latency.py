@@ -239,7 +239,8 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
 
     from ..latency.bench import BenchSettings, run_sweep
     from ..latency.options import BenchOptions, FollowOptions, TuneWindowOptions, number, out_folder, read, whole
-    from ..latency.results import plot_tune_window, remember
+    from ..latency.plots import plot_tune_window
+    from ..latency.results import remember
     from ..latency.results import point_text
     from ..latency.trial import trial_path
     from ..latency.tune import pick, settle
@@ -432,7 +433,7 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
         t.close()
     png = None
     if log.exists():
-        from ..latency.results import plot_window_log
+        from ..latency.plots import plot_window_log
 
         entries = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
         png = plot_window_log(entries, log.with_suffix(".png"), f"{host.name}: tune-window --follow") if entries \
@@ -467,7 +468,8 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
     from ..latency.follow import remote_record
     from ..latency.options import BenchOptions, TuneOptions, number, out_folder, read, whole_list
     from ..latency.override import load_own
-    from ..latency.results import remember, render_tune, write_tune
+    from ..latency.results import remember
+    from ..latency.tune_report import render_tune, write_tune
     from ..latency.trial import TrialMark, trial_path
     from ..latency.results import point_text
     from ..latency.tune import SEARCH, TIE, TuneSettings, point_cost_s, run_tune
