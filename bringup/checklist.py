@@ -194,11 +194,11 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
     """The latency acceptance line: the host's newest ``invoke bench`` result against ``latency_slo_p95_ms``.
 
     PASS/FAIL with the median p95 of the repeated windows, the load it was measured at and when
-    (:func:`bringup.latency.results.acceptance`); WARN when nothing was measured,
+    (:func:`bringup.latency.verdict.acceptance`); WARN when nothing was measured,
     when every point was client-bound, when no SLO is set, when the point is unstable, when the SLO
     lies inside its spread (min-max p95 of the windows) or when it rests on one window (no spread).
     """
-    from .latency.results import REPORT_DIR, acceptance, latest
+    from .latency.verdict import REPORT_DIR, acceptance, latest
 
     slo = vars.get("latency_slo_p95_ms")
     host = vars.get("inventory_hostname", "")

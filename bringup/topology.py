@@ -42,23 +42,28 @@ with a warning naming it; a GPU among them is still planned, from
 Facts read: ``cpu.topology``, ``pci.devices``, ``net.interfaces``,
 ``irq.interrupts``, ``nvidia.smi`` and ``nvidia.topo`` (all optional but the
 CPU topology).
+
+The planner's parts live beside it: its variables and the plan's values in bringup/topology_model.py, what it
+reads from the facts in bringup/topology_facts.py, the warnings about what it cannot fix (sockets and NICs) in
+bringup/topology_crossing.py, the text tables in bringup/topology_text.py and the picture in
+bringup/topology_svg.py.  The names callers use are importable from here.
 """
 from __future__ import annotations
 
-import re
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
-
-from pydantic import field_validator
+from typing import Any
 
 from .errors import InputError
 from .facts.base import format_cpulist
 from .process import command
-from .vars import RoleVars, check, defaults_of, want
+from .topology_crossing import misplaced
+from .topology_facts import FACTS, cores_of, device_kind, gpus_of, io_devices, l3_groups_of, topo_only_nics
+from .topology_model import (DEFAULTS, WARNING_KINDS, DeviceIrqs, GpuPlacement, IrqPin, NodePlan, PlannerVars,
+                             PlanWarning, TopologyPlan, validate_vars)
 
 __all__ = [
     "DEFAULTS",
     "FACTS",
+    "WARNING_KINDS",
     "PlannerVars",
     "DeviceIrqs",
     "GpuPlacement",
@@ -70,195 +75,8 @@ __all__ = [
     "plan_topology",
     "cpu_roles",
     "triton_pin",
-    "format_plan",
     "device_kind",
 ]
-
-#: The facts the planner reads: a role that plans with it includes them in its FACTS.
-FACTS = ("cpu.topology", "pci.devices", "net.interfaces", "irq.interrupts", "nvidia.smi", "nvidia.topo")
-
-_KINDS = ("nic", "nvme", "storage")
-#: nvidia-smi topo relations that stay on one NUMA node (closest first).
-_SAME_NODE = ("PIX", "PXB", "PHB", "NODE")
-
-
-def _is_count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-class PlannerVars(RoleVars):
-    """The planner's variables: every role that plans includes them."""
-
-    irq_cpus_per_node: int = want(2, "must be a whole number >= 1 (CPUs per NUMA node for IRQs)", ge=1)
-    triton_cpus_per_gpu: Any = want(4, "must be a whole number >= 1 or 'auto'")
-    #: PCI device kinds whose IRQs go to the housekeeping CPUs.
-    irq_device_kinds: list[Literal["nic", "nvme", "storage"]] = want(
-        ["nic", "nvme", "storage"], f"must be a list of {', '.join(_KINDS)}")
-
-    @field_validator("triton_cpus_per_gpu")
-    @classmethod
-    def _per_gpu(cls, v: Any) -> Any:
-        if v != "auto" and (not _is_count(v) or v < 1):
-            raise ValueError("must be a whole number >= 1 or 'auto'")
-        return v
-
-
-#: Planner variables and their defaults (every role that plans includes them).
-DEFAULTS: dict[str, Any] = defaults_of(PlannerVars)
-
-
-def validate_vars(vars: dict[str, Any]) -> None:
-    """Refuse malformed planner variables (before any host is touched)."""
-    check(PlannerVars, vars)
-
-
-# --------------------------------------------------------------------------
-# The plan, as values
-
-
-#: PlanWarning kinds: ``numa_unknown`` (a device's node unknown and not resolved from
-#: evidence), ``numa_inferred`` (resolved from local CPUs or nvidia-smi topo -m),
-#: ``interconnect`` (GPU traffic crosses sockets, or NUMA nodes of unknown sockets),
-#: ``numa_distance`` (crosses NUMA nodes of one socket), ``topology`` (SMT, L3 or NUMA
-#: unknown), ``l3`` (Triton CPUs span or share L3 groups), ``irqs`` (a device without IRQs),
-#: ``numa_off`` (one NUMA node on several sockets: planned per package), ``refused`` (a
-#: device whose sysfs line the fact refused: left out of the plan).
-WARNING_KINDS = ("numa_unknown", "numa_inferred", "interconnect", "numa_distance", "topology", "l3", "irqs",
-                 "numa_off", "refused", "numa_contradiction")
-
-
-@dataclass(frozen=True)
-class PlanWarning:
-    """What the planner could not fix or had to guess: a kind (:data:`WARNING_KINDS`), the
-    device or node it is about, and one line for people."""
-
-    kind: str
-    subject: str
-    text: str
-
-    def __str__(self) -> str:
-        return self.text
-
-
-@dataclass
-class IrqPin:
-    """One IRQ pinned to housekeeping CPUs."""
-
-    irq: int
-    cpus: list[int]
-    device: str
-    name: str = ""
-
-
-@dataclass
-class DeviceIrqs:
-    """A NIC or storage controller whose IRQs the plan pins."""
-
-    name: str
-    kind: str
-    pci_address: str | None
-    numa_node: int  # as the host reported it (-1: unknown)
-    node: int  # where it is planned (-1: unknown, IRQs on every node's housekeeping CPUs)
-    irqs: list[int] = field(default_factory=list)
-
-
-@dataclass
-class GpuPlacement:
-    """A GPU and the Triton CPUs planned for it."""
-
-    index: int
-    name: str
-    pci_address: str | None
-    numa_node: int
-    node: int
-    cpus: list[int] = field(default_factory=list)
-    l3_groups: list[str] = field(default_factory=list)
-
-
-@dataclass
-class NodePlan:
-    """How one NUMA node's CPUs are used."""
-
-    node: int
-    cpus: list[int]
-    irq_cpus: list[int]
-    irq_siblings: list[int]
-    triton: dict[str, list[int]]
-    rest: list[int]
-
-
-@dataclass
-class TopologyPlan:
-    """The whole plan: nodes, GPUs, pinned IRQs, and what could not be fixed."""
-
-    numa_known: bool
-    irq_cpus_per_node: int
-    triton_cpus_per_gpu: int | str
-    nodes: list[NodePlan]
-    gpus: list[GpuPlacement]
-    devices: list[DeviceIrqs]
-    irqs: list[IrqPin]
-    warnings: list[PlanWarning]
-    #: What a node of the plan is: ``numa`` (the kernel's NUMA nodes) or ``socket`` (one
-    #: physical package each, when the kernel shows one node on several sockets).
-    unit: str = "numa"
-
-    @property
-    def triton_cpus(self) -> list[int]:
-        """Every Triton CPU (the compose ``cpuset:``; irqbalance bans them)."""
-        return sorted({c for g in self.gpus for c in g.cpus})
-
-    @property
-    def irq_cpus(self) -> list[int]:
-        return sorted({c for n in self.nodes for c in n.irq_cpus})
-
-    def to_dict(self) -> dict[str, Any]:
-        d = asdict(self)
-        d["triton_cpus"] = self.triton_cpus
-        d["triton_cpuset"] = format_cpulist(self.triton_cpus)
-        d["irq_cpus"] = self.irq_cpus
-        return d
-
-
-def _cores(topo: dict[str, Any]) -> dict[int, list[int]]:
-    """CPU → the CPUs of its core (itself alone when siblings are unknown)."""
-    core_of: dict[int, list[int]] = {}
-    for group in topo.get("smt_siblings") or []:
-        for c in group:
-            core_of[c] = sorted(group)
-    for c in topo.get("online") or [c for v in (topo.get("numa_nodes") or {}).values() for c in v]:
-        core_of.setdefault(c, [c])
-    return core_of
-
-
-def _l3_of(topo: dict[str, Any]) -> dict[int, str]:
-    return {c: gid for gid, cpus in (topo.get("l3_groups") or {}).items() for c in cpus}
-
-
-def device_kind(dev: dict[str, Any]) -> str:
-    """A PCI device's kind as the plan reads it: the fact's (gpu, nic, nvme, other), and ``storage`` for a
-    mass-storage controller that is not NVMe (class 0x01: SAS/SATA HBAs, virtio-blk)."""
-    kind = dev.get("kind") or "other"
-    if kind == "other" and (dev.get("class") or "").lower().replace("0x", "").startswith("01"):
-        return "storage"  # SAS/SATA HBAs, virtio-blk: IRQs of the node's I/O too
-    return kind
-
-
-def _irqs_by_address(facts: dict[str, Any]) -> dict[str, list[tuple[int, str]]]:
-    out: dict[str, list[tuple[int, str]]] = {}
-    for rec in ((facts.get("irq.interrupts") or {}).get("irqs") or {}).values():
-        addr = rec.get("pci_address")
-        if addr:
-            out.setdefault(addr, []).append((int(rec["irq"]), rec.get("name") or ""))
-    return out
-
-
-def _irq_names(facts: dict[str, Any]) -> dict[int, str]:
-    return {int(k): (v.get("name") or "") for k, v in ((facts.get("irq.interrupts") or {}).get("irqs") or {}).items()}
-
-
-# --------------------------------------------------------------------------
-# Planning
 
 
 def _unit(unit: str) -> str:
@@ -294,106 +112,6 @@ def _unresolved_why(unit: str, local_cpus: list[int] | None) -> str:
     return f"its local CPUs {format_cpulist(local_cpus)} span {_unit(unit)}s"
 
 
-def _gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
-    """GPUs from nvidia.smi (joined with pci.devices, nvidia.topo), else pci.devices, else nvidia.topo."""
-    pci = {d["address"]: d for d in facts.get("pci.devices") or []}
-    topo = {g["index"]: g for g in (facts.get("nvidia.topo") or {}).get("gpus") or []}
-    smi = facts.get("nvidia.smi") or []
-    out: list[dict[str, Any]] = []
-    if smi:
-        for g in smi:
-            idx = g.get("index") if isinstance(g.get("index"), int) else len(out)
-            addr = g.get("pci_address")
-            dev = pci.get(addr or "", {})
-            out.append({"index": idx, "name": f"GPU{idx}", "model": g.get("name"), "pci_address": addr,
-                        "numa_node": dev.get("numa_node", -1), "local_cpus": dev.get("local_cpus") or [],
-                        "topo": topo.get(idx), "refused": dev.get("refused")})
-    elif any(d.get("kind") == "gpu" for d in pci.values()):
-        for i, d in enumerate(sorted((d for d in pci.values() if d.get("kind") == "gpu"), key=lambda d: d["address"])):
-            out.append({"index": i, "name": f"GPU{i}", "model": None, "pci_address": d["address"],
-                        "numa_node": d.get("numa_node", -1), "local_cpus": d.get("local_cpus") or [],
-                        "topo": topo.get(i), "refused": d.get("refused")})
-    else:
-        for idx, t in sorted(topo.items()):
-            out.append({"index": idx, "name": f"GPU{idx}", "model": None, "pci_address": None,
-                        "numa_node": -1, "local_cpus": [], "topo": t})
-    for g in out:
-        t = g["topo"] or {}
-        # nvidia-smi's NUMA Affinity when sysfs said nothing useful.
-        if g["numa_node"] in (-1, None) and t.get("numa_node") is not None:
-            g["numa_node"] = t["numa_node"]
-            g["numa_from_topo"] = True
-        if not g["local_cpus"] and t.get("cpus"):
-            g["local_cpus"] = t["cpus"]
-    return out
-
-
-def _io_devices(facts: dict[str, Any], kinds: list[str]) -> tuple[list[dict[str, Any]], list[PlanWarning]]:
-    """NICs (Ethernet or InfiniBand, with a netdev or not) and storage controllers with their IRQs
-    (sysfs MSI vectors + /proc/interrupts rows); a device or interface the facts refused is left
-    out, with a warning naming it."""
-    by_addr = _irqs_by_address(facts)
-    names = _irq_names(facts)
-    refused: list[PlanWarning] = []
-    ifaces: dict[str, dict[str, Any]] = {}
-    for i in facts.get("net.interfaces") or []:
-        if i.get("refused"):
-            what = f"interface {i.get('name')}"
-            refused.append(PlanWarning("refused", what, f"{what}: its sysfs line was refused ({i['refused']}); "
-                                       "planned from pci.devices alone" if i.get("pci_address") else
-                                       f"{what}: its sysfs line was refused ({i['refused']}): its IRQs are not "
-                                       "pinned"))
-        elif i.get("pci_address"):
-            ifaces[i["pci_address"]] = i
-    out: list[dict[str, Any]] = []
-    seen: set[str] = set()
-    for d in facts.get("pci.devices") or []:
-        kind = device_kind(d)
-        if kind not in kinds:
-            continue
-        addr = d["address"]
-        seen.add(addr)
-        iface = ifaces.get(addr)
-        if d.get("refused"):
-            what = f"{kind} {addr}"
-            refused.append(PlanWarning("refused", what, f"{what}: its sysfs line was refused ({d['refused']}): "
-                                       "left out of the plan, its IRQs are not pinned"))
-            continue
-        irqs = set(d.get("irqs") or []) | {i for i, _ in by_addr.get(addr, [])} | set((iface or {}).get("irqs") or [])
-        name = iface["name"] if iface else (d.get("netdevs") or [None])[0] or d.get("rdma") or addr
-        out.append({"name": name, "kind": kind, "pci_address": addr, "rdma": d.get("rdma"),
-                    "numa_node": d.get("numa_node", -1), "local_cpus": d.get("local_cpus") or [],
-                    "irqs": sorted(irqs), "irq_names": {i: names.get(i, "") for i in irqs}})
-    if "nic" in kinds:
-        for addr, iface in ifaces.items():
-            if addr in seen:
-                continue
-            irqs = set(iface.get("irqs") or []) | {i for i, _ in by_addr.get(addr, [])}
-            out.append({"name": iface["name"], "kind": "nic", "pci_address": addr, "rdma": None,
-                        "numa_node": iface.get("numa_node", -1), "local_cpus": iface.get("local_cpus") or [],
-                        "irqs": sorted(irqs), "irq_names": {i: names.get(i, "") for i in irqs}})
-    return out, refused
-
-
-def _topo_nics(facts: dict[str, Any], gpu_node: dict[int, int], cpu_nodes: list[int]) -> list[dict[str, Any]]:
-    """NICs known only from ``nvidia-smi topo -m`` (RDMA names): node from their relation to the GPUs."""
-    topo = facts.get("nvidia.topo") or {}
-    out = []
-    for nic in topo.get("nics") or []:
-        row = (topo.get("matrix") or {}).get(nic["name"], {})
-        near = sorted({gpu_node[int(k[3:])] for k, rel in row.items()
-                       if re.fullmatch(r"GPU\d+", k) and rel in _SAME_NODE and int(k[3:]) in gpu_node})
-        node = near[0] if len(near) == 1 else -1
-        if node == -1 and len(cpu_nodes) == 2 and row and all(
-                rel == "SYS" for k, rel in row.items() if re.fullmatch(r"GPU\d+", k)):
-            gnodes = {gpu_node[int(k[3:])] for k in row if re.fullmatch(r"GPU\d+", k) and int(k[3:]) in gpu_node}
-            if len(gnodes) == 1:  # SYS to every GPU, all on one of two nodes: the other one
-                node = next(n for n in cpu_nodes if n not in gnodes)
-        out.append({"name": nic["device"], "kind": "nic", "pci_address": None, "rdma": nic["device"],
-                    "numa_node": -1, "inferred": node, "local_cpus": [], "irqs": [], "irq_names": {}})
-    return out
-
-
 def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> TopologyPlan:
     """Plan CPUs and IRQs from a host's facts; see the module docstring.
 
@@ -412,16 +130,16 @@ def plan_topology(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> 
     numa_known = bool(topo.get("numa_known", True))
     cpu_nodes, unit, warnings = planning_nodes(topo, numa_known)
     warnings += topology_warnings(topo)
-    gpus, said = place_gpus(_gpus(facts), cpu_nodes, unit)
+    gpus, said = place_gpus(gpus_of(facts), cpu_nodes, unit)
     warnings += said
-    found, refused = _io_devices(facts, kinds)
+    found, refused = io_devices(facts, kinds)
     devices, said = place_devices(found, cpu_nodes, unit)
     warnings += refused + said
     topo_nics: list[dict[str, Any]] = []
     if "nic" in kinds and not any(d["kind"] == "nic" for d in devices):
         topo_nics, said = place_topo_nics(facts, gpus, cpu_nodes, unit)
         warnings += said
-    core_of, l3_of = _cores(topo), _l3_of(topo)
+    core_of, l3_of = cores_of(topo), l3_groups_of(topo)
     node_plans: list[NodePlan] = []
     placements: list[GpuPlacement] = []
     for node, cpus in cpu_nodes.items():
@@ -476,7 +194,7 @@ def topology_warnings(topo: dict[str, Any]) -> list[PlanWarning]:
 
 def place_gpus(gpus: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
                 unit: str) -> tuple[list[dict[str, Any]], list[PlanWarning]]:
-    """Each GPU (from :func:`_gpus`) with its planning ``node``, and ``guessed`` when nothing
+    """Each GPU (from :func:`~bringup.topology_facts.gpus_of`) with its planning ``node``, and ``guessed`` when nothing
     told its node: Triton needs CPUs of some node, so it goes on the one with the fewest GPUs
     placed before it."""
     word = _unit(unit)
@@ -534,7 +252,7 @@ def _numa_contradiction(g: dict[str, Any], cpu_nodes: dict[int, list[int]]) -> t
 
 def place_devices(devices: list[dict[str, Any]], cpu_nodes: dict[int, list[int]],
                    unit: str) -> tuple[list[dict[str, Any]], list[PlanWarning]]:
-    """Each NIC or storage controller (from :func:`_io_devices`) with its planning ``node``: -1
+    """Each NIC or storage controller (from :func:`~bringup.topology_facts.io_devices`) with its planning ``node``: -1
     when nothing tells it (its IRQs then go to every node's housekeeping CPUs)."""
     placed: list[dict[str, Any]] = []
     warnings: list[PlanWarning] = []
@@ -559,7 +277,7 @@ def place_topo_nics(facts: dict[str, Any], gpus: list[dict[str, Any]], cpu_nodes
     gpu_node = {g["index"]: g["node"] for g in gpus if not g["guessed"]}
     placed: list[dict[str, Any]] = []
     warnings: list[PlanWarning] = []
-    for d in _topo_nics(facts, gpu_node, list(cpu_nodes)):
+    for d in topo_only_nics(facts, gpu_node, list(cpu_nodes)):
         what = f"nic {d['name']}"
         if d["inferred"] in cpu_nodes:
             node = d["inferred"]
@@ -701,15 +419,6 @@ def irq_pins(devices: list[dict[str, Any]],
     return dev_plans, sorted(pins, key=lambda p: p.irq), warnings
 
 
-def misplaced(facts: dict[str, Any], topo: dict[str, Any], cpu_nodes: dict[int, list[int]],
-               gpus: list[GpuPlacement], dev_plans: list[DeviceIrqs],
-               devices: list[dict[str, Any]]) -> list[PlanWarning]:
-    """What the planner cannot fix, worded by sockets: GPUs and NICs on different nodes, and
-    every NIC ``SYS`` to every GPU."""
-    sockets = _node_sockets(topo, cpu_nodes)
-    return _misplacements(gpus, dev_plans, len(cpu_nodes), sockets) + _all_nics_sys(facts, gpus, devices, sockets)
-
-
 def _packages(topo: dict[str, Any], cpu_nodes: dict[int, list[int]]) -> dict[int, list[int]]:
     """The physical packages to plan by when the kernel shows one NUMA node on several sockets
     (lscpu's socket column); ``{}`` otherwise."""
@@ -724,114 +433,6 @@ def _packages(topo: dict[str, Any], cpu_nodes: dict[int, list[int]]) -> dict[int
 
 def _natural(gid: str) -> tuple:
     return (0, int(gid)) if gid.isdigit() else (1, gid)
-
-
-def _node_sockets(topo: dict[str, Any], cpu_nodes: dict[int, list[int]]) -> dict[int, int]:
-    """NUMA node → socket, from the topology's ``sockets`` (lscpu's socket column); a node
-    whose CPUs are not all on one socket, or unknown sockets, are left out."""
-    cpu_sock = {c: int(k) for k, cpus in (topo.get("sockets") or {}).items() for c in cpus}
-    out: dict[int, int] = {}
-    for node, cpus in cpu_nodes.items():
-        socks = {cpu_sock.get(c) for c in cpus}
-        if len(socks) == 1 and None not in socks:
-            out[node] = socks.pop()
-    return out
-
-
-def _hop(a: int, others: list[int], sockets: dict[int, int]) -> tuple[str, str]:
-    """``(kind, words)`` for traffic from NUMA node ``a`` to the nodes ``others``; ``words``
-    continue a sentence that names the nodes."""
-    if a in sockets and all(o in sockets for o in others):
-        if all(sockets[o] == sockets[a] for o in others):
-            return "numa_distance", (f", NUMA nodes of the same socket {sockets[a]}: requests cross NUMA nodes "
-                                     "inside the socket (a shorter hop than between sockets, still remote memory "
-                                     "and I/O)")
-        far = sorted({sockets[o] for o in others if sockets[o] != sockets[a]})
-        return "interconnect", (f": requests cross the socket interconnect (socket {sockets[a]} to socket "
-                                f"{', '.join(map(str, far))})")
-    return "interconnect", ": requests cross NUMA nodes (sockets unknown: likely the socket interconnect)"
-
-
-def _misplacements(gpus: list[GpuPlacement], devices: list[DeviceIrqs], n_nodes: int,
-                   sockets: dict[int, int]) -> list[PlanWarning]:
-    """What the planner cannot fix: GPUs and NICs on different nodes."""
-    if n_nodes < 2:
-        return []
-    nics = [d for d in devices if d.kind == "nic" and d.node != -1]
-    if not gpus or not nics:
-        return []
-    out = []
-    gpu_nodes = sorted({g.node for g in gpus})
-    nic_nodes = sorted({d.node for d in nics})
-    if len(gpu_nodes) == 1 and gpu_nodes[0] not in nic_nodes:
-        kind, words = _hop(gpu_nodes[0], nic_nodes, sockets)
-        fix = "move the NICs (or the GPUs) to slots of one socket" if kind == "interconnect" else \
-            "move the NICs (or the GPUs) to slots of one NUMA node"
-        out.append(PlanWarning(kind, "GPUs", f"all GPUs are on NUMA node {gpu_nodes[0]} and every NIC on node "
-                               f"{', '.join(map(str, nic_nodes))}{words}; {fix}"))
-        return out
-    for g in gpus:
-        if g.node not in nic_nodes:
-            where = ", ".join(f"{d.name} on node {d.node}" for d in nics)
-            kind, words = _hop(g.node, nic_nodes, sockets)
-            if kind == "interconnect" and g.node in sockets and any(sockets.get(n) == sockets[g.node]
-                                                                     for n in nic_nodes):
-                kind = "numa_distance"  # a NIC on its socket, another node: the nearest one is in-socket
-                words = f": its nearest NIC is on another NUMA node of the same socket {sockets[g.node]}"
-            out.append(PlanWarning(kind, g.name, f"{g.name} is on NUMA node {g.node} but no NIC is ({where})"
-                                   f"{words.replace('requests cross', 'its traffic crosses', 1)}"))
-    return out
-
-
-def _all_nics_sys(facts: dict[str, Any], gpus: list[GpuPlacement], devices: list[dict[str, Any]],
-                  sockets: dict[int, int]) -> list[PlanWarning]:
-    """Every NIC ``SYS`` to every GPU in ``nvidia-smi topo -m`` while the GPUs span NUMA nodes:
-    GPUDirect RDMA of every GPU crosses NUMA nodes (one node: the NIC-node rule says it).  Worded
-    by what is known: GPUs on several sockets cross the socket interconnect; GPUs on NUMA nodes
-    of one socket cross the socket interconnect only when a NIC is on another socket, else NUMA
-    nodes inside that socket; NICs whose node is unknown are said to be unknown."""
-    t = facts.get("nvidia.topo") or {}
-    matrix = t.get("matrix") or {}
-    nics = [n for n in t.get("nics") or [] if n["name"] in matrix]
-    rows = [g for g in matrix if re.fullmatch(r"GPU\d+", g)]
-    if not nics or not rows or any(matrix[g].get(n["name"]) not in ("SYS", "SOC") for g in rows for n in nics):
-        return []
-    nodes = sorted({g.node for g in gpus if g.node != -1})
-    if len(nodes) < 2:
-        return []
-    names = ", ".join(n["device"] for n in nics)
-    head = f"every NIC ({names}) is SYS to every GPU in nvidia-smi topo -m"
-    tail = "; put a NIC on each GPU NUMA node's PCIe root (or behind the GPUs' switches)"
-    gpu_socks = {sockets.get(n) for n in nodes}
-    if None in gpu_socks:  # sockets unknown
-        return [PlanWarning("interconnect", "NICs", f"{head} and the GPUs span NUMA nodes "
-                            f"{', '.join(map(str, nodes))} (sockets unknown): GPUDirect RDMA and network traffic of "
-                            f"every GPU cross NUMA nodes, likely the socket interconnect{tail}")]
-    if len(gpu_socks) > 1:
-        return [PlanWarning("interconnect", "NICs", f"{head} and the GPUs span sockets "
-                            f"{', '.join(map(str, sorted(gpu_socks)))}: GPUDirect RDMA and network traffic of every "
-                            f"GPU cross the socket interconnect{tail.replace('NUMA node', 'socket')}")]
-    (sock,) = gpu_socks
-    # Where the NICs are: the planned device of each topo NIC (its RDMA name, else its name).
-    node_of = {d.get("rdma") or d["name"]: d.get("node", -1) for d in devices}
-    node_of.update({d["name"]: d.get("node", -1) for d in devices})
-    nic_nodes = {n["device"]: node_of.get(n["device"], -1) for n in nics}
-    span = f"the GPUs span NUMA nodes {', '.join(map(str, nodes))} of socket {sock}"
-    far = sorted({sockets[n] for n in nic_nodes.values() if n in sockets and sockets[n] != sock})
-    if far:
-        where = ", ".join(f"{k} on socket {sockets[n]}" for k, n in nic_nodes.items() if n in sockets
-                          and sockets[n] != sock)
-        return [PlanWarning("interconnect", "NICs", f"{head} and {span}, the NICs on socket(s) "
-                            f"{', '.join(map(str, far))} ({where}): GPUDirect RDMA and network traffic of every GPU "
-                            f"cross the socket interconnect{tail}")]
-    unknown = [k for k, n in nic_nodes.items() if n not in sockets]
-    if unknown:
-        return [PlanWarning("interconnect", "NICs", f"{head} and {span}; the socket of {', '.join(unknown)} is "
-                            "unknown: GPUDirect RDMA and network traffic of every GPU cross NUMA nodes, and the socket "
-                            f"interconnect too if a NIC is on another socket{tail}")]
-    return [PlanWarning("numa_distance", "NICs", f"{head} and {span}, every NIC on socket {sock} too: GPUDirect "
-                        f"RDMA and network traffic of every GPU cross NUMA nodes inside socket {sock} (a shorter hop "
-                        f"than between sockets, still remote memory and I/O){tail}")]
 
 
 def triton_pin(vars: dict[str, Any]) -> str | None:
@@ -863,42 +464,3 @@ def cpu_roles(facts: dict[str, Any], vars: dict[str, Any] | None = None) -> tupl
             for c in cpus:
                 roles[c] = f"triton:{gpu}"
     return roles, [w.text for w in plan.warnings]
-
-
-def format_plan(plan: TopologyPlan, console, title: str = "") -> None:
-    """Print the plan as rich tables: one row per NUMA node, then GPUs, pinned IRQs, warnings."""
-    from rich.table import Table  # noqa: PLC0415 - only the CLI prints
-    from rich.text import Text  # noqa: PLC0415 - only the CLI prints
-
-    t = Table(title=f"{title}: CPU plan (irq_cpus_per_node={plan.irq_cpus_per_node}, "
-                    f"triton_cpus_per_gpu={plan.triton_cpus_per_gpu})", title_justify="left")
-    for col in ("socket" if plan.unit == "socket" else "node", "CPUs", "IRQ CPUs", "their SMT siblings",
-                "Triton CPUs", "other"):
-        t.add_column(col)
-    for n in plan.nodes:
-        triton = "; ".join(f"{g}: {format_cpulist(c)}" for g, c in n.triton.items()) or "-"
-        t.add_row("all" if n.node == -1 else str(n.node), format_cpulist(n.cpus), format_cpulist(n.irq_cpus),
-                  format_cpulist(n.irq_siblings) or "-", triton, format_cpulist(n.rest) or "-")
-    console.print(t)
-    if plan.gpus:
-        g = Table(title="GPUs", title_justify="left")
-        for col in ("GPU", "PCI", "numa_node (reported)", f"planned {'socket' if plan.unit == 'socket' else 'node'}",
-                    "Triton CPUs", "L3 groups"):
-            g.add_column(col)
-        for x in plan.gpus:
-            g.add_row(x.name, x.pci_address or "-", str(x.numa_node), "all" if x.node == -1 else str(x.node),
-                      format_cpulist(x.cpus), ",".join(x.l3_groups) or "-")
-        console.print(g)
-    if plan.devices:
-        d = Table(title="IRQs pinned to housekeeping CPUs", title_justify="left")
-        for col in ("device", "kind", "PCI", "numa_node (reported)",
-                    f"planned {'socket' if plan.unit == 'socket' else 'node'}", "IRQ → CPU"):
-            d.add_column(col)
-        pins = {p.irq: p for p in plan.irqs}
-        for x in plan.devices:
-            d.add_row(x.name, x.kind, x.pci_address or "-", str(x.numa_node), "all" if x.node == -1 else str(x.node),
-                      " ".join(f"{i}→{format_cpulist(pins[i].cpus)}" for i in x.irqs) or "-")
-        console.print(d)
-    for w in plan.warnings:
-        console.print(Text.assemble(("warning", "yellow"), f": {w.text}"), highlight=False)
-    console.print(f"Triton cpuset: {format_cpulist(plan.triton_cpus) or '(none: no GPU)'}", highlight=False)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from html import escape
 
-from .topology import device_kind
+from .topology_facts import device_kind
 
 __all__ = ["topology_svg", "ROLE_COLOURS", "DEVICE_FILLS"]
 
@@ -16,7 +16,7 @@ ROLE_COLOURS = {"irq": "#f28e2b", "triton": "#4e79a7", "other": "#d9d9d9", "rese
 _LEGEND = [("irq", "IRQ housekeeping"), ("triton", "Triton (per GPU)"), ("other", "other")]
 
 CELL, GAP, PER_ROW = 22, 3, 16
-#: The devices drawn, by kind (:func:`bringup.topology.device_kind`, as the plan reads them), and their fill.
+#: The devices drawn, by kind (:func:`bringup.topology_facts.device_kind`, as the plan reads them), and their fill.
 DEVICE_FILLS = {"gpu": "#76b900", "nic": "#59a14f", "nvme": "#9c755f", "storage": "#8c6d31"}
 
 

@@ -4,7 +4,8 @@
 - :mod:`.tritonstats`: Triton's own statistics, before/after deltas.
 - :mod:`.loadgen`: the closed-loop load over several client processes.
 - :mod:`.microbatch`: the client micro-batcher (window <= 1 ms, per-request futures).
-- :mod:`.results`: tables, CSV/JSON, plots, and the latest result for the checklist.
+- :mod:`.results`: a bench's tables and CSV/JSON; :mod:`.plots`: its figures; :mod:`.verdict`: the latest
+  result for the checklist and its verdict; :mod:`.tune_report`: ``invoke tune``'s files and table.
 """
 
 #: A request batch at most: the bench client's bound, and a served model's (``max_batch_size``, its

@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 
-__all__ = ["cpu_busy", "gpu_util", "gpu_processes", "local_name", "Watch", "describe", "busy_share"]
+__all__ = ["cpu_busy", "gpu_util", "gpu_processes", "local_name", "Watch", "describe", "busy_share", "load_text"]
 
 #: Triton's own processes on a GPU (its server, its Python backend's stubs): not "another process".
 TRITON = ("tritonserver", "triton_python_backend_stub")
@@ -186,3 +186,17 @@ def describe(load: dict | None) -> str:
     elif others == []:
         parts.append("no other process on the GPUs")
     return "; ".join(parts)
+
+
+def load_text(doc: dict, rows: list[dict] | None = None) -> str:
+    """What else ran during the measurement: the busiest point's reading of a result's points (``rows``, else
+    all of ``doc``'s), said once by :func:`describe`."""
+    loads = [r.get("host_load") for r in (rows if rows is not None else doc.get("points", [])) if r.get("host_load")]
+    if not loads:
+        return ""
+    worst = max(loads, key=lambda h: (h.get("other_cpu_pct") or 0, h.get("loadavg_1m") or 0,
+                                      len(h.get("gpu_other_processes") or [])))
+    others = sorted({p for h in loads for p in (h.get("gpu_other_processes") or [])})
+    if others:
+        worst = {**worst, "gpu_other_processes": others}
+    return describe(worst)

@@ -5,6 +5,11 @@ Python's standard library only: this one file is shipped to a host
 ``bringup-window-tuner`` systemd service; ``invoke tune-window --follow`` runs the
 very same :class:`Controller` from the control machine against the host's ports.
 
+Over 500 lines because this one file is the program the host runs: the role uploads it alone and systemd starts
+it with the host's ``python3`` (no bringup, no package, no import path on the host), so the rule, Triton's
+readers, the record's guards, the config rewrite and the service's main loop must travel together.  Cutting it
+would mean shipping and versioning a package on every host (issue 43 item 2 weighed it and kept one file).
+
 Every interval (default 10 s) it reads Triton's own numbers for each model and
 generates no load:
 

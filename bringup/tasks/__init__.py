@@ -3,7 +3,7 @@
 - :mod:`.converge`: ``provision``, ``plan``, ``engines``: converge hosts (or say what would change).
 - :mod:`.inspect`: ``facts``, ``hosts``, ``topology``: what the inventory and a host say.
 - :mod:`.audit`, :mod:`.checklist`, :mod:`.drift`: the answers after a bring-up.
-- :mod:`.latency`: ``bench``, ``tune-window``.
+- :mod:`.latency`: ``bench``, ``tune-window``, ``tune``; :mod:`.latency_flags`: the flags they share (no task).
 - :mod:`.accept`: ``accept``: measured acceptance of GPU hosts (:mod:`bringup.acceptance`).
 - :mod:`.pull`: ``pull``: on a host, converge it from a signed Git revision (:mod:`bringup.pull`).
 - :mod:`.context`: what they share (the console, failures, ``--forks``, the host selection, the run's skeleton).

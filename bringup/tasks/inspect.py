@@ -126,7 +126,8 @@ def variable_sources(host) -> list[tuple[str, object, str]]:
 def topology(c, host=None, inventory=None, set_=None, json_=False,
              accept_new_host_keys=False, facts=None, vault_password_file=None, vault_id=None):
     """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
-    from ..topology import format_plan, plan_topology, validate_vars
+    from ..topology import plan_topology, validate_vars
+    from ..topology_text import format_plan
 
     target, values, errors = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
                                          validate=validate_vars, facts_file=facts,

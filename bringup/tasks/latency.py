@@ -3,11 +3,11 @@
 
 Every option is taken as text and checked by :mod:`bringup.latency.options` before anything is contacted:
 a value that does not hold is one ``error:`` line, exit 1 (never Invoke's traceback, never a run with NaN).
+The flags' help and readers the three tasks share are in :mod:`.latency_flags`.
 """
 from __future__ import annotations
 
 import json
-from contextlib import contextmanager
 from pathlib import Path
 
 from invoke import Exit
@@ -15,159 +15,17 @@ from invoke import Exit
 from ..errors import BringupError, InputError, Unreachable
 from ..outfile import write_atomic
 from ..process import command
-from ..stop import Interrupted, Stop
+from ..stop import Interrupted
 from .context import console as new_console
-from .context import REPEATED, VAULT, fail, interrupted, interruptible, options, prepared, unreachable
+from .context import REPEATED, VAULT, fail, interrupted, interruptible, unreachable
 from .context import task  # Invoke's @task, an empty flag value refused first
+from .latency_flags import (FLAGS, FOLLOW_STOPPING, HELP, REPEAT_FLAGS, STOPPING, address_flag, client_flags, ending,
+                            given, load_lists, port_flag, repeat_flags, resolve_target, target_goal, window_list)
 
 __all__ = ["bench", "tune_window", "tune"]
 
-#: What the first SIGINT/SIGTERM stops in these tasks (a second abandons loading the model's own
-#: configuration back, when Triton does not answer).
-STOPPING = ("the point in flight is dropped and its client processes killed, the model's own configuration "
-            "is loaded back ({name} again abandons that)")
-#: The same for ``tune-window --follow``, whose steps are recorded as they are taken.
-FOLLOW_STOPPING = "the interval in progress finishes (a window it loads is recorded), no other starts"
 
-_HELP = {
-    **options("inventory", "set", *VAULT),
-    "host": "one host of the inventory (its ansible_host and triton_ports.grpc are used)",
-    "model": "model to load (default: the only one of triton_models)",
-    "batch": "request batch sizes, comma separated (default the guide's 1,2,4,8)",
-    "concurrency": "requests in flight, comma separated (default 1,4,16,64)",
-    "window-us": "batching windows to sweep by reloading the model: 'deployed', 'none' (no dynamic "
-                 "batching) or µs, comma separated; needs Triton in explicit model-control mode",
-    "warmup": "seconds of warm-up per point (default 2)",
-    "duration": "seconds of the steady window per point (default 5)",
-    "processes": "client processes (default: min(8, CPUs))",
-    "client-cpus": "CPUs the client processes may run on, e.g. 0,1 or 0-3 (default: all)",
-    "cpu-limit": "share of a core at which a client event loop counts as saturated (default 0.85)",
-    "microbatch-us": "client micro-batching window in µs (1..1000); off by default",
-    "microbatch-max": "client micro-batch rows at most (default 8)",
-    "address": "Triton's address instead of the host's ansible_host",
-    "grpc-port": "Triton's gRPC port instead of triton_ports.grpc",
-    "input-name": "input tensor name (for a model outside triton_models)",
-    "input-shape": "one item's dims, e.g. 3,224,224",
-    "dtype": "input data type (FP16, FP32, TYPE_FP16, ...)",
-    "out": "folder for JSON, CSV and PNG (default reports/bench; the checklist finds results in any folder)",
-    "no-plot": "skip the PNG",
-    "repeats": "steady windows per point that must agree; the point reports their median and spread "
-               "(default 3, for acceptance runs; 1: one window, no spread)",
-    "stability": "% within which those windows' p95 and items/s must agree, (max-min)/median, else the point "
-                 "is unstable (default 10, perf_analyzer's)",
-    "max-windows": "windows per point at most while they do not agree: the time bound (default 0: twice "
-                   "--repeats)",
-}
-_REPEAT_FLAGS = ("repeats", "stability", "max-windows")
-
-#: pydantic field -> the flag that set it, for one-line refusals.
-_FLAGS = {"batches": "--batch", "concurrency": "--concurrency", "windows": "--window-us", "warmup_s": "--warmup",
-          "duration_s": "--duration", "processes": "--processes", "client_cpus": "--client-cpus",
-          "cpu_limit": "--cpu-limit", "microbatch_us": "--microbatch-us", "microbatch_max": "--microbatch-max",
-          "interval_s": "--interval", "steps": "--steps", "seconds": "--for", "http_port": "--http-port",
-          "metrics_port": "--metrics-port", "target_p95_ms": "--target-p95-ms", "budget_s": "--budget",
-          "instances": "--instances", "max_batches": "--max-batch", "repeats": "--repeats",
-          "stability_pct": "--stability", "max_windows": "--max-windows"}
-
-
-@contextmanager
-def _ending(stop: Stop):
-    """How bench and tune-window end early, each in one line: a signal (its exit code, 130 or 143), Triton
-    out of reach (4), bad input or a failure (1)."""
-    from ..latency.bench import TritonUnreachable
-
-    try:
-        yield
-    except Interrupted as e:
-        raise interrupted(stop, e) from None
-    except TritonUnreachable as e:
-        raise unreachable(e) from None
-    except BringupError as e:
-        raise fail(e) from None
-
-
-def _given(v) -> bool:
-    return v is not None and str(v).strip() != ""
-
-
-def _windows(text, flag: str = "--window-us") -> list:
-    """``deployed``, ``none``/``off`` or µs 0..1500, comma separated."""
-    from ..latency.options import quoted, whole
-
-    out: list = []
-    for t in [t.strip() for t in str(text).split(",")]:
-        if t.lower() == "deployed":
-            out.append("deployed")
-        elif t.lower() in ("none", "off"):
-            out.append(None)
-        else:
-            try:
-                out.append(whole(t, flag, 0, 1500))
-            except InputError:
-                raise InputError(f"{flag} {quoted(text)}: {quoted(t)} is not 'deployed', 'none' or whole µs within 0..1500") \
-                    from None
-    return list(dict.fromkeys(out))
-
-
-def _client(warmup, duration, processes, client_cpus, cpu_limit) -> dict:
-    from ..latency.options import MAX_PROCESSES, cpus, number, whole
-
-    return {"warmup_s": number(warmup, "--warmup"), "duration_s": number(duration, "--duration"),
-            "processes": whole(processes, "--processes", 0, MAX_PROCESSES),
-            "client_cpus": cpus(client_cpus) if _given(client_cpus) else None,
-            "cpu_limit": number(cpu_limit, "--cpu-limit")}
-
-
-def _repeat(repeats, stability, max_windows) -> dict:
-    """``--repeats``, ``--stability`` and ``--max-windows``, checked together."""
-    from ..latency.options import RepeatOptions, number, read, whole
-
-    return read(RepeatOptions, _FLAGS, repeats=whole(repeats, "--repeats", 1, 100),
-                stability_pct=number(stability, "--stability", lo=0, lo_open=True, hi=1000, unit="%"),
-                max_windows=whole(max_windows, "--max-windows", 0, 1000)).model_dump()
-
-
-def _load_lists(batch, concurrency) -> dict:
-    from ..latency.options import MAX_BATCH, MAX_CONCURRENCY, whole_list
-
-    return {"batches": whole_list(batch, "--batch", 1, MAX_BATCH),
-            "concurrency": whole_list(concurrency, "--concurrency", 1, MAX_CONCURRENCY)}
-
-
-def _address(address):
-    if not _given(address):
-        return None
-    a = str(address).strip()
-    if any(ch.isspace() for ch in a) or "/" in a or len(a) > 255:
-        raise InputError(f"--address {address!r}: a host name or IP address")
-    return a
-
-
-def _port(v, flag: str):
-    from ..latency.options import whole
-
-    return whole(v, flag, 1, 65535) if _given(v) else None
-
-
-def _target(inventory, set_, vault, host, hv_model, address, grpc_port, **inp):
-    from ..latency.target import resolve
-
-    _, chosen, _, _, role_vars = prepared(inventory, set_, host, None, None, "triton", vault=vault)
-    hv = role_vars[chosen[0].name]
-    return chosen[0], hv, resolve(chosen[0], hv, model=hv_model, address=address, grpc_port=grpc_port, **inp)
-
-
-def _goal(target_p95_ms, target) -> float:
-    from ..latency.options import number
-
-    goal = target_p95_ms if _given(target_p95_ms) else target.slo_p95_ms
-    if goal is None:
-        raise InputError("give --target-p95-ms or set latency_slo_p95_ms in the inventory")
-    return number(goal, "--target-p95-ms" if _given(target_p95_ms) else "latency_slo_p95_ms", lo=0, lo_open=True,
-                  hi=3_600_000, unit="ms")
-
-
-@task(iterable=REPEATED, auto_shortflags=False, help=_HELP)
+@task(iterable=REPEATED, auto_shortflags=False, help=HELP)
 def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", window_us=None, warmup="2",
           duration="5", processes="0", client_cpus=None, cpu_limit="0.85", microbatch_us=None, microbatch_max="8",
           address=None, grpc_port=None, input_name=None, input_shape=None, dtype=None, inventory=None,
@@ -180,18 +38,18 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
 
     console = new_console()
     with interruptible(console, STOPPING) as stop:
-        with _ending(stop):
+        with ending(stop):
             if not host:
                 raise InputError("bench takes one --host")
-            o = read(BenchOptions, _FLAGS, **_load_lists(batch, concurrency),
-                     windows=_windows(window_us) if _given(window_us) else ["deployed"],
-                     **_client(warmup, duration, processes, client_cpus, cpu_limit),
-                     microbatch_us=whole(microbatch_us, "--microbatch-us", 1, 1000) if _given(microbatch_us) else None,
+            o = read(BenchOptions, FLAGS, **load_lists(batch, concurrency),
+                     windows=window_list(window_us) if given(window_us) else ["deployed"],
+                     **client_flags(warmup, duration, processes, client_cpus, cpu_limit),
+                     microbatch_us=whole(microbatch_us, "--microbatch-us", 1, 1000) if given(microbatch_us) else None,
                      microbatch_max=whole(microbatch_max, "--microbatch-max", 1, 1 << 16),
-                     **_repeat(repeats, stability, max_windows))
+                     **repeat_flags(repeats, stability, max_windows))
             out_dir = out_folder(out)
-            _, _, target = _target(inventory, set_, (vault_password_file, vault_id), host, model, _address(address),
-                                   _port(grpc_port, "--grpc-port"),
+            _, _, target = resolve_target(inventory, set_, (vault_password_file, vault_id), host, model, address_flag(address),
+                                   port_flag(grpc_port, "--grpc-port"),
                                    input_name=input_name, input_shape=input_shape, dtype=dtype)
             s = BenchSettings(**o.model_dump())
             n_points = len(s.windows) * len(s.batches) * len(s.concurrency)
@@ -211,8 +69,8 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
 
 
 @task(name="tune-window", iterable=REPEATED, auto_shortflags=False, help={
-    **{k: _HELP[k] for k in ("host", "inventory", "set", *VAULT, "model", "warmup", "duration", "processes",
-                             "client-cpus", "address", "grpc-port", "out", *_REPEAT_FLAGS)},
+    **{k: HELP[k] for k in ("host", "inventory", "set", *VAULT, "model", "warmup", "duration", "processes",
+                             "client-cpus", "address", "grpc-port", "out", *REPEAT_FLAGS)},
     "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
     "windows": "windows to try in µs, comma separated (default 200,400,600,800,1000,1500); windows whose "
                "items/s overlap within the spread tie and the shorter is kept; the chosen one is measured again",
@@ -239,7 +97,8 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
 
     from ..latency.bench import BenchSettings, run_sweep
     from ..latency.options import BenchOptions, FollowOptions, TuneWindowOptions, number, out_folder, read, whole
-    from ..latency.results import plot_tune_window, remember
+    from ..latency.plots import plot_tune_window
+    from ..latency.results import remember
     from ..latency.results import point_text
     from ..latency.trial import trial_path
     from ..latency.tune import pick, settle
@@ -247,33 +106,33 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
 
     console = new_console()
     with interruptible(console, FOLLOW_STOPPING if follow else STOPPING) as stop:
-        with _ending(stop):
+        with ending(stop):
             if not host:
                 raise InputError("tune-window takes one --host")
-            ws = [w for w in _windows(windows, "--windows") if w not in (None, "deployed")]
+            ws = [w for w in window_list(windows, "--windows") if w not in (None, "deployed")]
             if not ws:
                 raise InputError(f"--windows {windows!r}: give windows in µs")
-            load = _load_lists(batch, concurrency)
-            client = _client(warmup, duration, processes, client_cpus, "0.85")
-            rep = _repeat(repeats, stability, max_windows)
-            fo = read(FollowOptions, _FLAGS, interval_s=number(interval, "--interval"),
-                      steps=whole(steps, "--steps", 1, 10_000_000) if _given(steps) else None,
-                      seconds=number(for_, "--for") if _given(for_) else None,
-                      http_port=_port(http_port, "--http-port"), metrics_port=_port(metrics_port, "--metrics-port"))
+            load = load_lists(batch, concurrency)
+            client = client_flags(warmup, duration, processes, client_cpus, "0.85")
+            rep = repeat_flags(repeats, stability, max_windows)
+            fo = read(FollowOptions, FLAGS, interval_s=number(interval, "--interval"),
+                      steps=whole(steps, "--steps", 1, 10_000_000) if given(steps) else None,
+                      seconds=number(for_, "--for") if given(for_) else None,
+                      http_port=port_flag(http_port, "--http-port"), metrics_port=port_flag(metrics_port, "--metrics-port"))
             out_dir = out_folder(out)
-            path = str(record) if _given(record) else RECORD
+            path = str(record) if given(record) else RECORD
             why = record_path_problem(path)
             if why:
                 raise InputError(f"--record {path}: {why}")
-            inv_host, hv, target = _target(inventory, set_, (vault_password_file, vault_id), host,
+            inv_host, hv, target = resolve_target(inventory, set_, (vault_password_file, vault_id), host,
                                            model if model or not follow else "",
-                                           _address(address), _port(grpc_port, "--grpc-port"))
-            goal = read(TuneWindowOptions, _FLAGS, target_p95_ms=_goal(target_p95_ms, target), windows=ws).target_p95_ms
+                                           address_flag(address), port_flag(grpc_port, "--grpc-port"))
+            goal = read(TuneWindowOptions, FLAGS, target_p95_ms=target_goal(target_p95_ms, target), windows=ws).target_p95_ms
             if follow:
                 _follow(console, inv_host, hv, target.address, [model] if model else [], goal, fo, path, out_dir,
                         stop)
                 return
-            s = BenchSettings(**read(BenchOptions, _FLAGS, **load, windows=ws, **client, **rep).model_dump())
+            s = BenchSettings(**read(BenchOptions, FLAGS, **load, windows=ws, **client, **rep).model_dump())
             console.print(f"tune-window {target.host}: {target.model}, windows {ws} µs at batch {s.batches} "
                           f"× concurrency {s.concurrency}, target p95 {goal:g} ms", style="dim")
 
@@ -432,7 +291,7 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
         t.close()
     png = None
     if log.exists():
-        from ..latency.results import plot_window_log
+        from ..latency.plots import plot_window_log
 
         entries = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
         png = plot_window_log(entries, log.with_suffix(".png"), f"{host.name}: tune-window --follow") if entries \
@@ -442,8 +301,8 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
 
 
 @task(name="tune", iterable=REPEATED, auto_shortflags=False, help={
-    **{k: _HELP[k] for k in ("host", "inventory", "set", *VAULT, "model", "warmup", "duration", "processes",
-                             "client-cpus", "cpu-limit", "address", "grpc-port", "out", "no-plot", *_REPEAT_FLAGS)},
+    **{k: HELP[k] for k in ("host", "inventory", "set", *VAULT, "model", "warmup", "duration", "processes",
+                             "client-cpus", "cpu-limit", "address", "grpc-port", "out", "no-plot", *REPEAT_FLAGS)},
     "target-p95-ms": "the p95 target in ms (default: the inventory's latency_slo_p95_ms)",
     "batch": "request batch of the fixed load (default 1)",
     "concurrency": "requests in flight of the fixed load (default 64)",
@@ -467,7 +326,8 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
     from ..latency.follow import remote_record
     from ..latency.options import BenchOptions, TuneOptions, number, out_folder, read, whole_list
     from ..latency.override import load_own
-    from ..latency.results import remember, render_tune, write_tune
+    from ..latency.results import remember
+    from ..latency.tune_report import render_tune, write_tune
     from ..latency.trial import TrialMark, trial_path
     from ..latency.results import point_text
     from ..latency.tune import SEARCH, TIE, TuneSettings, point_cost_s, run_tune
@@ -479,28 +339,28 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
         try:
             if not host:
                 raise InputError("tune takes one --host")
-            load = _load_lists(batch, concurrency)
+            load = load_lists(batch, concurrency)
             if len(load["batches"]) != 1 or len(load["concurrency"]) != 1:
                 raise InputError("tune measures under one fixed load: give one --batch and one --concurrency")
-            client = _client(warmup, duration, processes, client_cpus, cpu_limit)
-            rep = _repeat(repeats, stability, max_windows)
-            read(BenchOptions, _FLAGS, **load, **client, **rep)
+            client = client_flags(warmup, duration, processes, client_cpus, cpu_limit)
+            rep = repeat_flags(repeats, stability, max_windows)
+            read(BenchOptions, FLAGS, **load, **client, **rep)
             budget_min = number(budget, "--budget", lo=0, lo_open=True, hi=24 * 60, unit="min")
-            win = [w for w in _windows(windows, "--windows") if w not in (None, "deployed")]
+            win = [w for w in window_list(windows, "--windows") if w not in (None, "deployed")]
             if not win:
                 raise InputError(f"--windows {windows!r}: give windows in µs")
             inst = whole_list(instances, "--instances", -(1 << 31), 1 << 31)
-            mbs = whole_list(max_batch, "--max-batch", -(1 << 31), 1 << 31) if _given(max_batch) else None
+            mbs = whole_list(max_batch, "--max-batch", -(1 << 31), 1 << 31) if given(max_batch) else None
             out_dir = out_folder(out)
-            path = str(record) if _given(record) else RECORD
+            path = str(record) if given(record) else RECORD
             if not no_record:
                 why = record_path_problem(path)
                 if why:
                     raise InputError(f"--record {path}: {why}")
             # The target after the flags: the inventory is read, nothing contacted yet.
-            inv_host, hv, target = _target(inventory, set_, (vault_password_file, vault_id), host, model,
-                                           _address(address), _port(grpc_port, "--grpc-port"))
-            o = read(TuneOptions, _FLAGS, target_p95_ms=_goal(target_p95_ms, target), budget_s=budget_min * 60,
+            inv_host, hv, target = resolve_target(inventory, set_, (vault_password_file, vault_id), host, model,
+                                           address_flag(address), port_flag(grpc_port, "--grpc-port"))
+            o = read(TuneOptions, FLAGS, target_p95_ms=target_goal(target_p95_ms, target), budget_s=budget_min * 60,
                      instances=inst, max_batches=mbs, windows=win)
             s = TuneSettings(target_ms=o.target_p95_ms, batch=load["batches"][0], concurrency=load["concurrency"][0],
                              instances=o.instances, max_batches=o.max_batches, windows=o.windows, budget_s=o.budget_s,

@@ -28,8 +28,10 @@ FACT_MODULES = {"bringup.facts", "bringup.facts.base", "bringup.facts.gather", "
                 "bringup.facts.system"}
 #: Code a sysctl run has no use for: the bench and tuning, the GPU and topology planners, the checklist's and
 #: the acceptance's checks, pull mode, and the heavy libraries of the bench and the audit.
-NEVER = ("bringup.latency", "bringup.topology", "bringup.gpu", "bringup.gpu_profiles", "bringup.driver_matrix",
-         "bringup.checks", "bringup.checklist", "bringup.auditkit", "bringup.health", "bringup.acceptance",
+NEVER = ("bringup.latency", "bringup.topology", "bringup.topology_model", "bringup.topology_facts",
+         "bringup.topology_crossing", "bringup.topology_text", "bringup.gpu", "bringup.gpu_profiles", "bringup.driver_matrix",
+         "bringup.checks", "bringup.checklist", "bringup.auditkit", "bringup.health", "bringup.health_gpu",
+         "bringup.health_xid", "bringup.acceptance",
          "bringup.testinfra", "bringup.pull", "matplotlib", "tritonclient", "testinfra", "numpy", "pytest")
 
 

@@ -1,0 +1,180 @@
+"""A saved benchmark result read back and judged: where results are kept (:data:`REPORT_DIR`, the index of
+``--out`` folders), the newest result of a host (:func:`latest`) and the latency line's verdict on it
+(:func:`acceptance`), which refuses a damaged or future-dated result as unreadable.  Cut from
+bringup/latency/results.py (issue 43 item 2): the checklist reads results through this module alone, without the
+writing, tables and plots of bringup/latency/results.py.
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from ..untrusted import loads
+from .hostload import load_text
+
+__all__ = ["latest", "acceptance", "REPORT_DIR", "INDEX", "KIND"]
+
+REPORT_DIR = Path("reports") / "bench"
+KIND = "bringup-bench"
+#: Where the results of every ``--out`` folder are listed, so the checklist finds them (per host, newest last).
+INDEX = REPORT_DIR / "index.json"
+
+
+def latest(host: str, reports: Path | str = REPORT_DIR) -> tuple[dict, Path] | None:
+    """The newest benchmark result of ``host`` under ``reports``, or listed in ``reports``' index (results
+    written with ``bench --out`` elsewhere), or None."""
+    best = None
+    candidates = list(Path(reports).glob(f"{host}-*.json"))
+    try:
+        listed = loads((Path(reports) / INDEX.name).read_bytes(), what="the index", max_bytes=16 << 20).get(host) or []
+        candidates += [Path(p) for p in listed if isinstance(p, str)]
+    except (OSError, ValueError, AttributeError):
+        pass
+    for p in dict.fromkeys(candidates):
+        try:
+            if p.stat().st_size > 64 << 20:
+                continue
+            # NaN as json.dumps writes it is read (acceptance() refuses it where it would judge it).
+            doc = loads(p.read_bytes(), what=str(p), max_bytes=64 << 20, nan=True)
+        except (OSError, ValueError):  # Unreadable too: nested without end, 100,000 digits, NaN
+            continue
+        if not isinstance(doc, dict):
+            continue
+        if doc.get("kind") != KIND or doc.get("host") != host:
+            continue
+        if best is None or doc.get("finished", "") > best[0].get("finished", ""):
+            best = (doc, p)
+    return best
+
+
+def _load_text(r: dict) -> str:
+    mb = f", client micro-batch {r['microbatch_us']} µs" if r.get("microbatch_us") else ""
+    served = f"; served as {r['config']}" if r.get("config") else ""
+    return (f"concurrency {r['concurrency']} × batch {r['batch']} ({r['items_per_s']:.0f} items/s, "
+            f"window {r['window']}{mb}{served})")
+
+
+#: What a saved point's figures can be: a p95 of up to a day in ms, a rate of up to 10^12 items/s, loads up to 10^6.
+_POINT_RANGES = {"p95_ms": (0, 86_400_000), "p50_ms": (0, 86_400_000), "p99_ms": (0, 86_400_000),
+                 "items_per_s": (0, 1e12), "concurrency": (0, 1e6), "batch": (0, 1e6)}
+
+
+def _unreadable(doc: Any) -> str | None:
+    """Why a saved bench result cannot be judged (None: it can): dated in the future beyond the clock-skew
+    allowance, or a point's figure not a finite number in its range."""
+    from datetime import timezone
+
+    from ..untrusted import future, number
+
+    if not isinstance(doc, dict) or not isinstance(doc.get("points", []), list):
+        return "not a result document"
+    try:
+        when = datetime.fromisoformat(str(doc.get("finished")))
+    except ValueError:
+        when = None  # shown as it is (the line says when it was measured); only a time ahead is refused
+    when = when if when is None or when.tzinfo else when.replace(tzinfo=timezone.utc)
+    if when is not None and future(when):
+        return f"finished {doc['finished']} lies in the future: not a result measured yet"
+    for i, r in enumerate(doc.get("points", [])):
+        if not isinstance(r, dict):
+            return f"point {i} is not an object"
+        try:
+            for key, (lo, hi) in _POINT_RANGES.items():
+                if r.get(key) is not None:
+                    number(r[key], lo=lo, hi=hi, what=f"point {i}'s {key}")
+                spread = (r.get("spread") or {}).get(key) if isinstance(r.get("spread") or {}, dict) else None
+                if spread is not None:
+                    for end in ("min", "max"):
+                        number(spread.get(end) if isinstance(spread, dict) else spread, lo=lo, hi=hi,
+                               what=f"point {i}'s {key} {end}")
+        except ValueError as e:
+            return str(e)
+    return None
+
+
+def acceptance(doc: dict, slo: float | None, load: dict | None = None) -> dict:
+    """PASS/FAIL/WARN of one result against ``latency_slo_p95_ms``, on each point's **median** p95.
+
+    Only points of the model as deployed count (a window sweep's other windows
+    are not what the host serves), and never client-bound or failing ones.
+    With ``load`` ({concurrency, batch}) that point decides; otherwise the host
+    passes at the heaviest throughput whose p95 meets the SLO over its whole
+    spread (a point unstable, or whose spread straddles the SLO, only when no
+    point meets it outright), and fails when no measured load meets it.
+
+    A point that is **unstable** (its windows did not agree, :mod:`.repeats`)
+    or whose min-max p95 has the SLO inside it is WARN, not PASS/FAIL: another
+    run could give the other verdict.  A result saved with one window per point
+    (``--repeats 1``, or before spreads were kept) is WARN too: one sample of a
+    shared machine is no verdict (the H200's 17.0 and 12.4 ms an hour apart);
+    it says the median it would have judged.  ``kind`` says which: ``measured``,
+    ``unstable``, ``inside``, ``single``, ``no-slo``, ``no-point``.
+    """
+    from .repeats import repeated, span
+
+    when = doc.get("finished", "?")
+    bad = _unreadable(doc)
+    if bad:
+        # Figures no bench measures (NaN, -1 ms, 1e308 items/s) or a result dated ahead: never a verdict.
+        return {"status": "WARN", "measured": when, "slo_p95_ms": slo, "point": None, "kind": "unreadable",
+                "seen": f"not checked: the saved result is unreadable ({bad})"}
+    pts = [r for r in doc.get("points", []) if r.get("p95_ms") is not None]
+    deployed = [r for r in pts if r.get("deployed")] or pts
+    good = [r for r in deployed if not r["client_bound"] and not r["errors"] and not r.get("reloaded")]
+    out = {"status": "WARN", "measured": when, "slo_p95_ms": slo, "point": None, "kind": "no-point"}
+    if not good:
+        why = "every point was client-bound, failed or spanned a reload" if deployed else "no point measured"
+        out["seen"] = f"measured {when}, but {why}: not a server latency"
+        return out
+
+    def sure(r) -> bool:    # meets the SLO whatever window of it another run would repeat
+        return not r.get("unstable") and span(r, "p95_ms")[1] <= slo
+
+    if load:
+        match = [r for r in good if r["concurrency"] == int(load.get("concurrency", -1))
+                 and r["batch"] == int(load.get("batch", 1))]
+        if not match:
+            out["seen"] = f"measured {when}, but not at the acceptance load {load}"
+            return out
+        r = match[0]
+    else:
+        robust = [r for r in good if slo is not None and sure(r)]
+        meeting = [r for r in good if slo is not None and r["p95_ms"] <= slo]
+        r = (max(robust, key=lambda r: r["items_per_s"]) if robust else
+             max(meeting, key=lambda r: r["items_per_s"]) if meeting else min(good, key=lambda r: r["p95_ms"]))
+    lo, hi = span(r, "p95_ms")
+    out["point"] = {k: r.get(k) for k in ("window", "batch", "concurrency", "p95_ms", "items_per_s", "microbatch_us",
+                                          "config", "unstable")}
+    out["point"].update(p95_min_ms=lo, p95_max_ms=hi, repeats=(r.get("spread") or {}).get("repeats", 1))
+    basis = (f"median of {r['spread']['repeats']} windows, p95 {lo:.1f}-{hi:.1f} ms" if repeated(r) else
+             "one window per point: no spread known")
+    beside = load_text(doc, [r])
+    beside = f"; during it: {beside}" if beside else ""
+    if slo is None:
+        out["kind"] = "no-slo"
+        out["seen"] = (f"p95 {r['p95_ms']:.1f} ms ({basis}) at {_load_text(r)}, measured {when}; "
+                       "no latency_slo_p95_ms set")
+        return out
+    if r.get("unstable"):
+        out["kind"] = "unstable"
+        out["seen"] = (f"p95 {r['p95_ms']:.1f} ms against SLO {slo:g} ms at {_load_text(r)} is UNSTABLE: "
+                       f"{r.get('unstable_why') or 'its windows did not agree'}; no verdict, measured {when}{beside}")
+        return out
+    if repeated(r) and lo <= slo < hi:
+        out["kind"] = "inside"
+        out["seen"] = (f"p95 {r['p95_ms']:.1f} ms ({basis}): the SLO {slo:g} ms lies inside the spread at "
+                       f"{_load_text(r)}; another run could pass or fail, measured {when}{beside}")
+        return out
+    ok = r["p95_ms"] <= slo
+    if not repeated(r):
+        out["kind"] = "single"
+        out["seen"] = (f"p95 {r['p95_ms']:.1f} ms {'≤' if ok else '>'} SLO {slo:g} ms on {basis} at "
+                       f"{_load_text(r)}: one sample is no verdict, measured {when}{beside}")
+        return out
+    out["kind"] = "measured"
+    out["status"] = "PASS" if ok else "FAIL"
+    rel = "≤" if ok else ">"
+    best = "" if ok or load else " (lowest p95 measured)"
+    out["seen"] = f"p95 {r['p95_ms']:.1f} ms {rel} SLO {slo:g} ms ({basis}) at {_load_text(r)}{best}, measured {when}"
+    return out
