@@ -17,9 +17,7 @@ import io
 import logging
 import os
 import secrets
-import signal
 import socket
-import subprocess
 import threading
 import time
 from contextlib import contextmanager
@@ -30,6 +28,7 @@ from typing import BinaryIO, Callable, Iterator, Protocol
 import paramiko
 from fabric import Config, Connection
 
+from . import child
 from .command import quote, sh
 from .errors import BringupError, Unreachable, said
 from .inventory import Host
@@ -50,6 +49,10 @@ _ENTRY = "sh -c 'eval \"$(cat)\"'"
 REMOTE_GRACE_S = 5
 #: The most of the run lock holder's answer read (bytes): one line, bounded on the host already.
 ANSWER_MAX = 4096
+#: Bytes of a local command's stdout read at most (its stderr: the first LOCAL_ERR_CAP kept): past them the
+#: command is ended and its result says so in one line; a flood costs no memory (issue 40 item 3).
+LOCAL_OUT_CAP = 64 << 20
+LOCAL_ERR_CAP = 1 << 20
 
 @dataclass
 class RunResult:
@@ -175,19 +178,21 @@ class Transport:
         with self._lock:
             self.round_trips += 1
         try:
-            proc = subprocess.Popen(local, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            proc = child.start(local, stdout=child.PIPE, stderr=child.PIPE)
         except OSError as e:
             return RunResult(127, "", f"{local[0]}: {e.strerror or e}")
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.proc.stdout is not None and proc.proc.stderr is not None
+        errs = child.Reader(proc.proc.stderr, LOCAL_ERR_CAP)  # read meanwhile: a full stderr pipe blocks it
         try:
-            res = self._unfenced(self._exchange(cmd, sudo, proc.stdout))
+            res = self._unfenced(self._exchange(cmd, sudo, proc.proc.stdout))
         except BaseException:
             proc.kill()
-            proc.wait()
             raise
-        err = proc.stderr.read().decode("utf-8", "replace")
-        if proc.wait() != 0:
-            return RunResult(proc.returncode or 1, res.stdout, f"{' '.join(local)} failed: {said(err, 300)}")
+        rc = proc.proc.wait()
+        proc.end()  # what it left in its group (holding stderr open) goes with it
+        err = errs.result().decode("utf-8", "replace")
+        if rc != 0:
+            return RunResult(rc or 1, res.stdout, f"{' '.join(local)} failed: {said(err, 300)}")
         return res
 
     def _exchange(self, cmd: str, sudo: "Sudo | None", data: BinaryIO) -> RunResult:  # pragma: no cover
@@ -322,39 +327,23 @@ class LocalTransport(Transport):
         return command
 
     def _exchange(self, cmd: str, sudo: "Sudo | None", data: BinaryIO) -> RunResult:
-        # Not invoke's Context.run: its in_stream is copied a byte per 10 ms.
-        p = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, start_new_session=True)
+        # Not invoke's Context.run: its in_stream is copied a byte per 10 ms.  A session of its own
+        # (bringup.child), ended group and all: SIGTERM first (a read script's trap stops its lanes and removes
+        # its temporary folder; a SIGKILL cannot be trapped), then SIGKILL for whatever in the group did not
+        # end within 2 s.
+        c = child.start(["/bin/sh", "-c", cmd], stdin=child.PIPE, stdout=child.PIPE, stderr=child.PIPE)
+        p = c.proc
         assert p.stdin is not None and p.stdout is not None and p.stderr is not None
-
-        def kill() -> None:
-            # SIGTERM first: a read script's trap stops its lanes and removes its temporary folder (a SIGKILL
-            # cannot be trapped); then SIGKILL for whatever in the group did not end within 2 s.
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-                # The whole group, not only its leader: the shell that runs the script ends after its trap.
-                deadline = time.monotonic() + 2.0
-                while time.monotonic() < deadline:
-                    p.poll()  # reap the leader, so that a finished group reads as gone
-                    os.killpg(p.pid, 0)
-                    time.sleep(0.02)
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-        out: list[bytes] = []
-        err: list[bytes] = []
-        with _Deadline(self._timeout(), kill) as dl:
+        first = b""
+        with _Deadline(self._timeout(), c.end) as dl:
             try:
                 if sudo:
                     def send(b: bytes) -> None:
                         p.stdin.write(b)
                         p.stdin.flush()
-                    err.append(sudo.handshake(lambda n: os.read(p.stderr.fileno(), n), send, self.host.name))
-                readers = [threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True),
-                           threading.Thread(target=lambda: err.append(p.stderr.read()), daemon=True)]
-                for th in readers:
-                    th.start()
+                    first = sudo.handshake(lambda n: os.read(p.stderr.fileno(), n), send, self.host.name)
+                out = child.Reader(p.stdout, LOCAL_OUT_CAP, over=c.end)
+                err = child.Reader(p.stderr, LOCAL_ERR_CAP)
                 try:
                     _pump(data, p.stdin.write)
                 except BrokenPipeError:
@@ -365,16 +354,16 @@ class LocalTransport(Transport):
                     except BrokenPipeError:
                         pass
                 rc = p.wait()
-                for th in readers:
-                    th.join()
+                said_out, said_err = out.result(), first + err.result()
             except BaseException:
-                if p.poll() is None:
-                    kill()
-                p.wait()
+                c.end()
                 raise
         if dl.fired:
             raise self._timed_out()
-        return RunResult(rc, _text(b"".join(out)), _text(b"".join(err)))
+        if out.passed:
+            return RunResult(rc or 1, "", f"{self.host.name}: the command printed more than "
+                                          f"{LOCAL_OUT_CAP >> 20} MiB; it was ended there and its output dropped")
+        return RunResult(rc, _text(said_out), _text(said_err))
 
 
 def _no_delay(sock: object) -> None:
