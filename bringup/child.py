@@ -145,9 +145,11 @@ class Child:
     :meth:`end` ends it group and all.  As a context manager, it is ended on leaving (nothing of its group
     outlives the block)."""
 
-    def __init__(self, proc: subprocess.Popen, tag: str | None = None, tag_var: str = TAG_ENV):
+    def __init__(self, proc: subprocess.Popen, tag: str | None = None, tag_var: str = TAG_ENV, group: bool = True):
         self.proc = proc
         self.pid = proc.pid
+        #: Whether it leads a group of its own (False: it stays in bringup's, and :meth:`end` signals it alone).
+        self.group = group
         #: The tag every process it starts inherits (None: not tagged); :meth:`end` ends those too.
         self.tag = tag
         self.tag_var = tag_var
@@ -155,6 +157,8 @@ class Child:
     def running(self) -> bool:
         """Whether anything of its process group is still there (its leader is reaped on the way, so that a
         group whose processes all ended reads as gone)."""
+        if not self.group:
+            return self.proc.poll() is None
         self.proc.poll()
         try:
             os.killpg(self.pid, 0)
@@ -170,16 +174,24 @@ class Child:
         what left the group carrying its tag killed.  Its exit code.  Safe to call again, or from another
         thread while one waits for it; a group already gone is left alone."""
         if self.running():
+            signal_ = end_group if self.group else self._signal
             if grace > 0:
-                end_group(self.pid, sig)
+                signal_(self.pid, sig)
                 deadline = time.monotonic() + grace
                 while time.monotonic() < deadline and self.running():
                     time.sleep(0.02)
-            end_group(self.pid)  # whatever in the group did not end within the grace
+            signal_(self.pid, signal.SIGKILL)  # whatever in the group did not end within the grace
         rc = self.proc.wait()
         if self.tag is not None:
             end_tagged(self.tag, var=self.tag_var)
         return rc
+
+    def _signal(self, _pid: int, sig: int) -> None:
+        if self.proc.poll() is None:  # not reaped: its pid is still its own
+            try:
+                self.proc.send_signal(sig)
+            except OSError:
+                pass
 
     def kill(self) -> int:
         """SIGKILL to its whole group at once (no grace), then as :meth:`end`."""
@@ -195,20 +207,22 @@ class Child:
 def start(argv: Sequence[str], *, stdin: IO | int | None = DEVNULL, stdout: IO | int | None = None,
           stderr: IO | int | None = None, env: dict[str, str] | None = None,
           cwd: str | os.PathLike | None = None, text: bool = False, tag: bool | str = False,
-          pass_fds: Sequence[int] = (), bufsize: int = -1) -> Child:
+          pass_fds: Sequence[int] = (), bufsize: int = -1, own_group: bool = True) -> Child:
     """Start ``argv`` as the leader of a session (a process group) of its own: a terminal's Ctrl-C reaches
     bringup alone, which decides, and :meth:`Child.end` reaches everything the child started.  stdin is
     /dev/null unless said; ``text``: its pipes are text (UTF-8, bad bytes replaced).  ``tag``: every process
     it starts carries a fresh token in :data:`TAG_ENV` (or in the variable ``tag`` names), so that one that
-    leaves the group (``setsid``) is ended with it.  OSError when it cannot start."""
+    leaves the group (``setsid``) is ended with it.  ``own_group=False``: it stays in bringup's process group and
+    session (a ProxyCommand's ssh may ask on the terminal, as under ssh), and :meth:`Child.end` signals it
+    alone.  OSError when it cannot start."""
     token = secrets.token_hex(12) if tag else None
     var = tag if isinstance(tag, str) else TAG_ENV
     if token is not None:
         env = {**(os.environ if env is None else env), var: token}
     proc = subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd,
-                            start_new_session=True, pass_fds=tuple(pass_fds), bufsize=bufsize,
+                            start_new_session=own_group, pass_fds=tuple(pass_fds), bufsize=bufsize,
                             **({"text": True, "encoding": "utf-8", "errors": "replace"} if text else {}))
-    return Child(proc, token, var)
+    return Child(proc, token, var, own_group)
 
 
 def own_group() -> None:
