@@ -14,14 +14,7 @@ from bringup import child
 from bringup.connection import LOCAL_OUT_CAP, LocalTransport
 from bringup.inventory import ConnectionVars, Host
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+from .test_hook_faults import _alive
 
 
 @pytest.mark.reliability(item=40, fault="a child whose group member ignores SIGTERM (kill mechanism)",
