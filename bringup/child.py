@@ -20,6 +20,12 @@ is found by the child's tag: every descendant inherits :data:`TAG_ENV` in its en
 carries the child's tag when it has ended is killed too (:func:`end_tagged`), by the parent and, when the parent
 died, by :func:`watch_parent`.
 
+Every child bringup starts on the control machine is started here (:func:`start`, and :func:`run_bounded` /
+:func:`capture` on top of it) and ended here (:meth:`Child.end`: SIGTERM to its group, a grace, then SIGKILL to
+the group); every read of a child's output here has a cap (:func:`read_capped`, :class:`Reader`,
+:func:`lines`, :func:`capture`).  ``tests/unit/test_child_only.py`` fails when another module of bringup starts
+a process or ends a process group itself.
+
 Standard library only; nothing happens on import.
 """
 from __future__ import annotations
@@ -32,7 +38,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass
-from typing import IO, Protocol, Sequence
+from typing import IO, Callable, Iterator, Protocol, Sequence
 
 
 class Stop(Protocol):
@@ -48,7 +54,10 @@ class Stop(Protocol):
     def abandoned(self) -> bool: ...
 
 __all__ = ["PARENT_FD_ENV", "TAG_ENV", "GRACE_S", "Ended", "run_bounded", "end_group", "end_tagged",
-           "watch_parent", "Captured", "capture"]
+           "watch_parent", "Captured", "capture", "PIPE", "DEVNULL", "STDOUT", "Child", "start", "read_capped",
+           "Reader", "lines", "own_group", "end_leader"]
+
+PIPE, DEVNULL, STDOUT = subprocess.PIPE, subprocess.DEVNULL, subprocess.STDOUT
 
 #: The environment variable that tells the child which of its file descriptors is the parent's pipe.
 PARENT_FD_ENV = "BRINGUP_PARENT_FD"
@@ -79,10 +88,10 @@ def end_group(pgid: int, sig: int = signal.SIGKILL) -> None:
         pass
 
 
-def tagged(tag: str) -> list[int]:
-    """The pids of this user's processes whose environment holds ``TAG_ENV=tag`` (a zombie has no environment:
+def tagged(tag: str, var: str = TAG_ENV) -> list[int]:
+    """The pids of this user's processes whose environment holds ``var=tag`` (a zombie has no environment:
     it holds nothing any more), this process left out."""
-    want = f"{TAG_ENV}={tag}".encode()
+    want = f"{var}={tag}".encode()
     me, found = os.getpid(), []
     try:
         names = os.listdir("/proc")
@@ -108,14 +117,14 @@ def _group(pid: int) -> int:
         return 0
 
 
-def end_tagged(tag: str, within: float = 2.0, *, outside: bool = False) -> list[int]:
+def end_tagged(tag: str, within: float = 2.0, *, outside: bool = False, var: str = TAG_ENV) -> list[int]:
     """SIGKILL every process tagged ``tag`` (:func:`tagged`), its process group too, again until none is left
     (one that forks meanwhile) or ``within`` seconds passed; the pids still there then (none, normally).
     ``outside``: only those that left this process's group (its own are ended by their owners)."""
     deadline = time.monotonic() + within
     mine = os.getpgrp()
     while True:
-        left = [p for p in tagged(tag) if not outside or _group(p) != mine]
+        left = [p for p in tagged(tag, var) if not outside or _group(p) != mine]
         if not left or time.monotonic() >= deadline:
             return left
         for pid in left:
@@ -129,18 +138,192 @@ def end_tagged(tag: str, within: float = 2.0, *, outside: bool = False) -> list[
         time.sleep(0.05)
 
 
+
+class Child:
+    """A child started by :func:`start`: the leader of a process group (a session) of its own.  ``proc`` is
+    its :class:`subprocess.Popen` (its pipes, ``poll``, ``wait``, ``send_signal`` to it alone);
+    :meth:`end` ends it group and all.  As a context manager, it is ended on leaving (nothing of its group
+    outlives the block)."""
+
+    def __init__(self, proc: subprocess.Popen, tag: str | None = None, tag_var: str = TAG_ENV, group: bool = True):
+        self.proc = proc
+        self.pid = proc.pid
+        #: Whether it leads a group of its own (False: it stays in bringup's, and :meth:`end` signals it alone).
+        self.group = group
+        #: The tag every process it starts inherits (None: not tagged); :meth:`end` ends those too.
+        self.tag = tag
+        self.tag_var = tag_var
+
+    def running(self) -> bool:
+        """Whether anything of its process group is still there (its leader is reaped on the way, so that a
+        group whose processes all ended reads as gone)."""
+        if not self.group:
+            return self.proc.poll() is None
+        self.proc.poll()
+        try:
+            os.killpg(self.pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return True
+
+    def end(self, grace: float = 2.0, sig: int = signal.SIGTERM) -> int:
+        """End the child and whatever it started: ``sig`` (SIGTERM: a script's trap can clean up) to its whole
+        group, up to ``grace`` seconds for the group to go, then SIGKILL to the group; its leader reaped, and
+        what left the group carrying its tag killed.  Its exit code.  Safe to call again, or from another
+        thread while one waits for it; a group already gone is left alone."""
+        if self.running():
+            signal_ = end_group if self.group else self._signal
+            if grace > 0:
+                signal_(self.pid, sig)
+                deadline = time.monotonic() + grace
+                while time.monotonic() < deadline and self.running():
+                    time.sleep(0.02)
+            signal_(self.pid, signal.SIGKILL)  # whatever in the group did not end within the grace
+        rc = self.proc.wait()
+        if self.tag is not None:
+            end_tagged(self.tag, var=self.tag_var)
+        return rc
+
+    def _signal(self, _pid: int, sig: int) -> None:
+        if self.proc.poll() is None:  # not reaped: its pid is still its own
+            try:
+                self.proc.send_signal(sig)
+            except OSError:
+                pass
+
+    def kill(self) -> int:
+        """SIGKILL to its whole group at once (no grace), then as :meth:`end`."""
+        return self.end(0)
+
+    def __enter__(self) -> "Child":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.end()
+
+
+def start(argv: Sequence[str], *, stdin: IO | int | None = DEVNULL, stdout: IO | int | None = None,
+          stderr: IO | int | None = None, env: dict[str, str] | None = None,
+          cwd: str | os.PathLike | None = None, text: bool = False, tag: bool | str = False,
+          pass_fds: Sequence[int] = (), bufsize: int = -1, own_group: bool = True) -> Child:
+    """Start ``argv`` as the leader of a session (a process group) of its own: a terminal's Ctrl-C reaches
+    bringup alone, which decides, and :meth:`Child.end` reaches everything the child started.  stdin is
+    /dev/null unless said; ``text``: its pipes are text (UTF-8, bad bytes replaced).  ``tag``: every process
+    it starts carries a fresh token in :data:`TAG_ENV` (or in the variable ``tag`` names), so that one that
+    leaves the group (``setsid``) is ended with it.  ``own_group=False``: it stays in bringup's process group and
+    session (a ProxyCommand's ssh may ask on the terminal, as under ssh), and :meth:`Child.end` signals it
+    alone.  OSError when it cannot start."""
+    token = secrets.token_hex(12) if tag else None
+    var = tag if isinstance(tag, str) else TAG_ENV
+    if token is not None:
+        env = {**(os.environ if env is None else env), var: token}
+    proc = subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd,
+                            start_new_session=own_group, pass_fds=tuple(pass_fds), bufsize=bufsize,
+                            **({"text": True, "encoding": "utf-8", "errors": "replace"} if text else {}))
+    return Child(proc, token, var, own_group)
+
+
+def own_group() -> None:
+    """In a child bringup started by other means (a ``multiprocessing`` worker): lead a process group of its
+    own, so that its parent's :func:`end_leader` ends whatever it starts with it."""
+    os.setpgid(0, 0)
+
+
+def end_leader(pid: int) -> None:
+    """SIGKILL child ``pid``'s process group (one it leads: :func:`own_group`) and ``pid`` itself (killed
+    before it made its group).  ``pid`` must be a child not yet reaped, so that neither number names
+    another process or group."""
+    end_group(pid)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def read_capped(f: IO, cap: int, over: Callable[[], object] | None = None) -> tuple[bytes, bool]:
+    """Read the pipe (or SSH channel file) ``f`` to its end, keeping its first ``cap`` bytes; whether more came.  Past the cap,
+    ``over()`` is called once (it ends the child: the pipe then closes) and the rest is read and dropped, so
+    that a flood costs no memory and no writer is left blocked."""
+    kept, passed = bytearray(), False
+    fileno = getattr(f, "fileno", None)
+    # A pipe: os.read answers with what is there.  A stream without a descriptor (an SSH channel's file): read.
+    read = (lambda fd: lambda: os.read(fd, 65536))(fileno()) if fileno is not None else lambda: f.read(65536)
+    while True:
+        try:
+            chunk = read()
+        except (OSError, EOFError, ValueError):  # closed under the read (the caller gave up): what came is all
+            break
+        if not chunk:
+            break
+        room = cap - len(kept)
+        if len(chunk) > room:
+            kept += chunk[:max(room, 0)]
+            if not passed:
+                passed = True
+                if over is not None:
+                    over()
+        else:
+            kept += chunk
+    return bytes(kept), passed
+
+
+class Reader:
+    """:func:`read_capped` of ``f`` in a thread of its own (both pipes of a child are read at once, or one
+    that fills blocks the child): ``result()`` waits for the pipe's end."""
+
+    def __init__(self, f: IO, cap: int, over: Callable[[], object] | None = None):
+        self._got: tuple[bytes, bool] = (b"", False)
+        self._thread = threading.Thread(target=self._read, args=(f, cap, over), daemon=True)
+        self._thread.start()
+
+    def _read(self, f: IO, cap: int, over: Callable[[], object] | None) -> None:
+        self._got = read_capped(f, cap, over)
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the pipe's end (at most ``timeout`` seconds); whether it came."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def result(self) -> bytes:
+        self._thread.join()
+        return self._got[0]
+
+    @property
+    def passed(self) -> bool:
+        """Whether more than the cap came (after :meth:`result`)."""
+        return self._got[1]
+
+
+def lines(f: IO[str], cap: int = 64 * 1024) -> Iterator[str]:
+    """The lines of the text pipe ``f`` as they come, each at most ``cap`` characters: a longer one is cut
+    there ("... (cut)" ending it) and the rest of it read and dropped, so that a line without end costs no
+    memory."""
+    while True:
+        line = f.readline(cap)
+        if not line:
+            return
+        if len(line) >= cap and not line.endswith("\n"):
+            while True:  # the rest of the line, dropped
+                rest = f.readline(cap)
+                if not rest or rest.endswith("\n"):
+                    break
+            line += " ... (cut)\n"
+        yield line
+
+
 def run_bounded(argv: Sequence[str], *, timeout: float, stop: Stop | None = None, stdout: IO | int | None = None,
                 env: dict[str, str] | None = None, grace: float = GRACE_S) -> Ended:
     """Run ``argv`` (stdin from /dev/null, stderr with stdout) until it exits, its bound passes or the run stops;
     see the module.  Whatever ends it, nothing of its process group is left running on return."""
     read, write = os.pipe()  # both ends close-on-exec: no other child of this process inherits them
     started = time.monotonic()
-    tag = secrets.token_hex(12)
     try:
-        proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=stdout, stderr=subprocess.STDOUT,
-                                env={**(os.environ if env is None else env), PARENT_FD_ENV: str(read),
-                                     TAG_ENV: tag},
-                                start_new_session=True, pass_fds=(read,))
+        child = start(argv, stdout=stdout, stderr=STDOUT, env={**(os.environ if env is None else env),
+                                                                PARENT_FD_ENV: str(read)},
+                      tag=True, pass_fds=(read,))
+        proc, tag = child.proc, child.tag
     except BaseException:
         os.close(write)
         raise
@@ -196,17 +379,32 @@ class Captured:
 DRAIN_S = 0.3
 
 
+def _feed(f: IO[bytes], data: bytes) -> None:
+    try:
+        f.write(data)
+    except OSError:  # it ended, or closed its stdin without reading it all: its exit says what came of it
+        pass
+    finally:
+        try:
+            f.close()
+        except OSError:
+            pass
+
+
 def capture(argv: Sequence[str], *, timeout: float, cap: int, err_cap: int = 64 * 1024,
-            env: dict[str, str] | None = None, stop: Stop | None = None, term_grace: float = 1.0) -> Captured:
-    """Run ``argv`` (stdin /dev/null, a session of its own) and read its stdout (at most ``cap`` bytes) and
+            env: dict[str, str] | None = None, stop: Stop | None = None, term_grace: float = 1.0,
+            input: bytes | None = None, cwd: str | os.PathLike | None = None) -> Captured:
+    """Run ``argv`` (stdin /dev/null, or ``input`` written to it by a thread, a session of its own) and read its stdout (at most ``cap`` bytes) and
     stderr (the first ``err_cap`` bytes kept) until it exits, ``timeout`` seconds pass, stdout passes its cap
     or the run is asked to stop.  One thread, no reader left blocked: a child that leaves a process holding
     its stdout open after it exits is answered by what it printed, :data:`DRAIN_S` later, not at the
     deadline.  Whatever ends it, its process group is ended on return (SIGTERM, then SIGKILL
     ``term_grace`` seconds later): nothing it started in its group outlives the call."""
     started = time.monotonic()
-    proc = subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            env=env, start_new_session=True)
+    child = start(argv, stdin=DEVNULL if input is None else PIPE, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd)
+    proc = child.proc
+    if input is not None:
+        threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
     out, err = bytearray(), bytearray()
     why: str | None = None
     sel = selectors.DefaultSelector()
@@ -243,17 +441,9 @@ def capture(argv: Sequence[str], *, timeout: float, cap: int, err_cap: int = 64 
                 buf += chunk[:max(room, 0)]
     finally:
         sel.close()
-        if proc.poll() is None:
-            end_group(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(term_grace)
-            except subprocess.TimeoutExpired:
-                pass
-        end_group(proc.pid)  # what it left in its group, and itself if SIGTERM was not enough
+        child.end(term_grace)  # what it left in its group, and itself if it was ended
         for f in (proc.stdout, proc.stderr):
             f.close()
-        if proc.returncode is None:
-            proc.wait()
     return Captured(None if why else proc.returncode, bytes(out), bytes(err), why, time.monotonic() - started)
 
 

@@ -17,21 +17,20 @@ import io
 import logging
 import os
 import secrets
-import signal
 import socket
-import subprocess
 import threading
-import time
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterator, Protocol
+from typing import BinaryIO, Callable, Iterator
 
 import paramiko
 from fabric import Config, Connection
 
-from .command import quote, sh
+from . import child
+from .command import quote
 from .errors import BringupError, Unreachable, said
+from .roundtrip import BecomeError, Deadline, Sudo, text as _text
 from .inventory import Host
 from .jumps import AcceptNew, Jumps, Way, unreachable
 from .runlock import LockLost, RunLock, refusal
@@ -50,12 +49,16 @@ _ENTRY = "sh -c 'eval \"$(cat)\"'"
 REMOTE_GRACE_S = 5
 #: The most of the run lock holder's answer read (bytes): one line, bounded on the host already.
 ANSWER_MAX = 4096
-#: The most of one round trip's stdout read (bytes).  bringup's scripts print far less (each fact's section is
-#: cut at 16 MiB on the host itself), so only a host that does not run the script as sent reaches it (a login
-#: shell or sshd that floods): the round trip then fails as one line, with memory bounded.
+#: Bytes of a local command's stdout read at most (its stderr: the first LOCAL_ERR_CAP kept): past them the
+#: command is ended and its result says so in one line; a flood costs no memory (issue 40 item 3).
+LOCAL_OUT_CAP = 64 << 20
+LOCAL_ERR_CAP = 1 << 20
+#: The most of one SSH round trip's stdout read (bytes).  bringup's scripts print far less (each fact's section
+#: is cut at 16 MiB on the host itself), so only a host that does not run the script as sent reaches it (a
+#: login shell or sshd that floods): the round trip then fails as one line, with memory bounded.
 OUT_MAX = 256 << 20
-#: The most of one round trip's stderr kept (bytes); the rest is read and dropped, and the cut is said.
-ERR_MAX = 1 << 20
+#: The most of one SSH round trip's stderr kept (bytes); the rest is read and dropped, and the cut is said.
+ERR_MAX = LOCAL_ERR_CAP
 
 @dataclass
 class RunResult:
@@ -64,11 +67,6 @@ class RunResult:
     rc: int
     stdout: str
     stderr: str
-
-
-def _text(data: bytes) -> str:
-    # Undecodable bytes (a binary file's content) survive as surrogates.
-    return data.decode("utf-8", "surrogateescape")
 
 
 class Transport:
@@ -181,19 +179,21 @@ class Transport:
         with self._lock:
             self.round_trips += 1
         try:
-            proc = subprocess.Popen(local, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            proc = child.start(local, stdout=child.PIPE, stderr=child.PIPE)
         except OSError as e:
             return RunResult(127, "", f"{local[0]}: {e.strerror or e}")
-        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.proc.stdout is not None and proc.proc.stderr is not None
+        errs = child.Reader(proc.proc.stderr, LOCAL_ERR_CAP)  # read meanwhile: a full stderr pipe blocks it
         try:
-            res = self._unfenced(self._exchange(cmd, sudo, proc.stdout))
+            res = self._unfenced(self._exchange(cmd, sudo, proc.proc.stdout))
         except BaseException:
             proc.kill()
-            proc.wait()
             raise
-        err = proc.stderr.read().decode("utf-8", "replace")
-        if proc.wait() != 0:
-            return RunResult(proc.returncode or 1, res.stdout, f"{' '.join(local)} failed: {said(err, 300)}")
+        rc = proc.proc.wait()
+        proc.end()  # what it left in its group (holding stderr open) goes with it
+        err = errs.result().decode("utf-8", "replace")
+        if rc != 0:
+            return RunResult(rc or 1, res.stdout, f"{' '.join(local)} failed: {said(err, 300)}")
         return res
 
     def _exchange(self, cmd: str, sudo: "Sudo | None", data: BinaryIO) -> RunResult:  # pragma: no cover
@@ -245,106 +245,8 @@ class Transport:
         raise NotImplementedError
 
 
-class BecomeError(BringupError):
-    """sudo refused: a wrong ``ansible_become_password``, or the user may not sudo."""
-
-
-@dataclass
-class Sudo:
-    """One sudo call's handshake: its unique prompt, the command's ready line, the password."""
-
-    prompt: str
-    ready: str
-    password: str = field(repr=False)
-    user: str = "root"
-
-    def handshake(self, recv: Callable[[int], bytes], send: Callable[[bytes], object], host: str) -> bytes:
-        """Answer sudo's prompt (once) with the password; return stderr that followed the ready line.
-
-        The ready line comes from the command sudo started: once it is seen,
-        sudo reads nothing more, and stdin belongs to the command.
-        """
-        prompt, ready = self.prompt.encode(), self.ready.encode() + b"\n"
-        buf, answered = b"", False
-        while True:
-            if ready in buf:
-                return buf.split(ready, 1)[1]
-            if prompt in buf:
-                if answered:
-                    words = said(_text(buf.replace(prompt, b" ")), 300)
-                    raise BecomeError(f"{host}: sudo -u {self.user} refused ansible_become_password "
-                                      f"(sudo says: {words or 'it asked again'}); fix the password or the sudoers entry")
-                send(self.password.encode() + b"\n")
-                answered = True
-                buf = buf.replace(prompt, b" ", 1)
-                continue
-            chunk = recv(4096)
-            if not chunk:
-                raise BecomeError(f"{host}: sudo -u {self.user} failed before running anything "
-                                  f"(sudo says: {said(_text(buf), 300) or 'nothing'})")
-            buf += chunk
-
-
-class _Deadline:
-    """Calls ``abort`` once ``seconds`` have passed, unless left before; ``fired`` says whether it did."""
-
-    def __init__(self, seconds: float, abort: Callable[[], None]):
-        self.fired = False
-        self._abort = abort
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-
-    def _fire(self) -> None:
-        self.fired = True
-        try:
-            self._abort()
-        except Exception:  # noqa: BLE001 - aborting a dead channel may fail; the flag is what counts
-            pass
-
-    def __enter__(self) -> "_Deadline":
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._timer.cancel()
-
-
-class _Capped:
-    """Reads a child's or channel's stream to its end, keeping at most ``cap`` bytes.
-
-    Past the cap, ``over`` is called once (stdout: end the command, its answer is not read) and the rest is
-    drained and dropped, so the writer never blocks on a full pipe or window.
-    """
-
-    def __init__(self, cap: int, over: Callable[[], object] | None = None):
-        self.cap, self.over = cap, over
-        self.parts: list[bytes] = []
-        self.kept = 0
-        self.cut = False
-
-    def read(self, stream: BinaryIO) -> None:
-        try:
-            while chunk := stream.read(1 << 16):
-                if self.cut:
-                    continue
-                if self.kept + len(chunk) > self.cap:
-                    self.parts.append(chunk[: self.cap - self.kept])
-                    self.kept, self.cut = self.cap, True
-                    if self.over is not None:
-                        self.over()
-                    continue
-                self.parts.append(chunk)
-                self.kept += len(chunk)
-        except (OSError, EOFError, paramiko.SSHException):
-            if not self.cut:
-                raise
-
-    def text(self) -> str:
-        return _text(b"".join(self.parts))
-
-
-def _err_text(err: "_Capped") -> str:
-    return err.text() + (f"\n[stderr cut at {err.cap >> 20} MiB]" if err.cut else "")
+def _err_text(got: bytes, passed: bool, cap: int) -> str:
+    return _text(got) + (f"\n[stderr cut at {cap >> 20} MiB]" if passed else "")
 
 
 def _pump(data: BinaryIO, write: Callable[[bytes], object]) -> None:
@@ -366,39 +268,23 @@ class LocalTransport(Transport):
         return command
 
     def _exchange(self, cmd: str, sudo: "Sudo | None", data: BinaryIO) -> RunResult:
-        # Not invoke's Context.run: its in_stream is copied a byte per 10 ms.
-        p = subprocess.Popen(["/bin/sh", "-c", cmd], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, start_new_session=True)
+        # Not invoke's Context.run: its in_stream is copied a byte per 10 ms.  A session of its own
+        # (bringup.child), ended group and all: SIGTERM first (a read script's trap stops its lanes and removes
+        # its temporary folder; a SIGKILL cannot be trapped), then SIGKILL for whatever in the group did not
+        # end within 2 s.
+        c = child.start(["/bin/sh", "-c", cmd], stdin=child.PIPE, stdout=child.PIPE, stderr=child.PIPE)
+        p = c.proc
         assert p.stdin is not None and p.stdout is not None and p.stderr is not None
-
-        def kill() -> None:
-            # SIGTERM first: a read script's trap stops its lanes and removes its temporary folder (a SIGKILL
-            # cannot be trapped); then SIGKILL for whatever in the group did not end within 2 s.
-            try:
-                os.killpg(p.pid, signal.SIGTERM)
-                # The whole group, not only its leader: the shell that runs the script ends after its trap.
-                deadline = time.monotonic() + 2.0
-                while time.monotonic() < deadline:
-                    p.poll()  # reap the leader, so that a finished group reads as gone
-                    os.killpg(p.pid, 0)
-                    time.sleep(0.02)
-                os.killpg(p.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-
-        out: list[bytes] = []
-        err: list[bytes] = []
-        with _Deadline(self._timeout(), kill) as dl:
+        first = b""
+        with Deadline(self._timeout(), c.end) as dl:
             try:
                 if sudo:
                     def send(b: bytes) -> None:
                         p.stdin.write(b)
                         p.stdin.flush()
-                    err.append(sudo.handshake(lambda n: os.read(p.stderr.fileno(), n), send, self.host.name))
-                readers = [threading.Thread(target=lambda: out.append(p.stdout.read()), daemon=True),
-                           threading.Thread(target=lambda: err.append(p.stderr.read()), daemon=True)]
-                for th in readers:
-                    th.start()
+                    first = sudo.handshake(lambda n: os.read(p.stderr.fileno(), n), send, self.host.name)
+                out = child.Reader(p.stdout, LOCAL_OUT_CAP, over=c.end)
+                err = child.Reader(p.stderr, LOCAL_ERR_CAP)
                 try:
                     _pump(data, p.stdin.write)
                 except BrokenPipeError:
@@ -409,16 +295,16 @@ class LocalTransport(Transport):
                     except BrokenPipeError:
                         pass
                 rc = p.wait()
-                for th in readers:
-                    th.join()
+                said_out, said_err = out.result(), first + err.result()
             except BaseException:
-                if p.poll() is None:
-                    kill()
-                p.wait()
+                c.end()
                 raise
         if dl.fired:
             raise self._timed_out()
-        return RunResult(rc, _text(b"".join(out)), _text(b"".join(err)))
+        if out.passed:
+            return RunResult(rc or 1, "", f"{self.host.name}: the command printed more than "
+                                          f"{LOCAL_OUT_CAP >> 20} MiB; it was ended there and its output dropped")
+        return RunResult(rc, _text(said_out), _text(said_err))
 
 
 def _no_delay(sock: object) -> None:
@@ -525,27 +411,23 @@ class SSHTransport(Transport):
         # A host that stops answering is cut off after command_timeout: the
         # whole connection is closed, which wakes every blocked read and write.
         chan = None
-        out = _Capped(OUT_MAX, lambda: chan.close() if chan is not None else None)
-        err = _Capped(ERR_MAX)
-        with _Deadline(self._timeout(), self.conn.close) as dl:
+        lead = b""  # sudo's handshake, said before the command's own stderr
+        with Deadline(self._timeout(), self.conn.close) as dl:
             try:
                 chan = self.conn.create_session()
                 chan.exec_command(cmd)
                 if sudo:
-                    err.parts.append(sudo.handshake(chan.recv_stderr, chan.sendall, self.host.name))
-                readers = [threading.Thread(target=out.read, args=(chan.makefile("rb"),), daemon=True),
-                           threading.Thread(target=err.read, args=(chan.makefile_stderr("rb"),), daemon=True)]
-                for th in readers:
-                    th.start()
+                    lead = sudo.handshake(chan.recv_stderr, chan.sendall, self.host.name)
+                out = child.Reader(chan.makefile("rb"), OUT_MAX, over=chan.close)
+                err = child.Reader(chan.makefile_stderr("rb"), ERR_MAX)
                 try:
                     _pump(data, chan.sendall)
                     chan.shutdown_write()
                 except (paramiko.SSHException, OSError, EOFError):
-                    if not out.cut:  # the channel closed for its flood: said below
+                    if not (out.join(5) and out.passed):  # unless the channel closed for its flood: said below
                         raise
                 rc = chan.recv_exit_status()
-                for th in readers:
-                    th.join()
+                stdout, stderr = out.result(), lead + err.result()
             except (paramiko.SSHException, OSError, EOFError) as e:
                 if dl.fired:
                     raise self._timed_out() from None
@@ -553,7 +435,7 @@ class SSHTransport(Transport):
             finally:
                 if chan is not None:
                     chan.close()
-        if out.cut:
+        if out.passed:
             raise BringupError(
                 f"{self.host.name} answered one command with more than {OUT_MAX >> 20} MiB on stdout: cut off "
                 "there and not read (bringup's scripts print far less; check what the login user's shell and the "
@@ -566,13 +448,13 @@ class SSHTransport(Transport):
                 raise Unreachable(f"connection to {self.host.address} lost during a command: the SSH session "
                                   "closed without its exit status (sshd or its session killed, the host "
                                   "rebooting or its network gone); what ran before it is in the results")
-            err.parts.append(b"\nthe command ended without an exit status (killed by a signal on the host?)")
-        return RunResult(rc if rc >= 0 else 255, out.text(), _err_text(err))
+            stderr += b"\nthe command ended without an exit status (killed by a signal on the host?)"
+        return RunResult(rc if rc >= 0 else 255, _text(stdout), _err_text(stderr, err.passed, ERR_MAX))
 
     _holder = None
 
     def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float) -> str:
-        with _Deadline(within, self.conn.close) as dl:
+        with Deadline(within, self.conn.close) as dl:
             try:
                 chan = self.conn.create_session()
                 chan.exec_command(cmd)
@@ -603,50 +485,3 @@ def connect(host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None 
         t = SSHTransport(host, accept_new_host_keys=accept_new_host_keys, jumps=jumps)
     t.open()
     return t
-
-
-class Watch(Protocol):
-    """What a wait asks of the run that waits (:class:`bringup.stop.Stop` is one): whether it may go on, and to
-    know each connection in flight, which it may probe or close."""
-
-    def check(self, where: str) -> None: ...
-
-    def track(self, t: Transport | None) -> None: ...
-
-    def untrack(self, t: Transport | None) -> None: ...
-
-
-def wait_for_ssh(host: Host, timeout: float = 300, interval: float = 2.0, stop: Watch | None = None,
-                 probe: str = "true", not_yet: str = "the probe failed") -> Transport:
-    """Reconnect until the host runs ``probe`` with exit 0 (after a reboot: a new boot); raises Unreachable after
-    ``timeout`` s, naming what the last try met (``not_yet``: the probe ran and said no).
-
-    Each try is bounded: the login by ``ssh_connect_timeout``, the probe's round trip by what is left of
-    ``timeout`` (at most ``ssh_connect_timeout``, at least 1 s): a host that logs in but never runs the probe
-    is tried again, not waited for through command_timeout.  With ``stop`` (the run's), a signal ends the wait
-    (:class:`~bringup.stop.Interrupted` before each try) and the connection of a try in flight is the run's
-    to probe and close like any other."""
-    deadline = time.monotonic() + timeout
-    last = ""
-    while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise Unreachable(f"{host.name} did not come back within {timeout:g} s ({last or 'no answer'})")
-        if stop is not None:
-            stop.check("while waiting for the host to come back from its reboot")
-        t: Transport | None = None
-        try:
-            t = connect(host)
-            if stop is not None:
-                stop.track(t)
-            with t.limited(min(left, float(host.connection.ssh_connect_timeout))):
-                if t.run_script(probe).rc == 0:
-                    return t
-            last = not_yet
-        except Unreachable as e:
-            last = str(e)
-        if t is not None:
-            if stop is not None:
-                stop.untrack(t)
-            t.close()
-        time.sleep(max(0.0, min(interval, deadline - time.monotonic())))

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import os
 import select
+import shlex
 import socket
-import subprocess
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +22,7 @@ from typing import Any
 
 import paramiko
 
+from .child import PIPE, Child, read_capped, start
 from .command import sh
 from .errors import Unreachable, said
 from .sshconfig import Endpoint
@@ -106,15 +107,18 @@ def unreachable(e: BaseException, *, ep: Endpoint, way: Way, host: str, sock: An
     return Unreachable(f"ssh to {where} failed: {e}")
 
 
+#: Bytes of a failed proxy command's stderr read at most.
+PROXY_SAID_CAP = 64 * 1024
+
+
 def _proxy_said(sock: Any, e: BaseException) -> str:
     """What the proxy command wrote on stderr (it ended), or paramiko's words."""
     words = ""
-    proc = getattr(sock, "process", None)
-    if proc is not None and proc.stderr is not None:
+    started = getattr(sock, "child", None)
+    if isinstance(started, Child) and started.proc.stderr is not None:
         try:
-            if proc.poll() is None:
-                proc.kill()
-            words = said(proc.stderr.read().decode("utf-8", "replace"), 300)
+            started.kill()
+            words = said(read_capped(started.proc.stderr, PROXY_SAID_CAP)[0].decode("utf-8", "replace"), 300)
         except (OSError, ValueError):
             pass
     return words or (getattr(e, "error", None) or str(e) or type(e).__name__)
@@ -126,6 +130,12 @@ class ProxyCommand(paramiko.ProxyCommand):
     close signals its pid, gone or not, and never waits for it).  Its stderr stays readable after the end:
     :func:`unreachable` quotes it."""
 
+    def __init__(self, command_line: str):  # paramiko's, started through bringup.child
+        self.cmd = shlex.split(command_line)
+        self.child = start(self.cmd, stdin=PIPE, stdout=PIPE, stderr=PIPE, bufsize=0, own_group=False)
+        self.process = self.child.proc
+        self.timeout = None
+
     def recv(self, size: int) -> bytes:
         r, _, _ = select.select([self.process.stdout], [], [], self.timeout)
         if not r:
@@ -136,13 +146,7 @@ class ProxyCommand(paramiko.ProxyCommand):
             raise paramiko.ProxyCommandFailure(" ".join(self.cmd), e.strerror) from None
 
     def close(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(2)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        self.child.end(2.0)
         for f in (self.process.stdin, self.process.stdout):
             if f is not None:
                 try:

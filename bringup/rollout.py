@@ -19,11 +19,8 @@ health gate succeeded.  A host that failed stays drained.
 from __future__ import annotations
 
 import math
-import os
 import re
-import secrets
 import shutil
-import signal
 import subprocess
 import threading
 import time
@@ -31,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from . import child
 from .errors import InputError, said
 from .inventory import Host
 from .outfile import write_atomic
@@ -160,44 +158,6 @@ def _keep_ends(pipe: Any, into: list[bytes]) -> None:
 HOOK_RUN_ENV = "BRINGUP_HOOK_RUN"
 
 
-def _carrying(token: str) -> list[int]:
-    """The processes whose environment carries ``HOOK_RUN_ENV=token`` (Linux /proc; none elsewhere)."""
-    mark = f"{HOOK_RUN_ENV}={token}".encode()
-    found = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/environ", "rb") as f:
-                if mark in f.read().split(b"\0"):
-                    found.append(int(name))
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
-    return found
-
-
-def _end(proc: subprocess.Popen, token: str) -> None:
-    """End a hook past its timeout: its process group, then whatever it started that left the group."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)  # its own group (start_new_session): a child's sleep too
-    except ProcessLookupError:
-        pass
-    proc.wait()
-    for _ in range(3):  # again, in case one of them started another in between
-        left = _carrying(token)
-        for pid in left:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if not left:
-            break
-
-
 def run_hook(var: str, host: Host) -> str | None:
     """Run ``host``'s hook ``var`` with the host's name and address appended; None when it succeeded,
     else why it failed (one line).  Its own session: a Ctrl-C meant for bringup does not cut it short;
@@ -205,12 +165,11 @@ def run_hook(var: str, host: Host) -> str | None:
     that left it but carries the run's :data:`HOOK_RUN_ENV` token (a ``setsid`` daemon)."""
     argv = [*host.vars[var], host.name, host.address]
     timeout = _hook_timeout(host)
-    token = secrets.token_hex(8)
     try:
-        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                                stdin=subprocess.DEVNULL, env={**os.environ, HOOK_RUN_ENV: token})
+        hook = child.start(argv, stdout=child.PIPE, stderr=child.PIPE, tag=HOOK_RUN_ENV)
     except OSError as e:
         return f"{var} could not start {argv[0]}: {e.strerror}"
+    proc = hook.proc
     out: list[bytes] = []
     err: list[bytes] = []
     readers = [threading.Thread(target=_keep_ends, args=(proc.stdout, out), daemon=True),
@@ -221,7 +180,7 @@ def run_hook(var: str, host: Host) -> str | None:
     for th in readers:  # until both pipes are closed: by the hook, and by anything it started
         th.join(max(0.0, deadline - time.monotonic()))
     if any(th.is_alive() for th in readers) or _waits(proc, deadline):
-        _end(proc, token)
+        hook.kill()  # its group (a child's sleep too), then what left it carrying the token
         for th in readers:  # everything that held the pipes is gone: they close
             th.join(2.0)
         return f"{var} did not finish within {timeout:g} s ({HOOK_TIMEOUT})"
@@ -233,7 +192,7 @@ def run_hook(var: str, host: Host) -> str | None:
     return None
 
 
-def _waits(proc: subprocess.Popen, deadline: float) -> bool:
+def _waits(proc: "subprocess.Popen", deadline: float) -> bool:
     """Whether ``proc`` is still running at ``deadline`` (its pipes may close before it ends)."""
     try:
         proc.wait(max(0.0, deadline - time.monotonic()))

@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
 from .command import sh
-from .connection import Transport, connect, wait_for_ssh
+from .connection import Transport, connect
+from .reconnect import wait_for_ssh
 from .errors import BringupError, Unreachable, said
 from .facts.gather import gather
 from .inventory import Host

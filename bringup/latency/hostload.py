@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
+
+from ..child import capture
 
 __all__ = ["cpu_busy", "gpu_util", "gpu_processes", "local_name", "Watch", "describe", "busy_share", "load_text"]
 
@@ -20,6 +21,8 @@ __all__ = ["cpu_busy", "gpu_util", "gpu_processes", "local_name", "Watch", "desc
 TRITON = ("tritonserver", "triton_python_backend_stub")
 
 NVIDIA_SMI_TIMEOUT_S = 5.0
+#: Bytes of its answer read at most (more: unreadable, as a failed run).
+NVIDIA_SMI_CAP = 4 << 20
 
 
 def cpu_busy(stat_text: str) -> tuple[int, int] | None:
@@ -91,10 +94,10 @@ def _nvidia_smi(*args: str) -> str | None:
     if not exe:
         return None
     try:
-        cp = subprocess.run([exe, *args], capture_output=True, text=True, timeout=NVIDIA_SMI_TIMEOUT_S)
-    except (OSError, subprocess.SubprocessError):
+        cp = capture([exe, *args], timeout=NVIDIA_SMI_TIMEOUT_S, cap=NVIDIA_SMI_CAP)
+    except OSError:
         return None
-    return cp.stdout if cp.returncode == 0 else None
+    return cp.out.decode("utf-8", "replace") if cp.rc == 0 else None
 
 
 def _read(path: str) -> str:

@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ..child import end_leader, own_group
 from ..stop import AWAKE_S, closes
 
 if TYPE_CHECKING:
@@ -248,7 +249,7 @@ def _owned_by(parent: int) -> None:
     """This client process belongs to ``parent`` alone: a process group of its own (a terminal's Ctrl-C, sent
     to the foreground group, reaches the parent only), SIGINT and SIGTERM ignored (the parent ends it), and
     SIGKILL when the parent dies, however it dies."""
-    os.setpgid(0, 0)
+    own_group()
     for s in (signal.SIGINT, signal.SIGTERM):
         signal.signal(s, signal.SIG_IGN)
     try:
@@ -290,11 +291,7 @@ def _kill_group(pid: int) -> None:
     """SIGKILL client process ``pid``'s process group (its own, see :func:`_owned_by`: whatever it started
     goes too), and the process itself (killed before it made its group).  ``pid`` is a child not yet
     reaped, so neither number can name another process or group."""
-    for kill in (os.killpg, os.kill):
-        try:
-            kill(pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
+    end_leader(pid)
 
 
 class LoadGenerator:

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
+from .. import child
 from ..runlock import WAIT_S, RunLock, refusal
 from ..errors import BringupError, InventoryError
 from .record import Attempt, load_state, save_state, write_metrics
@@ -39,6 +40,9 @@ __all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "pull
 
 #: Converge reports kept in ``<cache>/reports`` (the newest).
 KEEP_REPORTS = 20
+#: Characters of one line of the converge's output passed on at most: a longer one is cut (a line without end
+#: costs no memory).
+LINE_CAP = 64 * 1024
 #: The exit code of each status: applied 0, failed 2 (as provision's), refused 3, error 4 (as unreachable).
 EXIT = {"applied": 0, "failed": 2, "refused": 3, "error": 4}
 
@@ -96,8 +100,9 @@ def run_lock(folder: str | None, wait_s: float, who: str) -> Iterator[None]:
     past ``wait_s`` seconds (or unusable) is a :class:`Refused` ``busy``, in :func:`bringup.runlock.refusal`'s
     words."""
     lock = RunLock(wait_s=wait_s, base=folder)
-    holder = subprocess.Popen(["sh", "-c", lock.holder()], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              stderr=subprocess.DEVNULL, text=True, errors="replace")
+    held = child.start(["sh", "-c", lock.holder()], stdin=child.PIPE, stdout=child.PIPE, stderr=child.DEVNULL,
+                       text=True)
+    holder = held.proc
     try:
         holder.stdin.write(who.replace("\n", " ") + "\n")
         holder.stdin.flush()
@@ -114,8 +119,8 @@ def run_lock(folder: str | None, wait_s: float, who: str) -> Iterator[None]:
         try:
             holder.wait(10)
         except subprocess.TimeoutExpired:
-            holder.kill()
-            holder.wait()
+            pass
+        held.end()  # its group: the holder itself when it did not end, its cat
 
 
 def find_host(inventory_path: Path, name: str | None, vault_files: list[str]) -> str:
@@ -200,22 +205,23 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
     argv = provision_argv(host, settings)
     started = time.time()
     env = dict(os.environ, COLUMNS="160")
-    p = subprocess.Popen(argv, cwd=workdir, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                         stderr=subprocess.STDOUT, text=True, errors="replace", start_new_session=True)
+    converge = child.start(argv, cwd=workdir, env=env, stdout=child.PIPE, stderr=child.STDOUT, text=True)
+    p = converge.proc
     before = {s: signal.signal(s, lambda signum, _f: p.send_signal(signum))
               for s in (signal.SIGINT, signal.SIGTERM)}
     said: list[str] = []
     try:
         assert p.stdout is not None
-        for line in p.stdout:  # streamed: the journal shows the converge as it goes
+        for line in child.lines(p.stdout, LINE_CAP):  # streamed: the journal shows the converge as it goes
             sys.stdout.write(line)
             sys.stdout.flush()
             if line.startswith(("error:", "unreachable:")):
-                said.append(line.strip())
+                said[:] = [line.strip()]  # the last one is the message: one kept, however many came
         p.wait()
     finally:
         for s, h in before.items():
             signal.signal(s, h)
+        converge.end()  # what it left in its group; the converge itself when this was left by an exception
     done = Converged(rc=p.returncode)
     reports = sorted((workdir / "reports").glob("*-provision*.json"), key=lambda q: q.stat().st_mtime)
     reports = [r for r in reports if r.stat().st_mtime >= started - 1]

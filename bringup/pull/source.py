@@ -34,6 +34,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..child import capture
 from ..command import join
 from ..errors import BringupError, InputError, said
 
@@ -96,6 +97,27 @@ def _env(ssh: list[str] | None = None) -> dict[str, str]:
                GIT_SSH_COMMAND=join(ssh or ssh_command()), LC_ALL="C")
     return env
 
+
+#: Bytes of a Git command's stdout read at most (its stderr: the first 64 KiB kept); more is one line.
+GIT_OUTPUT_CAP = 16 << 20
+
+
+def _run_git(argv: list[str], what: str, timeout: float, env: dict[str, str], cwd: Path | None = None,
+             input_: str | None = None) -> subprocess.CompletedProcess:
+    """Run a Git command line (``what``: its subcommand, as the messages name it) (:func:`bringup.child.capture`: its own process group, ended with all it started;
+    a deadline, capped output); its answer as text.  Missing git, the deadline or a flood is one line."""
+    try:
+        got = capture(argv, timeout=timeout, cap=GIT_OUTPUT_CAP, env=env, cwd=cwd,
+                      input=None if input_ is None else input_.encode())
+    except FileNotFoundError:
+        raise BringupError("git is not installed on this host (apt-get install git)") from None
+    if got.why == "timeout":
+        raise Refused("timeout", f"git {what} took longer than {timeout:g} s") from None
+    if got.why is not None:
+        raise BringupError(f"git {what} printed more than "
+                           f"{GIT_OUTPUT_CAP >> 20} MiB; look at the repository") from None
+    return subprocess.CompletedProcess(argv, got.rc or 0, got.out.decode("utf-8", "replace"),
+                                       got.err.decode("utf-8", "replace"))
 
 def ssh_command(key: Path | None = None, known_hosts: Path | None = None) -> list[str]:
     """ssh in batch mode (never a prompt), with the host's deploy key and the server's known host key file
@@ -174,14 +196,7 @@ class Source:
              check: bool = True, input_: str | None = None) -> subprocess.CompletedProcess:
         argv = ["git", "--git-dir", str(self.git_dir),
                 "-c", "gpg.format=ssh", "-c", f"gpg.ssh.allowedSignersFile={self.allowed_signers}", *args]
-        try:
-            p = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                               env=_env(self.ssh), cwd=cwd, input=input_,
-                               **({} if input_ is not None else {"stdin": subprocess.DEVNULL}))
-        except FileNotFoundError:
-            raise BringupError("git is not installed on this host (apt-get install git)") from None
-        except subprocess.TimeoutExpired:
-            raise Refused("timeout", f"git {args[0]} took longer than {timeout:g} s") from None
+        p = _run_git(argv, args[0], timeout, _env(self.ssh), cwd, input_)
         if check and p.returncode:
             raise BringupError(f"git {args[0]} failed: {said(p.stderr or p.stdout, 300)}")
         return p
@@ -343,10 +358,10 @@ class Source:
         when it is clean at ``commit``."""
         final = self.revisions / commit
         if final.is_dir():
-            head = subprocess.run(["git", "-C", str(final), "rev-parse", "HEAD"], capture_output=True, text=True,
-                                  env=_env(), timeout=GIT_TIMEOUT_S).stdout.strip()
-            dirty = subprocess.run(["git", "-C", str(final), "status", "--porcelain", "--untracked-files=no"],
-                                   capture_output=True, text=True, env=_env(), timeout=GIT_TIMEOUT_S)
+            head = _run_git(["git", "-C", str(final), "rev-parse", "HEAD"], "rev-parse", GIT_TIMEOUT_S,
+                            _env()).stdout.strip()
+            dirty = _run_git(["git", "-C", str(final), "status", "--porcelain", "--untracked-files=no"],
+                             "status", GIT_TIMEOUT_S, _env())
             if head == commit and dirty.returncode == 0 and not dirty.stdout.strip():
                 return final
             self._drop(final)

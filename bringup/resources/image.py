@@ -8,9 +8,9 @@ image ID.
 from __future__ import annotations
 
 import re
-import subprocess
 from typing import Literal
 
+from ..child import capture
 from ..command import sh
 from ..errors import InputError
 from ..vars import RoleVars, defaults_of, want
@@ -34,12 +34,11 @@ DEFAULTS = defaults_of(ImageVars)
 def local_image_id(ref: str) -> str | None:
     """The image ID of ``ref`` on the control machine, None when it has no such image (or no docker)."""
     try:
-        cp = subprocess.run(["docker", "image", "inspect", "--format", "{{.Id}}", "--", ref],
-                            capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
+        cp = capture(["docker", "image", "inspect", "--format", "{{.Id}}", "--", ref], timeout=30, cap=4096)
+    except OSError:
         return None
-    out = cp.stdout.strip()
-    return out if cp.returncode == 0 and _ID.match(out) else None
+    out = cp.out.decode("utf-8", "replace").strip()
+    return out if cp.rc == 0 and _ID.match(out) else None
 
 
 class DockerImage(Resource):

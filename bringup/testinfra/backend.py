@@ -296,7 +296,7 @@ def _end_local(mark: str, looks: int = 3) -> None:
     """Kill the process group of each process of this machine that leads its group and whose command line
     holds ``: mark;`` (a local host's command starts in a session of its own); looked for ``looks`` times,
     0.1 s apart, as one interrupted while it was started may only now be running its command."""
-    import signal
+    from ..child import end_group
 
     for look in range(looks):
         if look:
@@ -306,7 +306,7 @@ def _end_local(mark: str, looks: int = 3) -> None:
                 continue
             try:
                 if f": {mark};".encode() in (p / "cmdline").read_bytes() and os.getpgid(int(p.name)) == int(p.name):
-                    os.killpg(int(p.name), signal.SIGKILL)
+                    end_group(int(p.name))
             except OSError:  # ProcessLookupError included: gone meanwhile
                 continue
 

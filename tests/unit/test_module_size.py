@@ -17,8 +17,6 @@ REASON = "Over 500 lines because"
 #: Modules over the limit without a reason yet, each with the helper session splitting it (issue 43 item 2).
 KNOWN = {
     "bringup/facts/nvidia.py": "mig2 (splits facts/nvidia per command)",
-    "bringup/connection.py": "child2 (moves its child processes onto bringup/child.py)",
-    "bringup/latency/loadgen.py": "child2 (moves its process-group kills onto bringup/child.py)",
 }
 
 

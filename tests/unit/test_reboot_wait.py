@@ -18,7 +18,7 @@ from typing import Iterator
 
 import pytest
 
-from bringup.connection import wait_for_ssh
+from bringup.reconnect import wait_for_ssh
 from bringup.errors import Unreachable
 from bringup.inventory import ConnectionVars, Host
 from bringup.stop import Interrupted, Stop
