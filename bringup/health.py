@@ -18,7 +18,7 @@ from importlib import resources as ilr
 from typing import Any
 
 from .checks import Check, line, not_checked
-from .facts.nvidia import HOLDING_REASONS
+from .facts.nvidia_health import HOLDING_REASONS
 from .facts.pci import normalize_pci_address
 from .nvlink import rate
 from .vars import RoleVars, want

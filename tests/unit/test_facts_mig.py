@@ -20,7 +20,9 @@ import yaml
 
 from bringup.facts import FACTS_BY_NAME
 from bringup.facts.gather import fact_snippet, load_facts, parse_raw
-from bringup.facts.nvidia import LIST_MARK, NvidiaQuery, parse_nvidia_query, parse_nvidia_smi_list, parse_nvidia_smi_q
+from bringup.facts.nvidia import NvidiaQuery
+from bringup.facts.nvidia_list import LIST_MARK, parse_nvidia_query, parse_nvidia_smi_list
+from bringup.facts.nvidia_q import parse_nvidia_smi_q
 from harness.captures import strip_comments
 
 from .fixture_hosts import FIX
