@@ -40,17 +40,46 @@ def parse_nvidia_smi_list(output: str) -> list[dict[str, Any]]:
 def parse_nvidia_query(output: str) -> dict[str, Any]:
     """``nvidia.query``'s output: ``nvidia-smi -q`` (:func:`parse_nvidia_smi_q`), then, after the line
     :data:`LIST_MARK`, ``nvidia-smi -L``, whose MIG devices each GPU of the report gets as ``mig_devices``
-    (joined by GPU UUID; they name each device's profile and UUID).  Without the mark (an output saved before, a
-    capture of ``-q`` alone), or where ``-L`` does not list a GPU whole, the GPU keeps the devices of its own
-    ``MIG Devices`` section of ``-q`` (:func:`mig_devices_of`); a GPU whose ``-q`` prints no such section has no
+    (joined by GPU UUID; they name each device's profile and UUID).
+
+    Each GPU's MIG devices come from both where both print them: ``-q``'s ``MIG Device`` entries
+    (:func:`~bringup.facts.nvidia_q.read_mig_devices`) and ``-L``'s lines must list the same device indices, or
+    the count is unreadable (``mig_devices`` None, ``mig_devices_unreadable`` says why: one of the two was cut
+    short), never the smaller of the two.  Without the mark (an output saved before, a capture of ``-q`` alone),
+    or where ``-L`` does not list a GPU or lists it garbled, the GPU keeps the devices of ``-q``; MIG on with
+    neither readable is unreadable; a GPU whose ``-q`` prints no MIG device and ``-L`` nothing of it has no
     ``mig_devices``: the count is not known."""
     lines = output.splitlines(keepends=True)
     mark = next((i for i, line in enumerate(lines) if line.rstrip("\r\n") == LIST_MARK), None)
     if mark is None:
-        return parse_nvidia_smi_q(output)  # each GPU's "MIG Devices" of -q, where it prints them
+        return parse_nvidia_smi_q(output)  # each GPU's MIG devices of -q, where it prints them
     parsed = parse_nvidia_smi_q("".join(lines[:mark]))
     listed = {g["uuid"]: g["mig_devices"] for g in parse_nvidia_smi_list("".join(lines[mark + 1:]))}
     for gpu in parsed.get("gpus") or []:
-        if listed.get(gpu.get("uuid")) is not None:
-            gpu["mig_devices"] = listed[gpu["uuid"]]
+        if gpu.get("uuid") in listed:
+            _join_mig_devices(gpu, listed[gpu["uuid"]])
     return parsed
+
+
+def _join_mig_devices(gpu: dict[str, Any], from_list: list[dict[str, Any]] | None) -> None:
+    """``gpu`` (of ``-q``) given ``-L``'s MIG devices of it (None: its lines there are garbled)."""
+    where = gpu.get("bus_id") or gpu.get("uuid")
+    if from_list is None:
+        if "mig_devices" not in gpu and gpu.get("mig_mode_current") is True:
+            gpu["mig_devices"] = None
+            gpu["mig_devices_unreadable"] = (f"nvidia-smi -L: a line under GPU {where} is no MIG device line "
+                                             "(output cut short?), and -q lists no MIG device")
+        return
+    if gpu.get("mig_devices_unreadable"):
+        return  # -q's own MIG devices are garbled: a whole -L beside them does not make the output whole
+    from_q = gpu.get("mig_devices")
+    if not isinstance(from_q, list):
+        gpu["mig_devices"] = from_list
+        return
+    if sorted(d["index"] for d in from_q) != sorted(d["index"] for d in from_list):
+        gpu["mig_devices"] = None
+        gpu["mig_devices_unreadable"] = (f"nvidia-smi -L lists {len(from_list)} MIG device(s) of GPU {where}, "
+                                         f"nvidia-smi -q {len(from_q)} (one of the two cut short?)")
+        return
+    ids = {d["index"]: d for d in from_q}
+    gpu["mig_devices"] = [{**ids[d["index"]], "profile": d["profile"], "uuid": d["uuid"]} for d in from_list]

@@ -6,7 +6,7 @@ from typing import Any
 
 from .base import UntrustedOutput
 from .nvidia_health import gpu_health
-from .nvidia_values import _count, _first, _mode, _none_if_na, _nval, _sval
+from .nvidia_values import _count, _first, _mode, _nval, _sval
 from .pci import normalize_pci_address
 
 #: The deepest nesting of sections read (nvidia-smi -q nests five or six: GPU, Clocks Event Reasons, ...).
@@ -74,26 +74,41 @@ def parse_nvidia_smi_q_tree(output: str) -> dict[str, Any]:
     return clean(root)
 
 
-def mig_devices_of(section: Any) -> list[dict[str, Any]] | None:
-    """A GPU's ``MIG Devices`` section of ``nvidia-smi -q`` → one ``{index, gpu_instance_id, compute_instance_id,
-    profile, uuid}`` per ``MIG Device`` under it (``profile`` and ``uuid`` None: ``-q`` prints neither, ``-L``
-    does); ``None`` (``MIG Devices : None``) is ``[]``.  A device without its index (cut, an unknown form) makes
-    the count unknown (None), never an undercount."""
-    if isinstance(section, str):
-        return [] if _none_if_na(section) is None or section.strip() == "None" else None
-    if not isinstance(section, dict):
+#: A MIG device's IDs as ``nvidia-smi -q`` prints them, each a whole number on every driver seen.
+_MIG_IDS = (("Index", "index"), ("GPU Instance ID", "gpu_instance_id"), ("Compute Instance ID", "compute_instance_id"))
+
+
+def read_mig_devices(sec: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, str | None] | None:
+    """A GPU section's MIG devices as ``(devices, why_unreadable)``: one ``{index, gpu_instance_id,
+    compute_instance_id, profile, uuid}`` per ``MIG Device`` (``profile`` and ``uuid`` None: ``-q`` prints
+    neither, ``-L`` does).  Drivers print each ``MIG Device`` straight under the GPU after ``MIG Mode`` (590:
+    ``tests/fixtures/hosts/public/nvsmi-q-h100-mig4-drv590.txt``) or under a ``MIG Devices`` heading, which
+    ``MIG Devices : None`` leaves empty (``[]``).  A device without a whole-number Index, GPU Instance ID or
+    Compute Instance ID, or an Index twice (cut, garbled), gives ``(None, why)``: the count is unreadable, never
+    an undercount.  None: the section prints no MIG device at all (MIG off, or the count is not in ``-q``)."""
+    if "MIG Device" in sec:
+        listed, where = sec["MIG Device"], "MIG Device"
+        if "MIG Devices" in sec:
+            return None, "both a 'MIG Devices' section and 'MIG Device' entries beside it"
+    elif "MIG Devices" in sec:
+        heading = sec["MIG Devices"]
+        if isinstance(heading, str):
+            return ([], None) if heading.strip() == "None" else (None, f"'MIG Devices : {heading.strip()[:40]}'")
+        if not isinstance(heading, dict) or set(heading) - {"MIG Device"} or "MIG Device" not in heading:
+            return None, "a 'MIG Devices' section without its 'MIG Device' entries"
+        listed, where = heading["MIG Device"], "MIG Devices"
+    else:
         return None
-    listed = section.get("MIG Device")
-    if listed is None:
-        return None if section else []
-    out = []
-    for dev in listed if isinstance(listed, list) else [listed]:
-        index = _count(dev.get("Index")) if isinstance(dev, dict) else None
-        if index is None:
-            return None
-        out.append({"index": index, "gpu_instance_id": _count(dev.get("GPU Instance ID")),
-                    "compute_instance_id": _count(dev.get("Compute Instance ID")), "profile": None, "uuid": None})
-    return out
+    out: list[dict[str, Any]] = []
+    for n, dev in enumerate(listed if isinstance(listed, list) else [listed], 1):
+        ids = {key: _count(dev.get(label)) if isinstance(dev, dict) else None for label, key in _MIG_IDS}
+        missing = [label for label, key in _MIG_IDS if ids[key] is None]
+        if missing:
+            return None, f"{where}: MIG device {n} has no whole-number {', '.join(missing)} (output cut short?)"
+        if any(d["index"] == ids["index"] for d in out):
+            return None, f"{where}: MIG device Index {ids['index']} twice"
+        out.append({**ids, "profile": None, "uuid": None})
+    return out, None
 
 
 _NVML_FAILED = re.compile(r"^Failed to initialize NVML: ([^\n]*\S)", re.M)  # linear: no (.+?)\s*$
@@ -173,8 +188,11 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 "health": gpu_health(sec),
             }
         )
-        if "MIG Devices" in sec:
-            gpus[-1]["mig_devices"] = mig_devices_of(sec["MIG Devices"])
+        mig = read_mig_devices(sec)
+        if mig is not None:
+            gpus[-1]["mig_devices"] = mig[0]
+            if mig[1]:
+                gpus[-1]["mig_devices_unreadable"] = f"nvidia-smi -q: GPU {m.group(1)}: {mig[1]}"
     if not gpus and "Driver Version" not in tree:
         return nvml_failure(output) or {}
     attached = _sval(tree, "Attached GPUs")
