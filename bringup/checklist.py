@@ -137,6 +137,11 @@ def _mig_lines(facts: dict, profile: str | None, fact_errors: dict | None = None
     query = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("mig_mode_current") is True]
     if not query:
         return []
+    unreadable = [g["mig_devices_unreadable"] for g in query if g.get("mig_devices_unreadable")]
+    if unreadable:  # a cut or garbled MIG device list: named, never counted short
+        return [line("gpu", "MIG instances", "WARN", "not checked: nvidia.query's MIG devices unreadable: "
+                     + "; ".join(str(u) for u in unreadable),
+                     "read the host again (nvidia-smi -q and nvidia-smi -L should list the same MIG devices)")]
     devices = [g.get("mig_devices") for g in query]
     counts = [len(c) if isinstance(c, list) else c for c in devices]
     known = all(isinstance(c, int) and not isinstance(c, bool) for c in counts)

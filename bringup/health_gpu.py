@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from .checks import Check, line
-from .facts.nvidia import HOLDING_REASONS
+from .facts.nvidia_health import HOLDING_REASONS
 from .nvlink import rate
 
 __all__ = ["AREA", "gpu_health_checks", "nvlink_checks", "gpus_of", "subject_of", "has_gpu"]

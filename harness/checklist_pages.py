@@ -26,7 +26,7 @@ NARROW, NO_PERSISTENCE = "00000000:AB:00.0", ("00000000:18:00.0", "00000000:DB:0
 
 
 def eight_gpu_facts() -> dict:
-    from bringup.facts.nvidia import parse_nvidia_smi_q
+    from bringup.facts.nvidia_q import parse_nvidia_smi_q
 
     q = parse_nvidia_smi_q(EIGHT_GPU.read_text())
     for g in q["gpus"]:

@@ -29,7 +29,7 @@ from typing import Any, Mapping
 from pydantic import ValidationError, model_validator
 
 from ..errors import InputError
-from ..facts.nvidia import CLOCK_REASON_BITS, HOLDING_REASONS
+from ..facts.nvidia_health import CLOCK_REASON_BITS, HOLDING_REASONS
 from ..nvlink import rate
 from ..vars import RoleVars, Spec, one_line, want
 
@@ -39,7 +39,7 @@ __all__ = ["PCIE_LANE_GBS", "Thresholds", "thresholds", "pcie_gbs", "nvlink_gbs"
 #: GB/s per lane and direction, by PCIe generation (PCI-SIG).
 PCIE_LANE_GBS = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.563}
 
-#: NVML's clock event reason bits by the words the lines say (``bringup.facts.nvidia.CLOCK_REASON_BITS``).
+#: NVML's clock event reason bits by the words the lines say (``bringup.facts.nvidia_health.CLOCK_REASON_BITS``).
 CLOCK_REASONS = {CLOCK_REASON_BITS[k]: words for k, words in (
     ("idle", "GPU idle"), ("applications_clocks", "applications clocks setting"), ("sw_power_cap", "SW power cap"),
     ("hw_slowdown", "HW slowdown"), ("sync_boost", "sync boost"), ("sw_thermal_slowdown", "SW thermal slowdown"),

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from ..facts.nvidia import _QUERY_FIELDS, parse_query_gpu_csv
+from ..facts.nvidia_csv import _QUERY_FIELDS, parse_query_gpu_csv
 from .base import Plan, Resource
 
 __all__ = ["NvidiaDriverLoaded", "upstream_version"]

@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bringup.facts.cpu import parse_lscpu_parse
-from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv
+from bringup.facts.nvidia_csv import parse_query_gpu_csv
+from bringup.facts.nvidia_q import parse_nvidia_smi_q
 from bringup.facts.pci import parse_pci_devices
 from harness.captures import parse_lscpu_plain, topology_from_lscpu_summary
 

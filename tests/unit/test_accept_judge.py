@@ -19,7 +19,8 @@ from bringup.acceptance.limits import pcie_gbs, thresholds
 from bringup.errors import InputError
 from bringup.facts import FACTS_BY_NAME
 from bringup.facts.gather import parse_raw
-from bringup.facts.nvidia import parse_nvidia_smi_q, parse_topo_matrix
+from bringup.facts.nvidia_q import parse_nvidia_smi_q
+from bringup.facts.nvidia_topo import parse_topo_matrix
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 H200_BUS = "00000000:00:06.0"

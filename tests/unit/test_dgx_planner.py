@@ -40,7 +40,8 @@ import yaml
 from bringup.facts.cpu import CpuTopology, parse_lscpu_parse
 from bringup.facts.gather import gather
 from bringup.facts.net import parse_net_interfaces
-from bringup.facts.nvidia import NvidiaTopo, parse_topo_matrix
+from bringup.facts.nvidia import NvidiaTopo
+from bringup.facts.nvidia_topo import parse_topo_matrix
 from bringup.facts.pci import PciDevices, parse_pci_devices
 from bringup.facts.system import SystemCmdline, parse_cmdline
 from bringup.platform import checks

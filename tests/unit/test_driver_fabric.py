@@ -29,7 +29,7 @@ import pytest
 from bringup.facts.base import UntrustedOutput
 from bringup.facts.driver import END, parse_driver_owner, parse_fabric_manager
 from bringup.facts.gather import load_facts
-from bringup.facts.nvidia import parse_nvidia_smi_q
+from bringup.facts.nvidia_q import parse_nvidia_smi_q
 from bringup.facts.os_ import parse_os_release
 from bringup.resources import Packages, Service
 from bringup.resources.files import File

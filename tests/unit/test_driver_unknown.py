@@ -17,7 +17,8 @@ import json
 
 import pytest
 
-from bringup.facts.nvidia import parse_nvidia_query, parse_query_gpu_csv
+from bringup.facts.nvidia_csv import parse_query_gpu_csv
+from bringup.facts.nvidia_list import parse_nvidia_query
 from bringup.resources import Packages
 from bringup.resources.guard import Fail
 

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import BringupError, InputError
-from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv
+from bringup.facts.nvidia_csv import parse_query_gpu_csv
+from bringup.facts.nvidia_q import parse_nvidia_smi_q
 from bringup.inventory import ConnectionVars, Host, load_inventory
 from bringup.project import content_root
 from bringup.resources import Directory, DockerImage, Fail, Skip, TrtEngine, UploadedFile

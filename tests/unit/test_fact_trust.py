@@ -17,7 +17,9 @@ from bringup.facts import FACTS_BY_NAME
 from bringup.facts.base import UntrustedOutput, parse_cpulist
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.gather import gather
-from bringup.facts.nvidia import NvidiaQuery, NvidiaTopo, parse_nvidia_smi_q, parse_topo_matrix
+from bringup.facts.nvidia import NvidiaQuery, NvidiaTopo
+from bringup.facts.nvidia_q import parse_nvidia_smi_q
+from bringup.facts.nvidia_topo import parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
 from bringup.platform import checks
 from harness.captures import strip_comments

@@ -12,7 +12,10 @@ from bringup.facts.base import UntrustedOutput
 from bringup.facts import ALL_FACTS
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.irq import parse_interrupts, parse_irq_affinity
-from bringup.facts.nvidia import parse_nvidia_smi_list, parse_nvidia_smi_q, parse_query_gpu_csv, parse_topo_matrix
+from bringup.facts.nvidia_csv import parse_query_gpu_csv
+from bringup.facts.nvidia_list import parse_nvidia_smi_list
+from bringup.facts.nvidia_q import parse_nvidia_smi_q
+from bringup.facts.nvidia_topo import parse_topo_matrix
 from bringup.facts.os_ import parse_os_release, parse_uname
 from bringup.facts.pci import parse_pci_devices
 from bringup.facts.system import parse_cmdline, parse_docker_daemon_json, parse_sysctl

@@ -3,13 +3,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bringup.facts.nvidia import (
-    NvidiaSmi,
-    parse_nvidia_smi_q,
-    parse_nvidia_smi_q_tree,
-    parse_query_gpu_csv,
-    parse_topo_matrix,
-)
+from bringup.facts.nvidia import NvidiaSmi
+from bringup.facts.nvidia_csv import parse_query_gpu_csv
+from bringup.facts.nvidia_q import parse_nvidia_smi_q, parse_nvidia_smi_q_tree
+from bringup.facts.nvidia_topo import parse_topo_matrix
 from harness.captures import parse_lscpu_plain
 
 REPO = Path(__file__).resolve().parents[2]

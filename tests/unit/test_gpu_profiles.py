@@ -18,7 +18,8 @@ import yaml
 
 from bringup.checklist import gpu_checks
 from bringup.errors import BringupError, InputError
-from bringup.facts.nvidia import parse_nvidia_smi_q, parse_query_gpu_csv
+from bringup.facts.nvidia_csv import parse_query_gpu_csv
+from bringup.facts.nvidia_q import parse_nvidia_smi_q
 from bringup.gpu_profiles import ClassUnknown, choose, shipped, table
 from bringup.inventory import ConnectionVars, Host
 from bringup.project import content_root

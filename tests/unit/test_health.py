@@ -12,7 +12,8 @@ import pytest
 
 from bringup.facts.kernel import parse_kernel_xid, KernelXid
 from bringup.facts.net import parse_infiniband_ports
-from bringup.facts.nvidia import parse_nvidia_smi_q, parse_nvlink_status
+from bringup.facts.nvidia_nvlink import parse_nvlink_status
+from bringup.facts.nvidia_q import parse_nvidia_smi_q
 from bringup.health import health_checks, infiniband_checks, nvlink_checks, xid_checks, xid_table
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
@@ -763,7 +764,7 @@ def test_capture_v100_two_links_inactive_parsed():
 @pytest.mark.reliability(item=41, fault="an empty nvidia-smi nvlink -s on a host whose topo -m shows NVLink",
                          checks=("one clear line",))
 def test_empty_nvlink_output_on_a_host_whose_topology_shows_nvlink_is_unreadable():
-    from bringup.facts.nvidia import parse_topo_matrix
+    from bringup.facts.nvidia_topo import parse_topo_matrix
 
     topo = parse_topo_matrix(_text("topo-dgxa100-8gpu-12mlx5-8numa.txt"))
     q = parse_nvidia_smi_q(H100X8.read_text())

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from bringup.facts.base import UntrustedOutput
-from bringup.facts.nvidia import parse_nvidia_smi_list, parse_nvlink_status
+from bringup.facts.nvidia_list import parse_nvidia_smi_list
+from bringup.facts.nvidia_nvlink import parse_nvlink_status
 
 PUBLIC = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "public"
 
@@ -83,7 +84,8 @@ def test_ib_values_with_long_space_runs_parse_in_linear_time_and_real_ones_read(
 def test_interrupts_cpu_header_and_csv_lines_parse_in_linear_time():
     from bringup.facts.cpu import parse_lscpu_parse
     from bringup.facts.irq import parse_interrupts
-    from bringup.facts.nvidia import _csv_key, _number
+    from bringup.facts.nvidia_csv import _csv_key
+    from bringup.facts.nvidia_values import _number
 
     sp = " " * 60_000
     t0 = time.monotonic()

@@ -16,7 +16,6 @@ LIMIT = 500
 REASON = "Over 500 lines because"
 #: Modules over the limit without a reason yet, each with the helper session splitting it (issue 43 item 2).
 KNOWN = {
-    "bringup/facts/nvidia.py": "mig2 (splits facts/nvidia per command)",
 }
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from bringup.facts.cpu import parse_lscpu_parse
-from bringup.facts.nvidia import parse_topo_matrix
+from bringup.facts.nvidia_topo import parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
 from bringup.platform import checks
 from bringup.topology import PlanWarning, plan_topology

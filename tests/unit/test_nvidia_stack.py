@@ -13,7 +13,7 @@ import pytest
 from bringup.errors import InputError
 from bringup.facts.os_ import parse_os_release
 from bringup.facts.pci import parse_pci_devices
-from bringup.facts.nvidia import parse_query_gpu_csv
+from bringup.facts.nvidia_csv import parse_query_gpu_csv
 from bringup.gpu import gpu_gate, nvidia_gpus
 from bringup.resources import Packages
 from bringup.resources.apt import AptRepository, dearmor

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from bringup.facts.nvidia import parse_nvidia_smi_q
+from bringup.facts.nvidia_q import parse_nvidia_smi_q
 from bringup.facts.system import parse_cmdline, parse_cpuidle
 from bringup.platform import checks
 from harness.captures import parse_lspci_rebar, strip_comments

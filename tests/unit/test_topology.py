@@ -15,7 +15,8 @@ from bringup.errors import InputError
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.irq import parse_interrupts
 from bringup.facts.net import parse_net_interfaces
-from bringup.facts.nvidia import parse_query_gpu_csv, parse_topo_matrix
+from bringup.facts.nvidia_csv import parse_query_gpu_csv
+from bringup.facts.nvidia_topo import parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
 from bringup.topology import cpu_roles, plan_topology, validate_vars
 from harness.captures import topology_from_lscpu_summary, topology_from_numa

@@ -1,0 +1,80 @@
+"""``nvidia-smi --query-gpu=... --format=csv``: the ``nvidia.smi`` fact's parser, header-driven."""
+from __future__ import annotations
+
+import csv
+import re
+from typing import Any
+
+from .nvidia_values import _mode, _none_if_na, _number
+from .pci import normalize_pci_address
+
+_QUERY_FIELDS = (
+    "index,name,uuid,pci.bus_id,driver_version,memory.total,persistence_mode,"
+    "power.limit,clocks.max.sm,compute_cap"
+)
+
+
+#: Unit-less columns that are integers (other unit-less values stay strings:
+#: serials such as ``0000000000000`` or ``0x0000`` must not become numbers).
+_INT_COLUMNS = {"index", "count", "accounting.buffer_size", "temperature.gpu", "temperature.memory",
+                "temperature.gpu.tlimit", "encoder.stats.sessioncount", "encoder.stats.averagefps",
+                "encoder.stats.averagelatency"}
+_INT_PREFIXES = ("pcie.link.", "ecc.errors.", "remapped_rows.histogram.", "remapped_rows.correctable",
+                 "remapped_rows.uncorrectable", "platform.slot_number", "platform.tray_index",
+                 "platform.host_id", "platform.module_id")
+
+
+def _csv_key(header: str) -> tuple[str, str | None]:
+    """``memory.total [MiB]`` → (``memory_total_mib``, ``MiB``); ``pci.bus_id`` → (``pci_bus_id``, None)."""
+    h = header.strip()
+    at = h.rfind("[")  # linear: not ^(.*?)\s*\[...\]\s*$ over host text
+    m = at >= 0 and h.endswith("]") and len(h) - at > 2 and "]" not in h[at + 1:-1]
+    base, unit = (h[:at].rstrip(), h[at + 1:-1]) if m else (h, None)
+    key = re.sub(r"[^0-9a-z]+", "_", base.lower()).strip("_")
+    if unit:
+        key += "_" + {"%": "pct"}.get(unit, re.sub(r"[^0-9a-z]+", "_", unit.lower()).strip("_"))
+    return key, unit
+
+
+def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
+    """``nvidia-smi --query-gpu=... --format=csv`` → one dict per GPU, header-driven.
+
+    Lines before the header (shell prompts, ``lspci`` output in a capture) are
+    skipped: the header is the first line whose fields look like query field
+    names.  Error text (no driver, unknown field) gives ``[]``.
+    """
+    lines = [l for l in output.splitlines() if l.strip() and not l.startswith("#")]
+    start = None
+    for i, line in enumerate(lines):
+        cells = [c.strip() for c in line.split(",")]
+        if len(cells) >= 1 and all(re.fullmatch(r"[A-Za-z_][\w.]*(\s*\[[^\]]+\])?", c) for c in cells):
+            if any(c.split(" ")[0] in ("index", "name", "uuid", "pci.bus_id", "driver_version",
+                                       "timestamp", "memory.total") for c in cells):
+                start = i
+                break
+    if start is None:
+        return []
+    reader = csv.reader(lines[start:], skipinitialspace=True)
+    header = next(reader)
+    keys = [_csv_key(h) for h in header]
+    gpus: list[dict[str, Any]] = []
+    for row in reader:
+        if len(row) != len(header):
+            continue
+        gpu: dict[str, Any] = {}
+        for (key, unit), field, raw in zip(keys, header, row):
+            field_name = field.split("[", 1)[0].strip().lower()  # linear: not \s*\[.*$ searched over host text
+            value = _none_if_na(raw)
+            if value is None:
+                gpu[key] = None
+            elif unit:
+                gpu[key] = _number(value)
+            elif field_name in _INT_COLUMNS or field_name.startswith(_INT_PREFIXES):
+                n = _number(value)
+                gpu[key] = n if isinstance(n, int) and re.fullmatch(r"-?\d+", value) else value
+            else:
+                gpu[key] = _mode(value)
+        if gpu.get("pci_bus_id"):
+            gpu["pci_address"] = normalize_pci_address(str(gpu["pci_bus_id"]))
+        gpus.append(gpu)
+    return gpus

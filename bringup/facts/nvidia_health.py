@@ -1,0 +1,134 @@
+"""What ``nvidia-smi -q`` says of each GPU's own health: ECC, remapped rows, retired pages, clock event
+reasons, temperature (the ``health`` of each GPU of ``nvidia.query``)."""
+from __future__ import annotations
+
+from typing import Any
+
+from .nvidia_values import _count, _get, _none_if_na, _number, _nval, _yes
+
+
+#: The clock event reasons (``Clocks Event Reasons``; ``Clocks Throttle Reasons`` before driver 535) by the
+#: name nvidia-smi prints, as the keys the health fact gives them.
+CLOCK_REASONS = {
+    "Idle": "idle", "GPU Idle": "idle",
+    "Applications Clocks Setting": "applications_clocks",
+    "SW Power Cap": "sw_power_cap",
+    "HW Slowdown": "hw_slowdown",
+    "HW Thermal Slowdown": "hw_thermal_slowdown",
+    "HW Power Brake Slowdown": "hw_power_brake",
+    "Sync Boost": "sync_boost",
+    "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "Display Clock Setting": "display_clock",
+}
+#: Each reason's bit in NVML's mask (nvml.h, ``nvmlClocksEventReason*``), which ``--query-gpu=
+#: clocks_event_reasons.active`` prints: the same reasons read from a load's samples.
+CLOCK_REASON_BITS = {"idle": 0x1, "applications_clocks": 0x2, "sw_power_cap": 0x4, "hw_slowdown": 0x8,
+                     "sync_boost": 0x10, "sw_thermal_slowdown": 0x20, "hw_thermal_slowdown": 0x40,
+                     "hw_power_brake": 0x80, "display_clock": 0x100}
+#: The reasons that mean the hardware holds the clocks down (heat, power delivery): a fault, not a setting.
+HOLDING_REASONS = {"hw_slowdown": "HW slowdown", "hw_thermal_slowdown": "HW thermal slowdown",
+                   "hw_power_brake": "HW power brake", "sw_thermal_slowdown": "SW thermal slowdown"}
+
+#: The counters of time spent in a reason since the driver loaded (``Clocks Event Reasons Counters``).
+CLOCK_COUNTERS = {
+    "SW Power Capping": "sw_power_cap", "Sync Boost": "sync_boost", "SW Thermal Slowdown": "sw_thermal_slowdown",
+    "HW Thermal Slowdown": "hw_thermal_slowdown", "HW Power Braking": "hw_power_brake",
+}
+
+
+def _ecc_counts(section: Any) -> dict[str, int | None] | None:
+    """One ``Volatile`` or ``Aggregate`` block of ``ECC Errors`` → correctable and uncorrectable counts, SRAM and
+    DRAM apart where the driver names them.
+
+    Drivers from 525 print ``SRAM Correctable``, ``SRAM Uncorrectable [Parity|SEC-DED]``, ``DRAM Correctable``,
+    ``DRAM Uncorrectable``; older ones ``Single Bit`` / ``Double Bit`` blocks with a ``Total``.  Every value N/A
+    (ECC off, a part without it): None.
+    """
+    if not isinstance(section, dict):
+        return None
+    out: dict[str, int | None] = {}
+    for key, value in section.items():
+        if isinstance(value, dict):  # Single Bit / Double Bit blocks of older drivers
+            kind = {"Single Bit": "correctable", "Double Bit": "uncorrectable"}.get(key)
+            if kind and _count(value.get("Total")) is not None:
+                out[kind] = (out.get(kind) or 0) + _count(value.get("Total"))
+            continue
+        n = _count(value)
+        if n is None:
+            continue
+        kind = "uncorrectable" if "Uncorrectable" in key else "correctable" if "Correctable" in key else None
+        if kind is None:
+            continue
+        where = "sram" if key.startswith("SRAM") else "dram" if key.startswith("DRAM") else None
+        out[kind] = (out.get(kind) or 0) + n
+        if where:
+            out[f"{where}_{kind}"] = (out.get(f"{where}_{kind}") or 0) + n
+    return out or None
+
+
+def _temperature(sec: dict[str, Any]) -> dict[str, Any]:
+    """Current GPU temperature and how far it is from the slowdown limit.
+
+    Drivers from 550 print margins: ``GPU T.Limit Temp`` (degrees below the maximum operating limit) and
+    ``GPU Slowdown T.Limit Temp`` (where slowdown starts, relative to that limit); older ones print absolute
+    ``GPU Slowdown Temp``.  ``slowdown_margin_c``: degrees left before the GPU slows down, either way.
+    """
+    t = "Temperature"
+    current = _nval(sec, t, "GPU Current Temp")
+    tlimit, slow_rel = _nval(sec, t, "GPU T.Limit Temp"), _nval(sec, t, "GPU Slowdown T.Limit Temp")
+    slowdown = _nval(sec, t, "GPU Slowdown Temp")
+    margin = None
+    if tlimit is not None and slow_rel is not None:
+        margin = tlimit - slow_rel
+    elif slowdown is not None and current is not None:
+        margin = slowdown - current
+    return {"gpu_c": current, "slowdown_c": slowdown, "tlimit_margin_c": tlimit, "slowdown_margin_c": margin,
+            "memory_c": _nval(sec, t, "Memory Current Temp")}
+
+
+def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
+    """One GPU section of ``nvidia-smi -q`` → what it says of the GPU's health.
+
+    ``ecc_volatile`` / ``ecc_aggregate`` (:func:`_ecc_counts`), ``remapped_rows`` (correctable, uncorrectable,
+    pending, failure), ``retired_pages`` (single_bit, double_bit, pending; parts before Ampere), the repair
+    flags of newer drivers (``channel_repair_pending``, ``tpc_repair_pending``, ``unrepairable_memory``,
+    ``sram_threshold_exceeded``), ``clock_reasons`` (each reason printed: True when Active),
+    ``clock_counters_us`` and ``temperature``.  A value the part does not have is None.
+    """
+    ecc = sec.get("ECC Errors") if isinstance(sec.get("ECC Errors"), dict) else {}
+    rows = sec.get("Remapped Rows") if isinstance(sec.get("Remapped Rows"), dict) else {}
+    pages = sec.get("Retired Pages") if isinstance(sec.get("Retired Pages"), dict) else {}
+    reasons_sec = sec.get("Clocks Event Reasons") or sec.get("Clocks Throttle Reasons")
+    counters_sec = sec.get("Clocks Event Reasons Counters") or sec.get("Clocks Throttle Reasons Counters")
+    reasons = {CLOCK_REASONS[k]: _yes(v) for k, v in (reasons_sec or {}).items()
+               if k in CLOCK_REASONS and isinstance(v, str)} if isinstance(reasons_sec, dict) else {}
+    counters = {CLOCK_COUNTERS[k]: _number(v) for k, v in (counters_sec or {}).items()
+                if k in CLOCK_COUNTERS and isinstance(v, str) and _none_if_na(v) is not None} \
+        if isinstance(counters_sec, dict) else {}
+
+    def page_count(key: str) -> int | None:
+        v = pages.get(key)
+        return _count(v.get("Count")) if isinstance(v, dict) else _count(v)
+
+    return {
+        "ecc_volatile": _ecc_counts(ecc.get("Volatile")),
+        "ecc_aggregate": _ecc_counts(ecc.get("Aggregate")),
+        "sram_threshold_exceeded": _yes(_get(ecc, "Aggregate", "SRAM Threshold Exceeded")),
+        "channel_repair_pending": _yes(ecc.get("Channel Repair Pending")),
+        "tpc_repair_pending": _yes(ecc.get("TPC Repair Pending")),
+        "unrepairable_memory": _yes(ecc.get("Unrepairable Memory")),
+        "remapped_rows": {
+            "correctable": _count(rows.get("Correctable Error")),
+            "uncorrectable": _count(rows.get("Uncorrectable Error")),
+            "pending": _yes(rows.get("Pending")),
+            "failure": _yes(rows.get("Remapping Failure Occurred")),
+        } if rows else None,
+        "retired_pages": {
+            "single_bit": page_count("Single Bit ECC"),
+            "double_bit": page_count("Double Bit ECC"),
+            "pending": _yes(pages.get("Pending Page Blacklist", pages.get("Pending Page Retirement"))),
+        } if pages else None,
+        "clock_reasons": reasons,
+        "clock_counters_us": counters,
+        "temperature": _temperature(sec),
+    }

@@ -1,0 +1,215 @@
+"""``nvidia-smi -q``: its indentation tree, each GPU's values, its MIG devices, NVML's failure text."""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from .base import UntrustedOutput
+from .nvidia_health import gpu_health
+from .nvidia_values import _count, _first, _mode, _nval, _sval
+from .pci import normalize_pci_address
+
+#: The deepest nesting of sections read (nvidia-smi -q nests five or six: GPU, Clocks Event Reasons, ...).
+TREE_DEPTH_MAX = 32
+#: A key's end: blanks, then its colon (``Driver Version      : 580.159.04``); the key is what comes before.
+_COLON = re.compile(r"\s:")
+
+
+def _key_value(line: str) -> tuple[str, str] | None:
+    """``(key, value)`` of a ``key : value`` line, both stripped; None for a section title.  In one pass over the
+    line: the key runs to the first blank that a colon follows (keys hold colons only without a blank before
+    them, as a bus id does), as ``^\\s*(.+?)\\s+:\\s?(.*)$`` read it, whose backtracking made a line of many blanks
+    cost cubic time."""
+    text = line.strip()
+    m = _COLON.search(text, 1)
+    if m is None:
+        return None
+    return text[:m.start()].rstrip(), text[m.end():].strip()
+
+
+def parse_nvidia_smi_q_tree(output: str) -> dict[str, Any]:
+    """Indentation tree of ``nvidia-smi -q``: sections are dicts, leaves strings.
+
+    A key repeated within one section (e.g. per-process entries) becomes a list.
+    Tabs are expanded; blank lines and the ``====`` banner are ignored.
+    """
+    root: dict[str, Any] = {}
+    stack: list[tuple[int, dict[str, Any]]] = [(-1, root)]
+
+    def put(d: dict[str, Any], key: str, value: Any) -> None:
+        if key in d:
+            if isinstance(d[key], list) and d.get(f"\0{key}"):
+                d[key].append(value)
+            else:
+                d[key] = [d[key], value]
+                d[f"\0{key}"] = True
+        else:
+            d[key] = value
+
+    for raw in output.expandtabs(4).splitlines():
+        if not raw.strip() or raw.lstrip().startswith("=") or raw.startswith("#"):
+            continue
+        indent = len(raw) - len(raw.lstrip(" "))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        parent = stack[-1][1]
+        pair = _key_value(raw)
+        if pair:
+            put(parent, *pair)
+        else:
+            if len(stack) > TREE_DEPTH_MAX:
+                raise UntrustedOutput(f"nvidia-smi -q: sections nested deeper than {TREE_DEPTH_MAX} levels (line "
+                                      f"{raw.strip()[:60]!r}): not nvidia-smi's report")
+            section: dict[str, Any] = {}
+            put(parent, raw.strip(), section)
+            stack.append((indent, section))
+
+    def clean(d: Any) -> Any:
+        if isinstance(d, dict):
+            return {k: clean(v) for k, v in d.items() if not k.startswith("\0")}
+        if isinstance(d, list):
+            return [clean(v) for v in d]
+        return d
+
+    return clean(root)
+
+
+#: A MIG device's IDs as ``nvidia-smi -q`` prints them, each a whole number on every driver seen.
+_MIG_IDS = (("Index", "index"), ("GPU Instance ID", "gpu_instance_id"), ("Compute Instance ID", "compute_instance_id"))
+
+
+def read_mig_devices(sec: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, str | None] | None:
+    """A GPU section's MIG devices as ``(devices, why_unreadable)``: one ``{index, gpu_instance_id,
+    compute_instance_id, profile, uuid}`` per ``MIG Device`` (``profile`` and ``uuid`` None: ``-q`` prints
+    neither, ``-L`` does).  Drivers print each ``MIG Device`` straight under the GPU after ``MIG Mode`` (590:
+    ``tests/fixtures/hosts/public/nvsmi-q-h100-mig4-drv590.txt``) or under a ``MIG Devices`` heading, which
+    ``MIG Devices : None`` leaves empty (``[]``).  A device without a whole-number Index, GPU Instance ID or
+    Compute Instance ID, or an Index twice (cut, garbled), gives ``(None, why)``: the count is unreadable, never
+    an undercount.  None: the section prints no MIG device at all (MIG off, or the count is not in ``-q``)."""
+    if "MIG Device" in sec:
+        listed, where = sec["MIG Device"], "MIG Device"
+        if "MIG Devices" in sec:
+            return None, "both a 'MIG Devices' section and 'MIG Device' entries beside it"
+    elif "MIG Devices" in sec:
+        heading = sec["MIG Devices"]
+        if isinstance(heading, str):
+            return ([], None) if heading.strip() == "None" else (None, f"'MIG Devices : {heading.strip()[:40]}'")
+        if not isinstance(heading, dict) or set(heading) - {"MIG Device"} or "MIG Device" not in heading:
+            return None, "a 'MIG Devices' section without its 'MIG Device' entries"
+        listed, where = heading["MIG Device"], "MIG Devices"
+    else:
+        return None
+    out: list[dict[str, Any]] = []
+    for n, dev in enumerate(listed if isinstance(listed, list) else [listed], 1):
+        ids = {key: _count(dev.get(label)) if isinstance(dev, dict) else None for label, key in _MIG_IDS}
+        missing = [label for label, key in _MIG_IDS if ids[key] is None]
+        if missing:
+            return None, f"{where}: MIG device {n} has no whole-number {', '.join(missing)} (output cut short?)"
+        if any(d["index"] == ids["index"] for d in out):
+            return None, f"{where}: MIG device Index {ids['index']} twice"
+        out.append({**ids, "profile": None, "uuid": None})
+    return out, None
+
+
+_NVML_FAILED = re.compile(r"^Failed to initialize NVML: ([^\n]*\S)", re.M)  # linear: no (.+?)\s*$
+_NVML_LIBRARY = re.compile(r"^NVML library version: (\d+\.\d+(?:\.\d+)?)\s*$", re.M)
+
+
+def nvml_failure(output: str) -> dict[str, Any] | None:
+    """``{nvml_error, nvml_library_version}`` where nvidia-smi could not start NVML (``Failed to initialize NVML:
+    Driver/library version mismatch`` and, from R535 on, ``NVML library version: 580.178``: the installed
+    library, another version than the loaded module's until a reboot); None for any other output."""
+    failed = _NVML_FAILED.search(output)
+    if not failed:
+        return None
+    library = _NVML_LIBRARY.search(output)
+    return {"nvml_error": failed.group(1), "nvml_library_version": library.group(1) if library else None}
+
+
+def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
+    """``nvidia-smi -q`` → ``{driver_version, cuda_version, attached_gpus, gpus: [...]}``.
+
+    Per GPU: ``bus_id, pci_address, product_name, uuid, vbios_version,
+    persistence_mode, mig_mode_current, ecc_mode_current, virtualization_mode,
+    addressing_mode, bar1_total_mib, fb_total_mib, fb_reserved_mib,
+    pcie_gen_current, pcie_gen_max, pcie_gen_device_max, pcie_gen_host_max,
+    pcie_width_current, pcie_width_max, performance_state, power_limit_w,
+    max_power_limit_w, max_clocks_sm_mhz, max_clocks_memory_mhz``.
+
+    An output cut short (a GPU section of a full report without its closing "Processes", fewer
+    GPU sections than "Attached GPUs") raises :class:`UntrustedOutput`.  Where NVML could not start (a
+    driver/library version mismatch): :func:`nvml_failure`'s ``{nvml_error, nvml_library_version}``.
+    """
+    tree = parse_nvidia_smi_q_tree(output)
+    gpus: list[dict[str, Any]] = []
+    for key, sec in tree.items():
+        m = re.match(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$", key)
+        if not m or not isinstance(sec, dict):
+            continue
+        link = ("PCI", "GPU Link Info")
+        power = "GPU Power Readings" if "GPU Power Readings" in sec else "Power Readings"
+        gpus.append(
+            {
+                "bus_id": m.group(1),
+                "pci_address": normalize_pci_address(m.group(1)),
+                "product_name": _sval(sec, "Product Name"),
+                "product_architecture": _sval(sec, "Product Architecture"),
+                "uuid": _sval(sec, "GPU UUID"),
+                "vbios_version": _sval(sec, "VBIOS Version"),
+                "persistence_mode": _mode(_sval(sec, "Persistence Mode")),
+                "mig_mode_current": _mode(_sval(sec, "MIG Mode", "Current")),
+                "ecc_mode_current": _mode(_sval(sec, "ECC Mode", "Current")),
+                "virtualization_mode": _sval(sec, "GPU Virtualization Mode", "Virtualization Mode"),
+                "addressing_mode": _sval(sec, "Addressing Mode"),
+                "compute_mode": _sval(sec, "Compute Mode"),
+                "bar1_total_mib": _nval(sec, "BAR1 Memory Usage", "Total"),
+                "fb_total_mib": _nval(sec, "FB Memory Usage", "Total"),
+                "fb_reserved_mib": _nval(sec, "FB Memory Usage", "Reserved"),
+                "pcie_gen_current": _nval(sec, *link, "PCIe Generation", "Current"),
+                "pcie_gen_max": _nval(sec, *link, "PCIe Generation", "Max"),
+                "pcie_gen_device_max": _nval(sec, *link, "PCIe Generation", "Device Max"),
+                "pcie_gen_host_max": _nval(sec, *link, "PCIe Generation", "Host Max"),
+                "pcie_width_current": _nval(sec, *link, "Link Width", "Current"),
+                "pcie_width_max": _nval(sec, *link, "Link Width", "Max"),
+                "performance_state": _sval(sec, "Performance State"),
+                "power_limit_w": _first(_nval(sec, power, "Current Power Limit"),
+                                        _nval(sec, power, "Power Limit")),
+                "max_power_limit_w": _nval(sec, power, "Max Power Limit"),
+                "default_power_limit_w": _nval(sec, power, "Default Power Limit"),
+                # Drivers 560+ print the instantaneous and the average draw, older ones one "Power Draw".
+                "power_draw_w": _first(_nval(sec, power, "Power Draw"), _nval(sec, power, "Instantaneous Power Draw"),
+                                       _nval(sec, power, "Average Power Draw")),
+                "max_clocks_sm_mhz": _nval(sec, "Max Clocks", "SM"),
+                "max_clocks_memory_mhz": _nval(sec, "Max Clocks", "Memory"),
+                # NVSwitch boards (HGX/DGX): the GPU's fabric registration; None where the part has no fabric.
+                "fabric_state": _sval(sec, "Fabric", "State"),
+                "fabric_status": _sval(sec, "Fabric", "Status"),
+                "fabric_health": _sval(sec, "Fabric", "Health", "Summary"),
+                "health": gpu_health(sec),
+            }
+        )
+        mig = read_mig_devices(sec)
+        if mig is not None:
+            gpus[-1]["mig_devices"] = mig[0]
+            if mig[1]:
+                gpus[-1]["mig_devices_unreadable"] = f"nvidia-smi -q: GPU {m.group(1)}: {mig[1]}"
+    if not gpus and "Driver Version" not in tree:
+        return nvml_failure(output) or {}
+    attached = _sval(tree, "Attached GPUs")
+    # A cut output must not pass for a GPU without BAR1, ECC or link values.  "Processes" is
+    # printed in every GPU section of a full report (all drivers seen); a ``-d`` subset report
+    # (no "Product Name") has no such section and is not checked.
+    for sec_key, sec in tree.items():
+        if re.match(r"^GPU\s+[0-9A-Fa-f]+:", sec_key) and isinstance(sec, dict) and "Product Name" in sec \
+                and "Processes" not in sec:
+            raise UntrustedOutput(f"nvidia-smi -q: the section of {sec_key} ends before 'Processes' "
+                                  "(output cut short?)")
+    if attached and attached.isdigit() and len(gpus) < int(attached):
+        raise UntrustedOutput(f"nvidia-smi -q: Attached GPUs {attached} but {len(gpus)} GPU section(s) "
+                              "(output cut short?)")
+    return {
+        "driver_version": _sval(tree, "Driver Version"),
+        "cuda_version": _sval(tree, "CUDA Version"),
+        "attached_gpus": int(attached) if attached and attached.isdigit() else None,
+        "gpus": gpus,
+    }

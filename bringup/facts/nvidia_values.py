@@ -1,0 +1,92 @@
+"""Values of ``nvidia-smi``'s outputs, shared by the parsers of each command (``--query-gpu`` CSV, ``-q``,
+``-L``, ``topo -m``, ``nvlink -s``).
+
+Conventions: ``N/A``, ``[N/A]``, ``[Not Supported]`` and other bracketed
+notices become None; ``Enabled``/``Disabled`` become True/False; values with a
+unit (``143771 MiB``, ``700.00 W``, ``16x``) become numbers and the unit moves
+into the key (``memory_total_mib``).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+
+def _none_if_na(value: str) -> str | None:
+    v = value.strip()
+    if v in ("", "N/A", "n/a") or (v.startswith("[") and v.endswith("]")):
+        return None
+    return v
+
+
+def _number(text: str) -> int | float | None:
+    # At most 20 digits each side: a 400-digit figure is no reading (float() would make it Infinity), not a number.
+    m = re.match(r"^\s*(-?\d{1,20}(?:\.\d{1,20})?)(?![\d.])", text)
+    if not m:
+        return None
+    s = m.group(1)
+    return float(s) if "." in s else int(s)
+
+
+def _mode(value: str | None) -> bool | str | None:
+    if value is None:
+        return None
+    if value == "Enabled":
+        return True
+    if value == "Disabled":
+        return False
+    return value
+
+def _get(tree: dict[str, Any], *path: str) -> Any:
+    cur: Any = tree
+    for p in path:
+        if not isinstance(cur, dict) or p not in cur:
+            return None
+        cur = cur[p]
+    return cur
+
+
+def _sval(tree: dict[str, Any], *path: str) -> str | None:
+    v = _get(tree, *path)
+    return _none_if_na(v) if isinstance(v, str) else None
+
+
+def _nval(tree: dict[str, Any], *path: str) -> int | float | None:
+    v = _sval(tree, *path)
+    return _number(v) if v is not None else None
+
+
+def _first(*values: Any) -> Any:
+    return next((v for v in values if v is not None), None)
+
+
+def _count(value: Any) -> int | None:
+    """A counter leaf (``0``); N/A and anything not a whole number: None."""
+    v = _none_if_na(value) if isinstance(value, str) else None
+    return int(v) if v is not None and re.fullmatch(r"\d+", v) else None
+
+
+def _yes(value: Any) -> bool | None:
+    v = _none_if_na(value) if isinstance(value, str) else None
+    return None if v is None else v in ("Yes", "Active", "Enabled")
+
+
+_LIST_GPU_HEAD = re.compile(r"GPU\s+(\d+):(?=\s)")
+_UUID_TAIL = re.compile(r"\(UUID:\s*([^)\s]+)\)")
+
+
+def _gpu_line(line: str) -> tuple[int, str, str] | None:
+    """``GPU <n>: <name> (UUID: <uuid>)`` (``nvidia-smi -L``, ``nvlink -s``) as ``(n, name, uuid)``, or None.
+
+    Read in linear time (the line is host output: ``\\s+(.*?)\\s+\\(`` backtracked cubically, 6,000 spaces took
+    minutes): the head by a prefix match, the UUID from the last ``(UUID:`` of the line, the name between."""
+    head = _LIST_GPU_HEAD.match(line)
+    if not head:
+        return None
+    rest = line[head.end():].rstrip()
+    at = rest.rfind("(UUID:")
+    tail = _UUID_TAIL.fullmatch(rest, at) if at >= 0 else None
+    between = rest[:at]
+    if not tail or not between[-1:].isspace() or len(between) < 2 and not between.strip():
+        return None
+    return int(head.group(1)), between.strip(), tail.group(1)
