@@ -34,7 +34,7 @@ from .command import quote, sh
 from .errors import BringupError, Unreachable, said
 from .inventory import Host
 from .jumps import AcceptNew, Jumps, Way, unreachable
-from .runlock import LockLost, RunLock, refusal
+from .runlock import LockLost, RunLock, refusal, then_output
 from .sshconfig import Route, route
 
 # paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
@@ -50,6 +50,9 @@ _ENTRY = "sh -c 'eval \"$(cat)\"'"
 REMOTE_GRACE_S = 5
 #: The most of the run lock holder's answer read (bytes): one line, bounded on the host already.
 ANSWER_MAX = 4096
+#: The longest holder command line that also carries a script (bytes): one argument of an exec stays well under
+#: Linux's 128 KiB for one argument (MAX_ARG_STRLEN); a longer script goes in a round trip of its own.
+HOLDER_MAX = 96 * 1024
 
 @dataclass
 class RunResult:
@@ -213,7 +216,7 @@ class Transport:
     def close(self) -> None:
         """Disconnect."""
 
-    def hold_run_lock(self, who: str) -> None:
+    def hold_run_lock(self, who: str, then: str | None = None) -> RunResult | None:
         """Take the host's run lock (:mod:`bringup.runlock`) for as long as this connection lives, naming this run
         ``who``; from then on every script of this connection runs fenced by it.  Raises :class:`BringupError`
         with one line when the lock is held (by a live run, or by a script of an earlier run still running) or
@@ -223,19 +226,47 @@ class Transport:
         closes the connection, or the connection dies (the control machine killed, the network cut), so a
         crashed run never leaves a host locked for good; what that run's scripts still do on the host keeps
         the next run waiting, and never writes after it has begun.
+
+        ``then``: a script (as :meth:`run_script` takes) the holder runs once it holds the lock, in the same
+        round trip (the run's facts): its result, counted as a round trip; None when it was not run that way
+        (no lock here, or a script too long for the holder's command line): the caller runs it itself.
         """
         lock = RunLock(wait_s=self.host.connection.run_lock_timeout)
-        cmd, sudo = self._become("sh -c " + quote(lock.holder()))
-        # The holder's wait (for a live run, then for an earlier run's scripts: wait_s in all) is its own.
-        line = self._hold(cmd, sudo, who, lock.wait_s + self._timeout())
+        inner = None if then is None else self._bounded("sh -c " + quote(then))
+        cmd, sudo = self._become("sh -c " + quote(lock.holder(inner)))
+        if inner is not None and len(cmd) > HOLDER_MAX:
+            inner = None
+            cmd, sudo = self._become("sh -c " + quote(lock.holder()))
+        # The holder's wait (for a live run, then for an earlier run's scripts: wait_s in all) is its own; what
+        # it runs then has command_timeout, as a round trip of its own would.
+        within = lock.wait_s + self._timeout() * (2 if inner is not None else 1)
+        if inner is not None:
+            with self._lock:
+                self.round_trips += 1
+        line, rest = self._hold(cmd, sudo, who, within, lock.token if inner is not None else None)
         problem = refusal(line, lock.wait_s)
         if problem is not None:
             raise BringupError(f"{self.host.name}: {problem}")
         self._run_lock = lock
+        if inner is None:
+            return None
+        got = then_output(lock.token, rest)
+        if got is None:
+            raise Unreachable(f"connection to {self.host.address} lost: the run lock's holder ended before what it "
+                              "ran after taking the lock had answered")
+        return RunResult(got[0], got[1], "")
 
-    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float) -> str:  # pragma: no cover
+    @property
+    def holds_run_lock(self) -> bool:
+        """Whether this connection holds the host's run lock (:meth:`hold_run_lock`)."""
+        return self._run_lock is not None
+
+    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float, then: str | None
+              ) -> tuple[str, list[str]]:  # pragma: no cover
         """Start ``cmd`` (the holder), send ``who`` as its first line, keep it running; its first line back
-        (read within ``within`` seconds, at most :data:`ANSWER_MAX` bytes of it)."""
+        (read within ``within`` seconds, at most :data:`ANSWER_MAX` bytes of it) and, given ``then`` (the
+        lock's token) and the lock taken, the lines its ``then`` command printed, up to and with its end line
+        (:func:`~bringup.runlock.then_output`)."""
         raise NotImplementedError
 
 
@@ -311,7 +342,7 @@ def _pump(data: BinaryIO, write: Callable[[bytes], object]) -> None:
 class LocalTransport(Transport):
     """``ansible_connection: local``: run on the control machine itself."""
 
-    def hold_run_lock(self, who: str) -> None:
+    def hold_run_lock(self, who: str, then: str | None = None) -> None:
         """No lock: ``ansible_connection: local`` is the control machine itself, whose inventory may name it
         several times (tests stand hosts in for each other that way); its runs are the operator's own."""
         return None
@@ -519,7 +550,10 @@ class SSHTransport(Transport):
 
     _holder = None
 
-    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float) -> str:
+    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float, then: str | None
+              ) -> tuple[str, list[str]]:
+        lines: list[str] = []
+        end = f"@@{then}:end:".encode()
         with _Deadline(within, self.conn.close) as dl:
             try:
                 chan = self.conn.create_session()
@@ -527,16 +561,27 @@ class SSHTransport(Transport):
                 if sudo:
                     sudo.handshake(chan.recv_stderr, chan.sendall, self.host.name)
                 chan.sendall(who.encode() + b"\n")
-                line = chan.makefile("rb").readline(ANSWER_MAX).decode("utf-8", "replace").strip()
+                out = chan.makefile("rb")
+                line = out.readline(ANSWER_MAX).decode("utf-8", "replace").strip()
+                # What the holder ran once it held the lock: each of its outputs is bounded on the host (facts).
+                while then is not None and line == "locked":
+                    got = out.readline()
+                    if not got:
+                        break
+                    lines.append(_text(got))
+                    if got.startswith(end):
+                        break
             except (paramiko.SSHException, OSError, EOFError) as e:
                 if dl.fired:
                     raise self._timed_out() from None
                 raise Unreachable(f"connection to {self.host.address} lost: {str(e) or type(e).__name__}") from None
+        if dl.fired:
+            raise self._timed_out()
         if line == "locked":
             self._holder = chan  # open until close(): the holder on the host waits on it
         else:
             chan.close()
-        return line
+        return line, lines
 
     def close(self) -> None:
         self._let_go()  # the holder's channel with the connection: the lock goes; then the jump hosts
