@@ -31,7 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from .connection import Jumps, Transport, connect
-from .facts.gather import gather
+from .facts.gather import gather, lock_and_gather
 from .sshconfig import route
 
 if TYPE_CHECKING:
@@ -52,6 +52,9 @@ class Dial:
         self.keys: dict[str, list[str]] = {}  # the facts read in part (bringup.roles.fact_keys)
         self.facts: tuple[dict[str, Any], dict[str, str]] | None = None
         self.facts_error: Exception | None = None
+        #: Why the run lock could not be taken on it (a run that writes: :meth:`Ahead.want`'s ``lock``), raised
+        #: where the run would have taken it (:class:`~bringup.runner.HostRun`).
+        self.lock_error: Exception | None = None
         self.connected = threading.Event()  # set once connecting succeeded or failed
         self.done = threading.Event()  # ... and once the facts were gathered (or were not to be)
         self.taken = False
@@ -98,6 +101,7 @@ class Ahead:
         self._dials: dict[str, Dial] = {}
         self._wanted: list | None = None
         self._keys: dict[str, dict[str, list[str]]] = {}
+        self._lock_for: str | None = None  # the run lock's owner line, for a run that writes
         self._said = threading.Event()  # set once the facts wanted are known, or will never be
         self._lock = threading.Lock()
         self._closed = False
@@ -120,14 +124,18 @@ class Ahead:
             self._threads.append(th)
             th.start()
 
-    def want(self, facts: list, keys: dict[str, dict[str, list[str]]] | None = None) -> None:
+    def want(self, facts: list, keys: dict[str, dict[str, list[str]]] | None = None, lock: str | None = None
+             ) -> None:
         """The facts the run will gather (:func:`~bringup.roles.wanted_facts`): each connection gathers them;
-        ``keys``: by host, the facts it reads in part (:func:`~bringup.roles.fact_keys`).
+        ``keys``: by host, the facts it reads in part (:func:`~bringup.roles.fact_keys`); ``lock``: a run that
+        writes, named as the host's run lock names its owner (:func:`~bringup.runlock.who`): each connection
+        takes the lock, and its holder gathers the facts once it holds it, in the same round trip.
 
-        Called once the run's input is checked: the facts script is the first command a host runs."""
+        Called once the run's input is checked: the facts script (or the lock) is the first command a host runs."""
         if not self._said.is_set():
             self._wanted = list(facts)
             self._keys = dict(keys or {})
+            self._lock_for = lock
             self._said.set()
 
     def _run(self, d: Dial) -> None:
@@ -138,8 +146,15 @@ class Ahead:
         d.connected.set()
         if d.transport is not None:
             self._said.wait()
-            wanted = self._wanted
-            if wanted and not self._closed:
+            wanted, lock = self._wanted, self._lock_for
+            if lock is not None and not self._closed:
+                try:
+                    d.facts = lock_and_gather(d.transport, lock, wanted or [], self._keys.get(d.host.name, {}))
+                except Exception as e:  # noqa: BLE001 - raised again by the run, where it takes the lock
+                    d.lock_error = e
+                if d.facts is not None:
+                    d.wanted, d.keys = wanted, self._keys.get(d.host.name, {})
+            if wanted and d.facts is None and d.lock_error is None and not self._closed:
                 d.wanted, d.keys = wanted, self._keys.get(d.host.name, {})
                 try:
                     d.facts = gather(d.transport, wanted, d.keys)

@@ -33,7 +33,8 @@ from dataclasses import dataclass, field
 from .command import quote, sh
 from .errors import Unreachable, said
 
-__all__ = ["LOCK_DIR", "WAIT_S", "FENCED_RC", "LockLost", "RunLock", "hold_script", "fence", "refusal"]
+__all__ = ["LOCK_DIR", "WAIT_S", "FENCED_RC", "LockLost", "RunLock", "hold_script", "then_output", "fence", "refusal",
+           "who"]
 
 #: Root's lock folder (a tmpfs on every systemd host: nothing of it survives a reboot).
 LOCK_DIR = "/run/bringup"
@@ -116,7 +117,7 @@ e=$( {{ printf '%s\\n' {token} > "$d/generation" && printf '%s\\n' "$who" > "$d/
   say "unusable $d: $e"; exit 0; }}
 exec 8>&-
 echo locked
-exec cat >/dev/null
+{then}exec cat >/dev/null
 """
 
 _FENCE = """\
@@ -135,12 +136,31 @@ def _base(base: str | None) -> str:
     return sh("d=%s", base) if base else ":"
 
 
-def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None) -> str:
+def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None, then: str | None = None) -> str:
     """The holder: reads who it is for (one line), takes the lock and the generation ``token`` (or answers why
     not, one line), then waits on its stdin (the connection), holding the lock until the run lets it go.
-    ``base``: the lock folder, instead of the user's own (tests)."""
+    ``base``: the lock folder, instead of the user's own (tests).
+
+    ``then``: a command the holder runs once it holds the lock, before it waits (the run's facts: the lock and
+    the facts in one round trip), its stdin empty, its stderr dropped, without the lock's descriptor (a
+    program it leaves running never holds the lock); its stdout follows the ``locked`` line and ends with
+    the line ``@@<token>:end:<exit status>`` (:func:`then_output` reads it back)."""
+    after = "" if then is None else (
+        f"( {then}\n) </dev/null 2>/dev/null 9>&-; printf '\\n@@%s:end:%d\\n' {quote(token)} \"$?\"\n")
     return _HOLD.format(say=_SAY, what=_WHAT, owner=_OWNER, holders=_HOLDERS, place=_PLACE, base=_base(base),
-                        wait=_seconds(wait_s), token=quote(token))
+                        wait=_seconds(wait_s), token=quote(token), then=after)
+
+
+def then_output(token: str, lines: list[str]) -> tuple[int, str] | None:
+    """The exit status and stdout of a holder's ``then`` command from the lines it printed after ``locked``
+    (each with its newline), when its end line came last; None when it did not (the output was cut)."""
+    if not lines:
+        return None
+    m = re.fullmatch(rf"@@{re.escape(token)}:end:(\d{{1,3}})\n?", lines[-1])
+    if m is None:
+        return None
+    out = "".join(lines[:-1])
+    return int(m.group(1)), out[:-1] if out.endswith("\n") else out
 
 
 def fence(token: str, command: str, wait_s: float = WAIT_S, base: str | None = None) -> str:
@@ -148,6 +168,20 @@ def fence(token: str, command: str, wait_s: float = WAIT_S, base: str | None = N
     by everything it starts; else exit :data:`FENCED_RC`, ``bringup-lock-lost <token>: <why>`` on stderr."""
     return _FENCE.format(place=_PLACE, base=_base(base), token=quote(token), rc=FENCED_RC, wait=_seconds(wait_s),
                          owner_max=OWNER_MAX) + "exec " + command
+
+
+def who() -> str:
+    """This run, as the host's run lock names it to a second run."""
+    import getpass
+    import os
+    import socket
+    import time
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S %z')}"
 
 
 def _seconds(wait_s: float) -> int:
@@ -221,8 +255,8 @@ class RunLock:
     base: str | None = None
     token: str = field(default_factory=lambda: secrets.token_hex(8))
 
-    def holder(self) -> str:
-        return hold_script(self.token, self.wait_s, self.base)
+    def holder(self, then: str | None = None) -> str:
+        return hold_script(self.token, self.wait_s, self.base, then)
 
     def fenced(self, command: str) -> str:
         return fence(self.token, command, self.wait_s, self.base)

@@ -9,7 +9,6 @@ signal is :mod:`bringup.stop`'s.
 """
 from __future__ import annotations
 
-import os
 import secrets
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,13 +19,13 @@ from .command import sh
 from .connection import Transport, connect
 from .reconnect import wait_for_ssh
 from .errors import BringupError, Unreachable, said
-from .facts.gather import gather
+from .facts.gather import gather, lock_and_gather
 from .inventory import Host
 from .pending import PendingHandlers
 from .results import HostResult, ResourceResult
 from .rolerun import RoleRun, read
 from .roles import FactView, HostContext, Role, fact_keys, merged_defaults, wanted_facts
-from .runlock import LockLost
+from .runlock import LockLost, who
 from .stop import Interrupted, Stop, as_completed_awake
 
 if TYPE_CHECKING:
@@ -109,6 +108,8 @@ class HostRun:
         self.facts: dict[str, Any] = {}
         self._early: Dial | None = None  # the Dial taken from opts.ahead, until its facts are used
         self._dialled: float | None = None  # when that Dial started connecting (time.monotonic)
+        #: The facts gathered by the run lock's holder as it took the lock (one round trip), until used.
+        self._locked_facts: tuple[dict[str, Any], dict[str, str]] | None = None
         self.fact_errors: dict[str, str] = {}
         self.result = HostResult(host.name)
         self._reboot_pending: str | None = None  # a reboot this run needs and did not make
@@ -127,17 +128,27 @@ class HostRun:
                 connect(self.host, accept_new_host_keys=self.opts.accept_new_host_keys,
                         jumps=ahead.jumps if ahead is not None else None)
             self.stop.track(self.transport)
-            if not self.opts.check:
-                # Two runs that write never interleave on one host: the second waits, then names the first.
-                self.transport.hold_run_lock(_who())
+            if self._early is not None:
+                self._early.done.wait()  # its thread may still be taking the lock on it (and gathering)
+                if self._early.lock_error is not None:
+                    raise self._early.lock_error
+            if not self.opts.check and not self.transport.holds_run_lock:
+                # Two runs that write never interleave on one host: the second waits, then names the first.  The
+                # holder gathers the facts once it holds the lock: one round trip for both (none gathered ahead).
+                self._locked_facts = lock_and_gather(self.transport, who(),
+                                                     self.facts_wanted if self._early is None else [],
+                                                     self.fact_keys)
         return self.transport
 
     def gather(self) -> dict[str, Any]:
-        """Gather the wanted facts in one round trip (again after a reboot; the first may come from ahead)."""
+        """Gather the wanted facts in one round trip (again after a reboot; the first may come from ahead, or
+        from the run lock's holder)."""
         self.progress(self.host.name, "gathering facts")
         t = self.open()
         early, self._early = self._early, None
         got = early.facts_for(self.facts_wanted, self.fact_keys) if early is not None else None
+        if got is None:
+            got, self._locked_facts = self._locked_facts, None
         self.facts, self.fact_errors = got if got is not None else gather(t, self.facts_wanted, self.fact_keys)
         self.result.fact_errors = self.fact_errors
         return self.facts
@@ -336,7 +347,7 @@ class HostRun:
         t.round_trips += trips
         self.transport = t
         # The lock went with the old boot (and its /run): taken again before anything more is written.
-        t.hold_run_lock(_who())
+        t.hold_run_lock(who())
 
 
 def run_host(host: Host, roles: list[Role], vars: dict[str, Any], opts: Options, templates: Templates,
@@ -358,18 +369,6 @@ def _merge_passes(result: HostResult, start: int, first: list[ResourceResult]) -
     seen = {r.id for r in merged}
     merged += [r for r in first if r.id not in seen]
     result.resources.extend(merged)
-
-
-def _who() -> str:
-    """This run, as the host's run lock names it to a second run."""
-    import getpass
-    import socket
-
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = str(os.getuid())
-    return f"{user}@{socket.gethostname()} pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S %z')}"
 
 
 def run_hosts(hosts: list[Host], roles: list[Role], role_vars, opts: Options, templates: Templates,

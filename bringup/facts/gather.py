@@ -38,12 +38,21 @@ def collect_raw(transport, facts: list[type[Fact]], keys: dict[str, list[str]] |
     """
     if not facts:
         return {}
+    script, token = facts_script(facts, keys)
+    return raw_of(facts, transport.run_script(script).stdout, token)
+
+
+def facts_script(facts: list[type[Fact]], keys: dict[str, list[str]] | None = None) -> tuple[str, str]:
+    """The one script that reads all ``facts`` (each under :data:`FACT_TIME_S`), and its token for :func:`raw_of`."""
     keys = keys or {}
-    script, token = batch([(f.name, fact_snippet(f, keys.get(f.name))) for f in facts], lanes=READ_LANES,
-                          section_max=SECTION_MAX, time_limit_s=FACT_TIME_S)
-    res = transport.run_script(script)
+    return batch([(f.name, fact_snippet(f, keys.get(f.name))) for f in facts], lanes=READ_LANES,
+                 section_max=SECTION_MAX, time_limit_s=FACT_TIME_S)
+
+
+def raw_of(facts: list[type[Fact]], stdout: str, token: str) -> dict[str, dict[str, Any]]:
+    """Each fact's raw output (:func:`collect_raw`'s shape) from what :func:`facts_script`'s script printed."""
     return {f.name: {"rc": sec.rc, "output": sec.output, **({"cut": True} if sec.cut else {})}
-            for f, sec in zip(facts, split(res.stdout, token, [f.name for f in facts], section_max=SECTION_MAX))}
+            for f, sec in zip(facts, split(stdout, token, [f.name for f in facts], section_max=SECTION_MAX))}
 
 
 def parse_raw(facts: list[type[Fact]], raw: dict[str, dict[str, Any]]) -> tuple[dict[str, Any], dict[str, str]]:
@@ -126,6 +135,20 @@ def gather(transport, facts: list[type[Fact]], keys: dict[str, list[str]] | None
     """Run all ``facts`` on the host at once and parse them; returns ``(values, errors)`` (:func:`parse_raw`).
     No facts wanted (roles that declare ``FACTS = ()``): no round trip.  ``keys``: facts read in part."""
     return parse_raw(facts, collect_raw(transport, facts, keys))
+
+
+def lock_and_gather(transport, who: str, facts: list[type[Fact]], keys: dict[str, list[str]] | None = None
+                    ) -> tuple[dict[str, Any], dict[str, str]] | None:
+    """Take the host's run lock for the run ``who`` (``Transport.hold_run_lock``: raises its one line when held)
+    and gather ``facts`` in the same round trip, once the lock is held: ``(values, errors)`` as :func:`gather`;
+    None when the facts still need their own round trip (no lock taken: ``ansible_connection: local``; no
+    facts wanted; a script too long for the holder's command line)."""
+    if not facts:
+        transport.hold_run_lock(who)
+        return None
+    script, token = facts_script(facts, keys)
+    res = transport.hold_run_lock(who, script)
+    return None if res is None else parse_raw(facts, raw_of(facts, res.stdout, token))
 
 
 #: The largest saved facts file read (a host's facts are well under a megabyte).

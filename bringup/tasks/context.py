@@ -255,7 +255,7 @@ def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = ())
 
 
 def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahead | None = None, dial: int = 0,
-             check=None, vault: tuple = ()):
+             check=None, vault: tuple = (), lock: bool = False):
     """The selected hosts and roles, with every role's variables merged and validated.
 
     Returns ``(inventory, hosts, content root, roles, variables by host)``: what every task that plans or
@@ -265,7 +265,8 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     Nothing connects, unless ``ahead`` is given: then the first ``dial`` hosts are connected to as soon as the
     inventory named them, while the roles load and the variables are checked, and their facts are gathered
     once every check passed (the variables, then ``check(hosts)``, the caller's own: the rollout's hooks)
-    while the caller goes on (:mod:`bringup.ahead`).  The caller closes ``ahead`` when the run ends, and
+    while the caller goes on (:mod:`bringup.ahead`); ``lock``: a run that writes, whose connections take the host's
+    run lock first, gathering the facts in the same round trip.  The caller closes ``ahead`` when the run ends, and
     when this raises: a refused run has run no command on any host.
     """
     from ..project import content_root
@@ -283,8 +284,11 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     if check is not None:
         check(chosen)
     if ahead is not None:
+        from ..runlock import who
+
         ahead.want(wanted_facts(chosen_roles, ahead.extra_facts),
-                   {h.name: fact_keys(chosen_roles, role_vars[h.name], ahead.extra_facts) for h in chosen[:dial]})
+                   {h.name: fact_keys(chosen_roles, role_vars[h.name], ahead.extra_facts) for h in chosen[:dial]},
+                   lock=who() if lock else None)
     return inv, chosen, root, chosen_roles, role_vars
 
 
@@ -309,13 +313,15 @@ class Run:
 def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, limit=None, forks: int | str = 1,
             accept_new_host_keys: bool = False, connect_ahead: bool = True,
             hold: Callable[[Host], bool] | None = None, extra_facts: tuple[str, ...] = (),
-            check: Callable[[list[Host]], None] | None = None, vault: tuple = ()) -> Iterator[Run]:
+            check: Callable[[list[Host]], None] | None = None, vault: tuple = (), lock: bool = False
+            ) -> Iterator[Run]:
     """The skeleton of every task that plans or runs roles (see the module): yields the :class:`Run`.
 
     The first ``forks`` hosts are connected to while the roles load and the variables are checked, unless
     ``connect_ahead`` is False (a rolling run) or ``hold(host)`` holds one back (its drain hook comes first);
     ``extra_facts`` are gathered with the roles' (the checklist's own); ``check(hosts)`` is the caller's own
-    check of the input, after the variables'.  A BringupError, here or in the body, ends the task with one
+    check of the input, after the variables'; ``lock``: the run writes (not check mode), its connections opened
+    ahead take the host's run lock with the facts.  A BringupError, here or in the body, ends the task with one
     ``error:`` line; a signal in the body stops the run in order (``run.stop``).  Leaving it closes the
     connections no host took.
     """
@@ -325,7 +331,8 @@ def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, l
                accept_new_host_keys=accept_new_host_keys) as ahead, failing():
         n = parse_forks(forks)
         inv, chosen, root, chosen_roles, role_vars = prepared(inventory, set_, host, hosts, group, roles, limit,
-                                                              ahead=ahead, dial=n, check=check, vault=vault)
+                                                              ahead=ahead, dial=n, check=check, vault=vault,
+                                                              lock=lock)
         # Imported and made while the hosts connect and gather their facts.
         from ..templates import Templates
 

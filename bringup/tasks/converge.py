@@ -36,7 +36,8 @@ def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff
     # host whose drain hook must come first.
     with running(inventory, set_, host, hosts, group, roles, limit=limit, forks=n, connect_ahead=not serial,
                  hold=lambda h: drains_first(h, check), accept_new_host_keys=accept_new_host_keys,
-                 check=None if check else validate_hooks, vault=(vault_password_file, vault_id)) as run:
+                 check=None if check else validate_hooks, vault=(vault_password_file, vault_id),
+                 lock=not check) as run:
         from ..report import Report, print_host, print_recap, print_rollout_stopped, progress_display
 
         opts = Options(check=check, diff=diff, forks=n, accept_new_host_keys=accept_new_host_keys,

@@ -86,6 +86,38 @@ def test_rerun_is_a_noop_in_two_round_trips(sandbox_host, project):
     assert all(res["reason"] for res in host["resources"] if res["status"] == "ok")
 
 
+#: A login shell that logs each command sshd runs for root (each exec request: one SSH channel), then runs it.
+LOGSH, LOGDIR = "/usr/local/sbin/test-logsh", "/var/log/test-cmds"
+LOGSH_TEXT = f"""#!/bin/bash
+if [ "$1" = -c ]; then printf '%s' "$2" > {LOGDIR}/$(date +%s%N)-$$.cmd; fi
+exec /bin/bash "$@"
+"""
+
+
+@pytest.mark.parametrize("serial", [False, True], ids=["connected-ahead", "serial"])
+def test_a_noop_opens_two_channels_the_lock_holder_gathering_the_facts(sandbox_host, project, serial):
+    """Issue 42: the run lock's holder gathers the facts once it holds the lock (one exec channel, one round trip
+    for both), then the state read: two exec requests on the host, counted there by root's login shell; with
+    the connection opened ahead (the default) and without (--serial)."""
+    invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts", cwd=project)
+    sandbox_host.exec(f"mkdir -p {LOGDIR} && rm -f {LOGDIR}/* && install -m 0755 /dev/stdin {LOGSH} && "
+                      f"usermod -s {LOGSH} root", input=LOGSH_TEXT)
+    try:
+        r = invoke("provision", "--roles", "sysctl", "--host", sandbox_host.name, "--inventory", "hosts",
+                   *(["--serial", "1"] if serial else []), cwd=project)
+        cmds = sandbox_host.exec(f"cd {LOGDIR} && for f in $(ls | sort); do cat \"$f\"; echo; "
+                                 "echo @@; done").stdout.split("\n@@\n")
+    finally:
+        sandbox_host.exec(f"usermod -s /bin/bash root && rm -rf {LOGDIR} {LOGSH}")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert recap(r.stdout)[sandbox_host.name]["changed"] == 0
+    cmds = [c for c in cmds if c.strip()]
+    assert len(cmds) == 2, cmds
+    assert "bringup-run-lock-holder" in cmds[0] and "sysctl" in cmds[0]  # the holder, carrying the facts script
+    assert "bringup-run-lock-holder" not in cmds[1]
+    assert last_report(project)["hosts"][0]["round_trips"] == 2
+
+
 def test_drift_is_repaired(sandbox_host, project):
     sandbox_host.exec(["sh", "-c", "echo 1 > /proc/sys/net/ipv4/tcp_fastopen; "
                                    f"sed -i 's/^net.ipv4.tcp_fastopen = 3/net.ipv4.tcp_fastopen = 1/' {PERSIST_FILE}"])

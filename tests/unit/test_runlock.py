@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.runlock import FENCED_RC, OWNER_MAX, RunLock, fence, hold_script, refusal
+from bringup.runlock import FENCED_RC, OWNER_MAX, RunLock, fence, hold_script, refusal, then_output
 
 
 def holder(base: Path, who: str, wait_s: float, token: str = "t0") -> subprocess.Popen:
@@ -241,3 +241,54 @@ def test_a_lock_another_process_holds_is_named_as_that_processs_not_a_runs_or_a_
     c = holder(base, "ops@ctl pid 3", 5, "t3")
     assert answer(c) == "locked\n"
     let_go(c)
+
+
+def _then_holder(base: Path, who: str, wait_s: float, token: str, then: str) -> subprocess.Popen:
+    p = subprocess.Popen(["sh", "-c", hold_script(token, wait_s, str(base), then)], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    p.stdin.write(who.encode() + b"\n")
+    p.stdin.flush()
+    return p
+
+
+def _lines_to_end(p: subprocess.Popen, token: str) -> list[str]:
+    lines = []
+    while True:
+        line = answer(p)
+        assert line, "the holder ended before its end line"
+        lines.append(line)
+        if line.startswith(f"@@{token}:end:"):
+            return lines
+
+
+def test_the_holder_runs_its_then_command_only_once_it_holds_the_lock_and_keeps_holding_it(tmp_path):
+    """One round trip for the lock and the facts: what the holder runs after ``locked`` is read back whole, with
+    its exit status; it sees an empty stdin (the connection stays the lock's), the lock is still held after it,
+    and a program it leaves running does not hold the lock (its descriptor is closed for it)."""
+    base = tmp_path / "bringup"
+    then = ("printf 'a\\nb'; cat; [ -e " + str(base / "run.lock") + " ] && echo; echo err >&2; "
+            "(sleep 30 >/dev/null 2>&1 &) ; exit 3")
+    first = _then_holder(base, "ops@ctl pid 1", 1, "t1", then)
+    assert answer(first) == "locked\n"
+    lines = _lines_to_end(first, "t1")
+    assert then_output("t1", lines) == (3, "a\nb\n")
+    assert then_output("t2", lines) is None and then_output("t1", lines[:-1]) is None
+    # Still held: a second run is refused, naming the first (the holder's cat, not the sleep left behind).
+    second = holder(base, "ops@ctl pid 2", 1, "t2")
+    line = answer(second)
+    assert line.startswith("held pid ") and "(sleep" not in line and line.endswith("|ops@ctl pid 1\n")
+    let_go(first)
+    os.killpg(first.pid, signal.SIGKILL)  # the sleep left behind
+    third = holder(base, "ops@ctl pid 3", 5, "t3")
+    assert answer(third) == "locked\n"
+    let_go(third)
+
+
+def test_a_holder_refused_the_lock_runs_nothing_of_its_then_command(tmp_path):
+    base, mark = tmp_path / "bringup", tmp_path / "ran"
+    first = holder(base, "ops@ctl pid 1", 1, "t1")
+    assert answer(first) == "locked\n"
+    second = _then_holder(base, "ops@ctl pid 2", 1, "t2", f"touch {mark}")
+    assert answer(second).startswith("held ")
+    assert second.wait(10) == 0 and second.stdout.read() == b"" and not mark.exists()
+    let_go(first)
