@@ -169,9 +169,12 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     return "\n".join(lines) + "\n", token
 
 
-#: A section of any batched script, its token captured: one pattern compiled once (a run splits a script per
-#: round trip per host, each with its own token).
-_SECTION = re.compile(r"\n@@([0-9A-Za-z_]+):B:(\d+)\n(.*?)\n@@\1:E:\2:(\d+)\n", re.S)
+def _markers(token: str) -> re.Pattern[str]:
+    """This script's begin and end markers (and nothing between them): matched one after another, so that a
+    split is linear in the output whatever a host prints (a pattern spanning a section's body rescanned the
+    rest of the output from every begin left without its end).  Index and exit code have at most 9 digits: a
+    longer one is no marker of bringup's, and a section it would end reads as never ended."""
+    return re.compile(r"\n@@" + re.escape(token) + r":(?:B:(\d{1,9})|E:(\d{1,9}):(\d{1,9}))\n")
 
 
 def split(stdout: str, token: str, keys: list[str], section_max: int | None = None) -> list[Section]:
@@ -180,8 +183,13 @@ def split(stdout: str, token: str, keys: list[str], section_max: int | None = No
     ``section_max``: the bound the script was built with (``batch(section_max=...)``); a section longer than
     it was cut there: ``cut``, ``rc`` None, never taken for a whole answer."""
     out = []
-    found = {int(m.group(2)): (int(m.group(4)), m.group(3)) for m in _SECTION.finditer(stdout)
-             if m.group(1) == token}
+    found: dict[int, tuple[int, str]] = {}
+    open_at: dict[int, int] = {}  # a section's index -> where its body begins (the first begin not yet ended)
+    for m in _markers(token).finditer(stdout):
+        if m.group(1) is not None:
+            open_at.setdefault(int(m.group(1)), m.end())
+        elif (i := int(m.group(2))) in open_at:
+            found[i] = (int(m.group(3)), stdout[open_at.pop(i):m.start()])
     for i, key in enumerate(keys):
         if i in found:
             rc, text = found[i]

@@ -218,3 +218,25 @@ def test_a_stopped_script_stops_its_timed_snippets_too(tmp_path):
     while time.monotonic() < deadline and (list(tmp.iterdir()) or _sleeping(secs)):
         time.sleep(0.2)
     assert list(tmp.iterdir()) == [] and not _sleeping(secs)
+
+
+@pytest.mark.reliability(item=40, fault="host output of 20,000 begin markers without their end (section split)",
+                         checks=("no hang", "one clear line"))
+def test_the_split_is_linear_on_begin_markers_left_without_their_end():
+    """A pattern spanning a section's body rescanned the rest of the output from every unended begin: 8,000
+    of them (0.9 MB) took 22 s, 20,000 would take minutes.  Markers are now matched one after another."""
+    token = "tok1"
+    flood = "".join(f"\n@@{token}:B:0\n" + "x" * 100 for _ in range(20_000))
+    out = f"\n@@{token}:B:1\nreal\n@@{token}:E:1:0\n" + flood
+    started = time.monotonic()
+    sections = split(out, token, ["a", "b"])
+    assert time.monotonic() - started < 10
+    assert sections[1].rc == 0 and sections[1].output == "real"
+    assert sections[0].rc is None  # begun, never ended: named as cut short, never read as whole
+
+
+def test_a_marker_with_an_absurd_number_is_no_marker_and_no_traceback():
+    token = "tok2"
+    out = f"\n@@{token}:B:0\nhello\n@@{token}:E:0:{'9' * 5000}\n\n@@{token}:B:{'1' * 5000}\nx\n"
+    a, = split(out, token, ["a"])
+    assert a.rc is None and a.output.startswith("hello")
