@@ -37,6 +37,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int) -> list[int]:
+    """``n`` distinct free TCP ports on 127.0.0.1: every socket stays bound until all are chosen, so the kernel
+    cannot hand the same port out twice (three separate ``free_port()`` calls can, and did: Triton then refused
+    HTTP and gRPC on one port)."""
+    socks = [socket.socket() for _ in range(n)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
 def role_project(path: Path, roles: dict[str, str | dict[str, str]], hosts: dict) -> Path:
     """A project folder of its own: ``roles`` (name -> module source, or a package role's {file name: source},
     run in that order), an empty templates folder and an inventory of ``hosts`` (name -> sandbox host, or

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from .helpers import REPO, free_port
+from .helpers import REPO, free_ports
 from .local_triton_fixture import require_local_triton
 
 pytestmark = pytest.mark.integration
@@ -26,9 +26,10 @@ pytestmark = pytest.mark.integration
 def test_the_h200_tune_script_runs_whole_on_the_cpu_stand_in(tmp_path):
     lt = require_local_triton()
     out, work = tmp_path / "out", tmp_path / "work"
+    http, grpc, metrics = free_ports(3)
     env = {**os.environ, "OUT": str(out), "WORK": str(work), "SKIP_PIP": "1", "QUICK": "1",
-           "TRITON_TREE": str(lt.server_root()), "HTTP_PORT": str(free_port()), "GRPC_PORT": str(free_port()),
-           "METRICS_PORT": str(free_port()), "STUB_PY": lt.PY, "PATH": f"{Path(sys.executable).parent}:"
+           "TRITON_TREE": str(lt.server_root()), "HTTP_PORT": str(http), "GRPC_PORT": str(grpc),
+           "METRICS_PORT": str(metrics), "STUB_PY": lt.PY, "PATH": f"{Path(sys.executable).parent}:"
            + os.environ.get("PATH", "")}
     cp = subprocess.run(["bash", "scripts/h200-tune.sh"], cwd=REPO, env=env, capture_output=True, text=True,
                         timeout=480)

@@ -30,13 +30,25 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def _three_ports() -> dict[str, int]:
+    """Three distinct free ports: each socket stays bound until all are chosen (separate calls can repeat one)."""
+    socks = [socket.socket() for _ in range(3)]
+    try:
+        for s in socks:
+            s.bind(("127.0.0.1", 0))
+        return dict(zip(("http", "grpc", "metrics"), (s.getsockname()[1] for s in socks)))
+    finally:
+        for s in socks:
+            s.close()
+
+
 @pytest.fixture
 def work(tmp_path):
     spec = {"backend": "python", "max_batch_size": 8,
             "input": [{"name": "INPUT0", "data_type": "TYPE_FP32", "dims": [4]}],
             "output": [{"name": "OUTPUT0", "data_type": "TYPE_FP32", "dims": [4]}]}
     host = {"ansible_connection": "local", "ansible_host": "127.0.0.1", "gpu_profile": "cpu",
-            "triton_ports": {"http": _free_port(), "grpc": _free_port(), "metrics": _free_port()},
+            "triton_ports": _three_ports(),
             "triton_models": {"add": spec}}
     (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"local-01": host}}}))
     return tmp_path
