@@ -18,11 +18,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from bringup.inventory import load_inventory  # noqa: E402
+from bringup.inventory.hosts import load_inventory  # noqa: E402
 from bringup.project import content_root  # noqa: E402
-from bringup.roles import load_roles, select_roles  # noqa: E402
-from bringup.runner import Options, prepare, run_hosts  # noqa: E402
-from bringup.templates import Templates  # noqa: E402
+from bringup.engine.roles import load_roles, select_roles  # noqa: E402
+from bringup.engine.runner import Options, prepare, run_hosts  # noqa: E402
+from bringup.engine.templates import Templates  # noqa: E402
 from harness import build_image, ensure_docker, start_host, SANDBOX_VARS, write_inventory  # noqa: E402
 from roles.sysctl import PERSIST_FILE, PROFILES  # noqa: E402
 

@@ -65,7 +65,7 @@ def import_breakdown(tool: Tool, runs: int) -> dict:
     pass``; and per group, the median share of ``python -X importtime``'s own times summed by top-level
     package in that same importing process, scaled to ``all`` (importtime's bookkeeping inflates every
     module's time, so only its shares are used).  The shares come from that one-thread process, not from the
-    run: the run imports in two threads at once (bringup/ahead.py), and importtime, which nests by one global
+    run: the run imports in two threads at once (bringup/engine/ahead.py), and importtime, which nests by one global
     level, then subtracts one thread's imports from the other's and prints negative times."""
     _, cp = tool.run_capture((PYTHON, "-X", "importtime"))
     wanted = [n for n, _ in _importtime(cp.stderr) if not n.startswith("bringup_roles")]

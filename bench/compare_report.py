@@ -234,7 +234,7 @@ def where_table(res: dict) -> list[str]:
             "interpreter start-up and exit, reading the inventory, merging and validating variables, declaring and "
             "planning resources, printing and writing the report, less the overlap: a run connects and gathers the "
             "facts while it still loads its roles, checks its variables and imports Jinja2 and rich "
-            "(bringup/ahead.py), so the handshake and the first round trip partly run at the same time as the "
+            "(bringup/engine/ahead.py), so the handshake and the first round trip partly run at the same time as the "
             "imports and the rest (a negative rest: more overlapped than left).", "",
             "| run | whole run | imports, by package | SSH handshake | round trips | the rest | load |",
             "|---|---|---|---|---|---|---|", *rows, "", *compose_line(res)]

@@ -1,7 +1,7 @@
 """What a checklist line is made of: :class:`Check`, :func:`line`, and the version matrix shipped with bringup.
 
 A role's optional ``checks(host)`` hook returns :func:`line` values, and a role reading what a Triton
-release needs takes it from :func:`load_matrix`; the rack checklist (:mod:`bringup.checklist`) collects and
+release needs takes it from :func:`load_matrix`; the rack checklist (:mod:`bringup.checklist.pages`) collects and
 renders the lines.  Roles import this module, not the report.
 """
 from __future__ import annotations

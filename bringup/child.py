@@ -8,7 +8,7 @@ decides), so that ending it ends whatever it started too.  It is ended, group an
 
 - its bound passes (``timeout`` seconds): SIGINT first, so that it can say what it had done (pytest writes its
   report on KeyboardInterrupt), then SIGKILL :data:`GRACE_S` seconds later if it is still there;
-- the run is asked to stop (:class:`bringup.stop.Stop`): the first signal as the bound, a second one SIGKILL at
+- the run is asked to stop (:class:`bringup.ssh.stop.Stop`): the first signal as the bound, a second one SIGKILL at
   once;
 - the parent dies, even by SIGKILL: the child holds the read end of a pipe whose only write end is the
   parent's; :func:`watch_parent`, called by the child (bringup's pytest plugin does), ends its own group when
@@ -42,7 +42,7 @@ from typing import IO, Callable, Iterator, Protocol, Sequence
 
 
 class Stop(Protocol):
-    """What a child's bound reads of the run's stop (:class:`bringup.stop.Stop` is one): named here, not
+    """What a child's bound reads of the run's stop (:class:`bringup.ssh.stop.Stop` is one): named here, not
     imported, so that this leaf imports nothing of bringup."""
 
     name: str

@@ -2,7 +2,7 @@
 ``scripts/checklist-examples.py``).
 
 The 8-GPU host's lines come from a real capture (``tests/fixtures/hosts/public/nvsmi-q-8xh100sxm-drv565.txt``:
-8x H100 SXM on one HGX board) through the parser and :func:`bringup.platform.checks`; the capture is healthy,
+8x H100 SXM on one HGX board) through the parser and :func:`bringup.hardware.platform.checks`; the capture is healthy,
 so the sample changes the PARSED facts (never the file) to make findings: one GPU's link trained at x8 (a FAIL
 through the real rule), two GPUs without persistence mode (WARN), and adds lines the health and acceptance
 work writes (subject, value, limit, unit), with figures of the scale measured on the real H200 (pinned
@@ -41,8 +41,8 @@ def eight_gpu_facts() -> dict:
 
 def eight_gpu_checks() -> list[Check]:
     """The 8-GPU host's lines: platform and GPU lines from the capture, then health, acceptance, tuning."""
-    from bringup.checklist import gpu_checks
-    from bringup.platform import checks
+    from bringup.checklist.pages import gpu_checks
+    from bringup.hardware.platform import checks
 
     facts = eight_gpu_facts()
     gpus = [g["bus_id"] for g in facts["nvidia.query"]["gpus"]]
@@ -81,7 +81,7 @@ def eight_gpu_checks() -> list[Check]:
 
 
 def eight_gpu_svg() -> str:
-    from bringup.topology_svg import topology_svg
+    from bringup.hardware.topology_svg import topology_svg
 
     return topology_svg(eight_gpu_facts(), title="dgx-h100-07")
 

@@ -15,14 +15,14 @@ Variables:
 """
 from __future__ import annotations
 
-from bringup.vars import RoleVars, want
-from bringup.gpu import gpu_gate
+from bringup.inventory.vars import RoleVars, want
+from bringup.hardware.gpu import gpu_gate
 from bringup.resources import Packages
 from bringup.resources.guard import Fail, Probe
 from bringup.resources.hold import Hold
 from bringup.resources.jsonfile import JsonFile
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
-from bringup import gpu
+from bringup.hardware import gpu
 from bringup.resources import apt
 
 PACKAGES = ("nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools",

@@ -32,10 +32,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from bringup import topology
-from bringup.auditkit import Expect
-from bringup.command import sh
-from bringup.vars import RoleVars, want
+from bringup.hardware import topology
+from bringup.engine.auditkit import Expect
+from bringup.ssh.command import sh
+from bringup.inventory.vars import RoleVars, want
 from bringup.facts.base import format_cpulist
 from bringup.resources import Directory, File, Service
 from bringup.resources.boot import KernelCmdline

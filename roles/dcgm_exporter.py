@@ -29,18 +29,18 @@ from typing import Annotated
 
 from pydantic import Field
 
-from bringup.auditkit import Expect, tcp_listening
-from bringup.command import sh
+from bringup.engine.auditkit import Expect, tcp_listening
+from bringup.ssh.command import sh
 from bringup.errors import InputError
-from bringup.gpu import gpu_gate
+from bringup.hardware.gpu import gpu_gate
 from bringup.resources import Directory, File, Service
 from bringup.resources.compose import REVISION_LABEL, label_format, revision_hash
 from bringup.resources.guard import Probe, Skip
 from bringup.resources.systemd import without_systemd
 from bringup.resources.image import DockerImage
-from bringup import gpu
+from bringup.hardware import gpu
 from bringup.resources import image
-from bringup.vars import RoleVars, defaults_of, want
+from bringup.inventory.vars import RoleVars, defaults_of, want
 
 #: Not run while a reboot (a new driver) is pending: the exporter needs the loaded driver.
 WAITS_FOR_REBOOT = True

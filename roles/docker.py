@@ -39,9 +39,9 @@ from typing import Any, Literal
 
 from pydantic import field_validator
 
-from bringup.auditkit import Expect
-from bringup.command import join, sh
-from bringup.vars import RoleVars, Spec, Text, key_matching, want
+from bringup.engine.auditkit import Expect
+from bringup.ssh.command import join, sh
+from bringup.inventory.vars import RoleVars, Spec, Text, key_matching, want
 from bringup.resources import Command, Packages, Service
 from bringup.resources.guard import Fail
 from bringup.resources.systemd import restart_on_config, without_systemd

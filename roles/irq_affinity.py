@@ -1,6 +1,6 @@
 """NIC and storage IRQs on housekeeping CPUs of their NUMA node, kept across reboots.
 
-The topology planner (:mod:`bringup.topology`) decides which IRQ goes to which
+The topology planner (:mod:`bringup.hardware.topology`) decides which IRQ goes to which
 CPU; this role writes ``/proc/irq/N/smp_affinity_list`` where it differs (an
 IRQ the kernel refuses to move is skipped, per IRQ), configures irqbalance
 to keep off the Triton CPUs and off the pinned IRQs, and installs a oneshot
@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import Literal
 
-from bringup import topology
-from bringup.command import sh
-from bringup.vars import RoleVars, want
+from bringup.hardware import topology
+from bringup.ssh.command import sh
+from bringup.inventory.vars import RoleVars, want
 from bringup.facts.base import format_cpulist
 from bringup.resources import Directory, File, Packages, Service
 from bringup.resources.conditioned import ConditionedService

@@ -30,9 +30,9 @@ from typing import Annotated, Optional
 import yaml
 from pydantic import Field
 
-from bringup.auditkit import Expect
-from bringup.command import sh
-from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, want
+from bringup.engine.auditkit import Expect
+from bringup.ssh.command import sh
+from bringup.inventory.vars import AbsPath, RoleVars, Spec, defaults_of, want
 from bringup.resources import Directory, File
 from bringup.resources.compose import ComposeUp, revision_hash
 from bringup.resources.guard import Unused

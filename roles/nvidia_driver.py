@@ -67,10 +67,10 @@ from typing import Any, Literal
 
 from pydantic import field_validator, model_validator
 
-from bringup.command import sh
-from bringup.driver_matrix import triton_need
-from bringup.vars import BOOL_WANTED, RoleVars, want
-from bringup.gpu import gpu_gate, nvidia_gpus
+from bringup.ssh.command import sh
+from bringup.hardware.driver_matrix import triton_need
+from bringup.inventory.vars import BOOL_WANTED, RoleVars, want
+from bringup.hardware.gpu import gpu_gate, nvidia_gpus
 from bringup.process import command
 from bringup.resources import Command, File, Packages, Service
 from bringup.resources.apt import check_repo_var, os_family, repo_from_var
@@ -78,7 +78,7 @@ from bringup.resources.guard import Fail, Unused
 from bringup.resources.systemd import without_systemd
 from bringup.resources.hold import Hold
 from bringup.resources.nvidia import NvidiaDriverLoaded, upstream_version
-from bringup import gpu
+from bringup.hardware import gpu
 from bringup.resources import apt
 
 #: The facts this role reads (only these are gathered for it).

@@ -21,14 +21,14 @@ from __future__ import annotations
 import re
 from typing import Optional
 
-from bringup.command import join, sh
+from bringup.ssh.command import join, sh
 from bringup.errors import InputError
 from bringup.pull.source import parse_rule
 from bringup.resources import Command, Directory, File, Service
 from bringup.resources.guard import Unused
 from bringup.resources.packages import Packages
 from bringup.resources.systemd import without_systemd
-from bringup.vars import RoleVars, Spec, want
+from bringup.inventory.vars import RoleVars, Spec, want
 
 UNIT_NAME = "bringup-pull"
 SERVICE = f"/etc/systemd/system/{UNIT_NAME}.service"

@@ -33,7 +33,7 @@ from typing import Any, Literal
 from bringup.resources import File, Sysctl
 from bringup.resources.guard import unread_facts
 from bringup.resources.sysctl import keep_larger, normalize_value, validate_key
-from bringup.vars import RoleVars, want
+from bringup.inventory.vars import RoleVars, want
 
 PERSIST_FILE = "/etc/sysctl.d/90-trt-latency.conf"
 

@@ -36,17 +36,17 @@ from typing import Literal
 
 from pydantic import field_validator, model_validator
 
-from bringup import gpu
-from bringup.command import sh
+from bringup.hardware import gpu
+from bringup.ssh.command import sh
 from bringup.errors import BringupError, InputError
-from bringup.gpu import gpu_gate
+from bringup.hardware.gpu import gpu_gate
 from bringup.resources import image
 from bringup.resources.guard import Fail, Unused
 from bringup.resources.image import DockerImage
 from bringup.resources.files import Directory
 from bringup.resources.trt import PLAN, CALIBRATION, ONNX, EngineBuild, GpuClass, TrtEngine, engine_key
 from bringup.resources.upload import UploadedFile, file_sha256
-from bringup.vars import AbsPath, RoleVars, Spec, key_matching, want
+from bringup.inventory.vars import AbsPath, RoleVars, Spec, key_matching, want
 
 #: nvidia-smi's GPUs and driver (``nvidia.smi``: name, compute_cap), CUDA (``nvidia.query``), the PCI gate's.
 FACTS = tuple(dict.fromkeys(("nvidia.smi", "nvidia.query", *gpu.FACTS)))

@@ -26,14 +26,14 @@ from typing import Annotated
 
 from pydantic import Field
 
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.latency import window_tuner
 from bringup.latency.window_tuner import LOG, RECORD, manifest_of
 from bringup.resources import Directory, File, Service
 from bringup.resources.guard import Unused
 from bringup.resources.systemd import without_systemd
 from bringup.resources.packages import Packages
-from bringup.vars import RoleVars, Spec, want
+from bringup.inventory.vars import RoleVars, Spec, want
 
 UNIT_NAME = "bringup-window-tuner"
 UNIT = f"/etc/systemd/system/{UNIT_NAME}.service"

@@ -18,7 +18,7 @@ sys.path.insert(0, str(ROOT))
 
 from PIL import Image  # noqa: E402
 
-from bringup.checklist import render_group_html, render_html  # noqa: E402
+from bringup.checklist.pages import render_group_html, render_html  # noqa: E402
 from harness.checklist_pages import eight_gpu_checks, eight_gpu_svg, rack_pages, screenshot  # noqa: E402
 
 

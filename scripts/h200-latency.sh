@@ -145,7 +145,7 @@ $B tune-window --host h200-01 --target-p95-ms 50 --windows 200,400,800,1200 --co
 log "checklist latency line"
 python3 - <<'PY' | tee checklist-latency.md
 import yaml
-from bringup.checklist import latency_checks, render_markdown
+from bringup.checklist.pages import latency_checks, render_markdown
 v = yaml.safe_load(open("hosts"))["all"]["hosts"]["h200-01"]
 v["inventory_hostname"] = "h200-01"
 print(render_markdown("h200-01 (latency line only)", latency_checks(v)))

@@ -171,7 +171,7 @@ $B bench --host h200-01 --window-us none,deployed --batch 1 --concurrency $BCONC
 log "checklist latency line (the bench result, found through the results index)"
 python3 - <<'PY' | tee checklist-latency.md
 import yaml
-from bringup.checklist import latency_checks, render_markdown
+from bringup.checklist.pages import latency_checks, render_markdown
 v = yaml.safe_load(open("hosts"))["all"]["hosts"]["h200-01"]
 v["inventory_hostname"] = "h200-01"
 print(render_markdown("h200-01 (latency line only)", latency_checks(v)))

@@ -1,6 +1,6 @@
 """The variables tables of the role pages (docs/roles/<role>.md), generated from each role's ``Vars`` model.
 
-A role declares its variables as a pydantic model (``class Vars(..., RoleVars)``, :mod:`bringup.vars`): one
+A role declares its variables as a pydantic model (``class Vars(..., RoleVars)``, :mod:`bringup.inventory.vars`): one
 field per variable, with its type, constraints, default and what is wanted.  Each role page holds, between
 two markers, a table made from that model, so the page says what the code checks:
 
@@ -40,7 +40,7 @@ def load(root: Path = ROOT) -> tuple[list[str], dict[str, Any]]:
     """The project's roles, as the engine loads them: ``(order, roles by name)``."""
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
-    from bringup.roles import load_roles
+    from bringup.engine.roles import load_roles
 
     return load_roles(root)
 
@@ -56,7 +56,7 @@ def _is_model(t: Any) -> bool:
 
 
 def _validator_name(meta: list[Any]) -> str | None:
-    """What a ``PlainValidator`` of :mod:`bringup.vars` takes, by the function's name."""
+    """What a ``PlainValidator`` of :mod:`bringup.inventory.vars` takes, by the function's name."""
     for m in meta:
         fn = getattr(m, "func", None)
         if fn is None:

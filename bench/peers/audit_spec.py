@@ -13,10 +13,10 @@ import json
 import sys
 from pathlib import Path
 
-from bringup.audit import AuditedRole
-from bringup.runner import HostRun, Options
+from bringup.checklist.audit import AuditedRole
+from bringup.engine.runner import HostRun, Options
 from bringup.tasks.context import prepared
-from bringup.templates import Templates
+from bringup.engine.templates import Templates
 # What the audit compares each item against (a file's sha256, mode and owner, a key's value, ...): the same
 # values `invoke audit --export-testinfra` writes into its modules.
 from bringup.testinfra.declared import values

@@ -123,7 +123,7 @@ def gpu_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[st
               th: Thresholds) -> list[Check]:
     """H2D, D2H and device memory lines of every GPU the probe measured."""
     from ..errors import InputError
-    from ..gpu_profiles import memory_bandwidth, table
+    from ..hardware.gpu_profiles import memory_bandwidth, table
 
     query, smi = _gpu_facts(facts)
     try:

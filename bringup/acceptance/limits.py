@@ -6,7 +6,7 @@ PCIe, per direction, after line encoding (PCI-SIG's transfer rates: Gen1 2.5 GT/
 link's MAX width.  The link's max generation and width (``nvidia.query``: what the GPU and the slot can both
 do), not the current ones: a GPU that trained at Gen3 in a Gen5 slot is the fault to find.
 
-NVLink, per link and direction: the data rate of :func:`bringup.nvlink.rate` (one table with its sources, by
+NVLink, per link and direction: the data rate of :func:`bringup.hardware.nvlink.rate` (one table with its sources, by
 product for bridged PCIe cards, else by architecture: 25 GB/s Ampere and Hopper, 50 Blackwell, 14.0625 an A40);
 a pair's expectation is the links ``nvidia-smi topo -m`` shows between them (NV#) times that.
 
@@ -30,8 +30,8 @@ from pydantic import ValidationError, model_validator
 
 from ..errors import InputError
 from ..facts.nvidia_health import CLOCK_REASON_BITS, HOLDING_REASONS
-from ..nvlink import rate
-from ..vars import RoleVars, Spec, one_line, want
+from ..hardware.nvlink import rate
+from ..inventory.vars import RoleVars, Spec, one_line, want
 
 __all__ = ["PCIE_LANE_GBS", "Thresholds", "thresholds", "pcie_gbs", "nvlink_gbs",
            "CLOCK_REASONS", "THROTTLE_FAIL"]
@@ -109,6 +109,6 @@ def pcie_gbs(gen: Any, width: Any) -> float | None:
 
 
 def nvlink_gbs(product_name: Any, architecture: Any, links: int) -> float | None:
-    """GB/s per direction of ``links`` NVLink links of this GPU (:func:`bringup.nvlink.rate`); None when unknown."""
+    """GB/s per direction of ``links`` NVLink links of this GPU (:func:`bringup.hardware.nvlink.rate`); None when unknown."""
     per = rate(product_name, architecture)
     return per.data * links if per and links > 0 else None

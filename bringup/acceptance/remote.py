@@ -1,4 +1,4 @@
-"""The acceptance run on one host, over a transport (:mod:`bringup.connection`): the preflight reads, the probe,
+"""The acceptance run on one host, over a transport (:mod:`bringup.ssh.connection`): the preflight reads, the probe,
 ``dcgmi diag``.  Every command is bounded on the host by ``timeout``; nothing is left there (the probe is
 sent on python3's stdin, never written to a file).
 
@@ -14,8 +14,8 @@ import secrets
 from dataclasses import dataclass
 from importlib import resources as ilr
 
-from ..command import sh
-from ..script import batch, split
+from ..ssh.command import sh
+from ..ssh.script import batch, split
 from ..untrusted import Unreadable, loads
 
 __all__ = ["Preflight", "preflight", "run_probe", "run_dcgmi", "DCGM_TIMEOUT_S", "probe_budget_s", "TAG_ENV",

@@ -142,7 +142,7 @@ _STATUS = {"PASS": 0, "WARN": 1, "FAIL": 2}
 
 def check_prometheus_path(path: str) -> Path:
     """``--prometheus FILE`` checked before anything connects, by drift's rules, this textfile's own metrics."""
-    from ..drift import check_prometheus_path as check
+    from ..engine.drift import check_prometheus_path as check
 
     return check(path, own=tuple(METRICS))
 
@@ -152,7 +152,7 @@ def write_prometheus(results: dict[str, tuple[list[Check], float]], path: Path) 
     write_to_textfile); what is at ``path`` is checked again first (never another exporter's file)."""
     from prometheus_client import CollectorRegistry, Gauge
 
-    from ..drift import write_textfile
+    from ..engine.drift import write_textfile
 
     reg = CollectorRegistry()
     rate = Gauge("bringup_accept_rate_gbs", METRICS["bringup_accept_rate_gbs"], ["host", "subject", "check"],

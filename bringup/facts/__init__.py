@@ -7,6 +7,10 @@ of the facts its roles read (:func:`named`), so a sysctl no-op does not load the
 parsers (issue 42).  Reading ``ALL_FACTS`` or ``FACTS_BY_NAME`` here imports every module (``invoke facts``,
 a saved facts file).  A new fact is added to :data:`MODULES` once (tests/unit/test_facts_live.py holds the
 table to the modules' classes).
+
+May import: leaves, inventory, ssh, latency.
+(``leaves``: the shared modules at bringup/'s top. The layer order, lowest first, is
+tests/unit/test_wings.py's ``LAYERS``: it fails on an import of a higher wing or a circle.)
 """
 from __future__ import annotations
 

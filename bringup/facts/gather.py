@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import InputError
 from ..process import command
-from ..script import KILLED, READ_LANES, SECTION_MAX, TIMED_OUT, batch, split
+from ..ssh.script import KILLED, READ_LANES, SECTION_MAX, TIMED_OUT, batch, split
 from .base import Fact, UntrustedOutput, undecodable
 
 
@@ -32,9 +32,9 @@ def collect_raw(transport, facts: list[type[Fact]], keys: dict[str, list[str]] |
                 ) -> dict[str, dict[str, Any]]:
     """Run all ``facts`` on the host at once; each fact's raw output: ``{name: {"rc", "output"}}``
     (``rc`` None: the script stopped before the fact ended; ``"cut": True`` too: the fact printed more than
-    :data:`~bringup.script.SECTION_MAX` and was cut there, alone, the others read; ``rc``
-    :data:`~bringup.script.TIMED_OUT`: the fact ran past :data:`FACT_TIME_S` and was stopped, alone).
-    ``invoke facts --raw`` saves this.  ``keys``: ``{fact: keys}`` read in part (:func:`bringup.roles.fact_keys`).
+    :data:`~bringup.ssh.script.SECTION_MAX` and was cut there, alone, the others read; ``rc``
+    :data:`~bringup.ssh.script.TIMED_OUT`: the fact ran past :data:`FACT_TIME_S` and was stopped, alone).
+    ``invoke facts --raw`` saves this.  ``keys``: ``{fact: keys}`` read in part (:func:`bringup.engine.roles.fact_keys`).
     """
     if not facts:
         return {}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..command import sh
+from ..ssh.command import sh
 from .helpers import json_object, key_values, to_int as _int
 from .base import Fact
 from ..untrusted import loads  # deep or 100,000-digit JSON: ValueError (Unreadable), never RecursionError

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..command import sh
+from ..ssh.command import sh
 from ..latency.window_tuner import RECORD as WINDOW_RECORD
 from .helpers import json_object
 from .base import Fact

@@ -115,8 +115,8 @@ def measure_point(lg, point, rule, *, window_us, deployed: bool, on_window=None)
 def run_sweep(target: Target, s: BenchSettings, on_point=None, stop=None, trial=None) -> dict:
     """Every (window, batch, concurrency) point; the model's own config is restored afterwards.
 
-    ``stop`` (a :class:`bringup.stop.Stop`): once a signal asked it, the point in flight is dropped, the
-    model's own configuration is loaded back, and :class:`~bringup.stop.Interrupted` says so in one line.
+    ``stop`` (a :class:`bringup.ssh.stop.Stop`): once a signal asked it, the point in flight is dropped, the
+    model's own configuration is loaded back, and :class:`~bringup.ssh.stop.Interrupted` says so in one line.
     ``trial``: ``trial(config)`` gives the sweep's :class:`~.trial.TrialMark` (see :func:`.tune.run_tune`).
     """
     from .loadgen import LoadGenerator, Point

@@ -13,7 +13,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import BringupError, InputError, said
 from .window_tuner import (RECORD, RECORD_PROBE, Controller, TritonHTTP, TunerError, config_text, line, manifest_text,
                            record_path_problem, record_state_problem, record_text, run, tunable)

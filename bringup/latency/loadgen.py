@@ -25,9 +25,9 @@ then the load generator's, not the server's, and it is reported as such.
 The client processes belong to the parent alone: each runs in a process group of its own (a Ctrl-C at the
 terminal reaches the parent only, which decides), ignores SIGINT and SIGTERM, and dies with the parent
 (``PR_SET_PDEATHSIG``: a parent killed outright leaves no client running).  Given a
-:class:`~bringup.stop.Stop`, every wait of the parent is cut in :data:`~bringup.stop.AWAKE_S` steps: once a
+:class:`~bringup.ssh.stop.Stop`, every wait of the parent is cut in :data:`~bringup.ssh.stop.AWAKE_S` steps: once a
 stop is requested the point in flight is dropped, the client process groups are killed, and
-:class:`~bringup.stop.Interrupted` is raised.
+:class:`~bringup.ssh.stop.Interrupted` is raised.
 """
 from __future__ import annotations
 
@@ -43,10 +43,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..child import end_leader, own_group
-from ..stop import AWAKE_S, closes
+from ..ssh.stop import AWAKE_S, closes
 
 if TYPE_CHECKING:
-    from ..stop import Stop
+    from ..ssh.stop import Stop
 
 __all__ = ["Point", "PointResult", "LoadGenerator", "percentile", "split", "reload_seen"]
 

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from ..errors import InputError, first_line as _first_line, quoted
 from ..outfile import out_folder  # noqa: F401 - where the tasks have long imported it from
-from . import MAX_BATCH  # a request batch at most (in the leaf: bringup.gpu_profiles reads it too)
+from . import MAX_BATCH  # a request batch at most (in the leaf: bringup.hardware.gpu_profiles reads it too)
 from .window_tuner import WINDOW_MAX, WINDOW_MIN
 
 __all__ = ["RepeatOptions", "BenchOptions", "TuneWindowOptions", "TuneOptions", "FollowOptions", "read", "number",

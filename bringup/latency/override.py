@@ -5,13 +5,13 @@ of a model through Triton's model control API (a config override: nothing on dis
 it).  :class:`Override` loads them and knows what serves; however the work in its ``with`` block ends early
 it loads the model's own configuration back and ends in one line:
 
-* a signal (:class:`~bringup.stop.Interrupted`, once a :class:`~bringup.stop.Stop` was asked): the line says
+* a signal (:class:`~bringup.ssh.stop.Interrupted`, once a :class:`~bringup.ssh.stop.Stop` was asked): the line says
   what was measured and what Triton serves now; the signal's exit code is the caller's;
 * Triton no longer answering (killed, restarted): :class:`TritonUnreachable` (a Triton gone serves the
   model's own configuration from its repository when it starts again: nothing to load back);
 * Triton refusing, a client process failing: :class:`~bringup.errors.BringupError`.
 
-A second signal closes the client (:func:`bringup.stop.closes`), which ends a load waiting on a Triton
+A second signal closes the client (:func:`bringup.ssh.stop.closes`), which ends a load waiting on a Triton
 that answers nothing; the line then says what may still serve.
 
 What no ``with`` block survives (a SIGKILL, the control machine lost) is left to the trial record
@@ -23,11 +23,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ..errors import BringupError
-from ..stop import Interrupted, closes
+from ..ssh.stop import Interrupted, closes
 from .window import WindowError, load_config
 
 if TYPE_CHECKING:
-    from ..stop import Stop
+    from ..ssh.stop import Stop
     from .target import Target
     from .trial import TrialMark
 

@@ -20,7 +20,7 @@ import posixpath
 import re
 from typing import Any
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import BringupError, said
 
 __all__ = ["TRIAL", "TRIAL_NAME", "TRIAL_MAX", "KIND", "trial_path", "trial_text", "parse_trial", "TrialMark",

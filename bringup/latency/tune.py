@@ -258,9 +258,9 @@ def run_tune(target, s: TuneSettings, *, keep: bool = True, on_point=None, on_st
     otherwise, or when none met the target, or on any failure, the model's own configuration is loaded
     back.  Returns the result document.
 
-    ``stop`` (a :class:`bringup.stop.Stop`): once a signal asked it, no configuration is loaded, the point
+    ``stop`` (a :class:`bringup.ssh.stop.Stop`): once a signal asked it, no configuration is loaded, the point
     in flight is dropped (its client processes killed), the model's own configuration is loaded back, and
-    :class:`~bringup.stop.Interrupted` says so in one line.  Triton lost mid-search is
+    :class:`~bringup.ssh.stop.Interrupted` says so in one line.  Triton lost mid-search is
     :class:`~.override.TritonUnreachable`, one line too (:class:`~.override.Override`).
 
     ``trial``: a callable ``trial(config)`` giving the :class:`~.trial.TrialMark` of this search (``config``:

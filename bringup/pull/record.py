@@ -1,5 +1,5 @@
 """What pull runs did, where the fleet looks: the JSON report on the host (``<cache>/state.json``) and the node
-exporter's textfile (written by drift's writer, :func:`bringup.drift.write_textfile`).
+exporter's textfile (written by drift's writer, :func:`bringup.engine.drift.write_textfile`).
 
 The state carries over from run to run (the last success, the last refusal); the metrics are made from it
 whole at every run, so a host's series never go absent between two runs::
@@ -149,7 +149,7 @@ def registry(state: State) -> CollectorRegistry:
 def write_metrics(state: State, path: Path) -> None:
     """The state's metrics in the textfile ``path``, by drift's writer (atomic; never another exporter's
     file)."""
-    from ..drift import write_textfile
+    from ..engine.drift import write_textfile
 
     write_textfile(registry(state), path, own=tuple(METRICS))
 

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from .. import child
-from ..runlock import WAIT_S, RunLock, refusal
+from ..ssh.runlock import WAIT_S, RunLock, refusal
 from ..errors import BringupError, InventoryError
 from .record import Attempt, load_state, save_state, write_metrics
 from .source import Refused, Rule, Source, links_out, ssh_command
@@ -94,10 +94,10 @@ class Stopped(Exception):
 
 @contextmanager
 def run_lock(folder: str | None, wait_s: float, who: str) -> Iterator[None]:
-    """The host's run lock (:mod:`bringup.runlock`), the one push runs take, held for the whole pull by the same
+    """The host's run lock (:mod:`bringup.ssh.runlock`), the one push runs take, held for the whole pull by the same
     holder script a push run's connection starts: its stdin is this process's pipe, so the lock goes when the
     pull ends or dies.  It waits for the scripts of an earlier run still running, as a push run does; a lock held
-    past ``wait_s`` seconds (or unusable) is a :class:`Refused` ``busy``, in :func:`bringup.runlock.refusal`'s
+    past ``wait_s`` seconds (or unusable) is a :class:`Refused` ``busy``, in :func:`bringup.ssh.runlock.refusal`'s
     words."""
     lock = RunLock(wait_s=wait_s, base=folder)
     held = child.start(["sh", "-c", lock.holder()], stdin=child.PIPE, stdout=child.PIPE, stderr=child.DEVNULL,
@@ -130,8 +130,8 @@ def find_host(inventory_path: Path, name: str | None, vault_files: list[str]) ->
 
 
 def _find_host(inventory_path: Path, name: str | None, vault_files: list[str]) -> tuple[str, dict]:
-    from ..inventory import load_inventory
-    from ..vault import vault_from_options
+    from ..inventory.hosts import load_inventory
+    from ..inventory.vault import vault_from_options
 
     try:
         inv = load_inventory([str(inventory_path)], vault=vault_from_options(vault_files))
@@ -172,7 +172,7 @@ def pull_roles(workdir: Path, hostvars: dict) -> list[str] | None:
         raise Refused("invalid", f"bringup_pull.roles: {str(names)[:80]!r} is not a list of role names; write "
                                  "roles: [sysctl, docker, ...]")
     from ..project import content_root
-    from ..roles import load_roles
+    from ..engine.roles import load_roles
 
     try:
         order, _ = load_roles(content_root(workdir))

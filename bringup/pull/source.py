@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..child import capture
-from ..command import join
+from ..ssh.command import join
 from ..errors import BringupError, InputError, said
 
 __all__ = ["Refused", "Rule", "Source", "parse_rule", "ssh_command", "links_out", "disk_full", "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]

@@ -1,4 +1,9 @@
-"""Declarative, idempotent resources (read → plan → apply)."""
+"""Declarative, idempotent resources (read → plan → apply).
+
+May import: leaves, inventory, ssh, latency, facts.
+(``leaves``: the shared modules at bringup/'s top. The layer order, lowest first, is
+tests/unit/test_wings.py's ``LAYERS``: it fails on an import of a higher wing or a circle.)
+"""
 from .base import Plan, Resource
 from .command import Command
 from .files import Directory, File

@@ -15,10 +15,10 @@ import re
 
 from pydantic import model_validator
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import InputError
 from ..secrets import reveal
-from ..vars import RoleVars, Spec, Text, defaults_of, want
+from ..inventory.vars import RoleVars, Spec, Text, defaults_of, want
 from .base import Plan, Resource, kv_lines
 from .files import write_file
 

@@ -84,13 +84,13 @@ class Resource:
 
     kind: str = "resource"
     #: True when :meth:`read` only looks, prints nothing secret and may run beside other reads: the read
-    #: script then runs it in a background lane (bringup.script.batch), its output kept in a 0700 file on the
+    #: script then runs it in a background lane (bringup.ssh.script.batch), its output kept in a 0700 file on the
     #: host until the lanes are done.  False, the default (a read that prints a file's content, an
     #: operator's guard command): it runs in the script's own shell, in order, straight to the connection.
     read_alongside: bool = False
     #: True when a change lasts only until the next boot (a kernel parameter's /proc value): the role persists
     #: it with a later resource, and a role that fails after applying it leaves it live, not persisted
-    #: (:attr:`bringup.results.HostResult.live_not_persisted`).
+    #: (:attr:`bringup.engine.results.HostResult.live_not_persisted`).
     live_only: bool = False
 
     def __init__(self, name: str, *, notify: list[str] | tuple[str, ...] = ()):

@@ -1,7 +1,7 @@
 """A command guarded by a check, so that re-runs do nothing."""
 from __future__ import annotations
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import InputError
 from .base import Plan, Resource
 

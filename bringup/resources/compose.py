@@ -1,7 +1,7 @@
 """A Docker Compose project that runs a given revision of its files."""
 from __future__ import annotations
 
-from ..command import sh
+from ..ssh.command import sh
 from .base import Plan, Resource, kv_lines
 
 __all__ = ["ComposeUp", "COMPOSE", "REVISION_LABEL", "PROJECT_LABEL", "label_format", "revision_hash"]

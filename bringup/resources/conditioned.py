@@ -8,7 +8,7 @@ evaluated them and said no.
 """
 from __future__ import annotations
 
-from ..command import sh
+from ..ssh.command import sh
 from .base import Plan, kv_lines
 from .systemd import Service
 

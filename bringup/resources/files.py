@@ -6,7 +6,7 @@ import difflib
 import hashlib
 import posixpath
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import InputError
 from .base import Plan, Resource, kv_lines
 

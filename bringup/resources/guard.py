@@ -1,7 +1,7 @@
 """Resources that only report: a reason to skip, a reason to fail, a check that must pass."""
 from __future__ import annotations
 
-from ..command import sh
+from ..ssh.command import sh
 from ..process import command
 from .base import Plan, Resource
 
@@ -55,7 +55,7 @@ class Fail(_Verdict):
 def unread_facts(host, names: tuple[str, ...], what: str) -> "Fail | None":
     """A :class:`Fail` when a fact among ``names`` that decides whether ``what`` may be touched on this host
     could not be read (its value would be its default, e.g. "not a container"): the host is left alone, the
-    fact and why named; None when all were read.  ``host``: a role's :class:`~bringup.roles.HostContext`."""
+    fact and why named; None when all were read.  ``host``: a role's :class:`~bringup.engine.roles.HostContext`."""
     unread = getattr(host.facts, "unread", None)
     why = [f"{n} ({unread(n)})" for n in names if unread is not None and unread(n)]
     if not why:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from ..command import join
+from ..ssh.command import join
 from ..errors import InputError
 from .base import Plan, Resource
 

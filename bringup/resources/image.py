@@ -11,9 +11,9 @@ import re
 from typing import Literal
 
 from ..child import capture
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import InputError
-from ..vars import RoleVars, defaults_of, want
+from ..inventory.vars import RoleVars, defaults_of, want
 from .base import Plan, Resource, Upload, kv_lines
 
 __all__ = ["DockerImage", "local_image_id"]

@@ -9,7 +9,7 @@ from then on.  Any other write error (a CPU list the kernel rejects) fails.
 """
 from __future__ import annotations
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import InputError
 from ..facts.base import format_cpulist, parse_cpulist
 from .base import Plan, Resource, kv_lines

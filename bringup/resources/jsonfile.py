@@ -19,7 +19,7 @@ import hashlib
 import json
 from typing import Any, Callable
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import InputError
 from .base import Plan, Resource, kv_lines
 from .files import backup, prune_backups, write_file

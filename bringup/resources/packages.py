@@ -8,7 +8,7 @@ from __future__ import annotations
 import fnmatch
 import re
 
-from ..command import join, sh
+from ..ssh.command import join, sh
 from ..errors import InputError
 from .base import Plan, Resource
 

@@ -12,7 +12,7 @@ import difflib
 import json
 from typing import Any
 
-from ..command import sh
+from ..ssh.command import sh
 from ..secrets import HIDDEN
 from .base import Plan, kv_lines
 from .jsonfile import JsonFile, merge

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import posixpath
 
-from ..command import sh
+from ..ssh.command import sh
 from .files import _check_path
 from .tree import PRUNE, check_outside, format_manifest, parse_manifest
 

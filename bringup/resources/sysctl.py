@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import InputError
 from .base import Plan, Resource
 

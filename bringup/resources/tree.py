@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import printable
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import InputError
 from .base import Plan, Resource, Upload
 from .files import File, _check_path

@@ -20,7 +20,7 @@ import json
 import posixpath
 from dataclasses import dataclass, field
 
-from ..command import join, sh
+from ..ssh.command import join, sh
 from .base import Plan, Resource, kv_lines
 from .files import _check_path
 from ..untrusted import loads

@@ -10,7 +10,7 @@ import hashlib
 import posixpath
 from pathlib import Path
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import InputError
 from .base import Plan, Resource, Upload, kv_lines
 from .files import _check_mode, _check_path

@@ -9,4 +9,8 @@
 - :mod:`.context`: what they share (the console, failures, ``--forks``, the host selection, the run's skeleton).
 
 A task imports :mod:`.context` and the engine, never another task; :mod:`bringup.cli` collects them.
+
+May import: leaves, inventory, ssh, latency, facts, resources, hardware, engine, acceptance, pull, checklist, testinfra.
+(``leaves``: the shared modules at bringup/'s top. The layer order, lowest first, is
+tests/unit/test_wings.py's ``LAYERS``: it fails on an import of a higher wing or a circle.)
 """

@@ -103,7 +103,7 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
            force=False, out="reports/accept", prometheus=None, accept_new_host_keys=False,
            vault_password_file=None, vault_id=None):
     """Measured acceptance: per GPU H2D/D2H/memory bandwidth vs limits, P2P, clocks under load, DCGM diag."""
-    from ..checklist import render_html, render_json, render_markdown, verdict
+    from ..checklist.pages import render_html, render_json, render_markdown, verdict
     from ..latency.options import out_folder
     from .context import console as new_console
     from .context import prepared
@@ -118,7 +118,7 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
         _, chosen, _, _, role_vars = prepared(inventory, set_, host, hosts, group, "triton",
                                               vault=(vault_password_file, vault_id))
         from ..acceptance.limits import thresholds
-        from ..checklist import page_name
+        from ..checklist.pages import page_name
 
         for h in chosen:
             thresholds(role_vars[h.name])  # bad accept_thresholds: one line before anything connects
@@ -222,7 +222,7 @@ def _unreachable(e: Exception):
 def _preflight(h, vars: dict, accept_new_host_keys: bool):
     """Connect, gather the facts the judge reads, and the preflight's reads; the transport is the caller's."""
     from ..acceptance.remote import preflight
-    from ..connection import connect
+    from ..ssh.connection import connect
     from ..facts import FACTS_BY_NAME
     from ..facts.gather import gather
 

@@ -41,7 +41,7 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
     if export_testinfra is not None:
         return _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_keys, export_testinfra,
                        (vault_password_file, vault_id))
-    from ..audit import run_audit
+    from ..checklist.audit import run_audit
 
     suite = None
     if testinfra is not None:
@@ -50,7 +50,7 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
         with failing():
             suite = Suite.of(testinfra, inventory, set_, (vault_password_file, vault_id), timeout=testinfra_timeout,
                              become=testinfra_become)
-    # The hosts are connected to while the roles load and the variables are checked (bringup.ahead); the
+    # The hosts are connected to while the roles load and the variables are checked (bringup.engine.ahead); the
     # testinfra tests are collected once meanwhile (bad tests are bad input).
     with running(inventory, set_, host, hosts, group, roles, forks=forks, accept_new_host_keys=accept_new_host_keys,
                  check=(lambda chosen: suite.preflight(chosen[0])) if suite else None,
@@ -74,7 +74,7 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
 def _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_keys, where, vault) -> None:
     """``--export-testinfra DIR``: each selected host's roles as testinfra modules; exit 4 unreachable, 2 a role
     that could not be declared."""
-    from ..runner import Options
+    from ..engine.runner import Options
     from ..testinfra.export import export, refuse_foreign, target
 
     with failing():

@@ -13,7 +13,7 @@ from .context import REPEATED, SELECTION, failing, options, running
 from .context import task  # Invoke's @task, an empty flag value refused first
 
 if TYPE_CHECKING:
-    from ..stop import Stop
+    from ..ssh.stop import Stop
 
 __all__ = ["checklist", "checklist_pages"]
 
@@ -27,7 +27,7 @@ def checklist(c, host=None, hosts=None, group=None, roles=None, inventory=None, 
               out="reports/checklist", accept_new_host_keys=False, facts=None,
               vault_password_file=None, vault_id=None):
     """Rack bring-up checklist: PASS/WARN/FAIL per host, Markdown + HTML with a topology picture."""
-    from ..checklist import verdict
+    from ..checklist.pages import verdict
 
     pages, stop = checklist_pages(host=host, hosts=hosts, group=group, roles=roles, inventory=inventory, set_=set_,
                                    vault_password_file=vault_password_file, vault_id=vault_id,
@@ -46,14 +46,14 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
     A signal (SIGINT, SIGTERM) starts no further host; the pages of the hosts done are printed and
     written, then the hosts left out are named.
     """
-    from ..checklist import FACTS, GROUP_PAGE, group_page_free, render_group_html, render_markdown, run_checklist
+    from ..checklist.pages import FACTS, GROUP_PAGE, group_page_free, render_group_html, render_markdown, run_checklist
     from ..latency.options import out_folder
 
     with failing():
         out_folder(out)  # before anything connects: a file there was Python's traceback after the run
-    # The first host is connected to while the roles load and the variables are checked (bringup.ahead); the
+    # The first host is connected to while the roles load and the variables are checked (bringup.engine.ahead); the
     # hosts are checked one after another, so the others connect in their turn.
-    from ..health import check_vars
+    from ..hardware.health import check_vars
 
     def check(found) -> None:
         check_vars(found)
@@ -68,7 +68,7 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
         # never runs in the middle of a host's work.
         from concurrent.futures import ThreadPoolExecutor
 
-        from ..stop import result_awake
+        from ..ssh.stop import result_awake
 
         with ThreadPoolExecutor(1) as pool:
             pages = result_awake(pool.submit(run_checklist, run.hosts, run.roles, run.role_vars, run.templates,

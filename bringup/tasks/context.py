@@ -6,7 +6,7 @@ A task that plans or runs roles (provision, plan, engines, audit, checklist, dri
     with running(inventory, set_, host, hosts, group, roles, forks=forks) as run:
         ...  # run.hosts, run.roles, run.role_vars, run.templates, run.console, run.ahead, run.stop
 
-which connects to the first hosts ahead (:mod:`bringup.ahead`) while the roles load and the variables are
+which connects to the first hosts ahead (:mod:`bringup.engine.ahead`) while the roles load and the variables are
 checked (:func:`prepared`), turns a :class:`~bringup.errors.BringupError` into one ``error:`` line and exit 1
 (:func:`fail`), makes the templates and the console while the hosts gather their facts, and lets a signal
 stop the run in order (:func:`interruptible`).
@@ -37,12 +37,12 @@ from ..process import freeze_imports
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from ..ahead import Ahead
-    from ..inventory import Host, Inventory
-    from ..roles import Role
-    from ..results import HostResult
-    from ..stop import Stop
-    from ..templates import Templates
+    from ..engine.ahead import Ahead
+    from ..inventory.hosts import Host, Inventory
+    from ..engine.roles import Role
+    from ..engine.results import HostResult
+    from ..ssh.stop import Stop
+    from ..engine.templates import Templates
 
 __all__ = ["task", "empty_flag", "OPTIONS", "SELECTION", "VAULT", "REPEATED", "options", "console", "fail", "failing", "unreachable",
            "MAX_FORKS", "parse_forks",
@@ -230,9 +230,9 @@ def load(inventory, set_, vault: tuple = ()) -> Inventory:
     """The inventories (``--inventory``, once or more) with the ``--set`` overrides, opened with the vault
     passwords ``vault`` names (``(--vault-password-file, --vault-id)``, and ``$ANSIBLE_VAULT_PASSWORD_FILE``);
     from here on, what is printed has its secrets masked."""
-    from ..inventory import load_inventory, parse_set
+    from ..inventory.hosts import load_inventory, parse_set
     from ..secrets import mask_output
-    from ..vault import vault_from_options
+    from ..inventory.vault import vault_from_options
 
     # From here on, whatever is printed (rich, invoke's error line) has the inventory's secrets masked.
     mask_output()
@@ -242,7 +242,7 @@ def load(inventory, set_, vault: tuple = ()) -> Inventory:
 
 def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = ()) -> tuple[Inventory, list[Host]]:
     """The inventory and the hosts that ``--host/--hosts/--group`` and ``--limit`` pick."""
-    from ..sshconfig import check_routes
+    from ..ssh.sshconfig import check_routes
 
     inv = load(inventory, set_, vault)
     if limit and not (host or hosts or group):
@@ -265,13 +265,13 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     Nothing connects, unless ``ahead`` is given: then the first ``dial`` hosts are connected to as soon as the
     inventory named them, while the roles load and the variables are checked, and their facts are gathered
     once every check passed (the variables, then ``check(hosts)``, the caller's own: the rollout's hooks)
-    while the caller goes on (:mod:`bringup.ahead`); ``lock``: a run that writes, whose connections take the host's
+    while the caller goes on (:mod:`bringup.engine.ahead`); ``lock``: a run that writes, whose connections take the host's
     run lock first, gathering the facts in the same round trip.  The caller closes ``ahead`` when the run ends, and
     when this raises: a refused run has run no command on any host.
     """
     from ..project import content_root
-    from ..roles import fact_keys, load_roles, select_roles, wanted_facts
-    from ..runner import prepare
+    from ..engine.roles import fact_keys, load_roles, select_roles, wanted_facts
+    from ..engine.runner import prepare
 
     inv, chosen = selected(inventory, set_, host, hosts, group, limit, vault)
     if ahead is not None:
@@ -284,7 +284,7 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     if check is not None:
         check(chosen)
     if ahead is not None:
-        from ..runlock import who
+        from ..ssh.runlock import who
 
         ahead.want(wanted_facts(chosen_roles, ahead.extra_facts),
                    {h.name: fact_keys(chosen_roles, role_vars[h.name], ahead.extra_facts) for h in chosen[:dial]},
@@ -325,7 +325,7 @@ def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, l
     ``error:`` line; a signal in the body stops the run in order (``run.stop``).  Leaving it closes the
     connections no host took.
     """
-    from ..ahead import Ahead
+    from ..engine.ahead import Ahead
 
     with Ahead(enabled=connect_ahead, hold=hold or (lambda h: False), extra_facts=extra_facts,
                accept_new_host_keys=accept_new_host_keys) as ahead, failing():
@@ -334,7 +334,7 @@ def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, l
                                                               ahead=ahead, dial=n, check=check, vault=vault,
                                                               lock=lock)
         # Imported and made while the hosts connect and gather their facts.
-        from ..templates import Templates
+        from ..engine.templates import Templates
 
         out = console()
         templates = Templates(root / "templates")
@@ -358,7 +358,7 @@ def interruptible(console: Console, stopping: str = ROLES_STOPPING) -> Iterator[
     exit code is the signal's (130, 143).  ``stopping`` is what the first signal's line says is stopped (a
     task that runs no roles says its own: ``{name}`` and ``{grace}`` are filled in).
     """
-    from ..stop import Stop, tell
+    from ..ssh.stop import Stop, tell
 
     stop = Stop()
     if threading.current_thread() is not threading.main_thread():

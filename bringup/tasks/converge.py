@@ -10,7 +10,7 @@ from .context import REPEATED, SELECTION, failing, options, parse_forks, print_i
 from .context import task  # Invoke's @task, an empty flag value refused first
 
 if TYPE_CHECKING:
-    from ..results import HostResult
+    from ..engine.results import HostResult
 
 __all__ = ["provision", "plan", "engines", "converge", "ENGINES_ROLE"]
 
@@ -25,9 +25,9 @@ def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff
              vault_password_file=None, vault_id=None) -> int:
     """Run (or, ``check``, plan) the roles on the selected hosts, print each host and the recap, write the report
     (and ``reports/*.retry``); return the exit code.  Bad input raises Invoke's Exit (one line, code 1)."""
-    from ..rollout import drains_first, parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
-    from ..results import exit_code
-    from ..runner import Options
+    from ..engine.rollout import drains_first, parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
+    from ..engine.results import exit_code
+    from ..engine.runner import Options
 
     with failing():
         n = parse_forks(forks)
@@ -38,7 +38,7 @@ def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff
                  hold=lambda h: drains_first(h, check), accept_new_host_keys=accept_new_host_keys,
                  check=None if check else validate_hooks, vault=(vault_password_file, vault_id),
                  lock=not check) as run:
-        from ..report import Report, print_host, print_recap, print_rollout_stopped, progress_display
+        from ..engine.report import Report, print_host, print_recap, print_rollout_stopped, progress_display
 
         opts = Options(check=check, diff=diff, forks=n, accept_new_host_keys=accept_new_host_keys,
                        allow_reboot=allow_reboot, ahead=run.ahead)

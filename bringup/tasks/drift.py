@@ -1,4 +1,4 @@
-"""``invoke drift``: which hosts drifted from the inventory; the report itself is :mod:`bringup.drift`."""
+"""``invoke drift``: which hosts drifted from the inventory; the report itself is :mod:`bringup.engine.drift`."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -24,15 +24,15 @@ def drift(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
     """Which hosts drifted from the inventory: every host planned in check mode, one table host x role."""
     import json
 
-    from ..drift import check_prometheus_path, render_table, summarize, to_json, write_prometheus
-    from ..runner import Options, run_hosts
+    from ..engine.drift import check_prometheus_path, render_table, summarize, to_json, write_prometheus
+    from ..engine.runner import Options, run_hosts
 
     with failing():
         prom = check_prometheus_path(prometheus) if prometheus else None
-    # The hosts are connected to while the roles load and the variables are checked (bringup.ahead).
+    # The hosts are connected to while the roles load and the variables are checked (bringup.engine.ahead).
     with running(inventory, set_, host, hosts, group, roles, limit=limit, forks=forks,
                  accept_new_host_keys=accept_new_host_keys, vault=(vault_password_file, vault_id)) as run:
-        from ..report import Report
+        from ..engine.report import Report
 
         opts = Options(check=True, forks=run.forks, accept_new_host_keys=accept_new_host_keys, ahead=run.ahead)
         report_file = Report(Path("reports"), command="drift", hosts=[h.name for h in run.hosts], args={

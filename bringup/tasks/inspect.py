@@ -16,7 +16,7 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
                 raw=False, vault: tuple = ()):
     """One ``--host``'s facts, gathered in one round trip (or read from a saved ``invoke facts``, without
     connecting); errors become one line and an exit code."""
-    from ..connection import connect
+    from ..ssh.connection import connect
     from ..facts import ALL_FACTS
     from ..facts.gather import collect_raw, gather, load_facts
 
@@ -112,9 +112,9 @@ PLAIN_ROWS = 500
 def variable_sources(host) -> list[tuple[str, object, str]]:
     """``host``'s inventory variables as Ansible gives them (unrendered), sorted, each with where it was set;
     a secret's value is never shown."""
-    from ..inventory import SECRET_VARS
+    from ..inventory.hosts import SECRET_VARS
     from ..secrets import MASK
-    from ..vault import holds_vaulted
+    from ..inventory.vault import holds_vaulted
 
     # A vault's text is masked however short it is (the run's masker skips texts under 4 characters).
     return [(name, "********" if name in SECRET_VARS or holds_vaulted(value) else MASK.mask_obj(value),
@@ -126,8 +126,8 @@ def variable_sources(host) -> list[tuple[str, object, str]]:
 def topology(c, host=None, inventory=None, set_=None, json_=False,
              accept_new_host_keys=False, facts=None, vault_password_file=None, vault_id=None):
     """Explain the CPU/IRQ plan of a host: IRQ, Triton and other CPUs per NUMA node, and warnings."""
-    from ..topology import plan_topology, validate_vars
-    from ..topology_text import format_plan
+    from ..hardware.topology import plan_topology, validate_vars
+    from ..hardware.topology_text import format_plan
 
     target, values, errors = _host_facts("topology", inventory, set_, host, accept_new_host_keys,
                                          validate=validate_vars, facts_file=facts,

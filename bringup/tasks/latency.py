@@ -15,7 +15,7 @@ from invoke import Exit
 from ..errors import BringupError, InputError, Unreachable
 from ..outfile import write_atomic
 from ..process import command
-from ..stop import Interrupted
+from ..ssh.stop import Interrupted
 from .context import console as new_console
 from .context import REPEATED, VAULT, fail, interrupted, interruptible, unreachable
 from .context import task  # Invoke's @task, an empty flag value refused first
@@ -191,7 +191,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
 
 def _record_at(host, path: str, check: bool = True):
     """A connection to ``host`` and the checked record path there (refused before any Triton is contacted)."""
-    from ..connection import connect
+    from ..ssh.connection import connect
     from ..latency.follow import check_remote_record
 
     try:
@@ -255,7 +255,7 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
     import time
     from datetime import datetime, timezone
 
-    from ..stop import AWAKE_S
+    from ..ssh.stop import AWAKE_S
 
     from ..latency.follow import follow, remote_record
     from ..latency.window_tuner import TritonHTTP, TunerError, manifest_of

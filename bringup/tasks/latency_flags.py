@@ -8,7 +8,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from ..errors import BringupError, InputError
-from ..stop import Interrupted, Stop
+from ..ssh.stop import Interrupted, Stop
 from .context import VAULT, fail, interrupted, options, prepared, unreachable
 
 __all__ = ["STOPPING", "FOLLOW_STOPPING", "HELP", "REPEAT_FLAGS", "FLAGS", "ending", "given", "window_list",

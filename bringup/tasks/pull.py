@@ -81,7 +81,7 @@ def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, na
          cache=CACHE, prometheus=None, vault_password_file=None, lock=None, ssh_key=None, known_hosts=None,
          allow_rollback=None):
     """Converge this host from a signed Git revision (pull mode: fetch, verify, check out, converge locally)."""
-    from ..drift import check_prometheus_path
+    from ..engine.drift import check_prometheus_path
     from ..pull.record import METRICS
     from ..pull.run import Settings
     from ..pull.run import pull as pull_once

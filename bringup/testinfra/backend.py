@@ -4,11 +4,11 @@
     pytest --hosts='bringup://l40s:&rack2:!trt-l40s-03' --bringup-inventory=ops/hosts site_tests/
 
 What follows ``bringup://`` is a host of the inventory or an Ansible host pattern, as ``--limit`` takes it
-(:mod:`bringup.patterns`; testinfra splits ``--hosts`` on commas, so unite with ``:``).  The inventory is
+(:mod:`bringup.inventory.patterns`; testinfra splits ``--hosts`` on commas, so unite with ``:``).  The inventory is
 ``--bringup-inventory`` (the plugin), else ``$BRINGUP_INVENTORY``, else ``./hosts``; ``--bringup-set KEY=VALUE``
 overrides variables as ``--set`` does.
 
-Every command goes through bringup's own transport (:func:`bringup.connection.connect`): one connection per
+Every command goes through bringup's own transport (:func:`bringup.ssh.connection.connect`): one connection per
 host, kept for the session (TCP_NODELAY), the inventory's ``ansible_host``/``ansible_port``/``ansible_user``/
 ``ansible_ssh_private_key_file``, host keys checked against ``ssh_known_hosts`` (an unknown or changed key is
 refused, in bringup's words), ``ansible_become`` through sudo as bringup does it (``ansible_become_password``
@@ -36,14 +36,14 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 from testinfra.backend import base
 
-from ..command import sh
+from ..ssh.command import sh
 from ..errors import BringupError, InputError, Unreachable
 from . import SCHEME, register
 
 if TYPE_CHECKING:
-    from ..connection import Transport
-    from ..inventory import Host, Inventory
-    from ..roles import Role
+    from ..ssh.connection import Transport
+    from ..inventory.hosts import Host, Inventory
+    from ..engine.roles import Role
 
 __all__ = ["BringupBackend", "SETTINGS", "Settings", "INVENTORY_ENV", "inventory", "expand", "every_role",
            "merged_vars", "host_spec", "close_all"]
@@ -54,7 +54,7 @@ INVENTORY_ENV = "BRINGUP_INVENTORY"
 _SUDO = "\0bringup-sudo:"
 #: Ends the process group of each ``timeout`` whose command line holds the mark (``%s``) as :meth:`run` puts it,
 #: ``: MARK;`` (not as this script spells it: it runs under a ``timeout`` of its own): the host's bound of one
-#: command (:meth:`bringup.connection.Transport._bounded`) leads the group of all that command started.
+#: command (:meth:`bringup.ssh.connection.Transport._bounded`) leads the group of all that command started.
 END_MARKED = ("m=%s; for p in /proc/[0-9]*; do [ \"$(cat \"$p/comm\" 2>/dev/null)\" = timeout ] || continue; "
               "case \"$(tr '\\000' ' ' < \"$p/cmdline\" 2>/dev/null)\" in *\": $m;\"*) g=\"${p#/proc/}\"; "
               "kill -TERM \"-$g\" 2>/dev/null; sleep 1; kill -KILL \"-$g\" 2>/dev/null;; esac; done; true")
@@ -94,8 +94,8 @@ _made: weakref.WeakSet = weakref.WeakSet()
 
 def inventory() -> Inventory:
     """The inventory the settings name, with their overrides; read once per process."""
-    from ..inventory import load_inventory, parse_set
-    from ..vault import vault_from_options
+    from ..inventory.hosts import load_inventory, parse_set
+    from ..inventory.vault import vault_from_options
 
     paths = SETTINGS.paths()
     key = (tuple(p.resolve() for p in paths), SETTINGS.overrides, SETTINGS.vault)
@@ -108,7 +108,7 @@ def inventory() -> Inventory:
 
 def expand(pattern: str) -> list[str]:
     """The inventory's hosts that ``pattern`` names: a host's own name, an Ansible pattern or ``@retry-file``."""
-    from ..patterns import expand_limit, match_pattern
+    from ..inventory.patterns import expand_limit, match_pattern
 
     inv = inventory()
     if pattern in inv.hosts:
@@ -126,7 +126,7 @@ def host_spec(name: str) -> str:
 def every_role() -> list[Role]:
     """Every role of the project (``content_root()``, the shipped roles otherwise), in their order; loaded once."""
     from ..project import content_root
-    from ..roles import load_roles
+    from ..engine.roles import load_roles
 
     root = content_root()
     with _lock:
@@ -138,7 +138,7 @@ def every_role() -> list[Role]:
 
 def merged_vars(host: Host) -> dict[str, Any]:
     """``host``'s variables as a run merges them (role defaults < inventory < overrides), every role's check passed."""
-    from ..runner import prepare
+    from ..engine.runner import prepare
 
     return prepare([host], every_role())[host.name]
 
@@ -183,7 +183,7 @@ class BringupBackend(base.BaseBackend):
 
     def transport(self) -> Transport:
         """The host's one connection, opened on first use; an unreachable host raises the same line each time."""
-        from ..connection import connect
+        from ..ssh.connection import connect
 
         with self._open_lock:
             if self._unreachable is not None:
@@ -198,7 +198,7 @@ class BringupBackend(base.BaseBackend):
 
     @staticmethod
     def quote(command: str, *args: str) -> str:
-        """testinfra's ``host.run("ls %s", path)``: each argument quoted by bringup (:func:`bringup.command.sh`)."""
+        """testinfra's ``host.run("ls %s", path)``: each argument quoted by bringup (:func:`bringup.ssh.command.sh`)."""
         return sh(command, *args) if args else command
 
     def get_sudo_command(self, command: str, sudo_user: str | None) -> str:
@@ -268,7 +268,7 @@ class BringupBackend(base.BaseBackend):
         group of its ``timeout`` (TERM, then KILL a second later).  Best effort, within a few seconds: a host
         that does not answer ends it at its own timeout.  On a local host the transport ends what it waited for;
         what it had not yet got hold of (the interrupt came while it was starting it) is ended here."""
-        from ..connection import LocalTransport
+        from ..ssh.connection import LocalTransport
 
         if isinstance(t, LocalTransport):
             _end_local(mark)

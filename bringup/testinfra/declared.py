@@ -3,8 +3,8 @@
 The modules that ``invoke audit --export-testinfra DIR`` writes (:mod:`.export`) list, per role, every item
 the role declares for a host with what it wants (:func:`values`: a file's sha256, mode and owner, a sysctl's
 value, a unit's wanted state, a runtime promise's read), and each test is :func:`check`: the role is audited on
-the test's host exactly as ``invoke audit`` audits it (:class:`bringup.audit.AuditedRole` in a check-mode
-:class:`bringup.runner.HostRun`, over the backend's connection: the role's facts, then every read of the role in
+the test's host exactly as ``invoke audit`` audits it (:class:`bringup.checklist.audit.AuditedRole` in a check-mode
+:class:`bringup.engine.runner.HostRun`, over the backend's connection: the role's facts, then every read of the role in
 one round trip), and the test passes, skips or fails as the audit's item does, with the audit's line
 (``net.ipv4.tcp_slow_start_after_idle is 1, want 0``).  What the role declares now must still be what was
 exported; when the inventory or the role changed since, the test says which value and asks for a new export.
@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import Unreachable
 from ..process import command
-from ..runner import HostRun, Options
+from ..engine.runner import HostRun, Options
 
 if TYPE_CHECKING:
-    from ..audit import Item
+    from ..checklist.audit import Item
     from ..resources.base import Resource
     from .backend import BringupBackend
 
@@ -30,7 +30,7 @@ __all__ = ["values", "item_of", "check", "RoleAudit", "audit_role"]
 
 def values(r: Resource) -> dict[str, Any]:
     """What the audit compares the host against, for the resource kinds that say it as plain values."""
-    from ..auditkit import Expect
+    from ..engine.auditkit import Expect
     from ..resources import Command, Directory, File, JsonFile, Packages, Service, Skip, Sysctl
     from ..resources.conditioned import ConditionedService
     from ..resources.cpu import CpuFreq, SysfsChoice
@@ -126,9 +126,9 @@ class _RoleRun(HostRun):
     """``invoke audit``'s check-mode run of one role, on the backend's connection; it keeps what the role declared."""
 
     def __init__(self, backend: BringupBackend, role):
-        from ..audit import AuditedRole
+        from ..checklist.audit import AuditedRole
         from ..project import content_root
-        from ..templates import Templates
+        from ..engine.templates import Templates
 
         super().__init__(backend.inventory_host, [AuditedRole(role.name, role.module)], backend.vars,
                          Options(check=True), Templates(content_root() / "templates"))
@@ -169,7 +169,7 @@ _audits: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def audit_role(backend: BringupBackend, name: str) -> RoleAudit:
     """Audit role ``name`` on the backend's host (once per session); raises Unreachable for a host out of reach."""
-    from ..audit import items
+    from ..checklist.audit import items
 
     done = _audits.setdefault(backend, {})
     if name not in done:

@@ -26,10 +26,10 @@ from ..outfile import sub_folder, write_atomic
 from ..process import command
 
 if TYPE_CHECKING:
-    from ..inventory import Host
-    from ..roles import Role
-    from ..runner import Options
-    from ..templates import Templates
+    from ..inventory.hosts import Host
+    from ..engine.roles import Role
+    from ..engine.runner import Options
+    from ..engine.templates import Templates
 
 __all__ = ["MARK", "folder", "target", "refuse_foreign", "module_text", "export"]
 
@@ -123,9 +123,9 @@ def export(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], tem
            opts: Options, inventory: str, say: Callable[[str], None] = print, stop=None) -> int:
     """Write the modules of ``roles`` for each of ``hosts`` (``opts.forks`` at a time); each host's lines as it
     is done.  Returns 0, 2 when a role could not be declared for a host, 4 when a host was unreachable."""
-    from ..audit import AuditedRole
-    from ..runner import HostRun
-    from ..stop import as_completed_awake
+    from ..checklist.audit import AuditedRole
+    from ..engine.runner import HostRun
+    from ..ssh.stop import as_completed_awake
     from .declared import item_of
 
     audited = [AuditedRole(r.name, r.module) for r in roles]

@@ -6,7 +6,7 @@ audit is done, so at most ``--forks`` hosts are in flight, each either auditing 
 pytest is not re-entrant (one session per process: its plugins, its module cache, its assertion rewriting),
 hosts must run side by side, and a site's test that hangs, exits or crashes the interpreter then ends its own
 host's run, never the audit.  The plugin (:mod:`.plugin`) writes each test's outcome as one line to a JSON
-report, which becomes the host's :class:`~bringup.audit.Item` s: one recap, one JUnit file and one JSON
+report, which becomes the host's :class:`~bringup.checklist.audit.Item` s: one recap, one JUnit file and one JSON
 summary hold both.
 
 Before any host is audited, the tests are collected once (``--collect-only``): a path without tests, a test
@@ -27,10 +27,10 @@ from ..errors import InputError
 from . import PLUGIN
 
 if TYPE_CHECKING:
-    from ..audit import Item
-    from ..inventory import Host
-    from ..results import HostResult
-    from ..stop import Stop
+    from ..checklist.audit import Item
+    from ..inventory.hosts import Host
+    from ..engine.results import HostResult
+    from ..ssh.stop import Stop
 
 __all__ = ["Suite", "TIMEOUT_S", "parse_timeout"]
 
@@ -159,7 +159,7 @@ class Suite:
 
     def also(self, host: Host, result: HostResult) -> list[Item]:
         """The host's testinfra tests as audit items, run once its built-in audit reached it."""
-        from ..audit import Item
+        from ..checklist.audit import Item
 
         if result.status in ("unreachable", "interrupted", "not started") or (result.status == "failed"
                                                                               and result.message):
@@ -203,7 +203,7 @@ class Suite:
 
     def _died(self, name: str, rc: int, got: dict) -> Item:
         """The item of a host's tests whose pytest ended by itself before its session did (failed)."""
-        from ..audit import Item
+        from ..checklist.audit import Item
 
         running = (got.get("running") or {}).get("test")
         left = max(0, got["collected"] - len(got["tests"]))
@@ -214,7 +214,7 @@ class Suite:
 
     def _ended(self, name: str, ended: Ended, got: dict) -> Item:
         """The item of a host's tests ended from outside: at the bound (failed), or by the run's stop (skipped)."""
-        from ..audit import INTERRUPTED, Item
+        from ..checklist.audit import INTERRUPTED, Item
 
         running = (got.get("running") or {}).get("test")
         left = max(0, got["collected"] - len(got["tests"]))

@@ -21,12 +21,12 @@ rollback puts the last ready revision's shipped files back from
 Variables:
     gpu_profile: ``auto`` (default: the class nvidia-smi shows; no GPU: ``cpu``) or a profile of
         ``bringup/data/gpu_profiles.yaml`` (``l40s``, ``a10``, ``h100``, ``h200``, ...; ``cpu``: KIND_CPU,
-        no GPU reservation) or of the inventory's ``gpu_profiles`` (bringup.gpu_profiles).
+        no GPU reservation) or of the inventory's ``gpu_profiles`` (bringup.hardware.gpu_profiles).
     triton_models: ``{name: {platform|backend, max_batch_size, input, output,
         instance_count, preferred_batch_size, max_queue_delay_microseconds,
         response_cache, extra}}``; ``input``/``output`` are lists of
         ``{name, data_type, dims}``.  instance_count is 1-32 per GPU, a batch size 1-65536
-        (bringup.gpu_profiles.MAX_INSTANCES, MAX_BATCH).
+        (bringup.hardware.gpu_profiles.MAX_INSTANCES, MAX_BATCH).
     models_dir: folder on the control machine mirrored into the repository
         (model version folders; a model missing from triton_models may bring
         its own config.pbtxt, which is validated too).  Empty: nothing mirrored.
@@ -53,10 +53,10 @@ The role is a package, split by concern: :mod:`.variables` (the variables and th
 """
 from __future__ import annotations
 
-from bringup import topology
-from bringup.auditkit import Expect, http_ok, tcp_listening
-from bringup.command import sh
-from bringup.gpu_profiles import AUTO, table
+from bringup.hardware import topology
+from bringup.engine.auditkit import Expect, http_ok, tcp_listening
+from bringup.ssh.command import sh
+from bringup.hardware.gpu_profiles import AUTO, table
 from bringup.latency.trial import guard as trial_guard, restore_command
 from bringup.resources import Directory, File
 from bringup.resources.command import Command
@@ -81,7 +81,7 @@ def validate(vars: dict) -> None:
     """What the types cannot say: the folders are Triton's own, the configs render and parse, models_dir's
     configs parse and do not clash with the inventory's."""
     from bringup.project import content_root
-    from bringup.templates import Templates
+    from bringup.engine.templates import Templates
 
     check_folders(vars)
     # Facts are not known yet: GPU profiles assume gpu_count GPUs (or one) to render and parse; under auto,
@@ -167,8 +167,8 @@ def audit(host):
 def checks(host) -> list:
     """The rack checklist's Triton lines: the container release against the loaded driver and the GPUs."""
     from bringup.checks import line
-    from bringup.driver_matrix import triton_need, unsupported_gpus
-    from bringup.gpu import driver_version
+    from bringup.hardware.driver_matrix import triton_need, unsupported_gpus
+    from bringup.hardware.gpu import driver_version
 
     drv = driver_version(host.facts)
     image = host.vars.get("triton_image")
@@ -193,7 +193,7 @@ def checks(host) -> list:
 
 def _image_too_old(host) -> str | None:
     """Why ``triton_image`` cannot run on this host's GPUs (its release's supported architectures), or None."""
-    from bringup.driver_matrix import triton_need, unsupported_gpus
+    from bringup.hardware.driver_matrix import triton_need, unsupported_gpus
 
     need = triton_need(host.vars.get("triton_image"))
     why = unsupported_gpus(need, host.facts) if need is not None else None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from bringup.errors import BringupError, InputError
 from bringup.facts.triton import WINDOW_RECORD
-from bringup.gpu_profiles import MAX_INSTANCES, choose
+from bringup.hardware.gpu_profiles import MAX_INSTANCES, choose
 from bringup.latency.window_tuner import TUNED_SOURCE
 from bringup.resources.tree import LocalFile, local_tree
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import hashlib
 
-from bringup import topology
+from bringup.hardware import topology
 from bringup.errors import InputError
 from bringup.facts.base import format_cpulist
-from bringup.gpu import gpu_gate
-from bringup.gpu_profiles import ClassUnknown, choose
+from bringup.hardware.gpu import gpu_gate
+from bringup.hardware.gpu_profiles import ClassUnknown, choose
 from bringup.latency.window_tuner import manifest_of
 from bringup.resources.compose import ComposeUp, revision_hash
 from bringup.resources.guard import Skip, Unused
@@ -20,7 +20,7 @@ from .variables import check_folders, folder
 
 
 def cpuset(vars: dict, facts: dict) -> str:
-    """Triton's CPUs: ``triton_cpuset`` when the inventory pins them (:func:`bringup.topology.triton_pin`),
+    """Triton's CPUs: ``triton_cpuset`` when the inventory pins them (:func:`bringup.hardware.topology.triton_pin`),
     else the topology plan's Triton CPUs (``triton_cpus_per_gpu`` on each GPU's own node, as cpu_tuning
     exports them); "" when the plan has none."""
     pin = topology.triton_pin(vars)

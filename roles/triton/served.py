@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import json
 
-from bringup.auditkit import Expect
-from bringup.command import sh
+from bringup.engine.auditkit import Expect
+from bringup.ssh.command import sh
 from bringup.errors import said
 from bringup.facts.triton import WINDOW_RECORD
 from bringup.latency.serving import Serving, serving_of

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.errors import BringupError, said
 from bringup.resources.compose import REVISION_LABEL, label_format
 from bringup.resources.tree import parse_manifest

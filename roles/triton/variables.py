@@ -8,12 +8,12 @@ from typing import Annotated, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from bringup import topology
+from bringup.hardware import topology
 from bringup.errors import InputError
-from bringup.gpu_profiles import MAX_BATCH, MAX_INSTANCES, BatchSizes, ProfileVars
+from bringup.hardware.gpu_profiles import MAX_BATCH, MAX_INSTANCES, BatchSizes, ProfileVars
 from bringup.latency.window_tuner import WINDOW_MAX, WINDOW_MIN
 from bringup.resources import image
-from bringup.vars import AbsPath, RoleVars, Spec, defaults_of, key_matching, want
+from bringup.inventory.vars import AbsPath, RoleVars, Spec, defaults_of, key_matching, want
 
 #: The batching window's range (µs): the window tuner's bounds, so that ``invoke tune`` and the controller
 #: record only windows this role accepts (one range, the engine's).

@@ -14,9 +14,9 @@ from .helpers import REPO
 
 #: What the pull run and the converge import (bringup's own modules are copied whole).
 PROBE = ("import json, sys\n"
-         "import bringup.cli, bringup.pull.run, bringup.pull.fleet, bringup.runner, bringup.rollout, bringup.report\n"
-         "import bringup.templates, bringup.resources, bringup.facts, bringup.vault, bringup.inventory\n"
-         "import bringup.connection, bringup.ahead, bringup.rolerun, bringup.secrets, bringup.stop\n"
+         "import bringup.cli, bringup.pull.run, bringup.pull.fleet, bringup.engine.runner, bringup.engine.rollout, bringup.engine.report\n"
+         "import bringup.engine.templates, bringup.resources, bringup.facts, bringup.inventory.vault, bringup.inventory.hosts\n"
+         "import bringup.ssh.connection, bringup.engine.ahead, bringup.engine.rolerun, bringup.secrets, bringup.ssh.stop\n"
          "import rich.console, rich.table, rich.progress, rich.live, rich.text, jinja2, yaml, pydantic\n"
          "import prometheus_client, prometheus_client.parser, invoke, paramiko\n"
          "print(json.dumps(sorted({m.__file__ for m in list(sys.modules.values())\n"

@@ -99,7 +99,7 @@ def test_bench_counts_match_triton_and_reports(work, monkeypatch):
     assert "p95 ms" in cp.stdout and "Triton batch" in cp.stdout
 
     # The checklist's latency line turns this result into PASS at a 200 ms SLO, FAIL at 0.001 ms.
-    from bringup.checklist import latency_checks
+    from bringup.checklist.pages import latency_checks
 
     monkeypatch.chdir(work)
     line = latency_checks({"inventory_hostname": "local-01", "latency_slo_p95_ms": 200})[0]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 from PIL import Image
 
-from bringup.checklist import render_group_html, render_html
+from bringup.checklist.pages import render_group_html, render_html
 from harness import SANDBOX_VARS, write_inventory
 from harness.checklist_pages import eight_gpu_checks, eight_gpu_svg, flat_page, measure, rack_pages, screenshot
 

@@ -158,11 +158,11 @@ def test_become_password_answers_sudos_prompt_and_a_wrong_one_says_so(sandbox_ho
 
 def _silent_run(hosts, pause: tuple[str, str, str]):
     """Run the sysctl role in-process; ``docker pause`` a host's container when its progress hits a step."""
-    from bringup.inventory import load_inventory
+    from bringup.inventory.hosts import load_inventory
     from bringup.project import content_root
-    from bringup.roles import load_roles, select_roles
-    from bringup.runner import Options, prepare, run_hosts
-    from bringup.templates import Templates
+    from bringup.engine.roles import load_roles, select_roles
+    from bringup.engine.runner import Options, prepare, run_hosts
+    from bringup.engine.templates import Templates
 
     inv = load_inventory(hosts)
     chosen = list(inv.hosts.values())

@@ -18,7 +18,7 @@ from .helpers import REPO, last_report, recap, role_project
 pytestmark = pytest.mark.integration
 
 SLOW = '''
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.resources import Command
 
 def resources(host):

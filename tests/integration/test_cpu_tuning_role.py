@@ -126,7 +126,7 @@ def test_latency_holder_really_sets_pm_qos(tmp_path):
     import subprocess
     import time
 
-    from bringup.templates import Templates
+    from bringup.engine.templates import Templates
     from tests.integration.helpers import REPO
 
     text = Templates(REPO / "templates").render("cpu_tuning/bringup-cpu-dma-latency.sh.j2", us=7,

@@ -14,7 +14,7 @@ import yaml
 from .helpers import invoke, last_report, recap, role_project
 
 ROLE = '''
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.resources import Command, File
 
 DEFAULTS = {"greeting": "hello"}
@@ -133,7 +133,7 @@ def test_a_package_role_split_by_concern_converges_and_audits(tmp_path):
         "files.py": "from bringup.resources import File\n\n"
                     "def config(host):\n    return [File(%r, content='split\\n', owner=None, group=None, "
                     "notify=['log change'])]\n" % f"{root}/out/pkg.conf",
-        "runtime.py": "from bringup.auditkit import Expect\n\n"
+        "runtime.py": "from bringup.engine.auditkit import Expect\n\n"
                       "def promises(host):\n    return [Expect('pkg.conf says split', 'cat %s', "
                       "lambda out: None if out.strip() == 'split' else f'pkg.conf says {out.strip()}, want split')]\n"
                       % f"{root}/out/pkg.conf",

@@ -14,7 +14,7 @@ import yaml
 from .helpers import invoke, last_report, recap
 
 ROLE = '''
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.errors import BringupError
 from bringup.resources import File
 

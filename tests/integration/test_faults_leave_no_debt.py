@@ -52,11 +52,11 @@ def litter(host, folder: str) -> list[str]:
 
 def _run_cut_off_after_write(hosts: Path, container: str):
     """The docker role in-process; ``docker pause`` the host once its write script has returned."""
-    from bringup.inventory import load_inventory
+    from bringup.inventory.hosts import load_inventory
     from bringup.project import content_root
-    from bringup.roles import load_roles, select_roles
-    from bringup.runner import Options, prepare, run_hosts
-    from bringup.templates import Templates
+    from bringup.engine.roles import load_roles, select_roles
+    from bringup.engine.runner import Options, prepare, run_hosts
+    from bringup.engine.templates import Templates
 
     inv = load_inventory(hosts)
     chosen = list(inv.hosts.values())

@@ -25,7 +25,7 @@ from .helpers import REPO, last_report, recap, role_project
 pytestmark = pytest.mark.integration
 
 SLOW = '''
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.resources import Command
 
 DEFAULTS = {"slow_seconds": 3}
@@ -139,7 +139,7 @@ def test_a_second_signal_abandons_the_step_in_flight(hosts, project):
 @pytest.mark.reliability(item=26, fault='SIGTERM while the host in flight is silent (docker pause)',
                          checks=('exit code', 'recap and report', 'no hang', 'next run converges'))
 def test_the_first_signal_lets_a_silent_host_go_after_the_grace(hosts, project):
-    from bringup.stop import SILENT_GRACE_S
+    from bringup.ssh.stop import SILENT_GRACE_S
 
     a, b = hosts["a"], hosts["b"]
     grace = f"{SILENT_GRACE_S:g}"

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bringup.command import join
+from bringup.ssh.command import join
 
 from tests.textfile_prometheus import TextfilePrometheus
 

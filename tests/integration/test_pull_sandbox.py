@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bringup.command import join
+from bringup.ssh.command import join
 
 from .helpers import invoke
 from .pull_setup import demo_repository, git, git_repository, install_bringup, python_libs, use_apt_repository

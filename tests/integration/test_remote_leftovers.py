@@ -97,7 +97,7 @@ def test_facts_on_a_hung_nvidia_smi_is_one_line_and_leaves_nothing(sandbox_host,
 
 
 SLOW_ROLE = '''
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.resources import Command
 
 

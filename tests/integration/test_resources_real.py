@@ -18,7 +18,7 @@ from .helpers import invoke, recap
 pytestmark = pytest.mark.integration
 
 ROLE = '''
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.resources import Directory, File, Packages, Service
 
 DEFAULTS = {"demo_pin": "1.0-1", "demo_sleep": 1000}

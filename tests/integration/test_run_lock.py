@@ -1,4 +1,4 @@
-"""Issue 34 item 11 on a real sandbox host: the run lock (bringup.runlock) fences a run that is gone, and no
+"""Issue 34 item 11 on a real sandbox host: the run lock (bringup.ssh.runlock) fences a run that is gone, and no
 other local user can take it or make it fail for the wrong reason.
 
 - The control machine SIGKILLed while a write of its run sleeps on the host: that script lives on (an orphan);
@@ -28,7 +28,7 @@ FILE = "/srv/fence/file"
 
 # A write whose command sleeps before it lands: the window in which the control machine is killed.
 ROLE = '''
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.resources import Command
 
 

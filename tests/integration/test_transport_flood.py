@@ -36,10 +36,10 @@ def flooder(sandbox_host):
 @pytest.mark.reliability(item=40, fault="a host's login shell floods stdout for every command (transport)",
                          checks=("no hang", "one clear line", "nothing left running"))
 def test_a_flooding_host_is_cut_off_at_the_cap_in_one_line(flooder, tmp_path, monkeypatch):
-    import bringup.connection as connection
-    from bringup.connection import connect
+    import bringup.ssh.connection as connection
+    from bringup.ssh.connection import connect
     from bringup.errors import BringupError
-    from bringup.inventory import load_inventory
+    from bringup.inventory.hosts import load_inventory
 
     monkeypatch.setattr(connection, "OUT_MAX", 8 << 20)
     hv = dict(flooder.inventory_vars(), ansible_user="flooder", command_timeout=120)

@@ -306,7 +306,7 @@ def test_the_checklist_reads_a_result_written_with_out_and_names_its_configurati
     assert cp.returncode == 0, cp.stdout + cp.stderr
     written = sorted(elsewhere.glob("local-01-*.json"))
     assert len(written) == 1 and not list((work / "reports" / "bench").glob("local-01-2*.json"))
-    from bringup.checklist import latency_checks
+    from bringup.checklist.pages import latency_checks
 
     monkeypatch.chdir(work)
     line = latency_checks({"inventory_hostname": "local-01", "latency_slo_p95_ms": 10000})[0]

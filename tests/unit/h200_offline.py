@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from bringup.facts.gather import load_facts
-from bringup.roles import HostContext, Role
-from bringup.templates import Templates
+from bringup.engine.roles import HostContext, Role
+from bringup.engine.templates import Templates
 
 REPO = Path(__file__).resolve().parents[2]
 BUNDLE = REPO / "tests" / "fixtures" / "hosts" / "h200-vm" / "facts-raw.json"
@@ -39,7 +39,7 @@ def declare_raw(name: str, raw_over: dict, tmp_path, **vars) -> tuple[Role, Host
     import importlib
     import json
 
-    from bringup.roles import FactView
+    from bringup.engine.roles import FactView
 
     doc = json.loads(BUNDLE.read_text())
     doc["raw"].update(raw_over)
@@ -83,10 +83,10 @@ def h200_read(r) -> str:
 
 
 def check_plan(role, resources) -> list:
-    """The role planned in check mode on the H200 as a run plans it (bringup.rolerun): its resources' results."""
-    from bringup.pending import PendingHandlers
-    from bringup.results import HostResult
-    from bringup.rolerun import RoleRun
+    """The role planned in check mode on the H200 as a run plans it (bringup.engine.rolerun): its resources' results."""
+    from bringup.engine.pending import PendingHandlers
+    from bringup.engine.results import HostResult
+    from bringup.engine.rolerun import RoleRun
 
     result = HostResult("h200-vm")
     RoleRun(role, None, resources, None, result, PendingHandlers(), check=True).run([h200_read(r) for r in resources])

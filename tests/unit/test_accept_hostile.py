@@ -20,8 +20,8 @@ from bringup.acceptance.judge import judge
 from bringup.acceptance.saved import checklist_lines, save
 from bringup.acceptance.serving import refusal
 from bringup.checks import line
-from bringup.connection import LocalTransport
-from bringup.inventory import ConnectionVars, Host
+from bringup.ssh.connection import LocalTransport
+from bringup.inventory.hosts import ConnectionVars, Host
 from tests.hostile_http import HostileHTTP
 from tests.unit.test_accept_judge import H200_BUS, by, h200_doc, h200_facts  # noqa: F401 - the fixture
 

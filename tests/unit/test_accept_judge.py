@@ -243,7 +243,7 @@ def test_thresholds_default_and_override():
     ("nvsmi-q-l40s.txt", 864.0),
 ])
 def test_each_captured_class_finds_its_datasheet_figure(fixture, gbs):
-    from bringup.gpu_profiles import memory_bandwidth, shipped
+    from bringup.hardware.gpu_profiles import memory_bandwidth, shipped
 
     q = parse_nvidia_smi_q(public(fixture))
     for g in q["gpus"]:

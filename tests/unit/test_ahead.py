@@ -1,4 +1,4 @@
-"""Connections and facts opened ahead of a run (bringup.ahead): taken once, errors where the run meets them."""
+"""Connections and facts opened ahead of a run (bringup.engine.ahead): taken once, errors where the run meets them."""
 from __future__ import annotations
 
 import socket
@@ -7,15 +7,15 @@ from pathlib import Path
 
 import pytest
 
-import bringup.ahead as ahead_mod
-from bringup.ahead import Ahead
-from bringup.connection import LocalTransport, connect
+import bringup.engine.ahead as ahead_mod
+from bringup.engine.ahead import Ahead
+from bringup.ssh.connection import LocalTransport, connect
 from bringup.errors import Unreachable
-from bringup.inventory import ConnectionVars, Host
+from bringup.inventory.hosts import ConnectionVars, Host
 from bringup.project import content_root
-from bringup.roles import load_roles, wanted_facts
-from bringup.runner import HostRun, Options, prepare
-from bringup.templates import Templates
+from bringup.engine.roles import load_roles, wanted_facts
+from bringup.engine.runner import HostRun, Options, prepare
+from bringup.engine.templates import Templates
 
 ORDER, ROLES = load_roles(content_root())
 EVERY = [ROLES[r] for r in ORDER]

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from bringup.audit import AuditedRole, Item, junit_xml, exit_code, items, summary_line
-from bringup.auditkit import Expect, finding, http_ok, listening, tcp_listening
+from bringup.checklist.audit import AuditedRole, Item, junit_xml, exit_code, items, summary_line
+from bringup.engine.auditkit import Expect, finding, http_ok, listening, tcp_listening
 from bringup.facts import ALL_FACTS
-from bringup.inventory import ConnectionVars, Host
+from bringup.inventory.hosts import ConnectionVars, Host
 from bringup.project import content_root
 from bringup.resources import Directory, File, Sysctl
 from bringup.resources.guard import Unused
-from bringup.roles import FactView, HostContext, load_roles
-from bringup.results import HostResult, ResourceResult, jsonable
-from bringup.runner import prepare
-from bringup.templates import Templates
+from bringup.engine.roles import FactView, HostContext, load_roles
+from bringup.engine.results import HostResult, ResourceResult, jsonable
+from bringup.engine.runner import prepare
+from bringup.engine.templates import Templates
 
 from .fixture_hosts import h200_facts
 
@@ -215,7 +215,7 @@ def test_cpu_tuning_promises_the_pm_qos_cap():
 
 def test_a_finding_that_follows_from_another_is_not_judged():
     """One cause, one finding: ports after their container, the server after its ports."""
-    from bringup.auditkit import Expect, http_ok, tcp_listening
+    from bringup.engine.auditkit import Expect, http_ok, tcp_listening
 
     up = Expect("container triton", "x", lambda out: None if out == "running" else f"container triton is {out}")
     ports = tcp_listening("triton", {"http": 8000}, needs=up)

@@ -215,7 +215,7 @@ def test_set_no_is_a_boolean_and_quoted_no_is_not(tmp_path):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_connection: local}\n")
     _refused(_provision(tmp_path, inv, "--set", "docker_hold='no'"), tmp_path, "docker_hold 'no'")
     import roles.docker as D
-    from bringup.vars import check
+    from bringup.inventory.vars import check
     check(D.Vars, {"docker_hold": False})  # yes/no/on/off load as bool: accepted
     import yaml
     assert yaml.safe_load("no") is False and yaml.safe_load("on") is True
@@ -237,7 +237,7 @@ def test_misspelt_registry_auth_key_suggests_the_known_one(tmp_path, monkeypatch
 def test_check_keys_helper_for_triton_models():
     """The helper the triton role can call for each triton_models entry."""
     from bringup.errors import InputError
-    from bringup.vars import check_keys
+    from bringup.inventory.vars import check_keys
 
     with pytest.raises(InputError, match=r"triton_models\.resnet: unknown key 'max_batch_sise'; "
                                          r"did you mean 'max_batch_size'\?"):
@@ -262,7 +262,7 @@ def test_role_variables_are_refused_before_connecting(tmp_path, setting, words):
     _refused(_provision(tmp_path, inv, "--set", setting), tmp_path, *words)
 
 
-# --- item 16 for every mapping variable: the typed models (bringup.vars) refuse an unknown key -------
+# --- item 16 for every mapping variable: the typed models (bringup.inventory.vars) refuse an unknown key -------
 
 @pytest.mark.reliability(item=16, fault='a misspelt key in each mapping variable (typed role models)',
                          checks=('one clear line', 'exit code', 'nothing touched'))
@@ -488,7 +488,7 @@ def test_become_user_must_be_a_user_name(tmp_path, user):
 
 
 def test_become_user_names_sudo_takes_pass(tmp_path):
-    from bringup.inventory import ConnectionVars
+    from bringup.inventory.hosts import ConnectionVars
 
     for user in ("root", "triton", "svc-gpu.ops", "_apt", "#0", "ops$"):
         assert ConnectionVars.model_validate({"ansible_become_user": user}).ansible_become_user == user
@@ -529,7 +529,7 @@ def _record_fact(tmp_path, make) -> dict | None:
 def test_a_window_record_that_is_no_record_is_named(tmp_path, make, words):
     import roles.triton as T
     from bringup.errors import BringupError
-    from bringup.templates import Templates
+    from bringup.engine.templates import Templates
 
     fact = _record_fact(tmp_path, make)
     assert fact is not None and words in fact["error"], fact
@@ -567,7 +567,7 @@ def test_a_recorded_instance_count_is_bounded_as_the_inventory_is():
     import roles.triton as T
     from bringup.errors import BringupError
     from bringup.facts.triton import parse_triton_window
-    from bringup.templates import Templates
+    from bringup.engine.templates import Templates
 
     spec = {"backend": "python", "input": [{"name": "I", "data_type": "TYPE_FP32", "dims": [4]}],
             "output": [{"name": "O", "data_type": "TYPE_FP32", "dims": [4]}]}

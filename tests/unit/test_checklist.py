@@ -5,11 +5,11 @@ import re
 
 import pytest
 
-from bringup.checklist import Check, collect, gpu_checks, render_html, render_markdown, role_checks, verdict
+from bringup.checklist.pages import Check, collect, gpu_checks, render_html, render_markdown, role_checks, verdict
 from bringup.project import content_root
-from bringup.roles import load_roles
-from bringup.topology import plan_topology
-from bringup.topology_svg import topology_svg
+from bringup.engine.roles import load_roles
+from bringup.hardware.topology import plan_topology
+from bringup.hardware.topology_svg import topology_svg
 
 from .fixture_hosts import h200_facts, l40s_pair_facts
 
@@ -133,12 +133,12 @@ def test_check_refuses_unknown_status():
 
 
 def _result(*resources):
-    from bringup.results import HostResult, ResourceResult
+    from bringup.engine.results import HostResult, ResourceResult
     return HostResult("h", resources=[ResourceResult(*r[:3], reason=r[3] if len(r) > 3 else None) for r in resources])
 
 
 def test_a_role_not_applicable_here_is_not_a_pass():
-    from bringup.checklist import tuning_checks
+    from bringup.checklist.pages import tuning_checks
 
     # The real H200 run: one exporter resource converged, the exporter itself skipped (no systemd as PID 1).
     c = by_name(tuning_checks(_result(("dcgm_exporter", "dir:/etc/dcgm-exporter", "ok"),
@@ -150,7 +150,7 @@ def test_a_role_not_applicable_here_is_not_a_pass():
 
 
 def test_a_role_the_inventory_asks_nothing_of_passes_and_says_so():
-    from bringup.checklist import tuning_checks
+    from bringup.checklist.pages import tuning_checks
     from bringup.resources.guard import Skip, Unused
 
     unused = Unused("trt_engines", "no engines declared: trt_engines is empty")
@@ -165,7 +165,7 @@ def test_a_role_the_inventory_asks_nothing_of_passes_and_says_so():
 
 @pytest.mark.reliability(item=4, fault='host names as checklist page names (../../x, a/b, .., .hidden, newline, empty)', variants=6)
 def test_page_names_cannot_leave_the_output_folder():
-    from bringup.checklist import page_name
+    from bringup.checklist.pages import page_name
     from bringup.errors import InputError
 
     assert page_name("trt-l40s-01") == "trt-l40s-01"
@@ -284,7 +284,7 @@ def test_offline_topology_from_saved_facts(tmp_path):
 def test_long_texts_are_whole_in_html_and_json_and_cut_at_a_word_in_markdown():
     import json
 
-    from bringup.checklist import MD_CELL_MAX, line, render_html, render_json, render_markdown
+    from bringup.checklist.pages import MD_CELL_MAX, line, render_html, render_json, render_markdown
 
     reasons = "; ".join(f"net.core.reason{i}: this kernel has no such key in its network namespace" for i in range(9))
     checks = [line("tuning", "role sysctl", "WARN", f"5 not applied here: {reasons}", "fix what the reason names")]
@@ -303,7 +303,7 @@ def test_long_texts_are_whole_in_html_and_json_and_cut_at_a_word_in_markdown():
 @pytest.mark.reliability(item=25, fault="the topology picture with triton_cpuset pinned (Triton drawn on no CPU)",
                          checks=("report written",))
 def test_the_picture_shows_triton_where_the_inventory_pins_it():
-    from bringup.checklist import cpu_plan
+    from bringup.checklist.pages import cpu_plan
 
     facts = h200_facts()
     roles, _ = cpu_plan(facts, {"triton_cpuset": "1", "gpu_profile": "cpu"})

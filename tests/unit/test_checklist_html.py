@@ -1,4 +1,4 @@
-"""The checklist's HTML pages (bringup/checklist_html.py): what comes first, the per-device tables, the folded
+"""The checklist's HTML pages (bringup/checklist/html.py): what comes first, the per-device tables, the folded
 passes, the bars of measured values, the rack page, and hostile text in every field.
 
 The 8-GPU host is the real capture ``nvsmi-q-8xh100sxm-drv565.txt`` through the parser and the platform rules,
@@ -11,8 +11,8 @@ from html.parser import HTMLParser
 
 import pytest
 
-from bringup.checklist import render_group_html, render_html, render_markdown
-from bringup.checklist_html import MAX_COLUMNS, column_of, device_tables, findings, kind_of
+from bringup.checklist.pages import render_group_html, render_html, render_markdown
+from bringup.checklist.html import MAX_COLUMNS, column_of, device_tables, findings, kind_of
 from bringup.checks import line
 from harness.checklist_pages import NARROW, NO_PERSISTENCE, eight_gpu_checks, rack_pages
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bringup.child import capture
-from bringup.inventory_sources.model import SourceError
-from bringup.inventory_sources.script import run_script
+from bringup.inventory.sources.model import SourceError
+from bringup.inventory.sources.script import run_script
 
 
 def _script(tmp_path: Path, body: str) -> Path:

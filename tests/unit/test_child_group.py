@@ -11,8 +11,8 @@ import tracemalloc
 import pytest
 
 from bringup import child
-from bringup.connection import LOCAL_OUT_CAP, LocalTransport
-from bringup.inventory import ConnectionVars, Host
+from bringup.ssh.connection import LOCAL_OUT_CAP, LocalTransport
+from bringup.inventory.hosts import ConnectionVars, Host
 
 from .test_hook_faults import _alive
 

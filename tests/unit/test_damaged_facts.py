@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bringup.checklist import collect
+from bringup.checklist.pages import collect
 from bringup.facts import FACTS_BY_NAME
 from bringup.facts.base import UntrustedOutput
 from bringup.facts.cpu import parse_lscpu_parse

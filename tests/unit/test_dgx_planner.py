@@ -44,11 +44,11 @@ from bringup.facts.nvidia import NvidiaTopo
 from bringup.facts.nvidia_topo import parse_topo_matrix
 from bringup.facts.pci import PciDevices, parse_pci_devices
 from bringup.facts.system import SystemCmdline, parse_cmdline
-from bringup.platform import checks
+from bringup.hardware.platform import checks
 from bringup.project import content_root
-from bringup.roles import FactView, HostContext, load_roles
-from bringup.templates import Templates
-from bringup.topology import plan_topology
+from bringup.engine.roles import FactView, HostContext, load_roles
+from bringup.engine.templates import Templates
+from bringup.hardware.topology import plan_topology
 from harness.captures import parse_lscpu_plain, strip_comments
 
 from .fixture_hosts import FIX

@@ -9,8 +9,8 @@ import pytest
 
 from bringup.facts.os_ import parse_os_release
 from bringup.resources import Packages
-from bringup.roles import HostContext, load_roles
-from bringup.templates import Templates
+from bringup.engine.roles import HostContext, load_roles
+from bringup.engine.templates import Templates
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,9 +14,9 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 from rich.console import Console
 
-from bringup import drift as D
+from bringup.engine import drift as D
 from bringup.errors import InputError
-from bringup.results import HostResult, ResourceResult
+from bringup.engine.results import HostResult, ResourceResult
 
 REPO = Path(__file__).resolve().parents[2]
 

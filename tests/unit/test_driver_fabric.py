@@ -36,8 +36,8 @@ from bringup.resources.files import File
 from bringup.resources.guard import Fail, Unused
 from bringup.resources.hold import Hold
 from bringup.resources.nvidia import NvidiaDriverLoaded
-from bringup.roles import HostContext, load_roles
-from bringup.templates import Templates
+from bringup.engine.roles import HostContext, load_roles
+from bringup.engine.templates import Templates
 
 from .fixture_hosts import FIX
 
@@ -304,7 +304,7 @@ def test_triton_24_06_fails_on_gb200_and_25_10_does_not():
 
 
 def test_the_architecture_comes_from_the_compute_capability_without_nvidia_smi_q():
-    from bringup.driver_matrix import architecture_of, triton_need, unsupported_gpus
+    from bringup.hardware.driver_matrix import architecture_of, triton_need, unsupported_gpus
 
     assert [architecture_of({"compute_cap": c}) for c in ("6.1", "7.0", "7.5", "8.6", "8.9", "9.0", "10.0", "12.0")] \
         == ["Pascal", "Volta", "Turing", "Ampere", "Ada Lovelace", "Hopper", "Blackwell", "Blackwell"]
@@ -354,7 +354,7 @@ def test_a_passthrough_vm_whose_fabric_is_up_needs_no_fabric_manager():
     (unused,) = [r for r in res if isinstance(r, Unused) and r.name == "nvidia-fabricmanager"]
     assert "hypervisor host" in unused.text
     # Its health lines: every GPU's fabric PASS.
-    from bringup.health import gpu_health_checks
+    from bringup.hardware.health import gpu_health_checks
 
     assert {l.status for l in gpu_health_checks(facts) if l.name == "NVSwitch fabric"} == {"PASS"}
     # The same VM given the NVSwitches too (full pass-through: one bridge of class 0x0680 added to its PCI bus) runs
@@ -372,7 +372,7 @@ def test_a_vm_whose_fabric_is_not_up_is_told_where_fabric_manager_runs():
 
     facts = h100x8_facts(owner=VM_565, fm=f"{END}\n", path=VM_H100X8,
                          edit=lambda t: _re.sub(r"(Fabric\n\s+State\s+:) Completed", r"\1 In Progress", t, count=1))
-    from bringup.health import gpu_health_checks
+    from bringup.hardware.health import gpu_health_checks
 
     (bad,) = [l for l in gpu_health_checks(facts) if l.name == "NVSwitch fabric" and l.status != "PASS"]
     assert bad.status == "FAIL" and "In Progress" in bad.seen and "hypervisor host" in bad.fix
@@ -396,7 +396,7 @@ def test_bare_metal_fabric_manager_fail_words_follow_the_fabric_state():
     (line,) = [l for l in ROLES["nvidia_driver"].checks(ctx("nvidia_driver", facts, gpu_profile="h100"))
                if l.name == "Fabric Manager version"]
     assert line.status == "FAIL" and "fabric State Not Started" in line.seen and "CUDA does not start" in line.seen
-    from bringup.health import gpu_health_checks
+    from bringup.hardware.health import gpu_health_checks
 
     bad = [l for l in gpu_health_checks(facts) if l.name == "NVSwitch fabric"]
     assert {l.status for l in bad} == {"FAIL"} and "has not registered the GPU" in bad[0].fix
@@ -409,7 +409,7 @@ def test_fabric_completed_with_an_error_is_not_told_to_start_fabric_manager():
 
     facts = h100x8_facts(edit=lambda t: _re.sub(r"(Fabric\n\s+State\s+: Completed\n\s+Status\s+:) Success",
                                                 r"\1 Insufficient Resources", t, count=1))
-    from bringup.health import gpu_health_checks
+    from bringup.hardware.health import gpu_health_checks
 
     (bad,) = [l for l in gpu_health_checks(facts) if l.name == "NVSwitch fabric" and l.status != "PASS"]
     assert "Fabric Manager ran" in bad.fix and "start nvidia-fabricmanager" not in bad.fix
@@ -439,7 +439,7 @@ def _h200_with_smi(output: str) -> tuple[dict, dict]:
                          checks=("one clear line",))
 @pytest.mark.parametrize("damage", ["empty", "cut-header", "not-utf8"])
 def test_an_unreadable_query_output_is_not_checked_not_install_a_driver(damage):
-    from bringup.checklist import role_checks
+    from bringup.checklist.pages import role_checks
 
     real = json.loads(BUNDLE.read_text())["raw"]["nvidia.smi"]["output"]
     output = {"empty": "", "cut-header": real[:30],

@@ -98,7 +98,7 @@ def test_the_checklist_says_reboot_to_load_the_installed_driver(tmp_path):
 
 
 def test_the_gpu_lines_blame_the_mismatch_not_a_missing_driver(tmp_path):
-    from bringup.checklist import gpu_checks
+    from bringup.checklist.pages import gpu_checks
     from bringup.facts.gather import load_facts
 
     doc = json.loads(BUNDLE.read_text())

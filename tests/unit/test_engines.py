@@ -20,15 +20,15 @@ import pytest
 from bringup.errors import BringupError, InputError
 from bringup.facts.nvidia_csv import parse_query_gpu_csv
 from bringup.facts.nvidia_q import parse_nvidia_smi_q
-from bringup.inventory import ConnectionVars, Host, load_inventory
+from bringup.inventory.hosts import ConnectionVars, Host, load_inventory
 from bringup.project import content_root
 from bringup.resources import Directory, DockerImage, Fail, Skip, TrtEngine, UploadedFile
 from bringup.resources.guard import Unused
 from bringup.resources.tree import Tree
 from bringup.resources.trt import KEY_LABELS, EngineBuild, engine_key, key_digest, trtexec_argv
-from bringup.roles import FactView, HostContext, Role, load_roles
-from bringup.runner import prepare
-from bringup.templates import Templates
+from bringup.engine.roles import FactView, HostContext, Role, load_roles
+from bringup.engine.runner import prepare
+from bringup.engine.templates import Templates
 
 import roles.trt_engines as R
 

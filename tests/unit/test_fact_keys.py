@@ -9,14 +9,14 @@ import types
 
 import pytest
 
-from bringup.connection import LocalTransport
+from bringup.ssh.connection import LocalTransport
 from bringup.facts.gather import collect_raw, fact_snippet
 from bringup.facts.system import SystemSysctl, SystemSysctlWritable
-from bringup.inventory import ConnectionVars, Host
+from bringup.inventory.hosts import ConnectionVars, Host
 from bringup.project import content_root
-from bringup.roles import Role, fact_keys, load_roles
-from bringup.runner import HostRun, Options, prepare
-from bringup.templates import Templates
+from bringup.engine.roles import Role, fact_keys, load_roles
+from bringup.engine.runner import HostRun, Options, prepare
+from bringup.engine.templates import Templates
 
 ORDER, ROLES = load_roles(content_root())
 SYSCTL = ROLES["sysctl"]
@@ -79,7 +79,7 @@ class _Seen(LocalTransport):
 
 @pytest.mark.skipif(not shutil.which("sysctl"), reason="no sysctl(8) here")
 def test_a_run_of_the_sysctl_role_reads_its_keys_not_sysctl_a(monkeypatch):
-    import bringup.runner as runner
+    import bringup.engine.runner as runner
 
     _Seen.scripts = []
     monkeypatch.setattr(runner, "connect", lambda host, **kw: _Seen(host))

@@ -3,7 +3,7 @@
 Every input here is a real fixture output (tests/fixtures/hosts/) with one small edit made
 in the test: which file, and what was changed, is said at each input.  A refused output
 raises :class:`UntrustedOutput` from the fact's parser; :func:`gather` turns that into a fact
-error (one line) and the fact's default, and the checklist shows it (bringup.platform).
+error (one line) and the fact's default, and the checklist shows it (bringup.hardware.platform).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from bringup.facts.nvidia import NvidiaQuery, NvidiaTopo
 from bringup.facts.nvidia_q import parse_nvidia_smi_q
 from bringup.facts.nvidia_topo import parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
-from bringup.platform import checks
+from bringup.hardware.platform import checks
 from harness.captures import strip_comments
 
 from .fixture_hosts import FIX

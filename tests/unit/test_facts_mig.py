@@ -240,7 +240,7 @@ def h200_q_with_mig_devices(count: int, cut: bool = False) -> str:
 @pytest.mark.reliability(item=34, fault="nvidia.query without its nvidia-smi -L part, MIG on", variants=2,
                          checks=("one clear line",))
 def test_query_without_the_list_counts_the_mig_devices_of_q():
-    from bringup.checklist import gpu_checks
+    from bringup.checklist.pages import gpu_checks
 
     from .fixture_hosts import h200_facts
 

@@ -1,8 +1,8 @@
 """GPU profiles (issue 21, "GPU classes are a closed list"): a profile per datacenter class, keyed by what
 the facts show, ``gpu_profile: auto`` by default, the inventory's own profiles through the same typed model.
 
-Driven the way a run goes: the variables merged and checked by :func:`bringup.runner.prepare` (before
-anything connects), the triton role declared by a :class:`~bringup.runner.HostRun` from the facts of a real
+Driven the way a run goes: the variables merged and checked by :func:`bringup.engine.runner.prepare` (before
+anything connects), the triton role declared by a :class:`~bringup.engine.runner.HostRun` from the facts of a real
 host (``tests/fixtures/hosts/``), and ``invoke checklist --facts`` / ``invoke plan`` as an operator runs them.
 """
 from __future__ import annotations
@@ -16,16 +16,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bringup.checklist import gpu_checks
+from bringup.checklist.pages import gpu_checks
 from bringup.errors import BringupError, InputError
 from bringup.facts.nvidia_csv import parse_query_gpu_csv
 from bringup.facts.nvidia_q import parse_nvidia_smi_q
-from bringup.gpu_profiles import ClassUnknown, choose, shipped, table
-from bringup.inventory import ConnectionVars, Host
+from bringup.hardware.gpu_profiles import ClassUnknown, choose, shipped, table
+from bringup.inventory.hosts import ConnectionVars, Host
 from bringup.project import content_root
-from bringup.roles import load_roles
-from bringup.runner import HostRun, Options, prepare
-from bringup.templates import Templates
+from bringup.engine.roles import load_roles
+from bringup.engine.runner import HostRun, Options, prepare
+from bringup.engine.templates import Templates
 
 from .fixture_hosts import FIX, h200_facts
 
@@ -328,7 +328,7 @@ def test_checklist_explicit_profile_of_another_class_says_which_to_set():
 
 
 def test_mig_stays_a_warn_and_its_instances_are_counted():
-    from bringup.platform import checks as platform_checks
+    from bringup.hardware.platform import checks as platform_checks
 
     facts = h200_facts()
     facts["nvidia.query"]["gpus"][0]["mig_mode_current"] = True
@@ -348,7 +348,7 @@ def test_mig_stays_a_warn_and_its_instances_are_counted():
 def test_existing_l40s_and_a10_inventories_render_as_before():
     """The shipped inventory's hosts: the guide's values, the profile named as before in the config."""
     import roles.triton as T
-    from bringup.inventory import load_inventory
+    from bringup.inventory.hosts import load_inventory
 
     inv = load_inventory(REPO / "hosts")
     for name, sizes, count in (("trt-l40s-01", "[ 2, 4, 8 ]", 2), ("trt-a10-01", "[ 1, 2, 4 ]", 3)):

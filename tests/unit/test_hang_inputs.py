@@ -16,7 +16,7 @@ from bringup.facts.gather import parse_raw
 from bringup.facts.nvidia import NvidiaQuery
 from bringup.facts.nvidia_csv import parse_query_gpu_csv
 from bringup.facts.nvidia_q import parse_nvidia_smi_q
-from bringup.gpu_profiles import Match, matches
+from bringup.hardware.gpu_profiles import Match, matches
 
 from .fixture_hosts import FIX
 

@@ -1,4 +1,4 @@
-"""The passive health lines (bringup/health.py) and their facts' parsers, on real captured outputs.
+"""The passive health lines (bringup/hardware/health.py) and their facts' parsers, on real captured outputs.
 
 Where no public capture shows a fault, the fault is made in the test from a real capture, and the test says
 what it changed; the stored fixtures are never edited.
@@ -14,7 +14,7 @@ from bringup.facts.kernel import parse_kernel_xid, KernelXid
 from bringup.facts.net import parse_infiniband_ports
 from bringup.facts.nvidia_nvlink import parse_nvlink_status
 from bringup.facts.nvidia_q import parse_nvidia_smi_q
-from bringup.health import health_checks, infiniband_checks, nvlink_checks, xid_checks, xid_table
+from bringup.hardware.health import health_checks, infiniband_checks, nvlink_checks, xid_checks, xid_table
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "hosts"
 H200 = FIX / "h200-vm" / "nvidia-smi-q.txt"
@@ -354,8 +354,8 @@ def test_roce_ports_are_named_so():
 
 def test_health_vars_are_checked_in_one_line(tmp_path):
     from bringup.errors import InputError
-    from bringup.health import check_vars
-    from bringup.inventory import load_inventory
+    from bringup.hardware.health import check_vars
+    from bringup.inventory.hosts import load_inventory
 
     (tmp_path / "hosts").write_text("all:\n  hosts:\n    g1:\n      infiniband_ignore: mlx5_0\n")
     with pytest.raises(InputError, match=r"^host g1: infiniband_ignore"):
@@ -608,7 +608,7 @@ def test_a_wrapped_ring_buffer_is_not_a_clean_boot():
 
 def test_nvlink_rates_come_from_one_table_by_product_then_architecture():
     from bringup.acceptance.limits import nvlink_gbs
-    from bringup.nvlink import rate
+    from bringup.hardware.nvlink import rate
 
     assert rate("NVIDIA H100 80GB HBM3", "Hopper") == (26.562, 25.0)
     assert rate("NVIDIA GB200", "blackwell") == (53.125, 50.0)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.rollout import parse_serial
+from bringup.engine.rollout import parse_serial
 
 from .test_rollout import _hosts, _run
 
@@ -64,7 +64,7 @@ def test_a_failing_hook_that_floods_is_one_bounded_line_and_the_host_untouched(t
 def test_a_hook_that_prints_without_end_is_read_in_bounded_memory(tmp_path):
     import tracemalloc
 
-    from bringup.rollout import HOOK_OUTPUT_KEEP, run_hook
+    from bringup.engine.rollout import HOOK_OUTPUT_KEEP, run_hook
 
     hook = _script(tmp_path, "firehose.py", "import sys\nsys.stdout.write('E: lb-7 refused the drain\\n')\n"
                                             "line = b'x' * 1023 + b'\\n'\nfor _ in range(200 * 1024): "

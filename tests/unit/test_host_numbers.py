@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.checklist import latency_checks
+from bringup.checklist.pages import latency_checks
 from bringup.errors import BringupError
 from bringup.facts.base import UntrustedOutput
 from bringup.facts.kernel import parse_kernel_xid
@@ -119,7 +119,7 @@ def test_a_hostile_saved_bench_file_is_skipped_not_a_traceback(tmp_path, text):
 @pytest.mark.reliability(item=40, fault="drift's earlier textfile holding NaN, +Inf, -1 or 1e308", variants=1,
                          checks=("report written",))
 def test_drift_does_not_carry_absurd_values_of_an_earlier_textfile(tmp_path):
-    from bringup.drift import read_previous
+    from bringup.engine.drift import read_previous
 
     p = tmp_path / "bringup.prom"
     p.write_text("# TYPE bringup_unreachable gauge\n"

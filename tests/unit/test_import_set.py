@@ -4,7 +4,7 @@ recap and the report, as on a rack's host, writing nothing) imports the sysctl r
 module it reads, and none of the bench's, the GPU planner's, the acceptance's or testinfra's code.
 
 The program runs as an installed copy runs it: bytecode written (under a cache prefix of the test's own),
-so the second run has the roles' manifest the first wrote (bringup/roles.py); the second run is pinned.
+so the second run has the roles' manifest the first wrote (bringup/engine/roles.py); the second run is pinned.
 """
 import json
 import os
@@ -28,10 +28,10 @@ FACT_MODULES = {"bringup.facts", "bringup.facts.base", "bringup.facts.gather", "
                 "bringup.facts.system"}
 #: Code a sysctl run has no use for: the bench and tuning, the GPU and topology planners, the checklist's and
 #: the acceptance's checks, pull mode, and the heavy libraries of the bench and the audit.
-NEVER = ("bringup.latency", "bringup.topology", "bringup.topology_model", "bringup.topology_facts",
-         "bringup.topology_crossing", "bringup.topology_text", "bringup.gpu", "bringup.gpu_profiles", "bringup.driver_matrix",
-         "bringup.checks", "bringup.checklist", "bringup.auditkit", "bringup.health", "bringup.health_gpu",
-         "bringup.health_xid", "bringup.acceptance",
+NEVER = ("bringup.latency", "bringup.hardware.topology", "bringup.hardware.topology_model", "bringup.hardware.topology_facts",
+         "bringup.hardware.topology_crossing", "bringup.hardware.topology_text", "bringup.hardware.gpu", "bringup.hardware.gpu_profiles", "bringup.hardware.driver_matrix",
+         "bringup.checks", "bringup.checklist.pages", "bringup.engine.auditkit", "bringup.hardware.health", "bringup.hardware.health_gpu",
+         "bringup.hardware.health_xid", "bringup.acceptance",
          "bringup.testinfra", "bringup.pull", "matplotlib", "tritonclient", "testinfra", "numpy", "pytest")
 
 
@@ -51,7 +51,7 @@ def test_a_sysctl_no_op_loads_the_sysctl_role_and_its_facts_only(tmp_path):
     (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    ctl:\n      ansible_connection: local\n")
     _provision(tmp_path, 1)  # writes the bytecode and the roles' manifest, as the set-up does
     modules = _provision(tmp_path, 2)
-    assert "bringup.rolerun" in modules and "bringup.facts.system" in modules  # it did plan
+    assert "bringup.engine.rolerun" in modules and "bringup.facts.system" in modules  # it did plan
     roles = sorted(m for m in modules if m.startswith("bringup_roles"))
     assert roles == ["bringup_roles", "bringup_roles.sysctl"], roles
     facts = {m for m in modules if m == "bringup.facts" or m.startswith("bringup.facts.")}

@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InputError, InventoryError
-from bringup.inventory import load_inventory, parse_set
+from bringup.inventory.hosts import load_inventory, parse_set
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,9 +45,9 @@ def test_precedence_all_parent_child_host_set(tmp_path):
 
 
 def test_role_defaults_are_lowest():
-    from bringup.inventory import ConnectionVars, Host
-    from bringup.roles import Role
-    from bringup.runner import prepare
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.engine.roles import Role
+    from bringup.engine.runner import prepare
     import types
     mod = types.SimpleNamespace(DEFAULTS={"x": 1, "y": 1})
     h = Host("h", ["all"], {"y": 2}, ConnectionVars())

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InventoryError
-from bringup.inventory import load_inventory
+from bringup.inventory.hosts import load_inventory
 
 CORPUS = Path(__file__).resolve().parents[1] / "fixtures" / "inventories"
 DOCS = CORPUS / "ansible-docs"

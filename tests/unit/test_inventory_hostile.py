@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InventoryError
-from bringup.inventory import load_inventory
-from bringup.inventory_sources.model import unsafe_name
+from bringup.inventory.hosts import load_inventory
+from bringup.inventory.sources.model import unsafe_name
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -245,7 +245,7 @@ def test_a_vars_file_that_is_no_regular_file_is_refused_before_it_is_opened(kind
 
 @pytest.mark.reliability(item=40, fault="inventory: a huge vars file", checks=("one clear line",))
 def test_a_huge_vars_file_is_one_line_without_reading_it(tmp_path):
-    from bringup.inventory_sources.yamlfile import MAX_BYTES
+    from bringup.inventory.sources.yamlfile import MAX_BYTES
 
     inv = vars_inventory(tmp_path)
     big = write(inv / "host_vars" / "h1.yml", "")

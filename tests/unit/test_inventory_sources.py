@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InventoryError
-from bringup.inventory import load_inventory
-from bringup.inventory_sources.ini import parse_ini
-from bringup.inventory_sources.model import SourceError
-from bringup.inventory_sources.ranges import MAX_HOSTS, RangeError, expand
-from bringup.inventory_sources.script import run_script
+from bringup.inventory.hosts import load_inventory
+from bringup.inventory.sources.ini import parse_ini
+from bringup.inventory.sources.model import SourceError
+from bringup.inventory.sources.ranges import MAX_HOSTS, RangeError, expand
+from bringup.inventory.sources.script import run_script
 
 from .test_inventory_corpus import CORPUS, ansible_list, ansible_view
 

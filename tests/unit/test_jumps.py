@@ -1,4 +1,4 @@
-"""Issue 32 item 3: jump host logins shared by the hosts behind them, and given back (bringup.jumps).
+"""Issue 32 item 3: jump host logins shared by the hosts behind them, and given back (bringup.ssh.jumps).
 
 No network: the login itself (:meth:`Jumps._open`) is replaced by a recorder; what is tested is which
 logins are made, shared, and closed, and the words of a failure.  The real logins are in
@@ -10,8 +10,8 @@ import paramiko
 import pytest
 
 from bringup.errors import Unreachable
-from bringup.jumps import Jumps, Way, unreachable
-from bringup.sshconfig import Endpoint
+from bringup.ssh.jumps import Jumps, Way, unreachable
+from bringup.ssh.sshconfig import Endpoint
 
 WAY = Way(known_hosts=("/nonexistent/known_hosts",), accept_new=False, connect_timeout=3)
 BASTION = Endpoint("bastion", "203.0.113.7", 22, "jump")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.checklist import latency_checks
+from bringup.checklist.pages import latency_checks
 from bringup.errors import InputError
 from bringup.latency.loadgen import percentile, split
 from bringup.latency.results import acceptance, latest
@@ -246,7 +246,7 @@ def test_tuned_window_is_what_provision_renders_and_a_pin_wins():
     from bringup.errors import BringupError
     from bringup.facts.triton import parse_triton_window
     from bringup.latency.window_tuner import config_text, record_text
-    from bringup.templates import Templates
+    from bringup.engine.templates import Templates
 
     render = Templates(Path(__file__).resolve().parents[2] / "templates").render
     spec = {"backend": "python", "max_batch_size": 8,
@@ -324,7 +324,7 @@ def test_a_tuned_serving_config_is_what_provision_renders_reloads_in_place_and_a
     import roles.triton as T
     from bringup.facts.triton import parse_triton_window
     from bringup.latency.window_tuner import config_text, read_record, record_text
-    from bringup.templates import Templates
+    from bringup.engine.templates import Templates
 
     render = Templates(Path(__file__).resolve().parents[2] / "templates").render
     spec = {"backend": "python", "max_batch_size": 16,

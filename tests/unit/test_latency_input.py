@@ -210,8 +210,8 @@ def test_a_record_path_naming_a_folder_is_refused_and_leaves_nothing(work, how):
 @pytest.mark.reliability(item=26, fault="a record write onto a folder or a link (the last guard, on the host)",
                          checks=("no leftovers", "others' files kept"))
 def test_the_host_side_write_never_moves_a_file_into_a_folder_or_through_a_link(tmp_path):
-    from bringup.connection import LocalTransport
-    from bringup.inventory import ConnectionVars, Host
+    from bringup.ssh.connection import LocalTransport
+    from bringup.inventory.hosts import ConnectionVars, Host
     from bringup.latency.follow import replace_remote, remote_record
     from bringup.latency.window_tuner import TunerError
 
@@ -260,7 +260,7 @@ def test_the_hosts_service_refuses_a_record_that_is_not_its_own(tmp_path):
 @pytest.mark.reliability(item=26, fault="--input-shape with a repeated size (3,224,224 became [3, 224])",
                          checks=("one clear line",))
 def test_input_shape_keeps_every_dimension():
-    from bringup.inventory import ConnectionVars, Host
+    from bringup.inventory.hosts import ConnectionVars, Host
     from bringup.latency.target import resolve
 
     host = Host(name="h", groups=["all"], vars={}, connection=ConnectionVars(ansible_connection="local"))
@@ -290,7 +290,7 @@ def test_tune_accepts_exactly_the_windows_the_triton_role_accepts(window):
     """One range: what tune may record is what the role's variable takes (roles/triton/variables.py)."""
     from bringup.errors import InputError as Refused
     from bringup.latency.options import TuneOptions, TuneWindowOptions, read
-    from bringup.roles import Role
+    from bringup.engine.roles import Role
     import roles.triton as T
 
     def role_takes() -> bool:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from bringup.checklist import latency_checks
+from bringup.checklist.pages import latency_checks
 from bringup.latency.hostload import busy_share, cpu_busy, describe, gpu_processes, gpu_util
 from bringup.latency.repeats import Rule, agree, combine, measure, overlap, spread_of
 from bringup.latency.results import acceptance, bench_figure, latest, write_all

@@ -1,4 +1,4 @@
-"""A run imports the roles it runs: the others' defaults come from the roles' manifest (bringup.roles), made
+"""A run imports the roles it runs: the others' defaults come from the roles' manifest (bringup.engine.roles), made
 from exactly these files; anything changed, damaged or uncertain and every role is imported as before (issue 42).
 
 Each load is a fresh process (what is imported is the point), with bytecode written as an installed copy
@@ -18,7 +18,7 @@ LOAD = """if True:
     import json, sys
     from pathlib import Path
     from bringup.errors import BringupError
-    from bringup.roles import load_roles, merged_defaults, select_roles
+    from bringup.engine.roles import load_roles, merged_defaults, select_roles
     only = sys.argv[2] or None
     order, roles = load_roles(Path(sys.argv[1]), only=only)
     chosen = select_roles(order, roles, only)
@@ -36,7 +36,7 @@ LOAD = """if True:
 """
 
 A = '"""Role a."""\nFACTS = ()\nDEFAULTS = {"a_size": 4}\n\ndef resources(host):\n    return []\n'
-B = ('"""Role b: reads a typed variable."""\nfrom bringup.vars import RoleVars, want\nFACTS = ("system.thp",)\n\n'
+B = ('"""Role b: reads a typed variable."""\nfrom bringup.inventory.vars import RoleVars, want\nFACTS = ("system.thp",)\n\n'
      'class Vars(RoleVars):\n    b_port: int = want(PORT, "a port")\n    b_hosts: list[str] = want(["x"], "names")\n\n'
      'def resources(host):\n    return []\n')
 

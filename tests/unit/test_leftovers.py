@@ -131,7 +131,7 @@ def test_the_command_variant_backs_up_and_a_failed_copy_stops_the_command(tmp_pa
 @pytest.mark.reliability(item=10, fault='pending handlers recorded before the write, settled after (local file system)',
                          checks=('no leftovers',))
 def test_pending_handlers_are_recorded_atomically_and_settled(tmp_path):
-    from bringup.pending import PendingHandlers
+    from bringup.engine.pending import PendingHandlers
 
     f = tmp_path / "state" / "pending-handlers"
     first = PendingHandlers(str(f))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.checklist import gpu_checks
+from bringup.checklist.pages import gpu_checks
 from bringup.facts import FACTS_BY_NAME
 from bringup.facts.gather import parse_raw
 from bringup.facts.nvidia_list import LIST_MARK, parse_nvidia_query

@@ -10,8 +10,8 @@ import pytest
 import yaml
 
 from bringup.errors import InputError
-from bringup.roles import HostContext, Role
-from bringup.templates import Templates
+from bringup.engine.roles import HostContext, Role
+from bringup.engine.templates import Templates
 
 import roles.monitoring as M
 
@@ -138,7 +138,7 @@ def test_the_drift_unit_tests_notice_a_different_staleness_limit(tmp_path):
 
 
 def test_drift_rules_read_the_metrics_invoke_drift_writes():
-    from bringup.drift import METRICS
+    from bringup.engine.drift import METRICS
 
     files, _ = rendered()
     rules = yaml.safe_load(files[f"{D}/prometheus/rules/triton.rules.yml"])

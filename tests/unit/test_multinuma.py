@@ -12,8 +12,8 @@ import re
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.nvidia_topo import parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
-from bringup.platform import checks
-from bringup.topology import PlanWarning, plan_topology
+from bringup.hardware.platform import checks
+from bringup.hardware.topology import PlanWarning, plan_topology
 from harness.captures import strip_comments, topology_from_numa
 
 from .fixture_hosts import FIX

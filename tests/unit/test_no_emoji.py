@@ -13,8 +13,8 @@ import pytest
 import yaml
 from rich.console import Console
 
-from bringup.report import print_host, print_recap, print_rollout_stopped, progress_display
-from bringup.results import HostResult, ResourceResult
+from bringup.engine.report import print_host, print_recap, print_rollout_stopped, progress_display
+from bringup.engine.results import HostResult, ResourceResult
 
 from .fixture_hosts import h200_facts
 

@@ -12,8 +12,8 @@ import re
 import pytest
 
 from bringup.facts.pci import parse_pci_devices
-from bringup.platform import checks as platform_checks
-from bringup.topology import plan_topology
+from bringup.hardware.platform import checks as platform_checks
+from bringup.hardware.topology import plan_topology
 
 from .test_dgx_planner import GPUS, GPU_NODES, dgx_facts, pci_lines
 

@@ -14,7 +14,7 @@ from bringup.errors import InputError
 from bringup.facts.os_ import parse_os_release
 from bringup.facts.pci import parse_pci_devices
 from bringup.facts.nvidia_csv import parse_query_gpu_csv
-from bringup.gpu import gpu_gate, nvidia_gpus
+from bringup.hardware.gpu import gpu_gate, nvidia_gpus
 from bringup.resources import Packages
 from bringup.resources.apt import AptRepository, dearmor
 from bringup.resources.guard import Fail, Skip
@@ -22,8 +22,8 @@ from bringup.resources.hold import Hold
 from bringup.resources.image import DockerImage
 from bringup.resources.jsonfile import JsonFile, merge
 from bringup.resources.nvidia import NvidiaDriverLoaded, upstream_version
-from bringup.roles import HostContext, load_roles
-from bringup.templates import Templates
+from bringup.engine.roles import HostContext, load_roles
+from bringup.engine.templates import Templates
 
 ROOT = Path(__file__).resolve().parents[2]
 from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)

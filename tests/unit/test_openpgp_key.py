@@ -100,7 +100,7 @@ def test_apt_repository_refuses_key_content_that_is_not_a_key():
 
 def test_roles_refuse_the_file_before_connecting(tmp_path):
     from bringup.project import content_root
-    from bringup.roles import load_roles
+    from bringup.engine.roles import load_roles
 
     f = tmp_path / "passwd"
     f.write_text("root:x:0:0:root:/root:/bin/bash\n")

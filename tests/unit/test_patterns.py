@@ -2,8 +2,8 @@
 import pytest
 
 from bringup.errors import InputError
-from bringup.inventory import load_inventory
-from bringup.patterns import expand_limit, match_pattern, order_terms, read_limit_file, split_pattern
+from bringup.inventory.hosts import load_inventory
+from bringup.inventory.patterns import expand_limit, match_pattern, order_terms, read_limit_file, split_pattern
 
 HOSTS = ["trt-a10-01", "trt-a10-02", "trt-a10-03", "trt-l40s-01", "trt-l40s-02", "trt-l40s-03", "trt-l40s-04",
          "lab-cpu-01"]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from bringup.facts.nvidia_q import parse_nvidia_smi_q
 from bringup.facts.system import parse_cmdline, parse_cpuidle
-from bringup.platform import checks
+from bringup.hardware.platform import checks
 from harness.captures import parse_lspci_rebar, strip_comments
 
 from .test_topology import h200_facts
@@ -78,7 +78,7 @@ def test_deep_cstates_warn():
 
 def test_nic_pcie_link_current_vs_max():
     from bringup.facts.pci import parse_pci_devices
-    from bringup.platform import checks
+    from bringup.hardware.platform import checks
     # The pci.devices fact's line format with the sysfs link fields a bare-metal NIC reports.
     lines = "\n".join([
         "0000:17:00.0 class=0x020000 vendor=0x15b3 device=0x101d numa=0 cpus=0-31 driver=mlx5_core irq=0 irqs=40,41 "

@@ -2,7 +2,7 @@
 
 bringup writes its textfile into the node exporter's collector folder, which other exporters share: what
 is at the path must be nothing yet, or bringup's own textfile (every metric family one of
-``bringup.drift.METRICS``).  Another exporter's file, text that is not Prometheus', a link (even to
+``bringup.engine.drift.METRICS``).  Another exporter's file, text that is not Prometheus', a link (even to
 bringup's file) or a pipe is refused with one line, before the run and again at the write, and is left as
 it was.  The write itself is atomic: a temporary file in the same folder, renamed; none left on failure.
 """
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup import drift as D
+from bringup.engine import drift as D
 from bringup.errors import InputError
 
 from .test_drift import converged, drifted, report, samples

@@ -35,7 +35,7 @@ def resources(host):
 
 
 SLOW = '''
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.resources import Command
 
 def resources(host):

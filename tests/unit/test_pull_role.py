@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InputError
-from bringup.roles import HostContext, Role
-from bringup.templates import Templates
+from bringup.engine.roles import HostContext, Role
+from bringup.engine.templates import Templates
 
 import roles.pull as P
 

@@ -18,10 +18,10 @@ from typing import Iterator
 
 import pytest
 
-from bringup.reconnect import wait_for_ssh
+from bringup.ssh.reconnect import wait_for_ssh
 from bringup.errors import Unreachable
-from bringup.inventory import ConnectionVars, Host
-from bringup.stop import Interrupted, Stop
+from bringup.inventory.hosts import ConnectionVars, Host
+from bringup.ssh.stop import Interrupted, Stop
 
 from .test_stop_silent import PASSWORD, USER, ssh_server
 

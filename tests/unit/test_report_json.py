@@ -4,8 +4,8 @@ from dataclasses import asdict
 
 import pytest
 
-from bringup.report import Report
-from bringup.results import HostResult, ResourceResult
+from bringup.engine.report import Report
+from bringup.engine.results import HostResult, ResourceResult
 from bringup.secrets import HIDDEN, MASK
 
 
@@ -63,7 +63,7 @@ def test_what_a_host_prints_keeps_its_brackets():
 
     from rich.console import Console
 
-    from bringup.report import print_host
+    from bringup.engine.report import print_host
 
     r = HostResult("h[1]", status="unreachable", message="ssh to 10.0.0.1:22 failed: [Errno 111] refused",
                    round_trips=1, seconds=0.5, fact_errors={"nvidia.smi": "column [bold] shifted"}, resources=[
@@ -85,8 +85,8 @@ def test_what_a_host_prints_keeps_its_brackets():
 
 @pytest.mark.reliability(item=25, fault="a host never started read as all zeros in the recap", checks=("recap and report",))
 def test_a_host_that_never_started_says_so_in_the_recap():
-    from bringup.report import recap_line
-    from bringup.results import HostResult
+    from bringup.engine.report import recap_line
+    from bringup.engine.results import HostResult
 
     line = recap_line(HostResult("b", status="not started", message="not started: the run was interrupted by SIGINT"))
     assert line.endswith("unreachable=0  (not started: the run was interrupted by SIGINT)"), line

@@ -445,7 +445,7 @@ esac
 
 
 def test_reads_that_print_content_or_run_an_operators_guard_stay_out_of_the_lanes(tmp_path, monkeypatch):
-    from bringup import rolerun
+    from bringup.engine import rolerun
     from bringup.resources.guard import Probe
     from bringup.resources.jsonfile import JsonFile
     from bringup.resources.privatejson import PrivateJsonFile

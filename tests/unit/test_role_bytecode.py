@@ -10,7 +10,7 @@ REPO = Path(__file__).resolve().parents[2]
 # What `invoke provision` does: Invoke sets sys.dont_write_bytecode (no --write-pyc), imports the checkout's
 # tasks.py (the program's start), then the task loads the project's roles.
 LOAD = ("import sys; sys.dont_write_bytecode = True\n"
-        "import tasks\nfrom pathlib import Path\nfrom bringup.roles import load_roles\n"
+        "import tasks\nfrom pathlib import Path\nfrom bringup.engine.roles import load_roles\n"
         "order, roles = load_roles(Path(sys.argv[1]))\nassert order == ['only']\n")
 
 
@@ -30,7 +30,7 @@ def test_role_modules_are_cached_like_any_module(tmp_path):
     project = _project(tmp_path)
     _load(project)
     cached = sorted(p.name for p in (project / "roles" / "__pycache__").iterdir())
-    # Its bytecode, and beside it the roles' manifest (bringup.roles: the defaults of roles a run does not import).
+    # Its bytecode, and beside it the roles' manifest (bringup.engine.roles: the defaults of roles a run does not import).
     assert [n.split(".")[0] for n in cached if n.endswith(".pyc")] == ["only"]
     assert [n.split(".")[0] for n in cached if not n.endswith(".pyc")] == ["bringup-roles"]
 

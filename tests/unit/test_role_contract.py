@@ -1,4 +1,4 @@
-"""The role contract (bringup.roles.RoleModule): every hook declared once, misspelt hooks and roles missing
+"""The role contract (bringup.engine.roles.RoleModule): every hook declared once, misspelt hooks and roles missing
 from ORDER refused in one line, one form of handlers, defaults derived from Vars, package roles."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InputError
-from bringup.roles import EVERY_FACT, HOOKS, Role, RoleModule, load_roles
-from bringup.vars import RoleVars, want
+from bringup.engine.roles import EVERY_FACT, HOOKS, Role, RoleModule, load_roles
+from bringup.inventory.vars import RoleVars, want
 
 ROLE = 'FACTS = ()\n\ndef resources(host):\n    return []\n'
 
@@ -47,7 +47,7 @@ def test_a_misspelt_hook_is_one_line_naming_the_closest(tmp_path, name, closest)
 
 
 def test_helpers_and_imported_names_are_not_hooks(tmp_path):
-    _project(tmp_path, {"r": "from bringup.vars import defaults_of, RoleVars\nfrom bringup.resources.sysctl import "
+    _project(tmp_path, {"r": "from bringup.inventory.vars import defaults_of, RoleVars\nfrom bringup.resources.sysctl import "
                              "validate_key\nSOURCES = {}\nPLAN_FILE = '/x'\n\ndef _check(x):\n    return x\n\n"
                              "def counters(host):\n    return []\n" + ROLE}, ["r"])
     assert list(load_roles(tmp_path)[1]) == ["r"]

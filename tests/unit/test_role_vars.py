@@ -1,4 +1,4 @@
-"""Issue 9: a role's variables are a typed model (bringup.vars); DEFAULTS come from it; errors are one line."""
+"""Issue 9: a role's variables are a typed model (bringup.inventory.vars); DEFAULTS come from it; errors are one line."""
 from __future__ import annotations
 
 import types
@@ -7,9 +7,9 @@ from typing import Literal
 import pytest
 
 from bringup.errors import InputError
-from bringup.roles import Role, load_roles, merged_defaults
+from bringup.engine.roles import Role, load_roles, merged_defaults
 from bringup.secrets import SecretStr
-from bringup.vars import RoleVars, Spec, check, defaults_of, want
+from bringup.inventory.vars import RoleVars, Spec, check, defaults_of, want
 
 from .fixture_hosts import REPO
 
@@ -27,7 +27,7 @@ def test_every_role_declares_a_model_and_its_defaults_come_from_it(name):
 
 
 def test_a_shared_variable_is_one_field_that_roles_inherit():
-    from bringup import gpu
+    from bringup.hardware import gpu
     from bringup.resources import apt
 
     for name in ("nvidia_driver", "container_toolkit", "dcgm_exporter"):

@@ -11,18 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from bringup.command import sh
+from bringup.ssh.command import sh
 from bringup.errors import InputError
-from bringup.inventory import ConnectionVars, Host
-from bringup.patterns import read_limit_file
+from bringup.inventory.hosts import ConnectionVars, Host
+from bringup.inventory.patterns import read_limit_file
 from bringup.resources import Command
-from bringup.roles import Role
-from bringup.rollout import (batch_sizes, exceeds, parse_max_fail, parse_serial, rollout, validate_hooks,
+from bringup.engine.roles import Role
+from bringup.engine.rollout import (batch_sizes, exceeds, parse_max_fail, parse_serial, rollout, validate_hooks,
                              write_retry)
-from bringup.results import HostResult, exit_code
-from bringup.runner import Options
-from bringup.stop import Stop
-from bringup.templates import Templates
+from bringup.engine.results import HostResult, exit_code
+from bringup.engine.runner import Options
+from bringup.ssh.stop import Stop
+from bringup.engine.templates import Templates
 
 
 # -- serial spec ------------------------------------------------------------------------------------
@@ -286,7 +286,7 @@ def test_all_ok_run_writes_no_retry(tmp_path):
 
 @pytest.mark.reliability(item=25, fault="per-run .retry files piling up under reports/", checks=("others' files kept",))
 def test_per_run_retry_files_are_pruned_to_the_newest(tmp_path):
-    from bringup.rollout import RETRY_KEEP
+    from bringup.engine.rollout import RETRY_KEEP
 
     reports = tmp_path / "reports"
     reports.mkdir()

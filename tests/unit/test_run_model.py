@@ -7,12 +7,12 @@ import pytest
 
 from bringup.errors import InputError
 from bringup.facts import ALL_FACTS
-from bringup.inventory import ConnectionVars, Host
+from bringup.inventory.hosts import ConnectionVars, Host
 from bringup.project import content_root
-from bringup.roles import FactView, HostContext, Role, load_roles, merged_defaults, wanted_facts
-from bringup.results import HostResult
-from bringup.runner import HostRun, Options, prepare
-from bringup.templates import Templates
+from bringup.engine.roles import FactView, HostContext, Role, load_roles, merged_defaults, wanted_facts
+from bringup.engine.results import HostResult
+from bringup.engine.runner import HostRun, Options, prepare
+from bringup.engine.templates import Templates
 
 from .fixture_hosts import h200_facts
 
@@ -93,7 +93,7 @@ def test_roles_that_declare_no_facts_cost_no_facts_round_trip():
 def test_facts_a_change_invalidates_are_gathered_again_for_the_roles_after_it(tmp_path, monkeypatch):
     """Plan.invalidates: after the role that changed, those facts are gathered again (one round trip) and the
     roles after it are declared from them; facts nobody gathered are not."""
-    from bringup import runner
+    from bringup.engine import runner
     from bringup.resources.base import Plan, Resource
 
     class Marker(Resource):

@@ -1,4 +1,4 @@
-"""The host's run lock (bringup.runlock): its holder and fence scripts, run here by sh on a lock folder of the
+"""The host's run lock (bringup.ssh.runlock): its holder and fence scripts, run here by sh on a lock folder of the
 test's own (``base``) instead of the user's; the same scripts a run sends to its hosts."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.runlock import FENCED_RC, OWNER_MAX, RunLock, fence, hold_script, refusal, then_output
+from bringup.ssh.runlock import FENCED_RC, OWNER_MAX, RunLock, fence, hold_script, refusal, then_output
 
 
 def holder(base: Path, who: str, wait_s: float, token: str = "t0") -> subprocess.Popen:
@@ -203,7 +203,7 @@ def test_answers_that_are_none_of_the_holders_own_are_named_as_such():
 @pytest.mark.parametrize("value", ["0", "-1", "abc", "3601"])
 def test_a_bad_run_lock_timeout_is_one_line_naming_it(tmp_path, value):
     from bringup.errors import InventoryError
-    from bringup.inventory import load_inventory
+    from bringup.inventory.hosts import load_inventory
 
     (tmp_path / "hosts").write_text(f"all:\n  hosts:\n    h:\n      run_lock_timeout: {value}\n")
     with pytest.raises(InventoryError) as e:

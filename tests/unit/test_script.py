@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from bringup.command import join, sh
-from bringup.script import SECTION_MAX, batch, split
+from bringup.ssh.command import join, sh
+from bringup.ssh.script import SECTION_MAX, batch, split
 
 
 def run(script):
@@ -188,7 +188,7 @@ def _sleeping(secs: str) -> bool:
                          checks=("no leftovers", "no hang"))
 @pytest.mark.parametrize("lanes", [1, 3])
 def test_a_snippet_past_its_time_limit_ends_alone_and_the_others_are_read(tmp_path, lanes):
-    from bringup.script import TIMED_OUT
+    from bringup.ssh.script import TIMED_OUT
 
     secs = str(71000 + os.getpid() % 9999)
     # The hung snippet's child (sleep) is ended with it: timeout(1) ends the snippet's whole group.

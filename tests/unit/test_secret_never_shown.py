@@ -18,18 +18,19 @@ import xml.etree.ElementTree as ET
 import pytest
 from rich.console import Console
 
-from bringup import audit, checklist
-from bringup.checklist_html import render_html
+from bringup.checklist import audit
+from bringup.checklist import pages as checklist
+from bringup.checklist.html import render_html
 from bringup.checks import line
 from bringup.errors import InputError
-from bringup.inventory import load_inventory
-from bringup.report import Report, print_host
-from bringup.results import HostResult
+from bringup.inventory.hosts import load_inventory
+from bringup.engine.report import Report, print_host
+from bringup.engine.results import HostResult
 from bringup.secrets import HIDDEN, MASK, Masker, Vaulted
 from bringup.tasks.context import fail
 from bringup.testinfra.declared import item_of
 from bringup.testinfra.export import module_text
-from bringup.vault import vault_from_options
+from bringup.inventory.vault import vault_from_options
 
 from .h200_offline import check_plan, declare
 from .test_vault import _indent, ansible_vault
@@ -137,7 +138,7 @@ def test_short_vault_values_never_on_a_page_or_in_an_error(vaulted_sysctl):
     assert checks[1].seen == f"{HIDDEN} GPUs of 17, 8 NVLinks at 70 GB/s"
 
     # Error lines: a vars check quoting the value, and a role's line with the value formatted in.
-    from bringup.vars import _shown
+    from bringup.inventory.vars import _shown
 
     assert _shown(two) == f"'{HIDDEN}'" and _shown([one]) == f"['{HIDDEN}']"
     said = fail(InputError(f"host h200-vm, role sysctl: net.core.busy_poll {two} is not a number")).message
@@ -203,7 +204,7 @@ def test_short_vault_value_never_shown_by_the_commands(tmp_path):
 
 def test_numbers_of_a_file_encrypted_whole_are_masked_too(own_masker):
     """A whole vaulted file's `db_port: 5433` stays a number for the role, and its text is a secret's."""
-    from bringup.vault import Vault
+    from bringup.inventory.vault import Vault
 
     got = Vault(masker=own_masker).hide({"db_port": 5433, "replicas": 3, "tls": True, "name": "x7"})
     assert got == {"db_port": 5433, "replicas": 3, "tls": True, "name": "x7"} and isinstance(got["name"], Vaulted)

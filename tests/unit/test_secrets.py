@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InputError, InventoryError
-from bringup.inventory import load_inventory
+from bringup.inventory.hosts import load_inventory
 from bringup.resources.privatejson import PrivateJsonFile, docker_auth
-from bringup.roles import HostContext, Role
+from bringup.engine.roles import HostContext, Role
 from bringup.secrets import HIDDEN, MASK, MaskedStream, Masker, SecretStr, holds_secret, resolve_refs, reveal
 
 pytestmark = pytest.mark.reliability(item=2, fault='secrets: env and 0600 file references, masked in output, diff, reports and errors (unit)')
@@ -132,7 +132,7 @@ all:
 
 
 def test_old_spelling_in_a_text_variable_says_how_to_write_a_reference():
-    from bringup.vars import Text
+    from bringup.inventory.vars import Text
     from pydantic import TypeAdapter, ValidationError
 
     with pytest.raises(ValidationError, match=r"must be text; a secret reference is written "
@@ -196,8 +196,8 @@ def test_masked_stream_filters_every_write():
 def test_rich_console_and_report_go_through_the_mask(tmp_path, monkeypatch):
     from rich.console import Console
 
-    from bringup.report import Report, print_host
-    from bringup.results import HostResult, ResourceResult
+    from bringup.engine.report import Report, print_host
+    from bringup.engine.results import HostResult, ResourceResult
     from bringup.secrets import mask_output
 
     MASK.add(TOKEN)
@@ -225,7 +225,7 @@ def test_holds_secret():
 
 def _docker_role():
     from bringup.project import content_root
-    from bringup.roles import load_roles
+    from bringup.engine.roles import load_roles
 
     return load_roles(content_root())[1]["docker"]
 

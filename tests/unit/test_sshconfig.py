@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InventoryError
-from bringup.inventory import ConnectionVars, Host
-from bringup.sshconfig import NO_EFFECT, check_routes, parse_ssh_args, route
+from bringup.inventory.hosts import ConnectionVars, Host
+from bringup.ssh.sshconfig import NO_EFFECT, check_routes, parse_ssh_args, route
 
 DEEPOPS = """-o ProxyCommand="ssh -W %h:%p -q ubuntu@10.0.0.1\""""
 

@@ -2,7 +2,7 @@
 the config file is read bounded, and a file that is no ssh config is never quoted back.
 
 The ProxyCommand bringup would run is run here for real (``sh -c 'exec ...'``, as
-:func:`bringup.jumps.proxy_command` runs it) with ``printf`` in place of ``ssh``: the words it prints are the
+:func:`bringup.ssh.jumps.proxy_command` runs it) with ``printf`` in place of ``ssh``: the words it prints are the
 values as data, and the marker file a ``;``, ``$(...)`` or backtick would create stays absent.
 """
 from __future__ import annotations
@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InventoryError
-from bringup.inventory import ConnectionVars, Host
-from bringup.sshconfig import route
+from bringup.inventory.hosts import ConnectionVars, Host
+from bringup.ssh.sshconfig import route
 
 
 def host(name="gpu-01", **v) -> Host:
@@ -80,7 +80,7 @@ def test_match_exec_quotes_the_host(tmp_path):
     marker = tmp_path / "ran"
     cfg = tmp_path / "cfg"
     cfg.write_text('Match exec "test %h = never"\n  Port 2200\n')
-    code = ("from bringup.inventory import ConnectionVars, Host; from bringup.sshconfig import route; import sys; "
+    code = ("from bringup.inventory.hosts import ConnectionVars, Host; from bringup.ssh.sshconfig import route; import sys; "
             "v = {'ansible_host': sys.argv[1], 'ssh_config': sys.argv[2]}; "
             "print(route(Host('h', ['all'], v, ConnectionVars.model_validate(v))).target.port)")
     r = subprocess.run([sys.executable, "-c", code, f"x;touch {marker}", str(cfg)], stdin=subprocess.DEVNULL,

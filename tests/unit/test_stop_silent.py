@@ -18,10 +18,10 @@ from typing import Iterator
 import paramiko
 import pytest
 
-from bringup.connection import LocalTransport, SSHTransport
+from bringup.ssh.connection import LocalTransport, SSHTransport
 from bringup.errors import Unreachable
-from bringup.inventory import ConnectionVars, Host
-from bringup.stop import Stop
+from bringup.inventory.hosts import ConnectionVars, Host
+from bringup.ssh.stop import Stop
 
 USER, PASSWORD = "op", "pw-for-a-test-server"
 
@@ -285,7 +285,7 @@ def test_a_signal_taken_by_another_thread_is_handled_while_the_main_thread_waits
     import threading
     from concurrent.futures import ThreadPoolExecutor
 
-    from bringup.stop import AWAKE_S, result_awake
+    from bringup.ssh.stop import AWAKE_S, result_awake
 
     handled: list[float] = []
     sent: list[float] = []

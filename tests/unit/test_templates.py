@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 
 from bringup.project import content_root
-from bringup.templates import Templates
+from bringup.engine.templates import Templates
 
 
 def test_hosts_rendering_together_compile_a_template_once():

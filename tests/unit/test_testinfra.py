@@ -74,11 +74,11 @@ def test_the_inventory_option_or_environment_names_the_file(tmp_path, monkeypatc
 
 
 def test_commands_run_through_bringups_transport_quoted_and_byte_exact(inv):
-    from bringup.connection import LocalTransport
+    from bringup.ssh.connection import LocalTransport
 
     host = testinfra.get_host("bringup://h1")
     assert host.backend.get_pytest_id() == "bringup://h1"
-    # Arguments are quoted (bringup.command.sh): the `;` is printed, not run.
+    # Arguments are quoted (bringup.ssh.command.sh): the `;` is printed, not run.
     r = host.run("printf '%%s|' %s %s", "a b", "x; touch /nonexistent-bringup-ti")
     assert (r.rc, r.stdout) == (0, "a b|x; touch /nonexistent-bringup-ti|")
     assert host.run("printf '\\377\\n'; exit 3").stdout_bytes == b"\xff\n"
@@ -210,7 +210,7 @@ def test_exported_module_text_compiles_and_groups_items_by_kind():
 
 
 def test_export_folders_and_what_is_never_replaced(tmp_path, inv):
-    from bringup.inventory import load_inventory
+    from bringup.inventory.hosts import load_inventory
 
     assert [folder(n) for n in ("trt-l40s-01", "10.0.0.7", "web.a")] == ["trt_l40s_01", "h_10_0_0_7", "web_a"]
     (tmp_path / "file").write_text("")
@@ -230,7 +230,7 @@ def test_export_folders_and_what_is_never_replaced(tmp_path, inv):
 
 
 def test_a_suite_that_is_not_tests_is_bad_input(tmp_path, inv):
-    from bringup.inventory import load_inventory
+    from bringup.inventory.hosts import load_inventory
 
     with pytest.raises(InputError, match="no such file or folder"):
         Suite.of(str(tmp_path / "nope"), str(inv), ())
@@ -511,7 +511,7 @@ def test_the_end_of_an_interrupted_command_finds_its_group_by_the_mark_and_ends_
     # the transport starts it (its timeout leads its group), and a second one, not marked, that must stay.
     import shutil
 
-    from bringup.command import sh
+    from bringup.ssh.command import sh
 
     if shutil.which(shell) is None:
         pytest.fail(f"{shell} is not installed here: the host's shells are what this checks")

@@ -18,7 +18,7 @@ from bringup.facts.net import parse_net_interfaces
 from bringup.facts.nvidia_csv import parse_query_gpu_csv
 from bringup.facts.nvidia_topo import parse_topo_matrix
 from bringup.facts.pci import parse_pci_devices
-from bringup.topology import cpu_roles, plan_topology, validate_vars
+from bringup.hardware.topology import cpu_roles, plan_topology, validate_vars
 from harness.captures import topology_from_lscpu_summary, topology_from_numa
 from harness.captures import parse_lscpu_plain, parse_numactl_hardware, strip_comments
 

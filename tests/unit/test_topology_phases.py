@@ -8,10 +8,10 @@ import copy
 import pytest
 
 import roles.triton as triton_role
-from bringup.checklist import cpu_plan
+from bringup.checklist.pages import cpu_plan
 from bringup.errors import InputError
 from bringup.facts.base import parse_cpulist
-from bringup.topology import (NodePlan, irq_pins, place_gpus, plan_node, resolve_node, take_triton,
+from bringup.hardware.topology import (NodePlan, irq_pins, place_gpus, plan_node, resolve_node, take_triton,
                               triton_count, plan_topology, triton_pin)
 from harness.captures import topology_from_numa
 

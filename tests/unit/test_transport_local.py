@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from bringup.connection import BecomeError, LocalTransport, Sudo
+from bringup.ssh.connection import BecomeError, LocalTransport, Sudo
 from bringup.errors import Unreachable
-from bringup.inventory import ConnectionVars, Host
+from bringup.inventory.hosts import ConnectionVars, Host
 
 
 def local_host(**conn) -> Host:
@@ -33,7 +33,7 @@ def test_a_round_trip_past_command_timeout_is_unreachable_and_killed(tmp_path):
 
 def test_a_read_script_cut_off_by_the_timeout_leaves_no_folder_and_a_deaf_one_is_still_killed(tmp_path,
                                                                                                monkeypatch):
-    from bringup.script import batch
+    from bringup.ssh.script import batch
 
     work = tmp_path / "tmp"
     work.mkdir()

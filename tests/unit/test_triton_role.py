@@ -8,12 +8,12 @@ import pytest
 import yaml
 
 from bringup.errors import InputError
-from bringup.inventory import load_inventory
+from bringup.inventory.hosts import load_inventory
 from bringup.resources import File
 from bringup.resources.compose import ComposeUp
 from bringup.resources.tree import Tree
-from bringup.roles import HostContext, Role
-from bringup.templates import Templates
+from bringup.engine.roles import HostContext, Role
+from bringup.engine.templates import Templates
 from harness.captures import topology_from_numa
 
 import roles.triton as T
@@ -250,7 +250,7 @@ def test_compose_up_clears_renamed_leftovers_of_its_container():
 
 def test_triton_runs_on_the_planners_cpus_unless_the_inventory_sets_them():
     """Issue 9, defect 1: the topology plan reaches Triton's compose cpuset (GPU-local cores on each node)."""
-    from bringup.roles import FactView
+    from bringup.engine.roles import FactView
 
     from .test_multinuma import A100_PCI, a100_host
 

@@ -21,7 +21,7 @@ from bringup.latency.bench import BenchSettings, TritonUnreachable, run_sweep
 from bringup.latency.serving import serving_of
 from bringup.latency.target import ModelInput, Target
 from bringup.latency.tune import TuneSettings, run_tune
-from bringup.stop import Interrupted, Stop
+from bringup.ssh.stop import Interrupted, Stop
 
 OWN = {"name": "add", "max_batch_size": 8, "instance_group": [{"kind": "KIND_CPU", "count": 1}],
        "dynamic_batching": {"preferred_batch_size": [2, 4, 8], "max_queue_delay_microseconds": 800}}

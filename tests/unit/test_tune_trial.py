@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import BringupError
-from bringup.inventory import ConnectionVars, Host
-from bringup.connection import LocalTransport
+from bringup.inventory.hosts import ConnectionVars, Host
+from bringup.ssh.connection import LocalTransport
 from bringup.latency.override import Override
 from bringup.latency.target import Target
 from bringup.latency.trial import TrialMark, parse_trial, read_trial, restore_command, trial_path

@@ -174,8 +174,8 @@ def test_fleet_table_shows_markup_and_escapes_from_labels_as_text():
                          variants=3, checks=("one clear line",))
 def test_drift_table_and_plain_prints_show_hostile_text_inert(monkeypatch):
     """Through the console every task prints to (bringup.tasks.context.console), styled as on a terminal."""
-    from bringup import drift as D
-    from bringup.report import HostResult
+    from bringup.engine import drift as D
+    from bringup.engine.report import HostResult
     from bringup.tasks.context import console
 
     evil = "[link=file:///etc/passwd]click[/link] \x1b]0;pwned\x07 \x1b[2J [bold red]PASS[/] [/oops]"

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InventoryError
-from bringup.inventory import load_inventory
+from bringup.inventory.hosts import load_inventory
 from bringup.secrets import HIDDEN
 from bringup.testinfra.suite import Suite
-from bringup.vault import Vault, Vaulted, VaultError, vault_from_options
+from bringup.inventory.vault import Vault, Vaulted, VaultError, vault_from_options
 
 from .test_bad_input import _refused
 from .test_inventory_corpus import ansible_list, ansible_view

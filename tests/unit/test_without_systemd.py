@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from bringup.checklist import tuning_checks
-from bringup.results import HostResult
+from bringup.checklist.pages import tuning_checks
+from bringup.engine.results import HostResult
 
 from .h200_offline import check_plan, declare, facts, raw
 

@@ -1,0 +1,162 @@
+"""Whether a host has an NVIDIA GPU, for roles that need one.
+
+Detection is sysfs: a PCI display-class device of vendor 0x10de
+(``pci.devices``), which works before any driver is installed.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from .gpu_profiles import AUTO, ProfileVars
+from ..errors import BringupError
+from ..resources.guard import Fail, Skip
+from ..inventory.vars import want
+
+__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "nvml_failure", "nvml_fix", "CPU_PROFILES", "without_gpu", "nvswitch_evidence",
+           "fabric_states", "fabric_elsewhere", "in_passthrough_vm"]
+
+#: gpu_profile values meaning "this host has no GPU".  The GPU classes are profiles: bringup.hardware.gpu_profiles.
+CPU_PROFILES = (None, "", "cpu", "none")
+
+
+def nvidia_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
+    """The NVIDIA GPUs on the PCI bus (vendor 0x10de, display class)."""
+    return [d for d in facts.get("pci.devices") or [] if d.get("kind") == "gpu"]
+
+
+def nvswitch_evidence(facts: dict[str, Any]) -> str | None:
+    """Why this host has an NVSwitch fabric (HGX/DGX boards), in words; None: no sign of one.
+
+    Two signs, either enough: NVSwitch functions on the PCI bus (vendor 0x10de, bridge class 0x0680, which
+    ``pci.devices`` lists as kind ``other``), or a GPU whose ``nvidia-smi -q`` Fabric section shows a state
+    (``nvidia.query``; N/A, None, on parts without a fabric, and on NVSwitch boards before Hopper).
+    """
+    switches = [d["address"] for d in facts.get("pci.devices") or []
+                if d.get("vendor") == "0x10de" and str(d.get("class") or "").startswith("0x0680")]
+    fabric = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("fabric_state")]
+    if switches:
+        return f"{len(switches)} NVSwitch(es) on the PCI bus (vendor 0x10de, class 0x0680: {', '.join(switches[:4])}" \
+               + ("…" if len(switches) > 4 else "") + ")"
+    if fabric:
+        states = sorted({str(g["fabric_state"]) for g in fabric})
+        return f"{len(fabric)} GPU(s) in an NVLink fabric (nvidia-smi -q Fabric State {'/'.join(states)})"
+    return None
+
+
+def fabric_states(facts: dict[str, Any]) -> str | None:
+    """The fabric registration the GPUs' ``nvidia-smi -q`` shows, in words (``State Completed, Status Success on 8
+    GPUs``; several states: each with its count); None: no GPU shows one."""
+    gpus = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("fabric_state")]
+    if not gpus:
+        return None
+    counts: dict[str, int] = {}
+    for g in gpus:
+        key = f"State {g['fabric_state']}, Status {g.get('fabric_status') or 'N/A'}"
+        counts[key] = counts.get(key, 0) + 1
+    return "; ".join(f"{k} on {n} GPU(s)" for k, n in sorted(counts.items()))
+
+
+def in_passthrough_vm(facts: dict[str, Any]) -> bool:
+    """Whether the GPUs are passed through into a VM (``nvidia-smi -q``'s Virtualization Mode ``Pass-Through``)."""
+    gpus = (facts.get("nvidia.query") or {}).get("gpus") or []
+    return bool(gpus) and all(str(g.get("virtualization_mode") or "").lower() == "pass-through" for g in gpus)
+
+
+def fabric_elsewhere(facts: dict[str, Any]) -> str | None:
+    """Why this machine runs no Fabric Manager of its own though its GPUs are in an NVLink fabric, in words; None
+    when it must run one (or has no fabric).
+
+    A pass-through VM (Virtualization Mode ``Pass-Through``) whose PCI bus shows no NVSwitch and whose every GPU's
+    fabric registration is ``Completed``/``Success``: the NVSwitches stayed with the hypervisor host, whose Fabric
+    Manager registered the GPUs (NVIDIA's shared NVSwitch virtualization model).  A VM given the NVSwitches too
+    (full pass-through) runs Fabric Manager itself, as bare metal does.
+    """
+    gpus = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("fabric_state")]
+    switches = [d for d in facts.get("pci.devices") or []
+                if d.get("vendor") == "0x10de" and str(d.get("class") or "").startswith("0x0680")]
+    if not gpus or switches or not in_passthrough_vm(facts):
+        return None
+    if not all(g["fabric_state"] == "Completed" and g.get("fabric_status") == "Success" for g in gpus):
+        return None
+    return (f"a pass-through VM whose {len(gpus)} GPU(s) joined the NVLink fabric (nvidia-smi -q Fabric State "
+            "Completed, Status Success) with no NVSwitch on its PCI bus: Fabric Manager runs on the hypervisor host")
+
+
+class GpuVars(ProfileVars):
+    """The GPU roles' shared variables: what to do on a host without an NVIDIA GPU, and its GPU profile."""
+
+    nvidia_without_gpu: Literal["skip", "install"] = want(
+        "skip", "must be skip or install (install: set the NVIDIA stack up on a host without a GPU, "
+                "e.g. an image builder)")
+
+
+#: What :func:`gpu_gate` reads: a role that gates on a GPU includes it in its FACTS.
+FACTS = ("pci.devices",)
+
+def driver_version(facts: dict[str, Any]) -> str | None:
+    """The loaded NVIDIA driver's version, from ``nvidia.smi`` (None: no driver answering)."""
+    smi = facts.get("nvidia.smi") or []
+    return str(smi[0]["driver_version"]) if smi and smi[0].get("driver_version") else None
+
+
+def nvml_failure(facts: dict[str, Any]) -> dict[str, Any] | None:
+    """Where nvidia-smi could not start NVML (``nvidia.query``): ``{nvml_error, nvml_library_version}``, e.g. a
+    ``Driver/library version mismatch`` after a driver upgrade without a reboot; None otherwise."""
+    query = facts.get("nvidia.query") or {}
+    return query if isinstance(query, dict) and query.get("nvml_error") else None
+
+
+def nvml_fix(failed: dict[str, Any], otherwise: str) -> str:
+    """The fix for an NVML failure: a version mismatch wants the installed driver loaded; anything else,
+    ``otherwise``."""
+    if "mismatch" not in str(failed.get("nvml_error")).lower():
+        return otherwise
+    lib = failed.get("nvml_library_version")
+    return "reboot to load the installed driver" + (f" ({lib})" if lib else "") + \
+        "; nvidia-smi and CUDA programs fail until then"
+
+
+def branch_of(version: str | None) -> int | None:
+    """550 of ``550.90.07``."""
+    import re
+
+    m = re.match(r"(\d+)", version or "")
+    return int(m.group(1)) if m else None
+
+
+def without_gpu(vars: dict[str, Any], facts: dict[str, Any]) -> bool:
+    """Whether the host is served without a GPU: a cpu profile (one of ``KIND_CPU``), or ``auto`` on a host
+    whose PCI bus shows no NVIDIA GPU (``FACTS``)."""
+    profile = vars.get("gpu_profile", AUTO)
+    if profile in CPU_PROFILES:
+        return True
+    if profile == AUTO:
+        return not nvidia_gpus(facts)
+    from .gpu_profiles import table
+
+    try:
+        return table(vars)[profile].kind == "KIND_CPU"
+    except (KeyError, BringupError):
+        return False  # an unknown profile is refused where it is validated; here it is a GPU one
+
+
+def gpu_gate(host, what: str, *, without_gpu_install: bool = True) -> list | None:
+    """None when a GPU role may go on; else the one resource that skips it or fails it, with why.
+
+    No GPU on a ``cpu`` profile: skipped.  No GPU on a GPU profile: failed
+    (the card is missing, unseated or not passed through).  The variable
+    ``nvidia_without_gpu: install`` goes on anyway, for roles that install
+    (``without_gpu_install``); one that needs the GPU itself (a container
+    reserving it) fails all the same.
+    """
+    if nvidia_gpus(host.facts):
+        return None
+    if without_gpu_install and host.vars.get("nvidia_without_gpu", "skip") == "install":
+        return None
+    profile = host.vars.get("gpu_profile", AUTO)
+    if without_gpu(host.vars, host.facts):
+        return [Skip(what, f"no NVIDIA GPU on this host (no PCI display device of vendor 0x10de) "
+                           f"and gpu_profile is {profile or 'unset'}" + (" (served as cpu)" if profile == AUTO else ""))]
+    return [Fail(what, f"gpu_profile is {profile} but this host has no NVIDIA GPU (no PCI display device of "
+                       "vendor 0x10de under /sys/bus/pci/devices): check the card is seated and passed through, "
+                       "or set gpu_profile: cpu")]

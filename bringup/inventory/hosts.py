@@ -1,0 +1,410 @@
+"""Ansible inventories: hosts, nested groups and layered variables, merged in Ansible's precedence.
+
+An existing Ansible inventory works unchanged: YAML or INI, with host ranges, ``group_vars/`` and
+``host_vars/`` beside it, a folder of inventories, several ``--inventory`` paths, an inventory script or
+``ansible-inventory --list`` output.  Each source is read by :mod:`bringup.inventory.sources`; this module
+merges what they give (the one place that does) and validates the connection variables::
+
+    all:
+      vars: {ansible_user: root}
+      children:
+        l40s:
+          vars: {gpu_profile: l40s}
+          hosts:
+            trt-l40s-0[1:4]: {ansible_host: 10.0.0.11}
+
+Variable precedence, lowest first (Ansible's, as ``ansible-inventory --list`` shows it): role defaults <
+``all``'s inventory vars < other groups' inventory vars (by depth, then ``ansible_group_priority``, then
+name) < ``group_vars/all`` < ``group_vars/<group>`` (same order) < the host's inventory vars <
+``host_vars/<host>`` < ``--set`` values.  Values replace, they do not merge (Ansible's
+``hash_behaviour=replace``).  Each host keeps where each variable came from (:attr:`Host.sources`).
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+from ..errors import InventoryError, InputError
+from .sources import GroupDef, SourceError, Value, base_dir, read_source
+from .sources.templating import render
+from .sources.varsdirs import load_vars
+from .sources.yamlfile import load_yaml_lines
+from .sources.yamlinv import MAX_GROUP_DEPTH
+from ..process import command
+from ..secrets import MASK, resolve_refs
+from .vault import Vault
+
+__all__ = ["Inventory", "Host", "ConnectionVars", "SECRET_VARS", "load_inventory", "parse_set"]
+
+
+class ConnectionVars(BaseModel):
+    """The Ansible connection variables bringup honours, validated."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    ansible_host: str | None = None
+    ansible_port: int = Field(22, ge=1, le=65535)
+    ansible_user: str | None = None
+    ansible_ssh_private_key_file: str | None = None
+    #: Text, ``{env: NAME}`` or ``{file: PATH}`` (see :mod:`bringup.secrets`); never shown.
+    ansible_password: SecretStr | None = None
+    ansible_connection: Literal["ssh", "local", "paramiko", "smart"] = "ssh"
+    ansible_become: bool = False
+    #: A user name as sudo -u takes it (useradd's letters, digits, '_', '.', '-', a trailing '$'), or ``#UID``.
+    ansible_become_user: str = Field("root", pattern=r"^(#\d{1,10}|[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?)$")
+    ansible_become_password: SecretStr | None = None
+    ssh_known_hosts: str = "~/.ssh/known_hosts"
+    ssh_connect_timeout: float = Field(10, gt=0)
+    #: Seconds between SSH keepalives on an idle session (0: none).
+    ssh_keepalive_interval: int = Field(15, ge=0)
+    #: Longest one round trip may take before the host counts as unreachable.
+    command_timeout: float = Field(1800, gt=0)
+    #: Longest a run that writes waits for the host's run lock (another run, or an earlier run's scripts).
+    run_lock_timeout: float = Field(60, gt=0, le=3600)
+
+    @field_validator("ansible_become_password", "ansible_password", mode="before")
+    @classmethod
+    def _one_line(cls, v: Any) -> Any:
+        # Only text (or a resolved reference): pydantic's own error would name the value's type and more.
+        text = v.get_secret_value() if isinstance(v, SecretStr) else v
+        if v is not None and (not isinstance(text, str) or "\n" in text or "\r" in text):
+            raise ValueError("must be one line of text")
+        return v
+
+    @field_validator("ansible_port", mode="before")
+    @classmethod
+    def _port_is_int(cls, v: Any) -> Any:
+        # YAML gives "2222" for a quoted port; accept digits, refuse the rest.
+        if isinstance(v, bool):
+            raise ValueError("must be an integer")
+        if isinstance(v, str) and v.strip().isdigit():
+            return int(v)
+        return v
+
+
+_FIXES = {
+    "ansible_port": "an integer 1-65535",
+    "ansible_connection": "one of ssh, local",
+    "ansible_become": "true or false",
+    "ansible_become_user": "a user name like root or triton (letters, digits, '_', '.', '-'), or #UID",
+    "ssh_connect_timeout": "a number of seconds > 0",
+    "ssh_keepalive_interval": "a whole number of seconds >= 0 (0: no keepalives)",
+    "command_timeout": "a number of seconds > 0",
+    "run_lock_timeout": "a number of seconds > 0, at most 3600",
+    "ansible_password": "one line of text, {env: NAME} or {file: PATH}",
+    "ansible_become_password": "one line of text, {env: NAME} or {file: PATH}",
+}
+
+#: Never printed, not even in an error about themselves.
+SECRET_VARS = _SECRETS = frozenset({"ansible_password", "ansible_become_password"})
+
+
+@dataclass
+class Host:
+    """One inventory host: its name, groups (outermost first) and variables."""
+
+    name: str
+    groups: list[str]
+    vars: dict[str, Any]
+    connection: ConnectionVars = field(repr=False)
+    #: The inventory's values as Ansible gives them (``ansible-inventory --host``), before bringup resolves
+    #: secret references; and where each was set: ``file[:line] (group G)``, ``file (host H)``, ``--set``.
+    raw: dict[str, Any] = field(default_factory=dict, repr=False)
+    sources: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Variables whose ``{{ ... }}`` bringup does not render, with why (:mod:`bringup.inventory.sources.templating`):
+    #: refused where bringup uses them (:func:`refuse_unrendered`).
+    unrendered: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def refuse_unrendered(self, names) -> None:
+        """One line, :class:`InventoryError`, when a variable of ``names`` (those a caller uses) holds a template
+        bringup does not render."""
+        for var in sorted(set(names) & self.unrendered.keys()):
+            raise InventoryError(unrendered_line(self.name, var, self.raw.get(var), self.sources.get(var, "?"),
+                                                 self.unrendered[var]))
+
+    @property
+    def address(self) -> str:
+        return self.connection.ansible_host or self.name
+
+
+def unrendered_line(host: str, var: str, value: Any, source: str, why: str) -> str:
+    shown = "a value, not shown" if var in _SECRETS else repr(value)[:100]
+    return (f"{source}: host {host!r}: {var} = {shown}: {why}; bringup renders only plain {{{{ name }}}} "
+            "references: write the value itself there, or set it with --set")
+
+
+@dataclass
+class Inventory:
+    """A parsed inventory: hosts by name, and each group's member hosts."""
+
+    path: Path
+    hosts: dict[str, Host]
+    groups: dict[str, list[str]]
+    #: Every source given (``--inventory`` more than once), ``path`` being the first.
+    paths: list[Path] = field(default_factory=list)
+
+    def host(self, name: str) -> Host:
+        """The host called ``name``; an unknown name suggests the closest."""
+        try:
+            return self.hosts[name]
+        except KeyError:
+            close = difflib.get_close_matches(name, list(self.hosts), n=3, cutoff=0.4)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise InventoryError(
+                f"{self.path}: unknown host {name!r}{hint} (`{command('hosts')}` lists them)"
+            ) from None
+
+    def group(self, name: str) -> list[Host]:
+        """The hosts of group ``name``, sorted by name."""
+        if name not in self.groups:
+            close = difflib.get_close_matches(name, list(self.groups), n=3, cutoff=0.4)
+            hint = f"; did you mean {', '.join(close)}?" if close else ""
+            raise InventoryError(f"{self.path}: unknown group {name!r}{hint}")
+        return [self.hosts[h] for h in sorted(self.groups[name])]
+
+    def select(self, host: str | None = None, hosts: str | None = None,
+               group: str | None = None) -> list[Host]:
+        """Hosts chosen by ``--host``, ``--hosts a,b`` and ``--group G`` (united)."""
+        names: list[str] = []
+        if host:
+            names.append(host)
+        if hosts:
+            names.extend(h.strip() for h in hosts.split(",") if h.strip())
+        chosen = [self.host(n) for n in names]
+        if group:
+            chosen.extend(self.group(group))
+        if not chosen:
+            raise InputError("no host selected: give --host NAME, --hosts a,b or --group G")
+        seen: dict[str, Host] = {}
+        for h in chosen:
+            seen.setdefault(h.name, h)
+        return list(seen.values())
+
+    def limit(self, pattern: str, within: list[Host] | None = None) -> list[Host]:
+        """``--limit PATTERN`` (Ansible's pattern syntax or ``@retry-file``, :mod:`bringup.inventory.patterns`):
+        the hosts it names, among ``within`` (what ``--host``/``--group`` chose) or the whole inventory."""
+        from .patterns import expand_limit
+
+        names = set(expand_limit(pattern, list(self.hosts), self.groups))
+        pool = within if within is not None else list(self.hosts.values())
+        chosen = [h for h in pool if h.name in names]
+        if not chosen:
+            raise InputError(f"--limit {pattern!r} leaves no host of those selected; nothing to run")
+        return chosen
+
+
+def _paths(path: str | Path | list | tuple) -> list[Path]:
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    if not paths:
+        raise InventoryError("no inventory given: pass --inventory PATH (a file or a folder; repeatable)")
+    return [Path(p) for p in paths]
+
+
+def _depths(groups: dict[str, GroupDef], where: str) -> dict[str, int]:
+    """Each group's depth as Ansible counts it: the longest path of children from ``all`` (``all`` is 0)."""
+    parents: dict[str, list[str]] = {g: [] for g in groups}
+    for g, gd in groups.items():
+        for c in gd.children:
+            parents.setdefault(c, []).append(g)
+    depth: dict[str, int] = {}
+
+    def of(g: str, trail: tuple[str, ...]) -> int:
+        if g in depth:
+            return depth[g]
+        if g in trail:
+            raise InventoryError(f"{where}: group {g!r} contains itself ({' > '.join(trail[trail.index(g):] + (g,))}); "
+                                 "remove one of those children lines")
+        if len(trail) > MAX_GROUP_DEPTH:
+            raise InventoryError(f"{where}: group {g!r} is nested more than {MAX_GROUP_DEPTH} groups deep; "
+                                 f"at most {MAX_GROUP_DEPTH} levels")
+        d = 0 if g == "all" else 1 + max((of(p, trail + (g,)) for p in parents[g]), default=0)
+        depth[g] = d
+        return d
+
+    for g in groups:
+        of(g, ())
+    return depth
+
+
+def _priority(gd: GroupDef, name: str, where: str) -> int:
+    v = gd.vars.get("ansible_group_priority")
+    if v is None:
+        return 1
+    try:
+        return int(v.value)
+    except (TypeError, ValueError):
+        raise InventoryError(f"{v.origin}: group {name!r}: ansible_group_priority must be a whole number "
+                             f"(got {v.value!r})") from None
+
+
+def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = None,
+                   vault: Vault | None = None) -> Inventory:
+    """Load Ansible inventories (files or folders, several in order); ``overrides`` are ``--set`` values;
+    ``vault`` holds the passwords of what ansible-vault encrypted (:mod:`bringup.inventory.vault`).
+
+    Each source is read by :mod:`bringup.inventory.sources`; here they are merged, with ``group_vars/``
+    and ``host_vars/`` beside each one, in Ansible's precedence (lowest first): ``all``'s inventory vars <
+    other groups' inventory vars < ``group_vars/all`` < ``group_vars/<group>`` < the host's inventory vars
+    < ``host_vars/<host>`` < ``--set``; groups in Ansible's order (depth, ``ansible_group_priority``, name).
+    """
+    paths = _paths(path)
+    where = ", ".join(map(str, paths))
+    groups: dict[str, GroupDef] = {"all": GroupDef(), "ungrouped": GroupDef()}
+    host_vars: dict[str, dict[str, Value]] = {}
+    known: set[str] = set()  # the groups read so far: a later INI [g:children] may name them (Ansible's rule)
+    for p in paths:
+        for src in read_source(p, vault, known):
+            for g, gd in src.groups.items():
+                mine = groups.setdefault(g, GroupDef())
+                mine.vars.update(gd.vars)
+                for c in gd.children:
+                    if c not in mine.child_set:
+                        mine.child_set.add(c)
+                        mine.children.append(c)
+                for h in gd.hosts:  # a set beside the list: linear in the hosts, not quadratic
+                    if h not in mine.host_set:
+                        mine.host_set.add(h)
+                        mine.hosts.append(h)
+            for h, hv in src.hosts.items():
+                host_vars.setdefault(h, {}).update(hv)
+    for gd in groups.values():
+        for c in gd.children:
+            groups.setdefault(c, GroupDef())
+    # Every group without a parent is a child of all (Ansible's reconcile).
+    has_parent = {c for gd in groups.values() for c in gd.children}
+    for g in groups:
+        if g != "all" and g not in has_parent and g not in groups["all"].child_set:
+            groups["all"].child_set.add(g)
+            groups["all"].children.append(g)
+    depth = _depths(groups, where)
+    parents: dict[str, set[str]] = {g: set() for g in groups}
+    for g, gd in groups.items():
+        for c in gd.children:
+            parents[c].add(g)
+
+    known_ancestors: dict[str, set[str]] = {}
+
+    def ancestors(g: str) -> set[str]:
+        if g in known_ancestors:
+            return known_ancestors[g]
+        out: set[str] = set()
+        known_ancestors[g] = out
+        stack = [g]
+        while stack:
+            for par in parents.get(stack.pop(), ()):
+                if par not in out:
+                    out.add(par)
+                    stack.append(par)
+        return out
+
+    host_groups: dict[str, set[str]] = {h: set() for h in host_vars}
+    for g, gd in groups.items():
+        for h in gd.hosts:
+            host_groups[h].add(g)
+    for h, gs in host_groups.items():
+        gs.update(a for g in list(gs) for a in ancestors(g))
+        gs.add("all")
+        if gs - {"all", "ungrouped"}:
+            gs.discard("ungrouped")
+        else:
+            gs.add("ungrouped")
+    members: dict[str, set[str]] = {g: set() for g in groups}
+    for h, gs in host_groups.items():
+        for g in gs:
+            members[g].add(h)
+
+    priority = {g: _priority(gd, g, where) for g, gd in groups.items()}
+    dirs = list(dict.fromkeys(base_dir(p) for p in paths))
+    files_cache: dict[tuple[str, str, str], list[dict[str, Value]]] = {}
+    listings: dict = {}  # each group_vars/ and host_vars/ listed once for this load, not looked up per host
+
+    def from_dirs(kind: str, name: str) -> list[dict[str, Value]]:
+        out = []
+        for d in dirs:
+            key = (str(d), kind, name)
+            if key not in files_cache:
+                try:
+                    files_cache[key] = load_vars(d / kind, name, lambda f: load_yaml_lines(f, vault=vault), listings)
+                except SourceError as e:
+                    raise InventoryError(str(e)) from None
+            out.extend(files_cache[key])
+        return out
+
+    hosts: dict[str, Host] = {}
+    for hname in sorted(host_vars):
+        order = sorted(host_groups[hname], key=lambda g: (depth[g], priority[g], g))
+        others = [g for g in order if g != "all"]
+        layers: list[tuple[dict[str, Value], str]] = [(groups["all"].vars, "group all")]
+        layers += [(groups[g].vars, f"group {g}") for g in others]
+        # ansible_group_priority orders the groups; Ansible keeps it out of the variables.
+        layers = [({k: v for k, v in m.items() if k != "ansible_group_priority"}, who) for m, who in layers]
+        layers += [(m, "group all") for m in from_dirs("group_vars", "all")]
+        for g in others:
+            layers += [(m, f"group {g}") for m in from_dirs("group_vars", g)]
+        layers.append((host_vars[hname], f"host {hname}"))
+        layers += [(m, f"host {hname}") for m in from_dirs("host_vars", hname)]
+        layers.append(({k: Value(v, "--set") for k, v in (overrides or {}).items()}, "--set"))
+        raw: dict[str, Any] = {}
+        sources: dict[str, str] = {}
+        for layer, who in layers:
+            for k, v in layer.items():
+                raw[k] = v.value
+                sources[k] = v.origin if who == "--set" else f"{v.origin} ({who})"
+        merged = dict(raw)
+        merged["inventory_hostname"] = hname
+        merged["group_names"] = others
+        # Plain {{ name }} references are rendered; any other template is named where bringup uses it.
+        merged, unrendered = render(merged)
+        for var in sorted(unrendered.keys() & ConnectionVars.model_fields.keys()):
+            raise InventoryError(unrendered_line(hname, var, raw[var], sources.get(var, where), unrendered[var]))
+        merged = _host_vars(merged, hname, where)
+        conn = _connection(merged, hname, where)
+        hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn, raw=raw, sources=sources,
+                            unrendered=unrendered)
+
+    return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths)
+
+
+def _host_vars(merged: dict[str, Any], hname: str, where: str) -> dict[str, Any]:
+    # Secret references ({env: X}, {file: P}) become SecretStr here, before anything connects.
+    merged = resolve_refs(merged, f"{where}: host {hname!r}")
+    for var in _SECRETS:
+        if isinstance(merged.get(var), str):
+            merged[var] = SecretStr(merged[var])
+        MASK.add(merged.get(var))
+    return merged
+
+
+def _connection(merged: dict[str, Any], hname: str, where: str) -> ConnectionVars:
+    try:
+        return ConnectionVars.model_validate(merged)
+    except ValidationError as e:
+        err = e.errors()[0]
+        var = str(err["loc"][0]) if err["loc"] else "?"
+        fix = _FIXES.get(var, "a valid value")
+        got = "a value, not shown" if var in _SECRETS else repr(merged.get(var))
+        raise InventoryError(f"{where}: host {hname!r}: {var} must be {fix} (got {got})") from None
+
+
+def parse_set(items: list[str] | str | None) -> dict[str, Any]:
+    """Parse ``--set k=v`` values; each value is read as YAML (``8``, ``true``, ``{a: 1}``)."""
+    if not items:
+        return {}
+    if isinstance(items, str):
+        items = [items]
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InputError(f"--set {item!r}: expected KEY=VALUE, e.g. --set sysctl_profile=network-latency")
+        try:
+            out[key] = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError as e:
+            raise InputError(f"--set {key}: value {raw!r} is not valid YAML ({getattr(e, 'problem', e)})") from None
+    return out

@@ -1,0 +1,159 @@
+"""Ansible host patterns for ``--limit``: pure functions over host and group names.
+
+    l40s:a10                 union: hosts of either group
+    l40s:&rack2              intersection: hosts of l40s that are also in rack2
+    l40s:!trt-l40s-03        exclusion
+    trt-a10-*                shell-style wildcards on host and group names
+    ~trt-(l40s|a10)-0[12]    a regular expression (Python's re.match, as Ansible)
+    all, *                   every host
+    @reports/last.retry      the host names in a file, one a line (a retry file: no patterns)
+
+Terms are separated by ``:`` or ``,``.  As in Ansible, the order of the terms
+does not change the result: the plain terms are united first, then each
+``&`` term intersects, then each ``!`` term removes; a pattern of only ``&``
+and ``!`` terms starts from ``all``.  A term names groups when it matches a
+group name, else hosts (a wildcard or a regular expression tries both).
+Unlike Ansible, which warns and goes on, a term that matches nothing is an
+error: a typo in a rollout's pattern must not silently shrink or widen it.
+"""
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from ..errors import InputError
+from ..process import command
+from ..regexes import REGEX_MAX, nested_repeat
+from ..userfile import read_capped
+
+__all__ = ["split_pattern", "order_terms", "match_pattern", "read_limit_file", "expand_limit"]
+
+_WILD = re.compile(r"[*?\[]")
+
+
+def split_pattern(pattern: str) -> list[str]:
+    """``'l40s:&rack2,!x'`` -> ``['l40s', '&rack2', '!x']`` (``:`` and ``,`` both separate terms)."""
+    return [t.strip() for t in re.split(r"[:,]", pattern) if t.strip()]
+
+
+def order_terms(terms: Sequence[str]) -> list[str]:
+    """Ansible's order of operations: plain terms, then ``&`` terms, then ``!`` terms; ``all`` when no plain one."""
+    plain = [t for t in terms if t[0] not in "&!"]
+    inter = [t for t in terms if t[0] == "&"]
+    excl = [t for t in terms if t[0] == "!"]
+    return (plain or ["all"]) + inter + excl
+
+
+#: The largest retry file read (``--limit @FILE``): a line per host.
+LIMIT_FILE_MAX = 1024 * 1024
+
+
+def _matcher(term: str):
+    if term.startswith("~"):
+        if len(term) > REGEX_MAX + 1:
+            raise InputError(f"--limit: the regular expression is {len(term) - 1} characters; at most {REGEX_MAX} "
+                             "are taken (name groups instead)")
+        try:
+            rx = re.compile(term[1:])
+        except re.error as e:
+            raise InputError(f"--limit: {term!r} is not a valid regular expression ({e}); "
+                             "fix it or drop the leading ~") from None
+        if nested_repeat(term[1:]):
+            raise InputError(f"--limit: {term!r} repeats a repeated part (like (a+)+), which can take hours to "
+                             "match; write it without the nested repeat")
+        return rx.match
+    if _WILD.search(term):
+        return re.compile(fnmatch.translate(term)).match
+    return lambda name: name == term
+
+
+def _one(term: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], where: str) -> list[str]:
+    """The hosts one term names, in inventory order."""
+    if term == "*":
+        term = "all"
+    match = _matcher(term)
+    named: set[str] = set()
+    matched_group = False
+    for g, members in groups.items():
+        if match(g):
+            matched_group = True
+            named.update(members)
+    if not matched_group or term.startswith("~") or _WILD.search(term):
+        named.update(h for h in hosts if match(h))
+    if not named and not matched_group:
+        close = difflib.get_close_matches(term, [*groups, *hosts], n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise InputError(f"{where}: {term!r} matches no host or group of the inventory{hint} "
+                         f"(`{command('hosts')}` lists them)")
+    return [h for h in hosts if h in named]
+
+
+def match_pattern(pattern: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]],
+                  where: str = "--limit") -> list[str]:
+    """The host names ``pattern`` selects, in inventory order (``hosts``); ``groups`` maps group -> hosts.
+
+    An empty pattern, a term that names nothing, and a bad regular expression
+    are one-line :class:`InputError` s naming ``where``.
+    """
+    terms = split_pattern(pattern)
+    if not terms:
+        raise InputError(f"{where}: empty host pattern; give e.g. 'l40s:&rack2:!trt-l40s-03' or 'trt-a10-*'")
+    for t in terms:
+        if t in ("&", "!"):
+            raise InputError(f"{where}: {t!r} needs a name after it (e.g. ':&rack2', ':!trt-l40s-03')")
+    chosen: list[str] = []
+    for t in order_terms(terms):
+        if t[0] == "&":
+            keep = set(_one(t[1:], hosts, groups, where))
+            chosen = [h for h in chosen if h in keep]
+        elif t[0] == "!":
+            drop = set(_one(t[1:], hosts, groups, where))
+            chosen = [h for h in chosen if h not in drop]
+        else:
+            chosen += [h for h in _one(t, hosts, groups, where) if h not in chosen]
+    order = {h: i for i, h in enumerate(hosts)}
+    return sorted(chosen, key=order.__getitem__)
+
+
+def read_limit_file(path: str | Path) -> list[str]:
+    """The host names of a retry file (``--limit @FILE``): one a line; blank lines and ``#`` comments ignored."""
+    raw = read_capped(path, LIMIT_FILE_MAX, InputError,
+                      not_regular=f"--limit @{path}: not a regular file; give a retry file (reports/last.retry)",
+                      missing=f"--limit @{path}: no such file (a retry file is written under reports/ only by a run "
+                              "that had hosts fail)",
+                      unreadable=f"--limit @{path}: cannot read it: ",
+                      too_large=f"--limit @{path}: larger than {LIMIT_FILE_MAX // 1024} KiB; a retry file names one "
+                                "host a line")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"--limit @{path}: not UTF-8 text (byte {e.start}); a retry file names one host a line") \
+            from None
+    names = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    if not names:
+        raise InputError(f"--limit @{path}: the file names no host; nothing to run")
+    return names
+
+
+def expand_limit(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]]) -> list[str]:
+    """``--limit``: a pattern, or ``@FILE`` (each line a host's name), in inventory order."""
+    if limit.startswith("@"):
+        where = f"--limit {limit}"
+        names: set[str] = set()
+        known = set(hosts)
+        for line in read_limit_file(limit[1:]):
+            # A retry file names hosts, each taken literally (`fd00::2` holds the pattern separator, `web[1]` a
+            # glob); a line that is no host's name is refused, never read as a pattern: `*` would run every host.
+            if line not in known:
+                close = difflib.get_close_matches(line, list(hosts), n=3, cutoff=0.6)
+                hint = f" (did you mean {', '.join(close)}?)" if close else ""
+                shown = repr(line) if len(line) <= 100 else f"{line[:100]!r}... ({len(line):,} characters)"
+                raise InputError(f"{where}: {shown} is not a host of the inventory{hint}; a retry file names hosts, "
+                                 "one a line (give a pattern such as a group or '*' as --limit PATTERN)")
+            names.add(line)
+        return [h for h in hosts if h in names]
+    return match_pattern(limit, hosts, groups)
+

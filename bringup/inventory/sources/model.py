@@ -1,0 +1,100 @@
+"""What every inventory source gives: groups (their variables, child groups, hosts) and hosts (their
+variables), each variable with where it was set.  The sources build it, :mod:`bringup.inventory.hosts` merges
+it; nothing here reads a file."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["Value", "GroupDef", "SourceData", "SourceError", "unsafe_name", "check_name"]
+
+#: C0 controls (NUL, newline, ESC, ...), DEL and C1 controls: never in a name that reaches a terminal or a path.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+
+
+class SourceError(ValueError):
+    """A source that cannot be read as an inventory: the message is the whole line (file, line, what, fix)."""
+
+
+def unsafe_name(name: str) -> str | None:
+    """Why ``name`` cannot be a group or host name, or None when it can.
+
+    A name becomes a path (``group_vars/NAME``, ``host_vars/NAME.yml``) and a line on a terminal, so it may
+    not be empty, ``.`` or ``..``, hold a ``/``, or hold a control character (NUL, newline, ESC, ...).
+    Ansible only warns about most of these (``ansible-inventory`` lists a group ``a/b``); bringup refuses
+    them, since ``group_vars/../x`` would read a file outside the inventory's folder.  What Ansible merely
+    warns about and is harmless here (``-``, ``web-01``, ``a.b``) is accepted."""
+    if not name:
+        return "is empty"
+    if name in (".", ".."):
+        return "is a path step ('.' or '..')"
+    if "/" in name:
+        return "holds '/'"
+    if _CONTROL.search(name):
+        return "holds a control character (a newline, NUL, ESC, ...)"
+    return None
+
+
+def check_name(name: str, kind: str, at: str) -> None:
+    """Raise :class:`SourceError` (one line naming ``at``, the name and the fix) when ``name`` is unsafe."""
+    why = unsafe_name(name)
+    if why is not None:
+        shown = repr(name) if len(name) <= 80 else repr(name[:80]) + "..."
+        raise SourceError(f"{at}: {kind} name {shown} {why}; rename the {kind} (letters, digits, '-', '_' and '.' "
+                          "are safe): a name is also a file name under group_vars/ or host_vars/")
+
+
+@dataclass(frozen=True)
+class Value:
+    """A variable's value and where it was set (``file:line`` where the reader knows the line)."""
+
+    value: Any
+    origin: str
+
+
+@dataclass
+class GroupDef:
+    vars: dict[str, Value] = field(default_factory=dict)
+    children: list[str] = field(default_factory=list)
+    hosts: list[str] = field(default_factory=list)
+    #: ``hosts`` as a set, kept beside it by :meth:`SourceData.add_host`: a membership test per host stays
+    #: constant time (a group of 40,000 hosts made the list test quadratic).
+    host_set: set[str] = field(default_factory=set, repr=False, compare=False)
+    #: ``children`` as a set, the same way (a group of 40,000 child groups, as generated inventories have).
+    child_set: set[str] = field(default_factory=set, repr=False, compare=False)
+
+
+@dataclass
+class SourceData:
+    """One inventory source read: ``path`` is its file (or folder, or script)."""
+
+    path: str
+    groups: dict[str, GroupDef] = field(default_factory=dict)
+    hosts: dict[str, dict[str, Value]] = field(default_factory=dict)
+
+    def group(self, name: str, at: str | None = None) -> GroupDef:
+        """The group ``name`` (declared now if new); an unsafe name is refused naming ``at`` (else the file)."""
+        found = self.groups.get(name)
+        if found is None:
+            check_name(name, "group", at or self.path)
+            found = self.groups[name] = GroupDef()
+        return found
+
+    def add_host(self, group: str, host: str, variables: dict[str, Value], at: str | None = None) -> None:
+        known = self.hosts.get(host)
+        if known is None:
+            check_name(host, "host", at or self.path)
+            known = self.hosts[host] = {}
+        known.update(variables)
+        gd = self.group(group, at)
+        if host not in gd.host_set:
+            gd.host_set.add(host)
+            gd.hosts.append(host)
+
+    def add_child(self, parent: str, child: str, at: str | None = None) -> None:
+        self.group(child, at)
+        gd = self.group(parent, at)
+        if child not in gd.child_set:
+            gd.child_set.add(child)
+            gd.children.append(child)

@@ -1,0 +1,141 @@
+"""``group_vars/`` and ``host_vars/`` beside an inventory, as Ansible's ``host_group_vars`` plugin finds them.
+
+For a group or host NAME, in the folder of the inventory file (or the inventory folder itself): the first
+of ``NAME``, ``NAME.yml``, ``NAME.yaml``, ``NAME.json`` that exists; when it is a folder, every file in it
+(and in its sub-folders) with one of those extensions or none, in sorted order, hidden files and ``~``
+backups skipped, later files overriding earlier ones.  Each file must be a YAML (or JSON) mapping.
+
+Stricter than Ansible, since an inventory may come from someone else: ``group_vars/`` (or ``host_vars/``)
+and everything read in it stay inside their own folder (``group_vars/`` inside the inventory's folder, a
+vars file or folder inside ``group_vars/``): a symlink that leads out is refused, naming the link and where
+it points (one that stays inside is followed).  A vars file must be a regular file of at most
+:data:`~.yamlfile.MAX_BYTES` bytes (a pipe, a device such as ``/dev/zero`` or a socket is refused before it
+is opened), and a vars folder holds at most :data:`MAX_FILES` files.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any, Callable
+
+from ...userfile import link_out
+from .model import SourceError, Value, unsafe_name
+from .yamlfile import MAX_BYTES
+
+__all__ = ["EXTENSIONS", "MAX_FILES", "vars_files", "load_vars"]
+
+EXTENSIONS = (".yml", ".yaml", ".json")
+#: More files than this in one group's or host's vars folder is not a vars folder (a home directory linked in).
+MAX_FILES = 1000
+
+
+def vars_files(folder: Path, name: str, listings: dict | None = None) -> list[Path]:
+    """The files holding ``name``'s variables in ``folder`` (``.../group_vars``), in Ansible's order.
+    ``listings``: a dict the caller keeps for one load, holding each folder's entries once read (40,000 hosts
+    were 40,000 stat() calls per extension and two realpath() each)."""
+    why = unsafe_name(name)
+    if why is not None:  # the sources refuse these first; never a path outside the folder, whoever calls
+        raise SourceError(f"{folder}: the name {name[:80]!r} {why}: it is not looked up as a vars file there")
+    key = str(folder)
+    if listings is None or key not in listings:
+        listing = _listing(folder)
+        if listings is not None:
+            listings[key] = listing
+    else:
+        listing = listings[key]
+    if listing is None:
+        return []
+    for ext in ("",) + EXTENSIONS:
+        entry = f"{name}{ext}"
+        if entry not in listing:  # (a name too long for a file name is in no listing either)
+            continue
+        p = folder / entry
+        if p.exists():  # a dangling link is skipped, as Ansible does
+            _inside(p, folder)
+            if p.is_dir():
+                out: list[Path] = []
+                _dir_files(p, folder, out, set())
+                return out
+            _regular(p)
+            return [p]
+    return []
+
+
+def _listing(folder: Path) -> frozenset[str] | None:
+    """The names in ``folder`` (checked not to lead out of its parent folder), None when it is no folder."""
+    if not folder.is_dir():
+        return None
+    _inside(folder, folder.parent)
+    try:
+        return frozenset(os.listdir(folder))
+    except OSError as e:
+        raise SourceError(f"{folder}: cannot list the vars folder: {e.strerror or e}") from None
+
+
+def _inside(p: Path, folder: Path) -> None:
+    out = link_out(p, folder)
+    if out is not None:
+        link, target, real = out
+        raise SourceError(f"{link}: a symlink to {target!r} (that is {real}), outside {folder}; vars files and "
+                          f"folders must stay in their folder: copy the file in, or link within {folder}")
+
+
+def _regular(p: Path) -> None:
+    try:
+        st = p.stat()
+    except OSError as e:
+        raise SourceError(f"{p}: cannot read the vars file: {e.strerror or e}") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise SourceError(f"{p}: not a regular file (a pipe, a socket or a device); a vars file must be a YAML "
+                          "file: remove it or replace it with one")
+    if st.st_size > MAX_BYTES:
+        raise SourceError(f"{p}: vars file larger than {MAX_BYTES // 2**20} MiB ({st.st_size:,} bytes); "
+                          "is it a vars file? Keep group_vars/ and host_vars/ to YAML files of variables")
+
+
+def _dir_files(folder: Path, root: Path, found: list[Path], seen: set[str]) -> None:
+    real = os.path.realpath(folder)
+    if real in seen:  # a link back to a folder already read (a loop): read once
+        return
+    seen.add(real)
+    try:
+        entries = sorted(os.listdir(folder))
+    except OSError as e:
+        raise SourceError(f"{folder}: cannot list the vars folder: {e.strerror or e}") from None
+    for entry in entries:
+        if entry.startswith(".") or entry.endswith("~"):
+            continue
+        p = folder / entry
+        ext = os.path.splitext(entry)[1]
+        if ext and ext not in EXTENSIONS:
+            continue
+        if not p.exists():
+            continue  # a dangling link (or an entry gone meanwhile): nothing to read, as Ansible skips it
+        _inside(p, root)
+        if p.is_dir():
+            if not ext:
+                _dir_files(p, root, found, seen)
+            continue
+        _regular(p)
+        found.append(p)
+        if len(found) > MAX_FILES:
+            raise SourceError(f"{folder}: more than {MAX_FILES} vars files; is it a vars folder?")
+
+
+def load_vars(folder: Path, name: str, load: Callable[[Path], Any],
+              listings: dict | None = None) -> list[dict[str, Value]]:
+    """``name``'s variables from ``folder``, one mapping per file in order; ``load`` reads one YAML file
+    (:func:`~.yamlfile.load_yaml_lines` with the run's vault: the data and where its keys are); ``listings``
+    as :func:`vars_files` takes it."""
+    out: list[dict[str, Value]] = []
+    for f in vars_files(folder, name, listings):
+        data, lines = load(f)
+        if data is None:
+            continue
+        if not isinstance(data, dict):
+            raise SourceError(f"{f}: a vars file must be a mapping of variable: value, got "
+                              f"{type(data).__name__}; write `name: value` lines")
+        where = lines.of(data)
+        out.append({str(k): Value(v, f"{f}:{where[k]}" if k in where else str(f)) for k, v in data.items()})
+    return out

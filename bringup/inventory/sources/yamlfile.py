@@ -1,0 +1,225 @@
+"""Reading a YAML (or JSON) file an operator names: bounded in size and in expanded aliases, strict UTF-8,
+duplicate keys refused, every error one line naming the file, line and column."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ...errors import InventoryError
+from ...userfile import read_capped
+from ..vault import Vault, is_vaulted
+
+__all__ = ["MAX_BYTES", "MAX_NODES", "MAX_DEPTH", "too_deep", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text",
+           "read_plain"]
+
+
+class YamlSyntaxError(InventoryError):
+    """The text is not YAML at all (it may be another format: an INI inventory)."""
+
+
+#: Bounds on what an inventory may be: a bigger or deeper one is a mistake (``/dev/zero``, an alias bomb).
+MAX_BYTES = 16 * 1024 * 1024
+MAX_NODES = 1_000_000  # YAML nodes once every alias is expanded
+#: Mappings and lists within each other, the document's own levels included (a group is two: its name and
+#: its ``children:``, so :data:`~.yamlinv.MAX_GROUP_DEPTH` groups fit): real variables nest a few levels; a
+#: deeper document is a mistake or an attack on the recursive code that walks values (templates, secrets, vault).
+MAX_DEPTH = 200
+
+
+class _Loader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate and unhashable keys (a silent override is a trap) and documents
+    that would expand past :data:`MAX_NODES` nodes; YAML 1.1 merge keys (``<<: *base``) work."""
+
+    def construct_document(self, node):
+        _expanded_size(node)
+        return super().construct_document(node)
+
+
+def _where(mark) -> str:
+    return f"{mark.name}:{mark.line + 1}:{mark.column + 1}"
+
+
+def _expanded_size(root: yaml.Node) -> int:
+    """Nodes of the document with every alias expanded (shared nodes count each time they are used); a
+    document nested more than :data:`MAX_DEPTH` levels is refused here, before anything recurses into it."""
+    sizes: dict[int, int] = {}
+    busy: set[int] = set()
+
+    def size(node: yaml.Node, depth: int = 0) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        if id(node) in busy:
+            raise InventoryError(f"{_where(node.start_mark)}: an alias refers to the node that contains it; "
+                                 "a recursive structure is not an inventory")
+        if depth > MAX_DEPTH:
+            raise InventoryError(f"{_where(node.start_mark)}: nested too deeply (more than {MAX_DEPTH} levels of "
+                                 "mappings and lists within each other); flatten it")
+        busy.add(id(node))
+        if isinstance(node, yaml.MappingNode):
+            n = 1 + sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            n = 1 + sum(size(v, depth + 1) for v in node.value)
+        else:
+            n = 1
+        busy.discard(id(node))
+        if n > MAX_NODES:
+            raise InventoryError(
+                f"{_where(node.start_mark)}: this value expands to more than {MAX_NODES:,} YAML nodes "
+                "(aliases within aliases); write it out or use fewer nested aliases")
+        sizes[id(node)] = n
+        return n
+
+    return size(root)
+
+
+def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = False):
+    seen: set = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue  # `<<: *base`: its keys are defaults that the mapping's own keys override (YAML 1.1)
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise InventoryError(
+                f"{_where(key_node.start_mark)}: a {type(key).__name__} cannot be a key; use a name "
+                "(a `? [a, b]` or `? {...}` key is not one)") from None
+        if key in seen:
+            raise InventoryError(f"{_where(key_node.start_mark)}: duplicate key {key!r}; keep one of them")
+        seen.add(key)
+    result = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+    lines = getattr(loader, "key_lines", None)
+    if lines is not None:  # the mapping is kept with its lines, so its id is never reused meanwhile
+        lines[id(result)] = (result, {loader.construct_object(k): k.start_mark.line + 1 for k, _ in node.value
+                                      if k.tag != "tag:yaml.org,2002:merge"})
+    return result
+
+
+_Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _construct_vault(loader: _Loader, node: yaml.Node):
+    """``!vault |`` and its envelope: the decrypted text (an error names the file and line, never a secret)."""
+    if not isinstance(node, yaml.ScalarNode):
+        raise InventoryError(f"{_where(node.start_mark)}: !vault must be followed by the text ansible-vault "
+                             "encrypt_string printed (`!vault |` and its lines)")
+    vault = getattr(loader, "vault", None) or Vault()
+    return vault.decrypt(loader.construct_scalar(node), _where(node.start_mark).rsplit(":", 1)[0])
+
+
+_Loader.add_constructor("!vault", _construct_vault)
+
+
+def _construct_int(loader: _Loader, node: yaml.Node):
+    """A YAML integer; one of more digits than Python converts (4,300) is one line, not a ValueError."""
+    try:
+        value = yaml.SafeLoader.construct_yaml_int(loader, node)
+        if value.bit_length() <= _MAX_INT_BITS:
+            return value
+    except ValueError:
+        pass
+    # (a hexadecimal or binary one converts, but could never be printed: str() refuses it)
+    raise InventoryError(f"{_where(node.start_mark)}: a number of {len(str(node.value)):,} characters, more than "
+                         "a number may have; quote it if it is text") from None
+
+
+#: The largest integer Python turns into decimal text (4,300 digits; ``sys.get_int_max_str_digits``).
+_MAX_INT_BITS = 14_000
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _construct_int)
+
+
+def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether ``value`` (loaded JSON or YAML) nests mappings and lists more than ``limit`` levels deep
+    (walked without recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        v, depth = stack.pop()
+        if isinstance(v, dict):
+            items = list(v.keys()) + list(v.values())
+        elif isinstance(v, list):
+            items = v
+        else:
+            continue
+        if depth >= limit and items:
+            return True
+        stack.extend((x, depth + 1) for x in items if isinstance(x, (dict, list)))
+    return False
+
+
+def read_text(path: Path) -> str:
+    """The file's text: at most :data:`MAX_BYTES` bytes, strict UTF-8 (an error names the line)."""
+    # Anything but a regular file is refused before it is opened: a pipe's or a terminal's read may never end.
+    data = read_capped(path, MAX_BYTES, InventoryError,
+                       not_regular=f"{path}: not a regular file (a folder, a pipe, a socket or a device); "
+                                   "pass --inventory PATH of the inventory file or folder",
+                       missing=f"{path}: no such inventory file (pass --inventory PATH)",
+                       unreadable=f"{path}: cannot read inventory: ",
+                       too_large=f"{path}: larger than {MAX_BYTES // 2**20} MiB; is it the inventory? "
+                                 "(pass --inventory PATH of the inventory file or folder)")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        column = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise InventoryError(f"{path}:{line}:{column}: byte 0x{data[e.start]:02x} (offset {e.start}) is not "
+                             "UTF-8; save the file as UTF-8") from None
+
+
+class KeyLines:
+    """The line of each key of each mapping of a loaded document (1-based)."""
+
+    def __init__(self, table: dict[int, tuple[dict, dict]] | None = None):
+        self._table = table or {}
+
+    def of(self, mapping: Any) -> dict:
+        """``{key: line}`` of ``mapping`` (a dict of the document), empty for anything else."""
+        entry = self._table.get(id(mapping))
+        return entry[1] if entry is not None and entry[0] is mapping else {}
+
+
+def read_plain(path: Path, vault: Vault | None = None) -> tuple[str, bool]:
+    """:func:`read_text`, decrypted when ansible-vault encrypted the whole file; and whether it did."""
+    text = read_text(path)
+    if not is_vaulted(text):
+        return text, False
+    return (vault or Vault()).decrypt(text, str(path)), True
+
+
+def load_yaml(path: Path, text: str | None = None, vault: Vault | None = None) -> Any:
+    """Parse a YAML file (or its ``text``, already read); a syntax error names file, line and column.
+    ``vault`` opens ``!vault`` values and a file encrypted whole (without it, they are one line)."""
+    return load_yaml_lines(path, text, vault)[0]
+
+
+def load_yaml_lines(path: Path, text: str | None = None, vault: Vault | None = None) -> tuple[Any, KeyLines]:
+    """:func:`load_yaml`, and where each mapping key is (:class:`KeyLines`)."""
+    sealed = False
+    if text is None:
+        text, sealed = read_plain(path, vault)
+    try:
+        loader = _Loader(text)  # the reader checks every character here: a NUL is refused before parsing
+    except yaml.reader.ReaderError as e:
+        line = text.count("\n", 0, e.position) + 1
+        raise InventoryError(f"{path}:{line}: character U+{int(e.character):04X} is not allowed in YAML (a binary file, "
+                             "or not the inventory?); fix the path or the file") from None
+    loader.name = str(path)  # marks name the file, not "<unicode string>"
+    loader.key_lines = {}
+    loader.vault = vault
+    try:
+        data = loader.get_single_data()
+        # A file encrypted whole holds secrets only (Ansible's advice): every text of it is one.
+        return ((vault or Vault()).hide(data) if sealed else data), KeyLines(loader.key_lines)
+    except yaml.MarkedYAMLError as e:
+        m = e.problem_mark or e.context_mark
+        where = f"{path}:{m.line + 1}:{m.column + 1}" if m else str(path)
+        raise YamlSyntaxError(f"{where}: YAML error: {e.problem or e.context}; fix the syntax there") from None
+    except yaml.YAMLError as e:  # pragma: no cover - unmarked errors are rare
+        raise InventoryError(f"{path}: YAML error: {e}") from None
+    except RecursionError:
+        raise InventoryError(f"{path}: YAML nested too deeply to read; flatten it") from None
+    finally:
+        loader.dispose()

@@ -1,0 +1,239 @@
+"""Transports: one remote shell script per round trip, over SSH or locally.
+
+Every call ships a whole script on stdin to ``sh -c 'eval "$(cat)"'``: the
+script size is not bounded by the kernel's argument limit, and commands in the
+script see an exhausted stdin, so none of them can swallow the rest of it.
+
+Host keys are verified against ``ssh_known_hosts``; Fabric's default of adding
+any key is replaced by paramiko's ``RejectPolicy``, or by :class:`AcceptNew`
+(OpenSSH's ``StrictHostKeyChecking=accept-new``) when asked.
+
+Where to connect is what ``ssh`` would do as Ansible runs it (:mod:`bringup.ssh.sshconfig`: the ssh config
+file, ``ansible_ssh_*args``); jump hosts and proxy commands are :mod:`bringup.ssh.jumps`'.
+"""
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from pathlib import Path
+from typing import BinaryIO
+
+import paramiko
+from fabric import Config, Connection
+
+from .. import child
+from ..errors import BringupError, Unreachable
+from .roundtrip import BecomeError, Deadline, Sudo, text as _text
+from ..inventory.hosts import Host
+from .jumps import AcceptNew, Jumps, Way, unreachable
+from .sshconfig import Route, route
+
+# paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
+# raises afterwards is worded below, once.  (A NullHandler keeps logging's last-resort stderr handler away.)
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
+
+__all__ = ["LOCAL_OUT_CAP", "Transport", "SSHTransport", "LocalTransport", "RunResult", "connect", "AcceptNew", "BecomeError", "Jumps"]
+
+from .transport import (ANSWER_MAX, ERR_MAX, LOCAL_OUT_CAP, OUT_MAX, LocalTransport, RunResult, Transport,
+                        _err_text, _pump)
+
+def _no_delay(sock: object) -> None:
+    """TCP_NODELAY on the connection's socket, as OpenSSH sets it.
+
+    A round trip writes the script, then EOF, as two small packets: with Nagle's algorithm the second waits for
+    the host's ACK of the first, which Linux delays up to 40 ms, so every round trip cost 40-80 ms of
+    waiting (an empty script: ~90 ms on 127.0.0.1, ~9 ms with this).  Not a plain socket (a proxy): left alone.
+    """
+    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class SSHTransport(Transport):
+    """SSH through a Fabric ``Connection`` with verified host keys."""
+
+    def __init__(self, host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None = None):
+        super().__init__(host)
+        c = host.connection
+        self.route: Route = route(host)
+        t = self.route.target
+        self.known_hosts = Path(self.route.known_hosts[0])
+        self.way = Way(known_hosts=self.route.known_hosts,
+                       accept_new=accept_new_host_keys or self.route.strict == "accept-new",
+                       connect_timeout=self.route.connect_timeout, keepalive=self.route.keepalive)
+        #: Jump host logins: the run's, shared with the other hosts behind them, or this transport's own.
+        self._own_jumps = jumps is None
+        self.jumps = jumps if jumps is not None else Jumps()
+        self._held: list[tuple] = []
+        connect_kwargs: dict = {}
+        if t.identity_files:
+            connect_kwargs["key_filename"] = list(t.identity_files)
+            # Only the named keys: an agent or ~/.ssh keys would hide a wrong path.
+            connect_kwargs["look_for_keys"] = False
+            connect_kwargs["allow_agent"] = False
+        if c.ansible_password:
+            connect_kwargs["password"] = c.ansible_password.get_secret_value()
+        self.conn = Connection(
+            t.hostname,
+            user=t.user,
+            port=t.port,
+            connect_timeout=int(self.route.connect_timeout),
+            connect_kwargs=connect_kwargs,
+            # Read by bringup.ssh.sshconfig (with the inventory's variables first, as ssh does), not by Fabric.
+            config=Config(overrides={"load_ssh_configs": False}),
+        )
+        self.way.prepare(self.conn.client)
+
+    def open(self) -> None:
+        t = self.route.target
+        sock = None
+        try:
+            sock, self._held = self.jumps.reach(t, self.way, self.host.name)
+            if sock is not None:
+                self.conn.connect_kwargs["sock"] = sock
+            self.conn.open()
+            _no_delay(self.conn.transport.sock)
+            if self.way.keepalive:
+                # OpenSSH's ServerAliveInterval: idle sessions survive firewalls and NAT.
+                self.conn.transport.set_keepalive(int(self.way.keepalive))
+        except Unreachable:
+            self._let_go()
+            raise
+        except Exception as e:  # noqa: BLE001 - every failure to log in is one line (jumps.unreachable)
+            # Worded before closing: closing ends a ProxyCommand, whose own words are read here.
+            err = unreachable(e, ep=t, way=self.way, host=self.host.name, sock=sock)
+            self._let_go()
+            if sock is not None and self.route.target.jumps:
+                err = Unreachable(f"{err} (through jump host {t.jumps[-1].name})")
+            raise err from None
+
+    def _let_go(self) -> None:
+        self.conn.close()
+        held, self._held = self._held, []  # once, whoever closes first (the run, its watchdog)
+        self.jumps.release(held)
+        if self._own_jumps:
+            self.jumps.close()
+
+    probed = True
+
+    def silent(self, within: float) -> bool:
+        """OpenSSH's ServerAliveInterval probe: a global request that wants a reply, which every sshd sends (if
+        only to refuse it).  paramiko waits for that reply without a bound, hence a thread of its own; a host
+        that never answers leaves it waiting until the connection is closed.  A connection already gone is
+        not silent: its round trips say so themselves."""
+        transport = self.conn.transport
+        if transport is None or not transport.is_active():
+            return False
+        answered = threading.Event()
+
+        def ask() -> None:
+            try:
+                transport.global_request("keepalive@openssh.com", wait=True)
+            except Exception:  # noqa: BLE001 - closed meanwhile: an answer of a kind
+                pass
+            answered.set()
+
+        threading.Thread(target=ask, daemon=True).start()
+        return not answered.wait(within) and transport.is_active()
+
+    def _exchange(self, cmd: str, sudo: "Sudo | None", data: BinaryIO) -> RunResult:
+        # A raw session of Fabric's connection rather than Connection.run: Invoke
+        # copies an in_stream one byte per 10 ms, too slow for a whole script.
+        # A host that stops answering is cut off after command_timeout: the
+        # whole connection is closed, which wakes every blocked read and write.
+        chan = None
+        lead = b""  # sudo's handshake, said before the command's own stderr
+        with Deadline(self._timeout(), self.conn.close) as dl:
+            try:
+                chan = self.conn.create_session()
+                chan.exec_command(cmd)
+                if sudo:
+                    lead = sudo.handshake(chan.recv_stderr, chan.sendall, self.host.name)
+                out = child.Reader(chan.makefile("rb"), OUT_MAX, over=chan.close)
+                err = child.Reader(chan.makefile_stderr("rb"), ERR_MAX)
+                try:
+                    _pump(data, chan.sendall)
+                    chan.shutdown_write()
+                except (paramiko.SSHException, OSError, EOFError):
+                    if not (out.join(5) and out.passed):  # unless the channel closed for its flood: said below
+                        raise
+                rc = chan.recv_exit_status()
+                stdout, stderr = out.result(), lead + err.result()
+            except (paramiko.SSHException, OSError, EOFError) as e:
+                if dl.fired:
+                    raise self._timed_out() from None
+                raise Unreachable(f"connection to {self.host.address} lost: {str(e) or type(e).__name__}") from None
+            finally:
+                if chan is not None:
+                    chan.close()
+        if out.passed:
+            raise BringupError(
+                f"{self.host.name} answered one command with more than {OUT_MAX >> 20} MiB on stdout: cut off "
+                "there and not read (bringup's scripts print far less; check what the login user's shell and the "
+                "host's sshd run)")
+        if dl.fired:
+            raise self._timed_out()
+        if rc < 0:  # paramiko's "no exit status": the session ended before the command did
+            transport = self.conn.transport
+            if transport is None or not transport.is_active():
+                raise Unreachable(f"connection to {self.host.address} lost during a command: the SSH session "
+                                  "closed without its exit status (sshd or its session killed, the host "
+                                  "rebooting or its network gone); what ran before it is in the results")
+            stderr += b"\nthe command ended without an exit status (killed by a signal on the host?)"
+        return RunResult(rc if rc >= 0 else 255, _text(stdout), _err_text(stderr, err.passed, ERR_MAX))
+
+    _holder = None
+
+    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float, then: str | None
+              ) -> tuple[str, list[str]]:
+        lines: list[str] = []
+        end = f"@@{then}:end:".encode()
+        with Deadline(within, self.conn.close) as dl:
+            try:
+                chan = self.conn.create_session()
+                chan.exec_command(cmd)
+                if sudo:
+                    sudo.handshake(chan.recv_stderr, chan.sendall, self.host.name)
+                chan.sendall(who.encode() + b"\n")
+                out = chan.makefile("rb")
+                line = out.readline(ANSWER_MAX).decode("utf-8", "replace").strip()
+                # What the holder ran once it held the lock: each of its outputs is bounded on the host (facts).
+                kept = 0
+                while then is not None and line == "locked":
+                    got = out.readline(OUT_MAX - kept + 1)
+                    if not got:
+                        break
+                    kept += len(got)
+                    if kept > OUT_MAX:  # a host that floods, whatever it was sent: as any round trip's cap
+                        chan.close()
+                        raise BringupError(
+                            f"{self.host.name} answered its facts with more than {OUT_MAX >> 20} MiB on stdout: "
+                            "cut off there and not read (check what the login user's shell and the host's sshd run)")
+                    lines.append(_text(got))
+                    if got.startswith(end):
+                        break
+            except (paramiko.SSHException, OSError, EOFError) as e:
+                if dl.fired:
+                    raise self._timed_out() from None
+                raise Unreachable(f"connection to {self.host.address} lost: {str(e) or type(e).__name__}") from None
+        if dl.fired:
+            raise self._timed_out()
+        if line == "locked":
+            self._holder = chan  # open until close(): the holder on the host waits on it
+        else:
+            chan.close()
+        return line, lines
+
+    def close(self) -> None:
+        self._let_go()  # the holder's channel with the connection: the lock goes; then the jump hosts
+
+
+def connect(host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None = None) -> Transport:
+    """Open the transport that ``ansible_connection`` names; ``jumps``: the run's jump host logins, shared by
+    the hosts behind each (none: this connection opens its own)."""
+    if host.connection.ansible_connection == "local":
+        t: Transport = LocalTransport(host)
+    else:
+        t = SSHTransport(host, accept_new_host_keys=accept_new_host_keys, jumps=jumps)
+    t.open()
+    return t

@@ -1,0 +1,296 @@
+"""The way to a host through jump hosts (ProxyJump) or a proxy command (ProxyCommand), and host keys.
+
+A jump host is logged in to like any host: its key checked against the same known_hosts files, strictly
+unless the run accepts new keys (:class:`AcceptNew`; a CHANGED key is refused either way), within the same
+connect timeout.  Through it, a ``direct-tcpip`` channel (what ``ssh -J`` asks for) carries the next hop's
+or the target's SSH connection.  :class:`Jumps` keeps one connection per jump host for the hosts of a run
+behind it: shared only between identical ways in (the same user, address, port, keys, known_hosts, policy
+and hops before it), opened once, closed when the last host behind it is done.
+
+A failure on the way names the jump host, not the target (which was not tried).
+"""
+from __future__ import annotations
+
+import os
+import select
+import shlex
+import socket
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from ..child import PIPE, Child, read_capped, start
+from .command import sh
+from ..errors import Unreachable, said
+from .sshconfig import Endpoint
+
+__all__ = ["AcceptNew", "Jumps", "Way", "unreachable", "proxy_command"]
+
+
+class AcceptNew(paramiko.MissingHostKeyPolicy):
+    """Record an unknown host key in the known-hosts file (OpenSSH's accept-new).
+
+    A key that differs from a recorded one is still refused: paramiko raises
+    ``BadHostKeyException`` before any policy is consulted.
+    """
+
+    def __init__(self, known_hosts: Path):
+        self.known_hosts = known_hosts
+
+    def missing_host_key(self, client, hostname, key):
+        self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
+        with open(self.known_hosts, "a") as f:
+            f.write(line)
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+@dataclass(frozen=True)
+class Way:
+    """What every login of one route shares: known_hosts files (the first written by accept-new), whether
+    new keys are accepted, and the timeouts."""
+
+    known_hosts: tuple[str, ...]
+    accept_new: bool
+    connect_timeout: float
+    keepalive: int = 0
+
+    def prepare(self, client: paramiko.SSHClient) -> None:
+        """Load the known hosts into ``client`` and set its policy for a key not in them."""
+        first, *more = [Path(os.path.expanduser(p)) for p in self.known_hosts]
+        if first.exists():
+            client.load_host_keys(str(first))
+        for p in more:
+            if p.is_file():
+                client.load_system_host_keys(str(p))  # checked, never written
+        client.set_missing_host_key_policy(AcceptNew(first) if self.accept_new else paramiko.RejectPolicy())
+
+
+def unreachable(e: BaseException, *, ep: Endpoint, way: Way, host: str, sock: Any = None) -> Unreachable:
+    """One line for a login that failed, in connection.py's words (the target's wording since issue 1)."""
+    where = ep.where
+    known = way.known_hosts[0]
+    timeout = way.connect_timeout
+    if isinstance(e, paramiko.BadHostKeyException):
+        return Unreachable(f"host key for {where} CHANGED (got {e.key.get_name()} {e.key.get_fingerprint().hex()}); "
+                           f"if the host was rebuilt, remove its line from {known}")
+    if isinstance(e, paramiko.ProxyCommandFailure) or (isinstance(sock, paramiko.ProxyCommand)
+                                                       and sock.process.poll() is not None):
+        return Unreachable(f"ProxyCommand for {where} failed: {_proxy_said(sock, e)}; check the command, and that "
+                           "what it connects through answers")
+    if isinstance(e, paramiko.SSHException):
+        msg = str(e)
+        if "not found in known_hosts" in msg:
+            return Unreachable(f"unknown host key for {where}: not in {known}; "
+                               "verify it and add it, or pass --accept-new-host-keys")
+        if "protocol banner" in msg:
+            detail = msg.partition("banner")[2].strip()  # paramiko glues the cause on: "banner[Errno 104] ..."
+            return Unreachable(f"host {host}: port {ep.port} of {ep.hostname} answers "
+                               f"but is not SSH (no SSH banner{': ' + detail if detail else ''}); check "
+                               "ansible_port and that sshd runs")
+        if msg == "No existing session":
+            # paramiko's words when the handshake did not finish before the timeout: the TCP connection was
+            # accepted (by the kernel) but sshd never completed the exchange.
+            return Unreachable(f"ssh to {where}: the port accepted the connection but no SSH handshake finished "
+                               f"within {timeout:g} s (sshd frozen or overloaded, or traffic dropped "
+                               "after connect); check the host and ssh_connect_timeout")
+        if isinstance(e, paramiko.AuthenticationException):
+            return Unreachable(f"authentication to {ep.user}@{where} failed: {msg}")
+        return Unreachable(f"ssh to {where} failed: {msg}")
+    if isinstance(e, (socket.timeout, TimeoutError)):
+        return Unreachable(f"ssh to {where} timed out after {timeout:g} s")
+    if isinstance(e, OSError):
+        return Unreachable(f"ssh to {where} failed: {e.strerror or e}")
+    return Unreachable(f"ssh to {where} failed: {e}")
+
+
+#: Bytes of a failed proxy command's stderr read at most.
+PROXY_SAID_CAP = 64 * 1024
+
+
+def _proxy_said(sock: Any, e: BaseException) -> str:
+    """What the proxy command wrote on stderr (it ended), or paramiko's words."""
+    words = ""
+    started = getattr(sock, "child", None)
+    if isinstance(started, Child) and started.proc.stderr is not None:
+        try:
+            started.kill()
+            words = said(read_capped(started.proc.stderr, PROXY_SAID_CAP)[0].decode("utf-8", "replace"), 300)
+        except (OSError, ValueError):
+            pass
+    return words or (getattr(e, "error", None) or str(e) or type(e).__name__)
+
+
+class ProxyCommand(paramiko.ProxyCommand):
+    """paramiko's ProxyCommand, with an end: a command that exits is EOF at once (paramiko's own recv reads
+    the empty pipe again until the timeout, spinning a CPU), and closing ends and reaps the command (paramiko's
+    close signals its pid, gone or not, and never waits for it).  Its stderr stays readable after the end:
+    :func:`unreachable` quotes it."""
+
+    def __init__(self, command_line: str):  # paramiko's, started through bringup.child
+        self.cmd = shlex.split(command_line)
+        self.child = start(self.cmd, stdin=PIPE, stdout=PIPE, stderr=PIPE, bufsize=0, own_group=False)
+        self.process = self.child.proc
+        self.timeout = None
+
+    def recv(self, size: int) -> bytes:
+        r, _, _ = select.select([self.process.stdout], [], [], self.timeout)
+        if not r:
+            raise socket.timeout()
+        try:
+            return os.read(self.process.stdout.fileno(), size)  # b"" at the command's end: EOF for paramiko
+        except OSError as e:
+            raise paramiko.ProxyCommandFailure(" ".join(self.cmd), e.strerror) from None
+
+    def close(self) -> None:
+        self.child.end(2.0)
+        for f in (self.process.stdin, self.process.stdout):
+            if f is not None:
+                try:
+                    f.close()
+                except OSError:
+                    pass
+
+
+def proxy_command(command: str) -> ProxyCommand:
+    """The ProxyCommand as the connection's socket, run as ssh runs it: ``exec`` in a shell (pipes, ``~`` and
+    ``$VARS`` work; paramiko alone would split the words itself and run the first)."""
+    return ProxyCommand(sh("sh -c %s", "exec " + command))
+
+
+def _key(ep: Endpoint, way: Way, before: tuple) -> tuple:
+    return (ep.hostname, ep.port, ep.user, ep.identity_files, ep.proxy_command, before, way.known_hosts,
+            way.accept_new)
+
+
+class _Hop:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()  # one login at a time; the others wait and share it
+        self.client: paramiko.SSHClient | None = None
+        self.users = 0
+        #: Logins this one goes through that its own ssh config named (a jump host's ProxyJump): closed with it.
+        self.upstream: list[tuple] = []
+
+
+class Jumps:
+    """Logins to jump hosts, shared by the hosts behind each (see the module).  Pass one per run; a transport
+    given none makes its own, used by it alone."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._hops: dict[tuple, _Hop] = {}
+
+    def reach(self, ep: Endpoint, way: Way, host: str) -> tuple[Any, list[tuple]]:
+        """A socket to ``ep`` (through its jump hosts or proxy command; None: connect directly), and the keys of
+        the jump host logins it holds (give them back with :meth:`release`)."""
+        if ep.proxy_command:
+            return proxy_command(ep.proxy_command), []
+        if not ep.jumps:
+            return None, []
+        held: list[tuple] = []
+        try:
+            transport, before, prev = None, (), None
+            for hop in ep.jumps:
+                key = _key(hop, way, before)
+                transport = self._login(hop, way, host, key, transport, prev)
+                held.append(key)
+                before, prev = key, hop
+            assert transport is not None
+            return _channel(transport, ep, prev, way), held
+        except BaseException:
+            self.release(held)
+            raise
+
+    def _login(self, hop: Endpoint, way: Way, host: str, key: tuple, through: paramiko.Transport | None,
+               prev: Endpoint | None) -> paramiko.Transport:
+        with self._lock:
+            h = self._hops.setdefault(key, _Hop())
+            h.users += 1
+        try:
+            with h.lock:
+                if h.client is None or h.client.get_transport() is None or not h.client.get_transport().is_active():
+                    if h.client is not None:
+                        h.client.close()
+                        self.release(h.upstream)
+                    h.client, h.upstream = None, []
+                    h.client, h.upstream = self._open(hop, way, host, through, prev)
+                t = h.client.get_transport()
+                assert t is not None
+                return t
+        except BaseException:
+            self._drop(key)
+            raise
+
+    def _open(self, hop: Endpoint, way: Way, host: str, through: paramiko.Transport | None, prev: Endpoint | None
+              ) -> tuple[paramiko.SSHClient, list[tuple]]:
+        sock: Any = None
+        own: list[tuple] = []
+        if through is not None:
+            sock = _channel(through, hop, prev, way)
+        else:
+            sock, own = self.reach(hop, way, host)  # the hop's own ProxyCommand or ProxyJump (from ssh config)
+        client = paramiko.SSHClient()
+        way.prepare(client)
+        kwargs: dict[str, Any] = {"username": hop.user, "timeout": way.connect_timeout,
+                                  "banner_timeout": way.connect_timeout, "auth_timeout": way.connect_timeout}
+        if hop.identity_files:
+            kwargs.update(key_filename=list(hop.identity_files), look_for_keys=False, allow_agent=False)
+        if sock is not None:
+            kwargs["sock"] = sock
+        try:
+            client.connect(hop.hostname, port=hop.port, **kwargs)
+        except Exception as e:  # noqa: BLE001 - worded here, naming the jump host; before closing (a
+            # ProxyCommand's words are read from it)
+            why = unreachable(e, ep=hop, way=way, host=hop.name, sock=sock)
+            client.close()
+            if sock is not None:
+                sock.close()
+            self.release(own)
+            raise Unreachable(f"jump host {hop.name} (on the way to {host}, which was not tried): {why}") from None
+        if way.keepalive:
+            client.get_transport().set_keepalive(way.keepalive)
+        return client, own
+
+    def release(self, keys: list[tuple]) -> None:
+        """Give back logins taken by :meth:`reach`; the last host behind a jump host closes it."""
+        for key in reversed(keys):
+            self._drop(key)
+
+    def _drop(self, key: tuple) -> None:
+        with self._lock:
+            h = self._hops.get(key)
+            if h is None:
+                return
+            h.users -= 1
+            last = h.users <= 0
+            if last:
+                del self._hops[key]
+        if last:
+            if h.client is not None:
+                h.client.close()
+            self.release(h.upstream)
+
+    def close(self) -> None:
+        """Close every jump host login (the run is over)."""
+        with self._lock:
+            hops, self._hops = list(self._hops.values()), {}
+        for h in reversed(hops):  # outermost last: those behind a jump host close before it
+            if h.client is not None:
+                h.client.close()
+
+
+def _channel(through: paramiko.Transport, ep: Endpoint, hop: Endpoint | None, way: Way) -> paramiko.Channel:
+    """A direct-tcpip channel from the jump host of ``through`` to ``ep`` (what ``ssh -J`` asks for)."""
+    try:
+        return through.open_channel("direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0),
+                                    timeout=way.connect_timeout)
+    except paramiko.ChannelException as e:
+        via = hop.name if hop is not None else "the jump host"
+        raise Unreachable(f"ssh to {ep.where} through jump host {via} failed: the jump host could not connect "
+                          f"to it ({e.text or 'refused'}); check the address from there") from None
+    except (paramiko.SSHException, OSError, EOFError) as e:
+        raise Unreachable(f"ssh to {ep.where}: the connection through the jump host was lost "
+                          f"({str(e) or type(e).__name__})") from None

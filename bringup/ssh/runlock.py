@@ -1,0 +1,269 @@
+"""The host's run lock: two runs that write never interleave on one host, and a script of a run that is gone
+never writes after the next run has begun.
+
+Two flock(1) locks in a folder that only the user bringup runs as on the host may enter (root's:
+:data:`LOCK_DIR`, mode 0700, made by bringup; another user's: ``/run/user/<uid>/bringup``, else
+``~/.cache/bringup``), so no other local user can create, link or hold them:
+
+- ``run.lock``, held by the run's *holder*: a process on the host whose stdin is the run's connection, so the
+  lock goes when the run ends, or when its connection dies (the control machine killed, the network cut);
+- ``scripts.lock``, held shared by every script of the run that holds the lock, and by every process such a
+  script starts (they inherit the descriptor): a script that outlives its run (the control machine killed while
+  the script slept before a write) still holds it.
+
+A holder takes ``run.lock`` (waiting up to ``run_lock_timeout`` for a live run), then ``scripts.lock`` alone for a
+moment: it waits there until nothing of an earlier run is left on the host (or names what is, with its pid),
+then writes the run's *generation* (a random token) and lets it go.  Each script of the run takes
+``scripts.lock`` shared and goes on only while the generation is its run's: a run whose lock another run took
+(its holder killed on the host) stops at its next round trip, having run nothing of it -- it is *fenced*.
+
+A process a script starts and leaves running holds ``scripts.lock`` too, as it should when it is the script's own
+work; a daemon started by hand rather than through its init system (which closes inherited descriptors) would
+keep the next run out as well: the line that refuses that run names its pid and command.
+
+The holder answers one line (:func:`refusal` words it): ``locked``; ``held <owner>``; ``busy <pids>|<owner>``;
+``noflock``; ``unusable <path>: <error>``; ``refused <path>: <why>``.
+"""
+from __future__ import annotations
+
+import re
+import secrets
+from dataclasses import dataclass, field
+
+from .command import quote, sh
+from ..errors import Unreachable, said
+
+__all__ = ["LOCK_DIR", "WAIT_S", "FENCED_RC", "LockLost", "RunLock", "hold_script", "then_output", "fence", "refusal",
+           "who"]
+
+#: Root's lock folder (a tmpfs on every systemd host: nothing of it survives a reboot).
+LOCK_DIR = "/run/bringup"
+#: Seconds a run waits for another run's lock (``run_lock_timeout``), and as long for an earlier run's scripts.
+WAIT_S = 60
+#: A fenced script's exit status; its stderr then starts with ``bringup-lock-lost <token>:``.
+FENCED_RC = 75
+#: The most of the owner line (who holds the lock) read back, in bytes: a file grown huge is never read whole.
+OWNER_MAX = 300
+
+# Where the lock folder is, for the user the script runs as (the holder's and every fence's own computation).
+_PLACE = ('_u=$(id -u); if [ "$_u" = 0 ]; then d=/run/bringup; '
+          'elif [ -d "/run/user/$_u" ] && [ -O "/run/user/$_u" ]; then d="/run/user/$_u/bringup"; '
+          'else d="${HOME:-/nonexistent}/.cache/bringup"; fi')
+
+# One line back, whatever the text: newlines and tabs as spaces, no control characters, at most 700 bytes.
+_SAY = ("say() { printf '%s' \"$*\" | tr '\\n\\t' '  ' | tr -d '\\000-\\037\\177' | head -c 700; echo; }")
+_WHAT = ('what() { if [ -L "$1" ]; then echo "a symbolic link"; elif [ -d "$1" ]; then echo "a folder"; '
+         'elif [ -f "$1" ]; then echo "a regular file"; elif [ -e "$1" ]; then echo "a special file"; '
+         'else echo missing; fi; }')
+_OWNER = f'owner() {{ head -c {OWNER_MAX} -- "$d/owner" 2>/dev/null; }}'
+# The processes that hold the lock file $1 (at most 3): their pid, command line (80 bytes, no "|") and whether they
+# are bringup's (a holder: its command line holds HOLDER_MARK; a run's script or what it started: its environment
+# holds RUN_ENV) or another process's.
+_HOLDERS = ("holders() { ls -l /proc/[0-9]*/fd 2>/dev/null | awk -v t=\"-> $d/$1\" "
+            "'substr($0, 1, 6) == \"/proc/\" { split($0, a, \"/\"); p = a[3]; next } "
+            "p != \"\" && length($0) >= length(t) && substr($0, length($0) - length(t) + 1) == t && !s[p]++ "
+            "{ print p }' | head -n 3 | while read -r p; do "
+            "k=other; { tr '\\000' '\\n' < \"/proc/$p/environ\" 2>/dev/null | grep -q '^BRINGUP_LOCK_RUN=' || "
+            "tr '\\000' ' ' < \"/proc/$p/cmdline\" 2>/dev/null | grep -q bringup-run-lock-holder; } && k=bringup; "
+            "printf 'pid %s (%s) %s, ' \"$p\" \"$(tr '\\000|' ' /' < \"/proc/$p/cmdline\" 2>/dev/null | head -c 80 | "
+            "sed 's/ *$//')\" \"$k\"; "
+            "done; }")
+
+_HOLD = """\
+# bringup-run-lock-holder
+export BRINGUP_LOCK_RUN={token}
+IFS= read -r who
+umask 077
+{say}
+{what}
+{owner}
+{holders}
+{place}
+{base}
+command -v flock >/dev/null 2>&1 || {{ say noflock; exit 0; }}
+case $(what "$d") in
+  missing) e=$(mkdir -p -m 0700 -- "$d" 2>&1) || {{ say "unusable $d: $e"; exit 0; }} ;;
+  "a folder") ;;
+  *) say "refused $d: $(what "$d"), not a folder"; exit 0 ;;
+esac
+[ -O "$d" ] || {{ say "refused $d: owned by uid $(stat -c %u -- "$d"), not by uid $(id -u) that bringup runs as"; exit 0; }}
+[ "$(stat -c %a -- "$d")" = 700 ] || chmod 0700 -- "$d" 2>/dev/null || {{
+  say "refused $d: mode $(stat -c %a -- "$d") lets other users in, and it cannot be made 0700"; exit 0; }}
+for f in run.lock scripts.lock generation owner; do
+  case $(what "$d/$f") in
+    missing|"a regular file") ;;
+    *) say "refused $d/$f: $(what "$d/$f"), not a regular file"; exit 0 ;;
+  esac
+  # (the shell's own words, less its "sh: 23: " prefix)
+  e=$( {{ : >>"$d/$f"; }} 2>&1 ) || {{ say "unusable $d/$f: ${{e#*: [0-9]*: }}"; exit 0; }}
+done
+exec 9>>"$d/run.lock"
+t0=$(date +%s)
+flock -w {wait} 9; rc=$?
+case $rc in
+  0) ;;
+  1) exec 9>&-; say "held $(holders run.lock)|$(owner)"; exit 0 ;;
+  *) say "unusable $d/run.lock: flock failed (exit $rc)"; exit 0 ;;
+esac
+exec 8>>"$d/scripts.lock"
+left=$(({wait} - $(date +%s) + t0)); [ "$left" -ge 1 ] || left=1
+flock -x -w "$left" 8; rc=$?
+case $rc in
+  0) ;;
+  1) exec 8>&-; say "busy $(holders scripts.lock)|$(owner)"; exit 0 ;;
+  *) say "unusable $d/scripts.lock: flock failed (exit $rc)"; exit 0 ;;
+esac
+e=$( {{ printf '%s\\n' {token} > "$d/generation" && printf '%s\\n' "$who" > "$d/owner"; }} 2>&1 ) || {{
+  say "unusable $d: $e"; exit 0; }}
+exec 8>&-
+echo locked
+{then}exec cat >/dev/null
+"""
+
+_FENCE = """\
+{place}
+{base}
+lost() {{ printf 'bringup-lock-lost %s: %s\\n' {token} "$*" | head -c 700 >&2; exit {rc}; }}
+{{ command exec 8<"$d/scripts.lock"; }} 2>/dev/null || lost "$d/scripts.lock is gone"
+flock -s -w {wait} 8 || lost "$d/scripts.lock stayed locked for {wait} s"
+[ "$(head -c 100 -- "$d/generation" 2>/dev/null)" = {token} ] || \
+lost "another run took the lock: $(head -c {owner_max} -- "$d/owner" 2>/dev/null | tr -d '\\000-\\037\\177')"
+export BRINGUP_LOCK_RUN={token}
+"""
+
+
+def _base(base: str | None) -> str:
+    return sh("d=%s", base) if base else ":"
+
+
+def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None, then: str | None = None) -> str:
+    """The holder: reads who it is for (one line), takes the lock and the generation ``token`` (or answers why
+    not, one line), then waits on its stdin (the connection), holding the lock until the run lets it go.
+    ``base``: the lock folder, instead of the user's own (tests).
+
+    ``then``: a command the holder runs once it holds the lock, before it waits (the run's facts: the lock and
+    the facts in one round trip), its stdin empty, its stderr dropped, without the lock's descriptor (a
+    program it leaves running never holds the lock); its stdout follows the ``locked`` line and ends with
+    the line ``@@<token>:end:<exit status>`` (:func:`then_output` reads it back)."""
+    after = "" if then is None else (
+        f"( {then}\n) </dev/null 2>/dev/null 9>&-; printf '\\n@@%s:end:%d\\n' {quote(token)} \"$?\"\n")
+    return _HOLD.format(say=_SAY, what=_WHAT, owner=_OWNER, holders=_HOLDERS, place=_PLACE, base=_base(base),
+                        wait=_seconds(wait_s), token=quote(token), then=after)
+
+
+def then_output(token: str, lines: list[str]) -> tuple[int, str] | None:
+    """The exit status and stdout of a holder's ``then`` command from the lines it printed after ``locked``
+    (each with its newline), when its end line came last; None when it did not (the output was cut)."""
+    if not lines:
+        return None
+    m = re.fullmatch(rf"@@{re.escape(token)}:end:(\d{{1,3}})\n?", lines[-1])
+    if m is None:
+        return None
+    out = "".join(lines[:-1])
+    return int(m.group(1)), out[:-1] if out.endswith("\n") else out
+
+
+def fence(token: str, command: str, wait_s: float = WAIT_S, base: str | None = None) -> str:
+    """``command`` run only while the run of ``token`` holds the lock, with ``scripts.lock`` held shared by it and
+    by everything it starts; else exit :data:`FENCED_RC`, ``bringup-lock-lost <token>: <why>`` on stderr."""
+    return _FENCE.format(place=_PLACE, base=_base(base), token=quote(token), rc=FENCED_RC, wait=_seconds(wait_s),
+                         owner_max=OWNER_MAX) + "exec " + command
+
+
+def who() -> str:
+    """This run, as the host's run lock names it to a second run."""
+    import getpass
+    import os
+    import socket
+    import time
+
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = str(os.getuid())
+    return f"{user}@{socket.gethostname()} pid {os.getpid()}, since {time.strftime('%Y-%m-%d %H:%M:%S %z')}"
+
+
+def _seconds(wait_s: float) -> int:
+    return max(1, int(-(-float(wait_s) // 1)))
+
+
+class LockLost(Unreachable):
+    """This run no longer holds the host's run lock: another run took it; nothing more of this run ran there."""
+
+
+def refusal(answer: str, wait_s: float = WAIT_S) -> str | None:
+    """The holder's ``answer`` line as the one line that fails the host; None when it holds the lock."""
+    kind, _, rest = answer.strip().partition(" ")
+    waited = f"waited {wait_s:g} s (run_lock_timeout)"
+    if kind == "locked" and not rest:
+        return None
+    if kind == "held":
+        procs, _, who = rest.partition("|") if "|" in rest else ("", "", rest)
+        other, procs = _others(procs)
+        if other:
+            last = said(who, 100)
+            return (f"the host's run lock is held by another process, not by a bringup run: {procs}"
+                    f"{f' (the last bringup run to take it: {last})' if last else ''}; it is not a "
+                    "stale lock (a flock(1) lock goes with the process that holds it); this run "
+                    f"{waited} for it; end that process (kill {_pids(procs)}) "
+                    "or let it close the lock, then run again")
+        who = said(who, OWNER_MAX) or "another bringup run"
+        return (f"another bringup run holds this host: {who}{f' (its holder: {procs})' if procs else ''}; "
+                f"{waited} for it; run again once it has ended")
+    if kind == "busy":
+        procs, _, owner = rest.partition("|")
+        other, procs = _others(procs)
+        pids = _pids(procs)
+        if other:
+            return (f"the host's run lock (scripts.lock) is held by another process, not by a script of a bringup "
+                    f"run: {procs}; it is not a stale lock (a flock(1) lock goes with the process that holds it); "
+                    f"this run {waited} for it and did not start; end that process (kill {pids}) or let it close "
+                    "the lock, then run again")
+        return (f"a script of an earlier bringup run ({said(owner, OWNER_MAX) or 'who, unknown'}) still runs on "
+                f"this host and may still write: {procs or 'its processes were not found'}; this run {waited} "
+                "for it and did not start; it ends by itself within that run's command_timeout, or end it"
+                f"{f' (kill {pids})' if pids else ''}, then run again")
+    if kind == "noflock":
+        return "flock(1) was not found on the host: install util-linux (the host's run lock needs it)"
+    if kind == "unusable":
+        return f"the host's run lock cannot be used: {said(rest, 400)}; make it writable (a tmpfs at /run) and run again"
+    if kind == "refused":
+        path = rest.partition(":")[0]
+        return (f"the host's run lock is refused: {said(rest, 400)}; remove it (rm -r -- {quote(path)}) and run "
+                "again: bringup makes it itself, a private folder of the user it runs as")
+    return f"the host's run lock could not be taken: {said(answer, 300) or 'no answer'}"
+
+
+def _pids(procs: str) -> str:
+    return " ".join(re.findall(r"\bpid (\d+)", procs))
+
+
+def _others(procs: str) -> tuple[bool, str]:
+    """Whether a process of the holder's list (``pid N (cmd) bringup|other, ...``) is not bringup's; the list in
+    words, without those marks."""
+    procs = said(procs.strip().rstrip(","), 300)
+    other = re.search(r"\) other(?:,|$)", procs) is not None
+    return other, re.sub(r"\) (?:bringup|other)(?=,|$)", ")", procs)
+
+
+@dataclass
+class RunLock:
+    """One run's hold of one host's lock: its generation token, and how its scripts are fenced."""
+
+    wait_s: float = WAIT_S
+    base: str | None = None
+    token: str = field(default_factory=lambda: secrets.token_hex(8))
+
+    def holder(self, then: str | None = None) -> str:
+        return hold_script(self.token, self.wait_s, self.base, then)
+
+    def fenced(self, command: str) -> str:
+        return fence(self.token, command, self.wait_s, self.base)
+
+    def lost(self, rc: int, stderr: str) -> str | None:
+        """Why a round trip was fenced (nothing of it ran), or None."""
+        mark = f"bringup-lock-lost {self.token}: "
+        if rc != FENCED_RC or mark not in stderr:
+            return None
+        return said(stderr.split(mark, 1)[1].splitlines()[0], 400)

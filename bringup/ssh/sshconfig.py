@@ -1,0 +1,405 @@
+"""Where ``ssh`` would connect for a host: ``~/.ssh/config``, Ansible's ssh arguments, jump hosts.
+
+Pure: it reads files and variables, opens nothing.  The result (:class:`Route`) is what
+:mod:`bringup.ssh.connection` dials.
+
+Ansible's ssh connection runs ``ssh`` with, in this order: ``ansible_ssh_args``, ``-o Port=``
+(``ansible_port``, when set), ``-o IdentityFile=`` (``ansible_ssh_private_key_file``), ``-o User=``
+(``ansible_user``), ``ansible_ssh_common_args``, ``ansible_ssh_extra_args``, then the host
+(``ansible_host`` or the inventory name).  ``ssh`` takes the first value it obtains for each option, the
+command line before the config file, so inventory variables win over ``~/.ssh/config``, and within the
+arguments the earlier one wins.  Here every such option becomes a line of a ``Host *`` block placed before
+the config file's text, and paramiko's own :class:`paramiko.SSHConfig` (first value wins, as in OpenSSH)
+looks the host up: the token expansion of ``ProxyCommand %h:%p`` then sees the values ``ssh`` would.
+
+An ssh option that bringup cannot honour is refused with one line naming it (:data:`NO_EFFECT` lists the
+ones accepted because they change nothing bringup does).
+"""
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+import shlex
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import paramiko
+
+from ..errors import InventoryError
+from ..inventory.hosts import Host
+from ..userfile import read_capped
+
+__all__ = ["Endpoint", "Route", "route", "check_routes", "parse_ssh_args", "SSH_ARG_VARS", "MAX_HOPS"]
+
+#: Ansible's variables of extra ssh arguments, in the order Ansible puts them on the command line
+#: (``ansible_ssh_args`` first; the inventory's Port/IdentityFile/User come between it and the others).
+SSH_ARG_VARS = ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args")
+
+#: ``-o`` options bringup honours (their ssh_config spelling).
+HONOURED = {k.lower(): k for k in ("HostName", "Port", "User", "IdentityFile", "ProxyJump", "ProxyCommand",
+                                   "StrictHostKeyChecking", "UserKnownHostsFile", "ConnectTimeout",
+                                   "ServerAliveInterval")}
+#: ``-o`` options accepted though they change nothing here: connection sharing (bringup keeps one connection
+#: per host for the whole run), compression, logging, and the keepalive count (the run's watchdog decides).
+NO_EFFECT = {"controlmaster", "controlpersist", "controlpath", "compression", "loglevel", "batchmode",
+             "serveralivecountmax", "tcpkeepalive", "requesttty"}
+#: ssh's one-letter options that take an argument (``man ssh``); the others are flags.
+_TAKES_ARG = set("BbcDEeFIiJLlmOopQRSWw")
+#: Flags that change nothing here: -C compression, -q quiet, -T/-t tty, -v verbose.
+_NO_EFFECT_FLAGS = set("CqTtv")
+#: One-letter options with an argument that bringup honours, as the ssh_config key they set.
+_LETTER_KEYS = {"p": "Port", "i": "IdentityFile", "l": "User", "J": "ProxyJump"}
+#: ssh_config keys of a file that bringup cannot honour: they change whom the host key is checked as, or how
+#: the login proves itself, and skipping them would fail later with a misleading error.
+_REFUSED_CONFIG = {"include": "paramiko's SSHConfig does not read Include; name the included file with "
+                              "ssh_config or -F, or copy its hosts into the file",
+                   "hostkeyalias": "host keys are checked under the host's own name",
+                   "certificatefile": "certificate logins are not supported; use a key"}
+#: Jump hosts in one chain, all hops counted (a ProxyJump of a jump host adds its own).
+MAX_HOPS = 8
+#: An ssh config file larger than this is no ssh config (OpenSSH's own are a few KiB).
+MAX_CONFIG_BYTES = 1 << 20
+#: Keys whose value paramiko hands to a shell after expanding ``%`` tokens: every token's value is quoted.
+_SHELL_KEYS = {"proxycommand", "match-exec"}
+#: Characters no ssh_config value written from the inventory may hold: a newline would start a line of its
+#: own (a ``ProxyCommand`` smuggled in through ``ansible_user``), NUL and the other controls are no text.
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class _Config(paramiko.SSHConfig):
+    """paramiko's SSHConfig whose ``%`` tokens in a command (ProxyCommand, Match exec) are shell-quoted.
+
+    paramiko pastes ``%h``/``%p``/``%r`` into the command as they are, one token after the other (so a host
+    named ``x;touch /tmp/p`` runs ``touch`` on the control machine, and a host holding ``%r`` is expanded
+    twice).  Here the command is expanded in one pass, each token's value quoted as one shell word, ``%%`` a
+    ``%``: what OpenSSH 9.6 guards by refusing such names, and what ``ssh -W %h:%p`` expects of a plain one
+    (``shlex.quote`` leaves ``10.0.0.1`` and ``gpu-01.example`` as they are).  Other keys are paramiko's.
+    """
+
+    def _tokenize(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
+        if key not in _SHELL_KEYS:
+            return super()._tokenize(config, target_hostname, key, value)
+        allowed = set(self._allowed_tokens(key))
+        hostname = config.get("hostname", target_hostname)
+        port = config.get("port", 22)
+        local_user = getpass.getuser()
+        user = config.get("user", local_user)
+        local = socket.gethostname()
+        home = os.path.expanduser("~")
+        values = {"%h": hostname, "%p": port, "%r": user, "%n": target_hostname, "%u": local_user,
+                  "%d": home, "%L": local.split(".")[0], "%l": local,
+                  "%C": hashlib.sha1((local.split(".")[0] + target_hostname + repr(port) + user).encode()
+                                     ).hexdigest()}
+
+        def one(m: re.Match) -> str:
+            token = m.group(0)
+            if token == "%%":
+                return "%"
+            if token == "~":
+                return shlex.quote(home) if "~" in allowed else token
+            if token in allowed and token in values:
+                return shlex.quote(str(values[token]))
+            return token
+
+        return re.sub(r"%.|~", one, value, flags=re.S)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One SSH server to log in to: the target or a jump host before it."""
+
+    #: The name as written (the inventory's address, or the ProxyJump entry): what messages say.
+    name: str
+    hostname: str
+    port: int
+    user: str
+    #: Keys to offer, and only them; empty: the agent and ~/.ssh's default keys (paramiko's look-up).
+    identity_files: tuple[str, ...] = ()
+    #: Jump hosts to go through first, outermost first (ProxyJump).
+    jumps: tuple["Endpoint", ...] = ()
+    #: A command whose stdin/stdout is the connection (ProxyCommand, its %h/%p/%r expanded).
+    proxy_command: str | None = None
+
+    @property
+    def where(self) -> str:
+        return f"{self.hostname}:{self.port}"
+
+
+@dataclass(frozen=True)
+class Route:
+    """How to reach one inventory host."""
+
+    target: Endpoint
+    #: known_hosts files, the first one written by accept-new.
+    known_hosts: tuple[str, ...]
+    #: "yes", "accept-new", or None (the run's choice: strict unless --accept-new-host-keys).
+    strict: str | None = None
+    connect_timeout: float = 10.0
+    #: Seconds between keepalives (0: none).
+    keepalive: int = 15
+    #: The ssh config file read, if any.
+    config_file: str | None = None
+
+
+def _refuse(where: str, what: str) -> InventoryError:
+    return InventoryError(f"{where}: {what}")
+
+
+def _option(text: str, where: str) -> tuple[str, str]:
+    """``Key=Value``, ``Key Value`` or ``Key = Value`` (what ``-o`` takes) as (key, value)."""
+    m = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9]*)\s*(?:=\s*|\s+)(.*?)\s*", text, re.S)
+    if not m or not m.group(2):
+        raise _refuse(where, f"-o {text!r} is not KEY=VALUE; write it as -o Name=value")
+    return m.group(1), m.group(2)
+
+
+def parse_ssh_args(text: str, where: str) -> tuple[list[tuple[str, str]], str | None]:
+    """``ssh`` arguments (one of :data:`SSH_ARG_VARS`) as ssh_config lines (key, value), in order, and the
+    ``-F`` config file (or None).  An option bringup cannot honour raises one line naming it."""
+    if not isinstance(text, str):
+        raise _refuse(where, f"must be text (ssh arguments), got {type(text).__name__}")
+    try:
+        words = shlex.split(text)
+    except ValueError as e:
+        raise _refuse(where, f"cannot split {text!r} as a shell would ({e}); check the quotes") from None
+    lines: list[tuple[str, str]] = []
+    config: str | None = None
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("-") or word == "-" or word.startswith("--"):
+            raise _refuse(where, f"{word!r} is not an ssh option (a host or a command cannot be given here)")
+        letters = word[1:]
+        while letters:
+            letter, letters = letters[0], letters[1:]
+            if letter not in _TAKES_ARG:
+                if letter in _NO_EFFECT_FLAGS:
+                    continue
+                raise _refuse(where, f"ssh option -{letter} is not supported by bringup (it connects through "
+                                     "paramiko, not the ssh program); remove it")
+            if letters:
+                arg, letters = letters, ""
+            elif i < len(words):
+                arg = words[i]
+                i += 1
+            else:
+                raise _refuse(where, f"ssh option -{letter} lacks its value")
+            if "\n" in arg or "\r" in arg:
+                raise _refuse(where, f"the value of -{letter} spans lines; give it on one line")
+            if letter == "o":
+                key, value = _option(arg, where)
+                if key.lower() in HONOURED:
+                    lines.append((HONOURED[key.lower()], value))
+                elif key.lower() not in NO_EFFECT:
+                    raise _refuse(where, f"ssh option -o {key} is not supported by bringup (it honours "
+                                         f"{', '.join(sorted(HONOURED.values()))}); remove it")
+            elif letter == "F":
+                config = arg
+            elif letter in _LETTER_KEYS:
+                lines.append((_LETTER_KEYS[letter], arg))
+            else:
+                raise _refuse(where, f"ssh option -{letter} is not supported by bringup (it connects through "
+                                     "paramiko, not the ssh program); remove it")
+    return lines, config
+
+
+def _block(lines: list[tuple[str, str]], where: str) -> str:
+    """The inventory's options as a ``Host *`` block; a value holding a newline or another control character
+    is refused (it would write a line of its own into the config paramiko reads)."""
+    for k, v in lines:
+        if _CONTROL.search(str(v)):
+            raise _refuse(where, f"the {k} value {str(v)!r} holds a control character (a newline would add an "
+                                 "ssh option of its own); give it on one line, in plain text")
+    return "Host *\n" + "".join(f"  {k} {v}\n" for k, v in lines)
+
+
+def _read_config(path: str, where: str) -> str:
+    p = Path(os.path.expanduser(path))
+    data = read_capped(p, MAX_CONFIG_BYTES, lambda line: _refuse(where, line),
+                       missing=f"ssh config file {p} does not exist; fix the path (or give -F none)",
+                       unreadable=f"cannot read ssh config file {p}: ",
+                       too_large=f"ssh config file {p} is larger than {MAX_CONFIG_BYTES >> 20} MiB: no ssh config; "
+                                 "fix the path",
+                       not_regular=f"ssh config file {p} is not a regular file (a folder, a pipe or a device); "
+                                   "name the config file itself")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _refuse(where, f"ssh config file {p} is not UTF-8 text") from None
+    if "\x00" in text:
+        raise _refuse(where, f"ssh config file {p} holds NUL bytes: no ssh config; fix the path")
+    _shape(text, where, str(p))
+    return text
+
+
+#: An ssh_config line: a keyword (letters and digits), then a value after spaces or '='.
+_LINE = re.compile(r"\s*(?:#.*)?|\s*[A-Za-z][A-Za-z0-9]*(?:\s*=\s*|\s+)\S.*")
+
+
+def _shape(text: str, where: str, config: str | None) -> None:
+    """Every line of ``text`` is blank, a comment or ``Keyword value``; else one line naming the line NUMBER
+    only: a file that is no ssh_config (``/etc/shadow``) is never quoted back."""
+    for n, line in enumerate(text.splitlines(), 1):
+        if not _LINE.fullmatch(line):
+            raise _refuse(where, f"ssh config {config or '(arguments)'} line {n} is not 'Keyword value': "
+                                 "is this an ssh config file? Fix the path or the line")
+
+
+def _lookup(text: str, name: str, where: str, config: str | None) -> dict[str, Any]:
+    try:
+        found = _Config.from_text(text).lookup(name)
+    except Exception as e:  # noqa: BLE001 - paramiko's ConfigParseError and its kin: the file's fault
+        # paramiko's words quote the line: a file that is no ssh config (a secret) is not shown back.
+        raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {name}: "
+                             f"{type(e).__name__}; check the file's syntax") from None
+    for key, why in _REFUSED_CONFIG.items():
+        if found.get(key):
+            raise _refuse(where, f"ssh config {config} sets {key} for {name}: {why}")
+    return dict(found)
+
+
+def _int(value: Any, what: str, where: str, low: int = 1, high: int = 65535) -> int:
+    try:
+        n = int(str(value).strip())
+    except ValueError:
+        n = -1
+    if not low <= n <= high:
+        raise _refuse(where, f"{what} must be a whole number {low}-{high} (got {value!r})")
+    return n
+
+
+def _via(found: dict[str, Any], where: str, config_text: str, config: str | None, chain: tuple[str, ...]
+         ) -> tuple[tuple[Endpoint, ...], str | None]:
+    """The jump hosts or the proxy command ``found`` names: the first of the two set wins (OpenSSH's rule;
+    paramiko's result keeps the order options were first obtained in)."""
+    for key in found:
+        if key == "proxycommand" and found[key]:
+            return (), str(found[key])
+        if key == "proxyjump" and found[key] and str(found[key]).lower() != "none":
+            hops: list[Endpoint] = []
+            for spec in str(found[key]).split(","):
+                hops.append(_hop(spec.strip(), where, config_text, config, chain))
+            # A hop's own jumps go before it: the chain is flattened, outermost first.
+            return tuple(hops), None
+    return (), None
+
+
+def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tuple[str, ...]) -> Endpoint:
+    """One ProxyJump entry, ``[user@]host[:port]`` or ``ssh://[user@]host[:port]``, looked up in the config."""
+    m = re.fullmatch(r"(?:ssh://)?(?:([^@\s]+)@)?(\[[^\]]+\]|[^:@\s/]+)(?::(\d+))?/?", spec)
+    if not m:
+        raise _refuse(where, f"ProxyJump entry {spec!r} is not [user@]host[:port]")
+    user, name, port = m.group(1), m.group(2).strip("[]"), m.group(3)
+    if name in chain:
+        raise _refuse(where, f"jump host {name} reaches itself through ProxyJump ({' > '.join(chain + (name,))})")
+    if len(chain) >= MAX_HOPS:
+        raise _refuse(where, f"more than {MAX_HOPS} jump hosts in one chain ({' > '.join(chain)} > ...)")
+    first = [("User", user)] if user else []
+    first += [("Port", port)] if port else []
+    found = _lookup(_block(first, where) + config_text, name, where, config)
+    jumps, command = _via(found, where, config_text, config, chain + (name,))
+    return Endpoint(name=name, hostname=str(found.get("hostname") or name),
+                    port=_int(found.get("port", 22), f"the port of jump host {name}", where),
+                    user=str(found.get("user") or getpass.getuser()),
+                    identity_files=tuple(found.get("identityfile") or ()),
+                    jumps=jumps, proxy_command=command)
+
+
+def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
+    """How ``ssh`` (as Ansible runs it) reaches ``host``; raises one line for an option bringup cannot honour."""
+    name = f"host {host.name!r}"
+    v, c = host.vars, host.connection
+    given = c.model_fields_set  # the connection variables the inventory set (a default is not "set")
+    lines: list[tuple[str, str]] = []
+    config: str | None = None
+    per_var: dict[str, list[tuple[str, str]]] = {}
+    for var in SSH_ARG_VARS:
+        if v.get(var) in (None, ""):
+            per_var[var] = []
+            continue
+        per_var[var], named = parse_ssh_args(v[var], f"{name}: {var}")
+        config = named or config
+    lines += per_var["ansible_ssh_args"]
+    if "ansible_port" in given:
+        lines.append(("Port", str(c.ansible_port)))
+    if c.ansible_ssh_private_key_file:
+        lines.append(("IdentityFile", c.ansible_ssh_private_key_file))
+    if c.ansible_user:
+        lines.append(("User", c.ansible_user))
+    lines += per_var["ansible_ssh_common_args"] + per_var["ansible_ssh_extra_args"]
+
+    if config is None and v.get("ssh_config") not in (None, ""):
+        config = str(v["ssh_config"])
+        where = f"{name}: ssh_config"
+    else:
+        where = f"{name}: -F" if config is not None else name
+    if config is not None and config.lower() == "none":
+        config_text, config = "", None
+    elif config is not None:
+        config_text = _read_config(config, where)
+    elif Path(os.path.expanduser(default_config)).is_file():
+        config, config_text = default_config, _read_config(default_config, name)
+    else:
+        config_text = ""
+    # bringup's own default user (root) comes last: after the inventory and the config file.
+    found = _lookup(_block(lines, name) + config_text + "\nHost *\n  User root\n", host.address, name, config)
+    jumps, command = _via(found, name, config_text, config, (host.address,))
+    identity = tuple(found.get("identityfile") or ())
+    if c.ansible_ssh_private_key_file:
+        # Only the inventory's key, as before: another key would hide a wrong path.
+        identity = (os.path.expanduser(c.ansible_ssh_private_key_file),)
+        why = _key_problem(identity[0])
+        if why:
+            where = host.sources.get("ansible_ssh_private_key_file", "the inventory")
+            raise _refuse(name, f"ansible_ssh_private_key_file {c.ansible_ssh_private_key_file!r} ({where}): {why}; "
+                                "set it to the private key's path, or remove it to use ssh-agent and ~/.ssh's keys")
+    target = Endpoint(name=host.address, hostname=str(found.get("hostname") or host.address),
+                      port=_int(found.get("port", 22), "the port", name), user=str(found.get("user")),
+                      identity_files=identity, jumps=jumps, proxy_command=command)
+    strict = found.get("stricthostkeychecking")
+    if strict is not None:
+        s = str(strict).lower()
+        if s in ("yes", "ask"):  # no one to ask: as strict as yes
+            strict = "yes"
+        elif s in ("accept-new", "no", "off"):
+            # "no" is taken as accept-new: a key that CHANGED is still refused.
+            strict = "accept-new"
+        else:
+            raise _refuse(name, f"StrictHostKeyChecking {strict!r} must be yes, accept-new or no")
+    # The inventory's ssh_known_hosts first when it is set (accept-new writes there), then UserKnownHostsFile.
+    own = os.path.expanduser(c.ssh_known_hosts)
+    named = [os.path.expanduser(p) for p in str(found.get("userknownhostsfile") or "").split()]
+    known = tuple(dict.fromkeys(([own] if "ssh_known_hosts" in given or not named else []) + named))
+    # bringup's own variables win over ConnectTimeout and ServerAliveInterval; their defaults do not.
+    timeout = float(c.ssh_connect_timeout)
+    if "ssh_connect_timeout" not in given and found.get("connecttimeout") is not None:
+        timeout = float(_int(found["connecttimeout"], "ConnectTimeout", name, 1, 86400))
+    alive = int(c.ssh_keepalive_interval)
+    if "ssh_keepalive_interval" not in given and found.get("serveraliveinterval") is not None:
+        alive = _int(found["serveraliveinterval"], "ServerAliveInterval", name, 0, 86400)
+    return Route(target=target, known_hosts=known, strict=strict, connect_timeout=timeout, keepalive=alive,
+                 config_file=config)
+
+
+def _key_problem(path: str) -> str:
+    """Why the private key file ``path`` cannot be used ('' when it can): seen before connecting, not as a host
+    that is UNREACHABLE after trying."""
+    if not os.path.exists(path):
+        return "no such file" + (" (a link to nothing)" if os.path.islink(path) else "")
+    if not os.path.isfile(path):
+        return "not a file" + (" (a folder)" if os.path.isdir(path) else "")
+    if not os.access(path, os.R_OK):
+        return "not readable by this user"
+    return ""
+
+
+def check_routes(hosts: list[Host]) -> None:
+    """Every host's route worked out (and thrown away): a refusal is raised before anything connects."""
+    for h in hosts:
+        if h.connection.ansible_connection != "local":
+            route(h)
