@@ -5,6 +5,7 @@ import csv
 import re
 from typing import Any
 
+from .base import UntrustedOutput
 from .nvidia_values import _mode, _none_if_na, _number
 from .pci import normalize_pci_address
 
@@ -41,7 +42,10 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
 
     Lines before the header (shell prompts, ``lspci`` output in a capture) are
     skipped: the header is the first line whose fields look like query field
-    names.  Error text (no driver, unknown field) gives ``[]``.
+    names.  Error text (no driver, unknown field) gives ``[]``.  After the header every line must be a whole
+    row: one with fewer or more fields than the header (cut short, or an error such as ``Unable to determine
+    the device handle for GPU ...`` in place of a GPU's row), or a last row without its newline (cut inside its
+    last field), is :class:`UntrustedOutput`: a GPU must never vanish from the count unnamed.
     """
     lines = [l for l in output.splitlines() if l.strip() and not l.startswith("#")]
     start = None
@@ -54,13 +58,18 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
                 break
     if start is None:
         return []
-    reader = csv.reader(lines[start:], skipinitialspace=True)
-    header = next(reader)
+    header = next(csv.reader([lines[start]], skipinitialspace=True))
     keys = [_csv_key(h) for h in header]
+    rows = lines[start + 1:]
+    if rows and not output.rstrip(" \t").endswith("\n"):
+        raise UntrustedOutput(f"nvidia-smi --query-gpu: the last row ends without its newline (cut short?): "
+                              f"{rows[-1][:120]!r}")
     gpus: list[dict[str, Any]] = []
-    for row in reader:
+    for n, line in enumerate(rows, start=1):
+        row = next(csv.reader([line], skipinitialspace=True), [])
         if len(row) != len(header):
-            continue
+            raise UntrustedOutput(f"nvidia-smi --query-gpu: row {n} has {len(row)} of the header's {len(header)} "
+                                  f"fields (cut short, or an error in place of a GPU's row): {line[:120]!r}")
         gpu: dict[str, Any] = {}
         for (key, unit), field, raw in zip(keys, header, row):
             field_name = field.split("[", 1)[0].strip().lower()  # linear: not \s*\[.*$ searched over host text

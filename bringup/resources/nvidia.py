@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import fnmatch
 
+from ..facts.base import UntrustedOutput
 from ..facts.nvidia_csv import _QUERY_FIELDS, parse_query_gpu_csv
 from .base import Plan, Resource
 
@@ -42,7 +43,13 @@ class NvidiaDriverLoaded(Resource):
         want = f"branch {self.branch}" + (f" ({upstream_version(self.version)})" if self.version else "")
         if "smi=missing" in current:
             return Plan(reason="nvidia-smi is not installed yet", reboot=f"driver {want} not loaded: no nvidia-smi yet")
-        gpus = parse_query_gpu_csv(current)
+        lines = current.splitlines(keepends=True)
+        if lines and lines[-1].startswith("smi_rc="):  # the read's own trailer, not a row of the CSV
+            lines.pop()
+        try:
+            gpus = parse_query_gpu_csv("".join(lines))
+        except UntrustedOutput as e:
+            return Plan.fail(f"{e}: which driver is loaded cannot be read; run `nvidia-smi` on the host")
         if not gpus:
             msg = next((l.strip() for l in current.splitlines() if l.strip() and not l.startswith("smi_rc=")),
                        "no output")

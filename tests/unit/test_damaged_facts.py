@@ -25,6 +25,7 @@ from bringup.facts.base import UntrustedOutput
 from bringup.facts.cpu import parse_lscpu_parse
 from bringup.facts.gather import load_facts, parse_raw
 from bringup.facts.helpers import cpulist
+from bringup.facts.nvidia_csv import parse_query_gpu_csv
 from bringup.facts.pci import parse_pci_devices
 
 from .fixture_hosts import FIX
@@ -288,3 +289,56 @@ def test_a_cut_health_fact_makes_its_health_lines_not_checked():
     assert nvlink.status == "WARN" and nvlink.seen == "not checked: nvidia.nvlink unreadable", nvlink
     # The GPU's other health lines still read their own fact.
     assert [c.status for c in checks if c.name == "ECC errors"] == ["PASS"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# nvidia-smi --query-gpu CSV cut or broken at a row (issue 41: a cut row was dropped, and the GPU with it)
+
+L40S_2 = FIX / "public" / "nvsmi-query-gpu-csv-2xl40s-sr665v3.txt"
+
+
+def _l40s_csv() -> str:
+    """The public 2x L40S capture's CSV part alone (its header and both GPUs' rows, each ending in a newline)."""
+    text = L40S_2.read_text()
+    part = text[text.index("name, driver_version"):]
+    return "\n".join(l for l in part.splitlines() if l.strip()) + "\n"
+
+
+@pytest.mark.reliability(item=41, fault="nvidia-smi --query-gpu CSV cut: inside a row, inside the last field, an "
+                                        "error line in place of a GPU's row", checks=("one clear line",))
+@pytest.mark.parametrize("how", ["mid-row", "last field", "error row"])
+def test_a_cut_query_csv_is_unreadable_never_one_gpu_fewer(how):
+    whole = _l40s_csv()
+    assert [g["pci_bus_id"] for g in parse_query_gpu_csv(whole)] == ["00000000:01:00.0", "00000000:91:00.0"]
+    second = whole.index("NVIDIA L40S, 595.71.05, 46068 MiB, 00000000:91")
+    damaged = {
+        # Damage: cut after the second GPU's name and driver (a lost lane mid-line).
+        "mid-row": whole[:second + len("NVIDIA L40S, 595.71.05")] + "\n",
+        # Damage: cut inside the last field, before its newline ("0x26B9" of "0x26B910DE").
+        "last field": whole[:whole.rindex("10DE")],
+        # What nvidia-smi prints for a GPU it cannot reach, in place of that GPU's row.
+        "error row": whole[:second] + "Unable to determine the device handle for GPU 0000:91:00.0: Unknown Error\n",
+    }[how]
+    with pytest.raises(UntrustedOutput) as e:
+        parse_query_gpu_csv(damaged)
+    assert ("row 2" in str(e.value)) if how != "last field" else ("without its newline" in str(e.value))
+
+
+@pytest.mark.reliability(item=41, fault="nvidia-smi --query-gpu CSV cut inside the H200's row, through the checklist",
+                         checks=("one clear line",))
+def test_the_h200_csv_cut_makes_its_checks_not_checked():
+    text = bundle()["raw"]["nvidia.smi"]["output"]
+    checks, errors = checklist_of(raw_with(nvidia_smi=text[:text.index(", 1980 MHz")] + "\n"))
+    assert "row 1 has" in errors["nvidia.smi"], errors
+    (line,) = named(checks, "fact nvidia.smi")
+    assert line.status == "FAIL" and "row 1 has" in line.seen
+    (c,) = named(checks, "driver sees the GPUs")
+    assert c.status == "WARN" and c.seen.startswith("not checked: nvidia.smi unreadable"), c
+
+
+def test_the_loaded_driver_read_cut_is_a_failure_not_a_reboot():
+    from bringup.resources.nvidia import NvidiaDriverLoaded
+    whole = (FIX / "h200-vm" / "nvidia-smi-query.csv").read_text()
+    assert NvidiaDriverLoaded("580", expected_gpus=1).plan(whole + "smi_rc=0\n").error is None
+    p = NvidiaDriverLoaded("580", expected_gpus=1).plan(whole[:whole.index(", 700.00 W")] + "smi_rc=0\n")
+    assert p.reboot is None and "row 1 has 7 of the header's 10 fields" in p.error, p
