@@ -10,6 +10,7 @@ from typing import Any
 
 from ..checks import Check, line
 from ..facts.nvidia_health import HOLDING_REASONS
+from .gpu import nvswitch_evidence
 from .nvlink import rate
 
 __all__ = ["AREA", "gpu_health_checks", "nvlink_checks", "gpus_of", "subject_of", "has_gpu"]
@@ -257,7 +258,9 @@ def nvlink_checks(facts: dict) -> list[Check]:
         return []
     fastest = max((l["gbps"] for n in with_links for l in n["links"] if l.get("gbps")), default=None)
     most_up = max(sum(1 for l in n["links"] if l.get("active")) for n in with_links)
-    board = any(g.get("fabric_state") is not None for g in by_uuid.values())
+    # An NVSwitch board: a fabric state on a GPU, or NVSwitches on the PCI bus (boards before Hopper, the DGX A100's
+    # A100-SXM among them, print Fabric State N/A, so the bus is their only sign).
+    board = nvswitch_evidence(facts)
     out: list[Check] = []
     for n in with_links:
         g = by_uuid.get(n.get("uuid")) or {}
@@ -281,7 +284,7 @@ def nvlink_checks(facts: dict) -> list[Check]:
                             subject=subject))
         elif not up:
             out.append(line(AREA, "NVLink", "FAIL" if board else "WARN",
-                            inactive + ("" if board else "; the GPUs talk over PCIe"),
+                            inactive + (f" on an NVSwitch board ({board})" if board else "; the GPUs talk over PCIe"),
                             "NVSwitch board: check nvidia-fabricmanager and the baseboard; else fit the NVLink bridges"
                             if board else "fit the NVLink bridges, or accept PCIe between the GPUs", subject=subject))
         elif len(up) < most_up:

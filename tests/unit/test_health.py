@@ -807,3 +807,23 @@ def test_capture_idle_a40_with_sw_power_cap_is_not_told_to_raise_its_limit():
     bad = _q(PUB / "nvsmi-q-10xa40-idle-swpowercap-drv550.txt", (r"(Power Draw\s+:) 29.70 W", r"\1 N/A"))
     c = _lines({"nvidia.query": bad}, name="clock event reasons")[0]
     assert c.status == "WARN" and "compare it with the board's default" in c.fix and "power budget" not in c.fix
+
+
+def test_capture_a100_board_with_every_link_inactive_and_no_fabric_state_fails():
+    # The 8x A100-SXM capture with every GPU's 12 links printed "<inactive>" (the spelling of the V100 capture):
+    # A100-SXM's nvidia-smi -q prints Fabric State N/A (nvsmi-q-4xa100sxm80-drv555.txt), so only the NVSwitches on
+    # the PCI bus (vendor 0x10de, class 0x0680, as on a DGX A100) tell a board whose fabric is down from PCIe cards
+    # without bridges.
+    text = re.sub(r"\d+(\.\d+)? GB/s", "<inactive>", _text("nvlink-s-8xa100sxm.txt"))
+    links = parse_nvlink_status(text)
+    assert len(links) == 8 and not [l for n in links for l in n["links"] if l["active"]]
+    gpus = [{"bus_id": f"00000000:{i:02X}:00.0", "uuid": g["uuid"], "product_architecture": "Ampere",
+             "fabric_state": None} for i, g in enumerate(links)]
+    cards = nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": links})
+    assert {c.status for c in cards} == {"WARN"} and "talk over PCIe" in cards[0].seen  # no sign of a board
+    switches = [{"address": f"0000:{0xc4 + i:02x}:00.0", "class": "0x068000", "vendor": "0x10de", "device": "0x1af1"}
+                for i in range(6)]
+    board = nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": links, "pci.devices": switches})
+    assert len(board) == 8 and {c.status for c in board} == {"FAIL"}, board
+    assert "6 NVSwitch(es) on the PCI bus" in board[0].seen and "PCIe" not in board[0].seen.split("(")[0]
+    assert "nvidia-fabricmanager" in board[0].fix
