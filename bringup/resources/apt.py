@@ -439,7 +439,7 @@ def repo_from_var(name: str, spec: dict, *, lock_timeout: int = 300, subst: dict
     def fill(v):
         return v.format(**subst) if subst and isinstance(v, str) else v
 
-    spec = reveal(spec)  # a url given as {env: ...}: its text goes to the host, masked in output
+    spec = reveal(spec)  # a url given as {bringup_secret: {env: ...}}: its text goes to the host, masked in output
 
     key = Path(str(spec["key"])).expanduser().read_bytes() if "key" in spec else None
     return AptRepository(name, url=fill(spec["url"]), suite=fill(spec.get("suite", "./")),
