@@ -70,6 +70,21 @@ _SHELL_KEYS = {"proxycommand", "match-exec"}
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 
+#: Tokens whose value comes from the inventory or the config (the host's address, user, port, name as written):
+#: in a command they may hold only what no shell reads specially, however deeply the command nests shells.
+_DATA_TOKENS = {"%h": "the host's address (ansible_host or HostName)", "%r": "the user (ansible_user or User)",
+                "%p": "the port", "%n": "the host's name as written"}
+_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+
+
+class _UnsafeToken(Exception):
+    """A data token (``%h``, ``%r``, ...) whose value holds shell characters, in a command a shell runs."""
+
+    def __init__(self, token: str, key: str) -> None:
+        super().__init__(token)
+        self.token, self.key = token, key
+
+
 class _Config(paramiko.SSHConfig):
     """paramiko's SSHConfig whose ``%`` tokens in a command (ProxyCommand, Match exec) are shell-quoted.
 
@@ -102,7 +117,12 @@ class _Config(paramiko.SSHConfig):
             if token == "~":
                 return shlex.quote(home) if "~" in allowed else token
             if token in allowed and token in values:
-                return shlex.quote(str(values[token]))
+                text = str(values[token])
+                if token in _DATA_TOKENS and not _PLAIN.fullmatch(text):
+                    # Quoting holds for one shell only: a command that hands the token to a second one
+                    # (``sh -c "echo %h"``) would run it.  OpenSSH 9.6 refuses such names; so does bringup.
+                    raise _UnsafeToken(token, key)
+                return shlex.quote(text)
             return token
 
         return re.sub(r"%.|~", one, value, flags=re.S)
@@ -253,6 +273,12 @@ def _shape(text: str, where: str, config: str | None) -> None:
 def _lookup(text: str, name: str, where: str, config: str | None) -> dict[str, Any]:
     try:
         found = _Config.from_text(text).lookup(name)
+    except _UnsafeToken as e:
+        key = "ProxyCommand" if e.key == "proxycommand" else "Match exec"
+        raise _refuse(where, f"{key} pastes {e.token} ({_DATA_TOKENS[e.token]}) into a shell command, and its "
+                             "value holds characters a shell reads (quotes, $, `, ;, |, &, spaces, ...): set it to "
+                             "a plain host name, address or user (letters, digits and . _ - @ : , + = / %)"
+                      ) from None
     except Exception as e:  # noqa: BLE001 - paramiko's ConfigParseError and its kin: the file's fault
         # paramiko's words quote the line: a file that is no ssh config (a secret) is not shown back.
         raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {name}: "

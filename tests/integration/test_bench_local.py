@@ -277,7 +277,13 @@ def test_microbatcher_batches_under_load(triton):
 
     before = _stats(triton.grpc_port, "add")
     mb, results = asyncio.run(_with_client(triton.grpc_port, go))
+    # Triton counts a request once its response is out, so the last batch's answer can reach the client before
+    # the statistics (loadgen settles the same way): wait for the counters, then compare exactly.
+    deadline = time.monotonic() + 5
     delta = _stats(triton.grpc_port, "add") - before
+    while delta.success < mb.sent and time.monotonic() < deadline:
+        time.sleep(0.05)
+        delta = _stats(triton.grpc_port, "add") - before
     # Each caller got its own rows back.
     for outs in results:
         for x, y in outs:

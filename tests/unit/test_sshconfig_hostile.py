@@ -31,24 +31,39 @@ def _hostile(marker: Path) -> list[str]:
 
 
 @pytest.mark.reliability(item=40, fault="ansible_host / ansible_user expanded into a ProxyCommand (%h %r %p): "
-                                        "; $() backticks | && quotes newline", variants=20,
-                         checks=("nothing executed",))
+                                        "; $() backticks | && quotes newline, in one shell and in a nested "
+                                        "sh -c \"...\"", variants=40,
+                         checks=("nothing executed", "one clear line"))
+@pytest.mark.parametrize("nested", [False, True], ids=["one-shell", "nested-shell"])
 @pytest.mark.parametrize("var", ["ansible_host", "ansible_user"])
-def test_proxy_command_tokens_are_one_shell_word_each(tmp_path, var):
+def test_proxy_command_refuses_shell_characters_in_its_tokens(tmp_path, var, nested):
+    """Quoting a token holds for one shell only: ``sh -c "printf %h"`` hands the quoted word to a second shell,
+    which would run ``$(...)``.  So a token's value holding shell characters is refused (OpenSSH 9.6's rule),
+    whatever the command does with it; the command is run for real to show nothing ran either way."""
     marker = tmp_path / "ran"
-    args = "-o ProxyCommand=\"printf '<%s>' %h %r %p\""
+    args = ("-o ProxyCommand=\"sh -c \\\"printf '<%s>' %h %r %p\\\"\"" if nested
+            else "-o ProxyCommand=\"printf '<%s>' %h %r %p\"")
     for value in _hostile(marker):
         v = {"ansible_host": "10.0.0.5", "ansible_user": "ops", var: value, "ansible_ssh_common_args": args}
         try:
             r = route(host(**v), default_config=str(tmp_path / "none"))
-        except InventoryError as e:  # a newline in the user is refused outright: also nothing run
-            assert var == "ansible_user" and "\n" in value and "control character" in str(e), str(e)
+        except InventoryError as e:
+            line = str(e)
+            assert "\n" not in line and value not in line and not marker.exists(), line
+            assert ("control character" in line and var == "ansible_user") or (
+                "ProxyCommand pastes %" in line and "plain host name" in line), line
             continue
-        cmd = r.target.proxy_command
-        out = subprocess.run(["sh", "-c", "exec " + cmd], capture_output=True, text=True, timeout=30)
-        assert not marker.exists(), (value, cmd)
-        words = {"ansible_host": "10.0.0.5", "ansible_user": "ops", var: value}
-        assert out.stdout == f"<{words['ansible_host']}><{words['ansible_user']}><22>", (value, cmd, out)
+        # Only a value with nothing a shell reads gets through ("x%r%p%%" is letters and % signs).
+        subprocess.run(["sh", "-c", "exec " + r.target.proxy_command], capture_output=True, timeout=30)
+        assert value == "x%r%p%%" and not marker.exists(), (value, r.target.proxy_command)
+
+
+def test_nested_proxy_command_expands_plain_values(tmp_path):
+    r = route(host(ansible_host="10.0.0.5", ansible_user="ops",
+                   ansible_ssh_common_args='-o ProxyCommand="sh -c \\"printf [%s] %h %r %p\\""'),
+              default_config=str(tmp_path / "none"))
+    out = subprocess.run(["sh", "-c", "exec " + r.target.proxy_command], capture_output=True, text=True, timeout=30)
+    assert out.stdout == "[10.0.0.5][ops][22]", (r.target.proxy_command, out)
 
 
 def test_plain_names_expand_as_ssh_does(tmp_path):
@@ -73,19 +88,25 @@ def test_a_value_cannot_add_a_line_to_the_config(tmp_path):
         assert "\n" not in str(e.value) and not marker.exists(), str(e.value)
 
 
-@pytest.mark.reliability(item=40, fault="a Match exec of the operator's config with a hostile %h", variants=1,
-                         checks=("nothing executed",))
+@pytest.mark.reliability(item=40, fault="a Match exec of the operator's config with a hostile %h, plain and in a "
+                                        "nested sh -c", variants=4, checks=("nothing executed", "one clear line"))
 def test_match_exec_quotes_the_host(tmp_path):
     """paramiko runs ``Match exec`` through Invoke (which reads stdin: run in a process of its own here)."""
     marker = tmp_path / "ran"
-    cfg = tmp_path / "cfg"
-    cfg.write_text('Match exec "test %h = never"\n  Port 2200\n')
-    code = ("from bringup.inventory.hosts import ConnectionVars, Host; from bringup.ssh.sshconfig import route; import sys; "
-            "v = {'ansible_host': sys.argv[1], 'ssh_config': sys.argv[2]}; "
-            "print(route(Host('h', ['all'], v, ConnectionVars.model_validate(v))).target.port)")
-    r = subprocess.run([sys.executable, "-c", code, f"x;touch {marker}", str(cfg)], stdin=subprocess.DEVNULL,
-                       capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
-    assert not marker.exists() and r.stdout.strip() == "22", r.stdout + r.stderr
+    code = ("from bringup.inventory.hosts import ConnectionVars, Host; from bringup.ssh.sshconfig import route; "
+            "from bringup.errors import InventoryError; import sys; "
+            "v = {'ansible_host': sys.argv[1], 'ssh_config': sys.argv[2]}\n"
+            "try: print(route(Host('h', ['all'], v, ConnectionVars.model_validate(v))).target.port)\n"
+            "except InventoryError as e: print('refused:', e)")
+    for i, line in enumerate(['Match exec "test %h = never"', 'Match exec "sh -c \\"test %h = never\\""']):
+        cfg = tmp_path / f"cfg{i}"
+        cfg.write_text(f"{line}\n  Port 2200\n")
+        for address, want in ((f"x;touch {marker}", "refused: host 'h': Match exec pastes %h"),
+                              (f"$(touch {marker})", "refused: host 'h': Match exec pastes %h"),
+                              ("gpu-01.example", "22")):
+            r = subprocess.run([sys.executable, "-c", code, address, str(cfg)], stdin=subprocess.DEVNULL,
+                               capture_output=True, text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+            assert not marker.exists() and r.stdout.strip().startswith(want), (line, address, r.stdout + r.stderr)
 
 
 def _refused(tmp_path, config: str, *words: str) -> str:
