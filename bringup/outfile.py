@@ -5,12 +5,14 @@ name: the text goes into a temporary file made in the same folder with ``O_CREAT
 a planted link or FIFO under any name is never followed or opened), is flushed, then renamed over the
 final name, so a link, a FIFO or an old page there is replaced, never written through, and a fault leaves
 the old file whole and no temporary one.  :func:`out_folder` checks an output folder before anything runs:
-a folder, or one that can be made, writable, and not a symbolic link that leads out of the folder it
-sits in (refused, naming the link and where it points).
+a folder, or one that can be made, writable, and no symbolic link on its way that leads out of the folder
+it sits in (refused, naming the link and where it points).
 """
 from __future__ import annotations
 
+import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -18,7 +20,7 @@ from typing import Any
 from .errors import InputError, quoted
 from .userfile import link_out
 
-__all__ = ["write_atomic", "out_folder", "sub_folder"]
+__all__ = ["write_atomic", "append_text", "out_folder", "sub_folder"]
 
 
 def write_atomic(path: str | Path, data: str | bytes, *, mode: int = 0o644, encoding: str = "utf-8",
@@ -43,6 +45,28 @@ def write_atomic(path: str | Path, data: str | bytes, *, mode: int = 0o644, enco
     return path
 
 
+def append_text(path: str | Path, text: str) -> None:
+    """Add ``text`` at the end of the log ``path`` (made if missing): never through a symbolic link planted there
+    (``O_NOFOLLOW``), never into a FIFO or a device (opened without waiting, then refused unless a regular file).
+    A log is appended to, not replaced: a line is written whole in one ``write``."""
+    path = Path(path)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.ENXIO):
+            raise InputError(f"{path} is {'a symbolic link' if path.is_symlink() else 'no regular file'}; bringup "
+                             "appends only to a log file of its own there: remove it") from None
+        raise
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{path} is no regular file; bringup appends only to a log file of its own there: "
+                             "remove it")
+        os.write(fd, text.encode("utf-8"))
+    finally:
+        os.close(fd)
+
+
 def _umask() -> int:
     old = os.umask(0o022)
     os.umask(old)
@@ -64,10 +88,12 @@ def out_folder(v: Any, flag: str = "--out") -> Path:
 
 def _out_folder(text: str, flag: str) -> Path:
     p = Path(text)
-    out = link_out(p, p.parent) if p.is_symlink() else None
-    if out is not None:
-        raise InputError(f"{flag} {quoted(text, 120)} is a symbolic link to {quoted(out[1], 120)}, outside {p.parent}; name the real folder "
-                         "(pages are never written through a link)")
+    for link in _named_links(p):
+        out = link_out(link, link.parent)
+        if out is not None:
+            what = "is" if link == p else f"goes through {link}, which is"
+            raise InputError(f"{flag} {quoted(text, 120)} {what} a symbolic link to {quoted(out[1], 120)}, outside "
+                             f"{link.parent}; name the real folder (pages are never written through a link)")
     probe = p
     while True:
         if probe.exists() or probe.is_symlink():
@@ -82,6 +108,26 @@ def _out_folder(text: str, flag: str) -> Path:
         if probe.parent == probe:
             return p
         probe = probe.parent
+
+
+def _named_links(p: Path) -> list[Path]:
+    """The symbolic links among the folders ``p`` names on its way, each of which must stay inside the folder it
+    sits in: every component of a path named from the working folder (``lnk/sub``, where a checkout may have
+    planted ``lnk``), and the last one of an absolute path elsewhere (the operator spelled that out; a system's
+    own links above it, like macOS's /tmp, are not the tool's to judge)."""
+    cwd = Path.cwd()
+    if not p.is_absolute():
+        base, parts = Path(), p.parts
+    elif cwd in p.parents:
+        base, parts = cwd, p.relative_to(cwd).parts
+    else:
+        return [p] if p.is_symlink() else []
+    links, cur = [], base
+    for part in parts:
+        cur = cur / part
+        if cur.is_symlink():
+            links.append(cur)
+    return links
 
 
 def sub_folder(parent: Path, name: str) -> Path:

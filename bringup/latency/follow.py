@@ -15,6 +15,7 @@ from pathlib import Path
 
 from ..ssh.command import sh
 from ..errors import BringupError, InputError, said
+from ..outfile import append_text
 from .window_tuner import (RECORD, RECORD_PROBE, Controller, TritonHTTP, TunerError, config_text, line, manifest_text,
                            record_path_problem, record_state_problem, record_text, run, tunable)
 
@@ -90,8 +91,7 @@ def follow(api: TritonHTTP, models: list[str], target_ms: float, interval_s: flo
 
     def emit(entry: dict) -> None:
         say(line(entry))
-        with log_path.open("a", encoding="utf-8") as f:
-            f.write(json.dumps(entry, sort_keys=True) + "\n")
+        append_text(log_path, json.dumps(entry, sort_keys=True) + "\n")
 
     controllers = [Controller(api, m, target_ms, record=record, emit=emit) for m in models]
     for c in controllers:

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Literal, Optional
 
 from pydantic import BaseModel, ValidationError
 
+from ..outfile import write_atomic
+
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
@@ -102,14 +104,9 @@ def load_state(path: Path) -> tuple[State, str | None]:
 
 
 def save_state(state: State, path: Path) -> None:
-    """Write ``state`` through a temporary file in the same folder and a rename."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    try:
-        tmp.write_text(json.dumps(state.model_dump(), indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    """Write ``state`` whole (a temporary file made with O_EXCL in the same folder, then a rename): a link or a
+    FIFO planted at a guessable temporary name is never written through."""
+    write_atomic(path, json.dumps(state.model_dump(), indent=2) + "\n")
 
 
 def registry(state: State) -> CollectorRegistry:

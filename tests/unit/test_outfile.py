@@ -112,3 +112,62 @@ def test_a_name_too_long_is_one_line(tmp_path):
     with pytest.raises(InputError, match="File name too long") as e:
         out_folder(str(tmp_path / ("x" * 5000)))
     assert len(str(e.value)) < 400
+
+
+@pytest.mark.reliability(item=40, fault="--out lnk/sub: a folder on the way is a symbolic link out of its folder "
+                                        "(relative, and absolute under the working folder)", variants=3,
+                         checks=("one clear line", "exit code", "nothing touched"))
+def test_an_out_folder_below_a_link_outside_is_refused_naming_the_link(tmp_path):
+    _setup(tmp_path)
+    elsewhere = tmp_path.parent / (tmp_path.name + "-away")
+    elsewhere.mkdir()
+    (tmp_path / "reports").symlink_to(elsewhere)
+    for out in ("reports/sub", "reports/a/b", str(tmp_path / "reports" / "sub")):
+        r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", out, cwd=tmp_path)
+        lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+        assert r.returncode == 1 and len(lines) == 1, r.stdout + r.stderr
+        assert "goes through" in lines[0] and "reports" in lines[0] and str(elsewhere) in lines[0], lines[0]
+        assert list(elsewhere.iterdir()) == [], out
+    # A link on the way that stays inside its folder is an ordinary folder.
+    (tmp_path / "real").mkdir()
+    (tmp_path / "cur").symlink_to("real")
+    r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "cur/pages", cwd=tmp_path)
+    assert r.returncode in (0, 2) and (tmp_path / "real" / "pages").is_dir(), r.stdout + r.stderr
+
+
+@pytest.mark.reliability(item=40, fault="a symbolic link or a FIFO planted at a log bringup appends to (tune --follow "
+                                        "log), or at the pull state's old temporary name", variants=3,
+                         checks=("nothing touched", "one clear line"))
+def test_logs_and_pull_state_never_write_through_a_planted_link_or_fifo(tmp_path):
+    from bringup.outfile import append_text
+    from bringup.pull.record import State, save_state
+
+    victim = tmp_path / "victim"
+    victim.write_text("keep\n")
+    log = tmp_path / "follow.jsonl"
+    log.symlink_to(victim)
+    with pytest.raises(InputError, match="symbolic link"):
+        append_text(log, "x\n")
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    done: list[str] = []
+
+    def try_fifo() -> None:
+        try:
+            append_text(fifo, "x\n")
+        except InputError as e:
+            done.append(str(e))
+
+    t = threading.Thread(target=try_fifo, daemon=True)
+    t.start()
+    t.join(10)
+    assert done and "no regular file" in done[0], "appending to a FIFO with no reader waited or wrote"
+    append_text(tmp_path / "real.jsonl", "a\n")
+    append_text(tmp_path / "real.jsonl", "b\n")
+    assert (tmp_path / "real.jsonl").read_text() == "a\nb\n"
+    # The pull state's temporary name was .state.json.<pid>: a link planted there was written through.
+    state = tmp_path / "state.json"
+    (tmp_path / f".state.json.{os.getpid()}").symlink_to(victim)
+    save_state(State(host="h1"), state)
+    assert victim.read_text() == "keep\n" and json.loads(state.read_text())["host"] == "h1"
+    assert not stat.S_ISLNK(os.lstat(state).st_mode)
