@@ -26,6 +26,7 @@ text becomes ``********``, and so does the password of any URL
 from __future__ import annotations
 
 import os
+import json
 import re
 import stat
 import sys
@@ -98,7 +99,9 @@ class Masker:
                 # A 1-character secret would mask every "1" of every line and report: as a whole value only.
                 self._short.setdefault(text, _token(text))
             else:
-                self._texts.update({text, quote(text, safe="")})
+                # Its URL-encoded form (inside URLs), and as repr() and JSON quote it: a secret holding a newline,
+                # a quote or a control character is written escaped by a message's {value!r} or a JSON report.
+                self._texts.update({text, quote(text, safe=""), repr(text)[1:-1], json.dumps(text)[1:-1]})
             self.generation += 1
 
     def is_secret(self, value: Any) -> bool:

@@ -61,6 +61,7 @@ CHECKS = DATA_LOSS_CHECKS + (
     "report written",           # the run's report says what happened (no recap checked)
     "no hang",                  # the run ends within its bound
     "nothing left running",     # no process the run started (or its children started) outlives it
+    "data shown as data",       # markup or escape sequences from data printed as text, never read by the terminal
 )
 
 ISSUE_ITEMS = 18                 # issue 12 has items 1..18

@@ -31,6 +31,7 @@ import paramiko
 
 from ..errors import InventoryError
 from ..inventory.hosts import Host
+from ..secrets import HIDDEN, MASK, Masker, Vaulted
 from ..userfile import read_capped
 
 __all__ = ["Endpoint", "Route", "route", "check_routes", "parse_ssh_args", "SSH_ARG_VARS", "MAX_HOPS"]
@@ -143,10 +144,13 @@ class Endpoint:
     jumps: tuple["Endpoint", ...] = ()
     #: A command whose stdin/stdout is the connection (ProxyCommand, its %h/%p/%r expanded).
     proxy_command: str | None = None
+    #: Which of hostname, port and user a vault held: never shown (``where`` prints ``********`` for them).
+    hidden: frozenset[str] = frozenset()
 
     @property
     def where(self) -> str:
-        return f"{self.hostname}:{self.port}"
+        host = HIDDEN if "hostname" in self.hidden or isinstance(self.hostname, Vaulted) else self.hostname
+        return f"{host}:{HIDDEN if 'port' in self.hidden else self.port}"
 
 
 @dataclass(frozen=True)
@@ -182,8 +186,32 @@ def parse_ssh_args(text: str, where: str) -> tuple[list[tuple[str, str]], str | 
     ``-F`` config file (or None).  An option bringup cannot honour raises one line naming it."""
     if not isinstance(text, str):
         raise _refuse(where, f"must be text (ssh arguments), got {type(text).__name__}")
+    if not MASK.is_secret(text):
+        return _parse_ssh_args(text, where, secret=False)
+    # A vault's arguments: splitting them loses the value's type, so each word and each option's key and value
+    # is a Vaulted again (hidden wherever it is rendered), and a refusal is said with every part masked.
     try:
-        words = shlex.split(text)
+        return _parse_ssh_args(text, where, secret=True)
+    except InventoryError as e:
+        masker = Masker()
+        for word in _words(text):
+            for part in {word, *re.split(r"[=\s]+", word)}:
+                if part and not re.fullmatch(r"-[A-Za-z]{1,2}", part):
+                    masker.add(part)
+        raise InventoryError(masker.mask_lines(str(e).replace(str.__str__(text), HIDDEN))) from None
+
+
+def _words(text: str) -> list[str]:
+    try:
+        return shlex.split(text)
+    except ValueError:
+        return text.split()
+
+
+def _parse_ssh_args(text: str, where: str, secret: bool) -> tuple[list[tuple[str, str]], str | None]:
+    keep = Vaulted if secret else str
+    try:
+        words = [keep(w) for w in shlex.split(text)]
     except ValueError as e:
         raise _refuse(where, f"cannot split {text!r} as a shell would ({e}); check the quotes") from None
     lines: list[tuple[str, str]] = []
@@ -209,10 +237,12 @@ def parse_ssh_args(text: str, where: str) -> tuple[list[tuple[str, str]], str | 
                 i += 1
             else:
                 raise _refuse(where, f"ssh option -{letter} lacks its value")
+            arg = keep(arg)
             if "\n" in arg or "\r" in arg:
                 raise _refuse(where, f"the value of -{letter} spans lines; give it on one line")
             if letter == "o":
                 key, value = _option(arg, where)
+                value = keep(value)
                 if key.lower() in HONOURED:
                     lines.append((HONOURED[key.lower()], value))
                 elif key.lower() not in NO_EFFECT:
@@ -374,6 +404,13 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
         config_text = ""
     # bringup's own default user (root) comes last: after the inventory and the config file.
     found = _lookup(_block(lines, name) + config_text + "\nHost *\n  User root\n", host.address, name, config)
+    # What a vault gave (an ssh argument's value, ansible_user, ...) is a Vaulted again once paramiko read it back:
+    # a message quoting the port or the user then shows ``********``.
+    vaulted = {str.__str__(x) for x in [*(val for _, val in lines), *(v.get(k) for k in ("ansible_host", "ansible_user",
+               "ansible_port"))] if isinstance(x, Vaulted)}
+    if vaulted:
+        found = {k: Vaulted(x) if isinstance(x, str) and x in vaulted else x for k, x in found.items()}
+    hidden = frozenset(k for k in ("hostname", "port", "user") if isinstance(found.get(k), Vaulted))
     jumps, command = _via(found, name, config_text, config, (host.address,))
     identity = tuple(found.get("identityfile") or ())
     if c.ansible_ssh_private_key_file:
@@ -384,9 +421,9 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
             where = host.sources.get("ansible_ssh_private_key_file", "the inventory")
             raise _refuse(name, f"ansible_ssh_private_key_file {c.ansible_ssh_private_key_file!r} ({where}): {why}; "
                                 "set it to the private key's path, or remove it to use ssh-agent and ~/.ssh's keys")
-    target = Endpoint(name=host.address, hostname=str(found.get("hostname") or host.address),
-                      port=_int(found.get("port", 22), "the port", name), user=str(found.get("user")),
-                      identity_files=identity, jumps=jumps, proxy_command=command)
+    target = Endpoint(name=host.address, hostname=_text(found.get("hostname") or host.address),
+                      port=_int(found.get("port", 22), "the port", name), user=_text(found.get("user")),
+                      identity_files=identity, jumps=jumps, proxy_command=command, hidden=hidden)
     strict = found.get("stricthostkeychecking")
     if strict is not None:
         s = str(strict).lower()
@@ -410,6 +447,11 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
         alive = _int(found["serveraliveinterval"], "ServerAliveInterval", name, 0, 86400)
     return Route(target=target, known_hosts=known, strict=strict, connect_timeout=timeout, keepalive=alive,
                  config_file=config)
+
+
+def _text(value: Any) -> str:
+    """``value`` as text, a Vaulted kept as one (``str()`` of it would be plain text)."""
+    return value if isinstance(value, str) else str(value)
 
 
 def _key_problem(path: str) -> str:

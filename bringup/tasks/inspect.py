@@ -68,6 +68,7 @@ def facts(c, host=None, inventory=None, set_=None, accept_new_host_keys=False,
     "json": "with --host: print {variable: {value, source}} as JSON"})
 def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_file=None, vault_id=None):
     """List the inventory: hosts, groups, address and GPU profile (--host X: X's variables and their sources)."""
+    from rich.markup import escape
     from rich.table import Table
 
     with failing():
@@ -81,21 +82,23 @@ def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_f
             return
         t = Table("variable", "value", "source", box=None, title=f"{target.name} ({', '.join(target.groups)})")
         for name, value, source in rows:
-            t.add_row(name, value if isinstance(value, str) else json.dumps(value, default=str), source)
+            text = value if isinstance(value, str) else json.dumps(value, default=str)
+            t.add_row(escape(name), escape(text), escape(source))
         console().print(t)
         return
     head = ("host", "groups", "address", "connection", "gpu_profile")
     rows = []
     for h in inv.hosts.values():
         conn = h.connection
-        addr = f"{conn.ansible_user or 'root'}@{h.address}:{conn.ansible_port}" if conn.ansible_connection != "local" \
-            else "(local)"
+        addr = (f"{_shown(h.vars.get('ansible_user'), conn.ansible_user or 'root')}@"
+                f"{_shown(h.vars.get('ansible_host'), h.address)}:{_shown(h.vars.get('ansible_port'), conn.ansible_port)}"
+                if conn.ansible_connection != "local" else "(local)")
         rows.append((h.name, ",".join(h.vars["group_names"]), addr, conn.ansible_connection,
                      str(h.vars.get("gpu_profile", "-"))))
     if len(rows) <= PLAIN_ROWS:
         t = Table(*head, box=None)
-        for row in rows:
-            t.add_row(*row)
+        for row in rows:  # names and values are data: Rich markup in them is shown, not read
+            t.add_row(*(escape(c) for c in row))
         console().print(t)
         return
     # A large inventory as plain aligned text, one pass: Rich's table measures every cell again and again
@@ -103,6 +106,14 @@ def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_f
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
     text = "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *rows])
     console().print(text, markup=False, highlight=False, soft_wrap=True)
+
+
+def _shown(raw, value) -> str:
+    """``value`` as a listing shows it: ``********`` when the inventory's ``raw`` value is a vault's (of any
+    length: a two-letter user is no less secret)."""
+    from ..secrets import HIDDEN, MASK
+
+    return HIDDEN if MASK.is_secret(raw) else str(value)
 
 
 #: Above this many hosts, ``invoke hosts`` prints plain aligned rows instead of a Rich table.

@@ -36,3 +36,17 @@ def test_a_small_inventory_keeps_the_table(tmp_path):
     r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "hosts", "-i", "hosts.ini"],
                        cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0 and "h2" in r.stdout and PLAIN_ROWS >= 3
+
+
+@pytest.mark.reliability(item=40, fault="Rich markup in inventory values shown by invoke hosts (a table, and --host's "
+                                        "variables)", variants=2, checks=("data shown as data",))
+def test_markup_in_inventory_values_is_shown_not_read(tmp_path):
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    h1:\n      ansible_host: 10.0.0.1\n"
+                                        "      gpu_profile: '[bold red]l40s[/bold red]'\n"
+                                        "      note: '[link=file:///etc/passwd]x[/link]'\n")
+    for extra in ([], ["--host", "h1"]):
+        r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "hosts", "-i", "hosts.yml",
+                            *extra], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0 and "[bold red]l40s[/bold red]" in r.stdout, r.stdout + r.stderr
+        if extra:
+            assert "[link=file:///etc/passwd]x[/link]" in r.stdout, r.stdout

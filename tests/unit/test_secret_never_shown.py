@@ -211,3 +211,43 @@ def test_numbers_of_a_file_encrypted_whole_are_masked_too(own_masker):
     assert own_masker.mask("connect to db:5433") == f"connect to db:{HIDDEN}"
     assert own_masker.mask_lines("replicas is 1, want 3") == f"replicas is 1, want {HIDDEN}"
     assert own_masker.mask_lines("tls: True") == "tls: True"
+
+
+def _vaulted(tmp_path, text: str, indent: int) -> str:
+    out = ansible_vault(tmp_path, "encrypt_string", "--vault-password-file", "pw", text)
+    return "!vault |\n" + _indent(out.split("!vault |", 1)[1], indent)
+
+
+@pytest.mark.reliability(item=40, fault="a vaulted ansible_user of 2 characters in `invoke hosts`; vaulted ssh "
+                                        "arguments in the error lines that quote their parts (-o Q7, a vaulted "
+                                        "Port, a vaulted HostName); a vault value with a newline quoted by repr",
+                         variants=5, checks=("secret never shown", "one clear line"))
+def test_vaulted_connection_values_never_shown_by_hosts_or_ssh_errors(tmp_path, own_masker):
+    from bringup.errors import InventoryError
+    from bringup.ssh.sshconfig import route
+    from .test_vault import _invoke
+
+    (tmp_path / "pw").write_text(PASSWORD + "\n")
+    (tmp_path / "hosts").write_text(
+        "all:\n  hosts:\n"
+        f"    h1:\n      ansible_host: 10.0.0.1\n      ansible_user: {_vaulted(tmp_path, 'Q7', 8)}\n"
+        f"    h2:\n      ansible_host: 10.0.0.2\n      ansible_ssh_common_args: {_vaulted(tmp_path, '-o Q7', 8)}\n"
+        f"    h3:\n      ansible_host: 10.0.0.3\n      ansible_ssh_common_args: "
+        f"{_vaulted(tmp_path, '-o Port=longersecretvalue', 8)}\n"
+        f"    h4:\n      ansible_host: 10.0.0.4\n      ansible_ssh_common_args: "
+        f"{_vaulted(tmp_path, '-o HostName=Q7z -o Port=9', 8)}\n")
+    r = _invoke(tmp_path, "hosts", "-i", "hosts", "--vault-password-file", "pw")
+    assert r.returncode == 0 and "h1" in r.stdout and f"{HIDDEN}@10.0.0.1" in r.stdout, r.stdout + r.stderr
+    assert "Q7" not in r.stdout + r.stderr, r.stdout
+    inv = load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+    for name in ("h2", "h3"):
+        with pytest.raises(InventoryError) as e:
+            route(inv.host(name), default_config=str(tmp_path / "none"))
+        line_ = str(e.value)
+        assert "Q7" not in line_ and "longersecretvalue" not in line_ and HIDDEN in line_, line_
+    # A route that holds: the vaulted HostName is hidden wherever the endpoint names itself.
+    target = route(inv.host("h4"), default_config=str(tmp_path / "none")).target
+    assert target.hostname == "Q7z" and target.port == 9 and "Q7z" not in target.where, target.where
+    # A secret holding a newline, quoted by repr in a message, is masked in its quoted form too.
+    MASK.add("line-one\nline-two")
+    assert "line-one" not in MASK.mask(f"got {'line-one' + chr(10) + 'line-two'!r}")
