@@ -19,7 +19,7 @@ from ..checks import Check, line, line_json
 from ..process import command
 from ..untrusted import Unreadable, future, loads, number
 
-__all__ = ["REPORT_DIR", "save", "latest", "lines_of", "checklist_lines", "METRICS", "write_prometheus",
+__all__ = ["REPORT_DIR", "save", "latest", "ahead", "lines_of", "checklist_lines", "METRICS", "write_prometheus",
            "check_prometheus_path"]
 
 REPORT_DIR = "reports/accept"
@@ -47,17 +47,35 @@ def save(host: str, doc: dict[str, Any], lines: list[Check], out: Path, when: da
     return path
 
 
-def latest(host: str, folder: str | Path = REPORT_DIR) -> Path | None:
-    """The newest saved result of ``host`` in ``folder`` (by the UTC time in its name), or None."""
+def latest(host: str, folder: str | Path = REPORT_DIR, now: datetime | None = None) -> Path | None:
+    """The newest saved result of ``host`` in ``folder`` (by the UTC time in its name), or None.  A name dated in
+    the future is passed over (:func:`ahead` names it): it would hide every result measured after it."""
+    found = [(when, p) for when, p in _saved(host, folder) if not future(when, now)]
+    return max(found)[1] if found else None
+
+
+def ahead(host: str, folder: str | Path = REPORT_DIR, now: datetime | None = None) -> list[Path]:
+    """The saved results of ``host`` whose name is dated in the future (a clock set wrong, or a planted file)."""
+    return sorted(p for when, p in _saved(host, folder) if future(when, now))
+
+
+def _saved(host: str, folder: str | Path) -> list[tuple[datetime, Path]]:
     d = Path(folder)
     if not d.is_dir():
-        return None
+        return []
     found = []
     for p in d.glob(f"{glob.escape(host)}-*.json"):
         m = _NAME.match(p.name)
         if m and m["host"] == host and p.is_file():
-            found.append((m["stamp"], p))
-    return max(found)[1] if found else None
+            try:
+                found.append((_stamp(m["stamp"]), p))
+            except ValueError:  # 20261399T...: no time
+                continue
+    return found
+
+
+def _stamp(text: str) -> datetime:
+    return datetime.strptime(text, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
 
 
 def lines_of(path: Path, now: datetime | None = None) -> tuple[list[Check], datetime]:
@@ -71,6 +89,10 @@ def lines_of(path: Path, now: datetime | None = None) -> tuple[list[Check], date
         if not isinstance(doc, dict):
             raise ValueError("not a JSON object")
         when = datetime.strptime(str(doc["measured_at"]), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+        m = _NAME.match(path.name)
+        if m and _stamp(m["stamp"]) != when:
+            raise ValueError(f"measured_at {doc['measured_at']} is not the time its name says "
+                             f"({m['stamp']}): a renamed or edited file")
         if future(when, now):
             raise ValueError(f"measured_at {doc['measured_at']} lies in the future (this machine's clock says "
                              f"{(now or datetime.now(timezone.utc)).strftime('%Y-%m-%dT%H:%M:%SZ')}): not a result "
@@ -108,16 +130,22 @@ def checklist_lines(vars: dict, folder: str | Path = REPORT_DIR, now: datetime |
     """The rack checklist's acceptance lines of a host: its newest saved result's lines, each saying how old it
     is, or one WARN "not measured" line."""
     host = vars.get("inventory_hostname", "")
-    path = latest(host, folder) if host else None
-    run = command(f"accept --host {host}")
-    if path is None:
-        return [line("acceptance", "measured acceptance", "WARN",
-                     f"not measured: no acceptance result of this host in {folder}", f"run {run}")]
     now = now or datetime.now(timezone.utc)
+    path = latest(host, folder, now) if host else None
+    run = command(f"accept --host {host}")
+    later = ahead(host, folder, now) if host else []
+    warn = [line("acceptance", "measured acceptance", "WARN",
+                 f"{len(later)} saved result(s) named for a time in the future, not read: {later[0]}"
+                 + (f" and {len(later) - 1} more" if len(later) > 1 else ""),
+                 "remove them (or set this machine's clock right); results are named by the time they were measured")
+            ] if later else []
+    if path is None:
+        return warn + [line("acceptance", "measured acceptance", "WARN",
+                            f"not measured: no acceptance result of this host in {folder}", f"run {run}")]
     try:
         lines, when = lines_of(path, now)
     except ValueError as e:
-        return [line("acceptance", "measured acceptance", "WARN", str(e), f"run {run} again")]
+        return warn + [line("acceptance", "measured acceptance", "WARN", str(e), f"run {run} again")]
     age = _age(when, now)
     for k in lines:
         k.seen = f"{k.seen} (measured {age}: {path})"
@@ -126,7 +154,7 @@ def checklist_lines(vars: dict, folder: str | Path = REPORT_DIR, now: datetime |
         lines.insert(0, line("acceptance", "measured acceptance", "WARN",
                              f"the newest result is {age}, older than {MAX_AGE_DAYS} days: {path}",
                              f"run {run} again"))
-    return lines
+    return warn + lines
 
 
 # --- Prometheus ------------------------------------------------------------------------------------------------

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import copy
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -192,6 +193,10 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
     if not isinstance(doc, dict) or not isinstance(doc.get("facts"), dict):
         raise InputError(f"--facts {p}: neither a \"facts\" nor a \"raw\" mapping; {save}")
     facts = doc["facts"]
+    bad = _bad_number(facts, "")
+    if bad:
+        raise InputError(f"--facts {p}: fact {bad[0]} is {bad[1]}, no reading a host gives (NaN, Infinity or beyond "
+                         f"2^53); {save}")
     errors = doc.get("errors") if isinstance(doc.get("errors"), dict) else {}
     errors = {str(k): str(v) for k, v in errors.items()}
     for fact in ALL_FACTS:
@@ -208,6 +213,28 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
                     raise InputError(f"--facts {p}: fact {fact.name} {where} {seen}; `{command('facts')}` writes "
                                      f"a list of CPU ids like [0, 1, 2]; {save}")
     return facts, errors
+
+
+#: No fact a host gives is a number beyond this (JSON's exact integers; bytes of memory are far below it).
+_MAX_NUMBER = 2 ** 53
+
+
+def _bad_number(value, where: str, depth: int = 0) -> tuple[str, str] | None:
+    """The first number in a saved fact that no host gives (NaN, Infinity, 1e308, a 400-digit integer) as
+    (where, what), or None.  Python's JSON reads all of these; a check would print ``x nan`` as a PASS."""
+    if isinstance(value, bool) or value is None or isinstance(value, str) or depth > 64:
+        return None
+    if isinstance(value, (int, float)):
+        if isinstance(value, float) and not math.isfinite(value):
+            return where, repr(value)
+        return (where, f"{value:.3g}" if isinstance(value, float) else f"a {len(str(abs(value)))}-digit number") \
+            if abs(value) > _MAX_NUMBER else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, inner in items:
+        found = _bad_number(inner, f"{where}.{key}" if where else str(key), depth + 1)
+        if found:
+            return found
+    return None
 
 
 def _at(value, parts: list[str], where: str):

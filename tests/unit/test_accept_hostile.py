@@ -147,8 +147,29 @@ def test_a_saved_result_dated_in_the_future_is_refused(tmp_path):
     (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
     assert k.status == "PASS"
     save("gpu-01", {}, good, tmp_path, now + timedelta(days=400))
+    # Passed over, and said: a result named for the future would hide every later one as "newest".
+    warn, k = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert warn.status == "WARN" and "named for a time in the future, not read" in warn.seen, warn.seen
+    assert "20280108T120000Z" in warn.seen and "\n" not in warn.seen
+    assert k.status == "PASS" and "20261204T120200Z" in k.seen, k.seen
+
+
+@pytest.mark.reliability(item=40, fault="a saved acceptance result renamed to a future time (its measured_at real), "
+                                        "or to another past time", variants=2, checks=("one clear line",))
+def test_a_renamed_saved_result_never_hides_the_newest(tmp_path):
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    ok = [line("acceptance", "host-to-device bandwidth", "PASS", "55.4 GB/s", value=55.4, limit=63.0, unit="GB/s")]
+    bad = [line("acceptance", "host-to-device bandwidth", "FAIL", "2.1 GB/s", value=2.1, limit=63.0, unit="GB/s")]
+    old = save("gpu-01", {}, ok, tmp_path, now - timedelta(days=3))
+    save("gpu-01", {}, bad, tmp_path, now - timedelta(hours=1))  # the real newest: a FAIL
+    old.rename(tmp_path / "gpu-01-20991231T000000Z.json")
+    lines = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert [k.status for k in lines] == ["WARN", "FAIL"], [(k.status, k.seen) for k in lines]
+    assert "gpu-01-20991231T000000Z.json" in lines[0].seen
+    # Renamed to a later past time: its measured_at says otherwise, so it is refused, not read as newest.
+    (tmp_path / "gpu-01-20991231T000000Z.json").rename(tmp_path / "gpu-01-20261204T115900Z.json")
     (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
-    assert k.status == "WARN" and "lies in the future" in k.seen and "\n" not in k.seen
+    assert k.status == "WARN" and "not the time its name says" in k.seen, k.seen
 
 
 SAVED = {

@@ -371,3 +371,22 @@ def test_ansible_only_warns_where_bringup_refuses_and_both_accept_a_dash(tmp_pat
     r = ansible_inventory([dash], tmp_path)
     assert r.returncode == 0 and json.loads(r.stdout)["-"]["hosts"] == ["h1"]
     assert load_inventory(dash).groups["-"] == ["h1"]
+
+
+@pytest.mark.reliability(item=40, fault="an INI host line of 2.2 MB (shlex's split grows with the square)",
+                         variants=1, checks=("one clear line", "no hang"))
+def test_an_ini_line_of_megabytes_is_one_line_at_once(tmp_path):
+    import time
+
+    from bringup.inventory.sources.ini import MAX_LINE
+
+    p = tmp_path / "hosts.ini"
+    p.write_text("[gpu]\nh0 ansible_host=10.0.0.1\nh1 x=" + "a" * 2_200_000 + "\n")
+    started = time.monotonic()
+    with pytest.raises(InventoryError, match=r"hosts\.ini:3: a line of 2,200,005 characters") as e:
+        load_inventory(p)
+    one_line(e)
+    assert time.monotonic() - started < 10  # 45 s before; the refusal itself is immediate
+    # A long line that is still an inventory's (a PEM certificate inline) is read.
+    p.write_text("[gpu]\nh1 cert=" + "b" * (MAX_LINE - 100) + "\n")
+    assert len(load_inventory(p).host("h1").vars["cert"]) == MAX_LINE - 100

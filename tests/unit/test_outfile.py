@@ -171,3 +171,18 @@ def test_logs_and_pull_state_never_write_through_a_planted_link_or_fifo(tmp_path
     save_state(State(host="h1"), state)
     assert victim.read_text() == "keep\n" and json.loads(state.read_text())["host"] == "h1"
     assert not stat.S_ISLNK(os.lstat(state).st_mode)
+
+
+@pytest.mark.reliability(item=40, fault="saved parsed facts ({\"facts\": ...}) holding NaN, Infinity, 1e308 or a "
+                                        "400-digit number inside a GPU's fields", variants=4,
+                         checks=("one clear line", "exit code", "nothing touched"))
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "1e308", "1" * 400])
+def test_saved_facts_with_absurd_numbers_are_refused_not_passed(tmp_path, value):
+    _setup(tmp_path)
+    text = (tmp_path / "h200.json").read_text()
+    assert text.count('"pcie_width_current": 16') == 1
+    (tmp_path / "h200.json").write_text(text.replace('"pcie_width_current": 16', f'"pcie_width_current": {value}'))
+    r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "pages", cwd=tmp_path)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and len(lines) == 1 and "pcie_width_current" in lines[0], r.stdout + r.stderr
+    assert "no reading a host gives" in lines[0] and not (tmp_path / "pages").exists()

@@ -28,6 +28,8 @@ from .ranges import RangeError, expand
 
 __all__ = ["parse_ini", "parse_value", "split_port"]
 
+#: The longest line read (a host line with its variables; a PEM certificate inline is a few KiB).
+MAX_LINE = 256 * 1024
 _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
 _GROUPNAME = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")
 _BRACKETED_HOSTPORT = re.compile(r"^\[(.+)\]:([0-9]+)$")
@@ -81,6 +83,10 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
         if not line or line[0] in "#;":
             continue
         at = f"{path}:{lineno}"
+        if len(line) > MAX_LINE:
+            # shlex splits a line in time that grows with its square (1 MiB: 7 s; 2 MiB: 45 s).
+            raise SourceError(f"{at}: a line of {len(line):,} characters (at most {MAX_LINE:,}); no host line is "
+                              "that long: put large values in host_vars/ or group_vars/ files")
 
         def fail(msg: str) -> SourceError:
             return SourceError(f"{at}: {msg}")
