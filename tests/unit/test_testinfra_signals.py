@@ -52,14 +52,18 @@ def test_a_site_test_that_ends_its_pytest_counts_as_failed(tmp_path, how, said):
 
 
 @pytest.mark.reliability(item=40, fault="audit --testinfra: a site test leaves a detached child (setsid, "
-                                        "its own session)", checks=("no leftovers", "exit code"))
+                                        "its own session; env -i setsid, no tag either)", checks=("no leftovers", "exit code"))
 def test_no_detached_child_of_a_site_test_outlives_the_audit(tmp_path):
     mark = f"{int(time.time() * 1000) % 90000 + 10000}.{os.getpid()}"   # unique to this test's run
     suite = _project(tmp_path, "import subprocess\n\n"
                                "def test_leaves_a_daemon(host):\n"
                                f"    subprocess.Popen(['sleep', {mark!r}], start_new_session=True,\n"
                                "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
-                               f"    assert host.run('setsid sleep {mark} >/dev/null 2>&1 < /dev/null &').rc == 0\n")
+                               f"    assert host.run('setsid sleep {mark} >/dev/null 2>&1 < /dev/null &').rc == 0\n"
+                               # env -i sheds the run's tag as well: found as an orphan handed to bringup
+                               f"    assert host.run('env -i setsid sleep {mark} >/dev/null 2>&1 < /dev/null &').rc == 0\n"
+                               f"    assert host.run('env -i setsid sh -c \\'sleep {mark} & sleep {mark}\\' "
+                               ">/dev/null 2>&1 < /dev/null &').rc == 0\n")
     r = _audit(tmp_path, "--testinfra", str(suite))
     assert r.returncode == 0, r.stdout + r.stderr
     assert gone(f"sleep {mark}", within=5) == []
