@@ -378,3 +378,22 @@ def test_short_vault_value_never_in_a_failing_tests_report(vaulted, tmp_path):
     said = r.stdout + r.stderr + (tmp_path / "j.xml").read_text() + (tmp_path / "r.json").read_text()
     assert f"'{SHORT}'" not in said and f"== {SHORT}" not in said, said
     assert f"'{HIDDEN}' == 'zz'" in r.stdout, r.stdout
+
+
+@pytest.mark.reliability(item=40, fault="a relative vault password program (pw) with a program of the same name on "
+                                        "PATH", variants=1, checks=("nothing executed",))
+def test_a_relative_password_program_runs_from_its_folder_never_from_path(tmp_path, monkeypatch):
+    from bringup.inventory.vault import read_password
+
+    onpath = tmp_path / "bin"
+    onpath.mkdir()
+    marker = tmp_path / "ran-from-path"
+    (onpath / "pw").write_text(f"#!/bin/sh\ntouch {marker}\necho from-path\n")
+    (onpath / "pw").chmod(0o755)
+    here = tmp_path / "proj"
+    here.mkdir()
+    (here / "pw").write_text("#!/bin/sh\necho the-right-one\n")
+    (here / "pw").chmod(0o755)
+    monkeypatch.chdir(here)
+    monkeypatch.setenv("PATH", f"{onpath}{os.pathsep}{os.environ['PATH']}")
+    assert read_password("pw").password == b"the-right-one" and not marker.exists()
