@@ -43,6 +43,8 @@ import time
 from dataclasses import dataclass
 from typing import IO, Callable, Iterator, Protocol, Sequence
 
+from .orphans import STARTED, reaping_begins, reaping_ends
+
 
 class Stop(Protocol):
     """What a child's bound reads of the run's stop (:class:`bringup.ssh.stop.Stop` is one): named here, not
@@ -225,79 +227,10 @@ def start(argv: Sequence[str], *, stdin: IO | int | None = DEVNULL, stdout: IO |
     proc = subprocess.Popen(list(argv), stdin=stdin, stdout=stdout, stderr=stderr, env=env, cwd=cwd,
                             start_new_session=own_group, pass_fds=tuple(pass_fds), bufsize=bufsize,
                             **({"text": True, "encoding": "utf-8", "errors": "replace"} if text else {}))
-    _STARTED.add(proc.pid)
+    STARTED.add(proc.pid)
     return Child(proc, token, var, own_group)
 
 
-# --- orphans: what left the child's group AND its tag (``env -i setsid sleep &``) -------------------------------
-
-#: Children this process started through :func:`start`: never taken for an orphan.
-_STARTED: set[int] = set()
-_PR_SET_CHILD_SUBREAPER = 36
-_reapers = 0
-_reaper_lock = threading.Lock()
-
-
-def _subreaper(on: bool) -> bool:
-    """Make this process the one orphaned descendants are handed to (Linux's PR_SET_CHILD_SUBREAPER), or stop
-    being it; False where the kernel has no such thing."""
-    try:
-        import ctypes
-
-        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, int(on), 0, 0, 0) == 0
-    except (OSError, AttributeError):
-        return False
-
-
-def _orphans() -> list[int]:
-    """This process's children that it did not start: descendants of a child whose parent died, handed here
-    while it is a subreaper.  A child a library started directly stays in this process's session: spared."""
-    me, mine = os.getpid(), os.getsid(0)
-    found = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit() or int(name) in _STARTED:
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                fields = f.read(4096).rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 4 and int(fields[1]) == me and int(fields[4]) != mine:
-            found.append(int(name))
-    return found
-
-
-def _reaping_begins() -> None:
-    global _reapers
-    with _reaper_lock:
-        if _reapers == 0:
-            _subreaper(True)
-        _reapers += 1
-
-
-def _reaping_ends() -> None:
-    """The last bounded child ended: kill what was handed here (and what each of those left: handed here too,
-    the next round), reap it, and stop being a subreaper."""
-    global _reapers
-    with _reaper_lock:
-        _reapers -= 1
-        if _reapers:
-            return
-        for _ in range(8):
-            left = _orphans()
-            if not left:
-                break
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                except (ProcessLookupError, ChildProcessError, PermissionError):
-                    pass
-        _subreaper(False)
 
 
 def own_group() -> None:
@@ -394,7 +327,7 @@ def run_bounded(argv: Sequence[str], *, timeout: float, stop: Stop | None = None
     see the module.  Whatever ends it, nothing of its process group is left running on return."""
     read, write = os.pipe()  # both ends close-on-exec: no other child of this process inherits them
     started = time.monotonic()
-    _reaping_begins()
+    reaping_begins()
     try:
         child = start(argv, stdout=stdout, stderr=STDOUT, env={**(os.environ if env is None else env),
                                                                 PARENT_FD_ENV: str(read)},
@@ -402,7 +335,7 @@ def run_bounded(argv: Sequence[str], *, timeout: float, stop: Stop | None = None
         proc, tag = child.proc, child.tag
     except BaseException:
         os.close(write)
-        _reaping_ends()
+        reaping_ends()
         raise
     finally:
         os.close(read)
@@ -433,10 +366,10 @@ def run_bounded(argv: Sequence[str], *, timeout: float, stop: Stop | None = None
         os.close(write)
         if proc.returncode is None:
             proc.wait()
-        _STARTED.discard(proc.pid)
+        STARTED.discard(proc.pid)
         end_tagged(tag)
         # What left the group and shed its tag (``env -i setsid ...``): handed to this process as its orphan.
-        _reaping_ends()
+        reaping_ends()
     return Ended(proc.returncode if proc.returncode is not None else -signal.SIGKILL, why,
                  time.monotonic() - started)
 

@@ -24,7 +24,7 @@ LAYERS = ["inventory", "ssh", "latency", "facts", "resources", "hardware", "engi
 #: The entry points: above every wing.
 ENTRY = {"cli", "entry"}
 #: The shared leaves at bringup/'s top (and ``_content``, the installed content's package).
-LEAVES = {"errors", "userfile", "outfile", "process", "untrusted", "regexes", "secrets", "child", "checks",
+LEAVES = {"errors", "userfile", "outfile", "process", "untrusted", "regexes", "secrets", "child", "orphans", "checks",
           "project", "_content"}
 
 
