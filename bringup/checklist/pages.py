@@ -207,11 +207,15 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
 
     slo = vars.get("latency_slo_p95_ms")
     host = vars.get("inventory_hostname", "")
-    found = latest(host, reports or REPORT_DIR) if host else None
+    later: list = []
+    found = latest(host, reports or REPORT_DIR, passed_over=later) if host else None
     name = "latency acceptance (p95)"
+    warn = [line("latency", name, "WARN", f"{len(later)} benchmark result(s) finished in the future, not read: "
+                 f"{later[0]}" + (f" and {len(later) - 1} more" if len(later) > 1 else ""),
+                 "remove them (or set this machine's clock right)")] if later else []
     if found is None:
-        return [line("latency", name, "WARN", "not measured: no latency benchmark has run on this host"
-                      + (f" (SLO {slo} ms)" if slo else ""), command(f"bench --host {host}"))]
+        return warn + [line("latency", name, "WARN", "not measured: no latency benchmark has run on this host"
+                            + (f" (SLO {slo} ms)" if slo else ""), command(f"bench --host {host}"))]
     doc, path = found
     load = vars.get("latency_acceptance_load")
     acc = acceptance(doc, float(slo) if slo is not None else None, load if isinstance(load, dict) else None)
@@ -225,8 +229,8 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
         fix["WARN"] = (f"re-run {command(f'bench --host {host} --repeats 5')} while nothing else loads the host or "
                        "its client (the spread, not the median, decided this line)")
     point = acc.get("point") or {}
-    return [line("latency", name, acc["status"], f"{acc['seen']} ({path})", fix[acc["status"]],
-                 value=point.get("p95_ms"), limit=float(slo) if slo is not None else None, unit="ms")]
+    return warn + [line("latency", name, acc["status"], f"{acc['seen']} ({path})", fix[acc["status"]],
+                        value=point.get("p95_ms"), limit=float(slo) if slo is not None else None, unit="ms")]
 
 
 def platform_checks(facts: dict, host_vars: dict, fact_errors: dict | None = None) -> list[Check]:

@@ -21,9 +21,11 @@ KIND = "bringup-bench"
 INDEX = REPORT_DIR / "index.json"
 
 
-def latest(host: str, reports: Path | str = REPORT_DIR) -> tuple[dict, Path] | None:
+def latest(host: str, reports: Path | str = REPORT_DIR, passed_over: list[Path] | None = None
+           ) -> tuple[dict, Path] | None:
     """The newest benchmark result of ``host`` under ``reports``, or listed in ``reports``' index (results
-    written with ``bench --out`` elsewhere), or None."""
+    written with ``bench --out`` elsewhere), or None.  A result that finished in the future is passed over (it
+    would hide every later one as the newest) and added to ``passed_over``, for the caller to name."""
     best = None
     candidates = list(Path(reports).glob(f"{host}-*.json"))
     try:
@@ -43,6 +45,10 @@ def latest(host: str, reports: Path | str = REPORT_DIR) -> tuple[dict, Path] | N
             continue
         if doc.get("kind") != KIND or doc.get("host") != host:
             continue
+        if _finished_ahead(doc):
+            if passed_over is not None:
+                passed_over.append(p)
+            continue
         if best is None or doc.get("finished", "") > best[0].get("finished", ""):
             best = (doc, p)
     return best
@@ -58,6 +64,18 @@ def _load_text(r: dict) -> str:
 #: What a saved point's figures can be: a p95 of up to a day in ms, a rate of up to 10^12 items/s, loads up to 10^6.
 _POINT_RANGES = {"p95_ms": (0, 86_400_000), "p50_ms": (0, 86_400_000), "p99_ms": (0, 86_400_000),
                  "items_per_s": (0, 1e12), "concurrency": (0, 1e6), "batch": (0, 1e6)}
+
+
+def _finished_ahead(doc: dict) -> bool:
+    from datetime import timezone
+
+    from ..untrusted import future
+
+    try:
+        when = datetime.fromisoformat(str(doc.get("finished")))
+    except ValueError:
+        return False
+    return future(when if when.tzinfo else when.replace(tzinfo=timezone.utc))
 
 
 def _unreadable(doc: Any) -> str | None:

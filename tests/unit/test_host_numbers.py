@@ -98,8 +98,14 @@ def test_absurd_saved_bench_figures_are_not_checked(tmp_path, kw):
 @pytest.mark.reliability(item=40, fault="a saved bench result dated in the future", variants=1,
                          checks=("one clear line",))
 def test_a_saved_bench_result_dated_in_the_future_is_refused(tmp_path):
-    (k,) = checked(tmp_path, json.dumps(bench_doc(datetime.now(timezone.utc) + timedelta(days=30))))
-    assert k.status == "WARN" and "lies in the future" in k.seen and "\n" not in k.seen
+    # Passed over and named: alone, the host is "not measured"; beside a real result, the real one is judged.
+    warn, k = checked(tmp_path, json.dumps(bench_doc(datetime.now(timezone.utc) + timedelta(days=30))))
+    assert warn.status == "WARN" and "finished in the future, not read" in warn.seen and "\n" not in warn.seen
+    assert k.status == "WARN" and k.seen.startswith("not measured")
+    real = bench_doc(datetime.now(timezone.utc) - timedelta(hours=2), p95=90.0)
+    (tmp_path / "h1-20261203T110000Z.json").write_text(json.dumps(real))
+    warn, k = latency_checks({"inventory_hostname": "h1", "latency_slo_p95_ms": 50}, tmp_path)
+    assert warn.status == "WARN" and k.status == "FAIL" and "h1-20261203T110000Z.json" in k.seen, k.seen
     (k,) = checked(tmp_path, json.dumps(bench_doc(datetime.now(timezone.utc) + timedelta(seconds=60))))
     assert k.status == "PASS"  # within the clock-skew allowance
 
