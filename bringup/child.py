@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Callable, Iterator, Protocol, Sequence
 
-from .orphans import STARTED, reaping_begins, reaping_ends
+from .orphans import STARTED, become_subreaper, kill_orphans, reaping_begins, reaping_ends
 
 
 class Stop(Protocol):
@@ -483,14 +483,17 @@ def watch_parent(grace: float = GRACE_S) -> bool:
         tag = os.environ.get(TAG_ENV, "")
         if tag:
             end_tagged(tag, outside=True)  # what left this process's group (setsid): no owner ends it
+        kill_orphans()  # what shed the tag too (env -i setsid), handed to this process
         os.kill(os.getpid(), signal.SIGINT)
         time.sleep(grace)
         if tag:
             end_tagged(tag)
+        kill_orphans()
         pgid = os.getpgrp()
         if pgid == os.getpid():
             end_group(pgid)
         os.kill(os.getpid(), signal.SIGKILL)
 
+    become_subreaper()
     threading.Thread(target=wait, name="bringup-parent-watch", daemon=True).start()
     return True

@@ -10,7 +10,7 @@ import os
 import signal
 import threading
 
-__all__ = ["STARTED", "reaping_begins", "reaping_ends"]
+__all__ = ["STARTED", "reaping_begins", "reaping_ends", "kill_orphans", "become_subreaper"]
 
 #: Children this process started through :func:`bringup.child.start`: never taken for an orphan.
 STARTED: set[int] = set()
@@ -68,14 +68,26 @@ def reaping_ends() -> None:
         _reapers -= 1
         if _reapers:
             return
-        for _ in range(8):
-            left = _orphans()
-            if not left:
-                break
-            for pid in left:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    os.waitpid(pid, 0)
-                except (ProcessLookupError, ChildProcessError, PermissionError):
-                    pass
+        kill_orphans()
         _subreaper(False)
+
+
+def kill_orphans() -> None:
+    """Kill and reap what was handed to this process (and, round by round, what each of those left)."""
+    for _ in range(8):
+        left = _orphans()
+        if not left:
+            return
+        for pid in left:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError, PermissionError):
+                pass
+
+
+def become_subreaper() -> bool:
+    """In a bounded child (bringup's pytest): orphans of what it runs are handed to it, so that, when bringup
+    dies, it still finds them (:func:`kill_orphans`); on its own exit they pass on to bringup."""
+    return _subreaper(True)
+

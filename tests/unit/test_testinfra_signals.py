@@ -69,7 +69,8 @@ def test_no_detached_child_of_a_site_test_outlives_the_audit(tmp_path):
     assert gone(f"sleep {mark}", within=5) == []
 
 
-@pytest.mark.reliability(item=40, fault="audit --testinfra killed (SIGKILL) while a site test's detached child runs",
+@pytest.mark.reliability(item=40, fault="audit --testinfra killed (SIGKILL) while a site test's detached child "
+                                        "runs (setsid; env -i setsid)",
                          checks=("no leftovers",))
 def test_the_audit_killed_leaves_no_detached_child_of_a_site_test(tmp_path):
     mark = f"{int(time.time() * 1000) % 90000 + 10000}.{os.getpid()}"
@@ -78,6 +79,7 @@ def test_the_audit_killed_leaves_no_detached_child_of_a_site_test(tmp_path):
                                "def test_leaves_a_daemon_and_waits(host):\n"
                                f"    subprocess.Popen(['sleep', {mark!r}], start_new_session=True,\n"
                                "                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+                               f"    assert host.run('env -i setsid sleep {mark} >/dev/null 2>&1 < /dev/null &').rc == 0\n"
                                f"    Path({str(started)!r}).write_text('yes')\n"
                                "    time.sleep(600)\n")
     p = subprocess.Popen([sys.executable, "-m", "invoke", "--search-root", str(REPO), "audit", "--host", "h1",
