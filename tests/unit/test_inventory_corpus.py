@@ -30,6 +30,9 @@ CASES = {
     "kolla-ansible": [CORPUS / "kolla-ansible" / "multinode"],
     "ceph-ansible": [CORPUS / "ceph-ansible" / "hosts"],
     "k3s-ansible": [CORPUS / "k3s-ansible" / "inventory-sample.yml"],
+    # Three sources in one run, as the appliance is run; children name groups an earlier source declared.
+    "stackhpc-slurm-appliance": [CORPUS / "stackhpc-slurm-appliance" / "environments" / e / "inventory"
+                                 for e in ("common", "site", ".stackhpc")],
     **{f"docs-{p.name}": [p] for p in sorted(DOCS.iterdir()) if p.suffix in (".ini", ".yml")
        and p.name != "line0419.ini"},
     # `-i inventory_test -i inventory_staging` (the docs' "one inventory per environment"), given together.
