@@ -231,8 +231,6 @@ def start(argv: Sequence[str], *, stdin: IO | int | None = DEVNULL, stdout: IO |
     return Child(proc, token, var, own_group)
 
 
-
-
 def own_group() -> None:
     """In a child bringup started by other means (a ``multiprocessing`` worker): lead a process group of its
     own, so that its parent's :func:`end_leader` ends whatever it starts with it."""

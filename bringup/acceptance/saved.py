@@ -19,7 +19,7 @@ from ..checks import Check, line, line_json
 from ..process import command
 from ..untrusted import Unreadable, future, loads, number
 
-__all__ = ["REPORT_DIR", "save", "latest", "ahead", "lines_of", "checklist_lines", "METRICS", "write_prometheus",
+__all__ = ["REPORT_DIR", "save", "latest", "lines_of", "checklist_lines", "METRICS", "write_prometheus",
            "check_prometheus_path"]
 
 REPORT_DIR = "reports/accept"
@@ -47,16 +47,18 @@ def save(host: str, doc: dict[str, Any], lines: list[Check], out: Path, when: da
     return path
 
 
-def latest(host: str, folder: str | Path = REPORT_DIR, now: datetime | None = None) -> Path | None:
+def latest(host: str, folder: str | Path = REPORT_DIR, now: datetime | None = None,
+           passed_over: list[Path] | None = None) -> Path | None:
     """The newest saved result of ``host`` in ``folder`` (by the UTC time in its name), or None.  A name dated in
-    the future is passed over (:func:`ahead` names it): it would hide every result measured after it."""
-    found = [(when, p) for when, p in _saved(host, folder) if not future(when, now)]
-    return max(found)[1] if found else None
-
-
-def ahead(host: str, folder: str | Path = REPORT_DIR, now: datetime | None = None) -> list[Path]:
-    """The saved results of ``host`` whose name is dated in the future (a clock set wrong, or a planted file)."""
-    return sorted(p for when, p in _saved(host, folder) if future(when, now))
+    the future is passed over (it would hide every result measured after it) and added to ``passed_over``, for
+    the caller to name."""
+    found = []
+    for when, p in sorted(_saved(host, folder)):
+        if not future(when, now):
+            found.append(p)
+        elif passed_over is not None:
+            passed_over.append(p)
+    return found[-1] if found else None
 
 
 def _saved(host: str, folder: str | Path) -> list[tuple[datetime, Path]]:
@@ -131,9 +133,9 @@ def checklist_lines(vars: dict, folder: str | Path = REPORT_DIR, now: datetime |
     is, or one WARN "not measured" line."""
     host = vars.get("inventory_hostname", "")
     now = now or datetime.now(timezone.utc)
-    path = latest(host, folder, now) if host else None
+    later: list[Path] = []
+    path = latest(host, folder, now, passed_over=later) if host else None
     run = command(f"accept --host {host}")
-    later = ahead(host, folder, now) if host else []
     warn = [line("acceptance", "measured acceptance", "WARN",
                  f"{len(later)} saved result(s) named for a time in the future, not read: {later[0]}"
                  + (f" and {len(later) - 1} more" if len(later) > 1 else ""),

@@ -66,33 +66,33 @@ _POINT_RANGES = {"p95_ms": (0, 86_400_000), "p50_ms": (0, 86_400_000), "p99_ms":
                  "items_per_s": (0, 1e12), "concurrency": (0, 1e6), "batch": (0, 1e6)}
 
 
-def _finished_ahead(doc: dict) -> bool:
+def _finished(doc: dict) -> datetime | None:
+    """When a saved bench result says it finished (aware, UTC when it names no zone); None when it says no time."""
     from datetime import timezone
-
-    from ..untrusted import future
 
     try:
         when = datetime.fromisoformat(str(doc.get("finished")))
     except ValueError:
-        return False
-    return future(when if when.tzinfo else when.replace(tzinfo=timezone.utc))
+        return None
+    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+
+
+def _finished_ahead(doc: dict) -> bool:
+    from ..untrusted import future
+
+    when = _finished(doc)
+    return when is not None and future(when)
 
 
 def _unreadable(doc: Any) -> str | None:
     """Why a saved bench result cannot be judged (None: it can): dated in the future beyond the clock-skew
     allowance, or a point's figure not a finite number in its range."""
-    from datetime import timezone
-
-    from ..untrusted import future, number
+    from ..untrusted import number
 
     if not isinstance(doc, dict) or not isinstance(doc.get("points", []), list):
         return "not a result document"
-    try:
-        when = datetime.fromisoformat(str(doc.get("finished")))
-    except ValueError:
-        when = None  # shown as it is (the line says when it was measured); only a time ahead is refused
-    when = when if when is None or when.tzinfo else when.replace(tzinfo=timezone.utc)
-    if when is not None and future(when):
+    # A time that is no time is shown as it is (the line says when it was measured); only a time ahead is refused.
+    if _finished_ahead(doc):
         return f"finished {doc['finished']} lies in the future: not a result measured yet"
     for i, r in enumerate(doc.get("points", [])):
         if not isinstance(r, dict):
