@@ -44,10 +44,11 @@ def _orphans() -> list[int]:
             continue
         try:
             with open(f"/proc/{name}/stat", "rb") as f:
+                # after "pid (comm)": state, ppid, pgrp, session, ...
                 fields = f.read(4096).rsplit(b")", 1)[1].split()
         except (OSError, IndexError):
             continue
-        if len(fields) > 4 and int(fields[1]) == me and int(fields[4]) != mine:
+        if len(fields) > 3 and int(fields[1]) == me and int(fields[3]) != mine:
             found.append(int(name))
     return found
 
