@@ -1,6 +1,6 @@
 """A 127.0.0.1 port that accepts TCP and never answers: an sshd that is frozen, overloaded, or behind a
 firewall that drops traffic after the handshake.  A context manager yielding ``(port, accepted)``:
-``accepted`` is set once a client has connected."""
+``accepted`` is set once a client has connected.  And :func:`closed_port`: one that refuses."""
 from __future__ import annotations
 
 import socket
@@ -36,3 +36,12 @@ def silent_port() -> Iterator[tuple[int, threading.Event]]:
         for c in held:
             c.close()
         srv.close()
+
+
+def closed_port() -> int:
+    """A 127.0.0.1 port nothing listens on (free a moment ago): a connection to it is refused."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

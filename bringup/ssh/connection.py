@@ -14,7 +14,6 @@ file, ``ansible_ssh_*args``); jump hosts and proxy commands are :mod:`bringup.ss
 from __future__ import annotations
 
 import logging
-import socket
 import threading
 from pathlib import Path
 from typing import BinaryIO
@@ -26,7 +25,7 @@ from .. import child
 from ..errors import BringupError, Unreachable
 from .roundtrip import BecomeError, Deadline, Sudo, text as _text
 from ..inventory.hosts import Host
-from .jumps import AcceptNew, Jumps, Way, unreachable
+from .jumps import AcceptNew, Jumps, Way, dial_tcp, unreachable
 from .sshconfig import Route, route
 
 # paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
@@ -37,17 +36,6 @@ __all__ = ["LOCAL_OUT_CAP", "Transport", "SSHTransport", "LocalTransport", "RunR
 
 from .transport import (ANSWER_MAX, ERR_MAX, LOCAL_OUT_CAP, OUT_MAX, LocalTransport, RunResult, Transport,
                         _err_text, _pump)
-
-def _no_delay(sock: object) -> None:
-    """TCP_NODELAY on the connection's socket, as OpenSSH sets it.
-
-    A round trip writes the script, then EOF, as two small packets: with Nagle's algorithm the second waits for
-    the host's ACK of the first, which Linux delays up to 40 ms, so every round trip cost 40-80 ms of
-    waiting (an empty script: ~90 ms on 127.0.0.1, ~9 ms with this).  Not a plain socket (a proxy): left alone.
-    """
-    if isinstance(sock, socket.socket) and sock.family in (socket.AF_INET, socket.AF_INET6):
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
 
 class SSHTransport(Transport):
     """SSH through a Fabric ``Connection`` with verified host keys."""
@@ -89,10 +77,11 @@ class SSHTransport(Transport):
         sock = None
         try:
             sock, self._held = self.jumps.reach(t, self.way, self.host.name)
-            if sock is not None:
-                self.conn.connect_kwargs["sock"] = sock
+            # Direct: a socket of our own, TCP_NODELAY set before the handshake (jumps.dial_tcp); a new one at
+            # every open (a reconnect after a reboot).
+            self.conn.connect_kwargs["sock"] = sock if sock is not None else \
+                dial_tcp(t.hostname, t.port, self.route.connect_timeout)
             self.conn.open()
-            _no_delay(self.conn.transport.sock)
             if self.way.keepalive:
                 # OpenSSH's ServerAliveInterval: idle sessions survive firewalls and NAT.
                 self.conn.transport.set_keepalive(int(self.way.keepalive))

@@ -1,11 +1,12 @@
 """Connections and facts opened ahead of a run (bringup.engine.ahead): taken once, errors where the run meets them."""
 from __future__ import annotations
 
-import socket
 import threading
 from pathlib import Path
 
 import pytest
+
+import tests.silent
 
 import bringup.engine.ahead as ahead_mod
 from bringup.engine.ahead import Ahead
@@ -72,16 +73,8 @@ def test_a_disabled_ahead_opens_nothing(kw):
         assert ahead.take(_local()) is None
 
 
-def _closed_port() -> int:
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
-
 def test_an_unreachable_host_is_reported_by_its_own_run_with_connects_message(tmp_path):
-    host = Host("gone", ["all"], {}, ConnectionVars(ansible_host="127.0.0.1", ansible_port=_closed_port(),
+    host = Host("gone", ["all"], {}, ConnectionVars(ansible_host="127.0.0.1", ansible_port=tests.silent.closed_port(),
                                                     ssh_known_hosts=str(tmp_path / "known_hosts")))
     with pytest.raises(Unreachable) as direct:
         connect(host)

@@ -1,0 +1,84 @@
+"""Logins dial their own TCP connection with TCP_NODELAY set before the SSH handshake (bringup.ssh.jumps.dial_tcp).
+
+paramiko's connect makes a socket with no option set, so TCP_NODELAY could only come after the login: the
+handshake's small packets each waited out a delayed ACK (~40 ms of a ~60 ms login on 127.0.0.1).  What is
+checked is the socket paramiko's Transport is handed, at the moment it is handed (before any byte of the
+handshake), for a host's own login and a jump host's; and that a refused port is still paramiko's error and
+bringup's line.  Speed itself is measured in bench/ (the floor dials the same way).
+"""
+from __future__ import annotations
+
+import socket
+
+import paramiko
+import pytest
+
+import tests.silent
+from bringup.errors import Unreachable
+from bringup.inventory.hosts import ConnectionVars, Host
+from bringup.ssh.connection import connect
+from bringup.ssh.jumps import Jumps, Way, dial_tcp
+from bringup.ssh.sshconfig import Endpoint
+
+
+@pytest.fixture
+def handed(monkeypatch):
+    """TCP_NODELAY of every socket a paramiko Transport is made with, read as it is made."""
+    seen: list[int] = []
+    real = paramiko.Transport.__init__
+
+    def init(self, sock, *a, **kw):
+        if isinstance(sock, socket.socket):
+            seen.append(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+        real(self, sock, *a, **kw)
+
+    monkeypatch.setattr(paramiko.Transport, "__init__", init)
+    return seen
+
+
+def test_a_hosts_login_is_handed_a_socket_with_no_delay_already_set(tmp_path, handed):
+    with tests.silent.silent_port() as (port, accepted):
+        host = Host("h1", ["all"], {}, ConnectionVars(ansible_host="127.0.0.1", ansible_port=port,
+                                                      ssh_connect_timeout=1,
+                                                      ssh_known_hosts=str(tmp_path / "known_hosts")))
+        with pytest.raises(Unreachable, match="no SSH handshake finished within 1 s"):
+            connect(host)
+        assert accepted.is_set()
+    assert handed and all(handed), handed  # before: paramiko's own socket, 0
+
+
+def test_a_jump_hosts_login_is_handed_a_socket_with_no_delay_already_set(tmp_path, handed):
+    with tests.silent.silent_port() as (port, accepted):
+        hop = Endpoint("bastion", "127.0.0.1", port, "jump")
+        way = Way(known_hosts=(str(tmp_path / "known_hosts"),), accept_new=False, connect_timeout=1)
+        with pytest.raises(Unreachable, match="jump host bastion"):
+            Jumps()._open(hop, way, "h1", None, None)
+        assert accepted.is_set()
+    assert handed and all(handed), handed
+
+
+def test_a_refused_port_is_paramikos_error_and_bringups_line(tmp_path):
+    port = tests.silent.closed_port()
+    with pytest.raises(paramiko.ssh_exception.NoValidConnectionsError) as e:
+        dial_tcp("127.0.0.1", port, 2)
+    assert e.value.strerror == f"Unable to connect to port {port} on 127.0.0.1"
+    host = Host("h1", ["all"], {}, ConnectionVars(ansible_host="127.0.0.1", ansible_port=port,
+                                                  ssh_known_hosts=str(tmp_path / "known_hosts")))
+    with pytest.raises(Unreachable) as line:
+        connect(host)
+    assert str(line.value) == f"ssh to 127.0.0.1:{port} failed: Unable to connect to port {port} on 127.0.0.1"
+
+
+def test_an_answering_port_gives_a_connected_socket_with_no_delay():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    try:
+        s = dial_tcp("localhost", srv.getsockname()[1], 2)
+        try:
+            assert s.getpeername()[1] == srv.getsockname()[1]
+            assert s.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+        finally:
+            s.close()
+    finally:
+        srv.close()
