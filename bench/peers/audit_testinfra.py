@@ -81,7 +81,19 @@ def test_sysctl(host, item):
         if not host.file(item["proc"]).exists:
             pytest.skip(f"{item['key']}: this kernel has no such key")
         pytest.skip(f"{item['key']}: read-only here (a network namespace)")
-    assert " ".join(str(host.sysctl(item["key"])).split()) == item["value"]
+    have = " ".join(str(host.sysctl(item["key"])).split())
+    assert have == _kept(item["value"], have, item["keep"])
+
+
+def _kept(want: str, have: str, keep: str | None) -> str:
+    """What the host must hold for ``want``: a limit the host set larger is kept (``floor``: each field the
+    larger; ``range``: the lower low, the higher high), as the sysctl role keeps it; else ``want`` itself."""
+    w, h = want.split(), have.split()
+    if not keep or len(w) != len(h) or not all(x.lstrip("-").isdigit() for x in w + h):
+        return want
+    wi, hi = [int(x) for x in w], [int(x) for x in h]
+    out = [min(wi[0], hi[0]), max(wi[1], hi[1])] if keep == "range" else [max(a, b) for a, b in zip(wi, hi)]
+    return " ".join(map(str, out))
 
 
 def _mode_and_owner(f, item) -> None:

@@ -42,7 +42,8 @@ def values(r: Resource) -> dict[str, Any]:
     if isinstance(r, Directory):
         return {"path": r.path, "mode": r.mode, "owner": r.owner, "group": r.group}
     if isinstance(r, Sysctl):
-        return {"key": r.key, "value": r.value, "proc": r.proc}
+        # keep: the value is a floor (or a range to widen) a host may hold larger (resources.sysctl.keep_larger)
+        return {"key": r.key, "value": r.value, "proc": r.proc, "keep": r.keep}
     if isinstance(r, Packages):
         return {"packages": r.packages, "present": r.present, "manager": r.manager}
     if isinstance(r, Service):
