@@ -31,6 +31,7 @@ class PendingHandlers:
     id = "pending-handlers"
     #: Read with the resources (batched in their script), in the script's own shell: it prints the file.
     read_alongside = False
+    read_small = False  # what the file holds: under the section bound
 
     def __init__(self, path: str = PENDING_FILE):
         self.path = path

@@ -38,6 +38,7 @@ def read(t: Transport, resources: list[Resource]) -> list[str | None]:
         return []
     script, token = batch([(r.id, r.read()) for r in resources], lanes=READ_LANES,
                           in_shell={i for i, r in enumerate(resources) if not r.read_alongside},
+                          small={i for i, r in enumerate(resources) if r.read_small},
                           section_max=SECTION_MAX)
     res = t.run_script(script)
     # A read cut at its bound (rc None) is unreadable: its resource fails alone.

@@ -105,6 +105,7 @@ class Sysctl(Resource):
 
     kind = "sysctl"
     read_alongside = True
+    read_small = True  # one head -c per key, bounded by itself
     live_only = True  # the role's /etc/sysctl.d file persists it
 
     def __init__(self, key: str, value: object, *, keep: str | None = None, fields: tuple[str, ...] = (),
@@ -118,8 +119,10 @@ class Sysctl(Resource):
         self.keep, self.fields, self.origin = keep, tuple(fields), origin
 
     def read(self) -> str:
+        # head -c, not the shell's read: a /proc/sys file answers its first read() only (dash reads a byte at a
+        # time), and head bounds what it prints (a value is at most a page).
         return sh("p=%s; if [ ! -f \"$p\" ]; then echo absent; elif [ -w \"$p\" ]; then printf 'value='; "
-                  "cat -- \"$p\"; else printf 'readonly='; cat -- \"$p\"; fi", self.proc)
+                  "head -c 65536 -- \"$p\"; else printf 'readonly='; head -c 65536 -- \"$p\"; fi", self.proc)
 
     def plan(self, current: str) -> Plan:
         if current.startswith("readonly="):

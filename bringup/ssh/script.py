@@ -66,10 +66,15 @@ def _timer(limit_s: int) -> str:
     return f'_t=; if timeout --preserve-status -s USR1 -k 5 5 true 2>/dev/null; then _t="{t}"; fi'
 
 
+def _plain(key: str, body: str, token: str) -> str:
+    """Run ``body`` between its section's markers, its status after it: no pipe, no cap (a ``small`` read)."""
+    return f"printf '\\n@@{token}:B:%d\\n' {key}; {body}; printf '\\n@@{token}:E:%d:%d\\n' {key} \"$?\""
+
+
 def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
           stderr: str = "null", token: str | None = None, lanes: int = 1,
           in_shell: Collection[int] = (), section_max: int | None = None,
-          time_limit_s: int | None = None) -> tuple[str, str]:
+          time_limit_s: int | None = None, small: Collection[int] = ()) -> tuple[str, str]:
     """Build one script of ``(key, snippet)`` pairs; returns ``(script, token)``.
 
     ``stderr``: ``"null"`` discards each snippet's stderr (reads, facts),
@@ -99,12 +104,17 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     process group of its own that timeout ends whole; one still running after that many seconds (a hung
     ``nvidia-smi``) ends with status :data:`TIMED_OUT` (or :data:`KILLED`), alone, and the others go on.
     Where the script itself is stopped (a signal, the connection gone) it stops the running ones too.
+
+    ``small``: the indexes of snippets that bound their own output (a kernel parameter's value through
+    ``head -c``: ``Resource.read_small``) and cannot hang.  They run in their subshell alone, without the
+    section bound's pipe, ``head`` and status capture (three processes fewer each) and without timeout(1).
     """
     if lanes > 1 and stop_on_error:
         raise ValueError("lanes run snippets side by side: stop_on_error needs them in order")
     token = token or secrets.token_hex(8)
     redir = "2>/dev/null" if stderr == "null" else "2>&1"
     shell = sorted(set(in_shell))
+    small = set(small)
     alongside = [i for i in range(len(snippets)) if i not in shell]
     lanes = min(lanes, len(alongside))
     if lanes > 1 and section_max is None:
@@ -113,7 +123,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     if lanes <= 1:
         lines = ["exec </dev/null", *timed]
         for i, (key, snippet) in enumerate(snippets):
-            if section_max is not None:
+            if section_max is not None and i not in small:
                 body = f"( {snippet}\n) {redir}" if not timed else f"$_t sh -c {sh('%s', snippet)} {redir}"
                 lines.append(_bounded(str(i), body, token, section_max))
                 continue
@@ -131,7 +141,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
 
     lines = ["exec </dev/null", *timed]
     for i, (_, snippet) in enumerate(snippets):
-        if timed and i not in shell:
+        if timed and i not in shell and i not in small:
             # Under timeout(1), in a group of its own: its pid in the folder while it runs, for the traps below.
             lines.append(f'{fn}_{i}() {{ $_t sh -c {sh("%s", snippet)} {redir} & _c=$!; '
                          f'[ -z "$_d" ] || echo "$_c" >"$_d/t{i}"; wait "$_c"; _s=$?; '
@@ -139,8 +149,11 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
             continue
         # One function per snippet, its body a subshell: an `exit` in a snippet ends only that snippet.
         lines.append(f"{fn}_{i}() ( {snippet}\n) {redir}")
+    bounded = _bounded('"$1"', f"{fn}_$1", token, section_max)
+    cases = "|".join(str(i) for i in sorted(small) if i < len(snippets))
     lines += [
-        f"{fn}() " + _bounded('"$1"', f"{fn}_$1", token, section_max),
+        f"{fn}() {{ case $1 in {cases}) {_plain(chr(34) + '$1' + chr(34), fn + '_$1', token)};; *) {bounded};; esac; }}"
+        if cases else f"{fn}() " + bounded,
         # The traps come before the folder exists: a signal between the two leaves nothing behind.
         '_d=; _pids=; trap \'rm -rf "$_d"\' EXIT',
         # PIPE ignored first: with the connection gone, a word the shell prints about its killed lanes would

@@ -240,3 +240,39 @@ def test_a_marker_with_an_absurd_number_is_no_marker_and_no_traceback():
     out = f"\n@@{token}:B:0\nhello\n@@{token}:E:0:{'9' * 5000}\n\n@@{token}:B:{'1' * 5000}\nx\n"
     a, = split(out, token, ["a"])
     assert a.rc is None and a.output.startswith("hello")
+
+
+@pytest.mark.parametrize("lanes", [1, 3])
+def test_small_snippets_give_the_same_sections_without_the_bounds_pipe(tmp_path, lanes):
+    # ``small`` (Resource.read_small): no pipe to head around the snippet; the same output and status.
+    where = 'if [ -p /dev/stdout ]; then echo piped; else echo direct; fi'
+    snippets = [*SNIPPETS, ("w", where)]
+    keys = [k for k, _ in snippets]
+    want = [(0, "x\n\n"), (3, "y"), (0, ""), (0, "out\n"), (9, "")]
+    env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}
+    for small in ((), range(len(snippets))):
+        script, token = batch(snippets, lanes=lanes, section_max=4096, small=small, in_shell={3} if lanes > 1 else ())
+        r = subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True, env=env)
+        got = [(s.rc, s.output) for s in split(r.stdout, token, keys, section_max=4096)]
+        assert got[:-1] == want, small
+        if lanes > 1:  # a lane writes to its file: only the bound's pipe makes stdout a pipe
+            assert got[-1] == (0, "direct\n" if small else "piped\n"), small
+        assert r.returncode == 0 and list(tmp_path.iterdir()) == []
+
+
+def test_a_kernel_parameters_read_prints_what_cat_printed():
+    # Sysctl.read is small (head -c, no bound's pipe): its output is the whole value, as cat's was; the
+    # shell's own read would see "4" of "4096 ..." (a /proc/sys file answers its first read() only).
+    from bringup.resources.sysctl import Sysctl
+
+    for key in ("net.ipv4.tcp_rmem", "vm.swappiness", "kernel.pid_max", "net.core.no_such_key_here"):
+        r = Sysctl(key, "4096 131072 6291456" if key == "net.ipv4.tcp_rmem" else 1)
+        assert r.read_small
+        got = subprocess.run(["sh", "-c", r.read()], capture_output=True, text=True).stdout
+        proc = r.proc
+        if not os.path.isfile(proc):
+            assert got == "absent\n"
+            continue
+        with open(proc) as f:
+            value = f.read()
+        assert got == ("value=" if os.access(proc, os.W_OK) else "readonly=") + value, key
