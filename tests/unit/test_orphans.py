@@ -22,9 +22,12 @@ mark = sys.argv[2]
 kept = subprocess.Popen(["sleep", mark + "1"])        # a library's child, in this session: spared
 subprocess.run(["sh", "-c", f"setsid sleep {mark}2 >/dev/null 2>&1 </dev/null &"], check=True)
 deadline = time.monotonic() + 10
-while time.monotonic() < deadline and not any(
-        open(f"/proc/{p}/cmdline", "rb").read().endswith(f"{mark}2\0".encode())
-        for p in os.listdir("/proc") if p.isdigit() and os.path.exists(f"/proc/{p}/cmdline")):
+def sleeping(p):  # sleep itself, past setsid(1)'s own setsid() (setsid's cmdline ends with the mark too)
+    try:
+        return open(f"/proc/{p}/cmdline", "rb").read() == f"sleep\0{mark}2\0".encode()
+    except OSError:
+        return False
+while time.monotonic() < deadline and not any(sleeping(p) for p in os.listdir("/proc") if p.isdigit()):
     time.sleep(0.05)
 found = orphans._orphans()
 orphans.kill_orphans()
