@@ -32,18 +32,59 @@ __all__ = ["RoleRun", "read", "plan_of", "apply", "OWED"]
 OWED = "pending from an interrupted run"
 
 
+def _reads(resources: list[Resource]) -> list[tuple[list[int], str, Callable[[str], list[str]] | None]]:
+    """The read script's snippets: each resource's own read, or, for a class that reads several at once
+    (``Resource.read_together``), one for all of them at the first one's place: ``(indexes, snippet, splitter)``."""
+    of: dict[type, list[int]] = {}
+    for i, r in enumerate(resources):
+        of.setdefault(type(r), []).append(i)
+    out: list[tuple[list[int], str, Callable[[str], list[str]] | None]] = []
+    done: set[int] = set()
+    for i, r in enumerate(resources):
+        if i in done:
+            continue
+        members = of[type(r)]
+        together = getattr(type(r), "read_together", None)
+        both = together([resources[j] for j in members]) if together is not None and len(members) > 1 else None
+        if both is None:
+            out.append(([i], r.read(), None))
+            done.add(i)
+        else:
+            out.append((members, *both))
+            done.update(members)
+    return out
+
+
 def read(t: Transport, resources: list[Resource]) -> list[str | None]:
     """Read the current state of ``resources`` in one round trip."""
     if not resources:
         return []
-    script, token = batch([(r.id, r.read()) for r in resources], lanes=READ_LANES,
-                          in_shell={i for i, r in enumerate(resources) if not r.read_alongside},
-                          small={i for i, r in enumerate(resources) if r.read_small},
+    reads = _reads(resources)
+    first = [resources[idx[0]] for idx, _, _ in reads]
+    script, token = batch([(r.id, snippet) for r, (_, snippet, _) in zip(first, reads)], lanes=READ_LANES,
+                          in_shell={k for k, (idx, _, _) in enumerate(reads)
+                                    if not all(resources[i].read_alongside for i in idx)},
+                          small={k for k, (idx, _, split_) in enumerate(reads)
+                                 if split_ is None and resources[idx[0]].read_small},
                           section_max=SECTION_MAX)
     res = t.run_script(script)
-    # A read cut at its bound (rc None) is unreadable: its resource fails alone.
-    secs = split(res.stdout, token, [r.id for r in resources], section_max=SECTION_MAX)
-    return [s.output if s.rc is not None else None for s in secs]
+    # A read cut at its bound (rc None) is unreadable: its resource (or the resources read together) fail alone.
+    secs = split(res.stdout, token, [r.id for r in first], section_max=SECTION_MAX)
+    outputs: list[str | None] = [None] * len(resources)
+    for (idx, _, split_), sec in zip(reads, secs):
+        if sec.rc is None:
+            continue
+        if split_ is None:
+            outputs[idx[0]] = sec.output
+            continue
+        try:
+            each = split_(sec.output)
+        except ValueError:
+            continue
+        if len(each) == len(idx):
+            for i, o in zip(idx, each):
+                outputs[i] = o
+    return outputs
 
 
 def plan_of(r: Resource, out: str | None) -> Plan:

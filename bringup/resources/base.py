@@ -11,7 +11,7 @@ a resource that still has changes after applying did not converge.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 
 @dataclass
@@ -109,6 +109,14 @@ class Resource:
     def read(self) -> str:
         """A shell snippet whose stdout tells the current state."""
         raise NotImplementedError
+
+    @classmethod
+    def read_together(cls, resources: list[Resource]) -> tuple[str, Callable[[str], list[str]]] | None:
+        """One snippet that reads all of a host's ``resources`` of this class at once (one program for them all
+        rather than one each: a rack of hosts multiplies every process), and how to split what it printed into
+        what each one's :meth:`read` would have printed (ValueError: not split, each unreadable).  None, the
+        default: each reads alone."""
+        return None
 
     def plan(self, current: str) -> Plan:
         """Compare the state read from the host with the desired state."""

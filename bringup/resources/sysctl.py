@@ -14,6 +14,7 @@ wider of two ``low high`` ranges (the lower low, the higher high).
 from __future__ import annotations
 
 import re
+from typing import Callable
 
 from ..ssh.command import sh
 from ..errors import InputError
@@ -123,6 +124,32 @@ class Sysctl(Resource):
         # time), and head bounds what it prints (a value is at most a page).
         return sh("p=%s; if [ ! -f \"$p\" ]; then echo absent; elif [ -w \"$p\" ]; then printf 'value='; "
                   "head -c 65536 -- \"$p\"; else printf 'readonly='; head -c 65536 -- \"$p\"; fi", self.proc)
+
+    @classmethod
+    def read_together(cls, resources: list[Resource]) -> tuple[str, Callable[[str], list[str]]]:
+        """All the keys at once: a status line each (absent, value, readonly: shell built-ins), then one
+        ``head -v`` of every file there is, each headed by its path; split back into what each key's
+        :meth:`read` prints.  Paths are /proc/sys/ and a checked key: no space, no newline."""
+        procs = [r.proc for r in resources]
+        each = " ".join(["%s"] * len(procs))
+        snippet = sh(f"for p in {each}; do if [ ! -f \"$p\" ]; then echo absent; elif [ -w \"$p\" ]; then "
+                     "echo value; else echo readonly; fi; done; set --; "
+                     f"for p in {each}; do if [ -f \"$p\" ]; then set -- \"$@\" \"$p\"; fi; done; "
+                     "if [ \"$#\" -gt 0 ]; then head -v -c 65536 -- \"$@\"; fi", *procs, *procs)
+
+        def split(out: str) -> list[str]:
+            lines = out.split("\n", len(procs))
+            if len(lines) <= len(procs) or any(w not in ("absent", "value", "readonly") for w in lines[:-1]):
+                raise ValueError("not a status line per key")
+            status, rest = lines[:-1], lines[-1]
+            heads = list(re.finditer(r"(?m)^==> (/proc/sys/\S+) <==\n", rest))
+            content: dict[str, str] = {}
+            for k, m in enumerate(heads):
+                end = heads[k + 1].start() - 1 if k + 1 < len(heads) else len(rest)  # head's blank line between
+                content.setdefault(m.group(1), rest[m.end():max(end, m.end())])
+            return ["absent\n" if w == "absent" else f"{w}={content.get(p, '')}" for w, p in zip(status, procs)]
+
+        return snippet, split
 
     def plan(self, current: str) -> Plan:
         if current.startswith("readonly="):

@@ -276,3 +276,44 @@ def test_a_kernel_parameters_read_prints_what_cat_printed():
         with open(proc) as f:
             value = f.read()
         assert got == ("value=" if os.access(proc, os.W_OK) else "readonly=") + value, key
+
+
+def _local():
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.ssh.connection import LocalTransport
+
+    return LocalTransport(Host("ctl", ["all"], {}, ConnectionVars(ansible_connection="local")))
+
+
+KEYS = ("net.ipv4.tcp_rmem", "vm.swappiness", "net.core.no_such_key_here", "kernel.pid_max", "vm.swappiness")
+
+
+def test_kernel_parameters_read_together_read_what_each_reads_alone():
+    # Resource.read_together: one snippet (a status word per key, one head -v) for a host's Sysctl resources;
+    # each gets what its own read prints, absent, duplicated and with other resources between them too.
+    from bringup.engine.pending import PendingHandlers
+    from bringup.engine.rolerun import _reads, read
+    from bringup.resources.sysctl import Sysctl
+
+    rs = [Sysctl(k, "4096 131072 6291456" if k.endswith("rmem") else 1) for k in KEYS]
+    alone = [subprocess.run(["sh", "-c", r.read()], capture_output=True, text=True).stdout for r in rs]
+    owed = PendingHandlers("/nonexistent/pending")
+    mixed = [rs[0], owed, *rs[1:]]
+    assert [idx for idx, _, _ in _reads(mixed)] == [[0, 2, 3, 4, 5], [1]]  # one snippet for the five
+    got = read(_local(), mixed)
+    assert [got[0], *got[2:]] == alone and got[1] == ""
+    assert "value=" in alone[0] and alone[2] == "absent\n"
+
+
+def test_a_damaged_answer_of_parameters_read_together_is_unreadable_never_a_value():
+    from bringup.resources.sysctl import Sysctl
+
+    rs = [Sysctl(k, 1) for k in ("vm.swappiness", "kernel.pid_max")]
+    _, split_ = Sysctl.read_together(rs)
+    assert split_("value\nvalue\n==> /proc/sys/vm/swappiness <==\n10\n\n==> /proc/sys/kernel/pid_max <==\n7\n") == \
+        ["value=10\n", "value=7\n"]
+    for damaged in ("", "value\n", "value\nnonsense\n", "\xff\xfe", "value"):
+        with pytest.raises(ValueError):
+            split_(damaged)
+    # A file named but cut before its header: nothing read for it, as a failed cat printed nothing.
+    assert split_("value\nreadonly\n==> /proc/sys/vm/swappiness <==\n10\n") == ["value=10\n", "readonly="]
