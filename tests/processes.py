@@ -5,7 +5,7 @@ import os
 import time
 from pathlib import Path
 
-__all__ = ["holding", "gone"]
+__all__ = ["holding", "gone", "running", "pid_gone"]
 
 
 def holding(*marks: str) -> list[str]:
@@ -28,3 +28,21 @@ def gone(*marks: str, within: float = 15.0) -> list[str]:
     while (left := holding(*marks)) and time.monotonic() < deadline:
         time.sleep(0.2)
     return left
+
+
+def running(pid: int) -> bool:
+    """Whether ``pid`` still runs: there, and no zombie (one that ended and was not yet reaped runs nothing; where
+    the tests' pytest is PID 1, as in a container, it inherits orphans and never reaps them)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
+    except (OSError, IndexError):
+        return False
+
+
+def pid_gone(pid: int, within: float = 10.0) -> bool:
+    """Wait up to ``within`` s for ``pid`` to stop running (:func:`running`); whether it did."""
+    deadline = time.monotonic() + within
+    while running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not running(pid)

@@ -5,12 +5,13 @@ Real processes: the scripts are Python files run here; whether a process outlive
 kernel (``os.kill(pid, 0)``) with the pid the script wrote down."""
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.processes import pid_gone
 
 from bringup.child import capture
 from bringup.inventory.sources.model import SourceError
@@ -24,17 +25,6 @@ def _script(tmp_path: Path, body: str) -> Path:
     return p
 
 
-def _gone(pid: int, within: float = 10.0) -> bool:
-    end = time.monotonic() + within
-    while time.monotonic() < end:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.05)
-    return False
-
-
 @pytest.mark.reliability(item=40, fault="an inventory script that leaves a child holding its stdout open",
                          variants=1, checks=("nothing left running",))
 def test_a_child_holding_stdout_neither_delays_nor_discards_the_answer(tmp_path):
@@ -45,7 +35,7 @@ def test_a_child_holding_stdout_neither_delays_nor_discards_the_answer(tmp_path)
     data = run_script(str(s), timeout=60)
     assert time.monotonic() - started < 30, "waited for the lingering child"
     assert sorted(data.hosts) == ["g1", "g2"]
-    assert _gone(int(pidfile.read_text())), "the script's child outlived the read"
+    assert pid_gone(int(pidfile.read_text())), "the script's child outlived the read"
 
 
 @pytest.mark.reliability(item=40, fault="an inventory script: 1 GiB flood, a hang, a drip past the deadline",

@@ -7,12 +7,13 @@ an argument with quotes or ``$(...)`` reaches the program as written, no shell r
 """
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
 
 import pytest
+
+from tests.processes import running
 
 from bringup.engine.rollout import parse_serial
 
@@ -29,16 +30,6 @@ def _one_host(tmp_path: Path, drain: list[str], **extra):
 def _script(tmp_path: Path, name: str, text: str) -> list[str]:
     (tmp_path / name).write_text(text)
     return [sys.executable, str(tmp_path / name)]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie (not yet reaped by its parent) has ended: it runs nothing.
-    with open(f"/proc/{pid}/stat") as f:
-        return f.read().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 @pytest.mark.reliability(item=26, fault="a drain_command that prints megabytes, then exits 1 (on stdout or stderr)",
@@ -113,9 +104,9 @@ def _ended_within_the_timeout(tmp_path: Path, start_child: str) -> None:
     started = [int(p) for p in pids.read_text().split()]
     assert len(started) == 2
     deadline = time.monotonic() + 5
-    while any(_alive(p) for p in started) and time.monotonic() < deadline:
+    while any(running(p) for p in started) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not [p for p in started if _alive(p)], "the hook's processes outlived its timeout"
+    assert not [p for p in started if running(p)], "the hook's processes outlived its timeout"
 
 
 @pytest.mark.reliability(item=26, fault="a drain_command that hangs past hook_timeout, with a child of its own",

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import pid_gone
+
 from bringup.errors import InventoryError
 from bringup.inventory.hosts import load_inventory
 from bringup.secrets import HIDDEN
@@ -217,25 +219,7 @@ def test_password_program_failing_or_hanging_is_bounded(vaulted, tmp_path):
                                          r"within 1 s \(killed\)"):
         vault_from_options([str(hangs)], [], environ={}, timeout=1)
     assert time.monotonic() - started < 30
-    sleeper = int(pid_file.read_text())
-    for _ in range(50):
-        try:
-            os.kill(sleeper, 0)
-        except ProcessLookupError:
-            break
-        time.sleep(0.1)
-    else:
-        pytest.fail("the password program's child was left running")
-
-
-def _gone(pid: int) -> bool:
-    for _ in range(100):
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return True
-        time.sleep(0.1)
-    return False
+    assert pid_gone(int(pid_file.read_text()), within=5), "the password program's child was left running"
 
 
 @pytest.mark.reliability(item=40, fault="vault password program that floods its output (/dev/zero), or exits leaving "
@@ -263,7 +247,7 @@ def test_password_program_flood_or_lingering_child_is_bounded(vaulted, tmp_path)
     vault = vault_from_options([str(lingers)], [], environ={}, timeout=60)
     assert time.monotonic() - started < 45  # not the 60 s deadline: the exit is what counts
     assert [s.password for s in vault.secrets] == [PASSWORD.encode()]
-    assert _gone(int(pid_file.read_text())), "the password program's child was left running"
+    assert pid_gone(int(pid_file.read_text())), "the password program's child was left running"
 
 
 def test_encrypted_group_vars_file_is_named(vaulted, tmp_path):
