@@ -14,7 +14,7 @@ from bringup import child
 from bringup.ssh.connection import LOCAL_OUT_CAP, LocalTransport
 from bringup.inventory.hosts import ConnectionVars, Host
 
-from .test_hook_faults import _alive
+from tests.processes import running
 
 
 @pytest.mark.reliability(item=40, fault="a child whose group member ignores SIGTERM (kill mechanism)",
@@ -29,7 +29,7 @@ def test_end_sends_sigterm_to_the_group_then_sigkill_after_the_grace(tmp_path):
     started = time.monotonic()
     c.end(grace=1.0)
     assert said.read_text().strip() == "term"  # SIGTERM first: the trap ran
-    assert not _alive(deaf)  # then SIGKILL to the whole group once the grace passed
+    assert not running(deaf)  # then SIGKILL to the whole group once the grace passed
     assert time.monotonic() - started < 30
     c.proc.stdout.close()
     assert c.end() == c.proc.returncode  # again: nothing left, no error
@@ -42,9 +42,9 @@ def test_a_child_that_left_the_group_carrying_its_tag_is_ended_too(tmp_path):
     assert os.getpgid(away) != c.pid
     c.end(grace=0.5)
     deadline = time.monotonic() + 10
-    while _alive(away) and time.monotonic() < deadline:
+    while running(away) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(away)
+    assert not running(away)
     c.proc.stdout.close()
 
 
