@@ -1,6 +1,8 @@
 """Resources that only report: a reason to skip, a reason to fail, a check that must pass."""
 from __future__ import annotations
 
+from typing import Callable
+
 from ..ssh.command import sh
 from ..process import command
 from .base import Plan, Resource
@@ -12,6 +14,7 @@ class _Verdict(Resource):
     """Reads nothing: its plan, the ``verdict`` on ``text``, was settled when it was made."""
 
     read_alongside = True
+    read_small = True  # prints nothing: no section bound's pipe around it
     #: Plan.skip or Plan.fail.
     verdict = staticmethod(Plan.fail)
 
@@ -21,6 +24,11 @@ class _Verdict(Resource):
 
     def read(self) -> str:
         return "true"
+
+    @classmethod
+    def read_together(cls, resources: list[Resource]) -> tuple[str, Callable[[str], list[str]]]:
+        """A host's verdicts of one class read nothing together: one empty section, not one each."""
+        return "true", lambda out: [""] * len(resources)
 
     def plan(self, current: str) -> Plan:
         return self.verdict(self.text)

@@ -317,3 +317,21 @@ def test_a_damaged_answer_of_parameters_read_together_is_unreadable_never_a_valu
             split_(damaged)
     # A file named but cut before its header: nothing read for it, as a failed cat printed nothing.
     assert split_("value\nreadonly\n==> /proc/sys/vm/swappiness <==\n10\n") == ["value=10\n", "readonly="]
+
+
+def test_verdicts_read_nothing_together_and_plan_as_before():
+    # Skip/Fail/Unused read nothing: one empty section per class (read_together), no section bound's pipe for
+    # a lone one (read_small); their plans are the verdicts they were made with.
+    from bringup.engine.rolerun import _reads, plan_of, read
+    from bringup.resources.guard import Fail, Skip, Unused
+    from bringup.resources.sysctl import Sysctl
+
+    rs = [Skip("a", "why a"), Sysctl("vm.swappiness", 1), Skip("b", "why b"), Fail("c", "bad"), Unused("d", "none")]
+    assert [idx for idx, _, _ in _reads(rs)] == [[0, 2], [1], [3], [4]]
+    got = read(_local(), rs)
+    assert got[0] == got[2] == got[3] == got[4] == "" and got[1].startswith(("value=", "readonly="))
+    plans = [plan_of(r, o) for r, o in zip(rs, got)]
+    assert [(p.skipped, p.reason, p.error) for p in (plans[0], plans[2], plans[4])] == \
+        [(True, "why a", None), (True, "why b", None), (True, "none", None)]
+    assert plans[3].error == "bad"
+    assert plan_of(rs[0], None).error  # a section cut short: unreadable, as before
