@@ -150,9 +150,10 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         # One function per snippet, its body a subshell: an `exit` in a snippet ends only that snippet.
         lines.append(f"{fn}_{i}() ( {snippet}\n) {redir}")
     bounded = _bounded('"$1"', f"{fn}_$1", token, section_max)
+    plain = _plain('"$1"', f"{fn}_$1", token)
     cases = "|".join(str(i) for i in sorted(small) if i < len(snippets))
     lines += [
-        f"{fn}() {{ case $1 in {cases}) {_plain(chr(34) + '$1' + chr(34), fn + '_$1', token)};; *) {bounded};; esac; }}"
+        f"{fn}() {{ case $1 in {cases}) {plain};; *) {bounded};; esac; }}"
         if cases else f"{fn}() " + bounded,
         # The traps come before the folder exists: a signal between the two leaves nothing behind.
         '_d=; _pids=; trap \'rm -rf "$_d"\' EXIT',
