@@ -69,6 +69,11 @@ class Fact:
     #: of a mapping or entry of a list (``"numa_nodes.*"``): a saved facts file is checked there, so that a CPU
     #: list written as text (``"0-15"``) is named, not planned as the characters '0', '-', '1', '5'.
     cpu_lists: ClassVar[tuple[str, ...]] = ()
+    #: Whether the command for some keys (:meth:`command_for`) only reads kernel parameter files and prints a
+    #: bounded answer, so it cannot hang: the fact script runs it in its own shell, without a lane, the section
+    #: bound's pipe or timeout(1) (bringup.ssh.script.batch's ``small``, as ``Resource.read_small``).  The
+    #: whole fact (:attr:`command`) always runs under the per-fact limit.
+    read_small: ClassVar[bool] = False
 
     @classmethod
     def command_for(cls, keys: Sequence[str]) -> str | None:

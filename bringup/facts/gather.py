@@ -17,10 +17,16 @@ from .base import Fact, UntrustedOutput, undecodable
 def fact_snippet(fact: type[Fact], keys: list[str] | None = None) -> str:
     """The snippet for one fact (for ``keys`` of it alone: :meth:`Fact.command_for`); a missing
     ``requires_command`` prints nothing."""
-    command = (fact.command_for(keys) if keys else None) or fact.command
+    return _snippet(fact, keys)[0]
+
+
+def _snippet(fact: type[Fact], keys: list[str] | None) -> tuple[str, bool]:
+    """:func:`fact_snippet`, and whether it is small (the command for keys of a ``read_small`` fact)."""
+    keyed = fact.command_for(keys) if keys else None
+    command = keyed or fact.command
     if fact.requires_command:
-        return sh("command -v %s >/dev/null 2>&1 || exit 0\n", fact.requires_command) + command
-    return command
+        command = sh("command -v %s >/dev/null 2>&1 || exit 0\n", fact.requires_command) + command
+    return command, keyed is not None and fact.read_small
 
 
 #: The most one fact's command may take on the host (seconds): ``nvidia-smi -q`` on eight GPUs without persistence
@@ -46,8 +52,10 @@ def collect_raw(transport, facts: list[type[Fact]], keys: dict[str, list[str]] |
 def facts_script(facts: list[type[Fact]], keys: dict[str, list[str]] | None = None) -> tuple[str, str]:
     """The one script that reads all ``facts`` (each under :data:`FACT_TIME_S`), and its token for :func:`raw_of`."""
     keys = keys or {}
-    return batch([(f.name, fact_snippet(f, keys.get(f.name))) for f in facts], lanes=READ_LANES,
-                 section_max=SECTION_MAX, time_limit_s=FACT_TIME_S)
+    snippets = [_snippet(f, keys.get(f.name)) for f in facts]
+    return batch([(f.name, cmd) for f, (cmd, _) in zip(facts, snippets)], lanes=READ_LANES,
+                 section_max=SECTION_MAX, time_limit_s=FACT_TIME_S,
+                 small={i for i, (_, small) in enumerate(snippets) if small})
 
 
 def raw_of(facts: list[type[Fact]], stdout: str, token: str) -> dict[str, dict[str, Any]]:

@@ -200,6 +200,7 @@ class SystemSysctl(Fact):
     requires_command = "sysctl"
     command = "sysctl -a"
     process = staticmethod(parse_sysctl)
+    read_small = True  # some keys' values: one line each
 
     @classmethod
     def command_for(cls, keys):
@@ -218,16 +219,19 @@ class SystemSysctlWritable(Fact):
 
     name = "system.sysctl_writable"
     command = "cd /proc/sys && find . -type f -perm -u+w | sed 's|^\\./||; s|/|.|g' | sort"
+    read_small = True  # some keys' names, by the shell's own tests
 
     @classmethod
     def command_for(cls, keys):
-        """The same test (the file's owner may write it: what a network namespace shows read-only is not), for
-        ``keys``' files alone instead of the whole tree."""
+        """The same test for ``keys``' files alone instead of the whole tree, by the shell's own ``-f`` and ``-w``
+        (no process: /proc/sys answers ``-w`` by the file's owner bits, for root too, so a key a network
+        namespace shows read-only, mode 0444, is not writable, as ``find -perm -u+w`` says); in the whole
+        fact's words (dotted keys, one a line)."""
         files = _sysctl_files(keys)
         if files is None:
             return None
-        return ("cd /proc/sys && find " + " ".join(sh("%s", f) for _, f in files)
-                + " -prune -type f -perm -u+w 2>/dev/null | sed 's|/|.|g'")
+        return "cd /proc/sys && " + "; ".join(sh("if [ -f %s ] && [ -w %s ]; then echo %s; fi", f, f, k)
+                                              for k, f in files)
 
     @staticmethod
     def process(output: str) -> list[str]:

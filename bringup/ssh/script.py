@@ -106,8 +106,10 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     Where the script itself is stopped (a signal, the connection gone) it stops the running ones too.
 
     ``small``: the indexes of snippets that bound their own output (a kernel parameter's value through
-    ``head -c``: ``Resource.read_small``) and cannot hang.  They run in their subshell alone, without the
-    section bound's pipe, ``head`` and status capture (three processes fewer each) and without timeout(1).
+    ``head -c``: ``Resource.read_small``, ``Fact.read_small``) and cannot hang.  They run in their subshell
+    alone, without the section bound's pipe, ``head`` and status capture (three processes fewer each) and
+    without timeout(1).  A script of small snippets only runs them in order in its own shell: no lanes (no
+    folder on the host), and no timeout(1) probe.
     """
     if lanes > 1 and stop_on_error:
         raise ValueError("lanes run snippets side by side: stop_on_error needs them in order")
@@ -116,10 +118,15 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     shell = sorted(set(in_shell))
     small = set(small)
     alongside = [i for i in range(len(snippets)) if i not in shell]
-    lanes = min(lanes, len(alongside))
+    # Small snippets alone (a few kernel parameters' facts): no lanes, no folder on the host, no timeout(1) probe.
+    lanes = min(lanes, len(alongside)) if any(i not in small for i in alongside) else 1
     if lanes > 1 and section_max is None:
         section_max = SECTION_MAX  # a lane writes to a file on the host: never without a bound
-    timed = [] if time_limit_s is None else [_timer(time_limit_s)]
+    # The snippets that run under timeout(1) ($_t): in lanes, those neither small nor in the shell; in order,
+    # the bounded ones that are not small.
+    under_time = [i for i in range(len(snippets)) if i not in small
+                  and (i not in shell if lanes > 1 else section_max is not None)]
+    timed = [] if time_limit_s is None or not under_time else [_timer(time_limit_s)]
     if lanes <= 1:
         lines = ["exec </dev/null", *timed]
         for i, (key, snippet) in enumerate(snippets):

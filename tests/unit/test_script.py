@@ -250,13 +250,20 @@ def test_small_snippets_give_the_same_sections_without_the_bounds_pipe(tmp_path,
     keys = [k for k, _ in snippets]
     want = [(0, "x\n\n"), (3, "y"), (0, ""), (0, "out\n"), (9, "")]
     env = {"PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)}
-    for small in ((), range(len(snippets))):
+    every = range(len(snippets))
+    for small in ((), every, [i for i in every if i != 1]):
         script, token = batch(snippets, lanes=lanes, section_max=4096, small=small, in_shell={3} if lanes > 1 else ())
         r = subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True, env=env)
         got = [(s.rc, s.output) for s in split(r.stdout, token, keys, section_max=4096)]
         assert got[:-1] == want, small
-        if lanes > 1:  # a lane writes to its file: only the bound's pipe makes stdout a pipe
+        if lanes > 1 and small is not every:  # a lane writes to its file: only the bound's pipe makes stdout a pipe
             assert got[-1] == (0, "direct\n" if small else "piped\n"), small
+        if small is every:
+            # Small snippets alone run in order in the script's own shell (its stdout: a pipe here): no lane, no
+            # folder on the host, no timeout(1) probe even with a time limit.
+            assert got[-1] == (0, "piped\n")
+            timed, _ = batch(snippets, lanes=lanes, section_max=4096, small=small, time_limit_s=5)
+            assert "mktemp" not in script + timed and "timeout" not in timed
         assert r.returncode == 0 and list(tmp_path.iterdir()) == []
 
 
