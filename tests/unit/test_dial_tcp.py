@@ -82,3 +82,30 @@ def test_an_answering_port_gives_a_connected_socket_with_no_delay():
             s.close()
     finally:
         srv.close()
+
+
+def test_a_dialed_socket_acknowledges_at_once_after_every_read(monkeypatch):
+    # An sshd without a terminal sets no TCP_NODELAY: its answer to the first channel open waits behind its
+    # hostkeys notice until the client acknowledges that notice, which Linux delays by 40 ms.  The socket a
+    # login dials asks for the acknowledgement at once after every read (TCP_QUICKACK: the kernel clears it).
+    if not hasattr(socket, "TCP_QUICKACK"):
+        pytest.skip("TCP_QUICKACK is Linux's")
+    calls: list[tuple[int, int, int]] = []
+    real = socket.socket.setsockopt
+
+    def spy(self, level, opt, value, *rest):
+        calls.append((level, opt, value))
+        return real(self, level, opt, value, *rest)
+
+    monkeypatch.setattr(socket.socket, "setsockopt", spy)
+    with socket.create_server(("127.0.0.1", 0)) as srv:
+        sock = dial_tcp("127.0.0.1", srv.getsockname()[1], 5)
+        peer, _ = srv.accept()
+        with sock, peer:
+            quick = (socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
+            assert quick not in calls  # none before a read
+            for word in (b"hostkeys", b"open-confirmation"):
+                peer.sendall(word)
+                calls.clear()
+                assert sock.recv(64) == word
+                assert calls == [quick]
