@@ -48,13 +48,14 @@ def one(h: dict, cmd: str, stdin: bytes, errors: list) -> None:
     c.close()
 
 
-hosts = json.load(open(sys.argv[1]))
-cmd = open(sys.argv[2]).read()
-stdin = open(sys.argv[3], "rb").read() if len(sys.argv) > 3 else b""
-errors: list = []
-threads = [threading.Thread(target=one, args=(h, cmd, stdin, errors)) for h in hosts]
-for t in threads:
-    t.start()
-for t in threads:
-    t.join()
-sys.exit(1 if errors else 0)
+if __name__ == "__main__":  # bench/where.py imports QuickAck
+    hosts = json.load(open(sys.argv[1]))
+    cmd = open(sys.argv[2]).read()
+    stdin = open(sys.argv[3], "rb").read() if len(sys.argv) > 3 else b""
+    errors: list = []
+    threads = [threading.Thread(target=one, args=(h, cmd, stdin, errors)) for h in hosts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    sys.exit(1 if errors else 0)

@@ -15,19 +15,7 @@ import time
 
 import paramiko
 
-
-class QuickAck(socket.socket):
-    """As bringup dials (bringup.ssh.jumps.QuickAck): TCP_QUICKACK again after every read, so that an sshd's
-    answer held back by Nagle's rule does not wait out the client's delayed ACK (40 ms at the first channel)."""
-
-    def recv(self, *args):
-        data = super().recv(*args)
-        try:
-            self.setsockopt(socket.IPPROTO_TCP, socket.TCP_QUICKACK, 1)
-        except OSError:
-            pass
-        return data
-
+from floor import QuickAck  # bench/floor.py: dialed as the floor (and bringup) dial
 
 host = json.load(open(sys.argv[1]))
 scripts = json.load(open(sys.argv[2]))
