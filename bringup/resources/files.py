@@ -144,16 +144,19 @@ class File(Resource):
         self.owner, self.group, self.backup = owner, group, backup
 
     def read(self) -> str:
+        """Type, mode, owner, size and sha256; the content (for the diff) only where the hash is not the wanted
+        one: an unchanged file costs ``stat`` and ``sha256sum`` (read from stdin: no name to escape), no more."""
         return sh(
-            "p=%s\n"
+            "p=%s; h=\n"
             "if [ -L \"$p\" ]; then echo type=link\n"
             "elif [ -f \"$p\" ]; then echo type=file\n"
             "  stat --printf 'mode=%%a\\nowner=%%U\\ngroup=%%G\\nsize=%%s\\n' -- \"$p\"\n"
-            "  printf 'sha256='; sha256sum -- \"$p\" | cut -d' ' -f1\n"
-            "  if [ \"$(stat -c %%s -- \"$p\")\" -le %s ]; then printf 'content='; base64 -w0 -- \"$p\"; echo; fi\n"
+            "  h=$(sha256sum < \"$p\") && h=${h%%%% *} && echo \"sha256=$h\"\n"
+            "  if [ \"$h\" != %s ] && [ \"$(stat -c %%s -- \"$p\")\" -le %s ]; then\n"
+            "    printf 'content='; base64 -w0 -- \"$p\"; echo; fi\n"
             "elif [ -e \"$p\" ]; then echo type=other\n"
             "else echo type=absent; fi",
-            self.path, DIFF_LIMIT,
+            self.path, hashlib.sha256(self.content).hexdigest(), DIFF_LIMIT,
         )
 
     def plan(self, current: str) -> Plan:

@@ -48,6 +48,18 @@ def test_file_replaced_atomically_with_backup_and_diff(tmp_path):
     assert not p2.changed
 
 
+def test_a_files_content_travels_only_when_its_hash_is_not_the_wanted_one(tmp_path):
+    # The diff needs the old content; an unchanged file (every file of a no-op) needs only its hash.
+    path = tmp_path / "with space\\and.conf"  # sha256sum escapes such a name: read from stdin instead
+    path.write_text("a = 1\n")
+    same = sh(File(str(path), content="a = 1\n").read()).stdout
+    assert "sha256=" + __import__("hashlib").sha256(b"a = 1\n").hexdigest() + "\n" in same
+    assert "content=" not in same
+    other = File(str(path), content="a = 2\n", owner=None, group=None)
+    changed = sh(other.read()).stdout
+    assert "content=YSA9IDEK" in changed and "-a = 1" in other.plan(changed).diff
+
+
 def test_file_mode_only_change(tmp_path):
     path = tmp_path / "f"
     path.write_text("x")
