@@ -98,6 +98,9 @@ for f in run.lock scripts.lock generation owner; do
   e=$( {{ : >>"$d/$f"; }} 2>&1 ) || {{ say "unusable $d/$f: ${{e#*: [0-9]*: }}"; exit 0; }}
 done
 exec 9>>"$d/run.lock"
+# Each lock tried at once first (no clock read where nothing waits, the usual case), then waited for.
+t0=
+flock -n 9 || {{
 t0=$(date +%s)
 flock -w {wait} 9; rc=$?
 case $rc in
@@ -105,14 +108,17 @@ case $rc in
   1) exec 9>&-; say "held $(holders run.lock)|$(owner)"; exit 0 ;;
   *) say "unusable $d/run.lock: flock failed (exit $rc)"; exit 0 ;;
 esac
+}}
 exec 8>>"$d/scripts.lock"
-left=$(({wait} - $(date +%s) + t0)); [ "$left" -ge 1 ] || left=1
+flock -x -n 8 || {{
+left={wait}; [ -z "$t0" ] || left=$(({wait} - $(date +%s) + t0)); [ "$left" -ge 1 ] || left=1
 flock -x -w "$left" 8; rc=$?
 case $rc in
   0) ;;
   1) exec 8>&-; say "busy $(holders scripts.lock)|$(owner)"; exit 0 ;;
   *) say "unusable $d/scripts.lock: flock failed (exit $rc)"; exit 0 ;;
 esac
+}}
 e=$( {{ printf '%s\\n' {token} > "$d/generation" && printf '%s\\n' "$who" > "$d/owner"; }} 2>&1 ) || {{
   say "unusable $d: $e"; exit 0; }}
 exec 8>&-

@@ -61,6 +61,20 @@ def test_the_run_lock_is_held_while_its_connection_lives_and_names_its_holder(tm
     let_go(third)
 
 
+def test_a_run_that_waits_for_the_lock_takes_it_once_the_run_before_lets_go(tmp_path):
+    # The lock is tried at once first; where another run holds it, the holder waits (its clock read only then).
+    base = tmp_path / "bringup"
+    first = holder(base, "ops@ctl pid 21", 1, "f1")
+    assert answer(first) == "locked\n"
+    second = holder(base, "ops@ctl pid 22", 20, "f2")
+    ready, _, _ = select.select([second.stdout], [], [], 1)
+    assert not ready  # waiting: the first still holds it
+    let_go(first)
+    assert answer(second, 15) == "locked\n"
+    assert (base / "owner").read_text() == "ops@ctl pid 22\n" and (base / "generation").read_text() == "f2\n"
+    let_go(second)
+
+
 @pytest.mark.reliability(item=34, fault="the control machine SIGKILLed while a script of its run waits to write "
                          "(the orphan on the host), then the next run", variants=2,
                          checks=("next run converges", "one clear line"))
