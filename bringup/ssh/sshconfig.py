@@ -98,7 +98,7 @@ class _Config(paramiko.SSHConfig):
 
     def _tokenize(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
         if key not in _SHELL_KEYS:
-            return super()._tokenize(config, target_hostname, key, value)
+            return self._plain_tokens(config, target_hostname, key, value)
         allowed = set(self._allowed_tokens(key))
         hostname = config.get("hostname", target_hostname)
         port = config.get("port", 22)
@@ -127,6 +127,30 @@ class _Config(paramiko.SSHConfig):
             return token
 
         return re.sub(r"%.|~", one, value, flags=re.S)
+
+    def _plain_tokens(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
+        """paramiko's own expansion of a key that is no command, with the same result, computing only the
+        tokens the value holds: paramiko computes every token's value for every value of a key that allows
+        them, the local domain name among them (``%l``: socket.getfqdn, a DNS lookup, for every IdentityFile
+        of every host; seconds each where the control machine's own name does not resolve)."""
+        allowed = self._allowed_tokens(key)
+        if not allowed or ("%" not in value and "~" not in value):
+            return value
+        configured = target_hostname if key == "hostname" else config.get("hostname", target_hostname)
+        port = config.get("port", paramiko.config.SSH_PORT)
+        local_user = getpass.getuser()
+        user = config.get("user", local_user)
+        local = socket.gethostname().split(".")[0]
+        home = os.path.expanduser("~")
+        values = {  # in paramiko's order: each replaced in what the ones before left
+            "%C": lambda: hashlib.sha1((local + target_hostname + repr(port) + user).encode()).hexdigest(),
+            "%d": lambda: home, "%h": lambda: configured, "%L": lambda: local,
+            "%l": lambda: paramiko.config.LazyFqdn(config, local), "%n": lambda: target_hostname,
+            "%p": lambda: port, "%r": lambda: user, "%u": lambda: local_user, "~": lambda: home}
+        for token, make in values.items():
+            if token in allowed and token in value:
+                value = value.replace(token, str(make()))
+        return value
 
 
 @dataclass(frozen=True)

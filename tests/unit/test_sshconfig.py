@@ -71,6 +71,36 @@ def test_ssh_config_fills_what_the_inventory_leaves_unset(cfg):
     assert inner.user == getpass.getuser()
 
 
+def test_a_value_without_tokens_asks_no_dns_for_the_control_machines_name(cfg, monkeypatch):
+    # paramiko computes every token's value for a key that allows them (IdentityFile allows %l), the local
+    # domain name through socket.getfqdn: a DNS lookup per value, seconds where the name does not resolve.
+    import socket
+
+    def no_dns(*a):
+        raise AssertionError("socket.getfqdn called for a value with no token")
+
+    monkeypatch.setattr(socket, "getfqdn", no_dns)
+    assert route(host(ssh_config=str(cfg))).target.identity_files == ("/keys/gpu_key",)
+    # A value with a token is still expanded (here ~, which needs no DNS).
+    assert route(host("bastion", ssh_config=str(cfg))).target.identity_files == (
+        str(Path("~/.ssh/bastion_key").expanduser()),)
+
+
+@pytest.mark.parametrize("key", ["identityfile", "controlpath", "hostname", "user", "port", "proxyjump"])
+@pytest.mark.parametrize("value", ["/keys/k", "~/.ssh/%r@%h:%p", "%C-%d-%h-%L-%l-%n-%p-%r-%u", "%%h %x ~", "%h%r%h"])
+def test_a_keys_tokens_expand_as_paramiko_expands_them(monkeypatch, key, value):
+    import socket
+
+    import paramiko
+
+    from bringup.ssh.sshconfig import _Config
+
+    monkeypatch.setattr(socket, "getfqdn", lambda *a: "ctl.example")
+    config = {"hostname": "10.0.0.9", "port": "2200", "user": "ops"}
+    assert _Config()._tokenize(dict(config), "gpu-01", key, value) == \
+        paramiko.SSHConfig()._tokenize(dict(config), "gpu-01", key, value)
+
+
 def test_inventory_variables_win_over_ssh_config(cfg, tmp_path):
     key = tmp_path / "inv"
     key.write_text("a key\n")  # the inventory's key must exist (a missing one is refused before connecting)
