@@ -1,28 +1,37 @@
 """The ``bringup`` program: Invoke's, over the collection of bringup's tasks (:mod:`bringup.tasks`).
 
-The checkout's ``tasks.py`` hands the same collection (``ns``) to ``invoke``, with its own ``sandbox``.
+The checkout's ``tasks.py`` hands the same collection (``ns``) to ``invoke``, with its own ``sandbox``.  The
+console script (:func:`main`) collects only the tasks its command line names when it begins with one
+(``bringup provision ...``): the other task modules are not imported, and Invoke's parser copies no flags of
+theirs; any other command line (``bringup --version``, a name that is no task's) gets the whole program.
 """
 from __future__ import annotations
 
+import importlib
 import sys
 
 from invoke import Collection, Program
 
 from . import __version__
 from .process import keep_bytecode, reader_gone, stdout_gone
-from .tasks.accept import accept
-from .tasks.audit import audit
-from .tasks.checklist import checklist
-from .tasks.converge import engines, plan, provision
-from .tasks.drift import drift
-from .tasks.inspect import facts, hosts, topology
-from .tasks.latency import bench, tune, tune_window
-from .tasks.pull import fleet, pull
 
-__all__ = ["ns", "program", "main"]
+__all__ = ["TASKS", "collection", "ns", "program", "main"]
 
-ns = Collection(provision, plan, facts, hosts, audit, checklist, accept, topology, bench, tune_window, tune, engines,
-                drift, pull, fleet)
+#: Every task of the program, in the order of ``--list``'s source: its name on the command line -> (its module
+#: under bringup.tasks, its function).
+TASKS: dict[str, tuple[str, str]] = {
+    "provision": ("converge", "provision"), "plan": ("converge", "plan"), "facts": ("inspect", "facts"),
+    "hosts": ("inspect", "hosts"), "audit": ("audit", "audit"), "checklist": ("checklist", "checklist"),
+    "accept": ("accept", "accept"), "topology": ("inspect", "topology"), "bench": ("latency", "bench"),
+    "tune-window": ("latency", "tune_window"), "tune": ("latency", "tune"), "engines": ("converge", "engines"),
+    "drift": ("drift", "drift"), "pull": ("pull", "pull"), "fleet": ("pull", "fleet"),
+}
+
+
+def collection(names=None) -> Collection:
+    """The tasks named (every task: None), in :data:`TASKS`' order."""
+    return Collection(*(getattr(importlib.import_module(f"{__package__}.tasks.{module}"), function)
+                        for name, (module, function) in TASKS.items() if names is None or name in names))
 
 
 class _Program(Program):
@@ -34,7 +43,27 @@ class _Program(Program):
         keep_bytecode()
 
 
-program = _Program(namespace=ns, version=__version__, name="bringup", binary="bringup")
+def _program(namespace: Collection) -> _Program:
+    return _Program(namespace=namespace, version=__version__, name="bringup", binary="bringup")
+
+
+def __getattr__(name: str):
+    """``ns`` and ``program``: the whole collection and its program, made when first asked for (tasks.py, the
+    kept help texts, tests)."""
+    if name == "ns":
+        return globals().setdefault("ns", collection())
+    if name == "program":
+        return globals().setdefault("program", _program(__getattr__("ns")))
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def named(argv: list[str]) -> set[str] | None:
+    """The tasks a command line (after the program's name) may run: where it begins with a task's name, every
+    task whose name is one of its words (Invoke runs several tasks of one line; a flag's value that happens to
+    be a task's name only costs that task's import); None (the whole program) otherwise."""
+    if not argv or argv[0] not in TASKS:
+        return None
+    return {word for word in argv if word in TASKS}
 
 
 def main() -> None:
@@ -43,6 +72,8 @@ def main() -> None:
     A reader that goes away (``bringup --help | head``) ends the program as it ends ``git log | head``:
     quietly, exit 141 (128 + SIGPIPE), no traceback.
     """
+    names = named(sys.argv[1:])
+    program = _program(collection(names)) if names else __getattr__("program")
     try:
         program.run()
         sys.stdout.flush()

@@ -141,6 +141,23 @@ def test_the_console_scripts_help_imports_no_invoke():
 
 
 
+def test_a_task_line_collects_the_tasks_it_names_and_any_other_line_the_whole_program():
+    # bringup.cli: `bringup provision ...` imports and parses provision alone (tests/unit/test_import_set.py
+    # pins what a no-op loads); a line of several tasks gets each; anything else is the whole program.
+    from bringup.cli import TASKS, named, ns
+
+    assert set(TASKS) == set(ns.task_names)  # every task of the program is one the console script can name
+    assert named(["provision", "-i", "hosts", "--roles", "sysctl"]) == {"provision", "hosts"}
+    assert named(["facts", "--host", "a", "audit", "--host", "a"]) == {"facts", "audit"}
+    assert named(["tune-window", "--host", "a"]) == {"tune-window"}
+    for line in ([], ["--version"], ["-e", "provision"], ["provison"], ["sandbox"]):
+        assert named(line) is None, line
+    both = _entry("facts", "--no-such-flag")
+    assert both.returncode == 1 and "No idea what '--no-such-flag' is!" in both.stderr, both
+    typo = _entry("provison")  # the whole program: Invoke's own word for a task it does not know
+    assert typo.returncode == 1 and "No idea what 'provison' is!" in typo.stderr, typo
+
+
 def test_only_a_closed_stdout_counts_as_the_reader_gone():
     # A BrokenPipeError from a socket or a child's pipe is a fault to show; only stdout's reader leaving ends quietly.
     probe = ("import os\nr, w = os.pipe()\nos.dup2(w, 1)\nfrom bringup.process import stdout_gone\n"

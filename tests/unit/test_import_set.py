@@ -32,7 +32,10 @@ NEVER = ("bringup.latency", "bringup.hardware.topology", "bringup.hardware.topol
          "bringup.hardware.topology_crossing", "bringup.hardware.topology_text", "bringup.hardware.gpu", "bringup.hardware.gpu_profiles", "bringup.hardware.driver_matrix",
          "bringup.checks", "bringup.checklist.pages", "bringup.engine.auditkit", "bringup.hardware.health", "bringup.hardware.health_gpu",
          "bringup.hardware.health_xid", "bringup.acceptance",
-         "bringup.testinfra", "bringup.pull", "matplotlib", "tritonclient", "testinfra", "numpy", "pytest")
+         "bringup.testinfra", "bringup.pull", "matplotlib", "tritonclient", "testinfra", "numpy", "pytest",
+         # the other tasks' modules (bringup.cli collects the tasks the command line names)
+         "bringup.tasks.accept", "bringup.tasks.audit", "bringup.tasks.checklist", "bringup.tasks.drift",
+         "bringup.tasks.inspect", "bringup.tasks.latency", "bringup.tasks.pull")
 
 
 def _provision(tmp_path: Path, n: int) -> list[str]:
