@@ -115,6 +115,32 @@ def tagged(tag: str, var: str = TAG_ENV) -> list[int]:
     return found
 
 
+def group_runs(pgid: int) -> bool:
+    """Whether a process of the group ``pgid`` still runs (a zombie runs nothing; one this process cannot read is
+    taken as running)."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return False
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                # after "pid (comm)": state, ppid, pgrp, ...
+                fields = f.read(4096).rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
+            return True
+    return False
+
+
+#: The most seconds :meth:`Child.end` waits for its group's processes to be gone after SIGKILL (which none can
+#: refuse: a process dies once the kernel next schedules it, later on a loaded machine).
+KILLED_WITHIN = 5.0
+
+
 def _group(pid: int) -> int:
     try:
         return os.getpgid(pid)
@@ -187,6 +213,11 @@ class Child:
                     time.sleep(0.02)
             signal_(self.pid, signal.SIGKILL)  # whatever in the group did not end within the grace
         rc = self.proc.wait()
+        if self.group:
+            # SIGKILL is delivered as each process is next scheduled: gone before this returns.
+            deadline = time.monotonic() + KILLED_WITHIN
+            while group_runs(self.pid) and time.monotonic() < deadline:
+                time.sleep(0.01)
         if self.tag is not None:
             end_tagged(self.tag, var=self.tag_var)
         return rc
