@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Callable, Iterator, Protocol, Sequence
 
-from .orphans import STARTED, become_subreaper, kill_orphans, reaping_begins, reaping_ends
+from .orphans import STARTED, become_subreaper, kill_orphans, processes, reaping_begins, reaping_ends
 
 
 class Stop(Protocol):
@@ -116,24 +116,9 @@ def tagged(tag: str, var: str = TAG_ENV) -> list[int]:
 
 
 def group_runs(pgid: int) -> bool:
-    """Whether a process of the group ``pgid`` still runs (a zombie runs nothing; one this process cannot read is
-    taken as running)."""
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return False
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                # after "pid (comm)": state, ppid, pgrp, ...
-                fields = f.read(4096).rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 2 and fields[2] == str(pgid).encode() and fields[0] not in (b"Z", b"X"):
-            return True
-    return False
+    """Whether a process of the group ``pgid`` still runs (a zombie runs nothing)."""
+    group = str(pgid).encode()
+    return any(fields[2] == group and fields[0] not in (b"Z", b"X") for _, fields in processes())
 
 
 #: The most seconds :meth:`Child.end` waits for its group's processes to be gone after SIGKILL (which none can

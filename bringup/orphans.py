@@ -9,8 +9,9 @@ from __future__ import annotations
 import os
 import signal
 import threading
+from collections.abc import Iterator
 
-__all__ = ["STARTED", "reaping_begins", "reaping_ends", "kill_orphans", "become_subreaper"]
+__all__ = ["STARTED", "processes", "reaping_begins", "reaping_ends", "kill_orphans", "become_subreaper"]
 
 #: Children this process started through :func:`bringup.child.start`: never taken for an orphan.
 STARTED: set[int] = set()
@@ -30,27 +31,31 @@ def _subreaper(on: bool) -> bool:
         return False
 
 
+def processes() -> Iterator[tuple[int, list[bytes]]]:
+    """Each process of this machine (as this process's /proc shows them): its pid and the fields of its
+    ``/proc/PID/stat`` after ``pid (comm)``: state, ppid, pgrp, session, ...  One gone meanwhile is passed over."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                fields = f.read(4096).rsplit(b")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if len(fields) > 3:
+            yield int(name), fields
+
+
 def _orphans() -> list[int]:
     """This process's children that it did not start: descendants of a child whose parent died, handed here
     while it is a subreaper.  A child a library started directly stays in this process's session: spared."""
     me, mine = os.getpid(), os.getsid(0)
-    found = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit() or int(name) in STARTED:
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                # after "pid (comm)": state, ppid, pgrp, session, ...
-                fields = f.read(4096).rsplit(b")", 1)[1].split()
-        except (OSError, IndexError):
-            continue
-        if len(fields) > 3 and int(fields[1]) == me and int(fields[3]) != mine:
-            found.append(int(name))
-    return found
+    return [pid for pid, fields in processes()
+            if pid not in STARTED and int(fields[1]) == me and int(fields[3]) != mine]
 
 
 def reaping_begins() -> None:
