@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import IO, Callable, Iterator, Protocol, Sequence
 
-from .orphans import STARTED, become_subreaper, kill_orphans, processes, reaping_begins, reaping_ends
+from .orphans import STARTED, become_subreaper, group_gone, kill_orphans, reaping_begins, reaping_ends
 
 
 class Stop(Protocol):
@@ -113,17 +113,6 @@ def tagged(tag: str, var: str = TAG_ENV) -> list[int]:
         if want in env.split(b"\0"):
             found.append(int(name))
     return found
-
-
-def group_runs(pgid: int) -> bool:
-    """Whether a process of the group ``pgid`` still runs (a zombie runs nothing)."""
-    group = str(pgid).encode()
-    return any(fields[2] == group and fields[0] not in (b"Z", b"X") for _, fields in processes())
-
-
-#: The most seconds :meth:`Child.end` waits for its group's processes to be gone after SIGKILL (which none can
-#: refuse: a process dies once the kernel next schedules it, later on a loaded machine).
-KILLED_WITHIN = 5.0
 
 
 def _group(pid: int) -> int:
@@ -198,11 +187,8 @@ class Child:
                     time.sleep(0.02)
             signal_(self.pid, signal.SIGKILL)  # whatever in the group did not end within the grace
         rc = self.proc.wait()
-        if self.group:
-            # SIGKILL is delivered as each process is next scheduled: gone before this returns.
-            deadline = time.monotonic() + KILLED_WITHIN
-            while group_runs(self.pid) and time.monotonic() < deadline:
-                time.sleep(0.01)
+        if self.group:  # SIGKILL lands as each process is next scheduled: the group gone before this returns
+            group_gone(self.pid, within=5.0)
         if self.tag is not None:
             end_tagged(self.tag, var=self.tag_var)
         return rc

@@ -2,16 +2,18 @@
 in a site test), found because bringup is, while a bounded child runs, the subreaper Linux hands orphaned
 descendants to (``PR_SET_CHILD_SUBREAPER``).  :mod:`bringup.child` registers what it starts (:data:`STARTED`) and
 calls :func:`reaping_begins` / :func:`reaping_ends` around a bounded child; the last to end kills and reaps what was
-handed here.  Standard library only; nothing happens on import.
+handed here; :func:`group_gone` waits for a child's group to be gone.  Standard library only; nothing
+happens on import.
 """
 from __future__ import annotations
 
 import os
 import signal
 import threading
+import time
 from collections.abc import Iterator
 
-__all__ = ["STARTED", "processes", "reaping_begins", "reaping_ends", "kill_orphans", "become_subreaper"]
+__all__ = ["STARTED", "processes", "group_gone", "reaping_begins", "reaping_ends", "kill_orphans", "become_subreaper"]
 
 #: Children this process started through :func:`bringup.child.start`: never taken for an orphan.
 STARTED: set[int] = set()
@@ -48,6 +50,17 @@ def processes() -> Iterator[tuple[int, list[bytes]]]:
             continue
         if len(fields) > 3:
             yield int(name), fields
+
+
+def group_gone(pgid: int, within: float) -> bool:
+    """Wait, at most ``within`` seconds, until no process of the group ``pgid`` runs (a zombie runs nothing: it
+    waits for its parent, or init, to reap it); whether none does."""
+    group, deadline = str(pgid).encode(), time.monotonic() + within
+    while any(fields[2] == group and fields[0] not in (b"Z", b"X") for _, fields in processes()):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.01)
+    return True
 
 
 def _orphans() -> list[int]:
