@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import base64
 import difflib
+import functools
 import hashlib
 import posixpath
 
@@ -143,6 +144,11 @@ class File(Resource):
         self.mode = _check_mode(mode, path)
         self.owner, self.group, self.backup = owner, group, backup
 
+    @functools.cached_property
+    def sha256(self) -> str:
+        """The wanted content's sha256: the read compares it on the host, the plan with what the host said."""
+        return hashlib.sha256(self.content).hexdigest()
+
     def read(self) -> str:
         """Type, mode, owner, size and sha256; the content (for the diff) only where the hash is not the wanted
         one: an unchanged file costs ``stat`` and ``sha256sum`` (read from stdin: no name to escape), no more."""
@@ -156,7 +162,7 @@ class File(Resource):
             "    printf 'content='; base64 -w0 -- \"$p\"; echo; fi\n"
             "elif [ -e \"$p\" ]; then echo type=other\n"
             "else echo type=absent; fi",
-            self.path, hashlib.sha256(self.content).hexdigest(), DIFF_LIMIT,
+            self.path, self.sha256, DIFF_LIMIT,
         )
 
     def plan(self, current: str) -> Plan:
@@ -164,7 +170,7 @@ class File(Resource):
         kind = st.get("type")
         if kind in ("link", "other"):
             return Plan.fail(f"{self.path} exists and is not a regular file ({kind}); move it away first")
-        want_sha = hashlib.sha256(self.content).hexdigest()
+        want_sha = self.sha256
         changes: dict = {}
         cmds: list[str] = []
         diff = None
