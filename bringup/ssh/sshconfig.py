@@ -25,7 +25,7 @@ import shlex
 import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import paramiko
 
@@ -100,16 +100,9 @@ class _Config(paramiko.SSHConfig):
         if key not in _SHELL_KEYS:
             return self._plain_tokens(config, target_hostname, key, value)
         allowed = set(self._allowed_tokens(key))
-        hostname = config.get("hostname", target_hostname)
-        port = config.get("port", 22)
-        local_user = getpass.getuser()
-        user = config.get("user", local_user)
-        local = socket.gethostname()
         home = os.path.expanduser("~")
-        values = {"%h": hostname, "%p": port, "%r": user, "%n": target_hostname, "%u": local_user,
-                  "%d": home, "%L": local.split(".")[0], "%l": local,
-                  "%C": hashlib.sha1((local.split(".")[0] + target_hostname + repr(port) + user).encode()
-                                     ).hexdigest()}
+        # %l: the local host's name as it is, no DNS lookup for its domain (a command's token is a shell word).
+        values = {**self._token_values(config, target_hostname, key), "%l": socket.gethostname}
 
         def one(m: re.Match) -> str:
             token = m.group(0)
@@ -118,7 +111,7 @@ class _Config(paramiko.SSHConfig):
             if token == "~":
                 return shlex.quote(home) if "~" in allowed else token
             if token in allowed and token in values:
-                text = str(values[token])
+                text = str(values[token]())
                 if token in _DATA_TOKENS and not _PLAIN.fullmatch(text):
                     # Quoting holds for one shell only: a command that hands the token to a second one
                     # (``sh -c "echo %h"``) would run it.  OpenSSH 9.6 refuses such names; so does bringup.
@@ -136,21 +129,26 @@ class _Config(paramiko.SSHConfig):
         allowed = self._allowed_tokens(key)
         if not allowed or ("%" not in value and "~" not in value):
             return value
+        # In paramiko's order: each replaced in what the ones before left.
+        for token, make in self._token_values(config, target_hostname, key).items():
+            if token in allowed and token in value:
+                value = value.replace(token, str(make()))
+        return value
+
+    @staticmethod
+    def _token_values(config, target_hostname, key) -> dict[str, Callable[[], object]]:  # noqa: ANN001
+        """Each token's value as paramiko computes it (``%l``: the local domain name, a DNS lookup), made only
+        when asked for; in paramiko's order."""
         configured = target_hostname if key == "hostname" else config.get("hostname", target_hostname)
         port = config.get("port", paramiko.config.SSH_PORT)
         local_user = getpass.getuser()
         user = config.get("user", local_user)
         local = socket.gethostname().split(".")[0]
         home = os.path.expanduser("~")
-        values = {  # in paramiko's order: each replaced in what the ones before left
-            "%C": lambda: hashlib.sha1((local + target_hostname + repr(port) + user).encode()).hexdigest(),
-            "%d": lambda: home, "%h": lambda: configured, "%L": lambda: local,
-            "%l": lambda: paramiko.config.LazyFqdn(config, local), "%n": lambda: target_hostname,
-            "%p": lambda: port, "%r": lambda: user, "%u": lambda: local_user, "~": lambda: home}
-        for token, make in values.items():
-            if token in allowed and token in value:
-                value = value.replace(token, str(make()))
-        return value
+        return {"%C": lambda: hashlib.sha1((local + target_hostname + repr(port) + user).encode()).hexdigest(),
+                "%d": lambda: home, "%h": lambda: configured, "%L": lambda: local,
+                "%l": lambda: paramiko.config.LazyFqdn(config, local), "%n": lambda: target_hostname,
+                "%p": lambda: port, "%r": lambda: user, "%u": lambda: local_user, "~": lambda: home}
 
 
 @dataclass(frozen=True)
