@@ -34,8 +34,9 @@ logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 __all__ = ["LOCAL_OUT_CAP", "Transport", "SSHTransport", "LocalTransport", "RunResult", "connect", "AcceptNew", "BecomeError", "Jumps"]
 
-from .transport import (ANSWER_MAX, ERR_MAX, LOCAL_OUT_CAP, OUT_MAX, LocalTransport, RunResult, Transport,
-                        _err_text, _pump)
+from .transport import (ANSWER_MAX, ERR_MAX, LOCAL_OUT_CAP, OUT_MAX, REMOTE_GRACE_S, LocalTransport, RunResult,
+                        Transport, _err_text, _pump)
+from .runlock import ERR_KEPT, LockLost, read_served, servable, serve_request
 
 class SSHTransport(Transport):
     """SSH through a Fabric ``Connection`` with verified host keys."""
@@ -53,6 +54,7 @@ class SSHTransport(Transport):
         self._own_jumps = jumps is None
         self.jumps = jumps if jumps is not None else Jumps()
         self._held: list[tuple] = []
+        self._serving = threading.Lock()  # one script at a time down the run lock holder's channel
         connect_kwargs: dict = {}
         if t.identity_files:
             connect_kwargs["key_filename"] = list(t.identity_files)
@@ -208,10 +210,46 @@ class SSHTransport(Transport):
         if dl.fired:
             raise self._timed_out()
         if line == "locked":
-            self._holder = chan  # open until close(): the holder on the host waits on it
+            self._holder = chan  # open until close(): the holder on the host waits on it, and serves scripts
+            self._holder_out = out
         else:
             chan.close()
         return line, lines
+
+    _holder_out = None
+
+    def _served(self, script: str) -> RunResult | None:
+        # The holder's channel, when free: no channel, login shell or fence of its own (the holder holds the lock).
+        chan, out, lock = self._holder, self._holder_out, self._run_lock
+        if chan is None or out is None or lock is None or not servable(script) or not self._serving.acquire(blocking=False):
+            return None
+        try:
+            with Deadline(self._timeout(), self.conn.close) as dl:
+                try:
+                    chan.sendall(serve_request(script, int(self._timeout()) + REMOTE_GRACE_S))
+                    got = read_served(lock.token, out.readline, OUT_MAX)
+                except (paramiko.SSHException, OSError, EOFError) as e:
+                    if dl.fired:
+                        raise self._timed_out() from None
+                    raise Unreachable(f"connection to {self.host.address} lost: {str(e) or type(e).__name__}") from None
+            if dl.fired:
+                raise self._timed_out()
+        finally:
+            self._serving.release()
+        if got is None:
+            transport = self.conn.transport
+            if transport is None or not transport.is_active():
+                raise Unreachable(f"connection to {self.host.address} lost during a command: the SSH connection "
+                                  "closed before the command's exit status (sshd or its session killed, the host "
+                                  "rebooting or its network gone); what ran before it is in the results")
+            raise LockLost(f"{self.host.name}: this run no longer holds the host's run lock (its holder on the host "
+                           "ended); nothing more of it ran there: run again")
+        if got.out_over:
+            chan.close()  # the rest of that answer is never read: the channel is out of step
+            raise BringupError(
+                f"{self.host.name} answered one command with more than {OUT_MAX >> 20} MiB on stdout: cut off "
+                "there and not read (bringup's scripts print far less; check what the host runs)")
+        return RunResult(got.rc, _text(got.stdout), _err_text(got.stderr, got.err_over, ERR_KEPT))
 
     def close(self) -> None:
         self._let_go()  # the holder's channel with the connection: the lock goes; then the jump hosts

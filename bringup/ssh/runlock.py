@@ -29,12 +29,13 @@ from __future__ import annotations
 import re
 import secrets
 from dataclasses import dataclass, field
+from typing import Callable, NamedTuple
 
 from .command import quote, sh
 from ..errors import Unreachable, said
 
-__all__ = ["LOCK_DIR", "WAIT_S", "FENCED_RC", "LockLost", "RunLock", "hold_script", "then_output", "fence", "refusal",
-           "who"]
+__all__ = ["LOCK_DIR", "WAIT_S", "FENCED_RC", "ERR_KEPT", "LockLost", "RunLock", "Served", "hold_script", "then_output",
+           "serve_request", "servable", "read_served", "fence", "refusal", "who"]
 
 #: Root's lock folder (a tmpfs on every systemd host: nothing of it survives a reboot).
 LOCK_DIR = "/run/bringup"
@@ -44,6 +45,11 @@ WAIT_S = 60
 FENCED_RC = 75
 #: The most of the owner line (who holds the lock) read back, in bytes: a file grown huge is never read whole.
 OWNER_MAX = 300
+#: The most of a served script's stderr sent back, in bytes (one more: the cut is seen).
+ERR_KEPT = 1 << 20
+#: The longest script the holder serves, in bytes (its request's body): one argument of an exec stays well under
+#: Linux's 128 KiB (MAX_ARG_STRLEN); a longer one goes in a round trip of its own.
+SERVE_MAX = 96 * 1024
 
 # Where the lock folder is, for the user the script runs as (the holder's and every fence's own computation).
 _PLACE = ('_u=$(id -u); if [ "$_u" = 0 ]; then d=/run/bringup; '
@@ -56,23 +62,28 @@ _WHAT = ('what() { if [ -L "$1" ]; then echo "a symbolic link"; elif [ -d "$1" ]
          'elif [ -f "$1" ]; then echo "a regular file"; elif [ -e "$1" ]; then echo "a special file"; '
          'else echo missing; fi; }')
 _OWNER = f'owner() {{ head -c {OWNER_MAX} -- "$d/owner" 2>/dev/null; }}'
-# The processes that hold the lock file $1 (at most 3): their pid, command line (80 bytes, no "|") and whether they
-# are bringup's (a holder: its command line holds HOLDER_MARK; a run's script or what it started: its environment
+# The processes that hold the lock file $1 (at most 3 of the first 12; for scripts.lock, not the holder's runners of
+# the scripts it serves nor the timeout(1) around a script, but what they run): their pid, command line (80 bytes,
+# no "|") and whether they are bringup's (a holder: its command line holds HOLDER_MARK; a run's script or what it started: its environment
 # holds RUN_ENV) or another process's.
 _HOLDERS = ("holders() { ls -l /proc/[0-9]*/fd 2>/dev/null | awk -v t=\"-> $d/$1\" "
             "'substr($0, 1, 6) == \"/proc/\" { split($0, a, \"/\"); p = a[3]; next } "
             "p != \"\" && length($0) >= length(t) && substr($0, length($0) - length(t) + 1) == t && !s[p]++ "
-            "{ print p }' | head -n 3 | while read -r p; do "
-            "k=other; { tr '\\000' '\\n' < \"/proc/$p/environ\" 2>/dev/null | grep -q '^BRINGUP_LOCK_RUN=' || "
-            "tr '\\000' ' ' < \"/proc/$p/cmdline\" 2>/dev/null | grep -q bringup-run-lock-holder; } && k=bringup; "
-            "printf 'pid %s (%s) %s, ' \"$p\" \"$(tr '\\000|' ' /' < \"/proc/$p/cmdline\" 2>/dev/null | head -c 80 | "
-            "sed 's/ *$//')\" \"$k\"; "
+            "{ print p }' | head -n 12 | while read -r p; do "
+            "c=$(tr '\\000|' ' /' < \"/proc/$p/cmdline\" 2>/dev/null | head -c 80 | sed 's/ *$//'); "
+            "case $c in *bringup-run-lock-holder*) [ \"$1\" = run.lock ] || continue; "
+            "c='bringup run lock holder'; k=bringup ;; "
+            "'timeout -s TERM -k 10 '*) continue ;; "
+            "*) k=other; tr '\\000' '\\n' < \"/proc/$p/environ\" 2>/dev/null | grep -q '^BRINGUP_LOCK_RUN=' && k=bringup ;; "
+            "esac; printf 'pid %s (%s) %s, ' \"$p\" \"$c\" \"$k\"; "
+            "n=$((n + 1)); [ \"$n\" -lt 3 ] || break; "
             "done; }")
 
 _HOLD = """\
 # bringup-run-lock-holder
 export BRINGUP_LOCK_RUN={token}
 IFS= read -r who
+u0=$(umask)
 umask 077
 {say}
 {what}
@@ -81,21 +92,20 @@ umask 077
 {place}
 {base}
 command -v flock >/dev/null 2>&1 || {{ say noflock; exit 0; }}
-case $(what "$d") in
-  missing) e=$(mkdir -p -m 0700 -- "$d" 2>&1) || {{ say "unusable $d: $e"; exit 0; }} ;;
-  "a folder") ;;
-  *) say "refused $d: $(what "$d"), not a folder"; exit 0 ;;
-esac
+# (Plain tests, no subshell, where all is well; what a path is, and the shell's own words for a failure, less its
+# "sh: 23: " prefix, only where it is not.)
+if [ -L "$d" ] || {{ [ -e "$d" ] && [ ! -d "$d" ]; }}; then say "refused $d: $(what "$d"), not a folder"; exit 0
+elif [ ! -e "$d" ]; then e=$(mkdir -p -m 0700 -- "$d" 2>&1) || {{ say "unusable $d: $e"; exit 0; }}
+fi
 [ -O "$d" ] || {{ say "refused $d: owned by uid $(stat -c %u -- "$d"), not by uid $(id -u) that bringup runs as"; exit 0; }}
 [ "$(stat -c %a -- "$d")" = 700 ] || chmod 0700 -- "$d" 2>/dev/null || {{
   say "refused $d: mode $(stat -c %a -- "$d") lets other users in, and it cannot be made 0700"; exit 0; }}
-for f in run.lock scripts.lock generation owner; do
-  case $(what "$d/$f") in
-    missing|"a regular file") ;;
-    *) say "refused $d/$f: $(what "$d/$f"), not a regular file"; exit 0 ;;
-  esac
-  # (the shell's own words, less its "sh: 23: " prefix)
-  e=$( {{ : >>"$d/$f"; }} 2>&1 ) || {{ say "unusable $d/$f: ${{e#*: [0-9]*: }}"; exit 0; }}
+for f in run.lock scripts.lock generation owner stderr; do
+  if [ -L "$d/$f" ] || {{ [ -e "$d/$f" ] && [ ! -f "$d/$f" ]; }}; then
+    say "refused $d/$f: $(what "$d/$f"), not a regular file"; exit 0
+  fi
+  {{ command : >>"$d/$f"; }} 2>/dev/null || {{
+    e=$( {{ command : >>"$d/$f"; }} 2>&1 ); say "unusable $d/$f: ${{e#*: [0-9]*: }}"; exit 0; }}
 done
 exec 9>>"$d/run.lock"
 # Each lock tried at once first (no clock read where nothing waits, the usual case), then waited for.
@@ -119,11 +129,41 @@ case $rc in
   *) say "unusable $d/scripts.lock: flock failed (exit $rc)"; exit 0 ;;
 esac
 }}
-e=$( {{ printf '%s\\n' {token} > "$d/generation" && printf '%s\\n' "$who" > "$d/owner"; }} 2>&1 ) || {{
+{{ printf '%s\\n' {token} > "$d/generation" && printf '%s\\n' "$who" > "$d/owner"; }} 2>/dev/null || {{
+  e=$( {{ printf '%s\\n' {token} > "$d/generation" && printf '%s\\n' "$who" > "$d/owner"; }} 2>&1 )
   say "unusable $d: $e"; exit 0; }}
 exec 8>&-
 echo locked
-{then}exec cat >/dev/null
+{then}{serve}exec cat >/dev/null
+"""
+
+# The holder serves the run's scripts (:func:`serve_request`, :func:`read_served`): each request is a line "<bytes>
+# <seconds>" and that many bytes of script (at most SERVE_MAX: one argument), a brace group (cut short, it is a syntax
+# error: nothing of it runs).  The script runs in the background of the holder, which reads on: when the connection
+# goes, the lock goes at once, as a fenced round trip's would, and what the script still does keeps the next run
+# out by scripts.lock, held shared by it (the holder takes it shared once) and named by pid.  It runs under the
+# host's timeout, with the login's umask and without run.lock's descriptor.  Its stdout comes between a begin and
+# an end line, then its stderr (at most ERR_KEPT bytes; the file is emptied at once: nothing of it stays on the
+# host).  Anything else on stdin ends the serving, and the lock is held until the connection goes; the connection
+# gone, the holder ends.
+_SERVE = """\
+s8= j=
+while IFS= read -r q; do
+  case $q in *[!0-9\\ ]*|""|" "*|*" "|*" "*" "*) j=y; break ;; esac
+  s=$(head -c "${{q% *}}")
+  [ -n "$s8" ] || {{ {{ command exec 8<"$d/scripts.lock"; }} 2>/dev/null && flock -s -n 8 && s8=y; }} || s8=n
+  printf '@@%s:begin\\n' {token}
+  {{ if [ "$s8" = y ]; then
+    umask "$u0"; timeout -s TERM -k 10 "${{q#* }}" sh -c "$s" 2>"$d/stderr"; rc=$?
+  else
+    rc={rc}; printf 'bringup-lock-lost %s: %s\\n' {token} "$d/scripts.lock could not be held shared" >"$d/stderr"
+  fi
+  printf '\\n@@%s:end:%d\\n' {token} "$rc"
+  [ -s "$d/stderr" ] && head -c {err_kept} -- "$d/stderr"
+  : >"$d/stderr"
+  printf '\\n@@%s:err\\n' {token}; }} 9>&- &
+done
+[ -z "$j" ] && exit 0
 """
 
 _FENCE = """\
@@ -153,8 +193,9 @@ def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None, the
     the line ``@@<token>:end:<exit status>`` (:func:`then_output` reads it back)."""
     after = "" if then is None else (
         f"( {then}\n) </dev/null 2>/dev/null 9>&-; printf '\\n@@%s:end:%d\\n' {quote(token)} \"$?\"\n")
+    serve = _SERVE.format(token=quote(token), rc=FENCED_RC, err_kept=ERR_KEPT + 1)
     return _HOLD.format(say=_SAY, what=_WHAT, owner=_OWNER, holders=_HOLDERS, place=_PLACE, base=_base(base),
-                        wait=_seconds(wait_s), token=quote(token), then=after)
+                        wait=_seconds(wait_s), token=quote(token), then=after, serve=serve)
 
 
 def then_output(token: str, lines: list[str]) -> tuple[int, str] | None:
@@ -167,6 +208,70 @@ def then_output(token: str, lines: list[str]) -> tuple[int, str] | None:
         return None
     out = "".join(lines[:-1])
     return int(m.group(1)), out[:-1] if out.endswith("\n") else out
+
+
+def serve_request(script: str, seconds: int) -> bytes:
+    """What asks the holder to run ``script`` (POSIX sh) under the host's ``timeout`` of ``seconds``: a header line and
+    the script as a brace group with an empty stdin; a request cut short is a syntax error there, never a part of
+    the script run."""
+    body = ("{\n" + script + "\n} </dev/null\n").encode("utf-8", "surrogateescape")
+    return f"{len(body)} {max(1, int(seconds))}\n".encode() + body
+
+
+def servable(script: str) -> bool:
+    """Whether the holder can take ``script``: its request's body within :data:`SERVE_MAX` bytes, and no NUL byte
+    (an argument cannot hold one)."""
+    return len(script.encode("utf-8", "surrogateescape")) + 32 <= SERVE_MAX and "\0" not in script
+
+
+class Served(NamedTuple):
+    """A served script's answer: exit status, stdout and stderr (bytes), and whether either was over its cap."""
+
+    rc: int
+    stdout: bytes
+    stderr: bytes
+    out_over: bool
+    err_over: bool
+
+
+def read_served(token: str, readline: Callable[[int], bytes], out_max: int) -> Served | None:
+    """The holder's answer to one request, read line by line with ``readline(limit)``: what stray output an
+    earlier script left comes before the begin line and is dropped; stdout ends at the end line, stderr at the
+    err line.  None when the answer ended before its err line (the holder is gone); past ``out_max`` bytes of
+    stdout the reading stops (``out_over``), as a round trip's does."""
+    begin, err_end = f"@@{token}:begin\n".encode(), f"@@{token}:err\n".encode()
+    end = re.compile(rb"@@" + re.escape(token.encode()) + rb":end:(\d{1,3})\n")
+    while (line := readline(len(begin) + 1)) != begin:
+        if not line:
+            return None
+    out: list[bytes] = []
+    kept, rc = 0, None
+    while rc is None:
+        line = readline(out_max - kept + 1)
+        if not line:
+            return None
+        m = end.fullmatch(line)
+        if m is not None:
+            rc = int(m.group(1))
+            break
+        kept += len(line)
+        if kept > out_max:
+            return Served(255, b"".join(out), b"", True, False)
+        out.append(line)
+    err: list[bytes] = []
+    got = 0
+    while (line := readline(ERR_KEPT + 2)) != err_end:
+        if not line:
+            return None
+        got += len(line)
+        if got <= ERR_KEPT + 2:
+            err.append(line)
+    stdout, stderr = _less_newline(b"".join(out)), _less_newline(b"".join(err))
+    return Served(rc, stdout, stderr[:ERR_KEPT], False, len(stderr) > ERR_KEPT)
+
+
+def _less_newline(b: bytes) -> bytes:
+    return b[:-1] if b.endswith(b"\n") else b
 
 
 def fence(token: str, command: str, wait_s: float = WAIT_S, base: str | None = None) -> str:

@@ -11,12 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from bringup.ssh.runlock import FENCED_RC, OWNER_MAX, RunLock, fence, hold_script, refusal, then_output
+from bringup.ssh.runlock import (ERR_KEPT, FENCED_RC, OWNER_MAX, RunLock, fence, hold_script, read_served, refusal,
+                                 serve_request, then_output)
 
 
 def holder(base: Path, who: str, wait_s: float, token: str = "t0") -> subprocess.Popen:
     p = subprocess.Popen(["sh", "-c", hold_script(token, wait_s, str(base))], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, bufsize=0)
     p.stdin.write(who.encode() + b"\n")
     p.stdin.flush()
     return p
@@ -25,6 +26,7 @@ def holder(base: Path, who: str, wait_s: float, token: str = "t0") -> subprocess
 def answer(p: subprocess.Popen, within: float = 60) -> str:
     ready, _, _ = select.select([p.stdout], [], [], within)
     assert ready, "the holder answered nothing"
+    # Unbuffered (bufsize=0): a line read never leaves the next one in a buffer that select cannot see.
     return p.stdout.readline(100_000).decode()
 
 
@@ -47,12 +49,12 @@ def test_the_run_lock_is_held_while_its_connection_lives_and_names_its_holder(tm
     assert (base.stat().st_mode & 0o777, (base / "run.lock").stat().st_mode & 0o777) == (0o700, 0o600)
     second = holder(base, "ops@ctl pid 2", 1, "t2")
     line = answer(second)  # after waiting 1 s
-    # The process that holds it, by pid (the first holder's cat, on its connection), and who it is for.
-    assert line == f"held pid {first.pid} (cat) bringup, |ops@ctl pid 1, since 10:00\n"
+    # The process that holds it, by pid (the first holder, on its connection), and who it is for.
+    assert line == f"held pid {first.pid} (bringup run lock holder) bringup, |ops@ctl pid 1, since 10:00\n"
     assert second.wait(10) == 0
     assert refusal(line, 1) == ("another bringup run holds this host: ops@ctl pid 1, since 10:00 (its holder: pid "
-                                f"{first.pid} (cat)); waited 1 s (run_lock_timeout) for it; run again once it has "
-                                "ended")
+                                f"{first.pid} (bringup run lock holder)); waited 1 s (run_lock_timeout) for it; run again once "
+                                "it has ended")
     # The first run's connection goes (closed, or lost with the control machine): so does its lock.
     let_go(first)
     third = holder(base, "ops@ctl pid 3", 5, "t3")
@@ -259,7 +261,7 @@ def test_a_lock_another_process_holds_is_named_as_that_processs_not_a_runs_or_a_
 
 def _then_holder(base: Path, who: str, wait_s: float, token: str, then: str) -> subprocess.Popen:
     p = subprocess.Popen(["sh", "-c", hold_script(token, wait_s, str(base), then)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True, bufsize=0)
     p.stdin.write(who.encode() + b"\n")
     p.stdin.flush()
     return p
@@ -287,7 +289,7 @@ def test_the_holder_runs_its_then_command_only_once_it_holds_the_lock_and_keeps_
     lines = _lines_to_end(first, "t1")
     assert then_output("t1", lines) == (3, "a\nb\n")
     assert then_output("t2", lines) is None and then_output("t1", lines[:-1]) is None
-    # Still held: a second run is refused, naming the first (the holder's cat, not the sleep left behind).
+    # Still held: a second run is refused, naming the first (its holder, not the sleep left behind).
     second = holder(base, "ops@ctl pid 2", 1, "t2")
     line = answer(second)
     assert line.startswith("held pid ") and "(sleep" not in line and line.endswith("|ops@ctl pid 1\n")
@@ -306,3 +308,85 @@ def test_a_holder_refused_the_lock_runs_nothing_of_its_then_command(tmp_path):
     assert answer(second).startswith("held ")
     assert second.wait(10) == 0 and second.stdout.read() == b"" and not mark.exists()
     let_go(first)
+
+
+def _serve(p: subprocess.Popen, token: str, script: str, seconds: int = 30, cut: int | None = None):
+    req = serve_request(script, seconds)
+    p.stdin.write(req if cut is None else req[:cut])
+    p.stdin.flush()
+    if cut is not None:
+        return None
+    return read_served(token, p.stdout.readline, 1 << 20)
+
+
+@pytest.mark.reliability(item=26, fault="scripts served by the run lock's holder (one channel for the run)",
+                         variants=1, checks=("exit code", "nothing executed"))
+def test_the_holder_serves_the_runs_scripts_as_a_fenced_round_trip_would_run_them(tmp_path):
+    """Once it holds the lock, the holder runs each script sent down its connection: exit status, stdout and
+    stderr apart, with the login's umask (not the holder's 077), an empty stdin, scripts.lock held shared
+    (what a script leaves running keeps the next run out) and run.lock's descriptor closed; stray output a
+    script left behind is not taken for the next one's, and stderr does not stay on the host."""
+    base, mark = tmp_path / "bringup", tmp_path / "made"
+    old = os.umask(0o022)
+    try:
+        a = holder(base, "ops@ctl pid 1", 5, "s1")
+    finally:
+        os.umask(old)
+    assert answer(a) == "locked\n"
+    got = _serve(a, "s1", f"printf 'out\\n'; echo err >&2; cat; touch {mark}; ls -l /proc/$$/fd/; exit 4")
+    assert got is not None and got.rc == 4 and got.stderr == b"err\n" and not got.out_over and not got.err_over
+    assert got.stdout.startswith(b"out\n") and str(base / "scripts.lock").encode() in got.stdout
+    assert str(base / "run.lock").encode() not in got.stdout
+    assert mark.stat().st_mode & 0o777 == 0o644  # the login's umask (022), not the holder's
+    assert (base / "stderr").stat().st_size == 0
+    # Output without a last newline, an empty one, and one that is all newlines, come back as they were.
+    assert _serve(a, "s1", "printf abc").stdout == b"abc"
+    assert _serve(a, "s1", "true") == (0, b"", b"", False, False)
+    assert _serve(a, "s1", "printf '\\n\\n'").stdout == b"\n\n"
+    # A script that leaves a writer behind: what it prints later is not read as the next script's output.
+    _serve(a, "s1", "(sleep 0.3; echo stray) &")
+    time.sleep(0.6)
+    assert _serve(a, "s1", "echo mine").stdout == b"mine\n"
+    # stderr past its cap: cut and said, the rest dropped on the host.
+    big = _serve(a, "s1", f"head -c {ERR_KEPT + 5000} /dev/zero | tr '\\0' x >&2")
+    assert big.err_over and len(big.stderr) == ERR_KEPT
+    # A served script that sleeps keeps scripts.lock: with the holder killed, the next run is kept out.
+    a.stdin.write(serve_request(f"sleep 3; touch {mark}2", 30))
+    a.stdin.flush()
+    time.sleep(0.5)
+    os.killpg(a.pid, signal.SIGKILL)  # the holder's group; the served sleep runs on in timeout's own group
+    a.wait(10)
+    b = holder(base, "ops@ctl pid 2", 1, "s2")
+    line = answer(b)
+    assert line.startswith("busy pid ") and line.endswith("|ops@ctl pid 1\n"), line
+    b.wait(10)
+    time.sleep(3)
+    c = holder(base, "ops@ctl pid 3", 10, "s3")
+    assert answer(c) == "locked\n" and (tmp_path / "made2").exists()
+    let_go(c)
+
+
+def test_a_served_request_cut_short_runs_nothing_and_the_holder_keeps_the_lock(tmp_path):
+    """A request cut in the middle (the connection lost as it was sent) is a brace group without its end: the
+    shell refuses it whole, so no part of a script ever runs; the lock is held until the connection goes."""
+    base, mark = tmp_path / "bringup", tmp_path / "ran"
+    a = holder(base, "ops@ctl pid 1", 5, "c1")
+    assert answer(a) == "locked\n"
+    script = f"touch {mark}\n" + "echo filler\n" * 50
+    _serve(a, "c1", script, cut=len(serve_request(script, 30)) - 20)
+    a.stdin.close()
+    assert a.wait(10) == 0
+    assert not mark.exists()
+    b = holder(base, "ops@ctl pid 2", 5, "c2")
+    assert answer(b) == "locked\n"
+    let_go(b)
+
+
+def test_an_answer_cut_before_its_last_line_is_none_and_a_flood_stops_the_reading():
+    lines = iter([b"noise\n", b"@@t:begin\n", b"a\n", b"\n", b"@@t:end:0\n", b"e\n"])
+    assert read_served("t", lambda n: next(lines, b""), 100) is None
+    lines = iter([b"@@t:begin\n", b"x" * 60 + b"\n", b"y" * 60 + b"\n", b"@@t:end:0\n"])
+    got = read_served("t", lambda n: next(lines, b"")[:n], 100)
+    assert got is not None and got.out_over and got.rc == 255
+    lines = iter([b"@@t:begin\n", b"a\n", b"\n", b"@@t:end:3\n", b"e\n", b"@@t:err\n"])
+    assert read_served("t", lambda n: next(lines, b""), 100) == (3, b"a\n", b"e", False, False)
