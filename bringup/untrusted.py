@@ -114,7 +114,9 @@ def _float(text: str) -> float:
     return v
 
 
-_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+# A string, or one left open to the end of the text: the match never fails once begun, so it never starts
+# again at each later quote (which made an open string of escaped quotes quadratic).
+_STRING = re.compile(r'"(?:[^"\\]+|\\.)*"?', re.S)
 _BRACKET = re.compile(r"[\[\]{}]")
 
 
