@@ -16,6 +16,7 @@ something that is not such a document: one named line (:func:`dcgm_lines`).
 """
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from ..checks import Check, line
@@ -45,6 +46,10 @@ def _document(text: str) -> dict:
         raise DiagError(str(e).replace("dcgmi's JSON: not JSON (", "dcgmi's JSON does not parse (", 1)) from None
     if not isinstance(doc, dict):
         raise DiagError("dcgmi's JSON is not an object")
+    # (Read again only for where it ends: the text is known to be a bounded document by now.)
+    rest = text[start + json.JSONDecoder().raw_decode(text[start:])[1]:]
+    if "{" in rest:
+        raise DiagError("dcgmi printed more than one document; which one is the run's result is not known")
     return doc
 
 
@@ -145,16 +150,29 @@ def dcgm_lines(level: int, found: str, rc: int | None, stdout: str, stderr: str,
                 bus = bus_ids.get(r["gpu"])
                 subject = f"GPU {bus}" if bus else f"GPU {r['gpu']}"
                 out.append(_test_line(label, r["status"], r["warnings"], t["category"], subject))
+            # A summary worse than every GPU's result is a line of its own, never hidden behind their PASS.
+            summary = t["summary"]
+            if summary in ("FAIL", "WARN", "?") and summary not in [r["status"] for r in per_gpu]:
+                out.append(_test_line(label, summary, t["summary_warnings"], t["category"], "",
+                                      "its summary, though no GPU's result says so"))
         else:
-            statuses = [r["status"] for r in t["results"]] + ([t["summary"]] if t["summary"] else [])
+            # No result and no summary: DCGM said nothing of the test, which is no pass (nor a skip).
+            statuses = [r["status"] for r in t["results"]] + ([t["summary"]] if t["summary"] else []) or ["?"]
             warns = [w for r in t["results"] for w in r["warnings"]] + t["summary_warnings"]
             out.append(_test_line(label, _worst(statuses), warns, t["category"], ""))
+    if rc in (124, 137):
+        out.append(line(AREA, name, "FAIL", f"dcgmi diag -r {level} -j timed out (killed by timeout) after "
+                        "printing a document", "run dcgmi diag by hand: a test that does not end is a fault"))
+    elif rc != 0 and all(k.status == "PASS" for k in out):
+        out.append(line(AREA, name, "WARN", f"dcgmi diag -r {level} -j exited {rc} though every test it printed "
+                        "passed", "run dcgmi diag by hand and read why it failed"))
     return out
 
 
-def _test_line(label: str, status: str, warnings: list[str], category: str, subject: str) -> Check:
+def _test_line(label: str, status: str, warnings: list[str], category: str, subject: str, whose: str = "") -> Check:
     said = "; ".join(dict.fromkeys(" ".join(w.split()) for w in warnings if w.strip()))
     where = f"{category}: " if category else ""
+    where += f"{whose}: " if whose else ""
     if status == "SKIP":
         return line(AREA, label, "PASS", f"{where}skipped by DCGM (not supported here)" + (f": {said}" if said else ""),
                     subject=subject)

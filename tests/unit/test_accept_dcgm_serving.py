@@ -159,3 +159,31 @@ def test_the_refusal_sees_queued_requests_and_other_programs_beside_an_idle_trit
     assert why and "python3 train.py (pid 4321)" in why and "idle Triton" in why
     # Triton's own Python backend stubs are Triton, not another program.
     assert refusal(metrics(50), metrics(50), "1234, tritonserver\n99, triton_python_backend_stub\n", 8002, 3) is None
+
+
+@pytest.mark.reliability(item=40, fault="a DCGM document that contradicts itself or its exit status",
+                         variants=5, checks=("one clear line",))
+def test_a_dcgm_document_at_odds_with_itself_or_its_exit_is_never_a_plain_pass():
+    """Found by a hostile-input review: each of these read as PASS."""
+    # A summary saying Fail while each GPU's result passed: a line of its own, FAIL.
+    test = json.loads(excerpt())
+    test["test_summary"]["status"] = "Fail"
+    lines = dcgm_lines(3, "/usr/bin/dcgmi", 226, v4_document(json.dumps(test)), "", BUS)
+    assert [k.status for k in lines] == ["PASS"] * 8 + ["FAIL"]
+    assert lines[-1].subject == "" and "its summary, though no GPU's result says so" in lines[-1].seen
+    # A test with no result and no summary: DCGM said nothing of it.
+    for empty in ({"name": "memory", "results": []}, {"name": "memory"}):
+        (k,) = dcgm_lines(1, "/usr/bin/dcgmi", 0, v4_document(json.dumps(empty)), "", {})
+        assert k.status == "WARN" and "status DCGM did not name" in k.seen, k
+    # Two documents, a Pass then a Fail: which one is the run's is not known.
+    failing = json.loads(excerpt())
+    failing["results"][0]["status"] = "Fail"
+    two = v4_document(excerpt()) + "\n" + v4_document(json.dumps(failing))
+    (k,) = dcgm_lines(1, "/usr/bin/dcgmi", 226, two, "", BUS)
+    assert k.status == "FAIL" and "more than one document" in k.seen
+    # Every test passed, yet dcgmi failed, or was killed by its time limit.
+    for rc, status, words in ((1, "WARN", "exited 1 though every test it printed passed"),
+                              (137, "FAIL", "timed out (killed by timeout)")):
+        lines = dcgm_lines(3, "/usr/bin/dcgmi", rc, v4_document(excerpt()), "", BUS)
+        assert [k.status for k in lines[:8]] == ["PASS"] * 8 and lines[-1].status == status, lines
+        assert words in lines[-1].seen
