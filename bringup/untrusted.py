@@ -135,13 +135,23 @@ def _depth(text: str) -> int:
     return deepest
 
 
+def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        seen: set[str] = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise Unreadable(f"the key {_shown(twice)} is given twice (which one counts is not known)")
+    return doc
+
+
 def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None, raw: bool = False,
-          nan: bool = False) -> Any:
+          nan: bool = False, unique: bool = False) -> Any:
     """``text`` as a JSON document, or :class:`Unreadable` with one line (``what`` leads it): not JSON,
     larger than ``max_bytes``, NaN/Infinity, an integer of more than :data:`DIGITS_MAX` digits, nesting deeper
     than :data:`DEPTH_MAX`.  ``raw``: the first document in ``text`` (what follows is ignored, as
     ``JSONDecoder.raw_decode`` does).  ``nan``: NaN and Infinity are read as floats (a file bringup's own
-    ``json.dumps`` wrote, whose judged figures the caller checks with :func:`number`)."""
+    ``json.dumps`` wrote, whose judged figures the caller checks with :func:`number`).  ``unique``: a key given
+    twice in one object is refused (a record whose values are taken as they are)."""
     if isinstance(text, bytes):
         if max_bytes is not None and len(text) > max_bytes:
             raise Unreadable(f"{what}: larger than {max_bytes} bytes")
@@ -154,7 +164,7 @@ def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None
     if _depth(text) > DEPTH_MAX:
         raise Unreadable(f"{what}: nested more than {DEPTH_MAX} levels deep (not a document bringup reads)")
     dec = json.JSONDecoder(parse_constant=None if nan else _constant, parse_int=_int,
-                           parse_float=float if nan else _float)
+                           parse_float=float if nan else _float, object_pairs_hook=_unique if unique else None)
     try:
         if raw:
             return dec.raw_decode(text)[0]

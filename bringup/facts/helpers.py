@@ -2,11 +2,11 @@
 tools and sysfs print."""
 from __future__ import annotations
 
-import json
 import re
 from typing import Any
 
 from .base import UntrustedOutput, parse_cpulist
+from ..untrusted import Unreadable, loads
 
 #: Matched against the stripped text: a \s* at each end beside the list's own let spaces split two ways
 #: (quadratic: 60,000 spaces took 18 s).
@@ -41,13 +41,12 @@ def local_cpus(text: str | None) -> tuple[list[int], str | None]:
 
 def json_object(output: str) -> tuple[dict[str, Any] | None, str | None]:
     """A file's content read as one JSON object: ``(object, None)``; ``(None, why)`` when it is not JSON
-    (the parser's message) or not an object (``"not a JSON object"``).  Empty output is no file: the caller's."""
+    (the parser's message; NaN, a 100,000-digit number, deep nesting or a key given twice are not read either) or
+    not an object (``"not a JSON object"``).  Empty output is no file: the caller's."""
     try:
-        doc = json.loads(output)
-    except ValueError as e:
-        return None, str(e)
-    except RecursionError:  # [[[[... thousands deep: named, not a parser's traceback read as no file
-        return None, "nested too deeply"
+        doc = loads(output, what="the file", unique=True)
+    except Unreadable as e:
+        return None, str(e).removeprefix("the file: ")
     return (doc, None) if isinstance(doc, dict) else (None, "not a JSON object")
 
 

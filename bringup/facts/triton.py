@@ -14,6 +14,12 @@ __all__ = ["TritonWindow", "parse_triton_window", "WINDOW_RECORD"]
 # here by the triton role, so that a provision keeps the tuned window.
 
 
+#: The longest batching window read from the record, in microseconds (Triton's max_queue_delay_microseconds; a
+#: window of a minute is no latency tuning), and the largest instance count or batch size (Triton's int32).
+WINDOW_MAX_US = 60_000_000
+SERVED_MAX = 2**31 - 1
+
+
 def parse_triton_window(output: str) -> dict[str, Any] | None:
     """The record ``{model: {window_us, when, why, [instance_count, max_batch_size, preferred_batch_size]}}`` →
     ``{"windows": {model: window_us}, "configs": {model: {the serving keys recorded}}, "error": None}``.
@@ -37,13 +43,13 @@ def parse_triton_window(output: str) -> dict[str, Any] | None:
     configs: dict[str, dict] = {}
     for model, rec in doc.items():
         w = rec.get("window_us") if isinstance(rec, dict) else None
-        if isinstance(w, bool) or not isinstance(w, int) or w < 0:
+        if isinstance(w, bool) or not isinstance(w, int) or not 0 <= w <= WINDOW_MAX_US:
             return {"windows": {}, "configs": {},
                     "error": f"{WINDOW_RECORD}: model {model!r} has no whole window_us ({w!r})"}
         out[str(model)] = w
         # What `invoke tune` chose beside the window: instances per GPU, max_batch_size, preferred sizes.
         served = {k: rec[k] for k in ("instance_count", "max_batch_size", "preferred_batch_size") if k in rec}
-        whole = (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+        whole = (lambda v: isinstance(v, int) and not isinstance(v, bool) and 1 <= v <= SERVED_MAX)
         if not all(whole(served[k]) for k in ("instance_count", "max_batch_size") if k in served) or (
                 "preferred_batch_size" in served and not (isinstance(served["preferred_batch_size"], list)
                                                           and all(whole(p) for p in served["preferred_batch_size"]))):

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..ssh.command import sh
 from ..errors import BringupError, said
+from ..untrusted import Unreadable, loads
 
 __all__ = ["TRIAL", "TRIAL_NAME", "TRIAL_MAX", "KIND", "trial_path", "trial_text", "parse_trial", "TrialMark",
            "read_trial", "restore_command", "guard"]
@@ -51,12 +52,12 @@ def parse_trial(text: str, where: str) -> dict[str, Any]:
     if len(text.encode("utf-8", "surrogateescape")) > TRIAL_MAX:
         raise BringupError(f"{where}: larger than {TRIAL_MAX} bytes, not a trial record bringup wrote; {fix}")
     try:
-        doc = json.loads(text)
-    except (ValueError, RecursionError):
+        doc = loads(text, what=where, unique=True)
+    except Unreadable:
         raise BringupError(f"{where}: not readable JSON ({said(text, 80) or 'empty'}): not a trial record "
                            f"bringup wrote, or cut; {fix}") from None
     if not (isinstance(doc, dict) and doc.get("kind") == KIND and isinstance(doc.get("model"), str)
-            and _MODEL.match(doc["model"]) and isinstance(doc.get("own_config"), dict)):
+            and _MODEL.fullmatch(doc["model"]) and isinstance(doc.get("own_config"), dict)):
         raise BringupError(f"{where}: not a trial record bringup wrote (kind {KIND}, a model and its own "
                            f"configuration); {fix}")
     return doc

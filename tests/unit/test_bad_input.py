@@ -524,7 +524,7 @@ def _record_fact(tmp_path, make) -> dict | None:
 @pytest.mark.parametrize("make, words", [
     (lambda p: p.mkdir(), "is a folder, not the tuner's record"),
     (lambda p: os.mkfifo(p), "is not a regular file, not the tuner's record"),
-    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "is not JSON (nested too deeply)"),
+    (lambda p: p.write_text("[" * 100_000 + "]" * 100_000), "is not JSON (nested more than 64 levels deep"),
 ])
 def test_a_window_record_that_is_no_record_is_named(tmp_path, make, words):
     import roles.triton as T
@@ -579,3 +579,19 @@ def test_a_recorded_instance_count_is_bounded_as_the_inventory_is():
     assert "\n" not in str(e.value) and "instance_count 100000" in str(e.value) and "1-32" in str(e.value), e.value
     fact = parse_triton_window('{"m": {"window_us": 400, "instance_count": 3}}')
     assert "count: 3" in T.model_configs(v, {"triton.window": fact}, render)["m"]
+
+
+@pytest.mark.reliability(item=34, fault="a window record with a key twice, NaN, or numbers past any window or batch "
+                         "size", variants=4, checks=("one clear line",))
+@pytest.mark.parametrize("text, words", [
+    ('{"m": {"window_us": 400}, "m": {"window_us": 1}}', "the key 'm' is given twice"),
+    ('{"m": {"window_us": NaN}}', "NaN is not a JSON number"),
+    ('{"m": {"window_us": ' + "9" * 30 + '}}', "has no whole window_us"),
+    ('{"m": {"window_us": 400, "max_batch_size": ' + "9" * 30 + '}}', "malformed serving configuration"),
+])
+def test_a_window_record_of_hostile_values_is_not_taken_as_the_tuners(text, words):
+    """Found by a hostile-input review: each read as a record (the last key winning, a 30-digit window)."""
+    from bringup.facts.triton import parse_triton_window
+
+    got = parse_triton_window(text)
+    assert got["windows"] == {} and got["configs"] == {} and words in got["error"], got

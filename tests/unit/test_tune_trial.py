@@ -135,3 +135,18 @@ def test_provision_checks_the_trial_record_after_triton_is_up():
     port = int(v.get("triton_ports", {}).get("http", 8000))
     assert f"http://127.0.0.1:{port}/v2/repository/models/" in step.cmd
     assert step.cmd.rstrip().endswith("rm -f -- /etc/bringup/triton-trial.json")
+
+
+@pytest.mark.parametrize("text", [
+    '{"kind": "K", "model": "m\\n", "own_config": {}}',
+    '{"kind": "K", "model": "m", "own_config": {"max_batch_size": NaN}}',
+    '{"kind": "K", "model": "m", "model": "other", "own_config": {}}',
+])
+def test_a_trial_record_of_hostile_values_is_refused(text):
+    """Found by a hostile-input review: a model name ending in a newline, NaN in the model's own configuration,
+    and a key given twice were each taken as bringup's own trial record."""
+    from bringup.latency.trial import KIND
+
+    with pytest.raises(BringupError) as e:
+        parse_trial(text.replace('"K"', json.dumps(KIND)), "/x/trial.json")
+    assert str(e.value).startswith("/x/trial.json") and "\n" not in str(e.value), e.value
