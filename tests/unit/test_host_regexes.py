@@ -115,3 +115,24 @@ def test_cpulist_os_release_and_tritons_metrics_lines_are_linear():
     assert time.monotonic() - t0 < 3
     assert cpulist(" 0-3, 8 \n") == [0, 1, 2, 3, 8]
     assert parse_os_release('ID=ubuntu\nVERSION="22.04.4 LTS (Jammy Jellyfish)"\n')["codename"] == "jammy"
+
+
+@pytest.mark.reliability(item=40, fault="THP sysfs file of 100,000 '[' (or '[]' pairs) built to backtrack",
+                         variants=4, checks=("no hang",))
+def test_thp_bracket_choice_is_linear_on_hostile_brackets_and_reads_as_before():
+    import itertools
+    import re
+
+    from bringup.facts.system import parse_bracket_choice
+
+    # \[([^\]]+)\] took 33 s on 100,000 '['; a scan that came back to it would hang the suite here.
+    assert parse_bracket_choice("[" * 200_000) is None
+    assert parse_bracket_choice("[]" * 100_000) is None
+    assert parse_bracket_choice("[" * 200_000 + "]") == "[" * 199_999
+    assert parse_bracket_choice("[]" * 100_000 + "[madvise]") == "madvise"
+    # Every short text reads as the old pattern read it.
+    for n in range(1, 7):
+        for chars in itertools.product("[] a", repeat=n):
+            text = "".join(chars)
+            m = re.search(r"\[([^\]]+)\]", text)
+            assert parse_bracket_choice(text) == (m.group(1).strip() if m else None), text
