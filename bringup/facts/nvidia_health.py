@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .nvidia_values import _count, _get, _none_if_na, _number, _nval, _yes
+from .nvidia_values import Unreadable, _get, _none_if_na, _number, _nval, read_count, read_flag
 
 
 #: The clock event reasons (``Clocks Event Reasons``; ``Clocks Throttle Reasons`` before driver 535) by the
@@ -36,13 +36,35 @@ CLOCK_COUNTERS = {
 }
 
 
-def _ecc_counts(section: Any) -> dict[str, int | None] | None:
+class _Reader:
+    """Reads one GPU section's counters and flags strictly, keeping what could not be read by the check it belongs
+    to (``ecc``, ``memory_repair``, ``clock_reasons``, ``temperature``): ``Volatile DRAM Uncorrectable 'NaN'``."""
+
+    def __init__(self) -> None:
+        self.bad: dict[str, list[str]] = {}
+
+    def _read(self, read, group: str, label: str, value: Any) -> Any:
+        try:
+            return read(value)
+        except Unreadable as e:
+            self.bad.setdefault(group, []).append(f"{label} {e}")
+            return None
+
+    def count(self, group: str, label: str, value: Any) -> int | None:
+        return self._read(read_count, group, label, value)
+
+    def flag(self, group: str, label: str, value: Any) -> bool | None:
+        return self._read(read_flag, group, label, value)
+
+
+def _ecc_counts(section: Any, read: _Reader, where: str) -> dict[str, int | None] | None:
     """One ``Volatile`` or ``Aggregate`` block of ``ECC Errors`` → correctable and uncorrectable counts, SRAM and
     DRAM apart where the driver names them.
 
     Drivers from 525 print ``SRAM Correctable``, ``SRAM Uncorrectable [Parity|SEC-DED]``, ``DRAM Correctable``,
     ``DRAM Uncorrectable``; older ones ``Single Bit`` / ``Double Bit`` blocks with a ``Total``.  Every value N/A
-    (ECC off, a part without it): None.
+    (ECC off, a part without it): None.  A counter that is no count (``NaN``, ``-1``, printed twice) is kept in
+    ``read.bad`` under ``ecc``, never counted as 0.
     """
     if not isinstance(section, dict):
         return None
@@ -50,19 +72,20 @@ def _ecc_counts(section: Any) -> dict[str, int | None] | None:
     for key, value in section.items():
         if isinstance(value, dict):  # Single Bit / Double Bit blocks of older drivers
             kind = {"Single Bit": "correctable", "Double Bit": "uncorrectable"}.get(key)
-            if kind and _count(value.get("Total")) is not None:
-                out[kind] = (out.get(kind) or 0) + _count(value.get("Total"))
-            continue
-        n = _count(value)
-        if n is None:
+            n = read.count("ecc", f"{where} {key} Total", value.get("Total")) if kind else None
+            if kind and n is not None:
+                out[kind] = (out.get(kind) or 0) + n
             continue
         kind = "uncorrectable" if "Uncorrectable" in key else "correctable" if "Correctable" in key else None
         if kind is None:
             continue
-        where = "sram" if key.startswith("SRAM") else "dram" if key.startswith("DRAM") else None
+        n = read.count("ecc", f"{where} {key}", value)
+        if n is None:
+            continue
+        side = "sram" if key.startswith("SRAM") else "dram" if key.startswith("DRAM") else None
         out[kind] = (out.get(kind) or 0) + n
-        if where:
-            out[f"{where}_{kind}"] = (out.get(f"{where}_{kind}") or 0) + n
+        if side:
+            out[f"{side}_{kind}"] = (out.get(f"{side}_{kind}") or 0) + n
     return out or None
 
 
@@ -93,42 +116,55 @@ def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
     pending, failure), ``retired_pages`` (single_bit, double_bit, pending; parts before Ampere), the repair
     flags of newer drivers (``channel_repair_pending``, ``tpc_repair_pending``, ``unrepairable_memory``,
     ``sram_threshold_exceeded``), ``clock_reasons`` (each reason printed: True when Active),
-    ``clock_counters_us`` and ``temperature``.  A value the part does not have is None.
+    ``clock_counters_us`` and ``temperature``.  A value the part does not have is None.  ``unreadable``: by check
+    (``ecc``, ``memory_repair``, ``clock_reasons``, ``temperature``), the values printed that are no reading
+    (``Volatile DRAM Uncorrectable 'NaN'``), whose checks are then not checked; empty where all read.
     """
     ecc = sec.get("ECC Errors") if isinstance(sec.get("ECC Errors"), dict) else {}
     rows = sec.get("Remapped Rows") if isinstance(sec.get("Remapped Rows"), dict) else {}
     pages = sec.get("Retired Pages") if isinstance(sec.get("Retired Pages"), dict) else {}
     reasons_sec = sec.get("Clocks Event Reasons") or sec.get("Clocks Throttle Reasons")
     counters_sec = sec.get("Clocks Event Reasons Counters") or sec.get("Clocks Throttle Reasons Counters")
-    reasons = {CLOCK_REASONS[k]: _yes(v) for k, v in (reasons_sec or {}).items()
-               if k in CLOCK_REASONS and isinstance(v, str)} if isinstance(reasons_sec, dict) else {}
+    read = _Reader()
+    reasons = {CLOCK_REASONS[k]: read.flag("clock_reasons", k, v) for k, v in (reasons_sec or {}).items()
+               if k in CLOCK_REASONS} if isinstance(reasons_sec, dict) else {}
     counters = {CLOCK_COUNTERS[k]: _number(v) for k, v in (counters_sec or {}).items()
                 if k in CLOCK_COUNTERS and isinstance(v, str) and _none_if_na(v) is not None} \
         if isinstance(counters_sec, dict) else {}
 
     def page_count(key: str) -> int | None:
         v = pages.get(key)
-        return _count(v.get("Count")) if isinstance(v, dict) else _count(v)
+        if isinstance(v, dict):
+            return read.count("memory_repair", f"Retired Pages {key} Count", v.get("Count"))
+        return read.count("memory_repair", f"Retired Pages {key}", v)
 
-    return {
-        "ecc_volatile": _ecc_counts(ecc.get("Volatile")),
-        "ecc_aggregate": _ecc_counts(ecc.get("Aggregate")),
-        "sram_threshold_exceeded": _yes(_get(ecc, "Aggregate", "SRAM Threshold Exceeded")),
-        "channel_repair_pending": _yes(ecc.get("Channel Repair Pending")),
-        "tpc_repair_pending": _yes(ecc.get("TPC Repair Pending")),
-        "unrepairable_memory": _yes(ecc.get("Unrepairable Memory")),
+    def rows_count(key: str) -> int | None:
+        return read.count("memory_repair", f"Remapped Rows {key}", rows.get(key))
+
+    flag = read.flag
+    health = {
+        "ecc_volatile": _ecc_counts(ecc.get("Volatile"), read, "Volatile"),
+        "ecc_aggregate": _ecc_counts(ecc.get("Aggregate"), read, "Aggregate"),
+        "sram_threshold_exceeded": flag("ecc", "Aggregate SRAM Threshold Exceeded",
+                                        _get(ecc, "Aggregate", "SRAM Threshold Exceeded")),
+        "channel_repair_pending": flag("memory_repair", "Channel Repair Pending", ecc.get("Channel Repair Pending")),
+        "tpc_repair_pending": flag("memory_repair", "TPC Repair Pending", ecc.get("TPC Repair Pending")),
+        "unrepairable_memory": flag("memory_repair", "Unrepairable Memory", ecc.get("Unrepairable Memory")),
         "remapped_rows": {
-            "correctable": _count(rows.get("Correctable Error")),
-            "uncorrectable": _count(rows.get("Uncorrectable Error")),
-            "pending": _yes(rows.get("Pending")),
-            "failure": _yes(rows.get("Remapping Failure Occurred")),
+            "correctable": rows_count("Correctable Error"),
+            "uncorrectable": rows_count("Uncorrectable Error"),
+            "pending": flag("memory_repair", "Remapped Rows Pending", rows.get("Pending")),
+            "failure": flag("memory_repair", "Remapping Failure Occurred", rows.get("Remapping Failure Occurred")),
         } if rows else None,
         "retired_pages": {
             "single_bit": page_count("Single Bit ECC"),
             "double_bit": page_count("Double Bit ECC"),
-            "pending": _yes(pages.get("Pending Page Blacklist", pages.get("Pending Page Retirement"))),
+            "pending": flag("memory_repair", "Pending Page Blacklist",
+                            pages.get("Pending Page Blacklist", pages.get("Pending Page Retirement"))),
         } if pages else None,
         "clock_reasons": reasons,
         "clock_counters_us": counters,
         "temperature": _temperature(sec),
     }
+    health["unreadable"] = read.bad
+    return health

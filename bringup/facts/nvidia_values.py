@@ -66,9 +66,53 @@ def _count(value: Any) -> int | None:
     return int(v) if v is not None and re.fullmatch(r"\d+", v) else None
 
 
-def _yes(value: Any) -> bool | None:
-    v = _none_if_na(value) if isinstance(value, str) else None
-    return None if v is None else v in ("Yes", "Active", "Enabled")
+#: What nvidia-smi prints in place of a counter or flag the part does not have (ECC off, a part before Ampere):
+#: no reading, and no damage.  Anything else that is not the value's own form is damage (see :class:`Unreadable`).
+ABSENT = frozenset({"N/A", "n/a", "[N/A]", "Not Supported", "[Not Supported]", "Not Available", "[Not Available]"})
+#: NVML's counters are unsigned 64-bit: a longer figure is no count.
+COUNT_MAX = 2**64 - 1
+#: The flags' words, as every driver seen prints them (``Pending : No``, ``Idle : Not Active``).
+FLAG_WORDS = {"Yes": True, "No": False, "Active": True, "Not Active": False, "Enabled": True, "Disabled": False}
+
+
+class Unreadable(ValueError):
+    """A value of nvidia-smi that is neither its own form nor one of the :data:`ABSENT` words (``NaN``, ``-1``,
+    ``1e3``, ``0x10``, ``Maybe``, empty, a key printed twice): its reading is unknown, never 0 or No.  The message
+    is the value as seen, quoted and shortened."""
+
+
+def _seen(value: Any) -> str:
+    if isinstance(value, list):
+        return "printed twice"
+    if isinstance(value, dict):
+        return "a section, not a value"
+    return repr(str(value).strip()[:40])
+
+
+def read_count(value: Any) -> int | None:
+    """A counter leaf strictly: a plain decimal whole number up to :data:`COUNT_MAX`; None where the key is not
+    printed or prints an :data:`ABSENT` word; :class:`Unreadable` for anything else."""
+    if value is None:
+        return None
+    v = value.strip() if isinstance(value, str) else None
+    if v in ABSENT:
+        return None
+    if v is None or not re.fullmatch(r"[0-9]{1,20}", v) or int(v) > COUNT_MAX:
+        raise Unreadable(_seen(value))
+    return int(v)
+
+
+def read_flag(value: Any) -> bool | None:
+    """A Yes/No (Active/Not Active, Enabled/Disabled) leaf strictly; None where not printed or :data:`ABSENT`;
+    :class:`Unreadable` for any other word (``Maybe``, ``yes``, empty)."""
+    if value is None:
+        return None
+    v = value.strip() if isinstance(value, str) else None
+    if v in ABSENT:
+        return None
+    if v not in FLAG_WORDS:
+        raise Unreadable(_seen(value))
+    return FLAG_WORDS[v]
 
 
 _LIST_GPU_HEAD = re.compile(r"GPU\s+(\d+):(?=\s)")

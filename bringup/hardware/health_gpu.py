@@ -39,8 +39,24 @@ def has_gpu(facts: dict) -> bool:
 # One GPU: ECC, memory repairs, clock event reasons, temperature
 
 
+def _unreadable(g: dict, h: dict, group: str, name: str) -> Check | None:
+    """The check's WARN "not checked" where ``nvidia-smi -q`` printed one of its values as no reading (``NaN``,
+    ``-1``, ``Maybe``, a key twice): named, never read as 0 or No (``health.unreadable``)."""
+    bad = (h.get("unreadable") or {}).get(group)
+    if not bad:
+        return None
+    return line(AREA, name, "WARN", "not checked: nvidia.query unreadable: " + ", ".join(bad[:3])
+                + (f" and {len(bad) - 3} more" if len(bad) > 3 else ""),
+                "read the host again (nvidia-smi -q on it); a value that stays unreadable: update the driver, and "
+                "nvidia-smi -q -d ECC,PAGE_RETIREMENT,ROW_REMAPPER,TEMPERATURE,PERFORMANCE shows it",
+                subject=subject_of(g))
+
+
 def _ecc(g: dict, h: dict) -> Check:
     s = subject_of(g)
+    damaged = _unreadable(g, h, "ecc", "ECC errors")
+    if damaged:
+        return damaged
     vol, agg = h.get("ecc_volatile"), h.get("ecc_aggregate")
     if vol is None and agg is None:
         if g.get("ecc_mode_current") is False:
@@ -70,6 +86,9 @@ def _ecc(g: dict, h: dict) -> Check:
 def _memory_repair(g: dict, h: dict) -> Check | None:
     """Remapped rows, retired pages and the repair flags: what the board did with its bad memory."""
     s = subject_of(g)
+    damaged = _unreadable(g, h, "memory_repair", "memory repair")
+    if damaged:
+        return damaged
     rows, pages = h.get("remapped_rows"), h.get("retired_pages")
     seen: list[str] = []
     replace: list[str] = []  # spare memory used up: the board goes back
@@ -116,6 +135,9 @@ _COUNTED = {"hw_thermal_slowdown": "HW thermal slowdown", "hw_power_brake": "HW 
 
 def _clocks(g: dict, h: dict) -> Check | None:
     s = subject_of(g)
+    damaged = _unreadable(g, h, "clock_reasons", "clock event reasons")
+    if damaged:
+        return damaged
     reasons, counters = h.get("clock_reasons") or {}, h.get("clock_counters_us") or {}
     if not reasons:
         return None

@@ -342,3 +342,56 @@ def test_the_loaded_driver_read_cut_is_a_failure_not_a_reboot():
     assert NvidiaDriverLoaded("580", expected_gpus=1).plan(whole + "smi_rc=0\n").error is None
     p = NvidiaDriverLoaded("580", expected_gpus=1).plan(whole[:whole.index(", 700.00 W")] + "smi_rc=0\n")
     assert p.reboot is None and "row 1 has 7 of the header's 10 fields" in p.error, p
+
+
+# --------------------------------------------------------------------------------------------------------------
+# nvidia-smi -q counters and flags that are no reading (hostile-input review: NaN, -1, Maybe counted as 0 or No)
+
+def _h200_q(old: str, new: str) -> str:
+    text = bundle()["raw"]["nvidia.query"]["output"]
+    assert old in text
+    return text.replace(old, new, 1)  # the first: Volatile under ECC Errors
+
+
+DRAM_UNCORR = "DRAM Uncorrectable                         : 0"
+
+
+@pytest.mark.reliability(item=34, fault="nvidia-smi -q ECC counter NaN, -1, 1e3, inf, 0x10, '3 (est)', text, empty, "
+                         "10^400", variants=9, checks=("one clear line",))
+@pytest.mark.parametrize("value", ["NaN", "-1", "1e3", "inf", "0x10", "3 (est)", "garbage", "", "1" * 400])
+def test_an_unreadable_ecc_counter_is_not_checked_never_zero(value):
+    checks, errors = checklist_of(raw_with(nvidia_query=_h200_q(DRAM_UNCORR, DRAM_UNCORR[:-1] + value)))
+    (ecc,) = named(checks, "ECC errors")
+    assert ecc.status == "WARN" and ecc.seen.startswith("not checked: nvidia.query unreadable: "), ecc
+    assert "Volatile DRAM Uncorrectable" in ecc.seen, ecc
+    # The GPU's other health lines still read.
+    assert [c.status for c in named(checks, "memory repair")] == ["PASS"]
+
+
+@pytest.mark.parametrize("value", ["N/A", "[N/A]", "[Not Supported]", "Not Supported"])
+def test_a_counter_the_part_does_not_have_is_still_no_reading_not_damage(value):
+    checks, _ = checklist_of(raw_with(nvidia_query=_h200_q(DRAM_UNCORR, DRAM_UNCORR[:-1] + value)))
+    (ecc,) = named(checks, "ECC errors")
+    assert ecc.status == "PASS" and "since boot 0 uncorrectable" in ecc.seen, ecc
+
+
+ROWS_UNCORR = "        Uncorrectable Error                            : 0"
+ROWS_PENDING = "Pending                                        : No\n        Remapping"
+
+
+@pytest.mark.reliability(item=34, fault="nvidia-smi -q remapped rows: Uncorrectable Error NaN/-1/many, Pending "
+                         "Maybe/yes/YES/empty", variants=7, checks=("one clear line",))
+@pytest.mark.parametrize("old,new,named_as", [
+    (ROWS_UNCORR, ROWS_UNCORR[:-1] + "NaN", "Remapped Rows Uncorrectable Error 'NaN'"),
+    (ROWS_UNCORR, ROWS_UNCORR[:-1] + "-1", "Remapped Rows Uncorrectable Error '-1'"),
+    (ROWS_UNCORR, ROWS_UNCORR[:-1] + "many", "Remapped Rows Uncorrectable Error 'many'"),
+    (ROWS_PENDING, ROWS_PENDING.replace("No", "Maybe"), "Remapped Rows Pending 'Maybe'"),
+    (ROWS_PENDING, ROWS_PENDING.replace("No", "yes"), "Remapped Rows Pending 'yes'"),
+    (ROWS_PENDING, ROWS_PENDING.replace("No", "YES"), "Remapped Rows Pending 'YES'"),
+    (ROWS_PENDING, ROWS_PENDING.replace(" No", ""), "Remapped Rows Pending ''"),
+])
+def test_an_unreadable_remapped_row_value_is_not_checked_never_no(old, new, named_as):
+    checks, _ = checklist_of(raw_with(nvidia_query=_h200_q(old, new)))
+    (repair,) = named(checks, "memory repair")
+    assert repair.status == "WARN" and repair.seen == "not checked: nvidia.query unreadable: " + named_as, repair
+    assert [c.status for c in named(checks, "ECC errors")] == ["PASS"]

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from bringup.facts.base import UntrustedOutput
 from bringup.facts.kernel import parse_kernel_xid, KernelXid
 from bringup.facts.net import parse_infiniband_ports
 from bringup.facts.nvidia_nvlink import parse_nvlink_status
@@ -50,6 +51,22 @@ def test_a_healthy_h200_passes_every_gpu_line():
     temp = _by(checks, "temperature")[0]
     # H200, driver 580: GPU T.Limit Temp 51 C, slowdown at T.Limit -2 C: 53 degrees left.
     assert temp.seen == "36 °C, 53 °C below the slowdown limit"
+
+
+def test_every_real_q_capture_reads_every_health_value():
+    # The strict counters and flags (a value that is no reading is named, never 0 or No) read every real capture's
+    # words: 0, N/A, Yes/No, Active/Not Active.
+    captures, read = [H200, *sorted((FIX / "public").glob("nvsmi-q-*.txt"))], 0
+    for path in captures:
+        text = "".join(l for l in path.read_text().splitlines(keepends=True) if not l.startswith("#"))
+        try:
+            gpus = parse_nvidia_smi_q(text).get("gpus") or []
+        except UntrustedOutput:
+            continue  # an excerpt, cut where its source cut it
+        for g in gpus:
+            read += 1
+            assert g["health"]["unreadable"] == {}, (path.name, g["health"]["unreadable"])
+    assert read >= 40
 
 
 def test_older_drivers_absolute_slowdown_temperature():
