@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from .base import UntrustedOutput
-from .nvidia_values import _mode, _none_if_na, _number
+from .nvidia_values import ABSENT, _mode, _none_if_na, _number
 from .pci import normalize_pci_address
 
 _QUERY_FIELDS = (
@@ -77,7 +77,11 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
             if value is None:
                 gpu[key] = None
             elif unit:
-                gpu[key] = _number(value)
+                gpu[key] = _number(value, unit)
+                if gpu[key] is None and value not in ABSENT:
+                    # Read whole: a prefix read took 1e308 for 1 MiB.
+                    raise UntrustedOutput(f"nvidia-smi --query-gpu: row {n}: {field.strip()[:40]} "
+                                          f"{value[:40]!r} is no number in {unit[:10]}")
             elif field_name in _INT_COLUMNS or field_name.startswith(_INT_PREFIXES):
                 n = _number(value)
                 gpu[key] = n if isinstance(n, int) and re.fullmatch(r"-?\d+", value) else value

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .nvidia_values import Unreadable, _get, _none_if_na, _number, _nval, read_count, read_flag
+from ..untrusted import Unreadable
+from .nvidia_values import COUNT_MAX, _get, read_count, read_flag, read_number
 
 
 #: The clock event reasons (``Clocks Event Reasons``; ``Clocks Throttle Reasons`` before driver 535) by the
@@ -56,6 +57,9 @@ class _Reader:
     def flag(self, group: str, label: str, value: Any) -> bool | None:
         return self._read(read_flag, group, label, value)
 
+    def number(self, group: str, label: str, value: Any, unit: str, lo: float, hi: float) -> int | float | None:
+        return self._read(lambda v: read_number(v, unit, lo=lo, hi=hi), group, label, value)
+
 
 def _ecc_counts(section: Any, read: _Reader, where: str) -> dict[str, int | None] | None:
     """One ``Volatile`` or ``Aggregate`` block of ``ECC Errors`` → correctable and uncorrectable counts, SRAM and
@@ -89,24 +93,32 @@ def _ecc_counts(section: Any, read: _Reader, where: str) -> dict[str, int | None
     return out or None
 
 
-def _temperature(sec: dict[str, Any]) -> dict[str, Any]:
+#: Degrees Celsius a temperature of nvidia-smi -q can be (margins below a limit are negative): past them, no reading.
+TEMPERATURE_RANGE_C = (-100, 200)
+
+
+def _temperature(sec: dict[str, Any], read: _Reader) -> dict[str, Any]:
     """Current GPU temperature and how far it is from the slowdown limit.
 
     Drivers from 550 print margins: ``GPU T.Limit Temp`` (degrees below the maximum operating limit) and
     ``GPU Slowdown T.Limit Temp`` (where slowdown starts, relative to that limit); older ones print absolute
-    ``GPU Slowdown Temp``.  ``slowdown_margin_c``: degrees left before the GPU slows down, either way.
+    ``GPU Slowdown Temp``.  ``slowdown_margin_c``: degrees left before the GPU slows down, either way.  Each value
+    is a whole ``<number> C`` (``1e308 C``, ``0x21 C``, ``33 F``, ``NaN C`` are kept in ``read.bad``, never read
+    as 1, 0 or 33 °C nor left out unsaid).
     """
-    t = "Temperature"
-    current = _nval(sec, t, "GPU Current Temp")
-    tlimit, slow_rel = _nval(sec, t, "GPU T.Limit Temp"), _nval(sec, t, "GPU Slowdown T.Limit Temp")
-    slowdown = _nval(sec, t, "GPU Slowdown Temp")
+    def temp(key: str) -> int | float | None:
+        return read.number("temperature", key, _get(sec, "Temperature", key), "C", *TEMPERATURE_RANGE_C)
+
+    current = temp("GPU Current Temp")
+    tlimit, slow_rel = temp("GPU T.Limit Temp"), temp("GPU Slowdown T.Limit Temp")
+    slowdown = temp("GPU Slowdown Temp")
     margin = None
     if tlimit is not None and slow_rel is not None:
         margin = tlimit - slow_rel
     elif slowdown is not None and current is not None:
         margin = slowdown - current
     return {"gpu_c": current, "slowdown_c": slowdown, "tlimit_margin_c": tlimit, "slowdown_margin_c": margin,
-            "memory_c": _nval(sec, t, "Memory Current Temp")}
+            "memory_c": temp("Memory Current Temp")}
 
 
 def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
@@ -128,9 +140,9 @@ def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
     read = _Reader()
     reasons = {CLOCK_REASONS[k]: read.flag("clock_reasons", k, v) for k, v in (reasons_sec or {}).items()
                if k in CLOCK_REASONS} if isinstance(reasons_sec, dict) else {}
-    counters = {CLOCK_COUNTERS[k]: _number(v) for k, v in (counters_sec or {}).items()
-                if k in CLOCK_COUNTERS and isinstance(v, str) and _none_if_na(v) is not None} \
-        if isinstance(counters_sec, dict) else {}
+    counters_read = {CLOCK_COUNTERS[k]: read.number("clock_reasons", k, v, "us", 0, COUNT_MAX)
+                     for k, v in counters_sec.items() if k in CLOCK_COUNTERS} if isinstance(counters_sec, dict) else {}
+    counters = {k: v for k, v in counters_read.items() if v is not None}
 
     def page_count(key: str) -> int | None:
         v = pages.get(key)
@@ -164,7 +176,7 @@ def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
         } if pages else None,
         "clock_reasons": reasons,
         "clock_counters_us": counters,
-        "temperature": _temperature(sec),
+        "temperature": _temperature(sec, read),
     }
     health["unreadable"] = read.bad
     return health

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..untrusted import Unreadable
+
 
 def _none_if_na(value: str) -> str | None:
     v = value.strip()
@@ -19,10 +21,19 @@ def _none_if_na(value: str) -> str | None:
     return v
 
 
-def _number(text: str) -> int | float | None:
-    # At most 20 digits each side: a 400-digit figure is no reading (float() would make it Infinity), not a number.
-    m = re.match(r"^\s*(-?\d{1,20}(?:\.\d{1,20})?)(?![\d.])", text)
-    if not m:
+#: A number and its unit, read whole (``143771 MiB``, ``700.00 W``, ``16x``, ``-8 C``, ``5``): plain decimal digits, at
+#: most 20 each side of the point; the unit letters only.  Linear: no part can match what another does.
+_NUMBER = re.compile(r"\s*(-?[0-9]{1,20}(?:\.[0-9]{1,20})?)(?: ?([A-Za-z%]{1,8}))?\s*")
+
+
+def _number(text: str, unit: str | None = None) -> int | float | None:
+    """A value of nvidia-smi as a number, or None where the whole value is not one number with (at most) one unit.
+
+    Read whole, never a prefix: ``1e308 MiB``, ``0x21 C``, ``1_000 C``, ``nan``, ``inf`` and a 400-digit figure
+    (``float()`` would make it Infinity) are no number.  ``unit``: the one unit taken (``33 F`` is no ``C``
+    reading); a value without a unit is taken too (``--format=csv,nounits``)."""
+    m = _NUMBER.fullmatch(text)
+    if not m or unit is not None and m.group(2) not in (None, unit):
         return None
     s = m.group(1)
     return float(s) if "." in s else int(s)
@@ -67,18 +78,14 @@ def _count(value: Any) -> int | None:
 
 
 #: What nvidia-smi prints in place of a counter or flag the part does not have (ECC off, a part before Ampere):
-#: no reading, and no damage.  Anything else that is not the value's own form is damage (see :class:`Unreadable`).
+#: no reading, and no damage.  Any other value that is not the value's own form (``NaN``, ``-1``, ``1e3``, ``0x10``,
+#: ``Maybe``, empty, a key printed twice) is :class:`bringup.untrusted.Unreadable`: its reading is unknown, never
+#: 0 or No; the message is the value as seen, quoted and shortened.
 ABSENT = frozenset({"N/A", "n/a", "[N/A]", "Not Supported", "[Not Supported]", "Not Available", "[Not Available]"})
 #: NVML's counters are unsigned 64-bit: a longer figure is no count.
 COUNT_MAX = 2**64 - 1
 #: The flags' words, as every driver seen prints them (``Pending : No``, ``Idle : Not Active``).
 FLAG_WORDS = {"Yes": True, "No": False, "Active": True, "Not Active": False, "Enabled": True, "Disabled": False}
-
-
-class Unreadable(ValueError):
-    """A value of nvidia-smi that is neither its own form nor one of the :data:`ABSENT` words (``NaN``, ``-1``,
-    ``1e3``, ``0x10``, ``Maybe``, empty, a key printed twice): its reading is unknown, never 0 or No.  The message
-    is the value as seen, quoted and shortened."""
 
 
 def _seen(value: Any) -> str:
@@ -100,6 +107,20 @@ def read_count(value: Any) -> int | None:
     if v is None or not re.fullmatch(r"[0-9]{1,20}", v) or int(v) > COUNT_MAX:
         raise Unreadable(_seen(value))
     return int(v)
+
+
+def read_number(value: Any, unit: str, *, lo: float, hi: float) -> int | float | None:
+    """A leaf of a number with its ``unit`` (``33 C``, ``0 us``) strictly, within ``lo``..``hi``; None where not
+    printed or :data:`ABSENT`; :class:`Unreadable` for anything else (``NaN C``, ``1e308 C``, ``33 F``, empty)."""
+    if value is None:
+        return None
+    v = value.strip() if isinstance(value, str) else None
+    if v in ABSENT:
+        return None
+    n = _number(v, unit) if v is not None and v.endswith(unit) else None
+    if n is None or not lo <= n <= hi:
+        raise Unreadable(_seen(value))
+    return n
 
 
 def read_flag(value: Any) -> bool | None:

@@ -199,6 +199,9 @@ def _power_cap(g: dict, s: str, tail: str) -> Check:
 
 def _temperature(g: dict, h: dict) -> Check | None:
     s = subject_of(g)
+    damaged = _unreadable(g, h, "temperature", "temperature")
+    if damaged:
+        return damaged
     t = h.get("temperature") or {}
     margin, now = t.get("slowdown_margin_c"), t.get("gpu_c")
     if margin is None:

@@ -395,3 +395,42 @@ def test_an_unreadable_remapped_row_value_is_not_checked_never_no(old, new, name
     (repair,) = named(checks, "memory repair")
     assert repair.status == "WARN" and repair.seen == "not checked: nvidia.query unreadable: " + named_as, repair
     assert [c.status for c in named(checks, "ECC errors")] == ["PASS"]
+
+
+# --------------------------------------------------------------------------------------------------------------
+# nvidia-smi temperatures and sizes read whole (hostile-input review: 1e308 C was 1 °C, 33 F was 33 °C, NaN left out)
+
+CUR_TEMP = "GPU Current Temp                               : 33 C"
+TLIMIT = "GPU T.Limit Temp                               : 54 C"
+
+
+@pytest.mark.reliability(item=34, fault="nvidia-smi -q temperature 1e308 C, 0x21 C, 1_000 C, 33 F, NaN, inf, 10^400, "
+                         "empty; T.Limit NaN", variants=9, checks=("one clear line",))
+@pytest.mark.parametrize("old,new", [(CUR_TEMP, CUR_TEMP.replace("33 C", v)) for v in
+                                     ("1e308 C", "0x21 C", "1_000 C", "33 F", "NaN C", "inf C", "1" * 400 + " C", "")]
+                         + [(TLIMIT, TLIMIT.replace("54 C", "NaN C"))])
+def test_an_unreadable_temperature_is_not_checked_never_a_prefix(old, new):
+    checks, _ = checklist_of(raw_with(nvidia_query=_h200_q(old, new)))
+    (temp,) = named(checks, "temperature")
+    key = old.split("  ")[0]
+    assert temp.status == "WARN" and temp.seen.startswith(f"not checked: nvidia.query unreadable: {key} "), temp
+    assert [c.status for c in named(checks, "ECC errors")] == ["PASS"]
+
+
+def test_a_temperature_the_part_does_not_print_is_still_left_out_unsaid():
+    checks, _ = checklist_of(raw_with(nvidia_query=_h200_q(CUR_TEMP, CUR_TEMP.replace("33 C", "N/A"))))
+    (temp,) = named(checks, "temperature")
+    assert temp.status == "PASS" and temp.seen == "56 °C below the slowdown limit", temp
+
+
+@pytest.mark.reliability(item=34, fault="nvidia-smi --query-gpu memory.total 1e308, 0x10, NaN, 33 GiB",
+                         variants=4, checks=("one clear line",))
+@pytest.mark.parametrize("value", ["1e308 MiB", "0x10 MiB", "NaN MiB", "33 GiB"])
+def test_a_csv_size_not_whole_is_unreadable_never_its_prefix(value):
+    csv = bundle()["raw"]["nvidia.smi"]["output"].replace("143771 MiB", value)
+    with pytest.raises(UntrustedOutput, match=r"memory.total \[MiB\] .* is no number in MiB"):
+        parse_query_gpu_csv(csv)
+    _, errors = checklist_of(raw_with(nvidia_smi=csv))
+    assert "nvidia.smi" in errors
+    # nounits, as --format=csv,nounits prints it, still reads.
+    assert parse_query_gpu_csv(csv.replace(value, "143771"))[0]["memory_total_mib"] == 143771
