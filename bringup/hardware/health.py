@@ -88,6 +88,11 @@ def infiniband_checks(facts: dict, vars: dict) -> list[Check]:
             out.append(line(AREA, kind, "FAIL", seen + " (want ACTIVE, LinkUp)",
                             fix + f"; a port left unused on purpose: add {p['device']}/{p['port']} to infiniband_ignore",
                             subject=subject))
+        elif not p["rate_gbps"] or p["rate_gbps"] <= 0:
+            # sysfs prints 0 Gb/sec for a port that trained no lanes: up by its state, no link by its rate.
+            out.append(line(AREA, kind, "FAIL", seen + " (an ACTIVE port at 0 Gb/s: no usable link)",
+                            "reseat or replace the cable/transceiver and check the switch port; ibstat shows the "
+                            "port's rate and width", subject=subject, value=p["rate_gbps"], unit="Gb/s"))
         elif want and p["rate_gbps"] < want:
             out.append(line(AREA, kind, "FAIL", seen + f"; expected {want:g} Gb/s ({src})",
                             "a link below its rate: reseat or replace the cable/transceiver, check the switch port's "

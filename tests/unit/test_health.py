@@ -364,6 +364,17 @@ def test_ib_garbled_value_is_named_not_read_as_up():
     assert line.status == "FAIL" and line.subject == "mlx5_0 port 1"
 
 
+@pytest.mark.reliability(item=34, fault="an ACTIVE, LinkUp RDMA port at rate 0 Gb/sec", variants=2,
+                         checks=("one clear line",))
+def test_an_active_port_at_rate_zero_fails_never_passes():
+    zero = ("mlx5_0", 1, "4: ACTIVE", "5: LinkUp", "0 Gb/sec", "InfiniBand")
+    [line] = infiniband_checks({"net.infiniband": _ib(zero)}, {})
+    assert line.status == "FAIL" and "0 Gb/s" in line.seen, line
+    # Beside a port at its rate, too (the fastest of the host is not 0 there).
+    lines = infiniband_checks({"net.infiniband": _ib(UP400, ("mlx5_1",) + zero[1:])}, {})
+    assert [c.status for c in lines] == ["PASS", "FAIL"]
+
+
 def test_roce_ports_are_named_so():
     roce = ("mlx5_4", 1, "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet")
     assert infiniband_checks({"net.infiniband": _ib(roce)}, {})[0].name == "RoCE port"
