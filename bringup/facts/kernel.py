@@ -132,6 +132,11 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
         if t["count"] is None or t["exit"] is None:
             raise UntrustedOutput(f"kernel log ({t['source']}): the output ends before its count "
                                   "(cut short?)")
+        # The awk lists the newest MAX_EVENTS Xid lines of the count it prints: any other number listed is not its
+        # output (count 5 with none listed read as a log without Xids).
+        if len(t["events"]) != min(t["count"], MAX_EVENTS):
+            raise UntrustedOutput(f"kernel log ({t['source']}): count {t['count']} but {len(t['events'])} Xid "
+                                  f"line(s) listed (the newest {MAX_EVENTS} are): damaged")
     # The first reader that read the whole boot is the answer, else the first that read the log at all (its
     # whole_boot False: a ring buffer that wrapped and no journal); else every reader's error.
     read = []

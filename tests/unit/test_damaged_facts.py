@@ -434,3 +434,10 @@ def test_a_csv_size_not_whole_is_unreadable_never_its_prefix(value):
     assert "nvidia.smi" in errors
     # nounits, as --format=csv,nounits prints it, still reads.
     assert parse_query_gpu_csv(csv.replace(value, "143771"))[0]["memory_total_mib"] == 143771
+
+
+@pytest.mark.reliability(item=34, fault="kernel.xid says count 5 and lists no Xid line", checks=("one clear line",))
+def test_an_xid_count_with_no_line_listed_is_not_none_since_boot():
+    checks, errors = checklist_of(raw_with(kernel_xid="source dmesg\nfirst [    0.000000] L\ncount 5\nexit 0\n"))
+    assert "count 5 but 0 Xid line(s) listed" in errors["kernel.xid"], errors
+    assert not [c for c in checks if c.name == "Xid events" and c.status == "PASS"], named(checks, "Xid events")

@@ -12,7 +12,7 @@ import pytest
 from bringup.checklist.pages import latency_checks
 from bringup.errors import BringupError
 from bringup.facts.base import UntrustedOutput
-from bringup.facts.kernel import parse_kernel_xid
+from bringup.facts.kernel import MAX_EVENTS, parse_kernel_xid
 from bringup.latency.results import KIND, latest
 from bringup.latency.tritonstats import read_stats
 
@@ -34,6 +34,27 @@ def test_an_absurd_xid_count_is_unreadable_not_a_count(old, new):
     with pytest.raises(UntrustedOutput) as e:
         parse_kernel_xid(XID_LOG.replace(old, new))
     assert str(e.value).startswith("kernel log: ") and len(str(e.value)) < 200
+
+
+XID_LINE = "xid [ 5.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
+
+
+@pytest.mark.reliability(item=40, fault="Xid count at odds with the Xid lines listed (count 5, none listed; count 0, "
+                         "one listed; 201 listed)", variants=3, checks=("one clear line",))
+@pytest.mark.parametrize("text", [
+    "source dmesg\nfirst [    0.000000] L\ncount 5\nexit 0\n",
+    XID_LOG.replace("count 1", "count 0"),
+    "source dmesg\nfirst [    0.000000] L\n" + XID_LINE * (MAX_EVENTS + 1) + f"count {MAX_EVENTS + 1}\nexit 0\n",
+])
+def test_an_xid_count_at_odds_with_the_lines_listed_is_damaged(text):
+    with pytest.raises(UntrustedOutput, match=r"^kernel log \(dmesg\): count \d+ but \d+ Xid line\(s\) listed"):
+        parse_kernel_xid(text)
+
+
+def test_a_count_past_the_lines_kept_still_reads():
+    # The awk keeps the newest MAX_EVENTS lines of a longer count.
+    got = parse_kernel_xid("source dmesg\nfirst [    0.000000] L\n" + XID_LINE * MAX_EVENTS + "count 5000\nexit 0\n")
+    assert got["count"] == 5000 and len(got["events"]) == MAX_EVENTS
 
 
 class StatsAnswer:
