@@ -150,9 +150,12 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
 
     sysfs prints ``4: ACTIVE``, ``5: LinkUp``, ``200 Gb/sec (4X HDR)``, ``InfiniBand``/``Ethernet``.  A port
     with a value missing or in no form sysfs prints (cut short, garbled, not UTF-8) is kept with ``refused``
-    saying which file: its state is not known, never taken for up.
+    saying which file: its state is not known, never taken for up.  A file printed twice for one port (``1: DOWN``
+    then ``4: ACTIVE``) is damage, kept with ``refused`` too: neither value is taken.
     """
     ports: dict[tuple[str, int], dict[str, Any]] = {}
+    printed: dict[tuple[str, int], list[str]] = {}
+    twice: dict[tuple[str, int], list[str]] = {}
     for raw in output.splitlines():
         toks = raw.split(" ", 4)
         if len(toks) < 4 or toks[0] != "ibport" or not toks[2].isdigit():
@@ -161,6 +164,10 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
         entry = ports.setdefault((dev, port), {"device": dev, "port": port, "state": None, "phys_state": None,
                                                "rate_gbps": None, "rate": None, "link_layer": None,
                                                "hca_type": None})
+        read = printed.setdefault((dev, port), [])
+        if file in read:  # the command prints each file of a port once: a second is no sysfs, never "last wins"
+            twice.setdefault((dev, port), []).append(file)
+        read.append(file)
         if file == "hca_type":  # the adapter's model (MT4129: ConnectX-7); optional, some drivers have none
             entry["hca_type"] = value.strip() or None
             continue
@@ -181,9 +188,11 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
         else:
             entry["link_layer"] = value.strip() if value.strip() and not bad else None
     out = []
-    for entry in ports.values():
+    for key, entry in ports.items():
         missing = [f for f in ("state", "phys_state", "rate", "link_layer") if entry[f] is None]
-        if missing:
+        if key in twice:
+            entry["refused"] = "damaged: " + ", ".join(dict.fromkeys(twice[key])) + " printed more than once"
+        elif missing:
             entry["refused"] = "unreadable or garbled: " + ", ".join(missing)
         out.append(entry)
     return sorted(out, key=lambda e: (e["device"], e["port"]))

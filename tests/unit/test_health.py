@@ -375,6 +375,19 @@ def test_an_active_port_at_rate_zero_fails_never_passes():
     assert [c.status for c in lines] == ["PASS", "FAIL"]
 
 
+@pytest.mark.reliability(item=34, fault="an RDMA port's state printed twice (1: DOWN, then 4: ACTIVE)", variants=2,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("extra", ["ibport mlx5_0 1 state 4: ACTIVE\n", "ibport mlx5_0 1 rate 400 Gb/sec (4X NDR)\n"])
+def test_a_port_file_printed_twice_is_damaged_never_last_wins(extra):
+    down = ("mlx5_0", 1, "1: DOWN", "5: LinkUp", "400 Gb/sec (4X NDR)", "InfiniBand")
+    text = "".join(f"ibport mlx5_0 1 {f} {v}\n" for f, v in zip(("state", "phys_state", "rate", "link_layer"),
+                                                                 down[2:]))
+    [port] = parse_infiniband_ports(text + extra)
+    assert port["refused"] == f"damaged: {extra.split()[3]} printed more than once", port
+    [line] = infiniband_checks({"net.infiniband": [port]}, {})
+    assert line.status == "FAIL" and "printed more than once" in line.seen
+
+
 def test_roce_ports_are_named_so():
     roce = ("mlx5_4", 1, "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet")
     assert infiniband_checks({"net.infiniband": _ib(roce)}, {})[0].name == "RoCE port"
