@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from .helpers import key_values, local_cpus, pci_reads, sysfs_each, sysfs_reads, to_int as _int, uevent_driver
-from .base import Fact
+from .base import Fact, UntrustedOutput
 from .pci import PCI_ADDRESS_RE
 from ..untrusted import Unreadable, text_number
 
@@ -133,6 +133,8 @@ IB_STATES = {"state": {0: "NOP", 1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 
                             6: "LinkErrorRecovery", 7: "Phy Test"}}
 
 
+#: What the kernel prints for a port's ``link_layer``.
+IB_LINK_LAYERS = ("InfiniBand", "Ethernet", "Unknown")
 #: The fastest rate read from an RDMA port's sysfs ``rate`` (Gb/s): XDR ports run 800, 1.6T ones 1600.
 IB_RATE_MAX = 100_000
 
@@ -151,16 +153,22 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
     sysfs prints ``4: ACTIVE``, ``5: LinkUp``, ``200 Gb/sec (4X HDR)``, ``InfiniBand``/``Ethernet``.  A port
     with a value missing or in no form sysfs prints (cut short, garbled, not UTF-8) is kept with ``refused``
     saying which file: its state is not known, never taken for up.  A file printed twice for one port (``1: DOWN``
-    then ``4: ACTIVE``) is damage, kept with ``refused`` too: neither value is taken.
+    then ``4: ACTIVE``) is damage, kept with ``refused`` too: neither value is taken.  A line not in the command's
+    form (``ibport mlx5_0 1``, ``garbage line``) is :class:`UntrustedOutput`: never read as "no RDMA ports".
     """
     ports: dict[tuple[str, int], dict[str, Any]] = {}
     printed: dict[tuple[str, int], list[str]] = {}
     twice: dict[tuple[str, int], list[str]] = {}
     for raw in output.splitlines():
-        toks = raw.split(" ", 4)
-        if len(toks) < 4 or toks[0] != "ibport" or not toks[2].isdigit():
+        if not raw.strip():
             continue
-        dev, port, file, value = toks[1], int(toks[2]), toks[3], toks[4] if len(toks) > 4 else ""
+        toks = raw.split(" ", 4)
+        # The command prints "ibport DEV PORT FILE VALUE" lines only (VALUE may be empty, its space is printed).
+        if len(toks) < 5 or toks[0] != "ibport" or not toks[1] or not re.fullmatch(r"[0-9]{1,3}", toks[2]) \
+                or toks[3] not in IB_PORT_FILES and toks[3] != "hca_type":
+            raise UntrustedOutput(f"net.infiniband: a line not in the command's form (cut short or garbled): "
+                                  f"{raw[:80]!r}")
+        dev, port, file, value = toks[1], int(toks[2]), toks[3], toks[4]
         entry = ports.setdefault((dev, port), {"device": dev, "port": port, "state": None, "phys_state": None,
                                                "rate_gbps": None, "rate": None, "link_layer": None,
                                                "hca_type": None})
@@ -170,8 +178,6 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
         read.append(file)
         if file == "hca_type":  # the adapter's model (MT4129: ConnectX-7); optional, some drivers have none
             entry["hca_type"] = value.strip() or None
-            continue
-        if file not in IB_PORT_FILES:
             continue
         bad = any("\udc80" <= ch <= "\udcff" for ch in value)
         if file in ("state", "phys_state"):
@@ -185,8 +191,8 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
                 m = rate = None
             entry["rate_gbps"] = float(rate) if m else None
             entry["rate"] = value.strip() if m else None
-        else:
-            entry["link_layer"] = value.strip() if value.strip() and not bad else None
+        else:  # the kernel prints one of these (drivers/infiniband/core/sysfs.c); "Infini", "Eth": cut or garbled
+            entry["link_layer"] = value.strip() if value.strip() in IB_LINK_LAYERS and not bad else None
     out = []
     for key, entry in ports.items():
         missing = [f for f in ("state", "phys_state", "rate", "link_layer") if entry[f] is None]

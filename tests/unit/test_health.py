@@ -388,6 +388,25 @@ def test_a_port_file_printed_twice_is_damaged_never_last_wins(extra):
     assert line.status == "FAIL" and "printed more than once" in line.seen
 
 
+@pytest.mark.reliability(item=34, fault="net.infiniband cut or garbled: no ibport line, a line cut before its file, "
+                         "a port not a number", variants=5, checks=("one clear line",))
+@pytest.mark.parametrize("text", ["garbage line\n", "ibpo\n", "ibport mlx5_0 1\n", "ibport mlx5_0 1 state\n",
+                                  "ibport mlx5_0 x1 state 1: DOWN\n"])
+def test_ib_output_with_a_line_not_in_the_commands_form_is_unreadable(text):
+    from bringup.facts.base import UntrustedOutput
+
+    with pytest.raises(UntrustedOutput, match=r"^net.infiniband: a line not in the command's form"):
+        parse_infiniband_ports(text)
+
+
+@pytest.mark.parametrize("layer", ["Infini", "Eth", ""])
+def test_an_ib_link_layer_cut_is_refused(layer):
+    [port] = _ib(("mlx5_0", 1, "4: ACTIVE", "5: LinkUp", "400 Gb/sec (4X NDR)", layer))
+    assert port["link_layer"] is None and port["refused"] == "unreadable or garbled: link_layer", port
+    [line] = infiniband_checks({"net.infiniband": [port]}, {})
+    assert line.status == "FAIL"
+
+
 def test_roce_ports_are_named_so():
     roce = ("mlx5_4", 1, "4: ACTIVE", "5: LinkUp", "100 Gb/sec (4X EDR)", "Ethernet")
     assert infiniband_checks({"net.infiniband": _ib(roce)}, {})[0].name == "RoCE port"
