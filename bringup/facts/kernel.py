@@ -70,6 +70,21 @@ def _whole_boot(t: dict[str, Any]) -> bool:
     return m is not None and float(m.group(1)) < 1
 
 
+def _readers_in_order(tries: list[dict[str, Any]]) -> None:
+    """The readers as the command runs them, else :class:`UntrustedOutput`: ``dmesg``, then ``journal`` only where
+    dmesg's log does not start in the boot's first second (the command's own test), or ``journal`` alone.  A
+    clean journal before a dmesg holding an Xid, or a reader twice, must not be read as one clean log."""
+    order = [t["source"] for t in tries]
+    if order not in (["dmesg"], ["journal"], ["dmesg", "journal"]):
+        raise UntrustedOutput(f"kernel log: readers {', '.join(o[:20] for o in order[:4])} (the command runs dmesg, "
+                              "then the journal): damaged")
+    if order == ["dmesg", "journal"]:
+        m = re.match(r"\[ *([0-9]*)\.", str(tries[0]["first"] or ""))  # as the command's sed reads it
+        if m and m.group(1) and int(m.group(1)[:6]) < 1:
+            raise UntrustedOutput("kernel log: a journal after a dmesg log that starts at boot (the command reads "
+                                  "the journal only where dmesg's wrapped): damaged")
+
+
 def parse_kernel_xid(output: str) -> dict[str, Any]:
     """The command's output → ``{source, readable, error, count, first, whole_boot, events: [{pci, xid, ...}]}``.
 
@@ -94,6 +109,9 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
             tries.append(cur)
         elif cur is None:
             continue
+        elif word in ("first", "count", "exit") and cur[word] is not None:
+            # The awk prints each once per reader: a second is no output of the command, never "last wins".
+            raise UntrustedOutput(f"kernel log ({cur['source'][:20]}): a second {word!r} line: damaged")
         elif word == "first":
             cur["first"] = rest
         elif word == "error":
@@ -128,6 +146,7 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
     if not tries:
         return {"source": None, "readable": False, "error": "not the output of kernel.xid's command", "count": 0,
                 "first": None, "events": [], "damaged": 0, "whole_boot": False}
+    _readers_in_order(tries)
     for t in tries:
         if t["count"] is None or t["exit"] is None:
             raise UntrustedOutput(f"kernel log ({t['source']}): the output ends before its count "

@@ -51,6 +51,31 @@ def test_an_xid_count_at_odds_with_the_lines_listed_is_damaged(text):
         parse_kernel_xid(text)
 
 
+CLEAN_JOURNAL = "source journal\nfirst Jan 01 kernel: Linux version 6.8.0\ncount 0\nexit 0\n"
+
+
+@pytest.mark.reliability(item=40, fault="kernel.xid sections out of the command's order or repeated: a clean journal "
+                         "before a dmesg with an Xid, dmesg twice, a count or exit twice, a journal after a whole "
+                         "dmesg", variants=5, checks=("one clear line",))
+@pytest.mark.parametrize("text", [
+    CLEAN_JOURNAL + XID_LOG,
+    XID_LOG + XID_LOG,
+    XID_LOG.replace("count 1\n", "count 1\ncount 0\n"),
+    XID_LOG.replace("exit 0\n", "exit 0\nexit 0\n"),
+    XID_LOG + CLEAN_JOURNAL,  # dmesg starts at [0.000000]: the command reads no journal then
+])
+def test_xid_sections_repeated_or_out_of_order_are_damaged(text):
+    with pytest.raises(UntrustedOutput, match=r"^kernel log.*damaged"):
+        parse_kernel_xid(text)
+
+
+def test_a_wrapped_dmesg_then_the_journal_still_reads():
+    wrapped = XID_LOG.replace("[    0.000000]", "[ 5000.000000]")
+    got = parse_kernel_xid(wrapped + CLEAN_JOURNAL)
+    assert got["source"] == "journal" and got["count"] == 0 and got["whole_boot"]
+    assert parse_kernel_xid(CLEAN_JOURNAL)["source"] == "journal"
+
+
 def test_a_count_past_the_lines_kept_still_reads():
     # The awk keeps the newest MAX_EVENTS lines of a longer count.
     got = parse_kernel_xid("source dmesg\nfirst [    0.000000] L\n" + XID_LINE * MAX_EVENTS + "count 5000\nexit 0\n")
