@@ -40,7 +40,7 @@ class Check:
             raise ValueError(f"status {self.status!r} not in PASS, WARN, FAIL")
         # Every text comes from hosts: a control character (an ANSI escape in a GPU name) or a byte that was not
         # UTF-8 must neither act on a terminal nor stop a page from being written.
-        for key in ("name", "seen", "fix", "subject", "unit"):
+        for key in ("name", "seen", "fix", "area", "subject", "unit"):
             setattr(self, key, printable(getattr(self, key)))
         # A line made of an inventory's value: a secret in it (a vaulted value, of any length, standing alone)
         # is ******** on every page (HTML, Markdown, JSON) and in the console.

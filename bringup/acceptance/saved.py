@@ -15,9 +15,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..checks import Check, line, line_json
+from ..checks import Check, line, line_json, printable
 from ..process import command
 from ..untrusted import Unreadable, future, loads, number
+from ..userfile import read_capped
+from ..errors import InputError
+from .limits import Thresholds, thresholds
 
 __all__ = ["REPORT_DIR", "save", "latest", "lines_of", "checklist_lines", "METRICS", "write_prometheus",
            "check_prometheus_path"]
@@ -80,18 +83,26 @@ def _stamp(text: str) -> datetime:
     return datetime.strptime(text, "%Y%m%dT%H%M%SZ").replace(tzinfo=timezone.utc)
 
 
-def lines_of(path: Path, now: datetime | None = None) -> tuple[list[Check], datetime]:
+def lines_of(path: Path, now: datetime | None = None, th: Thresholds | None = None) -> tuple[list[Check], datetime]:
     """The lines and the time of a saved result; ValueError (one line) when the file is not one, or is dated
     in the future (beyond a few minutes of clock skew: no one measured it yet, and it would hide every later
-    result as "newest")."""
+    result as "newest"), or is another host's (its ``host`` is not the one its name says).  A measured rate's
+    status is judged again from its own value and limit (``th``: the host's thresholds, the defaults when None):
+    a saved PASS over a figure far below its limit is never shown as a PASS."""
+    th = th or Thresholds()
     try:
-        if path.stat().st_size > SAVED_MAX:
-            raise ValueError(f"larger than {SAVED_MAX >> 20} MiB")
-        doc = loads(path.read_bytes(), what="JSON", max_bytes=SAVED_MAX)
+        # Never a pipe (its read waits for a writer), a device (/dev/zero never ends) or more than the cap.
+        data = read_capped(path, SAVED_MAX, Unreadable, missing="gone", unreadable="", not_regular="not a regular file",
+                           too_large=f"larger than {SAVED_MAX >> 20} MiB")
+        doc = loads(data, what="JSON", max_bytes=SAVED_MAX)
         if not isinstance(doc, dict):
             raise ValueError("not a JSON object")
-        when = datetime.strptime(str(doc["measured_at"]), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
         m = _NAME.match(path.name)
+        if m and doc.get("host") != m["host"]:
+            # Another host's result copied under this host's name would stand for this host's hardware.
+            raise Unreadable(f"it is the result of host {printable(str(doc.get('host')))[:80]!r}, not of "
+                             f"{m['host']!r} its name says: a copied or edited file")
+        when = datetime.strptime(str(doc["measured_at"]), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
         if m and _stamp(m["stamp"]) != when:
             raise ValueError(f"measured_at {doc['measured_at']} is not the time its name says "
                              f"({m['stamp']}): a renamed or edited file")
@@ -102,10 +113,48 @@ def lines_of(path: Path, now: datetime | None = None) -> tuple[list[Check], date
         lines = [line(str(k["area"]), str(k["name"]), str(k["status"]), str(k["seen"]), str(k.get("fix", "")),
                       subject=str(k.get("subject", "")), value=_num(k.get("value")), limit=_num(k.get("limit")),
                       unit=str(k.get("unit", ""))) for k in doc["lines"]]
+        for k in lines:
+            _judge_again(k, th)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:
         why = str(e) if isinstance(e, Unreadable) or "future" in str(e) else f"{type(e).__name__}: {e}"
         raise ValueError(f"{path}: not a saved acceptance result ({why})") from None
     return lines, when
+
+
+def _kind(k: Check) -> str | None:
+    """Which thresholds the judge held a rate line against (its name and what it says), None: not a rate line."""
+    if k.name in ("host-to-device bandwidth", "device-to-host bandwidth"):
+        return "pcie"
+    if k.name == "device memory bandwidth":
+        return "memory"
+    if k.name.startswith("P2P to "):
+        return "nvlink" if "NVLink link(s)'" in k.seen else "pcie_p2p"
+    return None
+
+
+def _judge_again(k: Check, th: Thresholds) -> None:
+    """A saved rate line's status made the judge's own for its value and limit (:mod:`.judge`): an edited PASS
+    over 1 GB/s of 50 is a FAIL here; a line whose figure cannot be judged (no figure, no limit) is never a PASS."""
+    if k.area != "acceptance":
+        raise Unreadable(f"line {k.name!r} of area {k.area!r}: accept writes lines of area acceptance only")
+    kind = _kind(k) if k.unit == "GB/s" else None
+    if kind is None:
+        if k.limit is not None:  # only a rate line is held against a limit: a renamed one is not passed as it says
+            raise Unreadable(f"line {k.name!r} ({k.unit or 'no unit'}) holds a limit, but is no rate line accept "
+                             "writes")
+        return
+    if k.value is None or k.value < 0 or k.limit is not None and k.limit <= 0:
+        raise Unreadable(f"line {k.name!r}: value {k.value} against limit {k.limit} is no measured rate")
+    if k.limit is None:
+        judged = "WARN"  # the judge's "no limit known": judged by hand, never a PASS
+    else:
+        ratio = k.value / k.limit
+        warn, fail = getattr(th, f"{kind}_warn"), getattr(th, f"{kind}_fail")
+        judged = "FAIL" if ratio < fail else "WARN" if ratio < warn else "PASS"
+    if judged != k.status:
+        k.seen = (f"{k.seen} [saved as {k.status}, judged {judged} again from its value {k.value:g} {k.unit} and "
+                  f"limit {k.limit} {k.unit}]")
+        k.status = judged
 
 
 def _num(v: Any) -> float | None:
@@ -145,7 +194,11 @@ def checklist_lines(vars: dict, folder: str | Path = REPORT_DIR, now: datetime |
         return warn + [line("acceptance", "measured acceptance", "WARN",
                             f"not measured: no acceptance result of this host in {folder}", f"run {run}")]
     try:
-        lines, when = lines_of(path, now)
+        try:
+            th = thresholds(vars)
+        except InputError:
+            th = None  # accept refuses a bad accept_thresholds before it measures; the defaults judge here
+        lines, when = lines_of(path, now, th)
     except ValueError as e:
         return warn + [line("acceptance", "measured acceptance", "WARN", str(e), f"run {run} again")]
     age = _age(when, now)

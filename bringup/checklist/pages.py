@@ -293,7 +293,7 @@ def render_markdown(host: str, checks: list[Check]) -> str:
              f"{c['PASS']} pass, {c['WARN']} warn, {c['FAIL']} fail", "",
              "| status | area | check | seen | fix |", "| --- | --- | --- | --- | --- |"]
     for k in worst_first(checks):
-        lines.append(f"| {k.status} | {k.area} | {_md(_named(k))} | {_md(k.seen, MD_CELL_MAX)} | "
+        lines.append(f"| {k.status} | {_md(k.area)} | {_md(_named(k))} | {_md(k.seen, MD_CELL_MAX)} | "
                      f"{_md(k.fix, MD_CELL_MAX)} |")
     return "\n".join(lines) + "\n"
 

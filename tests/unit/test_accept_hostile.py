@@ -265,3 +265,56 @@ def test_a_hostile_dcgm_document_is_one_fail_line(out):
     (k,) = dcgm_lines(1, "/usr/bin/dcgmi", 0, "Successfully ran diagnostic for group.\n" + out, "")
     assert k.status == "FAIL" and k.seen.startswith("dcgmi diag -r 1 -j failed: exit 0; ")
     assert "\n" not in k.seen
+
+
+HOSTILE_AREA = "acc\x1b[31mRED\x1b]8;;http://evil\x07LINK\x1b]8;;\x07 | <script>alert(1)</script> <img src=x onerror=1>"
+
+
+def _saved_doc(host: str, when: datetime, lines: list[dict]) -> str:
+    return json.dumps({"host": host, "measured_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "lines": lines})
+
+
+@pytest.mark.reliability(item=40, fault="a saved acceptance line whose area carries ESC/OSC-8, <script>, <img> or "
+                                        "a '|'", variants=2, checks=("one clear line", "data shown as data"))
+def test_a_saved_line_of_a_hostile_area_is_escaped_and_refused(tmp_path):
+    from bringup.checklist.html import render_html
+    from bringup.checklist.pages import render_markdown
+
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    when = now - timedelta(minutes=1)
+    (tmp_path / f"gpu-01-{when.strftime('%Y%m%dT%H%M%SZ')}.json").write_text(_saved_doc("gpu-01", when, [
+        {"area": HOSTILE_AREA, "name": "x", "status": "PASS", "seen": "ok"}]))
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "WARN" and "not a saved acceptance result" in k.seen and "area" in k.seen, k.seen
+    # Whatever line carries such an area (the saved file's refusal, or any other), no page acts on it.
+    for c in (k, line(HOSTILE_AREA, "x", "PASS", "ok")):
+        md, page = render_markdown("gpu-01", [c]), render_html("gpu-01", [c], "")
+        for text in (md, page, c.area, c.seen):
+            assert "\x1b" not in text and "\x07" not in text, text
+        assert "<script>" not in md and "<img" not in md, md
+        row = next(r for r in md.splitlines() if r.startswith("| PASS") or r.startswith("| WARN"))
+        assert row.replace("\\|", "").count("|") == 6, row
+        assert "<script>" not in page and "<img" not in page
+
+
+@pytest.mark.reliability(item=40, fault="a saved acceptance result of another host, or a PASS its own value and "
+                                        "limit contradict", variants=3, checks=("one clear line",))
+def test_a_saved_result_is_held_to_its_host_and_its_own_figures(tmp_path):
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    when = now - timedelta(minutes=1)
+    path = tmp_path / f"gpu-01-{when.strftime('%Y%m%dT%H%M%SZ')}.json"
+    rate = {"area": "acceptance", "name": "host-to-device bandwidth", "status": "PASS", "seen": "55.4 GB/s",
+            "subject": "GPU 00000000:18:00.0", "value": 55.4, "limit": 63.0, "unit": "GB/s"}
+    path.write_text(_saved_doc("other-host", when, [rate]))
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "WARN" and "other-host" in k.seen and str(path) in k.seen and "\n" not in k.seen, k.seen
+    path.write_text(_saved_doc("gpu-01", when, [{**rate, "value": 1, "limit": 50}]))
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "FAIL" and "saved as PASS" in k.seen, k.seen
+    # Renamed so that no rate rule applies: a line held against a limit that accept never writes is refused.
+    path.write_text(_saved_doc("gpu-01", when, [{**rate, "name": "h2d", "value": 1, "limit": 50}]))
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "WARN" and "not a saved acceptance result" in k.seen, k.seen
+    path.write_text(_saved_doc("gpu-01", when, [rate]))
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "PASS" and "saved as" not in k.seen, k.seen
