@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ssh.command import sh
-from ..errors import InputError
+from ..errors import InputError, printable
 from ..process import command
 from ..ssh.script import KILLED, READ_LANES, SECTION_MAX, TIMED_OUT, batch, split
 from .base import Fact, UntrustedOutput, undecodable
@@ -187,6 +187,12 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
         doc = json.loads(raw.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise InputError(f"--facts {p}: not JSON ({e}); {save}") from None
+    if isinstance(doc, dict) and "host" in doc and doc["host"] != host:
+        # Another host's facts would judge this host's hardware (all PASS) without a word: refused.  A file with no
+        # "host" (a rack vendor's captured outputs) is taken as the operator names it.
+        other = printable(str(doc["host"]))[:80]
+        raise InputError(f"--facts {p}: the facts of host {other!r}, not of {host!r}; give the file saved from "
+                         f"{host}, or gather it again: " + command(f"facts --host {host} > FILE"))
     if isinstance(doc, dict) and isinstance(doc.get("raw"), dict):
         # `invoke facts --raw` (or a rack vendor's captured outputs in its shape): the same parsers as a live run.
         raw = doc["raw"]

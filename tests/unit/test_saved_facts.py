@@ -92,6 +92,19 @@ def test_a_facts_path_that_is_no_file_is_one_line(project, path, words):
     assert r.returncode == 1 and words in r.stderr and "Traceback" not in r.stderr, r.stderr
 
 
+
+@pytest.mark.reliability(item=26, fault="a saved facts file (facts or raw) of another host", variants=2,
+                         checks=("one clear line", "exit code"))
+@pytest.mark.parametrize("key", ["facts", "raw"])
+def test_a_facts_file_of_another_host_is_one_line(project, key):
+    (project / "other.json").write_text(json.dumps({"host": "other-host", key: h200_facts() if key == "facts" else {
+        "cpu.topology": (FIX / "lscpu.txt").read_text()}}))
+    r = invoke("checklist", "--host", "h", "--facts", "other.json", "--out", "pages", cwd=project)
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert r.returncode == 1 and len(lines) == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "'other-host'" in lines[0] and "'h'" in lines[0] and "other.json" in lines[0], lines
+    assert "facts --host h" in lines[0] and not (project / "pages" / "h.md").exists()
+
 # -- raw bundles: `invoke facts --raw`, and a rack vendor's captured outputs in its shape (issue 21) -------------
 
 FIX = REPO / "tests" / "fixtures" / "hosts" / "h200-vm"
