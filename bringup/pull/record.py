@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Literal, Optional
 from pydantic import BaseModel, ValidationError
 
 from ..outfile import write_atomic
+from ..untrusted import Unreadable
+from ..userfile import read_capped
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
@@ -31,6 +33,8 @@ if TYPE_CHECKING:
 __all__ = ["Attempt", "State", "STATUSES", "METRICS", "load_state", "save_state", "registry", "write_metrics",
            "textfile_folder", "TEXTFILE_FOLDERS", "TEXTFILE"]
 
+#: The largest state.json read (bringup writes a few kilobytes: two attempts' messages).
+STATE_MAX = 1 << 20
 #: ``--prometheus auto``'s file name, in the folder :func:`textfile_folder` finds.
 TEXTFILE = "bringup-pull.prom"
 #: Where node exporters read textfiles when no running one says: Debian's and Ubuntu's package
@@ -91,12 +95,20 @@ class State(BaseModel):
 def load_state(path: Path) -> tuple[State, str | None]:
     """The state saved at ``path`` (a new one when there is none), and a line when what was there could not
     be read (it is then started afresh: the ``current`` link, not this file, says what is applied)."""
+    if path.is_symlink():  # bringup writes its state as a regular file (a rename): a link is none of its own
+        return State(), f"{path}: a symbolic link, not a pull state bringup wrote; started afresh"
     try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return State(), None
-    except (OSError, UnicodeDecodeError) as e:
-        return State(), f"{path}: unreadable ({getattr(e, 'strerror', None) or e}); started afresh"
+        # Never a FIFO (its read waits for a writer: before the lock, for ever), a device (/dev/zero has no end)
+        # or more than the cap: the guarded reader refuses them before a byte is read.
+        text = read_capped(path, STATE_MAX, Unreadable, missing="", unreadable="unreadable: ",
+                           not_regular="not a regular file (a pipe, a device or a folder)",
+                           too_large=f"larger than {STATE_MAX >> 10} KiB").decode("utf-8")
+    except Unreadable as e:
+        if not str(e):
+            return State(), None  # no state yet
+        return State(), f"{path}: {e}, not a pull state bringup wrote; started afresh"
+    except UnicodeDecodeError:
+        return State(), f"{path}: not UTF-8, not a pull state bringup wrote; started afresh"
     try:
         return State.model_validate_json(text), None
     except ValidationError:

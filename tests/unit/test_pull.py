@@ -348,6 +348,27 @@ def test_a_damaged_state_file_is_named_and_started_afresh(fleet):
     assert "not a pull state bringup wrote" in said[0]
 
 
+
+@pytest.mark.reliability(item=33, fault="pull: state.json a FIFO, a link to /dev/zero, or over its cap", variants=3,
+                         checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("kind", ["fifo", "zero", "large"])
+def test_a_state_file_that_is_no_file_is_named_never_read(fleet, kind):
+    fleet.commit("hello", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).status == "applied"
+    path = fleet.tmp / "cache" / "state.json"
+    path.unlink()
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "zero":
+        path.symlink_to("/dev/zero")
+    else:
+        path.write_text('{"host": "me", "url": "' + "x" * (record.STATE_MAX + 1) + '"}')
+    said, started = [], time.monotonic()
+    assert pull(fleet.settings(), converge=ok, say=said.append).status == "applied"
+    assert time.monotonic() - started < 30
+    assert said[0].startswith(f"warning: {path}: ") and "started afresh" in said[0] and "\n" not in said[0], said
+    assert path.is_file() and not path.is_symlink()  # written afresh, whole, in its place
+
 def test_the_metrics_file_of_another_exporter_is_never_replaced(fleet, tmp_path):
     other = tmp_path / "node.prom"
     other.write_text("# TYPE node_thing gauge\nnode_thing 1\n")
