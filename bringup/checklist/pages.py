@@ -208,17 +208,31 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
     slo = vars.get("latency_slo_p95_ms")
     host = vars.get("inventory_hostname", "")
     later: list = []
-    found = latest(host, reports or REPORT_DIR, passed_over=later) if host else None
+    skipped: list = []
+    found = latest(host, reports or REPORT_DIR, passed_over=later, skipped=skipped) if host else None
     name = "latency acceptance (p95)"
     warn = [line("latency", name, "WARN", f"{len(later)} benchmark result(s) finished in the future, not read: "
                  f"{later[0]}" + (f" and {len(later) - 1} more" if len(later) > 1 else ""),
                  "remove them (or set this machine's clock right)")] if later else []
+    # A file that is no result (a pipe, /dev/zero, garbage, no time it finished) is skipped, and named.
+    bad = (f"{len(skipped)} benchmark file(s) not read: {skipped[0][0]} ({skipped[0][1]})"
+           + (f" and {len(skipped) - 1} more" if len(skipped) > 1 else "")) if skipped else ""
+    redo = "remove or replace them (bringup writes each result as a regular JSON file); re-run "
     if found is None:
         return warn + [line("latency", name, "WARN", "not measured: no latency benchmark has run on this host"
-                            + (f" (SLO {slo} ms)" if slo else ""), command(f"bench --host {host}"))]
+                            + (f" (SLO {slo} ms)" if slo else "") + (f"; {bad}" if bad else ""),
+                            (redo if bad else "") + command(f"bench --host {host}"))]
+    if bad:
+        warn.append(line("latency", name, "WARN", bad, redo + command(f"bench --host {host}")))
     doc, path = found
     load = vars.get("latency_acceptance_load")
-    acc = acceptance(doc, float(slo) if slo is not None else None, load if isinstance(load, dict) else None)
+    try:
+        acc = acceptance(doc, float(slo) if slo is not None else None, load if isinstance(load, dict) else None)
+    except (TypeError, KeyError, AttributeError, ValueError, IndexError) as e:
+        # A saved result is only as good as its author: a field of the wrong kind is this file's fault, never a
+        # traceback, and never blamed on the facts.
+        acc = {"status": "WARN", "kind": "unreadable", "point": None,
+               "seen": f"not checked: the saved result is unreadable ({type(e).__name__}: {e})"}
     fix = {"PASS": "", "FAIL": f"tune the batching window ({command('bench --window-us ...')}) or lower the load; "
                    "see the sweep in " + str(path.with_suffix(".png")),
            "WARN": f"set latency_slo_p95_ms, or re-run {command(f'bench --host {host}')} with more client processes"}

@@ -6,11 +6,14 @@ writing, tables and plots of bringup/latency/results.py.
 """
 from __future__ import annotations
 
-from datetime import datetime
+import glob
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..untrusted import loads
+from ..errors import printable
+from ..untrusted import Unreadable, loads
+from ..userfile import link_out, read_capped
 from .hostload import load_text
 
 __all__ = ["latest", "acceptance", "REPORT_DIR", "INDEX", "KIND"]
@@ -21,37 +24,66 @@ KIND = "bringup-bench"
 INDEX = REPORT_DIR / "index.json"
 
 
-def latest(host: str, reports: Path | str = REPORT_DIR, passed_over: list[Path] | None = None
-           ) -> tuple[dict, Path] | None:
+#: The largest saved bench result or index read (a sweep's result is a few hundred kilobytes).
+BENCH_MAX = 64 << 20
+
+
+def _read(p: Path, folder: Path | None) -> Any:
+    """The JSON of the saved file ``p``, or :class:`Unreadable` (one line): never a pipe (its read waits for a
+    writer), a device (/dev/zero has no end), a file over :data:`BENCH_MAX`, or, with ``folder``, a link out of it."""
+    if folder is not None and link_out(p, folder) is not None:
+        raise Unreadable("a symbolic link out of its folder")
+    data = read_capped(p, BENCH_MAX, Unreadable, missing="gone", unreadable="unreadable: ",
+                       not_regular="not a regular file (a pipe, a device or a folder)",
+                       too_large=f"larger than {BENCH_MAX >> 20} MiB")
+    # NaN as json.dumps writes it is read (acceptance() refuses it where it would judge it).
+    return loads(data, what="JSON", max_bytes=BENCH_MAX, nan=True)
+
+
+def latest(host: str, reports: Path | str = REPORT_DIR, passed_over: list[Path] | None = None,
+           skipped: list[tuple[Path, str]] | None = None) -> tuple[dict, Path] | None:
     """The newest benchmark result of ``host`` under ``reports``, or listed in ``reports``' index (results
     written with ``bench --out`` elsewhere), or None.  A result that finished in the future is passed over (it
-    would hide every later one as the newest) and added to ``passed_over``, for the caller to name."""
-    best = None
-    candidates = list(Path(reports).glob(f"{host}-*.json"))
+    would hide every later one as the newest) and added to ``passed_over``, for the caller to name; a file that
+    cannot be read as a result (no regular file, over the cap, not JSON, no time it finished) is added to
+    ``skipped`` as ``(path, why)``."""
+    folder = Path(reports)
+    best: tuple[datetime, dict, Path] | None = None
+    candidates = [(p, folder) for p in sorted(folder.glob(f"{glob.escape(host)}-*.json"))]
+    index = folder / INDEX.name
     try:
-        listed = loads((Path(reports) / INDEX.name).read_bytes(), what="the index", max_bytes=16 << 20).get(host) or []
-        candidates += [Path(p) for p in listed if isinstance(p, str)]
-    except (OSError, ValueError, AttributeError):
-        pass
-    for p in dict.fromkeys(candidates):
+        listed = _read(index, folder) if index.exists() or index.is_symlink() else {}
+        listed = listed.get(host) or [] if isinstance(listed, dict) else []
+        candidates += [(Path(p), None) for p in listed if isinstance(p, str)] if isinstance(listed, list) else []
+    except Unreadable as e:
+        if skipped is not None:
+            skipped.append((index, str(e)))
+    seen: set[Path] = set()
+    for p, inside in candidates:
+        if p in seen:
+            continue
+        seen.add(p)
         try:
-            if p.stat().st_size > 64 << 20:
-                continue
-            # NaN as json.dumps writes it is read (acceptance() refuses it where it would judge it).
-            doc = loads(p.read_bytes(), what=str(p), max_bytes=64 << 20, nan=True)
-        except (OSError, ValueError):  # Unreadable too: nested without end, 100,000 digits, NaN
+            doc = _read(p, inside)
+        except Unreadable as e:  # nested without end, 100,000 digits, a FIFO, /dev/zero
+            if skipped is not None:
+                skipped.append((p, str(e)))
             continue
-        if not isinstance(doc, dict):
+        if not isinstance(doc, dict) or doc.get("kind") != KIND or doc.get("host") != host:
             continue
-        if doc.get("kind") != KIND or doc.get("host") != host:
+        when = _finished(doc)
+        if when is None:
+            # No time, no order: a "finished" that is no time would be compared as text and could hide the newest.
+            if skipped is not None:
+                skipped.append((p, f"finished {printable(repr(doc.get('finished')))[:60]} is no time"))
             continue
-        if _finished_ahead(doc):
+        if _ahead(when):
             if passed_over is not None:
                 passed_over.append(p)
             continue
-        if best is None or doc.get("finished", "") > best[0].get("finished", ""):
-            best = (doc, p)
-    return best
+        if best is None or when > best[0]:
+            best = (when, doc, p)
+    return best[1:] if best else None
 
 
 def _load_text(r: dict) -> str:
@@ -67,21 +99,29 @@ _POINT_RANGES = {"p95_ms": (0, 86_400_000), "p50_ms": (0, 86_400_000), "p99_ms":
 
 
 def _finished(doc: dict) -> datetime | None:
-    """When a saved bench result says it finished (aware, UTC when it names no zone); None when it says no time."""
-    from datetime import timezone
-
-    try:
-        when = datetime.fromisoformat(str(doc.get("finished")))
-    except ValueError:
+    """When a saved bench result says it finished (aware, UTC when it names no zone); None when it says no time
+    (not text, not ISO 8601, or beyond what the calendar holds in UTC)."""
+    text = doc.get("finished")
+    if not isinstance(text, str) or len(text) > 64:
         return None
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    try:
+        when = datetime.fromisoformat(text)
+        when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+        when.astimezone(timezone.utc)  # 9999-12-31T23:59:59-23:00 lies past year 9999 in UTC
+    except (ValueError, OverflowError):
+        return None
+    return when
+
+
+def _ahead(when: datetime) -> bool:
+    from ..untrusted import future
+
+    return future(when)
 
 
 def _finished_ahead(doc: dict) -> bool:
-    from ..untrusted import future
-
     when = _finished(doc)
-    return when is not None and future(when)
+    return when is not None and _ahead(when)
 
 
 def _unreadable(doc: Any) -> str | None:
@@ -91,12 +131,20 @@ def _unreadable(doc: Any) -> str | None:
 
     if not isinstance(doc, dict) or not isinstance(doc.get("points", []), list):
         return "not a result document"
-    # A time that is no time is shown as it is (the line says when it was measured); only a time ahead is refused.
+    # A time that is no time is shown as it is (latest() never picks such a result: it cannot be ordered).
     if _finished_ahead(doc):
         return f"finished {doc['finished']} lies in the future: not a result measured yet"
     for i, r in enumerate(doc.get("points", [])):
         if not isinstance(r, dict):
             return f"point {i} is not an object"
+        spread = r.get("spread")
+        if spread is not None and not isinstance(spread, dict):
+            return f"point {i}'s spread is not an object"
+        try:
+            if spread and spread.get("repeats") is not None:
+                number(spread["repeats"], lo=1, hi=1000, integer=True, what=f"point {i}'s repeats")
+        except ValueError as e:
+            return str(e)
         try:
             for key, (lo, hi) in _POINT_RANGES.items():
                 if r.get(key) is not None:

@@ -168,6 +168,66 @@ def test_a_hostile_saved_bench_file_is_skipped_not_a_traceback(tmp_path, text):
     assert k.status == "WARN" and k.seen.startswith("not measured")
 
 
+SLO = {"inventory_hostname": "h1", "latency_slo_p95_ms": 50}
+
+
+@pytest.mark.reliability(item=40, fault="saved bench result or index entry: a FIFO or a link to /dev/zero", variants=4,
+                         checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("where", ["result", "index"])
+@pytest.mark.parametrize("kind", ["fifo", "zero"])
+def test_a_bench_file_that_is_no_file_is_skipped_and_named(tmp_path, where, kind):
+    import os
+
+    real = bench_doc(datetime.now(timezone.utc) - timedelta(hours=2), p95=90.0)
+    (tmp_path / "h1-20261203T110000Z.json").write_text(json.dumps(real))
+    bad = tmp_path / ("h1-zzz.json" if where == "result" else "elsewhere.json")
+    if kind == "fifo":
+        os.mkfifo(bad)
+    else:
+        bad.symlink_to("/dev/zero")
+    if where == "index":
+        (tmp_path / "index.json").write_text(json.dumps({"h1": [str(bad)]}))
+    warn, k = latency_checks(SLO, tmp_path)
+    assert warn.status == "WARN" and str(bad) in warn.seen and "not read" in warn.seen and "\n" not in warn.seen
+    assert k.status == "FAIL" and "h1-20261203T110000Z.json" in k.seen, k.seen
+
+
+BAD_FIELDS = {"finished 5": {"finished": 5}, "finished list": {"finished": ["x"]},
+              "spread text": {"spread": "x"}, "repeats text": {"spread": {"repeats": "3"}}, "no concurrency": {}}
+
+
+@pytest.mark.reliability(item=40, fault="saved bench result: finished not text, spread or repeats of the wrong kind, "
+                                        "a point's field missing", variants=5, checks=("one clear line",))
+@pytest.mark.parametrize("change", BAD_FIELDS.values(), ids=BAD_FIELDS.keys())
+def test_a_bench_result_of_the_wrong_shape_is_not_checked_and_named(tmp_path, change):
+    doc = bench_doc(datetime.now(timezone.utc) - timedelta(hours=1))
+    if "finished" in change:
+        doc.update(change)
+    elif change:
+        doc["points"][0].update(change)
+    else:
+        del doc["points"][0]["concurrency"]
+    path = tmp_path / "h1-20261204T110000Z.json"
+    path.write_text(json.dumps(doc))
+    (k,) = latency_checks(SLO, tmp_path)
+    assert k.status == "WARN" and str(path) in k.seen and "\n" not in k.seen, k.seen
+    assert "unreadable" in k.seen or "not read" in k.seen, k.seen
+
+
+@pytest.mark.reliability(item=40, fault="a saved bench result whose finished time is no time (2999-...Zjunk, "
+                                        "+99:00, past year 9999 in UTC) beside a real one", variants=3,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("when", ["2999-01-01T00:00:00Zjunk", "9999-12-31T23:59:59+99:00",
+                                  "9999-12-31T23:59:59-23:00"])
+def test_an_undated_bench_result_never_hides_the_real_one(tmp_path, when):
+    real = bench_doc(datetime.now(timezone.utc) - timedelta(hours=2), p95=90.0)
+    (tmp_path / "h1-20261203T110000Z.json").write_text(json.dumps(real))
+    (tmp_path / "h1-29990101T000000Z.json").write_text(json.dumps({**bench_doc(datetime.now(timezone.utc), p95=1.0),
+                                                                    "finished": when}))
+    warn, k = latency_checks(SLO, tmp_path)
+    assert warn.status == "WARN" and "h1-29990101T000000Z.json" in warn.seen and "is no time" in warn.seen, warn.seen
+    assert k.status == "FAIL" and "h1-20261203T110000Z.json" in k.seen, k.seen
+
 @pytest.mark.reliability(item=40, fault="drift's earlier textfile holding NaN, +Inf, -1 or 1e308", variants=1,
                          checks=("report written",))
 def test_drift_does_not_carry_absurd_values_of_an_earlier_textfile(tmp_path):
