@@ -255,7 +255,17 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
     source = Source(settings.url, settings.cache, settings.allowed_signers,
                     ssh=ssh_command(settings.ssh_key, settings.known_hosts))
     state.url, state.rule = settings.url, str(settings.rule)
-    state.applied = source.applied()
+    # Forward only from the newest revision known applied: the ``current`` link's and the state's.  Either alone
+    # can be lost or moved back (a removed link, a state started afresh); a revision must descend from both.
+    linked, saved = source.applied(), state.applied
+    known = [c for c in dict.fromkeys((linked, saved)) if c]
+    if len(known) > 1:
+        say(f"warning: {source.current} points at {linked[:12]}, but {state_path} says {saved[:12]} was applied "
+            "last; a revision must move forward from both")
+    elif saved and not linked:
+        say(f"warning: {source.current} is missing, but {state_path} says {saved[:12]} was applied last; "
+            "a revision must move forward from it")
+    state.applied = saved or linked
     state.host = state.host or settings.name or socket.gethostname()
     commit = None
 
@@ -272,8 +282,8 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
             source.fetch()
             commit, ref = source.resolve(settings.rule)
             signer = source.verify(commit)  # at every run: a key taken out of the list stops the applied one too
-            if state.applied:
-                source.forward(state.applied, commit, settings.allow_rollback, ref)
+            for applied in known:
+                source.forward(applied, commit, settings.allow_rollback, ref)
             workdir = source.checkout(commit)
             link = links_out(workdir)
             if link:
@@ -310,7 +320,7 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
                                       + (f"{state.applied[:12]} stays the last good revision"
                                          if state.applied else "no revision was applied before")
                                       + ", the next run tries again")
-        source.prune({c for c in (state.applied, commit) if c})
+        source.prune({c for c in (state.applied, commit, source.applied()) if c})
     except Refused as e:
         revision = e.revision or commit
         status = ("failed" if e.reason == "disk-full" else
@@ -321,7 +331,7 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
         if e.reason == "disk-full":
             attempt.message += "; free some room, the next run tries again"
         if revision and revision != state.applied and e.reason != "busy":
-            source.prune({c for c in (state.applied,) if c})
+            source.prune({c for c in (state.applied, linked) if c})
     except BringupError as e:  # git missing or failing on the host's own cache
         attempt = Attempt(at=time.time(), status="error", revision=commit, reason="git", message=str(e))
     except Stopped as e:

@@ -58,6 +58,30 @@ def test_a_branch_moved_back_to_an_ancestor_is_refused_until_that_revision_is_al
     assert f"revision {old[:12]} (main) moves back: it is older than the applied {new[:12]}" in got.message
     assert f"--allow-rollback {old[:12]}" in got.message and EXIT[got.status] == 3
     assert fleet.current() == new and checkouts(fleet) == [new]
+
+
+@pytest.mark.reliability(item=40, fault="pull: the current link removed, then the branch force-pushed back (the "
+                                        "state still names the newer revision)", variants=2,
+                         checks=("nothing touched", "one clear line", "exit code"))
+@pytest.mark.parametrize("link", ["removed", "moved back"])
+def test_rollback_is_refused_from_the_state_when_the_current_link_is_gone(fleet, link):
+    old = fleet.commit("one", key=fleet.ops)
+    assert pull(fleet.settings(), converge=seen([])).revision == old
+    new = fleet.commit("two", key=fleet.ops)
+    assert pull(fleet.settings(), converge=seen([])).revision == new
+    current = fleet.tmp / "cache" / "current"
+    current.unlink()
+    if link == "moved back":
+        current.symlink_to(Path("revisions") / old)
+        (fleet.tmp / "cache" / "revisions" / old).mkdir(exist_ok=True)
+    git(fleet.work, "push", "--quiet", "--force", f"file://{fleet.server}", f"{old}:main")
+    said = []
+    got = pull(fleet.settings(), converge=never, say=said.append)
+    assert (got.status, got.reason, got.revision) == ("refused", "rollback", old), got.message
+    assert f"older than the applied {new[:12]}" in got.message
+    assert any(w.startswith(f"warning: {current}") and new[:12] in w for w in said), said
+    assert state_of(fleet).applied == new  # kept: the next run refuses it again
+    assert pull(fleet.settings(), converge=never).reason == "rollback"
     s = state_of(fleet)
     assert s.last_refusal.reason == "rollback" and s.last_refusal.revision == old and s.applied == new
     m = metrics(fleet.tmp / "bringup-pull.prom")
