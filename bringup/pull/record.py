@@ -18,13 +18,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Optional
+from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
-from pydantic import BaseModel, ValidationError
+from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
+from ..errors import printable
 from ..outfile import write_atomic
-from ..untrusted import Unreadable
+from ..untrusted import CLOCK_SKEW_S, Unreadable, loads
 from ..userfile import read_capped
 
 if TYPE_CHECKING:
@@ -63,20 +66,41 @@ METRICS = {
 }
 
 
+#: A commit id as Git writes it: SHA-1 (40 hex digits) or SHA-256 (64).
+COMMIT = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
+
+
+def _not_ahead(at: float) -> float:
+    """A time a run happened: never ahead of this machine's clock beyond the skew allowance (a state from 2100
+    would be exported as the last success for eighty years)."""
+    if at > time.time() + CLOCK_SKEW_S:
+        raise ValueError(f"{at:.0f} lies in the future")
+    return at
+
+
+#: When a run happened (Unix time): finite (no NaN, no Infinity), not negative, not in the future.
+When = Annotated[float, Field(ge=0, allow_inf_nan=False), AfterValidator(_not_ahead)]
+#: A count of resources (finite, not negative; no converge changes a billion).
+Count = Annotated[int, Field(ge=0, le=10 ** 9)]
+#: A revision: a commit id only (it becomes a metric's label: never "--upload-pack=evil").
+Revision = Annotated[str, Field(pattern=COMMIT)]
+
+
 class Attempt(BaseModel):
     """One run: when, which revision, what came of it."""
 
-    at: float
+    at: When
     status: Status
-    revision: Optional[str] = None
-    reason: Optional[str] = None
+    revision: Optional[Revision] = None
+    #: A short code (unsigned, rollback, converge, ...): a metric's label.
+    reason: Optional[Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,39}$")]] = None
     message: str = ""
-    changed: int = 0
-    failed: int = 0
+    changed: Count = 0
+    failed: Count = 0
     #: The converge's own JSON report (bringup provision's), kept beside the state.
     report: Optional[str] = None
     #: ``bringup pull``'s exit code for this run (0 applied, 2 failed, 3 refused, 4 error, 130/143 a signal).
-    exit_code: int = 0
+    exit_code: Annotated[int, Field(ge=0, le=255)] = 0
 
 
 class State(BaseModel):
@@ -86,9 +110,9 @@ class State(BaseModel):
     url: str = ""
     rule: str = ""
     last: Optional[Attempt] = None
-    applied: Optional[str] = None
+    applied: Optional[Revision] = None
     signer: Optional[str] = None
-    last_success: Optional[float] = None
+    last_success: Optional[When] = None
     last_refusal: Optional[Attempt] = None
 
 
@@ -111,8 +135,24 @@ def load_state(path: Path) -> tuple[State, str | None]:
         return State(), f"{path}: not UTF-8, not a pull state bringup wrote; started afresh"
     try:
         return State.model_validate_json(text), None
-    except ValidationError:
-        return State(), f"{path}: not a pull state bringup wrote (damaged or cut); started afresh"
+    except ValidationError as e:
+        err = e.errors()[0] if e.errors() else {}
+        where = ".".join(str(x) for x in err.get("loc", ())) or "the document"
+        why = f"{where}: {err.get('msg', 'invalid')}" if err.get("type") != "json_invalid" else "damaged or cut"
+        state = _afresh(text)
+        kept = f" (its applied {state.applied[:12]} still holds revisions forward)" if state.applied else ""
+        return state, f"{path}: not a pull state bringup wrote ({printable(why)[:160]}); started afresh{kept}"
+
+
+def _afresh(text: str) -> State:
+    """A new state, holding the refused one's ``applied`` when that alone is a commit id: the forward-only check
+    still knows it (a damaged state never lets an older revision in unsaid, :func:`bringup.pull.run.pull`)."""
+    try:
+        doc = loads(text, what="state.json", max_bytes=STATE_MAX)
+        applied = doc.get("applied") if isinstance(doc, dict) else None
+        return State(applied=applied) if isinstance(applied, str) and re.match(COMMIT, applied) else State()
+    except (Unreadable, ValidationError):
+        return State()
 
 
 def save_state(state: State, path: Path) -> None:

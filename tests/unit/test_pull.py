@@ -8,6 +8,7 @@ over the local connection, in a project whose one role writes a file under the t
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import signal
 import subprocess
@@ -368,6 +369,50 @@ def test_a_state_file_that_is_no_file_is_named_never_read(fleet, kind):
     assert time.monotonic() - started < 30
     assert said[0].startswith(f"warning: {path}: ") and "started afresh" in said[0] and "\n" not in said[0], said
     assert path.is_file() and not path.is_symlink()  # written afresh, whole, in its place
+
+
+BAD_STATE = {"future at": ("last", "at", 4102444800.0), "NaN at": ("last", "at", "NaN"),
+             "Infinity success": (None, "last_success", "Infinity"), "1e308 success": (None, "last_success", "1e308"),
+             "negative changed": ("last", "changed", -5),
+             "applied no commit": (None, "applied", '"--upload-pack=evil"'),
+             "reason no code": ("last", "reason", '"a\\nb c"')}
+
+
+@pytest.mark.reliability(item=33, fault="pull: state.json with a future, NaN, Infinity or 1e308 time, a negative "
+                                        "count, an applied that is no commit id", variants=7,
+                         checks=("one clear line", "rejected value not persisted"))
+@pytest.mark.parametrize("where,key,value", BAD_STATE.values(), ids=BAD_STATE.keys())
+def test_a_state_of_values_no_run_gives_is_refused_not_exported(fleet, where, key, value):
+    fleet.commit("hello", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).status == "applied"
+    path = fleet.tmp / "cache" / "state.json"
+    doc = json.loads(path.read_text())
+    (doc[where] if where else doc)[key] = "@@"
+    path.write_text(json.dumps(doc).replace('"@@"', str(value)))
+    said = []
+    assert pull(fleet.settings(), converge=ok, say=said.append).status == "applied"
+    assert said[0].startswith(f"warning: {path}: not a pull state bringup wrote (") and key in said[0], said
+    prom = (fleet.tmp / "bringup-pull.prom").read_text()
+    assert "upload-pack" not in prom and "4102444800" not in prom and "NaN" not in prom and "Inf" not in prom
+    assert "e+308" not in prom and "-5" not in prom, prom
+    record.State.model_validate_json(path.read_text())  # written afresh, valid
+
+
+@pytest.mark.reliability(item=40, fault="pull: a state refused as damaged, the current link removed, the branch "
+                                        "force-pushed back", variants=1, checks=("nothing touched", "one clear line"))
+def test_a_damaged_state_keeps_its_applied_revision_for_the_forward_check(fleet):
+    old = fleet.commit("one", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).revision == old
+    new = fleet.commit("two", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).revision == new
+    path = fleet.tmp / "cache" / "state.json"
+    path.write_text(path.read_text().replace('"changed": 1', '"changed": -1'))
+    (fleet.tmp / "cache" / "current").unlink()
+    git(fleet.work, "push", "--quiet", "--force", f"file://{fleet.server}", f"{old}:main")
+    said = []
+    got = pull(fleet.settings(), converge=never, say=said.append)
+    assert (got.status, got.reason) == ("refused", "rollback") and f"applied {new[:12]}" in got.message, got.message
+    assert "started afresh" in said[0] and new[:12] in said[0], said
 
 def test_the_metrics_file_of_another_exporter_is_never_replaced(fleet, tmp_path):
     other = tmp_path / "node.prom"
