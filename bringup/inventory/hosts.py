@@ -22,6 +22,8 @@ name) < ``group_vars/all`` < ``group_vars/<group>`` (same order) < the host's in
 from __future__ import annotations
 
 import difflib
+import ipaddress
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -39,7 +41,26 @@ from ..process import command
 from ..secrets import MASK, resolve_refs
 from .vault import Vault
 
-__all__ = ["Inventory", "Host", "ConnectionVars", "SECRET_VARS", "load_inventory", "parse_set"]
+__all__ = ["Inventory", "Host", "ConnectionVars", "SECRET_VARS", "load_inventory", "parse_set", "address_problem"]
+
+
+_HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})")
+
+
+def address_problem(address: str) -> str | None:
+    """Why ``address`` is no host name or IP address ssh can take as it is, or None.  A port, a user, a pattern
+    or a list in it (``a:22``, ``u@a``, ``x,*``) would be read by Fabric as such, or written into known_hosts as a
+    pattern that matches other hosts (``*``)."""
+    if _HOST_NAME.fullmatch(address):
+        return None
+    host, _, zone = address.partition("%")
+    try:
+        if ipaddress.ip_address(host).version == 6 and (not _ or _HOST_NAME.fullmatch(zone)):
+            return None
+    except ValueError:
+        pass
+    return ("not a host name or IP address (letters, digits, '.', '-', '_', or an IPv6 address; no port, user, "
+            "space or pattern characters such as ',', '*', '?', '!', '@', ':')")
 
 
 class ConnectionVars(BaseModel):
@@ -76,6 +97,13 @@ class ConnectionVars(BaseModel):
             raise ValueError("must be one line of text")
         return v
 
+    @field_validator("ansible_host")
+    @classmethod
+    def _address(cls, v: str | None) -> str | None:
+        if v is not None and address_problem(v):
+            raise ValueError(address_problem(v))
+        return v
+
     @field_validator("ansible_port", mode="before")
     @classmethod
     def _port_is_int(cls, v: Any) -> Any:
@@ -88,6 +116,7 @@ class ConnectionVars(BaseModel):
 
 
 _FIXES = {
+    "ansible_host": "a host name or IP address as it is (the port in ansible_port, the user in ansible_user)",
     "ansible_port": "an integer 1-65535",
     "ansible_connection": "one of ssh, local",
     "ansible_become": "true or false",

@@ -24,7 +24,7 @@ from fabric import Config, Connection
 from .. import child
 from ..errors import BringupError, Unreachable
 from .roundtrip import BecomeError, Deadline, Sudo, text as _text
-from ..inventory.hosts import Host
+from ..inventory.hosts import Host, address_problem
 from .jumps import AcceptNew, Jumps, Way, dial_tcp, unreachable
 from .sshconfig import Route, route
 
@@ -46,6 +46,12 @@ class SSHTransport(Transport):
         c = host.connection
         self.route: Route = route(host)
         t = self.route.target
+        # The address as ssh_config and the inventory name it (a host's name stands in for a missing ansible_host):
+        # never a pattern written into known_hosts, nor a port or user Fabric would read out of it.
+        why = address_problem(str(t.hostname))
+        if why is not None:
+            raise BringupError(f"{host.name}: the address to connect to is {why}; set ansible_host (or HostName in "
+                               "the ssh config) to the host's name or IP address")
         self.known_hosts = Path(self.route.known_hosts[0])
         self.way = Way(known_hosts=self.route.known_hosts,
                        accept_new=accept_new_host_keys or self.route.strict == "accept-new",

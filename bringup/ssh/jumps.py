@@ -16,6 +16,8 @@ import os
 import select
 import shlex
 import socket
+import stat
+import re
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +27,9 @@ import paramiko
 
 from ..child import PIPE, Child, read_capped, start
 from .command import sh
-from ..errors import Unreachable, said
+from ..errors import BringupError, Unreachable, said
 from .sshconfig import Endpoint
+from ..secrets import HIDDEN, Vaulted
 
 __all__ = ["AcceptNew", "Jumps", "Way", "unreachable", "proxy_command", "dial_tcp", "QuickAck"]
 
@@ -60,14 +63,53 @@ class Way:
     keepalive: int = 0
 
     def prepare(self, client: paramiko.SSHClient) -> None:
-        """Load the known hosts into ``client`` and set its policy for a key not in them."""
+        """Load the known hosts into ``client`` and set its policy for a key not in them; a file that is not a
+        known_hosts file (a folder, a FIFO, /dev/zero, another file such as /etc/shadow) is one line, never read
+        whole, never written to."""
         first, *more = [Path(os.path.expanduser(p)) for p in self.known_hosts]
+        for p in (first, *more):
+            why = known_hosts_problem(p)
+            if why is not None:
+                raise BringupError(f"known_hosts file {p}: {why}; name a known_hosts file (ssh_known_hosts, "
+                                   "UserKnownHostsFile), or a path where bringup may make one")
         if first.exists():
             client.load_host_keys(str(first))
         for p in more:
             if p.is_file():
                 client.load_system_host_keys(str(p))  # checked, never written
         client.set_missing_host_key_policy(AcceptNew(first) if self.accept_new else paramiko.RejectPolicy())
+
+
+#: The largest known_hosts file read (bytes): a fleet's file of 100,000 hosts is ~50 MiB.
+KNOWN_HOSTS_MAX = 64 << 20
+_ENTRY = re.compile(r"(?:@[a-z-]+\s+)?\S+\s+[A-Za-z0-9@.+-]{3,80}\s+[A-Za-z0-9+/]+={0,3}(?:\s.*)?")
+
+
+def known_hosts_problem(path: Path) -> str | None:
+    """Why ``path`` is no known_hosts file bringup may read and add to, or None (a missing one is made).  Its
+    content is never quoted: a wrong path may name a secret file."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if not stat.S_ISREG(st.st_mode):
+        return "a folder, not a file" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+    if st.st_size > KNOWN_HOSTS_MAX:
+        return f"larger than {KNOWN_HOSTS_MAX >> 20} MiB, not a known_hosts file"
+    try:
+        with open(path, "rb") as f:
+            data = f.read(KNOWN_HOSTS_MAX + 1)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if len(data) > KNOWN_HOSTS_MAX:
+        return f"larger than {KNOWN_HOSTS_MAX >> 20} MiB, not a known_hosts file"
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        text = raw.decode("utf-8", "replace").strip()
+        if text and not text.startswith("#") and not _ENTRY.fullmatch(text):
+            return f"line {n} is not a known_hosts entry (hosts, key type, key): not a known_hosts file"
+    return None
 
 
 #: Linux's option (None elsewhere: a plain socket is dialed).
@@ -122,7 +164,20 @@ def dial_tcp(hostname: str, port: int, timeout: float) -> socket.socket:
 
 
 def unreachable(e: BaseException, *, ep: Endpoint, way: Way, host: str, sock: Any = None) -> Unreachable:
-    """One line for a login that failed, in connection.py's words (the target's wording since issue 1)."""
+    """One line for a login that failed, in connection.py's words (the target's wording since issue 1); the
+    address, port and user a vault held are ``********`` in it, in bringup's words and in paramiko's."""
+    said = str(_unreachable(e, ep=ep, way=way, host=host, sock=sock))
+    for value in sorted({str(getattr(ep, k)) for k in ep.hidden | _vaulted(ep) if str(getattr(ep, k))},
+                        key=len, reverse=True):
+        said = re.sub(rf"(?<![\w.-]){re.escape(value)}(?![\w-]|\.\w)", HIDDEN, said)
+    return Unreachable(said)
+
+
+def _vaulted(ep: Endpoint) -> set[str]:
+    return {k for k in ("hostname", "port", "user") if isinstance(getattr(ep, k), Vaulted)}
+
+
+def _unreachable(e: BaseException, *, ep: Endpoint, way: Way, host: str, sock: Any = None) -> Unreachable:
     where = ep.where
     known = way.known_hosts[0]
     timeout = way.connect_timeout

@@ -251,3 +251,29 @@ def test_vaulted_connection_values_never_shown_by_hosts_or_ssh_errors(tmp_path, 
     # A secret holding a newline, quoted by repr in a message, is masked in its quoted form too.
     MASK.add("line-one\nline-two")
     assert "line-one" not in MASK.mask(f"got {'line-one' + chr(10) + 'line-two'!r}")
+
+
+@pytest.mark.reliability(item=40, fault="a vaulted short ansible_port / ansible_user in a failed login's line",
+                         variants=4, checks=("secret never shown",))
+def test_a_failed_logins_line_never_shows_a_vaulted_port_user_or_address():
+    """Found by a hostile-input review: paramiko's own words ("Unable to connect to port 22 on ...") and
+    bringup's ("port 99 of ...", "authentication to ab@...") showed a vault's port and user, however short."""
+    import paramiko
+
+    from bringup.ssh.jumps import Way, unreachable
+    from bringup.ssh.sshconfig import Endpoint
+
+    ep = Endpoint(name="h1", hostname=Vaulted("10.1.2.3"), port=22, user=Vaulted("ab"),
+                  hidden=frozenset({"port", "hostname", "user"}))
+    way = Way(known_hosts=("/nonexistent/kh",), accept_new=False, connect_timeout=3, keepalive=0)
+    errors = [paramiko.ssh_exception.NoValidConnectionsError({("10.1.2.3", 22): OSError(111, "refused")}),
+              paramiko.SSHException("Error reading SSH protocol banner"),
+              paramiko.AuthenticationException("Authentication failed."),
+              OSError(111, "Connection refused to 10.1.2.3 port 22")]
+    for e in errors:
+        said = str(unreachable(e, ep=ep, way=way, host="h1"))
+        assert "22" not in said and "10.1.2.3" not in said and "ab@" not in said, said
+        assert HIDDEN in said, said
+    # Values a vault did not hold are shown as they are.
+    plain = Endpoint(name="h1", hostname="127.0.0.1", port=2222, user="root")
+    assert "127.0.0.1:2222" in str(unreachable(OSError(111, "refused"), ep=plain, way=way, host="h1"))

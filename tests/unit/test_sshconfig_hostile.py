@@ -21,7 +21,10 @@ from bringup.ssh.sshconfig import route
 
 
 def host(name="gpu-01", **v) -> Host:
-    return Host(name, ["all"], v, ConnectionVars.model_validate(v))
+    # ansible_host is set past its own check (a host name or IP address): the host's inventory name stands in
+    # for it where it is missing, and a name may hold what the check refuses, so the quoting is tested alone.
+    conn = ConnectionVars.model_validate({k: x for k, x in v.items() if k != "ansible_host"})
+    return Host(name, ["all"], v, conn.model_copy(update={"ansible_host": v.get("ansible_host")}))
 
 
 def _hostile(marker: Path) -> list[str]:
@@ -96,7 +99,9 @@ def test_match_exec_quotes_the_host(tmp_path):
     code = ("from bringup.inventory.hosts import ConnectionVars, Host; from bringup.ssh.sshconfig import route; "
             "from bringup.errors import InventoryError; import sys; "
             "v = {'ansible_host': sys.argv[1], 'ssh_config': sys.argv[2]}\n"
-            "try: print(route(Host('h', ['all'], v, ConnectionVars.model_validate(v))).target.port)\n"
+            "c = ConnectionVars.model_validate({'ssh_config': v['ssh_config']})"
+            ".model_copy(update={'ansible_host': v['ansible_host']})\n"
+            "try: print(route(Host('h', ['all'], v, c)).target.port)\n"
             "except InventoryError as e: print('refused:', e)")
     for i, line in enumerate(['Match exec "test %h = never"', 'Match exec "sh -c \\"test %h = never\\""']):
         cfg = tmp_path / f"cfg{i}"
@@ -159,12 +164,42 @@ def test_a_file_that_is_no_ssh_config_is_never_quoted(tmp_path):
 def test_through_the_cli_a_hostile_address_runs_nothing(tmp_path):
     repo = Path(__file__).resolve().parents[2]
     marker = tmp_path / "ran"
+    # The host's name stands in for its missing ansible_host (an ansible_host like it is refused as no address).
     (tmp_path / "hosts").write_text(
-        "all:\n  hosts:\n    h1:\n"
-        f"      ansible_host: 'x$(touch {marker})'\n"
+        "all:\n  hosts:\n    'x$(touch ran)':\n"
         "      ssh_connect_timeout: 5\n"
         "      ansible_ssh_common_args: -o ProxyCommand=\"sh -c 'exit 3' %h\"\n")
-    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(repo), "facts", "--host", "h1"],
-                       cwd=tmp_path, capture_output=True, text=True, timeout=180)
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(repo), "facts", "--host",
+                        "x$(touch ran)"], cwd=tmp_path, capture_output=True, text=True, timeout=180)
     assert not marker.exists(), r.stdout + r.stderr
     assert r.returncode != 0 and "Traceback" not in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+@pytest.mark.reliability(item=40, fault="ssh_known_hosts naming a file that is no known_hosts file (a shadow file, "
+                         "a folder, a FIFO, /dev/zero)", variants=4, checks=("one clear line", "nothing touched"))
+def test_a_known_hosts_path_that_is_no_known_hosts_file_is_refused_unread_and_unwritten(tmp_path):
+    """Found by a hostile-input review: --accept-new-host-keys appended a host key to /etc/shadow named as
+    ssh_known_hosts, /dev/zero ended in MemoryError, a FIFO hung, a folder was a traceback."""
+    import os
+
+    import paramiko
+
+    from bringup.errors import BringupError
+    from bringup.ssh.jumps import Way
+
+    shadow = tmp_path / "shadow"
+    shadow.write_text("root:$6$secret-hash:20228:0:99999:7:::\n")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, words in ((shadow, "line 1 is not a known_hosts entry"), (tmp_path, "a folder"),
+                        (fifo, "not a regular file"), ("/dev/zero", "not a regular file")):
+        way = Way(known_hosts=(str(path),), accept_new=True, connect_timeout=3, keepalive=0)
+        with pytest.raises(BringupError) as e:
+            way.prepare(paramiko.SSHClient())
+        said = str(e.value)
+        assert words in said and "\n" not in said and "secret-hash" not in said, said
+    assert shadow.read_text() == "root:$6$secret-hash:20228:0:99999:7:::\n"
+    good = tmp_path / "kh"
+    key = paramiko.ECDSAKey.generate()
+    good.write_text(f"# made here\n[127.0.0.1]:2222 {key.get_name()} {key.get_base64()}\n")
+    Way(known_hosts=(str(good),), accept_new=True, connect_timeout=3, keepalive=0).prepare(paramiko.SSHClient())
