@@ -80,13 +80,13 @@ class ConnectionVars(BaseModel):
     ansible_become_user: str = Field("root", pattern=r"^(#\d{1,10}|[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?)$")
     ansible_become_password: SecretStr | None = None
     ssh_known_hosts: str = "~/.ssh/known_hosts"
-    ssh_connect_timeout: float = Field(10, gt=0)
+    ssh_connect_timeout: float = Field(10, gt=0, le=3600, allow_inf_nan=False)
     #: Seconds between SSH keepalives on an idle session (0: none).
     ssh_keepalive_interval: int = Field(15, ge=0)
     #: Longest one round trip may take before the host counts as unreachable.
-    command_timeout: float = Field(1800, gt=0)
+    command_timeout: float = Field(1800, gt=0, le=7 * 86400, allow_inf_nan=False)
     #: Longest a run that writes waits for the host's run lock (another run, or an earlier run's scripts).
-    run_lock_timeout: float = Field(60, gt=0, le=3600)
+    run_lock_timeout: float = Field(60, gt=0, le=3600, allow_inf_nan=False)
 
     @field_validator("ansible_become_password", "ansible_password", mode="before")
     @classmethod
@@ -121,9 +121,9 @@ _FIXES = {
     "ansible_connection": "one of ssh, local",
     "ansible_become": "true or false",
     "ansible_become_user": "a user name like root or triton (letters, digits, '_', '.', '-'), or #UID",
-    "ssh_connect_timeout": "a number of seconds > 0",
+    "ssh_connect_timeout": "a number of seconds > 0, at most 3600",
     "ssh_keepalive_interval": "a whole number of seconds >= 0 (0: no keepalives)",
-    "command_timeout": "a number of seconds > 0",
+    "command_timeout": "a number of seconds > 0, at most 604800 (a week)",
     "run_lock_timeout": "a number of seconds > 0, at most 3600",
     "ansible_password": "one line of text, {env: NAME} or {file: PATH}",
     "ansible_become_password": "one line of text, {env: NAME} or {file: PATH}",

@@ -595,3 +595,25 @@ def test_a_window_record_of_hostile_values_is_not_taken_as_the_tuners(text, word
 
     got = parse_triton_window(text)
     assert got["windows"] == {} and got["configs"] == {} and words in got["error"], got
+
+
+@pytest.mark.reliability(item=34, fault="a connection time limit past any use (1e400, 1e308, .inf), or an address "
+                         "holding a port, a user or a pattern", variants=7,
+                         checks=("one clear line", "exit code", "nothing touched"))
+@pytest.mark.parametrize("var, value, words", [
+    ("ssh_connect_timeout", '"1e400"', "ssh_connect_timeout must be a number of seconds > 0, at most 3600"),
+    ("ssh_connect_timeout", "1e308", "ssh_connect_timeout must be a number of seconds > 0, at most 3600"),
+    ("command_timeout", ".inf", "command_timeout must be a number of seconds > 0, at most 604800"),
+    ("ansible_host", '"x,*"', "ansible_host must be a host name or IP address as it is"),
+    ("ansible_host", '"a:22"', "ansible_host must be a host name or IP address as it is"),
+    ("ansible_host", '"ops@a"', "ansible_host must be a host name or IP address as it is"),
+    ("ansible_host", '"[a]:1"', "ansible_host must be a host name or IP address as it is"),
+])
+def test_connection_values_past_any_use_are_one_line_before_connecting(tmp_path, var, value, words):
+    """Found by a hostile-input review: an OverflowError traceback (1e400), 'timestamp out of range' as an
+    unreachable host (1e308), an endless command_timeout taken, Fabric's traceback for 'a:22', and 'x,*'
+    written into known_hosts as a pattern matching every host."""
+    address = value if var == "ansible_host" else "127.0.0.1"
+    inv = _write(tmp_path, f"all:\n  hosts:\n    h1: {{ansible_host: {address}, ansible_port: 9}}\n  vars:\n    "
+                 f"{var}: {value}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, words)
