@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 import sys
 
-from ..errors import BringupError, Unreachable
+from ..errors import BringupError, Unreachable, printable
 from ..process import command
 from .context import REPEATED, VAULT, console, fail, failing, load, options, selected, unreachable
 from .context import task  # Invoke's @task, an empty flag value refused first
@@ -80,10 +80,11 @@ def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_f
             doc = {name: {"value": value, "source": source} for name, value, source in rows}
             sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
             return
-        t = Table("variable", "value", "source", box=None, title=f"{target.name} ({', '.join(target.groups)})")
+        t = Table("variable", "value", "source", box=None,
+                  title=escape(printable(f"{target.name} ({', '.join(target.groups)})")))
         for name, value, source in rows:
             text = value if isinstance(value, str) else json.dumps(value, default=str)
-            t.add_row(escape(name), escape(text), escape(source))
+            t.add_row(escape(printable(name)), escape(printable(text)), escape(printable(source)))
         console().print(t)
         return
     head = ("host", "groups", "address", "connection", "gpu_profile")

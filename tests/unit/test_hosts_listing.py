@@ -50,3 +50,15 @@ def test_markup_in_inventory_values_is_shown_not_read(tmp_path):
         assert r.returncode == 0 and "[bold red]l40s[/bold red]" in r.stdout, r.stdout + r.stderr
         if extra:
             assert "[link=file:///etc/passwd]x[/link]" in r.stdout, r.stdout
+
+
+@pytest.mark.reliability(item=40, fault="Rich markup in a group name, the title of invoke hosts --host's table",
+                         checks=("data shown as data",))
+def test_markup_in_a_group_name_is_shown_not_read(tmp_path):
+    (tmp_path / "hosts.yml").write_text("all:\n  children:\n    '[bold red]G[link=http:]':\n      hosts:\n"
+                                        "        h1: {ansible_host: 10.0.0.1}\n")
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "hosts", "-i", "hosts.yml",
+                        "--host", "h1"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env={**__import__("os").environ, "FORCE_COLOR": "1", "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    assert "[bold red]G[link=http:]" in r.stdout and "\x1b]8;" not in r.stdout, r.stdout
