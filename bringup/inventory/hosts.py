@@ -31,7 +31,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
-from ..errors import InventoryError, InputError
+from ..errors import InventoryError, InputError, printable, quoted
 from .sources import GroupDef, SourceError, Value, base_dir, read_source
 from .sources.templating import render
 from .sources.varsdirs import load_vars
@@ -421,7 +421,8 @@ def _connection(merged: dict[str, Any], hname: str, where: str) -> ConnectionVar
 
 
 def parse_set(items: list[str] | str | None) -> dict[str, Any]:
-    """Parse ``--set k=v`` values; each value is read as YAML (``8``, ``true``, ``{a: 1}``)."""
+    """Parse ``--set k=v`` values; each value is read as YAML (``8``, ``true``, ``{a: 1}``), by the loader and
+    within the limits of an inventory's YAML (depth, aliases, digits, keys)."""
     if not items:
         return {}
     if isinstance(items, str):
@@ -431,9 +432,22 @@ def parse_set(items: list[str] | str | None) -> dict[str, Any]:
         key, sep, raw = item.partition("=")
         key = key.strip()
         if not sep or not key:
-            raise InputError(f"--set {item!r}: expected KEY=VALUE, e.g. --set sysctl_profile=network-latency")
+            raise InputError(f"--set {quoted(printable(item))}: expected KEY=VALUE, e.g. "
+                             "--set sysctl_profile=network-latency")
+        bad = _NOT_YAML.search(raw)
+        if bad:
+            raise InputError(f"--set {printable(key)}: the value holds the control character "
+                             f"U+{ord(bad.group()):04X} (at {bad.start() + 1}), which YAML does not allow; "
+                             "write the value without it")
+        if not raw.strip():
+            out[key] = ""
+            continue
         try:
-            out[key] = yaml.safe_load(raw) if raw.strip() else ""
-        except yaml.YAMLError as e:
-            raise InputError(f"--set {key}: value {raw!r} is not valid YAML ({getattr(e, 'problem', e)})") from None
+            out[key] = load_yaml_lines(Path(f"--set {printable(key)}"), raw)[0]
+        except InventoryError as e:
+            raise InputError(str(e)) from None
     return out
+
+
+#: What the YAML reader refuses (its NON_PRINTABLE): said here in one line, before the reader's two-line error.
+_NOT_YAML = re.compile("[^\x09\x0A\x0D\x20-\x7E\x85\xA0-\uD7FF\uE000-\uFFFD\U00010000-\U0010ffff]")

@@ -617,3 +617,18 @@ def test_connection_values_past_any_use_are_one_line_before_connecting(tmp_path,
     inv = _write(tmp_path, f"all:\n  hosts:\n    h1: {{ansible_host: {address}, ansible_port: 9}}\n  vars:\n    "
                  f"{var}: {value}\n")
     _refused(_provision(tmp_path, inv), tmp_path, words)
+
+
+@pytest.mark.reliability(item=13, fault="--set values past an inventory's limits (nesting, digits, recursive alias, "
+                                        "a control character)", variants=5,
+                         checks=('one clear line', 'exit code', 'nothing touched'))
+@pytest.mark.parametrize("value, words", [
+    ("[" * 5000, "nested too deeply"),
+    ("1" * 100_000, "a number of 100,000 characters"),
+    ("&a [*a]", "recursive structure"),
+    ("\x1b[31mred", "control character U+001B"),
+    ("{a: 1, a: 2}", "duplicate key 'a'"),
+])
+def test_set_values_have_the_inventory_limits(tmp_path, value, words):
+    inv = _write(tmp_path, "h1 ansible_host=127.0.0.1\n")
+    _refused(_invoke("hosts", "-i", str(inv), "--set", f"k={value}", cwd=tmp_path), tmp_path, "--set k", words)
