@@ -304,3 +304,13 @@ def test_a_binary_or_control_character_inventory_is_one_line(tmp_path):
         with pytest.raises(InventoryError, match=re.escape(words)) as e:
             load_inventory(tmp_path / name)
         assert "\n" not in str(e.value)
+
+
+@pytest.mark.reliability(item=40, fault="an INI literal with a key no inventory value has (tuple, ..., 1j)",
+                         checks=("data shown as data",))
+@pytest.mark.parametrize("text", ["{(1,):2}", "{...:1}", "{1j:1}", "1j", "[1, ...]"])
+def test_an_ini_literal_no_inventory_holds_stays_text(text):
+    from bringup.inventory.sources.ini import parse_value
+
+    assert parse_value(text) == text
+    assert parse_value("{1: (2, {3})}") == {1: [2, [3]]}

@@ -37,14 +37,18 @@ _HOSTPORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$")
 
 
 def parse_value(text: str) -> Any:
-    """An INI value as Ansible types it: a Python literal where ``ast.literal_eval`` reads one, else the text."""
+    """An INI value as Ansible types it: a Python literal where ``ast.literal_eval`` reads one, else the text.
+    A literal holding what no inventory value is (``...``, ``1j``, a tuple or a set as a key) stays text."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SyntaxWarning)
             value = ast.literal_eval(text)
+        return _plain(value)
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         return text
-    return _plain(value)
+
+
+_KEYS = (str, int, float, bool, type(None))
 
 
 def _plain(value: Any) -> Any:
@@ -52,9 +56,13 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (tuple, list, set, frozenset)):
         return [_plain(v) for v in value]
     if isinstance(value, dict):
-        return {_plain(k): _plain(v) for k, v in value.items()}
+        if not all(isinstance(k, _KEYS) for k in value):
+            raise TypeError("a key that is not a name or a number")
+        return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, bytes):
         return value.decode("utf-8", "surrogateescape")
+    if not isinstance(value, _KEYS):  # Ellipsis, complex
+        raise TypeError(f"a {type(value).__name__}")
     return value
 
 
