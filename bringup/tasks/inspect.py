@@ -75,7 +75,7 @@ def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_f
         inv = load(inventory, set_, (vault_password_file, vault_id))
         target = inv.host(host) if host else None
     if target is not None:
-        rows = variable_sources(target)
+        rows = [(name, _json_keys(value), source) for name, value, source in variable_sources(target)]
         if json_:
             doc = {name: {"value": value, "source": source} for name, value, source in rows}
             sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
@@ -115,6 +115,17 @@ def _shown(raw, value) -> str:
     from ..secrets import HIDDEN, MASK
 
     return HIDDEN if MASK.is_secret(raw) else str(value)
+
+
+def _json_keys(value):
+    """``value`` with every mapping key JSON cannot write (a YAML date, ``!!binary``) as its text; values JSON
+    cannot write are ``default=str``'s.  Inventory values nest at most MAX_DEPTH (200) levels."""
+    if isinstance(value, dict):
+        return {k if isinstance(k, (str, int, float, bool, type(None))) else str(k): _json_keys(v)
+                for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_json_keys(v) for v in value]
+    return value
 
 
 #: Above this many hosts, ``invoke hosts`` prints plain aligned rows instead of a Rich table.

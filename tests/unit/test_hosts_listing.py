@@ -62,3 +62,22 @@ def test_markup_in_a_group_name_is_shown_not_read(tmp_path):
                        env={**__import__("os").environ, "FORCE_COLOR": "1", "COLUMNS": "200"})
     assert r.returncode == 0, r.stderr
     assert "[bold red]G[link=http:]" in r.stdout and "\x1b]8;" not in r.stdout, r.stdout
+
+
+@pytest.mark.reliability(item=40, fault="a variable whose nested key is a YAML date or !!binary, or an INI literal "
+                                        "with a tuple, ... or 1j key, shown by invoke hosts --host",
+                         variants=4, checks=("data shown as data",))
+@pytest.mark.parametrize("json_", [False, True])
+@pytest.mark.parametrize("kind", ["yaml", "ini"])
+def test_variables_with_keys_json_cannot_write_are_shown(tmp_path, kind, json_):
+    if kind == "yaml":
+        (tmp_path / "inv").write_text("all:\n  hosts:\n    h1:\n      x: {2001-12-14: 1, !!binary aGk=: 3}\n")
+        want = "2001-12-14"
+    else:
+        (tmp_path / "inv").write_text("h1 a='{(1,):2}' b=... c=1j d={1j:1} e={...:1}\n")
+        want = "{(1,):2}"
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "hosts", "-i", "inv",
+                        "--host", "h1", *(["--json"] if json_ else [])], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    assert want in r.stdout, r.stdout
