@@ -266,6 +266,8 @@ HUGE = {
     "range-100000-digits.ini": ("[w]\nh[" + "9" * 100_000 + ":" + "9" * 100_001 + "]\n", r":2: host range 'h\[9+'\.\.\."),
     "range-step.ini": ("[w]\nh[0:1:99999999999999999999999]\n", r":2: host range .* more than 18 digits"),
     "range-product.ini": ("[w]\nh[0:99]x[0:99]y[0:99]\n", r":2: host range .* gives more than 10,000 hosts"),
+    "port-5000-digits.ini": ("[w]\nh1:" + "9" * 5000 + "\n", r":2: host 'h1': a port of 5,000 digits; a port is 1-65535"),
+    "port-5000-digits.yml": ("all:\n  hosts:\n    ? 'h1:" + "9" * 5000 + "'\n", r": group 'all': host 'h1': a port of 5,000"),
     "number.yml": ("all:\n  vars:\n    x: " + "9" * 100_000 + "\n  hosts:\n    h1:\n",
                    r":3:8: a number of 100,000 characters, more than a number may have; quote it"),
     "hex-number.yml": ("all:\n  vars:\n    x: 0x" + "f" * 100_000 + "\n  hosts:\n    h1:\n", r":3:8: a number of 100,002"),

@@ -24,6 +24,7 @@ import warnings
 from typing import Any, Collection
 
 from .model import SourceData, SourceError, Value, check_name
+from ...errors import printable
 from .ranges import RangeError, expand
 
 __all__ = ["parse_ini", "parse_value", "split_port"]
@@ -71,7 +72,11 @@ def split_port(pattern: str) -> tuple[str, int | None]:
     for rx in (_BRACKETED_HOSTPORT, _HOSTPORT):
         m = rx.match(pattern)
         if m:
-            return m.group(1), int(m.group(2))
+            digits = m.group(2).lstrip("0") or "0"
+            if len(digits) > 5:  # (int() of 5000 digits is a ValueError; no port has more than 5)
+                raise RangeError(f"host {printable(m.group(1)[:64])!r}: a port of {len(m.group(2)):,} digits; "
+                                 "a port is 1-65535")
+            return m.group(1), int(digits)
     return pattern, None
 
 
@@ -122,7 +127,10 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
                 raise fail(f"cannot split host line ({e}); close the quote") from None
             if not tokens:
                 continue
-            pattern, port = split_port(tokens[0])
+            try:
+                pattern, port = split_port(tokens[0])
+            except RangeError as e:
+                raise fail(str(e)) from None
             if tokens[0].endswith(":") and port is None:
                 raise fail(f"host {tokens[0]!r} ends in ':' with no port; write host:PORT or the host alone")
             if pattern == "---":

@@ -62,11 +62,11 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
         hosts = _mapping(node.get("hosts"), f"{name}.hosts", path)
         for pattern, hv in hosts.items():
             hv = _mapping(hv, f"host {pattern!r}", path)
-            hname, port = split_port(str(pattern))
             variables = {str(k): Value(v, at(hv, k)) for k, v in hv.items()}
-            if port is not None:
-                variables = {"ansible_port": Value(port, at(hosts, pattern)), **variables}
             try:
+                hname, port = split_port(str(pattern))
+                if port is not None:
+                    variables = {"ansible_port": Value(port, at(hosts, pattern)), **variables}
                 names = expand(hname)
             except RangeError as e:
                 raise SourceError(f"{path}: group {name!r}: {e}") from None
