@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .. import child
-from ..errors import InputError, said
+from ..errors import InputError, printable, quoted, said
 from ..inventory.hosts import Host
 from ..outfile import write_atomic
 from .roles import Role
@@ -58,9 +58,12 @@ def parse_serial(spec: str | int | None) -> list[int | str] | None:
         item = raw.strip()
         pct = item.endswith("%")
         digits = item[:-1].strip() if pct else item
-        if not digits.isdigit() or int(digits) < 1 or (pct and int(digits) > 100):
-            raise InputError(f"--serial {spec}: {item!r} is not a batch size; give counts >= 1 or "
-                             "percentages 1%-100%, comma separated (e.g. --serial 1,25%)")
+        # ASCII digits, at most 9 ('²' is a digit to isdigit(), not to int(); 5000 digits are int()'s ValueError)
+        if (not (digits.isascii() and digits.isdigit()) or len(digits.lstrip("0")) > 9 or int(digits) < 1
+                or (pct and int(digits) > 100)):
+            raise InputError(f"--serial {quoted(printable(str(spec)))}: {quoted(printable(item))} is not a batch "
+                             "size; give counts >= 1 (at most 9 digits) or percentages 1%-100%, comma separated "
+                             "(e.g. --serial 1,25%)")
         items.append(f"{int(digits)}%" if pct else int(digits))
     return items
 

@@ -51,10 +51,15 @@ def test_batch_larger_than_the_hosts_and_no_serial():
     assert batch_sizes(None, 0) == []
 
 
-@pytest.mark.parametrize("spec", ["0", "-1", "x", "1,,2", "150%", "0%", "2.5", "25 %%"])
+@pytest.mark.reliability(item=13, fault="--serial of 5000 digits, a non-ASCII digit, a control character",
+                         variants=3, checks=("one clear line",))
+@pytest.mark.parametrize("spec", ["0", "-1", "x", "1,,2", "150%", "0%", "2.5", "25 %%", "9" * 5000, "1,²",
+                                  "1" + "0" * 5000 + "%", "\x1b[31m"],
+                         ids=lambda s: s if len(s) < 20 else f"{len(s)}-chars")
 def test_bad_serial_is_one_line(spec):
-    with pytest.raises(InputError, match=r"^--serial .*: '.*' is not a batch size"):
+    with pytest.raises(InputError, match=r"^--serial .*: '.*'(\.\.\. \(.* characters\))? is not a batch size") as e:
         parse_serial(spec)
+    assert len(str(e.value)) < 400 and "\x1b" not in str(e.value)
 
 
 # -- max fail percentage ----------------------------------------------------------------------------
