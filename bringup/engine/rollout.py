@@ -315,11 +315,13 @@ def write_retry(directory: Path, results: list[HostResult], run_name: str) -> Pa
     Written through a temporary file and renamed: never half a list.
     Returns the ``last.retry`` written, or None.
     """
+    from ..inventory.patterns import retry_line, retry_names
+
     bad = [r.host for r in results if r.status != "ok"]
     last = directory / RETRY_FILE
     if bad:
         text = (f"# {run_name}: hosts that failed, were unreachable, interrupted or never started\n"
-                f"# run them again with --limit @{last}\n" + "".join(f"{h}\n" for h in bad))
+                f"# run them again with --limit @{last}\n" + "".join(f"{retry_line(h)}\n" for h in bad))
         for path in (directory / f"{run_name}.retry", last):
             _write(path, text)
         _prune_retries(directory)
@@ -329,15 +331,16 @@ def write_retry(directory: Path, results: list[HostResult], run_name: str) -> Pa
         from ..userfile import read_capped
 
         # The retry file is bringup's own, but a saved file is no more trusted than its folder: bounded.
-        lines = read_capped(last, RETRY_MAX, InputError, missing=f"{last}: gone", unreadable=f"{last}: ",
-                            too_large=f"{last}: larger than {RETRY_MAX >> 20} MiB: no retry file; remove it",
-                            not_regular=f"{last}: not a regular file; remove it").decode("utf-8", "replace"
-                                                                                       ).splitlines()
-        left = [ln for ln in lines if ln.strip() and not ln.startswith("#") and ln.strip() not in ok]
-        if not left:
+        # Read as --limit @ reads it (retry_names): the same names, the same lines.
+        text = read_capped(last, RETRY_MAX, InputError, missing=f"{last}: gone", unreadable=f"{last}: ",
+                           too_large=f"{last}: larger than {RETRY_MAX >> 20} MiB: no retry file; remove it",
+                           not_regular=f"{last}: not a regular file; remove it").decode("utf-8", "replace")
+        names = retry_names(text)
+        gone = {n for n, name in names if name in ok}
+        if len(gone) == len(names):
             last.unlink()
-        elif len(left) < sum(1 for ln in lines if ln.strip() and not ln.startswith("#")):
-            _write(last, "".join(f"{ln}\n" for ln in lines if ln.startswith("#") or ln in left))
+        elif gone:
+            _write(last, "\n".join(ln for n, ln in enumerate(text.split("\n"), 1) if n not in gone))
     return None
 
 

@@ -29,7 +29,8 @@ from ..process import command
 from ..regexes import REGEX_MAX, nested_repeat
 from ..userfile import read_capped
 
-__all__ = ["split_pattern", "order_terms", "match_pattern", "read_limit_file", "expand_limit"]
+__all__ = ["split_pattern", "order_terms", "match_pattern", "read_limit_file", "expand_limit", "retry_line",
+           "retry_names"]
 
 _WILD = re.compile(r"[*?\[]")
 
@@ -118,8 +119,32 @@ def match_pattern(pattern: str, hosts: Sequence[str], groups: Mapping[str, Seque
     return sorted(chosen, key=order.__getitem__)
 
 
+def retry_line(name: str) -> str:
+    """``name`` as a retry file's line (without its newline): as it is, but behind a ``\\`` when it begins
+    with ``#`` (a comment otherwise) or ``\\``.  A host name holds no newline (:func:`~.sources.model.unsafe_name`)."""
+    return "\\" + name if name.startswith(("#", "\\")) else name
+
+
+def retry_names(text: str) -> list[tuple[int, str]]:
+    """The host names of a retry file's ``text`` with their line numbers, as :func:`retry_line` wrote them:
+    lines split at ``\\n`` only (``\\r\\n`` taken too), each name exactly as written (spaces kept); blank lines
+    and ``#`` comments skipped; a leading ``\\`` dropped."""
+    out = []
+    for n, line in enumerate(text.split("\n"), 1):
+        line = line[:-1] if line.endswith("\r") else line
+        if not line.strip() or line.startswith("#"):
+            continue
+        out.append((n, line[1:] if line.startswith("\\") else line))
+    return out
+
+
 def read_limit_file(path: str | Path) -> list[str]:
-    """The host names of a retry file (``--limit @FILE``): one a line; blank lines and ``#`` comments ignored."""
+    """The host names of a retry file (``--limit @FILE``), one a line (:func:`retry_names`)."""
+    return [name for _, name in read_limit_lines(path)]
+
+
+def read_limit_lines(path: str | Path) -> list[tuple[int, str]]:
+    """The host names of a retry file (``--limit @FILE``) with their line numbers (:func:`retry_names`)."""
     raw = read_capped(path, LIMIT_FILE_MAX, InputError,
                       not_regular=f"--limit @{path}: not a regular file; give a retry file (reports/last.retry)",
                       missing=f"--limit @{path}: no such file (a retry file is written under reports/ only by a run "
@@ -132,7 +157,7 @@ def read_limit_file(path: str | Path) -> list[str]:
     except UnicodeDecodeError as e:
         raise InputError(f"--limit @{path}: not UTF-8 text (byte {e.start}); a retry file names one host a line") \
             from None
-    names = [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    names = retry_names(text)
     if not names:
         raise InputError(f"--limit @{path}: the file names no host; nothing to run")
     return names
@@ -144,14 +169,14 @@ def expand_limit(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence
         where = f"--limit {limit}"
         names: set[str] = set()
         known = set(hosts)
-        for line in read_limit_file(limit[1:]):
+        for n, line in read_limit_lines(limit[1:]):
             # A retry file names hosts, each taken literally (`fd00::2` holds the pattern separator, `web[1]` a
             # glob); a line that is no host's name is refused, never read as a pattern: `*` would run every host.
+            # The line is named by its number, never quoted: the file may be no retry file (@/etc/shadow).
             if line not in known:
                 close = difflib.get_close_matches(line, list(hosts), n=3, cutoff=0.6)
                 hint = f" (did you mean {', '.join(close)}?)" if close else ""
-                shown = repr(line) if len(line) <= 100 else f"{line[:100]!r}... ({len(line):,} characters)"
-                raise InputError(f"{where}: {shown} is not a host of the inventory{hint}; a retry file names hosts, "
+                raise InputError(f"{where}: line {n} is not a host of the inventory{hint}; a retry file names hosts, "
                                  "one a line (give a pattern such as a group or '*' as --limit PATTERN)")
             names.add(line)
         return [h for h in hosts if h in names]

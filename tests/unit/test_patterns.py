@@ -105,7 +105,7 @@ def test_retry_file_missing_or_empty_is_one_line(tmp_path):
 
 def test_retry_file_naming_a_host_no_longer_in_the_inventory(tmp_path):
     (tmp_path / "last.retry").write_text("trt-l40s-09\n")
-    with pytest.raises(InputError, match=r"'trt-l40s-09' is not a host of the inventory \(did you mean trt-l40s-0"):
+    with pytest.raises(InputError, match=r"line 1 is not a host of the inventory \(did you mean trt-l40s-0"):
         expand_limit(f"@{tmp_path}/last.retry", HOSTS, GROUPS)
 
 
@@ -179,3 +179,30 @@ def test_a_retry_file_names_hosts_literally():
     assert expand_limit(f"@{fh.name}", hosts, groups) == ["fd00::2", "web[1]"]
     # Written as a pattern on the command line, the same text still means what Ansible says.
     assert match_pattern("web[1]", hosts, groups) == ["web1"]
+
+
+@pytest.mark.reliability(item=26, fault="--limit @/etc/shadow: a file that is no retry file quoted in the error",
+                         checks=("one clear line", "secret never shown"))
+def test_a_limit_file_line_that_is_no_host_is_named_by_number_never_quoted(tmp_path):
+    f = tmp_path / "shadow"
+    f.write_text("# x\n\nroot:*:20228:0:99999:7:::\ndaemon:s3cret:1\n")
+    with pytest.raises(InputError) as e:
+        expand_limit(f"@{f}", HOSTS, GROUPS)
+    text = str(e.value).replace(str(f), "FILE")
+    assert "line 3 is not a host of the inventory" in text and "root" not in text and "s3cret" not in text, text
+
+
+@pytest.mark.reliability(item=26, fault="a retry file that reads back other hosts than it was written with "
+                                        "(a U+2028 in a name, a name starting with '#', a trailing space)",
+                         variants=3, checks=("exit code",))
+def test_a_retry_file_reads_back_every_host_it_was_written_with(tmp_path):
+    from bringup.engine.rollout import HostResult, write_retry
+
+    hosts = ["a\u2028b", "a", "b", "#c", "c", "d ", " d", "d", "\\e", "e", "f\u0085g", "f", "g"]
+    failed = ["a\u2028b", "#c", "d ", " d", "\\e", "f\u0085g"]
+    last = write_retry(tmp_path, [HostResult(h, status="failed") for h in failed], "run")
+    assert read_limit_file(last) == failed
+    assert expand_limit(f"@{last}", hosts, {"all": hosts}) == failed
+    # A later run where some succeeded takes out exactly those.
+    write_retry(tmp_path, [HostResult("#c"), HostResult("d "), HostResult("c")], "run2")
+    assert read_limit_file(last) == ["a\u2028b", " d", "\\e", "f\u0085g"]

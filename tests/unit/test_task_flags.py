@@ -201,7 +201,7 @@ def test_every_value_flag_refuses_an_empty_value(tmp_path, monkeypatch):
 def test_retry_file_holds_host_names_only(work, line):
     (work / "last.retry").write_text(f"h1\n{line}\n")
     _check(work, "provision", ["--limit", "@last.retry"],
-           ["--limit @last.retry", repr(line), "not a host of the inventory", "one a line"])
+           ["--limit @last.retry", "line 2 is not a host of the inventory", "one a line"])
 
 
 def _saved_facts(work: Path, change) -> None:
