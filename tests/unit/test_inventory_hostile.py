@@ -401,3 +401,34 @@ def test_an_ini_line_of_megabytes_is_one_line_at_once(tmp_path):
     # A long line that is still an inventory's (a PEM certificate inline) is read.
     p.write_text("[gpu]\nh1 cert=" + "b" * (MAX_LINE - 100) + "\n")
     assert len(load_inventory(p).host("h1").vars["cert"]) == MAX_LINE - 100
+
+
+@pytest.mark.reliability(item=40, fault="inventory: sub-folders nested thousands deep in host_vars/h1/ or in an "
+                                        "-i folder, or a link to a parent folder", variants=3,
+                         checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("where", ["host_vars", "inventory-folder", "inventory-loop"])
+def test_deeply_nested_vars_and_inventory_folders_are_one_line(where, tmp_path):
+    inv = tmp_path / "inv"
+    write(inv / "hosts", "h1 ansible_host=10.0.0.1\n")
+    top = inv / "host_vars" / "h1" if where == "host_vars" else inv / "more"
+    deep = top
+    for _ in range(60):
+        deep = deep / "d"
+    deep.mkdir(parents=True)
+    if where == "inventory-loop":
+        for p in [top, *top.rglob("d")][:30]:
+            (p / "up").symlink_to(p)
+    write(deep / "x.yml", "a: 1\n")
+    with pytest.raises(InventoryError, match="nested more than 16 folders deep") as e:
+        load_inventory(inv)
+    one_line(e)
+
+
+def test_vars_and_inventory_folders_holding_a_link_to_a_parent_are_read_once(tmp_path):
+    inv = tmp_path / "inv"
+    write(inv / "hosts", "h1 ansible_host=10.0.0.1\n")
+    write(inv / "host_vars" / "h1" / "sub" / "v.yml", "a: 1\n")
+    (inv / "host_vars" / "h1" / "sub" / "up").symlink_to(inv / "host_vars" / "h1")
+    (inv / "loop").mkdir()
+    (inv / "loop" / "up").symlink_to(inv)
+    assert load_inventory(inv).host("h1").vars["a"] == 1

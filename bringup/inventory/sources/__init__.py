@@ -43,6 +43,10 @@ _YAML_EXTENSIONS = (".yml", ".yaml", ".json")
 _INI_SECTION = re.compile(r"^\s*\[[^:\]\s]+(?::\w+)?\]\s*(?:[#;].*)?$", re.M)
 #: A folder holding more files than this is not an inventory (a home directory given by mistake).
 MAX_FILES = 1000
+#: The deepest sub-folder read in an inventory folder, and the most folders read there (3000 nested folders
+#: ended in a RecursionError; a link to a parent folder never ended).
+MAX_DIR_DEPTH = 16
+MAX_DIRS = 1000
 
 
 def base_dir(path: Path) -> Path:
@@ -58,7 +62,7 @@ def read_source(path: Path, vault: Vault | None = None, known: set[str] | None =
     known = set() if known is None else known
     if path.is_dir():
         out: list[SourceData] = []
-        _read_dir(path, out, vault, known)
+        _read_dir(path, out, vault, known, set(), path)
         if not out:
             raise InventoryError(f"{path}: a folder with no inventory file in it (hidden files, group_vars/, "
                                  "host_vars/ and Ansible's ignored extensions are skipped); pass --inventory PATH "
@@ -67,7 +71,15 @@ def read_source(path: Path, vault: Vault | None = None, known: set[str] | None =
     return [_read_file(path, vault, known)]
 
 
-def _read_dir(folder: Path, out: list[SourceData], vault: Vault | None, known: set[str]) -> None:
+def _read_dir(folder: Path, out: list[SourceData], vault: Vault | None, known: set[str], seen: set[str],
+              top: Path, depth: int = 0) -> None:
+    real = os.path.realpath(folder)
+    if real in seen:  # a link back to a folder already read (a loop): read once
+        return
+    seen.add(real)
+    if depth > MAX_DIR_DEPTH or len(seen) > MAX_DIRS:
+        raise InventoryError(f"{top}: an inventory folder nested more than {MAX_DIR_DEPTH} folders deep or holding "
+                             f"more than {MAX_DIRS} folders; is it the inventory folder? (pass --inventory PATH)")
     try:
         entries = sorted(os.listdir(folder))
     except OSError as e:
@@ -77,7 +89,7 @@ def _read_dir(folder: Path, out: list[SourceData], vault: Vault | None, known: s
             continue
         p = folder / name
         if p.is_dir():
-            _read_dir(p, out, vault, known)
+            _read_dir(p, out, vault, known, seen, top, depth + 1)
         else:
             out.append(_read_file(p, vault, known))
         if len(out) > MAX_FILES:

@@ -23,11 +23,15 @@ from ...userfile import link_out
 from .model import SourceError, Value, unsafe_name
 from .yamlfile import MAX_BYTES
 
-__all__ = ["EXTENSIONS", "MAX_FILES", "vars_files", "load_vars"]
+__all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files", "load_vars"]
 
 EXTENSIONS = (".yml", ".yaml", ".json")
 #: More files than this in one group's or host's vars folder is not a vars folder (a home directory linked in).
 MAX_FILES = 1000
+#: The deepest sub-folder read in a vars folder, and the most folders read there (3000 nested folders ended
+#: in a RecursionError after 14 s): real ones nest a level or two.
+MAX_DIR_DEPTH = 16
+MAX_DIRS = 1000
 
 
 def vars_files(folder: Path, name: str, listings: dict | None = None) -> list[Path]:
@@ -94,11 +98,14 @@ def _regular(p: Path) -> None:
                           "is it a vars file? Keep group_vars/ and host_vars/ to YAML files of variables")
 
 
-def _dir_files(folder: Path, root: Path, found: list[Path], seen: set[str]) -> None:
+def _dir_files(folder: Path, root: Path, found: list[Path], seen: set[str], depth: int = 0) -> None:
     real = os.path.realpath(folder)
     if real in seen:  # a link back to a folder already read (a loop): read once
         return
     seen.add(real)
+    if depth > MAX_DIR_DEPTH or len(seen) > MAX_DIRS:
+        raise SourceError(f"{root}: a vars folder nested more than {MAX_DIR_DEPTH} folders deep or holding more "
+                          f"than {MAX_DIRS} folders; is it a vars folder? Keep its files a level or two deep")
     try:
         entries = sorted(os.listdir(folder))
     except OSError as e:
@@ -115,7 +122,7 @@ def _dir_files(folder: Path, root: Path, found: list[Path], seen: set[str]) -> N
         _inside(p, root)
         if p.is_dir():
             if not ext:
-                _dir_files(p, root, found, seen)
+                _dir_files(p, root, found, seen, depth + 1)
             continue
         _regular(p)
         found.append(p)
