@@ -33,6 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from ..errors import InventoryError, InputError, printable, quoted
 from .sources import GroupDef, SourceError, Value, base_dir, read_source
+from .sources.model import MAX_HOSTS, too_many_hosts
 from .sources.templating import render
 from .sources.varsdirs import load_vars
 from .sources.yamlfile import load_yaml_lines
@@ -301,6 +302,8 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
                         mine.hosts.append(h)
             for h, hv in src.hosts.items():
                 host_vars.setdefault(h, {}).update(hv)
+            if len(host_vars) > MAX_HOSTS:  # each source holds at most MAX_HOSTS; several together too
+                raise InventoryError(too_many_hosts(src.path))
     for gd in groups.values():
         for c in gd.children:
             groups.setdefault(c, GroupDef())

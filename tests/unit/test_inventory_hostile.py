@@ -268,6 +268,10 @@ HUGE = {
     "range-product.ini": ("[w]\nh[0:99]x[0:99]y[0:99]\n", r":2: host range .* gives more than 10,000 hosts"),
     "port-5000-digits.ini": ("[w]\nh1:" + "9" * 5000 + "\n", r":2: host 'h1': a port of 5,000 digits; a port is 1-65535"),
     "port-5000-digits.yml": ("all:\n  hosts:\n    ? 'h1:" + "9" * 5000 + "'\n", r": group 'all': host 'h1': a port of 5,000"),
+    "ranges-1m-hosts.ini": ("[w]\n" + "".join(f"r{n}x[0000:9999]\n" for n in range(100)),
+                            r":22: the inventory holds more than 200,000 hosts"),
+    "ranges-1m-hosts.yml": ("all:\n  hosts:\n" + "".join(f"    r{n}x[0000:9999]:\n" for n in range(100)),
+                            r":23: group 'all': the inventory holds more than 200,000 hosts"),
     "number.yml": ("all:\n  vars:\n    x: " + "9" * 100_000 + "\n  hosts:\n    h1:\n",
                    r":3:8: a number of 100,000 characters, more than a number may have; quote it"),
     "hex-number.yml": ("all:\n  vars:\n    x: 0x" + "f" * 100_000 + "\n  hosts:\n    h1:\n", r":3:8: a number of 100,002"),
@@ -432,3 +436,13 @@ def test_vars_and_inventory_folders_holding_a_link_to_a_parent_are_read_once(tmp
     (inv / "loop").mkdir()
     (inv / "loop" / "up").symlink_to(inv)
     assert load_inventory(inv).host("h1").vars["a"] == 1
+
+
+@pytest.mark.reliability(item=40, fault="inventory: host ranges expanding to a million hosts over several -i sources",
+                         checks=("one clear line", "no hang"))
+def test_several_sources_together_hold_at_most_the_host_cap(tmp_path):
+    paths = [write(tmp_path / f"i{k}.ini", "[w]\n" + "".join(f"s{k}r{n}[0000:9999]\n" for n in range(15)))
+             for k in range(2)]
+    with pytest.raises(InventoryError, match=r"i1\.ini: the inventory holds more than 200,000 hosts") as e:
+        load_inventory(paths)
+    one_line(e)
