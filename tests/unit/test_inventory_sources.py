@@ -314,3 +314,15 @@ def test_an_ini_literal_no_inventory_holds_stays_text(text):
 
     assert parse_value(text) == text
     assert parse_value("{1: (2, {3})}") == {1: [2, [3]]}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: a template bomb (10 references a level, 9 levels: 2 GB of text)",
+                         checks=("one clear line", "no hang"))
+def test_references_repeated_within_references_stop_at_the_rendered_cap():
+    from bringup.inventory.sources.templating import MAX_RENDERED, render
+
+    variables = {f"v{i}": "{{ v%d }}" % (i + 1) * 10 for i in range(9)} | {"v9": "ab", "x": "{{ v0 }}"}
+    rendered, failed = render(variables)
+    assert "renders to more than" in failed["v0"] and "v0" in failed["x"]
+    assert rendered["v4"] == "ab" * 10 ** 5 and "renders to more than" in failed["v3"] and MAX_RENDERED < 2 * 10 ** 6
+    assert rendered["x"] == "{{ v0 }}"

@@ -15,9 +15,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["MAX_DEPTH", "Unrendered", "render"]
+__all__ = ["MAX_DEPTH", "MAX_RENDERED", "Unrendered", "render"]
 
 MAX_DEPTH = 16
+#: The longest text a template renders to (an inventory file is at most 16 MiB; a value, a few KiB).
+MAX_RENDERED = 1024 * 1024
 _PLAIN = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 _WHOLE = re.compile(r"^\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}$")
 _TEMPLATE = re.compile(r"\{\{|\{%|\{#")
@@ -55,13 +57,18 @@ def render(variables: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
             if whole:
                 return var(whole.group(1), trail)
 
-            def text(m: re.Match) -> str:
+            parts, size, at = [], 0, 0
+            for m in _PLAIN.finditer(value):
                 got = var(m.group(1), trail)
                 if isinstance(got, (dict, list)):
                     raise Unrendered(f"{{{{ {m.group(1)} }}}} is a {type(got).__name__}, not text to put in a string")
-                return str(got)
-
-            out = _PLAIN.sub(text, value)
+                parts += [value[at:m.start()], str(got)]
+                at = m.end()
+                size += len(parts[-2]) + len(parts[-1])
+                if size > MAX_RENDERED:  # references within references multiply: 10 per level, 9 levels: 2 GB
+                    raise Unrendered(f"renders to more than {MAX_RENDERED:,} characters (references repeated "
+                                     "within references)")
+            out = "".join(parts) + value[at:]
             if _TEMPLATE.search(_PLAIN.sub("", value)):
                 raise Unrendered(f"{value[:80]!r} is more than plain {{{{ name }}}} references (a filter, an "
                                  "expression or a {% block %}), which bringup does not render")
