@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["REGEX_MAX", "SUBJECT_MAX", "SEARCH_TIMEOUT_S", "RegexTimeout", "nested_repeat", "problem", "search"]
+__all__ = ["REGEX_MAX", "SUBJECT_MAX", "SEARCH_TIMEOUT_S", "RegexTimeout", "nested_repeat", "problem", "search",
+           "matcher"]
 
 #: The longest regular expression taken (a host pattern or a GPU name match is a few dozen characters).
 REGEX_MAX = 256
@@ -77,3 +78,23 @@ def search(pattern: str, text: str) -> bool:
         return regex.search(pattern, text[:SUBJECT_MAX], timeout=SEARCH_TIMEOUT_S) is not None
     except TimeoutError:
         raise RegexTimeout(f"{pattern!r} took over {SEARCH_TIMEOUT_S:g} s against {text[:60]!r}") from None
+
+
+def matcher(pattern: str, budget_s: float):
+    """``pattern``'s ``match`` (anchored at the start, as ``re.match``) for many texts, all of them together within
+    ``budget_s`` seconds: past it, a call raises :class:`RegexTimeout` (``(a|a)*$`` against 42 characters ran
+    over a minute; side-by-side repeats are not caught by :func:`nested_repeat`)."""
+    import time
+
+    import regex
+
+    rx = regex.compile(pattern)
+    end = time.monotonic() + budget_s
+
+    def match(text: str) -> bool:
+        try:
+            return rx.match(text, timeout=max(end - time.monotonic(), 0.001)) is not None
+        except TimeoutError:
+            raise RegexTimeout(f"{pattern!r} took over {budget_s:g} s") from None
+
+    return match

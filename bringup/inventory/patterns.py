@@ -24,9 +24,9 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import InputError
+from ..errors import InputError, quoted
 from ..process import command
-from ..regexes import REGEX_MAX, nested_repeat
+from ..regexes import REGEX_MAX, RegexTimeout, matcher, nested_repeat
 from ..userfile import read_capped
 
 __all__ = ["split_pattern", "order_terms", "match_pattern", "read_limit_file", "expand_limit", "retry_line",
@@ -48,6 +48,9 @@ def order_terms(terms: Sequence[str]) -> list[str]:
     return (plain or ["all"]) + inter + excl
 
 
+#: The most time a ``--limit ~REGEX`` may take against all the inventory's names (40,000 take ~0.1 s).
+LIMIT_REGEX_S = 5.0
+
 #: The largest retry file read (``--limit @FILE``): a line per host.
 LIMIT_FILE_MAX = 1024 * 1024
 
@@ -65,7 +68,22 @@ def _matcher(term: str):
         if nested_repeat(term[1:]):
             raise InputError(f"--limit: {term!r} repeats a repeated part (like (a+)+), which can take hours to "
                              "match; write it without the nested repeat")
-        return rx.match
+        # Other patterns backtrack too ((a|a)*$, a dozen [a-z]* in a row): every name it is matched against, all
+        # together, within LIMIT_REGEX_S.
+        try:
+            timed = matcher(rx.pattern, LIMIT_REGEX_S)
+        except Exception as e:  # (the regex package refusing what re took)
+            raise InputError(f"--limit: {term!r} is not a regular expression bringup can run ({e}); "
+                             "fix it or drop the leading ~") from None
+
+        def match(name: str) -> bool:
+            try:
+                return timed(name)
+            except RegexTimeout:
+                raise InputError(f"--limit: {quoted(term)} took over {LIMIT_REGEX_S:g} s to match the inventory's "
+                                 "names (it backtracks: a repeat of alternatives that overlap, or many repeats in a "
+                                 "row); write it more simply, or name a group") from None
+        return match
     if _WILD.search(term):
         return re.compile(fnmatch.translate(term)).match
     return lambda name: name == term

@@ -206,3 +206,21 @@ def test_a_retry_file_reads_back_every_host_it_was_written_with(tmp_path):
     # A later run where some succeeded takes out exactly those.
     write_retry(tmp_path, [HostResult("#c"), HostResult("d "), HostResult("c")], "run2")
     assert read_limit_file(last) == ["a\u2028b", " d", "\\e", "f\u0085g"]
+
+
+@pytest.mark.reliability(item=26, fault="--limit regex that backtracks without a nested repeat ((a|a)*$, (a|aa)+$)",
+                         variants=2, checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("pattern", ["~(a|a)*$", "~(a|aa)+$"])
+def test_a_backtracking_regex_is_one_line_within_the_time_limit(pattern, monkeypatch):
+    import time
+
+    import bringup.inventory.patterns as P
+
+    monkeypatch.setattr(P, "LIMIT_REGEX_S", 0.5)
+    started = time.monotonic()
+    with pytest.raises(InputError) as e:
+        match_pattern(pattern, ["a" * 60 + "!", "b"], {"g": ["b"]})
+    assert time.monotonic() - started < 5
+    text = str(e.value)
+    assert "\n" not in text and f"'{pattern}' took over 0.5 s" in text, text
+    assert match_pattern("~(a|b)+$", ["ab", "c"], {}) == ["ab"]
