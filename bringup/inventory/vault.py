@@ -43,6 +43,9 @@ HEADER = "$ANSIBLE_VAULT;"
 SCRIPT_SECONDS = 30
 #: A password file bigger than this is not a password file.
 MAX_PASSWORD_BYTES = 64 * 1024
+#: The most password tries (key derivations, ~6 ms each) one load makes: 2,000 !vault values took 13 s, with six
+#: passwords each over a minute.  An inventory's values opened with the right password take one try each.
+MAX_DERIVATIONS = 1000
 #: Ansible's label for a password given without one (``--vault-password-file``).
 DEFAULT_ID = "default"
 
@@ -124,9 +127,17 @@ class Vault:
 
     secrets: list[VaultSecret] = field(default_factory=list)
     masker: Masker = field(default=MASK, repr=False)
+    #: Key derivations done (each PBKDF2's 10,000 rounds, ~6 ms), and each envelope opened: the same text is
+    #: opened once.
+    derived: int = field(default=0, repr=False)
+    opened: dict = field(default_factory=dict, repr=False)
+    #: The password that opened the last envelope: tried next, after the one its label names.
+    last: VaultSecret | None = field(default=None, repr=False)
 
     def decrypt(self, envelope: str, where: str) -> str:
         """The text that ``envelope`` holds; ``where`` (``file`` or ``file:line``) opens any error line."""
+        if envelope in self.opened:
+            return Vaulted(self.opened[envelope])
         label, lines = _header(envelope, where)
         named = f" (vault id {label!r})" if label else ""
         if not self.secrets:
@@ -134,8 +145,15 @@ class Vault:
                              "--vault-password-file FILE or --vault-id [label@]FILE (or set "
                              "ANSIBLE_VAULT_PASSWORD_FILE)")
         salt, mac, ciphertext = _body(lines, where)
-        tried = sorted(self.secrets, key=lambda s: s.label != label)  # the matching label first
+        # The matching label first, then the password that opened the last one.
+        tried = sorted(self.secrets, key=lambda s: (s.label != label, s is not self.last))
         for secret in tried:
+            self.derived += 1
+            if self.derived > MAX_DERIVATIONS:
+                raise VaultError(f"{where}: more ansible-vault work than bringup does for an inventory ("
+                                 f"{MAX_DERIVATIONS:,} password tries, each 10,000 PBKDF2 rounds, over its "
+                                 "!vault values); encrypt the file whole (ansible-vault encrypt) rather than each "
+                                 "value, or label the values and passwords with --vault-id")
             plain = _open(secret.password, salt, mac, ciphertext)
             if plain is not None:
                 try:
@@ -143,6 +161,9 @@ class Vault:
                 except UnicodeDecodeError:
                     raise VaultError(f"{where}: the ansible-vault text{named}, decrypted, is not UTF-8") from None
                 self.masker.add(text)
+                self.last = secret
+                if len(self.opened) < MAX_DERIVATIONS:
+                    self.opened[envelope] = text
                 return Vaulted(text)
         given = ", ".join(s.origin for s in tried)
         raise VaultError(f"{where}: wrong vault password: none given opens this ansible-vault text{named} "

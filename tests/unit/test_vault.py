@@ -381,3 +381,44 @@ def test_a_relative_password_program_runs_from_its_folder_never_from_path(tmp_pa
     monkeypatch.chdir(here)
     monkeypatch.setenv("PATH", f"{onpath}{os.pathsep}{os.environ['PATH']}")
     assert read_password("pw").password == b"the-right-one" and not marker.exists()
+
+
+def _encrypt(password: bytes, text: str) -> str:
+    """An ansible-vault 1.1 envelope of ``text`` (the format bringup.inventory.vault reads), salt random."""
+    import binascii
+
+    from cryptography.hazmat.primitives import hashes, padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from cryptography.hazmat.primitives.hmac import HMAC
+    from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
+
+    salt = os.urandom(32)
+    key = PBKDF2HMAC(algorithm=hashes.SHA256(), length=80, salt=salt, iterations=10000).derive(password)
+    padder = padding.PKCS7(128).padder()
+    enc = Cipher(algorithms.AES(key[:32]), modes.CTR(key[64:80])).encryptor()
+    ct = enc.update(padder.update(text.encode()) + padder.finalize()) + enc.finalize()
+    mac = HMAC(key[32:64], hashes.SHA256())
+    mac.update(ct)
+    body = binascii.hexlify(b"\n".join(binascii.hexlify(x) for x in (salt, mac.finalize(), ct))).decode()
+    return "$ANSIBLE_VAULT;1.1;AES256\n" + "\n".join(body[i:i + 80] for i in range(0, len(body), 80))
+
+
+@pytest.mark.reliability(item=40, fault="thousands of !vault values, several passwords: key derivations unbounded",
+                         checks=("one clear line", "no hang"))
+def test_vault_work_is_bounded_and_the_password_that_worked_is_tried_first(monkeypatch):
+    import bringup.inventory.vault as V
+    from bringup.inventory.vault import VaultSecret
+
+    secrets = [VaultSecret("default", f"--vault-password-file p{i}", f"wrong{i}".encode()) for i in range(5)]
+    vault = Vault(secrets + [VaultSecret("default", "--vault-password-file ok", b"right")])
+    envelopes = [_encrypt(b"right", f"secret-{i}") for i in range(30)]
+    assert [vault.decrypt(e, f"f:{i}") for i, e in enumerate(envelopes)] == [f"secret-{i}" for i in range(30)]
+    assert vault.derived <= 30 + 5  # the wrong passwords once, not once per value
+    vault.decrypt(envelopes[0], "f:0")
+    assert vault.derived <= 35  # the same text is opened once
+    monkeypatch.setattr(V, "MAX_DERIVATIONS", 40)
+    with pytest.raises(VaultError) as e:
+        for i in range(10):
+            vault.decrypt(_encrypt(b"right", "x"), f"g:{i}")
+    assert "\n" not in str(e.value) and "more ansible-vault work than bringup does" in str(e.value)
+    assert str(e.value).startswith("g:5:")
