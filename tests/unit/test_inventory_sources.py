@@ -326,3 +326,24 @@ def test_references_repeated_within_references_stop_at_the_rendered_cap():
     assert "renders to more than" in failed["v0"] and "v0" in failed["x"]
     assert rendered["v4"] == "ab" * 10 ** 5 and "renders to more than" in failed["v3"] and MAX_RENDERED < 2 * 10 ** 6
     assert rendered["x"] == "{{ v0 }}"
+
+
+@pytest.mark.reliability(item=40, fault="an inventory script with no _meta whose --host answers slowly, for 40 hosts",
+                         checks=("one clear line", "no hang"))
+def test_an_inventory_script_has_one_deadline_for_all_its_host_calls(tmp_path):
+    import sys
+    import time
+
+    from bringup.inventory.sources.model import SourceError
+    from bringup.inventory.sources.script import run_script
+
+    script = tmp_path / "inv.py"
+    script.write_text(f"#!{sys.executable}\nimport json, sys, time\n"
+                      "if sys.argv[1] == '--list':\n"
+                      "    print(json.dumps({'all': {'hosts': [f'h{i}' for i in range(40)]}}))\n"
+                      "else:\n    time.sleep(0.3)\n    print('{}')\n")
+    script.chmod(0o755)
+    started = time.monotonic()
+    with pytest.raises(SourceError, match=r"inv\.py: the inventory script's --host calls took over 2 s in all") as e:
+        run_script(str(script), timeout=1.0)
+    assert time.monotonic() - started < 6 and "\n" not in str(e.value)

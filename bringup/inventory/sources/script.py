@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from ...child import capture
@@ -24,6 +25,9 @@ __all__ = ["TIMEOUT", "MAX_OUTPUT", "is_list_output", "parse_list_output", "run_
 #: Seconds a script may take to answer; ``BRINGUP_INVENTORY_SCRIPT_TIMEOUT`` sets another bound.
 TIMEOUT = 30.0
 TIMEOUT_ENV = "BRINGUP_INVENTORY_SCRIPT_TIMEOUT"
+#: The whole script (its --list, and its --host for each host when --list has no _meta) within this many
+#: times the timeout.
+TOTAL_FACTOR = 2
 MAX_OUTPUT = 16 * 1024 * 1024
 
 
@@ -155,7 +159,28 @@ def script_timeout() -> float:
 def run_script(path: str, timeout: float | None = None, vault: Vault | None = None) -> SourceData:
     """Run the executable ``path`` as Ansible runs an inventory script."""
     timeout = script_timeout() if timeout is None else timeout
+    # One deadline for the whole script, its --host calls together: 40 hosts whose --host sleeps 2 s each ran
+    # past a minute with a bound per call only.
+    end = time.monotonic() + TOTAL_FACTOR * timeout
     data = _json(_run(path, "--list", timeout=timeout), path, "--list")
-    return parse_list_output(data, path,
-                             host_vars=lambda h: _json(_run(path, "--host", h, timeout=timeout), path, f"--host {h}"),
-                             vault=vault)
+    asked = [0]
+
+    def too_long() -> SourceError:
+        return SourceError(f"{path}: the inventory script's --host calls took over {TOTAL_FACTOR * timeout:g} s "
+                           f"in all ({asked[0]:,} hosts answered); print _meta.hostvars in its --list output "
+                           "(one call for every host), or raise " + TIMEOUT_ENV)
+
+    def host_vars(h: str) -> Any:
+        left = end - time.monotonic()
+        if left <= 0:
+            raise too_long()
+        try:
+            raw = _run(path, "--host", h, timeout=min(timeout, left))
+        except SourceError:
+            if time.monotonic() >= end:
+                raise too_long() from None
+            raise
+        asked[0] += 1
+        return _json(raw, path, f"--host {h}")
+
+    return parse_list_output(data, path, host_vars=host_vars, vault=vault)
