@@ -4,6 +4,7 @@ it; nothing here reads a file."""
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -44,6 +45,11 @@ def unsafe_name(name: str) -> str | None:
         return "holds '/'"
     if _CONTROL.search(name):
         return "holds a control character (a newline, NUL, ESC, ...)"
+    if not name.strip():
+        return "is only spaces"
+    if not name.isprintable() and any(unicodedata.category(c) in ("Cf", "Zl", "Zp") for c in name):
+        # U+202E turns the text after it around, U+2028 is a line break, U+200B and a BOM are unseen
+        return "holds an invisible or line-breaking Unicode character (U+202E, U+2028, U+200B, a BOM, ...)"
     return None
 
 
