@@ -35,7 +35,9 @@ def write(path: Path, text: str | bytes) -> Path:
 # --- item 1: names -----------------------------------------------------------------------------------------
 
 BAD_NAMES = {"slash": "a/b", "dotdot": "..", "dot": ".", "escape": "../x", "esc": "gpu\x1b[31m",
-             "nul": "gpu\x00", "newline": "a\nb", "cr": "a\rb", "tab": "a\tb", "del": "a\x7fb", "c1": "a\x9bb"}
+             "nul": "gpu\x00", "newline": "a\nb", "cr": "a\rb", "tab": "a\tb", "del": "a\x7fb", "c1": "a\x9bb",
+             "rlo": "a\u202eb", "line-sep": "a\u2028b", "para-sep": "a\u2029b", "zero-width": "a\u200bb",
+             "bom": "\ufeffa", "space": " ", "spaces": "   "}
 
 
 @pytest.mark.parametrize("name", sorted(BAD_NAMES))
@@ -272,6 +274,8 @@ HUGE = {
                             r":22: the inventory holds more than 200,000 hosts"),
     "ranges-1m-hosts.yml": ("all:\n  hosts:\n" + "".join(f"    r{n}x[0000:9999]:\n" for n in range(100)),
                             r":23: group 'all': the inventory holds more than 200,000 hosts"),
+    "int-tag.yml": ("all:\n  vars:\n    x: !!int abc\n  hosts:\n    h1:\n",
+                    r":3:8: !!int on a value that is not a whole number; remove the !!int tag"),
     "number.yml": ("all:\n  vars:\n    x: " + "9" * 100_000 + "\n  hosts:\n    h1:\n",
                    r":3:8: a number of 100,000 characters, more than a number may have; quote it"),
     "hex-number.yml": ("all:\n  vars:\n    x: 0x" + "f" * 100_000 + "\n  hosts:\n    h1:\n", r":3:8: a number of 100,002"),
@@ -446,3 +450,16 @@ def test_several_sources_together_hold_at_most_the_host_cap(tmp_path):
     with pytest.raises(InventoryError, match=r"i1\.ini: the inventory holds more than 200,000 hosts") as e:
         load_inventory(paths)
     one_line(e)
+
+
+@pytest.mark.reliability(item=40, fault="inventory: a host or group name with U+202E, U+2028, a zero-width character, "
+                                        "a BOM, or only a space", variants=3, checks=("one clear line",))
+@pytest.mark.parametrize("name", ["a\u2028b", "\u202egpu", " "])
+def test_invisible_or_line_breaking_names_are_refused(name, tmp_path):
+    inv = write(tmp_path / "hosts.yml", json.dumps({"all": {"children": {"g": {"hosts": {name: None}}}}}))
+    with pytest.raises(InventoryError, match=r"host name .* (holds an invisible|is only spaces)") as e:
+        load_inventory(inv)
+    one_line(e)
+    inv = write(tmp_path / "hosts.yml", json.dumps({"all": {"children": {name: {"hosts": {"h1": None}}}}}))
+    with pytest.raises(InventoryError, match=r"group name .* (holds an invisible|is only spaces)"):
+        load_inventory(inv)

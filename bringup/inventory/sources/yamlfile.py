@@ -119,7 +119,9 @@ def _construct_int(loader: _Loader, node: yaml.Node):
         if value.bit_length() <= _MAX_INT_BITS:
             return value
     except ValueError:
-        pass
+        if len(str(node.value)) <= 4300:  # (a short text that is no number: `!!int abc`)
+            raise InventoryError(f"{_where(node.start_mark)}: !!int on a value that is not a whole number; "
+                                 "remove the !!int tag or write a number") from None
     # (a hexadecimal or binary one converts, but could never be printed: str() refuses it)
     raise InventoryError(f"{_where(node.start_mark)}: a number of {len(str(node.value)):,} characters, more than "
                          "a number may have; quote it if it is text") from None
