@@ -18,21 +18,19 @@ ones accepted because they change nothing bringup does).
 from __future__ import annotations
 
 import getpass
-import hashlib
 import os
 import re
 import shlex
-import socket
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
-
-import paramiko
+from typing import Any
 
 from ..errors import InventoryError
 from ..inventory.hosts import Host
 from ..secrets import HIDDEN, MASK, Masker, Vaulted
 from ..userfile import read_capped
+from .keyfile import check_keys, key_problem
+from .sshtokens import _DATA_TOKENS, _Config, _UnsafeToken
 
 __all__ = ["Endpoint", "Route", "route", "check_routes", "parse_ssh_args", "SSH_ARG_VARS", "MAX_HOPS"]
 
@@ -64,91 +62,9 @@ _REFUSED_CONFIG = {"include": "paramiko's SSHConfig does not read Include; name 
 MAX_HOPS = 8
 #: An ssh config file larger than this is no ssh config (OpenSSH's own are a few KiB).
 MAX_CONFIG_BYTES = 1 << 20
-#: Keys whose value paramiko hands to a shell after expanding ``%`` tokens: every token's value is quoted.
-_SHELL_KEYS = {"proxycommand", "match-exec"}
 #: Characters no ssh_config value written from the inventory may hold: a newline would start a line of its
 #: own (a ``ProxyCommand`` smuggled in through ``ansible_user``), NUL and the other controls are no text.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-#: Tokens whose value comes from the inventory or the config (the host's address, user, port, name as written):
-#: in a command they may hold only what no shell reads specially, however deeply the command nests shells.
-_DATA_TOKENS = {"%h": "the host's address (ansible_host or HostName)", "%r": "the user (ansible_user or User)",
-                "%p": "the port", "%n": "the host's name as written"}
-_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
-
-
-class _UnsafeToken(Exception):
-    """A data token (``%h``, ``%r``, ...) whose value holds shell characters, in a command a shell runs."""
-
-    def __init__(self, token: str, key: str) -> None:
-        super().__init__(token)
-        self.token, self.key = token, key
-
-
-class _Config(paramiko.SSHConfig):
-    """paramiko's SSHConfig whose ``%`` tokens in a command (ProxyCommand, Match exec) are shell-quoted.
-
-    paramiko pastes ``%h``/``%p``/``%r`` into the command as they are, one token after the other (so a host
-    named ``x;touch /tmp/p`` runs ``touch`` on the control machine, and a host holding ``%r`` is expanded
-    twice).  Here the command is expanded in one pass, each token's value quoted as one shell word, ``%%`` a
-    ``%``: what OpenSSH 9.6 guards by refusing such names, and what ``ssh -W %h:%p`` expects of a plain one
-    (``shlex.quote`` leaves ``10.0.0.1`` and ``gpu-01.example`` as they are).  Other keys are paramiko's.
-    """
-
-    def _tokenize(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
-        if key not in _SHELL_KEYS:
-            return self._plain_tokens(config, target_hostname, key, value)
-        allowed = set(self._allowed_tokens(key))
-        home = os.path.expanduser("~")
-        # %l: the local host's name as it is, no DNS lookup for its domain (a command's token is a shell word).
-        values = {**self._token_values(config, target_hostname, key), "%l": socket.gethostname}
-
-        def one(m: re.Match) -> str:
-            token = m.group(0)
-            if token == "%%":
-                return "%"
-            if token == "~":
-                return shlex.quote(home) if "~" in allowed else token
-            if token in allowed and token in values:
-                text = str(values[token]())
-                if token in _DATA_TOKENS and not _PLAIN.fullmatch(text):
-                    # Quoting holds for one shell only: a command that hands the token to a second one
-                    # (``sh -c "echo %h"``) would run it.  OpenSSH 9.6 refuses such names; so does bringup.
-                    raise _UnsafeToken(token, key)
-                return shlex.quote(text)
-            return token
-
-        return re.sub(r"%.|~", one, value, flags=re.S)
-
-    def _plain_tokens(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
-        """paramiko's own expansion of a key that is no command, with the same result, computing only the
-        tokens the value holds: paramiko computes every token's value for every value of a key that allows
-        them, the local domain name among them (``%l``: socket.getfqdn, a DNS lookup, for every IdentityFile
-        of every host; seconds each where the control machine's own name does not resolve)."""
-        allowed = self._allowed_tokens(key)
-        if not allowed or ("%" not in value and "~" not in value):
-            return value
-        # In paramiko's order: each replaced in what the ones before left.
-        for token, make in self._token_values(config, target_hostname, key).items():
-            if token in allowed and token in value:
-                value = value.replace(token, str(make()))
-        return value
-
-    @staticmethod
-    def _token_values(config, target_hostname, key) -> dict[str, Callable[[], object]]:  # noqa: ANN001
-        """Each token's value as paramiko computes it (``%l``: the local domain name, a DNS lookup), made only
-        when asked for; in paramiko's order."""
-        configured = target_hostname if key == "hostname" else config.get("hostname", target_hostname)
-        port = config.get("port", paramiko.config.SSH_PORT)
-        local_user = getpass.getuser()
-        user = config.get("user", local_user)
-        local = socket.gethostname().split(".")[0]
-        home = os.path.expanduser("~")
-        return {"%C": lambda: hashlib.sha1((local + target_hostname + repr(port) + user).encode()).hexdigest(),
-                "%d": lambda: home, "%h": lambda: configured, "%L": lambda: local,
-                "%l": lambda: paramiko.config.LazyFqdn(config, local), "%n": lambda: target_hostname,
-                "%p": lambda: port, "%r": lambda: user, "%u": lambda: local_user, "~": lambda: home}
 
 
 @dataclass(frozen=True)
@@ -381,6 +297,7 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
     first += [("Port", port)] if port else []
     found = _lookup(_block(first, where) + config_text, name, where, config)
     jumps, command = _via(found, where, config_text, config, chain + (name,))
+    check_keys(tuple(found.get("identityfile") or ()), {}, f"ssh config {config}", f"{where}: jump host {name}")
     return Endpoint(name=name, hostname=str(found.get("hostname") or name),
                     port=_int(found.get("port", 22), f"the port of jump host {name}", where),
                     user=str(found.get("user") or getpass.getuser()),
@@ -438,11 +355,15 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
     if c.ansible_ssh_private_key_file:
         # Only the inventory's key, as before: another key would hide a wrong path.
         identity = (os.path.expanduser(c.ansible_ssh_private_key_file),)
-        why = _key_problem(identity[0])
+        why = key_problem(identity[0])
         if why:
             where = host.sources.get("ansible_ssh_private_key_file", "the inventory")
             raise _refuse(name, f"ansible_ssh_private_key_file {c.ansible_ssh_private_key_file!r} ({where}): {why}; "
                                 "set it to the private key's path, or remove it to use ssh-agent and ~/.ssh's keys")
+    else:
+        given_by = {os.path.expanduser(str.__str__(val)): f"{var}, vaulted" if isinstance(val, Vaulted) else var
+                    for var in SSH_ARG_VARS for k, val in per_var[var] if k == "IdentityFile"}
+        check_keys(identity, given_by, f"ssh config {config}", name)
     target = Endpoint(name=host.address, hostname=_text(found.get("hostname") or host.address),
                       port=_int(found.get("port", 22), "the port", name), user=_text(found.get("user")),
                       identity_files=identity, jumps=jumps, proxy_command=command, hidden=hidden)
@@ -474,18 +395,6 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
 def _text(value: Any) -> str:
     """``value`` as text, a Vaulted kept as one (``str()`` of it would be plain text)."""
     return value if isinstance(value, str) else str(value)
-
-
-def _key_problem(path: str) -> str:
-    """Why the private key file ``path`` cannot be used ('' when it can): seen before connecting, not as a host
-    that is UNREACHABLE after trying."""
-    if not os.path.exists(path):
-        return "no such file" + (" (a link to nothing)" if os.path.islink(path) else "")
-    if not os.path.isfile(path):
-        return "not a file" + (" (a folder)" if os.path.isdir(path) else "")
-    if not os.access(path, os.R_OK):
-        return "not readable by this user"
-    return ""
 
 
 def check_routes(hosts: list[Host]) -> None:

@@ -203,3 +203,55 @@ def test_a_known_hosts_path_that_is_no_known_hosts_file_is_refused_unread_and_un
     key = paramiko.ECDSAKey.generate()
     good.write_text(f"# made here\n[127.0.0.1]:2222 {key.get_name()} {key.get_base64()}\n")
     Way(known_hosts=(str(good),), accept_new=True, connect_timeout=3, keepalive=0).prepare(paramiko.SSHClient())
+
+
+def _route_refused(h: Host, tmp_path: Path, *words: str) -> str:
+    """``route(h)`` refused with one line holding ``words``, within 20 s (a FIFO read would wait for ever)."""
+    done: list[str] = []
+
+    def run() -> None:
+        try:
+            route(h, default_config=str(tmp_path / "none"))
+            done.append("(taken)")
+        except InventoryError as e:
+            done.append(str(e))
+
+    t = threading.Thread(target=run, daemon=True)
+    t.start()
+    t.join(20)
+    assert done, "a key file was read (a FIFO waits for a writer)"
+    line = done[0]
+    assert "\n" not in line and all(w in line for w in words), line
+    return line
+
+
+@pytest.mark.reliability(item=40, fault="a private key named as a FIFO, /dev/zero, a 2 MiB sparse file (ssh_config "
+                                        "IdentityFile, -i, -o IdentityFile=, ansible_ssh_private_key_file, a jump "
+                                        "host's IdentityFile): hung or read whole", variants=6,
+                         checks=("no hang", "one clear line"))
+def test_an_identity_file_that_is_no_private_key_is_refused_unread(tmp_path):
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(2 << 20)
+    cfg = tmp_path / "cfg"
+    cfg.write_text(f"Host gpu-01\n  IdentityFile {fifo}\nHost bastion\n  IdentityFile {big}\n")
+    _route_refused(host(ssh_config=str(cfg)), tmp_path, f"IdentityFile {fifo}", f"ssh config {cfg}",
+                   "not a regular file")
+    _route_refused(host(ansible_ssh_common_args=f"-i {fifo}"), tmp_path, f"IdentityFile {fifo}",
+                   "ansible_ssh_common_args", "not a regular file")
+    _route_refused(host(ansible_ssh_extra_args="-o IdentityFile=/dev/zero"), tmp_path, "IdentityFile /dev/zero",
+                   "ansible_ssh_extra_args", "not a regular file")
+    _route_refused(host(ansible_ssh_common_args=f"-o IdentityFile={big}"), tmp_path, "larger than 1 MiB")
+    _route_refused(host(ansible_ssh_private_key_file=str(big)), tmp_path, "ansible_ssh_private_key_file",
+                   "larger than 1 MiB")
+    _route_refused(host(ansible_ssh_private_key_file=str(fifo)), tmp_path, "ansible_ssh_private_key_file",
+                   "not a regular file")
+    _route_refused(host(ssh_config=str(cfg), ansible_ssh_common_args="-J bastion"), tmp_path,
+                   "jump host bastion", f"IdentityFile {big}", "larger than 1 MiB")
+    # A key of a key's size is taken, and a missing IdentityFile of the config is passed over, as ssh does.
+    key = tmp_path / "key"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    assert route(host(ansible_ssh_common_args=f"-i {key} -i {tmp_path / 'gone'}"),
+                 default_config=str(tmp_path / "none")).target.identity_files == (str(key), str(tmp_path / "gone"))

@@ -1,0 +1,96 @@
+"""paramiko's SSHConfig with the ``%`` tokens of a command (ProxyCommand, Match exec) quoted as shell words, and
+the other keys' tokens computed only when their value holds them (see :class:`_Config`)."""
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+import shlex
+import socket
+from typing import Callable
+
+import paramiko
+
+__all__ = ["_Config", "_UnsafeToken", "_DATA_TOKENS"]
+
+#: Keys whose value paramiko hands to a shell after expanding ``%`` tokens: every token's value is quoted.
+_SHELL_KEYS = {"proxycommand", "match-exec"}
+#: Tokens whose value comes from the inventory or the config (the host's address, user, port, name as written):
+#: in a command they may hold only what no shell reads specially, however deeply the command nests shells.
+_DATA_TOKENS = {"%h": "the host's address (ansible_host or HostName)", "%r": "the user (ansible_user or User)",
+                "%p": "the port", "%n": "the host's name as written"}
+_PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+
+
+class _UnsafeToken(Exception):
+    """A data token (``%h``, ``%r``, ...) whose value holds shell characters, in a command a shell runs."""
+
+    def __init__(self, token: str, key: str) -> None:
+        super().__init__(token)
+        self.token, self.key = token, key
+
+
+class _Config(paramiko.SSHConfig):
+    """paramiko's SSHConfig whose ``%`` tokens in a command (ProxyCommand, Match exec) are shell-quoted.
+
+    paramiko pastes ``%h``/``%p``/``%r`` into the command as they are, one token after the other (so a host
+    named ``x;touch /tmp/p`` runs ``touch`` on the control machine, and a host holding ``%r`` is expanded
+    twice).  Here the command is expanded in one pass, each token's value quoted as one shell word, ``%%`` a
+    ``%``: what OpenSSH 9.6 guards by refusing such names, and what ``ssh -W %h:%p`` expects of a plain one
+    (``shlex.quote`` leaves ``10.0.0.1`` and ``gpu-01.example`` as they are).  Other keys are paramiko's.
+    """
+
+    def _tokenize(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
+        if key not in _SHELL_KEYS:
+            return self._plain_tokens(config, target_hostname, key, value)
+        allowed = set(self._allowed_tokens(key))
+        home = os.path.expanduser("~")
+        # %l: the local host's name as it is, no DNS lookup for its domain (a command's token is a shell word).
+        values = {**self._token_values(config, target_hostname, key), "%l": socket.gethostname}
+
+        def one(m: re.Match) -> str:
+            token = m.group(0)
+            if token == "%%":
+                return "%"
+            if token == "~":
+                return shlex.quote(home) if "~" in allowed else token
+            if token in allowed and token in values:
+                text = str(values[token]())
+                if token in _DATA_TOKENS and not _PLAIN.fullmatch(text):
+                    # Quoting holds for one shell only: a command that hands the token to a second one
+                    # (``sh -c "echo %h"``) would run it.  OpenSSH 9.6 refuses such names; so does bringup.
+                    raise _UnsafeToken(token, key)
+                return shlex.quote(text)
+            return token
+
+        return re.sub(r"%.|~", one, value, flags=re.S)
+
+    def _plain_tokens(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
+        """paramiko's own expansion of a key that is no command, with the same result, computing only the
+        tokens the value holds: paramiko computes every token's value for every value of a key that allows
+        them, the local domain name among them (``%l``: socket.getfqdn, a DNS lookup, for every IdentityFile
+        of every host; seconds each where the control machine's own name does not resolve)."""
+        allowed = self._allowed_tokens(key)
+        if not allowed or ("%" not in value and "~" not in value):
+            return value
+        # In paramiko's order: each replaced in what the ones before left.
+        for token, make in self._token_values(config, target_hostname, key).items():
+            if token in allowed and token in value:
+                value = value.replace(token, str(make()))
+        return value
+
+    @staticmethod
+    def _token_values(config, target_hostname, key) -> dict[str, Callable[[], object]]:  # noqa: ANN001
+        """Each token's value as paramiko computes it (``%l``: the local domain name, a DNS lookup), made only
+        when asked for; in paramiko's order."""
+        configured = target_hostname if key == "hostname" else config.get("hostname", target_hostname)
+        port = config.get("port", paramiko.config.SSH_PORT)
+        local_user = getpass.getuser()
+        user = config.get("user", local_user)
+        local = socket.gethostname().split(".")[0]
+        home = os.path.expanduser("~")
+        return {"%C": lambda: hashlib.sha1((local + target_hostname + repr(port) + user).encode()).hexdigest(),
+                "%d": lambda: home, "%h": lambda: configured, "%L": lambda: local,
+                "%l": lambda: paramiko.config.LazyFqdn(config, local), "%n": lambda: target_hostname,
+                "%p": lambda: port, "%r": lambda: user, "%u": lambda: local_user, "~": lambda: home}
