@@ -241,6 +241,22 @@ def _from_env(name: Any, where: str) -> str:
     return value
 
 
+#: The largest secret file read (bytes): a secret is one line; a file past this is no secret file.
+MAX_SECRET_FILE = 1 << 20
+
+
+def _read_secret_file(path: Path, seen: os.stat_result) -> bytes:
+    """At most :data:`MAX_SECRET_FILE` + 1 bytes of ``path``, opened without following a link or waiting on a
+    pipe, and only if it is still the regular file ``seen`` (replaced since: OSError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino):
+            raise OSError(0, "replaced while being read")
+        os.set_blocking(fd, True)
+        return f.read(MAX_SECRET_FILE + 1)
+
+
 def _from_file(name: Any, where: str) -> str:
     if not isinstance(name, str) or not name.strip():
         raise InventoryError(f"{where}: file must be the path of a file on the control machine")
@@ -260,8 +276,15 @@ def _from_file(name: Any, where: str) -> str:
     if st.st_mode & 0o077:
         raise InventoryError(f"{where}: secret file {path} is mode {stat.S_IMODE(st.st_mode):04o}, readable by "
                              f"others; chmod 600 {path}")
+    too_large = (f"{where}: secret file {path} is larger than {MAX_SECRET_FILE >> 10} KiB, no secret (a password "
+                 "or a token is one line); point at the file that holds the secret alone")
+    if st.st_size > MAX_SECRET_FILE:
+        raise InventoryError(too_large)
     try:
-        text = path.read_text(encoding="utf-8")
+        data = _read_secret_file(path, st)
+        if len(data) > MAX_SECRET_FILE:  # grown since the look
+            raise InventoryError(too_large)
+        text = data.decode("utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InventoryError(f"{where}: secret file {path} cannot be read as UTF-8 text "
                              f"({getattr(e, 'strerror', None) or type(e).__name__})") from None

@@ -87,6 +87,25 @@ def test_secret_file_must_be_a_regular_file_and_exist(tmp_path):
         resolve_refs({"bringup_secret": {"env": "NO-SUCH NAME"}}, "hosts", Masker())
 
 
+@pytest.mark.reliability(item=41, fault="a secret reference's file of 1 GiB (mode 0600): read whole, 16 s then a "
+                                        "MemoryError traceback", variants=2, checks=("one clear line",
+                                                                                    "secret never shown"))
+def test_a_secret_file_larger_than_a_secret_is_refused_unread(tmp_path):
+    big = tmp_path / "big.key"
+    with open(big, "wb") as f:
+        f.write(b"TOPSECRETSTART")
+        f.truncate(1 << 30)  # sparse: no disk used
+    big.chmod(0o600)
+    with pytest.raises(InventoryError) as e:
+        resolve_refs({"bringup_secret": {"file": str(big)}}, "hosts", Masker())
+    msg = str(e.value)
+    assert "larger than 1024 KiB" in msg and str(big) in msg and "\n" not in msg and "TOPSECRET" not in msg, msg
+    # Just past the cap, read or not, the same line.
+    big.write_bytes(b"x" * ((1 << 20) + 1))
+    with pytest.raises(InventoryError, match="larger than 1024 KiB"):
+        resolve_refs({"bringup_secret": {"file": str(big)}}, "hosts", Masker())
+
+
 def test_a_mapping_with_other_keys_is_not_a_reference(tmp_path):
     assert resolve_refs({"env": "X", "other": 1}, "w", Masker()) == {"env": "X", "other": 1}
 
