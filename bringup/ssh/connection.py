@@ -101,7 +101,7 @@ class SSHTransport(Transport):
             err = unreachable(e, ep=t, way=self.way, host=self.host.name, sock=sock)
             self._let_go()
             if sock is not None and self.route.target.jumps:
-                err = Unreachable(f"{err} (through jump host {t.jumps[-1].name})")
+                err = Unreachable(f"{err} (through jump host {t.jumps[-1].label})")
             raise err from None
 
     def _let_go(self) -> None:

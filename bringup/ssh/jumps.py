@@ -350,12 +350,12 @@ class Jumps:
             client.connect(hop.hostname, port=hop.port, **kwargs)
         except Exception as e:  # noqa: BLE001 - worded here, naming the jump host; before closing (a
             # ProxyCommand's words are read from it)
-            why = unreachable(e, ep=hop, way=way, host=hop.name, sock=sock)
+            why = unreachable(e, ep=hop, way=way, host=hop.label, sock=sock)
             client.close()
             if sock is not None:
                 sock.close()
             self.release(own)
-            raise Unreachable(f"jump host {hop.name} (on the way to {host}, which was not tried): {why}") from None
+            raise Unreachable(f"jump host {hop.label} (on the way to {host}, which was not tried): {why}") from None
         if way.keepalive:
             client.get_transport().set_keepalive(way.keepalive)
         return client, own
@@ -394,7 +394,7 @@ def _channel(through: paramiko.Transport, ep: Endpoint, hop: Endpoint | None, wa
         return through.open_channel("direct-tcpip", (ep.hostname, ep.port), ("127.0.0.1", 0),
                                     timeout=way.connect_timeout)
     except paramiko.ChannelException as e:
-        via = hop.name if hop is not None else "the jump host"
+        via = hop.label if hop is not None else "the jump host"
         raise Unreachable(f"ssh to {ep.where} through jump host {via} failed: the jump host could not connect "
                           f"to it ({e.text or 'refused'}); check the address from there") from None
     except (paramiko.SSHException, OSError, EOFError) as e:

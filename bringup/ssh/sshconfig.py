@@ -90,6 +90,11 @@ class Endpoint:
         host = HIDDEN if "hostname" in self.hidden or isinstance(self.hostname, Vaulted) else self.hostname
         return f"{host}:{HIDDEN if 'port' in self.hidden else self.port}"
 
+    @property
+    def label(self) -> str:
+        """The name as messages say it: ``********`` when a vault gave it (a jump host of vaulted arguments)."""
+        return HIDDEN if "name" in self.hidden or isinstance(self.name, Vaulted) else self.name
+
 
 @dataclass(frozen=True)
 class Route:
@@ -238,7 +243,7 @@ def _shape(text: str, where: str, config: str | None) -> None:
                                  "is this an ssh config file? Fix the path or the line")
 
 
-def _lookup(text: str, name: str, where: str, config: str | None) -> dict[str, Any]:
+def _lookup(text: str, name: str, where: str, config: str | None, shown: str | None = None) -> dict[str, Any]:
     try:
         found = _Config.from_text(text).lookup(name)
     except _UnsafeToken as e:
@@ -249,11 +254,12 @@ def _lookup(text: str, name: str, where: str, config: str | None) -> dict[str, A
                       ) from None
     except Exception as e:  # noqa: BLE001 - paramiko's ConfigParseError and its kin: the file's fault
         # paramiko's words quote the line: a file that is no ssh config (a secret) is not shown back.
-        raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {name}: "
+        raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {shown or name}: "
                              f"{type(e).__name__}; check the file's syntax") from None
+    shown = name if shown is None else shown
     for key, why in _REFUSED_CONFIG.items():
         if found.get(key):
-            raise _refuse(where, f"ssh config {config} sets {key} for {name}: {why}")
+            raise _refuse(where, f"ssh config {config} sets {key} for {shown}: {why}")
     return dict(found)
 
 
@@ -267,42 +273,51 @@ def _int(value: Any, what: str, where: str, low: int = 1, high: int = 65535) -> 
     return n
 
 
-def _via(found: dict[str, Any], where: str, config_text: str, config: str | None, chain: tuple[str, ...]
-         ) -> tuple[tuple[Endpoint, ...], str | None]:
+def _via(found: dict[str, Any], where: str, config_text: str, config: str | None, chain: tuple[str, ...],
+         secret: bool = False) -> tuple[tuple[Endpoint, ...], str | None]:
     """The jump hosts or the proxy command ``found`` names: the first of the two set wins (OpenSSH's rule;
     paramiko's result keeps the order options were first obtained in)."""
     for key in found:
         if key == "proxycommand" and found[key]:
-            return (), str(found[key])
+            return (), _text(found[key])
         if key == "proxyjump" and found[key] and str(found[key]).lower() != "none":
             hops: list[Endpoint] = []
+            # Jump hosts a vault named (vaulted ssh arguments, a -J rendered from a vaulted value) are never shown:
+            # neither their name, address, port nor user; nor those their own config names behind them.
+            secret = isinstance(found[key], Vaulted) or secret
             for spec in str(found[key]).split(","):
-                hops.append(_hop(spec.strip(), where, config_text, config, chain))
+                hops.append(_hop(spec.strip(), where, config_text, config, chain, secret))
             # A hop's own jumps go before it: the chain is flattened, outermost first.
             return tuple(hops), None
     return (), None
 
 
-def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tuple[str, ...]) -> Endpoint:
-    """One ProxyJump entry, ``[user@]host[:port]`` or ``ssh://[user@]host[:port]``, looked up in the config."""
+def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tuple[str, ...], secret: bool = False
+         ) -> Endpoint:
+    """One ProxyJump entry, ``[user@]host[:port]`` or ``ssh://[user@]host[:port]``, looked up in the config;
+    ``secret``: a vault gave it, and no message shows it."""
     m = re.fullmatch(r"(?:ssh://)?(?:([^@\s]+)@)?(\[[^\]]+\]|[^:@\s/]+)(?::(\d+))?/?", spec)
     if not m:
-        raise _refuse(where, f"ProxyJump entry {spec!r} is not [user@]host[:port]")
+        raise _refuse(where, f"ProxyJump entry {HIDDEN if secret else repr(spec)} is not [user@]host[:port]")
     user, name, port = m.group(1), m.group(2).strip("[]"), m.group(3)
+    shown = HIDDEN if secret else name
     if name in chain:
-        raise _refuse(where, f"jump host {name} reaches itself through ProxyJump ({' > '.join(chain + (name,))})")
+        way = "the chain is vaulted" if secret else " > ".join(chain + (name,))
+        raise _refuse(where, f"jump host {shown} reaches itself through ProxyJump ({way})")
     if len(chain) >= MAX_HOPS:
-        raise _refuse(where, f"more than {MAX_HOPS} jump hosts in one chain ({' > '.join(chain)} > ...)")
+        raise _refuse(where, f"more than {MAX_HOPS} jump hosts in one chain"
+                             f"{'' if secret else ' (' + ' > '.join(chain) + ' > ...)'}")
     first = [("User", user)] if user else []
     first += [("Port", port)] if port else []
-    found = _lookup(_block(first, where) + config_text, name, where, config)
-    jumps, command = _via(found, where, config_text, config, chain + (name,))
-    check_keys(tuple(found.get("identityfile") or ()), {}, f"ssh config {config}", f"{where}: jump host {name}")
+    found = _lookup(_block(first, where) + config_text, name, where, config, shown)
+    jumps, command = _via(found, where, config_text, config, chain + (name,), secret)
+    check_keys(tuple(found.get("identityfile") or ()), {}, f"ssh config {config}", f"{where}: jump host {shown}")
+    hidden = frozenset({"name", "hostname", "port", "user"}) if secret else frozenset()
     return Endpoint(name=name, hostname=str(found.get("hostname") or name),
-                    port=_int(found.get("port", 22), f"the port of jump host {name}", where),
+                    port=_int(found.get("port", 22), f"the port of jump host {shown}", where),
                     user=str(found.get("user") or getpass.getuser()),
                     identity_files=tuple(found.get("identityfile") or ()),
-                    jumps=jumps, proxy_command=command)
+                    jumps=jumps, proxy_command=command, hidden=hidden)
 
 
 def route(host: Host, default_config: str = "~/.ssh/config") -> Route:

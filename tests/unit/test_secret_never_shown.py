@@ -277,3 +277,58 @@ def test_a_failed_logins_line_never_shows_a_vaulted_port_user_or_address():
     # Values a vault did not hold are shown as they are.
     plain = Endpoint(name="h1", hostname="127.0.0.1", port=2222, user="root")
     assert "127.0.0.1:2222" in str(unreachable(OSError(111, "refused"), ep=plain, way=way, host="h1"))
+
+
+def _vault_arg(tmp_path, text: str, indent: int) -> str:
+    """``text`` (which may open with ``-``, an ssh option) as a ``!vault`` value."""
+    out = ansible_vault(tmp_path, "encrypt_string", "--vault-password-file", "pw", "--", text)
+    return "!vault |\n" + _indent(out.split("!vault |", 1)[1], indent)
+
+
+@pytest.mark.reliability(item=40, fault="jump hosts a vault named: !vault \"-J ju@127.0.0.1:PORT\", -J rendered from "
+                                        "a vaulted {{ jp }}, !vault \"-o ProxyJump=127.0.0.1:PORT\" (the jump host's "
+                                        "address, port and user were shown when its login failed)", variants=3,
+                         checks=("secret never shown", "one clear line"))
+def test_a_jump_host_a_vault_named_is_never_shown(tmp_path, own_masker):
+    import socket
+    import threading
+
+    from bringup.errors import Unreachable
+    from bringup.ssh.jumps import Jumps, Way
+    from bringup.ssh.sshconfig import route
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def answer() -> None:  # a port that answers, but not SSH: paramiko's banner error names port and address
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            conn.sendall(b"not ssh at all\r\n" * 4)
+            conn.close()
+
+    threading.Thread(target=answer, daemon=True).start()
+    (tmp_path / "pw").write_text(PASSWORD + "\n")
+    (tmp_path / "hosts").write_text(
+        "all:\n  hosts:\n"
+        f"    h1:\n      ansible_host: 10.0.0.1\n      ssh_connect_timeout: 5\n"
+        f"      ansible_ssh_common_args: {_vault_arg(tmp_path, f'-J ju@127.0.0.1:{port}', 8)}\n"
+        f"    h2:\n      ansible_host: 10.0.0.2\n      ssh_connect_timeout: 5\n      jp: {_vault_arg(tmp_path, str(port), 8)}\n"
+        "      ansible_ssh_common_args: '-J ju@127.0.0.1:{{ jp }}'\n"
+        f"    h3:\n      ansible_host: 10.0.0.3\n      ssh_connect_timeout: 5\n"
+        f"      ansible_ssh_common_args: {_vault_arg(tmp_path, f'-o ProxyJump=127.0.0.1:{port}', 8)}\n")
+    inv = load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+    try:
+        for name in ("h1", "h2", "h3"):
+            r = route(inv.host(name), default_config=str(tmp_path / "none"))
+            assert r.target.jumps and r.target.jumps[0].port == port and r.target.jumps[0].hidden, name
+            way = Way(known_hosts=(str(tmp_path / "kh"),), accept_new=False, connect_timeout=5, keepalive=0)
+            with pytest.raises(Unreachable) as e:
+                Jumps().reach(r.target, way, name)
+            said = str(e.value)
+            assert "\n" not in said and HIDDEN in said and "not SSH" in said, said
+            assert "127.0.0.1" not in said and str(port) not in said and "ju@" not in said, said
+    finally:
+        server.close()

@@ -15,6 +15,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ...secrets import Vaulted
+
 __all__ = ["MAX_DEPTH", "MAX_RENDERED", "Unrendered", "render"]
 
 MAX_DEPTH = 16
@@ -58,10 +60,12 @@ def render(variables: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
                 return var(whole.group(1), trail)
 
             parts, size, at = [], 0, 0
+            secret = isinstance(value, Vaulted)
             for m in _PLAIN.finditer(value):
                 got = var(m.group(1), trail)
                 if isinstance(got, (dict, list)):
                     raise Unrendered(f"{{{{ {m.group(1)} }}}} is a {type(got).__name__}, not text to put in a string")
+                secret = secret or isinstance(got, Vaulted)
                 parts += [value[at:m.start()], str(got)]
                 at = m.end()
                 size += len(parts[-2]) + len(parts[-1])
@@ -72,7 +76,8 @@ def render(variables: dict[str, Any]) -> tuple[dict[str, Any], dict[str, str]]:
             if _TEMPLATE.search(_PLAIN.sub("", value)):
                 raise Unrendered(f"{value[:80]!r} is more than plain {{{{ name }}}} references (a filter, an "
                                  "expression or a {% block %}), which bringup does not render")
-            return out
+            # Text holding a vault's value is a secret whole (a jump host's port rendered into -J is not shown).
+            return Vaulted(out) if secret else out
         if isinstance(value, dict):
             return {k: value_of(v, trail) for k, v in value.items()}
         if isinstance(value, list):
