@@ -67,10 +67,10 @@ class Way:
         known_hosts file (a folder, a FIFO, /dev/zero, another file such as /etc/shadow) is one line, never read
         whole, never written to."""
         first, *more = [Path(os.path.expanduser(p)) for p in self.known_hosts]
-        for p in (first, *more):
+        for given, p in zip(self.known_hosts, (first, *more)):
             why = known_hosts_problem(p)
             if why is not None:
-                raise BringupError(f"known_hosts file {p}: {why}; name a known_hosts file (ssh_known_hosts, "
+                raise BringupError(f"{known_hosts_shown(given, p)}: {why}; name a known_hosts file (ssh_known_hosts, "
                                    "UserKnownHostsFile), or a path where bringup may make one")
         if first.exists():
             client.load_host_keys(str(first))
@@ -78,6 +78,11 @@ class Way:
             if p.is_file():
                 client.load_system_host_keys(str(p))  # checked, never written
         client.set_missing_host_key_policy(AcceptNew(first) if self.accept_new else paramiko.RejectPolicy())
+
+
+def known_hosts_shown(given: str, path: Any = None) -> str:
+    """A known_hosts file as messages name it: its path, or "the known_hosts file (vaulted)" when a vault gave it."""
+    return "the known_hosts file (vaulted)" if isinstance(given, Vaulted) else f"known_hosts file {path or given}"
 
 
 #: The largest known_hosts file read (bytes): a fleet's file of 100,000 hosts is ~50 MiB.
@@ -180,6 +185,7 @@ def _vaulted(ep: Endpoint) -> set[str]:
 def _unreachable(e: BaseException, *, ep: Endpoint, way: Way, host: str, sock: Any = None) -> Unreachable:
     where = ep.where
     known = way.known_hosts[0]
+    known = "the known_hosts file (vaulted)" if isinstance(known, Vaulted) else known
     timeout = way.connect_timeout
     if isinstance(e, paramiko.BadHostKeyException):
         return Unreachable(f"host key for {where} CHANGED (got {e.key.get_name()} {e.key.get_fingerprint().hex()}); "

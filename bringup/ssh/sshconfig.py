@@ -393,8 +393,10 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
         else:
             raise _refuse(name, f"StrictHostKeyChecking {strict!r} must be yes, accept-new or no")
     # The inventory's ssh_known_hosts first when it is set (accept-new writes there), then UserKnownHostsFile.
-    own = os.path.expanduser(c.ssh_known_hosts)
-    named = [os.path.expanduser(p) for p in str(found.get("userknownhostsfile") or "").split()]
+    # A path a vault gave stays Vaulted: messages name it "the known_hosts file (vaulted)".
+    own = _keep(os.path.expanduser(c.ssh_known_hosts), v.get("ssh_known_hosts"))
+    files = found.get("userknownhostsfile")
+    named = [_keep(os.path.expanduser(p), files) for p in str(files or "").split()]
     known = tuple(dict.fromkeys(([own] if "ssh_known_hosts" in given or not named else []) + named))
     # bringup's own variables win over ConnectTimeout and ServerAliveInterval; their defaults do not.
     timeout = float(c.ssh_connect_timeout)
@@ -405,6 +407,11 @@ def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
         alive = _int(found["serveraliveinterval"], "ServerAliveInterval", name, 0, 86400)
     return Route(target=target, known_hosts=known, strict=strict, connect_timeout=timeout, keepalive=alive,
                  config_file=config)
+
+
+def _keep(text: str, given: Any) -> str:
+    """``text`` (made from ``given``) a :class:`Vaulted` again when ``given`` was one."""
+    return Vaulted(text) if isinstance(given, Vaulted) else text
 
 
 def _text(value: Any) -> str:

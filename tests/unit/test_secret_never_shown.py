@@ -332,3 +332,38 @@ def test_a_jump_host_a_vault_named_is_never_shown(tmp_path, own_masker):
             assert "127.0.0.1" not in said and str(port) not in said and "ju@" not in said, said
     finally:
         server.close()
+
+
+@pytest.mark.reliability(item=40, fault="a vaulted ssh_known_hosts / UserKnownHostsFile path in an unknown or changed "
+                                        "host key's line and in a refused known_hosts file's line", variants=3,
+                         checks=("secret never shown", "one clear line"))
+def test_a_known_hosts_path_a_vault_gave_is_never_shown(tmp_path, own_masker):
+    import os
+
+    import paramiko
+
+    from bringup.errors import BringupError
+    from bringup.ssh.jumps import Way, unreachable
+    from bringup.ssh.sshconfig import Endpoint, route
+
+    fifo = tmp_path / "kh-secretname"
+    os.mkfifo(fifo)
+    (tmp_path / "pw").write_text(PASSWORD + "\n")
+    (tmp_path / "hosts").write_text(
+        "all:\n  hosts:\n"
+        f"    h1:\n      ansible_host: 127.0.0.1\n      ssh_known_hosts: {_vault_arg(tmp_path, str(fifo), 8)}\n"
+        f"    h2:\n      ansible_host: 127.0.0.1\n      ansible_ssh_common_args: "
+        f"{_vault_arg(tmp_path, f'-o UserKnownHostsFile={fifo}', 8)}\n")
+    inv = load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+    for name in ("h1", "h2"):
+        r = route(inv.host(name), default_config=str(tmp_path / "none"))
+        assert str.__str__(r.known_hosts[0]) == str(fifo), r.known_hosts
+        way = Way(known_hosts=r.known_hosts, accept_new=False, connect_timeout=3, keepalive=0)
+        with pytest.raises(BringupError) as e:
+            way.prepare(paramiko.SSHClient())
+        lines = [str(e.value)]
+        ep = Endpoint(name="h1", hostname="127.0.0.1", port=98, user="root")
+        lines.append(str(unreachable(paramiko.SSHException("Server '[127.0.0.1]:98' not found in known_hosts"),
+                                     ep=ep, way=way, host=name)))
+        for said in lines:
+            assert "secretname" not in said and "the known_hosts file (vaulted)" in said and "\n" not in said, said
