@@ -19,13 +19,14 @@ import socket
 import stat
 import re
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import paramiko
 
-from ..child import PIPE, Child, read_capped, start
+from ..child import PIPE, Child, start
 from .command import sh
 from ..errors import BringupError, Unreachable, said
 from .sshconfig import Endpoint
@@ -230,11 +231,32 @@ def _proxy_said(sock: Any, e: BaseException) -> str:
     started = getattr(sock, "child", None)
     if isinstance(started, Child) and started.proc.stderr is not None:
         try:
-            started.kill()
-            words = said(read_capped(started.proc.stderr, PROXY_SAID_CAP)[0].decode("utf-8", "replace"), 300)
+            started.kill()  # and what it left running in the background (tagged): their end closes the pipe
+            words = said(_read_for(started.proc.stderr, PROXY_SAID_CAP, PROXY_SAID_S).decode("utf-8", "replace"),
+                         300)
         except (OSError, ValueError):
             pass
     return words or (getattr(e, "error", None) or str(e) or type(e).__name__)
+
+
+#: Seconds a failed proxy command's stderr is read at most (a process that escaped its end may hold it open).
+PROXY_SAID_S = 2.0
+
+
+def _read_for(f: Any, cap: int, seconds: float) -> bytes:
+    """What the pipe ``f`` holds until its end, at most ``cap`` bytes and ``seconds``: never waits on a writer
+    that keeps it open."""
+    fd, kept = f.fileno(), bytearray()
+    deadline = time.monotonic() + seconds
+    while len(kept) < cap:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            break
+        chunk = os.read(fd, min(65536, cap - len(kept)))
+        if not chunk:
+            break
+        kept += chunk
+    return bytes(kept)
 
 
 class ProxyCommand(paramiko.ProxyCommand):
@@ -245,7 +267,9 @@ class ProxyCommand(paramiko.ProxyCommand):
 
     def __init__(self, command_line: str):  # paramiko's, started through bringup.child
         self.cmd = shlex.split(command_line)
-        self.child = start(self.cmd, stdin=PIPE, stdout=PIPE, stderr=PIPE, bufsize=0, own_group=False)
+        # In bringup's session (ssh may ask on the terminal), tagged: what it leaves running in the background
+        # (``sleep 100 &``, holding the pipes open) is ended with it.
+        self.child = start(self.cmd, stdin=PIPE, stdout=PIPE, stderr=PIPE, bufsize=0, own_group=False, tag=True)
         self.process = self.child.proc
         self.timeout = None
 

@@ -115,3 +115,36 @@ def test_failure_words():
                           host="bastion")
     assert "unknown host key for 203.0.113.7:22" in str(unknown) and "--accept-new-host-keys" in str(unknown)
     assert str(unreachable(TimeoutError(), ep=BASTION, way=WAY, host="b")) == "ssh to 203.0.113.7:22 timed out after 3 s"
+
+
+def _gone(pid: int) -> bool:
+    """No such process, or one that ended and waits to be reaped (a container's init may be slow at it)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.reliability(item=32, fault="a ProxyCommand that leaves a background child holding its pipes open "
+                                        "(sh -c \"sleep 100 &\"), with ssh_connect_timeout 3: hung for the child's "
+                                        "100 s", variants=1, checks=("no hang", "nothing left running",
+                                                                     "one clear line"))
+def test_a_proxy_command_whose_background_child_holds_the_pipe_fails_within_the_timeout(tmp_path):
+    import time
+
+    pidfile = tmp_path / "pid"
+    hop = Endpoint("hop", "127.0.0.1", 22, "jump",
+                   proxy_command=f"sh -c 'sleep 97 & echo $! > {pidfile}'")
+    way = Way(known_hosts=(str(tmp_path / "kh"),), accept_new=False, connect_timeout=3)
+    t0 = time.monotonic()
+    with pytest.raises(Unreachable) as e:
+        Jumps().reach(target("gpu-01", hop), way, "gpu-01")
+    took = time.monotonic() - t0
+    said = str(e.value)
+    assert took < 15 and "ProxyCommand for 127.0.0.1:22 failed" in said and "\n" not in said, (took, said)
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid), "the proxy command's background child outlived it"
