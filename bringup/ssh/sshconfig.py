@@ -30,7 +30,7 @@ from ..inventory.hosts import Host
 from ..secrets import HIDDEN, MASK, Masker, Vaulted
 from ..userfile import read_capped
 from .keyfile import check_keys, key_problem
-from .sshtokens import _DATA_TOKENS, _Config, _UnsafeToken
+from .sshtokens import _DATA_TOKENS, EXEC_TIMEOUT, MatchExecTimeout, _Config, _UnsafeToken
 
 __all__ = ["Endpoint", "Route", "route", "check_routes", "parse_ssh_args", "SSH_ARG_VARS", "MAX_HOPS"]
 
@@ -252,6 +252,9 @@ def _lookup(text: str, name: str, where: str, config: str | None, shown: str | N
                              "value holds characters a shell reads (quotes, $, `, ;, |, &, spaces, ...): set it to "
                              "a plain host name, address or user (letters, digits and . _ - @ : , + = / %)"
                       ) from None
+    except MatchExecTimeout as e:
+        raise _refuse(where, f"a Match exec command of ssh config {config or '(arguments)'} ran past {e.seconds:g} s "
+                             "(ssh_connect_timeout) and was ended; make it finish quickly, or remove it") from None
     except Exception as e:  # noqa: BLE001 - paramiko's ConfigParseError and its kin: the file's fault
         # paramiko's words quote the line: a file that is no ssh config (a secret) is not shown back.
         raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {shown or name}: "
@@ -321,7 +324,16 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
 
 
 def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
-    """How ``ssh`` (as Ansible runs it) reaches ``host``; raises one line for an option bringup cannot honour."""
+    """How ``ssh`` (as Ansible runs it) reaches ``host``; raises one line for an option bringup cannot honour.
+    A ``Match exec`` command runs for the host's ssh_connect_timeout at most."""
+    bound = EXEC_TIMEOUT.set(float(host.connection.ssh_connect_timeout))
+    try:
+        return _route(host, default_config)
+    finally:
+        EXEC_TIMEOUT.reset(bound)
+
+
+def _route(host: Host, default_config: str) -> Route:
     name = f"host {host.name!r}"
     v, c = host.vars, host.connection
     given = c.model_fields_set  # the connection variables the inventory set (a default is not "set")

@@ -8,11 +8,44 @@ import os
 import re
 import shlex
 import socket
+import types
+from contextvars import ContextVar
 from typing import Callable
 
 import paramiko
 
-__all__ = ["_Config", "_UnsafeToken", "_DATA_TOKENS"]
+from ..child import DEVNULL, run_bounded
+
+__all__ = ["_Config", "_UnsafeToken", "_DATA_TOKENS", "MatchExecTimeout", "EXEC_TIMEOUT"]
+
+#: Seconds a ``Match exec`` command may run (the route sets the host's ssh_connect_timeout).
+EXEC_TIMEOUT: ContextVar[float] = ContextVar("EXEC_TIMEOUT", default=10.0)
+
+
+class MatchExecTimeout(Exception):
+    """A ``Match exec`` command that ran past :data:`EXEC_TIMEOUT` (it was ended, its process group and all)."""
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self.seconds = seconds
+
+
+class _BoundedExec:
+    """What paramiko's ``Match exec`` calls in place of Invoke (``invoke.run(cmd, hide=..., warn=True).ok``):
+    the command run by ``sh -c``, stdin /dev/null, its output discarded, ended with whatever it started when
+    :data:`EXEC_TIMEOUT` passes (Invoke waited for ever and kept all its output: ``Match exec "yes"``)."""
+
+    ok = False
+
+    @staticmethod
+    def run(command: str, **_: object) -> "_BoundedExec":
+        seconds = EXEC_TIMEOUT.get()
+        ended = run_bounded(["/bin/sh", "-c", command], timeout=seconds, stdout=DEVNULL)
+        if ended.why is not None:
+            raise MatchExecTimeout(seconds)
+        done = _BoundedExec()
+        done.ok = ended.rc == 0
+        return done
 
 #: Keys whose value paramiko hands to a shell after expanding ``%`` tokens: every token's value is quoted.
 _SHELL_KEYS = {"proxycommand", "match-exec"}
@@ -40,6 +73,13 @@ class _Config(paramiko.SSHConfig):
     ``%``: what OpenSSH 9.6 guards by refusing such names, and what ``ssh -W %h:%p`` expects of a plain one
     (``shlex.quote`` leaves ``10.0.0.1`` and ``gpu-01.example`` as they are).  Other keys are paramiko's.
     """
+
+    #: paramiko's own Match logic, word for word, its ``invoke`` being :class:`_BoundedExec` (the function's
+    #: globals are paramiko.config's, that one name changed; paramiko itself is left as it is).
+    _does_match = types.FunctionType(paramiko.SSHConfig._does_match.__code__,
+                                     {**vars(paramiko.config), "invoke": _BoundedExec}, "_does_match",
+                                     paramiko.SSHConfig._does_match.__defaults__,
+                                     paramiko.SSHConfig._does_match.__closure__)
 
     def _tokenize(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
         if key not in _SHELL_KEYS:

@@ -255,3 +255,25 @@ def test_an_identity_file_that_is_no_private_key_is_refused_unread(tmp_path):
     key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
     assert route(host(ansible_ssh_common_args=f"-i {key} -i {tmp_path / 'gone'}"),
                  default_config=str(tmp_path / "none")).target.identity_files == (str(key), str(tmp_path / "gone"))
+
+
+@pytest.mark.reliability(item=40, fault="an ssh_config Match exec that never ends (\"sleep 100\") or floods its output "
+                                        "(\"yes\"): the run hung before connecting, Invoke keeping all the output",
+                         variants=2, checks=("no hang", "one clear line"))
+def test_match_exec_is_bounded_by_the_connect_timeout(tmp_path):
+    import time
+
+    for i, command in enumerate(("sleep 100", "yes")):
+        cfg = tmp_path / f"cfg{i}"
+        cfg.write_text(f'Match exec "{command}"\n  Port 2200\n')
+        t0 = time.monotonic()
+        _route_refused(host(ansible_host="10.0.0.5", ssh_config=str(cfg), ssh_connect_timeout=2), tmp_path,
+                       "Match exec", f"ssh config {cfg}", "ran past 2 s", "ssh_connect_timeout")
+        assert time.monotonic() - t0 < 12, command
+    # A command that finishes decides the match as before.
+    for command, port in (("true", 2200), ("false", 22)):
+        cfg = tmp_path / "cfg"
+        cfg.write_text(f'Match exec "{command}"\n  Port 2200\n')
+        r = route(host(ansible_host="10.0.0.5", ssh_config=str(cfg), ssh_connect_timeout=2),
+                  default_config=str(tmp_path / "none"))
+        assert r.target.port == port, command
