@@ -304,16 +304,18 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
         raise _refuse(where, f"ProxyJump entry {HIDDEN if secret else repr(spec)} is not [user@]host[:port]")
     user, name, port = m.group(1), m.group(2).strip("[]"), m.group(3)
     shown = HIDDEN if secret else name
-    if name in chain:
-        way = "the chain is vaulted" if secret else " > ".join(chain + (name,))
-        raise _refuse(where, f"jump host {shown} reaches itself through ProxyJump ({way})")
     if len(chain) >= MAX_HOPS:
         raise _refuse(where, f"more than {MAX_HOPS} jump hosts in one chain"
                              f"{'' if secret else ' (' + ' > '.join(chain) + ' > ...)'}")
     first = [("User", user)] if user else []
     first += [("Port", port)] if port else []
     found = _lookup(_block(first, where) + config_text, name, where, config, shown)
-    jumps, command = _via(found, where, config_text, config, chain + (name,), secret)
+    # A loop is the same host at the same port (127.0.0.1:98 through 127.0.0.1:1 is two sshds).
+    at = f"{name}:{found.get('port', 22)}"
+    if at in chain:
+        way = "the chain is vaulted" if secret else " > ".join(chain + (at,))
+        raise _refuse(where, f"jump host {shown} reaches itself through ProxyJump ({way})")
+    jumps, command = _via(found, where, config_text, config, chain + (at,), secret)
     check_keys(tuple(found.get("identityfile") or ()), {}, f"ssh config {config}", f"{where}: jump host {shown}")
     hidden = frozenset({"name", "hostname", "port", "user"}) if secret else frozenset()
     return Endpoint(name=name, hostname=str(found.get("hostname") or name),
@@ -377,7 +379,7 @@ def _route(host: Host, default_config: str) -> Route:
     if vaulted:
         found = {k: Vaulted(x) if isinstance(x, str) and x in vaulted else x for k, x in found.items()}
     hidden = frozenset(k for k in ("hostname", "port", "user") if isinstance(found.get(k), Vaulted))
-    jumps, command = _via(found, name, config_text, config, (host.address,))
+    jumps, command = _via(found, name, config_text, config, (f"{host.address}:{found.get('port', 22)}",))
     identity = tuple(found.get("identityfile") or ())
     if c.ansible_ssh_private_key_file:
         # Only the inventory's key, as before: another key would hide a wrong path.

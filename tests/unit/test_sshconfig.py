@@ -201,6 +201,24 @@ def test_config_refusals(tmp_path):
     refused(None, "does not exist", "ssh_config")
 
 
+@pytest.mark.reliability(item=32, fault="a jump host at another port of the same address (127.0.0.1:98 -> "
+                                        "127.0.0.1:1) refused as a loop", variants=2, checks=("one clear line",))
+def test_a_loop_is_the_same_host_at_the_same_port(tmp_path):
+    none = str(tmp_path / "none")
+    r = route(host(ansible_host="127.0.0.1", ansible_port=98, ansible_ssh_common_args="-J ju@127.0.0.1:1"),
+              default_config=none)
+    assert [(j.hostname, j.port) for j in r.target.jumps] == [("127.0.0.1", 1)]
+    r = route(host(ansible_host="127.0.0.1", ansible_ssh_common_args="-J 127.0.0.1:2200,127.0.0.1:2201"),
+              default_config=none)
+    assert [j.port for j in r.target.jumps] == [2200, 2201]
+    # The same address and port is still a loop, through the config's ProxyJump of a jump host.
+    cfg = tmp_path / "c"
+    cfg.write_text("Host a\n  HostName 10.0.0.9\n  ProxyJump b\nHost b\n  ProxyJump a\n")
+    with pytest.raises(InventoryError) as e:
+        route(host(ansible_host="10.0.0.5", ssh_config=str(cfg), ansible_ssh_common_args="-J a"), default_config=none)
+    assert "reaches itself" in str(e.value) and "a:22 > b:22 > a:22" in str(e.value), str(e.value)
+
+
 def test_check_routes_skips_local_hosts_and_raises_for_ssh_ones():
     check_routes([host(ansible_connection="local", ansible_ssh_common_args="-L 1:2:3")])
     with pytest.raises(InventoryError):
