@@ -127,9 +127,11 @@ def _json(raw: bytes, path: str, args: str) -> Any:
     except UnicodeDecodeError:
         raise SourceError(f"{path}: the inventory script's {args} output is not UTF-8") from None
     except json.JSONDecodeError as e:
-        got = raw[:40].decode("utf-8", "replace").strip() or "nothing"
-        raise SourceError(f"{path}: the inventory script's {args} output is not JSON (line {e.lineno}: "
-                          f"{e.msg}; it begins {got!r}); it must print {{group: ..., _meta: {{hostvars: ...}}}}") from None
+        # Where, never what: a script that prints something else may print a secret.
+        got = "nothing" if not raw.strip() else f"{len(raw)} bytes"
+        raise SourceError(f"{path}: the inventory script's {args} output is not JSON (line {e.lineno} column "
+                          f"{e.colno}: {e.msg}; it printed {got}); it must print {{group: ..., _meta: {{hostvars: "
+                          "...}}") from None
     except RecursionError:
         raise SourceError(f"{path}: the inventory script's {args} output is nested too deeply to read (more than "
                           f"{MAX_DEPTH} levels of objects and lists within each other); flatten it") from None
