@@ -157,9 +157,7 @@ class SSHTransport(Transport):
                 rc = chan.recv_exit_status()
                 stdout, stderr = out.result(), lead + err.result()
             except (paramiko.SSHException, OSError, EOFError) as e:
-                if dl.fired:
-                    raise self._timed_out() from None
-                raise Unreachable(f"connection to {self.host.address} lost: {str(e) or type(e).__name__}") from None
+                raise self._lost(e, dl) from None
             finally:
                 if chan is not None:
                     chan.close()
@@ -178,6 +176,12 @@ class SSHTransport(Transport):
                                   "rebooting or its network gone); what ran before it is in the results")
             stderr += b"\nthe command ended without an exit status (killed by a signal on the host?)"
         return RunResult(rc if rc >= 0 else 255, _text(stdout), _err_text(stderr, err.passed, ERR_MAX))
+
+    def _lost(self, e: BaseException, dl: Deadline) -> Unreachable:
+        """A round trip's connection error in words: past its deadline (which closed the connection), or lost."""
+        if dl.fired:
+            return self._timed_out()
+        return Unreachable(f"connection to {self.host.address} lost: {str(e) or type(e).__name__}")
 
     _holder = None
 
@@ -210,9 +214,7 @@ class SSHTransport(Transport):
                     if got.startswith(end):
                         break
             except (paramiko.SSHException, OSError, EOFError) as e:
-                if dl.fired:
-                    raise self._timed_out() from None
-                raise Unreachable(f"connection to {self.host.address} lost: {str(e) or type(e).__name__}") from None
+                raise self._lost(e, dl) from None
         if dl.fired:
             raise self._timed_out()
         if line == "locked":
@@ -227,7 +229,9 @@ class SSHTransport(Transport):
     def _served(self, script: str) -> RunResult | None:
         # The holder's channel, when free: no channel, login shell or fence of its own (the holder holds the lock).
         chan, out, lock = self._holder, self._holder_out, self._run_lock
-        if chan is None or out is None or lock is None or not servable(script) or not self._serving.acquire(blocking=False):
+        if chan is None or out is None or lock is None or not servable(script):
+            return None
+        if not self._serving.acquire(blocking=False):
             return None
         try:
             with Deadline(self._timeout(), self.conn.close) as dl:
@@ -235,9 +239,7 @@ class SSHTransport(Transport):
                     chan.sendall(serve_request(script, int(self._timeout()) + REMOTE_GRACE_S))
                     got = read_served(lock.token, out.readline, OUT_MAX)
                 except (paramiko.SSHException, OSError, EOFError) as e:
-                    if dl.fired:
-                        raise self._timed_out() from None
-                    raise Unreachable(f"connection to {self.host.address} lost: {str(e) or type(e).__name__}") from None
+                    raise self._lost(e, dl) from None
             if dl.fired:
                 raise self._timed_out()
         finally:
