@@ -269,13 +269,14 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     run lock first, gathering the facts in the same round trip.  The caller closes ``ahead`` when the run ends, and
     when this raises: a refused run has run no command on any host.
     """
+    inv, chosen = selected(inventory, set_, host, hosts, group, limit, vault)
+    if ahead is not None:
+        ahead.dial(chosen[:dial])
+    # Imported while the hosts log in: the roles and the runner are no part of connecting.
     from ..project import content_root
     from ..engine.roles import fact_keys, load_roles, select_roles, wanted_facts
     from ..engine.runner import prepare
 
-    inv, chosen = selected(inventory, set_, host, hosts, group, limit, vault)
-    if ahead is not None:
-        ahead.dial(chosen[:dial])
     root = content_root()
     # The roles --roles does not name are not imported (their defaults come from the roles' manifest).
     order, all_roles = load_roles(root, only=roles)

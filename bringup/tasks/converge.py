@@ -25,9 +25,8 @@ def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff
              vault_password_file=None, vault_id=None) -> int:
     """Run (or, ``check``, plan) the roles on the selected hosts, print each host and the recap, write the report
     (and ``reports/*.retry``); return the exit code.  Bad input raises Invoke's Exit (one line, code 1)."""
-    from ..engine.rollout import drains_first, parse_max_fail, parse_serial, rollout, validate_hooks, write_retry
-    from ..engine.results import exit_code
-    from ..engine.runner import Options
+    # The flags and the hooks are checked without the run's engine, which loads while the hosts log in.
+    from ..engine.rollout_input import drains_first, parse_max_fail, parse_serial, validate_hooks
 
     with failing():
         n = parse_forks(forks)
@@ -39,6 +38,9 @@ def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff
                  check=None if check else validate_hooks, vault=(vault_password_file, vault_id),
                  lock=not check) as run:
         from ..engine.report import Report, print_host, print_recap, print_rollout_stopped, progress_display
+        from ..engine.results import exit_code
+        from ..engine.rollout import rollout, write_retry
+        from ..engine.runner import Options
 
         opts = Options(check=check, diff=diff, forks=n, accept_new_host_keys=accept_new_host_keys,
                        allow_reboot=allow_reboot, ahead=run.ahead)

@@ -15,7 +15,7 @@ import pytest
 
 from tests.processes import running
 
-from bringup.engine.rollout import parse_serial
+from bringup.engine.rollout_input import parse_serial
 
 from .test_rollout import _hosts, _run
 

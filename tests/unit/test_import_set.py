@@ -61,3 +61,39 @@ def test_a_sysctl_no_op_loads_the_sysctl_role_and_its_facts_only(tmp_path):
     assert facts == FACT_MODULES, sorted(facts ^ FACT_MODULES)
     unneeded = [m for m in modules if any(m == p or m.startswith(p + ".") for p in NEVER)]
     assert not unneeded, unneeded
+
+
+DIAL = """if True:
+    import json, sys
+    out = sys.argv[1]
+    from bringup.engine import ahead
+    dial = ahead.Ahead.dial
+    def recorded(self, hosts):
+        open(out, "w").write(json.dumps(sorted(sys.modules)))
+        return dial(self, hosts)
+    ahead.Ahead.dial = recorded
+    sys.argv = ["bringup", "provision", "--host", "ctl", "--roles", "sysctl", "--check", "--inventory", "hosts.yml"]
+    from bringup.entry import main
+    main()
+"""
+
+#: What connecting needs no part of: the run's engine (runner, rollout, the resources, the roles) and the output's
+#: libraries load while the hosts log in (bringup.engine.ahead), not before the first host is dialed.
+NOT_BEFORE_DIAL = ("bringup.engine.runner", "bringup.engine.rollout", "bringup.engine.rolerun", "bringup.engine.roles",
+                   "bringup.resources", "bringup_roles", "rich", "jinja2")
+
+
+def test_the_hosts_are_dialed_before_the_engine_loads(tmp_path):
+    # The connection (paramiko, the inventory's checked connection variables) is all a dial needs: what else is
+    # imported before it delays every host's login by its import time (issue 42 item 3).
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    ctl:\n      ansible_connection: local\n")
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
+    out = tmp_path / "at_dial.json"
+    r = subprocess.run([sys.executable, "-c", DIAL, str(out)], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300, env={**env, "PYTHONPATH": str(REPO), "PYTHONPYCACHEPREFIX": str(tmp_path / "pyc"),
+                                         "COLUMNS": "200"})
+    assert "ctl : ok=" in r.stdout and "failed=0" in r.stdout, (r.stdout[-2000:], r.stderr[-2000:])
+    modules = json.loads(out.read_text())
+    assert "bringup.ssh.connection" in modules and "bringup.inventory.hosts" in modules  # what a dial needs
+    early = [m for m in modules if any(m == p or m.startswith(p + ".") for p in NOT_BEFORE_DIAL)]
+    assert not early, early

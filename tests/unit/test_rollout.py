@@ -17,8 +17,8 @@ from bringup.inventory.hosts import ConnectionVars, Host
 from bringup.inventory.patterns import read_limit_file
 from bringup.resources import Command
 from bringup.engine.roles import Role
-from bringup.engine.rollout import (batch_sizes, exceeds, parse_max_fail, parse_serial, rollout, validate_hooks,
-                             write_retry)
+from bringup.engine.rollout import rollout, write_retry
+from bringup.engine.rollout_input import batch_sizes, exceeds, parse_max_fail, parse_serial, validate_hooks
 from bringup.engine.results import HostResult, exit_code
 from bringup.engine.runner import Options
 from bringup.ssh.stop import Stop
