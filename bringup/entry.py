@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .process import freeze_at_exit, quiet_gc, reader_gone, set_program
+from .process import finish, freeze_at_exit, quiet_gc, reader_gone, set_program
 
 __all__ = ["main", "DATA", "KEPT"]
 
@@ -42,4 +42,8 @@ def main() -> None:
     freeze_at_exit()
     from .cli import main as cli_main
 
-    cli_main()
+    try:
+        cli_main()
+    except SystemExit as e:  # Invoke's program ends with sys.exit(code) where a task failed
+        finish(e.code)
+    finish(0)
