@@ -16,6 +16,7 @@ runs them even when nothing changes.
 from __future__ import annotations
 
 from ..ssh.command import sh
+from ..ssh.script import SECTION_MAX
 from ..errors import BringupError
 from ..resources.files import write_file
 
@@ -31,7 +32,10 @@ class PendingHandlers:
     id = "pending-handlers"
     #: Read with the resources (batched in their script), in the script's own shell: it prints the file.
     read_alongside = False
-    read_small = False  # what the file holds: under the section bound
+    #: What the file holds, through ``head -c`` one byte past the read script's section bound: bounded by itself,
+    #: and a file over the bound reads as cut (unreadable) as it did under the bound's pipe.  An absent file (the
+    #: usual case) costs the shell's own test alone.
+    read_small = True
 
     def __init__(self, path: str = PENDING_FILE):
         self.path = path
@@ -40,7 +44,7 @@ class PendingHandlers:
 
     def read(self) -> str:
         """Shell printing the file (nothing when absent); batched with the resources' reads."""
-        return sh("if [ -f %s ]; then cat -- %s; fi", self.path, self.path)
+        return sh("if [ -f %s ]; then head -c %s -- %s; fi", self.path, SECTION_MAX + 1, self.path)
 
     def load(self, text: str | None) -> None:
         for line in (text or "").splitlines():

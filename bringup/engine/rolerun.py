@@ -64,8 +64,7 @@ def read(t: Transport, resources: list[Resource]) -> list[str | None]:
     script, token = batch([(r.id, snippet) for r, (_, snippet, _) in zip(first, reads)], lanes=READ_LANES,
                           in_shell={k for k, (idx, _, _) in enumerate(reads)
                                     if not all(resources[i].read_alongside for i in idx)},
-                          small={k for k, (idx, _, split_) in enumerate(reads)
-                                 if split_ is None and resources[idx[0]].read_small},
+                          small={k for k, (idx, _, _) in enumerate(reads) if resources[idx[0]].read_small},
                           section_max=SECTION_MAX)
     res = t.run_script(script)
     # A read cut at its bound (rc None) is unreadable: its resource (or the resources read together) fail alone.

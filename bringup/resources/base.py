@@ -91,6 +91,7 @@ class Resource:
     #: True when :meth:`read` bounds its own output (a kernel parameter's value through ``head -c``) and cannot
     #: hang: the read script runs it without the section bound's pipe, ``head`` and status capture
     #: (bringup.ssh.script.batch's ``small``): three processes fewer per read, which a rack of hosts multiplies.
+    #: It holds for the class's :meth:`read_together` snippet too, when it has one.
     read_small: bool = False
     #: True when a change lasts only until the next boot (a kernel parameter's /proc value): the role persists
     #: it with a later resource, and a role that fails after applying it leaves it live, not persisted

@@ -133,6 +133,9 @@ class File(Resource):
     """
 
     kind = "file"
+    #: Its read bounds itself (the content only up to :data:`DIFF_LIMIT`, through ``head -c``) and reads a regular
+    #: file only: no section bound's pipe around it.
+    read_small = True
 
     def __init__(self, path: str, *, content: str | bytes, mode: str | int | None = "0644",
                  owner: str | None = "root", group: str | None = "root", backup: bool = True,
@@ -159,10 +162,10 @@ class File(Resource):
             "  stat --printf 'mode=%%a\\nowner=%%U\\ngroup=%%G\\nsize=%%s\\n' -- \"$p\"\n"
             "  h=$(sha256sum < \"$p\") && h=${h%%%% *} && echo \"sha256=$h\"\n"
             "  if [ \"$h\" != %s ] && [ \"$(stat -c %%s -- \"$p\")\" -le %s ]; then\n"
-            "    printf 'content='; base64 -w0 -- \"$p\"; echo; fi\n"
+            "    printf 'content='; head -c %s -- \"$p\" | base64 -w0; echo; fi\n"
             "elif [ -e \"$p\" ]; then echo type=other\n"
             "else echo type=absent; fi",
-            self.path, self.sha256, DIFF_LIMIT,
+            self.path, self.sha256, DIFF_LIMIT, DIFF_LIMIT,
         )
 
     def plan(self, current: str) -> Plan:

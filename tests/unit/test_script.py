@@ -342,3 +342,43 @@ def test_verdicts_read_nothing_together_and_plan_as_before():
         [(True, "why a", None), (True, "why b", None), (True, "none", None)]
     assert plans[3].error == "bad"
     assert plan_of(rs[0], None).error  # a section cut short: unreadable, as before
+
+
+def test_a_sysctl_roles_read_runs_no_bounds_pipe_and_its_reads_bound_themselves(tmp_path):
+    # The sysctl role's read (its keys together, its file, the handlers owed) bounds each read by itself: no
+    # section bound's pipe, head and status capture around any (four processes each, where the host's shell
+    # tests alone answer for an absent file); what each prints is what it printed under the bound.
+    from bringup.engine.pending import PendingHandlers
+    from bringup.engine.rolerun import read
+    from bringup.resources.files import DIFF_LIMIT, File
+    from bringup.resources.sysctl import Sysctl
+    from bringup.ssh.script import SECTION_MAX
+
+    class Capture:
+        def __init__(self):
+            self.inner = _local()
+
+        def run_script(self, script, *a, **kw):
+            self.script = script
+            return self.inner.run_script(script, *a, **kw)
+
+    conf = tmp_path / "90-test.conf"
+    conf.write_text("vm.swappiness = 1\n")
+    owed_file = tmp_path / "pending"
+    rs = [Sysctl(k, 1) for k in ("vm.swappiness", "kernel.pid_max")]
+    big = File(str(tmp_path / "big"), content="wanted\n")
+    (tmp_path / "big").write_bytes(b"x" * (DIFF_LIMIT - 1) + b"\n")
+    t = Capture()
+    for present in (False, True):
+        if present:
+            owed_file.write_text("sysctl:reload\n")
+        got = read(t, [*rs, File(str(conf), content="vm.swappiness = 1\n"), big, PendingHandlers(str(owed_file))])
+        assert "head -c %d >&4" % (SECTION_MAX + 1) not in t.script, t.script
+        assert got[0].startswith(("value=", "readonly=")) and "sha256=" in got[2] and "content=" not in got[2]
+        assert got[4] == ("sysctl:reload\n" if present else "")
+    # A file changed: its content comes for the diff, whole up to DIFF_LIMIT, through head -c.
+    assert "content=" in got[3] and len(got[3].split("content=", 1)[1].strip()) == -(-DIFF_LIMIT // 3) * 4
+    # The handlers' file over the section bound reads as cut (unreadable), as under the bound's pipe.
+    with open(owed_file, "wb") as f:
+        f.truncate(SECTION_MAX + 10)
+    assert read(t, [*rs, PendingHandlers(str(owed_file))])[2] is None
