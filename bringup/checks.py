@@ -7,10 +7,10 @@ renders the lines.  Roles import this module, not the report.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from importlib import resources as ilr
 from typing import Any, Iterable
 
 from .errors import printable
+from .shipped import shipped_yaml
 
 __all__ = ["STATUSES", "Check", "line", "line_json", "not_checked", "load_matrix", "printable", "summary_counts",
            "verdict", "worst_first"]
@@ -100,6 +100,4 @@ def line_json(k: Check) -> dict:
 
 def load_matrix() -> dict[str, Any]:
     """The version matrix shipped with bringup (``bringup/data/version_matrix.yaml``)."""
-    import yaml
-
-    return yaml.safe_load(ilr.files("bringup").joinpath("data/version_matrix.yaml").read_text())
+    return shipped_yaml("version_matrix.yaml")

@@ -27,7 +27,6 @@ from __future__ import annotations
 import difflib
 import functools
 from dataclasses import dataclass, field
-from importlib import resources as ilr
 from typing import Annotated, Any, Literal, Mapping
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -36,6 +35,7 @@ from .. import regexes
 from ..errors import InputError
 from ..latency import MAX_BATCH  # the package's leaf: no bench code, no pydantic models of the bench
 from ..process import command
+from ..shipped import shipped_yaml
 from ..inventory.vars import RoleVars, Spec, key_matching, one_line, want
 
 __all__ = ["AUTO", "MAX_INSTANCES", "MAX_BATCH", "BatchSizes", "Profile", "Match", "ProfileVars", "Chosen",
@@ -138,9 +138,7 @@ _VALUES = ("preferred_batch_size", "instance_count")
 @functools.cache
 def shipped() -> dict[str, Profile]:
     """The profiles shipped in ``bringup/data/gpu_profiles.yaml``, each complete and sourced."""
-    import yaml
-
-    raw = yaml.safe_load(ilr.files("bringup").joinpath("data/gpu_profiles.yaml").read_text())
+    raw = shipped_yaml("gpu_profiles.yaml")
     out: dict[str, Profile] = {}
     for name, entry in raw.items():
         p = Profile.model_validate(entry)

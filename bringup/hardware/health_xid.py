@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
-from importlib import resources as ilr
 from typing import Any
 
 from ..checks import Check, line
 from ..facts.pci import normalize_pci_address
+from ..shipped import shipped_yaml
 from .health_gpu import AREA, gpus_of, has_gpu, subject_of
 
 __all__ = ["xid_checks", "xid_table"]
@@ -19,9 +19,7 @@ __all__ = ["xid_checks", "xid_table"]
 
 @lru_cache(maxsize=1)
 def _data() -> dict[str, Any]:
-    import yaml
-
-    return yaml.safe_load(ilr.files("bringup").joinpath("data/health.yaml").read_text())
+    return shipped_yaml("health.yaml")
 
 
 def xid_table() -> dict[int, dict[str, str]]:

@@ -8,8 +8,9 @@ measured acceptance (a GPU pair's peer-to-peer copy against its links' data rate
 from __future__ import annotations
 
 from functools import lru_cache
-from importlib import resources as ilr
 from typing import Any, NamedTuple
+
+from ..shipped import shipped_yaml
 
 __all__ = ["LinkRate", "rate"]
 
@@ -23,9 +24,7 @@ class LinkRate(NamedTuple):
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    import yaml
-
-    return yaml.safe_load(ilr.files("bringup").joinpath("data/nvlink.yaml").read_text())
+    return shipped_yaml("nvlink.yaml")
 
 
 def rate(product_name: Any, architecture: Any) -> LinkRate | None:
