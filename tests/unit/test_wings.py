@@ -25,7 +25,7 @@ LAYERS = ["inventory", "ssh", "latency", "facts", "resources", "hardware", "engi
 ENTRY = {"cli", "entry"}
 #: The shared leaves at bringup/'s top (and ``_content``, the installed content's package).
 LEAVES = {"errors", "userfile", "outfile", "process", "untrusted", "regexes", "secrets", "child", "orphans", "checks",
-          "project", "_content"}
+          "project", "_content", "shipped"}
 
 
 def _modules(root: Path) -> dict[str, Path]:
