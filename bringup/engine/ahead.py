@@ -31,7 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..ssh.connection import Jumps, Transport, connect
-from ..facts.gather import gather, lock_and_gather
+from ..facts.gather import ahead_key, gather, lock_and_gather
 from ..ssh.sshconfig import route
 
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ class Ahead:
         self._wanted: list | None = None
         self._keys: dict[str, dict[str, list[str]]] = {}
         self._lock_for: str | None = None  # the run lock's owner line, for a run that writes
+        self._roles: list[str] = []  # the run's roles, naming the state read it reads ahead
         self._said = threading.Event()  # set once the facts wanted are known, or will never be
         self._lock = threading.Lock()
         self._closed = False
@@ -124,18 +125,20 @@ class Ahead:
             self._threads.append(th)
             th.start()
 
-    def want(self, facts: list, keys: dict[str, dict[str, list[str]]] | None = None, lock: str | None = None
-             ) -> None:
+    def want(self, facts: list, keys: dict[str, dict[str, list[str]]] | None = None, lock: str | None = None,
+             roles: list[str] | None = None) -> None:
         """The facts the run will gather (:func:`~bringup.engine.roles.wanted_facts`): each connection gathers them;
         ``keys``: by host, the facts it reads in part (:func:`~bringup.engine.roles.fact_keys`); ``lock``: a run that
         writes, named as the host's run lock names its owner (:func:`~bringup.ssh.runlock.who`): each connection
-        takes the lock, and its holder gathers the facts once it holds it, in the same round trip.
+        takes the lock, and its holder gathers the facts once it holds it, in the same round trip, then reads ahead
+        the state read the last run of these ``roles`` (their names) kept (:func:`~bringup.facts.gather.ahead_key`).
 
         Called once the run's input is checked: the facts script (or the lock) is the first command a host runs."""
         if not self._said.is_set():
             self._wanted = list(facts)
             self._keys = dict(keys or {})
             self._lock_for = lock
+            self._roles = list(roles or [])
             self._said.set()
 
     def _run(self, d: Dial) -> None:
@@ -149,7 +152,9 @@ class Ahead:
             wanted, lock = self._wanted, self._lock_for
             if lock is not None and not self._closed:
                 try:
-                    d.facts = lock_and_gather(d.transport, lock, wanted or [], self._keys.get(d.host.name, {}))
+                    keys = self._keys.get(d.host.name, {})
+                    d.facts = lock_and_gather(d.transport, lock, wanted or [], keys,
+                                              ahead_key(self._roles, wanted or [], keys))
                 except Exception as e:  # noqa: BLE001 - raised again by the run, where it takes the lock
                     d.lock_error = e
                 if d.facts is not None:

@@ -55,18 +55,21 @@ def _reads(resources: list[Resource]) -> list[tuple[list[int], str, Callable[[st
     return out
 
 
-def read(t: Transport, resources: list[Resource]) -> list[str | None]:
-    """Read the current state of ``resources`` in one round trip."""
+def read(t: Transport, resources: list[Resource], keep: str | None = None) -> list[str | None]:
+    """Read the current state of ``resources`` in one round trip; ``keep``: the run's first read, kept on the host
+    under this key, whose next run with the same key reads it ahead with its facts (``Transport.run_script``):
+    no round trip of its own where it is the same script."""
     if not resources:
         return []
     reads = _reads(resources)
     first = [resources[idx[0]] for idx, _, _ in reads]
     script, token = batch([(r.id, snippet) for r, (_, snippet, _) in zip(first, reads)], lanes=READ_LANES,
+                          token=t.read_token if keep is not None else None,
                           in_shell={k for k, (idx, _, _) in enumerate(reads)
                                     if not all(resources[i].read_alongside for i in idx)},
                           small={k for k, (idx, _, _) in enumerate(reads) if resources[idx[0]].read_small},
                           section_max=SECTION_MAX)
-    res = t.run_script(script)
+    res = t.run_script(script) if keep is None else t.run_script(script, keep=keep)
     # A read cut at its bound (rc None) is unreadable: its resource (or the resources read together) fail alone.
     secs = split(res.stdout, token, [r.id for r in first], section_max=SECTION_MAX)
     outputs: list[str | None] = [None] * len(resources)

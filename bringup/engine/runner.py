@@ -19,7 +19,7 @@ from ..ssh.command import sh
 from ..ssh.connection import Transport, connect
 from ..ssh.reconnect import wait_for_ssh
 from ..errors import BringupError, Unreachable, said
-from ..facts.gather import gather, lock_and_gather
+from ..facts.gather import ahead_key, gather, lock_and_gather
 from ..inventory.hosts import Host
 from .pending import PendingHandlers
 from .results import HostResult, ResourceResult
@@ -105,6 +105,8 @@ class HostRun:
         self.facts_wanted = wanted_facts(roles, extra_facts)
         #: The facts read in part, and which keys (the sysctl role's keys of system.sysctl, not ``sysctl -a``).
         self.fact_keys = fact_keys(roles, vars, extra_facts)
+        #: What names this run's state read kept on the host, for the next run to read ahead with its facts.
+        self.ahead_key = ahead_key([r.name for r in roles], self.facts_wanted, self.fact_keys)
         self.facts: dict[str, Any] = {}
         self._early: Dial | None = None  # the Dial taken from opts.ahead, until its facts are used
         self._dialled: float | None = None  # when that Dial started connecting (time.monotonic)
@@ -137,7 +139,7 @@ class HostRun:
                 # holder gathers the facts once it holds the lock: one round trip for both (none gathered ahead).
                 self._locked_facts = lock_and_gather(self.transport, who(),
                                                      self.facts_wanted if self._early is None else [],
-                                                     self.fact_keys)
+                                                     self.fact_keys, self.ahead_key)
         return self.transport
 
     def gather(self) -> dict[str, Any]:
@@ -220,7 +222,7 @@ class HostRun:
         everything = [r for _, _, rs in declared for r in rs]
         # Handlers an earlier run owed are read with the state, in the same round trip.
         owed = PendingHandlers()
-        outputs = iter(read(self.transport, [*everything, owed]))
+        outputs = iter(read(self.transport, [*everything, owed], keep=self.ahead_key))
         reads: list[list[str | None] | None] = [[next(outputs) for _ in rs] for _, _, rs in declared]
         owed.load(next(outputs))
         stale = False

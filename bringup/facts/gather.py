@@ -146,8 +146,22 @@ def gather(transport, facts: list[type[Fact]], keys: dict[str, list[str]] | None
     return parse_raw(facts, collect_raw(transport, facts, keys))
 
 
-def lock_and_gather(transport, who: str, facts: list[type[Fact]], keys: dict[str, list[str]] | None = None
-                    ) -> tuple[dict[str, Any], dict[str, str]] | None:
+def ahead_key(roles: list[str], facts: list[type[Fact]], keys: dict[str, list[str]] | None = None) -> str:
+    """What names a run's state read kept on the host for the next run to read ahead (``Transport.run_script``'s
+    ``keep``): the roles it runs, the facts it gathers and their keys, and bringup's version; another selection
+    (another project's roles too) keeps its own.  A read kept under it is only taken where it is the very script
+    the run builds."""
+    import hashlib
+
+    from .. import __version__
+
+    text = repr((__version__, list(roles), [f.name for f in facts],
+                 sorted((k, list(v)) for k, v in (keys or {}).items())))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def lock_and_gather(transport, who: str, facts: list[type[Fact]], keys: dict[str, list[str]] | None = None,
+                    ahead: str | None = None) -> tuple[dict[str, Any], dict[str, str]] | None:
     """Take the host's run lock for the run ``who`` (``Transport.hold_run_lock``: raises its one line when held)
     and gather ``facts`` in the same round trip, once the lock is held: ``(values, errors)`` as :func:`gather`;
     None when the facts still need their own round trip (no lock taken: ``ansible_connection: local``; no
@@ -156,7 +170,7 @@ def lock_and_gather(transport, who: str, facts: list[type[Fact]], keys: dict[str
         transport.hold_run_lock(who)
         return None
     script, token = facts_script(facts, keys)
-    res = transport.hold_run_lock(who, script)
+    res = transport.hold_run_lock(who, script, ahead=ahead)
     return None if res is None else parse_raw(facts, raw_of(facts, res.stdout, token))
 
 

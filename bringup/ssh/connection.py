@@ -14,6 +14,7 @@ file, ``ansible_ssh_*args``); jump hosts and proxy commands are :mod:`bringup.ss
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from pathlib import Path
 from typing import BinaryIO
@@ -36,7 +37,7 @@ __all__ = ["LOCAL_OUT_CAP", "Transport", "SSHTransport", "LocalTransport", "RunR
 
 from .transport import (ANSWER_MAX, ERR_MAX, LOCAL_OUT_CAP, OUT_MAX, REMOTE_GRACE_S, LocalTransport, RunResult,
                         Transport, _err_text, _pump)
-from .runlock import ERR_KEPT, LockLost, read_served, servable, serve_request
+from .runlock import ERR_KEPT, LockLost, Served, keep_request, kept_hash, read_served, servable, serve_request
 
 class SSHTransport(Transport):
     """SSH through a Fabric ``Connection`` with verified host keys."""
@@ -185,10 +186,11 @@ class SSHTransport(Transport):
 
     _holder = None
 
-    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float, then: str | None
+    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float, then: str | None, ahead: bool = False
               ) -> tuple[str, list[str]]:
         lines: list[str] = []
         end = f"@@{then}:end:".encode()
+        ended = in_step = False
         with Deadline(within, self.conn.close) as dl:
             try:
                 chan = self.conn.create_session()
@@ -212,21 +214,37 @@ class SSHTransport(Transport):
                             "cut off there and not read (check what the login user's shell and the host's sshd run)")
                     lines.append(_text(got))
                     if got.startswith(end):
+                        ended = True
                         break
+                if ended and ahead:
+                    # Whether the holder reads the state read an earlier run kept (its answer follows, taken by
+                    # _ahead_answer or dropped by the next script served).
+                    m = re.fullmatch(rb"@@" + re.escape(then.encode()) + rb":(?:ahead:([0-9a-f]{32})|noahead)\n",
+                                     out.readline(ANSWER_MAX))
+                    self._ahead = None if m is None or m.group(1) is None else m.group(1).decode()
+                    in_step = m is not None  # else the channel holds the lock but serves nothing more
             except (paramiko.SSHException, OSError, EOFError) as e:
                 raise self._lost(e, dl) from None
         if dl.fired:
             raise self._timed_out()
         if line == "locked":
             self._holder = chan  # open until close(): the holder on the host waits on it, and serves scripts
-            self._holder_out = out
+            self._holder_out = out if in_step or not ahead else None
         else:
             chan.close()
         return line, lines
 
     _holder_out = None
 
-    def _served(self, script: str) -> RunResult | None:
+    def _ahead_answer(self, script: str) -> RunResult | None:
+        with self._serving:
+            pending, self._ahead = self._ahead, None
+            if pending is None:
+                return None
+            got = self._answer(None)  # read whatever it is: the channel stays in step
+        return self._result(got) if pending == kept_hash(script, self.read_token) else None
+
+    def _served(self, script: str, keep: str | None = None) -> RunResult | None:
         # The holder's channel, when free: no channel, login shell or fence of its own (the holder holds the lock).
         chan, out, lock = self._holder, self._holder_out, self._run_lock
         if chan is None or out is None or lock is None or not servable(script):
@@ -234,16 +252,35 @@ class SSHTransport(Transport):
         if not self._serving.acquire(blocking=False):
             return None
         try:
-            with Deadline(self._timeout(), self.conn.close) as dl:
-                try:
-                    chan.sendall(serve_request(script, int(self._timeout()) + REMOTE_GRACE_S))
-                    got = read_served(lock.token, out.readline, OUT_MAX)
-                except (paramiko.SSHException, OSError, EOFError) as e:
-                    raise self._lost(e, dl) from None
-            if dl.fired:
-                raise self._timed_out()
+            if self._ahead is not None:  # a read ahead nobody took: its answer comes first on the channel
+                self._ahead = None
+                self._result(self._answer(None))
+            seconds = int(self._timeout()) + REMOTE_GRACE_S
+            request = serve_request(script, seconds) if keep is None else \
+                keep_request(script, self.read_token, keep, seconds)[0]
+            got = self._answer(request)
         finally:
             self._serving.release()
+        return self._result(got)
+
+    def _answer(self, request: bytes | None) -> "Served | None":
+        """Send ``request`` to the holder (None: nothing, an answer is on its way) and read its answer."""
+        chan, out, lock = self._holder, self._holder_out, self._run_lock
+        assert chan is not None and out is not None and lock is not None
+        with Deadline(self._timeout(), self.conn.close) as dl:
+            try:
+                if request is not None:
+                    chan.sendall(request)
+                got = read_served(lock.token, out.readline, OUT_MAX)
+            except (paramiko.SSHException, OSError, EOFError) as e:
+                raise self._lost(e, dl) from None
+        if dl.fired:
+            raise self._timed_out()
+        return got
+
+    def _result(self, got: "Served | None") -> RunResult:
+        """A served script's answer as a round trip's result; raises where the holder or the connection is gone."""
+        chan = self._holder
         if got is None:
             transport = self.conn.transport
             if transport is None or not transport.is_active():
@@ -253,7 +290,8 @@ class SSHTransport(Transport):
             raise LockLost(f"{self.host.name}: this run no longer holds the host's run lock (its holder on the host "
                            "ended); nothing more of it ran there: run again")
         if got.out_over:
-            chan.close()  # the rest of that answer is never read: the channel is out of step
+            if chan is not None:
+                chan.close()  # the rest of that answer is never read: the channel is out of step
             raise BringupError(
                 f"{self.host.name} answered one command with more than {OUT_MAX >> 20} MiB on stdout: cut off "
                 "there and not read (bringup's scripts print far less; check what the host runs)")

@@ -35,7 +35,8 @@ from .command import quote, sh
 from ..errors import Unreachable, said
 
 __all__ = ["LOCK_DIR", "WAIT_S", "FENCED_RC", "ERR_KEPT", "LockLost", "RunLock", "Served", "hold_script", "then_output",
-           "serve_request", "servable", "read_served", "fence", "refusal", "who"]
+           "serve_request", "servable", "read_served", "fence", "refusal", "who", "READ_MARK", "keep_request",
+           "kept_hash"]
 
 #: Root's lock folder (a tmpfs on every systemd host: nothing of it survives a reboot).
 LOCK_DIR = "/run/bringup"
@@ -47,6 +48,8 @@ FENCED_RC = 75
 OWNER_MAX = 300
 #: The most of a served script's stderr sent back, in bytes (one more: the cut is seen).
 ERR_KEPT = 1 << 20
+#: Where a kept state read has its token (:func:`keep_request`): the holder puts the run's own in before it runs.
+READ_MARK = "@@BRINGUP-READ@@"
 #: The longest script the holder serves, in bytes (its request's body): one argument of an exec stays well under
 #: Linux's 128 KiB (MAX_ARG_STRLEN); a longer one goes in a round trip of its own.
 SERVE_MAX = 96 * 1024
@@ -134,7 +137,7 @@ esac
   say "unusable $d: $e"; exit 0; }}
 exec 8>&-
 echo locked
-{then}{serve}exec cat >/dev/null
+{serve}{then}{ahead}{loop}exec cat >/dev/null
 """
 
 # The holder serves the run's scripts (:func:`serve_request`, :func:`read_served`): each request is a line "<bytes>
@@ -147,23 +150,53 @@ echo locked
 # host).  Anything else on stdin ends the serving, and the lock is held until the connection goes; the connection
 # gone, the holder ends.
 _SERVE = """\
-s8= j=
-while IFS= read -r q; do
-  case $q in *[!0-9\\ ]*|""|" "*|*" "|*" "*" "*) j=y; break ;; esac
-  s=$(head -c "${{q% *}}")
+s8= j= rt= k=
+serve1() {{
   [ -n "$s8" ] || {{ {{ command exec 8<"$d/scripts.lock"; }} 2>/dev/null && flock -s -n 8 && s8=y; }} || s8=n
   printf '@@%s:begin\\n' {token}
   {{ if [ "$s8" = y ]; then
-    umask "$u0"; timeout -s TERM -k 10 "${{q#* }}" sh -c "$s" 2>"$d/stderr"; rc=$?
+    umask "$u0"; timeout -s TERM -k 10 "$2" sh -c "$1" 2>"$d/stderr"; rc=$?
   else
     rc={rc}; printf 'bringup-lock-lost %s: %s\\n' {token} "$d/scripts.lock could not be held shared" >"$d/stderr"
   fi
   printf '\\n@@%s:end:%d\\n' {token} "$rc"
+  [ -z "$3" ] || [ "$rc" != 0 ] || {{ rm -f -- "$d/ahead.tmp" "$d"/ahead-"${{3%%-*}}"-* &&
+    printf '%s\\n' "$k" >"$d/ahead.tmp" && mv -f -- "$d/ahead.tmp" "$d/ahead-$3"; }} 2>/dev/null
   [ -s "$d/stderr" ] && head -c {err_kept} -- "$d/stderr"
   : >"$d/stderr"
   printf '\\n@@%s:err\\n' {token}; }} 9>&- &
+}}
+"""
+
+# A request: "<bytes> <seconds>", or "<bytes> <seconds> <key>-<hash>" for a state read to keep (READ_MARK where its
+# token goes) as this key's read ahead, replacing the one kept before: kept once it ended well within its time (a
+# read that hung or was cut is never read ahead by the next run).
+_LOOP = """\
+while IFS= read -r q; do
+  case $q in *[!0-9a-f\\ -]*|""|" "*|*" "|*"  "*) j=y; break ;; esac
+  set -- $q
+  case $#:$1$2 in 2:*[!0-9]*|3:*[!0-9]*) j=y; break ;; 2:*|3:*) ;; *) j=y; break ;; esac
+  s=$(head -c "$1")
+  if [ "$#" = 3 ]; then
+    case $rt:$3 in :*|*:-*|*-|*-*-*|*[!0-9a-f:-]*) j=y; break ;; *:*-*) ;; *) j=y; break ;; esac
+    k=$s s=$(printf '%s\\n' "$s" | sed "s/{mark}/$rt/g")
+  fi
+  serve1 "$s" "$2" "${{3-}}"
 done
 [ -z "$j" ] && exit 0
+"""
+
+# The state read kept by an earlier run with the same facts (its key), run at once after the facts: its answer
+# follows a line naming its hash, or a line saying there is none.
+_AHEAD = """\
+rt={read_token} af=
+for f in "$d"/ahead-{key}-*; do [ -f "$f" ] && [ ! -L "$f" ] && af=$f; break; done
+if [ -n "$af" ]; then
+  printf '@@%s:ahead:%s\\n' {token} "${{af##*-}}"
+  serve1 "$(sed "s/{mark}/$rt/g" -- "$af")" {seconds}
+else
+  printf '@@%s:noahead\\n' {token}
+fi
 """
 
 _FENCE = """\
@@ -182,7 +215,8 @@ def _base(base: str | None) -> str:
     return sh("d=%s", base) if base else ":"
 
 
-def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None, then: str | None = None) -> str:
+def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None, then: str | None = None,
+                ahead: tuple[str, str, int] | None = None) -> str:
     """The holder: reads who it is for (one line), takes the lock and the generation ``token`` (or answers why
     not, one line), then waits on its stdin (the connection), holding the lock until the run lets it go.
     ``base``: the lock folder, instead of the user's own (tests).
@@ -190,12 +224,23 @@ def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None, the
     ``then``: a command the holder runs once it holds the lock, before it waits (the run's facts: the lock and
     the facts in one round trip), its stdin empty, its stderr dropped, without the lock's descriptor (a
     program it leaves running never holds the lock); its stdout follows the ``locked`` line and ends with
-    the line ``@@<token>:end:<exit status>`` (:func:`then_output` reads it back)."""
+    the line ``@@<token>:end:<exit status>`` (:func:`then_output` reads it back).
+
+    ``ahead`` (with ``then``): ``(key, read token, seconds)``: the state read an earlier run with the same facts
+    kept under ``key`` (:func:`keep_request`), run right after ``then`` with the read token put in: the holder
+    answers, after ``then``'s end line, ``@@<token>:ahead:<hash>`` followed by that read's answer as a served
+    script's (:func:`read_served`), or ``@@<token>:noahead``."""
     after = "" if then is None else (
         f"( {then}\n) </dev/null 2>/dev/null 9>&-; printf '\\n@@%s:end:%d\\n' {quote(token)} \"$?\"\n")
     serve = _SERVE.format(token=quote(token), rc=FENCED_RC, err_kept=ERR_KEPT + 1)
+    if ahead is not None and (not re.fullmatch(r"[0-9a-f]{1,64}", ahead[0])
+                              or not re.fullmatch(r"[0-9a-f]{16,64}", ahead[1])):
+        raise ValueError("a read ahead's key and token are hexadecimal")
+    kept = "" if then is None or ahead is None else _AHEAD.format(
+        token=quote(token), mark=READ_MARK, key=ahead[0], read_token=ahead[1], seconds=max(1, int(ahead[2])))
     return _HOLD.format(say=_SAY, what=_WHAT, owner=_OWNER, holders=_HOLDERS, place=_PLACE, base=_base(base),
-                        wait=_seconds(wait_s), token=quote(token), then=after, serve=serve)
+                        wait=_seconds(wait_s), token=quote(token), then=after, serve=serve, ahead=kept,
+                        loop=_LOOP.format(mark=READ_MARK))
 
 
 def then_output(token: str, lines: list[str]) -> tuple[int, str] | None:
@@ -216,6 +261,22 @@ def serve_request(script: str, seconds: int) -> bytes:
     the script run."""
     body = ("{\n" + script + "\n} </dev/null\n").encode("utf-8", "surrogateescape")
     return f"{len(body)} {max(1, int(seconds))}\n".encode() + body
+
+
+def keep_request(script: str, read_token: str, key: str, seconds: int) -> tuple[bytes, str]:
+    """A request that runs ``script`` (made with ``read_token``) and keeps it under ``key`` for the next run's
+    read ahead, with :data:`READ_MARK` where its token is; and the hash that names it (:func:`kept_hash`)."""
+    marked = script.replace(read_token, READ_MARK)
+    digest = kept_hash(script, read_token)
+    body = ("{\n" + marked + "\n} </dev/null\n").encode("utf-8", "surrogateescape")
+    return f"{len(body)} {max(1, int(seconds))} {key}-{digest}\n".encode() + body, digest
+
+
+def kept_hash(script: str, read_token: str) -> str:
+    """What names a kept read: the hash of the script with :data:`READ_MARK` for its token."""
+    import hashlib
+
+    return hashlib.sha256(script.replace(read_token, READ_MARK).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def servable(script: str) -> bool:
@@ -366,8 +427,8 @@ class RunLock:
     base: str | None = None
     token: str = field(default_factory=lambda: secrets.token_hex(8))
 
-    def holder(self, then: str | None = None) -> str:
-        return hold_script(self.token, self.wait_s, self.base, then)
+    def holder(self, then: str | None = None, ahead: tuple[str, str, int] | None = None) -> str:
+        return hold_script(self.token, self.wait_s, self.base, then, ahead)
 
     def fenced(self, command: str) -> str:
         return fence(self.token, command, self.wait_s, self.base)

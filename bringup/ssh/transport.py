@@ -68,6 +68,11 @@ class Transport:
         self._limit: float | None = None
         #: The host's run lock while this connection holds it (:meth:`hold_run_lock`): every script is fenced.
         self._run_lock: RunLock | None = None
+        #: The token of this connection's state reads that may be kept for, and read ahead by, the next run
+        #: (:meth:`run_script`'s ``keep``; :func:`bringup.ssh.runlock.keep_request`).
+        self.read_token = secrets.token_hex(8)
+        #: The hash of the state read the run lock's holder read ahead, its answer not yet taken (:meth:`_served`).
+        self._ahead: str | None = None
 
     def _become(self, inner: str) -> tuple[str, "Sudo | None"]:
         """``inner`` wrapped in sudo when ``ansible_become``, and the prompt handshake when a password is set.
@@ -119,24 +124,36 @@ class Transport:
         finally:
             self._limit = before
 
-    def run_script(self, script: str) -> RunResult:
+    def run_script(self, script: str, keep: str | None = None) -> RunResult:
         """Run ``script`` (POSIX sh) on the host in one round trip.
 
         A round trip that takes longer than ``command_timeout`` raises
         :class:`Unreachable`: a host that stops answering never hangs the run.
+
+        ``keep``: ``script`` is a state read made with :attr:`read_token`, which the next run with the same key
+        (:func:`bringup.facts.gather.ahead_key`) may have read ahead while it gathered its facts: where the run
+        lock's holder read this very script ahead, its answer is taken, no round trip made; else it is run and
+        kept on the host under that key.
         """
+        res = self._ahead_answer(script) if keep is not None else None
+        if res is not None:
+            return self._unfenced(res)
         with self._lock:
             self.round_trips += 1
-        res = self._served(script)
+        res = self._served(script, keep)
         if res is None:
             cmd, sudo = self._entry()
             res = self._run(cmd, sudo, script)
         return self._unfenced(res)
 
-    def _served(self, script: str) -> RunResult | None:
+    def _served(self, script: str, keep: str | None = None) -> RunResult | None:
         """``script`` run by the host's run lock holder (:func:`~bringup.ssh.runlock.serve_request`), in the
-        connection's channel it already holds; None where it cannot (no lock held here, or the holder busy with
-        another script): then the script goes in a round trip of its own."""
+        connection's channel it already holds (and kept there under ``keep``); None where it cannot (no lock
+        held here, or the holder busy with another script): then the script goes in a round trip of its own."""
+        return None
+
+    def _ahead_answer(self, script: str) -> RunResult | None:
+        """The answer of the state read the holder read ahead, where it is ``script`` itself; else None."""
         return None
 
     def run_command(self, command: str) -> RunResult:
@@ -216,7 +233,7 @@ class Transport:
     def close(self) -> None:
         """Disconnect."""
 
-    def hold_run_lock(self, who: str, then: str | None = None) -> RunResult | None:
+    def hold_run_lock(self, who: str, then: str | None = None, ahead: str | None = None) -> RunResult | None:
         """Take the host's run lock (:mod:`bringup.ssh.runlock`) for as long as this connection lives, naming this run
         ``who``; from then on every script of this connection runs fenced by it.  Raises :class:`BringupError`
         with one line when the lock is held (by a live run, or by a script of an earlier run still running) or
@@ -230,12 +247,16 @@ class Transport:
         ``then``: a script (as :meth:`run_script` takes) the holder runs once it holds the lock, in the same
         round trip (the run's facts): its result, counted as a round trip; None when it was not run that way
         (no lock here, or a script too long for the holder's command line): the caller runs it itself.
+        ``ahead`` (with ``then``): the key of the run's state read (:func:`bringup.facts.gather.ahead_key`): the
+        holder runs the read an earlier run kept under it right after ``then``, for :meth:`run_script`.
         """
         lock = RunLock(wait_s=self.host.connection.run_lock_timeout)
         inner = None if then is None else self._bounded("sh -c " + quote(then))
-        cmd, sudo = self._become("sh -c " + quote(lock.holder(inner)))
+        read_ahead = None if ahead is None or inner is None else \
+            (ahead, self.read_token, int(self._timeout()) + REMOTE_GRACE_S)
+        cmd, sudo = self._become("sh -c " + quote(lock.holder(inner, read_ahead)))
         if inner is not None and len(cmd) > HOLDER_MAX:
-            inner = None
+            inner = read_ahead = None
             cmd, sudo = self._become("sh -c " + quote(lock.holder()))
         # The holder's wait (for a live run, then for an earlier run's scripts: wait_s in all) is its own; what
         # it runs then has command_timeout, as a round trip of its own would.
@@ -243,7 +264,8 @@ class Transport:
         if inner is not None:
             with self._lock:
                 self.round_trips += 1
-        line, rest = self._hold(cmd, sudo, who, within, lock.token if inner is not None else None)
+        line, rest = self._hold(cmd, sudo, who, within, lock.token if inner is not None else None,
+                                read_ahead is not None)
         problem = refusal(line, lock.wait_s)
         if problem is not None:
             raise BringupError(f"{self.host.name}: {problem}")
@@ -261,12 +283,13 @@ class Transport:
         """Whether this connection holds the host's run lock (:meth:`hold_run_lock`)."""
         return self._run_lock is not None
 
-    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float, then: str | None
+    def _hold(self, cmd: str, sudo: "Sudo | None", who: str, within: float, then: str | None, ahead: bool = False
               ) -> tuple[str, list[str]]:  # pragma: no cover
         """Start ``cmd`` (the holder), send ``who`` as its first line, keep it running; its first line back
         (read within ``within`` seconds, at most :data:`ANSWER_MAX` bytes of it) and, given ``then`` (the
         lock's token) and the lock taken, the lines its ``then`` command printed, up to and with its end line
-        (:func:`~bringup.ssh.runlock.then_output`)."""
+        (:func:`~bringup.ssh.runlock.then_output`); ``ahead``: then the line saying whether it reads a kept state
+        read ahead (:attr:`_ahead`)."""
         raise NotImplementedError
 
 
@@ -282,7 +305,7 @@ def _pump(data: BinaryIO, write: Callable[[bytes], object]) -> None:
 class LocalTransport(Transport):
     """``ansible_connection: local``: run on the control machine itself."""
 
-    def hold_run_lock(self, who: str, then: str | None = None) -> None:
+    def hold_run_lock(self, who: str, then: str | None = None, ahead: str | None = None) -> None:
         """No lock: ``ansible_connection: local`` is the control machine itself, whose inventory may name it
         several times (tests stand hosts in for each other that way); its runs are the operator's own."""
         return None

@@ -289,7 +289,7 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
 
         ahead.want(wanted_facts(chosen_roles, ahead.extra_facts),
                    {h.name: fact_keys(chosen_roles, role_vars[h.name], ahead.extra_facts) for h in chosen[:dial]},
-                   lock=who() if lock else None)
+                   lock=who() if lock else None, roles=[r.name for r in chosen_roles])
     return inv, chosen, root, chosen_roles, role_vars
 
 

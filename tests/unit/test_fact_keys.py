@@ -72,9 +72,9 @@ def test_a_fact_another_reader_wants_whole_is_read_whole():
 class _Seen(LocalTransport):
     scripts: list[str] = []
 
-    def run_script(self, script):
+    def run_script(self, script, keep=None):
         _Seen.scripts.append(script)
-        return super().run_script(script)
+        return super().run_script(script, keep=keep)
 
 
 @pytest.mark.skipif(not shutil.which("sysctl"), reason="no sysctl(8) here")

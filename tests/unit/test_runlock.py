@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from bringup.ssh.runlock import (ERR_KEPT, FENCED_RC, OWNER_MAX, RunLock, fence, hold_script, read_served, refusal,
-                                 serve_request, then_output)
+from bringup.ssh.runlock import (ERR_KEPT, FENCED_RC, OWNER_MAX, READ_MARK, RunLock, fence, hold_script, keep_request,
+                                 kept_hash, read_served, refusal, serve_request, then_output)
 
 
 def holder(base: Path, who: str, wait_s: float, token: str = "t0") -> subprocess.Popen:
@@ -390,3 +390,91 @@ def test_an_answer_cut_before_its_last_line_is_none_and_a_flood_stops_the_readin
     assert got is not None and got.out_over and got.rc == 255
     lines = iter([b"@@t:begin\n", b"a\n", b"\n", b"@@t:end:3\n", b"e\n", b"@@t:err\n"])
     assert read_served("t", lambda n: next(lines, b""), 100) == (3, b"a\n", b"e", False, False)
+
+
+def _ahead_holder(base: Path, token: str, key: str, read_token: str) -> subprocess.Popen:
+    p = subprocess.Popen(["sh", "-c", hold_script(token, 5, str(base), "echo facts", (key, read_token, 30))],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True, bufsize=0)
+    p.stdin.write(b"ops@ctl pid 1\n")
+    p.stdin.flush()
+    assert answer(p) == "locked\n"
+    assert then_output(token, _lines_to_end(p, token)) == (0, "facts\n")
+    return p
+
+
+def _keep(p: subprocess.Popen, token: str, script: str, read_token: str, key: str):
+    req, digest = keep_request(script, read_token, key, 30)
+    p.stdin.write(req)
+    p.stdin.flush()
+    return read_served(token, p.stdout.readline, 1 << 20), digest
+
+
+@pytest.mark.reliability(item=26, fault="a state read kept on the host for the next run's read ahead (planted link, "
+                         "another key, a bad name)", variants=4, checks=("exit code", "nothing executed"))
+def test_a_kept_state_read_is_read_ahead_by_the_next_run_with_the_same_key_and_its_own_token(tmp_path):
+    """Issue 42 item 3: a run keeps its state read on the host (keep_request); the next run's holder with the same
+    key runs it right after the facts, with that run's token put in, and names it by its hash: the facts, the lock
+    and the state in one round trip.  Another key, a kept file that is a link, a keep request whose name is no
+    key-hash pair: nothing is read ahead or kept, and nothing is written outside the lock folder."""
+    base = tmp_path / "bringup"
+    script = "printf '@@%s:B:0\\n' {t}; echo state; printf '@@%s:E:0:0\\n' {t}"
+    first = _ahead_holder(base, "r1", "abc123", "1111111111111111")
+    assert answer(first) == "@@r1:noahead\n"  # nothing kept yet
+    mine = script.format(t="1111111111111111")
+    got, digest = _keep(first, "r1", mine, "1111111111111111", "abc123")
+    assert got is not None and got.rc == 0 and got.stdout == b"@@1111111111111111:B:0\nstate\n@@1111111111111111:E:0:0\n"
+    assert digest == kept_hash(mine, "1111111111111111") == kept_hash(script.format(t="2222222222222222"),
+                                                                       "2222222222222222")
+    kept = base / f"ahead-abc123-{digest}"
+    assert "1111111111111111" not in kept.read_text() and READ_MARK in kept.read_text()
+    let_go(first)
+    # The next run: the kept read runs ahead with its own token, named by the hash the control machine compares.
+    second = _ahead_holder(base, "r2", "abc123", "2222222222222222")
+    assert answer(second) == f"@@r2:ahead:{digest}\n"
+    ahead = read_served("r2", second.stdout.readline, 1 << 20)
+    assert ahead is not None and ahead.stdout == b"@@2222222222222222:B:0\nstate\n@@2222222222222222:E:0:0\n"
+    let_go(second)
+    # Another key: nothing read ahead.
+    other = _ahead_holder(base, "r3", "def456", "3333333333333333")
+    assert answer(other) == "@@r3:noahead\n"
+    let_go(other)
+    # A keep request whose name is not key-hash (a path, two dashes): the serving ends there, nothing kept.
+    for bad in (b"10 30 ../../x-1\n", b"10 30 a-b-c\n", b"10 30 -abc\n"):
+        p = _ahead_holder(base, "r4", "def456", "4444444444444444")
+        assert answer(p) == "@@r4:noahead\n"
+        p.stdin.write(bad + b"{\necho x\n}")
+        p.stdin.flush()
+        p.stdin.close()
+        assert p.wait(10) == 0 and p.stdout.read() == b""
+    assert sorted(f.name for f in base.iterdir() if f.name.startswith("ahead")) == [kept.name]
+    assert not (tmp_path / "x-1").exists()
+    # A kept read replaced by a link (to a script elsewhere): skipped, never run.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text(f"touch {tmp_path / 'ran'}\n")
+    kept.unlink()
+    kept.symlink_to(elsewhere)
+    last = _ahead_holder(base, "r5", "abc123", "5555555555555555")
+    assert answer(last) == "@@r5:noahead\n"
+    let_go(last)
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_state_read_that_did_not_end_well_is_not_kept_for_the_next_run(tmp_path):
+    # A read cut by its time limit (a hung nvidia-smi) or failing whole is never read ahead by the next run: the
+    # next run would wait on it before its own read.
+    base = tmp_path / "bringup"
+    first = _ahead_holder(base, "f1", "abc123", "6666666666666666")
+    assert answer(first) == "@@f1:noahead\n"
+    req, _ = keep_request("echo partial; exit 3", "6666666666666666", "abc123", 30)
+    first.stdin.write(req)
+    first.stdin.flush()
+    got = read_served("f1", first.stdout.readline, 1 << 20)
+    assert got is not None and got.rc == 3
+    req, _ = keep_request("sleep 30", "6666666666666666", "abc124", 1)  # past its 1 s: ended by timeout(1)
+    first.stdin.write(req)
+    first.stdin.flush()
+    got = read_served("f1", first.stdout.readline, 1 << 20)
+    assert got is not None and got.rc == 124
+    assert not [f for f in base.iterdir() if f.name.startswith("ahead")]
+    let_go(first)
