@@ -256,7 +256,7 @@ class SSHTransport(Transport):
                 self._ahead = None
                 self._result(self._answer(None))
             seconds = int(self._timeout()) + REMOTE_GRACE_S
-            request = serve_request(script, seconds) if keep is None else \
+            request = serve_request(script, seconds) if keep is None or not self._keeps else \
                 keep_request(script, self.read_token, keep, seconds)[0]
             got = self._answer(request)
         finally:

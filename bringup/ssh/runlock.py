@@ -178,7 +178,8 @@ while IFS= read -r q; do
   case $#:$1$2 in 2:*[!0-9]*|3:*[!0-9]*) j=y; break ;; 2:*|3:*) ;; *) j=y; break ;; esac
   s=$(head -c "$1")
   if [ "$#" = 3 ]; then
-    case $rt:$3 in :*|*:-*|*-|*-*-*|*[!0-9a-f:-]*) j=y; break ;; *:*-*) ;; *) j=y; break ;; esac
+    case $3 in -*|*-|*-*-*|*[!0-9a-f-]*) j=y; break ;; *-*) ;; *) j=y; break ;; esac
+    [ -n "$rt" ] || {{ j=y; break; }}  # no read token: this holder reads nothing ahead, nor keeps
     k=$s s=$(printf '%s\\n' "$s" | sed "s/{mark}/$rt/g")
   fi
   serve1 "$s" "$2" "${{3-}}"

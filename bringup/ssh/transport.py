@@ -73,6 +73,8 @@ class Transport:
         self.read_token = secrets.token_hex(8)
         #: The hash of the state read the run lock's holder read ahead, its answer not yet taken (:meth:`_served`).
         self._ahead: str | None = None
+        #: Whether the holder was started to read ahead (it has :attr:`read_token`): only then is a read kept.
+        self._keeps = False
 
     def _become(self, inner: str) -> tuple[str, "Sudo | None"]:
         """``inner`` wrapped in sudo when ``ansible_become``, and the prompt handshake when a password is set.
@@ -270,6 +272,7 @@ class Transport:
         if problem is not None:
             raise BringupError(f"{self.host.name}: {problem}")
         self._run_lock = lock
+        self._keeps = read_ahead is not None
         if inner is None:
             return None
         got = then_output(lock.token, rest)

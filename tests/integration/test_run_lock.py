@@ -263,3 +263,32 @@ def test_after_a_reboot_the_run_takes_the_lock_again_and_writes(sandbox_host_fac
     assert content(host) == "a\n"  # written after the reboot, by a script fenced by the new boot's lock
     assert host.exec(["test", "-e", "/run/fk-old-boot"], check=False).returncode == 1  # it did reboot
     assert "pid" in host.exec(["cat", "/run/bringup/owner"]).stdout
+
+
+FACTLESS_ROLE = '''
+from bringup.resources import File
+
+FACTS = ()
+
+
+def resources(host):
+    return [File("/srv/factless.conf", content="kept = 1\\n", mode="0644")]
+'''
+
+
+def test_a_run_of_roles_that_read_no_facts_reads_nothing_ahead_and_keeps_serving(sandbox_host, tmp_path):
+    """Roles that read no facts take the lock without a facts script: that holder reads nothing ahead and keeps no
+    read; the run's reads are served as any script is (a read sent to be kept there made the holder stop serving,
+    and the run waited out command_timeout)."""
+    sandbox_host.exec("rm -f /srv/factless.conf")
+    project = role_project(tmp_path, {"factless": FACTLESS_ROLE}, {"h": sandbox_host})
+    inv = yaml.safe_load((project / "hosts").read_text())
+    inv["all"]["hosts"]["h"]["command_timeout"] = 30
+    (project / "hosts").write_text(yaml.safe_dump(inv))
+    for changed in (1, 0):
+        started = time.monotonic()
+        r = invoke("provision", "--host", "h", cwd=project, timeout=120)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert recap(r.stdout)["h"]["changed"] == changed, r.stdout
+        assert time.monotonic() - started < 25
+    assert sandbox_host.exec(["cat", "/srv/factless.conf"]).stdout == "kept = 1\n"
