@@ -83,17 +83,22 @@ def inotify_in_use(pids: str = "[0-9]*") -> tuple[int, int]:
     ``pids``: which processes, a pattern of /proc's folders (one process: its pid).
     """
     instances = watches = 0
-    for fd in Path("/proc").glob(f"{pids}/fd/*"):
+    for proc in Path("/proc").glob(pids):
         try:
-            if os.readlink(fd) != "anon_inode:inotify":
-                continue
-        except OSError:  # the process or the descriptor went away meanwhile
+            fds = list((proc / "fd").iterdir())
+        except OSError:  # the process went away meanwhile (a glob over /proc/*/fd raised for it), or is not ours
             continue
-        instances += 1
-        try:
-            watches += (fd.parent.parent / "fdinfo" / fd.name).read_text().count("inotify wd:")
-        except OSError:
-            pass
+        for fd in fds:
+            try:
+                if os.readlink(fd) != "anon_inode:inotify":
+                    continue
+            except OSError:  # the process or the descriptor went away meanwhile
+                continue
+            instances += 1
+            try:
+                watches += (proc / "fdinfo" / fd.name).read_text().count("inotify wd:")
+            except OSError:
+                pass
     return instances, watches
 
 
