@@ -115,7 +115,7 @@ def part_a(grow, d: Path, venv: Path, runs: int, scale: list[int], ansible_max: 
         if n == 1:
             out["commands"] = {t.name: count_commands(sub[0], t, stdin=t.name == "bringup") for t in tools}
             log("(a) where bringup's time goes, 1 host")
-            out["where"] = where(tools[0], sub[0], out["commands"]["bringup"].pop("scripts"), runs, sd)
+            out["where"] = where(tools[0], sub[0], out["commands"]["bringup"].pop("execs"), runs, sd)
     return out
 
 
@@ -141,7 +141,7 @@ def part_b(hosts, d: Path, venv: Path, runs: int) -> dict:
     commands = {t.name: count_commands(h[0], t, stdin=t.name == "bringup") for t in tools}
     log("(b) where bringup's time goes")
     return {"apply": apply_, "noop": noop, "commands": commands,
-            "where": where(tools[0], h[0], commands["bringup"].pop("scripts"), runs, sd)}
+            "where": where(tools[0], h[0], commands["bringup"].pop("execs"), runs, sd)}
 
 
 
@@ -163,8 +163,8 @@ def part_cd(hosts, d: Path, venv: Path, runs: int) -> dict:
     out = {}
     for key, tool in (("c", prov), ("d", audit)):
         counted = count_commands(h[0], tool, stdin=True)
-        scripts = counted.pop("scripts")
-        tools = [tool, replay_floor(f"floor_{key}", sd, scripts)]
+        execs = counted.pop("execs")
+        tools = [tool, replay_floor(f"floor_{key}", sd, execs)]
         peers = {}
         if key == "d":
             spec = audit_spec(h[0], sd, binv)
@@ -172,12 +172,12 @@ def part_cd(hosts, d: Path, venv: Path, runs: int) -> dict:
                 log(f"(d) testinfra, {backend} backend: the audit's checks as tests, one verifying run (not timed)")
                 testinfra, peer = testinfra_peer(h[0], sd, venv, binv, spec, backend)
                 peer["commands"] = count_commands(h[0], testinfra)
-                peer["commands"].pop("scripts")
+                peer["commands"].pop("execs")
                 peers[testinfra.name] = peer
                 tools.insert(i, testinfra)
         log(f"({key}) {', '.join(t.name for t in tools)}, no-op")
         out[key] = {"times": alternate(tools, runs), "commands": counted,
-                    "where": where(tool, h[0], scripts, runs, sd, alone=COMPOSE_CHECK if key == "d" else None)}
+                    "where": where(tool, h[0], execs, runs, sd, alone=COMPOSE_CHECK if key == "d" else None)}
         for name, field in PEERS.values():
             if name in peers:
                 out[key][field] = peers[name]

@@ -6,6 +6,7 @@ item 2): the floor is a peer of its own.
 from __future__ import annotations
 
 import json
+import shlex
 import os
 import statistics
 import subprocess
@@ -26,9 +27,12 @@ def floor_tool(name: str, d: Path, cmd: str, stdin: str = "", hosts: str = "floo
     return Tool("floor", argv, d)
 
 
-def replay_floor(name: str, d: Path, scripts: list[str]) -> Tool:
-    """The floor of a bringup run: every script it ran, in one command over one connection."""
-    body = "".join(f"(\n{s}\n) >/dev/null 2>&1\n" for s in scripts) + "exit 0\n"
+def replay_floor(name: str, d: Path, execs: list[list[str]]) -> Tool:
+    """The floor of a bringup run: every command it ran on the host, each with what it sent on its stdin, in one
+    command over one connection (the run lock's holder with its facts and the state read it read ahead included:
+    a run that reads its state ahead sends no read script of its own)."""
+    body = "".join(f"printf '%s' {shlex.quote(i)} | /bin/bash -c {shlex.quote(c)} >/dev/null 2>&1\n"
+                   for c, i in execs) + "exit 0\n"
     return floor_tool(name, d, "sh -c 'eval \"$(cat)\"'", body, hosts="floor_one.json")
 
 
@@ -103,13 +107,13 @@ def import_breakdown(tool: Tool, runs: int) -> dict:
 COMPOSE_CHECK = "docker compose version >/dev/null 2>&1 || docker-compose version >/dev/null 2>&1\n"
 
 
-def where(tool: Tool, host: harness.SandboxHost, scripts: list[str], runs: int, d: Path,
+def where(tool: Tool, host: harness.SandboxHost, execs: list[list[str]], runs: int, d: Path,
           alone: str | None = None) -> dict:
     """Imports of ``tool`` by package, and its remote part replayed (bench/where.py): handshake, each trip;
     ``alone``: one more script timed by itself (``alone`` in the result)."""
     (d / "where_host.json").write_text(json.dumps(
         {"port": host.port, "key": str(host.key_file), "known_hosts": str(host.known_hosts)}))
-    (d / "where_scripts.json").write_text(json.dumps(scripts + ([alone] if alone else [])))
+    (d / "where_scripts.json").write_text(json.dumps(execs + ([["sh -c 'eval \"$(cat)\"'", alone]] if alone else [])))
     cp = subprocess.run([PYTHON, str(BENCH / "where.py"), str(d / "where_host.json"), str(d / "where_scripts.json"),
                          str(runs)], capture_output=True, text=True, check=True)
     remote = json.loads(cp.stdout)

@@ -89,8 +89,11 @@ def report(res: dict, meta: dict) -> str:
                   "|---|---|---|---|---|",
                   f"| {fmt(t[name])} | {fmt(t['floor'])} | {ratio(t[name], t['floor'])} | {c['commands']} | "
                   f"{c['connections']} |", ""]
-        L += ["Its floor: every script this run sent, captured on the host, replayed from a fresh paramiko "
-              "process in one command over one connection.", ""]
+        L += ["Its floor: every command this run ran on the host (the run lock's holder with its facts and, where "
+              "read ahead, its state read), each with what it sent on stdin, captured on the host and replayed from "
+              "a fresh paramiko process in one command over one connection. Until 2026-12-06 it replayed only what "
+              "was sent on stdin (the state read, not the facts in the holder's command line): its floors and ratios "
+              "are not comparable with earlier runs'.", ""]
     L += targets_table(res)
     L += cpu_table(res)
     L += where_table(res)
@@ -228,9 +231,9 @@ def where_table(res: dict) -> list[str]:
     return ["## Where bringup's time goes (one host, no-op, medians)", "",
             "Whole run: the timed cell above. Imports: the wall time a fresh process takes to import every module "
             "the same command loaded, less `python -c pass` (role modules, loaded from their files, are in the "
-            "rest); split by top-level package in the shares `python -X importtime` gives them (ms). Handshake and round trips: bench/where.py replays the scripts "
-            "this run sent (captured on the host) over a fresh paramiko connection: TCP, key exchange and "
-            "authentication, then each script on a new channel. The rest: whole run minus those three, that is "
+            "rest); split by top-level package in the shares `python -X importtime` gives them (ms). Handshake and round trips: bench/where.py replays the commands "
+            "this run ran, with what it sent on their stdin (captured on the host), over a fresh paramiko "
+            "connection: TCP, key exchange and authentication, then each command on a new channel. The rest: whole run minus those three, that is "
             "interpreter start-up and exit, reading the inventory, merging and validating variables, declaring and "
             "planning resources, printing and writing the report, less the overlap: a run connects and gathers the "
             "facts while it still loads its roles, checks its variables and imports Jinja2 and rich "

@@ -164,12 +164,14 @@ def count_commands(host: harness.SandboxHost, tool: Tool, stdin: bool = False) -
         listing = host.exec(f"cd {LOGDIR} && head -qn1 -- *.cmd 2>/dev/null; true").stdout.split()
         cmds = host.exec(f"cd {LOGDIR} && for f in $(ls *.cmd 2>/dev/null | sort); do tail -n +2 \"$f\"; "
                          "printf '\\0'; done").stdout.split("\0")[:-1]
-        scripts = []
+        execs = []
         if stdin:
-            scripts = host.exec(f"cd {LOGDIR} && for f in $(ls *.in 2>/dev/null | sort); do cat \"$f\"; "
-                                "printf '\\0'; done").stdout.split("\0")[:-1]
+            # Each command as sshd ran it (its login shell's -c) with what was sent on its stdin, in order.
+            ins = host.exec(f"cd {LOGDIR} && for f in $(ls *.cmd 2>/dev/null | sort); do "
+                            "i=${f%.cmd}.in; [ -e \"$i\" ] && cat \"$i\"; printf '\\0'; done").stdout.split("\0")[:-1]
+            execs = [[c, i] for c, i in zip(cmds, ins)]
     finally:
         host.exec(f"usermod -s /bin/bash root && rm -rf {LOGDIR}")
     sftp = sum("sftp-server" in c for c in cmds)
-    return {"commands": len(cmds), "sftp": sftp, "connections": len(set(listing)), "scripts": scripts,
+    return {"commands": len(cmds), "sftp": sftp, "connections": len(set(listing)), "execs": execs,
             "sample": [c.splitlines()[0][:90] if c else "" for c in cmds[:3]]}

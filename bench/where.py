@@ -2,10 +2,10 @@
 
     python3 bench/where.py HOST.json SCRIPTS.json RUNS
 
-HOST.json: {"port", "key", "known_hosts"} of one host on 127.0.0.1 (user root); SCRIPTS.json: the scripts
-a bringup run sent (captured on the host), in order.  Prints JSON: the median of RUNS fresh connections'
-handshake (TCP, key exchange, auth) and of each script's round trip over it (a new channel, ``sh -c 'eval
-"$(cat)"'`` as bringup runs it, the script on stdin, its output read to the end), in seconds.
+HOST.json: {"port", "key", "known_hosts"} of one host on 127.0.0.1 (user root); SCRIPTS.json: the commands
+a bringup run ran, each with what it sent on its stdin (captured on the host), in order.  Prints JSON: the
+median of RUNS fresh connections' handshake (TCP, key exchange, auth) and of each command's round trip over it
+(a new channel, the command, its stdin sent, its output read to the end), in seconds.
 """
 import json
 import socket
@@ -33,9 +33,9 @@ for _ in range(runs):
     c.connect("127.0.0.1", port=host["port"], username="root", key_filename=host["key"],
               look_for_keys=False, allow_agent=False, sock=s)
     connect.append(time.perf_counter() - t0)
-    for i, s in enumerate(scripts):
+    for i, (cmd, s) in enumerate(scripts):
         t1 = time.perf_counter()
-        i_, o, _ = c.exec_command("sh -c 'eval \"$(cat)\"'")
+        i_, o, _ = c.exec_command(cmd)
         i_.write(s.encode())
         i_.channel.shutdown_write()
         o.read()
