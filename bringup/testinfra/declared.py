@@ -100,10 +100,10 @@ class _Borrowed:
         self._t = backend.transport()
         self.host, self.round_trips = self._t.host, 0
 
-    def run_script(self, script: str):
+    def run_script(self, script: str, keep: str | None = None):
         self.round_trips += 1
         with self._backend.bounded(self._t, "a read of the role's audit"):
-            return self._t.run_script(script)
+            return self._t.run_script(script, keep=keep)
 
     def close(self) -> None:
         pass
