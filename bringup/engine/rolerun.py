@@ -69,7 +69,7 @@ def read(t: Transport, resources: list[Resource], keep: str | None = None) -> li
                                     if not all(resources[i].read_alongside for i in idx)},
                           small={k for k, (idx, _, _) in enumerate(reads) if resources[idx[0]].read_small},
                           section_max=SECTION_MAX)
-    res = t.run_script(script) if keep is None else t.run_script(script, keep=keep)
+    res = t.run_script(script, keep=keep)
     # A read cut at its bound (rc None) is unreadable: its resource (or the resources read together) fail alone.
     secs = split(res.stdout, token, [r.id for r in first], section_max=SECTION_MAX)
     outputs: list[str | None] = [None] * len(resources)

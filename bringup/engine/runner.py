@@ -222,9 +222,8 @@ class HostRun:
         everything = [r for _, _, rs in declared for r in rs]
         # Handlers an earlier run owed are read with the state, in the same round trip.
         owed = PendingHandlers()
-        # Kept for the next run's read ahead only by a run that holds the lock (check mode and audits read plainly).
-        keep = self.ahead_key if self.transport.holds_run_lock else None
-        outputs = iter(read(self.transport, [*everything, owed], keep=keep))
+        # Kept for the next run's read ahead where the transport's holder reads ahead (a run that holds the lock).
+        outputs = iter(read(self.transport, [*everything, owed], keep=self.ahead_key))
         reads: list[list[str | None] | None] = [[next(outputs) for _ in rs] for _, _, rs in declared]
         owed.load(next(outputs))
         stale = False

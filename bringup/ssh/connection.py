@@ -238,11 +238,16 @@ class SSHTransport(Transport):
 
     def _ahead_answer(self, script: str) -> RunResult | None:
         with self._serving:
-            pending, self._ahead = self._ahead, None
-            if pending is None:
-                return None
-            got = self._answer(None)  # read whatever it is: the channel stays in step
-        return self._result(got) if pending == kept_hash(script, self.read_token) else None
+            taken = self._take_ahead()
+        if taken is None or taken[0] != kept_hash(script, self.read_token):
+            return None
+        return self._result(taken[1])
+
+    def _take_ahead(self) -> "tuple[str, Served | None] | None":
+        """The read ahead's hash and answer, read off the channel once (whoever needs the channel next reads it
+        first, taken or not: the channel stays in step); None where none is pending.  Under ``_serving``."""
+        pending, self._ahead = self._ahead, None
+        return None if pending is None else (pending, self._answer(None))
 
     def _served(self, script: str, keep: str | None = None) -> RunResult | None:
         # The holder's channel, when free: no channel, login shell or fence of its own (the holder holds the lock).
@@ -252,9 +257,9 @@ class SSHTransport(Transport):
         if not self._serving.acquire(blocking=False):
             return None
         try:
-            if self._ahead is not None:  # a read ahead nobody took: its answer comes first on the channel
-                self._ahead = None
-                self._result(self._answer(None))
+            dropped = self._take_ahead()  # a read ahead nobody took: its answer comes first on the channel
+            if dropped is not None:
+                self._result(dropped[1])  # raises where the holder or the connection is gone
             seconds = int(self._timeout()) + REMOTE_GRACE_S
             request = serve_request(script, seconds) if keep is None or not self._keeps else \
                 keep_request(script, self.read_token, keep, seconds)[0]

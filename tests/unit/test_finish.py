@@ -8,9 +8,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 
 
+def _python(code: str, *args: str, cwd: Path = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, capture_output=True, text=True, timeout=120,
+                          env=env)
+
+
 def _run(body: str, *args: str) -> subprocess.CompletedProcess:
-    code = "import sys\nfrom bringup.process import finish\n" + body
-    return subprocess.run([sys.executable, "-c", code, *args], cwd=REPO, capture_output=True, text=True, timeout=60)
+    return _python("import sys\nfrom bringup.process import finish\n" + body, *args)
 
 
 def test_the_status_the_output_and_the_atexit_handlers_survive_the_fast_end(tmp_path):
@@ -42,7 +46,6 @@ def test_a_thread_still_working_is_waited_for(tmp_path):
 def test_a_failed_task_of_the_console_script_keeps_its_status_and_words(tmp_path):
     # Invoke's program ends a failed task by sys.exit(code), its one line already said.
     (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    ctl:\n      ansible_connection: local\n")
-    r = subprocess.run([sys.executable, "-c", "from bringup.entry import main; main()", "provision", "--host", "nosuch",
-                        "--inventory", "hosts.yml"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
-                       env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)})
+    r = _python("from bringup.entry import main; main()", "provision", "--host", "nosuch", "--inventory", "hosts.yml",
+                cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "HOME": str(tmp_path)})
     assert r.returncode == 1 and "nosuch" in r.stderr and "Traceback" not in r.stderr, r

@@ -478,7 +478,7 @@ def test_reads_that_print_content_or_run_an_operators_guard_stay_out_of_the_lane
     monkeypatch.setattr(rolerun, "batch", batch)
 
     class T:
-        def run_script(self, script):
+        def run_script(self, script, keep=None):
             return subprocess.run(["sh", "-c", 'eval "$(cat)"'], input=script, capture_output=True, text=True)
 
     outs = rolerun.read(T(), declared)
