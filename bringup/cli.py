@@ -10,7 +10,15 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from invoke import Collection, Program
+import yaml
+
+# Invoke reads its config files with the PyYAML it vendors (invoke.vendor.yaml: the pure-Python copy, ~8 ms of
+# every command's start-up) unless packagers removed it, and then with the installed PyYAML (invoke.util's own
+# fallback, as Debian's python3-invoke ships it).  bringup depends on PyYAML (its inventories), so Invoke is
+# given that one from the start, as if unvendored: the same safe_load, imported once.
+sys.modules.setdefault("invoke.vendor.yaml", yaml)
+
+from invoke import Collection, Program  # noqa: E402 - after the PyYAML above
 
 from . import __version__
 from .process import keep_bytecode, reader_gone, stdout_gone
