@@ -61,6 +61,9 @@ def test_a_sysctl_no_op_loads_the_sysctl_role_and_its_facts_only(tmp_path):
     assert facts == FACT_MODULES, sorted(facts ^ FACT_MODULES)
     unneeded = [m for m in modules if any(m == p or m.startswith(p + ".") for p in NEVER)]
     assert not unneeded, unneeded
+    # Invoke reads its config files with the installed PyYAML (bringup.cli), not its vendored pure-Python copy.
+    vendored = [m for m in modules if m.startswith("invoke.vendor.yaml.")]
+    assert not vendored, vendored
 
 
 DIAL = """if True:
