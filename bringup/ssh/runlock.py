@@ -53,6 +53,9 @@ READ_MARK = "@@BRINGUP-READ@@"
 #: The longest script the holder serves, in bytes (its request's body): one argument of an exec stays well under
 #: Linux's 128 KiB (MAX_ARG_STRLEN); a longer one goes in a round trip of its own.
 SERVE_MAX = 96 * 1024
+#: The most state reads kept for reading ahead in one lock folder (one per selection of roles and facts; the least
+#: recently kept go first): runs that change their selection often do not fill /run with them.
+KEPT_MAX = 16
 
 # Where the lock folder is, for the user the script runs as (the holder's and every fence's own computation).
 _PLACE = ('_u=$(id -u); if [ "$_u" = 0 ]; then d=/run/bringup; '
@@ -161,7 +164,9 @@ serve1() {{
   fi
   printf '\\n@@%s:end:%d\\n' {token} "$rc"
   [ -z "$3" ] || [ "$rc" != 0 ] || {{ rm -f -- "$d/ahead.tmp" "$d"/ahead-"${{3%%-*}}"-* &&
-    printf '%s\\n' "$k" >"$d/ahead.tmp" && mv -f -- "$d/ahead.tmp" "$d/ahead-$3"; }} 2>/dev/null
+    printf '%s\\n' "$k" >"$d/ahead.tmp" && mv -f -- "$d/ahead.tmp" "$d/ahead-$3" &&
+    (set -- "$d"/ahead-*-*; [ "$#" -le {kept_max} ] || ls -t -- "$@" | tail -n +{kept_next} | while IFS= read -r f; do
+      rm -f -- "$f"; done); }} 2>/dev/null
   [ -s "$d/stderr" ] && head -c {err_kept} -- "$d/stderr"
   : >"$d/stderr"
   printf '\\n@@%s:err\\n' {token}; }} 9>&- &
@@ -188,13 +193,15 @@ done
 """
 
 # The state read kept by an earlier run with the same facts (its key), run at once after the facts: its answer
-# follows a line naming its hash, or a line saying there is none.
+# follows a line naming its hash, or a line saying there is none.  At most SERVE_MAX bytes of it are read (a kept
+# read is a request's body, never longer): a file grown past that is cut, and its brace group cut short is a syntax
+# error, so nothing of it runs.
 _AHEAD = """\
 rt={read_token} af=
 for f in "$d"/ahead-{key}-*; do [ -f "$f" ] && [ ! -L "$f" ] && af=$f; break; done
 if [ -n "$af" ]; then
   printf '@@%s:ahead:%s\\n' {token} "${{af##*-}}"
-  serve1 "$(sed "s/{mark}/$rt/g" -- "$af")" {seconds}
+  serve1 "$(head -c {cap} -- "$af" | sed "s/{mark}/$rt/g")" {seconds}
 else
   printf '@@%s:noahead\\n' {token}
 fi
@@ -233,12 +240,14 @@ def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None, the
     script's (:func:`read_served`), or ``@@<token>:noahead``."""
     after = "" if then is None else (
         f"( {then}\n) </dev/null 2>/dev/null 9>&-; printf '\\n@@%s:end:%d\\n' {quote(token)} \"$?\"\n")
-    serve = _SERVE.format(token=quote(token), rc=FENCED_RC, err_kept=ERR_KEPT + 1)
+    serve = _SERVE.format(token=quote(token), rc=FENCED_RC, err_kept=ERR_KEPT + 1, kept_max=KEPT_MAX,
+                          kept_next=KEPT_MAX + 1)
     if ahead is not None and (not re.fullmatch(r"[0-9a-f]{1,64}", ahead[0])
                               or not re.fullmatch(r"[0-9a-f]{16,64}", ahead[1])):
         raise ValueError("a read ahead's key and token are hexadecimal")
     kept = "" if then is None or ahead is None else _AHEAD.format(
-        token=quote(token), mark=READ_MARK, key=ahead[0], read_token=ahead[1], seconds=max(1, int(ahead[2])))
+        token=quote(token), mark=READ_MARK, cap=SERVE_MAX, key=ahead[0], read_token=ahead[1],
+        seconds=max(1, int(ahead[2])))
     return _HOLD.format(say=_SAY, what=_WHAT, owner=_OWNER, holders=_HOLDERS, place=_PLACE, base=_base(base),
                         wait=_seconds(wait_s), token=quote(token), then=after, serve=serve, ahead=kept,
                         loop=_LOOP.format(mark=READ_MARK))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.ssh.runlock import (ERR_KEPT, FENCED_RC, OWNER_MAX, READ_MARK, RunLock, fence, hold_script, keep_request,
+from bringup.ssh.runlock import (ERR_KEPT, FENCED_RC, KEPT_MAX, OWNER_MAX, READ_MARK, SERVE_MAX, RunLock, fence, hold_script, keep_request,
                                  kept_hash, read_served, refusal, serve_request, then_output)
 
 
@@ -478,3 +478,39 @@ def test_a_state_read_that_did_not_end_well_is_not_kept_for_the_next_run(tmp_pat
     assert got is not None and got.rc == 124
     assert not [f for f in base.iterdir() if f.name.startswith("ahead")]
     let_go(first)
+
+
+@pytest.mark.reliability(item=26, fault="a kept state read grown past the longest script served (a planted file)",
+                         variants=1, checks=("exit code", "nothing executed"))
+def test_a_kept_read_grown_past_the_longest_script_is_cut_and_runs_nothing(tmp_path):
+    # Every read has a size cap: the holder reads at most SERVE_MAX bytes of a kept read (a request's body, never
+    # longer).  A file grown past it is cut there, and its brace group, cut short, is a syntax error: nothing runs.
+    base = tmp_path / "bringup"
+    first = _ahead_holder(base, "g1", "abc123", "7777777777777777")
+    got, digest = _keep(first, "g1", "echo state", "7777777777777777", "abc123")
+    assert got is not None and got.rc == 0
+    let_go(first)
+    kept = base / f"ahead-abc123-{digest}"
+    kept.write_text("{\n" + f"touch {tmp_path / 'ran'}\n" + "#" * (SERVE_MAX + 10) + "\n}\n")
+    second = _ahead_holder(base, "g2", "abc123", "8888888888888888")
+    assert answer(second) == f"@@g2:ahead:{digest}\n"
+    ahead = read_served("g2", second.stdout.readline, 1 << 20)
+    assert ahead is not None and ahead.rc != 0 and b"ran" not in ahead.stdout
+    assert not (tmp_path / "ran").exists()
+    # The holder serves on after it.
+    assert _serve(second, "g2", "echo after").stdout == b"after\n"
+    let_go(second)
+
+
+def test_the_kept_reads_of_one_lock_folder_are_at_most_kept_max_the_oldest_dropped_first(tmp_path):
+    # One kept read per selection of roles and facts: runs that change their selection keep at most KEPT_MAX.
+    base = tmp_path / "bringup"
+    p = _ahead_holder(base, "k1", "a0", "9999999999999999")
+    keys = [f"{i:02x}" for i in range(KEPT_MAX + 3)]
+    for n, key in enumerate(keys):
+        got, _ = _keep(p, "k1", f"echo {n}", "9999999999999999", key)
+        assert got is not None and got.rc == 0
+        time.sleep(0.01)  # distinct mtimes: ls -t orders them
+    let_go(p)
+    left = sorted(f.name.split("-")[1] for f in base.iterdir() if f.name.startswith("ahead-"))
+    assert left == keys[-KEPT_MAX:]
