@@ -12,8 +12,8 @@ from typing import Any, Iterable
 from .errors import printable
 from .shipped import shipped_yaml
 
-__all__ = ["STATUSES", "Check", "line", "line_json", "not_checked", "load_matrix", "printable", "summary_counts",
-           "verdict", "worst_first"]
+__all__ = ["STATUSES", "Check", "line", "line_json", "not_checked", "dated_ahead", "load_matrix", "printable",
+           "summary_counts", "verdict", "worst_first"]
 
 STATUSES = ("PASS", "WARN", "FAIL")
 
@@ -66,6 +66,17 @@ def not_checked(area: str, name: str, needs, fact_errors: dict | None, *, subjec
         return None
     return line(area, name, "WARN", "not checked: " + ", ".join(f"{f} unreadable" for f in bad),
                 f"read the host again; the line of fact {bad[0]} says what its command printed", subject=subject)
+
+
+def dated_ahead(area: str, name: str, later: list, what: str, fix: str = "") -> list[Check]:
+    """The WARN line for saved results dated in the future and passed over (``later``, the first named; none: no
+    line): ``what`` says what they are ("saved result(s) named for a time in the future"), ``fix`` adds to the
+    advice.  A result from the future is no measurement yet, and it would hide every later one."""
+    if not later:
+        return []
+    return [line(area, name, "WARN", f"{len(later)} {what}, not read: {later[0]}"
+                 + (f" and {len(later) - 1} more" if len(later) > 1 else ""),
+                 "remove them (or set this machine's clock right)" + (f"; {fix}" if fix else ""))]
 
 
 def summary_counts(checks: Iterable[Check]) -> dict[str, int]:

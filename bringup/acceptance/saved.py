@@ -15,7 +15,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..checks import Check, line, line_json, printable
+from ..checks import Check, dated_ahead, line, line_json, printable
 from ..process import command
 from ..untrusted import Unreadable, future, loads, number
 from ..userfile import read_capped
@@ -185,11 +185,8 @@ def checklist_lines(vars: dict, folder: str | Path = REPORT_DIR, now: datetime |
     later: list[Path] = []
     path = latest(host, folder, now, passed_over=later) if host else None
     run = command(f"accept --host {host}")
-    warn = [line("acceptance", "measured acceptance", "WARN",
-                 f"{len(later)} saved result(s) named for a time in the future, not read: {later[0]}"
-                 + (f" and {len(later) - 1} more" if len(later) > 1 else ""),
-                 "remove them (or set this machine's clock right); results are named by the time they were measured")
-            ] if later else []
+    warn = dated_ahead("acceptance", "measured acceptance", later, "saved result(s) named for a time in the future",
+                       "results are named by the time they were measured")
     if path is None:
         return warn + [line("acceptance", "measured acceptance", "WARN",
                             f"not measured: no acceptance result of this host in {folder}", f"run {run}")]

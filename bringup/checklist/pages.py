@@ -13,7 +13,7 @@ from collections import Counter
 
 from ..hardware import health
 from .html import render_group_html, render_html
-from ..checks import Check, line, line_json, load_matrix, not_checked, summary_counts, verdict, worst_first
+from ..checks import Check, dated_ahead, line, line_json, load_matrix, not_checked, summary_counts, verdict, worst_first
 from ..hardware.gpu import nvml_failure, nvml_fix
 from ..outfile import write_atomic
 from ..process import command
@@ -211,9 +211,7 @@ def latency_checks(vars: dict, reports=None) -> list[Check]:
     skipped: list = []
     found = latest(host, reports or REPORT_DIR, passed_over=later, skipped=skipped) if host else None
     name = "latency acceptance (p95)"
-    warn = [line("latency", name, "WARN", f"{len(later)} benchmark result(s) finished in the future, not read: "
-                 f"{later[0]}" + (f" and {len(later) - 1} more" if len(later) > 1 else ""),
-                 "remove them (or set this machine's clock right)")] if later else []
+    warn = dated_ahead("latency", name, later, "benchmark result(s) finished in the future")
     # A file that is no result (a pipe, /dev/zero, garbage, no time it finished) is skipped, and named.
     bad = (f"{len(skipped)} benchmark file(s) not read: {skipped[0][0]} ({skipped[0][1]})"
            + (f" and {len(skipped) - 1} more" if len(skipped) > 1 else "")) if skipped else ""
