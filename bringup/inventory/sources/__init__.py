@@ -26,6 +26,7 @@ from pathlib import Path
 
 from ...errors import InventoryError
 from ..vault import Vault
+from .folders import listed
 from .ini import parse_ini
 from .model import GroupDef, SourceData, SourceError, Value
 from .script import is_list_output, parse_list_output, run_script
@@ -43,10 +44,6 @@ _YAML_EXTENSIONS = (".yml", ".yaml", ".json")
 _INI_SECTION = re.compile(r"^\s*\[[^:\]\s]+(?::\w+)?\]\s*(?:[#;].*)?$", re.M)
 #: A folder holding more files than this is not an inventory (a home directory given by mistake).
 MAX_FILES = 1000
-#: The deepest sub-folder read in an inventory folder, and the most folders read there (3000 nested folders
-#: ended in a RecursionError; a link to a parent folder never ended).
-MAX_DIR_DEPTH = 16
-MAX_DIRS = 1000
 
 
 def base_dir(path: Path) -> Path:
@@ -73,17 +70,13 @@ def read_source(path: Path, vault: Vault | None = None, known: set[str] | None =
 
 def _read_dir(folder: Path, out: list[SourceData], vault: Vault | None, known: set[str], seen: set[str],
               top: Path, depth: int = 0) -> None:
-    real = os.path.realpath(folder)
-    if real in seen:  # a link back to a folder already read (a loop): read once
-        return
-    seen.add(real)
-    if depth > MAX_DIR_DEPTH or len(seen) > MAX_DIRS:
-        raise InventoryError(f"{top}: an inventory folder nested more than {MAX_DIR_DEPTH} folders deep or holding "
-                             f"more than {MAX_DIRS} folders; is it the inventory folder? (pass --inventory PATH)")
     try:
-        entries = sorted(os.listdir(folder))
-    except OSError as e:
-        raise InventoryError(f"{folder}: cannot list the inventory folder: {e.strerror}") from None
+        entries = listed(folder, top, seen, depth, "an inventory folder",
+                         "is it the inventory folder? (pass --inventory PATH)")
+    except SourceError as e:
+        raise InventoryError(str(e)) from None
+    if entries is None:
+        return
     for name in entries:
         if _IGNORED.search(name):
             continue

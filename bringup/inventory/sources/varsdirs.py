@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ...userfile import link_out
+from .folders import MAX_DIR_DEPTH, MAX_DIRS, listed
 from .model import SourceError, Value, unsafe_name
 from .yamlfile import MAX_BYTES
 
@@ -28,10 +29,6 @@ __all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files",
 EXTENSIONS = (".yml", ".yaml", ".json")
 #: More files than this in one group's or host's vars folder is not a vars folder (a home directory linked in).
 MAX_FILES = 1000
-#: The deepest sub-folder read in a vars folder, and the most folders read there (3000 nested folders ended
-#: in a RecursionError after 14 s): real ones nest a level or two.
-MAX_DIR_DEPTH = 16
-MAX_DIRS = 1000
 
 
 def vars_files(folder: Path, name: str, listings: dict | None = None) -> list[Path]:
@@ -99,17 +96,10 @@ def _regular(p: Path) -> None:
 
 
 def _dir_files(folder: Path, root: Path, found: list[Path], seen: set[str], depth: int = 0) -> None:
-    real = os.path.realpath(folder)
-    if real in seen:  # a link back to a folder already read (a loop): read once
+    entries = listed(folder, root, seen, depth, "a vars folder",
+                     "is it a vars folder? Keep its files a level or two deep")
+    if entries is None:
         return
-    seen.add(real)
-    if depth > MAX_DIR_DEPTH or len(seen) > MAX_DIRS:
-        raise SourceError(f"{root}: a vars folder nested more than {MAX_DIR_DEPTH} folders deep or holding more "
-                          f"than {MAX_DIRS} folders; is it a vars folder? Keep its files a level or two deep")
-    try:
-        entries = sorted(os.listdir(folder))
-    except OSError as e:
-        raise SourceError(f"{folder}: cannot list the vars folder: {e.strerror or e}") from None
     for entry in entries:
         if entry.startswith(".") or entry.endswith("~"):
             continue
