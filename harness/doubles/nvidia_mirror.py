@@ -269,6 +269,12 @@ class Key:
     fingerprint: str
 
 
+def stop_agent(home: Path) -> None:
+    """Stop the gpg-agent gpg started for ``home`` (it outlives the gpg that started it: a test run left one per
+    throwaway keyring); gpg starts one again when it next needs the secret key."""
+    subprocess.run(["gpgconf", "--homedir", str(home), "--kill", "all"], capture_output=True, check=False)
+
+
 def make_key(workdir: Path, name: str) -> Key:
     """A throwaway ed25519 signing key in its own GNUPGHOME."""
     home = workdir / f"gnupg-{name}"
@@ -287,6 +293,7 @@ def make_key(workdir: Path, name: str) -> Key:
                                        capture_output=True).stdout)
     armored.write_bytes(subprocess.run(["gpg", "--batch", "--armor", "--export", fpr], env=env, check=True,
                                        capture_output=True).stdout)
+    stop_agent(home)
     return Key(name, home, keyring, armored, fpr)
 
 
@@ -306,6 +313,7 @@ def sign_flat_repo(repo: Path, key: Key, label: str) -> None:
         (repo / out).unlink(missing_ok=True)
         subprocess.run(["gpg", "--batch", "--yes", "--local-user", key.fingerprint, "--armor", mode,
                         "-o", str(repo / out), str(repo / "Release")], env=env, check=True, capture_output=True)
+    stop_agent(key.home)
 
 
 @dataclass

@@ -24,6 +24,7 @@ from bringup.resources.jsonfile import JsonFile, merge
 from bringup.resources.nvidia import NvidiaDriverLoaded, upstream_version
 from bringup.engine.roles import HostContext, load_roles
 from bringup.engine.templates import Templates
+from harness.doubles.nvidia_mirror import stop_agent
 
 ROOT = Path(__file__).resolve().parents[2]
 from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
@@ -256,10 +257,13 @@ def test_json_merge_keeps_other_keys_and_fails_on_invalid_json():
 def test_dearmor_matches_gpg(tmp_path):
     env = {**os.environ, "GNUPGHOME": str(tmp_path)}
     os.chmod(tmp_path, 0o700)
-    subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "t <t@invalid>", "ed25519", "sign",
-                    "never"], env=env, check=True, capture_output=True)
-    binary = subprocess.run(["gpg", "--export"], env=env, check=True, capture_output=True).stdout
-    armored = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
+    try:
+        subprocess.run(["gpg", "--batch", "--passphrase", "", "--quick-gen-key", "t <t@invalid>", "ed25519", "sign",
+                        "never"], env=env, check=True, capture_output=True)
+        binary = subprocess.run(["gpg", "--export"], env=env, check=True, capture_output=True).stdout
+        armored = subprocess.run(["gpg", "--armor", "--export"], env=env, check=True, capture_output=True).stdout
+    finally:
+        stop_agent(tmp_path)
     assert dearmor(armored) == binary and dearmor(binary) == binary
 
 

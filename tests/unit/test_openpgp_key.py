@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InputError
+from harness.doubles.nvidia_mirror import stop_agent
 from bringup.resources.apt import AptRepository, check_repo_var, dearmor, openpgp_problem
 
 pytestmark = pytest.mark.reliability(item=3, fault='repository key content: OpenPGP public key or named refusal (unit)')
@@ -26,9 +27,12 @@ def gpg_key(tmp_path_factory):
         return subprocess.run(["gpg", "--batch", "--pinentry-mode", "loopback", "--passphrase", "", *args],
                               env=env, check=True, capture_output=True).stdout
 
-    gpg("--quick-gen-key", "t <t@tests.invalid>", "ed25519", "sign", "never")
-    return gpg("--export"), gpg("--armor", "--export"), gpg("--export-secret-keys"), \
-        gpg("--armor", "--export-secret-keys")
+    try:
+        gpg("--quick-gen-key", "t <t@tests.invalid>", "ed25519", "sign", "never")
+        return gpg("--export"), gpg("--armor", "--export"), gpg("--export-secret-keys"), \
+            gpg("--armor", "--export-secret-keys")
+    finally:
+        stop_agent(home)
 
 
 def _new_format(data: bytes) -> bytes:
