@@ -84,6 +84,19 @@ def test_an_answering_port_gives_a_connected_socket_with_no_delay():
         srv.close()
 
 
+def test_an_ascii_name_is_resolved_without_the_idna_codec():
+    # Python encodes a str host name through the IDNA codec, whose first use imports it and stringprep (~5 ms of
+    # every login's CPU): an ASCII name goes to the resolver as bytes (issue 42).
+    import subprocess
+    import sys
+
+    code = ("import socket, sys\nfrom bringup.ssh.jumps import dial_tcp\nsrv = socket.socket()\n"
+            "srv.bind(('127.0.0.1', 0))\nsrv.listen()\ns = dial_tcp('localhost', srv.getsockname()[1], 2)\n"
+            "print(s.getpeername()[1] == srv.getsockname()[1], 'encodings.idna' in sys.modules)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stdout.split() == ["True", "False"], (r.stdout, r.stderr[-2000:])
+
+
 def test_a_dialed_socket_acknowledges_at_once_after_every_read(monkeypatch):
     # An sshd without a terminal sets no TCP_NODELAY: its answer to the first channel open waits behind its
     # hostkeys notice until the client acknowledges that notice, which Linux delays by 40 ms.  The socket a
