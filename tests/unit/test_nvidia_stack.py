@@ -16,7 +16,8 @@ from bringup.facts.pci import parse_pci_devices
 from bringup.facts.nvidia_csv import parse_query_gpu_csv
 from bringup.hardware.gpu import gpu_gate, nvidia_gpus
 from bringup.resources import Packages
-from bringup.resources.apt import AptRepository, dearmor
+from bringup.resources.apt import AptRepository
+from bringup.resources.openpgp import dearmor
 from bringup.resources.guard import Fail, Skip
 from bringup.resources.hold import Hold
 from bringup.resources.image import DockerImage

@@ -9,7 +9,8 @@ import pytest
 
 from bringup.errors import InputError
 from harness.doubles.nvidia_mirror import stop_agent
-from bringup.resources.apt import AptRepository, check_repo_var, dearmor, openpgp_problem
+from bringup.resources.apt import AptRepository, check_repo_var
+from bringup.resources.openpgp import dearmor, openpgp_problem
 
 pytestmark = pytest.mark.reliability(item=3, fault='repository key content: OpenPGP public key or named refusal (unit)')
 
@@ -37,7 +38,7 @@ def gpg_key(tmp_path_factory):
 
 def _new_format(data: bytes) -> bytes:
     """The same packets with new-format headers (RFC 9580 4.2.1), as some tools write them."""
-    from bringup.resources.apt import openpgp_packets
+    from bringup.resources.openpgp import openpgp_packets
 
     out = b""
     for tag, body in openpgp_packets(data):
@@ -95,6 +96,36 @@ def test_check_repo_var_refuses_a_passwd_file_naming_variable_and_file(tmp_path)
     assert "root:x" not in msg and "\n" not in msg
     ok = {"url": "file:/srv/m", "suite": "./", "key": str(DEBIAN)}
     assert check_repo_var(ok, "container_toolkit_repo") is ok
+
+
+@pytest.mark.reliability(item=40, fault="a repository key file that is a FIFO, a device, a folder or 1 GiB",
+                         variants=5, checks=("one clear line", "no hang"))
+def test_a_key_file_that_is_no_small_regular_file_is_one_line_at_once(tmp_path):
+    # Every read has a size cap and a deadline: a FIFO waited for a writer, /dev/zero never ended, a huge file
+    # was read whole (issue 40 item 3).
+    import threading
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    huge = tmp_path / "huge"
+    with huge.open("wb") as f:
+        f.truncate(1 << 30)  # sparse: 1 GiB long, nothing written
+    cases = {fifo: "is not a regular file", Path("/dev/zero"): "is not a regular file",
+             tmp_path: "is not a regular file", huge: "is larger than 1 MiB",
+             tmp_path / "missing": "does not exist on the control machine"}
+    for f, said in cases.items():
+        got: list = []
+        t = threading.Thread(target=lambda: got.append(_refusal(f)), daemon=True)
+        t.start()
+        t.join(10)
+        assert got, f"{f}: still reading after 10 s"
+        assert got[0].startswith(f"docker_repo: key file {f} ") and said in got[0] and "\n" not in got[0], got[0]
+
+
+def _refusal(f: Path) -> str:
+    with pytest.raises(InputError) as e:
+        check_repo_var({"url": "file:/srv/m", "suite": "./", "key": str(f)}, "docker_repo")
+    return str(e.value)
 
 
 def test_apt_repository_refuses_key_content_that_is_not_a_key():
