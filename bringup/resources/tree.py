@@ -32,9 +32,15 @@ class LocalFile:
     def path(self) -> Path:
         return self.root / self.rel
 
-    def read_bytes(self) -> bytes:
-        """Its content, for the few readers that need it whole (a config.pbtxt to validate)."""
-        return self.path.read_bytes()
+    def read_bytes(self, limit: int = 1 << 20) -> bytes:
+        """Its content, for the few readers that need it whole (a config.pbtxt to validate): at most ``limit``
+        bytes, else one line of bad input."""
+        from ..userfile import read_capped
+
+        return read_capped(self.path, limit, InputError, missing=f"{self.path}: gone from models_dir",
+                           unreadable=f"{self.path}: cannot be read: ",
+                           too_large=f"{self.path}: larger than {limit >> 10} KiB; is it a model's config?",
+                           not_regular=f"{self.path}: not a regular file (a pipe, a socket or a device)")
 
 #: Never shipped: caches and editor droppings of the control machine.
 IGNORED_DIRS = {"__pycache__", ".git"}

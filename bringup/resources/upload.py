@@ -7,7 +7,9 @@ here into the host's stdin), like ``docker save`` into ``docker load``.
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
+import stat
 from pathlib import Path
 
 from ..ssh.command import sh
@@ -19,9 +21,18 @@ __all__ = ["UploadedFile", "file_sha256"]
 
 
 def file_sha256(path: Path) -> str:
-    """The sha256 of a local file, read in chunks (models are large)."""
+    """The sha256 of a local file, read in chunks (models are large).  Only a regular file is read: a pipe, a
+    socket or a device named in its place (a FIFO would wait for a writer forever, /dev/zero never end) is one
+    line of bad input, opened without waiting."""
     h = hashlib.sha256()  # not hashlib.file_digest: bringup runs on Python 3.10 too
-    with open(path, "rb") as f:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read it on the control machine: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise InputError(f"{path}: not a regular file (a pipe, a socket or a device); give a file to send")
+        os.set_blocking(fd, True)
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()

@@ -103,6 +103,34 @@ def test_hand_written_config_in_models_dir_is_validated(tmp_path):
         CHECK({**T.DEFAULTS, "models_dir": str(tmp_path)})
 
 
+@pytest.mark.reliability(item=40, fault="a FIFO or an oversized config.pbtxt in models_dir (the hash waited for a "
+                         "writer, the config was read whole)", variants=2, checks=("one clear line", "no hang"))
+def test_a_fifo_or_a_huge_config_in_models_dir_is_one_line_at_once(tmp_path):
+    import os
+    import threading
+
+    (tmp_path / "m" / "1").mkdir(parents=True)
+    os.mkfifo(tmp_path / "m" / "1" / "model.py")
+    got: list = []
+
+    def check() -> None:
+        try:
+            CHECK({**T.DEFAULTS, "models_dir": str(tmp_path)})
+        except InputError as e:
+            got.append(str(e))
+
+    t = threading.Thread(target=check, daemon=True)
+    t.start()
+    t.join(10)
+    assert got and got[0] == f"{tmp_path}/m/1/model.py: not a regular file (a pipe, a socket or a device); give a " \
+        "file to send", got
+    (tmp_path / "m" / "1" / "model.py").unlink()
+    with (tmp_path / "m" / "config.pbtxt").open("wb") as f:
+        f.truncate(1 << 30)  # sparse: 1 GiB long
+    with pytest.raises(InputError, match=r"m/config.pbtxt: larger than 1024 KiB; is it a model's config\?$"):
+        CHECK({**T.DEFAULTS, "models_dir": str(tmp_path)})
+
+
 def test_compose_file_per_profile():
     v = {**host_vars("trt-l40s-01"), "triton_cpuset": "4-7,20-23"}
     res = T.resources(ctx(v, {"nvidia.smi": [{"index": 0}, {"index": 1}]}))
