@@ -33,6 +33,7 @@ from typing import Callable, Iterator
 from .. import child
 from ..ssh.runlock import WAIT_S, RunLock, refusal
 from ..errors import BringupError, InventoryError
+from ..userfile import read_capped
 from .record import Attempt, load_state, save_state, write_metrics
 from .source import Refused, Rule, Source, links_out, ssh_command
 
@@ -40,6 +41,8 @@ __all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "pull
 
 #: Converge reports kept in ``<cache>/reports`` (the newest).
 KEEP_REPORTS = 20
+#: The largest converge report read back (one host's report is kilobytes).
+REPORT_MAX = 16 << 20
 #: Characters of one line of the converge's output passed on at most: a longer one is cut (a line without end
 #: costs no memory).
 LINE_CAP = 64 * 1024
@@ -227,7 +230,9 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
     reports = [r for r in reports if r.stat().st_mtime >= started - 1]
     if reports:
         try:
-            doc = json.loads(reports[-1].read_text(encoding="utf-8"))
+            # The run's own report, read with a cap as any saved file (a file planted there reads as no report).
+            doc = json.loads(read_capped(reports[-1], REPORT_MAX, ValueError, missing="", unreadable="",
+                                         too_large="", not_regular=""))
             recap = next(h for h in doc["hosts"] if h.get("host") == host).get("recap") or {}
             done.changed, done.failed = int(recap.get("changed", 0)), int(recap.get("failed", 0))
             kept = settings.cache / "reports"

@@ -24,6 +24,9 @@ from .latency_flags import (FLAGS, FOLLOW_STOPPING, HELP, REPEAT_FLAGS, STOPPING
 
 __all__ = ["bench", "tune_window", "tune"]
 
+#: The largest follow log read back for its plot (a line per interval: days of following are megabytes).
+LOG_PLOTTED_MAX = 64 << 20
+
 
 @task(iterable=REPEATED, auto_shortflags=False, help=HELP)
 def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", window_us=None, warmup="2",
@@ -293,7 +296,15 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
     if log.exists():
         from ..latency.plots import plot_window_log
 
-        entries = [json.loads(ln) for ln in log.read_text().splitlines() if ln.strip()]
+        from ..userfile import read_capped
+
+        # This run's own log, read back with a cap (a follow of days is megabytes): past it, no plot.
+        try:
+            text = read_capped(log, LOG_PLOTTED_MAX, ValueError, missing="", unreadable="", too_large="").decode(
+                "utf-8", "replace")
+            entries = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+        except ValueError:
+            entries = []
         png = plot_window_log(entries, log.with_suffix(".png"), f"{host.name}: tune-window --follow") if entries \
             else None
     console.print(f"{ran} interval(s); log: {log}{f', {png}' if png else ''}; window recorded in {path} on "

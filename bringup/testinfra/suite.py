@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..child import Ended, run_bounded
 from ..errors import InputError
+from ..userfile import read_capped
 from . import PLUGIN
 
 if TYPE_CHECKING:
@@ -31,6 +32,10 @@ if TYPE_CHECKING:
     from ..inventory.hosts import Host
     from ..engine.results import HostResult
     from ..ssh.stop import Stop
+
+#: The most of pytest's output kept (its tail: what a failure's line quotes) and of its JSON report read.
+OUTPUT_KEPT = 64 * 1024
+REPORT_MAX = 64 << 20
 
 __all__ = ["Suite", "TIMEOUT_S", "parse_timeout"]
 
@@ -131,9 +136,10 @@ class Suite:
             with log.open("wb") as out:
                 ended = run_bounded(self.argv(host, report, *extra), timeout=self.timeout, stop=self.stop,
                                     stdout=out, env=_env())
-            text = log.read_text("utf-8", "replace")
+            text = _tail(log, OUTPUT_KEPT)
             try:
-                got = json.loads(report.read_text()) if report.exists() else None
+                got = json.loads(read_capped(report, REPORT_MAX, ValueError, missing="", unreadable="",
+                                             too_large="")) if report.exists() else None
             except ValueError:
                 got = None
         return ended, got, text
@@ -267,6 +273,14 @@ def _how(rc: int) -> str:
         except ValueError:
             return f"killed by signal {-rc}"
     return f"exit {rc}"
+
+
+def _tail(path: Path, n: int) -> str:
+    """The last ``n`` bytes of pytest's output (what a failure's line quotes): a site test that printed
+    gigabytes is not read whole."""
+    with path.open("rb") as f:
+        f.seek(max(0, os.fstat(f.fileno()).st_size - n))
+        return f.read(n).decode("utf-8", "replace")
 
 
 def _last(text: str) -> str:

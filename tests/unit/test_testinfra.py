@@ -564,3 +564,17 @@ def test_a_local_command_an_interrupt_caught_while_it_started_is_ended_by_its_ma
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+def test_a_site_test_that_prints_gigabytes_is_quoted_from_the_tail_of_its_output(tmp_path):
+    # Every read has a size cap: the audit quotes the last lines of pytest's output when a run fails, and reads
+    # only its last OUTPUT_KEPT bytes (a site test that printed without end is not read whole).
+    from bringup.testinfra.suite import OUTPUT_KEPT, _last, _tail
+
+    out = tmp_path / "output"
+    with out.open("wb") as f:
+        f.truncate(1 << 30)  # sparse: 1 GiB of NUL bytes, then the line pytest ended with
+        f.seek(0, 2)
+        f.write(b"\nE   AssertionError: the end\n")
+    text = _tail(out, OUTPUT_KEPT)
+    assert len(text) == OUTPUT_KEPT and _last(text).endswith("AssertionError: the end")
