@@ -1,7 +1,9 @@
-"""A file the operator names (an inventory, a retry file), read whole but bounded, its refusal one line; and
-whether a path leads out of its folder through a symlink (:func:`link_out`)."""
+"""A file the operator names (an inventory, a retry file), read whole but bounded, its refusal one line; what a
+path the operator names is (:func:`kind`: a name the system refuses to look at is one line too); and whether a
+path leads out of its folder through a symlink (:func:`link_out`)."""
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -10,6 +12,24 @@ from typing import Callable
 
 def _not_a_file(path: Path) -> bool:
     return not path.is_file() and path.exists()
+
+
+def kind(path: str | Path, error: Callable[[str], Exception], where: str) -> str:
+    """What ``path`` is, its links followed: ``"missing"`` (nothing there, or a link to nothing or to itself),
+    ``"file"`` (a regular file), ``"folder"`` or ``"special"`` (a pipe, a socket, a device).  A path the system
+    will not look at (a name too long, a folder it may not enter) is ``error("<where>: <reason>")``, raised from
+    None: pathlib's ``exists()`` and ``is_file()`` raise there, and a flag's value became a traceback."""
+    try:
+        mode = os.stat(path).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return "missing"
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "missing"
+        raise error(f"{where}: {e.strerror or e}; give a path this user can look at") from None
+    except ValueError:  # a NUL byte in the name
+        raise error(f"{where}: a path holding a NUL byte") from None
+    return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "special"
 
 
 def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception], *, missing: str,

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 from ..child import capture
 from ..errors import InventoryError
 from ..secrets import MASK, Masker, Vaulted
-from ..userfile import read_capped
+from ..userfile import kind, read_capped
 
 __all__ = ["HEADER", "SCRIPT_SECONDS", "VaultError", "VaultSecret", "Vault", "Vaulted", "is_vaulted",
            "holds_vaulted", "vault_from_options", "read_password"]
@@ -84,9 +84,10 @@ def read_password(path: str, label: str = DEFAULT_ID, flag: str = "--vault-passw
     """The password in ``path``: its text, or the output of running it when it is executable."""
     p = Path(path).expanduser()
     origin = f"{flag} {path}" if label == DEFAULT_ID else f"{flag} {label}@{path}"
-    if not p.is_file():
-        raise VaultError(f"{origin}: {'not a regular file' if p.exists() else 'no such file'}; give a file holding "
-                         "the vault password, or a program printing it")
+    what = kind(p, VaultError, origin)
+    if what != "file":
+        raise VaultError(f"{origin}: {'no such file' if what == 'missing' else 'not a regular file'}; give a file "
+                         "holding the vault password, or a program printing it")
     if os.access(p, os.X_OK):
         data = _run_password_program(p, origin, path, timeout)
     else:

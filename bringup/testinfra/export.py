@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..errors import BringupError, InputError, Unreachable
 from ..outfile import sub_folder, write_atomic
 from ..process import command
+from ..userfile import kind as path_kind
 
 if TYPE_CHECKING:
     from ..inventory.hosts import Host
@@ -46,9 +47,10 @@ def folder(name: str) -> str:
 def target(path: str) -> Path:
     """``--export-testinfra DIR``: a folder (made when missing); anything else is one line."""
     p = Path(path).expanduser()
-    if p.exists() and not p.is_dir():
+    what = path_kind(p, InputError, f"--export-testinfra {path}")
+    if what not in ("missing", "folder"):
         raise InputError(f"--export-testinfra {path}: not a folder; give a folder for the modules")
-    if not p.exists() and not p.parent.is_dir():
+    if what == "missing" and path_kind(p.parent, InputError, f"--export-testinfra {path}") != "folder":
         raise InputError(f"--export-testinfra {path}: its parent {p.parent} is not a folder")
     return p
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..child import Ended, run_bounded
 from ..errors import InputError
-from ..userfile import read_capped
+from ..userfile import kind, read_capped
 from . import PLUGIN
 
 if TYPE_CHECKING:
@@ -70,12 +70,13 @@ class Suite:
            become: bool = False) -> "Suite":
         """The suite at ``path``; a path that is not a test file or a folder is one line (bad input)."""
         p = Path(path).expanduser()
-        if not p.exists():
+        what = kind(p, InputError, f"--testinfra {path}")
+        if what == "missing":
             raise InputError(f"--testinfra {path}: no such file or folder")
-        if p.is_file() and p.suffix != ".py":
+        if what == "file" and p.suffix != ".py":
             raise InputError(f"--testinfra {path}: not a Python file; give a testinfra test file (test_*.py) or "
                              "a folder of them")
-        if not (p.is_file() or p.is_dir()):
+        if what == "special":
             raise InputError(f"--testinfra {path}: neither a file nor a folder")
         given = inventory if isinstance(inventory, (list, tuple)) else [inventory] if inventory else []
         files, ids = (tuple(vault) + (None, None))[:2]

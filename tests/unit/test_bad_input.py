@@ -600,7 +600,8 @@ def test_a_window_record_of_hostile_values_is_not_taken_as_the_tuners(text, word
 
 
 @pytest.mark.reliability(item=34, fault="a connection time limit past any use (1e400, 1e308, .inf), or an address "
-                         "holding a port, a user or a pattern", variants=7,
+                         "holding a port, a user or a pattern, or a number the resolver reads as another host's "
+                         "address", variants=11,
                          checks=("one clear line", "exit code", "nothing touched"))
 @pytest.mark.parametrize("var, value, words", [
     ("ssh_connect_timeout", '"1e400"', "ssh_connect_timeout must be a number of seconds > 0, at most 3600"),
@@ -610,6 +611,11 @@ def test_a_window_record_of_hostile_values_is_not_taken_as_the_tuners(text, word
     ("ansible_host", '"a:22"', "ansible_host must be a host name or IP address as it is"),
     ("ansible_host", '"ops@a"', "ansible_host must be a host name or IP address as it is"),
     ("ansible_host", '"[a]:1"', "ansible_host must be a host name or IP address as it is"),
+    # The resolver's inet_aton reads these as addresses of other hosts: 10.0.0.1, 1.0.0.5, 0.0.0.16, 8.0.0.1.
+    ("ansible_host", '"10.1"', "a number that is no dotted-quad IPv4 address"),
+    ("ansible_host", '"1.5"', "a number that is no dotted-quad IPv4 address"),
+    ("ansible_host", '"0x10"', "a number that is no dotted-quad IPv4 address"),
+    ("ansible_host", '"010.0.0.1"', "a number that is no dotted-quad IPv4 address"),
 ])
 def test_connection_values_past_any_use_are_one_line_before_connecting(tmp_path, var, value, words):
     """Found by a hostile-input review: an OverflowError traceback (1e400), 'timestamp out of range' as an
@@ -634,3 +640,23 @@ def test_connection_values_past_any_use_are_one_line_before_connecting(tmp_path,
 def test_set_values_have_the_inventory_limits(tmp_path, value, words):
     inv = _write(tmp_path, "h1 ansible_host=127.0.0.1\n")
     _refused(_invoke("hosts", "-i", str(inv), "--set", f"k={value}", cwd=tmp_path), tmp_path, "--set k", words)
+
+
+@pytest.mark.reliability(item=40, fault="a path flag whose name the system refuses to look at (too long): "
+                         "--inventory, --vault-password-file, --vault-id, --testinfra, --export-testinfra",
+                         variants=5, checks=("one clear line", "exit code", "nothing touched"))
+@pytest.mark.parametrize("flags", [
+    ("hosts", "--inventory", "{long}"),
+    ("hosts", "--inventory", "{inv}", "--vault-password-file", "{long}"),
+    ("hosts", "--inventory", "{inv}", "--vault-id", "l@{long}"),
+    ("audit", "--host", "h1", "--inventory", "{inv}", "--testinfra", "{long}"),
+    ("audit", "--host", "h1", "--inventory", "{inv}", "--export-testinfra", "{long}"),
+])
+def test_a_path_too_long_to_look_at_is_one_line(tmp_path, flags):
+    # pathlib's exists() and is_file() raise on a name the system will not look at (ENAMETOOLONG): each flag's
+    # value became a traceback (found by a hostile-input pass, issue 40 item 8).  bringup.userfile.kind says it.
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
+    long = str(tmp_path / ("a" * 300))
+    r = _invoke(*[f.format(long=long, inv=inv) for f in flags], cwd=tmp_path)
+    line = _refused(r, tmp_path, "File name too long", flags[-2])
+    assert line.endswith("give a path this user can look at"), line

@@ -25,6 +25,7 @@ import re
 from pathlib import Path
 
 from ...errors import InventoryError
+from ...userfile import kind
 from ..vault import Vault
 from .folders import listed
 from .ini import parse_ini
@@ -57,7 +58,7 @@ def read_source(path: Path, vault: Vault | None = None, known: set[str] | None =
     sources read before declared (an INI ``[g:children]`` may name them, as in Ansible); the groups read
     here are added to it."""
     known = set() if known is None else known
-    if path.is_dir():
+    if kind(path, InventoryError, f"--inventory {path}") == "folder":
         out: list[SourceData] = []
         _read_dir(path, out, vault, known, set(), path)
         if not out:
