@@ -249,8 +249,9 @@ def _lookup(text: str, name: str, where: str, config: str | None, shown: str | N
     except _UnsafeToken as e:
         key = "ProxyCommand" if e.key == "proxycommand" else "Match exec"
         raise _refuse(where, f"{key} pastes {e.token} ({_DATA_TOKENS[e.token]}) into a shell command, and its "
-                             "value holds characters a shell reads (quotes, $, `, ;, |, &, spaces, ...): set it to "
-                             "a plain host name, address or user (letters, digits and . _ - @ : , + = / %)"
+                             "value holds characters a shell reads (quotes, $, `, ;, |, &, spaces, ...) or starts "
+                             "with '-' (a program's option): set it to a plain host name, address or user (letters, "
+                             "digits and . _ - @ : , + = / %, not first '-')"
                       ) from None
     except MatchExecTimeout as e:
         raise _refuse(where, f"a Match exec command of ssh config {config or '(arguments)'} ran past {e.seconds:g} s "

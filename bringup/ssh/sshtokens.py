@@ -97,9 +97,11 @@ class _Config(paramiko.SSHConfig):
                 return shlex.quote(home) if "~" in allowed else token
             if token in allowed and token in values:
                 text = str(values[token]())
-                if token in _DATA_TOKENS and not _PLAIN.fullmatch(text):
+                if token in _DATA_TOKENS and (not _PLAIN.fullmatch(text) or text.startswith("-")):
                     # Quoting holds for one shell only: a command that hands the token to a second one
                     # (``sh -c "echo %h"``) would run it.  OpenSSH 9.6 refuses such names; so does bringup.
+                    # A leading '-' is a program's option, not its argument: ``ssh %r@jump`` with a user
+                    # ``-oProxyCommand=...`` runs that command (OpenSSH refuses such users and hosts too).
                     raise _UnsafeToken(token, key)
                 return shlex.quote(text)
             return token

@@ -61,6 +61,25 @@ def test_proxy_command_refuses_shell_characters_in_its_tokens(tmp_path, var, nes
         assert value == "x%r%p%%" and not marker.exists(), (value, r.target.proxy_command)
 
 
+@pytest.mark.reliability(item=40, fault="ansible_user starting with '-' pasted by %r before another word of a "
+                                        "ProxyCommand (ssh %r@jump: an ssh option that runs a command)", variants=1,
+                         checks=("nothing executed", "one clear line"))
+def test_a_user_that_is_an_option_is_refused_in_a_proxy_command(tmp_path):
+    # `ssh %r@jump` with the user `-oProxyCommand=touch...` hands ssh an option, not a user: ssh would run the
+    # command (found by a hostile-input pass; OpenSSH refuses such users and hosts itself).  Run for real.
+    marker = tmp_path / "ran"
+    prog = tmp_path / "pwn.sh"
+    prog.write_text(f"#!/bin/sh\ntouch {marker}\n")
+    prog.chmod(0o755)
+    v = {"ansible_host": "10.0.0.5", "ansible_user": f"-oProxyCommand={prog}",
+         "ansible_ssh_common_args": "-o ProxyCommand=\"ssh %r@jump -W %h:%p\""}
+    with pytest.raises(InventoryError) as e:
+        route(host(**v), default_config=str(tmp_path / "none"))
+    line = str(e.value)
+    assert "ProxyCommand pastes %r" in line and "starts with '-'" in line and "\n" not in line, line
+    assert not marker.exists()
+
+
 def test_nested_proxy_command_expands_plain_values(tmp_path):
     r = route(host(ansible_host="10.0.0.5", ansible_user="ops",
                    ansible_ssh_common_args='-o ProxyCommand="sh -c \\"printf [%s] %h %r %p\\""'),
