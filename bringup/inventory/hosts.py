@@ -46,6 +46,9 @@ __all__ = ["Inventory", "Host", "ConnectionVars", "SECRET_VARS", "load_inventory
 
 
 _HOST_NAME = re.compile(r"[A-Za-z0-9_](?:[A-Za-z0-9_.-]{0,252})")
+#: What inet_aton(3), and so getaddrinfo, reads as an IPv4 address: one to four parts, each decimal, 0x-hex or
+#: 0-octal.  Such a name is an address only as a dotted quad of decimal parts; any other is refused.
+_INET_ATON = re.compile(r"(?:(?:0[xX][0-9A-Fa-f]*|[0-9]+)\.){0,3}(?:0[xX][0-9A-Fa-f]*|[0-9]+)\.?")
 
 
 def address_problem(address: str) -> str | None:
@@ -53,6 +56,13 @@ def address_problem(address: str) -> str | None:
     or a list in it (``a:22``, ``u@a``, ``x,*``) would be read by Fabric as such, or written into known_hosts as a
     pattern that matches other hosts (``*``)."""
     if _HOST_NAME.fullmatch(address):
+        if _INET_ATON.fullmatch(address):
+            try:
+                ipaddress.IPv4Address(address)
+            except ValueError:
+                return ("a number that is no dotted-quad IPv4 address: the resolver would read it as one, filling "
+                        "in zeros ('10.1' is 10.0.0.1, '1.5' 1.0.0.5) and hex or octal parts ('0x10', '010'); write "
+                        "the address's four decimal parts, or the host's name")
         return None
     host, _, zone = address.partition("%")
     try:
@@ -420,6 +430,9 @@ def _connection(merged: dict[str, Any], hname: str, where: str) -> ConnectionVar
         var = str(err["loc"][0]) if err["loc"] else "?"
         fix = _FIXES.get(var, "a valid value")
         got = "a value, not shown" if var in _SECRETS else repr(merged.get(var))
+        said = str(err.get("msg", "")).removeprefix("Value error, ")
+        if var == "ansible_host" and said.startswith("a number"):  # its own reason: what the resolver would do
+            raise InventoryError(f"{where}: host {hname!r}: ansible_host {got} is {said}") from None
         raise InventoryError(f"{where}: host {hname!r}: {var} must be {fix} (got {got})") from None
 
 

@@ -129,9 +129,14 @@ def load_lists(batch, concurrency) -> dict:
 def address_flag(address):
     if not given(address):
         return None
+    from ..inventory.hosts import address_problem
+    from ..errors import printable
+
     a = str(address).strip()
-    if any(ch.isspace() for ch in a) or "/" in a or len(a) > 255:
-        raise InputError(f"--address {address!r}: a host name or IP address")
+    why = address_problem(a) if a.isprintable() and len(a) <= 255 else "not a host name or IP address"
+    if why:
+        # The value as data: escaped (a byte that was not UTF-8, a newline), never a second line of output.
+        raise InputError(f"--address '{printable(a)}': {why}")
     return a
 
 

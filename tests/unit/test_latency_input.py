@@ -307,3 +307,17 @@ def test_tune_accepts_exactly_the_windows_the_triton_role_accepts(window):
         except Refused:
             tune_takes = False
         assert tune_takes == role_takes(), (cls.__name__, window)
+
+
+@pytest.mark.reliability(item=40, fault="bench --address that is no host name or address (bytes that are not UTF-8, "
+                         "a number the resolver fills in, an option)", variants=4, checks=CHECKS)
+@pytest.mark.parametrize("address, words", [
+    ("x\udcff", "--address 'x\\xff': not a host name or IP address"),
+    ("1.5", "--address '1.5': a number that is no dotted-quad IPv4 address"),
+    ("0x10", "--address '0x10': a number that is no dotted-quad IPv4 address"),
+    ("-1", "--address '-1': not a host name or IP address"),
+])
+def test_bench_address_is_a_host_name_or_address(work, address, words):
+    # A value that were taken as it is: gRPC's traceback for a byte that is not UTF-8, and '1.5' dialled as
+    # 1.0.0.5 (found by a hostile-input pass, issue 40 item 8).  Refused before anything is contacted.
+    _refused(_invoke(work, "bench", "--host", "local-01", "--no-plot", "--address", address), work, words)
