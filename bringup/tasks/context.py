@@ -183,10 +183,17 @@ def _safe_console_class() -> type:
 
 def fail(e: Exception | str) -> Exit:
     """Bad input as the task's end: one ``error:`` line, exit 1."""
+    return Exit(_one_line(f"error: {e}"), code=1)
+
+
+def _one_line(text: str) -> str:
+    """A task's last word as one line: a secret of the inventory, of any length, standing alone in a line (a value
+    the role quoted) is ********; then a newline or carriage return a value carried (a flag's, a file name's) is
+    written out, as any control character is, so that no value adds a line of its own to the output."""
+    from ..errors import printable
     from ..secrets import MASK
 
-    # A secret of the inventory, of any length, standing alone in the line (a value the role quoted): ********.
-    return Exit(MASK.mask_lines(f"error: {e}"), code=1)
+    return printable(MASK.mask_lines(text)).replace("\r", "\\r").replace("\n", "\\n")
 
 
 @contextmanager
@@ -200,7 +207,7 @@ def failing() -> Iterator[None]:
 
 def unreachable(e: Exception) -> Exit:
     """A host (or its Triton) out of reach as the task's end: one ``unreachable:`` line, exit 4."""
-    return Exit(f"unreachable: {e}", code=4)
+    return Exit(_one_line(f"unreachable: {e}"), code=4)
 
 
 MAX_FORKS = 256
