@@ -71,7 +71,9 @@ def _saved(host: str, folder: str | Path) -> list[tuple[datetime, Path]]:
     found = []
     for p in d.glob(f"{glob.escape(host)}-*.json"):
         m = _NAME.match(p.name)
-        if m and m["host"] == host and p.is_file():
+        # Whatever is there under a result's name is read (and refused by lines_of, naming it) where it is the
+        # newest: a pipe, a folder or a link to nothing passed over in silence would hide that it is no result.
+        if m and m["host"] == host:
             try:
                 found.append((_stamp(m["stamp"]), p))
             except ValueError:  # 20261399T...: no time
@@ -113,6 +115,8 @@ def lines_of(path: Path, now: datetime | None = None, th: Thresholds | None = No
         lines = [line(str(k["area"]), str(k["name"]), str(k["status"]), str(k["seen"]), str(k.get("fix", "")),
                       subject=str(k.get("subject", "")), value=_num(k.get("value")), limit=_num(k.get("limit")),
                       unit=str(k.get("unit", ""))) for k in doc["lines"]]
+        if not lines:  # a result says what was measured: none would hide the acceptance from the checklist
+            raise Unreadable("it holds no line: an acceptance result always has some (an edited file)")
         for k in lines:
             _judge_again(k, th)
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as e:

@@ -177,10 +177,12 @@ SAVED = {
     "100,000 digits": '{"measured_at": "2026-12-04T11:00:00Z", "lines": [], "x": ' + "1" * 100_000 + "}",
     "NaN value": json.dumps({"measured_at": "2026-12-04T11:00:00Z", "lines": [
         {"area": "acceptance", "name": "x", "status": "PASS", "seen": "", "value": float("nan")}]}),
+    # No line at all printed no acceptance line either, not even "not measured" (a hostile-input pass).
+    "no lines": json.dumps({"host": "gpu-01", "measured_at": "2026-12-04T11:00:00Z", "lines": []}),
 }
 
 
-@pytest.mark.reliability(item=40, fault="saved acceptance result: nested, 100,000 digits, NaN", variants=3,
+@pytest.mark.reliability(item=40, fault="saved acceptance result: nested, 100,000 digits, NaN, no lines", variants=4,
                          checks=("one clear line",))
 @pytest.mark.parametrize("text", SAVED.values(), ids=SAVED.keys())
 def test_a_hostile_saved_result_is_one_warn(tmp_path, text):
@@ -188,6 +190,20 @@ def test_a_hostile_saved_result_is_one_warn(tmp_path, text):
     now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
     (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
     assert k.status == "WARN" and "not a saved acceptance result" in k.seen and "\n" not in k.seen
+
+
+@pytest.mark.reliability(item=40, fault="a saved acceptance result's name on a FIFO, a folder, a link to nothing",
+                         variants=3, checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("make", ["fifo", "folder", "dangling"])
+def test_what_is_no_file_under_a_results_name_is_named_not_passed_over(tmp_path, make):
+    import os
+
+    # Skipped in silence, it read as "not measured" and hid that something else sits where results go.
+    p = tmp_path / "gpu-01-20261204T110000Z.json"
+    {"fifo": lambda: os.mkfifo(p), "folder": p.mkdir, "dangling": lambda: p.symlink_to(tmp_path / "gone")}[make]()
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "WARN" and f"{p}: not a saved acceptance result" in k.seen, k.seen
 
 
 HOSTILE_PROBE = r'''#!/bin/sh
