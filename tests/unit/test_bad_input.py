@@ -660,3 +660,14 @@ def test_a_path_too_long_to_look_at_is_one_line(tmp_path, flags):
     r = _invoke(*[f.format(long=long, inv=inv) for f in flags], cwd=tmp_path)
     line = _refused(r, tmp_path, "File name too long", flags[-2])
     assert line.endswith("give a path this user can look at"), line
+
+
+@pytest.mark.reliability(item=40, fault="a flag value holding a newline and an ESC sequence (a faked second line of "
+                         "output)", variants=2, checks=("one clear line", "exit code", "data shown as data"))
+@pytest.mark.parametrize("flags", [("checklist", "--host", "h1", "--inventory", "{inv}", "--facts", "{bad}"),
+                                   ("audit", "--host", "h1", "--inventory", "{inv}", "--testinfra", "{bad}")])
+def test_a_newline_in_a_flag_value_never_makes_a_second_line(tmp_path, flags):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
+    bad = str(tmp_path / "x") + "\n\x1b[32mok: all checks passed"
+    line = _refused(_invoke(*[f.format(inv=inv, bad=bad) for f in flags], cwd=tmp_path), tmp_path, flags[-2])
+    assert "x\\n\\x1b[32mok: all checks passed" in line and "\x1b" not in line, line
