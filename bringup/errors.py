@@ -43,8 +43,10 @@ def quoted(v: Any, limit: int = QUOTE_MAX) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with every control character but newline and tab, and every byte that was not UTF-8 (kept as a
-    surrogate escape), written out as ``\\xNN``: shown, never acting on a terminal, always encodable."""
+    """``text`` with every control character but newline and tab, the Unicode line and paragraph separators (a
+    line break to every reader that splits lines as Python does), and every byte that was not UTF-8 (kept as a
+    surrogate escape), written out as ``\\xNN`` / ``\\uNNNN``: shown, never acting on a terminal, always
+    encodable."""
     if not isinstance(text, str) or (text.isprintable() and text.isascii()):
         return text
     out = []
@@ -52,7 +54,7 @@ def printable(text: str) -> str:
         n = ord(ch)
         if 0xDC80 <= n <= 0xDCFF:
             out.append(f"\\x{n - 0xDC00:02x}")
-        elif (n < 0x20 and ch not in "\n\t") or 0x7F <= n < 0xA0 or 0xD800 <= n <= 0xDFFF:
+        elif (n < 0x20 and ch not in "\n\t") or 0x7F <= n < 0xA0 or 0xD800 <= n <= 0xDFFF or n in (0x2028, 0x2029):
             out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}")
         else:
             out.append(ch)

@@ -668,6 +668,7 @@ def test_a_path_too_long_to_look_at_is_one_line(tmp_path, flags):
                                    ("audit", "--host", "h1", "--inventory", "{inv}", "--testinfra", "{bad}")])
 def test_a_newline_in_a_flag_value_never_makes_a_second_line(tmp_path, flags):
     inv = _write(tmp_path, "all:\n  hosts:\n    h1: {ansible_host: 127.0.0.1, ansible_port: 9}\n")
-    bad = str(tmp_path / "x") + "\n\x1b[32mok: all checks passed"
+    # A newline, an ESC sequence and the Unicode line separator (a line break to Python's splitlines).
+    bad = str(tmp_path / "x") + "\n\x1b[32mok: all checks passed\u2028ok: so is this"
     line = _refused(_invoke(*[f.format(inv=inv, bad=bad) for f in flags], cwd=tmp_path), tmp_path, flags[-2])
-    assert "x\\n\\x1b[32mok: all checks passed" in line and "\x1b" not in line, line
+    assert "x\\n\\x1b[32mok: all checks passed\\u2028ok: so is this" in line and "\x1b" not in line, line
