@@ -24,6 +24,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -60,6 +61,10 @@ def address_problem(address: str) -> str | None:
             try:
                 ipaddress.IPv4Address(address)
             except ValueError:
+                try:
+                    socket.inet_aton(address)
+                except OSError:
+                    return "a number that is no IPv4 address (four decimal parts, each 0-255) and no host name"
                 return ("a number that is no dotted-quad IPv4 address: the resolver would read it as one, filling "
                         "in zeros ('10.1' is 10.0.0.1, '1.5' 1.0.0.5) and hex or octal parts ('0x10', '010'); write "
                         "the address's four decimal parts, or the host's name")

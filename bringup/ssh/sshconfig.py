@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InventoryError
-from ..inventory.hosts import Host
+from ..inventory.hosts import Host, address_problem
 from ..secrets import HIDDEN, MASK, Masker, Vaulted
 from ..userfile import read_capped
 from .keyfile import check_keys, key_problem
@@ -319,7 +319,12 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
     jumps, command = _via(found, where, config_text, config, chain + (at,), secret)
     check_keys(tuple(found.get("identityfile") or ()), {}, f"ssh config {config}", f"{where}: jump host {shown}")
     hidden = frozenset({"name", "hostname", "port", "user"}) if secret else frozenset()
-    return Endpoint(name=name, hostname=str(found.get("hostname") or name),
+    # A jump host is dialed as the target is: its address held to the same rule (bringup.ssh.connection).
+    address = str(found.get("hostname") or name)
+    why = address_problem(address)
+    if why:
+        raise _refuse(where, f"jump host {shown}: its address {HIDDEN if secret else repr(address)} is {why}")
+    return Endpoint(name=name, hostname=address,
                     port=_int(found.get("port", 22), f"the port of jump host {shown}", where),
                     user=str(found.get("user") or getpass.getuser()),
                     identity_files=tuple(found.get("identityfile") or ()),

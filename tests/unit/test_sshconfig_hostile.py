@@ -296,3 +296,15 @@ def test_match_exec_is_bounded_by_the_connect_timeout(tmp_path):
         r = route(host(ansible_host="10.0.0.5", ssh_config=str(cfg), ssh_connect_timeout=2),
                   default_config=str(tmp_path / "none"))
         assert r.target.port == port, command
+
+
+@pytest.mark.reliability(item=40, fault="a jump host whose address the resolver fills in as another host's "
+                                        "(-J 10.1, a HostName of 0x10)", variants=2, checks=("one clear line",))
+def test_a_jump_hosts_address_is_held_to_the_targets_rule(tmp_path):
+    # inet_aton reads 10.1 as 10.0.0.1: the target's address was refused, a jump host's was dialled (review).
+    _route_refused(host(ansible_ssh_common_args="-J ops@10.1"), tmp_path, "jump host 10.1",
+                   "a number that is no dotted-quad IPv4 address")
+    cfg = tmp_path / "cfg"
+    cfg.write_text("Host bastion\n  HostName 0x10\n")
+    _route_refused(host(ssh_config=str(cfg), ansible_ssh_common_args="-J bastion"), tmp_path,
+                   "jump host bastion: its address '0x10'", "a number that is no dotted-quad IPv4 address")
