@@ -42,7 +42,13 @@ class Target:
 
     @property
     def url(self) -> str:
-        return f"{self.address}:{self.grpc_port}"
+        return f"{host_port(self.address)}:{self.grpc_port}"
+
+
+def host_port(address: str) -> str:
+    """``address`` as the host part of ``host:port`` and of a URL: an IPv6 address in brackets (``[::1]``), a
+    name or an IPv4 address as it is."""
+    return f"[{address}]" if ":" in address else address
 
 
 def parse_int_list(text, what: str, lo: int = 1) -> list[int]:

@@ -261,12 +261,14 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
     from ..ssh.stop import AWAKE_S
 
     from ..latency.follow import follow, remote_record
+    from ..latency.target import host_port
     from ..latency.window_tuner import TritonHTTP, TunerError, manifest_of
     from ..latency.window_tuner import Unreachable as TritonDown
 
     ports = hv.get("triton_ports") or {}
     hp, mp = fo.http_port or ports.get("http", 8000), fo.metrics_port or ports.get("metrics", 8002)
-    api = TritonHTTP(f"http://{address}:{int(hp)}", f"http://{address}:{int(mp)}/metrics")
+    at = host_port(address)
+    api = TritonHTTP(f"http://{at}:{int(hp)}", f"http://{at}:{int(mp)}/metrics")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     log = out / f"{host.name}-window-{stamp}.jsonl"
     t = _record_at(host, path)

@@ -133,6 +133,8 @@ def address_flag(address):
     from ..errors import printable
 
     a = str(address).strip()
+    if a.startswith("[") and a.endswith("]"):  # [::1], as in a URL: the address inside
+        a = a[1:-1]
     why = address_problem(a) if a.isprintable() and len(a) <= 255 else "not a host name or IP address"
     if why:
         # The value as data: escaped (a byte that was not UTF-8, a newline), never a second line of output.

@@ -321,3 +321,14 @@ def test_bench_address_is_a_host_name_or_address(work, address, words):
     # A value that were taken as it is: gRPC's traceback for a byte that is not UTF-8, and '1.5' dialled as
     # 1.0.0.5 (found by a hostile-input pass, issue 40 item 8).  Refused before anything is contacted.
     _refused(_invoke(work, "bench", "--host", "local-01", "--no-plot", "--address", address), work, words)
+
+
+def test_an_ipv6_address_is_taken_bare_or_in_brackets_and_bracketed_in_every_url():
+    # '[::1]' was refused by the address check, and '::1' built '::1:8001' (an address, no port) for gRPC (review).
+    from bringup.latency.target import Target, host_port
+    from bringup.tasks.latency_flags import address_flag
+
+    assert address_flag("[::1]") == address_flag("::1") == "::1"
+    assert Target("h", "::1", 8001, "m").url == "[::1]:8001" and Target("h", "10.0.0.5", 8001, "m").url == \
+        "10.0.0.5:8001"
+    assert host_port("gpu-01") == "gpu-01" and host_port("fe80::1%eth0") == "[fe80::1%eth0]"
