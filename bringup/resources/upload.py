@@ -31,7 +31,8 @@ def file_sha256(path: Path) -> str:
         raise InputError(f"{path}: cannot read it on the control machine: {e.strerror or e}") from None
     with os.fdopen(fd, "rb") as f:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError(f"{path}: not a regular file (a pipe, a socket or a device); give a file to send")
+            raise InputError(f"{path}: not a regular file (a folder, a pipe, a socket or a device); give a file to "
+                             "send")
         os.set_blocking(fd, True)
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)

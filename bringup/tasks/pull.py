@@ -14,6 +14,7 @@ from pathlib import Path
 from invoke import Exit
 
 from ..errors import InputError
+from ..userfile import kind
 from .context import fail, failing, unreachable
 from .context import task  # Invoke's @task, an empty flag value refused first
 
@@ -102,7 +103,7 @@ def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, na
         if allow_rollback is not None:
             settings.allow_rollback = _commit_id(allow_rollback)
         for flag, value in (("--ssh-key", ssh_key), ("--known-hosts", known_hosts)):
-            if value and not Path(value).is_file():
+            if value and kind(value, InputError, f"{flag} {value}") != "file":
                 raise InputError(f"{flag} {value}: no such file on this host")
         settings.ssh_key = Path(ssh_key) if ssh_key else None
         settings.known_hosts = Path(known_hosts) if known_hosts else None

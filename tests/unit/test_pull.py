@@ -448,6 +448,11 @@ def test_the_task_says_one_line_and_its_exit_code(fleet):
     assert r.returncode == 1 and r.stderr.startswith("error: --url") and "Traceback" not in r.stderr
     r = bringup("pull", *common, "--prometheus", str(fleet.tmp / "x.txt"), cwd=fleet.tmp)
     assert r.returncode == 1 and "*.prom" in r.stderr
+    # A key or known_hosts path the system will not look at (too long) is one line, not pathlib's traceback.
+    for flag in ("--ssh-key", "--known-hosts"):
+        r = bringup("pull", *common, flag, str(fleet.tmp / ("k" * 300)), cwd=fleet.tmp)
+        assert r.returncode == 1 and r.stderr.startswith(f"error: {flag} ") and "File name too long" in r.stderr \
+            and "Traceback" not in r.stderr, r.stderr
 
 
 @pytest.mark.reliability(item=33, fault="pull: SIGTERM in the middle of the converge (the timer's TimeoutStartSec)",
