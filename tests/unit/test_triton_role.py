@@ -122,8 +122,8 @@ def test_a_fifo_or_a_huge_config_in_models_dir_is_one_line_at_once(tmp_path):
     t = threading.Thread(target=check, daemon=True)
     t.start()
     t.join(10)
-    assert got and got[0] == f"{tmp_path}/m/1/model.py: not a regular file (a pipe, a socket or a device); give a " \
-        "file to send", got
+    assert got and got[0] == f"{tmp_path}/m/1/model.py: not a regular file (a folder, a pipe, a socket or a " \
+        "device); give a file to send", got
     (tmp_path / "m" / "1" / "model.py").unlink()
     with (tmp_path / "m" / "config.pbtxt").open("wb") as f:
         f.truncate(1 << 30)  # sparse: 1 GiB long
