@@ -94,6 +94,9 @@ def _load_text(r: dict) -> str:
 
 
 #: What a saved point's figures can be: a p95 of up to a day in ms, a rate of up to 10^12 items/s, loads up to 10^6.
+#: A saved median is rounded (ms to 3 decimals, items/s to 1) and its windows' min-max is not: it may fall past them
+#: by that rounding (0.05 absolute, or this much relative); further outside is no measurement.
+_SLACK = 1e-3
 _POINT_RANGES = {"p95_ms": (0, 86_400_000), "p50_ms": (0, 86_400_000), "p99_ms": (0, 86_400_000),
                  "items_per_s": (0, 1e12), "concurrency": (0, 1e6), "batch": (0, 1e6)}
 
@@ -154,8 +157,16 @@ def _unreadable(doc: Any) -> str | None:
                     for end in ("min", "max"):
                         number(spread.get(end) if isinstance(spread, dict) else spread, lo=lo, hi=hi,
                                what=f"point {i}'s {key} {end}")
+                    # The point's figure is the median of its windows: never outside their own min-max.
+                    low, high, mid = spread["min"], spread["max"], r.get(key)
+                    inside = mid is None or low - max(0.05, _SLACK * low) <= mid <= high + max(0.05, _SLACK * high)
+                    if low > high or not inside:
+                        return (f"point {i}'s {key} {mid} lies outside its own spread {low}-{high}: an edited or "
+                                "damaged result")
         except ValueError as e:
             return str(e)
+        if r.get("unstable") is not None and not isinstance(r["unstable"], bool):
+            return f"point {i}'s unstable is {str(r['unstable'])[:20]!r}, not true or false"
     return None
 
 

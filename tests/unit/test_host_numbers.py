@@ -141,6 +141,29 @@ def test_absurd_saved_bench_figures_are_not_checked(tmp_path, kw):
     assert k.status == "WARN" and k.seen.startswith("not checked: the saved result is unreadable")
 
 
+def _edited(change) -> str:
+    doc = bench_doc(datetime.now(timezone.utc) - timedelta(hours=1), p95=20.0)
+    change(doc["points"][0])
+    return json.dumps(doc)
+
+
+EDITED = {
+    "p95 outside its spread": lambda pt: pt["spread"]["p95_ms"].update(min=1.0, max=2.0),
+    "spread min above max": lambda pt: pt["spread"]["p95_ms"].update(min=30.0, max=10.0),
+    "unstable not a yes or no": lambda pt: pt.update(unstable="maybe"),
+}
+
+
+@pytest.mark.reliability(item=40, fault="a saved bench result edited to contradict itself (its p95 outside its own "
+                         "windows' spread, min above max, unstable neither true nor false)", variants=3,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("change", EDITED.values(), ids=EDITED.keys())
+def test_a_bench_result_that_contradicts_itself_is_not_checked(tmp_path, change):
+    # Judged by its p95 before, whatever its spread said (found by a hostile-input pass, issue 40 item 8).
+    (k,) = checked(tmp_path, _edited(change))
+    assert k.status == "WARN" and k.seen.startswith("not checked: the saved result is unreadable (point 0"), k.seen
+
+
 @pytest.mark.reliability(item=40, fault="a saved bench result dated in the future", variants=1,
                          checks=("one clear line",))
 def test_a_saved_bench_result_dated_in_the_future_is_refused(tmp_path):
