@@ -7,7 +7,8 @@ A test of a fault point or a hostile input class carries ::
 
 ``item`` is the issue's item number, ``fault`` the fault point or input class (tests with the same
 item and fault make one row), ``variants`` how many variants one run of the test tries (default 1;
-a parametrized test counts once per parameter set on top of that), ``checks`` what the test really
+a parametrized test counts once per parameter set on top of that, except where ``variants`` is its number of
+parameter sets: then it names those, and each set counts once), ``checks`` what the test really
 asserts on the host (words from :data:`CHECKS`, refused otherwise at collection).
 
 A test run never writes the table by itself (the committed file is not a by-product of running tests):
@@ -327,9 +328,16 @@ class ReliabilityPlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
         # Runs before -k/-m deselect: every marked test collected here is a record, run or not.
+        sets: dict[str, int] = {}
+        for item in items:
+            if getattr(item, "callspec", None) is not None:
+                sets[item.nodeid.split("[")[0]] = sets.get(item.nodeid.split("[")[0], 0) + 1
         for item in items:
             rec = record_of(item)
             if rec is not None:
+                # `variants=N` over N parameter sets counts the sets (N in all), not N for each (N squared).
+                if rec.variants > 1 and rec.variants == sets.get(item.nodeid.split("[")[0]):
+                    rec.variants = 1
                 self.records[item.nodeid] = rec
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:

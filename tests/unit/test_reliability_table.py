@@ -222,3 +222,27 @@ def test_a_marker_with_an_unknown_check_stops_collection(suite):
     r = _pytest(suite)
     assert r.returncode != 0 and "unknown check 'nothing lost, promise'" in r.stdout + r.stderr
     assert not (suite / "out.md").exists()
+
+
+def test_variants_naming_the_parameter_sets_count_each_set_once(tmp_path):
+    # 78 parametrized tests of the suite give their number of parameter sets as variants: each set counted that
+    # many times (11 sets of variants=11 made a row of 121).  variants=N over N sets names the sets; over
+    # another number of sets it is tries per set.
+    (tmp_path / "conftest.py").write_text(CONFTEST)
+    (tmp_path / "test_sets.py").write_text('''
+import pytest
+
+@pytest.mark.reliability(item=12, fault="four sets named", variants=4)
+@pytest.mark.parametrize("k", "abcd")
+def test_sets(k):
+    pass
+
+@pytest.mark.reliability(item=12, fault="two tries a set", variants=2)
+@pytest.mark.parametrize("k", "abc")
+def test_tries(k):
+    pass
+''')
+    assert _pytest(tmp_path).returncode == 0
+    text = (tmp_path / "out.md").read_text()
+    assert row(text, "four sets named")[2:5] == ["4", "4", "all 4 passed"]
+    assert row(text, "two tries a set")[2:5] == ["6", "6", "all 6 passed"]
