@@ -8,6 +8,7 @@ import base64
 import re
 
 from ..errors import InputError
+from ..userfile import read_capped
 
 __all__ = ["KEY_MAX", "dearmor", "key_file", "openpgp_packets", "openpgp_problem"]
 
@@ -154,8 +155,6 @@ KEY_MAX = 1 << 20
 def key_file(path, var: str) -> bytes:
     """A repository variable's key file on the control machine, read with a size cap (one line where it is
     missing, unreadable, too large, or no regular file)."""
-    from ..userfile import read_capped
-
     return read_capped(path, KEY_MAX, InputError,
                        missing=f"{var}: key file {path} does not exist on the control machine",
                        unreadable=f"{var}: key file {path} cannot be read: ",

@@ -11,6 +11,7 @@ from pathlib import Path
 from ..errors import printable
 from ..ssh.command import sh
 from ..errors import InputError
+from ..userfile import read_capped
 from .base import Plan, Resource, Upload
 from .files import File, _check_path
 from .upload import file_sha256
@@ -35,8 +36,6 @@ class LocalFile:
     def read_bytes(self, limit: int = 1 << 20) -> bytes:
         """Its content, for the few readers that need it whole (a config.pbtxt to validate): at most ``limit``
         bytes, else one line of bad input."""
-        from ..userfile import read_capped
-
         return read_capped(self.path, limit, InputError, missing=f"{self.path}: gone from models_dir",
                            unreadable=f"{self.path}: cannot be read: ",
                            too_large=f"{self.path}: larger than {limit >> 10} KiB; is it a model's config?",
