@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from . import standins
 from .process import finish, freeze_at_exit, quiet_gc, reader_gone, set_program
 
 __all__ = ["main", "DATA", "KEPT"]
@@ -40,6 +41,7 @@ def main() -> None:
     # bytecode setting follows Invoke's parse, in bringup.cli's program).
     quiet_gc()
     freeze_at_exit()
+    standins.place()
     from .cli import main as cli_main
 
     try:

@@ -1,7 +1,8 @@
 """What a no-op provision of one role loads (issue 42 item 5; not timed): ``bringup provision --roles sysctl
 --check`` on the control machine itself (``ansible_connection: local``: the facts, the read, the plan, the
 recap and the report, as on a rack's host, writing nothing) imports the sysctl role's module alone, the fact
-module it reads, and none of the bench's, the GPU planner's, the acceptance's or testinfra's code.
+module it reads, and none of the bench's, the GPU planner's, the acceptance's or testinfra's code, nor asyncio
+and unittest (bringup.standins).
 
 The program runs as an installed copy runs it: bytecode written (under a cache prefix of the test's own),
 so the second run has the roles' manifest the first wrote (bringup/engine/roles.py); the second run is pinned.
@@ -17,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 RUN = """if True:
     import atexit, json, sys
     out = sys.argv[1]
-    atexit.register(lambda: open(out, "w").write(json.dumps(sorted(sys.modules))))
+    # The modules loaded: bringup.standins' stand-ins (named, not loaded) left out.
+    atexit.register(lambda: open(out, "w").write(json.dumps(sorted(
+        m for m, v in sys.modules.items() if type(v).__name__ != "_StandIn"))))
     sys.argv = ["bringup", "provision", "--host", "ctl", "--roles", "sysctl", "--check", "--inventory", "hosts.yml"]
     from bringup.entry import main
     main()
@@ -35,7 +38,9 @@ NEVER = ("bringup.latency", "bringup.hardware.topology", "bringup.hardware.topol
          "bringup.testinfra", "bringup.pull", "matplotlib", "tritonclient", "testinfra", "numpy", "pytest",
          # the other tasks' modules (bringup.cli collects the tasks the command line names)
          "bringup.tasks.accept", "bringup.tasks.audit", "bringup.tasks.checklist", "bringup.tasks.drift",
-         "bringup.tasks.inspect", "bringup.tasks.latency", "bringup.tasks.pull")
+         "bringup.tasks.inspect", "bringup.tasks.latency", "bringup.tasks.pull",
+         # what pydantic-core's deprecated() and invoke.context would load without bringup.standins
+         "asyncio", "unittest", "ssl")
 
 
 def _provision(tmp_path: Path, n: int) -> list[str]:
