@@ -53,9 +53,9 @@ import time
 from datetime import datetime, timezone
 
 __all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "TIGHTEN", "RECORD", "SERVING_KEYS", "next_window", "queue_rising",
-           "parse_summary", "window_of", "with_window", "record_text", "read_record", "is_record",
-           "record_path_problem", "record_state_problem", "local_record_problem", "TritonHTTP", "Controller",
-           "TunerError", "Stopping", "main"]
+           "parse_summary", "stats_counters", "window_of", "ready_of", "with_window", "record_text", "read_record",
+           "is_record", "record_path_problem", "record_state_problem", "local_record_problem", "TritonHTTP",
+           "Controller", "TunerError", "Unreadable", "number", "text_number", "Stopping", "main"]
 
 WINDOW_MIN, WINDOW_MAX = 200, 1500
 STEP = 50
@@ -76,6 +76,73 @@ class TunerError(Exception):
 
 class Unreachable(TunerError):
     """Triton's HTTP or metrics port does not answer."""
+
+
+class Unreadable(TunerError, ValueError):
+    """A number or document Triton handed over that cannot be Triton's (``+Inf`` ms, ``-5`` requests, a window of
+    ``1e308`` µs, a statistics answer that is a list): one line naming what and where.  The interval is skipped
+    (no reload, the window kept), as for a Triton that does not answer.  A ValueError too, so that the control
+    machine's readers of a model config (:func:`window_of` through ``serving_of``) name it as unreadable."""
+
+
+# --------------------------------------------------------------------------- guarded numbers
+# A copy of bringup.untrusted.number/text_number (this file runs on hosts alone, standard library only); the
+# unit tests hold the two to the same answers.
+
+#: The longest p95 read: an hour (Triton's request latencies are milliseconds; more is no measurement).
+P95_MAX_US = 3_600_000_000
+#: A counter of Triton's (a uint64).
+COUNTER_MAX = 2 ** 64 - 1
+#: The widest window read from a served config: 1 s (Triton's own guide stays below a few ms; more is no window).
+WINDOW_READ_MAX = 1_000_000
+#: The longest integer literal read in Triton's JSON (a uint64 counter has 20 digits).
+DIGITS_MAX = 40
+
+
+def _shown(value) -> str:
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * DIGITS_MAX:
+        return f"an integer of about {round(value.bit_length() * 0.30103)} digits"   # repr fails past 4,300
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+def _within(value, shown: str, lo, hi, integer: bool, what: str):
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise Unreadable(f"{what} {shown} is not a finite number")
+        if integer:
+            if value != int(value):
+                raise Unreadable(f"{what} {shown} is not a whole number")
+            value = int(value)
+    if lo is not None and value < lo or hi is not None and value > hi:
+        bounds = f"{lo:g}..{hi:g}" if lo is not None and hi is not None else \
+            f"at least {lo:g}" if lo is not None else f"at most {hi:g}"
+        raise Unreadable(f"{what} {shown} is out of range ({bounds})")
+    return value
+
+
+def number(value, *, lo=None, hi=None, integer: bool = False, what: str = "value"):
+    """``value`` (a JSON number: ``int``/``float``, never ``bool`` or text) when finite and within ``lo``..``hi``;
+    ``integer``: a whole number (returned as ``int``).  Else :class:`Unreadable` naming ``what``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise Unreadable(f"{what} {_shown(value)} is not a number")
+    return _within(value, _shown(value), lo, hi, integer, what)
+
+
+_DECIMAL = re.compile(r"[+-]?(\d{1,40}(\.\d{0,40})?|\.\d{1,40})([eE][+-]?\d{1,3})?")
+_WHOLE = re.compile(r"[+-]?\d{1,40}")
+
+
+def text_number(text, *, lo=None, hi=None, integer: bool = False, what: str = "value"):
+    """A number Triton printed (``"11790"``, ``"1.179e+04"``): plain decimal digits only, never ``nan``/``+Inf``,
+    at most 40 digits, then as :func:`number`, the text shown as it was.  ``integer``: a whole number, written
+    with digits or as a float without a fraction (``5e+01``)."""
+    s = str(text if text is not None else "").strip()
+    if integer and _WHOLE.fullmatch(s):
+        return _within(int(s), _shown(s), lo, hi, True, what)
+    if not _DECIMAL.fullmatch(s):
+        raise Unreadable(f"{what} {_shown(s)} is not a number")
+    return _within(float(s), _shown(s), lo, hi, integer, what)
 
 
 # --------------------------------------------------------------------------- the rule
@@ -119,7 +186,8 @@ def parse_summary(text: str, model: str, quantile: str = "0.95", metric: str = P
     summed ``_count``.  The quantile is None when Triton reports ``Nan`` (no
     request within its sliding window).  A model Triton reports nothing for
     has count 0; no summary at all is a :class:`TunerError` (Triton was started
-    without ``--metrics-config=summary_latencies=true``).
+    without ``--metrics-config=summary_latencies=true``).  A quantile or count that is no reading
+    (``+Inf``, ``-5``, ``1e308``, text) is :class:`Unreadable`, never a figure to step on.
     """
     q: float | None = None
     count = 0
@@ -138,45 +206,90 @@ def parse_summary(text: str, model: str, quantile: str = "0.95", metric: str = P
             continue
         name, value = m.group(1), m.group(3)
         if name == metric + "_count":
-            count += int(float(value))
-        elif name == metric and labels.get("quantile") == quantile:
-            v = float(value)          # "Nan" parses as nan
-            if not math.isnan(v):
-                q = v if q is None else max(q, v)
+            count += text_number(value, lo=0, hi=COUNTER_MAX, integer=True,
+                                 what=f"Triton's metrics: {model}'s request count ({name})")
+        elif name == metric and labels.get("quantile") == quantile and value.lower() != "nan":  # Nan: none yet
+            v = text_number(value, lo=0, hi=P95_MAX_US,
+                            what=f"Triton's metrics: {model}'s p{_percent(quantile)} ({metric} quantile {quantile}, µs)")
+            q = v if q is None else max(q, v)
     if not family:
         raise TunerError(f"Triton's metrics have no {metric}: start Triton with "
                          "--metrics-config=summary_latencies=true")
     return q, count
 
 
+def _percent(quantile: str) -> str:
+    try:
+        return f"{float(quantile) * 100:g}"
+    except ValueError:
+        return quantile
+
+
+def _digits(v):
+    """A uint64 as protobuf's JSON writes it (its digits as text: Triton's gRPC form), else ``v`` as it is."""
+    if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 20:
+        return int(v)
+    return v
+
+
 def _counter(v, what: str) -> int:
     """A counter of the statistics API: a whole number 0..2^64-1 (an int, or its digits as text); else
-    TunerError (1e308, -5, "many" or 10^400 is no counter of Triton's)."""
-    if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 20:
-        v = int(v)
-    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v < 2 ** 64:
-        raise TunerError(f"Triton's statistics: {what} {str(v)[:40]!r} is not a counter")
+    Unreadable (1e308, -5, "many" or 10^400 is no counter of Triton's)."""
+    return number(_digits(v), lo=0, hi=COUNTER_MAX, integer=True, what=what)
+
+
+def _object(v, what: str) -> dict:
+    if not isinstance(v, dict):
+        raise Unreadable(f"{what} {_shown(v)} is not a JSON object")
     return v
 
 
 def stats_counters(doc: dict, model: str) -> tuple[int, int]:
-    """``(successful requests, queue ns)`` of ``model`` from a statistics API answer, versions summed."""
+    """``(successful requests, queue ns)`` of ``model`` from a statistics API answer, versions summed; an
+    answer of another shape or a counter that is none is :class:`Unreadable`, naming the part."""
+    where = f"Triton's statistics of {model}:"
+    stats = _object(doc, f"{where} the answer").get("model_stats")
+    if stats is None:
+        return 0, 0
+    if not isinstance(stats, list):
+        raise Unreadable(f"{where} model_stats {_shown(stats)} is not a list")
     ok = queue = 0
-    for m in doc.get("model_stats") or []:
-        if m.get("name") != model:
+    for i, m in enumerate(stats):
+        if _object(m, f"{where} model_stats[{i}]").get("name") != model:
             continue
-        st = m.get("inference_stats") or {}
-        ok += _counter((st.get("success") or {}).get("count") or 0, "success.count")
-        queue += _counter((st.get("queue") or {}).get("ns") or 0, "queue.ns")
+        st = _object(m.get("inference_stats") or {}, f"{where} inference_stats")
+        ok += _counter(_object(st.get("success") or {}, f"{where} success").get("count") or 0,
+                       f"{where} success.count")
+        queue += _counter(_object(st.get("queue") or {}, f"{where} queue").get("ns") or 0, f"{where} queue.ns")
     return ok, queue
 
 
 def window_of(config: dict) -> int | None:
-    """The dynamic batching window in µs; None when the model has no dynamic batching."""
-    db = config.get("dynamic_batching")
+    """The dynamic batching window in µs (0..:data:`WINDOW_READ_MAX`); None when the model has no dynamic
+    batching.  A config of another shape or a window that is none (``-5``, ``"abc"``, ``1e308``) is
+    :class:`Unreadable`: never stepped from, never loaded."""
+    db = _object(config, "Triton's model config: the answer").get("dynamic_batching")
     if db is None:
         return None
-    return int(db.get("max_queue_delay_microseconds", 0) or 0)
+    v = _object(db, "Triton's model config: dynamic_batching").get("max_queue_delay_microseconds", 0)
+    return number(_digits(v), lo=0, hi=WINDOW_READ_MAX, integer=True,
+                  what="Triton's model config: max_queue_delay_microseconds")
+
+
+def ready_of(index) -> list[str]:
+    """The models Triton's repository index (``POST /v2/repository/index``) says are READY; an index of
+    another shape is :class:`Unreadable`."""
+    where = "Triton's repository index:"
+    if not isinstance(index, list):
+        raise Unreadable(f"{where} the answer {_shown(index)} is not a list")
+    ready = set()
+    for i, m in enumerate(index):
+        if _object(m, f"{where} entry {i}").get("state") == "READY":
+            name = m.get("name")
+            if not isinstance(name, str) or not name or len(name) > 256:
+                raise Unreadable(f"{where} the name {_shown(name)} of entry {i} is not a model name")
+            ready.add(name)
+    return sorted(ready)
 
 
 def with_window(config: dict, window_us: int | None) -> dict:
@@ -217,11 +330,27 @@ def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _int(text: str) -> int:
+    if len(text.lstrip("-")) > DIGITS_MAX:
+        raise ValueError(f"an integer of {len(text.lstrip('-'))} digits (at most {DIGITS_MAX} are read)")
+    return int(text)
+
+
+def _unique(pairs: list) -> dict:
+    doc = dict(pairs)
+    if len(doc) != len(pairs):
+        seen: set = set()
+        twice = next(k for k, _ in pairs if k in seen or seen.add(k))
+        raise ValueError(f"the key {_shown(twice)} is given twice (which one counts is not known)")
+    return doc
+
+
 def loads_bounded(body: bytes, what: str):
-    """Triton's JSON answer, or TunerError with one line: NaN/Infinity, 100,000 digits or nesting thousands
-    deep (a RecursionError) are no answer of Triton's."""
+    """Triton's JSON answer, or TunerError with one line: NaN/Infinity, an integer of more than
+    :data:`DIGITS_MAX` digits, a key given twice or nesting thousands deep (a RecursionError) are no answer of
+    Triton's."""
     try:
-        return json.loads(body, parse_constant=_no_constant)
+        return json.loads(body, parse_constant=_no_constant, parse_int=_int, object_pairs_hook=_unique)
     except (ValueError, RecursionError) as e:
         raise TunerError(f"Triton's answer to {what} is not JSON it writes ({type(e).__name__}: "
                          f"{str(e)[:80]})") from None
@@ -263,8 +392,7 @@ class TritonHTTP:
         return stats_counters(loads_bounded(self._call(f"/v2/models/{model}/stats"), "stats"), model)
 
     def ready_models(self) -> list[str]:
-        idx = loads_bounded(self._call("/v2/repository/index", {}), "/v2/repository/index")
-        return sorted({m["name"] for m in idx if m.get("state") == "READY"})
+        return ready_of(loads_bounded(self._call("/v2/repository/index", {}), "/v2/repository/index"))
 
     def load(self, model: str, config: dict, timeout: float = 120.0) -> None:
         """Reload ``model`` with ``config`` (Triton answers once the new one serves)."""
@@ -706,7 +834,7 @@ def main(argv: list[str] | None = None) -> int:
             write_local_config(a.repository, model, window_us, a.manifest)
 
     def err(model, e):
-        print(f"{_now()} {model}: skipped: {e}", file=sys.stderr, flush=True)
+        print(f"{_now()} {model}: skipped, window kept: {e}", file=sys.stderr, flush=True)
 
     try:
         while True:   # Triton may still be starting (boot, a provision's restart): wait for it

@@ -386,3 +386,165 @@ def test_the_bench_plot_labels_only_what_was_measured(tmp_path):
     assert "red rings: client-bound points" in fig._suptitle.get_text()
     plt.close(fig)
     assert plot_doc(doc, tmp_path / "b.png").read_bytes()[:4] == b"\x89PNG"
+
+
+# --------------------------------------------------------------------------- hostile numbers from Triton (the
+# controller of tune-window --follow and the host's bringup-window-tuner service): unreadable, one line, no step
+
+def _hostile_interval(t, c, records):
+    """One interval whose numbers the test spoiled: run as tune-window --follow and the service run it (one
+    line to ``on_error``), then what was said, loaded and recorded."""
+    from bringup.latency.window_tuner import run
+
+    said = []
+    assert run([c], 0.0, steps=1, sleep=lambda s: None, on_error=lambda m, e: said.append(f"{m}: {e}")) == 1
+    assert len(said) == 1 and "\n" not in said[0], said
+    assert t.loads == [] and records == []           # no reload, nothing recorded: the window kept
+    return said[0]
+
+
+@pytest.mark.reliability(item=40, fault="Triton's p95 +Inf, 1e308, -1e308 or -5 (tune-window --follow: the window "
+                         "moved and the model reloaded on it)", variants=5, checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("p95, why", [
+    ("+Inf", "'+Inf' is not a number"), ("1e308", "'1e308' is out of range (0..3.6e+09)"),
+    ("-1e308", "'-1e308' is out of range (0..3.6e+09)"), ("-5", "'-5' is out of range (0..3.6e+09)"),
+    ("abc", "'abc' is not a number")])
+def test_a_hostile_p95_is_unreadable_and_no_step_is_taken(p95, why):
+    t = _Triton()
+    c, records = _controller(t)
+    t.interval(100, queue_us=300)
+    t.p95_us = p95
+    assert _hostile_interval(t, c, records) == (
+        f"add: Triton's metrics: add's p95 (nv_inference_request_summary_us quantile 0.95, µs) {why}")
+    # The controller goes on: its baselines taken afresh, the next interval with readable numbers steps again.
+    t.p95_us = 20_000
+    assert c.step()["action"] == "none"
+    t.interval(100, queue_us=300)
+    e = c.step()
+    assert (e["old_window_us"], e["new_window_us"]) == (800, 850) and t.loads == [850]
+
+
+@pytest.mark.reliability(item=40, fault="Triton's request _count NaN, +Inf, text, 1e308 or -5 (tune-window "
+                         "--follow: a traceback, or 10^308 requests)", variants=5, checks=("one clear line",))
+@pytest.mark.parametrize("count, why", [
+    ("NaN", "'NaN' is not a number"), ("+Inf", "'+Inf' is not a number"), ("abc", "'abc' is not a number"),
+    ("1e308", "'1e308' is out of range (0..1.84467e+19)"), ("-5", "'-5' is out of range (0..1.84467e+19)"),
+    ("1.5", "'1.5' is not a whole number")])
+def test_a_hostile_request_count_is_unreadable_and_no_step_is_taken(count, why):
+    t = _Triton()
+    c, records = _controller(t)
+    t.interval(100, p95_ms=90, queue_us=300)
+    t.count = count
+    assert _hostile_interval(t, c, records) == (
+        f"add: Triton's metrics: add's request count (nv_inference_request_summary_us_count) {why}")
+
+
+def test_tritons_own_numbers_still_read():
+    from bringup.latency.window_tuner import parse_summary, window_of
+
+    text = (FIXTURES / "metrics-2.51-summary.txt").read_text()
+    count = 'nv_inference_request_summary_us_count{model="add",version="1"} '
+    assert parse_summary(text.replace(count + "50", count + "18446744073709551615"), "add") == \
+        (11790.0, 18446744073709551615)
+    assert parse_summary(text.replace("} 11790", "} 1.179e+04"), "add") == (11790.0, 50)
+    assert parse_summary(text.replace(count + "50", count + "5e+01"), "add") == (11790.0, 50)
+    assert window_of({"dynamic_batching": {}}) == 0 and window_of({"name": "m"}) is None
+    assert window_of({"dynamic_batching": {"max_queue_delay_microseconds": "800"}}) == 800  # the gRPC form
+
+
+@pytest.mark.reliability(item=40, fault="Triton's statistics not a document of model_stats objects ([1], "
+                         "{'model_stats': [1]}): an AttributeError traceback", variants=5,
+                         checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("doc, why", [
+    ([1], "the answer [1] is not a JSON object"),
+    ({"model_stats": [1, "x"]}, "model_stats[0] 1 is not a JSON object"),
+    ({"model_stats": {"name": "add"}}, "model_stats {'name': 'add'} is not a list"),
+    ({"model_stats": [{"name": "add", "inference_stats": [1]}]}, "inference_stats [1] is not a JSON object"),
+    ({"model_stats": [{"name": "add", "inference_stats": {"queue": [1]}}]}, "queue [1] is not a JSON object")])
+def test_a_statistics_document_of_another_shape_is_one_line(doc, why):
+    from bringup.latency.window_tuner import TunerError, stats_counters
+
+    with pytest.raises(TunerError) as e:
+        stats_counters(doc, "add")
+    assert str(e.value) == f"Triton's statistics of add: {why}"
+    t = _Triton()
+    c, records = _controller(t)
+    t.interval(100, p95_ms=90, queue_us=300)
+    t.stats = lambda model: stats_counters(doc, model)
+    assert _hostile_interval(t, c, records) == f"add: Triton's statistics of add: {why}"
+
+
+@pytest.mark.reliability(item=40, fault="Triton's model config with a window of -5, 'abc', 1e308 or 4000 digits, "
+                         "or dynamic_batching [1] (tune-window --follow: loaded, or a traceback)", variants=7,
+                         checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("config, why", [
+    ({"dynamic_batching": {"max_queue_delay_microseconds": -5}}, "-5 is out of range (0..1e+06)"),
+    ({"dynamic_batching": {"max_queue_delay_microseconds": "abc"}}, "'abc' is not a number"),
+    ({"dynamic_batching": {"max_queue_delay_microseconds": 1e308}}, "1e+308 is out of range (0..1e+06)"),
+    ({"dynamic_batching": {"max_queue_delay_microseconds": int("9" * 4000)}},
+     "an integer of about 4000 digits is out of range (0..1e+06)"),
+    ({"dynamic_batching": {"max_queue_delay_microseconds": 800.5}}, "800.5 is not a whole number"),
+    ({"dynamic_batching": {"max_queue_delay_microseconds": True}}, "True is not a number"),
+    ({"dynamic_batching": [1]}, "dynamic_batching [1] is not a JSON object")])
+def test_a_hostile_window_is_one_line_and_never_loaded(config, why):
+    from bringup.latency.window_tuner import TunerError, window_of
+
+    where = "Triton's model config:" + ("" if "dynamic_batching [1]" in why else " max_queue_delay_microseconds")
+    with pytest.raises(TunerError) as e:
+        window_of(config)
+    assert str(e.value) == f"{where} {why}"
+    t = _Triton()
+    c, records = _controller(t)
+    t.interval(100, p95_ms=90, queue_us=300)
+    t.config = config
+    assert _hostile_interval(t, c, records) == f"add: {where} {why}"
+    # Read first (prime): the same line, nothing loaded.
+    from bringup.latency.window_tuner import Controller
+
+    api = type("Api", (), {"metrics": lambda s: t.metrics(), "stats": lambda s, m: t.stats(m),
+                           "config": lambda s, m: t.config_of(m), "load": lambda s, m, cf: t.load(m, cf)})()
+    with pytest.raises(TunerError, match="^Triton's model config"):
+        Controller(api, "add", 50).prime()
+    assert t.loads == []
+
+
+def test_a_config_or_index_that_is_no_object_is_one_line():
+    from bringup.latency.window_tuner import TunerError, window_of, tunable
+
+    with pytest.raises(TunerError, match=r"^Triton's model config: the answer \[1\] is not a JSON object$"):
+        window_of([1])
+    api = type("Api", (), {"ready_models": lambda s: __import__("bringup.latency.window_tuner", fromlist=["x"])
+                           .ready_of({"a": 1}), "config": lambda s, m: {}})()
+    with pytest.raises(TunerError, match=r"^Triton's repository index: the answer \{'a': 1\} is not a list$"):
+        tunable(api, [])
+
+
+def test_triton_json_with_a_key_given_twice_is_refused():
+    from bringup.latency.window_tuner import TunerError, loads_bounded
+
+    with pytest.raises(TunerError, match="given twice"):
+        loads_bounded(b'{"dynamic_batching": {"max_queue_delay_microseconds": 800, '
+                      b'"max_queue_delay_microseconds": -5}}', "config")
+    with pytest.raises(TunerError, match="digits"):
+        loads_bounded(b'{"v": ' + b"9" * 4000 + b"}", "config")
+
+
+@pytest.mark.parametrize("value", [0, 5, 2 ** 64 - 1, 2 ** 64, -1, 1.5, 2.0, 1e308, float("nan"), float("inf"),
+                                   True, "12", None, [1]])
+def test_the_hosts_copy_of_the_guarded_number_reader_agrees_with_bringups(value):
+    """window_tuner.py runs on hosts alone (standard library only): its reader of Triton's numbers is a copy of
+    bringup.untrusted.number, held to it here."""
+    from bringup.latency.window_tuner import TunerError, number as host_number
+    from bringup.untrusted import Unreadable, number
+
+    for integer in (False, True):
+        try:
+            want = ("ok", number(value, lo=0, hi=2 ** 64 - 1, integer=integer, what="x"))
+        except Unreadable as e:
+            want = ("unreadable", str(e).split(" is ")[-1])
+        try:
+            got = ("ok", host_number(value, lo=0, hi=2 ** 64 - 1, integer=integer, what="x"))
+        except TunerError as e:
+            got = ("unreadable", str(e).split(" is ")[-1])   # why, in the same words (the value shown as given)
+        assert got == want and type(got[1]) is type(want[1])
+
