@@ -98,4 +98,4 @@ def follow(api: TritonHTTP, models: list[str], target_ms: float, interval_s: flo
         say(f"{datetime.now(timezone.utc).isoformat(timespec='seconds')} {c.model}: window {c.prime()} µs, "
             f"target p95 {target_ms:g} ms, every {interval_s:g} s")
     return run(controllers, interval_s, steps=steps, seconds=seconds, sleep=sleep,
-               on_error=lambda model, e: say(f"{model}: interval skipped: {e}"))
+               on_error=lambda model, e: say(f"{model}: interval skipped, window kept: {e}"))

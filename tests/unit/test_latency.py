@@ -548,3 +548,31 @@ def test_the_hosts_copy_of_the_guarded_number_reader_agrees_with_bringups(value)
             got = ("unreadable", str(e).split(" is ")[-1])   # why, in the same words (the value shown as given)
         assert got == want and type(got[1]) is type(want[1])
 
+
+def test_follow_says_a_hostile_interval_in_one_line_and_logs_and_plots_only_readable_numbers(tmp_path):
+    from bringup.latency.follow import follow
+    from bringup.latency.plots import plot_window_log
+
+    t = _Triton()
+    api = type("Api", (), {"metrics": lambda s: t.metrics(), "stats": lambda s, m: t.stats(m),
+                           "config": lambda s, m: t.config_of(m), "load": lambda s, m, c: t.load(m, c)})()
+    said, records = [], []
+
+    def sleep(_s):
+        t.interval(100, queue_us=300)
+        t.p95_us = "1e308" if len(said) == 1 else 20_000
+        if len(said) == 2:
+            t.config = {"dynamic_batching": {"max_queue_delay_microseconds": 1e308}}
+
+    log = tmp_path / "w.jsonl"
+    assert follow(api, ["add"], 50, 0.0, record=lambda *a: records.append(a), log_path=log, steps=2, seconds=None,
+                  say=said.append, sleep=sleep) == 2
+    assert said[1:] == [
+        "add: interval skipped, window kept: Triton's metrics: add's p95 (nv_inference_request_summary_us quantile 0.95, µs) "
+        "'1e308' is out of range (0..3.6e+09)",
+        "add: interval skipped, window kept: Triton's model config: max_queue_delay_microseconds 1e+308 is out of range "
+        "(0..1e+06)"]
+    assert t.loads == [] and records == [] and not log.exists()
+    e = {"time": "2026-01-01T00:00:00+00:00", "model": "add", "target_p95_ms": 50.0, "p95_ms": 20.0,
+         "new_window_us": 850}
+    assert plot_window_log([e], tmp_path / "w.png").read_bytes()[:4] == b"\x89PNG"
