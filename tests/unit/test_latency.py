@@ -403,7 +403,7 @@ def _hostile_interval(t, c, records):
     return said[0]
 
 
-@pytest.mark.reliability(item=40, fault="Triton's p95 +Inf, 1e308, -1e308 or -5 (tune-window --follow: the window "
+@pytest.mark.reliability(item=40, fault="Triton's p95 +Inf, 1e308, -1e308, -5 or text (tune-window --follow: the window "
                          "moved and the model reloaded on it)", variants=5, checks=("one clear line", "nothing touched"))
 @pytest.mark.parametrize("p95, why", [
     ("+Inf", "'+Inf' is not a number"), ("1e308", "'1e308' is out of range (0..3.6e+09)"),
@@ -424,8 +424,9 @@ def test_a_hostile_p95_is_unreadable_and_no_step_is_taken(p95, why):
     assert (e["old_window_us"], e["new_window_us"]) == (800, 850) and t.loads == [850]
 
 
-@pytest.mark.reliability(item=40, fault="Triton's request _count NaN, +Inf, text, 1e308 or -5 (tune-window "
-                         "--follow: a traceback, or 10^308 requests)", variants=5, checks=("one clear line",))
+@pytest.mark.reliability(item=40, fault="Triton's request _count NaN, +Inf, text, 1e308, -5 or 1.5 (tune-window "
+                         "--follow: a traceback, or 10^308 requests)", variants=6,
+                         checks=("one clear line", "nothing touched"))
 @pytest.mark.parametrize("count, why", [
     ("NaN", "'NaN' is not a number"), ("+Inf", "'+Inf' is not a number"), ("abc", "'abc' is not a number"),
     ("1e308", "'1e308' is out of range (0..1.84467e+19)"), ("-5", "'-5' is out of range (0..1.84467e+19)"),
