@@ -71,8 +71,18 @@ def check_server(target: Target) -> tuple[object, dict]:
         raise InputError(f"model {target.model!r} is not ready on {target.host} ({target.url}); "
                          f"Triton has: {', '.join(names) or 'no models'}")
     config = client.get_model_config(target.model, as_json=True)["config"]
+    from .serving import serving_of
+
+    try:  # the window and serving the sweep labels its points with: read once here, named if unreadable
+        serving_of(config)
+    except ValueError as e:  # window_tuner.Unreadable is one: a window of 2 s, a config of another shape
+        client.close()
+        raise InputError(f"model {target.model!r} on {target.host} ({target.url}): {e}") from None
     if target.input is None:
         meta = client.get_model_metadata(target.model, as_json=True)
+        if not meta.get("inputs"):
+            client.close()
+            raise InputError(f"model {target.model!r} on {target.host} declares no input to send; give --input-name, --input-shape and --dtype")
         first = meta["inputs"][0]
         dims = [int(d) for d in first["shape"]]
         if int(config.get("max_batch_size", 0) or 0) > 0:

@@ -12,7 +12,7 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from .window_tuner import window_of
+from .window_tuner import Unreadable, number, proto_uint, window_of
 
 __all__ = ["Serving", "serving_of", "with_serving", "ladder", "label_of"]
 
@@ -47,12 +47,23 @@ def serving_of(config: dict) -> Serving:
     Instances are per GPU (``count`` of a ``KIND_GPU`` group is per listed GPU); several groups: the
     largest count.
     """
+    window_us = window_of(config)  # the config and its dynamic_batching are JSON objects, else Unreadable
     groups = config.get("instance_group") or [{}]
-    count = max(int(g.get("count", 1) or 1) for g in groups)
-    db = config.get("dynamic_batching")
-    preferred = tuple(int(p) for p in ((db or {}).get("preferred_batch_size") or []))
-    return Serving(instance_count=count, max_batch_size=int(config.get("max_batch_size", 0) or 0),
-                   preferred_batch_size=preferred, window_us=window_of(config))
+    if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
+        raise Unreadable(f"Triton's model config: instance_group {str(groups)[:80]!r} is not a list of objects")
+    count = max(_whole(g.get("count", 1) or 1, "instance_group count", 1, 4096) for g in groups)
+    preferred = (config.get("dynamic_batching") or {}).get("preferred_batch_size") or []
+    if not isinstance(preferred, list):
+        raise Unreadable(f"Triton's model config: preferred_batch_size {str(preferred)[:80]!r} is not a list")
+    return Serving(instance_count=count,
+                   max_batch_size=_whole(config.get("max_batch_size", 0) or 0, "max_batch_size", 0, 2**31 - 1),
+                   preferred_batch_size=tuple(_whole(p, "preferred_batch_size", 1, 2**31 - 1) for p in preferred),
+                   window_us=window_us)
+
+
+def _whole(v, what: str, lo: int, hi: int) -> int:
+    """A whole number of Triton's model config (protobuf's JSON writes 64-bit ones as digits in text)."""
+    return number(proto_uint(v), lo=lo, hi=hi, integer=True, what=f"Triton's model config: {what}")
 
 
 def label_of(config: dict | None) -> str | None:

@@ -53,7 +53,7 @@ import time
 from datetime import datetime, timezone
 
 __all__ = ["WINDOW_MIN", "WINDOW_MAX", "STEP", "TIGHTEN", "RECORD", "SERVING_KEYS", "next_window", "queue_rising",
-           "parse_summary", "stats_counters", "window_of", "ready_of", "with_window", "record_text", "read_record",
+           "parse_summary", "stats_counters", "proto_uint", "window_of", "ready_of", "with_window", "record_text", "read_record",
            "is_record", "record_path_problem", "record_state_problem", "local_record_problem", "TritonHTTP",
            "Controller", "TunerError", "Unreadable", "number", "text_number", "Stopping", "main"]
 
@@ -225,7 +225,7 @@ def _percent(quantile: str) -> str:
         return quantile
 
 
-def _digits(v):
+def proto_uint(v):
     """A uint64 as protobuf's JSON writes it (its digits as text: Triton's gRPC form), else ``v`` as it is."""
     if isinstance(v, str) and v.isascii() and v.isdigit() and len(v) <= 20:
         return int(v)
@@ -235,7 +235,7 @@ def _digits(v):
 def _counter(v, what: str) -> int:
     """A counter of the statistics API: a whole number 0..2^64-1 (an int, or its digits as text); else
     Unreadable (1e308, -5, "many" or 10^400 is no counter of Triton's)."""
-    return number(_digits(v), lo=0, hi=COUNTER_MAX, integer=True, what=what)
+    return number(proto_uint(v), lo=0, hi=COUNTER_MAX, integer=True, what=what)
 
 
 def _object(v, what: str) -> dict:
@@ -272,7 +272,7 @@ def window_of(config: dict) -> int | None:
     if db is None:
         return None
     v = _object(db, "Triton's model config: dynamic_batching").get("max_queue_delay_microseconds", 0)
-    return number(_digits(v), lo=0, hi=WINDOW_READ_MAX, integer=True,
+    return number(proto_uint(v), lo=0, hi=WINDOW_READ_MAX, integer=True,
                   what="Triton's model config: max_queue_delay_microseconds")
 
 
