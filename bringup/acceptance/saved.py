@@ -96,7 +96,9 @@ def lines_of(path: Path, now: datetime | None = None, th: Thresholds | None = No
         # Never a pipe (its read waits for a writer), a device (/dev/zero never ends) or more than the cap.
         data = read_capped(path, SAVED_MAX, Unreadable, missing="gone", unreadable="", not_regular="not a regular file",
                            too_large=f"larger than {SAVED_MAX >> 20} MiB")
-        doc = loads(data, what="JSON", max_bytes=SAVED_MAX)
+        # A key given twice (two "lines", a line's status twice) is refused: which one counts is not known, and
+        # Python's json would take the last, a PASS written after the FAIL.
+        doc = loads(data, what="JSON", max_bytes=SAVED_MAX, unique=True)
         if not isinstance(doc, dict):
             raise ValueError("not a JSON object")
         m = _NAME.match(path.name)
@@ -138,14 +140,25 @@ def _kind(k: Check) -> str | None:
 
 def _judge_again(k: Check, th: Thresholds) -> None:
     """A saved rate line's status made the judge's own for its value and limit (:mod:`.judge`): an edited PASS
-    over 1 GB/s of 50 is a FAIL here; a line whose figure cannot be judged (no figure, no limit) is never a PASS."""
+    over 1 GB/s of 50 is a FAIL here; a line whose figure cannot be judged (no figure, no limit) is never a PASS.
+    A rate line is known by its name: one whose figure is in another unit than GB/s (0.5 "TB/s"), or a PASS with
+    no figure at all, is "not checked" (the judge writes a rate in GB/s, and a line without one as FAIL or WARN)."""
     if k.area != "acceptance":
         raise Unreadable(f"line {k.name!r} of area {k.area!r}: accept writes lines of area acceptance only")
-    kind = _kind(k) if k.unit == "GB/s" else None
+    kind = _kind(k)
     if kind is None:
         if k.limit is not None:  # only a rate line is held against a limit: a renamed one is not passed as it says
             raise Unreadable(f"line {k.name!r} ({k.unit or 'no unit'}) holds a limit, but is no rate line accept "
                              "writes")
+        return
+    if k.unit != "GB/s":
+        if k.value is None and k.limit is None and not k.unit:
+            if k.status != "PASS":
+                return  # the judge's "no figure" FAIL, "not checked" WARN, P2P without peer access: as written
+            _not_checked(k, "no figure and no limit, nothing a PASS could stand on")
+        else:
+            _not_checked(k, f"its figure {k.value} against limit {k.limit} is in {k.unit or 'no unit'}, not the "
+                            "GB/s this check measures")
         return
     if k.value is None or k.value < 0 or k.limit is not None and k.limit <= 0:
         raise Unreadable(f"line {k.name!r}: value {k.value} against limit {k.limit} is no measured rate")
@@ -159,6 +172,13 @@ def _judge_again(k: Check, th: Thresholds) -> None:
         k.seen = (f"{k.seen} [saved as {k.status}, judged {judged} again from its value {k.value:g} {k.unit} and "
                   f"limit {k.limit} {k.unit}]")
         k.status = judged
+
+
+def _not_checked(k: Check, why: str) -> None:
+    """A saved rate line that cannot be judged again made a WARN "not checked" (its figure no longer drawn)."""
+    k.seen = f"not checked: {why} [saved as {k.status}: {k.seen}]"
+    k.status, k.value, k.limit, k.unit = "WARN", None, None, ""
+    k.fix = "run the acceptance again: accept writes a rate line in GB/s, and one without a figure never as a PASS"
 
 
 def _num(v: Any) -> float | None:

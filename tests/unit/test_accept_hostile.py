@@ -334,3 +334,53 @@ def test_a_saved_result_is_held_to_its_host_and_its_own_figures(tmp_path):
     path.write_text(_saved_doc("gpu-01", when, [rate]))
     (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
     assert k.status == "PASS" and "saved as" not in k.seen, k.seen
+
+
+def _rate(**kw) -> dict:
+    return {"area": "acceptance", "name": "host-to-device bandwidth", "status": "PASS", "seen": "55.4 GB/s",
+            "subject": "GPU 00000000:18:00.0", "value": 55.4, "limit": 63.0, "unit": "GB/s", **kw}
+
+
+NO_FIGURE = {"no figure, no limit, no unit": {"value": None, "limit": None, "unit": ""},
+             "no figure, no limit, no unit, fields left out": {},
+             "TB/s": {"value": 0.5, "limit": None, "unit": "TB/s"},
+             "TB/s against a limit": {"value": 0.5, "limit": 0.063, "unit": "TB/s"},
+             "MB/s": {"value": 60000.0, "limit": 63000.0, "unit": "MB/s"}}
+
+
+@pytest.mark.reliability(item=40, fault="a saved PASS rate line with no figure, or its figure in another unit than "
+                                        "GB/s", variants=len(NO_FIGURE), checks=("one clear line",))
+@pytest.mark.parametrize("figure", NO_FIGURE.values(), ids=NO_FIGURE.keys())
+def test_a_saved_rate_line_without_a_figure_in_gb_s_is_not_checked_never_pass(tmp_path, figure):
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    when = now - timedelta(minutes=1)
+    rate = _rate(**figure) if figure else {k: v for k, v in _rate().items() if k not in ("value", "limit", "unit")}
+    (tmp_path / f"gpu-01-{when.strftime('%Y%m%dT%H%M%SZ')}.json").write_text(_saved_doc("gpu-01", when, [rate]))
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "WARN" and k.seen.startswith("not checked: ") and "saved as PASS" in k.seen, k.seen
+    assert k.value is None and k.limit is None and "\n" not in k.seen
+    unit = figure.get("unit")
+    assert (f"in {unit}, not the GB/s" in k.seen) if unit else ("no figure" in k.seen), k.seen
+    # The judge's own lines without a figure (FAIL "no figure", WARN "not checked") are read as it wrote them.
+    for status in ("FAIL", "WARN"):
+        (tmp_path / f"gpu-01-{when.strftime('%Y%m%dT%H%M%SZ')}.json").write_text(_saved_doc("gpu-01", when, [
+            _rate(status=status, seen="no figure: the probe measured nothing", value=None, limit=None, unit="")]))
+        (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+        assert k.status == status and k.seen.startswith("no figure: the probe measured nothing"), k.seen
+
+
+@pytest.mark.reliability(item=40, fault="a saved acceptance result with a key given twice (its lines: a FAIL, then "
+                                        "a PASS)", variants=2, checks=("one clear line",))
+def test_a_saved_result_with_a_key_given_twice_is_refused(tmp_path):
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    when = now - timedelta(minutes=1)
+    path = tmp_path / f"gpu-01-{when.strftime('%Y%m%dT%H%M%SZ')}.json"
+    text = _saved_doc("gpu-01", when, [_rate(status="FAIL", value=1.0)])
+    path.write_text(text[:-1] + ', "lines": ' + json.dumps([_rate()]) + "}")
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "WARN" and "not a saved acceptance result" in k.seen, k.seen
+    assert "the key 'lines' is given twice" in k.seen and str(path) in k.seen and "\n" not in k.seen, k.seen
+    # Inside a line too: the status given twice.
+    path.write_text(text.replace('"status": "FAIL"', '"status": "FAIL", "status": "PASS"'))
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "WARN" and "the key 'status' is given twice" in k.seen, k.seen
