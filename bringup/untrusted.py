@@ -145,13 +145,14 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None, raw: bool = False,
-          nan: bool = False, unique: bool = False) -> Any:
+          nan: bool = False, unique: bool = False, end: bool = False) -> Any:
     """``text`` as a JSON document, or :class:`Unreadable` with one line (``what`` leads it): not JSON,
     larger than ``max_bytes``, NaN/Infinity, an integer of more than :data:`DIGITS_MAX` digits, nesting deeper
     than :data:`DEPTH_MAX`.  ``raw``: the first document in ``text`` (what follows is ignored, as
     ``JSONDecoder.raw_decode`` does).  ``nan``: NaN and Infinity are read as floats (a file bringup's own
     ``json.dumps`` wrote, whose judged figures the caller checks with :func:`number`).  ``unique``: a key given
-    twice in one object is refused (a record whose values are taken as they are)."""
+    twice in one object is refused (a record whose values are taken as they are).  ``end`` (with ``raw``):
+    ``(document, where it ends in text)``, for a caller that looks at what follows it."""
     if isinstance(text, bytes):
         if max_bytes is not None and len(text) > max_bytes:
             raise Unreadable(f"{what}: larger than {max_bytes} bytes")
@@ -167,7 +168,8 @@ def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None
                            parse_float=float if nan else _float, object_pairs_hook=_unique if unique else None)
     try:
         if raw:
-            return dec.raw_decode(text)[0]
+            doc, stop = dec.raw_decode(text)
+            return (doc, stop) if end else doc
         return dec.decode(text)
     except Unreadable as e:
         raise Unreadable(f"{what}: {e}") from None

@@ -16,7 +16,6 @@ something that is not such a document: one named line (:func:`dcgm_lines`).
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from ..checks import Check, line
@@ -41,13 +40,14 @@ def _document(text: str) -> dict:
     if start < 0:
         raise DiagError("no JSON document in dcgmi's output")
     try:
-        doc = loads(text[start:], what="dcgmi's JSON", raw=True)
+        # A key given twice is refused: Python's json keeps the last, so '"status": "Fail", "status": "Pass"' (or
+        # the whole diagnostic given twice) read as the Pass.
+        doc, stop = loads(text[start:], what="dcgmi's JSON", raw=True, unique=True, end=True)
     except Unreadable as e:
         raise DiagError(str(e).replace("dcgmi's JSON: not JSON (", "dcgmi's JSON does not parse (", 1)) from None
     if not isinstance(doc, dict):
         raise DiagError("dcgmi's JSON is not an object")
-    # (Read again only for where it ends: the text is known to be a bounded document by now.)
-    rest = text[start + json.JSONDecoder().raw_decode(text[start:])[1]:]
+    rest = text[start + stop:]
     if "{" in rest:
         raise DiagError("dcgmi printed more than one document; which one is the run's result is not known")
     return doc

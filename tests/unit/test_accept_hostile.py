@@ -283,6 +283,30 @@ def test_a_hostile_dcgm_document_is_one_fail_line(out):
     assert "\n" not in k.seen
 
 
+DCGM_TWICE = {
+    "status twice": '{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": '
+                    '"GPU Memory", "results": [{"gpu_ids": "0", "status": "Fail", "status": "Pass"}]}]}]}}',
+    "document key twice": '{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": '
+                          '"GPU Memory", "results": [{"gpu_ids": "0", "status": "Fail"}]}]}]}, "DCGM GPU '
+                          'Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [{"name": "GPU '
+                          'Memory", "results": [{"gpu_ids": "0", "status": "Pass"}]}]}]}}',
+}
+
+
+@pytest.mark.reliability(item=40, fault="dcgmi's JSON with a key given twice: a result's status (Fail, then Pass), "
+                                        "the whole diagnostic", variants=len(DCGM_TWICE), checks=("one clear line",))
+@pytest.mark.parametrize("out", DCGM_TWICE.values(), ids=DCGM_TWICE.keys())
+def test_a_dcgm_document_with_a_key_twice_is_one_fail_line_never_the_last_pass(out):
+    from bringup.acceptance.dcgm import dcgm_lines
+
+    # Python's json keeps the last of a key given twice: the Pass after the Fail was a "PASS DCGM GPU Memory".
+    (k,) = dcgm_lines(1, "/usr/bin/dcgmi", 0, out, "")
+    key = "status" if '"Fail", "status"' in out else "DCGM GPU Diagnostic"
+    assert k.status == "FAIL" and k.name == "DCGM diagnostics (level 1)", (k.status, k.name, k.seen)
+    assert k.seen.startswith(f"dcgmi diag -r 1 -j failed: exit 0; dcgmi's JSON: the key {key!r} is given twice "
+                             "(which one counts is not known)"), k.seen
+
+
 HOSTILE_AREA = "acc\x1b[31mRED\x1b]8;;http://evil\x07LINK\x1b]8;;\x07 | <script>alert(1)</script> <img src=x onerror=1>"
 
 
