@@ -4,29 +4,35 @@ revision, how old its last success is, the state of its last run, and which host
 One instant query (``/api/v1/query`` of ``{__name__=~"bringup_pull_.+"}``) returns every host's series that
 :mod:`bringup.pull.record` writes and the node exporter serves; this module reads them into one row a host.
 The fleet's revision is the one applied by the host whose success is the newest (or ``--revision``); a host
-on another one lags.  Exit codes as drift's: 0 every host current, 2 a host lags, failed or refused, 4 a
-host stopped reporting (no run within ``stale_s``) or Prometheus does not answer, 1 bad input.
+on another one lags.  A success time ahead of this machine's clock is never the newest (a host whose clock, or
+textfile, says so would set the fleet's revision), and is named.  A host whose series contradict each other (two
+statuses, two revisions or times at once) or say what pull never writes (a status word it has not, a flag neither
+0 nor 1) is ``unreadable``, the series named: which one is true is not known.  Exit codes as drift's: 0 every
+host current, 2 a host lags, failed, was refused or is unreadable, 4 a host stopped reporting (no run within
+``stale_s``) or Prometheus does not answer, 1 bad input.
 """
 from __future__ import annotations
 
 import time
 import urllib.parse
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ..errors import InputError, Unreachable
+from ..errors import InputError, Unreachable, printable
 from ..untrusted import CLOCK_SKEW_S, HttpError, Unreadable, http_get, loads, number
 
 if TYPE_CHECKING:
     from rich.table import Table
 
-__all__ = ["HostState", "Fleet", "query", "summarize", "render_table", "to_json", "QUERY"]
+__all__ = ["HostState", "Fleet", "query", "summarize", "render_table", "to_json", "note_lines", "QUERY", "STATUSES"]
 
 QUERY = '{__name__=~"bringup_pull_.+"}'
 #: Seconds an answer of Prometheus may take (the whole answer: a server that drips is given up on then).
 HTTP_TIMEOUT_S = 20
 #: The largest answer read (a series is about 300 bytes: 200,000 series of a thousand hosts fit).
 ANSWER_MAX = 64 << 20
+#: The statuses a pull run writes (:data:`bringup.pull.record.STATUSES`, not imported: record loads pydantic).
+STATUSES = ("applied", "failed", "refused", "error")
 
 
 @dataclass
@@ -39,8 +45,10 @@ class HostState:
     last_run: float | None = None
     last_success: float | None = None
     refusal: str | None = None  # the last refusal's reason
-    #: ok | lagging | failed | refused | error | stale
+    #: ok | lagging | failed | refused | error | stale | unreadable
     verdict: str = "ok"
+    #: Why the row is unreadable (its series named), or what was not taken (a time ahead of this machine's clock).
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -72,7 +80,8 @@ def query(url: str, promql: str = QUERY) -> list[dict]:
             raise Unreachable(f"{e}; is it running, and is this its address?") from None
         raise InputError(f"{e} to /api/v1/query") from None
     try:
-        doc = loads(body, what=f"Prometheus at {url}: /api/v1/query's answer")
+        # A key given twice (a series' "status" label, the "result") is refused: json would take the last.
+        doc = loads(body, what=f"Prometheus at {url}: /api/v1/query's answer", unique=True)
     except Unreadable as e:
         raise InputError(f"{e} (not a Prometheus?)") from None
     data = doc.get("data") if isinstance(doc, dict) else None
@@ -86,6 +95,8 @@ def summarize(series: list[dict], *, revision: str | None = None, stale_s: float
     """The hosts' rows from the series ``query`` returned."""
     now = time.time() if now is None else now
     hosts: dict[str, HostState] = {}
+    unreadable: dict[str, list[str]] = {}
+    seen: dict[tuple[str, str], dict[str, str]] = {}  # (host, series) -> {what it says: the series, as shown}
     for s in series:
         labels, value = _sample(s)
         if labels is None:
@@ -96,27 +107,75 @@ def summarize(series: list[dict], *, revision: str | None = None, stale_s: float
         h = hosts.setdefault(host, HostState(host))
         if value is None:
             continue  # unreadable (NaN, +Inf, 1e308 s, text): the row stays as unknown as without it
-        if name == "bringup_pull_applied_info" and value == 1:
-            h.revision = labels.get("revision") or None
-        elif name == "bringup_pull_status" and value == 1:
-            h.status = labels.get("status")
-        elif name == "bringup_pull_last_run_timestamp_seconds":
-            h.last_run = value if value <= now + CLOCK_SKEW_S else None  # a run in the future never happened
-        elif name == "bringup_pull_last_success_timestamp_seconds":
-            h.last_success = value if value <= now + CLOCK_SKEW_S else None
+        says = None
+        if name == "bringup_pull_status":
+            word = labels.get("status", "")
+            if value not in (0, 1):
+                unreadable.setdefault(host, []).append(f"{_series(name, {'status': word})} is {value:g}, not 0 or 1")
+            elif word not in STATUSES:
+                if value == 1:
+                    unreadable.setdefault(host, []).append(
+                        f"{_series(name, {'status': word})} is 1: no status a pull run writes ({', '.join(STATUSES)})")
+            elif value == 1:
+                says = h.status = word
+        elif name == "bringup_pull_applied_info" and value == 1:
+            says = h.revision = labels.get("revision") or None
+        elif name in ("bringup_pull_last_run_timestamp_seconds", "bringup_pull_last_success_timestamp_seconds"):
+            says = f"{value:.0f}"
+            if value > now + CLOCK_SKEW_S:  # a run in the future never happened: not read, and said
+                h.notes.append(f"{name} lies {_age(value, now)} ahead of this machine's clock: not read")
+                value = None
+            elif value > now:  # within the clock skew: its own row, never the fleet's newest
+                h.notes.append(f"{name} lies {_age(value, now)} ahead of this machine's clock: not taken as the "
+                               "fleet's newest")
+            if name == "bringup_pull_last_run_timestamp_seconds":
+                h.last_run = value
+            else:
+                h.last_success = value
         elif name == "bringup_pull_last_refusal_info" and value == 1:
-            h.refusal = labels.get("reason")
-    newest = max((h for h in hosts.values() if h.revision and h.last_success), key=lambda h: h.last_success,
-                 default=None)
+            says = h.refusal = labels.get("reason")
+        if says is not None:
+            seen.setdefault((host, name), {})[says] = _series(name, {k: v for k, v in labels.items()
+                                                                     if k not in ("__name__", "host")})
+    for (host, name), said in seen.items():
+        if len(said) > 1:  # two series of one host at once: whichever Prometheus listed last won
+            setattr(hosts[host], _FIELD[name], None)  # neither is shown as the host's
+            unreadable.setdefault(host, []).append(
+                f"{' and '.join(said.values())} are all set for one host: which one is true is not known"
+                if name not in ("bringup_pull_last_run_timestamp_seconds",
+                                "bringup_pull_last_success_timestamp_seconds")
+                else f"{name} has {len(said)} values ({', '.join(said)}): which one is true is not known")
+    newest = max((h for h in hosts.values() if h.revision and h.last_success and h.last_success <= now
+                  and h.host not in unreadable), key=lambda h: h.last_success, default=None)
     wanted = revision or (newest.revision if newest else None)
     for h in hosts.values():
-        if h.last_run is None or now - h.last_run > stale_s:
+        if h.host in unreadable:
+            h.verdict = "unreadable"
+            h.notes[:0] = unreadable[h.host]
+        elif h.last_run is None or now - h.last_run > stale_s:
             h.verdict = "stale"
         elif h.status in ("failed", "refused", "error"):
             h.verdict = h.status
         elif wanted and not (h.revision or "").startswith(wanted):
             h.verdict = "lagging"
     return Fleet(sorted(hosts.values(), key=lambda h: h.host), wanted, now)
+
+
+#: The row's field each series sets.
+_FIELD = {"bringup_pull_status": "status", "bringup_pull_applied_info": "revision",
+          "bringup_pull_last_run_timestamp_seconds": "last_run",
+          "bringup_pull_last_success_timestamp_seconds": "last_success", "bringup_pull_last_refusal_info": "refusal"}
+
+
+def _series(name: str, labels: dict[str, str]) -> str:
+    """A series as PromQL writes it: ``bringup_pull_status{status="failed"}`` (the labels' text printable)."""
+    inner = ",".join(f'{_one(k)[:40]}="{_one(v)[:80]}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}" if inner else name
+
+
+def _one(text: str) -> str:
+    """A label's text on one line, written out (a host or label is what any host's textfile may write)."""
+    return printable(text).replace("\n", "\\n")
 
 
 #: The largest Unix time read as a run's time (the year 2200): 1e308 s is no time a run happened.
@@ -142,12 +201,15 @@ def _sample(s: object) -> tuple[dict | None, float | None]:
 def _age(now: float, then: float | None) -> str:
     if then is None:
         return "never"
+    if then > now:  # a time ahead of this machine's clock is said so, never "0m 0s" ago
+        return f"{_age(then, now)} ahead"
     s = max(0, int(now - then))
     return f"{s // 86400}d {s % 86400 // 3600}h" if s >= 86400 else (
         f"{s // 3600}h {s % 3600 // 60}m" if s >= 3600 else f"{s // 60}m {s % 60}s")
 
 
-_STYLE = {"ok": "green", "lagging": "yellow", "failed": "red", "refused": "red", "error": "red", "stale": "red"}
+_STYLE = {"ok": "green", "lagging": "yellow", "failed": "red", "refused": "red", "error": "red", "stale": "red",
+          "unreadable": "red"}
 
 
 def render_table(fleet: Fleet) -> Table:
@@ -167,4 +229,10 @@ def to_json(fleet: Fleet) -> dict:
     return {"revision": fleet.revision, "exit_code": fleet.exit_code,
             "hosts": {h.host: {"verdict": h.verdict, "revision": h.revision, "status": h.status,
                                "last_run": h.last_run, "last_success": h.last_success,
-                               "last_refusal": h.refusal} for h in fleet.hosts}}
+                               "last_refusal": h.refusal, "notes": h.notes} for h in fleet.hosts}}
+
+
+def note_lines(fleet: Fleet) -> list[str]:
+    """One line a note: the host, then why its row is unreadable or what of it was not taken."""
+    return [f"{_one(h.host)}: {h.verdict + ': ' if h.verdict == 'unreadable' else ''}{n}"
+            for h in fleet.hosts for n in h.notes]

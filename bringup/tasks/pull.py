@@ -129,7 +129,7 @@ def fleet(c, prometheus_url="http://127.0.0.1:9090", revision=None, stale_hours=
 
     from ..errors import Unreachable
     from ..latency.options import number
-    from ..pull.fleet import query, render_table, summarize, to_json
+    from ..pull.fleet import note_lines, query, render_table, summarize, to_json
     from .context import console
 
     with failing():
@@ -146,6 +146,8 @@ def fleet(c, prometheus_url="http://127.0.0.1:9090", revision=None, stale_hours=
     else:
         out = console()
         out.print(render_table(report))
+        for note in note_lines(report):  # an unreadable row's series, a time ahead of this clock: one line each
+            out.print(note, markup=False, highlight=False, soft_wrap=True)
         if not report.hosts:
             out.print("no host reports bringup_pull_* metrics to this Prometheus (is the role pull installed, and "
                       "the node exporter's textfile folder scraped?)", markup=False)

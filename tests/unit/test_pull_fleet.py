@@ -100,3 +100,109 @@ def test_prometheus_down_is_one_line():
     assert r.returncode == 4 and r.stderr.startswith("unreachable: Prometheus at") and "Traceback" not in r.stderr
     r = bringup("fleet", "--prometheus-url", "127.0.0.1:9090")
     assert r.returncode == 1 and r.stderr.startswith("error: --prometheus-url")
+
+
+def _host(host: str, now: float, *, status: str = "applied", revision: str = NEW, success: float | None = None,
+          extra: tuple = ()) -> list[dict]:
+    success = now - 60 if success is None else success
+    return [{"metric": {"__name__": "bringup_pull_applied_info", "host": host, "revision": revision},
+             "value": [now, "1"]},
+            {"metric": {"__name__": "bringup_pull_status", "host": host, "status": status}, "value": [now, "1"]},
+            *extra,
+            {"metric": {"__name__": "bringup_pull_last_run_timestamp_seconds", "host": host},
+             "value": [now, str(now - 60)]},
+            {"metric": {"__name__": "bringup_pull_last_success_timestamp_seconds", "host": host},
+             "value": [now, str(success)]}]
+
+
+def _status(host: str, now: float, word: str, value: str = "1") -> dict:
+    return {"metric": {"__name__": "bringup_pull_status", "host": host, "status": word}, "value": [now, value]}
+
+
+def test_the_fleets_statuses_are_the_ones_pull_writes():
+    from bringup.pull.fleet import STATUSES
+
+    assert STATUSES == record.STATUSES
+
+
+@pytest.mark.reliability(item=40, fault="fleet: a host with two statuses at 1 (failed and applied, either order)",
+                         variants=2, checks=("one clear line", "exit code"))
+@pytest.mark.parametrize("first", ["failed", "applied"])
+def test_two_statuses_of_one_host_are_unreadable_never_the_last_one(first):
+    now = 1_800_000_000.0
+    other = "applied" if first == "failed" else "failed"
+    f = summarize(_host("a", now, status=first, extra=(_status("a", now, other),)), now=now)
+    (h,) = f.hosts
+    assert h.verdict == "unreadable" and f.exit_code == 2, (h.verdict, f.exit_code)
+    from bringup.pull.fleet import note_lines
+
+    assert note_lines(f) == [f'a: unreadable: bringup_pull_status{{status="{first}"}} and bringup_pull_status'
+                             f'{{status="{other}"}} are all set for one host: which one is true is not known']
+    assert h.status is None  # neither is shown as the last run's
+    # Two revisions applied at once, a label named like a parameter: unreadable, named, no traceback.
+    twice = {"metric": {"__name__": "bringup_pull_applied_info", "host": "a", "revision": OLD, "name": "x\ny"},
+             "value": [now, "1"]}
+    f = summarize(_host("a", now, extra=(twice,)), now=now)
+    assert f.hosts[0].verdict == "unreadable" and f.hosts[0].revision is None and f.revision is None
+    assert note_lines(f) == [f'a: unreadable: bringup_pull_applied_info{{revision="{NEW}"}} and '
+                             f'bringup_pull_applied_info{{name="x\\ny",revision="{OLD}"}} are all set for one '
+                             "host: which one is true is not known"]
+    # The same status from two series (two scrape jobs) says one thing: read.
+    f = summarize(_host("a", now, extra=(_status("a", now, "applied"),)), now=now)
+    assert f.hosts[0].verdict == "ok" and f.exit_code == 0 and f.hosts[0].notes == []
+
+
+STATUS_WORDS = {"weird": ("weird", "1"), "Failed": ("Failed", "1"), "a flag of 2": ("failed", "2")}
+
+
+@pytest.mark.reliability(item=40, fault="fleet: a status pull never writes (weird, Failed) or a flag of 2",
+                         variants=len(STATUS_WORDS), checks=("one clear line", "exit code"))
+@pytest.mark.parametrize("word,value", STATUS_WORDS.values(), ids=STATUS_WORDS.keys())
+def test_a_status_pull_never_writes_is_unreadable_never_ok(word, value):
+    from bringup.pull.fleet import note_lines
+
+    now = 1_800_000_000.0
+    series = [s for s in _host("a", now) if s["metric"]["__name__"] != "bringup_pull_status"]
+    f = summarize([*series, _status("a", now, word, value)], now=now)
+    assert f.hosts[0].verdict == "unreadable" and f.exit_code == 2
+    said = ('is 1: no status a pull run writes (applied, failed, refused, error)' if value == "1"
+            else "is 2, not 0 or 1")
+    assert note_lines(f) == [f'a: unreadable: bringup_pull_status{{status="{word}"}} {said}']
+
+
+@pytest.mark.reliability(item=40, fault="fleet: a host's success time up to 300 s ahead of this machine's clock",
+                         variants=1, checks=("one clear line", "exit code"))
+def test_a_success_ahead_of_the_clock_never_sets_the_fleets_revision():
+    from bringup.pull.fleet import note_lines, render_table
+
+    now = 1_800_000_000.0
+    evil = "c" * 40
+    f = summarize(_host("a", now) + _host("b", now) + _host("evil", now, revision=evil, success=now + 200), now=now)
+    assert f.revision == NEW, f.revision
+    got = {h.host: h.verdict for h in f.hosts}
+    assert got == {"a": "ok", "b": "ok", "evil": "lagging"} and f.exit_code == 2, got
+    assert note_lines(f) == ["evil: bringup_pull_last_success_timestamp_seconds lies 3m 20s ahead of this "
+                             "machine's clock: not taken as the fleet's newest"]
+    from rich.console import Console
+
+    c = Console(width=200, record=True)
+    c.print(render_table(f))
+    row = next(r for r in c.export_text().splitlines() if r.lstrip().startswith("evil"))
+    assert "3m 20s ahead" in row and "0m 0s" not in row, row
+
+
+def test_fleet_prints_one_line_naming_the_host_and_its_series():
+    from tests.hostile_http import HostileHTTP
+
+    now = time.time()
+    series = _host("a", now, status="failed", extra=(_status("a", now, "applied"),)) + _host("b", now)
+    body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": series}}).encode()
+    with HostileHTTP(body=body) as url:
+        r = bringup("fleet", "--prometheus-url", url)
+        j = bringup("fleet", "--prometheus-url", url, "--json")
+    assert r.returncode == 2 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert ('a: unreadable: bringup_pull_status{status="failed"} and bringup_pull_status{status="applied"} are all '
+            "set for one host: which one is true is not known") in r.stdout.splitlines(), r.stdout
+    row = next(line for line in r.stdout.splitlines() if line.lstrip().startswith("a "))
+    assert "unreadable" in row and " ok " not in row, row
+    assert j.returncode == 2 and json.loads(j.stdout)["hosts"]["a"]["verdict"] == "unreadable"

@@ -241,3 +241,16 @@ def test_an_error_line_carrying_a_hosts_escape_sequence_is_written_out():
         r = bringup("fleet", "--prometheus-url", url + "/\x1b[2J\x1b]0;pwned\x07")
     assert r.returncode == 4 and "\x1b" not in r.stderr and "\\x1b" in r.stderr, r.stderr
     assert r.stderr.count("\n") == 1
+
+
+@pytest.mark.reliability(item=40, fault="fleet: Prometheus answers a key twice (a host's status failed, then applied)",
+                         variants=1, checks=("one clear line", "exit code"))
+def test_fleet_answer_with_a_key_given_twice_is_one_line():
+    now = time.time()
+    series = [{"metric": {"__name__": "bringup_pull_status", "host": "h", "status": "failed"}, "value": [now, "1"]}]
+    body = vector(series).replace(b'"status": "failed"', b'"status": "failed", "status": "applied"')
+    with HostileHTTP(body=body) as url:
+        r = bringup("fleet", "--prometheus-url", url)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stdout + r.stderr
+    assert r.stderr == (f"error: Prometheus at {url}: /api/v1/query's answer: the key 'status' is given twice "
+                        "(which one counts is not known) (not a Prometheus?)\n"), r.stderr
