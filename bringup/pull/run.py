@@ -17,7 +17,6 @@ repository without ``roles/`` converges only the shipped roles ``bringup_pull.ro
 """
 from __future__ import annotations
 
-import json
 import os
 import re
 import signal
@@ -33,6 +32,7 @@ from typing import Callable, Iterator
 from .. import child
 from ..ssh.runlock import WAIT_S, RunLock, refusal
 from ..errors import BringupError, InventoryError
+from ..untrusted import loads
 from ..userfile import read_capped
 from .record import Attempt, load_state, save_state, write_metrics
 from .source import Refused, Rule, Source, links_out, ssh_command
@@ -231,8 +231,9 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
     if reports:
         try:
             # The run's own report, read with a cap as any saved file (a file planted there reads as no report).
-            doc = json.loads(read_capped(reports[-1], REPORT_MAX, ValueError, missing="", unreadable="",
-                                         too_large="", not_regular=""))
+            # A key given twice (two recaps of the host) is no report either: which counts is not known.
+            doc = loads(read_capped(reports[-1], REPORT_MAX, ValueError, missing="", unreadable="", too_large="",
+                                    not_regular=""), what="the provision report", nan=True, unique=True)
             recap = next(h for h in doc["hosts"] if h.get("host") == host).get("recap") or {}
             done.changed, done.failed = int(recap.get("changed", 0)), int(recap.get("failed", 0))
             kept = settings.cache / "reports"

@@ -304,7 +304,9 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
         try:
             text = read_capped(log, LOG_PLOTTED_MAX, ValueError, missing="", unreadable="", too_large="").decode(
                 "utf-8", "replace")
-            entries = [json.loads(ln) for ln in text.splitlines() if ln.strip()]
+            from ..untrusted import loads
+
+            entries = [loads(ln, what="the window log", unique=True) for ln in text.splitlines() if ln.strip()]
         except ValueError:
             entries = []
         png = plot_window_log(entries, log.with_suffix(".png"), f"{host.name}: tune-window --follow") if entries \

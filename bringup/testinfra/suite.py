@@ -14,7 +14,6 @@ file that does not import, a pattern pytest refuses are bad input, one line and 
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import tempfile
@@ -24,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..child import Ended, run_bounded
 from ..errors import InputError
+from ..untrusted import loads
 from ..userfile import kind, read_capped
 from . import PLUGIN
 
@@ -139,8 +139,9 @@ class Suite:
                                     stdout=out, env=_env())
             text = _tail(log, OUTPUT_KEPT)
             try:
-                got = json.loads(read_capped(report, REPORT_MAX, ValueError, missing="", unreadable="",
-                                             too_large="")) if report.exists() else None
+                # Keys given once: a test's outcome written twice is no report (which one counts is not known).
+                got = loads(read_capped(report, REPORT_MAX, ValueError, missing="", unreadable="", too_large=""),
+                            what="pytest's JSON report", nan=True, unique=True) if report.exists() else None
             except ValueError:
                 got = None
         return ended, got, text
