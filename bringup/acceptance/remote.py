@@ -158,7 +158,7 @@ def probe_result(rc: int, stdout: str, stderr: str, budget: int) -> dict:
     for ln in reversed(stdout.splitlines()):
         if ln.startswith("{"):
             try:
-                doc = loads(ln, what="the probe's JSON")
+                doc = loads(ln, what="the probe's JSON", unique=True)
             except Unreadable as e:
                 # NaN, 100,000 digits or '[' nested without end: the host's answer, never read as figures.
                 return {"probe": 1, "error": f"{e}: the host's output is unreadable", "gpus": [], "pairs": [],

@@ -408,3 +408,11 @@ def test_a_saved_result_with_a_key_given_twice_is_refused(tmp_path):
     path.write_text(text.replace('"status": "FAIL"', '"status": "FAIL", "status": "PASS"'))
     (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
     assert k.status == "WARN" and "the key 'status' is given twice" in k.seen, k.seen
+
+
+def test_a_probe_document_with_a_key_twice_is_unreadable_never_the_last_figure(h200_facts):  # noqa: F811
+    text = json.dumps({"probe": 1, "repeats": 5, "error": None, "pairs": [], "load": None, "gpus": [
+        {"index": 0, "name": "H200", "bus_id": H200_BUS, "h2d_gbs": 1.0, "d2h_gbs": 1.0, "d2d_gbs": 1.0}]})
+    doc = remote.probe_result(0, text.replace('"h2d_gbs": 1.0', '"h2d_gbs": 1.0, "h2d_gbs": 55.0') + "\n", "", 130)
+    assert doc["gpus"] == [] and doc["error"] == ("the probe's JSON: the key 'h2d_gbs' is given twice (which one "
+                                                  "counts is not known): the host's output is unreadable"), doc
