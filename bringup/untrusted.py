@@ -10,6 +10,7 @@ Everything here treats its input as hostile (issue 40 item 6, item 3):
   (JSON has none; Python's json would take them), integers of more than :data:`DIGITS_MAX` digits refused before
   Python converts them (``int``'s own limit raises ValueError at 4,300 digits), nesting deeper than
   :data:`DEPTH_MAX` refused before the parser recurses (100,000 ``[`` ends in RecursionError otherwise).
+  A key given twice in one object is refused (``json`` keeps the last).
 - :func:`http_get`: an HTTP body read with a size cap and one deadline for the whole answer (urllib's timeout
   bounds each socket read only: a server dripping one byte a second would hold it for ever), or
   :class:`HttpError`.
@@ -27,7 +28,7 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
-__all__ = ["Unreadable", "HttpError", "number", "text_number", "loads", "http_get", "future",
+__all__ = ["Unreadable", "HttpError", "number", "text_number", "loads", "keys_once", "http_get", "future",
            "CLOCK_SKEW_S", "DEPTH_MAX", "DIGITS_MAX"]
 
 #: The deepest JSON nesting read (bringup's own documents nest a handful of levels; DCGM's about eight).
@@ -135,7 +136,8 @@ def _depth(text: str) -> int:
     return deepest
 
 
-def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json``'s ``object_pairs_hook`` that refuses (:class:`Unreadable`, a ValueError) a key given twice."""
     doc = dict(pairs)
     if len(doc) != len(pairs):
         seen: set[str] = set()
@@ -145,13 +147,14 @@ def _unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None, raw: bool = False,
-          nan: bool = False, unique: bool = False, end: bool = False) -> Any:
+          nan: bool = False, unique: bool = True, end: bool = False) -> Any:
     """``text`` as a JSON document, or :class:`Unreadable` with one line (``what`` leads it): not JSON,
     larger than ``max_bytes``, NaN/Infinity, an integer of more than :data:`DIGITS_MAX` digits, nesting deeper
     than :data:`DEPTH_MAX`.  ``raw``: the first document in ``text`` (what follows is ignored, as
     ``JSONDecoder.raw_decode`` does).  ``nan``: NaN and Infinity are read as floats (a file bringup's own
-    ``json.dumps`` wrote, whose judged figures the caller checks with :func:`number`).  ``unique``: a key given
-    twice in one object is refused (a record whose values are taken as they are).  ``end`` (with ``raw``):
+    ``json.dumps`` wrote, whose judged figures the caller checks with :func:`number`).  ``unique`` (the default): a
+    key given twice in one object is refused (``json`` keeps the last: a host's "Fail" then "Pass" read as a
+    Pass); ``unique=False`` only where a source's own rules take the last.  ``end`` (with ``raw``):
     ``(document, where it ends in text)``, for a caller that looks at what follows it."""
     if isinstance(text, bytes):
         if max_bytes is not None and len(text) > max_bytes:
@@ -165,7 +168,7 @@ def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None
     if _depth(text) > DEPTH_MAX:
         raise Unreadable(f"{what}: nested more than {DEPTH_MAX} levels deep (not a document bringup reads)")
     dec = json.JSONDecoder(parse_constant=None if nan else _constant, parse_int=_int,
-                           parse_float=float if nan else _float, object_pairs_hook=_unique if unique else None)
+                           parse_float=float if nan else _float, object_pairs_hook=keys_once if unique else None)
     try:
         if raw:
             doc, stop = dec.raw_decode(text)

@@ -10,6 +10,7 @@ from typing import Any
 from ..ssh.command import sh
 from ..errors import InputError, printable
 from ..process import command
+from ..untrusted import keys_once
 from ..ssh.script import KILLED, READ_LANES, SECTION_MAX, TIMED_OUT, batch, split
 from .base import Fact, UntrustedOutput, undecodable
 
@@ -198,7 +199,9 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
     if len(raw) > FACTS_FILE_MAX:
         raise InputError(f"--facts {p}: larger than {FACTS_FILE_MAX // (1024 * 1024)} MiB, not a facts file; {save}")
     try:
-        doc = json.loads(raw.decode("utf-8"))
+        # Keys given once (json keeps the last: a second "nvidia.query" would replace the first unseen); numbers
+        # of any length, as the facts' own readers name them ("pcie_width_current is a 400-digit number").
+        doc = json.loads(raw.decode("utf-8"), object_pairs_hook=keys_once)
     except (UnicodeDecodeError, ValueError, RecursionError) as e:
         raise InputError(f"--facts {p}: not JSON ({e}); {save}") from None
     if isinstance(doc, dict) and "host" in doc and doc["host"] != host:
@@ -299,3 +302,4 @@ def missing_facts(facts: dict) -> list[str]:
     from . import ALL_FACTS
 
     return [f.name for f in ALL_FACTS if f.name not in facts]
+

@@ -441,3 +441,17 @@ def test_an_xid_count_with_no_line_listed_is_not_none_since_boot():
     checks, errors = checklist_of(raw_with(kernel_xid="source dmesg\nfirst [    0.000000] L\ncount 5\nexit 0\n"))
     assert "count 5 but 0 Xid line(s) listed" in errors["kernel.xid"], errors
     assert not [c for c in checks if c.name == "Xid events" and c.status == "PASS"], named(checks, "Xid events")
+
+
+@pytest.mark.parametrize("edit", [
+    lambda t: t.replace('{', '{"host": "other", ', 1),  # the host named twice: which one is it?
+    lambda t: t.replace('"raw": {', '"raw": {"nvidia.query": {"rc": 0, "output": ""}, ', 1),  # a fact twice
+])
+def test_a_saved_facts_file_with_a_key_given_twice_is_refused(tmp_path, edit):
+    # json keeps the last of a key given twice: a second "nvidia.query" would replace the first unseen.
+    path = tmp_path / "facts.json"
+    path.write_text(edit(BUNDLE.read_text()))
+    from bringup.errors import InputError
+
+    with pytest.raises(InputError, match=r"^--facts .*: not JSON \(the key '(host|nvidia\.query)' is given twice"):
+        load_facts(path, "h200-vm")

@@ -50,11 +50,13 @@ def test_ordinary_json_still_reads():
     assert loads('{"x": 1} {"y": 2}', raw=True, end=True) == ({"x": 1}, 8)
 
 
-def test_a_key_given_twice_is_refused_where_asked_also_in_the_first_document_of_a_text():
+def test_a_key_given_twice_is_refused_also_in_the_first_document_of_a_text():
     with pytest.raises(Unreadable) as e:
-        loads('banner {"a": {"s": "Fail", "s": "Pass"}} tail'[7:], what="dcgmi's JSON", raw=True, unique=True)
+        loads('banner {"a": {"s": "Fail", "s": "Pass"}} tail'[7:], what="dcgmi's JSON", raw=True)
     assert str(e.value) == "dcgmi's JSON: the key 's' is given twice (which one counts is not known)"
-    assert loads('{"s": "Fail", "s": "Pass"}') == {"s": "Pass"}  # without unique: json's own reading
+    with pytest.raises(Unreadable, match="the key 's' is given twice"):  # the default: every reader refuses it
+        loads('{"s": "Fail", "s": "Pass"}')
+    assert loads('{"s": "Fail", "s": "Pass"}', unique=False) == {"s": "Pass"}  # json's own reading, asked for
 
 
 NUMBERS = [float("nan"), float("inf"), -float("inf"), 1e308, 10 ** 400, -1, True, "12", None, [1]]
