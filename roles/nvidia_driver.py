@@ -212,6 +212,9 @@ def loaded_driver(facts: dict) -> tuple[str | None, str | None]:
         return str(owner["version"]), None
     unread = getattr(facts, "unread", lambda name: None)
     why = [f"{n}: {unread(n)}" for n in ("driver.owner", "nvidia.smi") if unread(n)]
+    bad = gpu.driver_version_unreadable(facts)
+    if bad is not None:
+        why.append(f"nvidia-smi printed driver version {bad}, no driver version")
     failed = gpu.nvml_failure(facts)
     if failed:
         why.append(f"nvidia-smi: Failed to initialize NVML: {failed['nvml_error']}")
@@ -438,6 +441,12 @@ def _driver_line(host) -> list:
         return [line("software", "driver loaded is the one installed", "FAIL",
                      f"nvidia-smi: Failed to initialize NVML: {failed['nvml_error']}" + (f" ({both})" if both else ""),
                      gpu.nvml_fix(failed, ""))]
+    bad = gpu.driver_version_unreadable(host.facts)
+    if bad is not None:
+        # No driver version, and not no driver either: no branch is read from it (580garbage is no 580).
+        return [line("software", "driver version", "WARN", f"not checked: driver version unreadable ({bad})",
+                     "read the host again; nvidia-smi --query-gpu=driver_version --format=csv on it prints the "
+                     "version (like 580.159.04): anything else, reinstall the driver's nvidia-smi")]
     unread = host.facts.unread("nvidia.smi") if hasattr(host.facts, "unread") else None
     q = host.facts.get("nvidia.query")
     q = q if isinstance(q, dict) else {}

@@ -21,13 +21,27 @@ from typing import Any
 
 from .base import Fact, UntrustedOutput
 
-__all__ = ["DriverOwner", "FabricManager", "parse_driver_owner", "parse_fabric_manager", "END"]
+__all__ = ["DriverOwner", "FabricManager", "parse_driver_owner", "parse_fabric_manager", "END", "DRIVER_VERSION",
+           "driver_branch"]
 
 #: The last line both commands print: an output without it was cut short.
 END = "end=driver"
 #: The ``.run`` installer's own files.
 RUN_INSTALLER_FILES = ("/usr/bin/nvidia-uninstall", "/var/log/nvidia-installer.log")
-_VERSION = re.compile(r"^\d{3,}\.\d+(\.\d+)?$")
+#: A driver version as NVIDIA writes it (``580.159.04``, ``595.80``, ``390.157``): ASCII digits only (``\d`` takes
+#: fullwidth ``５８０``), a branch of 3 or 4 digits, one or two parts after it.  Anything else (``580garbage``,
+#: ``99999.1.1``, ``NaN``, an error text, 5000 digits) is no version and is never read as a branch.
+DRIVER_VERSION = re.compile(r"[0-9]{3,4}(?:\.[0-9]{1,3}){1,2}")
+
+
+def driver_branch(version: object) -> int | None:
+    """550 of ``550.90.07``; None for anything that is not a whole driver version (:data:`DRIVER_VERSION`)."""
+    text = version if isinstance(version, str) else None
+    if text is None or not DRIVER_VERSION.fullmatch(text):
+        return None
+    return int(text.split(".", 1)[0])
+
+
 _PACKAGE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9+._:~-]*$")
 
 
@@ -86,7 +100,7 @@ def parse_driver_owner(output: str) -> dict[str, Any] | None:
         elif key == "by" and sep and cur is not None:
             cur.append(value)
         elif key == "version" and sep:
-            if value and not _VERSION.match(value):
+            if value and not DRIVER_VERSION.fullmatch(value):
                 raise UntrustedOutput(f"driver.owner: /sys/module/nvidia/version is {value!r}, not a driver version")
             out["version"] = value or None
         elif key == "manager" and sep:

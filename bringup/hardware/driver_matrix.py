@@ -44,8 +44,9 @@ class TritonNeed:
     def meets(self, driver: str) -> str | None:
         """How the loaded ``driver`` (``550.90.07``) runs this release: ``""`` (its branch is new enough), a
         phrase for forward compatibility; None when it cannot."""
-        m = re.match(r"(\d+)", driver or "")
-        branch = int(m.group(1)) if m else None
+        from ..facts.driver import driver_branch
+
+        branch = driver_branch(driver)  # None for what is no driver version: never a branch of its leading digits
         if branch is None:
             return None
         if branch >= self.min_branch:

@@ -8,11 +8,12 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from .gpu_profiles import AUTO, ProfileVars
+from ..facts.driver import DRIVER_VERSION, driver_branch
 from ..errors import BringupError
 from ..resources.guard import Fail, Skip
 from ..inventory.vars import want
 
-__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "nvml_failure", "nvml_fix", "CPU_PROFILES", "without_gpu", "nvswitch_evidence",
+__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "driver_version_unreadable", "branch_of", "nvml_failure", "nvml_fix", "CPU_PROFILES", "without_gpu", "nvswitch_evidence",
            "fabric_states", "fabric_elsewhere", "in_passthrough_vm"]
 
 #: gpu_profile values meaning "this host has no GPU".  The GPU classes are profiles: bringup.hardware.gpu_profiles.
@@ -94,9 +95,22 @@ class GpuVars(ProfileVars):
 FACTS = ("pci.devices",)
 
 def driver_version(facts: dict[str, Any]) -> str | None:
-    """The loaded NVIDIA driver's version, from ``nvidia.smi`` (None: no driver answering)."""
+    """The loaded NVIDIA driver's version, from ``nvidia.smi`` (None: no driver answering, or a value that is no
+    driver version: :func:`driver_version_unreadable` says which)."""
     smi = facts.get("nvidia.smi") or []
-    return str(smi[0]["driver_version"]) if smi and smi[0].get("driver_version") else None
+    drv = smi[0].get("driver_version") if smi and isinstance(smi[0], dict) else None
+    return drv if isinstance(drv, str) and DRIVER_VERSION.fullmatch(drv) else None
+
+
+def driver_version_unreadable(facts: dict[str, Any]) -> str | None:
+    """What ``nvidia.smi`` printed as the driver version when it is no driver version (``580garbage``, ``NaN``,
+    ``99999.1.1``, 5000 digits), shown quoted and cut to 40 characters; None when it is one, or none was printed."""
+    smi = facts.get("nvidia.smi") or []
+    drv = smi[0].get("driver_version") if smi and isinstance(smi[0], dict) else None
+    if drv is None or drv == "" or (isinstance(drv, str) and DRIVER_VERSION.fullmatch(drv)):
+        return None
+    shown = repr(str(drv) if not isinstance(drv, (int, float)) else "(a number)")
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def nvml_failure(facts: dict[str, Any]) -> dict[str, Any] | None:
@@ -117,11 +131,8 @@ def nvml_fix(failed: dict[str, Any], otherwise: str) -> str:
 
 
 def branch_of(version: str | None) -> int | None:
-    """550 of ``550.90.07``."""
-    import re
-
-    m = re.match(r"(\d+)", version or "")
-    return int(m.group(1)) if m else None
+    """550 of ``550.90.07``; None for what is no driver version (``580garbage``, ``NaN``, 5000 digits)."""
+    return driver_branch(version)
 
 
 def without_gpu(vars: dict[str, Any], facts: dict[str, Any]) -> bool:

@@ -464,3 +464,33 @@ def test_no_driver_at_all_is_still_told_to_install_one():
     facts["nvidia.smi"], facts["nvidia.query"] = [], {}
     (line,) = ROLES["nvidia_driver"].checks(ctx("nvidia_driver", facts, gpu_profile="h100"))
     assert line.status == "FAIL" and "install a driver" in line.fix
+
+
+@pytest.mark.parametrize("printed, shown", [
+    ("580garbage", "'580garbage'"), ("99999.1.1", "'99999.1.1'"), ("５８０.159.04", "'５８０.159.04'"),
+    ("NaN", "'NaN'"), ("1e308", "'1e308'"), ("0.0", "'0.0'"), ("Unknown Error", "'Unknown Error'"),
+    ("9" * 5000, "'" + "9" * 36 + "..."),
+], ids=["junk", "five-digit-branch", "fullwidth", "nan", "1e308", "zero", "error", "5000-digits"])
+def test_a_driver_version_that_is_no_version_is_not_checked(printed, shown):
+    # A value nvidia-smi printed as the driver version that is no NVIDIA version: never a branch read from its
+    # leading digits (PASS "newer than the guide's", FAIL "upgrade to R545+"), never a traceback (5000 digits).
+    from bringup.checklist.pages import role_checks
+    from bringup.hardware.gpu import branch_of
+
+    real = json.loads(BUNDLE.read_text())["raw"]["nvidia.smi"]["output"]
+    facts, errors = _h200_with_smi(real.replace("580.159.04", printed))
+    assert branch_of(facts["nvidia.smi"][0]["driver_version"]) is None
+    lines = role_checks([ROLES["nvidia_driver"], ROLES["triton"]], "h200-vm", facts,
+                        {**ROLES["nvidia_driver"].defaults, **ROLES["triton"].defaults, "gpu_profile": "h200"},
+                        None, errors)
+    (line,) = [l for l in lines if l.area == "software"]
+    assert (line.status, line.name, line.seen) == ("WARN", "driver version",
+                                                   f"not checked: driver version unreadable ({shown})")
+    assert "install" not in line.fix.split(":")[0]
+
+
+def test_real_driver_versions_have_their_branch():
+    from bringup.hardware.gpu import branch_of
+
+    assert [branch_of(v) for v in ("580.159.04", "595.80", "510.73.08", "390.157", "1000.12.1")] == \
+        [580, 595, 510, 390, 1000]
