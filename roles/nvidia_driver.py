@@ -459,6 +459,12 @@ def _driver_line(host) -> list:
         why = "nvidia.smi unreadable" if unread else "nvidia-smi --query-gpu (nvidia.smi) listed no GPU"
         return [line("software", "driver version", "WARN", f"not checked: {why}{other}",
                      "read the host again; the line of fact nvidia.smi says what its command printed")]
+    lost = gpu.smi_unreachable(host.facts)
+    if not drv and lost and not gpu.without_gpu(v, host.facts):
+        # The driver answered: it reaches no GPU.  A GPU fault (the gpu line says it), never "install a driver" over
+        # the one loaded (a downgrade to INSTALL_BRANCH, perhaps).
+        return [line("software", "driver version", "WARN", f"not checked: {lost}",
+                     "the driver is loaded: do not install another; " + gpu.UNREACHABLE_FIX)]
     if not drv:
         return [] if gpu.without_gpu(v, host.facts) else [
             line("software", "driver version", "FAIL", "no driver answers (nvidia-smi lists no GPU)",

@@ -14,7 +14,7 @@ from collections import Counter
 from ..hardware import health
 from .html import render_group_html, render_html
 from ..checks import Check, dated_ahead, line, line_json, load_matrix, not_checked, summary_counts, verdict, worst_first
-from ..hardware.gpu import nvml_failure, nvml_fix
+from ..hardware.gpu import UNREACHABLE_FIX, nvml_failure, nvml_fix, smi_unreachable
 from ..outfile import write_atomic
 from ..process import command
 
@@ -90,6 +90,10 @@ def gpu_checks(facts: dict, vars: dict, fact_errors: dict | None = None) -> list
         out.append(line("gpu", "GPU count", "PASS", seen))
     if unread_smi is not None:
         return out + [unread_smi]
+    lost = smi_unreachable(facts)
+    if not smi and lost:
+        out.append(line("gpu", "driver sees the GPUs", "FAIL", lost, UNREACHABLE_FIX))
+        return out
     if not smi:
         install = "install the driver: " + command("provision --roles nvidia_driver")
         failed = nvml_failure(facts)
@@ -100,8 +104,8 @@ def gpu_checks(facts: dict, vars: dict, fact_errors: dict | None = None) -> list
     names = sorted({g.get("name", "?") for g in smi})
     # Without the PCI listing there is no count to hold the driver's list against (the GPU count line says so).
     if unread_pci is None and len(smi) != len(gpus):
-        out.append(line("gpu", "driver sees the GPUs", "FAIL", f"nvidia-smi lists {len(smi)} of {len(gpus)}",
-                         "check dmesg for NVRM/Xid errors; reseat the card"))
+        out.append(line("gpu", "driver sees the GPUs", "FAIL", f"nvidia-smi lists {len(smi)} of {len(gpus)}"
+                        + (f"; {lost}" if lost else ""), "check dmesg for NVRM/Xid errors; reseat the card"))
     elif unread_pci is None:
         out.append(line("gpu", "driver sees the GPUs", "PASS", f"{len(smi)} × {', '.join(names)}"))
     if profile is None:

@@ -126,6 +126,36 @@ def nvml_failure(output: str) -> dict[str, Any] | None:
     return {"nvml_error": failed.group(1), "nvml_library_version": library.group(1) if library else None}
 
 
+#: nvidia-smi's own words for a GPU it cannot open (``Unable to determine the device handle for GPU0000:00:06.0:
+#: Unknown Error``; ``... for gpu 0000:00:06.0: GPU is lost.  Reboot the system to recover this GPU``): the driver is
+#: loaded, the GPU is not answering.  Linear: bounded repeats, no nested ones.
+_NO_HANDLE = re.compile(r"^Unable to determine the device handle for (?:GPU|gpu) ?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:"
+                        r"[0-9A-Fa-f]{2}\.[0-7]): ?([^\n]{0,200})$", re.M)
+_NO_DEVICES = re.compile(r"^No devices were found\s*$", re.M)
+
+
+def unreachable_gpus(output: str) -> list[dict[str, Any]]:
+    """The GPUs nvidia-smi printed it cannot open: ``[{pci_address, bus_id, error}]`` (its own error text)."""
+    out = []
+    for m in _NO_HANDLE.finditer(output):
+        addr = normalize_pci_address(m.group(1))
+        if addr and all(g["pci_address"] != addr for g in out):
+            out.append({"pci_address": addr, "bus_id": m.group(1), "error": m.group(2).strip() or "no reason given"})
+    return out
+
+
+def smi_error(output: str) -> str | None:
+    """nvidia-smi's own error where it reached no GPU, in its words (``nvidia-smi cannot reach GPU 0000:00:06.0:
+    Unknown Error``, ``nvidia-smi: No devices were found``); None where it printed neither."""
+    lost = unreachable_gpus(output)
+    if lost:
+        return "; ".join(f"nvidia-smi cannot reach GPU {g['pci_address']}: {g['error']}" for g in lost[:4]) + \
+            (f" and {len(lost) - 4} more" if len(lost) > 4 else "")
+    if _NO_DEVICES.search(output):
+        return "nvidia-smi: No devices were found"
+    return None
+
+
 def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     """``nvidia-smi -q`` → ``{driver_version, cuda_version, attached_gpus, gpus: [...]}``.
 
@@ -193,8 +223,15 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
             gpus[-1]["mig_devices"] = mig[0]
             if mig[1]:
                 gpus[-1]["mig_devices_unreadable"] = f"nvidia-smi -q: GPU {m.group(1)}: {mig[1]}"
+    lost = unreachable_gpus(output)
     if not gpus and "Driver Version" not in tree:
-        return nvml_failure(output) or {}
+        failed = nvml_failure(output)
+        if failed:
+            return failed
+        # The driver answered that it reaches no GPU (a GPU fallen off the bus, "No devices were found"): its words
+        # are kept, so the lines say a GPU fault, not a missing driver, and the GPUs' health is not checked.
+        error = smi_error(output)
+        return {"smi_error": error, "unreachable_gpus": lost, "gpus": []} if error else {}
     attached = _sval(tree, "Attached GPUs")
     # A cut output must not pass for a GPU without BAR1, ECC or link values.  "Processes" is
     # printed in every GPU section of a full report (all drivers seen); a ``-d`` subset report
@@ -204,7 +241,7 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 and "Processes" not in sec:
             raise UntrustedOutput(f"nvidia-smi -q: the section of {sec_key} ends before 'Processes' "
                                   "(output cut short?)")
-    if attached and attached.isdigit() and len(gpus) < int(attached):
+    if attached and attached.isdigit() and len(gpus) + len(lost) < int(attached):
         raise UntrustedOutput(f"nvidia-smi -q: Attached GPUs {attached} but {len(gpus)} GPU section(s) "
                               "(output cut short?)")
     return {
@@ -212,4 +249,5 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
         "cuda_version": _sval(tree, "CUDA Version"),
         "attached_gpus": int(attached) if attached and attached.isdigit() else None,
         "gpus": gpus,
+        **({"smi_error": smi_error(output), "unreachable_gpus": lost} if lost else {}),
     }

@@ -13,7 +13,7 @@ from ..errors import BringupError
 from ..resources.guard import Fail, Skip
 from ..inventory.vars import want
 
-__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "driver_version_unreadable", "branch_of", "nvml_failure", "nvml_fix", "CPU_PROFILES", "without_gpu", "nvswitch_evidence",
+__all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "driver_version_unreadable", "branch_of", "nvml_failure", "nvml_fix", "smi_unreachable", "unanswered_gpus", "UNREACHABLE_FIX", "CPU_PROFILES", "without_gpu", "nvswitch_evidence",
            "fabric_states", "fabric_elsewhere", "in_passthrough_vm"]
 
 #: gpu_profile values meaning "this host has no GPU".  The GPU classes are profiles: bringup.hardware.gpu_profiles.
@@ -118,6 +118,43 @@ def nvml_failure(facts: dict[str, Any]) -> dict[str, Any] | None:
     ``Driver/library version mismatch`` after a driver upgrade without a reboot; None otherwise."""
     query = facts.get("nvidia.query") or {}
     return query if isinstance(query, dict) and query.get("nvml_error") else None
+
+
+def smi_unreachable(facts: dict[str, Any]) -> str | None:
+    """nvidia-smi's own words where the driver answered but reached no GPU (``nvidia.query``: ``nvidia-smi cannot
+    reach GPU 0000:00:06.0: Unknown Error``, ``nvidia-smi: No devices were found``), with the loaded module's
+    version where ``driver.owner`` read it; None otherwise.  A GPU fault (fallen off the bus, lost), not a missing
+    driver."""
+    query = facts.get("nvidia.query") or {}
+    error = query.get("smi_error") if isinstance(query, dict) else None
+    if not isinstance(error, str) or not error:
+        return None
+    owner = facts.get("driver.owner") or {}
+    module = owner.get("version") if isinstance(owner, dict) else None
+    return error + (f" (driver {module} loaded)" if isinstance(module, str) and DRIVER_VERSION.fullmatch(module) else "")
+
+
+def unanswered_gpus(facts: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(subject, seen)`` for each GPU whose ``nvidia-smi -q`` values are missing because nvidia-smi said it cannot
+    reach it (``nvidia.query``'s ``smi_error``): the ones it named, and the PCI bus's GPUs it did not list; one
+    ``("", seen)`` where it named none and the bus shows none.  Empty when nvidia-smi printed no such error."""
+    query = facts.get("nvidia.query") or {}
+    error = query.get("smi_error") if isinstance(query, dict) else None
+    if not isinstance(error, str) or not error:
+        return []
+    listed = {g.get("pci_address") for g in query.get("gpus") or [] if isinstance(g, dict)}
+    lost = {u["pci_address"]: u["error"] for u in query.get("unreachable_gpus") or []
+            if isinstance(u, dict) and isinstance(u.get("pci_address"), str)}
+    on_bus = {d["address"] for d in nvidia_gpus(facts) if isinstance(d.get("address"), str)}
+    out = [(f"GPU {a}", f"not checked: nvidia-smi cannot reach GPU {a}: {lost[a]}" if a in lost
+            else f"not checked: nvidia-smi -q lists no GPU {a} ({error})")
+           for a in sorted((on_bus | set(lost)) - listed)]
+    return out or [("", f"not checked: {error}")]
+
+
+#: The fix for GPUs nvidia-smi cannot reach while a driver is loaded.
+UNREACHABLE_FIX = ("a GPU fault, not a missing driver: dmesg shows its Xid/NVRM errors; drain the host, reset the GPU "
+                   "(nvidia-smi -r) or reboot; lost again: reseat or replace the board")
 
 
 def nvml_fix(failed: dict[str, Any], otherwise: str) -> str:

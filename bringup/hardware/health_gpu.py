@@ -10,7 +10,7 @@ from typing import Any
 
 from ..checks import Check, line
 from ..facts.nvidia_health import HOLDING_REASONS
-from .gpu import nvswitch_evidence
+from .gpu import UNREACHABLE_FIX, nvswitch_evidence, unanswered_gpus
 from .nvlink import rate
 
 __all__ = ["AREA", "gpu_health_checks", "nvlink_checks", "gpus_of", "subject_of", "has_gpu"]
@@ -255,6 +255,9 @@ def gpu_health_checks(facts: dict) -> list[Check]:
         h = g.get("health") or {}
         out.append(_ecc(g, h))
         out += [c for c in (_memory_repair(g, h), _clocks(g, h), _temperature(g, h), _fabric(g)) if c is not None]
+    # A GPU nvidia-smi cannot reach has no values to judge: said, never left out.
+    out += [line(AREA, "health (ECC, memory repair, clocks, temperature)", "WARN", seen, UNREACHABLE_FIX,
+                 subject=subject) for subject, seen in unanswered_gpus(facts)]
     return out
 
 

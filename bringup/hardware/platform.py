@@ -183,6 +183,10 @@ def checks(facts: dict[str, Any], host_vars: dict[str, Any] | None = None,
     if not any(n.startswith("GPU settings") for n in skip):
         for g in (facts.get("nvidia.query") or {}).get("gpus") or []:
             out += _gpu_checks(g)
+        from .gpu import UNREACHABLE_FIX, unanswered_gpus  # noqa: PLC0415
+
+        out += [Check(f"{subject + ' ' if subject else ''}settings (BAR1, PCIe link, persistence, ECC, MIG mode)",
+                      "WARN", seen, UNREACHABLE_FIX, subject=subject) for subject, seen in unanswered_gpus(facts)]
     if "NIC PCIe links" not in skip:
         out += _nic_link_checks(facts.get("pci.devices") or [])
     args = (facts.get("system.cmdline") or {}).get("args") or []

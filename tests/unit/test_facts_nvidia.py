@@ -153,8 +153,15 @@ def test_smi_q_tree_repeated_keys_become_lists():
     assert tree["GPU 00000000:01:00.0"]["Processes"]["Process ID"] == ["11", "22", "33"]
 
 
-def test_smi_q_errors_give_empty():
-    assert parse_nvidia_smi_q("No devices were found\n") == {}
+def test_smi_q_errors_are_kept_in_its_words():
+    # The driver's own error is kept (it was dropped: a lost GPU then read as no driver, "install a driver").
+    assert parse_nvidia_smi_q("No devices were found\n") == {
+        "smi_error": "nvidia-smi: No devices were found", "unreachable_gpus": [], "gpus": []}
+    assert parse_nvidia_smi_q("Unable to determine the device handle for gpu 0000:00:06.0: GPU is lost.  Reboot "
+                              "the system to recover this GPU\n") == {
+        "smi_error": "nvidia-smi cannot reach GPU 0000:00:06.0: GPU is lost.  Reboot the system to recover this GPU",
+        "unreachable_gpus": [{"pci_address": "0000:00:06.0", "bus_id": "0000:00:06.0",
+                              "error": "GPU is lost.  Reboot the system to recover this GPU"}], "gpus": []}
     assert parse_nvidia_smi_q("") == {}
 
 

@@ -1,0 +1,63 @@
+"""The GPU-presence and driver lines on damaged or faulty nvidia-smi and sysfs outputs (the H200 VM's real raw bundle,
+one output changed): a GPU that nvidia-smi cannot reach is a GPU fault, never "install a driver"; a cut PCI listing is
+"not checked", never "seat the GPUs"."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bringup.checklist.pages import collect, role_checks
+from bringup.engine.roles import load_roles
+from bringup.facts.gather import load_facts
+
+from .h200_offline import BUNDLE, REPO
+
+ROLES = load_roles(REPO)[1]
+LOST = "Unable to determine the device handle for GPU0000:00:06.0: Unknown Error\n"
+
+
+def h200_lines(tmp_path, **raw: str) -> list:
+    """Every checklist line of the H200 VM (``gpu_profile: h200``, the driver and Triton roles) with the raw outputs
+    ``raw`` (``nvidia_query=...``) in place of the captured ones."""
+    doc = json.loads(BUNDLE.read_text())
+    for name, output in raw.items():
+        doc["raw"][name.replace("_", ".", 1)] = {"rc": 0, "output": output}
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps(doc))
+    facts, errors = load_facts(path, "h200-vm")
+    roles = [ROLES["nvidia_driver"], ROLES["triton"]]
+    vars = {**ROLES["nvidia_driver"].defaults, **ROLES["triton"].defaults, "gpu_profile": "h200", "gpu_count": 1}
+    return collect(facts, vars, None, errors, role_checks(roles, "h200-vm", facts, vars, None, errors))
+
+
+def by_name(lines, name: str):
+    (found,) = [l for l in lines if l.name == name]
+    return found
+
+
+@pytest.mark.parametrize("said, seen", [
+    (LOST, "nvidia-smi cannot reach GPU 0000:00:06.0: Unknown Error"),
+    ("No devices were found\n", "nvidia-smi: No devices were found"),
+], ids=["device-handle", "no-devices"])
+def test_a_gpu_nvidia_smi_cannot_reach_is_a_gpu_fault_not_install_a_driver(tmp_path, said, seen):
+    lines = h200_lines(tmp_path, nvidia_smi=said, nvidia_query=said + "\n--- nvidia-smi -L\n" + said)
+    sees = by_name(lines, "driver sees the GPUs")
+    assert (sees.status, sees.seen) == ("FAIL", seen + " (driver 580.159.04 loaded)")
+    assert "not a missing driver" in sees.fix and "reset the GPU" in sees.fix and "install" not in sees.fix
+    drv = by_name(lines, "driver version")
+    assert (drv.status, drv.seen) == ("WARN", f"not checked: {seen} (driver 580.159.04 loaded)")
+    assert "do not install another" in drv.fix
+    assert not [l for l in lines if "install a driver" in l.fix or "branch 550" in l.fix]
+    # The GPU's own lines: not checked, named, never gone.
+    health = by_name(lines, "health (ECC, memory repair, clocks, temperature)")
+    assert (health.status, health.subject) == ("WARN", "GPU 0000:00:06.0") and health.seen.startswith("not checked: ")
+    settings = by_name(lines, "GPU 0000:00:06.0 settings (BAR1, PCIe link, persistence, ECC, MIG mode)")
+    assert settings.status == "WARN" and settings.seen.startswith("not checked: ")
+
+
+def test_only_nvidia_smi_q_failing_leaves_the_gpus_health_not_checked_not_gone(tmp_path):
+    lines = h200_lines(tmp_path, nvidia_query=LOST)
+    health = by_name(lines, "health (ECC, memory repair, clocks, temperature)")
+    assert (health.status, health.seen) == ("WARN", "not checked: nvidia-smi cannot reach GPU 0000:00:06.0: Unknown Error")
+    assert [l.status for l in lines if l.subject == "GPU 0000:00:06.0"] == ["WARN", "WARN"]
