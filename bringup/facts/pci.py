@@ -5,9 +5,17 @@ import re
 from typing import Any
 
 from .helpers import key_values, local_cpus, pci_reads, sysfs_each, sysfs_names, sysfs_reads, to_int as _int
-from .base import Fact
+from .base import Fact, UntrustedOutput
 
-__all__ = ["PciDevices", "parse_pci_devices", "pci_kind", "normalize_pci_address"]
+__all__ = ["PciDevices", "parse_pci_devices", "parse_pci_output", "pci_kind", "normalize_pci_address", "END"]
+
+#: The last line the command prints: an output without it was cut short.
+END = "end=pci"
+#: The keys the command prints on each device's line, and the form of those that name the device.
+_KEYS = frozenset({"class", "vendor", "device", "numa", "cpus", "driver", "irq", "irqs", "rdma", "net", "lsc", "lsm",
+                   "lwc", "lwm"})
+_FORMS = {"class": re.compile(r"0x[0-9a-fA-F]{6}"), "vendor": re.compile(r"0x[0-9a-fA-F]{4}"),
+          "device": re.compile(r"0x[0-9a-fA-F]{4}")}
 
 #: A PCI address as sysfs names it (domain may be wider than 4 digits: VMD).
 PCI_ADDRESS_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$")
@@ -64,12 +72,19 @@ def parse_pci_devices(output: str) -> list[dict[str, Any]]:
     listed by what names it (address, class, vendor, device, kind, driver) with
     ``refused`` saying why, and nothing of its placement or IRQs is kept
     (``numa_node`` -1, no local CPUs, no IRQs); every other device is read as usual.
+
+    Every line that is not blank must be a device's line (its address, then the command's ``key=value`` words; the
+    class, vendor and device ids whole): anything else (an error such as ``ls: cannot access ...``, a line cut
+    inside, ``0000:00:06.0 class=0x03``) is :class:`UntrustedOutput`, never a device dropped in silence.
     """
     devices: list[dict[str, Any]] = []
-    for raw in output.splitlines():
+    for n, raw in enumerate(output.splitlines(), 1):
         toks = raw.split()
-        if not toks or not PCI_ADDRESS_RE.match(toks[0]):
+        if not toks:
             continue
+        if raw.strip() == END:
+            break  # the command's last line (parse_pci_output holds it to be the last)
+        _check_line(n, raw, toks)
         kv = key_values(toks[1:])
         cpus, refused = local_cpus(kv.get("cpus", ""))
         numa = _int(kv.get("numa"))
@@ -106,6 +121,42 @@ def parse_pci_devices(output: str) -> list[dict[str, Any]]:
     return sorted(devices, key=lambda d: d["address"])
 
 
+def _check_line(n: int, raw: str, toks: list[str]) -> None:
+    """:class:`UntrustedOutput` naming line ``n`` when it is not a device line the command prints."""
+    why = None
+    if not PCI_ADDRESS_RE.match(toks[0]):
+        why = "no PCI address first"
+    else:
+        for tok in toks[1:]:
+            key, sep, value = tok.partition("=")
+            if not sep or key not in _KEYS:
+                why = f"{tok[:30]!r} is none of its key=value words"
+                break
+            if key in _FORMS and value and not _FORMS[key].fullmatch(value):
+                why = f"{key} {value[:20]!r} is no PCI {key} id"
+                break
+        else:
+            missing = [k for k in _FORMS if f"{k}=" not in raw]
+            if missing:
+                why = f"no {', '.join(missing)} (cut short?)"
+    if why:
+        raise UntrustedOutput(f"pci.devices: line {n} is no device line, not in the command's form ({why}): "
+                              f"{raw[:80]!r}")
+
+
+def parse_pci_output(output: str) -> list[dict[str, Any]]:
+    """The fact's output: :func:`parse_pci_devices` of the lines before :data:`END`, which must be its last line (an
+    output cut short, or saved by a bringup before the mark, is :class:`UntrustedOutput`: save it again)."""
+    lines = output.splitlines()
+    while lines and not lines[-1].strip():
+        lines.pop()
+    if not lines or lines[-1].strip() != END:
+        last = lines[-1][:80] if lines else ""
+        raise UntrustedOutput(f"pci.devices: the output ends before its last line {END!r} (cut short, or not in the "
+                              f"command's form: saved by an older bringup? save it again); it ends with {last!r}")
+    return parse_pci_devices("\n".join(lines[:-1]))
+
+
 class PciDevices(Fact):
     name = "pci.devices"
     always_prints = True  # every host has a PCI host bridge in sysfs
@@ -127,7 +178,9 @@ class PciDevices(Fact):
                              "lwm": "max_link_width"}, "  ", if_readable=True) +
         "  echo \"${d##*/} class=$cls vendor=$ven device=$dev numa=$numa cpus=$cpus driver=$drv irq=$irq irqs=$msi\" \\\n"
         "    \"rdma=$rdma net=$net lsc=$lsc lsm=$lsm lwc=$lwc lwm=$lwm\"\n"
-        "done"
+        "done\n"
+        "echo " + END
     )
-    process = staticmethod(parse_pci_devices)
+    process = staticmethod(parse_pci_output)
+    default: list = []  # no output at all (always_prints names it as a reading failure)
     cpu_lists = ("*.local_cpus",)

@@ -20,7 +20,8 @@ def h200_facts() -> dict:
     d = FIX / "h200-vm"
     return {
         "cpu.topology": parse_lscpu_parse((d / "lscpu.txt").read_text()),
-        "pci.devices": parse_pci_devices((d / "pci.txt").read_text()),
+        # pci.txt holds other commands' outputs after its first "---": the PCI listing is the first section.
+        "pci.devices": parse_pci_devices((d / "pci.txt").read_text().split("\n---\n")[0]),
         "nvidia.smi": parse_query_gpu_csv((d / "nvidia-smi-query.csv").read_text()),
         "nvidia.query": parse_nvidia_smi_q((d / "nvidia-smi-q.txt").read_text()),
     }

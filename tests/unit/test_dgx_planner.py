@@ -128,7 +128,7 @@ def pci_lines(numa_off: bool = False, bad: dict[str, str] | None = None, slow_li
     for j, addr in enumerate(ETH):
         out.append(f"{addr} class=0x020000 vendor=0x15b3 device=0x101d {where(6, addr)} driver=mlx5_core irq=0 "
                    f"irqs={300 + 2 * j},{301 + 2 * j} rdma=mlx5_{8 + j} net=enp225s0f{j} {link(addr)}")
-    return "\n".join(out) + "\n"
+    return "\n".join(out) + "\nend=pci\n"  # the command's last line: an output without it was cut short
 
 
 def topo_numa_off() -> str:
@@ -473,7 +473,7 @@ def test_sys_nics_of_unknown_socket_are_said_unknown():
 
 def test_sys_wording_through_invoke_topology(tmp_path):
     lines = "\n".join(l for l in pci_lines().replace("numa=6 cpus=" + cpus(6), "numa=2 cpus=" + cpus(2)).splitlines()
-                      if l.split()[0] in GPUS[:4] + ETH) + "\n"
+                      if l.split()[0] in GPUS[:4] + ETH + ["end=pci"]) + "\n"
     cwd = project(tmp_path, {CpuTopology: lscpu_p(), PciDevices: lines, NvidiaTopo: gpu0_3_and_nic8_9()})
     plan = topology_json(cwd)
     (w,) = [w for w in plan["warnings"] if w["subject"] == "NICs"]

@@ -61,3 +61,30 @@ def test_only_nvidia_smi_q_failing_leaves_the_gpus_health_not_checked_not_gone(t
     health = by_name(lines, "health (ECC, memory repair, clocks, temperature)")
     assert (health.status, health.seen) == ("WARN", "not checked: nvidia-smi cannot reach GPU 0000:00:06.0: Unknown Error")
     assert [l.status for l in lines if l.subject == "GPU 0000:00:06.0"] == ["WARN", "WARN"]
+
+
+def _pci_real() -> str:
+    return json.loads(BUNDLE.read_text())["raw"]["pci.devices"]["output"]
+
+
+@pytest.mark.parametrize("damage", ["cut-before-gpu", "cut-in-gpu-line", "error-text", "error-then-end"])
+def test_a_cut_or_garbled_pci_listing_is_not_checked_never_seat_the_gpus(tmp_path, damage):
+    real = _pci_real()
+    at = real.index("0000:00:06.0")
+    output = {"cut-before-gpu": real[:at], "cut-in-gpu-line": real[:at + 20],
+              "error-text": "ls: cannot access /sys/bus/pci/devices: Input/output error\n",
+              "error-then-end": "ls: cannot access /sys/bus/pci/devices: Input/output error\nend=pci\n"}[damage]
+    lines = h200_lines(tmp_path, pci_devices=output)
+    assert not [l for l in lines if l.name == "GPUs present" or "seat the GPUs" in l.fix]
+    fact = by_name(lines, "fact pci.devices")
+    assert fact.status == "FAIL"
+    assert ("no device line" in fact.seen) if damage == "error-then-end" else ("ends before its last line 'end=pci'"
+                                                                                in fact.seen)
+    count = by_name(lines, "GPU count")
+    assert (count.status, count.seen) == ("WARN", "not checked: pci.devices unreadable (nvidia-smi lists 1 GPU(s))")
+
+
+def test_the_whole_pci_listing_is_read_as_before(tmp_path):
+    lines = h200_lines(tmp_path, pci_devices=_pci_real())
+    assert (by_name(lines, "GPU count").status, by_name(lines, "GPU count").seen) == \
+        ("PASS", "1 on the PCI bus: 0000:00:06.0")

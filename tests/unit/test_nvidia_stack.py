@@ -41,7 +41,8 @@ def h200_facts() -> dict:
     return {
         "os.release": parse_os_release(os_txt[os_txt.index("PRETTY_NAME"):]),
         "os.kernel": {"release": os_txt.split()[2]},
-        "pci.devices": parse_pci_devices((H200 / "pci.txt").read_text()),
+        # pci.txt holds other commands' outputs after its first "---": the PCI listing is the first section.
+        "pci.devices": parse_pci_devices((H200 / "pci.txt").read_text().split("\n---\n")[0]),
         "nvidia.smi": parse_query_gpu_csv((H200 / "nvidia-smi-query.csv").read_text()),
         "system.systemd": {"booted": False, "pid1": "process_api"},  # as on that host
     }
