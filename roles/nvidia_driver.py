@@ -517,6 +517,15 @@ def _fabric_line(host) -> list:
     switch = gpu.nvswitch_evidence(host.facts)
     if not switch or not drv:
         return []
+    bus_switches = [d for d in host.facts.get("pci.devices") or []
+                    if d.get("vendor") == "0x10de" and str(d.get("class") or "").startswith("0x0680")]
+    if gpu.in_passthrough_vm(host.facts) and not bus_switches:
+        # The NVSwitches stayed with the hypervisor host, whose Fabric Manager registers these GPUs: one installed in
+        # this VM has no switch to manage.  The fabric is not up (else fabric_elsewhere said so): the host's to fix.
+        return [line("software", "Fabric Manager", "WARN", f"none to install here: a pass-through VM with no NVSwitch on "
+                     f"its PCI bus; fabric {gpu.fabric_states(host.facts) or 'state unknown'}",
+                     "ask the hypervisor host's operator: its Fabric Manager registers these GPUs; nothing to install "
+                     "in this VM")]
     fm = host.facts.get("driver.fabric_manager")
     foreign = foreign_driver(host.facts)
     states = gpu.fabric_states(host.facts)

@@ -88,3 +88,25 @@ def test_the_whole_pci_listing_is_read_as_before(tmp_path):
     lines = h200_lines(tmp_path, pci_devices=_pci_real())
     assert (by_name(lines, "GPU count").status, by_name(lines, "GPU count").seen) == \
         ("PASS", "1 on the PCI bus: 0000:00:06.0")
+
+
+def _q_with(**values: str) -> str:
+    """The H200's nvidia-smi -q with the first ``Key : value`` of each key (``Fabric State`` as ``State``) set."""
+    import re
+
+    q = json.loads(BUNDLE.read_text())["raw"]["nvidia.query"]["output"]
+    for key, value in values.items():
+        key = key.replace("_", " ")
+        m = re.search(r"^(\s*" + re.escape(key) + r"\s+: )(.*)$", q, re.M)
+        q = q[:m.start(2)] + value + q[m.end(2):]
+    return q
+
+
+@pytest.mark.parametrize("state, status", [("In Progress", "N/A"), ("Not Started", "N/A"),
+                                           ("Completed", "Insufficient Resources")])
+def test_a_passthrough_vm_whose_fabric_is_not_up_is_not_told_to_install_fabric_manager(tmp_path, state, status):
+    lines = h200_lines(tmp_path, nvidia_query=_q_with(State=state, Status=status, Virtualization_Mode="Pass-Through"))
+    assert not [l for l in lines if l.name == "Fabric Manager version"]
+    fm = by_name(lines, "Fabric Manager")
+    assert fm.status == "WARN" and fm.seen.startswith("none to install here: a pass-through VM with no NVSwitch")
+    assert "hypervisor host's operator" in fm.fix and "install Fabric Manager" not in fm.fix
