@@ -173,10 +173,15 @@ def _power_cap(g: dict, s: str, tail: str) -> Check:
     """SW Power Cap flagged: the fix follows what the readings show.  A limit below the board's default is raised;
     an idle GPU far below a limit already at its default is not held by it (drivers flag the cap at low P-states);
     a GPU at a default limit under load is power bound, and raising a limit it already has fixes nothing."""
-    draw, limit = _watts(g.get("power_draw_w")), _watts(g.get("power_limit_w"))
+    raw_draw = g.get("power_draw_w")
+    # A draw of 0.00 W is a reading (an idle board, some VMs): the least it can be, never "no reading".
+    draw = 0.0 if isinstance(raw_draw, (int, float)) and not isinstance(raw_draw, bool) and raw_draw == 0 \
+        else _watts(raw_draw)
+    limit = _watts(g.get("power_limit_w"))
     default, top = _watts(g.get("default_power_limit_w")), _watts(g.get("max_power_limit_w"))
-    seen = "active now: SW power cap" + (f" ({draw:g} W drawn of a {limit:g} W limit" if draw and limit else "")
-    if draw and limit:
+    seen = "active now: SW power cap" + (f" ({draw:g} W drawn of a {limit:g} W limit" if draw is not None and limit
+                                         else "")
+    if draw is not None and limit:
         seen += (f", the board's default" if default and limit >= default else
                  f", below the board's default {default:g} W" if default else "") + ")"
     seen += tail
@@ -184,7 +189,9 @@ def _power_cap(g: dict, s: str, tail: str) -> Check:
         return line(AREA, "clock event reasons", "WARN", seen, f"the power limit was lowered: raise it to the "
                     f"board's default (nvidia-smi -pl {default:g}) or check what lowered it (a BMC or a script)",
                     subject=s)
-    if draw is not None and limit and draw < limit * IDLE_POWER_SHARE and default and limit >= default:
+    # Idle far below its limit: the cap holds nothing now, whatever the default reads (N/A on some boards); a limit
+    # below a known default was said above.
+    if draw is not None and limit and draw < limit * IDLE_POWER_SHARE:
         return line(AREA, "clock event reasons", "PASS", seen + f"; idle{' in ' + g['performance_state'] if g.get('performance_state') else ''}, "
                     "far below its limit: the cap holds nothing now", subject=s)
     if draw is not None and limit and default and limit >= default:

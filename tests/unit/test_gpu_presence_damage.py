@@ -110,3 +110,22 @@ def test_a_passthrough_vm_whose_fabric_is_not_up_is_not_told_to_install_fabric_m
     fm = by_name(lines, "Fabric Manager")
     assert fm.status == "WARN" and fm.seen.startswith("none to install here: a pass-through VM with no NVSwitch")
     assert "hypervisor host's operator" in fm.fix and "install Fabric Manager" not in fm.fix
+
+
+@pytest.mark.parametrize("edit", ["default-na", "draw-zero"])
+def test_an_idle_gpu_under_sw_power_cap_is_not_told_to_raise_its_limit(edit):
+    # The public 10x A40 capture (P8, 29.7 W of a 300 W limit, SW Power Cap Active), one reading changed.
+    import re
+
+    from bringup.facts.nvidia_q import parse_nvidia_smi_q
+    from bringup.hardware.health import gpu_health_checks
+
+    from .fixture_hosts import FIX
+
+    text = "".join(l for l in (FIX / "public" / "nvsmi-q-10xa40-idle-swpowercap-drv550.txt").read_text()
+                   .splitlines(keepends=True) if not l.startswith("#"))
+    text = {"default-na": lambda t: re.sub(r"(Default Power Limit\s+: )[0-9.]+ W", r"\g<1>N/A", t),
+            "draw-zero": lambda t: re.sub(r"(Power Draw\s+: )[0-9.]+ W", r"\g<1>0.00 W", t)}[edit](text)
+    lines = [l for l in gpu_health_checks({"nvidia.query": parse_nvidia_smi_q(text)})
+             if l.name == "clock event reasons" and "SW power cap" in l.seen]
+    assert lines and all(l.status == "PASS" and "the cap holds nothing now" in l.seen and not l.fix for l in lines)
