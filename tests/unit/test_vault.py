@@ -422,3 +422,39 @@ def test_vault_work_is_bounded_and_the_password_that_worked_is_tried_first(monke
             vault.decrypt(_encrypt(b"right", "x"), f"g:{i}")
     assert "\n" not in str(e.value) and "more ansible-vault work than bringup does" in str(e.value)
     assert str(e.value).startswith("g:5:")
+
+
+#: Inventories ansible-vault encrypts whole, each with a mistake whose line would quote the decrypted text:
+#: (the file name, its text, the line the error names and what it says is wrong).
+_SEALED_MISTAKES = (
+    ("hosts", "[gpu]\nh1 ansible_host=127.0.0.1\n\n[gpu:vars]\nansible_become_password: Tr1ton-Pr0d-Passw0rd\n",
+     "hosts:5", "a line of a [group:vars] section that is not key=value"),
+    ("hosts", "[g:S3cret]\nh1\n", "hosts:1", "a section header of an unknown kind"),
+    ("hosts", "[g]\nh1\n[g:children]\nS3cretgroup\n", "hosts:4",
+     "a [group:children] section naming a group declared nowhere"),
+    ("hosts", "[g]\nS3cret[0:99999999]\n", "hosts:2", "a host range that cannot be expanded"),
+    ("inv.yml", "all:\n  hosts:\n    h1:\n      x: *S3cret\n", "inv.yml:4", "a YAML alias or anchor error"),
+    ("inv.yml", "all:\n  hosts:\n    h1:\n      x: !S3cret foo\n", "inv.yml:4", "a YAML tag or value that cannot"),
+    ("inv.yml", "all:\n  S3cretkey: {}\n", "inv.yml", "a group with a key other than hosts, vars and children"),
+    ("inv.yml", "all:\n  hosts:\n    h1:\n      S3cretdup: 1\n      S3cretdup: 2\n", "inv.yml:5", "a duplicate key"),
+    ("group_vars/all.yml", "a: 1\nS3cretdup: 1\nS3cretdup: 2\n", "group_vars/all.yml:3", "a duplicate key"),
+)
+
+
+@pytest.mark.parametrize("name, text, at, what", _SEALED_MISTAKES)
+def test_a_mistake_in_a_file_encrypted_whole_names_its_line_never_its_text(tmp_path, name, text, at, what):
+    """An error in a file ansible-vault encrypted whole says the file, the line and what is wrong, and quotes none
+    of the decrypted text (it quoted `ansible_become_password: Tr1ton-Pr0d-Passw0rd`, `unknown kind 'S3cret'`)."""
+    (tmp_path / "pw").write_text(PASSWORD)
+    (tmp_path / "group_vars").mkdir()
+    if name.startswith("group_vars/"):
+        (tmp_path / "inv.yml").write_text("all:\n  hosts:\n    h1:\n")
+    (tmp_path / name).write_text(_encrypt(PASSWORD.encode(), text))
+    source = tmp_path / ("inv.yml" if name.startswith("group_vars/") else name)
+    with pytest.raises(InventoryError) as e:
+        load_inventory(source, vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+    assert str(e.value) == (f"{tmp_path / at}: {what}" + str(e.value).split(what, 1)[1])
+    assert str(e.value).endswith(f"; the file is encrypted with ansible-vault, so its text is not shown "
+                                 f"(`ansible-vault view {tmp_path / name}` shows it)")
+    for word in ("S3cret", "Tr1ton", "ansible_become_password", "gpu"):
+        assert word not in str(e.value).replace(str(tmp_path), "")

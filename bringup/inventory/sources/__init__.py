@@ -31,7 +31,7 @@ from .folders import listed
 from .ini import parse_ini
 from .model import GroupDef, SourceData, SourceError, Value
 from .script import is_list_output, parse_list_output, run_script
-from .yamlfile import YamlSyntaxError, load_yaml_lines, read_plain
+from .yamlfile import YamlSyntaxError, load_yaml_lines, read_plain, sealed_error
 from .yamlinv import MAX_GROUP_DEPTH, parse_yaml_inventory
 
 __all__ = ["IGNORED_EXTENSIONS", "MAX_GROUP_DEPTH", "GroupDef", "SourceData", "SourceError", "Value",
@@ -117,7 +117,13 @@ def _detect(path: Path, vault: Vault | None, known: set[str]) -> SourceData:
     if _is_program(path):
         return run_script(str(path), vault=vault)
     text, sealed = read_plain(path, vault)
-    found = _parse(path, text, vault, known)
+    try:
+        found = _parse(path, text, vault, known)
+    except (InventoryError, SourceError) as e:
+        if not sealed:
+            raise
+        # The messages quote the decrypted text: a file encrypted whole tells its line and what is wrong only.
+        raise sealed_error(e, path) from None
     if sealed:  # a file encrypted whole holds secrets only: every text of it is one
         hide = (vault or Vault()).hide
         for gd in found.groups.values():
@@ -151,5 +157,5 @@ def _parse(path: Path, text: str, vault: Vault | None, known: set[str]) -> Sourc
     except SourceError:
         # Text that is not YAML and shows no INI section is YAML with a mistake: say the YAML error.
         if yaml_error is not None and not _INI_SECTION.search(text):
-            raise SourceError(str(yaml_error)) from None
+            raise SourceError(str(yaml_error), getattr(yaml_error, "kind", None)) from None
         raise

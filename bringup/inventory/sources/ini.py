@@ -99,17 +99,19 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
         if len(line) > MAX_LINE:
             # shlex splits a line in time that grows with its square (1 MiB: 7 s; 2 MiB: 45 s).
             raise SourceError(f"{at}: a line of {len(line):,} characters (at most {MAX_LINE:,}); no host line is "
-                              "that long: put large values in host_vars/ or group_vars/ files")
+                              "that long: put large values in host_vars/ or group_vars/ files",
+                              f"a line of more than {MAX_LINE:,} characters")
 
-        def fail(msg: str) -> SourceError:
-            return SourceError(f"{at}: {msg}")
+        def fail(msg: str, kind: str) -> SourceError:
+            return SourceError(f"{at}: {msg}", kind)
 
         m = _SECTION.match(line)
         if m:
             group, state = m.group(1), m.group(2) or "hosts"
             if state not in ("hosts", "children", "vars"):
                 raise fail(f"section [{group}:{state}] has unknown kind {state!r}; "
-                           f"write [{group}], [{group}:vars] or [{group}:children]")
+                           f"write [{group}], [{group}:vars] or [{group}:children]",
+                           "a section header of an unknown kind (not [group], [group:vars] or [group:children])")
             if group not in data.groups:
                 if state == "vars" and group not in pending:
                     pending[group] = {"line": lineno, "state": state}
@@ -119,22 +121,24 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
             continue
         if line.startswith("[") and line.endswith("]"):
             raise fail(f"{line!r} is not a section header; write [group], [group:vars] or [group:children] "
-                       "with no spaces")
+                       "with no spaces", "a line in brackets that is not a section header")
         if state == "hosts":
             try:
                 tokens = shlex.split(line, comments=True)
             except ValueError as e:
-                raise fail(f"cannot split host line ({e}); close the quote") from None
+                raise fail(f"cannot split host line ({e}); close the quote", "a host line with an open quote") from None
             if not tokens:
                 continue
             try:
                 pattern, port = split_port(tokens[0])
             except RangeError as e:
-                raise fail(str(e)) from None
+                raise fail(str(e), "a host port that cannot be read") from None
             if tokens[0].endswith(":") and port is None:
-                raise fail(f"host {tokens[0]!r} ends in ':' with no port; write host:PORT or the host alone")
+                raise fail(f"host {tokens[0]!r} ends in ':' with no port; write host:PORT or the host alone",
+                           "a host name ending in ':' with no port")
             if pattern == "---":
-                raise fail("'---' is not a host: is this YAML with a syntax error?")
+                raise fail("'---' is not a host: is this YAML with a syntax error?",
+                           "'---' is not a host: is this YAML with a syntax error?")
             variables: dict[str, Value] = {}
             if port is not None:
                 variables["ansible_port"] = Value(port, at)
@@ -142,23 +146,25 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
                 key, sep, val = tok.partition("=")
                 if not sep or not key:
                     raise fail(f"expected key=value after the host name, got {tok!r}; quote a value that "
-                               "holds spaces (key=\"a b\")")
+                               "holds spaces (key=\"a b\")", "a host variable that is not key=value")
                 variables[key] = Value(parse_value(val), at)
             try:
                 names = expand(pattern)
             except RangeError as e:
-                raise fail(str(e)) from None
+                raise fail(str(e), "a host range that cannot be expanded") from None
             for name in names:
                 data.add_host(group, name, dict(variables), at)
         elif state == "vars":
             key, sep, val = line.partition("=")
             if not sep or not key.strip():
-                raise fail(f"expected key=value in [{group}:vars], got {line!r}")
+                raise fail(f"expected key=value in [{group}:vars], got {line!r}",
+                           "a line of a [group:vars] section that is not key=value")
             data.group(group).vars[key.strip()] = Value(parse_value(val.strip()), at)
         else:  # children
             m = _GROUPNAME.match(line)
             if not m:
-                raise fail(f"expected a group name in [{group}:children], got {line!r}")
+                raise fail(f"expected a group name in [{group}:children], got {line!r}",
+                           "a line of a [group:children] section that is not a group name")
             child = m.group(1)
             check_name(child, "group", at)
             if child not in data.groups:
@@ -169,9 +175,11 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
     for name, decl in pending.items():
         if decl["state"] == "vars":
             raise SourceError(f"{path}:{decl['line']}: [{name}:vars] is for group {name!r}, which is declared "
-                              f"nowhere; add [{name}] (its hosts) or [{name}:children]")
+                              f"nowhere; add [{name}] (its hosts) or [{name}:children]",
+                              "a [group:vars] section for a group declared nowhere")
         raise SourceError(f"{path}:{decl['line']}: [{decl['parents'][-1]}:children] names group {name!r}, which "
-                          f"is declared nowhere; add [{name}] with its hosts, or remove the line")
+                          f"is declared nowhere; add [{name}] with its hosts, or remove the line",
+                          "a [group:children] section naming a group declared nowhere")
     return data
 
 

@@ -26,7 +26,13 @@ def too_many_hosts(where: str) -> str:
 
 
 class SourceError(ValueError):
-    """A source that cannot be read as an inventory: the message is the whole line (file, line, what, fix)."""
+    """A source that cannot be read as an inventory: the message is the whole line (file, line, what, fix).
+    ``kind`` says what is wrong in words that quote nothing of the file: all an error about a file that
+    ansible-vault encrypted whole may say (:func:`~.yamlfile.sealed_error`)."""
+
+    def __init__(self, message: str, kind: str | None = None):
+        super().__init__(message)
+        self.kind = kind
 
 
 def unsafe_name(name: str) -> str | None:
@@ -59,7 +65,8 @@ def check_name(name: str, kind: str, at: str) -> None:
     if why is not None:
         shown = repr(name) if len(name) <= 80 else repr(name[:80]) + "..."
         raise SourceError(f"{at}: {kind} name {shown} {why}; rename the {kind} (letters, digits, '-', '_' and '.' "
-                          "are safe): a name is also a file name under group_vars/ or host_vars/")
+                          "are safe): a name is also a file name under group_vars/ or host_vars/",
+                          f"a {kind} name that {why}")
 
 
 @dataclass(frozen=True)

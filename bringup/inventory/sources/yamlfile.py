@@ -2,6 +2,7 @@
 duplicate keys refused, every error one line naming the file, line and column."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,14 +10,22 @@ import yaml
 
 from ...errors import InventoryError
 from ...userfile import read_capped
-from ..vault import Vault, is_vaulted
+from ..vault import Vault, VaultError, is_vaulted
+from .model import SourceError
 
 __all__ = ["MAX_BYTES", "MAX_NODES", "MAX_DEPTH", "too_deep", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text",
-           "read_plain"]
+           "read_plain", "sealed_error"]
 
 
 class YamlSyntaxError(InventoryError):
     """The text is not YAML at all (it may be another format: an INI inventory)."""
+
+
+def _error(message: str, kind: str, cls: type = InventoryError) -> InventoryError:
+    """``cls(message)`` with its ``kind``: what is wrong, quoting nothing of the file (:func:`sealed_error`)."""
+    e = cls(message)
+    e.kind = kind
+    return e
 
 
 #: Bounds on what an inventory may be: a bigger or deeper one is a mistake (``/dev/zero``, an alias bomb).
@@ -51,11 +60,11 @@ def _expanded_size(root: yaml.Node) -> int:
         if id(node) in sizes:
             return sizes[id(node)]
         if id(node) in busy:
-            raise InventoryError(f"{_where(node.start_mark)}: an alias refers to the node that contains it; "
-                                 "a recursive structure is not an inventory")
+            raise _error(f"{_where(node.start_mark)}: an alias refers to the node that contains it; "
+                         "a recursive structure is not an inventory", "an alias within the node it refers to")
         if depth > MAX_DEPTH:
-            raise InventoryError(f"{_where(node.start_mark)}: nested too deeply (more than {MAX_DEPTH} levels of "
-                                 "mappings and lists within each other); flatten it")
+            raise _error(f"{_where(node.start_mark)}: nested too deeply (more than {MAX_DEPTH} levels of "
+                         "mappings and lists within each other); flatten it", f"nested more than {MAX_DEPTH} levels")
         busy.add(id(node))
         if isinstance(node, yaml.MappingNode):
             n = 1 + sum(size(k, depth + 1) + size(v, depth + 1) for k, v in node.value)
@@ -65,9 +74,10 @@ def _expanded_size(root: yaml.Node) -> int:
             n = 1
         busy.discard(id(node))
         if n > MAX_NODES:
-            raise InventoryError(
+            raise _error(
                 f"{_where(node.start_mark)}: this value expands to more than {MAX_NODES:,} YAML nodes "
-                "(aliases within aliases); write it out or use fewer nested aliases")
+                "(aliases within aliases); write it out or use fewer nested aliases",
+                f"a value that expands to more than {MAX_NODES:,} YAML nodes")
         sizes[id(node)] = n
         return n
 
@@ -83,11 +93,11 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
         try:
             hash(key)
         except TypeError:
-            raise InventoryError(
+            raise _error(
                 f"{_where(key_node.start_mark)}: a {type(key).__name__} cannot be a key; use a name "
-                "(a `? [a, b]` or `? {...}` key is not one)") from None
+                "(a `? [a, b]` or `? {...}` key is not one)", f"a key that is a {type(key).__name__}") from None
         if key in seen:
-            raise InventoryError(f"{_where(key_node.start_mark)}: duplicate key {key!r}; keep one of them")
+            raise _error(f"{_where(key_node.start_mark)}: duplicate key {key!r}; keep one of them", "a duplicate key")
         seen.add(key)
     result = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
     lines = getattr(loader, "key_lines", None)
@@ -103,8 +113,8 @@ _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _constru
 def _construct_vault(loader: _Loader, node: yaml.Node):
     """``!vault |`` and its envelope: the decrypted text (an error names the file and line, never a secret)."""
     if not isinstance(node, yaml.ScalarNode):
-        raise InventoryError(f"{_where(node.start_mark)}: !vault must be followed by the text ansible-vault "
-                             "encrypt_string printed (`!vault |` and its lines)")
+        raise _error(f"{_where(node.start_mark)}: !vault must be followed by the text ansible-vault "
+                     "encrypt_string printed (`!vault |` and its lines)", "a !vault tag on a list or mapping")
     vault = getattr(loader, "vault", None) or Vault()
     return vault.decrypt(loader.construct_scalar(node), _where(node.start_mark).rsplit(":", 1)[0])
 
@@ -120,11 +130,11 @@ def _construct_int(loader: _Loader, node: yaml.Node):
             return value
     except ValueError:
         if len(str(node.value)) <= 4300:  # (a short text that is no number: `!!int abc`)
-            raise InventoryError(f"{_where(node.start_mark)}: !!int on a value that is not a whole number; "
-                                 "remove the !!int tag or write a number") from None
+            raise _error(f"{_where(node.start_mark)}: !!int on a value that is not a whole number; "
+                         "remove the !!int tag or write a number", "!!int on a value that is not a whole number") from None
     # (a hexadecimal or binary one converts, but could never be printed: str() refuses it)
-    raise InventoryError(f"{_where(node.start_mark)}: a number of {len(str(node.value)):,} characters, more than "
-                         "a number may have; quote it if it is text") from None
+    raise _error(f"{_where(node.start_mark)}: a number of {len(str(node.value)):,} characters, more than "
+                 "a number may have; quote it if it is text", "a number longer than a number may be") from None
 
 
 #: The largest integer Python turns into decimal text (4,300 digits; ``sys.get_int_max_str_digits``).
@@ -197,17 +207,47 @@ def load_yaml(path: Path, text: str | None = None, vault: Vault | None = None) -
     return load_yaml_lines(path, text, vault)[0]
 
 
+#: What a YAML error of each kind is, in words that quote nothing of the file (an undefined alias's name, a tag).
+_YAML_KINDS = {"ComposerError": "a YAML alias or anchor error (an undefined alias?)",
+               "ConstructorError": "a YAML tag or value that cannot be read (an unknown !tag?)",
+               "ScannerError": "a YAML syntax error", "ParserError": "a YAML syntax error"}
+
+
+def sealed_error(e: Exception, path: Path | str) -> InventoryError:
+    """The error ``e``, met in the decrypted text of ``path`` (a file ansible-vault encrypted whole), told by the
+    file, the line and what is wrong (its ``kind``) alone: its own message quotes that text, which is a secret
+    (a line ``password: x`` of an INI [vars] section, an alias's name, a group's)."""
+    p, message = str(path), str(e)
+    m = re.match(re.escape(p) + r":(\d+)", message)
+    at = f"{p}:{m.group(1)}" if m else p
+    if isinstance(e, VaultError):
+        what = "a !vault value in it cannot be opened (no or a wrong password, or damaged)"
+    else:
+        what = getattr(e, "kind", None) or "not an inventory bringup can read"
+    return InventoryError(f"{at}: {what}; the file is encrypted with ansible-vault, so its text is not shown "
+                          f"(`ansible-vault view {p}` shows it)")
+
+
 def load_yaml_lines(path: Path, text: str | None = None, vault: Vault | None = None) -> tuple[Any, KeyLines]:
-    """:func:`load_yaml`, and where each mapping key is (:class:`KeyLines`)."""
-    sealed = False
+    """:func:`load_yaml`, and where each mapping key is (:class:`KeyLines`); the errors in a file encrypted whole
+    name its line and what is wrong only (:func:`sealed_error`)."""
     if text is None:
         text, sealed = read_plain(path, vault)
+        if sealed:
+            try:
+                return _load_yaml_lines(path, text, vault, True)
+            except (InventoryError, SourceError) as e:
+                raise sealed_error(e, path) from None
+    return _load_yaml_lines(path, text, vault, False)
+
+
+def _load_yaml_lines(path: Path, text: str, vault: Vault | None, sealed: bool) -> tuple[Any, KeyLines]:
     try:
         loader = _Loader(text)  # the reader checks every character here: a NUL is refused before parsing
     except yaml.reader.ReaderError as e:
         line = text.count("\n", 0, e.position) + 1
-        raise InventoryError(f"{path}:{line}: character U+{int(e.character):04X} is not allowed in YAML (a binary file, "
-                             "or not the inventory?); fix the path or the file") from None
+        raise _error(f"{path}:{line}: character U+{int(e.character):04X} is not allowed in YAML (a binary file, "
+                     "or not the inventory?); fix the path or the file", "a character not allowed in YAML") from None
     loader.name = str(path)  # marks name the file, not "<unicode string>"
     loader.key_lines = {}
     loader.vault = vault
@@ -218,7 +258,8 @@ def load_yaml_lines(path: Path, text: str | None = None, vault: Vault | None = N
     except yaml.MarkedYAMLError as e:
         m = e.problem_mark or e.context_mark
         where = f"{path}:{m.line + 1}:{m.column + 1}" if m else str(path)
-        raise YamlSyntaxError(f"{where}: YAML error: {e.problem or e.context}; fix the syntax there") from None
+        raise _error(f"{where}: YAML error: {e.problem or e.context}; fix the syntax there",
+                     _YAML_KINDS.get(type(e).__name__, "a YAML syntax error"), YamlSyntaxError) from None
     except yaml.YAMLError as e:  # pragma: no cover - unmarked errors are rare
         raise InventoryError(f"{path}: YAML error: {e}") from None
     except RecursionError:

@@ -23,7 +23,8 @@ def _mapping(value: Any, where: str, path: str) -> dict:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise SourceError(f"{path}: {where} must be a mapping, got {type(value).__name__}")
+        raise SourceError(f"{path}: {where} must be a mapping, got {type(value).__name__}",
+                          f"a group, its hosts, a host or vars that is a {type(value).__name__}, not a mapping")
     return value
 
 
@@ -32,7 +33,8 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        raise SourceError(f"{path}: the top level must be a mapping of groups (all: ...)")
+        raise SourceError(f"{path}: the top level must be a mapping of groups (all: ...)",
+                          "the top level is not a mapping of groups (all: ...)")
     out = SourceData(path)
     out.group("all")
     # Ansible accepts top-level groups beside or instead of `all`.
@@ -46,15 +48,18 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
 
     def walk(name: str, node: Any, depth: int, trail: tuple[str, ...], where: str) -> None:
         if name in trail:
-            raise SourceError(f"{path}: group {name!r} contains itself ({' > '.join(trail + (name,))})")
+            raise SourceError(f"{path}: group {name!r} contains itself ({' > '.join(trail + (name,))})",
+                              "a group that contains itself")
         if depth > MAX_GROUP_DEPTH:
             raise SourceError(f"{path}: group {name!r} is nested {depth} groups deep (under "
-                              f"{' > '.join(trail[:3])} > ...); at most {MAX_GROUP_DEPTH} levels")
+                              f"{' > '.join(trail[:3])} > ...); at most {MAX_GROUP_DEPTH} levels",
+                              f"groups nested more than {MAX_GROUP_DEPTH} levels deep")
         node = _mapping(node, f"group {name!r}", path)
         unknown = set(node) - {"hosts", "vars", "children"}
         if unknown:
             raise SourceError(f"{path}: group {name!r} has unknown key(s) {', '.join(sorted(map(str, unknown)))}; "
-                              "a group holds only hosts, vars and children")
+                              "a group holds only hosts, vars and children",
+                              "a group with a key other than hosts, vars and children")
         group = out.group(name, where)
         gvars = _mapping(node.get("vars"), f"{name}.vars", path)
         for k, v in gvars.items():
@@ -69,7 +74,7 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
                     variables = {"ansible_port": Value(port, at(hosts, pattern)), **variables}
                 names = expand(hname)
             except RangeError as e:
-                raise SourceError(f"{path}: group {name!r}: {e}") from None
+                raise SourceError(f"{path}: group {name!r}: {e}", "a host range or port that cannot be read") from None
             for h in names:
                 out.add_host(name, h, dict(variables), f"{at(hosts, pattern)}: group {name!r}")
         children = _mapping(node.get("children"), f"{name}.children", path)
