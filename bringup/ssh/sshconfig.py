@@ -211,22 +211,29 @@ def _block(lines: list[tuple[str, str]], where: str) -> str:
     return "Host *\n" + "".join(f"  {k} {v}\n" for k, v in lines)
 
 
+def _shown(path: str | None) -> str | None:
+    """A config file's path as messages name it: ``********`` when a vault gave it (an f-string would print a
+    :class:`Vaulted`'s text, and ``~`` expanded is a text the masker does not know)."""
+    return HIDDEN if isinstance(path, Vaulted) else path
+
+
 def _read_config(path: str, where: str) -> str:
     p = Path(os.path.expanduser(path))
+    shown = HIDDEN if isinstance(path, Vaulted) else p
     data = read_capped(p, MAX_CONFIG_BYTES, lambda line: _refuse(where, line),
-                       missing=f"ssh config file {p} does not exist; fix the path (or give -F none)",
-                       unreadable=f"cannot read ssh config file {p}: ",
-                       too_large=f"ssh config file {p} is larger than {MAX_CONFIG_BYTES >> 20} MiB: no ssh config; "
-                                 "fix the path",
-                       not_regular=f"ssh config file {p} is not a regular file (a folder, a pipe or a device); "
+                       missing=f"ssh config file {shown} does not exist; fix the path (or give -F none)",
+                       unreadable=f"cannot read ssh config file {shown}: ",
+                       too_large=f"ssh config file {shown} is larger than {MAX_CONFIG_BYTES >> 20} MiB: no ssh "
+                                 "config; fix the path",
+                       not_regular=f"ssh config file {shown} is not a regular file (a folder, a pipe or a device); "
                                    "name the config file itself")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise _refuse(where, f"ssh config file {p} is not UTF-8 text") from None
+        raise _refuse(where, f"ssh config file {shown} is not UTF-8 text") from None
     if "\x00" in text:
-        raise _refuse(where, f"ssh config file {p} holds NUL bytes: no ssh config; fix the path")
-    _shape(text, where, str(p))
+        raise _refuse(where, f"ssh config file {shown} holds NUL bytes: no ssh config; fix the path")
+    _shape(text, where, str(shown))
     return text
 
 
@@ -258,9 +265,9 @@ def _lookup(text: str, name: str, where: str, config: str | None, shown: str | N
                              "(ssh_connect_timeout) and was ended; make it finish quickly, or remove it") from None
     except Exception as e:  # noqa: BLE001 - paramiko's ConfigParseError and its kin: the file's fault
         # paramiko's words quote the line: a file that is no ssh config (a secret) is not shown back.
-        raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {shown or name}: "
+        raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {shown or _shown(name)}: "
                              f"{type(e).__name__}; check the file's syntax") from None
-    shown = name if shown is None else shown
+    shown = _shown(name) if shown is None else shown
     for key, why in _REFUSED_CONFIG.items():
         if found.get(key):
             raise _refuse(where, f"ssh config {config} sets {key} for {shown}: {why}")
@@ -364,7 +371,7 @@ def _route(host: Host, default_config: str) -> Route:
     lines += per_var["ansible_ssh_common_args"] + per_var["ansible_ssh_extra_args"]
 
     if config is None and v.get("ssh_config") not in (None, ""):
-        config = str(v["ssh_config"])
+        config = _text(v["ssh_config"])  # (a Vaulted kept: every message names it ********)
         where = f"{name}: ssh_config"
     else:
         where = f"{name}: -F" if config is not None else name
@@ -377,7 +384,9 @@ def _route(host: Host, default_config: str) -> Route:
     else:
         config_text = ""
     # bringup's own default user (root) comes last: after the inventory and the config file.
-    found = _lookup(_block(lines, name) + config_text + "\nHost *\n  User root\n", host.address, name, config)
+    shown_config = _shown(config)
+    found = _lookup(_block(lines, name) + config_text + "\nHost *\n  User root\n", host.address, name,
+                    shown_config)
     # What a vault gave (an ssh argument's value, ansible_user, ...) is a Vaulted again once paramiko read it back:
     # a message quoting the port or the user then shows ``********``.
     vaulted = {str.__str__(x) for x in [*(val for _, val in lines), *(v.get(k) for k in ("ansible_host", "ansible_user",
@@ -385,7 +394,7 @@ def _route(host: Host, default_config: str) -> Route:
     if vaulted:
         found = {k: Vaulted(x) if isinstance(x, str) and x in vaulted else x for k, x in found.items()}
     hidden = frozenset(k for k in ("hostname", "port", "user") if isinstance(found.get(k), Vaulted))
-    jumps, command = _via(found, name, config_text, config, (f"{host.address}:{found.get('port', 22)}",))
+    jumps, command = _via(found, name, config_text, shown_config, (f"{host.address}:{found.get('port', 22)}",))
     identity = tuple(found.get("identityfile") or ())
     if c.ansible_ssh_private_key_file:
         # Only the inventory's key, as before: another key would hide a wrong path.
@@ -398,7 +407,7 @@ def _route(host: Host, default_config: str) -> Route:
     else:
         given_by = {os.path.expanduser(str.__str__(val)): f"{var}, vaulted" if isinstance(val, Vaulted) else var
                     for var in SSH_ARG_VARS for k, val in per_var[var] if k == "IdentityFile"}
-        check_keys(identity, given_by, f"ssh config {config}", name)
+        check_keys(identity, given_by, f"ssh config {shown_config}", name)
     target = Endpoint(name=host.address, hostname=_text(found.get("hostname") or host.address),
                       port=_int(found.get("port", 22), "the port", name), user=_text(found.get("user")),
                       identity_files=identity, jumps=jumps, proxy_command=command, hidden=hidden)

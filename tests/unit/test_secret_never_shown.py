@@ -367,3 +367,44 @@ def test_a_known_hosts_path_a_vault_gave_is_never_shown(tmp_path, own_masker):
                                      ep=ep, way=way, host=name)))
         for said in lines:
             assert "secretname" not in said and "the known_hosts file (vaulted)" in said and "\n" not in said, said
+
+
+def _sealed_value(text: str, indent: int) -> str:
+    """``text`` as a ``!vault`` value of the password :data:`PASSWORD` (bringup's own envelope: no ansible run)."""
+    from .test_vault import _encrypt
+    return "!vault |\n" + _indent(_encrypt(PASSWORD.encode(), text), indent)
+
+
+@pytest.mark.parametrize("config, said", [
+    ("~/corp-S3CRET-bastion.cfg", "-F: ssh config file ******** does not exist; fix the path (or give -F none)"),
+    ("/dev/zero", "-F: ssh config file ******** is not a regular file (a folder, a pipe or a device); name the "
+                  "config file itself"),
+    ("{tmp}/S3CRET-passwd", "-F: ssh config ******** line 1 is not 'Keyword value': is this an ssh config file? "
+                            "Fix the path or the line"),
+    ("{tmp}/S3CRET-include.cfg", "ssh config ******** sets include for 10.0.0.1: paramiko's SSHConfig does not "
+                                 "read Include; name the included file with ssh_config or -F, or copy its hosts "
+                                 "into the file"),
+    ("{tmp}/S3CRET-match.cfg", "ssh config ******** cannot be read for 10.0.0.1: ConfigParseError; check the "
+                               "file's syntax"),
+])
+def test_a_config_file_a_vault_named_with_dash_f_is_never_shown(tmp_path, own_masker, config, said):
+    """Found by a hostile-input review: `-F PATH` in vaulted ssh arguments lost its masking (the path, ~ expanded,
+    was printed: `ssh config file /home/u/corp-S3CRET-bastion.cfg does not exist`); ssh_config vaulted alike."""
+    from bringup.errors import InventoryError
+    from bringup.ssh.sshconfig import route
+
+    (tmp_path / "S3CRET-passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (tmp_path / "S3CRET-include.cfg").write_text("Include /etc/S3CRET/extra\n")
+    (tmp_path / "S3CRET-match.cfg").write_text("Match foo\n")
+    (tmp_path / "pw").write_text(PASSWORD + "\n")
+    path = config.format(tmp=tmp_path)
+    (tmp_path / "hosts").write_text(
+        "all:\n  hosts:\n"
+        f"    h1:\n      ansible_host: 10.0.0.1\n      ansible_ssh_common_args: {_sealed_value(f'-F {path}', 8)}\n"
+        f"    h2:\n      ansible_host: 10.0.0.1\n      ssh_config: {_sealed_value(path, 8)}\n")
+    inv = load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+    for name, var in (("h1", "-F"), ("h2", "ssh_config")):
+        with pytest.raises(InventoryError) as e:
+            route(inv.host(name), default_config=str(tmp_path / "none"))
+        expected = said.replace("-F:", f"{var}:") if said.startswith("-F:") else said
+        assert str(e.value) == f"host {name!r}: {expected}", str(e.value)
