@@ -32,7 +32,8 @@ from ..userfile import read_capped
 from .keyfile import check_keys, key_problem
 from .sshtokens import _DATA_TOKENS, EXEC_TIMEOUT, MatchExecTimeout, _Config, _UnsafeToken
 
-__all__ = ["Endpoint", "Route", "route", "check_routes", "parse_ssh_args", "SSH_ARG_VARS", "MAX_HOPS"]
+__all__ = ["Endpoint", "Route", "route", "check_routes", "parse_ssh_args", "remember_words", "SSH_ARG_VARS",
+           "MAX_HOPS"]
 
 #: Ansible's variables of extra ssh arguments, in the order Ansible puts them on the command line
 #: (``ansible_ssh_args`` first; the inventory's Port/IdentityFile/User come between it and the others).
@@ -131,6 +132,9 @@ def parse_ssh_args(text: str, where: str) -> tuple[list[tuple[str, str]], str | 
         raise _refuse(where, f"must be text (ssh arguments), got {type(text).__name__}")
     if not MASK.is_secret(text):
         return _parse_ssh_args(text, where, secret=False)
+    # What the arguments start (a ProxyCommand's program, whose own error names it; a Match exec) prints their
+    # words, which bringup never renders itself: the run's masker learns each of them.
+    remember_words(text)
     # A vault's arguments: splitting them loses the value's type, so each word and each option's key and value
     # is a Vaulted again (hidden wherever it is rendered), and a refusal is said with every part masked.
     try:
@@ -142,6 +146,37 @@ def parse_ssh_args(text: str, where: str) -> tuple[list[tuple[str, str]], str | 
                 if part and not re.fullmatch(r"-[A-Za-z]{1,2}", part):
                     masker.add(part)
         raise InventoryError(masker.mask_lines(str(e).replace(str.__str__(text), HIDDEN))) from None
+
+
+#: Words of vaulted ssh arguments that are not secret and that the masker would hide everywhere: options
+#: (``-o``, ``--token``), ssh_config keywords, ssh's ``%h``/``%p`` tokens, yes/no/none and the programs a
+#: ProxyCommand commonly runs.
+_COMMON_WORD = re.compile(r"--?[A-Za-z][\w-]*|[%@:,]*(?:%[A-Za-z%][%@:,]*)+|yes|no|none|ask|accept-new|ssh|nc|sh",
+                          re.I)
+_KEYWORDS = frozenset(HONOURED) | NO_EFFECT | frozenset(_REFUSED_CONFIG) | {"match", "exec", "host"}
+
+
+def remember_words(text: str, masker: Masker = MASK) -> None:
+    """Teach ``masker`` each word of the vaulted ssh arguments ``text`` (it knows the whole text already):
+    each shell word, each option's value (``-o ProxyCommand=VALUE``, ``-p2222``) and each word of that value, a
+    ``~`` path also expanded; what is :data:`_COMMON_WORD` or an ssh keyword is left, and a word under
+    :data:`~bringup.secrets.MIN_MASKED` characters is masked only as a whole value, as the masker does."""
+    parts: set[str] = set()
+    for word in _words(str.__str__(text)):
+        m = re.fullmatch(r"-([A-Za-z])(.+)", word, re.S)
+        if m and m.group(1) in _TAKES_ARG:  # -p2222, -oProxyCommand=...: the value after the letter
+            word = m.group(2)
+        parts.add(word)
+        key, sep, value = word.partition("=")
+        for piece in ([key, value] if sep else [word]):
+            parts.update(re.split(r"\s+", piece))
+            parts.update(w.strip("'\"") for w in _words(piece))
+    for part in parts:
+        part = part.strip()
+        if part and not _COMMON_WORD.fullmatch(part) and part.lower() not in _KEYWORDS:
+            masker.add(part)
+            if part.startswith("~"):
+                masker.add(os.path.expanduser(part))
 
 
 def _words(text: str) -> list[str]:

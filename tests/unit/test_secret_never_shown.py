@@ -408,3 +408,34 @@ def test_a_config_file_a_vault_named_with_dash_f_is_never_shown(tmp_path, own_ma
             route(inv.host(name), default_config=str(tmp_path / "none"))
         expected = said.replace("-F:", f"{var}:") if said.startswith("-F:") else said
         assert str(e.value) == f"host {name!r}: {expected}", str(e.value)
+
+
+@pytest.mark.reliability(item=40, fault="a vaulted ProxyCommand's words in the proxy's own error (sh: exec: PROGRAM: "
+                                        "not found), on the console and in the report", variants=1,
+                         checks=("secret never shown", "one clear line"))
+def test_the_words_of_vaulted_ssh_arguments_are_masked_in_what_they_run_print(tmp_path, own_masker, monkeypatch):
+    """Found by a hostile-input review: the words of vaulted ssh arguments were hidden where bringup printed them
+    itself, but never taught to the run's masker, so the ProxyCommand's own stderr showed its program and token."""
+    from bringup.errors import Unreachable
+    from bringup.ssh.connection import connect
+
+    args = '-o ProxyCommand="/opt/S3CRET-tool/connect --token S3CRETTOKEN %h %p" -F ~/corp-S3CRET.cfg -l ab'
+    (tmp_path / "corp-S3CRET.cfg").write_text("Host *\n  ConnectTimeout 5\n")
+    (tmp_path / "pw").write_text(PASSWORD + "\n")
+    (tmp_path / "hosts").write_text(f"all:\n  hosts:\n    h1:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n"
+                                    f"      ansible_ssh_common_args: {_sealed_value(args, 8)}\n")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    inv = load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
+    with pytest.raises(Unreachable) as e:
+        connect(inv.host("h1"))
+    said = str(e.value)
+    assert "ProxyCommand for" in said and "not found" in said, said
+    for shown in (own_masker.mask(said), json.dumps(own_masker.mask_obj({"error": said}))):
+        assert "S3CRET" not in shown and HIDDEN in shown, shown
+    # Each word, however the output cuts it out (the token alone, the config's path expanded or not); not ssh's
+    # own words, options and tokens (the run's other lines keep them).
+    for word in ("S3CRETTOKEN", "/opt/S3CRET-tool/connect", f"{tmp_path}/corp-S3CRET.cfg", "~/corp-S3CRET.cfg"):
+        assert own_masker.mask(f"x {word} y") == f"x {HIDDEN} y", word
+    assert own_masker.mask_value("ab") == HIDDEN and own_masker.mask("a tab is ab-normal") == "a tab is ab-normal"
+    for word in ("ProxyCommand", "--token", "%h", "%p", "-F", "-o"):
+        assert own_masker.mask_lines(f"x {word} y") == f"x {word} y", word
