@@ -40,7 +40,7 @@ from .sources.varsdirs import load_vars
 from .sources.yamlfile import load_yaml_lines
 from .sources.yamlinv import MAX_GROUP_DEPTH
 from ..process import command
-from ..secrets import MASK, resolve_refs
+from ..secrets import MASK, Vaulted, resolve_refs
 from .vault import Vault
 
 __all__ = ["Inventory", "Host", "ConnectionVars", "SECRET_VARS", "load_inventory", "parse_set", "address_problem"]
@@ -417,9 +417,19 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths)
 
 
+#: Variables ssh reads as plain text (an address, a port, a user, a path, ssh's own arguments): a secret reference
+#: there becomes what a ``!vault`` value is, a :class:`Vaulted` (text everywhere it is used, ``********`` wherever
+#: it is rendered, its text in the run's masker), not a :class:`SecretStr` that only a password variable takes.
+SECRET_TEXT_VARS = frozenset(ConnectionVars.model_fields.keys() - _SECRETS) | {
+    "ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args", "ssh_config"}
+
+
 def _host_vars(merged: dict[str, Any], hname: str, where: str) -> dict[str, Any]:
     # Secret references ({env: X}, {file: P}) become SecretStr here, before anything connects.
     merged = resolve_refs(merged, f"{where}: host {hname!r}")
+    for var in SECRET_TEXT_VARS & merged.keys():
+        if isinstance(merged[var], SecretStr):
+            merged[var] = Vaulted(merged[var].get_secret_value())
     for var in _SECRETS:
         if isinstance(merged.get(var), str):
             merged[var] = SecretStr(merged[var])
@@ -434,7 +444,8 @@ def _connection(merged: dict[str, Any], hname: str, where: str) -> ConnectionVar
         err = e.errors()[0]
         var = str(err["loc"][0]) if err["loc"] else "?"
         fix = _FIXES.get(var, "a valid value")
-        got = "a value, not shown" if var in _SECRETS else repr(merged.get(var))
+        value = merged.get(var)
+        got = "a value, not shown" if var in _SECRETS or isinstance(value, SecretStr) else repr(value)
         said = str(err.get("msg", "")).removeprefix("Value error, ")
         if var == "ansible_host" and said.startswith("a number"):  # its own reason: what the resolver would do
             raise InventoryError(f"{where}: host {hname!r}: ansible_host {got} is {said}") from None

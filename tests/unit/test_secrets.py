@@ -309,3 +309,45 @@ def test_secret_files_on_disk_have_no_group_or_other_bits(tmp_path):
     key = secret_file(tmp_path, mode=0o400)  # stricter than 0600 is fine
     assert resolve_refs({"bringup_secret": {"file": str(key)}}, "w", Masker()).get_secret_value() == TOKEN
     assert os.stat(key).st_mode & 0o077 == 0
+
+
+def test_a_reference_in_a_connection_variable_is_taken_as_a_vault_value_is(tmp_path, monkeypatch):
+    """Found by a hostile-input review: `ansible_user: {bringup_secret: {env: DEPLOY_USER}}` was refused with
+    `ansible_user must be a valid value (got SecretStr('**********'))` (and ansible_host, ansible_port, the ssh
+    arguments alike), though docs/inventory.md says any variable may be a reference and `!vault` works there."""
+    from bringup.secrets import Vaulted
+    from bringup.ssh.sshconfig import route
+
+    monkeypatch.setattr(MASK, "_texts", set(MASK._texts))
+    monkeypatch.setattr(MASK, "_short", dict(MASK._short))
+    monkeypatch.setenv("DEPLOY_USER", "deploy-robot")
+    monkeypatch.setenv("DEPLOY_HOST", "10.9.8.7")
+    monkeypatch.setenv("DEPLOY_PORT", "2299")
+    monkeypatch.setenv("DEPLOY_ARGS", '-o ProxyCommand="/opt/S3CRET-tool/connect --token S3CRETTOKEN %h %p"')
+    key = secret_file(tmp_path, f"{tmp_path}/id_S3CRET\n")
+    text = f"""
+all:
+  hosts:
+    h1:
+      ansible_host: {{bringup_secret: {{env: DEPLOY_HOST}}}}
+      ansible_port: {{bringup_secret: {{env: DEPLOY_PORT}}}}
+      ansible_user: {{bringup_secret: {{env: DEPLOY_USER}}}}
+      ansible_ssh_common_args: {{bringup_secret: {{env: DEPLOY_ARGS}}}}
+      ssh_known_hosts: {{bringup_secret: {{file: {key}}}}}
+"""
+    h = inv(tmp_path, text).host("h1")
+    c = h.connection
+    assert (c.ansible_host, c.ansible_port, c.ansible_user) == ("10.9.8.7", 2299, "deploy-robot")
+    for var in ("ansible_host", "ansible_port", "ansible_user", "ansible_ssh_common_args", "ssh_known_hosts"):
+        assert isinstance(h.vars[var], Vaulted) and repr(h.vars[var]) == f"'{HIDDEN}'", var
+    t = route(h, default_config=str(tmp_path / "none")).target
+    assert (t.hostname, t.port, t.user) == ("10.9.8.7", 2299, "deploy-robot") and t.hidden == {"hostname", "port",
+                                                                                                 "user"}
+    assert t.proxy_command == "/opt/S3CRET-tool/connect --token S3CRETTOKEN 10.9.8.7 2299"
+    for word in ("deploy-robot", "10.9.8.7", "2299", "/opt/S3CRET-tool/connect", "S3CRETTOKEN"):
+        assert MASK.mask(f"x {word} y") == f"x {HIDDEN} y", word
+    # A wrong value is one line naming the variable, never the secret nor Python's object text.
+    monkeypatch.setenv("DEPLOY_PORT", "99999")
+    with pytest.raises(InventoryError) as e:
+        inv(tmp_path, text)
+    assert str(e.value) == f"{tmp_path / 'hosts'}: host 'h1': ansible_port must be an integer 1-65535 (got '{HIDDEN}')"
