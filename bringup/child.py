@@ -15,6 +15,13 @@ decides), so that ending it ends whatever it started too.  It is ended, group an
   that pipe closes.  (``PR_SET_PDEATHSIG`` would fire when the parent's *thread* that started the child ends,
   and needs a ``preexec_fn``, which is unsafe in a threaded parent.)
 
+A SIGINT or SIGTERM that bringup has no handler of its own for (a signal while the inventory is still read: the
+vault's password program, an inventory script, a ``Match exec`` command; Python's default would end bringup
+alone, or raise KeyboardInterrupt, or, SIGINT being ignored in a background job, nothing at all) is bringup's
+while :func:`capture` or :func:`run_bounded` waits for a child in the main thread: the child's group is ended at
+once and :class:`Signalled` raised, which the tasks end with one line and the signal's exit code (130, 143).  A
+program's own handler (a run's :class:`Stop`, ``bringup pull``'s) is left in place: it decides.
+
 What left the group on its way (``setsid``, a daemon's double fork: ``setsid sleep 1000 &`` in a site's test)
 is found by the child's tag: every descendant inherits :data:`TAG_ENV` in its environment, and whatever still
 carries the child's tag when it has ended is killed too (:func:`end_tagged`), by the parent and, when the parent
@@ -40,6 +47,7 @@ import signal
 import subprocess
 import threading
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import IO, Callable, Iterator, Protocol, Sequence
 
@@ -60,7 +68,7 @@ class Stop(Protocol):
 
 __all__ = ["PARENT_FD_ENV", "TAG_ENV", "GRACE_S", "Ended", "run_bounded", "end_group", "end_tagged",
            "watch_parent", "Captured", "capture", "PIPE", "DEVNULL", "STDOUT", "Child", "start", "read_capped",
-           "Reader", "lines", "own_group", "end_leader"]
+           "Reader", "lines", "own_group", "end_leader", "Signalled"]
 
 PIPE, DEVNULL, STDOUT = subprocess.PIPE, subprocess.DEVNULL, subprocess.STDOUT
 
@@ -73,6 +81,53 @@ TAG_ENV = "BRINGUP_CHILD_RUN"
 GRACE_S = 5.0
 #: Seconds between two looks at the child, the clock and the run's stop.
 _POLL_S = 0.2
+
+
+class Signalled(BaseException):
+    """SIGINT or SIGTERM came while a child ran in the foreground (:func:`capture`, :func:`run_bounded` in the main
+    thread, bringup having no handler of its own for it): the child was ended, its process group and all.  A
+    BaseException, as KeyboardInterrupt is: no ``except Exception`` of a caller takes it for the child's failure.
+    ``what`` names the child (its caller may name it better: the vault's password program)."""
+
+    def __init__(self, signum: int, what: str = "a child process") -> None:
+        super().__init__(signum, what)
+        self.signum, self.what = signum, what
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def code(self) -> int:
+        """The shell's code for a death by this signal: 130 for SIGINT, 143 for SIGTERM."""
+        return 128 + self.signum
+
+    def __str__(self) -> str:
+        return f"{self.name}: stopped; {self.what} was ended, with everything it started"
+
+
+#: Handlers that are no program's own: Python's defaults, the default action, ignored (a background job's SIGINT).
+_NOT_OWN = (signal.SIG_DFL, signal.SIG_IGN, signal.default_int_handler, None)
+
+
+@contextmanager
+def _signals_end_it() -> Iterator[list[int]]:
+    """While a child runs in the foreground: SIGINT and SIGTERM, where the program has no handler of its own for
+    them, are noted in the list yielded (the caller ends the child and raises :class:`Signalled`); outside the
+    main thread (no handler can be set there) or with the program's own handler in place, nothing changes."""
+    got: list[int] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield got
+        return
+    before: dict[int, object] = {}
+    try:
+        for s in (signal.SIGINT, signal.SIGTERM):
+            if signal.getsignal(s) in _NOT_OWN:
+                before[s] = signal.signal(s, lambda signum, _frame: got.append(signum))
+        yield got
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)  # type: ignore[arg-type]
 
 
 @dataclass
@@ -322,54 +377,61 @@ def lines(f: IO[str], cap: int = 64 * 1024) -> Iterator[str]:
 
 
 def run_bounded(argv: Sequence[str], *, timeout: float, stop: Stop | None = None, stdout: IO | int | None = None,
-                env: dict[str, str] | None = None, grace: float = GRACE_S) -> Ended:
+                env: dict[str, str] | None = None, grace: float = GRACE_S, what: str | None = None) -> Ended:
     """Run ``argv`` (stdin from /dev/null, stderr with stdout) until it exits, its bound passes or the run stops;
-    see the module.  Whatever ends it, nothing of its process group is left running on return."""
-    read, write = os.pipe()  # both ends close-on-exec: no other child of this process inherits them
-    started = time.monotonic()
-    reaping_begins()
-    try:
-        child = start(argv, stdout=stdout, stderr=STDOUT, env={**(os.environ if env is None else env),
-                                                                PARENT_FD_ENV: str(read)},
-                      tag=True, pass_fds=(read,))
-        proc, tag = child.proc, child.tag
-    except BaseException:
-        os.close(write)
-        reaping_ends()
-        raise
-    finally:
-        os.close(read)
-    why: str | None = None
-    kill_at: float | None = None
-    try:
-        while True:
-            try:
-                rc = proc.wait(timeout=_POLL_S)
-                break
-            except subprocess.TimeoutExpired:
-                pass
-            now = time.monotonic()
-            if stop is not None and stop.abandoned:
-                why = why or stop.name
-                end_group(proc.pid)
-                kill_at = now
-            elif why is None and (now - started >= timeout or (stop is not None and stop.requested)):
-                why = "timeout" if now - started >= timeout else stop.name  # type: ignore[union-attr]
-                end_group(proc.pid, signal.SIGINT)
-                kill_at = now + grace
-            elif kill_at is not None and now >= kill_at:
-                end_group(proc.pid)
-    finally:
-        # Whatever the child started and left (a test's background process), and the child itself when this
-        # thread is leaving by an exception; then what left the group (setsid), by its tag.
-        end_group(proc.pid)
-        os.close(write)
-        if proc.returncode is None:
-            proc.wait()
-        STARTED.discard(proc.pid)
-        end_tagged(tag)
-        # What left the group and shed its tag (``env -i setsid ...``): handed to this process as its orphan.
-        reaping_ends()
+    see the module.  Whatever ends it, nothing of its process group is left running on return.  A SIGINT/SIGTERM
+    that no handler of the program takes ends it at once and raises :class:`Signalled` (``what`` names it)."""
+    with _signals_end_it() as got:  # before the start: a signal from here on ends the child, not bringup alone
+        read, write = os.pipe()  # both ends close-on-exec: no other child of this process inherits them
+        started = time.monotonic()
+        reaping_begins()
+        try:
+            child = start(argv, stdout=stdout, stderr=STDOUT, env={**(os.environ if env is None else env),
+                                                                    PARENT_FD_ENV: str(read)},
+                          tag=True, pass_fds=(read,))
+            proc, tag = child.proc, child.tag
+        except BaseException:
+            os.close(write)
+            reaping_ends()
+            raise
+        finally:
+            os.close(read)
+        why: str | None = None
+        kill_at: float | None = None
+        try:
+            while True:
+                try:
+                    rc = proc.wait(timeout=_POLL_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    pass
+                now = time.monotonic()
+                if got:  # a signal no handler of the program takes: the child ends at once, then the program
+                    end_group(proc.pid)
+                    break
+                if stop is not None and stop.abandoned:
+                    why = why or stop.name
+                    end_group(proc.pid)
+                    kill_at = now
+                elif why is None and (now - started >= timeout or (stop is not None and stop.requested)):
+                    why = "timeout" if now - started >= timeout else stop.name  # type: ignore[union-attr]
+                    end_group(proc.pid, signal.SIGINT)
+                    kill_at = now + grace
+                elif kill_at is not None and now >= kill_at:
+                    end_group(proc.pid)
+        finally:
+            # Whatever the child started and left (a test's background process), and the child itself when this
+            # thread is leaving by an exception; then what left the group (setsid), by its tag.
+            end_group(proc.pid)
+            os.close(write)
+            if proc.returncode is None:
+                proc.wait()
+            STARTED.discard(proc.pid)
+            end_tagged(tag)
+            # What left the group and shed its tag (``env -i setsid ...``): handed to this process as its orphan.
+            reaping_ends()
+    if got:
+        raise Signalled(got[0], what or f"the program {argv[0]}")
     return Ended(proc.returncode if proc.returncode is not None else -signal.SIGKILL, why,
                  time.monotonic() - started)
 
@@ -406,57 +468,63 @@ def _feed(f: IO[bytes], data: bytes) -> None:
 
 def capture(argv: Sequence[str], *, timeout: float, cap: int, err_cap: int = 64 * 1024,
             env: dict[str, str] | None = None, stop: Stop | None = None, term_grace: float = 1.0,
-            input: bytes | None = None, cwd: str | os.PathLike | None = None) -> Captured:
+            input: bytes | None = None, cwd: str | os.PathLike | None = None, what: str | None = None) -> Captured:
     """Run ``argv`` (stdin /dev/null, or ``input`` written to it by a thread, a session of its own) and read its stdout (at most ``cap`` bytes) and
     stderr (the first ``err_cap`` bytes kept) until it exits, ``timeout`` seconds pass, stdout passes its cap
     or the run is asked to stop.  One thread, no reader left blocked: a child that leaves a process holding
     its stdout open after it exits is answered by what it printed, :data:`DRAIN_S` later, not at the
     deadline.  Whatever ends it, its process group is ended on return (SIGTERM, then SIGKILL
-    ``term_grace`` seconds later): nothing it started in its group outlives the call."""
-    started = time.monotonic()
-    child = start(argv, stdin=DEVNULL if input is None else PIPE, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd)
-    proc = child.proc
-    if input is not None:
-        threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
-    out, err = bytearray(), bytearray()
-    why: str | None = None
-    sel = selectors.DefaultSelector()
-    sel.register(proc.stdout, selectors.EVENT_READ, out)
-    sel.register(proc.stderr, selectors.EVENT_READ, err)
-    exited: float | None = None
-    try:
-        while sel.get_map() and why is None:
-            now = time.monotonic()
-            if exited is None and proc.poll() is not None:
-                exited = now
-            if exited is not None:
-                wait = exited + DRAIN_S - now
-                if wait <= 0:
+    ``term_grace`` seconds later): nothing it started in its group outlives the call.  A SIGINT/SIGTERM that no
+    handler of the program takes ends it so at once and raises :class:`Signalled` (``what`` names the child)."""
+    with _signals_end_it() as got:  # before the start: a signal from here on ends the child, not bringup alone
+        started = time.monotonic()
+        child = start(argv, stdin=DEVNULL if input is None else PIPE, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd)
+        proc = child.proc
+        if input is not None:
+            threading.Thread(target=_feed, args=(proc.stdin, input), daemon=True).start()
+        out, err = bytearray(), bytearray()
+        why: str | None = None
+        sel = selectors.DefaultSelector()
+        sel.register(proc.stdout, selectors.EVENT_READ, out)
+        sel.register(proc.stderr, selectors.EVENT_READ, err)
+        exited: float | None = None
+        try:
+            while sel.get_map() and why is None and not got:
+                now = time.monotonic()
+                if exited is None and proc.poll() is not None:
+                    exited = now
+                if exited is not None:
+                    wait = exited + DRAIN_S - now
+                    if wait <= 0:
+                        break
+                else:
+                    wait = started + timeout - now
+                    if wait <= 0:
+                        why = "timeout"
+                        break
+                if stop is not None and stop.requested:
+                    why = stop.name
                     break
-            else:
-                wait = started + timeout - now
-                if wait <= 0:
-                    why = "timeout"
-                    break
-            if stop is not None and stop.requested:
-                why = stop.name
-                break
-            for key, _ in sel.select(min(wait, _POLL_S)):
-                chunk = os.read(key.fd, 65536)
-                if not chunk:
-                    sel.unregister(key.fileobj)
-                    continue
-                buf: bytearray = key.data
-                room = (cap if buf is out else err_cap) - len(buf)
-                if buf is out and len(chunk) > room:
-                    why = "too large"
-                    break
-                buf += chunk[:max(room, 0)]
-    finally:
-        sel.close()
-        child.end(term_grace)  # what it left in its group, and itself if it was ended
-        for f in (proc.stdout, proc.stderr):
-            f.close()
+                for key, _ in sel.select(min(wait, _POLL_S)):
+                    if got:
+                        break
+                    chunk = os.read(key.fd, 65536)
+                    if not chunk:
+                        sel.unregister(key.fileobj)
+                        continue
+                    buf: bytearray = key.data
+                    room = (cap if buf is out else err_cap) - len(buf)
+                    if buf is out and len(chunk) > room:
+                        why = "too large"
+                        break
+                    buf += chunk[:max(room, 0)]
+        finally:
+            sel.close()
+            child.end(term_grace)  # what it left in its group, and itself if it was ended
+            for f in (proc.stdout, proc.stderr):
+                f.close()
+    if got:
+        raise Signalled(got[0], what or f"the program {argv[0]}")
     return Captured(None if why else proc.returncode, bytes(out), bytes(err), why, time.monotonic() - started)
 
 

@@ -105,7 +105,8 @@ def _run_password_program(p: Path, origin: str, path: str, timeout: float) -> by
     :data:`MAX_PASSWORD_BYTES` read, ended group and all past ``timeout``, a flood or its exit)."""
     try:
         # By its path, never by name: a relative "pw" would be looked up on PATH and run another program.
-        got = capture([str(p.absolute())], timeout=timeout, cap=MAX_PASSWORD_BYTES, err_cap=0)
+        got = capture([str(p.absolute())], timeout=timeout, cap=MAX_PASSWORD_BYTES, err_cap=0,
+                      what=f"the password program of {origin}")
     except OSError as e:
         raise VaultError(f"{origin}: the password program cannot run ({e.strerror}); fix its #! line, or "
                          f"chmod -x {path} if it is a plain password file") from None

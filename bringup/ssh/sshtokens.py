@@ -40,7 +40,8 @@ class _BoundedExec:
     @staticmethod
     def run(command: str, **_: object) -> "_BoundedExec":
         seconds = EXEC_TIMEOUT.get()
-        ended = run_bounded(["/bin/sh", "-c", command], timeout=seconds, stdout=DEVNULL)
+        ended = run_bounded(["/bin/sh", "-c", command], timeout=seconds, stdout=DEVNULL,
+                            what="a Match exec command of the ssh config")
         if ended.why is not None:
             raise MatchExecTimeout(seconds)
         done = _BoundedExec()

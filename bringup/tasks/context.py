@@ -31,6 +31,7 @@ from invoke import Exit
 from invoke import Task as _InvokeTask
 from invoke import task as _invoke_task
 
+from ..child import Signalled
 from ..errors import BringupError
 from ..process import freeze_imports
 
@@ -121,6 +122,10 @@ def task(*args: Any, **kwargs: Any) -> Any:
                 raise fail(line)
             try:
                 return body(c, *a, **kw)
+            except Signalled as e:
+                # SIGINT/SIGTERM while a child ran before the run's own handlers (the vault's password program,
+                # an inventory script, a Match exec): the child is ended; one line, the signal's exit code.
+                raise Exit(_one_line(str(e)), code=e.code) from None
             except Exit as e:
                 # Invoke writes an Exit's message to stderr as it is: a host's text in it (an error a host
                 # answered, a GPU name) must not act on the terminal either (issue 40 item 6).

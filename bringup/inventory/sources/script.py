@@ -104,7 +104,8 @@ def _run(path: str, *args: str, timeout: float) -> bytes:
     process it leaves holding stdout open is not waited for, nor does it cost the answer already printed)."""
     try:
         # The file given, never a command of that name on PATH: "-i inv.py" is ./inv.py, as Ansible runs it.
-        done = capture([os.path.abspath(path), *args], timeout=timeout, cap=MAX_OUTPUT)
+        done = capture([os.path.abspath(path), *args], timeout=timeout, cap=MAX_OUTPUT,
+                       what=f"the inventory script {path}")
     except OSError as e:
         raise SourceError(f"{path}: cannot run the inventory script ({e.strerror}); make it executable "
                           "(chmod +x) with a #! line, or give a YAML/INI inventory") from None
