@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..ssh.connection import Jumps, Transport, connect
 from ..facts.gather import ahead_key, gather, lock_and_gather
-from ..ssh.sshconfig import route
+from ..ssh.sshconfig import Routes
 
 if TYPE_CHECKING:
     from ..inventory.hosts import Host
@@ -74,12 +74,12 @@ class Dial:
         return self.facts
 
 
-def _records_keys(host: Host) -> bool:
+def _records_keys(host: Host, routes: Routes) -> bool:
     """Whether connecting may record a host key without the run's flag: the host's own ssh options say
     ``StrictHostKeyChecking accept-new`` (or ``no``); such a host connects once the input was checked."""
     if host.connection.ansible_connection == "local":
         return False
-    return route(host).strict == "accept-new"
+    return routes.of(host).strict == "accept-new"
 
 
 #: The longest :meth:`Ahead.close` waits for dials still connecting (a slow host never holds an exit longer).
@@ -110,6 +110,9 @@ class Ahead:
         #: The run's jump host logins: one per jump host for all the hosts behind it (bringup.ssh.jumps), here
         #: because every connection of the run is opened with this object at hand (HostRun takes it too).
         self.jumps = Jumps()
+        #: The run's routes, each host's worked out once (its ssh config and Match exec commands): the input's
+        #: check fills it (:func:`~bringup.ssh.sshconfig.check_routes`), every connection of the run reads it.
+        self.routes = Routes()
 
     def dial(self, hosts: list[Host]) -> None:
         """Start connecting to each of ``hosts`` (one daemon thread each: an exit never waits on a slow host),
@@ -118,7 +121,7 @@ class Ahead:
             return
         for h in hosts:
             if h.name in self._dials or self.hold(h) or h.connection.ansible_password is not None \
-                    or _records_keys(h):
+                    or _records_keys(h, self.routes):
                 continue
             d = self._dials[h.name] = Dial(h)
             th = threading.Thread(target=self._run, args=(d,), name=f"ahead-{h.name}", daemon=True)
@@ -143,7 +146,7 @@ class Ahead:
 
     def _run(self, d: Dial) -> None:
         try:
-            d.transport = connect(d.host, jumps=self.jumps)
+            d.transport = connect(d.host, jumps=self.jumps, routes=self.routes)
         except Exception as e:  # noqa: BLE001 - raised again in the host's worker by take()
             d.error = e
         d.connected.set()

@@ -128,7 +128,8 @@ class HostRun:
                 self._dialled = self._early.started
             self.transport = self._early.transport if self._early is not None else \
                 connect(self.host, accept_new_host_keys=self.opts.accept_new_host_keys,
-                        jumps=ahead.jumps if ahead is not None else None)
+                        jumps=ahead.jumps if ahead is not None else None,
+                        routes=ahead.routes if ahead is not None else None)
             self.stop.track(self.transport)
             if self._early is not None:
                 self._early.done.wait()  # its thread may still be taking the lock on it (and gathering)
@@ -346,7 +347,8 @@ class HostRun:
         # Tracked by the run's stop from its login on; the marker's absence tells the new boot from the old one
         # still on its way down.
         t = wait_for_ssh(host, timeout=timeout, stop=self.stop, probe=sh("[ ! -e %s ]", marker),
-                         not_yet="still the boot before the reboot")
+                         not_yet="still the boot before the reboot",
+                         routes=self.opts.ahead.routes if self.opts.ahead is not None else None)
         t.round_trips += trips
         self.transport = t
         # The lock went with the old boot (and its /run): taken again before anything more is written.

@@ -27,7 +27,7 @@ from ..errors import BringupError, Unreachable
 from .roundtrip import BecomeError, Deadline, Sudo, text as _text
 from ..inventory.hosts import Host, address_problem
 from .jumps import AcceptNew, Jumps, Way, dial_tcp, unreachable
-from .sshconfig import Route, route
+from .sshconfig import Route, Routes, route
 
 # paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
 # raises afterwards is worded below, once.  (A NullHandler keeps logging's last-resort stderr handler away.)
@@ -42,10 +42,12 @@ from .runlock import ERR_KEPT, LockLost, Served, keep_request, kept_hash, read_s
 class SSHTransport(Transport):
     """SSH through a Fabric ``Connection`` with verified host keys."""
 
-    def __init__(self, host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None = None):
+    def __init__(self, host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None = None,
+                 routes: Routes | None = None):
         super().__init__(host)
         c = host.connection
-        self.route: Route = route(host)
+        # The run's route of the host (worked out once: its Match exec commands ran once), or one of its own.
+        self.route: Route = routes.of(host) if routes is not None else route(host)
         t = self.route.target
         # The address as ssh_config and the inventory name it (a host's name stands in for a missing ansible_host):
         # never a pattern written into known_hosts, nor a port or user Fabric would read out of it.
@@ -306,12 +308,14 @@ class SSHTransport(Transport):
         self._let_go()  # the holder's channel with the connection: the lock goes; then the jump hosts
 
 
-def connect(host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None = None) -> Transport:
+def connect(host: Host, accept_new_host_keys: bool = False, jumps: Jumps | None = None,
+            routes: Routes | None = None) -> Transport:
     """Open the transport that ``ansible_connection`` names; ``jumps``: the run's jump host logins, shared by
-    the hosts behind each (none: this connection opens its own)."""
+    the hosts behind each (none: this connection opens its own); ``routes``: the run's routes, each host's worked
+    out once (none: this connection works its own out)."""
     if host.connection.ansible_connection == "local":
         t: Transport = LocalTransport(host)
     else:
-        t = SSHTransport(host, accept_new_host_keys=accept_new_host_keys, jumps=jumps)
+        t = SSHTransport(host, accept_new_host_keys=accept_new_host_keys, jumps=jumps, routes=routes)
     t.open()
     return t

@@ -6,6 +6,7 @@ import time
 from typing import Protocol
 
 from .connection import Transport, connect
+from .sshconfig import Routes
 from ..errors import Unreachable
 from ..inventory.hosts import Host
 
@@ -24,7 +25,7 @@ class Watch(Protocol):
 
 
 def wait_for_ssh(host: Host, timeout: float = 300, interval: float = 2.0, stop: Watch | None = None,
-                 probe: str = "true", not_yet: str = "the probe failed") -> Transport:
+                 probe: str = "true", not_yet: str = "the probe failed", routes: Routes | None = None) -> Transport:
     """Reconnect until the host runs ``probe`` with exit 0 (after a reboot: a new boot); raises Unreachable after
     ``timeout`` s, naming what the last try met (``not_yet``: the probe ran and said no).
 
@@ -32,7 +33,8 @@ def wait_for_ssh(host: Host, timeout: float = 300, interval: float = 2.0, stop: 
     ``timeout`` (at most ``ssh_connect_timeout``, at least 1 s): a host that logs in but never runs the probe
     is tried again, not waited for through command_timeout.  With ``stop`` (the run's), a signal ends the wait
     (:class:`~bringup.ssh.stop.Interrupted` before each try) and the connection of a try in flight is the run's
-    to probe and close like any other."""
+    to probe and close like any other.  ``routes``: the run's, so that each try reuses the host's route (its
+    Match exec commands are not run again at every try)."""
     deadline = time.monotonic() + timeout
     last = ""
     while True:
@@ -43,7 +45,7 @@ def wait_for_ssh(host: Host, timeout: float = 300, interval: float = 2.0, stop: 
             stop.check("while waiting for the host to come back from its reboot")
         t: Transport | None = None
         try:
-            t = connect(host)
+            t = connect(host, routes=routes)
             if stop is not None:
                 stop.track(t)
             with t.limited(min(left, float(host.connection.ssh_connect_timeout))):

@@ -21,6 +21,7 @@ import getpass
 import os
 import re
 import shlex
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,10 +31,10 @@ from ..inventory.hosts import Host, address_problem
 from ..secrets import HIDDEN, MASK, Masker, Vaulted
 from ..userfile import read_capped
 from .keyfile import check_keys, key_problem
-from .sshtokens import _DATA_TOKENS, EXEC_TIMEOUT, MatchExecTimeout, _Config, _UnsafeToken
+from .sshtokens import _DATA_TOKENS, MatchExec, MatchExecTimeout, _Config, _UnsafeToken
 
-__all__ = ["Endpoint", "Route", "route", "check_routes", "parse_ssh_args", "remember_words", "SSH_ARG_VARS",
-           "MAX_HOPS"]
+__all__ = ["Endpoint", "Route", "Routes", "route", "check_routes", "parse_ssh_args", "remember_words",
+           "SSH_ARG_VARS", "MAX_HOPS"]
 
 #: Ansible's variables of extra ssh arguments, in the order Ansible puts them on the command line
 #: (``ansible_ssh_args`` first; the inventory's Port/IdentityFile/User come between it and the others).
@@ -285,9 +286,10 @@ def _shape(text: str, where: str, config: str | None) -> None:
                                  "is this an ssh config file? Fix the path or the line")
 
 
-def _lookup(text: str, name: str, where: str, config: str | None, shown: str | None = None) -> dict[str, Any]:
+def _lookup(text: str, name: str, where: str, config: str | None, execs: MatchExec, shown: str | None = None
+            ) -> dict[str, Any]:
     try:
-        found = _Config.from_text(text).lookup(name)
+        found = _Config.read(text, execs).lookup(name)
     except _UnsafeToken as e:
         key = "ProxyCommand" if e.key == "proxycommand" else "Match exec"
         raise _refuse(where, f"{key} pastes {e.token} ({_DATA_TOKENS[e.token]}) into a shell command, and its "
@@ -297,7 +299,8 @@ def _lookup(text: str, name: str, where: str, config: str | None, shown: str | N
                       ) from None
     except MatchExecTimeout as e:
         raise _refuse(where, f"a Match exec command of ssh config {config or '(arguments)'} ran past {e.seconds:g} s "
-                             "(ssh_connect_timeout) and was ended; make it finish quickly, or remove it") from None
+                             "(ssh_connect_timeout, for all of the host's Match exec commands together) and was "
+                             "ended; make it finish quickly, or remove it") from None
     except Exception as e:  # noqa: BLE001 - paramiko's ConfigParseError and its kin: the file's fault
         # paramiko's words quote the line: a file that is no ssh config (a secret) is not shown back.
         raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {shown or _shown(name)}: "
@@ -320,7 +323,7 @@ def _int(value: Any, what: str, where: str, low: int = 1, high: int = 65535) -> 
 
 
 def _via(found: dict[str, Any], where: str, config_text: str, config: str | None, chain: tuple[str, ...],
-         secret: bool = False) -> tuple[tuple[Endpoint, ...], str | None]:
+         execs: MatchExec, secret: bool = False) -> tuple[tuple[Endpoint, ...], str | None]:
     """The jump hosts or the proxy command ``found`` names: the first of the two set wins (OpenSSH's rule;
     paramiko's result keeps the order options were first obtained in)."""
     for key in found:
@@ -332,14 +335,14 @@ def _via(found: dict[str, Any], where: str, config_text: str, config: str | None
             # neither their name, address, port nor user; nor those their own config names behind them.
             secret = isinstance(found[key], Vaulted) or secret
             for spec in str(found[key]).split(","):
-                hops.append(_hop(spec.strip(), where, config_text, config, chain, secret))
+                hops.append(_hop(spec.strip(), where, config_text, config, chain, execs, secret))
             # A hop's own jumps go before it: the chain is flattened, outermost first.
             return tuple(hops), None
     return (), None
 
 
-def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tuple[str, ...], secret: bool = False
-         ) -> Endpoint:
+def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tuple[str, ...], execs: MatchExec,
+         secret: bool = False) -> Endpoint:
     """One ProxyJump entry, ``[user@]host[:port]`` or ``ssh://[user@]host[:port]``, looked up in the config;
     ``secret``: a vault gave it, and no message shows it."""
     m = re.fullmatch(r"(?:ssh://)?(?:([^@\s]+)@)?(\[[^\]]+\]|[^:@\s/]+)(?::(\d+))?/?", spec)
@@ -352,13 +355,13 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
                              f"{'' if secret else ' (' + ' > '.join(chain) + ' > ...)'}")
     first = [("User", user)] if user else []
     first += [("Port", port)] if port else []
-    found = _lookup(_block(first, where) + config_text, name, where, config, shown)
+    found = _lookup(_block(first, where) + config_text, name, where, config, execs, shown)
     # A loop is the same host at the same port (127.0.0.1:98 through 127.0.0.1:1 is two sshds).
     at = f"{name}:{found.get('port', 22)}"
     if at in chain:
         way = "the chain is vaulted" if secret else " > ".join(chain + (at,))
         raise _refuse(where, f"jump host {shown} reaches itself through ProxyJump ({way})")
-    jumps, command = _via(found, where, config_text, config, chain + (at,), secret)
+    jumps, command = _via(found, where, config_text, config, chain + (at,), execs, secret)
     check_keys(tuple(found.get("identityfile") or ()), {}, f"ssh config {config}", f"{where}: jump host {shown}")
     hidden = frozenset({"name", "hostname", "port", "user"}) if secret else frozenset()
     # A jump host is dialed as the target is: its address held to the same rule (bringup.ssh.connection).
@@ -375,15 +378,13 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
 
 def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
     """How ``ssh`` (as Ansible runs it) reaches ``host``; raises one line for an option bringup cannot honour.
-    A ``Match exec`` command runs for the host's ssh_connect_timeout at most."""
-    bound = EXEC_TIMEOUT.set(float(host.connection.ssh_connect_timeout))
-    try:
-        return _route(host, default_config)
-    finally:
-        EXEC_TIMEOUT.reset(bound)
+    Its ``Match exec`` commands (the host's and its jump hosts') run once each, all within the host's
+    ssh_connect_timeout (:class:`~bringup.ssh.sshtokens.MatchExec`).  Worked out anew at each call: a run asks its
+    :class:`Routes`, which works each host's out once."""
+    return _route(host, default_config, MatchExec(float(host.connection.ssh_connect_timeout)))
 
 
-def _route(host: Host, default_config: str) -> Route:
+def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
     name = f"host {host.name!r}"
     v, c = host.vars, host.connection
     given = c.model_fields_set  # the connection variables the inventory set (a default is not "set")
@@ -421,7 +422,7 @@ def _route(host: Host, default_config: str) -> Route:
     # bringup's own default user (root) comes last: after the inventory and the config file.
     shown_config = _shown(config)
     found = _lookup(_block(lines, name) + config_text + "\nHost *\n  User root\n", host.address, name,
-                    shown_config)
+                    shown_config, execs)
     # What a vault gave (an ssh argument's value, ansible_user, ...) is a Vaulted again once paramiko read it back:
     # a message quoting the port or the user then shows ``********``.
     vaulted = {str.__str__(x) for x in [*(val for _, val in lines), *(v.get(k) for k in ("ansible_host", "ansible_user",
@@ -429,7 +430,8 @@ def _route(host: Host, default_config: str) -> Route:
     if vaulted:
         found = {k: Vaulted(x) if isinstance(x, str) and x in vaulted else x for k, x in found.items()}
     hidden = frozenset(k for k in ("hostname", "port", "user") if isinstance(found.get(k), Vaulted))
-    jumps, command = _via(found, name, config_text, shown_config, (f"{host.address}:{found.get('port', 22)}",))
+    jumps, command = _via(found, name, config_text, shown_config, (f"{host.address}:{found.get('port', 22)}",),
+                          execs)
     identity = tuple(found.get("identityfile") or ())
     if c.ansible_ssh_private_key_file:
         # Only the inventory's key, as before: another key would hide a wrong path.
@@ -483,8 +485,42 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else str(value)
 
 
-def check_routes(hosts: list[Host]) -> None:
-    """Every host's route worked out (and thrown away): a refusal is raised before anything connects."""
+class Routes:
+    """The routes of one run's hosts, each worked out once (its ssh config looked up, its ``Match exec`` commands
+    run, its key files checked) and kept for every later use in the run: the input's check (:func:`check_routes`),
+    the connection opened ahead, the run's own, a reconnect after a reboot.  A refusal is kept too, and raised
+    again.  One per run, handed to whatever connects (:func:`bringup.ssh.connection.connect`'s ``routes``): no
+    global; the hosts are told apart by name (an inventory's names are unique).  Safe across threads: a host's route
+    is worked out by one of them, the others waiting for it."""
+
+    def __init__(self, default_config: str = "~/.ssh/config") -> None:
+        self.default_config = default_config
+        self._lock = threading.Lock()
+        self._each: dict[str, threading.Lock] = {}
+        self._got: dict[str, Route | InventoryError] = {}
+
+    def of(self, host: Host) -> Route:
+        """``host``'s route (:func:`route`), worked out at the first call of the run."""
+        with self._lock:
+            one = self._each.setdefault(host.name, threading.Lock())
+        with one:
+            got = self._got.get(host.name)
+            if got is None:
+                try:
+                    got = route(host, self.default_config)
+                except InventoryError as e:
+                    got = e
+                self._got[host.name] = got
+        if isinstance(got, InventoryError):
+            raise InventoryError(str(got)) from None
+        return got
+
+
+def check_routes(hosts: list[Host], routes: Routes | None = None) -> Routes:
+    """Every host's route worked out (kept in ``routes``, a new one when None, which is returned): a refusal is
+    raised before anything connects."""
+    routes = routes if routes is not None else Routes()
     for h in hosts:
         if h.connection.ansible_connection != "local":
-            route(h)
+            routes.of(h)
+    return routes

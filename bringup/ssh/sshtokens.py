@@ -8,45 +8,65 @@ import os
 import re
 import shlex
 import socket
+import time
 import types
-from contextvars import ContextVar
 from typing import Callable
 
 import paramiko
 
 from ..child import DEVNULL, run_bounded
 
-__all__ = ["_Config", "_UnsafeToken", "_DATA_TOKENS", "MatchExecTimeout", "EXEC_TIMEOUT"]
-
-#: Seconds a ``Match exec`` command may run (the route sets the host's ssh_connect_timeout).
-EXEC_TIMEOUT: ContextVar[float] = ContextVar("EXEC_TIMEOUT", default=10.0)
+__all__ = ["_Config", "_UnsafeToken", "_DATA_TOKENS", "MatchExecTimeout", "MatchExec"]
 
 
 class MatchExecTimeout(Exception):
-    """A ``Match exec`` command that ran past :data:`EXEC_TIMEOUT` (it was ended, its process group and all)."""
+    """``Match exec`` commands of one route that ran past its :class:`MatchExec` bound (the one in flight was ended,
+    its process group and all)."""
 
     def __init__(self, seconds: float) -> None:
         super().__init__(seconds)
         self.seconds = seconds
 
 
-class _BoundedExec:
-    """What paramiko's ``Match exec`` calls in place of Invoke (``invoke.run(cmd, hide=..., warn=True).ok``):
-    the command run by ``sh -c``, stdin /dev/null, its output discarded, ended with whatever it started when
-    :data:`EXEC_TIMEOUT` passes (Invoke waited for ever and kept all its output: ``Match exec "yes"``)."""
+class _Answer:
+    """What paramiko reads of a command's run: ``.ok``."""
 
-    ok = False
+    def __init__(self, ok: bool) -> None:
+        self.ok = ok
 
-    @staticmethod
-    def run(command: str, **_: object) -> "_BoundedExec":
-        seconds = EXEC_TIMEOUT.get()
-        ended = run_bounded(["/bin/sh", "-c", command], timeout=seconds, stdout=DEVNULL,
+
+class MatchExec:
+    """The ``Match exec`` commands of one host's route (its own look-up and its jump hosts'), in place of Invoke
+    (``invoke.run(cmd, hide=..., warn=True).ok``, which waited for ever and kept all the output: ``Match exec
+    "yes"``): each run by ``sh -c``, stdin /dev/null, its output discarded, ended with whatever it started when the
+    route's one deadline passes, ``seconds`` (the host's ssh_connect_timeout) after the first began.
+
+    A command (as expanded) runs once per route: paramiko decides each ``Match`` twice per look-up (its first pass
+    and its final one), and a jump host's look-up may meet the same block; the answer of the first run is the
+    answer (OpenSSH runs a ``Match exec`` once per ssh, unless ``Match final`` asks again).  ``ran`` counts the runs."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = float(seconds)
+        self.ran = 0
+        self._deadline: float | None = None
+        self._answers: dict[str, bool] = {}
+
+    def run(self, command: str, **_: object) -> _Answer:
+        if command in self._answers:
+            return _Answer(self._answers[command])
+        now = time.monotonic()
+        if self._deadline is None:
+            self._deadline = now + self.seconds
+        left = self._deadline - now
+        if left <= 0:
+            raise MatchExecTimeout(self.seconds)
+        self.ran += 1
+        ended = run_bounded(["/bin/sh", "-c", command], timeout=left, stdout=DEVNULL,
                             what="a Match exec command of the ssh config")
         if ended.why is not None:
-            raise MatchExecTimeout(seconds)
-        done = _BoundedExec()
-        done.ok = ended.rc == 0
-        return done
+            raise MatchExecTimeout(self.seconds)
+        self._answers[command] = ended.rc == 0
+        return _Answer(ended.rc == 0)
 
 #: Keys whose value paramiko hands to a shell after expanding ``%`` tokens: every token's value is quoted.
 _SHELL_KEYS = {"proxycommand", "match-exec"}
@@ -75,12 +95,24 @@ class _Config(paramiko.SSHConfig):
     (``shlex.quote`` leaves ``10.0.0.1`` and ``gpu-01.example`` as they are).  Other keys are paramiko's.
     """
 
-    #: paramiko's own Match logic, word for word, its ``invoke`` being :class:`_BoundedExec` (the function's
-    #: globals are paramiko.config's, that one name changed; paramiko itself is left as it is).
-    _does_match = types.FunctionType(paramiko.SSHConfig._does_match.__code__,
-                                     {**vars(paramiko.config), "invoke": _BoundedExec}, "_does_match",
-                                     paramiko.SSHConfig._does_match.__defaults__,
-                                     paramiko.SSHConfig._does_match.__closure__)
+    def __init__(self, execs: MatchExec | None = None) -> None:
+        super().__init__()
+        #: paramiko's own Match logic, word for word, its ``invoke`` being ``execs``, the route's
+        #: :class:`MatchExec` (the function's globals are paramiko.config's, that one name changed; paramiko
+        #: itself is left as it is).
+        self._does_match = types.MethodType(types.FunctionType(
+            paramiko.SSHConfig._does_match.__code__,
+            {**vars(paramiko.config), "invoke": execs if execs is not None else MatchExec(10.0)}, "_does_match",
+            paramiko.SSHConfig._does_match.__defaults__, paramiko.SSHConfig._does_match.__closure__), self)
+
+    @classmethod
+    def read(cls, text: str, execs: MatchExec) -> "_Config":
+        """The config ``text``, its ``Match exec`` commands run by ``execs``."""
+        import io
+
+        config = cls(execs)
+        config.parse(io.StringIO(text))
+        return config
 
     def _tokenize(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
         if key not in _SHELL_KEYS:

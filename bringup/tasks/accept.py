@@ -115,8 +115,11 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
         from ..acceptance.saved import check_prometheus_path
 
         prom = check_prometheus_path(prometheus) if prometheus else None
+        from ..ssh.sshconfig import Routes
+
+        routes = Routes()  # each host's route worked out once: checked, then connected with
         _, chosen, _, _, role_vars = prepared(inventory, set_, host, hosts, group, "triton",
-                                              vault=(vault_password_file, vault_id))
+                                              vault=(vault_password_file, vault_id), routes=routes)
         from ..acceptance.limits import thresholds
         from ..checklist.pages import page_name
 
@@ -131,7 +134,7 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
         for name, h in hosts_.items():
             try:
                 conns[name], facts[name], untrusted[name], pre[name] = _preflight(h, role_vars[name],
-                                                                                  accept_new_host_keys)
+                                                                                  accept_new_host_keys, routes)
             except Unreachable as e:
                 results[name] = [_unreachable(e)]
             except BringupError as e:
@@ -219,14 +222,14 @@ def _unreachable(e: Exception):
     return line("acceptance", "host reachable", "FAIL", str(e), "fix SSH access, then run accept again")
 
 
-def _preflight(h, vars: dict, accept_new_host_keys: bool):
+def _preflight(h, vars: dict, accept_new_host_keys: bool, routes=None):
     """Connect, gather the facts the judge reads, and the preflight's reads; the transport is the caller's."""
     from ..acceptance.remote import preflight
     from ..ssh.connection import connect
     from ..facts import FACTS_BY_NAME
     from ..facts.gather import gather
 
-    t = connect(h, accept_new_host_keys=accept_new_host_keys)
+    t = connect(h, accept_new_host_keys=accept_new_host_keys, routes=routes)
     try:
         facts, errors = gather(t, [FACTS_BY_NAME[n] for n in FACTS])
         return t, facts, errors, preflight(t, _metrics_port(vars))

@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from ..engine.ahead import Ahead
     from ..inventory.hosts import Host, Inventory
+    from ..ssh.sshconfig import Routes
     from ..engine.roles import Role
     from ..engine.results import HostResult
     from ..ssh.stop import Stop
@@ -252,8 +253,10 @@ def load(inventory, set_, vault: tuple = ()) -> Inventory:
                           vault=vault_from_options(*vault))
 
 
-def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = ()) -> tuple[Inventory, list[Host]]:
-    """The inventory and the hosts that ``--host/--hosts/--group`` and ``--limit`` pick."""
+def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = (), routes: Routes | None = None
+             ) -> tuple[Inventory, list[Host]]:
+    """The inventory and the hosts that ``--host/--hosts/--group`` and ``--limit`` pick; their routes are worked out
+    into ``routes`` (the run's, which its connections read: each host's ssh config looked up once)."""
     from ..ssh.sshconfig import check_routes
 
     inv = load(inventory, set_, vault)
@@ -262,12 +265,12 @@ def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = ())
     else:
         chosen = inv.select(host=host, hosts=hosts, group=group)
         chosen = inv.limit(limit, chosen) if limit else chosen
-    check_routes(chosen)  # an ssh option or ssh config bringup cannot honour: one line, before any connection
+    check_routes(chosen, routes)  # an ssh option or ssh config bringup cannot honour: one line, before any connection
     return inv, chosen
 
 
 def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahead | None = None, dial: int = 0,
-             check=None, vault: tuple = (), lock: bool = False):
+             check=None, vault: tuple = (), lock: bool = False, routes: Routes | None = None):
     """The selected hosts and roles, with every role's variables merged and validated.
 
     Returns ``(inventory, hosts, content root, roles, variables by host)``: what every task that plans or
@@ -279,9 +282,12 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     once every check passed (the variables, then ``check(hosts)``, the caller's own: the rollout's hooks)
     while the caller goes on (:mod:`bringup.engine.ahead`); ``lock``: a run that writes, whose connections take the host's
     run lock first, gathering the facts in the same round trip.  The caller closes ``ahead`` when the run ends, and
-    when this raises: a refused run has run no command on any host.
+    when this raises: a refused run has run no command on any host.  The hosts' routes are worked out into
+    ``routes`` (``ahead``'s when None), for the run's connections to read.
     """
-    inv, chosen = selected(inventory, set_, host, hosts, group, limit, vault)
+    if routes is None and ahead is not None:
+        routes = ahead.routes
+    inv, chosen = selected(inventory, set_, host, hosts, group, limit, vault, routes)
     if ahead is not None:
         ahead.dial(chosen[:dial])
     # Imported while the hosts log in: the roles and the runner are no part of connecting.

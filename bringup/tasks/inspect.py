@@ -17,18 +17,20 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
     """One ``--host``'s facts, gathered in one round trip (or read from a saved ``invoke facts``, without
     connecting); errors become one line and an exit code."""
     from ..ssh.connection import connect
+    from ..ssh.sshconfig import Routes
     from ..facts import ALL_FACTS
     from ..facts.gather import collect_raw, gather, load_facts
 
     try:
-        _, chosen = selected(inventory, set_, host, None, None, vault=vault)
+        routes = Routes()  # the host's route worked out once: checked, then connected with
+        _, chosen = selected(inventory, set_, host, None, None, vault=vault, routes=routes)
         if len(chosen) != 1:
             raise BringupError(f"{task_name} takes one --host")
         if validate:
             validate(chosen[0].vars)
         if facts_file:
             return (chosen[0], *load_facts(facts_file, chosen[0].name))
-        t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys)
+        t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys, routes=routes)
     except Unreachable as e:
         raise unreachable(e) from None
     except BringupError as e:

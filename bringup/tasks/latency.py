@@ -127,13 +127,16 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
             why = record_path_problem(path)
             if why:
                 raise InputError(f"--record {path}: {why}")
+            from ..ssh.sshconfig import Routes
+
+            routes = Routes()  # the host's route worked out once: checked, then connected with
             inv_host, hv, target = resolve_target(inventory, set_, (vault_password_file, vault_id), host,
                                            model if model or not follow else "",
-                                           address_flag(address), port_flag(grpc_port, "--grpc-port"))
+                                           address_flag(address), port_flag(grpc_port, "--grpc-port"), routes)
             goal = read(TuneWindowOptions, FLAGS, target_p95_ms=target_goal(target_p95_ms, target), windows=ws).target_p95_ms
             if follow:
                 _follow(console, inv_host, hv, target.address, [model] if model else [], goal, fo, path, out_dir,
-                        stop)
+                        stop, routes)
                 return
             s = BenchSettings(**read(BenchOptions, FLAGS, **load, windows=ws, **client, **rep).model_dump())
             console.print(f"tune-window {target.host}: {target.model}, windows {ws} µs at batch {s.batches} "
@@ -145,7 +148,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
                               highlight=False)
 
             # The trial record (bringup.latency.trial) on the host while other windows serve, as tune writes it.
-            conn = _record_at(inv_host, path, check=False)
+            conn = _record_at(inv_host, path, check=False, routes=routes)
             try:
                 if (back := _undo_trial(conn, trial_path(path), target)) is not None:
                     console.print(back, style="yellow", markup=False, highlight=False)
@@ -192,13 +195,13 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
             raise Exit(code=2)
 
 
-def _record_at(host, path: str, check: bool = True):
+def _record_at(host, path: str, check: bool = True, routes=None):
     """A connection to ``host`` and the checked record path there (refused before any Triton is contacted)."""
     from ..ssh.connection import connect
     from ..latency.follow import check_remote_record
 
     try:
-        t = connect(host)
+        t = connect(host, routes=routes)
     except Unreachable as e:
         raise unreachable(e) from None
     try:
@@ -252,7 +255,7 @@ def _undo_trial(t, path: str, target) -> str | None:
 
 
 def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo, path: str, out: Path,
-            stop) -> None:
+            stop, routes=None) -> None:
     """``tune-window --follow``: the host's controller from here, until --steps, --for or a signal (Ctrl-C,
     SIGTERM), which ends it between intervals: a window a step loaded is recorded before it ends."""
     import time
@@ -271,7 +274,7 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
     api = TritonHTTP(f"http://{at}:{int(hp)}", f"http://{at}:{int(mp)}/metrics")
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     log = out / f"{host.name}-window-{stamp}.jsonl"
-    t = _record_at(host, path)
+    t = _record_at(host, path, routes=routes)
     ran = 0
 
     def pause(seconds: float) -> None:
@@ -373,8 +376,11 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
                 if why:
                     raise InputError(f"--record {path}: {why}")
             # The target after the flags: the inventory is read, nothing contacted yet.
+            from ..ssh.sshconfig import Routes
+
+            routes = Routes()  # the host's route worked out once: checked, then connected with
             inv_host, hv, target = resolve_target(inventory, set_, (vault_password_file, vault_id), host, model,
-                                           address_flag(address), port_flag(grpc_port, "--grpc-port"))
+                                           address_flag(address), port_flag(grpc_port, "--grpc-port"), routes)
             o = read(TuneOptions, FLAGS, target_p95_ms=target_goal(target_p95_ms, target), budget_s=budget_min * 60,
                      instances=inst, max_batches=mbs, windows=win)
             s = TuneSettings(target_ms=o.target_p95_ms, batch=load["batches"][0], concurrency=load["concurrency"][0],
@@ -386,7 +392,7 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
                                  "window(s) each and reading Triton)")
             # Connected even with --no-record: the trial record (bringup.latency.trial) is written on the host
             # before any other configuration is loaded, and a tune cut short earlier is undone first.
-            t = _record_at(inv_host, path, check=not no_record)
+            t = _record_at(inv_host, path, check=not no_record, routes=routes)
             trials = trial_path(path)
             if (back := _undo_trial(t, trials, target)) is not None:
                 console.print(back, style="yellow", markup=False, highlight=False)

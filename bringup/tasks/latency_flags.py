@@ -148,10 +148,12 @@ def port_flag(v, flag: str):
     return whole(v, flag, 1, 65535) if given(v) else None
 
 
-def resolve_target(inventory, set_, vault, host, hv_model, address, grpc_port, **inp):
+def resolve_target(inventory, set_, vault, host, hv_model, address, grpc_port, routes=None, **inp):
+    """The host, its Triton variables and the target; ``routes``: the run's (:class:`~bringup.ssh.sshconfig.Routes`),
+    which keeps the host's route for its connection."""
     from ..latency.target import resolve
 
-    _, chosen, _, _, role_vars = prepared(inventory, set_, host, None, None, "triton", vault=vault)
+    _, chosen, _, _, role_vars = prepared(inventory, set_, host, None, None, "triton", vault=vault, routes=routes)
     hv = role_vars[chosen[0].name]
     return chosen[0], hv, resolve(chosen[0], hv, model=hv_model, address=address, grpc_port=grpc_port, **inp)
 

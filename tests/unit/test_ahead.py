@@ -106,7 +106,7 @@ class _Recording(LocalTransport):
 @pytest.fixture
 def recording(monkeypatch):
     _Recording.closed, _Recording.ran, _Recording.fail = [], [], False
-    monkeypatch.setattr(ahead_mod, "connect", lambda host, jumps=None: _Recording(host))
+    monkeypatch.setattr(ahead_mod, "connect", lambda host, jumps=None, routes=None: _Recording(host))
     return _Recording
 
 
