@@ -260,6 +260,8 @@ def _read_secret_file(path: Path, seen: os.stat_result) -> bytes:
 def _from_file(name: Any, where: str) -> str:
     if not isinstance(name, str) or not name.strip():
         raise InventoryError(f"{where}: file must be the path of a file on the control machine")
+    if "\x00" in name:  # os.lstat raises ValueError for it: a traceback
+        raise InventoryError(f"{where}: file is a path holding a NUL byte; write the secret file's path")
     path = Path(name).expanduser()
     try:
         st = path.lstat()

@@ -38,11 +38,14 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
     """At most ``limit`` bytes of the file at ``path``, else ``error(line)`` (raised ``from None``).
 
     The line is ``missing`` when there is no such file, ``unreadable`` followed by the system's reason
-    when it cannot be read, ``too_large`` when it holds more than ``limit`` bytes; with ``not_regular``,
+    when it cannot be read (``a path holding a NUL byte`` for a name no system call takes: ``os.open`` raises
+    ValueError there, which was a traceback), ``too_large`` when it holds more than ``limit`` bytes; with ``not_regular``,
     that when ``refuse`` says the path is no file to read, before it is opened (by default: whatever
     exists and is not a regular file: a folder, a device, a pipe whose read waits for a writer).
     """
     p = Path(path)
+    if "\x00" in str(p):  # said before any look: pathlib's looks call it no file, os.open raises ValueError
+        raise error(unreadable + "a path holding a NUL byte")
     try:
         if not_regular is not None and refuse(p):
             raise error(not_regular)

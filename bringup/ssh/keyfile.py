@@ -23,6 +23,8 @@ def key_problem(path: str, *, missing_ok: bool = False) -> str:
     """Why the private key file ``path`` cannot be used ('' when it can), from its ``stat`` alone: a pipe or a
     device is never opened.  ``missing_ok``: a missing file is passed over, as ``ssh`` passes over an
     IdentityFile of its config that does not exist."""
+    if "\x00" in str(path):  # os.stat raises ValueError for it: a traceback
+        return "a path holding a NUL byte"
     try:
         st = os.stat(path)
     except FileNotFoundError:

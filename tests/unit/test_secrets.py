@@ -87,6 +87,14 @@ def test_secret_file_must_be_a_regular_file_and_exist(tmp_path):
         resolve_refs({"bringup_secret": {"env": "NO-SUCH NAME"}}, "hosts", Masker())
 
 
+def test_a_secret_file_path_holding_a_nul_byte_is_one_line(tmp_path):
+    # os.lstat raises ValueError (not OSError) for such a name: it was a traceback during `bringup hosts`.
+    with pytest.raises(InventoryError) as e:
+        resolve_refs({"ansible_become_password": {"file": "/tmp/x\0y"}}, "hosts: host 'h1'", Masker())
+    assert str(e.value) == ("hosts: host 'h1': ansible_become_password: secret reference {file: '/tmp/x\\x00y'}: "
+                            "file is a path holding a NUL byte; write the secret file's path")
+
+
 @pytest.mark.reliability(item=41, fault="a secret reference's file of 1 GiB (mode 0600): read whole, 16 s then a "
                                         "MemoryError traceback", variants=2, checks=("one clear line",
                                                                                     "secret never shown"))
