@@ -16,7 +16,6 @@ import os
 import select
 import shlex
 import socket
-import stat
 import re
 import threading
 import time
@@ -29,7 +28,7 @@ import paramiko
 from ..child import PIPE, Child, start
 from .command import sh
 from ..errors import BringupError, Unreachable, said
-from .sshconfig import Endpoint
+from .sshconfig import Endpoint, known_hosts_problem, known_hosts_shown
 from ..secrets import HIDDEN, Vaulted
 
 __all__ = ["AcceptNew", "Jumps", "Way", "unreachable", "proxy_command", "dial_tcp", "QuickAck"]
@@ -79,43 +78,6 @@ class Way:
             if p.is_file():
                 client.load_system_host_keys(str(p))  # checked, never written
         client.set_missing_host_key_policy(AcceptNew(first) if self.accept_new else paramiko.RejectPolicy())
-
-
-def known_hosts_shown(given: str, path: Any = None) -> str:
-    """A known_hosts file as messages name it: its path, or "the known_hosts file (vaulted)" when a vault gave it."""
-    return "the known_hosts file (vaulted)" if isinstance(given, Vaulted) else f"known_hosts file {path or given}"
-
-
-#: The largest known_hosts file read (bytes): a fleet's file of 100,000 hosts is ~50 MiB.
-KNOWN_HOSTS_MAX = 64 << 20
-_ENTRY = re.compile(r"(?:@[a-z-]+\s+)?\S+\s+[A-Za-z0-9@.+-]{3,80}\s+[A-Za-z0-9+/]+={0,3}(?:\s.*)?")
-
-
-def known_hosts_problem(path: Path) -> str | None:
-    """Why ``path`` is no known_hosts file bringup may read and add to, or None (a missing one is made).  Its
-    content is never quoted: a wrong path may name a secret file."""
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        return f"cannot be read ({e.strerror or e})"
-    if not stat.S_ISREG(st.st_mode):
-        return "a folder, not a file" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-    if st.st_size > KNOWN_HOSTS_MAX:
-        return f"larger than {KNOWN_HOSTS_MAX >> 20} MiB, not a known_hosts file"
-    try:
-        with open(path, "rb") as f:
-            data = f.read(KNOWN_HOSTS_MAX + 1)
-    except OSError as e:
-        return f"cannot be read ({e.strerror or e})"
-    if len(data) > KNOWN_HOSTS_MAX:
-        return f"larger than {KNOWN_HOSTS_MAX >> 20} MiB, not a known_hosts file"
-    for n, raw in enumerate(data.split(b"\n"), 1):
-        text = raw.decode("utf-8", "replace").strip()
-        if text and not text.startswith("#") and not _ENTRY.fullmatch(text):
-            return f"line {n} is not a known_hosts entry (hosts, key type, key): not a known_hosts file"
-    return None
 
 
 #: Linux's option (None elsewhere: a plain socket is dialed).

@@ -21,6 +21,7 @@ import getpass
 import os
 import re
 import shlex
+import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +35,7 @@ from .keyfile import check_keys, key_problem
 from .sshtokens import _DATA_TOKENS, MatchExec, MatchExecTimeout, _Config, _UnsafeToken
 
 __all__ = ["Endpoint", "Route", "Routes", "route", "check_routes", "parse_ssh_args", "remember_words",
-           "SSH_ARG_VARS", "MAX_HOPS"]
+           "SSH_ARG_VARS", "MAX_HOPS", "known_hosts_problem", "known_hosts_shown"]
 
 #: Ansible's variables of extra ssh arguments, in the order Ansible puts them on the command line
 #: (``ansible_ssh_args`` first; the inventory's Port/IdentityFile/User come between it and the others).
@@ -390,13 +391,15 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
     given = c.model_fields_set  # the connection variables the inventory set (a default is not "set")
     lines: list[tuple[str, str]] = []
     config: str | None = None
+    config_var = ""  # the variable whose -F names the config file
     per_var: dict[str, list[tuple[str, str]]] = {}
     for var in SSH_ARG_VARS:
         if v.get(var) in (None, ""):
             per_var[var] = []
             continue
         per_var[var], named = parse_ssh_args(v[var], f"{name}: {var}")
-        config = named or config
+        if named:
+            config, config_var = named, var
     lines += per_var["ansible_ssh_args"]
     if "ansible_port" in given:
         lines.append(("Port", str(c.ansible_port)))
@@ -410,7 +413,7 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
         config = _text(v["ssh_config"])  # (a Vaulted kept: every message names it ********)
         where = f"{name}: ssh_config"
     else:
-        where = f"{name}: -F" if config is not None else name
+        where = f"{name}: {config_var} -F" if config is not None else name
     if config is not None and config.lower() == "none":
         config_text, config = "", None
     elif config is not None:
@@ -445,7 +448,15 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
         given_by = {os.path.expanduser(str.__str__(val)): f"{var}, vaulted" if isinstance(val, Vaulted) else var
                     for var in SSH_ARG_VARS for k, val in per_var[var] if k == "IdentityFile"}
         check_keys(identity, given_by, f"ssh config {shown_config}", name)
-    target = Endpoint(name=host.address, hostname=_text(found.get("hostname") or host.address),
+    # The address as ssh_config and the inventory name it (a host's name stands in for a missing ansible_host):
+    # never a pattern written into known_hosts, nor a port or user Fabric would read out of it.  Said here, by the
+    # input check, before any host is connected to (bringup.ssh.connection asks again at the login).
+    address = _text(found.get("hostname") or host.address)
+    why = address_problem(str(address))
+    if why is not None:
+        raise _refuse(name, f"the address to connect to is {why}; set ansible_host (or HostName in the ssh config) "
+                            "to the host's name or IP address")
+    target = Endpoint(name=host.address, hostname=address,
                       port=_int(found.get("port", 22), "the port", name), user=_text(found.get("user")),
                       identity_files=identity, jumps=jumps, proxy_command=command, hidden=hidden)
     strict = found.get("stricthostkeychecking")
@@ -464,6 +475,12 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
     files = found.get("userknownhostsfile")
     named = [_keep(os.path.expanduser(p), files) for p in str(files or "").split()]
     known = tuple(dict.fromkeys(([own] if "ssh_known_hosts" in given or not named else []) + named))
+    for given_path in known:  # a file that is no known_hosts file: one line now, not a failed login later
+        why = known_hosts_problem(Path(os.path.expanduser(given_path)))
+        if why is not None:
+            by = "ssh_known_hosts" if given_path == own and "ssh_known_hosts" in given else "UserKnownHostsFile"
+            raise _refuse(name, f"{known_hosts_shown(given_path)} (set by {by}): {why}; name a known_hosts file "
+                                f"(ssh_known_hosts, UserKnownHostsFile), or a path where bringup may make one")
     # bringup's own variables win over ConnectTimeout and ServerAliveInterval; their defaults do not.
     timeout = float(c.ssh_connect_timeout)
     if "ssh_connect_timeout" not in given and found.get("connecttimeout") is not None:
@@ -514,6 +531,63 @@ class Routes:
         if isinstance(got, InventoryError):
             raise InventoryError(str(got)) from None
         return got
+
+
+def known_hosts_shown(given: str, path: Any = None) -> str:
+    """A known_hosts file as messages name it: its path, or "the known_hosts file (vaulted)" when a vault gave it."""
+    return "the known_hosts file (vaulted)" if isinstance(given, Vaulted) else f"known_hosts file {path or given}"
+
+
+#: The largest known_hosts file read (bytes): a fleet's file of 100,000 hosts is ~50 MiB.
+KNOWN_HOSTS_MAX = 64 << 20
+_ENTRY = re.compile(r"(?:@[a-z-]+\s+)?\S+\s+[A-Za-z0-9@.+-]{3,80}\s+[A-Za-z0-9+/]+={0,3}(?:\s.*)?")
+#: Verdicts on known_hosts files already read, by what ``stat`` said of them: a fleet shares one file, read once
+#: for all its hosts by the input check (and again only when it changed before the connection).
+_KNOWN_HOSTS_SEEN: dict[tuple, str | None] = {}
+
+
+def known_hosts_problem(path: Path) -> str | None:
+    """Why ``path`` is no known_hosts file bringup may read and add to, or None (a missing one is made).  Its
+    content is never quoted: a wrong path may name a secret file.  Asked by the input check
+    (:func:`check_routes`), before anything connects, and again by each login."""
+    if "\x00" in str(path):  # os.stat raises ValueError for it: a traceback, or an "internal error"
+        return "a path holding a NUL byte"
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if not stat.S_ISREG(st.st_mode):
+        return "a folder, not a file" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+    if st.st_size > KNOWN_HOSTS_MAX:
+        return f"larger than {KNOWN_HOSTS_MAX >> 20} MiB, not a known_hosts file"
+    seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    if seen in _KNOWN_HOSTS_SEEN:
+        return _KNOWN_HOSTS_SEEN[seen]
+    why = _known_hosts_text(path)
+    _KNOWN_HOSTS_SEEN[seen] = why
+    return why
+
+
+def _known_hosts_text(path: Path) -> str | None:
+    try:
+        # Without waiting: a pipe put there since the look above opens at once, and is refused.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return "not a regular file"
+            os.set_blocking(fd, True)
+            data = f.read(KNOWN_HOSTS_MAX + 1)
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    if len(data) > KNOWN_HOSTS_MAX:
+        return f"larger than {KNOWN_HOSTS_MAX >> 20} MiB, not a known_hosts file"
+    for n, raw in enumerate(data.split(b"\n"), 1):
+        text = raw.decode("utf-8", "replace").strip()
+        if text and not text.startswith("#") and not _ENTRY.fullmatch(text):
+            return f"line {n} is not a known_hosts entry (hosts, key type, key): not a known_hosts file"
+    return None
 
 
 def check_routes(hosts: list[Host], routes: Routes | None = None) -> Routes:

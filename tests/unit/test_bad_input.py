@@ -672,3 +672,52 @@ def test_a_newline_in_a_flag_value_never_makes_a_second_line(tmp_path, flags):
     bad = str(tmp_path / "x") + "\n\x1b[32mok: all checks passed\u2028ok: so is this"
     line = _refused(_invoke(*[f.format(inv=inv, bad=bad) for f in flags], cwd=tmp_path), tmp_path, flags[-2])
     assert "x\\n\\x1b[32mok: all checks passed\\u2028ok: so is this" in line and "\x1b" not in line, line
+
+
+def test_read_capped_says_a_path_holding_a_nul_byte_in_its_unreadable_line():
+    # The shared reader: os.open raises ValueError (not OSError) for such a name, which was a traceback through
+    # every reader of a path the operator names (ssh_config, -F, a vault password file, a --limit @file, ...).
+    from bringup.errors import InputError
+    from bringup.userfile import read_capped
+
+    with pytest.raises(InputError) as e:
+        read_capped("/tmp/x\0y", 10, InputError, missing="gone", unreadable="cannot read /tmp/x\\x00y: ",
+                    too_large="big", not_regular="not a file")
+    assert str(e.value) == "cannot read /tmp/x\\x00y: a path holding a NUL byte"
+
+
+@pytest.mark.reliability(item=40, fault="a NUL byte in a path variable (ssh_config in the inventory or --set, "
+                                        "a secret file, ssh_known_hosts): a ValueError traceback", variants=4,
+                         checks=("one clear line", "exit code", "nothing touched"))
+@pytest.mark.parametrize("var, extra, said", [
+    ('ssh_config: "/tmp\\0x"', (), "host 'h1': ssh_config: cannot read ssh config file /tmp\\x00x: a path holding "
+                                   "a NUL byte"),
+    ("", ("--set", 'ssh_config="/tmp/\\0x"'), "host 'h1': ssh_config: cannot read ssh config file /tmp/\\x00x: a path "
+                                              "holding a NUL byte"),
+    ('ansible_become_password: {file: "/tmp/x\\0y"}', (), "host 'h1': ansible_become_password: secret reference "
+                                                         "{file: '/tmp/x\\x00y'}: file is a path holding a NUL byte"),
+    ('ssh_known_hosts: "/tmp/kh\\0x"', (), "host 'h1': known_hosts file /tmp/kh\\x00x (set by ssh_known_hosts): a "
+                                          "path holding a NUL byte"),
+], ids=["ssh_config", "--set", "secret-file", "ssh_known_hosts"])
+def test_a_path_holding_a_nul_byte_is_one_line(tmp_path, var, extra, said):
+    inv = _write(tmp_path, "all:\n  hosts:\n    h1:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n"
+                           + (f"      {var}\n" if var else ""))
+    _refused(_provision(tmp_path, inv, *extra), tmp_path, said)
+
+
+@pytest.mark.reliability(item=40, fault="a known_hosts file that is none (/etc/passwd) or an address that is none "
+                                        "(-o HostName=10.99, HostName %r in ssh_config): refused only at the login, "
+                                        "with a run report and exit 2", variants=3,
+                         checks=("one clear line", "exit code", "nothing touched"))
+@pytest.mark.parametrize("var, said", [
+    ("ssh_known_hosts: /etc/passwd", "host 'h1': known_hosts file /etc/passwd (set by ssh_known_hosts): line 1 is "
+                                     "not a known_hosts entry"),
+    ('ansible_ssh_common_args: "-o HostName=10.99"', "host 'h1': the address to connect to is a number that is no "
+                                                      "dotted-quad IPv4 address"),
+    ("ssh_config: cfg", "host 'h1': the address to connect to is not a host name or IP address"),
+], ids=["known_hosts", "HostName=10.99", "HostName-%r"])
+def test_a_known_hosts_file_or_an_address_that_is_none_is_refused_before_connecting(tmp_path, var, said):
+    (tmp_path / "cfg").write_text("Host *\n  HostName %r\n")
+    inv = _write(tmp_path, f"all:\n  hosts:\n    h1:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n"
+                           f"      {var}\n")
+    _refused(_provision(tmp_path, inv), tmp_path, said)

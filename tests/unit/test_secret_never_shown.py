@@ -347,7 +347,6 @@ def test_a_known_hosts_path_a_vault_gave_is_never_shown(tmp_path, own_masker):
     from bringup.ssh.sshconfig import Endpoint, route
 
     fifo = tmp_path / "kh-secretname"
-    os.mkfifo(fifo)
     (tmp_path / "pw").write_text(PASSWORD + "\n")
     (tmp_path / "hosts").write_text(
         "all:\n  hosts:\n"
@@ -356,12 +355,17 @@ def test_a_known_hosts_path_a_vault_gave_is_never_shown(tmp_path, own_masker):
         f"{_vault_arg(tmp_path, f'-o UserKnownHostsFile={fifo}', 8)}\n")
     inv = load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
     for name in ("h1", "h2"):
-        r = route(inv.host(name), default_config=str(tmp_path / "none"))
+        r = route(inv.host(name), default_config=str(tmp_path / "none"))  # not there yet: bringup would make it
         assert str.__str__(r.known_hosts[0]) == str(fifo), r.known_hosts
+        os.mkfifo(fifo)  # refused by the input check (the route), and again by the login
+        with pytest.raises(BringupError) as e:
+            route(inv.host(name), default_config=str(tmp_path / "none"))
+        lines = [str(e.value)]
         way = Way(known_hosts=r.known_hosts, accept_new=False, connect_timeout=3, keepalive=0)
         with pytest.raises(BringupError) as e:
             way.prepare(paramiko.SSHClient())
-        lines = [str(e.value)]
+        lines.append(str(e.value))
+        fifo.unlink()
         ep = Endpoint(name="h1", hostname="127.0.0.1", port=98, user="root")
         lines.append(str(unreachable(paramiko.SSHException("Server '[127.0.0.1]:98' not found in known_hosts"),
                                      ep=ep, way=way, host=name)))

@@ -53,8 +53,11 @@ def test_proxy_command_refuses_shell_characters_in_its_tokens(tmp_path, var, nes
         except InventoryError as e:
             line = str(e)
             assert "\n" not in line and value not in line and not marker.exists(), line
+            # "x%r%p%%" as the address: no host name, refused by the route's own address rule (before any
+            # connection; the login refused it before), so its ProxyCommand is never made.
             assert ("control character" in line and var == "ansible_user") or (
-                "ProxyCommand pastes %" in line and "plain host name" in line), line
+                "ProxyCommand pastes %" in line and "plain host name" in line) or (
+                "the address to connect to" in line and var == "ansible_host" and value == "x%r%p%%"), line
             continue
         # Only a value with nothing a shell reads gets through ("x%r%p%%" is letters and % signs).
         subprocess.run(["sh", "-c", "exec " + r.target.proxy_command], capture_output=True, timeout=30)
@@ -305,3 +308,67 @@ def test_a_jump_hosts_address_is_held_to_the_targets_rule(tmp_path):
     cfg.write_text("Host bastion\n  HostName 0x10\n")
     _route_refused(host(ssh_config=str(cfg), ansible_ssh_common_args="-J bastion"), tmp_path,
                    "jump host bastion: its address '0x10'", "a number that is no dotted-quad IPv4 address")
+
+
+@pytest.mark.reliability(item=40, fault="a path variable holding a NUL byte (ssh_config, -F, ssh_known_hosts, "
+                                        "ansible_ssh_private_key_file): a ValueError traceback", variants=4,
+                         checks=("one clear line",))
+def test_a_path_holding_a_nul_byte_is_one_line_naming_the_variable(tmp_path):
+    # os.open / os.stat raise ValueError for such a name (not OSError): read_capped, key_problem and
+    # known_hosts_problem let it through as a traceback, or an "internal error" once connecting.
+    assert _route_refused(host(ssh_config="/tmp\0x"), tmp_path) == (
+        "host 'gpu-01': ssh_config: cannot read ssh config file /tmp\0x: a path holding a NUL byte")
+    assert _route_refused(host(ansible_ssh_common_args="-F /tmp\0x"), tmp_path) == (
+        "host 'gpu-01': ansible_ssh_common_args -F: cannot read ssh config file /tmp\0x: a path holding a NUL byte")
+    assert _route_refused(host(ssh_known_hosts="/tmp/kh\0x"), tmp_path) == (
+        "host 'gpu-01': known_hosts file /tmp/kh\0x (set by ssh_known_hosts): a path holding a NUL byte; name a "
+        "known_hosts file (ssh_known_hosts, UserKnownHostsFile), or a path where bringup may make one")
+    # A key's path goes into the config paramiko reads: refused there, as any control character.
+    assert _route_refused(host(ansible_ssh_private_key_file="/tmp/k\0x"), tmp_path) == (
+        "host 'gpu-01': the IdentityFile value '/tmp/k\\x00x' holds a control character (a newline would add an ssh "
+        "option of its own); give it on one line, in plain text")
+    from bringup.ssh.keyfile import key_problem
+    assert key_problem("/tmp/k\0x") == "a path holding a NUL byte"  # and its look, should anything else ask
+
+
+@pytest.mark.reliability(item=40, fault="a known_hosts file that is none (/etc/passwd, /dev/zero, a FIFO, a 1 GiB "
+                                        "sparse file; ssh_known_hosts or -o UserKnownHostsFile=) or an address that "
+                                        "is none (-o HostName=*, 10.99, HostName %r): refused only at the login",
+                         variants=8, checks=("one clear line",))
+def test_a_known_hosts_file_or_an_address_that_is_none_is_refused_by_the_route(tmp_path):
+    # The route is the input check (check_routes): such a host used to pass it, and fail at its login with a run
+    # report and exit 2, where docs/inventory.md promises one line before anything connects.
+    passwd = tmp_path / "passwd"
+    passwd.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    big = tmp_path / "big"
+    with open(big, "wb") as f:
+        f.truncate(1 << 30)
+    fix = "; name a known_hosts file (ssh_known_hosts, UserKnownHostsFile), or a path where bringup may make one"
+    for path, why in ((passwd, "line 1 is not a known_hosts entry (hosts, key type, key): not a known_hosts file"),
+                      ("/dev/zero", "not a regular file"), (fifo, "not a regular file"),
+                      (big, "larger than 64 MiB, not a known_hosts file")):
+        assert _route_refused(host(ssh_known_hosts=str(path)), tmp_path) == (
+            f"host 'gpu-01': known_hosts file {path} (set by ssh_known_hosts): {why}{fix}")
+    assert _route_refused(host(ansible_ssh_common_args=f"-o UserKnownHostsFile={passwd}"), tmp_path) == (
+        f"host 'gpu-01': known_hosts file {passwd} (set by UserKnownHostsFile): line 1 is not a known_hosts entry "
+        f"(hosts, key type, key): not a known_hosts file{fix}")
+    address = "; set ansible_host (or HostName in the ssh config) to the host's name or IP address"
+    assert _route_refused(host(ansible_ssh_common_args="-o HostName=10.99"), tmp_path) == (
+        "host 'gpu-01': the address to connect to is a number that is no dotted-quad IPv4 address: the resolver "
+        "would read it as one, filling in zeros ('10.1' is 10.0.0.1, '1.5' 1.0.0.5) and hex or octal parts ('0x10', "
+        f"'010'); write the address's four decimal parts, or the host's name{address}")
+    pattern = ("host 'gpu-01': the address to connect to is not a host name or IP address (letters, digits, '.', '-', "
+               "'_', or an IPv6 address; no port, user, space or pattern characters such as ',', '*', '?', '!', '@', "
+               f"':'){address}")
+    assert _route_refused(host(ansible_ssh_common_args="-o HostName=*"), tmp_path) == pattern
+    cfg = tmp_path / "cfg"
+    cfg.write_text("Host gpu-*\n  HostName %r\n")
+    assert _route_refused(host(ssh_config=str(cfg)), tmp_path) == pattern
+    # A known_hosts file that is one, or none yet (bringup makes it), is taken.
+    good = tmp_path / "kh"
+    good.write_text("# made here\n[127.0.0.1]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMq\n")
+    for path in (good, tmp_path / "new"):
+        assert route(host(ssh_known_hosts=str(path)), default_config=str(tmp_path / "none")).known_hosts == (
+            str(path),)
