@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from ..errors import InventoryError, InputError, printable, quoted
 from .sources import GroupDef, SourceError, Value, base_dir, read_source
-from .sources.model import MAX_HOSTS, too_many_hosts
+from .sources.model import MAX_HOSTS, too_many_hosts, var_name_problem
 from .sources.templating import render
 from .sources.varsdirs import load_vars
 from .sources.yamlfile import load_yaml_lines
@@ -466,6 +466,8 @@ def parse_set(items: list[str] | str | None) -> dict[str, Any]:
         if not sep or not key:
             raise InputError(f"--set {quoted(printable(item))}: expected KEY=VALUE, e.g. "
                              "--set sysctl_profile=network-latency")
+        if var_name_problem(key):  # "a\nb" showed as a row "a" in `hosts --host`
+            raise InputError(f"--set: {var_name_problem(key)}")
         bad = _NOT_YAML.search(raw)
         if bad:
             raise InputError(f"--set {printable(key)}: the value holds the control character "

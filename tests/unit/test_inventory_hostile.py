@@ -465,3 +465,69 @@ def test_invisible_or_line_breaking_names_are_refused(name, tmp_path):
     inv = write(tmp_path / "hosts.yml", json.dumps({"all": {"children": {name: {"hosts": {"h1": None}}}}}))
     with pytest.raises(InventoryError, match=r"group name .* (holds an invisible|is only spaces)"):
         load_inventory(inv)
+
+
+_RULE = ("is not a variable name: a variable's name starts with a letter or '_' and holds only ASCII letters, digits "
+         "and '_' (Ansible's rule); rename it")
+
+
+@pytest.mark.reliability(item=40, fault="a YAML host or group name that is no text (~, true, 1.5): listed as the hosts "
+                                        "'None', 'True', '1.5'", variants=4, checks=("one clear line",))
+@pytest.mark.parametrize("text, said", [
+    ("all:\n  hosts:\n    ~: {}\n", "inv.yml:3: group 'all': host name None (null, not text) must be text"),
+    ("all:\n  hosts:\n    h1:\n    true: {}\n", "inv.yml:4: group 'all': host name True (a boolean, not text) must be text"),
+    ("all:\n  children:\n    1.5:\n      hosts: {h1: {}}\n", "inv.yml:3: children of group 'all': group name 1.5 (a "
+                                                            "number, not text) must be text"),
+    ("all:\n  hosts: {h1: {}}\n7: {}\n", "inv.yml:3: group name 7 (a number, not text) must be text"),
+], ids=["null-host", "bool-host", "float-child", "int-top-group"])
+def test_a_host_or_group_name_that_is_no_text_is_one_line(tmp_path, text, said):
+    inv = write(tmp_path / "inv.yml", text)
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv)
+    assert str(e.value) == f"{tmp_path}/{said}; write the name in quotes"
+
+
+def test_ansible_refuses_a_host_name_that_is_no_text_and_warns_of_a_variable_name_that_is_none(tmp_path):
+    """The truth the refusals follow: ansible-inventory (ansible-core 2.19) refuses `~:` as a host ("Host pattern None
+    must be a string") and lists `1:` and "ansible_user\\nbecome_pw" as variables with a deprecation (an error from
+    2.23: "Variable names must be strings starting with a letter or underscore character ...")."""
+    from .test_inventory_corpus import ansible_inventory
+
+    r = ansible_inventory([write(tmp_path / "h.yml", "all:\n  hosts:\n    ~: {}\n")], tmp_path)
+    assert "Host pattern None must be a string" in r.stderr, r.stderr
+    r = ansible_inventory([write(tmp_path / "v.yml", 'all:\n  hosts:\n    h1:\n      1: x\n      "a\\nb": y\n')],
+                          tmp_path)
+    assert r.returncode == 0 and r.stderr.count("Accepting inventory variable with invalid name") == 2, r.stderr
+    assert "Variable names must be strings starting with a letter or underscore character" in r.stderr, r.stderr
+
+
+@pytest.mark.reliability(item=40, fault="a variable name that is none (1, ~, 'ansible_user\\nbecome_pw', '2abc', 'a-b') "
+                                        "in YAML, INI, group_vars/, --list output: taken as 'ansible_user' on a row "
+                                        "of its own", variants=7, checks=("one clear line",))
+@pytest.mark.parametrize("name, text, said", [
+    ("inv.yml", "all:\n  hosts:\n    h1:\n      1: x\n", "inv.yml:4: host 'h1': 1 (a number, not text)"),
+    ("inv.yml", "all:\n  vars:\n    ~: x\n  hosts: {h1: {}}\n", "inv.yml:3: group 'all': None (null, not text)"),
+    ("inv.yml", 'all:\n  hosts: {h1: {}}\n  vars:\n    "ansible_user\\nbecome_pw": x\n',
+     "inv.yml:4: group 'all': 'ansible_user\\nbecome_pw'"),
+    ("inv.ini", "[g]\nh1 a-b=1\n", "inv.ini:2: host 'h1': 'a-b'"),
+    ("inv.ini", "[g]\nh1\n[g:vars]\n2abc=1\n", "inv.ini:4: [g:vars]: '2abc'"),
+    ("inv.json", '{"_meta": {"hostvars": {"h1": {"a b": 1}}}, "all": {"hosts": ["h1"]}}', "inv.json: host 'h1': 'a b'"),
+    ("group_vars/all.yml", "ok: 1\ntrue: 2\n", "group_vars/all.yml:2: True (a boolean, not text)"),
+], ids=["yaml-int", "yaml-null", "yaml-newline", "ini-host", "ini-vars", "list-output", "group_vars"])
+def test_a_variable_name_that_is_none_is_one_line(tmp_path, name, text, said):
+    write(tmp_path / name, text)
+    inv = tmp_path / name if not name.startswith("group_vars") else write(tmp_path / "inv.yml", "all:\n  hosts:\n"
+                                                                                              "    h1:\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv)
+    assert str(e.value) == f"{tmp_path}/{said} {_RULE}"
+
+
+def test_a_set_name_that_is_no_variable_name_is_one_line():
+    from bringup.errors import InputError
+    from bringup.inventory.hosts import parse_set
+
+    with pytest.raises(InputError) as e:
+        parse_set(["a\nb=1"])
+    assert str(e.value) == f"--set: 'a\\nb' {_RULE}"
+    assert parse_set(["_a1=1", "ansible_user=x"]) == {"_a1": 1, "ansible_user": "x"}

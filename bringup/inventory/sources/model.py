@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Value", "GroupDef", "SourceData", "SourceError", "MAX_HOSTS", "unsafe_name", "check_name",
-           "too_many_hosts"]
+           "too_many_hosts", "var_name_problem", "var_name", "text_name"]
 
 #: C0 controls (NUL, newline, ESC, ...), DEL and C1 controls: never in a name that reaches a terminal or a path.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -67,6 +67,47 @@ def check_name(name: str, kind: str, at: str) -> None:
         raise SourceError(f"{at}: {kind} name {shown} {why}; rename the {kind} (letters, digits, '-', '_' and '.' "
                           "are safe): a name is also a file name under group_vars/ or host_vars/",
                           f"a {kind} name that {why}")
+
+
+#: A variable's name as Ansible takes it (``ansible.utils.vars.validate_variable_name``, ansible-core 2.19): an ASCII
+#: identifier, not one of Jinja's constants.  Ansible 2.19 lists another name with a deprecation warning (an error from
+#: 2.23); bringup refuses it: a key ``"ansible_user\nbecome_pw"`` showed as a row ``ansible_user`` in ``hosts --host``
+#: while ansible_user was unset, and YAML's ``1``, ``~`` or ``true`` became the names "1", "None", "True".
+_VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_JINJA_WORDS = frozenset({"True", "False", "None", "true", "false", "none", "not"})
+_NAME_RULE = "a variable's name starts with a letter or '_' and holds only ASCII letters, digits and '_' (Ansible's rule)"
+
+
+def _shown(key: Any) -> str:
+    if isinstance(key, str):
+        return repr(key) if len(key) <= 80 else repr(key[:80]) + "..."
+    what = ("null" if key is None else "a boolean" if isinstance(key, bool) else "a number"
+            if isinstance(key, (int, float)) else f"a {type(key).__name__}")
+    return f"{key!r} ({what}, not text)"
+
+
+def var_name_problem(key: Any) -> str | None:
+    """Why ``key`` is no variable name (:data:`_NAME_RULE`), or None when it is one."""
+    if isinstance(key, str) and _VAR_NAME.fullmatch(key) and key not in _JINJA_WORDS:
+        return None
+    return f"{_shown(key)} is not a variable name: {_NAME_RULE}; rename it"
+
+
+def var_name(key: Any, at: str) -> str:
+    """``key`` as a variable's name, else :class:`SourceError` (one line naming ``at`` and the key)."""
+    why = var_name_problem(key)
+    if why is not None:
+        raise SourceError(f"{at}: {why}")
+    return key
+
+
+def text_name(key: Any, kind: str, at: str) -> str:
+    """``key`` (a host pattern or a group name as YAML or JSON gave it) when it is text, else :class:`SourceError`:
+    YAML reads ``~``, ``true``, ``1.5`` as null, a boolean, a number, which became the names "None", "True", "1.5"
+    (ansible-inventory refuses them: "Host pattern None must be a string")."""
+    if isinstance(key, str):
+        return key
+    raise SourceError(f"{at}: {kind} name {_shown(key)} must be text; write the name in quotes")
 
 
 @dataclass(frozen=True)

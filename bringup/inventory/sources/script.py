@@ -17,7 +17,7 @@ from typing import Any
 from ...child import capture
 from ...errors import said
 from ..vault import Vault
-from .model import SourceData, SourceError, Value
+from .model import SourceData, SourceError, Value, text_name, var_name
 from .yamlfile import MAX_DEPTH, too_deep
 
 __all__ = ["TIMEOUT", "MAX_OUTPUT", "is_list_output", "parse_list_output", "run_script"]
@@ -62,7 +62,7 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
     for name, group in data.items():
         if name == "_meta":
             continue
-        name = str(name)
+        name = text_name(name, "group", path)
         if isinstance(group, list):
             group = {"hosts": group}
         if group is None:
@@ -81,21 +81,23 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
         gvars = group.get("vars", {}) or {}
         if not isinstance(gvars, dict):
             raise SourceError(f"{path}: group {name!r}: vars must be an object")
-        g.vars.update({str(k): val(v, f"group {name!r}: {k}") for k, v in gvars.items()})
+        g.vars.update({var_name(k, f"{path}: group {name!r}"): val(v, f"group {name!r}: {k}")
+                       for k, v in gvars.items()})
         for h in group.get("hosts", []):
-            out.add_host(name, str(h), {}, f"{path}: group {name!r}")
+            out.add_host(name, text_name(h, "host", f"{path}: group {name!r}"), {}, f"{path}: group {name!r}")
         for c in group.get("children", []):
-            out.add_child(name, str(c), f"{path}: group {name!r}")
+            out.add_child(name, text_name(c, "group", f"{path}: group {name!r}"), f"{path}: group {name!r}")
     for h in list(out.hosts):
         hv = hostvars.get(h, {}) if hostvars is not None else (host_vars(h) if host_vars else {})
         if not isinstance(hv, dict):
             raise SourceError(f"{path}: the variables of host {h!r} must be an object, got {type(hv).__name__}")
-        out.hosts[h].update({str(k): val(v, f"host {h!r}: {k}") for k, v in hv.items()})
+        out.hosts[h].update({var_name(k, f"{path}: host {h!r}"): val(v, f"host {h!r}: {k}") for k, v in hv.items()})
     if hostvars:  # hosts only in _meta are hosts too (ungrouped)
         for h, hv in hostvars.items():
             if str(h) not in out.hosts and isinstance(hv, dict):
-                out.add_host("ungrouped", str(h), {str(k): val(v, f"host {h!r}: {k}") for k, v in hv.items()},
-                             f"{path}: _meta.hostvars")
+                h = text_name(h, "host", f"{path}: _meta.hostvars")
+                out.add_host("ungrouped", h, {var_name(k, f"{path}: host {h!r}"): val(v, f"host {h!r}: {k}")
+                                              for k, v in hv.items()}, f"{path}: _meta.hostvars")
     return out
 
 

@@ -21,7 +21,7 @@ from typing import Any, Callable
 
 from ...userfile import link_out
 from .folders import MAX_DIR_DEPTH, MAX_DIRS, listed
-from .model import SourceError, Value, unsafe_name
+from .model import SourceError, Value, unsafe_name, var_name
 from .yamlfile import MAX_BYTES
 
 __all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files", "load_vars"]
@@ -134,5 +134,6 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any],
             raise SourceError(f"{f}: a vars file must be a mapping of variable: value, got "
                               f"{type(data).__name__}; write `name: value` lines")
         where = lines.of(data)
-        out.append({str(k): Value(v, f"{f}:{where[k]}" if k in where else str(f)) for k, v in data.items()})
+        out.append({var_name(k, f"{f}:{where[k]}" if k in where else str(f)): Value(v, f"{f}:{where[k]}" if k in where
+                    else str(f)) for k, v in data.items()})
     return out

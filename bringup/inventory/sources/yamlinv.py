@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from .ini import split_port
-from .model import SourceData, SourceError, Value
+from .model import SourceData, SourceError, Value, text_name, var_name
 from .yamlfile import KeyLines
 from .ranges import RangeError, expand
 
@@ -63,13 +63,14 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
         group = out.group(name, where)
         gvars = _mapping(node.get("vars"), f"{name}.vars", path)
         for k, v in gvars.items():
-            group.vars[str(k)] = Value(v, at(gvars, k))
+            group.vars[var_name(k, f"{at(gvars, k)}: group {name!r}")] = Value(v, at(gvars, k))
         hosts = _mapping(node.get("hosts"), f"{name}.hosts", path)
         for pattern, hv in hosts.items():
+            pattern = text_name(pattern, "host", f"{at(hosts, pattern)}: group {name!r}")
             hv = _mapping(hv, f"host {pattern!r}", path)
-            variables = {str(k): Value(v, at(hv, k)) for k, v in hv.items()}
+            variables = {var_name(k, f"{at(hv, k)}: host {pattern!r}"): Value(v, at(hv, k)) for k, v in hv.items()}
             try:
-                hname, port = split_port(str(pattern))
+                hname, port = split_port(pattern)
                 if port is not None:
                     variables = {"ansible_port": Value(port, at(hosts, pattern)), **variables}
                 names = expand(hname)
@@ -80,11 +81,11 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
         children = _mapping(node.get("children"), f"{name}.children", path)
         for cname, cnode in children.items():
             cat = at(children, cname)
-            cname = str(cname)
+            cname = text_name(cname, "group", f"{cat}: children of group {name!r}")
             out.add_child(name, cname, cat)
             walk(cname, cnode, depth + 1, trail + (name,), cat)
 
     walk("all", root, 0, (), at(data, "all"))
     for name, node in top.items():  # a top-level group beside `all`: a child of `all` once all are read
-        walk(str(name), node, 1, (), at(data, name))
+        walk(text_name(name, "group", at(data, name)), node, 1, (), at(data, name))
     return out
