@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import sys
 
 from ..errors import BringupError, Unreachable, printable
@@ -80,7 +81,7 @@ def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_f
         rows = [(name, _json_keys(value), source) for name, value, source in variable_sources(target)]
         if json_:
             doc = {name: {"value": value, "source": source} for name, value, source in rows}
-            sys.stdout.write(json.dumps(doc, indent=2, default=str) + "\n")
+            sys.stdout.write(json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n")
             return
         t = Table("variable", "value", "source", box=None,
                   title=escape(printable(f"{target.name} ({', '.join(target.groups)})")))
@@ -121,13 +122,24 @@ def _shown(raw, value) -> str:
 
 def _json_keys(value):
     """``value`` with every mapping key JSON cannot write (a YAML date, ``!!binary``) as its text; values JSON
-    cannot write are ``default=str``'s.  Inventory values nest at most MAX_DEPTH (200) levels."""
+    cannot write are ``default=str``'s.  A float that is no number (YAML's ``.nan``, ``.inf``, ``-.inf``), a value
+    or a key, is that YAML spelling as text: json.dumps wrote ``NaN`` and ``-Infinity``, which no JSON reader takes.
+    Inventory values nest at most MAX_DEPTH (200) levels."""
     if isinstance(value, dict):
-        return {k if isinstance(k, (str, int, float, bool, type(None))) else str(k): _json_keys(v)
-                for k, v in value.items()}
+        return {_not_finite(k) if isinstance(k, float) else k if isinstance(k, (str, int, bool, type(None)))
+                else str(k): _json_keys(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_json_keys(v) for v in value]
-    return value
+    return _not_finite(value) if isinstance(value, float) else value
+
+
+def _not_finite(x: float) -> float | str:
+    """``x``, or YAML's spelling of it as text when it is no finite number."""
+    if math.isnan(x):
+        return ".nan"
+    if math.isinf(x):
+        return ".inf" if x > 0 else "-.inf"
+    return x
 
 
 #: Above this many hosts, ``invoke hosts`` prints plain aligned rows instead of a Rich table.

@@ -81,3 +81,18 @@ def test_variables_with_keys_json_cannot_write_are_shown(tmp_path, kind, json_):
                        text=True, timeout=120)
     assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
     assert want in r.stdout, r.stdout
+
+
+@pytest.mark.reliability(item=40, fault="a YAML .nan / -.inf / .inf value or key shown by invoke hosts --host --json "
+                                        "(NaN, -Infinity: no JSON)", variants=1, checks=("data shown as data",))
+def test_hosts_json_writes_a_float_that_is_no_number_as_its_yaml_text(tmp_path):
+    import json
+
+    (tmp_path / "inv").write_text("all:\n  hosts:\n    h1:\n      a: .nan\n      b: -.inf\n      c: [.inf, 1.5]\n"
+                                  "      d: {.nan: 1, 2.5: .NaN}\n")
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "hosts", "-i", "inv",
+                        "--host", "h1", "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
+    doc = json.loads(r.stdout, parse_constant=lambda c: pytest.fail(f"{c} is no JSON: {r.stdout}"))
+    assert {k: doc[k]["value"] for k in "abcd"} == {"a": ".nan", "b": "-.inf", "c": [".inf", 1.5],
+                                                    "d": {".nan": 1, "2.5": ".nan"}}
