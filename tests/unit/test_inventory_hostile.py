@@ -531,3 +531,22 @@ def test_a_set_name_that_is_no_variable_name_is_one_line():
         parse_set(["a\nb=1"])
     assert str(e.value) == f"--set: 'a\\nb' {_RULE}"
     assert parse_set(["_a1=1", "ansible_user=x"]) == {"_a1": 1, "ansible_user": "x"}
+
+
+@pytest.mark.reliability(item=40, fault="an INI inventory starting with a UTF-8 byte order mark: a YAML error or a "
+                                        "host range error about '\\ufeff[g]'", variants=2, checks=("one clear line",))
+@pytest.mark.parametrize("name", ["hosts", "hosts.ini"])
+def test_an_ini_inventory_starting_with_a_bom_is_named_so_and_a_yaml_one_is_read(tmp_path, name):
+    """ansible-inventory (ansible-core 2.19) reads a YAML file after a BOM, and refuses an INI one (its first line
+    is then no section): bringup names the BOM instead of the YAML error or the host range it made of it."""
+    from .test_inventory_corpus import ansible_inventory
+
+    ini = write(tmp_path / name, b"\xef\xbb\xbf[g]\nh1 a=1\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(ini)
+    assert str(e.value) == (f"{ini}:1: the file starts with a UTF-8 byte order mark (BOM, the bytes EF BB BF), which "
+                            "Ansible's INI inventory reader does not take; save it as UTF-8 without a BOM")
+    assert ansible_inventory([ini], tmp_path).stderr.count("Failed to parse inventory with 'ini' plugin") >= 1
+    yml = write(tmp_path / "inv.yml", b"\xef\xbb\xbfall:\n  hosts:\n    h1: {a: 1}\n")
+    assert load_inventory(yml).hosts["h1"].vars["a"] == 1
+    assert json.loads(ansible_inventory([yml], tmp_path).stdout)["_meta"]["hostvars"]["h1"] == {"a": 1}

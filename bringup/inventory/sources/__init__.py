@@ -152,6 +152,17 @@ def _parse(path: Path, text: str, vault: Vault | None, known: set[str]) -> Sourc
                 return parse_yaml_inventory(data, str(path), lines)
             if data is None and not text.strip():
                 return SourceData(str(path))
+    if text.startswith("\ufeff"):
+        # A byte order mark (Windows editors write it): YAML skips it, Ansible's INI reader does not (its first line
+        # became the host range '\ufeff[g]', or a YAML error for a file without extension).  Named when it is the
+        # only fault; ansible-inventory refuses such a file too.
+        try:
+            parse_ini(text[1:], str(path), set(known))
+        except SourceError:
+            pass  # no INI without it either: the errors below, of the file as it is
+        else:
+            raise SourceError(f"{path}:1: the file starts with a UTF-8 byte order mark (BOM, the bytes EF BB BF), "
+                              "which Ansible's INI inventory reader does not take; save it as UTF-8 without a BOM")
     try:
         return parse_ini(text, str(path), known)
     except SourceError:
