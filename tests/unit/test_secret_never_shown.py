@@ -407,7 +407,7 @@ def test_a_config_file_a_vault_named_with_dash_f_is_never_shown(tmp_path, own_ma
         f"    h1:\n      ansible_host: 10.0.0.1\n      ansible_ssh_common_args: {_sealed_value(f'-F {path}', 8)}\n"
         f"    h2:\n      ansible_host: 10.0.0.1\n      ssh_config: {_sealed_value(path, 8)}\n")
     inv = load_inventory(tmp_path / "hosts", vault=vault_from_options([str(tmp_path / "pw")], environ={}))
-    for name, var in (("h1", "-F"), ("h2", "ssh_config")):
+    for name, var in (("h1", "ansible_ssh_common_args -F"), ("h2", "ssh_config")):
         with pytest.raises(InventoryError) as e:
             route(inv.host(name), default_config=str(tmp_path / "none"))
         expected = said.replace("-F:", f"{var}:") if said.startswith("-F:") else said
