@@ -160,6 +160,7 @@ def dcgm_lines(level: int, found: str, rc: int | None, stdout: str, stderr: str,
             statuses = [r["status"] for r in t["results"]] + ([t["summary"]] if t["summary"] else []) or ["?"]
             warns = [w for r in t["results"] for w in r["warnings"]] + t["summary_warnings"]
             out.append(_test_line(label, _worst(statuses), warns, t["category"], ""))
+    out += _coverage(name, diag, bus_ids)
     if rc in (124, 137):
         out.append(line(AREA, name, "FAIL", f"dcgmi diag -r {level} -j timed out (killed by timeout) after "
                         "printing a document", "run dcgmi diag by hand: a test that does not end is a fault"))
@@ -167,6 +168,23 @@ def dcgm_lines(level: int, found: str, rc: int | None, stdout: str, stderr: str,
         out.append(line(AREA, name, "WARN", f"dcgmi diag -r {level} -j exited {rc} though every test it printed "
                         "passed", "run dcgmi diag by hand and read why it failed"))
     return out
+
+
+def _coverage(name: str, diag: dict, bus_ids: dict[str, str]) -> list[Check]:
+    """The GPUs DCGM's per-GPU results name against those nvidia-smi lists (``bus_ids``'s keys): a listed GPU
+    no per-GPU result names was not diagnosed (FAIL, by name), never a pass by silence.  A document of host-wide
+    results only (level 1's software tests) says nothing per GPU: nothing to hold."""
+    named = {g.strip() for t in diag["tests"] for r in t["results"] if r["gpu"] is not None
+             for g in r["gpu"].split(",")}
+    if not named or not bus_ids:
+        return []
+    missing = [i for i in bus_ids if i not in named]
+    if not missing:
+        return []
+    return [line(AREA, name, "FAIL", f"DCGM diagnosed {len(bus_ids) - len(missing)} of {len(bus_ids)} GPUs "
+                 f"(missing: {', '.join(f'GPU {i} {bus_ids[i]}' for i in missing)})",
+                 "dcgmi discovery -l lists the GPUs DCGM sees; a GPU it lacks is not diagnosed: nvidia-smi, dmesg "
+                 "(Xid), CUDA_VISIBLE_DEVICES in nv-hostengine's environment")]
 
 
 def _test_line(label: str, status: str, warnings: list[str], category: str, subject: str, whose: str = "") -> Check:

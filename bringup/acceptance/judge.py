@@ -241,21 +241,37 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
     """Per GPU: the clock event reasons and temperature nvidia-smi showed during the load; a hardware, thermal
     or power-brake slowdown under load FAILs."""
     load = doc.get("load")
-    if not isinstance(load, dict):
-        return []
+    name = "clocks under load"
+    measured = [g for g in doc.get("gpus") or [] if not g.get("error")
+                and (not doc.get("error") or any(k in g for k in ("h2d_gbs", "d2h_gbs", "d2d_gbs")))]
     out: list[Check] = []
-    gpus = {str(g.get("index")): g for g in doc.get("gpus") or [] if not g.get("error") and "index" in g}
+    for g in measured:
+        # An entry without its index cannot be matched to its load errors: named, never left out.
+        if "index" not in g or not isinstance(g.get("index"), int) or isinstance(g.get("index"), bool):
+            out.append(line(AREA, name, "WARN", f"not checked: the probe's entry for this GPU has no index "
+                            f"({g.get('index')!r}): unreadable", "run the acceptance again; the probe's JSON in the "
+                            "saved result shows what the host printed",
+                            subject=_subject(g.get("bus_id")) if g.get("bus_id") else "GPU ?"))
+    if not isinstance(load, dict):
+        why = ("the probe stopped before the load" if doc.get("error")
+               else "the probe's document holds no load readings (unreadable)")
+        return out + [line(AREA, name, "WARN", f"not checked: {why}",
+                           "run the acceptance again; the probe's JSON in the saved result shows what the host printed",
+                           subject=_subject(g["bus_id"]) if g.get("bus_id") else f"GPU {g.get('index', '?')}")
+                      for g in measured if "index" in g and isinstance(g.get("index"), int)
+                      and not isinstance(g.get("index"), bool)]
+    gpus = {str(g.get("index")): g for g in measured if isinstance(g.get("index"), int)
+            and not isinstance(g.get("index"), bool)}
     errors = load.get("errors") or {}
     samples = [s for s in load.get("samples") or [] if isinstance(s, dict)]
     read = [s for s in samples if s.get("gpus") and isinstance(s["gpus"], list)]
     secs = load.get("seconds")
-    name = "clocks under load"
     if not read:
         why = next((s.get("error") for s in samples if s.get("error")), "no sample")
         for idx, g in gpus.items():
             out.append(line(AREA, name, "WARN", f"not read during {secs} s of copies: nvidia-smi: {why}",
                             "nvidia-smi must run on the host (it comes with the driver)",
-                            subject=_subject(g["bus_id"])))
+                            subject=_subject(g.get("bus_id"))))
     for idx, g in gpus.items():
         subject = _subject(g.get("bus_id"))
         if idx in errors:
@@ -294,6 +310,29 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
     return out
 
 
+def coverage_lines(doc: Mapping[str, Any], facts: Mapping[str, Any]) -> list[Check]:
+    """The GPUs nvidia-smi lists (``nvidia.smi``) against those the probe measured, by bus id: a GPU CUDA did
+    not reach (CUDA_VISIBLE_DEVICES, a GPU CUDA cannot open) FAILs by name, never passes unmentioned.  A probe
+    that stopped with its own error before measuring any GPU has that error's line alone."""
+    listed = [g for g in facts.get("nvidia.smi") or [] if isinstance(g, dict)]
+    measured = {bus_key(g.get("bus_id")) for g in doc.get("gpus") or [] if g.get("bus_id")}
+    if doc.get("error") and not doc.get("gpus") or "nvidia.smi" not in facts:
+        return []  # the error's line says why; facts without nvidia.smi (a test's, a saved result's): no count
+    name = "GPUs measured"
+    if not listed:
+        return [line(AREA, name, "WARN", "not checked: the facts list no GPU (nvidia-smi --query-gpu), so the "
+                     "probe's GPUs are not held against the host's", "nvidia-smi on the host: does it list the GPUs?")]
+    missing = [g for g in listed if bus_key(g.get("pci_bus_id") or g.get("pci_address")) not in measured]
+    if not missing:
+        return []
+    names = ", ".join(f"GPU {g.get('index', '?')} {g.get('pci_bus_id') or g.get('pci_address') or '(no bus id)'}"
+                      for g in missing)
+    return [line(AREA, name, "FAIL", f"probe measured {len(listed) - len(missing)} of {len(listed)} GPUs "
+                 f"(missing: {names}); their copies and pairs are not measured",
+                 "CUDA did not reach them: is CUDA_VISIBLE_DEVICES set for the login shell, is a GPU in MIG mode "
+                 "or held by another process (nvidia-smi), and dmesg for Xid errors; " + _XID)]
+
+
 def judge(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[str, Any]) -> list[Check]:
     """Every acceptance line of one host from the probe's document.  ``vars``'s ``accept_thresholds`` are
     checked first (:func:`~.limits.thresholds` raises :class:`~bringup.errors.InputError` on bad values)."""
@@ -301,6 +340,7 @@ def judge(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[str, A
     out: list[Check] = []
     if doc.get("error"):
         out.append(probe_error_line(str(doc["error"])))
+    out += coverage_lines(doc, facts)
     out += gpu_lines(doc, facts, vars, th)
     out += pair_lines(doc, facts, th)
     out += load_lines(doc)

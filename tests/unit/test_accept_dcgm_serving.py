@@ -187,3 +187,14 @@ def test_a_dcgm_document_at_odds_with_itself_or_its_exit_is_never_a_plain_pass()
         lines = dcgm_lines(3, "/usr/bin/dcgmi", rc, v4_document(excerpt()), "", BUS)
         assert [k.status for k in lines[:8]] == ["PASS"] * 8 and lines[-1].status == status, lines
         assert words in lines[-1].seen
+
+
+def test_a_gpu_dcgm_did_not_diagnose_fails_by_name():
+    # The real 8-GPU result with GPU 7's result removed: nvidia-smi lists 8, DCGM diagnosed 7.
+    test = json.loads(excerpt())
+    test["results"] = [r for r in test["results"] if str(r.get("entity_id")) != "7"]
+    lines = dcgm_lines(3, "/usr/bin/dcgmi", 0, v4_document(json.dumps(test)), "", BUS)
+    failed = [k for k in lines if k.status == "FAIL"]
+    assert [(k.name, k.seen) for k in failed] == [
+        ("DCGM diagnostics (level 3)", "DCGM diagnosed 7 of 8 GPUs (missing: GPU 7 00000000:1F:00.0)")]
+    assert not [k for k in dcgm_lines(3, "/usr/bin/dcgmi", 0, v4_document(excerpt()), "", BUS) if k.status != "PASS"]

@@ -249,3 +249,35 @@ def test_each_captured_class_finds_its_datasheet_figure(fixture, gbs):
     for g in q["gpus"]:
         found = memory_bandwidth(shipped(), {"name": g["product_name"], "memory_total_mib": g["fb_total_mib"]})
         assert found is not None and found[0] == gbs and "datasheet" in found[1], (g["product_name"], found)
+
+
+def two_gpu_facts(h200_facts) -> dict:
+    """The H200 VM's facts with a second GPU nvidia-smi lists (its bus id 00000000:00:07.0)."""
+    smi = list(h200_facts["nvidia.smi"])
+    return {**h200_facts, "nvidia.smi": smi + [dict(smi[0], index=1, pci_bus_id="00000000:00:07.0")]}
+
+
+def test_a_gpu_nvidia_smi_lists_that_the_probe_did_not_measure_fails_by_name(h200_facts):
+    # CUDA_VISIBLE_DEVICES=0, or a GPU CUDA cannot open: the probe's JSON covers GPU 0 alone.
+    lines = judge(h200_doc(), two_gpu_facts(h200_facts), {})
+    k = by(lines, "GPUs measured")
+    assert (k.status, k.seen) == ("FAIL", "probe measured 1 of 2 GPUs (missing: GPU 1 00000000:00:07.0); their "
+                                          "copies and pairs are not measured")
+    assert "CUDA_VISIBLE_DEVICES" in k.fix
+    assert not any(x.name == "GPUs measured" for x in judge(h200_doc(), h200_facts, {}))
+
+
+def test_a_probe_document_without_its_load_is_not_checked_never_a_silent_pass(h200_facts):
+    doc = h200_doc()
+    del doc["load"]
+    k = by(judge(doc, h200_facts, {}), "clocks under load")
+    assert (k.status, k.seen, k.subject) == ("WARN", "not checked: the probe's document holds no load readings "
+                                                     "(unreadable)", f"GPU {H200_BUS}")
+
+
+def test_a_gpu_entry_without_its_index_is_named_not_dropped(h200_facts):
+    doc = h200_doc()
+    del doc["gpus"][0]["index"]
+    k = by(judge(doc, h200_facts, {}), "clocks under load")
+    assert (k.status, k.seen, k.subject) == ("WARN", "not checked: the probe's entry for this GPU has no index "
+                                                     "(None): unreadable", f"GPU {H200_BUS}")
