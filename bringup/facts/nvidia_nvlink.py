@@ -4,11 +4,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from ..untrusted import Unreadable, text_number
 from .base import UntrustedOutput
 from .nvidia_values import _gpu_line
 
 _NVLINK_LINK = re.compile(r"^\s*Link\s+(\d+):(.*)$")  # the text stripped after: linear (not \s*(.*?)\s*$)
-_NVLINK_SPEED = re.compile(r"^(\d+(?:\.\d+)?)\s*GB/s$")
+_NVLINK_SPEED = re.compile(r"^([0-9]{1,6}(?:\.[0-9]{1,6})?)\s*GB/s$")
+_GPU_HEAD = re.compile(r"GPU\s+[0-9]+:")
+#: The fastest one link runs, per direction (GB/s): NVLink 5 prints 53.125 (bringup/data/nvlink.yaml); a few
+#: hundred leaves room for generations to come.  A figure above it (10^39, 400 nines) was not measured.
+LINK_GBS_MAX = 400.0
 _NVLINK_ALL_INACTIVE = re.compile(r"all links are in-?active", re.I)
 
 
@@ -42,6 +47,32 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
         if speed is None and value.strip("<>").lower() != "inactive":
             raise UntrustedOutput(f"nvidia-smi nvlink -s: GPU {gpus[-1]['index']} link {m.group(1)}: "
                                   f"{value[:40]!r} is neither a speed nor <inactive> (output cut short?)")
-        gpus[-1]["links"].append({"link": int(m.group(1)), "gbps": float(speed.group(1)) if speed else None,
-                                  "active": speed is not None})
+        gbps = None
+        if speed:
+            try:
+                gbps = float(text_number(speed.group(1), lo=0, hi=LINK_GBS_MAX, what="its speed (GB/s)"))
+            except Unreadable as e:
+                raise UntrustedOutput(f"nvidia-smi nvlink -s: GPU {gpus[-1]['index']} link {m.group(1)}: {e}: "
+                                      "unreadable") from None
+        gpus[-1]["links"].append({"link": int(m.group(1)), "gbps": gbps, "active": speed is not None})
+    _whole(output, gpus)
     return gpus
+
+
+def _whole(output: str, gpus: list[dict[str, Any]]) -> None:
+    """Raise :class:`UntrustedOutput` where the output was cut: its last line without its newline, a GPU line cut
+    in its middle, or a last GPU with fewer link lines than the GPU before it (nvidia-smi prints every link, an
+    inactive one as ``<inactive>``), or none while the GPUs before it have links."""
+    if output.strip() and not output.rstrip(" \t").endswith("\n"):
+        raise UntrustedOutput("nvidia-smi nvlink -s: its last line has no end (output cut short?): unreadable")
+    for text in output.splitlines():
+        head = _GPU_HEAD.match(text.strip())
+        if head and not _gpu_line(text.strip()):
+            raise UntrustedOutput(f"nvidia-smi nvlink -s: {head.group(0)} {text.strip()[len(head.group(0)):][:40]!r}"
+                                  " is not a whole GPU line (output cut short?): unreadable")
+    if len(gpus) >= 2 and not gpus[-1].get("all_inactive"):
+        last, before = gpus[-1], gpus[-2]
+        if len(last["links"]) < len(before["links"]):
+            raise UntrustedOutput(f"nvidia-smi nvlink -s: GPU {last['index']}, the last, has {len(last['links'])} "
+                                  f"link line(s), GPU {before['index']} {len(before['links'])} (output cut short?): "
+                                  "unreadable")

@@ -276,7 +276,8 @@ def nvlink_checks(facts: dict) -> list[Check]:
     """Every GPU's NVLink links up, at the part's speed, as many as its peers have.
 
     The speed a part runs its links at is :func:`bringup.hardware.nvlink.rate`'s (by product, else architecture); a part
-    not listed is held against the fastest link of the host.  GPUs without NVLink (no link lines) get no line; a
+    not listed is held against the fastest link of the host.  GPUs without NVLink (no link lines) get no line; one
+    that the other facts list, or that prints no link line, while its peers have links is "not checked", named; a
     single GPU with every link inactive has no NVLink peer (a VM given one GPU of a board): said, not failed.
     """
     links = facts.get("nvidia.nvlink") or []
@@ -332,6 +333,18 @@ def nvlink_checks(facts: dict) -> list[Check]:
         else:
             out.append(line(AREA, "NVLink", "PASS", seen + (f" (the part's {want:g})" if want else ""),
                             subject=subject))
+    # A GPU the other facts list that nvlink -s printed no link of, while its peers have links: not checked,
+    # named (never left out as if it had no NVLink).
+    listed = {n.get("uuid") for n in with_links}
+    silent = {n.get("uuid"): n for n in links if isinstance(n, dict) and n not in with_links}
+    for g in gpus_of(facts):
+        if g.get("uuid") in listed:
+            continue
+        said = ("nvidia-smi nvlink -s printed no link line for it" if g.get("uuid") in silent
+                else "nvidia-smi nvlink -s did not list it")
+        out.append(line(AREA, "NVLink", "WARN", f"not checked: {said}, though its peers have links (unreadable)",
+                        "read the host again (nvidia-smi nvlink -s on it); nvidia-smi -q shows whether the GPU is "
+                        "still on the bus", subject=subject_of(g)))
     return out
 
 

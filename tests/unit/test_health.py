@@ -558,12 +558,59 @@ def test_capture_nvlink_8xa100_all_up_and_h100_pcie_bridges():
 
 def test_capture_gb200_excerpt_cut_is_not_read_as_good():
     # The published GB200 excerpt: GPU 0 whole (18 links at 53.125 GB/s, NVLink 5), GPU 1 cut after 2 links.
-    gb = parse_nvlink_status(_text("nvlink-s-gb200-excerpt.txt"))
-    gpus = [{"bus_id": f"00000000:{i:02X}:00.0", "uuid": g["uuid"], "product_architecture": "Blackwell",
-             "fabric_state": "Completed"} for i, g in enumerate(gb)]
+    # A cut output is unreadable (named), not a verdict on GPU 1's hardware.
+    from bringup.facts.base import UntrustedOutput
+
+    with pytest.raises(UntrustedOutput, match="GPU 1, the last, has 2 link line"):
+        parse_nvlink_status(_text("nvlink-s-gb200-excerpt.txt"))
+    # GPU 0 alone (the excerpt before GPU 1's line): read, at NVLink 5's speed.
+    text = _text("nvlink-s-gb200-excerpt.txt")
+    gb = parse_nvlink_status(text[:text.index("GPU 1:")])
+    gpus = [{"bus_id": "00000000:00:00.0", "uuid": gb[0]["uuid"], "product_architecture": "Blackwell",
+             "fabric_state": "Completed"}]
     lines = nvlink_checks({"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": gb})
-    assert [c.status for c in lines] == ["PASS", "FAIL"]
+    assert [c.status for c in lines] == ["PASS"]
     assert lines[0].seen == "18 of 18 links up at 53.125 GB/s (the part's 53.125)"
+
+
+@pytest.mark.parametrize("speed", ["9" * 400, "1" + "0" * 39, "401", "1e39"])
+def test_an_absurd_nvlink_speed_is_unreadable_never_pass(speed):
+    from bringup.facts.base import UntrustedOutput
+
+    with pytest.raises(UntrustedOutput, match="link 3"):
+        parse_nvlink_status(A100_NVLINK.replace("\t Link 3: 25 GB/s\n", f"\t Link 3: {speed} GB/s\n", 1))
+
+
+def _a100_8(text: str) -> dict:
+    gpus = [{"bus_id": f"00000000:{i:02X}:00.0", "uuid": g["uuid"], "product_architecture": "Ampere",
+             "fabric_state": "Completed"} for i, g in enumerate(parse_nvlink_status(_text("nvlink-s-8xa100sxm.txt")))]
+    return {"nvidia.query": {"gpus": gpus}, "nvidia.nvlink": parse_nvlink_status(text)}
+
+
+@pytest.mark.parametrize("cut", ["after the GPU 7 line", "in the GPU 7 line", "in a link line of GPU 7",
+                                 "after a link line of GPU 7"])
+def test_capture_nvlink_cut_at_gpu_7_is_unreadable_not_seven_passes(cut):
+    from bringup.facts.base import UntrustedOutput
+
+    text = _text("nvlink-s-8xa100sxm.txt")
+    at = text.index("GPU 7:")
+    head_end = text.index("\n", at) + 1
+    cuts = {"after the GPU 7 line": text[:head_end], "in the GPU 7 line": text[:at + 20],
+            "in a link line of GPU 7": text[:head_end + 15],
+            "after a link line of GPU 7": text[:text.index("\n", head_end) + 1]}
+    with pytest.raises(UntrustedOutput, match="unreadable|cut short"):
+        parse_nvlink_status(cuts[cut])
+
+
+def test_a_gpu_the_query_lists_that_nvlink_output_lacks_is_named():
+    # The 8x A100 capture without GPU 7's block (its header and links), nvidia-smi -q listing 8 GPUs.
+    text = _text("nvlink-s-8xa100sxm.txt")
+    facts = _a100_8(text[:text.index("GPU 7:")])
+    lines = nvlink_checks(facts)
+    assert len(lines) == 8
+    assert [(c.subject, c.status, c.seen) for c in lines if c.status != "PASS"] == [
+        ("GPU 00000000:07:00.0", "WARN", "not checked: nvidia-smi nvlink -s did not list it, though its peers have "
+                                         "links (unreadable)")]
 
 
 def _through_awk(text: str) -> str:
