@@ -1,6 +1,7 @@
 """Errors that reach the operator as one line, and the words they quote (bounded)."""
 from __future__ import annotations
 
+import unicodedata
 from typing import Any
 
 
@@ -44,9 +45,10 @@ def quoted(v: Any, limit: int = QUOTE_MAX) -> str:
 
 def printable(text: str) -> str:
     """``text`` with every control character but newline and tab, the Unicode line and paragraph separators (a
-    line break to every reader that splits lines as Python does), and every byte that was not UTF-8 (kept as a
-    surrogate escape), written out as ``\\xNN`` / ``\\uNNNN``: shown, never acting on a terminal, always
-    encodable."""
+    line break to every reader that splits lines as Python does), the Unicode format characters (category Cf:
+    U+202E's right-to-left override, U+200E/F, U+2066-9, zero-width ones, that reorder or hide what is shown),
+    and every byte that was not UTF-8 (kept as a surrogate escape), written out as ``\\xNN`` / ``\\uNNNN``:
+    shown, never acting on a terminal, always encodable."""
     if not isinstance(text, str) or (text.isprintable() and text.isascii()):
         return text
     out = []
@@ -54,8 +56,9 @@ def printable(text: str) -> str:
         n = ord(ch)
         if 0xDC80 <= n <= 0xDCFF:
             out.append(f"\\x{n - 0xDC00:02x}")
-        elif (n < 0x20 and ch not in "\n\t") or 0x7F <= n < 0xA0 or 0xD800 <= n <= 0xDFFF or n in (0x2028, 0x2029):
-            out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}")
+        elif ((n < 0x20 and ch not in "\n\t") or 0x7F <= n < 0xA0 or 0xD800 <= n <= 0xDFFF or n in (0x2028, 0x2029)
+              or n > 0xA0 and unicodedata.category(ch) == "Cf"):
+            out.append(f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}")
         else:
             out.append(ch)
     return "".join(out)

@@ -284,6 +284,23 @@ MD_CELL_MAX = 480
 
 #: A "<" that could open HTML in rendered Markdown (CommonMark: a tag name's letter, "/", "!" or "?" after it).
 _TAG_START = re.compile(r"<(?=[A-Za-z/!?])")
+#: Markdown's inline syntax: a backslash, code spans, and the "](" or "][" every link and image needs
+#: ("[x](url)", "![x](url)", "[x][ref]"): a "]" escaped there closes no link text, so "[2, 4, 8]" and parentheses,
+#: frequent in the lines, stay as they are.  Then runs of "*", "_" or "~" (emphasis, strikethrough).
+_MD_SYNTAX = re.compile(r"[\\`]|\](?=[(\[])|(?P<run>\*+|_+|~+)")
+
+
+def _md_escape(m: re.Match) -> str:
+    run = m.group("run")
+    if not run:
+        return "\\" + m.group(0)
+    text, a, b = m.string, m.start(), m.end()
+    before, after = text[a - 1:a], text[b:b + 1]
+    # A run with a blank (or the text's edge) on both sides opens and closes nothing ("********", a masked
+    # secret), nor does "_" between two letters or digits ("nvidia_driver") (CommonMark's flanking rules).
+    if (not before.strip() and not after.strip()) or (run[0] == "_" and before.isalnum() and after.isalnum()):
+        return run
+    return "".join("\\" + c for c in run)
 
 
 def _md(text: str, limit: int | None = None) -> str:
@@ -294,7 +311,9 @@ def _md(text: str, limit: int | None = None) -> str:
         text = cut.rstrip(",;:") + " …"
     # Texts come from hosts: no "|" splits the row, no "<" opens an HTML tag, comment or declaration where the
     # Markdown is rendered ("<script>", "<inactive>"); a "<" before a blank or a digit ("BAR1 ... < memory") stays.
-    return _TAG_START.sub("&lt;", text).replace("|", "\\|")
+    # Markdown's own syntax is escaped with a backslash (_MD_SYNTAX): no "[x](javascript:...)" link, "![x](url)"
+    # image, emphasis, code span or strikethrough is made of a host's text.
+    return _TAG_START.sub("&lt;", _MD_SYNTAX.sub(_md_escape, text)).replace("|", "\\|")
 
 
 def _named(k: Check) -> str:

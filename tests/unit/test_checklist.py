@@ -361,3 +361,26 @@ def test_the_picture_draws_the_devices_the_plan_warns_of():
     warned = [w for w in plan_topology(facts, {}).warnings if w.kind == "numa_unknown"]
     assert len(warned) == 4 and f"these {len(warned)} device(s)" in svg
     assert sorted(re.findall(r"class='dev dev-(\w+)'", svg)) == ["gpu", "nic", "storage", "storage"]
+
+
+def test_a_gpu_name_of_markdown_syntax_is_no_link_image_or_emphasis_in_the_page():
+    from bringup.checklist.pages import line, render_markdown
+
+    name = "[md](javascript:alert(4)) ![px](http://evil.example/p.png) *bold* _it_ `code` ~~gone~~ \\"
+    md = render_markdown("h", [line("gpu", "GPU model", "PASS", f"8x {name}")])
+    row = next(l for l in md.splitlines() if "GPU model" in l)
+    assert row.split(" | ")[3] == ("8x [md\\](javascript:alert(4)) ![px\\](http://evil.example/p.png) \\*bold\\* "
+                                   "\\_it\\_ \\`code\\` \\~\\~gone\\~\\~ \\\\")
+    assert "](" not in row.replace("\\](", "")  # every "](" escaped: no link text closes
+
+
+@pytest.mark.parametrize("ch", ["\u202e", "\u200e", "\u200f", "\u202a", "\u202d", "\u2066", "\u2069", "\u200b",
+                                "\ufeff"])
+def test_unicode_format_characters_of_a_host_are_written_out_not_acting(ch):
+    from bringup.checklist.pages import line, render_html, render_markdown
+
+    k = line("gpu", "GPU model", "PASS", f"8x NVIDIA H200{ch}gpj.exe")
+    shown = f"\\u{ord(ch):04x}"
+    assert k.seen == f"8x NVIDIA H200{shown}gpj.exe"
+    for page in (render_markdown("h", [k]), render_html("h", [k], "")):
+        assert ch not in page and shown in page
