@@ -42,7 +42,11 @@ XID_AWK = (
 
 #: The PCI address of a "fallen off the bus" line: "GPU at 0000:01:00.0" or "The NVIDIA GPU 0000:b3:00.0".
 _OFF_BUS = re.compile(r"(?:GPU at|NVIDIA GPU)\s+(?:PCI:)?([0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})(?:\.[0-7])?\b")
-_CAUSED_BY = re.compile(r"caused by previous Xid\s+(\d{1,4})\b")
+_CAUSED_BY = re.compile(r"caused by previous Xid\s+([0-9]{1,4})\b")
+#: An Xid line as the driver prints it: "NVRM: Xid (PCI:0000:3b:00): 79, pid=..., ..." (a MIG instance's names it
+#: after the GPU: "(PCI:0000:01:00 GPU-I:05 GPU-CI:01)"); ASCII digits only, the comma required.
+_XID_LINE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)(?:\s+GPU-I:([0-9]{1,4}))?(?:\s+GPU-CI:([0-9]{1,4}))?\):"
+                       r" ?([0-9]{1,6}),[ \t]*(.*)$")
 _SEVERITY = re.compile(r"^\S{1,40}\s+(Nonfatal|Fatal)\b", re.I)
 
 
@@ -66,7 +70,7 @@ def _whole_boot(t: dict[str, Any]) -> bool:
     does while its first line is from the boot's first second (else older lines rotated out)."""
     if t["source"] != "dmesg":
         return True
-    m = re.match(r"\[\s*(\d+(?:\.\d+)?)\]", str(t["first"] or ""))
+    m = re.match(r"\[ *([0-9]{1,12}(?:\.[0-9]{1,9})?)\]", str(t["first"] or ""))
     return m is not None and float(m.group(1)) < 1
 
 
@@ -127,8 +131,9 @@ def parse_kernel_xid(output: str) -> dict[str, Any]:
                                    "line": rest.encode("utf-8", "replace").decode("utf-8").strip()[:300]})
         elif word == "xid":
             # A MIG instance's Xid names it after the GPU: "(PCI:0000:01:00 GPU-I:05 GPU-CI:01)".
-            m = re.search(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f:.]+)(?:\s+GPU-I:(\d+))?(?:\s+GPU-CI:(\d+))?\):"
-                          r"\s*(\d+)\s*,?\s*(.*)$", rest)
+            # NVIDIA's form: the number in ASCII digits, then its comma ("79, pid=...", "149, NETIR_LINK_EVT ...");
+            # a line cut after its number ("...: 7") is not read as Xid 7.
+            m = _XID_LINE.search(rest)
             if m is None:
                 raise UntrustedOutput(f"kernel log: an Xid line not in the driver's form: {rest.strip()[:80]!r}")
             bad = any("\udc80" <= ch <= "\udcff" for ch in rest)

@@ -272,6 +272,21 @@ def test_a_clean_log_passes_and_an_unreadable_one_is_said():
     assert line.status == "WARN" and "not read" in line.seen and "no kernel message at all" in line.seen
 
 
+@pytest.mark.parametrize("cut", [
+    "[ 1234.5] NVRM: Xid (PCI:0000:2b:00): 7",  # Xid 79's line cut after its first digit, then the count and exit 0
+    "[ 1234.5] NVRM: Xid (PCI:0000:2b:00): 79 GPU has fallen off the bus.",  # no comma: not the driver's form
+    "[ 1234.5] NVRM: Xid (PCI:0000:2b:00): \uff17\uff19, GPU has fallen off the bus.",  # fullwidth digits
+    "[ 1234.5] NVRM: Xid (PCI:0000:2b:00): \u0667\u0669, GPU has fallen off the bus.",  # Arabic-Indic digits
+])
+def test_an_xid_line_not_in_nvidias_form_is_unreadable_never_another_xid(cut):
+    from bringup.facts.base import UntrustedOutput
+
+    with pytest.raises(UntrustedOutput, match="not in the driver's form"):
+        parse_kernel_xid(_xid_output(cut))
+    # The real lines, with their comma, still read.
+    assert [e["xid"] for e in parse_kernel_xid(_xid_output(XID79, XID63, XID69))["events"]] == [79, 63, 69]
+
+
 def test_a_cut_kernel_log_is_named_and_non_utf8_kept():
     from bringup.facts.base import UntrustedOutput
 
