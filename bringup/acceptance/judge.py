@@ -226,7 +226,7 @@ def _hex(text: Any) -> int | None:
 
 
 #: What nvidia-smi can print for a GPU's temperature (°C) and SM clock (MHz); outside: unreadable.
-_RANGES = {"temperature_c": (-40.0, 200.0), "sm_mhz": (0.0, 10_000.0)}
+_RANGES = {"temperature_c": (-40.0, 150.0), "sm_mhz": (0.0, 10_000.0)}
 
 
 def _num(text: Any, key: str) -> float | None:

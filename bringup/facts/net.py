@@ -146,9 +146,14 @@ def _ib_state(file: str, text: str) -> str | None:
     return state if m and IB_STATES[file].get(int(m.group(1))) == state else None
 
 
+#: An adapter model as the RDMA drivers print it in sysfs' hca_type (``MT4129``, ``MT4123``, ``I40IW``).
+_HCA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,31}")
+
+
 def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
     """``ibport DEV PORT FILE VALUE`` lines (the fact's command) → one port each: ``device, port, state,
-    phys_state, rate_gbps, rate, link_layer, hca_type`` (the adapter's model, ``MT4129``, None if not shown).
+    phys_state, rate_gbps, rate, link_layer, hca_type`` (the adapter's model, ``MT4129``, None if not shown;
+    one in no model's form is None with ``hca_type_unreadable`` saying what was printed).
 
     sysfs prints ``4: ACTIVE``, ``5: LinkUp``, ``200 Gb/sec (4X HDR)``, ``InfiniBand``/``Ethernet``.  A port
     with a value missing or in no form sysfs prints (cut short, garbled, not UTF-8) is kept with ``refused``
@@ -177,7 +182,12 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
             twice.setdefault((dev, port), []).append(file)
         read.append(file)
         if file == "hca_type":  # the adapter's model (MT4129: ConnectX-7); optional, some drivers have none
-            entry["hca_type"] = value.strip() or None
+            model = value.strip()
+            if model and not _HCA_TYPE.fullmatch(model):
+                # Garbled (not UTF-8, control characters, words): the model is not known, never a group of its own.
+                entry["hca_type_unreadable"] = f"hca_type {model[:40]!r} is not an adapter model"
+                model = ""
+            entry["hca_type"] = model or None
             continue
         bad = any("\udc80" <= ch <= "\udcff" for ch in value)
         if file in ("state", "phys_state"):

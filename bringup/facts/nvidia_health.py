@@ -93,8 +93,12 @@ def _ecc_counts(section: Any, read: _Reader, where: str) -> dict[str, int | None
     return out or None
 
 
-#: Degrees Celsius a temperature of nvidia-smi -q can be (margins below a limit are negative): past them, no reading.
-TEMPERATURE_RANGE_C = (-100, 200)
+#: Degrees Celsius a GPU's or its memory's temperature, or a limit, can physically be (a chip below about -40 °C
+#: does not run; no part's limit is past 150 °C): past them, no reading (``-99 C``, ``200 C``).
+TEMPERATURE_RANGE_C = (-40, 150)
+#: Degrees a margin below a limit (``GPU T.Limit Temp``, ``GPU Slowdown T.Limit Temp``) can be: negative past the
+#: limit; no part's limit is 150 °C above its temperature (``T.Limit 200 C`` is no reading).
+MARGIN_RANGE_C = (-150, 150)
 
 
 def _temperature(sec: dict[str, Any], read: _Reader) -> dict[str, Any]:
@@ -106,11 +110,11 @@ def _temperature(sec: dict[str, Any], read: _Reader) -> dict[str, Any]:
     is a whole ``<number> C`` (``1e308 C``, ``0x21 C``, ``33 F``, ``NaN C`` are kept in ``read.bad``, never read
     as 1, 0 or 33 °C nor left out unsaid).
     """
-    def temp(key: str) -> int | float | None:
-        return read.number("temperature", key, _get(sec, "Temperature", key), "C", *TEMPERATURE_RANGE_C)
+    def temp(key: str, within: tuple[int, int] = TEMPERATURE_RANGE_C) -> int | float | None:
+        return read.number("temperature", key, _get(sec, "Temperature", key), "C", *within)
 
     current = temp("GPU Current Temp")
-    tlimit, slow_rel = temp("GPU T.Limit Temp"), temp("GPU Slowdown T.Limit Temp")
+    tlimit, slow_rel = temp("GPU T.Limit Temp", MARGIN_RANGE_C), temp("GPU Slowdown T.Limit Temp", MARGIN_RANGE_C)
     slowdown = temp("GPU Slowdown Temp")
     margin = None
     if tlimit is not None and slow_rel is not None:

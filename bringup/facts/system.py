@@ -6,7 +6,7 @@ from typing import Any
 
 from ..ssh.command import sh
 from .helpers import json_object, key_values, to_int as _int
-from .base import Fact
+from .base import Fact, UntrustedOutput
 from ..untrusted import loads  # deep or 100,000-digit JSON: ValueError (Unreadable), never RecursionError
 
 __all__ = [
@@ -247,11 +247,18 @@ def parse_cmdline(output: str) -> dict[str, Any]:
 
     ``args`` are the kernel's words (double quotes honoured, as the kernel
     does), ``params`` maps ``key`` → value (None for a bare flag; the last
-    occurrence wins), ``init_args`` are the words after ``--`` (for init).
+    occurrence wins), ``init_args`` are the words after ``--`` (for init).  Text that is not printable (binary
+    junk) raises :class:`UntrustedOutput`.
     """
     raw = " ".join(output.split())
     if not raw:
         return {}
+    if not raw.isprintable():
+        # The kernel's command line is text: binary junk (control characters, bytes that were not UTF-8, Unicode
+        # format characters) is no command line, never counted as its words.
+        bad = next(ch for ch in raw if not ch.isprintable())
+        raise UntrustedOutput(f"/proc/cmdline holds a character that is not printable text "
+                              f"(U+{ord(bad):04X}): unreadable")
     words = [w.replace('"', "") for w in re.findall(r'(?:[^\s"]+|"[^"]*")+', raw)]
     init_args: list[str] = []
     if "--" in words:

@@ -93,6 +93,15 @@ def infiniband_checks(facts: dict, vars: dict) -> list[Check]:
             out.append(line(AREA, kind, "FAIL", seen + " (an ACTIVE port at 0 Gb/s: no usable link)",
                             "reseat or replace the cable/transceiver and check the switch port; ibstat shows the "
                             "port's rate and width", subject=subject, value=p["rate_gbps"], unit="Gb/s"))
+        elif not pinned and (p.get("hca_type_unreadable") or not p.get("hca_type") and any(
+                q.get("hca_type") for q in kept if q.get("link_layer") == p.get("link_layer"))):
+            # Its adapter model unreadable, or not shown where the host's other ports show theirs: which ports it
+            # runs with is unknown (alone in a group of its own, a slow port passed): its rate is not checked.
+            why = p.get("hca_type_unreadable") or "hca_type not shown, though the host's other ports show theirs"
+            out.append(line(AREA, kind, "WARN", f"not checked: {seen}; {why}: the rate it should run is unknown "
+                            "(unreadable)", "cat /sys/class/infiniband/*/hca_type on the host; or set "
+                            "infiniband_rate_gbps to the rate every port must reach", subject=subject,
+                            value=p["rate_gbps"], unit="Gb/s"))
         elif want and p["rate_gbps"] < want:
             out.append(line(AREA, kind, "FAIL", seen + f"; expected {want:g} Gb/s ({src})",
                             "a link below its rate: reseat or replace the cable/transceiver, check the switch port's "

@@ -69,6 +69,15 @@ def test_every_real_q_capture_reads_every_health_value():
     assert read >= 40
 
 
+@pytest.mark.parametrize("key, value", [("GPU Current Temp", "-99"), ("GPU Current Temp", "151"),
+                                        ("GPU T.Limit Temp", "200"), ("Memory Current Temp", "-41")])
+def test_a_temperature_no_gpu_can_have_is_not_checked_never_pass(key, value):
+    # The H200's capture with one temperature past what a running GPU can read (-40..150 °C; margins -150..150).
+    q = _q(H200, (rf"({re.escape(key)}\s+:) -?\d+ C", rf"\1 {value} C"))
+    [line] = _lines({"nvidia.query": q}, name="temperature")
+    assert line.status == "WARN" and line.seen.startswith(f"not checked: nvidia.query unreadable: {key} "), line.seen
+
+
 def test_older_drivers_absolute_slowdown_temperature():
     # The A10G capture (driver 5xx) prints "GPU Slowdown Temp : 95 C" and the current 27 C.
     g = parse_nvidia_smi_q(A10G.read_text())["gpus"][0]
@@ -688,6 +697,22 @@ def test_capture_ibstat_h100_host_ports_down():
     # An operator who expects NDR 400 on RoCE too: the 100 Gb/s Ethernet port is held against it.
     lines = infiniband_checks({"net.infiniband": ports}, {"infiniband_rate_gbps": 400})
     assert any(c.subject == "mlx5_1 port 1" and c.status == "FAIL" and c.limit == 400 for c in lines)
+
+
+@pytest.mark.parametrize("hca", ["MT4\udcff129", "MT4129 \x1b[2J", "", "(garbled) ????"])
+def test_a_slow_port_with_a_garbled_or_missing_hca_type_is_not_checked_never_pass(hca):
+    # The H100 host's capture with mlx5_0 (ConnectX-7, NDR 400) trained at 200 and its hca_type garbled or blank:
+    # in a group of its own it passed; its rate is now not checked, named.
+    text = _ibstat_as_sysfs(_text("ibstat-h100host-12hca-3eth-down.txt"))
+    text = text.replace("ibport mlx5_0 1 hca_type MT4129\n", f"ibport mlx5_0 1 hca_type {hca}\n", 1)
+    text = text.replace("ibport mlx5_0 1 rate 400 Gb/sec\n", "ibport mlx5_0 1 rate 200 Gb/sec\n", 1)
+    lines = infiniband_checks({"net.infiniband": parse_infiniband_ports(text)}, {})
+    [k] = [c for c in lines if c.subject == "mlx5_0 port 1"]
+    assert k.status == "WARN" and k.seen.startswith("not checked: ACTIVE, LinkUp, 200 Gb/sec; "), k.seen
+    assert "the rate it should run is unknown (unreadable)" in k.seen
+    # With the rate pinned, the model does not matter: held against it, FAIL.
+    pinned = infiniband_checks({"net.infiniband": parse_infiniband_ports(text)}, {"infiniband_rate_gbps": 400})
+    assert [c.status for c in pinned if c.subject == "mlx5_0 port 1"] == ["FAIL"]
 
 
 def test_capture_a100_remap_excerpt_is_refused_as_cut():

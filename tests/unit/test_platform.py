@@ -117,3 +117,16 @@ def test_cstates_without_data_are_never_a_pass():
     cmdline = parse_cmdline("BOOT_IMAGE=/vmlinuz root=/dev/sda1 idle=poll")
     (c,) = [c for c in checks({"system.cpuidle": None, "system.cmdline": cmdline}) if c.name == "C-states"]
     assert c.status == "PASS" and "idle=poll" in c.seen
+
+
+def test_a_kernel_command_line_of_binary_junk_is_not_checked_never_pass():
+    # /proc/cmdline as binary junk that is valid UTF-8 (control characters, a bidi override): no "PASS 1 words".
+    from bringup.facts import FACTS_BY_NAME
+    from bringup.facts.gather import parse_raw
+
+    junk = "\x01\x02\x7f\x10\u202e\x03\n"
+    values, errors = parse_raw([FACTS_BY_NAME["system.cmdline"]], {"system.cmdline": {"rc": 0, "output": junk}})
+    assert "not printable text" in errors["system.cmdline"] and "unreadable" in errors["system.cmdline"]
+    (c,) = [c for c in checks(values, {}, errors) if c.name == "kernel command line"]
+    assert (c.status, c.seen) == ("WARN", "not checked: system.cmdline unreadable")
+    assert parse_cmdline("BOOT_IMAGE=/vmlinuz ro quiet\n")["args"] == ["BOOT_IMAGE=/vmlinuz", "ro", "quiet"]
