@@ -51,6 +51,10 @@ class _Reader:
             self.bad.setdefault(group, []).append(f"{label} {e}")
             return None
 
+    def value(self, read, group: str, label: str, value: Any) -> Any:
+        """``read(value)``, or None with the value named under ``group`` where it is :class:`Unreadable`."""
+        return self._read(read, group, label, value)
+
     def count(self, group: str, label: str, value: Any) -> int | None:
         return self._read(read_count, group, label, value)
 

@@ -5,8 +5,9 @@ import re
 from typing import Any
 
 from .base import UntrustedOutput
-from .nvidia_health import gpu_health
-from .nvidia_values import _count, _first, _mode, _nval, _sval
+from .nvidia_health import _Reader, gpu_health
+from .nvidia_values import (_count, _first, _get, _nval, _sval, read_link_width, read_memory_mib, read_mode,
+                            read_pcie_generation)
 from .pci import normalize_pci_address
 
 #: The deepest nesting of sections read (nvidia-smi -q nests five or six: GPU, Clocks Event Reasons, ...).
@@ -111,6 +112,47 @@ def read_mig_devices(sec: dict[str, Any]) -> tuple[list[dict[str, Any]] | None, 
     return out, None
 
 
+#: Where each setting the platform lines judge is printed, by the check it belongs to (``settings_unreadable``'s keys).
+_LINK = ("PCI", "GPU Link Info")
+SETTINGS = {
+    "bar1": (("bar1_total_mib", "BAR1 Memory Usage Total", ("BAR1 Memory Usage", "Total"), read_memory_mib),
+             ("fb_total_mib", "FB Memory Usage Total", ("FB Memory Usage", "Total"), read_memory_mib),
+             ("fb_reserved_mib", "FB Memory Usage Reserved", ("FB Memory Usage", "Reserved"),
+              lambda v: read_memory_mib(v, lo=0))),
+    "pcie_generation": (
+        ("pcie_gen_current", "PCIe Generation Current", (*_LINK, "PCIe Generation", "Current"), read_pcie_generation),
+        ("pcie_gen_max", "PCIe Generation Max", (*_LINK, "PCIe Generation", "Max"), read_pcie_generation),
+        ("pcie_gen_device_max", "PCIe Generation Device Max", (*_LINK, "PCIe Generation", "Device Max"),
+         read_pcie_generation),
+        ("pcie_gen_host_max", "PCIe Generation Host Max", (*_LINK, "PCIe Generation", "Host Max"),
+         read_pcie_generation)),
+    "pcie_width": (("pcie_width_current", "Link Width Current", (*_LINK, "Link Width", "Current"), read_link_width),
+                   ("pcie_width_max", "Link Width Max", (*_LINK, "Link Width", "Max"), read_link_width)),
+    "persistence": (("persistence_mode", "Persistence Mode", ("Persistence Mode",), read_mode),),
+    "ecc": (("ecc_mode_current", "ECC Mode Current", ("ECC Mode", "Current"), read_mode),),
+    "mig": (("mig_mode_current", "MIG Mode Current", ("MIG Mode", "Current"), read_mode),),
+}
+
+
+def read_settings(sec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[str]]]:
+    """A GPU section's settings the platform lines judge (:data:`SETTINGS`), each read whole and within its range:
+    ``(values, unreadable)``.  A value nvidia-smi prints for a part without it (``N/A``) is None; any other value that
+    is no reading (PCIe ``Gen99``, a ``999x`` link, ``-1 MiB``, ``NaN``, empty, a word other than Enabled/Disabled,
+    a key printed twice) is None too and named in ``unreadable`` by its check (``{"pcie_generation": ["PCIe
+    Generation Current '99'"]}``), whose line is then "not checked", never a verdict.  A current generation or width
+    above its Max is no reading either: both are named."""
+    read = _Reader()
+    values = {key: read.value(reader, group, label, _get(sec, *path))
+              for group, fields in SETTINGS.items() for key, label, path, reader in fields}
+    for group, cur, mx, what in (("pcie_generation", "pcie_gen_current", "pcie_gen_max", "PCIe Generation"),
+                                 ("pcie_width", "pcie_width_current", "pcie_width_max", "Link Width")):
+        if values[cur] is not None and values[mx] is not None and values[cur] > values[mx]:
+            read.bad.setdefault(group, []).append(
+                f"{what} Current {_get(sec, *_LINK, what, 'Current')!r} above Max {_get(sec, *_LINK, what, 'Max')!r}")
+            values[cur] = values[mx] = None
+    return values, read.bad
+
+
 _NVML_FAILED = re.compile(r"^Failed to initialize NVML: ([^\n]*\S)", re.M)  # linear: no (.+?)\s*$
 _NVML_LIBRARY = re.compile(r"^NVML library version: (\d+\.\d+(?:\.\d+)?)\s*$", re.M)
 
@@ -164,7 +206,8 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     addressing_mode, bar1_total_mib, fb_total_mib, fb_reserved_mib,
     pcie_gen_current, pcie_gen_max, pcie_gen_device_max, pcie_gen_host_max,
     pcie_width_current, pcie_width_max, performance_state, power_limit_w,
-    max_power_limit_w, max_clocks_sm_mhz, max_clocks_memory_mhz``.
+    max_power_limit_w, max_clocks_sm_mhz, max_clocks_memory_mhz``; ``settings_unreadable`` where a setting the
+    platform lines judge is no reading (:func:`read_settings`).
 
     An output cut short (a GPU section of a full report without its closing "Processes", fewer
     GPU sections than "Attached GPUs") raises :class:`UntrustedOutput`.  Where NVML could not start (a
@@ -176,7 +219,7 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
         m = re.match(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$", key)
         if not m or not isinstance(sec, dict):
             continue
-        link = ("PCI", "GPU Link Info")
+        settings, unreadable = read_settings(sec)
         power = "GPU Power Readings" if "GPU Power Readings" in sec else "Power Readings"
         gpus.append(
             {
@@ -186,21 +229,10 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 "product_architecture": _sval(sec, "Product Architecture"),
                 "uuid": _sval(sec, "GPU UUID"),
                 "vbios_version": _sval(sec, "VBIOS Version"),
-                "persistence_mode": _mode(_sval(sec, "Persistence Mode")),
-                "mig_mode_current": _mode(_sval(sec, "MIG Mode", "Current")),
-                "ecc_mode_current": _mode(_sval(sec, "ECC Mode", "Current")),
+                **settings,
                 "virtualization_mode": _sval(sec, "GPU Virtualization Mode", "Virtualization Mode"),
                 "addressing_mode": _sval(sec, "Addressing Mode"),
                 "compute_mode": _sval(sec, "Compute Mode"),
-                "bar1_total_mib": _nval(sec, "BAR1 Memory Usage", "Total"),
-                "fb_total_mib": _nval(sec, "FB Memory Usage", "Total"),
-                "fb_reserved_mib": _nval(sec, "FB Memory Usage", "Reserved"),
-                "pcie_gen_current": _nval(sec, *link, "PCIe Generation", "Current"),
-                "pcie_gen_max": _nval(sec, *link, "PCIe Generation", "Max"),
-                "pcie_gen_device_max": _nval(sec, *link, "PCIe Generation", "Device Max"),
-                "pcie_gen_host_max": _nval(sec, *link, "PCIe Generation", "Host Max"),
-                "pcie_width_current": _nval(sec, *link, "Link Width", "Current"),
-                "pcie_width_max": _nval(sec, *link, "Link Width", "Max"),
                 "performance_state": _sval(sec, "Performance State"),
                 "power_limit_w": _first(_nval(sec, power, "Current Power Limit"),
                                         _nval(sec, power, "Power Limit")),
@@ -218,6 +250,8 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 "health": gpu_health(sec),
             }
         )
+        if unreadable:
+            gpus[-1]["settings_unreadable"] = unreadable
         mig = read_mig_devices(sec)
         if mig is not None:
             gpus[-1]["mig_devices"] = mig[0]

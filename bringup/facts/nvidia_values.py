@@ -136,6 +136,79 @@ def read_flag(value: Any) -> bool | None:
     return FLAG_WORDS[v]
 
 
+#: The PCIe generations a link can run at (Gen1 2.5 GT/s .. Gen6 64 GT/s): ``PCIe Generation`` values outside are no
+#: reading.
+PCIE_GENERATIONS = range(1, 7)
+#: The widths a PCIe link trains to (the spec's x1..x32; nvidia-smi prints ``16x``).
+LINK_WIDTHS = (1, 2, 4, 8, 12, 16, 32)
+#: A GPU's memory or BAR1 size in MiB, below 16 TiB (the largest parts have some hundred GiB).
+MEMORY_MIB_MAX = 16 * 1024 * 1024
+#: The words nvidia-smi -q prints for a setting that is on or off (``Persistence Mode``, ``ECC Mode``, ``MIG Mode``);
+#: a part without the setting prints an :data:`ABSENT` word (``N/A``: ECC on a GeForce, MIG on an L40S).
+MODE_WORDS = {"Enabled": True, "Disabled": False}
+
+
+def pcie_generation_ok(n: Any) -> bool:
+    """Whether ``n`` (a fact's value) is a PCIe generation: a whole number in :data:`PCIE_GENERATIONS`."""
+    return type(n) is int and n in PCIE_GENERATIONS
+
+
+def link_width_ok(n: Any) -> bool:
+    """Whether ``n`` (a fact's value) is a PCIe link width: one of :data:`LINK_WIDTHS`."""
+    return type(n) is int and n in LINK_WIDTHS
+
+
+def memory_mib_ok(n: Any, lo: int = 1) -> bool:
+    """Whether ``n`` (a fact's value) is a memory size in MiB: a whole number from ``lo`` below :data:`MEMORY_MIB_MAX`."""
+    return type(n) is int and lo <= n < MEMORY_MIB_MAX
+
+
+def _strict(value: Any, pattern: str, ok) -> int | None:
+    """A leaf read whole by ``pattern`` (one group: the digits), its number held to ``ok``; None where not printed or
+    :data:`ABSENT`; :class:`Unreadable` (the value as seen) for anything else."""
+    if value is None:
+        return None
+    v = value.strip() if isinstance(value, str) else None
+    if v in ABSENT:
+        return None
+    m = re.fullmatch(pattern, v) if v is not None else None
+    n = int(m.group(1)) if m else None
+    if n is None or not ok(n):
+        raise Unreadable(_seen(value))
+    return n
+
+
+def read_pcie_generation(value: Any) -> int | None:
+    """A ``PCIe Generation`` leaf (``5``) strictly: a generation of :data:`PCIE_GENERATIONS` (``99``, ``NaN``,
+    ``1e308``, empty, 40 digits are :class:`Unreadable`)."""
+    return _strict(value, r"([0-9]{1,3})", pcie_generation_ok)
+
+
+def read_link_width(value: Any) -> int | None:
+    """A ``Link Width`` leaf (``16x``) strictly: a width of :data:`LINK_WIDTHS` with its ``x`` (``999x``, ``0x``,
+    ``16``, ``NaNx`` are :class:`Unreadable`)."""
+    return _strict(value, r"([0-9]{1,3})x", link_width_ok)
+
+
+def read_memory_mib(value: Any, lo: int = 1) -> int | None:
+    """A memory size leaf (``143771 MiB``) strictly: whole MiB from ``lo`` below :data:`MEMORY_MIB_MAX` (``-1 MiB``,
+    ``NaN MiB``, ``1e308 MiB``, 30 digits are :class:`Unreadable`)."""
+    return _strict(value, r"([0-9]{1,9}) MiB", lambda n: memory_mib_ok(n, lo))
+
+
+def read_mode(value: Any) -> bool | None:
+    """An ``Enabled``/``Disabled`` setting leaf strictly: True/False; None where not printed or :data:`ABSENT`
+    (``N/A``: the part has no such setting); :class:`Unreadable` for any other word (``Maybe``, ``1``, empty)."""
+    if value is None:
+        return None
+    v = value.strip() if isinstance(value, str) else None
+    if v in ABSENT:
+        return None
+    if v not in MODE_WORDS:
+        raise Unreadable(_seen(value))
+    return MODE_WORDS[v]
+
+
 _LIST_GPU_HEAD = re.compile(r"GPU\s+(\d+):(?=\s)")
 _UUID_TAIL = re.compile(r"\(UUID:\s*([^)\s]+)\)")
 

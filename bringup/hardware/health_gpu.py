@@ -59,7 +59,15 @@ def _ecc(g: dict, h: dict) -> Check:
         return damaged
     vol, agg = h.get("ecc_volatile"), h.get("ecc_aggregate")
     if vol is None and agg is None:
-        if g.get("ecc_mode_current") is False:
+        mode = g.get("ecc_mode_current")
+        named = g.get("settings_unreadable") if isinstance(g.get("settings_unreadable"), dict) else {}
+        if named.get("ecc") or mode not in (None, True, False):
+            # No counts, and no telling whether the part has ECC: never "no ECC on this part".
+            seen = ", ".join(str(b) for b in named.get("ecc") or []) or f"ecc_mode_current {mode!r}"[:80]
+            return line(AREA, "ECC errors", "WARN", f"not checked: nvidia.query unreadable: {seen}",
+                        "read the host again (nvidia-smi -q -d ECC on it); a value that stays unreadable: update "
+                        "the driver", subject=s)
+        if mode is False:
             return line(AREA, "ECC errors", "WARN", "not counted: ECC is off",
                         "nvidia-smi -e 1 and reboot, then re-run the checklist", subject=s)
         return line(AREA, "ECC errors", "PASS", "no ECC on this part", subject=s)

@@ -13,17 +13,62 @@ from __future__ import annotations
 from typing import Any
 
 from ..checks import Check, not_checked
+from ..facts.nvidia_values import link_width_ok, memory_mib_ok, pcie_generation_ok
 from ..process import command
 
 __all__ = ["Check", "checks", "fact_error_checks"]
+
+
+#: Each platform GPU line's values (``nvidia.query``'s keys), their group in ``settings_unreadable`` and what a value
+#: must be: a saved ``--facts`` file hands them over typed, past the parser's readers.
+_MODE = (lambda v: v is None or v is True or v is False)
+_SETTING_LINES = (
+    ("BAR1 covers GPU memory", "bar1", (("bar1_total_mib", memory_mib_ok), ("fb_total_mib", memory_mib_ok))),
+    ("PCIe link width", "pcie_width", (("pcie_width_current", link_width_ok), ("pcie_width_max", link_width_ok))),
+    ("PCIe generation", "pcie_generation", (("pcie_gen_current", pcie_generation_ok),
+                                            ("pcie_gen_max", pcie_generation_ok))),
+    ("persistence mode", "persistence", (("persistence_mode", _MODE),)),
+    ("ECC", "ecc", (("ecc_mode_current", _MODE),)),
+    ("MIG mode", "mig", (("mig_mode_current", _MODE),)),
+)
+#: The fix of a setting nvidia-smi printed as no reading.
+UNREADABLE_FIX = "read the host again (nvidia-smi -q on it); a value that stays unreadable: update the driver"
+
+
+def _unreadable_settings(g: dict[str, Any]) -> dict[str, str]:
+    """``{check name: what was seen}`` for each platform line whose values are no reading: named by ``nvidia-smi
+    -q`` (``settings_unreadable``: ``PCIe Generation Current '99'``), or a saved value out of its range or of
+    another type (``pcie_gen_current 99``), or a current generation or width above its Max."""
+    named = g.get("settings_unreadable") if isinstance(g.get("settings_unreadable"), dict) else {}
+    out: dict[str, str] = {}
+    for check, group, fields in _SETTING_LINES:
+        given = named.get(group)
+        bad = [str(b) for b in given] if isinstance(given, list) else [] if given is None else [f"{group} {given!r}"]
+        bad += [f"{key} {g[key]!r}"[:80] for key, ok in fields if g.get(key) is not None and not ok(g[key])]
+        if not bad and group in ("pcie_width", "pcie_generation"):
+            (cur, ok), (mx, _) = fields
+            if ok(g.get(cur)) and ok(g.get(mx)) and g[cur] > g[mx]:  # a link runs at most at its Max
+                bad.append(f"{cur} {g[cur]} above {mx} {g[mx]}")
+        if bad:
+            out[check] = "not checked: nvidia.query unreadable: " + ", ".join(bad[:3]) + \
+                (f" and {len(bad) - 3} more" if len(bad) > 3 else "")
+    return out
 
 
 def _gpu_checks(g: dict[str, Any]) -> list[Check]:
     name = f"GPU {g.get('bus_id') or g.get('pci_address')}"  # the line's subject, and its names' start
     dev = {"subject": name}
     out: list[Check] = []
+    unread = _unreadable_settings(g)
+
+    def said(check: str) -> bool:
+        """The check's "not checked" line where its values are no reading (True: its verdict is not given)."""
+        if check in unread:
+            out.append(Check(f"{name} {check}", "WARN", unread[check], UNREADABLE_FIX, **dev))
+        return check in unread
+
     bar1, fb = g.get("bar1_total_mib"), g.get("fb_total_mib")
-    if bar1 is not None and fb:
+    if not said("BAR1 covers GPU memory") and bar1 is not None and fb is not None:
         if bar1 >= fb:
             out.append(Check(f"{name} BAR1 covers GPU memory", "PASS", f"BAR1 {bar1} MiB, memory {fb} MiB", **dev))
         else:
@@ -31,28 +76,28 @@ def _gpu_checks(g: dict[str, Any]) -> list[Check]:
                              "enable Above 4G Decoding and Resizable BAR in the firmware setup", **dev))
     cur, mx = g.get("pcie_gen_current"), g.get("pcie_gen_max")
     wc, wm = g.get("pcie_width_current"), g.get("pcie_width_max")
-    if wc is not None and wm is not None:
+    if not said("PCIe link width") and wc is not None and wm is not None:
         if wc < wm:
             out.append(Check(f"{name} PCIe link width", "FAIL", f"x{wc} of x{wm}",
                              "reseat the card or move it to a full-width slot; check the riser", **dev))
         else:
             out.append(Check(f"{name} PCIe link width", "PASS", f"x{wc}", **dev))
-    if cur is not None and mx is not None:
+    if not said("PCIe generation") and cur is not None and mx is not None:
         # GPUs drop the link generation at idle: lower is a warning, not a failure.
         st = "PASS" if cur >= mx else "WARN"
         out.append(Check(f"{name} PCIe generation", st, f"Gen{cur} of Gen{mx}",
                          "" if st == "PASS" else "re-check under load (idle GPUs downshift); else check slot/BIOS",
                          **dev))
     pm = g.get("persistence_mode")
-    if pm is not None:
+    if not said("persistence mode") and pm is not None:
         out.append(Check(f"{name} persistence mode", "PASS" if pm is True else "WARN", f"{pm}",
                          "" if pm is True else "enable nvidia-persistenced (nvidia-smi -pm 1)", **dev))
     ecc = g.get("ecc_mode_current")
-    if ecc is not None:
+    if not said("ECC") and ecc is not None:
         out.append(Check(f"{name} ECC", "PASS" if ecc is True else "WARN", f"{ecc}",
                          "" if ecc is True else "nvidia-smi -e 1 and reboot (datacenter GPUs ship with ECC on)", **dev))
     mig = g.get("mig_mode_current")
-    if mig is not None:
+    if not said("MIG mode") and mig is not None:
         out.append(Check(f"{name} MIG mode", "PASS" if mig is False else "WARN", f"{mig}",
                          "" if mig is False else "nvidia-smi -mig 0 unless the inventory plans MIG slices", **dev))
     return out
