@@ -448,9 +448,10 @@ def _driver_line(host) -> list:
                      "read the host again; nvidia-smi --query-gpu=driver_version --format=csv on it prints the "
                      "version (like 580.159.04): anything else, reinstall the driver's nvidia-smi")]
     unread = host.facts.unread("nvidia.smi") if hasattr(host.facts, "unread") else None
+    lost = gpu.smi_unreachable(host.facts, {"nvidia.smi": unread} if unread else None)
     q = host.facts.get("nvidia.query")
     q = q if isinstance(q, dict) else {}
-    if not drv and not failed and (unread or (q.get("driver_version") and q.get("gpus"))):
+    if not drv and not failed and not lost and (unread or (q.get("driver_version") and q.get("gpus"))):
         # The query output could not be read (or read as no GPU while nvidia-smi -q lists them with a driver):
         # whether a driver answers is not known from it, and "install a driver" would be a verdict on what was
         # not seen.  Say what the other nvidia-smi output showed.
@@ -459,7 +460,6 @@ def _driver_line(host) -> list:
         why = "nvidia.smi unreadable" if unread else "nvidia-smi --query-gpu (nvidia.smi) listed no GPU"
         return [line("software", "driver version", "WARN", f"not checked: {why}{other}",
                      "read the host again; the line of fact nvidia.smi says what its command printed")]
-    lost = gpu.smi_unreachable(host.facts)
     if not drv and lost and not gpu.without_gpu(v, host.facts):
         # The driver answered: it reaches no GPU.  A GPU fault (the gpu line says it), never "install a driver" over
         # the one loaded (a downgrade to INSTALL_BRANCH, perhaps).

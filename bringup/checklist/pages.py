@@ -88,9 +88,10 @@ def gpu_checks(facts: dict, vars: dict, fact_errors: dict | None = None) -> list
                          "reseat or replace the missing GPU, or correct gpu_count"))
     else:
         out.append(line("gpu", "GPU count", "PASS", seen))
-    if unread_smi is not None:
+    # nvidia-smi said it cannot reach a GPU (-q, or --query-gpu in place of its list): a GPU fault, in its words.
+    lost = smi_unreachable(facts, fact_errors)
+    if unread_smi is not None and not lost:
         return out + [unread_smi]
-    lost = smi_unreachable(facts)
     if not smi and lost:
         out.append(line("gpu", "driver sees the GPUs", "FAIL", lost, UNREACHABLE_FIX))
         return out

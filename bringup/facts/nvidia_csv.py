@@ -6,8 +6,21 @@ import re
 from typing import Any
 
 from .base import UntrustedOutput
+from .nvidia_q import smi_error, unreachable_gpus
 from .nvidia_values import ABSENT, _mode, _none_if_na, _number
 from .pci import normalize_pci_address
+
+#: How the fact's error starts where nvidia-smi --query-gpu said it cannot reach a GPU (its words follow, as
+#: :func:`.nvidia_q.smi_error` gives them): :func:`query_unreachable` reads them back.
+UNREACHABLE = "nvidia-smi --query-gpu: nvidia-smi cannot reach GPU "
+
+
+def query_unreachable(error: object) -> str | None:
+    """nvidia-smi's words (``nvidia-smi cannot reach GPU 0000:00:06.0: Unknown Error``) where ``error``, the
+    ``nvidia.smi`` fact's error, is :func:`parse_query_gpu_csv`'s for a GPU nvidia-smi cannot reach; else None."""
+    if not isinstance(error, str) or not error.startswith(UNREACHABLE):
+        return None
+    return error[len("nvidia-smi --query-gpu: "):]
 
 _QUERY_FIELDS = (
     "index,name,uuid,pci.bus_id,driver_version,memory.total,persistence_mode,"
@@ -42,11 +55,16 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
 
     Lines before the header (shell prompts, ``lspci`` output in a capture) are
     skipped: the header is the first line whose fields look like query field
-    names.  Error text (no driver, unknown field) gives ``[]``.  After the header every line must be a whole
+    names.  Error text (no driver, unknown field) gives ``[]``; nvidia-smi's ``Unable to determine the device handle for
+    GPU ...`` (anywhere) is :class:`UntrustedOutput` in its words (:data:`UNREACHABLE`, :func:`query_unreachable`).  After the header every line must be a whole
     row: one with fewer or more fields than the header (cut short, or an error such as ``Unable to determine
     the device handle for GPU ...`` in place of a GPU's row), or a last row without its newline (cut inside its
     last field), is :class:`UntrustedOutput`: a GPU must never vanish from the count unnamed.
     """
+    if unreachable_gpus(output):
+        # nvidia-smi's own words for a GPU it cannot open (a GPU fallen off the bus), in place of its row or of the
+        # whole listing: no GPU list, and no "no driver" either: the GPU fault, named as nvidia-smi -q's is.
+        raise UntrustedOutput("nvidia-smi --query-gpu: " + (smi_error(output) or ""))
     lines = [l for l in output.splitlines() if l.strip() and not l.startswith("#")]
     start = None
     for i, line in enumerate(lines):

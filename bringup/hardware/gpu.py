@@ -120,14 +120,20 @@ def nvml_failure(facts: dict[str, Any]) -> dict[str, Any] | None:
     return query if isinstance(query, dict) and query.get("nvml_error") else None
 
 
-def smi_unreachable(facts: dict[str, Any]) -> str | None:
+def smi_unreachable(facts: dict[str, Any], fact_errors: dict[str, str] | None = None) -> str | None:
     """nvidia-smi's own words where the driver answered but reached no GPU (``nvidia.query``: ``nvidia-smi cannot
-    reach GPU 0000:00:06.0: Unknown Error``, ``nvidia-smi: No devices were found``), with the loaded module's
-    version where ``driver.owner`` read it; None otherwise.  A GPU fault (fallen off the bus, lost), not a missing
-    driver."""
+    reach GPU 0000:00:06.0: Unknown Error``, ``nvidia-smi: No devices were found``; else the ``nvidia.smi`` fact's
+    error in ``fact_errors`` where ``--query-gpu`` printed it: ``nvidia-smi --query-gpu cannot reach GPU ...``), with
+    the loaded module's version where ``driver.owner`` read it; None otherwise.  A GPU fault (fallen off the bus,
+    lost), not a missing driver."""
+    from ..facts.nvidia_csv import query_unreachable  # noqa: PLC0415 - one reader
+
     query = facts.get("nvidia.query") or {}
     error = query.get("smi_error") if isinstance(query, dict) else None
     if not isinstance(error, str) or not error:
+        said = query_unreachable((fact_errors or {}).get("nvidia.smi"))
+        error = said.replace("nvidia-smi ", "nvidia-smi --query-gpu ", 1) if said else None
+    if not error:
         return None
     owner = facts.get("driver.owner") or {}
     module = owner.get("version") if isinstance(owner, dict) else None

@@ -204,7 +204,11 @@ def fact_error_checks(fact_errors: dict[str, str] | None) -> list[Check]:
     """One FAIL per fact that could not be read or trusted (``gather``'s errors: cut, empty where its command
     always prints, not UTF-8, garbled): what it would have said is unknown, so the lines that depend on it say
     "not checked: <fact> unreadable" (:func:`bringup.checks.not_checked`)."""
-    return [Check(f"fact {name}", "FAIL", msg,
+    from ..facts.nvidia_csv import query_unreachable  # noqa: PLC0415 - one reader
+    from .gpu import UNREACHABLE_FIX  # noqa: PLC0415
+
+    # nvidia-smi's own "cannot reach GPU" in place of its list: a GPU fault, whose fix the line gives.
+    return [Check(f"fact {name}", "FAIL", msg, UNREACHABLE_FIX if name == "nvidia.smi" and query_unreachable(msg) else
                   f"run `{command('facts --host HOST')}` and compare the command's own output; the checks "
                   f"that read {name} say \"not checked\"", area="facts")
             for name, msg in sorted((fact_errors or {}).items())]

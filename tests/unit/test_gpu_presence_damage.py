@@ -63,6 +63,31 @@ def test_only_nvidia_smi_q_failing_leaves_the_gpus_health_not_checked_not_gone(t
     assert [l.status for l in lines if l.subject == "GPU 0000:00:06.0"] == ["WARN", "WARN"]
 
 
+@pytest.mark.parametrize("said", [
+    LOST,
+    # The header, then the error in place of the GPU's row.
+    "index, name, uuid, pci.bus_id, driver_version, memory.total [MiB], persistence_mode, power.limit [W], "
+    "clocks.max.sm [MHz], compute_cap\n" + LOST,
+], ids=["alone", "after-the-header"])
+def test_only_the_query_output_saying_it_cannot_reach_a_gpu_names_nvidia_smis_error(tmp_path, said):
+    # nvidia-smi -q answered (the GPU, its values), --query-gpu printed the device-handle error: a GPU fault in
+    # nvidia-smi's words, never "listed no GPU", "absent or printed nothing" or "install the driver".
+    lines = h200_lines(tmp_path, nvidia_smi=said)
+    words = "nvidia-smi --query-gpu cannot reach GPU 0000:00:06.0: Unknown Error"
+    sees = by_name(lines, "driver sees the GPUs")
+    assert (sees.status, sees.seen) == ("FAIL", words + " (driver 580.159.04 loaded)")
+    assert "not a missing driver" in sees.fix and "reset the GPU" in sees.fix
+    drv = by_name(lines, "driver version")
+    assert (drv.status, drv.seen) == ("WARN", f"not checked: {words} (driver 580.159.04 loaded)")
+    assert "do not install another" in drv.fix
+    fact = by_name(lines, "fact nvidia.smi")
+    assert (fact.status, fact.seen) == ("FAIL", "nvidia-smi --query-gpu: nvidia-smi cannot reach GPU 0000:00:06.0: "
+                                                "Unknown Error")
+    assert "not a missing driver" in fact.fix
+    assert not [l for l in lines if "listed no GPU" in l.seen or "printed nothing" in l.seen
+                or "install a driver" in l.fix or "install the driver" in l.fix]
+
+
 def _pci_real() -> str:
     return json.loads(BUNDLE.read_text())["raw"]["pci.devices"]["output"]
 
