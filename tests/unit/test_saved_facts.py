@@ -111,7 +111,10 @@ FIX = REPO / "tests" / "fixtures" / "hosts" / "h200-vm"
 
 
 def test_a_raw_bundle_of_captured_outputs_plans_as_the_parsed_facts(project):
-    raw = {"cpu.topology": (FIX / "lscpu.txt").read_text(), "pci.devices": (FIX / "pci.txt").read_text(),
+    # pci.txt's first section is the listing (other commands' outputs follow its "---"), and the command that
+    # prints it ends with the line end=pci (a listing without it is cut short: unreadable).
+    pci_listing = (FIX / "pci.txt").read_text().split("\n---\n")[0].rstrip("\n") + "\nend=pci\n"
+    raw = {"cpu.topology": (FIX / "lscpu.txt").read_text(), "pci.devices": pci_listing,
            "nvidia.smi": {"rc": 0, "output": (FIX / "nvidia-smi-query.csv").read_text()},
            "nvidia.query": (FIX / "nvidia-smi-q.txt").read_text()}
     (project / "raw.json").write_text(json.dumps({"host": "h", "raw": raw}))
