@@ -9,13 +9,15 @@ name, placed by the console script (issue 42: ~40 modules of every command's sta
 
 The console script places them (:func:`place`) before it loads anything, where neither is imported yet (a
 test process, Invoke's own ``invoke`` program: nothing is placed), and leaves them for the process's life.  A
-stand-in never answers wrongly: anything it does not answer itself (any other name, a submodule, a function that
-is a coroutine function after all, a ``Mock`` made) takes every stand-in out of ``sys.modules`` and asks the real
-module, which from then on is the one imported.
+stand-in never answers wrongly: anything it does not answer itself (any other name, a function that is a
+coroutine function after all, a ``Mock`` made) takes every stand-in out of ``sys.modules`` and asks the real
+module, which from then on is the one imported; a submodule imported meanwhile (``import unittest.case``) is found
+by :class:`_Submodules`, which does the same and hands over the real package's own submodule.
 """
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import sys
 from types import ModuleType
@@ -25,16 +27,51 @@ __all__ = ["place", "STANDS_IN_FOR"]
 
 #: The modules a stand-in is made for, parents first.
 STANDS_IN_FOR = ("asyncio", "asyncio.coroutines", "unittest", "unittest.mock")
+_PACKAGES = ("asyncio", "unittest")
 
 _placed: dict[str, ModuleType] = {}
 
 
 def _withdraw() -> None:
-    """Take every stand-in still named out of ``sys.modules``."""
+    """Take every stand-in still named out of ``sys.modules``, and their finder out of ``sys.meta_path``."""
     for name, module in list(_placed.items()):
         if sys.modules.get(name) is module:
             del sys.modules[name]
         _placed.pop(name, None)
+    if _Submodules in sys.meta_path:
+        sys.meta_path.remove(_Submodules)
+
+
+class _Loaded:
+    """The loader of a submodule the real package has just imported: the module as it is, its own spec kept."""
+
+    def __init__(self, module: ModuleType) -> None:
+        self.module, self.spec = module, module.__spec__
+
+    def create_module(self, spec: Any) -> ModuleType:
+        return self.module
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__spec__ = self.spec  # the import system wrote the spec it was handed over the module's own
+
+
+class _Submodules:
+    """The first finder while the stand-ins are placed: a submodule of a stood-in package (``import unittest.case``,
+    ``import asyncio.events``) withdraws them, imports the real package and the submodule through it, and is that
+    module, loaded once (the import system has passed its look in ``sys.modules`` when it asks a finder)."""
+
+    @staticmethod
+    def find_spec(fullname: str, path: Any = None, target: Any = None) -> Any:
+        package = fullname.partition(".")[0]
+        if "." not in fullname or package not in _PACKAGES or package not in _placed:
+            return None
+        _withdraw()
+        importlib.import_module(package)
+        module = importlib.import_module(fullname)
+        # Out of sys.modules until the import system takes it back through _Loaded: a name found there now
+        # would be loaded again from its own spec (importlib's "the parent import may have imported it").
+        del sys.modules[fullname]
+        return importlib.util.spec_from_loader(fullname, _Loaded(module))
 
 
 def _real(name: str) -> ModuleType:
@@ -47,9 +84,9 @@ class _StandIn(ModuleType):
     """A module whose unknown names come from the real module of the same name."""
 
     def __getattr__(self, attr: str) -> Any:
-        # Dunders too (__file__, __all__), and a package's __path__ (a submodule imported); a plain module has no
-        # __path__, as the real one has none (``from unittest.mock import Mock`` asks).
-        if attr == "__path__" and "." in self.__name__:
+        # Dunders too (__file__, __all__).  A plain module has no __path__, as the real one has none (``from
+        # unittest.mock import Mock`` asks); a package's is set where it is placed.
+        if attr == "__path__":
             raise AttributeError(attr)
         value = getattr(_real(self.__name__), attr)
         # Kept: a module that bound the stand-in at its import (``import asyncio`` at its top) reads the real
@@ -88,6 +125,10 @@ def place() -> None:
         return
     for name in STANDS_IN_FOR:
         _placed[name] = sys.modules[name] = _stand_in(name)
+        if name in _PACKAGES:
+            # A package: the import system reads its __path__ before it asks the finders for a submodule.
+            _placed[name].__path__ = []  # type: ignore[attr-defined]
+    sys.meta_path.insert(0, _Submodules)
     # A package's submodule is its attribute (``import unittest.mock`` then ``unittest.mock.patch``).
     _placed["asyncio"].coroutines = _placed["asyncio.coroutines"]  # type: ignore[attr-defined]
     _placed["unittest"].mock = _placed["unittest.mock"]  # type: ignore[attr-defined]
