@@ -4,8 +4,9 @@ revision, how old its last success is, the state of its last run, and which host
 One instant query (``/api/v1/query`` of ``{__name__=~"bringup_pull_.+"}``) returns every host's series that
 :mod:`bringup.pull.record` writes and the node exporter serves; this module reads them into one row a host.
 The fleet's revision is the one applied by the host whose success is the newest (or ``--revision``); a host
-on another one lags.  A success time ahead of this machine's clock is never the newest (a host whose clock, or
-textfile, says so would set the fleet's revision), and is named.  A host whose series contradict each other (two
+on another one lags.  A time ahead of this machine's clock within :data:`CLOCK_SKEW_S` (two machines' clocks
+disagree a little) is read, and named below the table; further ahead it never happened, and is not read (named
+too).  A host whose series contradict each other (two
 statuses, two revisions or times at once) or say what pull never writes (a status word it has not, a flag neither
 0 nor 1) is ``unreadable``, the series named: which one is true is not known.  Exit codes as drift's: 0 every
 host current, 2 a host lags, failed, was refused or is unreadable, 4 a host stopped reporting (no run within
@@ -125,9 +126,10 @@ def summarize(series: list[dict], *, revision: str | None = None, stale_s: float
             if value > now + CLOCK_SKEW_S:  # a run in the future never happened: not read, and said
                 h.notes.append(f"{name} lies {_age(value, now)} ahead of this machine's clock: not read")
                 value = None
-            elif value > now:  # within the clock skew: its own row, never the fleet's newest
-                h.notes.append(f"{name} lies {_age(value, now)} ahead of this machine's clock: not taken as the "
-                               "fleet's newest")
+            elif value > now:  # within the clock skew: read (the host that just applied the newest, its clock a
+                # little fast, sets the fleet's revision and is no "lagging"), and said
+                h.notes.append(f"{name} lies {_age(value, now)} ahead of this machine's clock (within the "
+                               f"{CLOCK_SKEW_S // 60:.0f} min allowed for two clocks' difference)")
             if name == "bringup_pull_last_run_timestamp_seconds":
                 h.last_run = value
             else:
@@ -145,8 +147,8 @@ def summarize(series: list[dict], *, revision: str | None = None, stale_s: float
                 if name not in ("bringup_pull_last_run_timestamp_seconds",
                                 "bringup_pull_last_success_timestamp_seconds")
                 else f"{name} has {len(said)} values ({', '.join(said)}): which one is true is not known")
-    newest = max((h for h in hosts.values() if h.revision and h.last_success and h.last_success <= now
-                  and h.host not in unreadable), key=lambda h: h.last_success, default=None)
+    newest = max((h for h in hosts.values() if h.revision and h.last_success and h.host not in unreadable),
+                 key=lambda h: h.last_success, default=None)
     wanted = revision or (newest.revision if newest else None)
     for h in hosts.values():
         if h.host in unreadable:
