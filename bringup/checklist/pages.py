@@ -304,7 +304,7 @@ def _md_escape(m: re.Match) -> str:
     return "".join("\\" + c for c in run)
 
 
-def _md(text: str, limit: int | None = None) -> str:
+def _md(text: str, limit: int | None = None, syntax: bool = True) -> str:
     text = " ".join(text.split())
     if limit and len(text) > limit:
         # Cut at a word, never inside one ("this kernel has no such"), and say it was cut.
@@ -314,7 +314,8 @@ def _md(text: str, limit: int | None = None) -> str:
     # Markdown is rendered ("<script>", "<inactive>"); a "<" before a blank or a digit ("BAR1 ... < memory") stays.
     # Markdown's own syntax is escaped with a backslash (_MD_SYNTAX): no "[x](javascript:...)" link, "![x](url)"
     # image, emphasis, code span or strikethrough is made of a host's text.
-    return _TAG_START.sub("&lt;", _MD_SYNTAX.sub(_md_escape, text)).replace("|", "\\|")
+    # ``syntax`` False (the terminal, where nothing renders Markdown): its syntax is left as the host wrote it.
+    return _TAG_START.sub("&lt;", _MD_SYNTAX.sub(_md_escape, text) if syntax else text).replace("|", "\\|")
 
 
 def _named(k: Check) -> str:
@@ -322,15 +323,18 @@ def _named(k: Check) -> str:
     return k.name if not k.subject or k.subject in k.name else f"{k.subject} {k.name}"
 
 
-def render_markdown(host: str, checks: list[Check]) -> str:
-    """The checklist as Markdown (terminal, tickets): FAIL and WARN lines first, with their fixes."""
+def render_markdown(host: str, checks: list[Check], *, terminal: bool = False) -> str:
+    """The checklist as Markdown (terminal, tickets): FAIL and WARN lines first, with their fixes.  ``terminal``:
+    the table as the console shows it, without the backslashes that keep a host's text from making Markdown's
+    links, images or emphasis where the page is rendered (``ACPI _PXM``, not ``ACPI \\_PXM``)."""
     c = summary_counts(checks)
     lines = [f"# Bring-up checklist: {host} — {verdict(checks)}", "",
              f"{c['PASS']} pass, {c['WARN']} warn, {c['FAIL']} fail", "",
              "| status | area | check | seen | fix |", "| --- | --- | --- | --- | --- |"]
     for k in worst_first(checks):
-        lines.append(f"| {k.status} | {_md(k.area)} | {_md(_named(k))} | {_md(k.seen, MD_CELL_MAX)} | "
-                     f"{_md(k.fix, MD_CELL_MAX)} |")
+        md = not terminal
+        lines.append(f"| {k.status} | {_md(k.area, syntax=md)} | {_md(_named(k), syntax=md)} | "
+                     f"{_md(k.seen, MD_CELL_MAX, md)} | {_md(k.fix, MD_CELL_MAX, md)} |")
     return "\n".join(lines) + "\n"
 
 

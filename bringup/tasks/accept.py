@@ -162,7 +162,7 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
         for t in conns.values():
             t.close()
     for name, lines in results.items():
-        console.print(render_markdown(name, lines), markup=False, highlight=False)
+        console.print(render_markdown(name, lines, terminal=True), markup=False, highlight=False)
         try:
             write_atomic(out_dir / f"{name}.md", render_markdown(name, lines), errors="backslashreplace")
             write_atomic(out_dir / f"{name}.html", render_html(name, lines, ""), errors="backslashreplace")

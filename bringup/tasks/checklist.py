@@ -76,7 +76,7 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
                                              stop=run.stop, ahead=run.ahead))
     console, stop = run.console, run.stop
     for name, checks in pages.items():
-        console.print(render_markdown(name, checks), markup=False, highlight=False)
+        console.print(render_markdown(name, checks, terminal=True), markup=False, highlight=False)
     if group:
         Path(out).mkdir(parents=True, exist_ok=True)
         write_atomic(Path(out) / f"{GROUP_PAGE}.html", render_group_html(group, pages), errors="backslashreplace")
