@@ -93,8 +93,9 @@ class Unreadable(TunerError, ValueError):
 P95_MAX_US = 3_600_000_000
 #: A counter of Triton's (a uint64).
 COUNTER_MAX = 2 ** 64 - 1
-#: The widest window read from a served config: 1 s (Triton's own guide stays below a few ms; more is no window).
-WINDOW_READ_MAX = 1_000_000
+#: The widest window read from a served config: an hour (Triton's own guide stays below a few ms, but a window
+#: of seconds is still a window, one the controller steps back into WINDOW_MIN..WINDOW_MAX; more is no window).
+WINDOW_READ_MAX = 3_600_000_000
 #: The longest integer literal read in Triton's JSON (a uint64 counter has 20 digits).
 DIGITS_MAX = 40
 

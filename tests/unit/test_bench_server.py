@@ -48,7 +48,7 @@ def _target():
 
 
 @pytest.mark.parametrize("config, said", [
-    ({"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": "2000000"}},
+    ({"max_batch_size": 8, "dynamic_batching": {"max_queue_delay_microseconds": "99999999999"}},
      "max_queue_delay_microseconds"),
     ({"max_batch_size": 8, "dynamic_batching": [1]}, "dynamic_batching"),
 ])

@@ -479,11 +479,11 @@ def test_a_statistics_document_of_another_shape_is_one_line(doc, why):
                          "or dynamic_batching [1] (tune-window --follow: loaded, or a traceback)", variants=7,
                          checks=("one clear line", "nothing touched"))
 @pytest.mark.parametrize("config, why", [
-    ({"dynamic_batching": {"max_queue_delay_microseconds": -5}}, "-5 is out of range (0..1e+06)"),
+    ({"dynamic_batching": {"max_queue_delay_microseconds": -5}}, "-5 is out of range (0..3.6e+09)"),
     ({"dynamic_batching": {"max_queue_delay_microseconds": "abc"}}, "'abc' is not a number"),
-    ({"dynamic_batching": {"max_queue_delay_microseconds": 1e308}}, "1e+308 is out of range (0..1e+06)"),
+    ({"dynamic_batching": {"max_queue_delay_microseconds": 1e308}}, "1e+308 is out of range (0..3.6e+09)"),
     ({"dynamic_batching": {"max_queue_delay_microseconds": int("9" * 4000)}},
-     "an integer of about 4000 digits is out of range (0..1e+06)"),
+     "an integer of about 4000 digits is out of range (0..3.6e+09)"),
     ({"dynamic_batching": {"max_queue_delay_microseconds": 800.5}}, "800.5 is not a whole number"),
     ({"dynamic_batching": {"max_queue_delay_microseconds": True}}, "True is not a number"),
     ({"dynamic_batching": [1]}, "dynamic_batching [1] is not a JSON object")])
@@ -572,8 +572,19 @@ def test_follow_says_a_hostile_interval_in_one_line_and_logs_and_plots_only_read
         "add: interval skipped, window kept: Triton's metrics: add's p95 (nv_inference_request_summary_us quantile 0.95, µs) "
         "'1e308' is out of range (0..3.6e+09)",
         "add: interval skipped, window kept: Triton's model config: max_queue_delay_microseconds 1e+308 is out of range "
-        "(0..1e+06)"]
+        "(0..3.6e+09)"]
     assert t.loads == [] and records == [] and not log.exists()
     e = {"time": "2026-01-01T00:00:00+00:00", "model": "add", "target_p95_ms": 50.0, "p95_ms": 20.0,
          "new_window_us": 850}
     assert plot_window_log([e], tmp_path / "w.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_served_window_of_seconds_is_read_and_stepped_back_into_range():
+    # A window of seconds is a window Triton serves (a misconfiguration the controller must be able to mend), not
+    # an unreadable value: read, then stepped back into WINDOW_MIN..WINDOW_MAX (a review found it skipped forever).
+    from bringup.latency.window_tuner import WINDOW_MAX, next_window, window_of
+
+    w = window_of({"dynamic_batching": {"max_queue_delay_microseconds": "2000000"}})
+    assert w == 2_000_000
+    assert next_window(w, 80.0, 50.0)[0] == WINDOW_MAX
+
