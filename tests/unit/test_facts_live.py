@@ -22,7 +22,7 @@ from bringup.facts.base import UntrustedOutput
 from bringup.facts.cpu import SYSFS_CPU_WALK, parse_lscpu_parse
 from bringup.facts.gather import gather
 from bringup.facts.net import NetInterfaces
-from bringup.facts.pci import PciDevices
+from bringup.facts.pci import END, PciDevices
 
 REPO = Path(__file__).resolve().parents[2]
 from .fixture_hosts import FIX  # noqa: E402  (tests/fixtures/hosts, in this repository)
@@ -187,7 +187,7 @@ def test_command_syntax(fact, shell):
 
 
 #: Facts that refuse a line not in their command's form (net.infiniband: "ibport DEV PORT FILE VALUE" lines only).
-STRICT_LINES = {"net.infiniband"}
+STRICT_LINES = {"net.infiniband", "pci.devices"}
 
 
 @pytest.mark.parametrize("fact", ALL_FACTS, ids=lambda f: f.name)
@@ -368,11 +368,13 @@ def test_pci_command_prints_fixture_format(tmp_path):
             _write(d / "msi_irqs" / str(irq), "msix")
     for shell in SHELLS:
         out = run(_rooted(PciDevices.command, root), shell).splitlines()
+        assert out[-1] == END, (shell, out[-1:])  # the listing's last line says it is whole
+        out = out[:-1]
         assert len(out) == len(fixture)
         for got, want in zip(out, fixture):
             assert got.startswith(want + " driver="), (shell, got)
         assert out[6] == (fixture[6] + " driver=nvidia irq=0 irqs=42,43,44,45,46,47,48,49 rdma= net= lsc= lsm= lwc= lwm=")
-    devs = PciDevices.process("\n".join(out))
+    devs = PciDevices.process("\n".join(out + [END]))
     gpu = devs[6]
     assert (gpu["address"], gpu["kind"], gpu["numa_node"], gpu["driver"]) == ("0000:00:06.0", "gpu", -1, "nvidia")
     assert gpu["irqs"] == list(range(42, 50))
