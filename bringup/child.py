@@ -1,5 +1,8 @@
 """A local child process that outlives neither its bound, nor a stop of the run, nor its parent.
 
+Over 500 lines because it is the one helper every child of bringup goes through (docs/contributing.md): its
+group, tag, subreaper and signal rules hold only together, and a second module would share their state.
+
     ended = run_bounded(argv, timeout=600, stop=run.stop, stdout=log, env=env)
     ended.why   # None: it exited by itself; "timeout"; or the signal's name ("SIGTERM") that stopped the run
 
