@@ -146,14 +146,26 @@ def _ib_state(file: str, text: str) -> str | None:
     return state if m and IB_STATES[file].get(int(m.group(1))) == state else None
 
 
-#: An adapter model as the RDMA drivers print it in sysfs' hca_type (``MT4129``, ``MT4123``, ``I40IW``).
-_HCA_TYPE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,31}")
+#: The longest hca_type read: bnxt_re and ionic print the device's node_desc there, which the kernel holds in 64
+#: bytes (IB_DEVICE_NODE_DESC_MAX); the other drivers' models are shorter.
+HCA_TYPE_MAX = 64
+
+
+def _hca_type_ok(model: str) -> bool:
+    """An adapter model as the RDMA drivers print it in sysfs' hca_type: mlx4/mlx5 ``MT4129``, i40iw ``I40IW``, hfi1
+    its board name (``Intel Omni-Path Host Fabric Interface Adapter 100 Series``), qedr ``FastLinQ QL8070 RoCE``,
+    bnxt_re and ionic the node description (``Broadcom NetXtreme-C/E RoCE Driver HCA``, or rdma-ndd's
+    ``<hostname> <device>``): printable text up to :data:`HCA_TYPE_MAX` characters.  Control characters (an escape
+    sequence), a byte that is not UTF-8 or a longer value are no model."""
+    return (0 < len(model) <= HCA_TYPE_MAX and model.isprintable()
+            and not any("\udc80" <= ch <= "\udcff" for ch in model))
 
 
 def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
     """``ibport DEV PORT FILE VALUE`` lines (the fact's command) → one port each: ``device, port, state,
-    phys_state, rate_gbps, rate, link_layer, hca_type`` (the adapter's model, ``MT4129``, None if not shown;
-    one in no model's form is None with ``hca_type_unreadable`` saying what was printed).
+    phys_state, rate_gbps, rate, link_layer, hca_type`` (the adapter's model, ``MT4129`` or a node description such as
+    ``Broadcom NetXtreme-C/E RoCE Driver HCA``, None if not shown; one that is not printable text of a sane length is
+    None with ``hca_type_unreadable`` saying what was printed).
 
     sysfs prints ``4: ACTIVE``, ``5: LinkUp``, ``200 Gb/sec (4X HDR)``, ``InfiniBand``/``Ethernet``.  A port
     with a value missing or in no form sysfs prints (cut short, garbled, not UTF-8) is kept with ``refused``
@@ -183,8 +195,8 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
         read.append(file)
         if file == "hca_type":  # the adapter's model (MT4129: ConnectX-7); optional, some drivers have none
             model = value.strip()
-            if model and not _HCA_TYPE.fullmatch(model):
-                # Garbled (not UTF-8, control characters, words): the model is not known, never a group of its own.
+            if model and not _hca_type_ok(model):
+                # Garbled (not UTF-8, control characters, overlong): the model is not known, never a group of its own.
                 entry["hca_type_unreadable"] = f"hca_type {model[:40]!r} is not an adapter model"
                 model = ""
             entry["hca_type"] = model or None

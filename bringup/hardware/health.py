@@ -54,6 +54,16 @@ def check_vars(hosts) -> None:
 # InfiniBand and RoCE
 
 
+def _model(p: dict) -> str | None:
+    """The port's adapter model as its group is known by: its ``hca_type`` without its own device's name.  bnxt_re and
+    ionic print the node description there, which rdma-ndd sets to ``<hostname> <device>`` (``gpu01 bnxt_re0``): one
+    text per adapter, so each port would be held against itself alone."""
+    model = p.get("hca_type")
+    if not model:
+        return None
+    return " ".join(model.replace(str(p.get("device")), " ").split()) or model
+
+
 def infiniband_checks(facts: dict, vars: dict) -> list[Check]:
     """Each RDMA port ACTIVE, LinkUp, at the expected rate (``infiniband_rate_gbps``, else the fastest rate a port
     of the same link layer and adapter model reports on the host); ports listed in ``infiniband_ignore`` are left out, said once."""
@@ -76,10 +86,10 @@ def infiniband_checks(facts: dict, vars: dict) -> list[Check]:
         # Held against its own kind: a host's compute fabric (ConnectX-7 at 400) and front-end ports (ConnectX-6 Dx
         # at 100) run at different rates by design.
         same = [q["rate_gbps"] for q in kept if not q.get("refused") and q.get("state") == "ACTIVE"
-                and (q.get("link_layer"), q.get("hca_type")) == (p.get("link_layer"), p.get("hca_type"))]
+                and (q.get("link_layer"), _model(q)) == (p.get("link_layer"), _model(p))]
         want = float(pinned) if pinned else max(same, default=None)
         src = "infiniband_rate_gbps" if pinned else (
-            f"the fastest {p['hca_type']} port of this host" if p.get("hca_type") else "the fastest port of this host")
+            f"the fastest {_model(p)} port of this host" if p.get("hca_type") else "the fastest port of this host")
         seen = f"{p['state']}, {p['phys_state']}, {p['rate']}"
         if p["state"] != "ACTIVE" or p["phys_state"] != "LinkUp":
             fix = ("cable it and check the switch port" if p["phys_state"] in ("Disabled", "Polling", "Sleep")

@@ -699,7 +699,7 @@ def test_capture_ibstat_h100_host_ports_down():
     assert any(c.subject == "mlx5_1 port 1" and c.status == "FAIL" and c.limit == 400 for c in lines)
 
 
-@pytest.mark.parametrize("hca", ["MT4\udcff129", "MT4129 \x1b[2J", "", "(garbled) ????"])
+@pytest.mark.parametrize("hca", ["MT4\udcff129", "MT4129 \x1b[2J", "", "MT4129\x07", "M" * 65])
 def test_a_slow_port_with_a_garbled_or_missing_hca_type_is_not_checked_never_pass(hca):
     # The H100 host's capture with mlx5_0 (ConnectX-7, NDR 400) trained at 200 and its hca_type garbled or blank:
     # in a group of its own it passed; its rate is now not checked, named.
@@ -713,6 +713,48 @@ def test_a_slow_port_with_a_garbled_or_missing_hca_type_is_not_checked_never_pas
     # With the rate pinned, the model does not matter: held against it, FAIL.
     pinned = infiniband_checks({"net.infiniband": parse_infiniband_ports(text)}, {"infiniband_rate_gbps": 400})
     assert [c.status for c in pinned if c.subject == "mlx5_0 port 1"] == ["FAIL"]
+
+
+def _roce_ports(dev: str, hca, rates) -> str:
+    """RoCE ports of one driver as net.infiniband's command prints them: ``<dev><i>`` port 1, ACTIVE, LinkUp."""
+    out = []
+    for i, rate in enumerate(rates):
+        d = f"{dev}{i}"
+        out += [f"ibport {d} 1 state 4: ACTIVE", f"ibport {d} 1 phys_state 5: LinkUp",
+                f"ibport {d} 1 rate {rate} Gb/sec (4X HDR)", f"ibport {d} 1 link_layer Ethernet",
+                f"ibport {d} 1 hca_type {hca(d) if callable(hca) else hca}"]
+    return "\n".join(out) + "\n"
+
+
+@pytest.mark.parametrize("dev,hca", [
+    ("mlx5_", "MT4129"),                                               # mlx5: "MT%d" of the PCI device id
+    ("mlx4_", "MT4099"),                                               # mlx4: the same form
+    ("bnxt_re", "Broadcom NetXtreme-C/E RoCE Driver HCA"),            # bnxt_re: its node_desc
+    ("bnxt_re", lambda d: f"gpu-node-01 {d}"),                         # ... as rdma-ndd sets it: "%h %d"
+    ("ionic_", lambda d: f"gpu-node-01.example.com {d}"),              # ionic: its node_desc, the same
+    ("hfi1_", "Intel Omni-Path Host Fabric Interface Adapter 100 Series"),  # hfi1: its board name
+    ("qedr", "FastLinQ QL8070 RoCE"),                                  # qedr: "FastLinQ QL%x RoCE|iWARP"
+    ("bnxt_re", lambda d: f"gpu01 (rack 4/u12) {d}"),                  # a node_desc an operator wrote
+    ("i40iw", "I40IW"),
+])
+def test_real_hca_types_are_adapter_models_and_their_ports_are_checked(dev, hca):
+    # bnxt_re and ionic print the node description as hca_type (spaces, '/'): it was refused, so every healthy port
+    # was WARN "not checked ... is not an adapter model" unless infiniband_rate_gbps was pinned.
+    ports = parse_infiniband_ports(_roce_ports(dev, hca, [400, 400, 200]))
+    assert all(p["hca_type"] and "hca_type_unreadable" not in p and "refused" not in p for p in ports), ports
+    lines = infiniband_checks({"net.infiniband": ports}, {})
+    assert [(c.subject, c.status) for c in lines] == [(f"{dev}0 port 1", "PASS"), (f"{dev}1 port 1", "PASS"),
+                                                      (f"{dev}2 port 1", "FAIL")], lines
+    assert lines[2].limit == 400 and lines[2].seen.startswith("ACTIVE, LinkUp, 200 Gb/sec (4X HDR); expected 400 Gb/s")
+
+
+def test_the_bnxt_re_reproducer_reads_its_model():
+    [port] = parse_infiniband_ports("ibport bnxt_re0 1 hca_type Broadcom NetXtreme-C/E RoCE Driver HCA\n"
+                                    "ibport bnxt_re0 1 state 4: ACTIVE\nibport bnxt_re0 1 phys_state 5: LinkUp\n"
+                                    "ibport bnxt_re0 1 rate 100 Gb/sec (4X EDR)\nibport bnxt_re0 1 link_layer Ethernet\n")
+    assert port["hca_type"] == "Broadcom NetXtreme-C/E RoCE Driver HCA" and "hca_type_unreadable" not in port
+    [line] = infiniband_checks({"net.infiniband": [port]}, {})
+    assert line.status == "PASS" and line.seen == "ACTIVE, LinkUp, 100 Gb/sec (4X EDR)"
 
 
 def test_capture_a100_remap_excerpt_is_refused_as_cut():
