@@ -170,19 +170,39 @@ def dcgm_lines(level: int, found: str, rc: int | None, stdout: str, stderr: str,
     return out
 
 
+#: DCGM's software tests (its "Deployment" category; DCGM 4 runs them as one test, "software"): host-wide checks whose
+#: results name a GPU only where it failed (the GB10 capture: "software" lists GPU 0, Fail), so they say nothing of
+#: which GPUs were diagnosed.
+_HOST_WIDE = ("deployment", "software")
+
+
 def _coverage(name: str, diag: dict, bus_ids: dict[str, str]) -> list[Check]:
-    """The GPUs DCGM's per-GPU results name against those nvidia-smi lists (``bus_ids``'s keys): a listed GPU
-    no per-GPU result names was not diagnosed (FAIL, by name), never a pass by silence.  A document of host-wide
-    results only (level 1's software tests) says nothing per GPU: nothing to hold."""
-    named = {g.strip() for t in diag["tests"] for r in t["results"] if r["gpu"] is not None
-             for g in r["gpu"].split(",")}
-    if not named or not bus_ids:
+    """The GPUs each per-GPU test's results name against those nvidia-smi lists (``bus_ids``'s keys): a listed GPU
+    missing from such a test was not diagnosed by it (FAIL, by name), never a pass by silence.
+
+    A per-GPU test is one outside DCGM's software tests (:data:`_HOST_WIDE`) whose every result names one GPU and
+    which names a GPU that did not fail: DCGM lists each GPU it ran a per-GPU plugin on (the 8-GPU capture's
+    "diagnostic", Pass on GPUs 0-7).  A test whose named GPUs all failed lists those failures, not the GPUs it ran
+    on (their FAIL lines say it): no coverage is read from it.  A document of host-wide results only (level 1's
+    software tests) says nothing per GPU: nothing to hold."""
+    if not bus_ids:
         return []
-    missing = [i for i in bus_ids if i not in named]
+    missing: dict[str, list[str]] = {}
+    for t in diag["tests"]:
+        gpus = [r["gpu"] for r in t["results"]]
+        if (t["category"].strip().lower() in _HOST_WIDE or t["name"].strip().lower() in _HOST_WIDE or not gpus
+                or any(g is None or "," in g for g in gpus)
+                or all(r["status"] == "FAIL" for r in t["results"])):
+            continue
+        named = {g.strip() for g in gpus}
+        for i in bus_ids:
+            if i not in named:
+                missing.setdefault(i, []).append(t["name"])
     if not missing:
         return []
+    said = ", ".join(f"GPU {i} {bus_ids[i]} from {' and '.join(tests)}" for i, tests in missing.items())
     return [line(AREA, name, "FAIL", f"DCGM diagnosed {len(bus_ids) - len(missing)} of {len(bus_ids)} GPUs "
-                 f"(missing: {', '.join(f'GPU {i} {bus_ids[i]}' for i in missing)})",
+                 f"(missing: {said})",
                  "dcgmi discovery -l lists the GPUs DCGM sees; a GPU it lacks is not diagnosed: nvidia-smi, dmesg "
                  "(Xid), CUDA_VISIBLE_DEVICES in nv-hostengine's environment")]
 

@@ -196,5 +196,43 @@ def test_a_gpu_dcgm_did_not_diagnose_fails_by_name():
     lines = dcgm_lines(3, "/usr/bin/dcgmi", 0, v4_document(json.dumps(test)), "", BUS)
     failed = [k for k in lines if k.status == "FAIL"]
     assert [(k.name, k.seen) for k in failed] == [
-        ("DCGM diagnostics (level 3)", "DCGM diagnosed 7 of 8 GPUs (missing: GPU 7 00000000:1F:00.0)")]
+        ("DCGM diagnostics (level 3)", "DCGM diagnosed 7 of 8 GPUs (missing: GPU 7 00000000:1F:00.0 from diagnostic)")]
     assert not [k for k in dcgm_lines(3, "/usr/bin/dcgmi", 0, v4_document(excerpt()), "", BUS) if k.status != "PASS"]
+
+
+def gb10_document() -> str:
+    """The real DCGM 4 ``dcgmi diag -r 1 -j`` of a GB10 (tests/fixtures/hosts/public/...gb10-fail-dcgm4.txt): its
+    "software" test names GPU 0 alone, Fail (persistence mode off)."""
+    return "".join(l for l in (FIX / "hosts/public/dcgmi-diag-r1-json-gb10-fail-dcgm4.txt").read_text()
+                   .splitlines(keepends=True) if not l.startswith("#"))
+
+
+def test_a_software_test_naming_only_its_failing_gpu_is_no_missing_gpus():
+    # DCGM's software test names a GPU only where it failed: on an 8-GPU host with GPU 0's persistence mode off it
+    # names GPU 0 alone.  It added a false "DCGM diagnosed 1 of 8 GPUs" FAIL beside the real one.
+    lines = dcgm_lines(1, "/usr/bin/dcgmi", 226, gb10_document(), "", BUS)
+    assert [(k.status, k.name, k.subject) for k in lines] == [("FAIL", "DCGM software", "GPU 00000000:18:00.0")]
+    assert "Persistence mode for GPU 0 is disabled" in lines[0].seen
+    # Beside a per-GPU test that lists its 8 GPUs: still no coverage FAIL; with GPU 7 gone from it, the FAIL names it.
+    gb10 = json.loads(gb10_document())
+    gb10["DCGM Diagnostic"]["test_categories"].append({"category": "Stress", "tests": [json.loads(excerpt())]})
+    lines = dcgm_lines(3, "/usr/bin/dcgmi", 226, json.dumps(gb10), "", BUS)
+    assert [(k.status, k.name) for k in lines] == [("FAIL", "DCGM software")] + [("PASS", "DCGM diagnostic")] * 8
+    gb10["DCGM Diagnostic"]["test_categories"][1]["tests"][0]["results"].pop()
+    lines = dcgm_lines(3, "/usr/bin/dcgmi", 226, json.dumps(gb10), "", BUS)
+    assert [(k.status, k.seen) for k in lines if k.name == "DCGM diagnostics (level 3)"] == [
+        ("FAIL", "DCGM diagnosed 7 of 8 GPUs (missing: GPU 7 00000000:1F:00.0 from diagnostic)")]
+
+
+def test_a_per_gpu_test_naming_only_the_gpus_it_failed_on_is_no_missing_gpus():
+    # The real 8-GPU diagnostic with only GPU 5's result left, a Fail: DCGM named the failure, not the GPUs it ran on.
+    test = json.loads(excerpt())
+    test["results"] = [dict(test["results"][5], status="Fail", warnings=[{"warning": "GPU 5 had an uncorrectable "
+                                                                                      "ECC error", "error_id": 25}])]
+    test["test_summary"]["status"] = "Fail"
+    lines = dcgm_lines(3, "/usr/bin/dcgmi", 226, v4_document(json.dumps(test)), "", BUS)
+    assert [(k.status, k.subject) for k in lines] == [("FAIL", "GPU 00000000:1D:00.0")]
+    # Naming GPU 5 as a Pass alone, though: a per-GPU list without the other 7, which were not diagnosed.
+    test["results"][0]["status"] = "Pass"
+    lines = dcgm_lines(3, "/usr/bin/dcgmi", 226, v4_document(json.dumps(test)), "", BUS)
+    assert lines[-1].status == "FAIL" and lines[-1].seen.startswith("DCGM diagnosed 1 of 8 GPUs (missing: GPU 0 ")
