@@ -61,17 +61,21 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
 
 def _whole(output: str, gpus: list[dict[str, Any]]) -> None:
     """Raise :class:`UntrustedOutput` where the output was cut: a GPU line cut in its middle, or a last GPU with
-    fewer link lines than the GPU before it (nvidia-smi prints every link, an inactive one as ``<inactive>``), or
-    none while the GPUs before it have links.  (A link line cut in its middle is no speed: refused above; a GPU
-    cut before its "GPU N:" is missing, which the health line names against nvidia-smi -q's GPUs.)"""
+    fewer link lines than an earlier GPU of the same part (nvidia-smi prints every link of a part, an inactive one
+    as ``<inactive>``), none included.  A last GPU with no link line whose part no earlier GPU is (a mixed host's
+    L4 after its bridged H100s) is a GPU without NVLink, as nvidia-smi prints it: read, never the whole output
+    unreadable.  (A link line cut in its middle is no speed: refused above; a GPU cut before its "GPU N:" is
+    missing, which the health line names against nvidia-smi -q's GPUs.)"""
     for text in output.splitlines():
         head = _GPU_HEAD.match(text.strip())
         if head and not _gpu_line(text.strip()):
             raise UntrustedOutput(f"nvidia-smi nvlink -s: {head.group(0)} {text.strip()[len(head.group(0)):][:40]!r}"
                                   " is not a whole GPU line (output cut short?): unreadable")
     if len(gpus) >= 2 and not gpus[-1].get("all_inactive"):
-        last, before = gpus[-1], gpus[-2]
-        if len(last["links"]) < len(before["links"]):
+        last = gpus[-1]
+        peers = [g for g in gpus[:-1] if g["name"] == last["name"]]
+        before = max(peers, key=lambda g: len(g["links"]), default=None)
+        if before is not None and len(last["links"]) < len(before["links"]):
             raise UntrustedOutput(f"nvidia-smi nvlink -s: GPU {last['index']}, the last, has {len(last['links'])} "
-                                  f"link line(s), GPU {before['index']} {len(before['links'])} (output cut short?): "
-                                  "unreadable")
+                                  f"link line(s), GPU {before['index']} (the same part) {len(before['links'])} "
+                                  "(output cut short?): unreadable")

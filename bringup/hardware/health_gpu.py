@@ -284,9 +284,11 @@ def nvlink_checks(facts: dict) -> list[Check]:
     """Every GPU's NVLink links up, at the part's speed, as many as its peers have.
 
     The speed a part runs its links at is :func:`bringup.hardware.nvlink.rate`'s (by product, else architecture); a part
-    not listed is held against the fastest link of the host.  GPUs without NVLink (no link lines) get no line; one
-    that the other facts list, or that prints no link line, while its peers have links is "not checked", named; a
-    single GPU with every link inactive has no NVLink peer (a VM given one GPU of a board): said, not failed.
+    not listed is held against the fastest link of the host.  GPUs without NVLink (no link lines) get no line; on a
+    mixed host, a GPU with no link line whose part no GPU with links is gets a PASS "no NVLink" naming it; one that
+    the other facts list but nvlink -s does not, or a part whose peers have links that prints none, is "not
+    checked", named; a single GPU with every link inactive has no NVLink peer (a VM given one GPU of a board): said,
+    not failed.
     """
     links = facts.get("nvidia.nvlink") or []
     by_uuid = {g.get("uuid"): g for g in gpus_of(facts)}
@@ -345,10 +347,19 @@ def nvlink_checks(facts: dict) -> list[Check]:
     # named (never left out as if it had no NVLink).
     listed = {n.get("uuid") for n in with_links}
     silent = {n.get("uuid"): n for n in links if isinstance(n, dict) and n not in with_links}
+    # A GPU listed with no link line whose part no GPU with links is (a mixed host's L4 beside bridged H100s): a
+    # part without NVLink, as nvidia-smi prints one; said, not unreadable.
+    linked = {n.get("name") for n in with_links}
     for g in gpus_of(facts):
         if g.get("uuid") in listed:
             continue
-        said = ("nvidia-smi nvlink -s printed no link line for it" if g.get("uuid") in silent
+        quiet = silent.get(g.get("uuid"))
+        if quiet is not None and quiet.get("name") and quiet.get("name") not in linked:
+            out.append(line(AREA, "NVLink", "PASS", f"no NVLink: nvidia-smi nvlink -s lists this {quiet['name']} "
+                            "with no link, as it prints a part without NVLink (the GPUs with links are "
+                            + ", ".join(sorted(str(x) for x in linked)) + ")", subject=subject_of(g)))
+            continue
+        said = ("nvidia-smi nvlink -s printed no link line for it" if quiet is not None
                 else "nvidia-smi nvlink -s did not list it")
         out.append(line(AREA, "NVLink", "WARN", f"not checked: {said}, though its peers have links (unreadable)",
                         "read the host again (nvidia-smi nvlink -s on it); nvidia-smi -q shows whether the GPU is "

@@ -626,6 +626,47 @@ def test_capture_nvlink_cut_at_gpu_7_is_unreadable_not_seven_passes(cut):
         parse_nvlink_status(cuts[cut])
 
 
+L4_HEAD = "GPU 2: NVIDIA L4 (UUID: GPU-4a1f0c2e-7d1b-4e7a-9a55-0c3e5b6d7f80)\n"
+
+
+def _mixed(text: str) -> dict:
+    links = parse_nvlink_status(text)
+    parts = {"NVIDIA H100 PCIe": "Hopper", "NVIDIA L4": "Ada Lovelace"}
+    gpus = [{"bus_id": f"00000000:{0x18 + g['index']:02X}:00.0", "uuid": g["uuid"], "product_name": g["name"],
+             "product_architecture": parts[g["name"]], "fabric_state": None} for g in links]
+    return {"nvidia.query": {"gpus": sorted(gpus, key=lambda g: g["bus_id"])}, "nvidia.nvlink": links}
+
+
+@pytest.mark.parametrize("where", ["last", "first"])
+def test_a_mixed_hosts_gpu_without_nvlink_is_named_never_the_output_unreadable(where):
+    # The real 2x H100 PCIe bridged capture with an L4 (no NVLink) beside them: nvlink -s prints its "GPU 2:" line
+    # and no link line.  Listed last, it read as an output cut after its header: the whole fact unreadable.
+    text = _text("nvlink-s-2xh100pcie-bridge-inactive.txt")
+    text = text + L4_HEAD if where == "last" else L4_HEAD + text
+    facts = _mixed(text)
+    assert [(g["index"], len(g["links"])) for g in facts["nvidia.nvlink"]] == (
+        [(0, 18), (1, 18), (2, 0)] if where == "last" else [(2, 0), (0, 18), (1, 18)])
+    lines = nvlink_checks(facts)
+    assert [(c.subject, c.status) for c in lines] == [("GPU 00000000:18:00.0", "PASS"), ("GPU 00000000:19:00.0", "PASS"),
+                                                      ("GPU 00000000:1A:00.0", "PASS")], lines
+    assert lines[2].seen == ("no NVLink: nvidia-smi nvlink -s lists this NVIDIA L4 with no link, as it prints a part "
+                             "without NVLink (the GPUs with links are NVIDIA H100 PCIe)")
+
+
+def test_a_mixed_host_cut_in_a_line_stays_unreadable():
+    from bringup.facts.base import UntrustedOutput
+
+    text = _text("nvlink-s-2xh100pcie-bridge-inactive.txt") + L4_HEAD
+    with pytest.raises(UntrustedOutput, match="GPU 2: .* is not a whole GPU line"):
+        parse_nvlink_status(text[:-30])  # the L4's line cut in its UUID
+    with pytest.raises(UntrustedOutput, match="link 17"):
+        parse_nvlink_status(text.replace("Link 17: <inactive>\n" + L4_HEAD, "Link 17: <inac"))
+    # GPU 1 (an H100 like GPU 0) cut after 3 of its 18 links: a cut, named against its own part.
+    cut = text[:text.index("Link 3:", text.index("GPU 1:"))]
+    with pytest.raises(UntrustedOutput, match=r"GPU 1, the last, has 3 link line\(s\), GPU 0 \(the same part\) 18"):
+        parse_nvlink_status(cut)
+
+
 def test_a_gpu_the_query_lists_that_nvlink_output_lacks_is_named():
     # The 8x A100 capture without GPU 7's block (its header and links), nvidia-smi -q listing 8 GPUs.
     text = _text("nvlink-s-8xa100sxm.txt")
