@@ -506,11 +506,22 @@ def _driver_line(host) -> list:
 
 def _fabric_line(host) -> list:
     """Fabric Manager against the loaded driver, on a host with NVSwitch: FAIL when missing or of another
-    version (the service refuses to start, and CUDA with it)."""
-    from bringup.checks import line
+    version (the service refuses to start, and CUDA with it).  Where that hangs on the PCI bus (a pass-through VM,
+    or GPUs that show no fabric state) and ``pci.devices`` is unreadable: "not checked", never what the bus holds."""
+    from bringup.checks import line, not_checked
 
     elsewhere = gpu.fabric_elsewhere(host.facts)
     drv = gpu.driver_version(host.facts)
+    unread_pci = gpu.pci_unread(host.facts)
+    if unread_pci and drv and (gpu.in_passthrough_vm(host.facts) or not gpu.fabric_states(host.facts)):
+        # Whether Fabric Manager belongs here follows the NVSwitches on the PCI bus (a pass-through VM's, or a board
+        # whose GPUs show no fabric state, A100-SXM's N/A): a listing not read says nothing of them.
+        said = not_checked("software", "Fabric Manager", ("pci.devices",), {"pci.devices": unread_pci})
+        fabric = gpu.fabric_states(host.facts)
+        return [line("software", "Fabric Manager", "WARN", said.seen + (
+            "; a pass-through VM: whether its PCI bus holds NVSwitches is not known" if gpu.in_passthrough_vm(host.facts)
+            else "; whether an NVSwitch is on the PCI bus is not known") + (f" (fabric {fabric})" if fabric else ""),
+            said.fix)]
     if elsewhere and drv:
         # The fabric is up and this machine holds no NVSwitch to manage: nothing to install or run here.
         return [line("software", "Fabric Manager", "PASS", f"none needed here: {elsewhere}")]

@@ -10,11 +10,11 @@ from typing import Any, Literal
 from .gpu_profiles import AUTO, ProfileVars
 from ..facts.driver import DRIVER_VERSION, driver_branch
 from ..errors import BringupError
-from ..resources.guard import Fail, Skip
+from ..resources.guard import Fail, Skip, unread_facts
 from ..inventory.vars import want
 
 __all__ = ["nvidia_gpus", "gpu_gate", "GpuVars", "driver_version", "driver_version_unreadable", "branch_of", "nvml_failure", "nvml_fix", "smi_unreachable", "unanswered_gpus", "UNREACHABLE_FIX", "CPU_PROFILES", "without_gpu", "nvswitch_evidence",
-           "fabric_states", "fabric_elsewhere", "in_passthrough_vm"]
+           "fabric_states", "fabric_elsewhere", "in_passthrough_vm", "pci_unread"]
 
 #: gpu_profile values meaning "this host has no GPU".  The GPU classes are profiles: bringup.hardware.gpu_profiles.
 CPU_PROFILES = (None, "", "cpu", "none")
@@ -23,6 +23,13 @@ CPU_PROFILES = (None, "", "cpu", "none")
 def nvidia_gpus(facts: dict[str, Any]) -> list[dict[str, Any]]:
     """The NVIDIA GPUs on the PCI bus (vendor 0x10de, display class)."""
     return [d for d in facts.get("pci.devices") or [] if d.get("kind") == "gpu"]
+
+
+def pci_unread(facts: dict[str, Any]) -> str | None:
+    """Why ``pci.devices`` could not be read on this host (its value is then its default, no device), where the facts
+    say (a role's :class:`~bringup.engine.role_contract.FactView`); None when it was read, or a plain dict."""
+    unread = getattr(facts, "unread", None)
+    return unread("pci.devices") if callable(unread) else None
 
 
 def nvswitch_evidence(facts: dict[str, Any]) -> str | None:
@@ -70,12 +77,13 @@ def fabric_elsewhere(facts: dict[str, Any]) -> str | None:
     A pass-through VM (Virtualization Mode ``Pass-Through``) whose PCI bus shows no NVSwitch and whose every GPU's
     fabric registration is ``Completed``/``Success``: the NVSwitches stayed with the hypervisor host, whose Fabric
     Manager registered the GPUs (NVIDIA's shared NVSwitch virtualization model).  A VM given the NVSwitches too
-    (full pass-through) runs Fabric Manager itself, as bare metal does.
+    (full pass-through) runs Fabric Manager itself, as bare metal does.  An unreadable ``pci.devices``
+    (:func:`pci_unread`) shows no bus: None, never "no NVSwitch on its PCI bus" from a listing not read.
     """
     gpus = [g for g in (facts.get("nvidia.query") or {}).get("gpus") or [] if g.get("fabric_state")]
     switches = [d for d in facts.get("pci.devices") or []
                 if d.get("vendor") == "0x10de" and str(d.get("class") or "").startswith("0x0680")]
-    if not gpus or switches or not in_passthrough_vm(facts):
+    if not gpus or switches or not in_passthrough_vm(facts) or pci_unread(facts):
         return None
     if not all(g["fabric_state"] == "Completed" and g.get("fabric_status") == "Success" for g in gpus):
         return None
@@ -205,6 +213,14 @@ def gpu_gate(host, what: str, *, without_gpu_install: bool = True) -> list | Non
     """
     if nvidia_gpus(host.facts):
         return None
+    unread = pci_unread(host.facts)
+    if unread:
+        # The listing was not read (cut, garbled): no device in it says nothing of the bus, never "no NVIDIA GPU".
+        profile = host.vars.get("gpu_profile", AUTO)
+        if profile in CPU_PROFILES:
+            return [Skip(what, f"gpu_profile is {profile or 'unset'} (no GPU); pci.devices unreadable: the PCI bus "
+                               "not read")]
+        return [unread_facts(host, ("pci.devices",), what)]
     if without_gpu_install and host.vars.get("nvidia_without_gpu", "skip") == "install":
         return None
     profile = host.vars.get("gpu_profile", AUTO)

@@ -154,3 +154,47 @@ def test_an_idle_gpu_under_sw_power_cap_is_not_told_to_raise_its_limit(edit):
     lines = [l for l in gpu_health_checks({"nvidia.query": parse_nvidia_smi_q(text)})
              if l.name == "clock event reasons" and "SW power cap" in l.seen]
     assert lines and all(l.status == "PASS" and "the cap holds nothing now" in l.seen and not l.fix for l in lines)
+
+
+@pytest.mark.parametrize("state, status", [("Completed", "Success"), ("In Progress", "N/A")])
+@pytest.mark.parametrize("damage", ["cut-before-gpu", "error-text"])
+def test_a_passthrough_vm_with_its_pci_listing_unreadable_claims_nothing_of_its_bus(tmp_path, state, status, damage):
+    # The pass-through VM's Fabric Manager line follows the NVSwitches on its PCI bus: with the listing cut (or an
+    # error in its place) pci.devices reads as no device, and the line said "a pass-through VM ... with no NVSwitch on
+    # its PCI bus" (PASS "none needed here" when the fabric is up, WARN "none to install here" when not).
+    real = _pci_real()
+    pci = {"cut-before-gpu": real[:real.index("0000:00:06.0")],
+           "error-text": "ls: cannot access /sys/bus/pci/devices: Input/output error\n"}[damage]
+    lines = h200_lines(tmp_path, pci_devices=pci,
+                       nvidia_query=_q_with(State=state, Status=status, Virtualization_Mode="Pass-Through"))
+    fm = by_name(lines, "Fabric Manager")
+    assert fm.status == "WARN" and fm.seen == (
+        "not checked: pci.devices unreadable; a pass-through VM: whether its PCI bus holds NVSwitches is not known "
+        f"(fabric State {state}, Status {status} on 1 GPU(s))"), fm.seen
+    assert fm.fix == "read the host again; the line of fact pci.devices says what its command printed"
+    assert not [l for l in lines if "no NVSwitch" in l.seen or l.name == "Fabric Manager version"]
+    # The whole listing: as before (the fabric up: none needed here; not up: none to install here).
+    lines = h200_lines(tmp_path, nvidia_query=_q_with(State=state, Status=status, Virtualization_Mode="Pass-Through"))
+    assert "no NVSwitch on its PCI bus" in by_name(lines, "Fabric Manager").seen
+
+
+def test_an_unreadable_pci_listing_is_no_gpu_role_skip_or_fail_from_an_empty_bus(tmp_path):
+    # A GPU role's gate read the unread listing (its default, no device) as "no NVIDIA GPU on this host".
+    from bringup.engine.role_contract import FactView, HostContext
+
+    doc = json.loads(BUNDLE.read_text())
+    doc["raw"]["pci.devices"] = {"rc": 0, "output": _pci_real()[:_pci_real().index("0000:00:06.0")]}
+    path = tmp_path / "raw.json"
+    path.write_text(json.dumps(doc))
+    facts, errors = load_facts(path, "h200-vm")
+    assert "pci.devices" in errors and facts["pci.devices"] == []
+    role = ROLES["nvidia_driver"]
+    for profile, kind in (("h200", "Fail"), ("cpu", "Skip")):
+        vars = {**role.defaults, "gpu_profile": profile}
+        host = HostContext("h200-vm", vars, FactView(facts, role.facts, role.name, errors), render=None)
+        (gate,) = role.resources(host)
+        said = gate.text
+        assert type(gate).__name__ == kind and "no NVIDIA GPU" not in said, said
+        assert said.startswith("gpu_profile is cpu (no GPU); pci.devices unreadable: the PCI bus not read") if kind \
+            == "Skip" else said.startswith("nvidia driver not touched: the fact pci.devices (pci.devices: the output "
+                                           "ends before its last line 'end=pci'"), said
