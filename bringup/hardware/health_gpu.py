@@ -178,9 +178,11 @@ def _watts(value) -> float | None:
 
 
 def _power_cap(g: dict, s: str, tail: str) -> Check:
-    """SW Power Cap flagged: the fix follows what the readings show.  A limit below the board's default is raised;
-    an idle GPU far below a limit already at its default is not held by it (drivers flag the cap at low P-states);
-    a GPU at a default limit under load is power bound, and raising a limit it already has fixes nothing."""
+    """SW Power Cap flagged: the fix follows what the readings show, in this order.  A limit below the board's
+    default (both read) is raised.  Otherwise a GPU drawing less than :data:`IDLE_POWER_SHARE` of its limit is idle
+    and not held by the cap (drivers flag it at low P-states): PASS, whatever the default reads (N/A on some boards).
+    A GPU at or above its default limit under load is power bound, and raising a limit it already has fixes
+    nothing.  Any reading missing or unreadable (draw, limit, default): WARN, compare the limit with the default."""
     raw_draw = g.get("power_draw_w")
     # A draw of 0.00 W is a reading (an idle board, some VMs): the least it can be, never "no reading".
     draw = 0.0 if isinstance(raw_draw, (int, float)) and not isinstance(raw_draw, bool) and raw_draw == 0 \
