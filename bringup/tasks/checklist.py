@@ -60,7 +60,7 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
         if group:
             group_page_free(found)
 
-    with running(inventory, set_, host, hosts, group, roles, forks=1, connect_ahead=not facts, extra_facts=FACTS,
+    with running(inventory, set_, host, hosts, group, roles, forks=1, connects=not facts, extra_facts=FACTS,
                  accept_new_host_keys=accept_new_host_keys, check=check, vault=(vault_password_file, vault_id)) as run:
         if facts and len(run.hosts) != 1:
             raise BringupError("--facts FILE holds one host's facts: pass one --host")

@@ -253,10 +253,13 @@ def load(inventory, set_, vault: tuple = ()) -> Inventory:
                           vault=vault_from_options(*vault))
 
 
-def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = (), routes: Routes | None = None
-             ) -> tuple[Inventory, list[Host]]:
+def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = (), routes: Routes | None = None,
+             connects: bool = True) -> tuple[Inventory, list[Host]]:
     """The inventory and the hosts that ``--host/--hosts/--group`` and ``--limit`` pick; their routes are worked out
-    into ``routes`` (the run's, which its connections read: each host's ssh config looked up once)."""
+    into ``routes`` (the run's, which its connections read: each host's ssh config looked up once).  ``connects``
+    False: the command reaches no host (``--facts FILE``), and no route is worked out: its ssh config, ``Match exec``
+    commands, key and known_hosts files are the login's business (``UserKnownHostsFile=/dev/null``, refused at a
+    login, plans offline)."""
     from ..ssh.sshconfig import check_routes
 
     inv = load(inventory, set_, vault)
@@ -265,12 +268,13 @@ def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = (),
     else:
         chosen = inv.select(host=host, hosts=hosts, group=group)
         chosen = inv.limit(limit, chosen) if limit else chosen
-    check_routes(chosen, routes)  # an ssh option or ssh config bringup cannot honour: one line, before any connection
+    if connects:
+        check_routes(chosen, routes)  # an ssh option or ssh config bringup cannot honour: one line, before any connection
     return inv, chosen
 
 
 def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahead | None = None, dial: int = 0,
-             check=None, vault: tuple = (), lock: bool = False, routes: Routes | None = None):
+             check=None, vault: tuple = (), lock: bool = False, routes: Routes | None = None, connects: bool = True):
     """The selected hosts and roles, with every role's variables merged and validated.
 
     Returns ``(inventory, hosts, content root, roles, variables by host)``: what every task that plans or
@@ -283,11 +287,12 @@ def prepared(inventory, set_, host, hosts, group, roles, limit=None, ahead: Ahea
     while the caller goes on (:mod:`bringup.engine.ahead`); ``lock``: a run that writes, whose connections take the host's
     run lock first, gathering the facts in the same round trip.  The caller closes ``ahead`` when the run ends, and
     when this raises: a refused run has run no command on any host.  The hosts' routes are worked out into
-    ``routes`` (``ahead``'s when None), for the run's connections to read.
+    ``routes`` (``ahead``'s when None), for the run's connections to read; ``connects`` False (a run from saved
+    facts, which reaches no host): they are not (:func:`selected`).
     """
     if routes is None and ahead is not None:
         routes = ahead.routes
-    inv, chosen = selected(inventory, set_, host, hosts, group, limit, vault, routes)
+    inv, chosen = selected(inventory, set_, host, hosts, group, limit, vault, routes, connects)
     if ahead is not None:
         ahead.dial(chosen[:dial])
     # Imported while the hosts log in: the roles and the runner are no part of connecting.
@@ -332,26 +337,27 @@ class Run:
 def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, limit=None, forks: int | str = 1,
             accept_new_host_keys: bool = False, connect_ahead: bool = True,
             hold: Callable[[Host], bool] | None = None, extra_facts: tuple[str, ...] = (),
-            check: Callable[[list[Host]], None] | None = None, vault: tuple = (), lock: bool = False
-            ) -> Iterator[Run]:
+            check: Callable[[list[Host]], None] | None = None, vault: tuple = (), lock: bool = False,
+            connects: bool = True) -> Iterator[Run]:
     """The skeleton of every task that plans or runs roles (see the module): yields the :class:`Run`.
 
     The first ``forks`` hosts are connected to while the roles load and the variables are checked, unless
     ``connect_ahead`` is False (a rolling run) or ``hold(host)`` holds one back (its drain hook comes first);
     ``extra_facts`` are gathered with the roles' (the checklist's own); ``check(hosts)`` is the caller's own
     check of the input, after the variables'; ``lock``: the run writes (not check mode), its connections opened
-    ahead take the host's run lock with the facts.  A BringupError, here or in the body, ends the task with one
+    ahead take the host's run lock with the facts; ``connects`` False: the body reaches no host (``--facts FILE``),
+    so no route is worked out and nothing is connected to ahead.  A BringupError, here or in the body, ends the task with one
     ``error:`` line; a signal in the body stops the run in order (``run.stop``).  Leaving it closes the
     connections no host took.
     """
     from ..engine.ahead import Ahead
 
-    with Ahead(enabled=connect_ahead, hold=hold or (lambda h: False), extra_facts=extra_facts,
+    with Ahead(enabled=connect_ahead and connects, hold=hold or (lambda h: False), extra_facts=extra_facts,
                accept_new_host_keys=accept_new_host_keys) as ahead, failing():
         n = parse_forks(forks)
         inv, chosen, root, chosen_roles, role_vars = prepared(inventory, set_, host, hosts, group, roles, limit,
                                                               ahead=ahead, dial=n, check=check, vault=vault,
-                                                              lock=lock)
+                                                              lock=lock, connects=connects)
         # Imported and made while the hosts connect and gather their facts.
         from ..engine.templates import Templates
 

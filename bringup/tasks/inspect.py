@@ -23,8 +23,8 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
     from ..facts.gather import collect_raw, gather, load_facts
 
     try:
-        routes = Routes()  # the host's route worked out once: checked, then connected with
-        _, chosen = selected(inventory, set_, host, None, None, vault=vault, routes=routes)
+        routes = Routes()  # the host's route worked out once: checked, then connected with (none from saved facts)
+        _, chosen = selected(inventory, set_, host, None, None, vault=vault, routes=routes, connects=not facts_file)
         if len(chosen) != 1:
             raise BringupError(f"{task_name} takes one --host")
         if validate:

@@ -721,3 +721,38 @@ def test_a_known_hosts_file_or_an_address_that_is_none_is_refused_before_connect
     inv = _write(tmp_path, f"all:\n  hosts:\n    h1:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n"
                            f"      {var}\n")
     _refused(_provision(tmp_path, inv), tmp_path, said)
+
+
+@pytest.mark.reliability(item=40, fault="UserKnownHostsFile=/dev/null (ssh's idiom) refused a command that never "
+                                        "connects (topology/checklist --facts FILE): the route's known_hosts check "
+                                        "ran for every selected host", variants=6,
+                         checks=("one clear line", "exit code"))
+@pytest.mark.parametrize("args, connects", [
+    (("topology", "--facts", "{facts}"), False),
+    (("checklist", "--facts", "{facts}", "--out", "{tmp}/pages"), False),
+    (("hosts",), False),
+    (("topology",), True),
+    (("checklist", "--out", "{tmp}/pages"), True),
+    (("facts",), True),
+], ids=["topology-facts", "checklist-facts", "hosts", "topology", "checklist", "facts"])
+def test_a_known_hosts_file_is_the_business_of_commands_that_connect(tmp_path, args, connects):
+    # A run from saved facts reaches no host: the host's route (its ssh config, Match exec, key and known_hosts
+    # files) is not worked out, and /dev/null plans offline as it did.  A command that connects still refuses it,
+    # in one line, before connecting (the login refuses it too: host keys are checked strictly).
+    facts = REPO / "tests" / "fixtures" / "hosts" / "h200-vm" / "facts-raw.json"
+    inv = _write(tmp_path, "all:\n  hosts:\n    h200-vm:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n"
+                           '      ansible_ssh_common_args: "-o StrictHostKeyChecking=no -o '
+                           'UserKnownHostsFile=/dev/null"\n')
+    argv = [a.format(facts=facts, tmp=tmp_path) for a in args]
+    r = _invoke(argv[0], *([] if argv[0] == "hosts" else ["--host", "h200-vm"]), "--inventory", str(inv), *argv[1:],
+                cwd=tmp_path)
+    out = r.stdout + r.stderr
+    if connects:
+        _refused(r, tmp_path, "error: host 'h200-vm': known_hosts file /dev/null (set by UserKnownHostsFile): not a "
+                              "regular file; name a known_hosts file")
+    else:
+        # (the test's folder is named after it: "known_hosts" is in every path printed)
+        assert r.returncode == 0 and "UserKnownHostsFile" not in out and "Traceback" not in out, out
+        assert not [ln for ln in r.stderr.splitlines() if ln.startswith("error:")], out
+        if argv[0] == "checklist":
+            assert (tmp_path / "pages" / "h200-vm.md").is_file(), out
