@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from ..errors import InventoryError, InputError, printable, quoted
 from .sources import GroupDef, SourceError, Value, base_dir, read_source
-from .sources.model import MAX_HOSTS, too_many_hosts, var_name_problem
+from .sources.model import MAX_HOSTS, too_many_hosts, var_name_doubt, var_name_problem
 from .sources.templating import render
 from .sources.varsdirs import load_vars
 from .sources.yamlfile import load_yaml_lines
@@ -192,6 +192,9 @@ class Inventory:
     groups: dict[str, list[str]]
     #: Every source given (``--inventory`` more than once), ``path`` being the first.
     paths: list[Path] = field(default_factory=list)
+    #: What was taken with a doubt, one line each (no ``warning:`` prefix): a variable name that is not Ansible's
+    #: form (``my-var``), as ansible-core 2.19 takes it with a deprecation warning.  The tasks print them on stderr.
+    warnings: list[str] = field(default_factory=list)
 
     def host(self, name: str) -> Host:
         """The host called ``name``; an unknown name suggests the closest."""
@@ -302,8 +305,10 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     groups: dict[str, GroupDef] = {"all": GroupDef(), "ungrouped": GroupDef()}
     host_vars: dict[str, dict[str, Value]] = {}
     known: set[str] = set()  # the groups read so far: a later INI [g:children] may name them (Ansible's rule)
+    doubts: list[tuple[str, str]] = []  # variable names not Ansible's form, where each was met: one warning a name
     for p in paths:
         for src in read_source(p, vault, known):
+            doubts.extend(src.doubts)
             for g, gd in src.groups.items():
                 mine = groups.setdefault(g, GroupDef())
                 mine.vars.update(gd.vars)
@@ -376,7 +381,8 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
             key = (str(d), kind, name)
             if key not in files_cache:
                 try:
-                    files_cache[key] = load_vars(d / kind, name, lambda f: load_yaml_lines(f, vault=vault), listings)
+                    files_cache[key] = load_vars(d / kind, name, lambda f: load_yaml_lines(f, vault=vault), listings,
+                                                 doubts)
                 except SourceError as e:
                     raise InventoryError(str(e)) from None
             out.extend(files_cache[key])
@@ -414,7 +420,19 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
         hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn, raw=raw, sources=sources,
                             unrendered=unrendered)
 
-    return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths)
+    doubts += [("--set", k) for k in (overrides or {}) if var_name_doubt(k)]
+    return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths,
+                     warnings=_doubted(doubts))
+
+
+def _doubted(doubts: list[tuple[str, str]]) -> list[str]:
+    """One line per variable name of ``doubts`` (``(where, name)``), at its first place, with how many more."""
+    first: dict[str, tuple[str, int]] = {}
+    for at, name in doubts:
+        where, n = first.get(name, (at, 0))
+        first[name] = (where, n + 1)
+    return [f"{where}: {var_name_doubt(name)}" + (f" (and {n - 1:,} more place{'s' if n > 2 else ''})" if n > 1 else "")
+            for name, (where, n) in first.items()]
 
 
 #: Variables ssh reads as plain text (an address, a port, a user, a path, ssh's own arguments): a secret reference

@@ -32,7 +32,7 @@ from invoke import Task as _InvokeTask
 from invoke import task as _invoke_task
 
 from ..child import Signalled
-from ..errors import BringupError
+from ..errors import BringupError, printable
 from ..process import freeze_imports
 
 if TYPE_CHECKING:
@@ -242,15 +242,19 @@ def inventory_paths(inventory) -> list[str]:
 def load(inventory, set_, vault: tuple = ()) -> Inventory:
     """The inventories (``--inventory``, once or more) with the ``--set`` overrides, opened with the vault
     passwords ``vault`` names (``(--vault-password-file, --vault-id)``, and ``$ANSIBLE_VAULT_PASSWORD_FILE``);
-    from here on, what is printed has its secrets masked."""
+    from here on, what is printed has its secrets masked.  What the inventory took with a doubt (a variable name
+    that is not Ansible's form) is one ``warning:`` line each on stderr."""
     from ..inventory.hosts import load_inventory, parse_set
     from ..secrets import mask_output
     from ..inventory.vault import vault_from_options
 
     # From here on, whatever is printed (rich, invoke's error line) has the inventory's secrets masked.
     mask_output()
-    return load_inventory(inventory_paths(inventory), overrides=parse_set(list(set_ or [])),
-                          vault=vault_from_options(*vault))
+    inv = load_inventory(inventory_paths(inventory), overrides=parse_set(list(set_ or [])),
+                         vault=vault_from_options(*vault))
+    for line in inv.warnings:  # what was taken with a doubt (a variable name `my-var`): one line each, on stderr
+        print(f"warning: {printable(line)}", file=sys.stderr, flush=True)
+    return inv
 
 
 def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = (), routes: Routes | None = None,

@@ -438,6 +438,17 @@ _SEALED_MISTAKES = (
     ("inv.yml", "all:\n  S3cretkey: {}\n", "inv.yml", "a group with a key other than hosts, vars and children"),
     ("inv.yml", "all:\n  hosts:\n    h1:\n      S3cretdup: 1\n      S3cretdup: 2\n", "inv.yml:5", "a duplicate key"),
     ("group_vars/all.yml", "a: 1\nS3cretdup: 1\nS3cretdup: 2\n", "group_vars/all.yml:3", "a duplicate key"),
+    # A key that is not Ansible's form (taken with a warning naming it elsewhere) or no name at all: checked after
+    # the file was loaded (load_vars, the sources' readers), so outside load_yaml_lines's sealed_error, it was printed.
+    ("group_vars/all.yml", '"S3cret-T0ken-xyz": 2\n', "group_vars/all.yml:1", "a variable name that is none"),
+    ("group_vars/all.yml", 'ok: 1\n"S3cret T0ken": 2\n', "group_vars/all.yml:2", "a variable name that is none; "),
+    ("host_vars/h1.yml", 'ok: 1\nS3cret.T0ken: 2\n', "host_vars/h1.yml:2", "a variable name that is none"),
+    ("inv.yml", "all:\n  hosts:\n    h1:\n      S3cret-key: 1\n", "inv.yml:4", "a variable name that is none"),
+    ("inv.yml", "all:\n  vars:\n    1: S3cretval\n  hosts: {h1: {}}\n", "inv.yml:3", "a variable name that is none; "),
+    ("hosts", "[g]\nh1 S3cret-key=1\n", "hosts:2", "a variable name that is none"),
+    ("hosts", "[g]\nh1\n[g:vars]\n9S3cret=1\n", "hosts:4", "a variable name that is none"),
+    ("inv.json", '{"_meta": {"hostvars": {"h1": {"S3cret-key": 1}}}, "all": {"hosts": ["h1"]}}', "inv.json",
+     "a variable name that is none"),
 )
 
 
@@ -447,10 +458,12 @@ def test_a_mistake_in_a_file_encrypted_whole_names_its_line_never_its_text(tmp_p
     of the decrypted text (it quoted `ansible_become_password: Tr1ton-Pr0d-Passw0rd`, `unknown kind 'S3cret'`)."""
     (tmp_path / "pw").write_text(PASSWORD)
     (tmp_path / "group_vars").mkdir()
-    if name.startswith("group_vars/"):
+    (tmp_path / "host_vars").mkdir()
+    beside = name.startswith(("group_vars/", "host_vars/"))
+    if beside:
         (tmp_path / "inv.yml").write_text("all:\n  hosts:\n    h1:\n")
     (tmp_path / name).write_text(_encrypt(PASSWORD.encode(), text))
-    source = tmp_path / ("inv.yml" if name.startswith("group_vars/") else name)
+    source = tmp_path / ("inv.yml" if beside else name)
     with pytest.raises(InventoryError) as e:
         load_inventory(source, vault=vault_from_options([str(tmp_path / "pw")], environ={}))
     assert str(e.value) == (f"{tmp_path / at}: {what}" + str(e.value).split(what, 1)[1])

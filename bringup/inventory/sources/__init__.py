@@ -31,7 +31,7 @@ from .folders import listed
 from .ini import parse_ini
 from .model import GroupDef, SourceData, SourceError, Value
 from .script import is_list_output, parse_list_output, run_script
-from .yamlfile import YamlSyntaxError, load_yaml_lines, read_plain, sealed_error
+from .yamlfile import YamlSyntaxError, load_yaml_lines, read_plain, sealed_doubts, sealed_error
 from .yamlinv import MAX_GROUP_DEPTH, parse_yaml_inventory
 
 __all__ = ["IGNORED_EXTENSIONS", "MAX_GROUP_DEPTH", "GroupDef", "SourceData", "SourceError", "Value",
@@ -125,6 +125,7 @@ def _detect(path: Path, vault: Vault | None, known: set[str]) -> SourceData:
         # The messages quote the decrypted text: a file encrypted whole tells its line and what is wrong only.
         raise sealed_error(e, path) from None
     if sealed:  # a file encrypted whole holds secrets only: every text of it is one
+        sealed_doubts(found.doubts, path)  # a variable name not Ansible's form: no warning may quote it
         hide = (vault or Vault()).hide
         for gd in found.groups.values():
             gd.vars = {k: Value(hide(v.value), v.origin) for k, v in gd.vars.items()}

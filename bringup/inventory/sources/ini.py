@@ -23,7 +23,7 @@ import shlex
 import warnings
 from typing import Any, Collection
 
-from .model import SourceData, SourceError, Value, check_name, var_name_problem
+from .model import SourceData, SourceError, Value, check_name, var_name
 from ...errors import printable
 from .ranges import RangeError, expand
 
@@ -147,9 +147,7 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
                 if not sep or not key:
                     raise fail(f"expected key=value after the host name, got {tok!r}; quote a value that "
                                "holds spaces (key=\"a b\")", "a host variable that is not key=value")
-                if var_name_problem(key):
-                    raise fail(f"host {tokens[0]!r}: {var_name_problem(key)}", "a host variable whose name is none")
-                variables[key] = Value(parse_value(val), at)
+                variables[var_name(key, f"{at}: host {tokens[0]!r}", data.doubts)] = Value(parse_value(val), at)
             try:
                 names = expand(pattern)
             except RangeError as e:
@@ -161,10 +159,8 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
             if not sep or not key.strip():
                 raise fail(f"expected key=value in [{group}:vars], got {line!r}",
                            "a line of a [group:vars] section that is not key=value")
-            if var_name_problem(key.strip()):
-                raise fail(f"[{group}:vars]: {var_name_problem(key.strip())}",
-                           "a variable of a [group:vars] section whose name is none")
-            data.group(group).vars[key.strip()] = Value(parse_value(val.strip()), at)
+            key = var_name(key.strip(), f"{at}: [{group}:vars]", data.doubts)
+            data.group(group).vars[key] = Value(parse_value(val.strip()), at)
         else:  # children
             m = _GROUPNAME.match(line)
             if not m:

@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = ["Value", "GroupDef", "SourceData", "SourceError", "MAX_HOSTS", "unsafe_name", "check_name",
-           "too_many_hosts", "var_name_problem", "var_name", "text_name"]
+           "too_many_hosts", "var_name_problem", "var_name_doubt", "var_name", "text_name", "VAR_NAME_KIND",
+           "MAX_VAR_NAME"]
 
 #: C0 controls (NUL, newline, ESC, ...), DEL and C1 controls: never in a name that reaches a terminal or a path.
 _CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
@@ -70,12 +71,18 @@ def check_name(name: str, kind: str, at: str) -> None:
 
 
 #: A variable's name as Ansible takes it (``ansible.utils.vars.validate_variable_name``, ansible-core 2.19): an ASCII
-#: identifier, not one of Jinja's constants.  Ansible 2.19 lists another name with a deprecation warning (an error from
-#: 2.23); bringup refuses it: a key ``"ansible_user\nbecome_pw"`` showed as a row ``ansible_user`` in ``hosts --host``
-#: while ansible_user was unset, and YAML's ``1``, ``~`` or ``true`` became the names "1", "None", "True".
+#: identifier, not one of Jinja's constants.  Ansible 2.19 accepts another name with a deprecation warning (an error from
+#: 2.23), and so does bringup (:func:`var_name_doubt`, one ``warning:`` line): a hyphenated ``my-var`` in an unrelated
+#: group_vars file must not reject the inventory.  What is no name at all is refused (:func:`var_name_problem`): a key
+#: ``"ansible_user\nbecome_pw"`` showed as a row ``ansible_user`` in ``hosts --host`` while ansible_user was unset, and
+#: YAML's ``1``, ``~`` or ``true`` became the names "1", "None", "True".
 _VAR_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _JINJA_WORDS = frozenset({"True", "False", "None", "true", "false", "none", "not"})
 _NAME_RULE = "a variable's name starts with a letter or '_' and holds only ASCII letters, digits and '_' (Ansible's rule)"
+#: The longest variable name taken (Ansible's own are under 40 characters; a longer key is pasted data).
+MAX_VAR_NAME = 256
+#: What a variable name that is none is, in words that quote nothing: all a file encrypted whole may say of it.
+VAR_NAME_KIND = "a variable name that is none"
 
 
 def _shown(key: Any) -> str:
@@ -87,17 +94,35 @@ def _shown(key: Any) -> str:
 
 
 def var_name_problem(key: Any) -> str | None:
-    """Why ``key`` is no variable name (:data:`_NAME_RULE`), or None when it is one."""
-    if isinstance(key, str) and _VAR_NAME.fullmatch(key) and key not in _JINJA_WORDS:
-        return None
+    """Why ``key`` can be no variable's name at all (refused), or None: not text, empty, longer than
+    :data:`MAX_VAR_NAME`, or holding a space, a control character (newline, NUL, ESC) or another character that is
+    not printable (an invisible or line-breaking one).  A printable name that is not Ansible's form is
+    :func:`var_name_doubt`'s."""
+    if isinstance(key, str) and key and key.isprintable() and not any(c.isspace() for c in key):
+        if len(key) <= MAX_VAR_NAME:
+            return None
+        return (f"{_shown(key)} is not a variable name: it is {len(key):,} characters long (at most {MAX_VAR_NAME}); "
+                "rename it")
     return f"{_shown(key)} is not a variable name: {_NAME_RULE}; rename it"
 
 
-def var_name(key: Any, at: str) -> str:
-    """``key`` as a variable's name, else :class:`SourceError` (one line naming ``at`` and the key)."""
+def var_name_doubt(key: str) -> str | None:
+    """Why the printable name ``key`` is not Ansible's form (a hyphen, a dot, a leading digit, ``true``), or None: such
+    a name is accepted, as ansible-core 2.19 accepts it, with this said once as a warning."""
+    if _VAR_NAME.fullmatch(key) and key not in _JINJA_WORDS:
+        return None
+    return (f"variable name {_shown(key)} is not Ansible's form: {_NAME_RULE}; taken, as ansible-core 2.19 takes it "
+            "with a deprecation warning (a later release, 2.23, refuses it): rename it")
+
+
+def var_name(key: Any, at: str, doubts: list[tuple[str, str]]) -> str:
+    """``key`` as a variable's name, else :class:`SourceError` (one line naming ``at`` and the key, its ``kind``
+    :data:`VAR_NAME_KIND`); a name that is not Ansible's form is taken and ``(at, key)`` added to ``doubts``."""
     why = var_name_problem(key)
     if why is not None:
-        raise SourceError(f"{at}: {why}")
+        raise SourceError(f"{at}: {why}", VAR_NAME_KIND)
+    if var_name_doubt(key) is not None:
+        doubts.append((at, key))
     return key
 
 
@@ -137,6 +162,9 @@ class SourceData:
     path: str
     groups: dict[str, GroupDef] = field(default_factory=dict)
     hosts: dict[str, dict[str, Value]] = field(default_factory=dict)
+    #: Variable names taken that are not Ansible's form (``my-var``), as ``(where, name)``: one warning each
+    #: (:func:`var_name`).
+    doubts: list[tuple[str, str]] = field(default_factory=list)
 
     def group(self, name: str, at: str | None = None) -> GroupDef:
         """The group ``name`` (declared now if new); an unsafe name is refused naming ``at`` (else the file)."""

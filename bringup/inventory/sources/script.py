@@ -81,7 +81,7 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
         gvars = group.get("vars", {}) or {}
         if not isinstance(gvars, dict):
             raise SourceError(f"{path}: group {name!r}: vars must be an object")
-        g.vars.update({var_name(k, f"{path}: group {name!r}"): val(v, f"group {name!r}: {k}")
+        g.vars.update({var_name(k, f"{path}: group {name!r}", out.doubts): val(v, f"group {name!r}: {k}")
                        for k, v in gvars.items()})
         for h in group.get("hosts", []):
             out.add_host(name, text_name(h, "host", f"{path}: group {name!r}"), {}, f"{path}: group {name!r}")
@@ -91,12 +91,13 @@ def parse_list_output(data: Any, path: str, host_vars=None, vault: Vault | None 
         hv = hostvars.get(h, {}) if hostvars is not None else (host_vars(h) if host_vars else {})
         if not isinstance(hv, dict):
             raise SourceError(f"{path}: the variables of host {h!r} must be an object, got {type(hv).__name__}")
-        out.hosts[h].update({var_name(k, f"{path}: host {h!r}"): val(v, f"host {h!r}: {k}") for k, v in hv.items()})
+        out.hosts[h].update({var_name(k, f"{path}: host {h!r}", out.doubts): val(v, f"host {h!r}: {k}")
+                             for k, v in hv.items()})
     if hostvars:  # hosts only in _meta are hosts too (ungrouped)
         for h, hv in hostvars.items():
             if str(h) not in out.hosts and isinstance(hv, dict):
                 h = text_name(h, "host", f"{path}: _meta.hostvars")
-                out.add_host("ungrouped", h, {var_name(k, f"{path}: host {h!r}"): val(v, f"host {h!r}: {k}")
+                out.add_host("ungrouped", h, {var_name(k, f"{path}: host {h!r}", out.doubts): val(v, f"host {h!r}: {k}")
                                               for k, v in hv.items()}, f"{path}: _meta.hostvars")
     return out
 

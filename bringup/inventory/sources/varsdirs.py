@@ -22,7 +22,7 @@ from typing import Any, Callable
 from ...userfile import link_out
 from .folders import MAX_DIR_DEPTH, MAX_DIRS, listed
 from .model import SourceError, Value, unsafe_name, var_name
-from .yamlfile import MAX_BYTES
+from .yamlfile import MAX_BYTES, sealed_doubts, sealed_error
 
 __all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files", "load_vars"]
 
@@ -120,11 +120,14 @@ def _dir_files(folder: Path, root: Path, found: list[Path], seen: set[str], dept
             raise SourceError(f"{folder}: more than {MAX_FILES} vars files; is it a vars folder?")
 
 
-def load_vars(folder: Path, name: str, load: Callable[[Path], Any],
-              listings: dict | None = None) -> list[dict[str, Value]]:
+def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: dict | None = None,
+              doubts: list[tuple[str, str]] | None = None) -> list[dict[str, Value]]:
     """``name``'s variables from ``folder``, one mapping per file in order; ``load`` reads one YAML file
     (:func:`~.yamlfile.load_yaml_lines` with the run's vault: the data and where its keys are); ``listings``
-    as :func:`vars_files` takes it."""
+    as :func:`vars_files` takes it; ``doubts`` gathers the variable names taken that are not Ansible's form
+    (:func:`~.model.var_name`), for one warning each.  A file ansible-vault encrypted whole is told by its line
+    and what is wrong only (:func:`~.yamlfile.sealed_error`): a key in it that is no variable name, or one not
+    Ansible's form, may be a secret pasted there, and is never quoted."""
     out: list[dict[str, Value]] = []
     for f in vars_files(folder, name, listings):
         data, lines = load(f)
@@ -134,6 +137,17 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any],
             raise SourceError(f"{f}: a vars file must be a mapping of variable: value, got "
                               f"{type(data).__name__}; write `name: value` lines")
         where = lines.of(data)
-        out.append({var_name(k, f"{f}:{where[k]}" if k in where else str(f)): Value(v, f"{f}:{where[k]}" if k in where
-                    else str(f)) for k, v in data.items()})
+        sealed = getattr(lines, "sealed", False)
+        mine: list[tuple[str, str]] = []
+        try:
+            out.append({var_name(k, f"{f}:{where[k]}" if k in where else str(f), mine):
+                        Value(v, f"{f}:{where[k]}" if k in where else str(f)) for k, v in data.items()})
+        except SourceError as e:
+            if not sealed:
+                raise
+            raise sealed_error(e, f) from None
+        if sealed:
+            sealed_doubts(mine, f)
+        if doubts is not None:
+            doubts.extend(mine)
     return out

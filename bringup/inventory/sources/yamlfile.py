@@ -11,7 +11,7 @@ import yaml
 from ...errors import InventoryError
 from ...userfile import read_capped
 from ..vault import Vault, VaultError, is_vaulted
-from .model import SourceError
+from .model import VAR_NAME_KIND, SourceError
 
 __all__ = ["MAX_BYTES", "MAX_NODES", "MAX_DEPTH", "too_deep", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text",
            "read_plain", "sealed_error"]
@@ -182,10 +182,12 @@ def read_text(path: Path) -> str:
 
 
 class KeyLines:
-    """The line of each key of each mapping of a loaded document (1-based)."""
+    """The line of each key of each mapping of a loaded document (1-based); ``sealed``: the document is a file that
+    ansible-vault encrypted whole, whose errors found after loading are told by :func:`sealed_error` too."""
 
-    def __init__(self, table: dict[int, tuple[dict, dict]] | None = None):
+    def __init__(self, table: dict[int, tuple[dict, dict]] | None = None, sealed: bool = False):
         self._table = table or {}
+        self.sealed = sealed
 
     def of(self, mapping: Any) -> dict:
         """``{key: line}`` of ``mapping`` (a dict of the document), empty for anything else."""
@@ -228,6 +230,19 @@ def sealed_error(e: Exception, path: Path | str) -> InventoryError:
                           f"(`ansible-vault view {p}` shows it)")
 
 
+#: What a file encrypted whole says of a variable name that is not Ansible's form: elsewhere a warning names it and
+#: it is taken; here naming it would print the file's text (a secret pasted as a key), and taking it would list it.
+SEALED_DOUBT = (f"{VAR_NAME_KIND} (not ASCII letters, digits and '_', Ansible's rule: taken with a warning naming it "
+                "elsewhere, refused where the name may not be shown); rename it")
+
+
+def sealed_doubts(doubts: list[tuple[str, str]], path: Path | str) -> None:
+    """Raise :func:`sealed_error` for the first of ``doubts`` (variable names not Ansible's form, as
+    :func:`~.model.var_name` collects them) met in ``path``, a file ansible-vault encrypted whole."""
+    if doubts:
+        raise sealed_error(SourceError(f"{doubts[0][0]}: (not shown)", SEALED_DOUBT), path)
+
+
 def load_yaml_lines(path: Path, text: str | None = None, vault: Vault | None = None) -> tuple[Any, KeyLines]:
     """:func:`load_yaml`, and where each mapping key is (:class:`KeyLines`); the errors in a file encrypted whole
     name its line and what is wrong only (:func:`sealed_error`)."""
@@ -254,7 +269,7 @@ def _load_yaml_lines(path: Path, text: str, vault: Vault | None, sealed: bool) -
     try:
         data = loader.get_single_data()
         # A file encrypted whole holds secrets only (Ansible's advice): every text of it is one.
-        return ((vault or Vault()).hide(data) if sealed else data), KeyLines(loader.key_lines)
+        return ((vault or Vault()).hide(data) if sealed else data), KeyLines(loader.key_lines, sealed)
     except yaml.MarkedYAMLError as e:
         m = e.problem_mark or e.context_mark
         where = f"{path}:{m.line + 1}:{m.column + 1}" if m else str(path)

@@ -63,12 +63,13 @@ def parse_yaml_inventory(data: Any, path: str, lines: KeyLines | None = None) ->
         group = out.group(name, where)
         gvars = _mapping(node.get("vars"), f"{name}.vars", path)
         for k, v in gvars.items():
-            group.vars[var_name(k, f"{at(gvars, k)}: group {name!r}")] = Value(v, at(gvars, k))
+            group.vars[var_name(k, f"{at(gvars, k)}: group {name!r}", out.doubts)] = Value(v, at(gvars, k))
         hosts = _mapping(node.get("hosts"), f"{name}.hosts", path)
         for pattern, hv in hosts.items():
             pattern = text_name(pattern, "host", f"{at(hosts, pattern)}: group {name!r}")
             hv = _mapping(hv, f"host {pattern!r}", path)
-            variables = {var_name(k, f"{at(hv, k)}: host {pattern!r}"): Value(v, at(hv, k)) for k, v in hv.items()}
+            variables = {var_name(k, f"{at(hv, k)}: host {pattern!r}", out.doubts): Value(v, at(hv, k))
+                         for k, v in hv.items()}
             try:
                 hname, port = split_port(pattern)
                 if port is not None:
