@@ -156,29 +156,92 @@ def parse_ssh_args(text: str, where: str) -> tuple[list[tuple[str, str]], str | 
 _COMMON_WORD = re.compile(r"--?[A-Za-z][\w-]*|[%@:,]*(?:%[A-Za-z%][%@:,]*)+|yes|no|none|ask|accept-new|ssh|nc|sh",
                           re.I)
 _KEYWORDS = frozenset(HONOURED) | NO_EFFECT | frozenset(_REFUSED_CONFIG) | {"match", "exec", "host"}
+#: Words no secret is made of, which the masker would hide in every line of the run (``default runtime auto``, ``ran
+#: as root``, ``2>/dev/null``): ssh's values of behaviour, the common accounts, files every host has.
+_COMMON_VALUES = frozenset({"yes", "no", "auto", "autoask", "ask", "none", "on", "off", "true", "false", "accept-new",
+                            "root", "ubuntu", "debian", "admin", "ec2-user", "centos", "fedora", "core", "cloud-user",
+                            "rocky", "almalinux", "opc", "localhost", "/dev/null", "/bin/sh", "/bin/bash",
+                            "/usr/bin/ssh", "/usr/bin/nc"})
+#: The ssh options whose values may be secret, as :func:`remember_words` reads them: where and through what the host
+#: is reached (ProxyCommand's words, HostName, ProxyJump), as whom, and the paths of its keys and files.  Every other
+#: option (ControlMaster, ControlPersist, StrictHostKeyChecking, Compression, ServerAlive*, LogLevel, ConnectTimeout,
+#: ForwardAgent, PreferredAuthentications, Port, ...) says how ssh behaves: its value is never taught.
+_SECRET_OPTIONS = frozenset({"proxycommand", "hostname", "proxyjump", "user", "identityfile", "certificatefile",
+                             "userknownhostsfile"})
+#: ssh's one-letter options with such a value, as the option they set (-F: the config file).
+_SECRET_LETTERS = {"i": "identityfile", "F": "config", "J": "proxyjump", "l": "user"}
 
 
 def remember_words(text: str, masker: Masker = MASK) -> None:
-    """Teach ``masker`` each word of the vaulted ssh arguments ``text`` (it knows the whole text already):
-    each shell word, each option's value (``-o ProxyCommand=VALUE``, ``-p2222``) and each word of that value, a
-    ``~`` path also expanded; what is :data:`_COMMON_WORD` or an ssh keyword is left, and a word under
-    :data:`~bringup.secrets.MIN_MASKED` characters is masked only as a whole value, as the masker does."""
-    parts: set[str] = set()
-    for word in _words(str.__str__(text)):
-        m = re.fullmatch(r"-([A-Za-z])(.+)", word, re.S)
-        if m and m.group(1) in _TAKES_ARG:  # -p2222, -oProxyCommand=...: the value after the letter
-            word = m.group(2)
-        parts.add(word)
-        key, sep, value = word.partition("=")
-        for piece in ([key, value] if sep else [word]):
-            parts.update(re.split(r"\s+", piece))
-            parts.update(w.strip("'\"") for w in _words(piece))
-    for part in parts:
-        part = part.strip()
-        if part and not _COMMON_WORD.fullmatch(part) and part.lower() not in _KEYWORDS:
+    """Teach ``masker`` the words of the vaulted ssh arguments ``text`` (it knows the whole text already) that may be
+    secret, for what they start prints them (a ProxyCommand's own ``sh: exec: PROGRAM: not found``): the values of
+    :data:`_SECRET_OPTIONS` (and ``-i``, ``-F``, ``-J``, ``-l``) only: each word of a ProxyCommand (and the value
+    after a word's ``=``, and its ``user@host`` parts), a HostName, each ProxyJump host and user, a User, each path
+    (``~`` also expanded).  Never the values of the options of behaviour, and never a word that is
+    :data:`_COMMON_WORD`, an ssh keyword, one of :data:`_COMMON_VALUES` or a number of under 5 digits: the masker
+    hides a word in every line of the run.  A word under :data:`~bringup.secrets.MIN_MASKED` characters is masked
+    only as a whole value, as the masker does."""
+    for option, value in _secret_values(str.__str__(text)):
+        for part in _secret_parts(option, value):
+            part = part.strip().strip("'\"")
+            if (not part or _COMMON_WORD.fullmatch(part) or part.lower() in _KEYWORDS
+                    or part.lower() in _COMMON_VALUES or (part.isdigit() and len(part) < 5)):
+                continue
             masker.add(part)
             if part.startswith("~"):
                 masker.add(os.path.expanduser(part))
+
+
+def _secret_values(text: str) -> list[tuple[str, str]]:
+    """``(option, value)`` of each option of the ssh arguments ``text`` whose value may be secret, as
+    :func:`_parse_ssh_args` reads the arguments (an option's value glued to its letter, ``-oKey=Value``)."""
+    words = _words(text)
+    found: list[tuple[str, str]] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("-") or word == "-" or word.startswith("--"):
+            continue
+        letters = word[1:]
+        while letters:
+            letter, letters = letters[0], letters[1:]
+            if letter not in _TAKES_ARG:
+                continue
+            if letters:
+                arg, letters = letters, ""
+            elif i < len(words):
+                arg = words[i]
+                i += 1
+            else:
+                break
+            if letter == "o":
+                m = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9]*)\s*(?:=\s*|\s+)(.*?)\s*", arg, re.S)
+                if m and m.group(1).lower() in _SECRET_OPTIONS:
+                    found.append((m.group(1).lower(), m.group(2)))
+            elif letter in _SECRET_LETTERS:
+                found.append((_SECRET_LETTERS[letter], arg))
+    return found
+
+
+def _secret_parts(option: str, value: str) -> set[str]:
+    """The words of ``option``'s ``value`` that may be secret (before the common ones are left out)."""
+    if option == "proxycommand":
+        parts = {value}
+        for word in {*value.split(), *_words(value)}:
+            parts.add(word)
+            parts.update(word.split("=", 1)[1:])  # --token=VALUE
+            parts.update(re.split(r"[@:]", word))  # user@host, host:port
+        return parts
+    if option == "proxyjump":
+        parts = {value}
+        for spec in value.split(","):
+            m = re.fullmatch(r"\s*(?:ssh://)?(?:([^@\s]+)@)?(\[[^\]]+\]|[^:@\s/]+)(?::\d+)?/?\s*", spec)
+            parts.update([spec, *(g.strip("[]") for g in m.groups() if g)] if m else [spec])
+        return parts
+    if option == "userknownhostsfile":
+        return set(value.split())
+    return {value}  # HostName, User, IdentityFile, CertificateFile, -F: the whole value
 
 
 def _words(text: str) -> list[str]:

@@ -12,6 +12,7 @@ role made a line of it, as a value standing alone in that line (``= 7``), never 
 from __future__ import annotations
 
 import io
+import os
 import json
 import xml.etree.ElementTree as ET
 
@@ -443,3 +444,30 @@ def test_the_words_of_vaulted_ssh_arguments_are_masked_in_what_they_run_print(tm
     assert own_masker.mask_value("ab") == HIDDEN and own_masker.mask("a tab is ab-normal") == "a tab is ab-normal"
     for word in ("ProxyCommand", "--token", "%h", "%p", "-F", "-o"):
         assert own_masker.mask_lines(f"x {word} y") == f"x {word} y", word
+
+
+@pytest.mark.reliability(item=40, fault="the values of vaulted ssh arguments' options of behaviour (ControlMaster=auto, "
+                                        "User=root, UserKnownHostsFile=/dev/null) taught to the run's masker: 'auto', "
+                                        "'root', '/dev/null' hidden in every line of the run", variants=2,
+                         checks=("secret never shown",))
+def test_only_the_secret_bearing_words_of_vaulted_ssh_arguments_are_masked(tmp_path, own_masker):
+    """remember_words taught every word of the arguments: `-C -o ControlMaster=auto -o User=root -o
+    UserKnownHostsFile=/dev/null` made 'default runtime auto; ran as root; 2>/dev/null' print as '********' thrice.
+    Only what may be secret is learnt: a ProxyCommand's words, HostName and ProxyJump hosts, a user that is no common
+    account, the paths of keys, config and known_hosts files."""
+    from bringup.ssh.sshconfig import parse_ssh_args
+
+    plain = "default runtime auto; ran as root; 2>/dev/null; ControlPersist 600s; StrictHostKeyChecking no; 30 s; 15"
+    ordinary = ("-C -o ControlMaster=auto -o ControlPersist=600s -o User=root -o UserKnownHostsFile=/dev/null -o "
+                "StrictHostKeyChecking=no -o ConnectTimeout=30 -o ServerAliveInterval=15 -o Compression=yes "
+                "-o LogLevel=ERROR -p 2222")
+    parse_ssh_args(Vaulted(ordinary), "host 'h1': ansible_ssh_common_args")
+    assert own_masker.mask(plain) == plain and own_masker.mask("ERROR: port 2222") == "ERROR: port 2222"
+    secret = ('-o ProxyCommand="/opt/S3CRET-tool/connect --token=S3CRETTOKEN %h %p" -J ops-S3CRET@bast-S3CRET.corp '
+              "-o HostName=10.77.66.55 -i ~/id_S3CRET -o User=deploy-S3CRET -o UserKnownHostsFile='~/kh-S3CRET "
+              "/dev/null' -o ControlMaster=auto")
+    parse_ssh_args(Vaulted(secret), "host 'h1': ansible_ssh_common_args")
+    for word in ("/opt/S3CRET-tool/connect", "S3CRETTOKEN", "ops-S3CRET", "bast-S3CRET.corp", "10.77.66.55",
+                 "~/id_S3CRET", os.path.expanduser("~/id_S3CRET"), "deploy-S3CRET", "~/kh-S3CRET"):
+        assert own_masker.mask(f"sh: {word}: not found") == f"sh: {HIDDEN}: not found", word
+    assert own_masker.mask(plain) == plain
