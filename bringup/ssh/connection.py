@@ -25,7 +25,8 @@ from fabric import Config, Connection
 from .. import child
 from ..errors import BringupError, Unreachable
 from .roundtrip import BecomeError, Deadline, Sudo, text as _text
-from ..inventory.hosts import Host, address_problem
+from ..inventory.addresses import address_problem
+from ..inventory.hosts import Host
 from .jumps import AcceptNew, Jumps, Way, dial_tcp, unreachable
 from .sshconfig import Route, Routes, route
 

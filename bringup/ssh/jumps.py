@@ -28,7 +28,8 @@ import paramiko
 from ..child import PIPE, Child, start
 from .command import sh
 from ..errors import BringupError, Unreachable, said
-from .sshconfig import Endpoint, known_hosts_problem, known_hosts_shown
+from .knownhosts import known_hosts_problem, known_hosts_shown
+from .sshconfig import Endpoint
 from ..secrets import HIDDEN, Vaulted
 
 __all__ = ["AcceptNew", "Jumps", "Way", "unreachable", "proxy_command", "dial_tcp", "QuickAck"]

@@ -12,55 +12,32 @@ arguments the earlier one wins.  Here every such option becomes a line of a ``Ho
 the config file's text, and paramiko's own :class:`paramiko.SSHConfig` (first value wins, as in OpenSSH)
 looks the host up: the token expansion of ``ProxyCommand %h:%p`` then sees the values ``ssh`` would.
 
-An ssh option that bringup cannot honour is refused with one line naming it (:data:`NO_EFFECT` lists the
-ones accepted because they change nothing bringup does).
+An ssh option that bringup cannot honour is refused with one line naming it (:mod:`bringup.ssh.sshargs`, whose
+:data:`~bringup.ssh.sshargs.NO_EFFECT` lists the ones accepted because they change nothing bringup does);
+known_hosts files are checked by :mod:`bringup.ssh.knownhosts`.
 """
 from __future__ import annotations
 
 import getpass
 import os
 import re
-import shlex
-import stat
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ..errors import InventoryError
-from ..inventory.hosts import Host, address_problem
-from ..secrets import HIDDEN, MASK, Masker, Vaulted
+from ..inventory.addresses import address_problem
+from ..inventory.hosts import Host
+from ..secrets import HIDDEN, Vaulted
 from ..userfile import read_capped
 from .keyfile import check_keys, key_problem
+from .knownhosts import known_hosts_problem, known_hosts_shown
+from .sshargs import REFUSED_CONFIG, SSH_ARG_VARS, parse_ssh_args, refuse
 from .sshtokens import _DATA_TOKENS, MatchExec, MatchExecTimeout, _Config, _UnsafeToken
 
-__all__ = ["Endpoint", "Route", "Routes", "route", "check_routes", "parse_ssh_args", "remember_words",
-           "SSH_ARG_VARS", "MAX_HOPS", "known_hosts_problem", "known_hosts_shown"]
+__all__ = ["Endpoint", "Route", "Routes", "route", "check_routes", "MAX_HOPS"]
 
-#: Ansible's variables of extra ssh arguments, in the order Ansible puts them on the command line
-#: (``ansible_ssh_args`` first; the inventory's Port/IdentityFile/User come between it and the others).
-SSH_ARG_VARS = ("ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args")
-
-#: ``-o`` options bringup honours (their ssh_config spelling).
-HONOURED = {k.lower(): k for k in ("HostName", "Port", "User", "IdentityFile", "ProxyJump", "ProxyCommand",
-                                   "StrictHostKeyChecking", "UserKnownHostsFile", "ConnectTimeout",
-                                   "ServerAliveInterval")}
-#: ``-o`` options accepted though they change nothing here: connection sharing (bringup keeps one connection
-#: per host for the whole run), compression, logging, and the keepalive count (the run's watchdog decides).
-NO_EFFECT = {"controlmaster", "controlpersist", "controlpath", "compression", "loglevel", "batchmode",
-             "serveralivecountmax", "tcpkeepalive", "requesttty"}
-#: ssh's one-letter options that take an argument (``man ssh``); the others are flags.
-_TAKES_ARG = set("BbcDEeFIiJLlmOopQRSWw")
-#: Flags that change nothing here: -C compression, -q quiet, -T/-t tty, -v verbose.
-_NO_EFFECT_FLAGS = set("CqTtv")
-#: One-letter options with an argument that bringup honours, as the ssh_config key they set.
-_LETTER_KEYS = {"p": "Port", "i": "IdentityFile", "l": "User", "J": "ProxyJump"}
-#: ssh_config keys of a file that bringup cannot honour: they change whom the host key is checked as, or how
-#: the login proves itself, and skipping them would fail later with a misleading error.
-_REFUSED_CONFIG = {"include": "paramiko's SSHConfig does not read Include; name the included file with "
-                              "ssh_config or -F, or copy its hosts into the file",
-                   "hostkeyalias": "host keys are checked under the host's own name",
-                   "certificatefile": "certificate logins are not supported; use a key"}
 #: Jump hosts in one chain, all hops counted (a ProxyJump of a jump host adds its own).
 MAX_HOPS = 8
 #: An ssh config file larger than this is no ssh config (OpenSSH's own are a few KiB).
@@ -115,198 +92,12 @@ class Route:
     config_file: str | None = None
 
 
-def _refuse(where: str, what: str) -> InventoryError:
-    return InventoryError(f"{where}: {what}")
-
-
-def _option(text: str, where: str) -> tuple[str, str]:
-    """``Key=Value``, ``Key Value`` or ``Key = Value`` (what ``-o`` takes) as (key, value)."""
-    m = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9]*)\s*(?:=\s*|\s+)(.*?)\s*", text, re.S)
-    if not m or not m.group(2):
-        raise _refuse(where, f"-o {text!r} is not KEY=VALUE; write it as -o Name=value")
-    return m.group(1), m.group(2)
-
-
-def parse_ssh_args(text: str, where: str) -> tuple[list[tuple[str, str]], str | None]:
-    """``ssh`` arguments (one of :data:`SSH_ARG_VARS`) as ssh_config lines (key, value), in order, and the
-    ``-F`` config file (or None).  An option bringup cannot honour raises one line naming it."""
-    if not isinstance(text, str):
-        raise _refuse(where, f"must be text (ssh arguments), got {type(text).__name__}")
-    if not MASK.is_secret(text):
-        return _parse_ssh_args(text, where, secret=False)
-    # What the arguments start (a ProxyCommand's program, whose own error names it; a Match exec) prints their
-    # words, which bringup never renders itself: the run's masker learns each of them.
-    remember_words(text)
-    # A vault's arguments: splitting them loses the value's type, so each word and each option's key and value
-    # is a Vaulted again (hidden wherever it is rendered), and a refusal is said with every part masked.
-    try:
-        return _parse_ssh_args(text, where, secret=True)
-    except InventoryError as e:
-        masker = Masker()
-        for word in _words(text):
-            for part in {word, *re.split(r"[=\s]+", word)}:
-                if part and not re.fullmatch(r"-[A-Za-z]{1,2}", part):
-                    masker.add(part)
-        raise InventoryError(masker.mask_lines(str(e).replace(str.__str__(text), HIDDEN))) from None
-
-
-#: Words of vaulted ssh arguments that are not secret and that the masker would hide everywhere: options
-#: (``-o``, ``--token``), ssh_config keywords, ssh's ``%h``/``%p`` tokens, yes/no/none and the programs a
-#: ProxyCommand commonly runs.
-_COMMON_WORD = re.compile(r"--?[A-Za-z][\w-]*|[%@:,]*(?:%[A-Za-z%][%@:,]*)+|yes|no|none|ask|accept-new|ssh|nc|sh",
-                          re.I)
-_KEYWORDS = frozenset(HONOURED) | NO_EFFECT | frozenset(_REFUSED_CONFIG) | {"match", "exec", "host"}
-#: Words no secret is made of, which the masker would hide in every line of the run (``default runtime auto``, ``ran
-#: as root``, ``2>/dev/null``): ssh's values of behaviour, the common accounts, files every host has.
-_COMMON_VALUES = frozenset({"yes", "no", "auto", "autoask", "ask", "none", "on", "off", "true", "false", "accept-new",
-                            "root", "ubuntu", "debian", "admin", "ec2-user", "centos", "fedora", "core", "cloud-user",
-                            "rocky", "almalinux", "opc", "localhost", "/dev/null", "/bin/sh", "/bin/bash",
-                            "/usr/bin/ssh", "/usr/bin/nc"})
-#: The ssh options whose values may be secret, as :func:`remember_words` reads them: where and through what the host
-#: is reached (ProxyCommand's words, HostName, ProxyJump), as whom, and the paths of its keys and files.  Every other
-#: option (ControlMaster, ControlPersist, StrictHostKeyChecking, Compression, ServerAlive*, LogLevel, ConnectTimeout,
-#: ForwardAgent, PreferredAuthentications, Port, ...) says how ssh behaves: its value is never taught.
-_SECRET_OPTIONS = frozenset({"proxycommand", "hostname", "proxyjump", "user", "identityfile", "certificatefile",
-                             "userknownhostsfile"})
-#: ssh's one-letter options with such a value, as the option they set (-F: the config file).
-_SECRET_LETTERS = {"i": "identityfile", "F": "config", "J": "proxyjump", "l": "user"}
-
-
-def remember_words(text: str, masker: Masker = MASK) -> None:
-    """Teach ``masker`` the words of the vaulted ssh arguments ``text`` (it knows the whole text already) that may be
-    secret, for what they start prints them (a ProxyCommand's own ``sh: exec: PROGRAM: not found``): the values of
-    :data:`_SECRET_OPTIONS` (and ``-i``, ``-F``, ``-J``, ``-l``) only: each word of a ProxyCommand (and the value
-    after a word's ``=``, and its ``user@host`` parts), a HostName, each ProxyJump host and user, a User, each path
-    (``~`` also expanded).  Never the values of the options of behaviour, and never a word that is
-    :data:`_COMMON_WORD`, an ssh keyword, one of :data:`_COMMON_VALUES` or a number of under 5 digits: the masker
-    hides a word in every line of the run.  A word under :data:`~bringup.secrets.MIN_MASKED` characters is masked
-    only as a whole value, as the masker does."""
-    for option, value in _secret_values(str.__str__(text)):
-        for part in _secret_parts(option, value):
-            part = part.strip().strip("'\"")
-            if (not part or _COMMON_WORD.fullmatch(part) or part.lower() in _KEYWORDS
-                    or part.lower() in _COMMON_VALUES or (part.isdigit() and len(part) < 5)):
-                continue
-            masker.add(part)
-            if part.startswith("~"):
-                masker.add(os.path.expanduser(part))
-
-
-def _secret_values(text: str) -> list[tuple[str, str]]:
-    """``(option, value)`` of each option of the ssh arguments ``text`` whose value may be secret, as
-    :func:`_parse_ssh_args` reads the arguments (an option's value glued to its letter, ``-oKey=Value``)."""
-    words = _words(text)
-    found: list[tuple[str, str]] = []
-    i = 0
-    while i < len(words):
-        word = words[i]
-        i += 1
-        if not word.startswith("-") or word == "-" or word.startswith("--"):
-            continue
-        letters = word[1:]
-        while letters:
-            letter, letters = letters[0], letters[1:]
-            if letter not in _TAKES_ARG:
-                continue
-            if letters:
-                arg, letters = letters, ""
-            elif i < len(words):
-                arg = words[i]
-                i += 1
-            else:
-                break
-            if letter == "o":
-                m = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9]*)\s*(?:=\s*|\s+)(.*?)\s*", arg, re.S)
-                if m and m.group(1).lower() in _SECRET_OPTIONS:
-                    found.append((m.group(1).lower(), m.group(2)))
-            elif letter in _SECRET_LETTERS:
-                found.append((_SECRET_LETTERS[letter], arg))
-    return found
-
-
-def _secret_parts(option: str, value: str) -> set[str]:
-    """The words of ``option``'s ``value`` that may be secret (before the common ones are left out)."""
-    if option == "proxycommand":
-        parts = {value}
-        for word in {*value.split(), *_words(value)}:
-            parts.add(word)
-            parts.update(word.split("=", 1)[1:])  # --token=VALUE
-            parts.update(re.split(r"[@:]", word))  # user@host, host:port
-        return parts
-    if option == "proxyjump":
-        parts = {value}
-        for spec in value.split(","):
-            m = re.fullmatch(r"\s*(?:ssh://)?(?:([^@\s]+)@)?(\[[^\]]+\]|[^:@\s/]+)(?::\d+)?/?\s*", spec)
-            parts.update([spec, *(g.strip("[]") for g in m.groups() if g)] if m else [spec])
-        return parts
-    if option == "userknownhostsfile":
-        return set(value.split())
-    return {value}  # HostName, User, IdentityFile, CertificateFile, -F: the whole value
-
-
-def _words(text: str) -> list[str]:
-    try:
-        return shlex.split(text)
-    except ValueError:
-        return text.split()
-
-
-def _parse_ssh_args(text: str, where: str, secret: bool) -> tuple[list[tuple[str, str]], str | None]:
-    keep = Vaulted if secret else str
-    try:
-        words = [keep(w) for w in shlex.split(text)]
-    except ValueError as e:
-        raise _refuse(where, f"cannot split {text!r} as a shell would ({e}); check the quotes") from None
-    lines: list[tuple[str, str]] = []
-    config: str | None = None
-    i = 0
-    while i < len(words):
-        word = words[i]
-        i += 1
-        if not word.startswith("-") or word == "-" or word.startswith("--"):
-            raise _refuse(where, f"{word!r} is not an ssh option (a host or a command cannot be given here)")
-        letters = word[1:]
-        while letters:
-            letter, letters = letters[0], letters[1:]
-            if letter not in _TAKES_ARG:
-                if letter in _NO_EFFECT_FLAGS:
-                    continue
-                raise _refuse(where, f"ssh option -{letter} is not supported by bringup (it connects through "
-                                     "paramiko, not the ssh program); remove it")
-            if letters:
-                arg, letters = letters, ""
-            elif i < len(words):
-                arg = words[i]
-                i += 1
-            else:
-                raise _refuse(where, f"ssh option -{letter} lacks its value")
-            arg = keep(arg)
-            if "\n" in arg or "\r" in arg:
-                raise _refuse(where, f"the value of -{letter} spans lines; give it on one line")
-            if letter == "o":
-                key, value = _option(arg, where)
-                value = keep(value)
-                if key.lower() in HONOURED:
-                    lines.append((HONOURED[key.lower()], value))
-                elif key.lower() not in NO_EFFECT:
-                    raise _refuse(where, f"ssh option -o {key} is not supported by bringup (it honours "
-                                         f"{', '.join(sorted(HONOURED.values()))}); remove it")
-            elif letter == "F":
-                config = arg
-            elif letter in _LETTER_KEYS:
-                lines.append((_LETTER_KEYS[letter], arg))
-            else:
-                raise _refuse(where, f"ssh option -{letter} is not supported by bringup (it connects through "
-                                     "paramiko, not the ssh program); remove it")
-    return lines, config
-
-
 def _block(lines: list[tuple[str, str]], where: str) -> str:
     """The inventory's options as a ``Host *`` block; a value holding a newline or another control character
     is refused (it would write a line of its own into the config paramiko reads)."""
     for k, v in lines:
         if _CONTROL.search(str(v)):
-            raise _refuse(where, f"the {k} value {str(v)!r} holds a control character (a newline would add an "
+            raise refuse(where, f"the {k} value {str(v)!r} holds a control character (a newline would add an "
                                  "ssh option of its own); give it on one line, in plain text")
     return "Host *\n" + "".join(f"  {k} {v}\n" for k, v in lines)
 
@@ -320,7 +111,7 @@ def _shown(path: str | None) -> str | None:
 def _read_config(path: str, where: str) -> str:
     p = Path(os.path.expanduser(path))
     shown = HIDDEN if isinstance(path, Vaulted) else p
-    data = read_capped(p, MAX_CONFIG_BYTES, lambda line: _refuse(where, line),
+    data = read_capped(p, MAX_CONFIG_BYTES, lambda line: refuse(where, line),
                        missing=f"ssh config file {shown} does not exist; fix the path (or give -F none)",
                        unreadable=f"cannot read ssh config file {shown}: ",
                        too_large=f"ssh config file {shown} is larger than {MAX_CONFIG_BYTES >> 20} MiB: no ssh "
@@ -330,9 +121,9 @@ def _read_config(path: str, where: str) -> str:
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
-        raise _refuse(where, f"ssh config file {shown} is not UTF-8 text") from None
+        raise refuse(where, f"ssh config file {shown} is not UTF-8 text") from None
     if "\x00" in text:
-        raise _refuse(where, f"ssh config file {shown} holds NUL bytes: no ssh config; fix the path")
+        raise refuse(where, f"ssh config file {shown} holds NUL bytes: no ssh config; fix the path")
     _shape(text, where, str(shown))
     return text
 
@@ -346,7 +137,7 @@ def _shape(text: str, where: str, config: str | None) -> None:
     only: a file that is no ssh_config (``/etc/shadow``) is never quoted back."""
     for n, line in enumerate(text.splitlines(), 1):
         if not _LINE.fullmatch(line):
-            raise _refuse(where, f"ssh config {config or '(arguments)'} line {n} is not 'Keyword value': "
+            raise refuse(where, f"ssh config {config or '(arguments)'} line {n} is not 'Keyword value': "
                                  "is this an ssh config file? Fix the path or the line")
 
 
@@ -356,23 +147,23 @@ def _lookup(text: str, name: str, where: str, config: str | None, execs: MatchEx
         found = _Config.read(text, execs).lookup(name)
     except _UnsafeToken as e:
         key = "ProxyCommand" if e.key == "proxycommand" else "Match exec"
-        raise _refuse(where, f"{key} pastes {e.token} ({_DATA_TOKENS[e.token]}) into a shell command, and its "
+        raise refuse(where, f"{key} pastes {e.token} ({_DATA_TOKENS[e.token]}) into a shell command, and its "
                              "value holds characters a shell reads (quotes, $, `, ;, |, &, spaces, ...) or starts "
                              "with '-' (a program's option): set it to a plain host name, address or user (letters, "
                              "digits and . _ - @ : , + = / %, not first '-')"
                       ) from None
     except MatchExecTimeout as e:
-        raise _refuse(where, f"a Match exec command of ssh config {config or '(arguments)'} ran past {e.seconds:g} s "
+        raise refuse(where, f"a Match exec command of ssh config {config or '(arguments)'} ran past {e.seconds:g} s "
                              "(ssh_connect_timeout, for all of the host's Match exec commands together) and was "
                              "ended; make it finish quickly, or remove it") from None
     except Exception as e:  # noqa: BLE001 - paramiko's ConfigParseError and its kin: the file's fault
         # paramiko's words quote the line: a file that is no ssh config (a secret) is not shown back.
-        raise _refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {shown or _shown(name)}: "
+        raise refuse(where, f"ssh config {config or '(arguments)'} cannot be read for {shown or _shown(name)}: "
                              f"{type(e).__name__}; check the file's syntax") from None
     shown = _shown(name) if shown is None else shown
-    for key, why in _REFUSED_CONFIG.items():
+    for key, why in REFUSED_CONFIG.items():
         if found.get(key):
-            raise _refuse(where, f"ssh config {config} sets {key} for {shown}: {why}")
+            raise refuse(where, f"ssh config {config} sets {key} for {shown}: {why}")
     return dict(found)
 
 
@@ -382,7 +173,7 @@ def _int(value: Any, what: str, where: str, low: int = 1, high: int = 65535) -> 
     except ValueError:
         n = -1
     if not low <= n <= high:
-        raise _refuse(where, f"{what} must be a whole number {low}-{high} (got {value!r})")
+        raise refuse(where, f"{what} must be a whole number {low}-{high} (got {value!r})")
     return n
 
 
@@ -411,11 +202,11 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
     ``secret``: a vault gave it, and no message shows it."""
     m = re.fullmatch(r"(?:ssh://)?(?:([^@\s]+)@)?(\[[^\]]+\]|[^:@\s/]+)(?::(\d+))?/?", spec)
     if not m:
-        raise _refuse(where, f"ProxyJump entry {HIDDEN if secret else repr(spec)} is not [user@]host[:port]")
+        raise refuse(where, f"ProxyJump entry {HIDDEN if secret else repr(spec)} is not [user@]host[:port]")
     user, name, port = m.group(1), m.group(2).strip("[]"), m.group(3)
     shown = HIDDEN if secret else name
     if len(chain) >= MAX_HOPS:
-        raise _refuse(where, f"more than {MAX_HOPS} jump hosts in one chain"
+        raise refuse(where, f"more than {MAX_HOPS} jump hosts in one chain"
                              f"{'' if secret else ' (' + ' > '.join(chain) + ' > ...)'}")
     first = [("User", user)] if user else []
     first += [("Port", port)] if port else []
@@ -424,7 +215,7 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
     at = f"{name}:{found.get('port', 22)}"
     if at in chain:
         way = "the chain is vaulted" if secret else " > ".join(chain + (at,))
-        raise _refuse(where, f"jump host {shown} reaches itself through ProxyJump ({way})")
+        raise refuse(where, f"jump host {shown} reaches itself through ProxyJump ({way})")
     jumps, command = _via(found, where, config_text, config, chain + (at,), execs, secret)
     check_keys(tuple(found.get("identityfile") or ()), {}, f"ssh config {config}", f"{where}: jump host {shown}")
     hidden = frozenset({"name", "hostname", "port", "user"}) if secret else frozenset()
@@ -432,7 +223,7 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
     address = str(found.get("hostname") or name)
     why = address_problem(address)
     if why:
-        raise _refuse(where, f"jump host {shown}: its address {HIDDEN if secret else repr(address)} is {why}")
+        raise refuse(where, f"jump host {shown}: its address {HIDDEN if secret else repr(address)} is {why}")
     return Endpoint(name=name, hostname=address,
                     port=_int(found.get("port", 22), f"the port of jump host {shown}", where),
                     user=str(found.get("user") or getpass.getuser()),
@@ -505,7 +296,7 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
         why = key_problem(identity[0])
         if why:
             where = host.sources.get("ansible_ssh_private_key_file", "the inventory")
-            raise _refuse(name, f"ansible_ssh_private_key_file {c.ansible_ssh_private_key_file!r} ({where}): {why}; "
+            raise refuse(name, f"ansible_ssh_private_key_file {c.ansible_ssh_private_key_file!r} ({where}): {why}; "
                                 "set it to the private key's path, or remove it to use ssh-agent and ~/.ssh's keys")
     else:
         given_by = {os.path.expanduser(str.__str__(val)): f"{var}, vaulted" if isinstance(val, Vaulted) else var
@@ -517,7 +308,7 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
     address = _text(found.get("hostname") or host.address)
     why = address_problem(str(address))
     if why is not None:
-        raise _refuse(name, f"the address to connect to is {why}; set ansible_host (or HostName in the ssh config) "
+        raise refuse(name, f"the address to connect to is {why}; set ansible_host (or HostName in the ssh config) "
                             "to the host's name or IP address")
     target = Endpoint(name=host.address, hostname=address,
                       port=_int(found.get("port", 22), "the port", name), user=_text(found.get("user")),
@@ -531,7 +322,7 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
             # "no" is taken as accept-new: a key that CHANGED is still refused.
             strict = "accept-new"
         else:
-            raise _refuse(name, f"StrictHostKeyChecking {strict!r} must be yes, accept-new or no")
+            raise refuse(name, f"StrictHostKeyChecking {strict!r} must be yes, accept-new or no")
     # The inventory's ssh_known_hosts first when it is set (accept-new writes there), then UserKnownHostsFile.
     # A path a vault gave stays Vaulted: messages name it "the known_hosts file (vaulted)".
     own = _keep(os.path.expanduser(c.ssh_known_hosts), v.get("ssh_known_hosts"))
@@ -542,7 +333,7 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
         why = known_hosts_problem(Path(os.path.expanduser(given_path)))
         if why is not None:
             by = "ssh_known_hosts" if given_path == own and "ssh_known_hosts" in given else "UserKnownHostsFile"
-            raise _refuse(name, f"{known_hosts_shown(given_path)} (set by {by}): {why}; name a known_hosts file "
+            raise refuse(name, f"{known_hosts_shown(given_path)} (set by {by}): {why}; name a known_hosts file "
                                 f"(ssh_known_hosts, UserKnownHostsFile), or a path where bringup may make one")
     # bringup's own variables win over ConnectTimeout and ServerAliveInterval; their defaults do not.
     timeout = float(c.ssh_connect_timeout)
@@ -594,63 +385,6 @@ class Routes:
         if isinstance(got, InventoryError):
             raise InventoryError(str(got)) from None
         return got
-
-
-def known_hosts_shown(given: str, path: Any = None) -> str:
-    """A known_hosts file as messages name it: its path, or "the known_hosts file (vaulted)" when a vault gave it."""
-    return "the known_hosts file (vaulted)" if isinstance(given, Vaulted) else f"known_hosts file {path or given}"
-
-
-#: The largest known_hosts file read (bytes): a fleet's file of 100,000 hosts is ~50 MiB.
-KNOWN_HOSTS_MAX = 64 << 20
-_ENTRY = re.compile(r"(?:@[a-z-]+\s+)?\S+\s+[A-Za-z0-9@.+-]{3,80}\s+[A-Za-z0-9+/]+={0,3}(?:\s.*)?")
-#: Verdicts on known_hosts files already read, by what ``stat`` said of them: a fleet shares one file, read once
-#: for all its hosts by the input check (and again only when it changed before the connection).
-_KNOWN_HOSTS_SEEN: dict[tuple, str | None] = {}
-
-
-def known_hosts_problem(path: Path) -> str | None:
-    """Why ``path`` is no known_hosts file bringup may read and add to, or None (a missing one is made).  Its
-    content is never quoted: a wrong path may name a secret file.  Asked by the input check
-    (:func:`check_routes`), before anything connects, and again by each login."""
-    if "\x00" in str(path):  # os.stat raises ValueError for it: a traceback, or an "internal error"
-        return "a path holding a NUL byte"
-    try:
-        st = os.stat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as e:
-        return f"cannot be read ({e.strerror or e})"
-    if not stat.S_ISREG(st.st_mode):
-        return "a folder, not a file" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-    if st.st_size > KNOWN_HOSTS_MAX:
-        return f"larger than {KNOWN_HOSTS_MAX >> 20} MiB, not a known_hosts file"
-    seen = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-    if seen in _KNOWN_HOSTS_SEEN:
-        return _KNOWN_HOSTS_SEEN[seen]
-    why = _known_hosts_text(path)
-    _KNOWN_HOSTS_SEEN[seen] = why
-    return why
-
-
-def _known_hosts_text(path: Path) -> str | None:
-    try:
-        # Without waiting: a pipe put there since the look above opens at once, and is refused.
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        with os.fdopen(fd, "rb") as f:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return "not a regular file"
-            os.set_blocking(fd, True)
-            data = f.read(KNOWN_HOSTS_MAX + 1)
-    except OSError as e:
-        return f"cannot be read ({e.strerror or e})"
-    if len(data) > KNOWN_HOSTS_MAX:
-        return f"larger than {KNOWN_HOSTS_MAX >> 20} MiB, not a known_hosts file"
-    for n, raw in enumerate(data.split(b"\n"), 1):
-        text = raw.decode("utf-8", "replace").strip()
-        if text and not text.startswith("#") and not _ENTRY.fullmatch(text):
-            return f"line {n} is not a known_hosts entry (hosts, key type, key): not a known_hosts file"
-    return None
 
 
 def check_routes(hosts: list[Host], routes: Routes | None = None) -> Routes:

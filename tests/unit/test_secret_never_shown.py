@@ -455,7 +455,7 @@ def test_only_the_secret_bearing_words_of_vaulted_ssh_arguments_are_masked(tmp_p
     UserKnownHostsFile=/dev/null` made 'default runtime auto; ran as root; 2>/dev/null' print as '********' thrice.
     Only what may be secret is learnt: a ProxyCommand's words, HostName and ProxyJump hosts, a user that is no common
     account, the paths of keys, config and known_hosts files."""
-    from bringup.ssh.sshconfig import parse_ssh_args
+    from bringup.ssh.sshargs import parse_ssh_args
 
     plain = "default runtime auto; ran as root; 2>/dev/null; ControlPersist 600s; StrictHostKeyChecking no; 30 s; 15"
     ordinary = ("-C -o ControlMaster=auto -o ControlPersist=600s -o User=root -o UserKnownHostsFile=/dev/null -o "

@@ -12,7 +12,8 @@ import pytest
 
 from bringup.errors import InventoryError
 from bringup.inventory.hosts import ConnectionVars, Host
-from bringup.ssh.sshconfig import NO_EFFECT, check_routes, parse_ssh_args, route
+from bringup.ssh.sshargs import NO_EFFECT, parse_ssh_args
+from bringup.ssh.sshconfig import check_routes, route
 
 DEEPOPS = """-o ProxyCommand="ssh -W %h:%p -q ubuntu@10.0.0.1\""""
 
