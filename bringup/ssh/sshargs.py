@@ -123,33 +123,43 @@ def remember_words(text: str, masker: Masker = MASK) -> None:
 def _secret_values(text: str) -> list[tuple[str, str]]:
     """``(option, value)`` of each option of the ssh arguments ``text`` whose value may be secret, as
     :func:`_parse_ssh_args` reads the arguments (an option's value glued to its letter, ``-oKey=Value``)."""
-    words = _words(text)
     found: list[tuple[str, str]] = []
+    for kind, letter, arg in _walk(_words(text)):
+        if kind != "arg":
+            continue
+        if letter == "o":
+            m = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9]*)\s*(?:=\s*|\s+)(.*?)\s*", arg, re.S)
+            if m and m.group(1).lower() in _SECRET_OPTIONS:
+                found.append((m.group(1).lower(), m.group(2)))
+        elif letter in _SECRET_LETTERS:
+            found.append((_SECRET_LETTERS[letter], arg))
+    return found
+
+
+def _walk(words: list[str]):
+    """ssh's reading of its arguments, one item at a time: ``("word", word, "")`` for a word that is no option,
+    ``("flag", letter, "")`` for a letter without a value, ``("arg", letter, value)`` for one with its value (glued
+    to the letter, or the next word), ``("lacks", letter, "")`` for one whose value is missing at the end."""
     i = 0
     while i < len(words):
         word = words[i]
         i += 1
         if not word.startswith("-") or word == "-" or word.startswith("--"):
+            yield "word", word, ""
             continue
         letters = word[1:]
         while letters:
             letter, letters = letters[0], letters[1:]
             if letter not in _TAKES_ARG:
-                continue
-            if letters:
-                arg, letters = letters, ""
+                yield "flag", letter, ""
+            elif letters:
+                yield "arg", letter, letters
+                letters = ""
             elif i < len(words):
-                arg = words[i]
+                yield "arg", letter, words[i]
                 i += 1
             else:
-                break
-            if letter == "o":
-                m = re.fullmatch(r"\s*([A-Za-z][A-Za-z0-9]*)\s*(?:=\s*|\s+)(.*?)\s*", arg, re.S)
-                if m and m.group(1).lower() in _SECRET_OPTIONS:
-                    found.append((m.group(1).lower(), m.group(2)))
-            elif letter in _SECRET_LETTERS:
-                found.append((_SECRET_LETTERS[letter], arg))
-    return found
+                yield "lacks", letter, ""
 
 
 def _secret_parts(option: str, value: str) -> set[str]:
@@ -187,43 +197,32 @@ def _parse_ssh_args(text: str, where: str, secret: bool) -> tuple[list[tuple[str
         raise refuse(where, f"cannot split {text!r} as a shell would ({e}); check the quotes") from None
     lines: list[tuple[str, str]] = []
     config: str | None = None
-    i = 0
-    while i < len(words):
-        word = words[i]
-        i += 1
-        if not word.startswith("-") or word == "-" or word.startswith("--"):
-            raise refuse(where, f"{word!r} is not an ssh option (a host or a command cannot be given here)")
-        letters = word[1:]
-        while letters:
-            letter, letters = letters[0], letters[1:]
-            if letter not in _TAKES_ARG:
-                if letter in _NO_EFFECT_FLAGS:
-                    continue
-                raise refuse(where, f"ssh option -{letter} is not supported by bringup (it connects through "
-                                     "paramiko, not the ssh program); remove it")
-            if letters:
-                arg, letters = letters, ""
-            elif i < len(words):
-                arg = words[i]
-                i += 1
-            else:
-                raise refuse(where, f"ssh option -{letter} lacks its value")
-            arg = keep(arg)
-            if "\n" in arg or "\r" in arg:
-                raise refuse(where, f"the value of -{letter} spans lines; give it on one line")
-            if letter == "o":
-                key, value = _option(arg, where)
-                value = keep(value)
-                if key.lower() in HONOURED:
-                    lines.append((HONOURED[key.lower()], value))
-                elif key.lower() not in NO_EFFECT:
-                    raise refuse(where, f"ssh option -o {key} is not supported by bringup (it honours "
-                                         f"{', '.join(sorted(HONOURED.values()))}); remove it")
-            elif letter == "F":
-                config = arg
-            elif letter in _LETTER_KEYS:
-                lines.append((_LETTER_KEYS[letter], arg))
-            else:
-                raise refuse(where, f"ssh option -{letter} is not supported by bringup (it connects through "
-                                     "paramiko, not the ssh program); remove it")
+    for kind, letter, arg in _walk(words):
+        if kind == "word":
+            raise refuse(where, f"{letter!r} is not an ssh option (a host or a command cannot be given here)")
+        if kind == "flag":
+            if letter in _NO_EFFECT_FLAGS:
+                continue
+            raise refuse(where, f"ssh option -{letter} is not supported by bringup (it connects through "
+                                "paramiko, not the ssh program); remove it")
+        if kind == "lacks":
+            raise refuse(where, f"ssh option -{letter} lacks its value")
+        arg = keep(arg)
+        if "\n" in arg or "\r" in arg:
+            raise refuse(where, f"the value of -{letter} spans lines; give it on one line")
+        if letter == "o":
+            key, value = _option(arg, where)
+            value = keep(value)
+            if key.lower() in HONOURED:
+                lines.append((HONOURED[key.lower()], value))
+            elif key.lower() not in NO_EFFECT:
+                raise refuse(where, f"ssh option -o {key} is not supported by bringup (it honours "
+                                     f"{', '.join(sorted(HONOURED.values()))}); remove it")
+        elif letter == "F":
+            config = arg
+        elif letter in _LETTER_KEYS:
+            lines.append((_LETTER_KEYS[letter], arg))
+        else:
+            raise refuse(where, f"ssh option -{letter} is not supported by bringup (it connects through "
+                                 "paramiko, not the ssh program); remove it")
     return lines, config

@@ -129,7 +129,7 @@ def load_lists(batch, concurrency) -> dict:
 def address_flag(address):
     if not given(address):
         return None
-    from ..inventory.hosts import address_problem
+    from ..inventory.addresses import address_problem
     from ..errors import printable
 
     a = str(address).strip()
