@@ -43,6 +43,18 @@ def quoted(v: Any, limit: int = QUOTE_MAX) -> str:
     return f"{first[:limit]!r}... ({len(text):,} characters)"
 
 
+#: Characters of a value (a flag's path or URL) a message shows at most; past it, cut with "…".
+SHOWN_MAX = 200
+
+
+def shown(value: Any, limit: int = SHOWN_MAX) -> str:
+    """``value`` (a flag's path, URL or name) as a message shows it: on one line (its control characters, line
+    breaks included, written out: :func:`printable`), and cut after ``limit`` characters with "…" (a 100,000
+    character ``--url`` was echoed whole in every line that named it)."""
+    text = printable(str(value)).replace("\n", "\\n")
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
 def printable(text: str) -> str:
     """``text`` with every control character but newline and tab, the Unicode line and paragraph separators (a
     line break to every reader that splits lines as Python does), the Unicode format characters (category Cf:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Collection
 
-from ..errors import InputError
+from ..errors import InputError, shown
 from .results import RoleState, role_states
 
 if TYPE_CHECKING:  # imported where used
@@ -210,19 +210,25 @@ def read_previous(path: Path) -> dict[tuple[str, ...], float]:
 def check_prometheus_path(path: str, own: Collection[str] = tuple(METRICS)) -> Path:
     """``--prometheus FILE`` checked before anything connects: a ``.prom`` file in an existing folder, and
     nothing there yet or bringup's own textfile (:func:`prometheus_file_problem`; ``own``: the metric families
-    of the textfile that may be replaced, drift's by default)."""
+    of the textfile that may be replaced, drift's by default).  A path the system will not look at (a name too
+    long) is one line too, and the path is shown cut (:func:`bringup.errors.shown`)."""
+    from ..userfile import kind
+
     p = Path(path)
+    where = f"--prometheus {shown(path)}"
     if p.suffix != ".prom":
-        raise InputError(f"--prometheus {path}: the node exporter's textfile collector reads only *.prom files; "
+        raise InputError(f"{where}: the node exporter's textfile collector reads only *.prom files; "
                          "name it like bringup.prom")
-    if not p.parent.is_dir():
-        raise InputError(f"--prometheus {path}: folder {p.parent} does not exist; create it (the node exporter's "
-                         "--collector.textfile.directory)")
-    if p.is_dir():
-        raise InputError(f"--prometheus {path} is a folder: give a file name in it, like {p / 'bringup.prom'}")
+    folder = kind(p.parent, InputError, where)
+    if folder != "folder":
+        raise InputError(f"{where}: folder {shown(p.parent)} "
+                         f"{'does not exist' if folder == 'missing' else 'is no folder'}; create it (the node "
+                         "exporter's --collector.textfile.directory)")
+    if kind(p, InputError, where) == "folder":
+        raise InputError(f"{where} is a folder: give a file name in it, like {shown(p / 'bringup.prom')}")
     why = prometheus_file_problem(p, own)
     if why:
-        raise InputError(f"--prometheus {path}: {why}; give a file of its own, like {p.parent / 'bringup.prom'}")
+        raise InputError(f"{where}: {why}; give a file of its own, like {shown(p.parent / 'bringup.prom')}")
     return p
 
 

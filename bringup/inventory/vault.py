@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.hmac import HMAC
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
 from ..child import capture
-from ..errors import InventoryError
+from ..errors import InventoryError, shown
 from ..secrets import MASK, Masker, Vaulted
 from ..userfile import kind, read_capped
 
@@ -83,7 +83,7 @@ def read_password(path: str, label: str = DEFAULT_ID, flag: str = "--vault-passw
                   timeout: float = SCRIPT_SECONDS) -> VaultSecret:
     """The password in ``path``: its text, or the output of running it when it is executable."""
     p = Path(path).expanduser()
-    origin = f"{flag} {path}" if label == DEFAULT_ID else f"{flag} {label}@{path}"
+    origin = f"{flag} {shown(path)}" if label == DEFAULT_ID else f"{flag} {shown(label)}@{shown(path)}"
     what = kind(p, VaultError, origin)
     if what != "file":
         raise VaultError(f"{origin}: {'no such file' if what == 'missing' else 'not a regular file'}; give a file "

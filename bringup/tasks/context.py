@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from ..ssh.stop import Stop
     from ..engine.templates import Templates
 
-__all__ = ["task", "empty_flag", "OPTIONS", "SELECTION", "VAULT", "REPEATED", "options", "console", "fail", "failing", "unreachable",
+__all__ = ["task", "empty_flag", "OPTIONS", "SELECTION", "VAULT", "REPEATED", "options", "console", "fail", "failing", "unreachable", "one_line",
            "MAX_FORKS", "parse_forks",
            "inventory_paths", "load", "selected", "prepared", "Run", "running", "interruptible", "ROLES_STOPPING",
            "interrupted", "print_interrupted"]
@@ -192,7 +192,7 @@ def fail(e: Exception | str) -> Exit:
     return Exit(_one_line(f"error: {e}"), code=1)
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     """A task's last word as one line: a secret of the inventory, of any length, standing alone in a line (a value
     the role quoted) is ********; then a newline or carriage return a value carried (a flag's, a file name's) is
     written out, as any control character is, so that no value adds a line of its own to the output."""
@@ -200,6 +200,9 @@ def _one_line(text: str) -> str:
     from ..secrets import MASK
 
     return printable(MASK.mask_lines(text)).replace("\r", "\\r").replace("\n", "\\n")
+
+
+_one_line = one_line
 
 
 @contextmanager

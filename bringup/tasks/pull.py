@@ -13,9 +13,9 @@ from pathlib import Path
 
 from invoke import Exit
 
-from ..errors import InputError
+from ..errors import InputError, shown
 from ..userfile import kind
-from .context import fail, failing, unreachable
+from .context import fail, failing, one_line, unreachable
 from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["pull", "fleet", "CACHE", "ALLOWED_SIGNERS"]
@@ -24,6 +24,10 @@ __all__ = ["pull", "fleet", "CACHE", "ALLOWED_SIGNERS"]
 CACHE = "/var/lib/bringup/pull"
 #: The host's list of trusted signing keys (OpenSSH allowed signers format).
 ALLOWED_SIGNERS = "/etc/bringup/allowed_signers"
+
+
+#: The longest path, and name in it, the system takes (Linux's PATH_MAX less its NUL, NAME_MAX).
+_PATH_MAX, _NAME_MAX = 4095, 255
 
 
 def _commit_id(text) -> str:
@@ -55,7 +59,7 @@ def _textfile(given, check, own) -> Path:
 def _url(text) -> str:
     url = str(text or "").strip()
     if not url or url.startswith("-") or any(c.isspace() for c in url):
-        raise InputError(f"--url {text!r}: give the repository's URL (https://..., ssh://..., git@host:path, "
+        raise InputError(f"--url {shown(repr(text))}: give the repository's URL (https://..., ssh://..., git@host:path, "
                          "file:///path)")
     return url
 
@@ -91,8 +95,12 @@ def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, na
     with failing():
         inv = str(inventory).strip()
         if not inv or Path(inv).is_absolute() or ".." in Path(inv).parts:
-            raise InputError(f"--inventory {inventory!r}: a path inside the repository, like hosts or "
+            raise InputError(f"--inventory {shown(repr(inventory))}: a path inside the repository, like hosts or "
                              "inventories/prod")
+        if len(inv.encode("utf-8", "surrogateescape")) > _PATH_MAX or any(
+                len(part.encode("utf-8", "surrogateescape")) > _NAME_MAX for part in Path(inv).parts):
+            raise InputError(f"--inventory {shown(inv)}: a path longer than the system takes ({_NAME_MAX} bytes "
+                             f"a name, {_PATH_MAX} in all); give the inventory's path inside the repository")
         settings = Settings(url=_url(url), rule=parse_rule(branch, tag), cache=Path(cache),
                             allowed_signers=Path(allowed_signers), name=(str(name).strip() or None) if name else None,
                             inventory=inv,
@@ -103,16 +111,20 @@ def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, na
         if allow_rollback is not None:
             settings.allow_rollback = _commit_id(allow_rollback)
         for flag, value in (("--ssh-key", ssh_key), ("--known-hosts", known_hosts)):
-            if value and kind(value, InputError, f"{flag} {value}") != "file":
-                raise InputError(f"{flag} {value}: no such file on this host")
+            what = kind(value, InputError, f"{flag} {shown(value)}") if value else "file"
+            if what != "file":
+                raise InputError(f"{flag} {shown(value)}: "
+                                 + ("no such file on this host" if what == "missing" else
+                                    f"a {'folder' if what == 'folder' else 'pipe, socket or device'}, not a file"))
         settings.ssh_key = Path(ssh_key) if ssh_key else None
         settings.known_hosts = Path(known_hosts) if known_hosts else None
         try:
-            attempt = pull_once(settings)
+            # Every line one line: a flag's value (a name, a path) carrying a newline adds none of its own.
+            attempt = pull_once(settings, say=lambda text: print(one_line(text), flush=True))
         except OSError as e:  # the cache or the textfile folder not writable, a full disk
-            raise fail(f"{getattr(e, 'filename', None) or cache}: {e.strerror or e}") from None
+            raise fail(f"{shown(getattr(e, 'filename', None) or cache)}: {e.strerror or e}") from None
     line = f"{attempt.status}: {attempt.message}"
-    print(line, flush=True)
+    print(one_line(line), flush=True)
     if attempt.exit_code:
         raise Exit(code=attempt.exit_code)
 
