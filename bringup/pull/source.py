@@ -36,7 +36,7 @@ from pathlib import Path
 
 from ..child import capture
 from ..ssh.command import join
-from ..errors import BringupError, InputError, said
+from ..errors import BringupError, InputError, said, shown
 
 __all__ = ["Refused", "Rule", "Source", "parse_rule", "ssh_command", "links_out", "disk_full", "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
 
@@ -185,8 +185,9 @@ class Source:
     def __init__(self, url: str, cache: Path, allowed_signers: Path, ssh: list[str] | None = None):
         self.url = url
         self.ssh = ssh or ssh_command()
-        self.cache = Path(cache)
-        self.allowed_signers = Path(allowed_signers)
+        # Absolute: every path handed to Git is one (a cache named "-1" is never read as an option).
+        self.cache = Path(os.path.abspath(cache))
+        self.allowed_signers = Path(os.path.abspath(allowed_signers))
         self.git_dir = self.cache / "repo.git"
         self.revisions = self.cache / "revisions"
         self.current = self.cache / "current"
@@ -219,9 +220,9 @@ class Source:
             room = _room(self.git_dir)  # before the temporary files go: what the fetch ran into
             self.clean()
             if full:
-                raise Refused("disk-full", f"fetch from {self.url} stopped: the disk is full ({room}; its temporary "
+                raise Refused("disk-full", f"fetch from {shown(self.url)} stopped: the disk is full ({room}; its temporary "
                                            f"files removed): {said(p.stderr or p.stdout, 200)}")
-            raise Refused("unreachable", f"fetch from {self.url} failed: {said(p.stderr or p.stdout, 300)}")
+            raise Refused("unreachable", f"fetch from {shown(self.url)} failed: {said(p.stderr or p.stdout, 300)}")
 
     def clean(self) -> list[str]:
         """Remove what a cut fetch leaves in the cache's object store (``objects/pack/tmp_pack_*``,
@@ -247,31 +248,31 @@ class Source:
             tags = self._git("tag", "--list", "--sort=-v:refname", "--", rule.value).stdout.split()
             tags = [t for t in tags if fnmatch.fnmatchcase(t, rule.value)]
             if not tags:
-                raise Refused("no-revision", f"no tag of {self.url} matches {rule.value!r}")
+                raise Refused("no-revision", f"no tag of {shown(self.url)} matches {rule.value!r}")
             ref = f"refs/tags/{tags[0]}"
             # A tag may name any object (git tag v2 HEAD^{tree}): say what it names rather than "no revision".
             kind = self._git("cat-file", "-t", f"{ref}^{{}}", check=False).stdout.strip()
             if kind and kind != "commit":
-                raise Refused("not-a-commit", f"tag {tags[0]} of {self.url} names a{'n' if kind[0] in 'aeiou' else ''} "
+                raise Refused("not-a-commit", f"tag {tags[0]} of {shown(self.url)} names a{'n' if kind[0] in 'aeiou' else ''} "
                                               f"{kind}, not a commit: nothing to check out; tag a signed commit")
         p = self._git("rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}", check=False)
         commit = p.stdout.strip()
         if p.returncode or not _COMMIT.match(commit):
-            raise Refused("no-revision", f"{self.url} has no {rule}")
+            raise Refused("no-revision", f"{shown(self.url)} has no {rule}")
         return commit, ref
 
     def verify(self, commit: str) -> str:
         """Git's own verdict on ``commit``'s signature; returns who signed it (the allowed signers'
         principal), or raises :class:`Refused`."""
         if not self.allowed_signers.is_file():
-            raise InputError(f"allowed signers file {self.allowed_signers} is missing: write the trusted "
+            raise InputError(f"allowed signers file {shown(self.allowed_signers)} is no file: write the trusted "
                              "keys there (one 'principal ssh-ed25519 AAAA...' line each)")
         kind = self.signature_kind(commit)
         if kind not in (None, "ssh"):
             # Git would hand it to gpg (or gpgsm), which trusts the keyring of whoever runs it, not the allowed
             # signers file: refused whatever that keyring holds.
             raise Refused("not-ssh-signature", f"revision {commit[:12]} is signed with {kind}: pull mode trusts SSH "
-                          f"signatures only, checked against {self.allowed_signers}; sign with an SSH key "
+                          f"signatures only, checked against {shown(self.allowed_signers)}; sign with an SSH key "
                           "(git config gpg.format ssh)", commit)
         status, signer, key = (self._git("log", "-1", "--format=%G?%x00%GS%x00%GK", commit).stdout
                                .strip().split("\0") + ["", ""])[:3]
@@ -282,7 +283,7 @@ class Source:
         if status == "N":
             raise Refused("unsigned", f"revision {short} is not signed", commit)
         if status in ("U", "E", "G"):
-            raise Refused("unknown-key", f"revision {short} is signed by a key not in {self.allowed_signers}"
+            raise Refused("unknown-key", f"revision {short} is signed by a key not in {shown(self.allowed_signers)}"
                           f"{f' ({key})' if key else ''}", commit)
         if status in ("X", "Y"):
             raise Refused("expired", f"revision {short} is signed by an expired key{f' ({key})' if key else ''}",
@@ -375,7 +376,7 @@ class Source:
                 raise Refused(reason, f"checkout of {commit[:12]} failed ({_room(self.revisions)}"
                                       f"{', the disk is full' if reason == 'disk-full' else ''}): "
                                       f"{said(p.stderr, 300)}", commit)
-            self._git("worktree", "move", str(tmp), str(final))
+            self._git("worktree", "move", "--", str(tmp), str(final))
         except BaseException:
             self._drop(tmp)
             raise
@@ -389,7 +390,11 @@ class Source:
         except FileNotFoundError:
             pass
         os.symlink(Path("revisions") / commit, tmp)
-        os.replace(tmp, self.current)
+        try:
+            os.replace(tmp, self.current)
+        except BaseException:
+            tmp.unlink(missing_ok=True)  # never a temporary link left behind (current a folder: no rename)
+            raise
 
     def prune(self, keep: set[str]) -> None:
         """Remove the revisions' folders other than ``keep`` (commits) and any cut-off temporary one."""
@@ -402,7 +407,7 @@ class Source:
     def _drop(self, path: Path) -> None:
         if not path.exists() and not path.is_symlink():
             return
-        self._git("worktree", "remove", "--force", "--force", str(path), check=False)
+        self._git("worktree", "remove", "--force", "--force", "--", str(path), check=False)
         if path.exists():
             shutil.rmtree(path, ignore_errors=True)
         self._git("worktree", "prune", check=False)
