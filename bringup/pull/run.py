@@ -24,17 +24,17 @@ import socket
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterator
 
 from .. import child
 from ..ssh.runlock import WAIT_S, RunLock, refusal
-from ..errors import BringupError, InventoryError
+from ..errors import BringupError, InputError, InventoryError, shown
 from ..untrusted import loads
-from ..userfile import read_capped
-from .record import Attempt, load_state, save_state, write_metrics
+from ..userfile import kind, read_capped
+from .record import Attempt, State, load_state, save_state, write_metrics
 from .source import Refused, Rule, Source, links_out, ssh_command
 
 __all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "pull_roles", "provision_argv", "EXIT"]
@@ -129,15 +129,14 @@ def run_lock(folder: str | None, wait_s: float, who: str) -> Iterator[None]:
 def find_host(inventory_path: Path, name: str | None, vault_files: list[str]) -> str:
     """This host's name in the revision's inventory: ``name``, else the hostname (or its first label).
     The inventory is loaded whole (its variables' syntax, vault values): a bad one is :class:`Refused`."""
-    return _find_host(inventory_path, name, vault_files)[0]
+    return _find_host(inventory_path, name, _open_vault(vault_files))[0]
 
 
-def _find_host(inventory_path: Path, name: str | None, vault_files: list[str]) -> tuple[str, dict]:
+def _find_host(inventory_path: Path, name: str | None, vault) -> tuple[str, dict]:
     from ..inventory.hosts import load_inventory
-    from ..inventory.vault import vault_from_options
 
     try:
-        inv = load_inventory([str(inventory_path)], vault=vault_from_options(vault_files))
+        inv = load_inventory([str(inventory_path)], vault=vault)
     except BringupError as e:
         raise Refused("invalid", f"the inventory does not load: {e}") from None
     if name:
@@ -145,7 +144,7 @@ def _find_host(inventory_path: Path, name: str | None, vault_files: list[str]) -
             h = inv.host(name)
             return h.name, h.vars
         except InventoryError as e:
-            raise Refused("host-absent", f"{e} (--name {name})") from None
+            raise Refused("host-absent", f"{e} (--name {shown(name)})") from None
     fqdn = socket.gethostname()
     for candidate in dict.fromkeys((fqdn, fqdn.split(".")[0])):
         if candidate in inv.hosts:
@@ -251,18 +250,132 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
 def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged] = provision_here,
          say: Callable[[str], None] = print) -> Attempt:
     """One run (see the module): returns what came of it, recorded in ``<cache>/state.json`` and, with
-    ``settings.prometheus``, in the textfile.  Bad input (no allowed signers file) raises BringupError before
-    anything is fetched."""
-    settings.cache.mkdir(parents=True, exist_ok=True)
+    ``settings.prometheus``, in the textfile.  Bad input (a vault password file that does not open, a folder
+    where the cache keeps its state or its ``current`` link) raises BringupError before anything is fetched.
+
+    What was applied (the state and the ``current`` link) is read under the run lock, and the run's outcome (the
+    link swapped, the state and the metrics written) recorded before the lock goes: a run that waited for the lock
+    checks "forward" against what the run before it applied, never against what it read before waiting."""
+    # Absolute: a cache or a trust list named "-1" is a path to every Git command, never an option.
+    settings = replace(settings, cache=Path(os.path.abspath(settings.cache)),
+                       allowed_signers=Path(os.path.abspath(settings.allowed_signers)))
     state_path = settings.cache / "state.json"
+    unusable = cache_problem(settings.cache)
+    if unusable:
+        raise InputError(unusable)
+    vault = _open_vault(settings.vault_password_files)
+    settings.cache.mkdir(parents=True, exist_ok=True)
+    source = Source(settings.url, settings.cache, settings.allowed_signers,
+                    ssh=ssh_command(settings.ssh_key, settings.known_hosts))
+    state: State | None = None
+    linked: str | None = None
+    commit = None
+
+    def stopping(signum, _frame) -> None:
+        raise Stopped(signum)
+
+    before = {s: signal.signal(s, stopping) for s in (signal.SIGINT, signal.SIGTERM)}
+    with ExitStack() as held:
+        try:
+            held.enter_context(run_lock(settings.lock, settings.lock_wait_s, f"bringup pull (pid {os.getpid()})"))
+            # Under the lock: a run that held it before this one may have moved both on while this one waited.
+            state, linked, known = _applied(source, state_path, settings, say)
+            kind_ = kind(settings.allowed_signers, lambda why: Refused("no-allowed-signers", why),
+                         f"allowed signers file {shown(settings.allowed_signers)}")
+            if kind_ != "file":
+                # Checked under the lock, before the fetch: a host without its trust list applies nothing.
+                what = {"missing": "is missing", "folder": "is a folder",
+                        "special": "is no regular file (a pipe, a socket or a device)"}[kind_]
+                raise Refused("no-allowed-signers", f"allowed signers file {shown(settings.allowed_signers)} {what}: "
+                                                    "nothing is trusted, nothing applied; write the trusted keys "
+                                                    "there (one 'principal ssh-ed25519 AAAA...' line each)")
+            source.fetch()
+            commit, ref = source.resolve(settings.rule)
+            signer = source.verify(commit)  # at every run: a key taken out of the list stops the applied one too
+            for applied in known:
+                source.forward(applied, commit, settings.allow_rollback, ref)
+            workdir = source.checkout(commit)
+            link = links_out(workdir)
+            if link:
+                raise Refused("link-out", f"revision {commit[:12]} holds a symbolic link out of its checkout: "
+                                          f"{shown(link[0])} -> {shown(link[1])}; bringup reads the repository's "
+                                          "own files only (make it a file, or a link inside the repository)", commit)
+            inventory = workdir / settings.inventory
+            if not inventory.exists():
+                raise Refused("not-bringup", f"revision {commit[:12]} of {shown(settings.url)} is not a bringup "
+                                             f"repository: no inventory {shown(settings.inventory)!r} at its top",
+                              commit)
+            host, hostvars = _find_host(inventory, settings.name, vault)
+            state.host = host
+            settings = replace(settings, roles=pull_roles(workdir, hostvars))
+            say(f"{host}: applying {commit[:12]} ({ref}, signed by {signer})")
+            for s, h in before.items():
+                signal.signal(s, h)  # from here the converge takes the signal and stops in order
+            done = converge(workdir, host, settings)
+            if done.rc == 0:
+                source.swap(commit)
+                state.applied, state.signer, state.last_success = commit, signer, time.time()
+                attempt = Attempt(at=time.time(), status="applied", revision=commit, changed=done.changed,
+                                  failed=done.failed, report=done.report,
+                                  message=f"applied {commit[:12]}: changed={done.changed} failed={done.failed}")
+            elif done.rc in (130, 143):
+                attempt = Attempt(at=time.time(), status="failed", revision=commit, reason="interrupted",
+                                  changed=done.changed, failed=done.failed, report=done.report, exit_code=done.rc,
+                                  message=f"{commit[:12]}: the converge was stopped by "
+                                          f"{'SIGINT' if done.rc == 130 else 'SIGTERM'} (the roles in progress "
+                                          "finished, no other started); the next run converges")
+            else:
+                attempt = Attempt(at=time.time(), status="failed", revision=commit, reason="converge",
+                                  changed=done.changed, failed=done.failed, report=done.report,
+                                  message=f"{commit[:12]} failed to converge ({done.message}); "
+                                          + (f"{state.applied[:12]} stays the last good revision"
+                                             if state.applied else "no revision was applied before")
+                                          + ", the next run tries again")
+            source.prune({c for c in (state.applied, commit, source.applied()) if c})
+        except Refused as e:
+            if state is None:  # the lock was not taken (busy): the state as it stands
+                state, linked, _ = _applied(source, state_path, settings, say)
+            revision = e.revision or commit
+            status = ("failed" if e.reason == "disk-full" else
+                      "error" if e.reason in ("unreachable", "busy", "timeout", "checkout") else "refused")
+            attempt = Attempt(at=time.time(), status=status, revision=revision, reason=e.reason, message=str(e))
+            if status == "refused":
+                state.last_refusal = attempt
+            if e.reason == "disk-full":
+                attempt.message += "; free some room, the next run tries again"
+            if revision and revision != state.applied and e.reason != "busy":
+                source.prune({c for c in (state.applied, linked) if c})
+        except BringupError as e:  # git missing or failing on the host's own cache
+            if state is None:
+                state, linked, _ = _applied(source, state_path, settings, say)
+            attempt = Attempt(at=time.time(), status="error", revision=commit, reason="git", message=str(e))
+        except Stopped as e:
+            if state is None:
+                state, linked, _ = _applied(source, state_path, settings, say)
+            attempt = Attempt(at=time.time(), status="error", revision=commit, reason="interrupted",
+                              message=f"{e}: stopped before the converge; nothing applied", exit_code=128 + e.signum)
+        finally:
+            for s, h in before.items():
+                signal.signal(s, h)
+        if attempt.status != "applied" and state.applied:
+            attempt.message += f" (still at {state.applied[:12]})"
+        attempt.exit_code = attempt.exit_code or EXIT[attempt.status]
+        state.last = attempt
+        save_state(state, state_path)  # still under the lock (when it was taken): the next run reads this
+        if settings.prometheus is not None:
+            write_metrics(state, settings.prometheus)
+    return attempt
+
+
+def _applied(source: Source, state_path: Path, settings: Settings,
+             say: Callable[[str], None]) -> tuple[State, str | None, list[str]]:
+    """The saved state, the revision the ``current`` link names, and the revisions a new one must descend from:
+    the link's and the state's.  Either alone can be lost or moved back (a removed link, a state started
+    afresh); a revision must descend from both."""
     state, problem = load_state(state_path)
     if problem:
         say(f"warning: {problem}")
-    source = Source(settings.url, settings.cache, settings.allowed_signers,
-                    ssh=ssh_command(settings.ssh_key, settings.known_hosts))
     state.url, state.rule = settings.url, str(settings.rule)
-    # Forward only from the newest revision known applied: the ``current`` link's and the state's.  Either alone
-    # can be lost or moved back (a removed link, a state started afresh); a revision must descend from both.
     linked, saved = source.applied(), state.applied
     known = [c for c in dict.fromkeys((linked, saved)) if c]
     if len(known) > 1:
@@ -273,84 +386,40 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
             "a revision must move forward from it")
     state.applied = saved or linked
     state.host = state.host or settings.name or socket.gethostname()
-    commit = None
+    return state, linked, known
 
-    def stopping(signum, _frame) -> None:
-        raise Stopped(signum)
 
-    before = {s: signal.signal(s, stopping) for s in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        with run_lock(settings.lock, settings.lock_wait_s, f"bringup pull (pid {os.getpid()})"):
-            if not settings.allowed_signers.is_file():
-                # Checked under the lock, before the fetch: a host without its trust list applies nothing.
-                raise Refused("no-allowed-signers", f"allowed signers file {settings.allowed_signers} is missing: "
-                                                    "nothing is trusted, nothing applied")
-            source.fetch()
-            commit, ref = source.resolve(settings.rule)
-            signer = source.verify(commit)  # at every run: a key taken out of the list stops the applied one too
-            for applied in known:
-                source.forward(applied, commit, settings.allow_rollback, ref)
-            workdir = source.checkout(commit)
-            link = links_out(workdir)
-            if link:
-                raise Refused("link-out", f"revision {commit[:12]} holds a symbolic link out of its checkout: "
-                                          f"{link[0]} -> {link[1]}; bringup reads the repository's own files "
-                                          "only (make it a file, or a link inside the repository)", commit)
-            inventory = workdir / settings.inventory
-            if not inventory.exists():
-                raise Refused("not-bringup", f"revision {commit[:12]} of {settings.url} is not a bringup repository: "
-                                             f"no inventory {settings.inventory!r} at its top", commit)
-            host, hostvars = _find_host(inventory, settings.name, settings.vault_password_files)
-            state.host = host
-            settings = replace(settings, roles=pull_roles(workdir, hostvars))
-            say(f"{host}: applying {commit[:12]} ({ref}, signed by {signer})")
-            for s, h in before.items():
-                signal.signal(s, h)  # from here the converge takes the signal and stops in order
-            done = converge(workdir, host, settings)
-        if done.rc == 0:
-            source.swap(commit)
-            state.applied, state.signer, state.last_success = commit, signer, time.time()
-            attempt = Attempt(at=time.time(), status="applied", revision=commit, changed=done.changed,
-                              failed=done.failed, report=done.report,
-                              message=f"applied {commit[:12]}: changed={done.changed} failed={done.failed}")
-        elif done.rc in (130, 143):
-            attempt = Attempt(at=time.time(), status="failed", revision=commit, reason="interrupted",
-                              changed=done.changed, failed=done.failed, report=done.report, exit_code=done.rc,
-                              message=f"{commit[:12]}: the converge was stopped by "
-                                      f"{'SIGINT' if done.rc == 130 else 'SIGTERM'} (the roles in progress "
-                                      "finished, no other started); the next run converges")
-        else:
-            attempt = Attempt(at=time.time(), status="failed", revision=commit, reason="converge",
-                              changed=done.changed, failed=done.failed, report=done.report,
-                              message=f"{commit[:12]} failed to converge ({done.message}); "
-                                      + (f"{state.applied[:12]} stays the last good revision"
-                                         if state.applied else "no revision was applied before")
-                                      + ", the next run tries again")
-        source.prune({c for c in (state.applied, commit, source.applied()) if c})
-    except Refused as e:
-        revision = e.revision or commit
-        status = ("failed" if e.reason == "disk-full" else
-                  "error" if e.reason in ("unreachable", "busy", "timeout", "checkout") else "refused")
-        attempt = Attempt(at=time.time(), status=status, revision=revision, reason=e.reason, message=str(e))
-        if status == "refused":
-            state.last_refusal = attempt
-        if e.reason == "disk-full":
-            attempt.message += "; free some room, the next run tries again"
-        if revision and revision != state.applied and e.reason != "busy":
-            source.prune({c for c in (state.applied, linked) if c})
-    except BringupError as e:  # git missing or failing on the host's own cache
-        attempt = Attempt(at=time.time(), status="error", revision=commit, reason="git", message=str(e))
-    except Stopped as e:
-        attempt = Attempt(at=time.time(), status="error", revision=commit, reason="interrupted",
-                          message=f"{e}: stopped before the converge; nothing applied", exit_code=128 + e.signum)
-    finally:
-        for s, h in before.items():
-            signal.signal(s, h)
-    if attempt.status != "applied" and state.applied:
-        attempt.message += f" (still at {state.applied[:12]})"
-    attempt.exit_code = attempt.exit_code or EXIT[attempt.status]
-    state.last = attempt
-    save_state(state, state_path)
-    if settings.prometheus is not None:
-        write_metrics(state, settings.prometheus)
-    return attempt
+#: What the cache keeps under each name, and what it must be to be written: the state and the ``current`` link
+#: are replaced by a rename, which no folder takes; the others are folders.
+_CACHE_ENTRIES = {"state.json": ("its pull state", False), "current": ("the current link", False),
+                  "repo.git": ("the repository", True), "revisions": ("the revisions' checkouts", True),
+                  "reports": ("the converge reports", True)}
+
+
+def cache_problem(cache: Path) -> str | None:
+    """A line when ``cache`` cannot hold a run's outcome (checked before anything is fetched, so that a run never
+    converges and then fails to record it): the cache itself no folder, ``state.json`` or ``current`` a folder
+    (a rename does not replace one), ``repo.git``, ``revisions`` or ``reports`` no folder.  None when usable."""
+    if not os.path.lexists(cache):
+        return None  # made by the run
+    if not os.path.isdir(cache):
+        return f"--cache {shown(cache)} is no folder; give a folder (bringup makes it when missing)"
+    for name, (what, folder) in _CACHE_ENTRIES.items():
+        path = cache / name
+        if not os.path.lexists(path):
+            continue
+        if not folder and os.path.isdir(path) and not os.path.islink(path):
+            return (f"{shown(path)} is a folder where the cache keeps {what}: nothing was fetched; remove it "
+                    f"(rmdir {shown(path)}), or give another --cache")
+        if folder and not os.path.isdir(path):
+            return (f"{shown(path)} is no folder where the cache keeps {what}: nothing was fetched; remove it, "
+                    "or give another --cache")
+    return None
+
+
+def _open_vault(files: list[str]):
+    """The vault the revision's inventory is opened with, its password files read now, before anything is
+    fetched: one that does not open is the operator's input, never a revision's fault."""
+    from ..inventory.vault import vault_from_options
+
+    return vault_from_options(files)
