@@ -24,8 +24,11 @@ __all__ = ["write_atomic", "append_text", "out_folder", "sub_folder"]
 
 
 def write_atomic(path: str | Path, data: str | bytes, *, mode: int = 0o644, encoding: str = "utf-8",
-                 errors: str = "strict", newline: str | None = None) -> Path:
-    """Replace ``path`` with ``data`` whole (see the module's words); the path.  ``mode`` less the umask."""
+                 errors: str = "strict", newline: str | None = None, umask: bool = True) -> Path:
+    """Replace ``path`` with ``data`` whole (see the module's words); the path.  ``mode`` less the umask (the
+    whole ``mode`` with ``umask=False``: a file another user's service reads), set on the open descriptor
+    (``fchmod``: never a chmod by name, which a link planted there would lead elsewhere), synced to disk before
+    the rename."""
     path = Path(path)
     body = data if isinstance(data, bytes) else data.encode(encoding, errors) if newline is None else \
         data.replace("\n", newline).encode(encoding, errors)
@@ -34,7 +37,8 @@ def write_atomic(path: str | Path, data: str | bytes, *, mode: int = 0o644, enco
         with os.fdopen(fd, "wb") as f:
             f.write(body)
             f.flush()
-            os.fchmod(f.fileno(), mode & ~_umask())
+            os.fchmod(f.fileno(), mode & ~_umask() if umask else mode)
+            os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         try:

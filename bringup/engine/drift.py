@@ -16,7 +16,6 @@ Ansible), 1 bad input.
 """
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -280,18 +279,40 @@ def write_prometheus(report: DriftReport, path: Path) -> None:
 
 
 def write_textfile(reg: CollectorRegistry, path: Path, own: Collection[str] = tuple(METRICS)) -> None:
-    """Write ``reg`` to ``path`` atomically (a temporary file in the same folder, renamed over it), for the
-    node exporter's textfile collector; ``own``: the metric families of a file bringup may replace there.
+    """Write ``reg`` to ``path`` atomically, for the node exporter's textfile collector; ``own``: the metric
+    families of a file bringup may replace there.
 
-    The collector never reads a half-written file; a failed write leaves the
-    previous file as it was and no temporary file behind.
+    Through :func:`bringup.outfile.write_atomic`: a temporary file made with ``O_EXCL`` in the same folder,
+    mode 0644 set on its descriptor (the node exporter usually runs as its own user), synced, renamed over
+    ``path``.  Nothing is ever opened or chmodded by name: the folder may be writable by others, and a link
+    planted at a guessable temporary name or at ``path`` is never followed.  The collector never reads a
+    half-written file; a failed write leaves the previous file as it was and no temporary file behind.  A
+    label value that is not UTF-8 text (a host name of raw bytes) is refused, naming it, and
+    nothing is written.
     """
     import errno
 
-    from prometheus_client import write_to_textfile
+    from prometheus_client.exposition import generate_latest
 
+    from ..outfile import write_atomic
+
+    bad = _unprintable_label(reg)
+    if bad:
+        raise OSError(errno.EINVAL, f"label {bad}: not UTF-8 text; nothing written (name the host "
+                                    "in plain text)", str(path))
     why = prometheus_file_problem(path, own)  # checked again: the run took minutes, the folder is shared
     if why:
         raise FileExistsError(errno.EEXIST, f"{why}; nothing written")
-    write_to_textfile(str(path), reg)
-    os.chmod(path, 0o644)  # the node exporter usually runs as its own user
+    write_atomic(path, generate_latest(reg), mode=0o644, umask=False)
+
+
+def _unprintable_label(reg: CollectorRegistry) -> str | None:
+    """The first label of ``reg``'s samples whose value is not UTF-8 text, as ``name=<ascii>``."""
+    for fam in reg.collect():
+        for sample in fam.samples:
+            for k, v in sample.labels.items():
+                try:
+                    v.encode("utf-8")  # a newline or a quote is escaped in the text; a lone surrogate cannot be
+                except UnicodeEncodeError:
+                    return f"{k}={ascii(v)}"
+    return None

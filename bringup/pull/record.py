@@ -214,11 +214,14 @@ def _said_folder(argv: list[str]) -> str | None:
     return None
 
 
-def textfile_folder(proc: Path = Path("/proc"), folders: tuple[str, ...] = TEXTFILE_FOLDERS) -> tuple[Path, str]:
+def textfile_folder(proc: Path = Path("/proc"), folders: tuple[str, ...] = TEXTFILE_FOLDERS,
+                    skipped: list[str] | None = None) -> tuple[Path, str]:
     """The node exporter's textfile folder on this host, and how it was found: the folder a running node
     exporter (``node_exporter``, Debian's ``prometheus-node-exporter``) names with
-    ``--collector.textfile.directory``, when it is an absolute folder here; else the first of ``folders`` that
-    exists; else the last of them (to be made).  Each command line is read with a size cap."""
+    ``--collector.textfile.directory``, when it is an absolute folder here that the exporter may be trusted
+    with (:func:`_untrusted_exporter`); else the first of ``folders`` that exists; else the last of them (to be
+    made).  Each command line is read with a size cap.  Why an exporter's folder was not taken is added to
+    ``skipped``, one line each (anyone can start a process named node_exporter)."""
     try:
         pids = sorted((int(d.name) for d in proc.iterdir() if d.name.isdigit()))
     except OSError:
@@ -237,8 +240,55 @@ def textfile_folder(proc: Path = Path("/proc"), folders: tuple[str, ...] = TEXTF
         if said and rootfs.startswith("/") and rootfs != "/" and said.startswith(rootfs.rstrip("/") + "/"):
             said = said[len(rootfs.rstrip("/")):]  # a containerised exporter's view of the host (/host/var/...)
         if said and os.path.isabs(said) and os.path.isdir(said):
-            return Path(said), f"{os.path.basename(argv[0])} (pid {pid}) reads {said}"
+            who = f"{os.path.basename(argv[0])[:40]} (pid {pid})"
+            why = _untrusted_exporter(proc / str(pid), Path(said))
+            if why:
+                if skipped is not None:
+                    skipped.append(f"{who} reads {ascii(said)[1:-1][:200]}, not taken: {why}")
+                continue
+            return Path(said), f"{who} reads {ascii(said)[1:-1]}"
     for folder in folders:
         if os.path.isdir(folder):
             return Path(folder), f"{folder} exists"
     return Path(folders[-1]), f"no node exporter's folder found; {folders[-1]} made"
+
+
+def _uids(status: Path) -> set[int] | None:
+    """The user ids a process runs as (real, effective, saved, file system: ``Uid:`` of /proc/PID/status)."""
+    try:
+        with open(status, "rb") as f:
+            text = f.read(64 << 10).decode("ascii", "replace")
+    except OSError:
+        return None
+    for row in text.splitlines():
+        if row.startswith("Uid:"):
+            try:
+                ids = {int(w) for w in row.split()[1:]}
+            except ValueError:
+                return None
+            return ids or None
+    return None
+
+
+def _untrusted_exporter(pid_dir: Path, folder: Path) -> str | None:
+    """Why a node exporter's folder is not to be written into by bringup (often run as root), None when it
+    may be: the exporter runs as root or as the folder's owner (every one of its user ids), and the folder is
+    owned by root or that user and not writable by others.  Else a process any user started, naming any
+    folder, would have root write (and so far chmod) there."""
+    uids = _uids(pid_dir / "status")
+    if uids is None:
+        return "its user could not be read"
+    if len(uids) != 1:
+        return f"it runs as several users ({', '.join(map(str, sorted(uids)))})"
+    uid = uids.pop()
+    try:
+        st = os.stat(os.path.realpath(folder))
+    except OSError as e:
+        return f"the folder cannot be read ({e.strerror or e})"
+    if uid not in (0, st.st_uid):
+        return f"it runs as user {uid}, neither root nor the folder's owner ({st.st_uid})"
+    if st.st_uid not in (0, uid):
+        return f"the folder is owned by user {st.st_uid}, neither root nor the exporter's user"
+    if st.st_mode & 0o002:
+        return "the folder is writable by others"
+    return None

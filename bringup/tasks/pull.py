@@ -46,7 +46,10 @@ def _textfile(given, check, own) -> Path:
         return check(given, own=tuple(own))
     from ..pull.record import TEXTFILE, textfile_folder
 
-    folder, how = textfile_folder()
+    skipped: list[str] = []
+    folder, how = textfile_folder(skipped=skipped)
+    for why in skipped:
+        print(f"--prometheus auto: {why}", flush=True)
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as e:

@@ -135,7 +135,8 @@ def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary(tmp_path
     def broken_rename(src, dst):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(os, "rename", broken_rename)
+    # os.replace: the textfile is written by bringup's write_atomic since F1 (prometheus_client used os.rename)
+    monkeypatch.setattr(os, "replace", broken_rename)
     with pytest.raises(OSError):
         D.write_prometheus(report(drifted()), path)
     assert path.read_text() == before

@@ -9,11 +9,15 @@ it was.  The write itself is atomic: a temporary file in the same folder, rename
 from __future__ import annotations
 
 import os
+import stat
+import tempfile
+import threading
 from pathlib import Path
 
 import pytest
 
 from bringup.engine import drift as D
+from bringup.engine.results import HostResult
 from bringup.errors import InputError
 
 from .test_drift import converged, drifted, report, samples
@@ -72,29 +76,97 @@ def test_bringups_own_or_an_empty_textfile_is_rewritten(tmp_path):
 @pytest.mark.reliability(item=26, fault="--prometheus write failing mid-way (disk full while the temporary "
                                         "file is written, then at the rename)",
                          checks=("whole old or new file", "no leftovers"))
-def test_a_write_failing_in_the_temporary_file_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
-    import prometheus_client.exposition as exposition
-
+@pytest.mark.parametrize("where", ["fsync", "replace"])
+def test_a_write_failing_in_the_temporary_file_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch, where):
+    # Changed with F1: the textfile is written by bringup's write_atomic (mkstemp in the same folder, fchmod,
+    # fsync, rename), no longer by prometheus_client's write_to_textfile; the fault is put where it now writes.
     path = tmp_path / "bringup.prom"
     D.write_prometheus(report(converged()), path)
     before = path.read_text()
-    written = []
-    real_open = open
+    made = []
+    real_mkstemp = tempfile.mkstemp
 
-    def tracking_open(file, mode="r", *a, **kw):
-        f = real_open(file, mode, *a, **kw)
-        if "w" in mode:
-            written.append(str(file))
-        return f
+    def tracking_mkstemp(*a, **kw):
+        fd, name = real_mkstemp(*a, **kw)
+        made.append(name)
+        return fd, name
 
     def full_disk(*a, **kw):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("builtins.open", tracking_open)
-    monkeypatch.setattr(exposition, "generate_latest", full_disk)
+    monkeypatch.setattr(tempfile, "mkstemp", tracking_mkstemp)
+    monkeypatch.setattr(os, where, full_disk)
     with pytest.raises(OSError, match="No space left"):
         D.write_prometheus(report(drifted()), path)
     monkeypatch.undo()
     # The temporary file was in the same folder (the rename is atomic there), and is gone.
-    assert written and all(Path(w).parent == tmp_path and Path(w).name.startswith("bringup.prom.") for w in written)
+    assert made and all(Path(w).parent == tmp_path and Path(w).name.startswith(".bringup.prom.") for w in made)
     assert path.read_text() == before and sorted(p.name for p in tmp_path.iterdir()) == ["bringup.prom"]
+
+
+def _secret(tmp_path: Path) -> Path:
+    secret = tmp_path / "root_secret"
+    secret.write_text("token\n")
+    secret.chmod(0o600)
+    return secret
+
+
+def test_a_link_planted_at_the_temporary_name_is_never_followed(tmp_path):
+    """F1: the folder is shared (the node exporter's); prometheus_client wrote ``<path>.<pid>.<tid>`` with a
+    plain open() and chmodded by name: a link planted at that name had root write the target and make it 0644."""
+    secret = _secret(tmp_path)
+    folder = tmp_path / "textfiles"
+    folder.mkdir()
+    path = folder / "bringup.prom"
+    (folder / f"bringup.prom.{os.getpid()}.{threading.current_thread().ident}").symlink_to(secret)
+    D.write_prometheus(report(converged()), path)
+    assert secret.read_text() == "token\n" and stat.S_IMODE(secret.stat().st_mode) == 0o600
+    assert not path.is_symlink() and stat.S_IMODE(path.stat().st_mode) == 0o644
+    assert "bringup_drift_resources" in path.read_text()
+
+
+def test_a_link_swapped_in_between_the_write_and_the_rename_never_gets_its_target_chmodded(tmp_path, monkeypatch):
+    """F1: someone who can write the textfile folder swaps the temporary file for a link to a root-only file
+    between its write and its rename; the rename puts the link in place, and nothing is chmodded by name."""
+    secret = _secret(tmp_path)
+    path = tmp_path / "bringup.prom"
+    real = {n: getattr(os, n) for n in ("rename", "replace")}
+
+    def swap_then(name):
+        def moved(src, dst, *a, **kw):
+            os.unlink(src)
+            os.symlink(secret, src)
+            return real[name](src, dst, *a, **kw)
+        return moved
+
+    for n in real:
+        monkeypatch.setattr(os, n, swap_then(n))
+    D.write_prometheus(report(converged()), path)
+    monkeypatch.undo()
+    assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and secret.read_text() == "token\n"
+
+
+def test_the_textfile_is_0644_whatever_the_umask(tmp_path):
+    """The node exporter runs as its own user: the mode is set on the descriptor, the umask left out."""
+    old = os.umask(0o077)
+    try:
+        D.write_prometheus(report(converged()), tmp_path / "bringup.prom")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "bringup.prom").stat().st_mode) == 0o644
+
+
+def test_a_label_value_that_is_not_utf8_text_is_one_line_and_nothing_written(tmp_path):
+    """F9: a host name of raw bytes (``pull --name $'\\xff'``: a surrogate) ended in a UnicodeEncodeError traceback
+    from the writer; it is an OSError naming the label, and the textfile is left as it was."""
+    from bringup.pull import record
+
+    path = tmp_path / "bringup-pull.prom"
+    with pytest.raises(OSError) as e:
+        record.write_metrics(record.State(host="\udcff", last=record.Attempt(at=1.0, status="error")), path)
+    assert e.value.strerror == ("label host='\\udcff': not UTF-8 text; nothing written (name the host in "
+                                "plain text)")
+    assert e.value.filename == str(path) and list(tmp_path.iterdir()) == []
+    with pytest.raises(OSError, match=r"label host='h\\udce9'"):
+        D.write_prometheus(report(HostResult("h\udce9", status="unreachable", message="x")), path)
+    assert list(tmp_path.iterdir()) == []

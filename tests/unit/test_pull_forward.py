@@ -422,3 +422,54 @@ def test_auto_prefers_debians_folder_then_makes_the_old_default(tmp_path):
     other.mkdir()
     debian.mkdir()  # Debian's prometheus-node-exporter package installed
     assert record.textfile_folder(proc=tmp_path / "no-proc", folders=folders) == (debian, f"{debian} exists")
+
+
+def _fake_proc(tmp_path: Path, folder: Path, uid: int) -> Path:
+    """A /proc holding one node exporter (pid 4242) running as ``uid`` and naming ``folder``."""
+    proc = tmp_path / "proc"
+    (proc / "4242").mkdir(parents=True)
+    (proc / "4242" / "cmdline").write_bytes(b"node_exporter\0--collector.textfile.directory=" + bytes(folder) + b"\0")
+    (proc / "4242" / "status").write_text(f"Name:\tnode_exporter\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+    return proc
+
+
+@pytest.mark.parametrize("exporter_uid,folder_uid,mode,why", [
+    (1234, 0, 0o755, "it runs as user 1234, neither root nor the folder's owner (0)"),
+    (1234, 1234, 0o755, None),                     # the exporter's own folder: taken
+    (0, 1234, 0o755, "the folder is owned by user 1234, neither root nor the exporter's user"),
+    (0, 0, 0o777, "the folder is writable by others"),
+    (0, 0, 0o1777, "the folder is writable by others"),  # /tmp: anyone plants a link there
+    (0, 0, 0o755, None),
+])
+def test_auto_trusts_only_an_exporter_of_root_or_the_folders_owner(tmp_path, exporter_uid, folder_uid, mode, why):
+    """F1: ``--prometheus auto`` takes a node exporter's folder only when the exporter runs as root or as the
+    folder's owner, and the folder is owned by root or that user and not writable by others; else one line
+    says why, and the usual folders are used."""
+    if os.geteuid() != 0:
+        pytest.skip("chown to other users needs root")
+    d = tmp_path / "textfiles"
+    d.mkdir()
+    os.chown(d, folder_uid, 0)
+    d.chmod(mode)
+    debian = tmp_path / "debian"
+    debian.mkdir()
+    skipped: list[str] = []
+    folder, how = record.textfile_folder(proc=_fake_proc(tmp_path, d, exporter_uid), folders=(str(debian),),
+                                         skipped=skipped)
+    if why is None:
+        assert (folder, how, skipped) == (d, f"node_exporter (pid 4242) reads {d}", [])
+    else:
+        assert (folder, how) == (debian, f"{debian} exists")
+        assert skipped == [f"node_exporter (pid 4242) reads {d}, not taken: {why}"]
+
+
+def test_auto_refuses_an_exporter_that_runs_as_several_users(tmp_path):
+    """A setuid program started as node_exporter (real user 1234, effective root) is not root's exporter."""
+    d = tmp_path / "textfiles"
+    d.mkdir()
+    proc = _fake_proc(tmp_path, d, 0)
+    (proc / "4242" / "status").write_text("Uid:\t1234\t0\t0\t0\n")
+    skipped: list[str] = []
+    folder, _ = record.textfile_folder(proc=proc, folders=(str(tmp_path / "other"),), skipped=skipped)
+    assert folder == tmp_path / "other"
+    assert skipped == [f"node_exporter (pid 4242) reads {d}, not taken: it runs as several users (0, 1234)"]
