@@ -4,9 +4,11 @@ A shared leaf, as :mod:`bringup.userfile` is for reading.  :func:`write_atomic` 
 name: the text goes into a temporary file made in the same folder with ``O_CREAT|O_EXCL`` (``mkstemp``:
 a planted link or FIFO under any name is never followed or opened), is flushed, then renamed over the
 final name, so a link, a FIFO or an old page there is replaced, never written through, and a fault leaves
-the old file whole and no temporary one.  :func:`out_folder` checks an output folder before anything runs:
-a folder, or one that can be made, writable, and no symbolic link on its way that leads out of the folder
-it sits in (refused, naming the link and where it points).
+the old file whole and no temporary one; a folder under the final name is one line naming it.
+:func:`write_set` writes files that go together (a host's pages) all or none.  :func:`out_folder` checks an
+output folder before anything runs: a folder, or one that can be made, writable, and no symbolic link on its
+way that leads out of the folder it sits in (refused, naming the link and where it points); :func:`reports_folder`
+checks ``reports/`` of the working folder so.
 """
 from __future__ import annotations
 
@@ -15,12 +17,15 @@ import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .errors import InputError, quoted
 from .userfile import link_out
 
-__all__ = ["write_atomic", "append_text", "out_folder", "sub_folder"]
+__all__ = ["write_atomic", "write_set", "append_text", "out_folder", "sub_folder", "reports_folder", "REPORTS"]
+
+#: The folder of the working folder where provision, plan, engines, audit and drift keep their reports.
+REPORTS = "reports"
 
 
 def write_atomic(path: str | Path, data: str | bytes, *, mode: int = 0o644, encoding: str = "utf-8",
@@ -28,25 +33,58 @@ def write_atomic(path: str | Path, data: str | bytes, *, mode: int = 0o644, enco
     """Replace ``path`` with ``data`` whole (see the module's words); the path.  ``mode`` less the umask (the
     whole ``mode`` with ``umask=False``: a file another user's service reads), set on the open descriptor
     (``fchmod``: never a chmod by name, which a link planted there would lead elsewhere), synced to disk before
-    the rename."""
-    path = Path(path)
-    body = data if isinstance(data, bytes) else data.encode(encoding, errors) if newline is None else \
-        data.replace("\n", newline).encode(encoding, errors)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:80]}.", suffix=".tmp")
+    the rename.  A folder at ``path`` is an :class:`InputError` naming it (one line), and nothing is written."""
+    return write_set([(path, data)], mode=mode, encoding=encoding, errors=errors, newline=newline, umask=umask)[0]
+
+
+def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o644, encoding: str = "utf-8",
+              errors: str = "strict", newline: str | None = None, umask: bool = True) -> list[Path]:
+    """Write several files that belong together (a host's .md, .html and .json pages; a bench's JSON and CSV)
+    as :func:`write_atomic` writes one, all or none: every name is checked first (a folder there is one line
+    naming it, and nothing of the set is written), each text goes into its temporary file, and only once all
+    are written are they renamed into place, one after the other; a fault before leaves no file of the set and
+    no temporary one.  The paths, in order."""
+    paths = [Path(p) for p, _ in files]
+    for path in paths:
+        _no_folder_at(path, len(paths))
+    perm = mode & ~_umask() if umask else mode
+    made: list[tuple[str, Path]] = []
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(body)
-            f.flush()
-            os.fchmod(f.fileno(), mode & ~_umask() if umask else mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        for path, (_, data) in zip(paths, files):
+            body = data if isinstance(data, bytes) else data.encode(encoding, errors) if newline is None else \
+                data.replace("\n", newline).encode(encoding, errors)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:80]}.", suffix=".tmp")
+            made.append((tmp, path))
+            with os.fdopen(fd, "wb") as f:
+                f.write(body)
+                f.flush()
+                os.fchmod(f.fileno(), perm)
+                os.fsync(f.fileno())
+        while made:
+            tmp, path = made[0]
+            try:
+                os.replace(tmp, path)
+            except IsADirectoryError:  # a folder made there since the check
+                _no_folder_at(path, len(paths))
+                raise
+            made.pop(0)
     except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        for tmp, _ in made:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         raise
-    return path
+    return paths
+
+
+def _no_folder_at(path: Path, n: int) -> None:
+    """A folder (not a link) at a file's name: one line naming it (``os.replace`` would raise IsADirectoryError
+    after the files before it were written)."""
+    if path.is_dir() and not path.is_symlink():
+        raise InputError(f"{path} is a folder: bringup writes a file under that name; move the folder away or remove "
+                         "it, then run again" + (f" (none of the {n} files that go together was written)"
+                                                 if n > 1 else " (nothing was written)"))
 
 
 def append_text(path: str | Path, text: str) -> None:
@@ -77,34 +115,45 @@ def _umask() -> int:
     return old
 
 
-def out_folder(v: Any, flag: str = "--out") -> Path:
+def out_folder(v: Any, flag: str = "--out", fix: str | None = None) -> Path:
     """A folder to write into: it exists as a folder, or can be made (no file on the way), is writable, and
-    is no symbolic link out of its own folder."""
+    is no symbolic link out of its own folder.  ``fix``: the advice of a refused link or file (the flag's own
+    otherwise: name the real folder, give a folder)."""
     text = str(v)
     if not text.strip() or "\0" in text or "\n" in text:
         raise InputError(f"{flag} {quoted(text, 120)}: a folder name")
     try:
-        return _out_folder(text, flag)
+        return _out_folder(text, flag, fix)
     except OSError as e:  # a name too long for the file system, a loop of links
         raise InputError(f"{flag} {quoted(text, 120)}: {e.strerror or e}; give a folder of your own, like reports/bench"
                          ) from None
 
 
-def _out_folder(text: str, flag: str) -> Path:
+def reports_folder() -> Path:
+    """``reports/`` of the working folder, checked as :func:`out_folder` checks ``--out``, before anything
+    connects: a link (out of the working folder), a file, a FIFO or a dangling link there is one line, never
+    written through nor a ``FileExistsError`` after the run."""
+    return out_folder(REPORTS, "reports folder", fix="move it away or remove it (bringup keeps its JSON reports and "
+                                                     "retry files in a folder reports/ of its own here, never "
+                                                     "written through a link)")
+
+
+def _out_folder(text: str, flag: str, fix: str | None = None) -> Path:
     p = Path(text)
     for link in _named_links(p):
         out = link_out(link, link.parent)
         if out is not None:
             what = "is" if link == p else f"goes through {link}, which is"
             raise InputError(f"{flag} {quoted(text, 120)} {what} a symbolic link to {quoted(out[1], 120)}, outside "
-                             f"{link.parent}; name the real folder (pages are never written through a link)")
+                             f"{'the working folder' if str(link.parent) == '.' else link.parent}; "
+                             + (fix or "name the real folder (pages are never written through a link)"))
     probe = p
     while True:
         if probe.exists() or probe.is_symlink():
             if not probe.is_dir():
                 what = "it" if probe == p else str(probe)
-                raise InputError(f"{flag} {quoted(text, 120)}: {what} is not a folder (results are several files: give a "
-                                 "folder)")
+                raise InputError(f"{flag} {quoted(text, 120)}: {what} is not a folder"
+                                 + (f"; {fix}" if fix else " (results are several files: give a folder)"))
             if not os.access(probe, os.W_OK | os.X_OK):
                 raise InputError(f"{flag} {quoted(text, 120)}: {probe} is not writable")
             _can_write(probe, text, flag)

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from invoke import Exit
 
@@ -42,7 +41,10 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
         return _export(host, hosts, group, roles, inventory, set_, forks, accept_new_host_keys, export_testinfra,
                        (vault_password_file, vault_id))
     from ..checklist.audit import run_audit
+    from ..outfile import reports_folder
 
+    with failing():
+        reports = reports_folder()  # before anything connects: a link there was written through, a file a traceback
     suite = None
     if testinfra is not None:
         from ..testinfra.suite import Suite
@@ -59,7 +61,7 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
             suite.stop = run.stop
             if notice := suite.root_notice(run.hosts):
                 print(notice, file=sys.stderr)
-        code, results = run_audit(run.hosts, run.roles, run.role_vars, run.templates, Path("reports"),
+        code, results = run_audit(run.hosts, run.roles, run.role_vars, run.templates, reports,
                                   forks=run.forks, accept_new_host_keys=accept_new_host_keys,
                                   say=lambda line: run.console.print(line, markup=False, highlight=False),
                                   stop=run.stop, ahead=run.ahead, also=suite.also if suite else None,

@@ -1,7 +1,6 @@
 """``invoke provision``, ``plan`` and ``engines``: converge hosts to the inventory's state, or say what would change."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoke import Exit
@@ -28,9 +27,12 @@ def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff
     # The flags and the hooks are checked without the run's engine, which loads while the hosts log in.
     from ..engine.rollout_input import drains_first, parse_max_fail, parse_serial, validate_hooks
 
+    from ..outfile import reports_folder
+
     with failing():
         n = parse_forks(forks)
         batches, max_fail = parse_serial(serial), parse_max_fail(max_fail_percentage)
+        reports = reports_folder()  # before anything connects: a link there was written through, a file a traceback
     # The hosts are connected to while the roles load and the variables are checked; not in a rolling run, nor a
     # host whose drain hook must come first.
     with running(inventory, set_, host, hosts, group, roles, limit=limit, forks=n, connect_ahead=not serial,
@@ -45,7 +47,7 @@ def converge(*, host=None, hosts=None, group=None, roles=None, check=False, diff
         opts = Options(check=check, diff=diff, forks=n, accept_new_host_keys=accept_new_host_keys,
                        allow_reboot=allow_reboot, ahead=run.ahead)
         names = [h.name for h in run.hosts]
-        report = Report(Path("reports"), command=command, hosts=names, args={
+        report = Report(reports, command=command, hosts=names, args={
             "hosts": names, "roles": [r.name for r in run.roles], "check": check,
             "inventory": str(run.inventory.path)})
 

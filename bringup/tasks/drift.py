@@ -1,7 +1,6 @@
 """``invoke drift``: which hosts drifted from the inventory; the report itself is :mod:`bringup.engine.drift`."""
 from __future__ import annotations
 
-from pathlib import Path
 
 from invoke import Exit
 
@@ -27,15 +26,18 @@ def drift(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
     from ..engine.drift import check_prometheus_path, render_table, summarize, to_json, write_prometheus
     from ..engine.runner import Options, run_hosts
 
+    from ..outfile import reports_folder
+
     with failing():
         prom = check_prometheus_path(prometheus) if prometheus else None
+        reports = reports_folder()  # before anything connects: a link there was written through, a file a traceback
     # The hosts are connected to while the roles load and the variables are checked (bringup.engine.ahead).
     with running(inventory, set_, host, hosts, group, roles, limit=limit, forks=forks,
                  accept_new_host_keys=accept_new_host_keys, vault=(vault_password_file, vault_id)) as run:
         from ..engine.report import Report
 
         opts = Options(check=True, forks=run.forks, accept_new_host_keys=accept_new_host_keys, ahead=run.ahead)
-        report_file = Report(Path("reports"), command="drift", hosts=[h.name for h in run.hosts], args={
+        report_file = Report(reports, command="drift", hosts=[h.name for h in run.hosts], args={
             "hosts": [h.name for h in run.hosts], "roles": [r.name for r in run.roles],
             "inventory": str(run.inventory.path)})
         results = run_hosts(run.hosts, run.roles, run.role_vars, opts, run.templates, on_result=report_file.add,

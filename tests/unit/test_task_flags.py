@@ -228,3 +228,46 @@ def test_saved_cpu_list_as_text_is_one_line(work, change, words):
     _saved_facts(work, change)
     _check(work, "topology", ["--host", "h1", "--facts", "f.json"],
            ["--facts f.json", *words, "a list of CPU ids"])
+
+
+REPORTS_FIX = ("move it away or remove it (bringup keeps its JSON reports and retry files in a folder reports/ of "
+               "its own here, never written through a link)")
+
+
+def _plant_reports(work: Path, kind: str, elsewhere: Path) -> str:
+    """``reports`` in the working folder as ``kind``; the error line bringup must give for it."""
+    reports = work / "reports"
+    if kind == "a link out":
+        reports.symlink_to(elsewhere)
+        return (f"error: reports folder 'reports' is a symbolic link to '{elsewhere}', outside the working folder; "
+                + REPORTS_FIX)
+    if kind == "a dangling link":
+        reports.symlink_to(work / "gone")
+    elif kind == "a file":
+        reports.write_text("mine\n")
+    elif kind == "a fifo":
+        os.mkfifo(reports)
+    return "error: reports folder 'reports': it is not a folder; " + REPORTS_FIX
+
+
+@pytest.mark.reliability(item=26, fault="a link, a file, a FIFO or a dangling link named reports in the working "
+                                        "folder (written through, or a FileExistsError traceback after the run)",
+                         checks=CHECKS)
+@pytest.mark.parametrize("task, kind", [
+    *((t, k) for t in ("provision", "plan", "audit", "drift", "engines") for k in ("a link out", "a file")),
+    ("provision", "a fifo"), ("provision", "a dangling link"), ("audit", "a fifo"), ("drift", "a dangling link"),
+])
+def test_a_reports_entry_that_is_no_folder_of_bringups_is_one_line_before_connecting(work, tmp_path_factory, task,
+                                                                                    kind):
+    """F3: provision, plan, engines, audit and drift keep their JSON report (and retry files) in reports/ of the
+    working folder; a link there out of it was written through (the link's target got the reports and
+    last.retry), a file, a FIFO or a dangling link ended in FileExistsError's traceback after the run."""
+    elsewhere = tmp_path_factory.mktemp("elsewhere")
+    want = _plant_reports(work, kind, elsewhere)
+    before = sorted(p.name for p in work.iterdir())
+    r = _invoke(work, task, "--host", "h1")
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "Traceback" not in out, out
+    assert [ln for ln in r.stderr.splitlines() if ln.strip()] == [want], out
+    assert "unreachable" not in out, out  # refused before connecting
+    assert sorted(p.name for p in work.iterdir()) == before and list(elsewhere.iterdir()) == []
