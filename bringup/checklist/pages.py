@@ -15,7 +15,7 @@ from ..hardware import health
 from .html import render_group_html, render_html
 from ..checks import Check, dated_ahead, line, line_json, load_matrix, not_checked, summary_counts, verdict, worst_first
 from ..hardware.gpu import UNREACHABLE_FIX, nvml_failure, nvml_fix, smi_unreachable
-from ..outfile import write_atomic
+from ..outfile import write_set
 from ..process import command
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
@@ -460,9 +460,10 @@ def run_checklist(hosts, roles, vars_by_host, templates, out_dir, accept_new_hos
                            command(f"facts --host {h.name}") + " and look at what it gathers")]
         out_dir.mkdir(parents=True, exist_ok=True)  # only now: a bad --facts file leaves no folder behind
         # A byte a host printed that was not UTF-8 (a NIC name in the picture) is written as \xNN, never a traceback.
-        for ext, text in (("md", render_markdown(h.name, checks)), ("html", render_html(h.name, checks, svg)),
-                          ("json", render_json(h.name, checks))):
-            # Replaced whole, never written through a link or into a FIFO planted under the page's name.
-            write_atomic(out_dir / f"{names[h.name]}.{ext}", text, errors="backslashreplace")
+        # Replaced whole, never written through a link or into a FIFO planted under the page's name; the three
+        # pages together (a folder under one of their names is one line, and none of them is written).
+        write_set([(out_dir / f"{names[h.name]}.{ext}", text) for ext, text in (
+            ("md", render_markdown(h.name, checks)), ("html", render_html(h.name, checks, svg)),
+            ("json", render_json(h.name, checks)))], errors="backslashreplace")
         pages[h.name] = checks
     return pages

@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..outfile import write_atomic
+from ..outfile import write_set
 from ..untrusted import loads
 from .hostload import load_text
 from .plots import bench_figure, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep
@@ -149,12 +149,12 @@ def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], 
     stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
     base = out_dir / f"{doc['host']}{tag}-{stamp}"
     paths = {"json": base.with_suffix(".json"), "csv": base.with_suffix(".csv")}
-    write_atomic(paths["json"], json.dumps(doc, indent=2) + "\n")
     buf = io.StringIO(newline="")
     w = csv.DictWriter(buf, fieldnames=fields)
     w.writeheader()
     w.writerows(rows)
-    write_atomic(paths["csv"], buf.getvalue())
+    # Both or neither: a folder under one of the names is one line, never a JSON kept without its CSV.
+    write_set([(paths["json"], json.dumps(doc, indent=2) + "\n"), (paths["csv"], buf.getvalue())])
     return base, paths
 
 

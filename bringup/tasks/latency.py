@@ -66,7 +66,8 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
                               style="dim", markup=False, highlight=False)
 
             doc = run_sweep(target, s, on_point=progress, stop=stop)
-        paths = write_all(doc, out_dir, plot=not no_plot)
+        with ending(stop):  # a folder under a result's name: one line, never a traceback after measuring
+            paths = write_all(doc, out_dir, plot=not no_plot)
         render_table(doc, console)
         console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
 
@@ -175,7 +176,8 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         out_dir.mkdir(parents=True, exist_ok=True)
         stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
         path = out_dir / f"{target.host}-tune-{stamp}.json"
-        write_atomic(path, json.dumps(doc, indent=2) + "\n")
+        with ending(stop):  # a folder under the result's name: one line, never a traceback after measuring
+            write_atomic(path, json.dumps(doc, indent=2) + "\n")
         remember(target.host, path)
         plot_tune_window(doc, path.with_suffix(".png"))
         for t in doc["tune"]["windows"]:
@@ -434,7 +436,8 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
             if t:
                 t.close()
             raise fail(e) from None
-        paths = write_tune(doc, out_dir, plot=not no_plot)
+        with ending(stop):  # a folder under a result's name: one line, never a traceback after measuring
+            paths = write_tune(doc, out_dir, plot=not no_plot)
         remember(target.host, paths["json"])
         render_tune(doc, console)
         console.print(f"[bold]{doc['why']}[/]")

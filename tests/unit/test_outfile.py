@@ -186,3 +186,69 @@ def test_saved_facts_with_absurd_numbers_are_refused_not_passed(tmp_path, value)
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert r.returncode == 1 and len(lines) == 1 and "pcie_width_current" in lines[0], r.stdout + r.stderr
     assert "no reading a host gives" in lines[0] and not (tmp_path / "pages").exists()
+
+
+@pytest.mark.reliability(item=40, fault="a folder under one of a host's checklist page names (a traceback, "
+                                        "the .md written without the .json)",
+                         checks=("one clear line", "exit code", "nothing touched"))
+def test_a_folder_under_a_page_name_is_one_line_and_no_page_of_the_set_is_written(tmp_path):
+    """F6: os.replace over a folder raised IsADirectoryError after h200.md was written: a traceback and a
+    partial set.  Every name of the set is checked first; one line names the folder; no page is written."""
+    _setup(tmp_path)
+    (tmp_path / "pages" / "h200.html").mkdir(parents=True)
+    r = _invoke("checklist", "--host", "h200", "--facts", "h200.json", "--out", "pages", cwd=tmp_path)
+    out = r.stdout + r.stderr
+    assert r.returncode == 1 and "Traceback" not in out, out
+    assert [ln for ln in r.stderr.splitlines() if ln.strip()] == [
+        "error: pages/h200.html is a folder: bringup writes a file under that name; move the folder away or remove "
+        "it, then run again (none of the 3 files that go together was written)"], out
+    assert sorted(p.name for p in (tmp_path / "pages").iterdir()) == ["h200.html"]
+
+
+def test_write_set_writes_all_or_none(tmp_path):
+    from bringup.outfile import write_set
+
+    (tmp_path / "b.csv").mkdir()
+    with pytest.raises(InputError) as e:
+        write_set([(tmp_path / "a.json", "{}\n"), (tmp_path / "b.csv", "x\n")])
+    assert str(e.value) == (f"{tmp_path}/b.csv is a folder: bringup writes a file under that name; move the folder "
+                            "away or remove it, then run again (none of the 2 files that go together was written)")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["b.csv"]
+    (tmp_path / "b.csv").rmdir()
+    assert write_set([(tmp_path / "a.json", "{}\n"), (tmp_path / "b.csv", "x\n")]) == [tmp_path / "a.json",
+                                                                                      tmp_path / "b.csv"]
+    assert (tmp_path / "a.json").read_text() == "{}\n" and (tmp_path / "b.csv").read_text() == "x\n"
+    # A fault while the second file is written: the first is not renamed into place either, no temporary left.
+    real = os.fsync
+    calls = []
+
+    def second_fails(fd):
+        calls.append(fd)
+        if len(calls) == 2:
+            raise OSError(28, "No space left on device")
+        return real(fd)
+
+    os.fsync = second_fails
+    try:
+        with pytest.raises(OSError, match="No space left"):
+            write_set([(tmp_path / "a.json", "new\n"), (tmp_path / "b.csv", "new\n")])
+    finally:
+        os.fsync = real
+    assert (tmp_path / "a.json").read_text() == "{}\n" and (tmp_path / "b.csv").read_text() == "x\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.csv"]
+    (tmp_path / "one.md").mkdir()
+    with pytest.raises(InputError, match=r"one\.md is a folder: .*then run again \(nothing was written\)$"):
+        write_atomic(tmp_path / "one.md", "x")
+
+
+@pytest.mark.parametrize("ext", ["json", "csv"])
+def test_a_folder_under_a_bench_result_name_keeps_neither_file(tmp_path, ext):
+    """F6: bench wrote the JSON, then os.replace over a folder named like the CSV was a traceback after
+    measuring, the JSON kept without its CSV."""
+    from bringup.latency.results import write_json_csv
+
+    doc = {"host": "h1", "finished": "2026-01-02T03:04:05+00:00"}
+    (tmp_path / f"h1-20260102T030405Z.{ext}").mkdir()
+    with pytest.raises(InputError, match=rf"h1-20260102T030405Z\.{ext} is a folder: .*none of the 2 files"):
+        write_json_csv(doc, tmp_path, "", ["a"], [{"a": 1}])
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"h1-20260102T030405Z.{ext}"]
