@@ -18,7 +18,7 @@ from pathlib import Path
 from invoke import Exit
 
 from ..errors import BringupError, InputError, Unreachable
-from ..outfile import write_atomic
+from ..outfile import write_set
 from .context import REPEATED, SELECTION, fail, failing, options
 from .context import task  # Invoke's @task, an empty flag value refused first
 
@@ -164,9 +164,13 @@ def accept(c, host=None, hosts=None, group=None, inventory=None, set_=None, seco
     for name, lines in results.items():
         console.print(render_markdown(name, lines, terminal=True), markup=False, highlight=False)
         try:
-            write_atomic(out_dir / f"{name}.md", render_markdown(name, lines), errors="backslashreplace")
-            write_atomic(out_dir / f"{name}.html", render_html(name, lines, ""), errors="backslashreplace")
-            write_atomic(out_dir / f"{name}.json", render_json(name, lines), errors="backslashreplace")
+            # Made here too: an unreachable host's FAIL page is written into a folder no measurement made yet.
+            out_dir.mkdir(parents=True, exist_ok=True)
+            write_set([(out_dir / f"{name}.md", render_markdown(name, lines)),
+                       (out_dir / f"{name}.html", render_html(name, lines, "")),
+                       (out_dir / f"{name}.json", render_json(name, lines))], errors="backslashreplace")
+        except BringupError as e:  # a folder under a page's name: none of the host's pages written
+            raise fail(e) from None
         except OSError as e:
             raise fail(f"--out {out_dir}: {e.strerror or e}") from None
     if prom is not None:

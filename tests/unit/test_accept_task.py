@@ -154,3 +154,16 @@ def test_the_textfile_never_replaces_another_exporters_file(tmp_path):
     with pytest.raises(FileExistsError):
         write_prometheus({"gpu-01": ([], 0.0)}, other)
     assert other.read_text() == "# TYPE node_x gauge\nnode_x 1\n"
+
+
+@pytest.mark.parametrize("out", [None, "newdir"])
+def test_an_unreachable_host_gets_its_fail_pages_in_an_out_folder_not_made_yet(tmp_path, out):
+    """F8: the pages went into a folder only a measurement had made: `--out newdir: No such file or directory`,
+    exit 1, no page.  The folder is made, the FAIL pages written, exit 2."""
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"h1": {
+        "ansible_host": "127.0.0.1", "ansible_port": 9, "ansible_user": "nobody"}}}}))
+    p = invoke("accept", "--host", "h1", *(("--out", out) if out else ()), cwd=tmp_path)
+    folder = tmp_path / (out or "reports/accept")
+    assert p.returncode == 2 and "Traceback" not in p.stderr and "error:" not in p.stderr, p.stdout + p.stderr
+    assert sorted(x.name for x in folder.iterdir()) == ["h1.html", "h1.json", "h1.md"]
+    assert "FAIL" in (folder / "h1.md").read_text()
