@@ -252,8 +252,8 @@ def check_prometheus_path(path: str) -> Path:
 
 
 def write_prometheus(results: dict[str, tuple[list[Check], float]], path: Path) -> None:
-    """``{host: (lines, measured at)}`` as a textfile, written atomically (prometheus_client's
-    write_to_textfile); what is at ``path`` is checked again first (never another exporter's file)."""
+    """``{host: (lines, measured at)}`` as a textfile, written atomically (drift's write_textfile: bringup's
+    write_atomic); what is at ``path`` is checked again first (never another exporter's file)."""
     from prometheus_client import CollectorRegistry, Gauge
 
     from ..engine.drift import write_textfile
