@@ -14,7 +14,7 @@ import json
 from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..outfile import write_set
 from ..untrusted import loads
@@ -158,13 +158,17 @@ def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], 
     return base, paths
 
 
-def write_all(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True) -> dict[str, Path]:
-    """JSON, CSV and (when matplotlib is there) a PNG of the run; returns the paths."""
+def write_all(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True,
+              warn: Callable[[str], None] | None = None) -> dict[str, Path]:
+    """JSON, CSV and (when matplotlib is there) a PNG of the run; returns the paths.  The index not updated is
+    ``warn``'s one line (:func:`remember`)."""
     base, paths = write_json_csv(doc, out_dir, "", CSV_FIELDS, (_csv_row(r) for r in doc["points"]))
     if plot:
         paths["png"] = base.with_suffix(".png")
         plot_doc(doc, paths["png"])
-    remember(doc["host"], paths["json"])
+    said = remember(doc["host"], paths["json"])
+    if said and warn is not None:
+        warn(said)
     return paths
 
 
@@ -172,32 +176,58 @@ def write_all(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True) ->
 INDEX_KEEP = 50
 
 
-def remember(host: str, path: Path, index: Path | None = None) -> None:
+def remember(host: str, path: Path, index: Path | None = None) -> str | None:
     """List ``path`` (a result JSON of ``host``) in the index the checklist reads, whatever folder it is in.
 
-    Written through a temporary file and a rename; an unreadable index is started anew, and a failure to
-    write it never fails the benchmark that already wrote its result (the result's own path is printed).
+    Written through a temporary file and a rename; a failure to update it never fails the benchmark that
+    already wrote its result: it is returned as one WARN line naming the index and why (None: listed).  The
+    index is read through :func:`bringup.userfile.read_capped` (opened without waiting, at most
+    :data:`~bringup.latency.verdict.BENCH_MAX`): a pipe, a device, a folder or a link to one there, or a file this
+    user may not read, is left as it is and named; a regular file that is no index (not JSON, not a mapping, over
+    the cap) is started anew, and said so.  No
+    temporary file is left behind on any path (:func:`bringup.outfile.write_atomic`).
     """
-    import os
-    import tempfile
+    from ..errors import printable
+    from ..untrusted import Unreadable
+    from ..userfile import read_capped
+    from .verdict import BENCH_MAX
 
     index = Path(index or INDEX)
+    where = printable(str(index))
+    anew = ""
     try:
+        data = read_capped(index, BENCH_MAX, Unreadable, missing="", unreadable="unreadable: ",
+                           not_regular="not a regular file (a pipe, a device or a folder)",
+                           too_large=f"larger than {BENCH_MAX >> 20} MiB")
+    except Unreadable as e:
+        if str(e) == "":
+            data = None   # no index yet
+        elif not str(e).startswith("larger than"):   # no regular file, or one this user may not read
+            return (f"WARN {where}: {e}; left as it is and {path} not listed in it: move it away (the checklist "
+                    "finds results of other --out folders through it)")
+        else:
+            data, anew = None, str(e)
+    doc: dict = {}
+    if data is not None:
         try:
-            doc = loads(index.read_bytes(), what="the index", max_bytes=16 << 20)
-            doc = doc if isinstance(doc, dict) else {}
-        except (OSError, ValueError):
-            doc = {}
-        entries = [p for p in doc.get(host, []) if isinstance(p, str)] if isinstance(doc.get(host), list) else []
-        entry = str(Path(path).resolve())
-        doc[host] = ([p for p in entries if p != entry] + [entry])[-INDEX_KEEP:]
+            doc = loads(data, what="JSON", max_bytes=BENCH_MAX)
+            if not isinstance(doc, dict):
+                doc, anew = {}, "not a JSON object"
+        except ValueError as e:
+            doc, anew = {}, str(e)
+    entries = [p for p in doc.get(host, []) if isinstance(p, str)] if isinstance(doc.get(host), list) else []
+    entry = str(Path(path).resolve())
+    doc[host] = ([p for p in entries if p != entry] + [entry])[-INDEX_KEEP:]
+    try:
         index.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".index.", dir=index.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(json.dumps(doc, indent=2, sort_keys=True) + "\n")
-        os.replace(tmp, index)
-    except OSError:
-        pass
+        write_atomic(index, json.dumps(doc, indent=2, sort_keys=True) + "\n")   # no temporary file left on a fault
+    except OSError as e:
+        return (f"WARN {where}: not updated ({printable(str(e.strerror or e))}); {path} is not listed in it: "
+                "make its folder writable")
+    if anew:
+        return (f"WARN {where}: was no index ({printable(anew)[:200]}): started anew with {path}; the results "
+                "it listed are no longer found by the checklist unless they lie in reports/bench")
+    return None
 
 
 def _f(v, fmt="{:.1f}") -> str:

@@ -67,7 +67,7 @@ def bench(c, host=None, model=None, batch="1,2,4,8", concurrency="1,4,16,64", wi
 
             doc = run_sweep(target, s, on_point=progress, stop=stop)
         with ending(stop):  # a folder under a result's name: one line, never a traceback after measuring
-            paths = write_all(doc, out_dir, plot=not no_plot)
+            paths = write_all(doc, out_dir, plot=not no_plot, warn=lambda said: _say_index(console, said))
         render_table(doc, console)
         console.print("report: " + ", ".join(str(p) for p in paths.values()), style="dim")
 
@@ -178,7 +178,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         path = out_dir / f"{target.host}-tune-{stamp}.json"
         with ending(stop):  # a folder under the result's name: one line, never a traceback after measuring
             write_atomic(path, json.dumps(doc, indent=2) + "\n")
-        remember(target.host, path)
+        _say_index(console, remember(target.host, path))
         plot_tune_window(doc, path.with_suffix(".png"))
         for t in doc["tune"]["windows"]:
             p95 = "-" if t["p95_ms"] is None else f"{t['p95_ms']:.1f} ms"
@@ -195,6 +195,12 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         console.print(f"report: {path}, {path.with_suffix('.png')}", style="dim")
         if doc["tune"]["chosen_window_us"] is None:
             raise Exit(code=2)
+
+
+def _say_index(console, said: str | None) -> None:
+    """The index of results not updated (:func:`bringup.latency.results.remember`): its one WARN line."""
+    if said:
+        console.print(said, style="yellow", markup=False, highlight=False)
 
 
 def _record_at(host, path: str, check: bool = True, routes=None):
@@ -438,7 +444,7 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
             raise fail(e) from None
         with ending(stop):  # a folder under a result's name: one line, never a traceback after measuring
             paths = write_tune(doc, out_dir, plot=not no_plot)
-        remember(target.host, paths["json"])
+        _say_index(console, remember(target.host, paths["json"]))
         render_tune(doc, console)
         console.print(f"[bold]{doc['why']}[/]")
         ch = doc["chosen"]
