@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from ..errors import BringupError, InputError, Unreachable
+from ..errors import BringupError, InputError, Unreachable, printable
 from ..outfile import sub_folder, write_atomic
 from ..process import command
 from ..userfile import kind as path_kind
@@ -65,17 +65,54 @@ def refuse_foreign(out: Path, hosts: list[Host]) -> None:
                              "export them one at a time, into two folders")
         seen[f] = h.name
         for p in sorted((out / f).glob("*.py")) if (out / f).is_dir() else []:
-            if p.name != "__init__.py" and not _ours(p):
-                raise InputError(f"--export-testinfra: {p} was not written by bringup; it is never replaced: "
+            why = "" if p.name == "__init__.py" else _not_ours(p, out / f)
+            if why:
+                raise InputError(f"--export-testinfra: {printable(str(p))} {why}; it is never replaced: "
                                  "move it or export into another folder")
 
 
-def _ours(p: Path) -> bool:
+#: How much of a module's start is read to find :data:`MARK` (its first line).
+MARK_READ = 4096
+
+
+def _not_ours(p: Path, where: Path) -> str:
+    """Why ``p`` is no module bringup wrote ('' when it is one): only a regular file inside ``where`` is looked at
+    (opened without waiting, its first :data:`MARK_READ` bytes read): a pipe, a device, a folder or a link out of
+    the folder is named, never opened by a blocking read nor read without end, and left as it is."""
+    from ..untrusted import Unreadable
+    from ..userfile import link_out
+
+    if link_out(p, where) is not None:
+        return "is a symbolic link out of its folder, not a module bringup wrote"
     try:
-        with p.open(encoding="utf-8", errors="replace") as fh:
-            return fh.readline().startswith(MARK)
-    except OSError:
-        return False
+        head = _head(p, Unreadable)
+    except Unreadable as e:
+        return f"is {e}, not a module bringup wrote"
+    return "" if head.startswith(MARK.encode()) else "was not written by bringup"
+
+
+def _head(p: Path, error) -> bytes:
+    """The first :data:`MARK_READ` bytes of the regular file ``p``, else ``error(why)``: opened without waiting (as
+    :func:`bringup.userfile.read_capped` opens, which refuses a file over its cap: a long module is fine here, only
+    its start counts), then held to a regular file."""
+    import os
+    import stat
+
+    try:
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise error("gone") from None
+    except OSError as e:
+        raise error(f"unreadable ({e.strerror or e})") from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise error("not a regular file (a pipe, a device or a folder)")
+        os.set_blocking(fd, True)
+        return os.read(fd, MARK_READ)
+    except OSError as e:
+        raise error(f"unreadable ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
 
 
 def module_text(host: str, role: str, items: list[dict[str, Any]], inventory: str, where: str) -> str:

@@ -74,3 +74,46 @@ def test_bench_prints_the_index_line(tmp_path, monkeypatch):
     doc = {"host": "h1", "finished": "2026-01-01T00:00:00+00:00", "points": []}
     results.write_all(doc, tmp_path / "out", plot=False, warn=said.append)
     assert len(said) == 1 and said[0].startswith("WARN reports/bench/index.json: not a regular file")
+
+
+# --- F5: audit --export-testinfra DIR: what lies in a host's folder ------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["fifo", "zero", "link out", "folder"])
+def test_an_exported_folders_module_that_is_no_file_is_named_and_left_untouched(tmp_path, kind):
+    from types import SimpleNamespace
+
+    from bringup.errors import InputError
+    from bringup.testinfra.export import MARK, refuse_foreign
+
+    out, mine = tmp_path / "d", tmp_path / "d" / "loc" / "test_mine.py"
+    mine.parent.mkdir(parents=True)
+    (mine.parent / "test_sysctl.py").write_text(MARK + " (x)\n" + "x = 1\n" * 10_000)  # ours, longer than the read
+    elsewhere = tmp_path / "elsewhere.py"
+    elsewhere.write_text(MARK + " (planted)\n")
+    if kind == "fifo":
+        os.mkfifo(mine)
+    elif kind == "zero":
+        mine.symlink_to("/dev/zero")
+    elif kind == "link out":
+        mine.symlink_to(elsewhere)
+    else:
+        mine.mkdir()
+    with pytest.raises(InputError) as e:
+        _bounded(lambda: refuse_foreign(out, [SimpleNamespace(name="loc")]))
+    why = ("is a symbolic link out of its folder" if kind in ("zero", "link out") else
+           "is not a regular file (a pipe, a device or a folder)")
+    assert str(e.value) == (f"--export-testinfra: {mine} {why}, not a module bringup wrote; it is never replaced: "
+                            "move it or export into another folder")
+    assert os.path.lexists(mine) and (mine.is_symlink() if kind in ("zero", "link out") else True)
+
+
+def test_a_link_inside_the_folder_to_a_module_of_ours_is_read(tmp_path):
+    from types import SimpleNamespace
+
+    from bringup.testinfra.export import MARK, refuse_foreign
+
+    d = tmp_path / "d" / "loc"
+    d.mkdir(parents=True)
+    (d / "test_a.py").write_text(MARK + " (x)\n")
+    (d / "test_b.py").symlink_to("test_a.py")
+    refuse_foreign(tmp_path / "d", [SimpleNamespace(name="loc")])
