@@ -150,6 +150,11 @@ def _judge_again(k: Check, th: Thresholds) -> None:
         if k.limit is not None:  # only a rate line is held against a limit: a renamed one is not passed as it says
             raise Unreadable(f"line {k.name!r} ({k.unit or 'no unit'}) holds a limit, but is no rate line accept "
                              "writes")
+        if k.unit not in _OTHER_UNITS or (k.value is not None) != (k.unit != ""):
+            # Units compared exactly: "GB/S" or "gb/s" on a line that is no rate line is no figure accept wrote,
+            # and a figure of a unit it never writes cannot be judged again: never the PASS it says.
+            _not_checked(k, f"its figure {k.value} in {k.unit or 'no unit'!s} is not one accept writes on this line "
+                            "(a rate in GB/s on a rate line, a temperature in °C)")
         return
     if k.unit != "GB/s":
         if k.value is None and k.limit is None and not k.unit:
@@ -172,6 +177,10 @@ def _judge_again(k: Check, th: Thresholds) -> None:
         k.seen = (f"{k.seen} [saved as {k.status}, judged {judged} again from its value {k.value:g} {k.unit} and "
                   f"limit {k.limit} {k.unit}]")
         k.status = judged
+
+
+#: The units of the figures accept writes on lines that are no rate line (the clock lines' temperature), and none.
+_OTHER_UNITS = ("", "°C")
 
 
 def _not_checked(k: Check, why: str) -> None:

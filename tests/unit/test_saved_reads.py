@@ -117,3 +117,38 @@ def test_a_link_inside_the_folder_to_a_module_of_ours_is_read(tmp_path):
     (d / "test_a.py").write_text(MARK + " (x)\n")
     (d / "test_b.py").symlink_to("test_a.py")
     refuse_foreign(tmp_path / "d", [SimpleNamespace(name="loc")])
+
+
+# --- F12: a saved acceptance line's unit is compared exactly ------------------------------------------------------
+
+@pytest.mark.parametrize("unit", ["GB/S", "gb/s", "GB/s", "MB/s", ""])
+def test_a_saved_figure_in_a_unit_accept_does_not_write_on_that_line_is_not_checked(tmp_path, unit):
+    from datetime import datetime, timedelta, timezone
+
+    from bringup.acceptance.saved import checklist_lines
+
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    when = now - timedelta(minutes=1)
+    saved = {"area": "acceptance", "name": "GPU memory", "status": "PASS", "seen": "fine", "unit": unit,
+             "limit": None, "value": 1}
+    (tmp_path / f"gpu-01-{when.strftime('%Y%m%dT%H%M%SZ')}.json").write_text(json.dumps(
+        {"host": "gpu-01", "measured_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "lines": [saved]}))
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert (k.status, k.value, k.unit) == ("WARN", None, "")
+    assert k.seen.startswith(f"not checked: its figure 1.0 in {unit or 'no unit'} is not one accept writes on this "
+                             "line (a rate in GB/s on a rate line, a temperature in °C) [saved as PASS: fine]"), k.seen
+
+
+def test_a_saved_clock_line_with_its_temperature_is_read_as_written(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from bringup.acceptance.saved import checklist_lines
+
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    when = now - timedelta(minutes=1)
+    saved = {"area": "acceptance", "name": "clocks under load", "status": "PASS", "seen": "no slowdown",
+             "unit": "°C", "limit": None, "value": 61.0}
+    (tmp_path / f"gpu-01-{when.strftime('%Y%m%dT%H%M%SZ')}.json").write_text(json.dumps(
+        {"host": "gpu-01", "measured_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "lines": [saved]}))
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert (k.status, k.value, k.unit) == ("PASS", 61.0, "°C") and k.seen.startswith("no slowdown")
