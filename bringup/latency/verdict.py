@@ -98,7 +98,10 @@ def _load_text(r: dict) -> str:
 #: by that rounding (0.05 absolute, or this much relative); further outside is no measurement.
 _SLACK = 1e-3
 _POINT_RANGES = {"p95_ms": (0, 86_400_000), "p50_ms": (0, 86_400_000), "p99_ms": (0, 86_400_000),
-                 "items_per_s": (0, 1e12), "concurrency": (0, 1e6), "batch": (0, 1e6)}
+                 "items_per_s": (0, 1e12), "concurrency": (1, 1e6), "batch": (1, 1e6)}
+
+#: A point's figures that are counts: a batch of 1.5 rows or 2.5 requests in flight is no load a bench sent.
+_WHOLE = ("concurrency", "batch")
 
 
 def _finished(doc: dict) -> datetime | None:
@@ -151,7 +154,7 @@ def _unreadable(doc: Any) -> str | None:
         try:
             for key, (lo, hi) in _POINT_RANGES.items():
                 if r.get(key) is not None:
-                    number(r[key], lo=lo, hi=hi, what=f"point {i}'s {key}")
+                    number(r[key], lo=lo, hi=hi, integer=key in _WHOLE, what=f"point {i}'s {key}")
                 spread = (r.get("spread") or {}).get(key) if isinstance(r.get("spread") or {}, dict) else None
                 if spread is not None:
                     for end in ("min", "max"):

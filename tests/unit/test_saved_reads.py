@@ -152,3 +152,25 @@ def test_a_saved_clock_line_with_its_temperature_is_read_as_written(tmp_path):
         {"host": "gpu-01", "measured_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "lines": [saved]}))
     (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
     assert (k.status, k.value, k.unit) == ("PASS", 61.0, "°C") and k.seen.startswith("no slowdown")
+
+
+# --- F12: a saved bench point's counts are whole numbers ----------------------------------------------------------
+
+@pytest.mark.parametrize("key,value,why", [("batch", 1.5, "is not a whole number"),
+                                           ("concurrency", 2.5, "is not a whole number"),
+                                           ("batch", 0, "is out of range (1..1e+06)")])
+def test_a_bench_point_of_a_fractional_batch_is_not_checked(tmp_path, key, value, why):
+    from datetime import datetime, timedelta, timezone
+
+    from bringup.checklist.pages import latency_checks
+    from tests.unit.test_host_numbers import bench_doc
+
+    doc = bench_doc(datetime.now(timezone.utc) - timedelta(hours=1))
+    (tmp_path / "h1-20261204T110000Z.json").write_text(json.dumps(doc))
+    (k,) = latency_checks({"inventory_hostname": "h1", "latency_slo_p95_ms": 50}, tmp_path)
+    assert k.status == "PASS"
+    doc["points"][0][key] = value
+    (tmp_path / "h1-20261204T110000Z.json").write_text(json.dumps(doc))
+    (k,) = latency_checks({"inventory_hostname": "h1", "latency_slo_p95_ms": 50}, tmp_path)
+    assert k.status == "WARN" and k.seen == (f"not checked: the saved result is unreadable (point 0's {key} "
+                                             f"{value} {why}) ({tmp_path / 'h1-20261204T110000Z.json'})"), k.seen
