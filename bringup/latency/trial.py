@@ -21,7 +21,7 @@ import re
 from typing import Any
 
 from ..ssh.command import sh
-from ..errors import BringupError, said
+from ..errors import BringupError
 from ..untrusted import Unreadable, loads
 
 __all__ = ["TRIAL", "TRIAL_NAME", "TRIAL_MAX", "KIND", "trial_path", "trial_text", "parse_trial", "TrialMark",
@@ -52,10 +52,14 @@ def parse_trial(text: str, where: str) -> dict[str, Any]:
     if len(text.encode("utf-8", "surrogateescape")) > TRIAL_MAX:
         raise BringupError(f"{where}: larger than {TRIAL_MAX} bytes, not a trial record bringup wrote; {fix}")
     try:
-        doc = loads(text, what=where, unique=True)
-    except Unreadable:
-        raise BringupError(f"{where}: not readable JSON ({said(text, 80) or 'empty'}): not a trial record "
-                           f"bringup wrote, or cut; {fix}") from None
+        doc = loads(text, what="its text", unique=True)
+    except Unreadable as e:
+        # What kind of text it is (not JSON, where it stops being JSON), never the text: a file put there may hold
+        # anything (a token, a key) and the line goes to a terminal and a CI log.
+        why = str(e).removeprefix("its text: ")
+        why = "empty" if not text.strip() else why[10:-1] if why.startswith("not JSON (") else why
+        raise BringupError(f"{where}: not readable JSON ({why}): not a trial record bringup wrote, or cut; "
+                           f"{fix}") from None
     if not (isinstance(doc, dict) and doc.get("kind") == KIND and isinstance(doc.get("model"), str)
             and _MODEL.fullmatch(doc["model"]) and isinstance(doc.get("own_config"), dict)):
         raise BringupError(f"{where}: not a trial record bringup wrote (kind {KIND}, a model and its own "

@@ -174,3 +174,22 @@ def test_a_bench_point_of_a_fractional_batch_is_not_checked(tmp_path, key, value
     (k,) = latency_checks({"inventory_hostname": "h1", "latency_slo_p95_ms": 50}, tmp_path)
     assert k.status == "WARN" and k.seen == (f"not checked: the saved result is unreadable (point 0's {key} "
                                              f"{value} {why}) ({tmp_path / 'h1-20261204T110000Z.json'})"), k.seen
+
+
+# --- F12: a trial record that is no JSON is described, never quoted ------------------------------------------------
+
+@pytest.mark.parametrize("text,why", [("SECRETTOKEN=abc123\n", "Expecting value at line 1 column 1"),
+                                      ('{"kind": "x", "token": "SECRETTOKEN', "Unterminated string starting at "
+                                                                              "at line 1 column 24"),
+                                      ("", "empty"), ("[" * 100_000, "nested more than")])
+def test_a_trial_record_parse_error_names_the_kind_of_text_never_its_content(text, why):
+    from bringup.errors import BringupError
+    from bringup.latency.trial import parse_trial
+
+    with pytest.raises(BringupError) as e:
+        parse_trial(text, "/etc/bringup/triton-trial.json on h1")
+    said = str(e.value)
+    assert said.startswith(f"/etc/bringup/triton-trial.json on h1: not readable JSON ({why}"), said
+    assert "SECRET" not in said and "abc123" not in said and "[[" not in said and "\n" not in said
+    assert said.endswith(": not a trial record bringup wrote, or cut; remove /etc/bringup/triton-trial.json on h1 "
+                         "once the model serves what it should")
