@@ -23,7 +23,7 @@ from ..errors import InputError, Unreachable, printable
 from ..untrusted import CLOCK_SKEW_S, HttpError, Unreadable, http_get, loads, number
 
 if TYPE_CHECKING:
-    from rich.table import Table
+    from rich.text import Text
 
 __all__ = ["HostState", "Fleet", "query", "summarize", "render_table", "to_json", "note_lines", "QUERY", "STATUSES"]
 
@@ -214,17 +214,34 @@ _STYLE = {"ok": "green", "lagging": "yellow", "failed": "red", "refused": "red",
           "unreadable": "red"}
 
 
-def render_table(fleet: Fleet) -> Table:
-    from rich.markup import escape
-    from rich.table import Table
+def render_table(fleet: Fleet) -> Text:
+    """The fleet's table, one line a host under its title, columns as wide as their widest cell (print it with
+    ``soft_wrap=True``).  Built as one :class:`rich.text.Text` in one pass over the rows: a rich ``Table`` laid out
+    every row's cells through its measuring and padding renderables, about 1 ms a host, so that a Prometheus
+    answer of 200,000 series took more than a minute in the table where ``--json`` took seconds."""
+    from rich.cells import cell_len
+    from rich.text import Span, Text
 
-    t = Table("host", "state", "revision", "last success", "last run", "last refusal", box=None,
-              title=escape(f"pull fleet (revision {fleet.revision[:12] if fleet.revision else 'unknown'})"))
-    for h in fleet.hosts:
-        # Host names, revisions and reasons are labels any host's textfile may write: never markup.
-        t.add_row(escape(h.host), f"[{_STYLE[h.verdict]}]{h.verdict}[/]", escape((h.revision or "-")[:12]),
-                  _age(fleet.at, h.last_success), _age(fleet.at, h.last_run), escape(h.refusal or "-"))
-    return t
+    head = ("host", "state", "revision", "last success", "last run", "last refusal")
+    # Host names, revisions and reasons are labels any host's textfile may write: plain text, never markup, one line.
+    rows = [(_one(h.host), h.verdict, _one((h.revision or "-")[:12]), _age(fleet.at, h.last_success),
+             _age(fleet.at, h.last_run), _one(h.refusal or "-")) for h in fleet.hosts]
+    widths = [max([cell_len(c) for c in col], default=0) for col in zip(head, *rows)]
+    title = f"pull fleet (revision {fleet.revision[:12] if fleet.revision else 'unknown'})"
+    parts, spans, at = [title], [Span(0, len(title), "italic")], len(title)
+    for i, row in enumerate([head, *rows]):
+        line = [" "]
+        for n, (cell, width) in enumerate(zip(row, widths)):
+            if n == 1:  # the state's colour, or the header's bold
+                start = at + 1 + sum(len(c) for c in line)
+                spans.append(Span(start, start + len(cell), "bold" if i == 0 else _STYLE[cell]))
+            line.append(cell if n == len(row) - 1 else cell + " " * (width - cell_len(cell) + 2))
+        text = "".join(line)
+        if i == 0:
+            spans.append(Span(at + 1, at + 1 + len(text), "bold"))
+        parts.append(text)
+        at += 1 + len(text)
+    return Text("\n".join(parts), spans=spans, no_wrap=True, end="")
 
 
 def to_json(fleet: Fleet) -> dict:

@@ -160,9 +160,10 @@ def fleet(c, prometheus_url="http://127.0.0.1:9090", revision=None, stale_hours=
         print(json.dumps(to_json(report), indent=2))
     else:
         out = console()
-        out.print(render_table(report))
-        for note in note_lines(report):  # an unreadable row's series, a time ahead of this clock: one line each
-            out.print(note, markup=False, highlight=False, soft_wrap=True)
+        out.print(render_table(report), highlight=False, soft_wrap=True)
+        notes = note_lines(report)  # an unreadable row's series, a time ahead of this clock: one line each
+        if notes:  # printed at once: one print a note cost 0.1 ms each, seconds for a flood of them
+            out.print("\n".join(notes), markup=False, highlight=False, soft_wrap=True)
         if not report.hosts:
             out.print("no host reports bringup_pull_* metrics to this Prometheus (is the role pull installed, and "
                       "the node exporter's textfile folder scraped?)", markup=False)
