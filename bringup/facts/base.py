@@ -83,6 +83,14 @@ class Fact:
         return None
 
     @staticmethod
+    def saved_problem(value: Any) -> str:
+        """What keeps ``value``, this fact as a saved ``--facts`` file holds it already parsed, from being one its
+        parser makes ('' when nothing: the default checks only the kind and :attr:`cpu_lists`).  A fact whose
+        checks plan from its numbers names the field and why (``cpus[0].cpu is text``, ``numa_nodes.0 holds CPU
+        999999 of 2``): an edited file is one line, not planned as read."""
+        return ""
+
+    @staticmethod
     def process(output: str) -> Any:  # pragma: no cover - abstract
         """The pure parser: ``process = staticmethod(parse_x)`` in a subclass."""
         raise NotImplementedError

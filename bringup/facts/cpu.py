@@ -273,3 +273,57 @@ class CpuTopology(Fact):
     )
     process = staticmethod(parse_lscpu_parse)
     cpu_lists = ("online", "offline", "numa_nodes.*", "sockets.*", "l3_groups.*", "smt_siblings.*")
+    saved_problem = staticmethod(lambda value: saved_topology_problem(value))
+
+
+#: The most CPUs (and cores, sockets, threads of a core) a saved topology may count: Linux's NR_CPUS at most.
+SAVED_CPUS_MAX = 1 << 16
+
+
+def saved_topology_problem(topo: Any) -> str:
+    """What keeps a saved ``cpu.topology`` from being one :func:`parse_lscpu_parse` makes ('' when nothing): its
+    counts whole numbers in range, each ``cpus`` row's ids whole numbers, and every CPU id it lists (rows, nodes,
+    sockets, L3 groups, SMT siblings) one of its own CPUs (``online`` and ``offline``, or ``0..cpu_count-1``):
+    ``numa_nodes {"0": [0..999999]}`` beside ``cpu_count: 2`` would be planned as a million CPUs."""
+    from ..untrusted import Unreadable, number
+
+    if not isinstance(topo, dict) or not topo:
+        return ""
+    try:
+        counts = {}
+        for key in ("cpu_count", "core_count", "socket_count", "threads_per_core"):
+            if topo.get(key) is not None:
+                counts[key] = number(topo[key], lo=0, hi=SAVED_CPUS_MAX, integer=True, what=key)
+        rows = topo.get("cpus", [])
+        if not isinstance(rows, list):
+            return f"cpus is {type(rows).__name__}, not a list of CPU rows"
+        for i, row in enumerate(rows):
+            if not isinstance(row, dict):
+                return f"cpus[{i}] is not a CPU row (cpu, core, socket, node, l3)"
+            for key in ("cpu", "core", "socket", "node", "l3"):
+                if row.get(key) is not None or key == "cpu":
+                    number(row.get(key), lo=0, hi=SAVED_CPUS_MAX * 64, integer=True, what=f"cpus[{i}].{key}")
+    except Unreadable as e:
+        return str(e)
+    lists = [(k, topo.get(k)) for k in ("online", "offline")]
+    lists += [(f"{k}.{n}", v) for k in ("numa_nodes", "sockets", "l3_groups")
+              if isinstance(topo.get(k), dict) for n, v in topo[k].items()]
+    lists += [(f"smt_siblings.{i}", v) for i, v in enumerate(topo.get("smt_siblings") or [])
+              if isinstance(topo.get("smt_siblings"), list)]
+    lists += [(f"cpus[{i}].cpu", [r["cpu"]]) for i, r in enumerate(rows)]
+    online, offline = topo.get("online"), topo.get("offline") or []
+    if isinstance(online, list) and "cpu_count" in counts and len(online) != counts["cpu_count"]:
+        return f"online lists {len(online)} CPU(s), cpu_count says {counts['cpu_count']}"
+    if isinstance(online, list) and isinstance(offline, list):
+        own, said = set(online) | set(offline), "its online and offline CPUs"
+    elif "cpu_count" in counts:
+        own, said = set(range(counts["cpu_count"])), f"0-{counts['cpu_count'] - 1} (cpu_count {counts['cpu_count']})"
+    else:
+        return ""
+    for where, ids in lists:
+        if not isinstance(ids, list):
+            continue  # the kind of a CPU list is cpu_lists's to name
+        stray = [c for c in ids if isinstance(c, int) and c not in own]
+        if stray:
+            return f"{where} holds CPU {stray[0]}, not one of {said}"
+    return ""

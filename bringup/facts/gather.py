@@ -243,6 +243,9 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
                 if seen:
                     raise InputError(f"--facts {p}: fact {fact.name} {where} {seen}; `{command('facts')}` writes "
                                      f"a list of CPU ids like [0, 1, 2]; {save}")
+        why = fact.saved_problem(have)
+        if why:
+            raise InputError(f"--facts {p}: fact {fact.name}: {why}, not what `{command('facts')}` writes; {save}")
     return facts, errors
 
 

@@ -222,3 +222,57 @@ def test_fleets_table_of_20000_series_is_printed_in_seconds():
         "host", "state", "revision", "last", "success", "last", "run", "last", "refusal"]
     assert text[2].split() == ["h00000", "stale", "-", "never", "never", "-"]
     assert text[3].split()[:2] == ["h00001", "stale"] and len(text) == 2 + 20_000 + 2_000
+
+
+# --- F12: parsed facts from a file are held to the shapes and ranges their parser makes ----------------------------
+
+def _saved_facts(tmp_path, change) -> Path:
+    """The H200's real facts, parsed, saved as `invoke facts` writes them, ``change(cpu.topology)`` applied."""
+    from bringup.facts.gather import parse_raw
+    from bringup.facts import ALL_FACTS
+    from tests.unit.fixture_hosts import FIX
+
+    raw = json.loads((FIX / "h200-vm" / "facts-raw.json").read_text())["raw"]
+    facts, _ = parse_raw(ALL_FACTS, raw)
+    facts = json.loads(json.dumps(facts))
+    change(facts["cpu.topology"])
+    path = tmp_path / "facts.json"
+    path.write_text(json.dumps({"host": "h200-vm", "facts": facts}))
+    return path
+
+
+def test_real_parsed_facts_load_from_a_file(tmp_path):
+    from bringup.facts.gather import load_facts
+
+    facts, _ = load_facts(_saved_facts(tmp_path, lambda t: None), "h200-vm")
+    assert facts["cpu.topology"]["cpu_count"] > 0
+
+
+def _numa_huge(t):
+    t["numa_nodes"]["0"] = list(range(1_000_000))
+
+
+DAMAGED_TOPOLOGY = {
+    "numa node of a million CPUs": (_numa_huge, "numa_nodes.0 holds CPU {n}, not one of its online and offline CPUs"),
+    "cpu id text": (lambda t: t["cpus"][0].update(cpu="x"), "cpus[0].cpu 'x' is not a number"),
+    "core_count -5": (lambda t: t.update(core_count=-5), "core_count -5 is out of range (0..65536)"),
+    "cpu_count 1.5": (lambda t: t.update(cpu_count=1.5), "cpu_count 1.5 is not a whole number"),
+    "cpu_count beside online": (lambda t: t.update(cpu_count=2), "online lists {n} CPU(s), cpu_count says 2"),
+    "sibling of no CPU": (lambda t: t["smt_siblings"].append([0, 4096]),
+                          "smt_siblings.{last} holds CPU 4096, not one of its online and offline CPUs"),
+}
+
+
+@pytest.mark.parametrize("change,why", DAMAGED_TOPOLOGY.values(), ids=DAMAGED_TOPOLOGY.keys())
+def test_a_saved_topology_out_of_shape_is_one_line_naming_the_field(tmp_path, change, why):
+    from bringup.errors import InputError
+    from bringup.facts.gather import load_facts
+
+    path = _saved_facts(tmp_path, change)
+    topo = json.loads(path.read_text())["facts"]["cpu.topology"]
+    n = len(topo["online"]) if "online lists" in why else topo["cpu_count"] + len(topo["offline"])
+    why = why.format(n=n, last=len(topo["smt_siblings"]) - 1)
+    with pytest.raises(InputError) as e:
+        load_facts(path, "h200-vm")
+    assert str(e.value) == (f"--facts {path}: fact cpu.topology: {why}, not what `invoke facts` writes; save it with: "
+                            "invoke facts --host h200-vm > FILE")
