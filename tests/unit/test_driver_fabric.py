@@ -21,6 +21,7 @@ What no capture holds yet, each built here and said so where it is built:
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 from pathlib import Path
 
@@ -40,6 +41,8 @@ from bringup.engine.roles import HostContext, load_roles
 from bringup.engine.templates import Templates
 
 from .fixture_hosts import FIX
+
+REPO = Path(__file__).resolve().parents[2]
 
 ROOT = Path(__file__).resolve().parents[2]
 BUNDLE = FIX / "h200-vm" / "facts-raw.json"
@@ -497,3 +500,22 @@ def test_real_driver_versions_have_their_branch():
 
     assert [branch_of(v) for v in ("580.159.04", "595.80", "510.73.08", "390.157", "1000.12.1")] == \
         [580, 595, 510, 390, 1000]
+
+
+def test_the_h200_vms_own_checklist_has_no_fabric_line(tmp_path):
+    # Issue 41 item 1 on the H200 itself: the device tool's pass-through VM, captured by that day's `invoke facts
+    # --raw` (2026-12-07, unedited: its pci.devices ends with the command's own end=pci). One GPU handed to a VM
+    # (Fabric State N/A) has no fabric of its own: no fabric or Fabric Manager line, no FAIL, its GPU on the bus.
+    import subprocess
+    import sys
+
+    bundle = FIX / "h200-vm" / "facts-raw-2026-12-07.json"
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    h200-vm:\n      ansible_connection: local\n"
+                                        "      gpu_profile: auto\n")
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "checklist", "--host", "h200-vm",
+                        "--inventory", "hosts.yml", "--facts", str(bundle), "--out", "pages"],
+                       cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+    assert "Virtualization Mode                            : Pass-Through" in bundle.read_text()
+    assert "fabric" not in r.stdout.lower(), r.stdout
+    assert ", 0 fail" in r.stdout and "| PASS | gpu | GPU count | 1 on the PCI bus: 0000:00:06.0 |" in r.stdout, r.stdout
