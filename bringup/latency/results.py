@@ -16,7 +16,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from ..outfile import write_set
+from ..outfile import write_atomic, write_set
 from ..untrusted import loads
 from .hostload import load_text
 from .plots import bench_figure, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep
