@@ -13,6 +13,7 @@ Only 127.0.0.1 is used; ports are free ones.
 from __future__ import annotations
 
 import os
+import signal
 import shutil
 import subprocess
 import sys
@@ -128,7 +129,10 @@ class LocalTriton:
                "--model-control-mode=explicit", "--load-model=*", "--exit-timeout-secs=5", *self.args]
         self._log = open(self.log_path, "wb")
         cpus = self.cpus
+        # A session of its own: its Python backend's stub processes are ended with it (__exit__), also after a
+        # test killed the server itself (they outlived it, orphaned, holding a CPU's memory and shm regions).
         self.proc = subprocess.Popen(cmd, stdout=self._log, stderr=subprocess.STDOUT, env=env(),
+                                     start_new_session=True,
                                      preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -155,4 +159,9 @@ class LocalTriton:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if self.proc:
+            try:  # whatever of its session is left (the backend's stubs)
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
         self._log.close()
