@@ -38,6 +38,7 @@ from urllib.parse import quote
 from pydantic import SecretStr
 
 from .errors import InventoryError
+from .userfile import home
 
 __all__ = ["MASK", "Masker", "Vaulted", "mask_output", "TAG", "is_ref", "secret_place", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
 
@@ -262,7 +263,7 @@ def _from_file(name: Any, where: str) -> str:
         raise InventoryError(f"{where}: file must be the path of a file on the control machine")
     if "\x00" in name:  # os.lstat raises ValueError for it: a traceback
         raise InventoryError(f"{where}: file is a path holding a NUL byte; write the secret file's path")
-    path = Path(name).expanduser()
+    path = Path(home(name))
     try:
         st = path.lstat()
     except FileNotFoundError:

@@ -1,6 +1,7 @@
 """A file the operator names (an inventory, a retry file), read whole but bounded, its refusal one line; what a
 path the operator names is (:func:`kind`: a name the system refuses to look at is one line too); and whether a
-path leads out of its folder through a symlink (:func:`link_out`)."""
+path leads out of its folder through a symlink (:func:`link_out`).  :func:`home` expands a leading ``~`` for every
+reader of a path the operator or an inventory names, never raising."""
 from __future__ import annotations
 
 import errno
@@ -8,6 +9,22 @@ import os
 import stat
 from pathlib import Path
 from typing import Callable
+
+__all__ = ["home", "kind", "read_capped", "link_out"]
+
+
+def home(path: str | Path) -> str:
+    """``path`` with a leading ``~`` or ``~user`` expanded as ssh and Ansible do, never raising: a user this
+    machine does not know (``~nouser/key``), no home to be found, or a NUL byte in the name leave the text as it
+    was, so the caller's look at the path says what is wrong in one line (pathlib's ``expanduser()`` raised
+    RuntimeError there, ``os.path.expanduser`` ValueError for a NUL byte: tracebacks)."""
+    text = os.fspath(path)
+    if not isinstance(text, str) or not text.startswith("~"):
+        return text
+    try:
+        return os.path.expanduser(text)
+    except (KeyError, ValueError, RuntimeError, OSError):
+        return text
 
 
 def _not_a_file(path: Path) -> bool:

@@ -39,6 +39,7 @@ from pydantic import field_validator, model_validator
 from bringup.hardware import gpu
 from bringup.ssh.command import sh
 from bringup.errors import BringupError, InputError
+from bringup.userfile import home
 from bringup.hardware.gpu import gpu_gate
 from bringup.resources import image
 from bringup.resources.guard import Fail, Unused
@@ -126,7 +127,7 @@ def engines(vars: dict) -> dict[str, EngineVars]:
         ev = EngineVars.model_validate(spec)
         for key in ("onnx", "calibration_cache"):
             p = getattr(ev, key)
-            if p is not None and not Path(p).expanduser().is_file():
+            if p is not None and not Path(home(p)).is_file():
                 raise InputError(f"trt_engines.{name}.{key} {p!r}: no such file on the control machine "
                                  f"(relative paths are read from {Path.cwd()})")
         out[str(name)] = ev
@@ -181,7 +182,7 @@ def _check_triton(vars: dict, specs: dict[str, EngineVars], trt: str) -> None:
     models = vars.get("triton_models") or {}
     src = vars.get("models_dir") or ""
     for name, ev in specs.items():
-        if src and (Path(src).expanduser() / name / str(ev.version) / PLAN).exists():
+        if src and (Path(home(src)) / name / str(ev.version) / PLAN).exists():
             raise InputError(f"trt_engines.{name}: {Path(src) / name / str(ev.version) / PLAN} is also shipped "
                              "from models_dir by the triton role; keep one (remove it there to have it built here)")
         m = models.get(name) if isinstance(models, dict) else None
@@ -258,12 +259,12 @@ def resources(host):
                  DockerImage(v["tensorrt_image"], source=v["image_transfer"], image_id=v.get("tensorrt_image_id"))]
     for name, ev in sorted(specs.items()):
         src = f"{work}/{name}"
-        onnx = Path(ev.onnx).expanduser()
+        onnx = Path(home(ev.onnx))
         onnx_sha = file_sha256(onnx)
         out.append(UploadedFile(f"{src}/{ONNX}", onnx, sha256=onnx_sha))
         calib_sha = None
         if ev.calibration_cache:
-            calib = Path(ev.calibration_cache).expanduser()
+            calib = Path(home(ev.calibration_cache))
             calib_sha = file_sha256(calib)
             out.append(UploadedFile(f"{src}/{CALIBRATION}", calib, sha256=calib_sha))
         build = EngineBuild(model=name, version=ev.version, input=ev.input, shapes=dict(ev.shapes),

@@ -33,7 +33,7 @@ from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 from ..child import capture
 from ..errors import InventoryError, shown
 from ..secrets import MASK, Masker, Vaulted
-from ..userfile import kind, read_capped
+from ..userfile import home, kind, read_capped
 
 __all__ = ["HEADER", "SCRIPT_SECONDS", "VaultError", "VaultSecret", "Vault", "Vaulted", "is_vaulted",
            "holds_vaulted", "vault_from_options", "read_password"]
@@ -82,7 +82,7 @@ class VaultSecret:
 def read_password(path: str, label: str = DEFAULT_ID, flag: str = "--vault-password-file",
                   timeout: float = SCRIPT_SECONDS) -> VaultSecret:
     """The password in ``path``: its text, or the output of running it when it is executable."""
-    p = Path(path).expanduser()
+    p = Path(home(path))
     origin = f"{flag} {shown(path)}" if label == DEFAULT_ID else f"{flag} {shown(label)}@{shown(path)}"
     what = kind(p, VaultError, origin)
     if what != "file":

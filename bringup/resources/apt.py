@@ -16,6 +16,7 @@ from pydantic import model_validator
 
 from ..ssh.command import sh
 from ..errors import InputError
+from ..userfile import home
 from ..secrets import reveal
 from ..inventory.vars import RoleVars, Spec, Text, defaults_of, want
 from .base import Plan, Resource, kv_lines
@@ -282,7 +283,7 @@ def check_repo_var(spec, var: str) -> dict | None:
     if spec is None:
         return None
     if "key" in spec:
-        path = Path(str(spec["key"])).expanduser()
+        path = Path(home(str(spec["key"])))
         problem = openpgp_problem(key_file(path, var))
         if problem:
             # Checked before anything connects: a wrong file is never shipped to /usr/share/keyrings.
@@ -300,7 +301,7 @@ def repo_from_var(name: str, spec: dict, *, lock_timeout: int = 300, subst: dict
 
     spec = reveal(spec)  # a url given as {bringup_secret: {env: ...}}: its text goes to the host, masked in output
 
-    key = key_file(Path(str(spec["key"])).expanduser(), name) if "key" in spec else None
+    key = key_file(Path(home(str(spec["key"]))), name) if "key" in spec else None
     return AptRepository(name, url=fill(spec["url"]), suite=fill(spec.get("suite", "./")),
                          components=spec.get("components") or (), key=key, key_url=fill(spec.get("key_url")),
                          key_sha256=spec.get("key_sha256"), lock_timeout=lock_timeout)

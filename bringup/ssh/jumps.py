@@ -28,6 +28,7 @@ import paramiko
 from ..child import PIPE, Child, start
 from .command import sh
 from ..errors import BringupError, Unreachable, said
+from ..userfile import home
 from .knownhosts import known_hosts_problem, known_hosts_shown
 from .sshconfig import Endpoint
 from ..secrets import HIDDEN, Vaulted
@@ -67,7 +68,7 @@ class Way:
         """Load the known hosts into ``client`` and set its policy for a key not in them; a file that is not a
         known_hosts file (a folder, a FIFO, /dev/zero, another file such as /etc/shadow) is one line, never read
         whole, never written to."""
-        first, *more = [Path(os.path.expanduser(p)) for p in self.known_hosts]
+        first, *more = [Path(home(p)) for p in self.known_hosts]
         for given, p in zip(self.known_hosts, (first, *more)):
             why = known_hosts_problem(p)
             if why is not None:

@@ -8,11 +8,11 @@ run prints them (:func:`remember_words`).
 """
 from __future__ import annotations
 
-import os
 import re
 import shlex
 
 from ..errors import InventoryError
+from ..userfile import home
 from ..secrets import HIDDEN, MASK, Masker, Vaulted
 
 __all__ = ["SSH_ARG_VARS", "HONOURED", "NO_EFFECT", "REFUSED_CONFIG", "parse_ssh_args", "remember_words", "refuse"]
@@ -117,7 +117,7 @@ def remember_words(text: str, masker: Masker = MASK) -> None:
                 continue
             masker.add(part)
             if part.startswith("~"):
-                masker.add(os.path.expanduser(part))
+                masker.add(home(part))
 
 
 def _secret_values(text: str) -> list[tuple[str, str]]:

@@ -19,7 +19,6 @@ known_hosts files are checked by :mod:`bringup.ssh.knownhosts`.
 from __future__ import annotations
 
 import getpass
-import os
 import re
 import threading
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from ..errors import InventoryError
 from ..inventory.addresses import address_problem
 from ..inventory.hosts import Host
 from ..secrets import HIDDEN, Vaulted
-from ..userfile import read_capped
+from ..userfile import home, read_capped
 from .keyfile import check_keys, key_problem
 from .knownhosts import known_hosts_problem, known_hosts_shown
 from .sshargs import REFUSED_CONFIG, SSH_ARG_VARS, parse_ssh_args, refuse
@@ -109,7 +108,7 @@ def _shown(path: str | None) -> str | None:
 
 
 def _read_config(path: str, where: str) -> str:
-    p = Path(os.path.expanduser(path))
+    p = Path(home(path))
     shown = HIDDEN if isinstance(path, Vaulted) else p
     data = read_capped(p, MAX_CONFIG_BYTES, lambda line: refuse(where, line),
                        missing=f"ssh config file {shown} does not exist; fix the path (or give -F none)",
@@ -272,7 +271,7 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
         config_text, config = "", None
     elif config is not None:
         config_text = _read_config(config, where)
-    elif Path(os.path.expanduser(default_config)).is_file():
+    elif Path(home(default_config)).is_file():
         config, config_text = default_config, _read_config(default_config, name)
     else:
         config_text = ""
@@ -292,14 +291,14 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
     identity = tuple(found.get("identityfile") or ())
     if c.ansible_ssh_private_key_file:
         # Only the inventory's key, as before: another key would hide a wrong path.
-        identity = (os.path.expanduser(c.ansible_ssh_private_key_file),)
+        identity = (home(c.ansible_ssh_private_key_file),)
         why = key_problem(identity[0])
         if why:
             where = host.sources.get("ansible_ssh_private_key_file", "the inventory")
             raise refuse(name, f"ansible_ssh_private_key_file {c.ansible_ssh_private_key_file!r} ({where}): {why}; "
                                 "set it to the private key's path, or remove it to use ssh-agent and ~/.ssh's keys")
     else:
-        given_by = {os.path.expanduser(str.__str__(val)): f"{var}, vaulted" if isinstance(val, Vaulted) else var
+        given_by = {home(str.__str__(val)): f"{var}, vaulted" if isinstance(val, Vaulted) else var
                     for var in SSH_ARG_VARS for k, val in per_var[var] if k == "IdentityFile"}
         check_keys(identity, given_by, f"ssh config {shown_config}", name)
     # The address as ssh_config and the inventory name it (a host's name stands in for a missing ansible_host):
@@ -325,12 +324,12 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
             raise refuse(name, f"StrictHostKeyChecking {strict!r} must be yes, accept-new or no")
     # The inventory's ssh_known_hosts first when it is set (accept-new writes there), then UserKnownHostsFile.
     # A path a vault gave stays Vaulted: messages name it "the known_hosts file (vaulted)".
-    own = _keep(os.path.expanduser(c.ssh_known_hosts), v.get("ssh_known_hosts"))
+    own = _keep(home(c.ssh_known_hosts), v.get("ssh_known_hosts"))
     files = found.get("userknownhostsfile")
-    named = [_keep(os.path.expanduser(p), files) for p in str(files or "").split()]
+    named = [_keep(home(p), files) for p in str(files or "").split()]
     known = tuple(dict.fromkeys(([own] if "ssh_known_hosts" in given or not named else []) + named))
     for given_path in known:  # a file that is no known_hosts file: one line now, not a failed login later
-        why = known_hosts_problem(Path(os.path.expanduser(given_path)))
+        why = known_hosts_problem(Path(home(given_path)))
         if why is not None:
             by = "ssh_known_hosts" if given_path == own and "ssh_known_hosts" in given else "UserKnownHostsFile"
             raise refuse(name, f"{known_hosts_shown(given_path)} (set by {by}): {why}; name a known_hosts file "

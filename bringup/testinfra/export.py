@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..errors import BringupError, InputError, Unreachable, printable
 from ..outfile import sub_folder, write_atomic
 from ..process import command
-from ..userfile import kind as path_kind
+from ..userfile import home, kind as path_kind
 
 if TYPE_CHECKING:
     from ..inventory.hosts import Host
@@ -46,7 +46,7 @@ def folder(name: str) -> str:
 
 def target(path: str) -> Path:
     """``--export-testinfra DIR``: a folder (made when missing); anything else is one line."""
-    p = Path(path).expanduser()
+    p = Path(home(path))
     what = path_kind(p, InputError, f"--export-testinfra {path}")
     if what not in ("missing", "folder"):
         raise InputError(f"--export-testinfra {path}: not a folder; give a folder for the modules")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from ..child import Ended, run_bounded
 from ..errors import InputError
 from ..untrusted import loads
-from ..userfile import kind, read_capped
+from ..userfile import home, kind, read_capped
 from . import PLUGIN
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ class Suite:
     def of(cls, path: str, inventory, overrides, vault: tuple = (), timeout: str | float | None = None,
            become: bool = False) -> "Suite":
         """The suite at ``path``; a path that is not a test file or a folder is one line (bad input)."""
-        p = Path(path).expanduser()
+        p = Path(home(path))
         what = kind(p, InputError, f"--testinfra {path}")
         if what == "missing":
             raise InputError(f"--testinfra {path}: no such file or folder")
@@ -83,7 +83,7 @@ class Suite:
 
         def resolved(spec: str) -> str:  # [label@]FILE, FILE resolved as the inventories are
             label, at, f = spec.rpartition("@")
-            return f"{label}{at}{Path(f).expanduser().resolve()}"
+            return f"{label}{at}{Path(home(f)).resolve()}"
 
         vault = (tuple(map(resolved, files or ())), tuple(map(resolved, ids or ())))
         return cls(p.resolve(), tuple(Path(i).resolve() for i in given or ["hosts"]), tuple(overrides or ()), vault,

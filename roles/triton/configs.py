@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from bringup.errors import BringupError, InputError
+from bringup.userfile import home
 from bringup.facts.triton import WINDOW_RECORD
 from bringup.hardware.gpu_profiles import MAX_INSTANCES, choose
 from bringup.latency.window_tuner import TUNED_SOURCE
@@ -139,7 +140,7 @@ def local_files(vars: dict, configs: dict[str, str]) -> dict[str, LocalFile]:
     src = vars.get("models_dir") or ""
     if not src:
         return {}
-    files = local_tree(Path(src).expanduser())
+    files = local_tree(Path(home(src)))
     for rel, f in files.items():
         model, _, rest = rel.partition("/")
         if rest == "config.pbtxt":
