@@ -43,10 +43,11 @@ class Check:
         for key in ("name", "seen", "fix", "area", "subject", "unit"):
             setattr(self, key, printable(getattr(self, key)))
         # A line made of an inventory's value: a secret in it (a vaulted value, of any length, standing alone)
-        # is ******** on every page (HTML, Markdown, JSON) and in the console.
+        # is ******** on every page (HTML, Markdown, JSON) and in the console, in the check's name and its
+        # subject too ("GPU class matches gpu_profile <a vaulted profile>").
         from .secrets import MASK
 
-        for key in ("seen", "fix"):
+        for key in ("name", "seen", "fix", "subject"):
             setattr(self, key, MASK.mask_lines(getattr(self, key)))
 
 

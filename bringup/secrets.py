@@ -66,8 +66,10 @@ class Vaulted(str):
 
 def _token(secret: str) -> re.Pattern:
     """``secret`` standing alone as a value: not inside a longer word or number (``4`` in ``= 4``, not in 4096, -4
-    or 4.5); a diff's ``+``/``-`` opening a line is no sign."""
-    return re.compile(rf"(?<![\w.])(?<![^\n][+-]){re.escape(secret)}(?![\w.+-])")
+    or 4.5); a diff's ``+``/``-`` opening a line is no sign.  A dot ends a sentence (``is 7.``), and one before a
+    secret that is no number is a key's path (``gpu_profiles.l4``): the value stands alone there."""
+    before = r"(?<![\w.])" if secret[:1].isdigit() or secret[:1] in "+-." else r"(?<!\w)"
+    return re.compile(rf"{before}(?<![^\n][+-]){re.escape(secret)}(?![\w+-])(?!\.\w)")
 
 
 class Masker:

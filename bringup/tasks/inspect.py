@@ -97,8 +97,9 @@ def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_f
         addr = (f"{_shown(h.vars.get('ansible_user'), conn.ansible_user or 'root')}@"
                 f"{_shown(h.vars.get('ansible_host'), h.address)}:{_shown(h.vars.get('ansible_port'), conn.ansible_port)}"
                 if conn.ansible_connection != "local" else "(local)")
-        rows.append((h.name, ",".join(h.vars["group_names"]), addr, conn.ansible_connection,
-                     str(h.vars.get("gpu_profile", "-"))))
+        rows.append((h.name, ",".join(h.vars["group_names"]), addr,
+                     _shown(h.vars.get("ansible_connection"), conn.ansible_connection),
+                     _shown(h.vars.get("gpu_profile"), h.vars.get("gpu_profile", "-"))))
     if len(rows) <= PLAIN_ROWS:
         t = Table(*head, box=None)
         for row in rows:  # names and values are data: Rich markup in them is shown, not read

@@ -75,3 +75,68 @@ def test_home_never_raises_and_expands_what_it_can(text):
         assert got == os.path.expanduser(text)
     elif text.startswith("~") and text.split("/")[0] not in ("~",):
         assert got == text
+
+
+# --- a short vaulted value in the hosts listing and a checklist line's name ------------------------------------
+
+FACTS = REPO / "tests" / "fixtures" / "hosts" / "h200-vm" / "facts-raw.json"
+
+
+def vaulted_inventory(tmp_path: Path, host: str, values: dict[str, str]) -> tuple[Path, Path]:
+    """hosts.yml with each of ``values`` a ``!vault`` text of ansible-core's own ansible-vault; (inventory, pw)."""
+    from .test_vault import _indent, ansible_vault
+
+    (tmp_path / "pw").write_text("control-inputs-pw\n")
+    body = f"all:\n  hosts:\n    {host}:\n      ansible_host: 127.0.0.1\n      ansible_port: 9\n"
+    for name, text in values.items():
+        out = ansible_vault(tmp_path, "encrypt_string", "--vault-password-file", "pw", text)
+        body += f"      {name}: !vault |\n{_indent(out.split('!vault |', 1)[1], 8)}\n"
+    (tmp_path / "hosts.yml").write_text(body)
+    return tmp_path / "hosts.yml", tmp_path / "pw"
+
+
+@pytest.mark.reliability(item=40, fault="vault: a short vaulted gpu_profile or ansible_connection in the hosts "
+                                        "listing's columns", variants=2, checks=("secret never shown",))
+def test_the_hosts_listing_never_shows_a_short_vaulted_column(tmp_path):
+    """The listing's gpu_profile and connection columns printed the vault's text ('l4', 'ssh'): the console's
+    masker hides only texts of 4 characters or more anywhere, and these cells were no whole value it saw."""
+    inv, pw = vaulted_inventory(tmp_path, "gpu01", {"gpu_profile": "l4", "ansible_connection": "ssh"})
+    p = bringup("hosts", "--inventory", str(inv), "--vault-password-file", str(pw), cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    row = [x for x in p.stdout.splitlines() if x.startswith(" gpu01") or x.startswith("gpu01")]
+    assert len(row) == 1, p.stdout
+    cells = row[0].split()
+    assert "l4" not in cells and "ssh" not in cells and cells[-2:] == ["********", "********"], p.stdout
+
+
+@pytest.mark.reliability(item=40, fault="vault: a short vaulted value in a checklist line's name (console, "
+                                        "Markdown, HTML, JSON)", variants=4, checks=("secret never shown",))
+def test_a_vaulted_profile_never_shows_in_a_checklist_line_name(tmp_path):
+    """'GPU class matches gpu_profile l4' and 'GPU profile l4' named a vaulted profile on every page: the line's
+    seen and fix texts were masked, its name and subject were not."""
+    inv, pw = vaulted_inventory(tmp_path, "h200-vm", {"gpu_profile": "l4"})
+    out = tmp_path / "pages"
+    p = bringup("checklist", "--inventory", str(inv), "--vault-password-file", str(pw), "--host", "h200-vm",
+                "--facts", str(FACTS), "--out", str(out), cwd=tmp_path)
+    assert p.returncode in (0, 2) and "Traceback" not in p.stderr, p.stdout + p.stderr
+    texts = {"console": p.stdout + p.stderr, **{f.name: f.read_text() for f in out.iterdir()}}
+    assert sorted(texts) == ["console", "h200-vm.html", "h200-vm.json", "h200-vm.md"]
+    for where, text in texts.items():
+        assert "gpu_profile ********" in text, where
+        for shown in ("profile l4", "l4 ", " l4", "l4<", ">l4", '"l4"', "'l4'"):
+            assert shown not in text, (where, shown)
+
+
+@pytest.mark.reliability(item=40, fault="vault: a short vaulted value ending a sentence or a key's path", variants=4,
+                         checks=("secret never shown",))
+def test_a_short_secret_standing_alone_before_a_full_stop_or_after_a_key_path_is_masked():
+    from bringup.secrets import HIDDEN, Masker
+
+    m = Masker()
+    for s in ("7", "l4", "yes"):
+        m.add(s)
+    assert m.mask_lines("sysctl value is 7.") == f"sysctl value is {HIDDEN}."
+    assert m.mask_lines("pin it under gpu_profiles.l4") == f"pin it under gpu_profiles.{HIDDEN}"
+    assert m.mask_lines("answer: yes.") == f"answer: {HIDDEN}."
+    # Never a digit of another number, nor a word's part.
+    assert m.mask_lines("1.7 7.5 4096 v7 l4x l4.x yes_no") == "1.7 7.5 4096 v7 l4x l4.x yes_no"
