@@ -99,8 +99,10 @@ class Masker:
         text = str.__str__(text)
         with self._lock:
             if len(text) < MIN_MASKED:
-                # A 1-character secret would mask every "1" of every line and report: as a whole value only.
-                self._short.setdefault(text, _token(text))
+                # A 1-character secret would mask every "1" of every line and report: as a whole value only; also as
+                # repr() and JSON write it ('a\\nb' of a message's {value!r}: a 3-character secret with a newline).
+                for form in (text, repr(text)[1:-1], json.dumps(text)[1:-1]):
+                    self._short.setdefault(form, _token(form))
             else:
                 # Its URL-encoded form (inside URLs), and as repr() and JSON quote it: a secret holding a newline,
                 # a quote or a control character is written escaped by a message's {value!r} or a JSON report.

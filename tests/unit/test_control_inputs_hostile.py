@@ -140,3 +140,22 @@ def test_a_short_secret_standing_alone_before_a_full_stop_or_after_a_key_path_is
     assert m.mask_lines("answer: yes.") == f"answer: {HIDDEN}."
     # Never a digit of another number, nor a word's part.
     assert m.mask_lines("1.7 7.5 4096 v7 l4x l4.x yes_no") == "1.7 7.5 4096 v7 l4x l4.x yes_no"
+
+
+@pytest.mark.reliability(item=40, fault="vault: a short vaulted value holding a newline, quoted by an error's repr()",
+                         variants=3, checks=("one clear line", "secret never shown"))
+@pytest.mark.parametrize("secret", ["q\nq", "\x1b", "é\n"])
+def test_a_short_vaulted_value_with_a_newline_is_masked_in_an_error_that_quotes_it(secret, tmp_path):
+    """A vaulted item of a sysctl list (``[!vault 'q\\nq', 1]``) was joined into plain text and the error quoted it
+    with repr(): 'q\\nq 1'.  The masker knew a short secret only as its raw text, never as repr() writes it."""
+    from .test_vault import _indent, ansible_vault
+
+    (tmp_path / "pw").write_text("control-inputs-pw\n")
+    out = ansible_vault(tmp_path, "encrypt_string", "--vault-password-file", "pw", "--", secret)
+    (tmp_path / "hosts.yml").write_text(
+        HOSTS + "      sysctl:\n        net.core.somaxconn:\n          - !vault |\n"
+        + _indent(out.split("!vault |", 1)[1], 14) + "\n          - 1\n")
+    p = bringup("plan", "--inventory", str(tmp_path / "hosts.yml"), "--vault-password-file", str(tmp_path / "pw"),
+                "--host", "h1", cwd=tmp_path)
+    line = one_line_refusal(p, "sysctl net.core.somaxconn: value '******** 1'")
+    assert repr(secret)[1:-1] not in line.replace("********", "")
