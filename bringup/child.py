@@ -71,7 +71,7 @@ class Stop(Protocol):
 
 __all__ = ["PARENT_FD_ENV", "TAG_ENV", "GRACE_S", "Ended", "run_bounded", "end_group", "end_tagged",
            "watch_parent", "Captured", "capture", "PIPE", "DEVNULL", "STDOUT", "Child", "start", "read_capped",
-           "Reader", "lines", "own_group", "end_leader", "Signalled"]
+           "Reader", "lines", "own_group", "end_leader", "Signalled", "how_ended"]
 
 PIPE, DEVNULL, STDOUT = subprocess.PIPE, subprocess.DEVNULL, subprocess.STDOUT
 
@@ -141,6 +141,17 @@ class Ended:
     why: str | None = None
     #: Seconds it ran.
     took: float = 0.0
+
+
+def how_ended(rc: int) -> str:
+    """How a child ended, in words for a message: ``exited 3``, ``was killed by SIGKILL`` (a negative return code
+    is Python's way of saying a signal ended it: 'exited -9' read as an exit status no program has)."""
+    if rc >= 0:
+        return f"exited {rc}"
+    try:
+        return f"was killed by {signal.Signals(-rc).name}"
+    except ValueError:
+        return f"was killed by signal {-rc}"
 
 
 def end_group(pgid: int, sig: int = signal.SIGKILL) -> None:

@@ -95,7 +95,7 @@ def run_hook(var: str, host: Host) -> str | None:
     proc.stderr.close()
     if proc.returncode != 0:
         words = said((b"".join(err) or b"".join(out)).decode("utf-8", "replace"), 400)
-        return f"{var} exited {proc.returncode}" + (f": {words}" if words else "")
+        return f"{var} {child.how_ended(proc.returncode)}" + (f": {words}" if words else "")
     return None
 
 

@@ -30,7 +30,7 @@ from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from cryptography.hazmat.primitives.hmac import HMAC
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
-from ..child import capture
+from ..child import capture, how_ended
 from ..errors import InventoryError, shown
 from ..secrets import MASK, Masker, Vaulted
 from ..userfile import home, kind, read_capped
@@ -118,7 +118,7 @@ def _run_password_program(p: Path, origin: str, path: str, timeout: float) -> by
                          "(killed); it must print the password alone")
     if got.why is not None or got.rc != 0:
         # Its output is not shown: it may hold the password.
-        how = f"exited {got.rc}" if got.why is None else f"was ended ({got.why})"
+        how = how_ended(got.rc) if got.why is None else f"was ended ({got.why})"
         raise VaultError(f"{origin}: the password program {how}; run it by hand to see why")
     return got.out
 

@@ -404,7 +404,7 @@ def test_vars_file_not_a_mapping_is_one_line(tmp_path, rel, text):
     ("import time; time.sleep(120)", ["gave no answer to --list within 2 s (killed)"]),
     # Where it broke, never what it printed (JSON broken near its start could show a password it held).
     ("print('<html>503 Service Unavailable</html>')", ["output is not JSON (line 1 column 1", "it printed 37 bytes"]),
-    ("import sys; sys.exit('cloud API: 401 Unauthorized')", ["exited with 1: cloud API: 401 Unauthorized"]),
+    ("import sys; sys.exit('cloud API: 401 Unauthorized')", ["exited 1: cloud API: 401 Unauthorized"]),
 ])
 def test_bad_inventory_script_is_one_line(tmp_path, body, words):
     script = tmp_path / "cloud.py"

@@ -159,3 +159,22 @@ def test_a_short_vaulted_value_with_a_newline_is_masked_in_an_error_that_quotes_
                 "--host", "h1", cwd=tmp_path)
     line = one_line_refusal(p, "sysctl net.core.somaxconn: value '******** 1'")
     assert repr(secret)[1:-1] not in line.replace("********", "")
+
+
+@pytest.mark.reliability(item=40, fault="control inputs: an inventory script or vault password program ended by a "
+                                        "signal", variants=2, checks=("one clear line",))
+@pytest.mark.parametrize("what", ["inventory script", "vault password program"])
+def test_a_child_ended_by_a_signal_is_named_by_its_signal(what, tmp_path):
+    """'the inventory script --list exited with -9', 'the password program exited -9': Python's negative return
+    code, which no program exits with, instead of the signal that ended it."""
+    prog = tmp_path / "prog.sh"
+    prog.write_text("#!/bin/sh\necho pw-or-json\nkill -KILL $$\n")
+    prog.chmod(0o700)
+    (tmp_path / "hosts.yml").write_text(HOSTS)
+    if what == "inventory script":
+        p = bringup("hosts", "--inventory", str(prog), cwd=tmp_path)
+    else:
+        p = bringup("hosts", "--inventory", str(tmp_path / "hosts.yml"), "--vault-password-file", str(prog),
+                    cwd=tmp_path)
+    line = one_line_refusal(p, "was killed by SIGKILL")
+    assert "-9" not in line

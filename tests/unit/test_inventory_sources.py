@@ -218,7 +218,7 @@ def test_an_inventory_script_named_without_a_folder_is_the_file_here(tmp_path, m
 @pytest.mark.parametrize("body, words", [
     ("time.sleep(60)", "gave no answer to --list within 1 s (killed)"),
     ("print('garbage')", "output is not JSON"),
-    ("sys.exit('no credentials for the cloud API')", "exited with 1: no credentials for the cloud API"),
+    ("sys.exit('no credentials for the cloud API')", "exited 1: no credentials for the cloud API"),
     ("print(json.dumps({'gpu': {'hosts': 'g1'}}))", "group 'gpu': hosts must be a list of names"),
 ])
 def test_bad_inventory_scripts_are_one_line(tmp_path, body, words):

@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any
 
-from ...child import capture
+from ...child import capture, how_ended
 from ...errors import said
 from ..vault import Vault
 from .model import SourceData, SourceError, Value, text_name, var_name
@@ -121,7 +121,7 @@ def _run(path: str, *args: str, timeout: float) -> bytes:
     if done.rc != 0:
         last = done.err.decode("utf-8", "replace").strip().splitlines()
         why = f": {said(last[-1], 200)}" if last else ""
-        raise SourceError(f"{path}: the inventory script {' '.join(args)} exited with {done.rc}{why}")
+        raise SourceError(f"{path}: the inventory script {' '.join(args)} {how_ended(done.rc)}{why}")
     return done.out
 
 
