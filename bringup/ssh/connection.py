@@ -110,6 +110,10 @@ class SSHTransport(Transport):
 
     def _let_go(self) -> None:
         self.conn.close()
+        # Fabric closes only a connection that logged in: a handshake that failed or timed out left paramiko's
+        # transport running, its thread reading the socket or the ProxyCommand (a `cat /dev/zero` one spun a
+        # CPU and held the GIL until bringup exited, running 15 s of a 10 s deadline), the command itself too.
+        self.conn.client.close()
         held, self._held = self._held, []  # once, whoever closes first (the run, its watchdog)
         self.jumps.release(held)
         if self._own_jumps:

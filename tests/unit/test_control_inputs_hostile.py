@@ -3,6 +3,7 @@ tried through the real ``bringup`` program: every bad input is one line and exit
 decrypted value shows, whatever its length."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -178,3 +179,42 @@ def test_a_child_ended_by_a_signal_is_named_by_its_signal(what, tmp_path):
                     cwd=tmp_path)
     line = one_line_refusal(p, "was killed by SIGKILL")
     assert "-9" not in line
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.reliability(item=40, fault="ssh: a ProxyCommand that floods bytes with no SSH banner (cat /dev/zero)",
+                         variants=1, checks=("no hang", "nothing left running", "one clear line"))
+def test_a_flooding_proxy_command_is_ended_with_its_failed_handshake(tmp_path):
+    """A handshake that timed out left paramiko's transport running: Fabric closes only a connection that logged
+    in, so the ProxyCommand kept flooding and paramiko's thread kept reading it (a CPU spun, the GIL held: 15 s of
+    a 10 s deadline) until bringup exited."""
+    import time
+
+    from bringup.errors import Unreachable
+    from bringup.inventory.hosts import load_inventory
+    from bringup.ssh.connection import connect
+
+    pidfile = tmp_path / "pid"
+    args = f"-o ProxyCommand='sh -c \"echo $$ > {pidfile}; exec cat /dev/zero\"'"
+    (tmp_path / "hosts.yml").write_text(
+        HOSTS + f"      ssh_connect_timeout: 2\n      ssh_known_hosts: {tmp_path / 'kh'}\n"
+        f"      ansible_ssh_common_args: {json.dumps(args)}\n")
+    host = load_inventory(tmp_path / "hosts.yml").host("h1")
+    t0 = time.monotonic()
+    with pytest.raises(Unreachable) as e:
+        connect(host)
+    took = time.monotonic() - t0
+    said = str(e.value)
+    assert "\n" not in said and "handshake" in said and took < 8, (took, said)
+    pid = int(pidfile.read_text())
+    deadline = time.monotonic() + 3
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid), "the ProxyCommand still runs after its connection failed"
