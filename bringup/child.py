@@ -251,9 +251,12 @@ class Child:
             signal_ = end_group if self.group else self._signal
             if grace > 0:
                 signal_(self.pid, sig)
-                deadline = time.monotonic() + grace
-                while time.monotonic() < deadline and self.running():
-                    time.sleep(0.02)
+                if self.group:  # a zombie runs nothing: one that init has yet to reap is no reason to wait
+                    group_gone(self.pid, within=grace)
+                else:
+                    deadline = time.monotonic() + grace
+                    while time.monotonic() < deadline and self.running():
+                        time.sleep(0.02)
             signal_(self.pid, signal.SIGKILL)  # whatever in the group did not end within the grace
         rc = self.proc.wait()
         if self.group:  # SIGKILL lands as each process is next scheduled: the group gone before this returns

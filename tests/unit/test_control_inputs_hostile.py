@@ -218,3 +218,27 @@ def test_a_flooding_proxy_command_is_ended_with_its_failed_handshake(tmp_path):
     while not _gone(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(pid), "the ProxyCommand still runs after its connection failed"
+
+
+@pytest.mark.reliability(item=40, fault="control inputs: a script or password program whose background child holds "
+                                        "stdout, its zombie not yet reaped", variants=1, checks=("no hang",))
+def test_a_child_left_holding_stdout_is_answered_without_waiting_for_its_zombie_to_be_reaped():
+    """Ending what a child left in its group waited while the group existed, zombies included: under an init that
+    reaps late (this container's PID 1; here the test process itself, made the subreaper), an inventory script or
+    vault password program leaving `(sleep 300 &)` cost the whole end grace (1 s for capture's callers) after
+    its answer, though nothing ran any more."""
+    import time
+
+    from bringup.child import capture
+    from bringup.orphans import _subreaper, become_subreaper, kill_orphans
+
+    assert become_subreaper()
+    try:
+        t0 = time.monotonic()
+        done = capture(["sh", "-c", "(sleep 300 &); echo ok"], timeout=30, cap=1024, term_grace=5.0)
+        took = time.monotonic() - t0
+    finally:
+        kill_orphans()
+        _subreaper(False)
+    assert (done.rc, done.out, done.why) == (0, b"ok\n", None)
+    assert took < 2.5, took
