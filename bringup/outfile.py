@@ -22,7 +22,8 @@ from typing import Any, Sequence
 from .errors import InputError, quoted
 from .userfile import link_out
 
-__all__ = ["write_atomic", "write_set", "append_text", "out_folder", "sub_folder", "reports_folder", "REPORTS"]
+__all__ = ["write_atomic", "write_set", "append_text", "out_folder", "sub_folder", "not_own_folder", "reports_folder",
+           "REPORTS"]
 
 #: The folder of the working folder where provision, plan, engines, audit and drift keep their reports.
 REPORTS = "reports"
@@ -187,11 +188,26 @@ def sub_folder(parent: Path, name: str) -> Path:
     """``parent/name`` made if missing, for a folder bringup keeps inside an output folder; a link (or a file)
     planted there is refused, naming it."""
     p = parent / name
-    if p.is_symlink() or (p.exists() and not p.is_dir()):
-        raise InputError(f"{p} is {'a symbolic link' if p.is_symlink() else 'not a folder'}; bringup writes "
-                         "only into a folder of its own there: remove it")
+    why = not_own_folder(p)
+    if why:
+        raise InputError(f"{p} {why}; bringup writes only into a folder of its own there: remove it")
     p.mkdir(parents=True, exist_ok=True)
     return p
+
+
+def not_own_folder(p: Path) -> str | None:
+    """Why ``p`` is no folder bringup may keep its files in (and prune), or None (a real folder, or nothing
+    there yet): a symbolic link, wherever it points (its files would be written, rotated and removed in the
+    folder it leads to), or something other than a folder.  Words to follow the path in a line."""
+    if os.path.islink(p):
+        try:
+            target = os.readlink(p)
+        except OSError:
+            target = "?"
+        return f"is a symbolic link (to {quoted(target, 120)})"
+    if os.path.lexists(p) and not os.path.isdir(p):
+        return "is not a folder"
+    return None
 
 
 def _can_write(folder: Path, text: str, flag: str) -> None:

@@ -32,6 +32,7 @@ from typing import Callable, Iterator
 from .. import child
 from ..ssh.runlock import WAIT_S, RunLock, refusal
 from ..errors import BringupError, InputError, InventoryError, shown
+from ..outfile import not_own_folder
 from ..untrusted import loads
 from ..userfile import kind, read_capped
 from .record import Attempt, State, load_state, save_state, write_metrics
@@ -399,7 +400,8 @@ _CACHE_ENTRIES = {"state.json": ("its pull state", False), "current": ("the curr
 def cache_problem(cache: Path) -> str | None:
     """A line when ``cache`` cannot hold a run's outcome (checked before anything is fetched, so that a run never
     converges and then fails to record it): the cache itself no folder, ``state.json`` or ``current`` a folder
-    (a rename does not replace one), ``repo.git``, ``revisions`` or ``reports`` no folder.  None when usable."""
+    (a rename does not replace one), ``repo.git``, ``revisions`` or ``reports`` no folder or a symbolic link
+    (:func:`bringup.outfile.not_own_folder`).  None when usable."""
     if not os.path.lexists(cache):
         return None  # made by the run
     if not os.path.isdir(cache):
@@ -411,8 +413,11 @@ def cache_problem(cache: Path) -> str | None:
         if not folder and os.path.isdir(path) and not os.path.islink(path):
             return (f"{shown(path)} is a folder where the cache keeps {what}: nothing was fetched; remove it "
                     f"(rmdir {shown(path)}), or give another --cache")
-        if folder and not os.path.isdir(path):
-            return (f"{shown(path)} is no folder where the cache keeps {what}: nothing was fetched; remove it, "
+        why = not_own_folder(path) if folder else None
+        if why:
+            # A link is refused wherever it points: the run writes, rotates and prunes in these folders, and would
+            # remove another folder's entries through it.
+            return (f"{shown(path)} {why} where the cache keeps {what}: nothing was fetched; remove it, "
                     "or give another --cache")
     return None
 

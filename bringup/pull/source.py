@@ -46,6 +46,8 @@ GIT_TIMEOUT_S = 120
 FETCH_TIMEOUT_S = 300
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+#: The names bringup gives the entries of ``revisions/``: a commit's checkout, or a cut-off one's temporary folder.
+_OWN_CHECKOUT = re.compile(r"^\.?[0-9a-f]{40}(\.[0-9]+)?$")
 
 
 class Refused(BringupError):
@@ -358,6 +360,8 @@ class Source:
         (a cut-off checkout, a full disk, leaves no folder under the final name); an existing one is reused
         when it is clean at ``commit``."""
         final = self.revisions / commit
+        if final.is_symlink():
+            self._drop(final)  # a link there (none of bringup's) is removed, never checked out through
         if final.is_dir():
             head = _run_git(["git", "-C", str(final), "rev-parse", "HEAD"], "rev-parse", GIT_TIMEOUT_S,
                             _env()).stdout.strip()
@@ -398,14 +402,20 @@ class Source:
 
     def prune(self, keep: set[str]) -> None:
         """Remove the revisions' folders other than ``keep`` (commits) and any cut-off temporary one."""
-        if not self.revisions.is_dir():
+        if not self.revisions.is_dir() or self.revisions.is_symlink():
             return
         for d in self.revisions.iterdir():
-            if d.name not in keep:
+            # Only the names bringup makes there (a commit's checkout, a cut one's temporary folder): another
+            # entry is no checkout of its own to remove.
+            if d.name not in keep and _OWN_CHECKOUT.match(d.name):
                 self._drop(d)
 
     def _drop(self, path: Path) -> None:
-        if not path.exists() and not path.is_symlink():
+        if path.is_symlink():
+            path.unlink()  # the link alone: never what it leads to
+            self._git("worktree", "prune", check=False)
+            return
+        if not path.exists():
             return
         self._git("worktree", "remove", "--force", "--force", "--", str(path), check=False)
         if path.exists():

@@ -1,0 +1,80 @@
+"""Pull's cache as hostile files (issue 40 item 2): the folders a run writes, rotates and prunes in (``repo.git``,
+``revisions``, ``reports``) are never followed through a symbolic link, and a pull removes only the entries it made.
+
+Real Git, as in test_pull.py (its Fleet: a bare repository as the server, commits signed by Git itself).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from bringup.errors import InputError
+from bringup.pull.run import pull
+
+from .test_pull import Fleet, bringup, ok, task_flags
+
+
+@pytest.fixture()
+def fleet(tmp_path: Path) -> Fleet:
+    return Fleet(tmp_path)
+
+
+def victim(tmp_path: Path) -> Path:
+    """A folder of someone else's, with a file, a folder and 25 JSON reports of theirs."""
+    v = tmp_path / "elsewhere"
+    (v / "sub").mkdir(parents=True)
+    (v / "precious.txt").write_text("keep")
+    for i in range(25):
+        (v / f"r{i:02}.json").write_text("{}")
+    return v
+
+
+@pytest.mark.reliability(item=40, fault="pull: the cache's repo.git, revisions or reports a symbolic link to a "
+                                        "folder elsewhere", variants=3,
+                         checks=("one clear line", "exit code", "nothing touched", "others' files kept"))
+@pytest.mark.parametrize("name", ["repo.git", "revisions", "reports"])
+def test_a_cache_folder_that_is_a_link_is_refused_naming_it(fleet, tmp_path, name):
+    # Before: revisions -> elsewhere had its folders removed by the prune (rmtree of every entry but the applied
+    # commit), reports -> elsewhere lost all but 20 of its *.json to the rotation, repo.git -> elsewhere was
+    # git init'ed and fetched into.
+    fleet.commit("one", key=fleet.ops)
+    v = victim(tmp_path)
+    before = sorted(os.listdir(v))
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    (cache / name).symlink_to(v)
+    with pytest.raises(InputError) as e:
+        pull(fleet.settings(), converge=ok)
+    line = str(e.value)
+    assert line.startswith(f"{cache / name} is a symbolic link (to '{v}')") and "\n" not in line, line
+    assert "nothing was fetched" in line
+    assert sorted(os.listdir(v)) == before and (v / "sub").is_dir()
+    assert sorted(os.listdir(cache)) == [name]  # no state, no current, no other folder made
+    r = bringup("pull", *task_flags(fleet), cwd=tmp_path)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1 and "symbolic link" in r.stderr, r.stdout + r.stderr
+    assert "Traceback" not in r.stderr and sorted(os.listdir(v)) == before
+
+
+@pytest.mark.reliability(item=40, fault="pull: revisions/ holding entries bringup did not make (a folder, a file, a "
+                                        "link named as a commit)", variants=3,
+                         checks=("others' files kept", "next run converges"))
+def test_the_prune_removes_only_its_own_checkouts_and_never_through_a_link(fleet, tmp_path):
+    first = fleet.commit("one", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).revision == first
+    revisions = tmp_path / "cache" / "revisions"
+    (revisions / "notes").mkdir()
+    (revisions / "notes" / "mine.txt").write_text("mine")
+    (revisions / "README").write_text("mine")
+    v = victim(tmp_path)
+    before = sorted(os.listdir(v))
+    second = fleet.commit("two", key=fleet.ops)
+    (revisions / second).symlink_to(v)  # planted under the name the next checkout takes
+    got = pull(fleet.settings(), converge=ok)
+    assert (got.status, got.revision) == ("applied", second), got.message
+    assert (revisions / "notes" / "mine.txt").read_text() == "mine" and (revisions / "README").is_file()
+    assert sorted(os.listdir(v)) == before and (v / "sub").is_dir()
+    assert (revisions / second).is_dir() and not (revisions / second).is_symlink()
+    assert (revisions / second / "note").read_text() == "two"
+    assert not (revisions / first).exists()  # its own older checkout pruned as before
