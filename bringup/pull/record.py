@@ -106,7 +106,8 @@ class Attempt(BaseModel):
 class State(BaseModel):
     """``state.json``: the host's pull history in brief."""
 
-    host: str = ""
+    #: The host's name as the inventory gives it: a metric's label, one line of printable text.
+    host: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{0,253}$")] = ""
     url: str = ""
     rule: str = ""
     last: Optional[Attempt] = None
@@ -134,11 +135,17 @@ def load_state(path: Path) -> tuple[State, str | None]:
     except UnicodeDecodeError:
         return State(), f"{path}: not UTF-8, not a pull state bringup wrote; started afresh"
     try:
-        return State.model_validate_json(text), None
-    except ValidationError as e:
-        err = e.errors()[0] if e.errors() else {}
-        where = ".".join(str(x) for x in err.get("loc", ())) or "the document"
-        why = f"{where}: {err.get('msg', 'invalid')}" if err.get("type") != "json_invalid" else "damaged or cut"
+        # The guarded reader first (a key given twice, whose value counts is not known; 100,000 digits; deep
+        # nesting; NaN read, for the model to name its field), then the model, strictly: a time of true, a count of
+        # "3" or 2.0, a host holding an escape sequence is no state bringup wrote.
+        return State.model_validate(loads(text, what="", max_bytes=STATE_MAX, nan=True), strict=True), None
+    except (Unreadable, ValidationError) as e:
+        if isinstance(e, Unreadable):
+            why = str(e).lstrip(": ") if "not JSON" not in str(e) else "damaged or cut"
+        else:
+            err = e.errors()[0] if e.errors() else {}
+            where = ".".join(str(x) for x in err.get("loc", ())) or "the document"
+            why = f"{where}: {err.get('msg', 'invalid')}"
         state = _afresh(text)
         kept = f" (its applied {state.applied[:12]} still holds revisions forward)" if state.applied else ""
         return state, f"{path}: not a pull state bringup wrote ({printable(why)[:160]}); started afresh{kept}"

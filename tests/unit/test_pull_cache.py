@@ -78,3 +78,28 @@ def test_the_prune_removes_only_its_own_checkouts_and_never_through_a_link(fleet
     assert (revisions / second).is_dir() and not (revisions / second).is_symlink()
     assert (revisions / second / "note").read_text() == "two"
     assert not (revisions / first).exists()  # its own older checkout pruned as before
+
+
+STATES = {"a key twice": '{"applied": "%s", "applied": "%s"}' % ("a" * 40, "b" * 40),
+          "a time of true": '{"last": {"at": true, "status": "applied"}}',
+          "a count as text": '{"last": {"at": 1, "status": "applied", "changed": "3"}}',
+          "a host with an escape": '{"host": "\\u001b[31mred\\n"}',
+          "100,000 digits": '{"last": {"at": 1, "status": "applied", "changed": %s}}' % ("9" * 100_000),
+          "nested 100,000 deep": "[" * 100_000 + "]" * 100_000}
+
+
+@pytest.mark.reliability(item=40, fault="pull: state.json with a key twice, wrong types (true, \"3\"), a host "
+                                        "holding an escape sequence, 100,000 digits, deep nesting", variants=6,
+                         checks=("one clear line", "rejected value not persisted"))
+@pytest.mark.parametrize("text", STATES.values(), ids=STATES.keys())
+def test_a_state_no_run_writes_is_started_afresh_in_one_line(tmp_path, text):
+    # Before: the key twice kept the last 'applied', true was read as the time 1.0 and "3" as 3 changes, the escape
+    # sequence was kept as the host's label; each taken without a word.
+    from bringup.pull.record import load_state
+
+    path = tmp_path / "state.json"
+    path.write_text(text)
+    state, problem = load_state(path)
+    assert problem and problem.startswith(f"{path}: not a pull state bringup wrote (") and "\n" not in problem
+    assert "started afresh" in problem and len(problem) < 400 and "\x1b" not in problem, problem
+    assert state.last is None and state.host == "" and state.applied is None
