@@ -36,7 +36,7 @@ from ..outfile import not_own_folder
 from ..untrusted import loads
 from ..userfile import kind, read_capped
 from .record import Attempt, State, load_state, save_state, write_metrics
-from .source import Refused, Rule, Source, links_out, ssh_command
+from .source import FULL_ERRNOS, Refused, Rule, Source, links_out, room, ssh_command
 
 __all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "pull_roles", "provision_argv", "EXIT"]
 
@@ -346,6 +346,14 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
                 attempt.message += "; free some room, the next run tries again"
             if revision and revision != state.applied and e.reason != "busy":
                 source.prune({c for c in (state.applied, linked) if c})
+        except OSError as e:
+            if e.errno not in FULL_ERRNOS:
+                raise
+            # The disk filled outside Git (the converge's own writes, the checkouts' folder, the current link):
+            # a failure the next run tries again, as a fetch or checkout that ran out of room.
+            if state is None:
+                state, linked, _ = _applied(source, state_path, settings, say)
+            attempt = _full(commit, e, settings.cache)
         except BringupError as e:  # git missing or failing on the host's own cache
             if state is None:
                 state, linked, _ = _applied(source, state_path, settings, say)
@@ -362,9 +370,49 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
             attempt.message += f" (still at {state.applied[:12]})"
         attempt.exit_code = attempt.exit_code or EXIT[attempt.status]
         state.last = attempt
-        save_state(state, state_path)  # still under the lock (when it was taken): the next run reads this
-        if settings.prometheus is not None:
-            write_metrics(state, settings.prometheus)
+        attempt = _record(state, state_path, settings)  # still under the lock (when taken): the next run reads it
+    return attempt
+
+
+def _full(commit: str | None, e: OSError, cache: Path, what: str = "", paths: list[Path] | None = None) -> Attempt:
+    """A run that ran out of room (``e``, ENOSPC or EDQUOT) writing ``paths`` (else the file ``e`` names) as its
+    failed attempt, reason ``disk-full``."""
+    where = f"{what} " if what else ""
+    # os.symlink's error names the link's target first, the link second: the link is what could not be made.
+    paths = paths or [Path(getattr(e, "filename2", None) or getattr(e, "filename", None) or cache)]
+    return Attempt(at=time.time(), status="failed", revision=commit, reason="disk-full", exit_code=EXIT["failed"],
+                   message=f"{where}{' and '.join(shown(p) for p in paths)}: {e.strerror or e}: the disk is full "
+                           f"({room(paths[0].parent)}); free some room, the next run tries again")
+
+
+def _record(state: State, state_path: Path, settings: Settings) -> Attempt:
+    """Write the state and the metrics; the run's attempt as recorded.  A full disk under either is the run's
+    failure (``disk-full``, exit 2), recorded wherever there is room (the textfile lies in the node exporter's
+    folder, often another file system): never an OSError after the run, nor an exit 1 that calls it bad input."""
+    was = state.last
+    full: list[tuple[Path, OSError]] = []
+    for write, path in ((save_state, state_path), (write_metrics, settings.prometheus)):
+        if path is None:
+            continue
+        if full:  # the state could not be written: the textfile says the run failed for want of room
+            state.last = _full(was.revision, full[0][1], settings.cache, paths=[state_path])
+        try:
+            write(state, path)
+        except OSError as e:
+            if e.errno not in FULL_ERRNOS:
+                raise
+            full.append((path, e))
+    if not full:
+        return was
+    if was.reason == "disk-full":  # the run had already failed so: one line says both
+        was.message += f"; nor recorded in {' and '.join(shown(p) for p, _ in full)}"
+        return was
+    attempt = _full(was.revision, full[0][1], settings.cache, "the run's outcome could not be recorded:",
+                    [p for p, _ in full])
+    if was.status == "applied":
+        attempt.message = f"{was.message}, but {attempt.message}"
+    elif state.applied:
+        attempt.message += f" (still at {state.applied[:12]})"
     return attempt
 
 

@@ -26,6 +26,7 @@ is refused before anything reads it (:func:`links_out`).  A full disk (the fetch
 """
 from __future__ import annotations
 
+import errno
 import fnmatch
 import os
 import re
@@ -38,7 +39,8 @@ from ..child import capture
 from ..ssh.command import join
 from ..errors import BringupError, InputError, said, shown
 
-__all__ = ["Refused", "Rule", "Source", "parse_rule", "ssh_command", "links_out", "disk_full", "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
+__all__ = ["Refused", "Rule", "Source", "parse_rule", "ssh_command", "links_out", "disk_full", "room", "FULL_ERRNOS",
+           "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
 
 #: Seconds one local Git call may take (rev-parse, verify-commit, worktree add).
 GIT_TIMEOUT_S = 120
@@ -140,6 +142,10 @@ _FULL_WORDS = ("no space left on device", "disk quota exceeded", "unable to writ
                "unable to write loose object")
 
 
+#: A write refused for want of room: the disk is full, or this user's quota is.
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
 def disk_full(output: str, folder: Path) -> bool:
     """Whether a failed Git call's ``output`` and ``folder``'s filesystem say the disk is full."""
     if any(w in output.lower() for w in _FULL_WORDS):
@@ -170,7 +176,7 @@ def links_out(root: Path) -> tuple[str, str] | None:
     return None
 
 
-def _room(folder: Path) -> str:
+def room(folder: Path) -> str:
     """What room ``folder``'s filesystem has left, for a failed checkout's line (git says only "unable to write
     file" when the disk is full)."""
     try:
@@ -219,10 +225,10 @@ class Source:
             raise
         if p.returncode:
             full = disk_full(p.stderr + p.stdout, self.git_dir)
-            room = _room(self.git_dir)  # before the temporary files go: what the fetch ran into
+            left = room(self.git_dir)  # before the temporary files go: what the fetch ran into
             self.clean()
             if full:
-                raise Refused("disk-full", f"fetch from {shown(self.url)} stopped: the disk is full ({room}; its temporary "
+                raise Refused("disk-full", f"fetch from {shown(self.url)} stopped: the disk is full ({left}; its temporary "
                                            f"files removed): {said(p.stderr or p.stdout, 200)}")
             raise Refused("unreachable", f"fetch from {shown(self.url)} failed: {said(p.stderr or p.stdout, 300)}")
 
@@ -377,7 +383,7 @@ class Source:
             p = self._git("worktree", "add", "--quiet", "--detach", "--", str(tmp), commit, check=False)
             if p.returncode:
                 reason = "disk-full" if disk_full(p.stderr, self.revisions) else "checkout"
-                raise Refused(reason, f"checkout of {commit[:12]} failed ({_room(self.revisions)}"
+                raise Refused(reason, f"checkout of {commit[:12]} failed ({room(self.revisions)}"
                                       f"{', the disk is full' if reason == 'disk-full' else ''}): "
                                       f"{said(p.stderr, 300)}", commit)
             self._git("worktree", "move", "--", str(tmp), str(final))

@@ -103,3 +103,90 @@ def test_a_state_no_run_writes_is_started_afresh_in_one_line(tmp_path, text):
     assert problem and problem.startswith(f"{path}: not a pull state bringup wrote (") and "\n" not in problem
     assert "started afresh" in problem and len(problem) < 400 and "\x1b" not in problem, problem
     assert state.last is None and state.host == "" and state.applied is None
+
+
+FULL_CHILD = r'''
+import json, os, sys
+sys.path.insert(0, {repo!r})
+from pathlib import Path
+from bringup.pull.run import Converged, Settings, pull
+from bringup.pull.source import parse_rule
+
+tmp, cache, prom = Path({tmp!r}), Path({cache!r}), Path({prom!r})
+
+def fills_the_disk(workdir, host, settings):
+    # A role's own writes fill the disk the cache is on; the converge itself succeeds.
+    try:
+        if {inodes!r}:  # every inode taken by empty files: no link, no file can be made there
+            (cache / "fill").mkdir()
+            for i in range(100000):
+                open(cache / "fill" / str(i), "w").close()
+        with open(cache / "filler", "wb") as f:
+            while True:
+                f.write(b"x" * 65536)
+                f.flush()
+    except OSError:
+        pass
+    return Converged(rc=0, changed=1)
+
+settings = Settings(url="file://" + str(tmp / "server.git"), rule=parse_rule("main", None), cache=cache,
+                    allowed_signers=tmp / "allowed_signers", name="me", prometheus=prom, lock=str(tmp / "lock"),
+                    lock_wait_s=1)
+got = pull(settings, converge=fills_the_disk, say=lambda _t: None)
+print(json.dumps(dict(status=got.status, reason=got.reason, exit_code=got.exit_code, message=got.message,
+                      current=os.readlink(cache / "current") if os.path.islink(cache / "current") else None,
+                      left=sorted(n for n in os.listdir(cache) if n.startswith("."))
+                           + sorted(n for n in os.listdir(prom.parent) if n.startswith(".")))))
+'''
+
+
+@pytest.mark.reliability(item=40, fault="pull: the disk (its blocks, or its inodes) fills during the converge, "
+                                        "so that state.json (and the textfile, on the same disk or not) or the "
+                                        "current link cannot be written", variants=3,
+                         checks=("exit code", "report written", "no leftovers", "one clear line"))
+@pytest.mark.parametrize("textfile", ["elsewhere", "same disk", "no inode left"])
+def test_a_disk_full_when_the_outcome_is_written_is_a_failure_never_an_oserror(fleet, tmp_path, textfile):
+    # Before: the converge applied, then save_state's ENOSPC escaped pull() as an OSError (bringup pull: exit 1,
+    # 'error: ...', as if bad input), and the textfile kept saying the previous run's 'applied'.
+    import json
+    import shutil
+    import subprocess
+    import sys
+
+    if not shutil.which("unshare"):
+        pytest.fail("unshare is not installed (apt-get install util-linux)")
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, text=True)
+    if probe.returncode:
+        pytest.skip(f"no mount namespace here ({probe.stderr.strip()})")
+    first = fleet.commit("one", key=fleet.ops)
+    inodes = textfile == "no inode left"
+    if inodes:  # applied once before: the run that fills the disk applies a second revision
+        assert pull(fleet.settings(prometheus=None), converge=ok).revision == first
+        fleet.commit("two", key=fleet.ops)
+    cache = tmp_path / "cache"
+    if inodes:  # the cache as it stands, copied onto the small disk
+        shutil.copytree(cache, tmp_path / "cache.before", symlinks=True)
+        shutil.rmtree(cache)
+    cache.mkdir()
+    prom = (cache / "m" if textfile == "same disk" else tmp_path / "m") / "bringup-pull.prom"
+    child = FULL_CHILD.format(repo=str(Path(__file__).resolve().parents[2]), tmp=str(tmp_path), cache=str(cache),
+                              prom=str(prom), inodes=inodes)
+    fill = f'cp -a "{tmp_path / "cache.before"}/." "$0"/ && ' if inodes else ""
+    p = subprocess.run(["unshare", "-rm", "sh", "-c", f'mount -t tmpfs -o size=8m,nr_inodes=4000 tmpfs "$0" && {fill}'
+                        'mkdir -p "$1" && exec "$2" -c "$3"', str(cache), str(prom.parent), sys.executable, child],
+                       capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr[-3000:]
+    got = json.loads(p.stdout.strip().splitlines()[-1])
+    assert (got["status"], got["reason"], got["exit_code"]) == ("failed", "disk-full", 2), got
+    assert f"{cache / 'state.json'}" in got["message"] and ": No space left on device" in got["message"], got
+    assert "\n" not in got["message"]
+    if inodes:  # the current link could not be made: the last good revision stays, and says so
+        assert got["message"].startswith(f"{cache / ('.current.')}") and f"nor recorded in {cache}" in got["message"]
+        assert got["current"] == f"revisions/{first}", got
+    else:
+        assert got["message"].startswith("applied ") and "changed=1" in got["message"]  # what the converge did
+        assert "the run's outcome could not be recorded" in got["message"]
+    assert got["left"] == [], got["left"]  # no temporary state or textfile left behind
+    if textfile == "elsewhere":
+        text = prom.read_text()
+        assert 'bringup_pull_last_run_info{host="me",reason="disk-full",status="failed"} 1.0' in text, text
