@@ -4,11 +4,13 @@ bringup/latency/results.py (issue 43 item 2): drawing apart from the result's fi
 """
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import Any, Callable
 
 from ..process import command
 
-__all__ = ["plot_doc", "bench_figure", "plot_window_log", "plot_window_sweep", "plot_tune_window", "plot_tune"]
+__all__ = ["png_of", "plot_doc", "bench_figure", "plot_window_log", "plot_window_sweep", "plot_tune_window", "plot_tune"]
 
 
 def _series(doc: dict) -> dict[str, list[dict]]:
@@ -35,12 +37,33 @@ def _yerr(rows: list[dict], key: str):
     return [lo, hi]
 
 
+def _save(fig, path) -> None:
+    """The figure as a PNG at ``path``, written as every page is (:func:`bringup.outfile.write_atomic`): drawn in
+    memory, then a temporary file renamed over the name, never opened there (matplotlib's own savefig(path) wrote
+    through a link planted under the name, and waited for ever on a FIFO).  A ``BytesIO`` (:func:`png_of`) is
+    drawn into."""
+    from ..outfile import write_atomic
+
+    buf = path if isinstance(path, io.BytesIO) else io.BytesIO()
+    fig.savefig(buf, format="png", dpi=110)
+    if buf is not path:
+        write_atomic(path, buf.getvalue())
+
+
+def png_of(plot: Callable[..., Any], *args: Any) -> bytes:
+    """What ``plot(*args, path)`` (one of this module's plot_* functions) draws, as PNG bytes: for a figure written
+    with the files that go with it, all or none (:func:`bringup.outfile.write_set`)."""
+    buf = io.BytesIO()
+    plot(*args, buf)
+    return buf.getvalue()
+
+
 def plot_doc(doc: dict, path: Path) -> Path:
     """p95 and QPS (items/s) against concurrency, one line per window and request batch (:func:`bench_figure`)."""
     fig = bench_figure(doc)  # sets the Agg backend before pyplot is imported here
     import matplotlib.pyplot as plt
 
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     plt.close(fig)
     return path
 
@@ -126,7 +149,7 @@ def plot_window_log(entries: list[dict], path: Path, title: str = "") -> Path:
         ax.legend(fontsize=7)
     fig.suptitle(title, fontsize=10)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     plt.close(fig)
     return path
 
@@ -192,7 +215,7 @@ def plot_tune_window(doc: dict, path: Path) -> Path:
     fig.suptitle(f"{doc['host']}: {doc['model']}, tune-window ({doc['finished']}): {tune.get('why', '')}",
                  fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     plt.close(fig)
     return path
 
@@ -262,6 +285,6 @@ def plot_tune(doc: dict, path: Path) -> Path:
                  f"configurations in {s['elapsed_s']:.0f} s of a {s['budget_s'] / 60:g} min budget)\n{doc['why']}",
                  fontsize=9)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    _save(fig, path)
     plt.close(fig)
     return path

@@ -19,7 +19,7 @@ from typing import Any, Callable
 from ..outfile import write_atomic, write_set
 from ..untrusted import loads
 from .hostload import load_text
-from .plots import bench_figure, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep
+from .plots import bench_figure, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep, png_of
 from .verdict import INDEX, KIND, REPORT_DIR, acceptance, latest
 
 __all__ = ["point_row", "point_text", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
@@ -142,8 +142,10 @@ def _csv_row(r: dict) -> dict:
     }
 
 
-def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], rows) -> tuple[Path, dict]:
-    """``<out>/<host><tag>-<UTC stamp>.json`` (the document) and ``.csv`` (``rows``); the base path and both."""
+def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], rows,
+                   png: bytes | None = None) -> tuple[Path, dict]:
+    """``<out>/<host><tag>-<UTC stamp>.json`` (the document) and ``.csv`` (``rows``), and ``.png`` when given, all or
+    none; the base path and the paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
@@ -153,8 +155,13 @@ def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], 
     w = csv.DictWriter(buf, fieldnames=fields)
     w.writeheader()
     w.writerows(rows)
-    # Both or neither: a folder under one of the names is one line, never a JSON kept without its CSV.
-    write_set([(paths["json"], json.dumps(doc, indent=2) + "\n"), (paths["csv"], buf.getvalue())])
+    files: list[tuple[Path, str | bytes]] = [(paths["json"], json.dumps(doc, indent=2) + "\n"),
+                                             (paths["csv"], buf.getvalue())]
+    if png is not None:
+        paths["png"] = base.with_suffix(".png")
+        files.append((paths["png"], png))
+    # All or none: a folder under one of the names is one line, never a JSON kept without its CSV or figure.
+    write_set(files)
     return base, paths
 
 
@@ -162,10 +169,8 @@ def write_all(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True,
               warn: Callable[[str], None] | None = None) -> dict[str, Path]:
     """JSON, CSV and (when matplotlib is there) a PNG of the run; returns the paths.  The index not updated is
     ``warn``'s one line (:func:`remember`)."""
-    base, paths = write_json_csv(doc, out_dir, "", CSV_FIELDS, (_csv_row(r) for r in doc["points"]))
-    if plot:
-        paths["png"] = base.with_suffix(".png")
-        plot_doc(doc, paths["png"])
+    base, paths = write_json_csv(doc, out_dir, "", CSV_FIELDS, (_csv_row(r) for r in doc["points"]),
+                                 png=png_of(plot_doc, doc) if plot else None)
     said = remember(doc["host"], paths["json"])
     if said and warn is not None:
         warn(said)

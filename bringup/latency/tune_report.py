@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .hostload import load_text
-from .plots import plot_tune
+from .plots import plot_tune, png_of
 from .results import SPREAD_FIELDS, _f, _spread_cells, write_json_csv
 from .verdict import REPORT_DIR
 
@@ -39,11 +39,9 @@ def _tune_csv_row(doc: dict, r: dict) -> dict:
 def write_tune(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True) -> dict[str, Path]:
     """``invoke tune``'s result: JSON, CSV (one row per configuration tried) and the PNG."""
     final = [doc["final"]] if doc.get("final") else []
-    base, paths = write_json_csv(doc, out_dir, "-tune-serving", TUNE_CSV,
-                                 (_tune_csv_row(doc, r) for r in doc["points"] + final))
-    if plot:
-        paths["png"] = base.with_suffix(".png")
-        plot_tune(doc, paths["png"])
+    _, paths = write_json_csv(doc, out_dir, "-tune-serving", TUNE_CSV,
+                              (_tune_csv_row(doc, r) for r in doc["points"] + final),
+                              png=png_of(plot_tune, doc) if plot else None)
     return paths
 
 

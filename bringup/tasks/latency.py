@@ -13,7 +13,7 @@ from pathlib import Path
 from invoke import Exit
 
 from ..errors import BringupError, InputError, Unreachable
-from ..outfile import write_atomic
+from ..outfile import write_set
 from ..process import command
 from ..ssh.stop import Interrupted
 from .context import console as new_console
@@ -101,7 +101,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
 
     from ..latency.bench import BenchSettings, run_sweep
     from ..latency.options import BenchOptions, FollowOptions, TuneWindowOptions, number, out_folder, read, whole
-    from ..latency.plots import plot_tune_window
+    from ..latency.plots import plot_tune_window, png_of
     from ..latency.results import remember
     from ..latency.results import point_text
     from ..latency.trial import trial_path
@@ -176,10 +176,10 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         out_dir.mkdir(parents=True, exist_ok=True)
         stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
         path = out_dir / f"{target.host}-tune-{stamp}.json"
-        with ending(stop):  # a folder under the result's name: one line, never a traceback after measuring
-            write_atomic(path, json.dumps(doc, indent=2) + "\n")
+        with ending(stop):  # a folder under a name: one line, never a traceback after measuring; both or none
+            write_set([(path, json.dumps(doc, indent=2) + "\n"),
+                       (path.with_suffix(".png"), png_of(plot_tune_window, doc))])
         _say_index(console, remember(target.host, path))
-        plot_tune_window(doc, path.with_suffix(".png"))
         for t in doc["tune"]["windows"]:
             p95 = "-" if t["p95_ms"] is None else f"{t['p95_ms']:.1f} ms"
             rng = t.get("spread") or {}

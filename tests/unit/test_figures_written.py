@@ -1,0 +1,81 @@
+"""The figures bench, tune and tune-window write beside their results (issue 40 item 2): written as every page is,
+a temporary file renamed over the name, never through a link or into a FIFO planted under it, and with the JSON and
+CSV they go with, all or none.
+"""
+from __future__ import annotations
+
+import json
+import os
+import threading
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from bringup.errors import InputError
+
+from .test_latency import _pt
+
+DOC = {"host": "h1", "model": "m", "finished": "2026-01-01T00:00:00+00:00",
+       "points": [_pt(10, 300, conc=1), _pt(40, 1200, conc=8)]}
+PNG = "h1-20260101T000000Z.png"
+
+
+def _plant(folder: Path, kind: str, outside: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    at = folder / PNG
+    if kind == "link":
+        at.symlink_to(outside)
+    elif kind == "fifo":
+        os.mkfifo(at)
+    return at
+
+
+@pytest.mark.reliability(item=40, fault="bench/tune figures: a link to a file outside, or a FIFO, planted under the "
+                                        "PNG's name", variants=2,
+                         checks=("others' files kept", "no hang", "no leftovers"))
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_a_figure_is_never_written_through_a_planted_link_or_into_a_fifo(tmp_path, kind):
+    # Before: matplotlib's savefig(path) opened the name: the link's target (a file of someone else's) was
+    # overwritten with the PNG, and a FIFO there held the bench for ever after measuring.
+    from bringup.latency.results import write_all
+
+    outside = tmp_path / "theirs.txt"
+    outside.write_text("keep")
+    at = _plant(tmp_path / "out", kind, outside)
+    done: list = []
+    t = threading.Thread(target=lambda: done.append(write_all(dict(DOC), tmp_path / "out", warn=lambda _s: None)),
+                         daemon=True)
+    t.start()
+    t.join(60)
+    if t.is_alive():  # the FIFO's open waits for a reader: give it one, so the test ends, then fail
+        with open(at, "rb") as f:
+            f.read()
+        pytest.fail(f"the figure's write waited on the FIFO at {at}")
+    assert outside.read_text() == "keep"
+    assert at.is_file() and not at.is_symlink() and at.read_bytes()[:4] == b"\x89PNG"
+    assert done and done[0]["png"] == at
+    assert [p.name for p in (tmp_path / "out").iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.reliability(item=40, fault="bench/tune/tune-window: a folder under the PNG's name", variants=2,
+                         checks=("one clear line", "no leftovers", "whole old or new file"))
+@pytest.mark.parametrize("what", ["bench", "tune"])
+def test_a_folder_under_the_figures_name_writes_none_of_the_results_files(tmp_path, what):
+    # Before: the JSON and CSV were written, then savefig on the folder raised IsADirectoryError (a traceback
+    # after measuring), leaving a result without its figure.
+    from bringup.latency import results, tune_report
+
+    out = tmp_path / "out"
+    # A real tune's result (docs/examples/h200-tune), its name the one write_tune gives it.
+    tuned = json.loads((Path(__file__).resolve().parents[2] / "docs/examples/h200-tune/tune.json").read_text())
+    stamp = datetime.fromisoformat(tuned["finished"]).strftime("%Y%m%dT%H%M%SZ")
+    name = PNG if what == "bench" else f"{tuned['host']}-tune-serving-{stamp}.png"
+    (out / name).mkdir(parents=True)
+    with pytest.raises(InputError) as e:
+        if what == "bench":
+            results.write_all(dict(DOC), out, warn=lambda _s: None)
+        else:
+            tune_report.write_tune(tuned, out)
+    assert str(e.value).startswith(f"{out / name} is a folder") and "none of the 3 files" in str(e.value)
+    assert sorted(p.name for p in out.iterdir()) == [name]  # no JSON, no CSV, no temporary file
