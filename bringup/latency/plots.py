@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 from ..process import command
 
-__all__ = ["png_of", "plot_doc", "bench_figure", "plot_window_log", "plot_window_sweep", "plot_tune_window", "plot_tune"]
+__all__ = ["png_of", "plot_doc", "bench_figure", "plot_window_log", "plot_window_sweep", "plot_tune_window",
+           "plot_tune"]
 
 
 def _series(doc: dict) -> dict[str, list[dict]]:

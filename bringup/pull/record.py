@@ -25,16 +25,17 @@ from typing import TYPE_CHECKING, Annotated, Literal, Optional
 
 from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
-from ..errors import printable
+from ..errors import printable, shown
 from ..outfile import write_atomic
 from ..untrusted import CLOCK_SKEW_S, Unreadable, loads
 from ..userfile import read_capped
+from .source import FULL_ERRNOS, room
 
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-__all__ = ["Attempt", "State", "STATUSES", "METRICS", "load_state", "save_state", "registry", "write_metrics",
-           "textfile_folder", "TEXTFILE_FOLDERS", "TEXTFILE"]
+__all__ = ["Attempt", "State", "STATUSES", "METRICS", "EXIT", "load_state", "save_state", "full_attempt",
+           "record_outcome", "registry", "write_metrics", "textfile_folder", "TEXTFILE_FOLDERS", "TEXTFILE"]
 
 #: The largest state.json read (bringup writes a few kilobytes: two attempts' messages).
 STATE_MAX = 1 << 20
@@ -65,6 +66,9 @@ METRICS = {
     "bringup_pull_last_run_info": "The last bringup pull run's status and short reason (1)",
 }
 
+
+#: The exit code of each status: applied 0, failed 2 (as provision's), refused 3, error 4 (as unreachable).
+EXIT = {"applied": 0, "failed": 2, "refused": 3, "error": 4}
 
 #: A commit id as Git writes it: SHA-1 (40 hex digits) or SHA-256 (64).
 COMMIT = r"^[0-9a-f]{40}([0-9a-f]{24})?$"
@@ -166,6 +170,49 @@ def save_state(state: State, path: Path) -> None:
     """Write ``state`` whole (a temporary file made with O_EXCL in the same folder, then a rename): a link or a
     FIFO planted at a guessable temporary name is never written through."""
     write_atomic(path, json.dumps(state.model_dump(), indent=2) + "\n")
+
+
+def full_attempt(commit: str | None, e: OSError, cache: Path, what: str = "",
+                 paths: list[Path] | None = None) -> Attempt:
+    """A run that ran out of room (``e``, ENOSPC or EDQUOT) writing ``paths`` (else the file ``e`` names) as its
+    failed attempt, reason ``disk-full``."""
+    where = f"{what} " if what else ""
+    # os.symlink's error names the link's target first, the link second: the link is what could not be made.
+    paths = paths or [Path(getattr(e, "filename2", None) or getattr(e, "filename", None) or cache)]
+    return Attempt(at=time.time(), status="failed", revision=commit, reason="disk-full", exit_code=EXIT["failed"],
+                   message=f"{where}{' and '.join(shown(p) for p in paths)}: {e.strerror or e}: the disk is full "
+                           f"({room(paths[0].parent)}); free some room, the next run tries again")
+
+
+def record_outcome(state: State, state_path: Path, prometheus: Path | None, cache: Path) -> Attempt:
+    """Write the state and the metrics; the run's attempt as recorded.  A full disk under either is the run's
+    failure (``disk-full``, exit 2), recorded wherever there is room (the textfile lies in the node exporter's
+    folder, often another file system): never an OSError after the run, nor an exit 1 that calls it bad input."""
+    was = state.last
+    full: list[tuple[Path, OSError]] = []
+    for write, path in ((save_state, state_path), (write_metrics, prometheus)):
+        if path is None:
+            continue
+        if full:  # the state could not be written: the textfile says the run failed for want of room
+            state.last = full_attempt(was.revision, full[0][1], cache, paths=[state_path])
+        try:
+            write(state, path)
+        except OSError as e:
+            if e.errno not in FULL_ERRNOS:
+                raise
+            full.append((path, e))
+    if not full:
+        return was
+    if was.reason == "disk-full":  # the run had already failed so: one line says both
+        was.message += f"; nor recorded in {' and '.join(shown(p) for p, _ in full)}"
+        return was
+    attempt = full_attempt(was.revision, full[0][1], cache, "the run's outcome could not be recorded:",
+                    [p for p, _ in full])
+    if was.status == "applied":
+        attempt.message = f"{was.message}, but {attempt.message}"
+    elif state.applied:
+        attempt.message += f" (still at {state.applied[:12]})"
+    return attempt
 
 
 def registry(state: State) -> CollectorRegistry:

@@ -21,6 +21,7 @@ import os
 import re
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -33,10 +34,10 @@ from .. import child
 from ..ssh.runlock import WAIT_S, RunLock, refusal
 from ..errors import BringupError, InputError, InventoryError, shown
 from ..outfile import not_own_folder
-from ..untrusted import loads
+from ..untrusted import loads, number
 from ..userfile import kind, read_capped
-from .record import Attempt, State, load_state, save_state, write_metrics
-from .source import FULL_ERRNOS, Refused, Rule, Source, links_out, room, ssh_command
+from .record import EXIT, Attempt, State, full_attempt, load_state, record_outcome
+from .source import FULL_ERRNOS, Refused, Rule, Source, links_out, ssh_command
 
 __all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "pull_roles", "provision_argv", "EXIT"]
 
@@ -47,8 +48,6 @@ REPORT_MAX = 16 << 20
 #: Characters of one line of the converge's output passed on at most: a longer one is cut (a line without end
 #: costs no memory).
 LINE_CAP = 64 * 1024
-#: The exit code of each status: applied 0, failed 2 (as provision's), refused 3, error 4 (as unreachable).
-EXIT = {"applied": 0, "failed": 2, "refused": 3, "error": 4}
 
 
 @dataclass
@@ -206,7 +205,7 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
     """``bringup provision`` of ``host`` alone, through the local connection, in ``workdir``; its recap read
     back from its JSON report.  A signal here is handed to it, which stops in order (its exit 130/143)."""
     argv = provision_argv(host, settings)
-    started = time.time()
+    there = _reports_in(workdir)  # what the revision itself holds under reports/: never the converge's report
     env = dict(os.environ, COLUMNS="160")
     converge = child.start(argv, cwd=workdir, env=env, stdout=child.PIPE, stderr=child.STDOUT, text=True)
     p = converge.proc
@@ -226,16 +225,17 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
             signal.signal(s, h)
         converge.end()  # what it left in its group; the converge itself when this was left by an exception
     done = Converged(rc=p.returncode)
-    reports = sorted((workdir / "reports").glob("*-provision*.json"), key=lambda q: q.stat().st_mtime)
-    reports = [r for r in reports if r.stat().st_mtime >= started - 1]
+    reports = sorted(set(_reports_in(workdir)) - set(there))  # the names provision gives: in the order made
     if reports:
+        reports = [workdir / "reports" / reports[-1]]
         try:
             # The run's own report, read with a cap as any saved file (a file planted there reads as no report).
             # A key given twice (two recaps of the host) is no report either: which counts is not known.
             doc = loads(read_capped(reports[-1], REPORT_MAX, ValueError, missing="", unreadable="", too_large="",
                                     not_regular=""), what="the provision report", nan=True, unique=True)
             recap = next(h for h in doc["hosts"] if h.get("host") == host).get("recap") or {}
-            done.changed, done.failed = int(recap.get("changed", 0)), int(recap.get("failed", 0))
+            done.changed, done.failed = (number(recap.get(k, 0), lo=0, hi=10 ** 9, integer=True, what=k)
+                                         for k in ("changed", "failed"))
             kept = settings.cache / "reports"
             kept.mkdir(exist_ok=True)
             done.report = str(kept / reports[-1].name)
@@ -246,6 +246,27 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
             pass
     done.message = said[-1] if said else f"bringup provision ended with exit {p.returncode}"
     return done
+
+
+#: The name of a report ``bringup provision`` writes (:class:`bringup.engine.report.Report`).
+_REPORT_NAME = re.compile(r"^\d{8}T\d{6}-provision(-\d+)?\.json$")
+
+
+def _reports_in(workdir: Path) -> list[str]:
+    """The names under ``workdir/reports`` that a provision report could have, each a regular file (looked at
+    without following a link: a dangling one the revision holds was a FileNotFoundError traceback)."""
+    try:
+        names = os.listdir(workdir / "reports")
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            if _REPORT_NAME.match(name) and stat.S_ISREG(os.lstat(workdir / "reports" / name).st_mode):
+                found.append(name)
+        except OSError:
+            continue
+    return found
 
 
 def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged] = provision_here,
@@ -353,7 +374,7 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
             # a failure the next run tries again, as a fetch or checkout that ran out of room.
             if state is None:
                 state, linked, _ = _applied(source, state_path, settings, say)
-            attempt = _full(commit, e, settings.cache)
+            attempt = full_attempt(commit, e, settings.cache)
         except BringupError as e:  # git missing or failing on the host's own cache
             if state is None:
                 state, linked, _ = _applied(source, state_path, settings, say)
@@ -370,49 +391,8 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
             attempt.message += f" (still at {state.applied[:12]})"
         attempt.exit_code = attempt.exit_code or EXIT[attempt.status]
         state.last = attempt
-        attempt = _record(state, state_path, settings)  # still under the lock (when taken): the next run reads it
-    return attempt
-
-
-def _full(commit: str | None, e: OSError, cache: Path, what: str = "", paths: list[Path] | None = None) -> Attempt:
-    """A run that ran out of room (``e``, ENOSPC or EDQUOT) writing ``paths`` (else the file ``e`` names) as its
-    failed attempt, reason ``disk-full``."""
-    where = f"{what} " if what else ""
-    # os.symlink's error names the link's target first, the link second: the link is what could not be made.
-    paths = paths or [Path(getattr(e, "filename2", None) or getattr(e, "filename", None) or cache)]
-    return Attempt(at=time.time(), status="failed", revision=commit, reason="disk-full", exit_code=EXIT["failed"],
-                   message=f"{where}{' and '.join(shown(p) for p in paths)}: {e.strerror or e}: the disk is full "
-                           f"({room(paths[0].parent)}); free some room, the next run tries again")
-
-
-def _record(state: State, state_path: Path, settings: Settings) -> Attempt:
-    """Write the state and the metrics; the run's attempt as recorded.  A full disk under either is the run's
-    failure (``disk-full``, exit 2), recorded wherever there is room (the textfile lies in the node exporter's
-    folder, often another file system): never an OSError after the run, nor an exit 1 that calls it bad input."""
-    was = state.last
-    full: list[tuple[Path, OSError]] = []
-    for write, path in ((save_state, state_path), (write_metrics, settings.prometheus)):
-        if path is None:
-            continue
-        if full:  # the state could not be written: the textfile says the run failed for want of room
-            state.last = _full(was.revision, full[0][1], settings.cache, paths=[state_path])
-        try:
-            write(state, path)
-        except OSError as e:
-            if e.errno not in FULL_ERRNOS:
-                raise
-            full.append((path, e))
-    if not full:
-        return was
-    if was.reason == "disk-full":  # the run had already failed so: one line says both
-        was.message += f"; nor recorded in {' and '.join(shown(p) for p, _ in full)}"
-        return was
-    attempt = _full(was.revision, full[0][1], settings.cache, "the run's outcome could not be recorded:",
-                    [p for p, _ in full])
-    if was.status == "applied":
-        attempt.message = f"{was.message}, but {attempt.message}"
-    elif state.applied:
-        attempt.message += f" (still at {state.applied[:12]})"
+        # Still under the lock (when it was taken): the next run reads this.
+        attempt = record_outcome(state, state_path, settings.prometheus, settings.cache)
     return attempt
 
 

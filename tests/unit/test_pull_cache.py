@@ -190,3 +190,25 @@ def test_a_disk_full_when_the_outcome_is_written_is_a_failure_never_an_oserror(f
     if textfile == "elsewhere":
         text = prom.read_text()
         assert 'bringup_pull_last_run_info{host="me",reason="disk-full",status="failed"} 1.0' in text, text
+
+
+@pytest.mark.reliability(item=40, fault="pull: a signed revision holding reports/ (a dangling link, a report of "
+                                        "its own under a provision report's name)", variants=2,
+                         checks=("report written", "exit code", "next run converges"))
+def test_a_revisions_own_reports_folder_is_never_taken_for_the_converges_report(fleet):
+    # Before: the glob of reports/*-provision*.json stat()ed a dangling link the revision held: a FileNotFoundError
+    # traceback after the converge had applied (no state written, the current link not moved).
+    import json
+
+    reports = fleet.work / "reports"
+    reports.mkdir()
+    (reports / "20261207T000000-provision.json").symlink_to("nothing-here")
+    fake = {"hosts": [{"host": "me", "recap": {"changed": 0, "failed": 7}}]}
+    (reports / "99991231T235959-provision.json").write_text(json.dumps(fake))
+    good = fleet.commit("hello", key=fleet.ops)
+    got = pull(fleet.settings())
+    assert (got.status, got.revision, got.changed, got.failed) == ("applied", good, 1, 0), got.message
+    assert fleet.current() == good and fleet.out.read_text() == "hello\n"
+    kept = Path(got.report)
+    assert kept.parent == fleet.tmp / "cache" / "reports" and kept.name != "99991231T235959-provision.json"
+    assert json.loads(kept.read_text())["hosts"][0]["recap"]["changed"] == 1
