@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import glob
 import json
-import os
 import re
-import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -18,6 +16,7 @@ from typing import Any
 from ..checks import Check, dated_ahead, line, line_json, printable
 from ..process import command
 from ..untrusted import Unreadable, future, loads, number
+from ..outfile import write_atomic
 from ..userfile import read_capped
 from ..errors import InputError
 from .limits import Thresholds, thresholds
@@ -32,22 +31,15 @@ SAVED_MAX = 16 * 1024 * 1024
 
 
 def save(host: str, doc: dict[str, Any], lines: list[Check], out: Path, when: datetime | None = None) -> Path:
-    """Write the host's result into ``out`` atomically (a temporary file in the folder, renamed); its path."""
+    """Write the host's result into ``out`` as every saved file is (:func:`bringup.outfile.write_atomic`: its mode
+    set on the open file, never a chmod by name, which a link swapped in under the temporary name would have led
+    to another file; synced, then renamed); its path."""
     when = when or datetime.now(timezone.utc)
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{host}-{when.strftime('%Y%m%dT%H%M%SZ')}.json"
     body = json.dumps({**doc, "host": host, "measured_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"),
                        "lines": [line_json(k) for k in lines]}, indent=2) + "\n"
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{host}-", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(body)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    return write_atomic(path, body, mode=0o644, umask=False)
 
 
 def latest(host: str, folder: str | Path = REPORT_DIR, now: datetime | None = None,

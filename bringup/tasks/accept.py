@@ -315,6 +315,8 @@ def _measure(t, name: str, facts: dict, errors: dict, vars: dict, secs: float, l
     when = datetime.now(timezone.utc)
     try:
         save(name, {"seconds": secs, "probe": doc, "dcgm": dcgm}, lines, out_dir, when)
+    except BringupError as e:  # a folder under the result's name: one line naming it
+        raise fail(e) from None
     except OSError as e:
         raise fail(f"--out {out_dir}: {e.strerror or e}: the result of {name} could not be saved") from None
     return lines, when.timestamp()
