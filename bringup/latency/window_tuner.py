@@ -589,7 +589,8 @@ def manifest_text(text: str, rel: str, sha: str) -> str | None:
 
 
 def _replace_local(path: str, text: str, mode: int = 0o644) -> None:
-    """Write ``path`` by a temporary file in its folder, fsync and rename (never in place)."""
+    """Write ``path`` by a temporary file in its folder, its mode set on the open file (a chmod by name would
+    follow a link swapped in under the temporary name), fsync and rename (never in place)."""
     d = os.path.dirname(path) or "."
     os.makedirs(d, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", dir=d)
@@ -597,8 +598,8 @@ def _replace_local(path: str, text: str, mode: int = 0o644) -> None:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
             f.flush()
+            os.fchmod(f.fileno(), mode)
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):

@@ -11,18 +11,20 @@ import pytest
 from bringup.checks import line
 
 
-@pytest.mark.reliability(item=40, fault="accept: a link swapped in under the saved result's temporary name before "
-                                        "its mode is set", variants=1,
-                         checks=("others' files kept", "no leftovers"))
-def test_a_link_swapped_in_under_the_temporary_name_never_has_its_target_chmodded(tmp_path, monkeypatch):
-    # Before: save() wrote the temporary file, closed it, then os.chmod(tmp, 0o644) by name: a link put there in
-    # between made the file it leads to (here a 0600 secret) world-readable.
+@pytest.mark.reliability(item=40, fault="accept result, tune-window record: a link swapped in under the temporary "
+                                        "name before its mode is set", variants=2,
+                         checks=("others' files kept",))
+@pytest.mark.parametrize("writer", ["accept result", "window record"])
+def test_a_link_swapped_in_under_the_temporary_name_never_has_its_target_chmodded(tmp_path, monkeypatch, writer):
+    # Before: save() (and the window tuner's _replace_local) wrote the temporary file, closed it, then chmod'ed it
+    # by name: a link put there in between made the file it leads to (here a 0600 secret) world-readable.
     from bringup.acceptance import saved
+    from bringup.latency import window_tuner
 
     secret = tmp_path / "secret"
     secret.write_text("token")
     secret.chmod(0o600)
-    out = tmp_path / "accept"
+    out = tmp_path / "bringup"
     real_fdopen = os.fdopen
 
     class Swapping:
@@ -46,7 +48,11 @@ def test_a_link_swapped_in_under_the_temporary_name_never_has_its_target_chmodde
 
     monkeypatch.setattr(os, "fdopen", lambda fd, *a, **kw: Swapping(real_fdopen(fd, *a, **kw)))
     when = datetime(2026, 1, 1, tzinfo=timezone.utc)
-    saved.save("h1", {"seconds": 1}, [line("acceptance", "x", "PASS", "seen", "")], out, when)
+    if writer == "accept result":
+        saved.save("h1", {"seconds": 1}, [line("acceptance", "x", "PASS", "seen", "")], out, when)
+    else:
+        out.mkdir()
+        window_tuner.write_local_record(str(out / "triton-window.json"), "m", 800, "why", when.isoformat())
     monkeypatch.undo()
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and secret.read_text() == "token"
     assert stat.S_IMODE((tmp_path / "moved").stat().st_mode) == 0o644  # the mode went to the result's own file
