@@ -111,7 +111,7 @@ class State(BaseModel):
     """``state.json``: the host's pull history in brief."""
 
     #: The host's name as the inventory gives it: a metric's label, one line of printable text.
-    host: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{0,253}$")] = ""
+    host: Annotated[str, Field(pattern=r"^[^\x00-\x1f\x7f]{0,4096}$")] = ""
     url: str = ""
     rule: str = ""
     last: Optional[Attempt] = None
