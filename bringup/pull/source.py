@@ -366,8 +366,10 @@ class Source:
         (a cut-off checkout, a full disk, leaves no folder under the final name); an existing one is reused
         when it is clean at ``commit``."""
         final = self.revisions / commit
-        if final.is_symlink():
-            self._drop(final)  # a link there (none of bringup's) is removed, never checked out through
+        if os.path.lexists(final) and (final.is_symlink() or not final.is_dir()):
+            # A link (never checked out through), a file or a pipe under a checkout's name: none of bringup's, and
+            # Git would refuse the checkout at every run ("already exists").
+            self._drop(final)
         if final.is_dir():
             head = _run_git(["git", "-C", str(final), "rev-parse", "HEAD"], "rev-parse", GIT_TIMEOUT_S,
                             _env()).stdout.strip()
@@ -417,8 +419,8 @@ class Source:
                 self._drop(d)
 
     def _drop(self, path: Path) -> None:
-        if path.is_symlink():
-            path.unlink()  # the link alone: never what it leads to
+        if os.path.lexists(path) and (path.is_symlink() or not path.is_dir()):
+            path.unlink()  # the link alone, never what it leads to; a file or a pipe
             self._git("worktree", "prune", check=False)
             return
         if not path.exists():

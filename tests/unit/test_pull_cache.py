@@ -212,3 +212,21 @@ def test_a_revisions_own_reports_folder_is_never_taken_for_the_converges_report(
     kept = Path(got.report)
     assert kept.parent == fleet.tmp / "cache" / "reports" and kept.name != "99991231T235959-provision.json"
     assert json.loads(kept.read_text())["hosts"][0]["recap"]["changed"] == 1
+
+
+@pytest.mark.reliability(item=40, fault="pull: a file or a FIFO under the name of the next revision's checkout",
+                         variants=2, checks=("next run converges", "no hang"))
+@pytest.mark.parametrize("kind", ["file", "fifo"])
+def test_a_file_or_fifo_under_a_checkouts_name_does_not_stop_every_run(fleet, tmp_path, kind):
+    # Before: git worktree add refused it ("already exists") at this run and every later one (status error).
+    first = fleet.commit("one", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).revision == first
+    second = fleet.commit("two", key=fleet.ops)
+    planted = tmp_path / "cache" / "revisions" / second
+    if kind == "file":
+        planted.write_text("x")
+    else:
+        os.mkfifo(planted)
+    got = pull(fleet.settings(), converge=ok)
+    assert (got.status, got.revision) == ("applied", second), got.message
+    assert planted.is_dir() and (planted / "note").read_text() == "two"
