@@ -119,6 +119,9 @@ class State(BaseModel):
     signer: Optional[str] = None
     last_success: Optional[When] = None
     last_refusal: Optional[Attempt] = None
+    #: The revision an ``--allow-rollback`` moved the host back to, while that allowance is still given: spent
+    #: (a timer keeping the flag never lets the host be moved back to it a second time).
+    spent_rollback: Optional[Revision] = None
 
 
 def load_state(path: Path) -> tuple[State, str | None]:

@@ -314,8 +314,10 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
             source.fetch()
             commit, ref = source.resolve(settings.rule)
             signer = source.verify(commit)  # at every run: a key taken out of the list stops the applied one too
-            for applied in known:
-                source.forward(applied, commit, settings.allow_rollback, ref)
+            allow, spent = settings.allow_rollback, state.spent_rollback
+            if not (allow and spent and spent.startswith(allow)):
+                state.spent_rollback = spent = None  # the allowance withdrawn (or another): given anew, it counts
+            rolled_back = any([source.forward(applied, commit, allow, ref, spent == commit) for applied in known])
             workdir = source.checkout(commit)
             link = links_out(workdir)
             if link:
@@ -337,6 +339,8 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
             if done.rc == 0:
                 source.swap(commit)
                 state.applied, state.signer, state.last_success = commit, signer, time.time()
+                if rolled_back:
+                    state.spent_rollback = commit
                 attempt = Attempt(at=time.time(), status="applied", revision=commit, changed=done.changed,
                                   failed=done.failed, report=done.report,
                                   message=f"applied {commit[:12]}: changed={done.changed} failed={done.failed}")

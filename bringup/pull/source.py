@@ -312,18 +312,25 @@ class Source:
                         "-----BEGIN SIGNED MESSAGE-----": "X.509"}.get(armor, "an unknown format")
         return None
 
-    def forward(self, applied: str, commit: str, allow: str | None = None, ref: str = "") -> None:
-        """Nothing when ``commit`` descends from ``applied`` (or is it); else a :class:`Refused` ``rollback``
-        (an ancestor of the applied revision, or the tip of a rewritten history), unless ``allow`` (a commit id
-        or a unique start of one, the operator's ``--allow-rollback``) names ``commit``."""
+    def forward(self, applied: str, commit: str, allow: str | None = None, ref: str = "",
+                spent: bool = False) -> bool:
+        """False when ``commit`` descends from ``applied`` (or is it); True when it does not but ``allow`` (a
+        commit id or a unique start of one, the operator's ``--allow-rollback``) names it; else a :class:`Refused`
+        ``rollback`` (an ancestor of the applied revision, or the tip of a rewritten history).  ``spent``: the
+        allowance already moved the host back to that revision once, and it has moved on since: refused."""
         if commit == applied:
-            return
+            return False
         ahead = self._git("merge-base", "--is-ancestor", applied, commit, check=False).returncode
         if ahead == 0:
-            return
+            return False
         short, was = commit[:12], applied[:12]
         if allow and self.names(allow, commit):
-            return
+            if not spent:
+                return True
+            raise Refused("rollback", f"revision {short} moves back from the applied {was}: --allow-rollback {allow} "
+                                      "was used once already (the host moved back to it, then on); withdraw it "
+                                      "(the flag, or the pull role's allow_rollback) for one run, then give it again "
+                                      "to move back once more", commit)
         where = f" ({ref.removeprefix('refs/heads/').removeprefix('refs/tags/')})" if ref else ""
         how = f"allow it for that revision alone with bringup pull --allow-rollback {short}"
         if ahead != 1:

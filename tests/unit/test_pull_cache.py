@@ -13,7 +13,7 @@ import pytest
 from bringup.errors import InputError
 from bringup.pull.run import pull
 
-from .test_pull import Fleet, bringup, ok, task_flags
+from .test_pull import Fleet, bringup, never, ok, task_flags
 
 
 @pytest.fixture()
@@ -230,3 +230,31 @@ def test_a_file_or_fifo_under_a_checkouts_name_does_not_stop_every_run(fleet, tm
     got = pull(fleet.settings(), converge=ok)
     assert (got.status, got.revision) == ("applied", second), got.message
     assert planted.is_dir() and (planted / "note").read_text() == "two"
+
+
+@pytest.mark.reliability(item=40, fault="pull: an --allow-rollback left in the timer, the branch moved on and then "
+                                        "force-pushed back to that revision again", variants=1,
+                         checks=("nothing touched", "one clear line", "exit code"))
+def test_an_allowance_left_given_moves_the_host_back_once_only(fleet):
+    # Before: the role's allow_rollback (or a flag kept in a script) let the host be moved back to that revision
+    # again and again, from any later one: whoever could push replayed the old signed revision at will.
+    from .test_pull import git
+
+    a = fleet.commit("one", key=fleet.ops)
+    fleet.commit("two", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).status == "applied"
+    git(fleet.work, "push", "--quiet", "--force", f"file://{fleet.server}", f"{a}:main")
+    allowed = fleet.settings(allow_rollback=a[:12])
+    assert (pull(allowed, converge=ok).revision, fleet.current()) == (a, a)
+    assert pull(allowed, converge=ok).status == "applied"  # the timer's next runs, at that revision
+    git(fleet.work, "reset", "--quiet", "--hard", a)
+    c = fleet.commit("three", key=fleet.ops)
+    assert pull(allowed, converge=ok).revision == c  # forward, the flag still given
+    git(fleet.work, "push", "--quiet", "--force", f"file://{fleet.server}", f"{a}:main")
+    got = pull(allowed, converge=never)
+    assert (got.status, got.reason, got.revision, got.exit_code) == ("refused", "rollback", a, 3), got.message
+    assert f"--allow-rollback {a[:12]} was used once already" in got.message and "\n" not in got.message
+    assert fleet.current() == c
+    # Withdrawn for one run (still refused: older), then given again: it counts once more.
+    assert pull(fleet.settings(), converge=never).reason == "rollback"
+    assert (pull(allowed, converge=ok).revision, fleet.current()) == (a, a)
