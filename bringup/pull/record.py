@@ -159,14 +159,15 @@ def load_state(path: Path) -> tuple[State, str | None]:
 
 
 def _afresh(text: str) -> State:
-    """A new state, holding the refused one's ``applied`` when that alone is a commit id: the forward-only check
-    still knows it (a damaged state never lets an older revision in unsaid, :func:`bringup.pull.run.pull`)."""
+    """A new state, holding the refused one's ``applied`` and ``spent_rollback`` where each is a commit id: the
+    forward-only check still knows them (a damaged state never lets an older revision in unsaid, nor a spent
+    allowance count again, :func:`bringup.pull.run.pull`)."""
     try:
         doc = loads(text, what="state.json", max_bytes=STATE_MAX)
-        applied = doc.get("applied") if isinstance(doc, dict) else None
-        return State(applied=applied) if isinstance(applied, str) and re.match(COMMIT, applied) else State()
-    except (Unreadable, ValidationError):
+    except Unreadable:
         return State()
+    kept = {k: doc.get(k) for k in ("applied", "spent_rollback")} if isinstance(doc, dict) else {}
+    return State(**{k: v for k, v in kept.items() if isinstance(v, str) and re.match(COMMIT, v)})
 
 
 def save_state(state: State, path: Path) -> None:

@@ -251,6 +251,9 @@ def test_an_allowance_left_given_moves_the_host_back_once_only(fleet):
     c = fleet.commit("three", key=fleet.ops)
     assert pull(allowed, converge=ok).revision == c  # forward, the flag still given
     git(fleet.work, "push", "--quiet", "--force", f"file://{fleet.server}", f"{a}:main")
+    state = fleet.tmp / "cache" / "state.json"  # damaged meanwhile: started afresh, the spent allowance kept
+    state.write_text(state.read_text().replace('"changed": 1', '"changed": -1'))
+    assert '"changed": -1' in state.read_text()
     got = pull(allowed, converge=never)
     assert (got.status, got.reason, got.revision, got.exit_code) == ("refused", "rollback", a, 3), got.message
     assert f"--allow-rollback {a[:12]} was used once already" in got.message and "\n" not in got.message
