@@ -240,8 +240,8 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
             kept.mkdir(exist_ok=True)
             done.report = str(kept / reports[-1].name)
             os.replace(reports[-1], done.report)
-            for old in sorted(kept.glob("*.json"), key=lambda q: q.stat().st_mtime)[:-KEEP_REPORTS]:
-                old.unlink()
+            for old in sorted(_reports_in(settings.cache))[:-KEEP_REPORTS]:  # its own reports only, by name
+                (kept / old).unlink()
         except (OSError, ValueError, KeyError, StopIteration, TypeError):
             pass
     done.message = said[-1] if said else f"bringup provision ended with exit {p.returncode}"

@@ -261,3 +261,25 @@ def test_an_allowance_left_given_moves_the_host_back_once_only(fleet):
     # Withdrawn for one run (still refused: older), then given again: it counts once more.
     assert pull(fleet.settings(), converge=never).reason == "rollback"
     assert (pull(allowed, converge=ok).revision, fleet.current()) == (a, a)
+
+
+@pytest.mark.reliability(item=40, fault="pull: files of someone else's (*.json) in the cache's reports folder",
+                         variants=1, checks=("others' files kept",))
+def test_the_reports_rotation_removes_only_converge_reports(fleet, tmp_path):
+    # Before: every *.json in <cache>/reports beyond the newest 20 was removed, whoever had put it there.
+    from bringup.pull.run import KEEP_REPORTS
+
+    kept = tmp_path / "cache" / "reports"
+    kept.mkdir(parents=True)
+    (kept / "notes.json").write_text("{}")
+    (kept / "inventory-backup.json").write_text("{}")
+    old = [f"20200101T0000{i:02}-provision.json" for i in range(KEEP_REPORTS + 5)]
+    for name in old:
+        (kept / name).write_text("{}")
+    good = fleet.commit("hello", key=fleet.ops)
+    got = pull(fleet.settings())
+    assert (got.status, got.revision) == ("applied", good), got.message
+    names = sorted(p.name for p in kept.iterdir())
+    assert "notes.json" in names and "inventory-backup.json" in names
+    assert Path(got.report).name in names and len([n for n in names if n.endswith("-provision.json")]) == KEEP_REPORTS
+    assert old[0] not in names and old[-1] in names
