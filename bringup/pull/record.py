@@ -27,6 +27,7 @@ from pydantic import AfterValidator, BaseModel, Field, ValidationError
 
 from ..errors import printable, shown
 from ..outfile import write_atomic
+from ..secrets import MASK
 from ..untrusted import CLOCK_SKEW_S, Unreadable, loads
 from ..userfile import read_capped
 from .source import FULL_ERRNOS, room
@@ -172,8 +173,10 @@ def _afresh(text: str) -> State:
 
 def save_state(state: State, path: Path) -> None:
     """Write ``state`` whole (a temporary file made with O_EXCL in the same folder, then a rename): a link or a
-    FIFO planted at a guessable temporary name is never written through."""
-    write_atomic(path, json.dumps(state.model_dump(), indent=2) + "\n")
+    FIFO planted at a guessable temporary name is never written through; every text masked (no secret kept)."""
+    # Through the run's masker: a message may quote what the revision's inventory said (a vault value it decrypted,
+    # a password in the URL), and the state is a report kept on disk.
+    write_atomic(path, json.dumps(MASK.mask_obj(state.model_dump(), lines=True), indent=2) + "\n")
 
 
 def full_attempt(commit: str | None, e: OSError, cache: Path, what: str = "",

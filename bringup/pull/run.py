@@ -171,8 +171,13 @@ def pull_roles(workdir: Path, hostvars: dict) -> list[str] | None:
                                   "the repository's own roles/")
     if (not isinstance(names, list) or not names
             or not all(isinstance(n, str) and _ROLE_NAME.match(n) for n in names)):
-        raise Refused("invalid", f"bringup_pull.roles: {str(names)[:80]!r} is not a list of role names; write "
-                                 "roles: [sysctl, docker, ...]")
+        # Its kind, never its value: a vault value cut at 80 characters was no longer one the masker knows.
+        what = (f"entry {next(i for i, n in enumerate(names) if not (isinstance(n, str) and _ROLE_NAME.match(n)))} "
+                "is no role name" if isinstance(names, list) and names else
+                "an empty list" if isinstance(names, list) else
+                f"{'text' if isinstance(names, str) else 'a mapping' if isinstance(names, dict) else 'a value'}")
+        raise Refused("invalid", f"bringup_pull.roles is not a list of role names ({what}); write roles: [sysctl, "
+                                 "docker, ...] (lowercase letters, digits and _)")
     from ..project import content_root
     from ..engine.roles import load_roles
 

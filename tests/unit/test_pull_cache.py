@@ -283,3 +283,31 @@ def test_the_reports_rotation_removes_only_converge_reports(fleet, tmp_path):
     assert "notes.json" in names and "inventory-backup.json" in names
     assert Path(got.report).name in names and len([n for n in names if n.endswith("-provision.json")]) == KEEP_REPORTS
     assert old[0] not in names and old[-1] in names
+
+
+@pytest.mark.reliability(item=40, fault="pull: a vault value in bringup_pull.roles (the whole value, or a list "
+                                        "entry that is no known role)", variants=2,
+                         checks=("secret never shown", "one clear line", "exit code"))
+@pytest.mark.parametrize("where", ["whole value", "list entry"])
+def test_a_vault_value_in_the_pull_roles_never_reaches_the_state_or_the_terminal(fleet, tmp_path, where):
+    # Before: 'bringup_pull.roles: <the decrypted value, cut at 80> is not a list of role names' and 'unknown role
+    # <the decrypted value>' were written into state.json as they were (the terminal's line alone was masked, and
+    # a value cut at 80 characters not even there).
+    from .test_vault import ansible_vault
+
+    (tmp_path / "pw").write_text("host-side-password\n")
+    plain = "s3cr3tvalue" + "x" * 90 if where == "whole value" else "s3cr3tvalue"
+    secret = ansible_vault(tmp_path, "encrypt_string", "--vault-password-file", "pw", plain)
+    block = secret.replace("\n", "\n          ")
+    roles = f"roles: {block}" if where == "whole value" else f"roles:\n          - {block}"
+    (fleet.work / "hosts").write_text("all:\n  hosts:\n    me:\n      ansible_connection: local\n      greeting: hi\n"
+                                      f"      bringup_pull:\n        {roles}\n")
+    (fleet.work / "roles").rename(fleet.work / "not-roles")  # the shipped roles: the list is needed and checked
+    fleet.commit("vaulted", key=fleet.ops, hosts={})
+    got = pull(fleet.settings(vault_password_files=[str(tmp_path / "pw")]), converge=never)
+    assert (got.status, got.reason) == ("refused", "invalid"), got.message
+    assert "bringup_pull.roles" in got.message
+    assert "s3cr3t" not in (tmp_path / "cache" / "state.json").read_text()
+    r = bringup("pull", *task_flags(fleet), "--vault-password-file", str(tmp_path / "pw"), cwd=tmp_path)
+    assert r.returncode == 3 and "bringup_pull.roles" in r.stdout and "s3cr3t" not in r.stdout + r.stderr, r.stdout
+    assert "s3cr3t" not in (tmp_path / "cache" / "state.json").read_text()
