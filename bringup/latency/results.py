@@ -16,7 +16,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Callable
 
-from ..outfile import write_atomic, write_set
+from ..errors import InputError
+from ..outfile import out_folder, write_atomic, write_set
 from ..untrusted import loads
 from .hostload import load_text
 from .plots import bench_figure, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep, png_of
@@ -200,6 +201,13 @@ def remember(host: str, path: Path, index: Path | None = None) -> str | None:
     index = Path(index or INDEX)
     where = printable(str(index))
     anew = ""
+    try:
+        # Its folder as an --out folder is checked: never through a link out of the working folder (reports -> /x
+        # had the index made and written in /x/bench), never where nothing can be made.
+        out_folder(index.parent, "the results index's folder", fix="bringup keeps its index in a folder of its own "
+                                                                   "there, never written through a link: move it away")
+    except InputError as e:
+        return f"WARN {where}: not updated ({printable(str(e))[:300]}); {path} is not listed in it"
     try:
         data = read_capped(index, BENCH_MAX, Unreadable, missing="", unreadable="unreadable: ",
                            not_regular="not a regular file (a pipe, a device or a folder)",

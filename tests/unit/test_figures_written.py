@@ -79,3 +79,24 @@ def test_a_folder_under_the_figures_name_writes_none_of_the_results_files(tmp_pa
             tune_report.write_tune(tuned, out)
     assert str(e.value).startswith(f"{out / name} is a folder") and "none of the 3 files" in str(e.value)
     assert sorted(p.name for p in out.iterdir()) == [name]  # no JSON, no CSV, no temporary file
+
+
+@pytest.mark.reliability(item=40, fault="bench/tune --out elsewhere, the working folder's reports a link to a folder "
+                                        "outside", variants=1,
+                         checks=("others' files kept", "one clear line", "report written"))
+def test_the_results_index_is_never_written_through_a_link_out_of_the_working_folder(tmp_path, monkeypatch):
+    # Before: the index (reports/bench/index.json) was made and written through reports -> a folder elsewhere.
+    from bringup.latency import results
+
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "reports").symlink_to(outside)
+    monkeypatch.chdir(work)
+    said: list[str] = []
+    paths = results.write_all(dict(DOC), tmp_path / "out", plot=False, warn=said.append)
+    assert paths["json"].is_file() and paths["csv"].is_file()  # the results themselves, in --out
+    assert list(outside.iterdir()) == []
+    assert len(said) == 1 and said[0].startswith("WARN reports/bench/index.json: not updated (") and "\n" not in said[0]
+    assert "symbolic link" in said[0] and str(outside) in said[0], said
