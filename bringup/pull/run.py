@@ -420,7 +420,9 @@ def _applied(source: Source, state_path: Path, settings: Settings,
         say(f"warning: {source.current} points at {linked[:12]}, but {state_path} says {saved[:12]} was applied "
             "last; a revision must move forward from both")
     elif saved and not linked:
-        say(f"warning: {source.current} is missing, but {state_path} says {saved[:12]} was applied last; "
+        what = ("is no link to a revision's checkout (a file, a pipe or another link: replaced once a revision "
+                "applies)" if os.path.lexists(source.current) else "is missing")
+        say(f"warning: {source.current} {what}, but {state_path} says {saved[:12]} was applied last; "
             "a revision must move forward from it")
     state.applied = saved or linked
     state.host = state.host or settings.name or socket.gethostname()

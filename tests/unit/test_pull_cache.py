@@ -311,3 +311,26 @@ def test_a_vault_value_in_the_pull_roles_never_reaches_the_state_or_the_terminal
     r = bringup("pull", *task_flags(fleet), "--vault-password-file", str(tmp_path / "pw"), cwd=tmp_path)
     assert r.returncode == 3 and "bringup_pull.roles" in r.stdout and "s3cr3t" not in r.stdout + r.stderr, r.stdout
     assert "s3cr3t" not in (tmp_path / "cache" / "state.json").read_text()
+
+
+@pytest.mark.reliability(item=40, fault="pull: the current link replaced by a FIFO, a file or a link elsewhere",
+                         variants=3, checks=("one clear line", "no hang", "next run converges"))
+@pytest.mark.parametrize("kind", ["fifo", "file", "link elsewhere"])
+def test_a_current_that_is_no_link_of_bringups_is_named_as_such_and_replaced(fleet, kind):
+    # Before: the warning said 'current is missing' of a FIFO or a file standing there.
+    first = fleet.commit("one", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).revision == first
+    current = fleet.tmp / "cache" / "current"
+    current.unlink()
+    if kind == "fifo":
+        os.mkfifo(current)
+    elif kind == "file":
+        current.write_text("x")
+    else:
+        current.symlink_to("/etc")
+    second = fleet.commit("two", key=fleet.ops)
+    said: list[str] = []
+    got = pull(fleet.settings(), converge=ok, say=said.append)
+    assert (got.status, got.revision) == ("applied", second), got.message
+    assert said[0].startswith(f"warning: {current} is no link to a revision's checkout") and first[:12] in said[0]
+    assert os.readlink(current) == f"revisions/{second}"
