@@ -322,12 +322,8 @@ def test_a_current_that_is_no_link_of_bringups_is_named_as_such_and_replaced(fle
     assert pull(fleet.settings(), converge=ok).revision == first
     current = fleet.tmp / "cache" / "current"
     current.unlink()
-    if kind == "fifo":
-        os.mkfifo(current)
-    elif kind == "file":
-        current.write_text("x")
-    else:
-        current.symlink_to("/etc")
+    {"fifo": os.mkfifo, "file": lambda p: p.write_text("x"), "link elsewhere": lambda p: p.symlink_to("/etc")}[kind](
+        current)
     second = fleet.commit("two", key=fleet.ops)
     said: list[str] = []
     got = pull(fleet.settings(), converge=ok, say=said.append)
