@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from ..errors import InputError
 from ..outfile import out_folder, write_atomic, write_set
+from ..secrets import MASK
 from ..untrusted import loads
 from .hostload import load_text
 from .plots import bench_figure, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep, png_of
@@ -143,6 +144,12 @@ def _csv_row(r: dict) -> dict:
     }
 
 
+def result_json(doc: dict) -> str:
+    """A result's JSON as it is saved: every text through the run's masker (a vaulted ansible_host is the URL's
+    host: never written into a report), numbers as they are."""
+    return json.dumps(MASK.mask_obj(doc), indent=2) + "\n"
+
+
 def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], rows,
                    png: bytes | None = None) -> tuple[Path, dict]:
     """``<out>/<host><tag>-<UTC stamp>.json`` (the document) and ``.csv`` (``rows``), and ``.png`` when given, all or
@@ -155,8 +162,8 @@ def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], 
     buf = io.StringIO(newline="")
     w = csv.DictWriter(buf, fieldnames=fields)
     w.writeheader()
-    w.writerows(rows)
-    files: list[tuple[Path, str | bytes]] = [(paths["json"], json.dumps(doc, indent=2) + "\n"),
+    w.writerows(MASK.mask_obj(list(rows)))
+    files: list[tuple[Path, str | bytes]] = [(paths["json"], result_json(doc)),
                                              (paths["csv"], buf.getvalue())]
     if png is not None:
         paths["png"] = base.with_suffix(".png")

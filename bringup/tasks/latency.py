@@ -7,7 +7,6 @@ The flags' help and readers the three tasks share are in :mod:`.latency_flags`.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from invoke import Exit
@@ -102,7 +101,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
     from ..latency.bench import BenchSettings, run_sweep
     from ..latency.options import BenchOptions, FollowOptions, TuneWindowOptions, number, out_folder, read, whole
     from ..latency.plots import plot_tune_window, png_of
-    from ..latency.results import remember
+    from ..latency.results import remember, result_json
     from ..latency.results import point_text
     from ..latency.trial import trial_path
     from ..latency.tune import pick, settle
@@ -177,7 +176,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
         path = out_dir / f"{target.host}-tune-{stamp}.json"
         with ending(stop):  # a folder under a name: one line, never a traceback after measuring; both or none
-            write_set([(path, json.dumps(doc, indent=2) + "\n"),
+            write_set([(path, result_json(doc)),
                        (path.with_suffix(".png"), png_of(plot_tune_window, doc))])
         _say_index(console, remember(target.host, path))
         for t in doc["tune"]["windows"]:

@@ -100,3 +100,27 @@ def test_the_results_index_is_never_written_through_a_link_out_of_the_working_fo
     assert list(outside.iterdir()) == []
     assert len(said) == 1 and said[0].startswith("WARN reports/bench/index.json: not updated (") and "\n" not in said[0]
     assert "symbolic link" in said[0] and str(outside) in said[0], said
+
+
+@pytest.mark.reliability(item=40, fault="bench/tune results: a vaulted ansible_host (the URL's host) in the saved "
+                                        "JSON and CSV", variants=2, checks=("secret never shown",))
+@pytest.mark.parametrize("what", ["bench", "tune"])
+def test_a_vault_value_in_a_result_is_masked_in_its_json_and_csv(tmp_path, what):
+    # Before: json.dumps(doc) wrote the URL with the decrypted ansible_host into reports/bench/*.json, as any text
+    # of the result (the console alone was masked).
+    from bringup.latency import results, tune_report
+    from bringup.secrets import MASK
+
+    secret = "s3cr3t-host.internal"
+    MASK.add(secret)  # as the inventory's vault teaches it (conftest gives the run's masker back after)
+    if what == "bench":
+        doc = {**DOC, "url": f"{secret}:8001", "points": [{**_pt(10, 300), "window": f"{secret} window"}]}
+        paths = results.write_all(doc, tmp_path, plot=False, warn=lambda _s: None)
+    else:
+        tuned = json.loads((Path(__file__).resolve().parents[2] / "docs/examples/h200-tune/tune.json").read_text())
+        tuned["url"] = f"{secret}:8001"
+        paths = tune_report.write_tune(tuned, tmp_path, plot=False)
+    for p in (paths["json"], paths["csv"]):
+        assert secret not in p.read_text(), p
+    doc = json.loads(paths["json"].read_text())
+    assert doc["url"] == "********:8001"
