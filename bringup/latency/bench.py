@@ -1,11 +1,12 @@
 """``invoke bench``: the acceptance sweep against one host's Triton."""
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
-from ..errors import InputError
+from ..errors import BringupError, InputError
 from .override import TritonUnreachable, exc_text
 from .target import ModelInput, Target
 
@@ -45,32 +46,60 @@ class BenchSettings:
 
 
 def check_server(target: Target) -> tuple[object, dict]:
-    """A sync client of a live Triton that serves the model, and the model's config."""
-    import tritonclient.grpc as grpcclient
+    """A sync client of a live Triton that serves the model, and the model's config.  Each call has a deadline
+    (:mod:`.tritongrpc`): a Triton that stops answering after ``is_server_live`` is TritonUnreachable within it;
+    an answer that is not one (no config, an input without a shape, an item larger than bench sends) is one
+    InputError line."""
     from tritonclient.utils import InferenceServerException
 
-    client = grpcclient.InferenceServerClient(target.url)
-    try:
-        live = client.is_server_live(client_timeout=10)
-    except InferenceServerException as e:
+    from .options import MAX_ITEM_ELEMENTS
+    from .tritongrpc import CALL_S, answer, client as triton_client
+
+    where = f"Triton at {target.url} (host {target.host})"
+    client = triton_client(target.url)
+
+    def silent(e: Exception) -> TritonUnreachable:
         client.close()
-        raise TritonUnreachable(f"Triton at {target.url} (host {target.host}): {exc_text(e)}") from None
+        if _timed_out(e):
+            return TritonUnreachable(f"{where} did not answer within {CALL_S:g} s (wedged, or not Triton)")
+        return TritonUnreachable(f"{where}: {exc_text(e)}")
+
+    try:
+        live = client.is_server_live()
+    except InferenceServerException as e:
+        raise silent(e) from None
     if not live:
         client.close()
-        raise TritonUnreachable(f"Triton at {target.url} (host {target.host}) is not live")
+        raise TritonUnreachable(f"{where} is not live")
     try:
         ready = client.is_model_ready(target.model)
-    except InferenceServerException:
+    except InferenceServerException as e:
+        if _timed_out(e):
+            raise silent(e) from None
         ready = False
     if not ready:
         try:
-            names = sorted(m["name"] for m in client.get_model_repository_index(as_json=True).get("models", []))
-        except InferenceServerException:
-            names = []
+            index = client.get_model_repository_index(as_json=True)
+        except InferenceServerException as e:
+            if _timed_out(e):
+                raise silent(e) from None
+            index = {}
+        models = index.get("models") if isinstance(index, dict) else None
+        names = sorted({str(m.get("name")) for m in models if isinstance(m, dict) and m.get("name")}
+                       ) if isinstance(models, list) else []
         client.close()
+        shown = ", ".join(names[:20]) + (f" and {len(names) - 20} more" if len(names) > 20 else "")
         raise InputError(f"model {target.model!r} is not ready on {target.host} ({target.url}); "
-                         f"Triton has: {', '.join(names) or 'no models'}")
-    config = client.get_model_config(target.model, as_json=True)["config"]
+                         f"Triton has: {shown or 'no models'}")
+    try:
+        config = answer(client.get_model_config(target.model, as_json=True), "config",
+                        f"model {target.model!r} on {target.host} ({target.url})")
+        meta = client.get_model_metadata(target.model, as_json=True) if target.input is None else None
+    except InferenceServerException as e:
+        raise silent(e) from None
+    except BringupError as e:
+        client.close()
+        raise InputError(str(e)) from None
     from .serving import serving_of
 
     try:  # the window and serving the sweep labels its points with: read once here, named if unreadable
@@ -79,23 +108,50 @@ def check_server(target: Target) -> tuple[object, dict]:
         client.close()
         raise InputError(f"model {target.model!r} on {target.host} ({target.url}): {e}") from None
     if target.input is None:
-        meta = client.get_model_metadata(target.model, as_json=True)
-        if not meta.get("inputs"):
+        inputs = meta.get("inputs") if isinstance(meta, dict) else None
+        if not inputs or not isinstance(inputs, list):
             client.close()
             raise InputError(f"model {target.model!r} on {target.host} declares no input to send; give --input-name, --input-shape and --dtype")
-        first = meta["inputs"][0]
-        dims = [int(d) for d in first["shape"]]
+        first = inputs[0] if isinstance(inputs[0], dict) else {}
+        name, datatype, shape = first.get("name"), first.get("datatype"), first.get("shape")
+        try:
+            # int64 in the JSON form is text; at most 9 dimensions (the batch's and 8), each a whole number
+            dims = [int(d) for d in shape] if isinstance(shape, list) and len(shape) <= 9 and all(
+                isinstance(d, (int, str)) and str(d).lstrip("-").isdigit() and len(str(d)) <= 20 for d in shape) \
+                else None
+        except ValueError:
+            dims = None
+        if not isinstance(name, str) or not name or not isinstance(datatype, str) or dims is None:
+            client.close()
+            raise InputError(f"model {target.model!r} on {target.host}: Triton's metadata of its first input is "
+                             "no name, data type and shape bench can send; give --input-name, --input-shape and "
+                             "--dtype")
         if int(config.get("max_batch_size", 0) or 0) > 0:
             dims = dims[1:]
         if any(d < 0 for d in dims):
             client.close()
-            raise InputError(f"model {target.model}: input {first['name']} has variable dims {dims}; "
+            raise InputError(f"model {target.model}: input {name} has variable dims {dims}; "
                              "give --input-shape")
-        target.input = ModelInput(first["name"], first["datatype"], dims)
-        target.input.numpy_dtype  # noqa: B018 - validates
+        if any(d == 0 for d in dims) or len(dims) > 8 or math.prod(dims) > MAX_ITEM_ELEMENTS:
+            client.close()
+            raise InputError(f"model {target.model}: input {name} has dims {dims[:8]}: not an item bench sends "
+                             f"(each dimension at least 1, at most 8 of them, {MAX_ITEM_ELEMENTS:,} elements); "
+                             "give --input-shape")
+        target.input = ModelInput(name, datatype, dims)
+        try:
+            target.input.numpy_dtype  # noqa: B018 - validates
+        except InputError:
+            client.close()
+            raise
     if target.max_batch_size is None:
         target.max_batch_size = int(config.get("max_batch_size", 0) or 0)
     return client, config
+
+
+def _timed_out(e: Exception) -> bool:
+    """Whether tritonclient's error ``e`` is a call that met its deadline (the server said nothing)."""
+    status = e.status() if callable(getattr(e, "status", None)) else ""
+    return "DEADLINE_EXCEEDED" in str(status or "")
 
 
 def measure_point(lg, point, rule, *, window_us, deployed: bool, on_window=None) -> dict:

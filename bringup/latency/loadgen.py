@@ -319,9 +319,9 @@ class LoadGenerator:
         self._procs: list = []
         self._conns: list = []
         self.idle_lag_ms = 0.0
-        import tritonclient.grpc as grpcclient
+        from .tritongrpc import client as triton_client
 
-        self._stats_client = grpcclient.InferenceServerClient(url)
+        self._stats_client = triton_client(url)
         # A second signal closes it: a read of a Triton that answers nothing (stopped, wedged) ends there.
         self._release = closes(stop, self._stats_client.close)
 

@@ -138,9 +138,9 @@ def load_own(target: Target, config: dict, serving: str, trial: TrialMark | None
     """After a search that left ``serving`` loaded in place of the model's own ``config`` (its result, which
     could then not be recorded): the model's own configuration back, through a client of its own; how it
     went, in words that end a line."""
-    import tritonclient.grpc as grpcclient
+    from .tritongrpc import client as triton_client
 
-    client = grpcclient.InferenceServerClient(target.url)
+    client = triton_client(target.url)
     back = Override(client, target, config, None, what="the search", unit="configuration(s)", measured=lambda: 0,
                     unsaved="", trial=trial)
     back.serving = serving

@@ -22,7 +22,9 @@ class WindowError(BringupError):
 
 def current_config(client, model: str) -> dict:
     """The model's configuration as Triton serves it (JSON form)."""
-    return client.get_model_config(model, as_json=True)["config"]
+    from .tritongrpc import answer
+
+    return answer(client.get_model_config(model, as_json=True), "config", f"model {model!r}")
 
 
 def load_config(client, model: str, config: dict, timeout: float = 120.0) -> None:

@@ -13,7 +13,7 @@ class _Client:
     meta: dict = {}
     closed = False
 
-    def __init__(self, url):
+    def __init__(self, url, **kwargs):
         self.url = url
 
     def is_server_live(self, client_timeout=None):

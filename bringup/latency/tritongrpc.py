@@ -1,0 +1,75 @@
+"""The one client of Triton's gRPC API on the control machine outside the load itself (bench's and tune's first
+look, the statistics and configuration read around each point, the model's own configuration loaded back).
+
+A Triton that answers ``is_server_live`` and then nothing (wedged, or hostile) held ``invoke bench`` for ever:
+tritonclient's calls wait without end unless given ``client_timeout``, and neither SIGINT nor SIGTERM ended the
+wait.  :func:`client` gives every call of the API a deadline (:data:`CALL_S`, unless the caller gives its own)
+and caps what one answer may hold (:data:`ANSWER_MAX`: a configuration or statistics answer is kilobytes;
+tritonclient's default takes 2 GiB).  A call past its deadline raises tritonclient's own
+``InferenceServerException`` ("Deadline Exceeded"), which every caller already handles (a load is given
+:data:`LOAD_S`: Triton answers it once the new configuration serves).
+
+:func:`answer` reads one JSON answer's part (``"config"``): an answer without it (an empty message, which
+tritonclient's JSON form leaves out) is one line, not a KeyError.
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from ..errors import BringupError, printable
+
+__all__ = ["CALL_S", "ANSWER_MAX", "client", "answer", "Bounded"]
+
+#: Seconds one call of Triton's API (live, ready, index, config, metadata, statistics) may take whole.
+CALL_S = 10.0
+#: Seconds a load or unload of a model may take (Triton answers once the new configuration serves).
+LOAD_S = 120.0
+#: The largest answer of one call read (bytes).
+ANSWER_MAX = 64 << 20
+
+
+class Bounded:
+    """A ``tritonclient.grpc.InferenceServerClient`` whose every call that takes ``client_timeout`` gets one
+    (:data:`CALL_S` when the caller gives none; :data:`LOAD_S` for a load or unload)."""
+
+    def __init__(self, inner: Any, call_s: float | None = None):
+        self._inner, self._call_s = inner, CALL_S if call_s is None else call_s
+
+    def __getattr__(self, name: str) -> Any:
+        f = getattr(self._inner, name)
+        if not callable(f):
+            return f
+        try:
+            timed = "client_timeout" in inspect.signature(f).parameters
+        except (TypeError, ValueError):
+            timed = False
+        if not timed:
+            return f
+
+        bound = LOAD_S if name in ("load_model", "unload_model") else self._call_s
+
+        def call(*args: Any, client_timeout: float | None = None, **kwargs: Any) -> Any:
+            return f(*args, client_timeout=client_timeout or bound, **kwargs)
+
+        return call
+
+
+def client(url: str, call_s: float | None = None) -> Bounded:
+    """A sync gRPC client of the Triton at ``url`` (``host:port``), its calls bounded in time and size."""
+    import tritonclient.grpc as grpcclient
+
+    ka = grpcclient.KeepAliveOptions()  # tritonclient's own, as its default channel has them
+    args = [("grpc.max_send_message_length", ANSWER_MAX), ("grpc.max_receive_message_length", ANSWER_MAX),
+            ("grpc.keepalive_time_ms", ka.keepalive_time_ms), ("grpc.keepalive_timeout_ms", ka.keepalive_timeout_ms),
+            ("grpc.keepalive_permit_without_calls", ka.keepalive_permit_without_calls),
+            ("grpc.http2.max_pings_without_data", ka.http2_max_pings_without_data)]
+    return Bounded(grpcclient.InferenceServerClient(url, channel_args=args), call_s)
+
+
+def answer(doc: Any, key: str, what: str) -> dict:
+    """``doc[key]`` of a JSON answer of Triton's API when it is an object; else BringupError naming ``what``."""
+    part = doc.get(key) if isinstance(doc, dict) else None
+    if not isinstance(part, dict):
+        raise BringupError(f"{printable(what)}: Triton's answer has no {key} (an empty or foreign answer)")
+    return part

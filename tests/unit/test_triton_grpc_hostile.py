@@ -1,0 +1,159 @@
+"""Issue 40 items 3 and 6 for Triton's gRPC API as bench and tune read it on the control machine (their first
+look, the statistics read around each point): a real gRPC server on 127.0.0.1 that answers ``is_server_live``
+and then nothing, answers an empty configuration, a metadata input without a shape or with an item of 10^19
+elements, or a configuration larger than the cap.  Each ends in one line within the call's deadline; before,
+the first hung for ever (SIGINT and SIGTERM did not end it), the second was a KeyError traceback and the third
+a client process's "array is too big" after the sweep began."""
+from __future__ import annotations
+
+import threading
+import time
+from concurrent import futures
+
+import pytest
+
+from bringup.errors import BringupError, InputError
+from bringup.latency import tritongrpc
+from bringup.latency.bench import TritonUnreachable, check_server
+from bringup.latency.target import Target
+from tests.unit.test_saved_reads import _bounded
+
+grpc = pytest.importorskip("grpc")
+pytest.importorskip("tritonclient.grpc")
+
+
+class HostileTriton:
+    """A Triton gRPC server on 127.0.0.1 whose answer to ``hang`` never comes and whose other answers are
+    ``answers``' (a method name -> response message) or a sound one."""
+
+    def __init__(self, hang: str = "", **answers):
+        from tritonclient.grpc import model_config_pb2 as mc
+        from tritonclient.grpc import service_pb2 as pb
+        from tritonclient.grpc import service_pb2_grpc as sg
+
+        released = self.released = threading.Event()
+        sound = {
+            "ServerLive": pb.ServerLiveResponse(live=True),
+            "ModelReady": pb.ModelReadyResponse(ready=True),
+            "ModelConfig": pb.ModelConfigResponse(config=mc.ModelConfig(name="m", max_batch_size=8)),
+            "ModelMetadata": pb.ModelMetadataResponse(name="m", inputs=[
+                pb.ModelMetadataResponse.TensorMetadata(name="in", datatype="FP32", shape=[-1, 4])]),
+            "ModelStatistics": pb.ModelStatisticsResponse(),
+            "RepositoryIndex": pb.RepositoryIndexResponse(),
+        }
+        sound.update(answers)
+
+        def method(name):
+            def answer(self, request, context):
+                if name == hang:
+                    released.wait(120)
+                return sound[name]
+            return answer
+
+        servicer = type("S", (sg.GRPCInferenceServiceServicer,), {n: method(n) for n in sound})
+        self.server = grpc.server(futures.ThreadPoolExecutor(8))
+        sg.add_GRPCInferenceServiceServicer_to_server(servicer(), self.server)
+        self.port = self.server.add_insecure_port("127.0.0.1:0")
+
+    def __enter__(self) -> Target:
+        self.server.start()
+        return Target(host="h1", address="127.0.0.1", grpc_port=self.port, model="m")
+
+    def __exit__(self, *exc) -> None:
+        self.released.set()
+        self.server.stop(0)
+
+
+def _within(seconds: float, fn):
+    """``({"value": fn()} or {"error": what it raised}, seconds taken)``; a test failure past ``seconds``."""
+    start = time.monotonic()
+    try:
+        box = {"value": _bounded(fn, seconds)}
+    except AssertionError:
+        raise
+    except BaseException as e:  # noqa: BLE001 - handed to the test
+        box = {"error": e}
+    return box, time.monotonic() - start
+
+
+@pytest.fixture
+def quick(monkeypatch):
+    monkeypatch.setattr(tritongrpc, "CALL_S", 1.0)
+
+
+@pytest.mark.reliability(item=40, fault="Triton's gRPC API answers is_server_live, then nothing (model ready, "
+                         "configuration, metadata)", variants=3, checks=("one clear line", "exit code", "no hang"))
+@pytest.mark.parametrize("hang", ["ModelReady", "ModelConfig", "ModelMetadata"])
+def test_a_triton_that_stops_answering_is_unreachable_within_the_deadline(quick, hang):
+    with HostileTriton(hang) as target:
+        box, took = _within(20, lambda: check_server(target))
+    e = box.get("error")
+    assert isinstance(e, TritonUnreachable), box
+    assert str(e) == f"Triton at 127.0.0.1:{target.grpc_port} (host h1) did not answer within 1 s (wedged, or not " \
+                     "Triton)"
+    assert took < 10
+
+
+@pytest.mark.reliability(item=40, fault="Triton's statistics never answer in the middle of a point",
+                         variants=1, checks=("no hang",))
+def test_statistics_that_never_come_end_within_the_deadline(quick):
+    from tritonclient.utils import InferenceServerException
+
+    from bringup.latency.loadgen import LoadGenerator
+
+    with HostileTriton("ModelStatistics") as target:
+        lg = LoadGenerator(target.url, "m", "in", "FP32", [4], "float32", processes=1)  # no process started yet
+        box, took = _within(20, lg.stats)
+        lg._stats_client.close()
+    assert isinstance(box.get("error"), InferenceServerException) and "Deadline" in str(box["error"]), box
+    assert took < 10
+
+
+def _answers():
+    from tritonclient.grpc import model_config_pb2 as mc
+    from tritonclient.grpc import service_pb2 as pb
+
+    def meta(**kw):
+        return pb.ModelMetadataResponse(name="m", inputs=[pb.ModelMetadataResponse.TensorMetadata(**kw)])
+
+    return {
+        "empty configuration": ({"ModelConfig": pb.ModelConfigResponse()}, "Triton's answer has no config"),
+        "input without name, type or shape": ({"ModelMetadata": meta()}, "no name, data type and shape"),
+        "input of 10^19 elements": ({"ModelMetadata": meta(name="in", datatype="FP32",
+                                                           shape=[-1, 99999999999, 99999999])},
+                                    "not an item bench sends"),
+        "input of 9 dimensions": ({"ModelMetadata": meta(name="in", datatype="FP32", shape=[-1] + [1] * 9)},
+                                  "no name, data type and shape"),
+        "input of a zero dimension": ({"ModelMetadata": meta(name="in", datatype="FP32", shape=[-1, 0])},
+                                      "not an item bench sends"),
+        "configuration past the cap": ({"ModelConfig": pb.ModelConfigResponse(config=mc.ModelConfig(
+            name="m", max_batch_size=8, backend="x" * (2 << 20)))}, "larger than max"),
+    }
+
+
+ANSWERS = ["empty configuration", "input without name, type or shape", "input of 10^19 elements",
+           "input of 9 dimensions", "input of a zero dimension", "configuration past the cap"]
+
+
+@pytest.mark.reliability(item=40, fault="Triton's gRPC answers: an empty configuration, an input without a shape "
+                         "or of 10^19 elements, an answer past the cap", variants=len(ANSWERS),
+                         checks=("one clear line",))
+@pytest.mark.parametrize("case", ANSWERS)
+def test_an_answer_bench_cannot_use_is_one_line(quick, monkeypatch, case):
+    monkeypatch.setattr(tritongrpc, "ANSWER_MAX", 1 << 20)
+    answers, said = _answers()[case]
+    with HostileTriton(**answers) as target:
+        box, _ = _within(20, lambda: check_server(target))
+    e = box.get("error")
+    assert isinstance(e, (BringupError, TritonUnreachable)), box
+    assert said in str(e) and "\n" not in str(e)
+    if case != "configuration past the cap":
+        assert isinstance(e, InputError)
+
+
+def test_a_sound_triton_still_reads(quick):
+    with HostileTriton() as target:
+        box, _ = _within(20, lambda: check_server(target))
+    client, config = box["value"]
+    client.close()
+    assert config["max_batch_size"] == 8 and target.input.dims == [4] and target.input.datatype == "FP32"
