@@ -2,6 +2,7 @@
 
     with HostileHTTP("flood") as url: ...   # 200, then bytes without end (a 1 GiB answer and more)
     with HostileHTTP("drip") as url: ...    # 200, then one byte every 0.2 s, never ending
+    with HostileHTTP("drip-headers") as url: ...  # a status line, then a header's bytes one every 0.2 s
     with HostileHTTP(body=b"...") as url: ... # 200 with this body (deep JSON, 100,000 digits, NaN)
 
 Each connection is served by its own thread; the server stops (and its threads end at their next write) when
@@ -26,6 +27,17 @@ class HostileHTTP:
                 pass
 
             def do_GET(self):
+                if outer.mode == "drip-headers":  # each byte well within a read's timeout, the headers never done
+                    try:
+                        self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Drip: ")
+                        while not outer.stopped.is_set():
+                            self.wfile.write(b"a")
+                            self.wfile.flush()
+                            outer.sent += 1
+                            time.sleep(0.2)
+                    except OSError:
+                        pass
+                    return
                 self.send_response(200)
                 self.send_header("Content-Type", outer.content_type)
                 if outer.mode == "body":
@@ -45,6 +57,7 @@ class HostileHTTP:
                 except OSError:
                     pass
 
+        Handler.do_POST = Handler.do_GET
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"

@@ -327,6 +327,42 @@ def read_bounded(r, seconds: float, what: str) -> bytes:
         got.append(chunk)
 
 
+def open_bounded(req, seconds: float):
+    """``urllib.request.urlopen(req)`` whose every read of the answer, its status line and headers included, ends
+    ``seconds`` after the call began: urllib's timeout bounds each socket read only, so a server dripping a header
+    byte a second held the controller for ever before :func:`read_bounded` was reached.  Past the deadline a read
+    raises TimeoutError (an OSError: "does not answer")."""
+    import http.client
+    import socket
+    import urllib.request
+
+    end = time.monotonic() + seconds
+
+    class Socket(socket.socket):
+        def recv_into(self, buffer, nbytes=0, flags=0):
+            left = end - time.monotonic()
+            try:
+                if left <= 0:
+                    raise TimeoutError
+                self.settimeout(left)
+                return super().recv_into(buffer, nbytes, flags)
+            except TimeoutError:
+                raise TimeoutError(f"the answer did not come whole within {seconds:g} s") from None
+
+    class Connection(http.client.HTTPConnection):
+        def connect(self):
+            super().connect()
+            plain, self.sock = self.sock, None
+            self.sock = Socket(fileno=plain.detach())
+            self.sock.settimeout(max(0.001, end - time.monotonic()))
+
+    class Handler(urllib.request.HTTPHandler):
+        def http_open(self, r):
+            return self.do_open(Connection, r)
+
+    return urllib.request.build_opener(Handler()).open(req, timeout=seconds)
+
+
 def _no_constant(name: str):
     raise ValueError(f"{name} is not a JSON number")
 
@@ -374,7 +410,7 @@ class TritonHTTP:
                                      method="GET" if body is None else "POST",
                                      headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=timeout or self.timeout) as r:
+            with open_bounded(req, timeout or self.timeout) as r:
                 return read_bounded(r, timeout or self.timeout, f"Triton's answer to {path}")
         except urllib.error.HTTPError as e:
             try:
@@ -412,7 +448,7 @@ class TritonHTTP:
         import urllib.request
 
         try:
-            with urllib.request.urlopen(self.metrics_url, timeout=self.timeout) as r:
+            with open_bounded(self.metrics_url, self.timeout) as r:
                 return read_bounded(r, self.timeout, f"Triton's metrics at {self.metrics_url}").decode(
                     "utf-8", "replace")
         except (OSError, urllib.error.URLError) as e:

@@ -16,6 +16,7 @@ from bringup.errors import InputError, Unreachable
 from bringup.pull import fleet
 from bringup.untrusted import HttpError, Unreadable, http_get, loads, number, text_number
 from tests.hostile_http import HostileHTTP
+from tests.unit.test_saved_reads import _bounded
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -220,6 +221,23 @@ def test_tritons_metrics_flood_or_drip_end_within_the_timeout(mode):
         assert time.monotonic() - t0 < 20
     assert ("larger than 16 MiB" if mode == "flood" else "within 3 s") in str(e.value)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.reliability(item=40, fault="Triton's HTTP port drips its headers (window controller, tune-window): a "
+                         "byte each 0.2 s, never done", variants=3, checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("call", ["metrics", "stats", "load"])
+def test_tritons_headers_dripping_end_within_the_timeout(call):
+    """urllib's timeout bounds each read only: before, the controller waited for ever on such a port."""
+    from bringup.latency.window_tuner import TritonHTTP, Unreachable
+
+    with HostileHTTP("drip-headers", content_type="text/plain") as url:
+        api = TritonHTTP(url, url + "/metrics", timeout=2)
+        t0 = time.monotonic()
+        with pytest.raises(Unreachable) as e:
+            _bounded({"metrics": api.metrics, "stats": lambda: api.stats("m"),
+                      "load": lambda: api.load("m", {}, timeout=2)}[call], 20)
+        assert time.monotonic() - t0 < 10
+    assert str(e.value).endswith("the answer did not come whole within 2 s") and "\n" not in str(e.value)
 
 
 @pytest.mark.reliability(item=40, fault="Triton's statistics API: nested, 100,000 digits, NaN, absurd counters",
