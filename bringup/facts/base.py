@@ -159,25 +159,39 @@ def undecodable(output: str) -> str | None:
             f"{shown[:100]!r}")
 
 
+#: The highest CPU id read in a CPU list (Linux's NR_CPUS is 8192 at most): ``0-99999999999999999999`` from a host
+#: or a file is no list of CPUs, and expanding it would hold the run for ever and take all memory.
+CPU_ID_MAX = (1 << 16) - 1
+
+
 def parse_cpulist(text: str) -> list[int]:
     """Parse a kernel CPU list (``0-3,8,10-11``) into sorted ints; empty → [].
 
-    A range that runs backwards (``5-3``) is no CPU list the kernel prints (a cut or garbled
-    output): :class:`UntrustedOutput`, not ``[]``.
+    A range that runs backwards (``5-3``), or a CPU id above :data:`CPU_ID_MAX`, is no CPU list the kernel
+    prints (a cut, garbled or forged output): :class:`UntrustedOutput`, not ``[]`` and never expanded.
     """
     cpus: set[int] = set()
     for part in text.strip().split(","):
         part = part.strip()
         if not part:
             continue
-        if "-" in part:
-            lo, hi = (int(x) for x in part.split("-", 1))
+        ends = part.split("-", 1)
+        if any(len(x.strip()) > 5 or (x.strip().isdigit() and int(x) > CPU_ID_MAX) for x in ends):
+            raise UntrustedOutput(f"CPU list {_shown_list(text)}: {_shown_list(part)} names a CPU above "
+                                  f"{CPU_ID_MAX} (no machine has one)")
+        if len(ends) == 2:
+            lo, hi = (int(x) for x in ends)
             if hi < lo:
-                raise UntrustedOutput(f"CPU list {text.strip()!r}: range {part} runs backwards")
+                raise UntrustedOutput(f"CPU list {_shown_list(text)}: range {part} runs backwards")
             cpus.update(range(lo, hi + 1))
         else:
             cpus.add(int(part))
     return sorted(cpus)
+
+
+def _shown_list(text: str) -> str:
+    text = text.strip()
+    return repr(text) if len(text) <= 60 else repr(text[:57] + "...")
 
 
 def format_cpulist(cpus: list[int] | set[int]) -> str:

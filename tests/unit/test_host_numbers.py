@@ -278,3 +278,50 @@ def test_a_hostile_json_file_on_the_host_is_one_line_and_kept(tmp_path, text):
     plan = res.plan(subprocess.run(["/bin/sh", "-c", res.read()], capture_output=True, text=True).stdout)
     assert plan.error and plan.error.startswith(f"{f} is not valid JSON") and "\n" not in plan.error
     assert not plan.commands and f.read_text() == text
+
+
+TOPO = ("\tGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \t0-15\t0\t\tN/A\n\nLegend:\n\n  X    = Self\n"
+        "---\nnode 0 0-15\n")
+LSCPU = "# CPU,Core,Socket,Node,L1d:L1i:L2:L3\n0,0,0,0,0:0:0:0\n1,1,0,0,1:1:1:0\n---\nnode 0 0-1\n"
+#: CPU lists a host may print that no machine has: expanding them held the run (10^20 CPUs: for ever, all memory).
+HUGE_LISTS = {"4,000,001 CPUs": "0-4000000", "10^20 CPUs": "0-99999999999999999999", "a 5,000-digit id": "9" * 5000,
+              "one CPU past 65535": "65536"}
+
+
+def _parsers(cpus: str):
+    from bringup.facts.cpu import parse_lscpu_parse
+    from bringup.facts.irq import parse_irq_affinity
+    from bringup.facts.nvidia_topo import parse_topo_matrix
+
+    return {"nvidia-smi topo -m's CPU affinity": lambda: parse_topo_matrix(TOPO.replace("\t0-15\t", f"\t{cpus}\t")),
+            "nvidia-smi topo -m's node line": lambda: parse_topo_matrix(TOPO.replace("node 0 0-15", f"node 0 {cpus}")),
+            "a NUMA node's cpulist": lambda: parse_lscpu_parse(LSCPU.replace("node 0 0-1", f"node 0 {cpus}")),
+            "an IRQ's affinity": lambda: parse_irq_affinity(f"24 {cpus} 0\n")}
+
+
+@pytest.mark.reliability(item=40, fault="a CPU list from a host naming CPUs past any machine's (nvidia-smi topo -m, a "
+                         "NUMA node, an IRQ's affinity): 0-4000000, 0-10^20, a 5,000-digit id, 65536",
+                         variants=4 * len(HUGE_LISTS), checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("cpus", HUGE_LISTS.values(), ids=HUGE_LISTS.keys())
+@pytest.mark.parametrize("where", list(_parsers("0")))
+def test_a_cpu_list_past_any_machine_is_refused_never_expanded(where, cpus):
+    from tests.unit.test_saved_reads import _bounded
+
+    def parsed():
+        try:
+            return _parsers(cpus)[where]()
+        except UntrustedOutput as e:
+            return e
+
+    got = _bounded(parsed, 10)
+    if isinstance(got, UntrustedOutput):
+        assert "above 65535" in str(got) and len(str(got)) < 300, got
+    else:  # a parser that refuses the device alone keeps no CPU of it (its error said beside)
+        listed = json.dumps(got)
+        assert "65536" not in listed and "4000000" not in listed, listed[:300]
+
+
+def test_the_highest_cpu_id_still_reads():
+    from bringup.facts.base import parse_cpulist
+
+    assert parse_cpulist("0-65535")[-1] == 65535 and parse_cpulist("0-3,8") == [0, 1, 2, 3, 8]
