@@ -57,8 +57,8 @@ TOTAL_CPU_LIMIT = 0.90
 #: The event-loop probe's timer, and the lag (p95) that marks a client as starved: at least
 #: LAG_MIN_MS and LAG_SHARE of the point's p95.
 LAG_TICK_S = 0.001
-LAG_MIN_MS = 2.0
-LAG_SHARE = 0.10
+LAG_MIN_MS, LAG_SHARE = 2.0, 0.10
+INFER_GRACE_S = 10.0  # s a request in flight past the window is waited, then failed: a mute Triton held bench for ever
 GRPC_ARGS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
 
 
@@ -163,10 +163,10 @@ async def _run_point(cfg: dict, cmd: dict) -> dict:
         cpu[key] = (time.thread_time(), time.process_time(), time.monotonic())
 
     client = InferenceServerClient(cfg["url"], channel_args=GRPC_ARGS)
-    mb = None
-    if cmd.get("microbatch_us"):
-        mb = MicroBatcher(client, cfg["model"], cfg["input"], cfg["datatype"], window_us=cmd["microbatch_us"],
-                          max_batch=cmd["microbatch_max"], record=False)
+    bound = (lambda: max(0.0, t_end - time.monotonic()) + cfg["grace_s"])  # noqa: E731
+    mb = MicroBatcher(client, cfg["model"], cfg["input"], cfg["datatype"], window_us=cmd["microbatch_us"],
+                      max_batch=cmd["microbatch_max"], record=False, timeout=bound) if cmd.get("microbatch_us") \
+        else None
 
     async def one(i):
         inp = InferInput(cfg["input"], list(data.shape), cfg["datatype"])
@@ -179,7 +179,7 @@ async def _run_point(cfg: dict, cmd: dict) -> dict:
                     await mb.infer(data)
                 else:
                     counters["sent"] += 1
-                    await client.infer(cfg["model"], [inp])
+                    await client.infer(cfg["model"], [inp], client_timeout=bound())
                     counters["ok"] += 1
                     counters["items_ok"] += batch
             except Exception as e:  # noqa: BLE001 - counted and sampled, the point goes on
@@ -315,7 +315,7 @@ class LoadGenerator:
         self.client_cpus = len(self.cpus) if self.cpus else len(os.sched_getaffinity(0))
         self._cfg = {"url": url, "model": model, "input": input_name, "datatype": datatype, "dims": list(dims),
                      "np_dtype": np_dtype, "cpus": self.cpus,
-                     "parent": os.getpid()}
+                     "parent": os.getpid(), "grace_s": INFER_GRACE_S}
         self._procs: list = []
         self._conns: list = []
         self.idle_lag_ms = 0.0

@@ -37,7 +37,7 @@ class MicroBatcher:
     """Merge concurrent requests for one model into batches of at most ``max_batch`` rows."""
 
     def __init__(self, client, model: str, input_name: str, datatype: str, *, window_us: int = 600,
-                 max_batch: int = 8, model_version: str = "", record: bool = True):
+                 max_batch: int = 8, model_version: str = "", record: bool = True, timeout=None):
         if not 0 < int(window_us) <= MAX_WINDOW_US:
             raise ValueError(f"micro-batch window {window_us} µs: must be 1..{MAX_WINDOW_US}")
         if int(max_batch) < 1:
@@ -47,6 +47,8 @@ class MicroBatcher:
         self.window_s = int(window_us) / 1e6
         self.max_batch = int(max_batch)
         self.record = record
+        #: Seconds a request sent now may take (a function of nothing, called at each send), None: unbounded.
+        self.timeout = timeout
         self._pending: list[tuple[np.ndarray, asyncio.Future, float]] = []
         self._rows = 0
         self._timer: asyncio.TimerHandle | None = None
@@ -100,7 +102,8 @@ class MicroBatcher:
         inp.set_data_from_numpy(data)
         self.sent += 1
         try:
-            res = await self.client.infer(self.model, [inp], model_version=self.model_version)
+            res = await self.client.infer(self.model, [inp], model_version=self.model_version,
+                                          **({"client_timeout": self.timeout()} if self.timeout else {}))
             names = [o.name for o in res.get_response().outputs]
             outs = {name: res.as_numpy(name) for name in names}
         except Exception as e:  # noqa: BLE001 - every caller of the batch gets the error

@@ -40,6 +40,7 @@ class HostileTriton:
                 pb.ModelMetadataResponse.TensorMetadata(name="in", datatype="FP32", shape=[-1, 4])]),
             "ModelStatistics": pb.ModelStatisticsResponse(),
             "RepositoryIndex": pb.RepositoryIndexResponse(),
+            "ModelInfer": pb.ModelInferResponse(model_name="m"),
         }
         sound.update(answers)
 
@@ -157,3 +158,21 @@ def test_a_sound_triton_still_reads(quick):
     client, config = box["value"]
     client.close()
     assert config["max_batch_size"] == 8 and target.input.dims == [4] and target.input.datatype == "FP32"
+
+
+@pytest.mark.reliability(item=40, fault="Triton takes bench's requests and never answers them", variants=2,
+                         checks=("no hang",))
+@pytest.mark.parametrize("microbatch_us", [None, 500])
+def test_requests_never_answered_end_the_point_after_its_grace(monkeypatch, microbatch_us):
+    """Before, a client process waited on its first request for ever, and bench with it."""
+    from bringup.latency import loadgen
+    from bringup.latency.loadgen import LoadGenerator, Point
+
+    monkeypatch.setattr(loadgen, "INFER_GRACE_S", 1.0, raising=False)
+    with HostileTriton("ModelInfer") as target:
+        with LoadGenerator(target.url, "m", "in", "FP32", [4], "float32", processes=1, warmup_s=0.2,
+                           duration_s=0.5) as lg:
+            box, took = _within(40, lambda: lg.run(Point(1, 1, microbatch_us=microbatch_us, microbatch_max=1)))
+    res = box.get("value")
+    assert res is not None, box
+    assert res.requests == 0 and res.errors >= 1 and took < 30
