@@ -19,7 +19,7 @@ from ..outfile import append_text
 from .window_tuner import (RECORD, RECORD_PROBE, Controller, TritonHTTP, TunerError, config_text, line, manifest_text,
                            record_path_problem, record_state_problem, record_text, run, tunable)
 
-__all__ = ["remote_record", "check_remote_record", "follow"]
+__all__ = ["remote_record", "check_remote_record", "read_remote", "follow"]
 
 
 def replace_remote(transport, path: str, text: str) -> None:
@@ -35,6 +35,20 @@ def replace_remote(transport, path: str, text: str) -> None:
         raise TunerError(f"not writing {path} on the host: it is not a regular file")
     if res.rc != 0:
         raise TunerError(f"writing {path} on the host failed: {said(res.stderr or res.stdout, 300)}")
+
+
+#: The most of a file of the host's read back here (a record, a config.pbtxt, the role's manifest: kilobytes).
+READ_MAX = 4 << 20
+
+
+def read_remote(transport, path: str) -> str:
+    """``path``'s text on the host when it is a regular file, not a link, of at most :data:`READ_MAX` bytes; else
+    ''.  ``cat`` read whatever lay there: a FIFO named config.pbtxt held the run until command_timeout (30 min), a
+    link to /dev/zero streamed until the transport's cap.  '' is what a missing file reads as: nothing is
+    rewritten from it (config_text and manifest_text find no line of bringup's)."""
+    out = transport.run_script(sh('p=%s; if [ -f "$p" ] && [ ! -L "$p" ]; then head -c %s -- "$p"; fi',
+                                  path, READ_MAX + 1)).stdout
+    return "" if len(out) > READ_MAX else out
 
 
 def check_remote_record(transport, path: str) -> None:
@@ -60,17 +74,15 @@ def remote_record(transport, path: str = RECORD, repository: str | None = None, 
             check_remote_record(transport, path)
         except InputError as e:
             raise TunerError(str(e)) from None
-        old = transport.run_script(sh("cat -- %s 2>/dev/null || true", path)).stdout
+        old = read_remote(transport, path)
         replace_remote(transport, path, record_text(old, model, window_us, why, when, serving))
         if repository:
             cfg = f"{repository.rstrip('/')}/{model}/config.pbtxt"
-            new = config_text(transport.run_script(sh("cat -- %s 2>/dev/null || true", cfg)).stdout, window_us,
-                              serving)
+            new = config_text(read_remote(transport, cfg), window_us, serving)
             if new is not None:
                 replace_remote(transport, cfg, new)
-                listed = manifest and manifest_text(transport.run_script(sh("cat -- %s 2>/dev/null || true",
-                                                                            manifest)).stdout,
-                                                    f"./{model}/config.pbtxt", hashlib.sha256(new.encode()).hexdigest())
+                listed = manifest and manifest_text(read_remote(transport, manifest), f"./{model}/config.pbtxt",
+                                                    hashlib.sha256(new.encode()).hexdigest())
                 if listed:
                     replace_remote(transport, manifest, listed)
 

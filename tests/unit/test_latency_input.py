@@ -237,6 +237,32 @@ def test_the_host_side_write_never_moves_a_file_into_a_folder_or_through_a_link(
     assert sorted(p.name for p in folder.parent.iterdir()) == ["triton-window.json", "w.json"]
 
 
+@pytest.mark.reliability(item=40, fault="tune's record step reading the host's config.pbtxt and manifest: a FIFO, a "
+                         "link to /dev/zero", variants=2, checks=("no hang", "others' files kept"))
+@pytest.mark.parametrize("what", ["fifo", "zero"])
+def test_the_record_step_never_reads_a_fifo_or_an_endless_file_of_the_host(tmp_path, what):
+    """``cat`` read whatever lay there: a FIFO held tune until command_timeout (30 min); /dev/zero was cut at the
+    transport's cap already (kept here: it is not read at all now)."""
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.latency.follow import remote_record
+    from bringup.ssh.connection import LocalTransport
+    from tests.unit.test_saved_reads import _bounded
+
+    t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
+                            connection=ConnectionVars(ansible_connection="local", command_timeout=60)))
+    record = tmp_path / "bringup" / "triton-window.json"
+    record.parent.mkdir()
+    cfg = tmp_path / "repo" / "add" / "config.pbtxt"
+    cfg.parent.mkdir(parents=True)
+    if what == "fifo":
+        os.mkfifo(cfg)
+    else:
+        cfg.symlink_to("/dev/zero")
+    _bounded(lambda: remote_record(t, str(record), str(tmp_path / "repo"))("add", 900, "why", "now"), 20)
+    assert json.loads(record.read_text())["add"]["window_us"] == 900
+    assert (cfg.is_fifo() if what == "fifo" else os.readlink(cfg) == "/dev/zero")  # not bringup's: left as it was
+
+
 @pytest.mark.reliability(item=26, fault="the host's tuner service given a record that is not its own",
                          checks=("one clear line", "exit code", "others' files kept"))
 def test_the_hosts_service_refuses_a_record_that_is_not_its_own(tmp_path):
