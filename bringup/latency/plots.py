@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from ..process import command
 
-__all__ = ["png_of", "plot_doc", "bench_figure", "plot_window_log", "plot_window_sweep", "plot_tune_window",
+__all__ = ["png_of", "figure_png", "plot_doc", "bench_figure", "plot_window_log", "plot_window_sweep", "plot_tune_window",
            "plot_tune"]
 
 
@@ -20,6 +20,12 @@ def _series(doc: dict) -> dict[str, list[dict]]:
         mb = f", client micro-batch {r['microbatch_us']} µs" if r.get("microbatch_us") else ""
         out.setdefault(f"{r['window']}, batch {r['batch']}{mb}", []).append(r)
     return out
+
+
+def _has(rows: list[dict], *keys: str) -> list[dict]:
+    """The rows whose ``keys`` all hold a value: a point where no request finished (``p95_ms: None``, "no point was
+    measured") is left off a line, its bars and its marks, never handed to matplotlib as None."""
+    return [r for r in rows if all(r.get(k) is not None for k in keys)]
 
 
 def _yerr(rows: list[dict], key: str):
@@ -59,6 +65,28 @@ def png_of(plot: Callable[..., Any], *args: Any) -> bytes:
     return buf.getvalue()
 
 
+def figure_png(plot: Callable[..., Any], *args: Any, name: str, written: str,
+               warn: Callable[[str], None] | None = None) -> bytes | None:
+    """:func:`png_of`, or None when the figure cannot be drawn: a measured result is never lost to its figure.  The
+    failure is ``warn``'s one WARN line naming the figure (``name``) and what is written without it (``written``),
+    its reason masked and printable; on stderr when no ``warn`` is given."""
+    try:
+        return png_of(plot, *args)
+    except Exception as e:  # noqa: BLE001 -- whatever drawing raises, the JSON and CSV are still written
+        from ..errors import printable
+        from ..secrets import MASK
+
+        why = printable(MASK.mask(f"{type(e).__name__}: {e}")).replace("\n", " ")[:300]
+        said = f"WARN {printable(name)}: not drawn ({why}); {written} written without it"
+        if warn is None:
+            import sys
+
+            print(said, file=sys.stderr)
+        else:
+            warn(said)
+        return None
+
+
 def plot_doc(doc: dict, path: Path) -> Path:
     """p95 and QPS (items/s) against concurrency, one line per window and request batch (:func:`bench_figure`)."""
     fig = bench_figure(doc)  # sets the Agg backend before pyplot is imported here
@@ -82,21 +110,21 @@ def bench_figure(doc: dict):
     client_bound = any(r["client_bound"] for r in doc["points"])
     for label, rows in _series(doc).items():
         rows = sorted(rows, key=lambda r: r["concurrency"])
-        xs = [r["concurrency"] for r in rows]
-        line = ax1.errorbar(xs, [r["p95_ms"] for r in rows], yerr=_yerr(rows, "p95_ms"), marker="o", capsize=3,
-                            label=label).lines[0]
-        ax2.errorbar(xs, [r["items_per_s"] for r in rows], yerr=_yerr(rows, "items_per_s"), marker="o", capsize=3,
-                     color=line.get_color(), label=label)
+        lat, qps = _has(rows, "p95_ms"), _has(rows, "items_per_s")
+        line = ax1.errorbar([r["concurrency"] for r in lat], [r["p95_ms"] for r in lat], yerr=_yerr(lat, "p95_ms"),
+                            marker="o", capsize=3, label=label).lines[0]
+        ax2.errorbar([r["concurrency"] for r in qps], [r["items_per_s"] for r in qps], yerr=_yerr(qps, "items_per_s"),
+                     marker="o", capsize=3, color=line.get_color(), label=label)
         shaky = [r for r in rows if r.get("unstable")]
         if shaky:
             for ax, key in ((ax1, "p95_ms"), (ax2, "items_per_s")):
-                ax.scatter([r["concurrency"] for r in shaky], [r[key] for r in shaky], marker="x", s=90,
-                           color="orange", zorder=6)
+                ax.scatter([r["concurrency"] for r in _has(shaky, key)], [r[key] for r in _has(shaky, key)],
+                           marker="x", s=90, color="orange", zorder=6)
         bound = [r for r in rows if r["client_bound"]]
         if bound:
             for ax, key in ((ax1, "p95_ms"), (ax2, "items_per_s")):
-                ax.scatter([r["concurrency"] for r in bound], [r[key] for r in bound], s=140, facecolors="none",
-                           edgecolors="red", linewidths=1.5, zorder=5)
+                ax.scatter([r["concurrency"] for r in _has(bound, key)], [r[key] for r in _has(bound, key)], s=140,
+                           facecolors="none", edgecolors="red", linewidths=1.5, zorder=5)
     if doc.get("slo_p95_ms"):
         ax1.axhline(doc["slo_p95_ms"], color="grey", linestyle="--", linewidth=1,
                     label=f"SLO p95 {doc['slo_p95_ms']:g} ms")
@@ -159,8 +187,7 @@ def plot_window_sweep(ax_p95, rows: list[dict], target_ms: float | None, chosen_
                       title: str = "") -> None:
     """p95 (left axis) and items/s (right axis) against the window, one point per window tried, the target
     line and the chosen window marked: the window sweep drawn against what it varies."""
-    rows = sorted([r for r in rows if r.get("window_us") is not None and r.get("p95_ms") is not None],
-                  key=lambda r: r["window_us"])
+    rows = sorted(_has(rows, "window_us", "p95_ms", "items_per_s"), key=lambda r: r["window_us"])
     xs = [r["window_us"] for r in rows]
     ax_q = ax_p95.twinx()
     ax_p95.errorbar(xs, [r["p95_ms"] for r in rows], yerr=_yerr(rows, "p95_ms"), marker="o", capsize=3,
@@ -241,7 +268,7 @@ def plot_tune(doc: dict, path: Path) -> Path:
     colors = {1: "tab:blue", 2: "tab:purple", 3: "tab:orange"}
     names = {1: "1: instances", 2: "2: batch sizes", 3: "3: window"}
     for stage in (1, 2, 3):
-        rows = [r for r in doc["points"] if r["stage"] == stage and r.get("p95_ms") is not None]
+        rows = [r for r in _has(doc["points"], "p95_ms", "items_per_s") if r["stage"] == stage]
         if not rows:
             continue
         ax.errorbar([r["items_per_s"] for r in rows], [r["p95_ms"] for r in rows], xerr=_yerr(rows, "items_per_s"),
@@ -250,14 +277,14 @@ def plot_tune(doc: dict, path: Path) -> Path:
         for r in rows:
             ax.annotate(_short(r["tried_serving"]), (r["items_per_s"], r["p95_ms"]), fontsize=6,
                         xytext=(4, 3), textcoords="offset points")
-    bad = [r for r in doc["points"] if r.get("p95_ms") is not None and not r["verdict"] in ("meets", "misses")]
+    bad = [r for r in _has(doc["points"], "p95_ms", "items_per_s") if not r["verdict"] in ("meets", "misses")]
     if bad:
         ax.scatter([r["items_per_s"] for r in bad], [r["p95_ms"] for r in bad], s=160, facecolors="none",
                    edgecolors="red", linewidths=1.5, zorder=4, label="no verdict (client-bound, reload, errors)")
     _target_line(ax, doc["target_p95_ms"], [r["p95_ms"] for r in doc["points"] if r.get("p95_ms") is not None])
     ch = doc.get("chosen")
-    if ch:
-        fin = [doc["final"]] if doc.get("final") else []
+    if ch and _has([ch], "p95_ms", "items_per_s"):
+        fin = _has([doc["final"]] if doc.get("final") else [], "p95_ms", "items_per_s")
         if fin:
             ax.errorbar([ch["items_per_s"]], [ch["p95_ms"]], xerr=_yerr(fin, "items_per_s"), yerr=_yerr(fin, "p95_ms"),
                         fmt="none", ecolor="black", capsize=4, zorder=5)

@@ -21,7 +21,7 @@ from ..outfile import out_folder, write_atomic, write_set
 from ..secrets import MASK
 from ..untrusted import loads
 from .hostload import load_text
-from .plots import bench_figure, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep, png_of
+from .plots import bench_figure, figure_png, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep, png_of
 from .verdict import INDEX, KIND, REPORT_DIR, acceptance, latest
 
 __all__ = ["point_row", "point_text", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
@@ -151,9 +151,12 @@ def result_json(doc: dict) -> str:
 
 
 def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], rows,
-                   png: bytes | None = None) -> tuple[Path, dict]:
-    """``<out>/<host><tag>-<UTC stamp>.json`` (the document) and ``.csv`` (``rows``), and ``.png`` when given, all or
-    none; the base path and the paths."""
+                   png: bytes | None = None, figure: Callable[..., Any] | None = None,
+                   warn: Callable[[str], None] | None = None) -> tuple[Path, dict]:
+    """``<out>/<host><tag>-<UTC stamp>.json`` (the document) and ``.csv`` (``rows``), and ``.png`` when given (or
+    drawn by ``figure(doc, path)``), all or none; the base path and the paths.  A figure that cannot be drawn never
+    loses the result: the JSON and CSV are written without it, and ``warn`` has one line naming the figure
+    (:func:`~bringup.latency.plots.figure_png`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
@@ -165,6 +168,9 @@ def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], 
     w.writerows(MASK.mask_obj(list(rows)))
     files: list[tuple[Path, str | bytes]] = [(paths["json"], result_json(doc)),
                                              (paths["csv"], buf.getvalue())]
+    if png is None and figure is not None:
+        png = figure_png(figure, doc, name=str(base.with_suffix(".png")),
+                         written=f"{paths['json']} and {paths['csv']}", warn=warn)
     if png is not None:
         paths["png"] = base.with_suffix(".png")
         files.append((paths["png"], png))
@@ -178,7 +184,7 @@ def write_all(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True,
     """JSON, CSV and (when matplotlib is there) a PNG of the run; returns the paths.  The index not updated is
     ``warn``'s one line (:func:`remember`)."""
     base, paths = write_json_csv(doc, out_dir, "", CSV_FIELDS, (_csv_row(r) for r in doc["points"]),
-                                 png=png_of(plot_doc, doc) if plot else None)
+                                 figure=plot_doc if plot else None, warn=warn)
     said = remember(doc["host"], paths["json"])
     if said and warn is not None:
         warn(said)

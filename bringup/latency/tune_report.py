@@ -4,9 +4,10 @@ Cut from bringup/latency/results.py (issue 43 item 2): the serving search's repo
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from .hostload import load_text
-from .plots import plot_tune, png_of
+from .plots import plot_tune
 from .results import SPREAD_FIELDS, _f, _spread_cells, write_json_csv
 from .verdict import REPORT_DIR
 
@@ -36,12 +37,14 @@ def _tune_csv_row(doc: dict, r: dict) -> dict:
             "errors": r["errors"], "chosen": _is_chosen(doc, r)}
 
 
-def write_tune(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True) -> dict[str, Path]:
-    """``invoke tune``'s result: JSON, CSV (one row per configuration tried) and the PNG."""
+def write_tune(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True,
+               warn: Callable[[str], None] | None = None) -> dict[str, Path]:
+    """``invoke tune``'s result: JSON, CSV (one row per configuration tried) and the PNG; a figure that cannot be
+    drawn is ``warn``'s one line, the JSON and CSV written without it."""
     final = [doc["final"]] if doc.get("final") else []
     _, paths = write_json_csv(doc, out_dir, "-tune-serving", TUNE_CSV,
                               (_tune_csv_row(doc, r) for r in doc["points"] + final),
-                              png=png_of(plot_tune, doc) if plot else None)
+                              figure=plot_tune if plot else None, warn=warn)
     return paths
 
 

@@ -100,7 +100,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
 
     from ..latency.bench import BenchSettings, run_sweep
     from ..latency.options import BenchOptions, FollowOptions, TuneWindowOptions, number, out_folder, read, whole
-    from ..latency.plots import plot_tune_window, png_of
+    from ..latency.plots import figure_png, plot_tune_window
     from ..latency.results import remember, result_json
     from ..latency.results import point_text
     from ..latency.trial import trial_path
@@ -176,8 +176,9 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
         stamp = datetime.fromisoformat(doc["finished"]).strftime("%Y%m%dT%H%M%SZ")
         path = out_dir / f"{target.host}-tune-{stamp}.json"
         with ending(stop):  # a folder under a name: one line, never a traceback after measuring; both or none
-            write_set([(path, result_json(doc)),
-                       (path.with_suffix(".png"), png_of(plot_tune_window, doc))])
+            png = figure_png(plot_tune_window, doc, name=str(path.with_suffix(".png")), written=str(path),
+                             warn=lambda said: _say_index(console, said))
+            write_set([(path, result_json(doc))] + ([(path.with_suffix(".png"), png)] if png is not None else []))
         _say_index(console, remember(target.host, path))
         for t in doc["tune"]["windows"]:
             p95 = "-" if t["p95_ms"] is None else f"{t['p95_ms']:.1f} ms"
@@ -191,7 +192,7 @@ def tune_window(c, host=None, target_p95_ms=None, windows="200,400,600,800,1000,
                           f"{'  client-bound: no verdict' if t['client_bound'] else ''}"
                           f"{'  Triton reloaded: no verdict' if t.get('reloaded') else ''}")
         console.print(f"[bold]{doc['tune']['why']}[/]")
-        console.print(f"report: {path}, {path.with_suffix('.png')}", style="dim")
+        console.print(f"report: {path}" + (f", {path.with_suffix('.png')}" if png is not None else ""), style="dim")
         if doc["tune"]["chosen_window_us"] is None:
             raise Exit(code=2)
 
@@ -442,7 +443,7 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
                 t.close()
             raise fail(e) from None
         with ending(stop):  # a folder under a result's name: one line, never a traceback after measuring
-            paths = write_tune(doc, out_dir, plot=not no_plot)
+            paths = write_tune(doc, out_dir, plot=not no_plot, warn=lambda said: _say_index(console, said))
         _say_index(console, remember(target.host, paths["json"]))
         render_tune(doc, console)
         console.print(f"[bold]{doc['why']}[/]")

@@ -124,3 +124,64 @@ def test_a_vault_value_in_a_result_is_masked_in_its_json_and_csv(tmp_path, what)
         assert secret not in p.read_text(), p
     doc = json.loads(paths["json"].read_text())
     assert doc["url"] == "********:8001"
+
+
+def _no_point(doc: dict) -> dict:
+    """``doc`` with one more point where no request finished in the window ("no point was measured")."""
+    empty = {**_pt(0, 0, conc=16), "p95_ms": None, "p50_ms": None, "p99_ms": None, "items_per_s": None,
+             "spread": None}
+    return {**doc, "points": [*doc["points"], empty]}
+
+
+@pytest.mark.reliability(item=40, fault="bench/tune/tune-window: a point where no request finished (p95_ms None), "
+                                        "or a figure that cannot be drawn for another reason", variants=4,
+                         checks=("report written", "one clear line", "no leftovers"))
+@pytest.mark.parametrize("how", ["none point", "drawing fails"])
+@pytest.mark.parametrize("what", ["bench", "tune"])
+def test_a_result_is_written_whether_or_not_its_figure_can_be_drawn(tmp_path, monkeypatch, what, how):
+    # Before: png_of ran before the files were written; errorbar raised TypeError on p95_ms None (or whatever the
+    # drawing raised): no JSON, no CSV, and a traceback after measuring.
+    from bringup.latency import plots, results, tune_report
+
+    tuned = json.loads((Path(__file__).resolve().parents[2] / "docs/examples/h200-tune/tune.json").read_text())
+    if how == "none point":
+        doc = _no_point(dict(DOC))
+        tuned["points"].append({**tuned["points"][-1], "p95_ms": None, "p50_ms": None, "p99_ms": None,
+                                "items_per_s": None, "spread": None, "verdict": "no point was measured"})
+    else:
+        doc = dict(DOC)
+
+        def broken(*_a, **_k):
+            raise ValueError("cannot draw\nthis")
+
+        monkeypatch.setattr(plots, "png_of", lambda plot, *args: broken())
+    said: list[str] = []
+    if what == "bench":
+        paths = results.write_all(doc, tmp_path, warn=said.append)
+    else:
+        paths = tune_report.write_tune(tuned, tmp_path, warn=said.append)
+    assert paths["json"].is_file() and paths["csv"].is_file()
+    assert json.loads(paths["json"].read_text())["points"][-1]["p95_ms"] == (None if how == "none point" else
+                                                                             (doc if what == "bench" else tuned)
+                                                                             ["points"][-1]["p95_ms"])
+    png = paths["json"].with_suffix(".png")
+    if how == "none point":   # drawn, the unmeasured point left off
+        assert paths["png"] == png and png.read_bytes()[:4] == b"\x89PNG"
+        assert [s for s in said if "not drawn" in s] == []
+    else:
+        assert "png" not in paths and not png.exists()
+        line = [s for s in said if "not drawn" in s]
+        assert len(line) == 1 and line[0].startswith(f"WARN {png}: not drawn (ValueError: cannot draw this)")
+        assert "\n" not in line[0] and str(paths["json"]) in line[0]
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+@pytest.mark.reliability(item=40, fault="tune-window: a point where no request finished (p95_ms None)", variants=1,
+                         checks=("report written",))
+def test_the_window_sweeps_figure_leaves_off_a_point_where_nothing_was_measured():
+    # Before: bench_figure drew p95_ms None through errorbar (TypeError), and tune-window's figure with it.
+    from bringup.latency import plots
+
+    doc = _no_point({**DOC, "slo_p95_ms": 50, "tune": {"chosen_window_us": 800, "why": "x"}})
+    for plot in (plots.plot_doc, plots.plot_tune_window):
+        assert plots.png_of(plot, doc)[:4] == b"\x89PNG"
