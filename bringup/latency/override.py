@@ -65,8 +65,11 @@ class Override:
     """
 
     def __init__(self, client, target: Target, config: dict, stop: Stop | None, *, what: str, unit: str,
-                 measured: Callable[[], int], unsaved: str, trial: TrialMark | None = None) -> None:
+                 measured: Callable[[], int], unsaved: str, trial: TrialMark | None = None,
+                 timeout: float | None = None) -> None:
         self.client, self.target, self.config, self.stop = client, target, config, stop
+        #: Seconds one load may take, its ready wait included (None: :data:`~.tritongrpc.LOAD_S`).
+        self.timeout = timeout
         self.trial = trial
         self.what, self.unit, self.measured, self.unsaved = what, unit, measured, unsaved
         #: What serves in place of the model's own configuration, in words (None: its own).
@@ -79,7 +82,7 @@ class Override:
             self.stop.check("before loading " + (label or "the model's own configuration"))
         if label is not None and self.trial is not None:
             self.trial.mark(label)  # on the host, whole, before Triton serves anything else
-        load_config(self.client, self.target.model, config)
+        load_config(self.client, self.target.model, config, self.timeout)
         self.serving = label
         if label is None and self.trial is not None:
             self.trial.clear()
@@ -91,7 +94,7 @@ class Override:
         if was is None:
             return f"{model} serves its own configuration (it was not changed)"
         try:
-            load_config(self.client, model, self.config)
+            load_config(self.client, model, self.config, self.timeout)
         except Exception as e:  # noqa: BLE001 - said in the line
             if self.stop is not None and self.stop.abandoned:
                 return (f"{self.stop.name} again abandoned loading {model}'s own configuration back: Triton may "
@@ -134,15 +137,16 @@ class Override:
             self._close()
 
 
-def load_own(target: Target, config: dict, serving: str, trial: TrialMark | None = None) -> str:
+def load_own(target: Target, config: dict, serving: str, trial: TrialMark | None = None,
+             timeout: float | None = None) -> str:
     """After a search that left ``serving`` loaded in place of the model's own ``config`` (its result, which
-    could then not be recorded): the model's own configuration back, through a client of its own; how it
-    went, in words that end a line."""
+    could then not be recorded): the model's own configuration back, through a client of its own, the load
+    given ``timeout`` seconds (None: :data:`~.tritongrpc.LOAD_S`); how it went, in words that end a line."""
     from .tritongrpc import client as triton_client
 
     client = triton_client(target.url)
     back = Override(client, target, config, None, what="the search", unit="configuration(s)", measured=lambda: 0,
-                    unsaved="", trial=trial)
+                    unsaved="", trial=trial, timeout=timeout)
     back.serving = serving
     try:
         return back.own_again()

@@ -23,8 +23,9 @@ __all__ = ["CALL_S", "ANSWER_MAX", "client", "answer", "Bounded"]
 
 #: Seconds one call of Triton's API (live, ready, index, config, metadata, statistics) may take whole.
 CALL_S = 10.0
-#: Seconds a load or unload of a model may take (Triton answers once the new configuration serves).
-LOAD_S = 120.0
+#: Seconds a load or unload of a model may take unless its caller gives its own (Triton answers once the new
+#: configuration serves: a large TensorRT engine takes minutes).
+LOAD_S = 600.0
 #: The largest answer of one call read (bytes).
 ANSWER_MAX = 64 << 20
 

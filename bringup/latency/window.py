@@ -27,18 +27,27 @@ def current_config(client, model: str) -> dict:
     return answer(client.get_model_config(model, as_json=True), "config", f"model {model!r}")
 
 
-def load_config(client, model: str, config: dict, timeout: float = 120.0) -> None:
-    """Reload ``model`` with ``config`` and wait until it is ready."""
+def load_config(client, model: str, config: dict, timeout: float | None = None) -> None:
+    """Reload ``model`` with ``config`` and wait until it is ready, ``timeout`` seconds in all (default
+    :data:`~bringup.latency.tritongrpc.LOAD_S`): the load's own gRPC deadline is that bound, so a model that
+    loads for minutes (a large TensorRT engine) is waited for, and one that takes longer is said as not loaded
+    within it, never as refused."""
     from tritonclient.utils import InferenceServerException
 
+    from .tritongrpc import LOAD_S
+
+    timeout = LOAD_S if timeout is None else timeout
+    deadline = time.monotonic() + timeout
     try:
-        client.load_model(model, config=json.dumps(config))
+        client.load_model(model, config=json.dumps(config), client_timeout=timeout)
     except InferenceServerException as e:
         msg = str(e.message() if hasattr(e, "message") else e).strip()
+        if "deadline exceeded" in f"{msg} {e.status() if hasattr(e, 'status') else ''}".lower():
+            raise WindowError(f"{model} not loaded within {timeout:.0f} s (Triton may still be loading it)") \
+                from None
         hint = " (start Triton with --model-control-mode=explicit)" if "explicit" in msg or "not allowed" in msg \
             else ""
         raise WindowError(f"Triton refused to reload {model} with a new batching window: {msg}{hint}") from None
-    deadline = time.monotonic() + timeout
     while not client.is_model_ready(model):
         if time.monotonic() > deadline:
             raise WindowError(f"{model} not ready {timeout:.0f} s after reloading it")

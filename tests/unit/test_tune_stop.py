@@ -43,7 +43,7 @@ class Triton:
         self.live = True
         self.closed = False
 
-    def load_model(self, model, config=None):
+    def load_model(self, model, config=None, client_timeout=None):
         if not self.live:
             raise Gone("failed to connect to all addresses")
         self.serving = json.loads(config)
@@ -128,7 +128,7 @@ def test_a_second_signal_while_the_own_configuration_is_loaded_back_says_what_ma
     Load.during = staticmethod(lambda lg: stop.request(signal.SIGTERM))
     real_load = triton.load_model
 
-    def load(model, config=None):
+    def load(model, config=None, client_timeout=None):
         if json.loads(config) == OWN:        # the restore: a second signal comes, the client is closed
             stop.request(signal.SIGTERM)
             raise Gone("Cannot invoke RPC on closed channel!")
@@ -147,7 +147,7 @@ def test_a_refused_load_back_is_said_with_what_still_serves_and_the_way_back(tri
     Load.during = staticmethod(lambda lg: stop.request(signal.SIGTERM))
     real_load = triton.load_model
 
-    def load(model, config=None):
+    def load(model, config=None, client_timeout=None):
         if json.loads(config) == OWN:
             raise Gone("load failed for model 'add': out of memory")
         real_load(model, config)

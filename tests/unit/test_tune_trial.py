@@ -34,7 +34,7 @@ class Client:
     def __init__(self, record: Path) -> None:
         self.record, self.loads = record, []
 
-    def load_model(self, model, config=None):
+    def load_model(self, model, config=None, client_timeout=None):
         self.loads.append((json.loads(config), self.record.exists() and json.loads(self.record.read_text())))
 
     def is_model_ready(self, model):
@@ -150,3 +150,51 @@ def test_a_trial_record_of_hostile_values_is_refused(text):
     with pytest.raises(BringupError) as e:
         parse_trial(text.replace('"K"', json.dumps(KIND)), "/x/trial.json")
     assert str(e.value).startswith("/x/trial.json") and "\n" not in str(e.value), e.value
+
+
+class SlowLoad:
+    """A Triton whose load takes longer than any deadline: each load's ``client_timeout`` recorded, then the
+    gRPC deadline raised as tritonclient raises it."""
+
+    def __init__(self) -> None:
+        self.timeouts: list = []
+
+    def load_model(self, model, config=None, client_timeout=None):
+        from tritonclient.utils import InferenceServerException
+
+        self.timeouts.append(client_timeout)
+        raise InferenceServerException("Deadline Exceeded", status="StatusCode.DEADLINE_EXCEEDED")
+
+    def is_model_ready(self, model):
+        return False
+
+    def close(self):
+        pass
+
+
+@pytest.mark.reliability(item=40, fault="a model (a large TensorRT engine) that loads for longer than 120 s",
+                         variants=4, checks=("one clear line", "next run converges"))
+def test_a_load_is_given_its_callers_bound_and_a_slow_one_is_said_as_not_loaded(monkeypatch):
+    # Before: load_model ran under tritongrpc's fixed 120 s deadline whatever load_config's timeout, and its
+    # Deadline Exceeded was "Triton refused to reload ..." while Triton was still loading.
+    from bringup.latency import override, tritongrpc
+    from bringup.latency.window import WindowError, load_config
+
+    slow = SlowLoad()
+    with pytest.raises(WindowError) as e:
+        load_config(slow, "add", OWN, timeout=900)
+    assert slow.timeouts == [900]
+    assert str(e.value) == "add not loaded within 900 s (Triton may still be loading it)"
+    with pytest.raises(WindowError):
+        load_config(slow, "add", OWN)
+    assert slow.timeouts[-1] == tritongrpc.LOAD_S == 600
+    # The bounded client's own default for a load, when a caller gives none, is the same 600 s.
+    with pytest.raises(Exception):
+        tritongrpc.Bounded(slow).load_model("add", config="{}")
+    assert slow.timeouts[-1] == 600
+    # load_own's restore passes its own bound, and says the deadline as a load not finished.
+    monkeypatch.setattr(tritongrpc, "client", lambda url, call_s=None: slow)
+    said = override.load_own(Target(host="ctl", address="127.0.0.1", grpc_port=1, model="add"), OWN,
+                             "3 instances", timeout=1200)
+    assert slow.timeouts[-1] == 1200
+    assert "add not loaded within 1200 s" in said and "refused" not in said, said
