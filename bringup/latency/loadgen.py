@@ -44,6 +44,9 @@ import numpy as np
 
 from ..child import end_leader, own_group
 from ..ssh.stop import AWAKE_S, closes
+from ..errors import BringupError
+from .tritongrpc import answer, deadline_passed
+from .tritonstats import counts_agree, reload_seen
 
 if TYPE_CHECKING:
     from ..ssh.stop import Stop
@@ -58,7 +61,7 @@ TOTAL_CPU_LIMIT = 0.90
 #: LAG_MIN_MS and LAG_SHARE of the point's p95.
 LAG_TICK_S = 0.001
 LAG_MIN_MS, LAG_SHARE = 2.0, 0.10
-INFER_GRACE_S = 10.0  # s a request in flight past the window is waited, then failed: a mute Triton held bench for ever
+INFER_GRACE_S = 10.0  # s (or the window's length) a request in flight past the window is waited: a mute Triton
 GRPC_ARGS = [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", -1)]
 
 
@@ -78,6 +81,7 @@ class PointResult:
     processes: int
     requests: int = 0            # client requests answered inside the window
     errors: int = 0
+    unfinished: int = 0          # in flight at the window's end, no answer by its deadline: not measured, no error
     p50_ms: float | None = None
     p95_ms: float | None = None
     p99_ms: float | None = None
@@ -108,26 +112,6 @@ class PointResult:
 STATS_SETTLE_S = 3.0
 
 
-def reload_seen(reads: list, answered: int, config_before: dict, config_after: dict) -> str:
-    """Why a point spanned a reload of the model ("" when it did not).
-
-    Triton's statistics API restarts a model's counters when the model is reloaded (a new window, another
-    configuration, by this tool or by another).  Three signs, any of which is enough: a counter read lower
-    than the read before it; fewer successful requests counted over the point than the clients had
-    answered (Triton cannot answer a request it does not count); the served configuration differing
-    before and after.
-    """
-    for a, b in zip(reads, reads[1:]):
-        if b.success < a.success or b.inference_count < a.inference_count or b.execution_count < a.execution_count:
-            return "Triton's statistics restarted (a counter went down)"
-    if reads[-1].success - reads[0].success < answered:
-        return (f"Triton counted {reads[-1].success - reads[0].success} requests over the point, fewer than the "
-                f"{answered} the clients had answered: its statistics restarted")
-    if config_before and config_after and config_before != config_after:
-        return "the model's configuration changed during the point"
-    return ""
-
-
 def percentile(sorted_values: list[float], q: float) -> float | None:
     """Nearest-rank percentile of an ascending list (``q`` in 0..100)."""
     if not sorted_values:
@@ -156,7 +140,7 @@ async def _run_point(cfg: dict, cmd: dict) -> dict:
     data = rng.standard_normal((batch, *cfg["dims"])).astype(cfg["np_dtype"]) if conc else None
     lat: list[float] = []
     errors: list[str] = []
-    counters = {"sent": 0, "ok": 0, "items_ok": 0}
+    counters = {"sent": 0, "ok": 0, "items_ok": 0, "unfinished": 0}
     cpu = {}
 
     def mark(key):
@@ -183,6 +167,9 @@ async def _run_point(cfg: dict, cmd: dict) -> dict:
                     counters["ok"] += 1
                     counters["items_ok"] += batch
             except Exception as e:  # noqa: BLE001 - counted and sampled, the point goes on
+                if time.monotonic() >= t_end and deadline_passed(e):  # its own deadline, past the window's end
+                    counters["unfinished"] += 1
+                    continue
                 if len(errors) < 3:
                     errors.append(f"{type(e).__name__}: {e}"[:300])
                 else:
@@ -220,6 +207,9 @@ async def _run_point(cfg: dict, cmd: dict) -> dict:
         win = {"loop_cpu": (b_th - a_th) / wall, "proc_cpu": (b_pr - a_pr) / wall}
     lags.sort()
     win["loop_lag_p95_ms"] = round(percentile(lags, 95) * 1e3, 3) if lags else 0.0
+    # Triton requests (a micro-batch is one) with no answer by their deadline: Triton may count them or not.
+    counters["open"], counters["open_items"] = ((mb.sent_expired, mb.rows_expired) if mb is not None else
+                                                (counters["unfinished"], counters["unfinished"] * batch))
     return {"lat": lat, "errors": len(errors), "error_sample": next((e for e in errors if e), ""),
             **counters, **win, "batches": None if mb is None else _rows_hist(mb)}
 
@@ -315,7 +305,7 @@ class LoadGenerator:
         self.client_cpus = len(self.cpus) if self.cpus else len(os.sched_getaffinity(0))
         self._cfg = {"url": url, "model": model, "input": input_name, "datatype": datatype, "dims": list(dims),
                      "np_dtype": np_dtype, "cpus": self.cpus,
-                     "parent": os.getpid(), "grace_s": INFER_GRACE_S}
+                     "parent": os.getpid(), "grace_s": max(INFER_GRACE_S, self.duration_s)}
         self._procs: list = []
         self._conns: list = []
         self.idle_lag_ms = 0.0
@@ -401,8 +391,9 @@ class LoadGenerator:
         from tritonclient.utils import InferenceServerException
 
         try:
-            return self._stats_client.get_model_config(self.model, as_json=True)["config"]
-        except (InferenceServerException, KeyError):
+            return answer(self._stats_client.get_model_config(self.model, as_json=True), "config",
+                          f"model {self.model!r}")
+        except (InferenceServerException, BringupError):
             return {}
 
     def run(self, point: Point, warmup_s: float | None = None) -> PointResult:
@@ -466,6 +457,12 @@ class LoadGenerator:
         res.requests = len(lat)
         res.errors = sum(r["errors"] for r in replies)
         res.error_sample = next((r["error_sample"] for r in replies if r["error_sample"]), "")
+        unfinished = sum(r.get("unfinished", 0) for r in replies)
+        if any(r["ok"] for r in replies):
+            res.unfinished = unfinished
+        else:  # Triton answered nothing in the point: its requests' deadlines passing are errors (a mute Triton)
+            res.errors += unfinished
+            res.error_sample = res.error_sample or f"{unfinished} request(s) had no answer by their deadline"
         if lat:
             res.p50_ms, res.p95_ms, res.p99_ms = (round(percentile(lat, q), 3) for q in (50, 95, 99))
             res.mean_ms = round(sum(lat) / len(lat), 3)
@@ -491,7 +488,8 @@ class LoadGenerator:
         res.sent_total = sum(r["ok"] for r in replies)
         res.sent_items_total = sum(r["items_ok"] for r in replies)
         res.triton_total = total.view()
-        res.counts_agree = (total.success == res.sent_total and total.inference_count == res.sent_items_total)
+        opened = (sum(r.get("open", 0) for r in replies), sum(r.get("open_items", 0) for r in replies))
+        res.counts_agree = counts_agree(total, (res.sent_total, res.sent_items_total), opened)
         mbs = [r["batches"] for r in replies if r.get("batches")]
         if mbs:
             reqs, rows = sum(m["triton_requests"] for m in mbs), sum(m["rows"] for m in mbs)

@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .tritongrpc import deadline_passed
+
 __all__ = ["MicroBatcher", "BatchRecord", "MAX_WINDOW_US"]
 
 #: The guide's rule: the client window stays at or below 1 ms.
@@ -59,6 +61,8 @@ class MicroBatcher:
         self.sent = 0        # Triton requests sent
         self.sent_ok = 0     # ... that succeeded
         self.rows_ok = 0     # items in those
+        self.sent_expired = 0  # ... that had no answer by their deadline (gRPC DEADLINE_EXCEEDED)
+        self.rows_expired = 0  # items in those
 
     async def infer(self, x: np.ndarray) -> dict[str, np.ndarray]:
         """One request (``x``: batch dimension first); returns its rows of every output."""
@@ -107,6 +111,9 @@ class MicroBatcher:
             names = [o.name for o in res.get_response().outputs]
             outs = {name: res.as_numpy(name) for name in names}
         except Exception as e:  # noqa: BLE001 - every caller of the batch gets the error
+            if deadline_passed(e):
+                self.sent_expired += 1
+                self.rows_expired += int(data.shape[0])
             for _, fut, _ in items:
                 if not fut.done():
                     fut.set_exception(e)

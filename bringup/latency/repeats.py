@@ -100,6 +100,7 @@ def combine(windows: list[dict], rule: Rule) -> dict:
         if s is not None:
             base[k] = round(s["median"], 3 if k.endswith("_ms") else 1)
     base["errors"] = sum(w.get("errors") or 0 for w in used)
+    base["unfinished"] = sum(w.get("unfinished") or 0 for w in used)
     bound = [w for w in used if w.get("client_bound")]
     base["client_bound"] = bool(bound)
     base["client_bound_why"] = bound[0].get("client_bound_why", "") if bound else ""

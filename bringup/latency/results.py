@@ -68,6 +68,7 @@ def point_row(res, *, window_us: int | None, deployed: bool) -> dict[str, Any]:
         "batch": p.batch, "concurrency": p.concurrency, "microbatch_us": p.microbatch_us,
         "microbatch_max": p.microbatch_max if p.microbatch_us else None,
         "requests": res.requests, "errors": res.errors, "error_sample": res.error_sample,
+        "unfinished": getattr(res, "unfinished", 0),
         "p50_ms": res.p50_ms, "p95_ms": res.p95_ms, "p99_ms": res.p99_ms, "mean_ms": res.mean_ms,
         "rps": res.rps, "items_per_s": res.items_per_s, "duration_s": res.duration_s,
         "processes": res.processes, "client_cpus": res.client_cpus,

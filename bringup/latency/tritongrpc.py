@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import BringupError, printable
 
-__all__ = ["CALL_S", "ANSWER_MAX", "client", "answer", "Bounded"]
+__all__ = ["CALL_S", "ANSWER_MAX", "client", "answer", "Bounded", "deadline_passed"]
 
 #: Seconds one call of Triton's API (live, ready, index, config, metadata, statistics) may take whole.
 CALL_S = 10.0
@@ -74,3 +74,9 @@ def answer(doc: Any, key: str, what: str) -> dict:
     if not isinstance(part, dict):
         raise BringupError(f"{printable(what)}: Triton's answer has no {key} (an empty or foreign answer)")
     return part
+
+
+def deadline_passed(e: BaseException) -> bool:
+    """Whether ``e`` is a call's own gRPC deadline passing (``DEADLINE_EXCEEDED``), not an answer of Triton's."""
+    status = e.status() if callable(getattr(e, "status", None)) else ""
+    return "DEADLINE_EXCEEDED" in str(status) or "Deadline Exceeded" in str(e)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-__all__ = ["ModelStats", "read_stats"]
+__all__ = ["ModelStats", "read_stats", "reload_seen", "counts_agree"]
 
 
 @dataclass
@@ -80,3 +80,31 @@ def read_stats(client, model: str) -> ModelStats:
         s.inference_count += _count(m.get("inference_count", 0) or 0, "inference_count")
         s.execution_count += _count(m.get("execution_count", 0) or 0, "execution_count")
     return s
+
+
+def reload_seen(reads: list, answered: int, config_before: dict, config_after: dict) -> str:
+    """Why a point spanned a reload of the model ("" when it did not).
+
+    Triton's statistics API restarts a model's counters when the model is reloaded (a new window, another
+    configuration, by this tool or by another).  Three signs, any of which is enough: a counter read lower
+    than the read before it; fewer successful requests counted over the point than the clients had
+    answered (Triton cannot answer a request it does not count); the served configuration differing
+    before and after.
+    """
+    for a, b in zip(reads, reads[1:]):
+        if b.success < a.success or b.inference_count < a.inference_count or b.execution_count < a.execution_count:
+            return "Triton's statistics restarted (a counter went down)"
+    if reads[-1].success - reads[0].success < answered:
+        return (f"Triton counted {reads[-1].success - reads[0].success} requests over the point, fewer than the "
+                f"{answered} the clients had answered: its statistics restarted")
+    if config_before and config_after and config_before != config_after:
+        return "the model's configuration changed during the point"
+    return ""
+
+
+def counts_agree(total: ModelStats, answered: tuple[int, int], open_: tuple[int, int]) -> bool:
+    """Whether Triton's counters over a point (``total``) match what its clients sent: every request answered
+    (``answered``: requests, items) is counted; one still in flight when its deadline passed (``open_``) may be
+    counted (Triton answered it after the client gave up) or not yet, so the counts agree within those."""
+    return (answered[0] <= total.success <= answered[0] + open_[0]
+            and answered[1] <= total.inference_count <= answered[1] + open_[1])

@@ -34,7 +34,7 @@ def load_config(client, model: str, config: dict, timeout: float | None = None) 
     within it, never as refused."""
     from tritonclient.utils import InferenceServerException
 
-    from .tritongrpc import LOAD_S
+    from .tritongrpc import LOAD_S, deadline_passed
 
     timeout = LOAD_S if timeout is None else timeout
     deadline = time.monotonic() + timeout
@@ -42,7 +42,7 @@ def load_config(client, model: str, config: dict, timeout: float | None = None) 
         client.load_model(model, config=json.dumps(config), client_timeout=timeout)
     except InferenceServerException as e:
         msg = str(e.message() if hasattr(e, "message") else e).strip()
-        if "deadline exceeded" in f"{msg} {e.status() if hasattr(e, 'status') else ''}".lower():
+        if deadline_passed(e):
             raise WindowError(f"{model} not loaded within {timeout:.0f} s (Triton may still be loading it)") \
                 from None
         hint = " (start Triton with --model-control-mode=explicit)" if "explicit" in msg or "not allowed" in msg \

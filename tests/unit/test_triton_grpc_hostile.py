@@ -24,7 +24,8 @@ pytest.importorskip("tritonclient.grpc")
 
 class HostileTriton:
     """A Triton gRPC server on 127.0.0.1 whose answer to ``hang`` never comes and whose other answers are
-    ``answers``' (a method name -> response message) or a sound one."""
+    ``answers``' (a method name -> response message, or a function of the request and context giving it) or a
+    sound one."""
 
     def __init__(self, hang: str = "", **answers):
         from tritonclient.grpc import model_config_pb2 as mc
@@ -48,7 +49,7 @@ class HostileTriton:
             def answer(self, request, context):
                 if name == hang:
                     released.wait(120)
-                return sound[name]
+                return sound[name](request, context) if callable(sound[name]) else sound[name]
             return answer
 
         servicer = type("S", (sg.GRPCInferenceServiceServicer,), {n: method(n) for n in sound})
@@ -176,3 +177,75 @@ def test_requests_never_answered_end_the_point_after_its_grace(monkeypatch, micr
     res = box.get("value")
     assert res is not None, box
     assert res.requests == 0 and res.errors >= 1 and took < 30
+
+
+@pytest.mark.reliability(item=40, fault="a request still in flight when the window ends gets no answer by its "
+                                        "deadline (the window's end and the grace)", variants=2,
+                         checks=("report written",))
+@pytest.mark.parametrize("microbatch_us", [None, 500])
+def test_a_request_in_flight_at_the_windows_end_is_not_measured_and_no_error(monkeypatch, microbatch_us):
+    """Before, its DEADLINE_EXCEEDED after the window counted in ``errors``: the point had no verdict."""
+    from tritonclient.grpc import service_pb2 as pb
+
+    from bringup.latency import loadgen
+    from bringup.latency.loadgen import LoadGenerator, Point
+
+    monkeypatch.setattr(loadgen, "INFER_GRACE_S", 1.0, raising=False)
+    first: list[float] = []
+    gate = threading.Event()
+
+    def infer(request, context):    # answers at once for 0.5 s, then holds the next request past its deadline
+        first.append(time.monotonic())
+        if time.monotonic() - first[0] > 0.5:
+            gate.wait(5)
+        return pb.ModelInferResponse(model_name="m")
+
+    with HostileTriton(ModelInfer=infer) as target:
+        with LoadGenerator(target.url, "m", "in", "FP32", [4], "float32", processes=1, warmup_s=0.2,
+                           duration_s=0.5) as lg:
+            box, took = _within(40, lambda: lg.run(Point(1, 1, microbatch_us=microbatch_us, microbatch_max=1)))
+        gate.set()
+    res = box.get("value")
+    assert res is not None, box
+    assert res.requests > 0 and res.p95_ms is not None, res
+    assert res.errors == 0 and res.error_sample == "" and res.unfinished == 1, res
+    assert took < 30
+
+
+@pytest.mark.reliability(item=40, fault="a request in flight at the window's end: Triton counts it (answered after "
+                                        "the client gave up) or not", variants=3,
+                         checks=("report written",))
+@pytest.mark.parametrize("counted,agree", [(0, True), (1, True), (2, False)])
+def test_triton_counting_an_unanswered_request_or_not_keeps_the_counts_agreeing(counted, agree):
+    """Before, Triton's count of a request the client had given up on (10 answered, 11 counted) was a disagreement."""
+    from types import SimpleNamespace
+
+    from bringup.latency.loadgen import LoadGenerator, Point
+
+    lg = LoadGenerator("127.0.0.1:1", "m", "in", "FP32", [4], "float32", processes=1, duration_s=1.0)
+    try:
+        reply = {"lat": [0.01] * 10, "errors": 0, "error_sample": "", "sent": 11,
+                 "ok": 10, "items_ok": 20, "unfinished": 1, "open": 1, "open_items": 2, "batches": None}
+        view = SimpleNamespace(view=lambda: {}, success=10 + counted, inference_count=20 + 2 * counted)
+        res = lg._result(Point(2, 1), 1, [reply], view, view)
+    finally:
+        lg._stats_client.close()
+    assert (res.counts_agree, res.unfinished, res.errors) == (agree, 1, 0)
+
+
+@pytest.mark.reliability(item=40, fault="a model slower than the grace per request; a configuration answer without "
+                                        "its config object", variants=2, checks=("report written",))
+def test_the_grace_covers_a_long_window_and_a_foreign_config_answer_is_no_configuration():
+    from bringup.latency.loadgen import INFER_GRACE_S, LoadGenerator
+
+    lg = LoadGenerator("127.0.0.1:1", "m", "in", "FP32", [4], "float32", processes=1, duration_s=30.0)
+    short = LoadGenerator("127.0.0.1:1", "m", "in", "FP32", [4], "float32", processes=1, duration_s=2.0)
+    try:
+        assert lg._cfg["grace_s"] == 30.0 and short._cfg["grace_s"] == INFER_GRACE_S == 10.0
+        for answer in ({"config": "not an object"}, [], {}):
+            lg._stats_client = type("C", (), {"get_model_config": lambda self, m, as_json: answer,
+                                              "close": lambda self: None})()
+            assert lg.config() == {}, answer
+    finally:
+        lg._stats_client.close()
+        short._stats_client.close()
