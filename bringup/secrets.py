@@ -150,21 +150,25 @@ class Masker:
             return any(self.holds(v) for v in value)
         return self.is_secret(value) or (isinstance(value, str) and self.mask_lines(value) != value)
 
-    def mask_obj(self, value: Any, lines: bool = False) -> Any:
+    def mask_obj(self, value: Any, lines: bool = False, keep: frozenset[str] = frozenset()) -> Any:
         """``value`` with every string masked as a whole value (``lines``: as lines, :meth:`mask_lines`; dict keys
-        as text; a ``diff`` as lines); a :class:`SecretStr` or :class:`Vaulted` becomes ``********``."""
+        as text; a ``diff`` as lines); a :class:`SecretStr` or :class:`Vaulted` becomes ``********``.  A text under
+        a key in ``keep`` (at any depth) is left whole: a field its model holds to a pattern (a commit id, a status
+        code) carries no secret, and a secret that happens to be part of it ('cafe' in a commit id) must not spoil
+        it."""
         if isinstance(value, SecretStr) or (isinstance(value, str) and not lines):
             return self.mask_value(value)
         if isinstance(value, str):
             return self.mask_lines(value)
         if isinstance(value, dict):
             return {self.mask(k) if isinstance(k, str) else k:
-                    self.mask_lines(v) if k == "diff" and isinstance(v, str) else self.mask_obj(v, lines)
+                    v if k in keep and isinstance(v, str) else
+                    self.mask_lines(v) if k == "diff" and isinstance(v, str) else self.mask_obj(v, lines, keep)
                     for k, v in value.items()}
         if isinstance(value, tuple):
-            return tuple(self.mask_obj(v, lines) for v in value)
+            return tuple(self.mask_obj(v, lines, keep) for v in value)
         if isinstance(value, list):
-            return [self.mask_obj(v, lines) for v in value]
+            return [self.mask_obj(v, lines, keep) for v in value]
         return value
 
 

@@ -175,8 +175,14 @@ def save_state(state: State, path: Path) -> None:
     """Write ``state`` whole (a temporary file made with O_EXCL in the same folder, then a rename): a link or a
     FIFO planted at a guessable temporary name is never written through; every text masked (no secret kept)."""
     # Through the run's masker: a message may quote what the revision's inventory said (a vault value it decrypted,
-    # a password in the URL), and the state is a report kept on disk.
-    write_atomic(path, json.dumps(MASK.mask_obj(state.model_dump(), lines=True), indent=2) + "\n")
+    # a password in the URL), and the state is a report kept on disk.  Its free texts only: a commit id, a status
+    # and a reason are held to their patterns and carry no secret; a vaulted 'cafe' masked in a commit id made the
+    # file one load_state refuses, and applied and spent_rollback were lost at every run.
+    write_atomic(path, json.dumps(MASK.mask_obj(state.model_dump(), lines=True, keep=_UNMASKED), indent=2) + "\n")
+
+
+#: The state's fields (its attempts' too) held to a pattern, never masked: :func:`save_state`.
+_UNMASKED = frozenset({"applied", "spent_rollback", "revision", "status", "reason"})
 
 
 def full_attempt(commit: str | None, e: OSError, cache: Path, what: str = "",

@@ -6,6 +6,7 @@ Real Git, as in test_pull.py (its Fleet: a bare repository as the server, commit
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -330,3 +331,35 @@ def test_a_current_that_is_no_link_of_bringups_is_named_as_such_and_replaced(fle
     assert (got.status, got.revision) == ("applied", second), got.message
     assert said[0].startswith(f"warning: {current} is no link to a revision's checkout") and first[:12] in said[0]
     assert os.readlink(current) == f"revisions/{second}"
+
+
+@pytest.mark.reliability(item=40, fault="pull: a vaulted value that is part of a commit id ('cafe', '1234', 'aaaa') "
+                                        "masked in state.json's applied, spent_rollback and revisions", variants=3,
+                         checks=("report written", "secret never shown"))
+@pytest.mark.parametrize("secret", ["cafe", "1234", "aaaa"])
+def test_a_secret_inside_a_commit_id_leaves_the_saved_state_whole(tmp_path, secret):
+    # Before: save_state masked every text, commit ids too: 'applied': '********...' was no commit id, load_state
+    # refused the file at the next run and applied and spent_rollback were lost (a spent rollback counted again).
+    from bringup.pull.record import Attempt, State, load_state, save_state
+    from bringup.secrets import HIDDEN, MASK
+
+    MASK.add(secret)
+    applied = ("0" * 10 + secret + "f" * 40)[:40]
+    back = (secret + "1" * 40)[:40]
+    assert secret in applied and secret in back
+    now = time.time()
+    state = State(host="gpu01", url="https://git.example/fleet.git", rule="branch:main", applied=applied,
+                  spent_rollback=back, last_success=now,
+                  last=Attempt(at=now, status="applied", revision=applied, message=f"converged with {secret} set"),
+                  last_refusal=Attempt(at=now, status="refused", revision=back, reason="rollback",
+                                       message=f"password {secret} refused"))
+    path = tmp_path / "state.json"
+    save_state(state, path)
+    got, problem = load_state(path)
+    assert problem is None, problem
+    assert (got.applied, got.spent_rollback, got.last.revision, got.last_refusal.revision) == \
+           (applied, back, applied, back)
+    assert (got.last.status, got.last_refusal.status, got.last_refusal.reason) == ("applied", "refused", "rollback")
+    # The free texts are still masked.
+    assert got.last.message == f"converged with {HIDDEN} set" and got.last_refusal.message == f"password {HIDDEN} refused"
+    assert f" {secret} " not in path.read_text()
