@@ -249,7 +249,7 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
                 (kept / old).unlink()
         except (OSError, ValueError, KeyError, StopIteration, TypeError):
             pass
-    done.message = said[-1] if said else f"bringup provision ended with exit {p.returncode}"
+    done.message = said[-1] if said else f"bringup provision {child.how_ended(p.returncode)}"
     return done
 
 

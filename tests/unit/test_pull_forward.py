@@ -473,3 +473,20 @@ def test_auto_refuses_an_exporter_that_runs_as_several_users(tmp_path):
     folder, _ = record.textfile_folder(proc=proc, folders=(str(tmp_path / "other"),), skipped=skipped)
     assert folder == tmp_path / "other"
     assert skipped == [f"node_exporter (pid 4242) reads {d}, not taken: it runs as several users (0, 1234)"]
+
+
+@pytest.mark.reliability(item=40, fault="pull: the converge killed by a signal (SIGKILL, the OOM killer)",
+                         variants=2, checks=("one clear line",))
+@pytest.mark.parametrize("how", ["killed", "exit 5"])
+def test_a_converge_ended_by_a_signal_is_said_so_not_exit_minus_nine(tmp_path, monkeypatch, how):
+    # Before: 'bringup provision ended with exit -9', an exit status no program has.
+    from bringup.pull import run
+
+    body = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)" if how == "killed" else "raise SystemExit(5)"
+    monkeypatch.setattr(run, "provision_argv", lambda host, settings: [sys.executable, "-c", body])
+    (tmp_path / "reports").mkdir()
+    settings = Settings(url="file:///nowhere", rule=parse_rule("main", None), cache=tmp_path / "cache",
+                        allowed_signers=tmp_path / "allowed")
+    done = run.provision_here(tmp_path, "me", settings)
+    want = "bringup provision was killed by SIGKILL" if how == "killed" else "bringup provision exited 5"
+    assert (done.rc, done.message) == (-9 if how == "killed" else 5, want)
