@@ -66,10 +66,14 @@ class Vaulted(str):
 
 def _token(secret: str) -> re.Pattern:
     """``secret`` standing alone as a value: not inside a longer word or number (``4`` in ``= 4``, not in 4096, -4
-    or 4.5); a diff's ``+``/``-`` opening a line is no sign.  A dot ends a sentence (``is 7.``), and one before a
-    secret that is no number is a key's path (``gpu_profiles.l4``): the value stands alone there."""
-    before = r"(?<![\w.])" if secret[:1].isdigit() or secret[:1] in "+-." else r"(?<!\w)"
-    return re.compile(rf"{before}(?<![^\n][+-]){re.escape(secret)}(?![\w+-])(?!\.\w)")
+    or 4.5); a diff's ``+``/``-`` opening a line is no sign.  A dot before a secret that is no number stands for a
+    key's path only after a word (``gpu_profiles.l4``), never after ``/``, ``~`` or a space (``~/.ssh``, a
+    dotfile).  A dot after a word ends a sentence (``answer: yes.``); after a number only at the line's end
+    (``is 7.``): ``step 1. then`` and ``1. item`` are a list's numbers, no value."""
+    number = secret[:1].isdigit() or secret[:1] in "+-."
+    before = r"(?<![\w.])" if number else r"(?<!\w)(?:(?<=\w\.)|(?<!\.))"
+    after = r"(?![\w+-])" + (r"(?!\.(?!\s*$))" if number else r"(?!\.\w)")
+    return re.compile(rf"{before}(?<![^\n][+-]){re.escape(secret)}{after}", re.MULTILINE)
 
 
 class Masker:

@@ -242,3 +242,27 @@ def test_a_child_left_holding_stdout_is_answered_without_waiting_for_its_zombie_
         _subreaper(False)
     assert (done.rc, done.out, done.why) == (0, b"ok\n", None)
     assert took < 2.5, took
+
+
+@pytest.mark.reliability(item=40, fault="vault: a short vaulted value that is a dotfile's or an extension's name "
+                                        "('ssh' in ~/.ssh), or a list number before a full stop ('1' in 'step 1. "
+                                        "then')", variants=6, checks=("secret never shown",))
+def test_a_short_secret_after_a_path_dot_or_a_list_number_before_a_full_stop_is_left_clear():
+    # Before: with a vaulted 'ssh', 'key at ~/.ssh/id_ed25519' read '~/.********/id_ed25519'; with '1', 'step 1. then'
+    # and '1. item' lost their numbers.
+    from bringup.secrets import HIDDEN, Masker
+
+    m = Masker()
+    for s in ("ssh", "1", "gz", "l4"):
+        m.add(s)
+    for text in ("key at ~/.ssh/id_ed25519", "see /etc/.ssh and .ssh/config", "archive.tar .gz", "step 1. then",
+                 "1. item\n2. other", "~/.gz and dir/.l4"):
+        assert m.mask_lines(text) == text, text
+    # Still masked: the value after a key's path (a dot after a word: 'x.gz' is one too, it cannot be told from
+    # it), standing alone, and a number ending its line.
+    assert m.mask_lines("a file x.gz") == f"a file x.{HIDDEN}"
+    assert m.mask_lines("pin it under gpu_profiles.l4") == f"pin it under gpu_profiles.{HIDDEN}"
+    assert m.mask_lines("connection is ssh.") == f"connection is {HIDDEN}."
+    assert m.mask_lines("count is 1.\nnext") == f"count is {HIDDEN}.\nnext"
+    assert m.mask_lines("value = 1") == f"value = {HIDDEN}"
+
