@@ -17,6 +17,7 @@ from ..checks import Check, dated_ahead, line, line_json, load_matrix, not_check
 from ..hardware.gpu import UNREACHABLE_FIX, nvml_failure, nvml_fix, smi_unreachable
 from ..outfile import write_set
 from ..process import command
+from ..secrets import MASK
 
 __all__ = ["Check", "load_matrix", "line", "gpu_checks", "role_checks", "tuning_checks", "collect",
            "render_markdown", "render_html", "render_json", "render_group_html", "summary_counts"]
@@ -53,6 +54,9 @@ def gpu_checks(facts: dict, vars: dict, fact_errors: dict | None = None) -> list
     name = found.one if asked == AUTO else asked
     profile = profiles.get(name) if name else None
     auto = " (gpu_profile auto)" if asked == AUTO else ""
+    # The profile's name as a line's name says it: ******** when the inventory's value is a vault's (a line's name
+    # is not masked as its seen and fix are: a short secret would hide 'GPU 1' in every name).
+    said = MASK.mask_value(name) if isinstance(name, str) else name
     # What to set when the inventory's profile is not the GPUs' class: a profile that exists, by name.
     if found.one and found.one != "cpu":
         set_it = f"set gpu_profile: {found.one} (the class nvidia-smi shows) or {AUTO} in the inventory"
@@ -113,10 +117,10 @@ def gpu_checks(facts: dict, vars: dict, fact_errors: dict | None = None) -> list
         return out + _mig_lines(facts, name, fact_errors)
     if profile.match is not None:
         ok = all(matches(profile.match, g) for g in smi)
-        out.append(line("gpu", f"GPU class matches gpu_profile {name}", "PASS" if ok else "WARN",
+        out.append(line("gpu", f"GPU class matches gpu_profile {said}", "PASS" if ok else "WARN",
                          ", ".join(names) + auto, "" if ok else set_it))
     src = profile.source
-    out.append(line("gpu", f"GPU profile {name}", "PASS",
+    out.append(line("gpu", f"GPU profile {said}", "PASS",
                     f"{profile.instance_count} instance(s) per GPU, preferred batch sizes {profile.preferred_batch_size}"
                     f"{auto}; instances: {src.instance_count}; batch sizes: {src.preferred_batch_size}",
                     "" if _measured(src, (vars.get("gpu_profiles") or {}).get(name)) else

@@ -266,3 +266,22 @@ def test_a_short_secret_after_a_path_dot_or_a_list_number_before_a_full_stop_is_
     assert m.mask_lines("count is 1.\nnext") == f"count is {HIDDEN}.\nnext"
     assert m.mask_lines("value = 1") == f"value = {HIDDEN}"
 
+
+@pytest.mark.reliability(item=40, fault="vault: a file encrypted whole registers '1' and 'docker' as secrets: "
+                                        "checklist line names and subjects ('GPU 1 ...', 'mlx5_0 port 1') masked",
+                         variants=3, checks=("one clear line",))
+def test_a_short_secret_never_masks_a_check_name_or_its_device():
+    # Before: every Check masked its name and subject: 'GPU ******** ECC volatile errors', subject 'GPU ********'
+    # (a table heading of its own), 'mlx5_0 port ********', '******** daemon running'; saved lines matched by name
+    # stopped matching.
+    from bringup.checks import line
+    from bringup.secrets import HIDDEN, MASK
+
+    for s in ("1", "docker"):
+        MASK.add(s)
+    for name, subject in (("GPU 1 ECC volatile errors", "GPU 1"), ("port rate", "mlx5_0 port 1"),
+                          ("docker daemon running", "")):
+        c = line("health", name, "PASS", "errors: 1, docker", "restart docker", subject=subject)
+        assert (c.name, c.subject) == (name, subject)
+        # Its seen and fix texts still go through the masker.
+        assert (c.seen, c.fix) == (f"errors: {HIDDEN}, {HIDDEN}", f"restart {HIDDEN}")
