@@ -5,6 +5,7 @@ Real Git, as in test_pull.py (its Fleet: a bare repository as the server, commit
 """
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -56,6 +57,26 @@ def test_a_cache_folder_that_is_a_link_is_refused_naming_it(fleet, tmp_path, nam
     r = bringup("pull", *task_flags(fleet), cwd=tmp_path)
     assert r.returncode == 1 and r.stderr.count("\n") == 1 and "symbolic link" in r.stderr, r.stdout + r.stderr
     assert "Traceback" not in r.stderr and sorted(os.listdir(v)) == before
+
+
+@pytest.mark.reliability(item=40, fault="pull: --cache itself a symbolic link to a folder on another disk",
+                         variants=1, checks=("report written", "exit code"))
+def test_a_cache_given_as_a_link_to_another_disk_is_used(fleet, tmp_path):
+    # docs/pull.md says so: only the cache's own repo.git, revisions and reports are refused as links; the cache
+    # folder itself may be a link (or a mount) to another disk, and runs go on through it.
+    first = fleet.commit("one", key=fleet.ops)
+    disk = tmp_path / "disk" / "bringup"
+    disk.mkdir(parents=True)
+    cache = tmp_path / "cache"
+    cache.symlink_to(disk)
+    got = pull(fleet.settings(), converge=ok)
+    assert (got.status, got.revision) == ("applied", first), got.message
+    second = fleet.commit("two", key=fleet.ops)
+    got = pull(fleet.settings(), converge=ok)
+    assert (got.status, got.revision) == ("applied", second), got.message
+    assert cache.is_symlink() and os.readlink(disk / "current") == f"revisions/{second}"
+    assert sorted(os.listdir(disk / "revisions")) == [second] and (disk / "repo.git").is_dir()
+    assert json.loads((disk / "state.json").read_text())["applied"] == second
 
 
 @pytest.mark.reliability(item=40, fault="pull: revisions/ holding entries bringup did not make (a folder, a file, a "
