@@ -53,14 +53,14 @@ def check_server(target: Target) -> tuple[object, dict]:
     from tritonclient.utils import InferenceServerException
 
     from .options import MAX_ITEM_ELEMENTS
-    from .tritongrpc import CALL_S, answer, client as triton_client
+    from .tritongrpc import CALL_S, answer, client as triton_client, deadline_passed
 
     where = f"Triton at {target.url} (host {target.host})"
     client = triton_client(target.url)
 
     def silent(e: Exception) -> TritonUnreachable:
         client.close()
-        if _timed_out(e):
+        if deadline_passed(e):
             return TritonUnreachable(f"{where} did not answer within {CALL_S:g} s (wedged, or not Triton)")
         return TritonUnreachable(f"{where}: {exc_text(e)}")
 
@@ -74,14 +74,14 @@ def check_server(target: Target) -> tuple[object, dict]:
     try:
         ready = client.is_model_ready(target.model)
     except InferenceServerException as e:
-        if _timed_out(e):
+        if deadline_passed(e):
             raise silent(e) from None
         ready = False
     if not ready:
         try:
             index = client.get_model_repository_index(as_json=True)
         except InferenceServerException as e:
-            if _timed_out(e):
+            if deadline_passed(e):
                 raise silent(e) from None
             index = {}
         models = index.get("models") if isinstance(index, dict) else None
@@ -146,12 +146,6 @@ def check_server(target: Target) -> tuple[object, dict]:
     if target.max_batch_size is None:
         target.max_batch_size = int(config.get("max_batch_size", 0) or 0)
     return client, config
-
-
-def _timed_out(e: Exception) -> bool:
-    """Whether tritonclient's error ``e`` is a call that met its deadline (the server said nothing)."""
-    status = e.status() if callable(getattr(e, "status", None)) else ""
-    return "DEADLINE_EXCEEDED" in str(status or "")
 
 
 def measure_point(lg, point, rule, *, window_us, deployed: bool, on_window=None) -> dict:

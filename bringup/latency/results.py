@@ -21,7 +21,7 @@ from ..outfile import out_folder, write_atomic, write_set
 from ..secrets import MASK
 from ..untrusted import loads
 from .hostload import load_text
-from .plots import bench_figure, figure_png, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep, png_of
+from .plots import bench_figure, figure_png, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep
 from .verdict import INDEX, KIND, REPORT_DIR, acceptance, latest
 
 __all__ = ["point_row", "point_text", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
@@ -152,10 +152,10 @@ def result_json(doc: dict) -> str:
 
 
 def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], rows,
-                   png: bytes | None = None, figure: Callable[..., Any] | None = None,
+                   figure: Callable[..., Any] | None = None,
                    warn: Callable[[str], None] | None = None) -> tuple[Path, dict]:
-    """``<out>/<host><tag>-<UTC stamp>.json`` (the document) and ``.csv`` (``rows``), and ``.png`` when given (or
-    drawn by ``figure(doc, path)``), all or none; the base path and the paths.  A figure that cannot be drawn never
+    """``<out>/<host><tag>-<UTC stamp>.json`` (the document) and ``.csv`` (``rows``), and ``.png`` drawn by
+    ``figure(doc, path)``, all or none; the base path and the paths.  A figure that cannot be drawn never
     loses the result: the JSON and CSV are written without it, and ``warn`` has one line naming the figure
     (:func:`~bringup.latency.plots.figure_png`)."""
     out_dir = Path(out_dir)
@@ -169,7 +169,8 @@ def write_json_csv(doc: dict, out_dir: Path | str, tag: str, fields: list[str], 
     w.writerows(MASK.mask_obj(list(rows)))
     files: list[tuple[Path, str | bytes]] = [(paths["json"], result_json(doc)),
                                              (paths["csv"], buf.getvalue())]
-    if png is None and figure is not None:
+    png = None
+    if figure is not None:
         png = figure_png(figure, doc, name=str(base.with_suffix(".png")),
                          written=f"{paths['json']} and {paths['csv']}", warn=warn)
     if png is not None:
