@@ -614,3 +614,74 @@ def test_an_ini_inventory_starting_with_a_bom_is_named_so_and_a_yaml_one_is_read
     yml = write(tmp_path / "inv.yml", b"\xef\xbb\xbfall:\n  hosts:\n    h1: {a: 1}\n")
     assert load_inventory(yml).hosts["h1"].vars["a"] == 1
     assert json.loads(ansible_inventory([yml], tmp_path).stdout)["_meta"]["hostvars"]["h1"] == {"a": 1}
+
+
+# --- item 6: the YAML reader's fast path (libyaml's parser) reads what the reference reader reads ----------------
+
+def _both_readers(path: Path, text: str):
+    """(fast, reference): each reader's data and key lines, or its error's text."""
+    from bringup.inventory.sources import yamlfile
+
+    fast = yamlfile._load_fast(path, text, None, False)
+    ref_loader = yamlfile._Loader(text)
+    ref_loader.name, ref_loader.key_lines, ref_loader.vault = str(path), {}, None
+    try:
+        ref = ref_loader.get_single_data()
+    finally:
+        ref_loader.dispose()
+    lines = {k: v[1] for k, v in ref_loader.key_lines.items()}
+    return fast, ref, lines
+
+
+def test_fast_yaml_reader_reads_every_corpus_file_as_the_reference_reader_does():
+    """Every YAML file of the inventory corpus (Kubespray, DeepOps, ...) gives the same data and the same line of
+    each key through libyaml's parser as through PyYAML's pure-Python one (whose exact marks the errors keep)."""
+    from bringup.inventory.sources import yamlfile
+
+    if yamlfile._CParser is None:  # pragma: no cover - PyYAML's wheels carry libyaml; a build without it has no fast path
+        pytest.skip("PyYAML without libyaml")
+    corpus = REPO / "tests" / "fixtures" / "inventories"
+    files = [p for p in sorted(corpus.rglob("*")) if p.suffix in (".yml", ".yaml") and p.is_file()]
+    assert len(files) >= 20, files
+    compared = 0
+    for p in files:
+        text = p.read_text(encoding="utf-8")
+        try:
+            fast, ref, ref_lines = _both_readers(p, text)
+        except Exception:  # noqa: BLE001 - a file the reference refuses: the fast path must not take it either
+            assert yamlfile._load_fast(p, text, None, False) is None, p
+            continue
+        assert fast is not None, f"{p}: the fast path gave up on a file the reference reads"
+        data, key_lines = fast
+        assert data == ref, p
+        fast_lines = sorted(map(sorted, (d.items() for d in (key_lines.of(m) for m in _mappings(data)))))
+        ref_all = sorted(map(sorted, (d.items() for d in ref_lines.values())))
+        assert fast_lines == ref_all, p
+        compared += 1
+    assert compared >= 20
+
+
+def _mappings(value):
+    stack, out = [value], []
+    while stack:
+        v = stack.pop()
+        if isinstance(v, dict):
+            out.append(v)
+            stack.extend(v.values())
+        elif isinstance(v, list):
+            stack.extend(v)
+    return out
+
+
+@pytest.mark.reliability(item=40, fault="inventory: YAML nested 100,000 deep (libyaml's composer would crash)",
+                         checks=("one clear line", "exit code"))
+def test_yaml_nested_100000_deep_is_one_line_not_a_crash(tmp_path):
+    """libyaml's own composer recurses in C without a bound (SIGSEGV at ~100,000 levels); the fast path composes in
+    Python, so the inventory is one line and exit 1, in a process of its own (a crash would be rc -11)."""
+    inv = tmp_path / "deep.yml"
+    inv.write_text("all:\n  vars:\n    x: " + "[" * 100_000 + "]" * 100_000 + "\n  hosts:\n    h1:\n")
+    r = subprocess.run([sys.executable, "-c", "from bringup.entry import main; main()", "hosts", "-i", str(inv)],
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 1, (r.returncode, r.stderr[-500:])
+    assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-500:]
+    assert "deep.yml" in r.stderr and "nested" in r.stderr, r.stderr
