@@ -219,3 +219,14 @@ def test_hints_name_the_program_the_user_ran(tmp_path, program):
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert f"unknown host 'nosuch'" in r.stderr and f"(`{program} hosts` lists them)" in r.stderr, r.stderr
     assert f"{other} hosts" not in r.stderr, r.stderr
+
+
+def test_python_dash_m_bringup_is_the_bringup_command(tmp_path):
+    """``python3 -m bringup`` (where the console script is not on PATH) runs the same program: its list, and a
+    bad inventory's one line and exit 1."""
+    listed = subprocess.run([sys.executable, "-m", "bringup", "--list"], capture_output=True, text=True, timeout=120,
+                            cwd=tmp_path)
+    assert listed.returncode == 0 and "provision" in listed.stdout, listed.stderr[-400:]
+    bad = subprocess.run([sys.executable, "-m", "bringup", "hosts", "-i", str(tmp_path / "none.yml")],
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "none.yml" in bad.stderr, bad.stderr[-400:]
