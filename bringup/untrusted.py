@@ -102,9 +102,9 @@ def _constant(name: str) -> Any:
     raise Unreadable(f"{name} is not a JSON number")
 
 
-def _int(text: str) -> int:
-    if len(text.lstrip("-")) > DIGITS_MAX:
-        raise Unreadable(f"an integer of {len(text.lstrip('-'))} digits (at most {DIGITS_MAX} are read)")
+def _int(text: str, digits: int = DIGITS_MAX) -> int:
+    if len(text.lstrip("-")) > digits:
+        raise Unreadable(f"an integer of {len(text.lstrip('-'))} digits (at most {digits} are read)")
     return int(text)
 
 
@@ -147,7 +147,7 @@ def keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 
 def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None, raw: bool = False,
-          nan: bool = False, unique: bool = True, end: bool = False) -> Any:
+          nan: bool = False, unique: bool = True, end: bool = False, digits: int = DIGITS_MAX) -> Any:
     """``text`` as a JSON document, or :class:`Unreadable` with one line (``what`` leads it): not JSON,
     larger than ``max_bytes``, NaN/Infinity, an integer of more than :data:`DIGITS_MAX` digits, nesting deeper
     than :data:`DEPTH_MAX`.  ``raw``: the first document in ``text`` (what follows is ignored, as
@@ -155,7 +155,9 @@ def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None
     ``json.dumps`` wrote, whose judged figures the caller checks with :func:`number`).  ``unique`` (the default): a
     key given twice in one object is refused (``json`` keeps the last: a host's "Fail" then "Pass" read as a
     Pass); ``unique=False`` only where a source's own rules take the last.  ``end`` (with ``raw``):
-    ``(document, where it ends in text)``, for a caller that looks at what follows it."""
+    ``(document, where it ends in text)``, for a caller that looks at what follows it.  ``digits``: the longest
+    integer read (at most 4,000: Python's ``int`` refuses 4,300 with its own advice), for a caller that names a
+    longer-than-real number itself (a saved fact "is a 400-digit number")."""
     if isinstance(text, bytes):
         if max_bytes is not None and len(text) > max_bytes:
             raise Unreadable(f"{what}: larger than {max_bytes} bytes")
@@ -167,7 +169,9 @@ def loads(text: str | bytes, *, what: str = "JSON", max_bytes: int | None = None
         raise Unreadable(f"{what}: larger than {max_bytes} bytes")
     if _depth(text) > DEPTH_MAX:
         raise Unreadable(f"{what}: nested more than {DEPTH_MAX} levels deep (not a document bringup reads)")
-    dec = json.JSONDecoder(parse_constant=None if nan else _constant, parse_int=_int,
+    digits = min(digits, 4000)
+    dec = json.JSONDecoder(parse_constant=None if nan else _constant,
+                           parse_int=_int if digits == DIGITS_MAX else lambda t: _int(t, digits),
                            parse_float=float if nan else _float, object_pairs_hook=keys_once if unique else None)
     try:
         if raw:

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import copy
-import json
 import math
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,8 @@ from typing import Any
 from ..ssh.command import sh
 from ..errors import InputError, printable
 from ..process import command
-from ..untrusted import keys_once
+from ..untrusted import Unreadable, loads
+from ..userfile import read_capped
 from ..ssh.script import KILLED, READ_LANES, SECTION_MAX, TIMED_OUT, batch, split
 from .base import Fact, UntrustedOutput, undecodable
 
@@ -189,21 +189,18 @@ def load_facts(path, host: str) -> tuple[dict, dict]:
 
     p = Path(path)
     save = "save it with: " + command(f"facts --host {host} > FILE")
+    # Read as any saved file (a cap; a pipe, a device or a folder is no file, never waited on or read without end).
+    raw = read_capped(p, FACTS_FILE_MAX, InputError, missing=f"--facts {p}: no such file; {save}",
+                      unreadable=f"--facts {p}: ", not_regular=f"--facts {p}: not a regular file; {save}",
+                      too_large=f"--facts {p}: larger than {FACTS_FILE_MAX // (1024 * 1024)} MiB, not a facts "
+                                f"file; {save}")
     try:
-        if not p.is_file():
-            raise InputError(f"--facts {p}: " + ("not a regular file" if p.exists() else "no such file") + f"; {save}")
-        with p.open("rb") as fh:
-            raw = fh.read(FACTS_FILE_MAX + 1)
-    except OSError as e:
-        raise InputError(f"--facts {p}: {e.strerror or e}") from None
-    if len(raw) > FACTS_FILE_MAX:
-        raise InputError(f"--facts {p}: larger than {FACTS_FILE_MAX // (1024 * 1024)} MiB, not a facts file; {save}")
-    try:
-        # Keys given once (json keeps the last: a second "nvidia.query" would replace the first unseen); numbers
-        # of any length, as the facts' own readers name them ("pcie_width_current is a 400-digit number").
-        doc = json.loads(raw.decode("utf-8"), object_pairs_hook=keys_once)
-    except (UnicodeDecodeError, ValueError, RecursionError) as e:
-        raise InputError(f"--facts {p}: not JSON ({e}); {save}") from None
+        # Keys given once (json keeps the last: a second "nvidia.query" would replace the first unseen); NaN and
+        # numbers of up to 4,000 digits read, as the facts' own check names them ("pcie_width_current is a
+        # 400-digit number"); longer, or nested past any facts file, one line here (never Python's own advice).
+        doc = loads(raw, what=f"--facts {p}", nan=True, digits=4000)
+    except Unreadable as e:
+        raise InputError(f"{e}; {save}") from None
     if isinstance(doc, dict) and "host" in doc and doc["host"] != host:
         # Another host's facts would judge this host's hardware (all PASS) without a word: refused.  A file with no
         # "host" (a rack vendor's captured outputs) is taken as the operator names it.

@@ -459,5 +459,29 @@ def test_a_saved_facts_file_with_a_key_given_twice_is_refused(tmp_path, edit):
     path.write_text(edit(BUNDLE.read_text()))
     from bringup.errors import InputError
 
-    with pytest.raises(InputError, match=r"^--facts .*: not JSON \(the key '(host|nvidia\.query)' is given twice"):
+    with pytest.raises(InputError, match=r"^--facts .*: the key '(host|nvidia\.query)' is given twice"):
         load_facts(path, "h200-vm")
+
+
+@pytest.mark.reliability(item=40, fault="a saved facts file holding a 100,000-digit number, nested 100,000 deep, "
+                                        "not UTF-8 or cut mid-way (Python's own 'Exceeds the limit (4300 digits)' "
+                                        "advice)", variants=5, checks=("one clear line",))
+@pytest.mark.parametrize("text, why", [
+    ('{"host": "h200-vm", "facts": {"mem.total": ' + "9" * 100_000 + "}}",
+     "an integer of 100000 digits (at most 4000 are read)"),
+    ('{"host": ' + "9" * 100_000 + ', "facts": {}}', "an integer of 100000 digits (at most 4000 are read)"),
+    ('{"host": "h200-vm", "facts": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested more than 64 levels deep"),
+    (b'{"host": "h200-vm\xff", "facts": {}}', "not UTF-8"),
+    ('{"host": "h200-vm", "facts": {"mem.total": ', "not JSON (Expecting value at line 1 column 44)"),
+], ids=["digits", "digits-host", "nested", "not-utf8", "cut"])
+def test_a_hostile_saved_facts_file_is_one_line_naming_the_file_and_the_fix(tmp_path, text, why):
+    from bringup.errors import InputError
+
+    path = tmp_path / "facts.json"
+    path.write_bytes(text if isinstance(text, bytes) else text.encode())
+    with pytest.raises(InputError) as e:
+        load_facts(path, "h200-vm")
+    line = str(e.value)
+    assert line.startswith(f"--facts {path}: {why}") and "\n" not in line, line
+    assert line.endswith("facts --host h200-vm > FILE"), line
+    assert "set_int_max_str_digits" not in line and "4300" not in line
