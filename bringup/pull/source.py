@@ -48,13 +48,17 @@ GIT_TIMEOUT_S = 120
 FETCH_TIMEOUT_S = 300
 
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
+#: ssh-keygen's words (through ``git verify-commit``) for an allowed signers entry whose dates leave the commit's
+#: time out: ``<file>:<line>: key has expired: verify time T > valid-before L`` (or ``is not yet valid: ... <``).
+_VALIDITY = re.compile(r":(\d{1,9}): (key has expired|key is not yet valid): verify time ([0-9T:-]{1,32}) [<>] "
+                       r"valid-(?:before|after) ([0-9T:-]{1,32})")
 #: The names bringup gives the entries of ``revisions/``: a commit's checkout, or a cut-off one's temporary folder.
 _OWN_CHECKOUT = re.compile(r"^\.?[0-9a-f]{40}(\.[0-9]+)?$")
 
 
 class Refused(BringupError):
     """A revision the host does not apply: ``reason`` is a short code for the metrics (unsigned,
-    unknown-key, not-ssh-signature, bad-signature, unreachable, no-revision, not-a-commit, rollback, link-out,
+    unknown-key, expired, not-ssh-signature, bad-signature, unreachable, no-revision, not-a-commit, rollback, link-out,
     not-bringup, invalid, host-absent, checkout, disk-full, busy), the message one line for the report and the
     journal."""
 
@@ -284,12 +288,25 @@ class Source:
                           "(git config gpg.format ssh)", commit)
         status, signer, key = (self._git("log", "-1", "--format=%G?%x00%GS%x00%GK", commit).stdout
                                .strip().split("\0") + ["", ""])[:3]
-        ok = self._git("verify-commit", commit, check=False).returncode == 0
+        checked = self._git("verify-commit", commit, check=False)
+        ok = checked.returncode == 0
         short = commit[:12]
         if ok and status == "G":
             return signer
         if status == "N":
             raise Refused("unsigned", f"revision {short} is not signed", commit)
+        dated = _VALIDITY.search(checked.stderr) if status in ("U", "E") else None
+        if dated:
+            # Git says U ("no principal matched") for a key whose allowed signers entry has expired (valid-before)
+            # or is not valid yet (valid-after): the key is in the list, so "not in the list" would send the SRE
+            # looking for a key that is there.
+            line, verdict, at, limit = dated.groups()
+            when = "expired" if "expired" in verdict else "is not valid yet"
+            raise Refused("expired", f"revision {short} is signed by a key whose entry in "
+                          f"{shown(self.allowed_signers)} (line {line}) {when}: the commit's time {at} is "
+                          f"{'past its valid-before' if when == 'expired' else 'before its valid-after'} {limit}"
+                          f"{f' ({key})' if key else ''}; renew the entry's dates, or sign the revision with a key "
+                          "valid now", commit)
         if status in ("U", "E", "G"):
             raise Refused("unknown-key", f"revision {short} is signed by a key not in {shown(self.allowed_signers)}"
                           f"{f' ({key})' if key else ''}", commit)

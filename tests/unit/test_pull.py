@@ -187,6 +187,28 @@ def test_a_revision_signed_by_an_unknown_key_is_refused(fleet):
     assert state.last_refusal.revision == bad and state.applied == good
 
 
+@pytest.mark.reliability(item=40, fault="pull: a revision signed by a key whose allowed signers entry expired "
+                                        "(valid-before) or is not valid yet (valid-after), refused as unknown-key",
+                         variants=2, checks=("nothing touched", "one clear line", "report written"))
+@pytest.mark.parametrize("dates, words", [
+    ('valid-before="20200101"', "expired: the commit's time 2"),
+    ('valid-after="20990101"', "is not valid yet: the commit's time 2"),
+], ids=["expired", "not-yet-valid"])
+def test_a_revision_signed_by_a_key_out_of_its_dates_is_refused_as_expired(fleet, dates, words):
+    """The key is in the list: "not in the list" (unknown-key) sent the SRE looking for a key that is there."""
+    good = fleet.commit("hello", key=fleet.ops)
+    pull(fleet.settings(), converge=ok)
+    bad = fleet.commit("later", key=fleet.ops)
+    fleet.allowed.write_text(f"# the ops key\nops@example.org {dates} {(fleet.tmp / 'ops.pub').read_text()}")
+    got = pull(fleet.settings(), converge=never)
+    assert (got.status, got.reason, got.revision) == ("refused", "expired", bad), got.message
+    assert f"revision {bad[:12]} is signed by a key whose entry in {fleet.allowed} (line 2) {words}" in got.message
+    assert "SHA256:" in got.message and "renew the entry's dates" in got.message and "\n" not in got.message
+    assert fleet.current() == good
+    m = metrics(fleet.tmp / "bringup-pull.prom")
+    assert m[("bringup_pull_last_refusal_info", (("host", "me"), ("reason", "expired"), ("revision", bad)))] == 1
+
+
 @pytest.mark.reliability(item=33, fault="pull: a revision signed with OpenPGP (a key the host's gpg keyring trusts)",
                          variants=1, checks=("nothing touched", "report written"))
 def test_an_openpgp_signed_revision_is_refused_even_when_the_keyring_trusts_it(fleet, monkeypatch):
