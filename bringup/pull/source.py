@@ -31,11 +31,13 @@ import fnmatch
 import os
 import re
 import shutil
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..child import capture
+from ..userfile import read_capped
 from ..ssh.command import join
 from ..errors import BringupError, InputError, said, shown
 
@@ -52,6 +54,9 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 #: time out: ``<file>:<line>: key has expired: verify time T > valid-before L`` (or ``is not yet valid: ... <``).
 _VALIDITY = re.compile(r":(\d{1,9}): (key has expired|key is not yet valid): verify time ([0-9T:-]{1,32}) [<>] "
                        r"valid-(?:before|after) ([0-9T:-]{1,32})")
+#: What bringup's converge writes in a checkout (``bringup provision``'s report and retry files under ``reports/``,
+#: :mod:`bringup.engine.report`, :func:`bringup.engine.rollout.write_retry`): not counted as foreign when reused.
+_CONVERGE_OUTPUT = re.compile(r"^reports/(\d{8}T\d{6}-provision(-\d+)?\.(json|retry)|last\.retry)$")
 #: The names bringup gives the entries of ``revisions/``: a commit's checkout, or a cut-off one's temporary folder.
 _OWN_CHECKOUT = re.compile(r"^\.?[0-9a-f]{40}(\.[0-9]+)?$")
 
@@ -388,20 +393,25 @@ class Source:
     def checkout(self, commit: str) -> Path:
         """``revisions/<commit>``, a worktree of ``commit``: made in a temporary folder and moved into place
         (a cut-off checkout, a full disk, leaves no folder under the final name); an existing one is reused
-        when it is clean at ``commit``."""
+        when it is exactly ``commit``'s tree (:meth:`differs`), checked out afresh when only its tracked files
+        changed, and :class:`Refused` ``tampered`` when it holds files the revision does not (never removed)."""
         final = self.revisions / commit
         if os.path.lexists(final) and (final.is_symlink() or not final.is_dir()):
             # A link (never checked out through), a file or a pipe under a checkout's name: none of bringup's, and
             # Git would refuse the checkout at every run ("already exists").
             self._drop(final)
         if final.is_dir():
-            head = _run_git(["git", "-C", str(final), "rev-parse", "HEAD"], "rev-parse", GIT_TIMEOUT_S,
-                            _env()).stdout.strip()
-            dirty = _run_git(["git", "-C", str(final), "status", "--porcelain", "--untracked-files=no"],
-                             "status", GIT_TIMEOUT_S, _env())
-            if head == commit and dirty.returncode == 0 and not dirty.stdout.strip():
+            exact, foreign = self.differs(final, commit)
+            if foreign:
+                # Files the signed revision does not hold (planted, or left by someone): never converged from, and
+                # never removed (bringup did not make them).  Refused until a person looks.
+                raise Refused("tampered", f"{shown(final)} (the kept checkout of the signed revision {commit[:12]}) "
+                                          f"holds what the revision does not: {shown(foreign)}; nothing applied "
+                                          "from it, nothing removed (bringup did not write it): find who did, then "
+                                          "remove that folder; the next run checks the revision out afresh", commit)
+            if exact:
                 return final
-            self._drop(final)
+            self._drop(final)  # bringup's own checkout, moved off the commit or edited: checked out afresh
         self.revisions.mkdir(parents=True, exist_ok=True)
         tmp = self.revisions / f".{commit}.{os.getpid()}"
         self._drop(tmp)
@@ -417,6 +427,52 @@ class Source:
             self._drop(tmp)
             raise
         return final
+
+    def differs(self, folder: Path, commit: str) -> tuple[bool, str | None]:
+        """Whether ``folder`` (``revisions/<commit>``) is exactly ``commit``'s tree, and the first entry it holds
+        that the revision does not (untracked, or hidden by the revision's own ``.gitignore``), else None.
+        Bringup's own converge outputs under ``reports/`` (its report and retry files) are not counted.  Git is
+        asked through this cache's own record of the worktree: a ``.git`` that is no file naming
+        ``repo.git/worktrees/...`` (a planted one could name any repository) is itself the foreign entry."""
+        dot = folder / ".git"
+        try:
+            text = (read_capped(dot, 4096, OSError, missing="", unreadable="", too_large="", not_regular="",
+                                refuse=lambda p: not stat.S_ISREG(os.lstat(p).st_mode)).decode("utf-8", "replace")
+                    if stat.S_ISREG(os.lstat(dot).st_mode) else "")
+        except OSError:
+            text = ""
+        admin = Path(text.removeprefix("gitdir: ").strip()) if text.startswith("gitdir: ") else None
+        own = Path(os.path.realpath(self.git_dir / "worktrees"))
+        if admin is None or Path(os.path.realpath(admin)).parent != own:
+            try:
+                inside = sorted(os.listdir(folder))
+            except OSError:
+                inside = [".git"]
+            if not inside:
+                return False, None  # an empty folder under the name: nothing of anyone's, checked out afresh
+            return False, (".git (no worktree of this cache's repository)" if os.path.lexists(dot) else
+                           f"{inside[0]} (and no .git: no checkout bringup made)")
+        base = ["git", f"--git-dir={admin}", f"--work-tree={folder}", "--no-optional-locks"]
+        head = _run_git([*base, "rev-parse", "--verify", "--quiet", "HEAD"], "rev-parse", GIT_TIMEOUT_S, _env(),
+                        cwd=folder)
+        status = _run_git([*base, "status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=all"],
+                          "status", GIT_TIMEOUT_S, _env(), cwd=folder)
+        if status.returncode:
+            return False, f".git (git status fails there: {said(status.stderr or status.stdout, 120)})"
+        edited = False
+        entries = iter(status.stdout.split("\0"))
+        for entry in entries:
+            code, path = entry[:2], entry[3:]
+            if not entry:
+                continue
+            if code in ("??", "!!"):
+                if not _CONVERGE_OUTPUT.match(path):
+                    return False, path
+                continue
+            edited = True  # a tracked file changed (bringup's own: checked out afresh)
+            if "R" in code or "C" in code:
+                next(entries, None)  # a rename's or copy's old name, its own entry in -z form
+        return head.stdout.strip() == commit and not edited, None
 
     def swap(self, commit: str) -> None:
         """Point ``current`` at ``revisions/<commit>`` in one rename."""
@@ -440,6 +496,8 @@ class Source:
             # Only the names bringup makes there (a commit's checkout, a cut one's temporary folder): another
             # entry is no checkout of its own to remove.
             if d.name not in keep and _OWN_CHECKOUT.match(d.name):
+                if _COMMIT.match(d.name) and d.is_dir() and not d.is_symlink() and self.differs(d, d.name)[1]:
+                    continue  # it holds what bringup did not write: never removed with it (refused when reused)
                 self._drop(d)
 
     def _drop(self, path: Path) -> None:

@@ -384,3 +384,50 @@ def test_a_secret_inside_a_commit_id_leaves_the_saved_state_whole(tmp_path, secr
     # The free texts are still masked.
     assert got.last.message == f"converged with {HIDDEN} set" and got.last_refusal.message == f"password {HIDDEN} refused"
     assert f" {secret} " not in path.read_text()
+
+
+@pytest.mark.reliability(item=40, fault="pull: files planted in the kept checkout of the applied revision "
+                                        "(untracked, hidden by the revision's own .gitignore, a .git naming another "
+                                        "repository) converged from at the next run", variants=4,
+                         checks=("nothing touched", "others' files kept", "one clear line", "report written"))
+@pytest.mark.parametrize("plant", ["untracked", "ignored", "git-file", "converge-outputs"])
+def test_a_reused_checkout_holding_files_the_revision_does_not_is_refused_and_kept(fleet, tmp_path, plant):
+    # Before: the reuse check was `git status --porcelain --untracked-files=no` in the folder (through its own .git
+    # file): a group_vars/all.yml, a roles/x.py or a file the revision's .gitignore hides, written into
+    # revisions/<commit>, was loaded by the next converge as if signed.
+    (fleet.work / ".gitignore").write_text("local/\n")
+    first = fleet.commit("one", key=fleet.ops)
+    seen = []
+
+    def converge(workdir, host, settings):
+        seen.append(sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*") if ".git" not in p.parts))
+        return ok(workdir, host, settings)
+
+    assert pull(fleet.settings(), converge=converge).status == "applied"
+    checkout = tmp_path / "cache" / "revisions" / first
+    other = tmp_path / "other.git"
+    planted = {"untracked": ("group_vars/all.yml", "group_vars/all.yml"), "ignored": ("local/x.yml", "local/"),
+               "git-file": (".git", ".git (no worktree of this cache's repository)"),
+               "converge-outputs": ("reports/last.retry", None)}[plant]
+    target = checkout / planted[0]
+    target.parent.mkdir(exist_ok=True)
+    if plant == "git-file":
+        target.unlink()
+        target.write_text(f"gitdir: {other}\n")
+    else:
+        target.write_text("planted: 1\n")
+    (checkout / "reports" / "20261207T142849-provision.json").parent.mkdir(exist_ok=True)
+    (checkout / "reports" / "20261207T142849-provision.json").write_text("{}")  # bringup's own: never counted
+    got = pull(fleet.settings(), converge=converge if plant == "converge-outputs" else never)
+    if planted[1] is None:
+        assert got.status == "applied", got.message  # what the converge itself writes there is not foreign
+        return
+    assert (got.status, got.reason, got.revision) == ("refused", "tampered", first), got.message
+    assert got.message.startswith(f"{checkout} (the kept checkout of the signed revision {first[:12]}) holds what "
+                                  f"the revision does not: {planted[1]}; nothing applied"), got.message
+    assert target.read_text().startswith("planted: 1" if plant != "git-file" else "gitdir: ")  # never removed
+    assert fleet.current() == first and len(seen) == 1
+    # A newer revision prunes the old checkout, but never with what it holds of someone else's.
+    second = fleet.commit("two", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).revision == second
+    assert target.exists()
