@@ -1,6 +1,7 @@
 """A file the operator names (an inventory, a retry file), read whole but bounded, its refusal one line; what a
 path the operator names is (:func:`kind`: a name the system refuses to look at is one line too); and whether a
-path leads out of its folder through a symlink (:func:`link_out`).  :func:`home` expands a leading ``~`` for every
+path leads out of its folder through a symlink (:func:`link_out`); :func:`walk`, a folder tree listed without
+recursion.  :func:`home` expands a leading ``~`` for every
 reader of a path the operator or an inventory names, never raising."""
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["home", "kind", "read_capped", "link_out"]
+__all__ = ["home", "kind", "read_capped", "link_out", "walk"]
 
 
 def home(path: str | Path) -> str:
@@ -111,3 +112,27 @@ def _readlink(p: Path) -> str:
         return os.readlink(p)
     except OSError:
         return str(os.path.realpath(p))
+
+
+def walk(top: str | Path):
+    """``os.walk(top)`` (top-down, links never followed, ``dirs`` pruned in place by the caller), with a stack of
+    its own instead of recursion: Python 3.11's ``os.walk`` recurses once a level, so a tree 1,000 folders deep
+    (a signed revision, a models folder: Git checks out 1,500 levels) ended in RecursionError, a traceback.
+    A folder that cannot be listed is skipped, as ``os.walk`` does."""
+    stack = [os.fspath(top)]
+    while stack:
+        folder = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                entries = list(it)
+        except OSError:
+            continue
+        dirs, files = [], []
+        for entry in entries:
+            try:
+                is_dir = entry.is_dir(follow_symlinks=False)
+            except OSError:
+                is_dir = False
+            (dirs if is_dir else files).append(entry.name)
+        yield folder, dirs, files
+        stack.extend(os.path.join(folder, d) for d in reversed(dirs))

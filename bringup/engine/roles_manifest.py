@@ -108,6 +108,19 @@ def read_manifest(path: Path | None, found: dict[str, tuple[Path, Path | None]])
     return {n: roles[n]["defaults"] for n in found}
 
 
+def _role_sources(rdir: Path) -> list[str]:
+    """The ``*.py`` files under ``rdir`` (``__pycache__`` left out), listed without recursion
+    (:func:`bringup.userfile.walk`: pathlib's ``rglob`` recursed once a level, so a roles folder 1,000 deep, as a
+    signed pull revision may hold, was a RecursionError traceback)."""
+    from ..userfile import walk
+
+    found = []
+    for folder, dirs, names in walk(rdir):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        found += [os.path.join(folder, n) for n in names if n.endswith(".py")]
+    return found
+
+
 def write_manifest(path: Path | None, rdir: Path, found: dict[str, tuple[Path, Path | None]],
                     roles: dict[str, Role], imported: list[str]) -> None:
     """After every role loaded and was held to the contract: record their defaults and the files they came from
@@ -125,7 +138,7 @@ def write_manifest(path: Path | None, rdir: Path, found: dict[str, tuple[Path, P
         return
     if not all(_plain(d) for d in defaults.values()):
         return
-    files = sorted({*(str(p) for p in rdir.rglob("*.py") if "__pycache__" not in p.parts), *imported,
+    files = sorted({*_role_sources(rdir), *imported,
                     *(str(m.__file__) for n, m in list(sys.modules.items())
                       if (n == "bringup" or n.startswith("bringup.")) and getattr(m, "__file__", None))})
     doc = {"format": _MANIFEST_FORMAT, "bringup": __version__, "files": _stamps(files),

@@ -22,7 +22,11 @@ A pull moves forward only: a revision that does not descend from the applied one
 tip of a rewritten history) is a :class:`Refused` ``rollback`` unless the operator allowed that very revision
 (``--allow-rollback``, :meth:`Source.forward`).  A signed revision holding a symbolic link out of its checkout
 is refused before anything reads it (:func:`links_out`).  A full disk (the fetch or the checkout) is a
-``disk-full`` failure, and Git's temporary files of a cut fetch are removed (:meth:`Source.clean`).
+``disk-full`` failure, and Git's temporary files of a cut fetch are removed (:meth:`Source.clean`).  A checkout
+kept from an earlier run is reused only when it is exactly the signed tree (:meth:`Source.differs`).
+
+Over 500 lines because a checkout's whole life (fetched, verified, checked out, held to the signed tree, swapped,
+pruned) is one set of Git calls on one cache, each guarded the same way; split, each half would need the other's.
 """
 from __future__ import annotations
 
@@ -37,7 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..child import capture
-from ..userfile import read_capped
+from ..userfile import read_capped, walk
 from ..ssh.command import join
 from ..errors import BringupError, InputError, said, shown
 
@@ -171,7 +175,7 @@ def links_out(root: Path) -> tuple[str, str] | None:
     that resolves (through other links too) outside ``root``; as ``(its path inside root, its target)``, or
     None.  The worktree's own ``.git`` file is not looked into."""
     top = os.path.realpath(root)
-    for folder, dirs, files in os.walk(top, followlinks=False):
+    for folder, dirs, files in walk(top):  # no recursion: a signed tree 1,500 folders deep is read too
         if folder == top:
             dirs[:] = [d for d in dirs if d != ".git"]
         for name in sorted(dirs + files):

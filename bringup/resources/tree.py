@@ -11,7 +11,7 @@ from pathlib import Path
 from ..errors import printable
 from ..ssh.command import sh
 from ..errors import InputError
-from ..userfile import read_capped
+from ..userfile import read_capped, walk
 from .base import Plan, Resource, Upload
 from .files import File, _check_path
 from .upload import file_sha256
@@ -64,7 +64,7 @@ def local_tree(source: Path, exclude: set[str] = frozenset()) -> dict[str, Local
     if not source.is_dir():
         raise InputError(f"{source}: no such directory (models_dir)")
     out: dict[str, LocalFile] = {}
-    for dirpath, dirnames, filenames in os.walk(source):
+    for dirpath, dirnames, filenames in walk(source):  # no recursion: a folder 1,000 deep is no traceback
         dirnames[:] = sorted(d for d in dirnames if d not in IGNORED_DIRS and not d.startswith("."))
         for fn in sorted(filenames):
             if fn.startswith(".") or fn.endswith((".pyc", "~")):

@@ -314,6 +314,32 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_reads_it(fleet, w
     assert fleet.current() == good and checkouts(fleet) == [good]  # the refused checkout removed
 
 
+@pytest.mark.reliability(item=40, fault="pull: a signed revision 1,200 folders deep (os.walk's RecursionError "
+                                        "in the link check, pathlib's rglob in the roles manifest, os.walk in a "
+                                        "models folder's listing)", variants=3,
+                         checks=("one clear line", "nothing touched"))
+def test_a_revision_a_thousand_folders_deep_is_read_without_recursion(fleet, tmp_path):
+    good = fleet.commit("hello", key=fleet.ops)
+    pull(fleet.settings(), converge=seen([]))
+    deep = fleet.work / "roles" / "/".join(["d"] * 1200)
+    subprocess.run(["mkdir", "-p", str(deep)], check=True)  # pathlib's mkdir(parents=True) recurses too
+    (deep / "x.py").write_text("x = 1\n")
+    os.symlink("/etc/passwd", deep / "evil")
+    bad = fleet.commit("deep", key=fleet.ops)
+    got = pull(fleet.settings(), converge=never)  # was: RecursionError out of links_out, a traceback
+    assert (got.status, got.reason, got.revision) == ("refused", "link-out", bad), got.message
+    assert "roles/d/d/d/" in got.message and "-> /etc/passwd" in got.message and "\n" not in got.message
+    assert fleet.current() == good
+    # The other two readers of a whole tree: the roles manifest's list of role sources, a models folder's files.
+    from bringup.engine.roles_manifest import _role_sources
+    from bringup.resources.tree import local_tree
+
+    (deep / "evil").unlink()
+    assert str(deep / "x.py") in _role_sources(fleet.work / "roles")
+    assert "d/" * 1200 + "x.py" in local_tree(fleet.work / "roles")
+    subprocess.run(["rm", "-rf", str(fleet.work / "roles" / "d")], check=True)  # shutil.rmtree recurses too
+
+
 def test_links_inside_the_checkout_are_kept(fleet):
     (fleet.work / "group_vars").mkdir()
     (fleet.work / "group_vars" / "common.yml").write_text("greeting: hi\n")
