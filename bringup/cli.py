@@ -23,7 +23,7 @@ from invoke import Collection, Program  # noqa: E402 - after the PyYAML above
 from . import __version__
 from .process import keep_bytecode, reader_gone, stdout_gone
 
-__all__ = ["TASKS", "collection", "ns", "program", "main"]
+__all__ = ["TASKS", "collection", "ns", "program", "main", "given_twice"]
 
 #: Every task of the program, in the order of ``--list``'s source: its name on the command line -> (its module
 #: under bringup.tasks, its function).
@@ -73,6 +73,51 @@ class _Program(Program):
     def parse_core(self, argv) -> None:
         super().parse_core(argv)
         keep_bytecode()
+
+    def parse_tasks(self) -> None:
+        """Invoke's, with a flag given twice named as such: Invoke's parser takes a flag's first value and reads
+        the second as a task's name ("No idea what 'b' is!", of ``--name a --name b``), which says neither
+        what was wrong nor which flag (``--allow-rollback`` given twice in a timer's unit and by hand)."""
+        from invoke.exceptions import ParseError
+
+        try:
+            super().parse_tasks()
+        except ParseError as e:
+            parser = getattr(self, "parser", None)
+            known = {flag for ctx in [*getattr(parser, "contexts", {}).values(), getattr(parser, "initial", None)]
+                     if ctx is not None for flag in ctx.flags}
+            twice = given_twice(list(self.core.unparsed), str(e), known)
+            if twice:
+                raise ParseError(twice) from None
+            raise
+
+
+def given_twice(argv: list[str], error: str, known: set[str] | None = None) -> str | None:
+    """The line for Invoke's "No idea what 'WORD' is!" (``error``) where WORD is the value of a flag given a second
+    time in ``argv``, or a switch given twice; None for any other error.  ``known``: the flags the tasks take
+    (a flag none takes is unknown, however often given)."""
+    if not (error.startswith("No idea what '") and error.endswith("' is!")):
+        return None
+    word = error[len("No idea what '"):-len("' is!")]
+    if word.startswith("-") and (known is None or word in known) and \
+            sum(t == word or t.startswith(word + "=") for t in argv) > 1:
+        return f"error: {word[:60]} is given twice: give it once"  # a switch (--json --json)
+    given: dict[str, list[str]] = {}  # flag -> its values, in order (--flag VALUE and --flag=VALUE alike)
+    for i, token in enumerate(argv):
+        if token.startswith("--") and "=" in token:
+            flag, value = token.split("=", 1)
+        elif token.startswith("-") and i + 1 < len(argv):
+            flag, value = token, argv[i + 1]
+        else:
+            continue
+        if known is not None and flag not in known:
+            continue
+        values = given.setdefault(flag, [])
+        values.append(value)
+        if len(values) > 1 and value == word:
+            first, then = (ascii(v)[:60] for v in (values[0], word))
+            return f"error: {flag[:60]} is given twice ({first}, then {then}): it takes one value; give it once"
+    return None
 
 
 def _program(namespace: Collection) -> _Program:

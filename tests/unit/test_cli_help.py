@@ -158,6 +158,27 @@ def test_a_task_line_collects_the_tasks_it_names_and_any_other_line_the_whole_pr
     assert typo.returncode == 1 and "No idea what 'provison' is!" in typo.stderr, typo
 
 
+@pytest.mark.reliability(item=40, fault="a flag that takes one value given twice (pull --allow-rollback A "
+                                        "--allow-rollback B, --url x --url=y): Invoke's \"No idea what 'B' is!\"",
+                         variants=4, checks=("one clear line", "exit code"))
+@pytest.mark.parametrize("args, line", [
+    (["pull", "--allow-rollback", "3f2a9c1d", "--allow-rollback", "07be11aa"],
+     "error: --allow-rollback is given twice ('3f2a9c1d', then '07be11aa'): it takes one value; give it once"),
+    (["pull", "--allow-rollback", "3f2a9c1d", "--allow-rollback", "3f2a9c1d"],
+     "error: --allow-rollback is given twice ('3f2a9c1d', then '3f2a9c1d'): it takes one value; give it once"),
+    (["pull", "--url", "file:///a", "--url=file:///b"],
+     "error: --url is given twice ('file:///a', then 'file:///b'): it takes one value; give it once"),
+    (["checklist", "--host", "h1", "--out", "pages", "--out", "other"],
+     "error: --out is given twice ('pages', then 'other'): it takes one value; give it once"),
+], ids=["allow-rollback", "allow-rollback-same", "url-equals", "out"])
+def test_a_flag_given_twice_is_named_as_such(tmp_path, args, line):
+    r = _entry(*args)
+    assert (r.returncode, r.stderr.splitlines(), r.stdout) == (1, [line], ""), r
+    # An unknown flag stays Invoke's own word, however often given; a switch given twice is no error.
+    r = _entry("pull", "--bogus", "a", "--bogus", "b")
+    assert r.returncode == 1 and r.stderr.strip() == "No idea what '--bogus' is!", r
+
+
 def test_only_a_closed_stdout_counts_as_the_reader_gone():
     # A BrokenPipeError from a socket or a child's pipe is a fault to show; only stdout's reader leaving ends quietly.
     probe = ("import os\nr, w = os.pipe()\nos.dup2(w, 1)\nfrom bringup.process import stdout_gone\n"
