@@ -19,10 +19,10 @@ import tempfile
 from pathlib import Path
 from typing import Any, Sequence
 
-from .errors import InputError, quoted
+from .errors import BringupError, InputError, quoted
 from .userfile import link_out
 
-__all__ = ["write_atomic", "write_set", "append_text", "out_folder", "sub_folder", "not_own_folder", "reports_folder",
+__all__ = ["write_atomic", "write_set", "NotWritten", "append_text", "out_folder", "sub_folder", "not_own_folder", "reports_folder",
            "REPORTS"]
 
 #: The folder of the working folder where provision, plan, engines, audit and drift keep their reports.
@@ -50,6 +50,7 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
         _no_folder_at(path, len(paths))
     perm = mode & ~_umask() if umask else mode
     made: list[tuple[str, Path]] = []
+    done = 0
     try:
         for path, (_, data) in zip(paths, files):
             body = data if isinstance(data, bytes) else data.encode(encoding, errors) if newline is None else \
@@ -69,14 +70,44 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
                 _no_folder_at(path, len(paths))
                 raise
             made.pop(0)
-    except BaseException:
+            done += 1
+    except BaseException as e:
         for tmp, _ in made:
             try:
                 os.unlink(tmp)
             except OSError:
                 pass
+        if isinstance(e, OSError) and not isinstance(e, NotWritten):
+            path = made[0][1] if made else paths[min(done, len(paths) - 1)]
+            raise NotWritten.of(e, path, paths, done) from None
         raise
     return paths
+
+
+class NotWritten(BringupError, OSError):
+    """A file bringup writes that the system would not take (the disk or the quota full, a read-only or
+    vanished folder): one line naming the file, the system's reason and the room left (a BringupError: the
+    task's one ``error:`` line, exit 1), and still the OSError it was (``errno`` kept: pull records a full disk
+    as its ``disk-full`` failure)."""
+
+    @classmethod
+    def of(cls, e: OSError, path: Path, paths: list[Path], done: int) -> "NotWritten":
+        try:
+            st = os.statvfs(path.parent)
+            room = f"{st.f_bavail * st.f_frsize // 1024} KiB free in {path.parent}"
+        except OSError:
+            room = "free space unknown"
+        full = " (the disk is full: free some room, or give another folder)" if e.errno in (
+            errno.ENOSPC, errno.EDQUOT) else ""
+        n = len(paths)
+        kept = ("nothing was written" if n == 1 else f"none of the {n} files that go together was written"
+                if not done else f"{done} of the {n} files that go together were written, the rest not")
+        err = cls(e.errno, e.strerror or str(e), str(path))  # the system's reason as OSError keeps it
+        err.line = f"{path}: could not be written: {e.strerror or e}; {room}{full}; {kept}, no temporary file left"
+        return err
+
+    def __str__(self) -> str:  # the line (OSError's own form is "[Errno 28] No space left on device: 'path'")
+        return getattr(self, "line", None) or super().__str__()
 
 
 def _no_folder_at(path: Path, n: int) -> None:

@@ -252,3 +252,49 @@ def test_a_folder_under_a_bench_result_name_keeps_neither_file(tmp_path, ext):
     with pytest.raises(InputError, match=rf"h1-20260102T030405Z\.{ext} is a folder: .*none of the 2 files"):
         write_json_csv(doc, tmp_path, "", ["a"], [{"a": 1}])
     assert sorted(p.name for p in tmp_path.iterdir()) == [f"h1-20260102T030405Z.{ext}"]
+
+
+@pytest.mark.reliability(item=40, fault="a full disk under --out (a 64 KiB tmpfs): checklist pages ended in an "
+                                        "OSError traceback", variants=2,
+                         checks=("one clear line", "exit code", "no leftovers"))
+def test_a_full_disk_under_the_pages_is_one_line_and_no_partial_file(tmp_path):
+    """A real full disk: a tmpfs of 64 KiB mounted in a mount namespace of the test's own (``unshare -rm``),
+    40 KiB of it taken, the checklist's three pages (about 30 KiB) written into it."""
+    import shutil
+
+    if not shutil.which("unshare"):
+        pytest.fail("unshare is not installed (apt-get install util-linux)")
+    probe = subprocess.run(["unshare", "-rm", "true"], capture_output=True, text=True)
+    if probe.returncode:
+        pytest.skip(f"no mount namespace here ({probe.stderr.strip()})")
+    _setup(tmp_path)
+    small = tmp_path / "small"
+    small.mkdir()
+    run = ('mount -t tmpfs -o size=64k tmpfs "$0" && head -c 40960 /dev/zero > "$0/fill" && mkdir "$0/pages" && '
+           '"$1" -m invoke --search-root "$2" checklist --host h200 --facts h200.json --out "$0/pages"; '
+           'echo "rc=$?"; ls -A "$0/pages"')
+    r = subprocess.run(["unshare", "-rm", "sh", "-c", run, str(small), sys.executable, str(REPO)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=180)
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith(f"error: {small}/pages/h200."), r.stderr
+    assert "could not be written: No space left on device" in lines[0] and "the disk is full" in lines[0]
+    assert "none of the 3 files that go together was written, no temporary file left" in lines[0]
+    assert r.stdout.strip().splitlines()[-1] == "rc=1", r.stdout  # and ls -A listed nothing: no page, no .tmp
+
+
+def test_write_set_says_a_failed_write_in_one_line_and_stays_an_oserror(tmp_path, monkeypatch):
+    import errno
+
+    from bringup.errors import BringupError
+    from bringup.outfile import NotWritten, write_set
+
+    def full(fd):
+        raise OSError(errno.EDQUOT, "Disk quota exceeded")
+
+    monkeypatch.setattr(os, "fsync", full)
+    with pytest.raises(NotWritten) as e:
+        write_set([(tmp_path / "a.md", "x"), (tmp_path / "a.json", "{}")])
+    assert isinstance(e.value, BringupError) and isinstance(e.value, OSError) and e.value.errno == errno.EDQUOT
+    assert str(e.value).startswith(f"{tmp_path}/a.md: could not be written: Disk quota exceeded; ")
+    assert os.listdir(tmp_path) == []
