@@ -16,6 +16,7 @@ Ansible), 1 bad input.
 """
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -184,15 +185,37 @@ def _count_like(v: float) -> bool:
     return True
 
 
+class _Unfit(Exception):
+    """read_capped's error for the textfile (no OSError: read_capped would take it for the open's own)."""
+
+
+def _textfile(path: Path) -> str | None:
+    """The text of the textfile at ``path``, read as any saved file (:func:`bringup.userfile.read_capped`: at most
+    :data:`PROM_READ_MAX` bytes, whatever it grew to since a look at its size; a pipe or a device put there after
+    the look is never waited on or read without end); None when there is none or it is no regular file;
+    :class:`OSError` with the line's words when it cannot be read or is too large."""
+    from ..userfile import read_capped
+
+    try:
+        data = read_capped(path, PROM_READ_MAX, _Unfit, missing="", not_regular="",
+                           unreadable="it cannot be read: ",
+                           too_large=f"it is larger than {PROM_READ_MAX >> 20} MiB: not a textfile bringup wrote")
+    except _Unfit as e:
+        if not str(e):
+            return None
+        raise OSError(str(e)) from None
+    return data.decode("utf-8")
+
+
 def read_previous(path: Path) -> dict[tuple[str, ...], float]:
     """The series an earlier ``--prometheus`` write left in ``path``: ``{(metric, host[, role]): value}``.
     A file that is missing, too large or not Prometheus text gives none (the new file is written whole)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     try:
-        if not path.is_file() or path.stat().st_size > PROM_READ_MAX:
+        text = _textfile(path)
+        if text is None:
             return {}
-        text = path.read_text(encoding="utf-8")
         out: dict[tuple[str, ...], float] = {}
         for fam in text_string_to_metric_families(text):
             for sample in fam.samples:
@@ -259,13 +282,13 @@ def prometheus_file_problem(path: Path, own: Collection[str] = tuple(METRICS)) -
     if not path.is_file():
         return "it is not a regular file (a device, a pipe or a socket)"
     try:
-        if path.stat().st_size > PROM_READ_MAX:
-            return f"it is larger than {PROM_READ_MAX >> 20} MiB: not a textfile bringup wrote"
-        text = path.read_text(encoding="utf-8")
+        text = _textfile(path)
     except UnicodeDecodeError:
         text = "\0"
     except OSError as e:
-        return f"it cannot be read ({e.strerror or e})"
+        return str(e)
+    if text is None:
+        return "it is gone" if not os.path.lexists(path) else "it is not a regular file (a device, a pipe or a socket)"
     if not text.strip() or is_own_textfile(text, own):
         return None
     return ("it is not a textfile bringup wrote (its metrics are not bringup_*): bringup never replaces "

@@ -204,3 +204,43 @@ def test_drift_takes_limit_patterns_and_retry_files(tmp_path):
                             "--roles", "sysctl", "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
         assert r.returncode == 4, r.stdout + r.stderr  # unreachable, but only the limited hosts were tried
         assert sorted(json.loads(r.stdout)["hosts"]) == want, r.stdout
+
+
+@pytest.mark.reliability(item=40, fault="--prometheus: the textfile swapped for a FIFO between the look and the read "
+                                        "(the check of what is there, the read of the last series), or grown past "
+                                        "the cap after its size was looked at", variants=3,
+                         checks=("no hang", "one clear line"))
+@pytest.mark.parametrize("swap", ["fifo-check", "fifo-previous", "grown"])
+def test_the_textfile_is_read_bounded_whatever_it_became_after_the_look(tmp_path, monkeypatch, swap):
+    import threading
+
+    prom = tmp_path / "bringup.prom"
+    prom.write_text("# HELP bringup_drift_changed x\n# TYPE bringup_drift_changed gauge\n"
+                    'bringup_drift_changed{host="h1"} 1.0\n')
+    looked = Path.is_file
+
+    def is_file(self):
+        seen = looked(self)
+        if self == prom and seen:
+            prom.unlink()
+            if swap == "grown":  # a size within the cap when looked at, more than it when read
+                with open(prom, "wb") as f:
+                    f.truncate(D.PROM_READ_MAX + 1)
+            else:
+                os.mkfifo(prom)  # its read would wait for a writer that never comes
+        return seen
+
+    monkeypatch.setattr(Path, "is_file", is_file)
+    got: list = []
+    call = (lambda: D.read_previous(prom)) if swap == "fifo-previous" else \
+        (lambda: D.prometheus_file_problem(prom))
+    t = threading.Thread(target=lambda: got.append(call()), daemon=True)
+    t.start()
+    t.join(20)
+    assert got, "the read waited on the FIFO (or read past the cap)"
+    if swap == "fifo-previous":
+        assert got == [{}]
+    elif swap == "fifo-check":
+        assert got == ["it is not a regular file (a device, a pipe or a socket)"]
+    else:
+        assert got == [f"it is larger than {D.PROM_READ_MAX >> 20} MiB: not a textfile bringup wrote"]
