@@ -91,7 +91,7 @@ class NotWritten(BringupError, OSError):
     as its ``disk-full`` failure)."""
 
     @classmethod
-    def of(cls, e: OSError, path: Path, paths: list[Path], done: int) -> "NotWritten":
+    def of(cls, e: OSError, path: Path, paths: list[Path], done: int, kept: str = "") -> "NotWritten":
         try:
             st = os.statvfs(path.parent)
             room = f"{st.f_bavail * st.f_frsize // 1024} KiB free in {path.parent}"
@@ -100,10 +100,11 @@ class NotWritten(BringupError, OSError):
         full = " (the disk is full: free some room, or give another folder)" if e.errno in (
             errno.ENOSPC, errno.EDQUOT) else ""
         n = len(paths)
-        kept = ("nothing was written" if n == 1 else f"none of the {n} files that go together was written"
-                if not done else f"{done} of the {n} files that go together were written, the rest not")
+        kept = kept or ("nothing was written" if n == 1 else f"none of the {n} files that go together was written"
+                        if not done else f"{done} of the {n} files that go together were written, the rest not"
+                        ) + ", no temporary file left"
         err = cls(e.errno, e.strerror or str(e), str(path))  # the system's reason as OSError keeps it
-        err.line = f"{path}: could not be written: {e.strerror or e}; {room}{full}; {kept}, no temporary file left"
+        err.line = f"{path}: could not be written: {e.strerror or e}; {room}{full}; {kept}"
         return err
 
     def __str__(self) -> str:  # the line (OSError's own form is "[Errno 28] No space left on device: 'path'")
@@ -136,7 +137,12 @@ def append_text(path: str | Path, text: str) -> None:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise InputError(f"{path} is no regular file; bringup appends only to a log file of its own there: "
                              "remove it")
-        os.write(fd, text.encode("utf-8"))
+        body = text.encode("utf-8")
+        try:
+            if os.write(fd, body) != len(body):
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # a line cut short: the disk filled
+        except OSError as e:  # a full disk, a quota: one line, as every file bringup writes (NotWritten)
+            raise NotWritten.of(e, path, [path], 0, kept="the line was not added whole") from None
     finally:
         os.close(fd)
 

@@ -298,3 +298,24 @@ def test_write_set_says_a_failed_write_in_one_line_and_stays_an_oserror(tmp_path
     assert isinstance(e.value, BringupError) and isinstance(e.value, OSError) and e.value.errno == errno.EDQUOT
     assert str(e.value).startswith(f"{tmp_path}/a.md: could not be written: Disk quota exceeded; ")
     assert os.listdir(tmp_path) == []
+
+
+def test_a_log_line_the_disk_refuses_is_one_line_too(tmp_path, monkeypatch):
+    # tune-window --follow's log (append_text): a full disk was an OSError traceback mid-run.
+    import errno
+
+    from bringup.outfile import NotWritten, append_text
+
+    log = tmp_path / "window.log"
+    append_text(log, "one\n")
+
+    def full(fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "write", full)
+    with pytest.raises(NotWritten) as e:
+        append_text(log, "two\n")
+    assert e.value.errno == errno.ENOSPC and str(e.value).startswith(
+        f"{log}: could not be written: No space left on device; ") and "the line was not added whole" in str(e.value)
+    monkeypatch.undo()
+    assert log.read_text() == "one\n"
