@@ -37,6 +37,7 @@ import re
 import shutil
 import stat
 import subprocess
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,6 +198,26 @@ def room(folder: Path) -> str:
     except OSError:
         return "free space unknown"
     return f"{st.f_bavail * st.f_frsize // 1024} KiB free in {folder}"
+
+
+def _status_entries(porcelain: str, staged: bool = True) -> tuple[bool, str | None]:
+    """From ``git status --porcelain -z --ignored``: whether a tracked file changed (in the worktree, or with
+    ``staged`` in the index against HEAD too), and the first untracked or ignored entry that is not bringup's own
+    converge output, or None."""
+    edited = False
+    entries = iter(porcelain.split("\0"))
+    for entry in entries:
+        code, path = entry[:2], entry[3:]
+        if not entry:
+            continue
+        if code in ("??", "!!"):
+            if not _CONVERGE_OUTPUT.match(path):
+                return edited, path
+            continue
+        edited = edited or code[1] != " " or staged  # (a temporary index read from the commit: its side not counted)
+        if "R" in code or "C" in code:
+            next(entries, None)  # a rename's or copy's old name, its own entry in -z form
+    return edited, None
 
 
 class Source:
@@ -447,6 +468,11 @@ class Source:
             text = ""
         admin = Path(text.removeprefix("gitdir: ").strip()) if text.startswith("gitdir: ") else None
         own = Path(os.path.realpath(self.git_dir / "worktrees"))
+        if admin is not None and admin.is_absolute() and not os.path.lexists(admin):
+            # Its worktree record is gone (the cache was moved, or its records pruned): its content is held to the
+            # commit's tree through a temporary index of this cache's repository, and it is checked out afresh
+            # when it holds nothing else.
+            return False, self._foreign_to_tree(folder, commit)
         if admin is None or Path(os.path.realpath(admin)).parent != own:
             try:
                 inside = sorted(os.listdir(folder))
@@ -463,20 +489,22 @@ class Source:
                           "status", GIT_TIMEOUT_S, _env(), cwd=folder)
         if status.returncode:
             return False, f".git (git status fails there: {said(status.stderr or status.stdout, 120)})"
-        edited = False
-        entries = iter(status.stdout.split("\0"))
-        for entry in entries:
-            code, path = entry[:2], entry[3:]
-            if not entry:
-                continue
-            if code in ("??", "!!"):
-                if not _CONVERGE_OUTPUT.match(path):
-                    return False, path
-                continue
-            edited = True  # a tracked file changed (bringup's own: checked out afresh)
-            if "R" in code or "C" in code:
-                next(entries, None)  # a rename's or copy's old name, its own entry in -z form
-        return head.stdout.strip() == commit and not edited, None
+        edited, foreign = _status_entries(status.stdout)
+        return head.stdout.strip() == commit and not edited and not foreign, foreign
+
+    def _foreign_to_tree(self, folder: Path, commit: str) -> str | None:
+        """The first entry of ``folder`` that ``commit``'s tree does not hold (as :meth:`differs` counts them),
+        Git asked through a temporary index of this cache's repository read from that tree; ``.git`` itself
+        when Git cannot tell."""
+        with tempfile.TemporaryDirectory(prefix="bringup-index-") as d:
+            env = dict(_env(), GIT_INDEX_FILE=os.path.join(d, "index"))
+            base = ["git", f"--git-dir={self.git_dir}", f"--work-tree={folder}", "--no-optional-locks"]
+            read = _run_git([*base, "read-tree", commit], "read-tree", GIT_TIMEOUT_S, env, cwd=folder)
+            status = _run_git([*base, "status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=all"],
+                              "status", GIT_TIMEOUT_S, env, cwd=folder) if not read.returncode else read
+        if status.returncode:
+            return f".git (git status fails there: {said(status.stderr or status.stdout, 120)})"
+        return _status_entries(status.stdout, staged=False)[1]
 
     def swap(self, commit: str) -> None:
         """Point ``current`` at ``revisions/<commit>`` in one rename."""

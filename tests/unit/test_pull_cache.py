@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import time
 from pathlib import Path
 
@@ -411,7 +412,8 @@ def test_a_reused_checkout_holding_files_the_revision_does_not_is_refused_and_ke
                "converge-outputs": ("reports/last.retry", None)}[plant]
     target = checkout / planted[0]
     target.parent.mkdir(exist_ok=True)
-    if plant == "git-file":
+    if plant == "git-file":  # a repository of someone else's, whose index could say anything
+        subprocess.run(["git", "init", "--quiet", "--bare", str(other)], check=True)
         target.unlink()
         target.write_text(f"gitdir: {other}\n")
     else:
@@ -431,3 +433,24 @@ def test_a_reused_checkout_holding_files_the_revision_does_not_is_refused_and_ke
     second = fleet.commit("two", key=fleet.ops)
     assert pull(fleet.settings(), converge=ok).revision == second
     assert target.exists()
+
+
+@pytest.mark.reliability(item=40, fault="pull: the cache moved to another folder (its checkouts' worktree records "
+                                        "left behind): a kept checkout told apart from a tampered one", variants=2,
+                         checks=("next run converges", "others' files kept"))
+@pytest.mark.parametrize("planted", [None, "group_vars/all.yml"])
+def test_a_checkout_whose_worktree_record_is_gone_is_held_to_the_signed_tree(fleet, tmp_path, planted):
+    first = fleet.commit("one", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).status == "applied"
+    os.rename(tmp_path / "cache", tmp_path / "moved")
+    checkout = tmp_path / "moved" / "revisions" / first
+    if planted:
+        (checkout / "group_vars").mkdir()
+        (checkout / planted).write_text("planted: 1\n")
+    got = pull(fleet.settings(cache=tmp_path / "moved"), converge=ok if not planted else never)
+    if not planted:  # only the signed tree there: checked out afresh, applied
+        assert (got.status, got.revision) == ("applied", first), got.message
+        assert (checkout / "note").read_text() == "one"
+        return
+    assert (got.status, got.reason) == ("refused", "tampered") and f"does not: {planted};" in got.message
+    assert (checkout / planted).read_text() == "planted: 1\n"
