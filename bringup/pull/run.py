@@ -192,6 +192,22 @@ def pull_roles(workdir: Path, hostvars: dict) -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
+def bytecode_folder(cache: Path) -> Path:
+    """Where the converge's bytecode goes (``PYTHONPYCACHEPREFIX``): a folder of the cache, not of a checkout."""
+    return cache / "pycache"
+
+
+@contextmanager
+def bytecode_in(cache: Path) -> Iterator[None]:
+    """This process's bytecode under :func:`bytecode_folder` while it imports a checkout's roles."""
+    before = sys.pycache_prefix
+    sys.pycache_prefix = str(bytecode_folder(cache))
+    try:
+        yield
+    finally:
+        sys.pycache_prefix = before
+
+
 def provision_argv(host: str, settings: Settings) -> list[str]:
     """The converge's command line: ``bringup provision`` of ``host`` alone, through the local connection, with
     the roles ``settings.roles`` names (all when None)."""
@@ -211,7 +227,10 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
     back from its JSON report.  A signal here is handed to it, which stops in order (its exit 130/143)."""
     argv = provision_argv(host, settings)
     there = _reports_in(workdir)  # what the revision itself holds under reports/: never the converge's report
-    env = dict(os.environ, COLUMNS="160")
+    # Its bytecode (the repository's roles/, their manifest, bringup's own) goes to the cache, never into the
+    # checkout: a reused checkout must hold the signed tree and nothing else (Source.differs), and a planted .pyc
+    # there would be code that runs.
+    env = dict(os.environ, COLUMNS="160", PYTHONPYCACHEPREFIX=str(bytecode_folder(settings.cache)))
     converge = child.start(argv, cwd=workdir, env=env, stdout=child.PIPE, stderr=child.STDOUT, text=True)
     p = converge.proc
     before = {s: signal.signal(s, lambda signum, _f: p.send_signal(signum))
@@ -336,7 +355,8 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
                               commit)
             host, hostvars = _find_host(inventory, settings.name, vault)
             state.host = host
-            settings = replace(settings, roles=pull_roles(workdir, hostvars))
+            with bytecode_in(settings.cache):  # the roles import here too: their bytecode never in the checkout
+                settings = replace(settings, roles=pull_roles(workdir, hostvars))
             say(f"{host}: applying {commit[:12]} ({ref}, signed by {signer})")
             for s, h in before.items():
                 signal.signal(s, h)  # from here the converge takes the signal and stops in order

@@ -61,7 +61,9 @@ _VALIDITY = re.compile(r":(\d{1,9}): (key has expired|key is not yet valid): ver
                        r"valid-(?:before|after) ([0-9T:-]{1,32})")
 #: What bringup's converge writes in a checkout (``bringup provision``'s report and retry files under ``reports/``,
 #: :mod:`bringup.engine.report`, :func:`bringup.engine.rollout.write_retry`): not counted as foreign when reused.
-_CONVERGE_OUTPUT = re.compile(r"^reports/(\d{8}T\d{6}-provision(-\d+)?\.(json|retry)|last\.retry)$")
+#: A converge killed while writing one leaves its temporary file (outfile's ``.NAME.XXXXXXXX.tmp``) beside it.
+_OWN_REPORT = r"(\d{8}T\d{6}-provision(-\d+)?\.(json|retry)|last\.retry)"
+_CONVERGE_OUTPUT = re.compile(rf"^reports/({_OWN_REPORT}|\.{_OWN_REPORT}\.[A-Za-z0-9_]{{1,16}}\.tmp)$")
 #: The names bringup gives the entries of ``revisions/``: a commit's checkout, or a cut-off one's temporary folder.
 _OWN_CHECKOUT = re.compile(r"^\.?[0-9a-f]{40}(\.[0-9]+)?$")
 

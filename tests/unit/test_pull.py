@@ -155,6 +155,27 @@ def test_a_signed_revision_converges_this_host_through_the_local_connection(flee
     assert again.status == "applied" and again.changed == 0
 
 
+@pytest.mark.reliability(item=40, fault="pull: the converge's own bytecode in a reused checkout (no tamper)",
+                         variants=1, checks=("nothing touched",))
+def test_the_converges_bytecode_goes_to_the_cache_so_the_same_revision_converges_again(fleet, monkeypatch):
+    """A host's timer writes bytecode (no PYTHONDONTWRITEBYTECODE there): the converge imports the repository's
+    roles, whose .pyc files and roles manifest went into the checkout's roles/__pycache__, so the next tick saw the
+    checkout holding what the revision does not and refused it as tampered (and prune kept every old checkout).
+    They go under the cache's pycache/ now, in this process (pull_roles) and in the converge's."""
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    # bringup_pull.roles named: pull_roles imports the repository's roles in this process too
+    good = fleet.commit("hello", key=fleet.ops, hosts={"all": {"hosts": {"me": {
+        "ansible_connection": "local", "greeting": "hello", "bringup_pull": {"roles": ["demo"]}}}}})
+    first = pull(fleet.settings(), say=lambda _l: None)
+    assert first.status == "applied", first.message
+    again = pull(fleet.settings(), say=lambda _l: None)
+    assert (again.status, again.changed) == ("applied", 0), again.message
+    checkout = fleet.tmp / "cache" / "revisions" / good
+    assert not list(checkout.rglob("__pycache__")), "bytecode written into the checkout"
+    assert list((fleet.tmp / "cache" / "pycache").rglob("*.pyc")), "the converge wrote no bytecode at all"
+
+
 @pytest.mark.reliability(item=33, fault="pull: an unsigned revision pushed on top of a good one", variants=1,
                          checks=("nothing touched", "report written"))
 def test_an_unsigned_revision_is_refused_and_the_last_good_one_stays(fleet):

@@ -454,3 +454,20 @@ def test_a_checkout_whose_worktree_record_is_gone_is_held_to_the_signed_tree(fle
         return
     assert (got.status, got.reason) == ("refused", "tampered") and f"does not: {planted};" in got.message
     assert (checkout / planted).read_text() == "planted: 1\n"
+
+
+@pytest.mark.parametrize("entry, foreign", [
+    ("reports/20261207T101010-provision.json", False),
+    ("reports/20261207T101010-provision-2.retry", False),
+    ("reports/last.retry", False),
+    ("reports/.20261207T101010-provision.json.k3_x9abc.tmp", False),  # a converge killed mid-write leaves it
+    ("reports/.last.retry.ab12cd34.tmp", False),
+    ("reports/.20261207T101010-provision.json", True),  # bringup never names a report so
+    ("reports/notes.tmp", True),
+    ("roles/__pycache__/demo.cpython-311.pyc", True),  # bytecode is code: a planted one is never taken
+    ("group_vars/all.yml", True),
+])
+def test_only_the_converges_own_report_files_are_not_foreign_in_a_reused_checkout(entry, foreign):
+    from bringup.pull.source import _status_entries
+
+    assert _status_entries(f"?? {entry}\0") == (False, entry if foreign else None)
