@@ -11,6 +11,7 @@ The folder (``--cache``, ``/var/lib/bringup/pull`` by default)::
     repo.git/              bare mirror of the repository (fetched with --prune --force: a force-push is followed)
     revisions/<commit>/    a Git worktree per checked-out revision
     current -> revisions/<commit>   the last revision applied with success (swapped by a rename)
+    pycache/               the converge's bytecode (PYTHONPYCACHEPREFIX): none is written into a checkout
 
 A revision is trusted only when ``git verify-commit`` accepts it with ``gpg.format=ssh`` and
 ``gpg.ssh.allowedSignersFile`` = the host's allowed signers file, and ``%G?`` says ``G`` (good signature by a
