@@ -88,7 +88,9 @@ class _Program(Program):
                      if ctx is not None for flag in ctx.flags}
             twice = given_twice(list(self.core.unparsed), str(e), known)
             if twice:
-                raise ParseError(twice) from None
+                from .secrets import MASK  # a URL's password (--url https://u:TOKEN@...) is never shown
+
+                raise ParseError(MASK.mask(twice)) from None
             raise
 
 

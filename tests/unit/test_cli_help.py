@@ -160,7 +160,7 @@ def test_a_task_line_collects_the_tasks_it_names_and_any_other_line_the_whole_pr
 
 @pytest.mark.reliability(item=40, fault="a flag that takes one value given twice (pull --allow-rollback A "
                                         "--allow-rollback B, --url x --url=y): Invoke's \"No idea what 'B' is!\"",
-                         variants=4, checks=("one clear line", "exit code"))
+                         variants=5, checks=("one clear line", "exit code"))
 @pytest.mark.parametrize("args, line", [
     (["pull", "--allow-rollback", "3f2a9c1d", "--allow-rollback", "07be11aa"],
      "error: --allow-rollback is given twice ('3f2a9c1d', then '07be11aa'): it takes one value; give it once"),
@@ -170,7 +170,10 @@ def test_a_task_line_collects_the_tasks_it_names_and_any_other_line_the_whole_pr
      "error: --url is given twice ('file:///a', then 'file:///b'): it takes one value; give it once"),
     (["checklist", "--host", "h1", "--out", "pages", "--out", "other"],
      "error: --out is given twice ('pages', then 'other'): it takes one value; give it once"),
-], ids=["allow-rollback", "allow-rollback-same", "url-equals", "out"])
+    (["pull", "--url", "https://u:s3cretTok@127.0.0.1:9/r.git", "--url=https://u:s3cretTok@127.0.0.1:9/r2.git"],
+     "error: --url is given twice ('https://u:********@127.0.0.1:9/r.git', then "
+     "'https://u:********@127.0.0.1:9/r2.git'): it takes one value; give it once"),
+], ids=["allow-rollback", "allow-rollback-same", "url-equals", "out", "url-password-masked"])
 def test_a_flag_given_twice_is_named_as_such(tmp_path, args, line):
     r = _entry(*args)
     assert (r.returncode, r.stderr.splitlines(), r.stdout) == (1, [line], ""), r
