@@ -51,8 +51,10 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
     perm = mode & ~_umask() if umask else mode
     made: list[tuple[str, Path]] = []
     done = 0
+    at = paths[0] if paths else Path(".")  # the file being written or renamed: the one a failure names
     try:
         for path, (_, data) in zip(paths, files):
+            at = path
             body = data if isinstance(data, bytes) else data.encode(encoding, errors) if newline is None else \
                 data.replace("\n", newline).encode(encoding, errors)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:80]}.", suffix=".tmp")
@@ -64,6 +66,7 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
                 os.fsync(f.fileno())
         while made:
             tmp, path = made[0]
+            at = path
             try:
                 os.replace(tmp, path)
             except IsADirectoryError:  # a folder made there since the check
@@ -78,8 +81,7 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
             except OSError:
                 pass
         if isinstance(e, OSError) and not isinstance(e, NotWritten):
-            path = made[0][1] if made else paths[min(done, len(paths) - 1)]
-            raise NotWritten.of(e, path, paths, done) from None
+            raise NotWritten.of(e, at, paths, done) from None
         raise
     return paths
 
@@ -138,11 +140,19 @@ def append_text(path: str | Path, text: str) -> None:
             raise InputError(f"{path} is no regular file; bringup appends only to a log file of its own there: "
                              "remove it")
         body = text.encode("utf-8")
+        size = os.fstat(fd).st_size
         try:
-            if os.write(fd, body) != len(body):
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # a line cut short: the disk filled
+            wrote = os.write(fd, body)
+            if wrote != len(body):  # a line cut short (the disk filled, a file size limit): say why
+                os.write(fd, body[wrote:])  # raises the system's own reason
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # (a second short write: the disk filled)
         except OSError as e:  # a full disk, a quota: one line, as every file bringup writes (NotWritten)
-            raise NotWritten.of(e, path, [path], 0, kept="the line was not added whole") from None
+            try:
+                os.ftruncate(fd, size)  # no half line left for the next one to be glued to
+                kept = "the line was not added (the log is as it was)"
+            except OSError:
+                kept = "the line was not added whole"
+            raise NotWritten.of(e, path, [path], 0, kept=kept) from None
     finally:
         os.close(fd)
 

@@ -316,6 +316,41 @@ def test_a_log_line_the_disk_refuses_is_one_line_too(tmp_path, monkeypatch):
     with pytest.raises(NotWritten) as e:
         append_text(log, "two\n")
     assert e.value.errno == errno.ENOSPC and str(e.value).startswith(
-        f"{log}: could not be written: No space left on device; ") and "the line was not added whole" in str(e.value)
+        f"{log}: could not be written: No space left on device; ") and "the line was not added" in str(e.value)
     monkeypatch.undo()
     assert log.read_text() == "one\n"
+
+
+_FSIZE_PROBE = """
+import resource, sys
+from pathlib import Path
+from bringup.outfile import NotWritten, append_text, write_set
+d = Path(sys.argv[1])
+(d / "log").write_text("x" * 4050)
+resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))  # files past 4 KiB refused (EFBIG), as a quota would
+try:
+    append_text(d / "log", '{"window_us": 100, "p95_ms": 12.5, "at": "2026-12-07T14:00:00Z", "pad": "' + "p" * 120 + '"}\\n')
+except NotWritten as e:
+    print("append:", e)
+try:
+    write_set([(d / "h1.md", "small"), (d / "h1.html", "h" * 10_000), (d / "h1.json", "{}")])
+except NotWritten as e:
+    print("set:", e)
+"""
+
+
+@pytest.mark.reliability(item=40, fault="a write the system cuts short (file size limit) in a set or a log",
+                         variants=2, checks=("one clear line", "whole old or new file", "no leftovers"))
+def test_a_write_cut_short_names_its_own_file_and_leaves_no_half_line(tmp_path):
+    """write_set names the file whose write failed (it named the set's first, h1.md, when h1.html failed), and
+    append_text leaves the log as it was (half a JSON line was left, the next line glued to it)."""
+    r = subprocess.run([sys.executable, "-c", _FSIZE_PROBE, str(tmp_path)], capture_output=True, text=True,
+                       timeout=60)
+    lines = dict(ln.split(": ", 1) for ln in r.stdout.splitlines())
+    assert set(lines) == {"append", "set"}, (r.stdout, r.stderr[-600:])
+    assert lines["append"].startswith(f"{tmp_path / 'log'}: could not be written: File too large; "), lines
+    assert "the log is as it was" in lines["append"]
+    assert (tmp_path / "log").read_text() == "x" * 4050  # no half line
+    assert lines["set"].startswith(f"{tmp_path / 'h1.html'}: could not be written: File too large; "), lines
+    assert "none of the 3 files" in lines["set"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["log"]  # no page, no temporary file
