@@ -161,3 +161,25 @@ def test_children_naming_a_group_no_source_declares_is_still_refused(tmp_path):
     # the order matters, as in Ansible: the later source's groups are not known to an earlier one
     with pytest.raises(InventoryError, match=r"names group 'control'"):
         load_inventory([tmp_path / "b.ini", tmp_path / "a.ini"])
+
+
+#: Documents PyYAML's pure-Python reader refuses or reads otherwise, which libyaml (Ansible's loader, and bringup's
+#: fast path) takes: a tab after a key's colon or at a line's end, a block scalar's header followed by '#', a BOM
+#: at the start of a later line.  bringup must read each as ansible-inventory does.
+LIBYAML_CASES = {
+    "tab-after-colon": "all:\n  hosts:\n    h1:\n      gpu_profile:\tl40s\n",
+    "tab-at-line-end": "all:\n  hosts:\n    h1:\n      gpu_profile: l40s\t\n",
+    "block-header-comment": "all:\n  hosts:\n    h1:\n      note: |#\n        x\n",
+    "bom-on-a-later-line": "all:\n  hosts:\n    h1:\n\ufeff    h2:\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(LIBYAML_CASES))
+def test_where_libyaml_and_pure_python_yaml_differ_bringup_reads_as_ansible_does(name, tmp_path):
+    path = tmp_path / f"{name}.yml"
+    path.write_text(LIBYAML_CASES[name], encoding="utf-8")
+    groups, hostvars = ansible_view(ansible_list([path], tmp_path))
+    inv = load_inventory(path)
+    assert set(inv.hosts) == set(hostvars) and inv.hosts, name
+    for h, expected in hostvars.items():
+        assert inv.hosts[h].raw == expected, f"{name}: host {h}"

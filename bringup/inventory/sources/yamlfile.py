@@ -286,8 +286,11 @@ if _CParser is not None:
 def _load_fast(path: Path, text: str, vault: Vault | None, sealed: bool) -> tuple[Any, KeyLines] | None:
     """The document read by :class:`_FastLoader`, or None where :func:`_load_yaml_lines`' own reading must decide:
     no libyaml, a character the pure-Python reader refuses (libyaml's set differs), or any error at all (the
-    pure-Python reader names its line and column exactly, as it did before this path existed, and is the
-    reference: what it takes is taken)."""
+    pure-Python reader names its line and column exactly, as it did before this path existed).
+
+    What libyaml takes is taken, as Ansible takes it (its loader is libyaml's): a tab after a key's colon or at a
+    line's end, a block scalar's header followed by ``#``, a BOM at the start of a later line, which PyYAML's own
+    reader refuses or reads otherwise (tests/unit/test_inventory_corpus.py holds each to ``ansible-inventory``)."""
     if _CParser is None or yaml.reader.Reader.NON_PRINTABLE.search(text):
         return None
     loader = _FastLoader(text, str(path))
