@@ -27,7 +27,7 @@ from ..errors import BringupError, Unreachable
 from .roundtrip import BecomeError, Deadline, Sudo, text as _text
 from ..inventory.addresses import address_problem
 from ..inventory.hosts import Host
-from .jumps import AcceptNew, Jumps, Way, dial_tcp, unreachable
+from .jumps import AcceptNew, Jumps, Way, log_in, unreachable
 from .sshconfig import Route, Routes, route
 
 # paramiko's transport thread logs a whole traceback when a port answers but is not SSH; the error it
@@ -77,7 +77,9 @@ class SSHTransport(Transport):
             t.hostname,
             user=t.user,
             port=t.port,
-            connect_timeout=int(self.route.connect_timeout),
+            # The login's bounds are log_in's (jumps.py), all of them a deadline of ssh_connect_timeout: int() of
+            # 0.5 was 0, which Fabric took for no timeout at all (paramiko's banner_timeout, 15 s, then ended it).
+            connect_timeout=None,
             connect_kwargs=connect_kwargs,
             # Read by bringup.ssh.sshconfig (with the inventory's variables first, as ssh does), not by Fabric.
             config=Config(overrides={"load_ssh_configs": False}),
@@ -90,10 +92,13 @@ class SSHTransport(Transport):
         try:
             sock, self._held = self.jumps.reach(t, self.way, self.host.name)
             # Direct: a socket of our own, TCP_NODELAY set before the handshake (jumps.dial_tcp); a new one at
-            # every open (a reconnect after a reboot).
-            self.conn.connect_kwargs["sock"] = sock if sock is not None else \
-                dial_tcp(t.hostname, t.port, self.route.connect_timeout)
-            self.conn.open()
+            # every open (a reconnect after a reboot).  The whole login within ssh_connect_timeout (log_in).
+
+            def login(bounds: dict) -> None:
+                self.conn.connect_kwargs.update(bounds)
+                self.conn.open()
+
+            log_in(self.conn.client, login, self.way, sock, dial=(t.hostname, t.port))
             if self.way.keepalive:
                 # OpenSSH's ServerAliveInterval: idle sessions survive firewalls and NAT.
                 self.conn.transport.set_keepalive(int(self.way.keepalive))

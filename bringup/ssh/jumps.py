@@ -21,7 +21,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import paramiko
 
@@ -33,7 +33,8 @@ from .knownhosts import known_hosts_problem, known_hosts_shown
 from .sshconfig import Endpoint
 from ..secrets import HIDDEN, Vaulted
 
-__all__ = ["AcceptNew", "Jumps", "Way", "unreachable", "proxy_command", "dial_tcp", "QuickAck"]
+__all__ = ["AcceptNew", "Jumps", "Way", "unreachable", "proxy_command", "dial_tcp", "QuickAck", "LoginTimedOut",
+           "log_in"]
 
 
 class AcceptNew(paramiko.MissingHostKeyPolicy):
@@ -137,6 +138,123 @@ def dial_tcp(hostname: str, port: int, timeout: float) -> socket.socket:
     raise paramiko.ssh_exception.NoValidConnectionsError(errors)
 
 
+#: Bytes a host (or its ProxyCommand) may send before its SSH version line (RFC 4253 lets a server send lines of
+#: text first; OpenSSH reads at most 1024 lines of them).  Past them the login ends at once as "not SSH": paramiko
+#: reads a banner 128 bytes at a time into one growing buffer, so a flood with no line end (`cat /dev/zero`) spun
+#: a CPU, the GIL held, and grew memory until the connect deadline.
+BANNER_MAX = 256 * 1024
+
+
+class NoBanner(OSError):
+    """:data:`BANNER_MAX` bytes came without an SSH version line."""
+
+
+class _BannerCap:
+    """``sock`` (a socket, a ProxyCommand, a jump host's channel) as paramiko's transport reads it, cut off past
+    :data:`BANNER_MAX` bytes without a line starting ``SSH-``; once that line came, its own ``recv`` again."""
+
+    def __init__(self, sock: Any):
+        self._sock = sock
+        self._got = 0
+        self._line = b""  # the first bytes (4 at most) of the line under way
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or "_sock" not in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self._sock, name)
+
+    def __copy__(self) -> "_BannerCap":  # invoke's config copies what it is given: one socket, one reader of it
+        return self
+
+    def __deepcopy__(self, memo: dict) -> "_BannerCap":
+        return self
+
+    def recv(self, size: int) -> bytes:
+        data = self._sock.recv(size)
+        self._got += len(data)
+        *whole, rest = data.split(b"\n")
+        for seg in whole:
+            if (self._line + seg[:4])[:4] == b"SSH-":
+                self.recv = self._sock.recv  # type: ignore[method-assign]
+                return data
+            self._line = b""
+        self._line = (self._line + rest[:4])[:4]
+        if self._got > BANNER_MAX:
+            what = f"{BANNER_MAX >> 10} KiB without an SSH version line"
+            if isinstance(self._sock, paramiko.ProxyCommand):
+                raise paramiko.ProxyCommandFailure(" ".join(self._sock.cmd), f"it printed {what}")
+            raise NoBanner(f"{what} came")
+        return data
+
+
+class LoginTimedOut(Exception):
+    """:func:`log_in`'s deadline passed: the login was cut off there; ``authenticating``: the key exchange had
+    finished (the host's key was known), authentication had not."""
+
+    def __init__(self, authenticating: bool, proxy_ended: bool = False):
+        super().__init__("login timed out")
+        self.authenticating = authenticating
+        #: A ProxyCommand had ended before the deadline (what it left running held its pipe): its failure is said.
+        self.proxy_ended = proxy_ended
+
+
+def log_in(client: paramiko.SSHClient, connect: Callable[[dict], Any], way: Way, sock: Any,
+           dial: "tuple[str, int] | None" = None) -> Any:
+    """One login of ``client`` (``connect(kwargs)`` calls its ``SSHClient.connect``, given paramiko's timeouts in
+    ``kwargs`` with the socket), over ``sock`` or a TCP connection dialed to ``dial`` (host, port), ended in
+    ``way.connect_timeout`` seconds from now, whatever the other end does: the TCP connect, the banner, the key
+    exchange and authentication together (paramiko's own ``timeout`` bounds the key exchange alone, measured from
+    its own start, and ``auth_timeout`` defaults to 30 s: an sshd that stalled authentication held a 10 s
+    ``ssh_connect_timeout`` for 30 s).  At the deadline the socket (a ProxyCommand: the command) and the client
+    are closed, which wakes paramiko's waits, and :class:`LoginTimedOut` says so.  Returns ``connect``'s result.
+
+    A socket dialed here is closed on a failure; ``sock`` and the client are closed by the caller unless the
+    deadline closed them (having worded the failure: a ProxyCommand's stderr is read before its end)."""
+    end = time.monotonic() + float(way.connect_timeout)
+
+    def left() -> float:
+        return max(0.001, end - time.monotonic())
+
+    dialed = sock is None and dial is not None
+    if dialed:
+        sock = dial_tcp(dial[0], dial[1], left())
+    capped = _BannerCap(sock) if sock is not None else None
+    cut = threading.Event()
+    keyed: list[bool] = []  # whether the key exchange had finished when the deadline cut the login
+    ended: list[bool] = []  # whether a ProxyCommand had ended by then
+
+    def abort() -> None:
+        t = client.get_transport()
+        keyed.append(t is not None and t.session_id is not None)
+        ended.append(isinstance(sock, paramiko.ProxyCommand) and sock.process.poll() is not None)
+        cut.set()
+        for close in (getattr(sock, "close", None), client.close):
+            try:
+                if close is not None:
+                    close()
+            except Exception:  # noqa: BLE001 - closing what already failed: the flag is what counts
+                pass
+
+    timer = threading.Timer(left(), abort)
+    timer.daemon = True
+    timer.start()
+    try:
+        # paramiko's own bounds a little past the deadline: the watchdog decides, in one wording.
+        got = connect({"sock": capped, "timeout": left(), "banner_timeout": left() + 1, "auth_timeout": left() + 1})
+    except Exception:
+        if dialed:
+            sock.close()
+        if cut.is_set() or time.monotonic() >= end:
+            t = client.get_transport()
+            raise LoginTimedOut(any(keyed) or (t is not None and t.session_id is not None), any(ended)) from None
+        raise
+    finally:
+        timer.cancel()
+    if cut.is_set():  # the deadline fired as the login finished: it counts as late, as ssh would
+        raise LoginTimedOut(True)
+    return got
+
+
 def unreachable(e: BaseException, *, ep: Endpoint, way: Way, host: str, sock: Any = None) -> Unreachable:
     """One line for a login that failed, in connection.py's words (the target's wording since issue 1); the
     address, port and user a vault held are ``********`` in it, in bringup's words and in paramiko's."""
@@ -156,6 +274,14 @@ def _unreachable(e: BaseException, *, ep: Endpoint, way: Way, host: str, sock: A
     known = way.known_hosts[0]
     known = "the known_hosts file (vaulted)" if isinstance(known, Vaulted) else known
     timeout = way.connect_timeout
+    if isinstance(e, LoginTimedOut) and not e.proxy_ended:
+        if e.authenticating:
+            return Unreachable(f"authentication to {ep.user}@{where} did not finish within {timeout:g} s "
+                               "(ssh_connect_timeout): the host answered SSH but stalled the login (sshd, PAM or its "
+                               "user lookups frozen or overloaded); check the host and ssh_connect_timeout")
+        return Unreachable(f"ssh to {where}: the port accepted the connection but no SSH handshake finished "
+                           f"within {timeout:g} s (sshd frozen or overloaded, or traffic dropped after connect); "
+                           "check the host and ssh_connect_timeout")
     if isinstance(e, paramiko.BadHostKeyException):
         return Unreachable(f"host key for {where} CHANGED (got {e.key.get_name()} {e.key.get_fingerprint().hex()}); "
                            f"if the host was rebuilt, remove its line from {known}")
@@ -339,13 +465,12 @@ class Jumps:
             sock, own = self.reach(hop, way, host)  # the hop's own ProxyCommand or ProxyJump (from ssh config)
         client = paramiko.SSHClient()
         way.prepare(client)
-        kwargs: dict[str, Any] = {"username": hop.user, "timeout": way.connect_timeout,
-                                  "banner_timeout": way.connect_timeout, "auth_timeout": way.connect_timeout}
+        kwargs: dict[str, Any] = {"username": hop.user}
         if hop.identity_files:
             kwargs.update(key_filename=list(hop.identity_files), look_for_keys=False, allow_agent=False)
         try:
-            kwargs["sock"] = sock if sock is not None else dial_tcp(hop.hostname, hop.port, way.connect_timeout)
-            client.connect(hop.hostname, port=hop.port, **kwargs)
+            log_in(client, lambda bounds: client.connect(hop.hostname, port=hop.port, **kwargs, **bounds), way,
+                   sock, dial=(hop.hostname, hop.port))
         except Exception as e:  # noqa: BLE001 - worded here, naming the jump host; before closing (a
             # ProxyCommand's words are read from it)
             why = unreachable(e, ep=hop, way=way, host=hop.label, sock=sock)

@@ -212,7 +212,8 @@ def test_a_flooding_proxy_command_is_ended_with_its_failed_handshake(tmp_path):
         connect(host)
     took = time.monotonic() - t0
     said = str(e.value)
-    assert "\n" not in said and "handshake" in said and took < 8, (took, said)
+    # Since the banner read is capped (jumps.BANNER_MAX): at once, not at the 2 s deadline.
+    assert "\n" not in said and "256 KiB without an SSH version line" in said and took < 8, (took, said)
     pid = int(pidfile.read_text())
     deadline = time.monotonic() + 3
     while not _gone(pid) and time.monotonic() < deadline:
@@ -285,3 +286,143 @@ def test_a_short_secret_never_masks_a_check_name_or_its_device():
         assert (c.name, c.subject) == (name, subject)
         # Its seen and fix texts still go through the masker.
         assert (c.seen, c.fix) == (f"errors: {HIDDEN}, {HIDDEN}", f"restart {HIDDEN}")
+
+
+# --- a login ends within ssh_connect_timeout, whatever the other end does ----------------------------------------
+
+class _StallingAuth:
+    """A paramiko server on 127.0.0.1 whose authentication never answers (sshd's PAM or user lookup frozen)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        import paramiko
+
+        self.release = threading.Event()
+        release = self.release
+
+        class Server(paramiko.ServerInterface):
+            def get_allowed_auths(self, username):
+                return "password"
+
+            def check_auth_password(self, username, password):
+                release.wait(60)
+                return paramiko.AUTH_FAILED
+
+        self.key = paramiko.RSAKey.generate(1024)
+        self.srv = socket.create_server(("127.0.0.1", 0))
+        self.port = self.srv.getsockname()[1]
+        self.transports: list = []
+
+        def serve() -> None:
+            try:
+                sock = self.srv.accept()[0]
+            except OSError:
+                return
+            t = paramiko.Transport(sock)
+            t.add_server_key(self.key)
+            self.transports.append(t)
+            try:
+                t.start_server(server=Server())
+            except (paramiko.SSHException, EOFError, OSError):
+                pass
+
+        threading.Thread(target=serve, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        for t in self.transports:
+            t.close()
+        self.srv.close()
+
+
+@pytest.mark.reliability(item=40, fault="ssh: an sshd that answers the key exchange, then stalls authentication: "
+                                        "held a 2 s ssh_connect_timeout for paramiko's 30 s auth_timeout",
+                         variants=1, checks=("no hang", "one clear line"))
+def test_a_login_stalled_in_authentication_ends_at_the_connect_deadline(tmp_path):
+    import time
+
+    from bringup.errors import Unreachable
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.ssh.connection import connect
+
+    srv = _StallingAuth()
+    try:
+        known = tmp_path / "kh"
+        known.write_text(f"[127.0.0.1]:{srv.port} {srv.key.get_name()} {srv.key.get_base64()}\n")
+        host = Host("h1", ["all"], {}, ConnectionVars(ansible_host="127.0.0.1", ansible_port=srv.port,
+                                                      ansible_user="op", ansible_password="pw-x",
+                                                      ssh_known_hosts=str(known), ssh_connect_timeout=2))
+        t0 = time.monotonic()
+        with pytest.raises(Unreachable) as e:
+            connect(host)
+        took = time.monotonic() - t0
+    finally:
+        srv.close()
+    said = str(e.value)
+    assert said.startswith(f"authentication to op@127.0.0.1:{srv.port} did not finish within 2 s "
+                           "(ssh_connect_timeout)") and "\n" not in said, said
+    assert took < 12, took  # before: 30 s (paramiko's auth_timeout)
+
+
+@pytest.mark.reliability(item=40, fault="ssh: ssh_connect_timeout under 1 s (0.5): int() made it 0, no timeout, "
+                                        "and the login waited for paramiko's 15 s banner_timeout",
+                         variants=1, checks=("no hang", "one clear line"))
+def test_a_connect_timeout_under_one_second_is_kept(tmp_path):
+    import time
+
+    import tests.silent
+    from bringup.errors import Unreachable
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.ssh.connection import connect
+
+    with tests.silent.silent_port() as (port, _):
+        host = Host("h1", ["all"], {}, ConnectionVars(ansible_host="127.0.0.1", ansible_port=port,
+                                                      ssh_known_hosts=str(tmp_path / "kh"), ssh_connect_timeout=0.5))
+        t0 = time.monotonic()
+        with pytest.raises(Unreachable) as e:
+            connect(host)
+        took = time.monotonic() - t0
+    assert "no SSH handshake finished within 0.5 s" in str(e.value), str(e.value)
+    assert took < 8, took  # before: 15 s
+
+
+@pytest.mark.reliability(item=40, fault="ssh: a port that floods bytes with no line end (no SSH banner): paramiko "
+                                        "grew one buffer 128 bytes at a time, a CPU spun until the deadline",
+                         variants=2, checks=("no hang", "one clear line"))
+@pytest.mark.parametrize("flood", [b"\0", b"x"], ids=["zeros", "letters"])
+def test_a_port_flooding_before_any_banner_is_cut_at_once(tmp_path, flood):
+    import socket
+    import threading
+    import time
+
+    from bringup.errors import Unreachable
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.ssh.connection import connect
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    stop = threading.Event()
+
+    def serve() -> None:
+        try:
+            c = srv.accept()[0]
+            while not stop.is_set():
+                c.sendall(flood * 65536)
+        except OSError:
+            pass
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        host = Host("h1", ["all"], {}, ConnectionVars(ansible_host="127.0.0.1", ansible_port=srv.getsockname()[1],
+                                                      ssh_known_hosts=str(tmp_path / "kh"), ssh_connect_timeout=30))
+        t0 = time.monotonic()
+        with pytest.raises(Unreachable) as e:
+            connect(host)
+        took = time.monotonic() - t0
+    finally:
+        stop.set()
+        srv.close()
+    said = str(e.value)
+    assert "is not SSH" in said and "256 KiB without an SSH version line" in said and "\n" not in said, said
+    assert took < 10, took  # before: the whole 30 s, a CPU spinning
