@@ -32,7 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 
 from ..errors import InventoryError, InputError, printable, quoted
 from .sources import GroupDef, SourceError, Value, base_dir, read_source
-from .sources.model import MAX_HOSTS, too_many_hosts, var_name_doubt, var_name_problem
+from .sources.model import MAX_HOSTS, SourceData, too_many_hosts, var_name_doubt, var_name_problem
 from .sources.templating import render
 from .sources.varsdirs import load_vars
 from .sources.yamlfile import load_yaml_lines
@@ -272,9 +272,12 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     host_vars: dict[str, dict[str, Value]] = {}
     known: set[str] = set()  # the groups read so far: a later INI [g:children] may name them (Ansible's rule)
     doubts: list[tuple[str, str]] = []  # variable names not Ansible's form, where each was met: one warning a name
+    hollow: list[str] = []  # the sources that gave nothing but empty groups (/etc/shadow read as YAML): named once
     for p in paths:
         for src in read_source(p, vault, known):
             doubts.extend(src.doubts)
+            if not src.hosts and not any(gd.vars or gd.children for gd in src.groups.values()):
+                hollow.append(_hollow(src))
             for g, gd in src.groups.items():
                 mine = groups.setdefault(g, GroupDef())
                 mine.vars.update(gd.vars)
@@ -387,8 +390,22 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
                             unrendered=unrendered)
 
     doubts += [("--set", k) for k in (overrides or {}) if var_name_doubt(k)]
+    warnings = _doubted(doubts)
+    if not hosts:
+        warnings += hollow or [f"{where}: no host in the inventory; check that --inventory names an Ansible "
+                                "inventory (YAML, INI, a script or a folder of them) with hosts in it"]
     return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths,
-                     warnings=_doubted(doubts))
+                     warnings=warnings)
+
+
+def _hollow(src: SourceData) -> str:
+    """One line for a source that gave no host, variable or child group (Ansible: "Unable to parse ... as an
+    inventory source", "provided hosts list is empty"): its path and how it read, none of its text (a file such as
+    /etc/shadow reads as YAML whose group names are its lines)."""
+    n = len(src.groups.keys() - {"all", "ungrouped"})
+    got = f"only {n:,} empty group name{'s' if n != 1 else ''}" if n else "nothing"
+    return (f"{src.path}: no host found in it (it read as {got}); check that --inventory names an Ansible inventory "
+            "(YAML, INI, a script or a folder of them)")
 
 
 def _doubted(doubts: list[tuple[str, str]]) -> list[str]:

@@ -426,3 +426,23 @@ def test_a_port_flooding_before_any_banner_is_cut_at_once(tmp_path, flood):
     said = str(e.value)
     assert "is not SSH" in said and "256 KiB without an SSH version line" in said and "\n" not in said, said
     assert took < 10, took  # before: the whole 30 s, a CPU spinning
+
+
+# --- a file that is no inventory ---------------------------------------------------------------------------------
+
+@pytest.mark.reliability(item=40, fault="inventory: a file that is no inventory (/etc/shadow: a YAML mapping of empty "
+                                        "groups named by its lines), or an empty one, listed 0 hosts and said nothing",
+                         variants=3, checks=("one clear line", "secret never shown"))
+@pytest.mark.parametrize("what", ["shadow", "empty", "shadow-in-a-folder"])
+def test_a_file_that_is_no_inventory_is_one_warning_naming_it_without_its_text(tmp_path, what):
+    text = "" if what == "empty" else \
+        "root:$y$j9T$SeCrEtHaSh0123$pQ9vXz:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n"
+    where = tmp_path / "inv" if what == "shadow-in-a-folder" else tmp_path
+    where.mkdir(exist_ok=True)
+    (where / "shadow").write_text(text)
+    p = bringup("hosts", "-i", str(where if what == "shadow-in-a-folder" else where / "shadow"), cwd=tmp_path)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "Traceback" not in out, out
+    warned = [x for x in p.stderr.splitlines() if x.strip()]
+    assert len(warned) == 1 and warned[0].startswith(f"warning: {where / 'shadow'}: no host found in it"), out
+    assert "SeCrEtHaSh" not in out and "daemon" not in out and "19000" not in out, out
