@@ -446,3 +446,28 @@ def test_a_file_that_is_no_inventory_is_one_warning_naming_it_without_its_text(t
     warned = [x for x in p.stderr.splitlines() if x.strip()]
     assert len(warned) == 1 and warned[0].startswith(f"warning: {where / 'shadow'}: no host found in it"), out
     assert "SeCrEtHaSh" not in out and "daemon" not in out and "19000" not in out, out
+
+
+#: A file others may not read, passed as an inventory by mistake -> (its text, its mode, the line refused).  Each
+#: refusal quoted the secret: "group name 'root:$6$...' holds '/'", "got 'SeCrEt...'", "host '...' ends in ':'".
+PRIVATE_FILES = {
+    "shadow (YAML)": ("root:$6$Salt$SeCrEt/HaSh.x:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n", 0o640, 1),
+    "shadow (.ini)": ("root:$6$Salt$SeCrEt/HaSh.x:19000:0:99999:7:::\n", 0o600, 1),
+    "dotenv": ("DB_USER=ops\nAPI_TOKEN=SeCrEt/token\n", 0o600, 2),
+    "netrc": ("machine example.com login bob password SeCrEt\n", 0o600, 1),
+    "ssh key": ("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA SeCrEt\n", 0o600, 1),
+}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: a file other users may not read (/etc/shadow, an ssh key, .netrc, "
+                                        "a .env) given as -i: its refusal quoted a password hash or a token",
+                         variants=len(PRIVATE_FILES), checks=("one clear line", "secret never shown"))
+@pytest.mark.parametrize("case", sorted(PRIVATE_FILES))
+def test_a_private_file_given_as_inventory_is_refused_without_its_text(tmp_path, case):
+    text, mode, line = PRIVATE_FILES[case]
+    f = tmp_path / ("creds.ini" if case.endswith("(.ini)") else "creds")
+    f.write_text(text)
+    f.chmod(mode)
+    p = bringup("hosts", "-i", str(f), cwd=tmp_path)
+    said = one_line_refusal(p, f"{f}:{line}: ", "its text is not shown", f"mode {mode:04o}")
+    assert "SeCrEt" not in said and "token" not in said and "example.com" not in said, said

@@ -31,7 +31,7 @@ from .folders import listed
 from .ini import parse_ini
 from .model import GroupDef, SourceData, SourceError, Value
 from .script import is_list_output, parse_list_output, run_script
-from .yamlfile import YamlSyntaxError, load_yaml_lines, read_plain, sealed_doubts, sealed_error
+from .yamlfile import YamlSyntaxError, load_yaml_lines, private_mode, read_plain, sealed_doubts, sealed_error
 from .yamlinv import MAX_GROUP_DEPTH, parse_yaml_inventory
 
 __all__ = ["IGNORED_EXTENSIONS", "MAX_GROUP_DEPTH", "GroupDef", "SourceData", "SourceError", "Value",
@@ -120,10 +120,12 @@ def _detect(path: Path, vault: Vault | None, known: set[str]) -> SourceData:
     try:
         found = _parse(path, text, vault, known)
     except (InventoryError, SourceError) as e:
-        if not sealed:
+        # The messages quote the text: a file encrypted whole, or one other users may not read (/etc/shadow), tells
+        # its line and what is wrong only.
+        private = None if sealed else private_mode(path)
+        if not sealed and private is None:
             raise
-        # The messages quote the decrypted text: a file encrypted whole tells its line and what is wrong only.
-        raise sealed_error(e, path) from None
+        raise sealed_error(e, path, private) from None
     if sealed:  # a file encrypted whole holds secrets only: every text of it is one
         sealed_doubts(found.doubts, path)  # a variable name not Ansible's form: no warning may quote it
         hide = (vault or Vault()).hide

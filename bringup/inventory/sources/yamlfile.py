@@ -3,7 +3,9 @@ duplicate keys refused, every error one line naming the file, line and column.""
 from __future__ import annotations
 
 import io
+import os
 import re
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +17,7 @@ from ..vault import Vault, VaultError, is_vaulted
 from .model import VAR_NAME_KIND, SourceError
 
 __all__ = ["MAX_BYTES", "MAX_NODES", "MAX_DEPTH", "too_deep", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text",
-           "read_plain", "sealed_error"]
+           "read_plain", "sealed_error", "private_mode"]
 
 
 class YamlSyntaxError(InventoryError):
@@ -216,10 +218,11 @@ _YAML_KINDS = {"ComposerError": "a YAML alias or anchor error (an undefined alia
                "ScannerError": "a YAML syntax error", "ParserError": "a YAML syntax error"}
 
 
-def sealed_error(e: Exception, path: Path | str) -> InventoryError:
+def sealed_error(e: Exception, path: Path | str, why: str | None = None) -> InventoryError:
     """The error ``e``, met in the decrypted text of ``path`` (a file ansible-vault encrypted whole), told by the
     file, the line and what is wrong (its ``kind``) alone: its own message quotes that text, which is a secret
-    (a line ``password: x`` of an INI [vars] section, an alias's name, a group's)."""
+    (a line ``password: x`` of an INI [vars] section, an alias's name, a group's).  ``why``: the reason the text
+    is not shown, when it is another (:func:`private_mode`)."""
     p, message = str(path), str(e)
     m = re.match(re.escape(p) + r":(\d+)", message)
     at = f"{p}:{m.group(1)}" if m else p
@@ -227,8 +230,23 @@ def sealed_error(e: Exception, path: Path | str) -> InventoryError:
         what = "a !vault value in it cannot be opened (no or a wrong password, or damaged)"
     else:
         what = getattr(e, "kind", None) or "not an inventory bringup can read"
-    return InventoryError(f"{at}: {what}; the file is encrypted with ansible-vault, so its text is not shown "
-                          f"(`ansible-vault view {p}` shows it)")
+    return InventoryError(f"{at}: {what}; " + (why or "the file is encrypted with ansible-vault, so its text is not "
+                                                     f"shown (`ansible-vault view {p}` shows it)"))
+
+
+def private_mode(path: Path | str) -> str | None:
+    """Why the text of ``path`` is not to be quoted back when it is no inventory, or None: a file that other users
+    may not read (``/etc/shadow``, 0640; an ssh key, ``~/.netrc`` or a cloud credentials file, 0600) holds secrets
+    by its owner's say, so a refusal names its line and what is wrong only (:func:`sealed_error`), as for a file
+    ansible-vault encrypted whole: ``-i /etc/shadow`` printed a password hash in "group name '...' holds '/'"."""
+    try:
+        mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+        return None
+    if mode & stat.S_IROTH:
+        return None
+    return (f"the file may not be read by other users (mode {stat.S_IMODE(mode):04o}), so its text is not shown: is it "
+            "an inventory?")
 
 
 #: What a file encrypted whole says of a variable name that is not Ansible's form: elsewhere a warning names it and
