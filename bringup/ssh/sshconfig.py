@@ -145,6 +145,11 @@ def _lookup(text: str, name: str, where: str, config: str | None, execs: MatchEx
     try:
         found = _Config.read(text, execs).lookup(name)
     except _UnsafeToken as e:
+        if e.key == "proxyjump":
+            raise refuse(where, f"ProxyJump pastes {e.token} ({_DATA_TOKENS[e.token]}) into its list of jump hosts, "
+                                 "and its value holds a character that splits or adds an entry ('@', ',', ':', "
+                                 "'/', a space, ...) or starts with '-': set it to a plain host name, address or "
+                                 "user (letters, digits and . _ - $ + =)") from None
         key = "ProxyCommand" if e.key == "proxycommand" else "Match exec"
         raise refuse(where, f"{key} pastes {e.token} ({_DATA_TOKENS[e.token]}) into a shell command, and its "
                              "value holds characters a shell reads (quotes, $, `, ;, |, &, spaces, ...) or starts "

@@ -75,6 +75,11 @@ _SHELL_KEYS = {"proxycommand", "match-exec"}
 _DATA_TOKENS = {"%h": "the host's address (ansible_host or HostName)", "%r": "the user (ansible_user or User)",
                 "%p": "the port", "%n": "the host's name as written"}
 _PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
+#: Keys whose value is a list of ``[user@]host[:port]`` entries (ProxyJump): a data token there is one host, user or
+#: port, holding none of the characters that split or add an entry ('@', ',', ':', '/', a space): a user
+#: ``x@attacker:2222,y`` pasted by ``%r@bastion`` added a jump host the config's author never named.
+_LIST_KEYS = {"proxyjump"}
+_ENTRY_PART = re.compile(r"[A-Za-z0-9_.$+=%-]+")
 
 
 class _UnsafeToken(Exception):
@@ -115,6 +120,8 @@ class _Config(paramiko.SSHConfig):
         return config
 
     def _tokenize(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
+        if key in _LIST_KEYS:
+            return self._entry_tokens(config, target_hostname, key, value)
         if key not in _SHELL_KEYS:
             return self._plain_tokens(config, target_hostname, key, value)
         allowed = set(self._allowed_tokens(key))
@@ -140,6 +147,18 @@ class _Config(paramiko.SSHConfig):
             return token
 
         return re.sub(r"%.|~", one, value, flags=re.S)
+
+    def _entry_tokens(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
+        """A ProxyJump's tokens (paramiko's: ``%h``, ``%p``, ``%r``) as paramiko expands them, once each token the
+        value holds is known to be a single part of one entry (:data:`_ENTRY_PART`), else :class:`_UnsafeToken`."""
+        if "%" in value:
+            values = self._token_values(config, target_hostname, key)
+            for token in self._allowed_tokens(key):
+                if token in value and token in values:
+                    text = str(values[token]())
+                    if not _ENTRY_PART.fullmatch(text) or text.startswith("-"):
+                        raise _UnsafeToken(token, key)
+        return self._plain_tokens(config, target_hostname, key, value)
 
     def _plain_tokens(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
         """paramiko's own expansion of a key that is no command, with the same result, computing only the

@@ -372,3 +372,28 @@ def test_a_known_hosts_file_or_an_address_that_is_none_is_refused_by_the_route(t
     for path in (good, tmp_path / "new"):
         assert route(host(ssh_known_hosts=str(path)), default_config=str(tmp_path / "none")).known_hosts == (
             str(path),)
+
+
+@pytest.mark.reliability(item=40, fault="ansible_user / ansible_host pasted by %r / %h into a ProxyJump of the "
+                                        "operator's config: a user 'x@attacker:2222,y' added a jump host",
+                         variants=6, checks=("one clear line",))
+@pytest.mark.parametrize("var,value", [("ansible_user", "x@203.0.113.9:2222,y"), ("ansible_user", "a,evil"),
+                                       ("ansible_user", "u:2200"), ("ansible_user", "-oProxyCommand=x"),
+                                       ("ansible_user", "a b"), ("ansible_host", "gpu,203.0.113.9")])
+def test_a_proxy_jump_token_cannot_add_or_change_a_jump_host(tmp_path, var, value):
+    cfg = tmp_path / "cfg"
+    cfg.write_text("Host 10.0.0.5\n  ProxyJump %r@bastion.example:2200\n" if var == "ansible_user" else
+                   "Host *\n  ProxyJump ops@%h-jump\n")
+    v = {"ansible_host": "10.0.0.5", "ansible_user": "ops", var: value, "ssh_config": str(cfg)}
+    with pytest.raises(InventoryError) as e:
+        route(host(**v), default_config=str(tmp_path / "none"))
+    line = str(e.value)
+    assert "\n" not in line and "ProxyJump pastes %" in line and "203.0.113.9" not in line, line
+
+
+def test_a_proxy_jump_token_of_a_plain_value_is_expanded_once(tmp_path):
+    cfg = tmp_path / "cfg"
+    cfg.write_text("Host 10.0.0.5\n  ProxyJump %r@bastion.example:2200\n")
+    r = route(host(ansible_host="10.0.0.5", ansible_user="ops%h", ssh_config=str(cfg)),
+              default_config=str(tmp_path / "none"))
+    assert [(j.user, j.hostname, j.port) for j in r.target.jumps] == [("ops%h", "bastion.example", 2200)]
