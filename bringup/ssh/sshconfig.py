@@ -145,6 +145,11 @@ def _lookup(text: str, name: str, where: str, config: str | None, execs: MatchEx
     try:
         found = _Config.read(text, execs).lookup(name)
     except _UnsafeToken as e:
+        if e.key == "identityfile":
+            raise refuse(where, f"IdentityFile pastes {e.token} ({_DATA_TOKENS[e.token]}) into a key file's path, and "
+                                 "its value holds '/' or a control character, or is '.' or '..' (a path "
+                                 "step out of the key folder): set it to a plain host name, address or user (letters, "
+                                 "digits and . _ - $ + =)") from None
         if e.key == "proxyjump":
             raise refuse(where, f"ProxyJump pastes {e.token} ({_DATA_TOKENS[e.token]}) into its list of jump hosts, "
                                  "and its value holds a character that splits or adds an entry ('@', ',', ':', "

@@ -75,11 +75,13 @@ _SHELL_KEYS = {"proxycommand", "match-exec"}
 _DATA_TOKENS = {"%h": "the host's address (ansible_host or HostName)", "%r": "the user (ansible_user or User)",
                 "%p": "the port", "%n": "the host's name as written"}
 _PLAIN = re.compile(r"[A-Za-z0-9_@%+=:,./-]+")
-#: Keys whose value is a list of ``[user@]host[:port]`` entries (ProxyJump): a data token there is one host, user or
-#: port, holding none of the characters that split or add an entry ('@', ',', ':', '/', a space): a user
-#: ``x@attacker:2222,y`` pasted by ``%r@bastion`` added a jump host the config's author never named.
-_LIST_KEYS = {"proxyjump"}
-_ENTRY_PART = re.compile(r"[A-Za-z0-9_.$+=%-]+")
+#: Keys whose tokens make one part of a structure: a ProxyJump's ``[user@]host[:port]`` entries, an IdentityFile's
+#: path.  A data token there is one host, user or port, holding none of the characters that split or add an entry
+#: or a path step ('@', ',', ':', '/', a space; '.' or '..' alone): a user ``x@attacker:2222,y`` pasted by
+#: ``ProxyJump %r@bastion`` added a jump host the config's author never named, a user ``../k`` made
+#: ``IdentityFile ~/.ssh/keys/%r`` a key outside that folder.
+_PARTS = {"proxyjump": re.compile(r"[A-Za-z0-9_.$+=%][A-Za-z0-9_.$+=%-]*"),
+          "identityfile": re.compile(r"[^/\x00-\x1f\x7f]+")}  # an AD user (jdoe@corp.example) is one file name
 
 
 class _UnsafeToken(Exception):
@@ -120,7 +122,7 @@ class _Config(paramiko.SSHConfig):
         return config
 
     def _tokenize(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
-        if key in _LIST_KEYS:
+        if key in _PARTS:
             return self._entry_tokens(config, target_hostname, key, value)
         if key not in _SHELL_KEYS:
             return self._plain_tokens(config, target_hostname, key, value)
@@ -149,14 +151,15 @@ class _Config(paramiko.SSHConfig):
         return re.sub(r"%.|~", one, value, flags=re.S)
 
     def _entry_tokens(self, config, target_hostname, key, value):  # noqa: ANN001 - paramiko's signature
-        """A ProxyJump's tokens (paramiko's: ``%h``, ``%p``, ``%r``) as paramiko expands them, once each token the
-        value holds is known to be a single part of one entry (:data:`_ENTRY_PART`), else :class:`_UnsafeToken`."""
+        """A ProxyJump's or an IdentityFile's tokens as paramiko expands them, once each data token the value holds
+        (:data:`_DATA_TOKENS`) is known to be a single part of one entry or path step (:data:`_PARTS`), else
+        :class:`_UnsafeToken`."""
         if "%" in value:
             values = self._token_values(config, target_hostname, key)
             for token in self._allowed_tokens(key):
-                if token in value and token in values:
+                if token in _DATA_TOKENS and token in value and token in values:
                     text = str(values[token]())
-                    if not _ENTRY_PART.fullmatch(text) or text.startswith("-"):
+                    if not _PARTS[key].fullmatch(text) or text in (".", ".."):
                         raise _UnsafeToken(token, key)
         return self._plain_tokens(config, target_hostname, key, value)
 

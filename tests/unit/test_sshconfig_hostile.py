@@ -397,3 +397,25 @@ def test_a_proxy_jump_token_of_a_plain_value_is_expanded_once(tmp_path):
     r = route(host(ansible_host="10.0.0.5", ansible_user="ops%h", ssh_config=str(cfg)),
               default_config=str(tmp_path / "none"))
     assert [(j.user, j.hostname, j.port) for j in r.target.jumps] == [("ops%h", "bastion.example", 2200)]
+
+
+@pytest.mark.reliability(item=40, fault="ansible_user pasted by %r into an IdentityFile of the operator's config "
+                                        "(IdentityFile ~/.ssh/keys/%r): '../k', '..' or a newline made it a key "
+                                        "outside that folder", variants=3, checks=("one clear line",))
+@pytest.mark.parametrize("user", ["../other", "..", "a/../../b"])
+def test_an_identity_file_token_cannot_step_out_of_its_folder(tmp_path, user):
+    cfg = tmp_path / "cfg"
+    cfg.write_text(f"Host 10.0.0.5\n  IdentityFile {tmp_path}/keys/%r\n")
+    with pytest.raises(InventoryError) as e:
+        route(host(ansible_host="10.0.0.5", ansible_user=user, ssh_config=str(cfg)),
+              default_config=str(tmp_path / "none"))
+    line = str(e.value)
+    assert "\n" not in line and "IdentityFile pastes %r" in line, line
+
+
+def test_an_identity_file_token_of_a_directory_users_name_is_expanded(tmp_path):
+    cfg = tmp_path / "cfg"
+    cfg.write_text(f"Host 10.0.0.5\n  IdentityFile {tmp_path}/keys/%r\n")
+    r = route(host(ansible_host="10.0.0.5", ansible_user="jdoe@corp.example", ssh_config=str(cfg)),
+              default_config=str(tmp_path / "none"))
+    assert r.target.identity_files == (f"{tmp_path}/keys/jdoe@corp.example",)
