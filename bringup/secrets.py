@@ -327,6 +327,10 @@ def resolve_refs(value: Any, where: str, masker: Masker = MASK, trail: str = "")
         text = _from_env(name, at) if kind == "env" else _from_file(name, at)
         masker.add(text)
         return SecretStr(text)
+    if secret_place(trail) and isinstance(value, (str, int)) and not isinstance(value, bool):
+        # Plain text where only a secret goes (Ansible's ansible_ssh_pass / ansible_become_pass, a db_password, a
+        # registry's password): a secret all the same, masked wherever it is shown (`hosts --host` printed it).
+        masker.add(str(value))
     if isinstance(value, dict):
         return {k: resolve_refs(v, where, masker, f"{trail}.{k}" if trail else str(k)) for k, v in value.items()}
     if isinstance(value, list):

@@ -471,3 +471,31 @@ def test_a_private_file_given_as_inventory_is_refused_without_its_text(tmp_path,
     p = bringup("hosts", "-i", str(f), cwd=tmp_path)
     said = one_line_refusal(p, f"{f}:{line}: ", "its text is not shown", f"mode {mode:04o}")
     assert "SeCrEt" not in said and "token" not in said and "example.com" not in said, said
+
+
+#: Plain-text passwords where only a secret goes: Ansible's own aliases of its password variables (common in real
+#: inventories), a variable named like a password, a registry's password.  `hosts --host` printed each in clear.
+PLAIN_SECRETS = {"ansible_ssh_pass": "Pw-SshPass-1", "ansible_ssh_password": "Pw-SshPassword-2",
+                 "ansible_become_pass": "Pw-BecomePass-3", "ansible_sudo_pass": "Pw-SudoPass-4",
+                 "ansible_su_pass": "Pw-SuPass-5", "db_password": "Pw-Db-6", "api_token": "x9"}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: plain-text passwords under Ansible's aliases (ansible_ssh_pass, "
+                                        "ansible_become_pass, ansible_sudo_pass, ...) or a name like db_password, "
+                                        "nested or not, shown in clear by hosts --host (and --json)",
+                         variants=len(PLAIN_SECRETS) + 1, checks=("secret never shown",))
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_a_plain_password_under_an_ansible_alias_or_a_secret_name_is_never_shown(tmp_path, as_json):
+    lines = "".join(f"      {k}: {v}\n" for k, v in PLAIN_SECRETS.items())
+    (tmp_path / "hosts.yml").write_text(
+        HOSTS + lines + "      registry_auths: {nvcr.io: {username: $oauthtoken, password: Pw-Registry-7}}\n")
+    p = bringup("hosts", "-i", "hosts.yml", "--host", "h1", *(["--json"] if as_json else []), cwd=tmp_path)
+    out = p.stdout + p.stderr
+    assert p.returncode == 0 and "Traceback" not in out, out
+    for secret in [*PLAIN_SECRETS.values(), "Pw-Registry-7"]:
+        assert secret not in out, (secret, out)
+    for name in PLAIN_SECRETS:
+        assert name in out, out  # listed, its value hidden
+    if as_json:
+        shown = json.loads(p.stdout)
+        assert {shown[k]["value"] for k in PLAIN_SECRETS} == {"********"}, shown
