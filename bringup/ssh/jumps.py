@@ -180,10 +180,10 @@ class _BannerCap:
             self._line = b""
         self._line = (self._line + rest[:4])[:4]
         if self._got > BANNER_MAX:
-            what = f"{BANNER_MAX >> 10} KiB without an SSH version line"
             if isinstance(self._sock, paramiko.ProxyCommand):
-                raise paramiko.ProxyCommandFailure(" ".join(self._sock.cmd), f"it printed {what}")
-            raise NoBanner(f"{what} came")
+                raise paramiko.ProxyCommandFailure(" ".join(self._sock.cmd), f"it printed {BANNER_MAX >> 10} KiB "
+                                                   "without an SSH version line")
+            raise NoBanner(f"{BANNER_MAX >> 10} KiB came without an SSH version line")
         return data
 
 

@@ -424,7 +424,7 @@ def test_a_port_flooding_before_any_banner_is_cut_at_once(tmp_path, flood):
         stop.set()
         srv.close()
     said = str(e.value)
-    assert "is not SSH" in said and "256 KiB without an SSH version line" in said and "\n" not in said, said
+    assert "is not SSH" in said and "256 KiB came without an SSH version line" in said and "\n" not in said, said
     assert took < 10, took  # before: the whole 30 s, a CPU spinning
 
 
