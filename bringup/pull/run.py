@@ -37,7 +37,7 @@ from ..outfile import not_own_folder
 from ..untrusted import loads, number
 from ..userfile import kind, read_capped
 from .record import EXIT, Attempt, State, full_attempt, load_state, record_outcome
-from .source import FULL_ERRNOS, Refused, Rule, Source, links_out, ssh_command
+from .source import FULL_ERRNOS, Refused, Rule, Source, bytecode_folder, links_out, ssh_command
 
 __all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "pull_roles", "provision_argv", "EXIT"]
 
@@ -192,11 +192,6 @@ def pull_roles(workdir: Path, hostvars: dict) -> list[str] | None:
     return list(dict.fromkeys(names))
 
 
-def bytecode_folder(cache: Path) -> Path:
-    """Where the converge's bytecode goes (``PYTHONPYCACHEPREFIX``): a folder of the cache, not of a checkout."""
-    return cache / "pycache"
-
-
 @contextmanager
 def bytecode_in(cache: Path) -> Iterator[None]:
     """This process's bytecode under :func:`bytecode_folder` while it imports a checkout's roles."""
@@ -211,7 +206,11 @@ def bytecode_in(cache: Path) -> Iterator[None]:
 def provision_argv(host: str, settings: Settings) -> list[str]:
     """The converge's command line: ``bringup provision`` of ``host`` alone, through the local connection, with
     the roles ``settings.roles`` names (all when None)."""
-    argv = [sys.executable, "-c", "import sys; from bringup.entry import main; sys.argv[0] = 'bringup'; main()",
+    # Its bytecode (the repository's roles/, their manifest, bringup's own) goes to the cache, never into the
+    # checkout: a reused checkout must hold the signed tree and nothing else (Source.differs), and a planted .pyc
+    # there would be code that runs.  -X, not PYTHONPYCACHEPREFIX: the programs the roles run do not inherit it.
+    argv = [sys.executable, "-X", f"pycache_prefix={bytecode_folder(settings.cache)}",
+            "-c", "import sys; from bringup.entry import main; sys.argv[0] = 'bringup'; main()",
             "provision", "--host", host, "--inventory", settings.inventory, "--set", "ansible_connection=local"]
     if settings.roles:
         argv += ["--roles", ",".join(settings.roles)]
@@ -227,10 +226,7 @@ def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
     back from its JSON report.  A signal here is handed to it, which stops in order (its exit 130/143)."""
     argv = provision_argv(host, settings)
     there = _reports_in(workdir)  # what the revision itself holds under reports/: never the converge's report
-    # Its bytecode (the repository's roles/, their manifest, bringup's own) goes to the cache, never into the
-    # checkout: a reused checkout must hold the signed tree and nothing else (Source.differs), and a planted .pyc
-    # there would be code that runs.
-    env = dict(os.environ, COLUMNS="160", PYTHONPYCACHEPREFIX=str(bytecode_folder(settings.cache)))
+    env = dict(os.environ, COLUMNS="160")
     converge = child.start(argv, cwd=workdir, env=env, stdout=child.PIPE, stderr=child.STDOUT, text=True)
     p = converge.proc
     before = {s: signal.signal(s, lambda signum, _f: p.send_signal(signum))

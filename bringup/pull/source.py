@@ -11,7 +11,7 @@ The folder (``--cache``, ``/var/lib/bringup/pull`` by default)::
     repo.git/              bare mirror of the repository (fetched with --prune --force: a force-push is followed)
     revisions/<commit>/    a Git worktree per checked-out revision
     current -> revisions/<commit>   the last revision applied with success (swapped by a rename)
-    pycache/               the converge's bytecode (PYTHONPYCACHEPREFIX): none is written into a checkout
+    pycache/               the converge's bytecode (-X pycache_prefix): none in a checkout, removed with it
 
 A revision is trusted only when ``git verify-commit`` accepts it with ``gpg.format=ssh`` and
 ``gpg.ssh.allowedSignersFile`` = the host's allowed signers file, and ``%G?`` says ``G`` (good signature by a
@@ -67,6 +67,12 @@ _OWN_REPORT = r"(\d{8}T\d{6}-provision(-\d+)?\.(json|retry)|last\.retry)"
 _CONVERGE_OUTPUT = re.compile(rf"^reports/({_OWN_REPORT}|\.{_OWN_REPORT}\.[A-Za-z0-9_]{{1,16}}\.tmp)$")
 #: The names bringup gives the entries of ``revisions/``: a commit's checkout, or a cut-off one's temporary folder.
 _OWN_CHECKOUT = re.compile(r"^\.?[0-9a-f]{40}(\.[0-9]+)?$")
+
+
+def bytecode_folder(cache: Path) -> Path:
+    """Where the converge's bytecode goes (``-X pycache_prefix``): a folder of the cache, never of a checkout; a
+    checkout's own bytecode lies under it at the checkout's absolute path (Python's layout)."""
+    return cache / "pycache"
 
 
 class Refused(BringupError):
@@ -546,3 +552,14 @@ class Source:
         if path.exists():
             shutil.rmtree(path, ignore_errors=True)
         self._git("worktree", "prune", check=False)
+        self._drop_bytecode(path)
+
+    def _drop_bytecode(self, checkout: Path) -> None:
+        """The bytecode the converges of ``checkout`` wrote under :func:`bytecode_folder` (a checkout removed, its
+        bytecode goes with it: nothing grows per revision), never through a link on the way to it."""
+        root = bytecode_folder(self.cache)
+        rel = str(checkout).lstrip(os.sep)
+        there = root / rel
+        if not there.is_dir() or os.path.realpath(there) != os.path.join(os.path.realpath(root), rel):
+            return  # none, or a link below the cache's pycache/ on its way: not bringup's own folder to remove
+        shutil.rmtree(there, ignore_errors=True)

@@ -173,7 +173,19 @@ def test_the_converges_bytecode_goes_to_the_cache_so_the_same_revision_converges
     assert (again.status, again.changed) == ("applied", 0), again.message
     checkout = fleet.tmp / "cache" / "revisions" / good
     assert not list(checkout.rglob("__pycache__")), "bytecode written into the checkout"
-    assert list((fleet.tmp / "cache" / "pycache").rglob("*.pyc")), "the converge wrote no bytecode at all"
+    bytecode = fleet.tmp / "cache" / "pycache"
+    assert list((bytecode / str(checkout).lstrip("/")).rglob("*.pyc")), "the converge's roles left no bytecode"
+    # The programs the roles run do not inherit the prefix (-X, not PYTHONPYCACHEPREFIX in their environment).
+    from bringup.pull.run import provision_argv
+
+    argv = provision_argv("me", fleet.settings())
+    assert argv[1:3] == ["-X", f"pycache_prefix={bytecode}"], argv
+    # The next revision's checkout replaces this one: its bytecode goes with it, nothing grows per revision.
+    nxt = fleet.commit("again", key=fleet.ops, hosts={"all": {"hosts": {"me": {
+        "ansible_connection": "local", "greeting": "again", "bringup_pull": {"roles": ["demo"]}}}}})
+    assert pull(fleet.settings(), say=lambda _l: None).status == "applied"
+    assert not checkout.exists() and not (bytecode / str(checkout).lstrip("/")).exists()
+    assert list((bytecode / str(checkout.with_name(nxt)).lstrip("/")).rglob("*.pyc"))
 
 
 @pytest.mark.reliability(item=33, fault="pull: an unsigned revision pushed on top of a good one", variants=1,
