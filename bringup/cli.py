@@ -86,11 +86,11 @@ class _Program(Program):
             parser = getattr(self, "parser", None)
             known = {flag for ctx in [*getattr(parser, "contexts", {}).values(), getattr(parser, "initial", None)]
                      if ctx is not None for flag in ctx.flags}
-            twice = given_twice(list(self.core.unparsed), str(e), known)
-            if twice:
-                from .secrets import MASK  # a URL's password (--url https://u:TOKEN@...) is never shown
+            from .secrets import MASK  # a URL's password (--url https://u:TOKEN@...) is never shown
 
-                raise ParseError(MASK.mask(twice)) from None
+            said = given_twice(list(self.core.unparsed), str(e), known) or str(e)
+            if said != str(e) or MASK.mask(said) != said:  # (Invoke's own word otherwise, as it raised it)
+                raise ParseError(MASK.mask(said)) from None
             raise
 
 
@@ -117,7 +117,9 @@ def given_twice(argv: list[str], error: str, known: set[str] | None = None) -> s
         values = given.setdefault(flag, [])
         values.append(value)
         if len(values) > 1 and value == word:
-            first, then = (ascii(v)[:60] for v in (values[0], word))
+            from .secrets import MASK  # masked whole, then cut: a URL's password cut from its '@' is not seen as one
+
+            first, then = (ascii(MASK.mask(v))[:60] for v in (values[0], word))
             return f"error: {flag[:60]} is given twice ({first}, then {then}): it takes one value; give it once"
     return None
 

@@ -160,7 +160,7 @@ def test_a_task_line_collects_the_tasks_it_names_and_any_other_line_the_whole_pr
 
 @pytest.mark.reliability(item=40, fault="a flag that takes one value given twice (pull --allow-rollback A "
                                         "--allow-rollback B, --url x --url=y): Invoke's \"No idea what 'B' is!\"",
-                         variants=5, checks=("one clear line", "exit code"))
+                         variants=6, checks=("one clear line", "exit code"))
 @pytest.mark.parametrize("args, line", [
     (["pull", "--allow-rollback", "3f2a9c1d", "--allow-rollback", "07be11aa"],
      "error: --allow-rollback is given twice ('3f2a9c1d', then '07be11aa'): it takes one value; give it once"),
@@ -173,13 +173,20 @@ def test_a_task_line_collects_the_tasks_it_names_and_any_other_line_the_whole_pr
     (["pull", "--url", "https://u:s3cretTok@127.0.0.1:9/r.git", "--url=https://u:s3cretTok@127.0.0.1:9/r2.git"],
      "error: --url is given twice ('https://u:********@127.0.0.1:9/r.git', then "
      "'https://u:********@127.0.0.1:9/r2.git'): it takes one value; give it once"),
-], ids=["allow-rollback", "allow-rollback-same", "url-equals", "out", "url-password-masked"])
+    (["pull", "--url", "https://x-access-token:ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789@github.com/org/r.git",
+      "--url", "https://x-access-token:ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789@github.com/org/r.gitx"],
+     "error: --url is given twice ('https://x-access-token:********@github.com/org/r.git', then "
+     "'https://x-access-token:********@github.com/org/r.gitx'): it takes one value; give it once"),
+], ids=["allow-rollback", "allow-rollback-same", "url-equals", "out", "url-password-masked", "long-token-masked"])
 def test_a_flag_given_twice_is_named_as_such(tmp_path, args, line):
     r = _entry(*args)
     assert (r.returncode, r.stderr.splitlines(), r.stdout) == (1, [line], ""), r
     # An unknown flag stays Invoke's own word, however often given; a switch given twice is no error.
     r = _entry("pull", "--bogus", "a", "--bogus", "b")
     assert r.returncode == 1 and r.stderr.strip() == "No idea what '--bogus' is!", r
+    # Invoke's own word passes the masker too: a URL given without its flag.
+    r = _entry("pull", "https://u:s3cretTok@127.0.0.1:9/r.git")
+    assert r.returncode == 1 and "s3cretTok" not in r.stderr + r.stdout and "u:********@" in r.stderr, r
 
 
 def test_only_a_closed_stdout_counts_as_the_reader_gone():
