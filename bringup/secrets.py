@@ -95,14 +95,16 @@ class Masker:
         #: Counts the secrets added: text masked under an older count may hold one added since.
         self.generation = 0
 
-    def add(self, secret: str | SecretStr | None) -> None:
-        """Mask ``secret`` from now on (and its URL-encoded form, as it appears inside URLs)."""
+    def add(self, secret: str | SecretStr | None, alone: bool = False) -> None:
+        """Mask ``secret`` from now on (and its URL-encoded form, as it appears inside URLs).  ``alone``: only as a
+        whole value or standing alone, whatever its length (a plain text known as a secret by its variable's name
+        alone: ``ansible_become_pass: root`` must not hide every "root" of ``/root/data``)."""
         text = secret.get_secret_value() if isinstance(secret, SecretStr) else secret
         if not isinstance(text, str) or not text.strip():
             return
         text = str.__str__(text)
         with self._lock:
-            if len(text) < MIN_MASKED:
+            if len(text) < MIN_MASKED or alone:
                 # A 1-character secret would mask every "1" of every line and report: as a whole value only; also as
                 # repr() and JSON write it ('a\\nb' of a message's {value!r}: a 3-character secret with a newline).
                 for form in (text, repr(text)[1:-1], json.dumps(text)[1:-1]):
@@ -329,8 +331,9 @@ def resolve_refs(value: Any, where: str, masker: Masker = MASK, trail: str = "")
         return SecretStr(text)
     if secret_place(trail) and isinstance(value, (str, int)) and not isinstance(value, bool):
         # Plain text where only a secret goes (Ansible's ansible_ssh_pass / ansible_become_pass, a db_password, a
-        # registry's password): a secret all the same, masked wherever it is shown (`hosts --host` printed it).
-        masker.add(str(value))
+        # registry's password): a secret all the same, masked where it is shown as a value (`hosts --host` printed
+        # it) but not inside other words: nothing but its name says it is one, and `root` or `vagrant` is common.
+        masker.add(str(value), alone=True)
     if isinstance(value, dict):
         return {k: resolve_refs(v, where, masker, f"{trail}.{k}" if trail else str(k)) for k, v in value.items()}
     if isinstance(value, list):

@@ -499,3 +499,15 @@ def test_a_plain_password_under_an_ansible_alias_or_a_secret_name_is_never_shown
     if as_json:
         shown = json.loads(p.stdout)
         assert {shown[k]["value"] for k in PLAIN_SECRETS} == {"********"}, shown
+
+
+def test_a_plain_password_of_a_common_word_hides_no_other_word(tmp_path):
+    """A plain ``ansible_become_pass: root`` is a secret by its name alone: masked as a value, never inside other
+    words (every "root" of ``/root/data`` and "rooted" was hidden)."""
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    h1:\n      ansible_become_pass: root\n"
+                                        "      data_dir: /root/data\n      note: rooted tree\n")
+    p = bringup("hosts", "-i", "hosts.yml", "--host", "h1", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = {ln.split()[0]: ln.split()[1] for ln in p.stdout.splitlines()[2:] if ln.strip()}
+    assert rows["ansible_become_pass"] == "********" and rows["data_dir"] == "/root/data", p.stdout
+    assert "rooted tree" in p.stdout, p.stdout
