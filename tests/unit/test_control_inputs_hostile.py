@@ -511,3 +511,15 @@ def test_a_plain_password_of_a_common_word_hides_no_other_word(tmp_path):
     rows = {ln.split()[0]: ln.split()[1] for ln in p.stdout.splitlines()[2:] if ln.strip()}
     assert rows["ansible_become_pass"] == "********" and rows["data_dir"] == "/root/data", p.stdout
     assert "rooted tree" in p.stdout, p.stdout
+
+
+def test_a_private_inventorys_mistake_still_says_where_and_how_to_look(tmp_path):
+    """A 0600 inventory (a hardened host's umask) with a mistake: its line and column, what is wrong, and the
+    command that shows the line to its owner; never its text (the refusal was 'is it an inventory?', no column)."""
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    h1:\n      a: [1, 2\n")
+    inv.chmod(0o600)
+    p = bringup("hosts", "-i", "hosts.yml", cwd=tmp_path)
+    assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith("error: hosts.yml:5:1: a YAML syntax error; ") and "[1, 2" not in p.stderr, p.stderr
+    assert "(`sed -n 5p hosts.yml` shows that line)" in p.stderr and "is it an inventory" not in p.stderr, p.stderr

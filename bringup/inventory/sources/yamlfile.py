@@ -224,12 +224,14 @@ def sealed_error(e: Exception, path: Path | str, why: str | None = None) -> Inve
     (a line ``password: x`` of an INI [vars] section, an alias's name, a group's).  ``why``: the reason the text
     is not shown, when it is another (:func:`private_mode`)."""
     p, message = str(path), str(e)
-    m = re.match(re.escape(p) + r":(\d+)", message)
-    at = f"{p}:{m.group(1)}" if m else p
+    m = re.match(re.escape(p) + r":(\d+)(:\d+)?", message)
+    at = f"{p}:{m.group(1)}{(m.group(2) or '') if why else ''}" if m else p
     if isinstance(e, VaultError):
         what = "a !vault value in it cannot be opened (no or a wrong password, or damaged)"
     else:
         what = getattr(e, "kind", None) or "not an inventory bringup can read"
+    if why and m:  # a private file: the operator may look at the line, bringup does not print it
+        why += f" (`sed -n {m.group(1)}p {p}` shows that line)"
     return InventoryError(f"{at}: {what}; " + (why or "the file is encrypted with ansible-vault, so its text is not "
                                                      f"shown (`ansible-vault view {p}` shows it)"))
 
@@ -245,8 +247,8 @@ def private_mode(path: Path | str) -> str | None:
         return None
     if mode & stat.S_IROTH:
         return None
-    return (f"the file may not be read by other users (mode {stat.S_IMODE(mode):04o}), so its text is not shown: is it "
-            "an inventory?")
+    return (f"the file may not be read by other users (mode {stat.S_IMODE(mode):04o}: it may hold secrets), so its "
+            "text is not shown")
 
 
 #: What a file encrypted whole says of a variable name that is not Ansible's form: elsewhere a warning names it and
