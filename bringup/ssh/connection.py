@@ -59,7 +59,8 @@ class SSHTransport(Transport):
         self.known_hosts = Path(self.route.known_hosts[0])
         self.way = Way(known_hosts=self.route.known_hosts,
                        accept_new=accept_new_host_keys or self.route.strict == "accept-new",
-                       connect_timeout=self.route.connect_timeout, keepalive=self.route.keepalive)
+                       connect_timeout=self.route.connect_timeout, keepalive=self.route.keepalive,
+                       connect_timeout_by=self.route.connect_timeout_by)
         #: Jump host logins: the run's, shared with the other hosts behind them, or this transport's own.
         self._own_jumps = jumps is None
         self.jumps = jumps if jumps is not None else Jumps()
@@ -77,7 +78,7 @@ class SSHTransport(Transport):
             t.hostname,
             user=t.user,
             port=t.port,
-            # The login's bounds are log_in's (jumps.py), all of them a deadline of ssh_connect_timeout: int() of
+            # The login's bounds are log_in's (jumps.py): the connect timeout, then authentication's own; int() of
             # 0.5 was 0, which Fabric took for no timeout at all (paramiko's banner_timeout, 15 s, then ended it).
             connect_timeout=None,
             connect_kwargs=connect_kwargs,
@@ -92,7 +93,8 @@ class SSHTransport(Transport):
         try:
             sock, self._held = self.jumps.reach(t, self.way, self.host.name)
             # Direct: a socket of our own, TCP_NODELAY set before the handshake (jumps.dial_tcp); a new one at
-            # every open (a reconnect after a reboot).  The whole login within ssh_connect_timeout (log_in).
+            # every open (a reconnect after a reboot).  The connect, banner and key exchange within the connect
+            # timeout, authentication within its own bound (log_in).
 
             def login(bounds: dict) -> None:
                 self.conn.connect_kwargs.update(bounds)

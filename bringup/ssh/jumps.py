@@ -62,8 +62,17 @@ class Way:
 
     known_hosts: tuple[str, ...]
     accept_new: bool
+    #: OpenSSH's ConnectTimeout: the TCP connect (or the ProxyCommand's start), the banner and the key exchange.
     connect_timeout: float
     keepalive: int = 0
+    #: Where ``connect_timeout`` came from, as messages name it: ``ssh_connect_timeout`` or ``ConnectTimeout``.
+    connect_timeout_by: str = "ssh_connect_timeout"
+
+    @property
+    def auth_timeout(self) -> float:
+        """Authentication's own bound, from the key exchange's end: :data:`AUTH_TIMEOUT`, or the connect timeout
+        when that is longer."""
+        return max(AUTH_TIMEOUT, float(self.connect_timeout))
 
     def prepare(self, client: paramiko.SSHClient) -> None:
         """Load the known hosts into ``client`` and set its policy for a key not in them; a file that is not a
@@ -82,6 +91,14 @@ class Way:
                 client.load_system_host_keys(str(p))  # checked, never written
         client.set_missing_host_key_policy(AcceptNew(first) if self.accept_new else paramiko.RejectPolicy())
 
+
+#: Seconds an ssh login's authentication may take after the key exchange (paramiko's own default auth_timeout):
+#: ssh's ConnectTimeout does not cover authentication (a bastion's ProxyCommand and an sshd's PAM may together take
+#: longer than it, and ``ssh`` logs in), yet an sshd that stalls it must not hold the run.
+AUTH_TIMEOUT = 30.0
+
+#: How often the login's watchdog looks whether the key exchange has finished (paramiko's own waits poll as often).
+_WATCH_S = 0.1
 
 #: Linux's option (None elsewhere: a plain socket is dialed).
 QUICKACK = getattr(socket, "TCP_QUICKACK", None)
@@ -188,8 +205,9 @@ class _BannerCap:
 
 
 class LoginTimedOut(Exception):
-    """:func:`log_in`'s deadline passed: the login was cut off there; ``authenticating``: the key exchange had
-    finished (the host's key was known), authentication had not."""
+    """:func:`log_in`'s watchdog cut the login off; ``authenticating``: the key exchange had finished (the host's
+    key was known) and authentication ran out of :attr:`Way.auth_timeout`; else the connect, banner or key exchange
+    ran out of :attr:`Way.connect_timeout`."""
 
     def __init__(self, authenticating: bool, proxy_ended: bool = False):
         super().__init__("login timed out")
@@ -201,15 +219,16 @@ class LoginTimedOut(Exception):
 def log_in(client: paramiko.SSHClient, connect: Callable[[dict], Any], way: Way, sock: Any,
            dial: "tuple[str, int] | None" = None) -> Any:
     """One login of ``client`` (``connect(kwargs)`` calls its ``SSHClient.connect``, given paramiko's timeouts in
-    ``kwargs`` with the socket), over ``sock`` or a TCP connection dialed to ``dial`` (host, port), ended in
-    ``way.connect_timeout`` seconds from now, whatever the other end does: the TCP connect, the banner, the key
-    exchange and authentication together (paramiko's own ``timeout`` bounds the key exchange alone, measured from
-    its own start, and ``auth_timeout`` defaults to 30 s: an sshd that stalled authentication held a 10 s
-    ``ssh_connect_timeout`` for 30 s).  At the deadline the socket (a ProxyCommand: the command) and the client
-    are closed, which wakes paramiko's waits, and :class:`LoginTimedOut` says so.  Returns ``connect``'s result.
+    ``kwargs`` with the socket), over ``sock`` or a TCP connection dialed to ``dial`` (host, port), bounded as ssh
+    bounds it, whatever the other end does: the TCP connect (or the ProxyCommand's start), the banner and the key
+    exchange within ``way.connect_timeout`` of now (one deadline: paramiko's own ``timeout`` counts the key exchange
+    alone, from its own start), then authentication within ``way.auth_timeout`` of the key exchange's end (ssh's
+    ConnectTimeout does not cover it: a bastion's ProxyCommand and a slow PAM may together take longer).  A
+    watchdog closes the socket (a ProxyCommand: the command) and the client at the bound of the phase under way,
+    which wakes paramiko's waits, and :class:`LoginTimedOut` says which phase ran out.  Returns ``connect``'s result.
 
     A socket dialed here is closed on a failure; ``sock`` and the client are closed by the caller unless the
-    deadline closed them (having worded the failure: a ProxyCommand's stderr is read before its end)."""
+    watchdog closed them (having worded the failure: a ProxyCommand's stderr is read before its end)."""
     end = time.monotonic() + float(way.connect_timeout)
 
     def left() -> float:
@@ -219,39 +238,59 @@ def log_in(client: paramiko.SSHClient, connect: Callable[[dict], Any], way: Way,
     if dialed:
         sock = dial_tcp(dial[0], dial[1], left())
     capped = _BannerCap(sock) if sock is not None else None
-    cut = threading.Event()
-    keyed: list[bool] = []  # whether the key exchange had finished when the deadline cut the login
-    ended: list[bool] = []  # whether a ProxyCommand had ended by then
+    before = client.get_transport()  # a reconnect's old transport (its key exchange long done) is not this login's
 
-    def abort() -> None:
+    def keyed() -> bool:
         t = client.get_transport()
-        keyed.append(t is not None and t.session_id is not None)
-        ended.append(isinstance(sock, paramiko.ProxyCommand) and sock.process.poll() is not None)
-        cut.set()
-        for close in (getattr(sock, "close", None), client.close):
-            try:
-                if close is not None:
-                    close()
-            except Exception:  # noqa: BLE001 - closing what already failed: the flag is what counts
-                pass
+        return t is not None and t is not before and t.session_id is not None
 
-    timer = threading.Timer(left(), abort)
-    timer.daemon = True
-    timer.start()
+    finished = threading.Event()  # the login returned or raised: the watchdog stops looking
+    guard = threading.Lock()  # the watchdog cuts a login that has not finished, or none: never a live one
+    state = {"done": False, "cut": False, "authenticating": False, "ended": False}
+
+    def watch() -> None:
+        keyed_at = None
+        while True:
+            now = time.monotonic()
+            if keyed_at is None and keyed():
+                keyed_at = now  # noticed within _WATCH_S of it: authentication's bound starts here
+            limit = end if keyed_at is None else keyed_at + way.auth_timeout
+            if now >= limit:
+                break
+            if finished.wait(min(_WATCH_S, limit - now) if keyed_at is None else limit - now):
+                return
+        with guard:
+            if state["done"]:
+                return
+            state.update(cut=True, authenticating=keyed_at is not None,
+                         ended=isinstance(sock, paramiko.ProxyCommand) and sock.process.poll() is not None)
+            for close in (getattr(sock, "close", None), client.close):
+                try:
+                    if close is not None:
+                        close()
+                except Exception:  # noqa: BLE001 - closing what already failed: the flag is what counts
+                    pass
+
+    watchdog = threading.Thread(target=watch, name="login-watchdog", daemon=True)
+    watchdog.start()
     try:
-        # paramiko's own bounds a little past the deadline: the watchdog decides, in one wording.
-        got = connect({"sock": capped, "timeout": left(), "banner_timeout": left() + 1, "auth_timeout": left() + 1})
+        # paramiko's own bounds a little past the watchdog's: it decides, in one wording.
+        got = connect({"sock": capped, "timeout": left() + 1, "banner_timeout": left() + 1,
+                       "auth_timeout": way.auth_timeout + 1})
     except Exception:
+        with guard:
+            state["done"] = True
         if dialed:
             sock.close()
-        if cut.is_set() or time.monotonic() >= end:
-            t = client.get_transport()
-            raise LoginTimedOut(any(keyed) or (t is not None and t.session_id is not None), any(ended)) from None
+        if state["cut"]:
+            raise LoginTimedOut(state["authenticating"], state["ended"]) from None
         raise
     finally:
-        timer.cancel()
-    if cut.is_set():  # the deadline fired as the login finished: it counts as late, as ssh would
-        raise LoginTimedOut(True)
+        finished.set()
+    with guard:
+        state["done"] = True
+    if state["cut"]:  # the watchdog closed the client just as the login finished: late, and closed
+        raise LoginTimedOut(state["authenticating"], state["ended"])
     return got
 
 
@@ -273,15 +312,15 @@ def _unreachable(e: BaseException, *, ep: Endpoint, way: Way, host: str, sock: A
     where = ep.where
     known = way.known_hosts[0]
     known = "the known_hosts file (vaulted)" if isinstance(known, Vaulted) else known
-    timeout = way.connect_timeout
+    timeout, by = way.connect_timeout, way.connect_timeout_by
     if isinstance(e, LoginTimedOut) and not e.proxy_ended:
         if e.authenticating:
-            return Unreachable(f"authentication to {ep.user}@{where} did not finish within {timeout:g} s "
-                               "(ssh_connect_timeout): the host answered SSH but stalled the login (sshd, PAM or its "
-                               "user lookups frozen or overloaded); check the host and ssh_connect_timeout")
-        return Unreachable(f"ssh to {where}: the port accepted the connection but no SSH handshake finished "
-                           f"within {timeout:g} s (sshd frozen or overloaded, or traffic dropped after connect); "
-                           "check the host and ssh_connect_timeout")
+            bound = (f"{by}, which bounds authentication too when over {AUTH_TIMEOUT:g} s"
+                     if way.auth_timeout > AUTH_TIMEOUT else "bringup's bound on ssh authentication")
+            return Unreachable(f"authentication to {ep.user}@{where} did not finish within {way.auth_timeout:g} s of "
+                               f"the key exchange ({bound}): the host answered SSH and showed its key, then stalled "
+                               "the login (sshd, PAM or its user lookups frozen or overloaded); check the host")
+        return _no_handshake(where, timeout, by, sock)
     if isinstance(e, paramiko.BadHostKeyException):
         return Unreachable(f"host key for {where} CHANGED (got {e.key.get_name()} {e.key.get_fingerprint().hex()}); "
                            f"if the host was rebuilt, remove its line from {known}")
@@ -302,17 +341,30 @@ def _unreachable(e: BaseException, *, ep: Endpoint, way: Way, host: str, sock: A
         if msg == "No existing session":
             # paramiko's words when the handshake did not finish before the timeout: the TCP connection was
             # accepted (by the kernel) but sshd never completed the exchange.
-            return Unreachable(f"ssh to {where}: the port accepted the connection but no SSH handshake finished "
-                               f"within {timeout:g} s (sshd frozen or overloaded, or traffic dropped "
-                               "after connect); check the host and ssh_connect_timeout")
+            return _no_handshake(where, timeout, by, sock)
         if isinstance(e, paramiko.AuthenticationException):
             return Unreachable(f"authentication to {ep.user}@{where} failed: {msg}")
         return Unreachable(f"ssh to {where} failed: {msg}")
     if isinstance(e, (socket.timeout, TimeoutError)):
-        return Unreachable(f"ssh to {where} timed out after {timeout:g} s")
+        return Unreachable(f"ssh to {where} timed out after {timeout:g} s ({by})")
     if isinstance(e, OSError):
         return Unreachable(f"ssh to {where} failed: {e.strerror or e}")
     return Unreachable(f"ssh to {where} failed: {e}")
+
+
+def _no_handshake(where: str, timeout: float, by: str, sock: Any) -> Unreachable:
+    """The connect timeout (``by``: where its value came from) ran out before the key exchange finished, worded by
+    the way in: a TCP connection, a ProxyCommand still running, or a jump host's channel."""
+    if isinstance(sock, paramiko.ProxyCommand):
+        return Unreachable(f"ssh to {where}: no SSH handshake came through its ProxyCommand within {timeout:g} s "
+                           f"({by}): the command, what it connects through, or sshd slow or stalled; check the "
+                           f"ProxyCommand and the host, or raise {by}")
+    if isinstance(sock, paramiko.Channel):
+        return Unreachable(f"ssh to {where}: the jump host connected to it but no SSH handshake finished within "
+                           f"{timeout:g} s ({by}): sshd frozen or overloaded; check the host, or raise {by}")
+    return Unreachable(f"ssh to {where}: the port accepted the connection but no SSH handshake finished within "
+                       f"{timeout:g} s ({by}): sshd frozen or overloaded, or traffic dropped after connect; check "
+                       f"the host, or raise {by}")
 
 
 #: Bytes of a failed proxy command's stderr read at most.

@@ -29,12 +29,12 @@ def wait_for_ssh(host: Host, timeout: float = 300, interval: float = 2.0, stop: 
     """Reconnect until the host runs ``probe`` with exit 0 (after a reboot: a new boot); raises Unreachable after
     ``timeout`` s, naming what the last try met (``not_yet``: the probe ran and said no).
 
-    Each try is bounded: the login by ``ssh_connect_timeout``, the probe's round trip by what is left of
-    ``timeout`` (at most ``ssh_connect_timeout``, at least 1 s): a host that logs in but never runs the probe
-    is tried again, not waited for through command_timeout.  With ``stop`` (the run's), a signal ends the wait
-    (:class:`~bringup.ssh.stop.Interrupted` before each try) and the connection of a try in flight is the run's
-    to probe and close like any other.  ``routes``: the run's, so that each try reuses the host's route (its
-    Match exec commands are not run again at every try)."""
+    Each try is bounded: the login by ``ssh_connect_timeout`` and authentication's own bound (jumps.log_in), the
+    probe's round trip by what is left of ``timeout`` (at most ``ssh_connect_timeout``, at least 1 s): a host that
+    logs in but never runs the probe is tried again, not waited for through command_timeout.  With ``stop`` (the
+    run's), a signal ends the wait (:class:`~bringup.ssh.stop.Interrupted` before each try) and the connection of a
+    try in flight is the run's to probe and close like any other.  ``routes``: the run's, so that each try reuses
+    the host's route (its Match exec commands are not run again at every try)."""
     deadline = time.monotonic() + timeout
     last = ""
     while True:

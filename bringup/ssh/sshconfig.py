@@ -85,6 +85,9 @@ class Route:
     #: "yes", "accept-new", or None (the run's choice: strict unless --accept-new-host-keys).
     strict: str | None = None
     connect_timeout: float = 10.0
+    #: Where ``connect_timeout`` came from, as messages name it: ``ssh_connect_timeout`` (also its default) or
+    #: ``ConnectTimeout`` (the ssh config, or ``-o`` in the ssh arguments).
+    connect_timeout_by: str = "ssh_connect_timeout"
     #: Seconds between keepalives (0: none).
     keepalive: int = 15
     #: The ssh config file read, if any.
@@ -345,14 +348,14 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
             raise refuse(name, f"{known_hosts_shown(given_path)} (set by {by}): {why}; name a known_hosts file "
                                 f"(ssh_known_hosts, UserKnownHostsFile), or a path where bringup may make one")
     # bringup's own variables win over ConnectTimeout and ServerAliveInterval; their defaults do not.
-    timeout = float(c.ssh_connect_timeout)
+    timeout, timeout_by = float(c.ssh_connect_timeout), "ssh_connect_timeout"
     if "ssh_connect_timeout" not in given and found.get("connecttimeout") is not None:
-        timeout = float(_int(found["connecttimeout"], "ConnectTimeout", name, 1, 86400))
+        timeout, timeout_by = float(_int(found["connecttimeout"], "ConnectTimeout", name, 1, 86400)), "ConnectTimeout"
     alive = int(c.ssh_keepalive_interval)
     if "ssh_keepalive_interval" not in given and found.get("serveraliveinterval") is not None:
         alive = _int(found["serveraliveinterval"], "ServerAliveInterval", name, 0, 86400)
-    return Route(target=target, known_hosts=known, strict=strict, connect_timeout=timeout, keepalive=alive,
-                 config_file=config)
+    return Route(target=target, known_hosts=known, strict=strict, connect_timeout=timeout,
+                 connect_timeout_by=timeout_by, keepalive=alive, config_file=config)
 
 
 def _keep(text: str, given: Any) -> str:

@@ -288,12 +288,13 @@ def test_a_short_secret_never_masks_a_check_name_or_its_device():
         assert (c.seen, c.fix) == (f"errors: {HIDDEN}, {HIDDEN}", f"restart {HIDDEN}")
 
 
-# --- a login ends within ssh_connect_timeout, whatever the other end does ----------------------------------------
+# --- a login's bounds, as ssh's: the connect timeout to the key exchange, then authentication's own ---------------
 
 class _StallingAuth:
-    """A paramiko server on 127.0.0.1 whose authentication never answers (sshd's PAM or user lookup frozen)."""
+    """A paramiko server on 127.0.0.1 whose authentication never answers (sshd's PAM or user lookup frozen), or,
+    given ``delay``, answers after that many seconds (op / pw-x logs in)."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: "float | None" = None) -> None:
         import socket
         import threading
 
@@ -307,8 +308,11 @@ class _StallingAuth:
                 return "password"
 
             def check_auth_password(self, username, password):
-                release.wait(60)
-                return paramiko.AUTH_FAILED
+                if delay is None:
+                    release.wait(60)
+                    return paramiko.AUTH_FAILED
+                release.wait(delay)
+                return paramiko.AUTH_SUCCESSFUL if (username, password) == ("op", "pw-x") else paramiko.AUTH_FAILED
 
         self.key = paramiko.RSAKey.generate(1024)
         self.srv = socket.create_server(("127.0.0.1", 0))
@@ -330,6 +334,10 @@ class _StallingAuth:
 
         threading.Thread(target=serve, daemon=True).start()
 
+    def known_hosts(self, path: Path) -> str:
+        path.write_text(f"[127.0.0.1]:{self.port} {self.key.get_name()} {self.key.get_base64()}\n")
+        return str(path)
+
     def close(self) -> None:
         self.release.set()
         for t in self.transports:
@@ -340,20 +348,23 @@ class _StallingAuth:
 @pytest.mark.reliability(item=40, fault="ssh: an sshd that answers the key exchange, then stalls authentication: "
                                         "held a 2 s ssh_connect_timeout for paramiko's 30 s auth_timeout",
                          variants=1, checks=("no hang", "one clear line"))
-def test_a_login_stalled_in_authentication_ends_at_the_connect_deadline(tmp_path):
+def test_a_login_stalled_in_authentication_ends_at_its_own_bound(tmp_path, monkeypatch):
+    """Authentication is bounded apart from the connect timeout (ssh's ConnectTimeout does not cover it): the bound
+    (30 s, jumps.AUTH_TIMEOUT, made 2 s here) ends a stalled login with one line naming that phase and bound."""
     import time
 
     from bringup.errors import Unreachable
     from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.ssh import jumps
     from bringup.ssh.connection import connect
 
+    monkeypatch.setattr(jumps, "AUTH_TIMEOUT", 2.0)
     srv = _StallingAuth()
     try:
-        known = tmp_path / "kh"
-        known.write_text(f"[127.0.0.1]:{srv.port} {srv.key.get_name()} {srv.key.get_base64()}\n")
         host = Host("h1", ["all"], {}, ConnectionVars(ansible_host="127.0.0.1", ansible_port=srv.port,
                                                       ansible_user="op", ansible_password="pw-x",
-                                                      ssh_known_hosts=str(known), ssh_connect_timeout=2))
+                                                      ssh_known_hosts=srv.known_hosts(tmp_path / "kh"),
+                                                      ssh_connect_timeout=1))
         t0 = time.monotonic()
         with pytest.raises(Unreachable) as e:
             connect(host)
@@ -361,9 +372,130 @@ def test_a_login_stalled_in_authentication_ends_at_the_connect_deadline(tmp_path
     finally:
         srv.close()
     said = str(e.value)
-    assert said.startswith(f"authentication to op@127.0.0.1:{srv.port} did not finish within 2 s "
-                           "(ssh_connect_timeout)") and "\n" not in said, said
+    assert said.startswith(f"authentication to op@127.0.0.1:{srv.port} did not finish within 2 s of the key "
+                           "exchange (bringup's bound on ssh authentication)") and "\n" not in said, said
+    assert "ssh_connect_timeout" not in said, said  # the connect timeout did not run out
     assert took < 12, took  # before: 30 s (paramiko's auth_timeout)
+
+
+#: A ProxyCommand as a bastion is one: it connects only after its own login (``delay`` s), then relays.
+RELAY = """import os, select, socket, sys, time
+time.sleep(float(sys.argv[3]))
+s = socket.create_connection((sys.argv[1], int(sys.argv[2])))
+while True:
+    r = select.select([0, s], [], [])[0]
+    if 0 in r:
+        d = os.read(0, 65536)
+        if not d:
+            break
+        s.sendall(d)
+    if s in r:
+        d = s.recv(65536)
+        if not d:
+            break
+        os.write(1, d)
+"""
+
+
+@pytest.mark.reliability(item=40, fault="ssh: a bastion ProxyCommand taking 1 s and an sshd authenticating in 2.5 s "
+                                        "with ConnectTimeout 3: ssh logs in, bringup failed it as a stalled login at "
+                                        "3 s (authentication counted in the connect timeout); a wrong password "
+                                        "after the connect timeout was worded as that timeout",
+                         variants=2, checks=("one clear line",))
+@pytest.mark.parametrize("password", ["pw-x", "wrong"], ids=["logs-in", "wrong-password"])
+def test_a_slow_bastion_and_a_slow_authentication_log_in_as_ssh_does(tmp_path, password):
+    import time
+
+    from bringup.errors import Unreachable
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.ssh.connection import connect
+
+    relay = tmp_path / "relay.py"
+    relay.write_text(RELAY)
+    config = tmp_path / "ssh_config"
+    config.write_text(f"Host 127.0.0.1\n  ConnectTimeout 3\n  ProxyCommand {sys.executable} {relay} %h %p 1\n")
+    srv = _StallingAuth(delay=2.5)
+    t = None
+    try:
+        host = Host("h1", ["all"], {"ssh_config": str(config)},
+                    ConnectionVars(ansible_host="127.0.0.1", ansible_port=srv.port, ansible_user="op",
+                                   ansible_password=password, ssh_known_hosts=srv.known_hosts(tmp_path / "kh")))
+        t0 = time.monotonic()
+        if password == "wrong":
+            with pytest.raises(Unreachable) as e:
+                connect(host)
+            said = str(e.value)
+            assert said == f"authentication to op@127.0.0.1:{srv.port} failed: Authentication failed.", said
+        else:
+            t = connect(host)  # before: "authentication ... did not finish within 3 s (ssh_connect_timeout)"
+            assert t.conn.transport.is_authenticated()
+        assert 3 < time.monotonic() - t0 < 30  # the relay's 1 s, then authentication's 2.5 s: past the 3 s
+    finally:
+        if t is not None:
+            t.close()
+        srv.close()
+
+
+@pytest.mark.reliability(item=40, fault="ssh: a ProxyCommand that never answers, its bound from ssh_config's "
+                                        "ConnectTimeout: the line named ssh_connect_timeout and blamed sshd",
+                         variants=1, checks=("no hang", "one clear line"))
+def test_a_handshake_that_runs_out_names_connect_timeout_where_it_came_from(tmp_path):
+    import time
+
+    from bringup.errors import Unreachable
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.ssh.connection import connect
+
+    config = tmp_path / "ssh_config"
+    config.write_text("Host 127.0.0.1\n  ConnectTimeout 1\n  ProxyCommand sleep 30\n")
+    host = Host("h1", ["all"], {"ssh_config": str(config)},
+                ConnectionVars(ansible_host="127.0.0.1", ansible_port=22, ssh_known_hosts=str(tmp_path / "kh")))
+    t0 = time.monotonic()
+    with pytest.raises(Unreachable) as e:
+        connect(host)
+    took = time.monotonic() - t0
+    said = str(e.value)
+    assert said.startswith("ssh to 127.0.0.1:22: no SSH handshake came through its ProxyCommand within 1 s "
+                           "(ConnectTimeout): ") and said.endswith("or raise ConnectTimeout"), said
+    assert "ssh_connect_timeout" not in said and "\n" not in said, said
+    assert took < 10, took
+
+
+@pytest.mark.reliability(item=40, fault="ssh: the login's watchdog firing as the login finished: the caller was given "
+                                        "a client that the watchdog closed a moment later",
+                         variants=1, checks=("one clear line",))
+def test_the_login_watchdog_never_closes_a_login_that_finished():
+    """The watchdog decides under a lock against the login's own end: either it cut the login (and log_in says
+    so) or the login finished first (and the watchdog leaves it alone).  Here the watchdog is slowed (its look at
+    the transport takes 0.6 s) past the 0.2 s deadline, while the login returns at 0.3 s."""
+    import threading
+    import time
+
+    from bringup.ssh.jumps import LoginTimedOut, Way, log_in
+
+    main = threading.current_thread()
+
+    class Client:
+        closed = False
+
+        def get_transport(self):
+            if threading.current_thread() is not main:
+                time.sleep(0.6)
+            return None
+
+        def close(self):
+            self.closed = True
+
+    client = Client()
+    way = Way(known_hosts=("/nonexistent/kh",), accept_new=False, connect_timeout=0.2)
+    try:
+        got = log_in(client, lambda bounds: time.sleep(0.3) or "logged in", way, None)  # type: ignore[arg-type]
+    except LoginTimedOut:
+        assert client.closed  # cut: said, and closed
+        return
+    assert got == "logged in"
+    time.sleep(1.0)
+    assert not client.closed, "the watchdog closed a login log_in had returned"
 
 
 @pytest.mark.reliability(item=40, fault="ssh: ssh_connect_timeout under 1 s (0.5): int() made it 0, no timeout, "
@@ -384,7 +516,7 @@ def test_a_connect_timeout_under_one_second_is_kept(tmp_path):
         with pytest.raises(Unreachable) as e:
             connect(host)
         took = time.monotonic() - t0
-    assert "no SSH handshake finished within 0.5 s" in str(e.value), str(e.value)
+    assert "no SSH handshake finished within 0.5 s (ssh_connect_timeout): " in str(e.value), str(e.value)
     assert took < 8, took  # before: 15 s
 
 

@@ -44,7 +44,7 @@ def test_a_hosts_login_is_handed_a_socket_with_no_delay_already_set(tmp_path, ha
         host = Host("h1", ["all"], {}, ConnectionVars(ansible_host="127.0.0.1", ansible_port=port,
                                                       ssh_connect_timeout=1,
                                                       ssh_known_hosts=str(tmp_path / "known_hosts")))
-        with pytest.raises(Unreachable, match="no SSH handshake finished within 1 s"):
+        with pytest.raises(Unreachable, match=r"no SSH handshake finished within 1 s \(ssh_connect_timeout\): "):
             connect(host)
         assert accepted.is_set()
     assert handed and all(handed), handed  # before: paramiko's own socket, 0

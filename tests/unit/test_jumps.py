@@ -114,7 +114,8 @@ def test_failure_words():
     unknown = unreachable(paramiko.SSHException("Server '[x]:22' not found in known_hosts"), ep=BASTION, way=WAY,
                           host="bastion")
     assert "unknown host key for 203.0.113.7:22" in str(unknown) and "--accept-new-host-keys" in str(unknown)
-    assert str(unreachable(TimeoutError(), ep=BASTION, way=WAY, host="b")) == "ssh to 203.0.113.7:22 timed out after 3 s"
+    assert str(unreachable(TimeoutError(), ep=BASTION, way=WAY, host="b")) == \
+        "ssh to 203.0.113.7:22 timed out after 3 s (ssh_connect_timeout)"
 
 
 def _gone(pid: int) -> bool:
