@@ -12,6 +12,7 @@ import re
 from typing import Any, Mapping
 
 from ..checks import Check, line
+from ..facts.nvidia_health import TEMPERATURE_RANGE_C
 from ..facts.pci import normalize_pci_address
 from ..process import command
 from ..untrusted import Unreadable, number, text_number
@@ -225,8 +226,9 @@ def _hex(text: Any) -> int | None:
     return int(t, 16)
 
 
-#: What nvidia-smi can print for a GPU's temperature (°C) and SM clock (MHz); outside: unreadable.
-_RANGES = {"temperature_c": (-40.0, 150.0), "sm_mhz": (0.0, 10_000.0)}
+#: What nvidia-smi can print for a GPU's temperature (°C, the bounds of ``nvidia -q``'s: NVML's is unsigned, so
+#: ``-5`` is no reading) and SM clock (MHz); outside: unreadable, named on the line.
+_RANGES = {"temperature_c": (float(TEMPERATURE_RANGE_C[0]), float(TEMPERATURE_RANGE_C[1])), "sm_mhz": (0.0, 10_000.0)}
 
 
 def _num(text: Any, key: str) -> float | None:
@@ -293,6 +295,10 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
         bad = seen_mask & THROTTLE_FAIL
         where = (f"{len(rows)} read(s) over {secs} s of copies on every GPU; temperature up to "
                  f"{max(temps):.0f} °C" if temps else f"{len(rows)} read(s) over {secs} s; temperature not shown")
+        # A temperature no GPU prints (-5, NaN, 1e308) is no reading: named, never shown as a degree.
+        odd = next((r.get("temperature_c") for r in rows if r.get("temperature_c") not in (None, "", "[N/A]", "N/A")
+                    and _num(r.get("temperature_c"), "temperature_c") is None), None)
+        where += f" (temperature {str(odd)[:20]!r} is no reading: not checked)" if odd is not None else ""
         where += f", SM clock {min(clocks):.0f}-{max(clocks):.0f} MHz" if clocks else ""
         if bad:
             out.append(line(AREA, name, "FAIL", f"{reasons_text(bad)} active under load ({where})",

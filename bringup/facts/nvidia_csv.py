@@ -36,6 +36,10 @@ _INT_COLUMNS = {"index", "count", "accounting.buffer_size", "temperature.gpu", "
 _INT_PREFIXES = ("pcie.link.", "ecc.errors.", "remapped_rows.histogram.", "remapped_rows.correctable",
                  "remapped_rows.uncorrectable", "platform.slot_number", "platform.tray_index",
                  "platform.host_id", "platform.module_id")
+#: The one column nvidia-smi prints below zero: degrees left to the GPU's limit (past it, negative).  Every other
+#: number (sizes, watts, clocks, percentages, counts, an index, a temperature: NVML's are unsigned) below zero is
+#: no reading: the fact is refused naming it, never read as a size or index (``-143771 MiB``, index ``-1``).
+_SIGNED_COLUMNS = {"temperature.gpu.tlimit"}
 
 
 def _csv_key(header: str) -> tuple[str, str | None]:
@@ -100,9 +104,15 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
                     # Read whole: a prefix read took 1e308 for 1 MiB.
                     raise UntrustedOutput(f"nvidia-smi --query-gpu: row {n}: {field.strip()[:40]} "
                                           f"{value[:40]!r} is no number in {unit[:10]}")
+                if gpu[key] is not None and gpu[key] < 0 and field_name not in _SIGNED_COLUMNS:
+                    raise UntrustedOutput(f"nvidia-smi --query-gpu: row {n}: {field.strip()[:40]} "
+                                          f"{value[:40]!r} is below zero: no reading")
             elif field_name in _INT_COLUMNS or field_name.startswith(_INT_PREFIXES):
-                n = _number(value)
-                gpu[key] = n if isinstance(n, int) and re.fullmatch(r"-?\d+", value) else value
+                number = _number(value)
+                if isinstance(number, int) and number < 0 and field_name not in _SIGNED_COLUMNS:
+                    raise UntrustedOutput(f"nvidia-smi --query-gpu: row {n}: {field.strip()[:40]} "
+                                          f"{value[:40]!r} is below zero: no reading")
+                gpu[key] = number if isinstance(number, int) and re.fullmatch(r"-?\d+", value) else value
             else:
                 gpu[key] = _mode(value)
         if gpu.get("pci_bus_id"):

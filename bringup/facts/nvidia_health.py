@@ -97,9 +97,10 @@ def _ecc_counts(section: Any, read: _Reader, where: str) -> dict[str, int | None
     return out or None
 
 
-#: Degrees Celsius a GPU's or its memory's temperature, or a limit, can physically be (a chip below about -40 °C
-#: does not run; no part's limit is past 150 °C): past them, no reading (``-99 C``, ``200 C``).
-TEMPERATURE_RANGE_C = (-40, 150)
+#: Degrees Celsius nvidia-smi can print for a GPU's or its memory's temperature: NVML reports them unsigned (no
+#: reading is below 0 °C, and a chip below freezing is not running in a rack); no part's limit is past 150 °C.
+#: Outside, no reading (``-5 C``, ``-99 C``, ``200 C``): not checked, never PASS.
+TEMPERATURE_RANGE_C = (0, 150)
 #: Degrees a margin below a limit (``GPU T.Limit Temp``, ``GPU Slowdown T.Limit Temp``) can be: negative past the
 #: limit; no part's limit is 150 °C above its temperature (``T.Limit 200 C`` is no reading).
 MARGIN_RANGE_C = (-150, 150)

@@ -325,3 +325,52 @@ def test_the_highest_cpu_id_still_reads():
     from bringup.facts.base import parse_cpulist
 
     assert parse_cpulist("0-65535")[-1] == 65535 and parse_cpulist("0-3,8") == [0, 1, 2, 3, 8]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Negative readings of quantities that cannot be below zero (nvidia-smi prints NVML's unsigned values)
+
+_FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "hosts" / "h200-vm"
+
+
+@pytest.mark.reliability(item=40, fault="a GPU or memory temperature below 0 °C in nvidia-smi -q (-5 C, -1 C, -40 C)",
+                         variants=4, checks=("one clear line",))
+@pytest.mark.parametrize("key,value", [("GPU Current Temp", "-5"), ("GPU Current Temp", "-1"),
+                                       ("GPU Current Temp", "-40"), ("Memory Current Temp", "-5")])
+def test_a_negative_gpu_temperature_is_not_checked_never_pass(key, value):
+    import re
+
+    from bringup.facts.nvidia_q import parse_nvidia_smi_q
+    from bringup.hardware.health import health_checks
+    text, n = re.subn(rf"({re.escape(key)}\s+:) -?\d+ C", rf"\1 {value} C", (_FIXTURES / "nvidia-smi-q.txt").read_text(),
+                      count=1)
+    assert n == 1
+    (temp,) = [c for c in health_checks({"nvidia.query": parse_nvidia_smi_q(text)}, {}) if c.name == "temperature"]
+    assert temp.status == "WARN" and temp.seen.startswith("not checked: nvidia.query unreadable: ")
+    assert f"{key} '{value} C'" in temp.seen, temp.seen
+
+
+@pytest.mark.reliability(item=40, fault="a GPU temperature below 0 °C sampled under accept's load", variants=1,
+                         checks=("one clear line",))
+def test_a_negative_temperature_under_load_is_named_not_shown_as_a_reading():
+    from bringup.acceptance.judge import load_lines
+    doc = {"gpus": [{"index": 0, "bus_id": "00000000:00:06.0", "h2d_gbs": 55.0}], "load": {
+        "seconds": 10.0, "errors": {}, "samples": [{"t": 1.0, "gpus": [
+            {"index": "0", "bus_id": "00000000:00:06.0", "reasons": "0x0", "temperature_c": "-5", "sm_mhz": "1980"}]}]}}
+    (clk,) = load_lines(doc)
+    assert "-5 °C" not in clk.seen and "'-5' is no reading: not checked" in clk.seen, clk.seen
+    assert clk.value is None
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi --query-gpu printing a negative size, power, clock or index "
+                         "(-143771 MiB, -700.00 W, -1980 MHz, index -1)", variants=4, checks=("one clear line",))
+@pytest.mark.parametrize("old,new", [("143771 MiB", "-143771 MiB"), ("700.00 W", "-700.00 W"),
+                                     ("1980 MHz", "-1980 MHz"), ("\n0, NVIDIA", "\n-1, NVIDIA")])
+def test_a_negative_query_gpu_value_refuses_the_fact_naming_it(old, new):
+    from bringup.facts.nvidia_csv import parse_query_gpu_csv
+    text = (_FIXTURES / "nvidia-smi-query.csv").read_text()
+    assert old in text
+    with pytest.raises(UntrustedOutput) as e:
+        parse_query_gpu_csv(text.replace(old, new, 1))
+    assert "is below zero: no reading" in str(e.value) and repr(new.strip().split(",")[0]) in str(e.value), str(e.value)
+    assert len(str(e.value)) < 200 and "\n" not in str(e.value)
