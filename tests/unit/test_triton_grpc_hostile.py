@@ -179,6 +179,31 @@ def test_requests_never_answered_end_the_point_after_its_grace(monkeypatch, micr
     assert res.requests == 0 and res.errors >= 1 and took < 30
 
 
+@pytest.mark.reliability(item=40, fault="Triton answers bench's and tune's inference requests with an answer larger "
+                                        "than the bound (gigabytes held in each client process before)", variants=2,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("microbatch_us", [None, 500])
+def test_an_inference_answer_past_the_bound_is_an_error_of_the_point_not_read(monkeypatch, microbatch_us):
+    """Before, the client processes' channel took answers of any size (max_receive_message_length -1)."""
+    from tritonclient.grpc import service_pb2 as pb
+
+    from bringup.latency import loadgen
+    from bringup.latency.loadgen import LoadGenerator, Point
+
+    assert loadgen.ANSWER_MAX == tritongrpc.ANSWER_MAX == 64 << 20
+    monkeypatch.setattr(loadgen, "ANSWER_MAX", 1 << 20)   # the same bound, smaller: a 2 MiB answer passes it
+    big = pb.ModelInferResponse(model_name="m", raw_output_contents=[b"\0" * (2 << 20)])
+    with HostileTriton(ModelInfer=big) as target:
+        with LoadGenerator(target.url, "m", "in", "FP32", [4], "float32", processes=1, warmup_s=0.2,
+                           duration_s=0.5) as lg:
+            box, took = _within(40, lambda: lg.run(Point(1, 1, microbatch_us=microbatch_us, microbatch_max=1)))
+    res = box.get("value")
+    assert res is not None, box
+    assert res.requests == 0 and res.errors >= 1 and res.p95_ms is None, res
+    assert res.error_sample.startswith("Triton's answer was larger than 1 MiB (not read"), res.error_sample
+    assert "\n" not in res.error_sample and took < 30
+
+
 @pytest.mark.reliability(item=40, fault="a request still in flight when the window ends gets no answer by its "
                                         "deadline (the window's end and the grace)", variants=2,
                          checks=("report written",))
