@@ -45,8 +45,8 @@ import numpy as np
 from ..child import end_leader, own_group
 from ..ssh.stop import AWAKE_S, closes
 from ..errors import BringupError
-from .tritongrpc import ANSWER_MAX as TRITON_ANSWER_MAX
-from .tritongrpc import answer, deadline_passed
+from . import tritongrpc
+from .tritongrpc import answer, deadline_passed, load_args, request_error
 from .tritonstats import counts_agree, reload_seen
 
 if TYPE_CHECKING:
@@ -63,25 +63,7 @@ TOTAL_CPU_LIMIT = 0.90
 LAG_TICK_S = 0.001
 LAG_MIN_MS, LAG_SHARE = 2.0, 0.10
 INFER_GRACE_S = 10.0  # s (or the window's length) a request in flight past the window is waited: a mute Triton
-#: The largest inference answer a client process reads (bytes): the bound of every other answer of Triton's
-#: (:data:`.tritongrpc.ANSWER_MAX`, 64 MiB; a model's outputs for one request are far less).  A larger answer is
-#: refused by gRPC before it is read and counts as an error of its point, in one line; tritonclient's default
-#: was none (a hostile or broken Triton's answer of gigabytes, held in each client process's memory).
-ANSWER_MAX = TRITON_ANSWER_MAX
-
-
-def grpc_args(answer_max: int) -> list[tuple[str, int]]:
-    """A client process's channel: what it sends (its own requests) unbounded, each answer at most ``answer_max``."""
-    return [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", int(answer_max))]
-
-
-def _error(e: BaseException, answer_max: int) -> str:
-    """One line for a failed request: an answer over the bound said as such, else the exception's own words."""
-    status = e.status() if callable(getattr(e, "status", None)) else ""
-    if "RESOURCE_EXHAUSTED" in str(status) and "larger than max" in str(e):
-        return f"Triton's answer was larger than {answer_max >> 20} MiB (not read: an answer bigger than any " \
-               "model output of one request)"
-    return " ".join(f"{type(e).__name__}: {e}".split())[:300]
+ANSWER_MAX = tritongrpc.ANSWER_MAX  # the largest inference answer a client process reads (tritongrpc.load_args)
 
 
 @dataclass
@@ -165,7 +147,7 @@ async def _run_point(cfg: dict, cmd: dict) -> dict:
     def mark(key):
         cpu[key] = (time.thread_time(), time.process_time(), time.monotonic())
 
-    client = InferenceServerClient(cfg["url"], channel_args=grpc_args(cfg["answer_max"]))
+    client = InferenceServerClient(cfg["url"], channel_args=load_args(cfg["answer_max"]))
     bound = (lambda: max(0.0, t_end - time.monotonic()) + cfg["grace_s"])  # noqa: E731
     mb = MicroBatcher(client, cfg["model"], cfg["input"], cfg["datatype"], window_us=cmd["microbatch_us"],
                       max_batch=cmd["microbatch_max"], record=False, timeout=bound) if cmd.get("microbatch_us") \
@@ -190,7 +172,7 @@ async def _run_point(cfg: dict, cmd: dict) -> dict:
                     counters["unfinished"] += 1
                     continue
                 if len(errors) < 3:
-                    errors.append(_error(e, cfg["answer_max"]))
+                    errors.append(request_error(e, cfg["answer_max"]))
                 else:
                     errors.append("")
                 await asyncio.sleep(0.01)

@@ -19,7 +19,7 @@ from typing import Any
 
 from ..errors import BringupError, printable
 
-__all__ = ["CALL_S", "ANSWER_MAX", "client", "answer", "Bounded", "deadline_passed"]
+__all__ = ["CALL_S", "ANSWER_MAX", "client", "answer", "Bounded", "deadline_passed", "load_args", "request_error"]
 
 #: Seconds one call of Triton's API (live, ready, index, config, metadata, statistics) may take whole.
 CALL_S = 10.0
@@ -80,3 +80,21 @@ def deadline_passed(e: BaseException) -> bool:
     """Whether ``e`` is a call's own gRPC deadline passing (``DEADLINE_EXCEEDED``), not an answer of Triton's."""
     status = e.status() if callable(getattr(e, "status", None)) else ""
     return "DEADLINE_EXCEEDED" in str(status) or "Deadline Exceeded" in str(e)
+
+
+def load_args(answer_max: int = ANSWER_MAX) -> list[tuple[str, int]]:
+    """The channel of a load's client process (bench, tune): what it sends (its own requests) unbounded, each
+    inference answer at most ``answer_max`` bytes.  tritonclient's default was none: a hostile or broken Triton's
+    answer of gigabytes was held in every client process; a larger one is refused by gRPC before it is read and
+    counts as an error of its point (:func:`request_error` says it)."""
+    return [("grpc.max_send_message_length", -1), ("grpc.max_receive_message_length", int(answer_max))]
+
+
+def request_error(e: BaseException, answer_max: int = ANSWER_MAX) -> str:
+    """One line for a failed request of a load: an answer over the bound said as such, else the exception's own
+    words on one line."""
+    status = e.status() if callable(getattr(e, "status", None)) else ""
+    if "RESOURCE_EXHAUSTED" in str(status) and "larger than max" in str(e):
+        return (f"Triton's answer was larger than {answer_max >> 20} MiB (not read: an answer bigger than any "
+                "model output of one request)")
+    return " ".join(f"{type(e).__name__}: {e}".split())[:300]
