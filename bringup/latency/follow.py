@@ -9,15 +9,18 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Callable
 
 from ..ssh.command import sh
 from ..errors import BringupError, InputError, said
 from ..outfile import append_text
-from .window_tuner import (RECORD, RECORD_PROBE, Controller, TritonHTTP, TunerError, config_text, line, manifest_text,
-                           record_path_problem, record_state_problem, record_text, run, tunable)
+from .window_tuner import (LOCAL_READ_MAX, NOT_READ, RECORD, RECORD_PROBE, Controller, TritonHTTP, TunerError,
+                           config_text, line, manifest_text, not_rewritten, record_path_problem, record_state_problem,
+                           record_text, run, tunable)
 
 __all__ = ["remote_record", "check_remote_record", "read_remote", "follow"]
 
@@ -37,18 +40,32 @@ def replace_remote(transport, path: str, text: str) -> None:
         raise TunerError(f"writing {path} on the host failed: {said(res.stderr or res.stdout, 300)}")
 
 
-#: The most of a file of the host's read back here (a record, a config.pbtxt, the role's manifest: kilobytes).
-READ_MAX = 4 << 20
+#: The most of a file of the host's read back here (a record, a config.pbtxt, the role's manifest: kilobytes):
+#: the host's own tuner's bound.
+READ_MAX = LOCAL_READ_MAX
+
+
+def read_remote_kind(transport, path: str) -> tuple[str, str]:
+    """``(kind, text)`` of ``path`` on the host: ``file`` and its text when it is a regular file, not a link, of at
+    most :data:`READ_MAX` bytes; else ``missing``, ``link``, ``other`` or ``large`` (:data:`NOT_READ`) and ''.
+    ``cat`` read whatever lay there: a FIFO named config.pbtxt held the run until command_timeout (30 min), a link
+    to /dev/zero streamed until the transport's cap."""
+    out = transport.run_script(sh('p=%s; if [ -L "$p" ]; then echo link; elif [ ! -e "$p" ]; then echo missing; '
+                                  'elif [ ! -f "$p" ]; then echo other; else echo file; head -c %s -- "$p"; fi',
+                                  path, READ_MAX + 1)).stdout
+    kind, _, text = out.partition("\n")
+    if kind not in ("file", "missing", "link", "other"):
+        return "other", ""
+    if kind == "file" and len(text) > READ_MAX:
+        return "large", ""
+    return kind, text
 
 
 def read_remote(transport, path: str) -> str:
     """``path``'s text on the host when it is a regular file, not a link, of at most :data:`READ_MAX` bytes; else
-    ''.  ``cat`` read whatever lay there: a FIFO named config.pbtxt held the run until command_timeout (30 min), a
-    link to /dev/zero streamed until the transport's cap.  '' is what a missing file reads as: nothing is
-    rewritten from it (config_text and manifest_text find no line of bringup's)."""
-    out = transport.run_script(sh('p=%s; if [ -f "$p" ] && [ ! -L "$p" ]; then head -c %s -- "$p"; fi',
-                                  path, READ_MAX + 1)).stdout
-    return "" if len(out) > READ_MAX else out
+    '' (:func:`read_remote_kind` says why).  '' is what a missing file reads as: nothing is rewritten from it
+    (config_text and manifest_text find no line of bringup's)."""
+    return read_remote_kind(transport, path)[1]
 
 
 def check_remote_record(transport, path: str) -> None:
@@ -63,11 +80,17 @@ def check_remote_record(transport, path: str) -> None:
         raise InputError(f"--record {path}: {why}")
 
 
-def remote_record(transport, path: str = RECORD, repository: str | None = None, manifest: str | None = None):
+def remote_record(transport, path: str = RECORD, repository: str | None = None, manifest: str | None = None,
+                  warn: Callable[[str], None] | None = None):
     """A ``record(model, window_us, why, when, serving=None)`` writing ``path`` on the host, and the window
     (with ``serving``: the configuration ``invoke tune`` chose) into ``<repository>/<model>/config.pbtxt``
     when that is a config the triton role rendered (its sha256 into the role's ``manifest`` too, so the
-    config stays one bringup shipped).  A path that is not bringup's record is refused at every write."""
+    config stays one bringup shipped).  A path that is not bringup's record is refused at every write.  A
+    config.pbtxt or manifest that is a symbolic link, not a regular file or too large is neither read nor
+    rewritten, and ``warn`` (default: standard error) is given one line naming it: the record holds the window,
+    the config.pbtxt does not, so a restart of Triton serves the link's configuration."""
+    def note(file: str, kind: str) -> None:
+        (warn or (lambda t: print(t, file=sys.stderr)))(f"on the host: {not_rewritten(file, kind, path)}")
 
     def write(model: str, window_us: int, why: str, when: str, serving: dict | None = None) -> None:
         try:
@@ -78,10 +101,16 @@ def remote_record(transport, path: str = RECORD, repository: str | None = None, 
         replace_remote(transport, path, record_text(old, model, window_us, why, when, serving))
         if repository:
             cfg = f"{repository.rstrip('/')}/{model}/config.pbtxt"
-            new = config_text(read_remote(transport, cfg), window_us, serving)
+            kind, text = read_remote_kind(transport, cfg)
+            if kind in NOT_READ:
+                note(cfg, kind)
+            new = config_text(text, window_us, serving)
             if new is not None:
                 replace_remote(transport, cfg, new)
-                listed = manifest and manifest_text(read_remote(transport, manifest), f"./{model}/config.pbtxt",
+                kind, text = read_remote_kind(transport, manifest) if manifest else ("missing", "")
+                if kind in NOT_READ:
+                    note(manifest, kind)
+                listed = manifest and manifest_text(text, f"./{model}/config.pbtxt",
                                                     hashlib.sha256(new.encode()).hexdigest())
                 if listed:
                     replace_remote(transport, manifest, listed)

@@ -643,26 +643,66 @@ def _replace_local(path: str, text: str, mode: int = 0o644) -> None:
         raise
 
 
-def write_local_config(repository: str, model: str, window_us: int, manifest: str | None = None) -> bool:
+#: The most of a config.pbtxt or the role's manifest read (kilobytes each; the control machine's bound too).
+LOCAL_READ_MAX = 4 << 20
+#: Why a config.pbtxt or manifest is not read (:func:`read_local`), as one line's words.
+NOT_READ = {"link": "is a symbolic link (bringup never reads or writes through one)",
+            "other": "is not a regular file (a FIFO, a device, a folder)",
+            "large": f"is larger than {LOCAL_READ_MAX >> 20} MiB (no file bringup wrote)"}
+
+
+def read_local(path: str) -> tuple[str, str, int]:
+    """``(kind, text, mode)`` of ``path`` here: ``file``, its text and permission bits when it is a regular file,
+    not a link, of at most :data:`LOCAL_READ_MAX` bytes; else ``missing``, ``link``, ``other`` or ``large``
+    (:data:`NOT_READ`).  Opened without following a link and without waiting on a FIFO."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return "missing", "", 0
+    except OSError:
+        return ("link" if os.path.islink(path) else "other"), "", 0
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not (st.st_mode & 0o170000 == 0o100000):
+            return "other", "", 0
+        data = f.read(LOCAL_READ_MAX + 1)
+    if len(data) > LOCAL_READ_MAX:
+        return "large", "", 0
+    return "file", data.decode("utf-8", "replace"), st.st_mode & 0o7777
+
+
+def not_rewritten(path: str, kind: str, record: str) -> str:
+    """The one line saying that ``path`` (a config.pbtxt or the manifest, :data:`NOT_READ` ``kind``) was left as
+    it was, control characters and line breaks of the path written out."""
+    text = (f"{path} {NOT_READ[kind]}: not rewritten; the window is recorded in {record}, but a restart of Triton "
+            "serves what that file holds: put the triton role's file back (bringup provision)")
+    return repr(text)[1:-1]
+
+
+def _not_rewritten(path: str, kind: str, record: str) -> None:
+    print(f"{_now()} WARN: {not_rewritten(path, kind, record)}", file=sys.stderr, flush=True)
+
+
+def write_local_config(repository: str, model: str, window_us: int, manifest: str | None = None,
+                       record: str = RECORD) -> bool:
     """Set the window in ``<repository>/<model>/config.pbtxt`` (renamed into place: the triton role's
     last-good snapshot holds hard links), and its sha256 in the role's ``manifest`` when it lists it;
-    False when there is no such file or window line."""
+    False when there is no such file or window line.  A config.pbtxt or manifest that is a link, not a regular
+    file or too large is neither read nor replaced: one WARN line on standard error names it."""
     path = os.path.join(repository, model, "config.pbtxt")
-    try:
-        with open(path, encoding="utf-8") as f:
-            new = config_text(f.read(), window_us)
-    except FileNotFoundError:
-        return False
+    kind, text, mode = read_local(path)
+    if kind in NOT_READ:
+        _not_rewritten(path, kind, record)
+    new = config_text(text, window_us) if kind == "file" else None
     if new is None:
         return False
-    _replace_local(path, new, os.stat(path).st_mode & 0o7777)
+    _replace_local(path, new, mode)
     if manifest:
-        try:
-            with open(manifest, encoding="utf-8") as f:
-                listed = manifest_text(f.read(), f"./{model}/config.pbtxt",
-                                       hashlib.sha256(new.encode()).hexdigest())
-        except FileNotFoundError:
-            listed = None
+        kind, text, _ = read_local(manifest)
+        if kind in NOT_READ:
+            _not_rewritten(manifest, kind, record)
+        listed = manifest_text(text, f"./{model}/config.pbtxt",
+                               hashlib.sha256(new.encode()).hexdigest()) if kind == "file" else None
         if listed is not None:
             _replace_local(manifest, listed)
     return True
@@ -869,7 +909,7 @@ def main(argv: list[str] | None = None) -> int:
     def record(model, window_us, why, when):
         write_local_record(a.record, model, window_us, why, when)
         if a.repository:
-            write_local_config(a.repository, model, window_us, a.manifest)
+            write_local_config(a.repository, model, window_us, a.manifest, a.record)
 
     def err(model, e):
         print(f"{_now()} {model}: skipped, window kept: {e}", file=sys.stderr, flush=True)

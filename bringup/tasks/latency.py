@@ -203,6 +203,11 @@ def _say_index(console, said: str | None) -> None:
         console.print(said, style="yellow", markup=False, highlight=False)
 
 
+def _warn(console):
+    """How the record step's notes reach the terminal (a config.pbtxt it did not rewrite): one WARN line each."""
+    return lambda text: console.print(f"WARN: {text}", style="yellow", markup=False, highlight=False)
+
+
 def _record_at(host, path: str, check: bool = True, routes=None):
     """A connection to ``host`` and the checked record path there (refused before any Triton is contacted)."""
     from ..ssh.connection import connect
@@ -294,7 +299,8 @@ def _follow(console, host, hv: dict, address: str, models: list, goal: float, fo
 
     try:
         ran = follow(api, models, goal, fo.interval_s, record=remote_record(t, path, hv.get("triton_model_repository"),
-                                                                           manifest_of(hv.get("triton_stack_dir") or "/opt/triton")),
+                                                                           manifest_of(hv.get("triton_stack_dir") or "/opt/triton"),
+                                                                           warn=_warn(console)),
                      log_path=log, steps=fo.steps, seconds=fo.seconds, sleep=pause,
                      say=lambda text: console.print(text, markup=False, highlight=False))
     except Interrupted:
@@ -458,7 +464,7 @@ def tune(c, host=None, target_p95_ms=None, model=None, batch="1", concurrency="6
                     when = datetime.now(timezone.utc).isoformat(timespec="seconds")
                     serving = {k: ch[k] for k in ("instance_count", "max_batch_size", "preferred_batch_size")}
                     remote_record(t, path, hv.get("triton_model_repository"),
-                                  manifest_of(hv.get("triton_stack_dir") or "/opt/triton"))(
+                                  manifest_of(hv.get("triton_stack_dir") or "/opt/triton"), warn=_warn(console))(
                         target.model, ch["window_us"], f"{command('tune')}: {doc['why']}", when, serving)
                     if mark is not None:
                         mark.clear()   # what serves is recorded: no trial any more

@@ -263,6 +263,78 @@ def test_the_record_step_never_reads_a_fifo_or_an_endless_file_of_the_host(tmp_p
     assert (cfg.is_fifo() if what == "fifo" else os.readlink(cfg) == "/dev/zero")  # not bringup's: left as it was
 
 
+_RENDERED = "name: \"add\"\ndynamic_batching {\n  # The batching window: the inventory.\n  max_queue_delay_microseconds: 100\n}\n"
+
+
+@pytest.mark.reliability(item=40, fault="tune's record step on a host whose config.pbtxt or manifest is a symbolic "
+                         "link, a FIFO or larger than the bound (skipped without a line before)", variants=4,
+                         checks=("one clear line", "others' files kept"))
+@pytest.mark.parametrize("what", ["config link", "config fifo", "config large", "manifest link"])
+def test_the_record_step_names_a_config_it_does_not_rewrite(tmp_path, what):
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.latency.follow import READ_MAX, remote_record
+    from bringup.ssh.connection import LocalTransport
+    from tests.unit.test_saved_reads import _bounded
+
+    t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
+                            connection=ConnectionVars(ansible_connection="local", command_timeout=60)))
+    record = tmp_path / "bringup" / "triton-window.json"
+    record.parent.mkdir()
+    cfg = tmp_path / "repo" / "add" / "config.pbtxt"
+    cfg.parent.mkdir(parents=True)
+    manifest = tmp_path / "models.manifest"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text(_RENDERED)
+    manifest.write_text(f"{'0' * 64}  ./add/config.pbtxt\n")
+    if what == "config link":
+        cfg.symlink_to(elsewhere)
+    elif what == "config fifo":
+        os.mkfifo(cfg)
+    elif what == "config large":
+        cfg.write_text(_RENDERED + "#" * READ_MAX)
+    else:
+        cfg.write_text(_RENDERED)
+        manifest.rename(elsewhere)
+        manifest.symlink_to(elsewhere)
+    before = elsewhere.read_text()
+    said: list[str] = []
+    _bounded(lambda: remote_record(t, str(record), str(tmp_path / "repo"), str(manifest), warn=said.append)(
+        "add", 900, "why", "now"), 20)
+    assert json.loads(record.read_text())["add"]["window_us"] == 900
+    named = manifest if what == "manifest link" else cfg
+    word = {"config link": "a symbolic link", "config fifo": "not a regular file", "config large": "larger than 4 MiB",
+            "manifest link": "a symbolic link"}[what]
+    assert len(said) == 1 and said[0].startswith(f"on the host: {named} is {word}"), said
+    assert "not rewritten" in said[0] and str(record) in said[0] and "\n" not in said[0]
+    assert elsewhere.read_text() == before                       # nothing written through the link
+    assert (named.is_symlink() if "link" in what else True)     # the link itself kept
+
+
+@pytest.mark.reliability(item=40, fault="the host's tuner service on a config.pbtxt that is a symbolic link or a FIFO "
+                         "(read through the link and replaced, or held on the FIFO, before)", variants=2,
+                         checks=("one clear line", "others' files kept", "no hang"))
+@pytest.mark.parametrize("what", ["link", "fifo"])
+def test_the_hosts_tuner_names_a_config_it_does_not_rewrite(tmp_path, capsys, what):
+    from bringup.latency.window_tuner import write_local_config
+    from tests.unit.test_saved_reads import _bounded
+
+    cfg = tmp_path / "repo" / "add" / "config.pbtxt"
+    cfg.parent.mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_text(_RENDERED)
+    cfg.symlink_to(elsewhere) if what == "link" else os.mkfifo(cfg)
+    assert _bounded(lambda: write_local_config(str(tmp_path / "repo"), "add", 900, None, "/r.json"), 20) is False
+    err = capsys.readouterr().err
+    assert f"WARN: {cfg} is {'a symbolic link' if what == 'link' else 'not a regular file'}" in err, err
+    assert err.count("\n") == 1 and "/r.json" in err
+    assert elsewhere.read_text() == _RENDERED and (cfg.is_symlink() if what == "link" else cfg.is_fifo())
+    # A sound config is still rewritten.
+    cfg.unlink()
+    cfg.write_text(_RENDERED)
+    assert write_local_config(str(tmp_path / "repo"), "add", 900) is True
+    assert "max_queue_delay_microseconds: 900" in cfg.read_text()
+
+
 @pytest.mark.reliability(item=26, fault="the host's tuner service given a record that is not its own",
                          checks=("one clear line", "exit code", "others' files kept"))
 def test_the_hosts_service_refuses_a_record_that_is_not_its_own(tmp_path):
