@@ -6,9 +6,17 @@ drawn with a dashed outline; misplacements are listed in red.
 """
 from __future__ import annotations
 
-from html import escape
+from html import escape as _html_escape
 
+from ..errors import printable
 from .topology_facts import device_kind
+
+
+def escape(text: str) -> str:
+    """Host text (a NIC's name, a device's address, a warning naming them) for the SVG: control characters, bidi
+    overrides and bytes that were not UTF-8 written out (:func:`bringup.errors.printable`; an ESC is no XML
+    character at all, and a U+202E turned the line around on the page), then XML-escaped."""
+    return _html_escape(printable(str(text)).replace("\n", "\\n"))
 
 __all__ = ["topology_svg", "ROLE_COLOURS", "DEVICE_FILLS"]
 

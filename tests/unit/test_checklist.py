@@ -389,3 +389,19 @@ def test_unicode_format_characters_of_a_host_are_written_out_not_acting(ch):
     assert k.seen == f"8x NVIDIA H200{shown}gpj.exe"
     for page in (render_markdown("h", [k]), render_html("h", [k], "")):
         assert ch not in page and shown in page
+
+
+@pytest.mark.reliability(item=40, fault="a host's NIC named with ESC/OSC sequences, a bidi override or a tag, drawn in "
+                         "the checklist's topology picture", variants=3, checks=("data shown as data",))
+@pytest.mark.parametrize("name", ["eth0\x1b[31mZZ\x1b]8;;http://evil\x07L", "eth0\u202egpj.exe\u2066", "eth0<b>\nx"])
+def test_host_text_in_the_topology_picture_is_written_out_not_acting(name):
+    # Before, the picture's warnings and device labels were XML-escaped only: the ESC (no XML character at all:
+    # the SVG did not parse) and U+202E reached the HTML page as they were.
+    from xml.dom.minidom import parseString
+
+    pci = [{"address": "0000:03:00.0", "kind": "nic", "class": "0x020000", "numa_node": -1, "name": name}]
+    svg = topology_svg({"cpu.topology": _two_node(True), "pci.devices": pci}, None,
+                       [f"nic {name}: numa_node -1 (unknown)"], title=name)
+    assert not any(c in svg for c in ("\x1b", "\x07", "\u202e", "\u2066")) and "<b>" not in svg, svg
+    assert svg.count("eth0") >= 2   # the title and the warning, written out
+    parseString(svg)   # well-formed: no character XML forbids
