@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ..ssh.command import sh
-from ..errors import InputError, printable
+from ..errors import InputError, printable, said
 from ..process import command
 from ..untrusted import Unreadable, loads
 from ..userfile import read_capped
@@ -47,7 +47,15 @@ def collect_raw(transport, facts: list[type[Fact]], keys: dict[str, list[str]] |
     if not facts:
         return {}
     script, token = facts_script(facts, keys)
-    return raw_of(facts, transport.run_script(script).stdout, token)
+    res = transport.run_script(script)
+    raw = raw_of(facts, res.stdout, token)
+    if res.rc and all(r["rc"] is None and not r["output"] for r in raw.values()) and (res.stderr or "").strip():
+        # The whole answer was refused (the transport's cap, a shell that never ran the script): each fact
+        # says the transport's own line, not "stopped early" that names no cause.
+        why = said(res.stderr, 300)
+        for r in raw.values():
+            r["why"] = why
+    return raw
 
 
 def facts_script(facts: list[type[Fact]], keys: dict[str, list[str]] | None = None) -> tuple[str, str]:
@@ -90,7 +98,9 @@ def parse_raw(facts: list[type[Fact]], raw: dict[str, dict[str, Any]]) -> tuple[
             values[fact.name] = copy.deepcopy(fact.default)
             continue
         if rc is None:
-            errors[fact.name] = "no output (the fact script stopped early)"
+            why = raw[fact.name].get("why")
+            errors[fact.name] = (f"no output: {said(str(why), 300)}" if why
+                                 else "no output (the fact script stopped early)")
             values[fact.name] = copy.deepcopy(fact.default)
             continue
         if not output.strip():

@@ -34,14 +34,16 @@ _ENTRY = "sh -c 'eval \"$(cat)\"'"
 REMOTE_GRACE_S = 5
 #: The most of the run lock holder's answer read (bytes): one line, bounded on the host already.
 ANSWER_MAX = 4096
-#: Bytes of a local command's stdout read at most (its stderr: the first LOCAL_ERR_CAP kept): past them the
-#: command is ended and its result says so in one line; a flood costs no memory (issue 40 item 3).
-LOCAL_OUT_CAP = 64 << 20
-LOCAL_ERR_CAP = 1 << 20
 #: The most of one SSH round trip's stdout read (bytes).  bringup's scripts print far less (each fact's section
 #: is cut at 16 MiB on the host itself), so only a host that does not run the script as sent reaches it (a
 #: login shell or sshd that floods): the round trip then fails as one line, with memory bounded.
 OUT_MAX = 256 << 20
+#: Bytes of a local command's stdout read at most (its stderr: the first LOCAL_ERR_CAP kept): past them the
+#: command is ended and its result says so in one line; a flood costs no more memory (issue 40 item 3).  The
+#: round trip's own bound: at 64 MiB, one flooding nvidia-smi (five fact sections of 16 MiB each, each cut alone
+#: on the host) lost every fact of a local host (pull mode's), where over SSH only its own sections were cut.
+LOCAL_OUT_CAP = OUT_MAX
+LOCAL_ERR_CAP = 1 << 20
 #: The most of one SSH round trip's stderr kept (bytes); the rest is read and dropped, and the cut is said.
 ERR_MAX = LOCAL_ERR_CAP
 #: The longest holder command line that also carries a script (bytes): one argument of an exec stays well under

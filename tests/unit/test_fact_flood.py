@@ -128,3 +128,39 @@ def test_sysctl_leaves_the_host_alone_when_its_floors_are_unread(tmp_path):
     plan = only.plan(only.read())
     assert plan.error and not plan.commands and "sysctl not touched: the fact system.sysctl" in plan.error
     assert [r for r in _declare("sysctl", {}, tmp_path) if r.kind == "sysctl"]
+
+
+@pytest.mark.reliability(item=40, fault="a local host's (ansible_connection local, pull mode) nvidia-smi streaming "
+                         "/dev/zero: every fact was lost, each saying only 'stopped early'", variants=1,
+                         checks=("one clear line", "no hang"))
+def test_a_local_hosts_flooding_nvidia_smi_fails_its_facts_alone(tmp_path, monkeypatch):
+    """The real bounds (16 MiB a section) through the real LocalTransport: the five nvidia-smi sections, each cut
+    on the host, made 80 MiB, past the local transport's 64 MiB cap, which dropped the whole answer."""
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.ssh.connection import LOCAL_OUT_CAP, LocalTransport
+    from bringup.ssh.script import SECTION_MAX
+
+    assert len(NVIDIA) * (SECTION_MAX + 1) < LOCAL_OUT_CAP
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\nexec cat /dev/zero\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
+                            connection=ConnectionVars(ansible_connection="local", command_timeout=120)))
+    values, errors = gather(t, list(ALL_FACTS))
+    flooded = sorted(n for n, e in errors.items() if e.startswith("output cut at 16 MiB"))
+    assert flooded and set(flooded) <= set(NVIDIA), errors
+    assert not any("stopped early" in e for e in errors.values()), errors
+    assert values["os.kernel"] and values["cpu.topology"], values
+
+
+@pytest.mark.reliability(item=40, fault="a facts round trip refused whole (past the transport's cap, a shell that never "
+                         "ran the script)", variants=1, checks=("one clear line",))
+def test_a_round_trip_refused_whole_names_its_cause_in_every_fact():
+    said = "ctl: the command printed more than 256 MiB; it was ended there and its output dropped"
+    refused = type("T", (), {"run_script": lambda self, script: type("R", (), {"rc": 1, "stdout": "",
+                                                                               "stderr": said})()})()
+    _, errors = gather(refused, list(ALL_FACTS))
+    assert set(errors) == {f.name for f in ALL_FACTS}
+    assert all(e == f"no output: {said}" for e in errors.values()), errors
