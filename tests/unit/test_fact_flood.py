@@ -164,3 +164,41 @@ def test_a_round_trip_refused_whole_names_its_cause_in_every_fact():
     _, errors = gather(refused, list(ALL_FACTS))
     assert set(errors) == {f.name for f in ALL_FACTS}
     assert all(e == f"no output: {said}" for e in errors.values()), errors
+
+
+@pytest.mark.reliability(item=40, fault="a fact's command leaving a child that keeps its stdout open (nvidia-smi's "
+                         "helper left behind)", variants=1, checks=("no hang", "nothing left running"))
+def test_a_child_keeping_a_facts_stdout_open_neither_holds_the_read_nor_loses_its_output(tmp_path, monkeypatch):
+    """Before, the section's ``head`` waited for the child's end of the pipe: the read took the child's whole life
+    (up to the 180 s limit, which then discarded the valid output as "no answer")."""
+    import time
+
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.ssh.connection import LocalTransport
+
+    mark = f"59.{os.getpid()}"
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    csv = (BUNDLE.parent / "nvidia-smi-query.csv").read_text()
+    smi.write_text(f"#!/bin/sh\n( exec sleep {mark} ) &\ncat <<'EOF'\n{csv}EOF\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
+                            connection=ConnectionVars(ansible_connection="local", command_timeout=120)))
+    start = time.monotonic()
+    values, errors = gather(t, [FACTS_BY_NAME["nvidia.smi"], FACTS_BY_NAME["os.kernel"]])
+    took = time.monotonic() - start
+    left = [p for p in os.listdir("/proc") if p.isdigit() and mark.encode() in _cmdline(p)]
+    for pid in left:
+        os.kill(int(pid), 9)
+    assert took < 30 and not errors, (took, errors)
+    assert values["nvidia.smi"][0]["name"] == "NVIDIA H200"
+    assert not left
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
