@@ -4,9 +4,10 @@ link's and the part's limits, GPU pairs, clocks under a short load, DCGM diagnos
 Never run by a plain ``checklist`` (which shows the newest saved result).  Refuses, before anything is loaded,
 while Triton serves requests on a host, unless ``--force``.
 
-Ctrl-C (SIGINT) or SIGTERM ends it at once: the GPU load in flight is killed on its host, process group and all,
-through a round trip of its own that then looks again (:func:`bringup.acceptance.remote.stop_load`); one line
-says so, nothing is saved, the exit code is the signal's (130, 143).
+Ctrl-C (SIGINT), SIGTERM or SIGHUP (the operator's terminal gone) ends it at once: the GPU load in flight is
+killed on its host, process group and all, through a round trip of its own that then looks again
+(:func:`bringup.acceptance.remote.stop_load`); one line says so, nothing is saved, the exit code is the signal's
+(130, 143, 129).
 """
 from __future__ import annotations
 
@@ -58,19 +59,28 @@ class _Signalled(BaseException):
         self.signum = signum
 
 
+#: The signals that end the task, its GPU load stopped first: Ctrl-C, SIGTERM, and SIGHUP (the operator's terminal
+#: or SSH session gone: Python's default ended bringup on the spot and left the load running its whole bound).
+_ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def _own_signals(body):
-    """The task with SIGINT/SIGTERM its own (the handlers before are back on return): the first signal ends it at
-    once, wherever the main thread waits (a round trip to a host), in one line with the signal's exit code;
+    """The task with SIGINT/SIGTERM/SIGHUP its own (the handlers before are back on return): the first signal ends
+    it at once, wherever the main thread waits (a round trip to a host), in one line with the signal's exit code;
     while a load may run (:data:`_PHASE`) it raises :class:`_Signalled`, whose handler stops the load first.
-    Later signals are ignored while that is done (bounded: :data:`~bringup.acceptance.remote.STOP_S`)."""
+    Later signals are ignored while that is done (bounded: :data:`~bringup.acceptance.remote.STOP_S`), and still
+    ignored once the task has ended by one: the program is ending, and a second Ctrl-C in its last moments raised
+    KeyboardInterrupt in the interpreter's teardown (a traceback after the one line)."""
 
     @functools.wraps(body)
     def run(*a, **kw):
         if threading.current_thread() is not threading.main_thread():
             return body(*a, **kw)
+        came: list[int] = []
 
         def handle(signum, _frame) -> None:
-            for s_ in (signal.SIGINT, signal.SIGTERM):
+            came.append(signum)
+            for s_ in _ENDING:
                 signal.signal(s_, signal.SIG_IGN)
             name = signal.Signals(signum).name
             if _PHASE[0] == "load":
@@ -81,12 +91,12 @@ def _own_signals(body):
             raise Exit(f"{name}: acceptance stopped after its loads ended (no load runs on any host); its pages "
                        "may be incomplete: run accept again", code=128 + signum)
 
-        before = {s_: signal.signal(s_, handle) for s_ in (signal.SIGINT, signal.SIGTERM)}
+        before = {s_: signal.signal(s_, handle) for s_ in _ENDING}
         _PHASE[0] = "start"
         try:
             return body(*a, **kw)
         finally:
-            for s_, h in before.items():
+            for s_, h in before.items() if not came else ():
                 signal.signal(s_, h)
 
     return run

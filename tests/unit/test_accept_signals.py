@@ -53,9 +53,10 @@ def _gone(pid: int, start: str) -> bool:
     return f[19] != start or f[0] in ("Z", "X")
 
 
-@pytest.mark.reliability(item=40, fault="SIGINT/SIGTERM of accept in the middle of its GPU load",
-                         checks=("no leftovers", "one clear line", "exit code", "no hang"))
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.reliability(item=40, fault="SIGINT/SIGTERM of accept in the middle of its GPU load; SIGHUP (the "
+                         "operator's terminal gone: bringup died on the spot and the load ran its whole bound)",
+                         variants=3, checks=("no leftovers", "one clear line", "exit code", "no hang"))
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_mid_load_kills_the_load_on_the_host_and_says_so(tmp_path, lib, sig):
     assert not _loads(), "an accept load of another run is there already"
     (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"gpu-01": {"ansible_connection": "local"}}}}))
@@ -98,3 +99,33 @@ def test_a_signal_mid_load_kills_the_load_on_the_host_and_says_so(tmp_path, lib,
         time.sleep(0.2)
     assert all(_gone(pid, st) for pid, st in load.items()), load
     assert not list((tmp_path / "out").glob("gpu-01-*.json")) if (tmp_path / "out").exists() else True
+
+
+@pytest.mark.reliability(item=40, fault="a second Ctrl-C as accept ends by the first (KeyboardInterrupt in the "
+                         "interpreter's teardown: a traceback after the one line)", variants=1,
+                         checks=("one clear line",))
+def test_once_a_signal_ended_accept_later_signals_stay_ignored():
+    """Before, the handlers in place before the task (Python's default_int_handler) came back as the task ended by
+    the first signal, so a second Ctrl-C a moment later raised KeyboardInterrupt wherever the program was."""
+    from invoke import Exit
+
+    from bringup.tasks import accept as accept_mod
+
+    def body():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)
+
+    before = {s: signal.getsignal(s) for s in accept_mod._ENDING}
+    try:
+        with pytest.raises(Exit) as e:
+            accept_mod._own_signals(body)()
+        assert e.value.code == 130 and "nothing saved" in str(e.value.message)
+        assert all(signal.getsignal(s) == signal.SIG_IGN for s in accept_mod._ENDING)
+        os.kill(os.getpid(), signal.SIGINT)   # ignored: no KeyboardInterrupt
+        time.sleep(0.1)
+        # A task that ended without a signal gives the handlers back.
+        assert accept_mod._own_signals(lambda: 7)() == 7
+    finally:
+        for s, h in before.items():
+            signal.signal(s, h)
+    assert signal.getsignal(signal.SIGINT) == before[signal.SIGINT]
