@@ -16,6 +16,9 @@ no ``libcuda.so.1``, a CUDA call's error (by ``cuGetErrorName``), a copy that di
 
 Bandwidths are GB/s (10^9 bytes per second), bytes moved over wall time; D2D's ``d2d_gbs`` counts each
 byte once (a copy reads and writes it: the judge doubles it against the memory's bandwidth).
+
+Over 500 lines because this one file is the program the host runs (shipped alone, no bringup there): its CUDA
+calls, its watchdog and its bounded read of nvidia-smi (:func:`capped`) cannot live in a module beside it.
 """
 import ctypes
 import json
@@ -305,16 +308,17 @@ class Smi:
 
     def _run(self, fields):
         try:
-            p = subprocess.run([self.command, "--query-gpu=" + fields, "--format=csv,noheader,nounits"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                               timeout=10)  # Python 3.6's spelling: the probe runs on older hosts' python3
+            rc, out, err, why = capped([self.command, "--query-gpu=" + fields, "--format=csv,noheader,nounits"],
+                                       SMI_OUT_MAX, SMI_S)
         except FileNotFoundError:
             return None, "nvidia-smi not found"
-        except subprocess.TimeoutExpired:
-            return None, "nvidia-smi did not answer within 10 s"
-        if p.returncode != 0:
-            return None, " ".join((p.stdout + p.stderr).split())[:200] or f"nvidia-smi exit {p.returncode}"
-        return p.stdout, None
+        except OSError as e:
+            return None, "nvidia-smi could not run: " + (e.strerror or str(e))
+        if why:
+            return None, "nvidia-smi " + why
+        if rc != 0:
+            return None, " ".join((out + err).split())[:200] or "nvidia-smi exit {}".format(rc)
+        return out, None
 
     def read(self, at):
         fields = [self.field] if self.field else [SMI_FIELDS, SMI_FIELDS_OLD]
@@ -329,8 +333,71 @@ class Smi:
                     if len(cells) == 5:
                         rows.append({"index": cells[0], "bus_id": cells[1], "reasons": cells[2],
                                      "temperature_c": cells[3], "sm_mhz": cells[4]})
+                if not rows and out.strip():
+                    # Printed, but no row of the fields asked: damaged, said as such (never "no sample").
+                    return {"t": round(at, 2), "error": "nvidia-smi printed no row of the {} fields asked: {!r}".format(
+                        len(f.split(",")), out.strip()[:80])}
                 return {"t": round(at, 2), "gpus": rows}
         return {"t": round(at, 2), "error": err}
+
+
+#: The most of one nvidia-smi answer read during the load (bytes: a row is some 60 per GPU), and the seconds it
+#: may take: past either it is ended, process group and all, and the sample says why (a flood of /dev/zero was read
+#: whole into the probe's memory on the host under test; a child left holding the pipe held the read).
+SMI_OUT_MAX = 1 << 20
+SMI_S = 10
+
+
+def capped(argv, cap, seconds):
+    """Run ``argv`` in a process group of its own; ``(rc, stdout, stderr, why)``, each output at most ``cap`` bytes
+    (decoded, undecodable bytes replaced).  ``why`` (else None): it printed more than ``cap`` or did not end within
+    ``seconds``: its group is killed and its output not read.  Once the program itself has ended, what is already
+    in the pipes is read and its group's leftovers are killed: a child that keeps the pipe open holds nothing."""
+    import select
+    import signal
+
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True)
+    out_fd, err_fd = p.stdout.fileno(), p.stderr.fileno()
+    got = {out_fd: [], err_fd: []}
+    size = {fd: 0 for fd in got}
+    open_fds = set(got)
+    end = time.monotonic() + seconds
+    why = None
+    try:
+        while open_fds:
+            exited = p.poll() is not None
+            left = end - time.monotonic()
+            if left <= 0:
+                why = "did not answer within {:g} s".format(seconds)
+                break
+            ready = select.select(list(open_fds), [], [], 0 if exited else min(left, 0.5))[0]
+            if not ready:
+                if exited:
+                    break  # ended, its pipes drained: a leftover child's open end holds nothing
+                continue
+            for fd in ready:
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    open_fds.discard(fd)
+                    continue
+                size[fd] += len(chunk)
+                if size[fd] > cap:
+                    why = "printed more than {} bytes (not read)".format(cap)
+                    break
+                got[fd].append(chunk)
+            if why:
+                break
+    finally:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+        p.stdout.close()
+        p.stderr.close()
+        rc = p.wait()
+    out, err = (b"".join(got[fd]).decode("utf-8", "replace") for fd in (out_fd, err_fd))
+    return rc, out, err, why
 
 
 def measure(doc, args, dog):

@@ -150,3 +150,51 @@ def test_what_the_host_returned_becomes_the_probes_document_or_a_named_error(rc,
         assert doc == {"probe": 1, "error": None, "gpus": [], "pairs": [], "load": None}
     else:
         assert said in doc["error"] and doc["gpus"] == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# nvidia-smi during the load, read bounded (issue 40 item 3, host side)
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi during accept's load: streams /dev/zero, hangs, or leaves a child "
+                         "holding its stdout, or prints no row of its fields", variants=4,
+                         checks=("one clear line", "no hang", "nothing left running"))
+@pytest.mark.parametrize("script, said", [
+    ("exec cat /dev/zero", "nvidia-smi printed more than 1048576 bytes (not read)"),
+    ("exec sleep 60", "nvidia-smi did not answer within 2 s"),
+    ("( exec sleep 61.{pid} ) & echo '0, 00000000:18:00.0, 0x1, 45, 1980'", None),
+    ("printf 'garbage\\033[2J\\n'", "nvidia-smi printed no row of the 5 fields asked: 'garbage\\x1b[2J'"),
+])
+def test_nvidia_smi_during_the_load_is_read_bounded(tmp_path, monkeypatch, script, said):
+    """Before, subprocess.run read the whole answer into the probe's memory on the host under test (a /dev/zero
+    flood of 300 MB: 900 MB resident), and a child left holding the pipe held each read to its 10 s bound."""
+    import time
+
+    from bringup.acceptance import probe
+
+    monkeypatch.setattr(probe, "SMI_S", 2)
+    smi = tmp_path / "nvidia-smi"
+    smi.write_text("#!/bin/sh\n" + script.replace("{pid}", str(os.getpid())) + "\n")
+    smi.chmod(0o755)
+    start = time.monotonic()
+    got = probe.Smi(str(smi)).read(1.0)
+    took = time.monotonic() - start
+    for _ in range(40):   # a process SIGKILLed a moment ago may still be on its way out
+        left = [p for p in os.listdir("/proc") if p.isdigit() and _has(p, f"61.{os.getpid()}".encode())]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert not left, left
+    if said is None:
+        assert got["gpus"] == [{"index": "0", "bus_id": "00000000:18:00.0", "reasons": "0x1",
+                                "temperature_c": "45", "sm_mhz": "1980"}] and took < 2, (got, took)
+    else:
+        assert got.get("error") == said, got
+        assert took < 8   # a flood is cut at once; a hang at its bound (for each of the two field names)
+
+
+def _has(pid: str, mark: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return mark in f.read()
+    except OSError:
+        return False
