@@ -68,18 +68,25 @@ class Preflight:
     metrics_second: str
 
 
+#: Seconds each read of the preflight may take on the host (its commands' own bounds are 20 s and 15 s).
+PREFLIGHT_S = 30
+
+
 def preflight(transport, metrics_port: int) -> Preflight:
     """One round trip: python3 and dcgmi present, the GPUs' compute processes, Triton's metrics twice :data:`WINDOW_S` apart."""
     steps = [
         ("python", "command -v python3"),
         ("dcgmi", "command -v dcgmi || true"),
-        ("apps", "timeout 20 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>&1 || true"),
-        ("metrics", sh("timeout 15 python3 - %s <<'BRINGUP_METRICS_EOF'\n", int(metrics_port)) + _METRICS_READ
+        # --foreground: in the read's own process group (batch's time limit), which is ended as the read ends.
+        ("apps", "timeout --foreground 20 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>&1 "
+                 "|| true"),
+        ("metrics", sh("timeout --foreground 15 python3 - %s <<'BRINGUP_METRICS_EOF'\n", int(metrics_port)) + _METRICS_READ
          + "BRINGUP_METRICS_EOF\n"),
     ]
-    # Each read bounded (a compute-apps list or the metrics twice are kilobytes): a flood is cut, never read.
+    # Each read bounded (a compute-apps list or the metrics twice are kilobytes): a flood is cut, never read; each
+    # under PREFLIGHT_S, and a child it left holding its output (nvidia-smi's helper) ended as it ends, not waited for.
     bound = 2 * METRICS_MAX + 4096
-    script, token = batch(steps, section_max=bound)
+    script, token = batch(steps, section_max=bound, time_limit_s=PREFLIGHT_S)
     res = transport.run_script(script)
     got = {s.key: s for s in split(res.stdout, token, [k for k, _ in steps], section_max=bound)}
     text = got["metrics"].output if "metrics" in got else ""

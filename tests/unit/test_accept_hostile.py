@@ -416,3 +416,33 @@ def test_a_probe_document_with_a_key_twice_is_unreadable_never_the_last_figure(h
     doc = remote.probe_result(0, text.replace('"h2d_gbs": 1.0', '"h2d_gbs": 1.0, "h2d_gbs": 55.0') + "\n", "", 130)
     assert doc["gpus"] == [] and doc["error"] == ("the probe's JSON: the key 'h2d_gbs' is given twice (which one "
                                                   "counts is not known): the host's output is unreadable"), doc
+
+
+@pytest.mark.reliability(item=40, fault="accept's preflight on a host whose nvidia-smi leaves a child holding its "
+                         "output (the read waited for the child's whole life)", variants=1,
+                         checks=("no hang", "nothing left running"))
+def test_the_preflight_does_not_wait_for_a_child_nvidia_smi_left_behind(tmp_path, monkeypatch):
+    mark = f"58.{os.getpid()}"
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"#!/bin/sh\n( exec sleep {mark} ) &\necho '4242, tritonserver'\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    t0 = time.monotonic()
+    pre = remote.preflight(local(), 1)   # port 1: nothing answers the metrics read
+    took = time.monotonic() - t0
+    for _ in range(40):
+        left = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, mark.encode())]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert pre.apps.strip() == "4242, tritonserver" and took < 20, (pre.apps, took)
+    assert not left
+
+
+def _cmdline_has(pid: str, mark: bytes) -> bool:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return mark in f.read()
+    except OSError:
+        return False
