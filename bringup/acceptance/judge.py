@@ -267,11 +267,14 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
     errors = load.get("errors") or {}
     samples = [s for s in load.get("samples") or [] if isinstance(s, dict)]
     read = [s for s in samples if s.get("gpus") and isinstance(s["gpus"], list)]
-    secs = load.get("seconds")
+    try:  # the load's length as the probe wrote it: shown only, yet never "NaN s" or "1e+308 s"
+        secs = f"{number(load.get('seconds'), lo=0, hi=86_400, what='seconds'):g} s"
+    except Unreadable:
+        secs = f"an unreadable time ({str(load.get('seconds'))[:20]!r})"
     if not read:
         why = next((s.get("error") for s in samples if s.get("error")), "no sample")
         for idx, g in gpus.items():
-            out.append(line(AREA, name, "WARN", f"not read during {secs} s of copies: nvidia-smi: {why}",
+            out.append(line(AREA, name, "WARN", f"not read during {secs} of copies: nvidia-smi: {why}",
                             "nvidia-smi must run on the host (it comes with the driver)",
                             subject=_subject(g.get("bus_id"))))
     for idx, g in gpus.items():
@@ -293,8 +296,8 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
         for m in masks:
             seen_mask |= m or 0
         bad = seen_mask & THROTTLE_FAIL
-        where = (f"{len(rows)} read(s) over {secs} s of copies on every GPU; temperature up to "
-                 f"{max(temps):.0f} °C" if temps else f"{len(rows)} read(s) over {secs} s; temperature not shown")
+        where = (f"{len(rows)} read(s) over {secs} of copies on every GPU; temperature up to "
+                 f"{max(temps):.0f} °C" if temps else f"{len(rows)} read(s) over {secs}; temperature not shown")
         # A temperature no GPU prints (-5, NaN, 1e308) is no reading: named, never shown as a degree.
         odd = next((r.get("temperature_c") for r in rows if r.get("temperature_c") not in (None, "", "[N/A]", "N/A")
                     and _num(r.get("temperature_c"), "temperature_c") is None), None)

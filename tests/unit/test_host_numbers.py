@@ -374,3 +374,16 @@ def test_a_negative_query_gpu_value_refuses_the_fact_naming_it(old, new):
         parse_query_gpu_csv(text.replace(old, new, 1))
     assert "is below zero: no reading" in str(e.value) and repr(new.strip().split(",")[0]) in str(e.value), str(e.value)
     assert len(str(e.value)) < 200 and "\n" not in str(e.value)
+
+
+@pytest.mark.reliability(item=40, fault="the probe's load length NaN, 1e308, negative or text (shown as 'NaN s' on the "
+                         "clocks line)", variants=4, checks=("one clear line",))
+@pytest.mark.parametrize("seconds", ["NaN", 1e308, -5, "10"])
+def test_a_load_length_that_is_no_time_is_named_never_shown_as_seconds(seconds):
+    from bringup.acceptance.judge import load_lines
+    doc = {"gpus": [{"index": 0, "bus_id": "00000000:00:06.0", "h2d_gbs": 55.0}], "load": {
+        "seconds": seconds, "errors": {}, "samples": [{"t": 1.0, "gpus": [
+            {"index": "0", "bus_id": "00000000:00:06.0", "reasons": "0x0", "temperature_c": "40", "sm_mhz": "1980"}]}]}}
+    (clk,) = load_lines(doc)
+    assert f"over an unreadable time ({str(seconds)[:20]!r}) of copies" in clk.seen, clk.seen
+    assert " s of copies" not in clk.seen
