@@ -19,7 +19,7 @@ from ..ssh.command import sh
 from ..errors import BringupError, InputError, said
 from ..outfile import append_text
 from .window_tuner import (LOCAL_READ_MAX, NOT_READ, RECORD, RECORD_PROBE, Controller, TritonHTTP, TunerError,
-                           config_text, line, manifest_text, not_rewritten, record_path_problem, record_state_problem,
+                           config_text, line, manifest_text, model_name_problem, not_rewritten, record_path_problem, record_state_problem,
                            record_text, run, tunable)
 
 __all__ = ["remote_record", "check_remote_record", "read_remote", "follow"]
@@ -93,6 +93,8 @@ def remote_record(transport, path: str = RECORD, repository: str | None = None, 
         (warn or (lambda t: print(t, file=sys.stderr)))(f"on the host: {not_rewritten(file, kind, path)}")
 
     def write(model: str, window_us: int, why: str, when: str, serving: dict | None = None) -> None:
+        if repository and model_name_problem(model):  # before anything is written: never a path out of the repository
+            raise TunerError(f"not recording: {model_name_problem(model)}")
         try:
             check_remote_record(transport, path)
         except InputError as e:

@@ -277,6 +277,18 @@ def window_of(config: dict) -> int | None:
                   what="Triton's model config: max_queue_delay_microseconds")
 
 
+def model_name_problem(name) -> str | None:
+    """Why ``name`` (a model's, from Triton's index or a flag) cannot name a folder of the model repository: a
+    model is one folder there, so a name is one path component (no ``/``, not ``.`` or ``..``, no control
+    character or NUL); else None.  A name that is none is never joined into a path (``<repository>/../../x``)."""
+    if not isinstance(name, str) or not name or len(name) > 256:
+        return f"{_shown(name)} is not a model name"
+    if "/" in name or name in (".", "..") or any(ord(c) < 32 or ord(c) == 127 for c in name):
+        return (f"{_shown(name)} is not a model name (a folder of the model repository: no '/', '.', '..' or "
+                "control character)")
+    return None
+
+
 def ready_of(index) -> list[str]:
     """The models Triton's repository index (``POST /v2/repository/index``) says are READY; an index of
     another shape is :class:`Unreadable`."""
@@ -287,8 +299,8 @@ def ready_of(index) -> list[str]:
     for i, m in enumerate(index):
         if _object(m, f"{where} entry {i}").get("state") == "READY":
             name = m.get("name")
-            if not isinstance(name, str) or not name or len(name) > 256:
-                raise Unreadable(f"{where} the name {_shown(name)} of entry {i} is not a model name")
+            if model_name_problem(name):
+                raise Unreadable(f"{where} entry {i}: {model_name_problem(name)}")
             ready.add(name)
     return sorted(ready)
 
@@ -689,6 +701,8 @@ def write_local_config(repository: str, model: str, window_us: int, manifest: st
     last-good snapshot holds hard links), and its sha256 in the role's ``manifest`` when it lists it;
     False when there is no such file or window line.  A config.pbtxt or manifest that is a link, not a regular
     file or too large is neither read nor replaced: one WARN line on standard error names it."""
+    if model_name_problem(model):
+        raise TunerError(f"not writing the model's config.pbtxt: {model_name_problem(model)}")
     path = os.path.join(repository, model, "config.pbtxt")
     kind, text, mode = read_local(path)
     if kind in NOT_READ:

@@ -335,6 +335,33 @@ def test_the_hosts_tuner_names_a_config_it_does_not_rewrite(tmp_path, capsys, wh
     assert "max_queue_delay_microseconds: 900" in cfg.read_text()
 
 
+@pytest.mark.reliability(item=40, fault="a model name from Triton's index or a flag that is no folder name ('../other', "
+                         "'a/b', '..', NUL): joined into <repository>/<model>/config.pbtxt, a config outside the "
+                         "repository rewritten", variants=4, checks=("others' files kept", "one clear line"))
+@pytest.mark.parametrize("model", ["../other", "a/../../other", "..", "x\x00y"])
+def test_a_model_name_that_is_no_folder_never_becomes_a_path(tmp_path, model):
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.latency.follow import remote_record
+    from bringup.latency.window_tuner import TunerError, Unreadable, ready_of, write_local_config
+    from bringup.ssh.connection import LocalTransport
+
+    t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
+                            connection=ConnectionVars(ansible_connection="local")))
+    (tmp_path / "repo").mkdir()
+    outside = tmp_path / "other" / "config.pbtxt"
+    outside.parent.mkdir()
+    outside.write_text(_RENDERED)
+    record = tmp_path / "bringup" / "triton-window.json"
+    record.parent.mkdir()
+    with pytest.raises(TunerError, match="is not a model name"):
+        remote_record(t, str(record), str(tmp_path / "repo"))(model, 900, "why", "now")
+    with pytest.raises(TunerError, match="is not a model name"):
+        write_local_config(str(tmp_path / "repo"), model, 900)
+    with pytest.raises(Unreadable, match="is not a model name"):
+        ready_of([{"name": model, "state": "READY"}])
+    assert outside.read_text() == _RENDERED and not record.exists()
+
+
 @pytest.mark.reliability(item=26, fault="the host's tuner service given a record that is not its own",
                          checks=("one clear line", "exit code", "others' files kept"))
 def test_the_hosts_service_refuses_a_record_that_is_not_its_own(tmp_path):
