@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib import resources as ilr
 
 from ..ssh.command import sh
-from ..ssh.script import batch, split
+from ..ssh.script import _LEFT, batch, split
 from ..untrusted import Unreadable, loads
 
 __all__ = ["Preflight", "preflight", "run_probe", "run_dcgmi", "DCGM_TIMEOUT_S", "probe_budget_s", "TAG_ENV",
@@ -106,8 +106,12 @@ OUTPUT_MAX = 8 << 20
 def _capped(command: str, heredoc: str = "") -> str:
     """``command`` (its stdin ``heredoc``, if any: a here-document's lines) with stdout and stderr cut after
     :data:`OUTPUT_MAX` + 1 bytes by ``head -c`` (the command ends by SIGPIPE there); the script's exit status
-    is the command's own, carried through fd 3 (the pipe's would be head's)."""
-    return (f"{{ _r=$( {{ {{ {command} 2>&1 3>&- {heredoc}\necho \"$?\" >&3; }} | head -c {OUTPUT_MAX + 1} >&4; }} "
+    is the command's own, carried through fd 3 (the pipe's would be head's).  ``command`` starts with
+    ``timeout`` (the load's own process group): once it has ended, what it left in that group is ended too, so
+    that a child holding the output (a helper dcgmi or nvidia-smi left behind) never holds the round trip."""
+    first, _, body = heredoc.partition("\n")
+    return (f"{{ _r=$( {{ {{ {command} 2>&1 3>&- {first} &\n{body}{chr(10) if heredoc else ''}"
+            f"_c=$!; wait \"$_c\"; _s=$?; {_LEFT % '$_c'}; echo \"$_s\" >&3; }} | head -c {OUTPUT_MAX + 1} >&4; }} "
             f"3>&1 ); }} 4>&1; exit \"${{_r:-141}}\"\n")
 
 

@@ -446,3 +446,24 @@ def _cmdline_has(pid: str, mark: bytes) -> bool:
             return mark in f.read()
     except OSError:
         return False
+
+
+@pytest.mark.reliability(item=40, fault="dcgmi diag leaving a child that holds its output (the round trip waited for "
+                         "the child's whole life)", variants=1, checks=("no hang", "nothing left running"))
+def test_dcgmi_leaving_a_child_neither_holds_the_round_trip_nor_loses_its_document(tmp_path, monkeypatch):
+    mark = f"57.{os.getpid()}"
+    dcgmi = tmp_path / "bin" / "dcgmi"
+    dcgmi.parent.mkdir()
+    dcgmi.write_text(f"#!/bin/sh\n( exec sleep {mark} ) &\necho '{{\"DCGM Diagnostic\": {{}}}}'\n")
+    dcgmi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{dcgmi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    t0 = time.monotonic()
+    rc, out, err = remote.run_dcgmi(local(), 1, remote.new_tag())
+    took = time.monotonic() - t0
+    for _ in range(40):
+        left = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, mark.encode())]
+        if not left:
+            break
+        time.sleep(0.05)
+    assert rc == 0 and out.strip() == '{"DCGM Diagnostic": {}}' and took < 20, (rc, out, err, took)
+    assert not left
