@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from importlib import resources as ilr
 
 from ..ssh.command import sh
-from ..ssh.script import _LEFT, batch, split
+from ..ssh.script import END_LEFT, batch, split
 from ..untrusted import Unreadable, loads
 
 __all__ = ["Preflight", "preflight", "run_probe", "run_dcgmi", "DCGM_TIMEOUT_S", "probe_budget_s", "TAG_ENV",
@@ -111,7 +111,7 @@ def _capped(command: str, heredoc: str = "") -> str:
     that a child holding the output (a helper dcgmi or nvidia-smi left behind) never holds the round trip."""
     first, _, body = heredoc.partition("\n")
     return (f"{{ _r=$( {{ {{ {command} 2>&1 3>&- {first} &\n{body}{chr(10) if heredoc else ''}"
-            f"_c=$!; wait \"$_c\"; _s=$?; {_LEFT % '$_c'}; echo \"$_s\" >&3; }} | head -c {OUTPUT_MAX + 1} >&4; }} "
+            f"_c=$!; wait \"$_c\"; _s=$?; {END_LEFT % '$_c'}; echo \"$_s\" >&3; }} | head -c {OUTPUT_MAX + 1} >&4; }} "
             f"3>&1 ); }} 4>&1; exit \"${{_r:-141}}\"\n")
 
 

@@ -71,7 +71,7 @@ def _timer(limit_s: int) -> str:
 #: section's ``head`` until the time limit, which then discarded the snippet's whole, valid output.  A read
 #: leaves nothing running; where the host has no usable timeout(1) there is no group of the snippet's own, and
 #: the kill finds none.
-_LEFT = 'kill -KILL -"%s" 2>/dev/null'  # dash's kill takes no --
+END_LEFT = 'kill -KILL -"%s" 2>/dev/null'  # dash's kill takes no --
 
 
 def _plain(key: str, body: str, token: str) -> str:
@@ -140,7 +140,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         for i, (key, snippet) in enumerate(snippets):
             if section_max is not None and i not in small:
                 body = f"( {snippet}\n) {redir}" if not timed else \
-                    f"{{ $_t sh -c {sh('%s', snippet)} {redir} & _c=$!; wait \"$_c\"; _s=$?; {_LEFT % '$_c'}; (exit \"$_s\"); }}"
+                    f"{{ $_t sh -c {sh('%s', snippet)} {redir} & _c=$!; wait \"$_c\"; _s=$?; {END_LEFT % '$_c'}; (exit \"$_s\"); }}"
                 lines.append(_bounded(str(i), body, token, section_max))
                 continue
             lines.append(f"printf '\\n@@{token}:B:{i}\\n'")
@@ -160,7 +160,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         if timed and i not in shell and i not in small:
             # Under timeout(1), in a group of its own: its pid in the folder while it runs, for the traps below.
             lines.append(f'{fn}_{i}() {{ $_t sh -c {sh("%s", snippet)} {redir} & _c=$!; '
-                         f'[ -z "$_d" ] || echo "$_c" >"$_d/t{i}"; wait "$_c"; _s=$?; {_LEFT % "$_c"}; '
+                         f'[ -z "$_d" ] || echo "$_c" >"$_d/t{i}"; wait "$_c"; _s=$?; {END_LEFT % "$_c"}; '
                          f'[ -z "$_d" ] || rm -f "$_d/t{i}"; return "$_s"; }}')
             continue
         # One function per snippet, its body a subshell: an `exit` in a snippet ends only that snippet.
