@@ -80,7 +80,8 @@ def preflight(transport, metrics_port: int) -> Preflight:
         # --foreground: in the read's own process group (batch's time limit), which is ended as the read ends.
         ("apps", "timeout --foreground 20 nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>&1 "
                  "|| true"),
-        ("metrics", sh("timeout --foreground 15 python3 - %s <<'BRINGUP_METRICS_EOF'\n", int(metrics_port)) + _METRICS_READ
+        ("metrics", sh("timeout --foreground 15 python3 - %s <<'BRINGUP_METRICS_EOF'\n", int(metrics_port))
+         + _METRICS_READ
          + "BRINGUP_METRICS_EOF\n"),
     ]
     # Each read bounded (a compute-apps list or the metrics twice are kilobytes): a flood is cut, never read; each

@@ -19,8 +19,8 @@ from ..ssh.command import sh
 from ..errors import BringupError, InputError, said
 from ..outfile import append_text
 from .window_tuner import (LOCAL_READ_MAX, NOT_READ, RECORD, RECORD_PROBE, Controller, TritonHTTP, TunerError,
-                           config_text, line, manifest_text, model_name_problem, not_rewritten, record_path_problem, record_state_problem,
-                           record_text, run, tunable)
+                           config_text, line, manifest_text, model_name_problem, not_rewritten, record_path_problem,
+                           record_state_problem, record_text, run, tunable)
 
 __all__ = ["remote_record", "check_remote_record", "read_remote", "follow"]
 

@@ -139,8 +139,9 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         lines = ["exec </dev/null", *timed]
         for i, (key, snippet) in enumerate(snippets):
             if section_max is not None and i not in small:
-                body = f"( {snippet}\n) {redir}" if not timed else \
-                    f"{{ $_t sh -c {sh('%s', snippet)} {redir} & _c=$!; wait \"$_c\"; _s=$?; {END_LEFT % '$_c'}; (exit \"$_s\"); }}"
+                body = f"( {snippet}\n) {redir}" if not timed else (
+                    f"{{ $_t sh -c {sh('%s', snippet)} {redir} & _c=$!; wait \"$_c\"; _s=$?; {END_LEFT % '$_c'}; "
+                    f"(exit \"$_s\"); }}")
                 lines.append(_bounded(str(i), body, token, section_max))
                 continue
             lines.append(f"printf '\\n@@{token}:B:{i}\\n'")

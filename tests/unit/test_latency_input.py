@@ -263,7 +263,8 @@ def test_the_record_step_never_reads_a_fifo_or_an_endless_file_of_the_host(tmp_p
     assert (cfg.is_fifo() if what == "fifo" else os.readlink(cfg) == "/dev/zero")  # not bringup's: left as it was
 
 
-_RENDERED = "name: \"add\"\ndynamic_batching {\n  # The batching window: the inventory.\n  max_queue_delay_microseconds: 100\n}\n"
+_RENDERED = ("name: \"add\"\ndynamic_batching {\n  # The batching window: the inventory.\n"
+             "  max_queue_delay_microseconds: 100\n}\n")
 
 
 @pytest.mark.reliability(item=40, fault="tune's record step on a host whose config.pbtxt or manifest is a symbolic "
