@@ -41,12 +41,14 @@ which the triton role reads so that a later provision keeps it.
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import json
 import math
 import os
 import re
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -567,10 +569,24 @@ def local_record_problem(path: str) -> str | None:
         return record_state_problem("folder")
     if not os.path.exists(path):
         return None
-    if not os.path.isfile(path):
+    # Opened as looked at: never through a link or into a FIFO put there since (O_NOFOLLOW, O_NONBLOCK), and
+    # a regular file by what was opened, not by the name (this module runs alone on a host: no bringup helper).
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        return record_state_problem("link") if os.path.islink(path) else \
+            None if e.errno == errno.ENOENT else record_state_problem("other")
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return record_state_problem("other")
+        with os.fdopen(fd, "rb") as f:
+            fd = -1
+            text = f.read(RECORD_MAX_BYTES).decode("utf-8", "replace")
+    except OSError:
         return record_state_problem("other")
-    with open(path, "rb") as f:
-        text = f.read(RECORD_MAX_BYTES).decode("utf-8", "replace")
+    finally:
+        if fd >= 0:
+            os.close(fd)
     return record_state_problem("file", text)
 
 

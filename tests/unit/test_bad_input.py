@@ -563,6 +563,40 @@ def test_a_deeply_nested_record_is_not_bringups_record(tmp_path):
     assert json.loads(record_text(deep, "m", 400, "why", "when"))["m"]["window_us"] == 400
 
 
+_SWAP_PROBE = """
+import os, sys
+from bringup.latency import window_tuner as w
+path = sys.argv[1]
+import stat
+def looked(real):
+    def look(p):  # what was a file when looked at is a FIFO when opened
+        if p != path:
+            return real(p)
+        if stat.S_ISREG(os.lstat(path).st_mode):
+            os.unlink(path); os.mkfifo(path)
+        return True
+    return look
+os.path.exists, os.path.isfile = looked(os.path.exists), looked(os.path.isfile)
+print(w.local_record_problem(path))
+"""
+
+
+@pytest.mark.reliability(fault="a window record swapped for a FIFO between the look and the read (tune, tune-window)",
+                         checks=("no hang", "one clear line"), **{k: v for k, v in _SMALL.items() if k != "checks"})
+def test_a_record_swapped_for_a_fifo_after_the_look_is_never_waited_on(tmp_path):
+    folder = tmp_path / "bringup"
+    folder.mkdir()
+    record = folder / "triton-window.json"
+    record.write_text("{}")
+    try:
+        r = subprocess.run([sys.executable, "-c", _SWAP_PROBE, str(record)], capture_output=True, text=True,
+                           timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the record was opened by name after the look: the read waited on the FIFO")
+    assert r.returncode == 0 and r.stdout.strip() and r.stdout.strip() != "None", (r.stdout, r.stderr[-400:])
+    assert "Traceback" not in r.stderr, r.stderr
+
+
 @pytest.mark.reliability(fault="the host's tune record with instance_count 100000 (a plan deployed it)",
                          checks=("one clear line",), **{k: v for k, v in _SMALL.items() if k != "checks"})
 def test_a_recorded_instance_count_is_bounded_as_the_inventory_is():
