@@ -422,22 +422,34 @@ def test_a_probe_document_with_a_key_twice_is_unreadable_never_the_last_figure(h
                          "output (the read waited for the child's whole life)", variants=1,
                          checks=("no hang", "nothing left running"))
 def test_the_preflight_does_not_wait_for_a_child_nvidia_smi_left_behind(tmp_path, monkeypatch):
-    mark = f"58.{os.getpid()}"
-    smi = tmp_path / "bin" / "nvidia-smi"
-    smi.parent.mkdir()
-    smi.write_text(f"#!/bin/sh\n( exec sleep {mark} ) &\necho '4242, tritonserver'\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    mark = _leaving_a_child(tmp_path, monkeypatch, "nvidia-smi", "58", "'4242, tritonserver'")
     t0 = time.monotonic()
     pre = remote.preflight(local(), 1)   # port 1: nothing answers the metrics read
     took = time.monotonic() - t0
+    assert pre.apps.strip() == "4242, tritonserver" and took < 20, (pre.apps, took)
+    assert not _left(mark)
+
+
+def _leaving_a_child(tmp_path, monkeypatch, name: str, seconds: str, output: str) -> str:
+    """A program ``name`` first on PATH that prints ``output`` and leaves a child holding its stdout; the mark
+    that child's command line carries."""
+    mark = f"{seconds}.{os.getpid()}"
+    program = tmp_path / "bin" / name
+    program.parent.mkdir()
+    program.write_text(f"#!/bin/sh\n( exec sleep {mark} ) &\necho {output}\n")
+    program.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{program.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    return mark
+
+
+def _left(mark: str) -> list[str]:
+    """The processes still carrying ``mark``, after up to 2 s for the ended ones to go."""
     for _ in range(40):
         left = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, mark.encode())]
         if not left:
             break
         time.sleep(0.05)
-    assert pre.apps.strip() == "4242, tritonserver" and took < 20, (pre.apps, took)
-    assert not left
+    return left
 
 
 def _cmdline_has(pid: str, mark: bytes) -> bool:
@@ -451,19 +463,9 @@ def _cmdline_has(pid: str, mark: bytes) -> bool:
 @pytest.mark.reliability(item=40, fault="dcgmi diag leaving a child that holds its output (the round trip waited for "
                          "the child's whole life)", variants=1, checks=("no hang", "nothing left running"))
 def test_dcgmi_leaving_a_child_neither_holds_the_round_trip_nor_loses_its_document(tmp_path, monkeypatch):
-    mark = f"57.{os.getpid()}"
-    dcgmi = tmp_path / "bin" / "dcgmi"
-    dcgmi.parent.mkdir()
-    dcgmi.write_text(f"#!/bin/sh\n( exec sleep {mark} ) &\necho '{{\"DCGM Diagnostic\": {{}}}}'\n")
-    dcgmi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{dcgmi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    mark = _leaving_a_child(tmp_path, monkeypatch, "dcgmi", "57", "'{\"DCGM Diagnostic\": {}}'")
     t0 = time.monotonic()
     rc, out, err = remote.run_dcgmi(local(), 1, remote.new_tag())
     took = time.monotonic() - t0
-    for _ in range(40):
-        left = [p for p in os.listdir("/proc") if p.isdigit() and _cmdline_has(p, mark.encode())]
-        if not left:
-            break
-        time.sleep(0.05)
     assert rc == 0 and out.strip() == '{"DCGM Diagnostic": {}}' and took < 20, (rc, out, err, took)
-    assert not left
+    assert not _left(mark)
