@@ -63,7 +63,6 @@ TOTAL_CPU_LIMIT = 0.90
 LAG_TICK_S = 0.001
 LAG_MIN_MS, LAG_SHARE = 2.0, 0.10
 INFER_GRACE_S = 10.0  # s (or the window's length) a request in flight past the window is waited: a mute Triton
-ANSWER_MAX = tritongrpc.ANSWER_MAX  # the largest inference answer a client process reads (tritongrpc.load_args)
 
 
 @dataclass
@@ -307,7 +306,7 @@ class LoadGenerator:
         self._cfg = {"url": url, "model": model, "input": input_name, "datatype": datatype, "dims": list(dims),
                      "np_dtype": np_dtype, "cpus": self.cpus,
                      "parent": os.getpid(), "grace_s": max(INFER_GRACE_S, self.duration_s),
-                     "answer_max": ANSWER_MAX}
+                     "answer_max": tritongrpc.ANSWER_MAX}
         self._procs: list = []
         self._conns: list = []
         self.idle_lag_ms = 0.0
@@ -316,6 +315,8 @@ class LoadGenerator:
         self._stats_client = triton_client(url)
         # A second signal closes it: a read of a Triton that answers nothing (stopped, wedged) ends there.
         self._release = closes(stop, self._stats_client.close)
+        # Each inference answer bounded by what the model's outputs declare (a fixed 64 MiB failed real models).
+        self._cfg["answer_max"] = tritongrpc.answer_bound(self.config())
 
     def __enter__(self):
         ctx = mp.get_context("spawn")

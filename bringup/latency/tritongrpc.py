@@ -19,7 +19,8 @@ from typing import Any
 
 from ..errors import BringupError, printable
 
-__all__ = ["CALL_S", "ANSWER_MAX", "client", "answer", "Bounded", "deadline_passed", "load_args", "request_error"]
+__all__ = ["CALL_S", "ANSWER_MAX", "ANSWER_CEIL", "client", "answer", "answer_bound", "Bounded", "deadline_passed",
+           "load_args", "request_error"]
 
 #: Seconds one call of Triton's API (live, ready, index, config, metadata, statistics) may take whole.
 CALL_S = 10.0
@@ -80,6 +81,37 @@ def deadline_passed(e: BaseException) -> bool:
     """Whether ``e`` is a call's own gRPC deadline passing (``DEADLINE_EXCEEDED``), not an answer of Triton's."""
     status = e.status() if callable(getattr(e, "status", None)) else ""
     return "DEADLINE_EXCEEDED" in str(status) or "Deadline Exceeded" in str(e)
+
+
+#: The most one inference answer of a load may hold where the model's outputs do not say (a dimension of -1, text
+#: outputs): real outputs reach hundreds of MiB (segmentation logits [1,150,512,512] fp32: 157 MB); gRPC's own
+#: limit is 2 GiB.
+ANSWER_CEIL = 1 << 30
+_DTYPE_BYTES = {"BOOL": 1, "INT8": 1, "UINT8": 1, "INT16": 2, "UINT16": 2, "FP16": 2, "BF16": 2, "INT32": 4,
+                "UINT32": 4, "FP32": 4, "INT64": 8, "UINT64": 8, "FP64": 8}
+
+
+def answer_bound(config: Any) -> int:
+    """The bound of one inference answer of the model whose configuration is ``config``: twice what its declared
+    outputs hold at its largest batch, and 1 MiB, at least :data:`ANSWER_MAX`; :data:`ANSWER_CEIL` where the
+    outputs do not say (a variable dimension, text, no configuration)."""
+    outputs = config.get("output") if isinstance(config, dict) else None
+    if not isinstance(outputs, list) or not outputs:
+        return ANSWER_CEIL
+    total = 0
+    for out in outputs:
+        dims = out.get("dims") if isinstance(out, dict) else None
+        size = _DTYPE_BYTES.get(str(out.get("data_type", "")).removeprefix("TYPE_")) if isinstance(out, dict) else None
+        if size is None or not isinstance(dims, list) or not all(
+                isinstance(d, (int, str)) and str(d).isdigit() and len(str(d)) <= 12 for d in dims):
+            return ANSWER_CEIL  # (int64 dims come as text in the JSON form; -1 is a variable one)
+        n = size
+        for d in dims:
+            n *= int(d)
+        total += n
+    batch = config.get("max_batch_size", 0)
+    batch = int(batch) if isinstance(batch, int) and not isinstance(batch, bool) and 0 < batch <= 1 << 20 else 1
+    return max(ANSWER_MAX, min(ANSWER_CEIL, 2 * total * batch + (1 << 20)))
 
 
 def load_args(answer_max: int = ANSWER_MAX) -> list[tuple[str, int]]:

@@ -185,15 +185,17 @@ def test_requests_never_answered_end_the_point_after_its_grace(monkeypatch, micr
 @pytest.mark.parametrize("microbatch_us", [None, 500])
 def test_an_inference_answer_past_the_bound_is_an_error_of_the_point_not_read(monkeypatch, microbatch_us):
     """Before, the client processes' channel took answers of any size (max_receive_message_length -1)."""
+    from tritonclient.grpc import model_config_pb2 as mc
     from tritonclient.grpc import service_pb2 as pb
 
-    from bringup.latency import loadgen
     from bringup.latency.loadgen import LoadGenerator, Point
 
-    assert loadgen.ANSWER_MAX == tritongrpc.ANSWER_MAX == 64 << 20
-    monkeypatch.setattr(loadgen, "ANSWER_MAX", 1 << 20)   # the same bound, smaller: a 2 MiB answer passes it
+    assert tritongrpc.ANSWER_MAX == 64 << 20
+    monkeypatch.setattr(tritongrpc, "ANSWER_MAX", 1 << 20)   # the same floor, smaller: a 2 MiB answer passes it
     big = pb.ModelInferResponse(model_name="m", raw_output_contents=[b"\0" * (2 << 20)])
-    with HostileTriton(ModelInfer=big) as target:
+    declared = pb.ModelConfigResponse(config=mc.ModelConfig(name="m", max_batch_size=8, output=[  # 16 bytes a batch
+        mc.ModelOutput(name="out", data_type=mc.TYPE_FP32, dims=[4])]))
+    with HostileTriton(ModelInfer=big, ModelConfig=declared) as target:
         with LoadGenerator(target.url, "m", "in", "FP32", [4], "float32", processes=1, warmup_s=0.2,
                            duration_s=0.5) as lg:
             box, took = _within(40, lambda: lg.run(Point(1, 1, microbatch_us=microbatch_us, microbatch_max=1)))
@@ -274,3 +276,18 @@ def test_the_grace_covers_a_long_window_and_a_foreign_config_answer_is_no_config
     finally:
         lg._stats_client.close()
         short._stats_client.close()
+
+
+@pytest.mark.parametrize("config, bound", [
+    ({}, tritongrpc.ANSWER_CEIL),                                                   # no configuration: the ceiling
+    ({"output": [{"data_type": "TYPE_FP32", "dims": ["4"]}]}, tritongrpc.ANSWER_MAX),  # small: the floor
+    # segmentation logits [150,512,512] fp32 at batch 1 (157 MB): a fixed 64 MiB refused every answer of it
+    ({"max_batch_size": 1, "output": [{"data_type": "TYPE_FP32", "dims": ["150", "512", "512"]}]},
+     2 * 150 * 512 * 512 * 4 + (1 << 20)),
+    ({"output": [{"data_type": "TYPE_FP32", "dims": ["-1", "4"]}]}, tritongrpc.ANSWER_CEIL),   # variable: ceiling
+    ({"output": [{"data_type": "TYPE_STRING", "dims": ["1"]}]}, tritongrpc.ANSWER_CEIL),       # text: ceiling
+    ({"max_batch_size": 64, "output": [{"data_type": "TYPE_FP32", "dims": ["9" * 12] * 9}]}, tritongrpc.ANSWER_CEIL),
+    ({"output": "x"}, tritongrpc.ANSWER_CEIL),
+])
+def test_an_answers_bound_follows_what_the_model_declares(config, bound):
+    assert tritongrpc.answer_bound(config) == bound
