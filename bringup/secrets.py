@@ -214,6 +214,10 @@ _SECRET_NAMES = frozenset({"ansible_password", "ansible_become_password", "ansib
 _SECRET_ENDINGS = ("_password", "_pass", "_token", "_secret", "_passphrase")
 
 
+#: A plain secret that is a common word's shape: letters alone, or short.
+_PLAIN_WORD = re.compile(r"[A-Za-z]+|.{1,7}", re.DOTALL)
+
+
 def secret_place(trail: str) -> bool:
     """The variable at ``trail`` (``registry_auths.nvcr.io.password``) only takes a secret text, so a one-key
     ``{env: ...}`` / ``{file: ...}`` there cannot be ordinary data."""
@@ -331,9 +335,11 @@ def resolve_refs(value: Any, where: str, masker: Masker = MASK, trail: str = "")
         return SecretStr(text)
     if secret_place(trail) and isinstance(value, (str, int)) and not isinstance(value, bool):
         # Plain text where only a secret goes (Ansible's ansible_ssh_pass / ansible_become_pass, a db_password, a
-        # registry's password): a secret all the same, masked where it is shown as a value (`hosts --host` printed
-        # it) but not inside other words: nothing but its name says it is one, and `root` or `vagrant` is common.
-        masker.add(str(value), alone=True)
+        # registry's password): a secret all the same (`hosts --host` printed it).  Nothing but its name says it is
+        # one: a word (`root`, `vagrant`, `password`) is masked as a value standing alone, never inside other words
+        # (/root/data); anything else (`CorrectHorse9`, `s3cr3t!`) wherever it appears, as a vaulted one is.
+        text = str(value)
+        masker.add(text, alone=bool(_PLAIN_WORD.fullmatch(text)))
     if isinstance(value, dict):
         return {k: resolve_refs(v, where, masker, f"{trail}.{k}" if trail else str(k)) for k, v in value.items()}
     if isinstance(value, list):

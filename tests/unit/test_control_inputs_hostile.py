@@ -655,3 +655,14 @@ def test_a_private_inventorys_mistake_still_says_where_and_how_to_look(tmp_path)
     assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith("error: hosts.yml:5:1: a YAML syntax error; ") and "[1, 2" not in p.stderr, p.stderr
     assert "(`sed -n 5p hosts.yml` shows that line)" in p.stderr and "is it an inventory" not in p.stderr, p.stderr
+
+
+def test_a_plain_password_that_is_no_word_is_masked_inside_other_values(tmp_path):
+    """A plain ``ansible_become_pass`` that is no common word is masked wherever it appears (inside a command or a
+    note), as it was before the common-word rule; a word is masked only standing alone."""
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  hosts:\n    h1:\n      ansible_become_pass: CorrectHorseBatteryStaple9\n"
+        "      cmd: 'echo CorrectHorseBatteryStaple9|sudo -S id'\n      note: sshpass-CorrectHorseBatteryStaple9-x\n")
+    p = bringup("hosts", "-i", "hosts.yml", "--host", "h1", cwd=tmp_path)
+    assert p.returncode == 0 and "CorrectHorse" not in p.stdout + p.stderr, p.stdout
+    assert "echo ********|sudo -S id" in p.stdout and "sshpass-********-x" in p.stdout, p.stdout
