@@ -654,7 +654,7 @@ def test_a_private_inventorys_mistake_still_says_where_and_how_to_look(tmp_path)
     p = bringup("hosts", "-i", "hosts.yml", cwd=tmp_path)
     assert p.returncode == 1 and p.stderr.count("\n") == 1, p.stderr
     assert p.stderr.startswith("error: hosts.yml:5:1: a YAML syntax error; ") and "[1, 2" not in p.stderr, p.stderr
-    assert "(`sed -n 5p hosts.yml` shows that line)" in p.stderr and "is it an inventory" not in p.stderr, p.stderr
+    assert "(`sed -n 5p -- hosts.yml` shows that line)" in p.stderr and "is it an inventory" not in p.stderr, p.stderr
 
 
 def test_a_plain_password_that_is_no_word_is_masked_inside_other_values(tmp_path):
@@ -666,3 +666,13 @@ def test_a_plain_password_that_is_no_word_is_masked_inside_other_values(tmp_path
     p = bringup("hosts", "-i", "hosts.yml", "--host", "h1", cwd=tmp_path)
     assert p.returncode == 0 and "CorrectHorse" not in p.stdout + p.stderr, p.stdout
     assert "echo ********|sudo -S id" in p.stdout and "sshpass-********-x" in p.stdout, p.stdout
+
+
+def test_the_hint_to_look_at_a_private_line_names_the_file_quoted(tmp_path):
+    """The hint is a command the operator may paste: a file named ``my hosts;id.yml`` is quoted in it, so the
+    pasted command runs no ``id.yml``."""
+    inv = tmp_path / "my hosts;id.yml"
+    inv.write_text("all:\n  hosts:\n    h1:\n      a: [1, 2\n")
+    inv.chmod(0o600)
+    p = bringup("hosts", "-i", inv.name, cwd=tmp_path)
+    assert p.returncode == 1 and "(`sed -n 5p -- 'my hosts;id.yml'` shows that line)" in p.stderr, p.stderr

@@ -468,6 +468,6 @@ def test_a_mistake_in_a_file_encrypted_whole_names_its_line_never_its_text(tmp_p
         load_inventory(source, vault=vault_from_options([str(tmp_path / "pw")], environ={}))
     assert str(e.value) == (f"{tmp_path / at}: {what}" + str(e.value).split(what, 1)[1])
     assert str(e.value).endswith(f"; the file is encrypted with ansible-vault, so its text is not shown "
-                                 f"(`ansible-vault view {tmp_path / name}` shows it)")
+                                 f"(`ansible-vault view -- {tmp_path / name}` shows it)")
     for word in ("S3cret", "Tr1ton", "ansible_become_password", "gpu"):
         assert word not in str(e.value).replace(str(tmp_path), "")
