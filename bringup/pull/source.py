@@ -558,8 +558,10 @@ class Source:
         """The bytecode the converges of ``checkout`` wrote under :func:`bytecode_folder` (a checkout removed, its
         bytecode goes with it: nothing grows per revision), never through a link on the way to it."""
         root = bytecode_folder(self.cache)
-        rel = str(checkout).lstrip(os.sep)
-        there = root / rel
-        if not there.is_dir() or os.path.realpath(there) != os.path.join(os.path.realpath(root), rel):
-            return  # none, or a link below the cache's pycache/ on its way: not bringup's own folder to remove
-        shutil.rmtree(there, ignore_errors=True)
+        # Python joins the prefix with the path it imported from: the checkout as spelled, or resolved (the
+        # converge's roots are resolved; a cache under a linked /var/lib has two spellings): both are removed.
+        for rel in dict.fromkeys([str(checkout).lstrip(os.sep), os.path.realpath(checkout).lstrip(os.sep)]):
+            there = root / rel
+            if not there.is_dir() or os.path.realpath(there) != os.path.join(os.path.realpath(root), rel):
+                continue  # none, or a link below the cache's pycache/ on its way: not bringup's own to remove
+            shutil.rmtree(there, ignore_errors=True)

@@ -156,36 +156,49 @@ def test_a_signed_revision_converges_this_host_through_the_local_connection(flee
 
 
 @pytest.mark.reliability(item=40, fault="pull: the converge's own bytecode in a reused checkout (no tamper)",
-                         variants=1, checks=("nothing touched",))
-def test_the_converges_bytecode_goes_to_the_cache_so_the_same_revision_converges_again(fleet, monkeypatch):
+                         variants=2, checks=("nothing touched",))
+@pytest.mark.parametrize("linked", [False, True], ids=["cache", "cache-under-a-link"])
+def test_the_converges_bytecode_goes_to_the_cache_so_the_same_revision_converges_again(fleet, monkeypatch, linked):
     """A host's timer writes bytecode (no PYTHONDONTWRITEBYTECODE there): the converge imports the repository's
     roles, whose .pyc files and roles manifest went into the checkout's roles/__pycache__, so the next tick saw the
     checkout holding what the revision does not and refused it as tampered (and prune kept every old checkout).
-    They go under the cache's pycache/ now, in this process (pull_roles) and in the converge's."""
+    They go under the cache's pycache/ now, in this process (pull_roles) and in the converge's, and go with their
+    checkout, also where the cache is reached through a link (Python writes under the resolved path then)."""
     monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
     monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    cache = fleet.tmp / "cache"
+    if linked:
+        (fleet.tmp / "real").mkdir()
+        (fleet.tmp / "via").symlink_to(fleet.tmp / "real")
+        cache = fleet.tmp / "via" / "cache"
+    settings = fleet.settings(cache=cache)
     # bringup_pull.roles named: pull_roles imports the repository's roles in this process too
     good = fleet.commit("hello", key=fleet.ops, hosts={"all": {"hosts": {"me": {
         "ansible_connection": "local", "greeting": "hello", "bringup_pull": {"roles": ["demo"]}}}}})
-    first = pull(fleet.settings(), say=lambda _l: None)
+    first = pull(settings, say=lambda _l: None)
     assert first.status == "applied", first.message
-    again = pull(fleet.settings(), say=lambda _l: None)
+    again = pull(settings, say=lambda _l: None)
     assert (again.status, again.changed) == ("applied", 0), again.message
-    checkout = fleet.tmp / "cache" / "revisions" / good
+    checkout = cache / "revisions" / good
     assert not list(checkout.rglob("__pycache__")), "bytecode written into the checkout"
-    bytecode = fleet.tmp / "cache" / "pycache"
-    assert list((bytecode / str(checkout).lstrip("/")).rglob("*.pyc")), "the converge's roles left no bytecode"
+    bytecode = cache / "pycache"
+
+    def written(path: Path) -> list[Path]:  # under the path as spelled or resolved
+        return [f for rel in {str(path).lstrip("/"), os.path.realpath(path).lstrip("/")}
+                for f in (bytecode / rel).rglob("*.pyc")]
+
+    assert written(checkout), "the converge's roles left no bytecode"
     # The programs the roles run do not inherit the prefix (-X, not PYTHONPYCACHEPREFIX in their environment).
     from bringup.pull.run import provision_argv
 
-    argv = provision_argv("me", fleet.settings())
+    argv = provision_argv("me", settings)
     assert argv[1:3] == ["-X", f"pycache_prefix={bytecode}"], argv
     # The next revision's checkout replaces this one: its bytecode goes with it, nothing grows per revision.
     nxt = fleet.commit("again", key=fleet.ops, hosts={"all": {"hosts": {"me": {
         "ansible_connection": "local", "greeting": "again", "bringup_pull": {"roles": ["demo"]}}}}})
-    assert pull(fleet.settings(), say=lambda _l: None).status == "applied"
-    assert not checkout.exists() and not (bytecode / str(checkout).lstrip("/")).exists()
-    assert list((bytecode / str(checkout.with_name(nxt)).lstrip("/")).rglob("*.pyc"))
+    assert pull(settings, say=lambda _l: None).status == "applied"
+    assert not checkout.exists() and not written(checkout)
+    assert written(checkout.with_name(nxt))
 
 
 @pytest.mark.reliability(item=33, fault="pull: an unsigned revision pushed on top of a good one", variants=1,
