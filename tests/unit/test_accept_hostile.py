@@ -430,6 +430,21 @@ def test_the_preflight_does_not_wait_for_a_child_nvidia_smi_left_behind(tmp_path
     assert not _left(mark)
 
 
+def test_the_preflight_sees_the_gpus_in_use_where_timeout_knows_no_foreground(tmp_path, monkeypatch):
+    """busybox's timeout and coreutils before 8.13 refuse ``--foreground``: the usage error was read as the compute
+    apps list (no GPU in use) and accept loaded GPUs another program was using."""
+    import shutil
+
+    _leaving_a_child(tmp_path, monkeypatch, "nvidia-smi", "59", "'4242, /usr/bin/python3 train.py'")
+    real = shutil.which("timeout", path="/usr/bin:/bin")
+    wrapper = tmp_path / "bin" / "timeout"
+    wrapper.write_text(f'#!/bin/sh\nfor a in "$@"; do [ "$a" = --foreground ] && {{ echo "timeout: unrecognized '
+                       f"option '--foreground'\" >&2; exit 125; }}; done\nexec {real} \"$@\"\n")
+    wrapper.chmod(0o755)
+    pre = remote.preflight(local(), 1)
+    assert pre.apps.strip() == "4242, /usr/bin/python3 train.py", pre.apps
+
+
 def _leaving_a_child(tmp_path, monkeypatch, name: str, seconds: str, output: str) -> str:
     """A program ``name`` first on PATH that prints ``output`` and leaves a child holding its stdout; the mark
     that child's command line carries."""
