@@ -71,8 +71,12 @@ class _Program(Program):
     bytecode writing off for the whole process: :func:`bringup.process.keep_bytecode`)."""
 
     def parse_core(self, argv) -> None:
-        super().parse_core(argv)
+        _masked(lambda: super(_Program, self).parse_core(argv))
         keep_bytecode()
+
+    def parse_cleanup(self) -> None:
+        """Invoke's (``--help TASK``, ``--list NAMESPACE``: their errors quote the word given), masked."""
+        _masked(super().parse_cleanup)
 
     def parse_tasks(self) -> None:
         """Invoke's, with a flag given twice named as such: Invoke's parser takes a flag's first value and reads
@@ -92,6 +96,28 @@ class _Program(Program):
             if said != str(e) or MASK.mask(said) != said:  # (Invoke's own word otherwise, as it raised it)
                 raise ParseError(MASK.mask(said)) from None
             raise
+
+
+def _masked(step) -> None:
+    """``step()``, with the message of a parse error or an exit it raises through the masker: they quote the words
+    given (``--help=https://u:TOKEN@h``: "No idea what '...' is!", ``--list=...``: "Sub-collection '...' not
+    found!"), printed by Invoke before any run's masker is installed."""
+    from invoke.exceptions import Exit, ParseError
+
+    try:
+        step()
+    except ParseError as e:
+        from .secrets import MASK
+
+        if MASK.mask(str(e)) != str(e):
+            raise ParseError(MASK.mask(str(e))) from None
+        raise
+    except Exit as e:
+        from .secrets import MASK
+
+        if isinstance(e.message, str) and MASK.mask(e.message) != e.message:
+            raise Exit(MASK.mask(e.message), code=e.code) from None
+        raise
 
 
 def given_twice(argv: list[str], error: str, known: set[str] | None = None) -> str | None:

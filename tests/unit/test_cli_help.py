@@ -184,9 +184,11 @@ def test_a_flag_given_twice_is_named_as_such(tmp_path, args, line):
     # An unknown flag stays Invoke's own word, however often given; a switch given twice is no error.
     r = _entry("pull", "--bogus", "a", "--bogus", "b")
     assert r.returncode == 1 and r.stderr.strip() == "No idea what '--bogus' is!", r
-    # Invoke's own word passes the masker too: a URL given without its flag.
-    r = _entry("pull", "https://u:s3cretTok@127.0.0.1:9/r.git")
-    assert r.returncode == 1 and "s3cretTok" not in r.stderr + r.stdout and "u:********@" in r.stderr, r
+    # Invoke's own word passes the masker too: a URL given without its flag, or to a core flag.
+    for argv in (["pull", "https://u:s3cretTok@127.0.0.1:9/r.git"], ["--help=https://u:s3cretTok@h"],
+                 ["-h", "https://u:s3cretTok@h"], ["--list=https://u:s3cretTok@h"]):
+        r = _entry(*argv)
+        assert r.returncode == 1 and "s3cretTok" not in r.stderr + r.stdout and "u:********@" in r.stderr, (argv, r)
 
 
 def test_only_a_closed_stdout_counts_as_the_reader_gone():
