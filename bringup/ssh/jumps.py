@@ -8,6 +8,10 @@ behind it: shared only between identical ways in (the same user, address, port, 
 and hops before it), opened once, closed when the last host behind it is done.
 
 A failure on the way names the jump host, not the target (which was not tried).
+
+Over 500 lines because every login (a host's and each jump host's) is one :func:`log_in` under one :class:`Way`
+(its deadlines, its banner cap, its watchdog) and one wording of what failed (:func:`unreachable`); split, the
+login half would need the jump half's Way and words, and the jump half the login.
 """
 from __future__ import annotations
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 import subprocess
-import types
 
 import pytest
 
@@ -198,8 +197,10 @@ class _ShTransport:
     """Runs the fact script with the local sh: enough for facts whose command is ``cat FILE``."""
 
     def run_script(self, script: str):
-        return types.SimpleNamespace(stdout=subprocess.run(["sh", "-c", script], capture_output=True,
-                                                           text=True, check=False).stdout)
+        from bringup.ssh.transport import RunResult
+
+        p = subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+        return RunResult(p.returncode, p.stdout, p.stderr)
 
 
 def _cat_fact(base, path):

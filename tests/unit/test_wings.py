@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 LAYERS = ["inventory", "ssh", "latency", "facts", "resources", "hardware", "engine", "acceptance", "pull",
           "checklist", "testinfra", "tasks"]
 #: The entry points: above every wing.
-ENTRY = {"cli", "entry", "standins"}  # standins: the console script's start (bringup.entry)
+ENTRY = {"cli", "entry", "standins", "__main__"}  # standins: the console script's start (bringup.entry); __main__: python -m bringup
 #: The shared leaves at bringup/'s top (and ``_content``, the installed content's package).
 LEAVES = {"errors", "userfile", "outfile", "process", "untrusted", "regexes", "secrets", "child", "orphans", "checks",
           "project", "_content", "shipped"}
