@@ -20,7 +20,7 @@ from invoke import Exit
 
 from ..errors import BringupError, InputError, Unreachable
 from ..outfile import write_set
-from .context import REPEATED, SELECTION, STOPPING_SIGNALS, fail, failing, options
+from .context import REPEATED, SELECTION, fail, failing, options
 from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["accept"]
@@ -61,7 +61,7 @@ class _Signalled(BaseException):
 
 #: The signals that end the task, its GPU load stopped first: Ctrl-C, SIGTERM, and SIGHUP (the operator's terminal
 #: or SSH session gone: Python's default ended bringup on the spot and left the load running its whole bound).
-_ENDING = STOPPING_SIGNALS
+_ENDING = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 def _own_signals(body):

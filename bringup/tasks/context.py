@@ -381,19 +381,13 @@ ROLES_STOPPING = ("no new host or role starts, the roles in progress finish; a h
                   "{grace:g} s is let go ({name} again abandons them all)")
 
 
-#: The signals that stop a run in order: Ctrl-C, SIGTERM, and SIGHUP (the terminal or the SSH session gone).
-STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
 @contextmanager
 def interruptible(console: Console, stopping: str = ROLES_STOPPING) -> Iterator[Stop]:
-    """SIGINT/SIGTERM/SIGHUP stop the run in order (:class:`Stop`) instead of killing it; yields the Stop.
-    SIGHUP (the operator's terminal or SSH session gone) killed the run on the spot: a tune mid-search left its
-    trial configuration serving until the next run restored it.
+    """SIGINT/SIGTERM stop the run in order (:class:`Stop`) instead of killing it; yields the Stop.
 
     The first signal starts no new host or role, the second abandons the steps
     in flight; either way the recap is printed, the report written, and the
-    exit code is the signal's (130, 143, 129).  ``stopping`` is what the first signal's line says is stopped (a
+    exit code is the signal's (130, 143).  ``stopping`` is what the first signal's line says is stopped (a
     task that runs no roles says its own: ``{name}`` and ``{grace}`` are filled in).
     """
     from ..ssh.stop import Stop, tell
@@ -412,7 +406,7 @@ def interruptible(console: Console, stopping: str = ROLES_STOPPING) -> Iterator[
         else:
             tell(f"{name} again: abandoning the steps in flight")
 
-    before = {s: signal.signal(s, handle) for s in STOPPING_SIGNALS}
+    before = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield stop
     finally:

@@ -7,7 +7,6 @@ them).  Each server answers a round trip ``step`` seconds after the script came:
 """
 from __future__ import annotations
 
-import os
 import signal
 import socket
 import threading
@@ -304,21 +303,3 @@ def test_a_signal_taken_by_another_thread_is_handled_while_the_main_thread_waits
     finally:
         sig.signal(sig.SIGUSR1, before)
     assert handled and handled[0] - sent[0] < AWAKE_S + 1.0, (handled, sent)
-
-
-def test_a_lost_terminal_stops_a_run_in_order_as_sigterm_does():
-    """SIGHUP (the operator's terminal or SSH session gone) is a stop in order with its own exit code, as accept's
-    is: it killed provision, bench and tune on the spot (a tune mid-search left its trial configuration serving)."""
-    from rich.console import Console
-
-    from bringup.tasks.context import interruptible
-
-    with interruptible(Console(file=open(os.devnull, "w"))) as stop:
-        assert signal.getsignal(signal.SIGHUP) not in (signal.SIG_DFL, signal.SIG_IGN)
-        os.kill(os.getpid(), signal.SIGHUP)
-        for _ in range(100):
-            if stop.requested:
-                break
-            time.sleep(0.01)
-    assert stop.requested and stop.name == "SIGHUP" and stop.exit_code == 129
-    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL  # the handler before is back
