@@ -315,8 +315,7 @@ class LoadGenerator:
         self._stats_client = triton_client(url)
         # A second signal closes it: a read of a Triton that answers nothing (stopped, wedged) ends there.
         self._release = closes(stop, self._stats_client.close)
-        # Each inference answer bounded by what the model's outputs declare (a fixed 64 MiB failed real models).
-        self._cfg["answer_max"] = tritongrpc.answer_bound(self.config())
+        self._cfg["answer_max"] = tritongrpc.answer_bound(self.config())  # what the model's outputs declare
 
     def __enter__(self):
         ctx = mp.get_context("spawn")
