@@ -91,7 +91,9 @@ def _own_signals(body):
             raise Exit(f"{name}: acceptance stopped after its loads ended (no load runs on any host); its pages "
                        "may be incomplete: run accept again", code=128 + signum)
 
-        before = {s_: signal.signal(s_, handle) for s_ in _ENDING}
+        # A signal the operator's shell ignores stays ignored: `nohup bringup accept ...` must go on past a dropped
+        # session, as it did before SIGHUP was taken here.
+        before = {s_: signal.signal(s_, handle) for s_ in _ENDING if signal.getsignal(s_) is not signal.SIG_IGN}
         _PHASE[0] = "start"
         try:
             return body(*a, **kw)

@@ -129,3 +129,21 @@ def test_once_a_signal_ended_accept_later_signals_stay_ignored():
         for s, h in before.items():
             signal.signal(s, h)
     assert signal.getsignal(signal.SIGINT) == before[signal.SIGINT]
+
+
+def test_under_nohup_a_hang_up_leaves_accept_running():
+    """``nohup bringup accept ...``: SIGHUP ignored by the operator's shell stays ignored (taking it replaced the
+    SIG_IGN, so a dropped session stopped an accept its operator had meant to outlive the session)."""
+    from bringup.tasks import accept as accept_mod
+
+    def body():
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(0.2)
+        return "ran on"
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        assert accept_mod._own_signals(body)() == "ran on"
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
