@@ -1,6 +1,7 @@
 """Errors that reach the operator as one line, and the words they quote (bounded)."""
 from __future__ import annotations
 
+import shlex
 import unicodedata
 from typing import Any
 
@@ -31,6 +32,13 @@ def first_line(text: Any) -> str:
 
 #: A value is quoted whole in an error line up to this many characters; past it, a prefix and its length.
 QUOTE_MAX = 64
+
+
+def shell_word(value: Any) -> str:
+    """``value`` as one word a POSIX shell reads back whole: the one quoting of bringup, for the commands it runs
+    (:func:`bringup.ssh.command.quote`) and for those its lines tell the operator to type (``chmod 600 PATH``: a
+    file named ``pw;touch x`` pasted from a hint must run nothing)."""
+    return shlex.quote(str(value))
 
 
 def quoted(v: Any, limit: int = QUOTE_MAX) -> str:

@@ -37,7 +37,7 @@ from urllib.parse import quote
 
 from pydantic import SecretStr
 
-from .errors import InventoryError
+from .errors import InventoryError, shell_word
 from .userfile import home
 
 __all__ = ["MASK", "Masker", "Vaulted", "mask_output", "TAG", "is_ref", "secret_place", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
@@ -214,8 +214,8 @@ _SECRET_NAMES = frozenset({"ansible_password", "ansible_become_password", "ansib
 _SECRET_ENDINGS = ("_password", "_pass", "_token", "_secret", "_passphrase")
 
 
-#: A plain secret that is a common word's shape: letters alone, or short.
-_PLAIN_WORD = re.compile(r"[A-Za-z]+|.{1,7}", re.DOTALL)
+#: A plain secret that is a common word's shape: letters alone (or shorter than MIN_MASKED, masked alone anyway).
+_PLAIN_WORD = re.compile(r"[A-Za-z]+|.{1,3}", re.DOTALL)
 
 
 def secret_place(trail: str) -> bool:
@@ -296,7 +296,7 @@ def _from_file(name: Any, where: str) -> str:
                              f"(uid {os.getuid()}); chown it to yourself")
     if st.st_mode & 0o077:
         raise InventoryError(f"{where}: secret file {path} is mode {stat.S_IMODE(st.st_mode):04o}, readable by "
-                             f"others; chmod 600 {path}")
+                             f"others; chmod 600 {shell_word(path)}")
     too_large = (f"{where}: secret file {path} is larger than {MAX_SECRET_FILE >> 10} KiB, no secret (a password "
                  "or a token is one line); point at the file that holds the secret alone")
     if st.st_size > MAX_SECRET_FILE:

@@ -31,7 +31,7 @@ from cryptography.hazmat.primitives.hmac import HMAC
 from cryptography.hazmat.primitives.kdf.pbkdf2 import PBKDF2HMAC
 
 from ..child import capture, how_ended
-from ..errors import InventoryError, shown
+from ..errors import InventoryError, shell_word, shown
 from ..secrets import MASK, Masker, Vaulted
 from ..userfile import home, kind, read_capped
 
@@ -109,7 +109,7 @@ def _run_password_program(p: Path, origin: str, path: str, timeout: float) -> by
                       what=f"the password program of {origin}")
     except OSError as e:
         raise VaultError(f"{origin}: the password program cannot run ({e.strerror}); fix its #! line, or "
-                         f"chmod -x {path} if it is a plain password file") from None
+                         f"chmod -x {shell_word(path)} if it is a plain password file") from None
     if got.why == "timeout":
         raise VaultError(f"{origin}: the password program gave no password within {timeout:g} s (killed); "
                          "make it print the password without waiting for input")

@@ -5,19 +5,19 @@
     >>> sh("cat -- %s", "/tmp/a b")
     "cat -- '/tmp/a b'"
 
-Arguments are always quoted with :func:`shlex.quote`; the format string is
+Arguments are always quoted with :func:`shlex.quote` (:func:`bringup.errors.shell_word`); the format string is
 trusted code and is never built from input.
 """
 from __future__ import annotations
 
-import shlex
+from ..errors import shell_word
 
 __all__ = ["sh", "quote", "join"]
 
 
 def quote(value: object) -> str:
-    """Quote one value for a POSIX shell."""
-    return shlex.quote(str(value))
+    """Quote one value for a POSIX shell (:func:`bringup.errors.shell_word`, also the hints' quoting)."""
+    return shell_word(value)
 
 
 def sh(fmt: str, *args: object) -> str:

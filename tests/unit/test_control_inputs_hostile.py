@@ -657,14 +657,15 @@ def test_a_private_inventorys_mistake_still_says_where_and_how_to_look(tmp_path)
     assert "(`sed -n 5p -- hosts.yml` shows that line)" in p.stderr and "is it an inventory" not in p.stderr, p.stderr
 
 
-def test_a_plain_password_that_is_no_word_is_masked_inside_other_values(tmp_path):
+@pytest.mark.parametrize("secret", ["CorrectHorseBatteryStaple9", "s3cr3t!"])
+def test_a_plain_password_that_is_no_word_is_masked_inside_other_values(tmp_path, secret):
     """A plain ``ansible_become_pass`` that is no common word is masked wherever it appears (inside a command or a
     note), as it was before the common-word rule; a word is masked only standing alone."""
     (tmp_path / "hosts.yml").write_text(
-        "all:\n  hosts:\n    h1:\n      ansible_become_pass: CorrectHorseBatteryStaple9\n"
-        "      cmd: 'echo CorrectHorseBatteryStaple9|sudo -S id'\n      note: sshpass-CorrectHorseBatteryStaple9-x\n")
+        f"all:\n  hosts:\n    h1:\n      ansible_become_pass: '{secret}'\n"
+        f"      cmd: 'echo {secret}|sudo -S id'\n      note: sshpass-{secret}-x\n")
     p = bringup("hosts", "-i", "hosts.yml", "--host", "h1", cwd=tmp_path)
-    assert p.returncode == 0 and "CorrectHorse" not in p.stdout + p.stderr, p.stdout
+    assert p.returncode == 0 and secret not in p.stdout + p.stderr, p.stdout
     assert "echo ********|sudo -S id" in p.stdout and "sshpass-********-x" in p.stdout, p.stdout
 
 
@@ -676,3 +677,21 @@ def test_the_hint_to_look_at_a_private_line_names_the_file_quoted(tmp_path):
     inv.chmod(0o600)
     p = bringup("hosts", "-i", inv.name, cwd=tmp_path)
     assert p.returncode == 1 and "(`sed -n 5p -- 'my hosts;id.yml'` shows that line)" in p.stderr, p.stderr
+
+
+def test_the_hints_that_name_a_secret_or_password_file_quote_it(tmp_path):
+    """``chmod 600 PATH`` and ``chmod -x PATH`` hints name a file whose name holds ';' quoted: pasted, they run
+    nothing else (``pw;touch PWNED`` ran ``touch PWNED``)."""
+    pw = tmp_path / "pw;touch PWNED"
+    pw.write_text("s3cret-Pw-9\n")
+    pw.chmod(0o644)
+    (tmp_path / "hosts.yml").write_text(
+        "all:\n  hosts:\n    h1:\n      ansible_become_password: {bringup_secret: {file: '" + str(pw) + "'}}\n")
+    p = bringup("hosts", "-i", "hosts.yml", cwd=tmp_path)
+    assert p.returncode == 1 and f"chmod 600 '{pw}'" in p.stderr, p.stderr
+    vp = tmp_path / "vp;touch PWNED2"
+    vp.write_text("#!/no/such/interpreter\n")
+    vp.chmod(0o755)
+    (tmp_path / "plain.yml").write_text("all:\n  hosts:\n    h1:\n")
+    p = bringup("hosts", "-i", "plain.yml", "--vault-password-file", str(vp), cwd=tmp_path)
+    assert p.returncode == 1 and f"chmod -x '{vp}' if it is a plain password file" in p.stderr, p.stderr

@@ -5,14 +5,13 @@ from __future__ import annotations
 import io
 import os
 import re
-import shlex
 import stat
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from ...errors import InventoryError
+from ...errors import InventoryError, shell_word
 from ...userfile import read_capped
 from ..vault import Vault, VaultError, is_vaulted
 from .model import VAR_NAME_KIND, SourceError
@@ -231,12 +230,11 @@ def sealed_error(e: Exception, path: Path | str, why: str | None = None) -> Inve
         what = "a !vault value in it cannot be opened (no or a wrong password, or damaged)"
     else:
         what = getattr(e, "kind", None) or "not an inventory bringup can read"
-    # The hints' commands name the file quoted (a file named `hosts;id` pasted into a shell must run nothing); a
-    # printed hint, not a command bringup runs (the inventory may not import ssh.command's helper, a layer above).
+    # The hints' commands name the file quoted (a file named `hosts;id` pasted into a shell must run nothing).
     if why and m:  # a private file: the operator may look at the line, bringup does not print it
-        why += f" (`sed -n {m.group(1)}p -- {shlex.quote(p)}` shows that line)"
+        why += f" (`sed -n {m.group(1)}p -- {shell_word(p)}` shows that line)"
     return InventoryError(f"{at}: {what}; " + (why or "the file is encrypted with ansible-vault, so its text is not "
-                                                     f"shown (`ansible-vault view -- {shlex.quote(p)}` shows it)"))
+                                                     f"shown (`ansible-vault view -- {shell_word(p)}` shows it)"))
 
 
 def private_mode(path: Path | str) -> str | None:
