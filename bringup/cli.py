@@ -71,11 +71,26 @@ class _Program(Program):
     bytecode writing off for the whole process: :func:`bringup.process.keep_bytecode`)."""
 
     def parse_core(self, argv) -> None:
-        _masked(lambda: super(_Program, self).parse_core(argv))
+        def core() -> None:
+            from invoke.exceptions import ParseError
+
+            try:
+                super(_Program, self).parse_core(argv)
+            except ValueError as e:  # an int core flag given no number: Invoke let int()'s ValueError through
+                given = str(e).rpartition(": ")[2]
+                raise ParseError(f"error: a number is wanted (--list-depth N, -T N), got {given[:60]}") from None
+
+        _masked(core)
         keep_bytecode()
 
     def parse_cleanup(self) -> None:
-        """Invoke's (``--help TASK``, ``--list NAMESPACE``: their errors quote the word given), masked."""
+        """Invoke's (``--help TASK``, ``--list NAMESPACE``: their errors quote the word given), masked; a
+        ``--list-format`` Invoke has no lister for is one line (it was an AttributeError traceback)."""
+        from invoke.exceptions import ParseError
+
+        fmt = self.args["list-format"].value if "list-format" in self.args else "flat"
+        if fmt not in ("flat", "nested", "json"):
+            raise ParseError(_masked_text(f"error: --list-format {ascii(str(fmt))[:60]}: give flat, nested or json"))
         _masked(super().parse_cleanup)
 
     def parse_tasks(self) -> None:
@@ -96,6 +111,12 @@ class _Program(Program):
             if said != str(e) or MASK.mask(said) != said:  # (Invoke's own word otherwise, as it raised it)
                 raise ParseError(MASK.mask(said)) from None
             raise
+
+
+def _masked_text(text: str) -> str:
+    from .secrets import MASK
+
+    return MASK.mask(text)
 
 
 def _masked(step) -> None:

@@ -263,3 +263,17 @@ def test_python_dash_m_bringup_is_the_bringup_command(tmp_path):
     bad = subprocess.run([sys.executable, "-m", "bringup", "hosts", "-i", str(tmp_path / "none.yml")],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert bad.returncode == 1 and bad.stderr.count("\n") == 1 and "none.yml" in bad.stderr, bad.stderr[-400:]
+
+
+@pytest.mark.parametrize("args, line", [
+    (["--list-depth=5x"], "error: a number is wanted (--list-depth N, -T N), got '5x'"),
+    (["-T", "x"], "error: a number is wanted (--list-depth N, -T N), got 'x'"),
+    (["--list-format=x"], "error: --list-format 'x': give flat, nested or json"),
+    (["--list-depth=https://u:S3cretTok3n@h"], "error: a number is wanted (--list-depth N, -T N), got "
+                                               "'https://u:********@h'"),
+])
+def test_a_core_flags_bad_value_is_one_line(args, line):
+    """Invoke let int()'s ValueError (--list-depth) and a missing lister's AttributeError (--list-format)
+    through as tracebacks, quoting the value given (a URL's password in clear)."""
+    r = _entry(*args)
+    assert (r.returncode, r.stderr.strip(), r.stdout) == (1, line, ""), r
