@@ -14,8 +14,9 @@ import secrets
 from dataclasses import dataclass
 from importlib import resources as ilr
 
+from ..errors import said
 from ..ssh.command import sh
-from ..ssh.script import END_LEFT, batch, split
+from ..ssh.script import END_LEFT, KILLED, TIMED_OUT, batch, split
 from ..untrusted import Unreadable, loads
 
 __all__ = ["Preflight", "preflight", "run_probe", "run_dcgmi", "DCGM_TIMEOUT_S", "probe_budget_s", "TAG_ENV",
@@ -66,6 +67,8 @@ class Preflight:
     apps: str
     metrics_first: str
     metrics_second: str
+    #: Why the compute apps were not read ("" when they were): then whether the GPUs are in use cannot be told.
+    apps_problem: str = ""
 
 
 #: Seconds each read of the preflight may take on the host.
@@ -80,7 +83,7 @@ def preflight(transport, metrics_port: int) -> Preflight:
         # Bounded by batch's time limit alone (PREFLIGHT_S), in the read's own process group, which is ended as the
         # read ends: no timeout(1) of their own (`timeout --foreground` is unknown to busybox and coreutils < 8.13,
         # where the usage error read as "no GPU in use" and the preflight refused nothing).
-        ("apps", "nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>&1 || true"),
+        ("apps", "nvidia-smi --query-compute-apps=pid,process_name --format=csv,noheader 2>&1"),
         ("metrics", sh("python3 - %s <<'BRINGUP_METRICS_EOF'\n", int(metrics_port))
          + _METRICS_READ
          + "BRINGUP_METRICS_EOF\n"),
@@ -93,10 +96,23 @@ def preflight(transport, metrics_port: int) -> Preflight:
     got = {s.key: s for s in split(res.stdout, token, [k for k, _ in steps], section_max=bound)}
     text = got["metrics"].output if "metrics" in got else ""
     first, _, second = text.partition("\n# bringup: second read\n")
+    apps = got.get("apps")
     return Preflight(python=bool("python" in got and got["python"].rc == 0 and got["python"].output.strip()),
                      dcgmi=(got["dcgmi"].output.strip() if "dcgmi" in got else ""),
-                     apps=got["apps"].output if "apps" in got else "",
-                     metrics_first=first, metrics_second=second)
+                     apps=apps.output if apps is not None else "",
+                     metrics_first=first, metrics_second=second, apps_problem=_apps_problem(apps))
+
+
+def _apps_problem(apps) -> str:
+    """Why nvidia-smi's list of compute processes was not read ("" when it was): a read that failed or ran out of
+    time read as an empty list, "no GPU in use", and the GPUs were loaded under whoever used them."""
+    if apps is None or apps.rc is None:
+        return "did not come back (the host's script stopped first)"
+    if apps.rc in (TIMED_OUT, KILLED):
+        return f"did not answer within {PREFLIGHT_S} s"
+    if apps.rc != 0:
+        return f"failed (exit {apps.rc}: {said(apps.output, 120) or 'no output'})"
+    return ""
 
 
 #: The most of the probe's or dcgmi's output read back (bytes, stdout and stderr together): the probe prints a

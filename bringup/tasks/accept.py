@@ -266,7 +266,11 @@ def _refusal(vars: dict, p) -> str | None:
     from ..acceptance.remote import WINDOW_S
     from ..acceptance.serving import refusal
 
-    return refusal(p.metrics_first, p.metrics_second, p.apps, _metrics_port(vars), window_s=WINDOW_S)
+    why = refusal(p.metrics_first, p.metrics_second, p.apps, _metrics_port(vars), window_s=WINDOW_S)
+    if why is None and getattr(p, "apps_problem", ""):  # (a reason found without that list says more)
+        return (f"nvidia-smi's list of the GPUs' compute processes {p.apps_problem}, so whether the GPUs are in use "
+                "cannot be told")
+    return why
 
 
 def _want_level(level: int | None, p) -> int:

@@ -484,3 +484,25 @@ def test_dcgmi_leaving_a_child_neither_holds_the_round_trip_nor_loses_its_docume
     took = time.monotonic() - t0
     assert rc == 0 and out.strip() == '{"DCGM Diagnostic": {}}' and took < 20, (rc, out, err, took)
     assert not _left(mark)
+
+
+@pytest.mark.parametrize("body, why", [
+    ("exec sleep 100", "did not answer within 3 s"),
+    ("echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver' ; exit 9",
+     "failed (exit 9: NVIDIA-SMI has failed"),
+])
+def test_a_compute_apps_list_that_was_not_read_refuses_the_load(tmp_path, monkeypatch, body, why):
+    """A timed-out or failed ``nvidia-smi --query-compute-apps`` read as an empty list, "no GPU in use", and accept
+    loaded GPUs whoever was using them."""
+    from bringup.tasks.accept import _refusal
+
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    smi.write_text(f"#!/bin/sh\n{body}\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    monkeypatch.setattr(remote, "PREFLIGHT_S", 3)
+    pre = remote.preflight(local(), 1)
+    said = _refusal({}, pre)
+    assert said and said.startswith(f"nvidia-smi's list of the GPUs' compute processes {why}"), said
+    assert said.endswith("so whether the GPUs are in use cannot be told"), said
