@@ -110,6 +110,8 @@ def _apps_problem(apps) -> str:
         return "did not come back (the host's script stopped first)"
     if apps.rc in (TIMED_OUT, KILLED):
         return f"did not answer within {PREFLIGHT_S} s"
+    if apps.rc == 127:
+        return ""  # no nvidia-smi at all: no NVIDIA userland to compute with; the probe then says what it finds
     if apps.rc != 0:
         return f"failed (exit {apps.rc}: {said(apps.output, 120) or 'no output'})"
     return ""

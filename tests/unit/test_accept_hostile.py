@@ -506,3 +506,17 @@ def test_a_compute_apps_list_that_was_not_read_refuses_the_load(tmp_path, monkey
     said = _refusal({}, pre)
     assert said and said.startswith(f"nvidia-smi's list of the GPUs' compute processes {why}"), said
     assert said.endswith("so whether the GPUs are in use cannot be told"), said
+
+
+def test_a_host_without_nvidia_smi_is_not_refused_for_it(tmp_path, monkeypatch):
+    """No nvidia-smi at all (exit 127): no NVIDIA userland computes there; the probe says what it finds (a GPU-less
+    sandbox host's accept goes on to its own FAIL lines)."""
+    from bringup.tasks.accept import _refusal
+
+    smi = tmp_path / "bin" / "nvidia-smi"  # what sh says of a command it does not find: exit 127
+    smi.parent.mkdir()
+    smi.write_text("#!/bin/sh\necho 'sh: 1: nvidia-smi: not found' >&2\nexit 127\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    pre = remote.preflight(local(), 1)
+    assert pre.apps_problem == "" and _refusal({}, pre) is None, (pre.apps, pre.apps_problem)
