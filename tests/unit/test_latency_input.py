@@ -237,16 +237,10 @@ def test_the_host_side_write_never_moves_a_file_into_a_folder_or_through_a_link(
     assert sorted(p.name for p in folder.parent.iterdir()) == ["triton-window.json", "w.json"]
 
 
-@pytest.mark.reliability(item=40, fault="tune's record step reading the host's config.pbtxt and manifest: a FIFO, a "
-                         "link to /dev/zero", variants=2, checks=("no hang", "others' files kept"))
-@pytest.mark.parametrize("what", ["fifo", "zero"])
-def test_the_record_step_never_reads_a_fifo_or_an_endless_file_of_the_host(tmp_path, what):
-    """``cat`` read whatever lay there: a FIFO held tune until command_timeout (30 min); /dev/zero was cut at the
-    transport's cap already (kept here: it is not read at all now)."""
+def _record_on_this_machine(tmp_path):
+    """A local transport, the record's path (its folder made) and model add's config.pbtxt path (its folder made)."""
     from bringup.inventory.hosts import ConnectionVars, Host
-    from bringup.latency.follow import remote_record
     from bringup.ssh.connection import LocalTransport
-    from tests.unit.test_saved_reads import _bounded
 
     t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
                             connection=ConnectionVars(ansible_connection="local", command_timeout=60)))
@@ -254,6 +248,19 @@ def test_the_record_step_never_reads_a_fifo_or_an_endless_file_of_the_host(tmp_p
     record.parent.mkdir()
     cfg = tmp_path / "repo" / "add" / "config.pbtxt"
     cfg.parent.mkdir(parents=True)
+    return t, record, cfg
+
+
+@pytest.mark.reliability(item=40, fault="tune's record step reading the host's config.pbtxt and manifest: a FIFO, a "
+                         "link to /dev/zero", variants=2, checks=("no hang", "others' files kept"))
+@pytest.mark.parametrize("what", ["fifo", "zero"])
+def test_the_record_step_never_reads_a_fifo_or_an_endless_file_of_the_host(tmp_path, what):
+    """``cat`` read whatever lay there: a FIFO held tune until command_timeout (30 min); /dev/zero was cut at the
+    transport's cap already (kept here: it is not read at all now)."""
+    from bringup.latency.follow import remote_record
+    from tests.unit.test_saved_reads import _bounded
+
+    t, record, cfg = _record_on_this_machine(tmp_path)
     if what == "fifo":
         os.mkfifo(cfg)
     else:
@@ -272,17 +279,10 @@ _RENDERED = ("name: \"add\"\ndynamic_batching {\n  # The batching window: the in
                          checks=("one clear line", "others' files kept"))
 @pytest.mark.parametrize("what", ["config link", "config fifo", "config large", "manifest link"])
 def test_the_record_step_names_a_config_it_does_not_rewrite(tmp_path, what):
-    from bringup.inventory.hosts import ConnectionVars, Host
     from bringup.latency.follow import READ_MAX, remote_record
-    from bringup.ssh.connection import LocalTransport
     from tests.unit.test_saved_reads import _bounded
 
-    t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
-                            connection=ConnectionVars(ansible_connection="local", command_timeout=60)))
-    record = tmp_path / "bringup" / "triton-window.json"
-    record.parent.mkdir()
-    cfg = tmp_path / "repo" / "add" / "config.pbtxt"
-    cfg.parent.mkdir(parents=True)
+    t, record, cfg = _record_on_this_machine(tmp_path)
     manifest = tmp_path / "models.manifest"
     elsewhere = tmp_path / "elsewhere"
     elsewhere.write_text(_RENDERED)
