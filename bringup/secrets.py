@@ -49,8 +49,11 @@ HIDDEN = "********"
 MIN_MASKED = 4
 
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-#: The password part of a URL's userinfo: ``scheme://user:PASSWORD@``.
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:)([^/\s@'\"]+)(@)")
+#: The password part of a URL's userinfo: ``scheme://user:PASSWORD@``; or a userinfo that is a token alone
+#: (``https://ghp_...@github.com/org/repo.git``, ``http://TOKEN@prometheus``): 16 characters or more, no ':' (a user
+#: name such as ``git`` or ``root`` is shorter and stays).
+_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:|[a-z][a-z0-9+.-]*://)"
+                           r"((?<=:)[^/\s@'\"]+|(?<=//)[^/\s:@'\"]{16,})(@)")
 
 
 class Vaulted(str):

@@ -359,3 +359,18 @@ all:
     with pytest.raises(InventoryError) as e:
         inv(tmp_path, text)
     assert str(e.value) == f"{tmp_path / 'hosts'}: host 'h1': ansible_port must be an integer 1-65535 (got '{HIDDEN}')"
+
+
+@pytest.mark.parametrize("url, shown", [
+    ("https://ghp_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789@github.com/org/r.git", "https://********@github.com/org/r.git"),
+    ("http://TOKEN1234567890ABCDEF@prometheus:9090/api", "http://********@prometheus:9090/api"),
+    ("https://u:s3cret@h/x", "https://u:********@h/x"),
+    ("ssh://git@github.com/org/r.git", "ssh://git@github.com/org/r.git"),  # a user name is no secret
+    ("http://root@10.0.0.1:9090", "http://root@10.0.0.1:9090"),
+])
+def test_a_url_whose_userinfo_is_a_token_alone_is_masked(url, shown):
+    """``fleet --prometheus-url http://TOKEN@host`` and ``pull --url https://TOKEN@github.com/...`` printed the token:
+    the masker knew ``user:password@`` only."""
+    from bringup.secrets import Masker
+
+    assert Masker().mask(f"fetch from {url} failed") == f"fetch from {shown} failed"
