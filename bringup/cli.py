@@ -86,58 +86,52 @@ class _Program(Program):
     def parse_cleanup(self) -> None:
         """Invoke's (``--help TASK``, ``--list NAMESPACE``: their errors quote the word given), masked; a
         ``--list-format`` Invoke has no lister for is one line (it was an AttributeError traceback)."""
-        from invoke.exceptions import ParseError
+        def cleanup() -> None:
+            from invoke.exceptions import ParseError
 
-        fmt = self.args["list-format"].value if "list-format" in self.args else "flat"
-        if fmt not in ("flat", "nested", "json"):
-            raise ParseError(_masked_text(f"error: --list-format {ascii(str(fmt))[:60]}: give flat, nested or json"))
-        _masked(super().parse_cleanup)
+            fmt = self.args["list-format"].value if "list-format" in self.args else "flat"
+            if fmt not in ("flat", "nested", "json"):
+                raise ParseError(f"error: --list-format {ascii(str(fmt))[:60]}: give flat, nested or json")
+            super(_Program, self).parse_cleanup()
+
+        _masked(cleanup)
 
     def parse_tasks(self) -> None:
         """Invoke's, with a flag given twice named as such: Invoke's parser takes a flag's first value and reads
         the second as a task's name ("No idea what 'b' is!", of ``--name a --name b``), which says neither
-        what was wrong nor which flag (``--allow-rollback`` given twice in a timer's unit and by hand)."""
-        from invoke.exceptions import ParseError
+        what was wrong nor which flag (``--allow-rollback`` given twice in a timer's unit and by hand); masked."""
+        def tasks() -> None:
+            from invoke.exceptions import ParseError
 
-        try:
-            super().parse_tasks()
-        except ParseError as e:
-            parser = getattr(self, "parser", None)
-            known = {flag for ctx in [*getattr(parser, "contexts", {}).values(), getattr(parser, "initial", None)]
-                     if ctx is not None for flag in ctx.flags}
-            from .secrets import MASK  # a URL's password (--url https://u:TOKEN@...) is never shown
+            try:
+                super(_Program, self).parse_tasks()
+            except ParseError as e:
+                parser = getattr(self, "parser", None)
+                known = {flag for ctx in [*getattr(parser, "contexts", {}).values(), getattr(parser, "initial", None)]
+                         if ctx is not None for flag in ctx.flags}
+                twice = given_twice(list(self.core.unparsed), str(e), known)
+                if twice:
+                    raise ParseError(twice) from None
+                raise
 
-            said = given_twice(list(self.core.unparsed), str(e), known) or str(e)
-            if said != str(e) or MASK.mask(said) != said:  # (Invoke's own word otherwise, as it raised it)
-                raise ParseError(MASK.mask(said)) from None
-            raise
-
-
-def _masked_text(text: str) -> str:
-    from .secrets import MASK
-
-    return MASK.mask(text)
+        _masked(tasks)
 
 
 def _masked(step) -> None:
     """``step()``, with the message of a parse error or an exit it raises through the masker: they quote the words
     given (``--help=https://u:TOKEN@h``: "No idea what '...' is!", ``--list=...``: "Sub-collection '...' not
-    found!"), printed by Invoke before any run's masker is installed."""
+    found!", a URL's password given twice), printed by Invoke before any run's masker is installed."""
     from invoke.exceptions import Exit, ParseError
 
     try:
         step()
-    except ParseError as e:
+    except (ParseError, Exit) as e:
         from .secrets import MASK
 
-        if MASK.mask(str(e)) != str(e):
-            raise ParseError(MASK.mask(str(e))) from None
-        raise
-    except Exit as e:
-        from .secrets import MASK
-
-        if isinstance(e.message, str) and MASK.mask(e.message) != e.message:
-            raise Exit(MASK.mask(e.message), code=e.code) from None
+        text = str(e) if isinstance(e, ParseError) else e.message
+        if isinstance(text, str) and MASK.mask(text) != text:
+            raise (ParseError(MASK.mask(text)) if isinstance(e, ParseError) else
+                   Exit(MASK.mask(text), code=e.code)) from None
         raise
 
 
