@@ -217,8 +217,8 @@ _SECRET_NAMES = frozenset({"ansible_password", "ansible_become_password", "ansib
 _SECRET_ENDINGS = ("_password", "_pass", "_token", "_secret", "_passphrase")
 
 
-#: A plain secret that is a common word's shape: letters alone (or shorter than MIN_MASKED, masked alone anyway).
-_PLAIN_WORD = re.compile(r"[A-Za-z]+|.{1,3}", re.DOTALL)
+#: A plain secret that is a common word's shape: letters alone (one shorter than MIN_MASKED is masked alone anyway).
+_PLAIN_WORD = re.compile(r"[A-Za-z]+")
 
 
 def secret_place(trail: str) -> bool:

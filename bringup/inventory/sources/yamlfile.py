@@ -288,9 +288,9 @@ if _CParser is not None:
     class _FastLoader(_CParser, _Loader):
         """libyaml's scanner and parser (C) under :class:`_Loader`'s composer, resolver and constructors (Python):
         the same document in under half the time (40,000 hosts: 8.4 s -> 3.8 s, medians of three paired reads on
-        the busy 2-core machine).  libyaml's own composer recurses in
-        C without a bound (a list nested 100,000 deep ends the process with SIGSEGV), so PyYAML's composes the nodes:
-        too deep a document is a RecursionError there, told as one line."""
+        the busy 2-core machine).  libyaml's own composer recurses in C without a bound (a list nested 100,000 deep
+        ends the process with SIGSEGV), so PyYAML's composes the nodes: too deep a document is a RecursionError
+        there, told as one line."""
         get_single_node = yaml.composer.Composer.get_single_node
         check_node = yaml.composer.Composer.check_node
         get_node = yaml.composer.Composer.get_node
