@@ -209,6 +209,21 @@ def room(folder: Path) -> str:
     return f"{st.f_bavail * st.f_frsize // 1024} KiB free in {folder}"
 
 
+def _worktree_status(base: list[str], env: dict[str, str], folder: Path, staged: bool = True
+                     ) -> tuple[bool, str | None]:
+    """:func:`_status_entries` of ``git status`` with untracked and ignored files, through ``base`` (the git dir and
+    work tree named); a status that fails is itself the foreign entry."""
+    status = _run_git([*base, "status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=all"],
+                      "status", GIT_TIMEOUT_S, env, cwd=folder)
+    if status.returncode:
+        return False, _status_failed(status)
+    return _status_entries(status.stdout, staged)
+
+
+def _status_failed(p: subprocess.CompletedProcess) -> str:
+    return f".git (git status fails there: {said(p.stderr or p.stdout, 120)})"
+
+
 def _status_entries(porcelain: str, staged: bool = True) -> tuple[bool, str | None]:
     """From ``git status --porcelain -z --ignored``: whether a tracked file changed (in the worktree, or with
     ``staged`` in the index against HEAD too), and the first untracked or ignored entry that is not bringup's own
@@ -494,11 +509,7 @@ class Source:
         base = ["git", f"--git-dir={admin}", f"--work-tree={folder}", "--no-optional-locks"]
         head = _run_git([*base, "rev-parse", "--verify", "--quiet", "HEAD"], "rev-parse", GIT_TIMEOUT_S, _env(),
                         cwd=folder)
-        status = _run_git([*base, "status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=all"],
-                          "status", GIT_TIMEOUT_S, _env(), cwd=folder)
-        if status.returncode:
-            return False, f".git (git status fails there: {said(status.stderr or status.stdout, 120)})"
-        edited, foreign = _status_entries(status.stdout)
+        edited, foreign = _worktree_status(base, _env(), folder)
         return head.stdout.strip() == commit and not edited and not foreign, foreign
 
     def _foreign_to_tree(self, folder: Path, commit: str) -> str | None:
@@ -509,11 +520,9 @@ class Source:
             env = dict(_env(), GIT_INDEX_FILE=os.path.join(d, "index"))
             base = ["git", f"--git-dir={self.git_dir}", f"--work-tree={folder}", "--no-optional-locks"]
             read = _run_git([*base, "read-tree", commit], "read-tree", GIT_TIMEOUT_S, env, cwd=folder)
-            status = _run_git([*base, "status", "--porcelain", "-z", "--ignored=matching", "--untracked-files=all"],
-                              "status", GIT_TIMEOUT_S, env, cwd=folder) if not read.returncode else read
-        if status.returncode:
-            return f".git (git status fails there: {said(status.stderr or status.stdout, 120)})"
-        return _status_entries(status.stdout, staged=False)[1]
+            if read.returncode:
+                return _status_failed(read)
+            return _worktree_status(base, env, folder, staged=False)[1]
 
     def swap(self, commit: str) -> None:
         """Point ``current`` at ``revisions/<commit>`` in one rename."""
