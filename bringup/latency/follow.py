@@ -93,8 +93,9 @@ def remote_record(transport, path: str = RECORD, repository: str | None = None, 
         (warn or (lambda t: print(t, file=sys.stderr)))(f"on the host: {not_rewritten(file, kind, path)}")
 
     def write(model: str, window_us: int, why: str, when: str, serving: dict | None = None) -> None:
-        if repository and model_name_problem(model):  # before anything is written: never a path out of the repository
-            raise TunerError(f"not recording: {model_name_problem(model)}")
+        bad = repository and model_name_problem(model)  # before anything is written: never a path out of it
+        if bad:
+            raise TunerError(f"not recording: {bad}")
         try:
             check_remote_record(transport, path)
         except InputError as e:
