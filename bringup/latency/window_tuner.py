@@ -41,14 +41,12 @@ which the triton role reads so that a later provision keeps it.
 from __future__ import annotations
 
 import argparse
-import errno
 import hashlib
 import json
 import math
 import os
 import re
 import signal
-import stat
 import sys
 import tempfile
 import time
@@ -528,7 +526,8 @@ def record_path_problem(path: str) -> str | None:
 def record_state_problem(kind: str, text: str = "") -> str | None:
     """Why the file found at the record's path is not bringup's (None: it is, or there is none).
 
-    ``kind`` is what is there: ``none``, ``file`` (``text`` its start), ``folder``, ``link`` or ``other``.
+    ``kind`` is what is there: ``none``, ``file`` (``text`` its start), ``folder``, ``link``, ``large`` (a
+    file past what is read) or ``other``.
     """
     if kind == "none":
         return None
@@ -536,9 +535,9 @@ def record_state_problem(kind: str, text: str = "") -> str | None:
         return "it is a folder, not bringup's record file"
     if kind == "link":
         return "it is a symbolic link: bringup writes its record as a regular file"
-    if kind != "file":
+    if kind not in ("file", "large"):
         return "it is not a regular file"
-    if len(text.encode("utf-8", "replace")) >= RECORD_MAX_BYTES:
+    if kind == "large" or len(text.encode("utf-8", "replace")) >= RECORD_MAX_BYTES:
         return f"it is larger than {RECORD_MAX_BYTES >> 20} MiB: not a record bringup wrote"
     if not text.strip():
         return None
@@ -567,26 +566,11 @@ def local_record_problem(path: str) -> str | None:
         return record_state_problem("link")
     if os.path.isdir(path):
         return record_state_problem("folder")
-    if not os.path.exists(path):
-        return None
-    # Opened as looked at: never through a link or into a FIFO put there since (O_NOFOLLOW, O_NONBLOCK), and
-    # a regular file by what was opened, not by the name (this module runs alone on a host: no bringup helper).
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        return record_state_problem("link") if os.path.islink(path) else \
-            None if e.errno == errno.ENOENT else record_state_problem("other")
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return record_state_problem("other")
-        with os.fdopen(fd, "rb") as f:
-            fd = -1
-            text = f.read(RECORD_MAX_BYTES).decode("utf-8", "replace")
-    except OSError:
-        return record_state_problem("other")
-    finally:
-        if fd >= 0:
-            os.close(fd)
+    # Opened as looked at (read_local): never through a link or into a FIFO put there since, a regular file by
+    # what was opened, not by the name.
+    kind, text, _mode = read_local(path)
+    if kind != "file":
+        return None if kind == "missing" else record_state_problem(kind)
     return record_state_problem("file", text)
 
 

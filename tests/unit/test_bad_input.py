@@ -568,15 +568,16 @@ import os, sys
 from bringup.latency import window_tuner as w
 path = sys.argv[1]
 import stat
-def looked(real):
-    def look(p):  # what was a file when looked at is a FIFO when opened
+def looked(real, as_a_file):
+    def look(p):  # a look sees the regular file that was there; by the open it is a FIFO
         if p != path:
             return real(p)
         if stat.S_ISREG(os.lstat(path).st_mode):
             os.unlink(path); os.mkfifo(path)
-        return True
+        return as_a_file
     return look
-os.path.exists, os.path.isfile = looked(os.path.exists), looked(os.path.isfile)
+os.path.exists, os.path.isfile = looked(os.path.exists, True), looked(os.path.isfile, True)
+os.path.isdir, os.path.islink = looked(os.path.isdir, False), looked(os.path.islink, False)
 print(w.local_record_problem(path))
 """
 
