@@ -285,6 +285,11 @@ def log_in(client: paramiko.SSHClient, connect: Callable[[dict], Any], way: Way,
         with guard:
             state["done"] = True
         if dialed:
+            # This login's transport first (its thread stops reading), then the socket: a socket closed under a
+            # running transport thread is paramiko's "Socket exception: Bad file descriptor" ERROR on the log.
+            t = client.get_transport()
+            if t is not None and t is not before:
+                t.close()
             sock.close()
         if state["cut"]:
             raise LoginTimedOut(state["authenticating"], state["ended"]) from None
