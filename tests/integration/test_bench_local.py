@@ -85,9 +85,12 @@ def test_bench_counts_match_triton_and_reports(work, monkeypatch):
         assert p["triton_total"]["items"] == b * p["sent_total"]
         assert p["errors"] == 0 and p["requests"] > 0
         assert p["p50_ms"] <= p["p95_ms"] <= p["p99_ms"]
-        # A 5 ms model at concurrency 1 is far from saturating a client process.
+        # A 5 ms model at concurrency 1 is far from saturating a client process: its own work never marks it
+        # client-bound (its event loop running late is another matter on a shared 2-core machine: other work there
+        # takes the CPU, and the bench rightly says the client was short of it).
         if c == 1:
-            assert not p["client_bound"], p
+            own = [w for w in p["client_bound_why"].split("; ") if w and not w.endswith("the client was short of CPU")]
+            assert own == [], p
     # Triton formed batches from concurrent batch-1 requests (800 µs window, 5 ms per execution) ...
     assert pts[(1, 8)]["triton"]["avg_batch"] > 1.2
     # ... and none at concurrency 1.
