@@ -509,20 +509,28 @@ class Source:
         base = ["git", f"--git-dir={admin}", f"--work-tree={folder}", "--no-optional-locks"]
         head = _run_git([*base, "rev-parse", "--verify", "--quiet", "HEAD"], "rev-parse", GIT_TIMEOUT_S, _env(),
                         cwd=folder)
-        edited, foreign = _worktree_status(base, _env(), folder)
+        edited, foreign = self._held_to_tree(folder, commit)
         return head.stdout.strip() == commit and not edited and not foreign, foreign
 
     def _foreign_to_tree(self, folder: Path, commit: str) -> str | None:
-        """The first entry of ``folder`` that ``commit``'s tree does not hold (as :meth:`differs` counts them),
-        Git asked through a temporary index of this cache's repository read from that tree; ``.git`` itself
-        when Git cannot tell."""
+        """The first entry of ``folder`` that ``commit``'s tree does not hold (as :meth:`differs` counts them)."""
+        return self._held_to_tree(folder, commit)[1]
+
+    def _held_to_tree(self, folder: Path, commit: str) -> tuple[bool, str | None]:
+        """Whether a tracked file of ``folder`` differs from ``commit``'s tree in content (edited, removed, its
+        mode changed), and its first entry the tree does not hold (``.git`` itself when Git cannot tell).  Git
+        is asked through a temporary index of this cache's repository read from the commit's tree, never the
+        worktree's own index: that one carries a stat cache and flags anyone with a shell in the checkout can
+        set (``git update-index --assume-unchanged``/``--skip-worktree``, a staged edit), under which an edited
+        file reads as the signed one.  A fresh index has no stat data, so every tracked file is hashed (about
+        what reading it costs: a checkout of 10,000 files is checked in well under a second)."""
         with tempfile.TemporaryDirectory(prefix="bringup-index-") as d:
             env = dict(_env(), GIT_INDEX_FILE=os.path.join(d, "index"))
             base = ["git", f"--git-dir={self.git_dir}", f"--work-tree={folder}", "--no-optional-locks"]
             read = _run_git([*base, "read-tree", commit], "read-tree", GIT_TIMEOUT_S, env, cwd=folder)
             if read.returncode:
-                return _status_failed(read)
-            return _worktree_status(base, env, folder, staged=False)[1]
+                return True, _status_failed(read)
+            return _worktree_status(base, env, folder, staged=False)
 
     def swap(self, commit: str) -> None:
         """Point ``current`` at ``revisions/<commit>`` in one rename."""

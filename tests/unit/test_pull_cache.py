@@ -456,6 +456,33 @@ def test_a_checkout_whose_worktree_record_is_gone_is_held_to_the_signed_tree(fle
     assert (checkout / planted).read_text() == "planted: 1\n"
 
 
+@pytest.mark.reliability(item=40, fault="pull: a tracked file of the kept checkout edited under the worktree index's "
+                                        "own flags (git update-index --assume-unchanged, --skip-worktree) or with its "
+                                        "size and times put back: converged from as the signed tree", variants=3,
+                         checks=("nothing touched", "next run converges"))
+@pytest.mark.parametrize("hide", ["--assume-unchanged", "--skip-worktree", "touch -r"])
+def test_a_reused_checkout_is_held_to_the_signed_tree_by_content_not_by_the_index(fleet, tmp_path, hide):
+    # Before: the reuse check was `git status` through the worktree's own index, whose stat cache and flags anyone
+    # with a shell in the checkout sets: a file edited after `git update-index --assume-unchanged` read as signed.
+    first = fleet.commit("one", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).status == "applied"
+    checkout = tmp_path / "cache" / "revisions" / first
+    note = checkout / "note"
+    before = os.stat(note)
+    if hide != "touch -r":
+        subprocess.run(["git", "-C", str(checkout), "update-index", hide, "note"], check=True)
+    note.write_text("ONE")  # the same size
+    os.utime(note, ns=(before.st_atime_ns, before.st_mtime_ns))
+    seen = []
+
+    def converge(workdir, host, settings):
+        seen.append((workdir / "note").read_text())
+        return ok(workdir, host, settings)
+
+    got = pull(fleet.settings(), converge=converge)
+    assert (got.status, got.revision, seen) == ("applied", first, ["one"]), (got.message, seen)
+
+
 @pytest.mark.parametrize("entry, foreign", [
     ("reports/20261207T101010-provision.json", False),
     ("reports/20261207T101010-provision-2.retry", False),
