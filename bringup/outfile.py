@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import errno
 import os
+import signal
 import stat
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -43,8 +45,11 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
     """Write several files that belong together (a host's .md, .html and .json pages; a bench's JSON and CSV)
     as :func:`write_atomic` writes one, all or none: every name is checked first (a folder there is one line
     naming it, and nothing of the set is written), each text goes into its temporary file, and only once all
-    are written are they renamed into place, one after the other; a fault before leaves no file of the set and
-    no temporary one.  The paths, in order."""
+    are written are they renamed into place, one after the other, with SIGINT, SIGTERM, SIGHUP and SIGQUIT held
+    back (a Ctrl-C or a service stop there is taken once the last rename is done: never a set of two runs, as an
+    .md of this run beside the .html of the last); a fault before leaves no file of the set and no temporary one.
+    Only a SIGKILL or a power cut within those few renames can split a set, each file of it still whole.  The paths,
+    in order."""
     paths = [Path(p) for p, _ in files]
     for path in paths:
         _no_folder_at(path, len(paths))
@@ -64,16 +69,20 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
                 f.flush()
                 os.fchmod(f.fileno(), perm)
                 os.fsync(f.fileno())
-        while made:
-            tmp, path = made[0]
-            at = path
-            try:
-                os.replace(tmp, path)
-            except IsADirectoryError:  # a folder made there since the check
-                _no_folder_at(path, len(paths))
-                raise
-            made.pop(0)
-            done += 1
+        held = _hold_signals()  # a Ctrl-C or SIGTERM between two renames would leave a set of two runs
+        try:
+            while made:
+                tmp, path = made[0]
+                at = path
+                try:
+                    os.replace(tmp, path)
+                except IsADirectoryError:  # a folder made there since the check
+                    _no_folder_at(path, len(paths))
+                    raise
+                made.pop(0)
+                done += 1
+        finally:
+            _release_signals(held)  # a signal that came meanwhile is taken here, the set whole
     except BaseException as e:
         for tmp, _ in made:
             try:
@@ -84,6 +93,23 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
             raise NotWritten.of(e, at, paths, done) from None
         raise
     return paths
+
+
+#: The signals a person or a service manager stops a run with: held back while a set's files are renamed.
+_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
+
+
+def _hold_signals() -> set[int] | None:
+    """Block :data:`_HELD` in this thread (the main one: only there does Python run its handlers, so only there can
+    a signal raise between two renames); the mask before, to give :func:`_release_signals`, or None."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    return set(signal.pthread_sigmask(signal.SIG_BLOCK, _HELD))
+
+
+def _release_signals(before: set[int] | None) -> None:
+    if before is not None:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 class NotWritten(BringupError, OSError):

@@ -241,6 +241,42 @@ def test_write_set_writes_all_or_none(tmp_path):
         write_atomic(tmp_path / "one.md", "x")
 
 
+@pytest.mark.reliability(item=40, fault="a Ctrl-C or SIGTERM between the renames of a host's pages: the .md of "
+                                        "this run left beside the .html and .json of the last", variants=2,
+                         checks=("whole old or new file", "no leftovers"))
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_between_the_renames_of_a_set_never_leaves_two_runs_pages(tmp_path, monkeypatch, sig):
+    import signal
+
+    from bringup import outfile
+
+    class Stopped(Exception):
+        pass
+
+    def stop(signum, _frame):
+        raise Stopped(signum)
+
+    names = [tmp_path / f"h.{ext}" for ext in ("md", "html", "json")]
+    for p in names:
+        p.write_text("old\n")
+    real = os.replace
+
+    def replace_then_signal(src, dst):
+        real(src, dst)
+        os.kill(os.getpid(), getattr(signal, sig))  # arrives between this rename and the next
+
+    before = signal.signal(getattr(signal, sig), stop)
+    monkeypatch.setattr(outfile.os, "replace", replace_then_signal)
+    try:
+        with pytest.raises(Stopped):  # still taken, once the set is whole
+            outfile.write_set([(p, "new\n") for p in names])
+    finally:
+        signal.signal(getattr(signal, sig), before)
+    assert [p.read_text() for p in names] == ["new\n"] * 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.html", "h.json", "h.md"]
+    assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & {signal.SIGINT, signal.SIGTERM}  # mask restored
+
+
 @pytest.mark.parametrize("ext", ["json", "csv"])
 def test_a_folder_under_a_bench_result_name_keeps_neither_file(tmp_path, ext):
     """F6: bench wrote the JSON, then os.replace over a folder named like the CSV was a traceback after
