@@ -151,7 +151,9 @@ def _no_folder_at(path: Path, n: int) -> None:
 def append_text(path: str | Path, text: str) -> None:
     """Add ``text`` at the end of the log ``path`` (made if missing): never through a symbolic link planted there
     (``O_NOFOLLOW``), never into a FIFO or a device (opened without waiting, then refused unless a regular file).
-    A log is appended to, not replaced: a line is written whole in one ``write``."""
+    A log is appended to, not replaced: a line is written whole in one ``write`` (two runs appending to one log
+    leave each line whole, never interleaved); a line the disk cuts short is taken back only while it is still
+    the log's end, never with another run's line after it."""
     path = Path(path)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
@@ -166,21 +168,32 @@ def append_text(path: str | Path, text: str) -> None:
             raise InputError(f"{path} is no regular file; bringup appends only to a log file of its own there: "
                              "remove it")
         body = text.encode("utf-8")
-        size = os.fstat(fd).st_size
+        wrote = 0
         try:
             wrote = os.write(fd, body)
             if wrote != len(body):  # a line cut short (the disk filled, a file size limit): say why
-                os.write(fd, body[wrote:])  # raises the system's own reason
+                wrote += os.write(fd, body[wrote:])  # raises the system's own reason
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # (a second short write: the disk filled)
         except OSError as e:  # a full disk, a quota: one line, as every file bringup writes (NotWritten)
-            try:
-                os.ftruncate(fd, size)  # no half line left for the next one to be glued to
-                kept = "the line was not added (the log is as it was)"
-            except OSError:
-                kept = "the line was not added whole"
-            raise NotWritten.of(e, path, [path], 0, kept=kept) from None
+            raise NotWritten.of(e, path, [path], 0, kept=_take_back(fd, wrote)) from None
     finally:
         os.close(fd)
+
+
+def _take_back(fd: int, wrote: int) -> str:
+    """Remove the ``wrote`` bytes of a cut line this descriptor just appended (no half line for the next one to be
+    glued to), only while they are still the log's end: where another run appended after them (two runs share a
+    log), nothing is cut, as its line is not bringup's to remove.  Words for :class:`NotWritten`'s line."""
+    if not wrote:
+        return "the line was not added (the log is as it was)"
+    try:
+        end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: just past the bytes this write put at the end
+        if os.fstat(fd).st_size == end:
+            os.ftruncate(fd, end - wrote)
+            return "the line was not added (the log is as it was)"
+    except OSError:
+        pass
+    return "the line was not added whole"
 
 
 def _umask() -> int:

@@ -357,6 +357,46 @@ def test_a_log_line_the_disk_refuses_is_one_line_too(tmp_path, monkeypatch):
     assert log.read_text() == "one\n"
 
 
+@pytest.mark.reliability(item=40, fault="two runs appending to one log on a full disk: the cut line taken back by "
+                                        "truncating to the size before it, which cut the other run's line too",
+                         variants=2, checks=("others' files kept", "one clear line"))
+@pytest.mark.parametrize("other_after", [False, True])
+def test_a_cut_log_line_is_taken_back_without_cutting_another_runs_line(tmp_path, monkeypatch, other_after):
+    import errno
+
+    from bringup import outfile
+    from bringup.outfile import NotWritten, append_text
+
+    log = tmp_path / "window.log"
+    append_text(log, "one\n")
+    real = os.write
+    calls = []
+
+    def short_beside_another_run(fd, data):
+        calls.append(data)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        other = os.open(log, os.O_WRONLY | os.O_APPEND)
+        try:
+            if not other_after:
+                real(other, b"other run\n")  # its whole line lands before this run's cut one
+            wrote = real(fd, data[:3])
+            if other_after:
+                real(other, b"other run\n")  # after it: this run's cut bytes are no longer the log's end
+        finally:
+            os.close(other)
+        return wrote
+
+    monkeypatch.setattr(outfile.os, "write", short_beside_another_run)
+    with pytest.raises(NotWritten) as e:
+        append_text(log, "two two\n")
+    monkeypatch.undo()
+    if other_after:
+        assert log.read_text() == "one\ntwoother run\n" and "the line was not added whole" in str(e.value)
+    else:
+        assert log.read_text() == "one\nother run\n" and "the log is as it was" in str(e.value)
+
+
 _FSIZE_PROBE = """
 import resource, sys
 from pathlib import Path
