@@ -559,19 +559,25 @@ RECORD_PROBE = ('p=%s; if [ -L "$p" ]; then echo link; elif [ -d "$p" ]; then ec
 
 def local_record_problem(path: str) -> str | None:
     """:func:`record_path_problem` and :func:`record_state_problem` of ``path`` on this machine."""
+    return _local_record(path)[0]
+
+
+def _local_record(path: str) -> tuple[str | None, str]:
+    """Why ``path`` on this machine is no record bringup may replace (None: it may), and its text ("" when there
+    is none yet), read once through :func:`read_local`."""
     why = record_path_problem(path)
     if why:
-        return why
+        return why, ""
     if os.path.islink(path):
-        return record_state_problem("link")
+        return record_state_problem("link"), ""
     if os.path.isdir(path):
-        return record_state_problem("folder")
+        return record_state_problem("folder"), ""
     # Opened as looked at (read_local): never through a link or into a FIFO put there since, a regular file by
     # what was opened, not by the name.
     kind, text, _mode = read_local(path)
     if kind != "file":
-        return None if kind == "missing" else record_state_problem(kind)
-    return record_state_problem("file", text)
+        return (None if kind == "missing" else record_state_problem(kind)), ""
+    return record_state_problem("file", text), text
 
 
 def record_text(old: str, model: str, window_us: int, why: str, when: str, serving: dict | None = None) -> str:
@@ -725,14 +731,13 @@ def write_local_config(repository: str, model: str, window_us: int, manifest: st
 def write_local_record(path: str, model: str, window_us: int, why: str, when: str) -> None:
     """Record ``model``'s window in ``path`` on this machine: a temporary file, fsync, rename; never onto a
     file that is not bringup's record (see :func:`local_record_problem`)."""
-    why = local_record_problem(path)
-    if why:
-        raise TunerError(f"not recording in {path}: {why}")
-    try:
-        with open(path, encoding="utf-8") as f:
-            old = f.read()
-    except FileNotFoundError:
-        old = ""
+    # The text the check read is the one kept (read_local: never through a link or into a FIFO swapped in since,
+    # capped, a byte that is not UTF-8 replaced; a second open() here followed a link, waited on a FIFO and raised
+    # UnicodeDecodeError, ending the controller), and the reason given is the one recorded (it was overwritten by
+    # the check's None).
+    problem, old = _local_record(path)
+    if problem:
+        raise TunerError(f"not recording in {path}: {problem}")
     _replace_local(path, record_text(old, model, window_us, why, when))
 
 

@@ -56,3 +56,25 @@ def test_a_link_swapped_in_under_the_temporary_name_never_has_its_target_chmodde
     monkeypatch.undo()
     assert stat.S_IMODE(secret.stat().st_mode) == 0o600 and secret.read_text() == "token"
     assert stat.S_IMODE((tmp_path / "moved").stat().st_mode) == 0o644  # the mode went to the result's own file
+
+
+@pytest.mark.reliability(item=40, fault="tune-window record on the host: a byte that is not UTF-8 in a record the check "
+                                        "took (a traceback ending the controller); the reason given recorded as null",
+                         variants=2, checks=("one clear line", "data shown as data"))
+def test_the_window_record_is_read_once_as_checked_and_keeps_the_reason_given(tmp_path):
+    # Before: write_local_record checked the record through read_local (bytes that are not UTF-8 replaced), then
+    # read it again with open() (following a link, waiting on a FIFO, strict UTF-8: UnicodeDecodeError, which no
+    # caller takes, so the --follow controller died), and the check's None overwrote the reason it was given.
+    import json
+
+    from bringup.latency import window_tuner
+
+    out = tmp_path / "bringup"
+    out.mkdir()
+    record = out / "triton-window.json"
+    record.write_bytes(b'{"m": {"window_us": 500, "when": "2026-01-01", "why": "x\xff"}, '
+                       b'"n": {"window_us": 700, "when": "2026-01-01", "why": "kept"}}')
+    window_tuner.write_local_record(str(record), "m", 800, "p95 above target", "2026-12-07T00:00:00+00:00")
+    doc = json.loads(record.read_text())
+    assert doc["m"] == {"window_us": 800, "why": "p95 above target", "when": "2026-12-07T00:00:00+00:00"}
+    assert doc["n"]["why"] == "kept"
