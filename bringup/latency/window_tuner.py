@@ -41,12 +41,14 @@ which the triton role reads so that a later provision keeps it.
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import json
 import math
 import os
 import re
 import signal
+import stat
 import sys
 import tempfile
 import time
@@ -855,9 +857,36 @@ def run(controllers: list[Controller], interval_s: float, *, steps: int | None =
 
 
 def _append(path: str, entry: dict) -> None:
+    """Add ``entry`` as one JSON line to the log ``path`` (made if missing), as bringup's own logs are appended to
+    (this file runs without the package: :func:`bringup.outfile.append_text`'s rule, here): never through a
+    symbolic link planted there (``O_NOFOLLOW``), never into a FIFO or a device (opened without waiting, then held
+    to a regular file), the line in one ``write``.  A log that cannot be written is one WARN line on standard error
+    and the interval goes on (its line was printed to the journal already): open(path, "a") wrote through a link
+    (as root: into any file) and waited for ever on a FIFO, the controller stopped."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(entry, sort_keys=True) + "\n")
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                     0o644)
+    except OSError as e:
+        why = ("is a symbolic link" if os.path.islink(path) else "is no regular file (a FIFO, a device)"
+               if e.errno in (errno.ELOOP, errno.ENXIO) else f"cannot be opened: {e.strerror or e}")
+        _log_not_written(path, why)
+        return
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            _log_not_written(path, "is no regular file (a FIFO, a device)")
+            return
+        try:
+            os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode("utf-8"))
+        except OSError as e:
+            _log_not_written(path, f"cannot be written: {e.strerror or e}")
+    finally:
+        os.close(fd)
+
+
+def _log_not_written(path: str, why: str) -> None:
+    text = f"{path} {why}: the interval is not logged there; bringup appends only to a log file of its own: remove it"
+    print(f"{_now()} WARN: {repr(text)[1:-1]}", file=sys.stderr, flush=True)
 
 
 def tunable(api: TritonHTTP, wanted: list[str]) -> list[str]:

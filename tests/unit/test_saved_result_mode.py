@@ -78,3 +78,34 @@ def test_the_window_record_is_read_once_as_checked_and_keeps_the_reason_given(tm
     doc = json.loads(record.read_text())
     assert doc["m"] == {"window_us": 800, "why": "p95 above target", "when": "2026-12-07T00:00:00+00:00"}
     assert doc["n"]["why"] == "kept"
+
+
+_APPEND = """
+import sys
+from bringup.latency.window_tuner import _append
+for name in sys.argv[1:]:
+    _append(name, {"window_us": 800})
+"""
+
+
+@pytest.mark.reliability(item=40, fault="tune-window --follow on the host: a symbolic link or a FIFO planted at its log "
+                                        "(written through the link, as root into any file; the controller waiting for "
+                                        "ever on the FIFO)", variants=2,
+                         checks=("others' files kept", "no hang", "one clear line"))
+def test_the_host_tuners_log_is_never_written_through_a_link_or_into_a_fifo(tmp_path):
+    import subprocess
+    import sys
+
+    victim = tmp_path / "victim"
+    victim.write_text("root:x:0:0\n")
+    (tmp_path / "link.jsonl").symlink_to(victim)
+    os.mkfifo(tmp_path / "fifo.jsonl")
+    r = subprocess.run([sys.executable, "-c", _APPEND, *(str(tmp_path / n) for n in ("link.jsonl", "fifo.jsonl",
+                                                                                     "own.jsonl"))],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-800:]
+    assert victim.read_text() == "root:x:0:0\n"
+    assert (tmp_path / "own.jsonl").read_text() == '{"window_us": 800}\n'
+    warns = r.stderr.splitlines()
+    assert len(warns) == 2 and "link.jsonl is a symbolic link: the interval is not logged there" in warns[0]
+    assert "fifo.jsonl is no regular file (a FIFO, a device)" in warns[1]
