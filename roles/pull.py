@@ -23,7 +23,7 @@ from typing import Optional
 
 from bringup.ssh.command import join, sh
 from bringup.errors import InputError
-from bringup.pull.source import parse_rule
+from bringup.pull.source import HELPER_URL, parse_rule
 from bringup.resources import Command, Directory, File, Service
 from bringup.resources.guard import Unused
 from bringup.resources.packages import Packages
@@ -83,6 +83,10 @@ def validate(vars: dict) -> None:
     p = vars.get("bringup_pull")
     if not p:
         return
+    if HELPER_URL.match(p["url"]):
+        raise InputError(f"bringup_pull.url {p['url'][:200]!r}: names a Git remote helper "
+                         f"({p['url'].split('::')[0][:40]}::), which pull never runs; give the repository's URL "
+                         "(https://..., ssh://..., git@host:path)")
     try:
         parse_rule(p.get("branch"), p.get("tag"))
     except InputError as e:

@@ -47,8 +47,8 @@ from ..userfile import read_capped, walk
 from ..ssh.command import join
 from ..errors import BringupError, InputError, said, shown
 
-__all__ = ["Refused", "Rule", "Source", "parse_rule", "ssh_command", "links_out", "disk_full", "room", "FULL_ERRNOS",
-           "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
+__all__ = ["Refused", "Rule", "Source", "parse_rule", "HELPER_URL", "ALLOWED_PROTOCOLS", "ssh_command", "links_out",
+           "disk_full", "room", "FULL_ERRNOS", "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
 
 #: Seconds one local Git call may take (rev-parse, verify-commit, worktree add).
 GIT_TIMEOUT_S = 120
@@ -116,12 +116,22 @@ def parse_rule(branch: str | None, tag: str | None) -> Rule:
     return Rule(kind, value)
 
 
+#: The transports Git may use (``GIT_ALLOW_PROTOCOL``): a URL naming a remote helper (``fd::3``, which waited for
+#: the fetch's whole bound on a descriptor nobody writes, or any ``git-remote-NAME`` a host has installed) is
+#: refused by Git itself, whoever wrote it (the flag, or the pull role's ``url`` in the inventory).
+ALLOWED_PROTOCOLS = "https:http:ssh:git:file"
+#: ``NAME::ADDRESS``: a URL handed to Git's remote helper git-remote-NAME (``ext::`` runs a command, ``fd::`` reads a
+#: descriptor), no repository's address (an IPv6 address's ``::`` comes after ``//`` or ``@``, never first): the
+#: flag and the pull role refuse it in one line before Git is asked.
+HELPER_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*::")
+
+
 def _env(ssh: list[str] | None = None) -> dict[str, str]:
-    """Git's environment: no user or system configuration, no prompt; ``ssh``: the ssh command line Git
+    """Git's environment: no user or system configuration, no prompt, only :data:`ALLOWED_PROTOCOLS`; ``ssh``: the ssh command line Git
     runs for ssh:// and host:path URLs (quoted: Git hands it to a shell)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
     env.update(GIT_CONFIG_GLOBAL=os.devnull, GIT_CONFIG_NOSYSTEM="1", GIT_TERMINAL_PROMPT="0",
-               GIT_SSH_COMMAND=join(ssh or ssh_command()), LC_ALL="C")
+               GIT_SSH_COMMAND=join(ssh or ssh_command()), LC_ALL="C", GIT_ALLOW_PROTOCOL=ALLOWED_PROTOCOLS)
     return env
 
 

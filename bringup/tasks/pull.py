@@ -64,6 +64,11 @@ def _url(text) -> str:
     if not url or url.startswith("-") or any(c.isspace() for c in url):
         raise InputError(f"--url {shown(repr(text))}: give the repository's URL (https://..., ssh://..., git@host:path, "
                          "file:///path)")
+    from ..pull.source import HELPER_URL
+
+    if HELPER_URL.match(url):
+        raise InputError(f"--url {shown(repr(text))}: names a Git remote helper ({url.split('::')[0]}::), which pull "
+                         "never runs; give the repository's URL (https://..., ssh://..., git@host:path, file:///path)")
     return url
 
 

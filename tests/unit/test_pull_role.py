@@ -103,6 +103,8 @@ def test_without_systemd_it_says_what_to_do_instead():
     (wanted(allowed_signers=[]), "allowed_signers"),
     (wanted(interval="every hour"), "interval"),
     (wanted(url="-oProxyCommand=x"), "url"),
+    (wanted(url="fd::3"), "url"),  # a Git remote helper, never a repository
+    (wanted(url="ext::/tmp/x.sh"), "url"),
     (wanted(package="bringup", command="/usr/bin/bringup"), "give one"),
     ({"allowed_signers": [SIGNER]}, "url"),
     (wanted(known_hosts=["git.example.org"]), "known_hosts[0]"),

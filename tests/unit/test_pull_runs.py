@@ -19,6 +19,7 @@ from bringup.errors import BringupError, InputError, shown
 from bringup.pull import record
 from bringup.pull import run as pull_run
 from bringup.pull.run import Converged, Settings, pull
+from bringup.pull.source import Refused, Source
 
 from .test_pull import REPO, Fleet, bringup, git, metrics, never, task_flags
 
@@ -183,6 +184,31 @@ def test_a_vault_password_file_that_does_not_open_is_refused_before_the_fetch(fl
     r = bringup("pull", *task_flags(fleet), "--vault-password-file", str(nope), cwd=fleet.tmp)
     assert (r.returncode, r.stdout, r.stderr) == (1, "", f"error: {line}\n")
     assert (cache / "state.json").read_text() == state and state_of(cache).last_refusal is None
+
+
+@pytest.mark.reliability(item=40, fault="pull --url fd::3 (a Git remote helper): the fetch waited its whole 300 s "
+                                        "bound on a descriptor; any git-remote-NAME on the host ran from the role's url",
+                         variants=3, checks=("no hang", "one clear line", "nothing executed"))
+def test_a_url_naming_a_git_remote_helper_is_refused_by_the_flag_and_by_git(fleet, monkeypatch):
+    import time
+
+    from bringup.pull import source as src
+
+    flags = task_flags(fleet)
+    flags[flags.index("--url") + 1] = "fd::3"
+    r = bringup("pull", *flags, cwd=fleet.tmp)
+    assert (r.returncode, r.stdout) == (1, "") and r.stderr.startswith(
+        "error: --url 'fd::3': names a Git remote helper (fd::), which pull never runs; "), r.stderr
+    # Git itself is held to the plain transports, whoever hands it the URL (an IPv6 address's :: is no helper).
+    monkeypatch.setattr(src, "FETCH_TIMEOUT_S", 20)
+    started = time.monotonic()
+    with pytest.raises(Refused) as e:
+        Source("fd::3", fleet.tmp / "c", fleet.allowed).fetch()
+    assert e.value.reason == "unreachable" and "transport 'fd' not allowed" in str(e.value), str(e.value)
+    assert time.monotonic() - started < 15
+    from bringup.pull.source import HELPER_URL
+
+    assert not HELPER_URL.match("ssh://git@[::1]:22/ops/fleet.git") and not HELPER_URL.match("git@[::1]:fleet")
 
 
 @pytest.mark.parametrize("flag", ["--name", "--allowed-signers", "--vault-password-file"])
