@@ -449,13 +449,14 @@ def _applied(source: Source, state_path: Path, settings: Settings,
 #: are replaced by a rename, which no folder takes; the others are folders.
 _CACHE_ENTRIES = {"state.json": ("its pull state", False), "current": ("the current link", False),
                   "repo.git": ("the repository", True), "revisions": ("the revisions' checkouts", True),
-                  "reports": ("the converge reports", True)}
+                  "reports": ("the converge reports", True), "pycache": ("the converges' bytecode", True)}
 
 
 def cache_problem(cache: Path) -> str | None:
     """A line when ``cache`` cannot hold a run's outcome (checked before anything is fetched, so that a run never
     converges and then fails to record it): the cache itself no folder, ``state.json`` or ``current`` a folder
-    (a rename does not replace one), ``repo.git``, ``revisions`` or ``reports`` no folder or a symbolic link
+    (a rename does not replace one), ``repo.git``, ``revisions``, ``reports`` or ``pycache`` (the converges'
+    bytecode, written there and run from there) no folder or a symbolic link
     (:func:`bringup.outfile.not_own_folder`).  None when usable."""
     if not os.path.lexists(cache):
         return None  # made by the run

@@ -34,14 +34,15 @@ def victim(tmp_path: Path) -> Path:
     return v
 
 
-@pytest.mark.reliability(item=40, fault="pull: the cache's repo.git, revisions or reports a symbolic link to a "
-                                        "folder elsewhere", variants=3,
+@pytest.mark.reliability(item=40, fault="pull: the cache's repo.git, revisions, reports or pycache a symbolic link to "
+                                        "a folder elsewhere", variants=4,
                          checks=("one clear line", "exit code", "nothing touched", "others' files kept"))
-@pytest.mark.parametrize("name", ["repo.git", "revisions", "reports"])
+@pytest.mark.parametrize("name", ["repo.git", "revisions", "reports", "pycache"])
 def test_a_cache_folder_that_is_a_link_is_refused_naming_it(fleet, tmp_path, name):
     # Before: revisions -> elsewhere had its folders removed by the prune (rmtree of every entry but the applied
     # commit), reports -> elsewhere lost all but 20 of its *.json to the rotation, repo.git -> elsewhere was
-    # git init'ed and fetched into.
+    # git init'ed and fetched into; pycache -> elsewhere had the converge's bytecode written there, and bytecode
+    # planted there (matching a role's size and time) run in place of the signed source.
     fleet.commit("one", key=fleet.ops)
     v = victim(tmp_path)
     before = sorted(os.listdir(v))
