@@ -22,7 +22,7 @@ from ..secrets import MASK
 from ..untrusted import loads
 from .hostload import load_text
 from .plots import bench_figure, figure_png, plot_doc, plot_tune_window, plot_window_log, plot_window_sweep
-from .verdict import INDEX, KIND, REPORT_DIR, acceptance, latest
+from .verdict import INDEX, INDEX_KEEP, KIND, REPORT_DIR, acceptance, latest
 
 __all__ = ["point_row", "point_text", "build_doc", "write_all", "render_table", "latest", "acceptance", "window_label",
            "plot_window_log", "plot_window_sweep", "plot_tune_window", "plot_doc", "bench_figure", "remember",
@@ -193,8 +193,6 @@ def write_all(doc: dict, out_dir: Path | str = REPORT_DIR, plot: bool = True,
     return paths
 
 
-#: Where the results of every ``--out`` folder are listed, so the checklist finds them (per host, newest last).
-INDEX_KEEP = 50
 
 
 def remember(host: str, path: Path, index: Path | None = None) -> str | None:

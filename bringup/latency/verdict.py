@@ -7,6 +7,7 @@ writing, tables and plots of bringup/latency/results.py.
 from __future__ import annotations
 
 import glob
+import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -24,6 +25,9 @@ KIND = "bringup-bench"
 INDEX = REPORT_DIR / "index.json"
 
 
+#: The most results of one host the index (where the results of every ``--out`` folder are listed, newest last)
+#: holds: :func:`bringup.latency.results.remember` keeps this many, and only the newest of a longer list are read.
+INDEX_KEEP = 50
 #: The largest saved bench result or index read (a sweep's result is a few hundred kilobytes).
 BENCH_MAX = 64 << 20
 
@@ -54,15 +58,22 @@ def latest(host: str, reports: Path | str = REPORT_DIR, passed_over: list[Path] 
     try:
         listed = _read(index, folder) if index.exists() or index.is_symlink() else {}
         listed = listed.get(host) or [] if isinstance(listed, dict) else []
-        candidates += [(Path(p), None) for p in listed if isinstance(p, str)] if isinstance(listed, list) else []
+        # The newest INDEX_KEEP entries, as bringup keeps them: an index listing more (200 spellings of one 60 MB
+        # file, d/../x, d/../d/../x) had each read whole, minutes of reading.
+        candidates += ([(Path(p), None) for p in listed if isinstance(p, str)][-INDEX_KEEP:]
+                       if isinstance(listed, list) else [])
     except Unreadable as e:
         if skipped is not None:
             skipped.append((index, str(e)))
-    seen: set[Path] = set()
+    seen: set[str] = set()
     for p, inside in candidates:
-        if p in seen:
+        try:
+            real = os.path.realpath(p)  # one file under several names (a/../x, a link) read once
+        except (OSError, ValueError):  # a NUL byte, a loop of links: read_capped says so
+            real = str(p)
+        if real in seen:
             continue
-        seen.add(p)
+        seen.add(real)
         try:
             doc = _read(p, inside)
         except Unreadable as e:  # nested without end, 100,000 digits, a FIFO, /dev/zero

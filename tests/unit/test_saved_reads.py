@@ -53,6 +53,33 @@ def test_an_index_that_is_no_file_is_named_left_alone_and_leaves_no_temporary_fi
     assert index.is_symlink() if kind == "zero" else True
 
 
+@pytest.mark.reliability(item=40, fault="reports/bench/index.json listing one large file under 200 spellings "
+                                        "(d/../x, d/../d/../x): each read whole, minutes of reading", variants=2,
+                         checks=("no hang",))
+def test_an_index_reads_one_file_once_and_no_more_entries_than_it_keeps(tmp_path, monkeypatch):
+    from bringup.latency import verdict
+
+    (tmp_path / "d").mkdir()
+    big = tmp_path / "big.json"
+    big.write_text("[]")
+    others = [tmp_path / f"r{i}.json" for i in range(80)]
+    for p in others:
+        p.write_text("[]")
+    spellings = [str(tmp_path) + "/d/.." * i + "/big.json" for i in range(1, 201)]
+    (tmp_path / "index.json").write_text(json.dumps({"h1": spellings + [str(p) for p in others]}))
+    read = []
+    real = verdict.read_capped
+    monkeypatch.setattr(verdict, "read_capped", lambda p, *a, **kw: (read.append(str(p)), real(p, *a, **kw))[1])
+    assert verdict.latest("h1", tmp_path) is None
+    index_reads = [p for p in read if not p.endswith("index.json")]
+    # The newest 50 entries (as remember() keeps them), the big file once whatever its spellings.
+    assert index_reads == [str(p) for p in others[-50:]], index_reads[:3]
+    read.clear()
+    (tmp_path / "index.json").write_text(json.dumps({"h1": spellings}))
+    verdict.latest("h1", tmp_path)
+    assert len([p for p in read if p.endswith("big.json")]) == 1
+
+
 def test_an_index_is_written_and_a_damaged_one_started_anew_and_said(tmp_path):
     index, result = tmp_path / "index.json", tmp_path / "h1-20260101T000000Z.json"
     assert remember("h1", result, index) is None
