@@ -96,20 +96,35 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
 
 
 #: The signals a person or a service manager stops a run with: held back while a set's files are renamed.
-_HELD = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT}
+_HELD = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 
 
-def _hold_signals() -> set[int] | None:
-    """Block :data:`_HELD` in this thread (the main one: only there does Python run its handlers, so only there can
-    a signal raise between two renames); the mask before, to give :func:`_release_signals`, or None."""
+def _hold_signals() -> tuple[dict, list[int]] | None:
+    """Put a recorder in place of the handlers of :data:`_HELD` (those not ignored), in the main thread (the only
+    one where Python runs handlers, so the only one a signal can raise in between two renames; a mask would not
+    do: a signal sent to the process is taken by whichever thread does not block it, a transport's thread too);
+    what to give :func:`_release_signals`, or None."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    return set(signal.pthread_sigmask(signal.SIG_BLOCK, _HELD))
+    got: list[int] = []
+    before = {}
+    for sig in _HELD:
+        handler = signal.getsignal(sig)
+        if handler is not signal.SIG_IGN and handler is not None:
+            before[sig] = signal.signal(sig, lambda signum, _frame: got.append(signum))
+    return before, got
 
 
-def _release_signals(before: set[int] | None) -> None:
-    if before is not None:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+def _release_signals(held: tuple[dict, list[int]] | None) -> None:
+    """The handlers back, then each signal that came meanwhile raised again, once: its own handler (or its
+    default action) takes it now, the set whole."""
+    if held is None:
+        return
+    before, got = held
+    for sig, handler in before.items():
+        signal.signal(sig, handler)
+    for sig in dict.fromkeys(got):
+        signal.raise_signal(sig)
 
 
 class NotWritten(BringupError, OSError):

@@ -277,6 +277,36 @@ def test_a_signal_between_the_renames_of_a_set_never_leaves_two_runs_pages(tmp_p
     assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & {signal.SIGINT, signal.SIGTERM}  # mask restored
 
 
+_SET_KILLED = """
+import os, signal, sys, threading, time
+from pathlib import Path
+from bringup import outfile
+d = Path(sys.argv[1])
+threading.Thread(target=time.sleep, args=(30,), daemon=True).start()  # a transport's thread, alive
+real = os.replace
+def replace_then_signal(src, dst):
+    real(src, dst)
+    os.kill(os.getpid(), signal.SIGTERM)  # the default action: the process ends, Python or not
+outfile.os.replace = replace_then_signal
+outfile.write_set([(d / f"h.{ext}", "new") for ext in ("md", "html", "json")])
+print("not reached")
+"""
+
+
+def test_a_sigterm_of_default_action_between_the_renames_ends_the_run_after_the_set(tmp_path):
+    # A mask of the main thread alone let the kernel hand SIGTERM to another thread, which ended the process
+    # between two renames; the handlers are replaced instead, and the signal raised again once the set is whole.
+    import signal
+
+    for ext in ("md", "html", "json"):
+        (tmp_path / f"h.{ext}").write_text("old")
+    r = subprocess.run([sys.executable, "-c", _SET_KILLED, str(tmp_path)], capture_output=True, text=True,
+                       timeout=60, cwd=REPO)
+    assert r.returncode == -signal.SIGTERM and "not reached" not in r.stdout, (r.returncode, r.stderr[-500:])
+    assert [(tmp_path / f"h.{ext}").read_text() for ext in ("md", "html", "json")] == ["new"] * 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["h.html", "h.json", "h.md"]
+
+
 @pytest.mark.parametrize("ext", ["json", "csv"])
 def test_a_folder_under_a_bench_result_name_keeps_neither_file(tmp_path, ext):
     """F6: bench wrote the JSON, then os.replace over a folder named like the CSV was a traceback after
