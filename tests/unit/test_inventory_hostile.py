@@ -685,3 +685,24 @@ def test_yaml_nested_100000_deep_is_one_line_not_a_crash(tmp_path):
     assert r.returncode == 1, (r.returncode, r.stderr[-500:])
     assert "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr[-500:]
     assert "deep.yml" in r.stderr and "nested" in r.stderr, r.stderr
+
+
+@pytest.mark.reliability(item=40, fault="inventory: group_vars/all/ holding many files each under the per-file cap "
+                                        "(1,000 of 16 MiB: 16 GB of YAML read and held in memory)", variants=1,
+                         checks=("one clear line", "no hang"))
+def test_the_vars_files_of_one_load_are_bounded_together(tmp_path, monkeypatch):
+    from bringup.inventory.sources import varsdirs
+
+    monkeypatch.setattr(varsdirs, "MAX_LOAD_BYTES", 4000, raising=False)  # 128 MiB in use: the rule, made small
+    (tmp_path / "hosts").write_text("[gpu]\nh1\nh2\n")
+    (tmp_path / "group_vars" / "all").mkdir(parents=True)
+    for i in range(6):
+        (tmp_path / "group_vars" / "all" / f"f{i}.yml").write_text(f"k{i}: {'x' * 990}\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(tmp_path / "hosts")
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(str(tmp_path / "group_vars" / "all" / "f4.yml")), line
+    assert "hold more than" in line and "together" in line
+    for i in range(6):  # within the bound: read as before
+        (tmp_path / "group_vars" / "all" / f"f{i}.yml").write_text(f"k{i}: {'x' * 500}\n")
+    assert len(load_inventory(tmp_path / "hosts").hosts) == 2

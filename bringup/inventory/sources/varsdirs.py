@@ -10,7 +10,8 @@ and everything read in it stay inside their own folder (``group_vars/`` inside t
 vars file or folder inside ``group_vars/``): a symlink that leads out is refused, naming the link and where
 it points (one that stays inside is followed).  A vars file must be a regular file of at most
 :data:`~.yamlfile.MAX_BYTES` bytes (a pipe, a device such as ``/dev/zero`` or a socket is refused before it
-is opened), and a vars folder holds at most :data:`MAX_FILES` files.
+is opened), a vars folder holds at most :data:`MAX_FILES` files, and one load reads at most
+:data:`MAX_LOAD_BYTES` of vars files in all.
 """
 from __future__ import annotations
 
@@ -29,6 +30,12 @@ __all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files",
 EXTENSIONS = (".yml", ".yaml", ".json")
 #: More files than this in one group's or host's vars folder is not a vars folder (a home directory linked in).
 MAX_FILES = 1000
+#: The most bytes of vars files one inventory load reads, all groups' and hosts' together (each file at most
+#: :data:`~.yamlfile.MAX_BYTES`): 1,000 files of 16 MiB in group_vars/all/ were 16 GB of YAML held in memory.
+#: 40,000 hosts with 3 KiB of host_vars each stay under it (YAML is read at about 5 MB/s: some 25 s at most).
+MAX_LOAD_BYTES = 128 << 20
+#: The key of ``listings`` (kept by the caller for one load) under which the bytes read so far are counted.
+_READ = ("bytes read",)
 
 
 def vars_files(folder: Path, name: str, listings: dict | None = None) -> list[Path]:
@@ -130,6 +137,16 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: di
     Ansible's form, may be a secret pasted there, and is never quoted."""
     out: list[dict[str, Value]] = []
     for f in vars_files(folder, name, listings):
+        if listings is not None:
+            try:
+                size = f.stat().st_size
+            except OSError:
+                size = 0  # gone since it was listed: its read says so
+            listings[_READ] = listings.get(_READ, 0) + size
+            if listings[_READ] > MAX_LOAD_BYTES:
+                raise SourceError(f"{f}: the group_vars/ and host_vars/ files read for this inventory hold more than "
+                                  f"{MAX_LOAD_BYTES >> 20} MiB together; is it an inventory? Keep vars files to "
+                                  "variables (data and models belong elsewhere)")
         data, lines = load(f)
         if data is None:
             continue
