@@ -20,6 +20,7 @@ import os
 import select
 import shlex
 import socket
+import stat
 import re
 import threading
 import time
@@ -53,9 +54,25 @@ class AcceptNew(paramiko.MissingHostKeyPolicy):
 
     def missing_host_key(self, client, hostname, key):
         self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
-        with open(self.known_hosts, "a") as f:
-            f.write(line)
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n".encode()
+        # Checked a regular file (or none) when the login began; a FIFO or a device put there since is refused at
+        # the open, never waited on or written into (a link is followed: a dotfile manager links known_hosts).
+        def refused(why: str) -> BringupError:
+            return BringupError(f"{self.known_hosts}: {why}; the new host key for {hostname} was not recorded: name "
+                                "a known_hosts file (ssh_known_hosts) bringup may append to")
+
+        try:
+            fd = os.open(self.known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC,
+                         0o666)
+        except OSError as e:  # ENXIO: a FIFO nobody reads; EISDIR: a folder
+            raise refused("not a regular file any more" if e.errno in (errno.ENXIO, errno.EISDIR)
+                          else (e.strerror or str(e)).lower()) from None
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                raise refused("not a regular file any more")
+            os.write(fd, line)
+        finally:
+            os.close(fd)
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 

@@ -149,3 +149,44 @@ def test_a_proxy_command_whose_background_child_holds_the_pipe_fails_within_the_
     while not _gone(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert _gone(pid), "the proxy command's background child outlived it"
+
+
+@pytest.mark.reliability(item=3, fault="ssh accept-new: a FIFO put at the known_hosts file after the login's check "
+                                       "made the key's append wait for ever",
+                         variants=3, checks=("no hang", "one clear line"))
+def test_accept_new_appends_to_a_file_or_a_linked_one_and_never_waits_on_a_fifo(tmp_path):
+    import os
+    import threading
+
+    import paramiko
+
+    from bringup.errors import BringupError
+    from bringup.ssh.jumps import AcceptNew
+
+    key = paramiko.RSAKey.generate(1024)
+    plain, real, linked = tmp_path / "kh", tmp_path / "real_kh", tmp_path / "linked_kh"
+    real.write_text("# kept\n")
+    linked.symlink_to(real)  # a dotfile manager's link: followed, as ssh does
+    for path in (plain, linked):
+        AcceptNew(path).missing_host_key(paramiko.SSHClient(), "[127.0.0.1]:2222", key)
+    line = f"[127.0.0.1]:2222 {key.get_name()} {key.get_base64()}\n"
+    assert plain.read_text() == line and real.read_text() == "# kept\n" + line
+
+    fifo = tmp_path / "fifo_kh"
+    os.mkfifo(fifo)
+    got: list = []
+
+    def add() -> None:
+        try:
+            AcceptNew(fifo).missing_host_key(paramiko.SSHClient(), "h", key)
+        except BaseException as e:  # noqa: BLE001 - what it raised is the assertion
+            got.append(e)
+
+    t = threading.Thread(target=add, daemon=True)
+    t.start()
+    t.join(10)
+    if t.is_alive():  # the old open(path, "a") waits for a reader: give it one so the thread ends
+        os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+    assert not t.is_alive(), "the append waited on the FIFO"
+    assert len(got) == 1 and isinstance(got[0], BringupError), got
+    assert str(got[0]).startswith(f"{fifo}: not a regular file any more") and "\n" not in str(got[0])
