@@ -111,6 +111,9 @@ _SLACK = 1e-3
 _POINT_RANGES = {"p95_ms": (0, 86_400_000), "p50_ms": (0, 86_400_000), "p99_ms": (0, 86_400_000),
                  "items_per_s": (0, 1e12), "concurrency": (1, 1e6), "batch": (1, 1e6)}
 
+#: What a measured point (one with a p95) holds for acceptance() to judge it: a result without them is unreadable.
+_POINT_NEEDS = ("concurrency", "batch", "items_per_s", "errors", "client_bound")
+
 #: A point's figures that are counts: a batch of 1.5 rows or 2.5 requests in flight is no load a bench sent.
 _WHOLE = ("concurrency", "batch")
 
@@ -179,6 +182,16 @@ def _unreadable(doc: Any) -> str | None:
                                 "damaged result")
         except ValueError as e:
             return str(e)
+        if r.get("p95_ms") is not None:  # a measured point: what acceptance() judges it by is there
+            missing = [k for k in _POINT_NEEDS if k not in r]
+            if missing:
+                return f"point {i} has no {', '.join(missing)}"
+            if not isinstance(r["client_bound"], bool):
+                return f"point {i}'s client_bound is {str(r['client_bound'])[:20]!r}, not true or false"
+            try:
+                number(r["errors"], lo=0, hi=1e12, integer=True, what=f"point {i}'s errors")
+            except ValueError as e:
+                return str(e)
         if r.get("unstable") is not None and not isinstance(r["unstable"], bool):
             return f"point {i}'s unstable is {str(r['unstable'])[:20]!r}, not true or false"
     return None

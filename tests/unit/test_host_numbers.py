@@ -151,11 +151,15 @@ EDITED = {
     "p95 outside its spread": lambda pt: pt["spread"]["p95_ms"].update(min=1.0, max=2.0),
     "spread min above max": lambda pt: pt["spread"]["p95_ms"].update(min=30.0, max=10.0),
     "unstable not a yes or no": lambda pt: pt.update(unstable="maybe"),
+    "client_bound missing": lambda pt: pt.pop("client_bound"),
+    "client_bound not a yes or no": lambda pt: pt.update(client_bound="no"),
+    "errors negative": lambda pt: pt.update(errors=-3),
 }
 
 
 @pytest.mark.reliability(item=40, fault="a saved bench result edited to contradict itself (its p95 outside its own "
-                         "windows' spread, min above max, unstable neither true nor false)", variants=3,
+                         "windows' spread, min above max, unstable or client_bound neither true nor false, client_bound "
+                         "missing (KeyError in the line), errors negative)", variants=6,
                          checks=("one clear line",))
 @pytest.mark.parametrize("change", EDITED.values(), ids=EDITED.keys())
 def test_a_bench_result_that_contradicts_itself_is_not_checked(tmp_path, change):
