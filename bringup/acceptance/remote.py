@@ -16,7 +16,7 @@ from importlib import resources as ilr
 
 from ..errors import said
 from ..ssh.command import sh
-from ..ssh.script import END_LEFT, KILLED, TIMED_OUT, batch, split
+from ..ssh.script import KILLED, TIMED_OUT, batch, end_left, split
 from ..untrusted import Unreadable, loads
 
 __all__ = ["Preflight", "preflight", "run_probe", "run_dcgmi", "DCGM_TIMEOUT_S", "probe_budget_s", "TAG_ENV",
@@ -123,15 +123,16 @@ def _apps_problem(apps) -> str:
 OUTPUT_MAX = 8 << 20
 
 
-def _capped(command: str, heredoc: str = "") -> str:
+def _capped(command: str, heredoc: str = "", tag: str | None = None) -> str:
     """``command`` (its stdin ``heredoc``, if any: a here-document's lines) with stdout and stderr cut after
     :data:`OUTPUT_MAX` + 1 bytes by ``head -c`` (the command ends by SIGPIPE there); the script's exit status
     is the command's own, carried through fd 3 (the pipe's would be head's).  ``command`` starts with
     ``timeout`` (the load's own process group): once it has ended, what it left in that group is ended too, so
-    that a child holding the output (a helper dcgmi or nvidia-smi left behind) never holds the round trip."""
+    that a child holding the output (a helper dcgmi or nvidia-smi left behind) never holds the round trip; given
+    the load's ``tag`` (:func:`_tagged`), what carries it and left that group (``setsid``) is ended too."""
     first, _, body = heredoc.partition("\n")
     return (f"{{ _r=$( {{ {{ {command} 2>&1 3>&- {first} &\n{body}{chr(10) if heredoc else ''}"
-            f"_c=$!; wait \"$_c\"; _s=$?; {END_LEFT % '$_c'}; echo \"$_s\" >&3; }} | head -c {OUTPUT_MAX + 1} >&4; }} "
+            f"_c=$!; wait \"$_c\"; _s=$?; {end_left('$_c', tag, TAG_ENV)}; echo \"$_s\" >&3; }} | head -c {OUTPUT_MAX + 1} >&4; }} "
             f"3>&1 ); }} 4>&1; exit \"${{_r:-141}}\"\n")
 
 
@@ -161,7 +162,7 @@ def run_probe(transport, *, seconds: float, watchdog: float = 20.0, repeats: int
     cmd = _tagged(tag) + sh("timeout -k 5 %s python3 - --seconds %s --watchdog %s --repeats %s --size-mib %s",
                             budget, f"{seconds:g}", f"{watchdog:g}", repeats, size_mib)
     with transport.limited(budget + 30):
-        res = transport.run_script(_capped(cmd, f"<<'{_EOF}'\n{probe_source()}{_EOF}"))
+        res = transport.run_script(_capped(cmd, f"<<'{_EOF}'\n{probe_source()}{_EOF}", tag))
     if cut(res.stdout):
         return {"probe": 1, "error": f"the probe printed more than {OUTPUT_MAX >> 20} MiB: the host's output is "
                 "unreadable (cut there)", "gpus": [], "pairs": [], "load": None}
@@ -215,7 +216,7 @@ def run_dcgmi(transport, level: int, tag: str | None = None) -> tuple[int, str, 
     """``dcgmi diag -r LEVEL -j`` under ``timeout``; ``(rc, stdout, stderr)``."""
     limit = DCGM_TIMEOUT_S[level]
     with transport.limited(limit + 30):
-        res = transport.run_script(_capped(_tagged(tag) + sh("timeout -k 10 %s dcgmi diag -r %s -j", limit, level)))
+        res = transport.run_script(_capped(_tagged(tag) + sh("timeout -k 10 %s dcgmi diag -r %s -j", limit, level), tag=tag))
     if cut(res.stdout):
         return res.rc, "", f"dcgmi printed more than {OUTPUT_MAX >> 20} MiB: its output is unreadable (cut there)"
     return res.rc, res.stdout, res.stderr

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from .command import sh
 
-__all__ = ["READ_LANES", "SECTION_MAX", "TIMED_OUT", "KILLED", "Section", "batch", "split"]
+__all__ = ["READ_LANES", "SECTION_MAX", "TIMED_OUT", "KILLED", "READ_TAG_ENV", "Section", "batch", "split", "end_left"]
 
 
 @dataclass
@@ -73,6 +73,28 @@ def _timer(limit_s: int) -> str:
 #: the kill finds none.
 END_LEFT = 'kill -KILL -"%s" 2>/dev/null'  # dash's kill takes no --
 
+#: The environment variable that tags each timed snippet's processes on the host (a value per snippet and script):
+#: what left the snippet's process group (``setsid``, a daemon's double fork) still carries it.
+READ_TAG_ENV = "BRINGUP_READ"
+
+#: What still carries a tag (``%s``: ``VAR=value``, quoted) once its snippet ended: killed, three rounds (one that
+#: forked meanwhile).  A process that left the group with ``setsid`` and kept the snippet's stdout held the
+#: section's ``head``, and the whole round trip, until command_timeout, which lost every fact; and it ran on
+#: after.  Where grep has no ``-z`` (not GNU), nothing is found: the group kill alone, as before.
+_END_TAGGED = ('for _n in 1 2 3; do _l=$(grep -lzxF -e %s /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); '
+               '[ -n "$_l" ] || break; kill -KILL $_l 2>/dev/null; done')
+
+
+def end_left(pid: str, tag: str | None = None, var: str = READ_TAG_ENV) -> str:
+    """The shell line that ends what a timed command (timeout(1)'s pid ``pid``, a shell word) left running once
+    it ended: its process group (:data:`END_LEFT`), then, given its ``tag`` (hex, in ``var``), every process that
+    still carries it, the group left or not."""
+    if tag is None:
+        return END_LEFT % pid
+    if not re.fullmatch(r"[0-9a-f.]{1,80}", tag):
+        raise ValueError("a tag is hex")
+    return f"{END_LEFT % pid}; {_END_TAGGED % sh('%s', f'{var}={tag}')}"
+
 
 def _plain(key: str, body: str, token: str) -> str:
     """Run ``body`` between its section's markers, its status after it: no pipe, no cap (a ``small`` read)."""
@@ -122,6 +144,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     if lanes > 1 and stop_on_error:
         raise ValueError("lanes run snippets side by side: stop_on_error needs them in order")
     token = token or secrets.token_hex(8)
+    rtag = secrets.token_hex(8)  # the timed snippets' tags (READ_TAG_ENV): not the markers' token
     redir = "2>/dev/null" if stderr == "null" else "2>&1"
     shell = sorted(set(in_shell))
     small = set(small)
@@ -140,8 +163,8 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         for i, (key, snippet) in enumerate(snippets):
             if section_max is not None and i not in small:
                 body = f"( {snippet}\n) {redir}" if not timed else (
-                    f"{{ $_t sh -c {sh('%s', snippet)} {redir} & _c=$!; wait \"$_c\"; _s=$?; {END_LEFT % '$_c'}; "
-                    f"(exit \"$_s\"); }}")
+                    f"{{ {READ_TAG_ENV}={rtag}.{i} $_t sh -c {sh('%s', snippet)} {redir} & _c=$!; wait \"$_c\"; "
+                    f"_s=$?; {end_left('$_c', f'{rtag}.{i}')}; (exit \"$_s\"); }}")
                 lines.append(_bounded(str(i), body, token, section_max))
                 continue
             lines.append(f"printf '\\n@@{token}:B:{i}\\n'")
@@ -160,8 +183,8 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     for i, (_, snippet) in enumerate(snippets):
         if timed and i not in shell and i not in small:
             # Under timeout(1), in a group of its own: its pid in the folder while it runs, for the traps below.
-            lines.append(f'{fn}_{i}() {{ $_t sh -c {sh("%s", snippet)} {redir} & _c=$!; '
-                         f'[ -z "$_d" ] || echo "$_c" >"$_d/t{i}"; wait "$_c"; _s=$?; {END_LEFT % "$_c"}; '
+            lines.append(f'{fn}_{i}() {{ {READ_TAG_ENV}={rtag}.{i} $_t sh -c {sh("%s", snippet)} {redir} & _c=$!; '
+                         f'[ -z "$_d" ] || echo "$_c" >"$_d/t{i}"; wait "$_c"; _s=$?; {end_left("$_c", f"{rtag}.{i}")}; '
                          f'[ -z "$_d" ] || rm -f "$_d/t{i}"; return "$_s"; }}')
             continue
         # One function per snippet, its body a subshell: an `exit` in a snippet ends only that snippet.
@@ -177,7 +200,10 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         # PIPE ignored first: with the connection gone, a word the shell prints about its killed lanes would
         # end the cleanup itself by SIGPIPE before the folder is removed.
         # The timed snippets first (timeout(1) hands the signal on to the group it runs), then the lanes.
-        f"{fn}_bye() {{ trap '' PIPE; kill $(cat \"$_d\"/t* 2>/dev/null) $_pids 2>/dev/null; rm -rf \"$_d\"; "
+        # Then what left their groups carrying their tags (setsid).
+        f"{fn}_bye() {{ trap '' PIPE; kill $(cat \"$_d\"/t* 2>/dev/null) $_pids 2>/dev/null; "
+        f"kill -KILL $(grep -lz -e '^{READ_TAG_ENV}={rtag}[.]' /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3) "
+        f"2>/dev/null; rm -rf \"$_d\"; "
         f"trap - EXIT \"$1\"; kill -s \"$1\" $$; }}",
         # PIPE too: with the connection gone, the shell's own word about a lane the signal killed
         # ("Terminated") meets a closed stderr before the TERM trap has run.

@@ -202,3 +202,42 @@ def _cmdline(pid: str) -> bytes:
             return f.read()
     except OSError:
         return b""
+
+
+@pytest.mark.reliability(item=40, fault="a fact's command leaving a child in a session of its own (setsid) that keeps "
+                         "its stdout open, or not", variants=2, checks=("no hang", "nothing left running"))
+@pytest.mark.parametrize("held", [True, False])
+def test_a_facts_child_that_left_its_session_neither_holds_the_read_nor_runs_on(tmp_path, monkeypatch, held):
+    """setsid takes the child out of the snippet's process group, which the group kill alone missed: holding the
+    snippet's stdout, it held the whole round trip until command_timeout, which lost every fact ("stopped
+    answering"); not holding it, it ran on on the host.  Each timed snippet's processes now carry a tag of their
+    own (READ_TAG_ENV), and what still carries it once the snippet ended is killed."""
+    import time
+
+    from bringup.errors import Unreachable
+    from bringup.inventory.hosts import ConnectionVars, Host
+    from bringup.ssh.connection import LocalTransport
+
+    mark = f"61.{os.getpid()}{int(held)}"
+    smi = tmp_path / "bin" / "nvidia-smi"
+    smi.parent.mkdir()
+    csv = (BUNDLE.parent / "nvidia-smi-query.csv").read_text()
+    leave = f"setsid sleep {mark} &" if held else f"setsid sleep {mark} >/dev/null 2>&1 </dev/null &"
+    smi.write_text(f"#!/bin/sh\n{leave}\ncat <<'EOF'\n{csv}EOF\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
+    t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
+                            connection=ConnectionVars(ansible_connection="local", command_timeout=30)))
+    start = time.monotonic()
+    try:
+        values, errors = gather(t, [FACTS_BY_NAME["nvidia.smi"], FACTS_BY_NAME["os.kernel"]])
+    except Unreachable as e:  # the old code: the held pipe, until command_timeout
+        values, errors = {}, {"all": str(e)}
+    took = time.monotonic() - start
+    time.sleep(0.3)
+    left = [p for p in os.listdir("/proc") if p.isdigit() and mark.encode() in _cmdline(p)]
+    for pid in left:
+        os.kill(int(pid), 9)
+    assert took < 20 and not errors, (took, errors)
+    assert values["nvidia.smi"][0]["name"] == "NVIDIA H200"
+    assert not left
