@@ -224,8 +224,12 @@ def resources(host):
             out.append(Command(f"compose ({compose_pkg} unless a compose is there)", install,
                                unless="docker compose version || command -v docker-compose"))
     # Declared even when empty: keys an earlier run merged and the inventory dropped are removed.
-    running = bool((host.facts.get("system.docker") or {}).get("server_version"))
-    # A daemon not running yet reads the new file when the service below starts it: no restart.
+    # A daemon not running yet reads the new file when the service below starts it: no restart.  One whose state
+    # is unknown (docker info unread: a daemon that did not answer) is restarted when its file changes, as a
+    # running one is: read as "not running", the new file would never be applied.
+    unread = getattr(host.facts, "unread", None)
+    running = bool((host.facts.get("system.docker") or {}).get("server_version")) or bool(
+        unread is not None and unread("system.docker"))
     cfg, notify = v["docker_daemon_config"], ["restart docker"] if running else ()
     # A token in it (a mirror's URL): the file is root's alone.
     out.append(PrivateJsonFile(DAEMON_JSON, reveal(cfg), notify=notify, check=dockerd_check, owned=True)

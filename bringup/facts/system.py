@@ -75,6 +75,12 @@ class SystemSystemd(Fact):
 # docker
 # --------------------------------------------------------------------------
 
+#: Seconds ``docker info`` may take within its fact (inside the fact's own bound, FACT_TIME_S).
+DOCKER_INFO_S = 10
+#: The line the docker fact prints when ``docker info`` did not answer within :data:`DOCKER_INFO_S`.
+DOCKER_HUNG = "bringup: docker info timed out"
+
+
 def docker_shape(server_version: Any, runtimes: dict[str, str | None], default_runtime: Any,
                  cgroup_driver: Any, cgroup_version: Any, errors: list[str]) -> dict[str, Any]:
     """The ``system.docker`` fact from its parts, whichever output they were read from."""
@@ -99,6 +105,11 @@ def parse_docker_info_json(output: str) -> dict[str, Any]:
     errors: list[str] = []
     for line in output.splitlines():
         line = line.strip()
+        if line == DOCKER_HUNG:
+            # timeout(1) ended it: the daemon's state is unknown, never "not running" (the docker role would
+            # then write daemon.json without the restart that applies it).
+            raise UntrustedOutput(f"docker info gave no answer within {DOCKER_INFO_S} s (dockerd hangs?): "
+                                  "the daemon's state is unknown")
         if line.startswith("{"):
             try:
                 data = loads(line, what="docker info")
@@ -128,8 +139,10 @@ class SystemDocker(Fact):
     name = "system.docker"
     requires_command = "docker"
     # timeout(1) is on every host bringup reaches over SSH (each script runs under it): a daemon that does not
-    # answer costs 10 s, not the whole command_timeout.
-    command = "timeout 10 docker info --format '{{json .}}'"
+    # answer costs 10 s, not the whole command_timeout (nor the fact's own FACT_TIME_S), and says so: its
+    # status 124 alone, with nothing printed, read as a daemon not running.
+    command = (f"timeout {DOCKER_INFO_S} docker info --format '{{{{json .}}}}'; _r=$?; "
+               f"[ \"$_r\" -ne 124 ] || echo '{DOCKER_HUNG}'; exit \"$_r\"")
     process = staticmethod(parse_docker_info_json)
 
 

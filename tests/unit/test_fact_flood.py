@@ -241,3 +241,32 @@ def test_a_facts_child_that_left_its_session_neither_holds_the_read_nor_runs_on(
     assert took < 20 and not errors, (took, errors)
     assert values["nvidia.smi"][0]["name"] == "NVIDIA H200"
     assert not left
+
+
+@pytest.mark.reliability(item=40, fault="docker info hanging inside the docker fact (its own 10 s timeout within the "
+                         "fact's 180 s): read as a daemon not running, silently", variants=1,
+                         checks=("one clear line", "machine left alone"))
+def test_a_docker_info_that_timed_out_is_unread_and_its_daemon_json_restarts_it(tmp_path):
+    """The inner bound spoke first (timeout 10: status 124, nothing printed) and the fact read as Docker absent or
+    stopped, no error: the docker role then wrote a changed daemon.json without the restart that applies it, and
+    the next run found the file in place.  The fact now names the timeout; the daemon's state unknown, a changed
+    file restarts it.  A stand-in timeout(1) that answers as a timed-out one (124) runs the fact's real command."""
+    from bringup.facts.system import SystemDocker
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    for name, body in (("timeout", "exit 124"), ("docker", "exit 0")):
+        (bin_ / name).write_text(f"#!/bin/sh\n{body}\n")
+        (bin_ / name).chmod(0o755)
+    r = subprocess.run(["sh", "-c", SystemDocker.command], capture_output=True, text=True, timeout=30,
+                       env={"PATH": f"{bin_}:/usr/bin:/bin"})
+    values, errors = gather_mod.parse_raw([SystemDocker], {"system.docker": {"rc": r.returncode, "output": r.stdout}})
+    assert r.returncode == 124
+    assert errors == {"system.docker": "docker info gave no answer within 10 s (dockerd hangs?): the daemon's "
+                                       "state is unknown"}
+    files = [x for x in _declare("docker", {"system.docker": {"rc": 124, "output": r.stdout}}, tmp_path)
+             if str(getattr(x, "path", "")) == "/etc/docker/daemon.json"]
+    assert [tuple(x.notify) for x in files] == [("restart docker",)]
+    # Docker absent (the H200 VM's bundle: nothing printed, status 0): no restart of a daemon that is not there.
+    absent = [x for x in _declare("docker", {}, tmp_path) if str(getattr(x, "path", "")) == "/etc/docker/daemon.json"]
+    assert [tuple(x.notify) for x in absent] == [()]
