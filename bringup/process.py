@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from typing import NoReturn
 
-__all__ = ["PROGRAM", "PROGRAM_ENV", "set_program", "command", "stdout_gone", "reader_gone", "keep_bytecode", "freeze_at_exit",
+__all__ = ["PROGRAM", "PROGRAM_ENV", "set_program", "command", "stdout_gone", "terminal_gone", "reader_gone", "keep_bytecode", "freeze_at_exit",
            "RUN_GC_THRESHOLD", "quiet_gc", "freeze_imports", "finish"]
 
 #: The program the user runs, as a hint names it: ``invoke`` in a checkout (``tasks.py``), ``bringup`` from an
@@ -43,6 +43,29 @@ def stdout_gone() -> bool:
         return any(ev & select.POLLERR for _, ev in poll.poll(0))
     except (AttributeError, OSError, ValueError):
         return False
+
+
+def terminal_gone(fd: int) -> bool:
+    """Whether ``fd`` is a terminal that hung up (the operator's SSH session or terminal window gone: every write
+    there fails with EIO from then on); if so, it is pointed at /dev/null, so that what the program still says on
+    its way out (a run stopped in order, its recap, Python's last flush at exit) has nowhere to fail.  A file on a
+    failing disk (EIO too) is no terminal: False, and its error stands."""
+    import os
+    import select
+
+    try:
+        poll = select.poll()
+        poll.register(fd, select.POLLOUT)
+        if not any(ev & select.POLLHUP for _, ev in poll.poll(0)):
+            return False
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, fd)
+        finally:
+            os.close(null)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def reader_gone() -> NoReturn:

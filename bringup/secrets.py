@@ -25,6 +25,7 @@ text becomes ``********``, and so does the password of any URL
 """
 from __future__ import annotations
 
+import errno
 import os
 import json
 import re
@@ -186,14 +187,41 @@ MASK = Masker()
 
 
 class MaskedStream:
-    """A text stream whose writes go through a :class:`Masker` (everything else: the stream's own)."""
+    """A text stream whose writes go through a :class:`Masker` (everything else: the stream's own).
+
+    A terminal that hung up under it (the operator's SSH session gone: EIO on every write) is pointed at /dev/null
+    (:func:`bringup.process.terminal_gone`) and the write done there: the run's last words (a stop in order, an
+    accept's "GPU load stopped") raised an EIO traceback, exit 1, instead of ending with the signal's code."""
 
     def __init__(self, raw, masker: Masker):
         self._raw, self._masker = raw, masker
 
     def write(self, s: str) -> int:
-        self._raw.write(self._masker.mask(s))
+        masked = self._masker.mask(s)
+        try:
+            self._raw.write(masked)
+        except OSError as e:
+            if not self._hung_up(e):
+                raise
+            self._raw.write(masked)
         return len(s)
+
+    def flush(self) -> None:
+        try:
+            self._raw.flush()
+        except OSError as e:
+            if not self._hung_up(e):
+                raise
+            self._raw.flush()
+
+    def _hung_up(self, e: OSError) -> bool:
+        from .process import terminal_gone
+
+        try:
+            fd = self._raw.fileno()
+        except (AttributeError, OSError, ValueError):
+            return False
+        return e.errno == errno.EIO and terminal_gone(fd)
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._raw, name)

@@ -147,3 +147,67 @@ def test_under_nohup_a_hang_up_leaves_accept_running():
         assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     finally:
         signal.signal(signal.SIGHUP, before)
+
+
+@pytest.mark.reliability(item=40, fault="a real hang-up of accept's terminal mid-load (a pty closed: SIGHUP, then EIO "
+                         "on every write): an EIO traceback, exit 1", variants=1,
+                         checks=("no leftovers", "exit code", "no hang"))
+def test_a_real_hang_up_mid_load_stops_the_load_and_ends_129(tmp_path, lib):
+    """Under a real terminal (a pty whose master this test closes, as sshd does when the operator's session drops):
+    the kernel sends SIGHUP and every write there fails with EIO.  Before, the stop was done but its line, written
+    to the gone terminal, raised an EIO traceback (exit 1).  What the program says is not readable here (the
+    terminal is gone): the exit status and /proc speak."""
+    import pty
+    import select
+
+    assert not _loads(), "an accept load of another run is there already"
+    (tmp_path / "hosts").write_text(yaml.safe_dump({"all": {"hosts": {"gpu-01": {"ansible_connection": "local"}}}}))
+    env = {**os.environ, "BRINGUP_LIBCUDA": str(lib), "FAKE_CUDA_MODE": "ok", "FAKE_CUDA_GPUS": "1",
+           "BRINGUP_NVIDIA_SMI": "/nonexistent/nvidia-smi", "PYTHONPATH": str(REPO), "COLUMNS": "250"}
+    argv = [sys.executable, "-m", "invoke", "--search-root", str(REPO), "accept", "--host", "gpu-01", "--out", "out",
+            "--seconds", "60", "--dcgm-level", "0", "--force"]
+    pid, master = pty.fork()
+    if pid == 0:  # the child: a session of its own, the pty its controlling terminal
+        try:
+            os.chdir(tmp_path)
+            os.execvpe(argv[0], argv, env)
+        finally:
+            os._exit(127)
+    status = None
+    try:
+        deadline = time.monotonic() + 90
+        load: dict[int, str] = {}
+        while time.monotonic() < deadline and not load:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    os.read(master, 65536)
+                except OSError:
+                    break
+            load = {p: s for p, s in _loads().items() if b"python3" in _cmdline(p)}
+        assert load, "the load never started"
+        time.sleep(1.0)
+        os.close(master)  # the hang-up
+        master = -1
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and status is None:
+            got, st = os.waitpid(pid, os.WNOHANG)
+            status = os.waitstatus_to_exitcode(st) if got else None
+            time.sleep(0.1)
+    finally:
+        if master >= 0:
+            os.close(master)
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    assert status == 128 + signal.SIGHUP
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(_gone(p, st) for p, st in load.items()):
+        time.sleep(0.2)
+    assert all(_gone(p, st) for p, st in load.items()), load
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""

@@ -220,6 +220,34 @@ def test_masked_stream_filters_every_write():
     assert s.getvalue() == raw.getvalue()  # the rest is the stream's own
 
 
+def test_a_masked_stream_on_a_terminal_that_hung_up_writes_to_dev_null_without_an_error(tmp_path):
+    """The operator's SSH session gone: every write to its terminal fails with EIO.  The last words of a run stopped
+    by the SIGHUP (accept's "GPU load stopped", Invoke's Exit line) raised an EIO traceback, exit 1; the terminal is
+    now pointed at /dev/null and the write is done there.  A stream that is no terminal keeps its error."""
+    import errno
+    import pty
+
+    master, slave = pty.openpty()
+    raw = open(slave, "w", buffering=1, closefd=True)
+    s = MaskedStream(raw, Masker())
+    try:
+        print("before", file=s)
+        os.close(master)  # the hang-up
+        print("SIGHUP: stopped", file=s)
+        s.flush()
+        assert os.path.samestat(os.fstat(slave), os.stat(os.devnull))
+    finally:
+        raw.close()
+
+    class Failing(io.StringIO):
+        def write(self, text):
+            raise OSError(errno.EIO, "Input/output error")
+
+    failing = Failing()
+    with pytest.raises(OSError):  # a file on a failing disk: no terminal, its error stands
+        MaskedStream(failing, Masker()).write("x")
+
+
 def test_rich_console_and_report_go_through_the_mask(tmp_path, monkeypatch):
     from rich.console import Console
 
