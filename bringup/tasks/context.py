@@ -381,14 +381,23 @@ ROLES_STOPPING = ("no new host or role starts, the roles in progress finish; a h
                   "{grace:g} s is let go ({name} again abandons them all)")
 
 
+#: The signals that stop a run in order: Ctrl-C, SIGTERM, and SIGHUP (the operator's terminal or SSH session gone).
+STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 @contextmanager
 def interruptible(console: Console, stopping: str = ROLES_STOPPING) -> Iterator[Stop]:
-    """SIGINT/SIGTERM stop the run in order (:class:`Stop`) instead of killing it; yields the Stop.
+    """SIGINT/SIGTERM/SIGHUP stop the run in order (:class:`Stop`) instead of killing it; yields the Stop.
 
     The first signal starts no new host or role, the second abandons the steps
     in flight; either way the recap is printed, the report written, and the
-    exit code is the signal's (130, 143).  ``stopping`` is what the first signal's line says is stopped (a
+    exit code is the signal's (130, 143, 129).  ``stopping`` is what the first signal's line says is stopped (a
     task that runs no roles says its own: ``{name}`` and ``{grace}`` are filled in).
+
+    SIGHUP (Python's default: killed on the spot, a role half done, a tune's trial configuration left serving
+    until the next run) is a stop in order too, unless the operator's shell ignores it: ``nohup bringup provision``
+    runs on past a dropped session.  What the run still prints once its terminal hung up goes to /dev/null
+    (:class:`bringup.secrets.MaskedStream`), never an EIO traceback.
     """
     from ..ssh.stop import Stop, tell
 
@@ -406,7 +415,9 @@ def interruptible(console: Console, stopping: str = ROLES_STOPPING) -> Iterator[
         else:
             tell(f"{name} again: abandoning the steps in flight")
 
-    before = {s: signal.signal(s, handle) for s in (signal.SIGINT, signal.SIGTERM)}
+    # SIGHUP the operator's shell ignores (nohup) stays ignored.
+    before = {s: signal.signal(s, handle) for s in STOPPING_SIGNALS
+              if s != signal.SIGHUP or signal.getsignal(s) is not signal.SIG_IGN}
     try:
         yield stop
     finally:

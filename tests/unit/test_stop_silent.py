@@ -303,3 +303,112 @@ def test_a_signal_taken_by_another_thread_is_handled_while_the_main_thread_waits
     finally:
         sig.signal(sig.SIGUSR1, before)
     assert handled and handled[0] - sent[0] < AWAKE_S + 1.0, (handled, sent)
+
+
+def test_a_lost_terminal_stops_a_run_in_order_unless_nohup_ignores_it():
+    """SIGHUP (the operator's terminal or SSH session gone) is a stop in order with its own exit code, as accept's
+    is; a SIGHUP the operator's shell ignores (``nohup``) stays ignored."""
+    import os
+
+    from rich.console import Console
+
+    from bringup.tasks.context import interruptible
+
+    with interruptible(Console(file=open(os.devnull, "w"))) as stop:
+        assert signal.getsignal(signal.SIGHUP) not in (signal.SIG_DFL, signal.SIG_IGN)
+        os.kill(os.getpid(), signal.SIGHUP)
+        for _ in range(100):
+            if stop.requested:
+                break
+            time.sleep(0.01)
+    assert stop.requested and stop.name == "SIGHUP" and stop.exit_code == 129
+    assert signal.getsignal(signal.SIGHUP) == signal.SIG_DFL  # the handler before is back
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with interruptible(Console(file=open(os.devnull, "w"))) as stop:
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+            os.kill(os.getpid(), signal.SIGHUP)
+            time.sleep(0.1)
+        assert not stop.requested
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
+def _plan_under_a_pty(tmp_path: Path, nohup: bool) -> tuple[int | None, str]:
+    """``bringup plan`` of a local host whose nvidia-smi takes 4 s, under a real terminal (a pty) that this test
+    hangs up (closes its master, as sshd does when the operator's session drops) while the facts are read: the
+    exit status, and what it printed before."""
+    import os
+    import pty
+    import select
+    import sys
+
+    repo = Path(__file__).resolve().parents[2]
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "nvidia-smi").write_text(f"#!/bin/sh\nsleep 4.{os.getpid()}\necho\n")
+    (bin_ / "nvidia-smi").chmod(0o755)
+    (tmp_path / "hosts").write_text("all:\n  hosts:\n    ctl:\n      ansible_connection: local\n")
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ.get('PATH', '/usr/bin:/bin')}", "PYTHONPATH": str(repo)}
+    argv = [sys.executable, "-m", "bringup", "plan", "--host", "ctl", "--roles", "nvidia_driver"]
+    pid, master = pty.fork()
+    if pid == 0:
+        try:
+            os.chdir(tmp_path)
+            os.execvpe("nohup" if nohup else argv[0], (["nohup"] if nohup else []) + argv, env)
+        finally:
+            os._exit(127)
+    out, status = b"", None
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and b"connecting" not in out and b"nohup:" not in out:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    out += os.read(master, 65536)
+                except OSError:
+                    break
+        time.sleep(1.0)  # the facts in flight
+        os.close(master)
+        master = -1
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and status is None:
+            got, st = os.waitpid(pid, os.WNOHANG)
+            status = os.waitstatus_to_exitcode(st) if got else None
+            time.sleep(0.1)
+    finally:
+        if master >= 0:
+            os.close(master)
+        if status is None:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+    return status, out.decode(errors="replace")
+
+
+@pytest.mark.reliability(item=40, fault="a real hang-up of provision/plan's terminal (a pty closed: SIGHUP, then EIO on "
+                         "every write); and under nohup", variants=2, checks=("exit code", "no leftovers"))
+@pytest.mark.parametrize("nohup", [False, True], ids=["hang-up", "nohup"])
+def test_a_real_hang_up_stops_a_plan_in_order_and_nohup_runs_it_on(tmp_path, nohup):
+    """Before, Python's default SIGHUP killed the run on the spot (status -1): no recap, no report of the hosts, and
+    the local host's fact processes ran on.  Now the run stops in order (the host's facts finish, no role starts),
+    its report says so, exit 129; its last words go to /dev/null.  Under nohup it runs to its end."""
+    import json
+    import os
+
+    status, _ = _plan_under_a_pty(tmp_path, nohup)
+    (report,) = (tmp_path / "reports").glob("*-plan.json")
+    host = json.loads(report.read_text())["hosts"][0]
+    left = [p for p in os.listdir("/proc") if p.isdigit() and f"sleep 4.{os.getpid()}" in _cmdline(p)]
+    if nohup:
+        assert status == 0 and host["status"] != "interrupted", host
+        assert "PLAY RECAP" in (tmp_path / "nohup.out").read_text()
+    else:
+        assert status == 128 + signal.SIGHUP
+        assert host["status"] == "interrupted" and "interrupted by SIGHUP" in host["message"], host
+    assert not left
+
+
+def _cmdline(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
