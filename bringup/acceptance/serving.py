@@ -84,6 +84,9 @@ def refusal(first: str, second: str, apps: str, port: int, window_s: float) -> s
         if b > a:
             return (f"Triton is serving requests ({METRIC} rose by {b - a:g} in {window_s:g} s on its metrics port "
                     f"{port})")
+        bad = unreadable_count(second, PENDING)
+        if bad:  # NaN, +Inf, -3 or 1e308 queued read as "nothing queued": the GPUs were loaded
+            return _no_counts(port, bad)
         pending = request_count(second, PENDING)
         if pending:
             return f"Triton holds {pending:g} request(s) in its queues ({PENDING} on its metrics port {port})"
@@ -96,10 +99,14 @@ def refusal(first: str, second: str, apps: str, port: int, window_s: float) -> s
     bad = unreadable_count(first) or unreadable_count(second) or unreadable_count(second, PENDING)
     if bad:
         # The port answered, with values no Triton counts: whether it serves cannot be told, so nothing is loaded.
-        return (f"Triton's metrics port {port} answered values that are no counts ({bad}), so whether requests "
-                "are being served cannot be told")
+        return _no_counts(port, bad)
     if procs:
         names = ", ".join(f"{n} (pid {p})" for p, n in procs[:5]) + (" …" if len(procs) > 5 else "")
         return (f"the GPUs are in use by {names} and Triton's metrics port {port} did not answer, so whether "
                 "requests are being served cannot be told")
     return None
+
+
+def _no_counts(port: int, bad: str) -> str:
+    return (f"Triton's metrics port {port} answered values that are no counts ({bad}), so whether requests are being "
+            "served cannot be told")

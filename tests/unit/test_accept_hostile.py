@@ -138,6 +138,22 @@ def test_metrics_with_counts_that_are_no_counts_refuse_the_load(value):
     assert why and why.startswith("Triton's metrics port 8002 answered values that are no counts"), why
 
 
+@pytest.mark.reliability(item=40, fault="Triton's metrics: NaN, +Inf, negative or 1e308 requests queued beside a "
+                         "readable, steady success count", variants=4, checks=("one clear line",))
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-3", "1e308"])
+def test_a_queue_length_that_is_no_count_refuses_the_load(value):
+    """The success count read and steady, the queue's length unreadable: it read as "nothing queued" (idle) and the
+    GPUs were loaded under whatever Triton held."""
+    ok = ("# TYPE nv_inference_request_success counter\n"
+          'nv_inference_request_success{model="m",version="1"} 10\n')
+    queued = (ok + "# TYPE nv_inference_pending_request_count gauge\n"
+              f'nv_inference_pending_request_count{{model="m",version="1"}} {value}\n')
+    why = refusal(ok, queued, "", 8002, 3)
+    assert why and why.startswith("Triton's metrics port 8002 answered values that are no counts "
+                                  "(nv_inference_pending_request_count"), why
+    assert refusal(ok, queued.replace(f"}} {value}", "} 0"), "", 8002, 3) is None  # idle: loaded
+
+
 @pytest.mark.reliability(item=40, fault="a saved acceptance result dated in the future", variants=1,
                          checks=("one clear line",))
 def test_a_saved_result_dated_in_the_future_is_refused(tmp_path):
