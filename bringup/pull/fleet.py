@@ -107,7 +107,11 @@ def summarize(series: list[dict], *, revision: str | None = None, stale_s: float
             continue
         h = hosts.setdefault(host, HostState(host))
         if value is None:
-            continue  # unreadable (NaN, +Inf, 1e308 s, text): the row stays as unknown as without it
+            if name in _FLAGS:  # a flag of NaN, +Inf, -1 or text: neither 0 nor 1, as a 2 is (a failed run read as ok)
+                unreadable.setdefault(host, []).append(
+                    f"{_series(name, {k: v for k, v in labels.items() if k not in ('__name__', 'host')})} is "
+                    f"{_raw(s)}, not 0 or 1")
+            continue  # an unreadable time (NaN, +Inf, 1e308 s, text): the row stays as unknown as without it
         says = None
         if name == "bringup_pull_status":
             word = labels.get("status", "")
@@ -167,6 +171,18 @@ def summarize(series: list[dict], *, revision: str | None = None, stale_s: float
 _FIELD = {"bringup_pull_status": "status", "bringup_pull_applied_info": "revision",
           "bringup_pull_last_run_timestamp_seconds": "last_run",
           "bringup_pull_last_success_timestamp_seconds": "last_success", "bringup_pull_last_refusal_info": "refusal"}
+
+
+#: The series whose value is a flag, 0 or 1.
+_FLAGS = ("bringup_pull_status", "bringup_pull_applied_info", "bringup_pull_last_refusal_info")
+
+
+def _raw(s: dict) -> str:
+    """A series' value as the answer gave it, printable and short."""
+    pair = s.get("value")
+    raw = pair[1] if isinstance(pair, list) and len(pair) == 2 else pair
+    text = _one(raw if isinstance(raw, str) else repr(raw))
+    return text if len(text) <= 40 else text[:40] + "..."
 
 
 def _series(name: str, labels: dict[str, str]) -> str:

@@ -170,6 +170,29 @@ def test_a_status_pull_never_writes_is_unreadable_never_ok(word, value):
     assert note_lines(f) == [f'a: unreadable: bringup_pull_status{{status="{word}"}} {said}']
 
 
+@pytest.mark.reliability(item=40, fault="fleet: a host's failed flag (or its applied revision's) of NaN, +Inf, -1 or "
+                         "1e308", variants=5, checks=("one clear line", "exit code"))
+@pytest.mark.parametrize("value", ["NaN", "+Inf", "-1", "1e308", "1" * 5000])
+def test_a_flag_that_is_no_number_is_unreadable_never_ok(value):
+    """A flag of 2 was unreadable, but one of NaN, +Inf, -1 or 1e308 was dropped as if absent: the failed run's
+    flag gone, the host read as ok, exit 0."""
+    from bringup.pull.fleet import note_lines
+
+    now = 1_800_000_000.0
+    flags = [_status("a", now, "applied", "0"), _status("a", now, "failed", value), _status("a", now, "refused", "0"),
+             _status("a", now, "error", "0")]
+    series = [s for s in _host("a", now) if s["metric"]["__name__"] != "bringup_pull_status"]
+    f = summarize([*series, *flags], now=now)
+    assert f.hosts[0].verdict == "unreadable" and f.exit_code == 2
+    shown = value if len(value) <= 40 else value[:40] + "..."
+    assert note_lines(f) == [f'a: unreadable: bringup_pull_status{{status="failed"}} is {shown}, not 0 or 1']
+    # The revision's flag too: no revision read from it, named.
+    bad_rev = [{**s, "value": [now, value]} if s["metric"]["__name__"] == "bringup_pull_applied_info" else s
+               for s in _host("a", now)]
+    f = summarize(bad_rev, now=now)
+    assert f.hosts[0].verdict == "unreadable" and f.hosts[0].revision is None
+
+
 @pytest.mark.reliability(item=40, fault="fleet: a host's success time ahead of this machine's clock",
                          variants=2, checks=("one clear line", "exit code"))
 def test_a_success_ahead_of_the_clock_is_read_within_the_skew_and_named():
