@@ -322,11 +322,14 @@ def end_leader(pid: int) -> None:
         pass
 
 
-def read_capped(f: IO, cap: int, over: Callable[[], object] | None = None) -> tuple[bytes, bool]:
+def read_capped(f: IO, cap: int, over: Callable[[], object] | None = None,
+                kept: bytearray | None = None) -> tuple[bytes, bool]:
     """Read the pipe (or SSH channel file) ``f`` to its end, keeping its first ``cap`` bytes; whether more came.  Past the cap,
     ``over()`` is called once (it ends the child: the pipe then closes) and the rest is read and dropped, so
-    that a flood costs no memory and no writer is left blocked."""
-    kept, passed = bytearray(), False
+    that a flood costs no memory and no writer is left blocked.  ``kept``: where what is kept goes as it comes
+    (another thread may look at it meanwhile: :meth:`Reader.so_far`)."""
+    kept = bytearray() if kept is None else kept
+    passed = False
     fileno = getattr(f, "fileno", None)
     # A pipe: os.read answers with what is there.  A stream without a descriptor (an SSH channel's file): read.
     read = (lambda fd: lambda: os.read(fd, 65536))(fileno()) if fileno is not None else lambda: f.read(65536)
@@ -355,11 +358,17 @@ class Reader:
 
     def __init__(self, f: IO, cap: int, over: Callable[[], object] | None = None):
         self._got: tuple[bytes, bool] = (b"", False)
+        self._kept = bytearray()
         self._thread = threading.Thread(target=self._read, args=(f, cap, over), daemon=True)
         self._thread.start()
 
     def _read(self, f: IO, cap: int, over: Callable[[], object] | None) -> None:
-        self._got = read_capped(f, cap, over)
+        self._got = read_capped(f, cap, over, self._kept)
+
+    def so_far(self) -> bytes:
+        """What was kept until now (the whole of it once the pipe ended): a pipe that a process the child left
+        still holds open (one that left its group and its tag) never ends, and what came is all there is."""
+        return self._got[0] if not self._thread.is_alive() else bytes(self._kept)
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the pipe's end (at most ``timeout`` seconds); whether it came."""

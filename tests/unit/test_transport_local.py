@@ -120,3 +120,43 @@ def test_run_command_is_the_exec_line_itself_bounded_and_without_stdin(tmp_path)
         t.run_command(f"sleep 30; touch {tmp_path / 'after'}")
     time.sleep(0.2)
     assert not (tmp_path / "after").exists()
+
+
+LEFT = {"a background job": "sleep {mark} & echo hi",
+        "a session of its own (setsid)": "setsid sleep {mark} & echo hi",
+        "its tag shed too (env -i setsid)": "env -i setsid sleep {mark} & echo hi"}
+
+
+@pytest.mark.reliability(item=40, fault="a local host's command leaving a child that holds its stdout (a background "
+                         "job, setsid, env -i setsid)", variants=len(LEFT),
+                         checks=("no hang", "nothing left running"))
+@pytest.mark.parametrize("leave", LEFT.values(), ids=LEFT.keys())
+def test_a_child_holding_the_output_neither_holds_the_round_trip_nor_outlives_it(leave):
+    """``ansible_connection: local`` (pull mode's hosts): the reader waited for the pipe's end, which the child held.
+    A background job held the round trip until command_timeout, which then discarded the output ("stopped
+    answering"); one that left the process group (setsid) held it past command_timeout too, for the child's whole
+    life, since the deadline ends the group alone.  Now what it printed is read, and the child ended."""
+    import os
+
+    mark = f"62.{os.getpid()}{len(leave)}"
+    t = LocalTransport(local_host(command_timeout=5))
+    started = time.monotonic()
+    try:
+        r = t.run_script(leave.format(mark=mark))
+        got = (r.rc, r.stdout)
+    except Unreachable as e:
+        got = (None, str(e))
+    took = time.monotonic() - started
+    time.sleep(0.3)
+    left = [p for p in os.listdir("/proc") if p.isdigit() and mark.encode() in _cmdline(p)]
+    for pid in left:
+        os.kill(int(pid), 9)
+    assert got == (0, "hi\n") and took < 5 and not left, (got, took, left)
+
+
+def _cmdline(pid: str) -> bytes:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read()
+    except OSError:
+        return b""
