@@ -217,6 +217,11 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     gpus: list[dict[str, Any]] = []
     for key, sec in tree.items():
         m = re.match(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$", key)
+        if m and isinstance(sec, list):
+            # One GPU's section twice (two reports run together, a garbled capture): which one is true is not
+            # known; skipped, it read as "fewer sections than attached" or, without that line, as no GPU at all.
+            raise UntrustedOutput(f"nvidia-smi -q: the section of GPU {m.group(1)} is printed {len(sec)} times: "
+                                  "not one report")
         if not m or not isinstance(sec, dict):
             continue
         settings, unreadable = read_settings(sec)

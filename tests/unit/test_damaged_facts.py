@@ -485,3 +485,29 @@ def test_a_hostile_saved_facts_file_is_one_line_naming_the_file_and_the_fix(tmp_
     assert line.startswith(f"--facts {path}: {why}") and "\n" not in line, line
     assert line.endswith("facts --host h200-vm > FILE"), line
     assert "set_int_max_str_digits" not in line and "4300" not in line
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi -q printing one GPU's section twice (one copy with 7 uncorrectable "
+                         "ECC errors; with and without the Attached GPUs line)", variants=2,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("attached", [True, False], ids=["attached line", "no attached line"])
+def test_a_gpu_section_printed_twice_is_named_and_its_gpu_not_checked(attached):
+    """The tree made the repeated section a list, which the parser passed over: with "Attached GPUs" it read as "0
+    GPU section(s) (output cut short?)", without it as no GPU at all, and every GPU setting and health line was
+    silently gone from the checklist."""
+    from bringup.facts.nvidia_list import LIST_MARK
+
+    q = bundle()["raw"]["nvidia.query"]["output"]
+    report, listed = q[:q.index(LIST_MARK)], q[q.index(LIST_MARK):]
+    block = report[report.index("GPU 00000000"):]
+    bad = block.replace("DRAM Uncorrectable                         : 0",
+                        "DRAM Uncorrectable                         : 7", 1)
+    text = report + bad + listed
+    if not attached:
+        text = text.replace("Attached GPUs", "Attached GPUx")
+    checks, errors = checklist_of(raw_with(nvidia_query=text))
+    assert errors == {"nvidia.query": "nvidia-smi -q: the section of GPU 00000000:00:06.0 is printed 2 times: not "
+                                      "one report"}
+    health = named(checks, "GPU health (ECC, memory repair, clocks, temperature, fabric)")
+    assert [c.status for c in health] == ["WARN"] and "not checked: nvidia.query unreadable" in health[0].seen
+    assert not [c for c in checks if c.name == "ECC errors"]
