@@ -141,12 +141,18 @@ HANDLERS = {"restart docker": [restart_on_config("docker.service", DAEMON_JSON)]
 _NO_PIDFILE = "/dev/null/bringup-check"
 
 
-def dockerd_check(doc: dict, folder: str = DAEMON_JSON.rsplit("/", 1)[0]) -> str:
+#: Seconds dockerd has to give its verdict on a merged daemon.json.
+DOCKERD_CHECK_S = 60
+
+
+def dockerd_check(doc: dict, folder: str = DAEMON_JSON.rsplit("/", 1)[0], within: int = DOCKERD_CHECK_S) -> str:
     """Shell: dockerd's own verdict on ``doc`` before it becomes daemon.json; refused: why, exit 1.
 
     ``dockerd --validate`` where dockerd has it (23 on); else dockerd reads a copy whose ``pidfile`` it
     cannot create, which it reaches only after the config passed.  The copy is 0600 beside daemon.json
-    (it may hold a mirror's token) and removed whatever happens.  No dockerd yet: nothing to ask.
+    (it may hold a mirror's token) and removed whatever happens.  No dockerd yet: nothing to ask.  A dockerd
+    that gives no verdict within ``within`` seconds (its own timeout(1), inside the round trip's) is said so,
+    the file left as it was: its silence read as "dockerd refuses the merged daemon.json" with no reason.
     """
     def b64(d: dict) -> str:
         return base64.b64encode(json.dumps(d).encode()).decode()
@@ -158,11 +164,16 @@ def dockerd_check(doc: dict, folder: str = DAEMON_JSON.rsplit("/", 1)[0]) -> str
            folder),
         "  if dockerd --help 2>&1 | grep -q -e '--validate'; then",
         sh("    printf %%s %s | base64 -d > \"$c\"", b64(doc)),
-        '    out=$(timeout 60 dockerd --validate --config-file "$c" 2>&1) && ok=1 || ok=',
+        sh('    out=$(timeout %s dockerd --validate --config-file "$c" 2>&1) && ok=1 || { r=$?; ok=; }', int(within)),
         "  else",
         sh("    printf %%s %s | base64 -d > \"$c\"", b64({**doc, "pidfile": _NO_PIDFILE})),
-        '    out=$(timeout 60 dockerd --config-file "$c" 2>&1) || true',
+        sh('    r=0; out=$(timeout %s dockerd --config-file "$c" 2>&1) || r=$?', int(within)),  # under set -e
         sh('    case "$out" in *%s*) ok=1 ;; *) ok= ;; esac', "mkdir /dev/null: not a directory"),
+        "  fi",
+        '  if [ -z "$ok" ] && [ "${r:-0}" -eq 124 ]; then',
+        sh("    echo \"dockerd gave no verdict on the merged %s within %s s (it hangs?), left as it was\"",
+           DAEMON_JSON, int(within)),
+        "    exit 1",
         "  fi",
         '  if [ -z "$ok" ]; then',
         sh("    echo \"dockerd refuses the merged %s, left as it was: $(printf '%%s\\n' \"$out\" | grep -v "

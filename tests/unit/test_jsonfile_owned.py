@@ -134,3 +134,25 @@ def test_dockerd_check_passes_what_dockerd_takes_even_with_a_pidfile_of_its_own(
     assert r.returncode == 0, r.stdout + r.stderr
     r = run(dockerd_check({"log-level": "loud"}, folder=str(etc)))
     assert r.returncode == 1 and "loud" in r.stdout
+
+
+@pytest.mark.reliability(item=40, fault="dockerd hanging on the check of a merged daemon.json (its own timeout inside "
+                         "the round trip's: with and without --validate)", variants=2,
+                         checks=("one clear line", "whole old or new file"))
+@pytest.mark.parametrize("validate", [True, False], ids=["--validate", "an older dockerd"])
+def test_a_dockerd_that_gives_no_verdict_is_said_so_and_the_file_left(etc, tmp_path, validate, monkeypatch):
+    """The check's timeout(1) ended dockerd (124, nothing printed) and the line said "dockerd refuses the merged
+    daemon.json, left as it was:" with no reason, as if the keys were wrong.  A stand-in dockerd that hangs."""
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    helps = "--validate" if validate else "--config-file"
+    (bin_ / "dockerd").write_text(f'#!/bin/sh\n[ "$1" = --help ] && {{ echo "  {helps}"; exit 0; }}\n'
+                                  f"exec sleep 30.{os.getpid()}\n")
+    (bin_ / "dockerd").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+    (etc / "daemon.json").write_text('{"debug": true}\n')
+    _, r = step(owned(etc, {"log-level": "info"}, check=functools.partial(dockerd_check, folder=str(etc), within=1)))
+    assert r.returncode == 1
+    assert r.stdout.strip().splitlines()[-1] == ("dockerd gave no verdict on the merged /etc/docker/daemon.json "
+                                                 "within 1 s (it hangs?), left as it was"), r.stdout
+    assert doc(etc) == {"debug": True} and sorted(p.name for p in etc.iterdir()) == ["daemon.json"]
