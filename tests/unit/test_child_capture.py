@@ -58,3 +58,35 @@ def test_capture_keeps_stderr_bounded_and_reports_the_exit_code(tmp_path):
     done = capture([sys.executable, "-c", "import sys; sys.stderr.write('e' * 200000); print('ok'); sys.exit(3)"],
                    timeout=30, cap=1024, err_cap=100)
     assert (done.rc, done.out.strip(), len(done.err), done.why) == (3, b"ok", 100, None)
+
+
+DETACHED = {"setsid, holding stdout": "['setsid', 'sleep', MARK]",
+            "setsid, its output closed": "['setsid', 'sleep', MARK], stdout=subprocess.DEVNULL",
+            "env -i setsid (its tag shed)": "['env', '-i', 'setsid', 'sleep', MARK], stdout=subprocess.DEVNULL"}
+
+
+@pytest.mark.reliability(item=40, fault="an inventory script leaving a child in a session of its own (setsid; env -i "
+                         "setsid), holding its stdout or not", variants=len(DETACHED),
+                         checks=("nothing left running", "no hang"))
+@pytest.mark.parametrize("popen", DETACHED.values(), ids=DETACHED.keys())
+def test_a_detached_child_of_a_captured_program_does_not_outlive_it(tmp_path, popen):
+    """capture ended the program's process group only: a child that left it with setsid ran on after bringup (a
+    vault password program's, an inventory script's, a Match exec command's, the control machine's nvidia-smi's).
+    Now every process it starts carries its tag, and what shed that too is this process's orphan meanwhile."""
+    import os
+    import signal
+
+    from tests.processes import gone, holding
+
+    mark = f"300.{os.getpid()}{len(popen)}"
+    s = _script(tmp_path, f"MARK = {mark!r}\np = subprocess.Popen({popen})\ntime.sleep(0.3)\n"  # setsid done first
+                          "print(json.dumps({'gpu': ['g1']}))")
+    started = time.monotonic()
+    try:
+        data = run_script(str(s), timeout=60)
+        assert time.monotonic() - started < 30
+        assert sorted(data.hosts) == ["g1"]
+        assert not gone(f"sleep {mark}", within=5), "the script's detached child outlived the read"
+    finally:
+        for line in holding(f"sleep {mark}"):
+            os.kill(int(line.split(":", 1)[0]), signal.SIGKILL)
