@@ -50,14 +50,17 @@ def busy_share(before: tuple[int, int] | None, after: tuple[int, int] | None) ->
     return max(0.0, min(1.0, (after[0] - before[0]) / (after[1] - before[1])))
 
 
-def gpu_util(text: str) -> list[int]:
-    """``nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits`` → one % per GPU (``[N/A]`` and
-    other non-numbers left out)."""
-    out = []
+def gpu_util(text: str) -> list[int | None]:
+    """``nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits`` → one % per GPU, in its place: None
+    for ``[N/A]`` or anything but a whole number 0..100 (``²``, 5,000 digits, 250), so that no GPU's reading moves
+    into another's column and no value raises.  Before, a non-number was left out (the next GPU's figure took its
+    place) and a Unicode digit or 5,000 digits raised ValueError in the polling thread (a traceback mid-bench)."""
+    out: list[int | None] = []
     for ln in text.splitlines():
+        if not ln.strip():
+            continue
         t = ln.strip().rstrip("%").strip()
-        if t.isdigit():
-            out.append(int(t))
+        out.append(int(t) if t.isascii() and t.isdigit() and len(t) <= 3 and int(t) <= 100 else None)
     return out
 
 
@@ -160,9 +163,14 @@ class Watch:
         if self._thread is not None:
             self._stop.set()
             self._thread.join(timeout=NVIDIA_SMI_TIMEOUT_S * 2 + 1)
-            reads = [u for u in self._util if u]
-            if reads:     # per GPU, the mean of the reads taken while the point ran
-                out["gpu_util_pct"] = [round(sum(col) / len(col)) for col in zip(*reads)]
+            # Per GPU, the mean of the reads taken while the point ran; reads that list another number of GPUs than
+            # the most do are left out (a GPU gone from one read must not shift the others' columns); a GPU without
+            # one readable figure is None.
+            n = max((len(u) for u in self._util), default=0)
+            reads = [u for u in self._util if len(u) == n and any(x is not None for x in u)]
+            if reads:
+                cols = [[x for x in col if x is not None] for col in zip(*reads)]
+                out["gpu_util_pct"] = [round(sum(c) / len(c)) if c else None for c in cols]
             if self._apps_read:
                 out["gpu_other_processes"] = list(self._others)
         return out
@@ -181,7 +189,8 @@ def describe(load: dict | None) -> str:
     if load.get("loadavg_1m") is not None:
         parts.append(f"load average {load['loadavg_1m']:g} on {load.get('cpus', '?')} CPU(s)")
     if load.get("gpu_util_pct"):
-        parts.append("GPU utilization " + "/".join(f"{u} %" for u in load["gpu_util_pct"]) + " (mean while measured)")
+        parts.append("GPU utilization " + "/".join("- %" if u is None else f"{u} %" for u in load["gpu_util_pct"])
+                     + " (mean while measured)")
     others = load.get("gpu_other_processes")
     if others:
         parts.append(f"{len(others)} other process(es) on the GPUs: {', '.join(others[:3])}"

@@ -150,7 +150,7 @@ def test_host_load_parsers_on_real_outputs():
         assert cpu_busy(damaged) is None
     assert busy_share(None, b) is None
     # nvidia-smi --query-gpu=utilization.gpu --format=csv,noheader,nounits (one GPU busy, one [N/A]).
-    assert gpu_util("87\n[N/A]\n0\n") == [87, 0]
+    assert gpu_util("87\n[N/A]\n0\n") == [87, None, 0]  # each GPU in its place
     # --query-compute-apps=pid,process_name --format=csv,noheader: Triton's own processes are not "others".
     apps = ("2301, /opt/tritonserver/bin/tritonserver\n2388, /opt/tritonserver/backends/python/"
             "triton_python_backend_stub\n4242, python3\n")
@@ -315,3 +315,28 @@ def test_each_window_keeps_its_sent_and_triton_counted_requests(tmp_path):
     # A window measured without counts (a saved row of an older bench): None, never 0.
     old = combine([_w(10, 100)], Rule(1))["spread"]["samples"][0]
     assert old["sent"] is None and old["triton_requests"] is None
+
+
+@pytest.mark.reliability(item=40, fault="the control machine's nvidia-smi utilization: [N/A] on one GPU, a Unicode "
+                         "digit, 5,000 digits, 250 %", variants=4, checks=("one clear line",))
+def test_gpu_utilization_keeps_each_gpu_in_its_place_and_never_raises(tmp_path, monkeypatch):
+    """A non-number was left out, so the next GPU's figure took its column in the mean; '²' or 5,000 digits raised
+    ValueError in the polling thread (a thread traceback in the middle of a bench)."""
+    import time
+
+    from bringup.latency.hostload import Watch
+
+    assert gpu_util("²\n" + "9" * 5000 + "\n250\n40 %\n") == [None, None, None, 40]
+    smi = tmp_path / "nvidia-smi"
+    # GPU 0 unreadable in the first read, GPU 1 at 90: the mean of GPU 0 is its one readable figure (10), never 90.
+    smi.write_text("#!/bin/sh\ncase \"$1\" in\n --query-gpu=*) if [ -e " + str(tmp_path / "once") + " ]; then "
+                   "printf '10\\n90\\n'; else : >" + str(tmp_path / "once") + "; printf '[N/A]\\n90\\n'; fi;;\n"
+                   " --query-compute-apps=*) :;;\nesac\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
+    w = Watch(poll_s=0.05)
+    w.start()
+    time.sleep(0.4)
+    load = w.stop()
+    assert load["gpu_util_pct"] == [10, 90], load
+    assert "GPU utilization - %/90 %" in describe({"gpu_util_pct": [None, 90]})
