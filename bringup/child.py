@@ -18,7 +18,7 @@ decides), so that ending it ends whatever it started too.  It is ended, group an
   that pipe closes.  (``PR_SET_PDEATHSIG`` would fire when the parent's *thread* that started the child ends,
   and needs a ``preexec_fn``, which is unsafe in a threaded parent.)
 
-A SIGINT or SIGTERM that bringup has no handler of its own for (a signal while the inventory is still read: the
+A SIGINT, SIGTERM or SIGHUP (the last unless ignored: nohup) that bringup has no handler of its own for (a signal while the inventory is still read: the
 vault's password program, an inventory script, a ``Match exec`` command; Python's default would end bringup
 alone, or raise KeyboardInterrupt, or, SIGINT being ignored in a background job, nothing at all) is bringup's
 while :func:`capture` or :func:`run_bounded` waits for a child in the main thread: the child's group is ended at
@@ -102,7 +102,7 @@ class Signalled(BaseException):
 
     @property
     def code(self) -> int:
-        """The shell's code for a death by this signal: 130 for SIGINT, 143 for SIGTERM."""
+        """The shell's code for a death by this signal: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP."""
         return 128 + self.signum
 
     def __str__(self) -> str:
@@ -124,8 +124,10 @@ def _signals_end_it() -> Iterator[list[int]]:
         return
     before: dict[int, object] = {}
     try:
-        for s in (signal.SIGINT, signal.SIGTERM):
-            if signal.getsignal(s) in _NOT_OWN:
+        for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            # SIGHUP (the operator's terminal gone: Python's default ended bringup alone, the child ran on), unless
+            # the operator's shell ignores it (nohup).
+            if signal.getsignal(s) in (_NOT_OWN if s != signal.SIGHUP else (signal.SIG_DFL, None)):
                 before[s] = signal.signal(s, lambda signum, _frame: got.append(signum))
         yield got
     finally:

@@ -120,3 +120,38 @@ def test_a_signal_during_a_match_exec_ends_it(tmp_path):
     assert rc == 143, (rc, out)
     assert out == "SIGTERM: stopped; a Match exec command of the ssh config was ended, with everything it started\n", out
     assert took < 5, took
+
+
+@pytest.mark.reliability(item=40, fault="SIGHUP (the operator's terminal gone) while the vault's password program or an "
+                                        "inventory script ran: bringup died on the spot and the child ran on",
+                         variants=2, checks=("nothing left running", "one clear line", "exit code"))
+@pytest.mark.parametrize("child", ["vault-password-program", "inventory-script"])
+def test_a_hang_up_ends_the_child_group_and_bringup_with_one_line(tmp_path, child):
+    pidfile = tmp_path / "pid"
+    if child == "inventory-script":
+        _program(tmp_path / "inv.sh", pidfile)
+        args = ["hosts", "-i", "inv.sh"]
+        said = "the inventory script inv.sh"
+    else:
+        (tmp_path / "inv.yml").write_text("all:\n  hosts:\n    h1: {}\n")
+        _program(tmp_path / "pw.sh", pidfile)
+        args = ["hosts", "-i", "inv.yml", "--vault-password-file", "pw.sh"]
+        said = "the password program of --vault-password-file pw.sh"
+    rc, out, took, left = _signalled(tmp_path, args, pidfile, signal.SIGHUP)
+    assert not left, f"the child's group still runs: {left}"
+    assert rc == 128 + signal.SIGHUP, (rc, out)
+    assert out == f"SIGHUP: stopped; {said} was ended, with everything it started\n", out
+    assert took < 5, took
+
+
+def test_under_nohup_a_hang_up_leaves_the_childs_wait_alone():
+    """``nohup``: SIGHUP ignored by the operator's shell stays ignored while a child runs."""
+    from bringup import child
+
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        r = child.capture(["sh", "-c", f"kill -HUP {os.getpid()}; sleep 0.2; echo ran on"], timeout=30, cap=1024)
+        assert r.out == b"ran on\n" and r.rc == 0
+        assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
