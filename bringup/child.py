@@ -464,17 +464,6 @@ def run_bounded(argv: Sequence[str], *, timeout: float, stop: Stop | None = None
                  time.monotonic() - started)
 
 
-@contextmanager
-def _reaping() -> Iterator[None]:
-    """This process the subreaper of its children's orphans meanwhile; the last to leave kills what was handed
-    here (:func:`bringup.orphans.reaping_ends`)."""
-    reaping_begins()
-    try:
-        yield
-    finally:
-        reaping_ends()
-
-
 @dataclass
 class Captured:
     """What a captured child printed, and how it ended."""
@@ -514,12 +503,13 @@ def capture(argv: Sequence[str], *, timeout: float, cap: int, err_cap: int = 64 
     its stdout open after it exits is answered by what it printed, :data:`DRAIN_S` later, not at the
     deadline.  Whatever ends it, its process group is ended on return (SIGTERM, then SIGKILL
     ``term_grace`` seconds later): nothing it started in its group outlives the call, nor what left the group
-    (``setsid``: found by its tag; ``env -i setsid``: handed to this process as its orphan).  A SIGINT/SIGTERM that no
+    carrying its tag (``setsid``).  A SIGINT/SIGTERM that no
     handler of the program takes ends it so at once and raises :class:`Signalled` (``what`` names the child)."""
-    with _signals_end_it() as got, _reaping():  # before the start: a signal from here on ends the child
+    with _signals_end_it() as got:  # before the start: a signal from here on ends the child, not bringup alone
         started = time.monotonic()
-        # Tagged: what left its group on the way (setsid) is ended with it (Child.end); what shed the tag too is
-        # this process's orphan meanwhile (_reaping).
+        # Tagged: what left its group on the way (setsid) is ended with it (Child.end).  What shed the tag too (env
+        # -i setsid) is not found: no orphan of this process is killed here (capture also runs in a site test's
+        # pytest, whose own detached processes are orphans of that process too).
         child = start(argv, stdin=DEVNULL if input is None else PIPE, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd,
                       tag=True)
         proc = child.proc

@@ -325,16 +325,10 @@ class LocalTransport(Transport):
         # (bringup.child), ended group and all: SIGTERM first (a read script's trap stops its lanes and removes
         # its temporary folder; a SIGKILL cannot be trapped), then SIGKILL for whatever in the group did not
         # end within 2 s.
-        # Tagged, and this process the subreaper of its orphans meanwhile: what the command leaves holding its
-        # output after it exited (a background job; one that left the group with setsid; one that shed the tag
-        # too) is ended once what it printed is read (child.DRAIN_S), never waited for.
-        child.reaping_begins()
-        try:
-            return self._exchange_tagged(cmd, sudo, data)
-        finally:
-            child.reaping_ends()
-
-    def _exchange_tagged(self, cmd: str, sudo: "Sudo | None", data: BinaryIO) -> RunResult:
+        # Tagged: what the command leaves holding its output after it exited (a background job; one that left the
+        # group with setsid) is ended once what it printed is read (child.DRAIN_S), never waited for; one that
+        # shed the tag too is no longer waited for either (its output so far is the answer).  What it leaves
+        # without holding its output runs on, as it does on an SSH host (a site test's host.run('... &')).
         c = child.start(["/bin/sh", "-c", cmd], stdin=child.PIPE, stdout=child.PIPE, stderr=child.PIPE, tag=True)
         p = c.proc
         assert p.stdin is not None and p.stdout is not None and p.stderr is not None
@@ -360,10 +354,8 @@ class LocalTransport(Transport):
                 rc = p.wait()
                 if not (out.join(child.DRAIN_S) and err.join(child.DRAIN_S)):
                     c.end()  # what it left in its group, and what carries its tag, holding its output
-                    if not (out.join(2.0) and err.join(2.0)):
-                        child.kill_orphans()  # left its group and shed its tag: handed to this process
-                        out.join(2.0)
-                        err.join(2.0)
+                    out.join(2.0)
+                    err.join(2.0)
                 said_out, said_err = out.so_far(), first + err.so_far()
             except BaseException:
                 c.end()

@@ -61,18 +61,18 @@ def test_capture_keeps_stderr_bounded_and_reports_the_exit_code(tmp_path):
 
 
 DETACHED = {"setsid, holding stdout": "['setsid', 'sleep', MARK]",
-            "setsid, its output closed": "['setsid', 'sleep', MARK], stdout=subprocess.DEVNULL",
-            "env -i setsid (its tag shed)": "['env', '-i', 'setsid', 'sleep', MARK], stdout=subprocess.DEVNULL"}
+            "setsid, its output closed": "['setsid', 'sleep', MARK], stdout=subprocess.DEVNULL"}
 
 
-@pytest.mark.reliability(item=40, fault="an inventory script leaving a child in a session of its own (setsid; env -i "
-                         "setsid), holding its stdout or not", variants=len(DETACHED),
+@pytest.mark.reliability(item=40, fault="an inventory script leaving a child in a session of its own (setsid), "
+                         "holding its stdout or not", variants=len(DETACHED),
                          checks=("nothing left running", "no hang"))
 @pytest.mark.parametrize("popen", DETACHED.values(), ids=DETACHED.keys())
 def test_a_detached_child_of_a_captured_program_does_not_outlive_it(tmp_path, popen):
     """capture ended the program's process group only: a child that left it with setsid ran on after bringup (a
     vault password program's, an inventory script's, a Match exec command's, the control machine's nvidia-smi's).
-    Now every process it starts carries its tag, and what shed that too is this process's orphan meanwhile."""
+    Now every process it starts carries its tag (one that sheds it too, env -i setsid, is not found: no orphan of
+    this process is killed, which may be a site test's pytest with detached processes of its own)."""
     import os
     import signal
 

@@ -135,7 +135,9 @@ def test_a_child_holding_the_output_neither_holds_the_round_trip_nor_outlives_it
     """``ansible_connection: local`` (pull mode's hosts): the reader waited for the pipe's end, which the child held.
     A background job held the round trip until command_timeout, which then discarded the output ("stopped
     answering"); one that left the process group (setsid) held it past command_timeout too, for the child's whole
-    life, since the deadline ends the group alone.  Now what it printed is read, and the child ended."""
+    life, since the deadline ends the group alone.  Now what it printed is read, and the child ended; one that shed
+    the tag too is no longer waited for (it runs on, as it would on an SSH host: no orphan of this process is
+    killed here, a site test's own detached process among them)."""
     import os
 
     mark = f"62.{os.getpid()}{len(leave)}"
@@ -151,7 +153,8 @@ def test_a_child_holding_the_output_neither_holds_the_round_trip_nor_outlives_it
     left = [p for p in os.listdir("/proc") if p.isdigit() and mark.encode() in _cmdline(p)]
     for pid in left:
         os.kill(int(pid), 9)
-    assert got == (0, "hi\n") and took < 5 and not left, (got, took, left)
+    assert got == (0, "hi\n") and took < 5, (got, took, left)
+    assert not left or leave.startswith("env -i"), left
 
 
 def _cmdline(pid: str) -> bytes:
