@@ -54,6 +54,10 @@ def _csv_key(header: str) -> tuple[str, str | None]:
     return key, unit
 
 
+#: A cell only a GPU's row holds: its UUID or its PCI bus id (never nvidia-smi's error text).
+_GPU_CELL = re.compile(r"(?:^|,)\s*(?:GPU-[0-9A-Fa-f]{8}-|[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7]\s*(?:,|$))")
+
+
 def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
     """``nvidia-smi --query-gpu=... --format=csv`` → one dict per GPU, header-driven.
 
@@ -79,6 +83,12 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
                 start = i
                 break
     if start is None:
+        row = next((line for line in lines if _GPU_CELL.search(line)), None)
+        if row is not None:
+            # A GPU's row (its UUID or bus id) without the header above it: the output lost its start, and its
+            # columns cannot be named.  Read as nvidia-smi's error text it was "no GPU listed: no driver loaded".
+            raise UntrustedOutput(f"nvidia-smi --query-gpu: a GPU's row without the header line naming its columns "
+                                  f"(output cut short?): {row.strip()[:80]!r}")
         return []
     header = next(csv.reader([lines[start]], skipinitialspace=True))
     keys = [_csv_key(h) for h in header]

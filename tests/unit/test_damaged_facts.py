@@ -511,3 +511,17 @@ def test_a_gpu_section_printed_twice_is_named_and_its_gpu_not_checked(attached):
     health = named(checks, "GPU health (ECC, memory repair, clocks, temperature, fabric)")
     assert [c.status for c in health] == ["WARN"] and "not checked: nvidia.query unreadable" in health[0].seen
     assert not [c for c in checks if c.name == "ECC errors"]
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi --query-gpu CSV that lost its header line (a GPU's row first)",
+                         variants=1, checks=("one clear line",))
+def test_a_gpu_row_without_its_header_is_named_never_read_as_no_driver():
+    """Without a header the output was taken for nvidia-smi's error text: no GPU listed, no error, and the checklist
+    blamed the driver ("driver sees the GPUs: nvidia-smi absent or printed nothing", "no driver loaded")."""
+    csv_text = bundle()["raw"]["nvidia.smi"]["output"]
+    checks, errors = checklist_of(raw_with(nvidia_smi=csv_text.split("\n", 1)[1]))
+    assert errors["nvidia.smi"].startswith("nvidia-smi --query-gpu: a GPU's row without the header line naming its "
+                                           "columns (output cut short?): '0, NVIDIA H200, GPU-"), errors
+    assert not [c for c in checks if "no driver loaded" in c.seen or "absent or printed nothing" in c.seen]
+    # nvidia-smi's own error text (no driver) is still no GPU list and no damage.
+    assert parse_query_gpu_csv("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n") == []
