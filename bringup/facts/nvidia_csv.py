@@ -63,7 +63,8 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
 
     Lines before the header (shell prompts, ``lspci`` output in a capture) are
     skipped: the header is the first line whose fields look like query field
-    names.  Error text (no driver, unknown field) gives ``[]``; nvidia-smi's ``Unable to determine the device handle for
+    names.  Error text (no driver, unknown field) gives ``[]``; a GPU's row (a UUID, a bus id) without a header before
+    it is :class:`UntrustedOutput` (the output lost its start); nvidia-smi's ``Unable to determine the device handle for
     GPU ...`` (anywhere) is :class:`UntrustedOutput` in its words (:data:`UNREACHABLE`, :func:`query_unreachable`).  After the header every line must be a whole
     row: one with fewer or more fields than the header (cut short, or an error such as ``Unable to determine
     the device handle for GPU ...`` in place of a GPU's row), or a last row without its newline (cut inside its
