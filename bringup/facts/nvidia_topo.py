@@ -44,9 +44,13 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
     text = _ANSI.sub("", output)
     lines = [l.rstrip("\r\n") for l in text.splitlines()]
     nodes: dict[str, list[int]] = dict(numa_cpus or {})
+    listed: set[str] = set()
     for l in lines:
         m = re.match(r"^node\s+(\d+)\s*([\d,\-]*)\s*$", l.strip())
         if m:
+            if m.group(1) in listed:  # the command prints each node once: which list is true is not known
+                raise UntrustedOutput(f"nvidia-smi topo -m: NUMA node {m.group(1)[:12]}'s CPU list is printed twice")
+            listed.add(m.group(1))
             nodes.setdefault(m.group(1), cpulist(m.group(2)))
 
     header_idx = None
@@ -67,6 +71,8 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
         cells = _cells(l, "\t" in l if tabbed else False)
         if not cells or cells[0] in ("Legend:",):
             break
+        if cells[0] in row_cells:  # one device's row twice (two tables run together): which one is true is not known
+            raise UntrustedOutput(f"nvidia-smi topo -m: row {cells[0][:20]} is printed twice")
         row_cells[cells[0]] = cells[1:]
 
     # By header: the link cells come first (X, SYS, NODE, PIX, ..., NV#), then attribute

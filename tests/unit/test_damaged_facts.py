@@ -525,3 +525,22 @@ def test_a_gpu_row_without_its_header_is_named_never_read_as_no_driver():
     assert not [c for c in checks if "no driver loaded" in c.seen or "absent or printed nothing" in c.seen]
     # nvidia-smi's own error text (no driver) is still no GPU list and no damage.
     assert parse_query_gpu_csv("NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver.\n") == []
+
+
+TOPO_TWICE = {"a GPU row twice": ("GPU0\t X \t0-15\t0\t\tN/A\n", "GPU0\t X \t0-15\t0\t\tN/A\nGPU0\t X \t0-7\t1\t\tN/A\n",
+                                  "nvidia-smi topo -m: row GPU0 is printed twice"),
+              "a NUMA node's CPU list twice": ("node 0 0-15", "node 0 0-15\nnode 0 0-7",
+                                               "nvidia-smi topo -m: NUMA node 0's CPU list is printed twice")}
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi topo -m with a GPU row, or a NUMA node's CPU list, printed twice "
+                         "(the two disagreeing)", variants=len(TOPO_TWICE), checks=("one clear line",))
+@pytest.mark.parametrize("old,new,said", TOPO_TWICE.values(), ids=TOPO_TWICE.keys())
+def test_a_topology_row_printed_twice_is_named_never_last_or_first_wins(old, new, said):
+    """The GPU row read last won (its CPUs and NUMA node planned from), the node's list read first won (the
+    truncation check held the GPU's CPUs against it): one of two disagreeing answers, silently."""
+    topo = bundle()["raw"]["nvidia.topo"]["output"]
+    assert old in topo
+    checks, errors = checklist_of(raw_with(nvidia_topo=topo.replace(old, new)))
+    assert errors == {"nvidia.topo": said}
+    assert [c.seen for c in named(checks, "NUMA alignment")] == ["not checked: nvidia.topo unreadable"]
