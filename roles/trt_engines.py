@@ -40,6 +40,7 @@ from bringup.hardware import gpu
 from bringup.ssh.command import sh
 from bringup.errors import BringupError, InputError
 from bringup.userfile import home
+from bringup.secrets import HIDDEN, MASK
 from bringup.hardware.gpu import gpu_gate
 from bringup.resources import image
 from bringup.resources.guard import Fail, Unused
@@ -175,10 +176,16 @@ def _check_triton(vars: dict, specs: dict[str, EngineVars], trt: str) -> None:
     triton_image = str(vars.get("triton_image") or "")
     serving = _matrix_tensorrt(_release(triton_image))
     if serving and serving != trt:
-        raise InputError(f"tensorrt_image {vars['tensorrt_image']} builds with TensorRT {trt} but triton_image "
-                         f"{triton_image} serves with TensorRT {serving}: a plan loads only in the TensorRT that "
-                         f"built it; use the TensorRT container of Triton's release "
-                         f"(nvcr.io/nvidia/tensorrt:{_release(triton_image)}-py3)")
+        # A vaulted image's release and TensorRT are parts of its secret: named as vaulted, never shown.
+        built = MASK.holds(vars.get("tensorrt_image")) or MASK.holds(vars.get("tensorrt_version"))
+        served = MASK.holds(vars.get("triton_image"))
+        same = "nvcr.io/nvidia/tensorrt:<its release>-py3" if served else \
+            f"nvcr.io/nvidia/tensorrt:{_release(triton_image)}-py3"
+        raise InputError(f"tensorrt_image {HIDDEN if built else vars['tensorrt_image']} builds with TensorRT "
+                         f"{'(vaulted, not shown)' if built else trt} but triton_image "
+                         f"{HIDDEN if served else triton_image} serves with TensorRT "
+                         f"{'(vaulted, not shown)' if served else serving}: a plan loads only in the TensorRT that "
+                         f"built it; use the TensorRT container of Triton's release ({same})")
     models = vars.get("triton_models") or {}
     src = vars.get("models_dir") or ""
     for name, ev in specs.items():

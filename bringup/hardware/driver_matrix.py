@@ -10,6 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..secrets import HIDDEN, MASK
+
 __all__ = ["TritonNeed", "triton_need", "version_key", "architecture_of", "unsupported_gpus"]
 
 #: A compute capability's major (or major.minor) → the architecture family NVIDIA's notes name.
@@ -36,10 +38,18 @@ class TritonNeed:
     #: The architecture families the release's notes support ("GPU Requirements"); empty: not in the matrix.
     architectures: tuple[str, ...] = ()
     source: str | None = None
+    #: The image named holds a secret (a vaulted ``triton_image``): its release and CUDA version are parts of the
+    #: secret, never shown (only the driver branch it needs, what the operator acts on).
+    secret: bool = False
+
+    @property
+    def shown_release(self) -> str:
+        return f"{HIDDEN} (vaulted triton_image)" if self.secret else self.release
 
     @property
     def label(self) -> str:
-        return f"Triton {self.release} (CUDA {self.cuda}) needs R{self.min_branch}+"
+        cuda = "" if self.secret else f" (CUDA {self.cuda})"
+        return f"Triton {self.shown_release}{cuda} needs R{self.min_branch}+"
 
     def meets(self, driver: str) -> str | None:
         """How the loaded ``driver`` (``550.90.07``) runs this release: ``""`` (its branch is new enough), a
@@ -90,13 +100,16 @@ def unsupported_gpus(need: TritonNeed, facts: dict) -> str | None:
     if not bad:
         return None
     supports = ", ".join(need.architectures) or f"compute capability {need.min_compute_capability}+"
-    return (f"Triton {need.release} supports {supports} ({need.source or 'bringup/data/version_matrix.yaml'}); "
+    if need.secret:  # the architectures a release supports tell the release
+        supports = "other GPU architectures"
+    return (f"Triton {need.shown_release} supports {supports} ({need.source or 'bringup/data/version_matrix.yaml'}); "
             f"this host has {', '.join(bad)}")
 
 
 def triton_need(image: object) -> TritonNeed | None:
     """The matrix's entry for ``image``'s release (``…/tritonserver:24.06-py3``); None: no image, no
-    ``YY.MM`` tag, or a release the matrix does not know."""
+    ``YY.MM`` tag, or a release the matrix does not know.  An image that holds a secret (vaulted, or rendered from
+    a vaulted value) gives a need marked :attr:`TritonNeed.secret`: its words never show the release."""
     from ..checks import load_matrix
 
     m = re.search(r":(\d\d\.\d\d)", str(image or ""))
@@ -106,4 +119,4 @@ def triton_need(image: object) -> TritonNeed | None:
     return TritonNeed(m.group(1), str(rel.get("cuda", "?")), int(rel["min_driver"]),
                       {int(k): str(v) for k, v in (rel.get("datacenter_compat") or {}).items()},
                       rel.get("min_compute_capability"), tuple(rel.get("gpu_architectures") or ()),
-                      rel.get("source"))
+                      rel.get("source"), secret=MASK.holds(image))

@@ -732,3 +732,39 @@ def test_the_hints_that_name_a_secret_or_password_file_quote_it(tmp_path):
     (tmp_path / "plain.yml").write_text("all:\n  hosts:\n    h1:\n")
     p = bringup("hosts", "-i", "plain.yml", "--vault-password-file", str(vp), cwd=tmp_path)
     assert p.returncode == 1 and f"chmod -x '{vp}' if it is a plain password file" in p.stderr, p.stderr
+
+
+# --- what is derived from a vaulted value (a triton_image's release) -------------------------------------------
+
+@pytest.mark.reliability(item=40, fault="vault: a vaulted triton_image showed its release and CUDA version ('Triton "
+                                        "24.05 (CUDA 12.4)') in the checklist's Triton and driver lines (console, "
+                                        "Markdown, HTML, JSON)", variants=4, checks=("secret never shown",))
+def test_a_vaulted_triton_image_never_shows_its_release_in_the_checklist(tmp_path):
+    """Any part of a decrypted value is the secret shown: the image's tag gave 'Triton 24.05' on every page."""
+    inv, pw = vaulted_inventory(tmp_path, "h200-vm", {"triton_image": "registry.example/triton:24.05-secret"})
+    out = tmp_path / "pages"
+    p = bringup("checklist", "--inventory", str(inv), "--vault-password-file", str(pw), "--host", "h200-vm",
+                "--facts", str(FACTS), "--out", str(out), cwd=tmp_path)
+    assert p.returncode in (0, 2) and "Traceback" not in p.stderr, p.stdout + p.stderr
+    texts = {"console": p.stdout + p.stderr, **{f.name: f.read_text() for f in out.iterdir()}}
+    assert len(texts) == 4
+    for where, text in texts.items():
+        assert "Triton ******** (vaulted triton_image) needs R545+" in text, where
+        for shown in ("24.05", "CUDA 12.4", "registry.example", "secret"):
+            assert shown not in text, (where, shown)
+
+
+@pytest.mark.reliability(item=40, fault="vault: a vaulted triton_image showed its release and TensorRT version in "
+                                        "the engines' TensorRT mismatch refusal", variants=1,
+                         checks=("secret never shown",))
+def test_a_vaulted_image_never_shows_its_release_in_the_engines_refusal(tmp_path):
+    from bringup.secrets import Vaulted
+    from .test_engines import CHECK, engine_vars
+
+    (tmp_path / "m.onnx").write_bytes(b"onnx")
+    vars = {**engine_vars(tmp_path / "m.onnx"), "tensorrt_image": "nvcr.io/nvidia/tensorrt:24.06-py3",
+            "triton_image": Vaulted("nvcr.io/nvidia/tritonserver:24.05-py3")}
+    with pytest.raises(Exception) as e:
+        CHECK(vars)
+    assert "24.05" not in str(e.value) and "10.0.1" not in str(e.value), str(e.value)
+    assert "triton_image ******** serves with TensorRT (vaulted, not shown)" in str(e.value), str(e.value)
