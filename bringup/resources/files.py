@@ -9,6 +9,7 @@ import posixpath
 
 from ..ssh.command import sh
 from ..errors import InputError
+from ..secrets import HIDDEN, MASK
 from .base import Plan, Resource, kv_lines
 
 __all__ = ["File", "Directory", "write_file", "backup", "backups_glob", "prune_backups", "BACKUP_KEEP"]
@@ -179,8 +180,14 @@ class File(Resource):
         diff = None
         if kind != "file" or st.get("sha256") != want_sha:
             old = base64.b64decode(st["content"]) if "content" in st else None
-            changes["content"] = ("absent" if kind != "file" else st.get("sha256", "?")[:12], want_sha[:12])
-            diff = self._diff(old if kind == "file" else b"", kind == "file" and old is None)
+            if self._holds_secret(old if kind == "file" else None):
+                # A hash or a diff of a text holding a secret gives the secret away (a 4-character one is found
+                # from its SHA-256 in a moment): said changed, nothing of it shown.
+                changes["content"] = ("absent" if kind != "file" else HIDDEN, HIDDEN)
+                diff = f"--- {self.path}\n+++ {self.path}\n(holds a secret; content, hash and diff not shown)\n"
+            else:
+                changes["content"] = ("absent" if kind != "file" else st.get("sha256", "?")[:12], want_sha[:12])
+                diff = self._diff(old if kind == "file" else b"", kind == "file" and old is None)
             cmds.append(self._write())
         else:
             if self.mode and st.get("mode") != self.mode:
@@ -193,6 +200,10 @@ class File(Resource):
         if not cmds:
             return Plan.noop(f"{self.path} already has this content, mode and owner")
         return Plan(commands=cmds, changes=changes, diff=diff)
+
+    def _holds_secret(self, old: bytes | None) -> bool:
+        """The wanted content, or the host's (``old``), holds a secret the run knows (:data:`MASK`)."""
+        return any(t is not None and MASK.holds(t.decode("utf-8", "replace")) for t in (self.content, old))
 
     def _owner_spec(self) -> str | None:
         if self.owner and self.group:

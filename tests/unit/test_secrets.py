@@ -402,3 +402,41 @@ def test_a_url_whose_userinfo_is_a_token_alone_is_masked(url, shown):
     from bringup.secrets import Masker
 
     assert Masker().mask(f"fetch from {url} failed") == f"fetch from {shown} failed"
+
+
+@pytest.mark.reliability(item=40, fault="vault: plan showed the SHA-256 (12 hex digits) and diff of a file rendered "
+                                        "from a short vaulted value: a 4-character secret is found from the hash",
+                         variants=3, checks=("secret never shown",))
+@pytest.mark.parametrize("have", ["absent", "other", "same-but-mode"])
+def test_a_file_holding_a_secret_shows_no_hash_or_diff_in_its_plan(monkeypatch, have):
+    import hashlib
+
+    from bringup.resources.files import File
+
+    monkeypatch.setattr(MASK, "_texts", set(MASK._texts))
+    monkeypatch.setattr(MASK, "_short", dict(MASK._short))
+    MASK.add("q7Zx")
+    f = File("/etc/app/app.conf", content="user = app\npassword = q7Zx\n")
+    want = hashlib.sha256(f.content).hexdigest()
+    old = b"user = app\npassword = old1\n"
+    current = {"absent": "type=absent\n",
+               "other": ("type=file\nmode=644\nowner=root\ngroup=root\nsha256=" + hashlib.sha256(old).hexdigest()
+                         + "\ncontent=" + base64.b64encode(old).decode() + "\n"),
+               "same-but-mode": f"type=file\nmode=600\nowner=root\ngroup=root\nsha256={want}\n"}[have]
+    plan = f.plan(current)
+    shown = json.dumps(plan.changes) + (plan.diff or "")
+    for part in (want[:12], hashlib.sha256(old).hexdigest()[:12], "q7Zx", "old1"):
+        assert part not in shown, (part, shown)
+    if have == "same-but-mode":  # the content is the wanted one: no content change to tell
+        assert "content" not in plan.changes and plan.changes["mode"] == ("600", "644")
+    else:
+        assert plan.changes["content"] == ("absent" if have == "absent" else HIDDEN, HIDDEN)
+        assert "holds a secret" in plan.diff
+
+
+def test_a_file_without_a_secret_still_shows_its_hash_and_diff():
+    from bringup.resources.files import File
+
+    plan = File("/etc/app/plain.conf", content="workers = 8\n").plan("type=absent\n")
+    assert plan.changes["content"][0] == "absent" and len(plan.changes["content"][1]) == 12
+    assert "+workers = 8" in plan.diff
