@@ -364,7 +364,7 @@ def resolve_refs(value: Any, where: str, masker: Masker = MASK, trail: str = "")
         text = _from_env(name, at) if kind == "env" else _from_file(name, at)
         masker.add(text)
         return SecretStr(text)
-    if secret_place(trail) and isinstance(value, (str, int)) and not isinstance(value, bool):
+    if secret_place(trail) and isinstance(value, (str, int, float)) and not isinstance(value, bool):
         # Plain text where only a secret goes (Ansible's ansible_ssh_pass / ansible_become_pass, a db_password, a
         # registry's password): a secret all the same (`hosts --host` printed it).  Nothing but its name says it is
         # one: a word (`root`, `vagrant`, `password`) is masked as a value standing alone, never inside other words

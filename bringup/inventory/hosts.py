@@ -111,8 +111,36 @@ _FIXES = {
     "ansible_become_password": "one line of text, {env: NAME} or {file: PATH}",
 }
 
-#: Never printed, not even in an error about themselves.
-SECRET_VARS = _SECRETS = frozenset({"ansible_password", "ansible_become_password"})
+#: Ansible's other names of a connection variable, lowest precedence first (its connection and become plugins'
+#: ``vars:`` lists; the last one set wins: ``ansible_ssh_host`` over ``ansible_host``, as ``ansible -vvv`` shows).
+ALIASES = {
+    "ansible_host": ("ansible_host", "ansible_ssh_host"),
+    "ansible_port": ("ansible_port", "ansible_ssh_port"),
+    "ansible_user": ("ansible_user", "ansible_ssh_user"),
+    "ansible_password": ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password"),
+    "ansible_become_user": ("ansible_become_user", "ansible_sudo_user"),
+    "ansible_become_password": ("ansible_become_password", "ansible_become_pass", "ansible_sudo_pass"),
+    "ansible_ssh_private_key_file": ("ansible_private_key_file", "ansible_ssh_private_key_file"),
+}
+
+_SECRETS = frozenset({"ansible_password", "ansible_become_password"})
+#: Never printed, not even in an error about themselves (under any of Ansible's names).
+SECRET_VARS = frozenset(name for var in _SECRETS for name in ALIASES[var])
+_ALIAS_NAMES = frozenset(name for names in ALIASES.values() for name in names)
+
+
+def _take_aliases(merged: dict[str, Any]) -> dict[str, str]:
+    """Each connection variable set under another of Ansible's names (``ansible_ssh_pass``, ``ansible_ssh_user``,
+    ...) takes that value, as Ansible logs in with it: the last name of :data:`ALIASES` that is set (not null) wins.
+    Returns the names taken, ``{variable: the name the inventory wrote}``, for the messages about them (the host's
+    ``raw`` and ``sources`` keep each name as written)."""
+    taken: dict[str, str] = {}
+    for var, names in ALIASES.items():
+        name = next((n for n in reversed(names) if merged.get(n) is not None), None)
+        if name is not None and name != var:
+            merged[var] = merged[name]
+            taken[var] = name
+    return taken
 
 
 @dataclass
@@ -144,7 +172,7 @@ class Host:
 
 
 def unrendered_line(host: str, var: str, value: Any, source: str, why: str) -> str:
-    shown = "a value, not shown" if var in _SECRETS else repr(value)[:100]
+    shown = "a value, not shown" if var in SECRET_VARS else repr(value)[:100]
     return (f"{source}: host {host!r}: {var} = {shown}: {why}; bringup renders only plain {{{{ name }}}} "
             "references: write the value itself there, or set it with --set")
 
@@ -382,10 +410,11 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
         merged["group_names"] = others
         # Plain {{ name }} references are rendered; any other template is named where bringup uses it.
         merged, unrendered = render(merged)
-        for var in sorted(unrendered.keys() & ConnectionVars.model_fields.keys()):
+        for var in sorted(unrendered.keys() & (ConnectionVars.model_fields.keys() | _ALIAS_NAMES)):
             raise InventoryError(unrendered_line(hname, var, raw[var], sources.get(var, where), unrendered[var]))
+        taken = _take_aliases(merged)
         merged = _host_vars(merged, hname, where)
-        conn = _connection(merged, hname, where)
+        conn = _connection(merged, hname, where, taken)
         hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn, raw=raw, sources=sources,
                             unrendered=unrendered)
 
@@ -432,13 +461,19 @@ def _host_vars(merged: dict[str, Any], hname: str, where: str) -> dict[str, Any]
         if isinstance(merged[var], SecretStr):
             merged[var] = Vaulted(merged[var].get_secret_value())
     for var in _SECRETS:
-        if isinstance(merged.get(var), str):
-            merged[var] = SecretStr(merged[var])
-        MASK.add(merged.get(var))
+        value = merged.get(var)
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            # YAML's 12345 (or INI's): Ansible logs in with the text "12345"; true/yes stays refused (quote it).
+            value = str(value)
+        if isinstance(value, str):
+            merged[var] = SecretStr(value)
+        # (resolve_refs masked its text, under this name or the alias it came from: a plain word such as "root" as
+        # a value standing alone, never inside /root/data.)
     return merged
 
 
-def _connection(merged: dict[str, Any], hname: str, where: str) -> ConnectionVars:
+def _connection(merged: dict[str, Any], hname: str, where: str, taken: dict[str, str] | None = None) -> ConnectionVars:
+    """``taken``: the variables set under another of Ansible's names (:func:`_take_aliases`): named as written."""
     try:
         return ConnectionVars.model_validate(merged)
     except ValidationError as e:
@@ -448,9 +483,10 @@ def _connection(merged: dict[str, Any], hname: str, where: str) -> ConnectionVar
         value = merged.get(var)
         got = "a value, not shown" if var in _SECRETS or isinstance(value, SecretStr) else repr(value)
         said = str(err.get("msg", "")).removeprefix("Value error, ")
+        name = (taken or {}).get(var, var)
         if var == "ansible_host" and said.startswith("a number"):  # its own reason: what the resolver would do
-            raise InventoryError(f"{where}: host {hname!r}: ansible_host {got} is {said}") from None
-        raise InventoryError(f"{where}: host {hname!r}: {var} must be {fix} (got {got})") from None
+            raise InventoryError(f"{where}: host {hname!r}: {name} {got} is {said}") from None
+        raise InventoryError(f"{where}: host {hname!r}: {name} must be {fix} (got {got})") from None
 
 
 def parse_set(items: list[str] | str | None) -> dict[str, Any]:

@@ -294,7 +294,7 @@ class _StallingAuth:
     """A paramiko server on 127.0.0.1 whose authentication never answers (sshd's PAM or user lookup frozen), or,
     given ``delay``, answers after that many seconds (op / pw-x logs in)."""
 
-    def __init__(self, delay: "float | None" = None) -> None:
+    def __init__(self, delay: "float | None" = None, login: tuple = ("op", "pw-x")) -> None:
         import socket
         import threading
 
@@ -312,7 +312,7 @@ class _StallingAuth:
                     release.wait(60)
                     return paramiko.AUTH_FAILED
                 release.wait(delay)
-                return paramiko.AUTH_SUCCESSFUL if (username, password) == ("op", "pw-x") else paramiko.AUTH_FAILED
+                return paramiko.AUTH_SUCCESSFUL if (username, password) == login else paramiko.AUTH_FAILED
 
         self.key = paramiko.RSAKey.generate(1024)
         self.srv = socket.create_server(("127.0.0.1", 0))
@@ -768,3 +768,74 @@ def test_a_vaulted_image_never_shows_its_release_in_the_engines_refusal(tmp_path
         CHECK(vars)
     assert "24.05" not in str(e.value) and "10.0.1" not in str(e.value), str(e.value)
     assert "triton_image ******** serves with TensorRT (vaulted, not shown)" in str(e.value), str(e.value)
+
+
+# --- Ansible's other names of the connection variables ---------------------------------------------------------
+
+ANSIBLE_ALIASES = {
+    # name: (the inventory's connection lines, the password the sshd takes)
+    "ssh_pass": ("ansible_ssh_host: 127.0.0.1\n      ansible_ssh_port: {port}\n      ansible_ssh_user: op\n"
+                 "      ansible_ssh_pass: pw-x\n", "pw-x"),
+    "ssh_password-int": ("ansible_host: 127.0.0.1\n      ansible_port: {port}\n      ansible_user: op\n"
+                         "      ansible_ssh_password: 12345\n", "12345"),
+    "int-password": ("ansible_host: 127.0.0.1\n      ansible_port: {port}\n      ansible_user: op\n"
+                     "      ansible_password: 12345\n", "12345"),
+    # Both names set: the ssh_ one wins, as in ansible's ssh plugin (its vars list, the last set).
+    "both-set": ("ansible_host: 192.0.2.1\n      ansible_ssh_host: 127.0.0.1\n      ansible_port: 9\n"
+                 "      ansible_ssh_port: {port}\n      ansible_user: nobody\n      ansible_ssh_user: op\n"
+                 "      ansible_password: no\n      ansible_ssh_pass: no-either\n      ansible_ssh_password: pw-x\n",
+                 "pw-x"),
+}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: Ansible's connection aliases (ansible_ssh_host/_port/_user, "
+                                        "ansible_ssh_pass/_password) were masked but not used to connect, and "
+                                        "ansible_password: 12345 (a YAML int) was refused: an inventory written for "
+                                        "Ansible did not log in as Ansible does", variants=len(ANSIBLE_ALIASES),
+                         checks=("one clear line",))
+@pytest.mark.parametrize("case", sorted(ANSIBLE_ALIASES))
+def test_an_inventory_written_for_ansible_logs_in_with_its_aliases(case, tmp_path):
+    from bringup.inventory.hosts import load_inventory
+    from bringup.ssh.connection import connect
+
+    lines, password = ANSIBLE_ALIASES[case]
+    srv = _StallingAuth(delay=0, login=("op", password))
+    t = None
+    try:
+        (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    h1:\n      " + lines.format(port=srv.port)
+                                            + f"      ssh_known_hosts: {srv.known_hosts(tmp_path / 'kh')}\n")
+        t = connect(load_inventory(tmp_path / "hosts.yml").host("h1"))
+        assert t.conn.transport.is_authenticated()
+    finally:
+        if t is not None:
+            t.close()
+        srv.close()
+
+
+def test_the_aliases_are_ansibles_own_and_become_aliases_are_taken(tmp_path):
+    """bringup's alias table is the ssh and sudo plugins' vars lists of the installed ansible-core (the truth), and
+    the sudo password and user under ansible_sudo_pass / ansible_become_pass / ansible_sudo_user are used."""
+    from bringup.inventory.hosts import ALIASES, load_inventory
+
+    code = ("import json; from ansible.plugins.loader import connection_loader, become_loader; "
+            "from ansible import constants as C; connection_loader.get('ssh', class_only=True); "
+            "become_loader.get('sudo', class_only=True); "
+            "s = C.config.get_configuration_definitions('connection', 'ssh'); "
+            "b = C.config.get_configuration_definitions('become', 'sudo'); "
+            "print(json.dumps({k: [v['name'] for v in d[o].get('vars', []) if not v['name'].startswith(('inventory_', "
+            "'delegated'))] for k, d, o in (('ansible_host', s, 'host'), ('ansible_port', s, 'port'), "
+            "('ansible_user', s, 'remote_user'), ('ansible_password', s, 'password'), "
+            "('ansible_ssh_private_key_file', s, 'private_key_file'), ('ansible_become_user', b, 'become_user'), "
+            "('ansible_become_password', b, 'become_pass'))}))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout) == {k: list(v) for k, v in ALIASES.items()}
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    h1:\n      ansible_become_pass: Sudo-pw-1\n"
+                                        "      ansible_sudo_user: triton\n    h2:\n      ansible_become_password: a\n"
+                                        "      ansible_sudo_pass: 4321\n")
+    inv = load_inventory(tmp_path / "hosts.yml")
+    h1, h2 = inv.host("h1").connection, inv.host("h2").connection
+    assert (h1.ansible_become_password.get_secret_value(), h1.ansible_become_user) == ("Sudo-pw-1", "triton")
+    assert h2.ansible_become_password.get_secret_value() == "4321"
+    p = bringup("hosts", "-i", "hosts.yml", "--host", "h2", cwd=tmp_path)
+    assert p.returncode == 0 and "4321" not in p.stdout + p.stderr, p.stdout + p.stderr

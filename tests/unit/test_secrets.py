@@ -169,7 +169,7 @@ def test_old_spelling_in_a_text_variable_says_how_to_write_a_reference():
 
 # -- the Ansible passwords -------------------------------------------------------------------
 
-@pytest.mark.parametrize("value", ["123456789", "[hunter2x, b]", "{pw: hunter2x}", "true"])
+@pytest.mark.parametrize("value", ["[hunter2x, b]", "{pw: hunter2x}", "true"])
 def test_non_text_password_error_never_shows_the_value(tmp_path, value):
     for var in ("ansible_password", "ansible_become_password"):
         with pytest.raises(InventoryError) as e:
@@ -177,6 +177,14 @@ def test_non_text_password_error_never_shows_the_value(tmp_path, value):
         msg = str(e.value)
         assert f"{var} must be one line of text, {{env: NAME}} or {{file: PATH}} (got a value, not shown)" in msg
         assert "123456789" not in msg and "hunter2x" not in msg and "int" not in msg
+
+
+def test_a_number_as_password_is_its_text_as_ansible_sends_it(tmp_path):
+    # ansible_password: 123456789 (a YAML int) logs in as "123456789" in Ansible; it was refused as no text.
+    h = inv(tmp_path, "all: {hosts: {h: {ansible_password: 123456789, ansible_become_password: 2468.5}}}").host("h")
+    assert h.connection.ansible_password.get_secret_value() == "123456789"
+    assert h.connection.ansible_become_password.get_secret_value() == "2468.5"
+    assert MASK.mask_lines("a 123456789 b 2468.5") == f"a {HIDDEN} b {HIDDEN}"
 
 
 def test_plain_text_passwords_are_masked_and_wrapped(tmp_path):
