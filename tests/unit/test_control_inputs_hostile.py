@@ -839,3 +839,34 @@ def test_the_aliases_are_ansibles_own_and_become_aliases_are_taken(tmp_path):
     assert h2.ansible_become_password.get_secret_value() == "4321"
     p = bringup("hosts", "-i", "hosts.yml", "--host", "h2", cwd=tmp_path)
     assert p.returncode == 0 and "4321" not in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+# --- a secrets file given as the inventory ----------------------------------------------------------------------
+
+NOT_INVENTORIES = {
+    ".env": ("DB_PASSWORD=hunter2x\nAPI_TOKEN=tok-abc-123\n", "holds '='"),
+    ".pgpass": ("db.example:5432:db:user:pgpw-777\n", "holds ':' and is no IPv6 address"),
+    "vars.yml": ("all:\n  hosts:\n    'DB_PASSWORD=hunter2x':\n", "holds '='"),
+    "list.json": ('{"all": {"hosts": ["db.example:5432:db:user:pgpw-777"]}}', "holds ':'"),
+}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: -i .env or -i ~/.pgpass (readable by all) listed their lines "
+                                        "as host names: hosts printed DB_PASSWORD=hunter2x and the .pgpass password",
+                         variants=len(NOT_INVENTORIES), checks=("secret never shown", "one clear line"))
+@pytest.mark.parametrize("name", sorted(NOT_INVENTORIES))
+def test_a_secrets_file_given_as_inventory_is_refused_without_its_lines(tmp_path, name):
+    text, why = NOT_INVENTORIES[name]
+    (tmp_path / name).write_text(text)
+    (tmp_path / name).chmod(0o644)
+    p = bringup("hosts", "-i", name, cwd=tmp_path)
+    line = one_line_refusal(p, f"{name}:", "a host name (not shown)", why)
+    for secret in ("hunter2x", "pgpw-777", "tok-abc", "DB_PASSWORD"):
+        assert secret not in line, line
+
+
+def test_ipv6_hosts_and_ports_are_still_host_names(tmp_path):
+    (tmp_path / "hosts.ini").write_text("[web]\nfe80::1\n[::1]:2222\nh2:22\n")
+    p = bringup("hosts", "-i", "hosts.ini", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "root@::1:2222" in p.stdout and "root@fe80::1:22" in p.stdout and "root@h2:22" in p.stdout, p.stdout

@@ -3,6 +3,7 @@ variables), each variable with where it was set.  The sources build it, :mod:`br
 it; nothing here reads a file."""
 from __future__ import annotations
 
+import ipaddress
 import re
 import unicodedata
 from dataclasses import dataclass, field
@@ -60,8 +61,37 @@ def unsafe_name(name: str) -> str | None:
     return None
 
 
+def _ipv6(name: str) -> bool:
+    try:
+        ipaddress.IPv6Address(name.split("%", 1)[0])
+    except ValueError:
+        return False
+    return True
+
+
+def secret_like_host(name: str) -> str | None:
+    """Why a host ``name`` is a line of some other file rather than a host, told without quoting it, or None.
+
+    Ansible lists a ``.env`` file's ``DB_PASSWORD=hunter2x`` and a ``.pgpass`` line ``db:5432:db:user:pw`` as host
+    names; a listing then shows the secret.  A host name never holds ``=``, nor a ``:`` once its ``:PORT`` is read,
+    unless it is an IPv6 address."""
+    if "=" in name:
+        return ("holds '=' (a KEY=value line: a .env or config file, or a variable written where a host goes; in an "
+                "INI inventory a host's variables follow its name after a space, a group's go under [group:vars])")
+    if ":" in name and not _ipv6(name):
+        return ("holds ':' and is no IPv6 address (a line of a colon-separated file such as ~/.pgpass or "
+                "/etc/passwd; a host's port is written host:PORT, once)")
+    return None
+
+
 def check_name(name: str, kind: str, at: str) -> None:
-    """Raise :class:`SourceError` (one line naming ``at``, the name and the fix) when ``name`` is unsafe."""
+    """Raise :class:`SourceError` (one line naming ``at``, the name and the fix) when ``name`` is unsafe.  A host
+    name that looks like a line of a secrets file (:func:`secret_like_host`) is refused without being quoted."""
+    if kind == "host":
+        like = secret_like_host(name)
+        if like is not None:
+            raise SourceError(f"{at}: a host name (not shown) {like}; check that --inventory names an Ansible "
+                              "inventory", "a host name that is a line of some other file")
     why = unsafe_name(name)
     if why is not None:
         shown = repr(name) if len(name) <= 80 else repr(name[:80]) + "..."
