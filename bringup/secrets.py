@@ -390,8 +390,8 @@ def reveal(value: Any) -> Any:
 
 
 def holds_secret(value: Any) -> bool:
-    """``value`` holds a resolved secret, or a URL with a password in it."""
-    if isinstance(value, SecretStr):
+    """``value`` holds a resolved secret, a vaulted text, or a URL with a password in it."""
+    if isinstance(value, (SecretStr, Vaulted)):
         return True
     if isinstance(value, str):
         return bool(_URL_PASSWORD.search(value))

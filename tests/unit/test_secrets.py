@@ -329,6 +329,20 @@ def test_daemon_config_with_a_secret_is_private():
     assert not isinstance(files[0], PrivateJsonFile)
 
 
+@pytest.mark.reliability(item=40, fault="vault: a !vault value in docker_daemon_config (a mirror's URL, a proxy) was "
+                                        "written to a daemon.json of mode 0644 (holds_secret knew references, not "
+                                        "vaulted text)", variants=2, checks=("secret never shown",))
+@pytest.mark.parametrize("value", ["https://mirror.local/tok-9", "ab"])
+def test_daemon_config_with_a_vaulted_value_is_private(value):
+    from bringup.secrets import Vaulted
+
+    role = _docker_role()
+    cfg = {"registry-mirrors": [Vaulted(value)], "log-driver": "json-file"}
+    files = [r for r in role.resources(_ctx(role, docker_daemon_config=cfg)) if r.kind == "json"]
+    assert isinstance(files[0], PrivateJsonFile) and files[0].keys["registry-mirrors"] == [value]
+    assert holds_secret(Vaulted(value)) and holds_secret({"a": [Vaulted(value)]})
+
+
 def _b64(text: str) -> str:
     return base64.b64encode(text.encode()).decode()
 
