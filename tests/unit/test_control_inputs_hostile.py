@@ -870,3 +870,32 @@ def test_ipv6_hosts_and_ports_are_still_host_names(tmp_path):
     p = bringup("hosts", "-i", "hosts.ini", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "root@::1:2222" in p.stdout and "root@fe80::1:22" in p.stdout and "root@h2:22" in p.stdout, p.stdout
+
+
+SECRET_LINES = {
+    "my.cnf": ("[client]\npassword hunter2zz\n", 2),
+    "vars-line": ("[g:vars]\ndb_password hunter2zz\n", 2),
+    "aws": ("[default]\naws_secret_access_key = hunter2zz\n", 2),
+    "netrc": ("machine h login u password hunter2zz\n", 1),
+}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: a config file given as the inventory (~/.my.cnf, ~/.aws/credentials, "
+                                        ".netrc, readable by all) was refused quoting its line: 'expected key=value "
+                                        "..., got 'password hunter2zz''", variants=len(SECRET_LINES),
+                         checks=("secret never shown", "one clear line"))
+@pytest.mark.parametrize("case", sorted(SECRET_LINES))
+def test_a_refused_line_that_names_a_password_is_not_quoted(tmp_path, case):
+    text, n = SECRET_LINES[case]
+    (tmp_path / "inv").write_text(text)
+    (tmp_path / "inv").chmod(0o644)
+    p = bringup("hosts", "-i", "inv", cwd=tmp_path)
+    line = one_line_refusal(p, f"inv:{n}: ")
+    assert "hunter2zz" not in line, line
+    if case in ("my.cnf", "vars-line"):  # the refusal would quote the password: the line is not shown
+        assert "names a password, token or secret" in line and f"`sed -n {n}p -- inv`" in line, line
+
+
+def test_a_refused_line_without_a_secret_word_is_still_quoted(tmp_path):
+    (tmp_path / "inv").write_text("[g:vars]\nworkers 8\n")
+    one_line_refusal(bringup("hosts", "-i", "inv", cwd=tmp_path), "expected key=value in [g:vars], got 'workers 8'")

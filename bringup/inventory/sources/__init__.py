@@ -31,7 +31,8 @@ from .folders import listed
 from .ini import parse_ini
 from .model import GroupDef, SourceData, SourceError, Value
 from .script import is_list_output, parse_list_output, run_script
-from .yamlfile import YamlSyntaxError, load_yaml_lines, private_mode, read_plain, sealed_doubts, sealed_error
+from .yamlfile import (YamlSyntaxError, load_yaml_lines, private_mode, read_plain, sealed_doubts, sealed_error,
+                       secret_line)
 from .yamlinv import MAX_GROUP_DEPTH, parse_yaml_inventory
 
 __all__ = ["IGNORED_EXTENSIONS", "MAX_GROUP_DEPTH", "GroupDef", "SourceData", "SourceError", "Value",
@@ -120,9 +121,9 @@ def _detect(path: Path, vault: Vault | None, known: set[str]) -> SourceData:
     try:
         found = _parse(path, text, vault, known)
     except (InventoryError, SourceError) as e:
-        # The messages quote the text: a file encrypted whole, or one other users may not read (/etc/shadow), tells
-        # its line and what is wrong only.
-        private = None if sealed else private_mode(path)
+        # The messages quote the text: a file encrypted whole, one other users may not read (/etc/shadow), or a line
+        # that names a password (a ~/.my.cnf), tells its line and what is wrong only.
+        private = None if sealed else private_mode(path) or secret_line(e, path, text)
         if not sealed and private is None:
             raise
         raise sealed_error(e, path, private) from None

@@ -17,7 +17,7 @@ from ..vault import Vault, VaultError, is_vaulted
 from .model import VAR_NAME_KIND, SourceError
 
 __all__ = ["MAX_BYTES", "MAX_NODES", "MAX_DEPTH", "too_deep", "KeyLines", "YamlSyntaxError", "load_yaml", "load_yaml_lines", "read_text",
-           "read_plain", "sealed_error", "private_mode"]
+           "read_plain", "sealed_error", "private_mode", "secret_line"]
 
 
 class YamlSyntaxError(InventoryError):
@@ -250,6 +250,27 @@ def private_mode(path: Path | str) -> str | None:
         return None
     return (f"the file may not be read by other users (mode {stat.S_IMODE(mode):04o}: it may hold secrets), so its "
             "text is not shown")
+
+
+#: A word that says a line holds a credential: ``password hunter2`` of a ~/.my.cnf read as INI, ``api_key: x``.
+_SECRET_WORD = re.compile(r"(?i)pass(?:word|wd|phrase)?\b|passw|secret|token|credential|api[_-]?key|private[_-]?key|"
+                          r"\bauth")
+
+
+def secret_line(e: Exception, path: Path | str, text: str) -> str | None:
+    """Why the line that error ``e`` names (``path:N...``) is not to be quoted back, or None: it names a password,
+    a token or a secret (``expected key=value in [client:vars], got 'password hunter2'`` printed the password of
+    a ~/.my.cnf given as the inventory), told by its line and what is wrong only (:func:`sealed_error`)."""
+    m = re.match(re.escape(str(path)) + r":(\d+)", str(e))
+    lines = text.splitlines()
+    if not m or not 0 < int(m.group(1)) <= len(lines) or not _SECRET_WORD.search(lines[int(m.group(1)) - 1]):
+        return None
+    said = str(e)[m.end():]
+    # Only where the message quotes the line beyond its secret's name (a !vault value's error quotes nothing).
+    words = [w for w in re.findall(r"[^\s=:'\"]{3,}", lines[int(m.group(1)) - 1]) if not _SECRET_WORD.search(w)]
+    if not any(w in said for w in words):
+        return None
+    return "the line names a password, token or secret, so its text is not shown"
 
 
 #: What a file encrypted whole says of a variable name that is not Ansible's form: elsewhere a warning names it and
