@@ -21,7 +21,8 @@ Every secret resolved, and the Ansible passwords given as text, are added to
 :data:`MASK`.  What the run prints (``sys.stdout``/``sys.stderr`` once
 :func:`mask_output` ran) and the JSON reports go through it: each secret's
 text becomes ``********``, and so does the password of any URL
-(``https://user:TOKEN@host/`` → ``https://user:********@host/``).
+(``https://user:TOKEN@host/`` → ``https://user:********@host/``) and the value of any ``KEY=value`` whose KEY names a
+credential (``DB_PASSWORD=hunter2x`` → ``DB_PASSWORD=********``).
 """
 from __future__ import annotations
 
@@ -55,6 +56,14 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: name such as ``git`` or ``root`` is shorter and stays).
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:|[a-z][a-z0-9+.-]*://)"
                            r"((?<=:)[^/\s@'\"]+|(?<=//)[^/\s:@'\"]{16,})(@)")
+
+
+#: ``KEY=value`` whose KEY names a credential (``DB_PASSWORD=hunter2x`` of a .env, ``--token=...`` of a command line,
+#: ``api_key=...``): what a script's error, a program's output or a file read by mistake says is masked as a URL's
+#: password is, whoever's secret it is.  A value that is a reference (``{env: ...}``) or already masked stays.
+_SECRET_ASSIGNMENT = re.compile(
+    r"(?i)(?<![\w-])([\w.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
+    r"_pass|_pw)[ \t]*=(?!=)[ \t]*)(?![{*])(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&|]+)")
 
 
 class Vaulted(str):
@@ -132,7 +141,8 @@ class Masker:
         for secret in sorted(self._texts, key=len, reverse=True):
             if secret in text:
                 text = text.replace(secret, HIDDEN)
-        return _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}\g<3>", text)
+        text = _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}\g<3>", text)
+        return _SECRET_ASSIGNMENT.sub(rf"\g<1>{HIDDEN}", text) if "=" in text else text
 
     def mask_value(self, value: Any) -> Any:
         """A whole value as rendered (a plan's "is" or "want", an audit's expectation): ``********`` when it is a

@@ -899,3 +899,26 @@ def test_a_refused_line_that_names_a_password_is_not_quoted(tmp_path, case):
 def test_a_refused_line_without_a_secret_word_is_still_quoted(tmp_path):
     (tmp_path / "inv").write_text("[g:vars]\nworkers 8\n")
     one_line_refusal(bringup("hosts", "-i", "inv", cwd=tmp_path), "expected key=value in [g:vars], got 'workers 8'")
+
+
+@pytest.mark.reliability(item=40, fault="inventory script: a failing script's stderr 'DB_PASSWORD=hunter6zz' was quoted "
+                                        "in its refusal (a KEY=value naming a credential, no secret the run knew)",
+                         variants=3, checks=("secret never shown",))
+@pytest.mark.parametrize("said", ["DB_PASSWORD=hunter6zz", "connect --token=hunter6zz failed",
+                                  "api_key = 'hunter6zz'"])
+def test_a_credential_assignment_in_a_scripts_error_is_masked(tmp_path, said):
+    script = tmp_path / "inv.sh"
+    script.write_text(f"#!/bin/sh\necho \"{said}\" >&2\nexit 3\n")
+    script.chmod(0o755)
+    line = one_line_refusal(bringup("hosts", "-i", str(script), cwd=tmp_path), "exited 3")
+    assert "hunter6zz" not in line and "********" in line, line
+
+
+def test_the_masker_hides_a_credentials_value_only():
+    from bringup.secrets import Masker
+
+    m = Masker()
+    assert m.mask("+password = hunter9\n") == "+password = ********\n"
+    for kept in ("-o PasswordAuthentication=no", "a password == b", "token={env: X}", "ssh_key=/root/.ssh/id",
+                 "net.core.somaxconn = 7", "password: prompt"):
+        assert m.mask(kept) == kept
