@@ -38,6 +38,7 @@ from .sources.varsdirs import load_vars
 from .sources.yamlfile import load_yaml_lines
 from .sources.yamlinv import MAX_GROUP_DEPTH
 from ..process import command
+from ..userfile import home
 from ..secrets import MASK, Vaulted, resolve_refs
 from .addresses import address_problem
 from .vault import Vault
@@ -244,7 +245,8 @@ def _paths(path: str | Path | list | tuple) -> list[Path]:
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if not paths:
         raise InventoryError("no inventory given: pass --inventory PATH (a file or a folder; repeatable)")
-    return [Path(p) for p in paths]
+    # ~ and ~user as Ansible expands them (-i '~/hosts' quoted, a path in a script); an unknown user's stays as written.
+    return [Path(home(str(p))) for p in paths]
 
 
 def _depths(groups: dict[str, GroupDef], where: str) -> dict[str, int]:

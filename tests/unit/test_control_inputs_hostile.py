@@ -922,3 +922,16 @@ def test_the_masker_hides_a_credentials_value_only():
     for kept in ("-o PasswordAuthentication=no", "a password == b", "token={env: X}", "ssh_key=/root/.ssh/id",
                  "net.core.somaxconn = 7", "password: prompt"):
         assert m.mask(kept) == kept
+
+
+def test_an_inventory_path_under_home_is_expanded_as_ansible_does(tmp_path, monkeypatch):
+    """``-i '~/hosts.yml'`` (quoted) is the file in the home folder, as for Ansible; it
+    was "no such inventory file"."""
+    from bringup.inventory.hosts import load_inventory
+
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / "hosts.yml").write_text(HOSTS)
+    (tmp_path / "group_vars").mkdir()
+    (tmp_path / "group_vars" / "all.yml").write_text("gpu_profile: l4\n")
+    inv = load_inventory("~/hosts.yml")
+    assert inv.host("h1").vars["gpu_profile"] == "l4" and inv.path == tmp_path / "hosts.yml"
