@@ -877,6 +877,8 @@ SECRET_LINES = {
     "vars-line": ("[g:vars]\ndb_password hunter2zz\n", 2),
     "aws": ("[default]\naws_secret_access_key = hunter2zz\n", 2),
     "netrc": ("machine h login u password hunter2zz\n", 1),
+    "short-part": ("h1 ansible_host=127.0.0.1 ansible_ssh_pass=abc ;hunter2zz\n", 1),
+    "short-part-2": ("h1 ansible_ssh_pass=abc ;x\n", 1),
 }
 
 
@@ -892,7 +894,8 @@ def test_a_refused_line_that_names_a_password_is_not_quoted(tmp_path, case):
     p = bringup("hosts", "-i", "inv", cwd=tmp_path)
     line = one_line_refusal(p, f"inv:{n}: ")
     assert "hunter2zz" not in line, line
-    if case in ("my.cnf", "vars-line"):  # the refusal would quote the password: the line is not shown
+    assert ";x" not in line, line
+    if case in ("my.cnf", "vars-line", "short-part", "short-part-2"):  # the refusal would quote the password
         assert "names a password, token or secret" in line and f"`sed -n {n}p -- inv`" in line, line
 
 

@@ -265,10 +265,12 @@ def secret_line(e: Exception, path: Path | str, text: str) -> str | None:
     lines = text.splitlines()
     if not m or not 0 < int(m.group(1)) <= len(lines) or not _SECRET_WORD.search(lines[int(m.group(1)) - 1]):
         return None
-    said = str(e)[m.end():]
-    # Only where the message quotes the line beyond its secret's name (a !vault value's error quotes nothing).
-    words = [w for w in re.findall(r"[^\s=:'\"]{3,}", lines[int(m.group(1)) - 1]) if not _SECRET_WORD.search(w)]
-    if not any(w in said for w in words):
+    said, line = str(e)[m.end():], lines[int(m.group(1)) - 1]
+    # Only where the message quotes the line beyond its secret's name (a !vault value's error quotes nothing): a word
+    # of it, or a quoted part of the message that is in it (';x' of 'ansible_ssh_pass=abc ;x').
+    words = [w for w in re.findall(r"[^\s=:'\"]{3,}", line) if not _SECRET_WORD.search(w)]
+    quoted = [a or b for a, b in re.findall(r"'([^'\n]+)'|\"([^\"\n]+)\"", said)]
+    if not any(w in said for w in words) and not any(q in line and not _SECRET_WORD.search(q) for q in quoted):
         return None
     return "the line names a password, token or secret, so its text is not shown"
 
