@@ -706,3 +706,27 @@ def test_the_vars_files_of_one_load_are_bounded_together(tmp_path, monkeypatch):
     for i in range(6):  # within the bound: read as before
         (tmp_path / "group_vars" / "all" / f"f{i}.yml").write_text(f"k{i}: {'x' * 500}\n")
     assert len(load_inventory(tmp_path / "hosts").hosts) == 2
+
+
+# --- a value its YAML tag (or its date form) cannot be ------------------------------------------------------------
+
+BAD_TAGGED = {"float": "!!float hunter7zz", "bool": "!!bool maybe", "timestamp": "!!timestamp 2020-13-45",
+              "date": "2020-13-45", "leap": "2021-02-29", "map": "!!map x", "nan-ish": "!!float .nanx"}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: a YAML value its tag cannot read (!!float abc, !!bool maybe, a date "
+                                        "2020-13-45 even untagged) was a Python traceback quoting the value",
+                         variants=len(BAD_TAGGED), checks=("one clear line",))
+@pytest.mark.parametrize("case", sorted(BAD_TAGGED))
+def test_a_value_its_yaml_tag_cannot_read_is_one_line(tmp_path, case):
+    inv = write(tmp_path / "hosts.yml", f"all:\n  hosts:\n    h1:\n      v: {BAD_TAGGED[case]}\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv)
+    msg = one_line(e)
+    assert msg.startswith(f"{inv}:4:10: a value that is no !!") and "hunter7zz" not in msg, msg
+
+
+def test_a_good_date_and_tagged_numbers_still_load(tmp_path):
+    inv = write(tmp_path / "hosts.yml", "all:\n  hosts:\n    h1:\n      a: 2020-01-02\n      b: !!float 1.5\n")
+    v = load_inventory(inv).host("h1").vars
+    assert v["b"] == 1.5 and str(v["a"]) == "2020-01-02"

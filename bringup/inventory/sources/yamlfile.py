@@ -48,6 +48,20 @@ class _Loader(yaml.SafeLoader):
         _expanded_size(node)
         return super().construct_document(node)
 
+    def construct_object(self, node, deep=False):
+        # A value its tag's constructor cannot read (``!!float abc``, ``!!bool maybe``, a date such as 2020-13-45,
+        # tagged or not) raised ValueError, KeyError or AttributeError out of PyYAML: a traceback quoting the value.
+        try:
+            return super().construct_object(node, deep)
+        except SourceError:  # (a ValueError: bringup's own line, kept)
+            raise
+        except (ValueError, TypeError, KeyError, AttributeError, IndexError, OverflowError):
+            tag = str(node.tag).replace("tag:yaml.org,2002:", "!!")
+            raise _error(f"{_where(node.start_mark)}: a value that is no {tag} (a {tag} tag, or a date such as "
+                         "2020-13-45, on something that is not one); quote it if it is text, or fix it",
+                         f"a value that is no {tag}") from None
+
+
 
 def _where(mark) -> str:
     return f"{mark.name}:{mark.line + 1}:{mark.column + 1}"
