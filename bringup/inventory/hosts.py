@@ -80,6 +80,12 @@ class ConnectionVars(BaseModel):
             raise ValueError("must be one line of text")
         return v
 
+    @field_validator("ansible_user", mode="before")
+    @classmethod
+    def _user_text(cls, v: Any) -> Any:
+        # YAML's `ansible_user: 1000` is the user "1000" to Ansible (its remote_user is a string option).
+        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
+
     @field_validator("ansible_host")
     @classmethod
     def _address(cls, v: str | None) -> str | None:
@@ -101,6 +107,7 @@ class ConnectionVars(BaseModel):
 _FIXES = {
     "ansible_host": "a host name or IP address as it is (the port in ansible_port, the user in ansible_user)",
     "ansible_port": "an integer 1-65535",
+    "ansible_user": "a user name as text",
     "ansible_connection": "one of ssh, local",
     "ansible_become": "true or false",
     "ansible_become_user": "a user name like root or triton (letters, digits, '_', '.', '-'), or #UID",

@@ -938,3 +938,18 @@ def test_an_inventory_path_under_home_is_expanded_as_ansible_does(tmp_path, monk
     (tmp_path / "group_vars" / "all.yml").write_text("gpu_profile: l4\n")
     inv = load_inventory("~/hosts.yml")
     assert inv.host("h1").vars["gpu_profile"] == "l4" and inv.path == tmp_path / "hosts.yml"
+
+
+def test_a_numeric_login_user_is_its_text_as_ansible_takes_it(tmp_path):
+    """``ansible_user: 1000`` (or ansible_ssh_user) logs in as "1000" in Ansible; bringup said 'must be a valid
+    value'.  ``true`` stays refused, now saying what the variable takes."""
+    from bringup.errors import InventoryError
+    from bringup.inventory.hosts import load_inventory
+
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    h1:\n      ansible_user: 1000\n"
+                                        "    h2:\n      ansible_ssh_user: 1001\n")
+    inv = load_inventory(tmp_path / "hosts.yml")
+    assert (inv.host("h1").connection.ansible_user, inv.host("h2").connection.ansible_user) == ("1000", "1001")
+    (tmp_path / "bad.yml").write_text("all:\n  hosts:\n    h1:\n      ansible_user: true\n")
+    with pytest.raises(InventoryError, match=r"ansible_user must be a user name as text \(got True\)"):
+        load_inventory(tmp_path / "bad.yml")
