@@ -244,11 +244,11 @@ class Child:
             return True
         return True
 
-    def end(self, grace: float = 2.0, sig: int = signal.SIGTERM) -> int:
+    def end(self, grace: float = 2.0, sig: int = signal.SIGTERM, *, tagged: bool = True) -> int:
         """End the child and whatever it started: ``sig`` (SIGTERM: a script's trap can clean up) to its whole
         group, up to ``grace`` seconds for the group to go, then SIGKILL to the group; its leader reaped, and
-        what left the group carrying its tag killed.  Its exit code.  Safe to call again, or from another
-        thread while one waits for it; a group already gone is left alone."""
+        (``tagged``) what left the group carrying its tag killed.  Its exit code.  Safe to call again, or from
+        another thread while one waits for it; a group already gone is left alone."""
         if self.running():
             signal_ = end_group if self.group else self._signal
             if grace > 0:
@@ -263,7 +263,7 @@ class Child:
         rc = self.proc.wait()
         if self.group:  # SIGKILL lands as each process is next scheduled: the group gone before this returns
             group_gone(self.pid, within=5.0)
-        if self.tag is not None:
+        if self.tag is not None and tagged:
             end_tagged(self.tag, var=self.tag_var)
         return rc
 
@@ -507,9 +507,12 @@ def capture(argv: Sequence[str], *, timeout: float, cap: int, err_cap: int = 64 
     handler of the program takes ends it so at once and raises :class:`Signalled` (``what`` names the child)."""
     with _signals_end_it() as got:  # before the start: a signal from here on ends the child, not bringup alone
         started = time.monotonic()
-        # Tagged: what left its group on the way (setsid) is ended with it (Child.end).  What shed the tag too (env
-        # -i setsid) is not found: no orphan of this process is killed here (capture also runs in a site test's
-        # pytest, whose own detached processes are orphans of that process too).
+        # Tagged: what left its group on the way (setsid) and still holds its output once it exited, or runs on
+        # when it is ended (timeout, too large, a stop), is ended with it (Child.end).  A daemon it started that
+        # let go of its output (a vault program's gpg-agent, a Match exec's ssh ControlMaster) is not bringup's
+        # to end: it runs on.  What shed the tag too (env -i setsid) is not found: no orphan of this process is
+        # killed here (capture also runs in a site test's pytest, whose own detached processes are orphans of
+        # that process too).
         child = start(argv, stdin=DEVNULL if input is None else PIPE, stdout=PIPE, stderr=PIPE, env=env, cwd=cwd,
                       tag=True)
         proc = child.proc
@@ -552,8 +555,10 @@ def capture(argv: Sequence[str], *, timeout: float, cap: int, err_cap: int = 64 
                         break
                     buf += chunk[:max(room, 0)]
         finally:
+            # Ended by bringup, or something it left still holds its output (the drain ran out): its tag's too.
+            held = why is not None or bool(got) or bool(sel.get_map()) or proc.poll() is None
             sel.close()
-            child.end(term_grace)  # what it left in its group, and itself if it was ended
+            child.end(term_grace, tagged=held)  # what it left in its group, and itself if it was ended
             for f in (proc.stdout, proc.stderr):
                 f.close()
     if got:
