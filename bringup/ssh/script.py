@@ -74,13 +74,15 @@ def _timer(limit_s: int) -> str:
 END_LEFT = 'kill -KILL -"%s" 2>/dev/null'  # dash's kill takes no --
 
 #: The environment variable that tags each timed snippet's processes on the host (a value per snippet and script):
-#: what left the snippet's process group (``setsid``, a daemon's double fork) still carries it.
+#: what left the snippet's process group (``setsid``, a daemon's double fork) still carries it, and the read
+#: script's signal traps end what carries it.  A snippet's end does not look for it (a scan of every process's
+#: environment: ~65 ms of the host's CPU per snippet where 2,000 processes run, 28 snippets a facts round trip):
+#: what let go of the output runs on, as a daemon a command started may; what holds it is bounded by
+#: command_timeout on an SSH host, and ended once the command exited on a local one (LocalTransport).
 READ_TAG_ENV = "BRINGUP_READ"
 
-#: What still carries a tag (``%s``: ``VAR=value``, quoted) once its snippet ended: killed, three rounds (one that
-#: forked meanwhile).  A process that left the group with ``setsid`` and kept the snippet's stdout held the
-#: section's ``head``, and the whole round trip, until command_timeout, which lost every fact; and it ran on
-#: after.  Where grep has no ``-z`` (not GNU), nothing is found: the group kill alone, as before.
+#: What still carries a tag (``%s``: ``VAR=value``, quoted): killed, three rounds (one that forked meanwhile).
+#: Where grep has no ``-z`` (not GNU), nothing is found: the group kill alone.
 _END_TAGGED = ('for _n in 1 2 3; do _l=$(grep -lzxF -e %s /proc/[0-9]*/environ 2>/dev/null | cut -d/ -f3); '
                '[ -n "$_l" ] || break; kill -KILL $_l 2>/dev/null; done')
 
@@ -88,7 +90,7 @@ _END_TAGGED = ('for _n in 1 2 3; do _l=$(grep -lzxF -e %s /proc/[0-9]*/environ 2
 def end_left(pid: str, tag: str | None = None, var: str = READ_TAG_ENV) -> str:
     """The shell line that ends what a timed command (timeout(1)'s pid ``pid``, a shell word) left running once
     it ended: its process group (:data:`END_LEFT`), then, given its ``tag`` (hex, in ``var``), every process that
-    still carries it, the group left or not."""
+    still carries it, the group left or not (accept's load: one command, whose GPU load must not run on)."""
     if tag is None:
         return END_LEFT % pid
     if not re.fullmatch(r"[0-9a-f.]{1,80}", tag):
@@ -164,7 +166,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
             if section_max is not None and i not in small:
                 body = f"( {snippet}\n) {redir}" if not timed else (
                     f"{{ {READ_TAG_ENV}={rtag}.{i} $_t sh -c {sh('%s', snippet)} {redir} & _c=$!; wait \"$_c\"; "
-                    f"_s=$?; {end_left('$_c', f'{rtag}.{i}')}; (exit \"$_s\"); }}")
+                    f"_s=$?; {end_left('$_c')}; (exit \"$_s\"); }}")
                 lines.append(_bounded(str(i), body, token, section_max))
                 continue
             lines.append(f"printf '\\n@@{token}:B:{i}\\n'")
@@ -184,7 +186,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
         if timed and i not in shell and i not in small:
             # Under timeout(1), in a group of its own: its pid in the folder while it runs, for the traps below.
             lines.append(f'{fn}_{i}() {{ {READ_TAG_ENV}={rtag}.{i} $_t sh -c {sh("%s", snippet)} {redir} & _c=$!; '
-                         f'[ -z "$_d" ] || echo "$_c" >"$_d/t{i}"; wait "$_c"; _s=$?; {end_left("$_c", f"{rtag}.{i}")}; '
+                         f'[ -z "$_d" ] || echo "$_c" >"$_d/t{i}"; wait "$_c"; _s=$?; {end_left("$_c")}; '
                          f'[ -z "$_d" ] || rm -f "$_d/t{i}"; return "$_s"; }}')
             continue
         # One function per snippet, its body a subshell: an `exit` in a snippet ends only that snippet.
