@@ -43,7 +43,7 @@ from bringup.engine.auditkit import Expect
 from bringup.ssh.command import join, sh
 from bringup.inventory.vars import RoleVars, Spec, Text, key_matching, want
 from bringup.resources import Command, Packages, Service
-from bringup.resources.guard import Fail
+from bringup.resources.guard import Fail, unread_facts
 from bringup.resources.systemd import restart_on_config, without_systemd
 from bringup.resources.hold import Hold
 from bringup.resources.jsonfile import JsonFile, check_json
@@ -236,16 +236,19 @@ def resources(host):
                                unless="docker compose version || command -v docker-compose"))
     # Declared even when empty: keys an earlier run merged and the inventory dropped are removed.
     # A daemon not running yet reads the new file when the service below starts it: no restart.  One whose state
-    # is unknown (docker info unread: a daemon that did not answer) is restarted when its file changes, as a
-    # running one is: read as "not running", the new file would never be applied.
-    unread = getattr(host.facts, "unread", None)
-    running = bool((host.facts.get("system.docker") or {}).get("server_version")) or bool(
-        unread is not None and unread("system.docker"))
-    cfg, notify = v["docker_daemon_config"], ["restart docker"] if running else ()
-    # A token in it (a mirror's URL): the file is root's alone.
-    out.append(PrivateJsonFile(DAEMON_JSON, reveal(cfg), notify=notify, check=dockerd_check, owned=True)
-               if holds_secret(cfg) else
-               JsonFile(DAEMON_JSON, cfg, notify=notify, check=dockerd_check, owned=True))
+    # is unknown (docker info unread: a daemon that did not answer within its bound, a garbled answer) is left
+    # alone, file and daemon, in one line naming the fact: read as "not running", the new file would never be
+    # applied; restarted on a slow answer, a production Docker would stop its containers.
+    unknown = unread_facts(host, ("system.docker",), "daemon.json and the Docker daemon")
+    if unknown:
+        out.append(unknown)
+    else:
+        running = bool((host.facts.get("system.docker") or {}).get("server_version"))
+        cfg, notify = v["docker_daemon_config"], ["restart docker"] if running else ()
+        # A token in it (a mirror's URL): the file is root's alone.
+        out.append(PrivateJsonFile(DAEMON_JSON, reveal(cfg), notify=notify, check=dockerd_check, owned=True)
+                   if holds_secret(cfg) else
+                   JsonFile(DAEMON_JSON, cfg, notify=notify, check=dockerd_check, owned=True))
     if v["registry_auths"]:
         out.append(PrivateJsonFile(CLIENT_CONFIG, {"auths": {
             reg: {"auth": docker_auth(reveal(c["username"]), reveal(c["password"]))}
