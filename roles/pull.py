@@ -58,7 +58,7 @@ class Pull(Spec):
     randomized_delay: str = want("10min", "a systemd time span (10min)", pattern=_SPAN)
     on_boot: str = want("2min", "a systemd time span (2min)", pattern=_SPAN)
     timeout: str = want("1h", "a systemd time span (1h): the longest run", pattern=_SPAN)
-    inventory: str = want("hosts", "a path inside the repository (hosts)", pattern=r"^[^/\s][^\s]*$")
+    inventory: str = want("hosts", "a path inside the repository (hosts)", pattern=r"^[^/~\s][^\s]*$")
     name: Optional[str] = want(None, "the host's name in the repository's inventory", pattern=r"^\S+$")
     prometheus: Optional[str] = want("auto", "auto (the folder the host's node exporter reads), an absolute "
                                              "*.prom path, or null", pattern=r"^(auto|/\S*\.prom)$")

@@ -211,7 +211,8 @@ def provision_argv(host: str, settings: Settings) -> list[str]:
     # there would be code that runs.  -X, not PYTHONPYCACHEPREFIX: the programs the roles run do not inherit it.
     argv = [sys.executable, "-X", f"pycache_prefix={bytecode_folder(settings.cache)}",
             "-c", "import sys; from bringup.entry import main; sys.argv[0] = 'bringup'; main()",
-            "provision", "--host", host, "--inventory", settings.inventory, "--set", "ansible_connection=local"]
+            # ./: the checkout's own file, always (a path starting with ~ would be expanded to one outside it).
+            "provision", "--host", host, "--inventory", f"./{settings.inventory}", "--set", "ansible_connection=local"]
     if settings.roles:
         argv += ["--roles", ",".join(settings.roles)]
     if os.geteuid() == 0:

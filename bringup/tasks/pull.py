@@ -102,7 +102,7 @@ def pull(c, url=None, branch=None, tag=None, allowed_signers=ALLOWED_SIGNERS, na
 
     with failing():
         inv = str(inventory).strip()
-        if not inv or Path(inv).is_absolute() or ".." in Path(inv).parts:
+        if not inv or Path(inv).is_absolute() or ".." in Path(inv).parts or inv.startswith("~"):
             raise InputError(f"--inventory {shown(repr(inventory))}: a path inside the repository, like hosts or "
                              "inventories/prod")
         if len(inv.encode("utf-8", "surrogateescape")) > _PATH_MAX or any(

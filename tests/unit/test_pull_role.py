@@ -112,6 +112,7 @@ def test_without_systemd_it_says_what_to_do_instead():
     (wanted(roles=[]), "bringup_pull.roles"),
     (wanted(allow_rollback="HEAD~1"), "allow_rollback"),
     (wanted(prometheus="/var/lib/x.txt"), "prometheus"),
+    (wanted(inventory="~/hosts"), "inventory"),  # ~ would be the host's home folder: outside the checkout
 ])
 def test_bad_pull_variables_are_one_line(pull, words):
     with pytest.raises(InputError) as e:

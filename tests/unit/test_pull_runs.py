@@ -264,3 +264,21 @@ def test_allowed_signers_that_are_no_file_are_named_for_what_they_are(fleet, wha
 def test_shown_cuts_and_keeps_one_line():
     assert shown("a\nb\x1b[31m") == "a\\nb\\x1b[31m"
     assert shown("y" * 300) == "y" * 200 + "…" and shown("short") == "short"
+
+
+@pytest.mark.reliability(item=40, fault="pull --inventory '~/hosts' (or the role's inventory): the converge expanded "
+                                        "~ and loaded an unsigned inventory from the home folder, outside the checkout",
+                         variants=2, checks=("one clear line", "nothing executed"))
+def test_an_inventory_under_home_is_refused_and_the_converge_reads_the_checkouts_own(fleet):
+    from bringup.pull.run import provision_argv
+
+    fleet.commit("one", key=fleet.ops)
+    flags = task_flags(fleet)
+    if "--inventory" in flags:
+        del flags[flags.index("--inventory"):flags.index("--inventory") + 2]
+    r = bringup("pull", *flags, "--inventory", "~/hosts", cwd=fleet.tmp)
+    assert (r.returncode, r.stdout) == (1, "") and r.stderr.startswith(
+        "error: --inventory '~/hosts': a path inside the repository"), r.stderr
+    # Whatever the settings hold, the converge is handed the checkout's own file (./), never a ~ to expand.
+    argv = provision_argv("me", fleet.settings())
+    assert argv[argv.index("--inventory") + 1] == f"./{fleet.settings().inventory}", argv
