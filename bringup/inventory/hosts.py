@@ -25,10 +25,10 @@ import difflib
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import SecretStr, ValidationError
 
 from ..errors import InventoryError, InputError, printable, quoted
 from .sources import GroupDef, SourceError, Value, base_dir, read_source
@@ -40,115 +40,10 @@ from .sources.yamlinv import MAX_GROUP_DEPTH
 from ..process import command
 from ..userfile import home
 from ..secrets import MASK, Vaulted, resolve_refs
-from .addresses import address_problem
+from .connvars import ALIAS_NAMES, ALIASES, FIXES, SECRET_VARS, SECRETS, ConnectionVars, take_aliases
 from .vault import Vault
 
 __all__ = ["Inventory", "Host", "ConnectionVars", "SECRET_VARS", "load_inventory", "parse_set"]
-
-
-class ConnectionVars(BaseModel):
-    """The Ansible connection variables bringup honours, validated."""
-
-    model_config = ConfigDict(extra="ignore")
-
-    ansible_host: str | None = None
-    ansible_port: int = Field(22, ge=1, le=65535)
-    ansible_user: str | None = None
-    ansible_ssh_private_key_file: str | None = None
-    #: Text, ``{env: NAME}`` or ``{file: PATH}`` (see :mod:`bringup.secrets`); never shown.
-    ansible_password: SecretStr | None = None
-    ansible_connection: Literal["ssh", "local", "paramiko", "smart"] = "ssh"
-    ansible_become: bool = False
-    #: A user name as sudo -u takes it (useradd's letters, digits, '_', '.', '-', a trailing '$'), or ``#UID``.
-    ansible_become_user: str = Field("root", pattern=r"^(#\d{1,10}|[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?)$")
-    ansible_become_password: SecretStr | None = None
-    ssh_known_hosts: str = "~/.ssh/known_hosts"
-    ssh_connect_timeout: float = Field(10, gt=0, le=3600, allow_inf_nan=False)
-    #: Seconds between SSH keepalives on an idle session (0: none).
-    ssh_keepalive_interval: int = Field(15, ge=0)
-    #: Longest one round trip may take before the host counts as unreachable.
-    command_timeout: float = Field(1800, gt=0, le=7 * 86400, allow_inf_nan=False)
-    #: Longest a run that writes waits for the host's run lock (another run, or an earlier run's scripts).
-    run_lock_timeout: float = Field(60, gt=0, le=3600, allow_inf_nan=False)
-
-    @field_validator("ansible_become_password", "ansible_password", mode="before")
-    @classmethod
-    def _one_line(cls, v: Any) -> Any:
-        # Only text (or a resolved reference): pydantic's own error would name the value's type and more.
-        text = v.get_secret_value() if isinstance(v, SecretStr) else v
-        if v is not None and (not isinstance(text, str) or "\n" in text or "\r" in text):
-            raise ValueError("must be one line of text")
-        return v
-
-    @field_validator("ansible_user", mode="before")
-    @classmethod
-    def _user_text(cls, v: Any) -> Any:
-        # YAML's `ansible_user: 1000` is the user "1000" to Ansible (its remote_user is a string option).
-        return str(v) if isinstance(v, int) and not isinstance(v, bool) else v
-
-    @field_validator("ansible_host")
-    @classmethod
-    def _address(cls, v: str | None) -> str | None:
-        if v is not None and address_problem(v):
-            raise ValueError(address_problem(v))
-        return v
-
-    @field_validator("ansible_port", mode="before")
-    @classmethod
-    def _port_is_int(cls, v: Any) -> Any:
-        # YAML gives "2222" for a quoted port; accept digits, refuse the rest.
-        if isinstance(v, bool):
-            raise ValueError("must be an integer")
-        if isinstance(v, str) and v.strip().isdigit():
-            return int(v)
-        return v
-
-
-_FIXES = {
-    "ansible_host": "a host name or IP address as it is (the port in ansible_port, the user in ansible_user)",
-    "ansible_port": "an integer 1-65535",
-    "ansible_user": "a user name as text",
-    "ansible_connection": "one of ssh, local",
-    "ansible_become": "true or false",
-    "ansible_become_user": "a user name like root or triton (letters, digits, '_', '.', '-'), or #UID",
-    "ssh_connect_timeout": "a number of seconds > 0, at most 3600",
-    "ssh_keepalive_interval": "a whole number of seconds >= 0 (0: no keepalives)",
-    "command_timeout": "a number of seconds > 0, at most 604800 (a week)",
-    "run_lock_timeout": "a number of seconds > 0, at most 3600",
-    "ansible_password": "one line of text, {env: NAME} or {file: PATH}",
-    "ansible_become_password": "one line of text, {env: NAME} or {file: PATH}",
-}
-
-#: Ansible's other names of a connection variable, lowest precedence first (its connection and become plugins'
-#: ``vars:`` lists; the last one set wins: ``ansible_ssh_host`` over ``ansible_host``, as ``ansible -vvv`` shows).
-ALIASES = {
-    "ansible_host": ("ansible_host", "ansible_ssh_host"),
-    "ansible_port": ("ansible_port", "ansible_ssh_port"),
-    "ansible_user": ("ansible_user", "ansible_ssh_user"),
-    "ansible_password": ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password"),
-    "ansible_become_user": ("ansible_become_user", "ansible_sudo_user"),
-    "ansible_become_password": ("ansible_become_password", "ansible_become_pass", "ansible_sudo_pass"),
-    "ansible_ssh_private_key_file": ("ansible_private_key_file", "ansible_ssh_private_key_file"),
-}
-
-_SECRETS = frozenset({"ansible_password", "ansible_become_password"})
-#: Never printed, not even in an error about themselves (under any of Ansible's names).
-SECRET_VARS = frozenset(name for var in _SECRETS for name in ALIASES[var])
-_ALIAS_NAMES = frozenset(name for names in ALIASES.values() for name in names)
-
-
-def _take_aliases(merged: dict[str, Any]) -> dict[str, str]:
-    """Each connection variable set under another of Ansible's names (``ansible_ssh_pass``, ``ansible_ssh_user``,
-    ...) takes that value, as Ansible logs in with it: the last name of :data:`ALIASES` that is set (not null) wins.
-    Returns the names taken, ``{variable: the name the inventory wrote}``, for the messages about them (the host's
-    ``raw`` and ``sources`` keep each name as written)."""
-    taken: dict[str, str] = {}
-    for var, names in ALIASES.items():
-        name = next((n for n in reversed(names) if merged.get(n) is not None), None)
-        if name is not None and name != var:
-            merged[var] = merged[name]
-            taken[var] = name
-    return taken
 
 
 @dataclass
@@ -419,9 +314,9 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
         merged["group_names"] = others
         # Plain {{ name }} references are rendered; any other template is named where bringup uses it.
         merged, unrendered = render(merged)
-        for var in sorted(unrendered.keys() & (ConnectionVars.model_fields.keys() | _ALIAS_NAMES)):
+        for var in sorted(unrendered.keys() & (ConnectionVars.model_fields.keys() | ALIAS_NAMES)):
             raise InventoryError(unrendered_line(hname, var, raw[var], sources.get(var, where), unrendered[var]))
-        taken = _take_aliases(merged)
+        taken = take_aliases(merged)
         merged = _host_vars(merged, hname, where)
         conn = _connection(merged, hname, where, taken)
         hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn, raw=raw, sources=sources,
@@ -459,7 +354,7 @@ def _doubted(doubts: list[tuple[str, str]]) -> list[str]:
 #: Variables ssh reads as plain text (an address, a port, a user, a path, ssh's own arguments): a secret reference
 #: there becomes what a ``!vault`` value is, a :class:`Vaulted` (text everywhere it is used, ``********`` wherever
 #: it is rendered, its text in the run's masker), not a :class:`SecretStr` that only a password variable takes.
-SECRET_TEXT_VARS = frozenset(ConnectionVars.model_fields.keys() - _SECRETS) | {
+SECRET_TEXT_VARS = frozenset(ConnectionVars.model_fields.keys() - SECRETS) | {
     "ansible_ssh_args", "ansible_ssh_common_args", "ansible_ssh_extra_args", "ssh_config"}
 
 
@@ -469,7 +364,7 @@ def _host_vars(merged: dict[str, Any], hname: str, where: str) -> dict[str, Any]
     for var in SECRET_TEXT_VARS & merged.keys():
         if isinstance(merged[var], SecretStr):
             merged[var] = Vaulted(merged[var].get_secret_value())
-    for var in _SECRETS:
+    for var in SECRETS:
         value = merged.get(var)
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             # YAML's 12345 (or INI's): Ansible logs in with the text "12345"; true/yes stays refused (quote it).
@@ -482,15 +377,15 @@ def _host_vars(merged: dict[str, Any], hname: str, where: str) -> dict[str, Any]
 
 
 def _connection(merged: dict[str, Any], hname: str, where: str, taken: dict[str, str] | None = None) -> ConnectionVars:
-    """``taken``: the variables set under another of Ansible's names (:func:`_take_aliases`): named as written."""
+    """``taken``: the variables set under another of Ansible's names (:func:`take_aliases`): named as written."""
     try:
         return ConnectionVars.model_validate(merged)
     except ValidationError as e:
         err = e.errors()[0]
         var = str(err["loc"][0]) if err["loc"] else "?"
-        fix = _FIXES.get(var, "a valid value")
+        fix = FIXES.get(var, "a valid value")
         value = merged.get(var)
-        got = "a value, not shown" if var in _SECRETS or isinstance(value, SecretStr) else repr(value)
+        got = "a value, not shown" if var in SECRETS or isinstance(value, SecretStr) else repr(value)
         said = str(err.get("msg", "")).removeprefix("Value error, ")
         name = (taken or {}).get(var, var)
         if var == "ansible_host" and said.startswith("a number"):  # its own reason: what the resolver would do
