@@ -18,8 +18,9 @@ import signal
 import stat
 import tempfile
 import threading
+from functools import partial
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from .errors import BringupError, InputError, quoted
 from .userfile import link_out
@@ -45,11 +46,15 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
     """Write several files that belong together (a host's .md, .html and .json pages; a bench's JSON and CSV)
     as :func:`write_atomic` writes one, all or none: every name is checked first (a folder there is one line
     naming it, and nothing of the set is written), each text goes into its temporary file, and only once all
-    are written are they renamed into place, one after the other, with SIGINT, SIGTERM, SIGHUP and SIGQUIT held
-    back (a Ctrl-C or a service stop there is taken once the last rename is done: never a set of two runs, as an
-    .md of this run beside the .html of the last); a fault before leaves no file of the set and no temporary one.
-    Only a SIGKILL or a power cut within those few renames can split a set, each file of it still whole.  The paths,
-    in order."""
+    are written are they renamed into place, one after the other.  Called from the main thread, SIGINT, SIGTERM,
+    SIGHUP and SIGQUIT are held back during those renames (a Ctrl-C or a service stop there is taken once the last
+    rename is done: never a set of two runs, as an .md of this run beside the .html of the last).  Called from
+    another thread (checklist writes its pages from a worker), nothing is held, as Python lets no other thread
+    change a handler: there the task's own handlers of SIGINT, SIGTERM and SIGHUP only ask the run to stop, which
+    it does after the set, while a SIGQUIT (the operator's quit-now, with a core dump) ends the process at once.
+    A SIGKILL or a power cut within those few renames (or a SIGQUIT in a worker) can split a set, each file of it
+    still whole.  A fault before the renames leaves no file of the set and no temporary one.  The paths, in
+    order."""
     paths = [Path(p) for p, _ in files]
     for path in paths:
         _no_folder_at(path, len(paths))
@@ -103,28 +108,51 @@ def _hold_signals() -> tuple[dict, list[int]] | None:
     """Put a recorder in place of the handlers of :data:`_HELD` (those not ignored), in the main thread (the only
     one where Python runs handlers, so the only one a signal can raise in between two renames; a mask would not
     do: a signal sent to the process is taken by whichever thread does not block it, a transport's thread too);
-    what to give :func:`_release_signals`, or None."""
+    what to give :func:`_release_signals`, or None.  A handler that raises between two swaps (a signal not yet
+    held, its handler a task's own: pull's, accept's) leaves no recorder in place: those swapped are put back
+    (and what they recorded raised again) before its exception goes on."""
     if threading.current_thread() is not threading.main_thread():
         return None
     got: list[int] = []
-    before = {}
-    for sig in _HELD:
-        handler = signal.getsignal(sig)
-        if handler is not signal.SIG_IGN and handler is not None:
-            before[sig] = signal.signal(sig, lambda signum, _frame: got.append(signum))
+    before: dict = {}
+
+    def record(signum: int, _frame: Any) -> None:
+        got.append(signum)
+
+    try:
+        for sig in _HELD:
+            handler = signal.getsignal(sig)
+            if handler is not signal.SIG_IGN and handler is not None:
+                before[sig] = handler  # known before the swap: a handler raising just after it still finds it
+                signal.signal(sig, record)
+    except BaseException:
+        _release_signals((before, got))
+        raise
     return before, got
 
 
 def _release_signals(held: tuple[dict, list[int]] | None) -> None:
     """The handlers back, then each signal that came meanwhile raised again, once: its own handler (or its
-    default action) takes it now, the set whole."""
+    default action) takes it now, the set whole.  Every step is taken even where one raises (a try/finally
+    chain): a handler raising as its signal comes back (a Ctrl-C) never leaves another signal's recorder in place,
+    and a raised KeyboardInterrupt never drops a SIGTERM that came with it (its default action still ends the
+    process); the last exception goes on, the one before it its context."""
     if held is None:
         return
     before, got = held
-    for sig, handler in before.items():
-        signal.signal(sig, handler)
-    for sig in dict.fromkeys(got):
-        signal.raise_signal(sig)
+    try:
+        _each([partial(signal.signal, sig, handler) for sig, handler in before.items()])
+    finally:
+        _each([partial(signal.raise_signal, sig) for sig in dict.fromkeys(got)])
+
+
+def _each(steps: list[Callable[[], Any]]) -> None:
+    """Run every step, in order, each one even where one before it raised (a try/finally chain)."""
+    if steps:
+        try:
+            steps[0]()
+        finally:
+            _each(steps[1:])
 
 
 class NotWritten(BringupError, OSError):

@@ -277,6 +277,75 @@ def test_a_signal_between_the_renames_of_a_set_never_leaves_two_runs_pages(tmp_p
     assert not signal.pthread_sigmask(signal.SIG_BLOCK, set()) & {signal.SIGINT, signal.SIGTERM}  # mask restored
 
 
+
+@pytest.mark.reliability(item=40, fault="two signals between the renames of a set (SIGINT, SIGTERM), the first one's "
+                                        "handler raising as it is raised again, or one raising as the handlers come "
+                                        "back or are swapped: the second was lost, or a recorder was left in place",
+                         variants=3, checks=("whole old or new file", "exit code"))
+def test_two_signals_held_by_a_set_are_both_taken_and_every_handler_comes_back(tmp_path, monkeypatch):
+    import signal
+
+    from bringup import outfile
+
+    class Stopped(Exception):
+        pass
+
+    took: list[int] = []
+
+    def stop(signum, _frame):
+        took.append(signum)
+        if signum == signal.SIGINT:
+            raise Stopped(signum)
+
+    real_replace, real_signal = os.replace, signal.signal
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        for s in saved:
+            real_signal(s, stop)
+        # 1. SIGINT (its handler raising) and SIGTERM both come between two renames: both are taken after the set.
+        def replace_then_two(src, dst):
+            real_replace(src, dst)
+            if not took:
+                os.kill(os.getpid(), signal.SIGINT)
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        monkeypatch.setattr(outfile.os, "replace", replace_then_two)
+        names = [tmp_path / f"h.{ext}" for ext in ("md", "html")]
+        with pytest.raises(Stopped):
+            outfile.write_set([(p, "new\n") for p in names])
+        monkeypatch.undo()
+        assert took == [signal.SIGINT, signal.SIGTERM] and [p.read_text() for p in names] == ["new\n"] * 2
+        assert signal.getsignal(signal.SIGINT) is stop and signal.getsignal(signal.SIGTERM) is stop
+
+        # 2. A Ctrl-C landing as SIGINT's handler comes back (it raises there): SIGTERM's comes back all the same.
+        # 3. A SIGTERM whose handler raises (pull's Stopped) landing between the swaps of the hold: SIGINT's
+        #    handler is put back, no recorder left in its place.
+        def term_raises(signum, _frame):
+            raise Stopped(signum)
+
+        for when, term in (("release", stop), ("hold", term_raises)):
+            real_signal(signal.SIGTERM, term)
+            swaps = []
+
+            def signal_then_one_more(s, h):
+                old = real_signal(s, h)
+                swaps.append(s)
+                if when == "release" and s == signal.SIGINT and h is stop:
+                    os.kill(os.getpid(), signal.SIGINT)
+                if when == "hold" and len(swaps) == 1:
+                    os.kill(os.getpid(), signal.SIGTERM)
+                return old
+
+            monkeypatch.setattr(outfile.signal, "signal", signal_then_one_more)
+            with pytest.raises(Stopped):
+                outfile.write_set([(tmp_path / f"{when}.md", "x")])
+            monkeypatch.undo()
+            assert (signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)) == (stop, term), when
+    finally:
+        for s, h in saved.items():
+            real_signal(s, h)
+
+
 _SET_KILLED = """
 import os, signal, sys, threading, time
 from pathlib import Path
