@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 from .errors import BringupError, InputError, quoted
 from .userfile import link_out
 
-__all__ = ["write_atomic", "write_set", "NotWritten", "append_text", "out_folder", "sub_folder", "not_own_folder", "reports_folder",
+__all__ = ["write_atomic", "write_set", "NotWritten", "append_text", "NOT_REGULAR", "out_folder", "sub_folder", "not_own_folder", "reports_folder",
            "REPORTS"]
 
 #: The folder of the working folder where provision, plan, engines, audit and drift keep their reports.
@@ -191,52 +191,77 @@ def _no_folder_at(path: Path, n: int) -> None:
                                                  if n > 1 else " (nothing was written)"))
 
 
-def append_text(path: str | Path, text: str) -> None:
-    """Add ``text`` at the end of the log ``path`` (made if missing): never through a symbolic link planted there
-    (``O_NOFOLLOW``), never into a FIFO or a device (opened without waiting, then refused unless a regular file).
-    A log is appended to, not replaced: a line is written whole in one ``write`` (two runs appending to one log
-    leave each line whole, never interleaved); a line the disk cuts short is taken back only while it is still
-    the log's end, never with another run's line after it."""
+#: The words :func:`append_text` gives its ``refused`` for a FIFO, a device or a folder at the name.
+NOT_REGULAR = "not a regular file"
+
+
+def append_text(path: str | Path, text: str, *, follow: bool = False, mode: int = 0o644,
+                refused: Callable[[str], BaseException] | None = None) -> None:
+    """Add ``text`` at the end of the log ``path`` (made if missing, ``mode`` less the umask): never through a
+    symbolic link planted there (``O_NOFOLLOW``; with ``follow``, a link is followed, as ssh follows a dotfile
+    manager's link at known_hosts), never into a FIFO or a device (opened without waiting, then refused unless a
+    regular file).  A log is appended to, not replaced: a line is written whole in one ``write`` (two runs appending
+    to one log leave each line whole, never interleaved); a line the disk cuts short is taken back only while it is
+    still the log's end, never with another run's line after it or inside it.  The one open-and-check of every
+    file bringup appends to (its logs, pull's state, accept-new's known_hosts).
+
+    A file not to append to is ``refused(why)`` raised, ``why`` being ``a symbolic link``, :data:`NOT_REGULAR` or
+    (only with ``refused``) the system's reason for a failed open, lower case; without ``refused``, an
+    :class:`InputError` saying to remove it.  A full disk is :class:`NotWritten` (one line)."""
     path = Path(path)
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW)
+
+    def no(why: str) -> BaseException:
+        if refused is not None:
+            return refused(why)
+        return InputError(f"{path} is {'a symbolic link' if why == 'a symbolic link' else 'no regular file'}; "
+                          "bringup appends only to a log file of its own there: remove it")
+
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
-                     0o644)
+        fd = os.open(path, flags, mode)
     except OSError as e:
-        if e.errno in (errno.ELOOP, errno.ENXIO):
-            raise InputError(f"{path} is {'a symbolic link' if path.is_symlink() else 'no regular file'}; bringup "
-                             "appends only to a log file of its own there: remove it") from None
+        if e.errno == errno.ELOOP and not follow and path.is_symlink():
+            raise no("a symbolic link") from None
+        if e.errno in (errno.ENXIO, errno.EISDIR, errno.ELOOP):  # a FIFO nobody reads, a socket; a folder
+            raise no(NOT_REGULAR) from None
+        if refused is not None:
+            raise refused((e.strerror or str(e)).lower()) from None
         raise
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise InputError(f"{path} is no regular file; bringup appends only to a log file of its own there: "
-                             "remove it")
+            raise no(NOT_REGULAR)
         body = text.encode("utf-8")
-        wrote = 0
+        pieces: list[tuple[int, int]] = []  # (the log's end just after it, bytes) of each write of this line
         try:
             wrote = os.write(fd, body)
             if wrote != len(body):  # a line cut short (the disk filled, a file size limit): say why
-                wrote += os.write(fd, body[wrote:])  # raises the system's own reason
+                pieces.append((os.lseek(fd, 0, os.SEEK_CUR), wrote))  # O_APPEND: just past the bytes it put
+                more = os.write(fd, body[wrote:])  # raises the system's own reason
+                pieces.append((os.lseek(fd, 0, os.SEEK_CUR), more))
+                if more == len(body) - wrote and pieces[0][0] == pieces[1][0] - more:
+                    return  # the rest went right after the first part: the line is whole
                 raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))  # (a second short write: the disk filled)
         except OSError as e:  # a full disk, a quota: one line, as every file bringup writes (NotWritten)
-            raise NotWritten.of(e, path, [path], 0, kept=_take_back(fd, wrote)) from None
+            raise NotWritten.of(e, path, [path], 0, kept=_take_back(fd, pieces)) from None
     finally:
         os.close(fd)
 
 
-def _take_back(fd: int, wrote: int) -> str:
-    """Remove the ``wrote`` bytes of a cut line this descriptor just appended (no half line for the next one to be
-    glued to), only while they are still the log's end: where another run appended after them (two runs share a
-    log), nothing is cut, as its line is not bringup's to remove.  Words for :class:`NotWritten`'s line."""
-    if not wrote:
-        return "the line was not added (the log is as it was)"
+def _take_back(fd: int, pieces: list[tuple[int, int]]) -> str:
+    """Remove the pieces of a cut line this descriptor appended (no half line for the next one to be glued to), the
+    last first, each only while it is still the log's end: where another run appended after a piece, or between
+    two pieces (two runs share a log), nothing of it or before it is cut, as that run's line is not bringup's to
+    remove.  ``pieces``: (the log's end just after it, bytes) of each write.  Words for :class:`NotWritten`'s line."""
     try:
-        end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: just past the bytes this write put at the end
-        if os.fstat(fd).st_size == end:
+        while pieces:
+            end, wrote = pieces[-1]
+            if os.fstat(fd).st_size != end:
+                break
             os.ftruncate(fd, end - wrote)
-            return "the line was not added (the log is as it was)"
+            pieces.pop()
     except OSError:
         pass
-    return "the line was not added whole"
+    return "the line was not added whole" if pieces else "the line was not added (the log is as it was)"
 
 
 def _umask() -> int:

@@ -20,7 +20,6 @@ import os
 import select
 import shlex
 import socket
-import stat
 import re
 import threading
 import time
@@ -33,6 +32,7 @@ import paramiko
 from ..child import PIPE, Child, start
 from .command import sh
 from ..errors import BringupError, Unreachable, said
+from ..outfile import NOT_REGULAR, append_text
 from ..userfile import home
 from .knownhosts import known_hosts_problem, known_hosts_shown
 from .sshconfig import Endpoint
@@ -54,25 +54,15 @@ class AcceptNew(paramiko.MissingHostKeyPolicy):
 
     def missing_host_key(self, client, hostname, key):
         self.known_hosts.parent.mkdir(parents=True, exist_ok=True)
-        line = f"{hostname} {key.get_name()} {key.get_base64()}\n".encode()
+        line = f"{hostname} {key.get_name()} {key.get_base64()}\n"
         # Checked a regular file (or none) when the login began; a FIFO or a device put there since is refused at
         # the open, never waited on or written into (a link is followed: a dotfile manager links known_hosts).
         def refused(why: str) -> BringupError:
-            return BringupError(f"{self.known_hosts}: {why}; the new host key for {hostname} was not recorded: name "
-                                "a known_hosts file (ssh_known_hosts) bringup may append to")
+            return BringupError(f"{self.known_hosts}: {why + ' any more' if why == NOT_REGULAR else why}; the new "
+                                f"host key for {hostname} was not recorded: name a known_hosts file (ssh_known_hosts) "
+                                "bringup may append to")
 
-        try:
-            fd = os.open(self.known_hosts, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC,
-                         0o666)
-        except OSError as e:  # ENXIO: a FIFO nobody reads; EISDIR: a folder
-            raise refused("not a regular file any more" if e.errno in (errno.ENXIO, errno.EISDIR)
-                          else (e.strerror or str(e)).lower()) from None
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                raise refused("not a regular file any more")
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        append_text(self.known_hosts, line, follow=True, mode=0o666, refused=refused)
         client.get_host_keys().add(hostname, key.get_name(), key)
 
 

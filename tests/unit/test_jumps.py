@@ -190,3 +190,34 @@ def test_accept_new_appends_to_a_file_or_a_linked_one_and_never_waits_on_a_fifo(
     assert not t.is_alive(), "the append waited on the FIFO"
     assert len(got) == 1 and isinstance(got[0], BringupError), got
     assert str(got[0]).startswith(f"{fifo}: not a regular file any more") and "\n" not in str(got[0])
+
+
+@pytest.mark.reliability(item=40, fault="accept-new's known_hosts append on a full disk (its own copy of the log "
+                                        "append: an OSError traceback, a cut line left for the next key to be glued to)",
+                         variants=1, checks=("one clear line", "whole old or new file"))
+def test_accept_new_on_a_full_disk_is_one_line_and_leaves_known_hosts_as_it_was(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    import paramiko
+
+    from bringup import outfile
+    from bringup.errors import BringupError
+    from bringup.ssh.jumps import AcceptNew
+
+    key = paramiko.RSAKey.generate(1024)
+    kh = tmp_path / "kh"
+    kh.write_text("# kept\n")
+    real = os.write
+
+    def full(fd, data):  # the disk fills mid-line: 10 bytes written, then no room
+        if data.startswith(b"h "):
+            return real(fd, data[:10])
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(outfile.os, "write", full)
+    with pytest.raises(BringupError) as e:
+        AcceptNew(kh).missing_host_key(paramiko.SSHClient(), "h", key)
+    monkeypatch.undo()
+    assert str(e.value).startswith(f"{kh}: could not be written: No space left on device; ") and "\n" not in str(e.value)
+    assert kh.read_text() == "# kept\n"

@@ -496,6 +496,40 @@ def test_a_cut_log_line_is_taken_back_without_cutting_another_runs_line(tmp_path
         assert log.read_text() == "one\nother run\n" and "the log is as it was" in str(e.value)
 
 
+@pytest.mark.reliability(item=40, fault="two runs appending to one log on a full disk: the other run's line landing "
+                                        "between this run's short write and its retry, the take-back cut into it",
+                         variants=2, checks=("others' files kept", "one clear line"))
+@pytest.mark.parametrize("rest", ["refused", "written"])
+def test_a_cut_log_line_whose_rest_lands_after_another_runs_line_never_cuts_that_line(tmp_path, monkeypatch, rest):
+    import errno
+
+    from bringup import outfile
+    from bringup.outfile import NotWritten, append_text
+
+    log = tmp_path / "window.log"
+    append_text(log, "one\n")
+    real = os.write
+    calls = []
+
+    def short_then_another_run(fd, data):
+        calls.append(data)
+        if len(calls) == 1:
+            wrote = real(fd, data[:3])
+            other = os.open(log, os.O_WRONLY | os.O_APPEND)
+            real(other, b"other run\n")  # between this run's two writes
+            os.close(other)
+            return wrote
+        if rest == "refused":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(fd, data[:2])  # part of the rest, after the other run's line
+
+    monkeypatch.setattr(outfile.os, "write", short_then_another_run)
+    with pytest.raises(NotWritten) as e:
+        append_text(log, "two two\n")
+    monkeypatch.undo()
+    assert log.read_text() == "one\ntwoother run\n" and "the line was not added whole" in str(e.value)
+
+
 _FSIZE_PROBE = """
 import resource, sys
 from pathlib import Path
