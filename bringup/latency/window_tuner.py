@@ -858,34 +858,54 @@ def run(controllers: list[Controller], interval_s: float, *, steps: int | None =
 
 def _append(path: str, entry: dict) -> None:
     """Add ``entry`` as one JSON line to the log ``path`` (made if missing), as bringup's own logs are appended to
-    (this file runs without the package: :func:`bringup.outfile.append_text`'s rule, here): never through a
-    symbolic link planted there (``O_NOFOLLOW``), never into a FIFO or a device (opened without waiting, then held
-    to a regular file), the line in one ``write``.  A log that cannot be written is one WARN line on standard error
-    and the interval goes on (its line was printed to the journal already): open(path, "a") wrote through a link
-    (as root: into any file) and waited for ever on a FIFO, the controller stopped."""
+    (this file runs on the host without the package, so it cannot import :func:`bringup.outfile.append_text`: a
+    minimal copy of its rule, here): never through a symbolic link planted there (``O_NOFOLLOW``), never into a
+    FIFO or a device (opened without waiting, then held to a regular file), the line in one ``write``; a line the
+    disk cuts short is taken back at once, no retry, only while it is still the log's end (never another run's
+    line).  A log that cannot be written is one WARN line on standard error and the interval goes on (its line was
+    printed to the journal already): open(path, "a") wrote through a link (as root: into any file) and waited for
+    ever on a FIFO, the controller stopped."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
                      0o644)
     except OSError as e:
-        why = ("is a symbolic link" if os.path.islink(path) else "is no regular file (a FIFO, a device)"
-               if e.errno in (errno.ELOOP, errno.ENXIO) else f"cannot be opened: {e.strerror or e}")
-        _log_not_written(path, why)
+        if e.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):
+            _log_not_written(path, "is a symbolic link" if os.path.islink(path) else
+                             "is no regular file (a FIFO, a device)", remove=True)
+        else:
+            _log_not_written(path, f"cannot be opened: {e.strerror or e}")
         return
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            _log_not_written(path, "is no regular file (a FIFO, a device)")
+            _log_not_written(path, "is no regular file (a FIFO, a device)", remove=True)
             return
+        body = (json.dumps(entry, sort_keys=True) + "\n").encode("utf-8")
         try:
-            os.write(fd, (json.dumps(entry, sort_keys=True) + "\n").encode("utf-8"))
+            wrote = os.write(fd, body)
         except OSError as e:
             _log_not_written(path, f"cannot be written: {e.strerror or e}")
+            return
+        if wrote != len(body):  # the disk filled or a file size limit: no half line for the next to be glued to
+            kept = "its cut line not taken back (another run appended after it)"
+            try:
+                end = os.lseek(fd, 0, os.SEEK_CUR)  # O_APPEND: just past the bytes this write put
+                if os.fstat(fd).st_size == end:
+                    os.ftruncate(fd, end - wrote)
+                    kept = "the log is as it was"
+            except OSError:
+                pass
+            _log_not_written(path, f"cannot be written: the line was cut short (the disk is full or a file size "
+                                   f"limit; free some room); {kept}")
     finally:
         os.close(fd)
 
 
-def _log_not_written(path: str, why: str) -> None:
-    text = f"{path} {why}: the interval is not logged there; bringup appends only to a log file of its own: remove it"
+def _log_not_written(path: str, why: str, remove: bool = False) -> None:
+    """One WARN line: ``remove`` (a link or something other than a file at the log's name) says to remove it;
+    a full disk does not (the log is the tuner's own)."""
+    text = f"{path} {why}: the interval is not logged there" + (
+        "; bringup appends only to a log file of its own: remove it" if remove else "")
     print(f"{_now()} WARN: {repr(text)[1:-1]}", file=sys.stderr, flush=True)
 
 

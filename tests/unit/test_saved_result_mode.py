@@ -109,3 +109,41 @@ def test_the_host_tuners_log_is_never_written_through_a_link_or_into_a_fifo(tmp_
     warns = r.stderr.splitlines()
     assert len(warns) == 2 and "link.jsonl is a symbolic link: the interval is not logged there" in warns[0]
     assert "fifo.jsonl is no regular file (a FIFO, a device)" in warns[1]
+
+
+_APPEND_CUT = """
+import os, sys
+from bringup.latency import window_tuner
+real = os.write
+def short(fd, data):
+    if data.startswith(b"{"):
+        return real(fd, data[:5])  # the disk fills mid-line
+    return real(fd, data)
+if sys.argv[2] == "short":
+    window_tuner.os.write = short
+else:
+    def full(fd, data):
+        if data.startswith(b"{"):
+            raise OSError(28, "No space left on device")
+        return real(fd, data)
+    window_tuner.os.write = full
+window_tuner._append(sys.argv[1], {"window_us": 800})
+"""
+
+
+@pytest.mark.reliability(item=40, fault="tune-window --follow on the host, its log's disk full: a cut line left for the "
+                                        "next one to be glued to, and a WARN telling the operator to remove the "
+                                        "tuner's own log", variants=2, checks=("one clear line", "whole old or new file"))
+@pytest.mark.parametrize("how", ["short", "refused"])
+def test_the_host_tuners_log_on_a_full_disk_is_kept_whole_and_not_to_be_removed(tmp_path, how):
+    import subprocess
+    import sys
+
+    log = tmp_path / "own.jsonl"
+    log.write_text('{"window_us": 700}\n')
+    r = subprocess.run([sys.executable, "-c", _APPEND_CUT, str(log), how], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr[-800:]
+    assert log.read_text() == '{"window_us": 700}\n'
+    warns = r.stderr.splitlines()
+    assert len(warns) == 1 and f"{log} cannot be written: " in warns[0] and "remove it" not in warns[0], warns
+    assert "the log is as it was" in warns[0] or how == "refused", warns
