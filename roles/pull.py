@@ -22,7 +22,7 @@ import re
 from typing import Optional
 
 from bringup.ssh.command import join, sh
-from bringup.errors import InputError
+from bringup.errors import InputError, shown
 from bringup.pull.source import HELPER_URL, parse_rule
 from bringup.resources import Command, Directory, File, Service
 from bringup.resources.guard import Unused
@@ -84,8 +84,8 @@ def validate(vars: dict) -> None:
     if not p:
         return
     if HELPER_URL.match(p["url"]):
-        raise InputError(f"bringup_pull.url {p['url'][:200]!r}: names a Git remote helper "
-                         f"({p['url'].split('::')[0][:40]}::), which pull never runs; give the repository's URL "
+        raise InputError(f"bringup_pull.url {shown(repr(p['url']))}: names a Git remote helper "
+                         f"({shown(p['url'].split('::')[0], 40)}::), which pull never runs; give the repository's URL "
                          "(https://..., ssh://..., git@host:path)")
     try:
         parse_rule(p.get("branch"), p.get("tag"))

@@ -67,7 +67,7 @@ def _url(text) -> str:
     from ..pull.source import HELPER_URL
 
     if HELPER_URL.match(url):
-        raise InputError(f"--url {shown(repr(text))}: names a Git remote helper ({url.split('::')[0]}::), which pull "
+        raise InputError(f"--url {shown(repr(text))}: names a Git remote helper ({shown(url.split('::')[0], 40)}::), which pull "
                          "never runs; give the repository's URL (https://..., ssh://..., git@host:path, file:///path)")
     return url
 

@@ -120,6 +120,24 @@ def test_bad_pull_variables_are_one_line(pull, words):
     assert words in str(e.value) and "\n" not in str(e.value)
 
 
+
+@pytest.mark.reliability(item=40, fault="a Git remote helper URL of thousands of characters (bringup_pull.url, pull "
+                                        "--url): its own echo of the URL, cut without saying so, the helper's name "
+                                        "echoed whole", variants=2, checks=("one clear line",))
+def test_a_long_remote_helper_url_is_shown_as_every_value_is(tmp_path):
+    from bringup.errors import shown
+    from bringup.tasks.pull import _url
+
+    url = "h" * 3000 + "::/x\u202e" + "y" * 3000
+    with pytest.raises(InputError) as role:
+        CHECK({**DEFAULTS, "bringup_pull": wanted(url=url)})
+    with pytest.raises(InputError) as flag:
+        _url(url)
+    for e, name in ((role, "bringup_pull.url"), (flag, "--url")):
+        said = str(e.value)
+        assert said.startswith(f"{name} {shown(repr(url))}: names a Git remote helper ({shown('h' * 3000, 40)}::)")
+        assert len(said) < 600 and "\n" not in said and "\u202e" not in said, said
+
 def test_the_monitoring_role_alerts_on_pull_runs_only_when_asked(tmp_path):
     from .test_monitoring_role import rendered, run_rule_tests
 
