@@ -205,8 +205,9 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     known: set[str] = set()  # the groups read so far: a later INI [g:children] may name them (Ansible's rule)
     doubts: list[tuple[str, str]] = []  # variable names not Ansible's form, where each was met: one warning a name
     hollow: list[str] = []  # the sources that gave nothing but empty groups (/etc/shadow read as YAML): named once
+    listings: dict = {}  # group_vars/, host_vars/ listed once for this load; the bytes it read, folders' files too
     for p in paths:
-        for src in read_source(p, vault, known):
+        for src in read_source(p, vault, known, listings):
             doubts.extend(src.doubts)
             if not src.hosts and not any(gd.vars or gd.children for gd in src.groups.values()):
                 hollow.append(_hollow(src))
@@ -274,7 +275,6 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     priority = {g: _priority(gd, g, where) for g, gd in groups.items()}
     dirs = list(dict.fromkeys(base_dir(p) for p in paths))
     files_cache: dict[tuple[str, str, str], list[dict[str, Value]]] = {}
-    listings: dict = {}  # each group_vars/ and host_vars/ listed once for this load, not looked up per host
 
     def from_dirs(kind: str, name: str) -> list[dict[str, Value]]:
         out = []

@@ -693,7 +693,7 @@ def test_yaml_nested_100000_deep_is_one_line_not_a_crash(tmp_path):
 def test_the_vars_files_of_one_load_are_bounded_together(tmp_path, monkeypatch):
     from bringup.inventory.sources import varsdirs
 
-    monkeypatch.setattr(varsdirs, "MAX_LOAD_BYTES", 4000, raising=False)  # 128 MiB in use: the rule, made small
+    monkeypatch.setattr(varsdirs, "MAX_LOAD_BYTES", 4000, raising=False)  # 1 GiB in use: the rule, made small
     (tmp_path / "hosts").write_text("[gpu]\nh1\nh2\n")
     (tmp_path / "group_vars" / "all").mkdir(parents=True)
     for i in range(6):
@@ -707,6 +707,34 @@ def test_the_vars_files_of_one_load_are_bounded_together(tmp_path, monkeypatch):
         (tmp_path / "group_vars" / "all" / f"f{i}.yml").write_text(f"k{i}: {'x' * 500}\n")
     assert len(load_inventory(tmp_path / "hosts").hosts) == 2
 
+
+
+@pytest.mark.reliability(item=40, fault="inventory: the load-wide bound refused a big real fleet (3,000 hosts of 45 KiB "
+                                        "host_vars, 11,000 of 3 KiB vaulted whole) and an inventory folder's own files "
+                                        "(1,000 of 16 MiB) were not counted in it", variants=2,
+                         checks=("one clear line",))
+def test_the_load_bound_fits_a_big_fleet_and_counts_an_inventory_folders_files_too(tmp_path, monkeypatch):
+    from bringup.inventory.sources import varsdirs
+
+    # well above both fleets: four times the 135 MiB of 11,000 hosts of 3 KiB host_vars vaulted whole (4x the text)
+    assert varsdirs.MAX_LOAD_BYTES >= 4 * 11000 * 3 * 1024 * 4 > 3000 * 45 * 1024
+    monkeypatch.setattr(varsdirs, "MAX_LOAD_BYTES", 4000, raising=False)  # the rule, made small
+    inv = tmp_path / "inventory"
+    inv.mkdir()
+    for i in range(3):  # 3,000 bytes of inventory files: under the bound alone
+        (inv / f"{i}.ini").write_text(f"[g{i}]\nh{i}\n[g{i}:vars]\npad{i}={'x' * 980}\n")
+    assert len(load_inventory(inv).hosts) == 3
+    (inv / "group_vars").mkdir()
+    (inv / "group_vars" / "all.yml").write_text(f"k: {'x' * 1500}\n")  # with the folder's files: past it
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv)
+    line = str(e.value)
+    assert "\n" not in line and line.startswith(str(inv / "group_vars" / "all.yml")), line
+    assert "inventory, group_vars/ and host_vars/ files" in line and "split the fleet" in line, line
+    (inv / "3.ini").write_text(f"[g3]\nh3\n[g3:vars]\npad={'x' * 1500}\n")  # a folder's own file past it
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv)
+    assert str(e.value).startswith(str(inv / "3.ini")), str(e.value)
 
 # --- a value its YAML tag (or its date form) cannot be ------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from .folders import listed
 from .ini import parse_ini
 from .model import GroupDef, SourceData, SourceError, Value
 from .script import is_list_output, parse_list_output, run_script
+from .varsdirs import count_read
 from .yamlfile import (YamlSyntaxError, load_yaml_lines, private_mode, read_plain, sealed_doubts, sealed_error,
                        secret_line)
 from .yamlinv import MAX_GROUP_DEPTH, parse_yaml_inventory
@@ -53,15 +54,17 @@ def base_dir(path: Path) -> Path:
     return path if path.is_dir() else path.parent
 
 
-def read_source(path: Path, vault: Vault | None = None, known: set[str] | None = None) -> list[SourceData]:
+def read_source(path: Path, vault: Vault | None = None, known: set[str] | None = None,
+                listings: dict | None = None) -> list[SourceData]:
     """The inventories in ``path`` (a file, or a folder of them), in Ansible's order; ``vault`` opens files
     and values that ansible-vault encrypted (without it they are one line each).  ``known``: the groups the
     sources read before declared (an INI ``[g:children]`` may name them, as in Ansible); the groups read
-    here are added to it."""
+    here are added to it.  ``listings``: the load's count of bytes read (:func:`.varsdirs.count_read`), which
+    the files of a folder add to, as group_vars/ and host_vars/ files do."""
     known = set() if known is None else known
     if kind(path, InventoryError, f"--inventory {path}") == "folder":
         out: list[SourceData] = []
-        _read_dir(path, out, vault, known, set(), path)
+        _read_dir(path, out, vault, known, set(), path, listings)
         if not out:
             raise InventoryError(f"{path}: a folder with no inventory file in it (hidden files, group_vars/, "
                                  "host_vars/ and Ansible's ignored extensions are skipped); pass --inventory PATH "
@@ -71,7 +74,7 @@ def read_source(path: Path, vault: Vault | None = None, known: set[str] | None =
 
 
 def _read_dir(folder: Path, out: list[SourceData], vault: Vault | None, known: set[str], seen: set[str],
-              top: Path, depth: int = 0) -> None:
+              top: Path, listings: dict | None = None, depth: int = 0) -> None:
     try:
         entries = listed(folder, top, seen, depth, "an inventory folder",
                          "is it the inventory folder? (pass --inventory PATH)")
@@ -84,8 +87,12 @@ def _read_dir(folder: Path, out: list[SourceData], vault: Vault | None, known: s
             continue
         p = folder / name
         if p.is_dir():
-            _read_dir(p, out, vault, known, seen, top, depth + 1)
+            _read_dir(p, out, vault, known, seen, top, listings, depth + 1)
         else:
+            try:
+                count_read(listings, p)  # 1,000 files of 16 MiB: bounded together, as vars files are
+            except SourceError as e:
+                raise InventoryError(str(e)) from None
             out.append(_read_file(p, vault, known))
         if len(out) > MAX_FILES:
             raise InventoryError(f"{folder}: more than {MAX_FILES} inventory files; is it the inventory folder?")

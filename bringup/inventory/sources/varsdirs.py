@@ -11,7 +11,7 @@ vars file or folder inside ``group_vars/``): a symlink that leads out is refused
 it points (one that stays inside is followed).  A vars file must be a regular file of at most
 :data:`~.yamlfile.MAX_BYTES` bytes (a pipe, a device such as ``/dev/zero`` or a socket is refused before it
 is opened), a vars folder holds at most :data:`MAX_FILES` files, and one load reads at most
-:data:`MAX_LOAD_BYTES` of vars files in all.
+:data:`MAX_LOAD_BYTES` of vars files and inventory files in all (:func:`count_read`).
 """
 from __future__ import annotations
 
@@ -25,15 +25,17 @@ from .folders import MAX_DIR_DEPTH, MAX_DIRS, listed
 from .model import SourceError, Value, unsafe_name, var_name
 from .yamlfile import MAX_BYTES, sealed_doubts, sealed_error
 
-__all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files", "load_vars"]
+__all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files", "load_vars", "count_read", "MAX_LOAD_BYTES"]
 
 EXTENSIONS = (".yml", ".yaml", ".json")
 #: More files than this in one group's or host's vars folder is not a vars folder (a home directory linked in).
 MAX_FILES = 1000
-#: The most bytes of vars files one inventory load reads, all groups' and hosts' together (each file at most
-#: :data:`~.yamlfile.MAX_BYTES`): 1,000 files of 16 MiB in group_vars/all/ were 16 GB of YAML held in memory.
-#: 40,000 hosts with 3 KiB of host_vars each stay under it (YAML is read at about 5 MB/s: some 25 s at most).
-MAX_LOAD_BYTES = 128 << 20
+#: The most bytes of inventory files (of an inventory folder) and vars files one inventory load reads, all
+#: together (each file at most :data:`~.yamlfile.MAX_BYTES`): 1,000 files of 16 MiB in group_vars/all/ were 16 GB
+#: of YAML held in memory.  ansible-inventory sets no bound; this one is far above a real fleet's (3,000 hosts of
+#: 45 KiB of host_vars are 132 MiB; a file vaulted whole is about 4 times its text: 11,000 hosts of 3 KiB vaulted
+#: host_vars are 135 MiB), and well below what a host running bringup holds in memory.
+MAX_LOAD_BYTES = 1 << 30
 #: The key of ``listings`` (kept by the caller for one load) under which the bytes read so far are counted.
 _READ = ("bytes read",)
 
@@ -127,6 +129,25 @@ def _dir_files(folder: Path, root: Path, found: list[Path], seen: set[str], dept
             raise SourceError(f"{folder}: more than {MAX_FILES} vars files; is it a vars folder?")
 
 
+def count_read(listings: dict | None, f: Path) -> None:
+    """One more file this load reads (a file of an inventory folder, a group_vars/ or host_vars/ file): its size
+    added to the load's count, kept in ``listings`` (None: not counted); past :data:`MAX_LOAD_BYTES`, one line
+    naming the file that went past it, and what to do."""
+    if listings is None:
+        return
+    try:
+        size = f.stat().st_size
+    except OSError:
+        size = 0  # gone since it was listed: its read says so
+    listings[_READ] = listings.get(_READ, 0) + size
+    if listings[_READ] > MAX_LOAD_BYTES:
+        raise SourceError(f"{f}: the inventory, group_vars/ and host_vars/ files read for this inventory hold more "
+                          f"than {MAX_LOAD_BYTES >> 20:,} MiB together (bringup's bound on one load); is it an "
+                          "inventory? Keep vars files to variables (data and models belong elsewhere), encrypt single "
+                          "values (!vault) rather than whole files (about 4 times the text), or split the fleet into "
+                          "several inventories, one run each")
+
+
 def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: dict | None = None,
               doubts: list[tuple[str, str]] | None = None) -> list[dict[str, Value]]:
     """``name``'s variables from ``folder``, one mapping per file in order; ``load`` reads one YAML file
@@ -137,16 +158,7 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: di
     Ansible's form, may be a secret pasted there, and is never quoted."""
     out: list[dict[str, Value]] = []
     for f in vars_files(folder, name, listings):
-        if listings is not None:
-            try:
-                size = f.stat().st_size
-            except OSError:
-                size = 0  # gone since it was listed: its read says so
-            listings[_READ] = listings.get(_READ, 0) + size
-            if listings[_READ] > MAX_LOAD_BYTES:
-                raise SourceError(f"{f}: the group_vars/ and host_vars/ files read for this inventory hold more than "
-                                  f"{MAX_LOAD_BYTES >> 20} MiB together; is it an inventory? Keep vars files to "
-                                  "variables (data and models belong elsewhere)")
+        count_read(listings, f)
         data, lines = load(f)
         if data is None:
             continue
