@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 from .errors import BringupError, InputError, quoted
 from .userfile import link_out
 
-__all__ = ["write_atomic", "write_set", "NotWritten", "append_text", "NOT_REGULAR", "out_folder", "sub_folder", "not_own_folder", "reports_folder",
-           "REPORTS"]
+__all__ = ["write_atomic", "write_set", "NotWritten", "append_text", "NOT_REGULAR", "out_folder", "sub_folder",
+           "not_own_folder", "reports_folder", "REPORTS"]
 
 #: The folder of the working folder where provision, plan, engines, audit and drift keep their reports.
 REPORTS = "reports"

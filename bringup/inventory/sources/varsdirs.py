@@ -25,7 +25,8 @@ from .folders import MAX_DIR_DEPTH, MAX_DIRS, listed
 from .model import SourceError, Value, unsafe_name, var_name
 from .yamlfile import MAX_BYTES, sealed_doubts, sealed_error
 
-__all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files", "load_vars", "count_read", "MAX_LOAD_BYTES"]
+__all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files", "load_vars", "count_read",
+           "MAX_LOAD_BYTES"]
 
 EXTENSIONS = (".yml", ".yaml", ".json")
 #: More files than this in one group's or host's vars folder is not a vars folder (a home directory linked in).
