@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import socket
 import stat
@@ -37,7 +38,7 @@ from ..outfile import not_own_folder
 from ..untrusted import loads, number
 from ..userfile import kind, read_capped
 from .record import EXIT, Attempt, State, full_attempt, load_state, record_outcome
-from .source import FULL_ERRNOS, Refused, Rule, Source, bytecode_folder, links_out, ssh_command
+from .source import FULL_ERRNOS, Refused, Rule, Source, fresh_bytecode, links_out, ssh_command
 
 __all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "pull_roles", "provision_argv", "EXIT"]
 
@@ -193,23 +194,27 @@ def pull_roles(workdir: Path, hostvars: dict) -> list[str] | None:
 
 
 @contextmanager
-def bytecode_in(cache: Path) -> Iterator[None]:
-    """This process's bytecode under :func:`bytecode_folder` while it imports a checkout's roles."""
+def bytecode_in(cache: Path) -> Iterator[Path]:
+    """A folder made fresh for one converge's bytecode (or this process's, while it imports a checkout's roles),
+    :func:`fresh_bytecode`'s, yielded and removed after: never a folder another run, user or link shares."""
+    fresh = fresh_bytecode(cache)
     before = sys.pycache_prefix
-    sys.pycache_prefix = str(bytecode_folder(cache))
+    sys.pycache_prefix = str(fresh)
     try:
-        yield
+        yield fresh
     finally:
         sys.pycache_prefix = before
+        shutil.rmtree(fresh, ignore_errors=True)
 
 
-def provision_argv(host: str, settings: Settings) -> list[str]:
+def provision_argv(host: str, settings: Settings, pycache: Path) -> list[str]:
     """The converge's command line: ``bringup provision`` of ``host`` alone, through the local connection, with
-    the roles ``settings.roles`` names (all when None)."""
-    # Its bytecode (the repository's roles/, their manifest, bringup's own) goes to the cache, never into the
-    # checkout: a reused checkout must hold the signed tree and nothing else (Source.differs), and a planted .pyc
-    # there would be code that runs.  -X, not PYTHONPYCACHEPREFIX: the programs the roles run do not inherit it.
-    argv = [sys.executable, "-X", f"pycache_prefix={bytecode_folder(settings.cache)}",
+    the roles ``settings.roles`` names (all when None), its bytecode in ``pycache`` (:func:`bytecode_in`'s)."""
+    # Its bytecode (the repository's roles/, their manifest, bringup's own) goes to a fresh folder of the cache,
+    # never into the checkout: a reused checkout must hold the signed tree and nothing else (Source.differs), and
+    # a planted .pyc there would be code that runs.  -X, not PYTHONPYCACHEPREFIX: the programs the roles run do
+    # not inherit it.
+    argv = [sys.executable, "-X", f"pycache_prefix={pycache}",
             "-c", "import sys; from bringup.entry import main; sys.argv[0] = 'bringup'; main()",
             # ./: the checkout's own file, always (a path starting with ~ would be expanded to one outside it).
             "provision", "--host", host, "--inventory", f"./{settings.inventory}", "--set", "ansible_connection=local"]
@@ -225,7 +230,11 @@ def provision_argv(host: str, settings: Settings) -> list[str]:
 def provision_here(workdir: Path, host: str, settings: Settings) -> Converged:
     """``bringup provision`` of ``host`` alone, through the local connection, in ``workdir``; its recap read
     back from its JSON report.  A signal here is handed to it, which stops in order (its exit 130/143)."""
-    argv = provision_argv(host, settings)
+    with bytecode_in(settings.cache) as pycache:
+        return _provision(workdir, host, settings, provision_argv(host, settings, pycache))
+
+
+def _provision(workdir: Path, host: str, settings: Settings, argv: list[str]) -> Converged:
     there = _reports_in(workdir)  # what the revision itself holds under reports/: never the converge's report
     env = dict(os.environ, COLUMNS="160")
     converge = child.start(argv, cwd=workdir, env=env, stdout=child.PIPE, stderr=child.STDOUT, text=True)

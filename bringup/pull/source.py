@@ -11,7 +11,7 @@ The folder (``--cache``, ``/var/lib/bringup/pull`` by default)::
     repo.git/              bare mirror of the repository (fetched with --prune --force: a force-push is followed)
     revisions/<commit>/    a Git worktree per checked-out revision
     current -> revisions/<commit>   the last revision applied with success (swapped by a rename)
-    pycache/               the converge's bytecode (-X pycache_prefix): none in a checkout, removed with it
+    pycache/               the converges' bytecode (-X pycache_prefix): a fresh folder per converge, removed after
 
 A revision is trusted only when ``git verify-commit`` accepts it with ``gpg.format=ssh`` and
 ``gpg.ssh.allowedSignersFile`` = the host's allowed signers file, and ``%G?`` says ``G`` (good signature by a
@@ -70,9 +70,42 @@ _OWN_CHECKOUT = re.compile(r"^\.?[0-9a-f]{40}(\.[0-9]+)?$")
 
 
 def bytecode_folder(cache: Path) -> Path:
-    """Where the converge's bytecode goes (``-X pycache_prefix``): a folder of the cache, never of a checkout; a
-    checkout's own bytecode lies under it at the checkout's absolute path (Python's layout)."""
+    """The folder of the cache where each converge's bytecode goes (``-X pycache_prefix``), never a checkout: in a
+    folder :func:`bringup.pull.run.bytecode_in` makes fresh in it for that converge and removes after (Python
+    writes a checkout's bytecode under the prefix at the checkout's absolute path, and would run a ``.pyc`` found
+    there whose size and time match a source: one planted there, or a link on the way leading elsewhere)."""
     return cache / "pycache"
+
+
+#: The names :func:`fresh_bytecode` gives the converges' folders in :func:`bytecode_folder` (``mkdtemp``'s): only
+#: these are removed there, where one was left by a pull killed mid-converge.
+FRESH_BYTECODE = re.compile(r"^converge-[A-Za-z0-9_]{8}$")
+
+
+def fresh_bytecode(cache: Path) -> Path:
+    """A folder made fresh in :func:`bytecode_folder` for one converge's bytecode (``mkdtemp``: 0700, a new name,
+    nothing planted in it, no link on its way below it), in a real folder of this user's that no one else may
+    write (else one line, nothing run).  Python writes and reads a checkout's bytecode under the prefix at the
+    checkout's absolute path, and runs a ``.pyc`` whose size and time match the source: one folder shared by every
+    converge let a link one level down (``pycache/var -> elsewhere``) or a planted ``.pyc`` run instead of the
+    signed source.  Each converge compiles afresh (a second or two).  The folders a pull killed meanwhile left
+    (named :data:`FRESH_BYTECODE`, real folders of this user's) are removed first: the run lock is held, so no
+    converge uses one."""
+    root = bytecode_folder(cache)
+    try:
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)  # (the cache itself, where a converge is run alone)
+        st = os.lstat(root)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+            raise BringupError(f"{shown(root)} is no folder of this user's alone (a link, another user's, or writable "
+                               "by others) where the cache keeps the converges' bytecode: nothing was run; remove "
+                               "it, or give another --cache")
+        for name in os.listdir(root):
+            left = os.lstat(root / name)  # a link there is no folder of lstat's: never followed
+            if FRESH_BYTECODE.match(name) and stat.S_ISDIR(left.st_mode) and left.st_uid == st.st_uid:
+                shutil.rmtree(root / name, ignore_errors=True)
+        return Path(tempfile.mkdtemp(prefix="converge-", dir=root))
+    except OSError as e:
+        raise BringupError(f"{shown(root)}: {e.strerror or e}; the converges' bytecode cannot be kept there") from None
 
 
 class Refused(BringupError):
@@ -582,8 +615,9 @@ class Source:
         self._drop_bytecode(path)
 
     def _drop_bytecode(self, checkout: Path) -> None:
-        """The bytecode the converges of ``checkout`` wrote under :func:`bytecode_folder` (a checkout removed, its
-        bytecode goes with it: nothing grows per revision), never through a link on the way to it."""
+        """The bytecode the converges of ``checkout`` wrote under :func:`bytecode_folder` before each converge had
+        a fresh folder of its own (a cache of an earlier bringup: a checkout removed, its bytecode goes with it),
+        never through a link on the way to it."""
         root = bytecode_folder(self.cache)
         # Python joins the prefix with the path it imported from: the checkout as spelled, or resolved (the
         # converge's roots are resolved; a cache under a linked /var/lib has two spellings): both are removed.

@@ -187,18 +187,60 @@ def test_the_converges_bytecode_goes_to_the_cache_so_the_same_revision_converges
         return [f for rel in {str(path).lstrip("/"), os.path.realpath(path).lstrip("/")}
                 for f in (bytecode / rel).rglob("*.pyc")]
 
-    assert written(checkout), "the converge's roles left no bytecode"
+    assert not written(checkout), "the converge's bytecode was kept in the shared folder (it is made fresh, removed)"
+    assert not list(bytecode.iterdir()), "a converge's fresh bytecode folder was left"
     # The programs the roles run do not inherit the prefix (-X, not PYTHONPYCACHEPREFIX in their environment).
     from bringup.pull.run import provision_argv
 
-    argv = provision_argv("me", settings)
-    assert argv[1:3] == ["-X", f"pycache_prefix={bytecode}"], argv
-    # The next revision's checkout replaces this one: its bytecode goes with it, nothing grows per revision.
+    argv = provision_argv("me", settings, bytecode / "converge-x")
+    assert argv[1:3] == ["-X", f"pycache_prefix={bytecode / 'converge-x'}"], argv
+    # The next revision's checkout replaces this one: nothing grows per revision.
     nxt = fleet.commit("again", key=fleet.ops, hosts={"all": {"hosts": {"me": {
         "ansible_connection": "local", "greeting": "again", "bringup_pull": {"roles": ["demo"]}}}}})
     assert pull(settings, say=lambda _l: None).status == "applied"
-    assert not checkout.exists() and not written(checkout)
-    assert written(checkout.with_name(nxt))
+    assert not checkout.exists() and not written(checkout) and not written(checkout.with_name(nxt))
+    assert not list(bytecode.iterdir())
+
+
+@pytest.mark.reliability(item=40, fault="pull: a link one level down the cache's pycache/ (pycache/<top> -> elsewhere) "
+                                        "took the converge's bytecode there, and a .pyc planted in a real folder of it "
+                                        "(matching a role's size and time) ran instead of the signed source",
+                         variants=2, checks=("nothing touched", "others' files kept"))
+@pytest.mark.parametrize("how", ["link", "planted"])
+def test_the_converges_bytecode_folder_is_fresh_so_nothing_planted_in_the_cache_runs(fleet, monkeypatch, how):
+    import importlib._bootstrap_external as bx
+    import shutil
+
+    monkeypatch.delenv("PYTHONDONTWRITEBYTECODE", raising=False)
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    settings = fleet.settings()
+    good = fleet.commit("hello", key=fleet.ops)
+    assert pull(settings, say=lambda _l: None).status == "applied"
+    checkout = fleet.tmp / "cache" / "revisions" / good
+    bytecode = fleet.tmp / "cache" / "pycache"
+    elsewhere = fleet.tmp / "elsewhere"
+    elsewhere.mkdir()
+    ran = fleet.tmp / "planted.ran"
+    if how == "link":
+        top = os.path.realpath(checkout).lstrip("/").split("/")[0]
+        shutil.rmtree(bytecode / top, ignore_errors=True)
+        (bytecode / top).symlink_to(elsewhere)
+    else:  # bytecode for the role's source: its size and time, another code
+        src = Path(os.path.realpath(checkout / "roles" / "demo.py"))
+        st = src.stat()
+        code = compile(f"open({str(ran)!r}, 'w').close()\n", str(src), "exec")
+        pyc = Path(str(bytecode) + os.path.dirname(str(src))) / f"demo.{sys.implementation.cache_tag}.pyc"
+        pyc.parent.mkdir(parents=True, exist_ok=True)
+        pyc.write_bytes(bx._code_to_timestamp_pyc(code, int(st.st_mtime), st.st_size))
+    got = pull(settings, say=lambda _l: None)
+    assert (got.status, got.changed) == ("applied", 0), got.message
+    assert not ran.exists(), "a planted .pyc ran instead of the signed role"
+    assert not list(elsewhere.rglob("*")), "the converge's bytecode went through the link"
+    if how == "link":
+        assert (bytecode / top).is_symlink(), "a link bringup did not make was removed"
+    else:
+        assert pyc.exists(), "a file bringup did not make was removed"
+
 
 
 @pytest.mark.reliability(item=33, fault="pull: an unsigned revision pushed on top of a good one", variants=1,

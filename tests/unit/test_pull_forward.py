@@ -371,7 +371,7 @@ def test_without_roles_in_the_repository_only_the_roles_bringup_pull_names_conve
     wanted = fleet.commit("two roles", key=fleet.ops, hosts=inventory(["sysctl", "cpu_tuning"]))
     got = pull(fleet.settings(), converge=seen(given))
     assert (got.status, got.revision) == ("applied", wanted) and given[-1].roles == ["sysctl", "cpu_tuning"]
-    argv = provision_argv("me", given[-1])
+    argv = provision_argv("me", given[-1], fleet.tmp)
     assert argv[argv.index("--roles") + 1] == "sysctl,cpu_tuning"
 
 
@@ -389,7 +389,7 @@ def test_the_repository_own_roles_run_all_or_those_named(fleet):
     given = []
     fleet.commit("own", key=fleet.ops, hosts=inventory())
     pull(fleet.settings(), converge=seen(given))
-    assert given[-1].roles is None and "--roles" not in provision_argv("me", given[-1])
+    assert given[-1].roles is None and "--roles" not in provision_argv("me", given[-1], fleet.tmp)
     fleet.commit("own, named", key=fleet.ops, hosts=inventory(["demo"]))
     pull(fleet.settings(), converge=seen(given))
     assert given[-1].roles == ["demo"]
@@ -509,7 +509,7 @@ def test_a_converge_ended_by_a_signal_is_said_so_not_exit_minus_nine(tmp_path, m
     from bringup.pull import run
 
     body = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)" if how == "killed" else "raise SystemExit(5)"
-    monkeypatch.setattr(run, "provision_argv", lambda host, settings: [sys.executable, "-c", body])
+    monkeypatch.setattr(run, "provision_argv", lambda host, settings, pycache: [sys.executable, "-c", body])
     (tmp_path / "reports").mkdir()
     settings = Settings(url="file:///nowhere", rule=parse_rule("main", None), cache=tmp_path / "cache",
                         allowed_signers=tmp_path / "allowed")
