@@ -280,5 +280,5 @@ def test_an_inventory_under_home_is_refused_and_the_converge_reads_the_checkouts
     assert (r.returncode, r.stdout) == (1, "") and r.stderr.startswith(
         "error: --inventory '~/hosts': a path inside the repository"), r.stderr
     # Whatever the settings hold, the converge is handed the checkout's own file (./), never a ~ to expand.
-    argv = provision_argv("me", fleet.settings())
+    argv = provision_argv("me", fleet.settings(), fleet.tmp)
     assert argv[argv.index("--inventory") + 1] == f"./{fleet.settings().inventory}", argv
