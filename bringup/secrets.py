@@ -10,8 +10,9 @@ A reference is a mapping of the one key ``bringup_secret`` whose value is a mapp
 (a variable of the control machine's environment) or ``file`` (a regular file of the user, mode 0600 or
 stricter; one trailing newline is dropped).  The older spelling without the tag, ``{env: NAME}`` /
 ``{file: PATH}``, is still a reference where it cannot be ordinary data: in a variable that only takes a
-secret text (:func:`secret_place`: the Ansible passwords, a key named ``password``, ``token``, ``secret``, or
-ending ``_password``, ``_pass``, ``_token``, ``_secret``, ``_passphrase``); anywhere else (``labels: {env:
+secret text (:func:`secret_place`, by :func:`credential_name`: the Ansible passwords, a key named or ending
+``password``, ``passwd``, ``passphrase``, ``token``, ``secret``, ``api_key``, ``access_key``, ``private_key``,
+``credential(s)``, or ``_pass``, ``_pw``, ``_auth``); anywhere else (``labels: {env:
 production}``) it is the mapping it looks like.  It is resolved when the
 inventory is loaded, into a pydantic :class:`~pydantic.SecretStr`, so that
 ``repr``, ``str`` and JSON show ``**********``; a role that needs the text
@@ -22,7 +23,7 @@ Every secret resolved, and the Ansible passwords given as text, are added to
 :func:`mask_output` ran) and the JSON reports go through it: each secret's
 text becomes ``********``, and so does the password of any URL
 (``https://user:TOKEN@host/`` → ``https://user:********@host/``) and the value of any ``KEY=value`` whose KEY names a
-credential (``DB_PASSWORD=hunter2x`` → ``DB_PASSWORD=********``).
+credential (``DB_PASSWORD=hunter2x`` → ``DB_PASSWORD=********``; not an empty, yes/no or numeric value).
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ from pydantic import SecretStr
 from .errors import InventoryError, shell_word
 from .userfile import home
 
-__all__ = ["MASK", "Masker", "Vaulted", "mask_output", "TAG", "is_ref", "secret_place", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
+__all__ = ["MASK", "Masker", "Vaulted", "mask_output", "TAG", "is_ref", "secret_place", "credential_name", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
 
 #: What a secret's text becomes in output.
 HIDDEN = "********"
@@ -54,16 +55,48 @@ _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 #: The password part of a URL's userinfo: ``scheme://user:PASSWORD@``; or a userinfo that is a token alone
 #: (``https://ghp_...@github.com/org/repo.git``, ``http://TOKEN@prometheus``): 16 characters or more, no ':' (a user
 #: name such as ``git`` or ``root`` is shorter and stays).
-_URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:|[a-z][a-z0-9+.-]*://)"
+#: A scheme starts where no scheme character stands before it (not at each ``\b``: ``a.a.a...`` was quadratic).
+_URL_PASSWORD = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]*://[^/\s:@'\"]*:|[a-z][a-z0-9+.-]*://)"
                            r"((?<=:)[^/\s@'\"]+|(?<=//)[^/\s:@'\"]{16,})(@)")
 
 
-#: ``KEY=value`` whose KEY names a credential (``DB_PASSWORD=hunter2x`` of a .env, ``--token=...`` of a command line,
-#: ``api_key=...``): what a script's error, a program's output or a file read by mistake says is masked as a URL's
-#: password is, whoever's secret it is.  A value that is a reference (``{env: ...}``) or already masked stays.
-_SECRET_ASSIGNMENT = re.compile(
-    r"(?i)(?<![\w-])([\w.-]*(?:password|passwd|passphrase|secret|token|api[_-]?key|access[_-]?key|private[_-]?key|"
-    r"_pass|_pw)[ \t]*=(?!=)[ \t]*)(?![{*])(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&|]+)")
+#: What ends a variable's name that holds a credential (``db_password``, ``PGPASSWORD``, ``hf_token``,
+#: ``OPENAI_API_KEY``, ``AWS_SECRET_ACCESS_KEY``, ``client_secret``): the one list :func:`credential_name` reads.
+_CREDENTIAL_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "api_key", "api-key",
+                       "access_key", "access-key", "accesskey", "private_key", "private-key", "credential",
+                       "credentials")
+#: Short words that name a credential only as a whole name or a name's last part (``ansible_ssh_pass``, ``db_pw``,
+#: docker's ``auth``): never inside a word (``compass``, ``oauth``, ``passport``).
+_CREDENTIAL_PARTS = ("pass", "pw", "auth")
+
+
+def credential_name(name: str) -> bool:
+    """``name`` (a variable, a key, an environment variable, a ``--flag``; a dotted path's last part) names a
+    credential, so that its value is one: the one rule for :func:`secret_place`, the masker's ``KEY=value`` net and
+    the inventory sources' refusals (:func:`bringup.inventory.sources.yamlfile.secret_line`)."""
+    if not isinstance(name, str):
+        return False
+    last = re.split(r"[.\[\]]", name.strip().strip("'\"").lower().lstrip("-"))
+    last = next((p for p in reversed(last) if p), "")
+    return last.endswith(_CREDENTIAL_ENDINGS) or any(last == p or last.endswith(("_" + p, "-" + p))
+                                                     for p in _CREDENTIAL_PARTS)
+
+
+#: ``KEY=value``: where KEY names a credential (:func:`credential_name`: ``DB_PASSWORD=hunter2x`` of a .env,
+#: ``--token=...`` of a command line, ``api_key=...``), what a script's error, a program's output or a file read by
+#: mistake says is masked as a URL's password is, whoever's secret it is.  A value that is a reference
+#: (``{env: ...}``), already masked, empty, a yes/no or a number (``use_token = true``, ``min_pass=3``) stays.  The
+#: name starts where no name character stands before it, so each name is read once (linear in the text).
+_ASSIGNMENT = re.compile(r"(?<![\w.-])([\w.-]+)([ \t]*=(?!=)[ \t]*)(?![{*])(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&|]+)")
+_NO_SECRET_VALUE = re.compile(r"(?i)(?:true|false|yes|no|on|off|none|null|[+-]?\d+(?:\.\d+)?)?")
+
+
+def _assignment(m: re.Match) -> str:
+    value = m.group(3)
+    bare = value[1:-1] if value[:1] in "'\"" else value
+    if not credential_name(m.group(1)) or _NO_SECRET_VALUE.fullmatch(bare.strip()):
+        return m.group(0)
+    return f"{m.group(1)}{m.group(2)}{HIDDEN}"
 
 
 class Vaulted(str):
@@ -142,7 +175,7 @@ class Masker:
             if secret in text:
                 text = text.replace(secret, HIDDEN)
         text = _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}\g<3>", text)
-        return _SECRET_ASSIGNMENT.sub(rf"\g<1>{HIDDEN}", text) if "=" in text else text
+        return _ASSIGNMENT.sub(_assignment, text) if "=" in text else text
 
     def mask_value(self, value: Any) -> Any:
         """A whole value as rendered (a plan's "is" or "want", an audit's expectation): ``********`` when it is a
@@ -163,12 +196,20 @@ class Masker:
         return text
 
     def holds(self, value: Any) -> bool:
-        """``value`` (JSON-like) holds a secret: a typed one, a text equal to one, or one standing alone in a text."""
+        """``value`` (JSON-like) holds a secret the run knows: a typed one, a text equal to one, one of
+        :data:`MIN_MASKED` characters or more anywhere in a text, or a shorter one standing alone as
+        :meth:`mask_lines` finds it.  Never the guessing nets (a URL's password, ``KEY=value``): a file saying
+        ``use_token = true`` holds no secret, and its hash and diff keep their use."""
         if isinstance(value, dict):
             return any(self.holds(k) or self.holds(v) for k, v in value.items())
         if isinstance(value, (list, tuple)):
             return any(self.holds(v) for v in value)
-        return self.is_secret(value) or (isinstance(value, str) and self.mask_lines(value) != value)
+        if self.is_secret(value):
+            return True
+        if not isinstance(value, str):
+            return False
+        return (any(secret in value for secret in list(self._texts))
+                or any(pattern.search(value) for pattern in list(self._short.values())))
 
     def mask_obj(self, value: Any, lines: bool = False, keep: frozenset[str] = frozenset()) -> Any:
         """``value`` with every string masked as a whole value (``lines``: as lines, :meth:`mask_lines`; dict keys
@@ -249,12 +290,6 @@ def mask_output(masker: Masker = MASK) -> None:
 #: The key that tags a mapping as a secret reference: ``{bringup_secret: {env: NAME}}``.
 TAG = "bringup_secret"
 _KINDS = ("env", "file")
-#: Variables (the last key of their path) that only take a secret text: the untagged spelling is a reference there.
-_SECRET_NAMES = frozenset({"ansible_password", "ansible_become_password", "ansible_ssh_pass", "ansible_become_pass",
-                           "ansible_sudo_pass", "password", "passphrase", "token", "secret"})
-_SECRET_ENDINGS = ("_password", "_pass", "_token", "_secret", "_passphrase")
-
-
 #: A plain secret that is a common word's shape: letters alone (one shorter than MIN_MASKED is masked alone anyway).
 _PLAIN_WORD = re.compile(r"[A-Za-z]+")
 
@@ -262,8 +297,7 @@ _PLAIN_WORD = re.compile(r"[A-Za-z]+")
 def secret_place(trail: str) -> bool:
     """The variable at ``trail`` (``registry_auths.nvcr.io.password``) only takes a secret text, so a one-key
     ``{env: ...}`` / ``{file: ...}`` there cannot be ordinary data."""
-    last = re.split(r"[.\[]", trail)[-1].lower() if trail else ""
-    return last in _SECRET_NAMES or last.endswith(_SECRET_ENDINGS)
+    return bool(trail) and credential_name(re.split(r"[.\[]", trail)[-1])
 
 
 def _untagged(value: Any) -> bool:
@@ -399,14 +433,15 @@ def reveal(value: Any) -> Any:
     return value
 
 
-def holds_secret(value: Any) -> bool:
-    """``value`` holds a resolved secret, a vaulted text, or a URL with a password in it."""
+def holds_secret(value: Any, masker: Masker = MASK) -> bool:
+    """``value`` holds a resolved secret, a vaulted text, a secret the run knows (:meth:`Masker.holds`: a plain
+    ``mirror_token: abc123XYZtok`` rendered into a URL), or a URL with a password in it."""
     if isinstance(value, (SecretStr, Vaulted)):
         return True
     if isinstance(value, str):
-        return bool(_URL_PASSWORD.search(value))
+        return bool(_URL_PASSWORD.search(value)) or masker.holds(value)
     if isinstance(value, dict):
-        return any(holds_secret(v) for v in value.values())
+        return any(holds_secret(v, masker) for v in value.values())
     if isinstance(value, list):
-        return any(holds_secret(v) for v in value)
+        return any(holds_secret(v, masker) for v in value)
     return False

@@ -180,14 +180,15 @@ class File(Resource):
         diff = None
         if kind != "file" or st.get("sha256") != want_sha:
             old = base64.b64decode(st["content"]) if "content" in st else None
+            diff = self._diff(old if kind == "file" else b"", kind == "file" and old is None)
             if self._holds_secret(old if kind == "file" else None):
-                # A hash or a diff of a text holding a secret gives the secret away (a 4-character one is found
-                # from its SHA-256 in a moment): said changed, nothing of it shown.
+                # A hash of a text holding a secret gives the secret away (a 4-character one is found from its
+                # SHA-256 in a moment): the hashes are not shown; the diff is, each line masked (the secret
+                # standing alone in it is ********), as every diff is: the lines that change keep their use.
                 changes["content"] = ("absent" if kind != "file" else HIDDEN, HIDDEN)
-                diff = f"--- {self.path}\n+++ {self.path}\n(holds a secret; content, hash and diff not shown)\n"
+                diff = MASK.mask_lines(diff)
             else:
                 changes["content"] = ("absent" if kind != "file" else st.get("sha256", "?")[:12], want_sha[:12])
-                diff = self._diff(old if kind == "file" else b"", kind == "file" and old is None)
             cmds.append(self._write())
         else:
             if self.mode and st.get("mode") != self.mode:
