@@ -43,7 +43,7 @@ from pydantic import SecretStr
 from .errors import InventoryError, shell_word
 from .userfile import home
 
-__all__ = ["MASK", "Masker", "Vaulted", "mask_output", "TAG", "is_ref", "secret_place", "credential_name", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
+__all__ = ["MASK", "Masker", "Vaulted", "mask_output", "TAG", "is_ref", "secret_place", "credential_name", "credential_value", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
 
 #: What a secret's text becomes in output.
 HIDDEN = "********"
@@ -80,6 +80,21 @@ def credential_name(name: str) -> bool:
     last = next((p for p in reversed(last) if p), "")
     return last.endswith(_CREDENTIAL_ENDINGS) or any(last == p or last.endswith(("_" + p, "-" + p))
                                                      for p in _CREDENTIAL_PARTS)
+
+
+#: A variable given a value: ``key=``, ``key:`` or ``key value`` (a ~/.my.cnf or a .netrc read as INI, a ``--set``
+#: without '=') where a variable starts (the line's start, after a space, a comma, ``;``, ``{`` or ``(``; the name
+#: maybe quoted or a ``--flag``); a value follows.
+_GIVEN = re.compile(r"(?:^|(?<=[\s,;{(]))[-\"']*([\w.-]+)[\"']?(?:[ \t]*[=:](?!//)[ \t]*|[ \t]+)(?=[^\s=:])",
+                    re.MULTILINE)
+
+
+def credential_value(text: str) -> bool:
+    """``text`` gives a credential a value: a variable that :func:`credential_name` names, then ``=``, ``:`` or
+    (opening a line) a space, and a value (``password hunter2``, ``db_password: x``, ``export PGPASSWORD=x``).  A
+    host name that holds such a word (``auth01``, ``tokenizer-01``, ``passport``) or a credential's name alone (a
+    group ``../secret:``) is none."""
+    return isinstance(text, str) and any(credential_name(m.group(1)) for m in _GIVEN.finditer(text))
 
 
 #: ``KEY=value``: where KEY names a credential (:func:`credential_name`: ``DB_PASSWORD=hunter2x`` of a .env,

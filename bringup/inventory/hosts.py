@@ -39,7 +39,7 @@ from .sources.yamlfile import load_yaml_lines
 from .sources.yamlinv import MAX_GROUP_DEPTH
 from ..process import command
 from ..userfile import home
-from ..secrets import MASK, Vaulted, resolve_refs
+from ..secrets import MASK, Vaulted, credential_value, resolve_refs
 from .connvars import ALIAS_NAMES, ALIASES, FIXES, SECRET_VARS, SECRETS, ConnectionVars, take_aliases
 from .vault import Vault
 
@@ -401,14 +401,17 @@ def parse_set(items: list[str] | str | None) -> dict[str, Any]:
     if isinstance(items, str):
         items = [items]
     out: dict[str, Any] = {}
-    for item in items:
+    for n, item in enumerate(items, 1):
         key, sep, raw = item.partition("=")
         key = key.strip()
+        # An item that gives a credential a value ('db_password hunter2x') is told by its place, never quoted.
+        shown = f"#{n} (it names a credential, so it is not shown)" if credential_value(item) else None
         if not sep or not key:
-            raise InputError(f"--set {quoted(printable(item))}: expected KEY=VALUE, e.g. "
+            raise InputError(f"--set {shown or quoted(printable(item))}: expected KEY=VALUE, e.g. "
                              "--set sysctl_profile=network-latency")
         if var_name_problem(key):  # "a\nb" showed as a row "a" in `hosts --host`
-            raise InputError(f"--set: {var_name_problem(key)}")
+            raise InputError(f"--set {shown}: the part before '=' is no variable name; write it as NAME=VALUE"
+                             if shown else f"--set: {var_name_problem(key)}")
         bad = _NOT_YAML.search(raw)
         if bad:
             raise InputError(f"--set {printable(key)}: the value holds the control character "

@@ -904,6 +904,17 @@ def test_a_refused_line_without_a_secret_word_is_still_quoted(tmp_path):
     one_line_refusal(bringup("hosts", "-i", "inv", cwd=tmp_path), "expected key=value in [g:vars], got 'workers 8'")
 
 
+@pytest.mark.reliability(item=40, fault="inventory sources: a line whose host name holds a credential's word (auth01, "
+                                        "tokenizer-01, passport) was refused as 'names a password' instead of quoting "
+                                        "what is wrong", variants=3, checks=("one clear line",))
+@pytest.mark.parametrize("host", ["auth01", "tokenizer-01", "passport"])
+def test_a_host_name_holding_a_credential_word_is_no_secret_line(tmp_path, host):
+    (tmp_path / "inv").write_text(f"[auth]\n{host} ansible_host=10.0.0.1 foo\n")
+    (tmp_path / "inv").chmod(0o644)
+    line = one_line_refusal(bringup("hosts", "-i", "inv", cwd=tmp_path), "inv:2: ", "got 'foo'")
+    assert "names a password" not in line, line
+
+
 @pytest.mark.reliability(item=40, fault="inventory script: a failing script's stderr 'DB_PASSWORD=hunter6zz' was quoted "
                                         "in its refusal (a KEY=value naming a credential, no secret the run knew)",
                          variants=3, checks=("secret never shown",))

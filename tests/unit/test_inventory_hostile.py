@@ -597,6 +597,23 @@ def test_a_set_name_that_is_no_variable_name_is_one_line():
     assert parse_set(["_a1=1", "ansible_user=x", "my-var=2"]) == {"_a1": 1, "ansible_user": "x", "my-var": 2}
 
 
+@pytest.mark.reliability(item=40, fault="--set 'db_password hunter2x' (no '=') was refused quoting the item, "
+                                        "password and all", variants=3, checks=("secret never shown", "one clear line"))
+@pytest.mark.parametrize("items", [["db_password hunter2x"], ["a=1", "PGPASSWORD: hunter2x"],
+                                   ["db_password hunter2x=1"]])
+def test_a_set_item_giving_a_credential_a_value_is_named_by_its_place(items):
+    from bringup.errors import InputError
+    from bringup.inventory.hosts import parse_set
+
+    with pytest.raises(InputError) as e:
+        parse_set(items)
+    said = str(e.value)
+    assert "hunter2x" not in said and f"--set #{len(items)} (it names a credential, so it is not shown)" in said, said
+    with pytest.raises(InputError) as e:  # an item naming no credential is still quoted
+        parse_set(["workers 8"])
+    assert str(e.value).startswith("--set 'workers 8': expected KEY=VALUE"), str(e.value)
+
+
 @pytest.mark.reliability(item=40, fault="an INI inventory starting with a UTF-8 byte order mark: a YAML error or a "
                                         "host range error about '\\ufeff[g]'", variants=2, checks=("one clear line",))
 @pytest.mark.parametrize("name", ["hosts", "hosts.ini"])

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from ...errors import InventoryError, shell_word
+from ...secrets import credential_name, credential_value
 from ...userfile import read_capped
 from ..vault import Vault, VaultError, is_vaulted
 from .model import VAR_NAME_KIND, SourceError
@@ -265,30 +266,20 @@ def private_mode(path: Path | str) -> str | None:
             "text is not shown")
 
 
-#: A word that says a line holds a credential: ``password hunter2`` of a ~/.my.cnf read as INI, ``api_key: x``.
-_SECRET_WORD = re.compile(r"(?i)pass(?:word|wd|phrase)?\b|passw|secret|token|credential|api[_-]?key|private[_-]?key|"
-                          r"\bauth")
-
-
-#: A line that gives a credential a value: the word, the rest of its name, then '=', ':' or a space and a value
-#: (``password hunter2``, ``db_password: x``, ``api_key = x``); a name alone (a group ``../secret:``) is none.
-_SECRET_VALUE = re.compile(r"(?i)(?:" + _SECRET_WORD.pattern.removeprefix("(?i)") + r")[\w.-]*[ \t]*[=: \t][ \t]*[^\s=:]")
-
-
 def secret_line(e: Exception, path: Path | str, text: str) -> str | None:
     """Why the line that error ``e`` names (``path:N...``) is not to be quoted back, or None: it names a password,
     a token or a secret (``expected key=value in [client:vars], got 'password hunter2'`` printed the password of
     a ~/.my.cnf given as the inventory), told by its line and what is wrong only (:func:`sealed_error`)."""
     m = re.match(re.escape(str(path)) + r":(\d+)", str(e))
     lines = text.splitlines()
-    if not m or not 0 < int(m.group(1)) <= len(lines) or not _SECRET_VALUE.search(lines[int(m.group(1)) - 1]):
+    if not m or not 0 < int(m.group(1)) <= len(lines) or not credential_value(lines[int(m.group(1)) - 1]):
         return None
     said, line = str(e)[m.end():], lines[int(m.group(1)) - 1]
     # Only where the message quotes the line beyond its secret's name (a !vault value's error quotes nothing): a word
     # of it, or a quoted part of the message that is in it (';x' of 'ansible_ssh_pass=abc ;x').
-    words = [w for w in re.findall(r"[^\s=:'\"]{3,}", line) if not _SECRET_WORD.search(w)]
+    words = [w for w in re.findall(r"[^\s=:'\"]{3,}", line) if not credential_name(w)]
     quoted = [a or b for a, b in re.findall(r"'([^'\n]+)'|\"([^\"\n]+)\"", said)]
-    if not any(w in said for w in words) and not any(q in line and re.search(r"\w", q) and not _SECRET_WORD.search(q) for q in quoted):
+    if not any(w in said for w in words) and not any(q in line and re.search(r"\w", q) and not credential_name(q) for q in quoted):
         return None
     return "the line names a password, token or secret, so its text is not shown"
 
