@@ -284,6 +284,26 @@ def test_hosts_task_shows_each_variable_with_its_source():
     assert r.returncode == 0 and "group_vars/k8s_cluster.yml:2 (group k8s_cluster)" in r.stdout, r.stdout + r.stderr
 
 
+@pytest.mark.reliability(item=40, fault="-i .env of 'export PGPASSWORD=...', 'export OPENAI_API_KEY=...', 'export "
+                                        "AWS_SECRET_ACCESS_KEY=...': hosts --host export (with or without -j) printed "
+                                        "all three in clear (secret_place knew none of the masker's names)",
+                         variants=2, checks=("secret never shown",))
+@pytest.mark.parametrize("as_json", [False, True], ids=["table", "json"])
+def test_a_shell_env_file_given_as_the_inventory_shows_no_credential(tmp_path, as_json):
+    secrets = {"PGPASSWORD": "hunter2x", "OPENAI_API_KEY": "sk-abcdef123", "AWS_SECRET_ACCESS_KEY": "wJalrXUtnFEMI"}
+    (tmp_path / ".env").write_text("".join(f"export {k}={v}\n" for k, v in secrets.items()))
+    # ansible-inventory lists it so (a host 'export' with three variables): bringup too, each value masked.
+    assert ansible_view(ansible_list([tmp_path / ".env"], tmp_path))[1] == {"export": secrets}
+    r = subprocess.run([sys.executable, "-m", "invoke", "--search-root", str(REPO), "hosts", "-i", ".env",
+                        "--host", "export", *(["--json"] if as_json else [])], cwd=tmp_path, capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "COLUMNS": "200"})
+    assert r.returncode == 0, r.stderr
+    for name, value in secrets.items():
+        assert name in r.stdout and value not in r.stdout + r.stderr, r.stdout
+    if as_json:
+        assert {v["value"] for v in json.loads(r.stdout).values()} == {"********"}
+
+
 def test_inventory_flag_given_twice_merges_both(tmp_path):
     """`-i a -i b` reaches load_inventory as both paths (Invoke's iterable flag), later ones overriding."""
     (tmp_path / "a.ini").write_text("[gpu]\ngpu01 ansible_host=192.0.2.1\n")
