@@ -40,7 +40,7 @@ from bringup.hardware import gpu
 from bringup.ssh.command import sh
 from bringup.errors import BringupError, InputError
 from bringup.userfile import home
-from bringup.secrets import HIDDEN, MASK
+from bringup.secrets import HIDDEN, MASK, Vaulted
 from bringup.hardware.gpu import gpu_gate
 from bringup.resources import image
 from bringup.resources.guard import Fail, Unused
@@ -151,17 +151,20 @@ def _matrix_tensorrt(release: str | None) -> str | None:
 
 
 def tensorrt_version(vars: dict) -> str:
-    """The TensorRT that builds the engines: ``tensorrt_version``, else the matrix's for the image's release."""
+    """The TensorRT that builds the engines: ``tensorrt_version``, else the matrix's for the image's release.  A
+    version that is a secret, or read from a vaulted ``tensorrt_image``'s release, is :class:`Vaulted` (a part of a
+    decrypted value is the secret shown): ``********`` in the plan's no-op line and key changes."""
     ref = str(vars.get("tensorrt_image"))
     explicit = vars.get("tensorrt_version")
     if explicit is not None:
-        return str(explicit)
+        return Vaulted(str(explicit)) if MASK.is_secret(explicit) else str(explicit)
+    secret = MASK.is_secret(vars.get("tensorrt_image"))
     found = _matrix_tensorrt(_release(ref))
     if found is None:
-        raise InputError(f"tensorrt_image {ref}: the TensorRT version of this release is not in "
+        raise InputError(f"tensorrt_image {HIDDEN if secret else ref}: the TensorRT version of this release is not in "
                          "bringup/data/version_matrix.yaml; set tensorrt_version (NVIDIA's TensorRT container "
                          "release notes list it)")
-    return found
+    return Vaulted(found) if secret else found
 
 
 def _folder(vars: dict, key: str) -> str:
@@ -177,8 +180,8 @@ def _check_triton(vars: dict, specs: dict[str, EngineVars], trt: str) -> None:
     serving = _matrix_tensorrt(_release(triton_image))
     if serving and serving != trt:
         # A vaulted image's release and TensorRT are parts of its secret: named as vaulted, never shown.
-        built = MASK.holds(vars.get("tensorrt_image")) or MASK.holds(vars.get("tensorrt_version"))
-        served = MASK.holds(vars.get("triton_image"))
+        built = MASK.is_secret(trt) or MASK.is_secret(vars.get("tensorrt_image"))
+        served = MASK.is_secret(vars.get("triton_image"))
         same = "nvcr.io/nvidia/tensorrt:<its release>-py3" if served else \
             f"nvcr.io/nvidia/tensorrt:{_release(triton_image)}-py3"
         raise InputError(f"tensorrt_image {HIDDEN if built else vars['tensorrt_image']} builds with TensorRT "

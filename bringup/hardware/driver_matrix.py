@@ -108,8 +108,10 @@ def unsupported_gpus(need: TritonNeed, facts: dict) -> str | None:
 
 def triton_need(image: object) -> TritonNeed | None:
     """The matrix's entry for ``image``'s release (``…/tritonserver:24.06-py3``); None: no image, no
-    ``YY.MM`` tag, or a release the matrix does not know.  An image that holds a secret (vaulted, or rendered from
-    a vaulted value) gives a need marked :attr:`TritonNeed.secret`: its words never show the release."""
+    ``YY.MM`` tag, or a release the matrix does not know.  An image that is a secret itself (vaulted, or rendered
+    from a vaulted value: templating keeps it :class:`~bringup.secrets.Vaulted`) gives a need marked
+    :attr:`TritonNeed.secret`: its words never show the release.  A short secret that merely appears in an
+    ordinary image's name (a vaulted ``nvidia`` elsewhere) does not: the release shown is no part of it."""
     from ..checks import load_matrix
 
     m = re.search(r":(\d\d\.\d\d)", str(image or ""))
@@ -119,4 +121,4 @@ def triton_need(image: object) -> TritonNeed | None:
     return TritonNeed(m.group(1), str(rel.get("cuda", "?")), int(rel["min_driver"]),
                       {int(k): str(v) for k, v in (rel.get("datacenter_compat") or {}).items()},
                       rel.get("min_compute_capability"), tuple(rel.get("gpu_architectures") or ()),
-                      rel.get("source"), secret=MASK.holds(image))
+                      rel.get("source"), secret=MASK.is_secret(image))

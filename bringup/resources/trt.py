@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from ..ssh.command import join, sh
 from .base import Plan, Resource, kv_lines
 from .files import _check_path
+from ..secrets import HIDDEN, MASK, Vaulted
 from ..untrusted import loads
 
 __all__ = ["EngineBuild", "GpuClass", "TrtEngine", "engine_key", "key_digest", "key_changes", "trtexec_argv",
@@ -113,7 +114,9 @@ def engine_key(gpu: GpuClass, e: EngineBuild, tensorrt_version: str) -> dict:
         "compute_capability": gpu.compute_capability,
         "driver_version": gpu.driver_version,
         "cuda_version": gpu.cuda_version,
-        "tensorrt_version": str(tensorrt_version),
+        # A vaulted TensorRT (of a vaulted tensorrt_image) stays Vaulted: the same text in the key and its digest,
+        # ******** wherever the plan shows it.
+        "tensorrt_version": tensorrt_version if isinstance(tensorrt_version, Vaulted) else str(tensorrt_version),
         "precision": e.precision,
         "shapes": {"input": e.input, **{k: list(e.shapes[k]) for k in ("min", "opt", "max")}},
         "onnx_sha256": e.onnx_sha256,
@@ -128,6 +131,8 @@ def key_digest(key: dict) -> str:
 
 
 def _show(part: str, value) -> str:
+    if MASK.is_secret(value):
+        return HIDDEN
     if value is None:
         return "none"
     if part.endswith("sha256") and isinstance(value, str):
@@ -213,7 +218,7 @@ class TrtEngine(Resource):
             changes = key_changes(rec["parts"], self.key)
             if not changes:
                 return Plan.noop(f"engine up to date: key {short} matches ({self.key['gpu_model']}, "
-                                 f"TensorRT {self.key['tensorrt_version']}, {self.key['precision']})")
+                                 f"TensorRT {MASK.mask_value(self.key['tensorrt_version'])}, {self.key['precision']})")
             why = "rebuilt: " + ", ".join(changes) + " changed"
             changes["engine"] = (f"key {str(rec.get('key', ''))[:12]}", f"key {short}")
         return Plan(commands=[self.build_script()], changes=changes, reason=why)

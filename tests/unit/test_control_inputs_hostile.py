@@ -964,3 +964,28 @@ def test_a_numeric_login_user_is_its_text_as_ansible_takes_it(tmp_path):
     (tmp_path / "bad.yml").write_text("all:\n  hosts:\n    h1:\n      ansible_user: true\n")
     with pytest.raises(InventoryError, match=r"ansible_user must be a user name as text \(got True\)"):
         load_inventory(tmp_path / "bad.yml")
+
+
+@pytest.mark.reliability(item=40, fault="vault: a short vaulted value that merely appears in an ordinary image's name "
+                                        "(nvidia in nvcr.io/nvidia/...) labelled it 'Triton ******** (vaulted "
+                                        "triton_image)' and hid the engines' TensorRT mismatch", variants=2,
+                         checks=("one clear line",))
+def test_an_ordinary_image_holding_a_short_secrets_text_keeps_its_release(monkeypatch):
+    from bringup.hardware.driver_matrix import triton_need
+    from bringup.secrets import MASK, Vaulted
+    from .test_engines import CHECK, engine_vars
+
+    monkeypatch.setattr(MASK, "_texts", set(MASK._texts))
+    monkeypatch.setattr(MASK, "_short", dict(MASK._short))
+    MASK.add(Vaulted("nvidia"), alone=True)
+    assert triton_need("nvcr.io/nvidia/tritonserver:24.05-py3").label == "Triton 24.05 (CUDA 12.4) needs R545+"
+    assert triton_need(Vaulted("nvcr.io/nvidia/tritonserver:24.05-py3")).secret
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "m.onnx").write_bytes(b"onnx")
+        vars = {**engine_vars(Path(d) / "m.onnx"), "tensorrt_image": "nvcr.io/nvidia/tensorrt:24.06-py3",
+                "triton_image": "nvcr.io/nvidia/tritonserver:24.05-py3"}
+        with pytest.raises(Exception) as e:
+            CHECK(vars)
+    assert "triton_image nvcr.io/nvidia/tritonserver:24.05-py3 serves with TensorRT 10.0.1" in str(e.value), str(e.value)

@@ -469,3 +469,24 @@ def test_the_onnx_travels_by_stream_and_only_when_its_sha256_differs(tmp_path):
     assert sorted(p.name for p in dest.parent.iterdir()) == ["model.onnx"]  # no temporary file left
     again = provision()
     assert "changed=0" in again.stdout and f"{dest} has the sha256 of {source}" in again.stdout
+
+
+@pytest.mark.reliability(item=40, fault="vault: a vaulted tensorrt_image still showed its TensorRT version (10.0.1) "
+                                        "in the engine's no-op line and key changes", variants=2,
+                         checks=("secret never shown",))
+def test_a_vaulted_tensorrt_image_never_shows_its_tensorrt_version(onnx):
+    from bringup.secrets import HIDDEN, Vaulted
+    from roles.trt_engines import tensorrt_version
+
+    image = Vaulted("nvcr.io/nvidia/tensorrt:24.05-py3")
+    trt = tensorrt_version({"tensorrt_image": image})
+    assert trt == "10.0.1" and isinstance(trt, Vaulted)  # the text builds; it is shown as ********
+    assert isinstance(tensorrt_version({"tensorrt_version": Vaulted("10.4.0")}), Vaulted)
+    assert not isinstance(tensorrt_version({"tensorrt_image": str(image)}), Vaulted)
+    v = {**engine_vars(onnx), "tensorrt_image": image, "triton_image": Vaulted("nvcr.io/nvidia/tritonserver:24.05-py3")}
+    e = engine_of(declare(v, l40s_facts()))
+    assert e.key["tensorrt_version"] == "10.0.1" and key_digest(e.key) == key_digest({**e.key, "tensorrt_version": "10.0.1"})
+    noop = e.plan(_host_state(e.key))
+    assert not noop.changed and "10.0.1" not in noop.reason and f"TensorRT {HIDDEN}" in noop.reason, noop.reason
+    rebuilt = e.plan(_host_state({**e.key, "precision": "int8", "tensorrt_version": "9.9.9"}))
+    assert rebuilt.changes["TensorRT"] == ("9.9.9", HIDDEN), rebuilt.changes
