@@ -540,7 +540,14 @@ def test_holds_asks_the_known_secrets_only_and_a_file_keeps_its_masked_diff(monk
 
 @pytest.mark.reliability(item=40, fault="holds_secret missed a plain secret the run masks: mirror_token rendered "
                                         "into docker_daemon_config's mirror URL, daemon.json written 0644")
-def test_holds_secret_asks_the_secrets_the_run_knows():
+def test_holds_secret_asks_the_secrets_the_run_knows(monkeypatch):
+    monkeypatch.setattr(MASK, "_texts", set(MASK._texts))
+    monkeypatch.setattr(MASK, "_short", dict(MASK._short))
+    MASK.add("abc123XYZtok")  # mirror_token: abc123XYZtok, a plain secret by its name
+    role = _docker_role()
+    cfg = {"registry-mirrors": ["https://mirror.local/v2?token=abc123XYZtok"]}
+    files = [r for r in role.resources(_ctx(role, docker_daemon_config=cfg)) if r.kind == "json"]
+    assert isinstance(files[0], PrivateJsonFile), files
     m = Masker()
     cfg = {"registry-mirrors": ["https://mirror.local/v2?token=abc123XYZtok"]}
     assert not holds_secret(cfg, m)
