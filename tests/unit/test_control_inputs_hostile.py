@@ -988,4 +988,5 @@ def test_an_ordinary_image_holding_a_short_secrets_text_keeps_its_release(monkey
                 "triton_image": "nvcr.io/nvidia/tritonserver:24.05-py3"}
         with pytest.raises(Exception) as e:
             CHECK(vars)
-    assert "triton_image nvcr.io/nvidia/tritonserver:24.05-py3 serves with TensorRT 10.0.1" in str(e.value), str(e.value)
+    said = str(e.value)
+    assert "triton_image nvcr.io/nvidia/tritonserver:24.05-py3 serves with TensorRT 10.0.1" in said, said
