@@ -556,7 +556,12 @@ def capture(argv: Sequence[str], *, timeout: float, cap: int, err_cap: int = 64 
                     buf += chunk[:max(room, 0)]
         finally:
             # Ended by bringup, or something it left still holds its output (the drain ran out): its tag's too.
-            held = why is not None or bool(got) or bool(sel.get_map()) or proc.poll() is None
+            held = why is not None or bool(got) or bool(sel.get_map())
+            if not held and proc.poll() is None:  # both pipes at EOF: the child is ending (its files close first)
+                try:
+                    proc.wait(timeout=DRAIN_S)
+                except subprocess.TimeoutExpired:
+                    held = True  # closed its output and runs on: ended as it is, with what it left
             sel.close()
             child.end(term_grace, tagged=held)  # what it left in its group, and itself if it was ended
             for f in (proc.stdout, proc.stderr):

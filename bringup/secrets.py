@@ -68,6 +68,11 @@ _CREDENTIAL_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "a
 #: Short words that name a credential only as a whole name or a name's last part (``ansible_ssh_pass``, ``db_pw``,
 #: docker's ``auth``): never inside a word (``compass``, ``oauth``, ``passport``).
 _CREDENTIAL_PARTS = ("pass", "pw", "auth")
+#: Words that make a name a credential's wherever they stand as one of its ``_``/``-`` parts (``SECRET_KEY``,
+#: ``STRIPE_SECRET_KEY``, ``SECRET_KEY_BASE``, ``password_hash``), unless its last part says it names where a
+#: credential is, not the credential (``password_file``, ``secret_path``).
+_CREDENTIAL_WORDS = frozenset({"secret", "password", "passwd", "passphrase"})
+_NOT_THE_CREDENTIAL = frozenset({"file", "path", "dir", "name", "env", "var", "command", "cmd", "id"})
 
 
 def credential_name(name: str) -> bool:
@@ -78,8 +83,10 @@ def credential_name(name: str) -> bool:
         return False
     last = re.split(r"[.\[\]]", name.strip().strip("'\"").lower().lstrip("-"))
     last = next((p for p in reversed(last) if p), "")
-    return last.endswith(_CREDENTIAL_ENDINGS) or any(last == p or last.endswith(("_" + p, "-" + p))
-                                                     for p in _CREDENTIAL_PARTS)
+    return (last.endswith(_CREDENTIAL_ENDINGS) or last.endswith(("auth_key", "auth-key", "authkey"))
+            or any(last == p or last.endswith(("_" + p, "-" + p)) for p in _CREDENTIAL_PARTS)
+            or (not _CREDENTIAL_WORDS.isdisjoint(parts := re.split(r"[_-]", last))
+                and parts[-1] not in _NOT_THE_CREDENTIAL))
 
 
 #: A variable given a value: ``key=``, ``key:`` or ``key value`` (a ~/.my.cnf or a .netrc read as INI, a ``--set``
@@ -102,16 +109,31 @@ def credential_value(text: str) -> bool:
 #: mistake says is masked as a URL's password is, whoever's secret it is.  A value that is a reference
 #: (``{env: ...}``), already masked, empty, a yes/no or a number (``use_token = true``, ``min_pass=3``) stays.  The
 #: name starts where no name character stands before it, so each name is read once (linear in the text).
-_ASSIGNMENT = re.compile(r"(?<![\w.-])([\w.-]+)([ \t]*=(?!=)[ \t]*)(?![{*])(\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&|]+)")
-_NO_SECRET_VALUE = re.compile(r"(?i)(?:true|false|yes|no|on|off|none|null|[+-]?\d+(?:\.\d+)?)?")
+_ASSIGNMENT = re.compile(r"(?<![\w.-])([\w.-]+)([ \t]*=(?!=)[ \t]*)(?![{*])")
+_ASSIGNED = re.compile(r"\"[^\"\n]*\"|'[^'\n]*'|[^\s\"',;&|]+")
+#: Values that are no secret under a credential's name: empty, a yes/no, a number of at most 3 digits
+#: (``min_pass=3``, ``use_token = true``); ``DB_PASSWORD=12345678`` is masked.
+_NO_SECRET_VALUE = re.compile(r"(?i)(?:true|false|yes|no|on|off|none|null|[+-]?\d{1,3}(?:\.\d{1,3})?)?")
 
 
-def _assignment(m: re.Match) -> str:
-    value = m.group(3)
-    bare = value[1:-1] if value[:1] in "'\"" else value
-    if not credential_name(m.group(1)) or _NO_SECRET_VALUE.fullmatch(bare.strip()):
-        return m.group(0)
-    return f"{m.group(1)}{m.group(2)}{HIDDEN}"
+def _mask_assignments(text: str) -> str:
+    """Each ``NAME=value`` of ``text`` whose NAME names a credential, its value masked; the names are read one
+    after another (only a name and its ``=`` are taken at a time), so that an assignment inside another's value
+    (``--env=API_TOKEN=abc``, ``opts=password=x``) is read too, in one pass."""
+    out: list[str] = []
+    done = 0
+    for m in _ASSIGNMENT.finditer(text):
+        if m.start() < done or not credential_name(m.group(1)):
+            continue
+        value = _ASSIGNED.match(text, m.end())
+        if value is None:
+            continue
+        bare = value.group(0)[1:-1] if value.group(0)[:1] in "'\"" else value.group(0)
+        if _NO_SECRET_VALUE.fullmatch(bare.strip()):
+            continue
+        out += [text[done:m.end()], HIDDEN]
+        done = value.end()
+    return "".join(out) + text[done:] if out else text
 
 
 class Vaulted(str):
@@ -190,7 +212,7 @@ class Masker:
             if secret in text:
                 text = text.replace(secret, HIDDEN)
         text = _URL_PASSWORD.sub(rf"\g<1>{HIDDEN}\g<3>", text)
-        return _ASSIGNMENT.sub(_assignment, text) if "=" in text else text
+        return _mask_assignments(text) if "=" in text else text
 
     def mask_value(self, value: Any) -> Any:
         """A whole value as rendered (a plan's "is" or "want", an audit's expectation): ``********`` when it is a

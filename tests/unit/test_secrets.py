@@ -502,7 +502,7 @@ def test_one_list_of_credential_names_for_the_masker_and_secret_place(name):
 
 
 @pytest.mark.parametrize("name", ["auth01", "tokenizer", "passport", "compass", "max_tokens", "oauth", "pwd",
-                                  "password_file", "ansible_host"])
+                                  "password_file", "ansible_host", "secret_path", "token_count"])
 def test_names_that_only_hold_a_credential_word_are_no_credential(name):
     from bringup.secrets import credential_name, secret_place
 
@@ -553,3 +553,22 @@ def test_holds_secret_asks_the_secrets_the_run_knows(monkeypatch):
     assert not holds_secret(cfg, m)
     m.add("abc123XYZtok")
     assert holds_secret(cfg, m) and not holds_secret({"registry-mirrors": ["https://mirror.local/"]}, m)
+
+
+@pytest.mark.reliability(item=4, fault="the KEY=value net and the credential names after one list was made of them: "
+                                       "a credential inside another's value (--env=API_TOKEN=..., opts=password=...), a "
+                                       "numeric password, SECRET_KEY / STRIPE_SECRET_KEY / SECRET_KEY_BASE / auth_key "
+                                       "were shown again", variants=9, checks=("secret never shown",))
+@pytest.mark.parametrize("text,masked", [
+    ("docker run --env=API_TOKEN=abc123xyz img", "docker run --env=API_TOKEN=******** img"),
+    ("--build-arg=NPM_TOKEN=npm_abcdef", "--build-arg=NPM_TOKEN=********"),
+    ("opts=password=hunter2x", "opts=password=********"),
+    ("DB_PASSWORD=12345678", "DB_PASSWORD=********"),
+    ("export SECRET_KEY=djangoS3cret", "export SECRET_KEY=********"),
+    ("export STRIPE_SECRET_KEY=sk_live_x1", "export STRIPE_SECRET_KEY=********"),
+    ("SECRET_KEY_BASE=abcdef0123", "SECRET_KEY_BASE=********"),
+    ("auth_key=zz9plural", "auth_key=********"),
+    ("min_pass=3 use_token=true a==b", "min_pass=3 use_token=true a==b"),
+])
+def test_a_credential_inside_a_value_a_number_and_secret_key_names_are_masked(text, masked):
+    assert Masker().mask(text) == masked
