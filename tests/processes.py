@@ -46,3 +46,16 @@ def pid_gone(pid: int, within: float = 10.0) -> bool:
     while running(pid) and time.monotonic() < deadline:
         time.sleep(0.05)
     return not running(pid)
+
+
+def hang_up(pid: int, master: int, within: float = 60.0) -> int | None:
+    """Close a pty's master side (the terminal hanging up under ``pid``, which runs on its slave side) and wait
+    up to ``within`` s for ``pid`` to end: its exit code (128 + N for signal N), or None while it still runs."""
+    os.close(master)
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        got, st = os.waitpid(pid, os.WNOHANG)
+        if got:
+            return os.waitstatus_to_exitcode(st)
+        time.sleep(0.1)
+    return None

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from harness.doubles.libcuda import build_fake_libcuda
+from tests.processes import hang_up
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -186,13 +187,7 @@ def test_a_real_hang_up_mid_load_stops_the_load_and_ends_129(tmp_path, lib):
             load = {p: s for p, s in _loads().items() if b"python3" in _cmdline(p)}
         assert load, "the load never started"
         time.sleep(1.0)
-        os.close(master)  # the hang-up
-        master = -1
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and status is None:
-            got, st = os.waitpid(pid, os.WNOHANG)
-            status = os.waitstatus_to_exitcode(st) if got else None
-            time.sleep(0.1)
+        status, master = hang_up(pid, master), -1
     finally:
         if master >= 0:
             os.close(master)

@@ -22,6 +22,7 @@ from bringup.ssh.connection import LocalTransport, SSHTransport
 from bringup.errors import Unreachable
 from bringup.inventory.hosts import ConnectionVars, Host
 from bringup.ssh.stop import Stop
+from tests.processes import hang_up
 
 USER, PASSWORD = "op", "pw-for-a-test-server"
 
@@ -368,13 +369,7 @@ def _plan_under_a_pty(tmp_path: Path, nohup: bool) -> tuple[int | None, str]:
                 except OSError:
                     break
         time.sleep(1.0)  # the facts in flight
-        os.close(master)
-        master = -1
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and status is None:
-            got, st = os.waitpid(pid, os.WNOHANG)
-            status = os.waitstatus_to_exitcode(st) if got else None
-            time.sleep(0.1)
+        status, master = hang_up(pid, master), -1
     finally:
         if master >= 0:
             os.close(master)
