@@ -642,6 +642,35 @@ def test_a_private_file_given_as_inventory_is_refused_without_its_text(tmp_path,
     assert "SeCrEt" not in said and "token" not in said and "example.com" not in said, said
 
 
+#: A vars file other users may not read (a copy of /etc/shadow, or a hard link to it, put in group_vars/) -> its text.
+#: Its lines read as YAML keys `root:$6$...::` (null values): taken with a warning quoting each, and listed by
+#: `hosts --host`; a key holding a space, or an unknown !tag, was refused quoting it.
+PRIVATE_VARS = {
+    "shadow": "root:$6$Salt$SeCrEt/HaSh.x:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n",
+    "a key with a space": "SeCrEt token: 1\n",
+    "an unknown tag": "x: !SeCrEt 1\n",
+}
+
+
+@pytest.mark.reliability(item=40, fault="group_vars: a vars file other users may not read (a copy of /etc/shadow) "
+                                        "quoted in a warning (its lines as variable names), listed by hosts --host, "
+                                        "or quoted in its refusal", variants=len(PRIVATE_VARS),
+                         checks=("one clear line", "secret never shown"))
+@pytest.mark.parametrize("case", sorted(PRIVATE_VARS))
+def test_a_private_vars_file_is_refused_without_its_text(tmp_path, case):
+    (tmp_path / "hosts.yml").write_text(HOSTS)
+    (tmp_path / "group_vars").mkdir()
+    f = tmp_path / "group_vars" / "all.yml"
+    f.write_text(PRIVATE_VARS[case])
+    f.chmod(0o600)
+    p = bringup("hosts", "-i", "hosts.yml", "--host", "h1", cwd=tmp_path)
+    said = one_line_refusal(p, "group_vars/all.yml:1", "its text is not shown", "mode 0600")
+    assert "SeCrEt" not in said and "HaSh" not in said, said
+    f.chmod(0o644)  # readable by all: the operator's own text, named as before (a warning, or the refusal quoting it)
+    p = bringup("hosts", "-i", "hosts.yml", "--host", "h1", cwd=tmp_path)
+    assert "SeCrEt" in p.stdout + p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
 #: Plain-text passwords where only a secret goes: Ansible's own aliases of its password variables (common in real
 #: inventories), a variable named like a password, a registry's password.  `hosts --host` printed each in clear.
 PLAIN_SECRETS = {"ansible_ssh_pass": "Pw-SshPass-1", "ansible_ssh_password": "Pw-SshPassword-2",

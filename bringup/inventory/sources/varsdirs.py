@@ -23,7 +23,8 @@ from typing import Any, Callable
 from ...userfile import link_out
 from .folders import MAX_DIR_DEPTH, MAX_DIRS, listed
 from .model import SourceError, Value, unsafe_name, var_name
-from .yamlfile import MAX_BYTES, sealed_doubts, sealed_error
+from ...errors import InventoryError
+from .yamlfile import MAX_BYTES, SEALED_DOUBT, private_mode, sealed_doubts, sealed_error
 
 __all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files", "load_vars", "count_read",
            "MAX_LOAD_BYTES"]
@@ -156,11 +157,19 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: di
     as :func:`vars_files` takes it; ``doubts`` gathers the variable names taken that are not Ansible's form
     (:func:`~.model.var_name`), for one warning each.  A file ansible-vault encrypted whole is told by its line
     and what is wrong only (:func:`~.yamlfile.sealed_error`): a key in it that is no variable name, or one not
-    Ansible's form, may be a secret pasted there, and is never quoted."""
+    Ansible's form, may be a secret pasted there, and is never quoted.  So is a file other users may not read
+    (:func:`~.yamlfile.private_mode`: a copy of, or a hard link to, ``/etc/shadow`` read as ``root:$6$...::`` keys),
+    told as the inventory file itself is: its line and what is wrong, never its text."""
     out: list[dict[str, Value]] = []
     for f in vars_files(folder, name, listings):
         count_read(listings, f)
-        data, lines = load(f)
+        try:
+            data, lines = load(f)
+        except (InventoryError, SourceError) as e:
+            private = private_mode(f)
+            if private is None:
+                raise
+            raise sealed_error(e, f, private) from None
         if data is None:
             continue
         if not isinstance(data, dict):
@@ -173,11 +182,16 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: di
             out.append({var_name(k, f"{f}:{where[k]}" if k in where else str(f), mine):
                         Value(v, f"{f}:{where[k]}" if k in where else str(f)) for k, v in data.items()})
         except SourceError as e:
-            if not sealed:
+            private = None if sealed else private_mode(f)  # (a stat only for a file that has something to say)
+            if not sealed and private is None:
                 raise
-            raise sealed_error(e, f) from None
+            raise sealed_error(e, f, private) from None
         if sealed:
             sealed_doubts(mine, f)
+        elif mine:
+            private = private_mode(f)
+            if private is not None:
+                raise sealed_error(SourceError(f"{mine[0][0]}: (not shown)", SEALED_DOUBT), f, private)
         if doubts is not None:
             doubts.extend(mine)
     return out
