@@ -60,6 +60,9 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 #: time out: ``<file>:<line>: key has expired: verify time T > valid-before L`` (or ``is not yet valid: ... <``).
 _VALIDITY = re.compile(r":(\d{1,9}): (key has expired|key is not yet valid): verify time ([0-9T:-]{1,32}) [<>] "
                        r"valid-(?:before|after) ([0-9T:-]{1,32})")
+#: ssh-keygen's words for a line of the allowed signers file it could not read and skipped (after the file's path):
+#: ``:<line>: bad options: invalid "valid-before" time``, ``:<line>: invalid key``, ``:<line>: missing principal``.
+_SKIPPED = r":(\d{1,9}): ((?!key has expired|key is not yet valid)[^\n]{1,200})"
 #: What bringup's converge writes in a checkout (``bringup provision``'s report and retry files under ``reports/``,
 #: :mod:`bringup.engine.report`, :func:`bringup.engine.rollout.write_retry`): not counted as foreign when reused.
 #: A converge killed while writing one leaves its temporary file (outfile's ``.NAME.XXXXXXXX.tmp``) beside it.
@@ -404,15 +407,23 @@ class Source:
                           f"{'past its valid-before' if when == 'expired' else 'before its valid-after'} {limit}"
                           f"{f' ({key})' if key else ''}; renew the entry's dates, or sign the revision with a key "
                           "valid now", commit)
+        # A line of the file ssh-keygen could not read (a misspelt option, valid-before="20270101T0000", a cut key)
+        # is skipped by it, and its key with it; a line whose namespaces="..." leaves out "git" does not count: "not in
+        # the list" or "a bad signature" alone sent the SRE looking for a key that is there, or a forged commit.
+        # ssh-keygen's words and the line's number only, never the line.
+        skipped = re.search("^" + re.escape(str(self.allowed_signers)) + _SKIPPED, checked.stderr, re.M)
+        why = (f"; ssh-keygen says of line {skipped.group(1)} of {shown(self.allowed_signers)}: "
+               f"{said(skipped.group(2), 100)}; fix that line") if skipped else ""
         if status in ("U", "E", "G"):
             raise Refused("unknown-key", f"revision {short} is signed by a key not in {shown(self.allowed_signers)}"
-                          f"{f' ({key})' if key else ''}", commit)
+                          f"{f' ({key})' if key else ''}{why}", commit)
         if status in ("X", "Y"):
             raise Refused("expired", f"revision {short} is signed by an expired key{f' ({key})' if key else ''}",
                           commit)
         if status == "R":
             raise Refused("revoked", f"revision {short} is signed by a revoked key ({key})", commit)
-        raise Refused("bad-signature", f"revision {short} has a bad signature (Git's verdict {status or '?'})",
+        raise Refused("bad-signature", f"revision {short} has a bad signature (Git's verdict {status or '?'})"
+                      f"{why}",
                       commit)
 
     def signature_kind(self, commit: str) -> str | None:

@@ -297,6 +297,31 @@ def test_a_revision_signed_by_a_key_out_of_its_dates_is_refused_as_expired(fleet
     assert m[("bringup_pull_last_refusal_info", (("host", "me"), ("reason", "expired"), ("revision", bad)))] == 1
 
 
+@pytest.mark.reliability(item=40, fault="pull: a revision signed by a key whose allowed signers line ssh-keygen "
+                                        "skips (a date it cannot read, an unknown option, a cut key) or whose "
+                                        "namespaces leave out git, refused as a key not in the list or a bad "
+                                        "signature without the line's fault", variants=4,
+                         checks=("nothing touched", "one clear line"))
+@pytest.mark.parametrize("entry, reason, words", [
+    ('valid-before="20270101T0000" {key}', "unknown-key", 'bad options: invalid "valid-before" time'),
+    ("valid_before=20270101 {key}", "unknown-key", "bad options: unknown key option"),
+    ("{cut}", "unknown-key", "invalid key"),
+    ('namespaces="file" {key}', "bad-signature", 'key is not permitted for use in signature namespace "git"'),
+], ids=["date-unread", "unknown-option", "cut-key", "namespaces"])
+def test_an_allowed_signers_line_ssh_keygen_skips_is_named_with_its_fault(fleet, entry, reason, words):
+    """The key is in the file, on a line ssh-keygen does not take: the operator is sent to that line."""
+    good = fleet.commit("hello", key=fleet.ops)
+    pull(fleet.settings(), converge=ok)
+    bad = fleet.commit("later", key=fleet.ops)
+    key = (fleet.tmp / "ops.pub").read_text().strip()
+    fleet.allowed.write_text("# the ops key\nops@example.org " + entry.format(key=key, cut=key[:40]) + "\n")
+    got = pull(fleet.settings(), converge=never)
+    assert (got.status, got.reason, got.revision) == ("refused", reason, bad), got.message
+    assert f"ssh-keygen says of line 2 of {fleet.allowed}: {words}; fix that line" in got.message, got.message
+    assert "\n" not in got.message and key.split()[1] not in got.message
+    assert fleet.current() == good
+
+
 @pytest.mark.reliability(item=33, fault="pull: a revision signed with OpenPGP (a key the host's gpg keyring trusts)",
                          variants=1, checks=("nothing touched", "report written"))
 def test_an_openpgp_signed_revision_is_refused_even_when_the_keyring_trusts_it(fleet, monkeypatch):
