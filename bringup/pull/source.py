@@ -245,6 +245,32 @@ def links_out(root: Path) -> tuple[str, str] | None:
     return None
 
 
+def not_checked_out(root: Path) -> str | None:
+    """The first entry of the checkout ``root`` that no checkout and no converge makes, which ``git status`` does not
+    list: a FIFO, a socket or a device (Git never writes one: a FIFO planted at ``group_vars/all.yml`` had the
+    signed revision refused as an inventory that does not load; one in a folder a role copies would be read), or,
+    under one of bringup's own converge output names in ``reports/``, anything but a regular file (a link there
+    passed as bringup's own report, and the next converge read its retry file through it).  Named as
+    ``path (what it is)``, or None.  The worktree's own ``.git`` is not looked into."""
+    top = os.fspath(root)
+    for folder, dirs, files in walk(top):
+        if folder == top:
+            dirs[:] = [d for d in dirs if d != ".git"]
+        for name in sorted(files):
+            path = os.path.join(folder, name)
+            try:
+                mode = os.lstat(path).st_mode
+            except OSError:
+                continue  # gone meanwhile
+            rel = os.path.relpath(path, top)
+            if stat.S_ISREG(mode) or (stat.S_ISLNK(mode) and not _CONVERGE_OUTPUT.match(rel)):
+                continue
+            what = ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                    "a socket" if stat.S_ISSOCK(mode) else "a device")
+            return f"{rel} ({what}: no checkout or converge makes one)"
+    return None
+
+
 def room(folder: Path) -> str:
     """What room ``folder``'s filesystem has left, for a failed checkout's line (git says only "unable to write
     file" when the disk is full)."""
@@ -584,7 +610,8 @@ class Source:
             read = _run_git([*base, "read-tree", commit], "read-tree", GIT_TIMEOUT_S, env, cwd=folder)
             if read.returncode:
                 return True, _status_failed(read)
-            return _worktree_status(base, env, folder, staged=False)
+            edited, foreign = _worktree_status(base, env, folder, staged=False)
+            return edited, foreign or not_checked_out(folder)
 
     def swap(self, commit: str) -> None:
         """Point ``current`` at ``revisions/<commit>`` in one rename."""

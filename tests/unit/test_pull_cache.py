@@ -436,6 +436,44 @@ def test_a_reused_checkout_holding_files_the_revision_does_not_is_refused_and_ke
     assert target.exists()
 
 
+@pytest.mark.reliability(item=40, fault="pull: a FIFO or socket planted in a reused checkout (git status lists none), "
+                                        "or a link under one of bringup's own report names in its reports/, "
+                                        "passed the tamper check", variants=3,
+                         checks=("nothing touched", "one clear line", "others' files kept"))
+@pytest.mark.parametrize("plant", ["fifo", "socket", "report-link"])
+def test_a_reused_checkout_holding_what_git_status_does_not_list_is_refused_as_tampered(fleet, tmp_path, plant):
+    # Before: a FIFO at group_vars/all.yml had the signed revision refused as an inventory that does not load (its
+    # fault, not the checkout's), one anywhere else was converged past; reports/last.retry -> ../hosts passed as the
+    # converge's own retry file, read through by the next converge's write_retry.
+    import socket
+
+    first = fleet.commit("one", key=fleet.ops)
+    assert pull(fleet.settings(), converge=ok).status == "applied"
+    checkout = tmp_path / "cache" / "revisions" / first
+    entry = {"fifo": "group_vars/all.yml", "socket": "roles/s", "report-link": "reports/last.retry"}[plant]
+    target = checkout / entry
+    target.parent.mkdir(exist_ok=True)
+    if plant == "fifo":
+        os.mkfifo(target)
+    elif plant == "socket":
+        here = os.getcwd()
+        os.chdir(target.parent)  # (a socket's path is at most 107 bytes: bound by its name)
+        try:
+            held = socket.socket(socket.AF_UNIX)
+            held.bind(target.name)
+            held.close()
+        finally:
+            os.chdir(here)
+    else:
+        target.symlink_to("../hosts")
+    got = pull(fleet.settings(), converge=never)
+    assert (got.status, got.reason, got.revision) == ("refused", "tampered", first), got.message
+    what = {"fifo": "a FIFO", "socket": "a socket", "report-link": "a symbolic link"}[plant]
+    assert f"holds what the revision does not: {entry} ({what}: no checkout or converge makes one); nothing applied" \
+        in got.message and "\n" not in got.message, got.message
+    assert os.path.lexists(target) and fleet.current() == first  # never removed
+
+
 @pytest.mark.reliability(item=40, fault="pull: the cache moved to another folder (its checkouts' worktree records "
                                         "left behind): a kept checkout told apart from a tampered one", variants=2,
                          checks=("next run converges", "others' files kept"))
@@ -487,7 +525,7 @@ def test_a_reused_checkout_is_held_to_the_signed_tree_by_content_not_by_the_inde
 @pytest.mark.parametrize("entry, foreign", [
     ("reports/20261207T101010-provision.json", False),
     ("reports/20261207T101010-provision-2.retry", False),
-    ("reports/last.retry", False),
+    ("reports/last.retry", False),  # (a regular file: not_checked_out holds them to that)
     ("reports/.20261207T101010-provision.json.k3_x9abc.tmp", False),  # a converge killed mid-write leaves it
     ("reports/.last.retry.ab12cd34.tmp", False),
     ("reports/.20261207T101010-provision.json", True),  # bringup never names a report so
