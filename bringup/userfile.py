@@ -52,7 +52,7 @@ def kind(path: str | Path, error: Callable[[str], Exception], where: str) -> str
 
 def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception], *, missing: str,
                 unreadable: str, too_large: str, not_regular: str | None = None,
-                refuse: Callable[[Path], bool] = _not_a_file) -> bytes:
+                refuse: Callable[[Path], bool] = _not_a_file, follow: bool = True) -> bytes:
     """At most ``limit`` bytes of the file at ``path``, else ``error(line)`` (raised ``from None``).
 
     The line is ``missing`` when there is no such file, ``unreadable`` followed by the system's reason
@@ -60,6 +60,8 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
     ValueError there, which was a traceback), ``too_large`` when it holds more than ``limit`` bytes; with ``not_regular``,
     that when ``refuse`` says the path is no file to read, before it is opened (by default: whatever
     exists and is not a regular file: a folder, a device, a pipe whose read waits for a writer).
+    ``follow=False``: a file bringup itself writes there (a regular file, put by a rename), never read through a
+    symbolic link (``O_NOFOLLOW``): a link is ``not_regular`` (``unreadable`` + "a symbolic link" without it).
     """
     p = Path(path)
     if "\x00" in str(p):  # said before any look: pathlib's looks call it no file, os.open raises ValueError
@@ -69,7 +71,7 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
             raise error(not_regular)
         # Opened without waiting (a FIFO put there after the look above opens at once), then held to what
         # the look said: a regular file, unless the caller takes others.
-        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
         with os.fdopen(fd, "rb") as f:
             if not_regular is not None and not stat.S_ISREG(os.fstat(fd).st_mode) and refuse is _not_a_file:
                 raise error(not_regular)
@@ -78,6 +80,8 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
     except FileNotFoundError:
         raise error(missing) from None
     except OSError as e:
+        if e.errno == errno.ELOOP and not follow and os.path.islink(p):
+            raise error(not_regular if not_regular is not None else unreadable + "a symbolic link") from None
         raise error(unreadable + str(e.strerror or e)) from None
     if len(data) > limit:
         raise error(too_large)

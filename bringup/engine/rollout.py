@@ -230,15 +230,18 @@ def write_retry(directory: Path, results: list[HostResult], run_name: str) -> Pa
             _write(path, text)
         _prune_retries(directory)
         return last
-    if last.is_file():
+    if last.is_file() and not last.is_symlink():
         ok = {r.host for r in results}
         from ..userfile import read_capped
 
-        # The retry file is bringup's own, but a saved file is no more trusted than its folder: bounded.
+        # The retry file is bringup's own, but a saved file is no more trusted than its folder: bounded, and never
+        # read through a link (bringup writes it by a rename: a link there is none of its own, left as it is; one
+        # to a file only root may read, holding a host's name, had the rest of that file rewritten here, 0644).
         # Read as --limit @ reads it (retry_names): the same names, the same lines.
         text = read_capped(last, RETRY_MAX, InputError, missing=f"{last}: gone", unreadable=f"{last}: ",
                            too_large=f"{last}: larger than {RETRY_MAX >> 20} MiB: no retry file; remove it",
-                           not_regular=f"{last}: not a regular file; remove it").decode("utf-8", "replace")
+                           not_regular=f"{last}: not a regular file; remove it", follow=False
+                           ).decode("utf-8", "replace")
         names = retry_names(text)
         gone = {n for n, name in names if name in ok}
         if len(gone) == len(names):
@@ -256,7 +259,7 @@ _RUN_RETRY = re.compile(r"^\d{8}T\d{6}-[a-z-]+(?:-\d+)?\.retry$")
 
 def _prune_retries(directory: Path, keep: int = RETRY_KEEP) -> None:
     """Remove all but the newest ``keep`` per-run retry files bringup wrote (a file named otherwise stays)."""
-    mine = sorted(p for p in directory.iterdir() if p.is_file() and _RUN_RETRY.match(p.name))
+    mine = sorted(p for p in directory.iterdir() if p.is_file() and not p.is_symlink() and _RUN_RETRY.match(p.name))
     for p in mine[:-keep] if keep else mine:
         try:
             p.unlink()

@@ -285,6 +285,27 @@ def test_retry_file_written_read_back_and_cleared(tmp_path):
     assert (reports / "20250101T000000-provision.retry").exists()  # the run's own record stays
 
 
+@pytest.mark.reliability(item=40, fault="reports/last.retry a planted link to a file only root may read: a run "
+                                        "that took a host out of it rewrote the rest of that file as reports/"
+                                        "last.retry (0644), and the prune removed links named as bringup's retry files",
+                         variants=2, checks=("secret never shown", "others' files kept"))
+def test_a_link_at_a_retry_files_name_is_never_read_through_nor_pruned(tmp_path):
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    private = tmp_path / "private"
+    private.write_text("a\nroot:$6$SeCrEtHaSh:19000::::::\n")
+    private.chmod(0o600)
+    (reports / "last.retry").symlink_to(private)
+    assert write_retry(reports, [HostResult("a")], "20250101T000000-provision") is None
+    assert (reports / "last.retry").is_symlink() and private.read_text().startswith("a\n")  # left as it is
+    assert not [p for p in reports.iterdir() if not p.is_symlink()], "the private file's text was written"
+    for i in range(12):  # links named as bringup names its retry files: none of its own, never pruned
+        (reports / f"202401{i + 1:02d}T000000-provision.retry").symlink_to(private)
+    write_retry(reports, [HostResult("b", status="failed")], "20250102T000000-provision")
+    assert len([p for p in reports.glob("2024*.retry") if p.is_symlink()]) == 12 and private.exists()
+    assert "SeCrEt" not in (reports / "last.retry").read_text()  # the failed run's own list replaced the link
+
+
 def test_all_ok_run_writes_no_retry(tmp_path):
     assert write_retry(tmp_path, [HostResult("a")], "z") is None and not list(tmp_path.iterdir())
 
