@@ -201,7 +201,7 @@ def remember(host: str, path: Path, index: Path | None = None) -> str | None:
     Written through a temporary file and a rename; a failure to update it never fails the benchmark that
     already wrote its result: it is returned as one WARN line naming the index and why (None: listed).  The
     index is read through :func:`bringup.userfile.read_capped` (opened without waiting, at most
-    :data:`~bringup.latency.verdict.BENCH_MAX`): a pipe, a device, a folder or a link to one there, or a file this
+    :data:`~bringup.latency.verdict.BENCH_MAX`, never through a link): a link, a pipe, a device, a folder, or a file this
     user may not read, is left as it is and named; a regular file that is no index (not JSON, not a mapping, over
     the cap) is started anew, and said so.  No
     temporary file is left behind on any path (:func:`bringup.outfile.write_atomic`).
@@ -222,9 +222,11 @@ def remember(host: str, path: Path, index: Path | None = None) -> str | None:
     except InputError as e:
         return f"WARN {where}: not updated ({printable(str(e))[:300]}); {path} is not listed in it"
     try:
+        # Never through a link (bringup writes the index by a rename): a link to a file only root may read (a
+        # registry's credentials, JSON) had that file's text rewritten here beside the entry, mode 0644.
         data = read_capped(index, BENCH_MAX, Unreadable, missing="", unreadable="unreadable: ",
-                           not_regular="not a regular file (a pipe, a device or a folder)",
-                           too_large=f"larger than {BENCH_MAX >> 20} MiB")
+                           not_regular="not a regular file (a symbolic link, a pipe, a device or a folder)",
+                           too_large=f"larger than {BENCH_MAX >> 20} MiB", follow=False)
     except Unreadable as e:
         if str(e) == "":
             data = None   # no index yet

@@ -47,10 +47,29 @@ def test_an_index_that_is_no_file_is_named_left_alone_and_leaves_no_temporary_fi
     result = tmp_path / "bench" / "h1-20260101T000000Z.json"
     result.write_text("{}")
     said = _bounded(lambda: remember("h1", result, index))
-    assert said == (f"WARN {index}: not a regular file (a pipe, a device or a folder); left as it is and {result} "
+    assert said == (f"WARN {index}: not a regular file (a symbolic link, a pipe, a device or a folder); left as it is "
+                    f"and {result} "
                     "not listed in it: move it away (the checklist finds results of other --out folders through it)")
     assert sorted(p.name for p in index.parent.iterdir()) == ["h1-20260101T000000Z.json", "index.json"]
     assert index.is_symlink() if kind == "zero" else True
+
+
+@pytest.mark.reliability(item=40, fault="reports/bench/index.json a planted link to a JSON file only root may read "
+                                        "(a registry's credentials): its text was rewritten as the index, mode 0644",
+                         checks=("secret never shown", "others' files kept"))
+def test_an_index_that_is_a_link_to_a_private_file_is_never_read_nor_rewritten(tmp_path):
+    index = tmp_path / "bench" / "index.json"
+    index.parent.mkdir()
+    private = tmp_path / "config.json"
+    private.write_text('{"auths": {"nvcr.io": {"auth": "SeCrEtToKeN"}}}')
+    private.chmod(0o600)
+    index.symlink_to(private)
+    result = tmp_path / "bench" / "h1-20260101T000000Z.json"
+    result.write_text("{}")
+    said = remember("h1", result, index)
+    assert said.startswith(f"WARN {index}: not a regular file (a symbolic link, ") and "SeCrEt" not in said, said
+    assert index.is_symlink() and "h1" not in private.read_text()
+    assert sorted(p.name for p in index.parent.iterdir()) == ["h1-20260101T000000Z.json", "index.json"]
 
 
 @pytest.mark.reliability(item=40, fault="reports/bench/index.json listing one large file under 200 spellings "
