@@ -775,3 +775,28 @@ def test_a_good_date_and_tagged_numbers_still_load(tmp_path):
     inv = write(tmp_path / "hosts.yml", "all:\n  hosts:\n    h1:\n      a: 2020-01-02\n      b: !!float 1.5\n")
     v = load_inventory(inv).host("h1").vars
     assert v["b"] == 1.5 and str(v["a"]) == "2020-01-02"
+
+
+@pytest.mark.reliability(item=40, fault="inventory: a FIFO put under an executable inventory file's name after its look "
+                                        "(an inventory folder others write in) held the load for ever, waiting for a "
+                                        "writer, before it was told a script or a text", checks=("no hang",))
+def test_a_fifo_swapped_in_for_an_inventory_file_is_no_program_and_never_waited_on(tmp_path, monkeypatch):
+    import threading
+    from pathlib import Path as P
+
+    from bringup.inventory.sources import _is_program
+
+    fifo = tmp_path / "hosts"
+    os.mkfifo(fifo)
+    # The look saw an executable regular file; a FIFO is there by the time it is opened.
+    monkeypatch.setattr(P, "is_file", lambda self: True)
+    monkeypatch.setattr(os, "access", lambda *a, **k: True)
+    got: dict = {}
+    t = threading.Thread(target=lambda: got.setdefault("is", _is_program(fifo)), daemon=True)
+    t.start()
+    t.join(10)
+    if t.is_alive():  # (a writer lets the old code's open return, so the test run is not left with the thread)
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        t.join(5)
+        pytest.fail("opening the inventory file waited on a FIFO")
+    assert got == {"is": False}

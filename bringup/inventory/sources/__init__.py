@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from ...errors import InventoryError
@@ -114,10 +115,19 @@ def _is_program(path: Path) -> bool:
     if not (path.is_file() and os.access(path, os.X_OK)):
         return False
     try:
-        with path.open("rb") as f:
-            head = f.read(4)
+        # Opened without waiting and held to a regular file by what was opened: a FIFO put under the name since the
+        # look above (an inventory folder others write in) would have held this open for ever, waiting for a writer.
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.read(fd, 4)
     except OSError:
         return False
+    finally:
+        os.close(fd)
     return head.startswith(b"#!") or head == b"\x7fELF"
 
 
