@@ -492,6 +492,8 @@ class Source:
             why = f"it does not descend from the applied {was} (a force-push rewrote the history, or an older line)"
         if allow and commit.startswith(allow.lower()):
             how = f"--allow-rollback {allow} is ambiguous in the repository: give more of {commit}"
+        elif allow:  # (a mistyped id, or the one of the revision it came from: said, not passed over in silence)
+            how = f"--allow-rollback {allow} does not name it; allow that very revision: --allow-rollback {short}"
         raise Refused("rollback", f"revision {short}{where} moves back: {why}; {how}", commit)
 
     def names(self, prefix: str, commit: str) -> bool:

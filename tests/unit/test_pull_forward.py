@@ -60,6 +60,21 @@ def test_a_branch_moved_back_to_an_ancestor_is_refused_until_that_revision_is_al
     assert fleet.current() == new and checkouts(fleet) == [new]
 
 
+@pytest.mark.reliability(item=40, fault="pull --allow-rollback naming another revision (a mistyped id, the applied "
+                                        "one's): refused with the same words as without it, the flag passed over "
+                                        "unsaid", variants=1, checks=("nothing touched", "one clear line"))
+def test_an_allow_rollback_naming_another_revision_is_said_to_name_another(fleet):
+    old = fleet.commit("one", key=fleet.ops)
+    new = fleet.commit("two", key=fleet.ops)
+    assert pull(fleet.settings(), converge=seen([])).revision == new
+    git(fleet.work, "push", "--quiet", "--force", f"file://{fleet.server}", f"{old}:main")
+    got = pull(fleet.settings(allow_rollback=new[:8]), converge=never)
+    assert (got.status, got.reason) == ("refused", "rollback"), got.message
+    assert f"; --allow-rollback {new[:8]} does not name it; allow that very revision: --allow-rollback {old[:12]} (" \
+        in got.message, got.message
+    assert fleet.current() == new
+
+
 @pytest.mark.reliability(item=40, fault="pull: the current link removed, then the branch force-pushed back (the "
                                         "state still names the newer revision)", variants=2,
                          checks=("nothing touched", "one clear line", "exit code"))
