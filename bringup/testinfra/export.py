@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import BringupError, InputError, Unreachable, printable
-from ..outfile import sub_folder, write_atomic
+from ..outfile import out_folder, sub_folder, write_atomic
 from ..process import command
-from ..userfile import home, kind as path_kind
+from ..userfile import home
 
 if TYPE_CHECKING:
     from ..inventory.hosts import Host
@@ -45,14 +45,13 @@ def folder(name: str) -> str:
 
 
 def target(path: str) -> Path:
-    """``--export-testinfra DIR``: a folder (made when missing); anything else is one line."""
-    p = Path(home(path))
-    what = path_kind(p, InputError, f"--export-testinfra {path}")
-    if what not in ("missing", "folder"):
-        raise InputError(f"--export-testinfra {path}: not a folder; give a folder for the modules")
-    if what == "missing" and path_kind(p.parent, InputError, f"--export-testinfra {path}") != "folder":
-        raise InputError(f"--export-testinfra {path}: its parent {p.parent} is not a folder")
-    return p
+    """``--export-testinfra DIR``: an output folder as every ``--out`` is (:func:`bringup.outfile.out_folder`: a
+    folder, or one that can be made, where something can be written, and no symbolic link on its way out of the
+    folder it sits in); anything else is one line, before anything connects.  Its own look let a link out of the
+    working folder be written through, and a folder where nothing can be made (``/proc/x``, a read-only one) was
+    a traceback once the hosts were audited."""
+    return out_folder(home(path), "--export-testinfra", fix="give a folder for the modules (never written through a "
+                                                            "link)")
 
 
 def refuse_foreign(out: Path, hosts: list[Host]) -> None:

@@ -209,6 +209,24 @@ def test_exported_module_text_compiles_and_groups_items_by_kind():
     assert text.splitlines()[0].startswith("# Written by bringup audit --export-testinfra")
 
 
+@pytest.mark.reliability(item=40, fault="audit --export-testinfra: a link out of the working folder written through "
+                                        "(--out refuses it), and a folder where nothing can be made (/proc/x) a "
+                                        "traceback after the hosts were audited", variants=2,
+                         checks=("nothing touched", "one clear line"))
+def test_the_export_folder_is_checked_as_every_out_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "work").mkdir()
+    os.chdir(tmp_path / "work")
+    os.symlink(tmp_path / "elsewhere", "tests")
+    with pytest.raises(InputError, match=r"^--export-testinfra 'tests' is a symbolic link to .*elsewhere', outside the "
+                                         r"working folder; give a folder for the modules"):
+        target("tests")
+    with pytest.raises(InputError, match=r"^--export-testinfra '/proc/bringup-tests': cannot write in /proc"):
+        target("/proc/bringup-tests")
+    assert not list((tmp_path / "elsewhere").iterdir())
+
+
 def test_export_folders_and_what_is_never_replaced(tmp_path, inv):
     from bringup.inventory.hosts import load_inventory
 
@@ -216,8 +234,7 @@ def test_export_folders_and_what_is_never_replaced(tmp_path, inv):
     (tmp_path / "file").write_text("")
     with pytest.raises(InputError, match="not a folder"):
         target(str(tmp_path / "file"))
-    with pytest.raises(InputError, match="is not a folder"):
-        target(str(tmp_path / "no" / "such"))
+    assert target(str(tmp_path / "no" / "such")) == tmp_path / "no" / "such"  # made when written, as an --out
     hosts = list(load_inventory(inv).hosts.values())
     out = tmp_path / "out"
     refuse_foreign(out, hosts)  # nothing there yet
@@ -261,7 +278,7 @@ def test_audit_testinfra_options_refuse_bad_input_in_one_line(tmp_path, inv):
             (("--testinfra", "nowhere"), "error: --testinfra nowhere: no such file or folder"),
             (("--testinfra", "test_x.py", "--export-testinfra", "out"), "error: --testinfra and --export-testinfra"),
             (("--testinfra", "test_x.py"), "error: --testinfra "),
-            (("--export-testinfra", "hosts"), "error: --export-testinfra hosts: not a folder")):
+            (("--export-testinfra", "hosts"), "error: --export-testinfra 'hosts': it is not a folder")):
         r = invoke(tmp_path, "audit", "--host", "h1", "--roles", "sysctl", *args)
         assert r.returncode == 1, (args, r.stdout, r.stderr)
         lines = (r.stdout + r.stderr).strip().splitlines()
