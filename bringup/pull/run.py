@@ -312,7 +312,7 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
     settings = replace(settings, cache=Path(os.path.abspath(settings.cache)),
                        allowed_signers=Path(os.path.abspath(settings.allowed_signers)))
     state_path = settings.cache / "state.json"
-    unusable = cache_problem(settings.cache)
+    unusable = cache_problem(settings.cache, settings.prometheus)
     if unusable:
         raise InputError(unusable)
     vault = _open_vault(settings.vault_password_files)
@@ -462,16 +462,35 @@ _CACHE_ENTRIES = {"state.json": ("its pull state", False), "current": ("the curr
                   "reports": ("the converge reports", True), "pycache": ("the converges' bytecode", True)}
 
 
-def cache_problem(cache: Path) -> str | None:
+#: What a folder may hold besides :data:`_CACHE_ENTRIES` and still be taken as a new cache: a file system's own
+#: (the cache on a disk of its own, made with mkfs).
+_CACHE_OTHERS = frozenset({"lost+found"})
+
+
+def cache_problem(cache: Path, textfile: Path | None = None) -> str | None:
     """A line when ``cache`` cannot hold a run's outcome (checked before anything is fetched, so that a run never
     converges and then fails to record it): the cache itself no folder, ``state.json`` or ``current`` a folder
     (a rename does not replace one), ``repo.git``, ``revisions``, ``reports`` or ``pycache`` (the converges'
     bytecode, written there and run from there) no folder or a symbolic link
-    (:func:`bringup.outfile.not_own_folder`).  None when usable."""
+    (:func:`bringup.outfile.not_own_folder`), or a folder holding other things (but ``textfile``, the run's
+    ``--prometheus`` file, or its folder) and no pull cache (``--cache /``).  None when usable."""
     if not os.path.lexists(cache):
         return None  # made by the run
     if not os.path.isdir(cache):
         return f"--cache {shown(cache)} is no folder; give a folder (bringup makes it when missing)"
+    try:
+        inside = sorted(os.listdir(cache))
+    except OSError as e:
+        return f"--cache {shown(cache)}: {e.strerror or e}; give a folder this user can list and write"
+    # (The operator's --prometheus textfile, or its folder, kept in the cache is the run's own too.)
+    mine = os.path.relpath(os.path.abspath(textfile), cache).split(os.sep)[0] if textfile else None
+    other = [n for n in inside if n not in _CACHE_ENTRIES and n not in _CACHE_OTHERS and n != mine]
+    if other and not {"repo.git", "state.json"} & set(inside):
+        # A folder holding other things and no pull cache (--cache / or /var/lib, a project's folder): the run
+        # would put repo.git, revisions, the state and the current link among them, and rotate reports/ there.
+        return (f"--cache {shown(cache)} holds other things ({shown(other[0])}, ...) and no pull cache (no repo.git, "
+                "no state.json): nothing was fetched; give a folder of its own, like /var/lib/bringup/pull "
+                "(bringup makes it when missing)")
     for name, (what, folder) in _CACHE_ENTRIES.items():
         path = cache / name
         if not os.path.lexists(path):

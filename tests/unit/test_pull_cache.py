@@ -34,6 +34,36 @@ def victim(tmp_path: Path) -> Path:
     return v
 
 
+@pytest.mark.reliability(item=40, fault="pull --cache naming a folder that holds other things and no pull cache (--cache "
+                                        "/, /var/lib, a project's folder): repo.git, revisions, state.json, current, "
+                                        "pycache and reports made among them, and reports/ rotated there", variants=3,
+                         checks=("one clear line", "exit code", "nothing touched"))
+@pytest.mark.parametrize("held, refused", [
+    (["notes.txt", "reports"], True),  # a project's folder: its reports/ would be rotated by the run
+    (["lost+found"], False),           # a disk of its own, made with mkfs: a new cache
+    (["state.json", "notes.txt"], False),  # a cache whose repository went (and a file of the operator's): used
+], ids=["other-things", "mount", "a-cache"])
+def test_a_cache_folder_holding_other_things_and_no_cache_is_refused(fleet, tmp_path, held, refused):
+    fleet.commit("one", key=fleet.ops)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for name in held:
+        if name in ("reports", "lost+found"):
+            (cache / name).mkdir()
+        else:
+            (cache / name).write_text("{}" if name == "state.json" else "mine\n")
+    if refused:
+        with pytest.raises(InputError) as e:
+            pull(fleet.settings(), converge=ok)
+        line = str(e.value)
+        assert line.startswith(f"--cache {cache} holds other things (notes.txt, ...) and no pull cache") \
+            and "nothing was fetched" in line and "\n" not in line, line
+        assert sorted(os.listdir(cache)) == sorted(held)  # nothing made among them
+    else:
+        assert pull(fleet.settings(), converge=ok).status == "applied"
+        assert (cache / "notes.txt").exists() if "notes.txt" in held else True
+
+
 @pytest.mark.reliability(item=40, fault="pull: the cache's repo.git, revisions, reports or pycache a symbolic link to "
                                         "a folder elsewhere", variants=4,
                          checks=("one clear line", "exit code", "nothing touched", "others' files kept"))
