@@ -671,6 +671,30 @@ def test_a_private_vars_file_is_refused_without_its_text(tmp_path, case):
     assert "SeCrEt" in p.stdout + p.stderr and "Traceback" not in p.stderr, p.stderr
 
 
+@pytest.mark.reliability(item=40, fault="group_vars: a vars file other users may not read (umask 077, ansible-vault's "
+                                        "own 0600) refused for a hyphenated variable name Ansible takes, and its vault "
+                                        "errors told without how to fix them", variants=3,
+                         checks=("one clear line", "secret never shown"))
+def test_a_private_vars_file_keeps_ansibles_names_and_its_vault_lines(tmp_path):
+    from .test_vault import _encrypt
+
+    (tmp_path / "hosts.yml").write_text(HOSTS)
+    (tmp_path / "group_vars").mkdir()
+    f = tmp_path / "group_vars" / "all.yml"
+    f.write_text("ntp_server: pool.ntp.org\nnvidia-driver-branch: '550'\n")
+    f.chmod(0o600)
+    p = bringup("hosts", "-i", "hosts.yml", "--host", "h1", cwd=tmp_path)
+    assert p.returncode == 0 and "nvidia-driver-branch" in p.stdout, p.stdout + p.stderr
+    assert "group_vars/all.yml:2: variable name 'nvidia-driver-branch' is not Ansible's form" in p.stderr, p.stderr
+    f.write_text(_encrypt(b"right", "secret_x: hunter2zz\n"))  # encrypted whole, 0600 as ansible-vault leaves it
+    (tmp_path / "pw").write_text("wrong\n")
+    for extra, words in (([], "no vault password given; pass --vault-password-file"),
+                         (["--vault-password-file", "pw"], "wrong vault password")):
+        p = bringup("hosts", "-i", "hosts.yml", "--host", "h1", *extra, cwd=tmp_path)
+        said = one_line_refusal(p, "group_vars/all.yml", words)
+        assert "hunter2zz" not in said, said
+
+
 #: Plain-text passwords where only a secret goes: Ansible's own aliases of its password variables (common in real
 #: inventories), a variable named like a password, a registry's password.  `hosts --host` printed each in clear.
 PLAIN_SECRETS = {"ansible_ssh_pass": "Pw-SshPass-1", "ansible_ssh_password": "Pw-SshPassword-2",

@@ -16,6 +16,7 @@ is opened), a vars folder holds at most :data:`MAX_FILES` files, and one load re
 from __future__ import annotations
 
 import os
+import re
 import stat
 from pathlib import Path
 from typing import Any, Callable
@@ -24,7 +25,12 @@ from ...userfile import link_out
 from .folders import MAX_DIR_DEPTH, MAX_DIRS, listed
 from .model import SourceError, Value, unsafe_name, var_name
 from ...errors import InventoryError
+from ..vault import VaultError
 from .yamlfile import MAX_BYTES, SEALED_DOUBT, private_mode, sealed_doubts, sealed_error
+
+#: A character no variable name of a real inventory holds, beyond Ansible's form (letters, digits, `_`) and the
+#: hyphens and dots it takes with a warning.
+_NOT_A_NAME_PART = re.compile(r"[^\w.-]")
 
 __all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files", "load_vars", "count_read",
            "MAX_LOAD_BYTES"]
@@ -166,7 +172,10 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: di
         try:
             data, lines = load(f)
         except (InventoryError, SourceError) as e:
-            private = private_mode(f)
+            # Only an error that may quote the file's text (it has a ``kind``: what is wrong, in words quoting
+            # nothing) is retold; a vault password missing or wrong, or a read that failed, quote none of it and
+            # keep their own line, which says how to fix them.
+            private = None if isinstance(e, VaultError) or getattr(e, "kind", None) is None else private_mode(f)
             if private is None:
                 raise
             raise sealed_error(e, f, private) from None
@@ -188,10 +197,14 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: di
             raise sealed_error(e, f, private) from None
         if sealed:
             sealed_doubts(mine, f)
-        elif mine:
+        elif mine and any(_NOT_A_NAME_PART.search(k) for _, k in mine):
+            # A name of a private file holding what no variable name of any inventory holds (`:`, `$`, `/`: the
+            # `root:$6$...::` lines of a copy of /etc/shadow) is refused by its line alone; a hyphen or a dot
+            # (`nvidia-driver-branch`) is taken with its warning, as Ansible takes it, whatever the file's mode.
             private = private_mode(f)
             if private is not None:
-                raise sealed_error(SourceError(f"{mine[0][0]}: (not shown)", SEALED_DOUBT), f, private)
+                at = next(a for a, k in mine if _NOT_A_NAME_PART.search(k))
+                raise sealed_error(SourceError(f"{at}: (not shown)", SEALED_DOUBT), f, private)
         if doubts is not None:
             doubts.extend(mine)
     return out
