@@ -118,11 +118,12 @@ def _readlink(p: Path) -> str:
         return str(os.path.realpath(p))
 
 
-def walk(top: str | Path):
+def walk(top: str | Path, as_entries: bool = False):
     """``os.walk(top)`` (top-down, links never followed, ``dirs`` pruned in place by the caller), with a stack of
     its own instead of recursion: Python 3.11's ``os.walk`` recurses once a level, so a tree 1,000 folders deep
     (a signed revision, a models folder: Git checks out 1,500 levels) ended in RecursionError, a traceback.
-    A folder that cannot be listed is skipped, as ``os.walk`` does."""
+    A folder that cannot be listed is skipped, as ``os.walk`` does.  ``as_entries``: the files come as their
+    :class:`os.DirEntry` (their type known from the listing, without a stat each), not their names."""
     stack = [os.fspath(top)]
     while stack:
         folder = stack.pop()
@@ -137,6 +138,9 @@ def walk(top: str | Path):
                 is_dir = entry.is_dir(follow_symlinks=False)
             except OSError:
                 is_dir = False
-            (dirs if is_dir else files).append(entry.name)
+            if is_dir:
+                dirs.append(entry.name)
+            else:
+                files.append(entry if as_entries else entry.name)
         yield folder, dirs, files
         stack.extend(os.path.join(folder, d) for d in reversed(dirs))

@@ -253,16 +253,17 @@ def not_checked_out(root: Path) -> str | None:
     passed as bringup's own report, and the next converge read its retry file through it).  Named as
     ``path (what it is)``, or None.  The worktree's own ``.git`` is not looked into."""
     top = os.fspath(root)
-    for folder, dirs, files in walk(top):
+    for folder, dirs, files in walk(top, as_entries=True):
         if folder == top:
             dirs[:] = [d for d in dirs if d != ".git"]
-        for name in sorted(files):
-            path = os.path.join(folder, name)
-            try:
-                mode = os.lstat(path).st_mode
+        for entry in sorted(files, key=lambda e: e.name):
+            try:  # the listing's own type (d_type): no stat for the many regular files of a large tree
+                if entry.is_file(follow_symlinks=False):
+                    continue
+                mode = entry.stat(follow_symlinks=False).st_mode
             except OSError:
                 continue  # gone meanwhile
-            rel = os.path.relpath(path, top)
+            rel = os.path.relpath(entry.path, top)
             if stat.S_ISREG(mode) or (stat.S_ISLNK(mode) and not _CONVERGE_OUTPUT.match(rel)):
                 continue
             what = ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
@@ -438,8 +439,9 @@ class Source:
         # the list" or "a bad signature" alone sent the SRE looking for a key that is there, or a forged commit.
         # ssh-keygen's words and the line's number only, never the line.
         skipped = re.search("^" + re.escape(str(self.allowed_signers)) + _SKIPPED, checked.stderr, re.M)
-        why = (f"; ssh-keygen says of line {skipped.group(1)} of {shown(self.allowed_signers)}: "
-               f"{said(skipped.group(2), 100)}; fix that line") if skipped else ""
+        # ssh-keygen names every line it skipped, whoever's key is on it: an aside, not the verdict's cause.
+        why = (f"; ssh-keygen skipped line {skipped.group(1)} of {shown(self.allowed_signers)} "
+               f"({said(skipped.group(2), 100)}): if the signer's key is on that line, fix it") if skipped else ""
         if status in ("U", "E", "G"):
             raise Refused("unknown-key", f"revision {short} is signed by a key not in {shown(self.allowed_signers)}"
                           f"{f' ({key})' if key else ''}{why}", commit)

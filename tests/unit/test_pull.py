@@ -317,7 +317,8 @@ def test_an_allowed_signers_line_ssh_keygen_skips_is_named_with_its_fault(fleet,
     fleet.allowed.write_text("# the ops key\nops@example.org " + entry.format(key=key, cut=key[:40]) + "\n")
     got = pull(fleet.settings(), converge=never)
     assert (got.status, got.reason, got.revision) == ("refused", reason, bad), got.message
-    assert f"ssh-keygen says of line 2 of {fleet.allowed}: {words}; fix that line" in got.message, got.message
+    assert (f"ssh-keygen skipped line 2 of {fleet.allowed} ({words}): if the signer's key is on that line, fix it"
+            in got.message), got.message
     assert "\n" not in got.message and key.split()[1] not in got.message
     assert fleet.current() == good
 
