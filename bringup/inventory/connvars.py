@@ -7,9 +7,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from ..errors import shown
 from .addresses import address_problem
 
-__all__ = ["ConnectionVars", "ALIASES", "SECRET_VARS", "FIXES", "SECRETS", "ALIAS_NAMES", "take_aliases"]
+__all__ = ["ConnectionVars", "become_problem", "ALIASES", "SECRET_VARS", "FIXES", "SECRETS", "ALIAS_NAMES", "take_aliases"]
 
 
 class ConnectionVars(BaseModel):
@@ -28,6 +29,11 @@ class ConnectionVars(BaseModel):
     #: A user name as sudo -u takes it (useradd's letters, digits, '_', '.', '-', a trailing '$'), or ``#UID``.
     ansible_become_user: str = Field("root", pattern=r"^(#\d{1,10}|[A-Za-z_][A-Za-z0-9_.-]{0,31}\$?)$")
     ansible_become_password: SecretStr | None = None
+    #: How Ansible becomes the user, and sudo's program and flags: bringup speaks sudo's prompt handshake only
+    #: (:func:`become_problem` refuses any other, when ``ansible_become`` is on).
+    ansible_become_method: str = "sudo"
+    ansible_become_exe: str = "sudo"
+    ansible_become_flags: str | None = None
     ssh_known_hosts: str = "~/.ssh/known_hosts"
     ssh_connect_timeout: float = Field(10, gt=0, le=3600, allow_inf_nan=False)
     #: Seconds between SSH keepalives on an idle session (0: none).
@@ -83,6 +89,9 @@ FIXES = {
     "run_lock_timeout": "a number of seconds > 0, at most 3600",
     "ansible_password": "one line of text, {env: NAME} or {file: PATH}",
     "ansible_become_password": "one line of text, {env: NAME} or {file: PATH}",
+    "ansible_become_method": "sudo (the only method bringup speaks)",
+    "ansible_become_exe": "sudo",
+    "ansible_become_flags": "sudo's flags as text, such as '-H -S -n'",
 }
 
 #: Ansible's other names of a connection variable, lowest precedence first (its connection and become plugins'
@@ -94,6 +103,8 @@ ALIASES = {
     "ansible_password": ("ansible_password", "ansible_ssh_pass", "ansible_ssh_password"),
     "ansible_become_user": ("ansible_become_user", "ansible_sudo_user"),
     "ansible_become_password": ("ansible_become_password", "ansible_become_pass", "ansible_sudo_pass"),
+    "ansible_become_exe": ("ansible_become_exe", "ansible_sudo_exe"),
+    "ansible_become_flags": ("ansible_become_flags", "ansible_sudo_flags"),
     "ansible_ssh_private_key_file": ("ansible_private_key_file", "ansible_ssh_private_key_file"),
 }
 
@@ -115,3 +126,40 @@ def take_aliases(merged: dict[str, Any]) -> dict[str, str]:
             merged[var] = merged[name]
             taken[var] = name
     return taken
+
+
+#: sudo's flags that change nothing of what bringup runs: it passes ``-H`` itself and ``-S`` (with a password) or
+#: ``-n`` (without one); Ansible's default ``ansible_become_flags`` is ``-H -S -n``.
+_SUDO_FLAGS_OF_BRINGUP = frozenset({"-H", "-S", "-n", "--set-home", "--stdin", "--non-interactive", "-HSn", "-HS",
+                                    "-Hn", "-SHn", "-Sn"})
+
+
+def become_problem(c: ConnectionVars, merged: dict[str, Any], taken: dict[str, str] | None = None) -> str | None:
+    """Why the host's become is not one bringup does, or None: bringup becomes the user as
+    ``sudo -S -p PROMPT -H -u USER`` (``sudo -n -H -u USER`` without a password) and nothing else, so an
+    ``ansible_become_method`` other than sudo (su, doas, pbrun, ...), another ``ansible_become_exe`` or flags of
+    their own are refused, naming the variable, rather than silently become through sudo (which would hand su's
+    root password to sudo's prompt).  Checked only with ``ansible_become`` on, as Ansible reads them only then.
+    ``merged``: the host's variables as given (a vaulted value, which the model makes plain text, is not shown);
+    ``taken``: the variables set under another of Ansible's names (``ansible_sudo_exe``), named as written."""
+    if not c.ansible_become:
+        return None
+    how = ("bringup becomes the user with sudo only (`sudo -S -p PROMPT -H -u USER`, its prompt answered with "
+           "ansible_become_password, or `sudo -n -H -u USER`)")
+
+    def got(var: str) -> str:
+        value = merged.get(var)
+        return "its value is not shown" if type(value) is not str else f"got {shown(value, 60)!r}"
+
+    if c.ansible_become_method != "sudo":
+        return (f"ansible_become_method must be sudo ({got('ansible_become_method')}): {how}; let the login user "
+                "sudo there, or set ansible_become: false and log in as the user needed (ansible_user)")
+    name = (taken or {}).get("ansible_become_exe", "ansible_become_exe")
+    if c.ansible_become_exe != "sudo":
+        return (f"{name} must be sudo ({got('ansible_become_exe')}): {how}, found on the host's PATH; remove it for "
+                f"bringup's hosts (--set {name}=sudo)")
+    name = (taken or {}).get("ansible_become_flags", "ansible_become_flags")
+    if any(f not in _SUDO_FLAGS_OF_BRINGUP for f in (c.ansible_become_flags or "").split()):
+        return (f"{name} may hold only -H, -S and -n ({got('ansible_become_flags')}): {how}, passing no other flag; "
+                f"remove it for bringup's hosts (--set {name}='-H -S -n')")
+    return None

@@ -40,7 +40,7 @@ from .sources.yamlinv import MAX_GROUP_DEPTH
 from ..process import command
 from ..userfile import home
 from ..secrets import MASK, Vaulted, credential_value, resolve_refs
-from .connvars import ALIAS_NAMES, ALIASES, FIXES, SECRET_VARS, SECRETS, ConnectionVars, take_aliases
+from .connvars import ALIAS_NAMES, ALIASES, FIXES, SECRET_VARS, SECRETS, ConnectionVars, become_problem, take_aliases
 from .vault import Vault
 
 __all__ = ["Inventory", "Host", "ConnectionVars", "SECRET_VARS", "load_inventory", "parse_set"]
@@ -379,7 +379,7 @@ def _host_vars(merged: dict[str, Any], hname: str, where: str) -> dict[str, Any]
 def _connection(merged: dict[str, Any], hname: str, where: str, taken: dict[str, str] | None = None) -> ConnectionVars:
     """``taken``: the variables set under another of Ansible's names (:func:`take_aliases`): named as written."""
     try:
-        return ConnectionVars.model_validate(merged)
+        conn = ConnectionVars.model_validate(merged)
     except ValidationError as e:
         err = e.errors()[0]
         var = str(err["loc"][0]) if err["loc"] else "?"
@@ -391,6 +391,10 @@ def _connection(merged: dict[str, Any], hname: str, where: str, taken: dict[str,
         if var == "ansible_host" and said.startswith("a number"):  # its own reason: what the resolver would do
             raise InventoryError(f"{where}: host {hname!r}: {name} {got} is {said}") from None
         raise InventoryError(f"{where}: host {hname!r}: {name} must be {fix} (got {got})") from None
+    problem = become_problem(conn, merged, taken)
+    if problem:
+        raise InventoryError(f"{where}: host {hname!r}: {problem}")
+    return conn
 
 
 def parse_set(items: list[str] | str | None) -> dict[str, Any]:

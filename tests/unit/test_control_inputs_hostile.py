@@ -879,7 +879,8 @@ def test_the_aliases_are_ansibles_own_and_become_aliases_are_taken(tmp_path):
             "'delegated'))] for k, d, o in (('ansible_host', s, 'host'), ('ansible_port', s, 'port'), "
             "('ansible_user', s, 'remote_user'), ('ansible_password', s, 'password'), "
             "('ansible_ssh_private_key_file', s, 'private_key_file'), ('ansible_become_user', b, 'become_user'), "
-            "('ansible_become_password', b, 'become_pass'))}))")
+            "('ansible_become_password', b, 'become_pass'), ('ansible_become_exe', b, 'become_exe'), "
+            "('ansible_become_flags', b, 'become_flags'))}))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout) == {k: list(v) for k, v in ALIASES.items()}
@@ -1043,3 +1044,53 @@ def test_an_ordinary_image_holding_a_short_secrets_text_keeps_its_release(monkey
             CHECK(vars)
     said = str(e.value)
     assert "triton_image nvcr.io/nvidia/tritonserver:24.05-py3 serves with TensorRT 10.0.1" in said, said
+
+
+# --- a become that is not sudo -------------------------------------------------------------------------------------
+
+#: name -> (the host's become variables, the variable the line must name, its shown value).  Each was taken
+#: silently and the host became root through sudo: su's root password went to sudo's prompt.
+NOT_SUDO = {
+    "method su": ("ansible_become_method: su", "ansible_become_method must be sudo", "got 'su'"),
+    "method doas": ("ansible_become_method: doas", "ansible_become_method must be sudo", "got 'doas'"),
+    "method pbrun": ("ansible_become_method: pbrun", "ansible_become_method must be sudo", "got 'pbrun'"),
+    "exe": ("ansible_become_exe: /opt/bin/sudo", "ansible_become_exe must be sudo", "got '/opt/bin/sudo'"),
+    "sudo_exe": ("ansible_sudo_exe: /opt/bin/sudo", "ansible_sudo_exe must be sudo", "--set ansible_sudo_exe=sudo"),
+    "flags -E": ("ansible_become_flags: '-H -S -E'", "ansible_become_flags may hold only", "got '-H -S -E'"),
+    "sudo_flags -i": ("ansible_sudo_flags: '-i'", "ansible_sudo_flags may hold only", "got '-i'"),
+}
+
+
+@pytest.mark.reliability(item=40, fault="control inputs: ansible_become_method su/doas, ansible_become_exe or "
+                                        "ansible_become_flags were ignored and the host became root through sudo",
+                         variants=len(NOT_SUDO), checks=("one clear line", "nothing touched"))
+@pytest.mark.parametrize("case", sorted(NOT_SUDO))
+def test_a_become_bringup_does_not_speak_is_one_line(case, tmp_path):
+    from bringup.errors import InventoryError
+    from bringup.inventory.hosts import load_inventory
+
+    line, what, got = NOT_SUDO[case]
+    inv = tmp_path / "hosts.yml"
+    inv.write_text(f"all:\n  hosts:\n    h1:\n      ansible_become: true\n      ansible_become_password: rootpw9\n"
+                   f"      {line}\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv)
+    msg = str(e.value)
+    assert "\n" not in msg and "host 'h1'" in msg and what in msg and got in msg and "sudo only" in msg, msg
+    assert "rootpw9" not in msg
+    # Without become they are never read, as in Ansible; sudo's own default flags are what bringup passes.
+    inv.write_text(f"all:\n  hosts:\n    h1:\n      {line}\n    h2:\n      ansible_become: true\n"
+                   f"      ansible_become_flags: '-H -S -n'\n      ansible_become_method: sudo\n")
+    assert sorted(load_inventory(inv).hosts) == ["h1", "h2"]
+
+
+def test_a_vaulted_become_method_is_refused_without_showing_it(tmp_path):
+    from bringup.errors import InventoryError
+    from bringup.inventory.hosts import load_inventory
+    from bringup.secrets import Vaulted
+
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    h1: {ansible_become: true}\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv, overrides={"ansible_become_method": Vaulted("dzdo")})
+    assert "dzdo" not in str(e.value) and "its value is not shown" in str(e.value), str(e.value)
