@@ -919,6 +919,34 @@ def test_a_secrets_file_given_as_inventory_is_refused_without_its_lines(tmp_path
         assert secret not in line, line
 
 
+EXPORT_LINES = {
+    "export": "export OPENAI_KEY=sk-proj-hunter2x\nexport DB_HOST=db.internal\n",
+    "one line, two": "export FOO=hunter2x BAR=tok-abc-123\n",
+    "readonly": "readonly FOO=hunter2x\n",
+    "after a section": "[g]\nh1\nexport FOO=hunter2x\n",
+}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: -i .env with `export NAME=value` lines listed a host 'export' "
+                                        "(as ansible-inventory does): hosts --host export printed the values that "
+                                        "no credential name marked, and plan dialed a host 'export'",
+                         variants=len(EXPORT_LINES), checks=("secret never shown", "one clear line"))
+@pytest.mark.parametrize("name", sorted(EXPORT_LINES))
+def test_a_dotenv_of_export_lines_is_refused_without_its_lines(tmp_path, name):
+    (tmp_path / ".env").write_text(EXPORT_LINES[name])
+    (tmp_path / ".env").chmod(0o644)
+    for args in (("hosts",), ("hosts", "--host", "export"), ("plan", "--host", "export")):
+        p = bringup(*args, "-i", ".env", cwd=tmp_path)
+        line = one_line_refusal(p, ".env:", "not an inventory host", "not shown")
+        for secret in ("hunter2x", "sk-proj", "db.internal", "tok-abc", "OPENAI_KEY", "FOO"):
+            assert secret not in line, line
+    assert not (tmp_path / "reports").exists()
+    # A host that is called export, with its connection variables, is still one.
+    (tmp_path / "hosts").write_text("[g]\nexport ansible_host=10.0.0.1 note=x\n")
+    p = bringup("hosts", "-i", "hosts", cwd=tmp_path)
+    assert p.returncode == 0 and "root@10.0.0.1:22" in p.stdout, p.stdout + p.stderr
+
+
 def test_ipv6_hosts_and_ports_are_still_host_names(tmp_path):
     (tmp_path / "hosts.ini").write_text("[web]\nfe80::1\n[::1]:2222\nh2:22\n")
     p = bringup("hosts", "-i", "hosts.ini", cwd=tmp_path)

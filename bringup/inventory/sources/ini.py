@@ -34,6 +34,8 @@ MAX_LINE = 256 * 1024
 _SECTION = re.compile(r"^\[([^:\]\s]+)(?::(\w+))?\]\s*(?:#.*)?$")
 _GROUPNAME = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")
 _BRACKETED_HOSTPORT = re.compile(r"^\[(.+)\]:([0-9]+)$")
+#: The words of a shell line that sets variables (``export DB_PASSWORD=x`` of a .env file), never a host's name.
+_SHELL_WORDS = frozenset({"export", "readonly", "declare", "typeset", "local"})
 _HOSTPORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$")
 
 
@@ -139,6 +141,13 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
             if pattern == "---":
                 raise fail("'---' is not a host: is this YAML with a syntax error?",
                            "'---' is not a host: is this YAML with a syntax error?")
+            if tokens[0] in _SHELL_WORDS and len(tokens) > 1 and "=" in tokens[1] and not any(
+                    t.startswith("ansible_") for t in tokens[1:]):
+                # ansible-inventory lists a host "export" with the .env's variables; its values are someone's
+                # secrets, shown by `hosts --host export`, and the host would be dialed: refused, never quoted.
+                raise fail(f"a shell `{tokens[0]} NAME=value` line (a .env or shell file?), not an inventory host; its "
+                           "text is not shown: check that --inventory names an Ansible inventory",
+                           "a shell `export NAME=value` line, not an inventory host")
             variables: dict[str, Value] = {}
             if port is not None:
                 variables["ansible_port"] = Value(port, at)
