@@ -16,6 +16,7 @@ unreachable (one line).
 from __future__ import annotations
 
 import json
+import re
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from ..engine.auditkit import finding
+from ..errors import printable
 from ..inventory.hosts import Host
 from ..outfile import write_atomic
 from ..resources.guard import Unused
@@ -94,19 +96,30 @@ def summary_line(host: str, found: list[Item]) -> str:
     return f"{host} : passed={n['passed']} failed={n['failed']} skipped={n['skipped']} unreachable={n['unreachable']}"
 
 
+#: What XML 1.0 cannot hold, not even as a character reference, and :func:`printable` keeps (U+FFFE, U+FFFF).
+_NOT_XML = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
+def _xml(text: str) -> str:
+    """``text`` as a JUnit attribute holds it: its control characters written out (:func:`printable`), so that
+    an ESC or a NUL that a host, a ProxyCommand or a site's test said neither makes the file XML no reader
+    parses nor acts on a terminal that shows it."""
+    return _NOT_XML.sub(lambda m: f"\\u{ord(m.group()):04x}", printable(text))
+
+
 def junit_xml(by_host: dict[str, list[Item]]) -> ET.ElementTree:
     """JUnit XML (what CI systems read): a test suite per host, a test case per item."""
     root = ET.Element("testsuites", name="bringup audit")
     for host, found in by_host.items():
-        suite = ET.SubElement(root, "testsuite", name=host, tests=str(len(found)),
+        suite = ET.SubElement(root, "testsuite", name=_xml(host), tests=str(len(found)),
                               failures=str(sum(i.outcome == "failed" for i in found)),
                               errors=str(sum(i.outcome == "unreachable" for i in found)),
                               skipped=str(sum(i.outcome == "skipped" for i in found)))
         for i in found:
-            case = ET.SubElement(suite, "testcase", classname=f"{host}.{i.role or 'host'}", name=i.item)
+            case = ET.SubElement(suite, "testcase", classname=_xml(f"{host}.{i.role or 'host'}"), name=_xml(i.item))
             tag = {"failed": "failure", "unreachable": "error", "skipped": "skipped"}.get(i.outcome)
             if tag:
-                ET.SubElement(case, tag, message=f"{host}: {i.message}")
+                ET.SubElement(case, tag, message=_xml(f"{host}: {i.message}"))
     return ET.ElementTree(root)
 
 

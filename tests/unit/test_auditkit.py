@@ -122,6 +122,20 @@ def test_junit_has_a_suite_per_host_and_a_case_per_item():
     ET.fromstring(ET.tostring(tree.getroot()))  # well-formed
 
 
+@pytest.mark.reliability(item=40, fault="audit JUnit: a ProxyCommand's (or a host's) ESC, NUL or U+FFFE in a message "
+                                        "was written raw: XML no reader parses, and an escape sequence for whoever "
+                                        "cats it", variants=4, checks=("data shown as data", "report written"))
+def test_junit_writes_control_characters_out_and_stays_well_formed():
+    said = "failed: \x1b[31mRED\x1b]0;title\x07 \x00 \ufffe \u202e done"
+    tree = junit_xml({"h1": [Item("h1", "", "unreachable", "unreachable", said)],
+                      "h2": [Item("h2", "r\x1b", "x\x00", "failed", "ok")]})
+    text = ET.tostring(tree.getroot(), encoding="utf-8", xml_declaration=True)
+    root = ET.fromstring(text)  # well-formed
+    message = root.find("testsuite/testcase/error").get("message")
+    assert message == "h1: failed: \\x1b[31mRED\\x1b]0;title\\x07 \\x00 \\ufffe \\u202e done", message
+    assert not any(c in text.decode() for c in "\x1b\x00\x07\ufffe\u202e")
+
+
 def test_an_audited_role_adds_its_hook_items_to_its_resources():
     import types
     plain = AuditedRole("x", types.SimpleNamespace(resources=lambda ctx: ["r"]))
