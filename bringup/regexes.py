@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["REGEX_MAX", "SUBJECT_MAX", "SEARCH_TIMEOUT_S", "RegexTimeout", "nested_repeat", "problem", "search",
-           "matcher"]
+__all__ = ["REGEX_MAX", "SUBJECT_MAX", "SEARCH_TIMEOUT_S", "RegexTimeout", "nested_repeat", "huge_repeat", "problem",
+           "search", "matcher"]
 
 #: The longest regular expression taken (a host pattern or a GPU name match is a few dozen characters).
 REGEX_MAX = 256
@@ -54,6 +54,31 @@ def nested_repeat(pattern: str) -> bool:
     return walk(sre.parse(pattern), False)
 
 
+def huge_repeat(pattern: str) -> int | None:
+    """The first repeat count of ``pattern`` (valid) over :data:`SUBJECT_MAX` (``.{99999999}``, ``a{300,}``), or
+    None: the ``regex`` package compiles a counted repeat unrolled, 18 GB and over a minute for ``.{99999999}``,
+    and no text searched (a host or GPU name) is longer than SUBJECT_MAX, so such a count can match nothing."""
+    from re import _parser as sre
+
+    reps = (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT))
+    stack: list = [sre.parse(pattern)]
+    while stack:
+        for op, av in stack.pop():
+            if op in reps:
+                for n in av[:2]:
+                    if n is not sre.MAXREPEAT and n > SUBJECT_MAX:
+                        return n
+            # Every part nested in this one, whatever holds it (a group, a branch, a look-around, a conditional
+            # (?(1)...|...), an atomic group): its sub-patterns, directly or in a tuple or list.
+            parts = av if isinstance(av, (tuple, list)) else (av,)
+            for part in parts:
+                if isinstance(part, sre.SubPattern):
+                    stack.append(part)
+                elif isinstance(part, (tuple, list)):
+                    stack.extend(x for x in part if isinstance(x, sre.SubPattern))
+    return None
+
+
 def problem(pattern: str) -> str | None:
     """Why ``pattern`` is refused, in words that follow its name; None when it is taken."""
     if len(pattern) > REGEX_MAX:
@@ -66,6 +91,9 @@ def problem(pattern: str) -> str | None:
         return "nests too deep to be read"
     if nested_repeat(pattern):
         return "repeats a repeated part (like (a+)+), which can take hours to match; write it without the nested repeat"
+    if huge_repeat(pattern) is not None:
+        return (f"repeats a part {huge_repeat(pattern):,} times; at most {SUBJECT_MAX} (no name searched is longer), "
+                "since a larger count takes gigabytes to compile")
     return None
 
 

@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 
 from ..errors import InputError, quoted
 from ..process import command
-from ..regexes import REGEX_MAX, RegexTimeout, matcher, nested_repeat
+from ..regexes import REGEX_MAX, SUBJECT_MAX, RegexTimeout, huge_repeat, matcher, nested_repeat
 from ..userfile import read_capped
 
 __all__ = ["split_pattern", "order_terms", "match_pattern", "read_limit_file", "expand_limit", "retry_line",
@@ -68,6 +68,9 @@ def _matcher(term: str):
         if nested_repeat(term[1:]):
             raise InputError(f"--limit: {term!r} repeats a repeated part (like (a+)+), which can take hours to "
                              "match; write it without the nested repeat")
+        if huge_repeat(term[1:]) is not None:
+            raise InputError(f"--limit: {term!r} repeats a part {huge_repeat(term[1:]):,} times; at most "
+                             f"{SUBJECT_MAX} (no host name is longer), since a larger count takes gigabytes to compile")
         # Other patterns backtrack too ((a|a)*$, a dozen [a-z]* in a row): every name it is matched against, all
         # together, within LIMIT_REGEX_S.
         try:

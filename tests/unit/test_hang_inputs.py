@@ -73,6 +73,8 @@ def test_a_name_match_runs_in_bounded_time_on_a_long_name(pattern):
     (r"(\w+\s?)*H200", "repeats a repeated part"),
     ("H" * 257, "is 257 characters; at most 256 are taken"),
     ("H200(", "is not a regular expression"),
+    (".{99999999}", "repeats a part 99,999,999 times; at most 256"),  # 18 GB to compile: refused unread
+    ("H(?<=a{300})", "repeats a part 300 times; at most 256"),
 ])
 def test_what_the_inventory_may_write_is_checked_where_it_is_read(pattern, why):
     assert regexes.problem(pattern).startswith(why)

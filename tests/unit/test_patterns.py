@@ -153,6 +153,23 @@ def test_regexes_that_could_run_for_hours_are_refused(pattern, words):
     assert m("~trt-(a10|l40s)-01") == ["trt-a10-01", "trt-l40s-01"]
 
 
+@pytest.mark.reliability(item=40, fault="--limit '~.{99999999}': the regex package compiles a counted repeat "
+                                        "unrolled: 18 GB and over a minute before the 5 s regex limit began",
+                         variants=4, checks=("one clear line", "no hang"))
+@pytest.mark.parametrize("pattern", ["~.{99999999}", "~h(1|.{5000})", "~(?=x{999999})h", "~(a)?(?(1).{9999}|b)"])
+def test_a_regex_repeat_no_host_name_can_hold_is_refused_before_it_compiles(pattern, monkeypatch):
+    import regex
+
+    def never(*a, **k):
+        raise AssertionError("compiled")
+
+    monkeypatch.setattr(regex, "compile", never)
+    with pytest.raises(InputError) as e:
+        match_pattern(pattern, ["h1"], {})
+    text = str(e.value)
+    assert "\n" not in text and text.startswith("--limit") and "at most 256 (no host name is longer)" in text, text
+
+
 @pytest.mark.reliability(item=26, fault="--limit @/dev/zero, @a folder, @a non-UTF-8 or oversized file",
                          variants=4, checks=("one clear line", "no hang"))
 def test_limit_files_that_are_not_retry_files_are_one_line(tmp_path):
