@@ -981,6 +981,40 @@ def test_a_refused_line_that_names_a_password_is_not_quoted(tmp_path, case):
         assert "names a password, token or secret" in line and f"`sed -n {n}p -- inv`" in line, line
 
 
+SHADOW = "root:$y$j9T$hunter2hash$zz:20228:0:99999:7:::\nalice:$6$salt$hunter3hash:19000:0:99999:7:::\n"
+#: name -> (where the copy lies, its mode, the host's extra text).  Each listed the lines as variable names, hash and
+#: all: one warning per line on stderr, and a row per line in `hosts --host h1`.
+PRIVATE_KEYS = {
+    "group_vars 0600": ("group_vars/all.yml", 0o600, SHADOW),
+    "host_vars 0640": ("host_vars/h1", 0o640, SHADOW),
+    "group_vars folder 0600": ("group_vars/all/x.yml", 0o600, SHADOW),
+    "inventory 0600": ("hosts.yml", 0o600, "all:\n  hosts:\n    h1:\n      'pw:$6$hunter2hash': 1\n"),
+    "ini 0600": ("hosts.yml", 0o600, "[g]\nh1 pw$hunter2hash=1\n"),
+}
+
+
+@pytest.mark.reliability(item=40, fault="inventory: a copy (or hard link) of /etc/shadow in group_vars/ or host_vars/, "
+                                        "or a key not Ansible's form in a 0600 inventory: each line, password hash "
+                                        "and all, was quoted as a variable name in a warning and in hosts --host",
+                         variants=len(PRIVATE_KEYS), checks=("secret never shown", "one clear line"))
+@pytest.mark.parametrize("case", sorted(PRIVATE_KEYS))
+def test_a_key_of_a_file_others_may_not_read_is_never_quoted(tmp_path, case):
+    where, mode, text = PRIVATE_KEYS[case]
+    (tmp_path / "hosts.yml").write_text("all:\n  hosts:\n    h1:\n")
+    f = tmp_path / where
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(text)
+    f.chmod(mode)
+    for args in (("hosts",), ("hosts", "--host", "h1")):
+        line = one_line_refusal(bringup(*args, "-i", "hosts.yml", cwd=tmp_path), f"{where}:", "rename it",
+                                f"mode {mode:04o}", "its text is not shown")
+        assert "hunter" not in line and "$6$" not in line and "root" not in line, line
+    # Readable by all, the same names are taken with a warning naming each, as ansible-core 2.19 takes them.
+    f.chmod(0o644)
+    p = bringup("hosts", "--host", "h1", "-i", "hosts.yml", cwd=tmp_path)
+    assert p.returncode == 0 and "is not Ansible's form" in p.stderr, p.stdout + p.stderr
+
+
 def test_a_refused_line_without_a_secret_word_is_still_quoted(tmp_path):
     (tmp_path / "inv").write_text("[g:vars]\nworkers 8\n")
     one_line_refusal(bringup("hosts", "-i", "inv", cwd=tmp_path), "expected key=value in [g:vars], got 'workers 8'")

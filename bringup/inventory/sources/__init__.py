@@ -33,8 +33,8 @@ from .ini import parse_ini
 from .model import GroupDef, SourceData, SourceError, Value
 from .script import is_list_output, parse_list_output, run_script
 from .varsdirs import count_read
-from .yamlfile import (YamlSyntaxError, load_yaml_lines, private_mode, read_plain, sealed_doubts, sealed_error,
-                       secret_line)
+from .yamlfile import (YamlSyntaxError, load_yaml_lines, private_doubts, private_mode, read_plain, sealed_doubts,
+                       sealed_error, secret_line)
 from .yamlinv import MAX_GROUP_DEPTH, parse_yaml_inventory
 
 __all__ = ["IGNORED_EXTENSIONS", "MAX_GROUP_DEPTH", "GroupDef", "SourceData", "SourceError", "Value",
@@ -144,6 +144,8 @@ def _detect(path: Path, vault: Vault | None, known: set[str]) -> SourceData:
         if not sealed and private is None:
             raise
         raise sealed_error(e, path, private) from None
+    if not sealed:  # a file other users may not read: no warning may quote a key no name holds (/etc/shadow's)
+        private_doubts(found.doubts, path)
     if sealed:  # a file encrypted whole holds secrets only: every text of it is one
         sealed_doubts(found.doubts, path)  # a variable name not Ansible's form: no warning may quote it
         hide = (vault or Vault()).hide

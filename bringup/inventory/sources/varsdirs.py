@@ -16,7 +16,6 @@ is opened), a vars folder holds at most :data:`MAX_FILES` files, and one load re
 from __future__ import annotations
 
 import os
-import re
 import stat
 from pathlib import Path
 from typing import Any, Callable
@@ -26,11 +25,7 @@ from .folders import MAX_DIR_DEPTH, MAX_DIRS, listed
 from .model import SourceError, Value, unsafe_name, var_name
 from ...errors import InventoryError
 from ..vault import VaultError
-from .yamlfile import MAX_BYTES, SEALED_DOUBT, private_mode, sealed_doubts, sealed_error
-
-#: A character no variable name of a real inventory holds, beyond Ansible's form (letters, digits, `_`) and the
-#: hyphens and dots it takes with a warning.
-_NOT_A_NAME_PART = re.compile(r"[^\w.-]")
+from .yamlfile import MAX_BYTES, private_doubts, private_mode, sealed_doubts, sealed_error
 
 __all__ = ["EXTENSIONS", "MAX_FILES", "MAX_DIR_DEPTH", "MAX_DIRS", "vars_files", "load_vars", "count_read",
            "MAX_LOAD_BYTES"]
@@ -197,14 +192,8 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: di
             raise sealed_error(e, f, private) from None
         if sealed:
             sealed_doubts(mine, f)
-        elif mine and any(_NOT_A_NAME_PART.search(k) for _, k in mine):
-            # A name of a private file holding what no variable name of any inventory holds (`:`, `$`, `/`: the
-            # `root:$6$...::` lines of a copy of /etc/shadow) is refused by its line alone; a hyphen or a dot
-            # (`nvidia-driver-branch`) is taken with its warning, as Ansible takes it, whatever the file's mode.
-            private = private_mode(f)
-            if private is not None:
-                at = next(a for a, k in mine if _NOT_A_NAME_PART.search(k))
-                raise sealed_error(SourceError(f"{at}: (not shown)", SEALED_DOUBT), f, private)
+        else:
+            private_doubts(mine, f)  # a copy of /etc/shadow here: its lines as names, refused by line only
         if doubts is not None:
             doubts.extend(mine)
     return out

@@ -290,11 +290,30 @@ SEALED_DOUBT = (f"{VAR_NAME_KIND} (not ASCII letters, digits and '_', Ansible's 
                 "elsewhere, refused where the name may not be shown); rename it")
 
 
-def sealed_doubts(doubts: list[tuple[str, str]], path: Path | str) -> None:
+def sealed_doubts(doubts: list[tuple[str, str]], path: Path | str, why: str | None = None) -> None:
     """Raise :func:`sealed_error` for the first of ``doubts`` (variable names not Ansible's form, as
-    :func:`~.model.var_name` collects them) met in ``path``, a file ansible-vault encrypted whole."""
+    :func:`~.model.var_name` collects them) met in ``path``, a file ansible-vault encrypted whole, or one other
+    users may not read (``why``: :func:`private_mode`'s words; a copy of /etc/shadow in group_vars/ listed each
+    line, its password hash with it, as a variable name, in a warning and in `hosts --host`)."""
     if doubts:
-        raise sealed_error(SourceError(f"{doubts[0][0]}: (not shown)", SEALED_DOUBT), path)
+        raise sealed_error(SourceError(f"{doubts[0][0]}: (not shown)", SEALED_DOUBT), path, why)
+
+
+#: A character no variable name of a real inventory holds, beyond Ansible's form (letters, digits, `_`) and the
+#: hyphens and dots ansible-core takes with a warning.
+_NOT_A_NAME_PART = re.compile(r"[^\w.-]")
+
+
+def private_doubts(doubts: list[tuple[str, str]], path: Path | str) -> None:
+    """:func:`sealed_doubts` for the names of ``doubts`` met in ``path`` that hold what no variable name holds
+    (``:``, ``$``, ``/``: the ``root:$6$...::`` lines of a copy of /etc/shadow), when ``path`` is a file other users
+    may not read (:func:`private_mode`); a hyphen or a dot (``nvidia-driver-branch``) is taken with its warning, as
+    Ansible takes it, whatever the file's mode (0600 is ansible-vault's own, and every file's under umask 077)."""
+    odd = [d for d in doubts if _NOT_A_NAME_PART.search(d[1])]
+    if odd:
+        why = private_mode(path)
+        if why is not None:
+            sealed_doubts(odd, path, why)
 
 
 def load_yaml_lines(path: Path, text: str | None = None, vault: Vault | None = None) -> tuple[Any, KeyLines]:
