@@ -41,7 +41,7 @@ from urllib.parse import quote
 from pydantic import SecretStr
 
 from .errors import InventoryError, shell_word
-from .userfile import home
+from .userfile import home, read_regular
 
 __all__ = ["MASK", "Masker", "Vaulted", "mask_output", "TAG", "is_ref", "secret_place", "credential_name", "credential_value", "spelled", "resolve_refs", "reveal", "holds_secret", "SecretStr"]
 
@@ -384,8 +384,7 @@ def _read_secret_file(path: Path, seen: os.stat_result) -> bytes:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (seen.st_dev, seen.st_ino):
             raise OSError(0, "replaced while being read")
-        os.set_blocking(fd, True)
-        return f.read(MAX_SECRET_FILE + 1)
+        return read_regular(fd, MAX_SECRET_FILE)
 
 
 def _from_file(name: Any, where: str) -> str:

@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["home", "kind", "read_capped", "link_out", "walk"]
+__all__ = ["home", "kind", "read_capped", "read_regular", "link_out", "walk"]
 
 
 def home(path: str | Path) -> str:
@@ -50,6 +50,27 @@ def kind(path: str | Path, error: Callable[[str], Exception], where: str) -> str
     return "file" if stat.S_ISREG(mode) else "folder" if stat.S_ISDIR(mode) else "special"
 
 
+def read_regular(fd: int, limit: int) -> bytes:
+    """At most ``limit`` + 1 bytes of the regular file open at ``fd`` (opened ``O_NONBLOCK``, and left so): the read of
+    a file that waits for data although it calls itself regular (``/proc/kmsg``, whose read blocks until the kernel
+    logs and takes what it reads from the system log) raises OSError(EAGAIN) in words, where a blocking read hung the
+    run for ever; a file on a disk reads as it did (the flag does not apply to it).  Every reader of a file an
+    operator or an inventory names that must be regular reads it here."""
+    chunks: list[bytes] = []
+    got = 0
+    while got <= limit:
+        try:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - got))
+        except BlockingIOError:
+            raise OSError(errno.EAGAIN, "it waits for data (a kernel file such as /proc/kmsg), no file to read") \
+                from None
+        if not chunk:
+            break
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
 def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception], *, missing: str,
                 unreadable: str, too_large: str, not_regular: str | None = None,
                 refuse: Callable[[Path], bool] = _not_a_file, follow: bool = True) -> bytes:
@@ -73,10 +94,14 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
         # the look said: a regular file, unless the caller takes others.
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
         with os.fdopen(fd, "rb") as f:
-            if not_regular is not None and not stat.S_ISREG(os.fstat(fd).st_mode) and refuse is _not_a_file:
+            regular = stat.S_ISREG(os.fstat(fd).st_mode)
+            if not_regular is not None and not regular and refuse is _not_a_file:
                 raise error(not_regular)
-            os.set_blocking(fd, True)
-            data = f.read(limit + 1)
+            if regular:
+                data = read_regular(fd, limit)
+            else:  # what the caller takes besides regular files
+                os.set_blocking(fd, True)
+                data = f.read(limit + 1)
     except FileNotFoundError:
         raise error(missing) from None
     except OSError as e:

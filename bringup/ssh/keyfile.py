@@ -37,6 +37,8 @@ def key_problem(path: str, *, missing_ok: bool = False) -> str:
         return "not a file (a folder)"
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file (a pipe, a device or a socket), no private key"
+    if st.st_size == 0:  # (paramiko's blocking read of /proc/kmsg, a kernel file of size 0, waited for ever)
+        return "empty (or a kernel file such as /proc/kmsg), no private key"
     if st.st_size > MAX_KEY_BYTES:
         return f"larger than {MAX_KEY_BYTES >> 20} MiB, no private key (one is a few KiB)"
     if not os.access(path, os.R_OK):

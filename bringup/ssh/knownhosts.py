@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ..secrets import Vaulted
+from ..userfile import read_regular
 
 __all__ = ["known_hosts_problem", "known_hosts_shown", "KNOWN_HOSTS_MAX"]
 
@@ -59,8 +60,7 @@ def _known_hosts_text(path: Path) -> str | None:
         with os.fdopen(fd, "rb") as f:
             if not stat.S_ISREG(os.fstat(fd).st_mode):
                 return "not a regular file"
-            os.set_blocking(fd, True)
-            data = f.read(KNOWN_HOSTS_MAX + 1)
+            data = read_regular(fd, KNOWN_HOSTS_MAX)
     except OSError as e:
         return f"cannot be read ({e.strerror or e})"
     if len(data) > KNOWN_HOSTS_MAX:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Callable
 from ..errors import BringupError, InputError, Unreachable, printable
 from ..outfile import out_folder, sub_folder, write_atomic
 from ..process import command
-from ..userfile import home
+from ..userfile import home, read_regular
 
 if TYPE_CHECKING:
     from ..inventory.hosts import Host
@@ -106,8 +106,7 @@ def _head(p: Path, error) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise error("not a regular file (a pipe, a device or a folder)")
-        os.set_blocking(fd, True)
-        return os.read(fd, MARK_READ)
+        return read_regular(fd, MARK_READ)[:MARK_READ]
     except OSError as e:
         raise error(f"unreadable ({e.strerror or e})") from None
     finally:

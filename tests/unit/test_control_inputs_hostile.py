@@ -1156,3 +1156,62 @@ def test_a_vaulted_become_method_is_refused_without_showing_it(tmp_path):
     with pytest.raises(InventoryError) as e:
         load_inventory(inv, overrides={"ansible_become_method": Vaulted("dzdo")})
     assert "dzdo" not in str(e.value) and "its value is not shown" in str(e.value), str(e.value)
+
+
+# --- a "regular" file whose read waits (/proc/kmsg) ----------------------------------------------------------------
+
+def _waiting_reads(monkeypatch, name: str) -> None:
+    """Reads of files called ``name`` wait as /proc/kmsg's do (EAGAIN when the file is open O_NONBLOCK, else for
+    ever: here 60 s, so a reader that made its file blocking again is caught, not hung).  /proc/kmsg itself is not
+    read here: a read takes the kernel's messages away from the system log."""
+    import time
+
+    real_read, real_set_blocking = os.read, os.set_blocking
+    blocking: set[int] = set()
+
+    def is_it(fd: int) -> bool:
+        try:
+            return os.readlink(f"/proc/self/fd/{fd}").endswith(name)
+        except OSError:
+            return False
+
+    def read(fd: int, n: int) -> bytes:
+        if is_it(fd):
+            if fd in blocking:
+                time.sleep(60)
+            raise BlockingIOError(11, "Resource temporarily unavailable")
+        return real_read(fd, n)
+
+    def set_blocking(fd: int, on: bool) -> None:
+        if is_it(fd) and on:
+            blocking.add(fd)
+            raise AssertionError(f"{name} made blocking: its read would wait for ever")
+        real_set_blocking(fd, on)
+
+    monkeypatch.setattr(os, "read", read)
+    monkeypatch.setattr(os, "set_blocking", set_blocking)
+
+
+@pytest.mark.reliability(item=40, fault="control inputs: a kernel file that calls itself regular (/proc/kmsg) as a "
+                                        "{file: PATH} secret, -i, --vault-password-file, --limit @FILE, ssh_config, "
+                                        "ssh_known_hosts or IdentityFile: the read waited for ever",
+                         variants=6, checks=("no hang", "one clear line"))
+def test_a_regular_file_whose_read_waits_is_one_line_never_a_hang(tmp_path, monkeypatch):
+    from bringup.errors import InputError
+    from bringup.secrets import _from_file
+    from bringup.ssh.keyfile import key_problem
+    from bringup.ssh.knownhosts import _known_hosts_text
+    from bringup.userfile import read_capped
+
+    f = tmp_path / "kmsg"
+    f.write_bytes(b"")
+    f.chmod(0o600)
+    _waiting_reads(monkeypatch, "/kmsg")
+    with pytest.raises(InputError) as e:
+        read_capped(f, 1024, InputError, missing="gone", unreadable="cannot read it: ", too_large="big")
+    assert str(e.value) == "cannot read it: it waits for data (a kernel file such as /proc/kmsg), no file to read"
+    with pytest.raises(Exception) as e:
+        _from_file(str(f), "hosts.yml: host 'h1': ansible_become_password")
+    assert "waits for data" in str(e.value) and "\n" not in str(e.value), str(e.value)
+    assert "waits for data" in _known_hosts_text(f)
+    assert key_problem(str(f)) == "empty (or a kernel file such as /proc/kmsg), no private key"
