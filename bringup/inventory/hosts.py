@@ -318,7 +318,7 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
             raise InventoryError(unrendered_line(hname, var, raw[var], sources.get(var, where), unrendered[var]))
         taken = take_aliases(merged)
         merged = _host_vars(merged, hname, where)
-        conn = _connection(merged, hname, where, taken)
+        conn = _connection(merged, hname, where, taken, sources)
         hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn, raw=raw, sources=sources,
                             unrendered=unrendered)
 
@@ -376,8 +376,15 @@ def _host_vars(merged: dict[str, Any], hname: str, where: str) -> dict[str, Any]
     return merged
 
 
-def _connection(merged: dict[str, Any], hname: str, where: str, taken: dict[str, str] | None = None) -> ConnectionVars:
-    """``taken``: the variables set under another of Ansible's names (:func:`take_aliases`): named as written."""
+def _connection(merged: dict[str, Any], hname: str, where: str, taken: dict[str, str] | None = None,
+                sources: dict[str, str] | None = None) -> ConnectionVars:
+    """``taken``: the variables set under another of Ansible's names (:func:`take_aliases`): named as written;
+    ``sources``: where each variable was set (``file:line (host h1)``, ``--set``): a refusal names that place."""
+    def place(name: str) -> str:
+        # `--set ansible_port=1e308` was told as an error of the inventory's file, a file that does not hold it.
+        src = (sources or {}).get(name, where)
+        return src.rsplit(" (", 1)[0] if src.endswith(")") else src
+
     try:
         conn = ConnectionVars.model_validate(merged)
     except ValidationError as e:
@@ -388,12 +395,13 @@ def _connection(merged: dict[str, Any], hname: str, where: str, taken: dict[str,
         got = "a value, not shown" if var in SECRETS or isinstance(value, SecretStr) else repr(value)
         said = str(err.get("msg", "")).removeprefix("Value error, ")
         name = (taken or {}).get(var, var)
+        where = place(name)
         if var == "ansible_host" and said.startswith("a number"):  # its own reason: what the resolver would do
             raise InventoryError(f"{where}: host {hname!r}: {name} {got} is {said}") from None
         raise InventoryError(f"{where}: host {hname!r}: {name} must be {fix} (got {got})") from None
     problem = become_problem(conn, merged, taken)
     if problem:
-        raise InventoryError(f"{where}: host {hname!r}: {problem}")
+        raise InventoryError(f"{place(problem.split(' ', 1)[0])}: host {hname!r}: {problem}")  # (it starts so)
     return conn
 
 

@@ -1215,3 +1215,27 @@ def test_a_regular_file_whose_read_waits_is_one_line_never_a_hang(tmp_path, monk
     assert "waits for data" in str(e.value) and "\n" not in str(e.value), str(e.value)
     assert "waits for data" in _known_hosts_text(f)
     assert key_problem(str(f)) == "empty (or a kernel file such as /proc/kmsg), no private key"
+
+
+@pytest.mark.reliability(item=40, fault="control inputs: a bad connection variable was told as the inventory's error "
+                                        "wherever it was set (--set ansible_port=1e308 named hosts.yml, host_vars/h1's "
+                                        "value named the inventory)", variants=3, checks=("one clear line",))
+def test_a_bad_connection_variable_names_the_place_that_set_it(tmp_path):
+    from bringup.errors import InventoryError
+    from bringup.inventory.hosts import load_inventory
+
+    inv = tmp_path / "hosts.yml"
+    inv.write_text("all:\n  hosts:\n    h1:\n      ansible_become: true\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv, overrides={"ansible_port": "1e308"})
+    assert str(e.value).startswith("--set: host 'h1': ansible_port must be"), str(e.value)
+    (tmp_path / "host_vars").mkdir()
+    (tmp_path / "host_vars" / "h1.yml").write_text("a: 1\nansible_sudo_flags: -E\n")
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv)
+    assert str(e.value).startswith(f"{tmp_path / 'host_vars' / 'h1.yml'}:2: host 'h1': ansible_sudo_flags"), str(e.value)
+    inv.write_text("all:\n  hosts:\n    h1:\n      x: 1\n      ansible_port: x\n")
+    (tmp_path / "host_vars" / "h1.yml").unlink()
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv)
+    assert str(e.value).startswith(f"{inv}:5: host 'h1': ansible_port must be"), str(e.value)
