@@ -203,9 +203,13 @@ class HostRun:
         if self.host.name in self.stop.silent:
             # The watchdog closed its connection after the first signal: whatever failed then failed for that.
             result.status, result.message = "interrupted", self.stop.silent[self.host.name]
-        elif self.stop.abandoned and result.status != "interrupted":
+        elif self.stop.abandoned and result.status != "interrupted" and (
+                not getattr(self.stop, "at_once", False) or self.host.name in self.stop.closed):
+            # (A read's stop abandons at once: a host whose connection it never closed, still being dialled, ended
+            # by itself, and says its own result.)
             # Its connection was closed under it: whatever failed then failed for that reason.
-            result.status, result.message = "interrupted", f"abandoned by a second {self.stop.name} " + (
+            again = "" if getattr(self.stop, "at_once", False) else "a second "
+            result.status, result.message = "interrupted", f"abandoned by {again}{self.stop.name} " + (
                 f"({result.message})" if result.message else "in the middle of a step")
         self.progress(self.host.name, result.status)
         return result

@@ -107,11 +107,17 @@ class Stop:
     Handlers a cut-off role owed stay recorded on the host for the next run.
     """
 
-    def __init__(self, grace: float = SILENT_GRACE_S, say: Callable[[str], None] = tell) -> None:
+    def __init__(self, grace: float = SILENT_GRACE_S, say: Callable[[str], None] = tell, at_once: bool = False) -> None:
         self.signum: int | None = None
         self.grace = grace
+        #: A run that only reads (facts, checklist, audit, drift): its first signal abandons the round trips in
+        #: flight at once, as a second does elsewhere (nothing is half written by ending a read; a hung
+        #: ``nvidia-smi`` held the stop up to the read's 180 s limit per fact in its lane).
+        self.at_once = at_once
         #: ``{host: why}`` of the hosts whose connection the watchdog closed, ``why`` their result's message.
         self.silent: dict[str, str] = {}
+        #: The hosts whose connections were open when the steps in flight were abandoned (closed under them).
+        self.closed: set[str] = set()
         self._say = say
         self._lock = threading.Lock()
         self._open: set[Transport] = set()
@@ -145,6 +151,8 @@ class Stop:
             # The watchers of the connections in flight start probing.  No lock taken, no thread started
             # here: a signal handler may run while its own thread holds either.
             self._asked.set()
+            if self.at_once:
+                self._abandon.set()
             return True
         # The watchdog closes them: closing takes locks a worker may hold, and a thread started here could wait
         # for a lock the interrupted main thread holds (threading's own, while it starts a thread).
@@ -172,6 +180,7 @@ class Stop:
     def _close_all(self) -> None:
         with self._lock:
             open_ = list(self._open)
+            self.closed.update(t.host.name for t in open_ if getattr(t, "host", None) is not None)
         for t in open_:
             try:
                 t.close()

@@ -315,6 +315,18 @@ class LocalTransport(Transport):
         several times (tests stand hosts in for each other that way); its runs are the operator's own."""
         return None
 
+    #: The command in flight (:meth:`close` ends it).
+    _in_flight: "child.Child | None" = None
+
+    def close(self) -> None:
+        """Nothing to disconnect; a command in flight is ended, group and all: a run's stop closes its hosts'
+        connections from another thread to wake their round trips (:class:`bringup.ssh.stop.Stop`), and a local
+        command has no connection that closing would end (a hung ``nvidia-smi`` ran on to its own limit)."""
+        c = self._in_flight
+        if c is not None:
+            self._ended = c
+            c.end()
+
     def _bounded(self, command: str) -> str:
         # The deadline below ends the script's process group itself; timeout(1) would move the script
         # into a group of its own, out of that reach.
@@ -330,6 +342,16 @@ class LocalTransport(Transport):
         # shed the tag too is no longer waited for either (its output so far is the answer).  What it leaves
         # without holding its output runs on, as it does on an SSH host (a site test's host.run('... &')).
         c = child.start(["/bin/sh", "-c", cmd], stdin=child.PIPE, stdout=child.PIPE, stderr=child.PIPE, tag=True)
+        self._in_flight = c
+        try:
+            res = self._answer(c, sudo, data)
+        finally:
+            self._in_flight = None
+        if getattr(self, "_ended", None) is c:
+            raise Unreachable(f"{self.host.name}: the command was ended: the run was stopped")
+        return res
+
+    def _answer(self, c: "child.Child", sudo: "Sudo | None", data: BinaryIO) -> RunResult:
         p = c.proc
         assert p.stdin is not None and p.stdout is not None and p.stderr is not None
         first = b""

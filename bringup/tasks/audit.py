@@ -56,7 +56,7 @@ def audit(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
     # testinfra tests are collected once meanwhile (bad tests are bad input).
     with running(inventory, set_, host, hosts, group, roles, forks=forks, accept_new_host_keys=accept_new_host_keys,
                  check=(lambda chosen: suite.preflight(chosen[0])) if suite else None,
-                 vault=(vault_password_file, vault_id)) as run:
+                 vault=(vault_password_file, vault_id), reads=True) as run:
         if suite is not None:
             suite.stop = run.stop
             if notice := suite.root_notice(run.hosts):

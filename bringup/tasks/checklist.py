@@ -61,7 +61,8 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
             group_page_free(found)
 
     with running(inventory, set_, host, hosts, group, roles, forks=1, connects=not facts, extra_facts=FACTS,
-                 accept_new_host_keys=accept_new_host_keys, check=check, vault=(vault_password_file, vault_id)) as run:
+                 accept_new_host_keys=accept_new_host_keys, check=check, vault=(vault_password_file, vault_id),
+                 reads=True) as run:
         if facts and len(run.hosts) != 1:
             raise BringupError("--facts FILE holds one host's facts: pass one --host")
         # The hosts are checked in a worker thread: the main thread only waits, so a signal's handler
@@ -80,7 +81,8 @@ def checklist_pages(*, host=None, hosts=None, group=None, roles=None, inventory=
     if group:
         Path(out).mkdir(parents=True, exist_ok=True)
         write_atomic(Path(out) / f"{GROUP_PAGE}.html", render_group_html(group, pages), errors="backslashreplace")
-    console.print(f"checklist pages: {out}/", style="dim")
+    if pages or group:  # a stop before any host's page: nothing was written there
+        console.print(f"checklist pages: {out}/", style="dim")
     if stop.requested:
         left = [h.name for h in run.hosts if h.name not in pages]
         console.print(f"[bold yellow]INTERRUPTED[/] by {stop.name}", highlight=False)

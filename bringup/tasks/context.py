@@ -345,7 +345,7 @@ def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, l
             accept_new_host_keys: bool = False, connect_ahead: bool = True,
             hold: Callable[[Host], bool] | None = None, extra_facts: tuple[str, ...] = (),
             check: Callable[[list[Host]], None] | None = None, vault: tuple = (), lock: bool = False,
-            connects: bool = True) -> Iterator[Run]:
+            connects: bool = True, reads: bool = False) -> Iterator[Run]:
     """The skeleton of every task that plans or runs roles (see the module): yields the :class:`Run`.
 
     The first ``forks`` hosts are connected to while the roles load and the variables are checked, unless
@@ -353,9 +353,10 @@ def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, l
     ``extra_facts`` are gathered with the roles' (the checklist's own); ``check(hosts)`` is the caller's own
     check of the input, after the variables'; ``lock``: the run writes (not check mode), its connections opened
     ahead take the host's run lock with the facts; ``connects`` False: the body reaches no host (``--facts FILE``),
-    so no route is worked out and nothing is connected to ahead.  A BringupError, here or in the body, ends the task with one
-    ``error:`` line; a signal in the body stops the run in order (``run.stop``).  Leaving it closes the
-    connections no host took.
+    so no route is worked out and nothing is connected to ahead; ``reads``: the body only reads (checklist, audit,
+    drift), so a signal ends its round trips at once (:data:`READS_STOPPING`).  A BringupError, here or in the
+    body, ends the task with one ``error:`` line; a signal in the body stops the run in order (``run.stop``).
+    Leaving it closes the connections no host took.
     """
     from ..engine.ahead import Ahead
 
@@ -372,7 +373,7 @@ def running(inventory, set_, host=None, hosts=None, group=None, roles=None, *, l
         templates = Templates(root / "templates")
         # The run's modules are loaded: no garbage collection walks them again (bringup.process).
         freeze_imports()
-        with interruptible(out) as stop:
+        with interruptible(out, READS_STOPPING if reads else ROLES_STOPPING, at_once=reads) as stop:
             yield Run(inv, chosen, root, chosen_roles, role_vars, n, templates, out, ahead, stop)
 
 
@@ -381,18 +382,23 @@ ROLES_STOPPING = ("no new host or role starts, the roles in progress finish; a h
                   "{grace:g} s is let go ({name} again abandons them all)")
 
 
+#: What the first signal of a run that only reads (facts, checklist, audit, drift) stops: everything, at once.
+READS_STOPPING = ("the reads in flight are ended at once (this task changes nothing on the hosts)")
+
+
 #: The signals that stop a run in order: Ctrl-C, SIGTERM, and SIGHUP (the operator's terminal or SSH session gone).
 STOPPING_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
 
 @contextmanager
-def interruptible(console: Console, stopping: str = ROLES_STOPPING) -> Iterator[Stop]:
+def interruptible(console: Console, stopping: str = ROLES_STOPPING, at_once: bool = False) -> Iterator[Stop]:
     """SIGINT/SIGTERM/SIGHUP stop the run in order (:class:`Stop`) instead of killing it; yields the Stop.
 
     The first signal starts no new host or role, the second abandons the steps
     in flight; either way the recap is printed, the report written, and the
     exit code is the signal's (130, 143, 129).  ``stopping`` is what the first signal's line says is stopped (a
-    task that runs no roles says its own: ``{name}`` and ``{grace}`` are filled in).
+    task that runs no roles says its own: ``{name}`` and ``{grace}`` are filled in).  ``at_once``: the run only
+    reads (:data:`READS_STOPPING`): the first signal abandons the round trips in flight (:attr:`Stop.at_once`).
 
     SIGHUP (Python's default: killed on the spot, a role half done, a tune's trial configuration left serving
     until the next run) is a stop in order too, unless the operator's shell ignores it: ``nohup bringup provision``
@@ -401,7 +407,7 @@ def interruptible(console: Console, stopping: str = ROLES_STOPPING) -> Iterator[
     """
     from ..ssh.stop import Stop, tell
 
-    stop = Stop()
+    stop = Stop(at_once=at_once)
     if threading.current_thread() is not threading.main_thread():
         yield stop  # signal handlers live in the main thread only
         return

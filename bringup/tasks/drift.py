@@ -33,7 +33,7 @@ def drift(c, host=None, hosts=None, group=None, roles=None, inventory=None, set_
         reports = reports_folder()  # before anything connects: a link there was written through, a file a traceback
     # The hosts are connected to while the roles load and the variables are checked (bringup.engine.ahead).
     with running(inventory, set_, host, hosts, group, roles, limit=limit, forks=forks,
-                 accept_new_host_keys=accept_new_host_keys, vault=(vault_password_file, vault_id)) as run:
+                 accept_new_host_keys=accept_new_host_keys, vault=(vault_password_file, vault_id), reads=True) as run:
         from ..engine.report import Report
 
         opts = Options(check=True, forks=run.forks, accept_new_host_keys=accept_new_host_keys, ahead=run.ahead)

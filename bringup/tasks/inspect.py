@@ -7,7 +7,8 @@ import sys
 
 from ..errors import BringupError, Unreachable, printable
 from ..process import command
-from .context import REPEATED, VAULT, console, fail, failing, load, options, selected, unreachable
+from .context import READS_STOPPING, REPEATED, VAULT, console, fail, failing, interrupted, interruptible, load, options
+from .context import selected, unreachable
 from .context import task  # Invoke's @task, an empty flag value refused first
 
 __all__ = ["facts", "hosts", "topology"]
@@ -19,6 +20,7 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
     connecting); errors become one line and an exit code."""
     from ..ssh.connection import connect
     from ..ssh.sshconfig import Routes
+    from ..ssh.stop import Interrupted
     from ..facts import ALL_FACTS
     from ..facts.gather import collect_raw, gather, load_facts
 
@@ -31,22 +33,43 @@ def _host_facts(task_name, inventory, set_, host, accept_new_host_keys, validate
             validate(chosen[0].vars)
         if facts_file:
             return (chosen[0], *load_facts(facts_file, chosen[0].name))
-        t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys, routes=routes)
     except Unreachable as e:
         raise unreachable(e) from None
     except BringupError as e:
         raise fail(e) from None
-    try:
-        if raw:
-            return chosen[0], collect_raw(t, ALL_FACTS), {}
-        values, errors = gather(t, ALL_FACTS)
-    except Unreachable as e:  # command_timeout: the host stopped answering mid-gather
-        raise unreachable(f"{chosen[0].name}: {e}") from None
-    except BringupError as e:
-        raise fail(f"{chosen[0].name}: {e}") from None
-    finally:
-        t.close()
+    # A read: SIGINT, SIGTERM or SIGHUP (the operator's terminal gone) ends the round trip at once, its commands on
+    # the host with it, in one line and the signal's exit code (SIGTERM and SIGHUP killed bringup on the spot, a
+    # hung nvidia-smi of a local host left running; Ctrl-C was a bare exit 1).
+    with interruptible(console(), READS_STOPPING, at_once=True) as stop:
+        try:
+            t = connect(chosen[0], accept_new_host_keys=accept_new_host_keys, routes=routes)
+        except Unreachable as e:
+            raise (interrupted(stop, _stopped(stop, chosen[0].name)) if stop.requested else unreachable(e)) from None
+        except BringupError as e:
+            raise fail(e) from None
+        stop.track(t)
+        try:
+            stop.check("before its facts were read")
+            if raw:
+                return chosen[0], collect_raw(t, ALL_FACTS), {}
+            values, errors = gather(t, ALL_FACTS)
+            stop.check("while its facts were read")
+        except Interrupted:
+            raise interrupted(stop, _stopped(stop, chosen[0].name)) from None
+        except Unreachable as e:  # command_timeout: the host stopped answering mid-gather
+            if stop.requested:
+                raise interrupted(stop, _stopped(stop, chosen[0].name)) from None
+            raise unreachable(f"{chosen[0].name}: {e}") from None
+        except BringupError as e:
+            raise fail(f"{chosen[0].name}: {e}") from None
+        finally:
+            stop.untrack(t)
+            t.close()
     return chosen[0], values, errors
+
+
+def _stopped(stop, host: str) -> str:
+    return f"{stop.name}: stopped; the read of {host}'s facts was ended, nothing shown"
 
 
 @task(iterable=REPEATED, help=options("host", "inventory", "set", *VAULT, "accept-new-host-keys") | {
