@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from .base import UntrustedOutput
-from .nvidia_q import smi_error, unreachable_gpus
+from .nvidia_q import listed_once, smi_error, unreachable_gpus
 from .nvidia_values import ABSENT, _mode, _none_if_na, _number
 from .pci import normalize_pci_address
 
@@ -68,7 +68,8 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
     GPU ...`` (anywhere) is :class:`UntrustedOutput` in its words (:data:`UNREACHABLE`, :func:`query_unreachable`).  After the header every line must be a whole
     row: one with fewer or more fields than the header (cut short, or an error such as ``Unable to determine
     the device handle for GPU ...`` in place of a GPU's row), or a last row without its newline (cut inside its
-    last field), is :class:`UntrustedOutput`: a GPU must never vanish from the count unnamed.
+    last field), is :class:`UntrustedOutput`: a GPU must never vanish from the count unnamed; so are two rows of
+    one index, UUID or bus id (:func:`.nvidia_q.listed_once`).
     """
     if unreachable_gpus(output):
         # nvidia-smi's own words for a GPU it cannot open (a GPU fallen off the bus), in place of its row or of the
@@ -129,4 +130,5 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
         if gpu.get("pci_bus_id"):
             gpu["pci_address"] = normalize_pci_address(str(gpu["pci_bus_id"]))
         gpus.append(gpu)
+    listed_once(gpus, "nvidia-smi --query-gpu")
     return gpus

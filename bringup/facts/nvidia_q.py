@@ -198,6 +198,26 @@ def smi_error(output: str) -> str | None:
     return None
 
 
+_SAID = {"uuid": "UUID", "pci_address": "bus id"}
+
+
+def listed_once(gpus: list[dict[str, Any]], where: str, keys: tuple[str, ...] = ("index", "uuid", "pci_address")
+                ) -> None:
+    """:class:`UntrustedOutput` where two GPUs of one listing share an index, a UUID or a bus id (a row or section
+    printed twice, two listings run together, a garbled capture): which GPU is true is not known, and a GPU the
+    driver lost hid behind the copy (``driver sees the GPUs: 2 × H200`` passed with one GPU listed twice)."""
+    for key in keys:
+        seen: set[str] = set()
+        for g in gpus:
+            value = g.get(key)
+            if value is None or value == "":
+                continue
+            if str(value).lower() in seen:
+                raise UntrustedOutput(f"{where}: two GPUs with {_SAID.get(key, key)} {str(value)[:80]!r}: a GPU "
+                                      "listed twice, not one listing")
+            seen.add(str(value).lower())
+
+
 def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     """``nvidia-smi -q`` → ``{driver_version, cuda_version, attached_gpus, gpus: [...]}``.
 
@@ -216,7 +236,7 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     tree = parse_nvidia_smi_q_tree(output)
     gpus: list[dict[str, Any]] = []
     for key, sec in tree.items():
-        m = re.match(r"^GPU\s+([0-9A-Fa-f]+:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$", key)
+        m = re.match(r"^GPU\s+([0-9A-Fa-f]{1,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}\.[0-7])$", key)
         if m and isinstance(sec, list):
             # One GPU's section twice (two reports run together, a garbled capture): which one is true is not
             # known; skipped, it read as "fewer sections than attached" or, without that line, as no GPU at all.
@@ -283,6 +303,10 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
     if attached and attached.isdigit() and len(gpus) + len(lost) < int(attached):
         raise UntrustedOutput(f"nvidia-smi -q: Attached GPUs {attached} but {len(gpus)} GPU section(s) "
                               "(output cut short?)")
+    if attached and attached.isdigit() and len(gpus) > int(attached):
+        raise UntrustedOutput(f"nvidia-smi -q: Attached GPUs {attached} but {len(gpus)} GPU sections (two reports "
+                              "run together?)")
+    listed_once(gpus, "nvidia-smi -q", ("uuid", "pci_address"))
     return {
         "driver_version": _sval(tree, "Driver Version"),
         "cuda_version": _sval(tree, "CUDA Version"),

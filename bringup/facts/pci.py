@@ -22,8 +22,9 @@ PCI_ADDRESS_RE = re.compile(r"^[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[
 
 
 def normalize_pci_address(text: str) -> str | None:
-    """``00000000:00:06.0`` (nvidia-smi) or ``0000:00:06.0`` → ``0000:00:06.0``."""
-    m = re.match(r"^\s*(?:([0-9a-fA-F]+):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s*$", text)
+    """``00000000:00:06.0`` (nvidia-smi) or ``0000:00:06.0`` → ``0000:00:06.0``; None for anything else, a domain
+    of more than 8 hex digits too (PCI segments are 16 bits, 32 in a VM's vPCI: a 400-digit one is no address)."""
+    m = re.match(r"^\s*(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])\s*$", text)
     if not m:
         return None
     domain = int(m.group(1) or "0", 16)

@@ -4,6 +4,7 @@ one output changed): a GPU that nvidia-smi cannot reach is a GPU fault, never "i
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -198,3 +199,52 @@ def test_an_unreadable_pci_listing_is_no_gpu_role_skip_or_fail_from_an_empty_bus
         assert said.startswith("gpu_profile is cpu (no GPU); pci.devices unreadable: the PCI bus not read") if kind \
             == "Skip" else said.startswith("nvidia driver not touched: the fact pci.devices (pci.devices: the output "
                                            "ends before its last line 'end=pci'"), said
+
+
+def _two_gpus_on_the_bus() -> str:
+    """The H200 VM's PCI listing with a second H200 (0000:00:07.0) beside the first."""
+    pci = json.loads(BUNDLE.read_text())["raw"]["pci.devices"]["output"]
+    first = next(l for l in pci.splitlines() if "vendor=0x10de" in l)
+    end = pci.index("end=pci")
+    return pci[:end] + first.replace("0000:00:06.0", "0000:00:07.0") + "\n" + pci[end:]
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi --query-gpu listing one GPU twice (the same row, or two rows of "
+                         "one UUID or one bus id) on a host with two GPUs: 'driver sees the GPUs: 2 x H200' passed, "
+                         "the GPU the driver lost hidden behind the copy", variants=3,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("twice", ["row", "uuid", "bus id"])
+def test_a_gpu_listed_twice_by_nvidia_smi_is_named_never_counted_twice(tmp_path, twice):
+    csv = json.loads(BUNDLE.read_text())["raw"]["nvidia.smi"]["output"].splitlines()
+    row = csv[1]
+    if twice == "uuid":
+        row = row.replace("0, ", "1, ", 1).replace("00:06.0", "00:07.0")
+    elif twice == "bus id":
+        row = row.replace("0, ", "1, ", 1).replace("a8b6", "ffff")
+    lines = h200_lines(tmp_path, pci_devices=_two_gpus_on_the_bus(), nvidia_smi="\n".join([*csv, row]) + "\n")
+    seen = by_name(lines, "driver sees the GPUs")
+    assert seen.status != "PASS" and "not checked" in seen.seen, seen
+    fact = by_name(lines, "fact nvidia.smi")
+    assert fact.status == "FAIL" and "listed twice" in fact.seen, fact
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi -q: a GPU section whose bus id has a 400-digit domain, two sections "
+                         "of one UUID, or more sections than Attached GPUs: read as GPUs, their lines PASS", variants=3,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("damage", ["domain", "uuid", "more"])
+def test_a_garbled_gpu_section_of_nvidia_smi_q_is_named(tmp_path, damage):
+    q = json.loads(BUNDLE.read_text())["raw"]["nvidia.query"]["output"]
+    start = q.index("\nGPU 00000000:00:06.0")
+    section = q[start:q.index("\n\n\n--- nvidia-smi -L")]
+    if damage == "domain":
+        q = q.replace("GPU 00000000:00:06.0", "GPU 1" + "0" * 400 + ":00:06.0")
+    else:
+        second = section.replace("GPU 00000000:00:06.0", "GPU 00000000:00:07.0")
+        q = q[:start] + section + second + q[start + len(section):]
+        if damage == "uuid":
+            q = re.sub(r"(Attached GPUs +: )1", r"\g<1>2", q)
+    lines = h200_lines(tmp_path, nvidia_query=q)
+    fact = by_name(lines, "fact nvidia.query")
+    assert fact.status == "FAIL", fact
+    assert any(w in fact.seen for w in ("listed twice", "GPU section", "Attached GPUs")), fact
+    assert not [l for l in lines if l.status == "PASS" and "1" + "0" * 40 in l.name + l.seen]
