@@ -151,6 +151,13 @@ def summarize(series: list[dict], *, revision: str | None = None, stale_s: float
                 if name not in ("bringup_pull_last_run_timestamp_seconds",
                                 "bringup_pull_last_success_timestamp_seconds")
                 else f"{name} has {len(said)} values ({', '.join(said)}): which one is true is not known")
+    for h in hosts.values():
+        if h.last_run is not None and h.status is None and h.host not in unreadable:
+            # A pull run writes its time and its status together, one bringup_pull_status at 1: a run whose status
+            # no series says (none listed, all 0) read as "ok", a failed run's row among them.
+            unreadable.setdefault(h.host, []).append(
+                "bringup_pull_last_run_timestamp_seconds is set but no bringup_pull_status series is 1: the last "
+                "run's status is not known")
     newest = max((h for h in hosts.values() if h.revision and h.last_success and h.host not in unreadable),
                  key=lambda h: h.last_success, default=None)
     wanted = revision or (newest.revision if newest else None)

@@ -170,6 +170,26 @@ def test_a_status_pull_never_writes_is_unreadable_never_ok(word, value):
     assert note_lines(f) == [f'a: unreadable: bringup_pull_status{{status="{word}"}} {said}']
 
 
+@pytest.mark.reliability(item=40, fault="fleet: a host whose last run has a time but no status at 1 (no "
+                         "bringup_pull_status series, or every one 0): read as ok, exit 0", variants=2,
+                         checks=("one clear line", "exit code"))
+@pytest.mark.parametrize("flags", ["none", "all 0"])
+def test_a_run_without_a_status_is_unreadable_never_ok(flags):
+    """pull writes its run's time and its one-hot status together (record.registry): a row with the time and no
+    status at 1 is a damaged textfile, whose last run may have failed."""
+    from bringup.pull.fleet import note_lines
+
+    now = 1_800_000_000.0
+    series = [s for s in _host("a", now) if s["metric"]["__name__"] != "bringup_pull_status"]
+    if flags == "all 0":
+        series += [_status("a", now, word, "0") for word in record.STATUSES]
+    f = summarize([*series, *_host("b", now)], now=now)
+    a, b = f.hosts
+    assert a.verdict == "unreadable" and b.verdict == "ok" and f.exit_code == 2, (a, b)
+    assert note_lines(f) == ["a: unreadable: bringup_pull_last_run_timestamp_seconds is set but no "
+                             "bringup_pull_status series is 1: the last run's status is not known"]
+
+
 @pytest.mark.reliability(item=40, fault="fleet: a host's failed flag (or its applied revision's) of NaN, +Inf, -1 or "
                          "1e308", variants=5, checks=("one clear line", "exit code"))
 @pytest.mark.parametrize("value", ["NaN", "+Inf", "-1", "1e308", "1" * 5000])
