@@ -16,9 +16,11 @@ something that is not such a document: one named line (:func:`dcgm_lines`).
 """
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from ..checks import Check, line
+from ..errors import printable
 from ..untrusted import Unreadable, loads
 
 __all__ = ["GET_DCGM", "parse_diag", "DiagError", "dcgm_lines"]
@@ -79,6 +81,24 @@ def _texts(value: Any) -> list[str]:
     return [str(value)]
 
 
+#: DCGM's GPU ids are nvidia-smi's indexes: a whole number, or several joined by commas (``gpu_ids`` "0,1").
+_GPU_IDS = re.compile(r"[0-9]{1,4}(?:,[0-9]{1,4})*")
+
+
+def _gpu_id(value: Any) -> tuple[str | None, str]:
+    """A result's GPU id as text, and why it is no GPU's ("" where it is one): 1e308, -1, true, "0\x1b[31m" or
+    [0, 1] named no GPU, and its result (a Pass) was shown as that GPU's PASS."""
+    if value is None:
+        return None, ""
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 10_000:
+        return str(value), ""
+    text = value.strip() if isinstance(value, str) else None
+    if text is not None and _GPU_IDS.fullmatch(text):
+        return text, ""
+    shown = printable(value if isinstance(value, str) else repr(value))[:40]
+    return shown, f"GPU id {shown} is no GPU index: its result is not read"
+
+
 def parse_diag(text: str) -> dict:
     """dcgmi's output → ``{"version", "tests": [{"category", "name", "results": [{"gpu", "status",
     "warnings"}], "summary"}]}``; :class:`DiagError` when it is not a diagnostic document."""
@@ -106,8 +126,10 @@ def parse_diag(text: str) -> dict:
                 gpu = r.get("gpu_ids", r.get("gpu_id"))
                 if gpu is None and str(r.get("entity_group", "GPU")).upper() == "GPU":
                     gpu = r.get("entity_id")
-                results.append({"gpu": None if gpu is None else str(gpu), "status": _status(r.get("status")),
-                                "warnings": _texts(r.get("warnings")) + _texts(r.get("errors"))})
+                gpu, bad = _gpu_id(gpu)
+                results.append({"gpu": gpu, "status": "?" if bad else _status(r.get("status")),
+                                "warnings": ([bad] if bad else []) + _texts(r.get("warnings"))
+                                + _texts(r.get("errors"))})
             summary = t.get("test_summary") if isinstance(t.get("test_summary"), dict) else {}
             tests.append({"category": str(cat.get("category") or ""), "name": str(t["name"]), "results": results,
                           "summary": _status(summary.get("status")) if summary else None,

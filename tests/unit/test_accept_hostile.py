@@ -536,3 +536,23 @@ def test_a_host_without_nvidia_smi_is_not_refused_for_it(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     pre = remote.preflight(local(), 1)
     assert pre.apps_problem == "" and _refusal({}, pre) is None, (pre.apps, pre.apps_problem)
+
+
+@pytest.mark.reliability(item=40, fault="dcgmi's result naming a GPU id that is no GPU index (1e308, -1, true, 1.0, "
+                         "text with ESC and Rich markup): its Pass was shown as that GPU's PASS", variants=5,
+                         checks=("one clear line", "data shown as data"))
+@pytest.mark.parametrize("gpu", [1e308, -1, True, 1.0, "[bold]0\x1b[31m"])
+def test_a_dcgm_result_of_no_gpu_index_is_never_a_pass(gpu):
+    from bringup.acceptance.dcgm import dcgm_lines
+
+    def result(gid):
+        return {"entity_group": "GPU", "entity_group_id": 1, "entity_id": gid, "status": "Pass"}
+
+    doc = {"DCGM Diagnostic": {"test_categories": [{"category": "Hardware", "tests": [
+        {"name": "memory", "results": [result(0), result(gpu)], "test_summary": {"status": "Pass"}}]}]}}
+    lines = dcgm_lines(1, "/usr/bin/dcgmi", 0, json.dumps(doc), "", {"0": "00000000:01:00.0"})
+    (good,) = [k for k in lines if k.subject == "GPU 00000000:01:00.0"]
+    assert good.status == "PASS", lines
+    (bad,) = [k for k in lines if k is not good]
+    assert bad.status == "WARN" and "is no GPU index" in bad.seen, bad
+    assert "\x1b" not in bad.seen + bad.subject, bad
