@@ -24,7 +24,8 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
     ``active`` False).  A GPU without NVLink prints no link line (``links`` ``[]``); a GPU whose every link is
     down may print NVML's notice "... all links are inActive" instead (``all_inactive`` True, ``links`` ``[]``);
     other lines that are no link line (NVML's notices) are skipped.  A link line in any other form (cut short, ``Link 3: 25``) raises
-    :class:`UntrustedOutput`: a link must not pass for up, or vanish.
+    :class:`UntrustedOutput`: a link must not pass for up, or vanish; so does a link, a GPU index or a UUID printed
+    twice.
     """
     gpus: list[dict[str, Any]] = []
     for line in output.splitlines():
@@ -54,8 +55,19 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
             except Unreadable as e:
                 raise UntrustedOutput(f"nvidia-smi nvlink -s: GPU {gpus[-1]['index']} link {m.group(1)}: {e}: "
                                       "unreadable") from None
+        if any(l["link"] == int(m.group(1)) for l in gpus[-1]["links"]):
+            # nvidia-smi prints each link once: a second (one link up twice, another missing) hid a link that
+            # may be down behind the copy, and read as every link up.
+            raise UntrustedOutput(f"nvidia-smi nvlink -s: GPU {gpus[-1]['index']} link {int(m.group(1))} is printed "
+                                  "twice: not one report")
         gpus[-1]["links"].append({"link": int(m.group(1)), "gbps": gbps, "active": speed is not None})
     _whole(output, gpus)
+    for key in ("index", "uuid"):
+        values = [g[key] for g in gpus if g.get(key) is not None]
+        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
+        if twice is not None:
+            raise UntrustedOutput(f"nvidia-smi nvlink -s: two GPUs with {key} {str(twice)[:60]!r}: a GPU printed "
+                                  "twice, not one report")
     return gpus
 
 

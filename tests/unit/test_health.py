@@ -1057,3 +1057,21 @@ def test_capture_a100_board_with_every_link_inactive_and_no_fabric_state_fails()
     assert len(board) == 8 and {c.status for c in board} == {"FAIL"}, board
     assert "6 NVSwitch(es) on the PCI bus" in board[0].seen and "PCIe" not in board[0].seen.split("(")[0]
     assert "nvidia-fabricmanager" in board[0].fix
+
+
+_NVLINK_TWO = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)\n" + "".join(f"\t Link {i}: 26.562 GB/s\n" for i in range(18))
+               + "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb)\n"
+               + "".join(f"\t Link {i}: 26.562 GB/s\n" for i in range(18)))
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi nvlink -s printing one link twice (link 3 missing), or one GPU "
+                         "twice (its index or UUID): every link read as up", variants=3, checks=("one clear line",))
+@pytest.mark.parametrize("damaged, said", [
+    (_NVLINK_TWO.replace("Link 3: 26.562", "Link 2: 26.562", 1), "GPU 0 link 2 is printed twice"),
+    (_NVLINK_TWO.replace("GPU-bbbb", "GPU-aaaa"), "two GPUs with uuid 'GPU-aaaa'"),
+    (_NVLINK_TWO.replace("GPU 1:", "GPU 0:"), "two GPUs with index '0'"),
+], ids=["link", "uuid", "index"])
+def test_a_link_or_gpu_printed_twice_by_nvlink_s_is_unreadable(damaged, said):
+    assert len(parse_nvlink_status(_NVLINK_TWO)) == 2
+    with pytest.raises(UntrustedOutput, match=re.escape(said)):
+        parse_nvlink_status(damaged)
