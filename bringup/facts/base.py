@@ -159,6 +159,18 @@ def undecodable(output: str) -> str | None:
             f"{shown[:100]!r}")
 
 
+#: The most digits of a whole number a fact reads from a host's text (an IRQ, a CPU, a GPU count).
+WHOLE_DIGITS_MAX = 18
+
+
+def ascii_whole(text: str, most: int = WHOLE_DIGITS_MAX) -> bool:
+    """Whether ``text`` is a whole number as the kernel and the tools print one: ASCII digits, at most ``most``.
+    ``str.isdigit`` also took ``²`` (int() then failed: the fact's error was Python's "invalid literal for int()"),
+    ``٣`` (read as 3) and 5,000 digits (past Python's conversion limit: the error told the operator to call
+    ``sys.set_int_max_str_digits()``)."""
+    return 0 < len(text) <= most and text.isascii() and text.isdigit()
+
+
 #: The highest CPU id read in a CPU list (Linux's NR_CPUS is 8192 at most): ``0-99999999999999999999`` from a host
 #: or a file is no list of CPUs, and expanding it would hold the run for ever and take all memory.
 CPU_ID_MAX = (1 << 16) - 1
@@ -176,9 +188,11 @@ def parse_cpulist(text: str) -> list[int]:
         if not part:
             continue
         ends = part.split("-", 1)
-        if any(len(x.strip()) > 5 or (x.strip().isdigit() and int(x) > CPU_ID_MAX) for x in ends):
+        if any(len(x.strip()) > 5 or (ascii_whole(x.strip()) and int(x) > CPU_ID_MAX) for x in ends):
             raise UntrustedOutput(f"CPU list {_shown_list(text)}: {_shown_list(part)} names a CPU above "
                                   f"{CPU_ID_MAX} (no machine has one)")
+        if not all(ascii_whole(x.strip()) for x in ends):
+            raise UntrustedOutput(f"CPU list {_shown_list(text)} is garbled (not a CPU list the kernel prints)")
         if len(ends) == 2:
             lo, hi = (int(x) for x in ends)
             if hi < lo:

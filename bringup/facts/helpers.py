@@ -51,11 +51,12 @@ def json_object(output: str) -> tuple[dict[str, Any] | None, str | None]:
 
 
 def to_int(text: str | None) -> int | None:
-    """A whole number (``-1`` too) from sysfs/tool text; None for anything else ("Unknown", empty)."""
+    """A whole number (``-1`` too) from sysfs/tool text, ASCII digits, at most 18 of them; None for anything else
+    ("Unknown", empty, ``٣``, 5,000 digits: past Python's conversion limit, a ValueError named the fact)."""
     if text is None:
         return None
     text = text.strip()
-    return int(text) if re.fullmatch(r"-?\d+", text) else None
+    return int(text) if re.fullmatch(r"-?[0-9]{1,18}", text) else None
 
 
 def sysfs_each(var: str, entries: str, having: str) -> str:

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from .helpers import cpulist
-from .base import Fact
+from .base import Fact, UntrustedOutput, ascii_whole
 
 __all__ = [
     "IrqInterrupts",
@@ -107,7 +107,7 @@ def parse_interrupts(output: str) -> dict[str, Any]:
             counts.append(int(cm.group(1)))
             pos = cm.end()
         desc = rest[pos:].strip()
-        if label.isdigit():
+        if ascii_whole(label):
             if not counts:
                 continue
             rec: dict[str, Any] = {"irq": int(label), "counts": counts, "total": sum(counts)}
@@ -149,8 +149,15 @@ def parse_irq_affinity(output: str) -> dict[str, Any]:
     out: dict[int, dict[str, Any]] = {}
     for raw in output.splitlines():
         toks = raw.split()
-        if len(toks) < 2 or not toks[0].isdigit():
+        if not toks:
             continue
+        # The command prints "N LIST [LIST]" for each IRQ once: any other line, or an IRQ twice (whose lists would
+        # be the last one's), is a cut or garbled output, named, never skipped.
+        if not 2 <= len(toks) <= 3 or not ascii_whole(toks[0], 9):
+            raise UntrustedOutput(f"irq affinity: a line not in the command's form (cut short or garbled): "
+                                  f"{raw.strip()[:80]!r}")
+        if int(toks[0]) in out:
+            raise UntrustedOutput(f"irq affinity: IRQ {int(toks[0])} is printed twice: damaged")
         affinity = cpulist(toks[1])
         effective = cpulist(toks[2]) if len(toks) > 2 else None
         out[int(toks[0])] = {"irq": int(toks[0]), "affinity": affinity, "effective": effective}

@@ -12,7 +12,7 @@ import re
 from typing import Any
 
 from .helpers import key_values, local_cpus, pci_reads, sysfs_each, sysfs_reads, to_int as _int, uevent_driver
-from .base import Fact, UntrustedOutput
+from .base import Fact, UntrustedOutput, ascii_whole
 from .pci import PCI_ADDRESS_RE
 from ..untrusted import Unreadable, text_number
 
@@ -47,7 +47,7 @@ def parse_net_interfaces(output: str) -> list[dict[str, Any]]:
     irq_rows: list[tuple[int, str]] = []
     for raw in output.splitlines():
         toks = raw.split()
-        if len(toks) >= 2 and toks[0] == "irq" and toks[1].isdigit():
+        if len(toks) >= 2 and toks[0] == "irq" and ascii_whole(toks[1], 9):
             irq_rows.append((int(toks[1]), " ".join(toks[2:])))
             continue
         if len(toks) < 2 or toks[0] != "iface":
@@ -73,7 +73,7 @@ def parse_net_interfaces(output: str) -> list[dict[str, Any]]:
                 "type": _int(kv.get("type")),
                 "rx_queues": _int(kv.get("rxq")),
                 "tx_queues": _int(kv.get("txq")),
-                "msi_irqs": [] if refused else sorted({int(x) for x in kv.get("irqs", "").split(",") if x.isdigit()}),
+                "msi_irqs": [] if refused else sorted({int(x) for x in kv.get("irqs", "").split(",") if ascii_whole(x, 9)}),
                 **({"refused": refused} if refused else {}),
             }
         )

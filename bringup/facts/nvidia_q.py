@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .base import UntrustedOutput
+from .base import UntrustedOutput, ascii_whole
 from .nvidia_health import _Reader, gpu_health
 from .nvidia_values import (_count, _first, _get, _nval, _sval, read_link_width, read_memory_mib, read_mode,
                             read_pcie_generation)
@@ -300,17 +300,17 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 and "Processes" not in sec:
             raise UntrustedOutput(f"nvidia-smi -q: the section of {sec_key} ends before 'Processes' "
                                   "(output cut short?)")
-    if attached and attached.isdigit() and len(gpus) + len(lost) < int(attached):
+    if attached and ascii_whole(attached, 6) and len(gpus) + len(lost) < int(attached):
         raise UntrustedOutput(f"nvidia-smi -q: Attached GPUs {attached} but {len(gpus)} GPU section(s) "
                               "(output cut short?)")
-    if attached and attached.isdigit() and len(gpus) > int(attached):
+    if attached and ascii_whole(attached, 6) and len(gpus) > int(attached):
         raise UntrustedOutput(f"nvidia-smi -q: Attached GPUs {attached} but {len(gpus)} GPU sections (two reports "
                               "run together?)")
     listed_once(gpus, "nvidia-smi -q", ("uuid", "pci_address"))
     return {
         "driver_version": _sval(tree, "Driver Version"),
         "cuda_version": _sval(tree, "CUDA Version"),
-        "attached_gpus": int(attached) if attached and attached.isdigit() else None,
+        "attached_gpus": int(attached) if attached and ascii_whole(attached, 6) else None,
         "gpus": gpus,
         **({"smi_error": smi_error(output), "unreachable_gpus": lost} if lost else {}),
     }

@@ -5,7 +5,7 @@ import re
 from typing import Any
 
 from .helpers import key_values, local_cpus, pci_reads, sysfs_each, sysfs_names, sysfs_reads, to_int as _int
-from .base import Fact, UntrustedOutput
+from .base import Fact, UntrustedOutput, ascii_whole
 
 __all__ = ["PciDevices", "parse_pci_devices", "parse_pci_output", "pci_kind", "normalize_pci_address", "END"]
 
@@ -89,7 +89,7 @@ def parse_pci_devices(output: str) -> list[dict[str, Any]]:
         kv = key_values(toks[1:])
         cpus, refused = local_cpus(kv.get("cpus", ""))
         numa = _int(kv.get("numa"))
-        msi = sorted({int(x) for x in kv.get("irqs", "").split(",") if x.strip().isdigit()})
+        msi = sorted({int(x) for x in kv.get("irqs", "").split(",") if ascii_whole(x.strip(), 9)})
         legacy = _int(kv.get("irq"))
         driver = kv.get("driver") or None
         irqs = msi if msi else ([legacy] if legacy and driver else [])

@@ -6,7 +6,7 @@ from typing import Any
 
 from ..ssh.command import sh
 from .helpers import json_object, key_values, to_int as _int
-from .base import Fact, UntrustedOutput
+from .base import Fact, UntrustedOutput, ascii_whole
 from ..untrusted import loads  # deep or 100,000-digit JSON: ValueError (Unreadable), never RecursionError
 
 __all__ = [
@@ -305,7 +305,7 @@ def parse_cpufreq(output: str) -> dict[str, Any] | None:
         if not toks:
             continue
         kv = key_values(toks)
-        if "cpu" in kv and kv["cpu"].isdigit():
+        if "cpu" in kv and ascii_whole(kv["cpu"], 5):
             cpus[int(kv["cpu"])] = {
                 "governor": kv.get("governor") or None,
                 "driver": kv.get("driver") or None,

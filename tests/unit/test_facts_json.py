@@ -73,7 +73,7 @@ def test_fixture_value_is_json_stable(parser, rel):
 
 
 #: Facts that refuse a line not in their command's form (the command's stderr is discarded).
-STRICT_LINES = {"net.infiniband", "pci.devices"}
+STRICT_LINES = {"net.infiniband", "pci.devices", "irq.affinity"}
 ALL_FILES = sorted(p for p in FIX.rglob("*") if p.is_file() and p.suffix in (".txt", ".csv", ".xml"))
 
 

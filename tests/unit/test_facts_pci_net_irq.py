@@ -4,6 +4,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import pytest
+
+from bringup.facts.base import UntrustedOutput
 from bringup.facts.irq import parse_interrupt_desc, parse_interrupts, parse_irq_affinity
 from bringup.facts.net import parse_net_interfaces
 from bringup.facts.pci import normalize_pci_address, parse_pci_devices, pci_kind
@@ -181,11 +184,28 @@ def test_irq_affinity_h200():
 
 
 def test_irq_affinity_without_effective():
-    aff = parse_irq_affinity("0 0-3\n9 1,3\nbad line\n")
+    aff = parse_irq_affinity("0 0-3\n9 1,3\n")
     assert aff == {
         "0": {"irq": 0, "affinity": [0, 1, 2, 3], "effective": None},
         "9": {"irq": 9, "affinity": [1, 3], "effective": None},
     }
+
+
+@pytest.mark.reliability(item=40, fault="irq.affinity: a line not in the command's form was skipped, an IRQ printed "
+                         "twice read as its last line, and an IRQ or CPU of '²', '٣' or 5,000 digits was Python's "
+                         "ValueError ('use sys.set_int_max_str_digits()') or read as CPU 3", variants=6,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("damaged, said", [
+    ("0 0-3\nbad line\n", "a line not in the command's form"),
+    ("0 0-3\n0 1\n", "IRQ 0 is printed twice"),
+    ("\u00b2 0-3\n", "a line not in the command's form"),
+    ("9" * 5000 + " 0-3\n", "a line not in the command's form"),
+    ("0 0-\u00b2\n", "is garbled"),
+    ("0 0-\u0663\n", "is garbled"),
+], ids=["bad line", "twice", "superscript irq", "5000 digits", "superscript cpu", "arabic-indic cpu"])
+def test_a_damaged_irq_affinity_is_named_never_skipped_or_pythons_error(damaged, said):
+    with pytest.raises(UntrustedOutput, match=re.escape(said)):
+        parse_irq_affinity(damaged)
 
 
 # ---------------------------------------------------------------- net.interfaces
