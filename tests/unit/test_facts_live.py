@@ -187,7 +187,7 @@ def test_command_syntax(fact, shell):
 
 
 #: Facts that refuse a line not in their command's form (net.infiniband: "ibport DEV PORT FILE VALUE" lines only).
-STRICT_LINES = {"net.infiniband", "pci.devices"}
+STRICT_LINES = {"net.infiniband", "pci.devices", "irq.affinity"}
 
 
 @pytest.mark.parametrize("fact", ALL_FACTS, ids=lambda f: f.name)
