@@ -187,5 +187,32 @@ def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
         "clock_counters_us": counters,
         "temperature": _temperature(sec, read),
     }
+    _absent_beside_figures(health, "remapped_rows", rows, {
+        "correctable": "Correctable Error", "uncorrectable": "Uncorrectable Error", "pending": "Pending",
+        "failure": "Remapping Failure Occurred"}, "Remapped Rows", read)
+    _absent_beside_figures(health, "retired_pages", pages, {
+        "single_bit": "Single Bit ECC", "double_bit": "Double Bit ECC"}, "Retired Pages", read)
     health["unreadable"] = read.bad
     return health
+
+
+def _absent_beside_figures(health: dict[str, Any], part: str, section: dict[str, Any], keys: dict[str, str],
+                           where: str, read: _Reader) -> None:
+    """A memory repair block (``Remapped Rows``, ``Retired Pages``) whose every value printed is N/A is not reported
+    (``health[part]`` None: the part has no such repair); one with N/A beside figures (``Uncorrectable Error : N/A``
+    beside ``Pending : No``) is unreadable, named under ``memory_repair``: its N/A read as 0 uncorrectable rows,
+    or as no repair pending, and the line passed."""
+    values = health.get(part)
+    if not values:
+        return
+    printed = [k for k, label in keys.items() if section.get(label) is not None]
+    said = read.bad.get("memory_repair", [])
+    # A value already named unreadable (NaN, Maybe) is not named again.
+    named = {k for k in printed if any(keys[k] in b for b in said)}
+    absent = [k for k in printed if values.get(k) is None and k not in named]
+    if printed and len(absent) == len(printed):
+        health[part] = None
+    else:
+        for k in absent:
+            read.bad.setdefault("memory_repair", []).append(
+                f"{where} {keys[k]} {str(section.get(keys[k]))[:20]!r} beside the block's figures")

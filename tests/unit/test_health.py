@@ -535,6 +535,29 @@ def test_capture_a10_remap_pending_fails_and_asks_for_a_reset():
     assert "4 uncorrectable" in line.seen and "pending a GPU reset" in line.seen and "reset" in line.fix
 
 
+@pytest.mark.reliability(item=40, fault="nvidia-smi -q Remapped Rows with N/A beside its figures (Uncorrectable Error, "
+                         "Pending or Remapping Failure Occurred N/A; the A10 capture whose remap is pending) read as 0 "
+                         "rows or nothing pending: PASS; a block all N/A read as '0 uncorrectable'", variants=4,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("key", ["Uncorrectable Error", "Pending", "Remapping Failure Occurred", "all"])
+def test_remapped_rows_with_na_beside_figures_are_not_checked_never_pass(key):
+    text = _text("nvsmi-q-a10-remap-pending-drv535.txt")
+    block = re.search(r"^    Remapped Rows\n((?:        [^\n]*\n)+)", text, flags=re.M)
+    keys = ["Correctable Error", "Uncorrectable Error", "Pending", "Remapping Failure Occurred"] if key == "all" \
+        else [key]
+    damaged = block.group(1)
+    for k in keys:
+        damaged = re.sub(rf"^(        {k} +: ).*$", r"\g<1>N/A", damaged, count=1, flags=re.M)
+    q = parse_nvidia_smi_q(text[:block.start(1)] + damaged + text[block.end(1):])
+    found = _lines({"nvidia.query": q}, name="memory repair")
+    if key == "all":  # no remapped rows reported (and the Retired Pages all N/A too): no line, never "0 rows"
+        assert found == [], found
+        return
+    [line] = found
+    assert line.status == "WARN" and line.seen.startswith("not checked: nvidia.query unreadable: Remapped Rows "
+                                                          f"{key} 'N/A'"), line
+
+
 def _spliced(section_file: str, what: str) -> dict:
     """The 8x H100 capture with GPU 18:00.0's ``what`` section replaced by the one a public excerpt shows
     (indented as nvidia-smi prints it): the excerpt alone is no whole report."""
