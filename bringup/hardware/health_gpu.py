@@ -273,8 +273,21 @@ def gpu_health_checks(facts: dict) -> list[Check]:
         out.append(_ecc(g, h))
         out += [c for c in (_memory_repair(g, h), _clocks(g, h), _temperature(g, h), _fabric(g)) if c is not None]
     # A GPU nvidia-smi cannot reach has no values to judge: said, never left out.
+    unanswered = unanswered_gpus(facts)
     out += [line(AREA, "health (ECC, memory repair, clocks, temperature)", "WARN", seen, UNREACHABLE_FIX,
-                 subject=subject) for subject, seen in unanswered_gpus(facts)]
+                 subject=subject) for subject, seen in unanswered]
+    # A GPU nvidia-smi --query-gpu lists that -q (which gave the health values) does not: the two forms disagree (one
+    # cut, or the GPU dropped between them); its health was never read, and its lines were left out unsaid.
+    listed = {g.get("pci_address") for g in gpus_of(facts)}
+    if listed:
+        said = {subject for subject, _ in unanswered}
+        other = {g.get("pci_address") for g in facts.get("nvidia.smi") or [] if isinstance(g, dict)}
+        out += [line(AREA, "health (ECC, memory repair, clocks, temperature)", "WARN",
+                     f"not checked: nvidia-smi -q lists no GPU {a}, though nvidia-smi --query-gpu does (the two "
+                     "disagree: an output cut short, or the GPU dropped between them)",
+                     "read the host again; a GPU that comes and goes: dmesg shows its Xid/NVRM errors",
+                     subject=f"GPU {a}")
+                for a in sorted(x for x in other - listed if isinstance(x, str)) if f"GPU {a}" not in said]
     return out
 
 

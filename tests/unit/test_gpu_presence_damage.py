@@ -220,12 +220,13 @@ def test_a_gpu_listed_twice_by_nvidia_smi_is_named_never_counted_twice(tmp_path,
     if twice == "uuid":
         row = row.replace("0, ", "1, ", 1).replace("00:06.0", "00:07.0")
     elif twice == "bus id":
-        row = row.replace("0, ", "1, ", 1).replace("a8b6", "ffff")
+        row = re.sub(r"GPU-[0-9a-f]{8}", "GPU-99999999", row.replace("0, ", "1, ", 1))
     lines = h200_lines(tmp_path, pci_devices=_two_gpus_on_the_bus(), nvidia_smi="\n".join([*csv, row]) + "\n")
     seen = by_name(lines, "driver sees the GPUs")
     assert seen.status != "PASS" and "not checked" in seen.seen, seen
     fact = by_name(lines, "fact nvidia.smi")
     assert fact.status == "FAIL" and "listed twice" in fact.seen, fact
+    assert {"row": "with index", "uuid": "with UUID", "bus id": "with bus id"}[twice] in fact.seen, fact
 
 
 @pytest.mark.reliability(item=40, fault="nvidia-smi -q: a GPU section whose bus id has a 400-digit domain, two sections "
@@ -248,3 +249,15 @@ def test_a_garbled_gpu_section_of_nvidia_smi_q_is_named(tmp_path, damage):
     assert fact.status == "FAIL", fact
     assert any(w in fact.seen for w in ("listed twice", "GPU section", "Attached GPUs")), fact
     assert not [l for l in lines if l.status == "PASS" and "1" + "0" * 40 in l.name + l.seen]
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi --query-gpu listing a GPU that nvidia-smi -q does not (the forms "
+                         "disagree on the GPU count): that GPU's health lines (ECC, memory repair, clocks, "
+                         "temperature) were left out unsaid", variants=1, checks=("one clear line",))
+def test_a_gpu_the_query_lists_and_q_does_not_is_named_not_checked(tmp_path):
+    csv = json.loads(BUNDLE.read_text())["raw"]["nvidia.smi"]["output"].splitlines()
+    second = re.sub(r"GPU-[0-9a-f]{8}", "GPU-99999999", csv[1].replace("0, ", "1, ", 1).replace("00:06.0", "00:07.0"))
+    lines = h200_lines(tmp_path, pci_devices=_two_gpus_on_the_bus(), nvidia_smi="\n".join([*csv, second]) + "\n")
+    (k,) = [l for l in lines if l.subject == "GPU 0000:00:07.0"]
+    assert k.status == "WARN" and k.seen.startswith("not checked: nvidia-smi -q lists no GPU 0000:00:07.0"), k
+    assert [l.status for l in lines if l.subject == "GPU 00000000:00:06.0" and l.area == "health"]  # GPU 0 judged
