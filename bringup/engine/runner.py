@@ -203,11 +203,11 @@ class HostRun:
         if self.host.name in self.stop.silent:
             # The watchdog closed its connection after the first signal: whatever failed then failed for that.
             result.status, result.message = "interrupted", self.stop.silent[self.host.name]
-        elif self.stop.abandoned and result.status != "interrupted" and (
-                not getattr(self.stop, "at_once", False) or self.host.name in self.stop.closed):
-            # (A read's stop abandons at once: a host whose connection it never closed, still being dialled, ended
-            # by itself, and says its own result.)
-            # Its connection was closed under it: whatever failed then failed for that reason.
+        elif result.status != "interrupted" and (self.host.name in self.stop.closed
+                                                  if getattr(self.stop, "at_once", False) else self.stop.abandoned):
+            # Its connection was closed under it: whatever failed then failed for that reason.  (A read's stop
+            # closes the connections at its first signal; a host whose connection it never closed, still being
+            # dialled, ended by itself, and says its own result.)
             again = "" if getattr(self.stop, "at_once", False) else "a second "
             result.status, result.message = "interrupted", f"abandoned by {again}{self.stop.name} " + (
                 f"({result.message})" if result.message else "in the middle of a step")

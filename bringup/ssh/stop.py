@@ -110,9 +110,10 @@ class Stop:
     def __init__(self, grace: float = SILENT_GRACE_S, say: Callable[[str], None] = tell, at_once: bool = False) -> None:
         self.signum: int | None = None
         self.grace = grace
-        #: A run that only reads (facts, checklist, audit, drift): its first signal abandons the round trips in
-        #: flight at once, as a second does elsewhere (nothing is half written by ending a read; a hung
-        #: ``nvidia-smi`` held the stop up to the read's 180 s limit per fact in its lane).
+        #: A run that only reads (facts, checklist, audit, drift): its first signal closes the connections in flight
+        #: at once, as a second does elsewhere (nothing is half written by ending a read; a hung ``nvidia-smi`` held
+        #: the stop up to the read's 180 s limit per fact in its lane).  Not :attr:`abandoned`: a local child (an
+        #: audit's site tests) still gets its SIGINT first, and its grace, as after any first signal.
         self.at_once = at_once
         #: ``{host: why}`` of the hosts whose connection the watchdog closed, ``why`` their result's message.
         self.silent: dict[str, str] = {}
@@ -151,8 +152,6 @@ class Stop:
             # The watchers of the connections in flight start probing.  No lock taken, no thread started
             # here: a signal handler may run while its own thread holds either.
             self._asked.set()
-            if self.at_once:
-                self._abandon.set()
             return True
         # The watchdog closes them: closing takes locks a worker may hold, and a thread started here could wait
         # for a lock the interrupted main thread holds (threading's own, while it starts a thread).
@@ -168,7 +167,7 @@ class Stop:
         if t is not None:
             with self._lock:
                 self._open.add(t)
-            if self.abandoned:
+            if self.abandoned or (self.at_once and self.requested):
                 self._close_all()
             else:
                 self._start_watchdog()
@@ -203,6 +202,8 @@ class Stop:
         control machine itself cannot), and each one a host opens later, in a thread of its own until its host
         is done with it; after the second, close every connection at once."""
         self._asked.wait()
+        if self.at_once:
+            self._close_all()
         while not self.abandoned:
             with self._lock:
                 new = [t for t in self._open if t.probed and t not in self._watched]
