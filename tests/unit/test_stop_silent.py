@@ -249,6 +249,23 @@ def test_a_local_connection_is_never_probed():
     assert stop.silent == {} and said == []
 
 
+@pytest.mark.reliability(item=40, fault="a read's first signal (facts, checklist, audit, drift): a local host's hung "
+                         "command ran on to its own limit (closing a local connection ended nothing)", variants=1,
+                         checks=("no hang", "nothing left running"))
+def test_a_reads_first_signal_ends_a_local_command_in_flight_without_abandoning():
+    """Stop(at_once): the first signal closes the connections in flight, a local one's command ended with it; the
+    run is not 'abandoned' (a site test's child still gets its SIGINT and grace first)."""
+    stop = Stop(grace=0.2, say=lambda line: None, at_once=True)
+    t = LocalTransport(Host(name="ctl", groups=["all"], vars={}, connection=ConnectionVars(ansible_connection="local")))
+    stop.track(t)
+    threading.Timer(0.5, stop.request, args=(signal.SIGTERM,)).start()
+    started = time.monotonic()
+    with pytest.raises(Unreachable, match="the command was ended: the run was stopped"):
+        t.run_script("sleep 60; echo ran")
+    assert time.monotonic() - started < 30
+    assert stop.requested and not stop.abandoned and stop.closed == {"ctl"}
+
+
 def test_the_second_signal_starts_no_thread_in_its_handler_and_the_watchdog_closes_every_connection(monkeypatch):
     # A handler runs between two bytecodes of the main thread: a thread started there could wait for threading's
     # own lock, held by the main thread it interrupted (starting a thread of its own).  The second signal only
