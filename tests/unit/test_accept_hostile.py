@@ -556,3 +556,27 @@ def test_a_dcgm_result_of_no_gpu_index_is_never_a_pass(gpu):
     (bad,) = [k for k in lines if k is not good]
     assert bad.status == "WARN" and "is no GPU index" in bad.seen, bad
     assert "\x1b" not in bad.seen + bad.subject, bad
+
+
+@pytest.mark.reliability(item=40, fault="the probe's answer listing thousands of GPUs with their load readings (within "
+                         "the 8 MiB read): the judge matched every reading to every GPU, quadratic (1,000 entries 10 s, "
+                         "18,000 hours)", variants=1, checks=("no hang",))
+def test_judging_many_gpu_entries_is_linear(h200_facts, monkeypatch):  # noqa: F811
+    """Counted, not timed: the bus ids the judge normalises grow with the entries, not with their square."""
+    import bringup.acceptance.judge as j
+
+    n = 300
+    gpus = [{"index": i, "name": "NVIDIA H200", "bus_id": f"0000{i:04x}:00:06.0", "h2d_gbs": 55.4, "d2h_gbs": 55.2,
+             "d2d_gbs": 2089.0} for i in range(n)]
+    samples = [{"t": float(t), "gpus": [{"index": str(i), "bus_id": f"0000{i:04x}:00:06.0", "reasons": "0x0",
+                                         "temperature_c": "50", "sm_mhz": "1980"} for i in range(n)]}
+               for t in range(3)]
+    calls = []
+    real = j.bus_key
+    monkeypatch.setattr(j, "bus_key", lambda bus: calls.append(1) or real(bus))
+    doc = h200_doc(gpus=gpus)
+    doc["load"]["samples"] = samples
+    lines = judge(doc, h200_facts, {})
+    clocks = [k for k in lines if k.name == "clocks under load"]
+    assert len(clocks) == n and all(k.status == "PASS" for k in clocks), [k for k in clocks if k.status != "PASS"][:2]
+    assert len(calls) < 20 * n, len(calls)  # before: 2 per reading per GPU, 540,000 here
