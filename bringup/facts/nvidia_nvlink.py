@@ -63,11 +63,14 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
         gpus[-1]["links"].append({"link": int(m.group(1)), "gbps": gbps, "active": speed is not None})
     _whole(output, gpus)
     for key in ("index", "uuid"):
-        values = [g[key] for g in gpus if g.get(key) is not None]
-        twice = next((v for i, v in enumerate(values) if v in values[:i]), None)
-        if twice is not None:
-            raise UntrustedOutput(f"nvidia-smi nvlink -s: two GPUs with {key} {str(twice)[:60]!r}: a GPU printed "
-                                  "twice, not one report")
+        seen: set[Any] = set()
+        for g in gpus:
+            if g.get(key) is None:
+                continue
+            if g[key] in seen:
+                raise UntrustedOutput(f"nvidia-smi nvlink -s: two GPUs with {key} {str(g[key])[:60]!r}: a GPU "
+                                      "printed twice, not one report")
+            seen.add(g[key])
     return gpus
 
 
