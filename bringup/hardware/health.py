@@ -16,6 +16,8 @@ every group, and re-exports the groups' functions.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from ..checks import Check, line, not_checked
 from .health_gpu import AREA, gpu_health_checks, nvlink_checks
 from .health_xid import xid_checks, xid_table
@@ -72,10 +74,18 @@ def infiniband_checks(facts: dict, vars: dict) -> list[Check]:
     kept = [p for p in ports if p["device"] not in ignore and f"{p['device']}/{p['port']}" not in ignore]
     out: list[Check] = []
     if len(kept) < len(ports):
+        held = {id(p) for p in kept}
         out.append(line(AREA, "RDMA ports ignored", "PASS",
-                        ", ".join(f"{p['device']}/{p['port']}" for p in ports if p not in kept)
+                        ", ".join(f"{p['device']}/{p['port']}" for p in ports if id(p) not in held)
                         + " (infiniband_ignore)"))
     pinned = vars.get("infiniband_rate_gbps")
+    # The fastest ACTIVE port of each kind (link layer, adapter model), found once: worked out again for every port,
+    # 8,000 ports of a host's answer took 78 s (the 16 MiB read holds 85,000).
+    fastest: dict[tuple[Any, Any], Any] = {}
+    for q in kept:
+        if not q.get("refused") and q.get("state") == "ACTIVE":
+            k = (q.get("link_layer"), _model(q))
+            fastest[k] = q["rate_gbps"] if k not in fastest else max(fastest[k], q["rate_gbps"])
     for p in kept:
         subject = f"{p['device']} port {p['port']}"
         kind = "RoCE port" if p.get("link_layer") == "Ethernet" else "InfiniBand port"
@@ -85,9 +95,7 @@ def infiniband_checks(facts: dict, vars: dict) -> list[Check]:
             continue
         # Held against its own kind: a host's compute fabric (ConnectX-7 at 400) and front-end ports (ConnectX-6 Dx
         # at 100) run at different rates by design.
-        same = [q["rate_gbps"] for q in kept if not q.get("refused") and q.get("state") == "ACTIVE"
-                and (q.get("link_layer"), _model(q)) == (p.get("link_layer"), _model(p))]
-        want = float(pinned) if pinned else max(same, default=None)
+        want = float(pinned) if pinned else fastest.get((p.get("link_layer"), _model(p)))
         src = "infiniband_rate_gbps" if pinned else (
             f"the fastest {_model(p)} port of this host" if p.get("hca_type") else "the fastest port of this host")
         seen = f"{p['state']}, {p['phys_state']}, {p['rate']}"
