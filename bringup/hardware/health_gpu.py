@@ -361,7 +361,8 @@ def nvlink_checks(facts: dict) -> list[Check]:
     # A GPU the other facts list that nvlink -s printed no link of, while its peers have links: not checked,
     # named (never left out as if it had no NVLink).
     listed = {n.get("uuid") for n in with_links}
-    silent = {n.get("uuid"): n for n in links if isinstance(n, dict) and n not in with_links}
+    linked_ids = {id(n) for n in with_links}  # by identity: 'n not in with_links' compared every pair (quadratic)
+    silent = {n.get("uuid"): n for n in links if isinstance(n, dict) and id(n) not in linked_ids}
     # A GPU listed with no link line whose part no GPU with links is (a mixed host's L4 beside bridged H100s): a
     # part without NVLink, as nvidia-smi prints one; said, not unreadable.
     linked = {n.get("name") for n in with_links}

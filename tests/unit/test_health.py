@@ -1120,3 +1120,24 @@ def test_many_rdma_ports_are_judged_in_linear_time(monkeypatch):
     slow = [k for k in lines if k.status != "PASS"]
     assert [k.subject for k in slow] == ["mlx5_0 port 1"], slow  # the one port below its kind's fastest
     assert any(k.name == "RDMA ports ignored" and "mlx5_7/1" in k.seen for k in lines)
+
+
+@pytest.mark.reliability(item=40, fault="nvlink -s listing thousands of GPUs (within the 16 MiB read): the GPUs without "
+                         "links were found by comparing every pair (20,000 GPUs: 6 s; 170,000: minutes)", variants=1,
+                         checks=("no hang",))
+def test_many_nvlink_gpus_are_judged_without_comparing_every_pair():
+    compared = []
+
+    class Counted(dict):
+        def __eq__(self, other):
+            compared.append(1)
+            return dict.__eq__(self, other)
+
+        __hash__ = None
+
+    n = 300
+    text = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08x})\n\t Link 0: 26.562 GB/s\n" for i in range(n))
+    links = [Counted(g) for g in parse_nvlink_status(text)]
+    lines = nvlink_checks({"nvidia.nvlink": links, "nvidia.query": {"gpus": []}})
+    assert len(lines) == n and all(k.status == "PASS" for k in lines)
+    assert len(compared) < n, len(compared)  # before: every GPU against every GPU with links, 45,000 here
