@@ -73,7 +73,8 @@ def parse_net_interfaces(output: str) -> list[dict[str, Any]]:
                 "type": _int(kv.get("type")),
                 "rx_queues": _int(kv.get("rxq")),
                 "tx_queues": _int(kv.get("txq")),
-                "msi_irqs": [] if refused else sorted({int(x) for x in kv.get("irqs", "").split(",") if ascii_whole(x, 9)}),
+                "msi_irqs": [] if refused else sorted({int(x) for x in kv.get("irqs", "").split(",")
+                                                       if ascii_whole(x, 9)}),
                 **({"refused": refused} if refused else {}),
             }
         )

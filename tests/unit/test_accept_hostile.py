@@ -559,7 +559,8 @@ def test_a_dcgm_result_of_no_gpu_index_is_never_a_pass(gpu):
 
 
 @pytest.mark.reliability(item=40, fault="the probe's answer listing thousands of GPUs with their load readings (within "
-                         "the 8 MiB read): the judge matched every reading to every GPU, quadratic (1,000 entries 10 s, "
+                         "the 8 MiB read): the judge matched every reading to every GPU, quadratic (1,000 entries "
+                         "10 s, "
                          "18,000 hours)", variants=1, checks=("no hang",))
 def test_judging_many_gpu_entries_is_linear(h200_facts, monkeypatch):  # noqa: F811
     """Counted, not timed: the bus ids the judge normalises grow with the entries, not with their square."""

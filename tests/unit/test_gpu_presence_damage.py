@@ -229,7 +229,8 @@ def test_a_gpu_listed_twice_by_nvidia_smi_is_named_never_counted_twice(tmp_path,
     assert {"row": "with index", "uuid": "with UUID", "bus id": "with bus id"}[twice] in fact.seen, fact
 
 
-@pytest.mark.reliability(item=40, fault="nvidia-smi -q: a GPU section whose bus id has a 400-digit domain, two sections "
+@pytest.mark.reliability(item=40, fault="nvidia-smi -q: a GPU section whose bus id has a 400-digit domain, two "
+                         "sections "
                          "of one UUID, or more sections than Attached GPUs: read as GPUs, their lines PASS", variants=3,
                          checks=("one clear line",))
 @pytest.mark.parametrize("damage", ["domain", "uuid", "more"])

@@ -1082,7 +1082,8 @@ def test_capture_a100_board_with_every_link_inactive_and_no_fabric_state_fails()
     assert "nvidia-fabricmanager" in board[0].fix
 
 
-_NVLINK_TWO = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)\n" + "".join(f"\t Link {i}: 26.562 GB/s\n" for i in range(18))
+_NVLINK_TWO = ("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-aaaa)\n"
+               + "".join(f"\t Link {i}: 26.562 GB/s\n" for i in range(18))
                + "GPU 1: NVIDIA H100 80GB HBM3 (UUID: GPU-bbbb)\n"
                + "".join(f"\t Link {i}: 26.562 GB/s\n" for i in range(18)))
 
@@ -1100,7 +1101,8 @@ def test_a_link_or_gpu_printed_twice_by_nvlink_s_is_unreadable(damaged, said):
         parse_nvlink_status(damaged)
 
 
-@pytest.mark.reliability(item=40, fault="net.infiniband listing thousands of ports (within the 16 MiB read): each port's "
+@pytest.mark.reliability(item=40, fault="net.infiniband listing thousands of ports (within the 16 MiB read): each "
+                         "port's "
                          "expected rate was worked out over every port, quadratic (8,000 ports: 78 s)", variants=1,
                          checks=("no hang",))
 def test_many_rdma_ports_are_judged_in_linear_time(monkeypatch):
@@ -1122,7 +1124,8 @@ def test_many_rdma_ports_are_judged_in_linear_time(monkeypatch):
     assert any(k.name == "RDMA ports ignored" and "mlx5_7/1" in k.seen for k in lines)
 
 
-@pytest.mark.reliability(item=40, fault="nvlink -s listing thousands of GPUs (within the 16 MiB read): the GPUs without "
+@pytest.mark.reliability(item=40, fault="nvlink -s listing thousands of GPUs (within the 16 MiB read): the GPUs "
+                         "without "
                          "links were found by comparing every pair (20,000 GPUs: 6 s; 170,000: minutes)", variants=1,
                          checks=("no hang",))
 def test_many_nvlink_gpus_are_judged_without_comparing_every_pair():
