@@ -129,9 +129,20 @@ def take_aliases(merged: dict[str, Any]) -> dict[str, str]:
 
 
 #: sudo's flags that change nothing of what bringup runs: it passes ``-H`` itself and ``-S`` (with a password) or
-#: ``-n`` (without one); Ansible's default ``ansible_become_flags`` is ``-H -S -n``.
-_SUDO_FLAGS_OF_BRINGUP = frozenset({"-H", "-S", "-n", "--set-home", "--stdin", "--non-interactive", "-HSn", "-HS",
-                                    "-Hn", "-SHn", "-Sn"})
+#: ``-n`` (without one); Ansible's default ``ansible_become_flags`` is ``-H -S -n``.  Short ones may come bundled in
+#: any order (``-SH``, ``-nHS``), as sudo takes them.
+_SUDO_LONG_FLAGS_OF_BRINGUP = frozenset({"--set-home", "--stdin", "--non-interactive"})
+_SUDO_SHORT_FLAGS_OF_BRINGUP = frozenset("HSn")
+#: The sudo bringup runs (the host's PATH finds the distribution's own): ``ansible_become_exe`` naming it.
+_SUDO_EXES = frozenset({"sudo", "/usr/bin/sudo", "/bin/sudo"})
+#: Ansible's names of its sudo become plugin.
+_SUDO_METHODS = frozenset({"sudo", "ansible.builtin.sudo"})
+
+
+def _bringups_flag(flag: str) -> bool:
+    if flag.startswith("--"):
+        return flag in _SUDO_LONG_FLAGS_OF_BRINGUP
+    return len(flag) > 1 and flag[0] == "-" and set(flag[1:]) <= _SUDO_SHORT_FLAGS_OF_BRINGUP
 
 
 def become_problem(c: ConnectionVars, merged: dict[str, Any], taken: dict[str, str] | None = None) -> str | None:
@@ -151,15 +162,15 @@ def become_problem(c: ConnectionVars, merged: dict[str, Any], taken: dict[str, s
         value = merged.get(var)
         return "its value is not shown" if type(value) is not str else f"got {shown(value, 60)!r}"
 
-    if c.ansible_become_method != "sudo":
+    if c.ansible_become_method not in _SUDO_METHODS:
         return (f"ansible_become_method must be sudo ({got('ansible_become_method')}): {how}; let the login user "
                 "sudo there, or set ansible_become: false and log in as the user needed (ansible_user)")
     name = (taken or {}).get("ansible_become_exe", "ansible_become_exe")
-    if c.ansible_become_exe != "sudo":
+    if c.ansible_become_exe not in _SUDO_EXES:
         return (f"{name} must be sudo ({got('ansible_become_exe')}): {how}, found on the host's PATH; remove it for "
                 f"bringup's hosts (--set {name}=sudo)")
     name = (taken or {}).get("ansible_become_flags", "ansible_become_flags")
-    if any(f not in _SUDO_FLAGS_OF_BRINGUP for f in (c.ansible_become_flags or "").split()):
+    if not all(_bringups_flag(f) for f in (c.ansible_become_flags or "").split()):
         return (f"{name} may hold only -H, -S and -n ({got('ansible_become_flags')}): {how}, passing no other flag; "
                 f"remove it for bringup's hosts (--set {name}='-H -S -n')")
     return None

@@ -61,6 +61,15 @@ class Host:
     #: Variables whose ``{{ ... }}`` bringup does not render, with why (:mod:`bringup.inventory.sources.templating`):
     #: refused where bringup uses them (:func:`refuse_unrendered`).
     unrendered: dict[str, str] = field(default_factory=dict, repr=False)
+    #: Why the host's become is not one bringup does (:func:`~.connvars.become_problem`), as one line naming where it
+    #: was set, or None: refused where bringup connects to this host (:meth:`refuse_become`), never for the others
+    #: of an inventory shared with Ansible, whose hosts may become through su or doas.
+    become_refused: str | None = field(default=None, repr=False)
+
+    def refuse_become(self) -> None:
+        """One line, :class:`InventoryError`, when bringup cannot become as the host's variables ask."""
+        if self.become_refused:
+            raise InventoryError(self.become_refused)
 
     def refuse_unrendered(self, names) -> None:
         """One line, :class:`InventoryError`, when a variable of ``names`` (those a caller uses) holds a template
@@ -318,9 +327,9 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
             raise InventoryError(unrendered_line(hname, var, raw[var], sources.get(var, where), unrendered[var]))
         taken = take_aliases(merged)
         merged = _host_vars(merged, hname, where)
-        conn = _connection(merged, hname, where, taken, sources)
+        conn, become_refused = _connection(merged, hname, where, taken, sources)
         hosts[hname] = Host(name=hname, groups=order, vars=merged, connection=conn, raw=raw, sources=sources,
-                            unrendered=unrendered)
+                            unrendered=unrendered, become_refused=become_refused)
 
     doubts += [("--set", k) for k in (overrides or {}) if var_name_doubt(k)]
     warnings = _doubted(doubts)
@@ -377,9 +386,10 @@ def _host_vars(merged: dict[str, Any], hname: str, where: str) -> dict[str, Any]
 
 
 def _connection(merged: dict[str, Any], hname: str, where: str, taken: dict[str, str] | None = None,
-                sources: dict[str, str] | None = None) -> ConnectionVars:
-    """``taken``: the variables set under another of Ansible's names (:func:`take_aliases`): named as written;
-    ``sources``: where each variable was set (``file:line (host h1)``, ``--set``): a refusal names that place."""
+                sources: dict[str, str] | None = None) -> tuple[ConnectionVars, str | None]:
+    """The host's connection variables, and why its become is not one bringup does (None when it is); ``taken``:
+    the variables set under another of Ansible's names (:func:`take_aliases`): named as written; ``sources``: where
+    each variable was set (``file:line (host h1)``, ``--set``): a refusal names that place."""
     def place(name: str) -> str:
         # `--set ansible_port=1e308` was told as an error of the inventory's file, a file that does not hold it.
         src = (sources or {}).get(name, where)
@@ -400,9 +410,7 @@ def _connection(merged: dict[str, Any], hname: str, where: str, taken: dict[str,
             raise InventoryError(f"{where}: host {hname!r}: {name} {got} is {said}") from None
         raise InventoryError(f"{where}: host {hname!r}: {name} must be {fix} (got {got})") from None
     problem = become_problem(conn, merged, taken)
-    if problem:
-        raise InventoryError(f"{place(problem.split(' ', 1)[0])}: host {hname!r}: {problem}")  # (it starts so)
-    return conn
+    return conn, (f"{place(problem.split(' ', 1)[0])}: host {hname!r}: {problem}" if problem else None)  # (it starts so)
 
 
 def parse_set(items: list[str] | str | None) -> dict[str, Any]:

@@ -276,6 +276,8 @@ def selected(inventory, set_, host, hosts, group, limit=None, vault: tuple = (),
         chosen = inv.select(host=host, hosts=hosts, group=group)
         chosen = inv.limit(limit, chosen) if limit else chosen
     if connects:
+        for h in chosen:  # a become bringup does not do (su, doas): one line, before any connection
+            h.refuse_become()
         check_routes(chosen, routes)  # an ssh option or ssh config bringup cannot honour: one line, before any connection
     return inv, chosen
 

@@ -1135,8 +1135,8 @@ def test_a_become_bringup_does_not_speak_is_one_line(case, tmp_path):
     inv = tmp_path / "hosts.yml"
     inv.write_text(f"all:\n  hosts:\n    h1:\n      ansible_become: true\n      ansible_become_password: rootpw9\n"
                    f"      {line}\n")
-    with pytest.raises(InventoryError) as e:
-        load_inventory(inv)
+    with pytest.raises(InventoryError) as e:  # refused where bringup would become on it
+        load_inventory(inv).hosts["h1"].refuse_become()
     msg = str(e.value)
     assert "\n" not in msg and "host 'h1'" in msg and what in msg and got in msg and "sudo only" in msg, msg
     assert "rootpw9" not in msg
@@ -1144,6 +1144,30 @@ def test_a_become_bringup_does_not_speak_is_one_line(case, tmp_path):
     inv.write_text(f"all:\n  hosts:\n    h1:\n      {line}\n    h2:\n      ansible_become: true\n"
                    f"      ansible_become_flags: '-H -S -n'\n      ansible_become_method: sudo\n")
     assert sorted(load_inventory(inv).hosts) == ["h1", "h2"]
+
+
+@pytest.mark.reliability(item=40, fault="control inputs: one host's su/doas become (an inventory shared with Ansible) "
+                                        "refused every command on every host, and Ansible's own spellings of sudo "
+                                        "(ansible.builtin.sudo, /usr/bin/sudo, -SH) were refused", variants=6,
+                         checks=("one clear line", "nothing touched"))
+def test_a_become_bringup_does_not_do_is_refused_on_that_host_only_and_sudos_spellings_are_sudo(tmp_path):
+    from bringup.inventory.hosts import load_inventory
+
+    (tmp_path / "hosts.ini").write_text(
+        "[legacy]\nold1 ansible_host=127.0.0.1 ansible_port=9 ansible_become=true ansible_become_method=su\n"
+        "[gpu]\nh1 ansible_host=127.0.0.1 ansible_port=9 ansible_become=true\n"
+        "h2 ansible_host=127.0.0.1 ansible_port=9 ansible_become=true ansible_become_method=ansible.builtin.sudo "
+        "ansible_become_exe=/usr/bin/sudo ansible_become_flags='-SH -nHS --non-interactive'\n")
+    inv = load_inventory(tmp_path / "hosts.ini")
+    assert inv.hosts["h1"].become_refused is None and inv.hosts["h2"].become_refused is None
+    assert "ansible_become_method must be sudo" in inv.hosts["old1"].become_refused
+    p = bringup("hosts", "-i", "hosts.ini", cwd=tmp_path)
+    assert p.returncode == 0 and "old1" in p.stdout and "h2" in p.stdout, p.stdout + p.stderr
+    p = bringup("plan", "-i", "hosts.ini", "--limit", "gpu", cwd=tmp_path)  # the gpu hosts: tried (port 9: unreachable)
+    assert "must be sudo" not in p.stdout + p.stderr and "Traceback" not in p.stderr, p.stdout + p.stderr
+    said = one_line_refusal(bringup("plan", "-i", "hosts.ini", "--host", "old1", cwd=tmp_path),
+                            "hosts.ini:2: host 'old1': ansible_become_method must be sudo (got 'su')")
+    assert "unreachable" not in said
 
 
 def test_a_vaulted_become_method_is_refused_without_showing_it(tmp_path):
@@ -1154,7 +1178,7 @@ def test_a_vaulted_become_method_is_refused_without_showing_it(tmp_path):
     inv = tmp_path / "hosts.yml"
     inv.write_text("all:\n  hosts:\n    h1: {ansible_become: true}\n")
     with pytest.raises(InventoryError) as e:
-        load_inventory(inv, overrides={"ansible_become_method": Vaulted("dzdo")})
+        load_inventory(inv, overrides={"ansible_become_method": Vaulted("dzdo")}).hosts["h1"].refuse_become()
     assert "dzdo" not in str(e.value) and "its value is not shown" in str(e.value), str(e.value)
 
 
