@@ -26,56 +26,63 @@ class RegexTimeout(ValueError):
     """A search ran past :data:`SEARCH_TIMEOUT_S`."""
 
 
+def _parts(av, sre) -> list:
+    """Every sub-pattern nested in a node's argument ``av``, whatever holds it (a group, a branch, a look-around, a
+    conditional (?(1)...|...), an atomic group): directly, or in a tuple or list."""
+    out: list = []
+    for part in (av if isinstance(av, (tuple, list)) else (av,)):
+        if isinstance(part, sre.SubPattern):
+            out.append(part)
+        elif isinstance(part, (tuple, list)):
+            out.extend(x for x in part if isinstance(x, sre.SubPattern))
+    return out
+
+
+def _repeats(sre) -> tuple:
+    return (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT))
+
+
 def nested_repeat(pattern: str) -> bool:
-    """Whether ``pattern`` (valid) holds a repeat inside a repeat (``(a+)+``): backtracking that may never end."""
+    """Whether ``pattern`` (valid) holds a repeat inside a repeat (``(a+)+``, inside any group, atomic ones too):
+    backtracking that may never end."""
     from re import _parser as sre  # the parse tree re itself builds (3.11: re._parser)
 
-    reps = (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT))
-
-    def walk(items, inside: bool) -> bool:
+    reps = _repeats(sre)
+    stack: list = [(sre.parse(pattern), False)]
+    while stack:
+        items, inside = stack.pop()
         for op, av in items:
             if op in reps:
                 lo, hi, sub = av
                 if inside and hi != 0:
                     return True
-                if walk(sub, inside or hi is sre.MAXREPEAT or hi > 1):
-                    return True
-            elif op is sre.SUBPATTERN:
-                if walk(av[-1], inside):
-                    return True
-            elif op is sre.BRANCH:
-                if any(walk(b, inside) for b in av[1]):
-                    return True
-            elif op in (sre.ASSERT, sre.ASSERT_NOT):
-                if walk(av[1], inside):
-                    return True
-        return False
-
-    return walk(sre.parse(pattern), False)
+                stack.append((sub, inside or hi is sre.MAXREPEAT or hi > 1))
+            else:
+                stack.extend((part, inside) for part in _parts(av, sre))
+    return False
 
 
 def huge_repeat(pattern: str) -> int | None:
-    """The first repeat count of ``pattern`` (valid) over :data:`SUBJECT_MAX` (``.{99999999}``, ``a{300,}``), or
-    None: the ``regex`` package compiles a counted repeat unrolled, 18 GB and over a minute for ``.{99999999}``,
-    and no text searched (a host or GPU name) is longer than SUBJECT_MAX, so such a count can match nothing."""
+    """The first repeat count of ``pattern`` (valid), multiplied by the counts of the repeats it is nested in, that
+    is over :data:`SUBJECT_MAX` (``.{99999999}``, ``a{300,}``, ``((.{200}){200}){200}``), or None: the ``regex``
+    package compiles a counted repeat unrolled, 18 GB and over a minute for ``.{99999999}`` (2 GB for three nested
+    counts of 200 inside atomic groups), and no text searched (a host or GPU name) is longer than SUBJECT_MAX, so
+    such a count can match nothing."""
     from re import _parser as sre
 
-    reps = (sre.MAX_REPEAT, sre.MIN_REPEAT, getattr(sre, "POSSESSIVE_REPEAT", sre.MAX_REPEAT))
-    stack: list = [sre.parse(pattern)]
+    reps = _repeats(sre)
+    stack: list = [(sre.parse(pattern), 1)]
     while stack:
-        for op, av in stack.pop():
+        items, times = stack.pop()
+        for op, av in items:
             if op in reps:
-                for n in av[:2]:
-                    if n is not sre.MAXREPEAT and n > SUBJECT_MAX:
-                        return n
-            # Every part nested in this one, whatever holds it (a group, a branch, a look-around, a conditional
-            # (?(1)...|...), an atomic group): its sub-patterns, directly or in a tuple or list.
-            parts = av if isinstance(av, (tuple, list)) else (av,)
-            for part in parts:
-                if isinstance(part, sre.SubPattern):
-                    stack.append(part)
-                elif isinstance(part, (tuple, list)):
-                    stack.extend(x for x in part if isinstance(x, sre.SubPattern))
+                lo, hi, sub = av
+                n = times * max(lo, 1 if hi is sre.MAXREPEAT else hi)
+                if n > SUBJECT_MAX:
+                    return n
+                stack.append((sub, n))
+            else:
+                stack.extend((part, times) for part in _parts(av, sre))
     return None
 
 

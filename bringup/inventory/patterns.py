@@ -26,7 +26,7 @@ from typing import Mapping, Sequence
 
 from ..errors import InputError, quoted
 from ..process import command
-from ..regexes import REGEX_MAX, SUBJECT_MAX, RegexTimeout, huge_repeat, matcher, nested_repeat
+from ..regexes import RegexTimeout, matcher, problem
 from ..userfile import read_capped
 
 __all__ = ["split_pattern", "order_terms", "match_pattern", "read_limit_file", "expand_limit", "retry_line",
@@ -57,26 +57,17 @@ LIMIT_FILE_MAX = 1024 * 1024
 
 def _matcher(term: str):
     if term.startswith("~"):
-        if len(term) > REGEX_MAX + 1:
-            raise InputError(f"--limit: the regular expression is {len(term) - 1} characters; at most {REGEX_MAX} "
-                             "are taken (name groups instead)")
-        try:
-            rx = re.compile(term[1:])
-        except re.error as e:
-            raise InputError(f"--limit: {term!r} is not a valid regular expression ({e}); "
-                             "fix it or drop the leading ~") from None
-        if nested_repeat(term[1:]):
-            raise InputError(f"--limit: {term!r} repeats a repeated part (like (a+)+), which can take hours to "
-                             "match; write it without the nested repeat")
-        if huge_repeat(term[1:]) is not None:
-            raise InputError(f"--limit: {term!r} repeats a part {huge_repeat(term[1:]):,} times; at most "
-                             f"{SUBJECT_MAX} (no host name is longer), since a larger count takes gigabytes to compile")
+        why = problem(term[1:])  # the one rule for a regular expression from data (length, validity, repeats)
+        if why is not None:
+            raise InputError(f"--limit: {quoted(term, 80)} {why}; fix it or drop the leading ~ (name groups instead)")
+        rx = re.compile(term[1:])
         # Other patterns backtrack too ((a|a)*$, a dozen [a-z]* in a row): every name it is matched against, all
         # together, within LIMIT_REGEX_S.
         try:
             timed = matcher(rx.pattern, LIMIT_REGEX_S)
         except Exception as e:  # (the regex package refusing what re took)
-            raise InputError(f"--limit: {term!r} is not a regular expression bringup can run ({e}); "
+            raise InputError(f"--limit: {quoted(term, 80)} is not a regular expression bringup can run "
+                             f"({e or type(e).__name__}); "
                              "fix it or drop the leading ~") from None
 
         def match(name: str) -> bool:
