@@ -29,12 +29,20 @@ def file_sha256(path: Path) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise InputError(f"{path}: cannot read it on the control machine: {e.strerror or e}") from None
-    with os.fdopen(fd, "rb") as f:
+    with os.fdopen(fd, "rb"):
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise InputError(f"{path}: not a regular file (a folder, a pipe, a socket or a device); give a file to "
                              "send")
-        os.set_blocking(fd, True)
-        for chunk in iter(lambda: f.read(1 << 20), b""):
+        while True:  # left O_NONBLOCK (as userfile.read_regular reads): a file on a disk reads as it would blocking
+            try:
+                chunk = os.read(fd, 1 << 20)
+            except BlockingIOError:  # a kernel file that calls itself regular (/proc/kmsg): its read waits for ever
+                raise InputError(f"{path}: it waits for data (a kernel file such as /proc/kmsg), no file to send; "
+                                 "give a file to send") from None
+            except OSError as e:
+                raise InputError(f"{path}: cannot read it on the control machine: {e.strerror or e}") from None
+            if not chunk:
+                break
             h.update(chunk)
     return h.hexdigest()
 

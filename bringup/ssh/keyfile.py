@@ -19,6 +19,11 @@ __all__ = ["MAX_KEY_BYTES", "key_problem", "check_keys"]
 MAX_KEY_BYTES = 1 << 20
 
 
+#: :func:`key_problem`'s words for an empty file: an IdentityFile of an ssh config that is empty is passed over
+#: (ssh says "invalid format" and tries the next key), never handed to paramiko (its read of /proc/kmsg waits).
+_EMPTY = "empty (or a kernel file such as /proc/kmsg), no private key"
+
+
 def key_problem(path: str, *, missing_ok: bool = False) -> str:
     """Why the private key file ``path`` cannot be used ('' when it can), from its ``stat`` alone: a pipe or a
     device is never opened.  ``missing_ok``: a missing file is passed over, as ``ssh`` passes over an
@@ -38,7 +43,7 @@ def key_problem(path: str, *, missing_ok: bool = False) -> str:
     if not stat.S_ISREG(st.st_mode):
         return "not a regular file (a pipe, a device or a socket), no private key"
     if st.st_size == 0:  # (paramiko's blocking read of /proc/kmsg, a kernel file of size 0, waited for ever)
-        return "empty (or a kernel file such as /proc/kmsg), no private key"
+        return _EMPTY
     if st.st_size > MAX_KEY_BYTES:
         return f"larger than {MAX_KEY_BYTES >> 20} MiB, no private key (one is a few KiB)"
     if not os.access(path, os.R_OK):
@@ -46,13 +51,20 @@ def key_problem(path: str, *, missing_ok: bool = False) -> str:
     return ""
 
 
-def check_keys(files: tuple[str, ...], given_by: dict[str, str], otherwise: str, where: str) -> None:
-    """Each IdentityFile a regular file of a key's size (or missing: ssh passes over it); else one line naming
-    it and what set it (a vaulted path is not shown)."""
+def check_keys(files: tuple[str, ...], given_by: dict[str, str], otherwise: str, where: str) -> tuple[str, ...]:
+    """The IdentityFiles to offer: each a regular file of a key's size; a missing or empty one is passed over, as
+    ssh passes over a key it cannot load; anything else (a folder, a pipe, a device, too large, unreadable) is one
+    line naming it and what set it (a vaulted path is not shown)."""
+    kept = []
     for path in files:
         why = key_problem(path, missing_ok=True)
-        if why:
+        if why == _EMPTY:
+            continue
+        if not why:
+            kept.append(path)
+        else:
             by = given_by.get(path, otherwise)
             shown = HIDDEN if by.endswith("vaulted") else path
             raise InventoryError(f"{where}: IdentityFile {shown} (set by {by}): {why}; name the private key file "
                                  "itself")
+    return tuple(kept)

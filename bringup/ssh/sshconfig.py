@@ -229,7 +229,7 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
         way = "the chain is vaulted" if secret else " > ".join(chain + (at,))
         raise refuse(where, f"jump host {shown} reaches itself through ProxyJump ({way})")
     jumps, command = _via(found, where, config_text, config, chain + (at,), execs, secret)
-    check_keys(tuple(found.get("identityfile") or ()), {}, f"ssh config {config}", f"{where}: jump host {shown}")
+    keys = check_keys(tuple(found.get("identityfile") or ()), {}, f"ssh config {config}", f"{where}: jump host {shown}")
     hidden = frozenset({"name", "hostname", "port", "user"}) if secret else frozenset()
     # A jump host is dialed as the target is: its address held to the same rule (bringup.ssh.connection).
     address = str(found.get("hostname") or name)
@@ -239,8 +239,7 @@ def _hop(spec: str, where: str, config_text: str, config: str | None, chain: tup
     return Endpoint(name=name, hostname=address,
                     port=_int(found.get("port", 22), f"the port of jump host {shown}", where),
                     user=str(found.get("user") or getpass.getuser()),
-                    identity_files=tuple(found.get("identityfile") or ()),
-                    jumps=jumps, proxy_command=command, hidden=hidden)
+                    identity_files=keys, jumps=jumps, proxy_command=command, hidden=hidden)
 
 
 def route(host: Host, default_config: str = "~/.ssh/config") -> Route:
@@ -313,7 +312,7 @@ def _route(host: Host, default_config: str, execs: MatchExec) -> Route:
     else:
         given_by = {home(str.__str__(val)): f"{var}, vaulted" if isinstance(val, Vaulted) else var
                     for var in SSH_ARG_VARS for k, val in per_var[var] if k == "IdentityFile"}
-        check_keys(identity, given_by, f"ssh config {shown_config}", name)
+        identity = check_keys(identity, given_by, f"ssh config {shown_config}", name)
     # The address as ssh_config and the inventory name it (a host's name stands in for a missing ansible_host):
     # never a pattern written into known_hosts, nor a port or user Fabric would read out of it.  Said here, by the
     # input check, before any host is connected to (bringup.ssh.connection asks again at the login).

@@ -941,10 +941,12 @@ def test_a_dotenv_of_export_lines_is_refused_without_its_lines(tmp_path, name):
         for secret in ("hunter2x", "sk-proj", "db.internal", "tok-abc", "OPENAI_KEY", "FOO"):
             assert secret not in line, line
     assert not (tmp_path / "reports").exists()
-    # A host that is called export, with its connection variables, is still one.
-    (tmp_path / "hosts").write_text("[g]\nexport ansible_host=10.0.0.1 note=x\n")
+    # A host that is called export, with its connection variables, is still one; so is a host called local or
+    # declare with its own (lower-case) variables, as ansible-inventory lists them.
+    (tmp_path / "hosts").write_text("[g]\nexport ansible_host=10.0.0.1 note=x\nlocal rack=r12\ndeclare gpu_profile=l40s\n")
     p = bringup("hosts", "-i", "hosts", cwd=tmp_path)
     assert p.returncode == 0 and "root@10.0.0.1:22" in p.stdout, p.stdout + p.stderr
+    assert "local" in p.stdout and "declare" in p.stdout, p.stdout
 
 
 def test_ipv6_hosts_and_ports_are_still_host_names(tmp_path):
@@ -1218,8 +1220,8 @@ def _waiting_reads(monkeypatch, name: str) -> None:
 
 @pytest.mark.reliability(item=40, fault="control inputs: a kernel file that calls itself regular (/proc/kmsg) as a "
                                         "{file: PATH} secret, -i, --vault-password-file, --limit @FILE, ssh_config, "
-                                        "ssh_known_hosts or IdentityFile: the read waited for ever",
-                         variants=6, checks=("no hang", "one clear line"))
+                                        "ssh_known_hosts, IdentityFile or a model file to send: the read waited for ever",
+                         variants=7, checks=("no hang", "one clear line"))
 def test_a_regular_file_whose_read_waits_is_one_line_never_a_hang(tmp_path, monkeypatch):
     from bringup.errors import InputError
     from bringup.secrets import _from_file
@@ -1239,6 +1241,18 @@ def test_a_regular_file_whose_read_waits_is_one_line_never_a_hang(tmp_path, monk
     assert "waits for data" in str(e.value) and "\n" not in str(e.value), str(e.value)
     assert "waits for data" in _known_hosts_text(f)
     assert key_problem(str(f)) == "empty (or a kernel file such as /proc/kmsg), no private key"
+    # An ssh config's IdentityFile that is empty is passed over (ssh: "invalid format", then the next key), never
+    # handed to paramiko, whose read would wait; the inventory's own ansible_ssh_private_key_file is refused.
+    from bringup.ssh.keyfile import check_keys
+
+    good = tmp_path / "id_ed25519"
+    good.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\n")
+    assert check_keys((str(f), str(good)), {}, "ssh config x", "h1") == (str(good),)
+    from bringup.resources.upload import file_sha256  # a model or calibration file the inventory names (trt_engines)
+
+    with pytest.raises(InputError) as e:
+        file_sha256(f)
+    assert "waits for data" in str(e.value) and "\n" not in str(e.value), str(e.value)
 
 
 @pytest.mark.reliability(item=40, fault="control inputs: a bad connection variable was told as the inventory's error "
@@ -1256,7 +1270,7 @@ def test_a_bad_connection_variable_names_the_place_that_set_it(tmp_path):
     (tmp_path / "host_vars").mkdir()
     (tmp_path / "host_vars" / "h1.yml").write_text("a: 1\nansible_sudo_flags: -E\n")
     with pytest.raises(InventoryError) as e:
-        load_inventory(inv)
+        load_inventory(inv).hosts["h1"].refuse_become()
     assert str(e.value).startswith(f"{tmp_path / 'host_vars' / 'h1.yml'}:2: host 'h1': ansible_sudo_flags"), str(e.value)
     inv.write_text("all:\n  hosts:\n    h1:\n      x: 1\n      ansible_port: x\n")
     (tmp_path / "host_vars" / "h1.yml").unlink()

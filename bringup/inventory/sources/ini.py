@@ -36,6 +36,9 @@ _GROUPNAME = re.compile(r"^([^:\]\s]+)\s*(?:#.*)?$")
 _BRACKETED_HOSTPORT = re.compile(r"^\[(.+)\]:([0-9]+)$")
 #: The words of a shell line that sets variables (``export DB_PASSWORD=x`` of a .env file), never a host's name.
 _SHELL_WORDS = frozenset({"export", "readonly", "declare", "typeset", "local"})
+#: An environment variable's assignment as a .env writes it (``OPENAI_API_KEY=...``, upper case): a host named
+#: ``local`` or ``declare`` with its own lower-case variables (``local rack=r12``) is a host, as Ansible lists it.
+_ENV_ASSIGNMENT = re.compile(r"[A-Z_][A-Z0-9_]*=")
 _HOSTPORT = re.compile(r"^((?:[^:\[\]]|\[[^\]]*\])*):([0-9]+)$")
 
 
@@ -141,7 +144,7 @@ def parse_ini(text: str, path: str, known: Collection[str] = ()) -> SourceData:
             if pattern == "---":
                 raise fail("'---' is not a host: is this YAML with a syntax error?",
                            "'---' is not a host: is this YAML with a syntax error?")
-            if tokens[0] in _SHELL_WORDS and len(tokens) > 1 and "=" in tokens[1] and not any(
+            if tokens[0] in _SHELL_WORDS and len(tokens) > 1 and _ENV_ASSIGNMENT.match(tokens[1]) and not any(
                     t.startswith("ansible_") for t in tokens[1:]):
                 # ansible-inventory lists a host "export" with the .env's variables; its values are someone's
                 # secrets, shown by `hosts --host export`, and the host would be dialed: refused, never quoted.
