@@ -280,7 +280,7 @@ def out_folder(v: Any, flag: str = "--out", fix: str | None = None) -> Path:
     try:
         return _out_folder(text, flag, fix)
     except OSError as e:  # a name too long for the file system, a loop of links
-        raise InputError(f"{flag} {quoted(text, 120)}: {e.strerror or e}; give a folder of your own, like reports/bench"
+        raise InputError(f"{flag} {quoted(text, 120)}: {e.strerror or e}; give a path this user can look at"
                          ) from None
 
 

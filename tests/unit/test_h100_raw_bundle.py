@@ -5,7 +5,7 @@ pass-through VM, no systemd, no DCGM, no InfiniBand).
 ``tests/fixtures/hosts/h100-vm/facts-raw-2026-12-07.json`` is what ``invoke facts --raw`` wrote there through
 ``ansible_connection: local`` (``scripts/h200-health.sh``, which names the host ``h200-vm`` whatever its GPU);
 nothing in it was edited.  ``invoke checklist --facts`` reads it through the same parsers as a live run: the live
-checklist that day (``docs/examples/h100-vm-health/checklist.md``) and this offline one must say the same of its GPU.
+checklist that day (``docs/examples/h100-vm-health/checklist.txt``) and this offline one must say the same of its GPU.
 """
 from __future__ import annotations
 
@@ -45,7 +45,7 @@ def test_the_real_h100_is_read_as_an_h100_with_every_health_line_passing(tmp_pat
         assert line in page, page
     assert "| FAIL |" not in page and "fabric" not in page.lower(), page
     # The same lines as the live run that day on the host itself.
-    live = (REPO / "docs" / "examples" / "h100-vm-health" / "checklist.md").read_text()
+    live = (REPO / "docs" / "examples" / "h100-vm-health" / "checklist.txt").read_text()
     for line in page.splitlines():
         if line.startswith("| PASS | gpu |") or line.startswith("| PASS | health | GPU"):
             assert line in live, line

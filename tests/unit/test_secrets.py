@@ -408,7 +408,8 @@ all:
     monkeypatch.setenv("DEPLOY_PORT", "99999")
     with pytest.raises(InventoryError) as e:
         inv(tmp_path, text)
-    assert str(e.value) == f"{tmp_path / 'hosts'}: host 'h1': ansible_port must be an integer 1-65535 (got '{HIDDEN}')"
+    assert str(e.value) == (f"{tmp_path / 'hosts'}:6: host 'h1': ansible_port must be an integer 1-65535 "
+                            f"(got '{HIDDEN}')")  # (the line that set it)
 
 
 @pytest.mark.parametrize("url, shown", [
