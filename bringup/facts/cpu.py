@@ -74,14 +74,14 @@ def parse_lscpu_parse(output: str) -> dict[str, Any]:
         if line == "---":
             marked = True
             continue
-        m = re.match(r"^node\s+(\d+)(?:\s+(?!\S*:$)(\S*))?$", line)  # numactl -H's "node 0 cpus: ..." is not one
+        m = re.match(r"^node\s+([0-9]+)(?:\s+(?!\S*:$)(\S*))?$", line)  # numactl -H's "node 0 cpus: ..." is not one
         if m:
             try:
                 sys_nodes[int(m.group(1))] = cpulist(m.group(2))
             except UntrustedOutput as e:
                 raise UntrustedOutput(f"lscpu -p: node {m.group(1)}: {e}") from None
             continue
-        if re.match(r"^\d+,\S*$", line):  # lscpu's rows hold no blank (a CSV of another tool does)
+        if re.match(r"^[0-9]+,\S*$", line):  # lscpu's rows hold no blank (a CSV of another tool does)
             rows.append(line.split(","))
     if not rows:
         return {}

@@ -92,7 +92,7 @@ def parse_driver_owner(output: str) -> dict[str, Any] | None:
     for line in lines:
         key, sep, value = line.partition("=")
         if key == "owner" and sep:
-            m = re.fullmatch(r"rc=(\d+) path=(\S+)", value)
+            m = re.fullmatch(r"rc=([0-9]+) path=(\S+)", value)
             if not m:
                 raise UntrustedOutput(f"driver.owner: malformed line {line!r}")
             cur = []

@@ -120,9 +120,17 @@ def parse_raw(facts: list[type[Fact]], raw: dict[str, dict[str, Any]]) -> tuple[
             errors[fact.name] = " ".join(str(e).split())
             values[fact.name] = copy.deepcopy(fact.default)
         except Exception as e:  # noqa: BLE001 - reported, the run goes on
-            errors[fact.name] = " ".join(f"{type(e).__name__}: {e}".split())
+            errors[fact.name] = _unread(e)
             values[fact.name] = copy.deepcopy(fact.default)
     return values, errors
+
+
+def _unread(e: Exception) -> str:
+    """A parser's own error, in one line; a number of thousands of digits (past Python's conversion limit, whose
+    message tells the operator to call sys.set_int_max_str_digits()) in the command's words: no tool prints one."""
+    if isinstance(e, ValueError) and "sys.set_int_max_str_digits" in str(e):
+        return "a number of thousands of digits in the command's output, which no tool prints: the output is damaged"
+    return " ".join(f"{type(e).__name__}: {e}".split())
 
 
 def _size(n: int) -> str:

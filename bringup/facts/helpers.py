@@ -5,12 +5,12 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .base import UntrustedOutput, parse_cpulist
+from .base import UntrustedOutput, ascii_whole, parse_cpulist
 from ..untrusted import Unreadable, loads
 
 #: Matched against the stripped text: a \s* at each end beside the list's own let spaces split two ways
 #: (quadratic: 60,000 spaces took 18 s).
-_CPULIST_RE = re.compile(r"(\d+(-\d+)?)?(\s*,\s*\d+(-\d+)?)*")
+_CPULIST_RE = re.compile(r"([0-9]+(-[0-9]+)?)?(\s*,\s*[0-9]+(-[0-9]+)?)*")
 
 
 def cpulist(text: str | None) -> list[int]:
@@ -56,7 +56,7 @@ def to_int(text: str | None) -> int | None:
     if text is None:
         return None
     text = text.strip()
-    return int(text) if re.fullmatch(r"-?[0-9]{1,18}", text) else None
+    return int(text) if ascii_whole(text.removeprefix("-")) else None
 
 
 def sysfs_each(var: str, entries: str, having: str) -> str:

@@ -46,10 +46,10 @@ def parse_interrupt_desc(desc: str) -> dict[str, Any]:
     chip = toks[0][0]
     i = 1
     m = re.fullmatch(rf"(.+)-({_FLOWS})", chip)
-    if m and not (len(toks) > 1 and re.fullmatch(r"\d+(-\S+)?", toks[1][0])):
+    if m and not (len(toks) > 1 and re.fullmatch(r"[0-9]+(-\S+)?", toks[1][0])):
         chip, out["flow"] = m.group(1), m.group(2)
     elif len(toks) > 1:
-        m = re.fullmatch(r"(\d+)(?:-(\S+))?", toks[1][0])
+        m = re.fullmatch(r"([0-9]+)(?:-(\S+))?", toks[1][0])
         if m:
             out["hwirq"] = int(m.group(1))
             out["flow"] = m.group(2)
@@ -65,7 +65,7 @@ def parse_interrupt_desc(desc: str) -> dict[str, Any]:
     return out
 
 
-_COUNT = re.compile(r"\s+(\d+)(?=\s|$)")
+_COUNT = re.compile(r"\s+([0-9]+)(?=\s|$)")
 
 
 def parse_interrupts(output: str) -> dict[str, Any]:
@@ -88,8 +88,8 @@ def parse_interrupts(output: str) -> dict[str, Any]:
         line = raw.rstrip()
         if not line.strip() or line.lstrip().startswith("#"):
             continue
-        if re.fullmatch(r"\s*(CPU\d+\s*)+", line):
-            cpus = [int(x) for x in re.findall(r"CPU(\d+)", line)]
+        if re.fullmatch(r"\s*(CPU[0-9]+\s*)+", line):
+            cpus = [int(x) for x in re.findall(r"CPU([0-9]+)", line)]
             continue
         m = re.match(r"^\s*([0-9A-Za-z_]+):(.*)$", line)
         if not m:
@@ -108,6 +108,11 @@ def parse_interrupts(output: str) -> dict[str, Any]:
             pos = cm.end()
         desc = rest[pos:].strip()
         if ascii_whole(label):
+            if cpus is not None and len(counts) < len(cpus):
+                # Every numbered row holds a count per CPU of the header: a row cut short or with a count that is no
+                # number (`٣`, a word) is damaged, named, never read as fewer CPUs or skipped.
+                raise UntrustedOutput(f"/proc/interrupts: IRQ {label} holds {len(counts)} count(s) for the header's "
+                                      f"{len(cpus)} CPUs (cut short, or a count that is no number)")
             if not counts:
                 continue
             rec: dict[str, Any] = {"irq": int(label), "counts": counts, "total": sum(counts)}

@@ -142,7 +142,7 @@ IB_RATE_MAX = 100_000
 
 def _ib_state(file: str, text: str) -> str | None:
     """``4: ACTIVE`` → ``ACTIVE``; ``5: LinkUp`` → ``LinkUp``; anything the kernel does not print → None."""
-    m = re.fullmatch(r"(\d{1,3}):([^\n]*)", text.strip())  # linear: no \s*(.*?)\s* over host text
+    m = re.fullmatch(r"([0-9]{1,3}):([^\n]*)", text.strip())  # linear: no \s*(.*?)\s* over host text
     state = m.group(2).strip() if m else None
     return state if m and IB_STATES[file].get(int(m.group(1))) == state else None
 
@@ -207,7 +207,7 @@ def parse_infiniband_ports(output: str) -> list[dict[str, Any]]:
             entry[file] = None if bad else _ib_state(file, value)
         elif file == "rate":
             # Linear (no \s*(.*?)\s* over host text); a rate no port runs at (400 digits read as Infinity) is none.
-            m = None if bad else re.fullmatch(r"(\d+(?:\.\d+)?)\s*Gb/sec\b[^\n]*", value.strip())
+            m = None if bad else re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)\s*Gb/sec\b[^\n]*", value.strip())
             try:
                 rate = text_number(m.group(1), lo=0, hi=IB_RATE_MAX, what="rate") if m else None
             except Unreadable:

@@ -124,7 +124,7 @@ def parse_query_gpu_csv(output: str) -> list[dict[str, Any]]:
                 if isinstance(number, int) and number < 0 and field_name not in _SIGNED_COLUMNS:
                     raise UntrustedOutput(f"nvidia-smi --query-gpu: row {n}: {field.strip()[:40]} "
                                           f"{value[:40]!r} is below zero: no reading")
-                gpu[key] = number if isinstance(number, int) and re.fullmatch(r"-?\d+", value) else value
+                gpu[key] = number if isinstance(number, int) and re.fullmatch(r"-?[0-9]+", value) else value
             else:
                 gpu[key] = _mode(value)
         if gpu.get("pci_bus_id"):

@@ -10,7 +10,7 @@ from .nvidia_values import _gpu_line
 #: The line ``nvidia.query``'s command prints between ``nvidia-smi -q`` and ``nvidia-smi -L``.
 LIST_MARK = "--- nvidia-smi -L"
 
-_LIST_MIG = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+(\d+):\s+\(UUID:\s*([^)\s]+)\)\s*$")
+_LIST_MIG = re.compile(r"^\s+MIG\s+(\S+)\s+Device\s+([0-9]+):\s+\(UUID:\s*([^)\s]+)\)\s*$")
 
 
 def parse_nvidia_smi_list(output: str) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ from ..untrusted import Unreadable, text_number
 from .base import UntrustedOutput
 from .nvidia_values import _gpu_line
 
-_NVLINK_LINK = re.compile(r"^\s*Link\s+(\d+):(.*)$")  # the text stripped after: linear (not \s*(.*?)\s*$)
+_NVLINK_LINK = re.compile(r"^\s*Link\s+([0-9]{1,4}):(.*)$")  # the text stripped after: linear (not \s*(.*?)\s*$)
+_LINK_WORD = re.compile(r"^\s*Link\s+\S+:")
 _NVLINK_SPEED = re.compile(r"^([0-9]{1,6}(?:\.[0-9]{1,6})?)\s*GB/s$")
 _GPU_HEAD = re.compile(r"GPU\s+[0-9]{1,4}:(?=\s|$)")  # nvlink -s's GPU line, not -q's "GPU 00000000:18:00.0"
 #: The fastest one link runs, per direction (GB/s): NVLink 5 prints 53.125 (bringup/data/nvlink.yaml); a few
@@ -41,6 +42,11 @@ def parse_nvlink_status(output: str) -> list[dict[str, Any]]:
             # inActive" (a GPU whose every link is down, not a GPU without NVLink).
             gpus[-1]["all_inactive"] = True
             continue
+        if gpus and m is None and _LINK_WORD.match(line):
+            # A link line whose number is no number (`Link ٣:`, `Link 9999999999999999999:`): named, never a link
+            # that vanishes from the count.
+            raise UntrustedOutput(f"nvidia-smi nvlink -s: GPU {gpus[-1]['index']}: a link line whose link number is "
+                                  "not one (output damaged?)")
         if not gpus or m is None:
             continue  # NVML's notices, and lines of no link
         value = m.group(2).strip()

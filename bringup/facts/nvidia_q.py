@@ -154,7 +154,7 @@ def read_settings(sec: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[s
 
 
 _NVML_FAILED = re.compile(r"^Failed to initialize NVML: ([^\n]*\S)", re.M)  # linear: no (.+?)\s*$
-_NVML_LIBRARY = re.compile(r"^NVML library version: (\d+\.\d+(?:\.\d+)?)\s*$", re.M)
+_NVML_LIBRARY = re.compile(r"^NVML library version: ([0-9]+\.[0-9]+(?:\.[0-9]+)?)\s*$", re.M)
 
 
 def nvml_failure(output: str) -> dict[str, Any] | None:

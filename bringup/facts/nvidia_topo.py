@@ -10,7 +10,7 @@ from .nvidia_values import _none_if_na, _number
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 #: A link cell of the matrix (``SOC``: old drivers' name for SYS).
-_LINK = re.compile(r"X|SYS|SOC|NODE|PHB|PXB|PIX|NV\d+")
+_LINK = re.compile(r"X|SYS|SOC|NODE|PHB|PXB|PIX|NV[0-9]+")
 
 
 def _cells(line: str, tabbed: bool) -> list[str]:
@@ -46,7 +46,7 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
     nodes: dict[str, list[int]] = dict(numa_cpus or {})
     listed: set[str] = set()
     for l in lines:
-        m = re.match(r"^node\s+(\d+)\s*([\d,\-]*)\s*$", l.strip())
+        m = re.match(r"^node\s+([0-9]+)\s*([0-9,\-]*)\s*$", l.strip())
         if m:
             if m.group(1) in listed:  # the command prints each node once: which list is true is not known
                 raise UntrustedOutput(f"nvidia-smi topo -m: NUMA node {m.group(1)[:12]}'s CPU list is printed twice")
@@ -84,7 +84,7 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
             n += 1
         return n
 
-    gpu_rows = [n for n in row_cells if re.fullmatch(r"GPU\d+", n)]
+    gpu_rows = [n for n in row_cells if re.fullmatch(r"GPU[0-9]+", n)]
     if not gpu_rows:
         raise UntrustedOutput("nvidia-smi topo -m: a header but no GPU row (output cut short?)")
     width = max(links(row_cells[n]) for n in gpu_rows)
@@ -113,22 +113,22 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
 
     nic_legend: dict[str, str] = {}
     for l in lines:
-        m = re.match(r"^\s*(NIC\d+):\s*(\S+)\s*$", l)
+        m = re.match(r"^\s*(NIC[0-9]+):\s*(\S+)\s*$", l)
         if m:
             nic_legend[m.group(1)] = m.group(2)
 
     gpus: list[dict[str, Any]] = []
     nics: list[dict[str, Any]] = []
     for name in matrix:
-        gm = re.fullmatch(r"GPU(\d+)", name)
+        gm = re.fullmatch(r"GPU([0-9]+)", name)
         if not gm:
             nics.append({"name": name, "device": nic_legend.get(name, name)})
             continue
         vals = dict(zip(attrs, rows[name]))
         cpu_text = vals.get("CPU Affinity")
         numa_text = vals.get("NUMA Affinity")
-        shown = cpulist(cpu_text) if cpu_text and _none_if_na(cpu_text) and re.fullmatch(r"[\d,\-]+", cpu_text) else []
-        numa_aff = cpulist(numa_text) if numa_text and re.fullmatch(r"[\d,\-]+", numa_text) else []
+        shown = cpulist(cpu_text) if cpu_text and _none_if_na(cpu_text) and re.fullmatch(r"[0-9,\-]+", cpu_text) else []
+        numa_aff = cpulist(numa_text) if numa_text and re.fullmatch(r"[0-9,\-]+", numa_text) else []
         gpu_numa = vals.get("GPU NUMA ID")
         truncated: bool | None = None
         if numa_aff and all(str(n) in nodes for n in numa_aff):

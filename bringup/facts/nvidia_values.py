@@ -74,7 +74,7 @@ def _first(*values: Any) -> Any:
 def _count(value: Any) -> int | None:
     """A counter leaf (``0``); N/A and anything not a whole number: None."""
     v = _none_if_na(value) if isinstance(value, str) else None
-    return int(v) if v is not None and re.fullmatch(r"\d+", v) else None
+    return int(v) if v is not None and re.fullmatch(r"[0-9]+", v) else None
 
 
 #: What nvidia-smi prints in place of a counter or flag the part does not have (ECC off, a part before Ampere):
@@ -209,7 +209,7 @@ def read_mode(value: Any) -> bool | None:
     return MODE_WORDS[v]
 
 
-_LIST_GPU_HEAD = re.compile(r"GPU\s+(\d+):(?=\s)")
+_LIST_GPU_HEAD = re.compile(r"GPU\s+([0-9]+):(?=\s)")
 _UUID_TAIL = re.compile(r"\(UUID:\s*([^)\s]+)\)")
 
 

@@ -70,7 +70,7 @@ _ARCH_RE = re.compile(
 
 
 def _version_tuple(release: str) -> list[int]:
-    m = re.match(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?", release)
+    m = re.match(r"([0-9]+)(?:\.([0-9]+))?(?:\.([0-9]+))?", release)
     if not m:
         return []
     return [int(g) for g in m.groups() if g is not None]

@@ -52,7 +52,7 @@ def parse_systemd(output: str) -> dict[str, Any]:
     if not kv:
         return {}
     text = kv.get("version") or None
-    m = re.match(r"^systemd\s+(\d+)", text or "")
+    m = re.match(r"^systemd\s+([0-9]+)", text or "")
     return {
         "booted": kv.get("booted") == "yes",
         "pid1": kv.get("pid1") or None,
@@ -370,7 +370,7 @@ def parse_cpuidle(output: str) -> dict[str, Any] | None:
     states: list[dict[str, Any]] = []
     for line in output.splitlines():
         line = line.strip()
-        m = re.match(r"^state\s+(\d+)\s+latency=(\S*)\s+residency=(\S*)\s+disable=(\S*)\s+name=(.*)$", line)
+        m = re.match(r"^state\s+([0-9]+)\s+latency=(\S*)\s+residency=(\S*)\s+disable=(\S*)\s+name=(.*)$", line)
         if m:
             states.append(
                 {

@@ -22,7 +22,7 @@ _ARCH_BY_CC = {"6": "Pascal", "7.0": "Volta", "7.2": "Volta", "7.5": "Turing", "
 
 def version_key(v: str) -> tuple[int, ...]:
     """``535.86`` → ``(535, 86)``: versions compared number by number."""
-    return tuple(int(x) for x in re.findall(r"\d+", v))
+    return tuple(int(x) for x in re.findall(r"[0-9]+", v))
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def triton_need(image: object) -> TritonNeed | None:
     ordinary image's name (a vaulted ``nvidia`` elsewhere) does not: the release shown is no part of it."""
     from ..checks import load_matrix
 
-    m = re.search(r":(\d\d\.\d\d)", str(image or ""))
+    m = re.search(r":([0-9][0-9]\.[0-9][0-9])", str(image or ""))
     rel = (load_matrix().get("triton") or {}).get(m.group(1)) if m else None
     if not rel:
         return None

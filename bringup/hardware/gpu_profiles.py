@@ -85,7 +85,7 @@ class Match(Spec):
     """What the facts show of a GPU of the class (``nvidia.smi``): every key given must hold."""
 
     name: str = want(..., "a regular expression searched in nvidia-smi's GPU name, like '\\bH100\\b'")
-    compute_cap: list[Annotated[str, Field(pattern=r"^\d+\.\d+$")]] | None = want(
+    compute_cap: list[Annotated[str, Field(pattern=r"^[0-9]+\.[0-9]+$")]] | None = want(
         None, "a list of compute capabilities like ['9.0']")
     memory_mib: Memory | None = want(None, "a mapping with min and/or max (MiB of memory.total)")
 

@@ -392,5 +392,5 @@ def _topology_nvlink(facts: dict) -> str | None:
         return None
     pairs = sorted({f"{a}-{b} {v}" for a, row in matrix.items() if isinstance(row, dict) and str(a).startswith("GPU")
                     for b, v in row.items() if str(b).startswith("GPU") and str(a) < str(b)
-                    and re.fullmatch(r"NV\d+", str(v))})
+                    and re.fullmatch(r"NV[0-9]+", str(v))})
     return (", ".join(pairs[:3]) + (f" and {len(pairs) - 3} more" if len(pairs) > 3 else "")) if pairs else None

@@ -48,7 +48,7 @@ def _smi_spelling(address: str) -> str:
 
 def _log_span(log: dict) -> str:
     """Which log was read and whether it still holds the whole boot: a ring buffer that wrapped starts later."""
-    m = re.match(r"\[\s*(\d+(?:\.\d+)?)\]", str(log.get("first") or ""))
+    m = re.match(r"\[\s*([0-9]+(?:\.[0-9]+)?)\]", str(log.get("first") or ""))
     if log.get("source") != "dmesg" or m is None:
         return f"{log.get('source')}, this boot"
     start = float(m.group(1))

@@ -87,7 +87,7 @@ def _all_nics_sys(facts: dict[str, Any], gpus: list[GpuPlacement], devices: list
     t = facts.get("nvidia.topo") or {}
     matrix = t.get("matrix") or {}
     nics = [n for n in t.get("nics") or [] if n["name"] in matrix]
-    rows = [g for g in matrix if re.fullmatch(r"GPU\d+", g)]
+    rows = [g for g in matrix if re.fullmatch(r"GPU[0-9]+", g)]
     if not nics or not rows or any(matrix[g].get(n["name"]) not in ("SYS", "SOC") for g in rows for n in nics):
         return []
     nodes = sorted({g.node for g in gpus if g.node != -1})

@@ -144,11 +144,11 @@ def topo_only_nics(facts: dict[str, Any], gpu_node: dict[int, int], cpu_nodes: l
     for nic in topo.get("nics") or []:
         row = (topo.get("matrix") or {}).get(nic["name"], {})
         near = sorted({gpu_node[int(k[3:])] for k, rel in row.items()
-                       if re.fullmatch(r"GPU\d+", k) and rel in _SAME_NODE and int(k[3:]) in gpu_node})
+                       if re.fullmatch(r"GPU[0-9]+", k) and rel in _SAME_NODE and int(k[3:]) in gpu_node})
         node = near[0] if len(near) == 1 else -1
         if node == -1 and len(cpu_nodes) == 2 and row and all(
-                rel == "SYS" for k, rel in row.items() if re.fullmatch(r"GPU\d+", k)):
-            gnodes = {gpu_node[int(k[3:])] for k in row if re.fullmatch(r"GPU\d+", k) and int(k[3:]) in gpu_node}
+                rel == "SYS" for k, rel in row.items() if re.fullmatch(r"GPU[0-9]+", k)):
+            gnodes = {gpu_node[int(k[3:])] for k in row if re.fullmatch(r"GPU[0-9]+", k) and int(k[3:]) in gpu_node}
             if len(gnodes) == 1:  # SYS to every GPU, all on one of two nodes: the other one
                 node = next(n for n in cpu_nodes if n not in gnodes)
         out.append({"name": nic["device"], "kind": "nic", "pci_address": None, "rdma": nic["device"],

@@ -231,3 +231,28 @@ def test_net_interfaces_parser():
     lan10 = nics["lan10"]
     assert lan10["speed_mbps"] is None  # link down: speed read fails
     assert lan10["irqs"] == []  # "lan1" rows must not match "lan10"
+
+
+@pytest.mark.reliability(item=40, fault="host output: an Arabic-Indic digit read as a number (an IRQ count, an NVLink "
+                                        "link, a MIG instance id) or 5,000 digits named by Python's own advice to call "
+                                        "sys.set_int_max_str_digits(), in the parsers the first ASCII-digits fix left",
+                         variants=4, checks=("one clear line", "data shown as data"))
+def test_digits_a_tool_never_prints_are_never_read_as_numbers():
+    from bringup.facts.gather import _unread
+    from bringup.facts.nvidia_nvlink import parse_nvlink_status
+    from bringup.facts.nvidia_values import _count
+
+    real = (FIX / "h200-vm" / "interrupts.txt").read_text()
+    row = next(line for line in real.splitlines() if re.match(r"^\s*[0-9]+:\s+[0-9]", line))
+    first = row.split()[1]
+    for bad in ("\u0663", "\u00b2"):
+        with pytest.raises(UntrustedOutput) as e:
+            parse_interrupts(real.replace(row, row.replace(first, bad, 1)))
+        assert "count(s) for the header's" in str(e.value), str(e.value)
+    with pytest.raises(ValueError) as e:  # the whole count read, past Python's limit: said in the fact's words
+        parse_interrupts(real.replace(row, row.replace(first, "9" * 5000, 1)))
+    assert _unread(e.value).startswith("a number of thousands of digits in the command's output"), _unread(e.value)
+    with pytest.raises(UntrustedOutput) as e:  # read as link 3 before; then dropped from the count: named now
+        parse_nvlink_status("GPU 0: NVIDIA A100-SXM4-80GB (UUID: GPU-1)\n\t Link 0: 25 GB/s\n\t Link \u0663: 25 GB/s\n")
+    assert "a link line whose link number is not one" in str(e.value), str(e.value)
+    assert _count("\u0663") is None and _count("3") == 3
