@@ -281,13 +281,16 @@ def gpu_health_checks(facts: dict) -> list[Check]:
     listed = {g.get("pci_address") for g in gpus_of(facts)}
     if listed:
         said = {subject for subject, _ in unanswered}
-        other = {g.get("pci_address") for g in facts.get("nvidia.smi") or [] if isinstance(g, dict)}
+        # Named as its other lines name a GPU: nvidia-smi's own bus id (00000000:18:00.0) where the query gave it.
+        other = {g.get("pci_address"): f"GPU {g.get('pci_bus_id') or g.get('pci_address')}"
+                 for g in facts.get("nvidia.smi") or [] if isinstance(g, dict)}
         out += [line(AREA, "health (ECC, memory repair, clocks, temperature)", "WARN",
-                     f"not checked: nvidia-smi -q lists no GPU {a}, though nvidia-smi --query-gpu does (the two "
+                     f"not checked: nvidia-smi -q lists no {other[a]}, though nvidia-smi --query-gpu does (the two "
                      "disagree: an output cut short, or the GPU dropped between them)",
                      "read the host again; a GPU that comes and goes: dmesg shows its Xid/NVRM errors",
-                     subject=f"GPU {a}")
-                for a in sorted(x for x in other - listed if isinstance(x, str)) if f"GPU {a}" not in said]
+                     subject=other[a])
+                for a in sorted(x for x in other.keys() - listed if isinstance(x, str))
+                if other[a] not in said and f"GPU {a}" not in said]
     return out
 
 

@@ -179,6 +179,11 @@ class Stop:
     def _close_all(self) -> None:
         with self._lock:
             open_ = list(self._open)
+            if not self.at_once:
+                # A run that writes, abandoned by a second signal: a command on the control machine itself (an
+                # `ansible_connection: local` host's dpkg, its tune's trial) runs on to its end, as one on an SSH
+                # host does when its connection closes; only a read's stop (at_once) ends it.
+                open_ = [t for t in open_ if not getattr(t, "ends_its_command_on_close", False)]
             self.closed.update(t.host.name for t in open_ if getattr(t, "host", None) is not None)
         for t in open_:
             try:

@@ -311,6 +311,10 @@ def _pump(data: BinaryIO, write: Callable[[bytes], object]) -> None:
 class LocalTransport(Transport):
     """``ansible_connection: local``: run on the control machine itself."""
 
+    #: :meth:`close` ends the command in flight (there is no connection to drop): a read's stop wants it
+    #: (:class:`bringup.ssh.stop.Stop` ``at_once``), a write's second signal leaves it to finish, as over SSH.
+    ends_its_command_on_close = True
+
     def hold_run_lock(self, who: str, then: str | None = None, ahead: str | None = None) -> None:
         """No lock: ``ansible_connection: local`` is the control machine itself, whose inventory may name it
         several times (tests stand hosts in for each other that way); its runs are the operator's own."""

@@ -259,6 +259,6 @@ def test_a_gpu_the_query_lists_and_q_does_not_is_named_not_checked(tmp_path):
     csv = json.loads(BUNDLE.read_text())["raw"]["nvidia.smi"]["output"].splitlines()
     second = re.sub(r"GPU-[0-9a-f]{8}", "GPU-99999999", csv[1].replace("0, ", "1, ", 1).replace("00:06.0", "00:07.0"))
     lines = h200_lines(tmp_path, pci_devices=_two_gpus_on_the_bus(), nvidia_smi="\n".join([*csv, second]) + "\n")
-    (k,) = [l for l in lines if l.subject == "GPU 0000:00:07.0"]
-    assert k.status == "WARN" and k.seen.startswith("not checked: nvidia-smi -q lists no GPU 0000:00:07.0"), k
+    (k,) = [l for l in lines if l.subject == "GPU 00000000:00:07.0"]
+    assert k.status == "WARN" and k.seen.startswith("not checked: nvidia-smi -q lists no GPU 00000000:00:07.0"), k
     assert [l.status for l in lines if l.subject == "GPU 00000000:00:06.0" and l.area == "health"]  # GPU 0 judged

@@ -266,6 +266,21 @@ def test_a_reads_first_signal_ends_a_local_command_in_flight_without_abandoning(
     assert stop.requested and not stop.abandoned and stop.closed == {"ctl"}
 
 
+@pytest.mark.reliability(item=40, fault="a write run's second signal (provision, tune on an ansible_connection: local "
+                         "host) ended the local command in flight (a dpkg mid-install) where over SSH it runs on",
+                         variants=1, checks=("machine left alone",))
+def test_a_writes_second_signal_leaves_a_local_command_to_finish():
+    """Stop() (a run that writes): after two signals the run is abandoned, and a local step in flight finishes as a
+    step on an SSH host does when its connection closes; only a read's stop (at_once) ends it."""
+    stop = Stop(grace=0.2, say=lambda line: None)
+    t = LocalTransport(Host(name="ctl", groups=["all"], vars={}, connection=ConnectionVars(ansible_connection="local")))
+    stop.track(t)
+    threading.Timer(0.3, stop.request, args=(signal.SIGINT,)).start()
+    threading.Timer(0.6, stop.request, args=(signal.SIGINT,)).start()
+    assert t.run_script("sleep 2; echo finished-step").stdout == "finished-step\n"
+    assert stop.abandoned and "ctl" not in stop.closed
+
+
 def test_the_second_signal_starts_no_thread_in_its_handler_and_the_watchdog_closes_every_connection(monkeypatch):
     # A handler runs between two bytecodes of the main thread: a thread started there could wait for threading's
     # own lock, held by the main thread it interrupted (starting a thread of its own).  The second signal only
