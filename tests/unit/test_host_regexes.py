@@ -89,7 +89,10 @@ def test_interrupts_cpu_header_and_csv_lines_parse_in_linear_time():
 
     sp = " " * 60_000
     t0 = time.monotonic()
-    parse_interrupts(f"           CPU0       CPU1\n 24:{sp}x\n 25:   1{sp}x\n NMI:{sp}x\n")
+    for row in (f" 24:{sp}x", f" 25:   1{sp}x"):  # rows short of the header's counts: damaged, named
+        with pytest.raises(UntrustedOutput):
+            parse_interrupts(f"           CPU0       CPU1\n{row}\n")
+    parse_interrupts(f"           CPU0       CPU1\n NMI:{sp}x\n")
     _csv_key(f"a{sp}b")
     parse_lscpu_parse(f"# CPU,Core,Socket,Node{sp}x\n0,0,0,0\n")
     assert _number("9" * 400 + ".5 W") is None  # not Infinity
