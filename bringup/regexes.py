@@ -98,8 +98,9 @@ def problem(pattern: str) -> str | None:
         return "nests too deep to be read"
     if nested_repeat(pattern):
         return "repeats a repeated part (like (a+)+), which can take hours to match; write it without the nested repeat"
-    if huge_repeat(pattern) is not None:
-        return (f"repeats a part {huge_repeat(pattern):,} times; at most {SUBJECT_MAX} (no name searched is longer), "
+    times = huge_repeat(pattern)
+    if times is not None:
+        return (f"repeats a part {times:,} times; at most {SUBJECT_MAX} (no name searched is longer), "
                 "since a larger count takes gigabytes to compile")
     return None
 

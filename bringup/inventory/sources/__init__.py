@@ -26,7 +26,7 @@ import stat
 from pathlib import Path
 
 from ...errors import InventoryError
-from ...userfile import kind
+from ...userfile import kind, read_regular
 from ..vault import Vault
 from .folders import listed
 from .ini import parse_ini
@@ -123,7 +123,7 @@ def _is_program(path: Path) -> bool:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return False
-        head = os.read(fd, 4)
+        head = read_regular(fd, 3)  # (4 bytes at most, non-blocking: a /proc/kmsg there is no program)
     except OSError:
         return False
     finally:
@@ -146,7 +146,7 @@ def _detect(path: Path, vault: Vault | None, known: set[str]) -> SourceData:
         raise sealed_error(e, path, private) from None
     if not sealed:  # a file other users may not read: no warning may quote a key no name holds (/etc/shadow's)
         private_doubts(found.doubts, path)
-    if sealed:  # a file encrypted whole holds secrets only: every text of it is one
+    else:  # a file encrypted whole holds secrets only: every text of it is one
         sealed_doubts(found.doubts, path)  # a variable name not Ansible's form: no warning may quote it
         hide = (vault or Vault()).hide
         for gd in found.groups.values():
