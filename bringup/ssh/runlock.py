@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Callable, NamedTuple
 
 from .command import quote, sh
+from .script import read_tag
 from ..errors import Unreachable, said
 
 __all__ = ["LOCK_DIR", "WAIT_S", "FENCED_RC", "ERR_KEPT", "LockLost", "RunLock", "Served", "hold_script", "then_output",
@@ -50,6 +51,8 @@ OWNER_MAX = 300
 ERR_KEPT = 1 << 20
 #: Where a kept state read has its token (:func:`keep_request`): the holder puts the run's own in before it runs.
 READ_MARK = "@@BRINGUP-READ@@"
+#: Where a kept state read's snippet tag goes (:func:`bringup.ssh.script.read_tag` of its token).
+TAG_MARK = "@@BRINGUP-TAG@@"
 #: The longest script the holder serves, in bytes (its request's body): one argument of an exec stays well under
 #: Linux's 128 KiB (MAX_ARG_STRLEN); a longer one goes in a round trip of its own.
 SERVE_MAX = 96 * 1024
@@ -185,7 +188,7 @@ while IFS= read -r q; do
   if [ "$#" = 3 ]; then
     case $3 in -*|*-|*-*-*|*[!0-9a-f-]*) j=y; break ;; *-*) ;; *) j=y; break ;; esac
     [ -n "$rt" ] || {{ j=y; break; }}  # no read token: this holder reads nothing ahead, nor keeps
-    k=$s s=$(printf '%s\\n' "$s" | sed "s/{mark}/$rt/g")
+    k=$s s=$(printf '%s\\n' "$s" | sed "s/{mark}/$rt/g; s/{tag_mark}/$rg/g")
   fi
   serve1 "$s" "$2" "${{3-}}"
 done
@@ -197,11 +200,11 @@ done
 # read is a request's body, never longer): a file grown past that is cut, and its brace group cut short is a syntax
 # error, so nothing of it runs.
 _AHEAD = """\
-rt={read_token} af=
+rt={read_token} rg={read_tag} af=
 for f in "$d"/ahead-{key}-*; do [ -f "$f" ] && [ ! -L "$f" ] && af=$f; break; done
 if [ -n "$af" ]; then
   printf '@@%s:ahead:%s\\n' {token} "${{af##*-}}"
-  serve1 "$(head -c {cap} -- "$af" | sed "s/{mark}/$rt/g")" {seconds}
+  serve1 "$(head -c {cap} -- "$af" | sed "s/{mark}/$rt/g; s/{tag_mark}/$rg/g")" {seconds}
 else
   printf '@@%s:noahead\\n' {token}
 fi
@@ -246,11 +249,12 @@ def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None, the
                               or not re.fullmatch(r"[0-9a-f]{16,64}", ahead[1])):
         raise ValueError("a read ahead's key and token are hexadecimal")
     kept = "" if then is None or ahead is None else _AHEAD.format(
-        token=quote(token), mark=READ_MARK, cap=SERVE_MAX, key=ahead[0], read_token=ahead[1],
+        token=quote(token), mark=READ_MARK, tag_mark=TAG_MARK, cap=SERVE_MAX, key=ahead[0], read_token=ahead[1],
+        read_tag=read_tag(ahead[1]),
         seconds=max(1, int(ahead[2])))
     return _HOLD.format(say=_SAY, what=_WHAT, owner=_OWNER, holders=_HOLDERS, place=_PLACE, base=_base(base),
                         wait=_seconds(wait_s), token=quote(token), then=after, serve=serve, ahead=kept,
-                        loop=_LOOP.format(mark=READ_MARK))
+                        loop=_LOOP.format(mark=READ_MARK, tag_mark=TAG_MARK))
 
 
 def then_output(token: str, lines: list[str]) -> tuple[int, str] | None:
@@ -276,17 +280,23 @@ def serve_request(script: str, seconds: int) -> bytes:
 def keep_request(script: str, read_token: str, key: str, seconds: int) -> tuple[bytes, str]:
     """A request that runs ``script`` (made with ``read_token``) and keeps it under ``key`` for the next run's
     read ahead, with :data:`READ_MARK` where its token is; and the hash that names it (:func:`kept_hash`)."""
-    marked = script.replace(read_token, READ_MARK)
+    marked = _marked(script, read_token)
     digest = kept_hash(script, read_token)
     body = ("{\n" + marked + "\n} </dev/null\n").encode("utf-8", "surrogateescape")
     return f"{len(body)} {max(1, int(seconds))} {key}-{digest}\n".encode() + body, digest
 
 
+def _marked(script: str, read_token: str) -> str:
+    """``script`` with :data:`READ_MARK` for its token and :data:`TAG_MARK` for its snippets' tag."""
+    return script.replace(read_token, READ_MARK).replace(read_tag(read_token), TAG_MARK)
+
+
 def kept_hash(script: str, read_token: str) -> str:
-    """What names a kept read: the hash of the script with :data:`READ_MARK` for its token."""
+    """What names a kept read: the hash of the script with :data:`READ_MARK` for its token and :data:`TAG_MARK`
+    for its snippets' tag."""
     import hashlib
 
-    return hashlib.sha256(script.replace(read_token, READ_MARK).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return hashlib.sha256(_marked(script, read_token).encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def servable(script: str) -> bool:

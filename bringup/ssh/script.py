@@ -6,6 +6,7 @@ for another's, and a failing step is attributed to the resource it belongs to.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import secrets
 from collections.abc import Collection
@@ -13,7 +14,8 @@ from dataclasses import dataclass
 
 from .command import sh
 
-__all__ = ["READ_LANES", "SECTION_MAX", "TIMED_OUT", "KILLED", "READ_TAG_ENV", "Section", "batch", "split", "end_left"]
+__all__ = ["READ_LANES", "SECTION_MAX", "TIMED_OUT", "KILLED", "READ_TAG_ENV", "Section", "batch", "split", "end_left",
+           "read_tag"]
 
 
 @dataclass
@@ -87,6 +89,14 @@ _END_TAGGED = ('for _n in 1 2 3; do _l=$(grep -lzxF -e %s /proc/[0-9]*/environ 2
                '[ -n "$_l" ] || break; kill -KILL $_l 2>/dev/null; done')
 
 
+def read_tag(token: str) -> str:
+    """The tag (:data:`READ_TAG_ENV`) of the timed snippets of a script whose markers are ``token``: made from it one
+    way, so that a snippet reading its own environment learns nothing of the markers, and a state read kept for the
+    next run (:func:`bringup.ssh.runlock.keep_request`) is the same script with the next run's token and tag put in
+    (a tag of its own, random, made every kept read another script: none was ever read ahead)."""
+    return hashlib.sha256(f"bringup-read-tag:{token}".encode()).hexdigest()[:16]
+
+
 def end_left(pid: str, tag: str | None = None, var: str = READ_TAG_ENV) -> str:
     """The shell line that ends what a timed command (timeout(1)'s pid ``pid``, a shell word) left running once
     it ended: its process group (:data:`END_LEFT`), then, given its ``tag`` (hex, in ``var``), every process that
@@ -146,7 +156,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     if lanes > 1 and stop_on_error:
         raise ValueError("lanes run snippets side by side: stop_on_error needs them in order")
     token = token or secrets.token_hex(8)
-    rtag = secrets.token_hex(8)  # the timed snippets' tags (READ_TAG_ENV): not the markers' token
+    rtag = read_tag(token)  # the timed snippets' tags (READ_TAG_ENV): not the markers' token
     redir = "2>/dev/null" if stderr == "null" else "2>&1"
     shell = sorted(set(in_shell))
     small = set(small)

@@ -514,3 +514,36 @@ def test_the_kept_reads_of_one_lock_folder_are_at_most_kept_max_the_oldest_dropp
     let_go(p)
     left = sorted(f.name.split("-")[1] for f in base.iterdir() if f.name.startswith("ahead-"))
     assert left == keys[-KEPT_MAX:]
+
+
+def test_a_state_read_with_timed_snippets_is_read_ahead_by_the_next_run(tmp_path):
+    """A full provision's state read runs its snippets in lanes under timeout(1), each tagged in its environment
+    (READ_TAG_ENV) so that what it leaves behind is killed.  That tag was random per script: no run's kept read was
+    ever the next run's script, so every no-op made a second round trip (its read served again after the read
+    ahead was dropped).  The tag is made from the read token, kept marked as the token is, and put back by the
+    next run's holder: the same hash on both sides, and the read ahead is this run's very read, tags and all."""
+    from bringup.ssh.script import READ_TAG_ENV, batch, read_tag, split
+
+    def state_read(read_token: str) -> str:
+        return batch([("a", "echo one"), ("b", "echo two; env | grep -c '^" + READ_TAG_ENV + "='"), ("c", "echo 3")],
+                     token=read_token, lanes=4, section_max=1 << 16, time_limit_s=30)[0]
+
+    t1, t2 = "1111111111111111", "2222222222222222"
+    assert read_tag(t1) != read_tag(t2) and t1 not in read_tag(t1)
+    assert read_tag(t1) in state_read(t1)  # the script carries its tag (the leftovers' kill looks for it)
+    assert kept_hash(state_read(t1), t1) == kept_hash(state_read(t2), t2)
+    base = tmp_path / "bringup"
+    first = _ahead_holder(base, "r1", "abc123", t1)
+    assert answer(first) == "@@r1:noahead\n"
+    got, digest = _keep(first, "r1", state_read(t1), t1, "abc123")
+    assert got is not None and got.rc == 0
+    kept = (base / f"ahead-abc123-{digest}").read_text()
+    assert t1 not in kept and read_tag(t1) not in kept
+    let_go(first)
+    second = _ahead_holder(base, "r2", "abc123", t2)
+    assert answer(second) == f"@@r2:ahead:{digest}\n"  # what the control machine compares with its own read
+    ahead = read_served("r2", second.stdout.readline, 1 << 20)
+    assert ahead is not None and ahead.rc == 0
+    secs = split(ahead.stdout.decode(), t2, ["a", "b", "c"], section_max=1 << 16)
+    assert [s.output.strip() for s in secs] == ["one", "two\n1", "3"]  # its tag set in the snippet's environment
+    let_go(second)
