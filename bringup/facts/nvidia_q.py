@@ -256,6 +256,9 @@ def parse_nvidia_smi_q(output: str) -> dict[str, Any]:
                 "vbios_version": _sval(sec, "VBIOS Version"),
                 **settings,
                 "virtualization_mode": _sval(sec, "GPU Virtualization Mode", "Virtualization Mode"),
+                # A vGPU guest's licence (``Licensed (Expiry: ...)``, ``Unlicensed (Unrestricted)``, ``Unlicensed``):
+                # an unlicensed one runs compute at an idle level once its grace period ends.
+                "vgpu_license": _sval(sec, "vGPU Software Licensed Product", "License Status"),
                 "addressing_mode": _sval(sec, "Addressing Mode"),
                 "compute_mode": _sval(sec, "Compute Mode"),
                 "performance_state": _sval(sec, "Performance State"),

@@ -265,13 +265,46 @@ def _fabric(g: dict) -> Check | None:
     return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Completed, Success)", fix, subject=subject_of(g))
 
 
+#: What licenses a vGPU guest (NVIDIA's Virtual GPU Client Licensing User Guide): the token, gridd.conf, nvidia-gridd.
+LICENSE_FIX = ("license the VM: the client configuration token in /etc/nvidia/ClientConfigToken/, FeatureType in "
+               "/etc/nvidia/gridd.conf, then systemctl restart nvidia-gridd (journalctl -u nvidia-gridd says why it "
+               "failed)")
+
+
+def _vgpu_license(g: dict) -> Check | None:
+    """A vGPU guest's licence (``nvidia-smi -q``'s vGPU Software Licensed Product): ``Licensed (Expiry: ...)`` PASS;
+    ``Unlicensed (Unrestricted)`` (the 20-minute grace period after boot) WARN; ``Unlicensed`` or ``Unlicensed
+    (Restricted)`` FAIL: compute runs at an idle level (CUDA fails, ``operation not supported``) until it holds one.
+    None for a GPU that is no vGPU (bare metal, pass-through: no licence asked)."""
+    status, mode = g.get("vgpu_license"), str(g.get("virtualization_mode") or "")
+    if status is None and mode.upper() != "VGPU":
+        return None
+    s = subject_of(g)
+    if not isinstance(status, str):
+        return line(AREA, "vGPU license", "WARN", "not checked: a vGPU guest (Virtualization Mode VGPU) whose "
+                    "nvidia-smi -q shows no License Status (unreadable)", "nvidia-smi -q on the host shows it under "
+                    "vGPU Software Licensed Product; " + LICENSE_FIX, subject=s)
+    seen = f"License Status {status[:80]}"
+    if re.fullmatch(r"Licensed(?: \([^()\n]{0,80}\))?", status):
+        return line(AREA, "vGPU license", "PASS", seen, subject=s)
+    if status == "Unlicensed (Unrestricted)":
+        return line(AREA, "vGPU license", "WARN", seen + ": in its grace period, compute drops to an idle level "
+                    "when it ends", LICENSE_FIX, subject=s)
+    if status in ("Unlicensed", "Unlicensed (Restricted)"):
+        return line(AREA, "vGPU license", "FAIL", seen + ": compute restricted to an idle level (CUDA fails)",
+                    LICENSE_FIX, subject=s)
+    return line(AREA, "vGPU license", "WARN", f"not checked: {seen} is no status the driver prints (unreadable)",
+                LICENSE_FIX, subject=s)
+
+
 def gpu_health_checks(facts: dict) -> list[Check]:
-    """Each GPU's ECC, memory repair, clock event reasons, temperature and fabric lines."""
+    """Each GPU's ECC, memory repair, clock event reasons, temperature, fabric and vGPU license lines."""
     out: list[Check] = []
     for g in gpus_of(facts):
         h = g.get("health") or {}
         out.append(_ecc(g, h))
-        out += [c for c in (_memory_repair(g, h), _clocks(g, h), _temperature(g, h), _fabric(g)) if c is not None]
+        out += [c for c in (_memory_repair(g, h), _clocks(g, h), _temperature(g, h), _fabric(g), _vgpu_license(g))
+                if c is not None]
     # A GPU nvidia-smi cannot reach has no values to judge: said, never left out.
     unanswered = unanswered_gpus(facts)
     out += [line(AREA, "health (ECC, memory repair, clocks, temperature)", "WARN", seen, UNREACHABLE_FIX,
