@@ -72,7 +72,12 @@ def _gpu_checks(g: dict[str, Any]) -> list[Check]:
         if bar1 >= fb:
             out.append(Check(f"{name} BAR1 covers GPU memory", "PASS", f"BAR1 {bar1} MiB, memory {fb} MiB", **dev))
         else:
-            out.append(Check(f"{name} BAR1 covers GPU memory", "WARN", f"BAR1 {bar1} MiB < memory {fb} MiB",
+            # A vGPU's BAR1 is its vGPU type's, set on the hypervisor: no firmware setting of the guest changes it.
+            vgpu = str(g.get("virtualization_mode") or "").upper() == "VGPU"
+            out.append(Check(f"{name} BAR1 covers GPU memory", "WARN", f"BAR1 {bar1} MiB < memory {fb} MiB"
+                             + (" (a vGPU: its vGPU type's BAR1)" if vgpu else ""),
+                             "not a setting of this VM: a vGPU's BAR1 is fixed by its vGPU type on the hypervisor; "
+                             "pass the whole GPU through for a BAR1 that covers its memory" if vgpu else
                              "enable Above 4G Decoding and Resizable BAR in the firmware setup", **dev))
     cur, mx = g.get("pcie_gen_current"), g.get("pcie_gen_max")
     wc, wm = g.get("pcie_width_current"), g.get("pcie_width_max")

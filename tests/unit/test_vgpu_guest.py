@@ -68,3 +68,10 @@ def test_a_status_not_utf8_makes_the_report_unreadable_never_a_pass():
 
 def test_a_pass_through_gpu_has_no_license_line():
     assert not lines(strip_comments(A10G.read_text()), "vGPU license")
+
+
+def test_a_vgpus_small_bar1_is_not_sent_to_the_firmware_setup():
+    # The 24Q vGPU's BAR1 is 256 MiB of 24576 MiB: its vGPU type's, which no setting of the guest's firmware changes.
+    (bar1,) = lines(strip_comments(VGPU.read_text()), "GPU 00000000:00:10.0 BAR1 covers GPU memory")
+    assert bar1.status == "WARN" and bar1.seen == "BAR1 256 MiB < memory 24576 MiB (a vGPU: its vGPU type's BAR1)"
+    assert "Above 4G" not in bar1.fix and "vGPU type on the hypervisor" in bar1.fix
