@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..untrusted import Unreadable
-from .nvidia_values import COUNT_MAX, _get, read_count, read_flag, read_number
+from .nvidia_values import ABSENT, COUNT_MAX, _get, _seen, read_count, read_flag, read_number
 
 
 #: The clock event reasons (``Clocks Event Reasons``; ``Clocks Throttle Reasons`` before driver 535) by the
@@ -130,6 +130,33 @@ def _temperature(sec: dict[str, Any], read: _Reader) -> dict[str, Any]:
             "memory_c": temp("Memory Current Temp")}
 
 
+#: What ``GPU Recovery Action`` (drivers 550+) asks, by the words nvidia-smi prints (NVML's
+#: ``nvmlDeviceGpuRecoveryAction_t``; NVIDIA's "Error Recovery and Response Flags"): None, nothing.
+RECOVERY_ACTIONS = ("None", "Reset", "Reboot", "Drain P2P", "Drain and Reset")
+#: What newer drivers print in place of a value they no longer give (``Reset Required`` from 570 on).
+DEPRECATED = "Requested functionality has been deprecated"
+
+
+def _recovery(sec: dict[str, Any], read: _Reader) -> dict[str, Any]:
+    """What the driver asks be done to the GPU before it is used again: ``GPU Reset Status``'s ``Reset Required`` and
+    ``Drain and Reset Recommended`` (Yes/No; deprecated from 570) and ``GPU Recovery Action`` (one of
+    :data:`RECOVERY_ACTIONS`).  Not printed, N/A or deprecated: None; any other word is kept in ``read.bad`` under
+    ``recovery``, never taken for None."""
+    status = sec.get("GPU Reset Status") if isinstance(sec.get("GPU Reset Status"), dict) else {}
+
+    def flag(key: str) -> bool | None:
+        v = status.get(key)
+        return None if isinstance(v, str) and v.strip() == DEPRECATED else read.flag(
+            "recovery", f"GPU Reset Status {key}", v)
+
+    action = sec.get("GPU Recovery Action")
+    said = action.strip() if isinstance(action, str) else None
+    if action is not None and said not in RECOVERY_ACTIONS and said not in ABSENT and said != DEPRECATED:
+        read.bad.setdefault("recovery", []).append(f"GPU Recovery Action {_seen(action)}")
+    return {"reset_required": flag("Reset Required"), "drain_and_reset": flag("Drain and Reset Recommended"),
+            "action": said if said in RECOVERY_ACTIONS else None}
+
+
 def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
     """One GPU section of ``nvidia-smi -q`` → what it says of the GPU's health.
 
@@ -137,7 +164,7 @@ def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
     pending, failure), ``retired_pages`` (single_bit, double_bit, pending; parts before Ampere), the repair
     flags of newer drivers (``channel_repair_pending``, ``tpc_repair_pending``, ``unrepairable_memory``,
     ``sram_threshold_exceeded``), ``clock_reasons`` (each reason printed: True when Active),
-    ``clock_counters_us`` and ``temperature``.  A value the part does not have is None.  ``unreadable``: by check
+    ``clock_counters_us``, ``temperature`` and ``recovery`` (:func:`_recovery`).  A value the part does not have is None.  ``unreadable``: by check
     (``ecc``, ``memory_repair``, ``clock_reasons``, ``temperature``), the values printed that are no reading
     (``Volatile DRAM Uncorrectable 'NaN'``), whose checks are then not checked; empty where all read.
     """
@@ -186,6 +213,7 @@ def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
         "clock_reasons": reasons,
         "clock_counters_us": counters,
         "temperature": _temperature(sec, read),
+        "recovery": _recovery(sec, read),
     }
     _absent_beside_figures(health, "remapped_rows", rows, {
         "correctable": "Correctable Error", "uncorrectable": "Uncorrectable Error", "pending": "Pending",

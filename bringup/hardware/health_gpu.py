@@ -265,6 +265,37 @@ def _fabric(g: dict) -> Check | None:
     return line(AREA, "NVSwitch fabric", "FAIL", seen + " (want Completed, Success)", fix, subject=subject_of(g))
 
 
+#: What each ``GPU Recovery Action`` asks (NVIDIA's "Error Recovery and Response Flags").
+RECOVERY_FIX = {
+    "Reset": "stop the GPU's processes and reset it (nvidia-smi -r -i {bus}); it can be used again after",
+    "Reboot": "reboot the node: the fault may have left the OS inconsistent",
+    "Drain P2P": "stop the work using peer-to-peer with this GPU (drain it) before new work starts",
+    "Drain and Reset": "drain the GPU's peer-to-peer work, then reset it (nvidia-smi -r -i {bus})",
+}
+
+
+def _recovery(g: dict, h: dict) -> Check | None:
+    """What the driver asks be done before the GPU is used again (``GPU Recovery Action``; ``Reset Required`` and
+    ``Drain and Reset Recommended`` before driver 570): a FAIL naming it; no line where it asks nothing (a PASS on
+    every GPU of every host would say only what the other lines say)."""
+    damaged = _unreadable(g, h, "recovery", "GPU recovery")
+    if damaged:
+        return damaged
+    rec = h.get("recovery") or {}
+    action = rec.get("action")
+    if action and action != "None":
+        return line(AREA, "GPU recovery", "FAIL", f"GPU Recovery Action {action}: the driver asks it before the "
+                    "GPU is used again", RECOVERY_FIX[action].format(bus=g.get("bus_id")), subject=subject_of(g))
+    if rec.get("reset_required") or rec.get("drain_and_reset"):
+        said = ", ".join(k for k, v in (("Reset Required Yes", rec.get("reset_required")),
+                                        ("Drain and Reset Recommended Yes", rec.get("drain_and_reset"))) if v)
+        return line(AREA, "GPU recovery", "FAIL", f"{said}: the GPU needs a reset before it is used again",
+                    ("drain its work, " if rec.get("drain_and_reset") else "stop its processes, ") + "then reset it "
+                    f"(nvidia-smi -r -i {g.get('bus_id')}); still asked after that: reboot, then check dmesg for its "
+                    "Xid", subject=subject_of(g))
+    return None
+
+
 #: What licenses a vGPU guest (NVIDIA's Virtual GPU Client Licensing User Guide): the token, gridd.conf, nvidia-gridd.
 LICENSE_FIX = ("license the VM: the client configuration token in /etc/nvidia/ClientConfigToken/, FeatureType in "
                "/etc/nvidia/gridd.conf, then systemctl restart nvidia-gridd (journalctl -u nvidia-gridd says why it "
@@ -298,13 +329,13 @@ def _vgpu_license(g: dict) -> Check | None:
 
 
 def gpu_health_checks(facts: dict) -> list[Check]:
-    """Each GPU's ECC, memory repair, clock event reasons, temperature, fabric and vGPU license lines."""
+    """Each GPU's ECC, memory repair, clock event reasons, temperature, fabric, recovery and vGPU license lines."""
     out: list[Check] = []
     for g in gpus_of(facts):
         h = g.get("health") or {}
         out.append(_ecc(g, h))
-        out += [c for c in (_memory_repair(g, h), _clocks(g, h), _temperature(g, h), _fabric(g), _vgpu_license(g))
-                if c is not None]
+        out += [c for c in (_memory_repair(g, h), _clocks(g, h), _temperature(g, h), _fabric(g), _recovery(g, h),
+                            _vgpu_license(g)) if c is not None]
     # A GPU nvidia-smi cannot reach has no values to judge: said, never left out.
     unanswered = unanswered_gpus(facts)
     out += [line(AREA, "health (ECC, memory repair, clocks, temperature)", "WARN", seen, UNREACHABLE_FIX,
