@@ -11,7 +11,7 @@ from typing import Any
 from ..checks import Check, line
 from ..facts.nvidia_health import HOLDING_REASONS
 from .gpu import UNREACHABLE_FIX, nvswitch_evidence, unanswered_gpus
-from .nvlink import rate
+from .nvlink import link_count, rate
 
 __all__ = ["AREA", "gpu_health_checks", "nvlink_checks", "gpus_of", "subject_of", "has_gpu"]
 
@@ -375,6 +375,18 @@ def nvlink_checks(facts: dict) -> list[Check]:
     links = facts.get("nvidia.nvlink") or []
     by_uuid = {g.get("uuid"): g for g in gpus_of(facts)}
     with_links = [n for n in links if n.get("links") or n.get("all_inactive")]
+    board = nvswitch_evidence(facts)
+    if not with_links and board:
+        # An NVSwitch board's GPU of a part whose links nvidia-smi prints, listed with no link line (a lone GPU of the
+        # board in a VM, its output cut after the GPU line): not checked, never left out as a part without NVLink.
+        bare = [(n, by_uuid.get(n.get("uuid")) or {}) for n in links if isinstance(n, dict)]
+        cut = [(n, g, count) for n, g in bare
+               if (count := link_count(g.get("product_name") or n.get("name"), g.get("product_architecture")))]
+        if cut:
+            return [line(AREA, "NVLink", "WARN", f"not checked: nvidia-smi nvlink -s printed no link line for this "
+                         f"{n.get('name') or g.get('product_name')}, which has {count}, on an NVSwitch board ({board}) "
+                         "(output cut short?) (unreadable)", "read the host again (nvidia-smi nvlink -s on it)",
+                         subject=subject_of(g) if g else f"GPU {n.get('index')}") for n, g, count in cut]
     if not with_links:
         shown = _topology_nvlink(facts)
         if shown and isinstance(links, list) and not links:
@@ -386,9 +398,8 @@ def nvlink_checks(facts: dict) -> list[Check]:
         return []
     fastest = max((l["gbps"] for n in with_links for l in n["links"] if l.get("gbps")), default=None)
     most_up = max(sum(1 for l in n["links"] if l.get("active")) for n in with_links)
-    # An NVSwitch board: a fabric state on a GPU, or NVSwitches on the PCI bus (boards before Hopper, the DGX A100's
-    # A100-SXM among them, print Fabric State N/A, so the bus is their only sign).
-    board = nvswitch_evidence(facts)
+    # board: a fabric state on a GPU, or NVSwitches on the PCI bus (boards before Hopper, the DGX A100's A100-SXM among
+    # them, print Fabric State N/A, so the bus is their only sign).
     out: list[Check] = []
     for n in with_links:
         g = by_uuid.get(n.get("uuid")) or {}
@@ -401,7 +412,14 @@ def nvlink_checks(facts: dict) -> list[Check]:
         seen = f"{len(up)} of {len(n['links'])} links up" + (f" at {up[0]['gbps']:g} GB/s" if up and not slow else "")
         inactive = (f"every link inactive ({len(down)})" if down else
                     "every link inactive (NVML: all links are inActive)")
-        if not up and len(with_links) == 1 and not board:
+        count = link_count(g.get("product_name") or n.get("name"), g.get("product_architecture"))
+        if count and n["links"] and len(n["links"]) < count:
+            # nvidia-smi prints every link of the part, an inactive one too: fewer lines is an output cut at a line's
+            # end (a lone GPU has no peer to be held against: 10 of its 18 lines read as "10 of 10 links up").
+            out.append(line(AREA, "NVLink", "WARN", f"not checked: nvidia-smi nvlink -s printed {len(n['links'])} "
+                            f"link line(s) of the {count} a {n.get('name') or g.get('product_name')} has (output cut "
+                            "short?) (unreadable)", "read the host again (nvidia-smi nvlink -s on it)", subject=subject))
+        elif not up and len(with_links) == 1 and not board:
             out.append(line(AREA, "NVLink", "PASS", f"{len(down) or 'all'} links inactive: no NVLink peer on this "
                             "host (one GPU)", subject=subject))
         elif not up and most_up:
