@@ -164,8 +164,9 @@ def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
     pending, failure), ``retired_pages`` (single_bit, double_bit, pending; parts before Ampere), the repair
     flags of newer drivers (``channel_repair_pending``, ``tpc_repair_pending``, ``unrepairable_memory``,
     ``sram_threshold_exceeded``), ``clock_reasons`` (each reason printed: True when Active),
-    ``clock_counters_us``, ``temperature`` and ``recovery`` (:func:`_recovery`).  A value the part does not have is None.  ``unreadable``: by check
-    (``ecc``, ``memory_repair``, ``clock_reasons``, ``temperature``), the values printed that are no reading
+    ``clock_counters_us``, ``temperature`` and ``recovery`` (:func:`_recovery`).  A value the part does not have is
+    None.  ``unreadable``: by check (``ecc``, ``memory_repair``, ``clock_reasons``, ``temperature``, ``recovery``),
+    the values printed that are no reading
     (``Volatile DRAM Uncorrectable 'NaN'``), whose checks are then not checked; empty where all read.
     """
     ecc = sec.get("ECC Errors") if isinstance(sec.get("ECC Errors"), dict) else {}

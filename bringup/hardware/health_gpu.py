@@ -418,7 +418,8 @@ def nvlink_checks(facts: dict) -> list[Check]:
             # end (a lone GPU has no peer to be held against: 10 of its 18 lines read as "10 of 10 links up").
             out.append(line(AREA, "NVLink", "WARN", f"not checked: nvidia-smi nvlink -s printed {len(n['links'])} "
                             f"link line(s) of the {count} a {n.get('name') or g.get('product_name')} has (output cut "
-                            "short?) (unreadable)", "read the host again (nvidia-smi nvlink -s on it)", subject=subject))
+                            "short?) (unreadable)", "read the host again (nvidia-smi nvlink -s on it)",
+                            subject=subject))
         elif not up and len(with_links) == 1 and not board:
             out.append(line(AREA, "NVLink", "PASS", f"{len(down) or 'all'} links inactive: no NVLink peer on this "
                             "host (one GPU)", subject=subject))
