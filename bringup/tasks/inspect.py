@@ -105,6 +105,7 @@ def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_f
         if json_:
             doc = {name: {"value": value, "source": source} for name, value, source in rows}
             sys.stdout.write(json.dumps(doc, indent=2, default=str, allow_nan=False) + "\n")
+            _say_refused([target])
             return
         t = Table("variable", "value", "source", box=None,
                   title=escape(printable(f"{target.name} ({', '.join(target.groups)})")))
@@ -112,6 +113,7 @@ def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_f
             text = value if isinstance(value, str) else json.dumps(value, default=str)
             t.add_row(escape(printable(name)), escape(printable(text)), escape(printable(source)))
         console().print(t)
+        _say_refused([target])
         return
     head = ("host", "groups", "address", "connection", "gpu_profile")
     rows = []
@@ -128,12 +130,31 @@ def hosts(c, inventory=None, set_=None, host=None, json_=False, vault_password_f
         for row in rows:  # names and values are data: Rich markup in them is shown, not read
             t.add_row(*(escape(c) for c in row))
         console().print(t)
+        _say_refused(inv.hosts.values())
         return
     # A large inventory as plain aligned text, one pass: Rich's table measures every cell again and again
     # (40,000 hosts took 13 s of its time); the same columns, no wrapping.
     widths = [max(len(head[i]), *(len(r[i]) for r in rows)) for i in range(len(head))]
     text = "\n".join(" ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *rows])
     console().print(text, markup=False, highlight=False, soft_wrap=True)
+    _say_refused(inv.hosts.values())
+
+
+#: The most hosts whose refusal ``hosts`` spells out (the rest are counted).
+REFUSED_SAID = 20
+
+
+def _say_refused(hosts) -> None:
+    """A ``warning:`` line on stderr for each listed host that a run would refuse before connecting (a become
+    bringup does not do: su, doas): listed as any other host, it was refused only when a run selected it.  At most
+    :data:`REFUSED_SAID` spelled out, the others counted."""
+    refused = [h for h in hosts if h.become_refused]
+    for h in refused[:REFUSED_SAID]:
+        print(f"warning: a run refuses host {printable(h.name)!r} before connecting: {printable(h.become_refused)}",
+              file=sys.stderr, flush=True)
+    if len(refused) > REFUSED_SAID:
+        print(f"warning: and {len(refused) - REFUSED_SAID:,} more hosts a run refuses likewise "
+              f"(hosts --host NAME says why)", file=sys.stderr, flush=True)
 
 
 def _shown(raw, value) -> str:

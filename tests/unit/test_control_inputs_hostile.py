@@ -1172,6 +1172,25 @@ def test_a_become_bringup_does_not_do_is_refused_on_that_host_only_and_sudos_spe
     assert "unreachable" not in said
 
 
+@pytest.mark.reliability(item=40, fault="control inputs: a host whose become a run refuses (su) was listed by hosts and "
+                                        "hosts --host as any other, the refusal first said when a run selected it",
+                         variants=3, checks=("one clear line",))
+def test_hosts_says_which_hosts_a_run_refuses(tmp_path):
+    (tmp_path / "hosts.ini").write_text(
+        "[legacy]\nold1 ansible_host=127.0.0.1 ansible_become=true ansible_become_method=su\n"
+        "[gpu]\nh1 ansible_host=127.0.0.1 ansible_become=true\n")
+    for extra in ((), ("--host", "old1"), ("--host", "old1", "--json")):
+        p = bringup("hosts", "-i", "hosts.ini", *extra, cwd=tmp_path)
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stdout + p.stderr
+        said = [x for x in p.stderr.splitlines() if x.strip()]
+        assert len(said) == 1 and said[0].startswith("warning: a run refuses host 'old1' before connecting: "), said
+        assert "ansible_become_method must be sudo (got 'su')" in said[0], said
+        if extra[-1:] == ("--json",):
+            assert json.loads(p.stdout)["ansible_become_method"]["value"] == "su"
+    p = bringup("hosts", "-i", "hosts.ini", "--host", "h1", cwd=tmp_path)
+    assert p.returncode == 0 and p.stderr.strip() == "", p.stderr
+
+
 def test_a_vaulted_become_method_is_refused_without_showing_it(tmp_path):
     from bringup.errors import InventoryError
     from bringup.inventory.hosts import load_inventory
