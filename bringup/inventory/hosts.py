@@ -101,6 +101,43 @@ class Inventory:
     #: What was taken with a doubt, one line each (no ``warning:`` prefix): a variable name that is not Ansible's
     #: form (``my-var``), as ansible-core 2.19 takes it with a deprecation warning.  The tasks print them on stderr.
     warnings: list[str] = field(default_factory=list)
+    #: Each group's own hosts and children as read, in order: what :meth:`ordered` walks.
+    defs: dict[str, GroupDef] = field(default_factory=dict, repr=False)
+    #: The host names in the order the sources gave them (``hosts`` is sorted by name).
+    read_order: list[str] = field(default_factory=list, repr=False)
+
+    def ordered(self, name: str) -> list[str]:
+        """Group ``name``'s hosts in Ansible's order (``Group.get_hosts``), which ``--limit 'g[0:2]'`` counts in: its
+        own hosts as read, then its children's, a generation at a time (each generation's groups in the order
+        written: Ansible's own order past the first is a set's), each host once."""
+        out: list[str] = []
+        seen_hosts: set[str] = set()
+        level, seen_groups = [name], {name}
+        while level:
+            for g in level:
+                for h in self._own_hosts(g):
+                    if h not in seen_hosts and h in self.hosts:
+                        seen_hosts.add(h)
+                        out.append(h)
+            nxt = []
+            for g in level:
+                for c in self.defs[g].children if g in self.defs else ():
+                    if c not in seen_groups:
+                        seen_groups.add(c)
+                        nxt.append(c)
+            level = nxt
+        return out
+
+    def _own_hosts(self, g: str) -> list[str]:
+        """Group ``g``'s own hosts in Ansible's order; ``ungrouped`` as Ansible's reconcile leaves it: those read
+        into it that no other group took, then each host of no group (``all: hosts:``'s), in the order read."""
+        own = self.defs[g].hosts if g in self.defs else []
+        if g != "ungrouped":
+            return own
+        members = set(self.groups.get("ungrouped", ()))
+        first = [h for h in own if h in members]
+        rest = members.difference(first)
+        return first + [h for h in self.read_order if h in rest]
 
     def host(self, name: str) -> Host:
         """The host called ``name``; an unknown name suggests the closest."""
@@ -144,7 +181,7 @@ class Inventory:
         the hosts it names, among ``within`` (what ``--host``/``--group`` chose) or the whole inventory."""
         from .patterns import expand_limit
 
-        names = set(expand_limit(pattern, list(self.hosts), self.groups))
+        names = set(expand_limit(pattern, list(self.hosts), self.groups, self.ordered))
         pool = within if within is not None else list(self.hosts.values())
         chosen = [h for h in pool if h.name in names]
         if not chosen:
@@ -336,7 +373,8 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     if not hosts:
         warnings += hollow or [f"{where}: no host in the inventory; check that --inventory names an Ansible "
                                 "inventory (YAML, INI, a script or a folder of them) with hosts in it"]
-    return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths,
+    return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths, defs=groups,
+                     read_order=list(host_vars),
                      warnings=warnings)
 
 

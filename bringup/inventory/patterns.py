@@ -7,6 +7,8 @@
     ~trt-(l40s|a10)-0[12]    a regular expression (Python's re.match, as Ansible)
     all, *                   every host
     @reports/last.retry      the host names in a file, one a line (a retry file: no patterns)
+    l40s[0]  l40s[-1]        Ansible's subscripts of one group (or host): the first, the last;
+    l40s[0:2]  l40s[3:]      the first three (inclusive, as Ansible's), the fourth to the last
 
 Terms are separated by ``:`` or ``,``.  As in Ansible, the order of the terms
 does not change the result: the plain terms are united first, then each
@@ -15,6 +17,12 @@ and ``!`` terms starts from ``all``.  A term names groups when it matches a
 group name, else hosts (a wildcard or a regular expression tries both).
 Unlike Ansible, which warns and goes on, a term that matches nothing is an
 error: a typo in a rollout's pattern must not silently shrink or widen it.
+
+A subscript counts in Ansible's order of the group's hosts (``ansible --list-hosts 'g[0:2]'``): its own hosts
+as read, then its children's, a generation at a time (:func:`~bringup.inventory.hosts.Inventory.ordered`);
+``[x:y]`` includes ``y``.  An index past the group's end is an error, as in Ansible.  A subscript after a
+wildcard (``l40s-*[0]``: Ansible counts the matches in the order its groups were read, hosts twice where
+two groups match) is refused, and so is Ansible's removed ``[x-y]``.
 """
 from __future__ import annotations
 
@@ -35,9 +43,44 @@ __all__ = ["split_pattern", "order_terms", "match_pattern", "read_limit_file", "
 _WILD = re.compile(r"[*?\[]")
 
 
+#: A term: a run of what separates no terms, a ``[...]`` whole (``g[0:2]``'s ``:`` is no separator).  A ``[`` that
+#: is never closed stands for itself; a bracket's text holds no ``[`` (each character is read at most twice).
+_TERM = re.compile(r"(?:\[[^\[\]]*\]|[^:,])+")
+#: Ansible's subscript (its PATTERN_WITH_SUBSCRIPT): ``[i]``, ``[-i]``, ``[x:y]``, ``[x:]`` (and ``[x-y]``, removed).
+_SUBSCRIPT = re.compile(r"^(.+)\[(?:(-?[0-9]+)|([0-9]+)([:-])([0-9]*))\]$", re.DOTALL)
+#: A subscript's number past this is read as this: slicing with it is what Ansible does with any larger one.
+_LARGEST = 10 ** 18
+
+
 def split_pattern(pattern: str) -> list[str]:
-    """``'l40s:&rack2,!x'`` -> ``['l40s', '&rack2', '!x']`` (``:`` and ``,`` both separate terms)."""
-    return [t.strip() for t in re.split(r"[:,]", pattern) if t.strip()]
+    """``'l40s:&rack2,!x'`` -> ``['l40s', '&rack2', '!x']`` (``:`` and ``,`` both separate terms, outside a
+    subscript's brackets: ``'g[0:2]:h'`` -> ``['g[0:2]', 'h']``)."""
+    return [t.strip() for t in _TERM.findall(pattern) if t.strip()]
+
+
+def _number(digits: str) -> int:
+    """A subscript's number, at most :data:`_LARGEST` (100,000 digits are no int Python reads)."""
+    sign = -1 if digits.startswith("-") else 1
+    digits = digits.lstrip("-").lstrip("0") or "0"
+    return sign * (int(digits) if len(digits) <= 18 else _LARGEST)
+
+
+def _subscript(term: str, where: str) -> tuple[str, tuple[int, int | None] | None]:
+    """``term`` without its subscript, and the subscript as Ansible reads it (``(i, None)``, or ``(x, y)`` with
+    ``y`` -1 for "to the end"); a regular expression has none."""
+    m = _SUBSCRIPT.match(term) if not term.startswith("~") else None
+    if m is None:
+        return term, None
+    base, index, start, sep, end = m.groups()
+    if sep == "-":
+        raise InputError(f"{where}: {quoted(term, 80)}: Ansible removed [x-y] subscripts; write "
+                         f"{quoted(base + '[' + start + ':' + end + ']', 80)} (both ends included)")
+    if base != "*" and (_WILD.search(base) or base.startswith("~")):
+        raise InputError(f"{where}: {quoted(term, 80)}: a subscript after a wildcard counts hosts in the order "
+                         "Ansible happened to read its groups; subscript one group (l40s[0:2]) instead")
+    if index is not None:
+        return base, (_number(index), None)
+    return base, (_number(start), _number(end) if end else -1)
 
 
 def order_terms(terms: Sequence[str]) -> list[str]:
@@ -83,8 +126,15 @@ def _matcher(term: str):
     return lambda name: name == term
 
 
-def _one(term: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], where: str) -> list[str]:
-    """The hosts one term names, in inventory order."""
+def _one(term: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], where: str,
+         ordered=None) -> list[str]:
+    """The hosts one term names, in inventory order.  ``ordered(group)``: the group's hosts in Ansible's order,
+    for a subscript (none given: the order of ``groups``)."""
+    if term in hosts:  # a host's own name is taken as it is first, as Ansible does (a host called web[1])
+        return [term]
+    base, sub = _subscript(term, where)
+    if sub is not None:
+        return _subscripted(term, base, sub, hosts, groups, where, ordered)
     if term == "*":
         term = "all"
     match = _matcher(term)
@@ -104,12 +154,50 @@ def _one(term: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], w
     return [h for h in hosts if h in named]
 
 
+def _subscripted(term: str, base: str, sub: tuple[int, int | None], hosts: Sequence[str],
+                 groups: Mapping[str, Sequence[str]], where: str, ordered) -> list[str]:
+    """Ansible's ``_apply_subscript`` over the hosts of the one group (or host) ``base`` names, in Ansible's order."""
+    if base == "*":
+        base = "all"
+    if base in groups:
+        pool = list(ordered(base) if ordered is not None else groups[base])
+    elif base in hosts:
+        pool = [base]
+    else:
+        glob = re.compile(fnmatch.translate(term)).match
+        if any(glob(h) for h in hosts) or any(glob(g) for g in groups):
+            # Before subscripts, bringup read trt-0[12] as a wildcard: say how to write that one.
+            inner = term[len(base) + 1:-1]
+            raise InputError(f"{where}: {quoted(term, 80)} is Ansible's subscript [{inner}] of {quoted(base, 60)}, "
+                             f"which matches no host or group; to match names as a wildcard ending in "
+                             f"[{inner}], write the regular expression "
+                             f"{quoted('~' + re.escape(base).replace(chr(92) + '-', '-') + '[' + inner + ']$', 80)}")
+        _one(base, hosts, groups, where)  # its "matches no host or group" line, with the names close to it
+        pool = []
+    start, end = sub
+    # Ansible's own rule: y of [x:y] included, [x:] to the last, [x:0] (0 is falsy) the one host x.
+    if end:
+        picked = pool[start:(len(pool) if end == -1 else end + 1)]
+    elif -len(pool) <= start < len(pool):
+        picked = [pool[start]]
+    else:
+        picked = []
+    if not picked:
+        has = (f"has {len(pool):,} host{'s' if len(pool) != 1 else ''} (0 to {len(pool) - 1}, or -1 for the last)"
+               if pool else "has no host")
+        raise InputError(f"{where}: {quoted(term, 80)} names no host: {quoted(base, 60)} {has}; "
+                         f"`{command('hosts')}` lists them")
+    keep = set(picked)
+    return [h for h in hosts if h in keep]
+
+
 def match_pattern(pattern: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]],
-                  where: str = "--limit") -> list[str]:
+                  where: str = "--limit", ordered=None) -> list[str]:
     """The host names ``pattern`` selects, in inventory order (``hosts``); ``groups`` maps group -> hosts.
 
     An empty pattern, a term that names nothing, and a bad regular expression
-    are one-line :class:`InputError` s naming ``where``.
+    are one-line :class:`InputError` s naming ``where``.  ``ordered(group)``: the group's hosts in Ansible's
+    order, which a subscript counts in (:meth:`~bringup.inventory.hosts.Inventory.ordered`).
     """
     terms = split_pattern(pattern)
     if not terms:
@@ -118,15 +206,17 @@ def match_pattern(pattern: str, hosts: Sequence[str], groups: Mapping[str, Seque
         if t in ("&", "!"):
             raise InputError(f"{where}: {t!r} needs a name after it (e.g. ':&rack2', ':!trt-l40s-03')")
     chosen: list[str] = []
+    have: set[str] = set()  # chosen as a set: a union of two 40,000-host groups was 1.6e9 list tests
     for t in order_terms(terms):
         if t[0] == "&":
-            keep = set(_one(t[1:], hosts, groups, where))
+            keep = set(_one(t[1:], hosts, groups, where, ordered))
             chosen = [h for h in chosen if h in keep]
         elif t[0] == "!":
-            drop = set(_one(t[1:], hosts, groups, where))
+            drop = set(_one(t[1:], hosts, groups, where, ordered))
             chosen = [h for h in chosen if h not in drop]
         else:
-            chosen += [h for h in _one(t, hosts, groups, where) if h not in chosen]
+            chosen += [h for h in _one(t, hosts, groups, where, ordered) if h not in have]
+        have = set(chosen)
     order = {h: i for i, h in enumerate(hosts)}
     return sorted(chosen, key=order.__getitem__)
 
@@ -175,7 +265,7 @@ def read_limit_lines(path: str | Path) -> list[tuple[int, str]]:
     return names
 
 
-def expand_limit(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]]) -> list[str]:
+def expand_limit(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], ordered=None) -> list[str]:
     """``--limit``: a pattern, or ``@FILE`` (each line a host's name), in inventory order."""
     if limit.startswith("@"):
         where = f"--limit {limit}"
@@ -192,5 +282,5 @@ def expand_limit(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence
                                  "one a line (give a pattern such as a group or '*' as --limit PATTERN)")
             names.add(line)
         return [h for h in hosts if h in names]
-    return match_pattern(limit, hosts, groups)
+    return match_pattern(limit, hosts, groups, ordered=ordered)
 

@@ -114,8 +114,9 @@ def expand(pattern: str) -> list[str]:
     if pattern in inv.hosts:
         return [pattern]
     if pattern.startswith("@"):
-        return expand_limit(pattern, list(inv.hosts), inv.groups)
-    return match_pattern(pattern, list(inv.hosts), inv.groups, where=f"--hosts {SCHEME}://{pattern}")
+        return expand_limit(pattern, list(inv.hosts), inv.groups, inv.ordered)
+    return match_pattern(pattern, list(inv.hosts), inv.groups, where=f"--hosts {SCHEME}://{pattern}",
+                         ordered=inv.ordered)
 
 
 def host_spec(name: str) -> str:

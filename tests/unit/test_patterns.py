@@ -1,4 +1,6 @@
 """Host patterns (--limit) against Ansible's documented semantics, and the inventory's limit entry point."""
+from pathlib import Path
+
 import pytest
 
 from bringup.errors import InputError
@@ -48,7 +50,8 @@ def test_union_of_groups_and_hosts_in_inventory_order():
 
 def test_wildcards_on_hosts_and_groups():
     assert m("trt-a10-*") == HOSTS[:3]
-    assert m("trt-l40s-0[12]") == ["trt-l40s-01", "trt-l40s-02"]
+    assert m("trt-l40s-0[!12]") == ["trt-l40s-03", "trt-l40s-04"]
+    assert m("trt-l40s-0[34]*") == ["trt-l40s-03", "trt-l40s-04"]
     assert m("rack*:&a10") == HOSTS[:3]  # rack1 and rack2 matched as groups
 
 
@@ -196,8 +199,8 @@ def test_a_retry_file_names_hosts_literally():
     with tempfile.NamedTemporaryFile("w", suffix=".retry", delete=False) as fh:
         fh.write("fd00::2\nweb[1]\n")
     assert expand_limit(f"@{fh.name}", hosts, groups) == ["fd00::2", "web[1]"]
-    # Written as a pattern on the command line, the same text still means what Ansible says.
-    assert match_pattern("web[1]", hosts, groups) == ["web1"]
+    # Written as a pattern on the command line, the same text still means what Ansible says: a host's own name first.
+    assert match_pattern("web[1]", hosts, groups) == ["web[1]"]
 
 
 @pytest.mark.reliability(item=26, fault="--limit @/etc/shadow: a file that is no retry file quoted in the error",
@@ -243,3 +246,75 @@ def test_a_backtracking_regex_is_one_line_within_the_time_limit(pattern, monkeyp
     text = str(e.value)
     assert "\n" not in text and f"'{pattern}' took over 0.5 s" in text, text
     assert match_pattern("~(a|b)+$", ["ab", "c"], {}) == ["ab"]
+
+
+# --- Ansible's group subscripts: g[0], g[-1], g[0:2], g[3:] ------------------------------------------------------
+
+SUBSCRIPT_INI = ("u2\nu1\n[gpu]\nh4\nh1\nh3\nh2\n[gpu:children]\nsub\n[sub]\ns1\ns0\nu1\n[gpu2]\nh5\nh0\n")
+SUBSCRIPT_YML = ("all:\n  hosts:\n    z1:\n    a1:\n  children:\n    gpu:\n      hosts:\n        m3:\n        b2:\n"
+                 "        a1:\n      children:\n        rack2:\n          hosts:\n            q9:\n            c1:\n"
+                 "    other:\n      hosts:\n        y7:\n")
+SUBSCRIPTS = {"hosts.ini": ["gpu[0:2]", "gpu[0]", "gpu[-1]", "gpu[1:]", "gpu[0:0]", "gpu[5]", "gpu[-6]", "gpu[2:5]",
+                            "gpu[0:99999999999999999999]", "gpu[0:2],gpu2[0]", "gpu[0:2]:gpu2", "gpu:&gpu[0:1]",
+                            "all:!gpu[0:3]", "all[0]", "all[1]", "all[-1]", "*[2]", "ungrouped[0]", "ungrouped[-1]",
+                            "sub[1]", "h1[0]", "~h.*[0]"],
+              "hosts.yml": ["all[0]", "all[1]", "all[2]", "all[0:4]", "all[-1]", "gpu[0:3]", "gpu[-1]",
+                            "ungrouped[0]", "ungrouped[1]", "other[0:]"]}
+
+
+def _ansible_list_hosts(path: Path, patterns: list[str]) -> dict[str, list[str]]:
+    """What ansible-core's InventoryManager lists for each pattern (a subprocess: its config is read at import)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = ("import json, sys\nfrom ansible.parsing.dataloader import DataLoader\n"
+            "from ansible.inventory.manager import InventoryManager\n"
+            "im = InventoryManager(DataLoader(), sources=[sys.argv[1]])\nout = {}\n"
+            "for p in sys.argv[2:]:\n    try:\n        out[p] = sorted(h.name for h in im.get_hosts(p))\n"
+            "    except Exception:\n        out[p] = []\nprint(json.dumps(out))\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ANSIBLE_")}
+    (path.parent / "ansible.cfg").write_text("")
+    env.update(ANSIBLE_CONFIG=str(path.parent / "ansible.cfg"), ANSIBLE_HOME=str(path.parent / "ansible-home"),
+               ANSIBLE_LOCAL_TEMP=str(path.parent / "ansible-tmp"), ANSIBLE_NOCOLOR="1")
+    r = subprocess.run([sys.executable, "-c", code, str(path), *patterns], capture_output=True, text=True,
+                       env=env, cwd=path.parent, timeout=120)
+    assert "No module named" not in r.stderr, f"ansible-core is a test dependency: pip install '.[test]'\n{r.stderr}"
+    return json.loads(r.stdout)
+
+
+@pytest.mark.reliability(item=40, fault="--limit with Ansible's group subscripts (g1[0:3], g1[-1]) was refused as a "
+                                        "name that matches nothing", variants=32, checks=("exit code",))
+@pytest.mark.parametrize("name,text", [("hosts.ini", SUBSCRIPT_INI), ("hosts.yml", SUBSCRIPT_YML)], ids=["ini", "yml"])
+def test_subscripts_pick_the_hosts_ansible_picks(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    inv = load_inventory(path)
+    for pattern, theirs in _ansible_list_hosts(path, SUBSCRIPTS[name]).items():
+        try:
+            ours = sorted(h.name for h in inv.limit(pattern))
+        except InputError as e:  # Ansible warns and runs nothing; bringup says so, one line
+            assert theirs == [] and "\n" not in str(e), (pattern, str(e))
+            continue
+        assert ours == theirs, pattern
+
+
+@pytest.mark.reliability(item=40, fault="--limit subscripts past any size (100,000 digits, [0:10^20]), [x-y], after a "
+                                        "wildcard, a glob ending in [12]: one line each", variants=6,
+                         checks=("one clear line",))
+def test_subscripts_are_bounded_and_their_refusals_one_line():
+    assert split_pattern("gpu[0:2]:a10,rack1[1]") == ["gpu[0:2]", "a10", "rack1[1]"]
+    assert m("l40s[0:99999999999999999999]") == HOSTS[3:7] and m("a10[-1]") == ["trt-a10-03"]
+    for pattern, words in {"l40s[" + "9" * 100_000 + "]": "'l40s' has 4 hosts (0 to 3",
+                           "l40s[0:" + "9" * 100_000 + "]": None,
+                           "l40s[1-2]": "write 'l40s[1:2]'",
+                           "l40s*[0]": "a subscript after a wildcard",
+                           "trt-l40s-0[12]": "write the regular expression '~trt-l40s-0[12]$'",
+                           "cpu[1]": "'cpu' has 1 host (0 to 0"}.items():
+        if words is None:
+            assert m(pattern) == HOSTS[3:7]
+            continue
+        with pytest.raises(InputError) as e:
+            m(pattern)
+        assert words in str(e.value) and "\n" not in str(e.value) and len(str(e.value)) < 400, str(e.value)
