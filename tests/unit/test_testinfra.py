@@ -55,7 +55,8 @@ def test_hosts_take_names_groups_and_ansible_patterns_as_limit_does(inv):
     assert expand_hosts("bringup://l40s") == "bringup://h1,bringup://h2,bringup://h3"
     # Wildcards and classes that testinfra's URL parsing would cut (`?` a query, `[12]` an IPv6 address).
     assert expand_hosts("bringup://h?:!h1") == "bringup://h2,bringup://h3"
-    assert expand_hosts("bringup://h[13]") == "bringup://h1,bringup://h3"
+    assert expand_hosts("bringup://h[!2]") == "bringup://h1,bringup://h3"
+    assert expand_hosts("bringup://l40s[0:1]") == "bringup://h1,bringup://h2"  # Ansible's subscript, as --limit's
     assert expand_hosts("bringup://~(a|h)1") == "bringup://a1,bringup://h1"
     # Other backends' hosts pass through; a host named twice is one host.
     assert expand_hosts("bringup://a1,paramiko://root@x,bringup://a10") == "bringup://a1,paramiko://root@x"
