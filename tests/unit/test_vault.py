@@ -471,3 +471,28 @@ def test_a_mistake_in_a_file_encrypted_whole_names_its_line_never_its_text(tmp_p
                                  f"(`ansible-vault view -- {tmp_path / name}` shows it)")
     for word in ("S3cret", "Tr1ton", "ansible_become_password", "gpu"):
         assert word not in str(e.value).replace(str(tmp_path), "")
+
+
+@pytest.mark.reliability(item=40, fault="a mapping key encrypted with !vault (`? !vault |`): decrypted, a 2-character key "
+                                        "was shown by hosts --host (table and JSON) as a variable's name",
+                         variants=3, checks=("one clear line", "secret never shown"))
+@pytest.mark.parametrize("where", ["variable", "nested", "group_vars"])
+def test_a_key_encrypted_with_vault_is_refused_never_decrypted(tmp_path, where):
+    (tmp_path / "pw").write_text(PASSWORD)
+    key = "? !vault |\n" + "\n".join("    " + x for x in _encrypt(PASSWORD.encode(), "k9").splitlines()) + "\n: 1\n"
+    if where == "group_vars":
+        (tmp_path / "group_vars").mkdir()
+        (tmp_path / "group_vars" / "all.yml").write_text("ok: 1\n" + key)
+        (tmp_path / "inv.yml").write_text("all:\n  hosts:\n    h1:\n")
+        at = "group_vars/all.yml"
+    else:
+        indent = " " * (6 if where == "variable" else 8)
+        (tmp_path / "inv.yml").write_text("all:\n  hosts:\n    h1:\n" + ("      sysctl:\n" if where == "nested" else "")
+                                          + "".join(indent + x + "\n" for x in key.splitlines()))
+        at = "inv.yml"
+    p = subprocess.run([sys.executable, "-m", "bringup", "hosts", "-i", "inv.yml", "--host", "h1",
+                        "--vault-password-file", "pw"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2])))
+    out = p.stdout + p.stderr
+    assert p.returncode == 1 and len(out.splitlines()) == 1 and "k9" not in out, out
+    assert f"{at}:" in out.split(": a key")[0] and "a key encrypted with !vault" in out, out

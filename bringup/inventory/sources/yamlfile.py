@@ -106,6 +106,12 @@ def _construct_mapping(loader: _Loader, node: yaml.MappingNode, deep: bool = Fal
     for key_node, _ in node.value:
         if key_node.tag == "tag:yaml.org,2002:merge":
             continue  # `<<: *base`: its keys are defaults that the mapping's own keys override (YAML 1.1)
+        if key_node.tag == "!vault":
+            # A decrypted key is a secret that every listing shows as a name (`hosts --host`, a key of 2 letters
+            # passing the masker); ansible-inventory fails on it.  Refused, never decrypted.
+            raise _error(f"{_where(key_node.start_mark)}: a key encrypted with !vault; encrypt the value and keep "
+                         "its key a plain name (ansible-inventory cannot list such a key either)",
+                         "a key encrypted with !vault")
         key = loader.construct_object(key_node, deep=deep)
         try:
             hash(key)
