@@ -30,7 +30,7 @@ from typing import Any
 import yaml
 from pydantic import SecretStr, ValidationError
 
-from ..errors import InventoryError, InputError, printable, quoted
+from ..errors import InventoryError, InputError, printable, quoted, shown
 from .sources import GroupDef, SourceError, Value, base_dir, read_source
 from .sources.model import MAX_HOSTS, SourceData, too_many_hosts, var_name_doubt, var_name_problem
 from .sources.templating import render
@@ -147,7 +147,7 @@ class Inventory:
             close = difflib.get_close_matches(name, list(self.hosts), n=3, cutoff=0.4)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
             raise InventoryError(
-                f"{self.path}: unknown host {name!r}{hint} (`{command('hosts')}` lists them)"
+                f"{self.path}: unknown host '{shown(name)}'{hint} (`{command('hosts')}` lists them)"
             ) from None
 
     def group(self, name: str) -> list[Host]:
@@ -155,7 +155,7 @@ class Inventory:
         if name not in self.groups:
             close = difflib.get_close_matches(name, list(self.groups), n=3, cutoff=0.4)
             hint = f"; did you mean {', '.join(close)}?" if close else ""
-            raise InventoryError(f"{self.path}: unknown group {name!r}{hint}")
+            raise InventoryError(f"{self.path}: unknown group '{shown(name)}'{hint}")
         return [self.hosts[h] for h in sorted(self.groups[name])]
 
     def select(self, host: str | None = None, hosts: str | None = None,

@@ -32,7 +32,7 @@ import re
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from ..errors import InputError, quoted
+from ..errors import InputError, quoted, shown
 from ..process import command
 from ..regexes import RegexTimeout, matcher, problem
 from ..userfile import read_capped
@@ -149,7 +149,7 @@ def _one(term: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], w
     if not named and not matched_group:
         close = difflib.get_close_matches(term, [*groups, *hosts], n=3, cutoff=0.5)
         hint = f"; did you mean {', '.join(close)}?" if close else ""
-        raise InputError(f"{where}: {term!r} matches no host or group of the inventory{hint} "
+        raise InputError(f"{where}: '{shown(term)}' matches no host or group of the inventory{hint} "
                          f"(`{command('hosts')}` lists them)")
     return [h for h in hosts if h in named]
 

@@ -318,3 +318,20 @@ def test_subscripts_are_bounded_and_their_refusals_one_line():
         with pytest.raises(InputError) as e:
             m(pattern)
         assert words in str(e.value) and "\n" not in str(e.value) and len(str(e.value)) < 400, str(e.value)
+
+
+@pytest.mark.reliability(item=40, fault="a 100,000-character --host or --limit name echoed whole in its error line",
+                         variants=3, checks=("one clear line",))
+def test_a_huge_name_that_matches_nothing_is_cut_in_its_line(tmp_path):
+    from bringup.errors import InventoryError
+
+    huge = "a" * 100_000
+    with pytest.raises(InputError) as e:
+        m(f"l40s:{huge}")
+    assert len(str(e.value)) < 400 and "matches no host or group" in str(e.value), str(e.value)[:500]
+    (tmp_path / "hosts.ini").write_text("[g]\nh1\n")
+    inv = load_inventory(tmp_path / "hosts.ini")
+    for ask in (inv.host, inv.group):
+        with pytest.raises(InventoryError) as e:
+            ask(huge)
+        assert len(str(e.value)) < 400 and "unknown" in str(e.value), str(e.value)[:500]
