@@ -11,7 +11,7 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["home", "kind", "read_capped", "read_regular", "link_out", "walk"]
+__all__ = ["home", "kind", "read_capped", "read_regular", "link_out", "walk", "OUT_OF_FOLDER"]
 
 
 def home(path: str | Path) -> str:
@@ -73,7 +73,8 @@ def read_regular(fd: int, limit: int) -> bytes:
 
 def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception], *, missing: str,
                 unreadable: str, too_large: str, not_regular: str | None = None,
-                refuse: Callable[[Path], bool] = _not_a_file, follow: bool = True) -> bytes:
+                refuse: Callable[[Path], bool] = _not_a_file, follow: bool = True,
+                inside: str | Path | None = None) -> bytes:
     """At most ``limit`` bytes of the file at ``path``, else ``error(line)`` (raised ``from None``).
 
     The line is ``missing`` when there is no such file, ``unreadable`` followed by the system's reason
@@ -83,6 +84,10 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
     exists and is not a regular file: a folder, a device, a pipe whose read waits for a writer).
     ``follow=False``: a file bringup itself writes there (a regular file, put by a rename), never read through a
     symbolic link (``O_NOFOLLOW``): a link is ``not_regular`` (``unreadable`` + "a symbolic link" without it).
+    ``inside``: a saved file of bringup's in that folder (an accept or bench result), which may be a link only
+    within it: a file that leads out of ``inside`` (its own link, or a folder's on the way) is
+    ``error(OUT_OF_FOLDER)``.  Judged by what was opened (the descriptor's own path), so a link swapped in between
+    a look and the open is caught too.
     """
     p = Path(path)
     if "\x00" in str(p):  # said before any look: pathlib's looks call it no file, os.open raises ValueError
@@ -94,6 +99,8 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
         # the look said: a regular file, unless the caller takes others.
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
         with os.fdopen(fd, "rb") as f:
+            if inside is not None and not _opened_within(fd, p, inside):
+                raise error(OUT_OF_FOLDER)
             regular = stat.S_ISREG(os.fstat(fd).st_mode)
             if not_regular is not None and not regular and refuse is _not_a_file:
                 raise error(not_regular)
@@ -111,6 +118,21 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
     if len(data) > limit:
         raise error(too_large)
     return data
+
+
+#: The refusal of :func:`read_capped` with ``inside`` for a saved file that leads out of its folder.
+OUT_OF_FOLDER = "a symbolic link out of its folder"
+
+
+def _opened_within(fd: int, path: Path, folder: str | Path) -> bool:
+    """Whether the file open at ``fd`` (opened as ``path``) lies within ``folder`` (resolved): by the descriptor's
+    own path where the system tells it (/proc/self/fd), else by ``path`` resolved now."""
+    try:
+        real = os.readlink(f"/proc/self/fd/{fd}")
+    except OSError:
+        real = os.path.realpath(path)
+    root = os.path.realpath(folder)
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
 def link_out(path: str | Path, folder: str | Path) -> tuple[Path, str, Path] | None:

@@ -85,9 +85,10 @@ def lines_of(path: Path, now: datetime | None = None, th: Thresholds | None = No
     a saved PASS over a figure far below its limit is never shown as a PASS."""
     th = th or Thresholds()
     try:
-        # Never a pipe (its read waits for a writer), a device (/dev/zero never ends) or more than the cap.
+        # Never a pipe (its read waits for a writer), a device (/dev/zero never ends), more than the cap, or a link
+        # out of its folder (a result elsewhere, or any JSON file, standing for this host's), as bench results.
         data = read_capped(path, SAVED_MAX, Unreadable, missing="gone", unreadable="", not_regular="not a regular file",
-                           too_large=f"larger than {SAVED_MAX >> 20} MiB")
+                           too_large=f"larger than {SAVED_MAX >> 20} MiB", inside=path.parent)
         # A key given twice (two "lines", a line's status twice) is refused: which one counts is not known, and
         # Python's json would take the last, a PASS written after the FAIL.
         doc = loads(data, what="JSON", max_bytes=SAVED_MAX, unique=True)

@@ -14,7 +14,7 @@ from typing import Any
 
 from ..errors import printable
 from ..untrusted import Unreadable, loads
-from ..userfile import link_out, read_capped
+from ..userfile import read_capped
 from .hostload import load_text
 
 __all__ = ["latest", "acceptance", "REPORT_DIR", "INDEX", "KIND"]
@@ -35,11 +35,9 @@ BENCH_MAX = 64 << 20
 def _read(p: Path, folder: Path | None) -> Any:
     """The JSON of the saved file ``p``, or :class:`Unreadable` (one line): never a pipe (its read waits for a
     writer), a device (/dev/zero has no end), a file over :data:`BENCH_MAX`, or, with ``folder``, a link out of it."""
-    if folder is not None and link_out(p, folder) is not None:
-        raise Unreadable("a symbolic link out of its folder")
     data = read_capped(p, BENCH_MAX, Unreadable, missing="gone", unreadable="unreadable: ",
                        not_regular="not a regular file (a pipe, a device or a folder)",
-                       too_large=f"larger than {BENCH_MAX >> 20} MiB")
+                       too_large=f"larger than {BENCH_MAX >> 20} MiB", inside=folder)
     # NaN as json.dumps writes it is read (acceptance() refuses it where it would judge it).
     return loads(data, what="JSON", max_bytes=BENCH_MAX, nan=True)
 

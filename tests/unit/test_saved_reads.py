@@ -322,3 +322,81 @@ def test_a_saved_topology_out_of_shape_is_one_line_naming_the_field(tmp_path, ch
         load_facts(path, "h200-vm")
     assert str(e.value) == (f"--facts {path}: fact cpu.topology: {why}, not what `invoke facts` writes; save it with: "
                             "invoke facts --host h200-vm > FILE")
+
+
+# --- saved results read through the one guarded reader (read_capped's inside) ---------------------------------------
+
+def _accept_result(folder: Path, host: str, when, status: str = "PASS") -> Path:
+    line = {"area": "acceptance", "name": "host-to-device bandwidth", "status": status, "seen": "measured",
+            "unit": "GB/s", "limit": 50.0, "value": 55.0}
+    p = folder / f"{host}-{when.strftime('%Y%m%dT%H%M%SZ')}.json"
+    p.write_text(json.dumps({"host": host, "measured_at": when.strftime("%Y-%m-%dT%H:%M:%SZ"), "lines": [line]}))
+    return p
+
+
+@pytest.mark.reliability(item=40, fault="reports/accept/<host>-<time>.json a symbolic link out of its folder: a result "
+                                        "kept elsewhere (or any file) was read as this host's PASS (bench results "
+                                        "were refused)", variants=2, checks=("one clear line",))
+@pytest.mark.parametrize("how", ["the file", "a folder on the way"])
+def test_a_saved_acceptance_result_through_a_link_out_of_its_folder_is_refused(tmp_path, how):
+    from datetime import datetime, timedelta, timezone
+
+    from bringup.acceptance.saved import checklist_lines
+
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    folder, elsewhere = tmp_path / "reports" / "accept", tmp_path / "elsewhere"
+    folder.mkdir(parents=True)
+    elsewhere.mkdir()
+    real = _accept_result(elsewhere, "gpu-01", now - timedelta(minutes=1))
+    if how == "the file":
+        (folder / real.name).symlink_to(real)
+        read = folder
+    else:
+        (folder / "sub").symlink_to(elsewhere)
+        read = folder / "sub"
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, read, now=now)
+    if how == "the file":
+        assert (k.status, k.seen) == ("WARN", f"{folder / real.name}: not a saved acceptance result (a symbolic link "
+                                              "out of its folder)"), k.seen
+    else:  # the folder the checklist was given is the link itself: its own files are read
+        assert k.status == "PASS", k.seen
+
+
+def test_a_saved_acceptance_result_linked_within_its_folder_is_read(tmp_path):
+    from datetime import datetime, timedelta, timezone
+
+    from bringup.acceptance.saved import checklist_lines
+
+    now = datetime(2026, 12, 4, 12, 0, tzinfo=timezone.utc)
+    (tmp_path / "keep").mkdir()
+    real = _accept_result(tmp_path / "keep", "gpu-01", now - timedelta(minutes=1))
+    (tmp_path / real.name).symlink_to(Path("keep") / real.name)
+    (k,) = checklist_lines({"inventory_hostname": "gpu-01"}, tmp_path, now=now)
+    assert k.status == "PASS", k.seen
+
+
+@pytest.mark.reliability(item=40, fault="a saved bench result swapped for a link out of its folder between the look "
+                                        "and the open was read", checks=("one clear line",))
+def test_a_bench_result_swapped_for_a_link_after_the_look_is_refused(tmp_path, monkeypatch):
+    # The refusal is judged on what was opened (its descriptor), not a look at the name before the open.
+    from bringup import userfile
+    from bringup.latency import verdict
+
+    outside = tmp_path / "outside.json"
+    outside.write_text(json.dumps({"kind": "bringup-bench", "host": "h1", "finished": "2026-01-01T00:00:00+00:00"}))
+    folder = tmp_path / "bench"
+    folder.mkdir()
+    p = folder / "h1-20260101T000000Z.json"
+    p.write_text("{}")
+    real_open = os.open
+
+    def swapping(path, *a, **kw):
+        if os.fspath(path) == os.fspath(p):
+            p.unlink()
+            p.symlink_to(outside)
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr(userfile.os, "open", swapping)
+    skipped: list = []
+    assert verdict.latest("h1", folder, skipped=skipped) is None
+    assert skipped == [(p, "a symbolic link out of its folder")]
