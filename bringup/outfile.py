@@ -1,10 +1,13 @@
 """Files bringup writes for the operator (pages, reports, results, records), and the folders they go in.
 
 A shared leaf, as :mod:`bringup.userfile` is for reading.  :func:`write_atomic` never opens the final
-name: the text goes into a temporary file made in the same folder with ``O_CREAT|O_EXCL`` (``mkstemp``:
-a planted link or FIFO under any name is never followed or opened), is flushed, then renamed over the
-final name, so a link, a FIFO or an old page there is replaced, never written through, and a fault leaves
-the old file whole and no temporary one; a folder under the final name is one line naming it.
+name: the text goes into a temporary file made in the same folder with ``O_CREAT|O_EXCL|O_NOFOLLOW`` (a
+planted link or FIFO under any name is never followed or opened), is flushed, then renamed over the final name,
+so a link, a FIFO or an old page there is replaced, never written through, and a fault leaves the old file whole
+and no temporary one; a folder under the final name is one line naming it.  Every step goes through one
+descriptor of the folder, opened once (a link swapped in on the way meanwhile redirects nothing), and a folder
+:func:`out_folder` checked must still be the one it checked (a swap between the check and the write, minutes
+apart, is one line, nothing written).  An existing file's mode, where an operator tightened it, is kept.
 :func:`write_set` writes files that go together (a host's pages) all or none.  :func:`out_folder` checks an
 output folder before anything runs: a folder, or one that can be made, writable, and no symbolic link on its
 way that leads out of the folder it sits in (refused, naming the link and where it points); :func:`reports_folder`
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
+import secrets
 import signal
 import stat
 import tempfile
@@ -59,7 +63,8 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
     for path in paths:
         _no_folder_at(path, len(paths))
     perm = mode & ~_umask() if umask else mode
-    made: list[tuple[str, Path]] = []
+    made: list[tuple[int, str, Path]] = []  # (its folder's descriptor, the temporary name, the final path)
+    folders: dict[Path, int] = {}
     done = 0
     at = paths[0] if paths else Path(".")  # the file being written or renamed: the one a failure names
     try:
@@ -67,20 +72,23 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
             at = path
             body = data if isinstance(data, bytes) else data.encode(encoding, errors) if newline is None else \
                 data.replace("\n", newline).encode(encoding, errors)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name[:80]}.", suffix=".tmp")
-            made.append((tmp, path))
+            if path.parent not in folders:
+                folders[path.parent] = _held_folder(path.parent)
+            dfd = folders[path.parent]
+            fd, tmp = _temporary(dfd, path.name)
+            made.append((dfd, tmp, path))
             with os.fdopen(fd, "wb") as f:
                 f.write(body)
                 f.flush()
-                os.fchmod(f.fileno(), perm)
+                os.fchmod(f.fileno(), _kept_mode(dfd, path.name, perm))
                 os.fsync(f.fileno())
         held = _hold_signals()  # a Ctrl-C or SIGTERM between two renames would leave a set of two runs
         try:
             while made:
-                tmp, path = made[0]
+                dfd, tmp, path = made[0]
                 at = path
                 try:
-                    os.replace(tmp, path)
+                    os.replace(tmp, path.name, src_dir_fd=dfd, dst_dir_fd=dfd)
                 except IsADirectoryError:  # a folder made there since the check
                     _no_folder_at(path, len(paths))
                     raise
@@ -89,15 +97,69 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
         finally:
             _release_signals(held)  # a signal that came meanwhile is taken here, the set whole
     except BaseException as e:
-        for tmp, _ in made:
+        for dfd, tmp, _ in made:
             try:
-                os.unlink(tmp)
+                os.unlink(tmp, dir_fd=dfd)
             except OSError:
                 pass
         if isinstance(e, OSError) and not isinstance(e, NotWritten):
             raise NotWritten.of(e, at, paths, done) from None
         raise
+    finally:
+        for dfd in folders.values():
+            os.close(dfd)
     return paths
+
+
+def _held_folder(folder: Path) -> int:
+    """A descriptor of ``folder``, which every step of a write then goes through (the temporary file made, its
+    rename, its removal): a link swapped in on the way after this open leads nowhere else.  Where ``folder`` is
+    (within) a folder :func:`out_folder` checked, the folder opened must still be (within) the one checked: one
+    swapped for a link since (a long bench, a run of hours) is an :class:`InputError` naming it, nothing written."""
+    dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        here = os.path.abspath(folder)
+        pins = [k for k in _CHECKED if here == k or here.startswith(k.rstrip(os.sep) + os.sep)]
+        if pins:
+            checked, real = max(pins, key=len), _CHECKED[max(pins, key=len)]
+            try:
+                now = os.readlink(f"/proc/self/fd/{dfd}")
+            except OSError:
+                now = os.path.realpath(folder)
+            if now != real and not now.startswith(real.rstrip(os.sep) + os.sep):
+                raise InputError(f"{checked} leads to {quoted(now, 120)} now, not to {quoted(real, 120)} as when it "
+                                 "was checked (a symbolic link swapped in since): nothing was written there; find who "
+                                 "changed it, then run again")
+    except BaseException:
+        os.close(dfd)
+        raise
+    return dfd
+
+
+def _temporary(dfd: int, name: str) -> tuple[int, str]:
+    """A new file ``.<name>.<random>.tmp`` made in the folder open at ``dfd`` (``O_CREAT|O_EXCL|O_NOFOLLOW``, mode
+    0600 until its own is set: a link or FIFO planted under any name is never opened); its descriptor and name."""
+    for _ in range(100):
+        tmp = f".{name[:80]}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600,
+                           dir_fd=dfd), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(errno.EEXIST, "no free temporary name")
+
+
+def _kept_mode(dfd: int, name: str, perm: int) -> int:
+    """``perm``, less what the file bringup replaces (a regular file of this user, not a link) denies: a mode an
+    operator tightened (a 0600 last.retry, a 0640 page) is kept on the new file, never loosened back; a file of
+    another user's (whose own mode would lock its owner out of a file now this user's) does not count."""
+    try:
+        st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
+    except OSError:
+        return perm
+    if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+        return perm & stat.S_IMODE(st.st_mode)
+    return perm
 
 
 #: The signals a person or a service manager stops a run with: held back while a set's files are renamed.
@@ -278,10 +340,17 @@ def out_folder(v: Any, flag: str = "--out", fix: str | None = None) -> Path:
     if not text.strip() or "\0" in text or "\n" in text:
         raise InputError(f"{flag} {quoted(text, 120)}: a folder name")
     try:
-        return _out_folder(text, flag, fix)
+        checked = _out_folder(text, flag, fix)
+        _CHECKED[os.path.abspath(checked)] = os.path.realpath(checked)
+        return checked
     except OSError as e:  # a name too long for the file system, a loop of links
         raise InputError(f"{flag} {quoted(text, 120)}: {e.strerror or e}; give a path this user can look at"
                          ) from None
+
+
+#: The folders :func:`out_folder` checked in this process (as named, made absolute) and where each led then: a write
+#: into one (:func:`write_set`) goes there only while it still leads there.
+_CHECKED: dict[str, str] = {}
 
 
 def reports_folder() -> Path:

@@ -132,7 +132,7 @@ def test_a_failed_write_keeps_the_previous_file_and_leaves_no_temporary(tmp_path
     D.write_prometheus(report(converged()), path)
     before = path.read_text()
 
-    def broken_rename(src, dst):
+    def broken_rename(src, dst, **kw):
         raise OSError(28, "No space left on device")
 
     # os.replace: the textfile is written by bringup's write_atomic since F1 (prometheus_client used os.rename)

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from bringup.errors import InputError
+from bringup import outfile
 from bringup.outfile import out_folder, sub_folder, write_atomic
 
 from .fixture_hosts import h200_facts
@@ -261,8 +262,8 @@ def test_a_signal_between_the_renames_of_a_set_never_leaves_two_runs_pages(tmp_p
         p.write_text("old\n")
     real = os.replace
 
-    def replace_then_signal(src, dst):
-        real(src, dst)
+    def replace_then_signal(src, dst, **kw):  # the folder's descriptor in kw
+        real(src, dst, **kw)
         os.kill(os.getpid(), getattr(signal, sig))  # arrives between this rename and the next
 
     before = signal.signal(getattr(signal, sig), stop)
@@ -303,8 +304,8 @@ def test_two_signals_held_by_a_set_are_both_taken_and_every_handler_comes_back(t
         for s in saved:
             real_signal(s, stop)
         # 1. SIGINT (its handler raising) and SIGTERM both come between two renames: both are taken after the set.
-        def replace_then_two(src, dst):
-            real_replace(src, dst)
+        def replace_then_two(src, dst, **kw):
+            real_replace(src, dst, **kw)
             if not took:
                 os.kill(os.getpid(), signal.SIGINT)
                 os.kill(os.getpid(), signal.SIGTERM)
@@ -353,8 +354,8 @@ from bringup import outfile
 d = Path(sys.argv[1])
 threading.Thread(target=time.sleep, args=(30,), daemon=True).start()  # a transport's thread, alive
 real = os.replace
-def replace_then_signal(src, dst):
-    real(src, dst)
+def replace_then_signal(src, dst, **kw):
+    real(src, dst, **kw)
     os.kill(os.getpid(), signal.SIGTERM)  # the default action: the process ends, Python or not
 outfile.os.replace = replace_then_signal
 outfile.write_set([(d / f"h.{ext}", "new") for ext in ("md", "html", "json")])
@@ -563,3 +564,66 @@ def test_a_write_cut_short_names_its_own_file_and_leaves_no_half_line(tmp_path):
     assert lines["set"].startswith(f"{tmp_path / 'h1.html'}: could not be written: File too large; "), lines
     assert "none of the 3 files" in lines["set"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["log"]  # no page, no temporary file
+
+
+@pytest.mark.reliability(item=40, fault="reports/last.retry (any file bringup replaces) an operator tightened to 0600 "
+                                        "was rewritten 0644: the mode was the writer's alone",
+                         variants=3, checks=("others' files kept",))
+@pytest.mark.parametrize("before,after", [(0o600, 0o600), (0o640, 0o640), (0o664, 0o644)])
+def test_a_replaced_files_tightened_mode_is_kept_never_loosened(tmp_path, before, after):
+    from bringup.engine.results import HostResult
+    from bringup.engine.rollout import write_retry
+
+    last = tmp_path / "last.retry"
+    last.write_text("old\n")
+    last.chmod(before)
+    old = os.umask(0o022)
+    try:
+        write_retry(tmp_path, [HostResult(host="h1", status="failed")], "20260101T000000-provision")
+    finally:
+        os.umask(old)
+    assert "h1" in last.read_text() and stat.S_IMODE(last.stat().st_mode) == after
+
+
+def test_a_file_of_another_users_under_the_name_does_not_lend_its_mode(tmp_path):
+    # Its 0600 on bringup's new file would lock that user out of a file now this user's: the writer's mode.
+    p = tmp_path / "page.md"
+    p.write_text("old\n")
+    p.chmod(0o600)
+    if os.geteuid() == 0:
+        os.chown(p, 65534, 65534)
+    else:
+        pytest.skip("needs root to make a file of another user's")
+    outfile.write_atomic(p, "new\n", mode=0o644, umask=False)
+    assert stat.S_IMODE(p.stat().st_mode) == 0o644 and p.stat().st_uid == 0
+
+
+@pytest.mark.reliability(item=40, fault="--out folder swapped for a symbolic link out of its folder between its check "
+                                        "and the write (a bench of minutes): the pages were written where the link "
+                                        "led", variants=2, checks=("one clear line", "others' files kept"))
+@pytest.mark.parametrize("swapped", ["the folder", "a folder above it"])
+def test_an_out_folder_swapped_for_a_link_after_its_check_is_never_written_through(tmp_path, monkeypatch, swapped):
+    monkeypatch.chdir(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "bench").mkdir(parents=True)
+    (tmp_path / "reports" / "bench").mkdir(parents=True)
+    out = outfile.out_folder("reports/bench")
+    if swapped == "the folder":
+        (tmp_path / "reports" / "bench").rename(tmp_path / "moved")
+        (tmp_path / "reports" / "bench").symlink_to(elsewhere / "bench")
+    else:
+        (tmp_path / "reports").rename(tmp_path / "moved")
+        (tmp_path / "reports").symlink_to(elsewhere)
+    with pytest.raises(InputError) as e:
+        outfile.write_set([(out / "h1.json", "{}\n"), (out / "h1.csv", "x\n")])
+    assert "now, not to" in str(e.value) and "nothing was written there" in str(e.value), e.value
+    assert list((elsewhere / "bench").iterdir()) == []
+
+
+def test_a_checked_out_folder_still_in_place_is_written_and_a_link_inside_it_is_fine(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "out" / "real").mkdir(parents=True)
+    out = outfile.out_folder("out")
+    (tmp_path / "out" / "lnk").symlink_to("real")
+    outfile.write_set([(out / "a.md", "a"), (out / "lnk" / "b.md", "b")])
+    assert (tmp_path / "out" / "a.md").read_text() == "a" and (tmp_path / "out" / "real" / "b.md").read_text() == "b"

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from bringup import outfile
 from bringup.engine import drift as D
 from bringup.engine.results import HostResult
 from bringup.errors import InputError
@@ -84,17 +85,17 @@ def test_a_write_failing_in_the_temporary_file_leaves_the_old_file_and_no_tempor
     D.write_prometheus(report(converged()), path)
     before = path.read_text()
     made = []
-    real_mkstemp = tempfile.mkstemp
+    real_temporary = outfile._temporary  # made through the folder's descriptor since the eighth pass (no mkstemp)
 
-    def tracking_mkstemp(*a, **kw):
-        fd, name = real_mkstemp(*a, **kw)
-        made.append(name)
-        return fd, name
+    def tracking_temporary(dfd, name):
+        fd, tmp = real_temporary(dfd, name)
+        made.append(os.path.join(os.readlink(f"/proc/self/fd/{dfd}"), tmp))
+        return fd, tmp
 
     def full_disk(*a, **kw):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(tempfile, "mkstemp", tracking_mkstemp)
+    monkeypatch.setattr(outfile, "_temporary", tracking_temporary)
     monkeypatch.setattr(os, where, full_disk)
     with pytest.raises(OSError, match="No space left"):
         D.write_prometheus(report(drifted()), path)
@@ -134,8 +135,8 @@ def test_a_link_swapped_in_between_the_write_and_the_rename_never_gets_its_targe
 
     def swap_then(name):
         def moved(src, dst, *a, **kw):
-            os.unlink(src)
-            os.symlink(secret, src)
+            os.unlink(src, dir_fd=kw.get("src_dir_fd"))  # the name in the folder's descriptor, as the writer's
+            os.symlink(secret, src, dir_fd=kw.get("src_dir_fd"))
             return real[name](src, dst, *a, **kw)
         return moved
 
