@@ -38,7 +38,7 @@ from ..untrusted import loads, number
 from ..userfile import kind, read_capped
 from .cachedir import cache_problem
 from .record import EXIT, Attempt, State, full_attempt, load_state, record_outcome
-from .source import FULL_ERRNOS, Refused, Rule, Source, fresh_bytecode, links_out, ssh_command
+from .source import FULL_ERRNOS, Refused, Rule, Source, fresh_bytecode, ssh_command
 
 __all__ = ["Settings", "Converged", "pull", "provision_here", "find_host", "pull_roles", "provision_argv", "EXIT"]
 
@@ -349,7 +349,7 @@ def pull(settings: Settings, converge: Callable[[Path, str, Settings], Converged
                 state.spent_rollback = spent = None  # the allowance withdrawn (or another): given anew, it counts
             rolled_back = any([source.forward(applied, commit, allow, ref, spent == commit) for applied in known])
             workdir = source.checkout(commit)
-            link = links_out(workdir)
+            link = source.links_out_of(workdir)  # a reused checkout's from the walk that held it
             if link:
                 raise Refused("link-out", f"revision {commit[:12]} holds a symbolic link out of its checkout: "
                                           f"{shown(link[0])} -> {shown(link[1])}; bringup reads the repository's "

@@ -48,6 +48,7 @@ from ..ssh.command import join
 from ..errors import BringupError, InputError, said, shown
 
 __all__ = ["Refused", "Rule", "Source", "parse_rule", "HELPER_URL", "ALLOWED_PROTOCOLS", "ssh_command", "links_out",
+           "scan",
            "disk_full", "room", "FULL_ERRNOS", "GIT_TIMEOUT_S", "FETCH_TIMEOUT_S"]
 
 #: Seconds one local Git call may take (rev-parse, verify-commit, worktree add).
@@ -230,19 +231,7 @@ def links_out(root: Path) -> tuple[str, str] | None:
     """The first symbolic link under ``root`` (a checkout) that points out of it: absolute, or a relative one
     that resolves (through other links too) outside ``root``; as ``(its path inside root, its target)``, or
     None.  The worktree's own ``.git`` file is not looked into."""
-    top = os.path.realpath(root)
-    for folder, dirs, files in walk(top):  # no recursion: a signed tree 1,500 folders deep is read too
-        if folder == top:
-            dirs[:] = [d for d in dirs if d != ".git"]
-        for name in sorted(dirs + files):
-            path = os.path.join(folder, name)
-            if not os.path.islink(path):
-                continue
-            target = os.readlink(path)
-            real = os.path.realpath(path)
-            if os.path.isabs(target) or os.path.commonpath([top, real]) != top:
-                return os.path.relpath(path, top), target
-    return None
+    return scan(root)[1]
 
 
 def not_checked_out(root: Path) -> str | None:
@@ -252,8 +241,16 @@ def not_checked_out(root: Path) -> str | None:
     under one of bringup's own converge output names in ``reports/``, anything but a regular file (a link there
     passed as bringup's own report, and the next converge read its retry file through it).  Named as
     ``path (what it is)``, or None.  The worktree's own ``.git`` is not looked into."""
-    top = os.fspath(root)
-    for folder, dirs, files in walk(top, as_entries=True):
+    return scan(root)[0]
+
+
+def scan(root: Path) -> tuple[str | None, tuple[str, str] | None]:
+    """:func:`not_checked_out` and :func:`links_out` of ``root`` in one walk (a kept checkout of many files is
+    walked once per run, not once for each), ending as soon as both are found."""
+    top = os.path.realpath(root)
+    odd: str | None = None
+    out: tuple[str, str] | None = None
+    for folder, dirs, files in walk(top, as_entries=True):  # no recursion: a tree 1,500 folders deep is read too
         if folder == top:
             dirs[:] = [d for d in dirs if d != ".git"]
         for entry in sorted(files, key=lambda e: e.name):
@@ -261,15 +258,20 @@ def not_checked_out(root: Path) -> str | None:
                 if entry.is_file(follow_symlinks=False):
                     continue
                 mode = entry.stat(follow_symlinks=False).st_mode
+                target = os.readlink(entry.path) if stat.S_ISLNK(mode) and out is None else ""
             except OSError:
                 continue  # gone meanwhile
             rel = os.path.relpath(entry.path, top)
-            if stat.S_ISREG(mode) or (stat.S_ISLNK(mode) and not _CONVERGE_OUTPUT.match(rel)):
-                continue
-            what = ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
-                    "a socket" if stat.S_ISSOCK(mode) else "a device")
-            return f"{rel} ({what}: no checkout or converge makes one)"
-    return None
+            if stat.S_ISLNK(mode) and out is None and (
+                    os.path.isabs(target) or os.path.commonpath([top, os.path.realpath(entry.path)]) != top):
+                out = rel, target
+            if odd is None and not (stat.S_ISREG(mode) or (stat.S_ISLNK(mode) and not _CONVERGE_OUTPUT.match(rel))):
+                what = ("a symbolic link" if stat.S_ISLNK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else
+                        "a socket" if stat.S_ISSOCK(mode) else "a device")
+                odd = f"{rel} ({what}: no checkout or converge makes one)"
+            if odd is not None and out is not None:
+                return odd, out
+    return odd, out
 
 
 def room(folder: Path) -> str:
@@ -330,6 +332,9 @@ class Source:
         self.git_dir = self.cache / "repo.git"
         self.revisions = self.cache / "revisions"
         self.current = self.cache / "current"
+        #: The kept checkout :meth:`differs` last walked (resolved) and the link out it found there, for
+        #: :meth:`links_out_of` (one walk of a reused checkout per run).
+        self._walked: tuple[str, tuple[str, str] | None] | None = None
 
     # -- Git ------------------------------------------------------------------------------------------------
     def _git(self, *args: str, timeout: float = GIT_TIMEOUT_S, cwd: Path | None = None,
@@ -544,6 +549,7 @@ class Source:
                                           "remove that folder; the next run checks the revision out afresh", commit)
             if exact:
                 return final
+            self._walked = None  # checked out afresh below: walked again
             self._drop(final)  # bringup's own checkout, moved off the commit or edited: checked out afresh
         self.revisions.mkdir(parents=True, exist_ok=True)
         tmp = self.revisions / f".{commit}.{os.getpid()}"
@@ -560,6 +566,14 @@ class Source:
             self._drop(tmp)
             raise
         return final
+
+    def links_out_of(self, checkout: Path) -> tuple[str, str] | None:
+        """:func:`links_out` of ``checkout`` (what :meth:`checkout` returned): a reused checkout's, found by the walk
+        that held it to the signed tree just before, is not walked for again."""
+        walked, self._walked = self._walked, None
+        if walked is not None and walked[0] == os.path.realpath(checkout):
+            return walked[1]
+        return links_out(checkout)
 
     def differs(self, folder: Path, commit: str) -> tuple[bool, str | None]:
         """Whether ``folder`` (``revisions/<commit>``) is exactly ``commit``'s tree, and the first entry it holds
@@ -615,7 +629,11 @@ class Source:
             if read.returncode:
                 return True, _status_failed(read)
             edited, foreign = _worktree_status(base, env, folder, staged=False)
-            return edited, foreign or not_checked_out(folder)
+            if foreign:
+                return edited, foreign
+            odd, out = scan(folder)
+            self._walked = (os.path.realpath(folder), out)
+            return edited, odd
 
     def swap(self, commit: str) -> None:
         """Point ``current`` at ``revisions/<commit>`` in one rename."""

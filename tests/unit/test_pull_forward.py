@@ -329,6 +329,58 @@ def test_a_link_out_of_the_checkout_is_refused_before_anything_reads_it(fleet, w
     assert fleet.current() == good and checkouts(fleet) == [good]  # the refused checkout removed
 
 
+def _walks_of(monkeypatch, folder_name: str) -> list[str]:
+    """The walks of a checkout named ``folder_name`` (a commit) the pull's checks make, recorded."""
+    from bringup.pull import source
+
+    walks: list[str] = []
+    real = source.walk
+
+    def counting(top, *a, **kw):
+        if os.path.basename(os.fspath(top)) == folder_name:
+            walks.append(os.fspath(top))
+        return real(top, *a, **kw)
+
+    monkeypatch.setattr(source, "walk", counting)
+    return walks
+
+
+def test_a_kept_checkout_is_walked_once_per_run_for_both_its_checks(fleet, monkeypatch):
+    # Before: Source.differs walked it for entries no checkout makes (not_checked_out), then run.py walked it again
+    # for links out (links_out): two walks of every file of a reused checkout at every run.
+    good = fleet.commit("hello", key=fleet.ops)
+    walks = _walks_of(monkeypatch, good)
+    assert pull(fleet.settings(), converge=seen([])).status == "applied"
+    assert len(walks) == 1  # a fresh checkout: its link check
+    walks.clear()
+    assert pull(fleet.settings(), converge=seen([])).status in ("applied", "unchanged")
+    assert len(walks) == 1, walks  # reused: one walk for the tamper check and the link check together
+
+
+def test_a_kept_checkout_holding_a_link_out_is_still_refused_from_the_one_walk(fleet, monkeypatch):
+    good = fleet.commit("hello", key=fleet.ops)
+    pull(fleet.settings(), converge=seen([]))
+    os.symlink("/etc/passwd", fleet.work / "evil")
+    bad = fleet.commit("linked", key=fleet.ops)
+    kept = Source._drop
+    monkeypatch.setattr(Source, "_drop", lambda self, path: None)  # the refused checkout left in place (a crash)
+    assert pull(fleet.settings(), converge=never).reason == "link-out"
+    monkeypatch.setattr(Source, "_drop", kept)
+    walks = _walks_of(monkeypatch, bad)
+    checked: list[int] = []
+    real_links = Source.links_out_of
+
+    def links(self, checkout):
+        found = real_links(self, checkout)
+        checked.append(len(walks))  # the walks made by the time both checks are answered (the prune walks later)
+        return found
+
+    monkeypatch.setattr(Source, "links_out_of", links)
+    got = pull(fleet.settings(), converge=never)  # the kept checkout is exactly the signed tree: reused
+    assert (got.status, got.reason) == ("refused", "link-out") and "evil -> /etc/passwd" in got.message, got.message
+    assert checked == [1] and fleet.current() == good
+
+
 @pytest.mark.reliability(item=40, fault="pull: a signed revision 1,200 folders deep (os.walk's RecursionError "
                                         "in the link check, pathlib's rglob in the roles manifest, os.walk in a "
                                         "models folder's listing)", variants=3,
