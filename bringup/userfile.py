@@ -74,7 +74,7 @@ def read_regular(fd: int, limit: int) -> bytes:
 def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception], *, missing: str,
                 unreadable: str, too_large: str, not_regular: str | None = None,
                 refuse: Callable[[Path], bool] = _not_a_file, follow: bool = True,
-                inside: str | Path | None = None) -> bytes:
+                inside: str | Path | None = None, out_of_folder: str = "") -> bytes:
     """At most ``limit`` bytes of the file at ``path``, else ``error(line)`` (raised ``from None``).
 
     The line is ``missing`` when there is no such file, ``unreadable`` followed by the system's reason
@@ -86,8 +86,8 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
     symbolic link (``O_NOFOLLOW``): a link is ``not_regular`` (``unreadable`` + "a symbolic link" without it).
     ``inside``: a saved file of bringup's in that folder (an accept or bench result), which may be a link only
     within it: a file that leads out of ``inside`` (its own link, or a folder's on the way) is
-    ``error(OUT_OF_FOLDER)``.  Judged by what was opened (the descriptor's own path), so a link swapped in between
-    a look and the open is caught too.
+    ``error(out_of_folder or OUT_OF_FOLDER)``.  Judged by what was opened (the descriptor's own path), so a link
+    swapped in between a look and the open is caught too.
     """
     p = Path(path)
     if "\x00" in str(p):  # said before any look: pathlib's looks call it no file, os.open raises ValueError
@@ -100,7 +100,7 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
         with os.fdopen(fd, "rb") as f:
             if inside is not None and not _opened_within(fd, p, inside):
-                raise error(OUT_OF_FOLDER)
+                raise error(out_of_folder or OUT_OF_FOLDER)
             regular = stat.S_ISREG(os.fstat(fd).st_mode)
             if not_regular is not None and not regular and refuse is _not_a_file:
                 raise error(not_regular)

@@ -328,8 +328,9 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
             key = (str(d), kind, name)
             if key not in files_cache:
                 try:
-                    files_cache[key] = load_vars(d / kind, name, lambda f: load_yaml_lines(f, vault=vault), listings,
-                                                 doubts)
+                    files_cache[key] = load_vars(
+                        d / kind, name, lambda f, inside: load_yaml_lines(f, vault=vault, inside=inside), listings,
+                        doubts)
                 except SourceError as e:
                     raise InventoryError(str(e)) from None
             out.extend(files_cache[key])

@@ -800,3 +800,29 @@ def test_a_fifo_swapped_in_for_an_inventory_file_is_no_program_and_never_waited_
         t.join(5)
         pytest.fail("opening the inventory file waited on a FIFO")
     assert got == {"is": False}
+
+
+@pytest.mark.reliability(item=40, fault="group_vars/all.yml swapped for a symbolic link to a file out of group_vars "
+                                        "(/etc/shadow) between the look that checked it and its read: read",
+                         variants=2, checks=("one clear line", "secret never shown"))
+@pytest.mark.parametrize("where", ["group_vars/all.yml", "host_vars/h1/a.yml"])
+def test_a_vars_file_swapped_for_a_link_out_after_its_check_is_never_read(tmp_path, monkeypatch, where):
+    from bringup import userfile
+
+    inv = write(tmp_path / "inv" / "hosts", "all:\n  hosts:\n    h1:\n")
+    vars_file = write(tmp_path / "inv" / where, "a: 1\n")
+    secret = write(tmp_path / "shadow", "root_secret_hash: x\n")
+    real_open = os.open
+
+    def swapping(path, *a, **kw):
+        if os.fspath(path) == os.fspath(vars_file) and not os.path.islink(vars_file):
+            vars_file.unlink()
+            vars_file.symlink_to(secret)  # after vars_files' look, before the open
+        return real_open(path, *a, **kw)
+
+    monkeypatch.setattr(userfile.os, "open", swapping)
+    with pytest.raises(InventoryError) as e:
+        load_inventory(inv)
+    line = one_line(e)
+    assert line.startswith(f"{vars_file}: leads out of ") and "vars files must stay in their folder" in line, line
+    assert "root_secret" not in line

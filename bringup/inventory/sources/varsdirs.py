@@ -151,7 +151,7 @@ def count_read(listings: dict | None, f: Path) -> None:
                           "several inventories, one run each")
 
 
-def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: dict | None = None,
+def load_vars(folder: Path, name: str, load: Callable[[Path, Path], Any], listings: dict | None = None,
               doubts: list[tuple[str, str]] | None = None) -> list[dict[str, Value]]:
     """``name``'s variables from ``folder``, one mapping per file in order; ``load`` reads one YAML file
     (:func:`~.yamlfile.load_yaml_lines` with the run's vault: the data and where its keys are); ``listings``
@@ -165,7 +165,7 @@ def load_vars(folder: Path, name: str, load: Callable[[Path], Any], listings: di
     for f in vars_files(folder, name, listings):
         count_read(listings, f)
         try:
-            data, lines = load(f)
+            data, lines = load(f, folder)
         except (InventoryError, SourceError) as e:
             # Only an error that may quote the file's text (it has a ``kind``: what is wrong, in words quoting
             # nothing) is retold; a vault password missing or wrong, or a read that failed, quote none of it and

@@ -185,8 +185,10 @@ def too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
     return False
 
 
-def read_text(path: Path) -> str:
-    """The file's text: at most :data:`MAX_BYTES` bytes, strict UTF-8 (an error names the line)."""
+def read_text(path: Path, inside: Path | None = None) -> str:
+    """The file's text: at most :data:`MAX_BYTES` bytes, strict UTF-8 (an error names the line).  ``inside``: the
+    folder the file must stay in (a vars file's ``group_vars/``), judged on the file opened (a link swapped in
+    after the look that checked it is refused too, naming the file, never read)."""
     # Anything but a regular file is refused before it is opened: a pipe's or a terminal's read may never end.
     data = read_capped(path, MAX_BYTES, InventoryError,
                        not_regular=f"{path}: not a regular file (a folder, a pipe, a socket or a device); "
@@ -194,7 +196,9 @@ def read_text(path: Path) -> str:
                        missing=f"{path}: no such inventory file (pass --inventory PATH)",
                        unreadable=f"{path}: cannot read inventory: ",
                        too_large=f"{path}: larger than {MAX_BYTES // 2**20} MiB; is it the inventory? "
-                                 "(pass --inventory PATH of the inventory file or folder)")
+                                 "(pass --inventory PATH of the inventory file or folder)",
+                       inside=inside, out_of_folder=f"{path}: leads out of {inside} now (a symbolic link swapped in "
+                                                    "since it was looked at); vars files must stay in their folder")
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -218,9 +222,9 @@ class KeyLines:
         return entry[1] if entry is not None and entry[0] is mapping else {}
 
 
-def read_plain(path: Path, vault: Vault | None = None) -> tuple[str, bool]:
+def read_plain(path: Path, vault: Vault | None = None, inside: Path | None = None) -> tuple[str, bool]:
     """:func:`read_text`, decrypted when ansible-vault encrypted the whole file; and whether it did."""
-    text = read_text(path)
+    text = read_text(path, inside)
     if not is_vaulted(text):
         return text, False
     return (vault or Vault()).decrypt(text, str(path)), True
@@ -322,11 +326,12 @@ def private_doubts(doubts: list[tuple[str, str]], path: Path | str) -> None:
             sealed_doubts(odd, path, why)
 
 
-def load_yaml_lines(path: Path, text: str | None = None, vault: Vault | None = None) -> tuple[Any, KeyLines]:
+def load_yaml_lines(path: Path, text: str | None = None, vault: Vault | None = None,
+                    inside: Path | None = None) -> tuple[Any, KeyLines]:
     """:func:`load_yaml`, and where each mapping key is (:class:`KeyLines`); the errors in a file encrypted whole
-    name its line and what is wrong only (:func:`sealed_error`)."""
+    name its line and what is wrong only (:func:`sealed_error`).  ``inside``: as :func:`read_text` takes it."""
     if text is None:
-        text, sealed = read_plain(path, vault)
+        text, sealed = read_plain(path, vault, inside)
         if sealed:
             try:
                 return _load_yaml_lines(path, text, vault, True)
