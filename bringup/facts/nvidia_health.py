@@ -77,23 +77,36 @@ def _ecc_counts(section: Any, read: _Reader, where: str) -> dict[str, int | None
     if not isinstance(section, dict):
         return None
     out: dict[str, int | None] = {}
+    absent: list[str] = []  # counters printed N/A: no count, and no damage unless figures stand beside them
+
+    def counted(label: str, value: Any) -> int | None:
+        named = len(read.bad.get("ecc", []))
+        n = read.count("ecc", label, value)
+        if n is None and value is not None and len(read.bad.get("ecc", [])) == named:
+            absent.append(f"{label} {str(value).strip()[:20]!r}")
+        return n
+
     for key, value in section.items():
         if isinstance(value, dict):  # Single Bit / Double Bit blocks of older drivers
             kind = {"Single Bit": "correctable", "Double Bit": "uncorrectable"}.get(key)
-            n = read.count("ecc", f"{where} {key} Total", value.get("Total")) if kind else None
+            n = counted(f"{where} {key} Total", value.get("Total")) if kind else None
             if kind and n is not None:
                 out[kind] = (out.get(kind) or 0) + n
             continue
         kind = "uncorrectable" if "Uncorrectable" in key else "correctable" if "Correctable" in key else None
         if kind is None:
             continue
-        n = read.count("ecc", f"{where} {key}", value)
+        n = counted(f"{where} {key}", value)
         if n is None:
             continue
         side = "sram" if key.startswith("SRAM") else "dram" if key.startswith("DRAM") else None
         out[kind] = (out.get(kind) or 0) + n
         if side:
             out[f"{side}_{kind}"] = (out.get(f"{side}_{kind}") or 0) + n
+    if out and absent:
+        # N/A beside the block's figures (DRAM Uncorrectable N/A, SRAM Uncorrectable 0): that count is unknown, never
+        # summed as 0 (the line passed "0 uncorrectable" whatever the DRAM had); named, as memory repair's are.
+        read.bad.setdefault("ecc", []).extend(f"{said} beside the block's figures" for said in absent)
     return out or None
 
 
@@ -101,6 +114,10 @@ def _ecc_counts(section: Any, read: _Reader, where: str) -> dict[str, int | None
 #: reading is below 0 °C, and a chip below freezing is not running in a rack); no part's limit is past 150 °C.
 #: Outside, no reading (``-5 C``, ``-99 C``, ``200 C``): not checked, never PASS.
 TEMPERATURE_RANGE_C = (0, 150)
+#: The GPU's own temperature (``GPU Current Temp``): a powered GPU in a rack is warmer than its inlet air (ASHRAE's
+#: lowest allowed inlet is 5 °C), so 0 °C is a sensor that reads nothing or a bad read, never a cool GPU: not checked.
+#: Its margins (``GPU T.Limit Temp``) come from the same sensor.  The memory's 0 °C is left as read (it judges nothing).
+GPU_TEMPERATURE_RANGE_C = (1, 150)
 #: Degrees a margin below a limit (``GPU T.Limit Temp``, ``GPU Slowdown T.Limit Temp``) can be: negative past the
 #: limit; no part's limit is 150 °C above its temperature (``T.Limit 200 C`` is no reading).
 MARGIN_RANGE_C = (-150, 150)
@@ -118,7 +135,7 @@ def _temperature(sec: dict[str, Any], read: _Reader) -> dict[str, Any]:
     def temp(key: str, within: tuple[int, int] = TEMPERATURE_RANGE_C) -> int | float | None:
         return read.number("temperature", key, _get(sec, "Temperature", key), "C", *within)
 
-    current = temp("GPU Current Temp")
+    current = temp("GPU Current Temp", GPU_TEMPERATURE_RANGE_C)
     tlimit, slow_rel = temp("GPU T.Limit Temp", MARGIN_RANGE_C), temp("GPU Slowdown T.Limit Temp", MARGIN_RANGE_C)
     slowdown = temp("GPU Slowdown Temp")
     margin = None
@@ -221,8 +238,31 @@ def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
         "failure": "Remapping Failure Occurred"}, "Remapped Rows", read)
     _absent_beside_figures(health, "retired_pages", pages, {
         "single_bit": "Single Bit ECC", "double_bit": "Double Bit ECC"}, "Retired Pages", read)
+    for block, other in (("Volatile", "Aggregate"), ("Aggregate", "Volatile")):
+        # One block every counter N/A beside the other's figures: its counts are unknown, never "0 uncorrectable".
+        if (health[f"ecc_{block.lower()}"] is None and health[f"ecc_{other.lower()}"]
+                and isinstance(ecc.get(block), dict) and ecc[block] and not read.bad.get("ecc")):
+            read.bad.setdefault("ecc", []).append(f"every {block} counter 'N/A' beside the {other} figures")
+    _no_repair_read(health, sec, rows, pages, read)
     health["unreadable"] = read.bad
     return health
+
+
+def _no_repair_read(health: dict[str, Any], sec: dict[str, Any], rows: Any, pages: Any, read: _Reader) -> None:
+    """A GPU that counts ECC errors repairs its bad memory by remapped rows (Ampere on) or retired pages (before):
+    where nvidia-smi -q prints both blocks and neither reads a value (``Remapped Rows : N/A``, every ``Retired
+    Pages`` value N/A), though the ECC counters read figures, the repairs are unknown: ``repairs_unreported`` says
+    so (the memory repair line is "not checked"), never left out as if the part had none.  The driver's own print,
+    not damage (a real H100 with MIG on prints them so).  ECC off, or a part without ECC, prints no counters: no
+    line, as before."""
+    if health.get("remapped_rows") or health.get("retired_pages") or read.bad.get("memory_repair"):
+        return
+    if not (health.get("ecc_volatile") or health.get("ecc_aggregate")):
+        return
+    if "Remapped Rows" not in sec or "Retired Pages" not in sec:
+        return  # an excerpt or an older driver that prints neither block: nothing printed, nothing to name
+    mig = " (MIG is on)" if str(_get(sec, "MIG Mode", "Current") or "").strip() == "Enabled" else ""
+    health["repairs_unreported"] = "nvidia-smi -q prints every Remapped Rows and Retired Pages value N/A" + mig
 
 
 def _absent_beside_figures(health: dict[str, Any], part: str, section: dict[str, Any], keys: dict[str, str],

@@ -124,6 +124,11 @@ def _memory_repair(g: dict, h: dict) -> Check | None:
     reset += [words for key, words in (("channel_repair_pending", "a channel repair is pending a GPU reset"),
                                         ("tpc_repair_pending", "a TPC repair is pending a GPU reset")) if h.get(key)]
     if not seen and not (replace or reset):
+        if h.get("repairs_unreported"):
+            # ECC counts errors but no repair is reported: not checked, said (it was left out, as if none).
+            return line(AREA, "memory repair", "WARN", f"not checked: {h['repairs_unreported']}, though it counts "
+                        "ECC errors", "nvidia-smi -q -d ROW_REMAPPER,PAGE_RETIREMENT on the host; where they stay "
+                        "N/A, dcgmi diag -r 3 tests the memory", subject=s)
         return None
     text = "; ".join(seen + replace + reset + watch)
     if replace:

@@ -374,11 +374,30 @@ def test_an_unreadable_ecc_counter_is_not_checked_never_zero(value):
     assert [c.status for c in named(checks, "memory repair")] == ["PASS"]
 
 
+@pytest.mark.reliability(item=40, fault="nvidia-smi -q ECC counter N/A beside the block's figures (DRAM Uncorrectable "
+                         "N/A beside SRAM 0) summed as 0: PASS '0 uncorrectable'; a Volatile or Aggregate block all N/A "
+                         "beside the other's figures read as '0 uncorrectable'", variants=6, checks=("one clear line",))
 @pytest.mark.parametrize("value", ["N/A", "[N/A]", "[Not Supported]", "Not Supported"])
-def test_a_counter_the_part_does_not_have_is_still_no_reading_not_damage(value):
+def test_a_counter_na_beside_the_block_figures_is_not_checked_never_zero(value):
     checks, _ = checklist_of(raw_with(nvidia_query=_h200_q(DRAM_UNCORR, DRAM_UNCORR[:-1] + value)))
     (ecc,) = named(checks, "ECC errors")
-    assert ecc.status == "PASS" and "since boot 0 uncorrectable" in ecc.seen, ecc
+    assert ecc.status == "WARN" and ecc.seen == ("not checked: nvidia.query unreadable: Volatile DRAM Uncorrectable "
+                                                 f"{value!r} beside the block's figures"), ecc
+
+
+@pytest.mark.parametrize("block, other", [("Volatile", "Aggregate"), ("Aggregate", "Volatile")])
+def test_an_ecc_block_all_na_beside_the_other_is_not_checked(block, other):
+    text = bundle()["raw"]["nvidia.query"]["output"]
+    m = re.search(rf"^        {block}\n((?:            [^\n]*\n)+)", text, flags=re.M)
+    damaged = re.sub(r": 0$", ": N/A", m.group(1), flags=re.M)
+    checks, _ = checklist_of(raw_with(nvidia_query=text[:m.start(1)] + damaged + text[m.end(1):]))
+    (ecc,) = named(checks, "ECC errors")
+    assert ecc.status == "WARN" and ecc.seen == ("not checked: nvidia.query unreadable: every "
+                                                 f"{block} counter 'N/A' beside the {other} figures"), ecc
+    # Both blocks N/A (ECC off, a part without it): no counts at all, as before.
+    both = re.sub(r"(            (?:SRAM|DRAM) \w[^:]*: )0$", r"\g<1>N/A", text, flags=re.M)
+    checks, _ = checklist_of(raw_with(nvidia_query=both))
+    assert [c.status for c in named(checks, "ECC errors")] == ["PASS"]
 
 
 ROWS_UNCORR = "        Uncorrectable Error                            : 0"

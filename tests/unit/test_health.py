@@ -550,12 +550,45 @@ def test_remapped_rows_with_na_beside_figures_are_not_checked_never_pass(key):
         damaged = re.sub(rf"^(        {k} +: ).*$", r"\g<1>N/A", damaged, count=1, flags=re.M)
     q = parse_nvidia_smi_q(text[:block.start(1)] + damaged + text[block.end(1):])
     found = _lines({"nvidia.query": q}, name="memory repair")
-    if key == "all":  # no remapped rows reported (and the Retired Pages all N/A too): no line, never "0 rows"
-        assert found == [], found
+    if key == "all":  # no remapped rows reported (and the Retired Pages all N/A too): not checked, never "0 rows"
+        [line] = found
+        assert line.status == "WARN" and line.seen == ("not checked: nvidia-smi -q prints every Remapped Rows and "
+                                                       "Retired Pages value N/A, though it counts ECC errors"), line
         return
     [line] = found
     assert line.status == "WARN" and line.seen.startswith("not checked: nvidia.query unreadable: Remapped Rows "
                                                           f"{key} 'N/A'"), line
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi -q Remapped Rows and Retired Pages all N/A on a GPU that counts "
+                         "ECC errors (a real H100 with MIG on, or a non-MIG block all N/A): no memory repair line at all, "
+                         "silently dropped", variants=3, checks=("one clear line",))
+def test_no_repair_reported_beside_ecc_counts_is_said_not_dropped():
+    # The real H100 with MIG on: Remapped Rows : N/A, every Retired Pages value N/A, ECC counting.
+    q = parse_nvidia_smi_q(_text("nvsmi-q-h100-mig4-drv590.txt"))
+    [line] = _lines({"nvidia.query": q}, name="memory repair")
+    assert line.status == "WARN" and line.seen.startswith("not checked: nvidia-smi -q prints every Remapped Rows "
+                                                          "and Retired Pages value N/A (MIG is on)"), line
+    # Not damage: the capture's values all read (test_every_real_q_capture_reads_every_health_value).
+    assert q["gpus"][0]["health"]["unreadable"] == {}
+    # ECC off (no counters: every value N/A): no repair line, the ECC line says ECC is off.
+    off = re.sub(r"^(            (?:SRAM|DRAM) [^:]*: )0$", r"\g<1>N/A", _text("nvsmi-q-h100-mig4-drv590.txt"),
+                 flags=re.M)
+    assert _lines({"nvidia.query": parse_nvidia_smi_q(off)}, name="memory repair") == []
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi -q GPU Current Temp 0 C (a broken sensor or a bad read on a "
+                         "powered GPU): PASS '0 °C, 56 °C below the slowdown limit'", variants=1,
+                         checks=("one clear line",))
+def test_a_gpu_at_zero_degrees_is_not_checked_never_pass():
+    q = _q(H200, (r"(GPU Current Temp\s+:) \d+ C", r"\1 0 C"))
+    [line] = _lines({"nvidia.query": q}, name="temperature")
+    assert line.status == "WARN" and line.seen == "not checked: nvidia.query unreadable: GPU Current Temp '0 C'", line
+    # 1 °C is a reading (cold, but a sensor that reads); the memory's 0 °C judges nothing and is left as read.
+    assert _lines({"nvidia.query": _q(H200, (r"(GPU Current Temp\s+:) \d+ C", r"\1 1 C"))},
+                  name="temperature")[0].status == "PASS"
+    q = _q(H200, (r"(Memory Current Temp\s+:) \d+ C", r"\1 0 C"))
+    assert _lines({"nvidia.query": q}, name="temperature")[0].status == "PASS"
 
 
 def _spliced(section_file: str, what: str) -> dict:
