@@ -48,12 +48,13 @@ RATE_MAX = 100_000.0
 REPEATS_MAX = 100
 
 
-def _repeats(doc: Mapping[str, Any]) -> int:
-    """The probe's ``repeats``, 0 when absent or not a whole number the probe takes (never a traceback)."""
+def _repeats(doc: Mapping[str, Any]) -> str:
+    """How the figures were taken: ``median of 5``; where the probe's ``repeats`` is absent or no whole number it
+    takes (1..100: 10^400, 0, NaN, text), says so, never "median of 0" (never a traceback)."""
     try:
-        return int(number(doc.get("repeats") or 0, lo=0, hi=REPEATS_MAX, integer=True, what="repeats"))
-    except Unreadable:
-        return 0
+        return f"median of {int(number(doc.get('repeats'), lo=1, hi=REPEATS_MAX, integer=True, what='repeats'))}"
+    except Unreadable as e:
+        return f"runs unknown: {e}"
 
 
 def _status(ratio: float, warn: float, fail: float) -> str:
@@ -87,7 +88,7 @@ def _gpu_facts(facts: Mapping[str, Any]) -> tuple[dict[str, dict], dict[str, dic
 
 
 def _rate_line(name: str, subject: str, value: Any, limit: float | None, what: str, warn: float, fail: float,
-               fix: str, runs: int, measured: str = "") -> Check:
+               fix: str, runs: str, measured: str = "") -> Check:
     """A measured rate against its limit; ``measured`` says what the figure is where "GB/s" alone does not
     (``read+write (2061.8 GB/s copied)``)."""
     if value is None:
@@ -101,13 +102,13 @@ def _rate_line(name: str, subject: str, value: Any, limit: float | None, what: s
                     subject=subject)
     figure = f"{value:.1f} GB/s" + (f" {measured}" if measured else "")
     if not limit:
-        return line(AREA, name, "WARN", f"{figure} (median of {runs}); no limit known: {what}",
+        return line(AREA, name, "WARN", f"{figure} ({runs}); no limit known: {what}",
                     "judge the figure by hand against the part's datasheet, or add the part to bringup's GPU "
                     "profiles (gpu_profiles with memory_bandwidth) so it is held against one",
                     subject=subject, value=round(float(value), 1), unit="GB/s")
     ratio = float(value) / limit
     status = _status(ratio, warn, fail)
-    return line(AREA, name, status, f"{figure} (median of {runs}), {ratio:.0%} of {what} {limit:.1f} GB/s "
+    return line(AREA, name, status, f"{figure} ({runs}), {ratio:.0%} of {what} {limit:.1f} GB/s "
                 f"(WARN below {warn:.0%}, FAIL below {fail:.0%})", "" if status == "PASS" else fix,
                 subject=subject, value=round(float(value), 1), limit=round(limit, 1), unit="GB/s")
 

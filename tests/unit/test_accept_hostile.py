@@ -44,10 +44,20 @@ def test_an_absurd_figure_is_not_checked_never_pass(h200_facts, value):  # noqa:
     assert by(lines, "device-to-host bandwidth").status == "PASS"  # the sound figure beside it is still judged
 
 
-@pytest.mark.parametrize("repeats", [float("inf"), "many", 10 ** 400, -1])
-def test_absurd_repeats_never_traceback(h200_facts, repeats):  # noqa: F811
-    lines = judge(h200_doc(repeats=repeats), h200_facts, {})
-    assert "(median of 0)" in by(lines, "host-to-device bandwidth").seen
+@pytest.mark.reliability(item=40, fault="probe: repeats of 10^400, Infinity, 0, -1 or text read as 'median of 0' "
+                         "beside the figure", variants=6, checks=("one clear line",))
+@pytest.mark.parametrize("repeats, said", [(float("inf"), "repeats inf is not a finite number"),
+                                           ("many", "repeats 'many' is not a number"),
+                                           (10 ** 400, "repeats " + "1" + "0" * 36 + "... is out of range "
+                                            "(1..100)"),
+                                           (-1, "repeats -1 is out of range (1..100)"),
+                                           (0, "repeats 0 is out of range (1..100)"),
+                                           (None, "repeats None is not a number")],
+                         ids=["inf", "text", "10^400", "-1", "0", "absent"])
+def test_absurd_repeats_are_said_never_median_of_0(h200_facts, repeats, said):  # noqa: F811
+    seen = by(judge(h200_doc(repeats=repeats), h200_facts, {}), "host-to-device bandwidth").seen
+    assert f"(runs unknown: {said})" in seen and "median of" not in seen, seen
+    assert "(median of 5)" in by(judge(h200_doc(repeats=5), h200_facts, {}), "host-to-device bandwidth").seen
 
 
 @pytest.mark.parametrize("temp", ["nan", "inf", "1e308", "-300", "9" * 5000])
