@@ -25,44 +25,59 @@ UNREACHABLE = "# bringup: unreachable"
 COUNT_MAX = float(2 ** 63)
 
 
-def request_count(text: str, metric: str = METRIC) -> float | None:
-    """The sum of ``metric`` (``nv_inference_request_success``) in a Prometheus text; None when the text is not
-    Triton's metrics (unreachable, not Prometheus text, no such family) or a value is no count (NaN, +Inf,
-    negative, absurdly large: never read as "idle")."""
+def _samples(text: str, metric: str) -> list[float] | None:
+    """``metric``'s (or ``metric_total``'s) values in a Prometheus text; None when the text is not Triton's metrics
+    (unreachable, not Prometheus text).  :class:`bringup.untrusted.Unreadable` where a value is no count (NaN,
+    +Inf, negative, absurdly large) or a series is printed twice (one name and label set: a double-scraped or
+    doubled text, whose sum doubles its count and whose rise is no request served)."""
     from prometheus_client.parser import text_string_to_metric_families
 
     from ..untrusted import Unreadable, number
 
     if not text.strip() or text.startswith(UNREACHABLE):
         return None
+    seen: set = set()
+    values = []
     try:
-        values = [s.value for fam in text_string_to_metric_families(text) for s in fam.samples
-                  if s.name in (metric, metric + "_total")]
-        values = [float(number(v, lo=0, hi=COUNT_MAX, what=metric)) for v in values]
-    except (ValueError, TypeError, IndexError, Unreadable):
+        for fam in text_string_to_metric_families(text):
+            for s in fam.samples:
+                if s.name not in (metric, metric + "_total"):
+                    continue
+                series = (metric, tuple(sorted(s.labels.items())))
+                if series in seen:
+                    shown = ",".join(f"{k}={v!r}" for k, v in series[1])
+                    raise Unreadable(f"{metric}{{{shown[:80]}}} printed twice")
+                seen.add(series)
+                values.append(float(number(s.value, lo=0, hi=COUNT_MAX, what=metric)))
+    except Unreadable:
+        raise  # a ValueError too: not "no metrics text"
+    except (ValueError, TypeError, IndexError):
+        return None
+    return values
+
+
+def request_count(text: str, metric: str = METRIC) -> float | None:
+    """The sum of ``metric`` (``nv_inference_request_success``) in a Prometheus text; None when the text is not
+    Triton's metrics (unreachable, not Prometheus text, no such family) or a value is no count (NaN, +Inf,
+    negative, absurdly large, a series twice: never read as "idle")."""
+    from ..untrusted import Unreadable
+
+    try:
+        values = _samples(text, metric)
+    except Unreadable:
         return None
     return float(sum(values)) if values else None
 
 
 def unreadable_count(text: str, metric: str = METRIC) -> str | None:
-    """Why ``metric``'s samples in ``text`` are no counts (NaN, +Inf, negative, absurdly large), or None (no
-    such sample, not Prometheus text, or every value a count)."""
-    from prometheus_client.parser import text_string_to_metric_families
+    """Why ``metric``'s samples in ``text`` are no counts (NaN, +Inf, negative, absurdly large, a series printed
+    twice), or None (no such sample, not Prometheus text, or every value a count)."""
+    from ..untrusted import Unreadable
 
-    from ..untrusted import Unreadable, number
-
-    if not text.strip() or text.startswith(UNREACHABLE):
-        return None
     try:
-        for fam in text_string_to_metric_families(text):
-            for s in fam.samples:
-                if s.name in (metric, metric + "_total"):
-                    try:
-                        number(s.value, lo=0, hi=COUNT_MAX, what=metric)
-                    except Unreadable as e:
-                        return str(e)
-    except (ValueError, TypeError, IndexError):
-        return None
+        _samples(text, metric)
+    except Unreadable as e:
+        return str(e)
     return None
 
 
@@ -84,6 +99,11 @@ def refusal(first: str, second: str, apps: str, port: int, window_s: float) -> s
         if b > a:
             return (f"Triton is serving requests ({METRIC} rose by {b - a:g} in {window_s:g} s on its metrics port "
                     f"{port})")
+        if b < a:
+            # A counter only rises: one that fell (Triton restarted between the reads, or a read that is not the
+            # other's) tells nothing of the requests served in between, never "idle".
+            return _no_counts(port, f"{METRIC} fell from {a:g} to {b:g} in {window_s:g} s: a restart between the "
+                                    "reads, or a read not Triton's")
         bad = unreadable_count(second, PENDING)
         if bad:  # NaN, +Inf, -3 or 1e308 queued read as "nothing queued": the GPUs were loaded
             return _no_counts(port, bad)

@@ -135,6 +135,25 @@ def test_nothing_running_is_no_reason():
     assert compute_apps("No running processes found\n") == []
 
 
+@pytest.mark.reliability(item=40, fault="Triton's metrics with a series printed twice (a doubled or double-scraped "
+                         "text) summed, and a request count that fell between the reads, read as idle: the GPUs loaded "
+                         "under a serving Triton", variants=4, checks=("one clear line",))
+def test_a_series_twice_or_a_count_that_fell_refuses_never_idle():
+    row = 'nv_inference_request_success{model="add",version="1"} 50\n'
+    doubled = metrics(50).replace(row, row + row.replace('model="add",version="1"', 'version="1",model="add"'))
+    # The first read doubled (100), the second whole (53 after 3 requests): summed, 53 < 100 read as idle.
+    for first, second in ((doubled, metrics(53)), (metrics(50), doubled)):
+        why = refusal(first, second, "", 8002, 3)
+        assert why == ("Triton's metrics port 8002 answered values that are no counts (nv_inference_request_success"
+                       "{model='add',version='1'} printed twice), so whether requests are being served cannot be told")
+    # A queue length printed twice is no count either.
+    queued = metrics(50) + '\n' + 'nv_inference_pending_request_count{model="m"} 0\n' * 2
+    assert "nv_inference_pending_request_count{model='m'} printed twice" in refusal(metrics(50), queued, "", 8002, 3)
+    # A count that fell: a restart between the reads (or a read not Triton's) tells nothing of what was served.
+    why = refusal(metrics(53), metrics(50), "", 8002, 3)
+    assert "nv_inference_request_success fell from 53 to 50 in 3 s" in why and "cannot be told" in why
+
+
 def test_the_real_gb10_document_failing_its_software_test():
     """A whole ``dcgmi diag -r 1 -j`` a GB10 printed (DCGM 4.2.3, exit 226; tests/fixtures/hosts/public/
     dcgmi-diag-r1-json-gb10-fail-dcgm4.txt): the Deployment test 'software' failed on GPU 0 for persistence mode."""
