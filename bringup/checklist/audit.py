@@ -78,8 +78,11 @@ def items(result: HostResult) -> list[Item]:
     """The audit's items of one host's check-mode result; a host that could not be audited is one item."""
     out = [_item(result.host, r) for r in result.resources]
     if result.status in ("unreachable", "failed", "interrupted") and result.message:
-        out.append(Item(result.host, "", result.status, "unreachable" if result.status == "unreachable"
-                        else "failed", f"{result.status}: {result.message}"))
+        # A host a signal cut short was not audited to its end: its checks left are skipped, as a site's tests
+        # a signal stopped are (INTERRUPTED), never a failed check (failed=1 in the recap, a JUnit failure); the
+        # run's exit code is the signal's, and converge's recap counts it no failure either.
+        outcome = {"unreachable": "unreachable", "interrupted": "skipped"}.get(result.status, "failed")
+        out.append(Item(result.host, "", result.status, outcome, f"{result.status}: {result.message}"))
     return out
 
 
@@ -167,7 +170,8 @@ def run_audit(hosts: list[Host], roles: list[Role], role_vars: dict[str, dict], 
     results = run_hosts(hosts, audited, role_vars, opts, templates, on_result=done, stop=stop, run=run)
     by_host = {h.name: by_host[h.name] for h in hosts if h.name in by_host}
     found = [i for f in by_host.values() for i in f]
-    code = exit_code(found)
+    # A run a signal stopped exits with the signal's code (the task's), and its report says the same.
+    code = stop.exit_code if stop is not None and stop.requested else exit_code(found)
     reports.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     junit = reports / f"{stamp}-audit.xml"

@@ -111,6 +111,19 @@ def test_items_outcomes_exit_codes_and_the_summary_line():
     assert exit_code(found + gone) == 4
 
 
+@pytest.mark.reliability(item=40, fault="audit recap: a host a signal (Ctrl-C) cut short counted as failed=1 and a JUnit "
+                         "failure, as if a check had failed", variants=1, checks=("recap and report",))
+def test_a_host_a_signal_cut_short_is_skipped_not_failed():
+    cut = items(_result(ResourceResult("sysctl", "sysctl:a.b", "ok", reason="a.b is already 1"), status="interrupted",
+                        message="stopped by SIGINT before sysctl:c.d"))
+    assert [(i.item, i.outcome, i.message) for i in cut] == [
+        ("sysctl:a.b", "passed", "a.b is already 1"),
+        ("interrupted", "skipped", "interrupted: stopped by SIGINT before sysctl:c.d")]
+    assert summary_line("h1", cut) == "h1 : passed=1 failed=0 skipped=1 unreachable=0"
+    suite = junit_xml({"h1": cut}).getroot().find("testsuite")
+    assert suite.get("failures") == "0" and suite.find("testcase[@name='interrupted']/skipped") is not None
+
+
 def test_junit_has_a_suite_per_host_and_a_case_per_item():
     found = [Item("h1", "sysctl", "sysctl:a", "passed"), Item("h1", "sysctl", "sysctl:b", "failed", "b is 0, want 1"),
              Item("h1", "irq", "irq:5", "skipped", "managed")]
