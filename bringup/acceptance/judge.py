@@ -174,7 +174,9 @@ def gpu_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[st
 def _nv_links(topo: Mapping[str, Any], a: Any, b: Any) -> int:
     """NVLink links between nvidia-smi's GPUs ``a`` and ``b`` in ``topo -m`` (0: none or unknown)."""
     cell = str(((topo or {}).get("matrix") or {}).get(f"GPU{a}", {}).get(f"GPU{b}") or "")
-    return int(cell[2:]) if cell.startswith("NV") and cell[2:].isdigit() else 0
+    # ASCII digits, a few (a saved facts file's cell too): 'NV²' and NV of 5,000 digits made int() raise.
+    m = re.fullmatch(r"NV([0-9]{1,3})", cell)
+    return int(m.group(1)) if m else 0
 
 
 def pair_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], th: Thresholds) -> list[Check]:

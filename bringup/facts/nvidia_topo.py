@@ -4,11 +4,15 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from .base import UntrustedOutput
+from .base import UntrustedOutput, ascii_whole
 from .helpers import cpulist
 from .nvidia_values import _none_if_na, _number
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
+def _short(cell: str) -> str:
+    return cell if len(cell) <= 20 else cell[:20] + "..."
+
+
 #: A link cell of the matrix (``SOC``: old drivers' name for SYS).
 _LINK = re.compile(r"X|SYS|SOC|NODE|PHB|PXB|PIX|NV[0-9]+")
 
@@ -85,6 +89,14 @@ def parse_topo_matrix(output: str, numa_cpus: dict[str, list[int]] | None = None
         return n
 
     gpu_rows = [n for n in row_cells if re.fullmatch(r"GPU[0-9]+", n)]
+    for name, rest in row_cells.items():
+        # A GPU index or an NVLink count of thousands of digits is none nvidia-smi prints: said in the fact's words,
+        # never Python's "Exceeds the limit (4300 digits)" advice (a GPU index: NVML counts devices in 32 bits).
+        if name in gpu_rows and not ascii_whole(name[3:], 10):
+            raise UntrustedOutput(f"nvidia-smi topo -m: row {_short(name)}: no GPU index")
+        bad = next((c for c in rest[:links(rest)] if c.startswith("NV") and not ascii_whole(c[2:], 3)), None)
+        if bad is not None:
+            raise UntrustedOutput(f"nvidia-smi topo -m: row {_short(name)}: link cell {_short(bad)} is no NVLink count")
     if not gpu_rows:
         raise UntrustedOutput("nvidia-smi topo -m: a header but no GPU row (output cut short?)")
     width = max(links(row_cells[n]) for n in gpu_rows)

@@ -36,6 +36,31 @@ def test_an_absurd_xid_count_is_unreadable_not_a_count(old, new):
     assert str(e.value).startswith("kernel log: ") and len(str(e.value)) < 200
 
 
+TOPO_8XA100 = Path(__file__).resolve().parents[1] / "fixtures/hosts/public/topo-8xa100sxm-10nic-8numa.txt"
+
+
+@pytest.mark.reliability(item=40, fault="nvidia-smi topo -m: a GPU index or an NVLink count of thousands of digits "
+                         "(Python's 'Exceeds the limit (4300 digits)' error; accept's NVLink count of a pair the same)",
+                         variants=4, checks=("one clear line",))
+def test_a_topo_index_or_nvlink_count_of_thousands_of_digits_is_one_line():
+    from bringup.acceptance.judge import _nv_links
+    from bringup.facts.nvidia_topo import parse_topo_matrix
+
+    text = "".join(l for l in TOPO_8XA100.read_text().splitlines(keepends=True) if not l.startswith("#"))
+    assert parse_topo_matrix(text)["matrix"]["GPU0"]["GPU1"] == "NV12"
+    wide = "GPU" + "7" * 5000
+    for damaged, said in ((text.replace("\tGPU7\t", f"\t{wide}\t", 1).replace("\nGPU7\t", f"\n{wide}\t", 1),
+                           "nvidia-smi topo -m: row GPU77777777777777777...: no GPU index"),
+                          (text.replace("NV12", "NV" + "1" * 5000, 1),
+                           "nvidia-smi topo -m: row GPU0: link cell NV111111111111111111... is no NVLink count")):
+        with pytest.raises(UntrustedOutput) as e:
+            parse_topo_matrix(damaged)
+        assert str(e.value) == said
+    # A saved facts file's cell, read by accept's judge of a GPU pair: no NVLink count, never a traceback.
+    for cell in ("NV" + "1" * 5000, "NV²"):
+        assert _nv_links({"matrix": {"GPU0": {"GPU1": cell}}}, 0, 1) == 0
+
+
 XID_LINE = "xid [ 5.1] NVRM: Xid (PCI:0000:3b:00): 79, pid=1, GPU has fallen off the bus.\n"
 
 
