@@ -12,7 +12,7 @@ import re
 from typing import Any, Mapping
 
 from ..checks import Check, line
-from ..facts.nvidia_health import TEMPERATURE_RANGE_C
+from ..facts.nvidia_health import GPU_TEMPERATURE_RANGE_C
 from ..facts.pci import normalize_pci_address
 from ..process import command
 from ..untrusted import Unreadable, number, text_number
@@ -229,9 +229,10 @@ def _hex(text: Any) -> int | None:
     return int(t, 16)
 
 
-#: What nvidia-smi can print for a GPU's temperature (°C, the bounds of ``nvidia -q``'s: NVML's is unsigned, so
-#: ``-5`` is no reading) and SM clock (MHz); outside: unreadable, named on the line.
-_RANGES = {"temperature_c": (float(TEMPERATURE_RANGE_C[0]), float(TEMPERATURE_RANGE_C[1])), "sm_mhz": (0.0, 10_000.0)}
+#: What nvidia-smi can print for a GPU's temperature (°C, the bounds of ``nvidia -q``'s GPU Current Temp: NVML's is
+#: unsigned, so ``-5`` is no reading, and a GPU under load at 0 °C is a sensor reading nothing) and SM clock (MHz);
+#: outside: unreadable, named on the line.
+_RANGES = {"temperature_c": tuple(map(float, GPU_TEMPERATURE_RANGE_C)), "sm_mhz": (0.0, 10_000.0)}
 
 
 def _num(text: Any, key: str) -> float | None:

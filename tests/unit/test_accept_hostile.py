@@ -60,8 +60,9 @@ def test_absurd_repeats_are_said_never_median_of_0(h200_facts, repeats, said):  
     assert "(median of 5)" in by(judge(h200_doc(repeats=5), h200_facts, {}), "host-to-device bandwidth").seen
 
 
-@pytest.mark.parametrize("temp", ["nan", "inf", "1e308", "-300", "9" * 5000])
+@pytest.mark.parametrize("temp", ["nan", "inf", "1e308", "-300", "9" * 5000, "0"])
 def test_absurd_temperatures_from_nvidia_smi_are_not_shown(h200_facts, temp):  # noqa: F811
+    # 0 °C under load: a sensor reading nothing (as nvidia -q's GPU Current Temp 0 C), never "up to 0 °C".
     k = by(judge(h200_doc(temp=temp), h200_facts, {}), "clocks under load")
     assert "temperature not shown" in k.seen and k.value is None
 
