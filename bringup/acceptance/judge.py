@@ -134,9 +134,24 @@ def gpu_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[st
         profiles = {}  # the checklist's GPU lines name a bad gpu_profiles; here the figure is just unknown
     runs = _repeats(doc)
     out: list[Check] = []
+    # CUDA lists each device once: a bus id twice in the probe's answer is damage, and which entry's figures are
+    # the GPU's is not known (one PASS and one FAIL line of one GPU, or another GPU's figures under its id).
+    seen: dict[str, int] = {}
+    for g in doc.get("gpus") or []:
+        if g.get("bus_id"):
+            seen[bus_key(g.get("bus_id"))] = seen.get(bus_key(g.get("bus_id")), 0) + 1
+    said: set[str] = set()
     for g in doc.get("gpus") or []:
         key = bus_key(g.get("bus_id"))
         subject = _subject(g.get("bus_id")) if g.get("bus_id") else f"GPU {g.get('index', '?')}"
+        if g.get("bus_id") and seen.get(key, 0) > 1:
+            if key not in said:
+                said.add(key)
+                out.append(line(AREA, "copies", "WARN", f"not checked: the probe's answer lists this GPU "
+                                f"{seen[key]} times (damaged: which figures are its own is not known)",
+                                "run the acceptance again; the probe's JSON in the saved result shows what the host "
+                                "printed", subject=subject))
+            continue
         if g.get("error"):
             out.append(line(AREA, "copies", "FAIL", f"GPU {g.get('index', '?')} ({g.get('name', '?')}): {g['error']}",
                             _XID, subject=subject))
@@ -250,6 +265,9 @@ def load_lines(doc: Mapping[str, Any]) -> list[Check]:
     name = "clocks under load"
     measured = [g for g in doc.get("gpus") or [] if not g.get("error")
                 and (not doc.get("error") or any(k in g for k in ("h2d_gbs", "d2h_gbs", "d2d_gbs")))]
+    # A GPU the answer lists twice (gpu_lines names it) has its readings under load judged once, by its bus id.
+    firsts: dict[str, dict] = {}
+    measured = [g for g in measured if not g.get("bus_id") or firsts.setdefault(bus_key(g.get("bus_id")), g) is g]
     out: list[Check] = []
     for g in measured:
         # An entry without its index cannot be matched to its load errors: named, never left out.

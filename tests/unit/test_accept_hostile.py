@@ -60,6 +60,20 @@ def test_absurd_repeats_are_said_never_median_of_0(h200_facts, repeats, said):  
     assert "(median of 5)" in by(judge(h200_doc(repeats=5), h200_facts, {}), "host-to-device bandwidth").seen
 
 
+@pytest.mark.reliability(item=40, fault="probe: one GPU's bus id listed twice (its own figures and another's): a PASS "
+                         "and a FAIL line of one GPU, each judged, and its load lines twice", variants=2,
+                         checks=("one clear line",))
+@pytest.mark.parametrize("spelling", [H200_BUS, "0000:00:06.0"])
+def test_a_gpu_the_probe_lists_twice_is_not_checked_never_judged_twice(h200_facts, spelling):  # noqa: F811
+    doc = h200_doc()
+    doc["gpus"].append(dict(doc["gpus"][0], index=1, bus_id=spelling, h2d_gbs=10.0))
+    lines = judge(doc, h200_facts, {})
+    k = by(lines, "copies")
+    assert k.status == "WARN" and k.seen.startswith("not checked: the probe's answer lists this GPU 2 times"), k.seen
+    assert not [x for x in lines if x.name.endswith("bandwidth")], lines
+    assert by(lines, "clocks under load").status == "PASS"  # the readings under load: judged once, by bus id
+
+
 @pytest.mark.parametrize("temp", ["nan", "inf", "1e308", "-300", "9" * 5000, "0"])
 def test_absurd_temperatures_from_nvidia_smi_are_not_shown(h200_facts, temp):  # noqa: F811
     # 0 °C under load: a sensor reading nothing (as nvidia -q's GPU Current Temp 0 C), never "up to 0 °C".
