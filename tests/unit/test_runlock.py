@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bringup.ssh.runlock import (ERR_KEPT, FENCED_RC, KEPT_MAX, OWNER_MAX, READ_MARK, SERVE_MAX, RunLock, fence, hold_script, keep_request,
+from bringup.ssh.runlock import (ERR_KEPT, FENCED_RC, KEPT_MAX, OWNER_MAX, READ_MARK, SERVE_MAX, TAG_MARK, RunLock, fence, hold_script, keep_request,
                                  kept_hash, read_served, refusal, serve_request, then_output)
 
 
@@ -525,7 +525,7 @@ def test_a_state_read_with_timed_snippets_is_read_ahead_by_the_next_run(tmp_path
     from bringup.ssh.script import READ_TAG_ENV, batch, read_tag, split
 
     def state_read(read_token: str) -> str:
-        return batch([("a", "echo one"), ("b", "echo two; env | grep -c '^" + READ_TAG_ENV + "='"), ("c", "echo 3")],
+        return batch([("a", "echo one"), ("b", "echo two; printenv " + READ_TAG_ENV), ("c", "echo 3")],
                      token=read_token, lanes=4, section_max=1 << 16, time_limit_s=30)[0]
 
     t1, t2 = "1111111111111111", "2222222222222222"
@@ -538,12 +538,13 @@ def test_a_state_read_with_timed_snippets_is_read_ahead_by_the_next_run(tmp_path
     got, digest = _keep(first, "r1", state_read(t1), t1, "abc123")
     assert got is not None and got.rc == 0
     kept = (base / f"ahead-abc123-{digest}").read_text()
-    assert t1 not in kept and read_tag(t1) not in kept
+    assert t1 not in kept and read_tag(t1) not in kept and TAG_MARK in kept and READ_MARK in kept
     let_go(first)
     second = _ahead_holder(base, "r2", "abc123", t2)
     assert answer(second) == f"@@r2:ahead:{digest}\n"  # what the control machine compares with its own read
     ahead = read_served("r2", second.stdout.readline, 1 << 20)
     assert ahead is not None and ahead.rc == 0
     secs = split(ahead.stdout.decode(), t2, ["a", "b", "c"], section_max=1 << 16)
-    assert [s.output.strip() for s in secs] == ["one", "two\n1", "3"]  # its tag set in the snippet's environment
+    # The snippet's tag is the next run's own (put back by its holder), never the mark or the first run's.
+    assert [s.output.strip() for s in secs] == ["one", f"two\n{read_tag(t2)}.1", "3"]
     let_go(second)
