@@ -307,13 +307,22 @@ LICENSE_FIX = ("license the VM: the client configuration token in /etc/nvidia/Cl
                "failed)")
 
 
+#: A licence the driver holds: bare, or with its expiry as nvidia-smi prints it (``Licensed (Expiry: 2023-8-29 0:0:0
+#: GMT)``, ``N/A`` for a perpetual one); anything else beside ``Licensed`` is no status the driver prints.
+_LICENSED = re.compile(r"Licensed(?: \(Expiry: (?:N/A|[0-9]{4}-[0-9]{1,2}-[0-9]{1,2} [0-9]{1,2}:[0-9]{1,2}:[0-9]{1,2}"
+                       r"(?: GMT)?)\))?")
+
+
 def _vgpu_license(g: dict) -> Check | None:
-    """A vGPU guest's licence (``nvidia-smi -q``'s vGPU Software Licensed Product): ``Licensed (Expiry: ...)`` PASS;
-    ``Unlicensed (Unrestricted)`` (the 20-minute grace period after boot) WARN; ``Unlicensed`` or ``Unlicensed
-    (Restricted)`` FAIL: compute runs at an idle level (CUDA fails, ``operation not supported``) until it holds one.
-    None for a GPU that is no vGPU (bare metal, pass-through: no licence asked)."""
+    """A licence the guest driver (NVIDIA vGPU software) reports (``nvidia-smi -q``'s vGPU Software Licensed Product):
+    ``Licensed (Expiry: ...)`` PASS; ``Unlicensed (Unrestricted)`` (the 20-minute grace period after boot) WARN;
+    ``Unlicensed`` or ``Unlicensed (Restricted)`` in a vGPU guest (Virtualization Mode ``VGPU``) FAIL: compute runs at
+    an idle level (CUDA fails, ``operation not supported``) until it holds one; the same on a pass-through GPU whose
+    guest driver asks for a licence WARN (its features are restricted, its compute is not said to be).  None where
+    the driver asks none (bare metal, a pass-through GPU with the data-center driver: no status printed)."""
     status, mode = g.get("vgpu_license"), str(g.get("virtualization_mode") or "")
-    if status is None and mode.upper() != "VGPU":
+    vgpu = mode.upper() == "VGPU"
+    if status is None and not vgpu:
         return None
     s = subject_of(g)
     if not isinstance(status, str):
@@ -321,12 +330,16 @@ def _vgpu_license(g: dict) -> Check | None:
                     "nvidia-smi -q shows no License Status (unreadable)", "nvidia-smi -q on the host shows it under "
                     "vGPU Software Licensed Product; " + LICENSE_FIX, subject=s)
     seen = f"License Status {status[:80]}"
-    if re.fullmatch(r"Licensed(?: \([^()\n]{0,80}\))?", status):
+    if _LICENSED.fullmatch(status):
         return line(AREA, "vGPU license", "PASS", seen, subject=s)
     if status == "Unlicensed (Unrestricted)":
         return line(AREA, "vGPU license", "WARN", seen + ": in its grace period, compute drops to an idle level "
                     "when it ends", LICENSE_FIX, subject=s)
     if status in ("Unlicensed", "Unlicensed (Restricted)"):
+        if not vgpu:
+            return line(AREA, "vGPU license", "WARN", f"{seen} on a GPU in {mode[:40] or 'no'} virtualization mode: "
+                        "its guest driver (NVIDIA vGPU software) restricts its features until it holds a licence",
+                        LICENSE_FIX, subject=s)
         return line(AREA, "vGPU license", "FAIL", seen + ": compute restricted to an idle level (CUDA fails)",
                     LICENSE_FIX, subject=s)
     return line(AREA, "vGPU license", "WARN", f"not checked: {seen} is no status the driver prints (unreadable)",

@@ -40,7 +40,7 @@ def test_the_real_unlicensed_vgpu_fails_its_license_line():
 
 
 @pytest.mark.reliability(item=41, fault="a vGPU guest's licence: unlicensed, in grace, licensed, garbled, cut, "
-                         "not UTF-8", variants=7, checks=("one clear line",))
+                         "not UTF-8", variants=9, checks=("one clear line",))
 @pytest.mark.parametrize(("status", "want", "words"), [
     ("Unlicensed (Unrestricted)", "WARN", "in its grace period"),
     ("Unlicensed (Restricted)", "FAIL", "compute restricted"),
@@ -48,6 +48,8 @@ def test_the_real_unlicensed_vgpu_fails_its_license_line():
     ("Licensed (Expiry: 2025-6-18 16:49:9 GMT)", "PASS", "License Status Licensed (Expiry: 2025-6-18 16:49:9 GMT)"),
     ("Licenced maybe", "WARN", "not checked: License Status Licenced maybe is no status"),
     ("Licensed (Expiry: 2025-6-18) and more", "WARN", "not checked"),  # text after the bracket
+    ("Licensed (Expiry: \x1b]0;pwn\x07)", "WARN", "not checked"),  # no expiry the driver prints
+    ("Licensed (Expiry: N/A)", "PASS", "License Status Licensed (Expiry: N/A)"),
     ("N/A", "WARN", "shows no License Status"),
     (None, "WARN", "shows no License Status"),  # the line cut away
 ])
@@ -68,6 +70,20 @@ def test_a_status_not_utf8_makes_the_report_unreadable_never_a_pass():
 
 def test_a_pass_through_gpu_has_no_license_line():
     assert not lines(strip_comments(A10G.read_text()), "vGPU license")
+
+
+@pytest.mark.parametrize(("status", "want"), [("Unlicensed", "WARN"), ("Unlicensed (Restricted)", "WARN"),
+                                              ("Licensed (Expiry: 2025-6-18 16:49:9 GMT)", "PASS")])
+def test_a_pass_through_gpu_whose_guest_driver_asks_a_licence_is_never_failed_as_a_vgpu(status, want):
+    # A pass-through GPU with NVIDIA vGPU software's guest driver prints the licence too (cloud vWS VMs): its
+    # features are restricted unlicensed, its compute is not said to be: a WARN naming its mode, never the FAIL.
+    q = strip_comments(VGPU.read_text()).replace(STATUS, STATUS.replace("Unlicensed", status))
+    q = q.replace("Virtualization Mode               : VGPU", "Virtualization Mode               : Pass-Through")
+    assert "Pass-Through" in q
+    (lic,) = lines(q, "vGPU license")
+    assert lic.status == want, lic
+    if want == "WARN":
+        assert "Pass-Through virtualization mode" in lic.seen and "compute restricted" not in lic.seen, lic
 
 
 def test_a_vgpus_small_bar1_is_not_sent_to_the_firmware_setup():
