@@ -64,9 +64,20 @@ def test_a_lone_gpus_cut_link_list_is_unreadable_never_fewer_links_up(kept):
                                                           "line(s) of the 18 a NVIDIA H100 80GB HBM3 has"), nv
 
 
+def test_a_lone_gpus_cut_link_list_is_unreadable_without_its_q_report_too():
+    # nvidia-smi -q unread (its own timeout, cut): the part's count comes from the name nvlink -s prints.
+    cut = "".join(NVLINK.splitlines(keepends=True)[:11])
+    values, errors = parse_raw([FACTS_BY_NAME["nvidia.nvlink"]], {"nvidia.nvlink": {"rc": 0, "output": cut}})
+    (nv,) = [c for c in collect(values, {}, None, errors) if c.name == "NVLink"]
+    assert nv.status == "WARN" and "printed 10 link line(s) of the 18" in nv.seen, nv
+
+
 def test_the_link_count_table():
     assert link_count("NVIDIA H100 80GB HBM3", "Hopper") == 18 and link_count("NVIDIA GB200", "blackwell") == 18
     assert link_count("NVIDIA A100-SXM4-80GB", "Ampere") == 12 and link_count("NVIDIA A40", "Ampere") == 4
     # Export parts with 8 links, and parts the table does not know: no count, never a false "cut short".
     assert link_count("NVIDIA H800", "Hopper") is None and link_count("NVIDIA A800-SXM4-80GB", "Ampere") is None
     assert link_count("Tesla V100-SXM2-16GB", "Volta") is None
+    # By name alone (no nvidia-smi -q): the Hopper and Blackwell parts; H20 is not taken for an H200.
+    assert link_count("NVIDIA H100 80GB HBM3", None) == 18 and link_count("NVIDIA H200", None) == 18
+    assert link_count("NVIDIA H20", None) is None and link_count("NVIDIA L40S", None) is None

@@ -1172,7 +1172,9 @@ def test_many_nvlink_gpus_are_judged_without_comparing_every_pair():
         __hash__ = None
 
     n = 300
-    text = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08x})\n\t Link 0: 26.562 GB/s\n" for i in range(n))
+    # Every GPU with its 18 link lines (an H100 prints all its links: fewer are an output cut short).
+    links18 = "".join(f"\t Link {j}: 26.562 GB/s\n" for j in range(18))
+    text = "".join(f"GPU {i}: NVIDIA H100 80GB HBM3 (UUID: GPU-{i:08x})\n{links18}" for i in range(n))
     links = [Counted(g) for g in parse_nvlink_status(text)]
     lines = nvlink_checks({"nvidia.nvlink": links, "nvidia.query": {"gpus": []}})
     assert len(lines) == n and all(k.status == "PASS" for k in lines)
