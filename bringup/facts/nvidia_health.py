@@ -77,13 +77,15 @@ def _ecc_counts(section: Any, read: _Reader, where: str) -> dict[str, int | None
     if not isinstance(section, dict):
         return None
     out: dict[str, int | None] = {}
-    absent: list[str] = []  # counters printed N/A: no count, and no damage unless figures stand beside them
+    # Counters printed N/A, with their memory (sram, dram, None for the older drivers' Single/Double Bit blocks): no
+    # count, and no damage unless figures of the same memory stand beside them.
+    absent: list[tuple[str | None, str]] = []
 
-    def counted(label: str, value: Any) -> int | None:
+    def counted(label: str, value: Any, side: str | None = None) -> int | None:
         named = len(read.bad.get("ecc", []))
         n = read.count("ecc", label, value)
         if n is None and value is not None and len(read.bad.get("ecc", [])) == named:
-            absent.append(f"{label} {str(value).strip()[:20]!r}")
+            absent.append((side, f"{label} {str(value).strip()[:20]!r}"))
         return n
 
     for key, value in section.items():
@@ -96,17 +98,21 @@ def _ecc_counts(section: Any, read: _Reader, where: str) -> dict[str, int | None
         kind = "uncorrectable" if "Uncorrectable" in key else "correctable" if "Correctable" in key else None
         if kind is None:
             continue
-        n = counted(f"{where} {key}", value)
+        side = "sram" if key.startswith("SRAM") else "dram" if key.startswith("DRAM") else None
+        n = counted(f"{where} {key}", value, side)
         if n is None:
             continue
-        side = "sram" if key.startswith("SRAM") else "dram" if key.startswith("DRAM") else None
         out[kind] = (out.get(kind) or 0) + n
         if side:
             out[f"{side}_{kind}"] = (out.get(f"{side}_{kind}") or 0) + n
-    if out and absent:
-        # N/A beside the block's figures (DRAM Uncorrectable N/A, SRAM Uncorrectable 0): that count is unknown, never
-        # summed as 0 (the line passed "0 uncorrectable" whatever the DRAM had); named, as memory repair's are.
-        read.bad.setdefault("ecc", []).extend(f"{said} beside the block's figures" for said in absent)
+    # N/A beside figures of the same memory (DRAM Uncorrectable N/A beside DRAM Correctable 0): that count is unknown,
+    # never summed as 0 (the line passed "0 uncorrectable" whatever the DRAM had); named, as memory repair's are.  A
+    # memory whose every counter is N/A beside the other's figures is one the part does not count (the real RTX
+    # A6000 and A10 print SRAM N/A beside DRAM figures): no count of it, and no damage.
+    damaged = [said for side, said in absent
+               if (out if side is None else {k: v for k, v in out.items() if k.startswith(f"{side}_")})]
+    if damaged:
+        read.bad.setdefault("ecc", []).extend(f"{said} beside the block's figures" for said in damaged)
     return out or None
 
 
