@@ -121,7 +121,11 @@ class Inventory:
                         out.append(h)
             nxt = []
             for g in level:
-                for c in self.defs[g].children if g in self.defs else ():
+                children = list(self.defs[g].children) if g in self.defs else []
+                if g == "all" and "ungrouped" in children:  # Ansible makes it all's first child, as written or not
+                    children.remove("ungrouped")
+                    children.insert(0, "ungrouped")
+                for c in children:
                     if c not in seen_groups:
                         seen_groups.add(c)
                         nxt.append(c)
@@ -185,7 +189,7 @@ class Inventory:
         pool = within if within is not None else list(self.hosts.values())
         chosen = [h for h in pool if h.name in names]
         if not chosen:
-            raise InputError(f"--limit {pattern!r} leaves no host of those selected; nothing to run")
+            raise InputError(f"--limit '{shown(pattern)}' leaves no host of those selected; nothing to run")
         return chosen
 
 

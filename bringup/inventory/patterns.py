@@ -65,7 +65,17 @@ def _number(digits: str) -> int:
     return sign * (int(digits) if len(digits) <= 18 else _LARGEST)
 
 
-def _subscript(term: str, where: str) -> tuple[str, tuple[int, int | None] | None]:
+def _glob_hint(term: str, base: str, inner: str) -> str:
+    """How to match names ending in ``[inner]`` as a wildcard did before subscripts: the regular expression of that
+    one character class where ``inner`` is one (``[12]``, ``[1-3]``); else name the hosts or a group."""
+    if re.fullmatch(r"[0-9]+|[0-9]-[0-9]", inner):
+        rx = "~" + re.escape(base).replace(chr(92) + "-", "-") + "[" + inner + "]$"
+        return f"to match names ending in one of [{inner}] as a wildcard did, write the regular expression '{shown(rx)}'"
+    return "to pick names by number, write a regular expression (~trt-0[1-3]$) or name a group"
+
+
+def _subscript(term: str, where: str, groups: Mapping[str, Sequence[str]] | None = None
+               ) -> tuple[str, tuple[int, int | None] | None]:
     """``term`` without its subscript, and the subscript as Ansible reads it (``(i, None)``, or ``(x, y)`` with
     ``y`` -1 for "to the end"); a regular expression has none."""
     m = _SUBSCRIPT.match(term) if not term.startswith("~") else None
@@ -73,6 +83,10 @@ def _subscript(term: str, where: str) -> tuple[str, tuple[int, int | None] | Non
         return term, None
     base, index, start, sep, end = m.groups()
     if sep == "-":
+        if groups is not None and base not in groups and base not in ("*", "all"):
+            # A wildcard's character class before subscripts (trt-0[1-3]): never sent to [1:3] (no group).
+            raise InputError(f"{where}: {quoted(term, 80)}: [x-y] is no subscript Ansible takes, and "
+                             f"{quoted(base, 60)} is no group; {_glob_hint(term, base, start + '-' + end)}")
         raise InputError(f"{where}: {quoted(term, 80)}: Ansible removed [x-y] subscripts; write "
                          f"{quoted(base + '[' + start + ':' + end + ']', 80)} (both ends included)")
     if base != "*" and (_WILD.search(base) or base.startswith("~")):
@@ -127,12 +141,15 @@ def _matcher(term: str):
 
 
 def _one(term: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], where: str,
-         ordered=None) -> list[str]:
+         ordered=None, plain: bool = False, names: "set[str] | None" = None) -> list[str]:
     """The hosts one term names, in inventory order.  ``ordered(group)``: the group's hosts in Ansible's order,
-    for a subscript (none given: the order of ``groups``)."""
-    if term in hosts:  # a host's own name is taken as it is first, as Ansible does (a host called web[1])
+    for a subscript (none given: the order of ``groups``).  ``plain``: a term with no ``&``/``!``, where a host's
+    own name is taken as it is first, as Ansible does (a host called web[1]); Ansible reads an ``&``/``!`` term's
+    name as a group first (``all:!gpu`` drops group gpu's hosts, a host called gpu among them).  ``names``: the
+    hosts as a set (one term of many looked up without a walk of the list)."""
+    if plain and term in (names if names is not None else hosts):
         return [term]
-    base, sub = _subscript(term, where)
+    base, sub = _subscript(term, where, groups)
     if sub is not None:
         return _subscripted(term, base, sub, hosts, groups, where, ordered)
     if term == "*":
@@ -169,9 +186,7 @@ def _subscripted(term: str, base: str, sub: tuple[int, int | None], hosts: Seque
             # Before subscripts, bringup read trt-0[12] as a wildcard: say how to write that one.
             inner = term[len(base) + 1:-1]
             raise InputError(f"{where}: {quoted(term, 80)} is Ansible's subscript [{inner}] of {quoted(base, 60)}, "
-                             f"which matches no host or group; to match names as a wildcard ending in "
-                             f"[{inner}], write the regular expression "
-                             f"{quoted('~' + re.escape(base).replace(chr(92) + '-', '-') + '[' + inner + ']$', 80)}")
+                             f"which matches no host or group; {_glob_hint(term, base, inner)}")
         _one(base, hosts, groups, where)  # its "matches no host or group" line, with the names close to it
         pool = []
     start, end = sub
@@ -207,6 +222,7 @@ def match_pattern(pattern: str, hosts: Sequence[str], groups: Mapping[str, Seque
             raise InputError(f"{where}: {t!r} needs a name after it (e.g. ':&rack2', ':!trt-l40s-03')")
     chosen: list[str] = []
     have: set[str] = set()  # chosen as a set: a union of two 40,000-host groups was 1.6e9 list tests
+    names = set(hosts)
     for t in order_terms(terms):
         if t[0] == "&":
             keep = set(_one(t[1:], hosts, groups, where, ordered))
@@ -215,7 +231,10 @@ def match_pattern(pattern: str, hosts: Sequence[str], groups: Mapping[str, Seque
             drop = set(_one(t[1:], hosts, groups, where, ordered))
             chosen = [h for h in chosen if h not in drop]
         else:
-            chosen += [h for h in _one(t, hosts, groups, where, ordered) if h not in have]
+            got = _one(t, hosts, groups, where, ordered, plain=True, names=names)
+            chosen += [h for h in got if h not in have]
+            have.update(got)
+            continue
         have = set(chosen)
     order = {h: i for i, h in enumerate(hosts)}
     return sorted(chosen, key=order.__getitem__)
@@ -247,7 +266,9 @@ def read_limit_file(path: str | Path) -> list[str]:
 
 def read_limit_lines(path: str | Path) -> list[tuple[int, str]]:
     """The host names of a retry file (``--limit @FILE``) with their line numbers (:func:`retry_names`)."""
-    raw = read_capped(path, LIMIT_FILE_MAX, InputError,
+    path_ = path
+    path = shown(str(path))  # in its lines: cut and printable (a 100,000-character path was its line)
+    raw = read_capped(path_, LIMIT_FILE_MAX, InputError,
                       not_regular=f"--limit @{path}: not a regular file; give a retry file (reports/last.retry)",
                       missing=f"--limit @{path}: no such file (a retry file is written under reports/ only by a run "
                               "that had hosts fail)",
@@ -268,7 +289,7 @@ def read_limit_lines(path: str | Path) -> list[tuple[int, str]]:
 def expand_limit(limit: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], ordered=None) -> list[str]:
     """``--limit``: a pattern, or ``@FILE`` (each line a host's name), in inventory order."""
     if limit.startswith("@"):
-        where = f"--limit {limit}"
+        where = f"--limit @{shown(limit[1:])}"
         names: set[str] = set()
         known = set(hosts)
         for n, line in read_limit_lines(limit[1:]):

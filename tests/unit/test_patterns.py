@@ -284,9 +284,21 @@ def _ansible_list_hosts(path: Path, patterns: list[str]) -> dict[str, list[str]]
     return json.loads(r.stdout)
 
 
+# A name that is a host and a group (an & or ! term takes the group, as Ansible does; a plain term the host), and
+# ungrouped written as all's last child (Ansible makes it all's first whatever the file says).
+SUBSCRIPT_BOTH = "[gpu]\ngpu\ng1\ng2\n[gpu:children]\nother\n[other]\no1\n"
+SUBSCRIPT_UNGROUPED = "[g]\ng1\n[all:children]\ng\nungrouped\n[ungrouped]\nu1\n"
+SUBSCRIPTS.update({"both.ini": ["all:!gpu", "g1:&gpu", "all:&gpu", "gpu", "o1:&other", "all:!gpu[0]"],
+                   "ungrouped.ini": ["all[0]", "all[-1]", "all[0:1]", "ungrouped[0]", "g[0]"]})
+
+
 @pytest.mark.reliability(item=40, fault="--limit with Ansible's group subscripts (g1[0:3], g1[-1]) was refused as a "
-                                        "name that matches nothing", variants=32, checks=("exit code",))
-@pytest.mark.parametrize("name,text", [("hosts.ini", SUBSCRIPT_INI), ("hosts.yml", SUBSCRIPT_YML)], ids=["ini", "yml"])
+                                        "name that matches nothing; & and ! terms naming a host that is also a group "
+                                        "took the host; all[0] counted ungrouped last", variants=43,
+                         checks=("exit code",))
+@pytest.mark.parametrize("name,text", [("hosts.ini", SUBSCRIPT_INI), ("hosts.yml", SUBSCRIPT_YML),
+                                       ("both.ini", SUBSCRIPT_BOTH), ("ungrouped.ini", SUBSCRIPT_UNGROUPED)],
+                         ids=["ini", "yml", "host-and-group", "ungrouped-written"])
 def test_subscripts_pick_the_hosts_ansible_picks(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text)
@@ -301,7 +313,7 @@ def test_subscripts_pick_the_hosts_ansible_picks(tmp_path, name, text):
 
 
 @pytest.mark.reliability(item=40, fault="--limit subscripts past any size (100,000 digits, [0:10^20]), [x-y], after a "
-                                        "wildcard, a glob ending in [12]: one line each", variants=6,
+                                        "wildcard, a glob ending in [12], [1-2] or [1:2]: one line each", variants=8,
                          checks=("one clear line",))
 def test_subscripts_are_bounded_and_their_refusals_one_line():
     assert split_pattern("gpu[0:2]:a10,rack1[1]") == ["gpu[0:2]", "a10", "rack1[1]"]
@@ -311,6 +323,10 @@ def test_subscripts_are_bounded_and_their_refusals_one_line():
                            "l40s[1-2]": "write 'l40s[1:2]'",
                            "l40s*[0]": "a subscript after a wildcard",
                            "trt-l40s-0[12]": "write the regular expression '~trt-l40s-0[12]$'",
+                           # A wildcard's class before subscripts: never sent to [1:2] (no group), nor to a class
+                           # of [1:2] (1, : and 2).
+                           "trt-l40s-0[1-2]": "write the regular expression '~trt-l40s-0[1-2]$'",
+                           "trt-l40s-0[1:2]": "write a regular expression (~trt-0[1-3]$) or name a group",
                            "cpu[1]": "'cpu' has 1 host (0 to 0"}.items():
         if words is None:
             assert m(pattern) == HOSTS[3:7]
@@ -321,7 +337,7 @@ def test_subscripts_are_bounded_and_their_refusals_one_line():
 
 
 @pytest.mark.reliability(item=40, fault="a 100,000-character --host or --limit name echoed whole in its error line",
-                         variants=3, checks=("one clear line",))
+                         variants=5, checks=("one clear line",))
 def test_a_huge_name_that_matches_nothing_is_cut_in_its_line(tmp_path):
     from bringup.errors import InventoryError
 
@@ -335,3 +351,10 @@ def test_a_huge_name_that_matches_nothing_is_cut_in_its_line(tmp_path):
         with pytest.raises(InventoryError) as e:
             ask(huge)
         assert len(str(e.value)) < 400 and "unknown" in str(e.value), str(e.value)[:500]
+    # A --limit that leaves none of those selected, and an @FILE path of any length: cut too.
+    (tmp_path / "two.ini").write_text("[g]\nh1\nh2\n")
+    two = load_inventory(tmp_path / "two.ini")
+    for pattern in (",".join(["h2"] * 30_000), "@" + huge):
+        with pytest.raises(InputError) as e:
+            two.limit(pattern, [two.host("h1")])
+        assert len(str(e.value)) < 600 and "\n" not in str(e.value), str(e.value)[:500]
