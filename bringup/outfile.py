@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .errors import BringupError, InputError, quoted
-from .userfile import link_out
+from .userfile import fd_path, link_out, within
 
 __all__ = ["write_atomic", "write_set", "NotWritten", "append_text", "NOT_REGULAR", "out_folder", "sub_folder",
            "not_own_folder", "reports_folder", "REPORTS"]
@@ -38,8 +38,9 @@ REPORTS = "reports"
 
 def write_atomic(path: str | Path, data: str | bytes, *, mode: int = 0o644, encoding: str = "utf-8",
                  errors: str = "strict", newline: str | None = None, umask: bool = True) -> Path:
-    """Replace ``path`` with ``data`` whole (see the module's words); the path.  ``mode`` less the umask (the
-    whole ``mode`` with ``umask=False``: a file another user's service reads), set on the open descriptor
+    """Replace ``path`` with ``data`` whole (see the module's words); the path.  ``mode`` less the umask, and less
+    what a replaced file of this user's denied, its group kept (:func:`_kept_mode`) (the whole ``mode`` with
+    ``umask=False``: a file another user's service reads), set on the open descriptor
     (``fchmod``: never a chmod by name, which a link planted there would lead elsewhere), synced to disk before
     the rename.  A folder at ``path`` is an :class:`InputError` naming it (one line), and nothing is written."""
     return write_set([(path, data)], mode=mode, encoding=encoding, errors=errors, newline=newline, umask=umask)[0]
@@ -80,7 +81,7 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
             with os.fdopen(fd, "wb") as f:
                 f.write(body)
                 f.flush()
-                os.fchmod(f.fileno(), _kept_mode(dfd, path.name, perm))
+                os.fchmod(f.fileno(), _kept_mode(dfd, path.name, perm, f.fileno()) if umask else perm)
                 os.fsync(f.fileno())
         held = _hold_signals()  # a Ctrl-C or SIGTERM between two renames would leave a set of two runs
         try:
@@ -111,22 +112,27 @@ def write_set(files: Sequence[tuple[str | Path, str | bytes]], *, mode: int = 0o
     return paths
 
 
+#: A folder opened only to be gone through (``O_PATH``: a folder this user may write in but not list, a drop
+#: folder of mode 1733, is still one), where the system has it.
+_FOLDER_OPEN = getattr(os, "O_PATH", os.O_RDONLY) | os.O_DIRECTORY | os.O_CLOEXEC
+
+
 def _held_folder(folder: Path) -> int:
     """A descriptor of ``folder``, which every step of a write then goes through (the temporary file made, its
     rename, its removal): a link swapped in on the way after this open leads nowhere else.  Where ``folder`` is
-    (within) a folder :func:`out_folder` checked, the folder opened must still be (within) the one checked: one
-    swapped for a link since (a long bench, a run of hours) is an :class:`InputError` naming it, nothing written."""
-    dfd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    (within) a folder :func:`out_folder` checked, the folder opened must still be (within) where it led then, or
+    within the folder it sat in then (a ``current`` link re-pointed from day1 to day2 beside it, as out_folder's own
+    rule allows): one swapped for a link out since (a long bench, a run of hours) is an :class:`InputError` naming
+    it, nothing written."""
+    dfd = os.open(folder, _FOLDER_OPEN)
     try:
         here = os.path.abspath(folder)
-        pins = [k for k in _CHECKED if here == k or here.startswith(k.rstrip(os.sep) + os.sep)]
+        pins = [k for k in _CHECKED if within(here, k)]
         if pins:
-            checked, real = max(pins, key=len), _CHECKED[max(pins, key=len)]
-            try:
-                now = os.readlink(f"/proc/self/fd/{dfd}")
-            except OSError:
-                now = os.path.realpath(folder)
-            if now != real and not now.startswith(real.rstrip(os.sep) + os.sep):
+            checked = max(pins, key=len)
+            real, beside = _CHECKED[checked]
+            now = fd_path(dfd, folder)
+            if not within(now, real) and not within(now, beside):
                 raise InputError(f"{checked} leads to {quoted(now, 120)} now, not to {quoted(real, 120)} as when it "
                                  "was checked (a symbolic link swapped in since): nothing was written there; find who "
                                  "changed it, then run again")
@@ -149,17 +155,25 @@ def _temporary(dfd: int, name: str) -> tuple[int, str]:
     raise FileExistsError(errno.EEXIST, "no free temporary name")
 
 
-def _kept_mode(dfd: int, name: str, perm: int) -> int:
+def _kept_mode(dfd: int, name: str, perm: int, fd: int) -> int:
     """``perm``, less what the file bringup replaces (a regular file of this user, not a link) denies: a mode an
-    operator tightened (a 0600 last.retry, a 0640 page) is kept on the new file, never loosened back; a file of
-    another user's (whose own mode would lock its owner out of a file now this user's) does not count."""
+    operator tightened (a 0600 last.retry, a 0640 page) is kept on the new file (open at ``fd``), never loosened
+    back, and so is its group (a 0640 page of group adm stays adm's to read); where its group cannot be kept (this
+    user is not of it), ``perm`` as it is, so that the group's readers are not locked out.  A file of another user's
+    (whose own mode would lock its owner out of a file now this user's) does not count.  Not for a file another
+    user's service reads (``umask=False``: a metrics textfile), whose mode is the writer's whole."""
     try:
         st = os.stat(name, dir_fd=dfd, follow_symlinks=False)
     except OSError:
         return perm
-    if stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
-        return perm & stat.S_IMODE(st.st_mode)
-    return perm
+    if not (stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid()):
+        return perm
+    if os.fstat(fd).st_gid != st.st_gid:
+        try:
+            os.fchown(fd, -1, st.st_gid)
+        except OSError:
+            return perm
+    return perm & stat.S_IMODE(st.st_mode)
 
 
 #: The signals a person or a service manager stops a run with: held back while a set's files are renamed.
@@ -341,16 +355,16 @@ def out_folder(v: Any, flag: str = "--out", fix: str | None = None) -> Path:
         raise InputError(f"{flag} {quoted(text, 120)}: a folder name")
     try:
         checked = _out_folder(text, flag, fix)
-        _CHECKED[os.path.abspath(checked)] = os.path.realpath(checked)
+        _CHECKED[os.path.abspath(checked)] = (os.path.realpath(checked), os.path.realpath(checked.parent))
         return checked
     except OSError as e:  # a name too long for the file system, a loop of links
         raise InputError(f"{flag} {quoted(text, 120)}: {e.strerror or e}; give a path this user can look at"
                          ) from None
 
 
-#: The folders :func:`out_folder` checked in this process (as named, made absolute) and where each led then: a write
-#: into one (:func:`write_set`) goes there only while it still leads there.
-_CHECKED: dict[str, str] = {}
+#: The folders :func:`out_folder` checked in this process (as named, made absolute), where each led then and where the
+#: folder it sat in led: a write into one (:func:`write_set`) goes there only while it still leads within either.
+_CHECKED: dict[str, tuple[str, str]] = {}
 
 
 def reports_folder() -> Path:

@@ -124,15 +124,23 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
 OUT_OF_FOLDER = "a symbolic link out of its folder"
 
 
-def _opened_within(fd: int, path: Path, folder: str | Path) -> bool:
-    """Whether the file open at ``fd`` (opened as ``path``) lies within ``folder`` (resolved): by the descriptor's
-    own path where the system tells it (/proc/self/fd), else by ``path`` resolved now."""
+def fd_path(fd: int, path: str | Path) -> str:
+    """Where the file or folder open at ``fd`` (opened as ``path``) is: the descriptor's own path where the system
+    tells it (/proc/self/fd: what a link swapped in after the open does not change), else ``path`` resolved now."""
     try:
-        real = os.readlink(f"/proc/self/fd/{fd}")
+        return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
-        real = os.path.realpath(path)
-    root = os.path.realpath(folder)
+        return os.path.realpath(path)
+
+
+def within(real: str, root: str) -> bool:
+    """Whether the resolved path ``real`` is the resolved folder ``root`` or lies under it."""
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _opened_within(fd: int, path: Path, folder: str | Path) -> bool:
+    """Whether the file open at ``fd`` (opened as ``path``) lies within ``folder`` (resolved)."""
+    return within(fd_path(fd, path), os.path.realpath(folder))
 
 
 def link_out(path: str | Path, folder: str | Path) -> tuple[Path, str, Path] | None:

@@ -84,18 +84,21 @@ def _not_ours(p: Path, where: Path) -> str:
     if link_out(p, where) is not None:
         return "is a symbolic link out of its folder, not a module bringup wrote"
     try:
-        head = _head(p, Unreadable)
+        head = _head(p, Unreadable, where)
     except Unreadable as e:
         return f"is {e}, not a module bringup wrote"
     return "" if head.startswith(MARK.encode()) else "was not written by bringup"
 
 
-def _head(p: Path, error) -> bytes:
+def _head(p: Path, error, where: Path) -> bytes:
     """The first :data:`MARK_READ` bytes of the regular file ``p``, else ``error(why)``: opened without waiting (as
     :func:`bringup.userfile.read_capped` opens, which refuses a file over its cap: a long module is fine here, only
-    its start counts), then held to a regular file."""
+    its start counts), then held to a regular file within ``where`` (the file opened, not the name looked at before:
+    one swapped for a link out between the look and the open is not read)."""
     import os
     import stat
+
+    from ..userfile import fd_path, within
 
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -106,6 +109,8 @@ def _head(p: Path, error) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise error("not a regular file (a pipe, a device or a folder)")
+        if not within(fd_path(fd, p), os.path.realpath(where)):
+            raise error("a symbolic link out of its folder")
         return read_regular(fd, MARK_READ)[:MARK_READ]
     except OSError as e:
         raise error(f"unreadable ({e.strerror or e})") from None

@@ -627,3 +627,62 @@ def test_a_checked_out_folder_still_in_place_is_written_and_a_link_inside_it_is_
     (tmp_path / "out" / "lnk").symlink_to("real")
     outfile.write_set([(out / "a.md", "a"), (out / "lnk" / "b.md", "b")])
     assert (tmp_path / "out" / "a.md").read_text() == "a" and (tmp_path / "out" / "real" / "b.md").read_text() == "b"
+
+
+def test_a_current_link_repointed_within_its_folder_is_written_through_as_checked(tmp_path):
+    # --out /srv/reports/current, rotated by cron from day1 to day2 (beside it) during a long bench: out_folder's
+    # own rule allows a link within the folder it sits in, and so does the write (a second reader: refused, the
+    # measured pages lost).
+    base = tmp_path / "srv"
+    (base / "day1").mkdir(parents=True)
+    (base / "day2").mkdir()
+    (base / "current").symlink_to("day1")
+    out = outfile.out_folder(str(base / "current"))
+    (base / "current").unlink()
+    (base / "current").symlink_to("day2")
+    write_atomic(out / "h1.json", "{}\n")
+    assert (base / "day2" / "h1.json").read_text() == "{}\n" and not (base / "day1" / "h1.json").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file another group needs root")
+def test_a_replaced_files_group_is_kept_with_its_mode_and_a_textfile_stays_0644(tmp_path):
+    # A second reader: a page an operator made 0640 group adm came back 0640 group root (adm locked out), and a
+    # metrics textfile (umask=False: the node exporter's user reads it) kept a 0600 a one-off umask left.
+    page = tmp_path / "report.html"
+    page.write_text("old")
+    os.chown(page, -1, 4)
+    page.chmod(0o640)
+    write_atomic(page, "new")
+    st = page.stat()
+    assert (stat.S_IMODE(st.st_mode), st.st_gid) == (0o640, 4)
+    prom = tmp_path / "bringup.prom"
+    prom.write_text("x 1\n")
+    prom.chmod(0o600)
+    write_atomic(prom, "x 2\n", umask=False)
+    assert stat.S_IMODE(prom.stat().st_mode) == 0o644
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="writing as another user needs root to become it")
+def test_a_folder_this_user_may_write_but_not_list_is_written(tmp_path):
+    # A drop folder of mode 1733 (-wx for others): out_folder passes it; the write held it open for reading, which
+    # failed (a second reader), so every page of the run was lost.
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="bringup-drop-", dir="/tmp"))  # pytest's own folders are root's alone
+    request_cleanup = lambda: shutil.rmtree(top, ignore_errors=True)  # noqa: E731
+    top.chmod(0o755)
+    drop = top / "drop"
+    drop.mkdir()
+    drop.chmod(0o1733)
+    # Imported as root (the interpreter's own files may be root's alone), then that user.
+    code = ("import os, sys; sys.path.insert(0, sys.argv[2]); "
+            "from bringup.outfile import out_folder, write_atomic; os.setgid(65534); os.setuid(65534); "
+            "write_atomic(out_folder(sys.argv[1]) / 'h1.json', '{}')")
+    r = subprocess.run([sys.executable, "-c", code, str(drop), str(Path(__file__).resolve().parents[2])],
+                       capture_output=True, text=True, timeout=60)
+    try:
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert (drop / "h1.json").read_text() == "{}" and (drop / "h1.json").stat().st_uid == 65534
+    finally:
+        request_cleanup()
