@@ -42,21 +42,16 @@ READ_LANES = 6
 SECTION_MAX = 16 * 1024 * 1024
 
 
-def _bounded(key: str, body: str, token: str, limit: int, timed: bool = False) -> str:
+def _bounded(key: str, body: str, token: str, limit: int) -> str:
     """Run ``body`` (a command) between its section's markers, its stdout cut after ``limit`` + 1 bytes.
 
     ``head -c`` ends the snippet by SIGPIPE at its bound (an endless output stops there, not at the host's
     disk); one byte over the bound says, to :func:`split`, that the output was cut.  The snippet's own status
     travels through fd 3 (the pipe's status is ``head``'s); the snippet sees neither fd 3 nor 4, so that a
-    program it leaves running cannot hold the section open.  ``timed``: the output passes through a ``cat`` under
-    the snippet's time limit (``$_h``, :func:`_timer`), so that a child the snippet left outside its group
-    (``setsid``) holding its stdout keeps the section open no longer than the snippet's own time bound: the
-    ``cat`` ends, ``head`` reads its end and flushes what it holds (``head`` itself killed would lose its buffer),
-    the section keeps the snippet's output and status.  cat reads and writes as it gets, no buffer of its own.
+    program it leaves running cannot hold the section open.
     """
-    relay = "| $_h cat " if timed else ""
     return (f"{{ printf '\\n@@{token}:B:%d\\n' {key}; "
-            f"_r=$( {{ {{ {body} 3>&- 4>&-; echo \"$?\" >&3; }} {relay}| head -c {limit + 1} >&4; }} 3>&1 ); "
+            f"_r=$( {{ {{ {body} 3>&- 4>&-; echo \"$?\" >&3; }} | head -c {limit + 1} >&4; }} 3>&1 ); "
             f"printf '\\n@@{token}:E:%d:%d\\n' {key} \"${{_r:-141}}\"; }} 4>&1")
 
 
@@ -66,20 +61,11 @@ TIMED_OUT = 138
 KILLED = 137
 
 
-#: Seconds past a snippet's time limit (and timeout(1)'s 5 s to SIGKILL) that its section's relay reads on: a
-#: child the snippet left outside its process group (``setsid``, a daemon's double fork) that holds the snippet's
-#: stdout is let go of then, its section read with the snippet's status (it held the read until the connection's
-#: command_timeout, 30 minutes by default, before).
-HEAD_GRACE_S = 10
-
-
 def _timer(limit_s: int) -> str:
     """The script's first line under a time limit: ``$_t`` runs a command under timeout(1) where the host's
-    timeout takes ``--preserve-status`` (coreutils 8.21 on), ``$_h`` a section's relay (:func:`_bounded`) until
-    :data:`HEAD_GRACE_S` after it; elsewhere, unbounded as before."""
+    timeout takes ``--preserve-status`` (coreutils 8.21 on); elsewhere, unbounded as before."""
     t = f"timeout --preserve-status -s USR1 -k 5 {int(limit_s)}"
-    h = f"timeout -s KILL {int(limit_s) + 5 + HEAD_GRACE_S}"
-    return f'_t=; _h=; if timeout --preserve-status -s USR1 -k 5 5 true 2>/dev/null; then _t="{t}"; _h="{h}"; fi'
+    return f'_t=; if timeout --preserve-status -s USR1 -k 5 5 true 2>/dev/null; then _t="{t}"; fi'
 
 
 #: What a timed snippet left running in its process group (timeout(1)'s, named by its pid ``%s``) once the snippet
@@ -93,9 +79,8 @@ END_LEFT = 'kill -KILL -"%s" 2>/dev/null'  # dash's kill takes no --
 #: what left the snippet's process group (``setsid``, a daemon's double fork) still carries it, and the read
 #: script's signal traps end what carries it.  A snippet's end does not look for it (a scan of every process's
 #: environment: ~65 ms of the host's CPU per snippet where 2,000 processes run, 28 snippets a facts round trip):
-#: what let go of the output runs on, as a daemon a command started may; what holds it holds its section no longer
-#: than the snippet's time limit and :data:`HEAD_GRACE_S` (:func:`_bounded`'s relay), and is ended once the command
-#: exited on a local host (LocalTransport).
+#: what let go of the output runs on, as a daemon a command started may; what holds it is bounded by
+#: command_timeout on an SSH host, and ended once the command exited on a local one (LocalTransport).
 READ_TAG_ENV = "BRINGUP_READ"
 
 #: What still carries a tag (``%s``: ``VAR=value``, quoted): killed, three rounds (one that forked meanwhile).
@@ -192,7 +177,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
                 body = f"( {snippet}\n) {redir}" if not timed else (
                     f"{{ {READ_TAG_ENV}={rtag}.{i} $_t sh -c {sh('%s', snippet)} {redir} & _c=$!; wait \"$_c\"; "
                     f"_s=$?; {end_left('$_c')}; (exit \"$_s\"); }}")
-                lines.append(_bounded(str(i), body, token, section_max, bool(timed)))
+                lines.append(_bounded(str(i), body, token, section_max))
                 continue
             lines.append(f"printf '\\n@@{token}:B:{i}\\n'")
             lines.append(f"( {snippet}\n) {redir}")
@@ -219,13 +204,9 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     bounded = _bounded('"$1"', f"{fn}_$1", token, section_max)
     plain = _plain('"$1"', f"{fn}_$1", token)
     cases = "|".join(str(i) for i in sorted(small) if i < len(snippets))
-    # The timed snippets' heads under the time limit too ($_h): those in the script's own shell are not timed.
-    held = "|".join(str(i) for i in range(len(snippets)) if timed and i not in shell and i not in small)
-    arms = (f"{cases}) {plain};; " if cases else "") + (
-        f"{held}) {_bounded(chr(34) + '$1' + chr(34), f'{fn}_$1', token, section_max, True)};; " if held else "")
     lines += [
-        f"{fn}() {{ case $1 in {arms}*) {bounded};; esac; }}"
-        if arms else f"{fn}() " + bounded,
+        f"{fn}() {{ case $1 in {cases}) {plain};; *) {bounded};; esac; }}"
+        if cases else f"{fn}() " + bounded,
         # The traps come before the folder exists: a signal between the two leaves nothing behind.
         '_d=; _pids=; trap \'rm -rf "$_d"\' EXIT',
         # PIPE ignored first: with the connection gone, a word the shell prints about its killed lanes would
