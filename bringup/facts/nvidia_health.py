@@ -267,8 +267,12 @@ def _no_repair_read(health: dict[str, Any], sec: dict[str, Any], rows: Any, page
         return
     if "Remapped Rows" not in sec or "Retired Pages" not in sec:
         return  # an excerpt or an older driver that prints neither block: nothing printed, nothing to name
-    mig = " (MIG is on)" if str(_get(sec, "MIG Mode", "Current") or "").strip() == "Enabled" else ""
-    health["repairs_unreported"] = "nvidia-smi -q prints every Remapped Rows and Retired Pages value N/A" + mig
+    if str(_get(sec, "MIG Mode", "Current") or "").strip() == "Enabled" or \
+            str(_get(sec, "GPU Virtualization Mode", "Virtualization Mode") or "").strip().upper() == "VGPU":
+        # NVML answers no remapped rows while MIG instances exist (nvmlDeviceGetRemappedRows: "not supported"), nor
+        # to a vGPU guest: what the driver always prints there, which no read again changes; no line, as before.
+        return
+    health["repairs_unreported"] = "nvidia-smi -q prints every Remapped Rows and Retired Pages value N/A"
 
 
 def _absent_beside_figures(health: dict[str, Any], part: str, section: dict[str, Any], keys: dict[str, str],
