@@ -194,6 +194,16 @@ def test_nvlink_pairs_against_their_links(a100_facts):
     assert refused.status == "FAIL" and "refuses peer access" in refused.seen
 
 
+def test_a_pair_the_probe_lists_twice_is_not_checked_never_judged_twice(a100_facts):
+    # One pair listed twice (250 and 5 GB/s): a PASS and a FAIL line of one pair before; which figure is its own is
+    # not known (a second reader of fca919e, which did this for a GPU listed twice).
+    doc = a100_doc(270.0)
+    doc["pairs"].append(dict(doc["pairs"][0], gbs=5.0))
+    lines = [k for k in judge(doc, a100_facts, {}) if k.name == "P2P to GPU 00000000:9E:00.0"]
+    assert [(k.status, k.seen[:62]) for k in lines] == [
+        ("WARN", "not checked: the probe's answer lists this pair 2 times (damag")], lines
+
+
 def test_pairs_are_found_in_the_topology_by_bus_id_not_by_cudas_count(a100_facts):
     # CUDA counted the second GPU first: the pair's NVLink expectation still comes from nvidia-smi's GPU0/GPU1.
     doc = a100_doc(270.0)
