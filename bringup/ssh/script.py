@@ -55,26 +55,6 @@ def _bounded(key: str, body: str, token: str, limit: int) -> str:
             f"printf '\\n@@{token}:E:%d:%d\\n' {key} \"${{_r:-141}}\"; }} 4>&1")
 
 
-def _filed(body: str, token: str, limit: int) -> str:
-    """A lane's section (its snippet's index in ``$1``): ``body`` (a command) writes its stdout to a file of its own
-    in the lane folder, under ``ulimit -f`` (POSIX, 512-byte blocks: a little over ``limit``), and once ``body``
-    ended, the first ``limit`` + 1 bytes of that file follow the begin marker (one byte over says, to :func:`split`,
-    that the output was cut), then the end marker with ``body``'s own status.
-
-    Nothing waits for the output's end: a child the snippet left running outside its group (``setsid``, a daemon's
-    double fork) that holds its stdout holds an unlinked file, never the section or the round trip (through a pipe
-    to ``head`` it held the whole read until command_timeout).  An endless output stops at the file's limit (its
-    writes fail, EFBIG: XFSZ is ignored, so no core dump), never filling the host's disk.  One process fewer than
-    the pipe: no command substitution to carry the status.  The file is emptied once read (by the shell, no ``rm``
-    process), and removed with the lane folder."""
-    blocks = (limit + 1) // 512 + 2
-    out = '"$_d/o$1"'
-    return (f"{{ printf '\\n@@{token}:B:%d\\n' \"$1\"; "
-            f"( trap '' XFSZ; ulimit -f {blocks} && {body} ) >{out} 3>&- 4>&-; _s=$?; "
-            f"head -c {limit + 1} {out}; : >{out}; "
-            f"printf '\\n@@{token}:E:%d:%d\\n' \"$1\" \"$_s\"; }}")
-
-
 #: A snippet's status when it ran past ``batch(time_limit_s=...)`` (timeout(1) ended it by SIGUSR1: 128 + 10);
 #: :data:`KILLED` where it outlived the signal too (SIGKILL, 5 s later).
 TIMED_OUT = 138
@@ -221,18 +201,14 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
             continue
         # One function per snippet, its body a subshell: an `exit` in a snippet ends only that snippet.
         lines.append(f"{fn}_{i}() ( {snippet}\n) {redir}")
-    # In a lane ($_f set there only), each section's output goes to a file of its own in the lane folder (_filed);
-    # the snippets the script's own shell runs, and the lanes' snippets run in order where no folder could be made
-    # or a lane could not write (a full /tmp), go through head's pipe (_bounded), as a script without lanes does.
-    bounded = (f'if [ -n "$_f" ]; then {_filed(f"{fn}_$1", token, section_max)}; '
-               f'else {_bounded(chr(34) + "$1" + chr(34), f"{fn}_$1", token, section_max)}; fi')
+    bounded = _bounded('"$1"', f"{fn}_$1", token, section_max)
     plain = _plain('"$1"', f"{fn}_$1", token)
     cases = "|".join(str(i) for i in sorted(small) if i < len(snippets))
     lines += [
         f"{fn}() {{ case $1 in {cases}) {plain};; *) {bounded};; esac; }}"
         if cases else f"{fn}() " + bounded,
         # The traps come before the folder exists: a signal between the two leaves nothing behind.
-        '_d=; _f=; _pids=; trap \'rm -rf "$_d"\' EXIT',
+        '_d=; _pids=; trap \'rm -rf "$_d"\' EXIT',
         # PIPE ignored first: with the connection gone, a word the shell prints about its killed lanes would
         # end the cleanup itself by SIGPIPE before the folder is removed.
         # The timed snippets first (timeout(1) hands the signal on to the group it runs), then the lanes.
@@ -250,7 +226,7 @@ def batch(snippets: list[tuple[str, str]], *, stop_on_error: bool = False,
     for k in range(lanes):
         # Each snippet bounded (``_bounded``): one that streams without end (a fact gone wrong) is cut at
         # section_max bytes, by SIGPIPE, instead of filling the host's /tmp, and the lane goes on.
-        lines.append(f"  {{ _f=1; {each(alongside[k::lanes])}; }} >\"$_d/{k}\" &")
+        lines.append(f"  {{ {each(alongside[k::lanes])}; }} >\"$_d/{k}\" &")
         lines.append(f'  _p{k}=$!; _pids="$_pids $!"')
     lines.append(f"  {each(shell)}")
     lines.append("  _ok=1")
