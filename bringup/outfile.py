@@ -158,8 +158,8 @@ def _temporary(dfd: int, name: str) -> tuple[int, str]:
 def _kept_mode(dfd: int, name: str, perm: int, fd: int) -> int:
     """``perm``, less what the file bringup replaces (a regular file of this user, not a link) denies: a mode an
     operator tightened (a 0600 last.retry, a 0640 page) is kept on the new file (open at ``fd``), never loosened
-    back, and so is its group (a 0640 page of group adm stays adm's to read); where its group cannot be kept (this
-    user is not of it), ``perm`` as it is, so that the group's readers are not locked out.  A file of another user's
+    back, and so is its group (a 0640 page of group adm stays adm's to read) where this user may give it (root, or
+    one of the group); where not, the mode is still kept, the group bringup's own.  A file of another user's
     (whose own mode would lock its owner out of a file now this user's) does not count.  Not for a file another
     user's service reads (``umask=False``: a metrics textfile), whose mode is the writer's whole."""
     try:
@@ -172,7 +172,7 @@ def _kept_mode(dfd: int, name: str, perm: int, fd: int) -> int:
         try:
             os.fchown(fd, -1, st.st_gid)
         except OSError:
-            return perm
+            pass  # its group cannot be kept (this user is not of it): its mode still is (0600 never becomes 0644)
     return perm & stat.S_IMODE(st.st_mode)
 
 

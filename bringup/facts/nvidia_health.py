@@ -105,12 +105,12 @@ def _ecc_counts(section: Any, read: _Reader, where: str) -> dict[str, int | None
         out[kind] = (out.get(kind) or 0) + n
         if side:
             out[f"{side}_{kind}"] = (out.get(f"{side}_{kind}") or 0) + n
-    # N/A beside figures of the same memory (DRAM Uncorrectable N/A beside DRAM Correctable 0): that count is unknown,
-    # never summed as 0 (the line passed "0 uncorrectable" whatever the DRAM had); named, as memory repair's are.  A
-    # memory whose every counter is N/A beside the other's figures is one the part does not count (the real RTX
-    # A6000 and A10 print SRAM N/A beside DRAM figures): no count of it, and no damage.
-    damaged = [said for side, said in absent
-               if (out if side is None else {k: v for k, v in out.items() if k.startswith(f"{side}_")})]
+    # N/A beside figures (DRAM Uncorrectable N/A beside DRAM Correctable 0, DRAM N/A beside SRAM figures): that count
+    # is unknown, never summed as 0 (the line passed "0 uncorrectable" whatever the DRAM had); named, as memory
+    # repair's are.  The one exception is what real GDDR parts print: every SRAM counter N/A beside DRAM figures (the
+    # real RTX A6000 vGPU and A10 captures): the part counts no SRAM errors, no damage.
+    sram_only = all(side == "sram" for side, _ in absent) and not any(k.startswith("sram_") for k in out)
+    damaged = [] if not out or (sram_only and any(k.startswith("dram_") for k in out)) else [s for _, s in absent]
     if damaged:
         read.bad.setdefault("ecc", []).extend(f"{said} beside the block's figures" for said in damaged)
     return out or None

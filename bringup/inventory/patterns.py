@@ -161,7 +161,9 @@ def _one(term: str, hosts: Sequence[str], groups: Mapping[str, Sequence[str]], w
         if match(g):
             matched_group = True
             named.update(members)
-    if not matched_group or term.startswith("~") or _WILD.search(term):
+    # Hosts too where no group matched, or for a pattern; and, as Ansible does, for a term holding a dot (a host
+    # gpu.example beside a group of that name).
+    if not matched_group or term.startswith("~") or _WILD.search(term) or "." in term:
         named.update(h for h in hosts if match(h))
     if not named and not matched_group:
         close = difflib.get_close_matches(term, [*groups, *hosts], n=3, cutoff=0.5)

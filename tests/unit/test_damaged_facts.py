@@ -385,6 +385,22 @@ def test_a_counter_na_beside_the_block_figures_is_not_checked_never_zero(value):
                                                  f"{value!r} beside the block's figures"), ecc
 
 
+def test_a_memory_all_na_beside_the_other_is_not_checked_unless_it_is_a_gddr_parts_sram():
+    # DRAM all N/A beside SRAM figures on an HBM part (an H200): a failed counter query, never "0 uncorrectable"
+    # (a second reader of 7193ccd, which excused a memory all N/A either way round).
+    text = bundle()["raw"]["nvidia.query"]["output"]
+    m = re.search(r"^        Volatile\n((?:            [^\n]*\n)+)", text, flags=re.M)
+    damaged = re.sub(r"^(            DRAM [^:]*: )0$", r"\g<1>N/A", m.group(1), flags=re.M)
+    assert damaged != m.group(1)
+    checks, _ = checklist_of(raw_with(nvidia_query=text[:m.start(1)] + damaged + text[m.end(1):]))
+    (ecc,) = named(checks, "ECC errors")
+    assert ecc.status == "WARN" and ecc.seen.startswith("not checked: nvidia.query unreadable: Volatile DRAM"), ecc
+    # Every SRAM counter N/A beside DRAM figures (what the real RTX A6000 and A10 print): no damage.
+    sram = re.sub(r"^(            SRAM [^:]*: )0$", r"\g<1>N/A", m.group(1), flags=re.M)
+    checks, _ = checklist_of(raw_with(nvidia_query=text[:m.start(1)] + sram + text[m.end(1):]))
+    assert [c.status for c in named(checks, "ECC errors")] == ["PASS"]
+
+
 @pytest.mark.parametrize("block, other", [("Volatile", "Aggregate"), ("Aggregate", "Volatile")])
 def test_an_ecc_block_all_na_beside_the_other_is_not_checked(block, other):
     text = bundle()["raw"]["nvidia.query"]["output"]

@@ -686,3 +686,27 @@ def test_a_folder_this_user_may_write_but_not_list_is_written(tmp_path):
         assert (drop / "h1.json").read_text() == "{}" and (drop / "h1.json").stat().st_uid == 65534
     finally:
         request_cleanup()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a file of another group than the writer's needs root to make")
+def test_a_tightened_mode_is_kept_where_the_group_cannot_be(tmp_path):
+    # A second reader of 8095599: a 0600 file of group root, rewritten by a user not of that group, came back 0644.
+    import shutil
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="bringup-mode-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        f = top / "last.retry"
+        f.write_text("old\n")
+        os.chown(top, 65534, 65534)
+        os.chown(f, 65534, 0)
+        f.chmod(0o600)
+        code = ("import os, sys; sys.path.insert(0, sys.argv[2]); from bringup.outfile import write_atomic; "
+                "os.setgid(65534); os.setuid(65534); write_atomic(sys.argv[1], 'new')")
+        r = subprocess.run([sys.executable, "-c", code, str(f), str(Path(__file__).resolve().parents[2])],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr[-2000:]
+        assert stat.S_IMODE(f.stat().st_mode) == 0o600 and f.read_text() == "new"
+    finally:
+        shutil.rmtree(top, ignore_errors=True)

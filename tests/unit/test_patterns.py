@@ -288,17 +288,20 @@ def _ansible_list_hosts(path: Path, patterns: list[str]) -> dict[str, list[str]]
 # ungrouped written as all's last child (Ansible makes it all's first whatever the file says).
 SUBSCRIPT_BOTH = "[gpu]\ngpu\ng1\ng2\n[gpu:children]\nother\n[other]\no1\n"
 SUBSCRIPT_UNGROUPED = "[g]\ng1\n[all:children]\ng\nungrouped\n[ungrouped]\nu1\n"
+SUBSCRIPT_DOTTED = "[gpu.example]\ngpu.example\ng1\n[other]\no1\n"
 SUBSCRIPTS.update({"both.ini": ["all:!gpu", "g1:&gpu", "all:&gpu", "gpu", "o1:&other", "all:!gpu[0]"],
+                   "dotted.ini": ["all:!gpu.example", "all:&gpu.example", "gpu.example", "o1:&gpu.example"],
                    "ungrouped.ini": ["all[0]", "all[-1]", "all[0:1]", "ungrouped[0]", "g[0]"]})
 
 
 @pytest.mark.reliability(item=40, fault="--limit with Ansible's group subscripts (g1[0:3], g1[-1]) was refused as a "
                                         "name that matches nothing; & and ! terms naming a host that is also a group "
-                                        "took the host; all[0] counted ungrouped last", variants=43,
+                                        "took the host; all[0] counted ungrouped last", variants=47,
                          checks=("exit code",))
 @pytest.mark.parametrize("name,text", [("hosts.ini", SUBSCRIPT_INI), ("hosts.yml", SUBSCRIPT_YML),
-                                       ("both.ini", SUBSCRIPT_BOTH), ("ungrouped.ini", SUBSCRIPT_UNGROUPED)],
-                         ids=["ini", "yml", "host-and-group", "ungrouped-written"])
+                                       ("both.ini", SUBSCRIPT_BOTH), ("ungrouped.ini", SUBSCRIPT_UNGROUPED),
+                                       ("dotted.ini", SUBSCRIPT_DOTTED)],
+                         ids=["ini", "yml", "host-and-group", "ungrouped-written", "dotted-host-and-group"])
 def test_subscripts_pick_the_hosts_ansible_picks(tmp_path, name, text):
     path = tmp_path / name
     path.write_text(text)
