@@ -143,7 +143,7 @@ esac
   say "unusable $d: $e"; exit 0; }}
 exec 8>&-
 echo locked
-{serve}{ahead_start}{then}{ahead}{loop}exec cat >/dev/null
+{serve}{then}{ahead}{loop}exec cat >/dev/null
 """
 
 # The holder serves the run's scripts (:func:`serve_request`, :func:`read_served`): each request is a line "<bytes>
@@ -195,23 +195,16 @@ done
 [ -z "$j" ] && exit 0
 """
 
-# The state read kept by an earlier run with the same facts (its key), run beside the facts (both only read): its
-# answer follows the facts' end line, after a line naming its hash, or a line saying there is none.  At most
-# SERVE_MAX bytes of it are read (a kept read is a request's body, never longer): a file grown past that is cut, and
-# its brace group cut short is a syntax error, so nothing of it runs.  Its answer waits in the lock folder
-# (read.out, made new) until the facts ended: the two never interleave on the connection.
-_AHEAD_START = """\
-rt={read_token} rg={read_tag} af= ap=
+# The state read kept by an earlier run with the same facts (its key), run at once after the facts: its answer
+# follows a line naming its hash, or a line saying there is none.  At most SERVE_MAX bytes of it are read (a kept
+# read is a request's body, never longer): a file grown past that is cut, and its brace group cut short is a syntax
+# error, so nothing of it runs.
+_AHEAD = """\
+rt={read_token} rg={read_tag} af=
 for f in "$d"/ahead-{key}-*; do [ -f "$f" ] && [ ! -L "$f" ] && af=$f; break; done
 if [ -n "$af" ]; then
-  rm -f -- "$d/read.out"
-  serve1 "$(head -c {cap} -- "$af" | sed "s/{mark}/$rt/g; s/{tag_mark}/$rg/g")" {seconds} >"$d/read.out"; ap=$!
-fi
-"""
-_AHEAD = """\
-if [ -n "$af" ]; then
   printf '@@%s:ahead:%s\\n' {token} "${{af##*-}}"
-  wait "$ap"; cat -- "$d/read.out"; : >"$d/read.out"
+  serve1 "$(head -c {cap} -- "$af" | sed "s/{mark}/$rt/g; s/{tag_mark}/$rg/g")" {seconds}
 else
   printf '@@%s:noahead\\n' {token}
 fi
@@ -248,22 +241,19 @@ def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None, the
     kept under ``key`` (:func:`keep_request`), run right after ``then`` with the read token put in: the holder
     answers, after ``then``'s end line, ``@@<token>:ahead:<hash>`` followed by that read's answer as a served
     script's (:func:`read_served`), or ``@@<token>:noahead``."""
-    # Without the locks' descriptors (8: scripts.lock, held shared by the read ahead running beside it): a program
-    # the facts leave running never holds a lock.
     after = "" if then is None else (
-        f"( {then}\n) </dev/null 2>/dev/null 9>&- 8>&-; printf '\\n@@%s:end:%d\\n' {quote(token)} \"$?\"\n")
+        f"( {then}\n) </dev/null 2>/dev/null 9>&-; printf '\\n@@%s:end:%d\\n' {quote(token)} \"$?\"\n")
     serve = _SERVE.format(token=quote(token), rc=FENCED_RC, err_kept=ERR_KEPT + 1, kept_max=KEPT_MAX,
                           kept_next=KEPT_MAX + 1)
     if ahead is not None and (not re.fullmatch(r"[0-9a-f]{1,64}", ahead[0])
                               or not re.fullmatch(r"[0-9a-f]{16,64}", ahead[1])):
         raise ValueError("a read ahead's key and token are hexadecimal")
-    kept = "" if then is None or ahead is None else _AHEAD.format(token=quote(token))
-    kept_start = "" if then is None or ahead is None else _AHEAD_START.format(
-        mark=READ_MARK, tag_mark=TAG_MARK, cap=SERVE_MAX, key=ahead[0], read_token=ahead[1],
-        read_tag=read_tag(ahead[1]), seconds=max(1, int(ahead[2])))
+    kept = "" if then is None or ahead is None else _AHEAD.format(
+        token=quote(token), mark=READ_MARK, tag_mark=TAG_MARK, cap=SERVE_MAX, key=ahead[0], read_token=ahead[1],
+        read_tag=read_tag(ahead[1]),
+        seconds=max(1, int(ahead[2])))
     return _HOLD.format(say=_SAY, what=_WHAT, owner=_OWNER, holders=_HOLDERS, place=_PLACE, base=_base(base),
                         wait=_seconds(wait_s), token=quote(token), then=after, serve=serve, ahead=kept,
-                        ahead_start=kept_start,
                         loop=_LOOP.format(mark=READ_MARK, tag_mark=TAG_MARK))
 
 
