@@ -361,3 +361,22 @@ def test_a_huge_name_that_matches_nothing_is_cut_in_its_line(tmp_path):
         with pytest.raises(InputError) as e:
             two.limit(pattern, [two.host("h1")])
         assert len(str(e.value)) < 600 and "\n" not in str(e.value), str(e.value)[:500]
+
+
+@pytest.mark.reliability(item=40, fault="--limit with thousands of host names to exclude on a large inventory walked "
+                         "every name once per term (3,000 exclusions of 40,000 hosts: 9 s)", variants=1,
+                         checks=("no hang",))
+def test_many_named_hosts_in_a_limit_are_looked_up_not_walked_each():
+    class Walked(list):
+        walks = 0
+
+        def __iter__(self):
+            Walked.walks += 1
+            return super().__iter__()
+
+    hosts = Walked(f"h{i:05d}" for i in range(40_000))
+    groups = {"all": list(hosts), "g": list(hosts[:20_000])}
+    Walked.walks = 0
+    got = match_pattern("g:!" + ":!".join(hosts[:3_000]), hosts, groups)
+    assert len(got) == 17_000 and got[0] == "h03000"
+    assert Walked.walks < 20, Walked.walks  # a few passes over the inventory, not one per term (3,000)
