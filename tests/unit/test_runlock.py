@@ -548,3 +548,53 @@ def test_a_state_read_with_timed_snippets_is_read_ahead_by_the_next_run(tmp_path
     # The snippet's tag is the next run's own (put back by its holder), never the mark or the first run's.
     assert [s.output.strip() for s in secs] == ["one", f"two\n{read_tag(t2)}.1", "3"]
     let_go(second)
+
+
+def _ahead_holder_with(base: Path, token: str, key: str, read_token: str, facts: str) -> subprocess.Popen:
+    p = subprocess.Popen(["sh", "-c", hold_script(token, 5, str(base), facts, (key, read_token, 30))],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         start_new_session=True, bufsize=0)
+    p.stdin.write(b"ops@ctl pid 1\n")
+    p.stdin.flush()
+    assert answer(p) == "locked\n"
+    return p
+
+
+def test_the_kept_read_runs_beside_the_facts_its_answer_held_in_a_pipe_never_a_file(tmp_path):
+    """The kept state read runs while the facts do (both only read), its answer released after the facts' end line
+    by a gate (an flock the holder holds): a full provision's no-op waited ~250 ms for it after the facts.  Held in a
+    pipe, never in a file on the host (a private file's read, registry auth, printed as its content, was once
+    written to one); an answer past the pipe's buffer waits in its writer (no deadlock); a gate that is no regular
+    file is refused as the lock folder's other files are."""
+    import time
+
+    base = tmp_path / "bringup"
+    secret = "TOPSECRET-" + "s" * 20
+    (tmp_path / "auth.json").write_text(secret + "\n")  # what a private file's read prints: its content
+    body = ("printf '@@%s:B:0\\n' {t}; sleep 1; cat " + str(tmp_path / "auth.json") + "; head -c 300000 /dev/zero; "
+            "printf '\\n@@%s:E:0:0\\n' {t}")
+    first = _ahead_holder_with(base, "r1", "abc123", "1" * 16, "echo facts")
+    assert then_output("r1", _lines_to_end(first, "r1")) == (0, "facts\n") and answer(first) == "@@r1:noahead\n"
+    got, digest = _keep(first, "r1", body.format(t="1" * 16), "1" * 16, "abc123")
+    assert got is not None and got.rc == 0
+    let_go(first)
+    start = time.monotonic()
+    second = _ahead_holder_with(base, "r2", "abc123", "2" * 16, "sleep 1; echo facts")
+    assert then_output("r2", _lines_to_end(second, "r2")) == (0, "facts\n")
+    assert answer(second) == f"@@r2:ahead:{digest}\n"
+    ahead = read_served("r2", second.stdout.readline, 1 << 20)
+    took = time.monotonic() - start
+    assert ahead is not None and ahead.rc == 0 and secret.encode() in ahead.stdout
+    assert ahead.stdout.count(b"\0") == 300_000  # past a pipe's 64 KiB, whole, its bytes as they were
+    assert took < 1.9, took  # one second of facts beside one second of read, not after each other
+    # Nothing of the answer was written in the lock folder.
+    for f in base.iterdir():
+        assert not f.is_file() or secret.encode() not in f.read_bytes(), f
+    let_go(second)
+    # A gate planted as a folder: refused as the folder's other files are, one line.
+    (base / "gate").unlink()
+    (base / "gate").mkdir()
+    p = subprocess.Popen(["sh", "-c", hold_script("r3", 5, str(base), "echo facts", ("abc123", "3" * 16, 30))],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, bufsize=0)
+    out, _ = p.communicate(b"ops@ctl pid 1\n", timeout=30)
+    assert out.decode().startswith("refused ") and "gate" in out.decode() and "not a regular file" in out.decode()
