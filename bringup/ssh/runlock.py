@@ -109,7 +109,7 @@ fi
 [ -O "$d" ] || {{ say "refused $d: owned by uid $(stat -c %u -- "$d"), not by uid $(id -u) that bringup runs as"; exit 0; }}
 [ "$(stat -c %a -- "$d")" = 700 ] || chmod 0700 -- "$d" 2>/dev/null || {{
   say "refused $d: mode $(stat -c %a -- "$d") lets other users in, and it cannot be made 0700"; exit 0; }}
-for f in run.lock scripts.lock generation owner stderr gate; do
+for f in run.lock scripts.lock generation owner stderr; do
   if [ -L "$d/$f" ] || {{ [ -e "$d/$f" ] && [ ! -f "$d/$f" ]; }}; then
     say "refused $d/$f: $(what "$d/$f"), not a regular file"; exit 0
   fi
@@ -143,7 +143,7 @@ esac
   say "unusable $d: $e"; exit 0; }}
 exec 8>&-
 echo locked
-{serve}{ahead_start}{then}{ahead}{loop}exec cat >/dev/null
+{serve}{then}{ahead}{loop}exec cat >/dev/null
 """
 
 # The holder serves the run's scripts (:func:`serve_request`, :func:`read_served`): each request is a line "<bytes>
@@ -195,30 +195,18 @@ done
 [ -z "$j" ] && exit 0
 """
 
-# The state read kept by an earlier run with the same facts (its key), run beside the facts (both only read): its
-# answer follows the facts' end line, after a line naming its hash, or a line saying there is none.  At most
-# SERVE_MAX bytes of it are read (a kept read is a request's body, never longer): a file grown past that is cut, and
-# its brace group cut short is a syntax error, so nothing of it runs.  Its answer waits in a pipe, never in a file:
-# a cat behind the gate (an flock the holder holds until the facts' end line; its descriptor, 7, closed by exec in
-# the facts, the read and the cat: a redirection's 7>&- on a brace group or a function keeps a copy of it while
-# they run, and the gate would never open) passes it on then; an answer past the pipe's buffer waits in its writer meanwhile.  The
-# connection gone, the holder's end opens the gate and the cat's write ends the read (SIGPIPE).
-_AHEAD_START = """\
-rt={read_token} rg={read_tag} af= ap=
-for f in "$d"/ahead-{key}-*; do [ -f "$f" ] && [ ! -L "$f" ] && af=$f; break; done
-if [ -n "$af" ] && {{ command exec 7>>"$d/gate"; }} 2>/dev/null && flock -x -n 7; then
-  {{ exec 7>&-; serve1 "$(head -c {cap} -- "$af" | sed "s/{mark}/$rt/g; s/{tag_mark}/$rg/g")" {seconds}; }} |
-    {{ exec 7>&-; flock -s 6; exec 6<&-; cat; }} 6<"$d/gate" &
-  ap=$!
-fi
-"""
+# The state read kept by an earlier run with the same facts (its key), run at once after the facts: its answer
+# follows a line naming its hash, or a line saying there is none.  At most SERVE_MAX bytes of it are read (a kept
+# read is a request's body, never longer): a file grown past that is cut, and its brace group cut short is a syntax
+# error, so nothing of it runs.
 _AHEAD = """\
-if [ -n "$ap" ]; then
+rt={read_token} rg={read_tag} af=
+for f in "$d"/ahead-{key}-*; do [ -f "$f" ] && [ ! -L "$f" ] && af=$f; break; done
+if [ -n "$af" ]; then
   printf '@@%s:ahead:%s\\n' {token} "${{af##*-}}"
-  exec 7>&-; wait "$ap"
+  serve1 "$(head -c {cap} -- "$af" | sed "s/{mark}/$rt/g; s/{tag_mark}/$rg/g")" {seconds}
 else
   printf '@@%s:noahead\\n' {token}
-  [ -z "$af" ] || exec 7>&-
 fi
 """
 
@@ -253,22 +241,19 @@ def hold_script(token: str, wait_s: float = WAIT_S, base: str | None = None, the
     kept under ``key`` (:func:`keep_request`), run right after ``then`` with the read token put in: the holder
     answers, after ``then``'s end line, ``@@<token>:ahead:<hash>`` followed by that read's answer as a served
     script's (:func:`read_served`), or ``@@<token>:noahead``."""
-    # Without the locks' descriptors (8: scripts.lock, held shared by the read ahead running beside it; 7: its
-    # gate): a program the facts leave running never holds a lock.
     after = "" if then is None else (
-        f"( {then}\n) </dev/null 2>/dev/null 9>&- 8>&- 7>&-; printf '\\n@@%s:end:%d\\n' {quote(token)} \"$?\"\n")
+        f"( {then}\n) </dev/null 2>/dev/null 9>&-; printf '\\n@@%s:end:%d\\n' {quote(token)} \"$?\"\n")
     serve = _SERVE.format(token=quote(token), rc=FENCED_RC, err_kept=ERR_KEPT + 1, kept_max=KEPT_MAX,
                           kept_next=KEPT_MAX + 1)
     if ahead is not None and (not re.fullmatch(r"[0-9a-f]{1,64}", ahead[0])
                               or not re.fullmatch(r"[0-9a-f]{16,64}", ahead[1])):
         raise ValueError("a read ahead's key and token are hexadecimal")
-    kept = "" if then is None or ahead is None else _AHEAD.format(token=quote(token))
-    kept_start = "" if then is None or ahead is None else _AHEAD_START.format(
-        mark=READ_MARK, tag_mark=TAG_MARK, cap=SERVE_MAX, key=ahead[0], read_token=ahead[1],
-        read_tag=read_tag(ahead[1]), seconds=max(1, int(ahead[2])))
+    kept = "" if then is None or ahead is None else _AHEAD.format(
+        token=quote(token), mark=READ_MARK, tag_mark=TAG_MARK, cap=SERVE_MAX, key=ahead[0], read_token=ahead[1],
+        read_tag=read_tag(ahead[1]),
+        seconds=max(1, int(ahead[2])))
     return _HOLD.format(say=_SAY, what=_WHAT, owner=_OWNER, holders=_HOLDERS, place=_PLACE, base=_base(base),
                         wait=_seconds(wait_s), token=quote(token), then=after, serve=serve, ahead=kept,
-                        ahead_start=kept_start,
                         loop=_LOOP.format(mark=READ_MARK, tag_mark=TAG_MARK))
 
 
