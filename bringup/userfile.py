@@ -11,7 +11,8 @@ import stat
 from pathlib import Path
 from typing import Callable
 
-__all__ = ["home", "kind", "read_capped", "read_regular", "link_out", "walk", "OUT_OF_FOLDER"]
+__all__ = ["home", "kind", "read_capped", "read_regular", "link_out", "walk", "OUT_OF_FOLDER",
+           "fd_path", "within", "opened_within"]
 
 
 def home(path: str | Path) -> str:
@@ -99,7 +100,7 @@ def read_capped(path: str | Path, limit: int, error: Callable[[str], Exception],
         # the look said: a regular file, unless the caller takes others.
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | (0 if follow else os.O_NOFOLLOW))
         with os.fdopen(fd, "rb") as f:
-            if inside is not None and not _opened_within(fd, p, inside):
+            if inside is not None and not opened_within(fd, p, inside):
                 raise error(out_of_folder or OUT_OF_FOLDER)
             regular = stat.S_ISREG(os.fstat(fd).st_mode)
             if not_regular is not None and not regular and refuse is _not_a_file:
@@ -138,7 +139,7 @@ def within(real: str, root: str) -> bool:
     return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def _opened_within(fd: int, path: Path, folder: str | Path) -> bool:
+def opened_within(fd: int, path: str | Path, folder: str | Path) -> bool:
     """Whether the file open at ``fd`` (opened as ``path``) lies within ``folder`` (resolved)."""
     return within(fd_path(fd, path), os.path.realpath(folder))
 

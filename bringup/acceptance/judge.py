@@ -9,6 +9,7 @@ counts between GPUs) and its variables (``gpu_profiles``, ``accept_thresholds``)
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import Any, Mapping
 
 from ..checks import Check, line
@@ -121,15 +122,6 @@ def _link(q: dict | None) -> tuple[float | None, str]:
     return gbs, f"PCIe Gen{gen} x{width}'s"
 
 
-def _counts(keys: Any) -> dict[Any, int]:
-    """How many times each key comes: a GPU (its bus id) or a pair the probe's answer lists more than once is
-    damage, never judged twice (one PASS and one FAIL line of one GPU or pair)."""
-    out: dict[Any, int] = {}
-    for k in keys:
-        out[k] = out.get(k, 0) + 1
-    return out
-
-
 def _pair_key(p: Mapping[str, Any]) -> tuple:
     return tuple(bus_key(p.get(f"{e}_bus_id")) if p.get(f"{e}_bus_id") else repr(p.get(e)) for e in ("src", "dst"))
 
@@ -149,7 +141,7 @@ def gpu_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], vars: Mapping[st
     out: list[Check] = []
     # CUDA lists each device once: a bus id twice in the probe's answer is damage, and which entry's figures are
     # the GPU's is not known (one PASS and one FAIL line of one GPU, or another GPU's figures under its id).
-    seen = _counts(bus_key(g.get("bus_id")) for g in doc.get("gpus") or [] if g.get("bus_id"))
+    seen = Counter(bus_key(g.get("bus_id")) for g in doc.get("gpus") or [] if g.get("bus_id"))
     said: set[str] = set()
     for g in doc.get("gpus") or []:
         key = bus_key(g.get("bus_id"))
@@ -212,16 +204,18 @@ def pair_lines(doc: Mapping[str, Any], facts: Mapping[str, Any], th: Thresholds)
     runs = _repeats(doc)
     out: list[Check] = []
     pairs = list(doc.get("pairs") or [])
-    seen, said = _counts(_pair_key(p) for p in pairs), set()
+    # A pair listed more than once is damage, never judged twice (one PASS and one FAIL line of one pair).
+    seen, said = Counter(_pair_key(p) for p in pairs), set()
     for p in pairs:
         a, b = p.get("src"), p.get("dst")
         subject = _subject(p.get("src_bus_id")) if p.get("src_bus_id") else f"GPU {a}"
         name = f"P2P to {_subject(p.get('dst_bus_id'))}" if p.get("dst_bus_id") else f"P2P to GPU {b}"
-        if seen[_pair_key(p)] > 1:
-            if _pair_key(p) not in said:
-                said.add(_pair_key(p))
+        key = _pair_key(p)
+        if seen[key] > 1:
+            if key not in said:
+                said.add(key)
                 out.append(line(AREA, name, "WARN", f"not checked: the probe's answer lists this pair "
-                                f"{seen[_pair_key(p)]} times (damaged: which figure is its own is not known)",
+                                f"{seen[key]} times (damaged: which figure is its own is not known)",
                                 "run the acceptance again; the probe's JSON in the saved result shows what the host "
                                 "printed", subject=subject))
             continue

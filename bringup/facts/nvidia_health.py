@@ -249,18 +249,18 @@ def gpu_health(sec: dict[str, Any]) -> dict[str, Any]:
         if (health[f"ecc_{block.lower()}"] is None and health[f"ecc_{other.lower()}"]
                 and isinstance(ecc.get(block), dict) and ecc[block] and not read.bad.get("ecc")):
             read.bad.setdefault("ecc", []).append(f"every {block} counter 'N/A' beside the {other} figures")
-    _no_repair_read(health, sec, rows, pages, read)
+    _no_repair_read(health, sec, read)
     health["unreadable"] = read.bad
     return health
 
 
-def _no_repair_read(health: dict[str, Any], sec: dict[str, Any], rows: Any, pages: Any, read: _Reader) -> None:
+def _no_repair_read(health: dict[str, Any], sec: dict[str, Any], read: _Reader) -> None:
     """A GPU that counts ECC errors repairs its bad memory by remapped rows (Ampere on) or retired pages (before):
     where nvidia-smi -q prints both blocks and neither reads a value (``Remapped Rows : N/A``, every ``Retired
     Pages`` value N/A), though the ECC counters read figures, the repairs are unknown: ``repairs_unreported`` says
     so (the memory repair line is "not checked"), never left out as if the part had none.  The driver's own print,
-    not damage (a real H100 with MIG on prints them so).  ECC off, or a part without ECC, prints no counters: no
-    line, as before."""
+    not damage.  Not where NVML answers no remapped rows by design (MIG instances, a vGPU guest: the real H100 and
+    H200 MIG captures print them all N/A), and not where ECC is off or the part has none (no counters)."""
     if health.get("remapped_rows") or health.get("retired_pages") or read.bad.get("memory_repair"):
         return
     if not (health.get("ecc_volatile") or health.get("ecc_aggregate")):

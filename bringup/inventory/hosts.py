@@ -378,9 +378,8 @@ def load_inventory(path: str | Path | list, overrides: dict[str, Any] | None = N
     if not hosts:
         warnings += hollow or [f"{where}: no host in the inventory; check that --inventory names an Ansible "
                                 "inventory (YAML, INI, a script or a folder of them) with hosts in it"]
-    return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths, defs=groups,
-                     read_order=list(host_vars),
-                     warnings=warnings)
+    return Inventory(path=paths[0], hosts=hosts, groups={g: sorted(hs) for g, hs in members.items()}, paths=paths,
+                     defs=groups, read_order=list(host_vars), warnings=warnings)
 
 
 def _hollow(src: SourceData) -> str:

@@ -65,12 +65,13 @@ def _number(digits: str) -> int:
     return sign * (int(digits) if len(digits) <= 18 else _LARGEST)
 
 
-def _glob_hint(term: str, base: str, inner: str) -> str:
+def _glob_hint(base: str, inner: str) -> str:
     """How to match names ending in ``[inner]`` as a wildcard did before subscripts: the regular expression of that
     one character class where ``inner`` is one (``[12]``, ``[1-3]``); else name the hosts or a group."""
     if re.fullmatch(r"[0-9]+|[0-9]-[0-9]", inner):
         rx = "~" + re.escape(base).replace(chr(92) + "-", "-") + "[" + inner + "]$"
-        return f"to match names ending in one of [{inner}] as a wildcard did, write the regular expression '{shown(rx)}'"
+        return (f"to match names ending in one of [{inner}] as a wildcard did, write the regular expression "
+                f"'{shown(rx)}'")
     return "to pick names by number, write a regular expression (~trt-0[1-3]$) or name a group"
 
 
@@ -86,7 +87,7 @@ def _subscript(term: str, where: str, groups: Mapping[str, Sequence[str]] | None
         if groups is not None and base not in groups and base not in ("*", "all"):
             # A wildcard's character class before subscripts (trt-0[1-3]): never sent to [1:3] (no group).
             raise InputError(f"{where}: {quoted(term, 80)}: [x-y] is no subscript Ansible takes, and "
-                             f"{quoted(base, 60)} is no group; {_glob_hint(term, base, start + '-' + end)}")
+                             f"{quoted(base, 60)} is no group; {_glob_hint(base, start + '-' + end)}")
         raise InputError(f"{where}: {quoted(term, 80)}: Ansible removed [x-y] subscripts; write "
                          f"{quoted(base + '[' + start + ':' + end + ']', 80)} (both ends included)")
     if base != "*" and (_WILD.search(base) or base.startswith("~")):
@@ -191,7 +192,7 @@ def _subscripted(term: str, base: str, sub: tuple[int, int | None], hosts: Seque
             # Before subscripts, bringup read trt-0[12] as a wildcard: say how to write that one.
             inner = term[len(base) + 1:-1]
             raise InputError(f"{where}: {quoted(term, 80)} is Ansible's subscript [{inner}] of {quoted(base, 60)}, "
-                             f"which matches no host or group; {_glob_hint(term, base, inner)}")
+                             f"which matches no host or group; {_glob_hint(base, inner)}")
         _one(base, hosts, groups, where)  # its "matches no host or group" line, with the names close to it
         pool = []
     start, end = sub
@@ -273,23 +274,22 @@ def read_limit_file(path: str | Path) -> list[str]:
 
 def read_limit_lines(path: str | Path) -> list[tuple[int, str]]:
     """The host names of a retry file (``--limit @FILE``) with their line numbers (:func:`retry_names`)."""
-    path_ = path
-    path = shown(str(path))  # in its lines: cut and printable (a 100,000-character path was its line)
-    raw = read_capped(path_, LIMIT_FILE_MAX, InputError,
-                      not_regular=f"--limit @{path}: not a regular file; give a retry file (reports/last.retry)",
-                      missing=f"--limit @{path}: no such file (a retry file is written under reports/ only by a run "
+    said = shown(str(path))  # in its lines: cut and printable (a 100,000-character path was its line)
+    raw = read_capped(path, LIMIT_FILE_MAX, InputError,
+                      not_regular=f"--limit @{said}: not a regular file; give a retry file (reports/last.retry)",
+                      missing=f"--limit @{said}: no such file (a retry file is written under reports/ only by a run "
                               "that had hosts fail)",
-                      unreadable=f"--limit @{path}: cannot read it: ",
-                      too_large=f"--limit @{path}: larger than {LIMIT_FILE_MAX // 1024} KiB; a retry file names one "
+                      unreadable=f"--limit @{said}: cannot read it: ",
+                      too_large=f"--limit @{said}: larger than {LIMIT_FILE_MAX // 1024} KiB; a retry file names one "
                                 "host a line")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise InputError(f"--limit @{path}: not UTF-8 text (byte {e.start}); a retry file names one host a line") \
+        raise InputError(f"--limit @{said}: not UTF-8 text (byte {e.start}); a retry file names one host a line") \
             from None
     names = retry_names(text)
     if not names:
-        raise InputError(f"--limit @{path}: the file names no host; nothing to run")
+        raise InputError(f"--limit @{said}: the file names no host; nothing to run")
     return names
 
 

@@ -281,7 +281,7 @@ def keep_request(script: str, read_token: str, key: str, seconds: int) -> tuple[
     """A request that runs ``script`` (made with ``read_token``) and keeps it under ``key`` for the next run's
     read ahead, with :data:`READ_MARK` where its token is; and the hash that names it (:func:`kept_hash`)."""
     marked = _marked(script, read_token)
-    digest = kept_hash(script, read_token)
+    digest = _hash(marked)
     body = ("{\n" + marked + "\n} </dev/null\n").encode("utf-8", "surrogateescape")
     return f"{len(body)} {max(1, int(seconds))} {key}-{digest}\n".encode() + body, digest
 
@@ -294,9 +294,13 @@ def _marked(script: str, read_token: str) -> str:
 def kept_hash(script: str, read_token: str) -> str:
     """What names a kept read: the hash of the script with :data:`READ_MARK` for its token and :data:`TAG_MARK`
     for its snippets' tag."""
+    return _hash(_marked(script, read_token))
+
+
+def _hash(marked: str) -> str:
     import hashlib
 
-    return hashlib.sha256(_marked(script, read_token).encode("utf-8", "surrogateescape")).hexdigest()[:32]
+    return hashlib.sha256(marked.encode("utf-8", "surrogateescape")).hexdigest()[:32]
 
 
 def servable(script: str) -> bool:

@@ -98,7 +98,7 @@ def _head(p: Path, error, where: Path) -> bytes:
     import os
     import stat
 
-    from ..userfile import fd_path, within
+    from ..userfile import opened_within
 
     try:
         fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -109,7 +109,7 @@ def _head(p: Path, error, where: Path) -> bytes:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise error("not a regular file (a pipe, a device or a folder)")
-        if not within(fd_path(fd, p), os.path.realpath(where)):
+        if not opened_within(fd, p, where):
             raise error("a symbolic link out of its folder")
         return read_regular(fd, MARK_READ)[:MARK_READ]
     except OSError as e:
