@@ -224,8 +224,13 @@ def test_a_facts_child_that_left_its_session_is_bounded_and_ended_or_runs_on_as_
     smi = tmp_path / "bin" / "nvidia-smi"
     smi.parent.mkdir()
     csv = (BUNDLE.parent / "nvidia-smi-query.csv").read_text()
-    leave = f"setsid sleep {mark} &" if held else f"setsid sleep {mark} >/dev/null 2>&1 </dev/null &"
-    smi.write_text(f"#!/bin/sh\n{leave}\ncat <<'EOF'\n{csv}EOF\n")
+    # The child writes a file once setsid has taken it out of the group, and the fake waits for it before it
+    # prints: else, under load, the snippet's group kill could reach setsid before it left (a flake, no daemon).
+    left_file = tmp_path / "left"
+    child = f"setsid sh -c 'echo >{left_file}; exec sleep {mark}'"
+    leave = f"{child} &" if held else f"{child} >/dev/null 2>&1 </dev/null &"
+    wait_left = f"i=0; while [ ! -e {left_file} ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done"
+    smi.write_text(f"#!/bin/sh\n{leave}\n{wait_left}\ncat <<'EOF'\n{csv}EOF\n")
     smi.chmod(0o755)
     monkeypatch.setenv("PATH", f"{smi.parent}:{os.environ.get('PATH', '/usr/bin:/bin')}")
     t = LocalTransport(Host(name="ctl", groups=["all"], vars={},
